@@ -1,0 +1,141 @@
+// Package devstack starts and stops the servers graft runs beside it on a
+// developer machine and in tests: the Temporal CLI's dev server and the
+// versitygw S3 server, each a separate process built by internal/tools, bound
+// to 127.0.0.1 on free ports. Every Start has a Stop that ends the whole
+// process group, so nothing outlives the test or the dev session that began it.
+package devstack
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Process is a running server process.
+type Process struct {
+	Name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  *lockedBuffer
+
+	stopOnce sync.Once
+	waitErr  error
+}
+
+// startProcess runs path with args and env in its own process group. Output
+// goes to logFile when set, else to an in-memory buffer reported on failure.
+func startProcess(name, path string, args, env []string, logFile string) (*Process, error) {
+	cmd := exec.Command(path, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p := &Process{Name: name, cmd: cmd, done: make(chan struct{}), log: &lockedBuffer{}}
+	if logFile != "" {
+		f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("start %s: open log: %w", name, err)
+		}
+		cmd.Stdout, cmd.Stderr = f, f
+		defer f.Close()
+	} else {
+		cmd.Stdout, cmd.Stderr = p.log, p.log
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Output returns what the process printed, when it was not sent to a log file.
+func (p *Process) Output() string { return p.log.String() }
+
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stop ends the process group: SIGTERM, then SIGKILL after grace.
+func (p *Process) Stop(grace time.Duration) error {
+	p.stopOnce.Do(func() {
+		pgid := p.cmd.Process.Pid
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(grace):
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			<-p.done
+		}
+	})
+	return nil
+}
+
+// waitReady polls probe until it succeeds, the process exits, or timeout.
+func (p *Process) waitReady(ctx context.Context, timeout time.Duration, probe func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		if p.Exited() {
+			return fmt.Errorf("%s exited before it was ready: %v\n%s", p.Name, p.waitErr, p.Output())
+		}
+		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+		last = probe(pctx)
+		pcancel()
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready after %s: %w\n%s", p.Name, timeout, errors.Join(ctx.Err(), last), p.Output())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// FreePort asks the kernel for a free TCP port on 127.0.0.1.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len() > 1<<20 { // keep the tail bounded
+		l.b.Reset()
+	}
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

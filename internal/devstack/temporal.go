@@ -1,0 +1,131 @@
+package devstack
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/graftworks/graft/internal/searchattr"
+	"github.com/graftworks/graft/internal/tools"
+)
+
+// TemporalOptions configure a Temporal CLI dev server.
+type TemporalOptions struct {
+	// Port is the frontend gRPC port at 127.0.0.1. Defaults to a free port.
+	Port int
+	// UIPort serves the Web UI when Headless is false. Defaults to a free port.
+	UIPort int
+	// Headless turns the Web UI off. Defaults to false.
+	Headless bool
+	// DBFile persists the server's state in SQLite. Defaults to "" (in memory).
+	DBFile string
+	// Namespace is created at start. Defaults to "default".
+	Namespace string
+	// LogFile receives the server's output. Defaults to an in-memory buffer.
+	LogFile string
+}
+
+// Temporal is a running dev server.
+type Temporal struct {
+	*Process
+	HostPort  string
+	Namespace string
+	UIAddress string // "" when headless
+}
+
+// DynamicConfig is what graft asks of the dev server: eager workflow start and
+// eager activity execution avoid a matching round trip per task (DESIGN §8).
+var DynamicConfig = []string{
+	"system.enableEagerWorkflowStart=true",
+	"system.enableActivityEagerExecution=true",
+	"frontend.enableUpdateWorkflowExecution=true",
+}
+
+// StartTemporal builds the Temporal CLI if needed, starts its dev server with
+// graft's search attributes registered, and waits until the namespace answers.
+func StartTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
+	if o.Namespace == "" {
+		o.Namespace = "default"
+	}
+	bin, err := tools.Temporal.Ensure(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		ports := make([]int, 3)
+		for i := range ports {
+			if ports[i], err = FreePort(); err != nil {
+				return nil, fmt.Errorf("start temporal: %w", err)
+			}
+		}
+		port, httpPort, metricsPort := ports[0], ports[1], ports[2]
+		if o.Port != 0 {
+			port = o.Port
+		}
+		args := []string{"server", "start-dev",
+			"--ip", "127.0.0.1", "--port", fmt.Sprint(port),
+			"--http-port", fmt.Sprint(httpPort), "--metrics-port", fmt.Sprint(metricsPort),
+			"--namespace", o.Namespace, "--log-level", "warn"}
+		uiAddr := ""
+		if o.Headless {
+			args = append(args, "--headless")
+		} else {
+			ui := o.UIPort
+			if ui == 0 {
+				if ui, err = FreePort(); err != nil {
+					return nil, fmt.Errorf("start temporal: %w", err)
+				}
+			}
+			args = append(args, "--ui-ip", "127.0.0.1", "--ui-port", fmt.Sprint(ui))
+			uiAddr = "http://" + hostPort(ui)
+		}
+		if o.DBFile != "" {
+			args = append(args, "--db-filename", o.DBFile)
+		}
+		for _, sa := range searchattr.All {
+			args = append(args, "--search-attribute", sa.Name+"="+sa.Type)
+		}
+		for _, dc := range DynamicConfig {
+			args = append(args, "--dynamic-config-value", dc)
+		}
+		p, err := startProcess("temporal", bin, args, nil, o.LogFile)
+		if err != nil {
+			return nil, err
+		}
+		hp := hostPort(port)
+		err = p.waitReady(ctx, 60*time.Second, func(ctx context.Context) error {
+			return probeTemporal(ctx, hp, o.Namespace)
+		})
+		if err == nil {
+			return &Temporal{Process: p, HostPort: hp, Namespace: o.Namespace, UIAddress: uiAddr}, nil
+		}
+		p.Stop(10 * time.Second)
+		lastErr = err
+		if o.Port != 0 {
+			break
+		}
+	}
+	return nil, lastErr
+}
+
+func probeTemporal(ctx context.Context, hostPort, namespace string) error {
+	c, err := client.DialContext(ctx, client.Options{HostPort: hostPort, Namespace: namespace, Logger: quietLogger{}})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
+	return err
+}
+
+// quietLogger drops the SDK's log lines while probing a server that is still starting.
+type quietLogger struct{}
+
+func (quietLogger) Debug(string, ...interface{}) {}
+func (quietLogger) Info(string, ...interface{})  {}
+func (quietLogger) Warn(string, ...interface{})  {}
+func (quietLogger) Error(string, ...interface{}) {}

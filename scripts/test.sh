@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# graft's whole test suite, as CI runs it: build, vet, gofmt, the pinned tools
+# (built once into .bin/), every test against the real servers (versitygw and
+# the Temporal dev server are started by the tests themselves; Postgres from
+# DATABASE_URL or 127.0.0.1:5432), then each fuzz target briefly.
+#
+#   FUZZTIME=5s   how long each fuzz target runs (0 skips fuzzing)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+FUZZTIME="${FUZZTIME:-5s}"
+export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}"
+mkdir -p .cache
+log=.cache/test.log
+: >"$log"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "go build ./..."
+go build ./...
+
+step "go vet ./..."
+go vet ./...
+
+step "gofmt"
+unformatted=$(gofmt -l $(find . -name '*.go' -not -path './.bin/*' -not -path './.cache/*'))
+if [ -n "$unformatted" ]; then
+	echo "gofmt needed on:"; echo "$unformatted"; exit 1
+fi
+
+step "pinned tools"
+go run ./internal/tools/buildtools
+
+step "go test ./..."
+set +e
+go test -count=1 -p 2 -timeout 45m -v ./... 2>&1 | tee -a "$log"
+test_rc=${PIPESTATUS[0]}
+set -e
+
+fuzz_rc=0
+if [ "$FUZZTIME" != "0" ]; then
+	step "fuzz targets, $FUZZTIME each"
+	while read -r file; do
+		pkg="./$(dirname "$file")"
+		for target in $(grep -oE '^func (Fuzz[A-Za-z0-9_]+)' "$file" | awk '{print $2}'); do
+			echo "--- fuzz $pkg $target"
+			if go test -run='^$' -fuzz="^${target}\$" -fuzztime="$FUZZTIME" "$pkg" >.cache/fuzz.out 2>&1; then
+				echo "--- PASS: $target (fuzz $FUZZTIME)" | tee -a "$log"
+			else
+				cat .cache/fuzz.out
+				echo "--- FAIL: $target (fuzz $FUZZTIME)" | tee -a "$log"
+				fuzz_rc=1
+			fi
+		done
+	done < <(grep -lE '^func Fuzz' $(find . -name '*_test.go' -not -path './.bin/*' -not -path './.cache/*') | sed 's|^\./||' | sort)
+fi
+
+passed=$(grep -cE '^\s*--- PASS' "$log" || true)
+failed=$(grep -cE '^\s*--- FAIL' "$log" || true)
+echo
+if [ "$passed" -eq 0 ] && [ "$failed" -eq 0 ]; then
+	echo "no test ran"
+	exit 1
+fi
+echo "$passed passed, $failed failed"
+if [ "$test_rc" -ne 0 ] || [ "$fuzz_rc" -ne 0 ]; then
+	exit 1
+fi

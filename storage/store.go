@@ -1,0 +1,276 @@
+// Package storage is graft's object-store contract: one small interface that
+// every backend (local directory, S3, the fault-injection wrapper) implements
+// with identical semantics, and the typed errors that carry those semantics
+// upward so no SDK error type ever leaves a backend package.
+//
+// The contract, which the conformance suite in storage/storagetest proves for
+// every backend:
+//
+//   - Writes are whole-object. A Put with IfNoneMatch succeeds only when the key
+//     is absent; a Put with IfMatch succeeds only when the current ETag equals the
+//     given one. Exactly one of any number of racing conditional writers wins.
+//   - A failed condition is ErrPreconditionFailed: the write was definitely not
+//     applied.
+//   - A write whose effect is unknown (transport error, timeout, cancellation
+//     after send, 5xx, 409 ConditionalRequestConflict) is ErrAmbiguous: it may
+//     have been applied, may be applied later, or never. Callers settle such a
+//     write by reading back and re-issuing byte-identical bytes, never by guessing.
+//   - A write the store definitely refused without applying it (403, 400, a
+//     fault rule that refuses) is ErrRefused.
+//   - A read that could not be answered is ErrUnavailable; it changed nothing.
+//   - A missing key is ErrNotFound on Get and Head; Delete of a missing key
+//     succeeds (deletes are idempotent).
+//   - Keys are '/'-separated, never start or end with '/', have no empty or '.'
+//     or '..' segments, and are at most MaxKeyLen bytes; anything else is
+//     ErrInvalidKey before any request is sent.
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// MaxKeyLen bounds a key's length in bytes (S3's own limit is 1024).
+const MaxKeyLen = 1024
+
+// MaxBatchDelete is the most keys one DeleteBatch call takes (S3's limit).
+const MaxBatchDelete = 1000
+
+// Store is the object-store contract every backend satisfies.
+type Store interface {
+	// Get returns the object's bytes and metadata, or ErrNotFound.
+	Get(ctx context.Context, key string) (Object, error)
+	// Head returns the object's metadata without its bytes, or ErrNotFound.
+	Head(ctx context.Context, key string) (ObjectInfo, error)
+	// Put writes body at key. With opts.IfNoneMatch the key must be absent;
+	// with opts.IfMatch its current ETag must equal opts.IfMatch (setting both
+	// is ErrInvalidArgument). A failed condition is ErrPreconditionFailed; an
+	// unknown outcome is ErrAmbiguous. Without a condition the write is
+	// unconditional — graft never does that for control objects.
+	Put(ctx context.Context, key string, body []byte, opts PutOptions) (PutResult, error)
+	// List returns up to opts.Limit objects (1..1000; 0 means 1000) whose keys
+	// start with opts.Prefix and sort strictly after opts.StartAfter, in
+	// ascending byte order of key. Truncated reports that more may follow:
+	// call again with StartAfter set to the last key returned.
+	List(ctx context.Context, opts ListOptions) (ListPage, error)
+	// Delete removes key; a missing key is not an error.
+	Delete(ctx context.Context, key string) error
+	// DeleteBatch removes up to MaxBatchDelete keys; missing keys are not
+	// errors. When some keys could not be deleted it returns a *BatchError
+	// naming each of them; the others were deleted.
+	DeleteBatch(ctx context.Context, keys []string) error
+}
+
+// PutOptions are the conditions of a Put.
+type PutOptions struct {
+	// IfNoneMatch makes the put succeed only if the key is absent
+	// (If-None-Match: *). Defaults to false.
+	IfNoneMatch bool
+	// IfMatch makes the put succeed only if the current ETag equals this value
+	// (If-Match). Defaults to "" (no condition).
+	IfMatch string
+}
+
+// PutResult is what a successful put returns.
+type PutResult struct {
+	// ETag identifies the bytes now stored at the key.
+	ETag string
+}
+
+// ObjectInfo is an object's metadata.
+type ObjectInfo struct {
+	Key          string
+	Size         int64
+	ETag         string
+	LastModified time.Time
+}
+
+// Object is an object's bytes and metadata.
+type Object struct {
+	ObjectInfo
+	Body []byte
+}
+
+// ListOptions select one page of a listing.
+type ListOptions struct {
+	// Prefix restricts the listing to keys that start with it. Defaults to "" (all keys).
+	Prefix string
+	// StartAfter restricts the listing to keys that sort after it. Defaults to "".
+	StartAfter string
+	// Limit is the page size, 1..1000. Defaults to 1000.
+	Limit int
+}
+
+// ListPage is one page of a listing.
+type ListPage struct {
+	Objects []ObjectInfo
+	// Truncated reports that more keys may follow the last one returned.
+	Truncated bool
+}
+
+// Code classifies a storage error portably across backends.
+type Code int
+
+const (
+	// CodeUnknown is an error no backend classified; treat it as ambiguous for writes.
+	CodeUnknown Code = iota
+	CodeNotFound
+	CodePreconditionFailed
+	CodeAmbiguous
+	CodeRefused
+	CodeUnavailable
+	CodeInvalidKey
+	CodeInvalidArgument
+)
+
+func (c Code) String() string {
+	switch c {
+	case CodeNotFound:
+		return "not_found"
+	case CodePreconditionFailed:
+		return "precondition_failed"
+	case CodeAmbiguous:
+		return "ambiguous"
+	case CodeRefused:
+		return "refused"
+	case CodeUnavailable:
+		return "unavailable"
+	case CodeInvalidKey:
+		return "invalid_key"
+	case CodeInvalidArgument:
+		return "invalid_argument"
+	}
+	return "unknown"
+}
+
+// Sentinel errors; match them with errors.Is. Every backend returns *Error,
+// whose Is method matches the sentinel of its Code.
+var (
+	ErrNotFound           = errors.New("storage: not found")
+	ErrPreconditionFailed = errors.New("storage: precondition failed")
+	ErrAmbiguous          = errors.New("storage: outcome unknown")
+	ErrRefused            = errors.New("storage: refused")
+	ErrUnavailable        = errors.New("storage: unavailable")
+	ErrInvalidKey         = errors.New("storage: invalid key")
+	ErrInvalidArgument    = errors.New("storage: invalid argument")
+)
+
+var sentinels = map[Code]error{
+	CodeNotFound:           ErrNotFound,
+	CodePreconditionFailed: ErrPreconditionFailed,
+	CodeAmbiguous:          ErrAmbiguous,
+	CodeRefused:            ErrRefused,
+	CodeUnavailable:        ErrUnavailable,
+	CodeInvalidKey:         ErrInvalidKey,
+	CodeInvalidArgument:    ErrInvalidArgument,
+}
+
+// Error is the one error type backends return.
+type Error struct {
+	Op     string // "get", "head", "put", "list", "delete", "delete_batch"
+	Key    string
+	Code   Code
+	Status int   // HTTP status when there was one, else 0
+	Err    error // the backend's own error, for the message only
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("storage ")
+	b.WriteString(e.Op)
+	if e.Key != "" {
+		fmt.Fprintf(&b, " %q", e.Key)
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Code.String())
+	if e.Status != 0 {
+		fmt.Fprintf(&b, " (HTTP %d)", e.Status)
+	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Is matches the sentinel of e's Code.
+func (e *Error) Is(target error) bool {
+	s, ok := sentinels[e.Code]
+	return ok && s == target
+}
+
+// Unwrap returns the backend's own error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// CodeOf returns the Code of err, CodeUnknown when err is not a storage error.
+func CodeOf(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	for c, s := range sentinels {
+		if errors.Is(err, s) {
+			return c
+		}
+	}
+	return CodeUnknown
+}
+
+// BatchError reports the keys a DeleteBatch could not delete.
+type BatchError struct {
+	Failed map[string]error
+}
+
+func (e *BatchError) Error() string {
+	return fmt.Sprintf("storage delete_batch: %d keys not deleted", len(e.Failed))
+}
+
+// ValidateKey checks a key against the contract's key rules.
+func ValidateKey(key string) error {
+	bad := func(why string) error {
+		return &Error{Op: "validate", Key: key, Code: CodeInvalidKey, Err: errors.New(why)}
+	}
+	if key == "" {
+		return bad("empty key")
+	}
+	if len(key) > MaxKeyLen {
+		return bad(fmt.Sprintf("longer than %d bytes", MaxKeyLen))
+	}
+	for _, seg := range strings.Split(key, "/") {
+		switch seg {
+		case "":
+			return bad("empty segment")
+		case ".", "..":
+			return bad("dot segment")
+		}
+	}
+	for _, r := range key {
+		if r < 0x20 || r == 0x7f || r == '\\' {
+			return bad("control character or backslash")
+		}
+	}
+	return nil
+}
+
+// ListAll calls fn for every object under prefix, page by page.
+func ListAll(ctx context.Context, s Store, prefix string, fn func(ObjectInfo) error) error {
+	after := ""
+	for {
+		page, err := s.List(ctx, ListOptions{Prefix: prefix, StartAfter: after})
+		if err != nil {
+			return err
+		}
+		for _, o := range page.Objects {
+			if err := fn(o); err != nil {
+				return err
+			}
+		}
+		if !page.Truncated || len(page.Objects) == 0 {
+			return nil
+		}
+		after = page.Objects[len(page.Objects)-1].Key
+	}
+}
