@@ -1,0 +1,163 @@
+package localfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/graftworks/graft/storage"
+)
+
+// readDir reads a directory's entries; tests replace it to see which
+// directories a listing visits.
+var readDir = os.ReadDir
+
+// errPageFull stops a walk once it has found enough keys.
+var errPageFull = errors.New("page full")
+
+// List returns one page of the keys under opts.Prefix; see storage.Store.
+func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.ListPage, error) {
+	const op = "list"
+	if err := ctx.Err(); err != nil {
+		return storage.ListPage{}, newError(op, opts.Prefix, storage.CodeUnavailable, err)
+	}
+	limit := opts.Limit
+	if limit == 0 {
+		limit = 1000
+	}
+	if limit < 1 || limit > 1000 {
+		return storage.ListPage{}, newError(op, opts.Prefix, storage.CodeInvalidArgument, fmt.Errorf("limit %d not in 1..1000", opts.Limit))
+	}
+	startDir, ok := prefixDir(opts.Prefix)
+	if !ok {
+		return storage.ListPage{}, nil // no valid key can have this prefix
+	}
+	w := walker{ctx: ctx, store: s, prefix: opts.Prefix, startAfter: opts.StartAfter, want: limit + 1}
+	if err := w.walk(startDir); err != nil && !errors.Is(err, errPageFull) {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return storage.ListPage{}, newError(op, opts.Prefix, storage.CodeUnavailable, ctxErr)
+		}
+		return storage.ListPage{}, newError(op, opts.Prefix, storage.CodeUnavailable, err)
+	}
+	page := storage.ListPage{Objects: w.found}
+	if len(page.Objects) > limit {
+		page.Objects = page.Objects[:limit]
+		page.Truncated = true
+	}
+	return page, nil
+}
+
+// prefixDir returns the directory (as a key prefix: "" or ending in '/')
+// that holds every key starting with prefix, and false when no valid key can
+// start with prefix.
+func prefixDir(prefix string) (string, bool) {
+	last := strings.LastIndexByte(prefix, '/')
+	if last < 0 {
+		return "", true
+	}
+	dir := prefix[:last+1]
+	for seg := range strings.SplitSeq(dir[:last], "/") {
+		if seg == "" || seg == "." || seg == ".." || strings.HasPrefix(seg, reservedPrefix) {
+			return "", false
+		}
+	}
+	return dir, true
+}
+
+// walker collects keys in ascending byte order by visiting directories
+// depth-first, each in the order their keys sort.
+type walker struct {
+	ctx        context.Context
+	store      *Store
+	prefix     string
+	startAfter string
+	want       int
+	found      []storage.ObjectInfo
+}
+
+// entry is a directory entry named by the key prefix it stands for: the key
+// itself for a file, the key prefix ending in '/' for a directory.
+type entry struct {
+	key string
+	dir bool
+}
+
+// walk visits the directory holding the keys that start with dir ("" for
+// the root, otherwise ending in '/').
+func (w *walker) walk(dir string) error {
+	if err := w.ctx.Err(); err != nil {
+		return err
+	}
+	entries, err := readDir(filepath.Join(w.store.root, filepath.FromSlash(dir)))
+	if isNotFound(err) {
+		return nil // removed while we walked, or never there
+	}
+	if err != nil {
+		return fmt.Errorf("read directory: %w", err)
+	}
+	var candidates []entry
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, reservedPrefix) {
+			continue // locks and temp files
+		}
+		switch t := e.Type(); {
+		case t.IsDir():
+			if p := dir + name + "/"; w.mayHold(p) {
+				candidates = append(candidates, entry{key: p, dir: true})
+			}
+		case t.IsRegular():
+			if k := dir + name; w.matches(k) {
+				candidates = append(candidates, entry{key: k})
+			}
+		}
+	}
+	// Sorting a directory as its name plus '/' yields S3 order: "a-b" <
+	// "a.b" < "a/…" < "a0", whereas by bare name "a" would sort first.
+	slices.SortFunc(candidates, func(a, b entry) int { return strings.Compare(a.key, b.key) })
+	for _, c := range candidates {
+		if c.dir {
+			if err := w.walk(c.key); err != nil {
+				return err
+			}
+			continue
+		}
+		if storage.ValidateKey(c.key) != nil {
+			continue // a file an operator placed whose name is no key
+		}
+		info, err := statObject(filepath.Join(w.store.root, filepath.FromSlash(c.key)), c.key)
+		if isNotFound(err) {
+			continue // deleted or replaced by a directory since we read the directory
+		}
+		if err != nil {
+			return err
+		}
+		w.found = append(w.found, info)
+		if len(w.found) >= w.want {
+			return errPageFull
+		}
+	}
+	return nil
+}
+
+// matches reports whether key belongs in the listing.
+func (w *walker) matches(key string) bool {
+	return strings.HasPrefix(key, w.prefix) && key > w.startAfter
+}
+
+// mayHold reports whether a directory standing for key prefix p can hold a
+// key of the listing. Every key in it is p followed by more bytes, so when p
+// is not a prefix of startAfter and sorts before it, all of them do too.
+func (w *walker) mayHold(p string) bool {
+	if !strings.HasPrefix(p, w.prefix) && !strings.HasPrefix(w.prefix, p) {
+		return false
+	}
+	if p < w.startAfter && !strings.HasPrefix(w.startAfter, p) {
+		return false
+	}
+	return true
+}

@@ -1,0 +1,575 @@
+// Package localfs is graft's embedded default storage backend: a directory on
+// local disk that keeps the storage.Store contract, so graft runs with no S3
+// server at all.
+//
+// Layout: the object at key "a/b/c.json" is the regular file <dir>/a/b/c.json,
+// so an operator can read the store with ordinary tools. Names that begin with
+// ".graft-" are the store's own: per-key lock files under <dir>/.graft-locks/
+// and temp files ".graft-tmp-*" next to the objects they become. They never
+// appear in a listing, Get and Head report them as not found, and Put refuses
+// (ErrRefused) any key with a segment that begins with ".graft-".
+//
+// Invariants:
+//   - Conditional writes are atomic across processes, not just goroutines:
+//     every Put and Delete of a key holds an exclusive flock(2) on the key's
+//     lock file (one of 256, chosen by a hash of the key) while it checks the
+//     condition and commits. Put-if-absent commits with link(2), which cannot
+//     replace an existing file even if some writer ignored the lock.
+//   - Writes are durable and all-or-nothing: bytes go to a temp file in the
+//     target's directory, which is fsynced, then linked or renamed into place,
+//     and the directory is fsynced. A reader sees the old bytes or the new,
+//     never a mix. A crash can leave a temp file; it is never listed.
+//   - ETag is the quoted hex MD5 of the bytes, as S3 gives for a single-part
+//     upload; LastModified is the file's mtime. A conditional Put compares
+//     against the MD5 of the bytes on disk; Head and List may use a copy of
+//     the ETag kept in an extended attribute while the file's size and mtime
+//     still match the ones recorded with it.
+//   - Keys "a" and "a/b" cannot both exist, because "a" cannot be a file and
+//     a directory at once. A Put that would need that is ErrRefused; graft's
+//     format never creates such keys.
+//   - Errors classify as the contract says. A write that fails before its
+//     commit step changed nothing and is ErrRefused; one whose directory
+//     fsync fails after the commit is ErrAmbiguous (visible, maybe not
+//     durable). A cancelled context is checked before any work: reads report
+//     ErrUnavailable, writes ErrAmbiguous, both wrapping the context's error.
+//   - Delete removes parent directories left empty, best-effort, never the
+//     store's own directory. List reads only the directories a prefix can
+//     reach, in S3 byte order of key; each page reads every entry of each
+//     directory it visits, so one directory of a million objects makes paging
+//     through it slow.
+//   - Symbolic links and other non-regular files are not objects: they are
+//     skipped by List and not found by Get and Head.
+package localfs
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/graftworks/graft/storage"
+)
+
+const (
+	// reservedPrefix begins every name the store keeps for itself.
+	reservedPrefix = ".graft-"
+	// lockDirName is the directory of lock files, directly under the root.
+	lockDirName = reservedPrefix + "locks"
+	// tempPrefix begins the name of a temp file a Put writes before commit.
+	tempPrefix = reservedPrefix + "tmp-"
+	// lockStripes is how many lock files keys hash onto.
+	lockStripes = 256
+	// maxDirRetries bounds how often a Put recreates a directory that a
+	// concurrent Delete pruned under it.
+	maxDirRetries = 16
+)
+
+// Store is a storage.Store kept in a local directory. It is safe for
+// concurrent use by many goroutines and many processes sharing the directory.
+type Store struct {
+	root string
+	// stripes serialise this process's goroutines per lock file, so that
+	// only one of them at a time waits in flock(2).
+	stripes [lockStripes]sync.Mutex
+}
+
+var _ storage.Store = (*Store)(nil)
+
+// Open returns the store kept in dir, creating dir if needed.
+func Open(dir string) (*Store, error) {
+	root, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open local store %q: %w", dir, err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, lockDirName), 0o755); err != nil {
+		return nil, fmt.Errorf("open local store %q: %w", dir, err)
+	}
+	return &Store{root: root}, nil
+}
+
+// Get returns the object's bytes and metadata, or ErrNotFound.
+func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
+	const op = "get"
+	if err := s.checkRead(ctx, op, key); err != nil {
+		return storage.Object{}, err
+	}
+	f, fi, err := openObject(s.path(key))
+	if err != nil {
+		return storage.Object{}, readError(op, key, err)
+	}
+	defer f.Close()
+	var buf bytes.Buffer
+	buf.Grow(int(fi.Size()) + bytes.MinRead)
+	if _, err := buf.ReadFrom(f); err != nil {
+		return storage.Object{}, newError(op, key, storage.CodeUnavailable, fmt.Errorf("read object: %w", err))
+	}
+	body := buf.Bytes()
+	return storage.Object{
+		ObjectInfo: storage.ObjectInfo{
+			Key:          key,
+			Size:         int64(len(body)),
+			ETag:         etagOfBytes(body),
+			LastModified: fi.ModTime(),
+		},
+		Body: body,
+	}, nil
+}
+
+// Head returns the object's metadata without its bytes, or ErrNotFound.
+func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error) {
+	const op = "head"
+	if err := s.checkRead(ctx, op, key); err != nil {
+		return storage.ObjectInfo{}, err
+	}
+	info, err := statObject(s.path(key), key)
+	if err != nil {
+		return storage.ObjectInfo{}, readError(op, key, err)
+	}
+	return info, nil
+}
+
+// Put writes body at key under the conditions of opts; see storage.Store.
+func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
+	const op = "put"
+	if err := ctx.Err(); err != nil {
+		return storage.PutResult{}, newError(op, key, storage.CodeAmbiguous, err)
+	}
+	if opts.IfNoneMatch && opts.IfMatch != "" {
+		return storage.PutResult{}, newError(op, key, storage.CodeInvalidArgument, errors.New("both IfNoneMatch and IfMatch set"))
+	}
+	if err := validate(op, key); err != nil {
+		return storage.PutResult{}, err
+	}
+	if isReserved(key) {
+		return storage.PutResult{}, newError(op, key, storage.CodeRefused, fmt.Errorf("a segment begins with %q, reserved by the local store", reservedPrefix))
+	}
+	unlock, err := s.lock(key)
+	if err != nil {
+		return storage.PutResult{}, newError(op, key, storage.CodeRefused, err)
+	}
+	defer unlock()
+
+	path := s.path(key)
+	if err := checkCondition(path, opts); err != nil {
+		return storage.PutResult{}, classifyPutCondition(op, key, err)
+	}
+	return s.commit(op, key, path, body, opts.IfNoneMatch)
+}
+
+// errConditionFailed reports that the key's current state fails the Put's
+// condition.
+var errConditionFailed = errors.New("condition not met")
+
+// errKeyIsDirectory reports that the key's path is a directory holding
+// other keys, so no object can be written there.
+var errKeyIsDirectory = errors.New("key is a directory of other keys (keys a and a/b cannot both exist)")
+
+// checkCondition evaluates opts against the object at path. It runs under the
+// key's lock, so the answer holds until the lock is released.
+func checkCondition(path string, opts storage.PutOptions) error {
+	if opts.IfMatch != "" {
+		current, err := etagOnDisk(path)
+		if isNotFound(err) {
+			return fmt.Errorf("%w: key absent, If-Match %s", errConditionFailed, opts.IfMatch)
+		}
+		if err != nil {
+			return err
+		}
+		if current != opts.IfMatch {
+			return fmt.Errorf("%w: ETag is %s, If-Match %s", errConditionFailed, current, opts.IfMatch)
+		}
+		return nil
+	}
+	fi, err := os.Lstat(path)
+	switch {
+	case isNotFound(err):
+		// Absent, or an ancestor is a file: the directory step decides.
+		return nil
+	case err != nil:
+		return err
+	case fi.Mode().IsRegular():
+		if opts.IfNoneMatch {
+			return fmt.Errorf("%w: key exists, If-None-Match *", errConditionFailed)
+		}
+		return nil
+	case fi.IsDir():
+		// A directory left empty (say, by a crash before pruning) must not
+		// block the key; one that still holds keys does.
+		if err := os.Remove(path); err != nil {
+			return errKeyIsDirectory
+		}
+		return nil
+	default:
+		return fmt.Errorf("path is not a regular file (mode %v)", fi.Mode())
+	}
+}
+
+func classifyPutCondition(op, key string, err error) error {
+	if errors.Is(err, errConditionFailed) {
+		return newError(op, key, storage.CodePreconditionFailed, err)
+	}
+	return newError(op, key, storage.CodeRefused, fmt.Errorf("check condition: %w", err))
+}
+
+// commit writes body to a temp file next to path and moves it into place,
+// with link(2) when exclusive (put-if-absent) and rename(2) otherwise.
+func (s *Store) commit(op, key, path string, body []byte, exclusive bool) (storage.PutResult, error) {
+	dir := filepath.Dir(path)
+	etag := etagOfBytes(body)
+	tmpPath, err := s.writeTemp(dir, body, etag)
+	if err != nil {
+		return storage.PutResult{}, newError(op, key, storage.CodeRefused, err)
+	}
+	// After a rename the temp name is gone; after a link, or a failure, it
+	// is removed here. Failure to remove it leaves a stray temp file, which
+	// List never shows.
+	defer os.Remove(tmpPath)
+
+	if exclusive {
+		err = os.Link(tmpPath, path)
+		if isLinkUnsupported(err) {
+			// Still atomic against graft writers: the key's lock is held
+			// and its absence was checked under it.
+			err = os.Rename(tmpPath, path)
+		}
+		if errors.Is(err, fs.ErrExist) {
+			if fi, statErr := os.Lstat(path); statErr == nil && fi.Mode().IsRegular() {
+				return storage.PutResult{}, newError(op, key, storage.CodePreconditionFailed,
+					fmt.Errorf("%w: key exists, If-None-Match *", errConditionFailed))
+			}
+			return storage.PutResult{}, newError(op, key, storage.CodeRefused, errKeyIsDirectory)
+		}
+	} else {
+		err = os.Rename(tmpPath, path)
+	}
+	if err != nil {
+		return storage.PutResult{}, newError(op, key, commitErrorCode(err), fmt.Errorf("move object into place: %w", err))
+	}
+	if err := syncDir(dir); err != nil {
+		return storage.PutResult{}, newError(op, key, storage.CodeAmbiguous, fmt.Errorf("sync directory after commit: %w", err))
+	}
+	return storage.PutResult{ETag: etag}, nil
+}
+
+// writeTemp writes body to a new durable temp file in dir, creating dir
+// first, and returns the temp file's path.
+func (s *Store) writeTemp(dir string, body []byte, etag string) (string, error) {
+	var (
+		f   *os.File
+		err error
+	)
+	for attempt := 0; ; attempt++ {
+		err = s.ensureDir(dir)
+		if err == nil {
+			f, err = createTemp(dir)
+		}
+		if err == nil {
+			break
+		}
+		// A concurrent Delete may prune a directory between our mkdir and
+		// our create: make it again.
+		if isNotExist(err) && attempt < maxDirRetries {
+			continue
+		}
+		if errors.Is(err, syscall.ENOTDIR) {
+			return "", errors.New("an ancestor of the key is an object (keys a and a/b cannot both exist)")
+		}
+		return "", fmt.Errorf("create temp file: %w", err)
+	}
+	path := f.Name()
+	fail := func(what string, err error) (string, error) {
+		f.Close()
+		os.Remove(path)
+		return "", fmt.Errorf("%s temp file: %w", what, err)
+	}
+	if _, err := f.Write(body); err != nil {
+		return fail("write", err)
+	}
+	if fi, err := f.Stat(); err == nil {
+		cacheETag(f, fi, etag)
+	}
+	if err := f.Sync(); err != nil {
+		return fail("sync", err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(path)
+		return "", fmt.Errorf("close temp file: %w", err)
+	}
+	return path, nil
+}
+
+// Delete removes key; a missing key is not an error.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	const op = "delete"
+	if err := ctx.Err(); err != nil {
+		return newError(op, key, storage.CodeAmbiguous, err)
+	}
+	if err := validate(op, key); err != nil {
+		return err
+	}
+	if isReserved(key) {
+		return nil
+	}
+	removed, err := s.remove(key)
+	if err != nil {
+		return newError(op, key, commitErrorCode(err), err)
+	}
+	if !removed {
+		return nil
+	}
+	dir := filepath.Dir(s.path(key))
+	if err := s.syncRemoval(dir); err != nil {
+		return newError(op, key, storage.CodeAmbiguous, fmt.Errorf("sync directory after remove: %w", err))
+	}
+	s.prune(dir)
+	return nil
+}
+
+// DeleteBatch removes up to storage.MaxBatchDelete keys; see storage.Store.
+// Each directory touched is fsynced once for the whole batch.
+func (s *Store) DeleteBatch(ctx context.Context, keys []string) error {
+	const op = "delete_batch"
+	if err := ctx.Err(); err != nil {
+		return newError(op, "", storage.CodeAmbiguous, err)
+	}
+	if len(keys) > storage.MaxBatchDelete {
+		return newError(op, "", storage.CodeInvalidArgument, fmt.Errorf("%d keys, at most %d", len(keys), storage.MaxBatchDelete))
+	}
+	for _, key := range keys {
+		if err := validate(op, key); err != nil {
+			return err
+		}
+	}
+	failed := map[string]error{}
+	removedIn := map[string][]string{} // directory → keys removed from it
+	for _, key := range keys {
+		if err := ctx.Err(); err != nil {
+			failed[key] = newError(op, key, storage.CodeAmbiguous, err)
+			continue
+		}
+		if isReserved(key) {
+			continue
+		}
+		removed, err := s.remove(key)
+		if err != nil {
+			failed[key] = newError(op, key, commitErrorCode(err), err)
+			continue
+		}
+		if removed {
+			dir := filepath.Dir(s.path(key))
+			removedIn[dir] = append(removedIn[dir], key)
+		}
+	}
+	for dir, removed := range removedIn {
+		if err := s.syncRemoval(dir); err != nil {
+			for _, key := range removed {
+				failed[key] = newError(op, key, storage.CodeAmbiguous, fmt.Errorf("sync directory after remove: %w", err))
+			}
+			continue
+		}
+		s.prune(dir)
+	}
+	if len(failed) > 0 {
+		return &storage.BatchError{Failed: failed}
+	}
+	return nil
+}
+
+// remove deletes the object at key under the key's lock and reports whether
+// there was one.
+func (s *Store) remove(key string) (bool, error) {
+	unlock, err := s.lock(key)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	path := s.path(key)
+	fi, err := os.Lstat(path)
+	if isNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("stat object: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return false, nil // not an object
+	}
+	if err := os.Remove(path); err != nil {
+		if isNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("remove object: %w", err)
+	}
+	return true, nil
+}
+
+// syncRemoval makes the removal of an entry from dir durable. A concurrent
+// Delete may already have pruned dir, now empty; then fsyncing the nearest
+// remaining ancestor makes that removal, and so ours, durable.
+func (s *Store) syncRemoval(dir string) error {
+	for {
+		err := syncDir(dir)
+		if !isNotExist(err) || dir == s.root {
+			return err
+		}
+		dir = filepath.Dir(dir)
+	}
+}
+
+// prune removes dir and its ancestors while they are empty, stopping below
+// the root. It is best-effort: a Put racing it recreates what it needs.
+func (s *Store) prune(dir string) {
+	for dir != s.root && strings.HasPrefix(dir, s.root+string(filepath.Separator)) {
+		if err := os.Remove(dir); err != nil {
+			return
+		}
+		dir = filepath.Dir(dir)
+	}
+}
+
+// path is the file that holds key. Keys are validated first, so the result
+// always lies under the root.
+func (s *Store) path(key string) string {
+	return filepath.Join(s.root, filepath.FromSlash(key))
+}
+
+// checkRead does what every read does before touching the disk.
+func (s *Store) checkRead(ctx context.Context, op, key string) error {
+	if err := ctx.Err(); err != nil {
+		return newError(op, key, storage.CodeUnavailable, err)
+	}
+	if err := validate(op, key); err != nil {
+		return err
+	}
+	if isReserved(key) {
+		return newError(op, key, storage.CodeNotFound, fmt.Errorf("a segment begins with %q, reserved by the local store", reservedPrefix))
+	}
+	return nil
+}
+
+// ensureDir makes dir and any missing ancestors, and fsyncs the parent of
+// each directory it creates so the new entries survive a crash.
+func (s *Store) ensureDir(dir string) error {
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+		return nil
+	}
+	rel, err := filepath.Rel(s.root, dir)
+	if err != nil {
+		return err
+	}
+	var parentsToSync []string
+	cur := s.root
+	for _, seg := range strings.Split(rel, string(filepath.Separator)) {
+		next := filepath.Join(cur, seg)
+		err := os.Mkdir(next, 0o755)
+		switch {
+		case err == nil:
+			parentsToSync = append(parentsToSync, cur)
+		case errors.Is(err, fs.ErrExist):
+			fi, err := os.Lstat(next)
+			if err != nil {
+				return err
+			}
+			if !fi.IsDir() {
+				return syscall.ENOTDIR
+			}
+		default:
+			return err
+		}
+		cur = next
+	}
+	for _, d := range parentsToSync {
+		if err := syncDir(d); err != nil {
+			return fmt.Errorf("sync new directory: %w", err)
+		}
+	}
+	return nil
+}
+
+// validate checks key against the contract's rules, reporting a violation
+// as an InvalidKey error of op.
+func validate(op, key string) error {
+	err := storage.ValidateKey(key)
+	if err == nil {
+		return nil
+	}
+	var se *storage.Error
+	if errors.As(err, &se) {
+		se.Op = op
+		return se
+	}
+	return newError(op, key, storage.CodeInvalidKey, err)
+}
+
+// isReserved reports whether any segment of key is a name the store keeps
+// for itself.
+func isReserved(key string) bool {
+	for seg := range strings.SplitSeq(key, "/") {
+		if strings.HasPrefix(seg, reservedPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func newError(op, key string, code storage.Code, err error) *storage.Error {
+	return &storage.Error{Op: op, Key: key, Code: code, Err: err}
+}
+
+// errNotObject reports a path that exists but is not a regular file.
+var errNotObject = errors.New("not a regular file")
+
+// readError classifies a failed read of key.
+func readError(op, key string, err error) error {
+	if isNotFound(err) {
+		return newError(op, key, storage.CodeNotFound, err)
+	}
+	return newError(op, key, storage.CodeUnavailable, err)
+}
+
+// isNotExist reports an error that means a path (or one of its directories)
+// does not exist.
+func isNotExist(err error) bool {
+	return errors.Is(err, fs.ErrNotExist)
+}
+
+// isNotFound reports an error that means no object is at a key: the path is
+// absent, an ancestor is a file, the name cannot exist on this file system,
+// or the path is not a regular file.
+func isNotFound(err error) bool {
+	return isNotExist(err) ||
+		errors.Is(err, syscall.ENOTDIR) ||
+		errors.Is(err, syscall.ENAMETOOLONG) ||
+		errors.Is(err, syscall.ELOOP) ||
+		errors.Is(err, errNotObject)
+}
+
+// isLinkUnsupported reports that the file system cannot make hard links.
+func isLinkUnsupported(err error) bool {
+	return errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.ENOTSUP) ||
+		errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOSYS)
+}
+
+// commitErrorCode classifies a failed rename, link or unlink. These calls
+// either happen or not, so a failure changed nothing — except an I/O error,
+// after which the state on disk is unknown.
+func commitErrorCode(err error) storage.Code {
+	if errors.Is(err, syscall.EIO) {
+		return storage.CodeAmbiguous
+	}
+	return storage.CodeRefused
+}
+
+// etagOfBytes is the quoted hex MD5 of body, as S3 gives a single-part upload.
+func etagOfBytes(body []byte) string {
+	sum := md5.Sum(body)
+	return `"` + hex.EncodeToString(sum[:]) + `"`
+}

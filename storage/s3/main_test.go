@@ -1,0 +1,10 @@
+package s3
+
+import (
+	"testing"
+
+	"github.com/graftworks/graft/internal/testenv"
+)
+
+// TestMain stops the versitygw server the tests start, pass or fail.
+func TestMain(m *testing.M) { testenv.Main(m) }

@@ -1,0 +1,482 @@
+// Package s3 is graft's storage.Store backed by an S3-compatible object
+// store (AWS S3, versitygw, gofakes3, ...) through aws-sdk-go-v2.
+//
+// Invariants:
+//   - Conditional writes go on the wire as S3 conditions: IfNoneMatch as
+//     "If-None-Match: *", IfMatch as "If-Match: <etag>", so the server, not
+//     this client, decides which of racing writers wins.
+//   - The SDK never retries a write. A retried PUT whose first attempt landed
+//     would see its own object and answer 412, turning "applied" into
+//     "precondition failed" — the one mistake graft cannot recover from.
+//     Writes therefore make exactly one attempt and every unknown outcome is
+//     reported as storage.ErrAmbiguous for the caller to settle by reading
+//     back. Reads change nothing and may be retried by the SDK.
+//   - Every SDK error is classified here (see classify) into a storage.Error;
+//     no smithy or S3 type is part of this package's API, and the original
+//     error is kept only for its message.
+//   - Credentials are handed to the SDK and never stored, logged or put in an
+//     error.
+//   - With a Prefix, every key lives under "<prefix>/" in the bucket and
+//     listings never return keys outside it.
+package s3
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go/logging"
+
+	"github.com/graftworks/graft/storage"
+)
+
+// Config configures New.
+type Config struct {
+	// Endpoint is the S3 endpoint URL, e.g. "http://127.0.0.1:7070".
+	// Defaults to "" (the SDK's own endpoint resolution, i.e. AWS).
+	Endpoint string
+	// Region is the signing region. Defaults to "us-east-1".
+	Region string
+	// Bucket is the bucket holding every object. Required.
+	Bucket string
+	// Prefix is a key prefix inside the bucket, without leading or trailing
+	// '/'; it must itself be a valid storage key. Defaults to "" (keys at
+	// the bucket's root).
+	Prefix string
+	// PathStyle addresses the bucket in the URL path instead of the host
+	// name (needed for versitygw and gofakes3). Defaults to false.
+	PathStyle bool
+	// AccessKeyID and SecretAccessKey are static credentials. Set both or
+	// neither. Defaults to "" (the SDK's default chain: environment, shared
+	// config, instance role, ...).
+	AccessKeyID, SecretAccessKey string
+	// RequestTimeout bounds one HTTP attempt, including reading the
+	// response body. Defaults to 30s.
+	RequestTimeout time.Duration
+	// HTTPClient sends the requests. Defaults to nil (the SDK's default
+	// client).
+	HTTPClient *http.Client
+}
+
+const (
+	defaultRegion         = "us-east-1"
+	defaultRequestTimeout = 30 * time.Second
+	// readAttempts is how many times the SDK tries a read before reporting
+	// ErrUnavailable; reads are side-effect free so retrying them is safe.
+	readAttempts   = 3
+	readMaxBackoff = time.Second
+	// maxListLimit is S3's largest ListObjectsV2 page.
+	maxListLimit = 1000
+)
+
+// API is the subset of *awss3.Client the store uses; tests substitute a fake
+// to assert what goes on the wire.
+type API interface {
+	GetObject(ctx context.Context, in *awss3.GetObjectInput, optFns ...func(*awss3.Options)) (*awss3.GetObjectOutput, error)
+	HeadObject(ctx context.Context, in *awss3.HeadObjectInput, optFns ...func(*awss3.Options)) (*awss3.HeadObjectOutput, error)
+	PutObject(ctx context.Context, in *awss3.PutObjectInput, optFns ...func(*awss3.Options)) (*awss3.PutObjectOutput, error)
+	ListObjectsV2(ctx context.Context, in *awss3.ListObjectsV2Input, optFns ...func(*awss3.Options)) (*awss3.ListObjectsV2Output, error)
+	DeleteObject(ctx context.Context, in *awss3.DeleteObjectInput, optFns ...func(*awss3.Options)) (*awss3.DeleteObjectOutput, error)
+	DeleteObjects(ctx context.Context, in *awss3.DeleteObjectsInput, optFns ...func(*awss3.Options)) (*awss3.DeleteObjectsOutput, error)
+}
+
+var _ API = (*awss3.Client)(nil)
+
+// Store is a storage.Store on one S3 bucket (and optional prefix).
+type Store struct {
+	client API
+	bucket string
+	// keyPrefix is "" or the configured prefix followed by "/".
+	keyPrefix string
+}
+
+var _ storage.Store = (*Store)(nil)
+
+// New builds an S3 client from cfg and returns a Store on cfg.Bucket.
+func New(ctx context.Context, cfg Config) (*Store, error) {
+	if cfg.Bucket == "" {
+		return nil, errors.New("new s3 store: Config.Bucket is required")
+	}
+	if cfg.Prefix != "" {
+		if err := storage.ValidateKey(cfg.Prefix); err != nil {
+			return nil, fmt.Errorf("new s3 store: Config.Prefix: %w", err)
+		}
+	}
+	if (cfg.AccessKeyID == "") != (cfg.SecretAccessKey == "") {
+		return nil, errors.New("new s3 store: Config.AccessKeyID and Config.SecretAccessKey must be set together")
+	}
+	if cfg.RequestTimeout < 0 {
+		return nil, errors.New("new s3 store: Config.RequestTimeout must not be negative")
+	}
+	if cfg.Region == "" {
+		cfg.Region = defaultRegion
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = defaultRequestTimeout
+	}
+
+	loadOpts := []func(*config.LoadOptions) error{
+		config.WithRegion(cfg.Region),
+		// The SDK's default logger writes to stderr; a library must not.
+		config.WithLogger(logging.Nop{}),
+	}
+	if cfg.AccessKeyID != "" {
+		loadOpts = append(loadOpts, config.WithCredentialsProvider(
+			credentials.NewStaticCredentialsProvider(cfg.AccessKeyID, cfg.SecretAccessKey, "")))
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
+	if err != nil {
+		// The SDK's message names files and profiles, never secrets.
+		return nil, fmt.Errorf("new s3 store: load aws config: %w", err)
+	}
+
+	var httpClient awss3.HTTPClient = awshttp.NewBuildableClient()
+	if cfg.HTTPClient != nil {
+		httpClient = cfg.HTTPClient
+	}
+	client := awss3.NewFromConfig(awsCfg, func(o *awss3.Options) {
+		if cfg.Endpoint != "" {
+			o.BaseEndpoint = aws.String(cfg.Endpoint)
+		}
+		o.UsePathStyle = cfg.PathStyle
+		o.HTTPClient = attemptTimeoutClient{next: httpClient, timeout: cfg.RequestTimeout}
+		o.Retryer = newReadRetryer()
+		o.RetryMaxAttempts = 0
+		o.Logger = logging.Nop{}
+		o.DisableLogOutputChecksumValidationSkipped = true
+	})
+	return &Store{client: client, bucket: cfg.Bucket, keyPrefix: prefixOf(cfg.Prefix)}, nil
+}
+
+// NewFromClient returns a Store that sends its requests through client. The
+// client's own retry settings apply to reads; writes always make a single
+// attempt. prefix follows Config.Prefix's rules; NewFromClient panics when it
+// is not a valid key, since that is a programming error.
+func NewFromClient(client API, bucket, prefix string) *Store {
+	if prefix != "" {
+		if err := storage.ValidateKey(prefix); err != nil {
+			panic(fmt.Sprintf("s3.NewFromClient: invalid prefix: %v", err))
+		}
+	}
+	return &Store{client: client, bucket: bucket, keyPrefix: prefixOf(prefix)}
+}
+
+func prefixOf(prefix string) string {
+	if prefix == "" {
+		return ""
+	}
+	return prefix + "/"
+}
+
+// newReadRetryer is the client-wide retryer, which only reads end up using:
+// a few quick attempts, and no client-side retry quota, whose exhaustion
+// would surface as an unrelated error under load.
+func newReadRetryer() aws.Retryer {
+	return retry.NewStandard(func(o *retry.StandardOptions) {
+		o.MaxAttempts = readAttempts
+		o.MaxBackoff = readMaxBackoff
+		o.RateLimiter = ratelimit.None
+	})
+}
+
+// singleAttempt disables SDK retries for one write. A retry after an attempt
+// whose answer was lost can observe that attempt's own effect: a conditional
+// PUT would then get 412 and be reported as "not applied" although it was
+// applied, and an ETag-guarded CAS would look lost. One attempt keeps every
+// unknown outcome visible as ErrAmbiguous, which graft settles by reading
+// back and re-issuing byte-identical bytes.
+func singleAttempt(o *awss3.Options) {
+	o.Retryer = aws.NopRetryer{}
+	o.RetryMaxAttempts = 1
+}
+
+// attemptTimeoutClient bounds each HTTP attempt, body included, by timeout.
+// A per-attempt bound (rather than one deadline on the whole call) lets a
+// retried read get a full attempt after a slow one.
+type attemptTimeoutClient struct {
+	next    awss3.HTTPClient
+	timeout time.Duration
+}
+
+func (c attemptTimeoutClient) Do(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(req.Context(), c.timeout)
+	resp, err := c.next.Do(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelOnClose releases the attempt's timer once the body is consumed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
+
+// objectKey returns the bucket key of a storage key, rejecting keys that are
+// invalid or too long once the prefix is added.
+func (s *Store) objectKey(key string) (string, error) {
+	if err := storage.ValidateKey(key); err != nil {
+		return "", err
+	}
+	full := s.keyPrefix + key
+	if len(full) > storage.MaxKeyLen {
+		return "", &storage.Error{Op: "validate", Key: key, Code: storage.CodeInvalidKey,
+			Err: fmt.Errorf("longer than %d bytes with the store prefix", storage.MaxKeyLen)}
+	}
+	return full, nil
+}
+
+// storageKey is the inverse of objectKey for keys the bucket returns.
+func (s *Store) storageKey(objectKey string) (string, bool) {
+	return strings.CutPrefix(objectKey, s.keyPrefix)
+}
+
+// Get implements storage.Store.
+func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
+	const op = "get"
+	full, err := s.objectKey(key)
+	if err != nil {
+		return storage.Object{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return storage.Object{}, contextDoneError(op, key, read, err)
+	}
+	out, err := s.client.GetObject(ctx, &awss3.GetObjectInput{
+		Bucket: aws.String(s.bucket),
+		Key:    aws.String(full),
+	})
+	if err != nil {
+		return storage.Object{}, newError(ctx, op, key, read, err)
+	}
+	defer out.Body.Close()
+	body, err := io.ReadAll(out.Body)
+	if err != nil {
+		return storage.Object{}, newError(ctx, op, key, read, fmt.Errorf("read body: %w", err))
+	}
+	return storage.Object{
+		ObjectInfo: storage.ObjectInfo{
+			Key:          key,
+			Size:         int64(len(body)),
+			ETag:         aws.ToString(out.ETag),
+			LastModified: aws.ToTime(out.LastModified),
+		},
+		Body: body,
+	}, nil
+}
+
+// Head implements storage.Store.
+func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error) {
+	const op = "head"
+	full, err := s.objectKey(key)
+	if err != nil {
+		return storage.ObjectInfo{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return storage.ObjectInfo{}, contextDoneError(op, key, read, err)
+	}
+	out, err := s.client.HeadObject(ctx, &awss3.HeadObjectInput{
+		Bucket: aws.String(s.bucket),
+		Key:    aws.String(full),
+	})
+	if err != nil {
+		return storage.ObjectInfo{}, newError(ctx, op, key, read, err)
+	}
+	return storage.ObjectInfo{
+		Key:          key,
+		Size:         aws.ToInt64(out.ContentLength),
+		ETag:         aws.ToString(out.ETag),
+		LastModified: aws.ToTime(out.LastModified),
+	}, nil
+}
+
+// Put implements storage.Store.
+func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
+	const op = "put"
+	full, err := s.objectKey(key)
+	if err != nil {
+		return storage.PutResult{}, err
+	}
+	if opts.IfNoneMatch && opts.IfMatch != "" {
+		return storage.PutResult{}, &storage.Error{Op: op, Key: key, Code: storage.CodeInvalidArgument,
+			Err: errors.New("IfNoneMatch and IfMatch are mutually exclusive")}
+	}
+	if err := ctx.Err(); err != nil {
+		return storage.PutResult{}, contextDoneError(op, key, write, err)
+	}
+	in := &awss3.PutObjectInput{
+		Bucket:        aws.String(s.bucket),
+		Key:           aws.String(full),
+		Body:          bytes.NewReader(body),
+		ContentLength: aws.Int64(int64(len(body))),
+	}
+	if opts.IfNoneMatch {
+		in.IfNoneMatch = aws.String("*")
+	}
+	if opts.IfMatch != "" {
+		in.IfMatch = aws.String(opts.IfMatch)
+	}
+	kind := write
+	if opts.IfMatch != "" {
+		kind = writeIfMatch
+	}
+	out, err := s.client.PutObject(ctx, in, singleAttempt)
+	if err != nil {
+		return storage.PutResult{}, newError(ctx, op, key, kind, err)
+	}
+	if aws.ToString(out.ETag) == "" {
+		// The write landed but we cannot name the bytes it left; a caller
+		// that needs the ETag settles this like any other unknown outcome.
+		return storage.PutResult{}, &storage.Error{Op: op, Key: key, Code: storage.CodeAmbiguous,
+			Status: http.StatusOK, Err: errors.New("response has no ETag")}
+	}
+	return storage.PutResult{ETag: aws.ToString(out.ETag)}, nil
+}
+
+// List implements storage.Store.
+func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.ListPage, error) {
+	const op = "list"
+	limit := opts.Limit
+	if limit == 0 {
+		limit = maxListLimit
+	}
+	if limit < 0 || limit > maxListLimit {
+		return storage.ListPage{}, &storage.Error{Op: op, Code: storage.CodeInvalidArgument,
+			Err: fmt.Errorf("limit %d outside 1..1000", opts.Limit)}
+	}
+	if err := ctx.Err(); err != nil {
+		return storage.ListPage{}, contextDoneError(op, "", read, err)
+	}
+	in := &awss3.ListObjectsV2Input{
+		Bucket:  aws.String(s.bucket),
+		MaxKeys: aws.Int32(int32(limit)),
+	}
+	if p := s.keyPrefix + opts.Prefix; p != "" {
+		in.Prefix = aws.String(p)
+	}
+	if opts.StartAfter != "" {
+		in.StartAfter = aws.String(s.keyPrefix + opts.StartAfter)
+	}
+	out, err := s.client.ListObjectsV2(ctx, in)
+	if err != nil {
+		return storage.ListPage{}, newError(ctx, op, "", read, err)
+	}
+	page := storage.ListPage{
+		Objects:   make([]storage.ObjectInfo, 0, len(out.Contents)),
+		Truncated: aws.ToBool(out.IsTruncated),
+	}
+	for _, o := range out.Contents {
+		key, ok := s.storageKey(aws.ToString(o.Key))
+		if !ok {
+			continue
+		}
+		page.Objects = append(page.Objects, storage.ObjectInfo{
+			Key:          key,
+			Size:         aws.ToInt64(o.Size),
+			ETag:         aws.ToString(o.ETag),
+			LastModified: aws.ToTime(o.LastModified),
+		})
+	}
+	return page, nil
+}
+
+// Delete implements storage.Store.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	const op = "delete"
+	full, err := s.objectKey(key)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return contextDoneError(op, key, write, err)
+	}
+	_, err = s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{
+		Bucket: aws.String(s.bucket),
+		Key:    aws.String(full),
+	}, singleAttempt)
+	if err != nil {
+		// S3 answers 204 for a missing key; some servers answer 404, which
+		// means the same thing for an idempotent delete.
+		if code, _ := classify(err, read); code == storage.CodeNotFound {
+			return nil
+		}
+		return newError(ctx, op, key, write, err)
+	}
+	return nil
+}
+
+// DeleteBatch implements storage.Store.
+func (s *Store) DeleteBatch(ctx context.Context, keys []string) error {
+	const op = "delete_batch"
+	if len(keys) > storage.MaxBatchDelete {
+		return &storage.Error{Op: op, Code: storage.CodeInvalidArgument,
+			Err: fmt.Errorf("%d keys, at most %d allowed", len(keys), storage.MaxBatchDelete)}
+	}
+	objects := make([]types.ObjectIdentifier, 0, len(keys))
+	seen := make(map[string]bool, len(keys))
+	for _, key := range keys {
+		full, err := s.objectKey(key)
+		if err != nil {
+			return err
+		}
+		if seen[full] {
+			continue
+		}
+		seen[full] = true
+		objects = append(objects, types.ObjectIdentifier{Key: aws.String(full)})
+	}
+	if len(objects) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return contextDoneError(op, "", write, err)
+	}
+	// DeleteObjects must carry a body checksum (Content-MD5 or an
+	// x-amz-checksum-* header); the SDK adds a CRC32 header by default,
+	// which AWS, versitygw and gofakes3 all accept.
+	out, err := s.client.DeleteObjects(ctx, &awss3.DeleteObjectsInput{
+		Bucket: aws.String(s.bucket),
+		Delete: &types.Delete{Objects: objects, Quiet: aws.Bool(true)},
+	}, singleAttempt)
+	if err != nil {
+		return newError(ctx, op, "", write, err)
+	}
+	failed := make(map[string]error)
+	for _, e := range out.Errors {
+		code, gone := classifyBatchEntry(aws.ToString(e.Code))
+		if gone {
+			continue
+		}
+		key, ok := s.storageKey(aws.ToString(e.Key))
+		if !ok {
+			key = aws.ToString(e.Key)
+		}
+		failed[key] = &storage.Error{Op: op, Key: key, Code: code,
+			Err: fmt.Errorf("%s: %s", aws.ToString(e.Code), aws.ToString(e.Message))}
+	}
+	if len(failed) > 0 {
+		return &storage.BatchError{Failed: failed}
+	}
+	return nil
+}

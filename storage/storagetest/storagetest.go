@@ -1,0 +1,197 @@
+// Package storagetest is the conformance suite every storage.Store backend
+// runs, so that the local directory, the in-process fake and a real S3 server
+// are proven to keep one contract rather than each being trusted on its own.
+//
+// A backend's test calls Run from TestConformance:
+//
+//	func TestConformance(t *testing.T) {
+//		t.Run("localfs", func(t *testing.T) {
+//			storagetest.Run(t, func(t *testing.T) storage.Store { … })
+//		})
+//	}
+//
+// which yields subtests named TestConformance/<backend>/<case>. Each case gets
+// a fresh, empty store from newStore and is independent of every other case.
+//
+// Invariants the suite checks for every backend:
+//   - every error a backend returns is a *storage.Error whose Code (read with
+//     storage.CodeOf) and sentinel (matched with errors.Is) agree;
+//   - of any number of racing conditional writers exactly one wins and every
+//     loser gets ErrPreconditionFailed;
+//   - listings are in ascending byte order of key, respect the '/' boundary of
+//     a prefix and page correctly;
+//   - a request made with an already-cancelled context is never reported as a
+//     success: reads fail with ErrUnavailable, writes with ErrAmbiguous, and
+//     both still match context.Canceled.
+package storagetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/graftworks/graft/storage"
+)
+
+// conformanceCase is one behaviour of the contract, run on a fresh store.
+type conformanceCase struct {
+	name string
+	run  func(t *testing.T, s storage.Store)
+}
+
+// Run runs the whole conformance suite as subtests of t. newStore returns a fresh, empty
+// store (its own bucket/dir/prefix) for one subtest; it registers its own cleanup on t.
+func Run(t *testing.T, newStore func(t *testing.T) storage.Store) {
+	t.Helper()
+	var all []conformanceCase
+	all = append(all, readWriteCases...)
+	all = append(all, conditionalCases...)
+	all = append(all, keyCases...)
+	all = append(all, listCases...)
+	all = append(all, deleteCases...)
+	all = append(all, cancelCases...)
+	for _, c := range all {
+		t.Run(c.name, func(t *testing.T) {
+			c.run(t, newStore(t))
+		})
+	}
+}
+
+// PutMany writes every object of objects with put-if-absent, using at most
+// workers concurrent puts, and returns the ETag each put reported. It stops
+// handing out work at the first error and returns that error.
+func PutMany(ctx context.Context, s storage.Store, objects map[string][]byte, workers int) (map[string]string, error) {
+	if workers < 1 {
+		workers = 1
+	}
+	keys := make(chan string)
+	var (
+		mu       sync.Mutex
+		etags    = make(map[string]string, len(objects))
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	failed := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return firstErr != nil
+	}
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for key := range keys {
+				res, err := s.Put(ctx, key, objects[key], storage.PutOptions{IfNoneMatch: true})
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = fmt.Errorf("put %q: %w", key, err)
+				}
+				if err == nil {
+					etags[key] = res.ETag
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for key := range objects {
+		if failed() {
+			break
+		}
+		keys <- key
+	}
+	close(keys)
+	wg.Wait()
+	return etags, firstErr
+}
+
+// sentinelOf maps a Code to the sentinel errors.Is must match.
+var sentinelOf = map[storage.Code]error{
+	storage.CodeNotFound:           storage.ErrNotFound,
+	storage.CodePreconditionFailed: storage.ErrPreconditionFailed,
+	storage.CodeAmbiguous:          storage.ErrAmbiguous,
+	storage.CodeRefused:            storage.ErrRefused,
+	storage.CodeUnavailable:        storage.ErrUnavailable,
+	storage.CodeInvalidKey:         storage.ErrInvalidKey,
+	storage.CodeInvalidArgument:    storage.ErrInvalidArgument,
+}
+
+// checkCode reports why err is not a *storage.Error of code want, or nil.
+func checkCode(err error, want storage.Code) error {
+	if err == nil {
+		return fmt.Errorf("err = nil, want %v", want)
+	}
+	var se *storage.Error
+	if !errors.As(err, &se) {
+		return fmt.Errorf("err = %v (%T), want a *storage.Error with code %v", err, err, want)
+	}
+	if got := storage.CodeOf(err); got != want {
+		return fmt.Errorf("CodeOf(%v) = %v, want %v", err, got, want)
+	}
+	if !errors.Is(err, sentinelOf[want]) {
+		return fmt.Errorf("errors.Is(%v, %v) = false", err, sentinelOf[want])
+	}
+	return nil
+}
+
+// requireCode fails t unless err is a *storage.Error of code want.
+func requireCode(t *testing.T, err error, want storage.Code, what string) {
+	t.Helper()
+	if problem := checkCode(err, want); problem != nil {
+		t.Fatalf("%s: %v", what, problem)
+	}
+}
+
+// mustPut puts body at key with opts and fails t on error.
+func mustPut(t *testing.T, s storage.Store, key string, body []byte, opts storage.PutOptions) storage.PutResult {
+	t.Helper()
+	res, err := s.Put(t.Context(), key, body, opts)
+	if err != nil {
+		t.Fatalf("put %q: %v", key, err)
+	}
+	if res.ETag == "" {
+		t.Fatalf("put %q: empty ETag", key)
+	}
+	return res
+}
+
+// mustGet gets key and fails t on error.
+func mustGet(t *testing.T, s storage.Store, key string) storage.Object {
+	t.Helper()
+	obj, err := s.Get(t.Context(), key)
+	if err != nil {
+		t.Fatalf("get %q: %v", key, err)
+	}
+	return obj
+}
+
+// listAllKeys returns every key under prefix through storage.ListAll.
+func listAllKeys(t *testing.T, s storage.Store, prefix string) []string {
+	t.Helper()
+	var keys []string
+	err := storage.ListAll(t.Context(), s, prefix, func(o storage.ObjectInfo) error {
+		keys = append(keys, o.Key)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("list all %q: %v", prefix, err)
+	}
+	return keys
+}
+
+// race runs n functions at once, released together, and waits for all.
+func race(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			fn(i)
+		}()
+	}
+	close(start)
+	wg.Wait()
+}
