@@ -1,0 +1,368 @@
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+const cleanupRunColumns = `id, graph, mode, policy, state, started_at, finished_at, report`
+
+// cleanupRunsOneActive is the unique partial index allowing one condemning run per graph.
+const cleanupRunsOneActive = "cleanup_runs_one_active_per_graph"
+
+func scanCleanupRun(row pgx.Row) (CleanupRun, error) {
+	var (
+		run            CleanupRun
+		policy, report []byte
+		finished       *time.Time
+	)
+	err := row.Scan(&run.ID, &run.Graph, &run.Mode, &policy, &run.State, &run.StartedAt, &finished, &report)
+	run.Policy = json.RawMessage(policy)
+	run.Report = json.RawMessage(report)
+	run.FinishedAt = timeOrZero(finished)
+	return run, err
+}
+
+// CleanupRunInsertParams starts a cleanup run.
+type CleanupRunInsertParams struct {
+	// ID is the run's id: NewID, or the cleanup operation's id.
+	ID    string
+	Graph string
+	Mode  CleanupMode
+	// Policy is the retention policy applied, as JSON. Defaults to {}.
+	Policy json.RawMessage
+}
+
+// CleanupRunInsert records a running cleanup run. Only one mark or sweep run per graph may
+// be running: another is ErrDuplicate naming it. Repeating the insert with the same id,
+// graph and mode returns the existing run. The run must be inserted before it reads the
+// graph's roots (see the package doc).
+func (c *Catalog) CleanupRunInsert(ctx context.Context, p CleanupRunInsertParams) (CleanupRun, error) {
+	what := fmt.Sprintf("insert cleanup run %q", p.ID)
+	if p.ID == "" || p.Graph == "" {
+		return CleanupRun{}, c.wrap(what, invalid("cleanup run id and graph are required"))
+	}
+	if !slices.Contains([]CleanupMode{CleanupDryRun, CleanupMark, CleanupSweep}, p.Mode) {
+		return CleanupRun{}, c.wrap(what, invalid("unknown cleanup mode %q", p.Mode))
+	}
+	policy := p.Policy
+	if len(policy) == 0 {
+		policy = json.RawMessage(`{}`)
+	}
+	if !json.Valid(policy) {
+		return CleanupRun{}, c.wrap(what, invalid("policy is not valid JSON"))
+	}
+	run, err := inTx(ctx, c, func(tx pgx.Tx) (CleanupRun, error) {
+		if err := lockGraph(ctx, tx, p.Graph); err != nil {
+			return CleanupRun{}, err
+		}
+		run, err := savepoint(ctx, tx, func(sp pgx.Tx) (CleanupRun, error) {
+			return scanCleanupRun(sp.QueryRow(ctx, `
+				INSERT INTO cleanup_runs (id, graph, mode, policy, start_seq)
+				VALUES ($1, $2, $3, $4::jsonb, nextval('ledger_epoch'))
+				ON CONFLICT (id) DO NOTHING
+				RETURNING `+cleanupRunColumns, p.ID, p.Graph, p.Mode, string(policy)))
+		})
+		switch {
+		case err == nil:
+			return run, nil
+		case constraintOf(err, codeUniqueViolation) == cleanupRunsOneActive:
+			var active string
+			if err := tx.QueryRow(ctx, `SELECT id FROM cleanup_runs WHERE graph = $1 AND state = 'running' AND mode <> 'dry_run'`,
+				p.Graph).Scan(&active); err != nil {
+				return CleanupRun{}, err
+			}
+			return CleanupRun{}, fmt.Errorf("%w: cleanup run %s is already running on graph %q", ErrDuplicate, active, p.Graph)
+		case errors.Is(err, pgx.ErrNoRows):
+			existing, err := scanCleanupRun(tx.QueryRow(ctx, `SELECT `+cleanupRunColumns+` FROM cleanup_runs WHERE id = $1`, p.ID))
+			if err != nil {
+				return CleanupRun{}, err
+			}
+			if existing.Graph != p.Graph || existing.Mode != p.Mode {
+				return CleanupRun{}, fmt.Errorf("%w: cleanup run %s exists as a %s run on graph %q",
+					ErrDuplicate, p.ID, existing.Mode, existing.Graph)
+			}
+			return existing, nil
+		}
+		return CleanupRun{}, err
+	})
+	if err != nil {
+		return CleanupRun{}, c.wrap(what, err)
+	}
+	return run, nil
+}
+
+// CleanupRunGetParams names a cleanup run.
+type CleanupRunGetParams struct {
+	ID string
+}
+
+// CleanupRunGet returns a cleanup run, or ErrNotFound.
+func (c *Catalog) CleanupRunGet(ctx context.Context, p CleanupRunGetParams) (CleanupRun, error) {
+	run, err := scanCleanupRun(c.pool.QueryRow(ctx, `SELECT `+cleanupRunColumns+` FROM cleanup_runs WHERE id = $1`, p.ID))
+	if err != nil {
+		return CleanupRun{}, c.wrap(fmt.Sprintf("get cleanup run %q", p.ID), err)
+	}
+	return run, nil
+}
+
+// CleanupRunListParams selects a graph's cleanup runs.
+type CleanupRunListParams struct {
+	Graph string
+	// Limit caps the rows returned, newest first. Defaults to 100; at most 1000.
+	Limit int
+}
+
+// CleanupRunList returns a graph's cleanup runs, newest first.
+func (c *Catalog) CleanupRunList(ctx context.Context, p CleanupRunListParams) ([]CleanupRun, error) {
+	what := fmt.Sprintf("list cleanup runs of graph %q", p.Graph)
+	limit, err := listLimit(p.Limit, defaultListLimit, maxListLimit)
+	if err != nil {
+		return nil, c.wrap(what, err)
+	}
+	rows, err := c.pool.Query(ctx, `
+		SELECT `+cleanupRunColumns+` FROM cleanup_runs WHERE graph = $1
+		ORDER BY started_at DESC, id DESC LIMIT $2`, p.Graph, limit)
+	if err != nil {
+		return nil, c.wrap(what, err)
+	}
+	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (CleanupRun, error) { return scanCleanupRun(row) })
+	if err != nil {
+		return nil, c.wrap(what, err)
+	}
+	return runs, nil
+}
+
+// CleanupRunFinishParams ends a cleanup run.
+type CleanupRunFinishParams struct {
+	ID string
+	// State is done, failed or aborted.
+	State CleanupRunState
+	// Report summarises the run as JSON. Defaults to none.
+	Report json.RawMessage
+}
+
+// CleanupRunFinish moves a running run to its final state; from then on its condemned set
+// refuses no pin. Call it only after the run's last deletion. A run already in State is
+// returned unchanged; in another final state it is a *StateConflictError.
+func (c *Catalog) CleanupRunFinish(ctx context.Context, p CleanupRunFinishParams) (CleanupRun, error) {
+	what := fmt.Sprintf("finish cleanup run %q", p.ID)
+	if !slices.Contains([]CleanupRunState{CleanupDone, CleanupFailed, CleanupAborted}, p.State) {
+		return CleanupRun{}, c.wrap(what, invalid("a run finishes done, failed or aborted, not %q", p.State))
+	}
+	var report *string
+	if len(p.Report) > 0 {
+		if !json.Valid(p.Report) {
+			return CleanupRun{}, c.wrap(what, invalid("report is not valid JSON"))
+		}
+		s := string(p.Report)
+		report = &s
+	}
+	run, err := inTx(ctx, c, func(tx pgx.Tx) (CleanupRun, error) {
+		graph, err := c.cleanupRunGraph(ctx, tx, p.ID)
+		if err != nil {
+			return CleanupRun{}, err
+		}
+		if err := lockGraph(ctx, tx, graph); err != nil {
+			return CleanupRun{}, err
+		}
+		run, err := scanCleanupRun(tx.QueryRow(ctx, `
+			UPDATE cleanup_runs SET state = $2, report = coalesce($3::jsonb, report), finished_at = now()
+			WHERE id = $1 AND state = 'running'
+			RETURNING `+cleanupRunColumns, p.ID, p.State, report))
+		if errors.Is(err, pgx.ErrNoRows) {
+			run, err = scanCleanupRun(tx.QueryRow(ctx, `SELECT `+cleanupRunColumns+` FROM cleanup_runs WHERE id = $1`, p.ID))
+			if err == nil && run.State != p.State {
+				err = &StateConflictError{Entity: "cleanup run", ID: p.ID, Expected: string(CleanupRunning), Current: string(run.State)}
+			}
+			return run, err
+		}
+		if err != nil {
+			return CleanupRun{}, err
+		}
+		return run, prunePins(ctx, tx, graph)
+	})
+	if err != nil {
+		return CleanupRun{}, c.wrap(what, err)
+	}
+	return run, nil
+}
+
+func (c *Catalog) cleanupRunGraph(ctx context.Context, tx pgx.Tx, id string) (string, error) {
+	var graph string
+	err := tx.QueryRow(ctx, `SELECT graph FROM cleanup_runs WHERE id = $1`, id).Scan(&graph)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("%w: cleanup run %q", ErrNotFound, id)
+	}
+	return graph, err
+}
+
+// CondemnedAddParams condemns keys in a running cleanup run.
+type CondemnedAddParams struct {
+	RunID   string
+	Entries []Condemned
+}
+
+// CondemnedAddResult says what CondemnedAdd did.
+type CondemnedAddResult struct {
+	// Condemned counts the entries now in the run's condemned set, including any a
+	// previous call already condemned.
+	Condemned int
+	// SkippedPinned lists the keys left alone because an operation pins them (or released
+	// them after the run started), in the order given.
+	SkippedPinned []string
+}
+
+// CondemnedAdd condemns keys for a running run, under the graph lock, skipping every key
+// that conflicts with a pin held now or released after the run started. Only condemned
+// keys may be deleted by the sweep. A run that is not running is a *StateConflictError.
+func (c *Catalog) CondemnedAdd(ctx context.Context, p CondemnedAddParams) (CondemnedAddResult, error) {
+	what := fmt.Sprintf("condemn keys in cleanup run %q", p.RunID)
+	entries := make([]Condemned, 0, len(p.Entries))
+	seen := make(map[string]bool, len(p.Entries))
+	for _, e := range p.Entries {
+		if e.Key == "" || !slices.Contains(objectKinds, e.Kind) || e.Size < 0 {
+			return CondemnedAddResult{}, c.wrap(what, invalid("entry %q of kind %q, size %d: need a key, a known kind and a size of at least 0",
+				e.Key, e.Kind, e.Size))
+		}
+		if !seen[e.Key] {
+			seen[e.Key] = true
+			entries = append(entries, e)
+		}
+	}
+	res, err := inTx(ctx, c, func(tx pgx.Tx) (CondemnedAddResult, error) {
+		graph, err := c.cleanupRunGraph(ctx, tx, p.RunID)
+		if err != nil {
+			return CondemnedAddResult{}, err
+		}
+		if err := lockGraph(ctx, tx, graph); err != nil {
+			return CondemnedAddResult{}, err
+		}
+		var state CleanupRunState
+		var startSeq int64
+		if err := tx.QueryRow(ctx, `SELECT state, start_seq FROM cleanup_runs WHERE id = $1`, p.RunID).Scan(&state, &startSeq); err != nil {
+			return CondemnedAddResult{}, err
+		}
+		if state != CleanupRunning {
+			return CondemnedAddResult{}, &StateConflictError{Entity: "cleanup run", ID: p.RunID, Expected: string(CleanupRunning), Current: string(state)}
+		}
+		pinned, err := pinnedAmong(ctx, tx, graph, startSeq, entries)
+		if err != nil {
+			return CondemnedAddResult{}, err
+		}
+		var res CondemnedAddResult
+		keys, kinds, sizes := make([]string, 0, len(entries)), make([]string, 0, len(entries)), make([]int64, 0, len(entries))
+		for _, e := range entries {
+			if slices.ContainsFunc(pinned, func(pk string) bool { return keysConflict(e.Key, pk) }) {
+				res.SkippedPinned = append(res.SkippedPinned, e.Key)
+				continue
+			}
+			keys, kinds, sizes = append(keys, e.Key), append(kinds, string(e.Kind)), append(sizes, e.Size)
+		}
+		if len(keys) > 0 {
+			if _, err := tx.Exec(ctx, `
+				INSERT INTO cleanup_condemned (run_id, graph, key, kind, size)
+				SELECT $1, $2, t.key, t.kind, t.size FROM unnest($3::text[], $4::text[], $5::bigint[]) AS t(key, kind, size)
+				ON CONFLICT (run_id, key) DO NOTHING`, p.RunID, graph, keys, kinds, sizes); err != nil {
+				return CondemnedAddResult{}, err
+			}
+		}
+		res.Condemned = len(keys)
+		return res, nil
+	})
+	if err != nil {
+		return CondemnedAddResult{}, c.wrap(what, err)
+	}
+	return res, nil
+}
+
+// pinnedAmong returns the pin keys of graph, held or released after startSeq, that
+// conflict with any of entries' keys.
+func pinnedAmong(ctx context.Context, tx pgx.Tx, graph string, startSeq int64, entries []Condemned) ([]string, error) {
+	var exact, prefixes []string
+	for _, e := range entries {
+		exact = append(exact, coveringKeys(e.Key)...)
+		if strings.HasSuffix(e.Key, "/") {
+			prefixes = append(prefixes, e.Key)
+		}
+	}
+	if len(exact) == 0 {
+		return nil, nil
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT key FROM op_pins
+		WHERE graph = $1 AND (released_seq IS NULL OR released_seq > $2) AND key = ANY($3::text[])
+		UNION
+		SELECT o.key FROM unnest($4::text[]) AS p(prefix)
+		JOIN op_pins o ON o.graph = $1 AND o.key >= p.prefix AND o.key < left(p.prefix, -1) || '0'
+		WHERE o.released_seq IS NULL OR o.released_seq > $2`,
+		graph, startSeq, exact, prefixes)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// CondemnedListParams pages through a run's condemned set.
+type CondemnedListParams struct {
+	RunID string
+	// State keeps only entries in this state. Defaults to "": every state.
+	State CondemnedState
+	// After returns only keys sorting (bytewise) after it; pass the last key of the
+	// previous page. Defaults to "": from the start.
+	After string
+	// Limit caps the rows returned. Defaults to 1000; at most 10000.
+	Limit int
+}
+
+// CondemnedList returns a run's condemned entries in bytewise key order.
+func (c *Catalog) CondemnedList(ctx context.Context, p CondemnedListParams) ([]CondemnedEntry, error) {
+	what := fmt.Sprintf("list condemned keys of cleanup run %q", p.RunID)
+	limit, err := listLimit(p.Limit, 1000, 10000)
+	if err != nil {
+		return nil, c.wrap(what, err)
+	}
+	rows, err := c.pool.Query(ctx, `
+		SELECT run_id, graph, key, kind, size, state, condemned_at, deleted_at FROM cleanup_condemned
+		WHERE run_id = $1 AND ($2 = '' OR state = $2) AND key > $3
+		ORDER BY key LIMIT $4`, p.RunID, p.State, p.After, limit)
+	if err != nil {
+		return nil, c.wrap(what, err)
+	}
+	entries, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (CondemnedEntry, error) {
+		var e CondemnedEntry
+		var deleted *time.Time
+		err := row.Scan(&e.RunID, &e.Graph, &e.Key, &e.Kind, &e.Size, &e.State, &e.CondemnedAt, &deleted)
+		e.DeletedAt = timeOrZero(deleted)
+		return e, err
+	})
+	if err != nil {
+		return nil, c.wrap(what, err)
+	}
+	return entries, nil
+}
+
+// CondemnedMarkDeletedParams records keys the sweep has deleted.
+type CondemnedMarkDeletedParams struct {
+	RunID string
+	Keys  []string
+}
+
+// CondemnedMarkDeleted marks the given keys of a run's condemned set deleted and returns
+// how many changed. Keys not condemned in the run, or already marked, are left alone.
+func (c *Catalog) CondemnedMarkDeleted(ctx context.Context, p CondemnedMarkDeletedParams) (int64, error) {
+	tag, err := c.pool.Exec(ctx, `
+		UPDATE cleanup_condemned SET state = 'deleted', deleted_at = now()
+		WHERE run_id = $1 AND key = ANY($2::text[]) AND state = 'condemned'`, p.RunID, p.Keys)
+	if err != nil {
+		return 0, c.wrap(fmt.Sprintf("mark keys deleted in cleanup run %q", p.RunID), err)
+	}
+	return tag.RowsAffected(), nil
+}

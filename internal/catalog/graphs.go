@@ -1,0 +1,80 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// GraphInsertParams registers a graph.
+type GraphInsertParams struct {
+	Name    string
+	Locator string
+}
+
+// GraphInsert registers a graph. Registering the same name and locator again returns the
+// existing row; the same name with another locator is ErrDuplicate.
+func (c *Catalog) GraphInsert(ctx context.Context, p GraphInsertParams) (Graph, error) {
+	return inTx(ctx, c, func(tx pgx.Tx) (Graph, error) { return c.GraphInsertTx(ctx, tx, p) })
+}
+
+// GraphInsertTx is GraphInsert inside the caller's transaction.
+func (c *Catalog) GraphInsertTx(ctx context.Context, tx pgx.Tx, p GraphInsertParams) (Graph, error) {
+	if p.Name == "" || p.Locator == "" {
+		return Graph{}, c.wrap("insert graph", invalid("graph name and locator are required"))
+	}
+	g, err := scanGraph(tx.QueryRow(ctx, `
+		INSERT INTO graphs (name, locator) VALUES ($1, $2)
+		ON CONFLICT (name) DO NOTHING
+		RETURNING name, locator, created_at`, p.Name, p.Locator))
+	if err == nil {
+		return g, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return Graph{}, c.wrap("insert graph", err)
+	}
+	existing, err := scanGraph(tx.QueryRow(ctx, `SELECT name, locator, created_at FROM graphs WHERE name = $1`, p.Name))
+	if err != nil {
+		return Graph{}, c.wrap("insert graph", err)
+	}
+	if existing.Locator != p.Locator {
+		return Graph{}, c.wrap("insert graph", fmt.Errorf("%w: graph %q is registered at %q, not %q",
+			ErrDuplicate, p.Name, existing.Locator, p.Locator))
+	}
+	return existing, nil
+}
+
+// GraphGetParams names a graph.
+type GraphGetParams struct {
+	Name string
+}
+
+// GraphGet returns a registered graph, or ErrNotFound.
+func (c *Catalog) GraphGet(ctx context.Context, p GraphGetParams) (Graph, error) {
+	g, err := scanGraph(c.pool.QueryRow(ctx, `SELECT name, locator, created_at FROM graphs WHERE name = $1`, p.Name))
+	if err != nil {
+		return Graph{}, c.wrap(fmt.Sprintf("get graph %q", p.Name), err)
+	}
+	return g, nil
+}
+
+// GraphList returns every registered graph, by name.
+func (c *Catalog) GraphList(ctx context.Context) ([]Graph, error) {
+	rows, err := c.pool.Query(ctx, `SELECT name, locator, created_at FROM graphs ORDER BY name`)
+	if err != nil {
+		return nil, c.wrap("list graphs", err)
+	}
+	graphs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Graph, error) { return scanGraph(row) })
+	if err != nil {
+		return nil, c.wrap("list graphs", err)
+	}
+	return graphs, nil
+}
+
+func scanGraph(row pgx.Row) (Graph, error) {
+	var g Graph
+	err := row.Scan(&g.Name, &g.Locator, &g.CreatedAt)
+	return g, err
+}

@@ -1,0 +1,208 @@
+package catalog
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+const incarnationColumns = `graph, logical, native, tree, state, op_id, created_at, updated_at, settled_at`
+
+// incarnationsOneOpen is the unique partial index behind ErrIncarnationExists.
+const incarnationsOneOpen = "incarnations_one_open_per_logical"
+
+func scanIncarnation(row pgx.Row) (Incarnation, error) {
+	var (
+		inc     Incarnation
+		settled *time.Time
+	)
+	err := row.Scan(&inc.Graph, &inc.Logical, &inc.Native, &inc.Tree, &inc.State, &inc.OpID,
+		&inc.CreatedAt, &inc.UpdatedAt, &settled)
+	inc.SettledAt = timeOrZero(settled)
+	return inc, err
+}
+
+func collectIncarnations(rows pgx.Rows) ([]Incarnation, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Incarnation, error) { return scanIncarnation(row) })
+}
+
+// IncarnationInsertParams witnesses the intent to create an incarnation.
+type IncarnationInsertParams struct {
+	Graph   string
+	Logical string
+	// Native is the incarnation's native name, {logical}.{ULID}.
+	Native string
+	// Tree names the incarnation's commit log. Defaults to Native.
+	Tree string
+	// OpID is the operation creating the incarnation; it must exist.
+	OpID string
+}
+
+// IncarnationInsert records an incarnation in state intent. If the logical branch already
+// has an unsettled or live incarnation, it fails with a *IncarnationExistsError (matching
+// ErrIncarnationExists and ErrDuplicate) naming that incarnation. Repeating the insert of
+// the same native name by the same operation returns the existing row, whatever its
+// state; the same native name with other content is ErrDuplicate. An unknown OpID is
+// ErrNotFound.
+func (c *Catalog) IncarnationInsert(ctx context.Context, p IncarnationInsertParams) (Incarnation, error) {
+	return inTx(ctx, c, func(tx pgx.Tx) (Incarnation, error) { return c.IncarnationInsertTx(ctx, tx, p) })
+}
+
+// IncarnationInsertTx is IncarnationInsert inside the caller's transaction. A failed insert
+// is rolled back to a savepoint, so the caller's transaction stays usable.
+func (c *Catalog) IncarnationInsertTx(ctx context.Context, tx pgx.Tx, p IncarnationInsertParams) (Incarnation, error) {
+	what := fmt.Sprintf("insert incarnation %q", p.Native)
+	if p.Graph == "" || p.Logical == "" || p.Native == "" || p.OpID == "" {
+		return Incarnation{}, c.wrap(what, invalid("graph, logical, native and operation id are required"))
+	}
+	tree := cmp.Or(p.Tree, p.Native)
+	inc, err := savepoint(ctx, tx, func(sp pgx.Tx) (Incarnation, error) {
+		return scanIncarnation(sp.QueryRow(ctx, `
+			INSERT INTO incarnations (graph, logical, native, tree, op_id)
+			VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (graph, native) DO NOTHING
+			RETURNING `+incarnationColumns, p.Graph, p.Logical, p.Native, tree, p.OpID))
+	})
+	switch {
+	case err == nil:
+		return inc, nil
+	case constraintOf(err, codeUniqueViolation) == incarnationsOneOpen:
+		exists := &IncarnationExistsError{Graph: p.Graph, Logical: p.Logical}
+		open, lookupErr := scanIncarnation(tx.QueryRow(ctx, `
+			SELECT `+incarnationColumns+` FROM incarnations
+			WHERE graph = $1 AND logical = $2 AND state IN ('intent', 'cloned', 'in_doubt', 'live')`,
+			p.Graph, p.Logical))
+		if lookupErr == nil {
+			exists.Existing = open
+		}
+		return Incarnation{}, c.wrap(what, exists)
+	case errors.Is(err, pgx.ErrNoRows):
+		// The native name exists: a retry of this insert, or a clash.
+		existing, err := scanIncarnation(tx.QueryRow(ctx,
+			`SELECT `+incarnationColumns+` FROM incarnations WHERE graph = $1 AND native = $2`, p.Graph, p.Native))
+		if err != nil {
+			return Incarnation{}, c.wrap(what, err)
+		}
+		if existing.Logical != p.Logical || existing.Tree != tree || existing.OpID != p.OpID {
+			return Incarnation{}, c.wrap(what, fmt.Errorf("%w: incarnation %s exists for branch %q, operation %s",
+				ErrDuplicate, p.Native, existing.Logical, existing.OpID))
+		}
+		return existing, nil
+	}
+	return Incarnation{}, c.wrap(what, err)
+}
+
+// IncarnationGetByNativeParams names an incarnation.
+type IncarnationGetByNativeParams struct {
+	Graph  string
+	Native string
+}
+
+// IncarnationGetByNative returns an incarnation, or ErrNotFound.
+func (c *Catalog) IncarnationGetByNative(ctx context.Context, p IncarnationGetByNativeParams) (Incarnation, error) {
+	inc, err := scanIncarnation(c.pool.QueryRow(ctx,
+		`SELECT `+incarnationColumns+` FROM incarnations WHERE graph = $1 AND native = $2`, p.Graph, p.Native))
+	if err != nil {
+		return Incarnation{}, c.wrap(fmt.Sprintf("get incarnation %q", p.Native), err)
+	}
+	return inc, nil
+}
+
+// IncarnationListByLogicalParams names a logical branch.
+type IncarnationListByLogicalParams struct {
+	Graph   string
+	Logical string
+}
+
+// IncarnationListByLogical returns every incarnation of a logical branch, oldest first.
+func (c *Catalog) IncarnationListByLogical(ctx context.Context, p IncarnationListByLogicalParams) ([]Incarnation, error) {
+	what := fmt.Sprintf("list incarnations of %q", p.Logical)
+	rows, err := c.pool.Query(ctx, `
+		SELECT `+incarnationColumns+` FROM incarnations
+		WHERE graph = $1 AND logical = $2
+		ORDER BY created_at, native`, p.Graph, p.Logical)
+	if err != nil {
+		return nil, c.wrap(what, err)
+	}
+	incs, err := collectIncarnations(rows)
+	if err != nil {
+		return nil, c.wrap(what, err)
+	}
+	return incs, nil
+}
+
+// IncarnationListByGraphParams selects a graph's incarnations.
+type IncarnationListByGraphParams struct {
+	Graph string
+	// States keeps only incarnations in one of these states. Defaults to every state.
+	States []IncarnationState
+}
+
+// IncarnationListByGraph returns a graph's incarnations in the given states, ordered by
+// logical name then age. Cleanup reads it to find trees whose witness is unsettled.
+func (c *Catalog) IncarnationListByGraph(ctx context.Context, p IncarnationListByGraphParams) ([]Incarnation, error) {
+	what := fmt.Sprintf("list incarnations of graph %q", p.Graph)
+	states := make([]string, len(p.States))
+	for i, s := range p.States {
+		states[i] = string(s)
+	}
+	rows, err := c.pool.Query(ctx, `
+		SELECT `+incarnationColumns+` FROM incarnations
+		WHERE graph = $1 AND (cardinality($2::text[]) = 0 OR state = ANY($2))
+		ORDER BY logical, created_at, native`, p.Graph, states)
+	if err != nil {
+		return nil, c.wrap(what, err)
+	}
+	incs, err := collectIncarnations(rows)
+	if err != nil {
+		return nil, c.wrap(what, err)
+	}
+	return incs, nil
+}
+
+// IncarnationSetStateParams moves an incarnation from one state to another.
+type IncarnationSetStateParams struct {
+	Graph  string
+	Native string
+	// From is the state the incarnation must be in.
+	From IncarnationState
+	// To must be a legal move from From (see CanTransition).
+	To IncarnationState
+}
+
+// IncarnationSetState moves an incarnation from From to To, stamping SettledAt when To is
+// settled. An incarnation already in To is returned unchanged (a retried activity); one in
+// any other state is a *StateConflictError carrying the current state. An illegal move is
+// ErrInvalid; a missing incarnation ErrNotFound.
+func (c *Catalog) IncarnationSetState(ctx context.Context, p IncarnationSetStateParams) (Incarnation, error) {
+	return inTx(ctx, c, func(tx pgx.Tx) (Incarnation, error) { return c.IncarnationSetStateTx(ctx, tx, p) })
+}
+
+// IncarnationSetStateTx is IncarnationSetState inside the caller's transaction.
+func (c *Catalog) IncarnationSetStateTx(ctx context.Context, tx pgx.Tx, p IncarnationSetStateParams) (Incarnation, error) {
+	what := fmt.Sprintf("set incarnation %q %s", p.Native, p.To)
+	if !CanTransition(p.From, p.To) {
+		return Incarnation{}, c.wrap(what, invalid("incarnation cannot move from %q to %q", p.From, p.To))
+	}
+	inc, err := scanIncarnation(tx.QueryRow(ctx, `
+		UPDATE incarnations
+		SET state = $4, updated_at = now(),
+		    settled_at = CASE WHEN $4 IN ('live', 'unpublished', 'retired') THEN coalesce(settled_at, now()) END
+		WHERE graph = $1 AND native = $2 AND state = $3
+		RETURNING `+incarnationColumns, p.Graph, p.Native, p.From, p.To))
+	if errors.Is(err, pgx.ErrNoRows) {
+		inc, err = scanIncarnation(tx.QueryRow(ctx,
+			`SELECT `+incarnationColumns+` FROM incarnations WHERE graph = $1 AND native = $2`, p.Graph, p.Native))
+		if err == nil && inc.State != p.To {
+			err = &StateConflictError{Entity: "incarnation", ID: p.Native, Expected: string(p.From), Current: string(inc.State)}
+		}
+	}
+	if err != nil {
+		return Incarnation{}, c.wrap(what, err)
+	}
+	return inc, nil
+}

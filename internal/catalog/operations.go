@@ -1,0 +1,265 @@
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+const operationColumns = `id, kind, graph, inputs, state, coalesce(outcome, ''), coalesce(error, ''),
+	coalesce(workflow_id, ''), coalesce(run_id, ''), created_at, updated_at, finished_at`
+
+func scanOperation(row pgx.Row) (Operation, error) {
+	var (
+		op       Operation
+		inputs   []byte
+		finished *time.Time
+	)
+	err := row.Scan(&op.ID, &op.Kind, &op.Graph, &inputs, &op.State, &op.Outcome, &op.Error,
+		&op.WorkflowID, &op.RunID, &op.CreatedAt, &op.UpdatedAt, &finished)
+	op.Inputs = json.RawMessage(inputs)
+	op.FinishedAt = timeOrZero(finished)
+	return op, err
+}
+
+// OperationInsertParams records the start of an operation.
+type OperationInsertParams struct {
+	// ID is the idempotency key: a ULID (NewID) or an id derived from the workflow id.
+	ID    string
+	Kind  OperationKind
+	Graph string
+	// Inputs is the operation's input as JSON. Defaults to {}.
+	Inputs     json.RawMessage
+	WorkflowID string
+	RunID      string
+}
+
+// OperationInsert records a running operation. Repeating it with the same id, kind, graph
+// and inputs returns the existing row (whatever its state); the same id with other content
+// is ErrDuplicate.
+func (c *Catalog) OperationInsert(ctx context.Context, p OperationInsertParams) (Operation, error) {
+	return inTx(ctx, c, func(tx pgx.Tx) (Operation, error) { return c.OperationInsertTx(ctx, tx, p) })
+}
+
+// OperationInsertTx is OperationInsert inside the caller's transaction.
+func (c *Catalog) OperationInsertTx(ctx context.Context, tx pgx.Tx, p OperationInsertParams) (Operation, error) {
+	what := fmt.Sprintf("insert operation %q", p.ID)
+	if p.ID == "" || p.Graph == "" {
+		return Operation{}, c.wrap(what, invalid("operation id and graph are required"))
+	}
+	if !slices.Contains(OperationKinds, p.Kind) {
+		return Operation{}, c.wrap(what, invalid("unknown operation kind %q", p.Kind))
+	}
+	inputs := p.Inputs
+	if len(inputs) == 0 {
+		inputs = json.RawMessage(`{}`)
+	}
+	if !json.Valid(inputs) {
+		return Operation{}, c.wrap(what, invalid("inputs are not valid JSON"))
+	}
+	op, err := scanOperation(tx.QueryRow(ctx, `
+		INSERT INTO operations (id, kind, graph, inputs, workflow_id, run_id)
+		VALUES ($1, $2, $3, $4::jsonb, NULLIF($5, ''), NULLIF($6, ''))
+		ON CONFLICT (id) DO NOTHING
+		RETURNING `+operationColumns,
+		p.ID, p.Kind, p.Graph, string(inputs), p.WorkflowID, p.RunID))
+	if err == nil {
+		return op, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return Operation{}, c.wrap(what, err)
+	}
+	// The id exists: a retry of this insert, or a clash.
+	var same bool
+	existing, err := scanOperation(tx.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE id = $1`, p.ID))
+	if err == nil {
+		err = tx.QueryRow(ctx, `SELECT inputs = $2::jsonb FROM operations WHERE id = $1`, p.ID, string(inputs)).Scan(&same)
+	}
+	if err != nil {
+		return Operation{}, c.wrap(what, err)
+	}
+	if existing.Kind != p.Kind || existing.Graph != p.Graph || !same {
+		return Operation{}, c.wrap(what, fmt.Errorf("%w: operation %s exists as %s on graph %q with other inputs",
+			ErrDuplicate, p.ID, existing.Kind, existing.Graph))
+	}
+	return existing, nil
+}
+
+// OperationGetParams names an operation.
+type OperationGetParams struct {
+	ID string
+}
+
+// OperationGet returns an operation, or ErrNotFound.
+func (c *Catalog) OperationGet(ctx context.Context, p OperationGetParams) (Operation, error) {
+	op, err := scanOperation(c.pool.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE id = $1`, p.ID))
+	if err != nil {
+		return Operation{}, c.wrap(fmt.Sprintf("get operation %q", p.ID), err)
+	}
+	return op, nil
+}
+
+// OperationSetStateParams moves an unfinished operation between running and in_doubt.
+type OperationSetStateParams struct {
+	ID string
+	// From is the state the operation must be in.
+	From OperationState
+	// To is running or in_doubt; use OperationFinish to finish.
+	To OperationState
+}
+
+// OperationSetState moves an operation from From to To. An operation already in To is
+// returned unchanged; one in any other state is a *StateConflictError.
+func (c *Catalog) OperationSetState(ctx context.Context, p OperationSetStateParams) (Operation, error) {
+	return inTx(ctx, c, func(tx pgx.Tx) (Operation, error) { return c.OperationSetStateTx(ctx, tx, p) })
+}
+
+// OperationSetStateTx is OperationSetState inside the caller's transaction.
+func (c *Catalog) OperationSetStateTx(ctx context.Context, tx pgx.Tx, p OperationSetStateParams) (Operation, error) {
+	what := fmt.Sprintf("set operation %q %s", p.ID, p.To)
+	unfinished := []OperationState{OperationRunning, OperationInDoubt}
+	if !slices.Contains(unfinished, p.From) || !slices.Contains(unfinished, p.To) {
+		return Operation{}, c.wrap(what, invalid("operation states running and in_doubt only; finish with OperationFinish"))
+	}
+	op, err := scanOperation(tx.QueryRow(ctx, `
+		UPDATE operations SET state = $3, updated_at = now()
+		WHERE id = $1 AND state = $2
+		RETURNING `+operationColumns, p.ID, p.From, p.To))
+	if errors.Is(err, pgx.ErrNoRows) {
+		op, err = c.operationInState(ctx, tx, p.ID, string(p.From), p.To)
+	}
+	if err != nil {
+		return Operation{}, c.wrap(what, err)
+	}
+	return op, nil
+}
+
+// operationInState handles an update that matched no row: the operation is missing
+// (ErrNotFound), already in state to (returned as is), or elsewhere (*StateConflictError).
+func (c *Catalog) operationInState(ctx context.Context, tx pgx.Tx, id, expected string, to OperationState) (Operation, error) {
+	op, err := scanOperation(tx.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE id = $1`, id))
+	if err != nil {
+		return Operation{}, err
+	}
+	if op.State == to {
+		return op, nil
+	}
+	return Operation{}, &StateConflictError{Entity: "operation", ID: id, Expected: expected, Current: string(op.State)}
+}
+
+// OperationFinishParams records an operation's definitive outcome.
+type OperationFinishParams struct {
+	ID      string
+	Outcome Outcome
+	// Error is a human-readable detail, usually for outcomes other than success.
+	Error string
+}
+
+// OperationFinish moves a running or in_doubt operation to done with its outcome and, in
+// the same transaction, releases its pins. An operation already done with the same
+// outcome is returned unchanged; done with another outcome is a *StateConflictError.
+func (c *Catalog) OperationFinish(ctx context.Context, p OperationFinishParams) (Operation, error) {
+	return inTx(ctx, c, func(tx pgx.Tx) (Operation, error) { return c.OperationFinishTx(ctx, tx, p) })
+}
+
+// OperationFinishTx is OperationFinish inside the caller's transaction. It takes the
+// operation's graph lock, held until the transaction ends.
+func (c *Catalog) OperationFinishTx(ctx context.Context, tx pgx.Tx, p OperationFinishParams) (Operation, error) {
+	what := fmt.Sprintf("finish operation %q", p.ID)
+	if !slices.Contains(Outcomes, p.Outcome) {
+		return Operation{}, c.wrap(what, invalid("unknown outcome %q", p.Outcome))
+	}
+	graph, err := c.operationGraph(ctx, tx, p.ID)
+	if err != nil {
+		return Operation{}, c.wrap(what, err)
+	}
+	if err := lockGraph(ctx, tx, graph); err != nil {
+		return Operation{}, c.wrap(what, err)
+	}
+	op, err := scanOperation(tx.QueryRow(ctx, `
+		UPDATE operations
+		SET state = 'done', outcome = $2, error = NULLIF($3, ''), updated_at = now(), finished_at = now()
+		WHERE id = $1 AND state <> 'done'
+		RETURNING `+operationColumns, p.ID, p.Outcome, p.Error))
+	if errors.Is(err, pgx.ErrNoRows) {
+		op, err = scanOperation(tx.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE id = $1`, p.ID))
+		if err == nil && op.Outcome != p.Outcome {
+			err = &StateConflictError{Entity: "operation", ID: p.ID,
+				Expected: "running or in_doubt", Current: fmt.Sprintf("done (%s)", op.Outcome)}
+		}
+		if err != nil {
+			return Operation{}, c.wrap(what, err)
+		}
+		return op, nil
+	}
+	if err != nil {
+		return Operation{}, c.wrap(what, err)
+	}
+	if err := releasePins(ctx, tx, p.ID, graph); err != nil {
+		return Operation{}, c.wrap(what, err)
+	}
+	return op, nil
+}
+
+// operationGraph returns the graph of an operation, or ErrNotFound.
+func (c *Catalog) operationGraph(ctx context.Context, tx pgx.Tx, id string) (string, error) {
+	var graph string
+	if err := tx.QueryRow(ctx, `SELECT graph FROM operations WHERE id = $1`, id).Scan(&graph); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return "", fmt.Errorf("%w: operation %q", ErrNotFound, id)
+		}
+		return "", err
+	}
+	return graph, nil
+}
+
+// OperationListParams filters the audit log. Empty fields do not filter.
+type OperationListParams struct {
+	Graph string
+	Kind  OperationKind
+	State OperationState
+	// Limit caps the rows returned, newest first. Defaults to 100; at most 1000.
+	Limit int
+}
+
+const (
+	defaultListLimit = 100
+	maxListLimit     = 1000
+)
+
+// OperationList returns operations matching the filters, newest first.
+func (c *Catalog) OperationList(ctx context.Context, p OperationListParams) ([]Operation, error) {
+	limit, err := listLimit(p.Limit, defaultListLimit, maxListLimit)
+	if err != nil {
+		return nil, c.wrap("list operations", err)
+	}
+	rows, err := c.pool.Query(ctx, `
+		SELECT `+operationColumns+` FROM operations
+		WHERE ($1 = '' OR graph = $1) AND ($2 = '' OR kind = $2) AND ($3 = '' OR state = $3)
+		ORDER BY created_at DESC, id DESC
+		LIMIT $4`, p.Graph, p.Kind, p.State, limit)
+	if err != nil {
+		return nil, c.wrap("list operations", err)
+	}
+	ops, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Operation, error) { return scanOperation(row) })
+	if err != nil {
+		return nil, c.wrap("list operations", err)
+	}
+	return ops, nil
+}
+
+// listLimit applies a list's default and bound.
+func listLimit(limit, def, most int) (int, error) {
+	switch {
+	case limit == 0:
+		return def, nil
+	case limit < 0 || limit > most:
+		return 0, invalid("limit must be between 1 and %d, got %d", most, limit)
+	}
+	return limit, nil
+}

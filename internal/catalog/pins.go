@@ -1,0 +1,236 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// keysConflict reports whether a pin on one key and a condemnation of the other touch the
+// same object: equal keys, or one ends in "/" and is a prefix of the other.
+func keysConflict(a, b string) bool {
+	return a == b ||
+		(strings.HasSuffix(a, "/") && strings.HasPrefix(b, a)) ||
+		(strings.HasSuffix(b, "/") && strings.HasPrefix(a, b))
+}
+
+// coveringKeys returns key and every proper prefix of it that ends in "/": the exact keys
+// whose condemnation (or pin) covers key.
+func coveringKeys(key string) []string {
+	out := []string{key}
+	for i := 0; i < len(key)-1; i++ {
+		if key[i] == '/' {
+			out = append(out, key[:i+1])
+		}
+	}
+	return out
+}
+
+var objectKinds = []ObjectKind{ObjectCommit, ObjectTableVersion, ObjectTree, ObjectData}
+
+// PinsRegisterParams names what an in-flight operation needs retained.
+type PinsRegisterParams struct {
+	// OpID is the operation holding the pins; it must exist and not be done.
+	OpID string
+	// Graph is the operation's graph. Defaults to the operation's graph; any other value is
+	// ErrInvalid.
+	Graph string
+	// Pins are storage keys; a key ending in "/" pins every key under it.
+	Pins []Pin
+}
+
+// PinsRegister records pins for an operation, unless one of them is condemned: under the
+// graph lock, if any pin's key conflicts with a key in the condemned set (condemned or
+// deleted) of a running mark or sweep run of the graph, nothing is recorded and the error
+// is a *CondemnedError listing the refused keys. Registering a pin the operation already
+// holds (or released) holds it again.
+func (c *Catalog) PinsRegister(ctx context.Context, p PinsRegisterParams) error {
+	return c.InTx(ctx, func(tx pgx.Tx) error { return c.PinsRegisterTx(ctx, tx, p) })
+}
+
+// PinsRegisterTx is PinsRegister inside the caller's transaction. It takes the graph lock,
+// held until the transaction ends; the handshake holds once the transaction commits.
+func (c *Catalog) PinsRegisterTx(ctx context.Context, tx pgx.Tx, p PinsRegisterParams) error {
+	what := fmt.Sprintf("register pins of operation %q", p.OpID)
+	if len(p.Pins) == 0 {
+		return nil
+	}
+	kinds := make([]string, 0, len(p.Pins))
+	keys := make([]string, 0, len(p.Pins))
+	seen := make(map[Pin]bool, len(p.Pins))
+	var exact, prefixes []string
+	for _, pin := range p.Pins {
+		if pin.Key == "" || !slices.Contains(objectKinds, pin.Kind) {
+			return c.wrap(what, invalid("pin %q of kind %q: need a key and a known kind", pin.Key, pin.Kind))
+		}
+		if seen[pin] {
+			continue
+		}
+		seen[pin] = true
+		kinds = append(kinds, string(pin.Kind))
+		keys = append(keys, pin.Key)
+		exact = append(exact, coveringKeys(pin.Key)...)
+		if strings.HasSuffix(pin.Key, "/") {
+			prefixes = append(prefixes, pin.Key)
+		}
+	}
+	graph, err := c.openOperationGraph(ctx, tx, p.OpID, p.Graph)
+	if err != nil {
+		return c.wrap(what, err)
+	}
+	if err := lockGraph(ctx, tx, graph); err != nil {
+		return c.wrap(what, err)
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT c.key FROM cleanup_condemned c
+		JOIN cleanup_runs r ON r.id = c.run_id AND r.state = 'running' AND r.mode <> 'dry_run'
+		WHERE c.graph = $1 AND c.key = ANY($2::text[])
+		UNION
+		SELECT c.key FROM unnest($3::text[]) AS p(prefix)
+		JOIN cleanup_condemned c ON c.graph = $1 AND c.key >= p.prefix AND c.key < left(p.prefix, -1) || '0'
+		JOIN cleanup_runs r ON r.id = c.run_id AND r.state = 'running' AND r.mode <> 'dry_run'`,
+		graph, exact, prefixes)
+	if err != nil {
+		return c.wrap(what, err)
+	}
+	condemned, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return c.wrap(what, err)
+	}
+	if len(condemned) > 0 {
+		refused := &CondemnedError{Graph: graph}
+		for _, key := range keys {
+			if slices.ContainsFunc(condemned, func(ck string) bool { return keysConflict(key, ck) }) &&
+				!slices.Contains(refused.Keys, key) {
+				refused.Keys = append(refused.Keys, key)
+			}
+		}
+		return c.wrap(what, refused)
+	}
+	_, err = tx.Exec(ctx, `
+		INSERT INTO op_pins (op_id, graph, kind, key)
+		SELECT $1, $2, t.kind, t.key FROM unnest($3::text[], $4::text[]) AS t(kind, key)
+		ON CONFLICT (op_id, kind, key) DO UPDATE SET released_at = NULL, released_seq = NULL`,
+		p.OpID, graph, kinds, keys)
+	return c.wrap(what, err)
+}
+
+// openOperationGraph returns the graph of an operation that may still take pins: it must
+// exist (ErrNotFound), not be done (*StateConflictError), and match graph when one is given.
+func (c *Catalog) openOperationGraph(ctx context.Context, tx pgx.Tx, opID, graph string) (string, error) {
+	var opGraph string
+	var state OperationState
+	err := tx.QueryRow(ctx, `SELECT graph, state FROM operations WHERE id = $1`, opID).Scan(&opGraph, &state)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("%w: operation %q", ErrNotFound, opID)
+	}
+	if err != nil {
+		return "", err
+	}
+	if graph != "" && graph != opGraph {
+		return "", invalid("operation %q works on graph %q, not %q", opID, opGraph, graph)
+	}
+	if state == OperationDone {
+		return "", &StateConflictError{Entity: "operation", ID: opID, Expected: "running or in_doubt", Current: string(state)}
+	}
+	return opGraph, nil
+}
+
+// PinsReleaseParams names the operation whose pins to release.
+type PinsReleaseParams struct {
+	OpID string
+}
+
+// PinsRelease releases every pin the operation holds. A cleanup run that started before
+// the release keeps treating the keys as pinned until it finishes. Releasing twice, or
+// releasing an operation with no pins, succeeds.
+func (c *Catalog) PinsRelease(ctx context.Context, p PinsReleaseParams) error {
+	return c.InTx(ctx, func(tx pgx.Tx) error { return c.PinsReleaseTx(ctx, tx, p) })
+}
+
+// PinsReleaseTx is PinsRelease inside the caller's transaction. It takes the graph lock,
+// held until the transaction ends.
+func (c *Catalog) PinsReleaseTx(ctx context.Context, tx pgx.Tx, p PinsReleaseParams) error {
+	what := fmt.Sprintf("release pins of operation %q", p.OpID)
+	graph, err := c.operationGraph(ctx, tx, p.OpID)
+	if err != nil {
+		return c.wrap(what, err)
+	}
+	if err := lockGraph(ctx, tx, graph); err != nil {
+		return c.wrap(what, err)
+	}
+	return c.wrap(what, releasePins(ctx, tx, p.OpID, graph))
+}
+
+// releasePins marks an operation's held pins released, stamped with a fresh ledger epoch,
+// then forgets the graph's released pins that no running cleanup run needs. The caller
+// holds the graph lock.
+func releasePins(ctx context.Context, tx pgx.Tx, opID, graph string) error {
+	_, err := tx.Exec(ctx, `
+		UPDATE op_pins SET released_at = now(), released_seq = (SELECT nextval('ledger_epoch'))
+		WHERE op_id = $1 AND released_seq IS NULL`, opID)
+	if err != nil {
+		return err
+	}
+	return prunePins(ctx, tx, graph)
+}
+
+// prunePins deletes released pins older than every running cleanup run of the graph.
+// The caller holds the graph lock.
+func prunePins(ctx context.Context, tx pgx.Tx, graph string) error {
+	_, err := tx.Exec(ctx, `
+		DELETE FROM op_pins
+		WHERE graph = $1 AND released_seq IS NOT NULL AND released_seq < coalesce(
+			(SELECT min(start_seq) FROM cleanup_runs WHERE graph = $1 AND state = 'running'),
+			9223372036854775807)`, graph)
+	return err
+}
+
+// PinsListParams selects the pins that protect keys of a graph.
+type PinsListParams struct {
+	Graph string
+	// RunID, when set, also returns pins released after that cleanup run started, which
+	// the run must still treat as pinned. Defaults to "": held pins only.
+	RunID string
+}
+
+// PinsList returns the graph's pins, by key; cleanup treats them as roots.
+func (c *Catalog) PinsList(ctx context.Context, p PinsListParams) ([]PinRecord, error) {
+	what := fmt.Sprintf("list pins of graph %q", p.Graph)
+	var startSeq *int64
+	if p.RunID != "" {
+		var seq int64
+		err := c.pool.QueryRow(ctx, `SELECT start_seq FROM cleanup_runs WHERE id = $1 AND graph = $2`,
+			p.RunID, p.Graph).Scan(&seq)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, c.wrap(what, fmt.Errorf("%w: cleanup run %q of graph %q", ErrNotFound, p.RunID, p.Graph))
+		}
+		if err != nil {
+			return nil, c.wrap(what, err)
+		}
+		startSeq = &seq
+	}
+	rows, err := c.pool.Query(ctx, `
+		SELECT op_id, graph, kind, key, created_at, released_at FROM op_pins
+		WHERE graph = $1 AND (released_seq IS NULL OR released_seq > $2)
+		ORDER BY key, op_id`, p.Graph, startSeq)
+	if err != nil {
+		return nil, c.wrap(what, err)
+	}
+	pins, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (PinRecord, error) {
+		var pr PinRecord
+		var released *time.Time
+		err := row.Scan(&pr.OpID, &pr.Graph, &pr.Kind, &pr.Key, &pr.CreatedAt, &released)
+		pr.ReleasedAt = timeOrZero(released)
+		return pr, err
+	})
+	if err != nil {
+		return nil, c.wrap(what, err)
+	}
+	return pins, nil
+}
