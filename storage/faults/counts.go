@@ -1,0 +1,107 @@
+package faults
+
+// Request is one valid request the Store received.
+type Request struct {
+	Op Op
+	// Key is the request's key; for a list, its prefix; empty for a delete_batch.
+	Key string
+	// Keys are a delete_batch's keys.
+	Keys []string
+	// Fault is the fault it got, None if it passed through untouched.
+	Fault Mode
+	// Rule names the rule that chose Fault.
+	Rule string
+	// Status is the HTTP status of a Refuse.
+	Status int
+	// Sent reports whether the request went on to the store (or, for a
+	// held put, is in flight towards it). Only FailBeforeSend and a Delay
+	// cut short by the context leave it false; a refused request was sent
+	// and answered.
+	Sent bool
+}
+
+// Tally counts requests.
+type Tally struct {
+	// Attempted counts every request, faulted or not.
+	Attempted int
+	// Sent counts the attempted requests that were sent (see Request.Sent).
+	Sent int
+	// Faults counts the attempted requests by the fault they got (None
+	// included). It is nil when nothing was attempted.
+	Faults map[Mode]int
+}
+
+func (t *Tally) add(r *Request) {
+	t.Attempted++
+	if r.Sent {
+		t.Sent++
+	}
+	if t.Faults == nil {
+		t.Faults = make(map[Mode]int)
+	}
+	t.Faults[r.Fault]++
+}
+
+// Counts is a Tally per operation.
+type Counts map[Op]Tally
+
+// Requests returns every request received since the Store was made or its
+// counts were reset, in order of arrival. The Store keeps every request it
+// receives until ResetCounts, which long stress runs should call.
+func (s *Store) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Request, len(s.log))
+	for i, r := range s.log {
+		out[i] = *r
+	}
+	return out
+}
+
+// Counts returns a Tally for every operation received at least once.
+func (s *Store) Counts() Counts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := make(Counts)
+	for _, r := range s.log {
+		t := c[r.Op]
+		t.add(r)
+		c[r.Op] = t
+	}
+	return c
+}
+
+// Count returns the Tally of op.
+func (s *Store) Count(op Op) Tally {
+	return s.CountMatching(Rule{Op: op})
+}
+
+// CountMatching returns the Tally of the requests that sel's selection
+// fields (Op, KeyGlob, KeyPrefix, Match) select; its other fields are
+// ignored. For example, how many ref puts were sent:
+//
+//	w.CountMatching(faults.Rule{Op: faults.OpPut, KeyPrefix: "g/refs/"}).Sent
+func (s *Store) CountMatching(sel Rule) Tally {
+	sel.Mode = None // a Hold mode would narrow the selection to puts
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var t Tally
+	for _, r := range s.log {
+		keys := r.Keys
+		if r.Op != OpDeleteBatch {
+			keys = []string{r.Key}
+		}
+		if sel.selects(r.Op, keys) {
+			t.add(r)
+		}
+	}
+	return t
+}
+
+// ResetCounts forgets every request received so far. Rules keep their own
+// running counts (Skip and Times are not reset).
+func (s *Store) ResetCounts() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.log = nil
+}

@@ -1,0 +1,567 @@
+// Package faults wraps any storage.Store with injected faults, so the same
+// fault matrix runs against every backend and every ambiguous outcome graft
+// must survive can be produced on demand in a test.
+//
+// A fault is one of five modes (see Mode): fail before send, apply then lose
+// the answer, hold a put and apply it later on release, refuse with an HTTP
+// status, or delay. Faults are chosen per request by rules (Add), each naming
+// the operations and keys it applies to and which of its matching requests it
+// faults; Seeded builds a rule that chooses a mode per request from a seed.
+//
+// Invariants:
+//
+//   - Every injected error is a *storage.Error with the Code the S3 backend
+//     would give the same event: a write whose fate the caller cannot know is
+//     CodeAmbiguous, a read that got no answer is CodeUnavailable. Its Err
+//     matches ErrInjected and names the rule, so logs say which fault it was.
+//   - Nothing reaches the inner store on FailBeforeSend or Refuse; a held put
+//     reaches it only through HeldPut.Release, with its original conditions.
+//   - Keys and arguments are validated before any rule is consulted, so an
+//     invalid request is ErrInvalidKey or ErrInvalidArgument, never a fault,
+//     and is not counted.
+//   - Every valid request is recorded (Requests, Counts) in arrival order.
+//
+// A Store is safe for concurrent use; rules may be added and removed while
+// requests run.
+package faults
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/graftworks/graft/storage"
+)
+
+// ErrInjected matches (with errors.Is) every error this package injects.
+var ErrInjected = errors.New("injected fault")
+
+// Op is an operation kind; its value is the Op of a storage.Error.
+type Op string
+
+// The operations of storage.Store.
+const (
+	OpGet         Op = "get"
+	OpHead        Op = "head"
+	OpPut         Op = "put"
+	OpList        Op = "list"
+	OpDelete      Op = "delete"
+	OpDeleteBatch Op = "delete_batch"
+)
+
+// Ops lists every operation kind.
+var Ops = []Op{OpGet, OpHead, OpPut, OpList, OpDelete, OpDeleteBatch}
+
+// isWrite reports whether op changes the store; its faults are ambiguous,
+// where a read's are unavailable.
+func (op Op) isWrite() bool {
+	return op == OpPut || op == OpDelete || op == OpDeleteBatch
+}
+
+func (op Op) valid() bool {
+	for _, o := range Ops {
+		if op == o {
+			return true
+		}
+	}
+	return false
+}
+
+// Mode is what a fault does to a request.
+type Mode int
+
+const (
+	// None is no fault: the request passes through. It is the Fault of an
+	// unfaulted Request.
+	None Mode = iota
+	// FailBeforeSend fails the request without sending it. Nothing is
+	// applied, yet a write is CodeAmbiguous, because a real client cannot
+	// tell "never sent" from "sent, answer lost"; a read is CodeUnavailable.
+	FailBeforeSend
+	// ApplyLoseAnswer sends the request to the inner store, then discards
+	// the answer: a write is applied (as far as the inner store applies it)
+	// and the caller gets CodeAmbiguous; a read gets CodeUnavailable.
+	ApplyLoseAnswer
+	// Hold keeps a put in flight: the caller gets CodeAmbiguous at once, and
+	// the put is applied to the inner store, with its original conditions,
+	// only when the test calls HeldPut.Release. It applies to puts only.
+	Hold
+	// Refuse answers with Rule.Status and applies nothing, classified as
+	// the S3 backend classifies that status. For writes 412 is
+	// CodePreconditionFailed; 400, 403, 404, 405, 411 and 413 are
+	// CodeRefused; anything else (409, 429, 5xx) is CodeAmbiguous, since a
+	// real client cannot know whether such a write was applied. For reads
+	// 404 is CodeNotFound and anything else CodeUnavailable.
+	Refuse
+	// Delay sleeps Rule.Delay, honouring the context, then passes the
+	// request through. If the context ends first nothing is sent and the
+	// caller gets the context's error as CodeAmbiguous (writes) or
+	// CodeUnavailable (reads).
+	Delay
+)
+
+func (m Mode) String() string {
+	switch m {
+	case None:
+		return "none"
+	case FailBeforeSend:
+		return "fail_before_send"
+	case ApplyLoseAnswer:
+		return "apply_lose_answer"
+	case Hold:
+		return "hold"
+	case Refuse:
+		return "refuse"
+	case Delay:
+		return "delay"
+	}
+	return fmt.Sprintf("mode(%d)", int(m))
+}
+
+// Rule selects requests and the fault they get. A request is selected when
+// it matches every selection field that is set (Op, KeyGlob, KeyPrefix,
+// Match); a rule with none set selects every request. For a list the key is
+// its prefix; a delete_batch is selected when any of its keys is.
+//
+// Of the requests a rule selects it faults the (Skip+1)th through the
+// (Skip+Times)th, or every one from the (Skip+1)th when Times is 0: the Nth
+// matching request is Skip: N-1, Times: 1. Every rule counts every request
+// it selects, but a request gets at most one fault, from the earliest added
+// rule that faults it; a later rule whose turn that request was does not
+// carry its turn over.
+type Rule struct {
+	// Name appears in every error the rule injects. Defaults to the mode and
+	// a sequence number, e.g. "hold#3".
+	Name string
+	// Op restricts the rule to one operation. Defaults to "" (every
+	// operation; for Hold, every put).
+	Op Op
+	// KeyGlob restricts the rule to keys matching this path.Match pattern
+	// ('*' does not cross '/'). Defaults to "" (any key).
+	KeyGlob string
+	// KeyPrefix restricts the rule to keys starting with it. Defaults to "".
+	KeyPrefix string
+	// Match, when set, must also return true. It runs under the Store's
+	// lock: it must not call the Store. Defaults to nil.
+	Match func(op Op, key string) bool
+
+	// Mode is the fault. Required, except in a rule made by Seeded.
+	Mode Mode
+	// Status is the HTTP status a Refuse answers with, 400..599. Required
+	// for Refuse.
+	Status int
+	// Delay is slept, honouring the context, before the fault takes effect;
+	// for Mode Delay it is the whole fault and must be positive. Defaults to 0.
+	Delay time.Duration
+	// Skip lets this many selected requests pass before the first fault.
+	// Defaults to 0.
+	Skip int
+	// Times is how many selected requests are faulted. Defaults to 0: every
+	// one after Skip.
+	Times int
+
+	seeded *schedule
+}
+
+// selects reports whether r's selection fields match the request.
+func (r *Rule) selects(op Op, keys []string) bool {
+	if r.Op != "" && r.Op != op {
+		return false
+	}
+	if r.Op == "" && r.Mode == Hold && op != OpPut {
+		return false
+	}
+	if len(keys) == 0 { // an empty delete_batch has no key to select
+		return r.KeyGlob == "" && r.KeyPrefix == "" && r.Match == nil
+	}
+	for _, k := range keys {
+		if r.selectsKey(op, k) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Rule) selectsKey(op Op, key string) bool {
+	if r.KeyPrefix != "" && !strings.HasPrefix(key, r.KeyPrefix) {
+		return false
+	}
+	if r.KeyGlob != "" {
+		if ok, _ := path.Match(r.KeyGlob, key); !ok {
+			return false
+		}
+	}
+	return r.Match == nil || r.Match(op, key)
+}
+
+// validate panics on a rule that cannot mean anything: a rule is test code,
+// and a typo in it should stop the test, not silently fault nothing.
+func (r *Rule) validate() {
+	bad := func(format string, args ...any) {
+		panic(fmt.Sprintf("faults: rule %q (%s): %s", r.Name, r.Mode, fmt.Sprintf(format, args...)))
+	}
+	if r.Op != "" && !r.Op.valid() {
+		bad("unknown Op %q", r.Op)
+	}
+	if r.KeyGlob != "" {
+		if _, err := path.Match(r.KeyGlob, ""); err != nil {
+			bad("KeyGlob %q: %v", r.KeyGlob, err)
+		}
+	}
+	if r.Skip < 0 || r.Times < 0 || r.Delay < 0 {
+		bad("negative Skip, Times or Delay")
+	}
+	if r.seeded != nil {
+		return
+	}
+	switch r.Mode {
+	case None:
+		bad("no Mode")
+	case FailBeforeSend, ApplyLoseAnswer:
+	case Hold:
+		if r.Op != "" && r.Op != OpPut {
+			bad("Hold applies to puts only, not %q", r.Op)
+		}
+	case Refuse:
+		if r.Status < 400 || r.Status > 599 {
+			bad("Refuse needs a Status in 400..599, not %d", r.Status)
+		}
+	case Delay:
+		if r.Delay <= 0 {
+			bad("Delay mode needs a positive Delay")
+		}
+	default:
+		bad("unknown Mode %d", int(r.Mode))
+	}
+}
+
+// activeRule is a rule added to a Store, with its running count.
+type activeRule struct {
+	Rule
+	id       uint64
+	selected int            // requests selected so far
+	seen     map[string]int // seeded only: requests selected per operation and key
+}
+
+// fault is the decision for one request.
+type fault struct {
+	mode   Mode
+	rule   string
+	status int
+	delay  time.Duration
+	req    *Request
+}
+
+// Store is a storage.Store that injects faults into the requests it passes
+// to an inner store.
+type Store struct {
+	inner storage.Store
+
+	mu      sync.Mutex
+	rules   []*activeRule
+	nextID  uint64
+	log     []*Request
+	held    []*HeldPut
+	changed chan struct{} // closed and replaced whenever held changes
+}
+
+var _ storage.Store = (*Store)(nil)
+
+// Wrap returns a Store with no rules around inner: until a rule is added it
+// passes every request through, counting it.
+func Wrap(inner storage.Store) *Store {
+	return &Store{inner: inner, changed: make(chan struct{})}
+}
+
+// Inner returns the wrapped store, for reading state behind the faults.
+func (s *Store) Inner() storage.Store { return s.inner }
+
+// Add activates r after every rule already added, and returns a func that
+// removes it (calling it again does nothing). Add panics on a rule that
+// cannot fault anything (no Mode, a Refuse without a Status in 400..599, a
+// Hold on another operation than put, a Delay mode without a Delay, a bad
+// KeyGlob).
+func (s *Store) Add(r Rule) (remove func()) {
+	r.validate()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextID++
+	ar := &activeRule{Rule: r, id: s.nextID}
+	if ar.Name == "" {
+		ar.Name = fmt.Sprintf("%s#%d", r.Mode, ar.id)
+	}
+	if r.seeded != nil {
+		ar.Mode, ar.Status, ar.Delay = None, 0, 0 // the schedule chooses these
+		ar.seen = make(map[string]int)
+	}
+	s.rules = append(s.rules, ar)
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for i, x := range s.rules {
+			if x == ar {
+				s.rules = append(s.rules[:i:i], s.rules[i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+// decide records the request and chooses its fault.
+func (s *Store) decide(op Op, keys []string) fault {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	req := &Request{Op: op, Sent: true}
+	if op == OpDeleteBatch {
+		req.Keys = append([]string(nil), keys...)
+	} else {
+		req.Key = keys[0]
+	}
+	s.log = append(s.log, req)
+	f := fault{req: req}
+	for _, r := range s.rules {
+		if !r.selects(op, keys) {
+			continue
+		}
+		r.selected++
+		mode, status, delay := r.Mode, r.Status, r.Delay
+		if r.seeded != nil {
+			k := string(op) + "\x00" + strings.Join(keys, "\x00")
+			r.seen[k]++
+			mode, status, delay = r.seeded.choose(op, k, r.seen[k])
+		}
+		inTurn := r.selected > r.Skip && (r.Times == 0 || r.selected <= r.Skip+r.Times)
+		if f.mode != None || !inTurn || mode == None {
+			continue
+		}
+		f.mode, f.rule, f.status, f.delay = mode, r.Name, status, delay
+	}
+	req.Fault, req.Rule, req.Status = f.mode, f.rule, f.status
+	if f.mode == FailBeforeSend {
+		req.Sent = false
+	}
+	return f
+}
+
+// wait sleeps the fault's delay. If ctx ends first the request was never
+// sent and the caller gets ctx's error.
+func (s *Store) wait(ctx context.Context, f fault, op Op, key string) error {
+	if f.delay <= 0 {
+		return nil
+	}
+	t := time.NewTimer(f.delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		f.req.Sent = false
+		s.mu.Unlock()
+		return injected(op, key, unanswered(op), 0,
+			fmt.Errorf("%w by rule %q: delay of %v interrupted: %w", ErrInjected, f.rule, f.delay, ctx.Err()))
+	}
+}
+
+// unanswered is the Code of a request that got no answer.
+func unanswered(op Op) storage.Code {
+	if op.isWrite() {
+		return storage.CodeAmbiguous
+	}
+	return storage.CodeUnavailable
+}
+
+// refusal is the Code the S3 backend gives an HTTP error status. A write is
+// definitely not applied only on 412 and on the statuses that reject a
+// request before acting on it; anything else may have been applied. A read
+// changed nothing: a bare 404 is a missing key, anything else unavailable.
+func refusal(op Op, status int) storage.Code {
+	if !op.isWrite() {
+		if status == http.StatusNotFound {
+			return storage.CodeNotFound
+		}
+		return storage.CodeUnavailable
+	}
+	switch status {
+	case http.StatusPreconditionFailed:
+		return storage.CodePreconditionFailed
+	case http.StatusBadRequest, http.StatusForbidden, http.StatusNotFound,
+		http.StatusMethodNotAllowed, http.StatusLengthRequired,
+		http.StatusRequestEntityTooLarge:
+		return storage.CodeRefused
+	}
+	return storage.CodeAmbiguous
+}
+
+// validKey checks key as every backend does, reporting a violation as an
+// ErrInvalidKey of op.
+func validKey(op Op, key string) error {
+	err := storage.ValidateKey(key)
+	if se, ok := errors.AsType[*storage.Error](err); ok {
+		se.Op = string(op)
+	}
+	return err
+}
+
+func injected(op Op, key string, code storage.Code, status int, err error) error {
+	return &storage.Error{Op: string(op), Key: key, Code: code, Status: status, Err: err}
+}
+
+// failure is the error a faulted request returns without reaching the inner store.
+func (f fault) failure(op Op, key string) error {
+	switch f.mode {
+	case FailBeforeSend:
+		return injected(op, key, unanswered(op), 0,
+			fmt.Errorf("%w by rule %q: failed before send", ErrInjected, f.rule))
+	case Refuse:
+		return injected(op, key, refusal(op, f.status), f.status,
+			fmt.Errorf("%w by rule %q: refused with HTTP %d", ErrInjected, f.rule, f.status))
+	case Hold:
+		return injected(op, key, storage.CodeAmbiguous, 0,
+			fmt.Errorf("%w by rule %q: put held until released", ErrInjected, f.rule))
+	}
+	panic("faults: no failure for mode " + f.mode.String())
+}
+
+// lost is the error of an ApplyLoseAnswer request; the inner result is kept
+// in the message, not in the chain, so it cannot be mistaken for the answer.
+func (f fault) lost(op Op, key string, innerErr error) error {
+	inner := "ok"
+	if innerErr != nil {
+		inner = innerErr.Error()
+	}
+	return injected(op, key, unanswered(op), 0,
+		fmt.Errorf("%w by rule %q: answer lost after send (inner result: %s)", ErrInjected, f.rule, inner))
+}
+
+// Get implements storage.Store.
+func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
+	if err := validKey(OpGet, key); err != nil {
+		return storage.Object{}, err
+	}
+	f := s.decide(OpGet, []string{key})
+	if err := s.wait(ctx, f, OpGet, key); err != nil {
+		return storage.Object{}, err
+	}
+	switch f.mode {
+	case FailBeforeSend, Refuse:
+		return storage.Object{}, f.failure(OpGet, key)
+	case ApplyLoseAnswer:
+		_, err := s.inner.Get(ctx, key)
+		return storage.Object{}, f.lost(OpGet, key, err)
+	}
+	return s.inner.Get(ctx, key)
+}
+
+// Head implements storage.Store.
+func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error) {
+	if err := validKey(OpHead, key); err != nil {
+		return storage.ObjectInfo{}, err
+	}
+	f := s.decide(OpHead, []string{key})
+	if err := s.wait(ctx, f, OpHead, key); err != nil {
+		return storage.ObjectInfo{}, err
+	}
+	switch f.mode {
+	case FailBeforeSend, Refuse:
+		return storage.ObjectInfo{}, f.failure(OpHead, key)
+	case ApplyLoseAnswer:
+		_, err := s.inner.Head(ctx, key)
+		return storage.ObjectInfo{}, f.lost(OpHead, key, err)
+	}
+	return s.inner.Head(ctx, key)
+}
+
+// Put implements storage.Store.
+func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
+	if err := validKey(OpPut, key); err != nil {
+		return storage.PutResult{}, err
+	}
+	if opts.IfNoneMatch && opts.IfMatch != "" {
+		return storage.PutResult{}, &storage.Error{Op: string(OpPut), Key: key, Code: storage.CodeInvalidArgument,
+			Err: errors.New("IfNoneMatch and IfMatch both set")}
+	}
+	f := s.decide(OpPut, []string{key})
+	if err := s.wait(ctx, f, OpPut, key); err != nil {
+		return storage.PutResult{}, err
+	}
+	switch f.mode {
+	case FailBeforeSend, Refuse:
+		return storage.PutResult{}, f.failure(OpPut, key)
+	case ApplyLoseAnswer:
+		_, err := s.inner.Put(ctx, key, body, opts)
+		return storage.PutResult{}, f.lost(OpPut, key, err)
+	case Hold:
+		s.hold(key, body, opts, f.rule)
+		return storage.PutResult{}, f.failure(OpPut, key)
+	}
+	return s.inner.Put(ctx, key, body, opts)
+}
+
+// List implements storage.Store. For rules and counts its key is opts.Prefix.
+func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.ListPage, error) {
+	if opts.Limit < 0 || opts.Limit > 1000 {
+		return storage.ListPage{}, &storage.Error{Op: string(OpList), Key: opts.Prefix, Code: storage.CodeInvalidArgument,
+			Err: fmt.Errorf("limit %d outside 1..1000", opts.Limit)}
+	}
+	f := s.decide(OpList, []string{opts.Prefix})
+	if err := s.wait(ctx, f, OpList, opts.Prefix); err != nil {
+		return storage.ListPage{}, err
+	}
+	switch f.mode {
+	case FailBeforeSend, Refuse:
+		return storage.ListPage{}, f.failure(OpList, opts.Prefix)
+	case ApplyLoseAnswer:
+		_, err := s.inner.List(ctx, opts)
+		return storage.ListPage{}, f.lost(OpList, opts.Prefix, err)
+	}
+	return s.inner.List(ctx, opts)
+}
+
+// Delete implements storage.Store.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := validKey(OpDelete, key); err != nil {
+		return err
+	}
+	f := s.decide(OpDelete, []string{key})
+	if err := s.wait(ctx, f, OpDelete, key); err != nil {
+		return err
+	}
+	switch f.mode {
+	case FailBeforeSend, Refuse:
+		return f.failure(OpDelete, key)
+	case ApplyLoseAnswer:
+		return f.lost(OpDelete, key, s.inner.Delete(ctx, key))
+	}
+	return s.inner.Delete(ctx, key)
+}
+
+// DeleteBatch implements storage.Store. A fault applies to the whole batch;
+// its error is a *storage.Error with no Key, not a *storage.BatchError.
+func (s *Store) DeleteBatch(ctx context.Context, keys []string) error {
+	if len(keys) > storage.MaxBatchDelete {
+		return &storage.Error{Op: string(OpDeleteBatch), Code: storage.CodeInvalidArgument,
+			Err: fmt.Errorf("%d keys, more than %d", len(keys), storage.MaxBatchDelete)}
+	}
+	for _, k := range keys {
+		if err := validKey(OpDeleteBatch, k); err != nil {
+			return err
+		}
+	}
+	f := s.decide(OpDeleteBatch, keys)
+	if err := s.wait(ctx, f, OpDeleteBatch, ""); err != nil {
+		return err
+	}
+	switch f.mode {
+	case FailBeforeSend, Refuse:
+		return f.failure(OpDeleteBatch, "")
+	case ApplyLoseAnswer:
+		return f.lost(OpDeleteBatch, "", s.inner.DeleteBatch(ctx, keys))
+	}
+	return s.inner.DeleteBatch(ctx, keys)
+}

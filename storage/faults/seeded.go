@@ -1,0 +1,122 @@
+package faults
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"sort"
+	"time"
+)
+
+// Probabilities are the chances, each in [0, 1] and summing to at most 1,
+// that a request selected by a Seeded rule gets each fault; the rest of the
+// time it passes through.
+type Probabilities struct {
+	FailBeforeSend  float64
+	ApplyLoseAnswer float64
+	// Hold applies to puts only; for any other operation the same draw
+	// means no fault.
+	Hold float64
+	// Refuse maps an HTTP status (400..599) to its chance, e.g. {503: 0.1}.
+	Refuse map[int]float64
+	Delay  float64
+	// DelayFor is how long a Delay fault sleeps. Defaults to 10ms.
+	DelayFor time.Duration
+}
+
+// schedule is a seeded rule's immutable choice function.
+type schedule struct {
+	seed     int64
+	outcomes []outcome // cumulative
+	delayFor time.Duration
+}
+
+type outcome struct {
+	upTo   float64 // this outcome when the draw is below upTo
+	mode   Mode
+	status int
+}
+
+// Seeded returns a rule that chooses a fault for each request it selects
+// from seed alone. The choice for a request depends only on the seed, the
+// operation, the key (a delete_batch's keys) and how many requests of that
+// operation on that key the rule selected before — so the same seed gives
+// the same faults for the same requests whatever the interleaving across
+// keys, and different seeds give different faults. Set the returned rule's
+// selection fields (Op, KeyGlob, KeyPrefix, Match, Skip, Times) to narrow it;
+// its Mode, Status and Delay are ignored. Seeded panics on probabilities
+// outside [0, 1], summing above 1, or a Refuse status outside 400..599.
+func Seeded(seed int64, p Probabilities) Rule {
+	sch := &schedule{seed: seed, delayFor: p.DelayFor}
+	if sch.delayFor <= 0 {
+		sch.delayFor = 10 * time.Millisecond
+	}
+	sum := 0.0
+	addOutcome := func(chance float64, mode Mode, status int) {
+		if chance < 0 || chance > 1 || math.IsNaN(chance) {
+			panic(fmt.Sprintf("faults: seeded: probability of %s %v outside [0, 1]", mode, chance))
+		}
+		if chance == 0 {
+			return
+		}
+		sum += chance
+		sch.outcomes = append(sch.outcomes, outcome{upTo: sum, mode: mode, status: status})
+	}
+	addOutcome(p.FailBeforeSend, FailBeforeSend, 0)
+	addOutcome(p.ApplyLoseAnswer, ApplyLoseAnswer, 0)
+	addOutcome(p.Hold, Hold, 0)
+	statuses := make([]int, 0, len(p.Refuse))
+	for st := range p.Refuse {
+		if st < 400 || st > 599 {
+			panic(fmt.Sprintf("faults: seeded: Refuse status %d outside 400..599", st))
+		}
+		statuses = append(statuses, st)
+	}
+	sort.Ints(statuses) // map order must not change the schedule
+	for _, st := range statuses {
+		addOutcome(p.Refuse[st], Refuse, st)
+	}
+	addOutcome(p.Delay, Delay, 0)
+	if sum > 1+1e-9 {
+		panic(fmt.Sprintf("faults: seeded: probabilities sum to %v, above 1", sum))
+	}
+	return Rule{Name: fmt.Sprintf("seeded(%d)", seed), seeded: sch}
+}
+
+// choose returns the fault of the nth request (from 1) of opKey.
+func (sch *schedule) choose(op Op, opKey string, n int) (Mode, int, time.Duration) {
+	u := sch.draw(opKey, n)
+	for _, o := range sch.outcomes {
+		if u < o.upTo {
+			switch {
+			case o.mode == Hold && op != OpPut:
+				return None, 0, 0
+			case o.mode == Delay:
+				return Delay, 0, sch.delayFor
+			}
+			return o.mode, o.status, 0
+		}
+	}
+	return None, 0, 0
+}
+
+// draw maps (seed, opKey, n) to a uniform number in [0, 1) with FNV-1a and
+// the splitmix64 finalizer: stable across runs, processes and Go versions,
+// unlike maphash or math/rand's global source.
+func (sch *schedule) draw(opKey string, n int) float64 {
+	h := fnv.New64a()
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(sch.seed))
+	h.Write(b[:])
+	h.Write([]byte(opKey))
+	binary.LittleEndian.PutUint64(b[:], uint64(n))
+	h.Write(b[:])
+	x := h.Sum64()
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return float64(x>>11) / (1 << 53)
+}
