@@ -1,0 +1,130 @@
+package format
+
+import "github.com/oklog/ulid/v2"
+
+// RefState is the state a branch ref records.
+type RefState string
+
+// The states of a branch ref. Only a live ref makes its incarnation live;
+// retired and fence refs exist so that no later put of the key can land.
+const (
+	RefLive    RefState = "live"
+	RefRetired RefState = "retired" // replaced a live ref by compare-and-swap
+	RefFence   RefState = "fence"   // won the key so the incarnation never goes live
+)
+
+// BranchRef is the object at BranchRefKey(graph, Native).
+type BranchRef struct {
+	State  RefState
+	Branch string    // logical name; may be empty only for a fence
+	Native string    // "{Branch}.{Tree}"
+	Tree   ulid.ULID // the incarnation's tree; may be zero only for a fence
+	Op     string    // the operation that wrote this ref
+	// RetiredOp is the operation that retired the branch; set iff State is RefRetired.
+	RetiredOp string
+	// Reason says why a fence was written ("abandon", "cleanup",
+	// "unpublished"); set iff State is RefFence.
+	Reason string
+}
+
+type branchRefWire struct {
+	Format    int      `json:"format"`
+	Kind      Kind     `json:"kind"`
+	State     RefState `json:"state"`
+	Branch    string   `json:"branch,omitempty"`
+	Native    string   `json:"native"`
+	Tree      string   `json:"tree,omitempty"`
+	Op        string   `json:"op"`
+	RetiredOp string   `json:"retired_op,omitempty"`
+	Reason    string   `json:"reason,omitempty"`
+}
+
+var branchRefFields = fieldSet{
+	required: []string{"format", "kind", "state", "native", "op"},
+	optional: []string{"branch", "tree", "retired_op", "reason"},
+}
+
+// Validate reports the first invalid field of r.
+func (r BranchRef) Validate() error {
+	const k = KindBranchRef
+	switch r.State {
+	case RefLive, RefRetired, RefFence:
+	default:
+		return malformed(k, "state", "not live, retired or fence")
+	}
+	logical, tree, err := ParseNative(r.Native)
+	if err != nil {
+		return malformedErr(k, "native", err)
+	}
+	hasInfo := r.Branch != "" || !r.Tree.IsZero()
+	if r.State != RefFence || hasInfo {
+		if r.Branch != logical {
+			return malformed(k, "branch", "does not match native name "+r.Native)
+		}
+		if r.Tree != tree {
+			return malformed(k, "tree", "does not match native name "+r.Native)
+		}
+	}
+	if why := checkOp(r.Op); why != "" {
+		return malformed(k, "op", why)
+	}
+	if r.State == RefRetired {
+		if why := checkOp(r.RetiredOp); why != "" {
+			return malformed(k, "retired_op", why)
+		}
+	} else if r.RetiredOp != "" {
+		return malformed(k, "retired_op", "set on a "+string(r.State)+" ref")
+	}
+	if r.State == RefFence {
+		if why := checkReason(r.Reason); why != "" {
+			return malformed(k, "reason", why)
+		}
+	} else if r.Reason != "" {
+		return malformed(k, "reason", "set on a "+string(r.State)+" ref")
+	}
+	return nil
+}
+
+// EncodeBranchRef returns the canonical bytes of r.
+func EncodeBranchRef(r BranchRef) ([]byte, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	w := branchRefWire{
+		Format:    Version,
+		Kind:      KindBranchRef,
+		State:     r.State,
+		Branch:    r.Branch,
+		Native:    r.Native,
+		Op:        r.Op,
+		RetiredOp: r.RetiredOp,
+		Reason:    r.Reason,
+	}
+	if !r.Tree.IsZero() {
+		w.Tree = r.Tree.String()
+	}
+	return encodeWire(KindBranchRef, w)
+}
+
+// DecodeBranchRef strictly decodes a branch ref.
+func DecodeBranchRef(b []byte) (BranchRef, error) {
+	const k = KindBranchRef
+	if _, err := decodeEnvelope(b, k, branchRefFields); err != nil {
+		return BranchRef{}, err
+	}
+	var w branchRefWire
+	if err := unmarshalWire(k, b, &w); err != nil {
+		return BranchRef{}, err
+	}
+	r := BranchRef{State: w.State, Branch: w.Branch, Native: w.Native, Op: w.Op, RetiredOp: w.RetiredOp, Reason: w.Reason}
+	if w.Tree != "" {
+		var err error
+		if r.Tree, err = ParseULID(w.Tree); err != nil {
+			return BranchRef{}, malformedErr(k, "tree", err)
+		}
+	}
+	if err := r.Validate(); err != nil {
+		return BranchRef{}, err
+	}
+	return r, nil
+}

@@ -1,0 +1,354 @@
+package format
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+	"unicode/utf8"
+)
+
+// Version is the format version this package writes and the only one it reads.
+const Version = 1
+
+// MaxObjectSize bounds every encoded control object, in bytes (64 KiB).
+// Keeping control objects small keeps every conditional PUT's failure a clean
+// 412 (S3 servers may reset the connection on large bodies) and every read cheap.
+const MaxObjectSize = 64 << 10
+
+// Kind names the type of a control object; it is the object's "kind" field.
+type Kind string
+
+// The kinds of control object.
+const (
+	KindGraph        Kind = "graph"
+	KindTableVersion Kind = "table_version"
+	KindCommit       Kind = "commit"
+	KindBranchRef    Kind = "branch_ref"
+	KindTag          Kind = "tag"
+)
+
+// Text limits, in bytes.
+const (
+	// MaxOpLen bounds an operation id.
+	MaxOpLen = 128
+	// MaxAuthorLen bounds a commit's author.
+	MaxAuthorLen = 256
+	// MaxMessageLen bounds a commit's message.
+	MaxMessageLen = 4096
+	// MaxReasonLen bounds a fence's reason.
+	MaxReasonLen = 64
+)
+
+// fieldSet lists the JSON fields of one object shape. Optional fields are
+// strings that, when present, must not be empty (so every value has exactly
+// one spelling: absent or non-empty).
+type fieldSet struct {
+	required []string
+	optional []string
+}
+
+func (f fieldSet) has(name string) bool {
+	for _, n := range f.required {
+		if n == name {
+			return true
+		}
+	}
+	for _, n := range f.optional {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// decodeEnvelope runs every check common to all kinds and returns the
+// object's top-level fields: size, UTF-8, exactly one JSON object, format
+// version, no duplicate keys or nulls anywhere, kind, exact field names.
+func decodeEnvelope(b []byte, kind Kind, fields fieldSet) (map[string]json.RawMessage, error) {
+	if len(b) > MaxObjectSize {
+		return nil, &TooLargeError{Kind: kind, What: "encoded size in bytes", Size: int64(len(b)), Limit: MaxObjectSize}
+	}
+	if !utf8.Valid(b) {
+		return nil, malformed(kind, "", "invalid UTF-8")
+	}
+	report, err := scanJSON(b)
+	if err != nil {
+		return nil, &MalformedError{Kind: kind, Reason: "invalid JSON", Err: err}
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(b, &top); err != nil {
+		return nil, &MalformedError{Kind: kind, Reason: "invalid JSON", Err: err}
+	}
+	// The version is checked before anything version-specific, so an object
+	// of a newer format reports ErrUnsupportedFormat rather than its new fields.
+	raw, ok := top["format"]
+	if !ok {
+		return nil, malformed(kind, "format", "missing required field")
+	}
+	var version int64
+	if err := json.Unmarshal(raw, &version); err != nil {
+		return nil, malformed(kind, "format", "not an integer")
+	}
+	if version != Version {
+		return nil, &UnsupportedFormatError{Kind: kind, Version: version}
+	}
+	if report.duplicate != "" {
+		return nil, malformed(kind, report.duplicate, "duplicate key")
+	}
+	if report.null {
+		return nil, malformed(kind, "", "null value (no field of format 1 is nullable)")
+	}
+	raw, ok = top["kind"]
+	if !ok {
+		return nil, malformed(kind, "kind", "missing required field")
+	}
+	var got string
+	if err := json.Unmarshal(raw, &got); err != nil {
+		return nil, malformed(kind, "kind", "not a string")
+	}
+	if Kind(got) != kind {
+		return nil, malformed(kind, "kind", fmt.Sprintf("is %q, want %q", got, kind))
+	}
+	if err := checkFields(kind, "", top, fields); err != nil {
+		return nil, err
+	}
+	return top, nil
+}
+
+// checkFields checks an object's field names exactly (encoding/json matches
+// names case-insensitively, so this is what rejects "Format" or "ID").
+func checkFields(kind Kind, prefix string, m map[string]json.RawMessage, fields fieldSet) error {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if !fields.has(k) {
+			return malformed(kind, prefix+k, "unknown field")
+		}
+	}
+	for _, k := range fields.required {
+		if _, ok := m[k]; !ok {
+			return malformed(kind, prefix+k, "missing required field")
+		}
+	}
+	for _, k := range fields.optional {
+		if raw, ok := m[k]; ok && string(raw) == `""` {
+			return malformed(kind, prefix+k, "present but empty (omit it instead)")
+		}
+	}
+	return nil
+}
+
+// unmarshalWire decodes b into a wire struct whose field names checkFields
+// has already verified, reporting type mismatches by field.
+func unmarshalWire(kind Kind, b []byte, wire any) error {
+	if err := json.Unmarshal(b, wire); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return &MalformedError{Kind: kind, Field: typeErr.Field, Reason: "wrong type", Err: err}
+		}
+		return &MalformedError{Kind: kind, Reason: "invalid JSON", Err: err}
+	}
+	return nil
+}
+
+// encodeWire marshals a wire struct (fixed field order; encoding/json sorts
+// map keys) and enforces MaxObjectSize.
+func encodeWire(kind Kind, wire any) ([]byte, error) {
+	b, err := json.Marshal(wire)
+	if err != nil {
+		return nil, &MalformedError{Kind: kind, Reason: "encode", Err: err}
+	}
+	if len(b) > MaxObjectSize {
+		return nil, &TooLargeError{Kind: kind, What: "encoded size in bytes", Size: int64(len(b)), Limit: MaxObjectSize}
+	}
+	return b, nil
+}
+
+// jsonReport is what scanJSON found that is valid JSON but not valid here.
+type jsonReport struct {
+	duplicate string // the first key repeated within one object
+	null      bool   // some value is null
+}
+
+// scanJSON checks that b is exactly one JSON object with nothing after it,
+// and reports duplicate keys and null values anywhere inside.
+func scanJSON(b []byte) (jsonReport, error) {
+	type frame struct {
+		object  bool
+		keys    map[string]bool
+		wantKey bool
+	}
+	var (
+		report jsonReport
+		stack  []*frame
+		seen   bool
+	)
+	valueDone := func() {
+		if n := len(stack); n > 0 && stack[n-1].object {
+			stack[n-1].wantKey = true
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			switch {
+			case !seen:
+				return report, errors.New("empty input")
+			case len(stack) > 0:
+				return report, io.ErrUnexpectedEOF
+			}
+			return report, nil
+		}
+		if err != nil {
+			return report, err
+		}
+		if !seen {
+			if tok != json.Delim('{') {
+				return report, errors.New("not a JSON object")
+			}
+			seen = true
+		} else if len(stack) == 0 {
+			return report, errors.New("trailing data after the object")
+		}
+		if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].wantKey {
+			top := stack[n-1]
+			if tok == json.Delim('}') {
+				stack = stack[:n-1]
+				valueDone()
+				continue
+			}
+			key, _ := tok.(string)
+			if top.keys[key] && report.duplicate == "" {
+				report.duplicate = key
+			}
+			top.keys[key] = true
+			top.wantKey = false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{object: true, keys: map[string]bool{}, wantKey: true})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		case json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			valueDone()
+		case nil:
+			report.null = true
+			valueDone()
+		default:
+			valueDone()
+		}
+	}
+}
+
+// ValidateOp checks an operation id (see checkOp); the error is a NameError.
+func ValidateOp(op string) error {
+	if why := checkOp(op); why != "" {
+		return &NameError{What: "operation id", Name: op, Reason: why}
+	}
+	return nil
+}
+
+// checkOp returns why op is not a valid operation id, or "". Operation ids
+// are 1..MaxOpLen bytes of [A-Za-z0-9._:/+=@-] starting with [A-Za-z0-9]:
+// no character of them needs escaping in JSON, which keeps size limits exact.
+func checkOp(op string) string {
+	if op == "" {
+		return "empty"
+	}
+	if len(op) > MaxOpLen {
+		return fmt.Sprintf("longer than %d bytes", MaxOpLen)
+	}
+	if !isAlnum(op[0]) {
+		return "must start with [A-Za-z0-9]"
+	}
+	for i := 1; i < len(op); i++ {
+		c := op[i]
+		if !isAlnum(c) && !bytes.ContainsRune([]byte("._:/+=@-"), rune(c)) {
+			return "may contain only [A-Za-z0-9._:/+=@-]"
+		}
+	}
+	return ""
+}
+
+// checkText returns why s is not valid free text of at most max bytes, or "".
+// Control characters other than newline and tab (when multiline) are refused.
+func checkText(s string, max int, multiline bool) string {
+	if len(s) > max {
+		return fmt.Sprintf("longer than %d bytes", max)
+	}
+	if !utf8.ValidString(s) {
+		return "invalid UTF-8"
+	}
+	for _, r := range s {
+		if r == '\n' || r == '\t' {
+			if !multiline {
+				return "contains a newline or tab"
+			}
+			continue
+		}
+		if r < 0x20 || r == 0x7f {
+			return "contains a control character"
+		}
+	}
+	return ""
+}
+
+// checkReason returns why a fence reason is invalid, or "": 1..MaxReasonLen
+// bytes of [a-z0-9_-] starting with [a-z].
+func checkReason(s string) string {
+	if s == "" {
+		return "empty"
+	}
+	if len(s) > MaxReasonLen {
+		return fmt.Sprintf("longer than %d bytes", MaxReasonLen)
+	}
+	if s[0] < 'a' || s[0] > 'z' {
+		return "must start with [a-z]"
+	}
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; !isLowerAlnum(c) && c != '_' && c != '-' {
+			return "may contain only [a-z0-9_-]"
+		}
+	}
+	return ""
+}
+
+// ValidateTime checks that t can be written: not zero, year 0001..9999 in UTC.
+func ValidateTime(t time.Time) error {
+	if why := checkTime(t); why != "" {
+		return &MalformedError{Field: "time", Reason: why}
+	}
+	return nil
+}
+
+// ValidateAuthor checks a commit author: 1..MaxAuthorLen bytes of UTF-8
+// without control characters.
+func ValidateAuthor(author string) error {
+	if author == "" {
+		return &MalformedError{Kind: KindCommit, Field: "author", Reason: "empty"}
+	}
+	if why := checkText(author, MaxAuthorLen, false); why != "" {
+		return &MalformedError{Kind: KindCommit, Field: "author", Reason: why}
+	}
+	return nil
+}
+
+// ValidateMessage checks a commit message: at most MaxMessageLen bytes of
+// UTF-8 without control characters other than newline and tab.
+func ValidateMessage(message string) error {
+	if why := checkText(message, MaxMessageLen, true); why != "" {
+		return &MalformedError{Kind: KindCommit, Field: "message", Reason: why}
+	}
+	return nil
+}

@@ -1,0 +1,118 @@
+package format
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors; match them with errors.Is. Each is carried by a struct
+// error with the detail (NameError, MalformedError, UnsupportedFormatError,
+// TooLargeError).
+var (
+	// ErrInvalidName reports a graph, table, branch, tag or native name, or a
+	// commit id or ULID, that breaks the name rules.
+	ErrInvalidName = errors.New("format: invalid name")
+	// ErrMalformed reports bytes or a value that is not a valid control
+	// object: bad JSON, wrong shape or kind, trailing data, an unknown,
+	// duplicate, missing, null or invalid field.
+	ErrMalformed = errors.New("format: malformed object")
+	// ErrUnsupportedFormat reports a control object whose "format" is not 1.
+	ErrUnsupportedFormat = errors.New("format: unsupported format version")
+	// ErrTooLarge reports a control object over MaxObjectSize bytes, or a
+	// value over one of the per-field limits.
+	ErrTooLarge = errors.New("format: too large")
+)
+
+// NameError reports an invalid name or identifier. It matches ErrInvalidName.
+type NameError struct {
+	// What names the kind of name: "graph name", "table name", "branch name",
+	// "tag name", "native branch name", "commit id", "ULID", ...
+	What string
+	// Name is the offending value.
+	Name string
+	// Reason says which rule it breaks.
+	Reason string
+}
+
+func (e *NameError) Error() string {
+	return fmt.Sprintf("format: invalid %s %q: %s", e.What, e.Name, e.Reason)
+}
+
+// Is matches ErrInvalidName.
+func (e *NameError) Is(target error) bool { return target == ErrInvalidName }
+
+// MalformedError reports an invalid control object or value. It matches
+// ErrMalformed, and whatever its Err matches (a NameError for a bad name
+// inside an object).
+type MalformedError struct {
+	Kind   Kind   // the kind being encoded or decoded
+	Field  string // the offending JSON field ("" for the whole object)
+	Reason string // what is wrong
+	Err    error  // an underlying error, if any
+}
+
+func (e *MalformedError) Error() string {
+	var b strings.Builder
+	b.WriteString("format: malformed ")
+	if e.Kind != "" {
+		b.WriteString(string(e.Kind))
+		b.WriteString(" ")
+	}
+	b.WriteString("object")
+	if e.Field != "" {
+		fmt.Fprintf(&b, ": field %q", e.Field)
+	}
+	if e.Reason != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Reason)
+	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Is matches ErrMalformed.
+func (e *MalformedError) Is(target error) bool { return target == ErrMalformed }
+
+// Unwrap returns the underlying error.
+func (e *MalformedError) Unwrap() error { return e.Err }
+
+// UnsupportedFormatError reports a control object of a format version this
+// build cannot read. It matches ErrUnsupportedFormat.
+type UnsupportedFormatError struct {
+	Kind    Kind // the kind that was expected
+	Version int64
+}
+
+func (e *UnsupportedFormatError) Error() string {
+	return fmt.Sprintf("format: unsupported format version %d of %s object (this build reads %d)", e.Version, e.Kind, Version)
+}
+
+// Is matches ErrUnsupportedFormat.
+func (e *UnsupportedFormatError) Is(target error) bool { return target == ErrUnsupportedFormat }
+
+// TooLargeError reports a size or count over its limit. It matches ErrTooLarge.
+type TooLargeError struct {
+	Kind  Kind   // the kind being encoded or decoded
+	What  string // "encoded size in bytes", "objects", "message bytes", ...
+	Size  int64
+	Limit int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("format: %s object too large: %s is %d, limit %d", e.Kind, e.What, e.Size, e.Limit)
+}
+
+// Is matches ErrTooLarge.
+func (e *TooLargeError) Is(target error) bool { return target == ErrTooLarge }
+
+func malformed(kind Kind, field, reason string) error {
+	return &MalformedError{Kind: kind, Field: field, Reason: reason}
+}
+
+func malformedErr(kind Kind, field string, err error) error {
+	return &MalformedError{Kind: kind, Field: field, Err: err}
+}

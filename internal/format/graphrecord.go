@@ -1,0 +1,75 @@
+package format
+
+import "time"
+
+// Graph is the graph record at GraphKey: written last by graph init, so its
+// presence means the graph's root commit and main ref exist.
+type Graph struct {
+	Name          string
+	CreatedAt     time.Time
+	Op            string // the operation that created the graph
+	DefaultBranch string // logical name of the default branch, "main"
+}
+
+type graphWire struct {
+	Format        int    `json:"format"`
+	Kind          Kind   `json:"kind"`
+	Name          string `json:"name"`
+	CreatedAt     string `json:"created_at"`
+	Op            string `json:"op"`
+	DefaultBranch string `json:"default_branch"`
+}
+
+var graphFields = fieldSet{required: []string{"format", "kind", "name", "created_at", "op", "default_branch"}}
+
+// Validate reports the first invalid field of g.
+func (g Graph) Validate() error {
+	if err := ValidateGraphName(g.Name); err != nil {
+		return malformedErr(KindGraph, "name", err)
+	}
+	if why := checkTime(g.CreatedAt); why != "" {
+		return malformed(KindGraph, "created_at", why)
+	}
+	if why := checkOp(g.Op); why != "" {
+		return malformed(KindGraph, "op", why)
+	}
+	if err := ValidateBranchName(g.DefaultBranch); err != nil {
+		return malformedErr(KindGraph, "default_branch", err)
+	}
+	return nil
+}
+
+// EncodeGraph returns the canonical bytes of g.
+func EncodeGraph(g Graph) ([]byte, error) {
+	if err := g.Validate(); err != nil {
+		return nil, err
+	}
+	return encodeWire(KindGraph, graphWire{
+		Format:        Version,
+		Kind:          KindGraph,
+		Name:          g.Name,
+		CreatedAt:     FormatTime(g.CreatedAt),
+		Op:            g.Op,
+		DefaultBranch: g.DefaultBranch,
+	})
+}
+
+// DecodeGraph strictly decodes a graph record.
+func DecodeGraph(b []byte) (Graph, error) {
+	if _, err := decodeEnvelope(b, KindGraph, graphFields); err != nil {
+		return Graph{}, err
+	}
+	var w graphWire
+	if err := unmarshalWire(KindGraph, b, &w); err != nil {
+		return Graph{}, err
+	}
+	created, why := parseTime(w.CreatedAt)
+	if why != "" {
+		return Graph{}, malformed(KindGraph, "created_at", why)
+	}
+	g := Graph{Name: w.Name, CreatedAt: created, Op: w.Op, DefaultBranch: w.DefaultBranch}
+	if err := g.Validate(); err != nil {
+		return Graph{}, err
+	}
+	return g, nil
+}

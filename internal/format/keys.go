@@ -1,0 +1,162 @@
+package format
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// Key builders. Every key lives under "{graph}/". Builders assume their
+// inputs are valid (Validate*, ParseNative, ParseCommitID); parsers validate.
+//
+//	{graph}/graph.json                                 graph record
+//	{graph}/tables/{table}/versions/{ULID}.json        table version manifest
+//	{graph}/tables/{table}/objects/{ULID}              data object
+//	{graph}/trees/{tree ULID}/commits/{invseq}.json    commit seq of a tree
+//	{graph}/refs/branches/{native}.json                branch ref
+//	{graph}/refs/tags/{name}.json                      tag
+
+// GraphPrefix is the prefix of every key of graph: "{graph}/".
+func GraphPrefix(graph string) string { return graph + "/" }
+
+// GraphKey is the key of the graph record.
+func GraphKey(graph string) string { return graph + "/graph.json" }
+
+// TablePrefix is the prefix of every key of one table.
+func TablePrefix(graph, table string) string { return graph + "/tables/" + table + "/" }
+
+// TableVersionsPrefix is the prefix of a table's version manifests.
+func TableVersionsPrefix(graph, table string) string {
+	return TablePrefix(graph, table) + "versions/"
+}
+
+// TableVersionKey is the key of a table version manifest.
+func TableVersionKey(graph, table string, version ulid.ULID) string {
+	return TableVersionsPrefix(graph, table) + version.String() + ".json"
+}
+
+// TableObjectsPrefix is the prefix of a table's data objects.
+func TableObjectsPrefix(graph, table string) string {
+	return TablePrefix(graph, table) + "objects/"
+}
+
+// ObjectKey is the key of a data object.
+func ObjectKey(graph, table string, object ulid.ULID) string {
+	return TableObjectsPrefix(graph, table) + object.String()
+}
+
+// TreePrefix is the prefix of every key of one tree.
+func TreePrefix(graph string, tree ulid.ULID) string {
+	return graph + "/trees/" + tree.String() + "/"
+}
+
+// TreeCommitsPrefix is the prefix of a tree's commits. Listing it returns
+// the newest commit first (see InvSeq).
+func TreeCommitsPrefix(graph string, tree ulid.ULID) string {
+	return TreePrefix(graph, tree) + "commits/"
+}
+
+// InvSeq is the key segment of commit seq: MaxInt64-seq as 19 decimal
+// digits, so that keys of newer commits sort first.
+func InvSeq(seq int64) string {
+	return fmt.Sprintf("%019d", math.MaxInt64-seq)
+}
+
+// CommitKey is the key of commit seq of tree.
+func CommitKey(graph string, tree ulid.ULID, seq int64) string {
+	return TreeCommitsPrefix(graph, tree) + InvSeq(seq) + ".json"
+}
+
+// CommitIDKey is the key of the commit id names.
+func CommitIDKey(graph string, id CommitID) string { return CommitKey(graph, id.Tree, id.Seq) }
+
+// ParseCommitKey returns the commit id a key of graph names, or a NameError
+// when key is not a commit key of graph.
+func ParseCommitKey(graph, key string) (CommitID, error) {
+	bad := func(why string) error { return &NameError{What: "commit key", Name: key, Reason: why} }
+	rest, ok := strings.CutPrefix(key, graph+"/trees/")
+	if !ok {
+		return CommitID{}, bad("not under " + graph + "/trees/")
+	}
+	treeText, rest, ok := strings.Cut(rest, "/commits/")
+	if !ok {
+		return CommitID{}, bad("missing /commits/")
+	}
+	tree, why := parseULID(treeText)
+	if why != "" {
+		return CommitID{}, bad("tree: " + why)
+	}
+	inv, ok := strings.CutSuffix(rest, ".json")
+	if !ok || len(inv) != 19 {
+		return CommitID{}, bad("name is not 19 digits and \".json\"")
+	}
+	for i := 0; i < len(inv); i++ {
+		if inv[i] < '0' || inv[i] > '9' {
+			return CommitID{}, bad("name is not 19 digits and \".json\"")
+		}
+	}
+	n, err := strconv.ParseInt(inv, 10, 64)
+	if err != nil {
+		return CommitID{}, bad("inverted seq out of range")
+	}
+	return CommitID{Tree: tree, Seq: math.MaxInt64 - n}, nil
+}
+
+// BranchRefsPrefix is the prefix of every branch ref of graph.
+func BranchRefsPrefix(graph string) string { return graph + "/refs/branches/" }
+
+// BranchRefKey is the key of the ref of a native branch.
+func BranchRefKey(graph, native string) string {
+	return BranchRefsPrefix(graph) + native + ".json"
+}
+
+// BranchRefPrefix is the listing prefix for the refs of every incarnation of
+// logical: "{graph}/refs/branches/{logical}.". It also matches refs of other
+// logical names that start with logical + "." (e.g. "a.b" for "a"); filter
+// with ParseBranchRefKey.
+func BranchRefPrefix(graph, logical string) string {
+	return BranchRefsPrefix(graph) + logical + "."
+}
+
+// ParseBranchRefKey returns the native name a ref key of graph names.
+func ParseBranchRefKey(graph, key string) (native string, err error) {
+	bad := func(why string) error { return &NameError{What: "branch ref key", Name: key, Reason: why} }
+	rest, ok := strings.CutPrefix(key, BranchRefsPrefix(graph))
+	if !ok {
+		return "", bad("not under " + BranchRefsPrefix(graph))
+	}
+	native, ok = strings.CutSuffix(rest, ".json")
+	if !ok {
+		return "", bad("missing \".json\" suffix")
+	}
+	if err := ValidateNative(native); err != nil {
+		return "", bad(err.(*NameError).Reason)
+	}
+	return native, nil
+}
+
+// TagsPrefix is the prefix of every tag of graph.
+func TagsPrefix(graph string) string { return graph + "/refs/tags/" }
+
+// TagKey is the key of a tag.
+func TagKey(graph, name string) string { return TagsPrefix(graph) + name + ".json" }
+
+// ParseTagKey returns the tag name a tag key of graph names.
+func ParseTagKey(graph, key string) (name string, err error) {
+	bad := func(why string) error { return &NameError{What: "tag key", Name: key, Reason: why} }
+	rest, ok := strings.CutPrefix(key, TagsPrefix(graph))
+	if !ok {
+		return "", bad("not under " + TagsPrefix(graph))
+	}
+	name, ok = strings.CutSuffix(rest, ".json")
+	if !ok {
+		return "", bad("missing \".json\" suffix")
+	}
+	if err := ValidateTagName(name); err != nil {
+		return "", bad(err.(*NameError).Reason)
+	}
+	return name, nil
+}

@@ -1,0 +1,211 @@
+package format
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// Name limits, in bytes.
+const (
+	// MaxGraphNameLen bounds a graph name.
+	MaxGraphNameLen = 63
+	// MaxTableNameLen bounds a table name.
+	MaxTableNameLen = 64
+	// MaxBranchNameLen bounds a logical branch name and a tag name.
+	MaxBranchNameLen = 128
+	// MaxNativeNameLen bounds a native branch name: logical + "." + ULID.
+	MaxNativeNameLen = MaxBranchNameLen + 1 + ulid.EncodedSize
+)
+
+// ValidateGraphName checks a graph name: one segment of 1..63 bytes from
+// [a-z0-9._-], starting with [a-z0-9] and not ending in '.'.
+func ValidateGraphName(name string) error {
+	bad := func(why string) error { return &NameError{What: "graph name", Name: name, Reason: why} }
+	if name == "" {
+		return bad("empty")
+	}
+	if len(name) > MaxGraphNameLen {
+		return bad("longer than 63 bytes")
+	}
+	if !isLowerAlnum(name[0]) {
+		return bad("must start with [a-z0-9]")
+	}
+	for i := 1; i < len(name); i++ {
+		c := name[i]
+		if !isLowerAlnum(c) && c != '.' && c != '_' && c != '-' {
+			return bad("may contain only [a-z0-9._-]")
+		}
+	}
+	if strings.HasSuffix(name, ".") {
+		return bad("must not end in '.'")
+	}
+	return nil
+}
+
+// ValidateTableName checks a table name: 1..64 bytes from [a-z0-9_-],
+// starting with [a-z0-9_].
+func ValidateTableName(name string) error {
+	bad := func(why string) error { return &NameError{What: "table name", Name: name, Reason: why} }
+	if name == "" {
+		return bad("empty")
+	}
+	if len(name) > MaxTableNameLen {
+		return bad("longer than 64 bytes")
+	}
+	if !isLowerAlnum(name[0]) && name[0] != '_' {
+		return bad("must start with [a-z0-9_]")
+	}
+	for i := 1; i < len(name); i++ {
+		c := name[i]
+		if !isLowerAlnum(c) && c != '_' && c != '-' {
+			return bad("may contain only [a-z0-9_-]")
+		}
+	}
+	return nil
+}
+
+// ValidateBranchName checks a logical branch name (see validatePathName).
+func ValidateBranchName(name string) error { return validatePathName("branch name", name) }
+
+// ValidateTagName checks a tag name; tags follow the branch-name rules.
+func ValidateTagName(name string) error { return validatePathName("tag name", name) }
+
+// validatePathName checks a '/'-separated name: at most 128 bytes, no empty
+// segment, no "..", each segment [A-Za-z0-9][A-Za-z0-9._-]* not ending in
+// '.', no segment ending in ".json" or ".lock" (any case), no segment that is
+// ULID-shaped or ends in "." followed by a ULID-shaped string (so a logical
+// name never looks like a native name).
+func validatePathName(what, name string) error {
+	bad := func(why string) error { return &NameError{What: what, Name: name, Reason: why} }
+	if name == "" {
+		return bad("empty")
+	}
+	if len(name) > MaxBranchNameLen {
+		return bad("longer than 128 bytes")
+	}
+	if strings.Contains(name, "..") {
+		return bad("contains \"..\"")
+	}
+	for i, seg := range strings.Split(name, "/") {
+		n := i + 1
+		if seg == "" {
+			return bad("segment " + strconv.Itoa(n) + " is empty")
+		}
+		if !isAlnum(seg[0]) {
+			return bad("segment " + strconv.Itoa(n) + " must start with [A-Za-z0-9]")
+		}
+		for j := 1; j < len(seg); j++ {
+			c := seg[j]
+			if !isAlnum(c) && c != '.' && c != '_' && c != '-' {
+				return bad("segment " + strconv.Itoa(n) + " may contain only [A-Za-z0-9._-]")
+			}
+		}
+		if strings.HasSuffix(seg, ".") {
+			return bad("segment " + strconv.Itoa(n) + " must not end in '.'")
+		}
+		lower := strings.ToLower(seg)
+		if strings.HasSuffix(lower, ".json") || strings.HasSuffix(lower, ".lock") {
+			return bad("segment " + strconv.Itoa(n) + " must not end in \".json\" or \".lock\"")
+		}
+		if isULIDShaped(seg) {
+			return bad("segment " + strconv.Itoa(n) + " is ULID-shaped")
+		}
+		if k := strings.LastIndexByte(seg, '.'); k >= 0 && isULIDShaped(seg[k+1:]) {
+			return bad("segment " + strconv.Itoa(n) + " ends in \".\" and a ULID, reserved for native names")
+		}
+	}
+	return nil
+}
+
+// NativeName returns the native name of an incarnation of logical: "{logical}.{ULID}".
+func NativeName(logical string, tree ulid.ULID) string {
+	return logical + "." + tree.String()
+}
+
+// ParseNative splits a native branch name into its logical name and the
+// ULID of its tree, validating both.
+func ParseNative(native string) (logical string, tree ulid.ULID, err error) {
+	bad := func(why string) error { return &NameError{What: "native branch name", Name: native, Reason: why} }
+	i := strings.LastIndexByte(native, '.')
+	if i < 0 {
+		return "", ulid.ULID{}, bad("missing \".{ULID}\" suffix")
+	}
+	logical = native[:i]
+	if err := ValidateBranchName(logical); err != nil {
+		return "", ulid.ULID{}, bad("logical part: " + err.(*NameError).Reason)
+	}
+	tree, why := parseULID(native[i+1:])
+	if why != "" {
+		return "", ulid.ULID{}, bad("ULID part: " + why)
+	}
+	return logical, tree, nil
+}
+
+// ValidateNative checks a native branch name.
+func ValidateNative(native string) error {
+	_, _, err := ParseNative(native)
+	return err
+}
+
+// ParseULID parses a ULID as this format writes it: 26 canonical upper-case
+// Crockford base32 characters, not the zero ULID.
+func ParseULID(s string) (ulid.ULID, error) {
+	id, why := parseULID(s)
+	if why != "" {
+		return ulid.ULID{}, &NameError{What: "ULID", Name: s, Reason: why}
+	}
+	return id, nil
+}
+
+func parseULID(s string) (ulid.ULID, string) {
+	if len(s) != ulid.EncodedSize {
+		return ulid.ULID{}, "not 26 characters"
+	}
+	id, err := ulid.ParseStrict(s)
+	if err != nil {
+		return ulid.ULID{}, "not a ULID: " + err.Error()
+	}
+	if id.String() != s {
+		return ulid.ULID{}, "not in canonical upper case"
+	}
+	if id.IsZero() {
+		return ulid.ULID{}, "zero ULID"
+	}
+	return id, ""
+}
+
+// PrefixDisjoint reports whether two logical names can both be live: they
+// differ and neither is the other followed by '/' and more ("a" and "a/b"
+// are not disjoint; "a" and "ab" are).
+func PrefixDisjoint(a, b string) bool {
+	if a == b {
+		return false
+	}
+	if len(a) > len(b) {
+		a, b = b, a
+	}
+	return !(strings.HasPrefix(b, a) && b[len(a)] == '/')
+}
+
+// isULIDShaped reports whether s is 26 Crockford base32 characters, in any case.
+func isULIDShaped(s string) bool {
+	if len(s) != ulid.EncodedSize {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		if !strings.ContainsRune(ulid.Encoding, rune(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+func isLowerAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+
+func isAlnum(c byte) bool { return isLowerAlnum(c) || c >= 'A' && c <= 'Z' }

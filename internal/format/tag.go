@@ -1,0 +1,111 @@
+package format
+
+import "time"
+
+// TagState is the state a tag records.
+type TagState string
+
+// The states of a tag. A retired tag keeps its key so the name is never
+// re-pointed by a late put.
+const (
+	TagLive    TagState = "live"
+	TagRetired TagState = "retired"
+)
+
+// Tag is the object at TagKey(graph, Name): an immutable, graph-wide name
+// for a commit, and a retention root while live.
+type Tag struct {
+	State     TagState
+	Name      string
+	Commit    CommitID
+	Op        string // the operation that created the tag
+	CreatedAt time.Time
+	// RetiredOp is the operation that retired the tag; set iff State is TagRetired.
+	RetiredOp string
+}
+
+type tagWire struct {
+	Format    int      `json:"format"`
+	Kind      Kind     `json:"kind"`
+	State     TagState `json:"state"`
+	Name      string   `json:"name"`
+	Commit    string   `json:"commit"`
+	Op        string   `json:"op"`
+	CreatedAt string   `json:"created_at"`
+	RetiredOp string   `json:"retired_op,omitempty"`
+}
+
+var tagFields = fieldSet{
+	required: []string{"format", "kind", "state", "name", "commit", "op", "created_at"},
+	optional: []string{"retired_op"},
+}
+
+// Validate reports the first invalid field of t.
+func (t Tag) Validate() error {
+	const k = KindTag
+	if t.State != TagLive && t.State != TagRetired {
+		return malformed(k, "state", "not live or retired")
+	}
+	if err := ValidateTagName(t.Name); err != nil {
+		return malformedErr(k, "name", err)
+	}
+	if t.Commit.Tree.IsZero() || t.Commit.Seq < 0 {
+		return malformed(k, "commit", "not a commit id")
+	}
+	if why := checkOp(t.Op); why != "" {
+		return malformed(k, "op", why)
+	}
+	if why := checkTime(t.CreatedAt); why != "" {
+		return malformed(k, "created_at", why)
+	}
+	if t.State == TagRetired {
+		if why := checkOp(t.RetiredOp); why != "" {
+			return malformed(k, "retired_op", why)
+		}
+	} else if t.RetiredOp != "" {
+		return malformed(k, "retired_op", "set on a live tag")
+	}
+	return nil
+}
+
+// EncodeTag returns the canonical bytes of t.
+func EncodeTag(t Tag) ([]byte, error) {
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	return encodeWire(KindTag, tagWire{
+		Format:    Version,
+		Kind:      KindTag,
+		State:     t.State,
+		Name:      t.Name,
+		Commit:    t.Commit.String(),
+		Op:        t.Op,
+		CreatedAt: FormatTime(t.CreatedAt),
+		RetiredOp: t.RetiredOp,
+	})
+}
+
+// DecodeTag strictly decodes a tag.
+func DecodeTag(b []byte) (Tag, error) {
+	const k = KindTag
+	if _, err := decodeEnvelope(b, k, tagFields); err != nil {
+		return Tag{}, err
+	}
+	var w tagWire
+	if err := unmarshalWire(k, b, &w); err != nil {
+		return Tag{}, err
+	}
+	t := Tag{State: w.State, Name: w.Name, Op: w.Op, RetiredOp: w.RetiredOp}
+	var err error
+	if t.Commit, err = ParseCommitID(w.Commit); err != nil {
+		return Tag{}, malformedErr(k, "commit", err)
+	}
+	var why string
+	if t.CreatedAt, why = parseTime(w.CreatedAt); why != "" {
+		return Tag{}, malformed(k, "created_at", why)
+	}
+	if err := t.Validate(); err != nil {
+		return Tag{}, err
+	}
+	return t, nil
+}

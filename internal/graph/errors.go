@@ -1,0 +1,172 @@
+package graph
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/storage"
+)
+
+// Sentinel errors; match them with errors.Is.
+var (
+	// ErrInvalid reports bad input; nothing was sent to storage.
+	ErrInvalid = errors.New("graph: invalid input")
+	// ErrGraphNotFound reports a graph without a graph record.
+	ErrGraphNotFound = errors.New("graph: graph not found")
+	// ErrGraphExists reports an init that met a different graph (or a
+	// different init) already at the graph's keys.
+	ErrGraphExists = errors.New("graph: graph exists with different contents")
+	// ErrBranchNotFound reports a logical branch with no live incarnation.
+	ErrBranchNotFound = errors.New("graph: branch not found")
+	// ErrMultipleLive reports a logical branch with more than one live
+	// incarnation, which the format forbids; see MultipleLiveError.
+	ErrMultipleLive = errors.New("graph: more than one live incarnation")
+	// ErrStaleHead reports an append whose expected head is no longer the
+	// tree's head: another commit took the next seq.
+	ErrStaleHead = errors.New("graph: stale expected head")
+	// ErrCommitNotFound reports a commit (or a tree's head) that does not exist.
+	ErrCommitNotFound = errors.New("graph: commit not found")
+	// ErrTableNotPinned reports a table that a commit does not pin.
+	ErrTableNotPinned = errors.New("graph: table not pinned by commit")
+	// ErrVersionNotFound reports a table version manifest that does not exist.
+	ErrVersionNotFound = errors.New("graph: table version not found")
+	// ErrKeyTaken reports a put-if-absent that found other bytes at its key:
+	// an object, version or fork commit id minted twice.
+	ErrKeyTaken = errors.New("graph: key holds different bytes")
+	// ErrObjectTooLarge reports a data object over MaxDataObjectSize.
+	ErrObjectTooLarge = errors.New("graph: data object too large")
+)
+
+// ParamError reports an invalid parameter. It matches ErrInvalid and
+// whatever Err matches (format.ErrInvalidName, format.ErrTooLarge, ...).
+type ParamError struct {
+	Field  string // the parameter, e.g. "Graph", "ExpectedHead", "Objects[2].ID"
+	Reason string
+	Err    error
+}
+
+func (e *ParamError) Error() string {
+	var b strings.Builder
+	b.WriteString("graph: invalid ")
+	b.WriteString(e.Field)
+	if e.Reason != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Reason)
+	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Is matches ErrInvalid.
+func (e *ParamError) Is(target error) bool { return target == ErrInvalid }
+
+// Unwrap returns the underlying error.
+func (e *ParamError) Unwrap() error { return e.Err }
+
+// MultipleLiveError names every live incarnation of one logical branch. It
+// matches ErrMultipleLive.
+type MultipleLiveError struct {
+	Graph   string
+	Branch  string
+	Natives []string // in key order
+}
+
+func (e *MultipleLiveError) Error() string {
+	return fmt.Sprintf("graph: branch %q of graph %q has %d live incarnations: %s", e.Branch, e.Graph, len(e.Natives), strings.Join(e.Natives, ", "))
+}
+
+// Is matches ErrMultipleLive.
+func (e *MultipleLiveError) Is(target error) bool { return target == ErrMultipleLive }
+
+// StaleHeadError reports that the seq after Expected is taken by another
+// commit. It matches ErrStaleHead.
+type StaleHeadError struct {
+	Graph    string
+	Expected format.CommitID // the head the caller expected
+	Key      string          // the key of seq Expected.Seq+1, which holds other bytes
+}
+
+func (e *StaleHeadError) Error() string {
+	return fmt.Sprintf("graph: expected head %s is stale: %s holds another commit", e.Expected, e.Key)
+}
+
+// Is matches ErrStaleHead.
+func (e *StaleHeadError) Is(target error) bool { return target == ErrStaleHead }
+
+// KeyTakenError reports a put-if-absent that found other bytes. It matches ErrKeyTaken.
+type KeyTakenError struct {
+	Key string
+}
+
+func (e *KeyTakenError) Error() string {
+	return fmt.Sprintf("graph: %s already holds different bytes", e.Key)
+}
+
+// Is matches ErrKeyTaken.
+func (e *KeyTakenError) Is(target error) bool { return target == ErrKeyTaken }
+
+// ObjectTooLargeError reports a data object over its limit. It matches ErrObjectTooLarge.
+type ObjectTooLargeError struct {
+	Object string // the object's ULID or file path
+	Size   int64
+	Limit  int64
+}
+
+func (e *ObjectTooLargeError) Error() string {
+	return fmt.Sprintf("graph: data object %s is %d bytes, limit %d", e.Object, e.Size, e.Limit)
+}
+
+// Is matches ErrObjectTooLarge.
+func (e *ObjectTooLargeError) Is(target error) bool { return target == ErrObjectTooLarge }
+
+// InDoubtError reports a put-if-absent whose outcome is still unknown after
+// MaxPutAttempts: the put may have landed, may land later, or never. It
+// matches storage.ErrAmbiguous. Settle it by re-issuing Body at Key (PutIfAbsent),
+// or, for a commit, with SettleAppend(ctx, s, Graph, *Commit).
+type InDoubtError struct {
+	Key      string
+	Body     []byte // the exact bytes; any re-issue must send these
+	Attempts int
+	Err      error // the last storage error seen
+	// Graph and Commit are set when the put was a commit.
+	Graph  string
+	Commit *format.Commit
+}
+
+func (e *InDoubtError) Error() string {
+	return fmt.Sprintf("graph: put %q still in doubt after %d attempts: %v", e.Key, e.Attempts, e.Err)
+}
+
+// Is matches storage.ErrAmbiguous.
+func (e *InDoubtError) Is(target error) bool { return target == storage.ErrAmbiguous }
+
+// Unwrap returns the last storage error.
+func (e *InDoubtError) Unwrap() error { return e.Err }
+
+// invalid wraps a validation failure of one parameter.
+func invalid(field string, err error) error {
+	return &ParamError{Field: field, Err: err}
+}
+
+func invalidf(field, format string, args ...any) error {
+	return &ParamError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// invalidObject wraps a failure to encode an object built from parameters,
+// naming the parameter behind the object's offending field (fields maps
+// JSON field to parameter).
+func invalidObject(err error, fields map[string]string) error {
+	field := "parameters"
+	var me *format.MalformedError
+	if errors.As(err, &me) {
+		if f, ok := fields[me.Field]; ok {
+			field = f
+		}
+	}
+	return invalid(field, err)
+}

@@ -1,0 +1,86 @@
+package graph
+
+import (
+	"bytes"
+	"context"
+	"errors"
+
+	"github.com/graftworks/graft/storage"
+)
+
+// MaxPutAttempts bounds the puts one PutIfAbsent sends (the first and its
+// byte-identical re-issues).
+const MaxPutAttempts = 3
+
+// PutOutcome says how a PutIfAbsent settled.
+type PutOutcome int
+
+const (
+	// PutCreated: a put of this call succeeded.
+	PutCreated PutOutcome = iota + 1
+	// PutAlreadyOurs: the key holds exactly our bytes, put there by an
+	// earlier attempt whose answer was lost, or by an identical re-run.
+	PutAlreadyOurs
+	// PutTaken: the key holds other bytes; another writer got there first.
+	PutTaken
+)
+
+func (o PutOutcome) String() string {
+	switch o {
+	case PutCreated:
+		return "created"
+	case PutAlreadyOurs:
+		return "already_ours"
+	case PutTaken:
+		return "taken"
+	}
+	return "unknown"
+}
+
+// PutResult is how a PutIfAbsent settled.
+type PutResult struct {
+	Outcome PutOutcome
+	// ETag of the bytes now at the key, when known (empty after a lost
+	// acknowledgement settled by a read that returned none).
+	ETag string
+	// Existing holds the other writer's bytes when Outcome is PutTaken.
+	Existing []byte
+}
+
+// PutIfAbsent writes body at key with put-if-absent and settles the outcome
+// definitively when it can: on a failed condition or an ambiguous answer it
+// reads the key back (ours → PutAlreadyOurs, other → PutTaken, absent →
+// re-issue the same bytes), sending at most MaxPutAttempts puts. A definite
+// refusal (storage.ErrRefused, ErrInvalidKey, ...) is returned as is: the put
+// was not applied. Still unknown at the end is an *InDoubtError.
+func PutIfAbsent(ctx context.Context, s storage.Store, key string, body []byte) (PutResult, error) {
+	var last error
+	for attempt := 1; attempt <= MaxPutAttempts; attempt++ {
+		res, err := s.Put(ctx, key, body, storage.PutOptions{IfNoneMatch: true})
+		if err == nil {
+			return PutResult{Outcome: PutCreated, ETag: res.ETag}, nil
+		}
+		switch storage.CodeOf(err) {
+		case storage.CodePreconditionFailed, storage.CodeAmbiguous, storage.CodeUnknown:
+		default:
+			return PutResult{}, err
+		}
+		last = err
+		obj, err := s.Get(ctx, key)
+		switch {
+		case err == nil && bytes.Equal(obj.Body, body):
+			return PutResult{Outcome: PutAlreadyOurs, ETag: obj.ETag}, nil
+		case err == nil:
+			return PutResult{Outcome: PutTaken, ETag: obj.ETag, Existing: obj.Body}, nil
+		case errors.Is(err, storage.ErrNotFound):
+			// Not landed (yet): re-issue. If the first put lands later, its
+			// condition fails or it writes these same bytes.
+		default:
+			last = err
+		}
+		if ctx.Err() != nil {
+			return PutResult{}, &InDoubtError{Key: key, Body: body, Attempts: attempt, Err: errors.Join(last, ctx.Err())}
+		}
+	}
+	return PutResult{}, &InDoubtError{Key: key, Body: body, Attempts: MaxPutAttempts, Err: last}
+}

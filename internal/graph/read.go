@@ -1,0 +1,266 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/storage"
+)
+
+// ReadGraph reads the graph record: one GET.
+func ReadGraph(ctx context.Context, s storage.Store, graph string) (format.Graph, error) {
+	if err := format.ValidateGraphName(graph); err != nil {
+		return format.Graph{}, invalid("Graph", err)
+	}
+	key := format.GraphKey(graph)
+	obj, err := s.Get(ctx, key)
+	if errors.Is(err, storage.ErrNotFound) {
+		return format.Graph{}, fmt.Errorf("read graph %q: %w: %w", graph, ErrGraphNotFound, err)
+	}
+	if err != nil {
+		return format.Graph{}, fmt.Errorf("read graph %q: %w", graph, err)
+	}
+	g, err := format.DecodeGraph(obj.Body)
+	if err != nil {
+		return format.Graph{}, fmt.Errorf("read graph %q: %s: %w", graph, key, err)
+	}
+	if g.Name != graph {
+		return format.Graph{}, fmt.Errorf("read graph %q: %s: %w", graph, key,
+			&format.MalformedError{Kind: format.KindGraph, Field: "name", Reason: "names graph " + g.Name})
+	}
+	return g, nil
+}
+
+// ReadCommit reads the commit with the given id ("{tree}-{seq}"): one GET.
+func ReadCommit(ctx context.Context, s storage.Store, graph, commitID string) (format.Commit, error) {
+	if err := format.ValidateGraphName(graph); err != nil {
+		return format.Commit{}, invalid("Graph", err)
+	}
+	id, err := format.ParseCommitID(commitID)
+	if err != nil {
+		return format.Commit{}, invalid("CommitID", err)
+	}
+	return readCommit(ctx, s, graph, id)
+}
+
+func readCommit(ctx context.Context, s storage.Store, graph string, id format.CommitID) (format.Commit, error) {
+	key := format.CommitIDKey(graph, id)
+	obj, err := s.Get(ctx, key)
+	if errors.Is(err, storage.ErrNotFound) {
+		return format.Commit{}, fmt.Errorf("read commit %s: %w: %w", id, ErrCommitNotFound, err)
+	}
+	if err != nil {
+		return format.Commit{}, fmt.Errorf("read commit %s: %w", id, err)
+	}
+	return decodeCommitAt(key, id, obj.Body)
+}
+
+// decodeCommitAt decodes the commit at key and checks it is the one the key names.
+func decodeCommitAt(key string, id format.CommitID, body []byte) (format.Commit, error) {
+	c, err := format.DecodeCommit(body)
+	if err != nil {
+		return format.Commit{}, fmt.Errorf("read commit %s: %s: %w", id, key, err)
+	}
+	if c.ID != id {
+		return format.Commit{}, fmt.Errorf("read commit %s: %s: %w", id, key,
+			&format.MalformedError{Kind: format.KindCommit, Field: "id", Reason: "is " + c.ID.String() + ", not the commit its key names"})
+	}
+	return c, nil
+}
+
+// ReadHead reads the newest commit of tree: one LIST with Limit 1 (commit
+// keys of newer commits sort first) and one GET, whatever the tree's length.
+// A tree without commits is ErrCommitNotFound.
+func ReadHead(ctx context.Context, s storage.Store, graph string, tree ulid.ULID) (format.Commit, error) {
+	if err := format.ValidateGraphName(graph); err != nil {
+		return format.Commit{}, invalid("Graph", err)
+	}
+	if tree.IsZero() {
+		return format.Commit{}, invalidf("Tree", "zero ULID")
+	}
+	prefix := format.TreeCommitsPrefix(graph, tree)
+	page, err := s.List(ctx, storage.ListOptions{Prefix: prefix, Limit: 1})
+	if err != nil {
+		return format.Commit{}, fmt.Errorf("read head of tree %s: %w", tree, err)
+	}
+	if len(page.Objects) == 0 {
+		return format.Commit{}, fmt.Errorf("read head of tree %s: no commits: %w", tree, ErrCommitNotFound)
+	}
+	key := page.Objects[0].Key
+	id, err := format.ParseCommitKey(graph, key)
+	if err != nil {
+		return format.Commit{}, fmt.Errorf("read head of tree %s: %w", tree, err)
+	}
+	obj, err := s.Get(ctx, key)
+	if errors.Is(err, storage.ErrNotFound) {
+		return format.Commit{}, fmt.Errorf("read head of tree %s: listed %s vanished: %w: %w", tree, key, ErrCommitNotFound, err)
+	}
+	if err != nil {
+		return format.Commit{}, fmt.Errorf("read head of tree %s: %w", tree, err)
+	}
+	return decodeCommitAt(key, id, obj.Body)
+}
+
+// Branch is the one live incarnation of a logical branch.
+type Branch struct {
+	Logical string
+	Native  string
+	Tree    ulid.ULID
+	Ref     format.BranchRef
+	// ETag of the live ref, for a later compare-and-swap (retire).
+	ETag string
+}
+
+// refReadConcurrency bounds the parallel GETs of ResolveBranch.
+const refReadConcurrency = 8
+
+// ResolveBranch finds the live incarnation of logical: one listing of
+// BranchRefPrefix (one LIST unless the name has over a thousand refs) and a
+// GET of each ref of that logical name, live, retired or fence, read in
+// parallel. Exactly one live ref → its Branch; none → ErrBranchNotFound;
+// more → *MultipleLiveError. The cost grows with the number of incarnations
+// the name has ever had, since retired refs stay as fences.
+func ResolveBranch(ctx context.Context, s storage.Store, graph, logical string) (Branch, error) {
+	if err := format.ValidateGraphName(graph); err != nil {
+		return Branch{}, invalid("Graph", err)
+	}
+	if err := format.ValidateBranchName(logical); err != nil {
+		return Branch{}, invalid("Branch", err)
+	}
+	var keys, natives []string
+	err := storage.ListAll(ctx, s, format.BranchRefPrefix(graph, logical), func(o storage.ObjectInfo) error {
+		native, err := format.ParseBranchRefKey(graph, o.Key)
+		if err != nil {
+			return nil // not a ref key (no writer of this format makes one)
+		}
+		if l, _, err := format.ParseNative(native); err != nil || l != logical {
+			return nil // a ref of a longer logical name, e.g. "a.b" when resolving "a"
+		}
+		keys = append(keys, o.Key)
+		natives = append(natives, native)
+		return nil
+	})
+	if err != nil {
+		return Branch{}, fmt.Errorf("resolve branch %q: list refs: %w", logical, err)
+	}
+	objs, errs := getAll(ctx, s, keys)
+	var live []Branch
+	for i, key := range keys {
+		if errors.Is(errs[i], storage.ErrNotFound) {
+			continue // deleted since the listing; refs are not deleted by graft
+		}
+		if errs[i] != nil {
+			return Branch{}, fmt.Errorf("resolve branch %q: read ref: %w", logical, errs[i])
+		}
+		ref, err := format.DecodeBranchRef(objs[i].Body)
+		if err != nil {
+			return Branch{}, fmt.Errorf("resolve branch %q: %s: %w", logical, key, err)
+		}
+		if ref.Native != natives[i] {
+			return Branch{}, fmt.Errorf("resolve branch %q: %s: %w", logical, key,
+				&format.MalformedError{Kind: format.KindBranchRef, Field: "native", Reason: "is " + ref.Native + ", not the native name its key names"})
+		}
+		if ref.State == format.RefLive {
+			live = append(live, Branch{Logical: logical, Native: ref.Native, Tree: ref.Tree, Ref: ref, ETag: objs[i].ETag})
+		}
+	}
+	switch len(live) {
+	case 0:
+		return Branch{}, fmt.Errorf("resolve branch %q: %w", logical, ErrBranchNotFound)
+	case 1:
+		return live[0], nil
+	}
+	e := &MultipleLiveError{Graph: graph, Branch: logical}
+	for _, b := range live {
+		e.Natives = append(e.Natives, b.Native)
+	}
+	return Branch{}, fmt.Errorf("resolve branch %q: %w", logical, e)
+}
+
+// getAll GETs keys with bounded parallelism; results are in key order.
+func getAll(ctx context.Context, s storage.Store, keys []string) ([]storage.Object, []error) {
+	objs := make([]storage.Object, len(keys))
+	errs := make([]error, len(keys))
+	sem := make(chan struct{}, refReadConcurrency)
+	var wg sync.WaitGroup
+	for i, key := range keys {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			objs[i], errs[i] = s.Get(ctx, key)
+		}()
+	}
+	wg.Wait()
+	return objs, errs
+}
+
+// ReadTableVersion reads a table version manifest: one GET.
+func ReadTableVersion(ctx context.Context, s storage.Store, graph, table string, version ulid.ULID) (format.TableVersion, error) {
+	if err := format.ValidateGraphName(graph); err != nil {
+		return format.TableVersion{}, invalid("Graph", err)
+	}
+	if err := format.ValidateTableName(table); err != nil {
+		return format.TableVersion{}, invalid("Table", err)
+	}
+	if version.IsZero() {
+		return format.TableVersion{}, invalidf("Version", "zero ULID")
+	}
+	key := format.TableVersionKey(graph, table, version)
+	obj, err := s.Get(ctx, key)
+	if errors.Is(err, storage.ErrNotFound) {
+		return format.TableVersion{}, fmt.Errorf("read table %s version %s: %w: %w", table, version, ErrVersionNotFound, err)
+	}
+	if err != nil {
+		return format.TableVersion{}, fmt.Errorf("read table %s version %s: %w", table, version, err)
+	}
+	v, err := format.DecodeTableVersion(obj.Body)
+	if err != nil {
+		return format.TableVersion{}, fmt.Errorf("read table %s version %s: %s: %w", table, version, key, err)
+	}
+	if v.Table != table || v.ID != version {
+		return format.TableVersion{}, fmt.Errorf("read table %s version %s: %s: %w", table, version, key,
+			&format.MalformedError{Kind: format.KindTableVersion, Reason: "is version " + v.ID.String() + " of table " + v.Table + ", not the one its key names"})
+	}
+	return v, nil
+}
+
+// ObjectRef locates one data object of a table version.
+type ObjectRef struct {
+	ID     ulid.ULID
+	Key    string
+	Size   int64
+	SHA256 string // lower-case hex
+}
+
+// ListTableObjects returns the data objects of table as of commit: two GETs
+// (the commit and the version it pins). A table the commit does not pin is
+// ErrTableNotPinned.
+func ListTableObjects(ctx context.Context, s storage.Store, graph, commitID, table string) ([]ObjectRef, error) {
+	if err := format.ValidateTableName(table); err != nil {
+		return nil, invalid("Table", err)
+	}
+	c, err := ReadCommit(ctx, s, graph, commitID)
+	if err != nil {
+		return nil, fmt.Errorf("list table objects: %w", err)
+	}
+	version, ok := c.Pins[table]
+	if !ok {
+		return nil, fmt.Errorf("list table objects: commit %s does not pin table %q: %w", commitID, table, ErrTableNotPinned)
+	}
+	v, err := ReadTableVersion(ctx, s, graph, table, version)
+	if err != nil {
+		return nil, fmt.Errorf("list table objects: %w", err)
+	}
+	refs := make([]ObjectRef, 0, len(v.Objects))
+	for _, o := range v.Objects {
+		refs = append(refs, ObjectRef{ID: o.ID, Key: format.ObjectKey(graph, table, o.ID), Size: o.Size, SHA256: o.SHA256})
+	}
+	return refs, nil
+}
