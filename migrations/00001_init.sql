@@ -34,7 +34,7 @@ CREATE TABLE operations (
     outcome     text NULL CHECK (outcome IN (               -- the definitive outcome; set exactly when done
                     'created', 'unpublished', 'in_doubt', 'conflict', 'not_found',
                     'not_retained', 'invalid', 'refused', 'done', 'merged', 'adopted',
-                    'already_up_to_date', 'deleted')),
+                    'already_up_to_date', 'deleted', 'failed')),
     error       text NULL,                                  -- human-readable detail of a failed outcome
     workflow_id text NULL,                                  -- Temporal workflow id running the operation
     run_id      text NULL,                                  -- Temporal run id of that workflow

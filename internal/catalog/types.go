@@ -55,13 +55,16 @@ const (
 	OutcomeAdopted         Outcome = "adopted"
 	OutcomeAlreadyUpToDate Outcome = "already_up_to_date"
 	OutcomeDeleted         Outcome = "deleted"
+	// OutcomeFailed: the operation gave up on an infrastructure error; the
+	// error column says why.
+	OutcomeFailed Outcome = "failed"
 )
 
 // Outcomes lists every outcome, in the order of the constants.
 var Outcomes = []Outcome{
 	OutcomeCreated, OutcomeUnpublished, OutcomeInDoubt, OutcomeConflict, OutcomeNotFound,
 	OutcomeNotRetained, OutcomeInvalid, OutcomeRefused, OutcomeDone, OutcomeMerged,
-	OutcomeAdopted, OutcomeAlreadyUpToDate, OutcomeDeleted,
+	OutcomeAdopted, OutcomeAlreadyUpToDate, OutcomeDeleted, OutcomeFailed,
 }
 
 // IncarnationState is the witness's record of an incarnation.

@@ -13,6 +13,8 @@ type Request struct {
 	Rule string
 	// Status is the HTTP status of a Refuse.
 	Status int
+	// body is a put's body, for rules that select on it.
+	body []byte
 	// Sent reports whether the request went on to the store (or, for a
 	// held put, is in flight towards it). Only FailBeforeSend and a Delay
 	// cut short by the context leave it false; a refused request was sent
@@ -91,7 +93,7 @@ func (s *Store) CountMatching(sel Rule) Tally {
 		if r.Op != OpDeleteBatch {
 			keys = []string{r.Key}
 		}
-		if sel.selects(r.Op, keys) {
+		if sel.selects(r.Op, keys, r.body) {
 			t.add(r)
 		}
 	}

@@ -149,6 +149,10 @@ type Rule struct {
 	// Match, when set, must also return true. It runs under the Store's
 	// lock: it must not call the Store. Defaults to nil.
 	Match func(op Op, key string) bool
+	// Body, when set, restricts the rule to puts whose body it accepts (e.g.
+	// a branch ref's live bytes but not a fence at the same key). It runs
+	// under the Store's lock: it must not call the Store. Defaults to nil.
+	Body func(body []byte) bool
 
 	// Mode is the fault. Required, except in a rule made by Seeded.
 	Mode Mode
@@ -169,15 +173,18 @@ type Rule struct {
 }
 
 // selects reports whether r's selection fields match the request.
-func (r *Rule) selects(op Op, keys []string) bool {
+func (r *Rule) selects(op Op, keys []string, body []byte) bool {
 	if r.Op != "" && r.Op != op {
+		return false
+	}
+	if r.Body != nil && (op != OpPut || !r.Body(body)) {
 		return false
 	}
 	if r.Op == "" && r.Mode == Hold && op != OpPut {
 		return false
 	}
 	if len(keys) == 0 { // an empty delete_batch has no key to select
-		return r.KeyGlob == "" && r.KeyPrefix == "" && r.Match == nil
+		return r.KeyGlob == "" && r.KeyPrefix == "" && r.Match == nil && r.Body == nil
 	}
 	for _, k := range keys {
 		if r.selectsKey(op, k) {
@@ -313,10 +320,10 @@ func (s *Store) Add(r Rule) (remove func()) {
 }
 
 // decide records the request and chooses its fault.
-func (s *Store) decide(op Op, keys []string) fault {
+func (s *Store) decide(op Op, keys []string, body []byte) fault {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	req := &Request{Op: op, Sent: true}
+	req := &Request{Op: op, Sent: true, body: body}
 	if op == OpDeleteBatch {
 		req.Keys = append([]string(nil), keys...)
 	} else {
@@ -325,7 +332,7 @@ func (s *Store) decide(op Op, keys []string) fault {
 	s.log = append(s.log, req)
 	f := fault{req: req}
 	for _, r := range s.rules {
-		if !r.selects(op, keys) {
+		if !r.selects(op, keys, body) {
 			continue
 		}
 		r.selected++
@@ -444,7 +451,7 @@ func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
 	if err := validKey(OpGet, key); err != nil {
 		return storage.Object{}, err
 	}
-	f := s.decide(OpGet, []string{key})
+	f := s.decide(OpGet, []string{key}, nil)
 	if err := s.wait(ctx, f, OpGet, key); err != nil {
 		return storage.Object{}, err
 	}
@@ -463,7 +470,7 @@ func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error
 	if err := validKey(OpHead, key); err != nil {
 		return storage.ObjectInfo{}, err
 	}
-	f := s.decide(OpHead, []string{key})
+	f := s.decide(OpHead, []string{key}, nil)
 	if err := s.wait(ctx, f, OpHead, key); err != nil {
 		return storage.ObjectInfo{}, err
 	}
@@ -486,7 +493,7 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.P
 		return storage.PutResult{}, &storage.Error{Op: string(OpPut), Key: key, Code: storage.CodeInvalidArgument,
 			Err: errors.New("IfNoneMatch and IfMatch both set")}
 	}
-	f := s.decide(OpPut, []string{key})
+	f := s.decide(OpPut, []string{key}, body)
 	if err := s.wait(ctx, f, OpPut, key); err != nil {
 		return storage.PutResult{}, err
 	}
@@ -509,7 +516,7 @@ func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.Lis
 		return storage.ListPage{}, &storage.Error{Op: string(OpList), Key: opts.Prefix, Code: storage.CodeInvalidArgument,
 			Err: fmt.Errorf("limit %d outside 1..1000", opts.Limit)}
 	}
-	f := s.decide(OpList, []string{opts.Prefix})
+	f := s.decide(OpList, []string{opts.Prefix}, nil)
 	if err := s.wait(ctx, f, OpList, opts.Prefix); err != nil {
 		return storage.ListPage{}, err
 	}
@@ -528,7 +535,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := validKey(OpDelete, key); err != nil {
 		return err
 	}
-	f := s.decide(OpDelete, []string{key})
+	f := s.decide(OpDelete, []string{key}, nil)
 	if err := s.wait(ctx, f, OpDelete, key); err != nil {
 		return err
 	}
@@ -553,7 +560,7 @@ func (s *Store) DeleteBatch(ctx context.Context, keys []string) error {
 			return err
 		}
 	}
-	f := s.decide(OpDeleteBatch, keys)
+	f := s.decide(OpDeleteBatch, keys, nil)
 	if err := s.wait(ctx, f, OpDeleteBatch, ""); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package faults_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/faults"
+	"github.com/graftworks/graft/storage/localfs"
 )
 
 // openLocal is the backend for tests of the wrapper's own bookkeeping,
@@ -286,5 +288,25 @@ func TestStore_ConcurrentUse_CountsEveryRequest(t *testing.T) {
 	}
 	if c[faults.OpHead].Attempted != writers*each || c[faults.OpHead].Faults[faults.FailBeforeSend] != writers*each {
 		t.Fatalf("head tally = %+v, want %d attempted, all failed before send", c[faults.OpHead], writers*each)
+	}
+}
+
+func TestRule_Body_SelectsOnlyPutsWhoseBodyMatches(t *testing.T) {
+	inner, err := localfs.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := faults.Wrap(inner)
+	s.Add(faults.Rule{Name: "live-only", Op: faults.OpPut, KeyPrefix: "refs/", Mode: faults.FailBeforeSend,
+		Body: func(b []byte) bool { return bytes.Contains(b, []byte(`"live"`)) }})
+	ctx := context.Background()
+	if _, err := s.Put(ctx, "refs/a", []byte(`{"state":"live"}`), storage.PutOptions{IfNoneMatch: true}); !errors.Is(err, storage.ErrAmbiguous) {
+		t.Fatalf("live put: got %v, want injected ambiguous", err)
+	}
+	if _, err := s.Put(ctx, "refs/a", []byte(`{"state":"fence"}`), storage.PutOptions{IfNoneMatch: true}); err != nil {
+		t.Fatalf("fence put: got %v, want it to pass the rule", err)
+	}
+	if got := s.CountMatching(faults.Rule{Op: faults.OpPut, Body: func(b []byte) bool { return bytes.Contains(b, []byte(`"live"`)) }}); got.Attempted != 1 || got.Sent != 0 {
+		t.Fatalf("live puts counted %+v, want 1 attempted, 0 sent", got)
 	}
 }

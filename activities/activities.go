@@ -1,0 +1,66 @@
+// Package activities holds graft's activities: each performs one storage phase
+// of a branch operation (clone, publish a ref, read it back, fence, reclaim)
+// and records in the ledger, before each effect, what may now exist. They are
+// methods on Activities, which holds the store and the catalog; workflows refer
+// to them through a typed nil pointer and never hold a dependency themselves.
+//
+// Every activity is idempotent: a retry after a lost result repeats the same
+// put with the same bytes, or finds the ledger already in the target state.
+// Outcomes a workflow branches on are returned as results; errors are reserved
+// for failures worth retrying (storage or Postgres unavailable).
+package activities
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/storage"
+)
+
+// Activities performs graft's storage phases against one store and ledger.
+type Activities struct {
+	// Store holds every graph, each under its own prefix. Required.
+	Store storage.Store
+	// Catalog is the ledger. Required.
+	Catalog *catalog.Catalog
+	// Observer receives phase outcomes for metrics. Defaults to none.
+	Observer Observer
+}
+
+// Observer is told what each phase proved, so a worker can export metrics
+// without the activities importing a metrics library.
+type Observer interface {
+	// OperationFinished is called once an operation has a definitive outcome.
+	OperationFinished(kind, outcome string)
+	// InDoubt is called with +1 when an incarnation becomes in doubt and -1 when it settles.
+	InDoubt(delta int)
+	// Settled is called when an in-doubt step was settled, with how long it was in doubt.
+	Settled(kind string, after time.Duration)
+}
+
+func (a *Activities) observeFinished(kind, out string) {
+	if a.Observer != nil {
+		a.Observer.OperationFinished(kind, out)
+	}
+}
+
+// nativeULID derives an incarnation's ULID from its operation and attempt, so
+// a retried prepare mints the same native name rather than a second one. The
+// time part is the operation's start; the entropy is a hash of op and attempt.
+func nativeULID(opID string, attempt int, t time.Time) ulid.ULID {
+	h := sha256.New()
+	h.Write([]byte(opID))
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(attempt))
+	h.Write(b[:])
+	sum := h.Sum(nil)
+	var id ulid.ULID
+	_ = id.SetTime(ulid.Timestamp(t))
+	_ = id.SetEntropy(sum[:10])
+	return id
+}
+

@@ -1,0 +1,447 @@
+package activities
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+
+	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/graph"
+	"github.com/graftworks/graft/internal/outcome"
+	"github.com/graftworks/graft/storage"
+)
+
+// PrepareCreate validates the request, resolves the source commit, pins it
+// against cleanup, mints the native name and witnesses the intent — all before
+// any storage effect. It computes the fork commit's and the ref's bytes once;
+// every later put re-sends exactly those bytes.
+func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (PrepareCreateResult, error) {
+	end := func(o outcome.Outcome, format string, args ...any) (PrepareCreateResult, error) {
+		return PrepareCreateResult{Outcome: o, Message: fmt.Sprintf(format, args...)}, nil
+	}
+	if err := format.ValidateGraphName(in.Graph); err != nil {
+		return end(outcome.Invalid, "%v", err)
+	}
+	if err := format.ValidateBranchName(in.Branch); err != nil {
+		return end(outcome.Invalid, "%v", err)
+	}
+	sources := 0
+	for _, s := range []string{in.SourceBranch, in.SourceCommit, in.SourceTag} {
+		if s != "" {
+			sources++
+		}
+	}
+	if sources > 1 {
+		return end(outcome.Invalid, "give at most one source: a branch, a commit or a tag")
+	}
+	inputs, _ := json.Marshal(map[string]string{
+		"branch": in.Branch, "source_branch": in.SourceBranch, "source_commit": in.SourceCommit,
+		"source_tag": in.SourceTag, "author": in.Author, "message": in.Message,
+	})
+	op, err := a.Catalog.OperationInsert(ctx, catalog.OperationInsertParams{
+		ID: in.OpID, Kind: catalog.OpCreateBranch, Graph: in.Graph, Inputs: inputs,
+		WorkflowID: in.WorkflowID, RunID: in.RunID,
+	})
+	if errors.Is(err, catalog.ErrDuplicate) {
+		return end(outcome.Conflict, "operation id %q was already used for a different request", in.OpID)
+	}
+	if err != nil {
+		return PrepareCreateResult{}, fmt.Errorf("record operation: %w", err)
+	}
+	if op.State == catalog.OperationDone && in.Attempt == 1 {
+		// A repeated request with the idempotency key of a finished create.
+		return end(outcome.Outcome(op.Outcome), "operation %s already finished: %s", in.OpID, op.Error)
+	}
+
+	if _, err := graph.ReadGraph(ctx, a.Store, in.Graph); err != nil {
+		if errors.Is(err, graph.ErrGraphNotFound) {
+			return end(outcome.NotFound, "graph %q does not exist; create it with `graft graph init %s`", in.Graph, in.Graph)
+		}
+		return PrepareCreateResult{}, fmt.Errorf("read graph: %w", err)
+	}
+
+	source, probe, res, err := a.resolveSource(ctx, in)
+	if err != nil || res.Outcome != "" {
+		return res, err
+	}
+
+	// Pin what the fork commit will name before checking it still exists:
+	// a cleanup that condemned it first refuses the pin (not_retained); one
+	// that starts later sees the pin and keeps it.
+	pins := []catalog.Pin{{Kind: catalog.ObjectCommit, Key: format.CommitIDKey(in.Graph, source.ID)}}
+	for table, v := range source.Pins {
+		pins = append(pins, catalog.Pin{Kind: catalog.ObjectTableVersion, Key: format.TableVersionKey(in.Graph, table, v)})
+	}
+	if err := a.Catalog.PinsRegister(ctx, catalog.PinsRegisterParams{OpID: in.OpID, Graph: in.Graph, Pins: pins}); err != nil {
+		if errors.Is(err, catalog.ErrCondemned) {
+			return end(outcome.NotRetained, "source commit %s is condemned by a running cleanup: %v", source.ID, err)
+		}
+		return PrepareCreateResult{}, fmt.Errorf("pin source: %w", err)
+	}
+	if probe {
+		for table, v := range source.Pins {
+			if _, err := a.Store.Head(ctx, format.TableVersionKey(in.Graph, table, v)); err != nil {
+				if errors.Is(err, storage.ErrNotFound) {
+					return end(outcome.NotRetained, "commit %s pins version %s of table %q, which cleanup has reclaimed", source.ID, v, table)
+				}
+				return PrepareCreateResult{}, fmt.Errorf("probe pinned version: %w", err)
+			}
+		}
+	}
+
+	tree := nativeULID(in.OpID, in.Attempt, in.Time)
+	native := format.NativeName(in.Branch, tree)
+	if _, err := a.Catalog.IncarnationInsert(ctx, catalog.IncarnationInsertParams{
+		Graph: in.Graph, Logical: in.Branch, Native: native, Tree: tree.String(), OpID: in.OpID,
+	}); err != nil {
+		var exists *catalog.IncarnationExistsError
+		if errors.As(err, &exists) {
+			other := exists.Existing
+			switch {
+			case other.OpID == in.OpID && other.Native == native:
+				// Our own witness, from an execution of this step whose
+				// result was lost with its worker: carry on with it.
+			case other.State == catalog.IncarnationLive:
+				return PrepareCreateResult{Outcome: outcome.Conflict, ExistingOp: other.OpID,
+					Message: fmt.Sprintf("branch %q already exists (%s)", other.Logical, other.Native)}, nil
+			case other.State == catalog.IncarnationInDoubt:
+				return PrepareCreateResult{Outcome: outcome.InDoubt, ExistingOp: other.OpID, Native: other.Native,
+					Message: fmt.Sprintf("a create of %q is in doubt and settling (operation %s); watch or abandon that operation", other.Logical, other.OpID)}, nil
+			default:
+				return PrepareCreateResult{Outcome: outcome.Conflict, ExistingOp: other.OpID,
+					Message: fmt.Sprintf("%q is held by %s in state %s (operation %s)", in.Branch, other.Native, other.State, other.OpID)}, nil
+			}
+		}
+		if !errors.As(err, &exists) {
+			return PrepareCreateResult{}, fmt.Errorf("witness intent: %w", err)
+		}
+	}
+
+	author := in.Author
+	if author == "" {
+		author = "graft"
+	}
+	message := in.Message
+	if message == "" {
+		message = fmt.Sprintf("create branch %s from %s", in.Branch, source.ID)
+	}
+	fork := format.Commit{
+		ID:      format.CommitID{Tree: tree, Seq: 0},
+		Branch:  in.Branch,
+		Parents: []format.CommitID{source.ID},
+		Pins:    source.Pins,
+		Lineage: format.Lineage(tree, source),
+		Author:  author,
+		Message: message,
+		Time:    in.Time,
+		Op:      in.OpID,
+	}
+	forkBytes, err := format.EncodeCommit(fork)
+	if err != nil {
+		return end(outcome.Invalid, "%v", err)
+	}
+	refBytes, err := format.EncodeBranchRef(format.BranchRef{State: format.RefLive, Branch: in.Branch, Native: native, Tree: tree, Op: in.OpID})
+	if err != nil {
+		return end(outcome.Invalid, "%v", err)
+	}
+	return PrepareCreateResult{
+		Native: native, SourceCommit: source.ID.String(), ForkID: fork.ID.String(),
+		ForkBytes: forkBytes, RefBytes: refBytes,
+	}, nil
+}
+
+// resolveSource reads the commit a new branch starts from. probe reports
+// whether its pinned versions must be checked: a branch head is a retention
+// root and needs no check; an arbitrary commit or tag may be older than
+// cleanup's windows.
+func (a *Activities) resolveSource(ctx context.Context, in PrepareCreateInput) (format.Commit, bool, PrepareCreateResult, error) {
+	end := func(o outcome.Outcome, f string, args ...any) (format.Commit, bool, PrepareCreateResult, error) {
+		return format.Commit{}, false, PrepareCreateResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
+	}
+	switch {
+	case in.SourceCommit != "":
+		if _, err := format.ParseCommitID(in.SourceCommit); err != nil {
+			return end(outcome.Invalid, "source commit: %v", err)
+		}
+		c, err := graph.ReadCommit(ctx, a.Store, in.Graph, in.SourceCommit)
+		if errors.Is(err, graph.ErrCommitNotFound) {
+			return end(outcome.NotFound, "commit %s does not exist (or its tree was reclaimed)", in.SourceCommit)
+		}
+		if err != nil {
+			return fail(err, "read source commit")
+		}
+		return c, true, PrepareCreateResult{}, nil
+	case in.SourceTag != "":
+		if err := format.ValidateTagName(in.SourceTag); err != nil {
+			return end(outcome.Invalid, "source tag: %v", err)
+		}
+		obj, err := a.Store.Get(ctx, format.TagKey(in.Graph, in.SourceTag))
+		if errors.Is(err, storage.ErrNotFound) {
+			return end(outcome.NotFound, "tag %q does not exist", in.SourceTag)
+		}
+		if err != nil {
+			return fail(err, "read source tag")
+		}
+		tag, err := format.DecodeTag(obj.Body)
+		if err != nil {
+			return fail(err, "decode source tag")
+		}
+		if tag.State != format.TagLive {
+			return end(outcome.NotFound, "tag %q was deleted", in.SourceTag)
+		}
+		c, err := graph.ReadCommit(ctx, a.Store, in.Graph, tag.Commit.String())
+		if errors.Is(err, graph.ErrCommitNotFound) {
+			return end(outcome.NotRetained, "tag %q names commit %s, which no longer exists", in.SourceTag, tag.Commit)
+		}
+		if err != nil {
+			return fail(err, "read tagged commit")
+		}
+		return c, true, PrepareCreateResult{}, nil
+	default:
+		name := in.SourceBranch
+		if name == "" {
+			name = "main"
+		}
+		b, err := graph.ResolveBranch(ctx, a.Store, in.Graph, name)
+		if errors.Is(err, graph.ErrBranchNotFound) {
+			return end(outcome.NotFound, "source branch %q does not exist", name)
+		}
+		if errors.Is(err, graph.ErrMultipleLive) {
+			return end(outcome.Conflict, "source branch %q has several live incarnations; run `graft branch repair %s %s --keep NATIVE`", name, in.Graph, name)
+		}
+		if err != nil {
+			return fail(err, "resolve source branch")
+		}
+		c, err := graph.ReadHead(ctx, a.Store, in.Graph, b.Tree)
+		if err != nil {
+			return fail(err, "read source head")
+		}
+		return c, false, PrepareCreateResult{}, nil
+	}
+}
+
+func fail(err error, what string) (format.Commit, bool, PrepareCreateResult, error) {
+	if errors.Is(err, format.ErrMalformed) || errors.Is(err, format.ErrUnsupportedFormat) || errors.Is(err, format.ErrTooLarge) {
+		return format.Commit{}, false, PrepareCreateResult{Outcome: outcome.Invalid, Message: fmt.Sprintf("%s: %v", what, err)}, nil
+	}
+	return format.Commit{}, false, PrepareCreateResult{}, fmt.Errorf("%s: %w", what, err)
+}
+
+// CloneTree writes the new tree's fork commit with put-if-absent, settling an
+// ambiguous answer by read-back and byte-identical re-issue, then witnesses
+// "cloned" — before the ref put that could make the tree reachable.
+func (a *Activities) CloneTree(ctx context.Context, in CloneInput) (CloneResult, error) {
+	id, err := format.ParseCommitID(in.ForkID)
+	if err != nil {
+		return CloneResult{State: CloneNotCommitted, Message: err.Error()}, nil
+	}
+	res, err := graph.PutIfAbsent(ctx, a.Store, format.CommitIDKey(in.Graph, id), in.ForkBytes)
+	switch {
+	case err == nil && res.Outcome == graph.PutTaken:
+		return CloneResult{State: CloneNotCommitted, Message: "the fork commit's key holds other bytes"}, nil
+	case err == nil:
+	case errors.Is(err, storage.ErrAmbiguous):
+		return CloneResult{State: CloneUnknown, Message: err.Error()}, nil
+	case errors.Is(err, storage.ErrRefused), errors.Is(err, storage.ErrPreconditionFailed),
+		errors.Is(err, storage.ErrInvalidKey), errors.Is(err, storage.ErrInvalidArgument):
+		return CloneResult{State: CloneNotCommitted, Message: err.Error()}, nil
+	default:
+		return CloneResult{}, fmt.Errorf("put fork commit: %w", err)
+	}
+	if _, err := a.Catalog.IncarnationSetState(ctx, catalog.IncarnationSetStateParams{
+		Graph: in.Graph, Native: in.Native, From: catalog.IncarnationIntent, To: catalog.IncarnationCloned,
+	}); err != nil {
+		return CloneResult{}, fmt.Errorf("witness cloned: %w", err)
+	}
+	return CloneResult{State: CloneCommitted}, nil
+}
+
+// PutRef sends the incarnation's ref with put-if-absent, once; the workflow
+// decides what to do with an ambiguous answer. A failed condition is settled
+// here by reading the key: our bytes (a lost acknowledgement), a fence, or
+// another writer's bytes.
+func (a *Activities) PutRef(ctx context.Context, in RefInput) (RefResult, error) {
+	key := format.BranchRefKey(in.Graph, in.Native)
+	_, err := a.Store.Put(ctx, key, in.RefBytes, storage.PutOptions{IfNoneMatch: true})
+	if in.Phase == "settle" && storage.CodeOf(err) == storage.CodeAmbiguous {
+		// Settling: the key may hold our bytes from any earlier put (a held
+		// one that landed since); a read answers without waiting.
+		read, rerr := a.ReadRef(ctx, in)
+		if rerr != nil || read.State == RefAbsent {
+			return RefResult{State: RefAmbiguous, Message: err.Error()}, nil
+		}
+		return read, nil
+	}
+	switch storage.CodeOf(err) {
+	case storage.CodeUnknown:
+		if err != nil {
+			return RefResult{State: RefAmbiguous, Message: err.Error()}, nil
+		}
+		return a.refIsOurs(ctx, in)
+	case storage.CodePreconditionFailed:
+		return a.ReadRef(ctx, in)
+	case storage.CodeRefused, storage.CodeInvalidKey, storage.CodeInvalidArgument:
+		return RefResult{State: RefRefused, Message: err.Error()}, nil
+	default:
+		return RefResult{State: RefAmbiguous, Message: err.Error()}, nil
+	}
+}
+
+// ReadRef reads the incarnation's ref key and says whose bytes it holds.
+func (a *Activities) ReadRef(ctx context.Context, in RefInput) (RefResult, error) {
+	obj, err := a.Store.Get(ctx, format.BranchRefKey(in.Graph, in.Native))
+	if errors.Is(err, storage.ErrNotFound) {
+		return RefResult{State: RefAbsent}, nil
+	}
+	if err != nil {
+		return RefResult{}, fmt.Errorf("read ref: %w", err)
+	}
+	if bytes.Equal(obj.Body, in.RefBytes) {
+		return a.refIsOurs(ctx, in)
+	}
+	ref, derr := format.DecodeBranchRef(obj.Body)
+	if derr == nil && ref.State == format.RefFence {
+		return RefResult{State: RefFence, Message: fmt.Sprintf("fenced by operation %s (%s)", ref.Op, ref.Reason)}, nil
+	}
+	return RefResult{State: RefOther, Message: fmt.Sprintf("%d bytes of another writer", len(obj.Body))}, nil
+}
+
+// refIsOurs records that the ref is published: the witness goes live.
+func (a *Activities) refIsOurs(ctx context.Context, in RefInput) (RefResult, error) {
+	if err := a.settleWitness(ctx, in.Graph, in.Native, catalog.IncarnationLive); err != nil {
+		return RefResult{}, err
+	}
+	return RefResult{State: RefOurs}, nil
+}
+
+// settleWitness moves the witness from whatever unsettled state it is in to to.
+func (a *Activities) settleWitness(ctx context.Context, graphName, native string, to catalog.IncarnationState) error {
+	inc, err := a.Catalog.IncarnationGetByNative(ctx, catalog.IncarnationGetByNativeParams{Graph: graphName, Native: native})
+	if err != nil {
+		return fmt.Errorf("read witness: %w", err)
+	}
+	if inc.State == to {
+		return nil
+	}
+	wasInDoubt := inc.State == catalog.IncarnationInDoubt
+	if _, err := a.Catalog.IncarnationSetState(ctx, catalog.IncarnationSetStateParams{
+		Graph: graphName, Native: native, From: inc.State, To: to,
+	}); err != nil {
+		return fmt.Errorf("witness %s: %w", to, err)
+	}
+	if wasInDoubt && a.Observer != nil {
+		a.Observer.InDoubt(-1)
+		a.Observer.Settled("create_branch", time.Since(inc.UpdatedAt))
+	}
+	return nil
+}
+
+// MarkInDoubt witnesses that the ref put may still land: the incarnation and
+// its operation are in doubt until settled.
+func (a *Activities) MarkInDoubt(ctx context.Context, in MarkInDoubtInput) error {
+	inc, err := a.Catalog.IncarnationSetState(ctx, catalog.IncarnationSetStateParams{
+		Graph: in.Graph, Native: in.Native, From: catalog.IncarnationCloned, To: catalog.IncarnationInDoubt,
+	})
+	if err != nil {
+		return fmt.Errorf("witness in_doubt: %w", err)
+	}
+	if _, err := a.Catalog.OperationSetState(ctx, catalog.OperationSetStateParams{
+		ID: in.OpID, From: catalog.OperationRunning, To: catalog.OperationInDoubt,
+	}); err != nil {
+		return fmt.Errorf("operation in_doubt: %w", err)
+	}
+	if a.Observer != nil && inc.State == catalog.IncarnationInDoubt {
+		a.Observer.InDoubt(+1)
+	}
+	return nil
+}
+
+// FenceRef wins the incarnation's ref key with a fence (put-if-absent), so no
+// late put of the ref can ever land. Losing to our own ref means the create
+// happened after all.
+func (a *Activities) FenceRef(ctx context.Context, in FenceInput) (RefResult, error) {
+	logical, tree, err := format.ParseNative(in.Native)
+	if err != nil {
+		return RefResult{}, fmt.Errorf("fence ref: %w", err)
+	}
+	fence, err := format.EncodeBranchRef(format.BranchRef{State: format.RefFence, Branch: logical, Native: in.Native, Tree: tree, Op: in.OpID, Reason: fenceReason(in.Reason)})
+	if err != nil {
+		return RefResult{}, fmt.Errorf("encode fence: %w", err)
+	}
+	res, err := graph.PutIfAbsent(ctx, a.Store, format.BranchRefKey(in.Graph, in.Native), fence)
+	if err != nil {
+		if errors.Is(err, storage.ErrAmbiguous) || errors.Is(err, storage.ErrRefused) {
+			return RefResult{State: RefAmbiguous, Message: err.Error()}, nil
+		}
+		return RefResult{}, fmt.Errorf("put fence: %w", err)
+	}
+	if res.Outcome != graph.PutTaken {
+		return RefResult{State: RefFence, Message: "fence won"}, nil
+	}
+	ref, derr := format.DecodeBranchRef(res.Existing)
+	switch {
+	case derr == nil && ref.State == format.RefFence:
+		return RefResult{State: RefFence, Message: "already fenced by operation " + ref.Op}, nil
+	case derr == nil && ref.State == format.RefLive && ref.Op == in.OpID && ref.Native == in.Native:
+		if err := a.settleWitness(ctx, in.Graph, in.Native, catalog.IncarnationLive); err != nil {
+			return RefResult{}, err
+		}
+		return RefResult{State: RefOurs, Message: "our ref landed before the fence"}, nil
+	}
+	return RefResult{State: RefOther, Message: "another writer's ref holds the key"}, nil
+}
+
+// fenceReason keeps the fence's reason a short word, as the format asks.
+func fenceReason(reason string) string {
+	switch {
+	case len(reason) >= 9 && reason[:9] == "abandoned":
+		return "abandon"
+	default:
+		return "unpublished"
+	}
+}
+
+// ReclaimClone deletes the fork commit of an incarnation whose ref key a fence
+// holds, and witnesses it unpublished. A fork commit that lands later (its put
+// was ambiguous) is garbage for the next cleanup: the fence makes it unreachable.
+func (a *Activities) ReclaimClone(ctx context.Context, in ReclaimInput) error {
+	id, err := format.ParseCommitID(in.Fork)
+	if err != nil {
+		return fmt.Errorf("reclaim clone: %w", err)
+	}
+	if err := a.Store.Delete(ctx, format.CommitIDKey(in.Graph, id)); err != nil {
+		return fmt.Errorf("delete fork commit: %w", err)
+	}
+	return a.settleWitness(ctx, in.Graph, in.Native, catalog.IncarnationUnpublished)
+}
+
+// FinishCreate records the operation's outcome and releases its pins. A
+// create that failed before any effect leaves no open witness behind.
+func (a *Activities) FinishCreate(ctx context.Context, in FinishInput) error {
+	out := catalog.Outcome(in.Outcome)
+	if in.Outcome == "" {
+		out = catalog.OutcomeFailed
+		if in.Native != "" {
+			inc, err := a.Catalog.IncarnationGetByNative(ctx, catalog.IncarnationGetByNativeParams{Graph: in.Graph, Native: in.Native})
+			if err == nil && inc.State == catalog.IncarnationIntent {
+				if err := a.settleWitness(ctx, in.Graph, in.Native, catalog.IncarnationUnpublished); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if _, err := a.Catalog.OperationFinish(ctx, catalog.OperationFinishParams{ID: in.OpID, Outcome: out, Error: in.Message}); err != nil {
+		if errors.Is(err, catalog.ErrNotFound) { // failed before the operation was recorded
+			return nil
+		}
+		return fmt.Errorf("finish operation: %w", err)
+	}
+	a.observeFinished("create_branch", string(out))
+	return nil
+}
+

@@ -1,0 +1,132 @@
+// Package outcome is graft's one vocabulary for how an operation ended, shared
+// by workflows, the ledger, the Go client and the CLI (DESIGN §6). Each outcome
+// has a stable string (stored in the ledger, set as the GraftOutcome search
+// attribute, printed by the CLI) and a documented process exit code
+// (docs/outcomes.md).
+package outcome
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Outcome names how an operation ended, or that it has not ended yet.
+type Outcome string
+
+const (
+	Created     Outcome = "created"      // the branch (or object) exists and is live
+	Unpublished Outcome = "unpublished"  // definitively not published; a fence guarantees it never will be
+	InDoubt     Outcome = "in_doubt"     // a write may still land; the operation keeps settling it
+	Conflict    Outcome = "conflict"     // another writer's state stands in the way; nothing was changed
+	NotFound    Outcome = "not_found"    // a named graph, branch, commit or tag does not exist
+	NotRetained Outcome = "not_retained" // something the operation needs was reclaimed by cleanup
+	Invalid     Outcome = "invalid"      // bad input; nothing was sent to storage
+	Refused     Outcome = "refused"      // storage definitely said no (permissions, policy)
+	Done        Outcome = "done"         // an operation without a richer outcome finished (init, write, cleanup)
+)
+
+// All lists every outcome, in documentation order.
+var All = []Outcome{Created, Unpublished, InDoubt, Conflict, NotFound, NotRetained, Invalid, Refused, Done}
+
+// Exit codes of the graft CLI. 1 is any failure that is not an outcome
+// (unreachable Temporal, Postgres or storage; a bug).
+const (
+	ExitOK          = 0
+	ExitFailure     = 1
+	ExitInvalid     = 2
+	ExitUnpublished = 3
+	ExitInDoubt     = 4
+	ExitConflict    = 5
+	ExitNotFound    = 6
+	ExitNotRetained = 7
+	ExitRefused     = 8
+	ExitUnavailable = 9
+)
+
+// ExitCode returns the CLI exit code for o.
+func (o Outcome) ExitCode() int {
+	switch o {
+	case Created, Done:
+		return ExitOK
+	case Unpublished:
+		return ExitUnpublished
+	case InDoubt:
+		return ExitInDoubt
+	case Conflict:
+		return ExitConflict
+	case NotFound:
+		return ExitNotFound
+	case NotRetained:
+		return ExitNotRetained
+	case Invalid:
+		return ExitInvalid
+	case Refused:
+		return ExitRefused
+	}
+	return ExitFailure
+}
+
+// Valid reports whether o is one of the vocabulary's outcomes.
+func (o Outcome) Valid() bool {
+	for _, x := range All {
+		if x == o {
+			return true
+		}
+	}
+	return false
+}
+
+// Sentinels, one per outcome that is not a success; match with errors.Is.
+var (
+	ErrUnpublished = errors.New("unpublished")
+	ErrInDoubt     = errors.New("in doubt")
+	ErrConflict    = errors.New("conflict")
+	ErrNotFound    = errors.New("not found")
+	ErrNotRetained = errors.New("not retained")
+	ErrInvalid     = errors.New("invalid")
+	ErrRefused     = errors.New("refused")
+)
+
+var sentinel = map[Outcome]error{
+	Unpublished: ErrUnpublished,
+	InDoubt:     ErrInDoubt,
+	Conflict:    ErrConflict,
+	NotFound:    ErrNotFound,
+	NotRetained: ErrNotRetained,
+	Invalid:     ErrInvalid,
+	Refused:     ErrRefused,
+}
+
+// Error is an operation that ended (or paused, for InDoubt) without success.
+type Error struct {
+	Outcome Outcome
+	// OpID identifies the operation; with InDoubt it is what an operator
+	// watches or abandons.
+	OpID string
+	// Message says what happened, for a person.
+	Message string
+}
+
+func (e *Error) Error() string {
+	if e.OpID != "" {
+		return fmt.Sprintf("%s: %s (operation %s)", e.Outcome, e.Message, e.OpID)
+	}
+	return fmt.Sprintf("%s: %s", e.Outcome, e.Message)
+}
+
+// Is matches the sentinel of e's outcome.
+func (e *Error) Is(target error) bool { return sentinel[e.Outcome] == target }
+
+// Errorf builds an *Error for o.
+func Errorf(o Outcome, opID, format string, args ...any) *Error {
+	return &Error{Outcome: o, OpID: opID, Message: fmt.Sprintf(format, args...)}
+}
+
+// Of returns the outcome an error carries, and false when it carries none.
+func Of(err error) (Outcome, bool) {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Outcome, true
+	}
+	return "", false
+}

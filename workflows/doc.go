@@ -1,0 +1,24 @@
+// Package workflows holds graft's Temporal workflows: one per branch
+// operation, each reading as the list of its phases. Workflow code is
+// deterministic: it never touches storage, Postgres or the clock directly —
+// every effect is an activity (package activities), referred to through a
+// typed nil *activities.Activities, and every wait is a durable timer.
+//
+// Names are registered explicitly and are part of graft's public contract
+// (docs/workflows.md): services in any language start these workflows by
+// name with JSON payloads.
+package workflows
+
+import (
+	"go.temporal.io/sdk/workflow"
+)
+
+// Registry is the part of a Temporal worker that workflows register with.
+type Registry interface {
+	RegisterWorkflowWithOptions(w interface{}, options workflow.RegisterOptions)
+}
+
+// Register registers every graft workflow under its stable name.
+func Register(r Registry) {
+	r.RegisterWorkflowWithOptions(CreateBranch, workflow.RegisterOptions{Name: CreateBranchName})
+}

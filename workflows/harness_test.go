@@ -1,0 +1,289 @@
+package workflows_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	sdkclient "go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/graftworks/graft/activities"
+	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/internal/catalog/catalogtest"
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/graph"
+	"github.com/graftworks/graft/internal/testenv"
+	"github.com/graftworks/graft/storage"
+	"github.com/graftworks/graft/storage/faults"
+	"github.com/graftworks/graft/storage/s3"
+	"github.com/graftworks/graft/worker"
+)
+
+// childWorkerEnv makes the test binary run as a bare graft worker process
+// (for tests that kill a worker mid-workflow) instead of running tests.
+const childWorkerEnv = "GRAFT_TEST_CHILD_WORKER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childWorkerEnv) != "" {
+		os.Exit(runChildWorker())
+	}
+	testenv.Main(m)
+}
+
+// rig is one test's real stack: Temporal dev server, a fresh versitygw
+// bucket behind the fault wrapper, a fresh ledger schema, a worker on a task
+// queue of its own, and a graph with a table on main.
+type rig struct {
+	t         *testing.T
+	ctx       context.Context
+	inner     storage.Store
+	store     *faults.Store
+	cat       *catalog.Catalog
+	tc        sdkclient.Client
+	gc        *client.Client
+	w         sdkworker.Worker
+	taskQueue string
+	graph     string
+	s3cfg     s3.Config
+	main      format.Commit // main's head after setup: pins table "t"
+}
+
+func randomName(prefix string) string {
+	var b [5]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	srv := testenv.VersityGW(t)
+	cfg := s3.Config{Endpoint: srv.Endpoint, Region: srv.Region, Bucket: srv.NewBucket(t), PathStyle: true,
+		AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey}
+	inner, err := s3.New(ctx, cfg)
+	if err != nil {
+		t.Fatalf("s3 store: %v", err)
+	}
+	r := &rig{t: t, ctx: ctx, inner: inner, store: faults.Wrap(inner), cat: catalogtest.Open(t),
+		taskQueue: randomName("graft-test-"), graph: randomName("g"), s3cfg: cfg}
+	ts := testenv.Temporal(t)
+	r.tc, err = sdkclient.DialContext(ctx, sdkclient.Options{HostPort: ts.HostPort, Namespace: ts.Namespace, Logger: quietLogger()})
+	if err != nil {
+		t.Fatalf("dial temporal: %v", err)
+	}
+	t.Cleanup(r.tc.Close)
+	r.gc = client.New(r.tc, client.Options{TaskQueue: r.taskQueue, PollInterval: 200 * time.Millisecond})
+	r.setupGraph()
+	return r
+}
+
+// startWorker runs an in-process worker on the rig's task queue.
+func (r *rig) startWorker() {
+	r.t.Helper()
+	w := sdkworker.New(r.tc, r.taskQueue, sdkworker.Options{})
+	worker.Register(w, &activities.Activities{Store: r.store, Catalog: r.cat})
+	if err := w.Start(); err != nil {
+		r.t.Fatalf("start worker: %v", err)
+	}
+	r.w = w
+	r.t.Cleanup(w.Stop)
+}
+
+// setupGraph initialises the graph (main) and commits one table version to main.
+func (r *rig) setupGraph() {
+	r.t.Helper()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	init, err := graph.InitGraph(r.ctx, r.inner, graph.InitParams{Graph: r.graph, MainTree: ulid.Make(), Op: "init-" + r.graph, Time: now})
+	if err != nil {
+		r.t.Fatalf("init graph: %v", err)
+	}
+	r.main = r.commitTable(init.Root, "t", "v1")
+	if _, err := r.cat.GraphInsert(r.ctx, catalog.GraphInsertParams{Name: r.graph, Locator: "s3://" + r.s3cfg.Bucket}); err != nil {
+		r.t.Fatalf("ledger graph: %v", err)
+	}
+}
+
+// commitTable writes a one-object version of table and appends a commit pinning it to main.
+func (r *rig) commitTable(head format.Commit, table, body string) format.Commit {
+	r.t.Helper()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	v, err := graph.WriteTableVersion(r.ctx, r.inner, graph.WriteTableParams{Graph: r.graph, Table: table, VersionID: ulid.Make(),
+		Objects: []graph.ObjectInput{{ID: ulid.Make(), Body: []byte(body)}}, Op: "write-" + body, Time: now})
+	if err != nil {
+		r.t.Fatalf("write table: %v", err)
+	}
+	pins := map[string]ulid.ULID{}
+	for k, x := range head.Pins {
+		pins[k] = x
+	}
+	pins[table] = v.ID
+	c, err := graph.AppendCommit(r.ctx, r.inner, graph.AppendParams{Graph: r.graph, Tree: head.ID.Tree, Branch: head.Branch,
+		ExpectedHead: head.ID.String(), Pins: pins, Author: "test", Message: "write " + table, Time: now, Op: "commit-" + body})
+	if err != nil {
+		r.t.Fatalf("append commit: %v", err)
+	}
+	return c
+}
+
+// refPrefix is the key prefix of every ref of logical branch name.
+func (r *rig) refPrefix(branch string) string { return format.BranchRefPrefix(r.graph, branch) }
+
+// isLiveRef selects put bodies that are live refs (not fences).
+func isLiveRef(b []byte) bool {
+	ref, err := format.DecodeBranchRef(b)
+	return err == nil && ref.State == format.RefLive
+}
+
+// liveRefPuts counts live-ref puts of branch that reached the store.
+func (r *rig) liveRefPuts(branch string) int {
+	return r.store.CountMatching(faults.Rule{Op: faults.OpPut, KeyPrefix: r.refPrefix(branch), Body: isLiveRef}).Sent
+}
+
+// refs reads every ref of branch straight from the bucket (bypassing faults).
+func (r *rig) refs(branch string) map[string]format.BranchRef {
+	r.t.Helper()
+	out := map[string]format.BranchRef{}
+	err := storage.ListAll(r.ctx, r.inner, r.refPrefix(branch), func(o storage.ObjectInfo) error {
+		native, err := format.ParseBranchRefKey(r.graph, o.Key)
+		if err != nil {
+			return nil
+		}
+		obj, err := r.inner.Get(r.ctx, o.Key)
+		if err != nil {
+			return err
+		}
+		ref, err := format.DecodeBranchRef(obj.Body)
+		if err != nil {
+			return err
+		}
+		out[native] = ref
+		return nil
+	})
+	if err != nil {
+		r.t.Fatalf("list refs: %v", err)
+	}
+	return out
+}
+
+// liveNatives returns the natives of branch whose ref is live.
+func (r *rig) liveNatives(branch string) []string {
+	var out []string
+	for n, ref := range r.refs(branch) {
+		if ref.State == format.RefLive {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// treeCommits lists the commit keys stored in native's tree.
+func (r *rig) treeCommits(native string) []string {
+	r.t.Helper()
+	_, tree, err := format.ParseNative(native)
+	if err != nil {
+		r.t.Fatalf("parse native %q: %v", native, err)
+	}
+	var keys []string
+	if err := storage.ListAll(r.ctx, r.inner, format.TreeCommitsPrefix(r.graph, tree), func(o storage.ObjectInfo) error {
+		keys = append(keys, o.Key)
+		return nil
+	}); err != nil {
+		r.t.Fatalf("list tree: %v", err)
+	}
+	return keys
+}
+
+// incarnations returns the ledger's witnesses of branch.
+func (r *rig) incarnations(branch string) []catalog.Incarnation {
+	r.t.Helper()
+	incs, err := r.cat.IncarnationListByLogical(r.ctx, catalog.IncarnationListByLogicalParams{Graph: r.graph, Logical: branch})
+	if err != nil {
+		r.t.Fatalf("ledger incarnations: %v", err)
+	}
+	return incs
+}
+
+func (r *rig) incarnation(native string) catalog.Incarnation {
+	r.t.Helper()
+	inc, err := r.cat.IncarnationGetByNative(r.ctx, catalog.IncarnationGetByNativeParams{Graph: r.graph, Native: native})
+	if err != nil {
+		r.t.Fatalf("ledger incarnation %s: %v", native, err)
+	}
+	return inc
+}
+
+func (r *rig) operation(id string) catalog.Operation {
+	r.t.Helper()
+	op, err := r.cat.OperationGet(r.ctx, catalog.OperationGetParams{ID: id})
+	if err != nil {
+		r.t.Fatalf("ledger operation %s: %v", id, err)
+	}
+	return op
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func (r *rig) waitFor(what string, d time.Duration, cond func() bool) {
+	r.t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func quietLogger() sdklog.Logger {
+	return sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+// runChildWorker is the body of a worker subprocess: it serves the task
+// queue named in the environment, with a long delay injected before every
+// live ref put so the parent can kill it between clone and ref.
+func runChildWorker() int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	env := func(k string) string { return os.Getenv("GRAFT_CHILD_" + k) }
+	inner, err := s3.New(ctx, s3.Config{Endpoint: env("S3_ENDPOINT"), Region: "us-east-1", Bucket: env("S3_BUCKET"), PathStyle: true,
+		AccessKeyID: env("S3_ACCESS"), SecretAccessKey: env("S3_SECRET")})
+	if err != nil {
+		os.Stderr.WriteString("child: s3: " + err.Error() + "\n")
+		return 1
+	}
+	store := faults.Wrap(inner)
+	store.Add(faults.Rule{Name: "stall-ref", Op: faults.OpPut, KeyPrefix: env("REF_PREFIX"), Body: isLiveRef, Mode: faults.Delay, Delay: time.Hour})
+	cat, err := catalog.Open(ctx, catalog.Config{DatabaseURL: catalogtest.DatabaseURL(), Schema: env("DB_SCHEMA")})
+	if err != nil {
+		os.Stderr.WriteString("child: catalog: " + err.Error() + "\n")
+		return 1
+	}
+	defer cat.Close()
+	tc, err := sdkclient.DialContext(ctx, sdkclient.Options{HostPort: env("TEMPORAL"), Logger: quietLogger()})
+	if err != nil {
+		os.Stderr.WriteString("child: temporal: " + err.Error() + "\n")
+		return 1
+	}
+	defer tc.Close()
+	w := sdkworker.New(tc, env("TASK_QUEUE"), sdkworker.Options{})
+	worker.Register(w, &activities.Activities{Store: store, Catalog: cat})
+	if err := w.Run(sdkworker.InterruptCh()); err != nil && !errors.Is(err, context.Canceled) {
+		os.Stderr.WriteString("child: worker: " + err.Error() + "\n")
+		return 1
+	}
+	return 0
+}
+
+func testenvTemporal(t *testing.T) string { return testenv.Temporal(t).HostPort }
