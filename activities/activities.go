@@ -63,4 +63,3 @@ func nativeULID(opID string, attempt int, t time.Time) ulid.ULID {
 	_ = id.SetEntropy(sum[:10])
 	return id
 }
-

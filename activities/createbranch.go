@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"time"
 
-
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
@@ -444,4 +443,3 @@ func (a *Activities) FinishCreate(ctx context.Context, in FinishInput) error {
 	a.observeFinished("create_branch", string(out))
 	return nil
 }
-

@@ -187,4 +187,3 @@ func startTemporal() (*TemporalServer, error) {
 	stops = append(stops, func() { ts.Stop(10 * time.Second) })
 	return &TemporalServer{HostPort: ts.HostPort, Namespace: ts.Namespace}, nil
 }
-
