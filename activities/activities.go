@@ -29,6 +29,15 @@ type Activities struct {
 	Catalog *catalog.Catalog
 	// Observer receives phase outcomes for metrics. Defaults to none.
 	Observer Observer
+	// Now is the clock for age checks (cleanup's guard window). Defaults to time.Now.
+	Now func() time.Time
+}
+
+func (a *Activities) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
 }
 
 // Observer is told what each phase proved, so a worker can export metrics
