@@ -68,11 +68,16 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 		rule := liveRefRule(r, faults.ApplyLoseAnswer)
 		rule.Times = 1
 		r.store.Add(rule)
-		res, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch})
+		h, err := r.gc.StartCreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch})
+		if err != nil {
+			t.Fatalf("start: %v", err)
+		}
+		res, err := h.WaitFinal(r.ctx)
 		if err != nil {
 			t.Fatalf("create: %v", err)
 		}
 		assertCreated(t, r, res)
+		recordHistory(t, r, h.WorkflowID, h.RunID, "createbranch_lost_ack")
 		if n := r.liveRefPuts(branch); n != 1 {
 			t.Fatalf("%d ref puts sent, want 1 (the lost acknowledgement is proven by read-back)", n)
 		}
@@ -138,6 +143,7 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 			t.Fatalf("settle: %v", err)
 		}
 		assertCreated(t, r, res)
+		recordHistory(t, r, h.WorkflowID, h.RunID, "createbranch_in_doubt_settled")
 		if res.OpID != oe.OpID {
 			t.Fatalf("in_doubt named operation %s, the result %s", oe.OpID, res.OpID)
 		}
@@ -169,6 +175,7 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 		if !errors.Is(err, outcome.ErrUnpublished) || res.Outcome != outcome.Unpublished {
 			t.Fatalf("after abandon: %+v, %v; want unpublished", res, err)
 		}
+		recordHistory(t, r, h.WorkflowID, h.RunID, "createbranch_abandoned")
 		held := r.store.Held()
 		if len(held) == 0 {
 			t.Fatalf("no ref put was held")
