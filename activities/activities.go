@@ -49,6 +49,15 @@ type Observer interface {
 	InDoubt(delta int)
 	// Settled is called when an in-doubt step was settled, with how long it was in doubt.
 	Settled(kind string, after time.Duration)
+	// ObjectsSwept is called with the number of objects a cleanup sweep deleted.
+	ObjectsSwept(n int)
+}
+
+// observeSwept reports swept objects to the Observer, if any.
+func (a *Activities) observeSwept(n int) {
+	if a.Observer != nil {
+		a.Observer.ObjectsSwept(n)
+	}
 }
 
 func (a *Activities) observeFinished(kind, out string) {

@@ -57,14 +57,14 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 		return end(outcome.Outcome(op.Outcome), "operation %s already finished: %s", in.OpID, op.Error)
 	}
 
-	if _, err := graph.ReadGraph(ctx, a.Store, in.Graph); err != nil {
-		if errors.Is(err, graph.ErrGraphNotFound) {
+	source, probe, res, err := a.resolveSource(ctx, in)
+	if err == nil && res.Outcome == outcome.NotFound {
+		// Only now read the graph record: a missing graph deserves its own
+		// message, and the success path saves the request.
+		if _, gerr := graph.ReadGraph(ctx, a.Store, in.Graph); errors.Is(gerr, graph.ErrGraphNotFound) {
 			return end(outcome.NotFound, "graph %q does not exist; create it with `graft graph init %s`", in.Graph, in.Graph)
 		}
-		return PrepareCreateResult{}, fmt.Errorf("read graph: %w", err)
 	}
-
-	source, probe, res, err := a.resolveSource(ctx, in)
 	if err != nil || res.Outcome != "" {
 		return res, err
 	}

@@ -1,0 +1,104 @@
+package workercmd
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.temporal.io/sdk/client"
+
+	"github.com/graftworks/graft/activities"
+	"github.com/graftworks/graft/internal/catalog"
+)
+
+// Metrics is the worker's Prometheus registry: graft's own metrics, the
+// Temporal SDK's (through SDKHandler) and the Go runtime's. It implements
+// activities.Observer. It is safe for concurrent use.
+type Metrics struct {
+	registry   *prometheus.Registry
+	operations *prometheus.CounterVec
+	inDoubt    prometheus.Gauge
+	settle     *prometheus.HistogramVec
+	swept      prometheus.Counter
+	sdk        *sdkCollector
+}
+
+var _ activities.Observer = (*Metrics)(nil)
+
+// settleBuckets spans what settling an in-doubt step takes: seconds when a
+// retry succeeds, up to a day when storage stays ambiguous.
+var settleBuckets = []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400}
+
+// NewMetrics returns a registry holding every metric the worker exports.
+// Every operation kind and outcome of the catalog starts at zero, so a series
+// exists (and alerts can use it) before the first operation ends.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "graft_operations_total",
+			Help: "Operations that reached a definitive outcome, by kind and outcome.",
+		}, []string{"kind", "outcome"}),
+		inDoubt: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "graft_in_doubt",
+			Help: "Incarnations this worker marked in doubt minus those it settled since it started.",
+		}),
+		settle: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "graft_settle_seconds",
+			Help:    "How long an in-doubt step stayed in doubt before it settled, by operation kind.",
+			Buckets: settleBuckets,
+		}, []string{"kind"}),
+		swept: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "graft_objects_swept_total",
+			Help: "Objects deleted by cleanup sweeps.",
+		}),
+		sdk: newSDKCollector(),
+	}
+	for _, k := range catalog.OperationKinds {
+		for _, o := range catalog.Outcomes {
+			m.operations.WithLabelValues(string(k), string(o))
+		}
+		m.settle.WithLabelValues(string(k))
+	}
+	m.registry.MustRegister(
+		m.operations, m.inDoubt, m.settle, m.swept, m.sdk,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
+
+// OperationFinished counts an operation's definitive outcome.
+func (m *Metrics) OperationFinished(kind, outcome string) {
+	m.operations.WithLabelValues(kind, outcome).Inc()
+}
+
+// InDoubt moves the in-doubt gauge by delta.
+func (m *Metrics) InDoubt(delta int) { m.inDoubt.Add(float64(delta)) }
+
+// Settled records how long an in-doubt step of kind was in doubt.
+func (m *Metrics) Settled(kind string, after time.Duration) {
+	m.settle.WithLabelValues(kind).Observe(after.Seconds())
+}
+
+// ObjectsSwept counts n objects deleted by a cleanup sweep.
+func (m *Metrics) ObjectsSwept(n int) {
+	if n > 0 {
+		m.swept.Add(float64(n))
+	}
+}
+
+// SDKHandler returns the handler to give the Temporal client, whose metrics
+// then appear in this registry.
+func (m *Metrics) SDKHandler() client.MetricsHandler { return m.sdk.root() }
+
+// Registry returns the underlying registry.
+func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
+
+// Handler serves the registry in the Prometheus exposition format. A metric
+// that fails to collect is left out and the rest still served.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}

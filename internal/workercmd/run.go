@@ -1,0 +1,245 @@
+package workercmd
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/graftworks/graft/activities"
+	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/migrations"
+	"github.com/graftworks/graft/storage"
+	"github.com/graftworks/graft/storage/localfs"
+	"github.com/graftworks/graft/storage/s3"
+	"github.com/graftworks/graft/worker"
+)
+
+// RunOptions adjust Run for tests and embedding.
+type RunOptions struct {
+	// Logger receives the worker's logs and the Temporal SDK's. Defaults to
+	// JSON lines on Stderr at Config.LogLevel.
+	Logger *slog.Logger
+	// Stderr receives the default logger's output. Defaults to os.Stderr.
+	Stderr io.Writer
+	// Register registers more workflows and activities on the worker, beside
+	// graft's. Defaults to nil (graft's only).
+	Register func(sdkworker.Registry)
+}
+
+// metricsShutdownTimeout bounds closing the metrics server's connections.
+const metricsShutdownTimeout = 5 * time.Second
+
+// Run runs a worker until ctx is cancelled, then stops it gracefully: polling
+// stops, running activities get cfg.ShutdownTimeout to finish and report, and
+// the Temporal client, the ledger and the metrics server are closed. It
+// returns nil after a graceful stop, including a cancellation during startup,
+// and an error naming what failed when the worker could not start or stopped
+// on a fatal error. cfg is expected to be valid (LoadConfig checks it).
+func Run(ctx context.Context, cfg Config, opts RunOptions) error {
+	log := opts.Logger
+	if log == nil {
+		log = NewLogger(cmp.Or[io.Writer](opts.Stderr, os.Stderr), cfg.LogLevel)
+	}
+	err := run(ctx, cfg, opts, log)
+	if err != nil && ctx.Err() != nil {
+		log.Info("stopped during startup", "reason", context.Cause(ctx).Error(), "startup_error", err.Error())
+		return nil
+	}
+	return err
+}
+
+// NewLogger returns a JSON logger writing to w (io.Discard when nil).
+func NewLogger(w io.Writer, level slog.Level) *slog.Logger {
+	if w == nil {
+		w = io.Discard
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+func run(ctx context.Context, cfg Config, opts RunOptions, log *slog.Logger) error {
+	metrics := NewMetrics()
+	health := &health{}
+	log.Info("starting graft worker",
+		"temporal_address", cfg.TemporalAddress, "namespace", cfg.Namespace, "task_queue", cfg.TaskQueue,
+		"tls", cfg.TLS.On(), "store", describeStore(cfg), "database", catalog.RedactURL(cfg.DatabaseURL),
+		"db_schema", cfg.DBSchema, "migrate", cfg.Migrate, "shutdown_timeout", cfg.ShutdownTimeout.String())
+
+	if cfg.MetricsAddr != "" {
+		stop, err := serveMetrics(cfg.MetricsAddr, metrics, health, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+
+	if cfg.Migrate {
+		applied, err := migrations.Apply(ctx, cfg.DatabaseURL, cfg.DBSchema)
+		if err != nil {
+			return err
+		}
+		log.Info("migrations applied", "applied", applied, "latest", migrations.Latest())
+	}
+
+	cat, err := catalog.Open(ctx, catalog.Config{DatabaseURL: cfg.DatabaseURL, Schema: cfg.DBSchema})
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	health.catalog.Store(cat)
+	defer health.catalog.Store(nil) // runs before Close
+
+	store, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+
+	tlsCfg, err := tlsConfig(cfg.TLS)
+	if err != nil {
+		return err
+	}
+	dialCtx, cancelDial := context.WithTimeout(ctx, cfg.DialTimeout)
+	tc, err := client.DialContext(dialCtx, client.Options{
+		HostPort:          cfg.TemporalAddress,
+		Namespace:         cfg.Namespace,
+		Logger:            sdklog.NewStructuredLogger(log.With("component", "temporal-sdk")),
+		MetricsHandler:    metrics.SDKHandler(),
+		ConnectionOptions: client.ConnectionOptions{TLS: tlsCfg},
+	})
+	cancelDial()
+	if err != nil {
+		if ctx.Err() == nil && errors.Is(dialCtx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("dial temporal at %s: no answer within %s (--dial-timeout): %w",
+				cfg.TemporalAddress, cfg.DialTimeout, err)
+		}
+		return fmt.Errorf("dial temporal at %s: %w", cfg.TemporalAddress, err)
+	}
+	defer tc.Close()
+
+	fatal := make(chan error, 1)
+	w := sdkworker.New(tc, cfg.TaskQueue, sdkworker.Options{
+		MaxConcurrentActivityExecutionSize:      cfg.MaxConcurrentActivities,
+		MaxConcurrentLocalActivityExecutionSize: cfg.MaxConcurrentLocalActivities,
+		MaxConcurrentWorkflowTaskExecutionSize:  cfg.MaxConcurrentWorkflowTasks,
+		WorkerStopTimeout:                       cfg.ShutdownTimeout,
+		OnFatalError: func(err error) {
+			select {
+			case fatal <- err:
+			default:
+			}
+		},
+	})
+	worker.Register(w, &activities.Activities{Store: store, Catalog: cat, Observer: metrics})
+	if opts.Register != nil {
+		opts.Register(w)
+	}
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start worker on %s, namespace %s, task queue %s: %w",
+			cfg.TemporalAddress, cfg.Namespace, cfg.TaskQueue, err)
+	}
+	health.setState(stateRunning)
+	log.Info("worker started", "task_queue", cfg.TaskQueue)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("stopping: no new tasks; waiting for running activities",
+			"reason", context.Cause(ctx).Error(), "shutdown_timeout", cfg.ShutdownTimeout.String())
+	case err := <-fatal:
+		runErr = fmt.Errorf("worker stopped on a fatal error: %w", err)
+		log.Error("stopping on a fatal error", "err", err.Error())
+	}
+	health.setState(stateStopping)
+	began := time.Now()
+	w.Stop()
+	log.Info("worker stopped", "took", time.Since(began).String())
+	return runErr
+}
+
+// openStore opens the configured store and checks that it answers a listing.
+func openStore(ctx context.Context, cfg Config) (storage.Store, error) {
+	var store storage.Store
+	if cfg.S3.Bucket == "" {
+		s, err := localfs.Open(cfg.StoreDir)
+		if err != nil {
+			return nil, fmt.Errorf("open store %s: %w", describeStore(cfg), err)
+		}
+		store = s
+	} else {
+		s, err := s3.New(ctx, s3.Config{
+			Endpoint:  cfg.S3.Endpoint,
+			Region:    cfg.S3.Region,
+			Bucket:    cfg.S3.Bucket,
+			Prefix:    cfg.S3.Prefix,
+			PathStyle: cfg.S3.PathStyle,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("open store %s: %w", describeStore(cfg), err)
+		}
+		store = s
+	}
+	// A wrong bucket, endpoint or credential shows now rather than at the
+	// first activity.
+	pctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	defer cancel()
+	if _, err := store.List(pctx, storage.ListOptions{Limit: 1}); err != nil {
+		return nil, fmt.Errorf("check store %s: %w", describeStore(cfg), err)
+	}
+	return store, nil
+}
+
+// describeStore names the store for logs and errors; it carries no credential.
+func describeStore(cfg Config) string {
+	if cfg.S3.Bucket == "" {
+		if abs, err := filepath.Abs(cfg.StoreDir); err == nil {
+			return "dir " + abs
+		}
+		return "dir " + cfg.StoreDir
+	}
+	where := "s3://" + cfg.S3.Bucket
+	if cfg.S3.Prefix != "" {
+		where += "/" + cfg.S3.Prefix
+	}
+	if cfg.S3.Endpoint != "" {
+		where += " at " + cfg.S3.Endpoint
+	}
+	return where
+}
+
+// serveMetrics serves /metrics and /healthz on addr until the returned stop
+// is called.
+func serveMetrics(addr string, m *Metrics, h *health, log *slog.Logger) (stop func(), err error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen for metrics on %s (--metrics-addr): %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	mux.Handle("GET /healthz", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server failed", "err", err.Error())
+		}
+	}()
+	log.Info("serving metrics and health", "addr", l.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), metricsShutdownTimeout)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	}, nil
+}
