@@ -7,7 +7,10 @@ package searchattr
 
 import "go.temporal.io/sdk/temporal"
 
-// Names of graft's search attributes; all are Keyword.
+// Names of graft's search attributes; all are Keyword. GraftOperation holds
+// the operation id (the ledger's operations.id), so an operator holding an
+// in_doubt error's operation id finds its workflow with
+// `GraftOperation = "<id>"`; the kind of operation is the workflow type.
 const (
 	GraphName     = "GraftGraph"
 	BranchName    = "GraftBranch"
