@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
@@ -42,19 +44,9 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 		"branch": in.Branch, "source_branch": in.SourceBranch, "source_commit": in.SourceCommit,
 		"source_tag": in.SourceTag, "author": in.Author, "message": in.Message,
 	})
-	op, err := a.Catalog.OperationInsert(ctx, catalog.OperationInsertParams{
+	opParams := catalog.OperationInsertParams{
 		ID: in.OpID, Kind: catalog.OpCreateBranch, Graph: in.Graph, Inputs: inputs,
 		WorkflowID: in.WorkflowID, RunID: in.RunID,
-	})
-	if errors.Is(err, catalog.ErrDuplicate) {
-		return end(outcome.Conflict, "operation id %q was already used for a different request", in.OpID)
-	}
-	if err != nil {
-		return PrepareCreateResult{}, fmt.Errorf("record operation: %w", err)
-	}
-	if op.State == catalog.OperationDone && in.Attempt == 1 {
-		// A repeated request with the idempotency key of a finished create.
-		return end(outcome.Outcome(op.Outcome), "operation %s already finished: %s", in.OpID, op.Error)
 	}
 
 	source, probe, res, err := a.resolveSource(ctx, in)
@@ -62,62 +54,103 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 		// Only now read the graph record: a missing graph deserves its own
 		// message, and the success path saves the request.
 		if _, gerr := graph.ReadGraph(ctx, a.Store, in.Graph); errors.Is(gerr, graph.ErrGraphNotFound) {
-			return end(outcome.NotFound, "graph %q does not exist; create it with `graft graph init %s`", in.Graph, in.Graph)
+			res.Message = fmt.Sprintf("graph %q does not exist; create it with `graft graph init %s`", in.Graph, in.Graph)
 		}
 	}
-	if err != nil || res.Outcome != "" {
+	if err != nil {
 		return res, err
 	}
-
-	// Pin what the fork commit will name before checking it still exists:
-	// a cleanup that condemned it first refuses the pin (not_retained); one
-	// that starts later sees the pin and keeps it.
-	pins := []catalog.Pin{{Kind: catalog.ObjectCommit, Key: format.CommitIDKey(in.Graph, source.ID)}}
-	for table, v := range source.Pins {
-		pins = append(pins, catalog.Pin{Kind: catalog.ObjectTableVersion, Key: format.TableVersionKey(in.Graph, table, v)})
-	}
-	if err := a.Catalog.PinsRegister(ctx, catalog.PinsRegisterParams{OpID: in.OpID, Graph: in.Graph, Pins: pins}); err != nil {
-		if errors.Is(err, catalog.ErrCondemned) {
-			return end(outcome.NotRetained, "source commit %s is condemned by a running cleanup: %v", source.ID, err)
-		}
-		return PrepareCreateResult{}, fmt.Errorf("pin source: %w", err)
-	}
-	if probe {
-		for table, v := range source.Pins {
-			if _, err := a.Store.Head(ctx, format.TableVersionKey(in.Graph, table, v)); err != nil {
-				if errors.Is(err, storage.ErrNotFound) {
-					return end(outcome.NotRetained, "commit %s pins version %s of table %q, which cleanup has reclaimed", source.ID, v, table)
-				}
-				return PrepareCreateResult{}, fmt.Errorf("probe pinned version: %w", err)
-			}
-		}
+	if res.Outcome != "" {
+		return res, a.recordOperation(ctx, opParams)
 	}
 
 	tree := nativeULID(in.OpID, in.Attempt, in.Time)
 	native := format.NativeName(in.Branch, tree)
-	if _, err := a.Catalog.IncarnationInsert(ctx, catalog.IncarnationInsertParams{
-		Graph: in.Graph, Logical: in.Branch, Native: native, Tree: tree.String(), OpID: in.OpID,
-	}); err != nil {
+	// Pin what the fork commit will name, then check it still exists: a
+	// cleanup that condemned it first refuses the pin (not_retained); one
+	// that marks later sees the pin and keeps it; one that finished before
+	// the pin deleted the commit before its versions, which the probe sees.
+	pins := []catalog.Pin{{Kind: catalog.ObjectCommit, Key: format.CommitIDKey(in.Graph, source.ID)}}
+	for table, v := range source.Pins {
+		pins = append(pins, catalog.Pin{Kind: catalog.ObjectTableVersion, Key: format.TableVersionKey(in.Graph, table, v)})
+	}
+	// One ledger transaction records the operation, its pins and — when no
+	// probe must come between them — the witness of the intent.
+	var done *catalog.Operation
+	var held *catalog.Incarnation
+	witness := func(tx pgx.Tx) error {
+		_, err := a.Catalog.IncarnationInsertTx(ctx, tx, catalog.IncarnationInsertParams{
+			Graph: in.Graph, Logical: in.Branch, Native: native, Tree: tree.String(), OpID: in.OpID})
 		var exists *catalog.IncarnationExistsError
 		if errors.As(err, &exists) {
-			other := exists.Existing
-			switch {
-			case other.OpID == in.OpID && other.Native == native:
-				// Our own witness, from an execution of this step whose
-				// result was lost with its worker: carry on with it.
-			case other.State == catalog.IncarnationLive:
-				return PrepareCreateResult{Outcome: outcome.Conflict, ExistingOp: other.OpID,
-					Message: fmt.Sprintf("branch %q already exists (%s)", other.Logical, other.Native)}, nil
-			case other.State == catalog.IncarnationInDoubt:
-				return PrepareCreateResult{Outcome: outcome.InDoubt, ExistingOp: other.OpID, Native: other.Native,
-					Message: fmt.Sprintf("a create of %q is in doubt and settling (operation %s); watch or abandon that operation", other.Logical, other.OpID)}, nil
-			default:
-				return PrepareCreateResult{Outcome: outcome.Conflict, ExistingOp: other.OpID,
-					Message: fmt.Sprintf("%q is held by %s in state %s (operation %s)", in.Branch, other.Native, other.State, other.OpID)}, nil
+			if exists.Existing.OpID == in.OpID && exists.Existing.Native == native {
+				return nil // our own witness, from an execution whose result was lost with its worker
 			}
+			held = &exists.Existing
+			return nil // commit the operation and pins; FinishCreate records the outcome and releases them
 		}
-		if !errors.As(err, &exists) {
+		return err
+	}
+	err = a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
+		op, err := a.Catalog.OperationInsertTx(ctx, tx, opParams)
+		if err != nil {
+			return err
+		}
+		if op.State == catalog.OperationDone && in.Attempt == 1 {
+			done = &op
+			return nil
+		}
+		if err := a.Catalog.PinsRegisterTx(ctx, tx, catalog.PinsRegisterParams{OpID: in.OpID, Graph: in.Graph, Pins: pins}); err != nil {
+			return err
+		}
+		if probe {
+			return nil
+		}
+		return witness(tx)
+	})
+	switch {
+	case errors.Is(err, catalog.ErrDuplicate):
+		return end(outcome.Conflict, "operation id %q was already used for a different request", in.OpID)
+	case errors.Is(err, catalog.ErrCondemned):
+		res, _ := end(outcome.NotRetained, "source commit %s is condemned by a running cleanup: %v", source.ID, err)
+		return res, a.recordOperation(ctx, opParams)
+	case err != nil:
+		return PrepareCreateResult{}, fmt.Errorf("record operation and pins: %w", err)
+	case done != nil:
+		// A repeated request with the idempotency key of a finished create.
+		return end(outcome.Outcome(done.Outcome), "operation %s already finished: %s", in.OpID, done.Error)
+	}
+
+	probeKeys := []string{format.CommitIDKey(in.Graph, source.ID)}
+	if probe {
+		for table, v := range source.Pins {
+			probeKeys = append(probeKeys, format.TableVersionKey(in.Graph, table, v))
+		}
+	}
+	for _, key := range probeKeys {
+		if _, err := a.Store.Head(ctx, key); err != nil {
+			if errors.Is(err, storage.ErrNotFound) {
+				return end(outcome.NotRetained, "source commit %s needs %s, which cleanup has reclaimed", source.ID, key)
+			}
+			return PrepareCreateResult{}, fmt.Errorf("probe source: %w", err)
+		}
+	}
+	if probe {
+		if err := a.Catalog.InTx(ctx, witness); err != nil {
 			return PrepareCreateResult{}, fmt.Errorf("witness intent: %w", err)
+		}
+	}
+	if held != nil {
+		switch held.State {
+		case catalog.IncarnationLive:
+			return PrepareCreateResult{Outcome: outcome.Conflict, ExistingOp: held.OpID,
+				Message: fmt.Sprintf("branch %q already exists (%s)", held.Logical, held.Native)}, nil
+		case catalog.IncarnationInDoubt:
+			return PrepareCreateResult{Outcome: outcome.InDoubt, ExistingOp: held.OpID, Native: held.Native,
+				Message: fmt.Sprintf("a create of %q is in doubt and settling (operation %s); watch or abandon that operation", held.Logical, held.OpID)}, nil
+		default:
+			return PrepareCreateResult{Outcome: outcome.Conflict, ExistingOp: held.OpID,
+				Message: fmt.Sprintf("%q is held by %s in state %s (operation %s)", in.Branch, held.Native, held.State, held.OpID)}, nil
 		}
 	}
 
@@ -152,6 +185,15 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 		Native: native, SourceCommit: source.ID.String(), ForkID: fork.ID.String(),
 		ForkBytes: forkBytes, RefBytes: refBytes,
 	}, nil
+}
+
+// recordOperation records an operation that ends before any pin or witness,
+// so the ledger's audit log has it when FinishCreate sets its outcome.
+func (a *Activities) recordOperation(ctx context.Context, p catalog.OperationInsertParams) error {
+	if _, err := a.Catalog.OperationInsert(ctx, p); err != nil && !errors.Is(err, catalog.ErrDuplicate) {
+		return fmt.Errorf("record operation: %w", err)
+	}
+	return nil
 }
 
 // resolveSource reads the commit a new branch starts from. probe reports
@@ -310,34 +352,45 @@ func (a *Activities) ReadRef(ctx context.Context, in RefInput) (RefResult, error
 	return RefResult{State: RefOther, Message: fmt.Sprintf("%d bytes of another writer", len(obj.Body))}, nil
 }
 
-// refIsOurs records that the ref is published: the witness goes live.
+// refIsOurs records that the ref is published: in one ledger transaction the
+// witness goes live and the operation finishes as created, releasing its pins.
 func (a *Activities) refIsOurs(ctx context.Context, in RefInput) (RefResult, error) {
-	if err := a.settleWitness(ctx, in.Graph, in.Native, catalog.IncarnationLive); err != nil {
-		return RefResult{}, err
+	var settled catalog.IncarnationSettleResult
+	err := a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		settled, err = a.Catalog.IncarnationSettleTx(ctx, tx, catalog.IncarnationSettleParams{Graph: in.Graph, Native: in.Native, To: catalog.IncarnationLive})
+		if err != nil {
+			return err
+		}
+		_, err = a.Catalog.OperationFinishTx(ctx, tx, catalog.OperationFinishParams{ID: in.OpID, Outcome: catalog.OutcomeCreated})
+		return err
+	})
+	if err != nil {
+		return RefResult{}, fmt.Errorf("witness live: %w", err)
 	}
-	return RefResult{State: RefOurs}, nil
+	a.observeWitnessSettled(settled)
+	if settled.From != catalog.IncarnationLive {
+		a.observeFinished("create_branch", string(catalog.OutcomeCreated))
+	}
+	return RefResult{State: RefOurs, Finished: true}, nil
 }
 
 // settleWitness moves the witness from whatever unsettled state it is in to to.
 func (a *Activities) settleWitness(ctx context.Context, graphName, native string, to catalog.IncarnationState) error {
-	inc, err := a.Catalog.IncarnationGetByNative(ctx, catalog.IncarnationGetByNativeParams{Graph: graphName, Native: native})
+	settled, err := a.Catalog.IncarnationSettle(ctx, catalog.IncarnationSettleParams{Graph: graphName, Native: native, To: to})
 	if err != nil {
-		return fmt.Errorf("read witness: %w", err)
-	}
-	if inc.State == to {
-		return nil
-	}
-	wasInDoubt := inc.State == catalog.IncarnationInDoubt
-	if _, err := a.Catalog.IncarnationSetState(ctx, catalog.IncarnationSetStateParams{
-		Graph: graphName, Native: native, From: inc.State, To: to,
-	}); err != nil {
 		return fmt.Errorf("witness %s: %w", to, err)
 	}
-	if wasInDoubt && a.Observer != nil {
-		a.Observer.InDoubt(-1)
-		a.Observer.Settled("create_branch", time.Since(inc.UpdatedAt))
-	}
+	a.observeWitnessSettled(settled)
 	return nil
+}
+
+// observeSettled tells the Observer an in-doubt incarnation was settled.
+func (a *Activities) observeWitnessSettled(s catalog.IncarnationSettleResult) {
+	if s.From == catalog.IncarnationInDoubt && a.Observer != nil {
+		a.Observer.InDoubt(-1)
+		a.Observer.Settled("create_branch", time.Since(s.Incarnation.UpdatedAt))
+	}
 }
 
 // MarkInDoubt witnesses that the ref put may still land: the incarnation and
@@ -387,10 +440,9 @@ func (a *Activities) FenceRef(ctx context.Context, in FenceInput) (RefResult, er
 	case derr == nil && ref.State == format.RefFence:
 		return RefResult{State: RefFence, Message: "already fenced by operation " + ref.Op}, nil
 	case derr == nil && ref.State == format.RefLive && ref.Op == in.OpID && ref.Native == in.Native:
-		if err := a.settleWitness(ctx, in.Graph, in.Native, catalog.IncarnationLive); err != nil {
-			return RefResult{}, err
-		}
-		return RefResult{State: RefOurs, Message: "our ref landed before the fence"}, nil
+		res, err := a.refIsOurs(ctx, RefInput{OpID: in.OpID, Graph: in.Graph, Native: in.Native})
+		res.Message = "our ref landed before the fence"
+		return res, err
 	}
 	return RefResult{State: RefOther, Message: "another writer's ref holds the key"}, nil
 }

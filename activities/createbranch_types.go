@@ -82,6 +82,9 @@ type RefInput struct {
 type RefResult struct {
 	State   RefState
 	Message string
+	// Finished reports that the ledger already records the operation as
+	// created (State ours): the workflow need not call FinishCreate.
+	Finished bool
 }
 
 // MarkInDoubtInput is the input of MarkInDoubt.

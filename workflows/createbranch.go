@@ -121,6 +121,9 @@ type createRun struct {
 	status   CreateBranchStatus
 	abandon  *AbandonRequest
 	abandonC workflow.ReceiveChannel
+	// recorded is set when the step that proved the create also recorded it
+	// as finished in the ledger, so finish need not.
+	recorded bool
 }
 
 func (r *createRun) setPhase(ctx workflow.Context, phase, pending string) {
@@ -227,6 +230,7 @@ func (r *createRun) createOnce(ctx workflow.Context, attempt int, started time.T
 	}
 	switch put.State {
 	case activities.RefOurs:
+		r.recorded = put.Finished
 		return attemptEnd{out: outcome.Created}, nil
 	case activities.RefOther:
 		res.Message = "another writer's ref holds " + prep.Native + ": " + put.Message
@@ -250,6 +254,7 @@ func (r *createRun) createOnce(ctx workflow.Context, attempt int, started time.T
 		}
 		switch read.State {
 		case activities.RefOurs:
+			r.recorded = read.Finished
 			return attemptEnd{out: outcome.Created}, nil
 		case activities.RefOther:
 			res.Message = "another writer's ref holds " + prep.Native
@@ -295,6 +300,7 @@ func (r *createRun) settle(ctx workflow.Context, prep activities.PrepareCreateRe
 		}
 		switch put.State {
 		case activities.RefOurs:
+			r.recorded = put.Finished
 			return attemptEnd{out: outcome.Created}, nil
 		case activities.RefOther:
 			res.Message = "another writer's ref holds " + prep.Native
@@ -325,6 +331,7 @@ func (r *createRun) fenceAndReclaim(ctx workflow.Context, prep activities.Prepar
 		case activities.RefFence:
 			return r.reclaim(ctx, prep, res, reason, retry)
 		case activities.RefOurs:
+			r.recorded = f.Finished
 			return attemptEnd{out: outcome.Created}, nil
 		case activities.RefOther:
 			res.Message = "another writer's ref holds " + prep.Native
@@ -401,6 +408,10 @@ func (r *createRun) finish(ctx workflow.Context, res *CreateBranchResult, out ou
 	var a *activities.Activities
 	r.status.Outcome = out
 	r.setPhase(ctx, "done", string(out))
+	if out == outcome.Created && r.recorded {
+		_ = workflow.UpsertTypedSearchAttributes(ctx, searchattr.Outcome.ValueSet(string(out)))
+		return
+	}
 	// The ledger write must not be lost; it retries like any post-effect step.
 	_ = workflow.ExecuteLocalActivity(withSummary(ctx, effectOptions, "finish: record outcome "+string(out)),
 		a.FinishCreate, activities.FinishInput{OpID: r.opID, Graph: r.in.Graph, Branch: r.in.Branch, Native: res.Native, Outcome: out, Message: res.Message}).Get(ctx, nil)

@@ -227,9 +227,11 @@ func totalRequests(s *faults.Store) int {
 
 // SuccessPathRequests is what a create from a branch head costs in object-store
 // requests when nothing goes wrong: resolve the source (LIST of its refs, GET
-// of the one ref), read its head (LIST with limit 1, GET), the fork commit's
-// put-if-absent and the ref's put-if-absent.
-const SuccessPathRequests = 6
+// of the one ref), read its head (LIST with limit 1, GET), HEAD the source
+// commit once it is pinned (proving no finished cleanup reclaimed it between
+// the read and the pin), the fork commit's put-if-absent and the ref's
+// put-if-absent.
+const SuccessPathRequests = 7
 
 // TestCreateBranch_RequestsPerCreate_SameAcrossDepthAndTables proves a create
 // costs the same object-store requests whatever the source's history length

@@ -1,0 +1,68 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// IncarnationSettleParams settles an incarnation from whatever unsettled
+// state it is in (intent, cloned or in_doubt).
+type IncarnationSettleParams struct {
+	Graph  string
+	Native string
+	// To is live or unpublished.
+	To IncarnationState
+}
+
+// IncarnationSettleResult reports the move.
+type IncarnationSettleResult struct {
+	Incarnation Incarnation
+	// From is the state before the move; equal to To when it was already settled there.
+	From IncarnationState
+}
+
+// IncarnationSettle moves an unsettled incarnation to To in one statement.
+// An incarnation already in To is returned unchanged; one settled otherwise
+// is a *StateConflictError; a missing one ErrNotFound.
+func (c *Catalog) IncarnationSettle(ctx context.Context, p IncarnationSettleParams) (IncarnationSettleResult, error) {
+	return inTx(ctx, c, func(tx pgx.Tx) (IncarnationSettleResult, error) { return c.IncarnationSettleTx(ctx, tx, p) })
+}
+
+// IncarnationSettleTx is IncarnationSettle inside the caller's transaction.
+func (c *Catalog) IncarnationSettleTx(ctx context.Context, tx pgx.Tx, p IncarnationSettleParams) (IncarnationSettleResult, error) {
+	what := fmt.Sprintf("settle incarnation %q %s", p.Native, p.To)
+	if p.To != IncarnationLive && p.To != IncarnationUnpublished {
+		return IncarnationSettleResult{}, c.wrap(what, invalid("an incarnation settles to live or unpublished, not %q", p.To))
+	}
+	var from IncarnationState
+	row := tx.QueryRow(ctx, `
+		UPDATE incarnations AS i
+		SET state = $3, updated_at = now(), settled_at = coalesce(i.settled_at, now())
+		FROM (SELECT native AS n, state AS prev FROM incarnations
+		      WHERE graph = $1 AND native = $2 FOR UPDATE) AS o
+		WHERE i.graph = $1 AND i.native = o.n AND i.state IN ('intent', 'cloned', 'in_doubt')
+		RETURNING o.prev, i.graph, i.logical, i.native, i.tree, i.state, i.op_id, i.created_at, i.updated_at, i.settled_at`,
+		p.Graph, p.Native, p.To)
+	var inc Incarnation
+	var settled *time.Time
+	err := row.Scan(&from, &inc.Graph, &inc.Logical, &inc.Native, &inc.Tree, &inc.State, &inc.OpID,
+		&inc.CreatedAt, &inc.UpdatedAt, &settled)
+	if errors.Is(err, pgx.ErrNoRows) {
+		inc, err = scanIncarnation(tx.QueryRow(ctx,
+			`SELECT `+incarnationColumns+` FROM incarnations WHERE graph = $1 AND native = $2`, p.Graph, p.Native))
+		if err == nil && inc.State != p.To {
+			err = &StateConflictError{Entity: "incarnation", ID: p.Native, Expected: "intent, cloned or in_doubt", Current: string(inc.State)}
+		}
+		from = inc.State
+	} else {
+		inc.SettledAt = timeOrZero(settled)
+	}
+	if err != nil {
+		return IncarnationSettleResult{}, c.wrap(what, err)
+	}
+	return IncarnationSettleResult{Incarnation: inc, From: from}, nil
+}
