@@ -1,0 +1,253 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/graph"
+	"github.com/graftworks/graft/internal/outcome"
+	"github.com/graftworks/graft/storage"
+)
+
+// InitGraphInput is the input of InitGraph.
+type InitGraphInput struct {
+	OpID, Graph, Author string
+	WorkflowID, RunID   string
+}
+
+// InitGraphResult is what InitGraph proved. Outcome is done (the graph
+// exists with this operation's bytes), conflict (another graph record, or
+// another operation's main, holds the keys), invalid or refused.
+type InitGraphResult struct {
+	Outcome outcome.Outcome
+	Message string
+	// Recorded reports that the operation is in the ledger under OpID as
+	// this request, so finishing it records this outcome.
+	Recorded bool
+	Main     string // native name of main's first incarnation
+	Root     string // main's root commit id
+	// Created is false when the graph was already there with our bytes.
+	Created bool
+}
+
+// InitGraph creates a graph: it records the operation, witnesses main's
+// first incarnation (intent), writes the root commit, main's ref and the
+// graph record (graph.InitGraph), then records main live and the graph in
+// the ledger.
+//
+// Every byte written is a function of the operation id and the time the
+// ledger first recorded the operation, so any re-run under the same id —
+// a retried activity, or a new workflow run after one failed midway —
+// writes the same objects and finds its own graph.
+func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGraphResult, error) {
+	end := func(o outcome.Outcome, f string, args ...any) (InitGraphResult, error) {
+		return InitGraphResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
+	}
+	if err := format.ValidateGraphName(in.Graph); err != nil {
+		return end(outcome.Invalid, "%v", err)
+	}
+	if err := format.ValidateOp(in.OpID); err != nil {
+		return end(outcome.Invalid, "%v", err)
+	}
+	if in.Author != "" {
+		if err := format.ValidateAuthor(in.Author); err != nil {
+			return end(outcome.Invalid, "%v", err)
+		}
+	}
+	inputs, _ := json.Marshal(map[string]string{"author": in.Author})
+	op, err := a.Catalog.OperationInsert(ctx, catalog.OperationInsertParams{
+		ID: in.OpID, Kind: catalog.OpInitGraph, Graph: in.Graph, Inputs: inputs,
+		WorkflowID: in.WorkflowID, RunID: in.RunID,
+	})
+	if errors.Is(err, catalog.ErrDuplicate) {
+		return end(outcome.Conflict, "operation id %q was already used for a different request", in.OpID)
+	}
+	if err != nil {
+		return InitGraphResult{}, fmt.Errorf("record operation: %w", err)
+	}
+	at := op.CreatedAt.UTC()
+	tree := nativeULID(in.OpID, 0, at)
+	res := InitGraphResult{
+		Recorded: true,
+		Main:     format.NativeName(graph.DefaultBranch, tree),
+		Root:     format.CommitID{Tree: tree}.String(),
+	}
+	conflict := func(f string, args ...any) (InitGraphResult, error) {
+		res.Outcome, res.Message = outcome.Conflict, fmt.Sprintf(f, args...)
+		return res, nil
+	}
+
+	existing, err := graph.ReadGraph(ctx, a.Store, in.Graph)
+	switch {
+	case err == nil && existing.Op == in.OpID:
+		// This operation initialised the graph already: make sure the
+		// ledger says so too, and report it as done, not created.
+		if err := a.recordInitLedger(ctx, in, res.Main, tree.String()); err != nil {
+			return InitGraphResult{}, err
+		}
+		res.Outcome = outcome.Done
+		return res, nil
+	case err == nil:
+		return conflict("graph %q already exists (initialised by operation %s at %s)", in.Graph, existing.Op, format.FormatTime(existing.CreatedAt))
+	case isUnreadableObject(err):
+		return conflict("graph %q: its graph record is unreadable: %v", in.Graph, err)
+	case !errors.Is(err, graph.ErrGraphNotFound):
+		return InitGraphResult{}, fmt.Errorf("read graph: %w", err)
+	}
+
+	// Witness main before its ref can be written.
+	if _, err := a.Catalog.IncarnationInsert(ctx, catalog.IncarnationInsertParams{
+		Graph: in.Graph, Logical: graph.DefaultBranch, Native: res.Main, Tree: tree.String(), OpID: in.OpID,
+	}); err != nil {
+		var exists *catalog.IncarnationExistsError
+		if errors.As(err, &exists) {
+			return conflict("graph %q already has a %s branch in the ledger: %s (%s, operation %s); re-run that init with its idempotency key",
+				in.Graph, graph.DefaultBranch, exists.Existing.Native, exists.Existing.State, exists.Existing.OpID)
+		}
+		return InitGraphResult{}, fmt.Errorf("witness main: %w", err)
+	}
+	init, err := graph.InitGraph(ctx, a.Store, graph.InitParams{Graph: in.Graph, MainTree: tree, Op: in.OpID, Time: at, Author: in.Author})
+	switch {
+	case errors.Is(err, graph.ErrGraphExists):
+		// Nothing of ours is live: either nothing was sent, or InitGraph
+		// fenced our main ref after losing the graph record.
+		if werr := a.moveWitness(ctx, in.Graph, res.Main, catalog.IncarnationUnpublished); werr != nil {
+			return InitGraphResult{}, werr
+		}
+		return conflict("%v", err)
+	case errors.Is(err, graph.ErrInvalid):
+		if werr := a.moveWitness(ctx, in.Graph, res.Main, catalog.IncarnationUnpublished); werr != nil {
+			return InitGraphResult{}, werr
+		}
+		res.Outcome, res.Message = outcome.Invalid, err.Error()
+		return res, nil
+	case errors.Is(err, storage.ErrRefused):
+		// A refused put may follow puts that landed; the witness stays
+		// intent so a re-run of this operation finishes the same init.
+		res.Outcome, res.Message = outcome.Refused, err.Error()
+		return res, nil
+	case err != nil:
+		return InitGraphResult{}, fmt.Errorf("init graph: %w", err)
+	}
+	if err := a.recordInitLedger(ctx, in, res.Main, tree.String()); err != nil {
+		return InitGraphResult{}, err
+	}
+	res.Outcome, res.Created = outcome.Done, init.Created
+	return res, nil
+}
+
+// recordInitLedger records main's incarnation live and the graph itself.
+func (a *Activities) recordInitLedger(ctx context.Context, in InitGraphInput, main, tree string) error {
+	inc, err := a.Catalog.IncarnationInsert(ctx, catalog.IncarnationInsertParams{
+		Graph: in.Graph, Logical: graph.DefaultBranch, Native: main, Tree: tree, OpID: in.OpID,
+	})
+	switch {
+	case errors.Is(err, catalog.ErrIncarnationExists):
+		// Another incarnation of main is open in the ledger (a repair
+		// adopted one, say): the ledger already names main's live one.
+	case err != nil:
+		return fmt.Errorf("witness main: %w", err)
+	case !inc.State.Settled():
+		if err := a.moveWitness(ctx, in.Graph, main, catalog.IncarnationLive); err != nil {
+			return err
+		}
+	}
+	// The locator is the graph's key prefix in the store this worker serves.
+	_, err = a.Catalog.GraphInsert(ctx, catalog.GraphInsertParams{Name: in.Graph, Locator: format.GraphPrefix(in.Graph)})
+	if err != nil && !errors.Is(err, catalog.ErrDuplicate) { // registered already, by hand at another locator
+		return fmt.Errorf("register graph: %w", err)
+	}
+	return nil
+}
+
+// moveWitness moves an incarnation's witness from whatever state it is in
+// to to; a witness already in to is left as is.
+func (a *Activities) moveWitness(ctx context.Context, graphName, native string, to catalog.IncarnationState) error {
+	inc, err := a.Catalog.IncarnationGetByNative(ctx, catalog.IncarnationGetByNativeParams{Graph: graphName, Native: native})
+	if err != nil {
+		return fmt.Errorf("read witness: %w", err)
+	}
+	if inc.State == to {
+		return nil
+	}
+	if _, err := a.Catalog.IncarnationSetState(ctx, catalog.IncarnationSetStateParams{
+		Graph: graphName, Native: native, From: inc.State, To: to,
+	}); err != nil {
+		return fmt.Errorf("witness %s: %w", to, err)
+	}
+	return nil
+}
+
+// FinishOperationInput is the input of FinishOperation.
+type FinishOperationInput struct {
+	OpID string
+	// Kind is the operation's kind, for metrics.
+	Kind catalog.OperationKind
+	// Outcome is "" when the workflow failed on an infrastructure error.
+	Outcome outcome.Outcome
+	Message string
+}
+
+// FinishOperation records an operation's outcome in the ledger and releases
+// its pins. An operation already finished keeps its first outcome.
+func (a *Activities) FinishOperation(ctx context.Context, in FinishOperationInput) error {
+	out := catalog.Outcome(in.Outcome)
+	if in.Outcome == "" {
+		out = catalog.OutcomeFailed
+	}
+	_, err := a.Catalog.OperationFinish(ctx, catalog.OperationFinishParams{ID: in.OpID, Outcome: out, Error: in.Message})
+	switch {
+	case errors.Is(err, catalog.ErrNotFound): // ended before it was recorded
+		return nil
+	case errors.Is(err, catalog.ErrStateConflict): // finished before, by an earlier run of the same id
+		return nil
+	case err != nil:
+		return fmt.Errorf("finish operation: %w", err)
+	}
+	a.observeFinished(string(in.Kind), string(out))
+	return nil
+}
+
+// MarkOperationInDoubtInput is the input of MarkOperationInDoubt.
+type MarkOperationInDoubtInput struct {
+	OpID string
+}
+
+// MarkOperationInDoubt records that an operation's write may still land:
+// the operation is in doubt until a later step settles it.
+func (a *Activities) MarkOperationInDoubt(ctx context.Context, in MarkOperationInDoubtInput) error {
+	before, err := a.Catalog.OperationGet(ctx, catalog.OperationGetParams{ID: in.OpID})
+	if err != nil {
+		return fmt.Errorf("read operation: %w", err)
+	}
+	if before.State != catalog.OperationRunning {
+		return nil // in doubt already (a retried step), or finished
+	}
+	if _, err := a.Catalog.OperationSetState(ctx, catalog.OperationSetStateParams{
+		ID: in.OpID, From: catalog.OperationRunning, To: catalog.OperationInDoubt,
+	}); err != nil {
+		return fmt.Errorf("operation in_doubt: %w", err)
+	}
+	if a.Observer != nil {
+		a.Observer.InDoubt(+1)
+	}
+	return nil
+}
+
+// observeWriteSettled tells the observer an in-doubt write settled after since.
+func (a *Activities) observeWriteSettled(kind string, since time.Time) {
+	if a.Observer != nil {
+		a.Observer.InDoubt(-1)
+		a.Observer.Settled(kind, a.now().Sub(since))
+	}
+}
+
+// isUnreadableObject reports an object that exists but cannot be read as format v1.
+func isUnreadableObject(err error) bool {
+	return errors.Is(err, format.ErrMalformed) || errors.Is(err, format.ErrUnsupportedFormat) || errors.Is(err, format.ErrTooLarge)
+}

@@ -1,0 +1,452 @@
+package activities
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/graph"
+	"github.com/graftworks/graft/internal/outcome"
+	"github.com/graftworks/graft/storage"
+)
+
+// TableObject is one data object of a new table version, already uploaded
+// by the client under format.ObjectKey(graph, table, ID).
+type TableObject struct {
+	ID     string // ULID
+	Size   int64
+	SHA256 string // lower-case hex
+}
+
+// PrepareWriteInput is the input of PrepareWrite.
+type PrepareWriteInput struct {
+	OpID, Graph, Branch, Table string
+	Objects                    []TableObject
+	// ExpectedHead is the commit the caller expects the branch's head to be;
+	// "" means whatever the head is when the commit is appended.
+	ExpectedHead      string
+	Author, Message   string
+	WorkflowID, RunID string
+}
+
+// PrepareWriteResult is what PrepareWrite decided. A non-empty Outcome ends
+// the write before any storage effect.
+type PrepareWriteResult struct {
+	Outcome outcome.Outcome
+	Message string
+	// Recorded reports that the operation is in the ledger under OpID as
+	// this request, so finishing it records this outcome.
+	Recorded bool
+	// Time is the operation's time (its first recording in the ledger); it
+	// goes into the manifest and the commit, so re-issues are byte-identical.
+	Time time.Time
+	// Version is the new table version's ULID.
+	Version string
+	// Native is the branch's live incarnation when the write started.
+	Native string
+	Bytes  int64
+}
+
+// objectProbeConcurrency bounds the parallel HEADs of PrepareWrite.
+const objectProbeConcurrency = 8
+
+// PrepareWrite validates a table write, records the operation, checks that
+// the graph and branch exist, pins the new version and its data objects
+// against cleanup, and then probes that every object was uploaded with its
+// size — in that order (pin, then probe), so a cleanup either sees the pins
+// or refuses them (not_retained).
+func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (PrepareWriteResult, error) {
+	end := func(o outcome.Outcome, f string, args ...any) (PrepareWriteResult, error) {
+		return PrepareWriteResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
+	}
+	for _, check := range []error{
+		format.ValidateGraphName(in.Graph), format.ValidateBranchName(in.Branch),
+		format.ValidateTableName(in.Table), format.ValidateOp(in.OpID), format.ValidateMessage(in.Message),
+	} {
+		if check != nil {
+			return end(outcome.Invalid, "%v", check)
+		}
+	}
+	if in.Author != "" {
+		if err := format.ValidateAuthor(in.Author); err != nil {
+			return end(outcome.Invalid, "%v", err)
+		}
+	}
+	if in.ExpectedHead != "" {
+		if _, err := format.ParseCommitID(in.ExpectedHead); err != nil {
+			return end(outcome.Invalid, "expected head: %v", err)
+		}
+	}
+	entries, total, err := objectEntries(in.Objects)
+	if err != nil {
+		return end(outcome.Invalid, "%v", err)
+	}
+	inputs, _ := json.Marshal(map[string]any{
+		"branch": in.Branch, "table": in.Table, "expected_head": in.ExpectedHead, "author": in.Author,
+		"message": in.Message, "objects": len(entries), "bytes": total, "objects_sha256": objectsDigest(entries),
+	})
+	op, err := a.Catalog.OperationInsert(ctx, catalog.OperationInsertParams{
+		ID: in.OpID, Kind: catalog.OpWriteTable, Graph: in.Graph, Inputs: inputs,
+		WorkflowID: in.WorkflowID, RunID: in.RunID,
+	})
+	if errors.Is(err, catalog.ErrDuplicate) {
+		return end(outcome.Conflict, "operation id %q was already used for a different request", in.OpID)
+	}
+	if err != nil {
+		return PrepareWriteResult{}, fmt.Errorf("record operation: %w", err)
+	}
+	res := PrepareWriteResult{Recorded: true, Time: op.CreatedAt.UTC(), Bytes: total}
+	stop := func(o outcome.Outcome, f string, args ...any) (PrepareWriteResult, error) {
+		res.Outcome, res.Message = o, fmt.Sprintf(f, args...)
+		return res, nil
+	}
+	if op.State == catalog.OperationDone {
+		return stop(outcome.Outcome(op.Outcome), "operation %s already finished: %s", in.OpID, op.Error)
+	}
+	res.Version = nativeULID(in.OpID+"/version", 0, res.Time).String()
+
+	if _, err := graph.ReadGraph(ctx, a.Store, in.Graph); err != nil {
+		if errors.Is(err, graph.ErrGraphNotFound) {
+			return stop(outcome.NotFound, "graph %q does not exist; create it with `graft graph init %s`", in.Graph, in.Graph)
+		}
+		return PrepareWriteResult{}, fmt.Errorf("read graph: %w", err)
+	}
+	b, out, msg, err := a.resolveWriteBranch(ctx, in.Graph, in.Branch)
+	if err != nil || out != "" {
+		if err != nil {
+			return PrepareWriteResult{}, err
+		}
+		return stop(out, "%s", msg)
+	}
+	res.Native = b.Native
+	if in.ExpectedHead != "" {
+		if head, _ := format.ParseCommitID(in.ExpectedHead); head.Tree != b.Tree {
+			return stop(outcome.Conflict, "expected head %s is not on %s, the live incarnation of %q", in.ExpectedHead, b.Native, in.Branch)
+		}
+	}
+
+	version, _ := ulid.Parse(res.Version)
+	pins := []catalog.Pin{{Kind: catalog.ObjectTableVersion, Key: format.TableVersionKey(in.Graph, in.Table, version)}}
+	for _, e := range entries {
+		pins = append(pins, catalog.Pin{Kind: catalog.ObjectData, Key: format.ObjectKey(in.Graph, in.Table, e.ID)})
+	}
+	if err := a.Catalog.PinsRegister(ctx, catalog.PinsRegisterParams{OpID: in.OpID, Graph: in.Graph, Pins: pins}); err != nil {
+		if errors.Is(err, catalog.ErrCondemned) {
+			return stop(outcome.NotRetained, "uploaded objects are condemned by a running cleanup: %v", err)
+		}
+		return PrepareWriteResult{}, fmt.Errorf("pin version: %w", err)
+	}
+	if o, msg, err := a.probeObjects(ctx, in.Graph, in.Table, entries); err != nil || o != "" {
+		if err != nil {
+			return PrepareWriteResult{}, err
+		}
+		return stop(o, "%s", msg)
+	}
+	return res, nil
+}
+
+// resolveWriteBranch finds the live incarnation a write appends to, or the
+// outcome that ends the write.
+func (a *Activities) resolveWriteBranch(ctx context.Context, graphName, branch string) (graph.Branch, outcome.Outcome, string, error) {
+	b, err := graph.ResolveBranch(ctx, a.Store, graphName, branch)
+	var ml *graph.MultipleLiveError
+	switch {
+	case err == nil:
+		return b, "", "", nil
+	case errors.Is(err, graph.ErrBranchNotFound):
+		return b, outcome.NotFound, fmt.Sprintf("branch %q does not exist in graph %q", branch, graphName), nil
+	case errors.As(err, &ml):
+		return b, outcome.Conflict, fmt.Sprintf("%v; %s", ml, ml.RepairHint()), nil
+	case isUnreadableObject(err):
+		return b, outcome.Conflict, fmt.Sprintf("branch %q: %v", branch, err), nil
+	}
+	return b, "", "", fmt.Errorf("resolve branch: %w", err)
+}
+
+// objectEntries validates a version's object list and returns it as
+// manifest entries, sorted by ID, with the total size.
+func objectEntries(objs []TableObject) ([]format.ObjectEntry, int64, error) {
+	if len(objs) > format.MaxObjectsPerVersion {
+		return nil, 0, fmt.Errorf("%d objects, at most %d per version", len(objs), format.MaxObjectsPerVersion)
+	}
+	entries := make([]format.ObjectEntry, 0, len(objs))
+	seen := make(map[ulid.ULID]bool, len(objs))
+	var total int64
+	for i, o := range objs {
+		id, err := format.ParseULID(o.ID)
+		if err != nil {
+			return nil, 0, fmt.Errorf("objects[%d].id: %w", i, err)
+		}
+		if seen[id] {
+			return nil, 0, fmt.Errorf("objects[%d].id: %s listed twice", i, id)
+		}
+		seen[id] = true
+		if o.Size < 0 || o.Size > graph.MaxDataObjectSize {
+			return nil, 0, fmt.Errorf("objects[%d].size: %d is outside 0..%d", i, o.Size, graph.MaxDataObjectSize)
+		}
+		if b, err := hex.DecodeString(o.SHA256); err != nil || len(b) != sha256.Size || hex.EncodeToString(b) != o.SHA256 {
+			return nil, 0, fmt.Errorf("objects[%d].sha256: not 64 lower-case hex digits", i)
+		}
+		entries = append(entries, format.ObjectEntry{ID: id, Size: o.Size, SHA256: o.SHA256})
+		total += o.Size
+	}
+	format.SortObjectEntries(entries)
+	return entries, total, nil
+}
+
+// objectsDigest identifies an object list in the ledger's record of the
+// operation's inputs, without storing every entry there.
+func objectsDigest(entries []format.ObjectEntry) string {
+	h := sha256.New()
+	for _, e := range entries {
+		fmt.Fprintf(h, "%s %d %s\n", e.ID, e.Size, e.SHA256)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// probeObjects HEADs every object: each must exist with its listed size.
+func (a *Activities) probeObjects(ctx context.Context, graphName, table string, entries []format.ObjectEntry) (outcome.Outcome, string, error) {
+	infos := make([]storage.ObjectInfo, len(entries))
+	errs := make([]error, len(entries))
+	sem := make(chan struct{}, objectProbeConcurrency)
+	var wg sync.WaitGroup
+	for i, e := range entries {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			infos[i], errs[i] = a.Store.Head(ctx, format.ObjectKey(graphName, table, e.ID))
+		}()
+	}
+	wg.Wait()
+	for i, e := range entries {
+		switch {
+		case errors.Is(errs[i], storage.ErrNotFound):
+			return outcome.NotRetained, fmt.Sprintf("data object %s of table %q is missing: never uploaded, or reclaimed by cleanup", e.ID, table), nil
+		case errs[i] != nil:
+			return "", "", fmt.Errorf("probe data object %s: %w", e.ID, errs[i])
+		case infos[i].Size != e.Size:
+			return outcome.Invalid, fmt.Sprintf("data object %s holds %d bytes, not the %d listed", e.ID, infos[i].Size, e.Size), nil
+		}
+	}
+	return "", "", nil
+}
+
+// WriteManifestInput is the input of WriteManifest.
+type WriteManifestInput struct {
+	OpID, Graph, Table, Version string
+	Objects                     []TableObject
+	Time                        time.Time
+}
+
+// WriteManifestResult is the output of WriteManifest: an empty Outcome
+// means the manifest is stored with our bytes.
+type WriteManifestResult struct {
+	Outcome outcome.Outcome
+	Message string
+}
+
+// WriteManifest puts the new version's manifest with put-if-absent, after
+// its data objects exist (PrepareWrite probed them). Its bytes are a
+// function of the input, so a retry re-sends the same manifest.
+func (a *Activities) WriteManifest(ctx context.Context, in WriteManifestInput) (WriteManifestResult, error) {
+	entries, _, err := objectEntries(in.Objects)
+	if err != nil {
+		return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
+	}
+	version, err := format.ParseULID(in.Version)
+	if err != nil {
+		return WriteManifestResult{Outcome: outcome.Invalid, Message: "version: " + err.Error()}, nil
+	}
+	v := format.TableVersion{Table: in.Table, ID: version, Objects: entries, CreatedAt: in.Time.UTC(), Op: in.OpID}
+	body, err := format.EncodeTableVersion(v)
+	if err != nil {
+		return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
+	}
+	key := format.TableVersionKey(in.Graph, in.Table, version)
+	put, err := graph.PutIfAbsent(ctx, a.Store, key, body)
+	switch {
+	case err == nil && put.Outcome == graph.PutTaken:
+		return WriteManifestResult{Outcome: outcome.Conflict, Message: key + " already holds another manifest"}, nil
+	case errors.Is(err, storage.ErrRefused):
+		return WriteManifestResult{Outcome: outcome.Refused, Message: err.Error()}, nil
+	case err != nil:
+		return WriteManifestResult{}, fmt.Errorf("put manifest: %w", err)
+	}
+	return WriteManifestResult{}, nil
+}
+
+// PlanCommitInput is the input of PlanCommit.
+type PlanCommitInput struct {
+	OpID, Graph, Branch, Table, Version string
+	// ExpectedHead is the caller's expected head, or "" for the current head.
+	ExpectedHead    string
+	Author, Message string
+	Time            time.Time
+}
+
+// PlanCommitResult is the commit PlanCommit computed, or the outcome that
+// ends the write.
+type PlanCommitResult struct {
+	Outcome outcome.Outcome
+	Message string
+	// Committed reports that the branch head already is this operation's
+	// commit (an earlier attempt landed).
+	Committed bool
+	// Commit is the new commit's id; Parent its first parent.
+	Commit, Parent string
+	// Body is the new commit's exact bytes; every put sends exactly these.
+	Body []byte
+}
+
+// PlanCommit reads the branch head (or the expected head) and computes the
+// commit that pins the new version on top of it: the head's pins with the
+// table's version replaced. It writes nothing, so the workflow records the
+// planned bytes before any put is sent.
+func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCommitResult, error) {
+	end := func(o outcome.Outcome, f string, args ...any) (PlanCommitResult, error) {
+		return PlanCommitResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
+	}
+	version, err := format.ParseULID(in.Version)
+	if err != nil {
+		return end(outcome.Invalid, "version: %v", err)
+	}
+	b, out, msg, err := a.resolveWriteBranch(ctx, in.Graph, in.Branch)
+	if err != nil || out != "" {
+		if err != nil {
+			return PlanCommitResult{}, err
+		}
+		return end(out, "%s", msg)
+	}
+	var head format.Commit
+	if in.ExpectedHead != "" {
+		id, err := format.ParseCommitID(in.ExpectedHead)
+		if err != nil {
+			return end(outcome.Invalid, "expected head: %v", err)
+		}
+		if id.Tree != b.Tree {
+			return end(outcome.Conflict, "expected head %s is not on %s, the live incarnation of %q", in.ExpectedHead, b.Native, in.Branch)
+		}
+		head, err = graph.ReadCommit(ctx, a.Store, in.Graph, in.ExpectedHead)
+		if errors.Is(err, graph.ErrCommitNotFound) {
+			return end(outcome.NotFound, "expected head %s does not exist", in.ExpectedHead)
+		}
+	} else {
+		head, err = graph.ReadHead(ctx, a.Store, in.Graph, b.Tree)
+	}
+	if isUnreadableObject(err) {
+		return end(outcome.Conflict, "read head of %s: %v", b.Native, err)
+	}
+	if err != nil {
+		return PlanCommitResult{}, fmt.Errorf("read head: %w", err)
+	}
+	if head.Op == in.OpID && head.Pins[in.Table] == version {
+		return PlanCommitResult{Committed: true, Commit: head.ID.String(), Parent: firstParent(head)}, nil
+	}
+	author := in.Author
+	if author == "" {
+		author = "graft"
+	}
+	message := in.Message
+	if message == "" {
+		message = fmt.Sprintf("write table %s version %s", in.Table, version)
+	}
+	pins := maps.Clone(head.Pins)
+	if pins == nil {
+		pins = map[string]ulid.ULID{}
+	}
+	pins[in.Table] = version
+	c := format.Commit{
+		ID:      format.CommitID{Tree: b.Tree, Seq: head.ID.Seq + 1},
+		Branch:  in.Branch,
+		Parents: []format.CommitID{head.ID},
+		Pins:    pins,
+		Lineage: format.Lineage(b.Tree, head),
+		Author:  author,
+		Message: message,
+		Time:    in.Time.UTC(),
+		Op:      in.OpID,
+	}
+	body, err := format.EncodeCommit(c)
+	if err != nil {
+		return end(outcome.Invalid, "%v", err)
+	}
+	return PlanCommitResult{Commit: c.ID.String(), Parent: head.ID.String(), Body: body}, nil
+}
+
+func firstParent(c format.Commit) string {
+	if len(c.Parents) == 0 {
+		return ""
+	}
+	return c.Parents[0].String()
+}
+
+// CommitState is what PutCommit proved about a planned commit.
+type CommitState string
+
+const (
+	CommitStored  CommitState = "committed" // our bytes are at the commit's key
+	CommitStale   CommitState = "stale"     // another commit holds the key: ours never lands
+	CommitInDoubt CommitState = "in_doubt"  // still unknown; may land later
+	CommitRefused CommitState = "refused"   // the store definitely refused the put
+	CommitInvalid CommitState = "invalid"   // the planned bytes are not a valid commit
+)
+
+// PutCommitInput is the input of PutCommit.
+type PutCommitInput struct {
+	OpID, Graph string
+	// Body is the planned commit's exact bytes (PlanCommitResult.Body).
+	Body []byte
+	// InDoubtSince is when the put first came back in doubt; zero on the
+	// first put. Settling after it is reported to the Observer.
+	InDoubtSince time.Time
+}
+
+// PutCommitResult is the output of PutCommit.
+type PutCommitResult struct {
+	State   CommitState
+	Message string
+}
+
+// PutCommit puts the planned commit with put-if-absent at seq+1 of the
+// branch's tree — the head check — and settles the answer by reading back
+// (graph.SettleAppend): ours → committed, another commit → stale, still
+// unknown after graph.MaxPutAttempts → in_doubt, to be settled by calling
+// PutCommit again with the same bytes.
+func (a *Activities) PutCommit(ctx context.Context, in PutCommitInput) (PutCommitResult, error) {
+	c, err := format.DecodeCommit(in.Body)
+	if err != nil {
+		return PutCommitResult{State: CommitInvalid, Message: err.Error()}, nil
+	}
+	_, err = graph.SettleAppend(ctx, a.Store, in.Graph, c)
+	var res PutCommitResult
+	switch {
+	case err == nil:
+		res = PutCommitResult{State: CommitStored}
+	case errors.Is(err, graph.ErrStaleHead), errors.Is(err, graph.ErrKeyTaken):
+		res = PutCommitResult{State: CommitStale, Message: err.Error()}
+	case errors.Is(err, storage.ErrAmbiguous):
+		return PutCommitResult{State: CommitInDoubt, Message: err.Error()}, nil
+	case errors.Is(err, storage.ErrRefused), errors.Is(err, storage.ErrInvalidKey):
+		return PutCommitResult{State: CommitRefused, Message: err.Error()}, nil
+	case errors.Is(err, graph.ErrInvalid):
+		return PutCommitResult{State: CommitInvalid, Message: err.Error()}, nil
+	default:
+		return PutCommitResult{}, fmt.Errorf("put commit: %w", err)
+	}
+	if !in.InDoubtSince.IsZero() {
+		a.observeWriteSettled(string(catalog.OpWriteTable), in.InDoubtSince)
+	}
+	return res, nil
+}

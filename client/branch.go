@@ -1,0 +1,238 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	enumspb "go.temporal.io/api/enums/v1"
+	sdkclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/graph"
+	"github.com/graftworks/graft/internal/outcome"
+	"github.com/graftworks/graft/internal/searchattr"
+	"github.com/graftworks/graft/storage"
+	"github.com/graftworks/graft/workflows"
+)
+
+// RepairBranchRequest asks to make Branch live through Keep alone.
+type RepairBranchRequest struct {
+	Graph, Branch string
+	// Keep is the native name ({branch}.{ULID}) of the live incarnation to
+	// keep; the error of a refused listing names the candidates.
+	Keep string
+	// IdempotencyKey identifies the operation. Defaults to a fresh ULID.
+	IdempotencyKey string
+}
+
+// RepairBranchWorkflowID is the workflow id of a repair of (graph, branch):
+// one in-flight repair per logical name.
+func RepairBranchWorkflowID(graph, branch string) string {
+	return "graft/repair-branch/" + graph + "/" + branch
+}
+
+// RepairBranch retires every live incarnation of req.Branch but req.Keep, by
+// compare-and-swap, and waits for the outcome. Done comes back with a nil
+// error and the retired natives; invalid when Keep is not live; any other
+// outcome is an *outcome.Error.
+func (c *Client) RepairBranch(ctx context.Context, req RepairBranchRequest) (workflows.RepairBranchResult, error) {
+	for _, err := range []error{format.ValidateGraphName(req.Graph), format.ValidateBranchName(req.Branch), format.ValidateNative(req.Keep)} {
+		if err != nil {
+			return workflows.RepairBranchResult{}, outcome.Errorf(outcome.Invalid, "", "%v", err)
+		}
+	}
+	key := req.IdempotencyKey
+	if key == "" {
+		key = ulid.Make().String()
+	} else if err := format.ValidateOp(key); err != nil {
+		return workflows.RepairBranchResult{}, outcome.Errorf(outcome.Invalid, "", "idempotency key: %v", err)
+	}
+	run, err := c.tc.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{
+		ID:                       RepairBranchWorkflowID(req.Graph, req.Branch),
+		TaskQueue:                c.opts.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		EnableEagerStart:         c.opts.EagerStart,
+		StaticSummary:            fmt.Sprintf("repair branch %s in %s, keeping %s", req.Branch, req.Graph, req.Keep),
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			searchattr.Graph.ValueSet(req.Graph), searchattr.Branch.ValueSet(req.Branch),
+			searchattr.Operation.ValueSet("repair_branch")),
+	}, workflows.RepairBranchName, workflows.RepairBranchInput{Graph: req.Graph, Branch: req.Branch, Keep: req.Keep, OpID: key})
+	if err != nil {
+		return workflows.RepairBranchResult{}, fmt.Errorf("start repair of %s/%s: %w", req.Graph, req.Branch, err)
+	}
+	var res workflows.RepairBranchResult
+	if err := run.Get(ctx, &res); err != nil {
+		return res, fmt.Errorf("repair branch %s/%s: %w", req.Graph, req.Branch, err)
+	}
+	return res, outcomeError(res.Outcome, res.OpID, res.Message)
+}
+
+// Reader answers read-only questions straight from the store: no workflow,
+// no ledger. Errors that are outcomes are *outcome.Error (not_found for a
+// missing graph or branch, conflict for a branch with several live
+// incarnations — its message names the repair step — invalid for bad names).
+type Reader struct {
+	store storage.Store
+}
+
+// NewReader returns a Reader over the store graft's workers use.
+func NewReader(store storage.Store) *Reader { return &Reader{store: store} }
+
+// headReadConcurrency bounds the parallel head reads of ListBranches.
+const headReadConcurrency = 8
+
+// BranchInfo is one live branch in a listing.
+type BranchInfo struct {
+	Branch string `json:"branch"`
+	// Native is the branch's live incarnation.
+	Native string `json:"native"`
+	// Head is the id of the branch's newest commit.
+	Head     string    `json:"head"`
+	HeadTime time.Time `json:"head_time"`
+	// Tables counts the tables the head pins.
+	Tables int `json:"tables"`
+}
+
+// Graph reads a graph's record.
+func (r *Reader) Graph(ctx context.Context, graphName string) (format.Graph, error) {
+	g, err := graph.ReadGraph(ctx, r.store, graphName)
+	if err != nil {
+		return format.Graph{}, readError(err, graphName, "")
+	}
+	return g, nil
+}
+
+// ListBranches lists the live branches of a graph, by name, with their
+// heads: one GET of the graph record, one listing of the refs, a GET per
+// ref and a head read (LIST + GET) per branch, read in parallel.
+func (r *Reader) ListBranches(ctx context.Context, graphName string) ([]BranchInfo, error) {
+	if _, err := r.Graph(ctx, graphName); err != nil {
+		return nil, err
+	}
+	bs, err := graph.ListBranches(ctx, r.store, graphName)
+	if err != nil {
+		return nil, readError(err, graphName, "")
+	}
+	out := make([]BranchInfo, len(bs))
+	errs := make([]error, len(bs))
+	sem := make(chan struct{}, headReadConcurrency)
+	var wg sync.WaitGroup
+	for i, b := range bs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			head, err := graph.ReadHead(ctx, r.store, graphName, b.Tree)
+			if err != nil {
+				errs[i] = fmt.Errorf("branch %s: %w", b.Logical, err)
+				return
+			}
+			out[i] = BranchInfo{Branch: b.Logical, Native: b.Native, Head: head.ID.String(), HeadTime: head.Time, Tables: len(head.Pins)}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, readError(err, graphName, "")
+	}
+	return out, nil
+}
+
+// RefInfo describes a branch's live ref.
+type RefInfo struct {
+	Key   string `json:"key"`
+	State string `json:"state"`
+	// Op is the operation that wrote the ref.
+	Op   string `json:"op"`
+	ETag string `json:"etag"`
+}
+
+// TablePin is one table a commit pins.
+type TablePin struct {
+	Table   string `json:"table"`
+	Version string `json:"version"`
+}
+
+// BranchDetail is one branch: its live incarnation, ref and head commit.
+type BranchDetail struct {
+	Graph    string    `json:"graph"`
+	Branch   string    `json:"branch"`
+	Native   string    `json:"native"`
+	Head     string    `json:"head"`
+	HeadTime time.Time `json:"head_time"`
+	Author   string    `json:"author"`
+	Message  string    `json:"message"`
+	// Op is the operation that wrote the head commit.
+	Op string `json:"op"`
+	// Pins are the table versions the head reads, by table name.
+	Pins []TablePin `json:"pins"`
+	// Parents are the head's parents, first parent first.
+	Parents      []string `json:"parents"`
+	RestoredFrom string   `json:"restored_from,omitempty"`
+	Ref          RefInfo  `json:"ref"`
+}
+
+// ShowBranch reads one branch: its live ref and its head commit.
+func (r *Reader) ShowBranch(ctx context.Context, graphName, branch string) (BranchDetail, error) {
+	if _, err := r.Graph(ctx, graphName); err != nil {
+		return BranchDetail{}, err
+	}
+	b, err := graph.ResolveBranch(ctx, r.store, graphName, branch)
+	if err != nil {
+		return BranchDetail{}, readError(err, graphName, branch)
+	}
+	head, err := graph.ReadHead(ctx, r.store, graphName, b.Tree)
+	if err != nil {
+		return BranchDetail{}, readError(err, graphName, branch)
+	}
+	d := BranchDetail{
+		Graph: graphName, Branch: branch, Native: b.Native,
+		Head: head.ID.String(), HeadTime: head.Time, Author: head.Author, Message: head.Message, Op: head.Op,
+		Pins: []TablePin{}, Parents: []string{},
+		Ref: RefInfo{Key: format.BranchRefKey(graphName, b.Native), State: string(b.Ref.State), Op: b.Ref.Op, ETag: b.ETag},
+	}
+	for table, v := range head.Pins {
+		d.Pins = append(d.Pins, TablePin{Table: table, Version: v.String()})
+	}
+	sort.Slice(d.Pins, func(i, j int) bool { return d.Pins[i].Table < d.Pins[j].Table })
+	for _, p := range head.Parents {
+		d.Parents = append(d.Parents, p.String())
+	}
+	if !head.RestoredFrom.IsZero() {
+		d.RestoredFrom = head.RestoredFrom.String()
+	}
+	return d, nil
+}
+
+// readError turns a data-plane error into an *outcome.Error when it is an
+// outcome (missing graph, branch or commit; several live incarnations; a
+// bad name), and wraps anything else (an unreachable store, a malformed
+// object) as is.
+func readError(err error, graphName, branch string) error {
+	var ml *graph.MultipleLiveError
+	switch {
+	case errors.Is(err, graph.ErrGraphNotFound):
+		return outcome.Errorf(outcome.NotFound, "", "graph %q does not exist; create it with `graft graph init %s`", graphName, graphName)
+	case errors.Is(err, graph.ErrBranchNotFound):
+		return outcome.Errorf(outcome.NotFound, "", "branch %q does not exist in graph %q", branch, graphName)
+	case errors.Is(err, graph.ErrCommitNotFound):
+		return outcome.Errorf(outcome.NotFound, "", "%v", err)
+	case errors.As(err, &ml):
+		msg := err.Error()
+		if !strings.Contains(msg, ml.RepairCommand()) {
+			msg += "; " + ml.RepairHint()
+		}
+		return outcome.Errorf(outcome.Conflict, "", "%s", msg)
+	case errors.Is(err, graph.ErrInvalid), errors.Is(err, format.ErrInvalidName):
+		return outcome.Errorf(outcome.Invalid, "", "%v", err)
+	}
+	return err
+}

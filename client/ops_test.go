@@ -1,0 +1,58 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/internal/catalog/catalogtest"
+	"github.com/graftworks/graft/internal/outcome"
+)
+
+func TestOps_BadFilters_AreInvalid(t *testing.T) {
+	ops := NewOps(catalogtest.Open(t), nil)
+	for _, f := range []OpsFilter{{Kind: "bake"}, {State: "asleep"}, {Limit: 5000}} {
+		if _, err := ops.List(context.Background(), f); !errors.Is(err, outcome.ErrInvalid) {
+			t.Errorf("filter %+v: %v, want invalid", f, err)
+		}
+	}
+}
+
+func TestOps_ShowUnknown_IsNotFound(t *testing.T) {
+	ops := NewOps(catalogtest.Open(t), nil)
+	if _, err := ops.Show(context.Background(), "nope"); !errors.Is(err, outcome.ErrNotFound) {
+		t.Fatalf("show: %v, want not_found", err)
+	}
+	if _, err := ops.Wait(context.Background(), "nope"); !errors.Is(err, outcome.ErrNotFound) {
+		t.Fatalf("wait: %v, want not_found", err)
+	}
+}
+
+func TestOps_WaitWithoutWorkflow_ReturnsOnceTheLedgerSaysDone(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cat := catalogtest.Open(t)
+	if _, err := cat.OperationInsert(ctx, catalog.OperationInsertParams{ID: "op-1", Kind: catalog.OpTag, Graph: "sales"}); err != nil {
+		t.Fatal(err)
+	}
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		time.Sleep(300 * time.Millisecond)
+		if _, err := cat.OperationFinish(ctx, catalog.OperationFinishParams{ID: "op-1", Outcome: catalog.OutcomeDone}); err != nil {
+			t.Error(err)
+		}
+	}()
+	ops := NewOps(cat, New(nil, Options{PollInterval: 50 * time.Millisecond}))
+	op, err := ops.Wait(ctx, "op-1")
+	<-finished
+	if err != nil || op.State != catalog.OperationDone || op.Outcome != catalog.OutcomeDone {
+		t.Fatalf("wait: %+v, %v; want done/done", op, err)
+	}
+	listed, err := ops.List(ctx, OpsFilter{Graph: "sales", Kind: "tag", State: "done"})
+	if err != nil || len(listed) != 1 || listed[0].ID != "op-1" {
+		t.Fatalf("list: %+v, %v", listed, err)
+	}
+}

@@ -1,0 +1,259 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/oklog/ulid/v2"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	sdkclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/graph"
+	"github.com/graftworks/graft/internal/outcome"
+	"github.com/graftworks/graft/internal/searchattr"
+	"github.com/graftworks/graft/storage"
+	"github.com/graftworks/graft/workflows"
+)
+
+// uploadConcurrency bounds the files read and uploaded at once (each is
+// held in memory, up to graph.MaxDataObjectSize).
+const uploadConcurrency = 4
+
+// WriteTableRequest asks for a new version of a table on a branch, made of
+// local files (one data object each).
+type WriteTableRequest struct {
+	Graph, Branch, Table string
+	// Files are local paths; each becomes one data object. At least one.
+	Files []string
+	// ExpectedHead, when set, makes the write conflict unless the branch's
+	// head is this commit id. Defaults to "" (append to the current head).
+	ExpectedHead string
+	// Author of the commit. Defaults to "graft".
+	Author string
+	// Message of the commit. Defaults to "write table {table} version {ULID}".
+	Message string
+	// IdempotencyKey identifies the operation: a request repeated with the
+	// same key attaches to the first (running or finished) and uploads
+	// nothing. Defaults to a fresh ULID.
+	IdempotencyKey string
+}
+
+// WriteTableWorkflowID is the workflow id of a table write.
+func WriteTableWorkflowID(graph, branch, key string) string {
+	return "graft/write-table/" + graph + "/" + branch + "/" + key
+}
+
+// WriteTableHandle is a started table write.
+type WriteTableHandle struct {
+	c          *Client
+	WorkflowID string
+	RunID      string
+	// OpID is the operation's id in the ledger (the idempotency key).
+	OpID string
+	run  sdkclient.WorkflowRun
+}
+
+// WriteTable uploads req.Files to store, then publishes them as a new
+// version of req.Table on req.Branch through graft.WriteTable, and waits for
+// the outcome. Done comes back with a nil error; in_doubt returns as soon as
+// the commit is known to be settling, as an *outcome.Error carrying the
+// operation id; any other outcome is an *outcome.Error.
+func (c *Client) WriteTable(ctx context.Context, store storage.Store, req WriteTableRequest) (workflows.WriteTableResult, error) {
+	h, err := c.StartWriteTable(ctx, store, req)
+	if err != nil {
+		return workflows.WriteTableResult{}, err
+	}
+	return h.Wait(ctx)
+}
+
+// StartWriteTable uploads the files — each put-if-absent directly to
+// store under {graph}/tables/{table}/objects/{ULID}; the workflow's history
+// carries only ids, sizes and checksums — and starts graft.WriteTable. If
+// the idempotency key's workflow exists already, it attaches to it instead
+// and uploads nothing.
+func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req WriteTableRequest) (*WriteTableHandle, error) {
+	if err := checkWriteRequest(req); err != nil {
+		return nil, err
+	}
+	key := req.IdempotencyKey
+	if key == "" {
+		key = ulid.Make().String()
+	}
+	id := WriteTableWorkflowID(req.Graph, req.Branch, key)
+	if req.IdempotencyKey != "" {
+		_, err := c.tc.DescribeWorkflowExecution(ctx, id, "")
+		var nf *serviceerror.NotFound
+		switch {
+		case err == nil:
+			return c.attachWrite(ctx, id, key), nil
+		case !errors.As(err, &nf):
+			return nil, fmt.Errorf("look up write %s: %w", id, err)
+		}
+	}
+
+	// Fail before uploading anything when the graph or branch is missing.
+	if _, err := graph.ReadGraph(ctx, store, req.Graph); err != nil {
+		return nil, readError(err, req.Graph, "")
+	}
+	if _, err := graph.ResolveBranch(ctx, store, req.Graph, req.Branch); err != nil {
+		return nil, readError(err, req.Graph, req.Branch)
+	}
+	objects, err := uploadFiles(ctx, store, req.Graph, req.Table, req.Files)
+	if err != nil {
+		return nil, err
+	}
+
+	in := workflows.WriteTableInput{
+		Graph: req.Graph, Branch: req.Branch, Table: req.Table, Objects: objects,
+		ExpectedHead: req.ExpectedHead, OpID: key, Author: req.Author, Message: req.Message,
+	}
+	// A key is used once: a finished write with this id is returned as is
+	// (ExecuteWorkflow hands back its run rather than starting another).
+	run, err := c.tc.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                c.opts.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		EnableEagerStart:         c.opts.EagerStart,
+		StaticSummary:            fmt.Sprintf("write table %s on %s in %s (%d objects)", req.Table, req.Branch, req.Graph, len(objects)),
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			searchattr.Graph.ValueSet(req.Graph), searchattr.Branch.ValueSet(req.Branch),
+			searchattr.Operation.ValueSet("write_table")),
+	}, workflows.WriteTableName, in)
+	if err != nil {
+		return nil, fmt.Errorf("start write of %s/%s: %w", req.Graph, req.Table, err)
+	}
+	return &WriteTableHandle{c: c, WorkflowID: run.GetID(), RunID: run.GetRunID(), OpID: key, run: run}, nil
+}
+
+func (c *Client) attachWrite(ctx context.Context, id, key string) *WriteTableHandle {
+	run := c.tc.GetWorkflow(ctx, id, "")
+	return &WriteTableHandle{c: c, WorkflowID: id, RunID: run.GetRunID(), OpID: key, run: run}
+}
+
+func checkWriteRequest(req WriteTableRequest) error {
+	invalid := func(f string, args ...any) error { return outcome.Errorf(outcome.Invalid, "", f, args...) }
+	for _, err := range []error{format.ValidateGraphName(req.Graph), format.ValidateBranchName(req.Branch), format.ValidateTableName(req.Table)} {
+		if err != nil {
+			return invalid("%v", err)
+		}
+	}
+	if len(req.Files) == 0 {
+		return invalid("no files to write: give at least one")
+	}
+	if len(req.Files) > format.MaxObjectsPerVersion {
+		return invalid("%d files, at most %d per version", len(req.Files), format.MaxObjectsPerVersion)
+	}
+	if req.ExpectedHead != "" {
+		if _, err := format.ParseCommitID(req.ExpectedHead); err != nil {
+			return invalid("expected head: %v", err)
+		}
+	}
+	if req.IdempotencyKey != "" {
+		if err := format.ValidateOp(req.IdempotencyKey); err != nil {
+			return invalid("idempotency key: %v", err)
+		}
+	}
+	if req.Author != "" {
+		if err := format.ValidateAuthor(req.Author); err != nil {
+			return invalid("%v", err)
+		}
+	}
+	if err := format.ValidateMessage(req.Message); err != nil {
+		return invalid("%v", err)
+	}
+	for _, f := range req.Files {
+		info, err := os.Stat(f)
+		if err != nil {
+			return invalid("file %s: %v", f, err)
+		}
+		if !info.Mode().IsRegular() {
+			return invalid("file %s is not a regular file", f)
+		}
+		if info.Size() > graph.MaxDataObjectSize {
+			return invalid("file %s is %d bytes, more than the %d a data object may hold", f, info.Size(), graph.MaxDataObjectSize)
+		}
+	}
+	return nil
+}
+
+// uploadFiles puts each file as a data object under a fresh ULID, with
+// put-if-absent settled by read-back (graph.PutIfAbsent), a few at a time.
+func uploadFiles(ctx context.Context, store storage.Store, graphName, table string, files []string) ([]workflows.TableObject, error) {
+	objects := make([]workflows.TableObject, len(files))
+	errs := make([]error, len(files))
+	ids := make([]ulid.ULID, len(files))
+	for i := range files {
+		ids[i] = ulid.Make()
+	}
+	sem := make(chan struct{}, uploadConcurrency)
+	var wg sync.WaitGroup
+	for i, path := range files {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			objects[i], errs[i] = uploadFile(ctx, store, graphName, table, ids[i], path)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return objects, nil
+}
+
+func uploadFile(ctx context.Context, store storage.Store, graphName, table string, id ulid.ULID, path string) (workflows.TableObject, error) {
+	obj, err := graph.ReadObjectFile(id, path)
+	if errors.Is(err, graph.ErrObjectTooLarge) || errors.Is(err, graph.ErrInvalid) || errors.Is(err, os.ErrNotExist) {
+		return workflows.TableObject{}, outcome.Errorf(outcome.Invalid, "", "%v", err)
+	}
+	if err != nil {
+		return workflows.TableObject{}, err
+	}
+	key := format.ObjectKey(graphName, table, id)
+	put, err := graph.PutIfAbsent(ctx, store, key, obj.Body)
+	if errors.Is(err, storage.ErrRefused) {
+		return workflows.TableObject{}, outcome.Errorf(outcome.Refused, "", "upload %s: %v", path, err)
+	}
+	if err != nil {
+		return workflows.TableObject{}, fmt.Errorf("upload %s: %w", path, err)
+	}
+	if put.Outcome == graph.PutTaken {
+		return workflows.TableObject{}, fmt.Errorf("upload %s: %w", path, &graph.KeyTakenError{Key: key})
+	}
+	sum := sha256Hex(obj.Body)
+	return workflows.TableObject{ID: id.String(), Size: int64(len(obj.Body)), SHA256: sum}, nil
+}
+
+// Wait waits for the write's definitive outcome, or for it to be in doubt.
+func (h *WriteTableHandle) Wait(ctx context.Context) (workflows.WriteTableResult, error) {
+	var res workflows.WriteTableResult
+	st, err := waitOrInDoubt(ctx, h.c, h.run, h.WorkflowID, &res, func(st *workflows.WriteTableStatus) bool {
+		return st.Outcome == outcome.InDoubt
+	})
+	if err != nil {
+		return res, fmt.Errorf("write table: %w", err)
+	}
+	if st != nil {
+		res = workflows.WriteTableResult{Outcome: outcome.InDoubt, OpID: st.OpID, Version: st.Version, Commit: st.Commit, Message: st.Pending}
+	}
+	return res, outcomeError(res.Outcome, res.OpID, res.Message)
+}
+
+// WaitFinal waits for the write's definitive outcome, even through a long
+// settle (in_doubt is never returned).
+func (h *WriteTableHandle) WaitFinal(ctx context.Context) (workflows.WriteTableResult, error) {
+	var res workflows.WriteTableResult
+	if err := h.run.Get(ctx, &res); err != nil {
+		return res, fmt.Errorf("write table: %w", err)
+	}
+	return res, outcomeError(res.Outcome, res.OpID, res.Message)
+}

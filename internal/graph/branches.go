@@ -1,0 +1,271 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/storage"
+)
+
+// ErrRefChanged reports a ref that is no longer the one a compare-and-swap
+// expected: another writer changed it (or it is gone). See RefChangedError.
+var ErrRefChanged = errors.New("graph: ref changed")
+
+// RefChangedError reports that the ref at Key no longer holds the bytes whose
+// ETag the caller gave. It matches ErrRefChanged.
+type RefChangedError struct {
+	Key  string
+	ETag string // the ETag the caller expected
+	// Found is the state of the ref now at Key, or "" when the key is empty.
+	Found format.RefState
+	// Op is the operation that wrote the ref now at Key (RetiredOp for a retired ref).
+	Op string
+}
+
+func (e *RefChangedError) Error() string {
+	if e.Found == "" {
+		return fmt.Sprintf("graph: ref %s is gone (expected ETag %s)", e.Key, e.ETag)
+	}
+	return fmt.Sprintf("graph: ref %s changed: it is now %s by operation %s (expected ETag %s)", e.Key, e.Found, e.Op, e.ETag)
+}
+
+// Is matches ErrRefChanged.
+func (e *RefChangedError) Is(target error) bool { return target == ErrRefChanged }
+
+// RepairCommand is the CLI step that makes e's branch live through exactly
+// one incarnation again: keep one native name, retire the others.
+func (e *MultipleLiveError) RepairCommand() string {
+	return fmt.Sprintf("graft branch repair %s %s --keep <native>", e.Graph, e.Branch)
+}
+
+// RepairHint says, for a person, how to repair e, naming every native the
+// operator can keep.
+func (e *MultipleLiveError) RepairHint() string {
+	return fmt.Sprintf("keep one incarnation and retire the others with `%s` (<native> one of: %s)",
+		e.RepairCommand(), strings.Join(e.Natives, ", "))
+}
+
+// ListBranches returns the live incarnation of every logical branch of
+// graph, sorted by logical name: one listing of the graph's branch refs (one
+// LIST per thousand refs) and one GET per ref, read with bounded parallelism.
+// Retired refs and fences are skipped. A logical name with two or more live
+// refs makes the whole listing refuse with a *MultipleLiveError (matching
+// ErrMultipleLive) whose message names the repair step; with several broken
+// names the errors are joined, in name order.
+func ListBranches(ctx context.Context, s storage.Store, graph string) ([]Branch, error) {
+	if err := format.ValidateGraphName(graph); err != nil {
+		return nil, invalid("Graph", err)
+	}
+	var keys, natives []string
+	err := storage.ListAll(ctx, s, format.BranchRefsPrefix(graph), func(o storage.ObjectInfo) error {
+		native, err := format.ParseBranchRefKey(graph, o.Key)
+		if err != nil {
+			return nil // not a ref key (no writer of this format makes one)
+		}
+		keys = append(keys, o.Key)
+		natives = append(natives, native)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list branches of graph %q: list refs: %w", graph, err)
+	}
+	refs, err := readRefs(ctx, s, keys, natives)
+	if err != nil {
+		return nil, fmt.Errorf("list branches of graph %q: %w", graph, err)
+	}
+	live := map[string][]Branch{}
+	for _, r := range refs {
+		if r.Ref.State != format.RefLive {
+			continue
+		}
+		live[r.Ref.Branch] = append(live[r.Ref.Branch], Branch{Logical: r.Ref.Branch, Native: r.Native, Tree: r.Ref.Tree, Ref: r.Ref, ETag: r.ETag})
+	}
+	names := make([]string, 0, len(live))
+	for name := range live {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	out := make([]Branch, 0, len(names))
+	var broken []error
+	for _, name := range names {
+		bs := live[name]
+		if len(bs) == 1 {
+			out = append(out, bs[0])
+			continue
+		}
+		e := &MultipleLiveError{Graph: graph, Branch: name}
+		for _, b := range bs {
+			e.Natives = append(e.Natives, b.Native)
+		}
+		broken = append(broken, fmt.Errorf("list branches of graph %q: %w; %s", graph, e, e.RepairHint()))
+	}
+	if len(broken) > 0 {
+		return nil, errors.Join(broken...)
+	}
+	return out, nil
+}
+
+// Incarnation is one ref of a logical branch, whatever its state.
+type Incarnation struct {
+	Native string
+	Ref    format.BranchRef
+	// ETag of the ref, for a compare-and-swap (RetireRef).
+	ETag string
+}
+
+// ReadBranchIncarnations reads every ref of one logical name — live,
+// retired or fence — in key order: one listing of BranchRefPrefix and one
+// GET per ref. Unlike ResolveBranch and ListBranches it does not refuse a
+// name with several live refs; it is what a repair reads.
+func ReadBranchIncarnations(ctx context.Context, s storage.Store, graph, logical string) ([]Incarnation, error) {
+	if err := format.ValidateGraphName(graph); err != nil {
+		return nil, invalid("Graph", err)
+	}
+	if err := format.ValidateBranchName(logical); err != nil {
+		return nil, invalid("Branch", err)
+	}
+	var keys, natives []string
+	err := storage.ListAll(ctx, s, format.BranchRefPrefix(graph, logical), func(o storage.ObjectInfo) error {
+		native, err := format.ParseBranchRefKey(graph, o.Key)
+		if err != nil {
+			return nil
+		}
+		if l, _, err := format.ParseNative(native); err != nil || l != logical {
+			return nil // a ref of a longer logical name, e.g. "a.b" when reading "a"
+		}
+		keys = append(keys, o.Key)
+		natives = append(natives, native)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read incarnations of %q: list refs: %w", logical, err)
+	}
+	refs, err := readRefs(ctx, s, keys, natives)
+	if err != nil {
+		return nil, fmt.Errorf("read incarnations of %q: %w", logical, err)
+	}
+	return refs, nil
+}
+
+// readRefs GETs and strictly decodes the refs at keys (natives[i] is the
+// native name keys[i] names), skipping keys deleted since they were listed.
+func readRefs(ctx context.Context, s storage.Store, keys, natives []string) ([]Incarnation, error) {
+	objs, errs := getAll(ctx, s, keys)
+	out := make([]Incarnation, 0, len(keys))
+	for i, key := range keys {
+		if errors.Is(errs[i], storage.ErrNotFound) {
+			continue // deleted since the listing; graft never deletes a ref, cleanup may delete a fence
+		}
+		if errs[i] != nil {
+			return nil, fmt.Errorf("read ref: %w", errs[i])
+		}
+		ref, err := format.DecodeBranchRef(objs[i].Body)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", key, err)
+		}
+		if ref.Native != natives[i] {
+			return nil, fmt.Errorf("%s: %w", key,
+				&format.MalformedError{Kind: format.KindBranchRef, Field: "native", Reason: "is " + ref.Native + ", not the native name its key names"})
+		}
+		out = append(out, Incarnation{Native: natives[i], Ref: ref, ETag: objs[i].ETag})
+	}
+	return out, nil
+}
+
+// RetireResult is how a RetireRef settled.
+type RetireResult struct {
+	// Outcome is PutCreated when this call's compare-and-swap retired the
+	// ref, PutAlreadyOurs when the ref already held our retired bytes (a
+	// retry after a lost answer, or a repeated call).
+	Outcome PutOutcome
+	// Ref is the retired ref now at the key.
+	Ref format.BranchRef
+	// ETag of the retired ref, when known.
+	ETag string
+}
+
+// RetireRef replaces the live ref of native, which must still have ETag
+// etag, by a retired ref naming retiredOp, with compare-and-swap (If-Match).
+// The retired ref keeps every field of the live one, so its bytes are a
+// function of the live ref and retiredOp and a re-issue is byte-identical;
+// it stays at the key as a fence, so a late put-if-absent of the live ref
+// can never land. An ambiguous or failed put is settled by reading back: our
+// retired bytes → done; still the live ref with etag → re-issue (at most
+// MaxPutAttempts puts in all); anything else → *RefChangedError (matching
+// ErrRefChanged). Still unknown at the end is an *InDoubtError; calling
+// RetireRef again settles it.
+func RetireRef(ctx context.Context, s storage.Store, graph, native, etag, retiredOp string) (RetireResult, error) {
+	if err := format.ValidateGraphName(graph); err != nil {
+		return RetireResult{}, fmt.Errorf("retire ref: %w", invalid("Graph", err))
+	}
+	if err := format.ValidateNative(native); err != nil {
+		return RetireResult{}, fmt.Errorf("retire ref: %w", invalid("Native", err))
+	}
+	if etag == "" {
+		return RetireResult{}, fmt.Errorf("retire ref: %w", invalidf("ETag", "empty"))
+	}
+	if err := format.ValidateOp(retiredOp); err != nil {
+		return RetireResult{}, fmt.Errorf("retire ref: %w", invalid("RetiredOp", err))
+	}
+	key := format.BranchRefKey(graph, native)
+	var (
+		last    error
+		retired []byte
+	)
+	for puts := 0; ; puts++ {
+		obj, err := s.Get(ctx, key)
+		if errors.Is(err, storage.ErrNotFound) {
+			return RetireResult{}, fmt.Errorf("retire ref %s: %w", native, &RefChangedError{Key: key, ETag: etag})
+		}
+		if err != nil {
+			return RetireResult{}, fmt.Errorf("retire ref %s: read ref: %w", native, err)
+		}
+		ref, err := format.DecodeBranchRef(obj.Body)
+		if err != nil {
+			return RetireResult{}, fmt.Errorf("retire ref %s: %s: %w", native, key, err)
+		}
+		if ref.Native != native {
+			return RetireResult{}, fmt.Errorf("retire ref %s: %s: %w", native, key,
+				&format.MalformedError{Kind: format.KindBranchRef, Field: "native", Reason: "is " + ref.Native + ", not the native name its key names"})
+		}
+		if obj.ETag != etag {
+			if ref.State == format.RefRetired && ref.RetiredOp == retiredOp {
+				// Our compare-and-swap landed (its answer was lost) or an
+				// earlier call of this operation retired it.
+				return RetireResult{Outcome: PutAlreadyOurs, Ref: ref, ETag: obj.ETag}, nil
+			}
+			found := &RefChangedError{Key: key, ETag: etag, Found: ref.State, Op: ref.Op}
+			if ref.State == format.RefRetired {
+				found.Op = ref.RetiredOp
+			}
+			return RetireResult{}, fmt.Errorf("retire ref %s: %w", native, found)
+		}
+		if ref.State != format.RefLive {
+			return RetireResult{}, fmt.Errorf("retire ref %s: %w", native, invalidf("ETag", "names a %s ref, not a live one", ref.State))
+		}
+		if puts == MaxPutAttempts || (puts > 0 && ctx.Err() != nil) {
+			// Still the live ref after every put we may send: none has
+			// landed yet, but one may still.
+			return RetireResult{}, fmt.Errorf("retire ref %s: %w", native, &InDoubtError{Key: key, Body: retired, Attempts: puts, Err: errors.Join(last, ctx.Err())})
+		}
+		out := ref
+		out.State, out.RetiredOp = format.RefRetired, retiredOp
+		if retired, err = format.EncodeBranchRef(out); err != nil {
+			return RetireResult{}, fmt.Errorf("retire ref %s: %w", native, invalid("RetiredOp", err))
+		}
+		put, err := s.Put(ctx, key, retired, storage.PutOptions{IfMatch: etag})
+		if err == nil {
+			return RetireResult{Outcome: PutCreated, Ref: out, ETag: put.ETag}, nil
+		}
+		switch storage.CodeOf(err) {
+		case storage.CodePreconditionFailed, storage.CodeAmbiguous, storage.CodeUnknown:
+			last = err // read back: our retired bytes, still live, or another change
+		default:
+			return RetireResult{}, fmt.Errorf("retire ref %s: put retired ref: %w", native, err)
+		}
+	}
+}
