@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -64,6 +65,13 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 		return res, a.recordOperation(ctx, opParams)
 	}
 
+	if res, err := a.checkNameFree(ctx, in.Graph, in.Branch); err != nil || res.Outcome != "" {
+		if err == nil {
+			err = a.recordOperation(ctx, opParams)
+		}
+		return res, err
+	}
+
 	tree := nativeULID(in.OpID, in.Attempt, in.Time)
 	native := format.NativeName(in.Branch, tree)
 	// Pin what the fork commit will name, then check it still exists: a
@@ -79,7 +87,7 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 	var done *catalog.Operation
 	var held *catalog.Incarnation
 	witness := func(tx pgx.Tx) error {
-		_, err := a.Catalog.IncarnationInsertTx(ctx, tx, catalog.IncarnationInsertParams{
+		_, err := a.Catalog.IncarnationInsertDisjointTx(ctx, tx, catalog.IncarnationInsertParams{
 			Graph: in.Graph, Logical: in.Branch, Native: native, Tree: tree.String(), OpID: in.OpID})
 		var exists *catalog.IncarnationExistsError
 		if errors.As(err, &exists) {
@@ -110,7 +118,8 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 	})
 	switch {
 	case errors.Is(err, catalog.ErrDuplicate):
-		return end(outcome.Conflict, "operation id %q was already used for a different request", in.OpID)
+		return PrepareCreateResult{Outcome: outcome.Conflict, Foreign: true,
+			Message: fmt.Sprintf("operation id %q was already used for a different request", in.OpID)}, nil
 	case errors.Is(err, catalog.ErrCondemned):
 		res, _ := end(outcome.NotRetained, "source commit %s is condemned by a running cleanup: %v", source.ID, err)
 		return res, a.recordOperation(ctx, opParams)
@@ -141,11 +150,14 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 		}
 	}
 	if held != nil {
-		switch held.State {
-		case catalog.IncarnationLive:
+		switch {
+		case held.Logical != in.Branch:
+			return PrepareCreateResult{Outcome: outcome.Conflict, ExistingOp: held.OpID,
+				Message: fmt.Sprintf("branch %q (%s) is %s; live branch names must be prefix-disjoint, so %q cannot exist beside it", held.Logical, held.Native, held.State, in.Branch)}, nil
+		case held.State == catalog.IncarnationLive:
 			return PrepareCreateResult{Outcome: outcome.Conflict, ExistingOp: held.OpID,
 				Message: fmt.Sprintf("branch %q already exists (%s)", held.Logical, held.Native)}, nil
-		case catalog.IncarnationInDoubt:
+		case held.State == catalog.IncarnationInDoubt:
 			return PrepareCreateResult{Outcome: outcome.InDoubt, ExistingOp: held.OpID, Native: held.Native,
 				Message: fmt.Sprintf("a create of %q is in doubt and settling (operation %s); watch or abandon that operation", held.Logical, held.OpID)}, nil
 		default:
@@ -186,6 +198,58 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 		ForkBytes: forkBytes, RefBytes: refBytes,
 	}, nil
 }
+
+// checkNameFree asks storage — the authority on what is live — whether the
+// name or a '/'-prefix relative of it is a live branch: one LIST covering the
+// name and its descendants, one per ancestor, and a GET only for refs found
+// (a new name usually has none). The ledger's own check, under its lock,
+// covers creates racing each other; this one covers refs the ledger never saw.
+func (a *Activities) checkNameFree(ctx context.Context, graphName, logical string) (PrepareCreateResult, error) {
+	prefixes := []string{format.BranchRefsPrefix(graphName) + logical}
+	for i := 0; i < len(logical); i++ {
+		if logical[i] == '/' {
+			prefixes = append(prefixes, format.BranchRefPrefix(graphName, logical[:i]))
+		}
+	}
+	for _, prefix := range prefixes {
+		var found error
+		err := storage.ListAll(ctx, a.Store, prefix, func(o storage.ObjectInfo) error {
+			native, err := format.ParseBranchRefKey(graphName, o.Key)
+			if err != nil {
+				return nil
+			}
+			other, _, err := format.ParseNative(native)
+			if err != nil || !(other == logical || strings.HasPrefix(other, logical+"/") || strings.HasPrefix(logical, other+"/")) {
+				return nil
+			}
+			obj, err := a.Store.Get(ctx, o.Key)
+			if errors.Is(err, storage.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if ref, err := format.DecodeBranchRef(obj.Body); err == nil && ref.State == format.RefLive {
+				if other == logical {
+					found = fmt.Errorf("branch %q already exists (%s)", logical, native)
+				} else {
+					found = fmt.Errorf("branch %q (%s) is live; live branch names must be prefix-disjoint, so %q cannot exist beside it", other, native, logical)
+				}
+				return errStopList
+			}
+			return nil
+		})
+		if found != nil {
+			return PrepareCreateResult{Outcome: outcome.Conflict, Message: found.Error()}, nil
+		}
+		if err != nil {
+			return PrepareCreateResult{}, fmt.Errorf("check branch name: %w", err)
+		}
+	}
+	return PrepareCreateResult{}, nil
+}
+
+var errStopList = errors.New("stop listing")
 
 // recordOperation records an operation that ends before any pin or witness,
 // so the ledger's audit log has it when FinishCreate sets its outcome.

@@ -27,6 +27,9 @@ type PrepareCreateResult struct {
 	Outcome    outcome.Outcome
 	Message    string
 	ExistingOp string // with Outcome in_doubt or conflict: the operation holding the name
+	// Foreign reports that the operation id belongs to a different request:
+	// the ledger row is not this workflow's to finish.
+	Foreign bool
 
 	Native       string
 	SourceCommit string

@@ -124,6 +124,9 @@ type createRun struct {
 	// recorded is set when the step that proved the create also recorded it
 	// as finished in the ledger, so finish need not.
 	recorded bool
+	// foreign is set when the operation id belongs to another request, whose
+	// ledger row this workflow must not finish.
+	foreign bool
 }
 
 func (r *createRun) setPhase(ctx workflow.Context, phase, pending string) {
@@ -202,6 +205,7 @@ func (r *createRun) createOnce(ctx workflow.Context, attempt int, started time.T
 		return attemptEnd{}, fmt.Errorf("prepare: %w", err)
 	}
 	if prep.Outcome != "" {
+		r.foreign = prep.Foreign
 		res.Message = prep.Message
 		if prep.Outcome == outcome.InDoubt { // attached to another operation's in-doubt create
 			res.OpID = prep.ExistingOp
@@ -408,7 +412,7 @@ func (r *createRun) finish(ctx workflow.Context, res *CreateBranchResult, out ou
 	var a *activities.Activities
 	r.status.Outcome = out
 	r.setPhase(ctx, "done", string(out))
-	if out == outcome.Created && r.recorded {
+	if (out == outcome.Created && r.recorded) || r.foreign {
 		_ = workflow.UpsertTypedSearchAttributes(ctx, searchattr.Outcome.ValueSet(string(out)))
 		return
 	}

@@ -95,7 +95,7 @@ func newCreateStack(tb testing.TB, depth, tables int) *createStack {
 	return st
 }
 
-func (st *createStack) nextBranch() string { return fmt.Sprintf("b/n%d", st.seq.Add(1)) }
+func (st *createStack) nextBranch() string { return fmt.Sprintf("bn%d", st.seq.Add(1)) }
 
 // createEngine creates one branch through Temporal.
 func (st *createStack) createEngine(ctx context.Context) error {
@@ -226,12 +226,14 @@ func totalRequests(s *faults.Store) int {
 }
 
 // SuccessPathRequests is what a create from a branch head costs in object-store
-// requests when nothing goes wrong: resolve the source (LIST of its refs, GET
-// of the one ref), read its head (LIST with limit 1, GET), HEAD the source
-// commit once it is pinned (proving no finished cleanup reclaimed it between
-// the read and the pin), the fork commit's put-if-absent and the ref's
-// put-if-absent.
-const SuccessPathRequests = 7
+// requests when nothing goes wrong, for a new name without '/': resolve the
+// source (LIST of its refs, GET of the one ref), read its head (LIST with
+// limit 1, GET), LIST the new name's refs (storage is the authority on what
+// is live; a name with k '/' costs k more LISTs, one per ancestor), HEAD the
+// source commit once it is pinned (proving no finished cleanup reclaimed it
+// between the read and the pin), the fork commit's put-if-absent and the
+// ref's put-if-absent.
+const SuccessPathRequests = 8
 
 // TestCreateBranch_RequestsPerCreate_SameAcrossDepthAndTables proves a create
 // costs the same object-store requests whatever the source's history length
