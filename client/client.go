@@ -105,7 +105,7 @@ func (c *Client) StartCreateBranch(ctx context.Context, req CreateBranchRequest)
 		StaticSummary:            fmt.Sprintf("create branch %s in %s", req.Branch, req.Graph),
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			searchattr.Graph.ValueSet(req.Graph), searchattr.Branch.ValueSet(req.Branch),
-			searchattr.Operation.ValueSet(opID)),
+			searchattr.Operation.ValueSet("create_branch")),
 	}, workflows.CreateBranchName, in)
 	if err != nil {
 		return nil, fmt.Errorf("start create of %s/%s: %w", req.Graph, req.Branch, err)

@@ -157,7 +157,7 @@ func CreateBranch(ctx workflow.Context, in CreateBranchInput) (CreateBranchResul
 		return CreateBranchResult{}, err
 	}
 	_ = workflow.UpsertTypedSearchAttributes(ctx,
-		searchattr.Graph.ValueSet(in.Graph), searchattr.Branch.ValueSet(in.Branch), searchattr.Operation.ValueSet(r.opID))
+		searchattr.Graph.ValueSet(in.Graph), searchattr.Branch.ValueSet(in.Branch), searchattr.Operation.ValueSet("create_branch"))
 
 	res := CreateBranchResult{OpID: r.opID, Graph: in.Graph, Branch: in.Branch}
 	// The execution's start time, not the task's: a workflow whose first task

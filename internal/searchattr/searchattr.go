@@ -8,9 +8,9 @@ package searchattr
 import "go.temporal.io/sdk/temporal"
 
 // Names of graft's search attributes; all are Keyword. GraftOperation holds
-// the operation id (the ledger's operations.id), so an operator holding an
-// in_doubt error's operation id finds its workflow with
-// `GraftOperation = "<id>"`; the kind of operation is the workflow type.
+// the kind of operation (create_branch, write_table, cleanup, ...); an
+// operation id leads to its workflow through the ledger (`graft op show ID`
+// prints the workflow id).
 const (
 	GraphName     = "GraftGraph"
 	BranchName    = "GraftBranch"
