@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/graftworks/graft/activities"
@@ -27,25 +26,10 @@ const (
 var (
 	// Steps before any storage effect: a step that keeps failing (storage or
 	// Postgres down) ends the create with nothing written.
-	prepareOptions = workflow.LocalActivityOptions{
-		StartToCloseTimeout:    10 * time.Second,
-		ScheduleToCloseTimeout: 2 * time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    100 * time.Millisecond,
-			BackoffCoefficient: 2,
-			MaximumInterval:    5 * time.Second,
-		},
-	}
+	prepareOptions = beforeEffect
 	// Steps after a storage effect may have happened: they retry until they
 	// succeed, because giving up would leave a half-done create.
-	effectOptions = workflow.LocalActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    100 * time.Millisecond,
-			BackoffCoefficient: 2,
-			MaximumInterval:    30 * time.Second,
-		},
-	}
+	effectOptions = afterEffect
 )
 
 // Timing of the decision after an ambiguous ref put (DESIGN §5).

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/graftworks/graft/activities"
@@ -23,24 +22,13 @@ const InitGraphName = "graft.InitGraph"
 var initStepOptions = workflow.LocalActivityOptions{
 	StartToCloseTimeout:    30 * time.Second,
 	ScheduleToCloseTimeout: 10 * time.Minute,
-	RetryPolicy: &temporal.RetryPolicy{
-		InitialInterval:    100 * time.Millisecond,
-		BackoffCoefficient: 2,
-		MaximumInterval:    30 * time.Second,
-	},
+	RetryPolicy:            untilAnswered,
 }
 
 // finishStepOptions are the options of every graft workflow's last step,
 // recording the outcome in the ledger: it must not be lost, so it retries
 // until Postgres answers.
-var finishStepOptions = workflow.LocalActivityOptions{
-	StartToCloseTimeout: 30 * time.Second,
-	RetryPolicy: &temporal.RetryPolicy{
-		InitialInterval:    100 * time.Millisecond,
-		BackoffCoefficient: 2,
-		MaximumInterval:    30 * time.Second,
-	},
-}
+var finishStepOptions = afterEffect
 
 // InitGraphInput is the input of graft.InitGraph.
 type InitGraphInput struct {

@@ -3,9 +3,7 @@ package workflows
 import (
 	"fmt"
 	"strings"
-	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/graftworks/graft/activities"
@@ -19,25 +17,10 @@ const RepairBranchName = "graft.RepairBranch"
 // RepairBranch's step options.
 var (
 	// Reading the refs and recording the repair: nothing is written yet.
-	repairPrepareOptions = workflow.LocalActivityOptions{
-		StartToCloseTimeout:    30 * time.Second,
-		ScheduleToCloseTimeout: 2 * time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    100 * time.Millisecond,
-			BackoffCoefficient: 2,
-			MaximumInterval:    5 * time.Second,
-		},
-	}
+	repairPrepareOptions = beforeEffect
 	// Retiring one ref: a compare-and-swap whose unknown outcome is settled
 	// by reading back on each retry, so it retries until the store answers.
-	retireOptions = workflow.LocalActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    100 * time.Millisecond,
-			BackoffCoefficient: 2,
-			MaximumInterval:    30 * time.Second,
-		},
-	}
+	retireOptions = afterEffect
 )
 
 // RepairBranchInput is the input of graft.RepairBranch.

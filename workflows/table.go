@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/graftworks/graft/activities"
@@ -20,25 +19,10 @@ const WriteTableName = "graft.WriteTable"
 var (
 	// Steps before any storage effect (validate, record, pin, probe): a
 	// step that keeps failing ends the write with nothing published.
-	writePrepareOptions = workflow.LocalActivityOptions{
-		StartToCloseTimeout:    30 * time.Second,
-		ScheduleToCloseTimeout: 2 * time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    100 * time.Millisecond,
-			BackoffCoefficient: 2,
-			MaximumInterval:    5 * time.Second,
-		},
-	}
+	writePrepareOptions = beforeEffect
 	// The manifest put and the commit plan are idempotent and retry until
 	// the store answers.
-	writeStepOptions = workflow.LocalActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    100 * time.Millisecond,
-			BackoffCoefficient: 2,
-			MaximumInterval:    30 * time.Second,
-		},
-	}
+	writeStepOptions = afterEffect
 	// The commit put is an ordinary activity, not a local one, on purpose:
 	// scheduling it completes a workflow task, so the planned commit is in
 	// history before any put of it is sent. A worker that dies after the
@@ -46,11 +30,7 @@ var (
 	// instead of planning a second commit on top of its own.
 	commitPutOptions = workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    100 * time.Millisecond,
-			BackoffCoefficient: 2,
-			MaximumInterval:    30 * time.Second,
-		},
+		RetryPolicy:         untilAnswered,
 	}
 )
 
