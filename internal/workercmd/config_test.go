@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/internal/conncfg"
 )
 
 func TestLoadConfig_NothingGiven_IsDefaults(t *testing.T) {
@@ -28,12 +29,14 @@ func TestLoadConfig_NothingGiven_IsDefaults(t *testing.T) {
 		t.Fatalf("LoadConfig: %v", err)
 	}
 	want := Config{
-		TemporalAddress: "127.0.0.1:7233",
-		Namespace:       "default",
-		DialTimeout:     10 * time.Second,
-		TaskQueue:       "graft",
-		StoreDir:        "./.graft-data",
-		DatabaseURL:     catalog.DefaultDatabaseURL,
+		Settings: conncfg.Settings{
+			TemporalAddress: "127.0.0.1:7233",
+			Namespace:       "default",
+			DialTimeout:     10 * time.Second,
+			TaskQueue:       "graft",
+			StoreDir:        "./.graft-data",
+			DatabaseURL:     catalog.DefaultDatabaseURL,
+		},
 		Migrate:         true,
 		MetricsAddr:     "127.0.0.1:9464",
 		LogLevel:        slog.LevelInfo,
@@ -100,15 +103,17 @@ func TestLoadConfig_EveryEnvironmentVariable_SetsItsField(t *testing.T) {
 		t.Fatalf("LoadConfig: %v", err)
 	}
 	want := Config{
-		TemporalAddress:              "temporal.internal:7233",
-		Namespace:                    "prod",
-		TLS:                          TLSFiles{Enabled: true, ServerName: "temporal.example"},
-		DialTimeout:                  3 * time.Second,
-		TaskQueue:                    "tq",
-		StoreDir:                     DefaultStoreDir,
-		S3:                           S3Config{Endpoint: "http://127.0.0.1:7070", Bucket: "bucket", Prefix: "pre/fix", Region: "eu-west-1", PathStyle: true},
-		DatabaseURL:                  "postgres://graft@db.internal:5432/graft",
-		DBSchema:                     "ledger",
+		Settings: conncfg.Settings{
+			TemporalAddress: "temporal.internal:7233",
+			Namespace:       "prod",
+			TLS:             TLSFiles{Enabled: true, ServerName: "temporal.example"},
+			DialTimeout:     3 * time.Second,
+			TaskQueue:       "tq",
+			StoreDir:        DefaultStoreDir,
+			S3:              S3Config{Endpoint: "http://127.0.0.1:7070", Bucket: "bucket", Prefix: "pre/fix", Region: "eu-west-1", PathStyle: true},
+			DatabaseURL:     "postgres://graft@db.internal:5432/graft",
+			DBSchema:        "ledger",
+		},
 		MaxConcurrentActivities:      7,
 		MaxConcurrentLocalActivities: 8,
 		MaxConcurrentWorkflowTasks:   9,
@@ -122,7 +127,7 @@ func TestLoadConfig_EveryEnvironmentVariable_SetsItsField(t *testing.T) {
 	}
 	// Every variable the help advertises is exercised here (the TLS files have their own test).
 	for flag, name := range envNames {
-		if _, ok := env[name]; !ok && !strings.HasPrefix(flag, "tls-") && flag != flagStoreDir {
+		if _, ok := env[name]; !ok && !strings.HasPrefix(flag, "tls-") && flag != conncfg.FlagStoreDir {
 			t.Errorf("environment variable %s (--%s) is not covered by this test", name, flag)
 		}
 	}
@@ -228,8 +233,8 @@ func TestLoadConfig_S3BucketAlone_SelectsS3WithDefaults(t *testing.T) {
 	if got.S3 != want {
 		t.Errorf("S3 = %+v, want %+v", got.S3, want)
 	}
-	if d := describeStore(got); d != "s3://graft at https://s3.example" {
-		t.Errorf("describeStore = %q", d)
+	if d := got.DescribeStore(); d != "s3://graft at https://s3.example" {
+		t.Errorf("DescribeStore = %q", d)
 	}
 }
 
@@ -241,14 +246,14 @@ func TestLoadConfig_TLSFiles_LoadIntoClientConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("LoadConfig: %v", err)
 	}
-	tc, err := tlsConfig(cfg.TLS)
+	tc, err := cfg.TLS.Config()
 	if err != nil {
-		t.Fatalf("tlsConfig: %v", err)
+		t.Fatalf("TLS.Config: %v", err)
 	}
 	if tc == nil || len(tc.Certificates) != 1 || tc.RootCAs == nil {
 		t.Fatalf("tls config = %+v, want one client certificate and custom roots", tc)
 	}
-	plain, err := tlsConfig(DefaultConfig().TLS)
+	plain, err := DefaultConfig().TLS.Config()
 	if err != nil || plain != nil {
 		t.Errorf("default TLS = %v, %v; want nil (plain TCP)", plain, err)
 	}

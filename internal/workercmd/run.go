@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -20,9 +19,6 @@ import (
 	"github.com/graftworks/graft/activities"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/migrations"
-	"github.com/graftworks/graft/storage"
-	"github.com/graftworks/graft/storage/localfs"
-	"github.com/graftworks/graft/storage/s3"
 	"github.com/graftworks/graft/worker"
 )
 
@@ -73,7 +69,7 @@ func run(ctx context.Context, cfg Config, opts RunOptions, log *slog.Logger) err
 	health := &health{}
 	log.Info("starting graft worker",
 		"temporal_address", cfg.TemporalAddress, "namespace", cfg.Namespace, "task_queue", cfg.TaskQueue,
-		"tls", cfg.TLS.On(), "store", describeStore(cfg), "database", catalog.RedactURL(cfg.DatabaseURL),
+		"tls", cfg.TLS.On(), "store", cfg.DescribeStore(), "database", catalog.RedactURL(cfg.DatabaseURL),
 		"db_schema", cfg.DBSchema, "migrate", cfg.Migrate, "shutdown_timeout", cfg.ShutdownTimeout.String())
 
 	if cfg.MetricsAddr != "" {
@@ -100,30 +96,21 @@ func run(ctx context.Context, cfg Config, opts RunOptions, log *slog.Logger) err
 	health.catalog.Store(cat)
 	defer health.catalog.Store(nil) // runs before Close
 
-	store, err := openStore(ctx, cfg)
+	store, err := cfg.OpenStore(ctx)
 	if err != nil {
 		return err
 	}
 
-	tlsCfg, err := tlsConfig(cfg.TLS)
+	copts, err := cfg.ClientOptions(client.Options{
+		Logger:         sdklog.NewStructuredLogger(log.With("component", "temporal-sdk")),
+		MetricsHandler: metrics.SDKHandler(),
+	})
 	if err != nil {
 		return err
 	}
-	dialCtx, cancelDial := context.WithTimeout(ctx, cfg.DialTimeout)
-	tc, err := client.DialContext(dialCtx, client.Options{
-		HostPort:          cfg.TemporalAddress,
-		Namespace:         cfg.Namespace,
-		Logger:            sdklog.NewStructuredLogger(log.With("component", "temporal-sdk")),
-		MetricsHandler:    metrics.SDKHandler(),
-		ConnectionOptions: client.ConnectionOptions{TLS: tlsCfg},
-	})
-	cancelDial()
+	tc, err := cfg.DialTemporal(ctx, copts)
 	if err != nil {
-		if ctx.Err() == nil && errors.Is(dialCtx.Err(), context.DeadlineExceeded) {
-			return fmt.Errorf("dial temporal at %s: no answer within %s (--dial-timeout): %w",
-				cfg.TemporalAddress, cfg.DialTimeout, err)
-		}
-		return fmt.Errorf("dial temporal at %s: %w", cfg.TemporalAddress, err)
+		return err
 	}
 	defer tc.Close()
 
@@ -165,56 +152,6 @@ func run(ctx context.Context, cfg Config, opts RunOptions, log *slog.Logger) err
 	w.Stop()
 	log.Info("worker stopped", "took", time.Since(began).String())
 	return runErr
-}
-
-// openStore opens the configured store and checks that it answers a listing.
-func openStore(ctx context.Context, cfg Config) (storage.Store, error) {
-	var store storage.Store
-	if cfg.S3.Bucket == "" {
-		s, err := localfs.Open(cfg.StoreDir)
-		if err != nil {
-			return nil, fmt.Errorf("open store %s: %w", describeStore(cfg), err)
-		}
-		store = s
-	} else {
-		s, err := s3.New(ctx, s3.Config{
-			Endpoint:  cfg.S3.Endpoint,
-			Region:    cfg.S3.Region,
-			Bucket:    cfg.S3.Bucket,
-			Prefix:    cfg.S3.Prefix,
-			PathStyle: cfg.S3.PathStyle,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("open store %s: %w", describeStore(cfg), err)
-		}
-		store = s
-	}
-	// A wrong bucket, endpoint or credential shows now rather than at the
-	// first activity.
-	pctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
-	defer cancel()
-	if _, err := store.List(pctx, storage.ListOptions{Limit: 1}); err != nil {
-		return nil, fmt.Errorf("check store %s: %w", describeStore(cfg), err)
-	}
-	return store, nil
-}
-
-// describeStore names the store for logs and errors; it carries no credential.
-func describeStore(cfg Config) string {
-	if cfg.S3.Bucket == "" {
-		if abs, err := filepath.Abs(cfg.StoreDir); err == nil {
-			return "dir " + abs
-		}
-		return "dir " + cfg.StoreDir
-	}
-	where := "s3://" + cfg.S3.Bucket
-	if cfg.S3.Prefix != "" {
-		where += "/" + cfg.S3.Prefix
-	}
-	if cfg.S3.Endpoint != "" {
-		where += " at " + cfg.S3.Endpoint
-	}
-	return where
 }
 
 // serveMetrics serves /metrics and /healthz on addr until the returned stop

@@ -28,9 +28,9 @@ func TestOpenStore_S3_CredentialsFromEnvironment_WrongBucketFailsAtStart(t *test
 	}
 	cfg.DialTimeout = 10 * time.Second
 	ctx := context.Background()
-	store, err := openStore(ctx, cfg)
+	store, err := cfg.OpenStore(ctx)
 	if err != nil {
-		t.Fatalf("openStore: %v", err)
+		t.Fatalf("OpenStore: %v", err)
 	}
 	if _, err := store.Put(ctx, "g/graph.json", []byte("{}"), storage.PutOptions{IfNoneMatch: true}); err != nil {
 		t.Fatalf("put through the S3 store: %v", err)
@@ -42,13 +42,13 @@ func TestOpenStore_S3_CredentialsFromEnvironment_WrongBucketFailsAtStart(t *test
 
 	missing := cfg
 	missing.S3.Bucket = "graft-no-such-bucket-" + strings.ToLower(uniqueName(""))
-	_, err = openStore(ctx, missing)
+	_, err = missing.OpenStore(ctx)
 	if err == nil || !strings.Contains(err.Error(), "check store s3://"+missing.S3.Bucket+"/graft at "+gw.Endpoint) {
 		t.Errorf("missing bucket: err = %v, want a failed store check naming the bucket and endpoint", err)
 	}
 
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
-	_, err = openStore(ctx, cfg)
+	_, err = cfg.OpenStore(ctx)
 	if err == nil || !strings.Contains(err.Error(), "check store s3://"+bucket) {
 		t.Errorf("wrong credentials: err = %v, want a failed store check naming the bucket", err)
 	}

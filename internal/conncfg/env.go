@@ -1,0 +1,94 @@
+package conncfg
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/spf13/pflag"
+)
+
+// LookupEnv reads one environment variable, like os.LookupEnv.
+type LookupEnv func(name string) (string, bool)
+
+// Env maps each flag that has an environment variable to the variable's name.
+type Env map[string]string
+
+// EnvNames returns the environment variables of the shared flags; the map
+// is the caller's to extend.
+func EnvNames() Env { return maps.Clone(sharedEnv) }
+
+// With returns a copy of e extended by more.
+func (e Env) With(more Env) Env {
+	out := maps.Clone(e)
+	maps.Copy(out, more)
+	return out
+}
+
+// Usage appends flag's environment variable to its usage text.
+func (e Env) Usage(flag, usage string) string {
+	return usage + " [$" + e[flag] + "]"
+}
+
+// Bind fills every flag of fs not given on the command line from its
+// environment variable in e, so a flag wins over its variable, which wins
+// over the default. An empty variable counts as unset, except for the flags
+// named in emptyIsValue, where "" is a value. The returned Sources say where
+// each value came from; the error names each variable whose value did not
+// parse.
+func (e Env) Bind(fs *pflag.FlagSet, lookup LookupEnv, emptyIsValue ...string) (*Sources, error) {
+	s := &Sources{from: map[string]string{}, env: e}
+	var errs []error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Changed {
+			s.from[f.Name] = "--" + f.Name
+			return
+		}
+		env, ok := e[f.Name]
+		if !ok {
+			return
+		}
+		v, set := lookup(env)
+		if !set || (v == "" && !slices.Contains(emptyIsValue, f.Name)) {
+			return
+		}
+		if err := f.Value.Set(v); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %v", env, v, err))
+			return
+		}
+		s.from[f.Name] = env
+	})
+	return s, errors.Join(errs...)
+}
+
+// Sources records where each flag's value came from, so an error names it
+// the way the operator wrote it. A nil *Sources knows of no source.
+type Sources struct {
+	from map[string]string // flag → "--flag" or "ENV_NAME"
+	env  Env
+}
+
+// Name is how an error refers to flag: as the operator gave it ("--flag" or
+// "ENV_NAME"), or as "--flag (or ENV_NAME)" when neither set it.
+func (s *Sources) Name(flag string) string {
+	if s == nil {
+		return "--" + flag
+	}
+	if n, ok := s.from[flag]; ok {
+		return n
+	}
+	if env, ok := s.env[flag]; ok {
+		return "--" + flag + " (or " + env + ")"
+	}
+	return "--" + flag
+}
+
+// Given reports whether the command line or the environment set flag.
+func (s *Sources) Given(flag string) bool {
+	if s == nil {
+		return false
+	}
+	_, ok := s.from[flag]
+	return ok
+}
