@@ -21,6 +21,7 @@ type Registry interface {
 // Register registers every graft workflow under its stable name.
 func Register(r Registry) {
 	r.RegisterWorkflowWithOptions(CreateBranch, workflow.RegisterOptions{Name: CreateBranchName})
+	r.RegisterWorkflowWithOptions(Cleanup, workflow.RegisterOptions{Name: CleanupName})
 	r.RegisterWorkflowWithOptions(InitGraph, workflow.RegisterOptions{Name: InitGraphName})
 	r.RegisterWorkflowWithOptions(WriteTable, workflow.RegisterOptions{Name: WriteTableName})
 	r.RegisterWorkflowWithOptions(RepairBranch, workflow.RegisterOptions{Name: RepairBranchName})

@@ -1,0 +1,387 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/graph"
+	"github.com/graftworks/graft/internal/outcome"
+	"github.com/graftworks/graft/storage"
+)
+
+// Cleanup's activities. The online-safety rules they follow are the ledger's (see
+// package catalog): the run is inserted before any root is read, only keys CondemnedAdd
+// accepted are deleted, each deletion is recorded with CondemnedMarkDeleted, and the run
+// is finished only after its last deletion.
+
+// CleanupBegin records the cleanup operation and inserts its run, before anything is
+// read. Another running mark or sweep run of the graph ends this one with conflict.
+func (a *Activities) CleanupBegin(ctx context.Context, in CleanupBeginInput) (CleanupBeginResult, error) {
+	end := func(o outcome.Outcome, f string, args ...any) (CleanupBeginResult, error) {
+		return CleanupBeginResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
+	}
+	if err := format.ValidateGraphName(in.Graph); err != nil {
+		return end(outcome.Invalid, "%v", err)
+	}
+	if _, err := graph.ReadGraph(ctx, a.Store, in.Graph); err != nil {
+		if errors.Is(err, graph.ErrGraphNotFound) {
+			return end(outcome.NotFound, "graph %q does not exist", in.Graph)
+		}
+		return CleanupBeginResult{}, fmt.Errorf("read graph: %w", err)
+	}
+	if in.PlanRunID != "" {
+		plan, err := a.Catalog.CleanupRunGet(ctx, catalog.CleanupRunGetParams{ID: in.PlanRunID})
+		switch {
+		case errors.Is(err, catalog.ErrNotFound):
+			return end(outcome.NotFound, "cleanup run %s does not exist", in.PlanRunID)
+		case err != nil:
+			return CleanupBeginResult{}, fmt.Errorf("read plan run: %w", err)
+		case plan.Graph != in.Graph:
+			return end(outcome.Invalid, "cleanup run %s cleaned graph %q, not %q", in.PlanRunID, plan.Graph, in.Graph)
+		case plan.Mode != catalog.CleanupMark:
+			return end(outcome.Invalid, "cleanup run %s is a %s run; only a mark run's plan can be swept", in.PlanRunID, plan.Mode)
+		case plan.State != catalog.CleanupDone:
+			return end(outcome.Invalid, "cleanup run %s is %s; only a finished mark run's plan can be swept", in.PlanRunID, plan.State)
+		}
+	}
+	_, err := a.Catalog.OperationInsert(ctx, catalog.OperationInsertParams{
+		ID: in.RunID, Kind: catalog.OpCleanup, Graph: in.Graph, Inputs: in.Policy,
+		WorkflowID: in.WorkflowID, RunID: in.WorkflowRunID,
+	})
+	if errors.Is(err, catalog.ErrDuplicate) {
+		return end(outcome.Conflict, "operation id %q was already used for a different request", in.RunID)
+	}
+	if err != nil {
+		return CleanupBeginResult{}, fmt.Errorf("record operation: %w", err)
+	}
+	_, err = a.Catalog.CleanupRunInsert(ctx, catalog.CleanupRunInsertParams{
+		ID: in.RunID, Graph: in.Graph, Mode: catalog.CleanupMode(in.Mode), Policy: in.Policy,
+	})
+	if errors.Is(err, catalog.ErrDuplicate) {
+		res := CleanupBeginResult{Outcome: outcome.Conflict, Message: err.Error()}
+		if active, aerr := a.Catalog.CleanupRunActive(ctx, catalog.CleanupRunActiveParams{Graph: in.Graph}); aerr == nil {
+			res.ActiveRunID = active.ID
+			res.Message = fmt.Sprintf("cleanup run %s (%s) is already running on graph %q", active.ID, active.Mode, in.Graph)
+			orphan, err := a.orphanedRun(ctx, active)
+			if err != nil {
+				return CleanupBeginResult{}, err
+			}
+			if orphan != nil {
+				return CleanupBeginResult{Orphan: orphan}, nil
+			}
+		}
+		if _, err := a.Catalog.OperationFinish(ctx, catalog.OperationFinishParams{
+			ID: in.RunID, Outcome: catalog.OutcomeConflict, Error: res.Message,
+		}); err != nil {
+			return CleanupBeginResult{}, fmt.Errorf("finish operation: %w", err)
+		}
+		return res, nil
+	}
+	if errors.Is(err, catalog.ErrInvalid) {
+		return end(outcome.Invalid, "%v", err)
+	}
+	if err != nil {
+		return CleanupBeginResult{}, fmt.Errorf("insert cleanup run: %w", err)
+	}
+	return CleanupBeginResult{}, nil
+}
+
+// orphanedRun reports whether a running run's workflow has ended (terminated, timed out,
+// failed) without finishing it. It follows the workflow's continue-as-new chain from the
+// execution recorded with the run's operation. A run it cannot trace to a workflow (no
+// operation row, no Temporal client) is never called orphaned.
+func (a *Activities) orphanedRun(ctx context.Context, run catalog.CleanupRun) (*CleanupOrphan, error) {
+	op, err := a.Catalog.OperationGet(ctx, catalog.OperationGetParams{ID: run.ID})
+	if errors.Is(err, catalog.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read operation of run %s: %w", run.ID, err)
+	}
+	if op.WorkflowID == "" || op.RunID == "" || !activity.IsActivity(ctx) {
+		return nil, nil
+	}
+	tc := activity.GetClient(ctx)
+	if tc == nil {
+		return nil, nil
+	}
+	orphan := &CleanupOrphan{RunID: run.ID, Mode: string(run.Mode), WorkflowID: op.WorkflowID}
+	execution := op.RunID
+	for range 1000 { // a chain of continue-as-new executions
+		desc, err := tc.DescribeWorkflowExecution(ctx, op.WorkflowID, execution)
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return orphan, nil // gone from the server's retention: long ended
+		}
+		if err != nil {
+			return nil, fmt.Errorf("describe workflow of run %s: %w", run.ID, err)
+		}
+		switch desc.GetWorkflowExecutionInfo().GetStatus() {
+		case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+			return nil, nil
+		case enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
+			it := tc.GetWorkflowHistory(ctx, op.WorkflowID, execution, false, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+			next := ""
+			for it.HasNext() {
+				ev, err := it.Next()
+				if err != nil {
+					return nil, fmt.Errorf("read workflow history of run %s: %w", run.ID, err)
+				}
+				if attrs := ev.GetWorkflowExecutionContinuedAsNewEventAttributes(); attrs != nil {
+					next = attrs.GetNewExecutionRunId()
+				}
+			}
+			if next == "" {
+				return nil, nil
+			}
+			execution = next
+		default:
+			return orphan, nil
+		}
+	}
+	return nil, nil
+}
+
+// Deleting one batch: how often a batch whose answer was lost is re-sent within one
+// attempt of the activity, and the first pause between re-sends.
+const (
+	deleteAttempts = 5
+	deleteBackoff  = 50 * time.Millisecond
+)
+
+// CleanupSweep deletes the run's condemned keys under in.Prefix in key order, in batches
+// of at most 1000: each batch is deleted, then recorded deleted in the ledger, then
+// reported in a heartbeat. A repeated or lost batch is harmless — deleting a missing key
+// succeeds, and recording it twice changes nothing — so an attempt that died anywhere is
+// simply resumed by the next from its last heartbeat. It stops after in.MaxBatches
+// batches, or when the range holds no condemned key any more (Done).
+//
+// The ledger work of one batch (recording the previous batch, listing the next) runs
+// while the store deletes it, so the store is kept busy; the activity never returns
+// while a deletion it started is still in flight.
+func (a *Activities) CleanupSweep(ctx context.Context, in CleanupSweepInput) (CleanupSweepProgress, error) {
+	batchSize := in.BatchSize
+	if batchSize <= 0 || batchSize > storage.MaxBatchDelete {
+		batchSize = storage.MaxBatchDelete
+	}
+	maxBatches := in.MaxBatches
+	if maxBatches <= 0 {
+		maxBatches = 50
+	}
+	var p CleanupSweepProgress
+	if activity.IsActivity(ctx) && activity.HasHeartbeatDetails(ctx) {
+		if err := activity.GetHeartbeatDetails(ctx, &p); err != nil {
+			p = CleanupSweepProgress{}
+		}
+	}
+	record := func(b sweepBatch) error {
+		if len(b.keys) > 0 {
+			n, err := a.Catalog.CondemnedMarkDeleted(ctx, catalog.CondemnedMarkDeletedParams{RunID: in.RunID, Keys: b.keys})
+			if err != nil {
+				return fmt.Errorf("record deletions: %w", err)
+			}
+			p.Deleted += n
+			if n == int64(len(b.keys)) {
+				p.Bytes += b.bytes
+			}
+		}
+		if b.last != "" {
+			p.After = b.last
+			p.Batches++
+			heartbeat(ctx, p)
+		}
+		return nil
+	}
+
+	cur, err := a.nextSweepBatch(ctx, in, max(in.Prefix, in.After, p.After), batchSize)
+	if err != nil {
+		return p, err
+	}
+	budget := maxBatches - p.Batches
+	var prev *sweepBatch
+	for launched := 1; ; launched++ {
+		deleted := make(chan error, 1)
+		go func(keys []string) {
+			if len(keys) == 0 {
+				deleted <- nil
+				return
+			}
+			deleted <- a.deleteBatch(ctx, keys)
+		}(cur.keys)
+		var recErr, nextErr error
+		if prev != nil {
+			recErr = record(*prev)
+		}
+		more := !cur.final && launched < budget
+		var next sweepBatch
+		if more && recErr == nil {
+			next, nextErr = a.nextSweepBatch(ctx, in, cur.last, batchSize)
+		}
+		if err := <-deleted; err != nil {
+			return p, err
+		}
+		if recErr != nil {
+			return p, recErr
+		}
+		if nextErr != nil {
+			if err := record(cur); err != nil {
+				return p, err
+			}
+			return p, nextErr
+		}
+		if !more {
+			if err := record(cur); err != nil {
+				return p, err
+			}
+			p.Done = cur.final
+			return p, nil
+		}
+		done := cur
+		prev, cur = &done, next
+	}
+}
+
+// sweepBatch is one page of a run's condemned keys to delete.
+type sweepBatch struct {
+	keys  []string
+	bytes int64
+	// last is the last key examined (the cursor), "" when the page was empty.
+	last string
+	// final reports that no condemned key of the range follows.
+	final bool
+}
+
+// nextSweepBatch lists the next page of the run's condemned keys after after, checking
+// first that the run is still running: once it is not, its condemned set no longer
+// refuses pins, and deleting could remove a key an operation has since pinned.
+func (a *Activities) nextSweepBatch(ctx context.Context, in CleanupSweepInput, after string, batchSize int) (sweepBatch, error) {
+	run, err := a.Catalog.CleanupRunGet(ctx, catalog.CleanupRunGetParams{ID: in.RunID})
+	if err != nil {
+		return sweepBatch{}, fmt.Errorf("read cleanup run: %w", err)
+	}
+	if run.State != catalog.CleanupRunning {
+		return sweepBatch{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("cleanup run %s is %s; nothing more may be deleted under it", in.RunID, run.State), "CleanupRunNotRunning", nil)
+	}
+	entries, err := a.Catalog.CondemnedList(ctx, catalog.CondemnedListParams{
+		RunID: in.RunID, State: catalog.CondemnedPending, After: after, Limit: batchSize,
+	})
+	if err != nil {
+		return sweepBatch{}, fmt.Errorf("list condemned keys: %w", err)
+	}
+	b := sweepBatch{final: len(entries) < batchSize}
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Key, in.Prefix) {
+			b.final = true
+			break
+		}
+		b.last = e.Key
+		if in.Kind == "" || string(e.Kind) == in.Kind {
+			b.keys = append(b.keys, e.Key)
+			b.bytes += e.Size
+		}
+	}
+	return b, nil
+}
+
+// deleteBatch deletes keys, re-sending what an ambiguous answer or a partial failure
+// left unknown. Deleting a key that is already gone succeeds, so a re-send is harmless.
+func (a *Activities) deleteBatch(ctx context.Context, keys []string) error {
+	pause := deleteBackoff
+	var err error
+	for attempt := 1; attempt <= deleteAttempts; attempt++ {
+		err = a.Store.DeleteBatch(ctx, keys)
+		if err == nil {
+			return nil
+		}
+		var partial *storage.BatchError
+		if errors.As(err, &partial) {
+			failed := make([]string, 0, len(partial.Failed))
+			for _, k := range keys {
+				if _, ok := partial.Failed[k]; ok {
+					failed = append(failed, k)
+				}
+			}
+			keys = failed
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		pause *= 2
+	}
+	return fmt.Errorf("delete %d condemned keys: %w", len(keys), err)
+}
+
+// CleanupSummarize counts the run's condemned set from the ledger: exact whatever
+// happened to the workers that swept it.
+func (a *Activities) CleanupSummarize(ctx context.Context, in CleanupSummarizeInput) (CleanupSummary, error) {
+	var s CleanupSummary
+	tallies, err := a.Catalog.CondemnedSummary(ctx, catalog.CondemnedSummaryParams{RunID: in.RunID})
+	if err != nil {
+		return CleanupSummary{}, fmt.Errorf("summarise cleanup run: %w", err)
+	}
+	for _, t := range tallies {
+		c := CleanupCounts{Bytes: t.Bytes}
+		switch t.Kind {
+		case catalog.ObjectCommit, catalog.ObjectTree:
+			c.Commits = t.Count
+		case catalog.ObjectTableVersion:
+			c.Versions = t.Count
+		default:
+			c.Objects = t.Count
+		}
+		s.Condemned.Add(c)
+		if t.State == catalog.CondemnedDeleted {
+			s.Deleted.Add(c)
+		}
+	}
+	if in.PlanRunID != "" {
+		plan, err := a.Catalog.CondemnedSummary(ctx, catalog.CondemnedSummaryParams{RunID: in.PlanRunID})
+		if err != nil {
+			return CleanupSummary{}, fmt.Errorf("summarise reviewed plan: %w", err)
+		}
+		for _, t := range plan {
+			s.PlanKeys += t.Count
+		}
+	}
+	return s, nil
+}
+
+// CleanupFinish ends the run — after its last deletion — with its report, and records the
+// operation's outcome. From then on its condemned set refuses no pin. Finishing a run
+// someone else already ended is not an error.
+func (a *Activities) CleanupFinish(ctx context.Context, in CleanupFinishInput) error {
+	state, out := catalog.CleanupDone, catalog.OutcomeDone
+	switch {
+	case in.Failed:
+		state, out = catalog.CleanupFailed, catalog.OutcomeFailed
+	case in.Aborted:
+		state, out = catalog.CleanupAborted, catalog.OutcomeFailed
+	}
+	_, err := a.Catalog.CleanupRunFinish(ctx, catalog.CleanupRunFinishParams{ID: in.RunID, State: state, Report: in.Report})
+	if err != nil && !errors.Is(err, catalog.ErrStateConflict) && !errors.Is(err, catalog.ErrNotFound) {
+		return fmt.Errorf("finish cleanup run: %w", err)
+	}
+	if _, err := a.Catalog.OperationFinish(ctx, catalog.OperationFinishParams{ID: in.RunID, Outcome: out, Error: in.Message}); err != nil &&
+		!errors.Is(err, catalog.ErrNotFound) && !errors.Is(err, catalog.ErrStateConflict) {
+		return fmt.Errorf("finish operation: %w", err)
+	}
+	a.observeFinished("cleanup", string(out))
+	return nil
+}

@@ -1,0 +1,243 @@
+package activities
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/internal/format"
+)
+
+// The decisions of a cleanup mark that need no storage: how a tree stands, which commits
+// of a live tree a policy keeps, and which keys an in-flight operation pins. Kept apart
+// from the activities so each rule has a table test.
+
+// treeClass is how a tree stands for cleanup.
+type treeClass int
+
+const (
+	// treeLive: a live ref names the tree; keep its head and the commits in a window.
+	treeLive treeClass = iota + 1
+	// treeCondemnable: no ref can ever name the tree again (retired, or fenced with a
+	// settled or absent witness); its commits may go, except those tags or pins keep.
+	treeCondemnable
+	// treeInFlight: the tree's ref may still land (witness intent, cloned or in_doubt).
+	treeInFlight
+	// treeUnsettled: storage and witness disagree, or a ref is unreadable; leave it.
+	treeUnsettled
+	// treeNeedsFence: no ref and no unsettled witness; reclaimable only after the
+	// collector itself wins a fence at the tree's ref key.
+	treeNeedsFence
+)
+
+func (c treeClass) String() string {
+	switch c {
+	case treeLive:
+		return "live"
+	case treeCondemnable:
+		return "condemnable"
+	case treeInFlight:
+		return "in_flight"
+	case treeUnsettled:
+		return "unsettled"
+	case treeNeedsFence:
+		return "needs_fence"
+	}
+	return fmt.Sprintf("treeClass(%d)", int(c))
+}
+
+// treeFacts is what storage and the ledger say about one tree.
+type treeFacts struct {
+	// Refs are the decoded refs at ref keys whose native names the tree.
+	Refs []format.BranchRef
+	// RefUnreadable is set when a ref key naming the tree holds bytes that do not decode.
+	RefUnreadable bool
+	// Witness is the tree's incarnation row, nil when the ledger has none.
+	Witness *catalog.Incarnation
+}
+
+// unsettledWitness reports whether the witness says the tree's ref may still be put.
+func unsettledWitness(w *catalog.Incarnation) bool {
+	if w == nil {
+		return false
+	}
+	switch w.State {
+	case catalog.IncarnationIntent, catalog.IncarnationCloned, catalog.IncarnationInDoubt:
+		return true
+	}
+	return false
+}
+
+// classifyTree decides how a tree stands. Storage is the authority for refs; the witness
+// only ever holds a tree back, never frees one, and age is never consulted.
+func classifyTree(f treeFacts) (treeClass, string) {
+	if f.RefUnreadable {
+		return treeUnsettled, "a ref naming the tree does not decode"
+	}
+	var retired, fenced bool
+	for _, r := range f.Refs {
+		switch r.State {
+		case format.RefLive:
+			return treeLive, "live ref " + r.Native
+		case format.RefRetired:
+			retired = true
+		case format.RefFence:
+			fenced = true
+		}
+	}
+	switch {
+	case retired:
+		return treeCondemnable, "branch retired"
+	case fenced && unsettledWitness(f.Witness):
+		return treeInFlight, fmt.Sprintf("fenced, but its create (operation %s) is still settling", f.Witness.OpID)
+	case fenced:
+		return treeCondemnable, "fenced"
+	case unsettledWitness(f.Witness):
+		return treeInFlight, fmt.Sprintf("witness %s: the ref put may still land", f.Witness.State)
+	case f.Witness != nil && (f.Witness.State == catalog.IncarnationLive || f.Witness.State == catalog.IncarnationRetired):
+		return treeUnsettled, fmt.Sprintf("witness says %s but no ref exists", f.Witness.State)
+	}
+	return treeNeedsFence, "no ref"
+}
+
+// treeCommit is one listed commit key of a tree.
+type treeCommit struct {
+	Key  string
+	Seq  int64
+	Size int64
+}
+
+// sortNewestFirst orders commits by seq, newest first.
+func sortNewestFirst(cs []treeCommit) {
+	sort.Slice(cs, func(i, j int) bool { return cs[i].Seq > cs[j].Seq })
+}
+
+// windowDecision is why a live tree's commit is kept, or that it is not.
+type windowDecision int
+
+const (
+	windowOutside windowDecision = iota
+	windowHead
+	windowInside
+)
+
+// liveWindow decides, for the commits of a live tree sorted newest first, which are kept:
+// the head always, the newest keepNewest by seq, and — when cutoff is not zero — every
+// commit whose time is after cutoff. A commit goes only when it is outside every window.
+// timeOf returns a commit's time, or ok false when it cannot be read (then it is kept:
+// an unreadable time proves nothing). It is called only for commits the count window
+// does not keep, and only with an age window.
+func liveWindow(cs []treeCommit, keepNewest int, cutoff time.Time, timeOf func(i int) (t time.Time, ok bool)) []windowDecision {
+	out := make([]windowDecision, len(cs))
+	for i := range cs {
+		switch {
+		case i == 0:
+			out[i] = windowHead
+		case i < keepNewest:
+			out[i] = windowInside
+		case !cutoff.IsZero():
+			if t, ok := timeOf(i); !ok || t.After(cutoff) {
+				out[i] = windowInside
+			}
+		}
+	}
+	return out
+}
+
+// pinSet answers whether a key is pinned, with the ledger's rule: equal keys, or one of
+// them ends in "/" and is a prefix of the other. A dry run uses it in place of the
+// ledger's own check, which only a condemning run may make.
+type pinSet struct {
+	exact    map[string]bool
+	prefixes []string
+}
+
+func newPinSet(pins []catalog.PinRecord) pinSet {
+	s := pinSet{exact: make(map[string]bool, len(pins))}
+	for _, p := range pins {
+		s.exact[p.Key] = true
+		if strings.HasSuffix(p.Key, "/") {
+			s.prefixes = append(s.prefixes, p.Key)
+		}
+	}
+	return s
+}
+
+func (s pinSet) pinned(key string) bool {
+	if s.exact[key] {
+		return true
+	}
+	for i := 0; i < len(key)-1; i++ {
+		if key[i] == '/' && s.exact[key[:i+1]] {
+			return true
+		}
+	}
+	if strings.HasSuffix(key, "/") {
+		for k := range s.exact {
+			if strings.HasPrefix(k, key) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// parseVersionKey returns the version ULID of a key under a table's versions/ prefix.
+func parseVersionKey(prefix, key string) (string, bool) {
+	name, ok := strings.CutPrefix(key, prefix)
+	if !ok {
+		return "", false
+	}
+	id, ok := strings.CutSuffix(name, ".json")
+	if !ok {
+		return "", false
+	}
+	u, err := format.ParseULID(id)
+	if err != nil || u.String() != id {
+		return "", false
+	}
+	return id, true
+}
+
+// parseObjectKey returns the object ULID of a key under a table's objects/ prefix.
+func parseObjectKey(prefix, key string) (string, bool) {
+	id, ok := strings.CutPrefix(key, prefix)
+	if !ok {
+		return "", false
+	}
+	u, err := format.ParseULID(id)
+	if err != nil || u.String() != id {
+		return "", false
+	}
+	return id, true
+}
+
+// tableOfKey returns the table a key under "{graph}/tables/" belongs to.
+func tableOfKey(graph, key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, graph+"/tables/")
+	if !ok {
+		return "", false
+	}
+	table, _, ok := strings.Cut(rest, "/")
+	if !ok || format.ValidateTableName(table) != nil {
+		return "", false
+	}
+	return table, true
+}
+
+// planSample keeps the first max keys of a plan.
+type planSample struct {
+	max  int
+	keys []string
+}
+
+func (p *planSample) add(keys ...string) {
+	for _, k := range keys {
+		if len(p.keys) >= p.max {
+			return
+		}
+		p.keys = append(p.keys, k)
+	}
+}

@@ -1,0 +1,167 @@
+package activities
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/storage"
+	"github.com/graftworks/graft/storage/localfs"
+)
+
+func TestClassifyTree_EveryCombinationOfRefAndWitness(t *testing.T) {
+	tree := ulid.Make()
+	native := format.NativeName("feature/x", tree)
+	ref := func(s format.RefState) format.BranchRef { return format.BranchRef{State: s, Native: native} }
+	witness := func(s catalog.IncarnationState) *catalog.Incarnation {
+		return &catalog.Incarnation{Native: native, Tree: tree.String(), State: s, OpID: "op1"}
+	}
+	cases := []struct {
+		name string
+		f    treeFacts
+		want treeClass
+	}{
+		{"live ref", treeFacts{Refs: []format.BranchRef{ref(format.RefLive)}}, treeLive},
+		{"live ref beats an in-doubt witness", treeFacts{Refs: []format.BranchRef{ref(format.RefLive)}, Witness: witness(catalog.IncarnationInDoubt)}, treeLive},
+		{"live ref beside a fence of another name", treeFacts{Refs: []format.BranchRef{ref(format.RefFence), ref(format.RefLive)}}, treeLive},
+		{"retired ref", treeFacts{Refs: []format.BranchRef{ref(format.RefRetired)}, Witness: witness(catalog.IncarnationRetired)}, treeCondemnable},
+		{"fence, no witness", treeFacts{Refs: []format.BranchRef{ref(format.RefFence)}}, treeCondemnable},
+		{"fence, witness unpublished", treeFacts{Refs: []format.BranchRef{ref(format.RefFence)}, Witness: witness(catalog.IncarnationUnpublished)}, treeCondemnable},
+		{"fence, witness still in doubt", treeFacts{Refs: []format.BranchRef{ref(format.RefFence)}, Witness: witness(catalog.IncarnationInDoubt)}, treeInFlight},
+		{"no ref, witness intent", treeFacts{Witness: witness(catalog.IncarnationIntent)}, treeInFlight},
+		{"no ref, witness cloned", treeFacts{Witness: witness(catalog.IncarnationCloned)}, treeInFlight},
+		{"no ref, witness in doubt", treeFacts{Witness: witness(catalog.IncarnationInDoubt)}, treeInFlight},
+		{"no ref, witness live contradicts storage", treeFacts{Witness: witness(catalog.IncarnationLive)}, treeUnsettled},
+		{"no ref, witness retired contradicts storage", treeFacts{Witness: witness(catalog.IncarnationRetired)}, treeUnsettled},
+		{"no ref, witness unpublished", treeFacts{Witness: witness(catalog.IncarnationUnpublished)}, treeNeedsFence},
+		{"no ref, no witness", treeFacts{}, treeNeedsFence},
+		{"unreadable ref", treeFacts{RefUnreadable: true, Refs: []format.BranchRef{ref(format.RefLive)}}, treeUnsettled},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got, why := classifyTree(c.f); got != c.want {
+				t.Fatalf("classifyTree = %s (%s), want %s", got, why, c.want)
+			}
+		})
+	}
+}
+
+func TestLiveWindow_CommitGoesOnlyOutsideEveryWindow(t *testing.T) {
+	now := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+	// Newest first: seq 5 (head) .. seq 0, one hour apart, seq 2 with an unreadable time.
+	cs := make([]treeCommit, 6)
+	times := make([]time.Time, 6)
+	for i := range cs {
+		cs[i] = treeCommit{Seq: int64(5 - i)}
+		times[i] = now.Add(-time.Duration(i) * time.Hour)
+	}
+	timeOf := func(i int) (time.Time, bool) { return times[i], i != 3 }
+	const (
+		out  = windowOutside
+		head = windowHead
+		in   = windowInside
+	)
+	cases := []struct {
+		name   string
+		keep   int
+		cutoff time.Time
+		want   []windowDecision
+	}{
+		{"keep 1: head only", 1, time.Time{}, []windowDecision{head, out, out, out, out, out}},
+		{"keep 0 with no age window still keeps the head", 0, time.Time{}, []windowDecision{head, out, out, out, out, out}},
+		{"keep 3", 3, time.Time{}, []windowDecision{head, in, in, out, out, out}},
+		{"keep more than exist", 10, time.Time{}, []windowDecision{head, in, in, in, in, in}},
+		{"newer than 90 minutes; unreadable time kept", 0, now.Add(-90 * time.Minute), []windowDecision{head, in, out, in, out, out}},
+		{"both: union of the windows", 3, now.Add(-90 * time.Minute), []windowDecision{head, in, in, in, out, out}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := liveWindow(cs, c.keep, c.cutoff, timeOf); !slices.Equal(got, c.want) {
+				t.Fatalf("liveWindow = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestPinSet_ExactAndPrefixPinsConflictLikeTheLedger(t *testing.T) {
+	s := newPinSet([]catalog.PinRecord{{Key: "g/tables/t/versions/A.json"}, {Key: "g/trees/T/"}})
+	cases := map[string]bool{
+		"g/tables/t/versions/A.json":  true,
+		"g/tables/t/versions/B.json":  false,
+		"g/trees/T/commits/0001.json": true,
+		"g/trees/U/commits/0001.json": false,
+		"g/trees/":                    true, // a prefix covering a pin
+		"g/tables/t/versions/A.jso":   false,
+	}
+	for key, want := range cases {
+		if got := s.pinned(key); got != want {
+			t.Errorf("pinned(%q) = %v, want %v", key, got, want)
+		}
+	}
+}
+
+func TestParseKeys_AcceptOnlyCanonicalNames(t *testing.T) {
+	id := ulid.Make().String()
+	vp, op := "g/tables/t/versions/", "g/tables/t/objects/"
+	if got, ok := parseVersionKey(vp, vp+id+".json"); !ok || got != id {
+		t.Fatalf("parseVersionKey(canonical) = %q, %v", got, ok)
+	}
+	for _, bad := range []string{vp + id, vp + id + ".json.tmp", vp + "x.json", op + id + ".json"} {
+		if _, ok := parseVersionKey(vp, bad); ok {
+			t.Errorf("parseVersionKey accepted %q", bad)
+		}
+	}
+	if got, ok := parseObjectKey(op, op+id); !ok || got != id {
+		t.Fatalf("parseObjectKey(canonical) = %q, %v", got, ok)
+	}
+	for _, bad := range []string{op + id + "/x", op + "lower" + id[5:], vp + id} {
+		if _, ok := parseObjectKey(op, bad); ok {
+			t.Errorf("parseObjectKey accepted %q", bad)
+		}
+	}
+	if table, ok := tableOfKey("g", "g/tables/my_table/objects/"+id); !ok || table != "my_table" {
+		t.Fatalf("tableOfKey = %q, %v", table, ok)
+	}
+}
+
+func TestListTables_FindsEveryTableWithOneListPerTable(t *testing.T) {
+	ctx := context.Background()
+	s, err := localfs.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := &countingStore{inner: s}
+	// "t" sorts after "t-x" and before "t0" and "ta": the skip must not lose any of them.
+	tables := []string{"_z", "a", "t", "t-x", "t0", "ta"}
+	for _, table := range tables {
+		for i := range 3 {
+			key := format.ObjectKey("g", table, ulid.Make())
+			if i == 0 {
+				key = format.TableVersionKey("g", table, ulid.Make())
+			}
+			if _, err := s.Put(ctx, key, []byte("x"), storage.PutOptions{IfNoneMatch: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := s.Put(ctx, "g/trees/"+ulid.Make().String()+"/commits/1.json", []byte("x"), storage.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := listTables(ctx, counted, "g")
+	if err != nil {
+		t.Fatalf("listTables: %v", err)
+	}
+	// Key order, not name order: "t-x/" sorts before "t/".
+	want := []string{"_z", "a", "t-x", "t", "t0", "ta"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("listTables = %v, want %v", got, want)
+	}
+	if lists := counted.requests().List; lists != int64(len(tables)+1) {
+		t.Fatalf("%d LISTs, want one per table and a last empty one (%d)", lists, len(tables)+1)
+	}
+}

@@ -1,0 +1,134 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/graftworks/graft/storage"
+)
+
+// countingStore counts the requests a cleanup activity sends, for its report.
+type countingStore struct {
+	inner                      storage.Store
+	list, get, head, put, dels atomic.Int64
+}
+
+var _ storage.Store = (*countingStore)(nil)
+
+func (s *countingStore) requests() StoreRequests {
+	return StoreRequests{List: s.list.Load(), Get: s.get.Load(), Head: s.head.Load(), Put: s.put.Load(), Delete: s.dels.Load()}
+}
+
+func (s *countingStore) Get(ctx context.Context, key string) (storage.Object, error) {
+	s.get.Add(1)
+	return s.inner.Get(ctx, key)
+}
+
+func (s *countingStore) Head(ctx context.Context, key string) (storage.ObjectInfo, error) {
+	s.head.Add(1)
+	return s.inner.Head(ctx, key)
+}
+
+func (s *countingStore) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
+	s.put.Add(1)
+	return s.inner.Put(ctx, key, body, opts)
+}
+
+func (s *countingStore) List(ctx context.Context, opts storage.ListOptions) (storage.ListPage, error) {
+	s.list.Add(1)
+	return s.inner.List(ctx, opts)
+}
+
+func (s *countingStore) Delete(ctx context.Context, key string) error {
+	s.dels.Add(1)
+	return s.inner.Delete(ctx, key)
+}
+
+func (s *countingStore) DeleteBatch(ctx context.Context, keys []string) error {
+	s.dels.Add(1)
+	return s.inner.DeleteBatch(ctx, keys)
+}
+
+// getConcurrency bounds the parallel GETs of a cleanup activity.
+const getConcurrency = 16
+
+// getEach GETs keys with bounded parallelism and calls fn for each, in no particular
+// order and never concurrently. A missing key is passed to fn as storage.ErrNotFound;
+// the first other error ends the walk and is returned.
+func getEach(ctx context.Context, s storage.Store, keys []string, fn func(key string, obj storage.Object, err error) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type answer struct {
+		key string
+		obj storage.Object
+		err error
+	}
+	work := make(chan string)
+	answers := make(chan answer)
+	var wg sync.WaitGroup
+	for range min(getConcurrency, len(keys)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for key := range work {
+				obj, err := s.Get(ctx, key)
+				select {
+				case answers <- answer{key, obj, err}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	go func() {
+		defer close(work)
+		for _, k := range keys {
+			select {
+			case work <- k:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	go func() { wg.Wait(); close(answers) }()
+	var first error
+	n := 0
+	for a := range answers {
+		if first != nil {
+			continue
+		}
+		if a.err != nil && !errors.Is(a.err, storage.ErrNotFound) {
+			first = a.err
+			cancel()
+			continue
+		}
+		if err := fn(a.key, a.obj, a.err); err != nil {
+			first = err
+			cancel()
+			continue
+		}
+		if n++; n%256 == 0 {
+			heartbeat(ctx, nil)
+		}
+	}
+	if first == nil && ctx.Err() != nil {
+		first = ctx.Err()
+	}
+	return first
+}
+
+// heartbeat records a heartbeat when ctx is an activity's (the SDK throttles them).
+func heartbeat(ctx context.Context, details any) {
+	if !activity.IsActivity(ctx) {
+		return
+	}
+	if details == nil {
+		activity.RecordHeartbeat(ctx)
+		return
+	}
+	activity.RecordHeartbeat(ctx, details)
+}

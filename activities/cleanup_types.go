@@ -1,0 +1,257 @@
+package activities
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/graftworks/graft/internal/outcome"
+)
+
+// Cleanup modes, as the ledger spells them (catalog.CleanupMode).
+const (
+	CleanupModeDryRun = "dry_run"
+	CleanupModeMark   = "mark"
+	CleanupModeSweep  = "sweep"
+)
+
+// CleanupKept counts the keys a cleanup run kept, each under the first root that kept
+// it. Keys are commits, table versions and data objects.
+type CleanupKept struct {
+	// Head counts the head commit of every live branch.
+	Head int64 `json:"head"`
+	// LiveWindow counts other commits of live branches inside a policy window (or of a
+	// branch whose ref landed while the run was deciding).
+	LiveWindow int64 `json:"live_window"`
+	// Tag counts commits a live tag names that nothing else kept.
+	Tag int64 `json:"tag"`
+	// Pin counts keys an in-flight operation pins (the ledger refused to condemn them).
+	Pin int64 `json:"pin"`
+	// Guard counts table versions and data objects younger than the guard window.
+	Guard int64 `json:"guard"`
+	// InFlightTree counts commits of trees whose ref may still land: their witness is
+	// intent, cloned or in_doubt.
+	InFlightTree int64 `json:"in_flight_tree"`
+	// Unsettled counts keys the run could not decide about and left alone: a tree whose
+	// fence put was ambiguous or whose witness contradicts storage, an unreadable object.
+	Unsettled int64 `json:"unsettled"`
+	// Referenced counts table versions and data objects a kept commit or version names.
+	Referenced int64 `json:"referenced"`
+	// Unknown counts keys that graft's format does not name; cleanup never touches them.
+	Unknown int64 `json:"unknown"`
+}
+
+// Add adds o's counts to k.
+func (k *CleanupKept) Add(o CleanupKept) {
+	k.Head += o.Head
+	k.LiveWindow += o.LiveWindow
+	k.Tag += o.Tag
+	k.Pin += o.Pin
+	k.Guard += o.Guard
+	k.InFlightTree += o.InFlightTree
+	k.Unsettled += o.Unsettled
+	k.Referenced += o.Referenced
+	k.Unknown += o.Unknown
+}
+
+// CleanupCounts counts keys by kind, with their bytes.
+type CleanupCounts struct {
+	Commits  int64 `json:"commits"`
+	Versions int64 `json:"versions"`
+	Objects  int64 `json:"objects"`
+	Bytes    int64 `json:"bytes"`
+}
+
+// Keys is the number of keys counted.
+func (c CleanupCounts) Keys() int64 { return c.Commits + c.Versions + c.Objects }
+
+// Add adds o's counts to c.
+func (c *CleanupCounts) Add(o CleanupCounts) {
+	c.Commits += o.Commits
+	c.Versions += o.Versions
+	c.Objects += o.Objects
+	c.Bytes += o.Bytes
+}
+
+// UnsettledTree is a tree a cleanup run skipped because it could not prove that no ref
+// will ever name it.
+type UnsettledTree struct {
+	Tree   string `json:"tree"`
+	Native string `json:"native,omitempty"`
+	// State is the witness's state (intent, cloned, in_doubt, …), or "" without a witness.
+	State string `json:"state,omitempty"`
+	// OpID is the operation the witness belongs to; settle or abandon it to free the tree.
+	OpID   string `json:"op_id,omitempty"`
+	Reason string `json:"reason"`
+	// Commits counts the tree's commits left in place.
+	Commits int64 `json:"commits"`
+}
+
+// StoreRequests counts the storage requests an activity sent.
+type StoreRequests struct {
+	List   int64 `json:"list"`
+	Get    int64 `json:"get"`
+	Head   int64 `json:"head"`
+	Put    int64 `json:"put"`
+	Delete int64 `json:"delete"`
+}
+
+// Add adds o's counts to r.
+func (r *StoreRequests) Add(o StoreRequests) {
+	r.List += o.List
+	r.Get += o.Get
+	r.Head += o.Head
+	r.Put += o.Put
+	r.Delete += o.Delete
+}
+
+// Total is the number of requests counted.
+func (r StoreRequests) Total() int64 { return r.List + r.Get + r.Head + r.Put + r.Delete }
+
+// CleanupBeginInput is the input of CleanupBegin.
+type CleanupBeginInput struct {
+	RunID, Graph string
+	// Mode is CleanupModeDryRun, CleanupModeMark or CleanupModeSweep.
+	Mode string
+	// Policy is recorded with the run and the operation.
+	Policy json.RawMessage
+	// PlanRunID names a finished mark run whose plan this run is limited to.
+	PlanRunID                 string
+	WorkflowID, WorkflowRunID string
+}
+
+// CleanupBeginResult says whether the run may go on. A non-empty Outcome ends it before
+// anything is read: invalid, not_found, or conflict when another run is active. A
+// non-nil Orphan means another run is still recorded running but its workflow has ended:
+// the caller finishes that run first (see CleanupOrphan), then begins again.
+type CleanupBeginResult struct {
+	Outcome outcome.Outcome
+	Message string
+	// ActiveRunID names the running run that blocked this one (with Outcome conflict).
+	ActiveRunID string
+	Orphan      *CleanupOrphan
+}
+
+// CleanupOrphan is a run left running by a workflow that ended without finishing it
+// (terminated, say). Its condemned set still refuses pins, so a sweep run's plan is
+// still safe to delete; a mark or dry run deleted nothing and can simply be aborted.
+type CleanupOrphan struct {
+	RunID, Mode, WorkflowID string
+}
+
+// CleanupMarkTreesInput is the input of CleanupMarkTrees.
+type CleanupMarkTreesInput struct {
+	RunID, Graph, Mode string
+	// KeepNewest keeps each live tree's newest commits by seq; 0 is no count window.
+	KeepNewest int
+	// KeepNewerThan keeps commits whose time is after the reference time minus it; 0 is no
+	// age window.
+	KeepNewerThan time.Duration
+	// PlanRunID restricts condemnation to keys that run condemned. Defaults to "": no limit.
+	PlanRunID string
+	// MaxPlanKeys bounds CleanupMarkTreesResult.PlanKeys.
+	MaxPlanKeys int
+}
+
+// CleanupMarkTreesResult is what the tree phase of a mark decided.
+type CleanupMarkTreesResult struct {
+	// Now is the reference time of the whole mark: age windows and the guard window
+	// count back from it.
+	Now time.Time
+	// Tables lists every table with a key under the graph's tables/ prefix.
+	Tables []string
+	// Retained maps each table to the versions (ULIDs) that kept commits pin.
+	Retained map[string][]string
+	// RetainAllData is set when a kept commit could not be read: nothing under tables/
+	// may be condemned this run. RetainAllReason says why.
+	RetainAllData   bool
+	RetainAllReason string
+	Kept            CleanupKept
+	// Condemned counts the commits condemned (planned, in a dry run).
+	Condemned CleanupCounts
+	// NotInPlan counts garbage left alone because the reviewed plan did not list it.
+	NotInPlan int64
+	Unsettled []UnsettledTree
+	// Fenced lists the natives whose ref key this run fenced; WouldFence those a dry run
+	// would have fenced.
+	Fenced, WouldFence []string
+	PlanKeys           []string
+	Requests           StoreRequests
+}
+
+// CleanupMarkTableInput is the input of CleanupMarkTable.
+type CleanupMarkTableInput struct {
+	RunID, Graph, Table, Mode string
+	// Retained are the versions (ULIDs) of the table that kept commits pin.
+	Retained []string
+	// RetainAll keeps every key of the table (see CleanupMarkTreesResult.RetainAllData).
+	RetainAll bool
+	// GuardWindow keeps versions and objects modified after Now minus it.
+	GuardWindow time.Duration
+	Now         time.Time
+	PlanRunID   string
+	MaxPlanKeys int
+}
+
+// CleanupMarkTableResult is what the table phase of a mark decided for one table.
+type CleanupMarkTableResult struct {
+	Kept      CleanupKept
+	Condemned CleanupCounts
+	NotInPlan int64
+	PlanKeys  []string
+	Requests  StoreRequests
+}
+
+// CleanupSweepInput is the input of CleanupSweep: delete the run's condemned keys under
+// Prefix (of Kind, when set), in key order.
+type CleanupSweepInput struct {
+	RunID, Graph string
+	Prefix       string
+	// Kind keeps only entries of this catalog object kind. Defaults to "": every kind.
+	Kind string
+	// After resumes after this key. Defaults to "": from Prefix.
+	After string
+	// BatchSize is the keys per DeleteBatch, at most 1000. Defaults to 1000.
+	BatchSize int
+	// MaxBatches ends the call after this many batches, so a workflow sees progress and
+	// can continue as new. Defaults to 50.
+	MaxBatches int
+}
+
+// CleanupSweepProgress is the heartbeat of CleanupSweep, and its result: a retried
+// attempt resumes from it.
+type CleanupSweepProgress struct {
+	// After is the last key the sweep has finished with.
+	After string `json:"after"`
+	// Deleted and Bytes count the keys this call recorded deleted.
+	Deleted int64 `json:"deleted"`
+	Bytes   int64 `json:"bytes"`
+	Batches int   `json:"batches"`
+	// Done reports that no condemned key of the range is left.
+	Done bool `json:"done"`
+}
+
+// CleanupSummarizeInput is the input of CleanupSummarize.
+type CleanupSummarizeInput struct {
+	RunID string
+	// PlanRunID is the mark run whose plan the run was limited to, if any.
+	PlanRunID string
+}
+
+// CleanupSummary is the ledger's exact count of a run's condemned set.
+type CleanupSummary struct {
+	// Condemned counts every key the run condemned; Deleted those recorded deleted.
+	Condemned, Deleted CleanupCounts
+	// PlanKeys counts the keys of the reviewed plan (with PlanRunID).
+	PlanKeys int64
+}
+
+// CleanupFinishInput is the input of CleanupFinish.
+type CleanupFinishInput struct {
+	RunID, Graph string
+	// Failed finishes the run failed (and its operation failed) instead of done; Aborted
+	// finishes it aborted (an orphaned run that deleted nothing).
+	Failed, Aborted bool
+	Message         string
+	// Report is the run's summary, stored with the run.
+	Report json.RawMessage
+}

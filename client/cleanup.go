@@ -1,0 +1,363 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	sdkclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/graftworks/graft/activities"
+	"github.com/graftworks/graft/internal/outcome"
+	"github.com/graftworks/graft/internal/searchattr"
+	"github.com/graftworks/graft/workflows"
+)
+
+// CleanupRequest asks for one cleanup of a graph.
+type CleanupRequest struct {
+	Graph string
+	// KeepNewest keeps the newest N commits of every live branch; 0 is no count window.
+	KeepNewest int
+	// KeepNewerThan keeps commits younger than this; 0 is no age window. At least one
+	// window is required.
+	KeepNewerThan time.Duration
+	// Mode is dry_run, mark or sweep. Defaults to sweep with SweepRunID; required otherwise.
+	Mode workflows.CleanupMode
+	// SweepRunID sweeps what is still garbage of that mark run's plan.
+	SweepRunID string
+	// GuardWindow keeps versions and objects younger than it. Defaults (nil) to
+	// workflows.DefaultGuardWindow; a pointer to 0 disables it.
+	GuardWindow *time.Duration
+	// Tuning adjusts batch sizes and fan-out. Defaults to workflows.DefaultCleanupTuning.
+	Tuning *workflows.CleanupTuning
+}
+
+// CleanupWorkflowID is the workflow id of an on-demand cleanup of graph: one at a time
+// per graph, and a second request attaches to the running one. (Scheduled runs get this
+// id with the scheduled time appended; the ledger lets only one of them condemn at once.)
+func CleanupWorkflowID(graph string) string { return "graft/cleanup/" + graph }
+
+// CleanupScheduleID is the id of graph's cleanup schedule.
+func CleanupScheduleID(graph string) string { return "graft-cleanup-" + graph }
+
+// CleanupHandle is a started cleanup.
+type CleanupHandle struct {
+	c          *Client
+	WorkflowID string
+	RunID      string
+	run        sdkclient.WorkflowRun
+}
+
+func (r CleanupRequest) input() workflows.CleanupInput {
+	return workflows.CleanupInput{
+		Graph: r.Graph, KeepNewest: r.KeepNewest, KeepNewerThan: r.KeepNewerThan, Mode: r.Mode,
+		SweepRunID: r.SweepRunID, GuardWindow: r.GuardWindow, Tuning: r.Tuning,
+	}
+}
+
+// StartCleanup starts a cleanup of req.Graph, or attaches to the one running, and
+// returns at once.
+func (c *Client) StartCleanup(ctx context.Context, req CleanupRequest) (*CleanupHandle, error) {
+	id := CleanupWorkflowID(req.Graph)
+	run, err := c.tc.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                c.opts.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		StaticSummary:            fmt.Sprintf("cleanup (%s) of %s", req.Mode, req.Graph),
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			searchattr.Graph.ValueSet(req.Graph), searchattr.Operation.ValueSet("cleanup")),
+	}, workflows.CleanupName, req.input())
+	if err != nil {
+		return nil, fmt.Errorf("start cleanup of %s: %w", req.Graph, err)
+	}
+	return &CleanupHandle{c: c, WorkflowID: run.GetID(), RunID: run.GetRunID(), run: run}, nil
+}
+
+// Cleanup runs a cleanup and waits for its result. A run that did not start (invalid,
+// not_found, or conflict with another active run) comes with an *outcome.Error.
+func (c *Client) Cleanup(ctx context.Context, req CleanupRequest) (workflows.CleanupResult, error) {
+	h, err := c.StartCleanup(ctx, req)
+	if err != nil {
+		return workflows.CleanupResult{}, err
+	}
+	return h.Wait(ctx)
+}
+
+// Wait waits for the cleanup's result, through any continue-as-new.
+func (h *CleanupHandle) Wait(ctx context.Context) (workflows.CleanupResult, error) {
+	var res workflows.CleanupResult
+	if err := h.run.Get(ctx, &res); err != nil {
+		return res, fmt.Errorf("cleanup: %w", err)
+	}
+	if res.Outcome != outcome.Done {
+		return res, &outcome.Error{Outcome: res.Outcome, OpID: res.RunID, Message: res.Message}
+	}
+	return res, nil
+}
+
+// Progress asks the running cleanup how far it got. Deleted includes what sweep
+// activities still in flight have reported in their heartbeats.
+func (h *CleanupHandle) Progress(ctx context.Context) (workflows.CleanupProgress, error) {
+	var p workflows.CleanupProgress
+	v, err := h.c.tc.QueryWorkflow(ctx, h.WorkflowID, "", workflows.CleanupProgressQueryName)
+	if err != nil {
+		return p, fmt.Errorf("query cleanup progress: %w", err)
+	}
+	if err := v.Get(&p); err != nil {
+		return p, fmt.Errorf("decode cleanup progress: %w", err)
+	}
+	if p.Phase != "sweep" {
+		return p, nil
+	}
+	desc, err := h.c.tc.DescribeWorkflowExecution(ctx, h.WorkflowID, "")
+	if err != nil {
+		return p, nil // the query's figures stand on their own
+	}
+	dc := converter.GetDefaultDataConverter()
+	for _, pa := range desc.GetPendingActivities() {
+		if pa.GetActivityType().GetName() != "CleanupSweep" || len(pa.GetHeartbeatDetails().GetPayloads()) == 0 {
+			continue
+		}
+		var hb activities.CleanupSweepProgress
+		if dc.FromPayload(pa.GetHeartbeatDetails().GetPayloads()[0], &hb) == nil {
+			p.Deleted += hb.Deleted
+			p.BytesDeleted += hb.Bytes
+		}
+	}
+	return p, nil
+}
+
+// CleanupScheduleRequest configures graph's cleanup schedule.
+type CleanupScheduleRequest struct {
+	Graph string
+	// Every runs the cleanup at this interval. Set Every or Cron (or both).
+	Every time.Duration
+	// Cron runs the cleanup on a cron expression (UTC), e.g. "0 3 * * *".
+	Cron string
+	// The policy each run applies (see CleanupRequest).
+	KeepNewest    int
+	KeepNewerThan time.Duration
+	GuardWindow   *time.Duration
+	// Mode of each run. Defaults to sweep.
+	Mode workflows.CleanupMode
+	// Paused creates (or leaves) the schedule paused.
+	Paused bool
+	// Note is shown with the schedule's state. Defaults to "".
+	Note string
+}
+
+// CleanupScheduleInfo describes graph's cleanup schedule.
+type CleanupScheduleInfo struct {
+	ID            string
+	Graph         string
+	Every         time.Duration
+	Cron          string
+	KeepNewest    int
+	KeepNewerThan time.Duration
+	GuardWindow   *time.Duration
+	Mode          workflows.CleanupMode
+	Paused        bool
+	Note          string
+	// NextRuns are the next times the schedule will start a cleanup.
+	NextRuns []time.Time
+	// RecentRuns are the latest cleanups it started, oldest first.
+	RecentRuns []CleanupScheduleRun
+	// Running lists the workflow ids of its cleanups still running.
+	Running []string
+	// Actions counts the cleanups started; SkippedOverlap those skipped because one was
+	// still running.
+	Actions, SkippedOverlap int
+	CreatedAt, UpdatedAt    time.Time
+}
+
+// CleanupScheduleRun is one cleanup a schedule started.
+type CleanupScheduleRun struct {
+	ScheduledAt, StartedAt time.Time
+	WorkflowID, RunID      string
+}
+
+// cronMemo is the key of the start action's memo that keeps the cron expression as
+// given (the server turns cron into calendar specs).
+const cronMemo = "graft_cleanup_cron"
+
+func (r CleanupScheduleRequest) check() error {
+	if r.Graph == "" {
+		return outcome.Errorf(outcome.Invalid, "", "graph is required")
+	}
+	if r.Every <= 0 && r.Cron == "" {
+		return outcome.Errorf(outcome.Invalid, "", "give an interval (every) or a cron expression")
+	}
+	if r.KeepNewest <= 0 && r.KeepNewerThan <= 0 {
+		return outcome.Errorf(outcome.Invalid, "", "give keep_newest, keep_newer_than or both")
+	}
+	switch r.Mode {
+	case "", workflows.CleanupModeDryRun, workflows.CleanupModeMark, workflows.CleanupModeSweep:
+	default:
+		return outcome.Errorf(outcome.Invalid, "", "mode must be dry_run, mark or sweep, not %q", r.Mode)
+	}
+	return nil
+}
+
+func (c *Client) scheduleParts(r CleanupScheduleRequest) (sdkclient.ScheduleSpec, *sdkclient.ScheduleWorkflowAction) {
+	var spec sdkclient.ScheduleSpec
+	if r.Every > 0 {
+		spec.Intervals = []sdkclient.ScheduleIntervalSpec{{Every: r.Every}}
+	}
+	if r.Cron != "" {
+		spec.CronExpressions = []string{r.Cron}
+	}
+	mode := r.Mode
+	if mode == "" {
+		mode = workflows.CleanupModeSweep
+	}
+	in := workflows.CleanupInput{Graph: r.Graph, KeepNewest: r.KeepNewest, KeepNewerThan: r.KeepNewerThan,
+		Mode: mode, GuardWindow: r.GuardWindow}
+	action := &sdkclient.ScheduleWorkflowAction{
+		ID:            CleanupWorkflowID(r.Graph),
+		Workflow:      workflows.CleanupName,
+		Args:          []any{in},
+		TaskQueue:     c.opts.TaskQueue,
+		StaticSummary: fmt.Sprintf("scheduled cleanup (%s) of %s", mode, r.Graph),
+		Memo:          map[string]any{cronMemo: r.Cron},
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			searchattr.Graph.ValueSet(r.Graph), searchattr.Operation.ValueSet("cleanup")),
+	}
+	return spec, action
+}
+
+// CleanupScheduleCreate creates graph's cleanup schedule (overlap policy skip: a run due
+// while the previous one still runs is skipped). If the schedule exists it is updated to
+// req instead, so bootstrapping is idempotent.
+func (c *Client) CleanupScheduleCreate(ctx context.Context, req CleanupScheduleRequest) error {
+	if err := req.check(); err != nil {
+		return err
+	}
+	spec, action := c.scheduleParts(req)
+	_, err := c.tc.ScheduleClient().Create(ctx, sdkclient.ScheduleOptions{
+		ID: CleanupScheduleID(req.Graph), Spec: spec, Action: action,
+		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP, Paused: req.Paused, Note: req.Note,
+		TypedSearchAttributes: temporal.NewSearchAttributes(searchattr.Graph.ValueSet(req.Graph)),
+	})
+	if errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
+		return c.CleanupScheduleUpdate(ctx, req)
+	}
+	if err != nil {
+		return fmt.Errorf("create cleanup schedule of %s: %w", req.Graph, err)
+	}
+	return nil
+}
+
+// CleanupScheduleUpdate replaces the spec, the policy and the paused state of graph's
+// cleanup schedule. A missing schedule is an *outcome.Error with outcome not_found.
+func (c *Client) CleanupScheduleUpdate(ctx context.Context, req CleanupScheduleRequest) error {
+	if err := req.check(); err != nil {
+		return err
+	}
+	spec, action := c.scheduleParts(req)
+	h := c.tc.ScheduleClient().GetHandle(ctx, CleanupScheduleID(req.Graph))
+	err := h.Update(ctx, sdkclient.ScheduleUpdateOptions{
+		DoUpdate: func(in sdkclient.ScheduleUpdateInput) (*sdkclient.ScheduleUpdate, error) {
+			s := in.Description.Schedule
+			s.Spec = &spec
+			s.Action = action
+			if s.Policy == nil {
+				s.Policy = &sdkclient.SchedulePolicies{}
+			}
+			s.Policy.Overlap = enumspb.SCHEDULE_OVERLAP_POLICY_SKIP
+			if s.State == nil {
+				s.State = &sdkclient.ScheduleState{}
+			}
+			s.State.Paused, s.State.Note = req.Paused, req.Note
+			return &sdkclient.ScheduleUpdate{Schedule: &s}, nil
+		},
+	})
+	return c.scheduleError(err, "update", req.Graph)
+}
+
+// CleanupSchedulePause pauses (paused true) or resumes graph's cleanup schedule.
+func (c *Client) CleanupSchedulePause(ctx context.Context, graph string, paused bool, note string) error {
+	h := c.tc.ScheduleClient().GetHandle(ctx, CleanupScheduleID(graph))
+	var err error
+	if paused {
+		err = h.Pause(ctx, sdkclient.SchedulePauseOptions{Note: note})
+	} else {
+		err = h.Unpause(ctx, sdkclient.ScheduleUnpauseOptions{Note: note})
+	}
+	return c.scheduleError(err, "pause", graph)
+}
+
+// CleanupScheduleTrigger starts a cleanup from graph's schedule now (skipped, like any
+// scheduled run, while one is still running).
+func (c *Client) CleanupScheduleTrigger(ctx context.Context, graph string) error {
+	h := c.tc.ScheduleClient().GetHandle(ctx, CleanupScheduleID(graph))
+	return c.scheduleError(h.Trigger(ctx, sdkclient.ScheduleTriggerOptions{Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP}), "trigger", graph)
+}
+
+// CleanupScheduleDelete deletes graph's cleanup schedule; running cleanups go on.
+func (c *Client) CleanupScheduleDelete(ctx context.Context, graph string) error {
+	h := c.tc.ScheduleClient().GetHandle(ctx, CleanupScheduleID(graph))
+	return c.scheduleError(h.Delete(ctx), "delete", graph)
+}
+
+// CleanupScheduleDescribe describes graph's cleanup schedule.
+func (c *Client) CleanupScheduleDescribe(ctx context.Context, graph string) (CleanupScheduleInfo, error) {
+	info := CleanupScheduleInfo{ID: CleanupScheduleID(graph), Graph: graph}
+	h := c.tc.ScheduleClient().GetHandle(ctx, info.ID)
+	d, err := h.Describe(ctx)
+	if err != nil {
+		return info, c.scheduleError(err, "describe", graph)
+	}
+	dc := converter.GetDefaultDataConverter()
+	if s := d.Schedule.Spec; s != nil && len(s.Intervals) > 0 {
+		info.Every = s.Intervals[0].Every
+	}
+	if a, ok := d.Schedule.Action.(*sdkclient.ScheduleWorkflowAction); ok {
+		if len(a.Args) > 0 {
+			if p, ok := a.Args[0].(*commonpb.Payload); ok {
+				var in workflows.CleanupInput
+				if err := dc.FromPayload(p, &in); err == nil {
+					info.KeepNewest, info.KeepNewerThan, info.GuardWindow, info.Mode = in.KeepNewest, in.KeepNewerThan, in.GuardWindow, in.Mode
+				}
+			}
+		}
+		if p, ok := a.Memo[cronMemo].(*commonpb.Payload); ok {
+			_ = dc.FromPayload(p, &info.Cron)
+		}
+	}
+	if st := d.Schedule.State; st != nil {
+		info.Paused, info.Note = st.Paused, st.Note
+	}
+	info.NextRuns = d.Info.NextActionTimes
+	for _, ra := range d.Info.RecentActions {
+		run := CleanupScheduleRun{ScheduledAt: ra.ScheduleTime, StartedAt: ra.ActualTime}
+		if ra.StartWorkflowResult != nil {
+			run.WorkflowID, run.RunID = ra.StartWorkflowResult.WorkflowID, ra.StartWorkflowResult.FirstExecutionRunID
+		}
+		info.RecentRuns = append(info.RecentRuns, run)
+	}
+	for _, w := range d.Info.RunningWorkflows {
+		info.Running = append(info.Running, w.WorkflowID)
+	}
+	info.Actions, info.SkippedOverlap = d.Info.NumActions, d.Info.NumActionsSkippedOverlap
+	info.CreatedAt, info.UpdatedAt = d.Info.CreatedAt, d.Info.LastUpdateAt
+	return info, nil
+}
+
+// scheduleError maps a missing schedule to not_found.
+func (c *Client) scheduleError(err error, verb, graph string) error {
+	if err == nil {
+		return nil
+	}
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return outcome.Errorf(outcome.NotFound, "", "graph %s has no cleanup schedule", graph)
+	}
+	return fmt.Errorf("%s cleanup schedule of %s: %w", verb, graph, err)
+}

@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"github.com/graftworks/graft/internal/conncfg"
+	"github.com/graftworks/graft/internal/workercmd"
+)
+
+// Config is the resolved global configuration of one graft invocation. Flag
+// and environment names are graft-worker's, so one environment configures both.
+type Config struct {
+	// Settings reach Temporal, the store and the ledger; conncfg.Settings
+	// names each field's flag and variable. Defaults to conncfg.Defaults().
+	conncfg.Settings
+	// Output is text or json (--output/-o, GRAFT_OUTPUT). Defaults to text.
+	Output string
+}
+
+// Output formats.
+const (
+	outputText = "text"
+	outputJSON = "json"
+)
+
+// defaultConfig is where every invocation starts; the defaults are the worker's.
+func defaultConfig() Config {
+	return Config{Settings: conncfg.Defaults(), Output: outputText}
+}
+
+// flagOutput is the one global flag graft-worker does not share.
+const flagOutput = "output"
+
+// envNames maps each global flag to its environment variable.
+var envNames = conncfg.EnvNames().With(conncfg.Env{flagOutput: "GRAFT_OUTPUT"})
+
+// LookupEnv reads one environment variable, like os.LookupEnv.
+type LookupEnv = conncfg.LookupEnv
+
+// addGlobalFlags adds the flags every command takes.
+func addGlobalFlags(fs *pflag.FlagSet, c *Config) {
+	c.AddTemporalFlags(fs)
+	c.AddStoreFlags(fs)
+	c.AddLedgerFlags(fs)
+	fs.StringVarP(&c.Output, flagOutput, "o", c.Output, envNames.Usage(flagOutput, "output format: text or json"))
+}
+
+// resolveConfig applies the environment to c and checks it. Every error names
+// the flag or variable it came from. TLS files are read only when Temporal is
+// dialled, so a command that does not need Temporal does not need them.
+func resolveConfig(fs *pflag.FlagSet, c *Config, lookup LookupEnv) error {
+	s, err := envNames.Bind(fs, lookup)
+	if err != nil {
+		return err
+	}
+	c.ReadDatabaseURL(lookup)
+	var errs []error
+	if c.Output != outputText && c.Output != outputJSON {
+		errs = append(errs, fmt.Errorf("%s: want text or json, got %q", s.Name(flagOutput), c.Output))
+	}
+	errs = append(errs, c.ValidateTemporal(s), c.ValidateLedger(s), c.ValidateStore(s))
+	return errors.Join(errs...)
+}
+
+// workerConfig is the worker configuration `graft dev` runs in process: the
+// invocation's store, ledger and Temporal settings on the worker's defaults.
+// TLS stays off: the worker dials the dev stack's own Temporal, which speaks
+// plain TCP.
+func (c Config) workerConfig() workercmd.Config {
+	w := workercmd.DefaultConfig()
+	w.Settings = c.Settings
+	w.TLS = conncfg.TLSFiles{}
+	return w
+}

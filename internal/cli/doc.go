@@ -1,0 +1,28 @@
+// Package cli is the graft command line: the cobra commands an operator runs
+// from a shell (graph init, table write, branch create|list|show|repair|abandon,
+// cleanup run|schedule, op list|show|wait) and `graft dev`, which runs the
+// whole local stack in one process. cmd/starter is a few lines around Main.
+//
+// Invariants:
+//   - Configuration follows graft-worker's conventions (internal/workercmd):
+//     the same flag names and environment variables, a flag given on the
+//     command line wins over its variable, which wins over the default, and a
+//     bad value is a usage error naming the flag or variable, reported before
+//     anything is contacted. DATABASE_URL is read only from the environment.
+//   - Every command accepts --output text|json (-o). A result goes to stdout;
+//     in json mode it is exactly one JSON object. An error goes to stderr,
+//     with the next step an operator should take; in json mode it is one JSON
+//     object {"outcome", "exit_code", "op_id", "message", "next"}.
+//   - The exit code is the outcome's (outcome.ExitCode): 0 success, 1 failure,
+//     2 invalid input or bad flags, 3 unpublished, 4 in_doubt, 5 conflict,
+//     6 not_found, 7 not_retained, 8 refused, 9 unavailable (Temporal,
+//     Postgres or the store could not be reached). docs/outcomes.md documents
+//     each one.
+//   - A command opens only what it needs (Temporal, the ledger, the store),
+//     lazily, and closes it before returning. Nothing here writes to the
+//     process's stdout or stderr directly: commands write to their cobra
+//     command's writers.
+//   - Names (graph, branch, table) are checked locally before anything is
+//     contacted, with the same rules the workflows apply, so a typo is exit 2
+//     at once rather than after a round trip.
+package cli

@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/internal/outcome"
+)
+
+func (a *app) graphCommand() *cobra.Command {
+	cmd := asGroup(&cobra.Command{
+		Use:   "graph",
+		Short: "Create graphs",
+	})
+	cmd.AddCommand(a.graphInitCommand())
+	return cmd
+}
+
+func (a *app) graphInitCommand() *cobra.Command {
+	var req client.InitGraphRequest
+	cmd := &cobra.Command{
+		Use:   "init GRAPH",
+		Short: "Create a graph: main's root commit, main's ref and the graph record",
+		Long: `init starts graft.InitGraph and waits for it. Repeating an init of the same
+graph with the same operation is idempotent and reports the graph as already
+there (exit 0); a graph created by another operation is a conflict (exit 5).`,
+		Args: exactArgs("GRAPH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Graph = args[0]
+			if err := checkGraph(req.Graph); err != nil {
+				return err
+			}
+			c, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			res, err := c.InitGraph(cmd.Context(), req)
+			if o, ok := outcome.Of(err); ok && o == outcome.Conflict {
+				return withNext(err, "graph %s already exists; `graft branch list %s` shows its branches", req.Graph, req.Graph)
+			}
+			if err != nil {
+				return err
+			}
+			return a.emit(cmd, res, func(w io.Writer) error {
+				verb := "created graph"
+				if !res.Created {
+					verb = "graph already there:"
+				}
+				_, err := fmt.Fprintf(w, "%s %s\n  main  %s\n  root  %s\n  op    %s\n", verb, res.Graph, res.Main, res.Root, res.OpID)
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&req.Author, "author", "", `author of main's root commit (default "graft")`)
+	cmd.Flags().StringVar(&req.IdempotencyKey, "idempotency-key", "", "operation id (default: derived from the graph name, so a repeated init is idempotent)")
+	return cmd
+}

@@ -1,0 +1,169 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Main runs graft with args (without the program name) and returns the exit
+// code. SIGINT and SIGTERM cancel the running command; a second signal kills
+// the process at once.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	context.AfterFunc(ctx, stop) // after the first signal, the default action again
+	return Execute(ctx, args, os.LookupEnv, stdout, stderr)
+}
+
+// Execute runs the command line with the environment read through lookup and
+// returns the exit code.
+func Execute(ctx context.Context, args []string, lookup LookupEnv, stdout, stderr io.Writer) int {
+	a := &app{cfg: defaultConfig(), lookup: lookup, stdout: stdout, stderr: stderr}
+	root := a.rootCommand()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	a.close()
+	if err == nil {
+		return 0
+	}
+	r := classify(err)
+	a.writeError(r)
+	return r.ExitCode
+}
+
+// app is one invocation's state, shared by its commands.
+type app struct {
+	cfg            Config
+	lookup         LookupEnv
+	stdout, stderr io.Writer
+	resolved       bool
+	deps
+}
+
+const rootLong = `graft runs branch operations on versioned data in object storage as
+Temporal workflows, and shows what they did.
+
+Every global flag can also be set by the environment variable shown in
+brackets; a flag on the command line wins. The ledger's database comes only
+from DATABASE_URL. S3 credentials come from the AWS SDK's standard chain.
+
+With --output json (-o json) a result is one JSON object on stdout and an
+error one JSON object on stderr. Exit codes: 0 ok, 1 failure, 2 invalid input
+or bad flags, 3 unpublished, 4 in_doubt, 5 conflict, 6 not_found,
+7 not_retained, 8 refused, 9 unavailable (docs/outcomes.md).
+
+Start here: graft dev`
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:               "graft",
+		Short:             "Branch operations on versioned data in object storage, run as Temporal workflows",
+		Long:              rootLong,
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		PersistentPreRunE: a.prepare,
+	}
+	asGroup(root)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	addGlobalFlags(root.PersistentFlags(), &a.cfg)
+	root.AddCommand(a.graphCommand(), a.tableCommand(), a.branchCommand(), a.cleanupCommand(), a.opCommand(), a.devCommand())
+	return root
+}
+
+// asGroup makes cmd a group: without a subcommand it prints its help; an
+// unknown subcommand is a usage error.
+func asGroup(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usageError{fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())}
+		}
+		return nil
+	}
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	return cmd
+}
+
+// exactArgs requires one argument per name, and names them in the error.
+func exactArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != len(names) {
+			return usageError{fmt.Errorf("%s takes %d argument(s) (%s), got %d",
+				cmd.CommandPath(), len(names), strings.Join(names, " "), len(args))}
+		}
+		return nil
+	}
+}
+
+// minArgs requires at least len(names) arguments.
+func minArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < len(names) {
+			return usageError{fmt.Errorf("%s takes at least %d argument(s) (%s), got %d",
+				cmd.CommandPath(), len(names), strings.Join(names, " "), len(args))}
+		}
+		return nil
+	}
+}
+
+// prepare resolves the configuration before any command runs.
+func (a *app) prepare(cmd *cobra.Command, _ []string) error {
+	if cmd.Name() == "help" || cmd.Name() == "completion" || (cmd.Parent() != nil && cmd.Parent().Name() == "completion") {
+		return nil
+	}
+	if err := resolveConfig(cmd.Flags(), &a.cfg, a.lookup); err != nil {
+		return usageError{err}
+	}
+	a.resolved = true
+	return nil
+}
+
+// jsonMode reports whether output is JSON, also for an error found before the
+// configuration was resolved.
+func (a *app) jsonMode() bool {
+	if a.resolved || a.cfg.Output == outputJSON {
+		return a.cfg.Output == outputJSON
+	}
+	v, _ := a.lookup(envNames[flagOutput])
+	return v == outputJSON
+}
+
+// emit writes a command's result: v as one JSON object in json mode, else text.
+func (a *app) emit(cmd *cobra.Command, v any, text func(w io.Writer) error) error {
+	if a.cfg.Output == outputJSON {
+		return writeJSON(cmd.OutOrStdout(), v)
+	}
+	return text(cmd.OutOrStdout())
+}
+
+// writeError shows a failed command's report on stderr.
+func (a *app) writeError(r Report) {
+	if a.jsonMode() {
+		_ = writeJSON(a.stderr, r)
+		return
+	}
+	op := ""
+	if r.OpID != "" {
+		op = " (operation " + r.OpID + ")"
+	}
+	fmt.Fprintf(a.stderr, "graft: %s: %s%s\n", r.Outcome, r.Message, op)
+	if r.Next != "" {
+		fmt.Fprintf(a.stderr, "next: %s\n", r.Next)
+	}
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}

@@ -1,0 +1,368 @@
+package workflows_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/graftworks/graft/activities"
+	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/graph"
+	"github.com/graftworks/graft/storage"
+	"github.com/graftworks/graft/storage/storagetest"
+	"github.com/graftworks/graft/worker"
+	"github.com/graftworks/graft/workflows"
+)
+
+// Helpers of the cleanup tests. Every test ends with checkInvariants.
+
+// noGuard disables the guard window, so data written a moment ago is old enough.
+func noGuard() *time.Duration { d := time.Duration(0); return &d }
+
+// cleanup runs a cleanup of the rig's graph to its end and fails the test on an error.
+func (r *rig) cleanup(req client.CleanupRequest) workflows.CleanupResult {
+	r.t.Helper()
+	req.Graph = r.graph
+	res, err := r.gc.Cleanup(r.ctx, req)
+	if err != nil {
+		r.t.Fatalf("cleanup %+v: %v (result %+v)", req, err, res)
+	}
+	return res
+}
+
+// cleanupRecorded runs a cleanup like cleanup and, when recording, saves the history of
+// its first execution as testdata/<name>.json for the replay test.
+func (r *rig) cleanupRecorded(req client.CleanupRequest, name string) workflows.CleanupResult {
+	r.t.Helper()
+	req.Graph = r.graph
+	h, err := r.gc.StartCleanup(r.ctx, req)
+	if err != nil {
+		r.t.Fatalf("start cleanup: %v", err)
+	}
+	res, err := h.Wait(r.ctx)
+	if err != nil {
+		r.t.Fatalf("cleanup %+v: %v (result %+v)", req, err, res)
+	}
+	recordHistory(r.t, r, h.WorkflowID, h.RunID, name)
+	return res
+}
+
+// stoppableWorker is a worker the test stops itself (exactly once).
+type stoppableWorker struct {
+	w    sdkworker.Worker
+	once sync.Once
+}
+
+func (s *stoppableWorker) stop() { s.once.Do(s.w.Stop) }
+
+// newWorker starts a worker on the rig's task queue that the test may stop early.
+func (r *rig) newWorker() *stoppableWorker {
+	r.t.Helper()
+	w := sdkworker.New(r.tc, r.taskQueue, sdkworker.Options{})
+	worker.Register(w, &activities.Activities{Store: r.store, Catalog: r.cat})
+	if err := w.Start(); err != nil {
+		r.t.Fatalf("start worker: %v", err)
+	}
+	s := &stoppableWorker{w: w}
+	r.t.Cleanup(s.stop)
+	return s
+}
+
+// commit appends to main a commit writing a one-object version of table, at time at,
+// and moves r.main to it.
+func (r *rig) commitAt(table, body string, at time.Time) format.Commit {
+	r.t.Helper()
+	return r.commitOn(&r.main, table, body, at)
+}
+
+// commitOn appends to *head's tree a commit writing a one-object version of table, at
+// time at, and moves *head to it.
+func (r *rig) commitOn(head *format.Commit, table, body string, at time.Time) format.Commit {
+	r.t.Helper()
+	at = at.UTC().Truncate(time.Millisecond)
+	v, err := graph.WriteTableVersion(r.ctx, r.inner, graph.WriteTableParams{Graph: r.graph, Table: table, VersionID: ulid.Make(),
+		Objects: []graph.ObjectInput{{ID: ulid.Make(), Body: []byte(body)}}, Op: "write-" + body, Time: at})
+	if err != nil {
+		r.t.Fatalf("write table: %v", err)
+	}
+	pins := map[string]ulid.ULID{}
+	for k, x := range head.Pins {
+		pins[k] = x
+	}
+	pins[table] = v.ID
+	c, err := graph.AppendCommit(r.ctx, r.inner, graph.AppendParams{Graph: r.graph, Tree: head.ID.Tree, Branch: head.Branch,
+		ExpectedHead: head.ID.String(), Pins: pins, Author: "test", Message: "write " + table, Time: at, Op: "commit-" + body})
+	if err != nil {
+		r.t.Fatalf("append commit: %v", err)
+	}
+	*head = c
+	return c
+}
+
+// handBranch writes a branch by hand — a fork of source in a fresh tree and, if live, its
+// live ref — with no witness in the ledger, and returns its fork commit.
+func (r *rig) handBranch(logical string, source format.Commit, at time.Time, live bool) format.Commit {
+	r.t.Helper()
+	tree := ulid.Make()
+	fork, err := graph.ForkCommit(r.ctx, r.inner, graph.ForkParams{Graph: r.graph, Tree: tree, Branch: logical,
+		Source: source.ID.String(), Author: "test", Message: "by hand", Time: at.UTC().Truncate(time.Millisecond), Op: "hand-" + logical})
+	if err != nil {
+		r.t.Fatalf("fork commit: %v", err)
+	}
+	if live {
+		r.putRef(format.BranchRef{State: format.RefLive, Branch: logical, Native: format.NativeName(logical, tree), Tree: tree, Op: "hand-" + logical})
+	}
+	return fork
+}
+
+// liveRefBytes is the live ref of (logical, tree) as a hand-made create would write it.
+func liveRefBytes(t *testing.T, logical string, tree ulid.ULID) []byte {
+	t.Helper()
+	b, err := format.EncodeBranchRef(format.BranchRef{State: format.RefLive, Branch: logical, Native: format.NativeName(logical, tree), Tree: tree, Op: "late-" + tree.String()})
+	if err != nil {
+		t.Fatalf("encode ref: %v", err)
+	}
+	return b
+}
+
+// putRef writes a ref put-if-absent straight into the bucket.
+func (r *rig) putRef(ref format.BranchRef) {
+	r.t.Helper()
+	b, err := format.EncodeBranchRef(ref)
+	if err != nil {
+		r.t.Fatalf("encode ref: %v", err)
+	}
+	if _, err := r.inner.Put(r.ctx, format.BranchRefKey(r.graph, ref.Native), b, storage.PutOptions{IfNoneMatch: true}); err != nil {
+		r.t.Fatalf("put ref %s: %v", ref.Native, err)
+	}
+}
+
+// putTag writes a live tag naming commit straight into the bucket.
+func (r *rig) putTag(name string, commit format.Commit) {
+	r.t.Helper()
+	b, err := format.EncodeTag(format.Tag{State: format.TagLive, Name: name, Commit: commit.ID, Op: "tag-" + name, CreatedAt: time.Now()})
+	if err != nil {
+		r.t.Fatalf("encode tag: %v", err)
+	}
+	if _, err := r.inner.Put(r.ctx, format.TagKey(r.graph, name), b, storage.PutOptions{IfNoneMatch: true}); err != nil {
+		r.t.Fatalf("put tag: %v", err)
+	}
+}
+
+// garbage writes n data objects per table that no version lists, straight into the
+// bucket, and returns their keys.
+func (r *rig) garbage(tables []string, n int) []string {
+	r.t.Helper()
+	objs := map[string][]byte{}
+	for _, table := range tables {
+		for range n {
+			objs[format.ObjectKey(r.graph, table, ulid.Make())] = []byte("garbage")
+		}
+	}
+	if _, err := storagetest.PutMany(r.ctx, r.inner, objs, 16); err != nil {
+		r.t.Fatalf("seed garbage: %v", err)
+	}
+	keys := make([]string, 0, len(objs))
+	for k := range objs {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// bucket lists every key of the graph with its ETag.
+func (r *rig) bucket() map[string]string {
+	r.t.Helper()
+	out := map[string]string{}
+	if err := storage.ListAll(r.ctx, r.inner, format.GraphPrefix(r.graph), func(o storage.ObjectInfo) error {
+		out[o.Key] = o.ETag
+		return nil
+	}); err != nil {
+		r.t.Fatalf("list bucket: %v", err)
+	}
+	return out
+}
+
+// exists reports whether key is in the bucket.
+func (r *rig) exists(key string) bool {
+	r.t.Helper()
+	_, err := r.inner.Head(r.ctx, key)
+	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		r.t.Fatalf("head %s: %v", key, err)
+	}
+	return err == nil
+}
+
+// commitKey is the storage key of c.
+func (r *rig) commitKey(c format.Commit) string { return format.CommitIDKey(r.graph, c.ID) }
+
+// dataKeys returns the version key of table in c and the keys of the objects it lists.
+func (r *rig) dataKeys(c format.Commit, table string) (string, []string) {
+	r.t.Helper()
+	v := c.Pins[table]
+	tv, err := graph.ReadTableVersion(r.ctx, r.inner, r.graph, table, v)
+	if err != nil {
+		r.t.Fatalf("read version %s of %s: %v", v, table, err)
+	}
+	var objs []string
+	for _, o := range tv.Objects {
+		objs = append(objs, format.ObjectKey(r.graph, table, o.ID))
+	}
+	return format.TableVersionKey(r.graph, table, v), objs
+}
+
+// wantKept fails unless commit c and the version of table it pins (with its objects) exist.
+func (r *rig) wantKept(what string, c format.Commit, table string) {
+	r.t.Helper()
+	if !r.exists(r.commitKey(c)) {
+		r.t.Fatalf("%s: commit %s was deleted", what, c.ID)
+	}
+	v, objs := r.dataKeys(c, table)
+	for _, k := range append([]string{v}, objs...) {
+		if !r.exists(k) {
+			r.t.Fatalf("%s: %s was deleted", what, k)
+		}
+	}
+}
+
+// wantGone fails unless every key is gone from the bucket.
+func (r *rig) wantGone(what string, keys ...string) {
+	r.t.Helper()
+	for _, k := range keys {
+		if r.exists(k) {
+			r.t.Fatalf("%s: %s still exists", what, k)
+		}
+	}
+}
+
+// condemnedSummary reads a run's condemned set from the ledger.
+func (r *rig) condemnedSummary(runID string) (condemned, deleted int64) {
+	r.t.Helper()
+	tallies, err := r.cat.CondemnedSummary(r.ctx, catalog.CondemnedSummaryParams{RunID: runID})
+	if err != nil {
+		r.t.Fatalf("summarise run %s: %v", runID, err)
+	}
+	for _, t := range tallies {
+		condemned += t.Count
+		if t.State == catalog.CondemnedDeleted {
+			deleted += t.Count
+		}
+	}
+	return condemned, deleted
+}
+
+// checkInvariants checks the bucket and the ledger after a test: every live ref's tree
+// exists; every commit reachable from a live ref's head or from a live tag has all the
+// versions it pins and every object they list; at most one live incarnation per logical
+// name, in storage and in the ledger.
+func checkInvariants(t *testing.T, r *rig) {
+	t.Helper()
+	ctx, g := r.ctx, r.graph
+	seen := map[format.CommitID]bool{}
+	var walk func(from string, id format.CommitID, root bool)
+	walk = func(from string, id format.CommitID, root bool) {
+		if seen[id] {
+			return
+		}
+		seen[id] = true
+		c, err := graph.ReadCommit(ctx, r.inner, g, id.String())
+		if errors.Is(err, graph.ErrCommitNotFound) {
+			if root {
+				t.Fatalf("invariant: %s names commit %s, which does not exist", from, id)
+			}
+			return // an ancestor outside every window: reclaimed, and nothing needs it
+		}
+		if err != nil {
+			t.Fatalf("invariant: read commit %s (from %s): %v", id, from, err)
+		}
+		for table, v := range c.Pins {
+			tv, err := graph.ReadTableVersion(ctx, r.inner, g, table, v)
+			if err != nil {
+				t.Fatalf("invariant: commit %s (reachable from %s) pins version %s of %s: %v", id, from, v, table, err)
+			}
+			for _, o := range tv.Objects {
+				key := format.ObjectKey(g, table, o.ID)
+				if _, err := r.inner.Head(ctx, key); err != nil {
+					t.Fatalf("invariant: commit %s (reachable from %s) needs object %s: %v", id, from, key, err)
+				}
+			}
+		}
+		for _, p := range c.Parents {
+			walk(from, p, false)
+		}
+	}
+
+	liveByLogical := map[string][]string{}
+	err := storage.ListAll(ctx, r.inner, format.BranchRefsPrefix(g), func(o storage.ObjectInfo) error {
+		obj, err := r.inner.Get(ctx, o.Key)
+		if err != nil {
+			return err
+		}
+		ref, err := format.DecodeBranchRef(obj.Body)
+		if err != nil {
+			return fmt.Errorf("%s: %w", o.Key, err)
+		}
+		if ref.State != format.RefLive {
+			return nil
+		}
+		liveByLogical[ref.Branch] = append(liveByLogical[ref.Branch], ref.Native)
+		head, err := graph.ReadHead(ctx, r.inner, g, ref.Tree)
+		if err != nil {
+			t.Fatalf("invariant: live ref %s names tree %s, which has no head: %v", ref.Native, ref.Tree, err)
+		}
+		walk("live ref "+ref.Native, head.ID, true)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("invariant: list refs: %v", err)
+	}
+	for logical, natives := range liveByLogical {
+		if len(natives) > 1 {
+			t.Fatalf("invariant: branch %s has %d live refs: %v", logical, len(natives), natives)
+		}
+	}
+	err = storage.ListAll(ctx, r.inner, format.TagsPrefix(g), func(o storage.ObjectInfo) error {
+		obj, err := r.inner.Get(ctx, o.Key)
+		if err != nil {
+			return err
+		}
+		tag, err := format.DecodeTag(obj.Body)
+		if err != nil {
+			return fmt.Errorf("%s: %w", o.Key, err)
+		}
+		if tag.State == format.TagLive {
+			walk("tag "+tag.Name, tag.Commit, true)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("invariant: list tags: %v", err)
+	}
+	incs, err := r.cat.IncarnationListByGraph(ctx, catalog.IncarnationListByGraphParams{Graph: g, States: []catalog.IncarnationState{catalog.IncarnationLive}})
+	if err != nil {
+		t.Fatalf("invariant: ledger: %v", err)
+	}
+	ledgerLive := map[string]int{}
+	for _, inc := range incs {
+		if ledgerLive[inc.Logical]++; ledgerLive[inc.Logical] > 1 {
+			t.Fatalf("invariant: the ledger has %d live incarnations of %s", ledgerLive[inc.Logical], inc.Logical)
+		}
+	}
+}
+
+// hasUnsettled reports whether res skipped native's tree as unsettled.
+func hasUnsettled(res workflows.CleanupResult, native string) (activities.UnsettledTree, bool) {
+	for _, u := range res.SkippedUnsettled {
+		if u.Native == native || strings.HasSuffix(native, "."+u.Tree) {
+			return u, true
+		}
+	}
+	return activities.UnsettledTree{}, false
+}

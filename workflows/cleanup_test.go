@@ -1,0 +1,499 @@
+package workflows_test
+
+import (
+	"encoding/json"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/graftworks/graft/activities"
+	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/graph"
+	"github.com/graftworks/graft/internal/outcome"
+	"github.com/graftworks/graft/storage"
+	"github.com/graftworks/graft/storage/faults"
+	"github.com/graftworks/graft/workflows"
+)
+
+// TestCleanup_InDoubtCreate_KeepOne_BranchOpensAfterHeldRefLands is the review's
+// regression: a create whose ref put is held (in doubt), then a cleanup keeping one
+// commit with no age cutoff, then the held put lands. The branch must list and open with
+// its tree intact: cleanup never reclaims a tree whose ref may still land.
+func TestCleanup_InDoubtCreate_KeepOne_BranchOpensAfterHeldRefLands(t *testing.T) {
+	t.Parallel()
+	const branch = "feature/x"
+	r := newRig(t)
+	r.startWorker()
+	old := r.main // pins t@v1; the create forks from it
+	r.commitAt("t", "v2", time.Now())
+	r.commitAt("t", "v3", time.Now())
+
+	removeHold := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: r.refPrefix(branch), Body: isLiveRef, Mode: faults.Hold})
+	h, err := r.gc.StartCreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch, FromCommit: old.ID.String()})
+	if err != nil {
+		t.Fatalf("start create: %v", err)
+	}
+	inDoubt, err := h.WaitCreateBranch(r.ctx)
+	if !errors.Is(err, outcome.ErrInDoubt) {
+		t.Fatalf("create: %v, want in_doubt", err)
+	}
+	native := inDoubt.Native
+	fork := r.treeCommits(native)
+	if len(fork) != 1 {
+		t.Fatalf("in-doubt tree holds %v, want its fork commit", fork)
+	}
+
+	res := r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()})
+	u, ok := hasUnsettled(res, native)
+	if !ok || u.State != string(catalog.IncarnationInDoubt) || u.OpID != inDoubt.OpID {
+		t.Fatalf("skipped unsettled %+v, want %s (in_doubt, operation %s)", res.SkippedUnsettled, native, inDoubt.OpID)
+	}
+	if res.Kept.InFlightTree != 1 || res.Kept.Pin != 1 {
+		// The create pins its source commit (and its version, which the kept commit
+		// retains in any case).
+		t.Fatalf("kept %+v: want the in-flight tree's commit and the create's pinned source commit", res.Kept)
+	}
+	if res.Deleted.Keys() == 0 || res.Deleted.Keys() != res.Condemned.Keys() {
+		t.Fatalf("deleted %+v of condemned %+v: the run reclaimed nothing, or not all it condemned", res.Deleted, res.Condemned)
+	}
+	if got := r.treeCommits(native); !slices.Equal(got, fork) {
+		t.Fatalf("cleanup touched the in-doubt tree: %v, was %v", got, fork)
+	}
+	r.wantKept("source of the in-doubt create", old, "t")
+
+	// The held ref put lands now; the create settles as created.
+	removeHold()
+	held := r.store.Held()
+	if len(held) == 0 {
+		t.Fatal("no ref put is held")
+	}
+	if _, err := held[0].Release(r.ctx); err != nil {
+		t.Fatalf("release the first held ref put: %v", err)
+	}
+	for _, p := range held[1:] {
+		p.Drop()
+	}
+	final, err := h.WaitFinal(r.ctx)
+	if err != nil || final.Outcome != outcome.Created || final.Native != native {
+		t.Fatalf("create settled as %+v, %v; want created as %s", final, err, native)
+	}
+	b, err := graph.ResolveBranch(r.ctx, r.inner, r.graph, branch)
+	if err != nil || b.Native != native {
+		t.Fatalf("branch %s resolves to %+v, %v; want %s", branch, b, err, native)
+	}
+	head, err := graph.ReadHead(r.ctx, r.inner, r.graph, b.Tree)
+	if err != nil || head.ID.Seq != 0 || head.Pins["t"] != old.Pins["t"] {
+		t.Fatalf("branch head %+v, %v; want its fork commit pinning %s", head, err, old.Pins["t"])
+	}
+	checkInvariants(t, r)
+
+	// Settled now: the next run keeps the branch's head (and what it pins) by policy alone.
+	again := r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()})
+	if len(again.SkippedUnsettled) != 0 || again.Kept.Head != 2 {
+		t.Fatalf("second run skipped %+v, kept %+v; want nothing unsettled and two heads", again.SkippedUnsettled, again.Kept)
+	}
+	r.wantGone("source commit, no longer pinned", r.commitKey(old))
+	v, objs := r.dataKeys(head, "t")
+	for _, k := range append(objs, v) {
+		if !r.exists(k) {
+			t.Fatalf("the new branch's head needs %s, which was deleted", k)
+		}
+	}
+	checkInvariants(t, r)
+}
+
+// TestCleanup_RefLessTreeWithoutWitness_CollectorFenceWins_TreeReclaimedAndLateRefFails:
+// a tree written by hand, with no ref and no witness, is reclaimed only after the
+// collector wins a fence at its ref key; a late ref put for it then fails.
+func TestCleanup_RefLessTreeWithoutWitness_CollectorFenceWins_TreeReclaimedAndLateRefFails(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.startWorker()
+	fork := r.handBranch("orphan", r.main, time.Now(), false)
+	native := format.NativeName("orphan", fork.ID.Tree)
+
+	res := r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()})
+	if !slices.Equal(res.Fenced, []string{native}) {
+		t.Fatalf("fenced %v, want [%s]", res.Fenced, native)
+	}
+	if got := r.treeCommits(native); len(got) != 0 {
+		t.Fatalf("the fenced tree still holds %v", got)
+	}
+	ref := r.refs("orphan")[native]
+	if ref.State != format.RefFence || ref.Reason != "cleanup" || ref.Op != res.RunID {
+		t.Fatalf("ref key holds %+v, want the run's cleanup fence", ref)
+	}
+	_, err := r.inner.Put(r.ctx, format.BranchRefKey(r.graph, native), liveRefBytes(t, "orphan", fork.ID.Tree), storage.PutOptions{IfNoneMatch: true})
+	if !errors.Is(err, storage.ErrPreconditionFailed) {
+		t.Fatalf("late ref put: %v, want precondition failed", err)
+	}
+	r.wantKept("main's head", r.main, "t")
+	checkInvariants(t, r)
+}
+
+// TestCleanup_RefLessTree_FenceLosesToLiveRef_BranchKept: when a live ref lands at the
+// tree's ref key before the collector's fence, the branch is live and kept whole.
+func TestCleanup_RefLessTree_FenceLosesToLiveRef_BranchKept(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.startWorker()
+	fork := r.handBranch("late", r.main, time.Now(), false)
+	native := format.NativeName("late", fork.ID.Tree)
+	refKey := format.BranchRefKey(r.graph, native)
+	isFence := func(b []byte) bool {
+		ref, err := format.DecodeBranchRef(b)
+		return err == nil && ref.State == format.RefFence
+	}
+	r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: refKey, Body: isFence, Mode: faults.Delay, Delay: time.Second, Times: 1})
+
+	h, err := r.gc.StartCleanup(r.ctx, client.CleanupRequest{Graph: r.graph, KeepNewest: 1, Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()})
+	if err != nil {
+		t.Fatalf("start cleanup: %v", err)
+	}
+	r.waitFor("the collector's fence put", 30*time.Second, func() bool {
+		return r.store.CountMatching(faults.Rule{Op: faults.OpPut, KeyPrefix: refKey}).Attempted > 0
+	})
+	if _, err := r.inner.Put(r.ctx, refKey, liveRefBytes(t, "late", fork.ID.Tree), storage.PutOptions{IfNoneMatch: true}); err != nil {
+		t.Fatalf("live ref put while the fence is in flight: %v", err)
+	}
+	res, err := h.Wait(r.ctx)
+	if err != nil {
+		t.Fatalf("cleanup: %v", err)
+	}
+	if len(res.Fenced) != 0 || res.Kept.Head != 2 {
+		t.Fatalf("fenced %v, kept %+v; want no fence and two heads (main and the late branch)", res.Fenced, res.Kept)
+	}
+	if got := r.treeCommits(native); len(got) != 1 {
+		t.Fatalf("the late branch's tree holds %v, want its fork commit", got)
+	}
+	if b, err := graph.ResolveBranch(r.ctx, r.inner, r.graph, "late"); err != nil || b.Native != native {
+		t.Fatalf("resolve late: %+v, %v", b, err)
+	}
+	checkInvariants(t, r)
+}
+
+// TestCleanup_RefLessTree_FencePutAmbiguous_TreeSkippedAndReported: a fence put whose
+// outcome stays unknown proves nothing, so the tree is skipped and reported; once a live
+// ref wins the key the next run keeps the branch by policy.
+func TestCleanup_RefLessTree_FencePutAmbiguous_TreeSkippedAndReported(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.startWorker()
+	fork := r.handBranch("murky", r.main, time.Now(), false)
+	native := format.NativeName("murky", fork.ID.Tree)
+	refKey := format.BranchRefKey(r.graph, native)
+	removeHold := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: refKey, Mode: faults.Hold})
+
+	res := r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()})
+	u, ok := hasUnsettled(res, native)
+	if !ok || res.Kept.Unsettled != 1 || len(res.Fenced) != 0 {
+		t.Fatalf("unsettled %+v, kept %+v, fenced %v; want the tree skipped as unsettled", res.SkippedUnsettled, res.Kept, res.Fenced)
+	}
+	t.Logf("reported: %+v", u)
+	if got := r.treeCommits(native); len(got) != 1 {
+		t.Fatalf("the tree holds %v after an ambiguous fence, want its fork commit", got)
+	}
+
+	removeHold()
+	if _, err := r.inner.Put(r.ctx, refKey, liveRefBytes(t, "murky", fork.ID.Tree), storage.PutOptions{IfNoneMatch: true}); err != nil {
+		t.Fatalf("live ref put: %v", err)
+	}
+	for _, p := range r.store.Held() {
+		if _, err := p.Release(r.ctx); !errors.Is(err, storage.ErrPreconditionFailed) {
+			t.Fatalf("held fence released after the live ref: %v, want precondition failed", err)
+		}
+	}
+	again := r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()})
+	if len(again.SkippedUnsettled) != 0 || again.Kept.Head != 2 {
+		t.Fatalf("second run: unsettled %+v, kept %+v; want the branch kept as live", again.SkippedUnsettled, again.Kept)
+	}
+	checkInvariants(t, r)
+}
+
+// TestCleanup_Policies: keep-N only, older-than only, and both, on a live branch whose
+// commits are an hour apart.
+func TestCleanup_Policies(t *testing.T) {
+	// aged builds a live branch "aged" by hand with commits (each writing a new version of
+	// table "a") at the given ages, oldest first, and returns them.
+	aged := func(r *rig, ages ...time.Duration) []format.Commit {
+		now := time.Now()
+		head := r.handBranch("aged", r.main, now.Add(-5*time.Hour), true)
+		var out []format.Commit
+		for i, age := range ages {
+			out = append(out, r.commitOn(&head, "a", "a"+string(rune('0'+i)), now.Add(-age)))
+		}
+		return out
+	}
+	ages := []time.Duration{4 * time.Hour, 3 * time.Hour, 2 * time.Hour, 30 * time.Minute, 10 * time.Minute}
+	cases := []struct {
+		name          string
+		keep          int
+		newerThan     time.Duration
+		kept, deleted []int // indexes into the aged commits
+	}{
+		{"KeepNewestOnly", 2, 0, []int{3, 4}, []int{0, 1, 2}},
+		{"OlderThanOnly", 0, 90 * time.Minute, []int{3, 4}, []int{0, 1, 2}},
+		{"BothWindows_UnionKept", 3, 90 * time.Minute, []int{2, 3, 4}, []int{0, 1}},
+		{"BothWindows_AgeWindowWider", 1, 150 * time.Minute, []int{2, 3, 4}, []int{0, 1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			r := newRig(t)
+			r.startWorker()
+			commits := aged(r, ages...)
+			keys := make([][]string, len(commits))
+			for i, c := range commits {
+				v, objs := r.dataKeys(c, "a")
+				keys[i] = append([]string{r.commitKey(c), v}, objs...)
+			}
+			res := r.cleanupRecorded(client.CleanupRequest{KeepNewest: c.keep, KeepNewerThan: c.newerThan,
+				Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()}, "cleanup_policy_"+strings.ToLower(c.name))
+			for _, i := range c.kept {
+				r.wantKept("commit inside a window", commits[i], "a")
+			}
+			for _, i := range c.deleted {
+				r.wantGone("commit outside every window", keys[i]...)
+			}
+			// The aged branch's fork commit (5h old) is outside every window too.
+			if got := r.treeCommits(format.NativeName("aged", commits[0].ID.Tree)); len(got) != len(c.kept) {
+				t.Fatalf("aged tree holds %d commits, want %d", len(got), len(c.kept))
+			}
+			if res.Deleted.Commits != int64(len(c.deleted)+1) || res.Deleted.Versions != int64(len(c.deleted)) ||
+				res.Deleted.Objects != int64(len(c.deleted)) {
+				t.Fatalf("deleted %+v, want %d commits (with the fork) and %d versions and objects", res.Deleted, len(c.deleted)+1, len(c.deleted))
+			}
+			wantHeads := int64(2) // main and aged
+			if res.Kept.Head != wantHeads || res.Kept.LiveWindow != int64(len(c.kept)-1)+1 {
+				t.Fatalf("kept %+v: want %d heads and %d commits in windows (aged's and main's seq 1)", res.Kept, wantHeads, len(c.kept))
+			}
+			checkInvariants(t, r)
+		})
+	}
+}
+
+// TestCleanup_DryRun_ChangesNothingAndListsThePlan: a dry run reports what a sweep would
+// reclaim — counts, bytes, keys — and leaves the bucket and the ledger's condemned set
+// untouched; it writes no fence either.
+func TestCleanup_DryRun_ChangesNothingAndListsThePlan(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.startWorker()
+	r.commitAt("t", "v2", time.Now())
+	r.commitAt("t", "v3", time.Now())
+	orphan := r.handBranch("orphan", r.main, time.Now(), false)
+	before := r.bucket()
+
+	res := r.cleanupRecorded(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeDryRun, GuardWindow: noGuard()}, "cleanup_dry_run")
+	if after := r.bucket(); !maps.Equal(before, after) {
+		t.Fatalf("a dry run changed the bucket: %d keys before, %d after", len(before), len(after))
+	}
+	if condemned, _ := r.condemnedSummary(res.RunID); condemned != 0 {
+		t.Fatalf("a dry run recorded %d condemned keys", condemned)
+	}
+	// Planned: main's root, seq 1 and seq 2 (3 commits), the orphan's fork commit; the
+	// versions and objects of v1 and v2.
+	want := activities.CleanupCounts{Commits: 4, Versions: 2, Objects: 2}
+	got := res.Condemned
+	got.Bytes = 0
+	if got != want || res.Condemned.Bytes == 0 || res.PlanKeyCount != want.Keys() || int64(len(res.PlanKeys)) != want.Keys() {
+		t.Fatalf("plan %+v (%d keys listed, count %d), want %+v", res.Condemned, len(res.PlanKeys), res.PlanKeyCount, want)
+	}
+	for _, k := range res.PlanKeys {
+		if _, ok := before[k]; !ok {
+			t.Fatalf("plan lists %s, which is not in the bucket", k)
+		}
+	}
+	if !slices.Equal(res.WouldFence, []string{format.NativeName("orphan", orphan.ID.Tree)}) {
+		t.Fatalf("would fence %v, want the orphan", res.WouldFence)
+	}
+	run, err := r.cat.CleanupRunGet(r.ctx, catalog.CleanupRunGetParams{ID: res.RunID})
+	if err != nil || run.State != catalog.CleanupDone || run.Mode != catalog.CleanupDryRun {
+		t.Fatalf("run row %+v, %v; want a finished dry run", run, err)
+	}
+	var report workflows.CleanupResult
+	if err := json.Unmarshal(run.Report, &report); err != nil || report.Condemned != res.Condemned {
+		t.Fatalf("run report %s (%v), want the result's figures", run.Report, err)
+	}
+	checkInvariants(t, r)
+}
+
+// TestCleanup_MarkThenSweepThatPlan_DeletesOnlyWhatIsStillGarbage: mark persists the plan
+// and deletes nothing; a later sweep of that plan deletes its keys — except those a
+// create has since come to need, because a finished plan no longer refuses pins.
+func TestCleanup_MarkThenSweepThatPlan_DeletesOnlyWhatIsStillGarbage(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.startWorker()
+	c1 := r.main
+	c2 := r.commitAt("t", "v2", time.Now())
+	r.commitAt("t", "v3", time.Now())
+	before := r.bucket()
+
+	mark := r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeMark, GuardWindow: noGuard()})
+	if after := r.bucket(); !maps.Equal(before, after) {
+		t.Fatal("mark changed the bucket")
+	}
+	condemned, deleted := r.condemnedSummary(mark.RunID)
+	if condemned != mark.Condemned.Keys() || condemned != 7 || deleted != 0 || mark.Deleted.Keys() != 0 {
+		t.Fatalf("mark condemned %d (result %+v), deleted %d; want 7 keys (3 commits, 2 versions, 2 objects) and nothing deleted",
+			condemned, mark.Condemned, deleted)
+	}
+	// Reviewing the plan takes time; meanwhile a branch is created from c2, so c2's
+	// version and object are needed again.
+	if res, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: "from-c2", FromCommit: c2.ID.String()}); err != nil {
+		t.Fatalf("create from c2 after the mark finished: %+v, %v", res, err)
+	}
+
+	sweep := r.cleanup(client.CleanupRequest{SweepRunID: mark.RunID, KeepNewest: 1, GuardWindow: noGuard()})
+	if sweep.Mode != workflows.CleanupModeSweep || sweep.PlanRunID != mark.RunID {
+		t.Fatalf("sweep result %+v", sweep)
+	}
+	if sweep.Deleted.Keys() != 5 || sweep.PlanDropped != 2 || sweep.NotInPlan != 0 {
+		t.Fatalf("sweep deleted %+v, dropped %d keys of the plan, %d not in it; want 5 deleted (3 commits, v1 and its object) and v2 and its object dropped",
+			sweep.Deleted, sweep.PlanDropped, sweep.NotInPlan)
+	}
+	r.wantGone("planned and still garbage", r.commitKey(c1), r.commitKey(c2))
+	v2, objs := r.dataKeys(r.mustHead("from-c2"), "t")
+	for _, k := range append(objs, v2) {
+		if !r.exists(k) {
+			t.Fatalf("sweep of the plan deleted %s, which the new branch needs", k)
+		}
+	}
+	checkInvariants(t, r)
+}
+
+// TestCleanup_RetentionRoots: each root keeps what it names, on a graph whose other
+// history is reclaimed.
+func TestCleanup_RetentionRoots(t *testing.T) {
+	sweep := client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()}
+
+	t.Run("Head", func(t *testing.T) {
+		t.Parallel()
+		r := newRig(t)
+		r.startWorker()
+		old := r.main
+		v1, objs := r.dataKeys(old, "t")
+		head := r.commitAt("t", "v2", time.Now())
+		res := r.cleanup(sweep)
+		r.wantKept("head", head, "t")
+		r.wantGone("old commit", append([]string{r.commitKey(old), v1}, objs...)...)
+		if res.Kept.Head != 1 {
+			t.Fatalf("kept %+v, want one head", res.Kept)
+		}
+		checkInvariants(t, r)
+	})
+
+	t.Run("Tag", func(t *testing.T) {
+		t.Parallel()
+		r := newRig(t)
+		r.startWorker()
+		tagged := r.main
+		r.commitAt("t", "v2", time.Now())
+		r.commitAt("t", "v3", time.Now())
+		r.putTag("release-1", tagged)
+		res := r.cleanup(sweep)
+		r.wantKept("tagged commit", tagged, "t")
+		if res.Kept.Tag != 1 {
+			t.Fatalf("kept %+v, want one commit kept by its tag", res.Kept)
+		}
+		checkInvariants(t, r)
+	})
+
+	t.Run("InFlightPin", func(t *testing.T) {
+		t.Parallel()
+		r := newRig(t)
+		r.startWorker()
+		pinned := r.main
+		r.commitAt("t", "v2", time.Now())
+		op, err := r.cat.OperationInsert(r.ctx, catalog.OperationInsertParams{ID: catalog.NewID(), Kind: catalog.OpRestore, Graph: r.graph})
+		if err != nil {
+			t.Fatalf("operation: %v", err)
+		}
+		if err := r.cat.PinsRegister(r.ctx, catalog.PinsRegisterParams{OpID: op.ID, Pins: []catalog.Pin{
+			{Kind: catalog.ObjectCommit, Key: r.commitKey(pinned)},
+		}}); err != nil {
+			t.Fatalf("pin: %v", err)
+		}
+		res := r.cleanup(sweep)
+		// The pinned commit stays, and with it the version it pins and that version's objects.
+		r.wantKept("pinned commit", pinned, "t")
+		if res.Kept.Pin != 1 {
+			t.Fatalf("kept %+v, want one key kept by its pin", res.Kept)
+		}
+		if _, err := r.cat.OperationFinish(r.ctx, catalog.OperationFinishParams{ID: op.ID, Outcome: catalog.OutcomeDone}); err != nil {
+			t.Fatalf("finish operation: %v", err)
+		}
+		r.cleanup(sweep)
+		r.wantGone("commit no longer pinned", r.commitKey(pinned))
+		checkInvariants(t, r)
+	})
+
+	t.Run("GuardWindow", func(t *testing.T) {
+		t.Parallel()
+		r := newRig(t)
+		r.startWorker()
+		old := r.main
+		r.commitAt("t", "v2", time.Now())
+		// The default guard window: everything here was written a moment ago.
+		res := r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeSweep})
+		if res.Policy.GuardWindow != workflows.DefaultGuardWindow {
+			t.Fatalf("policy %+v, want the default guard window", res.Policy)
+		}
+		r.wantGone("old commit (commits have no guard)", r.commitKey(old))
+		v1, objs := r.dataKeys(old, "t")
+		for _, k := range append(objs, v1) {
+			if !r.exists(k) {
+				t.Fatalf("young %s was deleted inside the guard window", k)
+			}
+		}
+		if res.Kept.Guard != 1 || res.Deleted.Versions != 0 || res.Deleted.Objects != 0 {
+			// The guard keeps v1; v1 keeps the object it lists (counted as referenced).
+			t.Fatalf("kept %+v, deleted %+v; want v1 kept by the guard, and its object with it", res.Kept, res.Deleted)
+		}
+		checkInvariants(t, r)
+	})
+}
+
+// TestCleanup_AnotherRunActive_Conflict: the ledger allows one condemning run per graph;
+// a cleanup that finds another running ends with conflict, naming it, before reading.
+func TestCleanup_AnotherRunActive_Conflict(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.startWorker()
+	other, err := r.cat.CleanupRunInsert(r.ctx, catalog.CleanupRunInsertParams{ID: catalog.NewID(), Graph: r.graph, Mode: catalog.CleanupSweep})
+	if err != nil {
+		t.Fatalf("insert run: %v", err)
+	}
+	res, err := r.gc.Cleanup(r.ctx, client.CleanupRequest{Graph: r.graph, KeepNewest: 1, Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()})
+	if !errors.Is(err, outcome.ErrConflict) || res.ActiveRunID != other.ID {
+		t.Fatalf("cleanup: %+v, %v; want conflict naming run %s", res, err, other.ID)
+	}
+	op := r.operation(res.RunID)
+	if op.Kind != catalog.OpCleanup || op.Outcome != catalog.OutcomeConflict {
+		t.Fatalf("operation %+v, want a cleanup that ended in conflict", op)
+	}
+	if _, err := r.gc.Cleanup(r.ctx, client.CleanupRequest{Graph: r.graph, Mode: workflows.CleanupModeSweep}); !errors.Is(err, outcome.ErrInvalid) {
+		t.Fatalf("cleanup without a window: %v, want invalid", err)
+	}
+	checkInvariants(t, r)
+}
+
+// mustHead returns the head commit of logical branch.
+func (r *rig) mustHead(logical string) format.Commit {
+	r.t.Helper()
+	b, err := graph.ResolveBranch(r.ctx, r.inner, r.graph, logical)
+	if err != nil {
+		r.t.Fatalf("resolve %s: %v", logical, err)
+	}
+	head, err := graph.ReadHead(r.ctx, r.inner, r.graph, b.Tree)
+	if err != nil {
+		r.t.Fatalf("head of %s: %v", logical, err)
+	}
+	return head
+}
