@@ -275,7 +275,15 @@ func (a *Activities) resolveSource(ctx context.Context, in PrepareCreateInput) (
 		}
 		c, err := graph.ReadCommit(ctx, a.Store, in.Graph, in.SourceCommit)
 		if errors.Is(err, graph.ErrCommitNotFound) {
-			return end(outcome.NotFound, "commit %s does not exist (or its tree was reclaimed)", in.SourceCommit)
+			id, _ := format.ParseCommitID(in.SourceCommit)
+			run, reclaimed, lerr := a.Catalog.KeyReclaimed(ctx, catalog.KeyReclaimedParams{Graph: in.Graph, Key: format.CommitIDKey(in.Graph, id)})
+			if lerr != nil {
+				return format.Commit{}, false, PrepareCreateResult{}, fmt.Errorf("look up reclaimed commit: %w", lerr)
+			}
+			if reclaimed {
+				return end(outcome.NotRetained, "commit %s was reclaimed by cleanup run %s", in.SourceCommit, run)
+			}
+			return end(outcome.NotFound, "commit %s does not exist", in.SourceCommit)
 		}
 		if err != nil {
 			return fail(err, "read source commit")

@@ -66,3 +66,25 @@ func (c *Catalog) IncarnationSettleTx(ctx context.Context, tx pgx.Tx, p Incarnat
 	}
 	return IncarnationSettleResult{Incarnation: inc, From: from}, nil
 }
+
+// KeyReclaimedParams asks whether cleanup reclaimed a key.
+type KeyReclaimedParams struct {
+	Graph string
+	Key   string
+}
+
+// KeyReclaimed returns the id of a cleanup run of graph that condemned key
+// (and so deleted it, or will), and false when no run ever did: a missing
+// object that cleanup never condemned was never there.
+func (c *Catalog) KeyReclaimed(ctx context.Context, p KeyReclaimedParams) (string, bool, error) {
+	var run string
+	err := c.pool.QueryRow(ctx, `
+		SELECT run_id FROM cleanup_condemned WHERE graph = $1 AND key = $2 LIMIT 1`, p.Graph, p.Key).Scan(&run)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, c.wrap(fmt.Sprintf("look up whether cleanup reclaimed %q", p.Key), err)
+	}
+	return run, true, nil
+}
