@@ -188,7 +188,11 @@ func showProgress(ctx context.Context, h *client.CleanupHandle, pr progressRepor
 	case "sweep":
 		pr.Update("sweep", p.Deleted, p.Condemned)
 	case "done":
-		pr.Update("done", p.Deleted, p.Condemned)
+		if p.Deleted == 0 { // a dry run or a mark: nothing was to be deleted
+			pr.Update("done", 0, 0)
+		} else {
+			pr.Update("done", p.Deleted, p.Condemned)
+		}
 	default:
 		pr.Update(p.Phase, 0, 0)
 	}
