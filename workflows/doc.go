@@ -25,4 +25,9 @@ func Register(r Registry) {
 	r.RegisterWorkflowWithOptions(InitGraph, workflow.RegisterOptions{Name: InitGraphName})
 	r.RegisterWorkflowWithOptions(WriteTable, workflow.RegisterOptions{Name: WriteTableName})
 	r.RegisterWorkflowWithOptions(RepairBranch, workflow.RegisterOptions{Name: RepairBranchName})
+	r.RegisterWorkflowWithOptions(Merge, workflow.RegisterOptions{Name: MergeName})
+	r.RegisterWorkflowWithOptions(Restore, workflow.RegisterOptions{Name: RestoreName})
+	r.RegisterWorkflowWithOptions(DeleteBranch, workflow.RegisterOptions{Name: DeleteBranchName})
+	r.RegisterWorkflowWithOptions(CreateTag, workflow.RegisterOptions{Name: CreateTagName})
+	r.RegisterWorkflowWithOptions(DeleteTag, workflow.RegisterOptions{Name: DeleteTagName})
 }

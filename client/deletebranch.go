@@ -1,0 +1,74 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/outcome"
+	"github.com/graftworks/graft/workflows"
+)
+
+// DeleteBranchRequest asks to delete a branch.
+type DeleteBranchRequest struct {
+	Graph, Branch string
+	// Force deletes the branch although live tags name commits of it (the
+	// tags keep those commits). main is never deleted. Defaults to false.
+	Force bool
+	// IdempotencyKey identifies the operation. Defaults to a fresh ULID.
+	IdempotencyKey string
+}
+
+// DeleteBranchWorkflowID is the workflow id of a delete of (graph, branch):
+// one in-flight delete per logical name.
+func DeleteBranchWorkflowID(graph, branch string) string {
+	return "graft/delete-branch/" + graph + "/" + branch
+}
+
+// DeleteBranchHandle is a started branch delete.
+type DeleteBranchHandle = OperationHandle[workflows.DeleteBranchResult]
+
+// DeleteBranch deletes req.Branch through graft.DeleteBranch — its live ref
+// retired by compare-and-swap into a fence — and waits for the outcome:
+// deleted with a nil error; invalid for main; conflict for a branch live
+// tags name (unless Force); not_found; in_doubt as soon as the swap is
+// known to be settling.
+func (c *Client) DeleteBranch(ctx context.Context, req DeleteBranchRequest) (workflows.DeleteBranchResult, error) {
+	h, err := c.StartDeleteBranch(ctx, req)
+	if err != nil {
+		return workflows.DeleteBranchResult{}, err
+	}
+	return h.Wait(ctx)
+}
+
+// StartDeleteBranch starts (or attaches to) a branch delete and returns at once.
+func (c *Client) StartDeleteBranch(ctx context.Context, req DeleteBranchRequest) (*DeleteBranchHandle, error) {
+	for _, err := range []error{format.ValidateGraphName(req.Graph), format.ValidateBranchName(req.Branch)} {
+		if err != nil {
+			return nil, outcome.Errorf(outcome.Invalid, "", "%v", err)
+		}
+	}
+	key, err := idempotencyKey(req.IdempotencyKey)
+	if err != nil {
+		return nil, err
+	}
+	h, err := startOperation[workflows.DeleteBranchResult](ctx, c, operationStart{
+		ID: DeleteBranchWorkflowID(req.Graph, req.Branch), Workflow: workflows.DeleteBranchName,
+		Input:   workflows.DeleteBranchInput{Graph: req.Graph, Branch: req.Branch, Force: req.Force, OpID: key},
+		Summary: fmt.Sprintf("delete branch %s in %s", req.Branch, req.Graph), Graph: req.Graph, Branch: req.Branch, OpID: key,
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	})
+	if err != nil {
+		return nil, err
+	}
+	h.fromStatus = func(st workflows.OperationStatus) workflows.DeleteBranchResult {
+		return workflows.DeleteBranchResult{Outcome: st.Outcome, OpID: st.OpID, Graph: req.Graph, Branch: req.Branch,
+			Message: st.Pending, SettleAttempts: st.SettleAttempts}
+	}
+	h.outcome = func(r workflows.DeleteBranchResult) (outcome.Outcome, string, string) {
+		return r.Outcome, r.OpID, r.Message
+	}
+	return h, nil
+}

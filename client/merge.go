@@ -1,0 +1,212 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/oklog/ulid/v2"
+	enumspb "go.temporal.io/api/enums/v1"
+	sdkclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/outcome"
+	"github.com/graftworks/graft/internal/searchattr"
+	"github.com/graftworks/graft/workflows"
+)
+
+// MergeRequest asks to merge Source into Target.
+type MergeRequest struct {
+	Graph, Source, Target string
+	// ExpectedHead, when set, makes the merge a conflict unless Target's
+	// head is this commit id. Defaults to "" (merge into the current head).
+	ExpectedHead string
+	// Preview returns the plan and writes nothing. Defaults to false.
+	Preview bool
+	// Author of the merge commit. Defaults to "graft".
+	Author string
+	// Message of the merge commit. Defaults to "merge {source} into {target}".
+	Message string
+	// IdempotencyKey identifies the operation: a request repeated with the
+	// same key attaches to the first, running or finished. Defaults to a
+	// fresh ULID.
+	IdempotencyKey string
+}
+
+// MergeWorkflowID is the workflow id of a merge into target.
+func MergeWorkflowID(graph, target, key string) string {
+	return "graft/merge/" + graph + "/" + target + "/" + key
+}
+
+// MergePreviewWorkflowID is the workflow id of a merge preview.
+func MergePreviewWorkflowID(graph, target, key string) string {
+	return "graft/merge-preview/" + graph + "/" + target + "/" + key
+}
+
+// MergeHandle is a started merge.
+type MergeHandle = OperationHandle[workflows.MergeResult]
+
+// Merge merges req.Source into req.Target through graft.Merge and waits for
+// the outcome. merged, adopted and already_up_to_date come back with a nil
+// error (a preview's would-be outcome too); conflict is an *outcome.Error
+// with the result's Tables listing every conflict; in_doubt returns as soon
+// as the merge commit is known to be settling.
+func (c *Client) Merge(ctx context.Context, req MergeRequest) (workflows.MergeResult, error) {
+	h, err := c.StartMerge(ctx, req)
+	if err != nil {
+		return workflows.MergeResult{}, err
+	}
+	return h.Wait(ctx)
+}
+
+// StartMerge starts (or attaches to) a merge and returns at once.
+func (c *Client) StartMerge(ctx context.Context, req MergeRequest) (*MergeHandle, error) {
+	for _, err := range []error{format.ValidateGraphName(req.Graph), format.ValidateBranchName(req.Source),
+		format.ValidateBranchName(req.Target), format.ValidateMessage(req.Message)} {
+		if err != nil {
+			return nil, outcome.Errorf(outcome.Invalid, "", "%v", err)
+		}
+	}
+	if req.Source == req.Target {
+		return nil, outcome.Errorf(outcome.Invalid, "", "cannot merge %q into itself", req.Source)
+	}
+	if req.ExpectedHead != "" {
+		if _, err := format.ParseCommitID(req.ExpectedHead); err != nil {
+			return nil, outcome.Errorf(outcome.Invalid, "", "expected head: %v", err)
+		}
+	}
+	key, err := idempotencyKey(req.IdempotencyKey)
+	if err != nil {
+		return nil, err
+	}
+	in := workflows.MergeInput{Graph: req.Graph, Source: req.Source, Target: req.Target, ExpectedHead: req.ExpectedHead,
+		Preview: req.Preview, OpID: key, Author: req.Author, Message: req.Message}
+	id, summary := MergeWorkflowID(req.Graph, req.Target, key), fmt.Sprintf("merge %s into %s in %s", req.Source, req.Target, req.Graph)
+	if req.Preview { // not an operation of the ledger
+		in.OpID = ""
+		id, summary = MergePreviewWorkflowID(req.Graph, req.Target, key), "preview of "+summary
+	}
+	h, err := startOperation[workflows.MergeResult](ctx, c, operationStart{
+		ID: id, Workflow: workflows.MergeName, Input: in, Summary: summary, Graph: req.Graph, Branch: req.Target, OpID: in.OpID,
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+	})
+	if err != nil {
+		return nil, err
+	}
+	h.fromStatus = func(st workflows.OperationStatus) workflows.MergeResult {
+		return workflows.MergeResult{Outcome: st.Outcome, OpID: st.OpID, Graph: req.Graph, Source: req.Source, Target: req.Target,
+			Commit: st.Commit, Message: st.Pending, SettleAttempts: st.SettleAttempts}
+	}
+	h.outcome = func(r workflows.MergeResult) (outcome.Outcome, string, string) { return r.Outcome, r.OpID, r.Message }
+	return h, nil
+}
+
+// OperationHandle is a started merge, restore, branch delete or tag
+// operation, whose result is R.
+type OperationHandle[R any] struct {
+	c          *Client
+	WorkflowID string
+	RunID      string
+	// OpID is the operation's id in the ledger ("" for a merge preview).
+	OpID       string
+	run        sdkclient.WorkflowRun
+	fromStatus func(workflows.OperationStatus) R
+	outcome    func(R) (out outcome.Outcome, opID, message string)
+}
+
+// Wait waits for the operation's definitive outcome, or for it to be in
+// doubt: then the result carries outcome in_doubt and the error is an
+// *outcome.Error matching outcome.ErrInDoubt, with the operation id.
+func (h *OperationHandle[R]) Wait(ctx context.Context) (R, error) {
+	var res R
+	st, err := waitOrInDoubt(ctx, h.c, h.run, h.WorkflowID, &res, func(st *workflows.OperationStatus) bool {
+		return st.Outcome == outcome.InDoubt
+	})
+	if err != nil {
+		return res, fmt.Errorf("wait for %s: %w", h.WorkflowID, err)
+	}
+	if st != nil {
+		res = h.fromStatus(*st)
+	}
+	return res, h.err(res)
+}
+
+// WaitFinal waits for the operation's definitive outcome, even through a
+// long settle (in_doubt is never returned).
+func (h *OperationHandle[R]) WaitFinal(ctx context.Context) (R, error) {
+	var res R
+	if err := h.run.Get(ctx, &res); err != nil {
+		return res, fmt.Errorf("wait for %s: %w", h.WorkflowID, err)
+	}
+	return res, h.err(res)
+}
+
+// Status asks the running operation which phase it is in.
+func (h *OperationHandle[R]) Status(ctx context.Context) (workflows.OperationStatus, error) {
+	var st workflows.OperationStatus
+	v, err := h.c.tc.QueryWorkflow(ctx, h.WorkflowID, h.RunID, workflows.StatusQueryName)
+	if err != nil {
+		return st, fmt.Errorf("query %s: %w", h.WorkflowID, err)
+	}
+	return st, v.Get(&st)
+}
+
+func (h *OperationHandle[R]) err(res R) error {
+	out, opID, msg := h.outcome(res)
+	switch out {
+	case outcome.Created, outcome.Done, workflows.OutcomeMerged, workflows.OutcomeAdopted,
+		workflows.OutcomeAlreadyUpToDate, workflows.OutcomeDeleted:
+		return nil
+	}
+	return &outcome.Error{Outcome: out, OpID: opID, Message: msg}
+}
+
+// operationStart is how startOperation starts a workflow.
+type operationStart struct {
+	ID, Workflow string
+	Input        any
+	Summary      string
+	Graph        string
+	// Branch is the GraftBranch search attribute; "" sets none.
+	Branch, OpID string
+	// ReusePolicy is what a start does after a finished run of the same id:
+	// REJECT_DUPLICATE returns that run (an idempotency key is used once),
+	// ALLOW_DUPLICATE starts a new one.
+	ReusePolicy enumspb.WorkflowIdReusePolicy
+}
+
+// startOperation starts a workflow, or attaches to the running one of the
+// same id (conflict policy USE_EXISTING).
+func startOperation[R any](ctx context.Context, c *Client, s operationStart) (*OperationHandle[R], error) {
+	attrs := []temporal.SearchAttributeUpdate{searchattr.Graph.ValueSet(s.Graph)}
+	if s.Branch != "" {
+		attrs = append(attrs, searchattr.Branch.ValueSet(s.Branch))
+	}
+	if s.OpID != "" {
+		attrs = append(attrs, searchattr.Operation.ValueSet(s.OpID))
+	}
+	run, err := c.tc.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{
+		ID:                       s.ID,
+		TaskQueue:                c.opts.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    s.ReusePolicy,
+		EnableEagerStart:         c.opts.EagerStart,
+		StaticSummary:            s.Summary,
+		TypedSearchAttributes:    temporal.NewSearchAttributes(attrs...),
+	}, s.Workflow, s.Input)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", s.Summary, err)
+	}
+	return &OperationHandle[R]{c: c, WorkflowID: run.GetID(), RunID: run.GetRunID(), OpID: s.OpID, run: run}, nil
+}
+
+// idempotencyKey validates a caller's key, or mints a fresh one.
+func idempotencyKey(key string) (string, error) {
+	if key == "" {
+		return ulid.Make().String(), nil
+	}
+	if err := format.ValidateOp(key); err != nil {
+		return "", outcome.Errorf(outcome.Invalid, "", "idempotency key: %v", err)
+	}
+	return key, nil
+}

@@ -1,0 +1,107 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/outcome"
+	"github.com/graftworks/graft/workflows"
+)
+
+// RestoreRequest asks to give Branch back the table versions of an earlier
+// commit, named by id (ToCommit) or by a tag (ToTag): exactly one.
+type RestoreRequest struct {
+	Graph, Branch   string
+	ToCommit, ToTag string
+	// ExpectedHead, when set, makes the restore a conflict unless Branch's
+	// head is this commit id. Defaults to "" (restore on the current head).
+	ExpectedHead string
+	// NoBackup skips the backup tag of the pre-restore head. Defaults to
+	// false: the head is tagged "backup/{branch}/{head}" first.
+	NoBackup bool
+	// BackupTag names the backup tag instead. Defaults to "".
+	BackupTag       string
+	Author, Message string
+	// IdempotencyKey identifies the operation; a request repeated with the
+	// same key attaches to the first. Defaults to a fresh ULID.
+	IdempotencyKey string
+}
+
+// RestoreWorkflowID is the workflow id of a restore of branch.
+func RestoreWorkflowID(graph, branch, key string) string {
+	return "graft/restore/" + graph + "/" + branch + "/" + key
+}
+
+// RestoreHandle is a started restore.
+type RestoreHandle = OperationHandle[workflows.RestoreResult]
+
+// Restore restores req.Branch through graft.Restore and waits for the
+// outcome: done with a nil error; not_retained when cleanup reclaimed
+// something the commit needs (nothing is written then); in_doubt as soon as
+// a write is known to be settling; any other outcome an *outcome.Error.
+func (c *Client) Restore(ctx context.Context, req RestoreRequest) (workflows.RestoreResult, error) {
+	h, err := c.StartRestore(ctx, req)
+	if err != nil {
+		return workflows.RestoreResult{}, err
+	}
+	return h.Wait(ctx)
+}
+
+// StartRestore starts (or attaches to) a restore and returns at once.
+func (c *Client) StartRestore(ctx context.Context, req RestoreRequest) (*RestoreHandle, error) {
+	invalid := func(f string, args ...any) error { return outcome.Errorf(outcome.Invalid, "", f, args...) }
+	for _, err := range []error{format.ValidateGraphName(req.Graph), format.ValidateBranchName(req.Branch), format.ValidateMessage(req.Message)} {
+		if err != nil {
+			return nil, invalid("%v", err)
+		}
+	}
+	switch {
+	case (req.ToCommit == "") == (req.ToTag == ""):
+		return nil, invalid("give exactly one of a commit id and a tag to restore to")
+	case req.ToCommit != "":
+		if _, err := format.ParseCommitID(req.ToCommit); err != nil {
+			return nil, invalid("commit: %v", err)
+		}
+	default:
+		if err := format.ValidateTagName(req.ToTag); err != nil {
+			return nil, invalid("tag: %v", err)
+		}
+	}
+	if req.ExpectedHead != "" {
+		if _, err := format.ParseCommitID(req.ExpectedHead); err != nil {
+			return nil, invalid("expected head: %v", err)
+		}
+	}
+	if req.BackupTag != "" {
+		if err := format.ValidateTagName(req.BackupTag); err != nil {
+			return nil, invalid("backup tag: %v", err)
+		}
+	}
+	key, err := idempotencyKey(req.IdempotencyKey)
+	if err != nil {
+		return nil, err
+	}
+	in := workflows.RestoreInput{Graph: req.Graph, Branch: req.Branch, To: workflows.RestoreTarget{Commit: req.ToCommit, Tag: req.ToTag},
+		ExpectedHead: req.ExpectedHead, NoBackup: req.NoBackup, BackupTag: req.BackupTag, OpID: key, Author: req.Author, Message: req.Message}
+	to := req.ToCommit
+	if to == "" {
+		to = "tag " + req.ToTag
+	}
+	h, err := startOperation[workflows.RestoreResult](ctx, c, operationStart{
+		ID: RestoreWorkflowID(req.Graph, req.Branch, key), Workflow: workflows.RestoreName, Input: in,
+		Summary: fmt.Sprintf("restore %s in %s to %s", req.Branch, req.Graph, to), Graph: req.Graph, Branch: req.Branch, OpID: key,
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+	})
+	if err != nil {
+		return nil, err
+	}
+	h.fromStatus = func(st workflows.OperationStatus) workflows.RestoreResult {
+		return workflows.RestoreResult{Outcome: st.Outcome, OpID: st.OpID, Graph: req.Graph, Branch: req.Branch,
+			Commit: st.Commit, Message: st.Pending, SettleAttempts: st.SettleAttempts}
+	}
+	h.outcome = func(r workflows.RestoreResult) (outcome.Outcome, string, string) { return r.Outcome, r.OpID, r.Message }
+	return h, nil
+}

@@ -1,0 +1,202 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/graph"
+	"github.com/graftworks/graft/internal/outcome"
+	"github.com/graftworks/graft/workflows"
+)
+
+// CreateTagRequest asks for an immutable tag on a commit.
+type CreateTagRequest struct {
+	Graph, Name string
+	// Commit or Branch (at most one) names what to tag: a commit id, or a
+	// branch's head. Both empty means the head of main.
+	Commit, Branch string
+	// IdempotencyKey identifies the operation. Defaults to a fresh ULID.
+	IdempotencyKey string
+}
+
+// CreateTagWorkflowID is the workflow id of a create of tag name: one
+// in-flight create per name.
+func CreateTagWorkflowID(graph, name string) string { return "graft/create-tag/" + graph + "/" + name }
+
+// DeleteTagWorkflowID is the workflow id of a delete of tag name.
+func DeleteTagWorkflowID(graph, name string) string { return "graft/delete-tag/" + graph + "/" + name }
+
+// CreateTag creates a tag through graft.CreateTag and waits for the
+// outcome: created with a nil error (Existing when the tag already named
+// that commit — a create is idempotent); conflict when the name names
+// another commit or was deleted; not_found, not_retained, invalid; in_doubt
+// as soon as the put is known to be settling.
+func (c *Client) CreateTag(ctx context.Context, req CreateTagRequest) (workflows.CreateTagResult, error) {
+	invalid := func(f string, args ...any) (workflows.CreateTagResult, error) {
+		return workflows.CreateTagResult{}, outcome.Errorf(outcome.Invalid, "", f, args...)
+	}
+	for _, err := range []error{format.ValidateGraphName(req.Graph), format.ValidateTagName(req.Name)} {
+		if err != nil {
+			return invalid("%v", err)
+		}
+	}
+	switch {
+	case req.Commit != "" && req.Branch != "":
+		return invalid("give a commit id or a branch, not both")
+	case req.Commit != "":
+		if _, err := format.ParseCommitID(req.Commit); err != nil {
+			return invalid("commit: %v", err)
+		}
+	case req.Branch != "":
+		if err := format.ValidateBranchName(req.Branch); err != nil {
+			return invalid("%v", err)
+		}
+	}
+	key, err := idempotencyKey(req.IdempotencyKey)
+	if err != nil {
+		return workflows.CreateTagResult{}, err
+	}
+	h, err := startOperation[workflows.CreateTagResult](ctx, c, operationStart{
+		ID: CreateTagWorkflowID(req.Graph, req.Name), Workflow: workflows.CreateTagName,
+		Input:   workflows.CreateTagInput{Graph: req.Graph, Name: req.Name, Commit: req.Commit, Branch: req.Branch, OpID: key},
+		Summary: fmt.Sprintf("create tag %s in %s", req.Name, req.Graph), Graph: req.Graph, Branch: req.Branch, OpID: key,
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	})
+	if err != nil {
+		return workflows.CreateTagResult{}, err
+	}
+	h.fromStatus = func(st workflows.OperationStatus) workflows.CreateTagResult {
+		return workflows.CreateTagResult{Outcome: st.Outcome, OpID: st.OpID, Graph: req.Graph, Name: req.Name,
+			Message: st.Pending, SettleAttempts: st.SettleAttempts}
+	}
+	h.outcome = func(r workflows.CreateTagResult) (outcome.Outcome, string, string) {
+		return r.Outcome, r.OpID, r.Message
+	}
+	return h.Wait(ctx)
+}
+
+// DeleteTagRequest asks to delete a tag.
+type DeleteTagRequest struct {
+	Graph, Name string
+	// IdempotencyKey identifies the operation. Defaults to a fresh ULID.
+	IdempotencyKey string
+}
+
+// DeleteTag retires a tag through graft.DeleteTag and waits for the
+// outcome: deleted with a nil error; not_found for a tag that does not
+// exist or was deleted already; in_doubt as soon as the swap is known to be
+// settling. A deleted tag's name is never reused.
+func (c *Client) DeleteTag(ctx context.Context, req DeleteTagRequest) (workflows.DeleteTagResult, error) {
+	graphName, name := req.Graph, req.Name
+	for _, err := range []error{format.ValidateGraphName(graphName), format.ValidateTagName(name)} {
+		if err != nil {
+			return workflows.DeleteTagResult{}, outcome.Errorf(outcome.Invalid, "", "%v", err)
+		}
+	}
+	key, err := idempotencyKey(req.IdempotencyKey)
+	if err != nil {
+		return workflows.DeleteTagResult{}, err
+	}
+	h, err := startOperation[workflows.DeleteTagResult](ctx, c, operationStart{
+		ID: DeleteTagWorkflowID(graphName, name), Workflow: workflows.DeleteTagName,
+		Input:   workflows.DeleteTagInput{Graph: graphName, Name: name, OpID: key},
+		Summary: fmt.Sprintf("delete tag %s in %s", name, graphName), Graph: graphName, OpID: key,
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	})
+	if err != nil {
+		return workflows.DeleteTagResult{}, err
+	}
+	h.fromStatus = func(st workflows.OperationStatus) workflows.DeleteTagResult {
+		return workflows.DeleteTagResult{Outcome: st.Outcome, OpID: st.OpID, Graph: graphName, Name: name,
+			Message: st.Pending, SettleAttempts: st.SettleAttempts}
+	}
+	h.outcome = func(r workflows.DeleteTagResult) (outcome.Outcome, string, string) {
+		return r.Outcome, r.OpID, r.Message
+	}
+	return h.Wait(ctx)
+}
+
+// TagInfo is one tag as storage holds it.
+type TagInfo struct {
+	Name  string `json:"name"`
+	State string `json:"state"` // live or retired
+	// Commit is the tagged commit's id.
+	Commit    string    `json:"commit"`
+	Op        string    `json:"op"`
+	CreatedAt time.Time `json:"created_at"`
+	RetiredOp string    `json:"retired_op,omitempty"`
+}
+
+// TagDetail is one tag and what it names.
+type TagDetail struct {
+	TagInfo
+	// Retained reports whether the tagged commit still exists.
+	Retained bool `json:"retained"`
+	// Branch, Time, Author and Message describe the tagged commit, when retained.
+	Branch  string     `json:"branch,omitempty"`
+	Time    time.Time  `json:"time,omitzero"`
+	Author  string     `json:"author,omitempty"`
+	Message string     `json:"message,omitempty"`
+	Pins    []TablePin `json:"pins,omitempty"`
+}
+
+func tagInfo(t format.Tag) TagInfo {
+	return TagInfo{Name: t.Name, State: string(t.State), Commit: t.Commit.String(), Op: t.Op, CreatedAt: t.CreatedAt, RetiredOp: t.RetiredOp}
+}
+
+// ListTags lists a graph's tags by name: the live ones, or with all set
+// the retired ones too. One GET of the graph record, one LIST per thousand
+// tags and one GET per tag.
+func (r *Reader) ListTags(ctx context.Context, graphName string, all bool) ([]TagInfo, error) {
+	if _, err := r.Graph(ctx, graphName); err != nil {
+		return nil, err
+	}
+	tags, err := graph.ListTags(ctx, r.store, graphName)
+	if err != nil {
+		return nil, readError(err, graphName, "")
+	}
+	out := []TagInfo{}
+	for _, t := range tags {
+		if all || t.Tag.State == format.TagLive {
+			out = append(out, tagInfo(t.Tag))
+		}
+	}
+	return out, nil
+}
+
+// ShowTag reads one tag, live or retired, and the commit it names.
+func (r *Reader) ShowTag(ctx context.Context, graphName, name string) (TagDetail, error) {
+	if err := format.ValidateTagName(name); err != nil {
+		return TagDetail{}, outcome.Errorf(outcome.Invalid, "", "%v", err)
+	}
+	if _, err := r.Graph(ctx, graphName); err != nil {
+		return TagDetail{}, err
+	}
+	t, err := graph.ReadTag(ctx, r.store, graphName, name)
+	if errors.Is(err, graph.ErrTagNotFound) {
+		return TagDetail{}, outcome.Errorf(outcome.NotFound, "", "tag %q does not exist in graph %q", name, graphName)
+	}
+	if err != nil {
+		return TagDetail{}, readError(err, graphName, "")
+	}
+	d := TagDetail{TagInfo: tagInfo(t.Tag)}
+	c, err := graph.ReadCommit(ctx, r.store, graphName, t.Tag.Commit.String())
+	switch {
+	case errors.Is(err, graph.ErrCommitNotFound):
+		return d, nil
+	case err != nil:
+		return TagDetail{}, readError(err, graphName, "")
+	}
+	d.Retained, d.Branch, d.Time, d.Author, d.Message = true, c.Branch, c.Time, c.Author, c.Message
+	for _, table := range slices.Sorted(maps.Keys(c.Pins)) {
+		d.Pins = append(d.Pins, TablePin{Table: table, Version: c.Pins[table].String()})
+	}
+	return d, nil
+}

@@ -1,0 +1,275 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/storage"
+)
+
+// Tags: immutable, graph-wide names for commits. A tag is written once with
+// put-if-absent and never re-pointed; deleting it replaces it, by
+// compare-and-swap, with a retired tag that keeps the key, so a late put of
+// the live tag can never land and the name is never reused.
+
+// ErrTagNotFound reports a tag name with no tag object.
+var ErrTagNotFound = errors.New("graph: tag not found")
+
+// TagParams are the inputs of TagBytes and PutTag.
+type TagParams struct {
+	Graph, Name string
+	// Commit is the id of the tagged commit.
+	Commit string
+	Op     string
+	Time   time.Time
+}
+
+// TagBytes returns the exact bytes of the live tag p describes.
+func TagBytes(p TagParams) ([]byte, error) {
+	if err := format.ValidateGraphName(p.Graph); err != nil {
+		return nil, invalid("Graph", err)
+	}
+	if err := format.ValidateTagName(p.Name); err != nil {
+		return nil, invalid("Name", err)
+	}
+	id, err := format.ParseCommitID(p.Commit)
+	if err != nil {
+		return nil, invalid("Commit", err)
+	}
+	b, err := format.EncodeTag(format.Tag{State: format.TagLive, Name: p.Name, Commit: id, Op: p.Op, CreatedAt: p.Time.UTC()})
+	if err != nil {
+		return nil, invalidObject(err, map[string]string{"op": "Op", "created_at": "Time"})
+	}
+	return b, nil
+}
+
+// TagPutOutcome says how a PutTag settled.
+type TagPutOutcome string
+
+const (
+	// TagCreated: this call's put (or an earlier one of the same bytes) made the tag.
+	TagCreated TagPutOutcome = "created"
+	// TagExists: a live tag of another operation already names the same
+	// commit; creating a tag is idempotent, so this is success.
+	TagExists TagPutOutcome = "exists"
+	// TagTaken: the name holds a live tag naming another commit, or a
+	// retired tag (names are never reused).
+	TagTaken TagPutOutcome = "taken"
+)
+
+// TagPutResult is how a PutTag settled.
+type TagPutResult struct {
+	Outcome TagPutOutcome
+	// Tag is the tag now at the key.
+	Tag format.Tag
+}
+
+// PutTag writes the live tag body (TagBytes) at the tag's key with
+// put-if-absent, settled by read-back (PutIfAbsent): our bytes → TagCreated;
+// a live tag of the same commit → TagExists; anything else → TagTaken. A
+// definite refusal is returned as is; an outcome still unknown is an
+// *InDoubtError — call PutTag again with the same body to settle it.
+func PutTag(ctx context.Context, s storage.Store, graph string, body []byte) (TagPutResult, error) {
+	if err := format.ValidateGraphName(graph); err != nil {
+		return TagPutResult{}, fmt.Errorf("put tag: %w", invalid("Graph", err))
+	}
+	want, err := format.DecodeTag(body)
+	if err != nil {
+		return TagPutResult{}, fmt.Errorf("put tag: %w", invalid("Body", err))
+	}
+	if want.State != format.TagLive {
+		return TagPutResult{}, fmt.Errorf("put tag: %w", invalidf("Body", "a %s tag, not a live one", want.State))
+	}
+	key := format.TagKey(graph, want.Name)
+	put, err := PutIfAbsent(ctx, s, key, body)
+	if err != nil {
+		return TagPutResult{}, fmt.Errorf("put tag %s: %w", want.Name, err)
+	}
+	if put.Outcome != PutTaken {
+		return TagPutResult{Outcome: TagCreated, Tag: want}, nil
+	}
+	have, err := decodeTagAt(key, want.Name, put.Existing)
+	if err != nil {
+		return TagPutResult{}, fmt.Errorf("put tag %s: %w", want.Name, err)
+	}
+	if have.State == format.TagLive && have.Commit == want.Commit {
+		return TagPutResult{Outcome: TagExists, Tag: have}, nil
+	}
+	return TagPutResult{Outcome: TagTaken, Tag: have}, nil
+}
+
+// TagEntry is a tag read from storage.
+type TagEntry struct {
+	Tag format.Tag
+	// ETag of the tag object, for a compare-and-swap (RetireTag).
+	ETag string
+}
+
+// ReadTag reads one tag, live or retired: one GET. A missing tag is ErrTagNotFound.
+func ReadTag(ctx context.Context, s storage.Store, graph, name string) (TagEntry, error) {
+	if err := format.ValidateGraphName(graph); err != nil {
+		return TagEntry{}, invalid("Graph", err)
+	}
+	if err := format.ValidateTagName(name); err != nil {
+		return TagEntry{}, invalid("Name", err)
+	}
+	key := format.TagKey(graph, name)
+	obj, err := s.Get(ctx, key)
+	if errors.Is(err, storage.ErrNotFound) {
+		return TagEntry{}, fmt.Errorf("read tag %q: %w: %w", name, ErrTagNotFound, err)
+	}
+	if err != nil {
+		return TagEntry{}, fmt.Errorf("read tag %q: %w", name, err)
+	}
+	t, err := decodeTagAt(key, name, obj.Body)
+	if err != nil {
+		return TagEntry{}, fmt.Errorf("read tag %q: %w", name, err)
+	}
+	return TagEntry{Tag: t, ETag: obj.ETag}, nil
+}
+
+// ListTags reads every tag of graph, live and retired, sorted by name: one
+// LIST per thousand tags and one GET per tag, read with bounded parallelism.
+func ListTags(ctx context.Context, s storage.Store, graph string) ([]TagEntry, error) {
+	if err := format.ValidateGraphName(graph); err != nil {
+		return nil, invalid("Graph", err)
+	}
+	var keys, names []string
+	err := storage.ListAll(ctx, s, format.TagsPrefix(graph), func(o storage.ObjectInfo) error {
+		name, err := format.ParseTagKey(graph, o.Key)
+		if err != nil {
+			return nil // not a tag key (no writer of this format makes one)
+		}
+		keys = append(keys, o.Key)
+		names = append(names, name)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list tags of graph %q: %w", graph, err)
+	}
+	objs, errs := getAll(ctx, s, keys)
+	out := make([]TagEntry, 0, len(keys))
+	for i, key := range keys {
+		if errors.Is(errs[i], storage.ErrNotFound) {
+			continue // deleted since the listing (graft never deletes a tag)
+		}
+		if errs[i] != nil {
+			return nil, fmt.Errorf("list tags of graph %q: read tag: %w", graph, errs[i])
+		}
+		t, err := decodeTagAt(key, names[i], objs[i].Body)
+		if err != nil {
+			return nil, fmt.Errorf("list tags of graph %q: %w", graph, err)
+		}
+		out = append(out, TagEntry{Tag: t, ETag: objs[i].ETag})
+	}
+	return out, nil
+}
+
+// decodeTagAt strictly decodes the tag at key and checks it is the one the key names.
+func decodeTagAt(key, name string, body []byte) (format.Tag, error) {
+	t, err := format.DecodeTag(body)
+	if err != nil {
+		return format.Tag{}, fmt.Errorf("%s: %w", key, err)
+	}
+	if t.Name != name {
+		return format.Tag{}, fmt.Errorf("%s: %w", key,
+			&format.MalformedError{Kind: format.KindTag, Field: "name", Reason: "is " + t.Name + ", not the tag its key names"})
+	}
+	return t, nil
+}
+
+// ErrTagChanged reports a tag that is no longer the one a compare-and-swap
+// expected. See TagChangedError.
+var ErrTagChanged = errors.New("graph: tag changed")
+
+// TagChangedError reports that the tag at Key no longer has the ETag the
+// caller gave: it was retired by another operation, or is gone. It matches
+// ErrTagChanged.
+type TagChangedError struct {
+	Key  string
+	ETag string
+	// Found is the tag's state now, "" when the key is empty.
+	Found format.TagState
+	// Op is the operation that retired it, when Found is retired.
+	Op string
+}
+
+func (e *TagChangedError) Error() string {
+	if e.Found == "" {
+		return fmt.Sprintf("graph: tag %s is gone (expected ETag %s)", e.Key, e.ETag)
+	}
+	return fmt.Sprintf("graph: tag %s changed: it is now %s by operation %s", e.Key, e.Found, e.Op)
+}
+
+// Is matches ErrTagChanged.
+func (e *TagChangedError) Is(target error) bool { return target == ErrTagChanged }
+
+// RetireTag replaces the live tag name, which must still have ETag etag, by
+// a retired tag naming retiredOp, with compare-and-swap (If-Match). The
+// retired tag keeps every other field, so its bytes are a function of the
+// live tag and retiredOp and a re-issue is byte-identical. An ambiguous or
+// failed put is settled by reading back: our retired bytes → done
+// (PutAlreadyOurs); still the live tag with etag → re-issue (at most
+// MaxPutAttempts puts in all); anything else → *TagChangedError. Still
+// unknown at the end is an *InDoubtError; calling RetireTag again settles it.
+func RetireTag(ctx context.Context, s storage.Store, graph, name, etag, retiredOp string) (PutOutcome, error) {
+	if err := format.ValidateGraphName(graph); err != nil {
+		return 0, fmt.Errorf("retire tag: %w", invalid("Graph", err))
+	}
+	if err := format.ValidateTagName(name); err != nil {
+		return 0, fmt.Errorf("retire tag: %w", invalid("Name", err))
+	}
+	if etag == "" {
+		return 0, fmt.Errorf("retire tag: %w", invalidf("ETag", "empty"))
+	}
+	if err := format.ValidateOp(retiredOp); err != nil {
+		return 0, fmt.Errorf("retire tag: %w", invalid("RetiredOp", err))
+	}
+	key := format.TagKey(graph, name)
+	var (
+		last    error
+		retired []byte
+	)
+	for puts := 0; ; puts++ {
+		obj, err := s.Get(ctx, key)
+		if errors.Is(err, storage.ErrNotFound) {
+			return 0, fmt.Errorf("retire tag %s: %w", name, &TagChangedError{Key: key, ETag: etag})
+		}
+		if err != nil {
+			return 0, fmt.Errorf("retire tag %s: read tag: %w", name, err)
+		}
+		t, err := decodeTagAt(key, name, obj.Body)
+		if err != nil {
+			return 0, fmt.Errorf("retire tag %s: %w", name, err)
+		}
+		if obj.ETag != etag {
+			if t.State == format.TagRetired && t.RetiredOp == retiredOp {
+				return PutAlreadyOurs, nil
+			}
+			return 0, fmt.Errorf("retire tag %s: %w", name, &TagChangedError{Key: key, ETag: etag, Found: t.State, Op: t.RetiredOp})
+		}
+		if t.State != format.TagLive {
+			return 0, fmt.Errorf("retire tag %s: %w", name, invalidf("ETag", "names a %s tag, not a live one", t.State))
+		}
+		if puts == MaxPutAttempts || (puts > 0 && ctx.Err() != nil) {
+			return 0, fmt.Errorf("retire tag %s: %w", name, &InDoubtError{Key: key, Body: retired, Attempts: puts, Err: errors.Join(last, ctx.Err())})
+		}
+		out := t
+		out.State, out.RetiredOp = format.TagRetired, retiredOp
+		if retired, err = format.EncodeTag(out); err != nil {
+			return 0, fmt.Errorf("retire tag %s: %w", name, invalid("RetiredOp", err))
+		}
+		if _, err := s.Put(ctx, key, retired, storage.PutOptions{IfMatch: etag}); err == nil {
+			return PutCreated, nil
+		}
+		switch storage.CodeOf(err) {
+		case storage.CodePreconditionFailed, storage.CodeAmbiguous, storage.CodeUnknown:
+			last = err
+		default:
+			return 0, fmt.Errorf("retire tag %s: put retired tag: %w", name, err)
+		}
+	}
+}
