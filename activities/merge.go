@@ -23,14 +23,14 @@ import (
 const (
 	// OutcomeMerged: a merge commit with a merge base other than the target
 	// head was appended to the target.
-	OutcomeMerged outcome.Outcome = "merged"
+	OutcomeMerged = outcome.Merged
 	// OutcomeAdopted: the target head was an ancestor of the source head; a
 	// commit on the target took the source's tables.
-	OutcomeAdopted outcome.Outcome = "adopted"
+	OutcomeAdopted = outcome.Adopted
 	// OutcomeAlreadyUpToDate: merging would change nothing; nothing was written.
-	OutcomeAlreadyUpToDate outcome.Outcome = "already_up_to_date"
+	OutcomeAlreadyUpToDate = outcome.AlreadyUpToDate
 	// OutcomeDeleted: a branch or tag was retired.
-	OutcomeDeleted outcome.Outcome = "deleted"
+	OutcomeDeleted = outcome.Deleted
 )
 
 // MergeTable is one table's line in a merge plan. Versions are ULIDs; an

@@ -23,10 +23,16 @@ const (
 	Invalid     Outcome = "invalid"      // bad input; nothing was sent to storage
 	Refused     Outcome = "refused"      // storage definitely said no (permissions, policy)
 	Done        Outcome = "done"         // an operation without a richer outcome finished (init, write, cleanup)
+
+	Merged          Outcome = "merged"             // a merge commit joined the source into the target
+	Adopted         Outcome = "adopted"            // the target was behind the source; it now has the source's tables
+	AlreadyUpToDate Outcome = "already_up_to_date" // the merge would change nothing; nothing was written
+	Deleted         Outcome = "deleted"            // a branch or tag was retired; its ref stays as a fence
 )
 
 // All lists every outcome, in documentation order.
-var All = []Outcome{Created, Unpublished, InDoubt, Conflict, NotFound, NotRetained, Invalid, Refused, Done}
+var All = []Outcome{Created, Unpublished, InDoubt, Conflict, NotFound, NotRetained, Invalid, Refused, Done,
+	Merged, Adopted, AlreadyUpToDate, Deleted}
 
 // Exit codes of the graft CLI. 1 is any failure that is not an outcome
 // (unreachable Temporal, Postgres or storage; a bug).
@@ -46,7 +52,7 @@ const (
 // ExitCode returns the CLI exit code for o.
 func (o Outcome) ExitCode() int {
 	switch o {
-	case Created, Done:
+	case Created, Done, Merged, Adopted, AlreadyUpToDate, Deleted:
 		return ExitOK
 	case Unpublished:
 		return ExitUnpublished
@@ -75,6 +81,10 @@ func (o Outcome) Valid() bool {
 	}
 	return false
 }
+
+// Success reports whether o is one of the outcomes that mean the operation did
+// what was asked.
+func (o Outcome) Success() bool { return o.ExitCode() == ExitOK && o.Valid() }
 
 // Sentinels, one per outcome that is not a success; match with errors.Is.
 var (
