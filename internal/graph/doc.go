@@ -5,8 +5,10 @@
 // Invariants:
 //
 //   - Nothing is overwritten blindly. Every control object and data object is
-//     written with put-if-absent; the only compare-and-swap here is InitGraph
-//     fencing its own orphaned main ref after losing the graph record.
+//     written with put-if-absent. The only replacements are compare-and-swaps
+//     (If-Match) that turn a live ref into a retired ref or a fence and never
+//     back: InitGraph fencing its own orphaned main ref after losing the graph
+//     record, RetireRef (branch delete and repair) and RetireTag.
 //   - Callers mint every ULID, time and operation id and pass them in, so the
 //     bytes of each write are a pure function of the call's parameters and a
 //     re-run, or a re-issue after an ambiguous put, is byte-identical.
