@@ -13,6 +13,7 @@ import (
 
 	"github.com/graftworks/graft/client"
 	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/internal/outcome"
 	"github.com/graftworks/graft/workflows"
 )
@@ -20,10 +21,10 @@ import (
 func (a *app) branchCommand() *cobra.Command {
 	cmd := asGroup(&cobra.Command{
 		Use:   "branch",
-		Short: "Create, list, show, repair and abandon branches",
+		Short: "Create, list, show, delete, repair and abandon branches",
 	})
 	cmd.AddCommand(a.branchCreateCommand(), a.branchListCommand(), a.branchShowCommand(),
-		a.branchRepairCommand(), a.branchAbandonCommand())
+		a.branchDeleteCommand(), a.branchRepairCommand(), a.branchAbandonCommand())
 	return cmd
 }
 
@@ -366,4 +367,71 @@ name the candidates when a branch needs repair (they report a conflict).`,
 	cmd.Flags().StringVar(&req.Keep, "keep", "", "native name ({branch}.{ULID}) of the incarnation to keep live")
 	cmd.Flags().StringVar(&req.IdempotencyKey, "idempotency-key", "", "operation id (default: a fresh ULID)")
 	return cmd
+}
+
+func (a *app) branchDeleteCommand() *cobra.Command {
+	var req client.DeleteBranchRequest
+	cmd := &cobra.Command{
+		Use:   "delete GRAPH BRANCH",
+		Short: "Delete a branch: retire its live ref into a fence; cleanup reclaims its commits later",
+		Long: `delete starts graft.DeleteBranch and waits for its outcome: deleted (exit 0).
+The branch's live ref is retired by compare-and-swap and stays as a fence, so
+the name can be created again as a fresh branch. Nothing else is deleted:
+cleanup reclaims the branch's commits later, except those a tag names.
+
+main is never deleted (invalid, exit 2). A branch a live tag names a commit
+of is a conflict (exit 5) unless --force; forcing is safe, the tags keep
+their commits. A branch whose create is still settling is a conflict too.`,
+		Args: exactArgs("GRAPH", "BRANCH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Graph, req.Branch = args[0], args[1]
+			if err := checkBranch(req.Graph, req.Branch); err != nil {
+				return err
+			}
+			if req.Branch == graph.DefaultBranch {
+				return withNext(outcome.Errorf(outcome.Invalid, "", "%s cannot be deleted: it is every graph's default branch", req.Branch),
+					"restore main to an earlier commit instead: `graft restore %s main --commit C` or `--tag T`", req.Graph)
+			}
+			if err := checkOpKey(req.IdempotencyKey); err != nil {
+				return err
+			}
+			c, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			res, err := c.DeleteBranch(cmd.Context(), req)
+			if err != nil {
+				return branchDeleteError(req, res, err)
+			}
+			return a.emit(cmd, res, func(w io.Writer) error {
+				fmt.Fprintf(w, "deleted branch %s in %s\n", res.Branch, res.Graph)
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintf(tw, "  native\t%s (its ref is now a fence)\n", res.Native)
+				fmt.Fprintf(tw, "  head\t%s\n", res.Head)
+				if len(res.Tags) > 0 {
+					fmt.Fprintf(tw, "  kept by tags\t%s\n", strings.Join(res.Tags, ", "))
+				}
+				fmt.Fprintf(tw, "  op\t%s\n", res.OpID)
+				return tw.Flush()
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&req.Force, "force", false, "delete although live tags name commits of the branch (the tags keep them)")
+	cmd.Flags().StringVar(&req.IdempotencyKey, "idempotency-key", "", "operation id (default: a fresh ULID)")
+	return cmd
+}
+
+// branchDeleteError adds the next step to a failed branch delete.
+func branchDeleteError(req client.DeleteBranchRequest, res workflows.DeleteBranchResult, err error) error {
+	o, _ := outcome.Of(err)
+	switch {
+	case o == outcome.InDoubt:
+		return settlingNext(err, "the delete")
+	case o == outcome.Conflict && len(res.Tags) > 0 && !req.Force:
+		return withNext(err, "delete the tags first (`graft tag delete %s NAME`), or run `graft branch delete %s %s --force`: the tags keep their commits",
+			req.Graph, req.Graph, req.Branch)
+	case o == outcome.NotFound:
+		return withNext(err, "`graft branch list %s` lists the graph's live branches", req.Graph)
+	}
+	return err
 }

@@ -1,7 +1,9 @@
 // Package cli is the graft command line: the cobra commands an operator runs
-// from a shell (graph init, table write, branch create|list|show|repair|abandon,
-// cleanup run|schedule, op list|show|wait) and `graft dev`, which runs the
-// whole local stack in one process. cmd/starter is a few lines around Main.
+// from a shell (graph init, table write, branch
+// create|list|show|delete|repair|abandon, merge, restore, tag
+// create|list|show|delete, cleanup run|schedule, op list|show|wait) and
+// `graft dev`, which runs the whole local stack in one process. cmd/starter
+// is a few lines around Main.
 //
 // Invariants:
 //   - Configuration follows graft-worker's conventions (internal/workercmd):
@@ -12,7 +14,8 @@
 //   - Every command accepts --output text|json (-o). A result goes to stdout;
 //     in json mode it is exactly one JSON object. An error goes to stderr,
 //     with the next step an operator should take; in json mode it is one JSON
-//     object {"outcome", "exit_code", "op_id", "message", "next"}.
+//     object {"outcome", "exit_code", "op_id", "message", "next"} (and
+//     "conflicts", the tables, for a merge conflict).
 //   - The exit code is the outcome's (outcome.ExitCode): 0 success, 1 failure,
 //     2 invalid input or bad flags, 3 unpublished, 4 in_doubt, 5 conflict,
 //     6 not_found, 7 not_retained, 8 refused, 9 unavailable (Temporal,
@@ -22,7 +25,8 @@
 //     lazily, and closes it before returning. Nothing here writes to the
 //     process's stdout or stderr directly: commands write to their cobra
 //     command's writers.
-//   - Names (graph, branch, table) are checked locally before anything is
-//     contacted, with the same rules the workflows apply, so a typo is exit 2
-//     at once rather than after a round trip.
+//   - Names (graph, branch, table, tag), commit ids and operation ids are
+//     checked locally before anything is contacted, with the same rules the
+//     workflows apply, so a typo is exit 2 at once rather than after a round
+//     trip.
 package cli

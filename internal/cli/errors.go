@@ -10,6 +10,7 @@ import (
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/outcome"
 	"github.com/graftworks/graft/storage"
+	"github.com/graftworks/graft/workflows"
 )
 
 // Outcome names the CLI reports for failures outside the operation
@@ -61,6 +62,9 @@ type Report struct {
 	OpID     string `json:"op_id"`
 	Message  string `json:"message"`
 	Next     string `json:"next,omitempty"`
+	// Conflicts lists the tables a merge found changed on both sides
+	// (graft merge's conflict, preview or not); absent otherwise.
+	Conflicts []workflows.MergeTable `json:"conflicts,omitempty"`
 }
 
 // classify turns a command's error into its report and exit code.
@@ -110,6 +114,10 @@ func classify(err error) Report {
 	var ne *nextStepError
 	if errors.As(err, &ne) {
 		r.Next = ne.next
+	}
+	var ct *conflictTablesError
+	if errors.As(err, &ct) {
+		r.Conflicts = ct.tables
 	}
 	return r
 }

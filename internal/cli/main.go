@@ -76,7 +76,8 @@ func (a *app) rootCommand() *cobra.Command {
 	asGroup(root)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	addGlobalFlags(root.PersistentFlags(), &a.cfg)
-	root.AddCommand(a.graphCommand(), a.tableCommand(), a.branchCommand(), a.cleanupCommand(), a.opCommand(), a.devCommand())
+	root.AddCommand(a.graphCommand(), a.tableCommand(), a.branchCommand(), a.mergeCommand(), a.restoreCommand(), a.tagCommand(),
+		a.cleanupCommand(), a.opCommand(), a.devCommand())
 	return root
 }
 

@@ -54,9 +54,9 @@ func viewOp(op catalog.Operation) opView {
 	return v
 }
 
-// opOutcomeExit is the exit code of a finished operation's outcome. The
-// ledger knows a few successes beyond the CLI's vocabulary (merged, adopted,
-// already_up_to_date, deleted); failed is a failure.
+// opOutcomeExit is the exit code of a finished operation's outcome: the
+// vocabulary's (merged, adopted, already_up_to_date and deleted are
+// successes like created and done); the ledger's failed is a failure.
 func opOutcomeExit(o catalog.Outcome) int {
 	if oc := outcome.Outcome(o); oc.Valid() {
 		return oc.ExitCode()
@@ -108,7 +108,7 @@ func (a *app) opListCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&f.Graph, "graph", "", "only this graph's operations")
-	cmd.Flags().StringVar(&f.Kind, "kind", "", "only this kind: create_branch, init_graph, write_table, cleanup, ...")
+	cmd.Flags().StringVar(&f.Kind, "kind", "", "only this kind: init_graph, write_table, create_branch, merge, restore, delete_branch, tag, cleanup")
 	cmd.Flags().StringVar(&f.State, "state", "", "only this state: running, in_doubt or done")
 	cmd.Flags().IntVar(&f.Limit, "limit", 0, "at most this many (default 100, at most 1000)")
 	return cmd
