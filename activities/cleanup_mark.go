@@ -23,8 +23,9 @@ const condemnChunk = 2000
 
 // CleanupMarkTrees is the first phase of a cleanup mark: it reads the graph's roots from
 // storage and the ledger, decides for every tree which commits stay, fences ref-less
-// trees nobody can settle otherwise, and condemns the rest of the commits. It returns,
-// per table, the versions kept commits pin, for CleanupMarkTable.
+// trees nobody can settle otherwise, keeps every commit a merge between two branches may
+// read as its merge base, and condemns the rest of the commits. It returns, per table,
+// the versions kept commits pin, for CleanupMarkTable.
 //
 // It reads in this order, after the run was inserted: trees, then witnesses, then refs.
 // A create writes its witness before its fork commit and its ref after, so a tree seen
@@ -55,12 +56,15 @@ type treeMark struct {
 	res    CleanupMarkTreesResult
 	sample planSample
 
-	pins      pinSet // dry run only
+	pins      pinSet // the ledger's pins: read by a dry run, and to count merge bases
 	trees     map[ulid.ULID][]treeCommit
 	witnesses map[string]*catalog.Incarnation // by tree ULID
 	refs      map[ulid.ULID]*treeFacts
 	tagged    map[string]bool // commit keys live tags name
 	tagsBad   string          // why tags could not all be read
+	// mergeBases are the commit keys a merge between two of the run's heads may read as
+	// merge-base candidates.
+	mergeBases map[string]bool
 
 	commits    map[string]*format.Commit // decoded commits, by key; nil when missing or unreadable
 	unreadable map[string]string         // commit keys that do not decode, with why
@@ -273,6 +277,10 @@ func (m *treeMark) keep(key string, counter *int64) {
 }
 
 // decideTrees classifies every tree and returns the commits that may be condemned.
+//
+// It decides in three passes: first how each tree stands (fencing ref-less trees), then
+// which commits a merge between two branches may read as its merge base — from the heads
+// of every tree that is or may become a branch — and only then which commits stay.
 func (m *treeMark) decideTrees(ctx context.Context) ([]catalog.Condemned, error) {
 	trees := make([]ulid.ULID, 0, len(m.trees))
 	for t := range m.trees {
@@ -302,39 +310,65 @@ func (m *treeMark) decideTrees(ctx context.Context) ([]catalog.Condemned, error)
 		return nil, err
 	}
 
+	// Pass 1: settle every tree that needs a fence.
+	fenceTried := map[ulid.ULID]bool{} // pass 1 reported a failed fence itself
+	landed := map[ulid.ULID]bool{}     // the ref landed while this run decided
+	for _, t := range trees {
+		if classes[t] != treeNeedsFence {
+			continue
+		}
+		fenceTried[t] = true
+		cs := m.trees[t]
+		var class treeClass
+		var native, reason string
+		if m.dryRun() {
+			class, native, reason = treeCondemnable, m.nativeOf(ctx, t, cs), "would be fenced"
+			m.res.WouldFence = append(m.res.WouldFence, native)
+		} else {
+			var err error
+			if class, native, reason, err = m.fence(ctx, t, cs); err != nil {
+				return nil, err
+			}
+		}
+		switch class {
+		case treeUnsettled:
+			m.unsettled(t, native, reason, cs)
+		case treeLive:
+			landed[t] = true
+		}
+		classes[t], reasons[t] = class, reason
+	}
+
+	// Pass 2: the merge-base candidates of the heads of every tree that is, or may yet
+	// become, a branch.
+	if err := m.findMergeBases(ctx, trees, classes); err != nil {
+		return nil, err
+	}
+
+	// Pass 3: keep or condemn each commit.
 	var cutoff time.Time
 	if m.in.KeepNewerThan > 0 {
 		cutoff = m.res.Now.Add(-m.in.KeepNewerThan)
 	}
 	var candidates []catalog.Condemned
+	var baseKept []string // merge-base candidates no window or tag kept
 	candidate := func(c treeCommit) {
 		switch {
 		case m.tagsBad != "":
 			m.keep(c.Key, &m.res.Kept.Unsettled)
 		case m.tagged[c.Key]:
 			m.keep(c.Key, &m.res.Kept.Tag)
+		case m.mergeBases[c.Key]:
+			baseKept = append(baseKept, c.Key)
 		default:
 			candidates = append(candidates, catalog.Condemned{Key: c.Key, Kind: catalog.ObjectCommit, Size: c.Size})
 		}
 	}
 	for _, t := range trees {
 		cs := m.trees[t]
-		class, reason := classes[t], reasons[t]
-		if class == treeNeedsFence {
-			var native string
-			if m.dryRun() {
-				class, native, reason = treeCondemnable, m.nativeOf(ctx, t, cs), "would be fenced"
-				m.res.WouldFence = append(m.res.WouldFence, native)
-			} else {
-				var err error
-				if class, native, reason, err = m.fence(ctx, t, cs); err != nil {
-					return nil, err
-				}
-			}
-			switch class {
-			case treeUnsettled:
-				m.unsettled(t, native, reason, cs)
-			case treeLive:
+		switch classes[t] {
+		case treeLive:
+			if landed[t] {
 				// The ref landed while this run decided: the branch is live and the
 				// policy applies from the next run, which sees the ref among its roots.
 				for i, c := range cs {
@@ -346,9 +380,6 @@ func (m *treeMark) decideTrees(ctx context.Context) ([]catalog.Condemned, error)
 				}
 				continue
 			}
-		}
-		switch class {
-		case treeLive:
 			decisions := liveWindow(cs, m.in.KeepNewest, cutoff, func(i int) (time.Time, bool) {
 				c := m.commits[cs[i].Key]
 				if c == nil {
@@ -371,20 +402,81 @@ func (m *treeMark) decideTrees(ctx context.Context) ([]catalog.Condemned, error)
 				candidate(c)
 			}
 		case treeInFlight:
-			m.unsettled(t, "", reason, cs)
+			m.unsettled(t, "", reasons[t], cs)
 			for _, c := range cs {
 				m.keep(c.Key, &m.res.Kept.InFlightTree)
 			}
 		case treeUnsettled:
-			if classes[t] != treeNeedsFence { // a failed fence was reported above
-				m.unsettled(t, "", reason, cs)
+			if !fenceTried[t] {
+				m.unsettled(t, "", reasons[t], cs)
 			}
 			for _, c := range cs {
 				m.keep(c.Key, &m.res.Kept.Unsettled)
 			}
 		}
 	}
+	if err := m.keepMergeBases(ctx, baseKept); err != nil {
+		return nil, err
+	}
 	return candidates, nil
+}
+
+// keepMergeBases keeps the merge-base candidates no window or tag kept, counting one
+// that an operation pins as pinned: pin is the earlier root. They never reach the
+// ledger's condemned set, so its own pin check cannot tell; the ledger's pin list
+// (the dry run's, or one read here) does. It only attributes the count: each key is kept
+// either way.
+func (m *treeMark) keepMergeBases(ctx context.Context, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	if m.pins.exact == nil {
+		pins, err := m.cat.PinsList(ctx, catalog.PinsListParams{Graph: m.in.Graph, RunID: m.in.RunID})
+		if err != nil {
+			return fmt.Errorf("list pins: %w", err)
+		}
+		m.pins = newPinSet(pins)
+	}
+	for _, k := range keys {
+		if m.pins.pinned(k) {
+			m.keep(k, &m.res.Kept.Pin)
+		} else {
+			m.keep(k, &m.res.Kept.MergeBase)
+		}
+	}
+	return nil
+}
+
+// findMergeBases records in m.mergeBases the keys of every merge-base candidate
+// (mergeBaseCandidates) of the heads of the trees that are or may yet become branches:
+// live (a ref that landed while the run decided included), in flight and unsettled. A
+// tree's head is its newest listed commit; one that is gone or does not decode names no
+// candidate — a merge cannot read that head either. Heads are kept commits, which
+// retainPins reads in any case, so these reads only come earlier.
+func (m *treeMark) findMergeBases(ctx context.Context, trees []ulid.ULID, classes map[ulid.ULID]treeClass) error {
+	var keys []string
+	for _, t := range trees {
+		switch classes[t] {
+		case treeLive, treeInFlight, treeUnsettled:
+			if cs := m.trees[t]; len(cs) > 0 {
+				keys = append(keys, cs[0].Key)
+			}
+		}
+	}
+	if err := m.readCommits(ctx, keys); err != nil {
+		return err
+	}
+	heads := make([]format.Commit, 0, len(keys))
+	for _, k := range keys {
+		if c := m.commits[k]; c != nil && format.CommitIDKey(m.in.Graph, c.ID) == k {
+			heads = append(heads, *c)
+		}
+	}
+	m.mergeBases = map[string]bool{}
+	for _, id := range mergeBaseCandidates(heads) {
+		m.mergeBases[format.CommitIDKey(m.in.Graph, id)] = true
+	}
+	return nil
 }
 
 // unsettled reports a tree left alone.

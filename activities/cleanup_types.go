@@ -26,6 +26,11 @@ type CleanupKept struct {
 	Tag int64 `json:"tag"`
 	// Pin counts keys an in-flight operation pins (the ledger refused to condemn them).
 	Pin int64 `json:"pin"`
+	// MergeBase counts commits that nothing above kept and that a merge between two
+	// branches may read as a merge-base candidate: for every pair of heads of trees that
+	// are or may become branches, each entry of the element-wise minimum of their ancestor
+	// vectors (graph.BaseCandidates), found from the heads' lineages alone.
+	MergeBase int64 `json:"merge_base"`
 	// Guard counts table versions and data objects younger than the guard window.
 	Guard int64 `json:"guard"`
 	// InFlightTree counts commits of trees whose ref may still land: their witness is
@@ -46,6 +51,7 @@ func (k *CleanupKept) Add(o CleanupKept) {
 	k.LiveWindow += o.LiveWindow
 	k.Tag += o.Tag
 	k.Pin += o.Pin
+	k.MergeBase += o.MergeBase
 	k.Guard += o.Guard
 	k.InFlightTree += o.InFlightTree
 	k.Unsettled += o.Unsettled

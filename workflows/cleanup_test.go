@@ -92,12 +92,15 @@ func TestCleanup_InDoubtCreate_KeepOne_BranchOpensAfterHeldRefLands(t *testing.T
 	}
 	checkInvariants(t, r)
 
-	// Settled now: the next run keeps the branch's head (and what it pins) by policy alone.
+	// Settled now: the next run keeps the branch's head (and what it pins) by policy alone,
+	// and the source commit, no longer pinned, as the merge base of the branch and main,
+	// which has moved on since.
 	again := r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()})
-	if len(again.SkippedUnsettled) != 0 || again.Kept.Head != 2 {
-		t.Fatalf("second run skipped %+v, kept %+v; want nothing unsettled and two heads", again.SkippedUnsettled, again.Kept)
+	if len(again.SkippedUnsettled) != 0 || again.Kept.Head != 2 || again.Kept.Pin != 0 || again.Kept.MergeBase != 1 {
+		t.Fatalf("second run skipped %+v, kept %+v; want nothing unsettled, two heads and the source commit as merge base",
+			again.SkippedUnsettled, again.Kept)
 	}
-	r.wantGone("source commit, no longer pinned", r.commitKey(old))
+	r.wantKept("source commit, the merge base of the branch and main", old, "t")
 	v, objs := r.dataKeys(head, "t")
 	for _, k := range append(objs, v) {
 		if !r.exists(k) {
@@ -354,11 +357,13 @@ func TestCleanup_MarkThenSweepThatPlan_DeletesOnlyWhatIsStillGarbage(t *testing.
 	if sweep.Mode != workflows.CleanupModeSweep || sweep.PlanRunID != mark.RunID {
 		t.Fatalf("sweep result %+v", sweep)
 	}
-	if sweep.Deleted.Keys() != 5 || sweep.PlanDropped != 2 || sweep.NotInPlan != 0 {
-		t.Fatalf("sweep deleted %+v, dropped %d keys of the plan, %d not in it; want 5 deleted (3 commits, v1 and its object) and v2 and its object dropped",
-			sweep.Deleted, sweep.PlanDropped, sweep.NotInPlan)
+	// c2 is garbage no more: it is the merge base of from-c2 and main.
+	if sweep.Deleted.Keys() != 4 || sweep.PlanDropped != 3 || sweep.NotInPlan != 0 || sweep.Kept.MergeBase != 1 {
+		t.Fatalf("sweep deleted %+v, dropped %d keys of the plan, %d not in it, kept %+v; want 4 deleted (2 commits, v1 and its object) "+
+			"and c2 (a merge base now), v2 and its object dropped", sweep.Deleted, sweep.PlanDropped, sweep.NotInPlan, sweep.Kept)
 	}
-	r.wantGone("planned and still garbage", r.commitKey(c1), r.commitKey(c2))
+	r.wantGone("planned and still garbage", r.commitKey(c1))
+	r.wantKept("planned, but now the merge base of from-c2 and main", c2, "t")
 	v2, objs := r.dataKeys(r.mustHead("from-c2"), "t")
 	for _, k := range append(objs, v2) {
 		if !r.exists(k) {

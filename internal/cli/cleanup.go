@@ -207,8 +207,8 @@ func printCleanupResult(w io.Writer, r workflows.CleanupResult) error {
 	}
 	fmt.Fprintf(tw, "  policy\tkeep newest %d, newer than %s, guard %s\n", r.Policy.KeepNewest, r.Policy.KeepNewerThan, r.Policy.GuardWindow)
 	k := r.Kept
-	fmt.Fprintf(tw, "  kept\thead %d, live window %d, tag %d, pinned %d, guard %d, in flight %d, unsettled %d, referenced %d, unknown %d\n",
-		k.Head, k.LiveWindow, k.Tag, k.Pin, k.Guard, k.InFlightTree, k.Unsettled, k.Referenced, k.Unknown)
+	fmt.Fprintf(tw, "  kept\thead %d, live window %d, merge base %d, tag %d, pinned %d, guard %d, in flight %d, unsettled %d, referenced %d, unknown %d\n",
+		k.Head, k.LiveWindow, k.MergeBase, k.Tag, k.Pin, k.Guard, k.InFlightTree, k.Unsettled, k.Referenced, k.Unknown)
 	verb := "condemned"
 	if r.Mode == workflows.CleanupModeDryRun {
 		verb = "would condemn"
