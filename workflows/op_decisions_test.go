@@ -1,0 +1,209 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/graftworks/graft/activities"
+	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/internal/outcome"
+)
+
+// Unit tier shared by the *_decisions_test.go files: one workflow run with
+// every activity mocked, recording each activity attempt it started — name,
+// input and workflow time — in order. Tests of this tier carry "Decision" in
+// their names (go test -run Decision).
+
+// decisionWorkflowID is the workflow id of every decision run; an operation
+// started without an op id takes it as its op id.
+const decisionWorkflowID = "wf-decision"
+
+// step is one activity attempt a workflow started.
+type step struct {
+	name string
+	// in is the activity's input: the Go value for a local activity, the
+	// encoded payloads (converter.EncodedValues) for an ordinary one.
+	in any
+	at time.Time
+}
+
+type decisionEnv struct {
+	t     *testing.T
+	env   *testsuite.TestWorkflowEnvironment
+	name  string
+	steps []step
+}
+
+// newDecisionEnv returns an environment running the workflow registered as
+// name, with FinishOperation and MarkOperationInDoubt answering nil unless
+// a test says otherwise.
+func newDecisionEnv(t *testing.T, name string, wf any) *decisionEnv {
+	t.Helper()
+	d := &decisionEnv{t: t, env: newTestEnv(), name: name}
+	d.env.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: name})
+	d.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: decisionWorkflowID})
+	d.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, args []any) {
+		var in any
+		if len(args) > 0 {
+			in = args[0]
+		}
+		d.steps = append(d.steps, step{name: info.ActivityType.Name, in: in, at: d.env.Now()})
+	})
+	d.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
+		d.steps = append(d.steps, step{name: info.ActivityType.Name, in: args, at: d.env.Now()})
+	})
+	d.env.OnActivity(a.FinishOperation, mock.Anything, mock.Anything).Return(nil).Maybe()
+	d.env.OnActivity(a.MarkOperationInDoubt, mock.Anything, mock.Anything).Return(nil).Maybe()
+	return d
+}
+
+// run executes the workflow with in, decodes its result into res and
+// returns the workflow's error.
+func (d *decisionEnv) run(in, res any) error {
+	d.t.Helper()
+	d.env.ExecuteWorkflow(d.name, in)
+	if !d.env.IsWorkflowCompleted() {
+		d.t.Fatalf("workflow %s did not complete", d.name)
+	}
+	if err := d.env.GetWorkflowError(); err != nil {
+		return err
+	}
+	if err := d.env.GetWorkflowResult(res); err != nil {
+		d.t.Fatalf("decode result: %v", err)
+	}
+	return nil
+}
+
+// mustRun is run for a workflow that must end without error.
+func (d *decisionEnv) mustRun(in, res any) {
+	d.t.Helper()
+	if err := d.run(in, res); err != nil {
+		d.t.Fatalf("workflow %s failed: %v", d.name, err)
+	}
+}
+
+// answer makes the activity fn return results, one per call, in order.
+func answer[R any](d *decisionEnv, fn any, results ...R) {
+	for _, r := range results {
+		d.env.OnActivity(fn, mock.Anything, mock.Anything).Return(r, nil).Once()
+	}
+}
+
+// failWith makes every call of the activity fn (whose result is R) fail with err.
+func failWith[R any](d *decisionEnv, fn any, err error) {
+	d.env.OnActivity(fn, mock.Anything, mock.Anything).Return(*new(R), err)
+}
+
+// permanent is an activity error no retry policy retries.
+func permanent(msg string) error {
+	return temporal.NewNonRetryableApplicationError(msg, "DecisionTest", nil)
+}
+
+// transient is an activity error the retry policy retries.
+var transient = errors.New("store unavailable")
+
+// count is the number of attempts of the activity name.
+func (d *decisionEnv) count(name string) int {
+	n := 0
+	for _, s := range d.steps {
+		if s.name == name {
+			n++
+		}
+	}
+	return n
+}
+
+// names lists the activities started, in order.
+func (d *decisionEnv) names() []string {
+	out := make([]string, 0, len(d.steps))
+	for _, s := range d.steps {
+		out = append(out, s.name)
+	}
+	return out
+}
+
+// stepsOf returns the attempts of the local activity name.
+func (d *decisionEnv) stepsOf(name string) []step {
+	var out []step
+	for _, s := range d.steps {
+		if s.name == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// inputsOf returns the inputs of every attempt of the local activity name.
+func inputsOf[T any](d *decisionEnv, name string) []T {
+	d.t.Helper()
+	var out []T
+	for _, s := range d.stepsOf(name) {
+		in, ok := s.in.(T)
+		if !ok {
+			d.t.Fatalf("input of %s is %T, want %T", name, s.in, *new(T))
+		}
+		out = append(out, in)
+	}
+	return out
+}
+
+// first returns the index of the first attempt of name, or -1.
+func (d *decisionEnv) first(name string) int { return slices.Index(d.names(), name) }
+
+// last returns the index of the last attempt of name, or -1.
+func (d *decisionEnv) last(name string) int {
+	n := d.names()
+	for i := len(n) - 1; i >= 0; i-- {
+		if n[i] == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// never fails the test if any of the activities names ran.
+func (d *decisionEnv) never(names ...string) {
+	d.t.Helper()
+	for _, n := range names {
+		if c := d.count(n); c != 0 {
+			d.t.Fatalf("%s ran %d times, want never; steps %v", n, c, d.names())
+		}
+	}
+}
+
+// finishedOnce fails the test unless the operation was finished in the
+// ledger exactly once, as op id opID of kind with outcome out.
+func (d *decisionEnv) finishedOnce(opID string, kind catalog.OperationKind, out outcome.Outcome) activities.FinishOperationInput {
+	d.t.Helper()
+	fin := inputsOf[activities.FinishOperationInput](d, "FinishOperation")
+	if len(fin) != 1 {
+		d.t.Fatalf("finished %d times (%+v), want once", len(fin), fin)
+	}
+	want := activities.FinishOperationInput{OpID: opID, Kind: kind, Outcome: out, Message: fin[0].Message}
+	if !reflect.DeepEqual(fin[0], want) {
+		d.t.Fatalf("finish %+v, want %+v", fin[0], want)
+	}
+	return fin[0]
+}
+
+// pauses returns the workflow time between consecutive attempts of name.
+func (d *decisionEnv) pauses(name string) []time.Duration {
+	var out []time.Duration
+	s := d.stepsOf(name)
+	for i := 1; i < len(s); i++ {
+		out = append(out, s[i].at.Sub(s[i-1].at))
+	}
+	return out
+}

@@ -1,0 +1,280 @@
+package workflows_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/graftworks/graft/activities"
+	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/internal/outcome"
+	"github.com/graftworks/graft/workflows"
+)
+
+// Unit tier: Restore's decisions with every activity mocked. The real-stack
+// tier is restore_test.go.
+
+var restoreInput = workflows.RestoreInput{Graph: "g", Branch: "main", To: workflows.RestoreTarget{Commit: "T-1"}, OpID: "op-restore"}
+
+var restoreTime = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// restorePrepared is a prepare that found T-1 retained and recorded the operation.
+var restorePrepared = activities.PrepareRestoreResult{Recorded: true, Target: "T-1", Time: restoreTime}
+
+// restorePlan plans a restore commit on head, backed up by a tag named after head.
+func restorePlan(head, commit string) activities.PlanRestoreResult {
+	return activities.PlanRestoreResult{Head: head, BackupTag: "backup/main/" + head, TagBody: []byte("tag of " + head),
+		Commit: commit, Body: []byte("body of " + commit)}
+}
+
+type restoreAnswers struct {
+	prep  activities.PrepareRestoreResult
+	plans []activities.PlanRestoreResult
+	tags  []activities.TagState
+	puts  []activities.CommitState
+}
+
+func runRestore(t *testing.T, in workflows.RestoreInput, ans restoreAnswers) (workflows.RestoreResult, *decisionEnv) {
+	t.Helper()
+	d := newDecisionEnv(t, workflows.RestoreName, workflows.Restore)
+	answer(d, a.PrepareRestore, ans.prep)
+	answer(d, a.PlanRestore, ans.plans...)
+	for _, st := range ans.tags {
+		answer(d, a.PutTag, activities.PutTagResult{State: st, Message: "tag " + string(st)})
+	}
+	for _, st := range ans.puts {
+		answer(d, a.PutPlannedCommit, activities.PutCommitResult{State: st, Message: "put " + string(st)})
+	}
+	var res workflows.RestoreResult
+	d.mustRun(in, &res)
+	return res, d
+}
+
+func TestRestoreDecision_PrepareEndsEarly_OutcomePassedThroughNothingWritten(t *testing.T) {
+	for _, o := range []outcome.Outcome{outcome.NotRetained, outcome.NotFound, outcome.Invalid} {
+		t.Run(string(o), func(t *testing.T) {
+			res, d := runRestore(t, restoreInput, restoreAnswers{prep: activities.PrepareRestoreResult{Outcome: o, Message: "why", Recorded: true}})
+			if res.Outcome != o || res.Message != "why" || res.Commit != "" {
+				t.Fatalf("result %+v, want %s", res, o)
+			}
+			d.never("PlanRestore", "PutTag", "PutPlannedCommit")
+			d.finishedOnce("op-restore", catalog.OpRestore, o)
+		})
+	}
+}
+
+func TestRestoreDecision_OpIDOfAnotherRequest_LeavesItsOperationUnfinished(t *testing.T) {
+	res, d := runRestore(t, restoreInput, restoreAnswers{prep: activities.PrepareRestoreResult{Outcome: outcome.Conflict, Foreign: true}})
+	if res.Outcome != outcome.Conflict {
+		t.Fatalf("result %+v, want conflict", res)
+	}
+	d.never("PlanRestore", "FinishOperation")
+}
+
+func TestRestoreDecision_BackupTagThenCommit_Done(t *testing.T) {
+	plan := restorePlan("T-5", "T-6")
+	res, d := runRestore(t, restoreInput, restoreAnswers{prep: restorePrepared, plans: []activities.PlanRestoreResult{plan},
+		tags: []activities.TagState{activities.TagStored}, puts: []activities.CommitState{activities.CommitStored}})
+	if res.Outcome != outcome.Done || res.Commit != "T-6" || res.PreviousHead != "T-5" || res.RestoredFrom != "T-1" || res.BackupTag != "backup/main/T-5" {
+		t.Fatalf("result %+v, want done at T-6 restoring T-1 with T-5 backed up", res)
+	}
+	if d.last("PutTag") > d.first("PutPlannedCommit") {
+		t.Fatalf("steps %v: the backup tag must be stored before the commit is sent", d.names())
+	}
+	p := inputsOf[activities.PlanRestoreInput](d, "PlanRestore")[0]
+	if p.Target != "T-1" || !p.Time.Equal(restoreTime) || p.OpID != "op-restore" {
+		t.Fatalf("plan input %+v, want the prepared target and time", p)
+	}
+	tag := inputsOf[activities.PutTagInput](d, "PutTag")[0]
+	if tag.Kind != catalog.OpRestore || !bytes.Equal(tag.Body, plan.TagBody) || tag.OpID != "op-restore" {
+		t.Fatalf("tag put %+v, want the planned tag bytes as a restore", tag)
+	}
+	put := inputsOf[activities.PutPlannedCommitInput](d, "PutPlannedCommit")[0]
+	if put.Kind != catalog.OpRestore || !bytes.Equal(put.Body, plan.Body) {
+		t.Fatalf("commit put %+v, want the planned commit bytes as a restore", put)
+	}
+	d.never("MarkOperationInDoubt")
+	d.finishedOnce("op-restore", catalog.OpRestore, outcome.Done)
+}
+
+func TestRestoreDecision_NoBackup_CommitsWithoutATag(t *testing.T) {
+	in := restoreInput
+	in.NoBackup = true
+	plan := restorePlan("T-5", "T-6")
+	plan.BackupTag, plan.TagBody = "", nil
+	res, d := runRestore(t, in, restoreAnswers{prep: restorePrepared, plans: []activities.PlanRestoreResult{plan},
+		puts: []activities.CommitState{activities.CommitStored}})
+	if res.Outcome != outcome.Done || res.Commit != "T-6" || res.BackupTag != "" {
+		t.Fatalf("result %+v, want done without a backup tag", res)
+	}
+	if !inputsOf[activities.PrepareRestoreInput](d, "PrepareRestore")[0].NoBackup || !inputsOf[activities.PlanRestoreInput](d, "PlanRestore")[0].NoBackup {
+		t.Fatalf("no_backup was not passed to prepare and plan")
+	}
+	d.never("PutTag")
+}
+
+func TestRestoreDecision_BackupTagPutInDoubt_SettlesBeforeTheCommit(t *testing.T) {
+	plan := restorePlan("T-5", "T-6")
+	res, d := runRestore(t, restoreInput, restoreAnswers{prep: restorePrepared, plans: []activities.PlanRestoreResult{plan},
+		tags: []activities.TagState{activities.TagInDoubt, activities.TagInDoubt, activities.TagStored},
+		puts: []activities.CommitState{activities.CommitStored}})
+	if res.Outcome != outcome.Done || res.Commit != "T-6" || res.SettleAttempts != 2 || res.BackupTag != plan.BackupTag {
+		t.Fatalf("result %+v, want done after the tag settled in 2 re-issues", res)
+	}
+	want := []string{"PrepareRestore", "PlanRestore", "PutTag", "MarkOperationInDoubt", "PutTag", "PutTag", "PutPlannedCommit", "FinishOperation"}
+	if got := d.names(); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("steps %v, want %v", got, want)
+	}
+	for _, tag := range inputsOf[activities.PutTagInput](d, "PutTag") {
+		if !bytes.Equal(tag.Body, plan.TagBody) {
+			t.Fatalf("tag re-issue sent %q, want %q", tag.Body, plan.TagBody)
+		}
+	}
+}
+
+func TestRestoreDecision_BackupTagAlreadyNamesTheHead_Proceeds(t *testing.T) {
+	res, d := runRestore(t, restoreInput, restoreAnswers{prep: restorePrepared, plans: []activities.PlanRestoreResult{restorePlan("T-5", "T-6")},
+		tags: []activities.TagState{activities.TagFound}, puts: []activities.CommitState{activities.CommitStored}})
+	if res.Outcome != outcome.Done || res.BackupTag != "backup/main/T-5" || res.Commit != "T-6" {
+		t.Fatalf("result %+v, want done with the existing backup tag reported", res)
+	}
+	d.finishedOnce("op-restore", catalog.OpRestore, outcome.Done)
+}
+
+func TestRestoreDecision_BackupTagNotStored_EndsBeforeTheCommit(t *testing.T) {
+	for st, want := range map[activities.TagState]outcome.Outcome{
+		activities.TagOther: outcome.Conflict, activities.TagRefused: outcome.Refused, activities.TagInvalid: outcome.Invalid,
+	} {
+		t.Run(string(st), func(t *testing.T) {
+			res, d := runRestore(t, restoreInput, restoreAnswers{prep: restorePrepared, plans: []activities.PlanRestoreResult{restorePlan("T-5", "T-6")},
+				tags: []activities.TagState{st}})
+			if res.Outcome != want || res.Commit != "" || res.BackupTag != "" || res.Message != "backup tag: tag "+string(st) {
+				t.Fatalf("result %+v, want %s naming the backup tag", res, want)
+			}
+			d.never("PutPlannedCommit")
+			d.finishedOnce("op-restore", catalog.OpRestore, want)
+		})
+	}
+}
+
+func TestRestoreDecision_EarlierAttemptCommitted_DoneWithoutWrites(t *testing.T) {
+	plan := activities.PlanRestoreResult{Committed: true, Commit: "T-6", Head: "T-5"}
+	res, d := runRestore(t, restoreInput, restoreAnswers{prep: restorePrepared, plans: []activities.PlanRestoreResult{plan}})
+	if res.Outcome != outcome.Done || res.Commit != "T-6" || res.PreviousHead != "T-5" {
+		t.Fatalf("result %+v, want done at the commit already there", res)
+	}
+	d.never("PutTag", "PutPlannedCommit")
+	d.finishedOnce("op-restore", catalog.OpRestore, outcome.Done)
+}
+
+func TestRestoreDecision_PlanEndsWithOutcome_NothingWritten(t *testing.T) {
+	plan := activities.PlanRestoreResult{Outcome: outcome.Conflict, Message: "the head is T-7, not the expected T-5"}
+	in := restoreInput
+	in.ExpectedHead = "T-5"
+	res, d := runRestore(t, in, restoreAnswers{prep: restorePrepared, plans: []activities.PlanRestoreResult{plan}})
+	if res.Outcome != outcome.Conflict || res.Message != plan.Message || res.Commit != "" {
+		t.Fatalf("result %+v, want the plan's conflict", res)
+	}
+	if inputsOf[activities.PlanRestoreInput](d, "PlanRestore")[0].ExpectedHead != "T-5" {
+		t.Fatalf("expected head not passed to the plan")
+	}
+	d.never("PutTag", "PutPlannedCommit")
+	d.finishedOnce("op-restore", catalog.OpRestore, outcome.Conflict)
+}
+
+func TestRestoreDecision_HeadMovedWithoutExpectedHead_BacksUpTheNewHeadAndReplans(t *testing.T) {
+	p1, p2 := restorePlan("T-5", "T-6"), restorePlan("T-6", "T-7")
+	res, d := runRestore(t, restoreInput, restoreAnswers{prep: restorePrepared, plans: []activities.PlanRestoreResult{p1, p2},
+		tags: []activities.TagState{activities.TagStored, activities.TagStored},
+		puts: []activities.CommitState{activities.CommitStale, activities.CommitStored}})
+	if res.Outcome != outcome.Done || res.Commit != "T-7" || res.PreviousHead != "T-6" || res.BackupTag != "backup/main/T-6" || res.HeadRetries != 1 {
+		t.Fatalf("result %+v, want done at T-7 with the moved head T-6 backed up", res)
+	}
+	tags := inputsOf[activities.PutTagInput](d, "PutTag")
+	if len(tags) != 2 || !bytes.Equal(tags[0].Body, p1.TagBody) || !bytes.Equal(tags[1].Body, p2.TagBody) {
+		t.Fatalf("tag puts %+v, want a backup of each head replaced", tags)
+	}
+	if d.count("PrepareRestore") != 1 {
+		t.Fatalf("prepared %d times, want once (a re-plan does not re-resolve the target)", d.count("PrepareRestore"))
+	}
+}
+
+func TestRestoreDecision_HeadMovedWithExpectedHead_ConflictWithoutReplan(t *testing.T) {
+	in := restoreInput
+	in.ExpectedHead = "T-5"
+	res, d := runRestore(t, in, restoreAnswers{prep: restorePrepared, plans: []activities.PlanRestoreResult{restorePlan("T-5", "T-6")},
+		tags: []activities.TagState{activities.TagStored}, puts: []activities.CommitState{activities.CommitStale}})
+	if res.Outcome != outcome.Conflict || res.Commit != "" || !strings.Contains(res.Message, "T-5") {
+		t.Fatalf("result %+v, want a conflict naming the expected head", res)
+	}
+	if d.count("PlanRestore") != 1 {
+		t.Fatalf("planned %d times, want once", d.count("PlanRestore"))
+	}
+	d.finishedOnce("op-restore", catalog.OpRestore, outcome.Conflict)
+}
+
+func TestRestoreDecision_HeadKeepsMoving_ConflictAfterMaxHeadRetries(t *testing.T) {
+	ans := restoreAnswers{prep: restorePrepared}
+	for i := 0; i <= workflows.MaxHeadRetries; i++ {
+		plan := restorePlan("T-5", "T-6")
+		plan.BackupTag, plan.TagBody = "", nil
+		ans.plans = append(ans.plans, plan)
+		ans.puts = append(ans.puts, activities.CommitStale)
+	}
+	res, d := runRestore(t, restoreInput, ans)
+	if res.Outcome != outcome.Conflict || res.HeadRetries != workflows.MaxHeadRetries || d.count("PlanRestore") != workflows.MaxHeadRetries+1 {
+		t.Fatalf("result %+v after %d plans, want conflict after %d", res, d.count("PlanRestore"), workflows.MaxHeadRetries+1)
+	}
+}
+
+func TestRestoreDecision_CommitRefusedOrInvalid_EndsWithoutCommit(t *testing.T) {
+	for st, want := range map[activities.CommitState]outcome.Outcome{activities.CommitRefused: outcome.Refused, activities.CommitInvalid: outcome.Invalid} {
+		t.Run(string(st), func(t *testing.T) {
+			res, d := runRestore(t, restoreInput, restoreAnswers{prep: restorePrepared, plans: []activities.PlanRestoreResult{restorePlan("T-5", "T-6")},
+				tags: []activities.TagState{activities.TagStored}, puts: []activities.CommitState{st}})
+			if res.Outcome != want || res.Commit != "" || res.Message != "put "+string(st) {
+				t.Fatalf("result %+v, want %s", res, want)
+			}
+			d.finishedOnce("op-restore", catalog.OpRestore, want)
+		})
+	}
+}
+
+func TestRestoreDecision_TagThenCommitInDoubt_OperationMarkedOnce(t *testing.T) {
+	res, d := runRestore(t, restoreInput, restoreAnswers{prep: restorePrepared, plans: []activities.PlanRestoreResult{restorePlan("T-5", "T-6")},
+		tags: []activities.TagState{activities.TagInDoubt, activities.TagStored},
+		puts: []activities.CommitState{activities.CommitInDoubt, activities.CommitStored}})
+	if res.Outcome != outcome.Done || res.Commit != "T-6" || res.SettleAttempts != 2 {
+		t.Fatalf("result %+v, want done after one re-issue of each write", res)
+	}
+	if d.count("MarkOperationInDoubt") != 1 {
+		t.Fatalf("marked in doubt %d times, want once", d.count("MarkOperationInDoubt"))
+	}
+}
+
+func TestRestoreDecision_PrepareKeepsFailing_FailsAndRecordsTheFailure(t *testing.T) {
+	d := newDecisionEnv(t, workflows.RestoreName, workflows.Restore)
+	failWith[activities.PrepareRestoreResult](d, a.PrepareRestore, transient)
+	var res workflows.RestoreResult
+	if err := d.run(restoreInput, &res); err == nil {
+		t.Fatalf("workflow succeeded although prepare kept failing")
+	}
+	if d.count("PrepareRestore") < 2 {
+		t.Fatalf("prepare ran %d times, want it retried", d.count("PrepareRestore"))
+	}
+	d.never("PlanRestore", "PutTag", "PutPlannedCommit")
+	d.finishedOnce("op-restore", catalog.OpRestore, "")
+}
+
+func TestRestoreDecision_PlanFails_FailsAndRecordsTheFailure(t *testing.T) {
+	d := newDecisionEnv(t, workflows.RestoreName, workflows.Restore)
+	answer(d, a.PrepareRestore, restorePrepared)
+	failWith[activities.PlanRestoreResult](d, a.PlanRestore, permanent("ledger schema missing"))
+	var res workflows.RestoreResult
+	if err := d.run(restoreInput, &res); err == nil || !strings.Contains(err.Error(), "ledger schema missing") {
+		t.Fatalf("err %v, want the plan's failure", err)
+	}
+	d.never("PutTag", "PutPlannedCommit")
+	d.finishedOnce("op-restore", catalog.OpRestore, "")
+}
