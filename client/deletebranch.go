@@ -55,7 +55,8 @@ func (c *Client) StartDeleteBranch(ctx context.Context, req DeleteBranchRequest)
 		return nil, err
 	}
 	h, err := startOperation[workflows.DeleteBranchResult](ctx, c, operationStart{
-		ID: DeleteBranchWorkflowID(req.Graph, req.Branch), Workflow: workflows.DeleteBranchName,
+		Kind: "delete_branch",
+		ID:   DeleteBranchWorkflowID(req.Graph, req.Branch), Workflow: workflows.DeleteBranchName,
 		Input:   workflows.DeleteBranchInput{Graph: req.Graph, Branch: req.Branch, Force: req.Force, OpID: key},
 		Summary: fmt.Sprintf("delete branch %s in %s", req.Branch, req.Graph), Graph: req.Graph, Branch: req.Branch, OpID: key,
 		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,

@@ -87,7 +87,8 @@ func (c *Client) StartMerge(ctx context.Context, req MergeRequest) (*MergeHandle
 		id, summary = MergePreviewWorkflowID(req.Graph, req.Target, key), "preview of "+summary
 	}
 	h, err := startOperation[workflows.MergeResult](ctx, c, operationStart{
-		ID: id, Workflow: workflows.MergeName, Input: in, Summary: summary, Graph: req.Graph, Branch: req.Target, OpID: in.OpID,
+		Kind: "merge",
+		ID:   id, Workflow: workflows.MergeName, Input: in, Summary: summary, Graph: req.Graph, Branch: req.Target, OpID: in.OpID,
 		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 	})
 	if err != nil {
@@ -169,6 +170,8 @@ type operationStart struct {
 	Graph        string
 	// Branch is the GraftBranch search attribute; "" sets none.
 	Branch, OpID string
+	// Kind is the GraftOperation search attribute: the operation's kind.
+	Kind string
 	// ReusePolicy is what a start does after a finished run of the same id:
 	// REJECT_DUPLICATE returns that run (an idempotency key is used once),
 	// ALLOW_DUPLICATE starts a new one.
@@ -182,8 +185,8 @@ func startOperation[R any](ctx context.Context, c *Client, s operationStart) (*O
 	if s.Branch != "" {
 		attrs = append(attrs, searchattr.Branch.ValueSet(s.Branch))
 	}
-	if s.OpID != "" {
-		attrs = append(attrs, searchattr.Operation.ValueSet(s.OpID))
+	if s.Kind != "" {
+		attrs = append(attrs, searchattr.Operation.ValueSet(s.Kind))
 	}
 	run, err := c.tc.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{
 		ID:                       s.ID,

@@ -91,7 +91,8 @@ func (c *Client) StartRestore(ctx context.Context, req RestoreRequest) (*Restore
 		to = "tag " + req.ToTag
 	}
 	h, err := startOperation[workflows.RestoreResult](ctx, c, operationStart{
-		ID: RestoreWorkflowID(req.Graph, req.Branch, key), Workflow: workflows.RestoreName, Input: in,
+		Kind: "restore",
+		ID:   RestoreWorkflowID(req.Graph, req.Branch, key), Workflow: workflows.RestoreName, Input: in,
 		Summary: fmt.Sprintf("restore %s in %s to %s", req.Branch, req.Graph, to), Graph: req.Graph, Branch: req.Branch, OpID: key,
 		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 	})

@@ -64,7 +64,8 @@ func (c *Client) CreateTag(ctx context.Context, req CreateTagRequest) (workflows
 		return workflows.CreateTagResult{}, err
 	}
 	h, err := startOperation[workflows.CreateTagResult](ctx, c, operationStart{
-		ID: CreateTagWorkflowID(req.Graph, req.Name), Workflow: workflows.CreateTagName,
+		Kind: "tag",
+		ID:   CreateTagWorkflowID(req.Graph, req.Name), Workflow: workflows.CreateTagName,
 		Input:   workflows.CreateTagInput{Graph: req.Graph, Name: req.Name, Commit: req.Commit, Branch: req.Branch, OpID: key},
 		Summary: fmt.Sprintf("create tag %s in %s", req.Name, req.Graph), Graph: req.Graph, Branch: req.Branch, OpID: key,
 		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
@@ -105,7 +106,8 @@ func (c *Client) DeleteTag(ctx context.Context, req DeleteTagRequest) (workflows
 		return workflows.DeleteTagResult{}, err
 	}
 	h, err := startOperation[workflows.DeleteTagResult](ctx, c, operationStart{
-		ID: DeleteTagWorkflowID(graphName, name), Workflow: workflows.DeleteTagName,
+		Kind: "tag",
+		ID:   DeleteTagWorkflowID(graphName, name), Workflow: workflows.DeleteTagName,
 		Input:   workflows.DeleteTagInput{Graph: graphName, Name: name, OpID: key},
 		Summary: fmt.Sprintf("delete tag %s in %s", name, graphName), Graph: graphName, OpID: key,
 		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,

@@ -154,8 +154,9 @@ func Merge(ctx workflow.Context, in MergeInput) (MergeResult, error) {
 		}
 		res.SourceHead, res.TargetHead, res.Bases = plan.SourceHead, plan.TargetHead, plan.Bases
 		res.Unchanged, res.Conflicts = plan.Unchanged, plan.Conflicts
-		if plan.Tables != nil {
-			res.Tables = plan.Tables
+		res.Tables = plan.Tables // a re-plan replaces the whole plan
+		if res.Tables == nil {
+			res.Tables = []MergeTable{}
 		}
 		if plan.Outcome != "" {
 			return r.endMerge(ctx, &res, plan.Outcome, plan.Message, plan.Recorded && !in.Preview)
@@ -228,7 +229,7 @@ func newOpRun(ctx workflow.Context, opID string, kind catalog.OperationKind, gra
 	if err := workflow.SetQueryHandler(ctx, StatusQueryName, func() (OperationStatus, error) { return r.status, nil }); err != nil {
 		return nil, err
 	}
-	attrs := []temporal.SearchAttributeUpdate{searchattr.Graph.ValueSet(graph), searchattr.Operation.ValueSet(opID)}
+	attrs := []temporal.SearchAttributeUpdate{searchattr.Graph.ValueSet(graph), searchattr.Operation.ValueSet(string(kind))}
 	if branch != "" {
 		attrs = append(attrs, searchattr.Branch.ValueSet(branch))
 	}

@@ -301,3 +301,12 @@ func TestMergeDecision_PutFails_FailsAndRecordsTheFailure(t *testing.T) {
 		t.Fatalf("finish message %q, want it to name the failed step", fin.Message)
 	}
 }
+
+func TestMergeDecision_ReplanUpToDate_ReportsTheNewPlanNotTheStaleOne(t *testing.T) {
+	upToDate := activities.PlanMergeResult{Recorded: true, SourceHead: "S-4", TargetHead: "T-2",
+		Unchanged: 3, Outcome: outcome.AlreadyUpToDate}
+	res, _ := runMerge(t, mergeInput, []activities.PlanMergeResult{mergePlan("T-2"), upToDate}, activities.CommitStale)
+	if res.Outcome != outcome.AlreadyUpToDate || len(res.Tables) != 0 || res.Unchanged != 3 {
+		t.Fatalf("result %+v, want already up to date with no table left from the first plan", res)
+	}
+}
