@@ -23,8 +23,8 @@ import (
 // any storage effect. It computes the fork commit's and the ref's bytes once;
 // every later put re-sends exactly those bytes.
 func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (PrepareCreateResult, error) {
-	end := func(o outcome.Outcome, format string, args ...any) (PrepareCreateResult, error) {
-		return PrepareCreateResult{Outcome: o, Message: fmt.Sprintf(format, args...)}, nil
+	end := func(o outcome.Outcome, msg string, args ...any) (PrepareCreateResult, error) {
+		return PrepareCreateResult{Outcome: o, Message: fmt.Sprintf(msg, args...)}, nil
 	}
 	if err := format.ValidateGraphName(in.Graph); err != nil {
 		return end(outcome.Invalid, "%v", err)
