@@ -549,10 +549,17 @@ func (a *Activities) FinishCreate(ctx context.Context, in FinishInput) error {
 	out := catalog.Outcome(in.Outcome)
 	if in.Outcome == "" {
 		out = catalog.OutcomeFailed
-		if in.Native != "" {
-			inc, err := a.Catalog.IncarnationGetByNative(ctx, catalog.IncarnationGetByNativeParams{Graph: in.Graph, Native: in.Native})
-			if err == nil && inc.State == catalog.IncarnationIntent {
-				if err := a.settleWitness(ctx, in.Graph, in.Native, catalog.IncarnationUnpublished); err != nil {
+		// A witness still in intent names an incarnation whose clone was never
+		// sent (the clone step had not started): settle it so the name is free.
+		// The workflow may not know its native name if prepare's answer was
+		// lost, so look the operation's witnesses up.
+		incs, err := a.Catalog.IncarnationListByLogical(ctx, catalog.IncarnationListByLogicalParams{Graph: in.Graph, Logical: in.Branch})
+		if err != nil && !errors.Is(err, catalog.ErrInvalid) {
+			return fmt.Errorf("read witnesses: %w", err)
+		}
+		for _, inc := range incs {
+			if inc.OpID == in.OpID && inc.State == catalog.IncarnationIntent {
+				if err := a.settleWitness(ctx, in.Graph, inc.Native, catalog.IncarnationUnpublished); err != nil {
 					return err
 				}
 			}

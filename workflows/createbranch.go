@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/graftworks/graft/activities"
@@ -105,6 +106,9 @@ type createRun struct {
 	status   CreateBranchStatus
 	abandon  *AbandonRequest
 	abandonC workflow.ReceiveChannel
+	// prep is the current attempt's prepared incarnation, nil before prepare
+	// returns: what a cancellation must fence.
+	prep *activities.PrepareCreateResult
 	// recorded is set when the step that proved the create also recorded it
 	// as finished in the ledger, so finish need not.
 	recorded bool
@@ -151,6 +155,9 @@ func CreateBranch(ctx workflow.Context, in CreateBranchInput) (CreateBranchResul
 	for attempt := 1; ; attempt++ {
 		res.Incarnations = attempt
 		end, err := r.createOnce(ctx, attempt, started, &res)
+		if err != nil && (temporal.IsCanceledError(err) || ctx.Err() != nil) {
+			return r.cancelled(ctx, &res, err)
+		}
 		if err != nil {
 			res.Message = err.Error()
 			r.finish(ctx, &res, "")
@@ -176,6 +183,7 @@ type attemptEnd struct {
 func (r *createRun) createOnce(ctx workflow.Context, attempt int, started time.Time, res *CreateBranchResult) (attemptEnd, error) {
 	var a *activities.Activities
 	r.status.Native = ""
+	r.prep = nil
 	r.setPhase(ctx, "prepare", "")
 	var prep activities.PrepareCreateResult
 	err := workflow.ExecuteLocalActivity(withSummary(ctx, prepareOptions, "prepare: resolve source, mint native name, witness intent"),
@@ -198,6 +206,7 @@ func (r *createRun) createOnce(ctx workflow.Context, attempt int, started time.T
 	}
 	res.Native, res.SourceCommit, res.Head = prep.Native, prep.SourceCommit, prep.ForkID
 	r.status.Native = prep.Native
+	r.prep = &prep
 
 	r.setPhase(ctx, "clone", "writing the fork commit "+prep.ForkID)
 	var clone activities.CloneResult
@@ -389,6 +398,29 @@ func (r *createRun) waitOrAbandon(ctx workflow.Context, d time.Duration) {
 		r.abandon = &req
 	})
 	sel.Select(ctx)
+}
+
+// cancelled ends a create whose workflow was cancelled without leaving it
+// half-done: the cancellation counts as an operator's abandon. On a
+// disconnected context, a prepared incarnation is fenced and its clone
+// reclaimed (or, if its ref landed first, found created), and the outcome is
+// recorded; a create cancelled before prepare returned wrote nothing to
+// storage, and FinishCreate settles any witness it left.
+func (r *createRun) cancelled(ctx workflow.Context, res *CreateBranchResult, cause error) (CreateBranchResult, error) {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	var out outcome.Outcome
+	res.Message = "cancelled before any storage effect"
+	if r.prep != nil {
+		end, err := r.fenceAndReclaim(dctx, *r.prep, res, "abandoned by cancellation", false)
+		if err != nil {
+			res.Message = err.Error()
+		} else {
+			out = end.out
+		}
+	}
+	res.Outcome = out
+	r.finish(dctx, res, out)
+	return *res, cause
 }
 
 // finish records the operation's end in the ledger and in visibility.

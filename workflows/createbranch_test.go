@@ -25,6 +25,8 @@ type createSuite struct {
 	t     *testing.T
 	env   *testsuite.TestWorkflowEnvironment
 	calls map[string]int
+	// last holds the arguments of each activity's latest call.
+	last map[string][]any
 }
 
 // newTestEnv returns a test environment with CreateBranch registered and quiet logs.
@@ -39,9 +41,10 @@ func newTestEnv() *testsuite.TestWorkflowEnvironment {
 
 func newCreateSuite(t *testing.T) *createSuite {
 	env := newTestEnv()
-	s := &createSuite{t: t, env: env, calls: map[string]int{}}
-	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+	s := &createSuite{t: t, env: env, calls: map[string]int{}, last: map[string][]any{}}
+	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, args []any) {
 		s.calls[info.ActivityType.Name]++
+		s.last[info.ActivityType.Name] = args
 	})
 	// Every attempt prepares a fresh native name; clones succeed unless a test says otherwise.
 	attempt := 0
@@ -275,4 +278,53 @@ func TestCreateBranch_PrepareFails_WorkflowFailsAndRecordsIt(t *testing.T) {
 		t.Fatalf("workflow succeeded although prepare kept failing")
 	}
 	env.AssertExpectations(t)
+}
+
+func TestCreateBranch_CancelledWhileInDoubt_FencesReclaimsAndRecordsUnpublished(t *testing.T) {
+	s := newCreateSuite(t)
+	s.clone(activities.CloneCommitted)
+	s.env.OnActivity(a.PutRef, mock.Anything, mock.Anything).Return(activities.RefResult{State: activities.RefAmbiguous}, nil)
+	s.env.OnActivity(a.ReadRef, mock.Anything, mock.Anything).Return(activities.RefResult{State: activities.RefAbsent}, nil)
+	s.onRef(a.FenceRef, activities.RefFence)
+	s.env.RegisterDelayedCallback(s.env.CancelWorkflow, 30*time.Second)
+	s.env.ExecuteWorkflow(workflows.CreateBranchName, workflows.CreateBranchInput{Graph: "g", Branch: "feature", OpID: "op1"})
+	if err := s.env.GetWorkflowError(); err == nil {
+		t.Fatalf("a cancelled create completed as if nothing happened")
+	}
+	if s.called("FenceRef") != 1 || s.called("ReclaimClone") != 1 {
+		t.Fatalf("fences %d, reclaims %d; want the in-doubt incarnation fenced and reclaimed", s.called("FenceRef"), s.called("ReclaimClone"))
+	}
+	args := s.last["FinishCreate"]
+	if len(args) != 1 {
+		t.Fatalf("FinishCreate called with %v, want one input", args)
+	}
+	if finished := args[0].(activities.FinishInput); finished.Outcome != outcome.Unpublished || finished.OpID != "op1" {
+		t.Fatalf("ledger told %+v, want unpublished for op1", finished)
+	}
+}
+
+func TestCreateBranch_CancelledDuringPrepare_RecordsTheEndWithoutAFence(t *testing.T) {
+	env := newTestEnv()
+	env.OnActivity(a.PrepareCreate, mock.Anything, mock.Anything).Return(activities.PrepareCreateResult{}, errors.New("postgres down"))
+	var finished *activities.FinishInput
+	env.OnActivity(a.FinishCreate, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.FinishInput) error {
+		finished = &in
+		return nil
+	})
+	fenced := 0
+	env.OnActivity(a.FenceRef, mock.Anything, mock.Anything).Return(func(context.Context, activities.FenceInput) (activities.RefResult, error) {
+		fenced++
+		return activities.RefResult{State: activities.RefFence}, nil
+	}).Maybe()
+	env.RegisterDelayedCallback(env.CancelWorkflow, 20*time.Second)
+	env.ExecuteWorkflow(workflows.CreateBranchName, workflows.CreateBranchInput{Graph: "g", Branch: "feature", OpID: "op2"})
+	if err := env.GetWorkflowError(); err == nil {
+		t.Fatalf("a cancelled create completed")
+	}
+	if finished == nil || finished.Outcome != "" || finished.OpID != "op2" {
+		t.Fatalf("ledger told %+v, want the operation recorded as failed", finished)
+	}
+	if fenced != 0 {
+		t.Fatalf("fenced %d times although no incarnation was prepared", fenced)
+	}
 }
