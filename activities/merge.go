@@ -449,11 +449,19 @@ type PutPlannedCommitInput struct {
 // stale (ours never lands), still unknown → in_doubt, to be settled by
 // calling it again with the same bytes.
 func (a *Activities) PutPlannedCommit(ctx context.Context, in PutPlannedCommitInput) (PutCommitResult, error) {
-	c, err := format.DecodeCommit(in.Body)
+	return a.putCommitBytes(ctx, in.Graph, in.Body, string(in.Kind), in.InDoubtSince)
+}
+
+// putCommitBytes is the append step WriteTable, Merge and Restore share: it
+// puts a planned commit's exact bytes and classifies what the settled answer
+// proves. inDoubtSince, when set, is reported to the observer once the put is
+// definitive.
+func (a *Activities) putCommitBytes(ctx context.Context, graphName string, body []byte, kind string, inDoubtSince time.Time) (PutCommitResult, error) {
+	c, err := format.DecodeCommit(body)
 	if err != nil {
 		return PutCommitResult{State: CommitInvalid, Message: err.Error()}, nil
 	}
-	_, err = graph.SettleAppend(ctx, a.Store, in.Graph, c)
+	_, err = graph.SettleAppend(ctx, a.Store, graphName, c)
 	var res PutCommitResult
 	switch {
 	case err == nil:
@@ -469,8 +477,8 @@ func (a *Activities) PutPlannedCommit(ctx context.Context, in PutPlannedCommitIn
 	default:
 		return PutCommitResult{}, fmt.Errorf("put commit: %w", err)
 	}
-	if !in.InDoubtSince.IsZero() {
-		a.observeWriteSettled(string(in.Kind), in.InDoubtSince)
+	if !inDoubtSince.IsZero() {
+		a.observeWriteSettled(kind, inDoubtSince)
 	}
 	return res, nil
 }

@@ -425,28 +425,5 @@ type PutCommitResult struct {
 // unknown after graph.MaxPutAttempts → in_doubt, to be settled by calling
 // PutCommit again with the same bytes.
 func (a *Activities) PutCommit(ctx context.Context, in PutCommitInput) (PutCommitResult, error) {
-	c, err := format.DecodeCommit(in.Body)
-	if err != nil {
-		return PutCommitResult{State: CommitInvalid, Message: err.Error()}, nil
-	}
-	_, err = graph.SettleAppend(ctx, a.Store, in.Graph, c)
-	var res PutCommitResult
-	switch {
-	case err == nil:
-		res = PutCommitResult{State: CommitStored}
-	case errors.Is(err, graph.ErrStaleHead), errors.Is(err, graph.ErrKeyTaken):
-		res = PutCommitResult{State: CommitStale, Message: err.Error()}
-	case errors.Is(err, storage.ErrAmbiguous):
-		return PutCommitResult{State: CommitInDoubt, Message: err.Error()}, nil
-	case errors.Is(err, storage.ErrRefused), errors.Is(err, storage.ErrInvalidKey):
-		return PutCommitResult{State: CommitRefused, Message: err.Error()}, nil
-	case errors.Is(err, graph.ErrInvalid):
-		return PutCommitResult{State: CommitInvalid, Message: err.Error()}, nil
-	default:
-		return PutCommitResult{}, fmt.Errorf("put commit: %w", err)
-	}
-	if !in.InDoubtSince.IsZero() {
-		a.observeWriteSettled(string(catalog.OpWriteTable), in.InDoubtSince)
-	}
-	return res, nil
+	return a.putCommitBytes(ctx, in.Graph, in.Body, string(catalog.OpWriteTable), in.InDoubtSince)
 }
