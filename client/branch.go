@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -196,13 +197,9 @@ func (r *Reader) ShowBranch(ctx context.Context, graphName, branch string) (Bran
 	d := BranchDetail{
 		Graph: graphName, Branch: branch, Native: b.Native,
 		Head: head.ID.String(), HeadTime: head.Time, Author: head.Author, Message: head.Message, Op: head.Op,
-		Pins: []TablePin{}, Parents: []string{},
+		Pins: tablePins(head.Pins), Parents: []string{},
 		Ref: RefInfo{Key: format.BranchRefKey(graphName, b.Native), State: string(b.Ref.State), Op: b.Ref.Op, ETag: b.ETag},
 	}
-	for table, v := range head.Pins {
-		d.Pins = append(d.Pins, TablePin{Table: table, Version: v.String()})
-	}
-	sort.Slice(d.Pins, func(i, j int) bool { return d.Pins[i].Table < d.Pins[j].Table })
 	for _, p := range head.Parents {
 		d.Parents = append(d.Parents, p.String())
 	}
@@ -235,4 +232,13 @@ func readError(err error, graphName, branch string) error {
 		return outcome.Errorf(outcome.Invalid, "", "%v", err)
 	}
 	return err
+}
+
+// tablePins lists a commit's pins sorted by table name.
+func tablePins(pins map[string]ulid.ULID) []TablePin {
+	out := make([]TablePin, 0, len(pins))
+	for _, table := range slices.Sorted(maps.Keys(pins)) {
+		out = append(out, TablePin{Table: table, Version: pins[table].String()})
+	}
+	return out
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -197,8 +195,6 @@ func (r *Reader) ShowTag(ctx context.Context, graphName, name string) (TagDetail
 		return TagDetail{}, readError(err, graphName, "")
 	}
 	d.Retained, d.Branch, d.Time, d.Author, d.Message = true, c.Branch, c.Time, c.Author, c.Message
-	for _, table := range slices.Sorted(maps.Keys(c.Pins)) {
-		d.Pins = append(d.Pins, TablePin{Table: table, Version: c.Pins[table].String()})
-	}
+	d.Pins = tablePins(c.Pins)
 	return d, nil
 }

@@ -309,13 +309,7 @@ func (a *app) branchShowCommand() *cobra.Command {
 				if d.RestoredFrom != "" {
 					fmt.Fprintf(tw, "restored from\t%s\n", d.RestoredFrom)
 				}
-				for i, p := range d.Pins {
-					label := ""
-					if i == 0 {
-						label = "tables"
-					}
-					fmt.Fprintf(tw, "%s\t%s @ %s\n", label, p.Table, p.Version)
-				}
+				printPins(tw, d.Pins)
 				return tw.Flush()
 			})
 		},
@@ -434,4 +428,15 @@ func branchDeleteError(req client.DeleteBranchRequest, res workflows.DeleteBranc
 		return withNext(err, "`graft branch list %s` lists the graph's live branches", req.Graph)
 	}
 	return err
+}
+
+// printPins writes a commit's pins as table rows, the first labelled "tables".
+func printPins(w io.Writer, pins []client.TablePin) {
+	for i, p := range pins {
+		label := ""
+		if i == 0 {
+			label = "tables"
+		}
+		fmt.Fprintf(w, "%s\t%s @ %s\n", label, p.Table, p.Version)
+	}
 }

@@ -188,13 +188,7 @@ func (a *app) tagShowCommand() *cobra.Command {
 				fmt.Fprintf(tw, "time\t%s\n", d.Time.UTC().Format(time.RFC3339))
 				fmt.Fprintf(tw, "author\t%s\n", d.Author)
 				fmt.Fprintf(tw, "message\t%s\n", d.Message)
-				for i, p := range d.Pins {
-					label := ""
-					if i == 0 {
-						label = "tables"
-					}
-					fmt.Fprintf(tw, "%s\t%s @ %s\n", label, p.Table, p.Version)
-				}
+				printPins(tw, d.Pins)
 				return tw.Flush()
 			})
 		},
