@@ -224,12 +224,7 @@ type CleanupLane struct {
 var (
 	// Ledger steps (begin, summarise, finish) are short and idempotent: local
 	// activities, retried until they succeed, since the run must end recorded.
-	cleanupLedgerOptions = workflow.LocalActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
-		},
-	}
+	cleanupLedgerOptions = afterEffect
 )
 
 // markOptions: listing and deciding, with heartbeats, on any worker. A mark that keeps

@@ -37,26 +37,11 @@ const (
 var (
 	// Steps before any storage effect: one that keeps failing ends the
 	// operation with nothing written.
-	opPrepareOptions = workflow.LocalActivityOptions{
-		StartToCloseTimeout:    30 * time.Second,
-		ScheduleToCloseTimeout: 2 * time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    100 * time.Millisecond,
-			BackoffCoefficient: 2,
-			MaximumInterval:    5 * time.Second,
-		},
-	}
+	opPrepareOptions = beforeEffect
 	// Steps that write, or come after a write may have happened: they retry
 	// until the store and the ledger answer, because giving up would leave
 	// a write unsettled.
-	opEffectOptions = workflow.LocalActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    100 * time.Millisecond,
-			BackoffCoefficient: 2,
-			MaximumInterval:    30 * time.Second,
-		},
-	}
+	opEffectOptions = afterEffect
 )
 
 // MergeTable is one table's line in a merge plan: action adopt (the target
