@@ -156,14 +156,10 @@ type RetireBranchInput struct {
 // bytes); refused.
 func (a *Activities) RetireBranch(ctx context.Context, in RetireBranchInput) (RetireIncarnationResult, error) {
 	_, err := graph.RetireRef(ctx, a.Store, in.Graph, in.Native, in.ETag, in.OpID)
-	var changed *graph.RefChangedError
+	if res, ok := retireRefused(err); ok {
+		return res, nil
+	}
 	switch {
-	case errors.As(err, &changed) && changed.Found == format.RefLive:
-		return RetireIncarnationResult{State: RetireChanged, Message: changed.Error()}, nil
-	case errors.As(err, &changed):
-		return RetireIncarnationResult{State: RetireNotLive, Message: changed.Error()}, nil
-	case errors.Is(err, graph.ErrInvalid), isUnreadableObject(err):
-		return RetireIncarnationResult{State: RetireChanged, Message: err.Error()}, nil
 	case errors.Is(err, storage.ErrAmbiguous):
 		return RetireIncarnationResult{State: RetireInDoubt, Message: err.Error()}, nil
 	case errors.Is(err, storage.ErrRefused), errors.Is(err, storage.ErrInvalidKey):
@@ -174,17 +170,8 @@ func (a *Activities) RetireBranch(ctx context.Context, in RetireBranchInput) (Re
 	if !in.InDoubtSince.IsZero() {
 		a.observeWriteSettled(string(catalog.OpDeleteBranch), in.InDoubtSince)
 	}
-	w, err := a.Catalog.IncarnationGetByNative(ctx, catalog.IncarnationGetByNativeParams{Graph: in.Graph, Native: in.Native})
-	switch {
-	case errors.Is(err, catalog.ErrNotFound):
-	case err != nil:
-		return RetireIncarnationResult{}, fmt.Errorf("read witness: %w", err)
-	case w.State == catalog.IncarnationLive:
-		if _, err := a.Catalog.IncarnationSetState(ctx, catalog.IncarnationSetStateParams{
-			Graph: in.Graph, Native: in.Native, From: catalog.IncarnationLive, To: catalog.IncarnationRetired,
-		}); err != nil {
-			return RetireIncarnationResult{}, fmt.Errorf("witness retired: %w", err)
-		}
+	if _, err := a.retireWitness(ctx, in.Graph, in.Native); err != nil {
+		return RetireIncarnationResult{}, err
 	}
 	return RetireIncarnationResult{State: RetireDone}, nil
 }

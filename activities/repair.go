@@ -156,33 +156,55 @@ type RetireIncarnationResult struct {
 // and RetireRef settles it by reading back.
 func (a *Activities) RetireIncarnation(ctx context.Context, in RetireIncarnationInput) (RetireIncarnationResult, error) {
 	_, err := graph.RetireRef(ctx, a.Store, in.Graph, in.Native, in.ETag, in.OpID)
+	if res, ok := retireRefused(err); ok {
+		return res, nil
+	}
+	if err != nil {
+		return RetireIncarnationResult{}, fmt.Errorf("retire %s: %w", in.Native, err)
+	}
+	note, err := a.retireWitness(ctx, in.Graph, in.Native)
+	if err != nil {
+		return RetireIncarnationResult{}, err
+	}
+	return RetireIncarnationResult{State: RetireDone, Message: note}, nil
+}
+
+// retireRefused classifies a RetireRef error that proves the swap did not
+// and will not happen: another writer changed the ref (still live, or no
+// longer live), or it is not a ref this format can swap.
+func retireRefused(err error) (RetireIncarnationResult, bool) {
 	var changed *graph.RefChangedError
 	switch {
 	case errors.As(err, &changed) && changed.Found == format.RefLive:
-		return RetireIncarnationResult{State: RetireChanged, Message: changed.Error()}, nil
+		return RetireIncarnationResult{State: RetireChanged, Message: changed.Error()}, true
 	case errors.As(err, &changed):
-		return RetireIncarnationResult{State: RetireNotLive, Message: changed.Error()}, nil
+		return RetireIncarnationResult{State: RetireNotLive, Message: changed.Error()}, true
 	case errors.Is(err, graph.ErrInvalid), isUnreadableObject(err):
-		return RetireIncarnationResult{State: RetireChanged, Message: err.Error()}, nil
-	case err != nil:
-		return RetireIncarnationResult{}, fmt.Errorf("retire %s: %w", in.Native, err)
+		return RetireIncarnationResult{State: RetireChanged, Message: err.Error()}, true
 	}
-	w, err := a.Catalog.IncarnationGetByNative(ctx, catalog.IncarnationGetByNativeParams{Graph: in.Graph, Native: in.Native})
+	return RetireIncarnationResult{}, false
+}
+
+// retireWitness records a retired ref's witness, if the ledger has one, as
+// retired. A witness in another state than live or retired is left as is,
+// and the returned note says so.
+func (a *Activities) retireWitness(ctx context.Context, graphName, native string) (string, error) {
+	w, err := a.Catalog.IncarnationGetByNative(ctx, catalog.IncarnationGetByNativeParams{Graph: graphName, Native: native})
 	switch {
 	case errors.Is(err, catalog.ErrNotFound):
-		return RetireIncarnationResult{State: RetireDone}, nil
+		return "", nil
 	case err != nil:
-		return RetireIncarnationResult{}, fmt.Errorf("read witness: %w", err)
+		return "", fmt.Errorf("read witness: %w", err)
 	case w.State == catalog.IncarnationLive:
 		if _, err := a.Catalog.IncarnationSetState(ctx, catalog.IncarnationSetStateParams{
-			Graph: in.Graph, Native: in.Native, From: catalog.IncarnationLive, To: catalog.IncarnationRetired,
+			Graph: graphName, Native: native, From: catalog.IncarnationLive, To: catalog.IncarnationRetired,
 		}); err != nil {
-			return RetireIncarnationResult{}, fmt.Errorf("witness retired: %w", err)
+			return "", fmt.Errorf("witness retired: %w", err)
 		}
 	case w.State != catalog.IncarnationRetired:
-		return RetireIncarnationResult{State: RetireDone, Message: fmt.Sprintf("its witness is %s (operation %s), left as is", w.State, w.OpID)}, nil
+		return fmt.Sprintf("its witness is %s (operation %s), left as is", w.State, w.OpID), nil
 	}
-	return RetireIncarnationResult{State: RetireDone}, nil
+	return "", nil
 }
 
 // FinishRepairInput is the input of FinishRepair.
