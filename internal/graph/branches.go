@@ -60,15 +60,8 @@ func ListBranches(ctx context.Context, s storage.Store, graph string) ([]Branch,
 	if err := format.ValidateGraphName(graph); err != nil {
 		return nil, invalid("Graph", err)
 	}
-	var keys, natives []string
-	err := storage.ListAll(ctx, s, format.BranchRefsPrefix(graph), func(o storage.ObjectInfo) error {
-		native, err := format.ParseBranchRefKey(graph, o.Key)
-		if err != nil {
-			return nil // not a ref key (no writer of this format makes one)
-		}
-		keys = append(keys, o.Key)
-		natives = append(natives, native)
-		return nil
+	keys, natives, err := listKeys(ctx, s, format.BranchRefsPrefix(graph), func(key string) (string, error) {
+		return format.ParseBranchRefKey(graph, key)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list branches of graph %q: list refs: %w", graph, err)
@@ -128,19 +121,7 @@ func ReadBranchIncarnations(ctx context.Context, s storage.Store, graph, logical
 	if err := format.ValidateBranchName(logical); err != nil {
 		return nil, invalid("Branch", err)
 	}
-	var keys, natives []string
-	err := storage.ListAll(ctx, s, format.BranchRefPrefix(graph, logical), func(o storage.ObjectInfo) error {
-		native, err := format.ParseBranchRefKey(graph, o.Key)
-		if err != nil {
-			return nil
-		}
-		if l, _, err := format.ParseNative(native); err != nil || l != logical {
-			return nil // a ref of a longer logical name, e.g. "a.b" when reading "a"
-		}
-		keys = append(keys, o.Key)
-		natives = append(natives, native)
-		return nil
-	})
+	keys, natives, err := listNameRefs(ctx, s, graph, logical)
 	if err != nil {
 		return nil, fmt.Errorf("read incarnations of %q: list refs: %w", logical, err)
 	}
@@ -268,4 +249,35 @@ func RetireRef(ctx context.Context, s storage.Store, graph, native, etag, retire
 			return RetireResult{}, fmt.Errorf("retire ref %s: put retired ref: %w", native, err)
 		}
 	}
+}
+
+// listKeys lists the keys under prefix that parse accepts, with the name it
+// returns for each, in key order. A key parse refuses is skipped: no writer of
+// this format makes one.
+func listKeys(ctx context.Context, s storage.Store, prefix string, parse func(key string) (string, error)) (keys, names []string, err error) {
+	err = storage.ListAll(ctx, s, prefix, func(o storage.ObjectInfo) error {
+		name, err := parse(o.Key)
+		if err != nil {
+			return nil
+		}
+		keys = append(keys, o.Key)
+		names = append(names, name)
+		return nil
+	})
+	return keys, names, err
+}
+
+// listNameRefs lists the refs of exactly one logical name, skipping those of
+// longer names the prefix also matches ("a.b" when listing "a").
+func listNameRefs(ctx context.Context, s storage.Store, graph, logical string) (keys, natives []string, err error) {
+	return listKeys(ctx, s, format.BranchRefPrefix(graph, logical), func(key string) (string, error) {
+		native, err := format.ParseBranchRefKey(graph, key)
+		if err != nil {
+			return "", err
+		}
+		if l, _, err := format.ParseNative(native); err != nil || l != logical {
+			return "", errors.New("a ref of another logical name")
+		}
+		return native, nil
+	})
 }

@@ -132,19 +132,7 @@ func ResolveBranch(ctx context.Context, s storage.Store, graph, logical string) 
 	if err := format.ValidateBranchName(logical); err != nil {
 		return Branch{}, invalid("Branch", err)
 	}
-	var keys, natives []string
-	err := storage.ListAll(ctx, s, format.BranchRefPrefix(graph, logical), func(o storage.ObjectInfo) error {
-		native, err := format.ParseBranchRefKey(graph, o.Key)
-		if err != nil {
-			return nil // not a ref key (no writer of this format makes one)
-		}
-		if l, _, err := format.ParseNative(native); err != nil || l != logical {
-			return nil // a ref of a longer logical name, e.g. "a.b" when resolving "a"
-		}
-		keys = append(keys, o.Key)
-		natives = append(natives, native)
-		return nil
-	})
+	keys, natives, err := listNameRefs(ctx, s, graph, logical)
 	if err != nil {
 		return Branch{}, fmt.Errorf("resolve branch %q: list refs: %w", logical, err)
 	}

@@ -137,15 +137,8 @@ func ListTags(ctx context.Context, s storage.Store, graph string) ([]TagEntry, e
 	if err := format.ValidateGraphName(graph); err != nil {
 		return nil, invalid("Graph", err)
 	}
-	var keys, names []string
-	err := storage.ListAll(ctx, s, format.TagsPrefix(graph), func(o storage.ObjectInfo) error {
-		name, err := format.ParseTagKey(graph, o.Key)
-		if err != nil {
-			return nil // not a tag key (no writer of this format makes one)
-		}
-		keys = append(keys, o.Key)
-		names = append(names, name)
-		return nil
+	keys, names, err := listKeys(ctx, s, format.TagsPrefix(graph), func(key string) (string, error) {
+		return format.ParseTagKey(graph, key)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list tags of graph %q: %w", graph, err)
