@@ -29,6 +29,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 )
@@ -273,4 +274,21 @@ func ListAll(ctx context.Context, s Store, prefix string, fn func(ObjectInfo) er
 		}
 		after = page.Objects[len(page.Objects)-1].Key
 	}
+}
+
+// WriteStatusCode classifies the HTTP status of a failed write the way every
+// HTTP backend (and the fault wrapper imitating one) must: 412 is a failed
+// condition; the statuses that reject a request before acting on it (400,
+// 403, 404, 405, 411, 413) are refusals; anything else may have been
+// applied, so it is ambiguous.
+func WriteStatusCode(status int) Code {
+	switch status {
+	case http.StatusPreconditionFailed:
+		return CodePreconditionFailed
+	case http.StatusBadRequest, http.StatusForbidden, http.StatusNotFound,
+		http.StatusMethodNotAllowed, http.StatusLengthRequired,
+		http.StatusRequestEntityTooLarge:
+		return CodeRefused
+	}
+	return CodeAmbiguous
 }

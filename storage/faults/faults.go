@@ -394,15 +394,7 @@ func refusal(op Op, status int) storage.Code {
 		}
 		return storage.CodeUnavailable
 	}
-	switch status {
-	case http.StatusPreconditionFailed:
-		return storage.CodePreconditionFailed
-	case http.StatusBadRequest, http.StatusForbidden, http.StatusNotFound,
-		http.StatusMethodNotAllowed, http.StatusLengthRequired,
-		http.StatusRequestEntityTooLarge:
-		return storage.CodeRefused
-	}
-	return storage.CodeAmbiguous
+	return storage.WriteStatusCode(status)
 }
 
 // validKey checks key as every backend does, reporting a violation as an

@@ -103,17 +103,10 @@ func classifyWrite(status int, code string) storage.Code {
 		// answers 409 before touching the file system.
 		return storage.CodeRefused
 	}
-	switch status {
-	case http.StatusPreconditionFailed:
-		return storage.CodePreconditionFailed
-	case http.StatusBadRequest, http.StatusForbidden, http.StatusNotFound,
-		http.StatusMethodNotAllowed, http.StatusLengthRequired,
-		http.StatusRequestEntityTooLarge:
-		// The server rejected the request before acting on it: bad
-		// credentials, malformed request, missing bucket, body too large.
-		return storage.CodeRefused
-	}
-	return storage.CodeAmbiguous
+	// A status that rejects the request before acting on it (bad
+	// credentials, malformed request, missing bucket, body too large) is a
+	// refusal; anything unrecognised may have been applied.
+	return storage.WriteStatusCode(status)
 }
 
 // classifyBatchEntry maps the per-key error code of a DeleteObjects answer.
