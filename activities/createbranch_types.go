@@ -3,7 +3,7 @@ package activities
 import (
 	"time"
 
-	"github.com/graftworks/graft/internal/outcome"
+	"github.com/graftworks/graft/client/outcome"
 )
 
 // PrepareCreateInput is the input of PrepareCreate.

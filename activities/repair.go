@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
-	"github.com/graftworks/graft/internal/outcome"
 )
 
 // PrepareRepairInput is the input of PrepareRepair.

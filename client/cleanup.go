@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/graftworks/graft/activities"
-	"github.com/graftworks/graft/internal/outcome"
+	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/searchattr"
 	"github.com/graftworks/graft/workflows"
 )

@@ -19,7 +19,7 @@ import (
 	sdkclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/graftworks/graft/internal/outcome"
+	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/searchattr"
 	"github.com/graftworks/graft/workflows"
 )

@@ -12,8 +12,8 @@ import (
 	"go.temporal.io/api/serviceerror"
 	sdkclient "go.temporal.io/sdk/client"
 
+	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
-	"github.com/graftworks/graft/internal/outcome"
 	"github.com/graftworks/graft/workflows"
 )
 

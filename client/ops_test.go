@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/catalog/catalogtest"
-	"github.com/graftworks/graft/internal/outcome"
 )
 
 func TestOps_BadFilters_AreInvalid(t *testing.T) {

@@ -6,8 +6,8 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
+	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/format"
-	"github.com/graftworks/graft/internal/outcome"
 	"github.com/graftworks/graft/workflows"
 )
 

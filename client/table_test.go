@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/format"
-	"github.com/graftworks/graft/internal/outcome"
 	"github.com/graftworks/graft/storage"
 )
 

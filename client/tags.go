@@ -8,9 +8,9 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
+	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
-	"github.com/graftworks/graft/internal/outcome"
 	"github.com/graftworks/graft/workflows"
 )
 

@@ -11,8 +11,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/graftworks/graft/activities"
+	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/format"
-	"github.com/graftworks/graft/internal/outcome"
 	"github.com/graftworks/graft/internal/searchattr"
 )
 

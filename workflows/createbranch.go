@@ -8,7 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/graftworks/graft/activities"
-	"github.com/graftworks/graft/internal/outcome"
+	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/searchattr"
 )
 
@@ -23,7 +23,7 @@ const (
 // Step options, at the top where a reader looks for them. Every step of a
 // create is short and idempotent, so each runs as a local activity: recorded in
 // history like any activity, retried by the worker running the workflow, and
-// free of the matching round trip an ordinary activity costs (DESIGN §8).
+// free of the matching round trip an ordinary activity costs (docs/benchmarks.md).
 var (
 	// Steps before any storage effect: a step that keeps failing (storage or
 	// Postgres down) ends the create with nothing written.
@@ -33,7 +33,7 @@ var (
 	effectOptions = afterEffect
 )
 
-// Timing of the decision after an ambiguous ref put (DESIGN §5).
+// Timing of the decision after an ambiguous ref put (docs/workflows.md).
 var (
 	// RereadPauses are the pauses before each read-back of a ref whose put
 	// answered ambiguously.

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
-	"github.com/graftworks/graft/internal/outcome"
 	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/workflows"

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/graftworks/graft/activities"
+	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
-	"github.com/graftworks/graft/internal/outcome"
 	"github.com/graftworks/graft/workflows"
 )
 

@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
-	"github.com/graftworks/graft/internal/outcome"
 	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/workflows"

@@ -12,10 +12,10 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
-	"github.com/graftworks/graft/internal/outcome"
 	"github.com/graftworks/graft/internal/testenv"
 	"github.com/graftworks/graft/internal/tools"
 	"github.com/graftworks/graft/storage/faults"

@@ -8,8 +8,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/graftworks/graft/activities"
+	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
-	"github.com/graftworks/graft/internal/outcome"
 	"github.com/graftworks/graft/internal/searchattr"
 )
 
@@ -29,7 +29,7 @@ const (
 // the top where a reader looks for them. Every step is short and
 // idempotent, so each is a local activity — recorded in history, retried
 // by the worker running the workflow, and free of the matching round trip
-// an ordinary activity costs (DESIGN §8). A worker that dies after a put
+// an ordinary activity costs (docs/benchmarks.md). A worker that dies after a put
 // landed but before its workflow task completed replays the steps: the
 // plan then finds the operation's own commit at the head (committed) or,
 // if another commit was appended on top meanwhile, finds nothing left to

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/graftworks/graft/activities"
+	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/graph"
-	"github.com/graftworks/graft/internal/outcome"
 	"github.com/graftworks/graft/workflows"
 )
 

@@ -6,8 +6,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/graftworks/graft/activities"
+	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
-	"github.com/graftworks/graft/internal/outcome"
 )
 
 // RestoreName is the registered name of Restore. Stable.

@@ -7,8 +7,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/graftworks/graft/activities"
+	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
-	"github.com/graftworks/graft/internal/outcome"
 )
 
 // Registered names of the tag workflows. Stable.

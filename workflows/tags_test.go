@@ -5,9 +5,9 @@ import (
 	"testing"
 
 	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
-	"github.com/graftworks/graft/internal/outcome"
 	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/workflows"
 )

@@ -20,9 +20,9 @@ import (
 
 	"github.com/graftworks/graft/activities"
 	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog/catalogtest"
 	"github.com/graftworks/graft/internal/graph"
-	"github.com/graftworks/graft/internal/outcome"
 	"github.com/graftworks/graft/internal/testenv"
 	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/storage/localfs"

@@ -10,7 +10,7 @@
 //     rules, so the request counts reported are the requests the store
 //     received, counted by the same wrapper on every backend.
 //   - Head discovery costs a fixed number of requests whatever the history
-//     length (DESIGN §3, format v1). The benchmarks only report the figures;
+//     length (docs/format.md). The benchmarks only report the figures;
 //     TestHeadDiscovery_SameRequestsAtDepth0And64 is the guarantee, run in the
 //     ordinary test suite on both backends, and it checks the counts below.
 package bench

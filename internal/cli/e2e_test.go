@@ -21,9 +21,9 @@ import (
 	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog/catalogtest"
 	"github.com/graftworks/graft/internal/devstack"
-	"github.com/graftworks/graft/internal/outcome"
 	"github.com/graftworks/graft/internal/tools"
 	"github.com/graftworks/graft/workflows"
 )

@@ -7,8 +7,8 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 
+	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
-	"github.com/graftworks/graft/internal/outcome"
 	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/workflows"
 )

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/catalog/catalogtest"
 	"github.com/graftworks/graft/internal/devstack"
-	"github.com/graftworks/graft/internal/outcome"
 	"github.com/graftworks/graft/internal/testenv"
 	"github.com/graftworks/graft/storage"
 )

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graftworks/graft/internal/outcome"
+	"github.com/graftworks/graft/client/outcome"
 )
 
 // runOffline runs graft through Execute with Temporal at an address where

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/graftworks/graft/client"
-	"github.com/graftworks/graft/internal/outcome"
+	"github.com/graftworks/graft/client/outcome"
 )
 
 func (a *app) graphCommand() *cobra.Command {

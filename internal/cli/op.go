@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
-	"github.com/graftworks/graft/internal/outcome"
 )
 
 func (a *app) opCommand() *cobra.Command {

@@ -37,7 +37,7 @@ type Temporal struct {
 }
 
 // DynamicConfig is what graft asks of the dev server: eager workflow start and
-// eager activity execution avoid a matching round trip per task (DESIGN §8).
+// eager activity execution avoid a matching round trip per task (docs/benchmarks.md).
 var DynamicConfig = []string{
 	"system.enableEagerWorkflowStart=true",
 	"system.enableActivityEagerExecution=true",

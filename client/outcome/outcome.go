@@ -1,5 +1,5 @@
 // Package outcome is graft's one vocabulary for how an operation ended, shared
-// by workflows, the ledger, the Go client and the CLI (DESIGN §6). Each outcome
+// by workflows, the ledger, the Go client and the CLI. Each outcome
 // has a stable string (stored in the ledger, set as the GraftOutcome search
 // attribute, printed by the CLI) and a documented process exit code
 // (docs/outcomes.md).
