@@ -102,6 +102,11 @@ func (p *Process) Wait(timeout time.Duration) error {
 	select {
 	case <-p.done:
 		return p.waitErr
+	default:
+	}
+	select {
+	case <-p.done:
+		return p.waitErr
 	case <-time.After(timeout):
 		return fmt.Errorf("%s still running after %s", p.Name, timeout)
 	}
