@@ -17,7 +17,8 @@ import (
 // hold), except PUTs of keys under a faulted prefix: those it answers 503
 // without forwarding — the write did not happen, and the worker cannot know
 // that, so the put is ambiguous (storage.CodeAmbiguous), as a gateway or
-// network failure makes it.
+// network failure makes it. PUTs under a delayed prefix are held that long,
+// then forwarded.
 type s3Front struct {
 	URL    string
 	bucket string
@@ -26,6 +27,8 @@ type s3Front struct {
 	prefixes []string
 	faulted  int
 	last     time.Time
+	delays   map[string]time.Duration
+	holding  int // delayed PUTs not yet forwarded
 }
 
 func newS3Front(t testing.TB, target, bucket string) *s3Front {
@@ -37,7 +40,11 @@ func newS3Front(t testing.TB, target, bucket string) *s3Front {
 	f := &s3Front{bucket: bucket}
 	proxy := httputil.NewSingleHostReverseProxy(u)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPut && f.fault(strings.TrimPrefix(r.URL.Path, "/"+f.bucket+"/")) {
+		key := strings.TrimPrefix(r.URL.Path, "/"+f.bucket+"/")
+		if r.Method == http.MethodPut && f.delay(key) {
+			defer f.release()
+		}
+		if r.Method == http.MethodPut && f.fault(key) {
 			_, _ = io.Copy(io.Discard, r.Body)
 			w.Header().Set("Content-Type", "application/xml")
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -66,6 +73,50 @@ func (f *s3Front) fault(key string) bool {
 	return false
 }
 
+// delay holds a PUT of key if a delayed prefix matches it, reporting whether
+// it did; the caller releases it once forwarded.
+func (f *s3Front) delay(key string) bool {
+	f.mu.Lock()
+	var d time.Duration
+	for p, pd := range f.delays {
+		if strings.HasPrefix(key, p) {
+			d = pd
+		}
+	}
+	if d == 0 {
+		f.mu.Unlock()
+		return false
+	}
+	f.holding++
+	f.mu.Unlock()
+	time.Sleep(d)
+	return true
+}
+
+func (f *s3Front) release() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.holding--
+}
+
+// DelayPuts holds PUTs of keys starting with prefix for d before forwarding
+// them, until Heal.
+func (f *s3Front) DelayPuts(prefix string, d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.delays == nil {
+		f.delays = map[string]time.Duration{}
+	}
+	f.delays[prefix] = d
+}
+
+// Holding returns how many delayed PUTs are being held now.
+func (f *s3Front) Holding() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.holding
+}
+
 // FailPuts makes PUTs of keys starting with prefix ambiguous until Heal.
 func (f *s3Front) FailPuts(prefix string) {
 	f.mu.Lock()
@@ -77,7 +128,7 @@ func (f *s3Front) FailPuts(prefix string) {
 func (f *s3Front) Heal() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.prefixes = nil
+	f.prefixes, f.delays = nil, nil
 }
 
 // Faulted returns how many PUTs the front has faulted, and when the last was.

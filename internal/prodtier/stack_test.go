@@ -164,10 +164,21 @@ type stack struct {
 	env       []string
 }
 
-// newStack starts n workers. Its context ends with the test or after limit.
-func newStack(t testing.TB, n int, limit time.Duration) *stack {
+// stackOptions shape a stack.
+type stackOptions struct {
+	// Workers is how many graft-worker processes run. Required.
+	Workers int
+	// Limit bounds the stack's context. Required.
+	Limit time.Duration
+	// Direct points the workers straight at versitygw, without fault fronts
+	// (for measurements). Defaults to false.
+	Direct bool
+}
+
+// newStack starts a stack. Its context ends with the test or after o.Limit.
+func newStack(t testing.TB, o stackOptions) *stack {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	ctx, cancel := context.WithTimeout(context.Background(), o.Limit)
 	t.Cleanup(cancel)
 	srv := sharedServer(t)
 	bin := graftWorkerBinary(t)
@@ -194,6 +205,7 @@ func newStack(t testing.TB, n int, limit time.Duration) *stack {
 		env[k] = v
 	}
 	delete(env, "GRAFT_METRICS_ADDR") // the harness picks a free port
+	delete(env, "GRAFT_S3_ENDPOINT")  // each worker's own, below
 	for k, v := range env {
 		st.env = append(st.env, k+"="+v)
 	}
@@ -219,13 +231,17 @@ func newStack(t testing.TB, n int, limit time.Duration) *stack {
 	st.gc = client.New(st.tc, client.Options{TaskQueue: st.taskQueue, PollInterval: 200 * time.Millisecond})
 
 	logDir := t.TempDir()
-	for i := range n {
-		front := newS3Front(t, gw.Endpoint, bucket)
-		st.fronts = append(st.fronts, front)
+	for i := range o.Workers {
+		endpoint := gw.Endpoint
+		if !o.Direct {
+			front := newS3Front(t, gw.Endpoint, bucket)
+			st.fronts = append(st.fronts, front)
+			endpoint = front.URL
+		}
 		log := filepath.Join(logDir, fmt.Sprintf("worker-%d.log", i))
 		st.logs = append(st.logs, log)
 		w, err := devstack.StartGraftWorker(ctx, devstack.GraftWorkerOptions{
-			Binary: bin, Env: append(append([]string(nil), st.env...), "GRAFT_S3_ENDPOINT="+front.URL), LogFile: log,
+			Binary: bin, Env: append(append([]string(nil), st.env...), "GRAFT_S3_ENDPOINT="+endpoint), LogFile: log,
 		})
 		if err != nil {
 			t.Fatalf("start worker %d: %v", i, err)
@@ -394,14 +410,4 @@ func healthy(ctx context.Context, w *devstack.GraftWorker) error {
 		return errors.New(resp.Status)
 	}
 	return nil
-}
-
-// writeFile writes body to dir/name and returns the path.
-func writeFile(t testing.TB, dir, name, body string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }

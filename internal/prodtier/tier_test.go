@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -31,7 +33,7 @@ import (
 // search attributes find each of them — as on the dev server. The work is
 // shared between the workers.
 func TestProd_CreatesMergesScheduledCleanupAndVisibility(t *testing.T) {
-	st := newStack(t, 3, 10*time.Minute)
+	st := newStack(t, stackOptions{Workers: 3, Limit: 10 * time.Minute})
 	g := st.initGraph("vis")
 
 	const creates = 6
@@ -148,33 +150,38 @@ func TestProd_CreatesMergesScheduledCleanupAndVisibility(t *testing.T) {
 
 // loadResult is one operation the load started and how it ended.
 type loadResult struct {
-	kind    string
-	name    string
-	out     outcome.Outcome
-	opID    string
-	err     error
-	started time.Time
+	kind           string
+	name           string
+	out            outcome.Outcome
+	opID           string
+	err            error
+	started, ended time.Time
 }
 
-// runLoad runs creates from creators goroutines and a chain of write+merge
-// from one more, until stop is closed; it returns every operation's result.
-func runLoad(st *stack, g string, creators int, stop <-chan struct{}) []loadResult {
+// runLoad runs creates from creators goroutines and a chain of create, table
+// write and merge into main from one more, until stop is closed; it returns
+// every operation's result. dir holds the files the writes upload.
+func runLoad(st *stack, g, dir string, creators int, stop <-chan struct{}) []loadResult {
 	var mu sync.Mutex
 	var out []loadResult
 	record := func(r loadResult) {
+		r.ended = time.Now()
 		mu.Lock()
 		out = append(out, r)
 		mu.Unlock()
 	}
+	stopped := func() bool {
+		select {
+		case <-stop:
+			return true
+		default:
+			return false
+		}
+	}
 	var wg sync.WaitGroup
 	for c := range creators {
 		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			for i := 0; !stopped(); i++ {
 				name := fmt.Sprintf("load/c%d-%d", c, i)
 				r := loadResult{kind: "create", name: name, started: time.Now()}
 				ctx, cancel := context.WithTimeout(st.ctx, 3*time.Minute)
@@ -191,23 +198,26 @@ func runLoad(st *stack, g string, creators int, stop <-chan struct{}) []loadResu
 		})
 	}
 	wg.Go(func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
+		for i := 0; !stopped(); i++ {
 			branch := fmt.Sprintf("merge/m%d", i)
 			ctx, cancel := context.WithTimeout(st.ctx, 3*time.Minute)
+			began := time.Now()
 			res, err := st.gc.CreateBranch(ctx, client.CreateBranchRequest{Graph: g, Branch: branch})
-			record(loadResult{kind: "create", name: branch, out: res.Outcome, opID: res.OpID, err: err})
+			record(loadResult{kind: "create", name: branch, out: res.Outcome, opID: res.OpID, err: err, started: began})
 			if err == nil {
-				w, err := st.gc.WriteTable(ctx, st.store, client.WriteTableRequest{Graph: g, Branch: branch, Table: fmt.Sprintf("t%d", i%4),
-					Files: []string{st.tempCSV(fmt.Sprintf("%d", i))}})
-				record(loadResult{kind: "write", name: branch, out: w.Outcome, opID: w.OpID, err: err})
+				file := filepath.Join(dir, fmt.Sprintf("m%d.csv", i))
+				err = os.WriteFile(file, []byte(fmt.Sprintf("id,value\n%d,%s\n", i, randomHex(4))), 0o644)
+				began = time.Now()
+				var w workflows.WriteTableResult
 				if err == nil {
+					w, err = st.gc.WriteTable(ctx, st.store, client.WriteTableRequest{Graph: g, Branch: branch,
+						Table: fmt.Sprintf("t%d", i%4), Files: []string{file}})
+				}
+				record(loadResult{kind: "write", name: branch, out: w.Outcome, opID: w.OpID, err: err, started: began})
+				if err == nil {
+					began = time.Now()
 					m, err := st.gc.Merge(ctx, client.MergeRequest{Graph: g, Source: branch, Target: "main"})
-					record(loadResult{kind: "merge", name: branch, out: m.Outcome, opID: m.OpID, err: err})
+					record(loadResult{kind: "merge", name: branch, out: m.Outcome, opID: m.OpID, err: err, started: began})
 				}
 			}
 			cancel()
@@ -217,11 +227,15 @@ func runLoad(st *stack, g string, creators int, stop <-chan struct{}) []loadResu
 	return out
 }
 
-// tempCSV writes a one-row CSV file and returns its path.
-func (st *stack) tempCSV(value string) string {
-	st.t.Helper()
-	dir := st.t.TempDir()
-	return writeFile(st.t, dir, "part.csv", "id,value\n1,"+value+"\n")
+// spanning counts the operations running at instant at.
+func spanning(results []loadResult, at time.Time) int {
+	n := 0
+	for _, r := range results {
+		if r.started.Before(at) && r.ended.After(at) {
+			n++
+		}
+	}
+	return n
 }
 
 // checkLoad requires every operation of the load to have ended with a
@@ -254,16 +268,19 @@ func checkLoad(t *testing.T, st *stack, results []loadResult, minimum int) {
 // is started again. Every operation ends with its success outcome, in the
 // client and in the ledger, and the graph's invariants hold.
 func TestProd_RollingRestart_LosesNothing(t *testing.T) {
-	st := newStack(t, 3, 15*time.Minute)
+	st := newStack(t, stackOptions{Workers: 3, Limit: 15 * time.Minute})
 	g := st.initGraph("roll")
 
 	stop := make(chan struct{})
 	done := make(chan []loadResult)
-	go func() { done <- runLoad(st, g, 3, stop) }()
+	dir := t.TempDir()
+	go func() { done <- runLoad(st, g, dir, 3, stop) }()
 
 	time.Sleep(3 * time.Second)
+	var sigterms []time.Time
 	for i, w := range st.workers {
 		began := time.Now()
+		sigterms = append(sigterms, began)
 		if err := w.Terminate(45 * time.Second); err != nil {
 			t.Errorf("worker %d after SIGTERM: %v, want exit 0", i, err)
 		}
@@ -279,6 +296,13 @@ func TestProd_RollingRestart_LosesNothing(t *testing.T) {
 	close(stop)
 	results := <-done
 	checkLoad(t, st, results, 20)
+	for i, at := range sigterms {
+		n := spanning(results, at)
+		t.Logf("worker %d got SIGTERM with %d operations running", i, n)
+		if n == 0 {
+			t.Errorf("no operation was running when worker %d got SIGTERM", i)
+		}
+	}
 	st.checkInvariants(g)
 }
 
@@ -288,7 +312,7 @@ func TestProd_RollingRestart_LosesNothing(t *testing.T) {
 // takes the workflow over and finishes the create: created, the one branch
 // live in the store and the ledger.
 func TestProd_KillMidSettle_AnotherWorkerFinishes(t *testing.T) {
-	st := newStack(t, 3, 10*time.Minute)
+	st := newStack(t, stackOptions{Workers: 3, Limit: 10 * time.Minute})
 	g := st.initGraph("kill")
 	const branch = "doubt"
 	for _, f := range st.fronts {
@@ -390,7 +414,7 @@ func (st *stack) completedBy(id, runID string) string {
 // afterwards and finishes once the store answers; every create in flight
 // ends created; the workers reconnect by themselves.
 func TestProd_ServerRestart_RunningOperationsResume(t *testing.T) {
-	st := newStack(t, 3, 10*time.Minute)
+	st := newStack(t, stackOptions{Workers: 3, Limit: 10 * time.Minute})
 	g := st.initGraph("restart")
 	const branch = "doubt"
 	for _, f := range st.fronts {
@@ -402,15 +426,32 @@ func TestProd_ServerRestart_RunningOperationsResume(t *testing.T) {
 	}
 	st.waitSettling(doubt.WorkflowID, 1)
 
+	// The in-flight creates' ref puts are held 4s in the fronts, so every
+	// one of them is inside a step on a worker when the server stops.
+	const flights = 12
+	for _, f := range st.fronts {
+		f.DelayPuts(format.BranchRefsPrefix(g)+"flight/", 4*time.Second)
+	}
 	type started struct{ name, id, runID string }
 	var inFlight []started
-	for i := range 12 {
+	for i := range flights {
 		name := fmt.Sprintf("flight/f%d", i)
 		h, err := st.gc.StartCreateBranch(st.ctx, client.CreateBranchRequest{Graph: g, Branch: name})
 		if err != nil {
 			t.Fatalf("start %s: %v", name, err)
 		}
 		inFlight = append(inFlight, started{name, h.WorkflowID, h.RunID})
+	}
+	deadline := time.Now().Add(time.Minute)
+	for held := 0; held < flights; {
+		held = 0
+		for _, f := range st.fronts {
+			held += f.Holding()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d in-flight ref puts held after a minute", held, flights)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	began := time.Now()
 	if err := st.srv.Restart(st.ctx); err != nil {

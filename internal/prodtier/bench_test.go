@@ -1,0 +1,178 @@
+package prodtier
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/client/outcome"
+)
+
+// benchConcurrency is how many creates the benchmark keeps in flight.
+const benchConcurrency = 8
+
+// BenchmarkProdCreates measures branch creates through the engine on the
+// Temporal server with 1, 2 and 3 graft-worker processes on one task queue,
+// benchConcurrency creates in flight, b.N creates per row, each row on a
+// fresh stack (bucket, ledger schema, task queue) against the same server.
+// Workers reach versitygw directly (no fault front). Besides throughput and
+// latency it reports where the CPU went, per create, from /proc: the server,
+// the workers, versitygw, every postgres process on the machine, and this
+// process (client); and how busy the whole machine was.
+//
+//	go test -run '^$' -bench BenchmarkProdCreates -benchtime 300x ./internal/prodtier/
+func BenchmarkProdCreates(b *testing.B) {
+	for _, n := range []int{1, 2, 3} {
+		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
+			st := newStack(b, stackOptions{Workers: n, Limit: 30 * time.Minute, Direct: true})
+			g := st.initGraph("bench")
+			for i := range benchConcurrency { // warm every worker's caches and connections
+				if _, err := st.gc.CreateBranch(st.ctx, client.CreateBranchRequest{Graph: g, Branch: fmt.Sprintf("warm/w%d", i)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			before := make([]float64, n)
+			for i, w := range st.workers {
+				v, err := metric(st.ctx, w, "graft_operations_total")
+				if err != nil {
+					b.Fatal(err)
+				}
+				before[i] = v
+			}
+			cpu0 := sampleCPU()
+			lat := make([]time.Duration, b.N)
+			errs := make([]error, b.N)
+			sem := make(chan struct{}, benchConcurrency)
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			began := time.Now()
+			for i := range b.N {
+				sem <- struct{}{}
+				wg.Go(func() {
+					defer func() { <-sem }()
+					t0 := time.Now()
+					res, err := st.gc.CreateBranch(st.ctx, client.CreateBranchRequest{Graph: g, Branch: fmt.Sprintf("b/%d", i)})
+					lat[i] = time.Since(t0)
+					if err == nil && res.Outcome != outcome.Created {
+						err = fmt.Errorf("outcome %s", res.Outcome)
+					}
+					errs[i] = err
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(began)
+			b.StopTimer()
+			cpu1 := sampleCPU()
+			for i, err := range errs {
+				if err != nil {
+					b.Fatalf("create b/%d: %v", i, err)
+				}
+			}
+			var share []string
+			for i, w := range st.workers {
+				v, err := metric(st.ctx, w, "graft_operations_total")
+				if err != nil {
+					b.Fatal(err)
+				}
+				share = append(share, strconv.Itoa(int(v-before[i])))
+			}
+			slices.Sort(lat)
+			per := func(d time.Duration) float64 { return d.Seconds() * 1000 / float64(b.N) }
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "creates/s")
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(lat[(len(lat)*99-1)/100].Microseconds())/1000, "p99-ms")
+			b.ReportMetric(100*cpu1.busyFraction(cpu0), "machine-busy-%")
+			ours := time.Duration(0)
+			for _, k := range cpuGroups {
+				d := cpu1.proc[k] - cpu0.proc[k]
+				ours += d
+				b.ReportMetric(per(d), k+"-cpu-ms/create")
+			}
+			// Whatever else ran on the machine: other users' builds and tests.
+			machine := time.Duration((cpu1.busy - cpu0.busy) * float64(time.Second) / 100)
+			b.ReportMetric(per(machine-ours), "other-cpu-ms/create")
+			b.Logf("workers=%d: %d creates in %s; per worker %s; load average %s → %s",
+				n, b.N, elapsed.Round(time.Millisecond), strings.Join(share, "/"), cpu0.load, cpu1.load)
+		})
+	}
+}
+
+// cpuGroups are the processes the benchmark accounts CPU to.
+var cpuGroups = []string{"temporal-server", "graft-worker", "versitygw", "postgres", "bench"}
+
+type cpuSample struct {
+	busy, total float64                  // machine-wide USER_HZ ticks, /proc/stat
+	proc        map[string]time.Duration // CPU time by group
+	load        string
+}
+
+// busyFraction is the share of the machine's CPU time between s0 and s
+// spent outside idle and iowait.
+func (s cpuSample) busyFraction(s0 cpuSample) float64 {
+	if s.total == s0.total {
+		return 0
+	}
+	return (s.busy - s0.busy) / (s.total - s0.total)
+}
+
+// sampleCPU reads the machine's CPU counters and the CPU time of this
+// process, its children by name, and every postgres process.
+func sampleCPU() cpuSample {
+	s := cpuSample{proc: map[string]time.Duration{}}
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])[1:]
+		for i, v := range f {
+			x, _ := strconv.ParseFloat(v, 64)
+			s.total += x
+			if i != 3 && i != 4 { // idle, iowait
+				s.busy += x
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		s.load = strings.Join(strings.Fields(string(b))[:3], " ")
+	}
+	self := os.Getpid()
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		pid, _ := strconv.Atoi(filepath.Base(d))
+		b, err := os.ReadFile(filepath.Join(d, "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ... utime(14) stime(15)
+		st := string(b)
+		open, closing := strings.IndexByte(st, '('), strings.LastIndexByte(st, ')')
+		if open < 0 || closing < open {
+			continue
+		}
+		comm, rest := st[open+1:closing], strings.Fields(st[closing+1:])
+		if len(rest) < 13 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(rest[1])
+		ut, _ := strconv.ParseInt(rest[11], 10, 64)
+		stm, _ := strconv.ParseInt(rest[12], 10, 64)
+		cpu := time.Duration(ut+stm) * time.Second / 100 // USER_HZ
+		switch {
+		case pid == self:
+			s.proc["bench"] += cpu
+		case comm == "postgres":
+			s.proc["postgres"] += cpu
+		case ppid == self && strings.HasPrefix(comm, "temporal-server"):
+			s.proc["temporal-server"] += cpu
+		case ppid == self && strings.HasPrefix(comm, "graft-worker"):
+			s.proc["graft-worker"] += cpu
+		case ppid == self && comm == "versitygw":
+			s.proc["versitygw"] += cpu
+		}
+	}
+	return s
+}
