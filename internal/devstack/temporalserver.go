@@ -360,25 +360,29 @@ func mustAtoi(s string) int {
 
 // writeConfig renders config/docker.yaml and the dynamic config into Dir.
 func (s *TemporalServer) writeConfig(ctx context.Context) error {
+	rel := filepath.FromSlash(s.env["DYNAMIC_CONFIG_FILE_PATH"])
+	if filepath.IsAbs(rel) {
+		return fmt.Errorf("temporal server: DYNAMIC_CONFIG_FILE_PATH %q must be relative to Dir", rel)
+	}
 	cfg, err := RenderTemporalConfig(ctx, s.env)
 	if err != nil {
 		return err
 	}
-	dc := filepath.Join(s.o.Dir, filepath.FromSlash(s.env["DYNAMIC_CONFIG_FILE_PATH"]))
-	if !filepath.IsAbs(filepath.FromSlash(s.env["DYNAMIC_CONFIG_FILE_PATH"])) {
-		if err := os.MkdirAll(filepath.Dir(dc), 0o755); err != nil {
+	for _, f := range []struct {
+		path string
+		body []byte
+	}{
+		{filepath.Join(s.o.Dir, rel), s.o.DynamicConfig},
+		{s.ConfigFile(), cfg},
+	} {
+		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
 			return fmt.Errorf("temporal server config: %w", err)
 		}
-		if err := os.WriteFile(dc, s.o.DynamicConfig, 0o644); err != nil {
+		if err := os.WriteFile(f.path, f.body, 0o644); err != nil {
 			return fmt.Errorf("temporal server config: %w", err)
 		}
-	} else {
-		return fmt.Errorf("temporal server: DYNAMIC_CONFIG_FILE_PATH %q must be relative to Dir", s.env["DYNAMIC_CONFIG_FILE_PATH"])
 	}
-	if err := os.MkdirAll(filepath.Join(s.o.Dir, "config"), 0o755); err != nil {
-		return fmt.Errorf("temporal server config: %w", err)
-	}
-	return os.WriteFile(filepath.Join(s.o.Dir, "config", "docker.yaml"), cfg, 0o644)
+	return nil
 }
 
 // ConfigFile returns the path of the rendered server configuration.
