@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,8 +25,9 @@ const benchConcurrency = 8
 // fresh stack (bucket, ledger schema, task queue) against the same server.
 // Workers reach versitygw directly (no fault front). Besides throughput and
 // latency it reports where the CPU went, per create, from /proc: the server,
-// the workers, versitygw, every postgres process on the machine, and this
-// process (client); and how busy the whole machine was.
+// the workers, versitygw, the postgres backends serving them, this process
+// (the client), and everything else on the machine; and how busy the
+// machine was.
 //
 //	go test -run '^$' -bench BenchmarkProdCreates -benchtime 300x ./internal/prodtier/
 func BenchmarkProdCreates(b *testing.B) {
@@ -71,6 +73,7 @@ func BenchmarkProdCreates(b *testing.B) {
 			elapsed := time.Since(began)
 			b.StopTimer()
 			cpu1 := sampleCPU()
+			used := cpu1.since(cpu0)
 			for i, err := range errs {
 				if err != nil {
 					b.Fatalf("create b/%d: %v", i, err)
@@ -92,7 +95,7 @@ func BenchmarkProdCreates(b *testing.B) {
 			b.ReportMetric(100*cpu1.busyFraction(cpu0), "machine-busy-%")
 			ours := time.Duration(0)
 			for _, k := range cpuGroups {
-				d := cpu1.proc[k] - cpu0.proc[k]
+				d := used[k]
 				ours += d
 				b.ReportMetric(per(d), k+"-cpu-ms/create")
 			}
@@ -134,9 +137,14 @@ func warmUp(b *testing.B) {
 var cpuGroups = []string{"temporal-server", "graft-worker", "versitygw", "postgres", "bench"}
 
 type cpuSample struct {
-	busy, total float64                  // machine-wide USER_HZ ticks, /proc/stat
-	proc        map[string]time.Duration // CPU time by group
+	busy, total float64 // machine-wide USER_HZ ticks, /proc/stat
+	procs       map[int]procCPU
 	load        string
+}
+
+type procCPU struct {
+	group string
+	cpu   time.Duration
 }
 
 // busyFraction is the share of the machine's CPU time between s0 and s
@@ -148,10 +156,22 @@ func (s cpuSample) busyFraction(s0 cpuSample) float64 {
 	return (s.busy - s0.busy) / (s.total - s0.total)
 }
 
+// since returns each group's CPU time between s0 and s: per process, so a
+// process that started in between counts whole and one that ended is lost.
+func (s cpuSample) since(s0 cpuSample) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for pid, p := range s.procs {
+		out[p.group] += p.cpu - s0.procs[pid].cpu
+	}
+	return out
+}
+
 // sampleCPU reads the machine's CPU counters and the CPU time of this
-// process, its children by name, and every postgres process.
+// process ("bench": the client), of its children by name (the server, the
+// workers, versitygw), and of the postgres backends serving their
+// connections — not other users' on the same Postgres.
 func sampleCPU() cpuSample {
-	s := cpuSample{proc: map[string]time.Duration{}}
+	s := cpuSample{procs: map[int]procCPU{}}
 	if b, err := os.ReadFile("/proc/stat"); err == nil {
 		f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])[1:]
 		for i, v := range f {
@@ -166,6 +186,12 @@ func sampleCPU() cpuSample {
 		s.load = strings.Join(strings.Fields(string(b))[:3], " ")
 	}
 	self := os.Getpid()
+	type proc struct {
+		pid, ppid int
+		comm      string
+		cpu       time.Duration
+	}
+	var all []proc
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, d := range dirs {
 		pid, _ := strconv.Atoi(filepath.Base(d))
@@ -179,26 +205,81 @@ func sampleCPU() cpuSample {
 		if open < 0 || closing < open {
 			continue
 		}
-		comm, rest := st[open+1:closing], strings.Fields(st[closing+1:])
+		rest := strings.Fields(st[closing+1:])
 		if len(rest) < 13 {
 			continue
 		}
 		ppid, _ := strconv.Atoi(rest[1])
 		ut, _ := strconv.ParseInt(rest[11], 10, 64)
 		stm, _ := strconv.ParseInt(rest[12], 10, 64)
-		cpu := time.Duration(ut+stm) * time.Second / 100 // USER_HZ
+		all = append(all, proc{pid, ppid, st[open+1 : closing], time.Duration(ut+stm) * time.Second / 100}) // USER_HZ
+	}
+	ours := map[int]bool{}
+	for _, p := range all {
+		group := ""
 		switch {
-		case pid == self:
-			s.proc["bench"] += cpu
-		case comm == "postgres":
-			s.proc["postgres"] += cpu
-		case ppid == self && strings.HasPrefix(comm, "temporal-server"):
-			s.proc["temporal-server"] += cpu
-		case ppid == self && strings.HasPrefix(comm, "graft-worker"):
-			s.proc["graft-worker"] += cpu
-		case ppid == self && comm == "versitygw":
-			s.proc["versitygw"] += cpu
+		case p.pid == self:
+			group = "bench"
+		case p.ppid == self && strings.HasPrefix(p.comm, "temporal-server"):
+			group = "temporal-server"
+		case p.ppid == self && strings.HasPrefix(p.comm, "graft-worker"):
+			group = "graft-worker"
+		case p.ppid == self && p.comm == "versitygw":
+			group = "versitygw"
+		}
+		if group != "" {
+			s.procs[p.pid] = procCPU{group, p.cpu}
+			ours[p.pid] = true
+		}
+	}
+	// A backend's title is "postgres: user db 127.0.0.1(PORT) state", PORT
+	// the client's: ours when one of our processes holds that port.
+	ports := clientPorts(ours)
+	backend := regexp.MustCompile(`\((\d+)\)`)
+	for _, p := range all {
+		if p.comm != "postgres" {
+			continue
+		}
+		title, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.pid))
+		if err != nil {
+			continue
+		}
+		if m := backend.FindSubmatch(title); m != nil {
+			if port, _ := strconv.Atoi(string(m[1])); ports[port] {
+				s.procs[p.pid] = procCPU{"postgres", p.cpu}
+			}
 		}
 	}
 	return s
+}
+
+// clientPorts returns the local ports of the TCP connections to port 5432
+// held by the given processes.
+func clientPorts(pids map[int]bool) map[int]bool {
+	inodes := map[string]bool{}
+	for pid := range pids {
+		fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
+		for _, fd := range fds {
+			if l, err := os.Readlink(fd); err == nil && strings.HasPrefix(l, "socket:[") {
+				inodes[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
+			}
+		}
+	}
+	ports := map[int]bool{}
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 10 || !inodes[f[9]] || !strings.HasSuffix(f[2], ":1538") { // remote port 5432
+				continue
+			}
+			if p, err := strconv.ParseInt(f[1][strings.LastIndexByte(f[1], ':')+1:], 16, 32); err == nil {
+				ports[int(p)] = true
+			}
+		}
+	}
+	return ports
 }
