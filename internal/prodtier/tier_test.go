@@ -279,6 +279,10 @@ func TestProd_RollingRestart_LosesNothing(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	var sigterms []time.Time
 	for i, w := range st.workers {
+		// The worker about to stop has been doing the load's work.
+		if n, err := metric(st.ctx, w, "graft_operations_total"); err != nil || n == 0 {
+			t.Errorf("worker %d before SIGTERM: %v operations finished (%v), want some", i, n, err)
+		}
 		began := time.Now()
 		sigterms = append(sigterms, began)
 		if err := w.Terminate(45 * time.Second); err != nil {
