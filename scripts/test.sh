@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # graft's whole test suite, as CI runs it: build, vet, gofmt, the pinned tools
-# (built once into .bin/), every test against the real servers (versitygw and
-# the Temporal dev server are started by the tests themselves; Postgres from
+# (built once into .bin/), every test against the real servers (versitygw, the
+# Temporal dev server and, for internal/prodtier, the Temporal server and
+# graft-worker processes are started by the tests themselves; Postgres from
 # DATABASE_URL or 127.0.0.1:5432), then each fuzz target briefly.
 #
 #   FUZZTIME=5s   how long each fuzz target runs (0 skips fuzzing)

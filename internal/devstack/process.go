@@ -1,8 +1,10 @@
 // Package devstack starts and stops the servers graft runs beside it on a
 // developer machine and in tests: the Temporal CLI's dev server and the
-// versitygw S3 server, each a separate process built by internal/tools, bound
-// to 127.0.0.1 on free ports. Every Start has a Stop that ends the whole
-// process group, so nothing outlives the test or the dev session that began it.
+// versitygw S3 server; for the production-shape tier, the Temporal server on
+// Postgres and graft-worker processes. Each is a separate process (the
+// servers built by internal/tools), bound to 127.0.0.1 on free ports. Every
+// Start has a Stop that ends the whole process group, so nothing outlives the
+// test or the dev session that began it.
 package devstack
 
 import (
@@ -30,11 +32,13 @@ type Process struct {
 	waitErr  error
 }
 
-// startProcess runs path with args and env in its own process group. Output
-// goes to logFile when set, else to an in-memory buffer reported on failure.
-func startProcess(name, path string, args, env []string, logFile string) (*Process, error) {
+// startProcess runs path with args and env in its own process group, in dir
+// ("" for the current directory). Output goes to logFile when set, else to an
+// in-memory buffer reported on failure.
+func startProcess(name, path string, args, env []string, logFile, dir string) (*Process, error) {
 	cmd := exec.Command(path, args...)
 	cmd.Env = append(os.Environ(), env...)
+	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	p := &Process{Name: name, cmd: cmd, done: make(chan struct{}), log: &lockedBuffer{}}
 	if logFile != "" {
@@ -84,6 +88,34 @@ func (p *Process) Stop(grace time.Duration) error {
 	})
 	return nil
 }
+
+// Kill ends the process group at once with SIGKILL, as a crash or an OOM
+// kill would, and waits for the process to be gone.
+func (p *Process) Kill() {
+	p.stopOnce.Do(func() {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	})
+}
+
+// Wait waits for the process to end, up to timeout, and returns how it
+// ended (nil for exit status 0).
+func (p *Process) Wait(timeout time.Duration) error {
+	select {
+	case <-p.done:
+		return p.waitErr
+	default:
+	}
+	select {
+	case <-p.done:
+		return p.waitErr
+	case <-time.After(timeout):
+		return fmt.Errorf("%s still running after %s", p.Name, timeout)
+	}
+}
+
+// Pid returns the process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // waitReady polls probe until it succeeds, the process exits, or timeout.
 func (p *Process) waitReady(ctx context.Context, timeout time.Duration, probe func(context.Context) error) error {

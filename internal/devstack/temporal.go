@@ -92,7 +92,7 @@ func StartTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 		for _, dc := range DynamicConfig {
 			args = append(args, "--dynamic-config-value", dc)
 		}
-		p, err := startProcess("temporal", bin, args, nil, o.LogFile)
+		p, err := startProcess("temporal", bin, args, nil, o.LogFile, "")
 		if err != nil {
 			return nil, err
 		}

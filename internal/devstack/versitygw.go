@@ -59,7 +59,7 @@ func StartVersityGW(ctx context.Context, o VersityOptions) (*VersityGW, error) {
 		p, err := startProcess("versitygw", bin,
 			[]string{"--port", hostPort(port), "posix", o.Dir},
 			[]string{"ROOT_ACCESS_KEY=" + o.AccessKey, "ROOT_SECRET_KEY=" + o.SecretKey},
-			o.LogFile)
+			o.LogFile, "")
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,509 @@
+package devstack
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	mrand "math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/graftworks/graft/internal/searchattr"
+	"github.com/graftworks/graft/internal/tools"
+)
+
+// TemporalServerOptions configure a Temporal server — the production server
+// (tools.TemporalServer), not the CLI's dev server — persisting to Postgres,
+// with SQL visibility in a second database. Its configuration is rendered
+// from the server's own docker/config_template.yaml, the template the
+// temporalio/auto-setup image renders, from Env: the same environment
+// docker-compose.yml gives that image, with the addresses replaced (see
+// TemplateOverrides).
+type TemporalServerOptions struct {
+	// Dir holds the rendered configuration and is the server's working
+	// directory, as /etc/temporal is the image's. Required.
+	Dir string
+	// PostgresAddr is host:port of the Postgres server. Defaults to 127.0.0.1:5432.
+	PostgresAddr string
+	// PostgresUser and PostgresPassword log in to it. Default to "postgres" and "".
+	PostgresUser, PostgresPassword string
+	// Database and VisibilityDatabase hold the server's state and its
+	// visibility records; CreateTemporalDatabases makes them. Required.
+	Database, VisibilityDatabase string
+	// Env is the environment the config template is rendered with. Defaults
+	// to DB=postgres12; DB must name a Postgres plugin.
+	Env map[string]string
+	// DynamicConfig is the content of the dynamic config file, written where
+	// Env's DYNAMIC_CONFIG_FILE_PATH points (relative to Dir). Defaults to
+	// DynamicConfigYAML(); with no DYNAMIC_CONFIG_FILE_PATH in Env it goes
+	// to config/dynamicconfig/graft.yaml.
+	DynamicConfig []byte
+	// Namespace is registered at start, with graft's search attributes.
+	// Defaults to "default".
+	Namespace string
+	// Retention of the namespace's closed workflows. Defaults to 24h
+	// (auto-setup's DEFAULT_NAMESPACE_RETENTION).
+	Retention time.Duration
+	// Port is the frontend's gRPC port at 127.0.0.1. Defaults to a free port.
+	Port int
+	// LogLevel of the server's log. Defaults to "warn".
+	LogLevel string
+	// LogFile receives the server's output. Defaults to an in-memory buffer.
+	LogFile string
+}
+
+// TemplateOverrides are the keys of Env the harness sets itself: where
+// Postgres is, the database names, the addresses and ports every service
+// binds on 127.0.0.1, and the log level. Everything else comes from Env.
+var TemplateOverrides = []string{
+	"POSTGRES_SEEDS", "DB_PORT", "POSTGRES_USER", "POSTGRES_PWD", "DBNAME", "VISIBILITY_DBNAME",
+	"BIND_ON_IP", "TEMPORAL_BROADCAST_ADDRESS", "LOG_LEVEL",
+	"FRONTEND_GRPC_PORT", "FRONTEND_HTTP_PORT", "FRONTEND_MEMBERSHIP_PORT",
+	"MATCHING_GRPC_PORT", "MATCHING_MEMBERSHIP_PORT", "HISTORY_GRPC_PORT", "HISTORY_MEMBERSHIP_PORT",
+	"WORKER_GRPC_PORT", "WORKER_MEMBERSHIP_PORT",
+}
+
+// portKeys are the template's port variables, in TemplateOverrides.
+var portKeys = []string{
+	"FRONTEND_GRPC_PORT", "FRONTEND_HTTP_PORT", "FRONTEND_MEMBERSHIP_PORT",
+	"MATCHING_GRPC_PORT", "MATCHING_MEMBERSHIP_PORT", "HISTORY_GRPC_PORT", "HISTORY_MEMBERSHIP_PORT",
+	"WORKER_GRPC_PORT", "WORKER_MEMBERSHIP_PORT",
+}
+
+// DefaultDynamicConfigPath is where the dynamic config goes when Env names none.
+const DefaultDynamicConfigPath = "config/dynamicconfig/graft.yaml"
+
+// DynamicConfigYAML renders DynamicConfig as the server's dynamic config
+// file, the form docker-compose.yml mounts.
+func DynamicConfigYAML() []byte {
+	var b bytes.Buffer
+	for _, kv := range DynamicConfig {
+		k, v, _ := strings.Cut(kv, "=")
+		fmt.Fprintf(&b, "%s:\n  - value: %s\n", k, v)
+	}
+	return b.Bytes()
+}
+
+// TemporalServer is a running Temporal server.
+type TemporalServer struct {
+	*Process
+	HostPort  string
+	Namespace string
+	o         TemporalServerOptions // resolved: ports fixed, so a restart binds the same ones
+	env       map[string]string
+}
+
+func (o *TemporalServerOptions) defaults() error {
+	if o.Dir == "" || o.Database == "" || o.VisibilityDatabase == "" {
+		return errors.New("temporal server: Dir, Database and VisibilityDatabase are required")
+	}
+	if o.PostgresAddr == "" {
+		o.PostgresAddr = "127.0.0.1:5432"
+	}
+	if o.PostgresUser == "" {
+		o.PostgresUser = "postgres"
+	}
+	if o.Namespace == "" {
+		o.Namespace = "default"
+	}
+	if o.Retention == 0 {
+		o.Retention = 24 * time.Hour
+	}
+	if o.LogLevel == "" {
+		o.LogLevel = "warn"
+	}
+	if o.DynamicConfig == nil {
+		o.DynamicConfig = DynamicConfigYAML()
+	}
+	return nil
+}
+
+// sqlToolArgs are the temporal-sql-tool flags that reach database db.
+func (o TemporalServerOptions) sqlToolArgs(db string) ([]string, error) {
+	host, port, err := net.SplitHostPort(o.PostgresAddr)
+	if err != nil {
+		return nil, fmt.Errorf("temporal server: PostgresAddr %q: %w", o.PostgresAddr, err)
+	}
+	plugin := "postgres12"
+	if p := o.Env["DB"]; p != "" {
+		plugin = p
+	}
+	args := []string{"--plugin", plugin, "--endpoint", host, "--port", port, "--user", o.PostgresUser, "--database", db}
+	if o.PostgresPassword != "" {
+		args = append(args, "--password", o.PostgresPassword)
+	}
+	return args, nil
+}
+
+// Embedded schemas of the pinned server, the ones auto-setup applies for postgres12.
+const (
+	temporalSchema   = "postgresql/v12/temporal"
+	visibilitySchema = "postgresql/v12/visibility"
+)
+
+// CreateTemporalDatabases creates o's two databases and brings their schemas
+// to the pinned server's version with temporal-sql-tool, the steps
+// auto-setup takes: create-database, setup-schema -v 0.0, update-schema.
+func CreateTemporalDatabases(ctx context.Context, o TemporalServerOptions) error {
+	if err := o.defaults(); err != nil {
+		return err
+	}
+	bin, err := tools.TemporalSQLTool.Ensure(ctx)
+	if err != nil {
+		return err
+	}
+	for _, d := range []struct{ db, schema string }{{o.Database, temporalSchema}, {o.VisibilityDatabase, visibilitySchema}} {
+		conn, err := o.sqlToolArgs(d.db)
+		if err != nil {
+			return err
+		}
+		for _, step := range [][]string{
+			{"create-database"},
+			{"setup-schema", "--version", "0.0"},
+			{"update-schema", "--schema-name", d.schema},
+		} {
+			if err := runSQLTool(ctx, bin, append(conn, step...)); err != nil {
+				return fmt.Errorf("temporal schema of %s: %w", d.db, err)
+			}
+		}
+	}
+	return nil
+}
+
+// DropTemporalDatabases drops o's two databases with temporal-sql-tool. A
+// server using them must have stopped.
+func DropTemporalDatabases(ctx context.Context, o TemporalServerOptions) error {
+	if err := o.defaults(); err != nil {
+		return err
+	}
+	bin, err := tools.TemporalSQLTool.Ensure(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, db := range []string{o.Database, o.VisibilityDatabase} {
+		conn, err := o.sqlToolArgs(db)
+		if err != nil {
+			return err
+		}
+		if err := runSQLTool(ctx, bin, append(conn, "drop-database", "--force")); err != nil {
+			errs = append(errs, fmt.Errorf("drop %s: %w", db, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func runSQLTool(ctx context.Context, bin string, args []string) error {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("temporal-sql-tool %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	// The tool logs an error and still exits 0 in some versions; trust neither alone.
+	if bytes.Contains(out, []byte(`"level":"error"`)) || bytes.Contains(out, []byte(`"level":"fatal"`)) {
+		return fmt.Errorf("temporal-sql-tool %s reported an error:\n%s", strings.Join(args, " "), out)
+	}
+	return nil
+}
+
+// RenderTemporalConfig renders the pinned server's docker/config_template.yaml
+// with env, as the image's entrypoint renders it (dockerize's template
+// functions: default, lower, split, trim).
+func RenderTemporalConfig(ctx context.Context, env map[string]string) ([]byte, error) {
+	if _, err := tools.TemporalServer.Ensure(ctx); err != nil {
+		return nil, err
+	}
+	path, err := tools.TemporalServer.File("docker/config_template.yaml")
+	if err != nil {
+		return nil, err
+	}
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("temporal server config template: %w", err)
+	}
+	tpl, err := template.New("config_template.yaml").Funcs(dockerizeFuncs).Parse(string(src))
+	if err != nil {
+		return nil, fmt.Errorf("temporal server config template: %w", err)
+	}
+	var out bytes.Buffer
+	if err := tpl.Execute(&out, struct{ Env map[string]string }{env}); err != nil {
+		return nil, fmt.Errorf("render temporal server config: %w", err)
+	}
+	return out.Bytes(), nil
+}
+
+// dockerizeFuncs are the functions of the template language the image's
+// config template is written in (github.com/jwilder/dockerize).
+var dockerizeFuncs = template.FuncMap{
+	// default returns its first argument unless it is empty, else the second.
+	"default": func(args ...any) (string, error) {
+		switch len(args) {
+		case 1:
+			return fmt.Sprint(args[0]), nil
+		case 2:
+			if s := fmt.Sprint(args[0]); args[0] != nil && s != "" {
+				return s, nil
+			}
+			return fmt.Sprint(args[1]), nil
+		}
+		return "", fmt.Errorf("default: want 1 or 2 arguments, got %d", len(args))
+	},
+	"lower": strings.ToLower,
+	"split": strings.Split,
+	"trim":  strings.TrimSpace,
+}
+
+// StartTemporalServer renders the server's configuration into o.Dir, starts
+// the server, registers o.Namespace and graft's search attributes, and waits
+// until the frontend accepts queries on them. The databases must exist
+// (CreateTemporalDatabases).
+func StartTemporalServer(ctx context.Context, o TemporalServerOptions) (*TemporalServer, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	switch o.Env["DB"] {
+	case "", "postgres12", "postgres12_pgx":
+	default:
+		return nil, fmt.Errorf("temporal server: DB=%q; the harness runs Postgres only", o.Env["DB"])
+	}
+	host, port, err := net.SplitHostPort(o.PostgresAddr)
+	if err != nil {
+		return nil, fmt.Errorf("temporal server: PostgresAddr %q: %w", o.PostgresAddr, err)
+	}
+	env := maps.Clone(o.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	if env["DB"] == "" {
+		env["DB"] = "postgres12"
+	}
+	if env["DYNAMIC_CONFIG_FILE_PATH"] == "" {
+		env["DYNAMIC_CONFIG_FILE_PATH"] = DefaultDynamicConfigPath
+	}
+	maps.Copy(env, map[string]string{
+		"POSTGRES_SEEDS": host, "DB_PORT": port, "POSTGRES_USER": o.PostgresUser, "POSTGRES_PWD": o.PostgresPassword,
+		"DBNAME": o.Database, "VISIBILITY_DBNAME": o.VisibilityDatabase,
+		"BIND_ON_IP": "127.0.0.1", "TEMPORAL_BROADCAST_ADDRESS": "127.0.0.1", "LOG_LEVEL": o.LogLevel,
+	})
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ { // a free port can be taken between probe and bind
+		for _, k := range portKeys {
+			free := FreePort
+			if strings.HasSuffix(k, "_MEMBERSHIP_PORT") {
+				free = freeMembershipPort
+			}
+			p, err := free()
+			if err != nil {
+				return nil, fmt.Errorf("start temporal server: %w", err)
+			}
+			env[k] = strconv.Itoa(p)
+		}
+		if o.Port != 0 {
+			env["FRONTEND_GRPC_PORT"] = strconv.Itoa(o.Port)
+		}
+		s := &TemporalServer{HostPort: hostPort(mustAtoi(env["FRONTEND_GRPC_PORT"])), Namespace: o.Namespace, o: o, env: env}
+		if err := s.writeConfig(ctx); err != nil {
+			return nil, err
+		}
+		if lastErr = s.start(ctx); lastErr == nil {
+			if lastErr = s.registerNamespace(ctx); lastErr == nil {
+				return s, nil
+			}
+			s.Stop(30 * time.Second)
+			return nil, lastErr // the server ran: not a port clash
+		}
+		if o.Port != 0 {
+			break
+		}
+	}
+	return nil, lastErr
+}
+
+// freeMembershipPort finds a free TCP port on 127.0.0.1 below 32768: the
+// server records membership ports in a smallint column, and the kernel's
+// ephemeral ports (FreePort) lie above it.
+func freeMembershipPort() (int, error) {
+	for range 100 {
+		p := 20000 + mrand.IntN(32768-20000)
+		l, err := net.Listen("tcp", hostPort(p))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return p, nil
+	}
+	return 0, errors.New("no free port between 20000 and 32767")
+}
+
+func mustAtoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+// writeConfig renders config/docker.yaml and the dynamic config into Dir.
+func (s *TemporalServer) writeConfig(ctx context.Context) error {
+	rel := filepath.FromSlash(s.env["DYNAMIC_CONFIG_FILE_PATH"])
+	if filepath.IsAbs(rel) {
+		return fmt.Errorf("temporal server: DYNAMIC_CONFIG_FILE_PATH %q must be relative to Dir", rel)
+	}
+	cfg, err := RenderTemporalConfig(ctx, s.env)
+	if err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		path string
+		body []byte
+	}{
+		{filepath.Join(s.o.Dir, rel), s.o.DynamicConfig},
+		{s.ConfigFile(), cfg},
+	} {
+		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
+			return fmt.Errorf("temporal server config: %w", err)
+		}
+		if err := os.WriteFile(f.path, f.body, 0o644); err != nil {
+			return fmt.Errorf("temporal server config: %w", err)
+		}
+	}
+	return nil
+}
+
+// ConfigFile returns the path of the rendered server configuration.
+func (s *TemporalServer) ConfigFile() string { return filepath.Join(s.o.Dir, "config", "docker.yaml") }
+
+// start runs the server as the image does (`temporal-server --env docker
+// start` in its config directory's parent) and waits for the frontend.
+func (s *TemporalServer) start(ctx context.Context) error {
+	bin, err := tools.TemporalServer.Ensure(ctx)
+	if err != nil {
+		return err
+	}
+	p, err := startProcess("temporal-server", bin, []string{"--root", s.o.Dir, "--config", "config", "--env", "docker", "start"},
+		nil, s.o.LogFile, s.o.Dir)
+	if err != nil {
+		return err
+	}
+	err = p.waitReady(ctx, 2*time.Minute, func(ctx context.Context) error {
+		c, err := client.DialContext(ctx, client.Options{HostPort: s.HostPort, Namespace: "temporal-system", Logger: quietLogger{}})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.WorkflowService().GetSystemInfo(ctx, &workflowservice.GetSystemInfoRequest{})
+		return err
+	})
+	if err != nil {
+		p.Stop(30 * time.Second)
+		return err
+	}
+	s.Process = p
+	return nil
+}
+
+// registerNamespace registers the namespace and graft's search attributes
+// (each only if missing, so a restarted server keeps what it had), then waits
+// until a visibility query on them is accepted.
+func (s *TemporalServer) registerNamespace(ctx context.Context) error {
+	c, err := client.DialContext(ctx, client.Options{HostPort: s.HostPort, Namespace: s.Namespace, Logger: quietLogger{}})
+	if err != nil {
+		return fmt.Errorf("temporal server %s: %w", s.HostPort, err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	retry := func(what string, fn func() error) error {
+		var last error
+		for {
+			if last = fn(); last == nil {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("temporal server %s: %s: %w\n%s", s.HostPort, what, last, s.Output())
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}
+	err = retry("register namespace "+s.Namespace, func() error {
+		_, err := c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+			Namespace:                        s.Namespace,
+			Description:                      "graft",
+			WorkflowExecutionRetentionPeriod: durationpb.New(s.o.Retention),
+		})
+		var exists *serviceerror.NamespaceAlreadyExists
+		if errors.As(err, &exists) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	err = retry("register graft's search attributes", func() error {
+		have, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: s.Namespace})
+		if err != nil {
+			return err
+		}
+		missing := map[string]enumspb.IndexedValueType{}
+		for _, sa := range searchattr.All {
+			if _, ok := have.GetCustomAttributes()[sa.Name]; !ok {
+				missing[sa.Name] = enumspb.IndexedValueType(enumspb.IndexedValueType_value["INDEXED_VALUE_TYPE_"+strings.ToUpper(sa.Type)])
+			}
+		}
+		if len(missing) == 0 {
+			return nil
+		}
+		_, err = c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+			Namespace: s.Namespace, SearchAttributes: missing,
+		})
+		if err != nil {
+			return err
+		}
+		return errors.New("added; checking again")
+	})
+	if err != nil {
+		return err
+	}
+	// The frontend learns of a namespace and its attributes on its cache's
+	// next refresh; a query naming every attribute proves it has.
+	var q []string
+	for _, sa := range searchattr.All {
+		q = append(q, fmt.Sprintf("%s = 'probe'", sa.Name))
+	}
+	return retry("query graft's search attributes", func() error {
+		_, err := c.WorkflowService().ListWorkflowExecutions(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: s.Namespace, Query: strings.Join(q, " AND "), PageSize: 1,
+		})
+		return err
+	})
+}
+
+// Restart stops the server gracefully and starts it again on the same ports,
+// configuration and databases, waiting until it serves the namespace.
+func (s *TemporalServer) Restart(ctx context.Context) error {
+	s.Stop(30 * time.Second)
+	if err := s.start(ctx); err != nil {
+		return err
+	}
+	return s.registerNamespace(ctx)
+}
+
+// Env returns the environment the configuration was rendered with.
+func (s *TemporalServer) Env() map[string]string { return maps.Clone(s.env) }
