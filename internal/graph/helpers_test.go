@@ -220,3 +220,5 @@ func (f *faultyStore) Get(ctx context.Context, key string) (storage.Object, erro
 	}
 	return f.Store.Get(ctx, key)
 }
+
+func storageOpts() storage.PutOptions { return storage.PutOptions{} }
