@@ -32,7 +32,7 @@ func codecsV2() []codec {
 		{"v2_manifest_leaf", func() ([]byte, error) { return ManifestMap.EncodeLeaf(sampleEntries()) }, func(b []byte) (any, error) { return ManifestMap.DecodeLeaf(b) }},
 		{"v2_pins_leaf", func() ([]byte, error) { return PinsMap.EncodeLeaf(sampleCommitV2().Pins.Entries) }, func(b []byte) (any, error) { return PinsMap.DecodeLeaf(b) }},
 		{"v2_lineage_leaf", func() ([]byte, error) {
-			return LineageMap.EncodeLeaf([]LineageEntry{{Tree: treeOther, Seq: 4}, {Tree: treeMain, Seq: 7}})
+			return LineageMap.EncodeLeaf([]LineageEntry{{Tree: treeOther, Seq: 4}, {Tree: treeMain, Seq: 7, Digest: Digest{0xbb, 2}}})
 		}, func(b []byte) (any, error) { return LineageMap.DecodeLeaf(b) }},
 		{"v2_manifest_node", func() ([]byte, error) { return ManifestMap.EncodeNode(sampleManifestNode()) }, func(b []byte) (any, error) { return ManifestMap.DecodeNode(b) }},
 	}

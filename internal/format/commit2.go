@@ -123,12 +123,12 @@ func (c CommitV2) Validate() error {
 		// Checkable only when the lineage is at hand: it never holds the
 		// commit's own tree, and covers every parent in another tree and
 		// the fork.
-		seqs := make(map[ulid.ULID]int64, len(c.Lineage.Entries))
+		seqs := make(map[ulid.ULID]LineageEntry, len(c.Lineage.Entries))
 		for _, e := range c.Lineage.Entries {
 			if e.Tree == c.ID.Tree {
 				return malformed(k, "lineage", "holds the commit's own tree")
 			}
-			seqs[e.Tree] = e.Seq
+			seqs[e.Tree] = e
 		}
 		covered := append([]CommitID{}, c.Parents...)
 		if !c.Fork.IsZero() {
@@ -138,7 +138,8 @@ func (c CommitV2) Validate() error {
 			if p.Tree == c.ID.Tree {
 				continue
 			}
-			if seq, ok := seqs[p.Tree]; !ok || seq < p.Seq {
+			e, ok := seqs[p.Tree]
+			if !ok || e.Seq < p.Seq || e.Seq == p.Seq && e.ID() != p {
 				return malformed(k, "lineage", fmt.Sprintf("ancestor %s is not covered", p))
 			}
 		}

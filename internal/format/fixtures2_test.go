@@ -18,7 +18,7 @@ func sampleCommitV2() CommitV2 {
 		Fork:         CommitID{Tree: treeMain, Seq: 4, Digest: Digest{0xcc, 3}},
 		Pins:         MapRef[PinEntry]{Entries: []PinEntry{{Table: "customers", Version: versionA}, {Table: "orders", Version: versionB}}},
 		RestoredFrom: CommitID{Tree: treeOther, Seq: 1},
-		Lineage:      MapRef[LineageEntry]{Entries: []LineageEntry{{Tree: treeOther, Seq: 4}, {Tree: treeMain, Seq: 7}}},
+		Lineage:      MapRef[LineageEntry]{Entries: []LineageEntry{{Tree: treeOther, Seq: 4}, {Tree: treeMain, Seq: 7, Digest: Digest{0xbb, 2}}}},
 		Author:       "ana@example.com",
 		Message:      "merge main\n\nwith <details> & more",
 		Time:         sampleTime,

@@ -122,11 +122,20 @@ type PinEntry struct {
 	Version ulid.ULID
 }
 
-// LineageEntry is one entry of a commit's lineage.
+// LineageEntry is one entry of a commit's lineage: the highest commit of
+// another tree that is an ancestor. It carries that commit's digest (none
+// for a format-1 commit), so a merge can read a merge-base candidate by id.
 type LineageEntry struct {
-	Tree ulid.ULID
-	Seq  int64
+	Tree   ulid.ULID
+	Seq    int64
+	Digest Digest
 }
+
+// ID returns the id of the commit the entry names.
+func (e LineageEntry) ID() CommitID { return CommitID{Tree: e.Tree, Seq: e.Seq, Digest: e.Digest} }
+
+// LineageOf returns the lineage entry naming commit id.
+func LineageOf(id CommitID) LineageEntry { return LineageEntry{Tree: id.Tree, Seq: id.Seq, Digest: id.Digest} }
 
 // ChildRef is a node's reference to one chunk of the level below.
 type ChildRef struct {
@@ -286,8 +295,14 @@ var LineageMap = MapSpec[LineageEntry]{
 		}
 		return "", ""
 	},
-	wire:   func(e LineageEntry) any { return lineageEntryWire{Tree: e.Tree.String(), Seq: e.Seq} },
-	fields: fieldSet{required: []string{"tree", "seq"}},
+	wire: func(e LineageEntry) any {
+		w := lineageEntryWire{Tree: e.Tree.String(), Seq: e.Seq}
+		if !e.Digest.IsZero() {
+			w.Digest = e.Digest.String()
+		}
+		return w
+	},
+	fields: fieldSet{required: []string{"tree", "seq"}, optional: []string{"digest"}},
 	decode: func(raw []byte) (LineageEntry, string, error) {
 		var w lineageEntryWire
 		if err := json.Unmarshal(raw, &w); err != nil {
@@ -297,13 +312,22 @@ var LineageMap = MapSpec[LineageEntry]{
 		if err != nil {
 			return LineageEntry{}, "tree", err
 		}
-		return LineageEntry{Tree: t, Seq: w.Seq}, "", nil
+		e := LineageEntry{Tree: t, Seq: w.Seq}
+		if w.Digest != "" {
+			d, why := parseDigest(w.Digest)
+			if why != "" {
+				return LineageEntry{}, "digest", &NameError{What: "digest", Name: w.Digest, Reason: why}
+			}
+			e.Digest = d
+		}
+		return e, "", nil
 	},
 }
 
 type lineageEntryWire struct {
-	Tree string `json:"tree"`
-	Seq  int64  `json:"seq"`
+	Tree   string `json:"tree"`
+	Seq    int64  `json:"seq"`
+	Digest string `json:"digest,omitempty"`
 }
 
 // checkEntryName returns why s is not a valid manifest entry name (or
