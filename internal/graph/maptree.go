@@ -394,9 +394,11 @@ func sortEdits[E any](edits []mapEdit[E]) []mapEdit[E] {
 // right edge, and the chunks up to where the chunking falls back into step.
 func (t mapTree[E]) apply(ctx context.Context, edits []mapEdit[E]) (format.MapRef[E], []Chunk, error) {
 	edits = sortEdits(edits)
-	if len(edits) == 0 {
+	if len(edits) == 0 && (!t.ref.IsInline() || t.r.spec.InlineFits(t.ref.Entries)) {
 		return t.ref, nil, nil
 	}
+	// (An inline map too large to write inline — a format-1 commit's pins
+	// or lineage — is rebuilt into its canonical form even without edits.)
 	spec := t.r.spec
 	for _, e := range edits {
 		if e.Entry != nil && spec.Key(*e.Entry) != e.Key {

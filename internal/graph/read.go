@@ -112,8 +112,12 @@ type Branch struct {
 	Native  string
 	Tree    ulid.ULID
 	Ref     format.BranchRef
-	// ETag of the live ref, for a later compare-and-swap (retire).
+	// ETag of the live ref, for a later compare-and-swap (retire, or in
+	// format 2 the head's advance).
 	ETag string
+	// RefFormat is the ref's format version: 2 for a head pointer (Ref.Head
+	// names the head), 1 for a ref whose head is found by listing its tree.
+	RefFormat int
 }
 
 // refReadConcurrency bounds the parallel GETs of ResolveBranch.
@@ -145,7 +149,7 @@ func ResolveBranch(ctx context.Context, s storage.Store, graph, logical string) 
 		if errs[i] != nil {
 			return Branch{}, fmt.Errorf("resolve branch %q: read ref: %w", logical, errs[i])
 		}
-		ref, err := format.DecodeBranchRef(objs[i].Body)
+		ref, version, err := format.DecodeBranchRefAny(objs[i].Body)
 		if err != nil {
 			return Branch{}, fmt.Errorf("resolve branch %q: %s: %w", logical, key, err)
 		}
@@ -154,7 +158,7 @@ func ResolveBranch(ctx context.Context, s storage.Store, graph, logical string) 
 				&format.MalformedError{Kind: format.KindBranchRef, Field: "native", Reason: "is " + ref.Native + ", not the native name its key names"})
 		}
 		if ref.State == format.RefLive {
-			live = append(live, Branch{Logical: logical, Native: ref.Native, Tree: ref.Tree, Ref: ref, ETag: objs[i].ETag})
+			live = append(live, Branch{Logical: logical, Native: ref.Native, Tree: ref.Tree, Ref: ref, ETag: objs[i].ETag, RefFormat: version})
 		}
 	}
 	switch len(live) {
