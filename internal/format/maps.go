@@ -135,7 +135,9 @@ type LineageEntry struct {
 func (e LineageEntry) ID() CommitID { return CommitID{Tree: e.Tree, Seq: e.Seq, Digest: e.Digest} }
 
 // LineageOf returns the lineage entry naming commit id.
-func LineageOf(id CommitID) LineageEntry { return LineageEntry{Tree: id.Tree, Seq: id.Seq, Digest: id.Digest} }
+func LineageOf(id CommitID) LineageEntry {
+	return LineageEntry{Tree: id.Tree, Seq: id.Seq, Digest: id.Digest}
+}
 
 // ChildRef is a node's reference to one chunk of the level below.
 type ChildRef struct {

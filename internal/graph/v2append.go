@@ -127,7 +127,9 @@ func (g *Graph) PlanAppend(ctx context.Context, spec CommitSpec) (AppendPlan, er
 // are of the merged parent, of PinsFrom, and the chunks on the paths the new
 // pins and lineage change.
 func (g *Graph) PlanAppendOn(ctx context.Context, head Head, spec CommitSpec) (AppendPlan, error) {
-	fail := func(err error) (AppendPlan, error) { return AppendPlan{}, fmt.Errorf("plan append to %s: %w", spec.Branch, err) }
+	fail := func(err error) (AppendPlan, error) {
+		return AppendPlan{}, fmt.Errorf("plan append to %s: %w", spec.Branch, err)
+	}
 	if err := spec.check(); err != nil {
 		return fail(err)
 	}

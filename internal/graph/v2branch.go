@@ -182,7 +182,9 @@ func (p ForkPlan) Keys() []string {
 // It writes nothing; whatever the graph's size, a create writes one commit,
 // O(height) lineage chunks (none for small lineages) and one ref.
 func (g *Graph) PlanFork(ctx context.Context, spec ForkSpec) (ForkPlan, error) {
-	fail := func(err error) (ForkPlan, error) { return ForkPlan{}, fmt.Errorf("plan fork of %s: %w", spec.Branch, err) }
+	fail := func(err error) (ForkPlan, error) {
+		return ForkPlan{}, fmt.Errorf("plan fork of %s: %w", spec.Branch, err)
+	}
 	if err := format.ValidateBranchName(spec.Branch); err != nil {
 		return fail(invalid("Branch", err))
 	}
@@ -219,7 +221,9 @@ func (g *Graph) PlanFork(ctx context.Context, spec ForkSpec) (ForkPlan, error) {
 }
 
 func (g *Graph) finishFork(ctx context.Context, spec ForkSpec, src Commit, pins format.MapRef[format.PinEntry], pinChunks []Chunk) (ForkPlan, error) {
-	fail := func(err error) (ForkPlan, error) { return ForkPlan{}, fmt.Errorf("plan fork of %s: %w", spec.Branch, err) }
+	fail := func(err error) (ForkPlan, error) {
+		return ForkPlan{}, fmt.Errorf("plan fork of %s: %w", spec.Branch, err)
+	}
 	lineage, chunks, err := g.childLineage(ctx, spec.Tree, src)
 	if err != nil {
 		return fail(fmt.Errorf("lineage: %w", err))
