@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -159,6 +160,9 @@ type Graph struct {
 	Name    string
 	pins    *mapReader[format.PinEntry]
 	lineage *mapReader[format.LineageEntry]
+
+	mu     sync.Mutex
+	tables map[string]*mapReader[format.ManifestEntry]
 }
 
 // Open returns the format-2 API of graph on s. It reads nothing.
