@@ -291,6 +291,19 @@ func (b *builder[E]) finish() (format.ChildRef, bool, error) {
 type mapTree[E any] struct {
 	r   *mapReader[E]
 	ref format.MapRef[E]
+	// sub, when set, makes the tree one subtree of a larger map: the chunk
+	// ref.Root of level subLevel, holding keys after subLow (and so
+	// comparable, chunk for chunk, with the map it came from).
+	sub      bool
+	subLevel int
+	subLast  string
+	subLow   string
+}
+
+// subtree returns the subtree c (a chunk of level, after key low) of a map
+// read through r.
+func subtree[E any](r *mapReader[E], c format.ChildRef, level int, low string) mapTree[E] {
+	return mapTree[E]{r: r, ref: format.MapRef[E]{Root: c.Chunk, Count: c.Count}, sub: true, subLevel: level, subLast: c.Last, subLow: low}
 }
 
 // allEntries returns every entry of the map, in key order.
@@ -651,6 +664,11 @@ type item[E any] struct {
 
 func newCursor[E any](t mapTree[E]) *cursor[E] {
 	c := &cursor[E]{t: t}
+	if t.sub {
+		c.stack = []*frame[E]{{children: []format.ChildRef{{Last: t.subLast, Count: t.ref.Count, Chunk: t.ref.Root}}, level: t.subLevel}}
+		c.low = t.subLow
+		return c
+	}
 	if t.ref.IsInline() {
 		c.stack = []*frame[E]{{entries: t.ref.Entries}}
 	} else {
@@ -736,17 +754,23 @@ type walkFuncs[E any] struct {
 	// were read; entries inside a shared subtree are not read.
 	both func(a, b E) error
 	// shared gets each subtree both maps hold identically; its entries
-	// are equal in both and are not read.
-	shared func(format.ChildRef) error
+	// are equal in both and are not read. sharedAt gets it with its level
+	// and the key before it.
+	shared   func(format.ChildRef) error
+	sharedAt func(c format.ChildRef, level int, low string) error
 }
 
 // walkMaps walks a and b in key order together, skipping the subtrees they
 // share: its reads are the chunks in which they differ (and, where only one
 // side's entries are wanted, the chunks of that side around them).
 func walkMaps[E any](ctx context.Context, a, b mapTree[E], fn walkFuncs[E]) error {
-	if !a.ref.IsInline() && !b.ref.IsInline() && a.ref.Root == b.ref.Root {
+	if !a.ref.IsInline() && !b.ref.IsInline() && a.ref.Root == b.ref.Root && !a.sub && !b.sub {
+		whole := format.ChildRef{Last: maxKey, Count: a.ref.Count, Chunk: a.ref.Root}
 		if fn.shared != nil {
-			return fn.shared(format.ChildRef{Last: maxKey, Count: a.ref.Count, Chunk: a.ref.Root})
+			return fn.shared(whole)
+		}
+		if fn.sharedAt != nil {
+			return fn.sharedAt(whole, -1, "")
 		}
 		return nil
 	}
@@ -780,9 +804,18 @@ func walkMaps[E any](ctx context.Context, a, b mapTree[E], fn walkFuncs[E]) erro
 			} else if err := c.expand(ctx); err != nil {
 				return err
 			}
+		case !ia.isEntry && fn.onlyA == nil && ia.level >= 0 && ia.ref.Last <= cb.low:
+			ca.advance() // wholly before b's next key: only a's entries
+		case !ib.isEntry && fn.onlyB == nil && ib.level >= 0 && ib.ref.Last <= ca.low:
+			cb.advance()
 		case !ia.isEntry && !ib.isEntry && ia.level >= 0 && ia.level == ib.level && ia.ref.Chunk == ib.ref.Chunk:
 			if fn.shared != nil {
 				if err := fn.shared(ia.ref); err != nil {
+					return err
+				}
+			}
+			if fn.sharedAt != nil {
+				if err := fn.sharedAt(ia.ref, ia.level, ca.low); err != nil {
 					return err
 				}
 			}
@@ -826,9 +859,20 @@ func walkMaps[E any](ctx context.Context, a, b mapTree[E], fn walkFuncs[E]) erro
 			} else if err := ca.expand(ctx); err != nil {
 				return err
 			}
-		default: // two different subtrees: open the one that ends first, or both
+		default: // two different subtrees: open the higher one; at one level, the one that ends first, or both
 			la, lb := ca.key(ia), cb.key(ib)
+			ha, hb := ia.level, ib.level
+			if ha < 0 {
+				ha = format.MaxMapLevel + 1 // a root: higher than anything
+			}
+			if hb < 0 {
+				hb = format.MaxMapLevel + 1
+			}
 			switch {
+			case ha > hb:
+				err = ca.expand(ctx)
+			case hb > ha:
+				err = cb.expand(ctx)
 			case la < lb:
 				err = ca.expand(ctx)
 			case lb < la:

@@ -223,3 +223,104 @@ func TestMapReader_RejectsAChunkWhoseBytesAreNotItsHash(t *testing.T) {
 		t.Fatalf("err = %v, want ErrChunkNotFound", err)
 	}
 }
+
+// walkMaps reports exactly the naive differences of two maps, with or
+// without one-sided callbacks, for maps that share structure or not.
+func TestWalkMaps_MatchesNaiveComparison_RandomMaps(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(7, 8))
+	for round := 0; round < 60; round++ {
+		s := memstore.New()
+		r := newManifestReader(s)
+		n := []int{0, 3, 70, 500, 3000, 9000}[round%6]
+		var base []format.ManifestEntry
+		for i := 0; i < n; i++ {
+			base = append(base, entryN(i*2, i))
+		}
+		aRef := mustBuild(t, r, base)
+		// b: a with random edits (shares most chunks), or an unrelated map.
+		var bRef format.MapRef[format.ManifestEntry]
+		if round%5 == 4 {
+			var other []format.ManifestEntry
+			for i := 0; i < rng.IntN(4000); i++ {
+				other = append(other, entryN(i*3+rng.IntN(3), i))
+			}
+			slices.SortFunc(other, func(x, y format.ManifestEntry) int { return cmpString(x.Name, y.Name) })
+			other = slices.CompactFunc(other, func(x, y format.ManifestEntry) bool { return x.Name == y.Name })
+			bRef = mustBuild(t, r, other)
+		} else {
+			var edits []mapEdit[format.ManifestEntry]
+			for e := 0; e < rng.IntN(60); e++ {
+				k := rng.IntN(2*n + 200)
+				if rng.IntN(3) == 0 {
+					edits = append(edits, mapEdit[format.ManifestEntry]{Key: fmt.Sprintf("k%07d", k)})
+				} else {
+					en := entryN(k, rng.IntN(9))
+					edits = append(edits, mapEdit[format.ManifestEntry]{Key: en.Name, Entry: &en})
+				}
+			}
+			var chunks []Chunk
+			var err error
+			bRef, chunks, err = mapTree[format.ManifestEntry]{r: r, ref: aRef}.apply(ctx, edits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			putChunks(ctx, s, chunks)
+		}
+		aAll, bAll := allOf(t, r, aRef), allOf(t, r, bRef)
+		am, bm := map[string]format.ManifestEntry{}, map[string]format.ManifestEntry{}
+		for _, e := range aAll {
+			am[e.Name] = e
+		}
+		for _, e := range bAll {
+			bm[e.Name] = e
+		}
+		for mode := 0; mode < 4; mode++ {
+			var onlyA, onlyB, diff, same []string
+			var sharedCount int64
+			fn := walkFuncs[format.ManifestEntry]{
+				both: func(x, y format.ManifestEntry) error {
+					if x != y {
+						diff = append(diff, x.Name)
+					} else {
+						same = append(same, x.Name)
+					}
+					return nil
+				},
+				shared: func(c format.ChildRef) error { sharedCount += c.Count; return nil },
+			}
+			if mode&1 != 0 {
+				fn.onlyA = func(e format.ManifestEntry) error { onlyA = append(onlyA, e.Name); return nil }
+			}
+			if mode&2 != 0 {
+				fn.onlyB = func(e format.ManifestEntry) error { onlyB = append(onlyB, e.Name); return nil }
+			}
+			if err := walkMaps(ctx, mapTree[format.ManifestEntry]{r: r, ref: aRef}, mapTree[format.ManifestEntry]{r: r, ref: bRef}, fn); err != nil {
+				t.Fatal(err)
+			}
+			var wantA, wantB, wantDiff []string
+			var common int64
+			for _, e := range aAll {
+				if o, ok := bm[e.Name]; !ok {
+					wantA = append(wantA, e.Name)
+				} else {
+					common++
+					if o != e {
+						wantDiff = append(wantDiff, e.Name)
+					}
+				}
+			}
+			for _, e := range bAll {
+				if _, ok := am[e.Name]; !ok {
+					wantB = append(wantB, e.Name)
+				}
+			}
+			if !slices.Equal(diff, wantDiff) || int64(len(diff)+len(same))+sharedCount != common {
+				t.Fatalf("round %d mode %d: diff %v want %v; %d same + %d shared, want %d common", round, mode, diff, wantDiff, len(same), sharedCount, common)
+			}
+			if mode&1 != 0 && !slices.Equal(onlyA, wantA) || mode&2 != 0 && !slices.Equal(onlyB, wantB) {
+				t.Fatalf("round %d mode %d: onlyA %d want %d, onlyB %d want %d", round, mode, len(onlyA), len(wantA), len(onlyB), len(wantB))
+			}
+		}
+	}
+}
