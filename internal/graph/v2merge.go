@@ -127,7 +127,7 @@ func (bs *baseSearch) run(ctx context.Context, source, target Commit) (BaseSearc
 	// The trees both lineages hold: entries read where they differ,
 	// subtrees they share kept as blocks.
 	err := walkMaps(ctx, g.lineageOf(source), g.lineageOf(target), walkFuncs[format.LineageEntry]{
-		both:   func(a, b format.LineageEntry) error { bs.addCand(lower(a.ID(), b.ID())); return nil },
+		both: func(a, b format.LineageEntry) error { bs.addCand(lower(a.ID(), b.ID())); return nil },
 		sharedAt: func(c format.ChildRef, level int, low string) error {
 			bs.blocks = append(bs.blocks, block{ref: c, level: level, low: low})
 			return nil
