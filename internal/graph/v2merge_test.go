@@ -387,3 +387,55 @@ func TestV2_FindBases_BranchForkedLongAgo_ReadsAFew(t *testing.T) {
 		t.Fatalf("%d commits read to find a base %d commits back", res.Reads, dst.ID.Seq-fork.Seq)
 	}
 }
+
+// A graph of 10,000 tables creates a branch and merges it with the
+// requests a graph of 4 tables needs, ± the pins tree's levels.
+func TestV2_CreateAndMergeCost_10kTablesVs4(t *testing.T) {
+	type cost struct{ create, merge int }
+	measure := func(tables int) cost {
+		ctx := context.Background()
+		s := faults.Wrap(memstore.New())
+		g, _ := mustInitV2(t, s)
+		pins := map[string]ulid.ULID{}
+		for i := 0; i < tables; i++ {
+			pins[fmt.Sprintf("table_%05d", i)] = vid(1)
+		}
+		for _, n := range []int{1, 2, 3} {
+			if _, err := g.PutVersion(ctx, VersionSpec{Table: "table_00001", VersionID: vid(n), Put: []format.ManifestEntry{objEntry(n)}, Time: t0, Op: "op-v"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := g.PutVersion(ctx, VersionSpec{Table: "table_00002", VersionID: vid(n), Put: []format.ManifestEntry{objEntry(n)}, Time: t0, Op: "op-v"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mustAppend(t, g, spec("main", 1, pins))
+		src := headOf(t, g, "main").Commit
+		g2, _ := Open(s, "sales")
+		s.ResetCounts()
+		if _, err := g2.CreateBranch(ctx, ForkSpec{Branch: "feature", Tree: treeFeature, Source: src.ID.String(), Author: "a", Message: "f", Time: t0, Op: "op-f"}); err != nil {
+			t.Fatal(err)
+		}
+		c := cost{create: len(s.Requests())}
+		mustAppend(t, g, spec("feature", 2, map[string]ulid.ULID{"table_00001": vid(2)}))
+		mustAppend(t, g, spec("main", 3, map[string]ulid.ULID{"table_00002": vid(3)}))
+		g3, _ := Open(s, "sales")
+		s.ResetCounts()
+		res, err := g3.Merge(ctx, "feature", "main", MergeSpecV2{Time: t0, Op: "op-m"}, "a", "merge")
+		if err != nil || res.Plan.Conflicts != 0 || len(res.Plan.Tables) != 2 || res.Plan.Tables[0].Action != TableAdopt || res.Plan.Tables[1].Action != TableKeep {
+			t.Fatalf("merge: %+v, %v", res.Plan, err)
+		}
+		if res.Plan.Unchanged != int64(tables-2) {
+			t.Fatalf("unchanged = %d, want %d", res.Plan.Unchanged, tables-2)
+		}
+		c.merge = len(s.Requests())
+		return c
+	}
+	small, large := measure(4), measure(10000)
+	t.Logf("requests: 4 tables %+v; 10,000 tables %+v", small, large)
+	if large.create != small.create {
+		t.Fatalf("create: %d requests at 4 tables, %d at 10,000", small.create, large.create)
+	}
+	if large.merge > small.merge+8 {
+		t.Fatalf("merge: %d requests at 4 tables, %d at 10,000", small.merge, large.merge)
+	}
+}
