@@ -225,6 +225,9 @@ func (g *Graph) onChain(ctx context.Context, head, id format.CommitID) (bool, in
 	at, walked := head, 0
 	for at.Seq > id.Seq {
 		c, err := g.Commit(ctx, at)
+		for retry := 1; retry < MaxPutAttempts && errors.Is(err, storage.ErrUnavailable) && ctx.Err() == nil; retry++ {
+			c, err = g.Commit(ctx, at) // a read changes nothing: try again
+		}
 		if err != nil {
 			return false, walked, err
 		}
