@@ -175,14 +175,38 @@ func (u *uploader) run(ctx context.Context, r io.Reader) (string, int, error) {
 		err = u.complete(ctx, parts)
 	}
 	if err != nil {
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
-		defer cancel()
-		if aerr := u.m.AbortMultipart(actx, u.key, u.id); aerr != nil {
+		if aerr := u.abort(ctx); aerr != nil {
 			err = fmt.Errorf("%w (and abort upload %s: %v)", err, u.id, aerr)
 		}
 		return "", 0, err
 	}
 	return sum, nparts, nil
+}
+
+// abort aborts the upload, on a context of its own (the caller's may be
+// what failed), and again while it is still listed: a part that was in
+// flight can bring it back (S3 documents that an abort may need repeating).
+func (u *uploader) abort(ctx context.Context) error {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
+	defer cancel()
+	var err error
+	for attempt := 0; attempt < MaxPutAttempts; attempt++ {
+		if err = u.m.AbortMultipart(actx, u.key, u.id); err != nil {
+			continue
+		}
+		page, lerr := u.m.ListMultipart(actx, storage.ListMultipartOptions{Prefix: u.key})
+		if lerr != nil {
+			return nil // aborted; whether a straggler revived it is the collector's to find
+		}
+		still := false
+		for _, up := range page.Uploads {
+			still = still || up.UploadID == u.id
+		}
+		if !still {
+			return nil
+		}
+	}
+	return err
 }
 
 func retryable(err error) bool {
@@ -200,8 +224,10 @@ func (u *uploader) sendParts(ctx context.Context, r io.Reader, partSize int64, n
 	if workers <= 0 {
 		workers = DefaultUploadConcurrency
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// On a failure no new part is sent, but parts in flight are not
+	// cancelled: a part the server is still writing when the abort comes
+	// can outlive the abort (S3 says so), so the abort waits for them.
+	stop := make(chan struct{})
 	h := sha256.New()
 	parts := make([]storage.Part, nparts)
 	type job struct {
@@ -218,13 +244,24 @@ func (u *uploader) sendParts(ctx context.Context, r io.Reader, partSize int64, n
 		mu.Lock()
 		if firstErr == nil {
 			firstErr = err
-			cancel()
+			close(stop)
 		}
 		mu.Unlock()
+	}
+	stopped := func() bool {
+		select {
+		case <-stop:
+			return true
+		default:
+			return ctx.Err() != nil
+		}
 	}
 	for range workers {
 		wg.Go(func() {
 			for j := range jobs {
+				if stopped() {
+					continue
+				}
 				p, err := u.sendPart(ctx, j.n, j.body)
 				if err != nil {
 					fail(err)
@@ -235,7 +272,7 @@ func (u *uploader) sendParts(ctx context.Context, r io.Reader, partSize int64, n
 		})
 	}
 	var readErr error
-	for n := 1; n <= nparts && ctx.Err() == nil; n++ {
+	for n := 1; n <= nparts && !stopped(); n++ {
 		size := min(partSize, u.size-int64(n-1)*partSize)
 		body := make([]byte, size)
 		if _, err := io.ReadFull(r, body); err != nil {
@@ -245,6 +282,7 @@ func (u *uploader) sendParts(ctx context.Context, r io.Reader, partSize int64, n
 		h.Write(body)
 		select {
 		case jobs <- job{n: n, body: body}:
+		case <-stop:
 		case <-ctx.Done():
 		}
 	}
