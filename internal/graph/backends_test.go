@@ -23,7 +23,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // backend opens a fresh, empty store.
 type backend struct {
 	name string
-	open func(t *testing.T) storage.Store
+	open func(t testing.TB) storage.Store
 }
 
 var fakeBuckets atomic.Int32
@@ -33,9 +33,9 @@ var fakeBuckets atomic.Int32
 // real S3 server (versitygw).
 func backends() []backend {
 	return []backend{
-		{"localfs", func(t *testing.T) storage.Store { return newStore(t) }},
-		{"memstore", func(t *testing.T) storage.Store { return memstore.New() }},
-		{"gofakes3", func(t *testing.T) storage.Store {
+		{"localfs", func(t testing.TB) storage.Store { return newStore(t) }},
+		{"memstore", func(t testing.TB) storage.Store { return memstore.New() }},
+		{"gofakes3", func(t testing.TB) storage.Store {
 			mem := s3mem.New()
 			srv := httptest.NewServer(gofakes3.New(mem, gofakes3.WithLogger(gofakes3.DiscardLog())).Server())
 			t.Cleanup(srv.Close)
@@ -49,7 +49,7 @@ func backends() []backend {
 			}
 			return st
 		}},
-		{"versitygw", func(t *testing.T) storage.Store {
+		{"versitygw", func(t testing.TB) storage.Store {
 			srv := testenv.VersityGW(t)
 			st, err := s3.New(context.Background(), s3.Config{Endpoint: srv.Endpoint, Region: srv.Region, Bucket: srv.NewBucket(t),
 				PathStyle: true, AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey})
