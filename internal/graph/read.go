@@ -36,6 +36,32 @@ func ReadGraph(ctx context.Context, s storage.Store, graph string) (format.Graph
 	return g, nil
 }
 
+// ReadGraphAny reads the graph record of either format: one GET. The format
+// version says whether the graph has been created in, or upgraded to,
+// format 2 (whose writers the format-2 API is).
+func ReadGraphAny(ctx context.Context, s storage.Store, graph string) (format.Graph, int, error) {
+	if err := format.ValidateGraphName(graph); err != nil {
+		return format.Graph{}, 0, invalid("Graph", err)
+	}
+	key := format.GraphKey(graph)
+	obj, err := s.Get(ctx, key)
+	if errors.Is(err, storage.ErrNotFound) {
+		return format.Graph{}, 0, fmt.Errorf("read graph %q: %w: %w", graph, ErrGraphNotFound, err)
+	}
+	if err != nil {
+		return format.Graph{}, 0, fmt.Errorf("read graph %q: %w", graph, err)
+	}
+	g, version, err := format.DecodeGraphAny(obj.Body)
+	if err != nil {
+		return format.Graph{}, 0, fmt.Errorf("read graph %q: %s: %w", graph, key, err)
+	}
+	if g.Name != graph {
+		return format.Graph{}, 0, fmt.Errorf("read graph %q: %s: %w", graph, key,
+			&format.MalformedError{Kind: format.KindGraph, Field: "name", Reason: "names graph " + g.Name})
+	}
+	return g, version, nil
+}
+
 // ReadCommit reads the commit with the given id ("{tree}-{seq}"): one GET.
 func ReadCommit(ctx context.Context, s storage.Store, graph, commitID string) (format.Commit, error) {
 	if err := format.ValidateGraphName(graph); err != nil {

@@ -78,6 +78,9 @@ func TestUpgrade_V1Graph_ThenEveryV2Operation_OnEveryBackend(t *testing.T) {
 		if changed != 3 || len(after) != len(before) {
 			t.Fatalf("upgrade changed %d objects and left %d (had %d)", changed, len(after), len(before))
 		}
+		if rec, v, err := ReadGraphAny(ctx, s, "sales"); err != nil || v != 2 || rec.UpgradeOp != "op-upgrade" {
+			t.Fatalf("graph record after upgrade: %+v v%d, %v", rec, v, err)
+		}
 		// Idempotent.
 		again, err := Upgrade(ctx, s, UpgradeParams{Graph: "sales", Op: "op-upgrade"})
 		if err != nil || len(again.Refs) != 2 {
