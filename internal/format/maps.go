@@ -191,8 +191,9 @@ type MapSpec[E any] struct {
 	wire func(E) any
 	// fields are the entry's JSON fields.
 	fields fieldSet
-	// decode turns one entry's JSON object (fields already checked) into an entry.
-	decode func(raw []byte) (E, string, error)
+	// decodeAll turns a JSON array of entries (fields already checked)
+	// into entries, in one pass; on failure it names the entry and field.
+	decodeAll func(raw []byte) ([]E, int, string, error)
 }
 
 // Key returns an entry's key.
@@ -215,20 +216,24 @@ var ManifestMap = MapSpec[ManifestEntry]{
 		return w
 	},
 	fields: fieldSet{required: []string{"name", "size"}, optional: []string{"object", "external", "sha256", "etag"}},
-	decode: func(raw []byte) (ManifestEntry, string, error) {
-		var w manifestEntryWire
-		if err := json.Unmarshal(raw, &w); err != nil {
-			return ManifestEntry{}, "", err
+	decodeAll: func(raw []byte) ([]ManifestEntry, int, string, error) {
+		var ws []manifestEntryWire
+		if err := json.Unmarshal(raw, &ws); err != nil {
+			return nil, -1, "", err
 		}
-		e := ManifestEntry{Name: w.Name, External: w.External, Size: w.Size, SHA256: w.SHA256, ETag: w.ETag}
-		if w.Object != "" {
-			id, err := ParseULID(w.Object)
-			if err != nil {
-				return ManifestEntry{}, "object", err
+		out := make([]ManifestEntry, len(ws))
+		for i, w := range ws {
+			e := ManifestEntry{Name: w.Name, External: w.External, Size: w.Size, SHA256: w.SHA256, ETag: w.ETag}
+			if w.Object != "" {
+				id, err := ParseULID(w.Object)
+				if err != nil {
+					return nil, i, "object", err
+				}
+				e.Object = id
 			}
-			e.Object = id
+			out[i] = e
 		}
-		return e, "", nil
+		return out, 0, "", nil
 	},
 }
 
@@ -262,16 +267,20 @@ var PinsMap = MapSpec[PinEntry]{
 	},
 	wire:   func(e PinEntry) any { return pinEntryWire{Table: e.Table, Version: e.Version.String()} },
 	fields: fieldSet{required: []string{"table", "version"}},
-	decode: func(raw []byte) (PinEntry, string, error) {
-		var w pinEntryWire
-		if err := json.Unmarshal(raw, &w); err != nil {
-			return PinEntry{}, "", err
+	decodeAll: func(raw []byte) ([]PinEntry, int, string, error) {
+		var ws []pinEntryWire
+		if err := json.Unmarshal(raw, &ws); err != nil {
+			return nil, -1, "", err
 		}
-		v, err := ParseULID(w.Version)
-		if err != nil {
-			return PinEntry{}, "version", err
+		out := make([]PinEntry, len(ws))
+		for i, w := range ws {
+			v, err := ParseULID(w.Version)
+			if err != nil {
+				return nil, i, "version", err
+			}
+			out[i] = PinEntry{Table: w.Table, Version: v}
 		}
-		return PinEntry{Table: w.Table, Version: v}, "", nil
+		return out, 0, "", nil
 	},
 }
 
@@ -305,24 +314,28 @@ var LineageMap = MapSpec[LineageEntry]{
 		return w
 	},
 	fields: fieldSet{required: []string{"tree", "seq"}, optional: []string{"digest"}},
-	decode: func(raw []byte) (LineageEntry, string, error) {
-		var w lineageEntryWire
-		if err := json.Unmarshal(raw, &w); err != nil {
-			return LineageEntry{}, "", err
+	decodeAll: func(raw []byte) ([]LineageEntry, int, string, error) {
+		var ws []lineageEntryWire
+		if err := json.Unmarshal(raw, &ws); err != nil {
+			return nil, -1, "", err
 		}
-		t, err := ParseULID(w.Tree)
-		if err != nil {
-			return LineageEntry{}, "tree", err
-		}
-		e := LineageEntry{Tree: t, Seq: w.Seq}
-		if w.Digest != "" {
-			d, why := parseDigest(w.Digest)
-			if why != "" {
-				return LineageEntry{}, "digest", &NameError{What: "digest", Name: w.Digest, Reason: why}
+		out := make([]LineageEntry, len(ws))
+		for i, w := range ws {
+			t, err := ParseULID(w.Tree)
+			if err != nil {
+				return nil, i, "tree", err
 			}
-			e.Digest = d
+			e := LineageEntry{Tree: t, Seq: w.Seq}
+			if w.Digest != "" {
+				d, why := parseDigest(w.Digest)
+				if why != "" {
+					return nil, i, "digest", &NameError{What: "digest", Name: w.Digest, Reason: why}
+				}
+				e.Digest = d
+			}
+			out[i] = e
 		}
-		return e, "", nil
+		return out, 0, "", nil
 	},
 }
 
@@ -448,31 +461,29 @@ func (m MapSpec[E]) wires(entries []E) []any {
 	return out
 }
 
-// decodeEntries strictly decodes a JSON array of entries.
+// decodeEntries strictly decodes a JSON array of entries: the field names of
+// every entry are checked exactly (encoding/json matches names in any letter
+// case), then the array is decoded in one pass.
 func (m MapSpec[E]) decodeEntries(kind Kind, field string, raw json.RawMessage) ([]E, error) {
-	var items []json.RawMessage
+	var items []map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, &MalformedError{Kind: kind, Field: field, Reason: "not an array", Err: err}
+		return nil, &MalformedError{Kind: kind, Field: field, Reason: "not an array of objects", Err: err}
 	}
-	out := make([]E, 0, len(items))
 	for i, item := range items {
-		f := field + "[" + strconv.Itoa(i) + "]"
-		var fields map[string]json.RawMessage
-		if err := json.Unmarshal(item, &fields); err != nil {
-			return nil, &MalformedError{Kind: kind, Field: f, Reason: "not an object", Err: err}
-		}
-		if err := checkFields(kind, f+".", fields, m.fields); err != nil {
+		if err := checkFields(kind, field+"["+strconv.Itoa(i)+"].", item, m.fields); err != nil {
 			return nil, err
 		}
-		e, sub, err := m.decode(item)
-		if err != nil {
-			var typeErr *json.UnmarshalTypeError
-			if errors.As(err, &typeErr) {
-				return nil, &MalformedError{Kind: kind, Field: f + "." + typeErr.Field, Reason: "wrong type", Err: err}
-			}
-			return nil, malformedErr(kind, f+"."+sub, err)
+	}
+	out, i, sub, err := m.decodeAll(raw)
+	if err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return nil, &MalformedError{Kind: kind, Field: field + "." + typeErr.Field, Reason: "wrong type", Err: err}
 		}
-		out = append(out, e)
+		if i < 0 {
+			return nil, &MalformedError{Kind: kind, Field: field, Reason: "invalid JSON", Err: err}
+		}
+		return nil, malformedErr(kind, field+"["+strconv.Itoa(i)+"]."+sub, err)
 	}
 	if err := m.checkEntries(kind, field, out); err != nil {
 		return nil, err
