@@ -29,7 +29,8 @@ type CommitV2 struct {
 	// Fork is the commit the tree was forked from: the fork commit's
 	// parent, carried by every commit of the tree so a merge can start its
 	// base search there without reading back to seq 0. Zero for a tree that
-	// starts with a root commit (main's first tree).
+	// starts with a root commit (main's first tree), or an upgraded tree
+	// whose format-1 fork commit was no longer there to tell.
 	Fork CommitID
 	// Pins maps table name to the version of it this commit reads.
 	Pins MapRef[PinEntry]

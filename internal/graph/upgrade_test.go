@@ -195,3 +195,27 @@ func TestUpgrade_Interrupted_Resumes_AndCatchesUpALateV1Append(t *testing.T) {
 		t.Fatalf("upgrade of a missing graph: %v", err)
 	}
 }
+
+// A format-1 tree whose seq-0 commit cleanup reclaimed still takes format-2
+// appends after the upgrade (its fork is then unknown, which only means the
+// merge-base search has no fork to probe), and merges still find their base.
+func TestUpgrade_TreeWithoutItsForkCommit_AppendsAndMerges(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	mainHead, _ := v1History(t, s)
+	if err := s.Delete(ctx, format.CommitKey("sales", treeFeature, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Upgrade(ctx, s, UpgradeParams{Graph: "sales", Op: "op-up"}); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := Open(s, "sales")
+	a := mustAppend(t, g, spec("feature", 1, map[string]ulid.ULID{"other": versionA}))
+	if !a.Commit().Fork.IsZero() {
+		t.Fatalf("fork = %v, want unknown", a.Commit().Fork)
+	}
+	search, err := g.FindBases(ctx, headOf(t, g, "feature").Commit, headOf(t, g, "main").Commit)
+	if err != nil || search.Relation != RelationAdoptable && (len(search.Bases) != 1 || search.Bases[0].ID != mainHead.ID) {
+		t.Fatalf("bases = %+v, %v", search, err)
+	}
+}

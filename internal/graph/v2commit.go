@@ -130,12 +130,17 @@ func readCommitAny(ctx context.Context, s storage.Store, graph string, id format
 
 // ForkOf returns the commit c's tree was forked from: c.Fork for a format-2
 // commit; for a format-1 commit, the parent of its tree's seq-0 commit (one
-// GET unless c is that commit). Zero for a tree that starts at a root commit.
+// GET unless c is that commit). Zero for a tree that starts at a root
+// commit — and for a format-1 tree whose seq-0 commit cleanup has reclaimed:
+// the fork only guides the merge-base search, which is exact without it.
 func ForkOf(ctx context.Context, s storage.Store, graph string, c Commit) (format.CommitID, error) {
 	if c.Format == format.Version2 || c.ID.Seq == 0 {
 		return c.Fork, nil
 	}
 	first, err := readCommitAny(ctx, s, graph, format.CommitID{Tree: c.ID.Tree, Seq: 0})
+	if errors.Is(err, ErrCommitNotFound) {
+		return format.CommitID{}, nil
+	}
 	if err != nil {
 		return format.CommitID{}, fmt.Errorf("read fork commit of tree %s: %w", c.ID.Tree, err)
 	}
@@ -205,9 +210,9 @@ func (g *Graph) IsAncestorOf(ctx context.Context, id format.CommitID, c Commit) 
 		return false, err
 	}
 	if at.Seq == id.Seq {
-		// The same position on a tree is one commit, unless one side is an
-		// id from before an upgrade (no digest) and the other after.
-		return at == id || at.Digest.IsZero() != id.Digest.IsZero(), nil
+		// One position on a tree's history is one commit: another id there
+		// is a commit that never made it onto the history.
+		return at == id, nil
 	}
 	return id.Seq < at.Seq, nil
 }
