@@ -25,6 +25,9 @@ type BranchRef struct {
 	// Reason says why a fence was written ("abandon", "cleanup",
 	// "unpublished"); set iff State is RefFence.
 	Reason string
+	// Head is the commit a format-2 live or retired ref names as its
+	// tree's head; zero in a format-1 ref (whose head is found by listing).
+	Head CommitID
 }
 
 type branchRefWire struct {
@@ -55,6 +58,9 @@ func (r BranchRef) Validate() error {
 	logical, tree, err := ParseNative(r.Native)
 	if err != nil {
 		return malformedErr(k, "native", err)
+	}
+	if !r.Head.IsZero() {
+		return malformed(k, "head", "set on a format-1 ref")
 	}
 	hasInfo := r.Branch != "" || !r.Tree.IsZero()
 	if r.State != RefFence || hasInfo {

@@ -86,6 +86,17 @@ func (c Commit) Validate() error {
 	if c.ID.Seq < 0 {
 		return malformed(k, "seq", "negative")
 	}
+	if c.ID.IsV2() {
+		return malformed(k, "id", "a format-2 id (with a digest) in a format-1 commit")
+	}
+	for i, p := range c.Parents {
+		if p.IsV2() {
+			return malformed(k, "parents", "parent "+strconv.Itoa(i)+": a format-2 id in a format-1 commit")
+		}
+	}
+	if c.RestoredFrom.IsV2() {
+		return malformed(k, "restored_from", "a format-2 id in a format-1 commit")
+	}
 	if err := ValidateBranchName(c.Branch); err != nil {
 		return malformedErr(k, "branch", err)
 	}

@@ -1,8 +1,13 @@
-// Package format is graft's on-storage format, version 1: the keys under a
-// graph's prefix, the JSON control objects stored at them (graph record,
-// table version manifest, commit, branch ref, tag), and the rules for the
-// names that appear in both. docs/format.md is the human-readable spec; this
-// package is its only implementation.
+// Package format is graft's on-storage format, versions 1 and 2: the keys
+// under a graph's prefix, the JSON control objects stored at them (graph
+// record, table version, commit, branch ref, tag and, in format 2, map
+// chunks), and the rules for the names that appear in both. docs/format.md
+// is the human-readable spec; this package is its only implementation.
+//
+// Format 2 (objects2.go, commit2.go, maps.go) makes commits
+// content-addressed, turns a live ref into its tree's head pointer, and
+// stores a table's entries, a commit's pins and its lineage as chunked maps.
+// Format-1 objects stay readable; only the format-1 API writes them.
 //
 // Invariants every function here keeps:
 //
@@ -12,7 +17,7 @@
 //     this package reads a clock or mints an identifier; callers pass times,
 //     ULIDs and operation ids in, so a re-issued write is byte-identical.
 //   - Decoding is strict. Decode* accepts exactly one JSON object of the
-//     expected kind with "format": 1, no unknown, duplicate, missing or null
+//     expected kind and format version, no unknown, duplicate, missing or null
 //     fields, no trailing data, valid UTF-8, and every field valid; anything
 //     else is a typed error (ErrMalformed, ErrUnsupportedFormat, ErrTooLarge,
 //     ErrInvalidName) that names the field and the reason.

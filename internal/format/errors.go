@@ -17,7 +17,8 @@ var (
 	// object: bad JSON, wrong shape or kind, trailing data, an unknown,
 	// duplicate, missing, null or invalid field.
 	ErrMalformed = errors.New("format: malformed object")
-	// ErrUnsupportedFormat reports a control object whose "format" is not 1.
+	// ErrUnsupportedFormat reports a control object whose "format" is not
+	// the version its decoder reads.
 	ErrUnsupportedFormat = errors.New("format: unsupported format version")
 	// ErrTooLarge reports a control object over MaxObjectSize bytes, or a
 	// value over one of the per-field limits.
@@ -85,10 +86,12 @@ func (e *MalformedError) Unwrap() error { return e.Err }
 type UnsupportedFormatError struct {
 	Kind    Kind // the kind that was expected
 	Version int64
+	// Want is the version the decoder reads (1 or 2).
+	Want int64
 }
 
 func (e *UnsupportedFormatError) Error() string {
-	return fmt.Sprintf("format: unsupported format version %d of %s object (this build reads %d)", e.Version, e.Kind, Version)
+	return fmt.Sprintf("format: unsupported format version %d of %s object (this decoder reads format %d)", e.Version, e.Kind, e.Want)
 }
 
 // Is matches ErrUnsupportedFormat.

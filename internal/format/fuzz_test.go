@@ -67,6 +67,73 @@ func FuzzDecodeTag(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) { checkRoundTrip(t, b, DecodeTag, EncodeTag) })
 }
 
+func FuzzDecodeCommitV2(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte) {
+		checkRoundTrip(t, b, DecodeCommitV2, func(c CommitV2) ([]byte, error) {
+			_, out, err := SealCommit(c)
+			return out, err
+		})
+		// A commit that decodes is exactly its canonical bytes.
+		if _, err := DecodeCommitV2(b); err == nil {
+			c, _ := DecodeCommitV2(b)
+			if _, out, _ := SealCommit(c); !bytes.Equal(out, b) {
+				t.Fatalf("decoded commit is not its canonical bytes")
+			}
+		}
+	})
+}
+
+func FuzzDecodeBranchRefV2(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte) { checkRoundTrip(t, b, DecodeBranchRefV2, EncodeBranchRefV2) })
+}
+
+func FuzzDecodeGraphV2(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte) { checkRoundTrip(t, b, DecodeGraphV2, EncodeGraphV2) })
+}
+
+func FuzzDecodeTagV2(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte) { checkRoundTrip(t, b, DecodeTagV2, EncodeTagV2) })
+}
+
+func FuzzDecodeTableVersionV2(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte) { checkRoundTrip(t, b, DecodeTableVersionV2, EncodeTableVersionV2) })
+}
+
+// chunk is a decoded chunk of either shape, for the chunk round trips.
+type chunk[E any] struct {
+	leaf []E
+	node *MapNode
+}
+
+func chunkCodec[E any](m MapSpec[E]) (func([]byte) (chunk[E], error), func(chunk[E]) ([]byte, error)) {
+	decode := func(b []byte) (chunk[E], error) {
+		leaf, node, err := m.DecodeChunk(b)
+		return chunk[E]{leaf: leaf, node: node}, err
+	}
+	encode := func(c chunk[E]) ([]byte, error) {
+		if c.node != nil {
+			return m.EncodeNode(*c.node)
+		}
+		return m.EncodeLeaf(c.leaf)
+	}
+	return decode, encode
+}
+
+func FuzzDecodeManifestChunk(f *testing.F) {
+	dec, enc := chunkCodec(ManifestMap)
+	f.Fuzz(func(t *testing.T, b []byte) { checkRoundTrip(t, b, dec, enc) })
+}
+
+func FuzzDecodePinsChunk(f *testing.F) {
+	dec, enc := chunkCodec(PinsMap)
+	f.Fuzz(func(t *testing.T, b []byte) { checkRoundTrip(t, b, dec, enc) })
+}
+
+func FuzzDecodeLineageChunk(f *testing.F) {
+	dec, enc := chunkCodec(LineageMap)
+	f.Fuzz(func(t *testing.T, b []byte) { checkRoundTrip(t, b, dec, enc) })
+}
+
 // FuzzValidateBranchName checks that a valid logical name yields valid,
 // well-shaped keys: its native name parses back to it, its ref key is a
 // valid storage key under its listing prefix that parses back to the native
@@ -154,11 +221,19 @@ func FuzzParseCommitID(f *testing.F) {
 // decodes and every invalid-* seed fails with a typed error.
 func TestFuzzCorpus_ValidSeedsDecodeAndInvalidSeedsFail(t *testing.T) {
 	decoders := map[string]func([]byte) error{
-		"FuzzDecodeGraph":        func(b []byte) error { _, err := DecodeGraph(b); return err },
-		"FuzzDecodeTableVersion": func(b []byte) error { _, err := DecodeTableVersion(b); return err },
-		"FuzzDecodeCommit":       func(b []byte) error { _, err := DecodeCommit(b); return err },
-		"FuzzDecodeBranchRef":    func(b []byte) error { _, err := DecodeBranchRef(b); return err },
-		"FuzzDecodeTag":          func(b []byte) error { _, err := DecodeTag(b); return err },
+		"FuzzDecodeGraph":          func(b []byte) error { _, err := DecodeGraph(b); return err },
+		"FuzzDecodeTableVersion":   func(b []byte) error { _, err := DecodeTableVersion(b); return err },
+		"FuzzDecodeCommit":         func(b []byte) error { _, err := DecodeCommit(b); return err },
+		"FuzzDecodeBranchRef":      func(b []byte) error { _, err := DecodeBranchRef(b); return err },
+		"FuzzDecodeTag":            func(b []byte) error { _, err := DecodeTag(b); return err },
+		"FuzzDecodeCommitV2":       func(b []byte) error { _, err := DecodeCommitV2(b); return err },
+		"FuzzDecodeBranchRefV2":    func(b []byte) error { _, err := DecodeBranchRefV2(b); return err },
+		"FuzzDecodeGraphV2":        func(b []byte) error { _, err := DecodeGraphV2(b); return err },
+		"FuzzDecodeTagV2":          func(b []byte) error { _, err := DecodeTagV2(b); return err },
+		"FuzzDecodeTableVersionV2": func(b []byte) error { _, err := DecodeTableVersionV2(b); return err },
+		"FuzzDecodeManifestChunk":  func(b []byte) error { _, _, err := ManifestMap.DecodeChunk(b); return err },
+		"FuzzDecodePinsChunk":      func(b []byte) error { _, _, err := PinsMap.DecodeChunk(b); return err },
+		"FuzzDecodeLineageChunk":   func(b []byte) error { _, _, err := LineageMap.DecodeChunk(b); return err },
 	}
 	for target, decode := range decoders {
 		entries, err := os.ReadDir(filepath.Join("testdata", "fuzz", target))

@@ -1,6 +1,8 @@
 package format
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strconv"
 	"strings"
 	"time"
@@ -8,28 +10,55 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// CommitID names a commit: the ULID of its tree and its sequence number in
+// CommitID names a commit: the ULID of its tree, its sequence number in
 // that tree (0 is the tree's first commit: main's root commit or a branch's
-// fork commit). Its string form "{tree}-{seq}" locates the commit object in
-// one GET (CommitKey). The zero CommitID means "no commit".
+// fork commit) and, for a format-2 commit, the digest of its content. Its
+// string form locates the commit object in one GET (CommitIDKey):
+//
+//	{tree}-{seq}            format 1: the key is the tree and seq alone
+//	{tree}-{seq}-{digest}   format 2: 32 lower-case hex digits of the digest
+//
+// A format-2 id names exactly one byte string, whatever happens to its key:
+// the digest is a hash of the commit's content, which decoding checks. The
+// zero CommitID means "no commit".
 type CommitID struct {
 	Tree ulid.ULID
 	Seq  int64
+	// Digest is zero for a format-1 commit.
+	Digest Digest
 }
 
-// String returns "{tree}-{seq}" with seq in decimal.
+// Digest is the 128-bit content digest in a format-2 commit id.
+type Digest [16]byte
+
+// IsZero reports whether d is the zero digest (a format-1 id).
+func (d Digest) IsZero() bool { return d == Digest{} }
+
+// String returns d as 32 lower-case hex digits.
+func (d Digest) String() string { return hex.EncodeToString(d[:]) }
+
+// String returns "{tree}-{seq}" or "{tree}-{seq}-{digest}".
 func (c CommitID) String() string {
-	return c.Tree.String() + "-" + strconv.FormatInt(c.Seq, 10)
+	s := c.Tree.String() + "-" + strconv.FormatInt(c.Seq, 10)
+	if !c.Digest.IsZero() {
+		s += "-" + c.Digest.String()
+	}
+	return s
 }
 
 // IsZero reports whether c is the zero CommitID.
 func (c CommitID) IsZero() bool { return c == CommitID{} }
 
-// ParseCommitID parses "{tree}-{seq}": a canonical non-zero ULID, '-', and a
-// non-negative decimal without sign or leading zeros.
+// IsV2 reports whether c names a format-2 commit (it has a digest).
+func (c CommitID) IsV2() bool { return !c.Digest.IsZero() }
+
+// ParseCommitID parses "{tree}-{seq}" or "{tree}-{seq}-{digest}": a
+// canonical non-zero ULID, '-', a non-negative decimal without sign or
+// leading zeros and, for format 2, '-' and 32 lower-case hex digits that are
+// not all zero.
 func ParseCommitID(s string) (CommitID, error) {
 	bad := func(why string) error { return &NameError{What: "commit id", Name: s, Reason: why} }
-	tree, seqText, ok := strings.Cut(s, "-")
+	tree, rest, ok := strings.Cut(s, "-")
 	if !ok {
 		return CommitID{}, bad("missing '-' between tree and seq")
 	}
@@ -37,11 +66,77 @@ func ParseCommitID(s string) (CommitID, error) {
 	if why != "" {
 		return CommitID{}, bad("tree: " + why)
 	}
+	seqText, digestText, hasDigest := strings.Cut(rest, "-")
 	seq, err := strconv.ParseInt(seqText, 10, 64)
 	if err != nil || seq < 0 || strconv.FormatInt(seq, 10) != seqText {
 		return CommitID{}, bad("seq is not a canonical non-negative decimal integer")
 	}
-	return CommitID{Tree: id, Seq: seq}, nil
+	c := CommitID{Tree: id, Seq: seq}
+	if hasDigest {
+		d, why := parseDigest(digestText)
+		if why != "" {
+			return CommitID{}, bad("digest: " + why)
+		}
+		c.Digest = d
+	}
+	return c, nil
+}
+
+// ParseCommitIDV1 parses a format-1 commit id "{tree}-{seq}" only.
+func ParseCommitIDV1(s string) (CommitID, error) {
+	c, err := ParseCommitID(s)
+	if err == nil && c.IsV2() {
+		return CommitID{}, &NameError{What: "commit id", Name: s, Reason: "a format-2 id (with a digest) where format 1 is required"}
+	}
+	return c, err
+}
+
+func parseDigest(s string) (Digest, string) {
+	var d Digest
+	if len(s) != 2*len(d) {
+		return d, "not 32 hex digits"
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return d, "not lower-case hex"
+		}
+	}
+	hex.Decode(d[:], []byte(s))
+	if d.IsZero() {
+		return d, "zero digest"
+	}
+	return d, ""
+}
+
+// Hash is the SHA-256 of a chunk's bytes, which names the chunk's key.
+type Hash [32]byte
+
+// IsZero reports whether h is the zero hash (no chunk).
+func (h Hash) IsZero() bool { return h == Hash{} }
+
+// String returns h as 64 lower-case hex digits.
+func (h Hash) String() string { return hex.EncodeToString(h[:]) }
+
+// HashOf returns the hash of b.
+func HashOf(b []byte) Hash { return sha256.Sum256(b) }
+
+// ParseHash parses 64 lower-case hex digits that are not all zero.
+func ParseHash(s string) (Hash, error) {
+	var h Hash
+	bad := func(why string) error { return &NameError{What: "chunk hash", Name: s, Reason: why} }
+	if len(s) != 64 {
+		return h, bad("not 64 hex digits")
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return h, bad("not lower-case hex")
+		}
+	}
+	hex.Decode(h[:], []byte(s))
+	if h.IsZero() {
+		return h, bad("zero hash")
+	}
+	return h, nil
 }
 
 // TimeLayout is how every time is written: RFC 3339 in UTC with exactly

@@ -18,6 +18,12 @@ import (
 //	{graph}/trees/{tree ULID}/commits/{invseq}.json    commit seq of a tree
 //	{graph}/refs/branches/{native}.json                branch ref
 //	{graph}/refs/tags/{name}.json                      tag
+//
+// Format 2 adds:
+//
+//	{graph}/trees/{tree ULID}/commits/{invseq}-{digest}.json   commit
+//	{graph}/chunks/{sha256}.json                               pins and lineage chunks
+//	{graph}/tables/{table}/chunks/{sha256}.json                manifest chunks
 
 // GraphPrefix is the prefix of every key of graph: "{graph}/".
 func GraphPrefix(graph string) string { return graph + "/" }
@@ -70,8 +76,15 @@ func CommitKey(graph string, tree ulid.ULID, seq int64) string {
 	return TreeCommitsPrefix(graph, tree) + InvSeq(seq) + ".json"
 }
 
-// CommitIDKey is the key of the commit id names.
-func CommitIDKey(graph string, id CommitID) string { return CommitKey(graph, id.Tree, id.Seq) }
+// CommitIDKey is the key of the commit id names: CommitKey for a format-1
+// id, and for a format-2 id "{invseq}-{digest}.json" in the same directory,
+// so every commit of a tree, of either format, lists under TreeCommitsPrefix.
+func CommitIDKey(graph string, id CommitID) string {
+	if id.IsV2() {
+		return TreeCommitsPrefix(graph, id.Tree) + InvSeq(id.Seq) + "-" + id.Digest.String() + ".json"
+	}
+	return CommitKey(graph, id.Tree, id.Seq)
+}
 
 // ParseCommitKey returns the commit id a key of graph names, or a NameError
 // when key is not a commit key of graph.
@@ -90,19 +103,30 @@ func ParseCommitKey(graph, key string) (CommitID, error) {
 		return CommitID{}, bad("tree: " + why)
 	}
 	inv, ok := strings.CutSuffix(rest, ".json")
-	if !ok || len(inv) != 19 {
-		return CommitID{}, bad("name is not 19 digits and \".json\"")
+	if !ok {
+		return CommitID{}, bad("name does not end in \".json\"")
+	}
+	var digest Digest
+	if i := strings.IndexByte(inv, '-'); i >= 0 {
+		d, why := parseDigest(inv[i+1:])
+		if why != "" {
+			return CommitID{}, bad("digest: " + why)
+		}
+		digest, inv = d, inv[:i]
+	}
+	if len(inv) != 19 {
+		return CommitID{}, bad("name is not 19 digits, optionally '-' and a digest, and \".json\"")
 	}
 	for i := 0; i < len(inv); i++ {
 		if inv[i] < '0' || inv[i] > '9' {
-			return CommitID{}, bad("name is not 19 digits and \".json\"")
+			return CommitID{}, bad("name is not 19 digits, optionally '-' and a digest, and \".json\"")
 		}
 	}
 	n, err := strconv.ParseInt(inv, 10, 64)
 	if err != nil {
 		return CommitID{}, bad("inverted seq out of range")
 	}
-	return CommitID{Tree: tree, Seq: math.MaxInt64 - n}, nil
+	return CommitID{Tree: tree, Seq: math.MaxInt64 - n, Digest: digest}, nil
 }
 
 // BranchRefsPrefix is the prefix of every branch ref of graph.
@@ -159,4 +183,34 @@ func ParseTagKey(graph, key string) (name string, err error) {
 		return "", bad(err.(*NameError).Reason)
 	}
 	return name, nil
+}
+
+// ChunksPrefix is the prefix of a graph's pins and lineage chunks.
+func ChunksPrefix(graph string) string { return graph + "/chunks/" }
+
+// TableChunksPrefix is the prefix of a table's manifest chunks.
+func TableChunksPrefix(graph, table string) string { return TablePrefix(graph, table) + "chunks/" }
+
+// ChunkKey is the key of a chunk of a map of kind: manifest chunks live
+// under their table, pins and lineage chunks under the graph (table is
+// ignored for them).
+func ChunkKey(graph string, kind MapKind, table string, h Hash) string {
+	if kind == MapManifest {
+		return TableChunksPrefix(graph, table) + h.String() + ".json"
+	}
+	return ChunksPrefix(graph) + h.String() + ".json"
+}
+
+// ParseChunkKey returns the hash a chunk key under prefix (ChunksPrefix or
+// TableChunksPrefix) names.
+func ParseChunkKey(prefix, key string) (Hash, error) {
+	rest, ok := strings.CutPrefix(key, prefix)
+	if !ok {
+		return Hash{}, &NameError{What: "chunk key", Name: key, Reason: "not under " + prefix}
+	}
+	name, ok := strings.CutSuffix(rest, ".json")
+	if !ok {
+		return Hash{}, &NameError{What: "chunk key", Name: key, Reason: "missing \".json\" suffix"}
+	}
+	return ParseHash(name)
 }

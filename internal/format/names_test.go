@@ -136,22 +136,26 @@ func TestPrefixDisjoint_OnlySlashBoundaryPrefixesConflict(t *testing.T) {
 }
 
 func TestParseCommitID_RoundTripsAndRejectsNonCanonical(t *testing.T) {
-	for _, id := range []CommitID{{Tree: treeMain, Seq: 0}, {Tree: treeFeature, Seq: 42}, {Tree: treeOther, Seq: 1<<63 - 1}} {
+	d := Digest{0x01, 0x23, 0xab}
+	for _, id := range []CommitID{{Tree: treeMain, Seq: 0}, {Tree: treeFeature, Seq: 42}, {Tree: treeOther, Seq: 1<<63 - 1}, {Tree: treeMain, Seq: 3, Digest: d}} {
 		got, err := ParseCommitID(id.String())
 		if err != nil || got != id {
 			t.Errorf("ParseCommitID(%q) = %v, %v", id.String(), got, err)
 		}
 	}
 	invalid := map[string]string{
-		"01J0000000000000000000MA1N":                      "missing '-'",
-		"01J0000000000000000000MA1N-":                     "seq",
-		"01J0000000000000000000MA1N-01":                   "seq",
-		"01J0000000000000000000MA1N-+1":                   "seq",
-		"01J0000000000000000000MA1N--1":                   "seq",
-		"01J0000000000000000000MA1N-1-2":                  "seq",
-		"01j0000000000000000000ma1n-1":                    "canonical upper case",
-		"00000000000000000000000000-1":                    "zero ULID",
-		"01J0000000000000000000MA1N-99999999999999999999": "seq",
+		"01J0000000000000000000MA1N":                                     "missing '-'",
+		"01J0000000000000000000MA1N-":                                    "seq",
+		"01J0000000000000000000MA1N-01":                                  "seq",
+		"01J0000000000000000000MA1N-+1":                                  "seq",
+		"01J0000000000000000000MA1N--1":                                  "seq",
+		"01J0000000000000000000MA1N-1-2":                                 "digest: not 32 hex digits",
+		"01J0000000000000000000MA1N-1-0123AB00000000000000000000000000":  "digest: not lower-case hex",
+		"01J0000000000000000000MA1N-1-00000000000000000000000000000000":  "zero digest",
+		"01J0000000000000000000MA1N-01-0123ab00000000000000000000000000": "seq",
+		"01j0000000000000000000ma1n-1":                                   "canonical upper case",
+		"00000000000000000000000000-1":                                   "zero ULID",
+		"01J0000000000000000000MA1N-99999999999999999999":                "seq",
 	}
 	for s, why := range invalid {
 		_, err := ParseCommitID(s)

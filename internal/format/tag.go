@@ -40,8 +40,12 @@ var tagFields = fieldSet{
 	optional: []string{"retired_op"},
 }
 
-// Validate reports the first invalid field of t.
-func (t Tag) Validate() error {
+// Validate reports the first invalid field of t as a format-1 tag.
+func (t Tag) Validate() error { return t.validate(false) }
+
+// validate checks t as a tag of format 2 (v2) or 1, which may not name a
+// format-2 commit.
+func (t Tag) validate(v2 bool) error {
 	const k = KindTag
 	if t.State != TagLive && t.State != TagRetired {
 		return malformed(k, "state", "not live or retired")
@@ -51,6 +55,9 @@ func (t Tag) Validate() error {
 	}
 	if t.Commit.Tree.IsZero() || t.Commit.Seq < 0 {
 		return malformed(k, "commit", "not a commit id")
+	}
+	if t.Commit.IsV2() && !v2 {
+		return malformed(k, "commit", "a format-2 id in a format-1 tag")
 	}
 	if why := checkOp(t.Op); why != "" {
 		return malformed(k, "op", why)
@@ -85,10 +92,12 @@ func EncodeTag(t Tag) ([]byte, error) {
 	})
 }
 
-// DecodeTag strictly decodes a tag.
-func DecodeTag(b []byte) (Tag, error) {
+// DecodeTag strictly decodes a format-1 tag.
+func DecodeTag(b []byte) (Tag, error) { return decodeTag(b, Version) }
+
+func decodeTag(b []byte, version int64) (Tag, error) {
 	const k = KindTag
-	if _, err := decodeEnvelope(b, k, tagFields); err != nil {
+	if _, err := decodeEnvelopeVersion(b, k, tagFields, version); err != nil {
 		return Tag{}, err
 	}
 	var w tagWire
@@ -104,7 +113,7 @@ func DecodeTag(b []byte) (Tag, error) {
 	if t.CreatedAt, why = parseTime(w.CreatedAt); why != "" {
 		return Tag{}, malformed(k, "created_at", why)
 	}
-	if err := t.Validate(); err != nil {
+	if err := t.validate(version == Version2); err != nil {
 		return Tag{}, err
 	}
 	return t, nil

@@ -87,11 +87,28 @@ func (e *MultipleLiveError) Is(target error) bool { return target == ErrMultiple
 // commit. It matches ErrStaleHead.
 type StaleHeadError struct {
 	Graph    string
-	Expected format.CommitID // the head the caller expected
-	Key      string          // the key of seq Expected.Seq+1, which holds other bytes
+	Expected format.CommitID // the head the caller expected (format 1: the planned commit's parent)
+	// Key is, in format 1, the key of seq Expected.Seq+1, which holds other
+	// bytes; in format 2 the ref's key.
+	Key string
+	// Format 2: Found is the head the ref names now (zero for a fence),
+	// Planned the commit that will never be the head, State the ref's
+	// state, Walked the commits read to rule Planned out.
+	Found   format.CommitID
+	Planned format.CommitID
+	State   format.RefState
+	Walked  int
 }
 
 func (e *StaleHeadError) Error() string {
+	switch {
+	case !e.Planned.IsZero() && e.State != "" && e.State != format.RefLive:
+		return fmt.Sprintf("graph: commit %s never became the head: the ref %s is %s (head %s)", e.Planned, e.Key, e.State, e.Found)
+	case !e.Planned.IsZero():
+		return fmt.Sprintf("graph: commit %s never became the head: the ref %s names %s, which does not descend from it", e.Planned, e.Key, e.Found)
+	case !e.Found.IsZero():
+		return fmt.Sprintf("graph: expected head %s is stale: the head is %s", e.Expected, e.Found)
+	}
 	return fmt.Sprintf("graph: expected head %s is stale: %s holds another commit", e.Expected, e.Key)
 }
 
@@ -136,6 +153,9 @@ type InDoubtError struct {
 	// Graph and Commit are set when the put was a commit.
 	Graph  string
 	Commit *format.Commit
+	// Publish is set when the put was a format-2 head swap; settle it with
+	// (*Graph).SettlePublish.
+	Publish *Publish
 }
 
 func (e *InDoubtError) Error() string {

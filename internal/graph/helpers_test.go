@@ -28,7 +28,7 @@ var (
 	t0          = time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
 )
 
-func newStore(t *testing.T) *localfs.Store {
+func newStore(t testing.TB) *localfs.Store {
 	t.Helper()
 	s, err := localfs.Open(t.TempDir())
 	if err != nil {
@@ -220,3 +220,5 @@ func (f *faultyStore) Get(ctx context.Context, key string) (storage.Object, erro
 	}
 	return f.Store.Get(ctx, key)
 }
+
+func storageOpts() storage.PutOptions { return storage.PutOptions{} }

@@ -36,6 +36,32 @@ func ReadGraph(ctx context.Context, s storage.Store, graph string) (format.Graph
 	return g, nil
 }
 
+// ReadGraphAny reads the graph record of either format: one GET. The format
+// version says whether the graph has been created in, or upgraded to,
+// format 2 (whose writers the format-2 API is).
+func ReadGraphAny(ctx context.Context, s storage.Store, graph string) (format.Graph, int, error) {
+	if err := format.ValidateGraphName(graph); err != nil {
+		return format.Graph{}, 0, invalid("Graph", err)
+	}
+	key := format.GraphKey(graph)
+	obj, err := s.Get(ctx, key)
+	if errors.Is(err, storage.ErrNotFound) {
+		return format.Graph{}, 0, fmt.Errorf("read graph %q: %w: %w", graph, ErrGraphNotFound, err)
+	}
+	if err != nil {
+		return format.Graph{}, 0, fmt.Errorf("read graph %q: %w", graph, err)
+	}
+	g, version, err := format.DecodeGraphAny(obj.Body)
+	if err != nil {
+		return format.Graph{}, 0, fmt.Errorf("read graph %q: %s: %w", graph, key, err)
+	}
+	if g.Name != graph {
+		return format.Graph{}, 0, fmt.Errorf("read graph %q: %s: %w", graph, key,
+			&format.MalformedError{Kind: format.KindGraph, Field: "name", Reason: "names graph " + g.Name})
+	}
+	return g, version, nil
+}
+
 // ReadCommit reads the commit with the given id ("{tree}-{seq}"): one GET.
 func ReadCommit(ctx context.Context, s storage.Store, graph, commitID string) (format.Commit, error) {
 	if err := format.ValidateGraphName(graph); err != nil {
@@ -112,8 +138,12 @@ type Branch struct {
 	Native  string
 	Tree    ulid.ULID
 	Ref     format.BranchRef
-	// ETag of the live ref, for a later compare-and-swap (retire).
+	// ETag of the live ref, for a later compare-and-swap (retire, or in
+	// format 2 the head's advance).
 	ETag string
+	// RefFormat is the ref's format version: 2 for a head pointer (Ref.Head
+	// names the head), 1 for a ref whose head is found by listing its tree.
+	RefFormat int
 }
 
 // refReadConcurrency bounds the parallel GETs of ResolveBranch.
@@ -145,7 +175,7 @@ func ResolveBranch(ctx context.Context, s storage.Store, graph, logical string) 
 		if errs[i] != nil {
 			return Branch{}, fmt.Errorf("resolve branch %q: read ref: %w", logical, errs[i])
 		}
-		ref, err := format.DecodeBranchRef(objs[i].Body)
+		ref, version, err := format.DecodeBranchRefAny(objs[i].Body)
 		if err != nil {
 			return Branch{}, fmt.Errorf("resolve branch %q: %s: %w", logical, key, err)
 		}
@@ -154,7 +184,7 @@ func ResolveBranch(ctx context.Context, s storage.Store, graph, logical string) 
 				&format.MalformedError{Kind: format.KindBranchRef, Field: "native", Reason: "is " + ref.Native + ", not the native name its key names"})
 		}
 		if ref.State == format.RefLive {
-			live = append(live, Branch{Logical: logical, Native: ref.Native, Tree: ref.Tree, Ref: ref, ETag: objs[i].ETag})
+			live = append(live, Branch{Logical: logical, Native: ref.Native, Tree: ref.Tree, Ref: ref, ETag: objs[i].ETag, RefFormat: version})
 		}
 	}
 	switch len(live) {

@@ -17,3 +17,11 @@ func TestConformance_NoRules(t *testing.T) {
 		})
 	}
 }
+
+func TestConformance_Multipart_NoRules(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			storagetest.RunMultipart(t, func(t *testing.T) storage.Store { return faults.Wrap(b.open(t)) }, storagetest.MultipartOptions{})
+		})
+	}
+}

@@ -54,17 +54,27 @@ const (
 	OpDeleteBatch Op = "delete_batch"
 )
 
-// Ops lists every operation kind.
+// Ops lists every operation kind of storage.Store (MultipartOps lists the
+// multipart ones).
 var Ops = []Op{OpGet, OpHead, OpPut, OpList, OpDelete, OpDeleteBatch}
 
 // isWrite reports whether op changes the store; its faults are ambiguous,
 // where a read's are unavailable.
 func (op Op) isWrite() bool {
-	return op == OpPut || op == OpDelete || op == OpDeleteBatch
+	switch op {
+	case OpPut, OpDelete, OpDeleteBatch, OpCreateMultipart, OpUploadPart, OpCompleteMultipart, OpAbortMultipart:
+		return true
+	}
+	return false
 }
 
 func (op Op) valid() bool {
 	for _, o := range Ops {
+		if op == o {
+			return true
+		}
+	}
+	for _, o := range MultipartOps {
 		if op == o {
 			return true
 		}

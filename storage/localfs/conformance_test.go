@@ -19,3 +19,13 @@ func TestConformance(t *testing.T) {
 		})
 	})
 }
+
+func TestConformance_Multipart(t *testing.T) {
+	storagetest.RunMultipart(t, func(t *testing.T) storage.Store {
+		s, err := localfs.Open(t.TempDir())
+		if err != nil {
+			t.Fatalf("open store: %v", err)
+		}
+		return s
+	}, storagetest.MultipartOptions{})
+}

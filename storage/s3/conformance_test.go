@@ -100,6 +100,22 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+func TestConformance_Multipart(t *testing.T) {
+	t.Run("gofakes3_prefix", func(t *testing.T) {
+		// gofakes3 ignores If-None-Match on CompleteMultipartUpload.
+		fake := startFakeS3(t)
+		storagetest.RunMultipart(t, func(t *testing.T) storage.Store {
+			return fake.store(t, fake.newBucket(t), "tenants/a")
+		}, storagetest.MultipartOptions{NoConditionalComplete: true})
+	})
+	t.Run("versitygw", func(t *testing.T) {
+		srv := testenv.VersityGW(t)
+		storagetest.RunMultipart(t, func(t *testing.T) storage.Store {
+			return versityStore(t, srv, srv.NewBucket(t), "")
+		}, storagetest.MultipartOptions{})
+	})
+}
+
 // TestPrefix_StoresSharingABucket_SeeOnlyTheirOwnKeys proves, on the real
 // server, that a prefix isolates a store: same keys in two prefixes do not
 // collide, listings and deletes stay inside the prefix, and the bucket holds

@@ -1,0 +1,317 @@
+package format
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// CommitV2 is a format-2 commit at CommitIDKey(graph, ID). Its id carries a
+// digest of its content, so the id names these bytes and no others: a late
+// or re-issued put of a commit can only write the same bytes at the same
+// key, even after cleanup removed it. Its pins and lineage are maps (inline
+// or chunked), so neither has a ceiling.
+type CommitV2 struct {
+	// ID is the commit's tree, seq and digest; SealCommit computes the digest.
+	ID     CommitID
+	Branch string // logical name of the branch the tree belongs to
+	// Parents are 0..2 commits: the first parent, then an optional merged
+	// parent. Seq 0 has no parent (main's root commit) or one in another
+	// tree (a fork commit); seq n > 0 has first parent {Tree, n-1} (of
+	// either format: after an upgrade, a tree's first format-2 commit
+	// follows a format-1 one).
+	Parents []CommitID
+	// Fork is the commit the tree was forked from: the fork commit's
+	// parent, carried by every commit of the tree so a merge can start its
+	// base search there without reading back to seq 0. Zero for a tree that
+	// starts with a root commit (main's first tree), or an upgraded tree
+	// whose format-1 fork commit was no longer there to tell.
+	Fork CommitID
+	// Pins maps table name to the version of it this commit reads.
+	Pins MapRef[PinEntry]
+	// RestoredFrom is the commit whose pins a restore copied; zero if none.
+	RestoredFrom CommitID
+	// Lineage maps every other tree with an ancestor of this commit to the
+	// highest seq of that tree that is an ancestor; it never holds ID.Tree.
+	Lineage MapRef[LineageEntry]
+	Author  string
+	Message string
+	Time    time.Time
+	Op      string
+}
+
+type commitV2Wire struct {
+	Format       int        `json:"format"`
+	Kind         Kind       `json:"kind"`
+	ID           string     `json:"id,omitempty"`
+	Tree         string     `json:"tree"`
+	Seq          int64      `json:"seq"`
+	Branch       string     `json:"branch"`
+	Parents      []string   `json:"parents"`
+	Fork         string     `json:"fork,omitempty"`
+	Pins         mapRefJSON `json:"pins"`
+	RestoredFrom string     `json:"restored_from,omitempty"`
+	Lineage      mapRefJSON `json:"lineage"`
+	Author       string     `json:"author"`
+	Message      string     `json:"message"`
+	Time         string     `json:"time"`
+	Op           string     `json:"op"`
+}
+
+var commitV2Fields = fieldSet{
+	required: []string{"format", "kind", "id", "tree", "seq", "branch", "parents", "pins", "lineage", "author", "message", "time", "op"},
+	optional: []string{"fork", "restored_from"},
+}
+
+// Validate reports the first invalid field of c (its digest aside, which
+// SealCommit computes and DecodeCommitV2 checks).
+func (c CommitV2) Validate() error {
+	const k = KindCommit
+	if c.ID.Tree.IsZero() {
+		return malformed(k, "tree", "zero ULID")
+	}
+	if c.ID.Seq < 0 {
+		return malformed(k, "seq", "negative")
+	}
+	if err := ValidateBranchName(c.Branch); err != nil {
+		return malformedErr(k, "branch", err)
+	}
+	if len(c.Parents) > 2 {
+		return malformed(k, "parents", "more than 2")
+	}
+	for i, p := range c.Parents {
+		if p.Tree.IsZero() || p.Seq < 0 {
+			return malformed(k, "parents", "parent "+strconv.Itoa(i)+": not a commit id")
+		}
+	}
+	if c.ID.Seq == 0 {
+		switch {
+		case len(c.Parents) > 1:
+			return malformed(k, "parents", "a tree's first commit has at most one parent")
+		case len(c.Parents) == 1 && c.Parents[0].Tree == c.ID.Tree:
+			return malformed(k, "parents", "a fork commit's parent must be in another tree")
+		case len(c.Parents) == 1 && c.Fork != c.Parents[0]:
+			return malformed(k, "fork", "a fork commit's fork must be its parent")
+		case len(c.Parents) == 0 && !c.Fork.IsZero():
+			return malformed(k, "fork", "set on a root commit")
+		}
+	} else {
+		if len(c.Parents) == 0 || c.Parents[0].Tree != c.ID.Tree || c.Parents[0].Seq != c.ID.Seq-1 {
+			return malformed(k, "parents", fmt.Sprintf("first parent must be seq %d of tree %s", c.ID.Seq-1, c.ID.Tree))
+		}
+		if len(c.Parents) == 2 && c.Parents[1].Tree == c.ID.Tree {
+			return malformed(k, "parents", "merged parent must be in another tree")
+		}
+	}
+	if !c.Fork.IsZero() && (c.Fork.Tree == c.ID.Tree || c.Fork.Seq < 0) {
+		return malformed(k, "fork", "must be a commit of another tree")
+	}
+	if !c.RestoredFrom.IsZero() && c.RestoredFrom.Tree.IsZero() {
+		return malformed(k, "restored_from", "zero tree ULID")
+	}
+	if _, err := PinsMap.refWire(k, "pins", c.Pins); err != nil {
+		return err
+	}
+	if _, err := LineageMap.refWire(k, "lineage", c.Lineage); err != nil {
+		return err
+	}
+	if c.Lineage.IsInline() {
+		// Checkable only when the lineage is at hand: it never holds the
+		// commit's own tree, and covers every parent in another tree and
+		// the fork.
+		seqs := make(map[ulid.ULID]LineageEntry, len(c.Lineage.Entries))
+		for _, e := range c.Lineage.Entries {
+			if e.Tree == c.ID.Tree {
+				return malformed(k, "lineage", "holds the commit's own tree")
+			}
+			seqs[e.Tree] = e
+		}
+		covered := append([]CommitID{}, c.Parents...)
+		if !c.Fork.IsZero() {
+			covered = append(covered, c.Fork)
+		}
+		for _, p := range covered {
+			if p.Tree == c.ID.Tree {
+				continue
+			}
+			e, ok := seqs[p.Tree]
+			if !ok || e.Seq < p.Seq || e.Seq == p.Seq && e.ID() != p {
+				return malformed(k, "lineage", fmt.Sprintf("ancestor %s is not covered", p))
+			}
+		}
+	}
+	if err := ValidateAuthor(c.Author); err != nil {
+		return err
+	}
+	if err := ValidateMessage(c.Message); err != nil {
+		return err
+	}
+	if why := checkTime(c.Time); why != "" {
+		return malformed(k, "time", why)
+	}
+	if why := checkOp(c.Op); why != "" {
+		return malformed(k, "op", why)
+	}
+	return nil
+}
+
+func (c CommitV2) wire() commitV2Wire {
+	w := commitV2Wire{
+		Format:  Version2,
+		Kind:    KindCommit,
+		Tree:    c.ID.Tree.String(),
+		Seq:     c.ID.Seq,
+		Branch:  c.Branch,
+		Parents: make([]string, 0, len(c.Parents)),
+		Author:  c.Author,
+		Message: c.Message,
+		Time:    FormatTime(c.Time),
+		Op:      c.Op,
+	}
+	for _, p := range c.Parents {
+		w.Parents = append(w.Parents, p.String())
+	}
+	if !c.Fork.IsZero() {
+		w.Fork = c.Fork.String()
+	}
+	if !c.RestoredFrom.IsZero() {
+		w.RestoredFrom = c.RestoredFrom.String()
+	}
+	w.Pins, _ = PinsMap.refWire(KindCommit, "pins", c.Pins)
+	w.Lineage, _ = LineageMap.refWire(KindCommit, "lineage", c.Lineage)
+	return w
+}
+
+// commitDigest is the digest of a commit's canonical encoding without its
+// "id" field.
+func commitDigest(w commitV2Wire) (Digest, error) {
+	w.ID = ""
+	b, err := json.Marshal(w)
+	if err != nil {
+		return Digest{}, &MalformedError{Kind: KindCommit, Reason: "encode", Err: err}
+	}
+	sum := sha256.Sum256(b)
+	var d Digest
+	copy(d[:], sum[:len(d)])
+	return d, nil
+}
+
+// SealCommit computes c's digest from its content, and returns c with its
+// full id and the commit's canonical bytes. Whatever c.ID.Digest held is
+// replaced.
+func SealCommit(c CommitV2) (CommitV2, []byte, error) {
+	if err := c.Validate(); err != nil {
+		return CommitV2{}, nil, err
+	}
+	w := c.wire()
+	d, err := commitDigest(w)
+	if err != nil {
+		return CommitV2{}, nil, err
+	}
+	c.ID.Digest = d
+	w.ID = c.ID.String()
+	b, err := encodeWire(KindCommit, w)
+	if err != nil {
+		return CommitV2{}, nil, err
+	}
+	return c, b, nil
+}
+
+// DecodeCommitV2 strictly decodes a format-2 commit and checks that its id's
+// digest is the digest of its content.
+func DecodeCommitV2(b []byte) (CommitV2, error) {
+	const k = KindCommit
+	top, err := decodeEnvelopeVersion(b, k, commitV2Fields, Version2)
+	if err != nil {
+		return CommitV2{}, err
+	}
+	var w struct {
+		ID           string   `json:"id"`
+		Tree         string   `json:"tree"`
+		Seq          int64    `json:"seq"`
+		Branch       string   `json:"branch"`
+		Parents      []string `json:"parents"`
+		Fork         string   `json:"fork"`
+		RestoredFrom string   `json:"restored_from"`
+		Author       string   `json:"author"`
+		Message      string   `json:"message"`
+		Time         string   `json:"time"`
+		Op           string   `json:"op"`
+	}
+	for _, f := range []string{"pins", "lineage"} {
+		if raw := top[f]; len(raw) == 0 || raw[0] != '{' {
+			return CommitV2{}, malformed(k, f, "not an object")
+		}
+	}
+	if err := unmarshalWire(k, stripFields(top, "pins", "lineage"), &w); err != nil {
+		return CommitV2{}, err
+	}
+	id, err := ParseCommitID(w.ID)
+	if err != nil {
+		return CommitV2{}, malformedErr(k, "id", err)
+	}
+	tree, err := ParseULID(w.Tree)
+	if err != nil {
+		return CommitV2{}, malformedErr(k, "tree", err)
+	}
+	if id.Tree != tree || id.Seq != w.Seq || !id.IsV2() {
+		return CommitV2{}, malformed(k, "id", "does not match tree and seq, or has no digest")
+	}
+	c := CommitV2{ID: id, Branch: w.Branch, Author: w.Author, Message: w.Message, Op: w.Op}
+	for _, p := range w.Parents {
+		pid, err := ParseCommitID(p)
+		if err != nil {
+			return CommitV2{}, malformedErr(k, "parents", err)
+		}
+		c.Parents = append(c.Parents, pid)
+	}
+	if w.Fork != "" {
+		if c.Fork, err = ParseCommitID(w.Fork); err != nil {
+			return CommitV2{}, malformedErr(k, "fork", err)
+		}
+	}
+	if w.RestoredFrom != "" {
+		if c.RestoredFrom, err = ParseCommitID(w.RestoredFrom); err != nil {
+			return CommitV2{}, malformedErr(k, "restored_from", err)
+		}
+	}
+	if c.Pins, err = PinsMap.decodeRef(k, "pins", top["pins"]); err != nil {
+		return CommitV2{}, err
+	}
+	if c.Lineage, err = LineageMap.decodeRef(k, "lineage", top["lineage"]); err != nil {
+		return CommitV2{}, err
+	}
+	var why string
+	if c.Time, why = parseTime(w.Time); why != "" {
+		return CommitV2{}, malformed(k, "time", why)
+	}
+	sealed, again, err := SealCommit(c)
+	if err != nil {
+		return CommitV2{}, err
+	}
+	if sealed.ID != id || !bytes.Equal(again, b) {
+		// Either the digest does not match the content, or the bytes are not
+		// the canonical encoding (which the digest is taken over).
+		return CommitV2{}, malformed(k, "id", "digest does not match the commit's content, or the bytes are not canonical")
+	}
+	return c, nil
+}
+
+// stripFields re-marshals top without the named fields, for decoding the
+// plain fields of an object whose other fields are decoded separately.
+func stripFields(top map[string]json.RawMessage, names ...string) []byte {
+	rest := make(map[string]json.RawMessage, len(top))
+	for k, v := range top {
+		rest[k] = v
+	}
+	for _, n := range names {
+		delete(rest, n)
+	}
+	b, _ := json.Marshal(rest)
+	return b
+}

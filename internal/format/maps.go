@@ -1,0 +1,784 @@
+package format
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// Format 2 keeps every list that can grow without bound — a table version's
+// objects, a commit's pins, a commit's lineage — as a *map*: entries sorted
+// by a string key, stored either inline in the object that names the map
+// (when small) or as a tree of chunks. A chunk is a leaf (entries) or a node
+// (references to the chunks of the level below, with the last key and entry
+// count of each). Chunks are content-addressed (their key is the SHA-256 of
+// their bytes) and written put-if-absent, so re-issues are byte-identical and
+// versions that share entries share chunks.
+//
+// Where chunks split is a function of the entries alone (see BoundaryAfter),
+// not of the order they were added in, so equal maps are equal trees and
+// two versions of a map can be diffed by skipping the chunks they share.
+
+// MapKind names what a map holds; it is the "map" field of its chunks.
+type MapKind string
+
+// The kinds of map.
+const (
+	// MapManifest: a table version's entries, by name.
+	MapManifest MapKind = "manifest"
+	// MapPins: a commit's table versions, by table name.
+	MapPins MapKind = "pins"
+	// MapLineage: for every other tree with an ancestor of a commit, the
+	// highest seq of that tree that is an ancestor, by tree ULID.
+	MapLineage MapKind = "lineage"
+)
+
+// The kinds of chunk object.
+const (
+	KindMapLeaf Kind = "map_leaf"
+	KindMapNode Kind = "map_node"
+)
+
+// Map shape parameters. They are part of the format: they decide where
+// chunks split, hence every chunk's bytes.
+const (
+	// MapInlineMaxEntries and MapInlineMaxBytes bound an inline map: a map
+	// is written inline exactly when it has at most this many entries and
+	// its entries encode to at most this many bytes (the JSON array,
+	// brackets and commas included); otherwise as chunks.
+	MapInlineMaxEntries = 64
+	MapInlineMaxBytes   = 8 << 10
+	// MapBoundaryModulus is the expected number of items per chunk: an item
+	// ends its chunk when the boundary hash of its key is 0 modulo this.
+	MapBoundaryModulus = 128
+	// MaxMapLevel bounds a node's level (a leaf is level 0).
+	MaxMapLevel = 40
+	// MaxEntryNameLen bounds a manifest entry's name and an external key.
+	MaxEntryNameLen = 1024
+	// MaxETagLen bounds an external object's ETag.
+	MaxETagLen = 256
+)
+
+// BoundaryAfter reports whether a chunk at level ends after the item whose
+// key (for a node, its child's last key) is key, by the rule of format 2:
+// the first 8 bytes of SHA-256("graft-map-boundary" 0x00 level key), read
+// little-endian, are 0 modulo MapBoundaryModulus. A chunk also ends before
+// an item that would push its encoding over MaxObjectSize, and at the end of
+// the map; nothing else ends a chunk.
+func BoundaryAfter(level int, key string) bool {
+	h := sha256.New()
+	h.Write([]byte("graft-map-boundary\x00"))
+	h.Write([]byte{byte(level)})
+	h.Write([]byte(key))
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return binary.LittleEndian.Uint64(sum[:8])%MapBoundaryModulus == 0
+}
+
+// ManifestEntry is one entry of a table version: a named data object.
+type ManifestEntry struct {
+	// Name is the entry's key in the table: 1..MaxEntryNameLen bytes of
+	// '/'-separated segments (no empty, "." or ".." segment, no control
+	// character or backslash). A format-1 version's entries are named by
+	// their object ULID.
+	Name string
+	// Object is set for an object graft wrote, at ObjectKey(graph, table,
+	// Object). Exactly one of Object and External is set.
+	Object ulid.ULID
+	// External is set for an object imported by reference: a key of the
+	// store that graft did not write and never deletes. It is never under
+	// the graph's own prefix.
+	External string
+	// Size is the object's size in bytes, 0..5 TiB.
+	Size int64
+	// SHA256 is the lower-case hex SHA-256 of the object's bytes: required
+	// for an object graft wrote, optional for an external one.
+	SHA256 string
+	// ETag is the ETag a HEAD of an external object returned when it was
+	// imported; set exactly for external objects.
+	ETag string
+}
+
+// MaxEntrySize is the largest object size an entry may name: 5 TiB.
+const MaxEntrySize = 5 << 40
+
+// IsExternal reports whether e names an object graft did not write.
+func (e ManifestEntry) IsExternal() bool { return e.External != "" }
+
+// Same reports whether e and o name the same bytes: the same object,
+// size and checksums.
+func (e ManifestEntry) Same(o ManifestEntry) bool { return e == o }
+
+// PinEntry is one entry of a commit's pins: the version of a table.
+type PinEntry struct {
+	Table   string
+	Version ulid.ULID
+}
+
+// LineageEntry is one entry of a commit's lineage: the highest commit of
+// another tree that is an ancestor. It carries that commit's digest (none
+// for a format-1 commit), so a merge can read a merge-base candidate by id.
+type LineageEntry struct {
+	Tree   ulid.ULID
+	Seq    int64
+	Digest Digest
+}
+
+// ID returns the id of the commit the entry names.
+func (e LineageEntry) ID() CommitID { return CommitID{Tree: e.Tree, Seq: e.Seq, Digest: e.Digest} }
+
+// LineageOf returns the lineage entry naming commit id.
+func LineageOf(id CommitID) LineageEntry {
+	return LineageEntry{Tree: id.Tree, Seq: id.Seq, Digest: id.Digest}
+}
+
+// ChildRef is a node's reference to one chunk of the level below.
+type ChildRef struct {
+	// Last is the key of the last entry under the child.
+	Last string
+	// Count is the number of entries under the child, at least 1.
+	Count int64
+	// Chunk is the hash (and so the key) of the child chunk.
+	Chunk Hash
+}
+
+// MapNode is a non-leaf chunk: the chunks of level Level-1, in key order.
+type MapNode struct {
+	Level    int
+	Children []ChildRef
+}
+
+// MapRef is how an object names a map: inline entries, or the root chunk of
+// a tree with its entry count. The zero MapRef is the empty inline map.
+type MapRef[E any] struct {
+	// Entries are the map's entries when inline (Root zero).
+	Entries []E
+	// Root is the root chunk of a chunked map; zero when inline.
+	Root Hash
+	// Count is the number of entries of a chunked map (len(Entries) when inline).
+	Count int64
+}
+
+// IsInline reports whether r holds its entries itself.
+func (r MapRef[E]) IsInline() bool { return r.Root.IsZero() }
+
+// Len returns the number of entries of the map.
+func (r MapRef[E]) Len() int64 {
+	if r.IsInline() {
+		return int64(len(r.Entries))
+	}
+	return r.Count
+}
+
+// MapSpec is the encoding of one kind of map: its entries' keys, wire form
+// and validation. ManifestMap, PinsMap and LineageMap are the three.
+type MapSpec[E any] struct {
+	Kind MapKind
+	// key returns an entry's key.
+	key func(E) string
+	// checkKey returns why s is not a valid key of this kind, or "".
+	checkKey func(s string) string
+	// validate checks one entry (field names are relative to the entry).
+	validate func(E) (field, why string)
+	// wire returns the entry's JSON wire value (fixed field order).
+	wire func(E) any
+	// fields are the entry's JSON fields.
+	fields fieldSet
+	// decodeAll turns a JSON array of entries (fields already checked)
+	// into entries, in one pass; on failure it names the entry and field.
+	decodeAll func(raw []byte) ([]E, int, string, error)
+}
+
+// Key returns an entry's key.
+func (m MapSpec[E]) Key(e E) string { return m.key(e) }
+
+// CheckKey reports why s is not a valid key of this map kind, or "".
+func (m MapSpec[E]) CheckKey(s string) string { return m.checkKey(s) }
+
+// ManifestMap is the map of a table version's entries.
+var ManifestMap = MapSpec[ManifestEntry]{
+	Kind:     MapManifest,
+	key:      func(e ManifestEntry) string { return e.Name },
+	checkKey: checkEntryName,
+	validate: validateManifestEntry,
+	wire: func(e ManifestEntry) any {
+		w := manifestEntryWire{Name: e.Name, External: e.External, Size: e.Size, SHA256: e.SHA256, ETag: e.ETag}
+		if !e.Object.IsZero() {
+			w.Object = e.Object.String()
+		}
+		return w
+	},
+	fields: fieldSet{required: []string{"name", "size"}, optional: []string{"object", "external", "sha256", "etag"}},
+	decodeAll: func(raw []byte) ([]ManifestEntry, int, string, error) {
+		var ws []manifestEntryWire
+		if err := json.Unmarshal(raw, &ws); err != nil {
+			return nil, -1, "", err
+		}
+		out := make([]ManifestEntry, len(ws))
+		for i, w := range ws {
+			e := ManifestEntry{Name: w.Name, External: w.External, Size: w.Size, SHA256: w.SHA256, ETag: w.ETag}
+			if w.Object != "" {
+				id, err := ParseULID(w.Object)
+				if err != nil {
+					return nil, i, "object", err
+				}
+				e.Object = id
+			}
+			out[i] = e
+		}
+		return out, 0, "", nil
+	},
+}
+
+type manifestEntryWire struct {
+	Name     string `json:"name"`
+	Object   string `json:"object,omitempty"`
+	External string `json:"external,omitempty"`
+	Size     int64  `json:"size"`
+	SHA256   string `json:"sha256,omitempty"`
+	ETag     string `json:"etag,omitempty"`
+}
+
+// PinsMap is the map of a commit's table versions.
+var PinsMap = MapSpec[PinEntry]{
+	Kind: MapPins,
+	key:  func(e PinEntry) string { return e.Table },
+	checkKey: func(s string) string {
+		if err := ValidateTableName(s); err != nil {
+			return err.(*NameError).Reason
+		}
+		return ""
+	},
+	validate: func(e PinEntry) (string, string) {
+		if err := ValidateTableName(e.Table); err != nil {
+			return "table", err.Error()
+		}
+		if e.Version.IsZero() {
+			return "version", "zero ULID"
+		}
+		return "", ""
+	},
+	wire:   func(e PinEntry) any { return pinEntryWire{Table: e.Table, Version: e.Version.String()} },
+	fields: fieldSet{required: []string{"table", "version"}},
+	decodeAll: func(raw []byte) ([]PinEntry, int, string, error) {
+		var ws []pinEntryWire
+		if err := json.Unmarshal(raw, &ws); err != nil {
+			return nil, -1, "", err
+		}
+		out := make([]PinEntry, len(ws))
+		for i, w := range ws {
+			v, err := ParseULID(w.Version)
+			if err != nil {
+				return nil, i, "version", err
+			}
+			out[i] = PinEntry{Table: w.Table, Version: v}
+		}
+		return out, 0, "", nil
+	},
+}
+
+type pinEntryWire struct {
+	Table   string `json:"table"`
+	Version string `json:"version"`
+}
+
+// LineageMap is the map of a commit's lineage.
+var LineageMap = MapSpec[LineageEntry]{
+	Kind: MapLineage,
+	key:  func(e LineageEntry) string { return e.Tree.String() },
+	checkKey: func(s string) string {
+		_, why := parseULID(s)
+		return why
+	},
+	validate: func(e LineageEntry) (string, string) {
+		if e.Tree.IsZero() {
+			return "tree", "zero ULID"
+		}
+		if e.Seq < 0 {
+			return "seq", "negative"
+		}
+		return "", ""
+	},
+	wire: func(e LineageEntry) any {
+		w := lineageEntryWire{Tree: e.Tree.String(), Seq: e.Seq}
+		if !e.Digest.IsZero() {
+			w.Digest = e.Digest.String()
+		}
+		return w
+	},
+	fields: fieldSet{required: []string{"tree", "seq"}, optional: []string{"digest"}},
+	decodeAll: func(raw []byte) ([]LineageEntry, int, string, error) {
+		var ws []lineageEntryWire
+		if err := json.Unmarshal(raw, &ws); err != nil {
+			return nil, -1, "", err
+		}
+		out := make([]LineageEntry, len(ws))
+		for i, w := range ws {
+			t, err := ParseULID(w.Tree)
+			if err != nil {
+				return nil, i, "tree", err
+			}
+			e := LineageEntry{Tree: t, Seq: w.Seq}
+			if w.Digest != "" {
+				d, why := parseDigest(w.Digest)
+				if why != "" {
+					return nil, i, "digest", &NameError{What: "digest", Name: w.Digest, Reason: why}
+				}
+				e.Digest = d
+			}
+			out[i] = e
+		}
+		return out, 0, "", nil
+	},
+}
+
+type lineageEntryWire struct {
+	Tree   string `json:"tree"`
+	Seq    int64  `json:"seq"`
+	Digest string `json:"digest,omitempty"`
+}
+
+// checkEntryName returns why s is not a valid manifest entry name (or
+// external key), or "".
+func checkEntryName(s string) string {
+	switch {
+	case s == "":
+		return "empty"
+	case len(s) > MaxEntryNameLen:
+		return fmt.Sprintf("longer than %d bytes", MaxEntryNameLen)
+	case !utf8.ValidString(s):
+		return "invalid UTF-8"
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || r == '\\' {
+			return "contains a control character or backslash"
+		}
+	}
+	for seg := range strings.SplitSeq(s, "/") {
+		switch seg {
+		case "":
+			return "has an empty segment"
+		case ".", "..":
+			return "has a \".\" or \"..\" segment"
+		}
+	}
+	return ""
+}
+
+// ValidateEntryName checks a manifest entry name.
+func ValidateEntryName(name string) error {
+	if why := checkEntryName(name); why != "" {
+		return &NameError{What: "entry name", Name: name, Reason: why}
+	}
+	return nil
+}
+
+func validateManifestEntry(e ManifestEntry) (string, string) {
+	if why := checkEntryName(e.Name); why != "" {
+		return "name", why
+	}
+	switch {
+	case e.Object.IsZero() == (e.External == ""):
+		return "object", "exactly one of object and external must be set"
+	case e.Size < 0 || e.Size > MaxEntrySize:
+		return "size", fmt.Sprintf("outside 0..%d", int64(MaxEntrySize))
+	}
+	if e.External != "" {
+		if why := checkEntryName(e.External); why != "" {
+			return "external", why
+		}
+		if e.ETag == "" {
+			return "etag", "required for an external object"
+		}
+		if why := checkETag(e.ETag); why != "" {
+			return "etag", why
+		}
+		if e.SHA256 != "" && !isSHA256Hex(e.SHA256) {
+			return "sha256", "not 64 lower-case hex digits"
+		}
+		return "", ""
+	}
+	if !isSHA256Hex(e.SHA256) {
+		return "sha256", "not 64 lower-case hex digits"
+	}
+	if e.ETag != "" {
+		return "etag", "set on an object graft wrote"
+	}
+	return "", ""
+}
+
+func checkETag(s string) string {
+	if len(s) > MaxETagLen {
+		return fmt.Sprintf("longer than %d bytes", MaxETagLen)
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x21 || c > 0x7e || c == '\\' {
+			return "not printable ASCII without spaces or backslashes"
+		}
+	}
+	return ""
+}
+
+// EncodeEntry returns the canonical bytes of one entry, as it appears in a
+// leaf or an inline map.
+func (m MapSpec[E]) EncodeEntry(e E) ([]byte, error) {
+	if field, why := m.validate(e); why != "" {
+		return nil, malformed(KindMapLeaf, "entries."+field, why)
+	}
+	b, err := json.Marshal(m.wire(e))
+	if err != nil {
+		return nil, &MalformedError{Kind: KindMapLeaf, Reason: "encode entry", Err: err}
+	}
+	return b, nil
+}
+
+// checkEntries validates a sorted entry list (of a leaf or inline map).
+func (m MapSpec[E]) checkEntries(kind Kind, field string, entries []E) error {
+	for i, e := range entries {
+		f := field + "[" + strconv.Itoa(i) + "]"
+		if ef, why := m.validate(e); why != "" {
+			return malformed(kind, f+"."+ef, why)
+		}
+		if i > 0 && m.key(entries[i-1]) >= m.key(e) {
+			return malformed(kind, f, "entries not strictly ascending by key")
+		}
+	}
+	return nil
+}
+
+func (m MapSpec[E]) wires(entries []E) []any {
+	out := make([]any, len(entries))
+	for i, e := range entries {
+		out[i] = m.wire(e)
+	}
+	return out
+}
+
+// decodeEntries strictly decodes a JSON array of entries: the field names of
+// every entry are checked exactly (encoding/json matches names in any letter
+// case), then the array is decoded in one pass.
+func (m MapSpec[E]) decodeEntries(kind Kind, field string, raw json.RawMessage) ([]E, error) {
+	var items []map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, &MalformedError{Kind: kind, Field: field, Reason: "not an array of objects", Err: err}
+	}
+	for i, item := range items {
+		if err := checkFields(kind, field+"["+strconv.Itoa(i)+"].", item, m.fields); err != nil {
+			return nil, err
+		}
+	}
+	out, i, sub, err := m.decodeAll(raw)
+	if err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return nil, &MalformedError{Kind: kind, Field: field + "." + typeErr.Field, Reason: "wrong type", Err: err}
+		}
+		if i < 0 {
+			return nil, &MalformedError{Kind: kind, Field: field, Reason: "invalid JSON", Err: err}
+		}
+		return nil, malformedErr(kind, field+"["+strconv.Itoa(i)+"]."+sub, err)
+	}
+	if err := m.checkEntries(kind, field, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+type leafWire struct {
+	Format  int     `json:"format"`
+	Kind    Kind    `json:"kind"`
+	Map     MapKind `json:"map"`
+	Entries []any   `json:"entries"`
+}
+
+var leafFields = fieldSet{required: []string{"format", "kind", "map", "entries"}}
+
+// EncodeLeaf returns the canonical bytes of a leaf chunk: 1 or more entries,
+// strictly ascending by key.
+func (m MapSpec[E]) EncodeLeaf(entries []E) ([]byte, error) {
+	if len(entries) == 0 {
+		return nil, malformed(KindMapLeaf, "entries", "a leaf has at least one entry")
+	}
+	if err := m.checkEntries(KindMapLeaf, "entries", entries); err != nil {
+		return nil, err
+	}
+	return encodeWire(KindMapLeaf, leafWire{Format: Version2, Kind: KindMapLeaf, Map: m.Kind, Entries: m.wires(entries)})
+}
+
+// LeafOverhead is the encoded size of a leaf of this kind without its
+// entries, and the separator each entry after the first adds: a leaf of
+// entries e1..en encodes to LeafOverhead + len(e1) + … + len(en) + (n-1).
+func (m MapSpec[E]) LeafOverhead() int {
+	b, _ := json.Marshal(leafWire{Format: Version2, Kind: KindMapLeaf, Map: m.Kind, Entries: []any{}})
+	return len(b)
+}
+
+// DecodeLeaf strictly decodes a leaf chunk of this kind.
+func (m MapSpec[E]) DecodeLeaf(b []byte) ([]E, error) {
+	const k = KindMapLeaf
+	top, err := decodeEnvelopeVersion(b, k, leafFields, Version2)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.checkMapField(k, top); err != nil {
+		return nil, err
+	}
+	entries, err := m.decodeEntries(k, "entries", top["entries"])
+	if err != nil {
+		return nil, err
+	}
+	if len(entries) == 0 {
+		return nil, malformed(k, "entries", "a leaf has at least one entry")
+	}
+	return entries, nil
+}
+
+func (m MapSpec[E]) checkMapField(k Kind, top map[string]json.RawMessage) error {
+	var got MapKind
+	if err := json.Unmarshal(top["map"], &got); err != nil {
+		return malformed(k, "map", "not a string")
+	}
+	if got != m.Kind {
+		return malformed(k, "map", fmt.Sprintf("is %q, want %q", got, m.Kind))
+	}
+	return nil
+}
+
+type childWire struct {
+	Last  string `json:"last"`
+	Count int64  `json:"count"`
+	Chunk string `json:"chunk"`
+}
+
+type nodeWire struct {
+	Format   int         `json:"format"`
+	Kind     Kind        `json:"kind"`
+	Map      MapKind     `json:"map"`
+	Level    int         `json:"level"`
+	Children []childWire `json:"children"`
+}
+
+var (
+	nodeFields  = fieldSet{required: []string{"format", "kind", "map", "level", "children"}}
+	childFields = fieldSet{required: []string{"last", "count", "chunk"}}
+)
+
+// validateNode checks a node's fields.
+func (m MapSpec[E]) validateNode(n MapNode) error {
+	const k = KindMapNode
+	if n.Level < 1 || n.Level > MaxMapLevel {
+		return malformed(k, "level", fmt.Sprintf("outside 1..%d", MaxMapLevel))
+	}
+	if len(n.Children) == 0 {
+		return malformed(k, "children", "a node has at least one child")
+	}
+	for i, c := range n.Children {
+		f := "children[" + strconv.Itoa(i) + "]"
+		if why := m.checkKey(c.Last); why != "" {
+			return malformed(k, f+".last", why)
+		}
+		if i > 0 && n.Children[i-1].Last >= c.Last {
+			return malformed(k, f+".last", "children not strictly ascending by last key")
+		}
+		if c.Count < 1 {
+			return malformed(k, f+".count", "less than 1")
+		}
+		if c.Chunk.IsZero() {
+			return malformed(k, f+".chunk", "zero hash")
+		}
+	}
+	return nil
+}
+
+// EncodeNode returns the canonical bytes of a node chunk.
+func (m MapSpec[E]) EncodeNode(n MapNode) ([]byte, error) {
+	if err := m.validateNode(n); err != nil {
+		return nil, err
+	}
+	w := nodeWire{Format: Version2, Kind: KindMapNode, Map: m.Kind, Level: n.Level, Children: make([]childWire, len(n.Children))}
+	for i, c := range n.Children {
+		w.Children[i] = childWire{Last: c.Last, Count: c.Count, Chunk: c.Chunk.String()}
+	}
+	return encodeWire(KindMapNode, w)
+}
+
+// NodeOverhead is the encoded size of a node of this kind at level without
+// its children (see LeafOverhead).
+func (m MapSpec[E]) NodeOverhead(level int) int {
+	b, _ := json.Marshal(nodeWire{Format: Version2, Kind: KindMapNode, Map: m.Kind, Level: level, Children: []childWire{}})
+	return len(b)
+}
+
+// ChildSize is the encoded size of one child reference in a node.
+func (m MapSpec[E]) ChildSize(c ChildRef) int {
+	b, _ := json.Marshal(childWire{Last: c.Last, Count: c.Count, Chunk: c.Chunk.String()})
+	return len(b)
+}
+
+// DecodeNode strictly decodes a node chunk of this kind.
+func (m MapSpec[E]) DecodeNode(b []byte) (MapNode, error) {
+	const k = KindMapNode
+	top, err := decodeEnvelopeVersion(b, k, nodeFields, Version2)
+	if err != nil {
+		return MapNode{}, err
+	}
+	if err := m.checkMapField(k, top); err != nil {
+		return MapNode{}, err
+	}
+	var items []map[string]json.RawMessage
+	if err := json.Unmarshal(top["children"], &items); err != nil {
+		return MapNode{}, &MalformedError{Kind: k, Field: "children", Reason: "not an array of objects", Err: err}
+	}
+	for i, item := range items {
+		if err := checkFields(k, "children["+strconv.Itoa(i)+"].", item, childFields); err != nil {
+			return MapNode{}, err
+		}
+	}
+	var w nodeWire
+	if err := unmarshalWire(k, b, &w); err != nil {
+		return MapNode{}, err
+	}
+	n := MapNode{Level: w.Level, Children: make([]ChildRef, len(w.Children))}
+	for i, c := range w.Children {
+		h, err := ParseHash(c.Chunk)
+		if err != nil {
+			return MapNode{}, malformedErr(k, "children["+strconv.Itoa(i)+"].chunk", err)
+		}
+		n.Children[i] = ChildRef{Last: c.Last, Count: c.Count, Chunk: h}
+	}
+	if err := m.validateNode(n); err != nil {
+		return MapNode{}, err
+	}
+	return n, nil
+}
+
+// DecodeChunk decodes a chunk of this kind that may be a leaf or a node:
+// exactly one of the results is set.
+func (m MapSpec[E]) DecodeChunk(b []byte) ([]E, *MapNode, error) {
+	var probe struct {
+		Kind Kind `json:"kind"`
+	}
+	_ = json.Unmarshal(b, &probe)
+	if probe.Kind == KindMapNode {
+		n, err := m.DecodeNode(b)
+		if err != nil {
+			return nil, nil, err
+		}
+		return nil, &n, nil
+	}
+	entries, err := m.DecodeLeaf(b)
+	return entries, nil, err
+}
+
+// InlineFits reports whether entries, sorted and valid, are written inline.
+func (m MapSpec[E]) InlineFits(entries []E) bool {
+	if len(entries) > MapInlineMaxEntries {
+		return false
+	}
+	return m.inlineSize(entries) <= MapInlineMaxBytes
+}
+
+func (m MapSpec[E]) inlineSize(entries []E) int {
+	n := 2 + max(len(entries)-1, 0) // [ ] and commas
+	for _, e := range entries {
+		b, _ := json.Marshal(m.wire(e))
+		n += len(b)
+	}
+	return n
+}
+
+// mapRefJSON is a map ref on the wire: an object with "entries" (inline) or
+// "root" and "count" (chunked). An empty inline map is {"entries":[]}.
+type mapRefJSON struct {
+	inline  bool
+	entries []any
+	root    string
+	count   int64
+}
+
+func (r mapRefJSON) MarshalJSON() ([]byte, error) {
+	if r.inline {
+		entries := r.entries
+		if entries == nil {
+			entries = []any{}
+		}
+		return json.Marshal(struct {
+			Entries []any `json:"entries"`
+		}{entries})
+	}
+	return json.Marshal(struct {
+		Root  string `json:"root"`
+		Count int64  `json:"count"`
+	}{r.root, r.count})
+}
+
+// refWire returns the wire form of r, checking it.
+func (m MapSpec[E]) refWire(kind Kind, field string, r MapRef[E]) (mapRefJSON, error) {
+	if r.IsInline() {
+		if r.Count != 0 && r.Count != int64(len(r.Entries)) {
+			return mapRefJSON{}, malformed(kind, field, "inline map with a count that is not its length")
+		}
+		if err := m.checkEntries(kind, field+".entries", r.Entries); err != nil {
+			return mapRefJSON{}, err
+		}
+		if !m.InlineFits(r.Entries) {
+			return mapRefJSON{}, malformed(kind, field, fmt.Sprintf("inline map over %d entries or %d bytes (write it as chunks)", MapInlineMaxEntries, MapInlineMaxBytes))
+		}
+		return mapRefJSON{inline: true, entries: m.wires(r.Entries)}, nil
+	}
+	if r.Count < 1 {
+		return mapRefJSON{}, malformed(kind, field+".count", "a chunked map has at least one entry")
+	}
+	if len(r.Entries) != 0 {
+		return mapRefJSON{}, malformed(kind, field, "both inline entries and a root")
+	}
+	// Whether a small chunked map should have been inline depends on its
+	// entries' sizes, which the ref does not carry: the writer decides.
+	return mapRefJSON{root: r.Root.String(), count: r.Count}, nil
+}
+
+// decodeRef strictly decodes a map ref.
+func (m MapSpec[E]) decodeRef(kind Kind, field string, raw json.RawMessage) (MapRef[E], error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return MapRef[E]{}, &MalformedError{Kind: kind, Field: field, Reason: "not an object", Err: err}
+	}
+	if _, inline := fields["entries"]; inline {
+		if err := checkFields(kind, field+".", fields, fieldSet{required: []string{"entries"}}); err != nil {
+			return MapRef[E]{}, err
+		}
+		entries, err := m.decodeEntries(kind, field+".entries", fields["entries"])
+		if err != nil {
+			return MapRef[E]{}, err
+		}
+		if !m.InlineFits(entries) {
+			return MapRef[E]{}, malformed(kind, field, fmt.Sprintf("inline map over %d entries or %d bytes", MapInlineMaxEntries, MapInlineMaxBytes))
+		}
+		return MapRef[E]{Entries: entries}, nil
+	}
+	if err := checkFields(kind, field+".", fields, fieldSet{required: []string{"root", "count"}}); err != nil {
+		return MapRef[E]{}, err
+	}
+	var w struct {
+		Root  string `json:"root"`
+		Count int64  `json:"count"`
+	}
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return MapRef[E]{}, &MalformedError{Kind: kind, Field: field, Reason: "wrong type", Err: err}
+	}
+	h, err := ParseHash(w.Root)
+	if err != nil {
+		return MapRef[E]{}, malformedErr(kind, field+".root", err)
+	}
+	if w.Count < 1 {
+		return MapRef[E]{}, malformed(kind, field+".count", "a chunked map has at least one entry")
+	}
+	return MapRef[E]{Root: h, Count: w.Count}, nil
+}

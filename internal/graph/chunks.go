@@ -1,0 +1,45 @@
+package graph
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/graftworks/graft/storage"
+)
+
+// chunkWriteConcurrency bounds the parallel puts of putChunks.
+const chunkWriteConcurrency = 8
+
+// putChunks writes chunks with put-if-absent, in parallel. A chunk's key is
+// the hash of its bytes, so a chunk already there is the same chunk (from an
+// earlier attempt or another version that shares it); other bytes at its key
+// mean corruption and are an error.
+func putChunks(ctx context.Context, s storage.Store, chunks []Chunk) error {
+	if len(chunks) == 0 {
+		return nil
+	}
+	errs := make([]error, len(chunks))
+	sem := make(chan struct{}, chunkWriteConcurrency)
+	var wg sync.WaitGroup
+	for i, c := range chunks {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			put, err := PutIfAbsent(ctx, s, c.Key, c.Body)
+			switch {
+			case err != nil:
+				errs[i] = fmt.Errorf("put chunk %s: %w", c.Key, err)
+			case put.Outcome == PutTaken:
+				errs[i] = fmt.Errorf("put chunk %s: %w: %w", c.Key, ErrCorrupt, &KeyTakenError{Key: c.Key})
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

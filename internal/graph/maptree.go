@@ -1,0 +1,890 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/storage"
+)
+
+// The chunked maps of format 2 (internal/format, maps.go): building one from
+// sorted entries, applying sorted edits to one (reading and writing only the
+// chunks on the edited paths), point lookups, streaming iteration, and
+// walking two maps side by side while skipping the subtrees they share.
+
+// ErrChunkNotFound reports a map chunk that is not in storage: reclaimed by
+// cleanup, or never written.
+var ErrChunkNotFound = errors.New("graph: map chunk not found")
+
+// ErrCorrupt reports a map whose chunks disagree with each other or with
+// their hashes: a chunk's bytes are not the ones its key names, or a node's
+// counts or keys do not match its children.
+var ErrCorrupt = errors.New("graph: corrupt map")
+
+// Chunk is one chunk of a map to be written: its key and exact bytes.
+type Chunk struct {
+	Key  string
+	Hash format.Hash
+	Body []byte
+}
+
+// maxKey sorts after every valid key (0xff never occurs in UTF-8).
+const maxKey = "\xff"
+
+// chunkCacheSize bounds the decoded chunks a mapReader keeps.
+const chunkCacheSize = 2048
+
+// mapReader reads the chunks of one kind of map of one graph (and, for
+// manifests, one table), verifying each chunk's hash and caching the decoded
+// chunks. It is safe for concurrent use.
+type mapReader[E any] struct {
+	s     storage.Store
+	spec  format.MapSpec[E]
+	graph string
+	table string
+
+	mu    sync.Mutex
+	cache map[format.Hash]decodedChunk[E]
+	// pending holds chunks built but not yet written, readable like stored
+	// ones until the build that made them is done with them.
+	pending map[format.Hash][]byte
+}
+
+type decodedChunk[E any] struct {
+	leaf []E
+	node *format.MapNode
+}
+
+func newMapReader[E any](s storage.Store, spec format.MapSpec[E], graph, table string) *mapReader[E] {
+	return &mapReader[E]{s: s, spec: spec, graph: graph, table: table, cache: map[format.Hash]decodedChunk[E]{}}
+}
+
+func (r *mapReader[E]) key(h format.Hash) string {
+	return format.ChunkKey(r.graph, r.spec.Kind, r.table, h)
+}
+
+// chunk reads and decodes the chunk h.
+func (r *mapReader[E]) chunk(ctx context.Context, h format.Hash) (decodedChunk[E], error) {
+	r.mu.Lock()
+	c, ok := r.cache[h]
+	body, isPending := r.pending[h]
+	r.mu.Unlock()
+	if ok {
+		return c, nil
+	}
+	key := r.key(h)
+	if isPending {
+		leaf, node, err := r.spec.DecodeChunk(body)
+		if err != nil {
+			return c, fmt.Errorf("read pending %s chunk %s: %w", r.spec.Kind, h, err)
+		}
+		return decodedChunk[E]{leaf: leaf, node: node}, nil
+	}
+	obj, err := r.s.Get(ctx, key)
+	if errors.Is(err, storage.ErrNotFound) {
+		return c, fmt.Errorf("read %s chunk %s: %w: %w", r.spec.Kind, h, ErrChunkNotFound, err)
+	}
+	if err != nil {
+		return c, fmt.Errorf("read %s chunk %s: %w", r.spec.Kind, h, err)
+	}
+	if format.HashOf(obj.Body) != h {
+		return c, fmt.Errorf("read %s chunk %s: %w: its bytes hash to %s", r.spec.Kind, key, ErrCorrupt, format.HashOf(obj.Body))
+	}
+	leaf, node, err := r.spec.DecodeChunk(obj.Body)
+	if err != nil {
+		return c, fmt.Errorf("read %s chunk %s: %w", r.spec.Kind, key, err)
+	}
+	c = decodedChunk[E]{leaf: leaf, node: node}
+	r.mu.Lock()
+	if len(r.cache) >= chunkCacheSize {
+		clear(r.cache)
+	}
+	r.cache[h] = c
+	r.mu.Unlock()
+	return c, nil
+}
+
+func corrupt(kind format.MapKind, h format.Hash, format_ string, args ...any) error {
+	return fmt.Errorf("%s chunk %s: %w: %s", kind, h, ErrCorrupt, fmt.Sprintf(format_, args...))
+}
+
+// ---- building ----
+
+// builder is the streaming chunker: entries go in in key order, chunks come
+// out where the format's boundary rule (format.BoundaryAfter, and the 64 KiB
+// cap) splits them, level by level. b.levels[k] accumulates the items of the
+// chunk of level k being built: entries at 0, child references above.
+type builder[E any] struct {
+	spec   format.MapSpec[E]
+	key    func(format.Hash) string
+	levels []*levelBuilder[E]
+	chunks []Chunk
+	seen   map[format.Hash]bool
+	// old are the chunks of the map being edited that the build read; a
+	// chunk it makes again need not be written again.
+	old   map[format.Hash]bool
+	count int64
+}
+
+type levelBuilder[E any] struct {
+	level    int
+	entries  []E
+	children []format.ChildRef
+	size     int   // encoded size of the chunk so far
+	count    int64 // entries under the pending items
+	received int   // items added to this level in all
+}
+
+func newBuilder[E any](spec format.MapSpec[E], key func(format.Hash) string) *builder[E] {
+	return &builder[E]{spec: spec, key: key, seen: map[format.Hash]bool{}, old: map[format.Hash]bool{}}
+}
+
+func (b *builder[E]) level(k int) *levelBuilder[E] {
+	for len(b.levels) <= k {
+		l := len(b.levels)
+		lb := &levelBuilder[E]{level: l}
+		b.levels = append(b.levels, lb)
+	}
+	return b.levels[k]
+}
+
+// fresh reports whether levels 0..k hold nothing pending: a chunk of level k
+// from an old tree can then be reused whole.
+func (b *builder[E]) fresh(k int) bool {
+	for i := 0; i <= k && i < len(b.levels); i++ {
+		if lb := b.levels[i]; len(lb.entries) > 0 || len(lb.children) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *builder[E]) pendingLen(lb *levelBuilder[E]) int {
+	if lb.level == 0 {
+		return len(lb.entries)
+	}
+	return len(lb.children)
+}
+
+func (b *builder[E]) overhead(level int) int {
+	if level == 0 {
+		return b.spec.LeafOverhead()
+	}
+	return b.spec.NodeOverhead(level)
+}
+
+// addEntry adds the next entry (keys strictly ascending).
+func (b *builder[E]) addEntry(e E) error {
+	enc, err := b.spec.EncodeEntry(e)
+	if err != nil {
+		return err
+	}
+	lb := b.level(0)
+	if n := len(lb.entries); n > 0 && b.spec.Key(lb.entries[n-1]) >= b.spec.Key(e) {
+		return fmt.Errorf("map entries out of order: %q after %q", b.spec.Key(e), b.spec.Key(lb.entries[n-1]))
+	}
+	if len(lb.entries) > 0 && b.overhead(0)+lb.size+1+len(enc) > format.MaxObjectSize {
+		if err := b.flush(0); err != nil {
+			return err
+		}
+	}
+	if len(lb.entries) > 0 {
+		lb.size++
+	}
+	lb.entries = append(lb.entries, e)
+	lb.size += len(enc)
+	lb.count++
+	lb.received++
+	b.count++
+	if format.BoundaryAfter(0, b.spec.Key(e)) {
+		return b.flush(0)
+	}
+	return nil
+}
+
+// addChild adds a reference to a chunk of level k-1 to level k.
+func (b *builder[E]) addChild(k int, c format.ChildRef) error {
+	lb := b.level(k)
+	size := b.spec.ChildSize(c)
+	if n := len(lb.children); n > 0 && b.overhead(k)+lb.size+1+size > format.MaxObjectSize {
+		if err := b.flush(k); err != nil {
+			return err
+		}
+	}
+	if len(lb.children) > 0 {
+		lb.size++
+	}
+	lb.children = append(lb.children, c)
+	lb.size += size
+	lb.count += c.Count
+	lb.received++
+	if format.BoundaryAfter(k, c.Last) {
+		return b.flush(k)
+	}
+	return nil
+}
+
+// reuse adds an existing chunk of level k (and its entries) as it stands.
+func (b *builder[E]) reuse(k int, c format.ChildRef) error {
+	b.count += c.Count
+	return b.addChild(k+1, c)
+}
+
+// flush ends the chunk pending at level k and adds it to level k+1.
+func (b *builder[E]) flush(k int) error {
+	lb := b.level(k)
+	var body []byte
+	var last string
+	var err error
+	if k == 0 {
+		if len(lb.entries) == 0 {
+			return nil
+		}
+		body, err = b.spec.EncodeLeaf(lb.entries)
+		last = b.spec.Key(lb.entries[len(lb.entries)-1])
+	} else {
+		if len(lb.children) == 0 {
+			return nil
+		}
+		body, err = b.spec.EncodeNode(format.MapNode{Level: k, Children: lb.children})
+		last = lb.children[len(lb.children)-1].Last
+	}
+	if err != nil {
+		return err
+	}
+	h := format.HashOf(body)
+	if !b.seen[h] {
+		b.seen[h] = true
+		b.chunks = append(b.chunks, Chunk{Key: b.key(h), Hash: h, Body: body})
+	}
+	ref := format.ChildRef{Last: last, Count: lb.count, Chunk: h}
+	lb.entries, lb.children, lb.size, lb.count = nil, nil, 0, 0
+	return b.addChild(k+1, ref)
+}
+
+// finish ends every pending chunk and returns the root: the one item of the
+// lowest level above which nothing was built, or no root for an empty map.
+func (b *builder[E]) finish() (format.ChildRef, bool, error) {
+	for k := 0; k < len(b.levels); k++ {
+		lb := b.levels[k]
+		top := k == len(b.levels)-1
+		if k >= 1 && top && lb.received == 1 && len(lb.children) == 1 {
+			return lb.children[0], true, nil
+		}
+		if b.pendingLen(lb) == 0 {
+			continue
+		}
+		if err := b.flush(k); err != nil {
+			return format.ChildRef{}, false, err
+		}
+	}
+	return format.ChildRef{}, false, nil
+}
+
+// ---- map handle ----
+
+// mapTree is one map of one kind, read through a mapReader.
+type mapTree[E any] struct {
+	r   *mapReader[E]
+	ref format.MapRef[E]
+	// sub, when set, makes the tree one subtree of a larger map: the chunk
+	// ref.Root of level subLevel, holding keys after subLow (and so
+	// comparable, chunk for chunk, with the map it came from).
+	sub      bool
+	subLevel int
+	subLast  string
+	subLow   string
+}
+
+// subtree returns the subtree c (a chunk of level, after key low) of a map
+// read through r.
+func subtree[E any](r *mapReader[E], c format.ChildRef, level int, low string) mapTree[E] {
+	return mapTree[E]{r: r, ref: format.MapRef[E]{Root: c.Chunk, Count: c.Count}, sub: true, subLevel: level, subLast: c.Last, subLow: low}
+}
+
+// allEntries returns every entry of the map, in key order.
+func (t mapTree[E]) allEntries(ctx context.Context) ([]E, error) {
+	var out []E
+	err := t.each(ctx, func(e E) error { out = append(out, e); return nil })
+	return out, err
+}
+
+// each calls fn for every entry in key order, reading chunk by chunk.
+func (t mapTree[E]) each(ctx context.Context, fn func(E) error) error {
+	c := newCursor(t)
+	for {
+		it, err := c.peek(ctx)
+		if err != nil {
+			return err
+		}
+		switch {
+		case it.end:
+			return nil
+		case it.isEntry:
+			if err := fn(it.entry); err != nil {
+				return err
+			}
+			c.advance()
+		default:
+			if err := c.expand(ctx); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// get returns the entry with key, O(height) chunk reads.
+func (t mapTree[E]) get(ctx context.Context, key string) (E, bool, error) {
+	var zero E
+	spec := t.r.spec
+	if t.ref.IsInline() {
+		i, ok := slices.BinarySearchFunc(t.ref.Entries, key, func(e E, k string) int { return cmpString(spec.Key(e), k) })
+		if !ok {
+			return zero, false, nil
+		}
+		return t.ref.Entries[i], true, nil
+	}
+	h := t.ref.Root
+	for {
+		c, err := t.r.chunk(ctx, h)
+		if err != nil {
+			return zero, false, err
+		}
+		if c.node == nil {
+			i, ok := slices.BinarySearchFunc(c.leaf, key, func(e E, k string) int { return cmpString(spec.Key(e), k) })
+			if !ok {
+				return zero, false, nil
+			}
+			return c.leaf[i], true, nil
+		}
+		i, _ := slices.BinarySearchFunc(c.node.Children, key, func(ch format.ChildRef, k string) int { return cmpString(ch.Last, k) })
+		if i == len(c.node.Children) {
+			return zero, false, nil
+		}
+		h = c.node.Children[i].Chunk
+	}
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// mapEdit sets (Entry non-nil) or removes (nil) the entry of Key.
+type mapEdit[E any] struct {
+	Key   string
+	Entry *E
+}
+
+// sortEdits sorts edits by key; a key edited twice keeps the last edit.
+func sortEdits[E any](edits []mapEdit[E]) []mapEdit[E] {
+	out := slices.Clone(edits)
+	slices.SortStableFunc(out, func(a, b mapEdit[E]) int { return cmpString(a.Key, b.Key) })
+	j := 0
+	for i := range out {
+		if j > 0 && out[j-1].Key == out[i].Key {
+			out[j-1] = out[i]
+			continue
+		}
+		out[j] = out[i]
+		j++
+	}
+	return out[:j]
+}
+
+// apply returns the map with edits applied and the chunks it needs that the
+// old map did not have (none when the result is inline). Unchanged subtrees
+// are reused whole, so the cost is the paths to the edited entries, the
+// right edge, and the chunks up to where the chunking falls back into step.
+func (t mapTree[E]) apply(ctx context.Context, edits []mapEdit[E]) (format.MapRef[E], []Chunk, error) {
+	edits = sortEdits(edits)
+	if len(edits) == 0 && (!t.ref.IsInline() || t.r.spec.InlineFits(t.ref.Entries)) {
+		return t.ref, nil, nil
+	}
+	// (An inline map too large to write inline — a format-1 commit's pins
+	// or lineage — is rebuilt into its canonical form even without edits.)
+	spec := t.r.spec
+	for _, e := range edits {
+		if e.Entry != nil && spec.Key(*e.Entry) != e.Key {
+			return format.MapRef[E]{}, nil, fmt.Errorf("map edit of %q holds an entry of %q", e.Key, spec.Key(*e.Entry))
+		}
+	}
+	b := newBuilder(spec, t.r.key)
+	if t.ref.IsInline() {
+		if err := feedMerged(b, spec, t.ref.Entries, edits); err != nil {
+			return format.MapRef[E]{}, nil, err
+		}
+	} else {
+		rest := edits
+		var err error
+		rest, err = t.visit(ctx, b, format.ChildRef{Last: maxKey, Count: t.ref.Count, Chunk: t.ref.Root}, -1, "", "", true, rest)
+		if err != nil {
+			return format.MapRef[E]{}, nil, err
+		}
+		if len(rest) != 0 {
+			return format.MapRef[E]{}, nil, fmt.Errorf("map edits left over after the walk: %d", len(rest))
+		}
+	}
+	return t.result(ctx, b)
+}
+
+// build returns the map of entries (sorted, unique keys) and its chunks.
+func buildMap[E any](ctx context.Context, r *mapReader[E], entries []E) (format.MapRef[E], []Chunk, error) {
+	b := newBuilder(r.spec, r.key)
+	for _, e := range entries {
+		if err := b.addEntry(e); err != nil {
+			return format.MapRef[E]{}, nil, err
+		}
+	}
+	return mapTree[E]{r: r}.result(ctx, b)
+}
+
+// result finishes b: inline when the entries fit, chunks otherwise.
+func (t mapTree[E]) result(ctx context.Context, b *builder[E]) (format.MapRef[E], []Chunk, error) {
+	root, ok, err := b.finish()
+	if err != nil {
+		return format.MapRef[E]{}, nil, err
+	}
+	if !ok {
+		return format.MapRef[E]{}, nil, nil // empty
+	}
+	t.r.seed(b.chunks)
+	defer t.r.unseed(b.chunks)
+	// A root node with one child says nothing its child does not: the root
+	// is the child (a rule, so every build of the same entries agrees).
+	dropped := map[format.Hash]bool{}
+	for {
+		c, err := t.r.chunk(ctx, root.Chunk)
+		if err != nil {
+			return format.MapRef[E]{}, nil, err
+		}
+		if c.node == nil || len(c.node.Children) != 1 {
+			break
+		}
+		dropped[root.Chunk] = true
+		root = c.node.Children[0]
+	}
+	if root.Count <= format.MapInlineMaxEntries {
+		built := mapTree[E]{r: t.r, ref: format.MapRef[E]{Root: root.Chunk, Count: root.Count}}
+		entries, err := built.allEntries(ctx)
+		if err != nil {
+			return format.MapRef[E]{}, nil, err
+		}
+		if t.r.spec.InlineFits(entries) {
+			return format.MapRef[E]{Entries: entries}, nil, nil
+		}
+	}
+	// Every flushed chunk is final and named by the level above, so all of
+	// them are reachable from the root but the wrappers dropped above.
+	chunks := b.chunks[:0:0]
+	for _, c := range b.chunks {
+		if !dropped[c.Hash] && !b.old[c.Hash] {
+			chunks = append(chunks, c)
+		}
+	}
+	return format.MapRef[E]{Root: root.Chunk, Count: root.Count}, chunks, nil
+}
+
+// seed makes chunks not yet written readable, so a build can read what it
+// just made; unseed forgets them.
+func (r *mapReader[E]) seed(chunks []Chunk) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pending == nil {
+		r.pending = map[format.Hash][]byte{}
+	}
+	for _, c := range chunks {
+		r.pending[c.Hash] = c.Body
+	}
+}
+
+func (r *mapReader[E]) unseed(chunks []Chunk) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range chunks {
+		delete(r.pending, c.Hash)
+	}
+}
+
+// feedMerged feeds the sorted entries with the sorted edits applied.
+func feedMerged[E any](b *builder[E], spec format.MapSpec[E], entries []E, edits []mapEdit[E]) error {
+	i, j := 0, 0
+	for i < len(entries) || j < len(edits) {
+		switch {
+		case j == len(edits) || i < len(entries) && spec.Key(entries[i]) < edits[j].Key:
+			if err := b.addEntry(entries[i]); err != nil {
+				return err
+			}
+			i++
+		case i == len(entries) || edits[j].Key < spec.Key(entries[i]):
+			if edits[j].Entry != nil {
+				if err := b.addEntry(*edits[j].Entry); err != nil {
+					return err
+				}
+			}
+			j++
+		default: // same key: the edit wins
+			if edits[j].Entry != nil {
+				if err := b.addEntry(*edits[j].Entry); err != nil {
+					return err
+				}
+			}
+			i++
+			j++
+		}
+	}
+	return nil
+}
+
+// visit feeds the subtree ref (a chunk of level, -1 when unknown: the root)
+// covering keys (low, ref.Last] — up to the end of the map when rightmost —
+// with the edits in that range applied, and returns the edits after it.
+// next is the last key of the subtree that holds the item following this
+// chunk at its level ("" when rightmost).
+func (t mapTree[E]) visit(ctx context.Context, b *builder[E], ref format.ChildRef, level int, low, next string, rightmost bool, edits []mapEdit[E]) ([]mapEdit[E], error) {
+	n := 0
+	for n < len(edits) && (rightmost || edits[n].Key <= ref.Last) {
+		n++
+	}
+	mine, rest := edits[:n], edits[n:]
+	// Reuse the chunk whole when nothing in it changes and nothing is
+	// pending below its level, if the chunker would end it where it ends: on
+	// a key boundary; at the end of the map, which it still is; or, ended
+	// because the next item did not fit, if that item is unchanged.
+	if len(mine) == 0 && level >= 0 && b.fresh(level) &&
+		(format.BoundaryAfter(level, ref.Last) || rightmost || len(rest) == 0 || rest[0].Key > next && next != "") {
+		return rest, b.reuse(level, ref)
+	}
+	c, err := t.r.chunk(ctx, ref.Chunk)
+	if err != nil {
+		return nil, err
+	}
+	b.old[ref.Chunk] = true
+	spec := t.r.spec
+	if c.node == nil {
+		if level > 0 {
+			return nil, corrupt(spec.Kind, ref.Chunk, "a leaf where a level-%d node was named", level)
+		}
+		if err := checkLeaf(spec, ref, low, c.leaf, level < 0); err != nil {
+			return nil, err
+		}
+		return rest, feedMerged(b, spec, c.leaf, mine)
+	}
+	node := c.node
+	if level >= 0 && node.Level != level {
+		return nil, corrupt(spec.Kind, ref.Chunk, "a level-%d node where level %d was named", node.Level, level)
+	}
+	if err := checkNode(spec, ref, low, node, level < 0); err != nil {
+		return nil, err
+	}
+	prev := low
+	for i, child := range node.Children {
+		last := i == len(node.Children)-1
+		childNext := next
+		if !last {
+			childNext = node.Children[i+1].Last
+		}
+		// The chunk after this one at the child's level is under the next
+		// child, or past this node: under whatever holds this node's next.
+		if mine, err = t.visit(ctx, b, child, node.Level-1, prev, childNext, rightmost && last, mine); err != nil {
+			return nil, err
+		}
+		prev = child.Last
+	}
+	if len(mine) != 0 {
+		return nil, fmt.Errorf("map edits beyond a subtree's range")
+	}
+	return rest, nil
+}
+
+func checkLeaf[E any](spec format.MapSpec[E], ref format.ChildRef, low string, leaf []E, root bool) error {
+	if !root && (int64(len(leaf)) != ref.Count || spec.Key(leaf[len(leaf)-1]) != ref.Last) {
+		return corrupt(spec.Kind, ref.Chunk, "leaf of %d entries ending at %q, named with %d ending at %q", len(leaf), spec.Key(leaf[len(leaf)-1]), ref.Count, ref.Last)
+	}
+	if root && int64(len(leaf)) != ref.Count {
+		return corrupt(spec.Kind, ref.Chunk, "root leaf of %d entries, the map says %d", len(leaf), ref.Count)
+	}
+	if low != "" && spec.Key(leaf[0]) <= low {
+		return corrupt(spec.Kind, ref.Chunk, "leaf starts at %q, not after %q", spec.Key(leaf[0]), low)
+	}
+	return nil
+}
+
+func checkNode[E any](spec format.MapSpec[E], ref format.ChildRef, low string, node *format.MapNode, root bool) error {
+	var sum int64
+	for _, c := range node.Children {
+		sum += c.Count
+	}
+	if sum != ref.Count {
+		return corrupt(spec.Kind, ref.Chunk, "node counts %d entries, named with %d", sum, ref.Count)
+	}
+	if !root && node.Children[len(node.Children)-1].Last != ref.Last {
+		return corrupt(spec.Kind, ref.Chunk, "node ends at %q, named ending at %q", node.Children[len(node.Children)-1].Last, ref.Last)
+	}
+	if low != "" && node.Children[0].Last <= low {
+		return corrupt(spec.Kind, ref.Chunk, "node's first child ends at %q, not after %q", node.Children[0].Last, low)
+	}
+	return nil
+}
+
+// ---- cursors and walks ----
+
+// cursor steps through a map in key order, item by item: an item is an
+// entry, or a whole subtree that can be skipped or expanded.
+type cursor[E any] struct {
+	t     mapTree[E]
+	stack []*frame[E]
+	low   string // the last key passed
+	root  bool   // the root frame has not been expanded
+}
+
+type frame[E any] struct {
+	entries  []E
+	children []format.ChildRef
+	level    int // of the items' chunks (children) or 0 (entries)
+	i        int
+}
+
+type item[E any] struct {
+	end     bool
+	isEntry bool
+	entry   E
+	ref     format.ChildRef
+	level   int // the chunk's level; -1 for the root, not yet read
+}
+
+func newCursor[E any](t mapTree[E]) *cursor[E] {
+	c := &cursor[E]{t: t}
+	if t.sub {
+		c.stack = []*frame[E]{{children: []format.ChildRef{{Last: t.subLast, Count: t.ref.Count, Chunk: t.ref.Root}}, level: t.subLevel}}
+		c.low = t.subLow
+		return c
+	}
+	if t.ref.IsInline() {
+		c.stack = []*frame[E]{{entries: t.ref.Entries}}
+	} else {
+		c.stack = []*frame[E]{{children: []format.ChildRef{{Last: maxKey, Count: t.ref.Count, Chunk: t.ref.Root}}, level: -1}}
+		c.root = true
+	}
+	return c
+}
+
+func (c *cursor[E]) peek(ctx context.Context) (item[E], error) {
+	for len(c.stack) > 0 {
+		f := c.stack[len(c.stack)-1]
+		if f.children != nil {
+			if f.i < len(f.children) {
+				return item[E]{ref: f.children[f.i], level: f.level}, nil
+			}
+		} else if f.i < len(f.entries) {
+			return item[E]{isEntry: true, entry: f.entries[f.i]}, nil
+		}
+		c.stack = c.stack[:len(c.stack)-1]
+	}
+	return item[E]{end: true}, nil
+}
+
+// key returns the current item's key: an entry's, or a subtree's last.
+func (c *cursor[E]) key(it item[E]) string {
+	if it.isEntry {
+		return c.t.r.spec.Key(it.entry)
+	}
+	return it.ref.Last
+}
+
+// advance passes the current item.
+func (c *cursor[E]) advance() {
+	f := c.stack[len(c.stack)-1]
+	if f.children != nil {
+		c.low = f.children[f.i].Last
+	} else {
+		c.low = c.t.r.spec.Key(f.entries[f.i])
+	}
+	f.i++
+}
+
+// expand replaces the current subtree item by its chunk's items.
+func (c *cursor[E]) expand(ctx context.Context) error {
+	f := c.stack[len(c.stack)-1]
+	ref, level := f.children[f.i], f.level
+	ch, err := c.t.r.chunk(ctx, ref.Chunk)
+	if err != nil {
+		return err
+	}
+	spec := c.t.r.spec
+	root := level < 0
+	f.i++
+	if ch.node == nil {
+		if level > 0 {
+			return corrupt(spec.Kind, ref.Chunk, "a leaf where a level-%d node was named", level)
+		}
+		if err := checkLeaf(spec, ref, c.low, ch.leaf, root); err != nil {
+			return err
+		}
+		c.stack = append(c.stack, &frame[E]{entries: ch.leaf})
+		return nil
+	}
+	if level >= 0 && ch.node.Level != level {
+		return corrupt(spec.Kind, ref.Chunk, "a level-%d node where level %d was named", ch.node.Level, level)
+	}
+	if err := checkNode(spec, ref, c.low, ch.node, root); err != nil {
+		return err
+	}
+	c.stack = append(c.stack, &frame[E]{children: ch.node.Children, level: ch.node.Level - 1})
+	return nil
+}
+
+// walkFuncs receive what walkMaps finds. Any of them may be nil.
+type walkFuncs[E any] struct {
+	// onlyA and onlyB get entries of one map whose key the other lacks.
+	// When nil, runs of such entries are skipped without reading them
+	// where the walk can tell (a subtree wholly before the other map's
+	// next key).
+	onlyA, onlyB func(E) error
+	// both gets the entries of a key both maps hold (equal or not) that
+	// were read; entries inside a shared subtree are not read.
+	both func(a, b E) error
+	// shared gets each subtree both maps hold identically; its entries
+	// are equal in both and are not read. sharedAt gets it with its level
+	// and the key before it.
+	shared   func(format.ChildRef) error
+	sharedAt func(c format.ChildRef, level int, low string) error
+}
+
+// walkMaps walks a and b in key order together, skipping the subtrees they
+// share: its reads are the chunks in which they differ (and, where only one
+// side's entries are wanted, the chunks of that side around them).
+func walkMaps[E any](ctx context.Context, a, b mapTree[E], fn walkFuncs[E]) error {
+	if !a.ref.IsInline() && !b.ref.IsInline() && a.ref.Root == b.ref.Root && !a.sub && !b.sub {
+		whole := format.ChildRef{Last: maxKey, Count: a.ref.Count, Chunk: a.ref.Root}
+		if fn.shared != nil {
+			return fn.shared(whole)
+		}
+		if fn.sharedAt != nil {
+			return fn.sharedAt(whole, -1, "")
+		}
+		return nil
+	}
+	ca, cb := newCursor(a), newCursor(b)
+	spec := a.r.spec
+	for {
+		ia, err := ca.peek(ctx)
+		if err != nil {
+			return err
+		}
+		ib, err := cb.peek(ctx)
+		if err != nil {
+			return err
+		}
+		switch {
+		case ia.end && ib.end:
+			return nil
+		case ia.end || ib.end:
+			c, it, only := cb, ib, fn.onlyB
+			if ib.end {
+				c, it, only = ca, ia, fn.onlyA
+			}
+			if only == nil {
+				return nil
+			}
+			if it.isEntry {
+				if err := only(it.entry); err != nil {
+					return err
+				}
+				c.advance()
+			} else if err := c.expand(ctx); err != nil {
+				return err
+			}
+		case !ia.isEntry && fn.onlyA == nil && ia.level >= 0 && ia.ref.Last <= cb.low:
+			ca.advance() // wholly before b's next key: only a's entries
+		case !ib.isEntry && fn.onlyB == nil && ib.level >= 0 && ib.ref.Last <= ca.low:
+			cb.advance()
+		case !ia.isEntry && !ib.isEntry && ia.level >= 0 && ia.level == ib.level && ia.ref.Chunk == ib.ref.Chunk:
+			if fn.shared != nil {
+				if err := fn.shared(ia.ref); err != nil {
+					return err
+				}
+			}
+			if fn.sharedAt != nil {
+				if err := fn.sharedAt(ia.ref, ia.level, ca.low); err != nil {
+					return err
+				}
+			}
+			ca.advance()
+			cb.advance()
+		case ia.isEntry && ib.isEntry:
+			ka, kb := spec.Key(ia.entry), spec.Key(ib.entry)
+			switch {
+			case ka < kb:
+				if fn.onlyA != nil {
+					if err := fn.onlyA(ia.entry); err != nil {
+						return err
+					}
+				}
+				ca.advance()
+			case kb < ka:
+				if fn.onlyB != nil {
+					if err := fn.onlyB(ib.entry); err != nil {
+						return err
+					}
+				}
+				cb.advance()
+			default:
+				if fn.both != nil {
+					if err := fn.both(ia.entry, ib.entry); err != nil {
+						return err
+					}
+				}
+				ca.advance()
+				cb.advance()
+			}
+		case ia.isEntry: // b is a subtree
+			if ib.ref.Last < spec.Key(ia.entry) && fn.onlyB == nil && ib.level >= 0 {
+				cb.advance() // wholly before a's next key: only b's entries
+			} else if err := cb.expand(ctx); err != nil {
+				return err
+			}
+		case ib.isEntry: // a is a subtree
+			if ia.ref.Last < spec.Key(ib.entry) && fn.onlyA == nil && ia.level >= 0 {
+				ca.advance()
+			} else if err := ca.expand(ctx); err != nil {
+				return err
+			}
+		default: // two different subtrees: open the higher one; at one level, the one that ends first, or both
+			la, lb := ca.key(ia), cb.key(ib)
+			ha, hb := ia.level, ib.level
+			if ha < 0 {
+				ha = format.MaxMapLevel + 1 // a root: higher than anything
+			}
+			if hb < 0 {
+				hb = format.MaxMapLevel + 1
+			}
+			switch {
+			case ha > hb:
+				err = ca.expand(ctx)
+			case hb > ha:
+				err = cb.expand(ctx)
+			case la < lb:
+				err = ca.expand(ctx)
+			case lb < la:
+				err = cb.expand(ctx)
+			default:
+				if err = ca.expand(ctx); err == nil {
+					err = cb.expand(ctx)
+				}
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+}

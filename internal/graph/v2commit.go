@@ -1,0 +1,264 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/storage"
+)
+
+// Commit is a commit of either format as the format-2 API sees it: format-1
+// commits (a graph's history before its upgrade) read the same way, with
+// their pins and lineage as inline maps.
+type Commit struct {
+	ID     format.CommitID
+	Format int
+	Branch string
+	// Parents: the first parent, then an optional merged parent.
+	Parents []format.CommitID
+	// Fork is the commit the tree was forked from (format 2; zero for a
+	// format-1 commit, see ForkOf, and for main's first tree).
+	Fork         format.CommitID
+	Pins         format.MapRef[format.PinEntry]
+	Lineage      format.MapRef[format.LineageEntry]
+	RestoredFrom format.CommitID
+	Author       string
+	Message      string
+	Time         time.Time
+	Op           string
+}
+
+// FirstParent returns the commit's first parent, zero for a root commit.
+func (c Commit) FirstParent() format.CommitID {
+	if len(c.Parents) == 0 {
+		return format.CommitID{}
+	}
+	return c.Parents[0]
+}
+
+// MergedParent returns the commit's merged parent, zero if none.
+func (c Commit) MergedParent() format.CommitID {
+	if len(c.Parents) < 2 {
+		return format.CommitID{}
+	}
+	return c.Parents[1]
+}
+
+func commitFromV2(c format.CommitV2) Commit {
+	return Commit{ID: c.ID, Format: format.Version2, Branch: c.Branch, Parents: c.Parents, Fork: c.Fork, Pins: c.Pins,
+		Lineage: c.Lineage, RestoredFrom: c.RestoredFrom, Author: c.Author, Message: c.Message, Time: c.Time, Op: c.Op}
+}
+
+// commitFromV1 converts a format-1 commit; its maps are inline (whatever
+// their size: they are never written back in this form).
+func commitFromV1(c format.Commit) Commit {
+	out := Commit{ID: c.ID, Format: format.Version, Branch: c.Branch, Parents: c.Parents, RestoredFrom: c.RestoredFrom,
+		Author: c.Author, Message: c.Message, Time: c.Time, Op: c.Op}
+	for _, t := range sortedKeysOf(c.Pins) {
+		out.Pins.Entries = append(out.Pins.Entries, format.PinEntry{Table: t, Version: c.Pins[t]})
+	}
+	trees := make([]ulid.ULID, 0, len(c.Lineage))
+	for t := range c.Lineage {
+		trees = append(trees, t)
+	}
+	slices.SortFunc(trees, func(a, b ulid.ULID) int { return a.Compare(b) })
+	for _, t := range trees {
+		out.Lineage.Entries = append(out.Lineage.Entries, format.LineageEntry{Tree: t, Seq: c.Lineage[t]})
+	}
+	if len(c.Parents) == 1 && c.ID.Seq == 0 {
+		out.Fork = c.Parents[0]
+	}
+	return out
+}
+
+func sortedKeysOf[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// ReadCommitAny reads the commit with the given id, of either format: one GET.
+func ReadCommitAny(ctx context.Context, s storage.Store, graph, commitID string) (Commit, error) {
+	if err := format.ValidateGraphName(graph); err != nil {
+		return Commit{}, invalid("Graph", err)
+	}
+	id, err := format.ParseCommitID(commitID)
+	if err != nil {
+		return Commit{}, invalid("CommitID", err)
+	}
+	return readCommitAny(ctx, s, graph, id)
+}
+
+// readCommitAny reads a commit by id: a format-2 id names a format-2 commit,
+// a format-1 id a format-1 commit.
+func readCommitAny(ctx context.Context, s storage.Store, graph string, id format.CommitID) (Commit, error) {
+	if !id.IsV2() {
+		c, err := readCommit(ctx, s, graph, id)
+		if err != nil {
+			return Commit{}, err
+		}
+		return commitFromV1(c), nil
+	}
+	key := format.CommitIDKey(graph, id)
+	obj, err := s.Get(ctx, key)
+	if errors.Is(err, storage.ErrNotFound) {
+		return Commit{}, fmt.Errorf("read commit %s: %w: %w", id, ErrCommitNotFound, err)
+	}
+	if err != nil {
+		return Commit{}, fmt.Errorf("read commit %s: %w", id, err)
+	}
+	c, err := format.DecodeCommitV2(obj.Body)
+	if err != nil {
+		return Commit{}, fmt.Errorf("read commit %s: %s: %w", id, key, err)
+	}
+	if c.ID != id {
+		return Commit{}, fmt.Errorf("read commit %s: %s: %w", id, key,
+			&format.MalformedError{Kind: format.KindCommit, Field: "id", Reason: "is " + c.ID.String() + ", not the commit its key names"})
+	}
+	return commitFromV2(c), nil
+}
+
+// ForkOf returns the commit c's tree was forked from: c.Fork for a format-2
+// commit; for a format-1 commit, the parent of its tree's seq-0 commit (one
+// GET unless c is that commit). Zero for a tree that starts at a root
+// commit — and for a format-1 tree whose seq-0 commit cleanup has reclaimed:
+// the fork only guides the merge-base search, which is exact without it.
+func ForkOf(ctx context.Context, s storage.Store, graph string, c Commit) (format.CommitID, error) {
+	if c.Format == format.Version2 || c.ID.Seq == 0 {
+		return c.Fork, nil
+	}
+	first, err := readCommitAny(ctx, s, graph, format.CommitID{Tree: c.ID.Tree, Seq: 0})
+	if errors.Is(err, ErrCommitNotFound) {
+		return format.CommitID{}, nil
+	}
+	if err != nil {
+		return format.CommitID{}, fmt.Errorf("read fork commit of tree %s: %w", c.ID.Tree, err)
+	}
+	return first.Fork, nil
+}
+
+// Pin returns the version of table that c pins, or false.
+func (g *Graph) Pin(ctx context.Context, c Commit, table string) (ulid.ULID, bool, error) {
+	e, ok, err := mapTree[format.PinEntry]{r: g.pins, ref: c.Pins}.get(ctx, table)
+	return e.Version, ok, err
+}
+
+// EachPin calls fn for every table c pins, in name order, chunk by chunk.
+func (g *Graph) EachPin(ctx context.Context, c Commit, fn func(format.PinEntry) error) error {
+	return mapTree[format.PinEntry]{r: g.pins, ref: c.Pins}.each(ctx, fn)
+}
+
+// Graph reads and writes the format-2 objects of one graph through one
+// store, sharing a chunk cache across calls. It is safe for concurrent use.
+type Graph struct {
+	S       storage.Store
+	Name    string
+	pins    *mapReader[format.PinEntry]
+	lineage *mapReader[format.LineageEntry]
+
+	mu     sync.Mutex
+	tables map[string]*mapReader[format.ManifestEntry]
+}
+
+// Open returns the format-2 API of graph on s. It reads nothing.
+func Open(s storage.Store, graph string) (*Graph, error) {
+	if err := format.ValidateGraphName(graph); err != nil {
+		return nil, invalid("Graph", err)
+	}
+	return &Graph{S: s, Name: graph,
+		pins:    newMapReader(s, format.PinsMap, graph, ""),
+		lineage: newMapReader(s, format.LineageMap, graph, "")}, nil
+}
+
+// Commit reads a commit of either format by id: one GET.
+func (g *Graph) Commit(ctx context.Context, id format.CommitID) (Commit, error) {
+	return readCommitAny(ctx, g.S, g.Name, id)
+}
+
+func (g *Graph) lineageOf(c Commit) mapTree[format.LineageEntry] {
+	return mapTree[format.LineageEntry]{r: g.lineage, ref: c.Lineage}
+}
+
+// ancestorAt returns the commit of tree that is c or c's highest ancestor in
+// that tree, from c's id and lineage (O(height of the lineage) chunk reads).
+func (g *Graph) ancestorAt(ctx context.Context, c Commit, tree ulid.ULID) (format.CommitID, bool, error) {
+	if tree == c.ID.Tree {
+		return c.ID, true, nil
+	}
+	e, ok, err := g.lineageOf(c).get(ctx, tree.String())
+	if err != nil || !ok {
+		return format.CommitID{}, false, err
+	}
+	return e.ID(), true, nil
+}
+
+// IsAncestorOf reports whether id is c or one of c's ancestors. id must be a
+// commit on its tree's history (any commit a ref or a lineage ever named).
+func (g *Graph) IsAncestorOf(ctx context.Context, id format.CommitID, c Commit) (bool, error) {
+	at, ok, err := g.ancestorAt(ctx, c, id.Tree)
+	if err != nil || !ok {
+		return false, err
+	}
+	if at.Seq == id.Seq {
+		// One position on a tree's history is one commit: another id there
+		// is a commit that never made it onto the history.
+		return at == id, nil
+	}
+	return id.Seq < at.Seq, nil
+}
+
+// childLineage returns the lineage of a commit in tree with the given
+// parents (first parent first): the max-union of every parent's ancestry
+// (lineage plus its own position) without tree, and the new chunks it needs.
+// An ordinary append reuses its parent's lineage as is; a fork adds one
+// entry; a merge combines two lineages, reading only where they differ.
+func (g *Graph) childLineage(ctx context.Context, tree ulid.ULID, parents ...Commit) (format.MapRef[format.LineageEntry], []Chunk, error) {
+	if len(parents) == 0 {
+		return format.MapRef[format.LineageEntry]{}, nil, nil
+	}
+	first := parents[0]
+	base := g.lineageOf(first)
+	var edits []mapEdit[format.LineageEntry]
+	raise := func(e format.LineageEntry) {
+		if e.Tree == tree {
+			return
+		}
+		edits = append(edits, mapEdit[format.LineageEntry]{Key: e.Tree.String(), Entry: &e})
+	}
+	if first.ID.Tree != tree {
+		raise(format.LineageOf(first.ID)) // a fork: the parent's own position
+	}
+	for _, m := range parents[1:] {
+		// max-union with the merged parent's ancestry.
+		own, ok, err := base.get(ctx, m.ID.Tree.String())
+		if err != nil {
+			return format.MapRef[format.LineageEntry]{}, nil, err
+		}
+		if !ok || own.Seq < m.ID.Seq {
+			raise(format.LineageOf(m.ID))
+		}
+		err = walkMaps(ctx, base, g.lineageOf(m), walkFuncs[format.LineageEntry]{
+			onlyB: func(e format.LineageEntry) error { raise(e); return nil },
+			both: func(a, b format.LineageEntry) error {
+				if b.Seq > a.Seq {
+					raise(b)
+				}
+				return nil
+			},
+		})
+		if err != nil {
+			return format.MapRef[format.LineageEntry]{}, nil, fmt.Errorf("merge lineages: %w", err)
+		}
+	}
+	return base.apply(ctx, edits)
+}

@@ -1,0 +1,441 @@
+package graph
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/storage/faults"
+	"github.com/graftworks/graft/storage/memstore"
+)
+
+// treeN returns a distinct tree ULID for i (increasing, like minted ones).
+func treeN(i int) ulid.ULID {
+	var id ulid.ULID
+	id[0] = 1
+	id[1] = 0x80
+	id[12], id[13], id[14], id[15] = byte(i>>24), byte(i>>16), byte(i>>8), byte(i)
+	return id
+}
+
+type dag struct {
+	t     *testing.T
+	g     *Graph
+	n     int
+	heads map[string]Head
+}
+
+func (d *dag) op() string { d.n++; return fmt.Sprintf("op-%d", d.n) }
+
+func (d *dag) at() time.Time { return t0.Add(time.Duration(d.n) * time.Second) }
+
+func (d *dag) head(branch string) Head {
+	d.t.Helper()
+	h, err := d.g.BranchHead(context.Background(), branch)
+	if err != nil {
+		d.t.Fatalf("head %s: %v", branch, err)
+	}
+	return h
+}
+
+func (d *dag) commit(branch string, pins map[string]ulid.ULID, merged string) Commit {
+	d.t.Helper()
+	op := d.op()
+	r, err := d.g.Append(context.Background(), CommitSpec{Branch: branch, SetPins: pins, MergedParent: merged, Author: "t", Message: op, Time: d.at(), Op: op})
+	if err != nil {
+		d.t.Fatalf("commit on %s: %v", branch, err)
+	}
+	c, err := d.g.Commit(context.Background(), r.Plan.Commit.ID)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return c
+}
+
+func (d *dag) fork(branch string, tree ulid.ULID, from format.CommitID) {
+	d.t.Helper()
+	op := d.op()
+	if _, err := d.g.CreateBranch(context.Background(), ForkSpec{Branch: branch, Tree: tree, Source: from.String(), Author: "t", Message: op, Time: d.at(), Op: op}); err != nil {
+		d.t.Fatalf("fork %s: %v", branch, err)
+	}
+}
+
+// bruteBases computes the merge bases by reading every ancestor of both:
+// the common ancestors that are not a proper ancestor of another.
+func bruteBases(t *testing.T, g *Graph, a, b Commit, memo map[format.CommitID]Commit) []format.CommitID {
+	t.Helper()
+	ctx := context.Background()
+	get := func(id format.CommitID) Commit {
+		if c, ok := memo[id]; ok {
+			return c
+		}
+		c, err := g.Commit(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		memo[id] = c
+		return c
+	}
+	closure := func(start []format.CommitID) map[format.CommitID]bool {
+		out := map[format.CommitID]bool{}
+		queue := append([]format.CommitID(nil), start...)
+		for len(queue) > 0 {
+			id := queue[0]
+			queue = queue[1:]
+			if out[id] {
+				continue
+			}
+			out[id] = true
+			queue = append(queue, get(id).Parents...)
+		}
+		return out
+	}
+	memo[a.ID], memo[b.ID] = a, b
+	aa, ab := closure([]format.CommitID{a.ID}), closure([]format.CommitID{b.ID})
+	var common, parents []format.CommitID
+	for id := range aa {
+		if ab[id] {
+			common = append(common, id)
+			parents = append(parents, get(id).Parents...)
+		}
+	}
+	below := closure(parents)
+	var bases []format.CommitID
+	for _, id := range common {
+		if !below[id] {
+			bases = append(bases, id)
+		}
+	}
+	slices.SortFunc(bases, func(x, y format.CommitID) int { return x.Tree.Compare(y.Tree) })
+	return bases
+}
+
+// FindBases agrees with a brute-force search on random histories of many
+// branches — forks of forks, merges both ways, criss-cross merges — with
+// lineages large enough to be chunked.
+func TestV2_FindBases_MatchesBruteForce_OnRandomHistories(t *testing.T) {
+	ctx := context.Background()
+	for seed := uint64(1); seed <= 4; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 99))
+		s := memstore.New()
+		g, _ := mustInitV2(t, s)
+		d := &dag{t: t, g: g}
+		branches := []string{"main"}
+		next := 0
+		for step := 0; step < 330; step++ {
+			switch r := rng.IntN(10); {
+			case r < 3 || len(branches) < 3:
+				from := d.head(branches[rng.IntN(len(branches))]).Commit.ID
+				next++
+				name := fmt.Sprintf("b%d", next)
+				d.fork(name, treeN(next), from)
+				branches = append(branches, name)
+			case r < 6:
+				d.commit(branches[rng.IntN(len(branches))], map[string]ulid.ULID{fmt.Sprintf("t%d", rng.IntN(5)): vid(step)}, "")
+			default:
+				a, b := branches[rng.IntN(len(branches))], branches[rng.IntN(len(branches))]
+				if a == b {
+					continue
+				}
+				src := d.head(a).Commit
+				dst := d.head(b).Commit
+				if ok, _ := g.IsAncestorOf(ctx, src.ID, dst); ok {
+					continue
+				}
+				d.commit(b, nil, src.ID.String())
+			}
+		}
+		// Merge every branch into main, then a few more random merges: main's
+		// lineage is then large enough to be chunked.
+		for _, b := range branches[1:] {
+			src := d.head(b).Commit
+			if ok, _ := g.IsAncestorOf(ctx, src.ID, d.head("main").Commit); !ok {
+				d.commit("main", nil, src.ID.String())
+			}
+		}
+		for step := 0; step < 40; step++ {
+			a, b := branches[rng.IntN(len(branches))], branches[rng.IntN(len(branches))]
+			src := d.head(a).Commit
+			if ok, _ := g.IsAncestorOf(ctx, src.ID, d.head(b).Commit); a != b && !ok {
+				d.commit(b, nil, src.ID.String())
+			}
+			d.commit(a, map[string]ulid.ULID{"t0": vid(step)}, "")
+		}
+		// Enough trees merged into one another that some lineages are chunked.
+		chunked := 0
+		for _, b := range branches {
+			if !d.head(b).Commit.Lineage.IsInline() {
+				chunked++
+			}
+		}
+		if chunked == 0 {
+			t.Fatalf("seed %d: no chunked lineage among %d branches", seed, len(branches))
+		}
+		memo := map[format.CommitID]Commit{}
+		for pair := 0; pair < 60; pair++ {
+			a, b := branches[rng.IntN(len(branches))], branches[rng.IntN(len(branches))]
+			ha, hb := d.head(a).Commit, d.head(b).Commit
+			got, err := g.FindBases(ctx, ha, hb)
+			if err != nil {
+				t.Fatalf("seed %d: find bases of %s and %s: %v", seed, a, b, err)
+			}
+			var gotIDs []format.CommitID
+			for _, c := range got.Bases {
+				gotIDs = append(gotIDs, c.ID)
+			}
+			slices.SortFunc(gotIDs, func(x, y format.CommitID) int { return x.Tree.Compare(y.Tree) })
+			want := bruteBases(t, g, ha, hb, memo)
+			if got.Relation == RelationUpToDate {
+				want = []format.CommitID{ha.ID}
+			}
+			if got.Relation == RelationAdoptable {
+				want = []format.CommitID{hb.ID}
+			}
+			if !slices.Equal(gotIDs, want) {
+				t.Fatalf("seed %d: bases of %s and %s (%s) = %v, want %v", seed, a, b, got.Relation, gotIDs, want)
+			}
+		}
+	}
+}
+
+func version(n int) ulid.ULID { return vid(1000 + n) }
+
+// Both sides append to one table: merged, with the union of the objects;
+// a delete on one side of an object the other kept: merged; the same
+// object removed on one side and replaced on the other: a conflict naming
+// it. The preview (the plan) says what the result holds.
+func TestV2_ObjectLevelMerge_OnEveryBackend(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *faults.Store) {
+		ctx := context.Background()
+		g, _ := mustInitV2(t, s)
+		var base []format.ManifestEntry
+		for i := 0; i < 200; i++ {
+			base = append(base, objEntry(i))
+		}
+		mkVersion := func(n int, baseID ulid.ULID, put []format.ManifestEntry, del []string) ulid.ULID {
+			t.Helper()
+			if _, err := g.PutVersion(ctx, VersionSpec{Table: "events", VersionID: version(n), Base: baseID, Put: put, Delete: del, Time: t0, Op: fmt.Sprintf("op-v%d", n)}); err != nil {
+				t.Fatal(err)
+			}
+			return version(n)
+		}
+		v0 := mkVersion(0, ulid.ULID{}, base, nil)
+		mustAppend(t, g, spec("main", 1, map[string]ulid.ULID{"events": v0, "dims": vid(7)}))
+		fork := headOf(t, g, "main").Commit
+		if _, err := g.CreateBranch(ctx, ForkSpec{Branch: "feature", Tree: treeFeature, Source: fork.ID.String(), Author: "a", Message: "f", Time: t0, Op: "op-f"}); err != nil {
+			t.Fatal(err)
+		}
+		// feature appends 300..309 and deletes object 3; main appends
+		// 400..404 and keeps 3.
+		var fput, mput []format.ManifestEntry
+		for i := 300; i < 310; i++ {
+			fput = append(fput, objEntry(i))
+		}
+		for i := 400; i < 405; i++ {
+			mput = append(mput, objEntry(i))
+		}
+		fv := mkVersion(1, v0, fput, []string{objEntry(3).Name})
+		mv := mkVersion(2, v0, mput, nil)
+		mustAppend(t, g, spec("feature", 2, map[string]ulid.ULID{"events": fv}))
+		mustAppend(t, g, spec("main", 3, map[string]ulid.ULID{"events": mv}))
+		mspec := MergeSpecV2{NewVersionID: func(table string) ulid.ULID { return version(50) }, Time: t0.Add(time.Hour), Op: "op-merge"}
+		res, err := g.Merge(ctx, "feature", "main", mspec, "ana", "merge feature")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := res.Plan
+		if p.Relation != RelationDiverged || p.Conflicts != 0 || len(p.Tables) != 1 || p.Tables[0].Action != TableMerged || p.Unchanged != 1 {
+			t.Fatalf("plan = %+v", p)
+		}
+		if l := p.Tables[0]; l.Added != 10 || l.Removed != 1 || l.Replaced != 0 {
+			t.Fatalf("preview counts = +%d -%d ~%d, want +10 -1", l.Added, l.Removed, l.Replaced)
+		}
+		head := headOf(t, g, "main").Commit
+		if head.MergedParent() != headOf(t, g, "feature").Commit.ID {
+			t.Fatalf("merge commit's merged parent = %v", head.MergedParent())
+		}
+		merged, err := g.TableAt(ctx, head, "events")
+		if err != nil || merged.ID != version(50) || merged.Len() != 200+10+5-1 {
+			t.Fatalf("merged table: %+v, %v", merged, err)
+		}
+		if _, ok, _ := g.Entry(ctx, merged, objEntry(3).Name); ok {
+			t.Fatal("object deleted on feature survived the merge")
+		}
+		for _, i := range []int{0, 300, 309, 400, 404} {
+			if _, ok, _ := g.Entry(ctx, merged, objEntry(i).Name); !ok {
+				t.Fatalf("object %d missing after the merge", i)
+			}
+		}
+		// Now a real conflict: object 10 removed on feature, replaced on main.
+		repl := objEntry(10)
+		repl.Size = 999
+		fv2 := mkVersion(3, fv, nil, []string{objEntry(10).Name})
+		mv2 := mkVersion(4, version(50), []format.ManifestEntry{repl}, nil)
+		mustAppend(t, g, spec("feature", 4, map[string]ulid.ULID{"events": fv2}))
+		mustAppend(t, g, spec("main", 5, map[string]ulid.ULID{"events": mv2}))
+		before := headOf(t, g, "main").Commit.ID
+		res, err = g.Merge(ctx, "feature", "main", mspec, "ana", "merge again")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Plan.Conflicts != 1 || res.Plan.Writes() {
+			t.Fatalf("plan = %+v", res.Plan)
+		}
+		l := res.Plan.Tables[0]
+		if l.Action != TableConflict || l.ConflictCount != 1 || len(l.Conflicts) != 1 || l.Conflicts[0].Name != objEntry(10).Name ||
+			l.Conflicts[0].Source != nil || l.Conflicts[0].Target == nil || l.Conflicts[0].Target.Size != 999 {
+			t.Fatalf("conflict = %+v", l)
+		}
+		if headOf(t, g, "main").Commit.ID != before {
+			t.Fatal("a conflicting merge wrote a commit")
+		}
+	})
+}
+
+// 10,000 merges into one main: the 10,000th costs what the 10th did. The
+// equivalent that runs in the suite: main's lineage already names 10,000
+// merged trees (built directly, as 10,000 merges would leave it), and one
+// more branch is forked, written and merged; its merge costs the same
+// requests as the same merge into a main with 10 merged trees, ± the extra
+// tree level, and the same as with 100,000 trees ± 1 level more.
+func TestV2_MergeCost_FlatIn10kAnd100kMergedTrees(t *testing.T) {
+	type cost struct{ gets, puts, lists, reads int }
+	measure := func(trees int) cost {
+		ctx := context.Background()
+		s := faults.Wrap(memstore.New())
+		g, init := mustInitV2(t, s)
+		// A main whose lineage holds `trees` merged branches.
+		var lin []format.LineageEntry
+		for i := 0; i < trees; i++ {
+			lin = append(lin, format.LineageEntry{Tree: treeN(i + 1), Seq: 3, Digest: format.Digest{byte(i), byte(i >> 8), 1}})
+		}
+		ref, chunks, err := buildMap(ctx, g.lineage, lin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		putChunks(ctx, s, chunks)
+		c, body, _ := format.SealCommit(format.CommitV2{ID: format.CommitID{Tree: treeMain, Seq: 1}, Branch: "main", Parents: []format.CommitID{init.Root.ID},
+			Lineage: ref, Author: "t", Message: "after many merges", Time: t0, Op: "op-many"})
+		putObject(ctx, s, format.CommitIDKey("sales", c.ID), body)
+		h := headOf(t, g, "main")
+		refBody, _ := format.EncodeBranchRefV2(format.BranchRef{State: format.RefLive, Branch: "main", Native: h.Native, Tree: treeMain, Head: c.ID, Op: "op-many"})
+		if _, err := g.Publish(ctx, Publish{Native: h.Native, IfMatch: h.ETag, Body: refBody, Commit: c.ID}); err != nil {
+			t.Fatal(err)
+		}
+		// One more branch: fork, write, merge back.
+		d := &dag{t: t, g: g}
+		d.fork("x", treeN(trees+10), c.ID)
+		for i, table := range []string{"t", "u"} {
+			if _, err := g.PutVersion(ctx, VersionSpec{Table: table, VersionID: vid(i + 1), Put: []format.ManifestEntry{objEntry(i)}, Time: t0, Op: "op-v"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d.commit("x", map[string]ulid.ULID{"t": vid(1)}, "")
+		d.commit("main", map[string]ulid.ULID{"u": vid(2)}, "")
+		g2, _ := Open(s, "sales")
+		s.ResetCounts()
+		res, err := g2.Merge(ctx, "x", "main", MergeSpecV2{Time: t0, Op: "op-merge"}, "t", "merge x")
+		if err != nil || res.Plan.Conflicts != 0 || res.Append.Publish.Outcome != Published {
+			t.Fatalf("merge: %+v, %v", res.Plan, err)
+		}
+		if len(res.Search.Bases) != 1 {
+			t.Fatalf("bases: %+v", res.Search)
+		}
+		return cost{gets: s.Count(faults.OpGet).Attempted, puts: s.Count(faults.OpPut).Attempted, lists: s.Count(faults.OpList).Attempted, reads: res.Search.Reads}
+	}
+	c10, c10k, c100k := measure(10), measure(10000), measure(100000)
+	t.Logf("merge cost with 10 / 10k / 100k merged trees: %+v / %+v / %+v", c10, c10k, c100k)
+	if c10k.reads != c10.reads || c100k.reads != c10.reads {
+		t.Fatalf("merge-base reads grow: %d, %d, %d", c10.reads, c10k.reads, c100k.reads)
+	}
+	if c10k.gets > c10.gets+8 || c100k.gets > c10k.gets+4 || c100k.puts > c10k.puts+2 || c10k.lists != c10.lists {
+		t.Fatalf("merge requests grow with merged trees: %+v, %+v, %+v", c10, c10k, c100k)
+	}
+}
+
+// A branch forked long ago from a main with a long history finds its base
+// in a bounded number of reads: the fork it carries.
+func TestV2_FindBases_BranchForkedLongAgo_ReadsAFew(t *testing.T) {
+	ctx := context.Background()
+	s := faults.Wrap(memstore.New())
+	g, _ := mustInitV2(t, s)
+	d := &dag{t: t, g: g}
+	d.commit("main", nil, "")
+	fork := d.head("main").Commit.ID
+	d.fork("old", treeFeature, fork)
+	d.commit("old", map[string]ulid.ULID{"a": vid(1)}, "")
+	// main moves on with 300 commits and 100 merged branches.
+	for i := 0; i < 100; i++ {
+		d.fork(fmt.Sprintf("b%d", i), treeN(i+1), d.head("main").Commit.ID)
+		d.commit(fmt.Sprintf("b%d", i), map[string]ulid.ULID{"b": vid(i)}, "")
+		d.commit("main", nil, d.head(fmt.Sprintf("b%d", i)).Commit.ID.String())
+		d.commit("main", nil, "")
+		d.commit("main", nil, "")
+	}
+	src, dst := d.head("old").Commit, d.head("main").Commit
+	res, err := g.FindBases(ctx, src, dst)
+	if err != nil || len(res.Bases) != 1 || res.Bases[0].ID != fork {
+		t.Fatalf("bases = %+v, %v; want the fork %v", res.Bases, err, fork)
+	}
+	if res.Reads > 3 {
+		t.Fatalf("%d commits read to find a base %d commits back", res.Reads, dst.ID.Seq-fork.Seq)
+	}
+}
+
+// A graph of 10,000 tables creates a branch and merges it with the
+// requests a graph of 4 tables needs, ± the pins tree's levels.
+func TestV2_CreateAndMergeCost_10kTablesVs4(t *testing.T) {
+	type cost struct{ create, merge int }
+	measure := func(tables int) cost {
+		ctx := context.Background()
+		s := faults.Wrap(memstore.New())
+		g, _ := mustInitV2(t, s)
+		pins := map[string]ulid.ULID{}
+		for i := 0; i < tables; i++ {
+			pins[fmt.Sprintf("table_%05d", i)] = vid(1)
+		}
+		for _, n := range []int{1, 2, 3} {
+			if _, err := g.PutVersion(ctx, VersionSpec{Table: "table_00001", VersionID: vid(n), Put: []format.ManifestEntry{objEntry(n)}, Time: t0, Op: "op-v"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := g.PutVersion(ctx, VersionSpec{Table: "table_00002", VersionID: vid(n), Put: []format.ManifestEntry{objEntry(n)}, Time: t0, Op: "op-v"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mustAppend(t, g, spec("main", 1, pins))
+		src := headOf(t, g, "main").Commit
+		g2, _ := Open(s, "sales")
+		s.ResetCounts()
+		if _, err := g2.CreateBranch(ctx, ForkSpec{Branch: "feature", Tree: treeFeature, Source: src.ID.String(), Author: "a", Message: "f", Time: t0, Op: "op-f"}); err != nil {
+			t.Fatal(err)
+		}
+		c := cost{create: len(s.Requests())}
+		mustAppend(t, g, spec("feature", 2, map[string]ulid.ULID{"table_00001": vid(2)}))
+		mustAppend(t, g, spec("main", 3, map[string]ulid.ULID{"table_00002": vid(3)}))
+		g3, _ := Open(s, "sales")
+		s.ResetCounts()
+		res, err := g3.Merge(ctx, "feature", "main", MergeSpecV2{Time: t0, Op: "op-m"}, "a", "merge")
+		if err != nil || res.Plan.Conflicts != 0 || len(res.Plan.Tables) != 2 || res.Plan.Tables[0].Action != TableAdopt || res.Plan.Tables[1].Action != TableKeep {
+			t.Fatalf("merge: %+v, %v", res.Plan, err)
+		}
+		if res.Plan.Unchanged != int64(tables-2) {
+			t.Fatalf("unchanged = %d, want %d", res.Plan.Unchanged, tables-2)
+		}
+		c.merge = len(s.Requests())
+		return c
+	}
+	small, large := measure(4), measure(10000)
+	t.Logf("requests: 4 tables %+v; 10,000 tables %+v", small, large)
+	if large.create != small.create {
+		t.Fatalf("create: %d requests at 4 tables, %d at 10,000", small.create, large.create)
+	}
+	if large.merge > small.merge+8 {
+		t.Fatalf("merge: %d requests at 4 tables, %d at 10,000", small.merge, large.merge)
+	}
+}

@@ -1,0 +1,370 @@
+// Package memstore is an in-memory storage.Store with multipart uploads, for
+// tests and benchmarks that count requests and bytes at sizes where a disk or
+// a server would only add time. It keeps the whole storage contract (the
+// conformance suite runs against it) but nothing survives the process.
+//
+// Invariants:
+//   - Every method is atomic under one mutex, so conditional writes are
+//     linearisable; exactly one of racing put-if-absent writers wins.
+//   - ETag is the quoted hex MD5 of the bytes, as S3 gives a single-part
+//     upload (and localfs gives every object); a completed multipart upload
+//     gets S3's multipart form, MD5 of the parts' MD5s and "-N".
+//   - Bodies are copied in and out: callers never share memory with the store.
+package memstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/graftworks/graft/storage"
+)
+
+// Store is an in-memory storage.Store; the zero value is not usable, call New.
+type Store struct {
+	mu      sync.Mutex
+	objects map[string]object
+	uploads map[string]*upload
+	limits  storage.MultipartLimits
+	now     func() time.Time
+}
+
+type object struct {
+	body     []byte
+	etag     string
+	modified time.Time
+}
+
+type upload struct {
+	key       string
+	initiated time.Time
+	parts     map[int]storage.Part
+	bodies    map[int][]byte
+}
+
+var (
+	_ storage.Store     = (*Store)(nil)
+	_ storage.Multipart = (*Store)(nil)
+)
+
+// Option configures New.
+type Option func(*Store)
+
+// WithMultipartLimits sets the part rules CompleteMultipart enforces.
+// Defaults to no minimum part size and S3's part count and size limits.
+func WithMultipartLimits(l storage.MultipartLimits) Option { return func(s *Store) { s.limits = l } }
+
+// WithClock sets the clock behind LastModified and Initiated. Defaults to time.Now.
+func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+
+// New returns an empty store.
+func New(opts ...Option) *Store {
+	s := &Store{
+		objects: map[string]object{},
+		uploads: map[string]*upload{},
+		limits:  storage.MultipartLimits{MinPartSize: 0, MaxPartSize: storage.S3MultipartLimits.MaxPartSize, MaxParts: storage.S3MultipartLimits.MaxParts},
+		now:     time.Now,
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+func etagOf(b []byte) string {
+	sum := md5.Sum(b)
+	return `"` + hex.EncodeToString(sum[:]) + `"`
+}
+
+func newError(op, key string, code storage.Code, err error) error {
+	return &storage.Error{Op: op, Key: key, Code: code, Err: err}
+}
+
+func check(ctx context.Context, op, key string, write bool) error {
+	if err := ctx.Err(); err != nil {
+		code := storage.CodeUnavailable
+		if write {
+			code = storage.CodeAmbiguous
+		}
+		return newError(op, key, code, err)
+	}
+	if err := storage.ValidateKey(key); err != nil {
+		var se *storage.Error
+		if errors.As(err, &se) {
+			se.Op = op
+		}
+		return err
+	}
+	return nil
+}
+
+// Get implements storage.Store.
+func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
+	if err := check(ctx, "get", key, false); err != nil {
+		return storage.Object{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.objects[key]
+	if !ok {
+		return storage.Object{}, newError("get", key, storage.CodeNotFound, errors.New("no such key"))
+	}
+	return storage.Object{ObjectInfo: s.info(key, o), Body: bytes.Clone(o.body)}, nil
+}
+
+func (s *Store) info(key string, o object) storage.ObjectInfo {
+	return storage.ObjectInfo{Key: key, Size: int64(len(o.body)), ETag: o.etag, LastModified: o.modified}
+}
+
+// Head implements storage.Store.
+func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error) {
+	if err := check(ctx, "head", key, false); err != nil {
+		return storage.ObjectInfo{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.objects[key]
+	if !ok {
+		return storage.ObjectInfo{}, newError("head", key, storage.CodeNotFound, errors.New("no such key"))
+	}
+	return s.info(key, o), nil
+}
+
+// Put implements storage.Store.
+func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
+	if err := check(ctx, "put", key, true); err != nil {
+		return storage.PutResult{}, err
+	}
+	if opts.IfNoneMatch && opts.IfMatch != "" {
+		return storage.PutResult{}, newError("put", key, storage.CodeInvalidArgument, errors.New("both IfNoneMatch and IfMatch set"))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, exists := s.objects[key]
+	switch {
+	case opts.IfNoneMatch && exists:
+		return storage.PutResult{}, newError("put", key, storage.CodePreconditionFailed, errors.New("key exists, If-None-Match *"))
+	case opts.IfMatch != "" && (!exists || cur.etag != opts.IfMatch):
+		return storage.PutResult{}, newError("put", key, storage.CodePreconditionFailed, fmt.Errorf("If-Match %s does not match", opts.IfMatch))
+	}
+	o := object{body: bytes.Clone(body), etag: etagOf(body), modified: s.now()}
+	s.objects[key] = o
+	return storage.PutResult{ETag: o.etag}, nil
+}
+
+// List implements storage.Store.
+func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.ListPage, error) {
+	if err := ctx.Err(); err != nil {
+		return storage.ListPage{}, newError("list", opts.Prefix, storage.CodeUnavailable, err)
+	}
+	limit := opts.Limit
+	if limit == 0 {
+		limit = 1000
+	}
+	if limit < 1 || limit > 1000 {
+		return storage.ListPage{}, newError("list", opts.Prefix, storage.CodeInvalidArgument, fmt.Errorf("limit %d outside 1..1000", opts.Limit))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := make([]string, 0)
+	for k := range s.objects {
+		if strings.HasPrefix(k, opts.Prefix) && k > opts.StartAfter {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	page := storage.ListPage{}
+	if len(keys) > limit {
+		keys, page.Truncated = keys[:limit], true
+	}
+	for _, k := range keys {
+		page.Objects = append(page.Objects, s.info(k, s.objects[k]))
+	}
+	return page, nil
+}
+
+// Delete implements storage.Store.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := check(ctx, "delete", key, true); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.objects, key)
+	return nil
+}
+
+// DeleteBatch implements storage.Store.
+func (s *Store) DeleteBatch(ctx context.Context, keys []string) error {
+	if len(keys) > storage.MaxBatchDelete {
+		return newError("delete_batch", "", storage.CodeInvalidArgument, fmt.Errorf("%d keys, at most %d", len(keys), storage.MaxBatchDelete))
+	}
+	for _, k := range keys {
+		if err := check(ctx, "delete_batch", k, true); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range keys {
+		delete(s.objects, k)
+	}
+	return nil
+}
+
+// Len returns the number of objects stored.
+func (s *Store) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.objects)
+}
+
+// MultipartLimits implements storage.Multipart.
+func (s *Store) MultipartLimits() storage.MultipartLimits { return s.limits }
+
+// CreateMultipart implements storage.Multipart.
+func (s *Store) CreateMultipart(ctx context.Context, key string) (string, error) {
+	if err := check(ctx, "create_multipart", key, true); err != nil {
+		return "", err
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.uploads[id] = &upload{key: key, initiated: s.now(), parts: map[int]storage.Part{}, bodies: map[int][]byte{}}
+	return id, nil
+}
+
+func (s *Store) uploadOf(op, key, id string) (*upload, error) {
+	u, ok := s.uploads[id]
+	if !ok || u.key != key {
+		return nil, newError(op, key, storage.CodeNotFound, fmt.Errorf("no upload %q of this key", id))
+	}
+	return u, nil
+}
+
+// UploadPart implements storage.Multipart.
+func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int, body io.ReadSeeker, size int64) (storage.Part, error) {
+	const op = "upload_part"
+	if err := check(ctx, op, key, true); err != nil {
+		return storage.Part{}, err
+	}
+	if number < 1 || number > s.limits.MaxParts {
+		return storage.Part{}, newError(op, key, storage.CodeInvalidArgument, fmt.Errorf("part number %d outside 1..%d", number, s.limits.MaxParts))
+	}
+	if size < 0 || size > s.limits.MaxPartSize {
+		return storage.Part{}, newError(op, key, storage.CodeInvalidArgument, fmt.Errorf("part size %d outside 0..%d", size, s.limits.MaxPartSize))
+	}
+	if _, err := body.Seek(0, io.SeekStart); err != nil {
+		return storage.Part{}, newError(op, key, storage.CodeRefused, err)
+	}
+	buf := make([]byte, size)
+	if _, err := io.ReadFull(body, buf); err != nil {
+		return storage.Part{}, newError(op, key, storage.CodeRefused, fmt.Errorf("read part body: %w", err))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, err := s.uploadOf(op, key, uploadID)
+	if err != nil {
+		return storage.Part{}, err
+	}
+	p := storage.Part{Number: number, ETag: etagOf(buf), Size: size}
+	u.parts[number], u.bodies[number] = p, buf
+	return p, nil
+}
+
+// CompleteMultipart implements storage.Multipart.
+func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, parts []storage.Part) (storage.PutResult, error) {
+	const op = "complete_multipart"
+	if err := check(ctx, op, key, true); err != nil {
+		return storage.PutResult{}, err
+	}
+	if err := storage.CheckParts(parts, s.limits); err != nil {
+		return storage.PutResult{}, newError(op, key, storage.CodeInvalidArgument, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, err := s.uploadOf(op, key, uploadID)
+	if err != nil {
+		return storage.PutResult{}, err
+	}
+	if _, exists := s.objects[key]; exists {
+		return storage.PutResult{}, newError(op, key, storage.CodePreconditionFailed, errors.New("key exists, If-None-Match *"))
+	}
+	var whole bytes.Buffer
+	sums := md5.New()
+	for _, p := range parts {
+		have, ok := u.parts[p.Number]
+		if !ok || have.ETag != p.ETag || have.Size != p.Size {
+			return storage.PutResult{}, newError(op, key, storage.CodeRefused, fmt.Errorf("part %d is not the part uploaded", p.Number))
+		}
+		whole.Write(u.bodies[p.Number])
+		raw, _ := hex.DecodeString(strings.Trim(p.ETag, `"`))
+		sums.Write(raw)
+	}
+	etag := fmt.Sprintf(`"%s-%d"`, hex.EncodeToString(sums.Sum(nil)), len(parts))
+	s.objects[key] = object{body: whole.Bytes(), etag: etag, modified: s.now()}
+	delete(s.uploads, uploadID)
+	return storage.PutResult{ETag: etag}, nil
+}
+
+// AbortMultipart implements storage.Multipart.
+func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error {
+	if err := check(ctx, "abort_multipart", key, true); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if u, ok := s.uploads[uploadID]; ok && u.key == key {
+		delete(s.uploads, uploadID)
+	}
+	return nil
+}
+
+// ListMultipart implements storage.Multipart.
+func (s *Store) ListMultipart(ctx context.Context, opts storage.ListMultipartOptions) (storage.MultipartPage, error) {
+	if err := ctx.Err(); err != nil {
+		return storage.MultipartPage{}, newError("list_multipart", opts.Prefix, storage.CodeUnavailable, err)
+	}
+	limit := opts.Limit
+	if limit == 0 {
+		limit = 1000
+	}
+	if limit < 1 || limit > 1000 {
+		return storage.MultipartPage{}, newError("list_multipart", opts.Prefix, storage.CodeInvalidArgument, fmt.Errorf("limit %d outside 1..1000", opts.Limit))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var all []storage.Upload
+	for id, u := range s.uploads {
+		if !strings.HasPrefix(u.key, opts.Prefix) {
+			continue
+		}
+		if opts.KeyMarker != "" && (u.key < opts.KeyMarker || u.key == opts.KeyMarker && id <= opts.UploadIDMarker) {
+			continue
+		}
+		all = append(all, storage.Upload{Key: u.key, UploadID: id, Initiated: u.initiated})
+	}
+	slices.SortFunc(all, func(a, b storage.Upload) int {
+		if c := strings.Compare(a.Key, b.Key); c != 0 {
+			return c
+		}
+		return strings.Compare(a.UploadID, b.UploadID)
+	})
+	page := storage.MultipartPage{Uploads: all}
+	if len(all) > limit {
+		page.Uploads, page.Truncated = all[:limit], true
+	}
+	return page, nil
+}

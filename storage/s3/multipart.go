@@ -1,0 +1,227 @@
+package s3
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/graftworks/graft/storage"
+)
+
+// MultipartAPI is the subset of *awss3.Client that multipart uploads use. A
+// client passed to NewFromClient that lacks it gives a Store without
+// multipart uploads (storage.AsMultipart reports false).
+type MultipartAPI interface {
+	CreateMultipartUpload(ctx context.Context, in *awss3.CreateMultipartUploadInput, optFns ...func(*awss3.Options)) (*awss3.CreateMultipartUploadOutput, error)
+	UploadPart(ctx context.Context, in *awss3.UploadPartInput, optFns ...func(*awss3.Options)) (*awss3.UploadPartOutput, error)
+	CompleteMultipartUpload(ctx context.Context, in *awss3.CompleteMultipartUploadInput, optFns ...func(*awss3.Options)) (*awss3.CompleteMultipartUploadOutput, error)
+	AbortMultipartUpload(ctx context.Context, in *awss3.AbortMultipartUploadInput, optFns ...func(*awss3.Options)) (*awss3.AbortMultipartUploadOutput, error)
+	ListMultipartUploads(ctx context.Context, in *awss3.ListMultipartUploadsInput, optFns ...func(*awss3.Options)) (*awss3.ListMultipartUploadsOutput, error)
+}
+
+var (
+	_ MultipartAPI      = (*awss3.Client)(nil)
+	_ storage.Multipart = (*Store)(nil)
+)
+
+// codeNoSuchUpload is S3's answer for an upload id that does not exist: it
+// was completed or aborted (or never started).
+const codeNoSuchUpload = "NoSuchUpload"
+
+// SupportsMultipart reports whether the client has the multipart calls.
+func (s *Store) SupportsMultipart() bool { return s.multipart() != nil }
+
+func (s *Store) multipart() MultipartAPI {
+	mp, _ := s.client.(MultipartAPI)
+	return mp
+}
+
+// MultipartLimits implements storage.Multipart: S3's.
+func (s *Store) MultipartLimits() storage.MultipartLimits { return storage.S3MultipartLimits }
+
+func apiCode(err error) string {
+	if apiErr, ok := errors.AsType[smithy.APIError](err); ok {
+		return apiErr.ErrorCode()
+	}
+	return ""
+}
+
+// multipartError classifies a failed multipart write. An upload that no
+// longer exists is ErrNotFound (for the caller to settle by reading the key);
+// otherwise the write rules apply.
+func multipartError(ctx context.Context, op, key string, err error) error {
+	if apiCode(err) == codeNoSuchUpload {
+		return &storage.Error{Op: op, Key: key, Code: storage.CodeNotFound, Status: http.StatusNotFound, Err: err}
+	}
+	return newError(ctx, op, key, write, err)
+}
+
+func (s *Store) checkMultipart(ctx context.Context, op, key string) (MultipartAPI, string, error) {
+	mp := s.multipart()
+	if mp == nil {
+		return nil, "", &storage.Error{Op: op, Key: key, Code: storage.CodeInvalidArgument, Err: errors.New("the S3 client has no multipart calls")}
+	}
+	full, err := s.objectKey(key)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, "", contextDoneError(op, key, write, err)
+	}
+	return mp, full, nil
+}
+
+// CreateMultipart implements storage.Multipart.
+func (s *Store) CreateMultipart(ctx context.Context, key string) (string, error) {
+	const op = "create_multipart"
+	mp, full, err := s.checkMultipart(ctx, op, key)
+	if err != nil {
+		return "", err
+	}
+	out, err := mp.CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{Bucket: aws.String(s.bucket), Key: aws.String(full)}, singleAttempt)
+	if err != nil {
+		return "", newError(ctx, op, key, write, err)
+	}
+	if aws.ToString(out.UploadId) == "" {
+		return "", &storage.Error{Op: op, Key: key, Code: storage.CodeAmbiguous, Status: http.StatusOK, Err: errors.New("response has no upload id")}
+	}
+	return aws.ToString(out.UploadId), nil
+}
+
+// UploadPart implements storage.Multipart.
+func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int, body io.ReadSeeker, size int64) (storage.Part, error) {
+	const op = "upload_part"
+	lim := storage.S3MultipartLimits
+	if number < 1 || number > lim.MaxParts {
+		return storage.Part{}, &storage.Error{Op: op, Key: key, Code: storage.CodeInvalidArgument, Err: fmt.Errorf("part number %d outside 1..%d", number, lim.MaxParts)}
+	}
+	if size < 0 || size > lim.MaxPartSize {
+		return storage.Part{}, &storage.Error{Op: op, Key: key, Code: storage.CodeInvalidArgument, Err: fmt.Errorf("part size %d outside 0..%d", size, lim.MaxPartSize)}
+	}
+	mp, full, err := s.checkMultipart(ctx, op, key)
+	if err != nil {
+		return storage.Part{}, err
+	}
+	if _, err := body.Seek(0, io.SeekStart); err != nil {
+		return storage.Part{}, &storage.Error{Op: op, Key: key, Code: storage.CodeRefused, Err: fmt.Errorf("seek part body: %w", err)}
+	}
+	out, err := mp.UploadPart(ctx, &awss3.UploadPartInput{
+		Bucket: aws.String(s.bucket), Key: aws.String(full), UploadId: aws.String(uploadID),
+		PartNumber: aws.Int32(int32(number)), Body: io.NewSectionReader(readerAt{body}, 0, size), ContentLength: aws.Int64(size),
+	}, singleAttempt)
+	if err != nil {
+		return storage.Part{}, multipartError(ctx, op, key, err)
+	}
+	if aws.ToString(out.ETag) == "" {
+		return storage.Part{}, &storage.Error{Op: op, Key: key, Code: storage.CodeAmbiguous, Status: http.StatusOK, Err: errors.New("response has no ETag")}
+	}
+	return storage.Part{Number: number, ETag: aws.ToString(out.ETag), Size: size}, nil
+}
+
+// readerAt adapts a ReadSeeker to io.ReaderAt for a section reader, which
+// the SDK can seek and re-read to sign the payload. Reads are sequential
+// from offset 0; the SDK may seek back to re-read, which Seek allows.
+type readerAt struct{ rs io.ReadSeeker }
+
+func (r readerAt) ReadAt(p []byte, off int64) (int, error) {
+	if _, err := r.rs.Seek(off, io.SeekStart); err != nil {
+		return 0, err
+	}
+	return io.ReadFull(r.rs, p)
+}
+
+// CompleteMultipart implements storage.Multipart, with If-None-Match: * on
+// the wire (S3 and versitygw honour it; a server that ignores it would
+// overwrite).
+func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, parts []storage.Part) (storage.PutResult, error) {
+	const op = "complete_multipart"
+	if err := storage.CheckParts(parts, storage.S3MultipartLimits); err != nil {
+		return storage.PutResult{}, &storage.Error{Op: op, Key: key, Code: storage.CodeInvalidArgument, Err: err}
+	}
+	mp, full, err := s.checkMultipart(ctx, op, key)
+	if err != nil {
+		return storage.PutResult{}, err
+	}
+	completed := make([]types.CompletedPart, len(parts))
+	for i, p := range parts {
+		completed[i] = types.CompletedPart{PartNumber: aws.Int32(int32(p.Number)), ETag: aws.String(p.ETag)}
+	}
+	out, err := mp.CompleteMultipartUpload(ctx, &awss3.CompleteMultipartUploadInput{
+		Bucket: aws.String(s.bucket), Key: aws.String(full), UploadId: aws.String(uploadID),
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: completed},
+		IfNoneMatch:     aws.String("*"),
+	}, singleAttempt)
+	if err != nil {
+		return storage.PutResult{}, multipartError(ctx, op, key, err)
+	}
+	if aws.ToString(out.ETag) == "" {
+		return storage.PutResult{}, &storage.Error{Op: op, Key: key, Code: storage.CodeAmbiguous, Status: http.StatusOK, Err: errors.New("response has no ETag")}
+	}
+	return storage.PutResult{ETag: aws.ToString(out.ETag)}, nil
+}
+
+// AbortMultipart implements storage.Multipart.
+func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error {
+	const op = "abort_multipart"
+	mp, full, err := s.checkMultipart(ctx, op, key)
+	if err != nil {
+		return err
+	}
+	_, err = mp.AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{Bucket: aws.String(s.bucket), Key: aws.String(full), UploadId: aws.String(uploadID)}, singleAttempt)
+	if err != nil {
+		if code := apiCode(err); code == codeNoSuchUpload {
+			return nil
+		}
+		return newError(ctx, op, key, write, err)
+	}
+	return nil
+}
+
+// ListMultipart implements storage.Multipart.
+func (s *Store) ListMultipart(ctx context.Context, opts storage.ListMultipartOptions) (storage.MultipartPage, error) {
+	const op = "list_multipart"
+	mp := s.multipart()
+	if mp == nil {
+		return storage.MultipartPage{}, &storage.Error{Op: op, Code: storage.CodeInvalidArgument, Err: errors.New("the S3 client has no multipart calls")}
+	}
+	limit := opts.Limit
+	if limit == 0 {
+		limit = maxListLimit
+	}
+	if limit < 0 || limit > maxListLimit {
+		return storage.MultipartPage{}, &storage.Error{Op: op, Code: storage.CodeInvalidArgument, Err: fmt.Errorf("limit %d outside 1..1000", opts.Limit)}
+	}
+	if err := ctx.Err(); err != nil {
+		return storage.MultipartPage{}, contextDoneError(op, "", read, err)
+	}
+	in := &awss3.ListMultipartUploadsInput{Bucket: aws.String(s.bucket), MaxUploads: aws.Int32(int32(limit))}
+	if p := s.keyPrefix + opts.Prefix; p != "" {
+		in.Prefix = aws.String(p)
+	}
+	if opts.KeyMarker != "" {
+		in.KeyMarker = aws.String(s.keyPrefix + opts.KeyMarker)
+		if opts.UploadIDMarker != "" {
+			in.UploadIdMarker = aws.String(opts.UploadIDMarker)
+		}
+	}
+	out, err := mp.ListMultipartUploads(ctx, in)
+	if err != nil {
+		return storage.MultipartPage{}, newError(ctx, op, "", read, err)
+	}
+	page := storage.MultipartPage{Truncated: aws.ToBool(out.IsTruncated)}
+	for _, u := range out.Uploads {
+		key, ok := s.storageKey(aws.ToString(u.Key))
+		if !ok {
+			continue
+		}
+		page.Uploads = append(page.Uploads, storage.Upload{Key: key, UploadID: aws.ToString(u.UploadId), Initiated: aws.ToTime(u.Initiated)})
+	}
+	return page, nil
+}
