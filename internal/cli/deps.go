@@ -17,8 +17,11 @@ import (
 
 // deps are the connections one invocation opened, each on first use.
 type deps struct {
-	tc     sdkclient.Client
-	cat    *catalog.Catalog
+	tc sdkclient.Client
+	// tcErr is why Temporal could not be dialled, for commands that go on
+	// without it (op show, op list --stuck).
+	tcErr  error
+	ledger *client.Ops
 	store  storage.Store
 	closer []func()
 }
@@ -64,29 +67,75 @@ func (a *app) client(ctx context.Context) (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return client.New(tc, client.Options{TaskQueue: a.cfg.TaskQueue}), nil
+	opts := client.Options{TaskQueue: a.cfg.TaskQueue}
+	if a.cfg.Output == outputText {
+		opts.Notify = a.notify
+	}
+	return client.New(tc, opts), nil
 }
 
-// catalog opens the ledger at $DATABASE_URL.
-func (a *app) catalog(ctx context.Context) (*catalog.Catalog, error) {
-	if a.cat != nil {
-		return a.cat, nil
+// notify tells the operator, once, why a wait is taking long and what the
+// command does meanwhile (text mode only: in json mode stderr is kept for the
+// one error object).
+func (a *app) notify(n client.Notice) {
+	follow := ""
+	if n.OpID != "" {
+		follow = fmt.Sprintf(" (`graft op wait %s`)", n.OpID)
 	}
-	cat, err := catalog.Open(ctx, catalog.Config{DatabaseURL: a.cfg.DatabaseURL, Schema: a.cfg.DBSchema, MaxConns: 2})
-	if err != nil {
-		if errors.Is(err, catalog.ErrUnavailable) {
-			return nil, &unavailableError{
-				what: "Postgres",
-				next: fmt.Sprintf("check that Postgres is running at %s and that $DATABASE_URL is right",
-					catalog.RedactURL(a.cfg.DatabaseURL)),
-				err: err,
-			}
+	fmt.Fprintf(a.stderr, "graft: waiting: %s.\n  Ctrl-C stops waiting; the operation keeps running in Temporal%s.\n", n.Message, follow)
+}
+
+// ops opens the ledger at $DATABASE_URL (--db-schema). withTemporal also
+// dials Temporal, so waits and the views can ask the workflows; when
+// Temporal does not answer, the ledger-only Ops is returned and tcErr says why.
+func (a *app) ops(ctx context.Context, withTemporal bool) (*client.Ops, error) {
+	if a.ledger == nil {
+		ops, err := client.OpenOps(ctx, client.LedgerConfig{DatabaseURL: a.cfg.DatabaseURL, Schema: a.cfg.DBSchema, MaxConns: 2}, nil)
+		if err != nil {
+			return nil, a.ledgerError(err)
 		}
-		return nil, err
+		a.ledger = ops
+		a.closer = append(a.closer, ops.Close)
 	}
-	a.cat = cat
-	a.closer = append(a.closer, cat.Close)
-	return cat, nil
+	if !withTemporal {
+		return a.ledger, nil
+	}
+	c, err := a.client(ctx)
+	if err != nil {
+		a.tcErr = err
+		return a.ledger, nil
+	}
+	return a.ledger.WithClient(c), nil
+}
+
+// ledgerError names the setting to check when the ledger cannot be opened.
+func (a *app) ledgerError(err error) error {
+	switch {
+	case errors.Is(err, client.ErrLedgerUnavailable):
+		return &unavailableError{
+			what: "Postgres",
+			next: fmt.Sprintf("check that Postgres is running at %s and that $DATABASE_URL is right",
+				catalog.RedactURL(a.cfg.DatabaseURL)),
+			err: err,
+		}
+	case errors.Is(err, client.ErrLedgerNotMigrated):
+		schema := a.cfg.DBSchema
+		if schema == "" {
+			schema = "the connection's default (public)"
+		}
+		return withNext(err, "the ledger's tables are not in schema %s of %s: if the workers use another schema, set --db-schema "+
+			"($GRAFT_DB_SCHEMA, or the profile `graft dev` writes); if none applied the migrations, run `graft-worker migrate`",
+			schema, catalog.RedactURL(a.cfg.DatabaseURL))
+	}
+	return err
+}
+
+// temporalNote says, after a view, that Temporal could not be asked.
+func (a *app) temporalNote() string {
+	if a.tcErr == nil {
+		return ""
+	}
+	return "(Temporal did not answer, so phases come from the ledger alone: " + classify(a.tcErr).Message + ")"
 }
 
 // openStore opens the configured store and checks that it answers a listing,

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -31,12 +32,15 @@ func Execute(ctx context.Context, args []string, lookup LookupEnv, stdout, stder
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
-	a.close()
+	ran, err := root.ExecuteContextC(ctx)
 	if err == nil {
+		a.close()
 		return 0
 	}
 	r := classify(err)
+	r.Next = strings.ReplaceAll(r.Next, "graft <command>", commandPath(ran, root))
+	a.refineNext(ctx, &r, err)
+	a.close()
 	a.writeError(r)
 	return r.ExitCode
 }
@@ -47,6 +51,9 @@ type app struct {
 	lookup         LookupEnv
 	stdout, stderr io.Writer
 	resolved       bool
+	// startedOp is the operation this invocation started (or attached to),
+	// so an interrupted or failed wait can point at it.
+	startedOp string
 	deps
 }
 
@@ -75,6 +82,7 @@ func (a *app) rootCommand() *cobra.Command {
 	}
 	asGroup(root)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetUsageTemplate(usageTemplate)
 	addGlobalFlags(root.PersistentFlags(), &a.cfg)
 	root.AddCommand(a.graphCommand(), a.tableCommand(), a.branchCommand(), a.mergeCommand(), a.restoreCommand(), a.tagCommand(),
 		a.cleanupCommand(), a.opCommand(), a.devCommand())
@@ -85,10 +93,14 @@ func (a *app) rootCommand() *cobra.Command {
 // unknown subcommand is a usage error.
 func asGroup(cmd *cobra.Command) *cobra.Command {
 	cmd.Args = func(cmd *cobra.Command, args []string) error {
-		if len(args) > 0 {
-			return usageError{fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())}
+		if len(args) == 0 {
+			return nil
 		}
-		return nil
+		err := fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			err = fmt.Errorf("%w; did you mean %s?", err, strings.Join(quoteAll(s), " or "))
+		}
+		return usageError{err}
 	}
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 	return cmd
@@ -168,3 +180,44 @@ func writeJSON(w io.Writer, v any) error {
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
 }
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strconv.Quote(s)
+	}
+	return out
+}
+
+// commandPath names the command a hint points at: the one that ran, or
+// "graft" when the command line did not name one.
+func commandPath(ran, root *cobra.Command) string {
+	if ran == nil {
+		return root.Name()
+	}
+	return ran.CommandPath()
+}
+
+// usageTemplate is cobra's, with the global flags listed only by `graft
+// --help`: under every other command one line points at them, so a
+// group's subcommands are not buried under them.
+const usageTemplate = `Usage:{{if .Runnable}}
+  {{.UseLine}}{{end}}{{if .HasAvailableSubCommands}}
+  {{.CommandPath}} [command]{{end}}{{if gt (len .Aliases) 0}}
+
+Aliases:
+  {{.NameAndAliases}}{{end}}{{if .HasExample}}
+
+Examples:
+{{.Example}}{{end}}{{if .HasAvailableSubCommands}}
+
+Available Commands:{{range .Commands}}{{if (or .IsAvailableCommand (eq .Name "help"))}}
+  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{if .HasAvailableLocalFlags}}
+
+Flags:
+{{.LocalFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}{{if .HasAvailableInheritedFlags}}
+
+Global flags (connection settings, --output): see "graft --help".{{end}}{{if .HasAvailableSubCommands}}
+
+Use "{{.CommandPath}} [command] --help" for more information about a command.{{end}}
+`

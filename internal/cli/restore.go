@@ -6,6 +6,7 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/oklog/ulid/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/graftworks/graft/client"
@@ -54,6 +55,12 @@ makes the restore a conflict (exit 5) unless BRANCH's head is that commit.`,
 					return err
 				}
 			}
+			if err := req.Validate(); err != nil {
+				return err
+			}
+			if req.IdempotencyKey == "" {
+				req.IdempotencyKey = ulid.Make().String()
+			}
 			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err
@@ -62,6 +69,7 @@ makes the restore a conflict (exit 5) unless BRANCH's head is that commit.`,
 			if err != nil {
 				return err
 			}
+			a.startedOp = h.OpID
 			var res workflows.RestoreResult
 			if final {
 				res, err = h.WaitFinal(cmd.Context())
