@@ -155,6 +155,13 @@ func (c *Client) startedBy(ctx context.Context, h *CleanupHandle, runID string) 
 	return in.RunID == runID, nil
 }
 
+// AttachCleanup returns a handle on a cleanup workflow that runs, or ran;
+// runID "" follows its latest run.
+func (c *Client) AttachCleanup(ctx context.Context, workflowID, runID string) *CleanupHandle {
+	run := c.tc.GetWorkflow(ctx, workflowID, runID)
+	return &CleanupHandle{c: c, WorkflowID: workflowID, RunID: run.GetRunID(), run: run}
+}
+
 // OperationID returns the ledger id of the cleanup run the handle follows,
 // asking the workflow when StartCleanup could not tell.
 func (h *CleanupHandle) OperationID(ctx context.Context) (string, error) {

@@ -157,6 +157,11 @@ type CleanupResult struct {
 	// later run.
 	PlanDropped int64 `json:"plan_dropped,omitempty"`
 	NotInPlan   int64 `json:"not_in_plan,omitempty"`
+	// Refused counts the condemned keys the store refused to delete (a 403, an object
+	// lock); RefusedKeys lists up to Tuning.MaxPlanKeys of them, with why. They stay in
+	// storage and the run still ends: a later run condemns them, and tries, again.
+	Refused     int64        `json:"refused,omitempty"`
+	RefusedKeys []RefusedKey `json:"refused_keys,omitempty"`
 	// SkippedUnsettled lists the trees left alone because a ref may still name them.
 	SkippedUnsettled []UnsettledTree `json:"skipped_unsettled,omitempty"`
 	// RetainAllData says why no version or object was condemned, when that happened.
@@ -199,6 +204,8 @@ type CleanupProgress struct {
 	Condemned    int64 `json:"condemned"`
 	Deleted      int64 `json:"deleted"`
 	BytesDeleted int64 `json:"bytes_deleted"`
+	// Refused counts the keys the store refused to delete so far.
+	Refused int64 `json:"refused,omitempty"`
 }
 
 // CleanupResume is a sweep's state carried across continue-as-new.
@@ -339,6 +346,9 @@ func Cleanup(ctx workflow.Context, in CleanupInput) (CleanupResult, error) {
 		}
 		r.res.Adopted = append(r.res.Adopted, begin.Orphan.RunID)
 	}
+	if ctx.Err() != nil && begin.Outcome == "" { // cancelled once the run was inserted: it must not stay running
+		return r.fail(ctx, fmt.Errorf("begin: %w", ctx.Err()))
+	}
 	if begin.Outcome != "" {
 		r.res.Outcome, r.res.Message, r.res.ActiveRunID = begin.Outcome, begin.Message, begin.ActiveRunID
 		r.setPhase(ctx, "done", string(begin.Outcome))
@@ -377,6 +387,7 @@ func (r *cleanupRun) adopt(ctx workflow.Context, o activities.CleanupOrphan) err
 				}).Get(ctx, &p); err != nil {
 					return err
 				}
+				report.addRefused(p, r.tuning.MaxPlanKeys)
 			}
 		}
 		var sum activities.CleanupSummary
@@ -508,6 +519,8 @@ func (r *cleanupRun) sweepAndFinish(ctx workflow.Context) (CleanupResult, error)
 		r.res.Sweep.Activities++
 		r.progress.Deleted += p.Deleted
 		r.progress.BytesDeleted += p.Bytes
+		r.res.addRefused(p, r.tuning.MaxPlanKeys)
+		r.progress.Refused = r.res.Refused
 	}
 	// Commits first: a commit must never outlive a version it pins.
 	for r.commitsPending {
@@ -585,8 +598,11 @@ func (r *cleanupRun) continueAsNew(ctx workflow.Context) (CleanupResult, error) 
 }
 
 // finish counts the run's condemned set from the ledger, then ends the run with its report.
+// It runs on a disconnected context: it is reached only once nothing is left to delete,
+// and a cleanup cancelled now must still record its end rather than stay running.
 func (r *cleanupRun) finish(ctx workflow.Context) (CleanupResult, error) {
 	var a *activities.Activities
+	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	r.setPhase(ctx, "finish", "recording the report")
 	var sum activities.CleanupSummary
 	if err := workflow.ExecuteLocalActivity(withSummary(ctx, cleanupLedgerOptions, "summarise the condemned set"),

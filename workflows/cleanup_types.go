@@ -116,3 +116,20 @@ func unsettledTrees(in []activities.UnsettledTree) []UnsettledTree {
 	}
 	return out
 }
+
+// RefusedKey is a condemned key the store refused to delete, and why.
+type RefusedKey struct {
+	Key    string `json:"key"`
+	Reason string `json:"reason"`
+}
+
+// addRefused adds a sweep call's refused keys to the result, listing at most max.
+func (r *CleanupResult) addRefused(p activities.CleanupSweepProgress, max int) {
+	r.Refused += p.Refused
+	for _, k := range p.RefusedKeys {
+		if len(r.RefusedKeys) >= max {
+			return
+		}
+		r.RefusedKeys = append(r.RefusedKeys, RefusedKey(k))
+	}
+}
