@@ -185,22 +185,36 @@ func TestGraftBinary_EndToEnd_OnTheDevStack(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		r = run("cleanup", "run", g, "--dry-run", "--keep-newest", "1", "--wait", "-o", "json")
 		wantCode(t, r, 0)
-		cl := jsonOut[workflows.CleanupResult](t, r)
+		cl := jsonOut[cleanupView](t, r)
 		if cl.Outcome != outcome.Done || cl.Mode != workflows.CleanupModeDryRun || cl.Condemned.Commits != 1 ||
-			cl.Deleted.Keys() != 0 || cl.Kept.Head != 2 {
+			cl.Deleted.Keys() != 0 || cl.Kept.Head != 2 || cl.Policy.GuardWindow != "1h0m0s" || cl.Policy.KeepNewest != 1 {
 			t.Fatalf("dry run %d result %+v", i, cl)
 		}
 	}
 
-	// In text mode --wait draws progress on stderr from the workflow's
-	// progress query, ending with the run's final state.
+	// In text mode --wait reports progress on stderr from the workflow's
+	// progress query, ending with the run's final state; stderr is a pipe
+	// here, so as plain lines without control characters.
 	r = run("cleanup", "run", g, "--dry-run", "--keep-newest", "1", "--wait")
 	wantCode(t, r, 0)
 	if !strings.HasPrefix(r.stdout, "cleanup (dry_run) of "+g+": done\n") || !strings.Contains(r.stdout, "would condemn  1 commits") {
 		t.Fatalf("text dry run:\n%s", r)
 	}
-	if !strings.HasPrefix(r.stderr, "\r") || !strings.Contains(r.stderr, "done") || !strings.HasSuffix(r.stderr, "\n") {
-		t.Fatalf("no progress line ending in the done state on stderr: %q", r.stderr)
+	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+	if strings.ContainsAny(r.stderr, "\r\x1b") || !strings.HasPrefix(lines[len(lines)-1], "done") {
+		t.Fatalf("progress on a pipe: want plain lines ending in the done state, got %q", r.stderr)
+	}
+	// Without --wait, run prints the run's operation id, which op wait follows.
+	r = run("cleanup", "run", g, "--dry-run", "--keep-newest", "1", "-o", "json")
+	wantCode(t, r, 0)
+	started := jsonOut[map[string]string](t, r)
+	if started["op_id"] == "" {
+		t.Fatalf("cleanup run without --wait: %v", started)
+	}
+	r = run("op", "wait", started["op_id"], "-o", "json")
+	wantCode(t, r, 0)
+	if op := jsonOut[opView](t, r); op.Kind != "cleanup" || op.Outcome != "done" {
+		t.Fatalf("op wait of the started cleanup: %+v", op)
 	}
 
 	r = run("op", "list", "--graph", g, "-o", "json")
@@ -214,7 +228,7 @@ func TestGraftBinary_EndToEnd_OnTheDevStack(t *testing.T) {
 		}
 	}
 	slices.Sort(kinds)
-	if want := []string{"cleanup", "cleanup", "cleanup", "create_branch", "init_graph", "write_table"}; !slices.Equal(kinds, want) {
+	if want := []string{"cleanup", "cleanup", "cleanup", "cleanup", "create_branch", "init_graph", "write_table"}; !slices.Equal(kinds, want) {
 		t.Fatalf("op list kinds %v, want %v", kinds, want)
 	}
 	r = run("op", "wait", created.OpID, "-o", "json")
