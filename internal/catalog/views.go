@@ -189,3 +189,31 @@ func (c *Catalog) IncarnationUnsettledTally(ctx context.Context) ([]WitnessTally
 	}
 	return tallies, nil
 }
+
+// DeletedTally counts the keys cleanup runs deleted, of one kind.
+type DeletedTally struct {
+	Kind  ObjectKind
+	Count int64
+	Bytes int64
+}
+
+// CondemnedDeletedTally counts the keys every cleanup run recorded deleted,
+// by kind.
+func (c *Catalog) CondemnedDeletedTally(ctx context.Context) ([]DeletedTally, error) {
+	what := "count deleted keys"
+	rows, err := c.pool.Query(ctx, `
+		SELECT kind, count(*), coalesce(sum(size), 0)::bigint FROM cleanup_condemned
+		WHERE state = 'deleted' GROUP BY kind ORDER BY kind`)
+	if err != nil {
+		return nil, c.wrap(what, err)
+	}
+	tallies, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (DeletedTally, error) {
+		var t DeletedTally
+		err := row.Scan(&t.Kind, &t.Count, &t.Bytes)
+		return t, err
+	})
+	if err != nil {
+		return nil, c.wrap(what, err)
+	}
+	return tallies, nil
+}
