@@ -223,24 +223,26 @@ func workflowError(w waitTarget, err error) error {
 	return e
 }
 
-// rootCause is the innermost application failure's own message (a step's
-// error, without the SDK's wrapping), named by the step, falling back to
-// err's text.
+// rootCause is the failed step's own message — the error its activity
+// returned, without the SDK's wrapping — named by the step; or the
+// workflow's own failure message when no step failed; or err's text.
 func rootCause(err error) string {
-	msg := ""
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		if ae, ok := e.(*temporal.ApplicationError); ok && ae.Message() != "" {
+	var act *temporal.ActivityError
+	if errors.As(err, &act) {
+		msg := act.Unwrap().Error()
+		if ae, ok := act.Unwrap().(*temporal.ApplicationError); ok && ae.Message() != "" {
 			msg = ae.Message()
 		}
+		if act.ActivityType() != nil && act.ActivityType().GetName() != "" {
+			msg = act.ActivityType().GetName() + ": " + msg
+		}
+		return oneLine(msg)
 	}
-	if msg == "" {
-		return oneLine(err.Error())
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) && ae.Message() != "" {
+		return oneLine(ae.Message())
 	}
-	var act *temporal.ActivityError
-	if errors.As(err, &act) && act.ActivityType() != nil && act.ActivityType().GetName() != "" {
-		msg = act.ActivityType().GetName() + ": " + msg
-	}
-	return oneLine(msg)
+	return oneLine(err.Error())
 }
 
 // oneLine folds a message onto one line and drops a repeated tail: an error

@@ -260,7 +260,7 @@ func (a *app) branchListCommand() *cobra.Command {
 			}
 			bs, err := client.NewReader(store).ListBranches(cmd.Context(), graph)
 			if err != nil {
-				return err
+				return a.storeRead(err, graph)
 			}
 			if bs == nil {
 				bs = []client.BranchInfo{}
@@ -292,6 +292,9 @@ func (a *app) branchShowCommand() *cobra.Command {
 				return err
 			}
 			d, err := client.NewReader(store).ShowBranch(cmd.Context(), graph, branch)
+			if graphMissing(err, graph) {
+				return a.storeRead(err, graph)
+			}
 			if o, ok := outcome.Of(err); ok && o == outcome.NotFound {
 				return withNext(err, "`graft branch list %s` lists the live branches; a create still running shows in `graft op list --graph %s`", graph, graph)
 			}

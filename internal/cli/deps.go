@@ -6,11 +6,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
 
 	sdkclient "go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/internal/conncfg"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/storage"
 )
@@ -78,11 +84,40 @@ func (a *app) client(ctx context.Context) (*client.Client, error) {
 // command does meanwhile (text mode only: in json mode stderr is kept for the
 // one error object).
 func (a *app) notify(n client.Notice) {
+	msg := n.Message
+	if n.Dependency == "" && n.Kind != client.NoticeNoWorker {
+		// The workflow does not say why; if the store does not answer us
+		// either, that is most likely why.
+		if down := a.storeDown(); down != "" {
+			msg = down + ", so the operation's step is most likely retrying on it; still waiting for the operation to end"
+		}
+	}
 	follow := ""
 	if n.OpID != "" {
 		follow = fmt.Sprintf(" (`graft op wait %s`)", n.OpID)
 	}
-	fmt.Fprintf(a.stderr, "graft: waiting: %s.\n  Ctrl-C stops waiting; the operation keeps running in Temporal%s.\n", n.Message, follow)
+	fmt.Fprintf(a.stderr, "graft: waiting: %s.\n  Ctrl-C stops waiting; the operation keeps running in Temporal%s.\n", msg, follow)
+}
+
+// storeDown says that the configured store does not answer, or "" when it
+// does (or cannot be told).
+func (a *app) storeDown() string {
+	if a.cfg.S3.Bucket == "" { // a local directory answers, or is a configuration error
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), min(a.cfg.DialTimeout, 10*time.Second))
+	defer cancel()
+	st, err := a.cfg.OpenStore(ctx)
+	if err == nil {
+		if c, ok := st.(interface{ Close() error }); ok {
+			_ = c.Close()
+		}
+		return ""
+	}
+	if !errors.Is(err, storage.ErrUnavailable) && ctx.Err() == nil {
+		return ""
+	}
+	return fmt.Sprintf("the store %s does not answer from here either", a.cfg.DescribeStore())
 }
 
 // ops opens the ledger at $DATABASE_URL (--db-schema). withTemporal also
@@ -123,9 +158,9 @@ func (a *app) ledgerError(err error) error {
 		if schema == "" {
 			schema = "the connection's default (public)"
 		}
-		return withNext(err, "the ledger's tables are not in schema %s of %s: if the workers use another schema, set --db-schema "+
-			"($GRAFT_DB_SCHEMA, or the profile `graft dev` writes); if none applied the migrations, run `graft-worker migrate`",
-			schema, catalog.RedactURL(a.cfg.DatabaseURL))
+		return withNext(err, "the ledger's tables are not in schema %s (%s) of %s: if the workers use another schema, set --db-schema "+
+			"($GRAFT_DB_SCHEMA, or the profile `graft dev` writes); if nothing applied the migrations, run `graft-worker migrate`",
+			schema, a.settingName(conncfg.FlagDBSchema), catalog.RedactURL(a.cfg.DatabaseURL))
 	}
 	return err
 }
@@ -139,10 +174,20 @@ func (a *app) temporalNote() string {
 }
 
 // openStore opens the configured store and checks that it answers a listing,
-// so a wrong endpoint, bucket or credential shows before any work.
+// so a wrong endpoint, bucket or credential shows before any work. A local
+// store directory that does not exist is an error naming where the setting
+// came from — the CLI never creates one (a relative default would create it
+// in whatever directory the command ran in).
 func (a *app) openStore(ctx context.Context) (storage.Store, error) {
 	if a.store != nil {
 		return a.store, nil
+	}
+	if a.cfg.S3.Bucket == "" {
+		abs, _ := filepath.Abs(a.cfg.StoreDir)
+		if info, err := os.Stat(abs); err != nil || !info.IsDir() {
+			return nil, withNext(outcome.Errorf(outcome.NotFound, "", "the store directory %s does not exist (%s)",
+				abs, a.settingName(conncfg.FlagStoreDir)), "%s", a.storeNext())
+		}
 	}
 	st, err := a.cfg.OpenStore(ctx)
 	if err != nil {
@@ -158,10 +203,49 @@ func (a *app) openStore(ctx context.Context) (storage.Store, error) {
 	return st, nil
 }
 
+// settingName says where a setting's value came from: the flag or variable,
+// the profile, or the default (with the value).
+func (a *app) settingName(flag string) string {
+	src := a.res.src
+	if src != nil && src.Given(flag) {
+		return "from " + src.Name(flag)
+	}
+	if f := conncfg.EnvNames()[flag]; f != "" {
+		return fmt.Sprintf("the default of --%s; $%s or the profile `graft dev` writes set it", flag, f)
+	}
+	return "the default of --" + flag
+}
+
 func (a *app) storeNext() string {
 	if a.cfg.S3.Bucket == "" {
-		return fmt.Sprintf("check the store directory %s (--store-dir, $GRAFT_STORE_DIR)", a.cfg.StoreDir)
+		abs, _ := filepath.Abs(a.cfg.StoreDir)
+		return fmt.Sprintf("point --store-dir ($GRAFT_STORE_DIR) at the directory the workers use; this command read %s (%s)",
+			abs, a.settingName(conncfg.FlagStoreDir))
 	}
 	return "check that the S3 endpoint answers and the bucket exists (--s3-endpoint, --s3-bucket), " +
 		"and that the AWS SDK finds credentials (AWS_ACCESS_KEY_ID, AWS_PROFILE, an instance role)"
+}
+
+// storeRead adds, to a read of graph that found no graph, which store was
+// read and where that setting came from: the usual cause is a CLI and workers
+// on different stores.
+func (a *app) storeRead(err error, graph string) error {
+	if !graphMissing(err, graph) {
+		return err
+	}
+	return withNext(err, "`graft graph init %s` creates it. This command read %s (%s); if the workers use another store, point the store settings at it",
+		graph, a.cfg.DescribeStore(), a.settingName(storeSetting(a.cfg)))
+}
+
+func storeSetting(c Config) string {
+	if c.S3.Bucket != "" {
+		return conncfg.FlagS3Bucket
+	}
+	return conncfg.FlagStoreDir
+}
+
+// graphMissing reports whether err is a read's not_found for graph itself.
+func graphMissing(err error, graph string) bool {
+	o, ok := outcome.Of(err)
+	return ok && o == outcome.NotFound && strings.Contains(err.Error(), fmt.Sprintf("graph %q does not exist", graph))
 }

@@ -35,6 +35,8 @@ type devStack struct {
 	// env points graft commands at this stack.
 	env      []string
 	storeDir string
+	// profile is where dev writes the stack's settings (GRAFT_CONFIG).
+	profile string
 }
 
 // startDev starts `graft dev -o json` and waits for its ready object. When
@@ -59,9 +61,10 @@ func startDev(t *testing.T, bin string) *devStack {
 		ports[i] = fmt.Sprint(p)
 	}
 	schema := catalogtest.NewSchema(t) // dropped after the stack stops (cleanups run last-in first-out)
-	d := &devStack{storeDir: filepath.Join(t.TempDir(), "store")}
+	d := &devStack{storeDir: filepath.Join(t.TempDir(), "store"), profile: filepath.Join(t.TempDir(), "graft", "config.json")}
 	common := []string{
 		"DATABASE_URL=" + catalogtest.DatabaseURL(), "GRAFT_DB_SCHEMA=" + schema, "GRAFT_STORE_DIR=" + d.storeDir,
+		"GRAFT_CONFIG=" + d.profile,
 	}
 	cmd := exec.Command(bin, "dev", "--port", ports[0], "--ui-port", ports[1], "--metrics-port", ports[2], "-o", "json")
 	cmd.Env = graftEnv(append(common, "GRAFT_BIN_DIR="+binDir)...)
@@ -131,6 +134,10 @@ func TestGraftBinary_EndToEnd_OnTheDevStack(t *testing.T) {
 	}
 	if !strings.Contains(d.info.TryCommand, "graph init") {
 		t.Errorf("dev suggests %q as a first command", d.info.TryCommand)
+	}
+
+	if d.info.Profile != d.profile || d.info.TryCommand != "graft graph init demo" {
+		t.Errorf("dev wrote profile %q (want %s) and suggests %q", d.info.Profile, d.profile, d.info.TryCommand)
 	}
 
 	const g = "e2e"
@@ -238,6 +245,25 @@ func TestGraftBinary_EndToEnd_OnTheDevStack(t *testing.T) {
 	}
 
 	findInVisibility(t, d.info, g, "feature/x")
+
+	t.Run("from another directory, the profile dev wrote is the only setting needed", func(t *testing.T) {
+		only := []string{"GRAFT_CONFIG=" + d.profile} // runGraft runs in a fresh directory
+		r := runGraft(t, bin, only, "branch", "list", g, "-o", "json")
+		wantCode(t, r, 0)
+		if list := jsonOut[branchList](t, r); len(list.Branches) != 2 {
+			t.Fatalf("branch list through the profile: %+v", list)
+		}
+		r = runGraft(t, bin, only, "op", "list", "--graph", g, "-o", "json") // --db-schema carried over
+		wantCode(t, r, 0)
+		if ops := jsonOut[opList](t, r); len(ops.Operations) == 0 {
+			t.Fatalf("op list through the profile found nothing")
+		}
+		// Without it, the CLI says which store it read and where that setting came from.
+		wantText(t, runGraft(t, bin, nil, "branch", "list", g), 6, "not_found", "store directory", "--store-dir")
+		empty := catalogtest.NewSchema(t)
+		wantText(t, runGraft(t, bin, []string{"DATABASE_URL=" + catalogtest.DatabaseURL(), "GRAFT_DB_SCHEMA=" + empty}, "op", "show", created.OpID),
+			1, "failure", "the ledger's tables are not in schema "+empty+" (from GRAFT_DB_SCHEMA)", "--db-schema")
+	})
 
 	t.Run("unknown graph is not_found (6)", func(t *testing.T) {
 		r := run("branch", "create", "no-such-graph", "b", "-o", "json")

@@ -51,6 +51,7 @@ type app struct {
 	lookup         LookupEnv
 	stdout, stderr io.Writer
 	resolved       bool
+	res            resolution
 	// startedOp is the operation this invocation started (or attached to),
 	// so an interrupted or failed wait can point at it.
 	startedOp string
@@ -133,7 +134,9 @@ func (a *app) prepare(cmd *cobra.Command, _ []string) error {
 	if cmd.Name() == "help" || cmd.Name() == "completion" || (cmd.Parent() != nil && cmd.Parent().Name() == "completion") {
 		return nil
 	}
-	if err := resolveConfig(cmd.Flags(), &a.cfg, a.lookup); err != nil {
+	res, err := resolveConfig(cmd.Flags(), &a.cfg, a.lookup)
+	a.res = res
+	if err != nil {
 		return usageError{err}
 	}
 	a.resolved = true

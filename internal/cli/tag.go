@@ -139,7 +139,7 @@ func (a *app) tagListCommand() *cobra.Command {
 			}
 			tags, err := client.NewReader(store).ListTags(cmd.Context(), graph, all)
 			if err != nil {
-				return err
+				return a.storeRead(err, graph)
 			}
 			if tags == nil {
 				tags = []client.TagInfo{}
