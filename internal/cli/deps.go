@@ -16,8 +16,8 @@ import (
 
 	"github.com/graftworks/graft/client"
 	"github.com/graftworks/graft/client/outcome"
-	"github.com/graftworks/graft/internal/conncfg"
 	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/internal/conncfg"
 	"github.com/graftworks/graft/storage"
 )
 
