@@ -70,6 +70,10 @@ func (c *Client) RepairBranch(ctx context.Context, req RepairBranchRequest) (wor
 // incarnations — its message names the repair step — invalid for bad names).
 type Reader struct {
 	store storage.Store
+	// Locator, when set, turns a store key into the URI an engine reads it
+	// at (s3://bucket/prefix/key, file:///dir/key): TableObjects fills
+	// TableObject.URI with it. Defaults to nil (keys only).
+	Locator func(key string) string
 }
 
 // NewReader returns a Reader over the store graft's workers use.

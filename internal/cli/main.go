@@ -86,7 +86,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.SetUsageTemplate(usageTemplate)
 	addGlobalFlags(root.PersistentFlags(), &a.cfg)
 	root.AddCommand(a.graphCommand(), a.tableCommand(), a.branchCommand(), a.mergeCommand(), a.restoreCommand(), a.tagCommand(),
-		a.cleanupCommand(), a.opCommand(), a.devCommand())
+		a.logCommand(), a.diffCommand(), a.cleanupCommand(), a.opCommand(), a.devCommand())
 	return root
 }
 

@@ -17,9 +17,9 @@ import (
 func (a *app) tableCommand() *cobra.Command {
 	cmd := asGroup(&cobra.Command{
 		Use:   "table",
-		Short: "Write table versions",
+		Short: "Write table versions; list a version's objects",
 	})
-	cmd.AddCommand(a.tableWriteCommand())
+	cmd.AddCommand(a.tableWriteCommand(), a.tableObjectsCommand())
 	return cmd
 }
 
