@@ -158,6 +158,18 @@ func (h *OperationHandle[R]) Status(ctx context.Context) (Status, error) {
 	return h.c.Status(ctx, h.WorkflowID, h.RunID)
 }
 
+// Attached reports whether res belongs to another request's operation: the
+// start found an operation of the same workflow id running (one create per
+// branch name, say) and followed it, so this request's idempotency key was
+// not used and res carries the other operation's id.
+func (h *OperationHandle[R]) Attached(res R) bool {
+	if h.outcome == nil || h.OpID == "" {
+		return false
+	}
+	_, opID, _ := h.outcome(res)
+	return opID != "" && opID != h.OpID
+}
+
 func (h *OperationHandle[R]) err(res R) error {
 	out, opID, msg := h.outcome(res)
 	if out.Success() {

@@ -120,6 +120,10 @@ it; one create per branch name runs at a time.`,
 			} else {
 				res, err = h.WaitCreateBranch(cmd.Context())
 			}
+			if h.Attached(res) && a.cfg.Output == outputText {
+				fmt.Fprintf(a.stderr, "graft: a create of %s in %s was already running as operation %s: this command followed it, "+
+					"and operation %s was not started\n", req.Branch, req.Graph, res.OpID, req.IdempotencyKey)
+			}
 			return a.createResult(cmd, req.Graph, req.Branch, res, err)
 		},
 	}

@@ -101,6 +101,14 @@ func TestBranchCreate_RefPutNeverAnswers_ExitsInDoubtWithNextSteps_AbandonSettle
 		}
 	}
 
+	// A second create of the name, under another key, follows the running one
+	// and says so.
+	r = p.run(t, "branch", "create", "g", "feature/x", "--idempotency-key", "another-request")
+	if r.code != 4 || !strings.Contains(r.stderr, "was already running as operation "+rep.OpID) ||
+		!strings.Contains(r.stderr, "operation another-request was not started") {
+		t.Fatalf("a second create under another key:\n%s", r)
+	}
+
 	// op show names the native name, the phase and what it waits for; op list
 	// --stuck lists it, the same way.
 	r = p.run(t, "op", "show", rep.OpID, "-o", "json")
@@ -129,6 +137,10 @@ func TestBranchCreate_RefPutNeverAnswers_ExitsInDoubtWithNextSteps_AbandonSettle
 	if !strings.Contains(r.stdout, rep.OpID) || !strings.Contains(r.stdout, "WAITS FOR") {
 		t.Fatalf("op list --stuck text:\n%s", r.stdout)
 	}
+
+	// A delete while the ref put is in doubt is a conflict naming the create,
+	// not not_found (docs/outcomes.md).
+	wantText(t, p.run(t, "branch", "delete", "g", "feature/x"), 5, "conflict", "still settling", rep.OpID)
 
 	wantText(t, p.run(t, "branch", "abandon", "g", "feature/x"), 3, "unpublished", "graft branch create g feature/x")
 

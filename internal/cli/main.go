@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/graftworks/graft/client/outcome"
 )
 
 // Main runs graft with args (without the program name) and returns the exit
@@ -167,11 +169,7 @@ func (a *app) writeError(r Report) {
 		_ = writeJSON(a.stderr, r)
 		return
 	}
-	op := ""
-	if r.OpID != "" {
-		op = " (operation " + r.OpID + ")"
-	}
-	fmt.Fprintf(a.stderr, "graft: %s: %s%s\n", r.Outcome, r.Message, op)
+	fmt.Fprintf(a.stderr, "graft: %s: %s%s\n", r.Outcome, r.Message, outcome.OpSuffix(r.Message, r.OpID))
 	if r.Next != "" {
 		fmt.Fprintf(a.stderr, "next: %s\n", r.Next)
 	}
