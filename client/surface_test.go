@@ -71,6 +71,9 @@ func isInternal(path string) bool {
 type surface struct {
 	seen  map[types.Type]bool
 	found map[string][]string // package path → where it shows
+	// activities lists the types of package activities the surface shows:
+	// contract types services see belong to workflows/ or client/.
+	activities []string
 }
 
 func (s *surface) visit(t types.Type, where string) {
@@ -90,6 +93,9 @@ func (s *surface) visit(t types.Type, where string) {
 		if isInternal(path) {
 			s.found[path] = append(s.found[path], where+" ("+obj.Name()+")")
 			return
+		}
+		if path == module+"/activities" {
+			s.activities = append(s.activities, where+" ("+obj.Name()+")")
 		}
 		for i := range t.TypeArgs().Len() {
 			s.visit(t.TypeArgs().At(i), where)
@@ -172,6 +178,11 @@ func TestPublicSurface_NamesNoInternalPackage(t *testing.T) {
 		uses := s.found[path]
 		slices.Sort(uses)
 		t.Errorf("internal package %s is part of the public surface:\n  %s", path, strings.Join(slices.Compact(uses), "\n  "))
+	}
+	if len(s.activities) > 0 {
+		slices.Sort(s.activities)
+		t.Errorf("types of package activities are part of the public surface; a contract type belongs to workflows/ or client/:\n  %s",
+			strings.Join(slices.Compact(s.activities), "\n  "))
 	}
 }
 

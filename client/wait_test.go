@@ -255,3 +255,23 @@ func TestWait_NoWorker_TheCallerIsToldOnce(t *testing.T) {
 	}
 	_ = s.tc.TerminateWorkflow(context.Background(), h.WorkflowID, "", "test over")
 }
+
+// TestRootCause_RepeatedErrorChain_SaidOnceAndBriefly: a failure whose chain
+// repeats one cause (a retried step's errors joined, say) is said once, in one
+// short line, naming the step.
+func TestRootCause_RepeatedErrorChain_SaidOnceAndBriefly(t *testing.T) {
+	cause := `list refs: storage list: unavailable: dial tcp 127.0.0.1:9: connect: connection refused`
+	var chain []string
+	for range 40 {
+		chain = append(chain, cause)
+	}
+	act := temporal.NewApplicationError(strings.Join(chain, ": "), "", true, nil)
+	err := fmt.Errorf("mark: %w", act)
+	got := rootCause(err)
+	if strings.Count(got, "connection refused") != 1 || len(got) > 410 {
+		t.Fatalf("root cause %q (%d bytes), want the cause once and briefly", got, len(got))
+	}
+	if dependencyOf(got) != "the store" {
+		t.Fatalf("dependency of %q: %q, want the store", got, dependencyOf(got))
+	}
+}

@@ -95,6 +95,7 @@ func (a *app) rootCommand() *cobra.Command {
 // asGroup makes cmd a group: without a subcommand it prints its help; an
 // unknown subcommand is a usage error.
 func asGroup(cmd *cobra.Command) *cobra.Command {
+	cmd.SuggestionsMinimumDistance = 2
 	cmd.Args = func(cmd *cobra.Command, args []string) error {
 		if len(args) == 0 {
 			return nil
