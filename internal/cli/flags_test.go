@@ -156,3 +156,16 @@ func TestUsageErrors_NameTheCommand_SuggestTheOneMeant_GroupHelpWithoutGlobalFla
 		t.Fatalf("graft --help does not list the global flags:\n%s", r.stdout)
 	}
 }
+
+func TestReadCommands_MissingStoreDirectory_NotFoundNamingTheSetting_NothingCreated(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nowhere", ".graft-data")
+	for _, args := range [][]string{{"branch", "list", "g"}, {"tag", "list", "g"}, {"log", "g", "main"}} {
+		var stdout, stderr bytes.Buffer
+		code := Execute(context.Background(), append([]string{"--store-dir", missing}, args...), envOf(nil), &stdout, &stderr)
+		r := result{args: args, stdout: stdout.String(), stderr: stderr.String(), code: code}
+		wantText(t, r, 6, "not_found", "the store directory "+missing+" does not exist (from --store-dir)")
+	}
+	if _, err := os.Stat(filepath.Dir(missing)); !os.IsNotExist(err) {
+		t.Fatalf("a read created %s (%v)", filepath.Dir(missing), err)
+	}
+}
