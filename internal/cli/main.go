@@ -64,8 +64,11 @@ const rootLong = `graft runs branch operations on versioned data in object stora
 Temporal workflows, and shows what they did.
 
 Every global flag can also be set by the environment variable shown in
-brackets; a flag on the command line wins. The ledger's database comes only
-from DATABASE_URL. S3 credentials come from the AWS SDK's standard chain.
+brackets, or by the profile graft dev writes ($GRAFT_CONFIG, by default
+~/.config/graft/config.json); a flag on the command line wins over its
+variable, which wins over the profile. The ledger's database comes from
+DATABASE_URL (or the profile's database-url). S3 credentials come from the
+AWS SDK's standard chain.
 
 With --output json (-o json) a result is one JSON object on stdout and an
 error one JSON object on stderr. Exit codes: 0 ok, 1 failure, 2 invalid input
