@@ -97,8 +97,10 @@ func (a *Activities) CleanupBegin(ctx context.Context, in CleanupBeginInput) (Cl
 }
 
 // orphanedRun reports whether a running run's workflow has ended (terminated, timed out,
-// failed) without finishing it. It follows the workflow's continue-as-new chain from the
-// execution recorded with the run's operation. A run it cannot trace to a workflow (no
+// failed) without finishing it. It follows the workflow's chain from the execution
+// recorded with the run's operation: continue-as-new, and an operator's reset (the
+// terminated execution names the one that replaced it), so a run a reset execution
+// still drives is never taken for an orphan. A run it cannot trace to a workflow (no
 // operation row, no Temporal client) is never called orphaned.
 func (a *Activities) orphanedRun(ctx context.Context, run catalog.CleanupRun) (*CleanupOrphan, error) {
 	op, err := a.Catalog.OperationGet(ctx, catalog.OperationGetParams{ID: run.ID})
@@ -126,7 +128,15 @@ func (a *Activities) orphanedRun(ctx context.Context, run catalog.CleanupRun) (*
 		if err != nil {
 			return nil, fmt.Errorf("describe workflow of run %s: %w", run.ID, err)
 		}
-		switch desc.GetWorkflowExecutionInfo().GetStatus() {
+		status := desc.GetWorkflowExecutionInfo().GetStatus()
+		// An operator's reset terminates this execution and goes on in a new
+		// one that drives the same run: follow it, as a continue-as-new.
+		if reset := desc.GetWorkflowExtendedInfo().GetResetRunId(); reset != "" && reset != execution &&
+			status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			execution = reset
+			continue
+		}
+		switch status {
 		case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
 			return nil, nil
 		case enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
@@ -185,14 +195,36 @@ func (a *Activities) CleanupSweep(ctx context.Context, in CleanupSweepInput) (Cl
 		}
 	}
 	record := func(b sweepBatch) error {
-		if len(b.keys) > 0 {
-			n, err := a.Catalog.CondemnedMarkDeleted(ctx, catalog.CondemnedMarkDeletedParams{RunID: in.RunID, Keys: b.keys})
+		gone := b.keys
+		var goneBytes int64
+		if len(b.refused) > 0 {
+			gone = nil
+			for i, k := range b.keys {
+				if _, refused := b.refused[k]; refused {
+					continue
+				}
+				gone = append(gone, k)
+				goneBytes += b.sizes[i]
+			}
+			for _, k := range b.keys {
+				if reason, refused := b.refused[k]; refused {
+					p.Refused++
+					if len(p.RefusedKeys) < maxRefusedListed {
+						p.RefusedKeys = append(p.RefusedKeys, RefusedKey{Key: k, Reason: reason})
+					}
+				}
+			}
+		} else {
+			goneBytes = b.bytes
+		}
+		if len(gone) > 0 {
+			n, err := a.Catalog.CondemnedMarkDeleted(ctx, catalog.CondemnedMarkDeletedParams{RunID: in.RunID, Keys: gone})
 			if err != nil {
 				return fmt.Errorf("record deletions: %w", err)
 			}
 			p.Deleted += n
-			if n == int64(len(b.keys)) {
-				p.Bytes += b.bytes
+			if n == int64(len(gone)) {
+				p.Bytes += goneBytes
 			}
 		}
 		if b.last != "" {
@@ -211,13 +243,15 @@ func (a *Activities) CleanupSweep(ctx context.Context, in CleanupSweepInput) (Cl
 	var prev *sweepBatch
 	for launched := 1; ; launched++ {
 		deleted := make(chan error, 1)
-		go func(keys []string) {
-			if len(keys) == 0 {
+		go func(b *sweepBatch) {
+			if len(b.keys) == 0 {
 				deleted <- nil
 				return
 			}
-			deleted <- a.deleteBatch(ctx, keys)
-		}(cur.keys)
+			var err error
+			b.refused, err = a.deleteBatch(ctx, b.keys)
+			deleted <- err
+		}(&cur)
 		var recErr, nextErr error
 		if prev != nil {
 			recErr = record(*prev)
@@ -254,7 +288,10 @@ func (a *Activities) CleanupSweep(ctx context.Context, in CleanupSweepInput) (Cl
 // sweepBatch is one page of a run's condemned keys to delete.
 type sweepBatch struct {
 	keys  []string
+	sizes []int64 // of keys, in order
 	bytes int64
+	// refused maps the keys the store refused to delete to why.
+	refused map[string]string
 	// last is the last key examined (the cursor), "" when the page was empty.
 	last string
 	// final reports that no condemned key of the range follows.
@@ -288,6 +325,7 @@ func (a *Activities) nextSweepBatch(ctx context.Context, in CleanupSweepInput, a
 		b.last = e.Key
 		if in.Kind == "" || string(e.Kind) == in.Kind {
 			b.keys = append(b.keys, e.Key)
+			b.sizes = append(b.sizes, e.Size)
 			b.bytes += e.Size
 		}
 	}
@@ -296,23 +334,52 @@ func (a *Activities) nextSweepBatch(ctx context.Context, in CleanupSweepInput, a
 
 // deleteBatch deletes keys, re-sending what an ambiguous answer or a partial failure
 // left unknown. Deleting a key that is already gone succeeds, so a re-send is harmless.
-func (a *Activities) deleteBatch(ctx context.Context, keys []string) error {
+// A key the store definitely refuses to delete (a 403, an object lock) is not re-sent:
+// it is returned in refused, with why, and the sweep moves past it — one such key must
+// never hold the run (and the graph's next runs, and every pin) forever.
+func (a *Activities) deleteBatch(ctx context.Context, keys []string) (refused map[string]string, err error) {
+	refuse := func(k string, why error) {
+		if refused == nil {
+			refused = map[string]string{}
+		}
+		refused[k] = why.Error()
+	}
 	pause := deleteBackoff
-	var err error
 	for attempt := 1; attempt <= deleteAttempts; attempt++ {
 		err = a.Store.DeleteBatch(ctx, keys)
-		if err == nil {
-			return nil
-		}
 		var partial *storage.BatchError
-		if errors.As(err, &partial) {
-			failed := make([]string, 0, len(partial.Failed))
+		switch {
+		case err == nil:
+			return refused, nil
+		case errors.As(err, &partial):
+			retry := make([]string, 0, len(partial.Failed))
 			for _, k := range keys {
-				if _, ok := partial.Failed[k]; ok {
-					failed = append(failed, k)
+				kerr, failed := partial.Failed[k]
+				switch {
+				case !failed:
+				case errors.Is(kerr, storage.ErrRefused):
+					refuse(k, kerr)
+				default:
+					retry = append(retry, k)
 				}
 			}
-			keys = failed
+			if keys = retry; len(keys) == 0 {
+				return refused, nil
+			}
+		case errors.Is(err, storage.ErrRefused):
+			// The whole request was refused: one key may be locked, or the
+			// credentials may not delete at all. Ask key by key.
+			for _, k := range keys {
+				kerr := a.Store.Delete(ctx, k)
+				switch {
+				case kerr == nil || errors.Is(kerr, storage.ErrNotFound):
+				case errors.Is(kerr, storage.ErrRefused):
+					refuse(k, kerr)
+				default:
+					return refused, fmt.Errorf("delete condemned key %s: %w", k, kerr)
+				}
+			}
+			return refused, nil
 		}
 		if ctx.Err() != nil {
 			break
@@ -325,7 +392,7 @@ func (a *Activities) deleteBatch(ctx context.Context, keys []string) error {
 		}
 		pause *= 2
 	}
-	return fmt.Errorf("delete %d condemned keys: %w", len(keys), err)
+	return refused, fmt.Errorf("delete %d condemned keys: %w", len(keys), err)
 }
 
 // CleanupSummarize counts the run's condemned set from the ledger: exact whatever

@@ -232,9 +232,23 @@ type CleanupSweepProgress struct {
 	Deleted int64 `json:"deleted"`
 	Bytes   int64 `json:"bytes"`
 	Batches int   `json:"batches"`
+	// Refused counts the keys the store definitely refused to delete (a 403,
+	// an object lock): they stay condemned but undeleted, and the sweep
+	// moves past them. RefusedKeys lists the first maxRefusedListed of them.
+	Refused     int64        `json:"refused,omitempty"`
+	RefusedKeys []RefusedKey `json:"refused_keys,omitempty"`
 	// Done reports that no condemned key of the range is left.
 	Done bool `json:"done"`
 }
+
+// RefusedKey is a condemned key the store refused to delete, and why.
+type RefusedKey struct {
+	Key    string `json:"key"`
+	Reason string `json:"reason"`
+}
+
+// maxRefusedListed bounds the refused keys one sweep call reports by name.
+const maxRefusedListed = 100
 
 // CleanupSummarizeInput is the input of CleanupSummarize.
 type CleanupSummarizeInput struct {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -461,7 +460,7 @@ func (a *Activities) settleWitness(ctx context.Context, graphName, native string
 func (a *Activities) observeWitnessSettled(s catalog.IncarnationSettleResult) {
 	if s.From == catalog.IncarnationInDoubt && a.Observer != nil {
 		a.Observer.InDoubt(-1)
-		a.Observer.Settled("create_branch", time.Since(s.Incarnation.UpdatedAt))
+		a.Observer.Settled("create_branch", s.Incarnation.UpdatedAt.Sub(s.FromSince))
 	}
 }
 

@@ -94,6 +94,18 @@ func (a *Activities) PrepareDeleteBranch(ctx context.Context, in PrepareDeleteBr
 		if _, gerr := graph.ReadGraph(ctx, a.Store, in.Graph); errors.Is(gerr, graph.ErrGraphNotFound) {
 			return stop(outcome.NotFound, "graph %q does not exist", in.Graph)
 		}
+		// No live ref yet, but a create whose ref put may still land: deleting
+		// now would race it (docs/outcomes.md: conflict, not not_found).
+		ws, err := a.Catalog.IncarnationListByLogical(ctx, catalog.IncarnationListByLogicalParams{Graph: in.Graph, Logical: in.Branch})
+		if err != nil {
+			return PrepareDeleteBranchResult{}, fmt.Errorf("read witnesses: %w", err)
+		}
+		for _, w := range ws {
+			if !w.State.Settled() {
+				return stop(outcome.Conflict, "the create of %s is still settling (%s, operation %s); wait for it with `graft op wait %s`, then delete",
+					w.Native, w.State, w.OpID, w.OpID)
+			}
+		}
 		return stop(outcome.NotFound, "branch %q does not exist in graph %q", in.Branch, in.Graph)
 	case len(live) > 1:
 		e := &graph.MultipleLiveError{Graph: in.Graph, Branch: in.Branch}

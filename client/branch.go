@@ -12,13 +12,10 @@ import (
 
 	"github.com/oklog/ulid/v2"
 	enumspb "go.temporal.io/api/enums/v1"
-	sdkclient "go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
-	"github.com/graftworks/graft/internal/searchattr"
 	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/workflows"
 )
@@ -44,36 +41,27 @@ func RepairBranchWorkflowID(graph, branch string) string {
 // error and the retired natives; invalid when Keep is not live; any other
 // outcome is an *outcome.Error.
 func (c *Client) RepairBranch(ctx context.Context, req RepairBranchRequest) (workflows.RepairBranchResult, error) {
-	for _, err := range []error{format.ValidateGraphName(req.Graph), format.ValidateBranchName(req.Branch), format.ValidateNative(req.Keep)} {
-		if err != nil {
-			return workflows.RepairBranchResult{}, outcome.Errorf(outcome.Invalid, "", "%v", err)
-		}
+	if err := req.Validate(); err != nil {
+		return workflows.RepairBranchResult{}, err
 	}
-	key := req.IdempotencyKey
-	if key == "" {
-		key = ulid.Make().String()
-	} else if err := format.ValidateOp(key); err != nil {
-		return workflows.RepairBranchResult{}, outcome.Errorf(outcome.Invalid, "", "idempotency key: %v", err)
+	key, err := idempotencyKey(req.IdempotencyKey)
+	if err != nil {
+		return workflows.RepairBranchResult{}, err
 	}
-	run, err := c.tc.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{
-		ID:                       RepairBranchWorkflowID(req.Graph, req.Branch),
-		TaskQueue:                c.opts.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		EnableEagerStart:         c.opts.EagerStart,
-		StaticSummary:            fmt.Sprintf("repair branch %s in %s, keeping %s", req.Branch, req.Graph, req.Keep),
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			searchattr.Graph.ValueSet(req.Graph), searchattr.Branch.ValueSet(req.Branch),
-			searchattr.Operation.ValueSet("repair_branch")),
-	}, workflows.RepairBranchName, workflows.RepairBranchInput{Graph: req.Graph, Branch: req.Branch, Keep: req.Keep, OpID: key})
+	h, err := startOperation[workflows.RepairBranchResult](ctx, c, operationStart{
+		Kind: "repair_branch",
+		ID:   RepairBranchWorkflowID(req.Graph, req.Branch), Workflow: workflows.RepairBranchName,
+		Input:   workflows.RepairBranchInput{Graph: req.Graph, Branch: req.Branch, Keep: req.Keep, OpID: key},
+		Summary: fmt.Sprintf("repair branch %s in %s, keeping %s", req.Branch, req.Graph, req.Keep), Graph: req.Graph, Branch: req.Branch, OpID: key,
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	})
 	if err != nil {
 		return workflows.RepairBranchResult{}, fmt.Errorf("start repair of %s/%s: %w", req.Graph, req.Branch, err)
 	}
-	var res workflows.RepairBranchResult
-	if err := run.Get(ctx, &res); err != nil {
-		return res, fmt.Errorf("repair branch %s/%s: %w", req.Graph, req.Branch, err)
+	h.outcome = func(r workflows.RepairBranchResult) (outcome.Outcome, string, string) {
+		return r.Outcome, r.OpID, r.Message
 	}
-	return res, outcomeError(res.Outcome, res.OpID, res.Message)
+	return h.WaitFinal(ctx)
 }
 
 // Reader answers read-only questions straight from the store: no workflow,
@@ -82,6 +70,10 @@ func (c *Client) RepairBranch(ctx context.Context, req RepairBranchRequest) (wor
 // incarnations — its message names the repair step — invalid for bad names).
 type Reader struct {
 	store storage.Store
+	// Locator, when set, turns a store key into the URI an engine reads it
+	// at (s3://bucket/prefix/key, file:///dir/key): TableObjects fills
+	// TableObject.URI with it. Defaults to nil (keys only).
+	Locator func(key string) string
 }
 
 // NewReader returns a Reader over the store graft's workers use.
@@ -102,13 +94,26 @@ type BranchInfo struct {
 	Tables int `json:"tables"`
 }
 
+// GraphInfo is a graph's record.
+type GraphInfo struct {
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+	// Op is the operation that created the graph.
+	Op string `json:"op"`
+	// DefaultBranch is the graph's default branch, main.
+	DefaultBranch string `json:"default_branch"`
+}
+
 // Graph reads a graph's record.
-func (r *Reader) Graph(ctx context.Context, graphName string) (format.Graph, error) {
+func (r *Reader) Graph(ctx context.Context, graphName string) (GraphInfo, error) {
+	if err := checkGraph(graphName); err != nil {
+		return GraphInfo{}, err
+	}
 	g, err := graph.ReadGraph(ctx, r.store, graphName)
 	if err != nil {
-		return format.Graph{}, readError(err, graphName, "")
+		return GraphInfo{}, readError(err, graphName, "")
 	}
-	return g, nil
+	return GraphInfo{Name: g.Name, CreatedAt: g.CreatedAt, Op: g.Op, DefaultBranch: g.DefaultBranch}, nil
 }
 
 // ListBranches lists the live branches of a graph, by name, with their

@@ -13,7 +13,8 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/graftworks/graft/activities"
+	"github.com/oklog/ulid/v2"
+
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/searchattr"
 	"github.com/graftworks/graft/workflows"
@@ -36,6 +37,9 @@ type CleanupRequest struct {
 	GuardWindow *time.Duration
 	// Tuning adjusts batch sizes and fan-out. Defaults to workflows.DefaultCleanupTuning.
 	Tuning *workflows.CleanupTuning
+	// RunID names the run in the ledger: the cleanup operation's id, which
+	// `graft op wait` follows. Defaults to a fresh ULID.
+	RunID string
 }
 
 // CleanupWorkflowID is the workflow id of an on-demand cleanup of graph: one at a time
@@ -50,20 +54,60 @@ func CleanupScheduleID(graph string) string { return "graft-cleanup-" + graph }
 type CleanupHandle struct {
 	c          *Client
 	WorkflowID string
-	RunID      string
-	run        sdkclient.WorkflowRun
+	// RunID is the Temporal run id of the workflow's first execution.
+	RunID string
+	// OpID is the cleanup run's id in the ledger (its operation id): what
+	// `graft op wait` and `graft op show` take. "" when the attached run
+	// has not said it yet (OperationID asks again).
+	OpID string
+	run  sdkclient.WorkflowRun
 }
 
 func (r CleanupRequest) input() workflows.CleanupInput {
 	return workflows.CleanupInput{
 		Graph: r.Graph, KeepNewest: r.KeepNewest, KeepNewerThan: r.KeepNewerThan, Mode: r.Mode,
-		SweepRunID: r.SweepRunID, GuardWindow: r.GuardWindow, Tuning: r.Tuning,
+		SweepRunID: r.SweepRunID, GuardWindow: r.GuardWindow, Tuning: r.Tuning, RunID: r.RunID,
 	}
 }
 
+// Validate checks the request as graft.Cleanup would, without contacting anything.
+func (r CleanupRequest) Validate() error {
+	if err := checkGraph(r.Graph); err != nil {
+		return err
+	}
+	switch r.Mode {
+	case "":
+		if r.SweepRunID == "" {
+			return outcome.Errorf(outcome.Invalid, "", "mode must be dry_run, mark or sweep")
+		}
+	case workflows.CleanupModeDryRun, workflows.CleanupModeMark, workflows.CleanupModeSweep:
+	default:
+		return outcome.Errorf(outcome.Invalid, "", "mode must be dry_run, mark or sweep, not %q", r.Mode)
+	}
+	switch {
+	case r.SweepRunID != "" && r.Mode != "" && r.Mode != workflows.CleanupModeSweep:
+		return outcome.Errorf(outcome.Invalid, "", "a sweep of a mark run's plan needs mode sweep, not %q", r.Mode)
+	case r.KeepNewest < 0 || r.KeepNewerThan < 0:
+		return outcome.Errorf(outcome.Invalid, "", "keep newest and keep newer than must not be negative")
+	case r.KeepNewest == 0 && r.KeepNewerThan == 0:
+		return outcome.Errorf(outcome.Invalid, "", "give keep newest, keep newer than or both: a cleanup without a window would keep only heads")
+	case r.GuardWindow != nil && *r.GuardWindow < 0:
+		return outcome.Errorf(outcome.Invalid, "", "guard window must not be negative")
+	case r.Tuning != nil && (r.Tuning.BatchSize < 0 || r.Tuning.BatchSize > 1000):
+		return outcome.Errorf(outcome.Invalid, "", "tuning batch size must be 1..1000")
+	}
+	return firstInvalid(checkKey(r.SweepRunID), invalid("run id", validOpOrEmpty(r.RunID)))
+}
+
 // StartCleanup starts a cleanup of req.Graph, or attaches to the one running, and
-// returns at once.
+// returns at once. The handle's OpID is the ledger id of the run it follows.
 func (c *Client) StartCleanup(ctx context.Context, req CleanupRequest) (*CleanupHandle, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	if req.RunID == "" {
+		req.RunID = ulid.Make().String()
+	}
 	id := CleanupWorkflowID(req.Graph)
 	run, err := c.tc.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{
 		ID:                       id,
@@ -77,7 +121,62 @@ func (c *Client) StartCleanup(ctx context.Context, req CleanupRequest) (*Cleanup
 	if err != nil {
 		return nil, fmt.Errorf("start cleanup of %s: %w", req.Graph, err)
 	}
-	return &CleanupHandle{c: c, WorkflowID: run.GetID(), RunID: run.GetRunID(), run: run}, nil
+	h := &CleanupHandle{c: c, WorkflowID: run.GetID(), RunID: run.GetRunID(), run: run}
+	// A request for a graph whose cleanup runs attaches to that run, whose
+	// ledger id is its own: ask it rather than assume ours.
+	if p, err := h.Progress(ctx); err == nil && p.RunID != "" {
+		h.OpID = p.RunID
+	} else if started, derr := c.startedBy(ctx, h, req.RunID); derr == nil && started {
+		h.OpID = req.RunID
+	}
+	return h, nil
+}
+
+// startedBy reports whether the cleanup's first execution was started with runID.
+func (c *Client) startedBy(ctx context.Context, h *CleanupHandle, runID string) (bool, error) {
+	dctx, cancel := context.WithTimeout(ctx, c.opts.QueryTimeout)
+	defer cancel()
+	it := c.tc.GetWorkflowHistory(dctx, h.WorkflowID, h.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !it.HasNext() {
+		return false, errors.New("no history")
+	}
+	ev, err := it.Next()
+	if err != nil {
+		return false, err
+	}
+	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
+	if attrs == nil || len(attrs.GetInput().GetPayloads()) == 0 {
+		return false, errors.New("no start input")
+	}
+	var in workflows.CleanupInput
+	if err := converter.GetDefaultDataConverter().FromPayload(attrs.GetInput().GetPayloads()[0], &in); err != nil {
+		return false, err
+	}
+	return in.RunID == runID, nil
+}
+
+// AttachCleanup returns a handle on a cleanup workflow that runs, or ran;
+// runID "" follows its latest run.
+func (c *Client) AttachCleanup(ctx context.Context, workflowID, runID string) *CleanupHandle {
+	run := c.tc.GetWorkflow(ctx, workflowID, runID)
+	return &CleanupHandle{c: c, WorkflowID: workflowID, RunID: run.GetRunID(), run: run}
+}
+
+// OperationID returns the ledger id of the cleanup run the handle follows,
+// asking the workflow when StartCleanup could not tell.
+func (h *CleanupHandle) OperationID(ctx context.Context) (string, error) {
+	if h.OpID != "" {
+		return h.OpID, nil
+	}
+	p, err := h.Progress(ctx)
+	if err != nil {
+		return "", err
+	}
+	if p.RunID == "" {
+		return "", fmt.Errorf("cleanup %s has not named its run yet", h.WorkflowID)
+	}
+	h.OpID = p.RunID
+	return h.OpID, nil
 }
 
 // Cleanup runs a cleanup and waits for its result. A run that did not start (invalid,
@@ -90,10 +189,15 @@ func (c *Client) Cleanup(ctx context.Context, req CleanupRequest) (workflows.Cle
 	return h.Wait(ctx)
 }
 
-// Wait waits for the cleanup's result, through any continue-as-new.
+// Wait waits for the cleanup's result, through any continue-as-new. A run
+// that ends without a result is a *WorkflowError, at once.
 func (h *CleanupHandle) Wait(ctx context.Context) (workflows.CleanupResult, error) {
-	var res workflows.CleanupResult
-	if err := h.run.Get(ctx, &res); err != nil {
+	res, err := await[workflows.CleanupResult](ctx, h.c, waitTarget{workflowID: h.WorkflowID, runID: h.RunID, opID: h.OpID, run: h.run}, nil)
+	if err != nil {
+		var we *WorkflowError
+		if errors.As(err, &we) {
+			return res, err
+		}
 		return res, fmt.Errorf("cleanup: %w", err)
 	}
 	if res.Outcome != outcome.Done {
@@ -102,11 +206,14 @@ func (h *CleanupHandle) Wait(ctx context.Context) (workflows.CleanupResult, erro
 	return res, nil
 }
 
-// Progress asks the running cleanup how far it got. Deleted includes what sweep
-// activities still in flight have reported in their heartbeats.
+// Progress asks the running cleanup how far it got, bounded by
+// Options.QueryTimeout. Deleted includes what sweep activities still in
+// flight have reported in their heartbeats.
 func (h *CleanupHandle) Progress(ctx context.Context) (workflows.CleanupProgress, error) {
 	var p workflows.CleanupProgress
-	v, err := h.c.tc.QueryWorkflow(ctx, h.WorkflowID, "", workflows.CleanupProgressQueryName)
+	qctx, cancel := context.WithTimeout(ctx, h.c.opts.QueryTimeout)
+	defer cancel()
+	v, err := h.c.tc.QueryWorkflow(qctx, h.WorkflowID, "", workflows.CleanupProgressQueryName)
 	if err != nil {
 		return p, fmt.Errorf("query cleanup progress: %w", err)
 	}
@@ -116,7 +223,7 @@ func (h *CleanupHandle) Progress(ctx context.Context) (workflows.CleanupProgress
 	if p.Phase != "sweep" {
 		return p, nil
 	}
-	desc, err := h.c.tc.DescribeWorkflowExecution(ctx, h.WorkflowID, "")
+	desc, err := h.c.tc.DescribeWorkflowExecution(qctx, h.WorkflowID, "")
 	if err != nil {
 		return p, nil // the query's figures stand on their own
 	}
@@ -125,7 +232,10 @@ func (h *CleanupHandle) Progress(ctx context.Context) (workflows.CleanupProgress
 		if pa.GetActivityType().GetName() != "CleanupSweep" || len(pa.GetHeartbeatDetails().GetPayloads()) == 0 {
 			continue
 		}
-		var hb activities.CleanupSweepProgress
+		var hb struct { // a CleanupSweep heartbeat's counts (docs/cleanup.md)
+			Deleted int64 `json:"deleted"`
+			Bytes   int64 `json:"bytes"`
+		}
 		if dc.FromPayload(pa.GetHeartbeatDetails().GetPayloads()[0], &hb) == nil {
 			p.Deleted += hb.Deleted
 			p.BytesDeleted += hb.Bytes

@@ -13,14 +13,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/oklog/ulid/v2"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	sdkclient "go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/graftworks/graft/client/outcome"
-	"github.com/graftworks/graft/internal/searchattr"
 	"github.com/graftworks/graft/workflows"
 )
 
@@ -33,9 +30,19 @@ type Options struct {
 	// when this process also runs a graft worker on the same Temporal client.
 	// Defaults to false.
 	EagerStart bool
-	// PollInterval is how often Wait checks whether a running operation is in
-	// doubt. Defaults to 1s.
+	// PollInterval is the first pause between the status queries a wait asks
+	// (whether a running operation is in doubt); the pause doubles up to 5s.
+	// The result itself arrives through one long poll. Defaults to 1s.
 	PollInterval time.Duration
+	// QueryTimeout bounds every status query and description the client
+	// sends: a workflow whose task is held (a step retrying) cannot answer,
+	// and a wait must not hang on it. Defaults to 5s.
+	QueryTimeout time.Duration
+	// Notify, when set, is told why a wait is taking long — no worker polls
+	// the task queue, a step keeps failing (and on what), the workflow does
+	// not answer its status query — at most once per reason and wait. It is
+	// called from the waiting goroutine. Defaults to none.
+	Notify func(Notice)
 }
 
 // Client starts and watches graft operations.
@@ -51,6 +58,9 @@ func New(tc sdkclient.Client, o Options) *Client {
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = time.Second
+	}
+	if o.QueryTimeout <= 0 {
+		o.QueryTimeout = 5 * time.Second
 	}
 	return &Client{tc: tc, opts: o}
 }
@@ -76,41 +86,57 @@ func CreateBranchWorkflowID(graph, branch string) string {
 	return "graft/create-branch/" + graph + "/" + branch
 }
 
-// Handle is a started operation.
+// Handle is a started create.
 type Handle struct {
-	c          *Client
-	WorkflowID string
-	RunID      string
-	run        sdkclient.WorkflowRun
+	*OperationHandle[workflows.CreateBranchResult]
 }
 
 // StartCreateBranch starts (or attaches to) the create of req.Branch and returns at once.
 func (c *Client) StartCreateBranch(ctx context.Context, req CreateBranchRequest) (*Handle, error) {
-	opID := req.IdempotencyKey
-	if opID == "" {
-		opID = ulid.Make().String()
+	if err := checkCreateBranch(req); err != nil {
+		return nil, err
+	}
+	opID, err := idempotencyKey(req.IdempotencyKey)
+	if err != nil {
+		return nil, err
 	}
 	in := workflows.CreateBranchInput{
 		Graph: req.Graph, Branch: req.Branch,
 		Source: workflows.Source{Branch: req.FromBranch, Commit: req.FromCommit, Tag: req.FromTag},
 		OpID:   opID, Author: req.Author, Message: req.Message,
 	}
-	id := CreateBranchWorkflowID(req.Graph, req.Branch)
-	run, err := c.tc.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                c.opts.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		EnableEagerStart:         c.opts.EagerStart,
-		StaticSummary:            fmt.Sprintf("create branch %s in %s", req.Branch, req.Graph),
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			searchattr.Graph.ValueSet(req.Graph), searchattr.Branch.ValueSet(req.Branch),
-			searchattr.Operation.ValueSet("create_branch")),
-	}, workflows.CreateBranchName, in)
+	h, err := startOperation[workflows.CreateBranchResult](ctx, c, operationStart{
+		Kind: "create_branch",
+		ID:   CreateBranchWorkflowID(req.Graph, req.Branch), Workflow: workflows.CreateBranchName, Input: in,
+		Summary: fmt.Sprintf("create branch %s in %s", req.Branch, req.Graph), Graph: req.Graph, Branch: req.Branch, OpID: opID,
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("start create of %s/%s: %w", req.Graph, req.Branch, err)
 	}
-	return &Handle{c: c, WorkflowID: run.GetID(), RunID: run.GetRunID(), run: run}, nil
+	createHandle(h, req.Graph, req.Branch)
+	return &Handle{h}, nil
+}
+
+// createHandle gives a create's handle its result mapping.
+func createHandle(h *OperationHandle[workflows.CreateBranchResult], graph, branch string) {
+	h.fromStatus = func(st Status) workflows.CreateBranchResult {
+		return workflows.CreateBranchResult{Outcome: st.Outcome, OpID: st.OpID, Graph: graph, Branch: branch, Native: st.Native,
+			Message: st.Pending, SettleAttempts: st.SettleAttempts}
+	}
+	h.outcome = func(r workflows.CreateBranchResult) (outcome.Outcome, string, string) {
+		return r.Outcome, r.OpID, r.Message
+	}
+}
+
+// AttachCreateBranch returns a handle on the create of (graph, branch) that
+// is running, or that ran last.
+func (c *Client) AttachCreateBranch(ctx context.Context, graph, branch string) *Handle {
+	id := CreateBranchWorkflowID(graph, branch)
+	run := c.tc.GetWorkflow(ctx, id, "")
+	h := &OperationHandle[workflows.CreateBranchResult]{c: c, WorkflowID: id, RunID: run.GetRunID(), run: run}
+	createHandle(h, graph, branch)
+	return &Handle{h}
 }
 
 // CreateBranch creates a branch and waits for its outcome. A result other
@@ -121,54 +147,21 @@ func (c *Client) CreateBranch(ctx context.Context, req CreateBranchRequest) (wor
 	if err != nil {
 		return workflows.CreateBranchResult{}, err
 	}
-	return h.WaitCreateBranch(ctx)
+	return h.Wait(ctx)
 }
 
-// WaitCreateBranch waits for the create's definitive outcome, or for it to be in doubt.
+// WaitCreateBranch waits for the create's definitive outcome, or for it to be
+// in doubt (Wait).
 func (h *Handle) WaitCreateBranch(ctx context.Context) (workflows.CreateBranchResult, error) {
-	for {
-		var res workflows.CreateBranchResult
-		gctx, cancel := context.WithTimeout(ctx, h.c.opts.PollInterval)
-		err := h.run.Get(gctx, &res)
-		cancel()
-		if err == nil {
-			return res, resultError(res)
-		}
-		if ctx.Err() != nil {
-			return res, ctx.Err()
-		}
-		if gctx.Err() == nil { // the poll did not merely time out: the workflow failed
-			return res, fmt.Errorf("create branch: %w", err)
-		}
-		st, err := h.c.CreateBranchStatus(ctx, h.WorkflowID)
-		if err != nil {
-			continue // a query can race the workflow's completion; Get answers next
-		}
-		if st.Outcome == outcome.InDoubt {
-			res = workflows.CreateBranchResult{Outcome: outcome.InDoubt, OpID: st.OpID, Native: st.Native, Message: st.Pending}
-			return res, resultError(res)
-		}
-	}
+	return h.Wait(ctx)
 }
 
-// WaitFinal waits for the create's definitive outcome, even through a long
-// settle (in_doubt is never returned).
-func (h *Handle) WaitFinal(ctx context.Context) (workflows.CreateBranchResult, error) {
-	var res workflows.CreateBranchResult
-	if err := h.run.Get(ctx, &res); err != nil {
-		return res, fmt.Errorf("create branch: %w", err)
-	}
-	return res, resultError(res)
-}
-
-// CreateBranchStatus asks a running create which phase it is in.
+// CreateBranchStatus asks a running create which phase it is in, bounded by
+// Options.QueryTimeout.
 func (c *Client) CreateBranchStatus(ctx context.Context, workflowID string) (workflows.CreateBranchStatus, error) {
 	var st workflows.CreateBranchStatus
-	v, err := c.tc.QueryWorkflow(ctx, workflowID, "", workflows.StatusQueryName)
-	if err != nil {
-		return st, fmt.Errorf("query %s: %w", workflowID, err)
-	}
-	return st, v.Get(&st)
+	err := c.queryStatus(ctx, workflowID, "", &st)
+	return st, err
 }
 
 // AbandonCreate asks an in-doubt create of (graph, branch) to settle by
@@ -181,11 +174,4 @@ func (c *Client) AbandonCreate(ctx context.Context, graph, branch, reason string
 		return outcome.Errorf(outcome.NotFound, "", "no create of %s/%s is running", graph, branch)
 	}
 	return err
-}
-
-func resultError(res workflows.CreateBranchResult) error {
-	if res.Outcome == outcome.Created || res.Outcome == outcome.Done {
-		return nil
-	}
-	return &outcome.Error{Outcome: res.Outcome, OpID: res.OpID, Message: res.Message}
 }

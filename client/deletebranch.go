@@ -7,7 +7,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/graftworks/graft/client/outcome"
-	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/workflows"
 )
 
@@ -45,10 +44,8 @@ func (c *Client) DeleteBranch(ctx context.Context, req DeleteBranchRequest) (wor
 
 // StartDeleteBranch starts (or attaches to) a branch delete and returns at once.
 func (c *Client) StartDeleteBranch(ctx context.Context, req DeleteBranchRequest) (*DeleteBranchHandle, error) {
-	for _, err := range []error{format.ValidateGraphName(req.Graph), format.ValidateBranchName(req.Branch)} {
-		if err != nil {
-			return nil, outcome.Errorf(outcome.Invalid, "", "%v", err)
-		}
+	if err := req.Validate(); err != nil {
+		return nil, err
 	}
 	key, err := idempotencyKey(req.IdempotencyKey)
 	if err != nil {
@@ -64,7 +61,7 @@ func (c *Client) StartDeleteBranch(ctx context.Context, req DeleteBranchRequest)
 	if err != nil {
 		return nil, err
 	}
-	h.fromStatus = func(st workflows.OperationStatus) workflows.DeleteBranchResult {
+	h.fromStatus = func(st Status) workflows.DeleteBranchResult {
 		return workflows.DeleteBranchResult{Outcome: st.Outcome, OpID: st.OpID, Graph: req.Graph, Branch: req.Branch,
 			Message: st.Pending, SettleAttempts: st.SettleAttempts}
 	}

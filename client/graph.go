@@ -5,12 +5,8 @@ import (
 	"fmt"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	sdkclient "go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/graftworks/graft/client/outcome"
-	"github.com/graftworks/graft/internal/format"
-	"github.com/graftworks/graft/internal/searchattr"
 	"github.com/graftworks/graft/workflows"
 )
 
@@ -36,31 +32,29 @@ func InitGraphWorkflowID(graph string) string { return "graft/init-graph/" + gra
 // any other outcome is an *outcome.Error (conflict: the graph exists from
 // another operation).
 func (c *Client) InitGraph(ctx context.Context, req InitGraphRequest) (workflows.InitGraphResult, error) {
-	if err := format.ValidateGraphName(req.Graph); err != nil {
-		return workflows.InitGraphResult{}, outcome.Errorf(outcome.Invalid, "", "%v", err)
+	if err := req.Validate(); err != nil {
+		return workflows.InitGraphResult{}, err
 	}
-	if req.IdempotencyKey != "" {
-		if err := format.ValidateOp(req.IdempotencyKey); err != nil {
-			return workflows.InitGraphResult{}, outcome.Errorf(outcome.Invalid, "", "idempotency key: %v", err)
-		}
-	}
-	id := InitGraphWorkflowID(req.Graph)
-	run, err := c.tc.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                c.opts.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		EnableEagerStart:         c.opts.EagerStart,
-		StaticSummary:            "init graph " + req.Graph,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			searchattr.Graph.ValueSet(req.Graph), searchattr.Operation.ValueSet("init_graph")),
-	}, workflows.InitGraphName, workflows.InitGraphInput{Graph: req.Graph, OpID: req.IdempotencyKey, Author: req.Author})
+	h, err := startOperation[workflows.InitGraphResult](ctx, c, operationStart{
+		Kind: "init_graph",
+		ID:   InitGraphWorkflowID(req.Graph), Workflow: workflows.InitGraphName,
+		Input:   workflows.InitGraphInput{Graph: req.Graph, OpID: req.IdempotencyKey, Author: req.Author},
+		Summary: "init graph " + req.Graph, Graph: req.Graph, OpID: initOpID(req),
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	})
 	if err != nil {
 		return workflows.InitGraphResult{}, fmt.Errorf("start init of %s: %w", req.Graph, err)
 	}
-	var res workflows.InitGraphResult
-	if err := run.Get(ctx, &res); err != nil {
-		return res, fmt.Errorf("init graph %s: %w", req.Graph, err)
+	h.outcome = func(r workflows.InitGraphResult) (outcome.Outcome, string, string) {
+		return r.Outcome, r.OpID, r.Message
 	}
-	return res, outcomeError(res.Outcome, res.OpID, res.Message)
+	return h.WaitFinal(ctx)
+}
+
+// initOpID is the ledger id of an init: the key given, else the workflow id.
+func initOpID(req InitGraphRequest) string {
+	if req.IdempotencyKey != "" {
+		return req.IdempotencyKey
+	}
+	return InitGraphWorkflowID(req.Graph)
 }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/oklog/ulid/v2"
@@ -10,7 +11,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/graftworks/graft/client/outcome"
-	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/searchattr"
 	"github.com/graftworks/graft/workflows"
 )
@@ -61,19 +61,8 @@ func (c *Client) Merge(ctx context.Context, req MergeRequest) (workflows.MergeRe
 
 // StartMerge starts (or attaches to) a merge and returns at once.
 func (c *Client) StartMerge(ctx context.Context, req MergeRequest) (*MergeHandle, error) {
-	for _, err := range []error{format.ValidateGraphName(req.Graph), format.ValidateBranchName(req.Source),
-		format.ValidateBranchName(req.Target), format.ValidateMessage(req.Message)} {
-		if err != nil {
-			return nil, outcome.Errorf(outcome.Invalid, "", "%v", err)
-		}
-	}
-	if req.Source == req.Target {
-		return nil, outcome.Errorf(outcome.Invalid, "", "cannot merge %q into itself", req.Source)
-	}
-	if req.ExpectedHead != "" {
-		if _, err := format.ParseCommitID(req.ExpectedHead); err != nil {
-			return nil, outcome.Errorf(outcome.Invalid, "", "expected head: %v", err)
-		}
+	if err := req.Validate(); err != nil {
+		return nil, err
 	}
 	key, err := idempotencyKey(req.IdempotencyKey)
 	if err != nil {
@@ -94,7 +83,7 @@ func (c *Client) StartMerge(ctx context.Context, req MergeRequest) (*MergeHandle
 	if err != nil {
 		return nil, err
 	}
-	h.fromStatus = func(st workflows.OperationStatus) workflows.MergeResult {
+	h.fromStatus = func(st Status) workflows.MergeResult {
 		return workflows.MergeResult{Outcome: st.Outcome, OpID: st.OpID, Graph: req.Graph, Source: req.Source, Target: req.Target,
 			Commit: st.Commit, Message: st.Pending, SettleAttempts: st.SettleAttempts}
 	}
@@ -102,8 +91,7 @@ func (c *Client) StartMerge(ctx context.Context, req MergeRequest) (*MergeHandle
 	return h, nil
 }
 
-// OperationHandle is a started merge, restore, branch delete or tag
-// operation, whose result is R.
+// OperationHandle is a started operation whose result is R.
 type OperationHandle[R any] struct {
 	c          *Client
 	WorkflowID string
@@ -111,23 +99,37 @@ type OperationHandle[R any] struct {
 	// OpID is the operation's id in the ledger ("" for a merge preview).
 	OpID       string
 	run        sdkclient.WorkflowRun
-	fromStatus func(workflows.OperationStatus) R
+	fromStatus func(Status) R
 	outcome    func(R) (out outcome.Outcome, opID, message string)
+}
+
+func (h *OperationHandle[R]) target() waitTarget {
+	return waitTarget{workflowID: h.WorkflowID, runID: h.RunID, opID: h.OpID, run: h.run}
 }
 
 // Wait waits for the operation's definitive outcome, or for it to be in
 // doubt: then the result carries outcome in_doubt and the error is an
-// *outcome.Error matching outcome.ErrInDoubt, with the operation id.
+// *outcome.Error matching outcome.ErrInDoubt, with the operation id. A
+// workflow that ends without a definitive outcome is a *WorkflowError, at
+// once.
 func (h *OperationHandle[R]) Wait(ctx context.Context) (R, error) {
-	var res R
-	st, err := waitOrInDoubt(ctx, h.c, h.run, h.WorkflowID, &res, func(st *workflows.OperationStatus) bool {
-		return st.Outcome == outcome.InDoubt
-	})
-	if err != nil {
-		return res, fmt.Errorf("wait for %s: %w", h.WorkflowID, err)
+	var early func(context.Context) (R, bool, error)
+	if h.fromStatus != nil {
+		early = func(qctx context.Context) (R, bool, error) {
+			var zero R
+			var st Status
+			if err := h.c.queryStatus(qctx, h.WorkflowID, h.RunID, &st); err != nil {
+				return zero, false, err
+			}
+			if !st.InDoubt() {
+				return zero, false, nil
+			}
+			return h.fromStatus(st), true, nil
+		}
 	}
-	if st != nil {
-		res = h.fromStatus(*st)
+	res, err := await(ctx, h.c, h.target(), early)
+	if err != nil {
+		return res, h.waitError(err)
 	}
 	return res, h.err(res)
 }
@@ -135,29 +137,46 @@ func (h *OperationHandle[R]) Wait(ctx context.Context) (R, error) {
 // WaitFinal waits for the operation's definitive outcome, even through a
 // long settle (in_doubt is never returned).
 func (h *OperationHandle[R]) WaitFinal(ctx context.Context) (R, error) {
-	var res R
-	if err := h.run.Get(ctx, &res); err != nil {
-		return res, fmt.Errorf("wait for %s: %w", h.WorkflowID, err)
+	res, err := await[R](ctx, h.c, h.target(), nil)
+	if err != nil {
+		return res, h.waitError(err)
 	}
 	return res, h.err(res)
 }
 
-// Status asks the running operation which phase it is in.
-func (h *OperationHandle[R]) Status(ctx context.Context) (workflows.OperationStatus, error) {
-	var st workflows.OperationStatus
-	v, err := h.c.tc.QueryWorkflow(ctx, h.WorkflowID, h.RunID, workflows.StatusQueryName)
-	if err != nil {
-		return st, fmt.Errorf("query %s: %w", h.WorkflowID, err)
+func (h *OperationHandle[R]) waitError(err error) error {
+	var we *WorkflowError
+	if errors.As(err, &we) {
+		return err
 	}
-	return st, v.Get(&st)
+	return fmt.Errorf("wait for %s: %w", h.WorkflowID, err)
+}
+
+// Status asks the running operation which phase it is in, bounded by
+// Options.QueryTimeout.
+func (h *OperationHandle[R]) Status(ctx context.Context) (Status, error) {
+	return h.c.Status(ctx, h.WorkflowID, h.RunID)
+}
+
+// Attached reports whether res belongs to another request's operation: the
+// start found an operation of the same workflow id running (one create per
+// branch name, say) and followed it, so this request's idempotency key was
+// not used and res carries the other operation's id.
+func (h *OperationHandle[R]) Attached(res R) bool {
+	if h.outcome == nil || h.OpID == "" {
+		return false
+	}
+	_, opID, _ := h.outcome(res)
+	return opID != "" && opID != h.OpID
 }
 
 func (h *OperationHandle[R]) err(res R) error {
 	out, opID, msg := h.outcome(res)
-	switch out {
-	case outcome.Created, outcome.Done, workflows.OutcomeMerged, workflows.OutcomeAdopted,
-		workflows.OutcomeAlreadyUpToDate, workflows.OutcomeDeleted:
+	if out.Success() {
 		return nil
+	}
+	if opID == "" {
+		opID = h.OpID
 	}
 	return &outcome.Error{Outcome: out, OpID: opID, Message: msg}
 }
@@ -181,7 +200,10 @@ type operationStart struct {
 // startOperation starts a workflow, or attaches to the running one of the
 // same id (conflict policy USE_EXISTING).
 func startOperation[R any](ctx context.Context, c *Client, s operationStart) (*OperationHandle[R], error) {
-	attrs := []temporal.SearchAttributeUpdate{searchattr.Graph.ValueSet(s.Graph)}
+	var attrs []temporal.SearchAttributeUpdate
+	if s.Graph != "" {
+		attrs = append(attrs, searchattr.Graph.ValueSet(s.Graph))
+	}
 	if s.Branch != "" {
 		attrs = append(attrs, searchattr.Branch.ValueSet(s.Branch))
 	}
@@ -208,8 +230,8 @@ func idempotencyKey(key string) (string, error) {
 	if key == "" {
 		return ulid.Make().String(), nil
 	}
-	if err := format.ValidateOp(key); err != nil {
-		return "", outcome.Errorf(outcome.Invalid, "", "idempotency key: %v", err)
+	if err := checkKey(key); err != nil {
+		return "", err
 	}
 	return key, nil
 }

@@ -4,18 +4,29 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
-	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
-	"github.com/graftworks/graft/workflows"
 )
+
+// LedgerConfig says how Ops reaches the ledger (graft's Postgres database).
+type LedgerConfig struct {
+	// DatabaseURL is the Postgres connection string. Defaults to
+	// $DATABASE_URL, or postgres://postgres@127.0.0.1:5432/test?sslmode=disable.
+	DatabaseURL string
+	// Schema holds the ledger's tables (the workers' --db-schema). Defaults
+	// to "", the connection's own search_path (normally public).
+	Schema string
+	// MaxConns bounds the connection pool. Defaults to 4.
+	MaxConns int
+}
 
 // Ops reads graft's operations from the ledger — the audit log every
 // workflow writes — and waits on their workflows.
@@ -24,15 +35,89 @@ type Ops struct {
 	c   *Client
 }
 
-// NewOps returns Ops over the ledger. c is used by Wait to wait on an
-// operation's workflow; with c nil, Wait polls the ledger instead.
-func NewOps(cat *catalog.Catalog, c *Client) *Ops { return &Ops{cat: cat, c: c} }
+// ErrLedgerUnavailable: Postgres could not be reached. OpenOps's and every
+// Ops method's errors match it with errors.Is when that was the cause.
+var ErrLedgerUnavailable = catalog.ErrUnavailable
+
+// ErrLedgerNotMigrated: the schema holds no ledger tables; apply the
+// migrations (graft-worker migrate) or name the workers' schema.
+var ErrLedgerNotMigrated = catalog.ErrNotMigrated
+
+// OpenOps connects to the ledger. c is used by Wait to follow an
+// operation's workflow and by Stuck and Show to ask running workflows what
+// they wait for; with c nil, Wait polls the ledger and the views say only
+// what the ledger holds. Close releases the connections.
+func OpenOps(ctx context.Context, cfg LedgerConfig, c *Client) (*Ops, error) {
+	maxConns := cfg.MaxConns
+	if maxConns <= 0 {
+		maxConns = 4
+	}
+	cat, err := catalog.Open(ctx, catalog.Config{DatabaseURL: cfg.DatabaseURL, Schema: cfg.Schema, MaxConns: int32(maxConns)})
+	if err != nil {
+		return nil, fmt.Errorf("open the ledger: %w", err)
+	}
+	return &Ops{cat: cat, c: c}, nil
+}
+
+// Close closes the ledger's connections.
+func (o *Ops) Close() { o.cat.Close() }
+
+// OperationState is where an operation stands: running, in_doubt (a write
+// may still land; the workflow settles it), then done.
+type OperationState string
+
+// The operation states.
+const (
+	OperationRunning OperationState = "running"
+	OperationInDoubt OperationState = "in_doubt"
+	OperationDone    OperationState = "done"
+)
+
+// OperationKinds are the kinds an operation row can have.
+var OperationKinds = []string{"create_branch", "init_graph", "write_table", "cleanup", "merge", "restore", "delete_branch", "tag"}
+
+// OutcomeFailed is the ledger's outcome of an operation that gave up on an
+// infrastructure error (its Error says why); it is not in the outcome
+// vocabulary and exits 1.
+const OutcomeFailed outcome.Outcome = "failed"
+
+// Operation is one row of the ledger's audit log.
+type Operation struct {
+	ID string `json:"id"`
+	// Kind is one of OperationKinds.
+	Kind  string `json:"kind"`
+	Graph string `json:"graph"`
+	// Inputs is the operation's input as its workflow recorded it.
+	Inputs json.RawMessage `json:"inputs,omitempty"`
+	State  OperationState  `json:"state"`
+	// Outcome is set once State is done: an outcome of the vocabulary, or
+	// OutcomeFailed.
+	Outcome    outcome.Outcome `json:"outcome,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	WorkflowID string          `json:"workflow_id,omitempty"`
+	RunID      string          `json:"run_id,omitempty"`
+	CreatedAt  time.Time       `json:"created_at"`
+	UpdatedAt  time.Time       `json:"updated_at"`
+	// FinishedAt is zero until State is done.
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+}
+
+func operationOf(op catalog.Operation) Operation {
+	o := Operation{
+		ID: op.ID, Kind: string(op.Kind), Graph: op.Graph, State: OperationState(op.State), Outcome: outcome.Outcome(op.Outcome),
+		Error: op.Error, WorkflowID: op.WorkflowID, RunID: op.RunID, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt,
+		FinishedAt: op.FinishedAt,
+	}
+	if len(op.Inputs) > 0 && json.Valid(op.Inputs) {
+		o.Inputs = op.Inputs
+	}
+	return o
+}
 
 // OpsFilter selects operations. Empty fields do not filter.
 type OpsFilter struct {
 	Graph string
-	// Kind is an operation kind: create_branch, init_graph, write_table,
-	// cleanup, merge, restore, delete_branch (branch repairs), tag.
+	// Kind is one of OperationKinds.
 	Kind string
 	// State is running, in_doubt or done.
 	State string
@@ -42,12 +127,12 @@ type OpsFilter struct {
 
 // List returns the operations matching f, newest first. A bad filter is an
 // *outcome.Error with outcome invalid.
-func (o *Ops) List(ctx context.Context, f OpsFilter) ([]catalog.Operation, error) {
-	if f.Kind != "" && !slices.Contains(catalog.OperationKinds, catalog.OperationKind(f.Kind)) {
-		return nil, outcome.Errorf(outcome.Invalid, "", "unknown operation kind %q; one of %v", f.Kind, catalog.OperationKinds)
+func (o *Ops) List(ctx context.Context, f OpsFilter) ([]Operation, error) {
+	if f.Kind != "" && !slices.Contains(OperationKinds, f.Kind) {
+		return nil, outcome.Errorf(outcome.Invalid, "", "unknown operation kind %q; one of %v", f.Kind, OperationKinds)
 	}
-	states := []catalog.OperationState{catalog.OperationRunning, catalog.OperationInDoubt, catalog.OperationDone}
-	if f.State != "" && !slices.Contains(states, catalog.OperationState(f.State)) {
+	states := []OperationState{OperationRunning, OperationInDoubt, OperationDone}
+	if f.State != "" && !slices.Contains(states, OperationState(f.State)) {
 		return nil, outcome.Errorf(outcome.Invalid, "", "unknown operation state %q; one of %v", f.State, states)
 	}
 	ops, err := o.cat.OperationList(ctx, catalog.OperationListParams{
@@ -59,47 +144,57 @@ func (o *Ops) List(ctx context.Context, f OpsFilter) ([]catalog.Operation, error
 	if err != nil {
 		return nil, fmt.Errorf("list operations: %w", err)
 	}
-	return ops, nil
+	out := make([]Operation, len(ops))
+	for i, op := range ops {
+		out[i] = operationOf(op)
+	}
+	return out, nil
 }
 
 // Show returns one operation; an unknown id is an *outcome.Error with
 // outcome not_found.
-func (o *Ops) Show(ctx context.Context, id string) (catalog.Operation, error) {
+func (o *Ops) Show(ctx context.Context, id string) (Operation, error) {
 	op, err := o.cat.OperationGet(ctx, catalog.OperationGetParams{ID: id})
 	if errors.Is(err, catalog.ErrNotFound) {
-		return op, outcome.Errorf(outcome.NotFound, "", "operation %q does not exist; list operations with `graft op list`", id)
+		return Operation{}, outcome.Errorf(outcome.NotFound, "", "operation %q does not exist", id)
 	}
 	if err != nil {
-		return op, fmt.Errorf("show operation %s: %w", id, err)
+		return Operation{}, fmt.Errorf("show operation %s: %w", id, err)
 	}
-	return op, nil
+	return operationOf(op), nil
 }
 
 // Wait waits until the operation's workflow (named by its ledger row)
 // completes — through any in-doubt settling — and returns the operation's
 // ledger row then. An operation already done returns at once. Without a
-// workflow to wait on it polls the ledger until the operation is done.
-func (o *Ops) Wait(ctx context.Context, id string) (catalog.Operation, error) {
+// workflow to wait on it polls the ledger until the operation is done. A
+// workflow that ended while its row is not done (terminated, say: the
+// reconciler settles such rows) is an error naming both.
+func (o *Ops) Wait(ctx context.Context, id string) (Operation, error) {
 	op, err := o.Show(ctx, id)
-	if err != nil || op.State == catalog.OperationDone {
+	if err != nil || op.State == OperationDone {
 		return op, err
 	}
 	if o.c != nil && op.WorkflowID != "" {
-		werr := o.c.tc.GetWorkflow(ctx, op.WorkflowID, op.RunID).Get(ctx, nil)
+		werr := o.c.waitClosed(ctx, op.WorkflowID, op.RunID, op.ID)
 		if ctx.Err() != nil {
 			return op, ctx.Err()
 		}
-		if op, err = o.Show(ctx, id); err != nil || op.State == catalog.OperationDone {
+		if op, err = o.Show(ctx, id); err != nil || op.State == OperationDone {
 			return op, err
 		}
 		var nf *serviceerror.NotFound
-		if errors.As(werr, &nf) {
+		var we *WorkflowError
+		switch {
+		case errors.As(werr, &nf):
 			return op, fmt.Errorf("operation %s is %s, and its workflow %s no longer exists", id, op.State, op.WorkflowID)
+		case errors.As(werr, &we):
+			return op, fmt.Errorf("operation %s is %s: its workflow %s %s", id, op.State, op.WorkflowID, we.Status)
+		case werr != nil:
+			return op, fmt.Errorf("operation %s is %s: waiting for its workflow %s: %w", id, op.State, op.WorkflowID, werr)
 		}
-		if werr != nil {
-			return op, fmt.Errorf("operation %s is %s: its workflow %s failed: %w", id, op.State, op.WorkflowID, werr)
-		}
-		return op, fmt.Errorf("operation %s is %s although its workflow %s completed", id, op.State, op.WorkflowID)
+		// The workflow finished its row in the same step that ended it; the
+		// ledger may lag the history by a moment.
 	}
 	interval := time.Second
 	if o.c != nil {
@@ -107,7 +202,7 @@ func (o *Ops) Wait(ctx context.Context, id string) (catalog.Operation, error) {
 	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	for op.State != catalog.OperationDone {
+	for op.State != OperationDone {
 		select {
 		case <-ctx.Done():
 			return op, ctx.Err()
@@ -120,44 +215,21 @@ func (o *Ops) Wait(ctx context.Context, id string) (catalog.Operation, error) {
 	return op, nil
 }
 
-// outcomeError is nil for a successful outcome (created, done) and an
-// *outcome.Error for any other.
-func outcomeError(o outcome.Outcome, opID, message string) error {
-	if o == outcome.Created || o == outcome.Done {
-		return nil
-	}
-	return &outcome.Error{Outcome: o, OpID: opID, Message: message}
-}
-
-// waitOrInDoubt waits for run's result (into res), asking the workflow's
-// graft.status query every PollInterval whether it is in doubt. It returns
-// the status as soon as inDoubt accepts it, and nil once the result is in.
-func waitOrInDoubt[S any](ctx context.Context, c *Client, run sdkclient.WorkflowRun, workflowID string, res any, inDoubt func(*S) bool) (*S, error) {
-	for {
-		gctx, cancel := context.WithTimeout(ctx, c.opts.PollInterval)
-		err := run.Get(gctx, res)
-		cancel()
-		if err == nil {
-			return nil, nil
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if gctx.Err() == nil { // the poll did not merely time out: the workflow failed
-			return nil, err
-		}
-		v, err := c.tc.QueryWorkflow(ctx, workflowID, run.GetRunID(), workflows.StatusQueryName)
-		if err != nil {
-			continue // a query can race the workflow's completion; Get answers next
-		}
-		var st S
-		if v.Get(&st) == nil && inDoubt(&st) {
-			return &st, nil
-		}
-	}
+// waitClosed waits until workflowID's run (and the runs it continued as)
+// closes, whatever its result. It returns nil for any definitive end, a
+// *WorkflowError for a workflow that failed, was terminated, cancelled or
+// timed out, and the SDK's error when the workflow cannot be followed.
+func (c *Client) waitClosed(ctx context.Context, workflowID, runID, opID string) error {
+	run := c.tc.GetWorkflow(ctx, workflowID, runID)
+	_, err := await[json.RawMessage](ctx, c, waitTarget{workflowID: workflowID, runID: runID, opID: opID, run: run}, nil)
+	return err
 }
 
 func sha256Hex(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
+
+// WithClient returns Ops over the same ledger connections that waits and
+// describes through c. Closing either closes both.
+func (o *Ops) WithClient(c *Client) *Ops { return &Ops{cat: o.cat, c: c} }

@@ -11,8 +11,20 @@ import (
 	"github.com/graftworks/graft/internal/catalog/catalogtest"
 )
 
+// openOps opens Ops, through its public constructor, on a fresh ledger.
+func openOps(t *testing.T, c *Client) (*Ops, *catalog.Catalog) {
+	t.Helper()
+	cat := catalogtest.Open(t)
+	ops, err := OpenOps(context.Background(), LedgerConfig{DatabaseURL: catalogtest.DatabaseURL(), Schema: cat.Schema()}, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ops.Close)
+	return ops, cat
+}
+
 func TestOps_BadFilters_AreInvalid(t *testing.T) {
-	ops := NewOps(catalogtest.Open(t), nil)
+	ops, _ := openOps(t, nil)
 	for _, f := range []OpsFilter{{Kind: "bake"}, {State: "asleep"}, {Limit: 5000}} {
 		if _, err := ops.List(context.Background(), f); !errors.Is(err, outcome.ErrInvalid) {
 			t.Errorf("filter %+v: %v, want invalid", f, err)
@@ -21,7 +33,7 @@ func TestOps_BadFilters_AreInvalid(t *testing.T) {
 }
 
 func TestOps_ShowUnknown_IsNotFound(t *testing.T) {
-	ops := NewOps(catalogtest.Open(t), nil)
+	ops, _ := openOps(t, nil)
 	if _, err := ops.Show(context.Background(), "nope"); !errors.Is(err, outcome.ErrNotFound) {
 		t.Fatalf("show: %v, want not_found", err)
 	}
@@ -33,7 +45,7 @@ func TestOps_ShowUnknown_IsNotFound(t *testing.T) {
 func TestOps_WaitWithoutWorkflow_ReturnsOnceTheLedgerSaysDone(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cat := catalogtest.Open(t)
+	ops, cat := openOps(t, New(nil, Options{PollInterval: 50 * time.Millisecond}))
 	if _, err := cat.OperationInsert(ctx, catalog.OperationInsertParams{ID: "op-1", Kind: catalog.OpTag, Graph: "sales"}); err != nil {
 		t.Fatal(err)
 	}
@@ -45,10 +57,9 @@ func TestOps_WaitWithoutWorkflow_ReturnsOnceTheLedgerSaysDone(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	ops := NewOps(cat, New(nil, Options{PollInterval: 50 * time.Millisecond}))
 	op, err := ops.Wait(ctx, "op-1")
 	<-finished
-	if err != nil || op.State != catalog.OperationDone || op.Outcome != catalog.OutcomeDone {
+	if err != nil || op.State != OperationDone || op.Outcome != outcome.Done {
 		t.Fatalf("wait: %+v, %v; want done/done", op, err)
 	}
 	listed, err := ops.List(ctx, OpsFilter{Graph: "sales", Kind: "tag", State: "done"})

@@ -7,7 +7,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/graftworks/graft/client/outcome"
-	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/workflows"
 )
 
@@ -52,33 +51,8 @@ func (c *Client) Restore(ctx context.Context, req RestoreRequest) (workflows.Res
 
 // StartRestore starts (or attaches to) a restore and returns at once.
 func (c *Client) StartRestore(ctx context.Context, req RestoreRequest) (*RestoreHandle, error) {
-	invalid := func(f string, args ...any) error { return outcome.Errorf(outcome.Invalid, "", f, args...) }
-	for _, err := range []error{format.ValidateGraphName(req.Graph), format.ValidateBranchName(req.Branch), format.ValidateMessage(req.Message)} {
-		if err != nil {
-			return nil, invalid("%v", err)
-		}
-	}
-	switch {
-	case (req.ToCommit == "") == (req.ToTag == ""):
-		return nil, invalid("give exactly one of a commit id and a tag to restore to")
-	case req.ToCommit != "":
-		if _, err := format.ParseCommitID(req.ToCommit); err != nil {
-			return nil, invalid("commit: %v", err)
-		}
-	default:
-		if err := format.ValidateTagName(req.ToTag); err != nil {
-			return nil, invalid("tag: %v", err)
-		}
-	}
-	if req.ExpectedHead != "" {
-		if _, err := format.ParseCommitID(req.ExpectedHead); err != nil {
-			return nil, invalid("expected head: %v", err)
-		}
-	}
-	if req.BackupTag != "" {
-		if err := format.ValidateTagName(req.BackupTag); err != nil {
-			return nil, invalid("backup tag: %v", err)
-		}
+	if err := req.Validate(); err != nil {
+		return nil, err
 	}
 	key, err := idempotencyKey(req.IdempotencyKey)
 	if err != nil {
@@ -99,7 +73,7 @@ func (c *Client) StartRestore(ctx context.Context, req RestoreRequest) (*Restore
 	if err != nil {
 		return nil, err
 	}
-	h.fromStatus = func(st workflows.OperationStatus) workflows.RestoreResult {
+	h.fromStatus = func(st Status) workflows.RestoreResult {
 		return workflows.RestoreResult{Outcome: st.Outcome, OpID: st.OpID, Graph: req.Graph, Branch: req.Branch,
 			Commit: st.Commit, Message: st.Pending, SettleAttempts: st.SettleAttempts}
 	}

@@ -10,13 +10,10 @@ import (
 	"github.com/oklog/ulid/v2"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	sdkclient "go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
-	"github.com/graftworks/graft/internal/searchattr"
 	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/workflows"
 )
@@ -50,14 +47,7 @@ func WriteTableWorkflowID(graph, branch, key string) string {
 }
 
 // WriteTableHandle is a started table write.
-type WriteTableHandle struct {
-	c          *Client
-	WorkflowID string
-	RunID      string
-	// OpID is the operation's id in the ledger (the idempotency key).
-	OpID string
-	run  sdkclient.WorkflowRun
-}
+type WriteTableHandle = OperationHandle[workflows.WriteTableResult]
 
 // WriteTable uploads req.Files to store, then publishes them as a new
 // version of req.Table on req.Branch through graft.WriteTable, and waits for
@@ -115,58 +105,53 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 	}
 	// A key is used once: a finished write with this id is returned as is
 	// (ExecuteWorkflow hands back its run rather than starting another).
-	run, err := c.tc.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                c.opts.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		EnableEagerStart:         c.opts.EagerStart,
-		StaticSummary:            fmt.Sprintf("write table %s on %s in %s (%d objects)", req.Table, req.Branch, req.Graph, len(objects)),
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			searchattr.Graph.ValueSet(req.Graph), searchattr.Branch.ValueSet(req.Branch),
-			searchattr.Operation.ValueSet("write_table")),
-	}, workflows.WriteTableName, in)
+	h, err := startOperation[workflows.WriteTableResult](ctx, c, operationStart{
+		Kind: "write_table",
+		ID:   id, Workflow: workflows.WriteTableName, Input: in,
+		Summary: fmt.Sprintf("write table %s on %s in %s (%d objects)", req.Table, req.Branch, req.Graph, len(objects)),
+		Graph:   req.Graph, Branch: req.Branch, OpID: key,
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("start write of %s/%s: %w", req.Graph, req.Table, err)
 	}
-	return &WriteTableHandle{c: c, WorkflowID: run.GetID(), RunID: run.GetRunID(), OpID: key, run: run}, nil
+	writeHandle(h)
+	return h, nil
 }
 
 func (c *Client) attachWrite(ctx context.Context, id, key string) *WriteTableHandle {
 	run := c.tc.GetWorkflow(ctx, id, "")
-	return &WriteTableHandle{c: c, WorkflowID: id, RunID: run.GetRunID(), OpID: key, run: run}
+	h := &WriteTableHandle{c: c, WorkflowID: id, RunID: run.GetRunID(), OpID: key, run: run}
+	writeHandle(h)
+	return h
 }
 
-func checkWriteRequest(req WriteTableRequest) error {
-	invalid := func(f string, args ...any) error { return outcome.Errorf(outcome.Invalid, "", f, args...) }
-	for _, err := range []error{format.ValidateGraphName(req.Graph), format.ValidateBranchName(req.Branch), format.ValidateTableName(req.Table)} {
-		if err != nil {
-			return invalid("%v", err)
-		}
+// writeHandle gives a write's handle its result mapping.
+func writeHandle(h *WriteTableHandle) {
+	h.fromStatus = func(st Status) workflows.WriteTableResult {
+		return workflows.WriteTableResult{Outcome: st.Outcome, OpID: st.OpID, Version: st.Version, Commit: st.Commit,
+			Message: st.Pending, SettleAttempts: st.SettleAttempts}
 	}
+	h.outcome = func(r workflows.WriteTableResult) (outcome.Outcome, string, string) {
+		return r.Outcome, r.OpID, r.Message
+	}
+}
+
+// Validate checks the request as graft.WriteTable would, and that every file
+// can be read as a data object, without contacting anything.
+func (r WriteTableRequest) Validate() error { return checkWriteRequest(r) }
+
+func checkWriteRequest(req WriteTableRequest) error {
+	if err := firstInvalid(checkGraph(req.Graph), checkBranch(req.Branch), invalid("", format.ValidateTableName(req.Table)),
+		checkCommit("expected head", req.ExpectedHead), checkKey(req.IdempotencyKey), checkCommitText(req.Author, req.Message)); err != nil {
+		return err
+	}
+	invalid := func(f string, args ...any) error { return outcome.Errorf(outcome.Invalid, "", f, args...) }
 	if len(req.Files) == 0 {
 		return invalid("no files to write: give at least one")
 	}
 	if len(req.Files) > format.MaxObjectsPerVersion {
 		return invalid("%d files, at most %d per version", len(req.Files), format.MaxObjectsPerVersion)
-	}
-	if req.ExpectedHead != "" {
-		if _, err := format.ParseCommitID(req.ExpectedHead); err != nil {
-			return invalid("expected head: %v", err)
-		}
-	}
-	if req.IdempotencyKey != "" {
-		if err := format.ValidateOp(req.IdempotencyKey); err != nil {
-			return invalid("idempotency key: %v", err)
-		}
-	}
-	if req.Author != "" {
-		if err := format.ValidateAuthor(req.Author); err != nil {
-			return invalid("%v", err)
-		}
-	}
-	if err := format.ValidateMessage(req.Message); err != nil {
-		return invalid("%v", err)
 	}
 	for _, f := range req.Files {
 		info, err := os.Stat(f)
@@ -231,29 +216,4 @@ func uploadFile(ctx context.Context, store storage.Store, graphName, table strin
 	}
 	sum := sha256Hex(obj.Body)
 	return workflows.TableObject{ID: id.String(), Size: int64(len(obj.Body)), SHA256: sum}, nil
-}
-
-// Wait waits for the write's definitive outcome, or for it to be in doubt.
-func (h *WriteTableHandle) Wait(ctx context.Context) (workflows.WriteTableResult, error) {
-	var res workflows.WriteTableResult
-	st, err := waitOrInDoubt(ctx, h.c, h.run, h.WorkflowID, &res, func(st *workflows.WriteTableStatus) bool {
-		return st.Outcome == outcome.InDoubt
-	})
-	if err != nil {
-		return res, fmt.Errorf("write table: %w", err)
-	}
-	if st != nil {
-		res = workflows.WriteTableResult{Outcome: outcome.InDoubt, OpID: st.OpID, Version: st.Version, Commit: st.Commit, Message: st.Pending}
-	}
-	return res, outcomeError(res.Outcome, res.OpID, res.Message)
-}
-
-// WaitFinal waits for the write's definitive outcome, even through a long
-// settle (in_doubt is never returned).
-func (h *WriteTableHandle) WaitFinal(ctx context.Context) (workflows.WriteTableResult, error) {
-	var res workflows.WriteTableResult
-	if err := h.run.Get(ctx, &res); err != nil {
-		return res, fmt.Errorf("write table: %w", err)
-	}
-	return res, outcomeError(res.Outcome, res.OpID, res.Message)
 }

@@ -37,25 +37,8 @@ func DeleteTagWorkflowID(graph, name string) string { return "graft/delete-tag/"
 // another commit or was deleted; not_found, not_retained, invalid; in_doubt
 // as soon as the put is known to be settling.
 func (c *Client) CreateTag(ctx context.Context, req CreateTagRequest) (workflows.CreateTagResult, error) {
-	invalid := func(f string, args ...any) (workflows.CreateTagResult, error) {
-		return workflows.CreateTagResult{}, outcome.Errorf(outcome.Invalid, "", f, args...)
-	}
-	for _, err := range []error{format.ValidateGraphName(req.Graph), format.ValidateTagName(req.Name)} {
-		if err != nil {
-			return invalid("%v", err)
-		}
-	}
-	switch {
-	case req.Commit != "" && req.Branch != "":
-		return invalid("give a commit id or a branch, not both")
-	case req.Commit != "":
-		if _, err := format.ParseCommitID(req.Commit); err != nil {
-			return invalid("commit: %v", err)
-		}
-	case req.Branch != "":
-		if err := format.ValidateBranchName(req.Branch); err != nil {
-			return invalid("%v", err)
-		}
+	if err := req.Validate(); err != nil {
+		return workflows.CreateTagResult{}, err
 	}
 	key, err := idempotencyKey(req.IdempotencyKey)
 	if err != nil {
@@ -71,7 +54,7 @@ func (c *Client) CreateTag(ctx context.Context, req CreateTagRequest) (workflows
 	if err != nil {
 		return workflows.CreateTagResult{}, err
 	}
-	h.fromStatus = func(st workflows.OperationStatus) workflows.CreateTagResult {
+	h.fromStatus = func(st Status) workflows.CreateTagResult {
 		return workflows.CreateTagResult{Outcome: st.Outcome, OpID: st.OpID, Graph: req.Graph, Name: req.Name,
 			Message: st.Pending, SettleAttempts: st.SettleAttempts}
 	}
@@ -94,10 +77,8 @@ type DeleteTagRequest struct {
 // settling. A deleted tag's name is never reused.
 func (c *Client) DeleteTag(ctx context.Context, req DeleteTagRequest) (workflows.DeleteTagResult, error) {
 	graphName, name := req.Graph, req.Name
-	for _, err := range []error{format.ValidateGraphName(graphName), format.ValidateTagName(name)} {
-		if err != nil {
-			return workflows.DeleteTagResult{}, outcome.Errorf(outcome.Invalid, "", "%v", err)
-		}
+	if err := req.Validate(); err != nil {
+		return workflows.DeleteTagResult{}, err
 	}
 	key, err := idempotencyKey(req.IdempotencyKey)
 	if err != nil {
@@ -113,7 +94,7 @@ func (c *Client) DeleteTag(ctx context.Context, req DeleteTagRequest) (workflows
 	if err != nil {
 		return workflows.DeleteTagResult{}, err
 	}
-	h.fromStatus = func(st workflows.OperationStatus) workflows.DeleteTagResult {
+	h.fromStatus = func(st Status) workflows.DeleteTagResult {
 		return workflows.DeleteTagResult{Outcome: st.Outcome, OpID: st.OpID, Graph: graphName, Name: name,
 			Message: st.Pending, SettleAttempts: st.SettleAttempts}
 	}

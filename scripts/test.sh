@@ -38,6 +38,16 @@ go test -count=1 -p 2 -timeout 45m -v ./... 2>&1 | tee -a "$log"
 test_rc=${PIPESTATUS[0]}
 set -e
 
+# A service in a module of its own (a replace points at this checkout): it
+# must build against the public client alone, and its real-stack test runs
+# graft dev on versitygw.
+step "examples/service (its own module): build, vet, test"
+set +e
+(cd examples/service && go build ./... && go vet ./... && go test -count=1 -timeout 15m -v ./...) 2>&1 | tee -a "$log"
+example_rc=${PIPESTATUS[0]}
+set -e
+if [ "$example_rc" -ne 0 ]; then test_rc=1; fi
+
 fuzz_rc=0
 if [ "$FUZZTIME" != "0" ]; then
 	step "fuzz targets, $FUZZTIME each"

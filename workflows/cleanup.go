@@ -148,17 +148,22 @@ type CleanupResult struct {
 	Adopted []string      `json:"adopted,omitempty"`
 	Policy  CleanupPolicy `json:"policy"`
 	// Kept counts the keys kept, by the root that kept them.
-	Kept activities.CleanupKept `json:"kept"`
+	Kept CleanupKept `json:"kept"`
 	// Condemned counts the keys condemned (planned, in a dry run); Deleted those deleted.
-	Condemned activities.CleanupCounts `json:"condemned"`
-	Deleted   activities.CleanupCounts `json:"deleted"`
+	Condemned CleanupCounts `json:"condemned"`
+	Deleted   CleanupCounts `json:"deleted"`
 	// PlanDropped counts keys of the reviewed plan (SweepRunID) that are no longer
 	// garbage and were kept; NotInPlan counts garbage the plan did not list, left for a
 	// later run.
 	PlanDropped int64 `json:"plan_dropped,omitempty"`
 	NotInPlan   int64 `json:"not_in_plan,omitempty"`
+	// Refused counts the condemned keys the store refused to delete (a 403, an object
+	// lock); RefusedKeys lists up to Tuning.MaxPlanKeys of them, with why. They stay in
+	// storage and the run still ends: a later run condemns them, and tries, again.
+	Refused     int64        `json:"refused,omitempty"`
+	RefusedKeys []RefusedKey `json:"refused_keys,omitempty"`
 	// SkippedUnsettled lists the trees left alone because a ref may still name them.
-	SkippedUnsettled []activities.UnsettledTree `json:"skipped_unsettled,omitempty"`
+	SkippedUnsettled []UnsettledTree `json:"skipped_unsettled,omitempty"`
 	// RetainAllData says why no version or object was condemned, when that happened.
 	RetainAllData string `json:"retain_all_data,omitempty"`
 	// Fenced lists the natives this run fenced; WouldFence those a dry run would fence.
@@ -176,8 +181,8 @@ type CleanupResult struct {
 
 // CleanupMarkStats measures the mark phase.
 type CleanupMarkStats struct {
-	Requests activities.StoreRequests `json:"requests"`
-	Duration time.Duration            `json:"duration"`
+	Requests StoreRequests `json:"requests"`
+	Duration time.Duration `json:"duration"`
 }
 
 // CleanupSweepStats measures the sweep phase.
@@ -199,6 +204,8 @@ type CleanupProgress struct {
 	Condemned    int64 `json:"condemned"`
 	Deleted      int64 `json:"deleted"`
 	BytesDeleted int64 `json:"bytes_deleted"`
+	// Refused counts the keys the store refused to delete so far.
+	Refused int64 `json:"refused,omitempty"`
 }
 
 // CleanupResume is a sweep's state carried across continue-as-new.
@@ -339,6 +346,9 @@ func Cleanup(ctx workflow.Context, in CleanupInput) (CleanupResult, error) {
 		}
 		r.res.Adopted = append(r.res.Adopted, begin.Orphan.RunID)
 	}
+	if ctx.Err() != nil && begin.Outcome == "" { // cancelled once the run was inserted: it must not stay running
+		return r.fail(ctx, fmt.Errorf("begin: %w", ctx.Err()))
+	}
 	if begin.Outcome != "" {
 		r.res.Outcome, r.res.Message, r.res.ActiveRunID = begin.Outcome, begin.Message, begin.ActiveRunID
 		r.setPhase(ctx, "done", string(begin.Outcome))
@@ -377,6 +387,7 @@ func (r *cleanupRun) adopt(ctx workflow.Context, o activities.CleanupOrphan) err
 				}).Get(ctx, &p); err != nil {
 					return err
 				}
+				report.addRefused(p, r.tuning.MaxPlanKeys)
 			}
 		}
 		var sum activities.CleanupSummary
@@ -384,7 +395,7 @@ func (r *cleanupRun) adopt(ctx workflow.Context, o activities.CleanupOrphan) err
 			a.CleanupSummarize, activities.CleanupSummarizeInput{RunID: o.RunID}).Get(ctx, &sum); err != nil {
 			return err
 		}
-		report.Condemned, report.Deleted = sum.Condemned, sum.Deleted
+		report.Condemned, report.Deleted = CleanupCounts(sum.Condemned), CleanupCounts(sum.Deleted)
 	} else {
 		report.Message = fmt.Sprintf("aborted by run %s after its workflow %s ended", r.res.RunID, o.WorkflowID)
 		finish.Aborted, finish.Message = true, report.Message
@@ -435,13 +446,13 @@ func (r *cleanupRun) mark(ctx workflow.Context) error {
 	}).Get(ctx, &trees); err != nil {
 		return err
 	}
-	r.res.Kept.Add(trees.Kept)
-	r.res.Condemned.Add(trees.Condemned)
+	r.res.Kept.Add(CleanupKept(trees.Kept))
+	r.res.Condemned.Add(CleanupCounts(trees.Condemned))
 	r.res.NotInPlan += trees.NotInPlan
-	r.res.SkippedUnsettled = trees.Unsettled
+	r.res.SkippedUnsettled = unsettledTrees(trees.Unsettled)
 	r.res.Fenced, r.res.WouldFence = trees.Fenced, trees.WouldFence
 	r.res.RetainAllData = trees.RetainAllReason
-	r.res.Mark.Requests.Add(trees.Requests)
+	r.res.Mark.Requests.Add(StoreRequests(trees.Requests))
 	r.addPlanKeys(trees.PlanKeys)
 	r.res.Tables = len(trees.Tables)
 	r.progress.TablesTotal = len(trees.Tables)
@@ -463,10 +474,10 @@ func (r *cleanupRun) mark(ctx workflow.Context) error {
 			if err := f.Get(ctx, &t); err != nil {
 				return fmt.Errorf("table %s: %w", table, err)
 			}
-			r.res.Kept.Add(t.Kept)
-			r.res.Condemned.Add(t.Condemned)
+			r.res.Kept.Add(CleanupKept(t.Kept))
+			r.res.Condemned.Add(CleanupCounts(t.Condemned))
 			r.res.NotInPlan += t.NotInPlan
-			r.res.Mark.Requests.Add(t.Requests)
+			r.res.Mark.Requests.Add(StoreRequests(t.Requests))
 			r.addPlanKeys(t.PlanKeys)
 			if t.Condemned.Versions > 0 || t.Condemned.Objects > 0 {
 				r.lanes = append(r.lanes, CleanupLane{Table: table, Versions: t.Condemned.Versions > 0, Objects: t.Condemned.Objects > 0})
@@ -508,6 +519,8 @@ func (r *cleanupRun) sweepAndFinish(ctx workflow.Context) (CleanupResult, error)
 		r.res.Sweep.Activities++
 		r.progress.Deleted += p.Deleted
 		r.progress.BytesDeleted += p.Bytes
+		r.res.addRefused(p, r.tuning.MaxPlanKeys)
+		r.progress.Refused = r.res.Refused
 	}
 	// Commits first: a commit must never outlive a version it pins.
 	for r.commitsPending {
@@ -585,8 +598,11 @@ func (r *cleanupRun) continueAsNew(ctx workflow.Context) (CleanupResult, error) 
 }
 
 // finish counts the run's condemned set from the ledger, then ends the run with its report.
+// It runs on a disconnected context: it is reached only once nothing is left to delete,
+// and a cleanup cancelled now must still record its end rather than stay running.
 func (r *cleanupRun) finish(ctx workflow.Context) (CleanupResult, error) {
 	var a *activities.Activities
+	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	r.setPhase(ctx, "finish", "recording the report")
 	var sum activities.CleanupSummary
 	if err := workflow.ExecuteLocalActivity(withSummary(ctx, cleanupLedgerOptions, "summarise the condemned set"),
@@ -594,13 +610,13 @@ func (r *cleanupRun) finish(ctx workflow.Context) (CleanupResult, error) {
 		return r.res, fmt.Errorf("summarise: %w", err)
 	}
 	if r.res.Mode != CleanupModeDryRun {
-		r.res.Condemned = sum.Condemned
+		r.res.Condemned = CleanupCounts(sum.Condemned)
 		r.res.PlanKeyCount = sum.Condemned.Keys()
 	}
 	if r.res.PlanRunID != "" {
 		r.res.PlanDropped = sum.PlanKeys - sum.Condemned.Keys()
 	}
-	r.res.Deleted = sum.Deleted
+	r.res.Deleted = CleanupCounts(sum.Deleted)
 	r.res.Outcome = outcome.Done
 	r.res.FinishedAt = workflow.Now(ctx)
 	report, _ := json.Marshal(r.res)

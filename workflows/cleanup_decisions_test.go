@@ -201,10 +201,10 @@ func TestCleanupDecision_DryRun_NeverCallsSweep(t *testing.T) {
 	s.summaries[cleanupRunID] = activities.CleanupSummary{} // a dry run condemns nothing in the ledger
 	res, c := runCleanup(t, cleanupIn(workflows.CleanupModeDryRun), s)
 	wantCondemned := activities.CleanupCounts{Commits: 5, Versions: 2, Objects: 4, Bytes: 560}
-	if res.Outcome != outcome.Done || res.Condemned != wantCondemned || res.PlanKeyCount != 11 || res.Tables != 3 {
+	if res.Outcome != outcome.Done || res.Condemned != workflows.CleanupCounts(wantCondemned) || res.PlanKeyCount != 11 || res.Tables != 3 {
 		t.Fatalf("result %+v, want done reporting the mark's plan %+v", res, wantCondemned)
 	}
-	if res.Kept != (activities.CleanupKept{Head: 2, LiveWindow: 4, Referenced: 3}) {
+	if res.Kept != (workflows.CleanupKept{Head: 2, LiveWindow: 4, Referenced: 3}) {
 		t.Fatalf("kept %+v, want the trees' and tables' kept counts added", res.Kept)
 	}
 	c.never("CleanupSweep")
@@ -224,7 +224,7 @@ func TestCleanupDecision_Mark_PersistsThePlanWithoutSweeping(t *testing.T) {
 	ledger := activities.CleanupCounts{Commits: 5, Versions: 2, Objects: 3, Bytes: 550} // the ledger's exact count wins
 	s.summaries[cleanupRunID] = activities.CleanupSummary{Condemned: ledger}
 	res, c := runCleanup(t, cleanupIn(workflows.CleanupModeMark), s)
-	if res.Outcome != outcome.Done || res.Condemned != ledger || res.PlanKeyCount != ledger.Keys() || res.Deleted.Keys() != 0 {
+	if res.Outcome != outcome.Done || res.Condemned != workflows.CleanupCounts(ledger) || res.PlanKeyCount != ledger.Keys() || res.Deleted.Keys() != 0 {
 		t.Fatalf("result %+v, want done with the ledger's condemned count", res)
 	}
 	c.never("CleanupSweep")
@@ -246,7 +246,7 @@ func TestCleanupDecision_Sweep_CommitsBeforeVersionsBeforeObjects(t *testing.T) 
 	deleted := activities.CleanupCounts{Commits: 5, Versions: 2, Objects: 4, Bytes: 560}
 	s.summaries[cleanupRunID] = activities.CleanupSummary{Condemned: deleted, Deleted: deleted}
 	res, c := runCleanup(t, cleanupIn(workflows.CleanupModeSweep), s)
-	if res.Outcome != outcome.Done || res.Deleted != deleted || res.Sweep.Activities != 6 || res.Sweep.ContinuedAsNew != 0 {
+	if res.Outcome != outcome.Done || res.Deleted != workflows.CleanupCounts(deleted) || res.Sweep.Activities != 6 || res.Sweep.ContinuedAsNew != 0 {
 		t.Fatalf("result %+v, want done with everything deleted in 6 sweep activities", res)
 	}
 	got := c.sweepKeys()
@@ -367,7 +367,7 @@ func TestCleanupDecision_OrphanedSweepRun_SweptAndFinishedBeforeThisRunBegins(t 
 		t.Fatalf("sweeps %v, want the orphan's commits, then versions, then objects: %v", got, want)
 	}
 	fin, reports := c.finishes()
-	if len(fin) != 2 || fin[0].RunID != "R0" || fin[0].Aborted || fin[0].Failed || reports[0].Deleted != orphanCounts || fin[1].RunID != cleanupRunID {
+	if len(fin) != 2 || fin[0].RunID != "R0" || fin[0].Aborted || fin[0].Failed || reports[0].Deleted != workflows.CleanupCounts(orphanCounts) || fin[1].RunID != cleanupRunID {
 		t.Fatalf("finishes %+v (reports %+v), want R0 finished done with its deletions, then this run", fin, reports)
 	}
 	if c.count("CleanupBegin") != 2 || c.first("CleanupFinish") > c.last("CleanupBegin") {

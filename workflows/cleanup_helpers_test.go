@@ -358,11 +358,11 @@ func checkInvariants(t *testing.T, r *rig) {
 }
 
 // hasUnsettled reports whether res skipped native's tree as unsettled.
-func hasUnsettled(res workflows.CleanupResult, native string) (activities.UnsettledTree, bool) {
+func hasUnsettled(res workflows.CleanupResult, native string) (workflows.UnsettledTree, bool) {
 	for _, u := range res.SkippedUnsettled {
 		if u.Native == native || strings.HasSuffix(native, "."+u.Tree) {
 			return u, true
 		}
 	}
-	return activities.UnsettledTree{}, false
+	return workflows.UnsettledTree{}, false
 }

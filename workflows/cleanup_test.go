@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graftworks/graft/activities"
 	"github.com/graftworks/graft/client"
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
@@ -301,7 +300,7 @@ func TestCleanup_DryRun_ChangesNothingAndListsThePlan(t *testing.T) {
 	}
 	// Planned: main's root, seq 1 and seq 2 (3 commits), the orphan's fork commit; the
 	// versions and objects of v1 and v2.
-	want := activities.CleanupCounts{Commits: 4, Versions: 2, Objects: 2}
+	want := workflows.CleanupCounts{Commits: 4, Versions: 2, Objects: 2}
 	got := res.Condemned
 	got.Bytes = 0
 	if got != want || res.Condemned.Bytes == 0 || res.PlanKeyCount != want.Keys() || int64(len(res.PlanKeys)) != want.Keys() {

@@ -111,7 +111,7 @@ func TestOps_ListShowWait(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	r.startWorker()
-	ops := client.NewOps(r.cat, r.gc)
+	ops := r.ops(r.gc)
 	g := randomName("n")
 	init, err := r.gc.InitGraph(r.ctx, client.InitGraphRequest{Graph: g})
 	if err != nil {
@@ -131,7 +131,7 @@ func TestOps_ListShowWait(t *testing.T) {
 		return err == nil
 	})
 	op, err := ops.Wait(r.ctx, h.OpID)
-	if err != nil || op.State != catalog.OperationDone || op.Outcome != catalog.OutcomeDone || op.WorkflowID != h.WorkflowID {
+	if err != nil || op.State != client.OperationDone || op.Outcome != outcome.Done || op.WorkflowID != h.WorkflowID {
 		t.Fatalf("wait: %+v, %v; want the write done/done", op, err)
 	}
 
@@ -154,14 +154,14 @@ func TestOps_ListShowWait(t *testing.T) {
 		t.Fatalf("unknown kind: %v, want invalid", err)
 	}
 	shown, err := ops.Show(r.ctx, init.OpID)
-	if err != nil || shown.Kind != catalog.OpInitGraph || shown.Graph != g {
+	if err != nil || shown.Kind != string(catalog.OpInitGraph) || shown.Graph != g {
 		t.Fatalf("show: %+v, %v", shown, err)
 	}
 	if _, err := ops.Show(r.ctx, "no-such-op"); !errors.Is(err, outcome.ErrNotFound) {
 		t.Fatalf("show unknown: %v, want not_found", err)
 	}
 	// Waiting on a finished operation returns at once.
-	if again, err := ops.Wait(r.ctx, init.OpID); err != nil || again.Outcome != catalog.OutcomeDone {
+	if again, err := ops.Wait(r.ctx, init.OpID); err != nil || again.Outcome != outcome.Done {
 		t.Fatalf("wait on finished: %+v, %v", again, err)
 	}
 }

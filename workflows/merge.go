@@ -44,11 +44,6 @@ var (
 	opEffectOptions = afterEffect
 )
 
-// MergeTable is one table's line in a merge plan: action adopt (the target
-// takes the source's version; an empty source version drops the table),
-// keep (only the target changed it) or conflict (both changed it).
-type MergeTable = activities.MergeTable
-
 // MergeInput is the input of graft.Merge.
 type MergeInput struct {
 	Graph string `json:"graph"`
@@ -139,10 +134,7 @@ func Merge(ctx workflow.Context, in MergeInput) (MergeResult, error) {
 		}
 		res.SourceHead, res.TargetHead, res.Bases = plan.SourceHead, plan.TargetHead, plan.Bases
 		res.Unchanged, res.Conflicts = plan.Unchanged, plan.Conflicts
-		res.Tables = plan.Tables // a re-plan replaces the whole plan
-		if res.Tables == nil {
-			res.Tables = []MergeTable{}
-		}
+		res.Tables = mergeTables(plan.Tables) // a re-plan replaces the whole plan
 		if plan.Outcome != "" {
 			return r.endMerge(ctx, &res, plan.Outcome, plan.Message, plan.Recorded && !in.Preview)
 		}

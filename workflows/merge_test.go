@@ -215,7 +215,7 @@ func TestMerge_Preview_ReturnsThePlanAndWritesNothing(t *testing.T) {
 	if head := r.headOf("main"); head.ID != r.main.ID {
 		t.Fatalf("main moved to %s", head.ID)
 	}
-	ops, err := client.NewOps(r.cat, nil).List(r.ctx, client.OpsFilter{Graph: r.graph, Kind: "merge"})
+	ops, err := r.ops(nil).List(r.ctx, client.OpsFilter{Graph: r.graph, Kind: "merge"})
 	if err != nil || len(ops) != 0 {
 		t.Fatalf("ledger merges after a preview: %+v, %v; want none", ops, err)
 	}

@@ -92,8 +92,8 @@ func TestCreateTag_PutNeverAnswered_InDoubtThenSettled(t *testing.T) {
 	if !errors.Is(err, outcome.ErrInDoubt) || !errors.As(err, &oe) || oe.OpID == "" {
 		t.Fatalf("create: %+v, %v; want in_doubt with an operation id", res, err)
 	}
-	op, err := client.NewOps(r.cat, r.gc).Wait(r.ctx, oe.OpID)
-	if err != nil || op.Outcome != catalog.OutcomeCreated {
+	op, err := r.ops(r.gc).Wait(r.ctx, oe.OpID)
+	if err != nil || op.Outcome != outcome.Created {
 		t.Fatalf("operation %+v, %v; want created once settled", op, err)
 	}
 	if tag, ok := r.tag("v1"); !ok || tag.Commit != r.main.ID {

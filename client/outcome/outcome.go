@@ -8,6 +8,7 @@ package outcome
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Outcome names how an operation ended, or that it has not ended yet.
@@ -118,10 +119,21 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	if e.OpID != "" {
-		return fmt.Sprintf("%s: %s (operation %s)", e.Outcome, e.Message, e.OpID)
+	return fmt.Sprintf("%s: %s%s", e.Outcome, e.Message, OpSuffix(e.Message, e.OpID))
+}
+
+// OpSuffix is how a message names the operation it is about: " (operation
+// ID)", or — when the message already names another operation, as a
+// conflict with another request does — "; this request is operation ID".
+// It is "" without an id.
+func OpSuffix(message, opID string) string {
+	switch {
+	case opID == "":
+		return ""
+	case strings.Contains(message, "(operation "):
+		return "; this request is operation " + opID
 	}
-	return fmt.Sprintf("%s: %s", e.Outcome, e.Message)
+	return " (operation " + opID + ")"
 }
 
 // Is matches the sentinel of e's outcome.

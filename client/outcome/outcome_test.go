@@ -38,3 +38,13 @@ func TestError_MatchesItsSentinelAndCarriesTheOperation(t *testing.T) {
 		t.Fatalf("message %q", got)
 	}
 }
+
+func TestError_NamesItsOperationOnce_EvenWhenTheMessageNamesAnother(t *testing.T) {
+	e := Errorf(Conflict, "op-mine", "tag %q already names another commit, C (operation op-theirs)", "v1")
+	if got := e.Error(); got != `conflict: tag "v1" already names another commit, C (operation op-theirs); this request is operation op-mine` {
+		t.Fatalf("Error() = %q", got)
+	}
+	if got := Errorf(InDoubt, "op-1", "ref put answered ambiguously").Error(); got != "in_doubt: ref put answered ambiguously (operation op-1)" {
+		t.Fatalf("Error() = %q", got)
+	}
+}

@@ -124,7 +124,7 @@ func (st *mergeStack) mergeOnce(tb testing.TB, source string, changed int) workf
 	}
 	adopted := 0
 	for _, t := range res.Tables {
-		if t.Action == graph.TableAdopt {
+		if t.Action == workflows.MergeAdopt {
 			adopted++
 		}
 	}

@@ -23,6 +23,10 @@ type IncarnationSettleResult struct {
 	Incarnation Incarnation
 	// From is the state before the move; equal to To when it was already settled there.
 	From IncarnationState
+	// FromSince is when the incarnation entered From (its last change before
+	// this move): for From in_doubt, when the doubt began. Zero when it was
+	// already settled.
+	FromSince time.Time
 }
 
 // IncarnationSettle moves an unsettled incarnation to To in one statement.
@@ -39,17 +43,18 @@ func (c *Catalog) IncarnationSettleTx(ctx context.Context, tx pgx.Tx, p Incarnat
 		return IncarnationSettleResult{}, c.wrap(what, invalid("an incarnation settles to live or unpublished, not %q", p.To))
 	}
 	var from IncarnationState
+	var fromSince time.Time
 	row := tx.QueryRow(ctx, `
 		UPDATE incarnations AS i
 		SET state = $3, updated_at = now(), settled_at = coalesce(i.settled_at, now())
-		FROM (SELECT native AS n, state AS prev FROM incarnations
+		FROM (SELECT native AS n, state AS prev, updated_at AS prev_at FROM incarnations
 		      WHERE graph = $1 AND native = $2 FOR UPDATE) AS o
 		WHERE i.graph = $1 AND i.native = o.n AND i.state IN ('intent', 'cloned', 'in_doubt')
-		RETURNING o.prev, i.graph, i.logical, i.native, i.tree, i.state, i.op_id, i.created_at, i.updated_at, i.settled_at`,
+		RETURNING o.prev, o.prev_at, i.graph, i.logical, i.native, i.tree, i.state, i.op_id, i.created_at, i.updated_at, i.settled_at`,
 		p.Graph, p.Native, p.To)
 	var inc Incarnation
 	var settled *time.Time
-	err := row.Scan(&from, &inc.Graph, &inc.Logical, &inc.Native, &inc.Tree, &inc.State, &inc.OpID,
+	err := row.Scan(&from, &fromSince, &inc.Graph, &inc.Logical, &inc.Native, &inc.Tree, &inc.State, &inc.OpID,
 		&inc.CreatedAt, &inc.UpdatedAt, &settled)
 	if errors.Is(err, pgx.ErrNoRows) {
 		inc, err = scanIncarnation(tx.QueryRow(ctx,
@@ -64,7 +69,7 @@ func (c *Catalog) IncarnationSettleTx(ctx context.Context, tx pgx.Tx, p Incarnat
 	if err != nil {
 		return IncarnationSettleResult{}, c.wrap(what, err)
 	}
-	return IncarnationSettleResult{Incarnation: inc, From: from}, nil
+	return IncarnationSettleResult{Incarnation: inc, From: from, FromSince: fromSince}, nil
 }
 
 // KeyReclaimedParams asks whether cleanup reclaimed a key.

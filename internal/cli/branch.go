@@ -32,7 +32,7 @@ func (a *app) branchCommand() *cobra.Command {
 // typo is invalid (exit 2) before anything is contacted.
 func checkGraph(graph string) error {
 	if err := format.ValidateGraphName(graph); err != nil {
-		return outcome.Errorf(outcome.Invalid, "", "%v", err)
+		return outcome.Errorf(outcome.Invalid, "", "%s", describeInvalid(err))
 	}
 	return nil
 }
@@ -43,7 +43,7 @@ func checkBranch(graph, branch string) error {
 		return err
 	}
 	if err := format.ValidateBranchName(branch); err != nil {
-		return outcome.Errorf(outcome.Invalid, "", "%v", err)
+		return outcome.Errorf(outcome.Invalid, "", "%s", describeInvalid(err))
 	}
 	return nil
 }
@@ -91,6 +91,9 @@ it; one create per branch name runs at a time.`,
 			if detach && final {
 				return usageError{errors.New("--detach and --wait-settled are mutually exclusive")}
 			}
+			if err := req.Validate(); err != nil {
+				return err
+			}
 			if req.IdempotencyKey == "" {
 				req.IdempotencyKey = ulid.Make().String()
 			}
@@ -102,6 +105,7 @@ it; one create per branch name runs at a time.`,
 			if err != nil {
 				return err
 			}
+			a.startedOp = req.IdempotencyKey
 			if detach {
 				st := startedCreate{Graph: req.Graph, Branch: req.Branch, OpID: req.IdempotencyKey, WorkflowID: h.WorkflowID, RunID: h.RunID}
 				return a.emit(cmd, st, func(w io.Writer) error {
@@ -115,6 +119,10 @@ it; one create per branch name runs at a time.`,
 				res, err = h.WaitFinal(cmd.Context())
 			} else {
 				res, err = h.WaitCreateBranch(cmd.Context())
+			}
+			if h.Attached(res) && a.cfg.Output == outputText {
+				fmt.Fprintf(a.stderr, "graft: a create of %s in %s was already running as operation %s: this command followed it, "+
+					"and operation %s was not started\n", req.Branch, req.Graph, res.OpID, req.IdempotencyKey)
 			}
 			return a.createResult(cmd, req.Graph, req.Branch, res, err)
 		},
@@ -141,14 +149,21 @@ func checkSource(req client.CreateBranchRequest) error {
 	if n > 1 {
 		return usageError{errors.New("give at most one of --from-branch, --from-commit, --from-tag")}
 	}
-	if req.FromBranch != "" {
-		if err := format.ValidateBranchName(req.FromBranch); err != nil {
-			return outcome.Errorf(outcome.Invalid, "", "--from-branch: %v", err)
+	for _, f := range []struct{ flag, value string }{{"--from-branch", req.FromBranch}, {"--from-commit", req.FromCommit}, {"--from-tag", req.FromTag}} {
+		if f.value == "" {
+			continue
 		}
-	}
-	if req.FromTag != "" {
-		if err := format.ValidateTagName(req.FromTag); err != nil {
-			return outcome.Errorf(outcome.Invalid, "", "--from-tag: %v", err)
+		one := client.CreateBranchRequest{Graph: req.Graph, Branch: req.Branch}
+		switch f.flag {
+		case "--from-branch":
+			one.FromBranch = f.value
+		case "--from-commit":
+			one.FromCommit = f.value
+		default:
+			one.FromTag = f.value
+		}
+		if err := one.Validate(); err != nil {
+			return outcome.Errorf(outcome.Invalid, "", "%s: %s", f.flag, strings.TrimPrefix(err.(*outcome.Error).Message, "source "))
 		}
 	}
 	return nil
@@ -214,23 +229,15 @@ already landed. --no-wait returns once the signal is delivered.`,
 						return err
 					})
 			}
-			var res workflows.CreateBranchResult
-			run := c.Temporal().GetWorkflow(cmd.Context(), client.CreateBranchWorkflowID(graph, branch), "")
-			if err := run.Get(cmd.Context(), &res); err != nil {
-				return fmt.Errorf("wait for the create of %s/%s: %w", graph, branch, err)
+			res, err := c.AttachCreateBranch(cmd.Context(), graph, branch).WaitFinal(cmd.Context())
+			if o, ok := outcome.Of(err); ok && o == outcome.Unpublished {
+				return withNext(err, "the branch does not exist and this create will never publish it; "+
+					"run `graft branch create %s %s` to try again", graph, branch)
 			}
-			if res.Outcome != outcome.Created {
-				err = &outcome.Error{Outcome: res.Outcome, OpID: res.OpID, Message: res.Message}
-				if res.Outcome == outcome.Unpublished {
-					return withNext(err, "the branch does not exist and this create will never publish it; "+
-						"run `graft branch create %s %s` to try again", graph, branch)
-				}
-				return err
-			}
-			return a.createResult(cmd, graph, branch, res, nil)
+			return a.createResult(cmd, graph, branch, res, err)
 		},
 	}
-	cmd.Flags().StringVar(&reason, "reason", "abandoned by an operator", "why, recorded in the workflow's history")
+	cmd.Flags().StringVar(&reason, "reason", "graft branch abandon", "why, recorded in the workflow's history and the create's message")
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "return once the signal is delivered")
 	return cmd
 }
@@ -257,7 +264,7 @@ func (a *app) branchListCommand() *cobra.Command {
 			}
 			bs, err := client.NewReader(store).ListBranches(cmd.Context(), graph)
 			if err != nil {
-				return err
+				return a.storeRead(err, graph)
 			}
 			if bs == nil {
 				bs = []client.BranchInfo{}
@@ -289,6 +296,9 @@ func (a *app) branchShowCommand() *cobra.Command {
 				return err
 			}
 			d, err := client.NewReader(store).ShowBranch(cmd.Context(), graph, branch)
+			if graphMissing(err, graph) {
+				return a.storeRead(err, graph)
+			}
 			if o, ok := outcome.Of(err); ok && o == outcome.NotFound {
 				return withNext(err, "`graft branch list %s` lists the live branches; a create still running shows in `graft op list --graph %s`", graph, graph)
 			}
@@ -334,8 +344,15 @@ name the candidates when a branch needs repair (they report a conflict).`,
 				return usageError{errors.New("--keep NATIVE is required: the incarnation to keep live")}
 			}
 			if err := format.ValidateNative(req.Keep); err != nil {
-				return outcome.Errorf(outcome.Invalid, "", "--keep: %v", err)
+				return outcome.Errorf(outcome.Invalid, "", "--keep: %s", describeInvalid(err))
 			}
+			if err := req.Validate(); err != nil {
+				return err
+			}
+			if req.IdempotencyKey == "" {
+				req.IdempotencyKey = ulid.Make().String()
+			}
+			a.startedOp = req.IdempotencyKey
 			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err
@@ -389,6 +406,10 @@ their commits. A branch whose create is still settling is a conflict too.`,
 			if err := checkOpKey(req.IdempotencyKey); err != nil {
 				return err
 			}
+			if req.IdempotencyKey == "" {
+				req.IdempotencyKey = ulid.Make().String()
+			}
+			a.startedOp = req.IdempotencyKey
 			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err

@@ -112,13 +112,23 @@ returns; with --wait it shows progress on stderr and prints the result.`,
 				return err
 			}
 			if !wait {
-				st := map[string]string{"graph": req.Graph, "mode": string(req.Mode), "workflow_id": h.WorkflowID, "run_id": h.RunID}
+				opID, err := h.OperationID(cmd.Context())
+				if err != nil {
+					opID = ""
+				}
+				a.startedOp = opID
+				st := map[string]string{"graph": req.Graph, "mode": string(req.Mode), "op_id": opID, "workflow_id": h.WorkflowID, "run_id": h.RunID}
 				return a.emit(cmd, st, func(w io.Writer) error {
-					_, err := fmt.Fprintf(w, "started cleanup (%s) of %s\n  workflow  %s\n  run       %s\nfollow it in the Web UI, or run again with --wait\n",
-						req.Mode, req.Graph, h.WorkflowID, h.RunID)
+					follow := "follow it in the Web UI"
+					if opID != "" {
+						follow = fmt.Sprintf("wait for it with `graft op wait %s`", opID)
+					}
+					_, err := fmt.Fprintf(w, "started cleanup (%s) of %s\n  op        %s\n  workflow  %s\n%s\n",
+						req.Mode, req.Graph, orDash(opID), h.WorkflowID, follow)
 					return err
 				})
 			}
+			a.startedOp = h.OpID
 			var pr progressReporter = noProgress{}
 			if a.cfg.Output == outputText {
 				pr = newProgress(cmd.ErrOrStderr())
@@ -132,7 +142,7 @@ returns; with --wait it shows progress on stderr and prints the result.`,
 				}
 				return err
 			}
-			return a.emit(cmd, res, func(w io.Writer) error { return printCleanupResult(w, res) })
+			return a.emit(cmd, viewCleanup(res), func(w io.Writer) error { return printCleanupResult(w, res) })
 		},
 	}
 	pol.add(cmd.Flags())
@@ -144,7 +154,7 @@ returns; with --wait it shows progress on stderr and prints the result.`,
 }
 
 // waitWithProgress waits for the cleanup's result while feeding pr from the
-// workflow's progress query.
+// workflow's progress query; the last line is drawn from the result itself.
 func waitWithProgress(ctx context.Context, h *client.CleanupHandle, pr progressReporter) (workflows.CleanupResult, error) {
 	pctx, stop := context.WithCancel(ctx)
 	polled := make(chan struct{})
@@ -165,11 +175,11 @@ func waitWithProgress(ctx context.Context, h *client.CleanupHandle, pr progressR
 	stop()
 	<-polled
 	if err == nil {
-		// The final state, even when the run ended before the first poll: a
-		// closed workflow still answers queries.
-		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		showProgress(fctx, h, pr)
-		cancel()
+		if res.Mode == workflows.CleanupModeSweep {
+			pr.Update("done", res.Deleted.Keys(), res.Condemned.Keys())
+		} else {
+			pr.Update("done", res.PlanKeyCount, 0)
+		}
 	}
 	pr.Finish()
 	return res, err
@@ -179,7 +189,7 @@ func waitWithProgress(ctx context.Context, h *client.CleanupHandle, pr progressR
 // failed query draws nothing.
 func showProgress(ctx context.Context, h *client.CleanupHandle, pr progressReporter) {
 	p, err := h.Progress(ctx)
-	if err != nil {
+	if err != nil || ctx.Err() != nil {
 		return
 	}
 	switch p.Phase {
@@ -187,14 +197,41 @@ func showProgress(ctx context.Context, h *client.CleanupHandle, pr progressRepor
 		pr.Update("mark", int64(p.TablesDone), int64(p.TablesTotal))
 	case "sweep":
 		pr.Update("sweep", p.Deleted, p.Condemned)
-	case "done":
-		if p.Deleted == 0 { // a dry run or a mark: nothing was to be deleted
-			pr.Update("done", 0, 0)
-		} else {
-			pr.Update("done", p.Deleted, p.Condemned)
-		}
+	case "done": // drawn from the result
 	default:
 		pr.Update(p.Phase, 0, 0)
+	}
+}
+
+// cleanupView is a cleanup's result as -o json prints it: the workflow's
+// result, with durations as Go duration strings ("1h0m0s") instead of
+// nanoseconds.
+type cleanupView struct {
+	workflows.CleanupResult
+	Policy cleanupPolicyView `json:"policy"`
+	Mark   cleanupPhaseView  `json:"mark"`
+	Sweep  cleanupPhaseView  `json:"sweep"`
+}
+
+type cleanupPolicyView struct {
+	KeepNewest    int    `json:"keep_newest"`
+	KeepNewerThan string `json:"keep_newer_than"`
+	GuardWindow   string `json:"guard_window"`
+}
+
+type cleanupPhaseView struct {
+	Duration       string                   `json:"duration"`
+	Requests       *workflows.StoreRequests `json:"requests,omitempty"`
+	Activities     int                      `json:"activities,omitempty"`
+	ContinuedAsNew int                      `json:"continued_as_new,omitempty"`
+}
+
+func viewCleanup(r workflows.CleanupResult) cleanupView {
+	return cleanupView{
+		CleanupResult: r,
+		Policy:        cleanupPolicyView{KeepNewest: r.Policy.KeepNewest, KeepNewerThan: r.Policy.KeepNewerThan.String(), GuardWindow: r.Policy.GuardWindow.String()},
+		Mark:          cleanupPhaseView{Duration: r.Mark.Duration.String(), Requests: &r.Mark.Requests},
+		Sweep:         cleanupPhaseView{Duration: r.Sweep.Duration.String(), Activities: r.Sweep.Activities, ContinuedAsNew: r.Sweep.ContinuedAsNew},
 	}
 }
 
@@ -217,6 +254,22 @@ func printCleanupResult(w io.Writer, r workflows.CleanupResult) error {
 	fmt.Fprintf(tw, "  %s\t%d commits, %d versions, %d objects (%d bytes)\n", verb, c.Commits, c.Versions, c.Objects, c.Bytes)
 	d := r.Deleted
 	fmt.Fprintf(tw, "  deleted\t%d commits, %d versions, %d objects (%d bytes)\n", d.Commits, d.Versions, d.Objects, d.Bytes)
+	if r.Refused > 0 {
+		keys := make([]string, len(r.RefusedKeys))
+		for i, k := range r.RefusedKeys {
+			keys[i] = k.Key
+		}
+		more := ""
+		if int64(len(keys)) < r.Refused {
+			more = fmt.Sprintf(" and %d more", r.Refused-int64(len(keys)))
+		}
+		why := ""
+		if len(r.RefusedKeys) > 0 {
+			why = "; the store said: " + r.RefusedKeys[0].Reason
+		}
+		fmt.Fprintf(tw, "  not deleted\t%d key(s) the store refused to delete (a 403, an object lock): %s%s%s; they stay, and a later run tries again\n",
+			r.Refused, strings.Join(keys, ", "), more, why)
+	}
 	if len(r.SkippedUnsettled) > 0 {
 		fmt.Fprintf(tw, "  left alone\t%d tree(s) a pending operation may still name; settle them (`graft op wait`, `graft branch abandon`) to reclaim them\n",
 			len(r.SkippedUnsettled))

@@ -48,21 +48,40 @@ func addGlobalFlags(fs *pflag.FlagSet, c *Config) {
 	fs.StringVarP(&c.Output, flagOutput, "o", c.Output, envNames.Usage(flagOutput, "output format: text or json"))
 }
 
-// resolveConfig applies the environment to c and checks it. Every error names
-// the flag or variable it came from. TLS files are read only when Temporal is
-// dialled, so a command that does not need Temporal does not need them.
-func resolveConfig(fs *pflag.FlagSet, c *Config, lookup LookupEnv) error {
+// resolution is where the configuration's values came from.
+type resolution struct {
+	src *conncfg.Sources
+	// profile is the profile file read, nil when there was none.
+	profile *conncfg.Profile
+}
+
+// resolveConfig applies the environment, then the profile (the file `graft
+// dev` writes, found without a flag), to c and checks it. Every error names
+// the flag, variable or profile setting it came from. TLS files are read only
+// when Temporal is dialled, so a command that does not need Temporal does not
+// need them.
+func resolveConfig(fs *pflag.FlagSet, c *Config, lookup LookupEnv) (resolution, error) {
 	s, err := envNames.Bind(fs, lookup)
 	if err != nil {
-		return err
+		return resolution{src: s}, err
 	}
-	c.ReadDatabaseURL(lookup)
+	prof, err := conncfg.ReadProfile(conncfg.DefaultProfilePath(lookup))
+	if err != nil {
+		return resolution{src: s}, err
+	}
+	if err := prof.Apply(fs, s); err != nil {
+		return resolution{src: s, profile: prof}, err
+	}
+	if u := prof.DatabaseURL(); u != "" {
+		c.DatabaseURL = u
+	}
+	c.ReadDatabaseURL(lookup) // $DATABASE_URL wins over the profile
 	var errs []error
 	if c.Output != outputText && c.Output != outputJSON {
 		errs = append(errs, fmt.Errorf("%s: want text or json, got %q", s.Name(flagOutput), c.Output))
 	}
 	errs = append(errs, c.ValidateTemporal(s), c.ValidateLedger(s), c.ValidateStore(s))
-	return errors.Join(errs...)
+	return resolution{src: s, profile: prof}, errors.Join(errs...)
 }
 
 // workerConfig is the worker configuration `graft dev` runs in process: the

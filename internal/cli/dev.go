@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/internal/conncfg"
 	"github.com/graftworks/graft/internal/devstack"
 	"github.com/graftworks/graft/internal/tools"
 	"github.com/graftworks/graft/internal/workercmd"
@@ -38,6 +39,7 @@ const (
 type devOptions struct {
 	port, uiPort, metricsPort int
 	devDir                    string
+	noProfile                 bool
 }
 
 // devStarted is what `graft dev` prints once the stack is up (one JSON object
@@ -52,7 +54,9 @@ type devStarted struct {
 	DBSchema        string `json:"db_schema"`
 	Metrics         string `json:"metrics"`
 	DevDir          string `json:"dev_dir"`
-	TryCommand      string `json:"try"`
+	// Profile is the settings file written for this stack, "" when none was.
+	Profile    string `json:"profile,omitempty"`
+	TryCommand string `json:"try"`
 }
 
 func (a *app) devCommand() *cobra.Command {
@@ -72,7 +76,12 @@ Ctrl-C or SIGTERM, then stops everything:
 Temporal listens on 7233 and the UI on 8233 unless those are taken, then on
 free ports (--port and --ui-port insist on a port). The first run builds the
 Temporal CLI into the module's .bin/ (or $GRAFT_BIN_DIR), which takes minutes.
-dev prints the UI address and a first command to try.`,
+dev prints the UI address and a first command to try, and writes the
+stack's settings — Temporal's address, the store's absolute path, the
+ledger's database and --db-schema — to the profile other graft commands read
+when no flag or variable says otherwise ($GRAFT_CONFIG, by default
+~/.config/graft/config.json; --no-profile skips it), so they find this
+stack from any directory.`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.runDev(cmd, o)
@@ -83,6 +92,7 @@ dev prints the UI address and a first command to try.`,
 	f.IntVar(&o.uiPort, "ui-port", 0, "Temporal Web UI port (default 8233, or a free port when taken)")
 	f.IntVar(&o.metricsPort, "metrics-port", 0, "worker /metrics and /healthz port (default 9464, or a free port when taken)")
 	f.StringVar(&o.devDir, "dev-dir", "", "Temporal's database and the stack's logs (default <store-dir>/"+devDirName+")")
+	f.BoolVar(&o.noProfile, "no-profile", false, "do not write the profile ($"+conncfg.EnvProfile+", default ~/.config/graft/config.json) that points other graft commands at this stack")
 	return cmd
 }
 
@@ -174,6 +184,15 @@ func (a *app) runDev(cmd *cobra.Command, o devOptions) error {
 		Database: catalog.RedactURL(a.cfg.DatabaseURL), DBSchema: a.cfg.DBSchema,
 		Metrics: "http://" + wcfg.MetricsAddr + "/metrics", DevDir: devDir,
 		TryCommand: a.tryCommand(ts.HostPort),
+	}
+	if !o.noProfile {
+		if path := conncfg.DefaultProfilePath(a.lookup); path != "" {
+			if err := conncfg.WriteProfile(path, a.profileValues(ts.HostPort, ts.Namespace)); err != nil {
+				fmt.Fprintf(stderr, "graft dev: %v; other commands need this stack's flags: %s\n", err, info.TryCommand)
+			} else {
+				info.Profile, info.TryCommand = path, "graft graph init demo"
+			}
+		}
 	}
 	if err := a.emit(cmd, info, func(w io.Writer) error { return printDevBanner(w, info) }); err != nil {
 		return err
@@ -291,16 +310,55 @@ func waitHealthy(ctx context.Context, url string, workerDone chan error) error {
 }
 
 // tryCommand is a first command against this stack, with the flags it needs
-// when the stack is not on the defaults.
+// when no profile points at it and the stack is not on the defaults.
 func (a *app) tryCommand(hostPort string) string {
 	args := []string{"graft"}
 	if hostPort != workercmd.DefaultTemporalAddress {
 		args = append(args, "--temporal-address", hostPort)
 	}
 	if a.cfg.S3.Bucket == "" && a.cfg.StoreDir != workercmd.DefaultStoreDir {
-		args = append(args, "--store-dir", a.cfg.StoreDir)
+		dir, err := filepath.Abs(a.cfg.StoreDir)
+		if err != nil {
+			dir = a.cfg.StoreDir
+		}
+		args = append(args, "--store-dir", dir)
+	}
+	if a.cfg.DBSchema != "" {
+		args = append(args, "--db-schema", a.cfg.DBSchema)
 	}
 	return strings.Join(append(args, "graph", "init", "demo"), " ")
+}
+
+// profileValues are the settings other commands need to reach this stack.
+func (a *app) profileValues(hostPort, namespace string) map[string]string {
+	v := map[string]string{
+		conncfg.FlagTemporalAddress: hostPort,
+		conncfg.FlagNamespace:       namespace,
+		conncfg.FlagTaskQueue:       a.cfg.TaskQueue,
+		conncfg.FlagDBSchema:        a.cfg.DBSchema,
+		conncfg.ProfileDatabaseURL:  a.cfg.DatabaseURL,
+	}
+	if a.cfg.DBSchema == "" {
+		delete(v, conncfg.FlagDBSchema)
+	}
+	if a.cfg.S3.Bucket == "" {
+		dir, err := filepath.Abs(a.cfg.StoreDir)
+		if err != nil {
+			dir = a.cfg.StoreDir
+		}
+		v[conncfg.FlagStoreDir] = dir
+		return v
+	}
+	for flag, val := range map[string]string{conncfg.FlagS3Bucket: a.cfg.S3.Bucket, conncfg.FlagS3Endpoint: a.cfg.S3.Endpoint,
+		conncfg.FlagS3Prefix: a.cfg.S3.Prefix, conncfg.FlagS3Region: a.cfg.S3.Region} {
+		if val != "" {
+			v[flag] = val
+		}
+	}
+	if a.cfg.S3.PathStyle {
+		v[conncfg.FlagS3PathStyle] = "true"
+	}
+	return v
 }
 
 func printDevBanner(w io.Writer, d devStarted) error {
@@ -315,9 +373,16 @@ func printDevBanner(w io.Writer, d devStarted) error {
   ledger     %s (schema %s)
   metrics    %s
   logs       %s
-
+%s
 Try, in another shell:
   %s
-`, d.TemporalAddress, d.Namespace, d.TaskQueue, d.UI, d.Store, d.Database, schema, d.Metrics, d.DevDir, d.TryCommand)
+`, d.TemporalAddress, d.Namespace, d.TaskQueue, d.UI, d.Store, d.Database, schema, d.Metrics, d.DevDir, profileLine(d), d.TryCommand)
 	return err
+}
+
+func profileLine(d devStarted) string {
+	if d.Profile == "" {
+		return ""
+	}
+	return "  profile    " + d.Profile + " (graft commands in any directory use this stack)\n"
 }

@@ -1,7 +1,8 @@
 // Package cli is the graft command line: the cobra commands an operator runs
-// from a shell (graph init, table write, branch
+// from a shell (graph init, table write|objects, branch
 // create|list|show|delete|repair|abandon, merge, restore, tag
-// create|list|show|delete, cleanup run|schedule, op list|show|wait) and
+// create|list|show|delete, log, diff, cleanup run|schedule, op
+// list|show|wait|reconcile) and
 // `graft dev`, which runs the whole local stack in one process. cmd/starter
 // is a few lines around Main.
 //
@@ -10,7 +11,9 @@
 //     the same flag names and environment variables, a flag given on the
 //     command line wins over its variable, which wins over the default, and a
 //     bad value is a usage error naming the flag or variable, reported before
-//     anything is contacted. DATABASE_URL is read only from the environment.
+//     anything is contacted. DATABASE_URL is read only from the environment
+//     (or the profile). A profile file — the one `graft dev` writes, found
+//     without a flag — fills what flags and variables leave unset.
 //   - Every command accepts --output text|json (-o). A result goes to stdout;
 //     in json mode it is exactly one JSON object. An error goes to stderr,
 //     with the next step an operator should take; in json mode it is one JSON

@@ -35,6 +35,8 @@ type devStack struct {
 	// env points graft commands at this stack.
 	env      []string
 	storeDir string
+	// profile is where dev writes the stack's settings (GRAFT_CONFIG).
+	profile string
 }
 
 // startDev starts `graft dev -o json` and waits for its ready object. When
@@ -59,9 +61,10 @@ func startDev(t *testing.T, bin string) *devStack {
 		ports[i] = fmt.Sprint(p)
 	}
 	schema := catalogtest.NewSchema(t) // dropped after the stack stops (cleanups run last-in first-out)
-	d := &devStack{storeDir: filepath.Join(t.TempDir(), "store")}
+	d := &devStack{storeDir: filepath.Join(t.TempDir(), "store"), profile: filepath.Join(t.TempDir(), "graft", "config.json")}
 	common := []string{
 		"DATABASE_URL=" + catalogtest.DatabaseURL(), "GRAFT_DB_SCHEMA=" + schema, "GRAFT_STORE_DIR=" + d.storeDir,
+		"GRAFT_CONFIG=" + d.profile,
 	}
 	cmd := exec.Command(bin, "dev", "--port", ports[0], "--ui-port", ports[1], "--metrics-port", ports[2], "-o", "json")
 	cmd.Env = graftEnv(append(common, "GRAFT_BIN_DIR="+binDir)...)
@@ -133,6 +136,10 @@ func TestGraftBinary_EndToEnd_OnTheDevStack(t *testing.T) {
 		t.Errorf("dev suggests %q as a first command", d.info.TryCommand)
 	}
 
+	if d.info.Profile != d.profile || d.info.TryCommand != "graft graph init demo" {
+		t.Errorf("dev wrote profile %q (want %s) and suggests %q", d.info.Profile, d.profile, d.info.TryCommand)
+	}
+
 	const g = "e2e"
 	r := run("graph", "init", g, "-o", "json")
 	wantCode(t, r, 0)
@@ -185,22 +192,36 @@ func TestGraftBinary_EndToEnd_OnTheDevStack(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		r = run("cleanup", "run", g, "--dry-run", "--keep-newest", "1", "--wait", "-o", "json")
 		wantCode(t, r, 0)
-		cl := jsonOut[workflows.CleanupResult](t, r)
+		cl := jsonOut[cleanupView](t, r)
 		if cl.Outcome != outcome.Done || cl.Mode != workflows.CleanupModeDryRun || cl.Condemned.Commits != 1 ||
-			cl.Deleted.Keys() != 0 || cl.Kept.Head != 2 {
+			cl.Deleted.Keys() != 0 || cl.Kept.Head != 2 || cl.Policy.GuardWindow != "1h0m0s" || cl.Policy.KeepNewest != 1 {
 			t.Fatalf("dry run %d result %+v", i, cl)
 		}
 	}
 
-	// In text mode --wait draws progress on stderr from the workflow's
-	// progress query, ending with the run's final state.
+	// In text mode --wait reports progress on stderr from the workflow's
+	// progress query, ending with the run's final state; stderr is a pipe
+	// here, so as plain lines without control characters.
 	r = run("cleanup", "run", g, "--dry-run", "--keep-newest", "1", "--wait")
 	wantCode(t, r, 0)
 	if !strings.HasPrefix(r.stdout, "cleanup (dry_run) of "+g+": done\n") || !strings.Contains(r.stdout, "would condemn  1 commits") {
 		t.Fatalf("text dry run:\n%s", r)
 	}
-	if !strings.HasPrefix(r.stderr, "\r") || !strings.Contains(r.stderr, "done") || !strings.HasSuffix(r.stderr, "\n") {
-		t.Fatalf("no progress line ending in the done state on stderr: %q", r.stderr)
+	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+	if strings.ContainsAny(r.stderr, "\r\x1b") || !strings.HasPrefix(lines[len(lines)-1], "done") {
+		t.Fatalf("progress on a pipe: want plain lines ending in the done state, got %q", r.stderr)
+	}
+	// Without --wait, run prints the run's operation id, which op wait follows.
+	r = run("cleanup", "run", g, "--dry-run", "--keep-newest", "1", "-o", "json")
+	wantCode(t, r, 0)
+	started := jsonOut[map[string]string](t, r)
+	if started["op_id"] == "" {
+		t.Fatalf("cleanup run without --wait: %v", started)
+	}
+	r = run("op", "wait", started["op_id"], "-o", "json")
+	wantCode(t, r, 0)
+	if op := jsonOut[opView](t, r); op.Kind != "cleanup" || op.Outcome != "done" {
+		t.Fatalf("op wait of the started cleanup: %+v", op)
 	}
 
 	r = run("op", "list", "--graph", g, "-o", "json")
@@ -214,7 +235,7 @@ func TestGraftBinary_EndToEnd_OnTheDevStack(t *testing.T) {
 		}
 	}
 	slices.Sort(kinds)
-	if want := []string{"cleanup", "cleanup", "cleanup", "create_branch", "init_graph", "write_table"}; !slices.Equal(kinds, want) {
+	if want := []string{"cleanup", "cleanup", "cleanup", "cleanup", "create_branch", "init_graph", "write_table"}; !slices.Equal(kinds, want) {
 		t.Fatalf("op list kinds %v, want %v", kinds, want)
 	}
 	r = run("op", "wait", created.OpID, "-o", "json")
@@ -224,6 +245,25 @@ func TestGraftBinary_EndToEnd_OnTheDevStack(t *testing.T) {
 	}
 
 	findInVisibility(t, d.info, g, "feature/x")
+
+	t.Run("from another directory, the profile dev wrote is the only setting needed", func(t *testing.T) {
+		only := []string{"GRAFT_CONFIG=" + d.profile} // runGraft runs in a fresh directory
+		r := runGraft(t, bin, only, "branch", "list", g, "-o", "json")
+		wantCode(t, r, 0)
+		if list := jsonOut[branchList](t, r); len(list.Branches) != 2 {
+			t.Fatalf("branch list through the profile: %+v", list)
+		}
+		r = runGraft(t, bin, only, "op", "list", "--graph", g, "-o", "json") // --db-schema carried over
+		wantCode(t, r, 0)
+		if ops := jsonOut[opList](t, r); len(ops.Operations) == 0 {
+			t.Fatalf("op list through the profile found nothing")
+		}
+		// Without it, the CLI says which store it read and where that setting came from.
+		wantText(t, runGraft(t, bin, nil, "branch", "list", g), 6, "not_found", "store directory", "--store-dir")
+		empty := catalogtest.NewSchema(t)
+		wantText(t, runGraft(t, bin, []string{"DATABASE_URL=" + catalogtest.DatabaseURL(), "GRAFT_DB_SCHEMA=" + empty}, "op", "show", created.OpID),
+			1, "failure", "the ledger's tables are not in schema "+empty+" (from GRAFT_DB_SCHEMA)", "--db-schema")
+	})
 
 	t.Run("unknown graph is not_found (6)", func(t *testing.T) {
 		r := run("branch", "create", "no-such-graph", "b", "-o", "json")

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"go.temporal.io/api/serviceerror"
 
+	"github.com/graftworks/graft/client"
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/workflows"
 )
@@ -74,6 +78,7 @@ func classify(err error) Report {
 		ue    usageError
 		oe    *outcome.Error
 		unav  *unavailableError
+		we    *client.WorkflowError
 		nf    *serviceerror.NotFound
 		sunav *serviceerror.Unavailable
 	)
@@ -87,6 +92,13 @@ func classify(err error) Report {
 		r.Next = defaultNext(oe)
 	case errors.As(err, &unav):
 		r.Outcome, r.ExitCode, r.Next = outcomeUnavailable, outcome.ExitUnavailable, unav.next
+	case errors.As(err, &we):
+		r.Outcome, r.ExitCode, r.OpID, r.Message = outcomeFailure, outcome.ExitFailure, we.OpID, we.Error()
+		if we.Dependency != "" {
+			r.Outcome, r.ExitCode = outcomeUnavailable, outcome.ExitUnavailable
+			r.Message = fmt.Sprintf("the worker could not reach %s, so workflow %s %s: %s", we.Dependency, we.WorkflowID, we.Status, we.Cause)
+		}
+		r.Next = fmt.Sprintf("the workflow %s in the Web UI shows each step's failure", we.WorkflowID)
 	case errors.Is(err, catalog.ErrUnavailable):
 		r.Outcome, r.ExitCode = outcomeUnavailable, outcome.ExitUnavailable
 		r.Next = "check that Postgres is running and that $DATABASE_URL points at it"
@@ -107,7 +119,7 @@ func classify(err error) Report {
 	case errors.Is(err, context.Canceled):
 		r.Outcome, r.ExitCode = outcomeFailure, outcome.ExitFailure
 		r.Message = "interrupted: " + r.Message
-		r.Next = "an operation already started keeps running in Temporal; find it with `graft op list`"
+		r.Next = "nothing was started"
 	default:
 		r.Outcome, r.ExitCode = outcomeFailure, outcome.ExitFailure
 	}
@@ -141,4 +153,70 @@ func defaultNext(e *outcome.Error) string {
 		return "the store refused the request: check the bucket's permissions and policy for the worker's credentials"
 	}
 	return ""
+}
+
+// refineNext fits the next step of a failed or interrupted command to what
+// the ledger holds: an operation is pointed at only when its row exists.
+func (a *app) refineNext(ctx context.Context, r *Report, err error) {
+	var we *client.WorkflowError
+	interrupted := errors.Is(err, context.Canceled) && !errors.As(err, &we)
+	if !errors.As(err, &we) && !interrupted {
+		return
+	}
+	opID := r.OpID
+	if opID == "" {
+		opID = a.startedOp
+	}
+	if opID == "" {
+		return
+	}
+	r.OpID = opID
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	recorded, known := a.ledgerHas(lctx, opID)
+	switch {
+	case !known:
+		r.Next = fmt.Sprintf("`graft op show %s` says whether it recorded anything, once the ledger answers", opID)
+	case recorded && interrupted:
+		r.Next = fmt.Sprintf("operation %s keeps running in Temporal; follow it with `graft op wait %s`", opID, opID)
+	case recorded:
+		r.Next = fmt.Sprintf("`graft op show %s` says what the operation did and what it waits for; `graft op wait %s` follows it to its end",
+			opID, opID)
+	case interrupted:
+		r.Next = fmt.Sprintf("operation %s has recorded nothing yet; if it starts, `graft op wait %s` follows it", opID, opID)
+	default:
+		again := "run the command again"
+		if we != nil && we.Dependency != "" {
+			again += " once " + we.Dependency + " answers the worker"
+		}
+		r.Next = "nothing was recorded: the operation stopped before its first step wrote anything; " + again
+	}
+}
+
+// ledgerHas reports whether the ledger has a row for opID; known is false
+// when the ledger could not be asked.
+func (a *app) ledgerHas(ctx context.Context, opID string) (recorded, known bool) {
+	ops, err := a.ops(ctx, false)
+	if err != nil {
+		return false, false
+	}
+	_, err = ops.Show(ctx, opID)
+	if o, ok := outcome.Of(err); ok && o == outcome.NotFound {
+		return false, true
+	}
+	return err == nil, err == nil
+}
+
+// describeInvalid says what is wrong with a value, for a person: the rule it
+// breaks, without the format package's prefix.
+func describeInvalid(err error) string {
+	var ne *format.NameError
+	if errors.As(err, &ne) {
+		return fmt.Sprintf("invalid %s %q: %s", ne.What, ne.Name, ne.Reason)
+	}
+	var me *format.MalformedError
+	if errors.As(err, &me) && me.Field != "" {
+		return fmt.Sprintf("%s %s", me.Field, me.Reason)
+	}
+	return strings.TrimPrefix(err.Error(), "format: ")
 }

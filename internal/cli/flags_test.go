@@ -129,3 +129,43 @@ func TestOutcomesDoc_ListsEveryOutcomeWithItsExitCode_AndTheNewCommands(t *testi
 		}
 	}
 }
+
+func TestUsageErrors_NameTheCommand_SuggestTheOneMeant_GroupHelpWithoutGlobalFlags(t *testing.T) {
+	r := runOffline(t, "brnch", "list", "g")
+	wantText(t, r, 2, "invalid", `unknown command "brnch" for "graft"; did you mean "branch"?`)
+	r = runOffline(t, "branch", "lst", "g")
+	wantText(t, r, 2, "invalid", `did you mean "list"?`, "see `graft branch --help`")
+	r = runOffline(t, "branch", "create", "g")
+	wantText(t, r, 2, "invalid", "see `graft branch create --help`")
+	if strings.Contains(r.stderr, "<command>") {
+		t.Fatalf("the hint is a template, not a command:\n%s", r)
+	}
+	r = runOffline(t, "branch", "create", "g", "b", "--from-commit", "not-a-commit")
+	wantText(t, r, 2, "invalid", "--from-commit", "not-a-commit")
+	if strings.Contains(r.stderr, "format:") {
+		t.Fatalf("a package prefix leaks into the message:\n%s", r)
+	}
+
+	r = runOffline(t, "branch", "--help")
+	wantCode(t, r, 0)
+	if strings.Contains(r.stdout, "--temporal-address") || strings.Contains(r.stdout, "--s3-bucket") ||
+		!strings.Contains(r.stdout, `Global flags (connection settings, --output): see "graft --help"`) {
+		t.Fatalf("graft branch --help lists the global flags:\n%s", r.stdout)
+	}
+	if r := runOffline(t, "--help"); !strings.Contains(r.stdout, "--temporal-address") {
+		t.Fatalf("graft --help does not list the global flags:\n%s", r.stdout)
+	}
+}
+
+func TestReadCommands_MissingStoreDirectory_NotFoundNamingTheSetting_NothingCreated(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nowhere", ".graft-data")
+	for _, args := range [][]string{{"branch", "list", "g"}, {"tag", "list", "g"}, {"log", "g", "main"}} {
+		var stdout, stderr bytes.Buffer
+		code := Execute(context.Background(), append([]string{"--store-dir", missing}, args...), envOf(nil), &stdout, &stderr)
+		r := result{args: args, stdout: stdout.String(), stderr: stderr.String(), code: code}
+		wantText(t, r, 6, "not_found", "the store directory "+missing+" does not exist (from --store-dir)")
+	}
+	if _, err := os.Stat(filepath.Dir(missing)); !os.IsNotExist(err) {
+		t.Fatalf("a read created %s (%v)", filepath.Dir(missing), err)
+	}
+}

@@ -30,8 +30,12 @@ there (exit 0); a graph created by another operation is a conflict (exit 5).`,
 		Args: exactArgs("GRAPH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Graph = args[0]
-			if err := checkGraph(req.Graph); err != nil {
+			if err := req.Validate(); err != nil {
 				return err
+			}
+			a.startedOp = req.IdempotencyKey
+			if a.startedOp == "" {
+				a.startedOp = client.InitGraphWorkflowID(req.Graph)
 			}
 			c, err := a.client(cmd.Context())
 			if err != nil {

@@ -64,6 +64,11 @@ func (p *inProcess) run(t *testing.T, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	return p.runCtx(ctx, t, args...)
+}
+
+func (p *inProcess) runCtx(ctx context.Context, t *testing.T, args ...string) result {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	code := Execute(ctx, args, envOf(p.env), &stdout, &stderr)
 	return result{args: args, stdout: stdout.String(), stderr: stderr.String(), code: code}
@@ -96,11 +101,46 @@ func TestBranchCreate_RefPutNeverAnswers_ExitsInDoubtWithNextSteps_AbandonSettle
 		}
 	}
 
+	// A second create of the name, under another key, follows the running one
+	// and says so.
+	r = p.run(t, "branch", "create", "g", "feature/x", "--idempotency-key", "another-request")
+	if r.code != 4 || !strings.Contains(r.stderr, "was already running as operation "+rep.OpID) ||
+		!strings.Contains(r.stderr, "operation another-request was not started") {
+		t.Fatalf("a second create under another key:\n%s", r)
+	}
+
+	// op show names the native name, the phase and what it waits for; op list
+	// --stuck lists it, the same way.
 	r = p.run(t, "op", "show", rep.OpID, "-o", "json")
 	wantCode(t, r, 0)
-	if op := jsonOut[opView](t, r); op.State != "in_doubt" || op.Kind != "create_branch" {
-		t.Fatalf("ledger row while settling: %+v", op)
+	op := jsonOut[opView](t, r)
+	if op.State != "in_doubt" || op.Kind != "create_branch" || !strings.HasPrefix(op.Native, "feature/x.") ||
+		op.WitnessState != "in_doubt" || op.WaitsFor == "" || (op.Phase == "" && op.From != "history") {
+		t.Fatalf("op show while settling: %+v", op)
 	}
+	r = p.run(t, "op", "show", rep.OpID)
+	wantCode(t, r, 0)
+	for _, want := range []string{"state      in_doubt for", "native     " + op.Native + " (in_doubt)", "waits for"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("op show text lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r = p.run(t, "op", "list", "--stuck", "-o", "json")
+	wantCode(t, r, 0)
+	stuck := jsonOut[opList](t, r)
+	if len(stuck.Operations) != 1 || stuck.Operations[0].ID != rep.OpID || stuck.Operations[0].Stuck != "in_doubt" ||
+		stuck.Operations[0].Native != op.Native || stuck.Operations[0].WaitsFor == "" {
+		t.Fatalf("op list --stuck: %+v", stuck)
+	}
+	r = p.run(t, "op", "list", "--stuck")
+	wantCode(t, r, 0)
+	if !strings.Contains(r.stdout, rep.OpID) || !strings.Contains(r.stdout, "WAITS FOR") {
+		t.Fatalf("op list --stuck text:\n%s", r.stdout)
+	}
+
+	// A delete while the ref put is in doubt is a conflict naming the create,
+	// not not_found (docs/outcomes.md).
+	wantText(t, p.run(t, "branch", "delete", "g", "feature/x"), 5, "conflict", "still settling", rep.OpID)
 
 	wantText(t, p.run(t, "branch", "abandon", "g", "feature/x"), 3, "unpublished", "graft branch create g feature/x")
 
@@ -109,6 +149,11 @@ func TestBranchCreate_RefPutNeverAnswers_ExitsInDoubtWithNextSteps_AbandonSettle
 		t.Fatalf("op wait after abandon: %+v", final)
 	}
 	wantText(t, p.run(t, "branch", "show", "g", "feature/x"), 6, "not_found", "feature/x")
+	r = p.run(t, "op", "list", "--stuck", "-o", "json")
+	wantCode(t, r, 0)
+	if stuck := jsonOut[opList](t, r); len(stuck.Operations) != 0 {
+		t.Fatalf("op list --stuck after the settle: %+v", stuck)
+	}
 	var ops opList
 	r = p.run(t, "op", "list", "--kind", "create_branch", "-o", "json")
 	wantCode(t, r, 0)

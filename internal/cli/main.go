@@ -7,10 +7,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/graftworks/graft/client/outcome"
 )
 
 // Main runs graft with args (without the program name) and returns the exit
@@ -31,12 +34,15 @@ func Execute(ctx context.Context, args []string, lookup LookupEnv, stdout, stder
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
-	a.close()
+	ran, err := root.ExecuteContextC(ctx)
 	if err == nil {
+		a.close()
 		return 0
 	}
 	r := classify(err)
+	r.Next = strings.ReplaceAll(r.Next, "graft <command>", commandPath(ran, root))
+	a.refineNext(ctx, &r, err)
+	a.close()
 	a.writeError(r)
 	return r.ExitCode
 }
@@ -47,6 +53,10 @@ type app struct {
 	lookup         LookupEnv
 	stdout, stderr io.Writer
 	resolved       bool
+	res            resolution
+	// startedOp is the operation this invocation started (or attached to),
+	// so an interrupted or failed wait can point at it.
+	startedOp string
 	deps
 }
 
@@ -54,8 +64,11 @@ const rootLong = `graft runs branch operations on versioned data in object stora
 Temporal workflows, and shows what they did.
 
 Every global flag can also be set by the environment variable shown in
-brackets; a flag on the command line wins. The ledger's database comes only
-from DATABASE_URL. S3 credentials come from the AWS SDK's standard chain.
+brackets, or by the profile graft dev writes ($GRAFT_CONFIG, by default
+~/.config/graft/config.json); a flag on the command line wins over its
+variable, which wins over the profile. The ledger's database comes from
+DATABASE_URL (or the profile's database-url). S3 credentials come from the
+AWS SDK's standard chain.
 
 With --output json (-o json) a result is one JSON object on stdout and an
 error one JSON object on stderr. Exit codes: 0 ok, 1 failure, 2 invalid input
@@ -75,20 +88,26 @@ func (a *app) rootCommand() *cobra.Command {
 	}
 	asGroup(root)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetUsageTemplate(usageTemplate)
 	addGlobalFlags(root.PersistentFlags(), &a.cfg)
 	root.AddCommand(a.graphCommand(), a.tableCommand(), a.branchCommand(), a.mergeCommand(), a.restoreCommand(), a.tagCommand(),
-		a.cleanupCommand(), a.opCommand(), a.devCommand())
+		a.logCommand(), a.diffCommand(), a.cleanupCommand(), a.opCommand(), a.devCommand())
 	return root
 }
 
 // asGroup makes cmd a group: without a subcommand it prints its help; an
 // unknown subcommand is a usage error.
 func asGroup(cmd *cobra.Command) *cobra.Command {
+	cmd.SuggestionsMinimumDistance = 2
 	cmd.Args = func(cmd *cobra.Command, args []string) error {
-		if len(args) > 0 {
-			return usageError{fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())}
+		if len(args) == 0 {
+			return nil
 		}
-		return nil
+		err := fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			err = fmt.Errorf("%w; did you mean %s?", err, strings.Join(quoteAll(s), " or "))
+		}
+		return usageError{err}
 	}
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 	return cmd
@@ -121,7 +140,9 @@ func (a *app) prepare(cmd *cobra.Command, _ []string) error {
 	if cmd.Name() == "help" || cmd.Name() == "completion" || (cmd.Parent() != nil && cmd.Parent().Name() == "completion") {
 		return nil
 	}
-	if err := resolveConfig(cmd.Flags(), &a.cfg, a.lookup); err != nil {
+	res, err := resolveConfig(cmd.Flags(), &a.cfg, a.lookup)
+	a.res = res
+	if err != nil {
 		return usageError{err}
 	}
 	a.resolved = true
@@ -152,11 +173,7 @@ func (a *app) writeError(r Report) {
 		_ = writeJSON(a.stderr, r)
 		return
 	}
-	op := ""
-	if r.OpID != "" {
-		op = " (operation " + r.OpID + ")"
-	}
-	fmt.Fprintf(a.stderr, "graft: %s: %s%s\n", r.Outcome, r.Message, op)
+	fmt.Fprintf(a.stderr, "graft: %s: %s%s\n", r.Outcome, r.Message, outcome.OpSuffix(r.Message, r.OpID))
 	if r.Next != "" {
 		fmt.Fprintf(a.stderr, "next: %s\n", r.Next)
 	}
@@ -168,3 +185,44 @@ func writeJSON(w io.Writer, v any) error {
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
 }
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strconv.Quote(s)
+	}
+	return out
+}
+
+// commandPath names the command a hint points at: the one that ran, or
+// "graft" when the command line did not name one.
+func commandPath(ran, root *cobra.Command) string {
+	if ran == nil {
+		return root.Name()
+	}
+	return ran.CommandPath()
+}
+
+// usageTemplate is cobra's, with the global flags listed only by `graft
+// --help`: under every other command one line points at them, so a
+// group's subcommands are not buried under them.
+const usageTemplate = `Usage:{{if .Runnable}}
+  {{.UseLine}}{{end}}{{if .HasAvailableSubCommands}}
+  {{.CommandPath}} [command]{{end}}{{if gt (len .Aliases) 0}}
+
+Aliases:
+  {{.NameAndAliases}}{{end}}{{if .HasExample}}
+
+Examples:
+{{.Example}}{{end}}{{if .HasAvailableSubCommands}}
+
+Available Commands:{{range .Commands}}{{if (or .IsAvailableCommand (eq .Name "help"))}}
+  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{if .HasAvailableLocalFlags}}
+
+Flags:
+{{.LocalFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}{{if .HasAvailableInheritedFlags}}
+
+Global flags (connection settings, --output): see "graft --help".{{end}}{{if .HasAvailableSubCommands}}
+
+Use "{{.CommandPath}} [command] --help" for more information about a command.{{end}}
+`

@@ -46,7 +46,9 @@ func (r result) String() string {
 }
 
 // graftEnv is the environment every graft subprocess starts from: the test's,
-// without any variable graft reads, so the developer's settings never leak in.
+// without any variable graft reads, and with no profile unless extra names one
+// (GRAFT_CONFIG), so the developer's settings never leak in and `graft dev`
+// never writes the developer's profile.
 func graftEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
@@ -56,6 +58,7 @@ func graftEnv(extra ...string) []string {
 		}
 		env = append(env, kv)
 	}
+	env = append(env, "GRAFT_CONFIG=") // no profile
 	return append(env, extra...)
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/oklog/ulid/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/graftworks/graft/client"
@@ -60,6 +61,12 @@ head is that commit.`,
 			if err := checkOpKey(req.IdempotencyKey); err != nil {
 				return err
 			}
+			if err := req.Validate(); err != nil {
+				return err
+			}
+			if req.IdempotencyKey == "" {
+				req.IdempotencyKey = ulid.Make().String()
+			}
 			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err
@@ -68,6 +75,7 @@ head is that commit.`,
 			if err != nil {
 				return err
 			}
+			a.startedOp = h.OpID
 			var res workflows.MergeResult
 			if final {
 				res, err = h.WaitFinal(cmd.Context())
@@ -114,7 +122,7 @@ func mergeError(req client.MergeRequest, res workflows.MergeResult, err error) e
 	case outcome.Conflict:
 		var conflicts []workflows.MergeTable
 		for _, t := range res.Tables {
-			if t.Action == graph.TableConflict {
+			if t.Action == workflows.MergeConflict {
 				conflicts = append(conflicts, t)
 			}
 		}
@@ -208,11 +216,11 @@ func checkCommitFlag(flag, commit string) error {
 func checkCommitText(author, message string) error {
 	if author != "" {
 		if err := format.ValidateAuthor(author); err != nil {
-			return outcome.Errorf(outcome.Invalid, "", "--author: %v", err)
+			return outcome.Errorf(outcome.Invalid, "", "--author: %s", describeInvalid(err))
 		}
 	}
 	if err := format.ValidateMessage(message); err != nil {
-		return outcome.Errorf(outcome.Invalid, "", "--message: %v", err)
+		return outcome.Errorf(outcome.Invalid, "", "--message: %s", describeInvalid(err))
 	}
 	return nil
 }
@@ -223,7 +231,7 @@ func checkOpKey(key string) error {
 		return nil
 	}
 	if err := format.ValidateOp(key); err != nil {
-		return outcome.Errorf(outcome.Invalid, "", "--idempotency-key: %v", err)
+		return outcome.Errorf(outcome.Invalid, "", "--idempotency-key: %s", describeInvalid(err))
 	}
 	return nil
 }

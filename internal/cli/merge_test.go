@@ -10,7 +10,6 @@ import (
 	"github.com/graftworks/graft/client"
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/format"
-	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/workflows"
 )
@@ -68,7 +67,7 @@ func TestMergeTagRestoreDelete_EndToEnd_InProcess(t *testing.T) {
 	preview := jsonOut[workflows.MergeResult](t, r)
 	if !preview.Preview || !preview.Outcome.Success() || preview.Commit != "" || preview.OpID != "" ||
 		preview.TargetHead != mainWrite.Commit || preview.SourceHead != branchWrite.Commit ||
-		len(preview.Tables) != 1 || preview.Tables[0].Table != "orders" || preview.Tables[0].Action != graph.TableAdopt {
+		len(preview.Tables) != 1 || preview.Tables[0].Table != "orders" || preview.Tables[0].Action != workflows.MergeAdopt {
 		t.Fatalf("preview result %+v", preview)
 	}
 	if puts := p.store.Count(faults.OpPut).Attempted; puts != 0 {
@@ -209,7 +208,7 @@ func TestMerge_TableChangedOnBothSides_ExitsConflictListingTheTables_PreviewToo(
 		r := p.run(t, args...)
 		rep := jsonErr(t, r)
 		if rep.Outcome != "conflict" || rep.ExitCode != 5 || len(rep.Conflicts) != 1 || rep.Conflicts[0].Table != "events" ||
-			rep.Conflicts[0].Action != graph.TableConflict || rep.Conflicts[0].Source == "" || rep.Conflicts[0].Target == "" ||
+			rep.Conflicts[0].Action != workflows.MergeConflict || rep.Conflicts[0].Source == "" || rep.Conflicts[0].Target == "" ||
 			!strings.Contains(rep.Message, "conflicting tables: events") || !strings.Contains(rep.Next, "`graft merge "+g+" feature/y --into main --preview`") {
 			t.Fatalf("preview=%v: report %+v\n%s", preview, rep, r)
 		}

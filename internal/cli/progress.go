@@ -3,8 +3,11 @@ package cli
 import (
 	"fmt"
 	"io"
+	"os"
+	"strings"
+	"time"
 
-	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 )
 
 // progressReporter shows a long command's progress on stderr.
@@ -15,9 +18,18 @@ type progressReporter interface {
 	Finish()
 }
 
-// newProgress returns the reporter long commands draw on w: a
-// github.com/schollz/progressbar bar per phase, redrawn in place.
-func newProgress(w io.Writer) progressReporter { return &barProgress{w: w} }
+// newProgress returns the reporter long commands draw on w: one line
+// redrawn in place on a terminal, plain lines — one per phase, and one every
+// plainEvery while a phase lasts — anywhere else (a pipe, a log file), so no
+// control character ends up in a log.
+func newProgress(w io.Writer) progressReporter {
+	return &lineProgress{w: w, tty: isTerminal(w), now: time.Now}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
 
 // noProgress draws nothing (json output).
 type noProgress struct{}
@@ -25,47 +37,74 @@ type noProgress struct{}
 func (noProgress) Update(string, int64, int64) {}
 func (noProgress) Finish()                     {}
 
-// barProgress keeps one bar for the current phase; a new phase or total
-// starts a new bar on the same line.
-type barProgress struct {
-	w     io.Writer
-	bar   *progressbar.ProgressBar
-	phase string
-	total int64
-	done  int64
+// lineProgress draws the current phase and its count. It holds no goroutine:
+// a line is drawn only by Update, so nothing of an earlier phase is drawn
+// after the next one began.
+type lineProgress struct {
+	w   io.Writer
+	tty bool
+	now func() time.Time
+
+	phase       string
+	done, total int64
+	phaseStart  time.Time
+	lastPlain   time.Time
+	drawn       bool
 }
 
-const barWidth = 30
+const (
+	barWidth = 30
+	// plainEvery spaces the lines a non-terminal gets while a phase lasts.
+	plainEvery = 10 * time.Second
+)
 
-func (p *barProgress) Update(phase string, done, total int64) {
-	if p.bar != nil && phase == p.phase && total == p.total && done == p.done {
-		return
-	}
-	if p.bar == nil || phase != p.phase || total != p.total {
-		max := total
-		if max <= 0 {
-			max = -1 // unknown total: a spinner with a count
-		}
-		p.bar = progressbar.NewOptions64(max,
-			progressbar.OptionSetWriter(p.w),
-			progressbar.OptionSetDescription(fmt.Sprintf("%-8s", phase)),
-			progressbar.OptionSetWidth(barWidth),
-			progressbar.OptionShowCount(),
-			progressbar.OptionSetPredictTime(false),
-			progressbar.OptionSetRenderBlankState(true),
-		)
-		p.phase, p.total = phase, total
-	}
-	p.done = done
+func (p *lineProgress) Update(phase string, done, total int64) {
 	if total > 0 && done > total {
 		done = total
 	}
-	_ = p.bar.Set64(done)
+	now := p.now()
+	changed := phase != p.phase
+	if !changed && done == p.done && total == p.total && p.drawn {
+		return
+	}
+	if changed {
+		p.phaseStart = now
+	}
+	p.phase, p.done, p.total = phase, done, total
+	line := p.line(now)
+	if p.tty {
+		fmt.Fprintf(p.w, "\r\x1b[K%s", line)
+		p.drawn = true
+		return
+	}
+	if changed || now.Sub(p.lastPlain) >= plainEvery {
+		fmt.Fprintln(p.w, line)
+		p.lastPlain = now
+	}
 }
 
-func (p *barProgress) Finish() {
-	if p.bar != nil {
+// line is the current state, e.g. "sweep   [=====>     ] 512/1024 (50%) 12s".
+func (p *lineProgress) line(now time.Time) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-7s", p.phase)
+	switch {
+	case p.total > 0:
+		pct := p.done * 100 / p.total
+		if p.tty {
+			filled := int(p.done * barWidth / p.total)
+			b.WriteString(" [" + strings.Repeat("=", filled) + strings.Repeat(" ", barWidth-filled) + "]")
+		}
+		fmt.Fprintf(&b, " %d/%d (%d%%)", p.done, p.total, pct)
+	case p.done > 0:
+		fmt.Fprintf(&b, " %d", p.done)
+	}
+	fmt.Fprintf(&b, " %s", now.Sub(p.phaseStart).Round(time.Second))
+	return b.String()
+}
+
+func (p *lineProgress) Finish() {
+	if p.tty && p.drawn {
 		fmt.Fprintln(p.w)
 	}
-	p.bar, p.phase, p.total, p.done = nil, "", 0, 0
+	p.phase, p.done, p.total, p.drawn = "", 0, 0, false
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/oklog/ulid/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/graftworks/graft/client"
@@ -27,7 +28,7 @@ commit pins. History is kept: the earlier commit is named in the new
 commit's restored_from, and nothing is rewritten.
 
 Before anything else the head being replaced is tagged, by default
-backup/BRANCH/HEAD (--backup-tag names it, --no-backup skips it); a restore
+backup/BRANCH/<head commit id> (--backup-tag names it, --no-backup skips it); a restore
 of the same head reuses that tag. not_retained (exit 7) means cleanup
 reclaimed the commit or a version it pins, and nothing was written.
 in_doubt (exit 4) means a write answered ambiguously and the workflow is
@@ -54,6 +55,12 @@ makes the restore a conflict (exit 5) unless BRANCH's head is that commit.`,
 					return err
 				}
 			}
+			if err := req.Validate(); err != nil {
+				return err
+			}
+			if req.IdempotencyKey == "" {
+				req.IdempotencyKey = ulid.Make().String()
+			}
 			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err
@@ -62,6 +69,7 @@ makes the restore a conflict (exit 5) unless BRANCH's head is that commit.`,
 			if err != nil {
 				return err
 			}
+			a.startedOp = h.OpID
 			var res workflows.RestoreResult
 			if final {
 				res, err = h.WaitFinal(cmd.Context())
@@ -96,7 +104,7 @@ makes the restore a conflict (exit 5) unless BRANCH's head is that commit.`,
 	f.StringVar(&req.ToTag, "tag", "", "restore the table versions of the commit this tag names")
 	f.StringVar(&req.ExpectedHead, "expected-head", "", "conflict unless the branch's head is this commit id")
 	f.BoolVar(&req.NoBackup, "no-backup", false, "do not tag the head being replaced")
-	f.StringVar(&req.BackupTag, "backup-tag", "", "name of the backup tag (default backup/BRANCH/HEAD)")
+	f.StringVar(&req.BackupTag, "backup-tag", "", "name of the backup tag (default backup/BRANCH/<id of the head replaced>)")
 	f.StringVar(&req.Author, "author", "", `author of the restore commit (default "graft")`)
 	f.StringVarP(&req.Message, "message", "m", "", "message of the restore commit")
 	f.StringVar(&req.IdempotencyKey, "idempotency-key", "", "operation id; repeating it attaches to the first restore (default: a fresh ULID)")

@@ -17,9 +17,9 @@ import (
 func (a *app) tableCommand() *cobra.Command {
 	cmd := asGroup(&cobra.Command{
 		Use:   "table",
-		Short: "Write table versions",
+		Short: "Write table versions; list a version's objects",
 	})
-	cmd.AddCommand(a.tableWriteCommand())
+	cmd.AddCommand(a.tableWriteCommand(), a.tableObjectsCommand())
 	return cmd
 }
 
@@ -46,14 +46,18 @@ the write a conflict (exit 5) unless BRANCH's head is that commit.`,
 				return err
 			}
 			if err := format.ValidateTableName(req.Table); err != nil {
-				return outcome.Errorf(outcome.Invalid, "", "%v", err)
+				return outcome.Errorf(outcome.Invalid, "", "%s", describeInvalid(err))
 			}
 			if detach && final {
 				return usageError{errors.New("--detach and --wait-settled are mutually exclusive")}
 			}
+			if err := req.Validate(); err != nil {
+				return err
+			}
 			if req.IdempotencyKey == "" {
 				req.IdempotencyKey = ulid.Make().String()
 			}
+			a.startedOp = req.IdempotencyKey
 			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err

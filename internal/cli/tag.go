@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/oklog/ulid/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/graftworks/graft/client"
@@ -32,7 +33,7 @@ func checkTag(graph, name string) error {
 		return err
 	}
 	if err := format.ValidateTagName(name); err != nil {
-		return outcome.Errorf(outcome.Invalid, "", "%v", err)
+		return outcome.Errorf(outcome.Invalid, "", "%s", describeInvalid(err))
 	}
 	return nil
 }
@@ -67,6 +68,13 @@ answered ambiguously and the workflow is settling it.`,
 			if err := checkOpKey(req.IdempotencyKey); err != nil {
 				return err
 			}
+			if err := req.Validate(); err != nil {
+				return err
+			}
+			if req.IdempotencyKey == "" {
+				req.IdempotencyKey = ulid.Make().String()
+			}
+			a.startedOp = req.IdempotencyKey
 			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err
@@ -131,7 +139,7 @@ func (a *app) tagListCommand() *cobra.Command {
 			}
 			tags, err := client.NewReader(store).ListTags(cmd.Context(), graph, all)
 			if err != nil {
-				return err
+				return a.storeRead(err, graph)
 			}
 			if tags == nil {
 				tags = []client.TagInfo{}
@@ -212,6 +220,10 @@ not_found (exit 6) when there is no such tag or it was deleted already.`,
 			if err := checkOpKey(req.IdempotencyKey); err != nil {
 				return err
 			}
+			if req.IdempotencyKey == "" {
+				req.IdempotencyKey = ulid.Make().String()
+			}
+			a.startedOp = req.IdempotencyKey
 			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err

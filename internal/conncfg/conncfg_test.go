@@ -327,3 +327,46 @@ func TestSources_Nil_NamesTheFlag(t *testing.T) {
 		t.Errorf("nil sources: %q, %v", s.Name(FlagTLSCA), s.Given(FlagTLSCA))
 	}
 }
+
+func TestBind_Booleans_TakeYesNoOnOff_BadOnesSayWhatTheyWant(t *testing.T) {
+	for _, v := range []string{"yes", "On", "1", "true"} {
+		s, _, err := parse(t, nil, map[string]string{"GRAFT_S3_PATH_STYLE": v, "GRAFT_S3_BUCKET": "b"})
+		if err != nil || !s.S3.PathStyle {
+			t.Errorf("GRAFT_S3_PATH_STYLE=%s: path style %v, %v", v, s.S3.PathStyle, err)
+		}
+	}
+	_, _, err := parse(t, nil, map[string]string{"GRAFT_S3_PATH_STYLE": "sure", "GRAFT_DIAL_TIMEOUT": "5"})
+	wantContains(t, err, `GRAFT_S3_PATH_STYLE="sure": want true or false`, `GRAFT_DIAL_TIMEOUT="5": want a duration such as "10s"`)
+	if strings.Contains(err.Error(), "strconv") {
+		t.Errorf("error %q shows strconv's parse error", err)
+	}
+}
+
+func TestProfile_WriteThenRead_OwnerOnly_UnknownKeyNamed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "graft", "config.json")
+	if err := WriteProfile(path, map[string]string{"store-dir": "/srv/g", ProfileDatabaseURL: "postgres://x@y/z"}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.Stat(path)
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("profile mode %v, %v; want 0600", info.Mode(), err)
+	}
+	p, err := ReadProfile(path)
+	if err != nil || p.Values["store-dir"] != "/srv/g" || p.DatabaseURL() != "postgres://x@y/z" {
+		t.Fatalf("read back %+v, %v", p, err)
+	}
+	if p, err := ReadProfile(filepath.Join(t.TempDir(), "missing.json")); p != nil || err != nil {
+		t.Fatalf("a missing profile is none: %+v, %v", p, err)
+	}
+	if err := os.WriteFile(path, []byte(`{"store_dir": "/x"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = ReadProfile(path)
+	wantContains(t, err, path, `"store_dir"`)
+	if got := DefaultProfilePath(envOf(map[string]string{"HOME": "/h"})); got != "/h/.config/graft/config.json" {
+		t.Errorf("default path %q", got)
+	}
+	if got := DefaultProfilePath(envOf(map[string]string{"HOME": "/h", "XDG_CONFIG_HOME": "/x"})); got != "/x/graft/config.json" {
+		t.Errorf("XDG path %q", got)
+	}
+}

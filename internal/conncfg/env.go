@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/spf13/pflag"
 )
@@ -53,7 +54,7 @@ func (e Env) Bind(fs *pflag.FlagSet, lookup LookupEnv, emptyIsValue ...string) (
 		if !set || (v == "" && !slices.Contains(emptyIsValue, f.Name)) {
 			return
 		}
-		if err := f.Value.Set(v); err != nil {
+		if err := setValue(f, v); err != nil {
 			errs = append(errs, fmt.Errorf("%s=%q: %v", env, v, err))
 			return
 		}
@@ -91,4 +92,26 @@ func (s *Sources) Given(flag string) bool {
 	}
 	_, ok := s.from[flag]
 	return ok
+}
+
+// setValue sets a flag from a variable's or a profile's text. A boolean
+// also takes yes/no and on/off, and a bad one says what it wants rather than
+// strconv's parse error; a bad duration says what one looks like.
+func setValue(f *pflag.Flag, v string) error {
+	switch f.Value.Type() {
+	case "bool":
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "1", "t", "true", "yes", "y", "on":
+			return f.Value.Set("true")
+		case "0", "f", "false", "no", "n", "off":
+			return f.Value.Set("false")
+		}
+		return errors.New("want true or false (also yes/no, on/off, 1/0)")
+	case "duration":
+		if err := f.Value.Set(v); err != nil {
+			return errors.New(`want a duration such as "10s", "2m" or "1h30m"`)
+		}
+		return nil
+	}
+	return f.Value.Set(v)
 }

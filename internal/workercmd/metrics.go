@@ -15,13 +15,15 @@ import (
 
 // Metrics is the worker's Prometheus registry: graft's own metrics, the
 // Temporal SDK's (through SDKHandler) and the Go runtime's. It implements
-// activities.Observer. It is safe for concurrent use.
+// activities.Observer. What the ledger knows — operations in doubt, their
+// age, unsettled witnesses, keys cleanup deleted — is read from the ledger on
+// every scrape (ledger.go), so every worker reports the same figures and a
+// restarted one reports them at once. It is safe for concurrent use.
 type Metrics struct {
 	registry   *prometheus.Registry
 	operations *prometheus.CounterVec
-	inDoubt    prometheus.Gauge
 	settle     *prometheus.HistogramVec
-	swept      prometheus.Counter
+	ledger     *ledgerCollector
 	sdk        *sdkCollector
 }
 
@@ -41,20 +43,13 @@ func NewMetrics() *Metrics {
 			Name: "graft_operations_total",
 			Help: "Operations that reached a definitive outcome, by kind and outcome.",
 		}, []string{"kind", "outcome"}),
-		inDoubt: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "graft_in_doubt",
-			Help: "Incarnations this worker marked in doubt minus those it settled since it started.",
-		}),
 		settle: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "graft_settle_seconds",
 			Help:    "How long an in-doubt step stayed in doubt before it settled, by operation kind.",
 			Buckets: settleBuckets,
 		}, []string{"kind"}),
-		swept: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "graft_objects_swept_total",
-			Help: "Objects deleted by cleanup sweeps.",
-		}),
-		sdk: newSDKCollector(),
+		ledger: newLedgerCollector(),
+		sdk:    newSDKCollector(),
 	}
 	for _, k := range catalog.OperationKinds {
 		for _, o := range catalog.Outcomes {
@@ -63,7 +58,7 @@ func NewMetrics() *Metrics {
 		m.settle.WithLabelValues(string(k))
 	}
 	m.registry.MustRegister(
-		m.operations, m.inDoubt, m.settle, m.swept, m.sdk,
+		m.operations, m.settle, m.ledger, m.sdk,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -75,20 +70,23 @@ func (m *Metrics) OperationFinished(kind, outcome string) {
 	m.operations.WithLabelValues(kind, outcome).Inc()
 }
 
-// InDoubt moves the in-doubt gauge by delta.
-func (m *Metrics) InDoubt(delta int) { m.inDoubt.Add(float64(delta)) }
+// InDoubt is part of activities.Observer; graft_in_doubt is read from the
+// ledger on scrape instead of kept per process, which read -1 after a
+// restart, so a process's own count is not kept.
+func (m *Metrics) InDoubt(int) {}
 
 // Settled records how long an in-doubt step of kind was in doubt.
 func (m *Metrics) Settled(kind string, after time.Duration) {
 	m.settle.WithLabelValues(kind).Observe(after.Seconds())
 }
 
-// ObjectsSwept counts n objects deleted by a cleanup sweep.
-func (m *Metrics) ObjectsSwept(n int) {
-	if n > 0 {
-		m.swept.Add(float64(n))
-	}
-}
+// ObjectsSwept is part of activities.Observer; graft_objects_swept_total is
+// read from the ledger's record of deleted keys on scrape.
+func (m *Metrics) ObjectsSwept(int) {}
+
+// AttachLedger makes every scrape read the ledger's figures from cat; nil
+// detaches it (the figures are then left out, and graft_ledger_up is 0).
+func (m *Metrics) AttachLedger(cat LedgerReader) { m.ledger.attach(cat) }
 
 // SDKHandler returns the handler to give the Temporal client, whose metrics
 // then appear in this registry.

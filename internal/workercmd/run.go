@@ -95,6 +95,8 @@ func run(ctx context.Context, cfg Config, opts RunOptions, log *slog.Logger) err
 	defer cat.Close()
 	health.catalog.Store(cat)
 	defer health.catalog.Store(nil) // runs before Close
+	metrics.AttachLedger(cat)
+	defer metrics.AttachLedger(nil)
 
 	store, err := cfg.OpenStore(ctx)
 	if err != nil {

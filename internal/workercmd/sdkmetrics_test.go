@@ -93,25 +93,16 @@ func TestMetrics_Observer_UpdatesGraftMetrics(t *testing.T) {
 	body := scrape(t, m)
 	// Present at zero before anything happened, so alerts can be written against them.
 	wantLine(t, body, `graft_operations_total\{kind="create_branch",outcome="created"\} 0`)
-	wantLine(t, body, `graft_in_doubt 0`)
 	wantLine(t, body, `graft_settle_seconds_count\{kind="create_branch"\} 0`)
-	wantLine(t, body, `graft_objects_swept_total 0`)
 
 	m.OperationFinished("create_branch", "created")
 	m.OperationFinished("create_branch", "created")
 	m.OperationFinished("create_branch", "in_doubt")
-	m.InDoubt(+1)
-	m.InDoubt(+1)
-	m.InDoubt(-1)
 	m.Settled("create_branch", 90*time.Second)
-	m.ObjectsSwept(12)
-	m.ObjectsSwept(0)
 
 	body = scrape(t, m)
 	wantLine(t, body, `graft_operations_total\{kind="create_branch",outcome="created"\} 2`)
 	wantLine(t, body, `graft_operations_total\{kind="create_branch",outcome="in_doubt"\} 1`)
-	wantLine(t, body, `graft_in_doubt 1`)
 	wantLine(t, body, `graft_settle_seconds_bucket\{kind="create_branch",le="60"\} 0`)
 	wantLine(t, body, `graft_settle_seconds_bucket\{kind="create_branch",le="120"\} 1`)
-	wantLine(t, body, `graft_objects_swept_total 12`)
 }

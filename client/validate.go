@@ -1,0 +1,195 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/internal/format"
+)
+
+// Every request is checked here with the rules the workflows apply
+// (docs/format.md's name rules, commit id syntax, author and message limits)
+// before anything is contacted: a bad input is an *outcome.Error with outcome
+// invalid, and no workflow is started, no ledger row written.
+
+// invalid builds the invalid error for a field's check, or nil.
+func invalid(field string, err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := describeInvalid(err)
+	if field != "" {
+		msg = field + ": " + msg
+	}
+	return outcome.Errorf(outcome.Invalid, "", "%s", msg)
+}
+
+// describeInvalid says what is wrong with a value, for a person: the rule
+// broken, without the format package's prefix.
+func describeInvalid(err error) string {
+	var ne *format.NameError
+	if errors.As(err, &ne) {
+		return fmt.Sprintf("invalid %s %q: %s", ne.What, ne.Name, ne.Reason)
+	}
+	var me *format.MalformedError
+	if errors.As(err, &me) && me.Field != "" {
+		return fmt.Sprintf("%s %s", me.Field, me.Reason)
+	}
+	return strings.TrimPrefix(err.Error(), "format: ")
+}
+
+// firstInvalid returns the first failed check.
+func firstInvalid(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkGraph(graph string) error   { return invalid("", format.ValidateGraphName(graph)) }
+func checkBranch(branch string) error { return invalid("", format.ValidateBranchName(branch)) }
+func checkTag(field, tag string) error {
+	return invalid(field, format.ValidateTagName(tag))
+}
+
+// checkCommit checks a commit id, when given.
+func checkCommit(field, id string) error {
+	if id == "" {
+		return nil
+	}
+	_, err := format.ParseCommitID(id)
+	return invalid(field, err)
+}
+
+// checkCommitText checks a commit's author and message, when given.
+func checkCommitText(author, message string) error {
+	if author != "" {
+		if err := invalid("", format.ValidateAuthor(author)); err != nil {
+			return err
+		}
+	}
+	return invalid("", format.ValidateMessage(message))
+}
+
+// checkKey checks a caller's idempotency key, when given.
+func checkKey(key string) error {
+	if key == "" {
+		return nil
+	}
+	return invalid("idempotency key", format.ValidateOp(key))
+}
+
+// Validate checks the request as graft.CreateBranch would, without contacting
+// anything: names, at most one source, a source commit's id, a source tag's
+// name, the author and message of the fork commit, the idempotency key.
+func (r CreateBranchRequest) Validate() error {
+	n := 0
+	for _, s := range []string{r.FromBranch, r.FromCommit, r.FromTag} {
+		if s != "" {
+			n++
+		}
+	}
+	if n > 1 {
+		return outcome.Errorf(outcome.Invalid, "", "give at most one source: a branch, a commit or a tag")
+	}
+	var from error
+	switch {
+	case r.FromBranch != "":
+		from = invalid("source branch", format.ValidateBranchName(r.FromBranch))
+	case r.FromCommit != "":
+		from = checkCommit("source commit", r.FromCommit)
+	case r.FromTag != "":
+		from = checkTag("source tag", r.FromTag)
+	}
+	return firstInvalid(checkGraph(r.Graph), checkBranch(r.Branch), from, checkCommitText(r.Author, r.Message), checkKey(r.IdempotencyKey))
+}
+
+func checkCreateBranch(r CreateBranchRequest) error { return r.Validate() }
+
+// Validate checks the request as graft.Merge would, without contacting anything.
+func (r MergeRequest) Validate() error {
+	if err := firstInvalid(checkGraph(r.Graph), invalid("source", format.ValidateBranchName(r.Source)),
+		invalid("target", format.ValidateBranchName(r.Target))); err != nil {
+		return err
+	}
+	if r.Source == r.Target {
+		return outcome.Errorf(outcome.Invalid, "", "cannot merge %q into itself", r.Source)
+	}
+	return firstInvalid(checkCommit("expected head", r.ExpectedHead), checkCommitText(r.Author, r.Message), checkKey(r.IdempotencyKey))
+}
+
+// Validate checks the request as graft.Restore would, without contacting anything.
+func (r RestoreRequest) Validate() error {
+	if err := firstInvalid(checkGraph(r.Graph), checkBranch(r.Branch)); err != nil {
+		return err
+	}
+	var to error
+	switch {
+	case (r.ToCommit == "") == (r.ToTag == ""):
+		return outcome.Errorf(outcome.Invalid, "", "give exactly one of a commit id and a tag to restore to")
+	case r.ToCommit != "":
+		to = checkCommit("commit", r.ToCommit)
+	default:
+		to = checkTag("tag", r.ToTag)
+	}
+	if r.NoBackup && r.BackupTag != "" {
+		return outcome.Errorf(outcome.Invalid, "", "no backup and a backup tag name are mutually exclusive")
+	}
+	var backup error
+	if r.BackupTag != "" {
+		backup = checkTag("backup tag", r.BackupTag)
+	}
+	return firstInvalid(to, checkCommit("expected head", r.ExpectedHead), backup,
+		checkCommitText(r.Author, r.Message), checkKey(r.IdempotencyKey))
+}
+
+// Validate checks the request as graft.DeleteBranch would, without contacting anything.
+func (r DeleteBranchRequest) Validate() error {
+	return firstInvalid(checkGraph(r.Graph), checkBranch(r.Branch), checkKey(r.IdempotencyKey))
+}
+
+// Validate checks the request as graft.CreateTag would, without contacting anything.
+func (r CreateTagRequest) Validate() error {
+	if err := firstInvalid(checkGraph(r.Graph), checkTag("", r.Name)); err != nil {
+		return err
+	}
+	if r.Commit != "" && r.Branch != "" {
+		return outcome.Errorf(outcome.Invalid, "", "give a commit id or a branch, not both")
+	}
+	var what error
+	if r.Branch != "" {
+		what = invalid("branch", format.ValidateBranchName(r.Branch))
+	}
+	return firstInvalid(checkCommit("commit", r.Commit), what, checkKey(r.IdempotencyKey))
+}
+
+// Validate checks the request as graft.DeleteTag would, without contacting anything.
+func (r DeleteTagRequest) Validate() error {
+	return firstInvalid(checkGraph(r.Graph), checkTag("", r.Name), checkKey(r.IdempotencyKey))
+}
+
+// Validate checks the request as graft.InitGraph would, without contacting anything.
+func (r InitGraphRequest) Validate() error {
+	var author error
+	if r.Author != "" {
+		author = invalid("", format.ValidateAuthor(r.Author))
+	}
+	return firstInvalid(checkGraph(r.Graph), author, checkKey(r.IdempotencyKey))
+}
+
+// Validate checks the request as graft.RepairBranch would, without contacting anything.
+func (r RepairBranchRequest) Validate() error {
+	return firstInvalid(checkGraph(r.Graph), checkBranch(r.Branch), invalid("keep", format.ValidateNative(r.Keep)), checkKey(r.IdempotencyKey))
+}
+
+// validOpOrEmpty checks an operation id, when given.
+func validOpOrEmpty(id string) error {
+	if id == "" {
+		return nil
+	}
+	return format.ValidateOp(id)
+}

@@ -1,0 +1,215 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/internal/catalog"
+)
+
+// OperationDetail is an operation with what it is doing: the phase it is in
+// and what it waits for, from the ledger and — while its workflow runs — from
+// the workflow itself.
+type OperationDetail struct {
+	Operation
+	// Stuck says why Stuck lists it: in_doubt, parked (an unfinished state
+	// other than running and in_doubt), or running_long; "" from Detail for
+	// an operation that is none of these.
+	Stuck string `json:"stuck,omitempty"`
+	// Age is how long ago the operation was recorded; InStateFor how long
+	// it has been in its current state.
+	Age        time.Duration `json:"age"`
+	InStateFor time.Duration `json:"in_state_for"`
+	// Phase is the step the workflow reports (prepare, publish, settle, …).
+	Phase string `json:"phase,omitempty"`
+	// Native and WitnessState are a create's newest incarnation and its
+	// witness state (intent, cloned, in_doubt, live, …).
+	Native       string `json:"native,omitempty"`
+	WitnessState string `json:"witness_state,omitempty"`
+	// WaitsFor says what the operation waits for, for a person.
+	WaitsFor string `json:"waits_for,omitempty"`
+	// From says where Phase and WaitsFor came from: "workflow" (its status
+	// query), "history" (its pending step or task, when the workflow could
+	// not answer), or "ledger".
+	From string `json:"from,omitempty"`
+	// Workflow is the workflow's status when it could be described
+	// (running, completed, failed, terminated, …).
+	Workflow string `json:"workflow,omitempty"`
+	// Extra holds ledger columns this client does not know, by name.
+	Extra map[string]json.RawMessage `json:"extra,omitempty"`
+}
+
+// StuckFilter selects the operations Stuck lists.
+type StuckFilter struct {
+	Graph string
+	// RunningFor is how long a running operation may run before it is
+	// listed. Defaults to 10 minutes.
+	RunningFor time.Duration
+	// Limit caps the operations returned, oldest first. Defaults to 100.
+	Limit int
+}
+
+// Stuck lists, oldest first, the operations that are not moving on by
+// themselves, or not quickly: in doubt, parked, or running longer than
+// f.RunningFor — each with its phase and what it waits for.
+func (o *Ops) Stuck(ctx context.Context, f StuckFilter) ([]OperationDetail, error) {
+	if f.RunningFor < 0 {
+		return nil, outcome.Errorf(outcome.Invalid, "", "running-for must not be negative, got %s", f.RunningFor)
+	}
+	views, err := o.cat.OperationStuckList(ctx, catalog.OperationStuckParams{Graph: f.Graph, RunningFor: f.RunningFor, Limit: f.Limit})
+	if errors.Is(err, catalog.ErrInvalid) {
+		return nil, outcome.Errorf(outcome.Invalid, "", "%v", err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list stuck operations: %w", err)
+	}
+	out := make([]OperationDetail, len(views))
+	for i, v := range views {
+		out[i] = o.detail(ctx, v)
+		switch out[i].State {
+		case OperationInDoubt:
+			out[i].Stuck = "in_doubt"
+		case OperationRunning:
+			out[i].Stuck = "running_long"
+		default:
+			out[i].Stuck = "parked"
+		}
+	}
+	return out, nil
+}
+
+// Detail returns one operation with its phase and what it waits for; an
+// unknown id is an *outcome.Error with outcome not_found.
+func (o *Ops) Detail(ctx context.Context, id string) (OperationDetail, error) {
+	v, err := o.cat.OperationViewGet(ctx, id)
+	if errors.Is(err, catalog.ErrNotFound) {
+		return OperationDetail{}, outcome.Errorf(outcome.NotFound, "", "operation %q does not exist", id)
+	}
+	if err != nil {
+		return OperationDetail{}, fmt.Errorf("show operation %s: %w", id, err)
+	}
+	return o.detail(ctx, v), nil
+}
+
+// ledgerWaitsFor names the extra columns a later migration may add that say
+// what an operation waits for, most specific first.
+var ledgerWaitsFor = []string{"waits_for", "waiting_for", "pending", "parked_reason", "reason"}
+
+// detail fills what the ledger row says, then what the running workflow says.
+func (o *Ops) detail(ctx context.Context, v catalog.OperationView) OperationDetail {
+	now := time.Now()
+	d := OperationDetail{
+		Operation: operationOf(v.Operation), Native: v.Native, WitnessState: string(v.WitnessState), Extra: v.Extra,
+		Age: now.Sub(v.CreatedAt).Round(time.Second), InStateFor: now.Sub(v.UpdatedAt).Round(time.Second),
+	}
+	if s := extraString(v.Extra, "phase"); s != "" {
+		d.Phase, d.From = s, "ledger"
+	}
+	for _, k := range ledgerWaitsFor {
+		if s := extraString(v.Extra, k); s != "" {
+			d.WaitsFor, d.From = s, "ledger"
+			break
+		}
+	}
+	if d.State == OperationDone {
+		return d
+	}
+	if d.WaitsFor == "" {
+		d.WaitsFor, d.From = ledgerStory(d), "ledger"
+	}
+	if o.c == nil || d.WorkflowID == "" {
+		return d
+	}
+	o.c.describeInto(ctx, &d)
+	return d
+}
+
+// ledgerStory is what the ledger alone says an unfinished operation waits for.
+func ledgerStory(d OperationDetail) string {
+	switch {
+	case d.State == OperationInDoubt && d.Native != "":
+		return fmt.Sprintf("a write may still land (witness %s is %s); the workflow settles it, or `graft branch abandon` fences it",
+			d.Native, d.WitnessState)
+	case d.State == OperationInDoubt:
+		return "a write may still land; the workflow settles it by reading back and re-issuing it"
+	case d.State == OperationRunning:
+		return "its workflow's next step"
+	}
+	return fmt.Sprintf("the ledger has it %s", d.State)
+}
+
+// describeInto asks the operation's workflow what it is doing: its status
+// query first, then — when the workflow cannot answer — its description
+// (the pending step's last failure, a task no worker picked up, or how it
+// closed). Every call is bounded by Options.QueryTimeout.
+func (c *Client) describeInto(ctx context.Context, d *OperationDetail) {
+	var st Status
+	if err := c.queryStatus(ctx, d.WorkflowID, "", &st); err == nil && st.Phase != "" {
+		d.Phase, d.From = st.Phase, "workflow"
+		if st.Pending != "" {
+			d.WaitsFor = st.Pending
+		}
+		if d.Native == "" {
+			d.Native = st.Native
+		}
+		d.Workflow = "running"
+	}
+	dctx, cancel := context.WithTimeout(ctx, c.opts.QueryTimeout)
+	defer cancel()
+	desc, err := c.tc.DescribeWorkflowExecution(dctx, d.WorkflowID, "")
+	if err != nil {
+		return
+	}
+	status := desc.GetWorkflowExecutionInfo().GetStatus()
+	d.Workflow = strings.ToLower(strings.TrimPrefix(status.String(), "WORKFLOW_EXECUTION_STATUS_"))
+	if status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		d.WaitsFor, d.From = fmt.Sprintf("its workflow is %s but the ledger row is %s: `graft op reconcile` settles it as the workflow would have",
+			d.Workflow, d.State), "history"
+		return
+	}
+	if d.From == "workflow" {
+		return
+	}
+	for _, pa := range desc.GetPendingActivities() {
+		what := "step " + pa.GetActivityType().GetName()
+		if f := pa.GetLastFailure(); f != nil {
+			d.WaitsFor = fmt.Sprintf("%s, retrying (attempt %d) after: %s", what, pa.GetAttempt(), oneLine(f.GetMessage()))
+		} else {
+			d.WaitsFor = what + " to finish"
+		}
+		d.From = "history"
+		return
+	}
+	if wft := desc.GetPendingWorkflowTask(); wft != nil {
+		switch wft.GetState() {
+		case enumspb.PENDING_WORKFLOW_TASK_STATE_SCHEDULED:
+			d.WaitsFor = "a worker to pick up its next task: is a graft worker polling task queue " +
+				desc.GetExecutionConfig().GetTaskQueue().GetName() + "?"
+		default:
+			d.WaitsFor = fmt.Sprintf("its current task (attempt %d), which does not answer queries: a step is retrying inside it", wft.GetAttempt())
+		}
+		d.From = "history"
+	}
+}
+
+func extraString(extra map[string]json.RawMessage, key string) string {
+	raw, ok := extra[key]
+	if !ok {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	if string(raw) == "null" {
+		return ""
+	}
+	return string(raw)
+}
