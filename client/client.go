@@ -52,7 +52,7 @@ func New(tc sdkclient.Client, o Options) *Client {
 	if o.PollInterval <= 0 {
 		o.PollInterval = time.Second
 	}
-	return &Client{tc: tc, opts: o}
+	return &Client{tc: endShapeClient{tc}, opts: o}
 }
 
 // Temporal returns the underlying Temporal client.

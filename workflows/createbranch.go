@@ -174,11 +174,12 @@ func (r *createRun) createOnce(ctx workflow.Context, attempt int, started time.T
 	case activities.Other:
 		return ending{out: outcome.Conflict, msg: "another writer's ref holds " + prep.Native + ": " + v.Message}, false, nil
 	case activities.Refused:
-		// A ref put the store definitely refused cannot land: no fence is needed.
+		// A ref put the store definitely refused cannot land: no fence is needed. The
+		// clone is reclaimed, and the create tried once more under a fresh name.
 		if err := r.reclaim(ctx, "ref put refused: "+v.Message); err != nil {
 			return ending{}, false, err
 		}
-		return ending{out: outcome.Refused, msg: "ref put refused: " + v.Message}, false, nil
+		return ending{out: outcome.Refused, msg: "ref put refused: " + v.Message}, true, nil
 	case activities.Invalid:
 		return ending{out: outcome.Invalid, msg: v.Message}, false, nil
 	case activities.NotOwner:

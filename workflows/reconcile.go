@@ -63,4 +63,3 @@ func Reconcile(ctx workflow.Context, in ReconcileInput) (ReconcileResult, error)
 	setDetails(ctx, "done", in.Graph, fmt.Sprintf("%d examined, %d settled or parked, %d still running", res.Examined, len(res.Settled), res.Open))
 	return res, nil
 }
-
