@@ -480,6 +480,11 @@ func (a *Activities) fenceTag(ctx context.Context, in WriteInput) (Verdict, erro
 
 func (a *Activities) retireRef(ctx context.Context, o Owner, w WriteSpec) (Verdict, error) {
 	_, err := graph.RetireRef(ctx, a.Store, w.Graph, w.Native, w.ETag, o.OpID)
+	var changed *graph.RefChangedError
+	if errors.As(err, &changed) && changed.Found != format.RefLive {
+		// Retired or fenced by another operation, or gone: it can never be live again.
+		return Verdict{State: Fenced, Message: changed.Error()}, nil
+	}
 	if res, ok := retireRefused(err); ok {
 		return Verdict{State: Other, Message: res.Message}, nil
 	}

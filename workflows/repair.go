@@ -85,6 +85,8 @@ func RepairBranch(ctx workflow.Context, in RepairBranchInput) (RepairBranchResul
 				res.Retired = append(res.Retired, t.Native)
 			case activities.Refused:
 				return end(outcome.Refused, fmt.Sprintf("retire %s refused: %s", t.Native, v.Message))
+			case activities.Fenced:
+				// Retired by another operation meanwhile: not live, not this repair's.
 			default:
 				changed = append(changed, t.Native+" ("+v.Message+")")
 			}
