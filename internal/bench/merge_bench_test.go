@@ -140,18 +140,20 @@ func (st *mergeStack) mergeRaw(tb testing.TB, source string) (plan, put, finish 
 	tb.Helper()
 	ctx := context.Background()
 	op := ulid.Make().String()
+	owner := activities.Owner{OpID: op, Run: "raw-" + op}
 	t0 := time.Now()
-	p, err := st.acts.PlanMerge(ctx, activities.PlanMergeInput{OpID: op, Graph: st.graph, Source: source, Target: graph.DefaultBranch})
+	p, err := st.acts.PlanMerge(ctx, activities.PlanMergeInput{OpID: op, Graph: st.graph, Source: source, Target: graph.DefaultBranch,
+		WorkflowID: "raw-" + op, RunID: owner.Run})
 	if err != nil || p.Outcome != "" {
 		tb.Fatalf("plan: %v %s %s", err, p.Outcome, p.Message)
 	}
 	t1 := time.Now()
-	r, err := st.acts.PutPlannedCommit(ctx, activities.PutPlannedCommitInput{OpID: op, Graph: st.graph, Kind: catalog.OpMerge, Body: p.Body})
-	if err != nil || r.State != activities.CommitStored {
+	r, err := st.acts.Write(ctx, activities.WriteInput{Owner: owner, Spec: p.Spec})
+	if err != nil || r.State != activities.Landed {
 		tb.Fatalf("put: %v %s", err, r.State)
 	}
 	t2 := time.Now()
-	if err := st.acts.FinishOperation(ctx, activities.FinishOperationInput{OpID: op, Kind: catalog.OpMerge, Outcome: p.Kind}); err != nil {
+	if _, err := st.acts.Finish(ctx, activities.FinishInput{Owner: owner, Kind: catalog.OpMerge, Outcome: p.Kind}); err != nil {
 		tb.Fatal(err)
 	}
 	return t1.Sub(t0), t2.Sub(t1), time.Since(t2)
