@@ -52,7 +52,7 @@ func InitGraph(ctx workflow.Context, in InitGraphInput) (InitGraphResult, error)
 		return InitGraphResult{}, err
 	}
 	res := InitGraphResult{OpID: r.owner.OpID, Graph: in.Graph}
-	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
+	initOnce := func(ctx workflow.Context) (ending, error) {
 		r.setPhase(ctx, "init", "writing the root commit, main's ref and the graph record")
 		var init activities.InitGraphResult
 		if err := r.step(ctx, "init: root commit, main ref, graph record", a.InitGraph, activities.InitGraphInput{
@@ -64,6 +64,16 @@ func InitGraph(ctx workflow.Context, in InitGraphInput) (InitGraphResult, error)
 		r.foreign = !init.Owned
 		res.Main, res.Root, res.Created = init.Main, init.Root, init.Created
 		return end(init.Outcome, init.Message)
+	}
+	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
+		// The init's puts may land whatever ends the workflow: a cancellation runs it
+		// to its end rather than leave a half-written graph.
+		r.drive = initOnce
+		e, err := initOnce(ctx)
+		if err == nil {
+			r.drive = nil
+		}
+		return e, err
 	})
 	return res, err
 }

@@ -64,6 +64,9 @@ type rig struct {
 	// oracle checks both when the test ends.
 	reported []oracle.ReportedCommit
 	names    []string
+	// The matrix's per-case state (kernel_matrix_test.go).
+	matrixReq, matrixOther   func(opID string) any
+	repairKeep, repairRetire string
 }
 
 func randomName(prefix string) string {
@@ -300,7 +303,15 @@ func runChildWorker() int {
 		return 1
 	}
 	store := faults.Wrap(inner)
-	store.Add(faults.Rule{Name: "stall-ref", Op: faults.OpPut, KeyPrefix: env("REF_PREFIX"), Body: isLiveRef, Mode: faults.Delay, Delay: time.Hour})
+	if p := env("REF_PREFIX"); p != "" {
+		store.Add(faults.Rule{Name: "stall-ref", Op: faults.OpPut, KeyPrefix: p, Body: isLiveRef, Mode: faults.Delay, Delay: time.Hour})
+	}
+	if p := env("STALL_PREFIX"); p != "" {
+		// Every write under the prefix stalls: the parent kills this worker mid-effect.
+		store.Add(faults.Rule{Name: "stall-effect", KeyPrefix: p, Match: func(op faults.Op, _ string) bool {
+			return op == faults.OpPut || op == faults.OpDelete || op == faults.OpDeleteBatch
+		}, Mode: faults.Delay, Delay: time.Hour})
+	}
 	cat, err := catalog.Open(ctx, catalog.Config{DatabaseURL: catalogtest.DatabaseURL(), Schema: env("DB_SCHEMA")})
 	if err != nil {
 		os.Stderr.WriteString("child: catalog: " + err.Error() + "\n")

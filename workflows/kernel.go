@@ -96,6 +96,10 @@ type opRun struct {
 	pending *activities.WriteSpec
 	// onFenced runs after pending was fenced on a cancellation (a create reclaims its clone).
 	onFenced func(ctx workflow.Context) error
+	// drive, while set, is an effect step that settles by running to its end (an init,
+	// whose every byte is fixed by its operation id): what a cancellation or a failure
+	// runs again, to the end, instead of fencing.
+	drive func(ctx workflow.Context) (ending, error)
 	abandon  *AbandonRequest
 	abandonC workflow.ReceiveChannel
 	// planned: the operation's first plan step ran (a re-plan follows an effect).
@@ -153,6 +157,7 @@ func (r *opRun) log(ctx workflow.Context, msg string, kv ...any) {
 func (r *opRun) before(ctx workflow.Context, summary string, fn, in, out any) error {
 	o := beforeEffect
 	o.Summary = summary
+	o.StartToCloseTimeout, o.ScheduleToCloseTimeout = StepTimeout, BeforeEffectBudget
 	return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, o), fn, in).Get(ctx, out)
 }
 
@@ -162,6 +167,7 @@ func (r *opRun) before(ctx workflow.Context, summary string, fn, in, out any) er
 func (r *opRun) step(ctx workflow.Context, summary string, fn, in, out any) error {
 	o := afterEffectFast
 	o.Summary = summary
+	o.StartToCloseTimeout, o.ScheduleToCloseTimeout = StepTimeout, FastPathBudget
 	err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, o), fn, in).Get(ctx, out)
 	if err == nil || temporal.IsCanceledError(err) || ctx.Err() != nil {
 		return err
@@ -169,6 +175,7 @@ func (r *opRun) step(ctx workflow.Context, summary string, fn, in, out any) erro
 	r.log(ctx, "graft step continues as an ordinary activity", "step", summary, "error", err.Error())
 	d := afterEffectDurable
 	d.Summary = summary + " (until answered)"
+	d.StartToCloseTimeout = 2 * StepTimeout
 	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, d), fn, in).Get(ctx, out)
 }
 
@@ -376,6 +383,14 @@ func (r *opRun) run(ctx workflow.Context, res result, body func(ctx workflow.Con
 	e = ending{msg: err.Error()}
 	if cancelled {
 		e.msg = "cancelled: " + err.Error()
+	}
+	if r.pending == nil && r.drive != nil {
+		r.log(fctx, "graft operation ends with an effect step running; running it to its end")
+		if de, derr := r.drive(fctx); derr == nil {
+			e = de
+		} else {
+			e.msg = derr.Error()
+		}
 	}
 	if r.pending != nil {
 		w := *r.pending

@@ -7,8 +7,22 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
+// Step timing the kernel applies to every step (docs/workflows.md). A workflow reads them
+// when it schedules a step; tests of long stalls lower them.
+var (
+	// StepTimeout bounds one attempt of a step (its StartToCloseTimeout). Defaults to 30s.
+	StepTimeout = 30 * time.Second
+	// BeforeEffectBudget bounds a step that precedes every storage effect, retries
+	// included. Defaults to 2 minutes.
+	BeforeEffectBudget = 2 * time.Minute
+	// FastPathBudget bounds the local-activity fast path of an after-effect step, after
+	// which the step continues as an ordinary activity with no total deadline. Defaults
+	// to 2 minutes.
+	FastPathBudget = 2 * time.Minute
+)
+
 // The kinds of step every graft workflow is made of; the kernel (kernel.go) runs each
-// step with one of them.
+// step with one of them, its timeouts taken from the variables above.
 var (
 	// untilAnswered retries a step until the store and the ledger answer: a step that
 	// may follow a storage effect must never be given up, or the operation would be
