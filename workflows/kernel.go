@@ -99,7 +99,7 @@ type opRun struct {
 	// drive, while set, is an effect step that settles by running to its end (an init,
 	// whose every byte is fixed by its operation id): what a cancellation or a failure
 	// runs again, to the end, instead of fencing.
-	drive func(ctx workflow.Context) (ending, error)
+	drive    func(ctx workflow.Context) (ending, error)
 	abandon  *AbandonRequest
 	abandonC workflow.ReceiveChannel
 	// planned: the operation's first plan step ran (a re-plan follows an effect).
