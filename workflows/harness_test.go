@@ -67,6 +67,8 @@ type rig struct {
 	// The matrix's per-case state (kernel_matrix_test.go).
 	matrixReq, matrixOther   func(opID string) any
 	repairKeep, repairRetire string
+	// lastReconcile is the workflow id of the last reconcile pass the test ran.
+	lastReconcile string
 }
 
 func randomName(prefix string) string {

@@ -89,6 +89,7 @@ func (r *rig) reconcile() workflows.ReconcileResult {
 	if err != nil {
 		r.t.Fatalf("start reconcile: %v", err)
 	}
+	r.lastReconcile = run.GetID()
 	var res workflows.ReconcileResult
 	if err := run.Get(r.ctx, &res); err != nil {
 		r.t.Fatalf("reconcile: %v", err)

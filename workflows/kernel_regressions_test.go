@@ -229,6 +229,7 @@ func TestKernel_FenceRefused_ParkedVisibleThenFenced(t *testing.T) {
 	if !errors.Is(err, outcome.ErrUnpublished) || res.Outcome != outcome.Unpublished {
 		t.Fatalf("after the fence was allowed: %+v, %v; want unpublished", res, err)
 	}
+	recordHistory(t, r, h.WorkflowID, h.RunID, "createbranch_parked_then_fenced")
 	holdRef()
 	for _, hp := range r.store.Held() {
 		if _, err := hp.Release(r.ctx); !errors.Is(err, storage.ErrPreconditionFailed) {
@@ -275,6 +276,7 @@ func TestKernel_DeleteCancelledWithItsSwapInDoubt_RecordsDeletedNameFree(t *test
 	if op.Outcome != catalog.OutcomeDeleted || len(r.pinsOf(opID)) != 0 {
 		t.Fatalf("cancelled delete recorded %s (pins %v), want deleted", op.Outcome, r.pinsOf(opID))
 	}
+	recordHistory(t, r, run.GetID(), run.GetRunID(), "deletebranch_cancelled_swap_completed")
 	if inc := r.incarnation(created.Native); inc.State != catalog.IncarnationRetired {
 		t.Fatalf("witness %s after the delete, want retired", inc.State)
 	}
@@ -299,6 +301,7 @@ func TestKernel_CreateTerminatedInDoubt_ReconcilerFencesReclaimsAndFinishes(t *t
 	if len(res.Settled) != 1 || res.Settled[0].OpID != opID || res.Settled[0].Outcome != outcome.Unpublished {
 		t.Fatalf("reconcile %+v, want %s settled unpublished", res, opID)
 	}
+	recordHistory(t, r, r.lastReconcile, "", "reconcile_settled_terminated_create")
 	op := r.operation(opID)
 	if op.State != catalog.OperationDone || op.Outcome != catalog.OutcomeUnpublished || len(r.pinsOf(opID)) != 0 {
 		t.Fatalf("ledger %s/%s, pins %v; want done/unpublished, no pins", op.State, op.Outcome, r.pinsOf(opID))
@@ -340,6 +343,7 @@ func TestKernel_WriteInDoubt_OperatorAbandons_CommitFencedUnpublished(t *testing
 	if err := endOf(r, run, &res); err != nil || res.Outcome != outcome.Unpublished || res.Commit != "" {
 		t.Fatalf("abandoned write: %+v, %v; want unpublished", res, err)
 	}
+	recordHistory(t, r, run.GetID(), run.GetRunID(), "writetable_abandoned_fenced")
 	hold()
 	head := r.headOfTree(r.main.ID.Tree)
 	if head.ID.Seq != r.main.ID.Seq+1 || head.Pins["u"] == head.Pins["t"] || len(head.Pins) != len(r.main.Pins) || !strings.HasPrefix(head.Message, "fence:") {
@@ -475,6 +479,7 @@ func TestKernel_InDoubtCommitBehindMovedHead_NeverReissuedIntoTheGap(t *testing.
 	if err := endOf(r, run, &res); err != nil || res.Outcome != outcome.Done {
 		t.Fatalf("write: %+v, %v; want done on top of the real head", res, err)
 	}
+	recordHistory(t, r, run.GetID(), run.GetRunID(), "writetable_in_doubt_stale_replanned")
 	if r.exists(format.CommitIDKey(r.graph, planned)) {
 		t.Fatalf("the in-doubt commit was re-issued into the gap at %s", planned)
 	}
