@@ -78,29 +78,30 @@ type WriteSpec struct {
 	// reconciler): created, done, merged, adopted, deleted. "" when the write is not the
 	// operation's last (a restore's backup tag).
 	Landed outcome.Outcome `json:"landed,omitempty"`
+	// Subject names what the write writes (a native name, a commit id, a tag name), for
+	// people. Set by the activity that builds the spec, so workflow code never decodes
+	// the bytes.
+	Subject string `json:"subject,omitempty"`
 }
 
 // Describe names the write for people: phases, logs, the ledger's waiting column.
 func (w WriteSpec) Describe() string {
-	switch w.Kind {
-	case WriteRef:
-		if ref, err := format.DecodeBranchRef(w.Body); err == nil {
-			return "ref put of " + ref.Native
-		}
-	case WriteCommit:
-		if c, err := format.DecodeCommit(w.Body); err == nil {
-			return "commit put of " + c.ID.String()
-		}
-	case WriteTag:
-		if t, err := format.DecodeTag(w.Body); err == nil {
-			return "tag put of " + t.Name
-		}
-	case WriteRetireRef:
-		return "retire of " + w.Native
-	case WriteRetireTag:
-		return "retire of tag " + w.Name
+	subject := w.Subject
+	switch {
+	case subject == "" && w.Kind == WriteRetireRef:
+		subject = w.Native
+	case subject == "" && w.Kind == WriteRetireTag:
+		subject = w.Name
 	}
-	return string(w.Kind) + " write"
+	what := map[WriteKind]string{WriteRef: "ref put", WriteCommit: "commit put", WriteTag: "tag put",
+		WriteRetireRef: "retire", WriteRetireTag: "retire of tag"}[w.Kind]
+	if what == "" {
+		what = string(w.Kind) + " write"
+	}
+	if subject == "" {
+		return what
+	}
+	return what + " of " + subject
 }
 
 // WriteState is what a write step proved about its write: the one verdict shape of every

@@ -283,7 +283,7 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 		res.Outcome, res.Message = outcome.Invalid, fmt.Sprintf("merge commit: %v", err)
 		return res, nil
 	}
-	res.Commit, res.Spec = c.ID.String(), WriteSpec{Kind: WriteCommit, Graph: in.Graph, Body: body, Landed: res.Kind}
+	res.Commit, res.Spec = c.ID.String(), WriteSpec{Kind: WriteCommit, Graph: in.Graph, Body: body, Landed: res.Kind, Subject: c.ID.String()}
 	return res, nil
 }
 

@@ -212,7 +212,7 @@ func liveRefSpec(op catalog.Operation, inc catalog.Incarnation) (WriteSpec, bool
 	if err != nil {
 		return WriteSpec{}, false
 	}
-	return WriteSpec{Kind: WriteRef, Graph: op.Graph, Body: body, Branch: logical, Landed: outcome.Created}, true
+	return WriteSpec{Kind: WriteRef, Graph: op.Graph, Body: body, Branch: logical, Landed: outcome.Created, Subject: inc.Native}, true
 }
 
 // reclaimClones deletes the fork commit of every unsettled incarnation of a create whose

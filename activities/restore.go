@@ -289,14 +289,14 @@ func (a *Activities) PlanRestore(ctx context.Context, in PlanRestoreInput) (Plan
 		if err != nil {
 			return end(outcome.Invalid, "backup tag: %v", err)
 		}
-		res.Tag = WriteSpec{Kind: WriteTag, Graph: in.Graph, Body: body}
+		res.Tag = WriteSpec{Kind: WriteTag, Graph: in.Graph, Body: body, Subject: res.BackupTag}
 	}
 	c := restoreCommit(in.Branch, head, target, in.Owner.OpID, in.Author, in.Message, in.Time)
 	body, err := format.EncodeCommit(c)
 	if err != nil {
 		return end(outcome.Invalid, "restore commit: %v", err)
 	}
-	res.Commit, res.Spec = c.ID.String(), WriteSpec{Kind: WriteCommit, Graph: in.Graph, Body: body, Landed: outcome.Done}
+	res.Commit, res.Spec = c.ID.String(), WriteSpec{Kind: WriteCommit, Graph: in.Graph, Body: body, Landed: outcome.Done, Subject: c.ID.String()}
 	return res, nil
 }
 

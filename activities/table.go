@@ -387,7 +387,7 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 		return end(outcome.Invalid, "%v", err)
 	}
 	return PlanCommitResult{Commit: c.ID.String(), Parent: head.ID.String(),
-		Spec: WriteSpec{Kind: WriteCommit, Graph: in.Graph, Body: body, Landed: outcome.Done}}, nil
+		Spec: WriteSpec{Kind: WriteCommit, Graph: in.Graph, Body: body, Landed: outcome.Done, Subject: c.ID.String()}}, nil
 }
 
 func firstParent(c format.Commit) string {

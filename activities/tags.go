@@ -114,7 +114,7 @@ func (a *Activities) PrepareTag(ctx context.Context, in PrepareTagInput) (Prepar
 		res.Outcome, res.Message = outcome.Invalid, err.Error()
 		return res, nil
 	}
-	res.Spec = WriteSpec{Kind: WriteTag, Graph: in.Graph, Body: body, Landed: outcome.Created}
+	res.Spec = WriteSpec{Kind: WriteTag, Graph: in.Graph, Body: body, Landed: outcome.Created, Subject: in.Name}
 	return res, nil
 }
 

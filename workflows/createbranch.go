@@ -148,7 +148,7 @@ func (r *createRun) createOnce(ctx workflow.Context, attempt int, started time.T
 		Owner: r.owner, Graph: r.in.Graph, Native: prep.Native, ForkID: prep.ForkID, ForkBytes: prep.ForkBytes}, &clone); err != nil {
 		return ending{}, false, fmt.Errorf("clone: %w", err)
 	}
-	refSpec := activities.WriteSpec{Kind: activities.WriteRef, Graph: r.in.Graph, Body: prep.RefBytes, Branch: r.in.Branch, Landed: outcome.Created}
+	refSpec := activities.WriteSpec{Kind: activities.WriteRef, Graph: r.in.Graph, Body: prep.RefBytes, Branch: r.in.Branch, Landed: outcome.Created, Subject: prep.Native}
 	switch clone.State {
 	case activities.CloneRefused:
 		// Definitely not stored, and the ref was never sent: nothing to fence.
