@@ -666,9 +666,11 @@ func (a *Activities) Finish(ctx context.Context, in FinishInput) (FinishResult, 
 		return FinishResult{Owned: true}, nil
 	}
 	var settled []catalog.IncarnationSettleResult
+	var before catalog.Operation
 	err := a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
 		settled = nil
-		if _, err := a.Catalog.OperationLockOwnedTx(ctx, tx, in.Owner.OpID, in.Owner.Run); err != nil {
+		var err error
+		if before, err = a.Catalog.OperationLockOwnedTx(ctx, tx, in.Owner.OpID, in.Owner.Run); err != nil {
 			return err
 		}
 		incs, err := a.Catalog.IncarnationListByOpTx(ctx, tx, catalog.IncarnationListByOpParams{OpID: in.Owner.OpID})
@@ -708,6 +710,10 @@ func (a *Activities) Finish(ctx context.Context, in FinishInput) (FinishResult, 
 	}
 	for _, s := range settled {
 		a.observeWitnessSettled(s)
+	}
+	if before.State == catalog.OperationInDoubt && in.Kind != catalog.OpCreateBranch {
+		// A create's doubt is its witness's, reported as the witness settles.
+		a.observeWriteSettled(string(in.Kind), before.UpdatedAt)
 	}
 	a.observeFinished(string(in.Kind), string(out))
 	return FinishResult{Owned: true}, nil
