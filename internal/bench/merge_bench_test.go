@@ -229,8 +229,11 @@ func BenchmarkMerge(b *testing.B) {
 // requests when nothing goes wrong: per branch (source and target) one LIST
 // and one GET to resolve it and one LIST and one GET for its head; one GET
 // of the merge base (found from the heads' lineages); one HEAD of the source
-// head once it is pinned; the merge commit's put-if-absent.
-const MergeSuccessPathRequests = 11
+// head once it is pinned; one LIST and one GET of the target's real head just
+// before the put — a commit is sent only while its tree's head is its parent,
+// so a plan that stalled never lands in a gap cleanup left — and the merge
+// commit's put-if-absent.
+const MergeSuccessPathRequests = 13
 
 // TestMerge_RequestsPerMerge_SameAcrossDepthAndChangedTables proves a merge
 // costs the same requests whatever the history depth and however many
