@@ -20,7 +20,8 @@ type ReconcileInput struct {
 	Graph string
 	// OpID restricts the pass to one operation. Defaults to "" (every one).
 	OpID string
-	// Limit bounds the unfinished operations examined. Defaults to 100.
+	// Limit bounds the unfinished operations examined per page; every page is
+	// examined. Defaults to 100.
 	Limit int
 }
 
@@ -57,11 +58,22 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 	if a.Workflows == nil {
 		return ReconcileResult{}, errors.New("reconcile: the worker has no Temporal client to ask whether workflows closed")
 	}
-	ops, err := a.Catalog.OperationListUnfinished(ctx, catalog.OperationListUnfinishedParams{Graph: in.Graph, Limit: in.Limit})
-	if err != nil {
-		return ReconcileResult{}, err
-	}
 	res := ReconcileResult{Settled: []ReconciledOp{}}
+	limit := in.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	var ops []catalog.Operation
+	for after := (catalog.Operation{}); ; after = ops[len(ops)-1] {
+		page, err := a.Catalog.OperationListUnfinished(ctx, catalog.OperationListUnfinishedParams{Graph: in.Graph, Limit: limit, After: after})
+		if err != nil {
+			return ReconcileResult{}, err
+		}
+		ops = append(ops, page...)
+		if len(page) < limit {
+			break
+		}
+	}
 	for _, op := range ops {
 		if (in.OpID != "" && op.ID != in.OpID) || op.Kind == catalog.OpCleanup {
 			continue

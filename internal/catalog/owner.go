@@ -172,6 +172,9 @@ type OperationListUnfinishedParams struct {
 	Graph string
 	// Limit caps the rows returned, oldest first. Defaults to 100; at most 1000.
 	Limit int
+	// After continues a listing after this row (the last one of the previous page).
+	// Defaults to the zero Operation: from the oldest.
+	After Operation
 }
 
 // OperationListUnfinished returns running and in_doubt operations, oldest first: what the
@@ -184,8 +187,9 @@ func (c *Catalog) OperationListUnfinished(ctx context.Context, p OperationListUn
 	rows, err := c.pool.Query(ctx, `
 		SELECT `+operationColumns+` FROM operations
 		WHERE state <> 'done' AND ($1 = '' OR graph = $1)
+		  AND ($3 = '' OR (created_at, id) > ($4, $3))
 		ORDER BY created_at, id
-		LIMIT $2`, p.Graph, limit)
+		LIMIT $2`, p.Graph, limit, p.After.ID, p.After.CreatedAt)
 	if err != nil {
 		return nil, c.wrap("list unfinished operations", err)
 	}
