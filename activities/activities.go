@@ -11,11 +11,13 @@
 package activities
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"time"
 
 	"github.com/oklog/ulid/v2"
+	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/storage"
@@ -31,6 +33,22 @@ type Activities struct {
 	Observer Observer
 	// Now is the clock for age checks (cleanup's guard window). Defaults to time.Now.
 	Now func() time.Time
+	// Workflows answers whether a workflow has closed, for the reconciler. Defaults to
+	// nil: the reconciler then settles nothing (it cannot tell a closed workflow from a
+	// running one).
+	Workflows WorkflowStatus
+	// Logger receives the logs of code run outside an activity (tests, tools); inside
+	// one the activity's logger is used. Defaults to none.
+	Logger sdklog.Logger
+}
+
+// WorkflowStatus tells the reconciler whether a workflow has closed. The worker wires it
+// to the Temporal client (worker.TemporalWorkflows).
+type WorkflowStatus interface {
+	// WorkflowClosed reports whether the workflow with this id has no open run:
+	// completed, failed, cancelled, terminated, timed out, continued into a run that
+	// has closed too, or unknown to Temporal (its history expired: lost).
+	WorkflowClosed(ctx context.Context, workflowID string) (bool, error)
 }
 
 func (a *Activities) now() time.Time {

@@ -17,19 +17,26 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// PrepareCreate validates the request, resolves the source commit, pins it
-// against cleanup, mints the native name and witnesses the intent — all before
-// any storage effect. It computes the fork commit's and the ref's bytes once;
-// every later put re-sends exactly those bytes.
+// PrepareCreate validates the request, resolves the source commit, mints the
+// native name and encodes the fork commit and the ref — all before any ledger
+// write, so bad input (a message over the limit, a tab in the author, lineage
+// at its cap) ends invalid with nothing recorded. It then claims the operation
+// for this run, pins the source against cleanup and witnesses the intent, and
+// probes the source. Every later put re-sends exactly the bytes computed here.
 func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (PrepareCreateResult, error) {
 	end := func(o outcome.Outcome, msg string, args ...any) (PrepareCreateResult, error) {
 		return PrepareCreateResult{Outcome: o, Message: fmt.Sprintf(msg, args...)}, nil
 	}
-	if err := format.ValidateGraphName(in.Graph); err != nil {
-		return end(outcome.Invalid, "%v", err)
+	for _, check := range []error{format.ValidateGraphName(in.Graph), format.ValidateBranchName(in.Branch),
+		format.ValidateOp(in.OpID), format.ValidateMessage(in.Message)} {
+		if check != nil {
+			return end(outcome.Invalid, "%v", check)
+		}
 	}
-	if err := format.ValidateBranchName(in.Branch); err != nil {
-		return end(outcome.Invalid, "%v", err)
+	if in.Author != "" {
+		if err := format.ValidateAuthor(in.Author); err != nil {
+			return end(outcome.Invalid, "%v", err)
+		}
 	}
 	sources := 0
 	for _, s := range []string{in.SourceBranch, in.SourceCommit, in.SourceTag} {
@@ -46,7 +53,7 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 	})
 	opParams := catalog.OperationInsertParams{
 		ID: in.OpID, Kind: catalog.OpCreateBranch, Graph: in.Graph, Inputs: inputs,
-		WorkflowID: in.WorkflowID, RunID: in.RunID,
+		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID,
 	}
 
 	source, probe, res, err := a.resolveSource(ctx, in)
@@ -61,110 +68,13 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 		return res, err
 	}
 	if res.Outcome != "" {
-		return res, a.recordOperation(ctx, opParams)
+		return a.recordEarly(ctx, opParams, res)
 	}
 
-	if res, err := a.checkNameFree(ctx, in.Graph, in.Branch); err != nil || res.Outcome != "" {
-		if err == nil {
-			err = a.recordOperation(ctx, opParams)
-		}
-		return res, err
-	}
-
+	// Every byte the create will write, computed and validated before the
+	// ledger hears of it.
 	tree := nativeULID(in.OpID, in.Attempt, in.Time)
 	native := format.NativeName(in.Branch, tree)
-	// Pin what the fork commit will name, then check it still exists: a
-	// cleanup that condemned it first refuses the pin (not_retained); one
-	// that marks later sees the pin and keeps it; one that finished before
-	// the pin deleted the commit before its versions, which the probe sees.
-	pins := []catalog.Pin{{Kind: catalog.ObjectCommit, Key: format.CommitIDKey(in.Graph, source.ID)}}
-	for table, v := range source.Pins {
-		pins = append(pins, catalog.Pin{Kind: catalog.ObjectTableVersion, Key: format.TableVersionKey(in.Graph, table, v)})
-	}
-	// One ledger transaction records the operation, its pins and — when no
-	// probe must come between them — the witness of the intent.
-	var done *catalog.Operation
-	var held *catalog.Incarnation
-	witness := func(tx pgx.Tx) error {
-		_, err := a.Catalog.IncarnationInsertDisjointTx(ctx, tx, catalog.IncarnationInsertParams{
-			Graph: in.Graph, Logical: in.Branch, Native: native, Tree: tree.String(), OpID: in.OpID})
-		var exists *catalog.IncarnationExistsError
-		if errors.As(err, &exists) {
-			if exists.Existing.OpID == in.OpID && exists.Existing.Native == native {
-				return nil // our own witness, from an execution whose result was lost with its worker
-			}
-			held = &exists.Existing
-			return nil // commit the operation and pins; FinishCreate records the outcome and releases them
-		}
-		return err
-	}
-	err = a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
-		op, err := a.Catalog.OperationInsertTx(ctx, tx, opParams)
-		if err != nil {
-			return err
-		}
-		if op.State == catalog.OperationDone && in.Attempt == 1 {
-			done = &op
-			return nil
-		}
-		if err := a.Catalog.PinsRegisterTx(ctx, tx, catalog.PinsRegisterParams{OpID: in.OpID, Graph: in.Graph, Pins: pins}); err != nil {
-			return err
-		}
-		if probe {
-			return nil
-		}
-		return witness(tx)
-	})
-	switch {
-	case errors.Is(err, catalog.ErrDuplicate):
-		return PrepareCreateResult{Outcome: outcome.Conflict, Foreign: true,
-			Message: fmt.Sprintf("operation id %q was already used for a different request", in.OpID)}, nil
-	case errors.Is(err, catalog.ErrCondemned):
-		res, _ := end(outcome.NotRetained, "source commit %s is condemned by a running cleanup: %v", source.ID, err)
-		return res, a.recordOperation(ctx, opParams)
-	case err != nil:
-		return PrepareCreateResult{}, fmt.Errorf("record operation and pins: %w", err)
-	case done != nil:
-		// A repeated request with the idempotency key of a finished create.
-		return end(outcome.Outcome(done.Outcome), "operation %s already finished: %s", in.OpID, done.Error)
-	}
-
-	probeKeys := []string{format.CommitIDKey(in.Graph, source.ID)}
-	if probe {
-		for table, v := range source.Pins {
-			probeKeys = append(probeKeys, format.TableVersionKey(in.Graph, table, v))
-		}
-	}
-	for _, key := range probeKeys {
-		if _, err := a.Store.Head(ctx, key); err != nil {
-			if errors.Is(err, storage.ErrNotFound) {
-				return end(outcome.NotRetained, "source commit %s needs %s, which cleanup has reclaimed", source.ID, key)
-			}
-			return PrepareCreateResult{}, fmt.Errorf("probe source: %w", err)
-		}
-	}
-	if probe {
-		if err := a.Catalog.InTx(ctx, witness); err != nil {
-			return PrepareCreateResult{}, fmt.Errorf("witness intent: %w", err)
-		}
-	}
-	if held != nil {
-		switch {
-		case held.Logical != in.Branch:
-			return PrepareCreateResult{Outcome: outcome.Conflict, ExistingOp: held.OpID,
-				Message: fmt.Sprintf("branch %q (%s) is %s; live branch names must be prefix-disjoint, so %q cannot exist beside it", held.Logical, held.Native, held.State, in.Branch)}, nil
-		case held.State == catalog.IncarnationLive:
-			return PrepareCreateResult{Outcome: outcome.Conflict, ExistingOp: held.OpID,
-				Message: fmt.Sprintf("branch %q already exists (%s)", held.Logical, held.Native)}, nil
-		case held.State == catalog.IncarnationInDoubt:
-			return PrepareCreateResult{Outcome: outcome.InDoubt, ExistingOp: held.OpID, Native: held.Native,
-				Message: fmt.Sprintf("a create of %q is in doubt and settling (operation %s); watch or abandon that operation", held.Logical, held.OpID)}, nil
-		default:
-			return PrepareCreateResult{Outcome: outcome.Conflict, ExistingOp: held.OpID,
-				Message: fmt.Sprintf("%q is held by %s in state %s (operation %s)", in.Branch, held.Native, held.State, held.OpID)}, nil
-		}
-	}
-
 	author := in.Author
 	if author == "" {
 		author = "graft"
@@ -186,16 +96,126 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 	}
 	forkBytes, err := format.EncodeCommit(fork)
 	if err != nil {
-		return end(outcome.Invalid, "%v", err)
+		return end(outcome.Invalid, "fork commit: %v", err)
 	}
 	refBytes, err := format.EncodeBranchRef(format.BranchRef{State: format.RefLive, Branch: in.Branch, Native: native, Tree: tree, Op: in.OpID})
 	if err != nil {
-		return end(outcome.Invalid, "%v", err)
+		return end(outcome.Invalid, "ref: %v", err)
+	}
+
+	if res, err := a.checkNameFree(ctx, in.Graph, in.Branch); err != nil || res.Outcome != "" {
+		if err != nil {
+			return res, err
+		}
+		return a.recordEarly(ctx, opParams, res)
+	}
+
+	// Pin what the fork commit will name, then check it still exists: a
+	// cleanup that condemned it first refuses the pin (not_retained); one
+	// that marks later sees the pin and keeps it; one that finished before
+	// the pin deleted the commit before its versions, which the probe sees.
+	pins := []catalog.Pin{{Kind: catalog.ObjectCommit, Key: format.CommitIDKey(in.Graph, source.ID)}}
+	for table, v := range source.Pins {
+		pins = append(pins, catalog.Pin{Kind: catalog.ObjectTableVersion, Key: format.TableVersionKey(in.Graph, table, v)})
+	}
+	// One ledger transaction claims the operation, records its pins and —
+	// when no probe must come between them — the witness of the intent.
+	var c claimed
+	var held *catalog.Incarnation
+	witness := func(tx pgx.Tx) error {
+		_, err := a.Catalog.IncarnationInsertDisjointTx(ctx, tx, catalog.IncarnationInsertParams{
+			Graph: in.Graph, Logical: in.Branch, Native: native, Tree: tree.String(), OpID: in.OpID})
+		var exists *catalog.IncarnationExistsError
+		if errors.As(err, &exists) {
+			if exists.Existing.OpID == in.OpID && exists.Existing.Native == native {
+				return nil // our own witness, from an execution whose result was lost with its worker
+			}
+			held = &exists.Existing
+			return nil // commit the operation and pins; the kernel's finish records the outcome and releases them
+		}
+		return err
+	}
+	err = a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
+		held = nil
+		var err error
+		if c, err = a.claim(ctx, tx, opParams); err != nil || !c.owned {
+			return err
+		}
+		if err := a.Catalog.PinsRegisterTx(ctx, tx, catalog.PinsRegisterParams{OpID: in.OpID, Graph: in.Graph, Pins: pins, Owner: in.RunID}); err != nil {
+			return err
+		}
+		if probe {
+			return nil
+		}
+		return witness(tx)
+	})
+	switch {
+	case errors.Is(err, catalog.ErrCondemned):
+		res, _ := end(outcome.NotRetained, "source commit %s is condemned by a running cleanup: %v", source.ID, err)
+		return a.recordEarly(ctx, opParams, res)
+	case err != nil:
+		return PrepareCreateResult{}, fmt.Errorf("record operation and pins: %w", err)
+	case !c.owned:
+		return PrepareCreateResult{Outcome: c.outcome, Message: c.message}, nil
+	}
+
+	probeKeys := []string{format.CommitIDKey(in.Graph, source.ID)}
+	if probe {
+		for table, v := range source.Pins {
+			probeKeys = append(probeKeys, format.TableVersionKey(in.Graph, table, v))
+		}
+	}
+	if missing, err := a.probeKeys(ctx, probeKeys...); err != nil || missing != "" {
+		if err != nil {
+			return PrepareCreateResult{}, fmt.Errorf("probe source: %w", err)
+		}
+		return PrepareCreateResult{Owned: true, Outcome: outcome.NotRetained,
+			Message: fmt.Sprintf("source commit %s needs %s, which cleanup has reclaimed", source.ID, missing)}, nil
+	}
+	if probe {
+		if err := a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
+			if _, err := a.Catalog.OperationLockOwnedTx(ctx, tx, in.OpID, in.RunID); err != nil {
+				return err
+			}
+			return witness(tx)
+		}); err != nil {
+			return PrepareCreateResult{}, fmt.Errorf("witness intent: %w", err)
+		}
+	}
+	if held != nil {
+		r := PrepareCreateResult{Owned: true, ExistingOp: held.OpID}
+		switch {
+		case held.Logical != in.Branch:
+			r.Outcome, r.Message = outcome.Conflict, fmt.Sprintf("branch %q (%s) is %s; live branch names must be prefix-disjoint, so %q cannot exist beside it", held.Logical, held.Native, held.State, in.Branch)
+		case held.State == catalog.IncarnationLive:
+			r.Outcome, r.Message = outcome.Conflict, fmt.Sprintf("branch %q already exists (%s)", held.Logical, held.Native)
+		case held.State == catalog.IncarnationInDoubt:
+			r.Outcome, r.Native = outcome.InDoubt, held.Native
+			r.Message = fmt.Sprintf("a create of %q is in doubt and settling (operation %s); watch or abandon that operation", held.Logical, held.OpID)
+		default:
+			r.Outcome, r.Message = outcome.Conflict, fmt.Sprintf("%q is held by %s in state %s (operation %s)", in.Branch, held.Native, held.State, held.OpID)
+		}
+		return r, nil
 	}
 	return PrepareCreateResult{
-		Native: native, SourceCommit: source.ID.String(), ForkID: fork.ID.String(),
+		Owned: true, Native: native, SourceCommit: source.ID.String(), ForkID: fork.ID.String(),
 		ForkBytes: forkBytes, RefBytes: refBytes,
 	}, nil
+}
+
+// recordEarly records (claims) a create that ends before any pin or witness,
+// so the ledger's audit log has it and the kernel's finish records res's
+// outcome; a row of another request is left alone.
+func (a *Activities) recordEarly(ctx context.Context, p catalog.OperationInsertParams, res PrepareCreateResult) (PrepareCreateResult, error) {
+	c, err := a.claim(ctx, nil, p)
+	if err != nil {
+		return PrepareCreateResult{}, err
+	}
+	if !c.owned {
+		return PrepareCreateResult{Outcome: c.outcome, Message: c.message}, nil
+	}
+	res.Owned = true
+	return res, nil
 }
 
 // checkNameFree asks storage — the authority on what is live — whether the
@@ -249,15 +269,6 @@ func (a *Activities) checkNameFree(ctx context.Context, graphName, logical strin
 }
 
 var errStopList = errors.New("stop listing")
-
-// recordOperation records an operation that ends before any pin or witness,
-// so the ledger's audit log has it when FinishCreate sets its outcome.
-func (a *Activities) recordOperation(ctx context.Context, p catalog.OperationInsertParams) error {
-	if _, err := a.Catalog.OperationInsert(ctx, p); err != nil && !errors.Is(err, catalog.ErrDuplicate) {
-		return fmt.Errorf("record operation: %w", err)
-	}
-	return nil
-}
 
 // resolveSource reads the commit a new branch starts from. probe reports
 // whether its pinned versions must be checked: a branch head is a retention
@@ -358,102 +369,124 @@ func (a *Activities) CloneTree(ctx context.Context, in CloneInput) (CloneResult,
 		return CloneResult{State: CloneNotCommitted, Message: "the fork commit's key holds other bytes"}, nil
 	case err == nil:
 	case errors.Is(err, storage.ErrAmbiguous):
+		a.logger(ctx).Info("graft clone answered ambiguously", "op_id", in.Owner.OpID, "native", in.Native, "detail", err.Error())
 		return CloneResult{State: CloneUnknown, Message: err.Error()}, nil
-	case errors.Is(err, storage.ErrRefused), errors.Is(err, storage.ErrPreconditionFailed),
-		errors.Is(err, storage.ErrInvalidKey), errors.Is(err, storage.ErrInvalidArgument):
+	case errors.Is(err, storage.ErrRefused), errors.Is(err, storage.ErrInvalidKey), errors.Is(err, storage.ErrInvalidArgument):
+		a.logger(ctx).Info("graft clone refused", "op_id", in.Owner.OpID, "native", in.Native, "detail", err.Error())
+		return CloneResult{State: CloneRefused, Message: err.Error()}, nil
+	case errors.Is(err, storage.ErrPreconditionFailed):
 		return CloneResult{State: CloneNotCommitted, Message: err.Error()}, nil
 	default:
 		return CloneResult{}, fmt.Errorf("put fork commit: %w", err)
 	}
-	if _, err := a.Catalog.IncarnationSetState(ctx, catalog.IncarnationSetStateParams{
-		Graph: in.Graph, Native: in.Native, From: catalog.IncarnationIntent, To: catalog.IncarnationCloned,
-	}); err != nil {
+	err = a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
+		if _, err := a.Catalog.OperationLockOwnedTx(ctx, tx, in.Owner.OpID, in.Owner.Run); err != nil {
+			return err
+		}
+		_, err := a.Catalog.IncarnationSetStateTx(ctx, tx, catalog.IncarnationSetStateParams{
+			Graph: in.Graph, Native: in.Native, From: catalog.IncarnationIntent, To: catalog.IncarnationCloned})
+		return err
+	})
+	if errors.Is(err, catalog.ErrNotOwner) {
+		return CloneResult{State: CloneNotCommitted, Message: err.Error()}, nil
+	}
+	if err != nil {
 		return CloneResult{}, fmt.Errorf("witness cloned: %w", err)
 	}
 	return CloneResult{State: CloneCommitted}, nil
 }
 
-// PutRef sends the incarnation's ref with put-if-absent, once; the workflow
-// decides what to do with an ambiguous answer. A failed condition is settled
-// here by reading the key: our bytes (a lost acknowledgement), a fence, or
-// another writer's bytes.
-func (a *Activities) PutRef(ctx context.Context, in RefInput) (RefResult, error) {
-	key := format.BranchRefKey(in.Graph, in.Native)
-	_, err := a.Store.Put(ctx, key, in.RefBytes, storage.PutOptions{IfNoneMatch: true})
-	if in.Phase == "settle" && storage.CodeOf(err) == storage.CodeAmbiguous {
-		// Settling: the key may hold our bytes from any earlier put (a held
-		// one that landed since); a read answers without waiting.
-		read, rerr := a.ReadRef(ctx, in)
-		if rerr != nil || read.State == RefAbsent {
-			return RefResult{State: RefAmbiguous, Message: err.Error()}, nil
+// putRef sends the incarnation's ref with put-if-absent; a failed condition
+// is settled here by reading the key: our bytes (a lost acknowledgement), a
+// fence, or another writer's bytes. A re-issue whose answer is ambiguous reads
+// the key too: a held put may have landed since.
+func (a *Activities) putRef(ctx context.Context, in WriteInput) (Verdict, error) {
+	key, err := refKey(in.Spec)
+	if err != nil {
+		return Verdict{State: Invalid, Message: err.Error()}, nil
+	}
+	_, err = a.Store.Put(ctx, key, in.Spec.Body, storage.PutOptions{IfNoneMatch: true})
+	if err == nil {
+		return a.refIsOurs(ctx, in)
+	}
+	v := putVerdict(err)
+	switch {
+	case v.State == "":
+		return a.readRef(ctx, in)
+	case v.State == Ambiguous && in.Attempt > 0:
+		read, rerr := a.readRef(ctx, in)
+		if rerr != nil || !read.State.Definitive() {
+			return v, nil
 		}
 		return read, nil
 	}
-	switch storage.CodeOf(err) {
-	case storage.CodeUnknown:
-		if err != nil {
-			return RefResult{State: RefAmbiguous, Message: err.Error()}, nil
-		}
-		return a.refIsOurs(ctx, in)
-	case storage.CodePreconditionFailed:
-		return a.ReadRef(ctx, in)
-	case storage.CodeRefused, storage.CodeInvalidKey, storage.CodeInvalidArgument:
-		return RefResult{State: RefRefused, Message: err.Error()}, nil
-	default:
-		return RefResult{State: RefAmbiguous, Message: err.Error()}, nil
-	}
+	return v, nil
 }
 
-// ReadRef reads the incarnation's ref key and says whose bytes it holds.
-func (a *Activities) ReadRef(ctx context.Context, in RefInput) (RefResult, error) {
-	obj, err := a.Store.Get(ctx, format.BranchRefKey(in.Graph, in.Native))
+func refKey(w WriteSpec) (string, error) {
+	ref, err := format.DecodeBranchRef(w.Body)
+	if err != nil {
+		return "", err
+	}
+	return format.BranchRefKey(w.Graph, ref.Native), nil
+}
+
+// readRef reads the incarnation's ref key and says whose bytes it holds.
+func (a *Activities) readRef(ctx context.Context, in WriteInput) (Verdict, error) {
+	key, err := refKey(in.Spec)
+	if err != nil {
+		return Verdict{State: Invalid, Message: err.Error()}, nil
+	}
+	obj, err := a.Store.Get(ctx, key)
 	if errors.Is(err, storage.ErrNotFound) {
-		return RefResult{State: RefAbsent}, nil
+		return Verdict{State: Ambiguous, Message: "no ref at the key yet"}, nil
 	}
 	if err != nil {
-		return RefResult{}, fmt.Errorf("read ref: %w", err)
+		return Verdict{}, fmt.Errorf("read ref: %w", err)
 	}
-	if bytes.Equal(obj.Body, in.RefBytes) {
+	if bytes.Equal(obj.Body, in.Spec.Body) {
 		return a.refIsOurs(ctx, in)
 	}
 	ref, derr := format.DecodeBranchRef(obj.Body)
 	if derr == nil && ref.State == format.RefFence {
-		return RefResult{State: RefFence, Message: fmt.Sprintf("fenced by operation %s (%s)", ref.Op, ref.Reason)}, nil
+		return Verdict{State: Fenced, Message: fmt.Sprintf("fenced by operation %s (%s)", ref.Op, ref.Reason)}, nil
 	}
-	return RefResult{State: RefOther, Message: fmt.Sprintf("%d bytes of another writer", len(obj.Body))}, nil
+	return Verdict{State: Other, Message: fmt.Sprintf("another writer's ref holds the key (%d bytes)", len(obj.Body))}, nil
 }
 
-// refIsOurs records that the ref is published: in one ledger transaction the
-// witness goes live and the operation finishes as created, releasing its pins.
-func (a *Activities) refIsOurs(ctx context.Context, in RefInput) (RefResult, error) {
+// refIsOurs records that the ref is published: in one ledger transaction,
+// guarded by the owner, the witness goes live and the operation finishes as
+// created, releasing its pins. A run that no longer owns the row records
+// nothing: the ref landed all the same.
+func (a *Activities) refIsOurs(ctx context.Context, in WriteInput) (Verdict, error) {
+	ref, err := format.DecodeBranchRef(in.Spec.Body)
+	if err != nil {
+		return Verdict{State: Invalid, Message: err.Error()}, nil
+	}
 	var settled catalog.IncarnationSettleResult
-	err := a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
+	err = a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
+		if _, err := a.Catalog.OperationLockOwnedTx(ctx, tx, in.Owner.OpID, in.Owner.Run); err != nil {
+			return err
+		}
 		var err error
-		settled, err = a.Catalog.IncarnationSettleTx(ctx, tx, catalog.IncarnationSettleParams{Graph: in.Graph, Native: in.Native, To: catalog.IncarnationLive})
+		settled, err = a.Catalog.IncarnationSettleTx(ctx, tx, catalog.IncarnationSettleParams{Graph: in.Spec.Graph, Native: ref.Native, To: catalog.IncarnationLive})
 		if err != nil {
 			return err
 		}
-		_, err = a.Catalog.OperationFinishTx(ctx, tx, catalog.OperationFinishParams{ID: in.OpID, Outcome: catalog.OutcomeCreated})
+		_, err = a.Catalog.OperationFinishTx(ctx, tx, catalog.OperationFinishParams{ID: in.Owner.OpID, Outcome: catalog.OutcomeCreated, Owner: in.Owner.Run})
 		return err
 	})
-	if err != nil {
-		return RefResult{}, fmt.Errorf("witness live: %w", err)
+	switch {
+	case errors.Is(err, catalog.ErrNotOwner), errors.Is(err, catalog.ErrStateConflict):
+		return Verdict{State: Landed, Message: "the ref is ours; the ledger row is not this run's to finish"}, nil
+	case err != nil:
+		return Verdict{}, fmt.Errorf("witness live: %w", err)
 	}
 	a.observeWitnessSettled(settled)
 	if settled.From != catalog.IncarnationLive {
 		a.observeFinished("create_branch", string(catalog.OutcomeCreated))
 	}
-	return RefResult{State: RefOurs, Finished: true}, nil
-}
-
-// settleWitness moves the witness from whatever unsettled state it is in to to.
-func (a *Activities) settleWitness(ctx context.Context, graphName, native string, to catalog.IncarnationState) error {
-	settled, err := a.Catalog.IncarnationSettle(ctx, catalog.IncarnationSettleParams{Graph: graphName, Native: native, To: to})
-	if err != nil {
-		return fmt.Errorf("witness %s: %w", to, err)
-	}
-	a.observeWitnessSettled(settled)
-	return nil
+	return Verdict{State: Landed, Recorded: true}, nil
 }
 
 // observeSettled tells the Observer an in-doubt incarnation was settled.
@@ -464,112 +497,83 @@ func (a *Activities) observeWitnessSettled(s catalog.IncarnationSettleResult) {
 	}
 }
 
-// MarkInDoubt witnesses that the ref put may still land: the incarnation and
-// its operation are in doubt until settled.
-func (a *Activities) MarkInDoubt(ctx context.Context, in MarkInDoubtInput) error {
-	inc, err := a.Catalog.IncarnationSetState(ctx, catalog.IncarnationSetStateParams{
-		Graph: in.Graph, Native: in.Native, From: catalog.IncarnationCloned, To: catalog.IncarnationInDoubt,
-	})
-	if err != nil {
-		return fmt.Errorf("witness in_doubt: %w", err)
-	}
-	if _, err := a.Catalog.OperationSetState(ctx, catalog.OperationSetStateParams{
-		ID: in.OpID, From: catalog.OperationRunning, To: catalog.OperationInDoubt,
-	}); err != nil {
-		return fmt.Errorf("operation in_doubt: %w", err)
-	}
-	if a.Observer != nil && inc.State == catalog.IncarnationInDoubt {
-		a.Observer.InDoubt(+1)
-	}
-	return nil
-}
-
-// FenceRef wins the incarnation's ref key with a fence (put-if-absent), so no
+// fenceRef wins the incarnation's ref key with a fence (put-if-absent), so no
 // late put of the ref can ever land. Losing to our own ref means the create
-// happened after all.
-func (a *Activities) FenceRef(ctx context.Context, in FenceInput) (RefResult, error) {
-	logical, tree, err := format.ParseNative(in.Native)
+// happened after all. A refused fence is Refused: nothing is fenced, and the
+// kernel parks the create rather than guessing.
+func (a *Activities) fenceRef(ctx context.Context, in WriteInput) (Verdict, error) {
+	ref, err := format.DecodeBranchRef(in.Spec.Body)
 	if err != nil {
-		return RefResult{}, fmt.Errorf("fence ref: %w", err)
+		return Verdict{State: Invalid, Message: err.Error()}, nil
 	}
-	fence, err := format.EncodeBranchRef(format.BranchRef{State: format.RefFence, Branch: logical, Native: in.Native, Tree: tree, Op: in.OpID, Reason: fenceReason(in.Reason)})
+	fence, err := format.EncodeBranchRef(format.BranchRef{State: format.RefFence, Branch: ref.Branch, Native: ref.Native, Tree: ref.Tree, Op: in.Owner.OpID, Reason: fenceReason(in.Reason)})
 	if err != nil {
-		return RefResult{}, fmt.Errorf("encode fence: %w", err)
+		return Verdict{}, fmt.Errorf("encode fence: %w", err)
 	}
-	res, err := graph.PutIfAbsent(ctx, a.Store, format.BranchRefKey(in.Graph, in.Native), fence)
-	if err != nil {
-		if errors.Is(err, storage.ErrAmbiguous) || errors.Is(err, storage.ErrRefused) {
-			return RefResult{State: RefAmbiguous, Message: err.Error()}, nil
-		}
-		return RefResult{}, fmt.Errorf("put fence: %w", err)
-	}
-	if res.Outcome != graph.PutTaken {
-		return RefResult{State: RefFence, Message: "fence won"}, nil
-	}
-	ref, derr := format.DecodeBranchRef(res.Existing)
+	res, err := graph.PutIfAbsent(ctx, a.Store, format.BranchRefKey(in.Spec.Graph, ref.Native), fence)
 	switch {
-	case derr == nil && ref.State == format.RefFence:
-		return RefResult{State: RefFence, Message: "already fenced by operation " + ref.Op}, nil
-	case derr == nil && ref.State == format.RefLive && ref.Op == in.OpID && ref.Native == in.Native:
-		res, err := a.refIsOurs(ctx, RefInput{OpID: in.OpID, Graph: in.Graph, Native: in.Native})
-		res.Message = "our ref landed before the fence"
-		return res, err
+	case errors.Is(err, storage.ErrAmbiguous):
+		return Verdict{State: Ambiguous, Message: err.Error()}, nil
+	case errors.Is(err, storage.ErrRefused), errors.Is(err, storage.ErrInvalidKey):
+		return Verdict{State: Refused, Message: err.Error()}, nil
+	case err != nil:
+		return Verdict{}, fmt.Errorf("put fence: %w", err)
+	case res.Outcome != graph.PutTaken:
+		return Verdict{State: Fenced, Message: "fence won"}, nil
 	}
-	return RefResult{State: RefOther, Message: "another writer's ref holds the key"}, nil
+	have, derr := format.DecodeBranchRef(res.Existing)
+	switch {
+	case derr == nil && have.State == format.RefFence:
+		return Verdict{State: Fenced, Message: "already fenced by operation " + have.Op}, nil
+	case bytes.Equal(res.Existing, in.Spec.Body):
+		v, err := a.refIsOurs(ctx, in)
+		v.Message = "our ref landed before the fence"
+		return v, err
+	}
+	return Verdict{State: Other, Message: "another writer's ref holds the key"}, nil
 }
 
 // fenceReason keeps the fence's reason a short word, as the format asks.
 func fenceReason(reason string) string {
 	switch {
-	case len(reason) >= 9 && reason[:9] == "abandoned":
+	case strings.HasPrefix(reason, "abandon"), strings.HasPrefix(reason, "cancel"):
 		return "abandon"
 	default:
 		return "unpublished"
 	}
 }
 
-// ReclaimClone deletes the fork commit of an incarnation whose ref key a fence
-// holds, and witnesses it unpublished. A fork commit that lands later (its put
-// was ambiguous) is garbage for the next cleanup: the fence makes it unreachable.
+// ReclaimClone deletes the fork commit of an incarnation no ref can ever
+// publish (a fence holds its ref key, or its ref put was definitely refused),
+// and witnesses it unpublished. A fork commit that lands later (its put was
+// ambiguous) is garbage for the next cleanup; so is one whose delete the store
+// refuses: the witness, settled, lets cleanup reclaim the tree.
 func (a *Activities) ReclaimClone(ctx context.Context, in ReclaimInput) error {
 	id, err := format.ParseCommitID(in.Fork)
 	if err != nil {
 		return fmt.Errorf("reclaim clone: %w", err)
 	}
 	if err := a.Store.Delete(ctx, format.CommitIDKey(in.Graph, id)); err != nil {
-		return fmt.Errorf("delete fork commit: %w", err)
-	}
-	return a.settleWitness(ctx, in.Graph, in.Native, catalog.IncarnationUnpublished)
-}
-
-// FinishCreate records the operation's outcome and releases its pins. A
-// create that failed before any effect leaves no open witness behind.
-func (a *Activities) FinishCreate(ctx context.Context, in FinishInput) error {
-	out := catalog.Outcome(in.Outcome)
-	if in.Outcome == "" {
-		out = catalog.OutcomeFailed
-		// A witness still in intent names an incarnation whose clone was never
-		// sent (the clone step had not started): settle it so the name is free.
-		// The workflow may not know its native name if prepare's answer was
-		// lost, so look the operation's witnesses up.
-		incs, err := a.Catalog.IncarnationListByLogical(ctx, catalog.IncarnationListByLogicalParams{Graph: in.Graph, Logical: in.Branch})
-		if err != nil && !errors.Is(err, catalog.ErrInvalid) {
-			return fmt.Errorf("read witnesses: %w", err)
+		if storage.CodeOf(err) != storage.CodeRefused {
+			return fmt.Errorf("delete fork commit: %w", err)
 		}
-		for _, inc := range incs {
-			if inc.OpID == in.OpID && inc.State == catalog.IncarnationIntent {
-				if err := a.settleWitness(ctx, in.Graph, inc.Native, catalog.IncarnationUnpublished); err != nil {
-					return err
-				}
-			}
-		}
+		a.logger(ctx).Info("graft clone delete refused; left for cleanup", "op_id", in.Owner.OpID, "native", in.Native, "detail", err.Error())
 	}
-	if _, err := a.Catalog.OperationFinish(ctx, catalog.OperationFinishParams{ID: in.OpID, Outcome: out, Error: in.Message}); err != nil {
-		if errors.Is(err, catalog.ErrNotFound) { // failed before the operation was recorded
-			return nil
+	var settled catalog.IncarnationSettleResult
+	err = a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
+		if _, err := a.Catalog.OperationLockOwnedTx(ctx, tx, in.Owner.OpID, in.Owner.Run); err != nil {
+			return err
 		}
-		return fmt.Errorf("finish operation: %w", err)
+		var err error
+		settled, err = a.Catalog.IncarnationSettleTx(ctx, tx, catalog.IncarnationSettleParams{Graph: in.Graph, Native: in.Native, To: catalog.IncarnationUnpublished})
+		return err
+	})
+	switch {
+	case errors.Is(err, catalog.ErrNotOwner), errors.Is(err, catalog.ErrStateConflict):
+		return nil
+	case err != nil:
+		return fmt.Errorf("witness unpublished: %w", err)
 	}
-	a.observeFinished("create_branch", string(out))
+	a.observeWitnessSettled(settled)
 	return nil
 }

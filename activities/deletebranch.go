@@ -6,13 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
-	"github.com/graftworks/graft/storage"
 )
 
 // PrepareDeleteBranchInput is the input of PrepareDeleteBranch.
@@ -20,18 +18,20 @@ type PrepareDeleteBranchInput struct {
 	OpID, Graph, Branch string
 	// Force deletes a branch even though live tags name commits of its
 	// tree. It never deletes main.
-	Force             bool
+	Force bool
+	// WorkflowID and RunID are the workflow's; RunID claims the ledger row.
 	WorkflowID, RunID string
 }
 
 // PrepareDeleteBranchResult is the ref to retire, or the outcome that ends the delete.
 type PrepareDeleteBranchResult struct {
-	Outcome  outcome.Outcome
-	Message  string
-	Recorded bool
-	Foreign  bool
-	// Native and ETag name the live ref to retire by compare-and-swap.
-	Native, ETag string
+	Outcome outcome.Outcome
+	Message string
+	// Owned: the ledger row is this run's; the kernel finishes it.
+	Owned bool
+	// Native names the live ref, and Spec the compare-and-swap that retires it.
+	Native string
+	Spec   WriteSpec
 	// Head is the branch's head when it was read.
 	Head string
 	// Tags are the live tags naming commits of the branch's tree.
@@ -58,11 +58,14 @@ func (a *Activities) PrepareDeleteBranch(ctx context.Context, in PrepareDeleteBr
 	}
 	inputs, _ := json.Marshal(map[string]any{"action": "delete", "branch": in.Branch, "force": in.Force})
 	r, err := a.recordOnly(ctx, catalog.OperationInsertParams{ID: in.OpID, Kind: catalog.OpDeleteBranch, Graph: in.Graph,
-		Inputs: inputs, WorkflowID: in.WorkflowID, RunID: in.RunID})
+		Inputs: inputs, WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID})
 	if err != nil {
 		return PrepareDeleteBranchResult{}, err
 	}
-	res := PrepareDeleteBranchResult{Recorded: !r.foreign, Foreign: r.foreign}
+	if !r.owned {
+		return PrepareDeleteBranchResult{Outcome: r.outcome, Message: r.message}, nil
+	}
+	res := PrepareDeleteBranchResult{Owned: true}
 	stop := func(o outcome.Outcome, f string, args ...any) (PrepareDeleteBranchResult, error) {
 		res.Outcome, res.Message = o, fmt.Sprintf(f, args...)
 		return res, nil
@@ -115,7 +118,8 @@ func (a *Activities) PrepareDeleteBranch(ctx context.Context, in PrepareDeleteBr
 		return stop(outcome.Conflict, "%v; %s", e, e.RepairHint())
 	}
 	b := live[0]
-	res.Native, res.ETag = b.Native, b.ETag
+	res.Native = b.Native
+	res.Spec = WriteSpec{Kind: WriteRetireRef, Graph: in.Graph, Native: b.Native, ETag: b.ETag, Landed: outcome.Deleted}
 
 	w, err := a.Catalog.IncarnationGetByNative(ctx, catalog.IncarnationGetByNativeParams{Graph: in.Graph, Native: b.Native})
 	switch {
@@ -151,39 +155,4 @@ func (a *Activities) PrepareDeleteBranch(ctx context.Context, in PrepareDeleteBr
 			"(the tags keep their commits either way)", in.Branch, strings.Join(res.Tags, ", "))
 	}
 	return res, nil
-}
-
-// RetireBranchInput is the input of RetireBranch.
-type RetireBranchInput struct {
-	OpID, Graph, Native, ETag string
-	// InDoubtSince is when the retire first came back in doubt; zero at first.
-	InDoubtSince time.Time
-}
-
-// RetireBranch retires the branch's live ref by compare-and-swap
-// (graph.RetireRef) into a retired ref that stays at the key as a fence, and
-// then records the witness, if the ledger has one, as retired. Outcomes:
-// done; changed or not_live (another writer changed the ref first);
-// in_doubt (call again to settle: it reads back and re-issues the same
-// bytes); refused.
-func (a *Activities) RetireBranch(ctx context.Context, in RetireBranchInput) (RetireIncarnationResult, error) {
-	_, err := graph.RetireRef(ctx, a.Store, in.Graph, in.Native, in.ETag, in.OpID)
-	if res, ok := retireRefused(err); ok {
-		return res, nil
-	}
-	switch {
-	case errors.Is(err, storage.ErrAmbiguous):
-		return RetireIncarnationResult{State: RetireInDoubt, Message: err.Error()}, nil
-	case errors.Is(err, storage.ErrRefused), errors.Is(err, storage.ErrInvalidKey):
-		return RetireIncarnationResult{State: RetireRefused, Message: err.Error()}, nil
-	case err != nil:
-		return RetireIncarnationResult{}, fmt.Errorf("retire %s: %w", in.Native, err)
-	}
-	if !in.InDoubtSince.IsZero() {
-		a.observeWriteSettled(string(catalog.OpDeleteBranch), in.InDoubtSince)
-	}
-	if _, err := a.retireWitness(ctx, in.Graph, in.Native); err != nil {
-		return RetireIncarnationResult{}, err
-	}
-	return RetireIncarnationResult{State: RetireDone}, nil
 }

@@ -17,7 +17,8 @@ import (
 // InitGraphInput is the input of InitGraph.
 type InitGraphInput struct {
 	OpID, Graph, Author string
-	WorkflowID, RunID   string
+	// WorkflowID and RunID are the workflow's; RunID claims the ledger row.
+	WorkflowID, RunID string
 }
 
 // InitGraphResult is what InitGraph proved. Outcome is done (the graph
@@ -26,11 +27,10 @@ type InitGraphInput struct {
 type InitGraphResult struct {
 	Outcome outcome.Outcome
 	Message string
-	// Recorded reports that the operation is in the ledger under OpID as
-	// this request, so finishing it records this outcome.
-	Recorded bool
-	Main     string // native name of main's first incarnation
-	Root     string // main's root commit id
+	// Owned reports that the ledger row is this run's: the kernel finishes it.
+	Owned bool
+	Main  string // native name of main's first incarnation
+	Root  string // main's root commit id
 	// Created is false when the graph was already there with our bytes.
 	Created bool
 }
@@ -60,22 +60,23 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 		}
 	}
 	inputs, _ := json.Marshal(map[string]string{"author": in.Author})
-	op, err := a.Catalog.OperationInsert(ctx, catalog.OperationInsertParams{
+	c, err := a.claim(ctx, nil, catalog.OperationInsertParams{
 		ID: in.OpID, Kind: catalog.OpInitGraph, Graph: in.Graph, Inputs: inputs,
-		WorkflowID: in.WorkflowID, RunID: in.RunID,
+		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID,
 	})
-	if errors.Is(err, catalog.ErrDuplicate) {
-		return end(outcome.Conflict, "operation id %q was already used for a different request", in.OpID)
-	}
 	if err != nil {
-		return InitGraphResult{}, fmt.Errorf("record operation: %w", err)
+		return InitGraphResult{}, err
+	}
+	op := c.op
+	if c.outcome != "" && op.ID == "" { // another request's id, or another workflow's run
+		return InitGraphResult{Outcome: c.outcome, Message: c.message}, nil
 	}
 	at := op.CreatedAt.UTC()
 	tree := nativeULID(in.OpID, 0, at)
 	res := InitGraphResult{
-		Recorded: true,
-		Main:     format.NativeName(graph.DefaultBranch, tree),
-		Root:     format.CommitID{Tree: tree}.String(),
+		Owned: c.owned,
+		Main:  format.NativeName(graph.DefaultBranch, tree),
+		Root:  format.CommitID{Tree: tree}.String(),
 	}
 	conflict := func(f string, args ...any) (InitGraphResult, error) {
 		res.Outcome, res.Message = outcome.Conflict, fmt.Sprintf(f, args...)
@@ -183,67 +184,11 @@ func (a *Activities) moveWitness(ctx context.Context, graphName, native string, 
 	return nil
 }
 
-// FinishOperationInput is the input of FinishOperation.
-type FinishOperationInput struct {
-	OpID string
-	// Kind is the operation's kind, for metrics.
-	Kind catalog.OperationKind
-	// Outcome is "" when the workflow failed on an infrastructure error.
-	Outcome outcome.Outcome
-	Message string
-}
-
-// FinishOperation records an operation's outcome in the ledger and releases
-// its pins. An operation already finished keeps its first outcome.
-func (a *Activities) FinishOperation(ctx context.Context, in FinishOperationInput) error {
-	out := catalog.Outcome(in.Outcome)
-	if in.Outcome == "" {
-		out = catalog.OutcomeFailed
-	}
-	_, err := a.Catalog.OperationFinish(ctx, catalog.OperationFinishParams{ID: in.OpID, Outcome: out, Error: in.Message})
-	switch {
-	case errors.Is(err, catalog.ErrNotFound): // ended before it was recorded
-		return nil
-	case errors.Is(err, catalog.ErrStateConflict): // finished before, by an earlier run of the same id
-		return nil
-	case err != nil:
-		return fmt.Errorf("finish operation: %w", err)
-	}
-	a.observeFinished(string(in.Kind), string(out))
-	return nil
-}
-
-// MarkOperationInDoubtInput is the input of MarkOperationInDoubt.
-type MarkOperationInDoubtInput struct {
-	OpID string
-}
-
-// MarkOperationInDoubt records that an operation's write may still land:
-// the operation is in doubt until a later step settles it.
-func (a *Activities) MarkOperationInDoubt(ctx context.Context, in MarkOperationInDoubtInput) error {
-	before, err := a.Catalog.OperationGet(ctx, catalog.OperationGetParams{ID: in.OpID})
-	if err != nil {
-		return fmt.Errorf("read operation: %w", err)
-	}
-	if before.State != catalog.OperationRunning {
-		return nil // in doubt already (a retried step), or finished
-	}
-	if _, err := a.Catalog.OperationSetState(ctx, catalog.OperationSetStateParams{
-		ID: in.OpID, From: catalog.OperationRunning, To: catalog.OperationInDoubt,
-	}); err != nil {
-		return fmt.Errorf("operation in_doubt: %w", err)
-	}
-	if a.Observer != nil {
-		a.Observer.InDoubt(+1)
-	}
-	return nil
-}
-
 // observeWriteSettled tells the observer an in-doubt write settled after since.
 func (a *Activities) observeWriteSettled(kind string, since time.Time) {
 	if a.Observer != nil {
 		a.Observer.InDoubt(-1)
-		a.Observer.Settled(kind, a.now().Sub(since))
+		a.Observer.Settled(kind, a.since(since))
 	}
 }
 

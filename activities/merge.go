@@ -53,8 +53,9 @@ type PlanMergeInput struct {
 	// ExpectedHead, when set, is the commit the target's head must be.
 	ExpectedHead string
 	// Preview plans without recording, pinning or writing anything.
-	Preview           bool
-	Author, Message   string
+	Preview         bool
+	Author, Message string
+	// WorkflowID and RunID are the workflow's; RunID claims the ledger row.
 	WorkflowID, RunID string
 }
 
@@ -66,11 +67,8 @@ type PlanMergeResult struct {
 	// preview, the outcome the merge would have (merged, adopted, ...).
 	Outcome outcome.Outcome
 	Message string
-	// Recorded: the operation is in the ledger as this request.
-	Recorded bool
-	// Foreign: the operation id belongs to another request; its ledger row
-	// is not this merge's to finish.
-	Foreign    bool
+	// Owned: the ledger row is this run's; the kernel finishes it.
+	Owned      bool
 	Relation   graph.Relation
 	SourceHead string
 	TargetHead string
@@ -81,14 +79,14 @@ type PlanMergeResult struct {
 	Conflicts int
 	// BaseReads counts the merge-base candidates read.
 	BaseReads int
-	// Kind is the outcome once Body is stored: merged or adopted.
+	// Kind is the outcome once the commit is stored: merged or adopted.
 	Kind outcome.Outcome
-	// Committed: the target's head already is this operation's merge commit
-	// (an earlier attempt landed).
+	// Committed: this operation's merge commit is stored already (an earlier
+	// attempt landed).
 	Committed bool
-	// Commit is the merge commit's id, Body its exact bytes.
+	// Commit is the merge commit's id; Spec the write of its exact bytes.
 	Commit string
-	Body   []byte
+	Spec   WriteSpec
 }
 
 // PlanMerge reads the source and target heads, finds their merge base from
@@ -133,27 +131,32 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 		"source": in.Source, "target": in.Target, "expected_head": in.ExpectedHead, "author": in.Author, "message": in.Message,
 	})
 	rec := catalog.OperationInsertParams{ID: in.OpID, Kind: catalog.OpMerge, Graph: in.Graph, Inputs: inputs,
-		WorkflowID: in.WorkflowID, RunID: in.RunID}
-	// stop ends the merge with an outcome, recording the operation first
-	// (unless previewing) so its outcome can be finished in the ledger.
+		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID}
+	// stop ends the merge with an outcome, claiming the operation first
+	// (unless previewing) so the kernel can finish it in the ledger.
 	stop := func(res PlanMergeResult, o outcome.Outcome, f string, args ...any) (PlanMergeResult, error) {
 		res.Outcome, res.Message = o, fmt.Sprintf(f, args...)
 		if in.Preview {
 			return res, nil
 		}
-		op, err := a.Catalog.OperationInsert(ctx, rec)
-		if errors.Is(err, catalog.ErrDuplicate) {
-			return PlanMergeResult{Outcome: outcome.Conflict, Foreign: true,
-				Message: fmt.Sprintf("operation id %q was already used for a different request", in.OpID)}, nil
+		c, err := a.claim(ctx, nil, rec)
+		if err != nil || !c.owned {
+			return PlanMergeResult{Outcome: c.outcome, Message: c.message}, err
 		}
-		if err != nil {
-			return PlanMergeResult{}, fmt.Errorf("record operation: %w", err)
-		}
-		res.Recorded = true
-		if op.State == catalog.OperationDone {
-			res.Outcome, res.Message = outcome.Outcome(op.Outcome), fmt.Sprintf("operation %s already finished: %s", in.OpID, op.Error)
-		}
+		res.Owned = true
 		return res, nil
+	}
+	owner := Owner{OpID: in.OpID, Run: in.RunID}
+	if !in.Preview {
+		// A merge commit this operation sent already (its answer lost with its
+		// worker) is recognised before anything is planned on a newer head.
+		if own, ok, err := a.ownPendingCommit(ctx, owner, in.Graph); err != nil || ok {
+			if err != nil {
+				return PlanMergeResult{}, err
+			}
+			return PlanMergeResult{Owned: true, Committed: own.landed, Commit: own.commit.ID.String(), Spec: own.spec, Kind: own.spec.Landed,
+				TargetHead: firstParent(own.commit)}, nil
+		}
 	}
 
 	heads, out, msg, err := a.readMergeHeads(ctx, in.Graph, in.Source, in.Target)
@@ -166,6 +169,10 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 	source, target := heads[0].head, heads[1].head
 	res := PlanMergeResult{SourceHead: source.ID.String(), TargetHead: target.ID.String()}
 	if target.Op == in.OpID && !in.Preview && len(target.Parents) == 2 {
+		c, err := a.claim(ctx, nil, rec)
+		if err != nil || !c.owned {
+			return PlanMergeResult{Outcome: c.outcome, Message: c.message}, err
+		}
 		return a.mergeCommitted(ctx, in, target, res)
 	}
 	if in.ExpectedHead != "" && target.ID.String() != in.ExpectedHead {
@@ -209,6 +216,34 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 		return stop(res, res.Kind, "%d tables to adopt from %q, %d kept from %q", plan.Adopted, in.Source, plan.Kept, in.Target)
 	}
 
+	author := in.Author
+	if author == "" {
+		author = "graft"
+	}
+	message := in.Message
+	if message == "" {
+		message = fmt.Sprintf("merge %s into %s", in.Source, in.Target)
+	}
+	commit := func(at time.Time) format.Commit {
+		return format.Commit{
+			ID:      format.CommitID{Tree: target.ID.Tree, Seq: target.ID.Seq + 1},
+			Branch:  in.Target,
+			Parents: []format.CommitID{target.ID, source.ID},
+			Pins:    plan.Pins,
+			Lineage: format.Lineage(target.ID.Tree, target, source),
+			Author:  author,
+			Message: message,
+			Time:    at.UTC(),
+			Op:      in.OpID,
+		}
+	}
+	// Every input checked before the first ledger write: a merge commit that
+	// cannot be encoded (its lineage at the cap, say) is invalid, recorded as
+	// such and nothing else.
+	if _, err := format.EncodeCommit(commit(target.Time)); err != nil {
+		return stop(res, outcome.Invalid, "merge commit: %v", err)
+	}
+
 	// Pin the merge's inputs — the base, source and target commits, which
 	// cleanup keeps with every version they pin, and the versions the merge
 	// commit newly names (the adopted ones) — then probe the source head: the
@@ -229,7 +264,7 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 	if err != nil {
 		return PlanMergeResult{}, err
 	}
-	res.Recorded, res.Foreign = !r.foreign, r.foreign
+	res.Owned = r.owned
 	if r.outcome != "" {
 		res.Outcome, res.Message = r.outcome, r.message
 		return res, nil
@@ -242,31 +277,13 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 		return res, nil
 	}
 
-	author := in.Author
-	if author == "" {
-		author = "graft"
-	}
-	message := in.Message
-	if message == "" {
-		message = fmt.Sprintf("merge %s into %s", in.Source, in.Target)
-	}
-	c := format.Commit{
-		ID:      format.CommitID{Tree: target.ID.Tree, Seq: target.ID.Seq + 1},
-		Branch:  in.Target,
-		Parents: []format.CommitID{target.ID, source.ID},
-		Pins:    plan.Pins,
-		Lineage: format.Lineage(target.ID.Tree, target, source),
-		Author:  author,
-		Message: message,
-		Time:    r.op.CreatedAt.UTC(),
-		Op:      in.OpID,
-	}
+	c := commit(r.op.CreatedAt)
 	body, err := format.EncodeCommit(c)
 	if err != nil {
 		res.Outcome, res.Message = outcome.Invalid, fmt.Sprintf("merge commit: %v", err)
 		return res, nil
 	}
-	res.Commit, res.Body = c.ID.String(), body
+	res.Commit, res.Spec = c.ID.String(), WriteSpec{Kind: WriteCommit, Graph: in.Graph, Body: body, Landed: res.Kind, Subject: c.ID.String()}
 	return res, nil
 }
 
@@ -329,7 +346,7 @@ func (a *Activities) mergeCommitted(ctx context.Context, in PlanMergeInput, head
 	if err != nil {
 		return PlanMergeResult{}, fmt.Errorf("read merged parent: %w", err)
 	}
-	res.Committed, res.Commit, res.Recorded = true, head.ID.String(), true
+	res.Committed, res.Commit, res.Owned = true, head.ID.String(), true
 	res.SourceHead, res.TargetHead = merged.ID.String(), head.Parents[0].String()
 	res.Kind = OutcomeMerged
 	if graph.IsAncestor(head.Parents[0], merged) {
@@ -367,44 +384,41 @@ func commitPins(graphName string, commits ...format.Commit) []catalog.Pin {
 // recorded is how recordWithPins left the ledger.
 type recorded struct {
 	op catalog.Operation
+	// owned: the row is this run's (p.Owner's).
+	owned bool
 	// outcome, when set, ends the operation: not_retained (a pin was
-	// refused), conflict with foreign (the id belongs to another request),
-	// or the outcome of an operation that already finished.
+	// refused), conflict (the id belongs to another request or another
+	// workflow; the row is left alone), or the outcome of an operation that
+	// already finished.
 	outcome outcome.Outcome
 	message string
-	foreign bool
 }
 
-// recordWithPins records the operation and registers its pins in one ledger
-// transaction. A pin a running cleanup has condemned refuses the whole
-// transaction; the operation is then recorded on its own and ends
+// recordWithPins claims the operation for p.Owner and registers its pins in
+// one ledger transaction. A pin a running cleanup has condemned refuses the
+// whole transaction; the operation is then claimed on its own and ends
 // not_retained.
 func (a *Activities) recordWithPins(ctx context.Context, p catalog.OperationInsertParams, pins []catalog.Pin) (recorded, error) {
 	var r recorded
+	var c claimed
 	err := a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		if r.op, err = a.Catalog.OperationInsertTx(ctx, tx, p); err != nil || r.op.State == catalog.OperationDone {
+		if c, err = a.claim(ctx, tx, p); err != nil || !c.owned {
 			return err
 		}
-		return a.Catalog.PinsRegisterTx(ctx, tx, catalog.PinsRegisterParams{OpID: p.ID, Graph: p.Graph, Pins: pins})
+		return a.Catalog.PinsRegisterTx(ctx, tx, catalog.PinsRegisterParams{OpID: p.ID, Graph: p.Graph, Pins: pins, Owner: p.Owner})
 	})
 	switch {
-	case errors.Is(err, catalog.ErrDuplicate):
-		r.outcome, r.foreign = outcome.Conflict, true
-		r.message = fmt.Sprintf("operation id %q was already used for a different request", p.ID)
-		return r, nil
 	case errors.Is(err, catalog.ErrCondemned):
-		if r.op, err = a.Catalog.OperationInsert(ctx, p); err != nil {
-			return r, fmt.Errorf("record operation: %w", err)
+		condemned := err
+		if c, err = a.claim(ctx, nil, p); err != nil || !c.owned {
+			return recorded{outcome: c.outcome, message: c.message}, err
 		}
-		r.outcome, r.message = outcome.NotRetained, fmt.Sprintf("condemned by a running cleanup: %v", err)
-		return r, nil
+		return recorded{op: c.op, owned: true, outcome: outcome.NotRetained, message: fmt.Sprintf("condemned by a running cleanup: %v", condemned)}, nil
 	case err != nil:
 		return r, fmt.Errorf("record operation and pins: %w", err)
-	case r.op.State == catalog.OperationDone:
-		r.outcome, r.message = outcome.Outcome(r.op.Outcome), fmt.Sprintf("operation %s already finished: %s", p.ID, r.op.Error)
 	}
-	return r, nil
+	return recorded{op: c.op, owned: c.owned, outcome: c.outcome, message: c.message}, nil
 }
 
 // probeKeys HEADs keys in parallel after their pins are registered, and
@@ -430,55 +444,4 @@ func (a *Activities) probeKeys(ctx context.Context, keys ...string) (string, err
 		}
 	}
 	return "", nil
-}
-
-// PutPlannedCommitInput is the input of PutPlannedCommit.
-type PutPlannedCommitInput struct {
-	OpID, Graph string
-	// Kind is the operation's kind, for metrics.
-	Kind catalog.OperationKind
-	// Body is the planned commit's exact bytes; every put sends exactly these.
-	Body []byte
-	// InDoubtSince is when the put first came back in doubt; zero on the first put.
-	InDoubtSince time.Time
-}
-
-// PutPlannedCommit appends a commit a merge or a restore planned: a
-// put-if-absent at seq+1 of the target tree — the head check — settled by
-// reading back (graph.SettleAppend): ours → committed, another commit →
-// stale (ours never lands), still unknown → in_doubt, to be settled by
-// calling it again with the same bytes.
-func (a *Activities) PutPlannedCommit(ctx context.Context, in PutPlannedCommitInput) (PutCommitResult, error) {
-	return a.putCommitBytes(ctx, in.Graph, in.Body, string(in.Kind), in.InDoubtSince)
-}
-
-// putCommitBytes is the append step WriteTable, Merge and Restore share: it
-// puts a planned commit's exact bytes and classifies what the settled answer
-// proves. inDoubtSince, when set, is reported to the observer once the put is
-// definitive.
-func (a *Activities) putCommitBytes(ctx context.Context, graphName string, body []byte, kind string, inDoubtSince time.Time) (PutCommitResult, error) {
-	c, err := format.DecodeCommit(body)
-	if err != nil {
-		return PutCommitResult{State: CommitInvalid, Message: err.Error()}, nil
-	}
-	_, err = graph.SettleAppend(ctx, a.Store, graphName, c)
-	var res PutCommitResult
-	switch {
-	case err == nil:
-		res = PutCommitResult{State: CommitStored}
-	case errors.Is(err, graph.ErrStaleHead), errors.Is(err, graph.ErrKeyTaken):
-		res = PutCommitResult{State: CommitStale, Message: err.Error()}
-	case errors.Is(err, storage.ErrAmbiguous):
-		return PutCommitResult{State: CommitInDoubt, Message: err.Error()}, nil
-	case errors.Is(err, storage.ErrRefused), errors.Is(err, storage.ErrInvalidKey):
-		return PutCommitResult{State: CommitRefused, Message: err.Error()}, nil
-	case errors.Is(err, graph.ErrInvalid):
-		return PutCommitResult{State: CommitInvalid, Message: err.Error()}, nil
-	default:
-		return PutCommitResult{}, fmt.Errorf("put commit: %w", err)
-	}
-	if !inDoubtSince.IsZero() {
-		a.observeWriteSettled(kind, inDoubtSince)
-	}
-	return res, nil
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
@@ -17,22 +19,25 @@ import (
 type PrepareRepairInput struct {
 	OpID, Graph, Branch string
 	// Keep is the native name of the live incarnation to keep.
-	Keep              string
+	Keep string
+	// WorkflowID and RunID are the workflow's; RunID claims the ledger row.
 	WorkflowID, RunID string
 }
 
 // RetireTarget is a live ref a repair retires.
 type RetireTarget struct {
 	Native string
-	ETag   string
+	// Spec is the compare-and-swap that retires it.
+	Spec WriteSpec
 }
 
 // PrepareRepairResult is what PrepareRepair decided. A non-empty Outcome
 // ends the repair before any storage effect.
 type PrepareRepairResult struct {
-	Outcome  outcome.Outcome
-	Message  string
-	Recorded bool
+	Outcome outcome.Outcome
+	Message string
+	// Owned: the ledger row is this run's; the kernel finishes it.
+	Owned bool
 	// Retire lists the live refs other than Keep, with the ETags to
 	// compare-and-swap against.
 	Retire []RetireTarget
@@ -63,23 +68,17 @@ func (a *Activities) PrepareRepair(ctx context.Context, in PrepareRepairInput) (
 		return end(outcome.Invalid, "keep: %s is an incarnation of %q, not of %q", in.Keep, logical, in.Branch)
 	}
 	inputs, _ := json.Marshal(map[string]string{"action": "repair", "branch": in.Branch, "keep": in.Keep})
-	op, err := a.Catalog.OperationInsert(ctx, catalog.OperationInsertParams{
+	c, err := a.claim(ctx, nil, catalog.OperationInsertParams{
 		ID: in.OpID, Kind: catalog.OpDeleteBranch, Graph: in.Graph, Inputs: inputs,
-		WorkflowID: in.WorkflowID, RunID: in.RunID,
+		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID,
 	})
-	if errors.Is(err, catalog.ErrDuplicate) {
-		return end(outcome.Conflict, "operation id %q was already used for a different request", in.OpID)
+	if err != nil || !c.owned {
+		return PrepareRepairResult{Outcome: c.outcome, Message: c.message}, err
 	}
-	if err != nil {
-		return PrepareRepairResult{}, fmt.Errorf("record operation: %w", err)
-	}
-	res := PrepareRepairResult{Recorded: true}
+	res := PrepareRepairResult{Owned: true}
 	stop := func(o outcome.Outcome, f string, args ...any) (PrepareRepairResult, error) {
 		res.Outcome, res.Message = o, fmt.Sprintf(f, args...)
 		return res, nil
-	}
-	if op.State == catalog.OperationDone {
-		return stop(outcome.Outcome(op.Outcome), "operation %s already finished: %s", in.OpID, op.Error)
 	}
 	if _, err := graph.ReadGraph(ctx, a.Store, in.Graph); err != nil {
 		if errors.Is(err, graph.ErrGraphNotFound) {
@@ -103,7 +102,8 @@ func (a *Activities) PrepareRepair(ctx context.Context, in PrepareRepairInput) (
 			live = append(live, inc.Native)
 		case inc.Ref.State == format.RefLive:
 			live = append(live, inc.Native)
-			res.Retire = append(res.Retire, RetireTarget{Native: inc.Native, ETag: inc.ETag})
+			res.Retire = append(res.Retire, RetireTarget{Native: inc.Native,
+				Spec: WriteSpec{Kind: WriteRetireRef, Graph: in.Graph, Native: inc.Native, ETag: inc.ETag}})
 		case inc.Ref.State == format.RefRetired && inc.Ref.RetiredOp == in.OpID:
 			res.AlreadyRetired = append(res.AlreadyRetired, inc.Native)
 		}
@@ -130,43 +130,9 @@ func (a *Activities) PrepareRepair(ctx context.Context, in PrepareRepairInput) (
 	return res, nil
 }
 
-// RetireIncarnationInput is the input of RetireIncarnation.
-type RetireIncarnationInput struct {
-	OpID, Graph, Native, ETag string
-}
-
-// RetireState is what RetireIncarnation proved about one ref.
-type RetireState string
-
-const (
-	RetireDone    RetireState = "retired"  // the ref holds our retired bytes
-	RetireNotLive RetireState = "not_live" // someone else retired or fenced it, or it is gone
-	RetireChanged RetireState = "changed"  // it is live with other bytes than the ones read
-)
-
-// RetireIncarnationResult is the output of RetireIncarnation.
+// RetireIncarnationResult is how retireRefused classifies a refused retire.
 type RetireIncarnationResult struct {
-	State   RetireState
 	Message string
-}
-
-// RetireIncarnation retires one live ref by compare-and-swap
-// (graph.RetireRef) and then records its witness, if the ledger has one,
-// as retired. An outcome still unknown is an error: the activity is retried,
-// and RetireRef settles it by reading back.
-func (a *Activities) RetireIncarnation(ctx context.Context, in RetireIncarnationInput) (RetireIncarnationResult, error) {
-	_, err := graph.RetireRef(ctx, a.Store, in.Graph, in.Native, in.ETag, in.OpID)
-	if res, ok := retireRefused(err); ok {
-		return res, nil
-	}
-	if err != nil {
-		return RetireIncarnationResult{}, fmt.Errorf("retire %s: %w", in.Native, err)
-	}
-	note, err := a.retireWitness(ctx, in.Graph, in.Native)
-	if err != nil {
-		return RetireIncarnationResult{}, err
-	}
-	return RetireIncarnationResult{State: RetireDone, Message: note}, nil
 }
 
 // retireRefused classifies a RetireRef error that proves the swap did not
@@ -175,12 +141,10 @@ func (a *Activities) RetireIncarnation(ctx context.Context, in RetireIncarnation
 func retireRefused(err error) (RetireIncarnationResult, bool) {
 	var changed *graph.RefChangedError
 	switch {
-	case errors.As(err, &changed) && changed.Found == format.RefLive:
-		return RetireIncarnationResult{State: RetireChanged, Message: changed.Error()}, true
 	case errors.As(err, &changed):
-		return RetireIncarnationResult{State: RetireNotLive, Message: changed.Error()}, true
+		return RetireIncarnationResult{Message: changed.Error()}, true
 	case errors.Is(err, graph.ErrInvalid), isUnreadableObject(err):
-		return RetireIncarnationResult{State: RetireChanged, Message: err.Error()}, true
+		return RetireIncarnationResult{Message: err.Error()}, true
 	}
 	return RetireIncarnationResult{}, false
 }
@@ -189,14 +153,25 @@ func retireRefused(err error) (RetireIncarnationResult, bool) {
 // retired. A witness in another state than live or retired is left as is,
 // and the returned note says so.
 func (a *Activities) retireWitness(ctx context.Context, graphName, native string) (string, error) {
-	w, err := a.Catalog.IncarnationGetByNative(ctx, catalog.IncarnationGetByNativeParams{Graph: graphName, Native: native})
+	var note string
+	err := a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		note, err = a.retireWitnessTx(ctx, tx, graphName, native)
+		return err
+	})
+	return note, err
+}
+
+// retireWitnessTx is retireWitness inside the caller's transaction.
+func (a *Activities) retireWitnessTx(ctx context.Context, tx pgx.Tx, graphName, native string) (string, error) {
+	w, err := a.Catalog.IncarnationGetByNativeTx(ctx, tx, catalog.IncarnationGetByNativeParams{Graph: graphName, Native: native})
 	switch {
 	case errors.Is(err, catalog.ErrNotFound):
 		return "", nil
 	case err != nil:
 		return "", fmt.Errorf("read witness: %w", err)
 	case w.State == catalog.IncarnationLive:
-		if _, err := a.Catalog.IncarnationSetState(ctx, catalog.IncarnationSetStateParams{
+		if _, err := a.Catalog.IncarnationSetStateTx(ctx, tx, catalog.IncarnationSetStateParams{
 			Graph: graphName, Native: native, From: catalog.IncarnationLive, To: catalog.IncarnationRetired,
 		}); err != nil {
 			return "", fmt.Errorf("witness retired: %w", err)
@@ -207,51 +182,41 @@ func (a *Activities) retireWitness(ctx context.Context, graphName, native string
 	return "", nil
 }
 
-// FinishRepairInput is the input of FinishRepair.
-type FinishRepairInput struct {
-	OpID, Graph, Branch, Keep string
-	// Outcome is "" when the workflow failed on an infrastructure error.
-	Outcome outcome.Outcome
-	Message string
+// AdoptKeptInput is the input of AdoptKept.
+type AdoptKeptInput struct {
+	Owner               Owner
+	Graph, Branch, Keep string
 }
 
-// FinishRepairResult is the output of FinishRepair.
-type FinishRepairResult struct {
+// AdoptKeptResult is the output of AdoptKept.
+type AdoptKeptResult struct {
 	// Note says what happened to the kept incarnation's witness, if anything.
 	Note string
 }
 
-// FinishRepair makes the ledger name the kept incarnation live — recording
-// a witness for it, under the repair's operation, when it was written
-// outside this ledger — and then records the repair's outcome.
-func (a *Activities) FinishRepair(ctx context.Context, in FinishRepairInput) (FinishRepairResult, error) {
-	var res FinishRepairResult
-	if in.Outcome == outcome.Done {
-		note, err := a.adoptKept(ctx, in)
-		if err != nil {
-			return res, err
-		}
-		res.Note = note
-	}
-	err := a.FinishOperation(ctx, FinishOperationInput{OpID: in.OpID, Kind: catalog.OpDeleteBranch, Outcome: in.Outcome, Message: in.Message})
-	return res, err
+// AdoptKept makes the ledger name a repair's kept incarnation live — recording
+// a witness for it, under the repair's operation, when it was written outside
+// this ledger — before the kernel finishes the repair as done.
+func (a *Activities) AdoptKept(ctx context.Context, in AdoptKeptInput) (AdoptKeptResult, error) {
+	note, err := a.adoptKept(ctx, in)
+	return AdoptKeptResult{Note: note}, err
 }
 
 // adoptKept gives the kept incarnation a live witness if it has none.
-func (a *Activities) adoptKept(ctx context.Context, in FinishRepairInput) (string, error) {
+func (a *Activities) adoptKept(ctx context.Context, in AdoptKeptInput) (string, error) {
 	_, tree, err := format.ParseNative(in.Keep)
 	if err != nil {
 		return "", fmt.Errorf("adopt %s: %w", in.Keep, err)
 	}
 	w, err := a.Catalog.IncarnationGetByNative(ctx, catalog.IncarnationGetByNativeParams{Graph: in.Graph, Native: in.Keep})
 	switch {
-	case err == nil && w.OpID != in.OpID:
+	case err == nil && w.OpID != in.Owner.OpID:
 		return "", nil // the ledger knows it already (live, or a create still settling it)
 	case err != nil && !errors.Is(err, catalog.ErrNotFound):
 		return "", fmt.Errorf("read witness: %w", err)
 	}
 	inc, err := a.Catalog.IncarnationInsert(ctx, catalog.IncarnationInsertParams{
-		Graph: in.Graph, Logical: in.Branch, Native: in.Keep, Tree: tree.String(), OpID: in.OpID,
+		Graph: in.Graph, Logical: in.Branch, Native: in.Keep, Tree: tree.String(), OpID: in.Owner.OpID,
 	})
 	var exists *catalog.IncarnationExistsError
 	switch {

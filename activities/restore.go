@@ -26,18 +26,19 @@ type PrepareRestoreInput struct {
 	// NoBackup skips the backup tag of the pre-restore head.
 	NoBackup bool
 	// BackupTag names the backup tag; "" means BackupTagName's default.
-	BackupTag         string
-	Author, Message   string
+	BackupTag       string
+	Author, Message string
+	// WorkflowID and RunID are the workflow's; RunID claims the ledger row.
 	WorkflowID, RunID string
 }
 
 // PrepareRestoreResult is what PrepareRestore decided. A non-empty Outcome
 // ends the restore before any storage effect.
 type PrepareRestoreResult struct {
-	Outcome  outcome.Outcome
-	Message  string
-	Recorded bool
-	Foreign  bool
+	Outcome outcome.Outcome
+	Message string
+	// Owned: the ledger row is this run's; the kernel finishes it.
+	Owned bool
 	// Target is the id of the commit whose pins the restore copies.
 	Target string
 	// Time is the operation's time; it goes into the backup tag and the
@@ -83,27 +84,35 @@ func (a *Activities) PrepareRestore(ctx context.Context, in PrepareRestoreInput)
 		"no_backup": in.NoBackup, "backup_tag": in.BackupTag, "author": in.Author, "message": in.Message,
 	})
 	rec := catalog.OperationInsertParams{ID: in.OpID, Kind: catalog.OpRestore, Graph: in.Graph, Inputs: inputs,
-		WorkflowID: in.WorkflowID, RunID: in.RunID}
+		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID}
 
 	target, o, msg, err := a.resolveCommit(ctx, in.Graph, in.ToCommit, in.ToTag)
+	var head branchHead
 	if err == nil && o == "" {
-		_, o, msg, err = a.readBranchHead(ctx, in.Graph, in.Branch)
+		head, o, msg, err = a.readBranchHead(ctx, in.Graph, in.Branch)
 	}
 	if err != nil {
 		return PrepareRestoreResult{}, err
 	}
+	if o == "" {
+		// Every input checked before the first ledger write: the restore
+		// commit on today's head must encode.
+		if _, err := format.EncodeCommit(restoreCommit(in.Branch, head.head, target, in.OpID, in.Author, in.Message, head.head.Time)); err != nil {
+			o, msg = outcome.Invalid, fmt.Sprintf("restore commit: %v", err)
+		}
+	}
 	if o != "" {
 		r, err := a.recordOnly(ctx, rec)
-		if err != nil || r.outcome != "" {
-			return PrepareRestoreResult{Outcome: r.outcome, Message: r.message, Recorded: !r.foreign, Foreign: r.foreign}, err
+		if err != nil || !r.owned {
+			return PrepareRestoreResult{Outcome: r.outcome, Message: r.message}, err
 		}
-		return PrepareRestoreResult{Outcome: o, Message: msg, Recorded: true}, nil
+		return PrepareRestoreResult{Outcome: o, Message: msg, Owned: true}, nil
 	}
 	r, err := a.recordWithPins(ctx, rec, commitPins(in.Graph, target))
 	if err != nil {
 		return PrepareRestoreResult{}, err
 	}
-	res := PrepareRestoreResult{Recorded: !r.foreign, Foreign: r.foreign, Target: target.ID.String(), Time: r.op.CreatedAt.UTC()}
+	res := PrepareRestoreResult{Owned: r.owned, Target: target.ID.String(), Time: r.op.CreatedAt.UTC()}
 	if r.outcome != "" {
 		res.Outcome, res.Message = r.outcome, r.message
 		return res, nil
@@ -183,7 +192,8 @@ func BackupTagName(branch, head string) string {
 
 // PlanRestoreInput is the input of PlanRestore.
 type PlanRestoreInput struct {
-	OpID, Graph, Branch string
+	Owner         Owner
+	Graph, Branch string
 	// Target is the commit whose pins to restore (PrepareRestoreResult.Target).
 	Target          string
 	ExpectedHead    string
@@ -198,37 +208,48 @@ type PlanRestoreInput struct {
 type PlanRestoreResult struct {
 	Outcome outcome.Outcome
 	Message string
-	// Committed: the branch head already is this operation's restore commit.
+	// Committed: this operation's restore commit is stored already.
 	Committed bool
+	// Moved: the head read moved on (cleanup reclaimed it before its pin was
+	// registered): plan again on the new head.
+	Moved bool
 	// Head is the head the restore replaces.
 	Head string
-	// BackupTag and TagBody are the backup tag's name and exact bytes;
-	// empty without a backup.
+	// BackupTag is the backup tag's name and Tag its write; empty without a backup.
 	BackupTag string
-	TagBody   []byte
-	// Commit is the restore commit's id, Body its exact bytes.
+	Tag       WriteSpec
+	// Commit is the restore commit's id, Spec its write.
 	Commit string
-	Body   []byte
+	Spec   WriteSpec
 }
 
-// PlanRestore reads the branch head (which must be the expected head, if
-// one was given), pins it — the backup tag will name it — and computes the
-// backup tag and the restore commit: first parent the head, the target's
-// pins, restored_from the target. It writes nothing to storage.
+// PlanRestore reads the branch's real head (which must be the expected head,
+// if one was given), pins it — the backup tag will name it — then probes it
+// still exists, and computes the backup tag and the restore commit: first
+// parent the head, the target's pins, restored_from the target. It writes
+// nothing to storage. A restore commit this operation sent already (recorded
+// as its pending write) is recognised first, so a plan re-run after a worker
+// crash never appends the restore again on a newer head.
 func (a *Activities) PlanRestore(ctx context.Context, in PlanRestoreInput) (PlanRestoreResult, error) {
 	end := func(o outcome.Outcome, f string, args ...any) (PlanRestoreResult, error) {
 		return PlanRestoreResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
+	}
+	targetID, err := format.ParseCommitID(in.Target)
+	if err != nil {
+		return end(outcome.Invalid, "target: %v", err)
+	}
+	if own, ok, err := a.ownPendingCommit(ctx, in.Owner, in.Graph); err != nil || ok {
+		if err != nil {
+			return PlanRestoreResult{}, err
+		}
+		return PlanRestoreResult{Committed: own.landed, Commit: own.commit.ID.String(), Head: firstParent(own.commit), Spec: own.spec}, nil
 	}
 	bh, o, msg, err := a.readBranchHead(ctx, in.Graph, in.Branch)
 	if err != nil || o != "" {
 		return PlanRestoreResult{Outcome: o, Message: msg}, err
 	}
 	head := bh.head
-	targetID, err := format.ParseCommitID(in.Target)
-	if err != nil {
-		return end(outcome.Invalid, "target: %v", err)
-	}
-	if head.Op == in.OpID && head.RestoredFrom == targetID {
+	if head.Op == in.Owner.OpID && head.RestoredFrom == targetID {
 		return PlanRestoreResult{Committed: true, Commit: head.ID.String(), Head: firstParent(head)}, nil
 	}
 	if in.ExpectedHead != "" && head.ID.String() != in.ExpectedHead {
@@ -241,12 +262,22 @@ func (a *Activities) PlanRestore(ctx context.Context, in PlanRestoreInput) (Plan
 	case err != nil:
 		return PlanRestoreResult{}, fmt.Errorf("read target: %w", err)
 	}
-	if err := a.Catalog.PinsRegister(ctx, catalog.PinsRegisterParams{OpID: in.OpID, Graph: in.Graph,
-		Pins: []catalog.Pin{{Kind: catalog.ObjectCommit, Key: format.CommitIDKey(in.Graph, head.ID)}}}); err != nil {
+	headKey := format.CommitIDKey(in.Graph, head.ID)
+	if err := a.Catalog.PinsRegister(ctx, catalog.PinsRegisterParams{OpID: in.Owner.OpID, Graph: in.Graph, Owner: in.Owner.Run,
+		Pins: []catalog.Pin{{Kind: catalog.ObjectCommit, Key: headKey}}}); err != nil {
 		if errors.Is(err, catalog.ErrCondemned) {
 			return end(outcome.NotRetained, "head %s is condemned by a running cleanup: %v", head.ID, err)
 		}
 		return PlanRestoreResult{}, fmt.Errorf("pin head: %w", err)
+	}
+	// Pin, then probe: the head read may have moved on and been reclaimed by a
+	// cleanup that finished before the pin. A backup tag must never name it.
+	if missing, err := a.probeKeys(ctx, headKey); err != nil || missing != "" {
+		if err != nil {
+			return PlanRestoreResult{}, err
+		}
+		return PlanRestoreResult{Moved: true, Head: head.ID.String(),
+			Message: fmt.Sprintf("head %s of %q was reclaimed after it was read: the branch moved on", head.ID, in.Branch)}, nil
 	}
 	res := PlanRestoreResult{Head: head.ID.String()}
 	if !in.NoBackup {
@@ -254,38 +285,43 @@ func (a *Activities) PlanRestore(ctx context.Context, in PlanRestoreInput) (Plan
 		if res.BackupTag == "" {
 			res.BackupTag = BackupTagName(in.Branch, res.Head)
 		}
-		res.TagBody, err = graph.TagBytes(graph.TagParams{Graph: in.Graph, Name: res.BackupTag, Commit: res.Head, Op: in.OpID, Time: in.Time})
+		body, err := graph.TagBytes(graph.TagParams{Graph: in.Graph, Name: res.BackupTag, Commit: res.Head, Op: in.Owner.OpID, Time: in.Time})
 		if err != nil {
 			return end(outcome.Invalid, "backup tag: %v", err)
 		}
+		res.Tag = WriteSpec{Kind: WriteTag, Graph: in.Graph, Body: body, Subject: res.BackupTag}
 	}
-	author := in.Author
-	if author == "" {
-		author = "graft"
-	}
-	message := in.Message
-	if message == "" {
-		message = fmt.Sprintf("restore %s to %s", in.Branch, in.Target)
-	}
-	c := format.Commit{
-		ID:           format.CommitID{Tree: head.ID.Tree, Seq: head.ID.Seq + 1},
-		Branch:       in.Branch,
-		Parents:      []format.CommitID{head.ID},
-		Pins:         maps.Clone(target.Pins),
-		RestoredFrom: targetID,
-		Lineage:      format.Lineage(head.ID.Tree, head),
-		Author:       author,
-		Message:      message,
-		Time:         in.Time.UTC(),
-		Op:           in.OpID,
-	}
-	if c.Pins == nil {
-		c.Pins = map[string]ulid.ULID{}
-	}
+	c := restoreCommit(in.Branch, head, target, in.Owner.OpID, in.Author, in.Message, in.Time)
 	body, err := format.EncodeCommit(c)
 	if err != nil {
 		return end(outcome.Invalid, "restore commit: %v", err)
 	}
-	res.Commit, res.Body = c.ID.String(), body
+	res.Commit, res.Spec = c.ID.String(), WriteSpec{Kind: WriteCommit, Graph: in.Graph, Body: body, Landed: outcome.Done, Subject: c.ID.String()}
 	return res, nil
+}
+
+// restoreCommit is the commit restoring target's pins on top of head.
+func restoreCommit(branch string, head, target format.Commit, op, author, message string, at time.Time) format.Commit {
+	if author == "" {
+		author = "graft"
+	}
+	if message == "" {
+		message = fmt.Sprintf("restore %s to %s", branch, target.ID)
+	}
+	c := format.Commit{
+		ID:           format.CommitID{Tree: head.ID.Tree, Seq: head.ID.Seq + 1},
+		Branch:       branch,
+		Parents:      []format.CommitID{head.ID},
+		Pins:         maps.Clone(target.Pins),
+		RestoredFrom: target.ID,
+		Lineage:      format.Lineage(head.ID.Tree, head),
+		Author:       author,
+		Message:      message,
+		Time:         at.UTC(),
+		Op:           op,
+	}
+	if c.Pins == nil {
+		c.Pins = map[string]ulid.ULID{}
+	}
+	return c
 }

@@ -34,8 +34,9 @@ type PrepareWriteInput struct {
 	Objects                    []TableObject
 	// ExpectedHead is the commit the caller expects the branch's head to be;
 	// "" means whatever the head is when the commit is appended.
-	ExpectedHead      string
-	Author, Message   string
+	ExpectedHead    string
+	Author, Message string
+	// WorkflowID and RunID are the workflow's; RunID claims the ledger row.
 	WorkflowID, RunID string
 }
 
@@ -44,9 +45,8 @@ type PrepareWriteInput struct {
 type PrepareWriteResult struct {
 	Outcome outcome.Outcome
 	Message string
-	// Recorded reports that the operation is in the ledger under OpID as
-	// this request, so finishing it records this outcome.
-	Recorded bool
+	// Owned reports that the ledger row is this run's: the kernel finishes it.
+	Owned bool
 	// Time is the operation's time (its first recording in the ledger); it
 	// goes into the manifest and the commit, so re-issues are byte-identical.
 	Time time.Time
@@ -95,23 +95,18 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 		"branch": in.Branch, "table": in.Table, "expected_head": in.ExpectedHead, "author": in.Author,
 		"message": in.Message, "objects": len(entries), "bytes": total, "objects_sha256": objectsDigest(entries),
 	})
-	op, err := a.Catalog.OperationInsert(ctx, catalog.OperationInsertParams{
+	c, err := a.claim(ctx, nil, catalog.OperationInsertParams{
 		ID: in.OpID, Kind: catalog.OpWriteTable, Graph: in.Graph, Inputs: inputs,
-		WorkflowID: in.WorkflowID, RunID: in.RunID,
+		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID,
 	})
-	if errors.Is(err, catalog.ErrDuplicate) {
-		return end(outcome.Conflict, "operation id %q was already used for a different request", in.OpID)
+	if err != nil || !c.owned {
+		return PrepareWriteResult{Outcome: c.outcome, Message: c.message}, err
 	}
-	if err != nil {
-		return PrepareWriteResult{}, fmt.Errorf("record operation: %w", err)
-	}
-	res := PrepareWriteResult{Recorded: true, Time: op.CreatedAt.UTC(), Bytes: total}
+	op := c.op
+	res := PrepareWriteResult{Owned: true, Time: op.CreatedAt.UTC(), Bytes: total}
 	stop := func(o outcome.Outcome, f string, args ...any) (PrepareWriteResult, error) {
 		res.Outcome, res.Message = o, fmt.Sprintf(f, args...)
 		return res, nil
-	}
-	if op.State == catalog.OperationDone {
-		return stop(outcome.Outcome(op.Outcome), "operation %s already finished: %s", in.OpID, op.Error)
 	}
 	res.Version = nativeULID(in.OpID+"/version", 0, res.Time).String()
 
@@ -140,7 +135,7 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 	for _, e := range entries {
 		pins = append(pins, catalog.Pin{Kind: catalog.ObjectData, Key: format.ObjectKey(in.Graph, in.Table, e.ID)})
 	}
-	if err := a.Catalog.PinsRegister(ctx, catalog.PinsRegisterParams{OpID: in.OpID, Graph: in.Graph, Pins: pins}); err != nil {
+	if err := a.Catalog.PinsRegister(ctx, catalog.PinsRegisterParams{OpID: in.OpID, Graph: in.Graph, Pins: pins, Owner: in.RunID}); err != nil {
 		if errors.Is(err, catalog.ErrCondemned) {
 			return stop(outcome.NotRetained, "uploaded objects are condemned by a running cleanup: %v", err)
 		}
@@ -289,7 +284,8 @@ func (a *Activities) WriteManifest(ctx context.Context, in WriteManifestInput) (
 
 // PlanCommitInput is the input of PlanCommit.
 type PlanCommitInput struct {
-	OpID, Graph, Branch, Table, Version string
+	Owner                         Owner
+	Graph, Branch, Table, Version string
 	// ExpectedHead is the caller's expected head, or "" for the current head.
 	ExpectedHead    string
 	Author, Message string
@@ -301,19 +297,22 @@ type PlanCommitInput struct {
 type PlanCommitResult struct {
 	Outcome outcome.Outcome
 	Message string
-	// Committed reports that the branch head already is this operation's
-	// commit (an earlier attempt landed).
+	// Committed reports that this operation's commit is stored already (an
+	// earlier attempt landed, and its answer was lost with its worker).
 	Committed bool
 	// Commit is the new commit's id; Parent its first parent.
 	Commit, Parent string
-	// Body is the new commit's exact bytes; every put sends exactly these.
-	Body []byte
+	// Spec is the commit write to issue: its exact bytes, which every put and
+	// re-issue sends.
+	Spec WriteSpec
 }
 
-// PlanCommit reads the branch head (or the expected head) and computes the
-// commit that pins the new version on top of it: the head's pins with the
-// table's version replaced. It writes nothing, so the workflow records the
-// planned bytes before any put is sent.
+// PlanCommit reads the branch's real head — an expected head must be it —
+// and computes the commit that pins the new version on top of it: the head's
+// pins with the table's version replaced. It writes nothing to storage. An
+// earlier attempt's commit, recorded in the ledger as the operation's pending
+// write, is recognised first: stored → committed; possibly in flight → the
+// same commit again (the kernel re-issues it, or finds it stale).
 func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCommitResult, error) {
 	end := func(o outcome.Outcome, f string, args ...any) (PlanCommitResult, error) {
 		return PlanCommitResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
@@ -322,6 +321,12 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 	if err != nil {
 		return end(outcome.Invalid, "version: %v", err)
 	}
+	if own, ok, err := a.ownPendingCommit(ctx, in.Owner, in.Graph); err != nil || ok {
+		if err != nil {
+			return PlanCommitResult{}, err
+		}
+		return PlanCommitResult{Committed: own.landed, Commit: own.commit.ID.String(), Parent: firstParent(own.commit), Spec: own.spec}, nil
+	}
 	b, out, msg, err := a.resolveWriteBranch(ctx, in.Graph, in.Branch)
 	if err != nil || out != "" {
 		if err != nil {
@@ -329,7 +334,6 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 		}
 		return end(out, "%s", msg)
 	}
-	var head format.Commit
 	if in.ExpectedHead != "" {
 		id, err := format.ParseCommitID(in.ExpectedHead)
 		if err != nil {
@@ -338,21 +342,21 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 		if id.Tree != b.Tree {
 			return end(outcome.Conflict, "expected head %s is not on %s, the live incarnation of %q", in.ExpectedHead, b.Native, in.Branch)
 		}
-		head, err = graph.ReadCommit(ctx, a.Store, in.Graph, in.ExpectedHead)
-		if errors.Is(err, graph.ErrCommitNotFound) {
-			return end(outcome.NotFound, "expected head %s does not exist", in.ExpectedHead)
-		}
-	} else {
-		head, err = graph.ReadHead(ctx, a.Store, in.Graph, b.Tree)
 	}
+	// The real head, whatever the caller expects: a commit key below it may
+	// be empty (cleanup reclaimed it), and a put there must never be planned.
+	head, err := graph.ReadHead(ctx, a.Store, in.Graph, b.Tree)
 	if isUnreadableObject(err) {
 		return end(outcome.Conflict, "read head of %s: %v", b.Native, err)
 	}
 	if err != nil {
 		return PlanCommitResult{}, fmt.Errorf("read head: %w", err)
 	}
-	if head.Op == in.OpID && head.Pins[in.Table] == version {
+	if head.Op == in.Owner.OpID && head.Pins[in.Table] == version {
 		return PlanCommitResult{Committed: true, Commit: head.ID.String(), Parent: firstParent(head)}, nil
+	}
+	if in.ExpectedHead != "" && head.ID.String() != in.ExpectedHead {
+		return end(outcome.Conflict, "the head of %q is %s, not the expected %s", in.Branch, head.ID, in.ExpectedHead)
 	}
 	author := in.Author
 	if author == "" {
@@ -376,13 +380,14 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 		Author:  author,
 		Message: message,
 		Time:    in.Time.UTC(),
-		Op:      in.OpID,
+		Op:      in.Owner.OpID,
 	}
 	body, err := format.EncodeCommit(c)
 	if err != nil {
 		return end(outcome.Invalid, "%v", err)
 	}
-	return PlanCommitResult{Commit: c.ID.String(), Parent: head.ID.String(), Body: body}, nil
+	return PlanCommitResult{Commit: c.ID.String(), Parent: head.ID.String(),
+		Spec: WriteSpec{Kind: WriteCommit, Graph: in.Graph, Body: body, Landed: outcome.Done, Subject: c.ID.String()}}, nil
 }
 
 func firstParent(c format.Commit) string {
@@ -392,38 +397,48 @@ func firstParent(c format.Commit) string {
 	return c.Parents[0].String()
 }
 
-// CommitState is what PutCommit proved about a planned commit.
-type CommitState string
-
-const (
-	CommitStored  CommitState = "committed" // our bytes are at the commit's key
-	CommitStale   CommitState = "stale"     // another commit holds the key: ours never lands
-	CommitInDoubt CommitState = "in_doubt"  // still unknown; may land later
-	CommitRefused CommitState = "refused"   // the store definitely refused the put
-	CommitInvalid CommitState = "invalid"   // the planned bytes are not a valid commit
-)
-
-// PutCommitInput is the input of PutCommit.
-type PutCommitInput struct {
-	OpID, Graph string
-	// Body is the planned commit's exact bytes (PlanCommitResult.Body).
-	Body []byte
-	// InDoubtSince is when the put first came back in doubt; zero on the
-	// first put. Settling after it is reported to the Observer.
-	InDoubtSince time.Time
+// ownCommit is an operation's own commit write found in the ledger.
+type ownCommit struct {
+	spec   WriteSpec
+	commit format.Commit
+	// landed: the commit is stored at its key.
+	landed bool
 }
 
-// PutCommitResult is the output of PutCommit.
-type PutCommitResult struct {
-	State   CommitState
-	Message string
-}
-
-// PutCommit puts the planned commit with put-if-absent at seq+1 of the
-// branch's tree — the head check — and settles the answer by reading back
-// (graph.SettleAppend): ours → committed, another commit → stale, still
-// unknown after graph.MaxPutAttempts → in_doubt, to be settled by calling
-// PutCommit again with the same bytes.
-func (a *Activities) PutCommit(ctx context.Context, in PutCommitInput) (PutCommitResult, error) {
-	return a.putCommitBytes(ctx, in.Graph, in.Body, string(catalog.OpWriteTable), in.InDoubtSince)
+// ownPendingCommit finds the commit write this operation recorded as pending
+// before sending it, if any, and whether it landed — so a plan re-run after
+// a worker crash recognises its own effect instead of planning a second
+// commit on a newer head. A pending commit that can no longer land (another
+// commit holds its seq, or the head is past it) is not returned: the caller
+// plans anew.
+func (a *Activities) ownPendingCommit(ctx context.Context, o Owner, graphName string) (ownCommit, bool, error) {
+	op, err := a.Catalog.OperationGet(ctx, catalog.OperationGetParams{ID: o.OpID})
+	if errors.Is(err, catalog.ErrNotFound) {
+		return ownCommit{}, false, nil
+	}
+	if err != nil {
+		return ownCommit{}, false, fmt.Errorf("read operation: %w", err)
+	}
+	if len(op.Pending) == 0 || op.OwnerRun != o.Run {
+		return ownCommit{}, false, nil
+	}
+	var spec WriteSpec
+	if err := json.Unmarshal(op.Pending, &spec); err != nil || spec.Kind != WriteCommit || spec.Graph != graphName {
+		return ownCommit{}, false, nil
+	}
+	c, err := format.DecodeCommit(spec.Body)
+	if err != nil {
+		return ownCommit{}, false, nil
+	}
+	v, err := a.readCommit(ctx, spec, spec.Body)
+	if err != nil {
+		return ownCommit{}, false, err
+	}
+	switch v.State {
+	case Landed:
+		return ownCommit{spec: spec, commit: c, landed: true}, true, nil
+	case Ambiguous:
+		return ownCommit{spec: spec, commit: c}, true, nil
+	}
+	return ownCommit{}, false, nil
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# graft's whole test suite, as CI runs it: build, vet, gofmt, the pinned tools
-# (built once into .bin/), every test against the real servers (versitygw, the
-# Temporal dev server and, for internal/prodtier, the Temporal server and
-# graft-worker processes are started by the tests themselves; Postgres from
+# graft's whole test suite, as CI runs it: build, vet, gofmt, workflowcheck,
+# the pinned tools (built once into .bin/), every test against the real servers
+# (versitygw, the Temporal dev server and, for internal/prodtier, the Temporal
+# server and graft-worker processes are started by the tests themselves; Postgres from
 # DATABASE_URL or 127.0.0.1:5432), then each fuzz target briefly.
 #
 #   FUZZTIME=5s   how long each fuzz target runs (0 skips fuzzing)
@@ -28,6 +28,10 @@ unformatted=$(gofmt -l $(find . -name '*.go' -not -path './.bin/*' -not -path '.
 if [ -n "$unformatted" ]; then
 	echo "gofmt needed on:"; echo "$unformatted"; exit 1
 fi
+
+step "workflowcheck (workflow code is deterministic)"
+# Pinned; its configuration is scripts/workflowcheck.yaml.
+go run go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0 -config scripts/workflowcheck.yaml ./workflows/...
 
 step "pinned tools"
 go run ./internal/tools/buildtools

@@ -2,7 +2,6 @@ package workflows_test
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -11,7 +10,6 @@ import (
 	"github.com/oklog/ulid/v2"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/graftworks/graft/activities"
 	"github.com/graftworks/graft/client"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
@@ -67,7 +65,7 @@ func (s *stoppableWorker) stop() { s.once.Do(s.w.Stop) }
 func (r *rig) newWorker() *stoppableWorker {
 	r.t.Helper()
 	w := sdkworker.New(r.tc, r.taskQueue, sdkworker.Options{})
-	worker.Register(w, &activities.Activities{Store: r.store, Catalog: r.cat})
+	worker.Register(w, r.acts())
 	if err := w.Start(); err != nil {
 		r.t.Fatalf("start worker: %v", err)
 	}
@@ -258,102 +256,13 @@ func (r *rig) condemnedSummary(runID string) (condemned, deleted int64) {
 	return condemned, deleted
 }
 
-// checkInvariants checks the bucket and the ledger after a test: every live ref's tree
-// exists; every commit reachable from a live ref's head or from a live tag has all the
-// versions it pins and every object they list; at most one live incarnation per logical
-// name, in storage and in the ledger.
+// checkInvariants runs the oracle (internal/oracle) over the bucket and the ledger now,
+// and fails the test on any violation. Every real-stack test runs it once more when it
+// ends (harness_test.go).
 func checkInvariants(t *testing.T, r *rig) {
 	t.Helper()
-	ctx, g := r.ctx, r.graph
-	seen := map[format.CommitID]bool{}
-	var walk func(from string, id format.CommitID, root bool)
-	walk = func(from string, id format.CommitID, root bool) {
-		if seen[id] {
-			return
-		}
-		seen[id] = true
-		c, err := graph.ReadCommit(ctx, r.inner, g, id.String())
-		if errors.Is(err, graph.ErrCommitNotFound) {
-			if root {
-				t.Fatalf("invariant: %s names commit %s, which does not exist", from, id)
-			}
-			return // an ancestor outside every window: reclaimed, and nothing needs it
-		}
-		if err != nil {
-			t.Fatalf("invariant: read commit %s (from %s): %v", id, from, err)
-		}
-		for table, v := range c.Pins {
-			tv, err := graph.ReadTableVersion(ctx, r.inner, g, table, v)
-			if err != nil {
-				t.Fatalf("invariant: commit %s (reachable from %s) pins version %s of %s: %v", id, from, v, table, err)
-			}
-			for _, o := range tv.Objects {
-				key := format.ObjectKey(g, table, o.ID)
-				if _, err := r.inner.Head(ctx, key); err != nil {
-					t.Fatalf("invariant: commit %s (reachable from %s) needs object %s: %v", id, from, key, err)
-				}
-			}
-		}
-		for _, p := range c.Parents {
-			walk(from, p, false)
-		}
-	}
-
-	liveByLogical := map[string][]string{}
-	err := storage.ListAll(ctx, r.inner, format.BranchRefsPrefix(g), func(o storage.ObjectInfo) error {
-		obj, err := r.inner.Get(ctx, o.Key)
-		if err != nil {
-			return err
-		}
-		ref, err := format.DecodeBranchRef(obj.Body)
-		if err != nil {
-			return fmt.Errorf("%s: %w", o.Key, err)
-		}
-		if ref.State != format.RefLive {
-			return nil
-		}
-		liveByLogical[ref.Branch] = append(liveByLogical[ref.Branch], ref.Native)
-		head, err := graph.ReadHead(ctx, r.inner, g, ref.Tree)
-		if err != nil {
-			t.Fatalf("invariant: live ref %s names tree %s, which has no head: %v", ref.Native, ref.Tree, err)
-		}
-		walk("live ref "+ref.Native, head.ID, true)
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("invariant: list refs: %v", err)
-	}
-	for logical, natives := range liveByLogical {
-		if len(natives) > 1 {
-			t.Fatalf("invariant: branch %s has %d live refs: %v", logical, len(natives), natives)
-		}
-	}
-	err = storage.ListAll(ctx, r.inner, format.TagsPrefix(g), func(o storage.ObjectInfo) error {
-		obj, err := r.inner.Get(ctx, o.Key)
-		if err != nil {
-			return err
-		}
-		tag, err := format.DecodeTag(obj.Body)
-		if err != nil {
-			return fmt.Errorf("%s: %w", o.Key, err)
-		}
-		if tag.State == format.TagLive {
-			walk("tag "+tag.Name, tag.Commit, true)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("invariant: list tags: %v", err)
-	}
-	incs, err := r.cat.IncarnationListByGraph(ctx, catalog.IncarnationListByGraphParams{Graph: g, States: []catalog.IncarnationState{catalog.IncarnationLive}})
-	if err != nil {
-		t.Fatalf("invariant: ledger: %v", err)
-	}
-	ledgerLive := map[string]int{}
-	for _, inc := range incs {
-		if ledgerLive[inc.Logical]++; ledgerLive[inc.Logical] > 1 {
-			t.Fatalf("invariant: the ledger has %d live incarnations of %s", ledgerLive[inc.Logical], inc.Logical)
-		}
+	if err := r.oracle(false); err != nil {
+		t.Fatal(err)
 	}
 }
 

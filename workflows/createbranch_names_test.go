@@ -3,14 +3,12 @@ package workflows_test
 import (
 	"errors"
 	"testing"
-
-	"github.com/oklog/ulid/v2"
+	"time"
 
 	"github.com/graftworks/graft/client"
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
-	"github.com/graftworks/graft/storage"
 )
 
 // TestCreateBranch_NameChecks proves a create refuses names that storage or
@@ -20,17 +18,10 @@ func TestCreateBranch_NameChecks(t *testing.T) {
 	r.startWorker()
 
 	t.Run("LiveInStorageButUnknownToLedger_Conflict", func(t *testing.T) {
-		// A live ref written by another tool: the ledger never saw it.
-		tree := ulid.Make()
-		native := format.NativeName("legacy", tree)
-		ref, err := format.EncodeBranchRef(format.BranchRef{State: format.RefLive, Branch: "legacy", Native: native, Tree: tree, Op: "older-tool"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := r.inner.Put(r.ctx, format.BranchRefKey(r.graph, native), ref, storage.PutOptions{IfNoneMatch: true}); err != nil {
-			t.Fatal(err)
-		}
-		_, err = r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: "legacy"})
+		// A live branch written by another tool: the ledger never saw it.
+		fork := r.handBranch("legacy", r.main, time.Now(), true)
+		native := format.NativeName("legacy", fork.ID.Tree)
+		_, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: "legacy"})
 		if !errors.Is(err, outcome.ErrConflict) {
 			t.Fatalf("create over a live ref unknown to the ledger: %v, want conflict", err)
 		}

@@ -3,13 +3,14 @@ package workflows_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/graftworks/graft/activities"
 	"github.com/graftworks/graft/client/outcome"
@@ -19,32 +20,23 @@ import (
 // Unit tier: CreateBranch's decisions with every activity mocked
 // (go.temporal.io/sdk/testsuite). The real-stack tier is createbranch_faults_test.go.
 
-var a *activities.Activities
-
 type createSuite struct {
 	t     *testing.T
 	env   *testsuite.TestWorkflowEnvironment
 	calls map[string]int
 	// last holds the arguments of each activity's latest call.
 	last map[string][]any
-}
-
-// newTestEnv returns a test environment with CreateBranch registered and quiet logs.
-func newTestEnv() *testsuite.TestWorkflowEnvironment {
-	var ts testsuite.WorkflowTestSuite
-	ts.SetLogger(quietLogger())
-	env := ts.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(workflows.CreateBranch, workflow.RegisterOptions{Name: workflows.CreateBranchName})
-	env.RegisterActivity(&activities.Activities{})
-	return env
+	// all holds the arguments of every call, by activity.
+	all map[string][][]any
 }
 
 func newCreateSuite(t *testing.T) *createSuite {
 	env := newTestEnv()
-	s := &createSuite{t: t, env: env, calls: map[string]int{}, last: map[string][]any{}}
+	s := &createSuite{t: t, env: env, calls: map[string]int{}, last: map[string][]any{}, all: map[string][][]any{}}
 	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, args []any) {
 		s.calls[info.ActivityType.Name]++
 		s.last[info.ActivityType.Name] = args
+		s.all[info.ActivityType.Name] = append(s.all[info.ActivityType.Name], args)
 	})
 	// Every attempt prepares a fresh native name; clones succeed unless a test says otherwise.
 	attempt := 0
@@ -52,13 +44,33 @@ func newCreateSuite(t *testing.T) *createSuite {
 		func(_ context.Context, in activities.PrepareCreateInput) (activities.PrepareCreateResult, error) {
 			attempt++
 			n := "feature.01JAAAAAAAAAAAAAAAAAAAAAA" + string(rune('0'+attempt))
-			return activities.PrepareCreateResult{Native: n, SourceCommit: "01JBBBBBBBBBBBBBBBBBBBBBBB-3", ForkID: n[8:] + "-0",
+			return activities.PrepareCreateResult{Owned: true, Native: n, SourceCommit: "01JBBBBBBBBBBBBBBBBBBBBBBB-3", ForkID: n[8:] + "-0",
 				ForkBytes: []byte("fork"), RefBytes: []byte("ref-" + n)}, nil
 		}).Maybe()
-	env.OnActivity(a.FinishCreate, mock.Anything, mock.Anything).Return(nil).Maybe()
-	env.OnActivity(a.MarkInDoubt, mock.Anything, mock.Anything).Return(nil).Maybe()
+	env.OnActivity(a.Finish, mock.Anything, mock.Anything).Return(activities.FinishResult{Owned: true}, nil).Maybe()
+	env.OnActivity(a.Progress, mock.Anything, mock.Anything).Return(nil).Maybe()
 	env.OnActivity(a.ReclaimClone, mock.Anything, mock.Anything).Return(nil).Maybe()
 	return s
+}
+
+// inDoubtMarks counts the Progress calls that recorded the create in doubt.
+func (s *createSuite) inDoubtMarks() int {
+	n := 0
+	for _, args := range s.all["Progress"] {
+		if in, ok := args[0].(activities.ProgressInput); ok && in.InDoubt && in.Phase == "settle" {
+			n++
+		}
+	}
+	return n
+}
+
+// finished returns the inputs of every Finish call.
+func (s *createSuite) finished() []activities.FinishInput {
+	var out []activities.FinishInput
+	for _, args := range s.all["Finish"] {
+		out = append(out, args[0].(activities.FinishInput))
+	}
+	return out
 }
 
 func (s *createSuite) clone(states ...activities.CloneState) {
@@ -67,9 +79,9 @@ func (s *createSuite) clone(states ...activities.CloneState) {
 	}
 }
 
-func (s *createSuite) onRef(fn any, states ...activities.RefState) {
+func (s *createSuite) onRef(fn any, states ...activities.WriteState) {
 	for _, st := range states {
-		s.env.OnActivity(fn, mock.Anything, mock.Anything).Return(activities.RefResult{State: st, Message: string(st)}, nil).Once()
+		s.env.OnActivity(fn, mock.Anything, mock.Anything).Return(activities.Verdict{State: st, Message: string(st), Recorded: st == activities.Landed}, nil).Once()
 	}
 }
 
@@ -80,10 +92,31 @@ func (s *createSuite) run() workflows.CreateBranchResult {
 		s.t.Fatalf("workflow did not complete")
 	}
 	var res workflows.CreateBranchResult
-	if err := s.env.GetWorkflowResult(&res); err != nil {
+	if err := workflowEnd(s.env, &res); err != nil {
 		s.t.Fatalf("workflow error: %v", err)
 	}
 	return res
+}
+
+// workflowEnd decodes a workflow's result, from its completion or — for an outcome
+// that is not a success — from the ApplicationError it failed with, whose type must be
+// the outcome (docs/workflows.md). Any other failure is returned.
+func workflowEnd(env *testsuite.TestWorkflowEnvironment, res *workflows.CreateBranchResult) error {
+	err := env.GetWorkflowError()
+	if err == nil {
+		return env.GetWorkflowResult(res)
+	}
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || !outcome.Outcome(app.Type()).Valid() {
+		return err
+	}
+	if derr := app.Details(res); derr != nil {
+		return derr
+	}
+	if string(res.Outcome) != app.Type() || res.Outcome.Success() || !app.NonRetryable() {
+		return fmt.Errorf("failed with type %s (non-retryable %v) carrying outcome %s", app.Type(), app.NonRetryable(), res.Outcome)
+	}
+	return nil
 }
 
 func (s *createSuite) called(fn string) int { return s.calls[fn] }
@@ -91,12 +124,12 @@ func (s *createSuite) called(fn string) int { return s.calls[fn] }
 func TestCreateBranch_RefPutSucceeds_IsCreatedWithoutRereadOrReclaim(t *testing.T) {
 	s := newCreateSuite(t)
 	s.clone(activities.CloneCommitted)
-	s.onRef(a.PutRef, activities.RefOurs)
+	s.onRef(a.Write, activities.Landed)
 	res := s.run()
 	if res.Outcome != outcome.Created || res.Incarnations != 1 {
 		t.Fatalf("got %+v, want created on the first incarnation", res)
 	}
-	if s.called("ReadRef") != 0 || s.called("ReclaimClone") != 0 || s.called("FenceRef") != 0 {
+	if s.called("ReadBack") != 0 || s.called("ReclaimClone") != 0 || s.called("Fence") != 0 {
 		t.Fatalf("unexpected reread/reclaim/fence calls: %v", s.calls)
 	}
 }
@@ -105,11 +138,11 @@ func TestCreateBranch_PrepareEndsEarly_OutcomePassedThroughNothingWritten(t *tes
 	for _, o := range []outcome.Outcome{outcome.Invalid, outcome.NotFound, outcome.NotRetained, outcome.Conflict} {
 		t.Run(string(o), func(t *testing.T) {
 			env := newTestEnv()
-			env.OnActivity(a.PrepareCreate, mock.Anything, mock.Anything).Return(activities.PrepareCreateResult{Outcome: o, Message: "why"}, nil).Once()
-			env.OnActivity(a.FinishCreate, mock.Anything, mock.MatchedBy(func(in activities.FinishInput) bool { return in.Outcome == o })).Return(nil).Once()
+			env.OnActivity(a.PrepareCreate, mock.Anything, mock.Anything).Return(activities.PrepareCreateResult{Owned: true, Outcome: o, Message: "why"}, nil).Once()
+			env.OnActivity(a.Finish, mock.Anything, mock.MatchedBy(func(in activities.FinishInput) bool { return in.Outcome == o })).Return(activities.FinishResult{Owned: true}, nil).Once()
 			env.ExecuteWorkflow(workflows.CreateBranchName, workflows.CreateBranchInput{Graph: "g", Branch: "feature"})
 			var res workflows.CreateBranchResult
-			if err := env.GetWorkflowResult(&res); err != nil || res.Outcome != o || res.Message != "why" {
+			if err := workflowEnd(env, &res); err != nil || res.Outcome != o || res.Message != "why" {
 				t.Fatalf("got %+v, %v; want %s", res, err, o)
 			}
 			env.AssertExpectations(t)
@@ -120,49 +153,61 @@ func TestCreateBranch_PrepareEndsEarly_OutcomePassedThroughNothingWritten(t *tes
 func TestCreateBranch_RefHeldByAnotherWriter_ConflictAndNothingReclaimed(t *testing.T) {
 	s := newCreateSuite(t)
 	s.clone(activities.CloneCommitted)
-	s.onRef(a.PutRef, activities.RefOther)
+	s.onRef(a.Write, activities.Other)
 	if res := s.run(); res.Outcome != outcome.Conflict {
 		t.Fatalf("got %+v, want conflict", res)
 	}
-	if s.called("ReclaimClone") != 0 || s.called("FenceRef") != 0 {
+	if s.called("ReclaimClone") != 0 || s.called("Fence") != 0 {
 		t.Fatalf("a conflict must delete nothing: %v", s.calls)
 	}
 }
 
-func TestCreateBranch_RefRefused_FencesReclaimsAndRetriesOnce(t *testing.T) {
+func TestCreateBranch_RefRefused_ReclaimsWithoutAFenceAndRetriesOnce(t *testing.T) {
 	s := newCreateSuite(t)
 	s.clone(activities.CloneCommitted, activities.CloneCommitted)
-	s.onRef(a.PutRef, activities.RefRefused, activities.RefOurs)
-	s.onRef(a.FenceRef, activities.RefFence)
+	s.onRef(a.Write, activities.Refused, activities.Landed)
 	res := s.run()
 	if res.Outcome != outcome.Created || res.Incarnations != 2 {
 		t.Fatalf("got %+v, want created on the second incarnation", res)
 	}
-	if s.called("ReclaimClone") != 1 || s.called("FenceRef") != 1 {
-		t.Fatalf("want one fence and one reclaim: %v", s.calls)
+	if s.called("ReclaimClone") != 1 || s.called("Fence") != 0 {
+		t.Fatalf("want one reclaim and no fence (a definitely refused put cannot land): %v", s.calls)
 	}
 }
 
-func TestCreateBranch_RefusedTwice_UnpublishedAfterOneRetry(t *testing.T) {
+func TestCreateBranch_RefusedTwice_RefusedAfterOneRetryNeverFenced(t *testing.T) {
 	s := newCreateSuite(t)
 	s.clone(activities.CloneCommitted, activities.CloneCommitted)
-	s.onRef(a.PutRef, activities.RefRefused, activities.RefRefused)
-	s.onRef(a.FenceRef, activities.RefFence, activities.RefFence)
+	s.onRef(a.Write, activities.Refused, activities.Refused)
 	res := s.run()
-	if res.Outcome != outcome.Unpublished || res.Incarnations != 2 {
-		t.Fatalf("got %+v, want unpublished after 2 incarnations", res)
+	if res.Outcome != outcome.Refused || res.Incarnations != 2 {
+		t.Fatalf("got %+v, want refused after 2 incarnations", res)
+	}
+	if s.called("Fence") != 0 || s.called("ReclaimClone") != 2 {
+		t.Fatalf("want no fence and both clones reclaimed: %v", s.calls)
+	}
+}
+
+func TestCreateBranch_CloneRefused_RefusedNothingFenced(t *testing.T) {
+	s := newCreateSuite(t)
+	s.clone(activities.CloneRefused)
+	if res := s.run(); res.Outcome != outcome.Refused || res.Incarnations != 1 {
+		t.Fatalf("got %+v, want refused at once", res)
+	}
+	if s.called("Write") != 0 || s.called("Fence") != 0 || s.called("ReclaimClone") != 0 {
+		t.Fatalf("a refused clone sends nothing more: %v", s.calls)
 	}
 }
 
 func TestCreateBranch_CloneNeverCommitted_RefNeverSent(t *testing.T) {
 	s := newCreateSuite(t)
-	s.clone(activities.CloneUnknown, activities.CloneNotCommitted)
-	s.onRef(a.FenceRef, activities.RefFence, activities.RefFence)
+	s.clone(activities.CloneUnknown, activities.CloneUnknown)
+	s.onRef(a.Fence, activities.Fenced, activities.Fenced)
 	res := s.run()
-	if res.Outcome != outcome.Unpublished {
-		t.Fatalf("got %+v, want unpublished", res)
+	if res.Outcome != outcome.Unpublished || res.Incarnations != 2 {
+		t.Fatalf("got %+v, want unpublished after a retry", res)
 	}
-	if s.called("PutRef") != 0 {
+	if s.called("Write") != 0 {
 		t.Fatalf("ref put sent although no clone committed")
 	}
 }
@@ -170,13 +215,13 @@ func TestCreateBranch_CloneNeverCommitted_RefNeverSent(t *testing.T) {
 func TestCreateBranch_AmbiguousPut_RereadFindsOurs_Created(t *testing.T) {
 	s := newCreateSuite(t)
 	s.clone(activities.CloneCommitted)
-	s.onRef(a.PutRef, activities.RefAmbiguous)
-	s.onRef(a.ReadRef, activities.RefAbsent, activities.RefOurs)
+	s.onRef(a.Write, activities.Ambiguous)
+	s.onRef(a.ReadBack, activities.Ambiguous, activities.Landed)
 	res := s.run()
 	if res.Outcome != outcome.Created || res.SettleAttempts != 0 {
 		t.Fatalf("got %+v, want created during the read-back", res)
 	}
-	if s.called("MarkInDoubt") != 0 {
+	if s.inDoubtMarks() != 0 {
 		t.Fatalf("marked in doubt although the read-back decided")
 	}
 }
@@ -184,8 +229,8 @@ func TestCreateBranch_AmbiguousPut_RereadFindsOurs_Created(t *testing.T) {
 func TestCreateBranch_AmbiguousPut_RereadFindsOther_Conflict(t *testing.T) {
 	s := newCreateSuite(t)
 	s.clone(activities.CloneCommitted)
-	s.onRef(a.PutRef, activities.RefAmbiguous)
-	s.onRef(a.ReadRef, activities.RefOther)
+	s.onRef(a.Write, activities.Ambiguous)
+	s.onRef(a.ReadBack, activities.Other)
 	if res := s.run(); res.Outcome != outcome.Conflict {
 		t.Fatalf("got %+v, want conflict", res)
 	}
@@ -197,8 +242,8 @@ func TestCreateBranch_AmbiguousPut_RereadFindsOther_Conflict(t *testing.T) {
 func TestCreateBranch_AmbiguousPut_RereadFindsFence_ReclaimedAndRetried(t *testing.T) {
 	s := newCreateSuite(t)
 	s.clone(activities.CloneCommitted, activities.CloneCommitted)
-	s.onRef(a.PutRef, activities.RefAmbiguous, activities.RefOurs)
-	s.onRef(a.ReadRef, activities.RefFence)
+	s.onRef(a.Write, activities.Ambiguous, activities.Landed)
+	s.onRef(a.ReadBack, activities.Fenced)
 	res := s.run()
 	if res.Outcome != outcome.Created || res.Incarnations != 2 || s.called("ReclaimClone") != 1 {
 		t.Fatalf("got %+v (reclaims %d), want created on a fresh name after reclaiming the fenced clone", res, s.called("ReclaimClone"))
@@ -208,23 +253,23 @@ func TestCreateBranch_AmbiguousPut_RereadFindsFence_ReclaimedAndRetried(t *testi
 func TestCreateBranch_StillAbsentAfterRereads_InDoubtThenSettledByReissue(t *testing.T) {
 	s := newCreateSuite(t)
 	s.clone(activities.CloneCommitted)
-	s.onRef(a.PutRef, activities.RefAmbiguous, activities.RefAmbiguous, activities.RefOurs)
-	s.onRef(a.ReadRef, activities.RefAbsent, activities.RefAbsent, activities.RefAbsent, activities.RefAbsent)
+	s.onRef(a.Write, activities.Ambiguous, activities.Ambiguous, activities.Landed)
+	s.onRef(a.ReadBack, activities.Ambiguous, activities.Ambiguous, activities.Ambiguous, activities.Ambiguous)
 	res := s.run()
 	if res.Outcome != outcome.Created || res.SettleAttempts != 2 {
 		t.Fatalf("got %+v, want created at the second settle re-issue", res)
 	}
-	if s.called("ReadRef") != len(workflows.RereadPauses) || s.called("MarkInDoubt") != 1 {
-		t.Fatalf("rereads %d (want %d), in-doubt marks %d (want 1)", s.called("ReadRef"), len(workflows.RereadPauses), s.called("MarkInDoubt"))
+	if s.called("ReadBack") != len(workflows.RereadPauses) || s.inDoubtMarks() != 1 {
+		t.Fatalf("rereads %d (want %d), in-doubt marks %d (want 1)", s.called("ReadBack"), len(workflows.RereadPauses), s.inDoubtMarks())
 	}
 }
 
 func TestCreateBranch_InDoubt_OperatorAbandons_FenceWins_Unpublished(t *testing.T) {
 	s := newCreateSuite(t)
 	s.clone(activities.CloneCommitted)
-	s.env.OnActivity(a.PutRef, mock.Anything, mock.Anything).Return(activities.RefResult{State: activities.RefAmbiguous}, nil)
-	s.env.OnActivity(a.ReadRef, mock.Anything, mock.Anything).Return(activities.RefResult{State: activities.RefAbsent}, nil)
-	s.onRef(a.FenceRef, activities.RefFence)
+	s.env.OnActivity(a.Write, mock.Anything, mock.Anything).Return(activities.Verdict{State: activities.Ambiguous}, nil)
+	s.env.OnActivity(a.ReadBack, mock.Anything, mock.Anything).Return(activities.Verdict{State: activities.Ambiguous}, nil)
+	s.onRef(a.Fence, activities.Fenced)
 	s.env.RegisterDelayedCallback(func() {
 		s.env.SignalWorkflow(workflows.AbandonSignalName, workflows.AbandonRequest{Reason: "operator"})
 	}, 30*time.Second)
@@ -240,9 +285,9 @@ func TestCreateBranch_InDoubt_OperatorAbandons_FenceWins_Unpublished(t *testing.
 func TestCreateBranch_InDoubt_AbandonFenceLosesToOurRef_Created(t *testing.T) {
 	s := newCreateSuite(t)
 	s.clone(activities.CloneCommitted)
-	s.env.OnActivity(a.PutRef, mock.Anything, mock.Anything).Return(activities.RefResult{State: activities.RefAmbiguous}, nil)
-	s.env.OnActivity(a.ReadRef, mock.Anything, mock.Anything).Return(activities.RefResult{State: activities.RefAbsent}, nil)
-	s.onRef(a.FenceRef, activities.RefOurs)
+	s.env.OnActivity(a.Write, mock.Anything, mock.Anything).Return(activities.Verdict{State: activities.Ambiguous}, nil)
+	s.env.OnActivity(a.ReadBack, mock.Anything, mock.Anything).Return(activities.Verdict{State: activities.Ambiguous}, nil)
+	s.onRef(a.Fence, activities.Landed)
 	s.env.RegisterDelayedCallback(func() {
 		s.env.SignalWorkflow(workflows.AbandonSignalName, workflows.AbandonRequest{Reason: "operator"})
 	}, 10*time.Second)
@@ -257,22 +302,22 @@ func TestCreateBranch_InDoubt_AbandonFenceLosesToOurRef_Created(t *testing.T) {
 func TestCreateBranch_SettleAttemptsExhausted_FencesInsteadOfWaitingForever(t *testing.T) {
 	s := newCreateSuite(t)
 	s.clone(activities.CloneCommitted)
-	s.env.OnActivity(a.PutRef, mock.Anything, mock.Anything).Return(activities.RefResult{State: activities.RefAmbiguous}, nil)
-	s.env.OnActivity(a.ReadRef, mock.Anything, mock.Anything).Return(activities.RefResult{State: activities.RefAbsent}, nil)
-	s.onRef(a.FenceRef, activities.RefAmbiguous, activities.RefFence) // the first fence put is itself unknown
+	s.env.OnActivity(a.Write, mock.Anything, mock.Anything).Return(activities.Verdict{State: activities.Ambiguous}, nil)
+	s.env.OnActivity(a.ReadBack, mock.Anything, mock.Anything).Return(activities.Verdict{State: activities.Ambiguous}, nil)
+	s.onRef(a.Fence, activities.Ambiguous, activities.Fenced) // the first fence put is itself unknown
 	res := s.run()
 	if res.Outcome != outcome.Unpublished || res.SettleAttempts != workflows.MaxSettleAttempts {
 		t.Fatalf("got %+v, want unpublished after %d re-issues", res, workflows.MaxSettleAttempts)
 	}
-	if s.called("FenceRef") != 2 {
-		t.Fatalf("fence attempts %d, want 2 (retried after an unknown answer)", s.called("FenceRef"))
+	if s.called("Fence") != 2 {
+		t.Fatalf("fence attempts %d, want 2 (retried after an unknown answer)", s.called("Fence"))
 	}
 }
 
 func TestCreateBranch_PrepareFails_WorkflowFailsAndRecordsIt(t *testing.T) {
 	env := newTestEnv()
 	env.OnActivity(a.PrepareCreate, mock.Anything, mock.Anything).Return(activities.PrepareCreateResult{}, errors.New("postgres down"))
-	env.OnActivity(a.FinishCreate, mock.Anything, mock.MatchedBy(func(in activities.FinishInput) bool { return in.Outcome == "" })).Return(nil).Once()
+	env.OnActivity(a.Finish, mock.Anything, mock.MatchedBy(func(in activities.FinishInput) bool { return in.Outcome == "" })).Return(activities.FinishResult{}, nil).Once()
 	env.ExecuteWorkflow(workflows.CreateBranchName, workflows.CreateBranchInput{Graph: "g", Branch: "feature"})
 	if err := env.GetWorkflowError(); err == nil {
 		t.Fatalf("workflow succeeded although prepare kept failing")
@@ -283,23 +328,20 @@ func TestCreateBranch_PrepareFails_WorkflowFailsAndRecordsIt(t *testing.T) {
 func TestCreateBranch_CancelledWhileInDoubt_FencesReclaimsAndRecordsUnpublished(t *testing.T) {
 	s := newCreateSuite(t)
 	s.clone(activities.CloneCommitted)
-	s.env.OnActivity(a.PutRef, mock.Anything, mock.Anything).Return(activities.RefResult{State: activities.RefAmbiguous}, nil)
-	s.env.OnActivity(a.ReadRef, mock.Anything, mock.Anything).Return(activities.RefResult{State: activities.RefAbsent}, nil)
-	s.onRef(a.FenceRef, activities.RefFence)
+	s.env.OnActivity(a.Write, mock.Anything, mock.Anything).Return(activities.Verdict{State: activities.Ambiguous}, nil)
+	s.env.OnActivity(a.ReadBack, mock.Anything, mock.Anything).Return(activities.Verdict{State: activities.Ambiguous}, nil)
+	s.onRef(a.Fence, activities.Fenced)
 	s.env.RegisterDelayedCallback(s.env.CancelWorkflow, 30*time.Second)
 	s.env.ExecuteWorkflow(workflows.CreateBranchName, workflows.CreateBranchInput{Graph: "g", Branch: "feature", OpID: "op1"})
 	if err := s.env.GetWorkflowError(); err == nil {
 		t.Fatalf("a cancelled create completed as if nothing happened")
 	}
-	if s.called("FenceRef") != 1 || s.called("ReclaimClone") != 1 {
-		t.Fatalf("fences %d, reclaims %d; want the in-doubt incarnation fenced and reclaimed", s.called("FenceRef"), s.called("ReclaimClone"))
+	if s.called("Fence") != 1 || s.called("ReclaimClone") != 1 {
+		t.Fatalf("fences %d, reclaims %d; want the in-doubt incarnation fenced and reclaimed", s.called("Fence"), s.called("ReclaimClone"))
 	}
-	args := s.last["FinishCreate"]
-	if len(args) != 1 {
-		t.Fatalf("FinishCreate called with %v, want one input", args)
-	}
-	if finished := args[0].(activities.FinishInput); finished.Outcome != outcome.Unpublished || finished.OpID != "op1" {
-		t.Fatalf("ledger told %+v, want unpublished for op1", finished)
+	fin := s.finished()
+	if len(fin) != 1 || fin[0].Outcome != outcome.Unpublished || fin[0].Owner.OpID != "op1" {
+		t.Fatalf("ledger told %+v, want unpublished for op1, once", fin)
 	}
 }
 
@@ -307,21 +349,21 @@ func TestCreateBranch_CancelledDuringPrepare_RecordsTheEndWithoutAFence(t *testi
 	env := newTestEnv()
 	env.OnActivity(a.PrepareCreate, mock.Anything, mock.Anything).Return(activities.PrepareCreateResult{}, errors.New("postgres down"))
 	var finished *activities.FinishInput
-	env.OnActivity(a.FinishCreate, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.FinishInput) error {
+	env.OnActivity(a.Finish, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.FinishInput) (activities.FinishResult, error) {
 		finished = &in
-		return nil
+		return activities.FinishResult{}, nil
 	})
 	fenced := 0
-	env.OnActivity(a.FenceRef, mock.Anything, mock.Anything).Return(func(context.Context, activities.FenceInput) (activities.RefResult, error) {
+	env.OnActivity(a.Fence, mock.Anything, mock.Anything).Return(func(context.Context, activities.WriteInput) (activities.Verdict, error) {
 		fenced++
-		return activities.RefResult{State: activities.RefFence}, nil
+		return activities.Verdict{State: activities.Fenced}, nil
 	}).Maybe()
 	env.RegisterDelayedCallback(env.CancelWorkflow, 20*time.Second)
 	env.ExecuteWorkflow(workflows.CreateBranchName, workflows.CreateBranchInput{Graph: "g", Branch: "feature", OpID: "op2"})
 	if err := env.GetWorkflowError(); err == nil {
 		t.Fatalf("a cancelled create completed")
 	}
-	if finished == nil || finished.Outcome != "" || finished.OpID != "op2" {
+	if finished == nil || finished.Outcome != "" || finished.Owner.OpID != "op2" {
 		t.Fatalf("ledger told %+v, want the operation recorded as failed", finished)
 	}
 	if fenced != 0 {

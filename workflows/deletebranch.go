@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"fmt"
-	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -43,67 +42,51 @@ type DeleteBranchResult struct {
 	SettleAttempts int      `json:"settle_attempts,omitempty"`
 }
 
+func (r *DeleteBranchResult) setEnd(out outcome.Outcome, msg string) { r.Outcome, r.Message = out, msg }
+
 // DeleteBranch deletes a branch: prepare (refuse main, a tag-pinned branch
-// without Force, a create still settling), then retire the live ref by
-// compare-and-swap into a retired ref that stays at the key as a fence,
-// settling an in-doubt swap by reading back and re-issuing it, and record
-// the incarnation retired. Physical reclaim is cleanup's.
+// without Force, a create still settling; claim the operation), then retire
+// the live ref by compare-and-swap into a retired ref that stays at the key
+// as a fence, through the kernel, and record the incarnation retired.
+// Physical reclaim is cleanup's.
 func DeleteBranch(ctx workflow.Context, in DeleteBranchInput) (DeleteBranchResult, error) {
 	var a *activities.Activities
 	info := workflow.GetInfo(ctx)
-	r, err := newOpRun(ctx, in.OpID, catalog.OpDeleteBranch, in.Graph, in.Branch, in.Branch)
-	if err != nil {
+	r := newOpRun(ctx, runSpec{opID: in.OpID, kind: catalog.OpDeleteBranch, graph: in.Graph, branch: in.Branch, subject: in.Branch})
+	if err := workflow.SetQueryHandler(ctx, StatusQueryName, func() (OperationStatus, error) { return r.operationStatus(), nil }); err != nil {
 		return DeleteBranchResult{}, err
 	}
-	res := DeleteBranchResult{OpID: r.opID, Graph: in.Graph, Branch: in.Branch}
-	end := func(out outcome.Outcome, message string, recorded bool) (DeleteBranchResult, error) {
-		res.Outcome, res.Message = out, message
-		r.finish(ctx, out, message, recorded)
-		return res, nil
-	}
-	fail := func(err error) (DeleteBranchResult, error) {
-		res.Message = err.Error()
-		r.finish(ctx, "", res.Message, true)
-		return res, err
-	}
-
-	r.setPhase(ctx, "prepare", "reading the refs and tags of "+in.Branch)
-	var prep activities.PrepareDeleteBranchResult
-	if err := workflow.ExecuteLocalActivity(localStep(ctx, opPrepareOptions, "prepare: read the refs, head and tags"),
-		a.PrepareDeleteBranch, activities.PrepareDeleteBranchInput{
-			OpID: r.opID, Graph: in.Graph, Branch: in.Branch, Force: in.Force,
+	res := DeleteBranchResult{OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch}
+	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
+		r.setPhase(ctx, "prepare", "reading the refs and tags of "+in.Branch)
+		var prep activities.PrepareDeleteBranchResult
+		if err := r.before(ctx, "prepare: read the refs, head and tags", a.PrepareDeleteBranch, activities.PrepareDeleteBranchInput{
+			OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Force: in.Force,
 			WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
-		}).Get(ctx, &prep); err != nil {
-		return fail(fmt.Errorf("prepare: %w", err))
-	}
-	res.Native, res.Head, res.Tags = prep.Native, prep.Head, prep.Tags
-	switch {
-	case prep.Outcome != "":
-		return end(prep.Outcome, prep.Message, prep.Recorded)
-	case prep.Retired:
-		return end(OutcomeDeleted, "", true)
-	}
-
-	var ret activities.RetireIncarnationResult
-	do := func(since time.Time) (bool, string, error) {
-		r.setPhase(ctx, "retire", "compare-and-swap of "+prep.Native+" into a retired ref")
-		err := workflow.ExecuteLocalActivity(localStep(ctx, opEffectOptions, "retire: compare-and-swap "+prep.Native),
-			a.RetireBranch, activities.RetireBranchInput{OpID: r.opID, Graph: in.Graph, Native: prep.Native, ETag: prep.ETag, InDoubtSince: since}).Get(ctx, &ret)
-		if err != nil {
-			return false, "", fmt.Errorf("retire %s: %w", prep.Native, err)
+		}, &prep); err != nil {
+			return ending{}, fmt.Errorf("prepare: %w", err)
 		}
-		return ret.State == activities.RetireInDoubt, ret.Message, nil
-	}
-	err = r.write(ctx, "retire of "+prep.Native, do)
-	res.SettleAttempts = r.status.SettleAttempts
-	if err != nil {
-		return fail(err)
-	}
-	switch ret.State {
-	case activities.RetireDone:
-		return end(OutcomeDeleted, "", true)
-	case activities.RetireRefused:
-		return end(outcome.Refused, ret.Message, true)
-	}
-	return end(outcome.Conflict, "the branch's ref changed while deleting it; look at it again and retry: "+ret.Message, true)
+		r.foreign = !prep.Owned
+		res.Native, res.Head, res.Tags = prep.Native, prep.Head, prep.Tags
+		switch {
+		case prep.Outcome != "":
+			return end(prep.Outcome, prep.Message)
+		case prep.Retired:
+			return end(OutcomeDeleted, "")
+		}
+		r.setPhase(ctx, "retire", "compare-and-swap of "+prep.Native+" into a retired ref")
+		v, err := r.write(ctx, prep.Spec)
+		res.SettleAttempts = r.status.SettleAttempts
+		if err != nil {
+			return ending{}, err
+		}
+		switch v.State {
+		case activities.Landed:
+			return end(OutcomeDeleted, "")
+		case activities.Refused:
+			return end(outcome.Refused, v.Message)
+		}
+		return end(outcome.Conflict, "the branch's ref changed while deleting it; look at it again and retry: "+v.Message)
+	})
+	return res, err
 }

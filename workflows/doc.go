@@ -30,4 +30,5 @@ func Register(r Registry) {
 	r.RegisterWorkflowWithOptions(DeleteBranch, workflow.RegisterOptions{Name: DeleteBranchName})
 	r.RegisterWorkflowWithOptions(CreateTag, workflow.RegisterOptions{Name: CreateTagName})
 	r.RegisterWorkflowWithOptions(DeleteTag, workflow.RegisterOptions{Name: DeleteTagName})
+	r.RegisterWorkflowWithOptions(Reconcile, workflow.RegisterOptions{Name: ReconcileName})
 }

@@ -2,33 +2,16 @@ package workflows
 
 import (
 	"fmt"
-	"time"
 
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/graftworks/graft/activities"
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
-	"github.com/graftworks/graft/internal/searchattr"
 )
 
 // InitGraphName is the registered name of InitGraph. Stable.
 const InitGraphName = "graft.InitGraph"
-
-// InitGraph's step options. The init is one short idempotent step (every
-// byte it writes is fixed by the operation id), so it runs as a local
-// activity that retries until the store and ledger answer; a store that
-// definitely refuses ends it as refused.
-var initStepOptions = workflow.LocalActivityOptions{
-	StartToCloseTimeout:    30 * time.Second,
-	ScheduleToCloseTimeout: 10 * time.Minute,
-	RetryPolicy:            untilAnswered,
-}
-
-// finishStepOptions are the options of every graft workflow's last step,
-// recording the outcome in the ledger: it must not be lost, so it retries
-// until Postgres answers.
-var finishStepOptions = afterEffect
 
 // InitGraphInput is the input of graft.InitGraph.
 type InitGraphInput struct {
@@ -54,65 +37,43 @@ type InitGraphResult struct {
 	Message string `json:"message,omitempty"`
 }
 
+func (r *InitGraphResult) setEnd(out outcome.Outcome, msg string) { r.Outcome, r.Message = out, msg }
+
 // InitGraph creates a graph: main's root commit, main's live ref and the
-// graph record, witnessed in the ledger before they are written.
+// graph record, witnessed in the ledger before they are written. Every byte
+// it writes is fixed by the operation id, so its one step runs until the
+// store and the ledger answer; a store that definitely refuses ends it as
+// refused.
 func InitGraph(ctx workflow.Context, in InitGraphInput) (InitGraphResult, error) {
 	var a *activities.Activities
 	info := workflow.GetInfo(ctx)
-	opID := in.OpID
-	if opID == "" {
-		opID = info.WorkflowExecution.ID
+	r := newOpRun(ctx, runSpec{opID: in.OpID, kind: catalog.OpInitGraph, graph: in.Graph, branch: "main", subject: in.Graph})
+	if err := workflow.SetQueryHandler(ctx, StatusQueryName, func() (OperationStatus, error) { return r.operationStatus(), nil }); err != nil {
+		return InitGraphResult{}, err
 	}
-	_ = workflow.UpsertTypedSearchAttributes(ctx,
-		searchattr.Graph.ValueSet(in.Graph), searchattr.Branch.ValueSet("main"), searchattr.Operation.ValueSet(string(catalog.OpInitGraph)))
-	res := InitGraphResult{OpID: opID, Graph: in.Graph}
-
-	setDetails(ctx, "init", in.Graph, "writing the root commit, main's ref and the graph record")
-	var init activities.InitGraphResult
-	err := workflow.ExecuteLocalActivity(localStep(ctx, initStepOptions, "init: root commit, main ref, graph record"),
-		a.InitGraph, activities.InitGraphInput{
-			OpID: opID, Graph: in.Graph, Author: in.Author,
+	res := InitGraphResult{OpID: r.owner.OpID, Graph: in.Graph}
+	initOnce := func(ctx workflow.Context) (ending, error) {
+		r.setPhase(ctx, "init", "writing the root commit, main's ref and the graph record")
+		var init activities.InitGraphResult
+		if err := r.step(ctx, "init: root commit, main ref, graph record", a.InitGraph, activities.InitGraphInput{
+			OpID: r.owner.OpID, Graph: in.Graph, Author: in.Author,
 			WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
-		}).Get(ctx, &init)
-	if err != nil {
-		res.Message = err.Error()
-		finishOperation(ctx, opID, catalog.OpInitGraph, "", res.Message, true)
-		return res, fmt.Errorf("init graph: %w", err)
+		}, &init); err != nil {
+			return ending{}, fmt.Errorf("init graph: %w", err)
+		}
+		r.foreign = !init.Owned
+		res.Main, res.Root, res.Created = init.Main, init.Root, init.Created
+		return end(init.Outcome, init.Message)
 	}
-	res.Outcome, res.Message, res.Main, res.Root, res.Created = init.Outcome, init.Message, init.Main, init.Root, init.Created
-	finishOperation(ctx, opID, catalog.OpInitGraph, res.Outcome, res.Message, init.Recorded)
-	return res, nil
-}
-
-// finishOperation records a workflow's outcome ("" when it failed) in the
-// ledger — when the operation was recorded as this request — and in
-// visibility.
-func finishOperation(ctx workflow.Context, opID string, kind catalog.OperationKind, out outcome.Outcome, message string, recorded bool) {
-	var a *activities.Activities
-	setDetails(ctx, "done", string(out), message)
-	if recorded {
-		_ = workflow.ExecuteLocalActivity(localStep(ctx, finishStepOptions, "finish: record outcome "+string(out)),
-			a.FinishOperation, activities.FinishOperationInput{OpID: opID, Kind: kind, Outcome: out, Message: message}).Get(ctx, nil)
-	}
-	if out != "" {
-		_ = workflow.UpsertTypedSearchAttributes(ctx, searchattr.Outcome.ValueSet(string(out)))
-	}
-}
-
-// setDetails shows the phase, its subject and what is pending in the UI.
-func setDetails(ctx workflow.Context, phase, subject, pending string) {
-	details := "**" + phase + "**"
-	if subject != "" {
-		details += " · " + subject
-	}
-	if pending != "" {
-		details += " — " + pending
-	}
-	workflow.SetCurrentDetails(ctx, details)
-}
-
-// localStep returns ctx with local activity options o and the step's summary.
-func localStep(ctx workflow.Context, o workflow.LocalActivityOptions, summary string) workflow.Context {
-	o.Summary = summary
-	return workflow.WithLocalActivityOptions(ctx, o)
+	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
+		// The init's puts may land whatever ends the workflow: a cancellation runs it
+		// to its end rather than leave a half-written graph.
+		r.drive = initOnce
+		e, err := initOnce(ctx)
+		if err == nil {
+			r.drive = nil
+		}
+		return e, err
+	})
+	return res, err
 }

@@ -22,7 +22,7 @@ func runInitGraph(t *testing.T, in workflows.InitGraphInput, init activities.Ini
 }
 
 func TestInitGraphDecision_Written_ResultCarriesMainAndRoot(t *testing.T) {
-	init := activities.InitGraphResult{Outcome: outcome.Done, Recorded: true, Main: "main.01JAAAAAAAAAAAAAAAAAAAAAAA", Root: "R-0", Created: true}
+	init := activities.InitGraphResult{Outcome: outcome.Done, Owned: true, Main: "main.01JAAAAAAAAAAAAAAAAAAAAAAA", Root: "R-0", Created: true}
 	res, d := runInitGraph(t, workflows.InitGraphInput{Graph: "g", Author: "ann"}, init)
 	want := workflows.InitGraphResult{Outcome: outcome.Done, OpID: decisionWorkflowID, Graph: "g", Main: init.Main, Root: "R-0", Created: true}
 	if res != want {
@@ -36,7 +36,7 @@ func TestInitGraphDecision_Written_ResultCarriesMainAndRoot(t *testing.T) {
 }
 
 func TestInitGraphDecision_FoundItsOwnGraph_DoneNotCreated(t *testing.T) {
-	init := activities.InitGraphResult{Outcome: outcome.Done, Recorded: true, Main: "main.01JAAAAAAAAAAAAAAAAAAAAAAA", Root: "R-0"}
+	init := activities.InitGraphResult{Outcome: outcome.Done, Owned: true, Main: "main.01JAAAAAAAAAAAAAAAAAAAAAAA", Root: "R-0"}
 	res, d := runInitGraph(t, workflows.InitGraphInput{Graph: "g", OpID: "op-init"}, init)
 	if res.Outcome != outcome.Done || res.Created || res.OpID != "op-init" || res.Root != "R-0" {
 		t.Fatalf("result %+v, want done, not created, under op-init", res)
@@ -45,7 +45,7 @@ func TestInitGraphDecision_FoundItsOwnGraph_DoneNotCreated(t *testing.T) {
 }
 
 func TestInitGraphDecision_OtherBytesAtTheKeys_ConflictRecorded(t *testing.T) {
-	init := activities.InitGraphResult{Outcome: outcome.Conflict, Message: "graph g exists", Recorded: true}
+	init := activities.InitGraphResult{Outcome: outcome.Conflict, Message: "graph g exists", Owned: true}
 	res, d := runInitGraph(t, workflows.InitGraphInput{Graph: "g", OpID: "op-init"}, init)
 	if res.Outcome != outcome.Conflict || res.Message != "graph g exists" || res.Created {
 		t.Fatalf("result %+v, want conflict", res)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	sdkclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/graftworks/graft/client"
@@ -101,9 +102,13 @@ func TestInitGraph_InvalidName_IsInvalidBeforeAnyRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A non-success outcome fails the workflow with an ApplicationError whose type is
+	// the outcome and whose first detail is the result (docs/workflows.md).
 	var res workflows.InitGraphResult
-	if err := run.Get(r.ctx, &res); err != nil || res.Outcome != outcome.Invalid {
-		t.Fatalf("workflow: %+v, %v; want invalid", res, err)
+	err = run.Get(r.ctx, &res)
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || app.Type() != string(outcome.Invalid) || app.NonRetryable() != true || app.Details(&res) != nil || res.Outcome != outcome.Invalid {
+		t.Fatalf("workflow: %+v, %v; want a failure of type invalid carrying the result", res, err)
 	}
 }
 

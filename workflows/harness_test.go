@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -24,6 +25,7 @@ import (
 	"github.com/graftworks/graft/internal/catalog/catalogtest"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
+	"github.com/graftworks/graft/internal/oracle"
 	"github.com/graftworks/graft/internal/testenv"
 	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/faults"
@@ -58,6 +60,15 @@ type rig struct {
 	graph     string
 	s3cfg     s3.Config
 	main      format.Commit // main's head after setup: pins table "t"
+	// reported lists commits writes reported done; names the branch names used. The
+	// oracle checks both when the test ends.
+	reported []oracle.ReportedCommit
+	names    []string
+	// The matrix's per-case state (kernel_matrix_test.go).
+	matrixReq, matrixOther   func(opID string) any
+	repairKeep, repairRetire string
+	// lastReconcile is the workflow id of the last reconcile pass the test ran.
+	lastReconcile string
 }
 
 func randomName(prefix string) string {
@@ -87,14 +98,44 @@ func newRig(t *testing.T) *rig {
 	t.Cleanup(r.tc.Close)
 	r.gc = client.New(r.tc, client.Options{TaskQueue: r.taskQueue, PollInterval: 200 * time.Millisecond})
 	r.setupGraph()
+	// After every real-stack test, once its workers stopped: the reconciler, then the oracle.
+	t.Cleanup(func() {
+		if err := r.oracle(true); err != nil {
+			t.Error(err)
+		}
+	})
 	return r
+}
+
+// acts returns the Activities a worker of the rig runs.
+func (r *rig) acts() *activities.Activities {
+	return &activities.Activities{Store: r.store, Catalog: r.cat, Workflows: worker.TemporalWorkflows(r.tc)}
+}
+
+// oracle checks the graph and the ledger (internal/oracle); with reconcile it first runs
+// a reconciler pass of the graph, as the scheduled reconciler would, and then also checks
+// that no unfinished operation's workflow is closed.
+func (r *rig) oracle(reconcile bool) error {
+	cfg := oracle.Config{Store: r.inner, Catalog: r.cat, Graph: r.graph, Reported: r.reported, Names: r.names}
+	if reconcile {
+		acts := &activities.Activities{Store: r.inner, Catalog: r.cat, Workflows: worker.TemporalWorkflows(r.tc)}
+		if _, err := acts.Reconcile(r.ctx, activities.ReconcileInput{Run: "oracle-" + r.graph, Graph: r.graph}); err != nil {
+			return fmt.Errorf("reconcile before the oracle: %w", err)
+		}
+		cfg.Workflows = worker.TemporalWorkflows(r.tc)
+	}
+	vs, err := oracle.Check(r.ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("oracle: %w", err)
+	}
+	return oracle.Error(vs)
 }
 
 // startWorker runs an in-process worker on the rig's task queue.
 func (r *rig) startWorker() {
 	r.t.Helper()
 	w := sdkworker.New(r.tc, r.taskQueue, sdkworker.Options{})
-	worker.Register(w, &activities.Activities{Store: r.store, Catalog: r.cat})
+	worker.Register(w, r.acts())
 	if err := w.Start(); err != nil {
 		r.t.Fatalf("start worker: %v", err)
 	}
@@ -264,7 +305,15 @@ func runChildWorker() int {
 		return 1
 	}
 	store := faults.Wrap(inner)
-	store.Add(faults.Rule{Name: "stall-ref", Op: faults.OpPut, KeyPrefix: env("REF_PREFIX"), Body: isLiveRef, Mode: faults.Delay, Delay: time.Hour})
+	if p := env("REF_PREFIX"); p != "" {
+		store.Add(faults.Rule{Name: "stall-ref", Op: faults.OpPut, KeyPrefix: p, Body: isLiveRef, Mode: faults.Delay, Delay: time.Hour})
+	}
+	if p := env("STALL_PREFIX"); p != "" {
+		// Every write under the prefix stalls: the parent kills this worker mid-effect.
+		store.Add(faults.Rule{Name: "stall-effect", KeyPrefix: p, Match: func(op faults.Op, _ string) bool {
+			return op == faults.OpPut || op == faults.OpDelete || op == faults.OpDeleteBatch
+		}, Mode: faults.Delay, Delay: time.Hour})
+	}
 	cat, err := catalog.Open(ctx, catalog.Config{DatabaseURL: catalogtest.DatabaseURL(), Schema: env("DB_SCHEMA")})
 	if err != nil {
 		os.Stderr.WriteString("child: catalog: " + err.Error() + "\n")
@@ -278,7 +327,7 @@ func runChildWorker() int {
 	}
 	defer tc.Close()
 	w := sdkworker.New(tc, env("TASK_QUEUE"), sdkworker.Options{})
-	worker.Register(w, &activities.Activities{Store: store, Catalog: cat})
+	worker.Register(w, &activities.Activities{Store: store, Catalog: cat, Workflows: worker.TemporalWorkflows(tc)})
 	if err := w.Run(sdkworker.InterruptCh()); err != nil && !errors.Is(err, context.Canceled) {
 		os.Stderr.WriteString("child: worker: " + err.Error() + "\n")
 		return 1

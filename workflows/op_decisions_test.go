@@ -3,7 +3,6 @@ package workflows_test
 import (
 	"context"
 	"errors"
-	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/graftworks/graft/activities"
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/workflows"
 )
 
 // Unit tier shared by the *_decisions_test.go files: one workflow run with
@@ -29,6 +29,19 @@ import (
 // decisionWorkflowID is the workflow id of every decision run; an operation
 // started without an op id takes it as its op id.
 const decisionWorkflowID = "wf-decision"
+
+// a is the typed nil receiver the mocks name activities through.
+var a *activities.Activities
+
+// newTestEnv returns a test environment with graft's workflows registered and quiet logs.
+func newTestEnv() *testsuite.TestWorkflowEnvironment {
+	var ts testsuite.WorkflowTestSuite
+	ts.SetLogger(quietLogger())
+	env := ts.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(workflows.CreateBranch, workflow.RegisterOptions{Name: workflows.CreateBranchName})
+	env.RegisterActivity(&activities.Activities{})
+	return env
+}
 
 // step is one activity attempt a workflow started.
 type step struct {
@@ -44,11 +57,12 @@ type decisionEnv struct {
 	env   *testsuite.TestWorkflowEnvironment
 	name  string
 	steps []step
+	// ended is the workflow's failure when its outcome was not a success.
+	ended *temporal.ApplicationError
 }
 
 // newDecisionEnv returns an environment running the workflow registered as
-// name, with FinishOperation and MarkOperationInDoubt answering nil unless
-// a test says otherwise.
+// name, with Finish and Progress answering success unless a test says otherwise.
 func newDecisionEnv(t *testing.T, name string, wf any) *decisionEnv {
 	t.Helper()
 	d := &decisionEnv{t: t, env: newTestEnv(), name: name}
@@ -64,8 +78,8 @@ func newDecisionEnv(t *testing.T, name string, wf any) *decisionEnv {
 	d.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
 		d.steps = append(d.steps, step{name: info.ActivityType.Name, in: args, at: d.env.Now()})
 	})
-	d.env.OnActivity(a.FinishOperation, mock.Anything, mock.Anything).Return(nil).Maybe()
-	d.env.OnActivity(a.MarkOperationInDoubt, mock.Anything, mock.Anything).Return(nil).Maybe()
+	d.env.OnActivity(a.Finish, mock.Anything, mock.Anything).Return(activities.FinishResult{Owned: true}, nil).Maybe()
+	d.env.OnActivity(a.Progress, mock.Anything, mock.Anything).Return(nil).Maybe()
 	return d
 }
 
@@ -78,6 +92,16 @@ func (d *decisionEnv) run(in, res any) error {
 		d.t.Fatalf("workflow %s did not complete", d.name)
 	}
 	if err := d.env.GetWorkflowError(); err != nil {
+		// A definitive outcome that is not a success fails the workflow with the
+		// result as the ApplicationError's detail (docs/workflows.md).
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) && outcome.Outcome(app.Type()).Valid() {
+			if derr := app.Details(res); derr != nil {
+				d.t.Fatalf("decode the result from the failure: %v", derr)
+			}
+			d.ended = app
+			return nil
+		}
 		return err
 	}
 	if err := d.env.GetWorkflowResult(res); err != nil {
@@ -184,18 +208,40 @@ func (d *decisionEnv) never(names ...string) {
 }
 
 // finishedOnce fails the test unless the operation was finished in the
-// ledger exactly once, as op id opID of kind with outcome out.
-func (d *decisionEnv) finishedOnce(opID string, kind catalog.OperationKind, out outcome.Outcome) activities.FinishOperationInput {
+// ledger exactly once, as op id opID of kind with outcome out, by this run;
+// and unless the workflow's end has the shape of its outcome: completed on a
+// success, failed with an ApplicationError of the outcome's type otherwise.
+func (d *decisionEnv) finishedOnce(opID string, kind catalog.OperationKind, out outcome.Outcome) activities.FinishInput {
 	d.t.Helper()
-	fin := inputsOf[activities.FinishOperationInput](d, "FinishOperation")
+	fin := inputsOf[activities.FinishInput](d, "Finish")
 	if len(fin) != 1 {
 		d.t.Fatalf("finished %d times (%+v), want once", len(fin), fin)
 	}
-	want := activities.FinishOperationInput{OpID: opID, Kind: kind, Outcome: out, Message: fin[0].Message}
-	if !reflect.DeepEqual(fin[0], want) {
-		d.t.Fatalf("finish %+v, want %+v", fin[0], want)
+	got := fin[0]
+	if got.Owner.OpID != opID || got.Kind != kind || got.Outcome != out || got.Owner.Run == "" {
+		d.t.Fatalf("finish %+v, want op %s of kind %s with outcome %q by this run", got, opID, kind, out)
 	}
-	return fin[0]
+	switch {
+	case out != "" && !out.Success() && (d.ended == nil || d.ended.Type() != string(out)):
+		d.t.Fatalf("outcome %s ended the workflow with %v, want an ApplicationError of type %s", out, d.ended, out)
+	case out.Success() && d.ended != nil:
+		d.t.Fatalf("outcome %s failed the workflow with %v, want it completed", out, d.ended)
+	}
+	return got
+}
+
+// written returns the specs of every Write attempt, in order.
+func (d *decisionEnv) written() []activities.WriteSpec {
+	var out []activities.WriteSpec
+	for _, in := range inputsOf[activities.WriteInput](d, "Write") {
+		out = append(out, in.Spec)
+	}
+	return out
+}
+
+// verdict is a Write, ReadBack or Fence answer.
+func verdict(st activities.WriteState, msg string) activities.Verdict {
+	return activities.Verdict{State: st, Message: msg}
 }
 
 // pauses returns the workflow time between consecutive attempts of name.
@@ -206,4 +252,25 @@ func (d *decisionEnv) pauses(name string) []time.Duration {
 		out = append(out, s[i].at.Sub(s[i-1].at))
 	}
 	return out
+}
+
+// answerWrites makes Write answer the states in order. The kernel reads an
+// ambiguous write back before it settles it: every read-back answers Ambiguous
+// unless the test registered its own ReadBack answers first.
+func answerWrites(d *decisionEnv, states ...activities.WriteState) {
+	for _, st := range states {
+		d.env.OnActivity(a.Write, mock.Anything, mock.Anything).Return(verdict(st, "write "+string(st)), nil).Once()
+	}
+	d.env.OnActivity(a.ReadBack, mock.Anything, mock.Anything).Return(verdict(activities.Ambiguous, "not there yet"), nil).Maybe()
+}
+
+// inDoubtMarks counts the Progress calls that recorded the operation in doubt for a settle.
+func (d *decisionEnv) inDoubtMarks() int {
+	n := 0
+	for _, in := range inputsOf[activities.ProgressInput](d, "Progress") {
+		if in.InDoubt && in.Phase == "settle" {
+			n++
+		}
+	}
+	return n
 }

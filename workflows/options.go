@@ -7,22 +7,36 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// The two kinds of step every graft workflow is made of. Each workflow names
-// its own steps' options at the top of its file in terms of these.
+// Step timing the kernel applies to every step (docs/workflows.md). A workflow reads them
+// when it schedules a step; tests of long stalls lower them.
 var (
-	// untilAnswered retries a step until the store and the ledger answer:
-	// a step that may follow a storage effect must never be given up, or the
-	// operation would be left half-done.
+	// StepTimeout bounds one attempt of a step (its StartToCloseTimeout). Defaults to 30s.
+	StepTimeout = 30 * time.Second
+	// BeforeEffectBudget bounds a step that precedes every storage effect, retries
+	// included. Defaults to 2 minutes.
+	BeforeEffectBudget = 2 * time.Minute
+	// FastPathBudget bounds the local-activity fast path of an after-effect step, after
+	// which the step continues as an ordinary activity with no total deadline. Defaults
+	// to 2 minutes.
+	FastPathBudget = 2 * time.Minute
+)
+
+// The kinds of step every graft workflow is made of; the kernel (kernel.go) runs each
+// step with one of them, its timeouts taken from the variables above.
+var (
+	// untilAnswered retries a step until the store and the ledger answer: a step that
+	// may follow a storage effect must never be given up, or the operation would be
+	// left half-done.
 	untilAnswered = &temporal.RetryPolicy{
 		InitialInterval:    100 * time.Millisecond,
 		BackoffCoefficient: 2,
 		MaximumInterval:    30 * time.Second,
 	}
 
-	// beforeEffect runs a short step that precedes every storage effect of
-	// its operation (validate, resolve, record, pin, probe). One that keeps
-	// failing (storage or Postgres down) ends the operation with nothing
-	// written, after two minutes.
+	// beforeEffect runs a short step that precedes every storage effect of its
+	// operation (validate, resolve, record, pin, probe). One that keeps failing
+	// (storage or Postgres down) ends the operation after two minutes, and the
+	// kernel's finish then settles whatever the request itself wrote.
 	beforeEffect = workflow.LocalActivityOptions{
 		StartToCloseTimeout:    30 * time.Second,
 		ScheduleToCloseTimeout: 2 * time.Minute,
@@ -33,11 +47,44 @@ var (
 		},
 	}
 
-	// afterEffect runs a short, idempotent step that may follow a storage
-	// effect (a put whose answer may be lost, a ledger write recording it):
-	// it retries until answered.
-	afterEffect = workflow.LocalActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
+	// afterEffectFast is the fast path of a step that may follow a storage effect (a
+	// put whose answer may be lost, a ledger write recording it): a local activity,
+	// free of the matching round trip an ordinary activity costs, for a few attempts.
+	// It has a total deadline only because the kernel then continues the same step as
+	// afterEffectDurable: the deadline never ends the operation.
+	afterEffectFast = workflow.LocalActivityOptions{
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: 2 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    100 * time.Millisecond,
+			BackoffCoefficient: 2,
+			MaximumInterval:    5 * time.Second,
+			MaximumAttempts:    4,
+		},
+	}
+
+	// afterEffectDurable continues an after-effect step whose fast path kept failing
+	// (a storage stall, Postgres away): an ordinary activity with no total deadline and
+	// unlimited retries. It does not hold the workflow task, so status queries and the
+	// current details stay answerable, and the UI shows it pending with its last error.
+	afterEffectDurable = workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
 		RetryPolicy:         untilAnswered,
 	}
 )
+
+// afterEffect is the options of cleanup's ledger steps (cleanup.go): local activities
+// that must not be given up. Cleanup does not run through the kernel (its owner is the
+// ops stream); it gets a day-long total deadline rather than the one-attempt budget a
+// local activity with only a StartToCloseTimeout has.
+var afterEffect = workflow.LocalActivityOptions{
+	StartToCloseTimeout:    30 * time.Second,
+	ScheduleToCloseTimeout: 24 * time.Hour,
+	RetryPolicy:            untilAnswered,
+}
+
+// withSummary returns ctx with local activity options o and the step's summary.
+func withSummary(ctx workflow.Context, o workflow.LocalActivityOptions, summary string) workflow.Context {
+	o.Summary = summary
+	return workflow.WithLocalActivityOptions(ctx, o)
+}

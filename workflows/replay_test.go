@@ -53,13 +53,33 @@ func TestCreateBranch_ReplaysRecordedHistories(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) < 3 {
-		t.Fatalf("found %d recorded histories in testdata/, want 3 (record with %s=1)", len(files), recordEnv)
+	if len(files) < 4 {
+		t.Fatalf("found %d recorded histories in testdata/, want 4 (record with %s=1)", len(files), recordEnv)
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			replayer := worker.NewWorkflowReplayer()
 			replayer.RegisterWorkflowWithOptions(workflows.CreateBranch, workflow.RegisterOptions{Name: workflows.CreateBranchName})
+			if err := replayer.ReplayWorkflowHistoryFromJSONFile(quietLogger(), f); err != nil {
+				t.Fatalf("replay %s: %v", f, err)
+			}
+		})
+	}
+}
+
+// TestKernel_ReplaysRecordedHistories replays histories recorded from the kernel's own
+// paths — a parked fence, an operator's abandon of a commit, a cancelled delete completing
+// its swap, an in-doubt commit found stale, a reconcile pass — against today's code.
+func TestKernel_ReplaysRecordedHistories(t *testing.T) {
+	for _, name := range []string{"createbranch_parked_then_fenced", "writetable_abandoned_fenced", "deletebranch_cancelled_swap_completed",
+		"writetable_in_doubt_stale_replanned", "reconcile_settled_terminated_create"} {
+		t.Run(name, func(t *testing.T) {
+			f := filepath.Join("testdata", name+".json")
+			if _, err := os.Stat(f); err != nil {
+				t.Fatalf("no recorded history %s (record with %s=1): %v", f, recordEnv, err)
+			}
+			replayer := worker.NewWorkflowReplayer()
+			workflows.Register(replayer)
 			if err := replayer.ReplayWorkflowHistoryFromJSONFile(quietLogger(), f); err != nil {
 				t.Fatalf("replay %s: %v", f, err)
 			}

@@ -61,8 +61,15 @@ type RestoreResult struct {
 	SettleAttempts int `json:"settle_attempts,omitempty"`
 }
 
+func (r *RestoreResult) setEnd(out outcome.Outcome, msg string) {
+	r.Outcome, r.Message = out, msg
+	if out != outcome.Done {
+		r.Commit = ""
+	}
+}
+
 // Restore gives a branch back the table versions of an earlier commit:
-// prepare (resolve the commit by id or tag, pin it and every version it
+// prepare (resolve the commit by id or tag, claim, pin it and every version it
 // pins, probe that they all still exist — else not_retained with nothing
 // written), then per head: a backup tag of the head (immutable, settled
 // before anything else), then a commit on top of the head with the
@@ -70,99 +77,60 @@ type RestoreResult struct {
 func Restore(ctx workflow.Context, in RestoreInput) (RestoreResult, error) {
 	var a *activities.Activities
 	info := workflow.GetInfo(ctx)
-	r, err := newOpRun(ctx, in.OpID, catalog.OpRestore, in.Graph, in.Branch, in.Branch)
-	if err != nil {
+	r := newOpRun(ctx, runSpec{opID: in.OpID, kind: catalog.OpRestore, graph: in.Graph, branch: in.Branch, subject: in.Branch})
+	if err := workflow.SetQueryHandler(ctx, StatusQueryName, func() (OperationStatus, error) { return r.operationStatus(), nil }); err != nil {
 		return RestoreResult{}, err
 	}
-	res := RestoreResult{OpID: r.opID, Graph: in.Graph, Branch: in.Branch}
-
-	r.setPhase(ctx, "prepare", "resolving, pinning and probing the commit to restore")
-	var prep activities.PrepareRestoreResult
-	if err := workflow.ExecuteLocalActivity(localStep(ctx, opPrepareOptions, "prepare: resolve, pin and probe the commit to restore"),
-		a.PrepareRestore, activities.PrepareRestoreInput{
-			OpID: r.opID, Graph: in.Graph, Branch: in.Branch, ToCommit: in.To.Commit, ToTag: in.To.Tag,
+	res := RestoreResult{OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch}
+	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
+		r.setPhase(ctx, "prepare", "resolving, pinning and probing the commit to restore")
+		var prep activities.PrepareRestoreResult
+		if err := r.before(ctx, "prepare: resolve, claim, pin and probe the commit to restore", a.PrepareRestore, activities.PrepareRestoreInput{
+			OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, ToCommit: in.To.Commit, ToTag: in.To.Tag,
 			ExpectedHead: in.ExpectedHead, NoBackup: in.NoBackup, BackupTag: in.BackupTag, Author: in.Author, Message: in.Message,
 			WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
-		}).Get(ctx, &prep); err != nil {
-		return r.failRestore(ctx, &res, fmt.Errorf("prepare: %w", err), true)
-	}
-	res.RestoredFrom = prep.Target
-	if prep.Outcome != "" {
-		return r.endRestore(ctx, &res, prep.Outcome, prep.Message, prep.Recorded)
-	}
-
-	for attempt := 0; ; attempt++ {
-		r.setPhase(ctx, "plan", "reading the head of "+in.Branch)
-		var plan activities.PlanRestoreResult
-		if err := workflow.ExecuteLocalActivity(localStep(ctx, opEffectOptions, "plan: read the head, compute backup tag and commit"),
-			a.PlanRestore, activities.PlanRestoreInput{
-				OpID: r.opID, Graph: in.Graph, Branch: in.Branch, Target: prep.Target, ExpectedHead: in.ExpectedHead,
+		}, &prep); err != nil {
+			return ending{}, fmt.Errorf("prepare: %w", err)
+		}
+		r.foreign = !prep.Owned
+		res.RestoredFrom = prep.Target
+		if prep.Outcome != "" {
+			return end(prep.Outcome, prep.Message)
+		}
+		return appendCommit(ctx, r, in.ExpectedHead, in.Branch, &res.HeadRetries, &res.SettleAttempts, func(ctx workflow.Context) (plannedCommit, error) {
+			r.setPhase(ctx, "plan", "reading the head of "+in.Branch)
+			var plan activities.PlanRestoreResult
+			if err := r.step(ctx, "plan: read the head, compute backup tag and commit", a.PlanRestore, activities.PlanRestoreInput{
+				Owner: r.owner, Graph: in.Graph, Branch: in.Branch, Target: prep.Target, ExpectedHead: in.ExpectedHead,
 				NoBackup: in.NoBackup, BackupTag: in.BackupTag, Author: in.Author, Message: in.Message, Time: prep.Time,
-			}).Get(ctx, &plan); err != nil {
-			return r.failRestore(ctx, &res, fmt.Errorf("plan: %w", err), true)
-		}
-		if plan.Outcome != "" {
-			return r.endRestore(ctx, &res, plan.Outcome, plan.Message, true)
-		}
-		res.PreviousHead = plan.Head
-		if plan.Committed {
-			res.Commit = plan.Commit
-			return r.endRestore(ctx, &res, outcome.Done, "", true)
-		}
-
-		if plan.BackupTag != "" {
-			tag, err := r.putTag(ctx, in.Graph, plan.BackupTag, plan.TagBody)
+			}, &plan); err != nil {
+				return plannedCommit{}, err
+			}
+			res.PreviousHead, res.Commit, r.status.Commit = plan.Head, plan.Commit, plan.Commit
+			p := plannedCommit{out: plan.Outcome, msg: plan.Message, committed: plan.Committed, moved: plan.Moved, spec: plan.Spec, success: outcome.Done}
+			if p.out != "" || p.committed || p.moved || plan.BackupTag == "" {
+				return p, nil
+			}
+			tag, err := r.write(ctx, plan.Tag)
 			res.SettleAttempts = r.status.SettleAttempts
 			if err != nil {
-				return r.failRestore(ctx, &res, err, true)
+				return plannedCommit{}, err
 			}
 			switch tag.State {
-			case activities.TagOther:
-				return r.endRestore(ctx, &res, outcome.Conflict, "backup tag: "+tag.Message, true)
-			case activities.TagRefused:
-				return r.endRestore(ctx, &res, outcome.Refused, "backup tag: "+tag.Message, true)
-			case activities.TagInvalid:
-				return r.endRestore(ctx, &res, outcome.Invalid, "backup tag: "+tag.Message, true)
+			case activities.Landed:
+				res.BackupTag = plan.BackupTag
+				return p, nil
+			case activities.Other:
+				p.out, p.msg = outcome.Conflict, "backup tag: "+tag.Message
+			case activities.Refused:
+				p.out, p.msg = outcome.Refused, "backup tag: "+tag.Message
+			case activities.Fenced:
+				p.out, p.msg = outcome.Unpublished, "backup tag fenced: "+tag.Message
+			default:
+				p.out, p.msg = outcome.Invalid, "backup tag: "+tag.Message
 			}
-			res.BackupTag = plan.BackupTag
-		}
-
-		r.status.Commit = plan.Commit
-		put, err := r.putCommit(ctx, in.Graph, catalog.OpRestore, plan.Commit, plan.Body)
-		res.SettleAttempts = r.status.SettleAttempts
-		if err != nil {
-			return r.failRestore(ctx, &res, err, true)
-		}
-		switch put.State {
-		case activities.CommitStored:
-			res.Commit = plan.Commit
-			return r.endRestore(ctx, &res, outcome.Done, "", true)
-		case activities.CommitRefused:
-			return r.endRestore(ctx, &res, outcome.Refused, put.Message, true)
-		case activities.CommitInvalid:
-			return r.endRestore(ctx, &res, outcome.Invalid, put.Message, true)
-		}
-		if in.ExpectedHead != "" {
-			return r.endRestore(ctx, &res, outcome.Conflict, fmt.Sprintf("the head of %q is no longer %s: %s", in.Branch, in.ExpectedHead, put.Message), true)
-		}
-		if attempt >= MaxHeadRetries {
-			return r.endRestore(ctx, &res, outcome.Conflict, fmt.Sprintf("the head of %q moved %d times while restoring; retry the restore", in.Branch, attempt+1), true)
-		}
-		res.HeadRetries = attempt + 1
-	}
-}
-
-func (r *opRun) endRestore(ctx workflow.Context, res *RestoreResult, out outcome.Outcome, message string, recorded bool) (RestoreResult, error) {
-	res.Outcome, res.Message = out, message
-	if out != outcome.Done {
-		res.Commit = ""
-	}
-	r.finish(ctx, out, message, recorded)
-	return *res, nil
-}
-
-func (r *opRun) failRestore(ctx workflow.Context, res *RestoreResult, err error, recorded bool) (RestoreResult, error) {
-	res.Message, res.Commit = err.Error(), ""
-	r.finish(ctx, "", res.Message, recorded)
-	return *res, err
+			return p, nil
+		})
+	})
+	return res, err
 }

@@ -2,37 +2,16 @@ package workflows
 
 import (
 	"fmt"
-	"time"
 
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/graftworks/graft/activities"
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
-	"github.com/graftworks/graft/internal/searchattr"
 )
 
 // WriteTableName is the registered name of WriteTable. Stable.
 const WriteTableName = "graft.WriteTable"
-
-// WriteTable's step options, at the top where a reader looks for them.
-var (
-	// Steps before any storage effect (validate, record, pin, probe): a
-	// step that keeps failing ends the write with nothing published.
-	writePrepareOptions = beforeEffect
-	// The manifest put and the commit plan are idempotent and retry until
-	// the store answers.
-	writeStepOptions = afterEffect
-	// The commit put is an ordinary activity, not a local one, on purpose:
-	// scheduling it completes a workflow task, so the planned commit is in
-	// history before any put of it is sent. A worker that dies after the
-	// put therefore replays the same plan and re-sends the same bytes,
-	// instead of planning a second commit on top of its own.
-	commitPutOptions = workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         untilAnswered,
-	}
-)
 
 // MaxHeadRetries bounds how many times a write without an expected head
 // re-reads a branch head that moved under it before giving up with conflict.
@@ -83,6 +62,13 @@ type WriteTableResult struct {
 	SettleAttempts int `json:"settle_attempts,omitempty"`
 }
 
+func (r *WriteTableResult) setEnd(out outcome.Outcome, msg string) {
+	r.Outcome, r.Message = out, msg
+	if out != outcome.Done {
+		r.Commit = ""
+	}
+}
+
 // WriteTableStatus answers graft.status while a write runs.
 type WriteTableStatus struct {
 	Phase          string          `json:"phase"`
@@ -94,188 +80,126 @@ type WriteTableStatus struct {
 	SettleAttempts int             `json:"settle_attempts,omitempty"`
 }
 
-type writeRun struct {
-	in     WriteTableInput
-	opID   string
-	status WriteTableStatus
-	objs   []activities.TableObject
-}
-
-func (w *writeRun) setPhase(ctx workflow.Context, phase, pending string) {
-	w.status.Phase, w.status.Pending = phase, pending
-	setDetails(ctx, phase, w.in.Table+"@"+w.in.Branch, pending)
-}
-
-// WriteTable publishes a new table version on a branch: prepare (record,
-// pin, probe the uploaded objects), write the manifest, then append a
-// commit that pins it with expected-head semantics — settling an in-doubt
-// commit put on a durable timer rather than guessing.
+// WriteTable publishes a new table version on a branch: prepare (validate,
+// claim, pin, probe the uploaded objects), write the manifest, then plan and
+// append a commit that pins it on the branch's real head, with expected-head
+// semantics — the kernel settling an in-doubt commit put rather than guessing.
 func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, error) {
 	var a *activities.Activities
 	info := workflow.GetInfo(ctx)
-	w := &writeRun{in: in, opID: in.OpID}
-	if w.opID == "" {
-		w.opID = info.WorkflowExecution.ID
-	}
-	w.status.OpID = w.opID
-	if err := workflow.SetQueryHandler(ctx, StatusQueryName, func() (WriteTableStatus, error) { return w.status, nil }); err != nil {
+	r := newOpRun(ctx, runSpec{opID: in.OpID, kind: catalog.OpWriteTable, graph: in.Graph, branch: in.Branch, subject: in.Table + "@" + in.Branch})
+	if err := workflow.SetQueryHandler(ctx, StatusQueryName, func() (WriteTableStatus, error) {
+		s := r.status
+		return WriteTableStatus{Phase: s.Phase, Outcome: s.Outcome, OpID: s.OpID, Version: s.Version, Commit: s.Commit, Pending: s.Pending, SettleAttempts: s.SettleAttempts}, nil
+	}); err != nil {
 		return WriteTableResult{}, err
 	}
-	_ = workflow.UpsertTypedSearchAttributes(ctx,
-		searchattr.Graph.ValueSet(in.Graph), searchattr.Branch.ValueSet(in.Branch), searchattr.Operation.ValueSet(string(catalog.OpWriteTable)))
-	res := WriteTableResult{OpID: w.opID, Graph: in.Graph, Branch: in.Branch, Table: in.Table, Objects: len(in.Objects)}
+	res := WriteTableResult{OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Table: in.Table, Objects: len(in.Objects)}
+	var objs []activities.TableObject
 	for _, o := range in.Objects {
-		w.objs = append(w.objs, activities.TableObject{ID: o.ID, Size: o.Size, SHA256: o.SHA256})
+		objs = append(objs, activities.TableObject{ID: o.ID, Size: o.Size, SHA256: o.SHA256})
 		res.Bytes += o.Size
 	}
-
-	w.setPhase(ctx, "prepare", fmt.Sprintf("recording the write, pinning and probing %d objects", len(in.Objects)))
-	var prep activities.PrepareWriteResult
-	err := workflow.ExecuteLocalActivity(localStep(ctx, writePrepareOptions, "prepare: record, pin and probe the uploaded objects"),
-		a.PrepareWrite, activities.PrepareWriteInput{
-			OpID: w.opID, Graph: in.Graph, Branch: in.Branch, Table: in.Table, Objects: w.objs,
+	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
+		r.setPhase(ctx, "prepare", fmt.Sprintf("recording the write, pinning and probing %d objects", len(in.Objects)))
+		var prep activities.PrepareWriteResult
+		if err := r.before(ctx, "prepare: validate, claim, pin and probe the uploaded objects", a.PrepareWrite, activities.PrepareWriteInput{
+			OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Table: in.Table, Objects: objs,
 			ExpectedHead: in.ExpectedHead, Author: in.Author, Message: in.Message,
 			WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
-		}).Get(ctx, &prep)
-	if err != nil {
-		return w.fail(ctx, &res, fmt.Errorf("prepare: %w", err), true)
-	}
-	if prep.Outcome != "" {
-		return w.end(ctx, &res, prep.Outcome, prep.Message, prep.Recorded)
-	}
-	res.Version, w.status.Version = prep.Version, prep.Version
+		}, &prep); err != nil {
+			return ending{}, fmt.Errorf("prepare: %w", err)
+		}
+		r.foreign = !prep.Owned
+		if prep.Outcome != "" {
+			return end(prep.Outcome, prep.Message)
+		}
+		res.Version, r.status.Version = prep.Version, prep.Version
 
-	w.setPhase(ctx, "manifest", "put-if-absent of version "+prep.Version)
-	var man activities.WriteManifestResult
-	if err := workflow.ExecuteLocalActivity(localStep(ctx, writeStepOptions, "manifest: put-if-absent version "+prep.Version),
-		a.WriteManifest, activities.WriteManifestInput{
-			OpID: w.opID, Graph: in.Graph, Table: in.Table, Version: prep.Version, Objects: w.objs, Time: prep.Time,
-		}).Get(ctx, &man); err != nil {
-		return w.fail(ctx, &res, fmt.Errorf("manifest: %w", err), true)
-	}
-	if man.Outcome != "" {
-		return w.end(ctx, &res, man.Outcome, man.Message, true)
-	}
-
-	out, msg, err := w.commit(ctx, prep, &res)
-	if err != nil {
-		return w.fail(ctx, &res, err, true)
-	}
-	return w.end(ctx, &res, out, msg, true)
+		r.setPhase(ctx, "manifest", "put-if-absent of version "+prep.Version)
+		var man activities.WriteManifestResult
+		if err := r.step(ctx, "manifest: put-if-absent version "+prep.Version, a.WriteManifest, activities.WriteManifestInput{
+			OpID: r.owner.OpID, Graph: in.Graph, Table: in.Table, Version: prep.Version, Objects: objs, Time: prep.Time,
+		}, &man); err != nil {
+			return ending{}, fmt.Errorf("manifest: %w", err)
+		}
+		if man.Outcome != "" {
+			return end(man.Outcome, man.Message)
+		}
+		return appendCommit(ctx, r, in.ExpectedHead, in.Branch, &res.HeadRetries, &res.SettleAttempts, func(ctx workflow.Context) (plannedCommit, error) {
+			r.setPhase(ctx, "plan", "reading the head of "+in.Branch)
+			var plan activities.PlanCommitResult
+			err := r.step(ctx, "plan: read the head, compute the commit", a.PlanCommit, activities.PlanCommitInput{
+				Owner: r.owner, Graph: in.Graph, Branch: in.Branch, Table: in.Table, Version: prep.Version,
+				ExpectedHead: in.ExpectedHead, Author: in.Author, Message: in.Message, Time: prep.Time,
+			}, &plan)
+			res.Commit, r.status.Commit = plan.Commit, plan.Commit
+			return plannedCommit{out: plan.Outcome, msg: plan.Message, committed: plan.Committed, spec: plan.Spec, success: outcome.Done}, err
+		})
+	})
+	return res, err
 }
 
-// commit plans and puts the commit that pins the new version, re-planning
-// on a moved head (when no expected head was given) and settling an
-// in-doubt put by re-issuing the same bytes on a durable backoff.
-func (w *writeRun) commit(ctx workflow.Context, prep activities.PrepareWriteResult, res *WriteTableResult) (outcome.Outcome, string, error) {
-	var a *activities.Activities
-	for attempt := 0; ; attempt++ {
-		w.setPhase(ctx, "plan", "reading the head of "+w.in.Branch)
-		var plan activities.PlanCommitResult
-		if err := workflow.ExecuteLocalActivity(localStep(ctx, writeStepOptions, "plan: read the head, compute the commit"),
-			a.PlanCommit, activities.PlanCommitInput{
-				OpID: w.opID, Graph: w.in.Graph, Branch: w.in.Branch, Table: w.in.Table, Version: prep.Version,
-				ExpectedHead: w.in.ExpectedHead, Author: w.in.Author, Message: w.in.Message, Time: prep.Time,
-			}).Get(ctx, &plan); err != nil {
-			return "", "", fmt.Errorf("plan commit: %w", err)
-		}
-		if plan.Outcome != "" {
-			return plan.Outcome, plan.Message, nil
-		}
-		res.Commit, w.status.Commit = plan.Commit, plan.Commit
-		if plan.Committed {
-			return outcome.Done, "", nil
-		}
+// plannedCommit is what an operation's plan step decided about the commit it appends.
+type plannedCommit struct {
+	// out, when set, ends the operation without a write.
+	out outcome.Outcome
+	msg string
+	// committed: the operation's commit is stored already.
+	committed bool
+	// moved: plan again (the head read moved on before its pin held).
+	moved bool
+	spec  activities.WriteSpec
+	// success is the outcome once the commit is stored.
+	success outcome.Outcome
+}
 
-		put, err := w.putCommit(ctx, plan, time.Time{})
+// appendCommit is the append loop WriteTable, Merge and Restore share: plan on the real
+// head, write the commit through the kernel, and on a stale head plan again (at most
+// MaxHeadRetries times) unless the caller named an expected head — then it is a conflict.
+func appendCommit(ctx workflow.Context, r *opRun, expectedHead, branch string, headRetries, settleAttempts *int,
+	plan func(ctx workflow.Context) (plannedCommit, error)) (ending, error) {
+	for attempt := 0; ; attempt++ {
+		p, err := plan(ctx)
 		if err != nil {
-			return "", "", err
+			return ending{}, fmt.Errorf("plan: %w", err)
 		}
-		if put.State == activities.CommitInDoubt {
-			if put, err = w.settle(ctx, plan, put, res); err != nil {
-				return "", "", err
+		switch {
+		case p.out != "":
+			return end(p.out, p.msg)
+		case p.committed:
+			return end(p.success, "")
+		case p.moved:
+			if attempt >= MaxHeadRetries {
+				return end(outcome.Conflict, fmt.Sprintf("the head of %q moved %d times; retry", branch, attempt+1))
 			}
+			*headRetries = attempt + 1
+			continue
 		}
-		switch put.State {
-		case activities.CommitStored:
-			return outcome.Done, "", nil
-		case activities.CommitRefused:
-			res.Commit = ""
-			return outcome.Refused, put.Message, nil
-		case activities.CommitInvalid:
-			res.Commit = ""
-			return outcome.Invalid, put.Message, nil
+		v, err := r.write(ctx, p.spec)
+		*settleAttempts = r.status.SettleAttempts
+		if err != nil {
+			return ending{}, err
 		}
-		// Stale: another commit took the next seq; ours never lands.
-		res.Commit = ""
-		if w.in.ExpectedHead != "" {
-			return outcome.Conflict, fmt.Sprintf("the head of %q is no longer %s: %s", w.in.Branch, w.in.ExpectedHead, put.Message), nil
+		switch v.State {
+		case activities.Landed:
+			return end(p.success, "")
+		case activities.Refused:
+			return end(outcome.Refused, v.Message)
+		case activities.Invalid:
+			return end(outcome.Invalid, v.Message)
+		case activities.Fenced:
+			return end(outcome.Unpublished, "the commit was fenced and never lands: "+v.Message)
+		case activities.NotOwner:
+			return ending{}, fmt.Errorf("the ledger row of %s is no longer this run's: %s", r.owner.OpID, v.Message)
+		}
+		// Other: another commit took the seq, or the head moved past it: ours never lands.
+		if expectedHead != "" {
+			return end(outcome.Conflict, fmt.Sprintf("the head of %q is no longer %s: %s", branch, expectedHead, v.Message))
 		}
 		if attempt >= MaxHeadRetries {
-			return outcome.Conflict, fmt.Sprintf("the head of %q moved %d times while appending; retry the write", w.in.Branch, attempt+1), nil
+			return end(outcome.Conflict, fmt.Sprintf("the head of %q moved %d times while appending; retry", branch, attempt+1))
 		}
-		res.HeadRetries = attempt + 1
+		*headRetries = attempt + 1
 	}
-}
-
-// settle re-issues an in-doubt commit put, byte-identical, on a durable
-// backoff until the store proves what happened: ours landed (committed),
-// another commit holds the key (stale), or a definite refusal. The ledger
-// and visibility say in_doubt meanwhile.
-func (w *writeRun) settle(ctx workflow.Context, plan activities.PlanCommitResult, put activities.PutCommitResult, res *WriteTableResult) (activities.PutCommitResult, error) {
-	var a *activities.Activities
-	if err := workflow.ExecuteLocalActivity(localStep(ctx, writeStepOptions, "record in_doubt"),
-		a.MarkOperationInDoubt, activities.MarkOperationInDoubtInput{OpID: w.opID}).Get(ctx, nil); err != nil {
-		return put, fmt.Errorf("mark in doubt: %w", err)
-	}
-	w.status.Outcome = outcome.InDoubt
-	_ = workflow.UpsertTypedSearchAttributes(ctx, searchattr.Outcome.ValueSet(string(outcome.InDoubt)))
-	since := workflow.Now(ctx)
-	backoff := SettleBackoff
-	for attempt := 1; put.State == activities.CommitInDoubt; attempt++ {
-		w.setPhase(ctx, "settle", fmt.Sprintf("commit %s in doubt (%s); re-issuing its put in %s", plan.Commit, put.Message, backoff))
-		if err := workflow.NewTimerWithOptions(ctx, backoff, workflow.TimerOptions{Summary: "pause before commit re-issue"}).Get(ctx, nil); err != nil {
-			return put, err
-		}
-		backoff = min(2*backoff, SettleBackoffMax)
-		res.SettleAttempts, w.status.SettleAttempts = attempt, attempt
-		var err error
-		if put, err = w.putCommit(ctx, plan, since); err != nil {
-			return put, err
-		}
-	}
-	w.status.Outcome = ""
-	return put, nil
-}
-
-func (w *writeRun) putCommit(ctx workflow.Context, plan activities.PlanCommitResult, inDoubtSince time.Time) (activities.PutCommitResult, error) {
-	var a *activities.Activities
-	w.setPhase(ctx, "commit", "put-if-absent of commit "+plan.Commit)
-	o := commitPutOptions
-	o.Summary = "commit: put-if-absent " + plan.Commit
-	var put activities.PutCommitResult
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), a.PutCommit,
-		activities.PutCommitInput{OpID: w.opID, Graph: w.in.Graph, Body: plan.Body, InDoubtSince: inDoubtSince}).Get(ctx, &put)
-	if err != nil {
-		return put, fmt.Errorf("put commit: %w", err)
-	}
-	return put, nil
-}
-
-func (w *writeRun) end(ctx workflow.Context, res *WriteTableResult, out outcome.Outcome, message string, recorded bool) (WriteTableResult, error) {
-	res.Outcome, res.Message = out, message
-	if out != outcome.Done {
-		res.Commit = ""
-	}
-	w.status.Outcome = out
-	w.setPhase(ctx, "done", string(out))
-	finishOperation(ctx, w.opID, catalog.OpWriteTable, out, message, recorded)
-	return *res, nil
-}
-
-func (w *writeRun) fail(ctx workflow.Context, res *WriteTableResult, err error, recorded bool) (WriteTableResult, error) {
-	res.Message = err.Error()
-	res.Commit = ""
-	finishOperation(ctx, w.opID, catalog.OpWriteTable, "", res.Message, recorded)
-	return *res, err
 }

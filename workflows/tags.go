@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"fmt"
-	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -45,75 +44,53 @@ type CreateTagResult struct {
 	SettleAttempts int `json:"settle_attempts,omitempty"`
 }
 
-// CreateTag creates an immutable tag: prepare (resolve the commit, pin it,
-// probe it), then put the tag with put-if-absent, settling an in-doubt put
-// by re-issuing the same bytes. A name that already names another commit,
-// or was deleted, is a conflict.
+func (r *CreateTagResult) setEnd(out outcome.Outcome, msg string) { r.Outcome, r.Message = out, msg }
+
+// CreateTag creates an immutable tag: prepare (resolve the commit, claim, pin
+// it, probe it), then put the tag with put-if-absent through the kernel. A
+// name that already names another commit, or was deleted, is a conflict.
 func CreateTag(ctx workflow.Context, in CreateTagInput) (CreateTagResult, error) {
 	var a *activities.Activities
 	info := workflow.GetInfo(ctx)
-	r, err := newOpRun(ctx, in.OpID, catalog.OpTag, in.Graph, in.Branch, "tag "+in.Name)
-	if err != nil {
+	r := newOpRun(ctx, runSpec{opID: in.OpID, kind: catalog.OpTag, graph: in.Graph, branch: in.Branch, subject: "tag " + in.Name})
+	if err := workflow.SetQueryHandler(ctx, StatusQueryName, func() (OperationStatus, error) { return r.operationStatus(), nil }); err != nil {
 		return CreateTagResult{}, err
 	}
-	res := CreateTagResult{OpID: r.opID, Graph: in.Graph, Name: in.Name}
-	end := func(out outcome.Outcome, message string, recorded bool) (CreateTagResult, error) {
-		res.Outcome, res.Message = out, message
-		r.finish(ctx, out, message, recorded)
-		return res, nil
-	}
-
-	r.setPhase(ctx, "prepare", "resolving and pinning the commit to tag")
-	var prep activities.PrepareTagResult
-	if err := workflow.ExecuteLocalActivity(localStep(ctx, opPrepareOptions, "prepare: resolve, pin and probe the commit"),
-		a.PrepareTag, activities.PrepareTagInput{
-			OpID: r.opID, Graph: in.Graph, Name: in.Name, Commit: in.Commit, Branch: in.Branch,
+	res := CreateTagResult{OpID: r.owner.OpID, Graph: in.Graph, Name: in.Name}
+	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
+		r.setPhase(ctx, "prepare", "resolving and pinning the commit to tag")
+		var prep activities.PrepareTagResult
+		if err := r.before(ctx, "prepare: resolve, claim, pin and probe the commit", a.PrepareTag, activities.PrepareTagInput{
+			OpID: r.owner.OpID, Graph: in.Graph, Name: in.Name, Commit: in.Commit, Branch: in.Branch,
 			WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
-		}).Get(ctx, &prep); err != nil {
-		res.Message = err.Error()
-		r.finish(ctx, "", res.Message, true)
-		return res, fmt.Errorf("prepare: %w", err)
-	}
-	res.Commit = prep.Commit
-	if prep.Outcome != "" {
-		return end(prep.Outcome, prep.Message, prep.Recorded)
-	}
-	put, err := r.putTag(ctx, in.Graph, in.Name, prep.Body)
-	res.SettleAttempts = r.status.SettleAttempts
-	if err != nil {
-		res.Message = err.Error()
-		r.finish(ctx, "", res.Message, true)
-		return res, err
-	}
-	switch put.State {
-	case activities.TagStored:
-		return end(outcome.Created, "", true)
-	case activities.TagFound:
-		res.Existing = true
-		return end(outcome.Created, put.Message, true)
-	case activities.TagRefused:
-		return end(outcome.Refused, put.Message, true)
-	case activities.TagInvalid:
-		return end(outcome.Invalid, put.Message, true)
-	}
-	return end(outcome.Conflict, put.Message, true)
-}
-
-// putTag puts a tag (a create's, or a restore's backup) and, if its put is
-// in doubt, settles it by re-issuing the same bytes.
-func (r *opRun) putTag(ctx workflow.Context, graph, name string, body []byte) (activities.PutTagResult, error) {
-	var a *activities.Activities
-	var put activities.PutTagResult
-	do := func(since time.Time) (bool, string, error) {
-		r.setPhase(ctx, "tag", "put-if-absent of tag "+name)
-		err := workflow.ExecuteLocalActivity(localStep(ctx, opEffectOptions, "tag: put-if-absent "+name),
-			a.PutTag, activities.PutTagInput{OpID: r.opID, Graph: graph, Kind: r.kind, Body: body, InDoubtSince: since}).Get(ctx, &put)
-		if err != nil {
-			return false, "", fmt.Errorf("put tag: %w", err)
+		}, &prep); err != nil {
+			return ending{}, fmt.Errorf("prepare: %w", err)
 		}
-		return put.State == activities.TagInDoubt, put.Message, nil
-	}
-	return put, r.write(ctx, "tag "+name, do)
+		r.foreign = !prep.Owned
+		res.Commit = prep.Commit
+		if prep.Outcome != "" {
+			return end(prep.Outcome, prep.Message)
+		}
+		r.setPhase(ctx, "tag", "put-if-absent of tag "+in.Name)
+		v, err := r.write(ctx, prep.Spec)
+		res.SettleAttempts = r.status.SettleAttempts
+		if err != nil {
+			return ending{}, err
+		}
+		switch v.State {
+		case activities.Landed:
+			res.Existing = v.Equivalent
+			return end(outcome.Created, v.Message)
+		case activities.Refused:
+			return end(outcome.Refused, v.Message)
+		case activities.Invalid:
+			return end(outcome.Invalid, v.Message)
+		case activities.Fenced:
+			return end(outcome.Unpublished, "the tag put was fenced and never lands: "+v.Message)
+		}
+		return end(outcome.Conflict, v.Message)
+	})
+	return res, err
 }
 
 // DeleteTagInput is the input of graft.DeleteTag.
@@ -138,62 +115,47 @@ type DeleteTagResult struct {
 	SettleAttempts int    `json:"settle_attempts,omitempty"`
 }
 
+func (r *DeleteTagResult) setEnd(out outcome.Outcome, msg string) { r.Outcome, r.Message = out, msg }
+
 // DeleteTag retires a tag by compare-and-swap into a retired tag that keeps
-// the key, settling an in-doubt swap by reading back and re-issuing it.
+// the key, through the kernel.
 func DeleteTag(ctx workflow.Context, in DeleteTagInput) (DeleteTagResult, error) {
 	var a *activities.Activities
 	info := workflow.GetInfo(ctx)
-	r, err := newOpRun(ctx, in.OpID, catalog.OpTag, in.Graph, "", "tag "+in.Name)
-	if err != nil {
+	r := newOpRun(ctx, runSpec{opID: in.OpID, kind: catalog.OpTag, graph: in.Graph, subject: "tag " + in.Name})
+	if err := workflow.SetQueryHandler(ctx, StatusQueryName, func() (OperationStatus, error) { return r.operationStatus(), nil }); err != nil {
 		return DeleteTagResult{}, err
 	}
-	res := DeleteTagResult{OpID: r.opID, Graph: in.Graph, Name: in.Name}
-	end := func(out outcome.Outcome, message string, recorded bool) (DeleteTagResult, error) {
-		res.Outcome, res.Message = out, message
-		r.finish(ctx, out, message, recorded)
-		return res, nil
-	}
-	fail := func(err error) (DeleteTagResult, error) {
-		res.Message = err.Error()
-		r.finish(ctx, "", res.Message, true)
-		return res, err
-	}
-
-	r.setPhase(ctx, "prepare", "reading tag "+in.Name)
-	var prep activities.PrepareDeleteTagResult
-	if err := workflow.ExecuteLocalActivity(localStep(ctx, opPrepareOptions, "prepare: read the tag"),
-		a.PrepareDeleteTag, activities.PrepareDeleteTagInput{
-			OpID: r.opID, Graph: in.Graph, Name: in.Name, WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
-		}).Get(ctx, &prep); err != nil {
-		return fail(fmt.Errorf("prepare: %w", err))
-	}
-	res.Commit = prep.Commit
-	switch {
-	case prep.Outcome != "":
-		return end(prep.Outcome, prep.Message, prep.Recorded)
-	case prep.Retired:
-		return end(OutcomeDeleted, "", true)
-	}
-	var ret activities.RetireIncarnationResult
-	do := func(since time.Time) (bool, string, error) {
-		r.setPhase(ctx, "retire", "compare-and-swap of tag "+in.Name)
-		err := workflow.ExecuteLocalActivity(localStep(ctx, opEffectOptions, "retire: compare-and-swap tag "+in.Name),
-			a.RetireTag, activities.RetireTagInput{OpID: r.opID, Graph: in.Graph, Name: in.Name, ETag: prep.ETag, InDoubtSince: since}).Get(ctx, &ret)
-		if err != nil {
-			return false, "", fmt.Errorf("retire tag: %w", err)
+	res := DeleteTagResult{OpID: r.owner.OpID, Graph: in.Graph, Name: in.Name}
+	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
+		r.setPhase(ctx, "prepare", "reading tag "+in.Name)
+		var prep activities.PrepareDeleteTagResult
+		if err := r.before(ctx, "prepare: read the tag", a.PrepareDeleteTag, activities.PrepareDeleteTagInput{
+			OpID: r.owner.OpID, Graph: in.Graph, Name: in.Name, WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
+		}, &prep); err != nil {
+			return ending{}, fmt.Errorf("prepare: %w", err)
 		}
-		return ret.State == activities.RetireInDoubt, ret.Message, nil
-	}
-	err = r.write(ctx, "retire of tag "+in.Name, do)
-	res.SettleAttempts = r.status.SettleAttempts
-	if err != nil {
-		return fail(err)
-	}
-	switch ret.State {
-	case activities.RetireDone:
-		return end(OutcomeDeleted, "", true)
-	case activities.RetireRefused:
-		return end(outcome.Refused, ret.Message, true)
-	}
-	return end(outcome.Conflict, "the tag changed while deleting it: "+ret.Message, true)
+		r.foreign = !prep.Owned
+		res.Commit = prep.Commit
+		switch {
+		case prep.Outcome != "":
+			return end(prep.Outcome, prep.Message)
+		case prep.Retired:
+			return end(OutcomeDeleted, "")
+		}
+		r.setPhase(ctx, "retire", "compare-and-swap of tag "+in.Name)
+		v, err := r.write(ctx, prep.Spec)
+		res.SettleAttempts = r.status.SettleAttempts
+		if err != nil {
+			return ending{}, err
+		}
+		switch v.State {
+		case activities.Landed:
+			return end(OutcomeDeleted, "")
+		case activities.Refused:
+			return end(outcome.Refused, v.Message)
+		}
+		return end(outcome.Conflict, "the tag changed while deleting it: "+v.Message)
+	})
+	return res, err
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/mock"
+
 	"github.com/graftworks/graft/activities"
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
@@ -17,16 +19,24 @@ import (
 
 var (
 	createTagInput = workflows.CreateTagInput{Graph: "g", Name: "v1", Branch: "main", OpID: "op-tag"}
-	tagPrepared    = activities.PrepareTagResult{Recorded: true, Commit: "T-4", Body: []byte("tag v1 of T-4")}
+	tagPrepared    = activities.PrepareTagResult{Owned: true, Commit: "T-4",
+		Spec: activities.WriteSpec{Kind: activities.WriteTag, Graph: "g", Body: []byte("tag v1 of T-4"), Landed: outcome.Created}}
+	// tagFound is a put that found another operation's live tag of the same commit.
+	tagFound = activities.WriteState("found")
 )
 
-func runCreateTag(t *testing.T, prep activities.PrepareTagResult, puts ...activities.TagState) (workflows.CreateTagResult, *decisionEnv) {
+func runCreateTag(t *testing.T, prep activities.PrepareTagResult, puts ...activities.WriteState) (workflows.CreateTagResult, *decisionEnv) {
 	t.Helper()
 	d := newDecisionEnv(t, workflows.CreateTagName, workflows.CreateTag)
 	answer(d, a.PrepareTag, prep)
 	for _, st := range puts {
-		answer(d, a.PutTag, activities.PutTagResult{State: st, Message: "tag " + string(st)})
+		v := verdict(st, "tag "+string(st))
+		if st == tagFound {
+			v = activities.Verdict{State: activities.Landed, Equivalent: true, Message: "tag exists"}
+		}
+		answer(d, a.Write, v)
 	}
+	d.env.OnActivity(a.ReadBack, mock.Anything, mock.Anything).Return(verdict(activities.Ambiguous, "not there yet"), nil).Maybe()
 	var res workflows.CreateTagResult
 	d.mustRun(createTagInput, &res)
 	return res, d
@@ -35,26 +45,26 @@ func runCreateTag(t *testing.T, prep activities.PrepareTagResult, puts ...activi
 func TestCreateTagDecision_PrepareEndsEarly_OutcomePassedThroughNothingPut(t *testing.T) {
 	for _, o := range []outcome.Outcome{outcome.NotFound, outcome.NotRetained, outcome.Invalid} {
 		t.Run(string(o), func(t *testing.T) {
-			res, d := runCreateTag(t, activities.PrepareTagResult{Outcome: o, Message: "why", Recorded: true, Commit: "T-4"})
+			res, d := runCreateTag(t, activities.PrepareTagResult{Outcome: o, Message: "why", Owned: true, Commit: "T-4"})
 			if res.Outcome != o || res.Message != "why" || res.Commit != "T-4" {
 				t.Fatalf("result %+v, want %s", res, o)
 			}
-			d.never("PutTag")
+			d.never("Write")
 			d.finishedOnce("op-tag", catalog.OpTag, o)
 		})
 	}
 }
 
 func TestCreateTagDecision_OpIDOfAnotherRequest_LeavesItsOperationUnfinished(t *testing.T) {
-	res, d := runCreateTag(t, activities.PrepareTagResult{Outcome: outcome.Conflict, Foreign: true})
+	res, d := runCreateTag(t, activities.PrepareTagResult{Outcome: outcome.Conflict, Owned: false})
 	if res.Outcome != outcome.Conflict {
 		t.Fatalf("result %+v, want conflict", res)
 	}
-	d.never("PutTag", "FinishOperation")
+	d.never("Write", "Finish")
 }
 
 func TestCreateTagDecision_TagStored_CreatedWithThePreparedBytes(t *testing.T) {
-	res, d := runCreateTag(t, tagPrepared, activities.TagStored)
+	res, d := runCreateTag(t, tagPrepared, activities.Landed)
 	if res.Outcome != outcome.Created || res.Existing || res.Commit != "T-4" || res.Name != "v1" {
 		t.Fatalf("result %+v, want created (not existing) on T-4", res)
 	}
@@ -62,16 +72,15 @@ func TestCreateTagDecision_TagStored_CreatedWithThePreparedBytes(t *testing.T) {
 	if p.Name != "v1" || p.Branch != "main" || p.Commit != "" || p.OpID != "op-tag" {
 		t.Fatalf("prepare input %+v", p)
 	}
-	got := inputsOf[activities.PutTagInput](d, "PutTag")
-	want := activities.PutTagInput{OpID: "op-tag", Graph: "g", Kind: catalog.OpTag, Body: tagPrepared.Body}
-	if len(got) != 1 || !reflect.DeepEqual(got[0], want) {
-		t.Fatalf("puts %+v, want one %+v", got, want)
+	got := d.written()
+	if len(got) != 1 || !reflect.DeepEqual(got[0], tagPrepared.Spec) {
+		t.Fatalf("puts %+v, want one %+v", got, tagPrepared.Spec)
 	}
 	d.finishedOnce("op-tag", catalog.OpTag, outcome.Created)
 }
 
 func TestCreateTagDecision_SameTagAlreadyThere_CreatedAndExisting(t *testing.T) {
-	res, d := runCreateTag(t, tagPrepared, activities.TagFound)
+	res, d := runCreateTag(t, tagPrepared, tagFound)
 	if res.Outcome != outcome.Created || !res.Existing || res.Message != "tag exists" {
 		t.Fatalf("result %+v, want created and existing", res)
 	}
@@ -79,8 +88,8 @@ func TestCreateTagDecision_SameTagAlreadyThere_CreatedAndExisting(t *testing.T) 
 }
 
 func TestCreateTagDecision_TagNotStored_OutcomeOfThePut(t *testing.T) {
-	for st, want := range map[activities.TagState]outcome.Outcome{
-		activities.TagOther: outcome.Conflict, activities.TagRefused: outcome.Refused, activities.TagInvalid: outcome.Invalid,
+	for st, want := range map[activities.WriteState]outcome.Outcome{
+		activities.Other: outcome.Conflict, activities.Refused: outcome.Refused, activities.Invalid: outcome.Invalid,
 	} {
 		t.Run(string(st), func(t *testing.T) {
 			res, d := runCreateTag(t, tagPrepared, st)
@@ -93,16 +102,16 @@ func TestCreateTagDecision_TagNotStored_OutcomeOfThePut(t *testing.T) {
 }
 
 func TestCreateTagDecision_PutInDoubt_MarkedAndSettledByReissuingTheSameBytes(t *testing.T) {
-	res, d := runCreateTag(t, tagPrepared, activities.TagInDoubt, activities.TagInDoubt, activities.TagStored)
+	res, d := runCreateTag(t, tagPrepared, activities.Ambiguous, activities.Ambiguous, activities.Landed)
 	if res.Outcome != outcome.Created || res.SettleAttempts != 2 {
 		t.Fatalf("result %+v, want created after 2 re-issues", res)
 	}
-	if d.count("MarkOperationInDoubt") != 1 {
-		t.Fatalf("marked in doubt %d times, want once", d.count("MarkOperationInDoubt"))
+	if d.inDoubtMarks() != 1 {
+		t.Fatalf("marked in doubt %d times, want once", d.inDoubtMarks())
 	}
-	for i, p := range inputsOf[activities.PutTagInput](d, "PutTag") {
-		if !bytes.Equal(p.Body, tagPrepared.Body) || p.InDoubtSince.IsZero() != (i == 0) {
-			t.Fatalf("put %d %+v: want the prepared bytes, in-doubt-since set on re-issues only", i, p)
+	for i, p := range inputsOf[activities.WriteInput](d, "Write") {
+		if !bytes.Equal(p.Spec.Body, tagPrepared.Spec.Body) || p.Attempt != i {
+			t.Fatalf("put %d %+v: want the prepared bytes, attempt %d", i, p, i)
 		}
 	}
 	d.finishedOnce("op-tag", catalog.OpTag, outcome.Created)
@@ -115,53 +124,56 @@ func TestCreateTagDecision_PrepareKeepsFailing_FailsAndRecordsTheFailure(t *test
 	if err := d.run(createTagInput, &res); err == nil {
 		t.Fatalf("workflow succeeded although prepare kept failing")
 	}
-	d.never("PutTag")
+	d.never("Write")
 	d.finishedOnce("op-tag", catalog.OpTag, "")
 }
 
-func TestCreateTagDecision_PutFails_FailsAndRecordsTheFailure(t *testing.T) {
+func TestCreateTagDecision_PutStepFails_PendingPutFencedUnpublished(t *testing.T) {
 	d := newDecisionEnv(t, workflows.CreateTagName, workflows.CreateTag)
 	answer(d, a.PrepareTag, tagPrepared)
-	failWith[activities.PutTagResult](d, a.PutTag, permanent("access denied"))
+	failWith[activities.Verdict](d, a.Write, permanent("a bug"))
+	answer(d, a.Fence, verdict(activities.Fenced, "a retired tag holds the name"))
 	var res workflows.CreateTagResult
-	if err := d.run(createTagInput, &res); err == nil || !strings.Contains(err.Error(), "access denied") {
-		t.Fatalf("err %v, want the put's failure", err)
+	if err := d.run(createTagInput, &res); err != nil || res.Outcome != outcome.Unpublished {
+		t.Fatalf("result %+v, %v; want unpublished: a put that may have landed is fenced, never left in doubt", res, err)
 	}
-	d.finishedOnce("op-tag", catalog.OpTag, "")
+	d.finishedOnce("op-tag", catalog.OpTag, outcome.Unpublished)
 }
 
 var (
 	deleteTagInput    = workflows.DeleteTagInput{Graph: "g", Name: "v1", OpID: "op-untag"}
-	deleteTagPrepared = activities.PrepareDeleteTagResult{Recorded: true, ETag: `"t1"`, Commit: "T-4"}
+	deleteTagPrepared = activities.PrepareDeleteTagResult{Owned: true, Commit: "T-4",
+		Spec: activities.WriteSpec{Kind: activities.WriteRetireTag, Graph: "g", Name: "v1", ETag: `"t1"`, Landed: outcome.Deleted}}
 )
 
-func runDeleteTag(t *testing.T, prep activities.PrepareDeleteTagResult, retires ...activities.RetireState) (workflows.DeleteTagResult, *decisionEnv) {
+func runDeleteTag(t *testing.T, prep activities.PrepareDeleteTagResult, retires ...activities.WriteState) (workflows.DeleteTagResult, *decisionEnv) {
 	t.Helper()
 	d := newDecisionEnv(t, workflows.DeleteTagName, workflows.DeleteTag)
 	answer(d, a.PrepareDeleteTag, prep)
 	for _, st := range retires {
-		answer(d, a.RetireTag, activities.RetireIncarnationResult{State: st, Message: "retire " + string(st)})
+		answer(d, a.Write, verdict(st, "retire "+string(st)))
 	}
+	d.env.OnActivity(a.ReadBack, mock.Anything, mock.Anything).Return(verdict(activities.Ambiguous, "still live"), nil).Maybe()
 	var res workflows.DeleteTagResult
 	d.mustRun(deleteTagInput, &res)
 	return res, d
 }
 
 func TestDeleteTagDecision_PrepareEndsEarly_OutcomePassedThroughNothingRetired(t *testing.T) {
-	res, d := runDeleteTag(t, activities.PrepareDeleteTagResult{Outcome: outcome.NotFound, Message: "already deleted", Recorded: true, Commit: "T-4"})
+	res, d := runDeleteTag(t, activities.PrepareDeleteTagResult{Outcome: outcome.NotFound, Message: "already deleted", Owned: true, Commit: "T-4"})
 	if res.Outcome != outcome.NotFound || res.Message != "already deleted" || res.Commit != "T-4" {
 		t.Fatalf("result %+v, want not found", res)
 	}
-	d.never("RetireTag")
+	d.never("Write")
 	d.finishedOnce("op-untag", catalog.OpTag, outcome.NotFound)
 }
 
 func TestDeleteTagDecision_OpIDOfAnotherRequest_LeavesItsOperationUnfinished(t *testing.T) {
-	res, d := runDeleteTag(t, activities.PrepareDeleteTagResult{Outcome: outcome.Conflict, Foreign: true})
+	res, d := runDeleteTag(t, activities.PrepareDeleteTagResult{Outcome: outcome.Conflict, Owned: false})
 	if res.Outcome != outcome.Conflict {
 		t.Fatalf("result %+v, want conflict", res)
 	}
-	d.never("RetireTag", "FinishOperation")
+	d.never("Write", "Finish")
 }
 
 func TestDeleteTagDecision_RetiredByThisOperationBefore_DeletedWithoutASwap(t *testing.T) {
@@ -171,37 +183,36 @@ func TestDeleteTagDecision_RetiredByThisOperationBefore_DeletedWithoutASwap(t *t
 	if res.Outcome != workflows.OutcomeDeleted || res.Commit != "T-4" {
 		t.Fatalf("result %+v, want deleted", res)
 	}
-	d.never("RetireTag")
+	d.never("Write")
 	d.finishedOnce("op-untag", catalog.OpTag, outcome.Deleted)
 }
 
 func TestDeleteTagDecision_RetireDone_DeletedBySwappingTheReadTag(t *testing.T) {
-	res, d := runDeleteTag(t, deleteTagPrepared, activities.RetireDone)
+	res, d := runDeleteTag(t, deleteTagPrepared, activities.Landed)
 	if res.Outcome != workflows.OutcomeDeleted || res.Commit != "T-4" {
 		t.Fatalf("result %+v, want deleted", res)
 	}
-	got := inputsOf[activities.RetireTagInput](d, "RetireTag")
-	want := activities.RetireTagInput{OpID: "op-untag", Graph: "g", Name: "v1", ETag: deleteTagPrepared.ETag}
-	if len(got) != 1 || !reflect.DeepEqual(got[0], want) {
-		t.Fatalf("retires %+v, want one %+v", got, want)
+	got := d.written()
+	if len(got) != 1 || !reflect.DeepEqual(got[0], deleteTagPrepared.Spec) {
+		t.Fatalf("retires %+v, want one %+v", got, deleteTagPrepared.Spec)
 	}
 	d.finishedOnce("op-untag", catalog.OpTag, outcome.Deleted)
 }
 
 func TestDeleteTagDecision_RetireInDoubt_MarkedAndSettledByReissue(t *testing.T) {
-	res, d := runDeleteTag(t, deleteTagPrepared, activities.RetireInDoubt, activities.RetireDone)
+	res, d := runDeleteTag(t, deleteTagPrepared, activities.Ambiguous, activities.Landed)
 	if res.Outcome != workflows.OutcomeDeleted || res.SettleAttempts != 1 {
 		t.Fatalf("result %+v, want deleted after 1 re-issue", res)
 	}
-	ret := inputsOf[activities.RetireTagInput](d, "RetireTag")
-	if d.count("MarkOperationInDoubt") != 1 || len(ret) != 2 || ret[1].ETag != deleteTagPrepared.ETag || ret[1].InDoubtSince.IsZero() {
+	ret := inputsOf[activities.WriteInput](d, "Write")
+	if d.inDoubtMarks() != 1 || len(ret) != 2 || ret[1].Spec.ETag != deleteTagPrepared.Spec.ETag || ret[1].Attempt != 1 {
 		t.Fatalf("steps %v, retires %+v: want one mark and the same swap re-issued", d.names(), ret)
 	}
 }
 
 func TestDeleteTagDecision_SwapNotDone_OutcomeOfTheSwap(t *testing.T) {
-	for st, want := range map[activities.RetireState]outcome.Outcome{
-		activities.RetireChanged: outcome.Conflict, activities.RetireNotLive: outcome.Conflict, activities.RetireRefused: outcome.Refused,
+	for st, want := range map[activities.WriteState]outcome.Outcome{
+		activities.Other: outcome.Conflict, activities.Refused: outcome.Refused,
 	} {
 		t.Run(string(st), func(t *testing.T) {
 			res, d := runDeleteTag(t, deleteTagPrepared, st)
@@ -220,17 +231,18 @@ func TestDeleteTagDecision_PrepareKeepsFailing_FailsAndRecordsTheFailure(t *test
 	if err := d.run(deleteTagInput, &res); err == nil {
 		t.Fatalf("workflow succeeded although prepare kept failing")
 	}
-	d.never("RetireTag")
+	d.never("Write")
 	d.finishedOnce("op-untag", catalog.OpTag, "")
 }
 
-func TestDeleteTagDecision_RetireFails_FailsAndRecordsTheFailure(t *testing.T) {
+func TestDeleteTagDecision_RetireStepFails_PendingRetireFencedByCompletingIt(t *testing.T) {
 	d := newDecisionEnv(t, workflows.DeleteTagName, workflows.DeleteTag)
 	answer(d, a.PrepareDeleteTag, deleteTagPrepared)
-	failWith[activities.RetireIncarnationResult](d, a.RetireTag, permanent("access denied"))
+	failWith[activities.Verdict](d, a.Write, permanent("a bug"))
+	answer(d, a.Fence, verdict(activities.Landed, ""))
 	var res workflows.DeleteTagResult
-	if err := d.run(deleteTagInput, &res); err == nil || !strings.Contains(err.Error(), "access denied") {
-		t.Fatalf("err %v, want the retire's failure", err)
+	if err := d.run(deleteTagInput, &res); err != nil || res.Outcome != workflows.OutcomeDeleted {
+		t.Fatalf("result %+v, %v; want deleted", res, err)
 	}
-	d.finishedOnce("op-untag", catalog.OpTag, "")
+	d.finishedOnce("op-untag", catalog.OpTag, outcome.Deleted)
 }

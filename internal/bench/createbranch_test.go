@@ -110,20 +110,23 @@ func (st *createStack) createEngine(ctx context.Context) error {
 // calls, without Temporal.
 func (st *createStack) createRaw(ctx context.Context) error {
 	op := ulid.Make().String()
+	owner := activities.Owner{OpID: op, Run: "raw-" + op}
 	prep, err := st.acts.PrepareCreate(ctx, activities.PrepareCreateInput{OpID: op, Graph: st.graph, Branch: st.nextBranch(),
-		Time: time.Now().UTC(), Attempt: 1})
+		Time: time.Now().UTC(), Attempt: 1, WorkflowID: "raw-" + op, RunID: owner.Run})
 	if err != nil || prep.Outcome != "" {
 		return fmt.Errorf("prepare: %v %s %s", err, prep.Outcome, prep.Message)
 	}
-	clone, err := st.acts.CloneTree(ctx, activities.CloneInput{OpID: op, Graph: st.graph, Native: prep.Native, ForkID: prep.ForkID, ForkBytes: prep.ForkBytes})
+	clone, err := st.acts.CloneTree(ctx, activities.CloneInput{Owner: owner, Graph: st.graph, Native: prep.Native, ForkID: prep.ForkID, ForkBytes: prep.ForkBytes})
 	if err != nil || clone.State != activities.CloneCommitted {
 		return fmt.Errorf("clone: %v %s", err, clone.State)
 	}
-	put, err := st.acts.PutRef(ctx, activities.RefInput{OpID: op, Graph: st.graph, Native: prep.Native, RefBytes: prep.RefBytes, Phase: "publish"})
-	if err != nil || put.State != activities.RefOurs {
+	put, err := st.acts.Write(ctx, activities.WriteInput{Owner: owner,
+		Spec: activities.WriteSpec{Kind: activities.WriteRef, Graph: st.graph, Body: prep.RefBytes, Landed: outcome.Created}})
+	if err != nil || put.State != activities.Landed {
 		return fmt.Errorf("put ref: %v %s", err, put.State)
 	}
-	return st.acts.FinishCreate(ctx, activities.FinishInput{OpID: op, Graph: st.graph, Native: prep.Native, Outcome: outcome.Created})
+	_, err = st.acts.Finish(ctx, activities.FinishInput{Owner: owner, Kind: "create_branch", Graph: st.graph, Native: prep.Native, Outcome: outcome.Created, Recorded: put.Recorded})
+	return err
 }
 
 // measure runs n creates over c goroutines and returns sorted latencies and the wall time.

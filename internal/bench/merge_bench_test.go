@@ -140,18 +140,20 @@ func (st *mergeStack) mergeRaw(tb testing.TB, source string) (plan, put, finish 
 	tb.Helper()
 	ctx := context.Background()
 	op := ulid.Make().String()
+	owner := activities.Owner{OpID: op, Run: "raw-" + op}
 	t0 := time.Now()
-	p, err := st.acts.PlanMerge(ctx, activities.PlanMergeInput{OpID: op, Graph: st.graph, Source: source, Target: graph.DefaultBranch})
+	p, err := st.acts.PlanMerge(ctx, activities.PlanMergeInput{OpID: op, Graph: st.graph, Source: source, Target: graph.DefaultBranch,
+		WorkflowID: "raw-" + op, RunID: owner.Run})
 	if err != nil || p.Outcome != "" {
 		tb.Fatalf("plan: %v %s %s", err, p.Outcome, p.Message)
 	}
 	t1 := time.Now()
-	r, err := st.acts.PutPlannedCommit(ctx, activities.PutPlannedCommitInput{OpID: op, Graph: st.graph, Kind: catalog.OpMerge, Body: p.Body})
-	if err != nil || r.State != activities.CommitStored {
+	r, err := st.acts.Write(ctx, activities.WriteInput{Owner: owner, Spec: p.Spec})
+	if err != nil || r.State != activities.Landed {
 		tb.Fatalf("put: %v %s", err, r.State)
 	}
 	t2 := time.Now()
-	if err := st.acts.FinishOperation(ctx, activities.FinishOperationInput{OpID: op, Kind: catalog.OpMerge, Outcome: p.Kind}); err != nil {
+	if _, err := st.acts.Finish(ctx, activities.FinishInput{Owner: owner, Kind: catalog.OpMerge, Outcome: p.Kind}); err != nil {
 		tb.Fatal(err)
 	}
 	return t1.Sub(t0), t2.Sub(t1), time.Since(t2)
@@ -227,8 +229,11 @@ func BenchmarkMerge(b *testing.B) {
 // requests when nothing goes wrong: per branch (source and target) one LIST
 // and one GET to resolve it and one LIST and one GET for its head; one GET
 // of the merge base (found from the heads' lineages); one HEAD of the source
-// head once it is pinned; the merge commit's put-if-absent.
-const MergeSuccessPathRequests = 11
+// head once it is pinned; one LIST and one GET of the target's real head just
+// before the put — a commit is sent only while its tree's head is its parent,
+// so a plan that stalled never lands in a gap cleanup left — and the merge
+// commit's put-if-absent.
+const MergeSuccessPathRequests = 13
 
 // TestMerge_RequestsPerMerge_SameAcrossDepthAndChangedTables proves a merge
 // costs the same requests whatever the history depth and however many

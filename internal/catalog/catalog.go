@@ -268,7 +268,7 @@ func (c *Catalog) translateOnce(err error) error {
 
 func isCatalogError(err error) bool {
 	for _, s := range []error{ErrNotFound, ErrDuplicate, ErrStateConflict, ErrCondemned,
-		ErrInvalid, ErrUnavailable, ErrNotMigrated} {
+		ErrInvalid, ErrUnavailable, ErrNotMigrated, ErrNotOwner, ErrOwned} {
 		if errors.Is(err, s) {
 			return true
 		}

@@ -112,6 +112,16 @@ func (c *Catalog) IncarnationGetByNative(ctx context.Context, p IncarnationGetBy
 	return inc, nil
 }
 
+// IncarnationGetByNativeTx is IncarnationGetByNative inside the caller's transaction.
+func (c *Catalog) IncarnationGetByNativeTx(ctx context.Context, tx pgx.Tx, p IncarnationGetByNativeParams) (Incarnation, error) {
+	inc, err := scanIncarnation(tx.QueryRow(ctx,
+		`SELECT `+incarnationColumns+` FROM incarnations WHERE graph = $1 AND native = $2`, p.Graph, p.Native))
+	if err != nil {
+		return Incarnation{}, c.wrap(fmt.Sprintf("get incarnation %q", p.Native), err)
+	}
+	return inc, nil
+}
+
 // IncarnationListByLogicalParams names a logical branch.
 type IncarnationListByLogicalParams struct {
 	Graph   string

@@ -12,17 +12,26 @@ import (
 )
 
 const operationColumns = `id, kind, graph, inputs, state, coalesce(outcome, ''), coalesce(error, ''),
-	coalesce(workflow_id, ''), coalesce(run_id, ''), created_at, updated_at, finished_at`
+	coalesce(workflow_id, ''), coalesce(run_id, ''), created_at, updated_at, finished_at,
+	coalesce(fingerprint, ''), coalesce(owner_run, ''), coalesce(phase, ''), coalesce(waiting, ''), pending, settle_attempts`
+
+// fingerprintSQL computes a row's fingerprint from its kind, graph and inputs ($2, $3, $4).
+const fingerprintSQL = `encode(sha256(convert_to($2 || E'\n' || $3 || E'\n' || $4::jsonb::text, 'UTF8')), 'hex')`
 
 func scanOperation(row pgx.Row) (Operation, error) {
 	var (
 		op       Operation
 		inputs   []byte
+		pending  []byte
 		finished *time.Time
 	)
 	err := row.Scan(&op.ID, &op.Kind, &op.Graph, &inputs, &op.State, &op.Outcome, &op.Error,
-		&op.WorkflowID, &op.RunID, &op.CreatedAt, &op.UpdatedAt, &finished)
+		&op.WorkflowID, &op.RunID, &op.CreatedAt, &op.UpdatedAt, &finished,
+		&op.Fingerprint, &op.OwnerRun, &op.Phase, &op.Waiting, &pending, &op.SettleAttempts)
 	op.Inputs = json.RawMessage(inputs)
+	if len(pending) > 0 {
+		op.Pending = json.RawMessage(pending)
+	}
 	op.FinishedAt = timeOrZero(finished)
 	return op, err
 }
@@ -37,6 +46,9 @@ type OperationInsertParams struct {
 	Inputs     json.RawMessage
 	WorkflowID string
 	RunID      string
+	// Owner, when set, claims the row for this run (see OperationInsertTx). Defaults to ""
+	// (no claim: the row is recorded unowned, as cleanup records its runs).
+	Owner string
 }
 
 // OperationInsert records a running operation. Repeating it with the same id, kind, graph
@@ -47,6 +59,13 @@ func (c *Catalog) OperationInsert(ctx context.Context, p OperationInsertParams) 
 }
 
 // OperationInsertTx is OperationInsert inside the caller's transaction.
+//
+// With Owner set the insert is a claim. A new row is owned by Owner. An existing
+// unfinished row with the same content (the same request) is claimed when it is Owner's
+// already or was recorded by the same workflow id (Temporal runs one execution of a
+// workflow id at a time, so the earlier run has closed); recorded by another workflow it
+// is an *OwnedError, and nothing changes. A finished row is returned as is. Callers
+// compare the returned row's OwnerRun with Owner to know whether they own it.
 func (c *Catalog) OperationInsertTx(ctx context.Context, tx pgx.Tx, p OperationInsertParams) (Operation, error) {
 	what := fmt.Sprintf("insert operation %q", p.ID)
 	if p.ID == "" || p.Graph == "" {
@@ -63,11 +82,11 @@ func (c *Catalog) OperationInsertTx(ctx context.Context, tx pgx.Tx, p OperationI
 		return Operation{}, c.wrap(what, invalid("inputs are not valid JSON"))
 	}
 	op, err := scanOperation(tx.QueryRow(ctx, `
-		INSERT INTO operations (id, kind, graph, inputs, workflow_id, run_id)
-		VALUES ($1, $2, $3, $4::jsonb, NULLIF($5, ''), NULLIF($6, ''))
+		INSERT INTO operations (id, kind, graph, inputs, workflow_id, run_id, owner_run, fingerprint)
+		VALUES ($1, $2, $3, $4::jsonb, NULLIF($5, ''), NULLIF($6, ''), NULLIF($7, ''), `+fingerprintSQL+`)
 		ON CONFLICT (id) DO NOTHING
 		RETURNING `+operationColumns,
-		p.ID, p.Kind, p.Graph, string(inputs), p.WorkflowID, p.RunID))
+		p.ID, p.Kind, p.Graph, string(inputs), p.WorkflowID, p.RunID, p.Owner))
 	if err == nil {
 		return op, nil
 	}
@@ -87,7 +106,20 @@ func (c *Catalog) OperationInsertTx(ctx context.Context, tx pgx.Tx, p OperationI
 		return Operation{}, c.wrap(what, fmt.Errorf("%w: operation %s exists as %s on graph %q with other inputs",
 			ErrDuplicate, p.ID, existing.Kind, existing.Graph))
 	}
-	return existing, nil
+	if p.Owner == "" || existing.State == OperationDone || existing.OwnerRun == p.Owner {
+		return existing, nil
+	}
+	if existing.WorkflowID != "" && existing.WorkflowID != p.WorkflowID {
+		return Operation{}, c.wrap(what, &OwnedError{ID: p.ID, WorkflowID: existing.WorkflowID, Owner: existing.OwnerRun})
+	}
+	claimed, err := scanOperation(tx.QueryRow(ctx, `
+		UPDATE operations SET owner_run = $2, workflow_id = NULLIF($3, ''), run_id = NULLIF($4, ''), updated_at = now()
+		WHERE id = $1 AND state <> 'done'
+		RETURNING `+operationColumns, p.ID, p.Owner, p.WorkflowID, p.RunID))
+	if err != nil {
+		return Operation{}, c.wrap(what, err)
+	}
+	return claimed, nil
 }
 
 // OperationGetParams names an operation.
@@ -111,6 +143,9 @@ type OperationSetStateParams struct {
 	From OperationState
 	// To is running or in_doubt; use OperationFinish to finish.
 	To OperationState
+	// Owner, when set, is the run that must own the row (ErrNotOwner otherwise).
+	// Defaults to "" (no ownership check).
+	Owner string
 }
 
 // OperationSetState moves an operation from From to To. An operation already in To is
@@ -128,10 +163,13 @@ func (c *Catalog) OperationSetStateTx(ctx context.Context, tx pgx.Tx, p Operatio
 	}
 	op, err := scanOperation(tx.QueryRow(ctx, `
 		UPDATE operations SET state = $3, updated_at = now()
-		WHERE id = $1 AND state = $2
-		RETURNING `+operationColumns, p.ID, p.From, p.To))
+		WHERE id = $1 AND state = $2 AND ($4 = '' OR owner_run = $4)
+		RETURNING `+operationColumns, p.ID, p.From, p.To, p.Owner))
 	if errors.Is(err, pgx.ErrNoRows) {
 		op, err = c.operationInState(ctx, tx, p.ID, string(p.From), p.To)
+		if err == nil && p.Owner != "" && op.OwnerRun != p.Owner {
+			err = &NotOwnerError{ID: p.ID, Owner: op.OwnerRun, Caller: p.Owner}
+		}
 	}
 	if err != nil {
 		return Operation{}, c.wrap(what, err)
@@ -158,6 +196,11 @@ type OperationFinishParams struct {
 	Outcome Outcome
 	// Error is a human-readable detail, usually for outcomes other than success.
 	Error string
+	// Owner, when set, is the run that must own the row: the finish lands only while
+	// the row is unfinished and Owner's, and is *NotOwnerError otherwise (a row already
+	// finished by Owner with the same outcome is returned unchanged). Defaults to "" (no
+	// ownership check).
+	Owner string
 }
 
 // OperationFinish moves a running or in_doubt operation to done with its outcome and, in
@@ -183,11 +226,15 @@ func (c *Catalog) OperationFinishTx(ctx context.Context, tx pgx.Tx, p OperationF
 	}
 	op, err := scanOperation(tx.QueryRow(ctx, `
 		UPDATE operations
-		SET state = 'done', outcome = $2, error = NULLIF($3, ''), updated_at = now(), finished_at = now()
-		WHERE id = $1 AND state <> 'done'
-		RETURNING `+operationColumns, p.ID, p.Outcome, p.Error))
+		SET state = 'done', outcome = $2, error = NULLIF($3, ''), updated_at = now(), finished_at = now(),
+		    pending = NULL, phase = 'done', waiting = NULL
+		WHERE id = $1 AND state <> 'done' AND ($4 = '' OR owner_run = $4)
+		RETURNING `+operationColumns, p.ID, p.Outcome, p.Error, p.Owner))
 	if errors.Is(err, pgx.ErrNoRows) {
 		op, err = scanOperation(tx.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE id = $1`, p.ID))
+		if err == nil && p.Owner != "" && op.OwnerRun != p.Owner {
+			err = &NotOwnerError{ID: p.ID, Owner: op.OwnerRun, Caller: p.Owner}
+		}
 		if err == nil && op.Outcome != p.Outcome {
 			err = &StateConflictError{Entity: "operation", ID: p.ID,
 				Expected: "running or in_doubt", Current: fmt.Sprintf("done (%s)", op.Outcome)}

@@ -1,9 +1,11 @@
 package catalog_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/graftworks/graft/internal/catalog"
@@ -214,5 +216,45 @@ func TestGraphInsert_SameNameSameLocator_IsIdempotentAndOtherLocatorIsDuplicate(
 	}
 	if all, err := c.GraphList(ctxFor(t)); err != nil || len(all) != 1 {
 		t.Errorf("list = %+v, %v; want one graph", all, err)
+	}
+}
+
+func TestOperationListUnfinished_PagesOldestFirstAndSkipsDone(t *testing.T) {
+	ctx := context.Background()
+	c := catalogtest.Open(t)
+	for _, id := range []string{"u1", "u2", "u3", "d1"} {
+		if _, err := c.OperationInsert(ctx, catalog.OperationInsertParams{ID: id, Kind: catalog.OpMerge, Graph: "g", Owner: "run-" + id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.OperationFinish(ctx, catalog.OperationFinishParams{ID: "d1", Outcome: catalog.OutcomeMerged, Owner: "run-d1"}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for after := (catalog.Operation{}); ; {
+		page, err := c.OperationListUnfinished(ctx, catalog.OperationListUnfinishedParams{Graph: "g", Limit: 2, After: after})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, op := range page {
+			got = append(got, op.ID)
+		}
+		if len(page) < 2 {
+			break
+		}
+		after = page[len(page)-1]
+	}
+	if strings.Join(got, ",") != "u1,u2,u3" {
+		t.Fatalf("unfinished pages %v, want u1,u2,u3", got)
+	}
+	// A takeover is a compare-and-swap of the owner.
+	if _, err := c.OperationTakeOver(ctx, catalog.OperationTakeOverParams{ID: "u1", From: "someone", To: "reconcile/1"}); !errors.Is(err, catalog.ErrNotOwner) {
+		t.Fatalf("takeover from the wrong owner: %v, want catalog.ErrNotOwner", err)
+	}
+	if op, err := c.OperationTakeOver(ctx, catalog.OperationTakeOverParams{ID: "u1", From: "run-u1", To: "reconcile/1"}); err != nil || op.OwnerRun != "reconcile/1" {
+		t.Fatalf("takeover: %+v, %v", op, err)
+	}
+	if _, err := c.OperationFinish(ctx, catalog.OperationFinishParams{ID: "u1", Outcome: catalog.OutcomeMerged, Owner: "run-u1"}); !errors.Is(err, catalog.ErrNotOwner) {
+		t.Fatalf("finish by the closed run after the takeover: %v, want catalog.ErrNotOwner", err)
 	}
 }

@@ -42,6 +42,9 @@ type PinsRegisterParams struct {
 	Graph string
 	// Pins are storage keys; a key ending in "/" pins every key under it.
 	Pins []Pin
+	// Owner, when set, is the run that must own the operation (ErrNotOwner otherwise).
+	// Defaults to "" (no ownership check).
+	Owner string
 }
 
 // PinsRegister records pins for an operation, unless one of them is condemned: under the
@@ -82,6 +85,11 @@ func (c *Catalog) PinsRegisterTx(ctx context.Context, tx pgx.Tx, p PinsRegisterP
 	graph, err := c.openOperationGraph(ctx, tx, p.OpID, p.Graph)
 	if err != nil {
 		return c.wrap(what, err)
+	}
+	if p.Owner != "" {
+		if _, err := c.OperationLockOwnedTx(ctx, tx, p.OpID, p.Owner); err != nil {
+			return c.wrap(what, err)
+		}
 	}
 	if err := lockGraph(ctx, tx, graph); err != nil {
 		return c.wrap(what, err)

@@ -171,6 +171,17 @@ type Operation struct {
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 	FinishedAt time.Time // zero until State is done
+	// Fingerprint identifies the request (kind, graph and inputs) the row records.
+	Fingerprint string
+	// OwnerRun is the run that owns the row ("" for rows nobody claimed).
+	OwnerRun string
+	// Phase and Waiting say where an unfinished operation stands and what it waits for.
+	Phase, Waiting string
+	// Pending is the write the operation issued whose outcome is not recorded yet (the
+	// kernel's write spec, as JSON); nil when there is none.
+	Pending json.RawMessage
+	// SettleAttempts counts re-issues of an in-doubt write.
+	SettleAttempts int
 }
 
 // Incarnation is one witness row.

@@ -300,13 +300,21 @@ worker also runs it on a schedule.`,
 			if err != nil {
 				return err
 			}
-			var v any = res
-			if len(res.Raw) > 0 {
-				v = res.Raw
-			}
-			return a.emit(cmd, v, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "reconciled: %d unfinished operation(s) examined, %d settled\n", res.Examined, res.Settled)
-				return err
+			return a.emit(cmd, res, func(w io.Writer) error {
+				if _, err := fmt.Fprintf(w, "reconciled: %d unfinished operation(s) examined, %d still running, %d settled or parked\n",
+					res.Examined, res.Open, len(res.Settled)); err != nil {
+					return err
+				}
+				for _, op := range res.Settled {
+					state := string(op.Outcome)
+					if op.Parked {
+						state = "parked (in doubt; the next pass tries again)"
+					}
+					if _, err := fmt.Fprintf(w, "  %s  %s  %s  %s\n", op.OpID, op.Kind, state, op.Message); err != nil {
+						return err
+					}
+				}
+				return nil
 			})
 		},
 	}

@@ -279,7 +279,8 @@ func RetireTag(ctx context.Context, s storage.Store, graph, name, etag, retiredO
 		if retired, err = encode(out); err != nil {
 			return 0, fmt.Errorf("retire tag %s: %w", name, invalid("RetiredOp", err))
 		}
-		if _, err := s.Put(ctx, key, retired, storage.PutOptions{IfMatch: etag}); err == nil {
+		_, err = s.Put(ctx, key, retired, storage.PutOptions{IfMatch: etag})
+		if err == nil {
 			return PutCreated, nil
 		}
 		switch storage.CodeOf(err) {

@@ -129,7 +129,7 @@ func run(ctx context.Context, cfg Config, opts RunOptions, log *slog.Logger) err
 			}
 		},
 	})
-	worker.Register(w, &activities.Activities{Store: store, Catalog: cat, Observer: metrics})
+	worker.Register(w, &activities.Activities{Store: store, Catalog: cat, Observer: metrics, Workflows: worker.TemporalWorkflows(tc)})
 	if opts.Register != nil {
 		opts.Register(w)
 	}
@@ -139,6 +139,9 @@ func run(ctx context.Context, cfg Config, opts RunOptions, log *slog.Logger) err
 	}
 	health.setState(stateRunning)
 	log.Info("worker started", "task_queue", cfg.TaskQueue)
+	if err := worker.EnsureSchedules(ctx, tc, worker.ScheduleOptions{TaskQueue: cfg.TaskQueue}); err != nil {
+		log.Warn("could not create graft's schedules; the reconciler runs only on demand", "err", err.Error())
+	}
 
 	var runErr error
 	select {

@@ -1,0 +1,745 @@
+package activities
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.temporal.io/sdk/activity"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/graph"
+	"github.com/graftworks/graft/storage"
+)
+
+// The kernel's half in activities: one verdict shape for every storage write an operation
+// makes (WriteState, Verdict), one description of such a write that this run or the
+// reconciler can re-issue, read back or fence (WriteSpec), and one set of ledger helpers —
+// claim, progress, finish — that every operation kind uses, each guarded by the run that
+// owns the operation's row (Owner).
+
+// Owner names an operation and the run that owns its ledger row. Every ledger write the
+// kernel makes for an operation carries it; a write of a row the run does not own (another
+// request's, or one the reconciler took over) does not land.
+type Owner struct {
+	OpID string
+	// Run is the owning run: the workflow's run id, or "reconcile/{run id}".
+	Run string
+}
+
+// WriteKind names a kind of storage write the kernel settles.
+type WriteKind string
+
+// The write kinds. Each is settled by re-issuing its exact bytes, and fenced so that a late
+// landing of an earlier attempt can never happen.
+const (
+	// WriteRef puts a new incarnation's live ref if absent (branch create). Its fence is a
+	// fence ref at the key.
+	WriteRef WriteKind = "ref"
+	// WriteCommit puts a planned commit at seq+1 of its tree if absent, only while the
+	// tree's real head is its first parent. Its fence is a commit of this operation at the
+	// same seq that changes no pin.
+	WriteCommit WriteKind = "commit"
+	// WriteTag puts a live tag if absent. Its fence is a retired tag of this operation at
+	// the key (a tag name is never reused).
+	WriteTag WriteKind = "tag"
+	// WriteRetireRef replaces a live ref by a retired one by compare-and-swap. A late
+	// landing is the same retire, so its fence is completing it.
+	WriteRetireRef WriteKind = "retire_ref"
+	// WriteRetireTag replaces a live tag by a retired one by compare-and-swap; fenced, like
+	// WriteRetireRef, by completing it.
+	WriteRetireTag WriteKind = "retire_tag"
+)
+
+// WriteSpec is one write of an operation: enough to re-issue it byte-identically, read it
+// back, or fence it — by the run that issued it, or by the reconciler after that run's
+// workflow closed. The kernel records it in the ledger (operations.pending) before the
+// write is first sent.
+type WriteSpec struct {
+	Kind  WriteKind `json:"kind"`
+	Graph string    `json:"graph"`
+	// Body is the exact bytes of a ref, commit or tag put.
+	Body []byte `json:"body,omitempty"`
+	// Native (retire_ref) or Name (retire_tag) and the ETag the compare-and-swap expects.
+	Native string `json:"native,omitempty"`
+	Name   string `json:"name,omitempty"`
+	ETag   string `json:"etag,omitempty"`
+	// Branch is the logical branch of a ref write (the fence names it).
+	Branch string `json:"branch,omitempty"`
+	// Landed is the operation's outcome when this write lands and ends it (for the
+	// reconciler): created, done, merged, adopted, deleted. "" when the write is not the
+	// operation's last (a restore's backup tag).
+	Landed outcome.Outcome `json:"landed,omitempty"`
+	// Subject names what the write writes (a native name, a commit id, a tag name), for
+	// people. Set by the activity that builds the spec, so workflow code never decodes
+	// the bytes.
+	Subject string `json:"subject,omitempty"`
+}
+
+// Describe names the write for people: phases, logs, the ledger's waiting column.
+func (w WriteSpec) Describe() string {
+	subject := w.Subject
+	switch {
+	case subject == "" && w.Kind == WriteRetireRef:
+		subject = w.Native
+	case subject == "" && w.Kind == WriteRetireTag:
+		subject = w.Name
+	}
+	what := map[WriteKind]string{WriteRef: "ref put", WriteCommit: "commit put", WriteTag: "tag put",
+		WriteRetireRef: "retire", WriteRetireTag: "retire of tag"}[w.Kind]
+	if what == "" {
+		what = string(w.Kind) + " write"
+	}
+	if subject == "" {
+		return what
+	}
+	return what + " of " + subject
+}
+
+// WriteState is what a write step proved about its write: the one verdict shape of every
+// storage effect.
+type WriteState string
+
+// The verdicts. Landed, Other and Fenced are definitive; Refused is definitive only for a
+// write none of whose earlier attempts may still land (the kernel knows which); Ambiguous is
+// not.
+const (
+	// Landed: this operation's bytes are stored; the write happened.
+	Landed WriteState = "landed"
+	// Other: another writer's bytes hold the key, or the branch moved past the commit's
+	// seq: this write never lands.
+	Other WriteState = "other"
+	// Fenced: a fence holds the key: this write never lands.
+	Fenced WriteState = "fenced"
+	// Refused: the store definitely refused this request; it applied nothing.
+	Refused WriteState = "refused"
+	// Ambiguous: the outcome is unknown; the write may still land.
+	Ambiguous WriteState = "ambiguous"
+	// Invalid: the bytes are not a valid object of their kind.
+	Invalid WriteState = "invalid"
+	// NotOwner: the operation's ledger row is not this run's any more (the reconciler took
+	// it over): the run must stop writing.
+	NotOwner WriteState = "not_owner"
+)
+
+// Definitive reports whether the verdict settles the write whatever came before it.
+func (s WriteState) Definitive() bool {
+	return s == Landed || s == Other || s == Fenced || s == Invalid || s == NotOwner
+}
+
+// Verdict is what a write, read-back or fence step proved.
+type Verdict struct {
+	State   WriteState
+	Message string
+	// Equivalent: a tag write found another operation's live tag of the same commit
+	// (Landed, since creating a tag is idempotent).
+	Equivalent bool
+	// Commit names the commit the tag now at the key names (tag writes).
+	Commit string
+	// Recorded: the step also recorded the operation's end in the ledger (a ref that
+	// landed finishes the create in the same transaction).
+	Recorded bool
+}
+
+// WriteInput is the input of Write, ReadBack and Fence.
+type WriteInput struct {
+	Owner Owner
+	Spec  WriteSpec
+	// Attempt is 0 for the first put and counts re-issues after it. The first records
+	// Spec as the operation's pending write before anything is sent.
+	Attempt int
+	// Reason says why a fence is put (for the fence's bytes and the logs).
+	Reason string
+}
+
+// Write sends a write, or re-issues it, and says what its answer proves. The first attempt
+// records the write in the ledger as the operation's pending write (guarded by Owner)
+// before sending it. A commit is sent only while its tree's real head is its first parent:
+// behind a head that moved it is Other, never a refill of a key cleanup emptied.
+func (a *Activities) Write(ctx context.Context, in WriteInput) (Verdict, error) {
+	if in.Attempt == 0 {
+		if v, err := a.recordPending(ctx, in); err != nil || v.State != "" {
+			return v, err
+		}
+	}
+	v, err := a.issue(ctx, in)
+	if err != nil {
+		return v, err
+	}
+	a.logVerdict(ctx, in, "write", v)
+	return v, nil
+}
+
+// recordPending records in.Spec as the operation's pending write.
+func (a *Activities) recordPending(ctx context.Context, in WriteInput) (Verdict, error) {
+	spec, err := json.Marshal(in.Spec)
+	if err != nil {
+		return Verdict{}, fmt.Errorf("encode pending write: %w", err)
+	}
+	_, err = a.Catalog.OperationProgress(ctx, catalog.OperationProgressParams{
+		ID: in.Owner.OpID, Owner: in.Owner.Run, Pending: spec, Phase: "write", Waiting: in.Spec.Describe()})
+	switch {
+	case errors.Is(err, catalog.ErrNotOwner), errors.Is(err, catalog.ErrStateConflict), errors.Is(err, catalog.ErrNotFound):
+		return Verdict{State: NotOwner, Message: err.Error()}, nil
+	case err != nil:
+		return Verdict{}, fmt.Errorf("record pending write: %w", err)
+	}
+	return Verdict{}, nil
+}
+
+func (a *Activities) issue(ctx context.Context, in WriteInput) (Verdict, error) {
+	w := in.Spec
+	switch w.Kind {
+	case WriteRef:
+		return a.putRef(ctx, in)
+	case WriteCommit:
+		return a.putCommit(ctx, w, w.Body)
+	case WriteTag:
+		return a.putTag(ctx, w)
+	case WriteRetireRef:
+		return a.retireRef(ctx, in.Owner, w)
+	case WriteRetireTag:
+		return a.retireTag(ctx, in.Owner, w)
+	}
+	return Verdict{State: Invalid, Message: "unknown write kind " + string(w.Kind)}, nil
+}
+
+// ReadBack reads the key a write names and says what it holds, without writing.
+func (a *Activities) ReadBack(ctx context.Context, in WriteInput) (Verdict, error) {
+	w := in.Spec
+	var v Verdict
+	var err error
+	switch w.Kind {
+	case WriteRef:
+		v, err = a.readRef(ctx, in)
+	case WriteCommit:
+		v, err = a.readCommit(ctx, w, w.Body)
+	case WriteTag:
+		v, err = a.readTag(ctx, w)
+	case WriteRetireRef, WriteRetireTag:
+		// A retire's read-back is its re-issue: graph.RetireRef reads first and sends
+		// nothing when our retired bytes are there, or the object changed.
+		v, err = a.issue(ctx, in)
+	default:
+		return Verdict{State: Invalid, Message: "unknown write kind " + string(w.Kind)}, nil
+	}
+	if err == nil {
+		a.logVerdict(ctx, in, "read back", v)
+	}
+	return v, err
+}
+
+// Fence makes sure a write can never land, or proves that it did: a fence ref at a ref's
+// key, a commit that changes no pin at a commit's seq, a retired tag at a tag's key; a
+// retire is fenced by completing it. Landed means the write happened after all; Fenced or
+// Other that it never will; Refused or Ambiguous that the fence did not land (the kernel
+// parks the operation and tries again).
+func (a *Activities) Fence(ctx context.Context, in WriteInput) (Verdict, error) {
+	w := in.Spec
+	var v Verdict
+	var err error
+	switch w.Kind {
+	case WriteRef:
+		v, err = a.fenceRef(ctx, in)
+	case WriteCommit:
+		v, err = a.fenceCommit(ctx, in)
+	case WriteTag:
+		v, err = a.fenceTag(ctx, in)
+	case WriteRetireRef, WriteRetireTag:
+		v, err = a.issue(ctx, in)
+	default:
+		return Verdict{State: Invalid, Message: "unknown write kind " + string(w.Kind)}, nil
+	}
+	if err == nil {
+		a.logVerdict(ctx, in, "fence", v)
+	}
+	return v, err
+}
+
+// putVerdict classifies a put's error: "" state means it needs a read-back.
+func putVerdict(err error) Verdict {
+	switch storage.CodeOf(err) {
+	case storage.CodeRefused, storage.CodeInvalidKey, storage.CodeInvalidArgument:
+		return Verdict{State: Refused, Message: err.Error()}
+	case storage.CodePreconditionFailed:
+		return Verdict{}
+	}
+	return Verdict{State: Ambiguous, Message: err.Error()}
+}
+
+// --- commits ---
+
+// putCommit puts body (a planned commit, or its fence) at its seq, only while the real head
+// of its tree is its first parent.
+func (a *Activities) putCommit(ctx context.Context, w WriteSpec, body []byte) (Verdict, error) {
+	c, err := format.DecodeCommit(body)
+	if err != nil || len(c.Parents) == 0 || c.Parents[0].Tree != c.ID.Tree {
+		return Verdict{State: Invalid, Message: fmt.Sprintf("not an appendable commit: %v", err)}, nil
+	}
+	head, err := graph.ReadHead(ctx, a.Store, w.Graph, c.ID.Tree)
+	if err != nil && !errors.Is(err, graph.ErrCommitNotFound) {
+		if isUnreadableObject(err) {
+			return Verdict{State: Other, Message: err.Error()}, nil
+		}
+		return Verdict{}, fmt.Errorf("read head of %s: %w", c.ID.Tree, err)
+	}
+	if err != nil || head.ID != c.Parents[0] {
+		return a.readCommit(ctx, w, body)
+	}
+	put, err := graph.PutIfAbsent(ctx, a.Store, format.CommitIDKey(w.Graph, c.ID), body)
+	switch {
+	case err == nil && put.Outcome == graph.PutTaken:
+		return a.readCommit(ctx, w, body)
+	case err == nil:
+		return Verdict{State: Landed}, nil
+	}
+	if v := putVerdict(err); v.State != "" {
+		return v, nil
+	}
+	return a.readCommit(ctx, w, body)
+}
+
+// readCommit says whether body is stored at its key (Landed), or can no longer land there
+// (Other: another commit holds the key, or the tree's head is past its seq). A key still
+// empty below a head that did not reach it is Ambiguous (a put may be in flight).
+func (a *Activities) readCommit(ctx context.Context, w WriteSpec, body []byte) (Verdict, error) {
+	c, err := format.DecodeCommit(body)
+	if err != nil {
+		return Verdict{State: Invalid, Message: err.Error()}, nil
+	}
+	obj, err := a.Store.Get(ctx, format.CommitIDKey(w.Graph, c.ID))
+	switch {
+	case err == nil && bytes.Equal(obj.Body, body):
+		return Verdict{State: Landed}, nil
+	case err == nil:
+		return Verdict{State: Other, Message: fmt.Sprintf("another commit holds %s", c.ID)}, nil
+	case !errors.Is(err, storage.ErrNotFound):
+		return Verdict{}, fmt.Errorf("read commit %s: %w", c.ID, err)
+	}
+	head, err := graph.ReadHead(ctx, a.Store, w.Graph, c.ID.Tree)
+	switch {
+	case err == nil && head.ID.Seq >= c.ID.Seq:
+		return Verdict{State: Other, Message: fmt.Sprintf("the head of the tree is %s, past %s: the commit can never be on it", head.ID, c.ID)}, nil
+	case err == nil && head.ID != c.Parents[0]:
+		return Verdict{State: Other, Message: fmt.Sprintf("the head of the tree is %s, not the commit's parent %s", head.ID, c.Parents[0])}, nil
+	case err != nil && !errors.Is(err, graph.ErrCommitNotFound):
+		return Verdict{}, fmt.Errorf("read head of %s: %w", c.ID.Tree, err)
+	}
+	return Verdict{State: Ambiguous, Message: fmt.Sprintf("commit %s not stored yet", c.ID)}, nil
+}
+
+// fenceCommitBody is the fence of a planned commit: the same id, first parent and
+// operation, the parent's pins, so it changes nothing a reader sees but the head.
+func (a *Activities) fenceCommitBody(ctx context.Context, w WriteSpec, reason string) ([]byte, error) {
+	c, err := format.DecodeCommit(w.Body)
+	if err != nil {
+		return nil, err
+	}
+	parent, err := graph.ReadCommit(ctx, a.Store, w.Graph, c.Parents[0].String())
+	if err != nil {
+		return nil, fmt.Errorf("read parent %s: %w", c.Parents[0], err)
+	}
+	fence := format.Commit{
+		ID: c.ID, Branch: c.Branch, Parents: []format.CommitID{parent.ID}, Pins: parent.Pins,
+		Lineage: format.Lineage(c.ID.Tree, parent), Author: "graft",
+		Message: "fence: operation " + c.Op + " abandoned commit " + c.ID.String() + " (" + fenceReason(reason) + ")",
+		Time:    c.Time, Op: c.Op,
+	}
+	return format.EncodeCommit(fence)
+}
+
+func (a *Activities) fenceCommit(ctx context.Context, in WriteInput) (Verdict, error) {
+	w := in.Spec
+	v, err := a.readCommit(ctx, w, w.Body)
+	if err != nil || v.State != Ambiguous {
+		if v.State == Other {
+			v.State = Fenced
+		}
+		return v, err
+	}
+	fence, err := a.fenceCommitBody(ctx, w, in.Reason)
+	if err != nil {
+		return Verdict{}, fmt.Errorf("fence commit: %w", err)
+	}
+	fv, err := a.putCommit(ctx, w, fence)
+	if err != nil {
+		return fv, err
+	}
+	switch fv.State {
+	case Landed:
+		return Verdict{State: Fenced, Message: "a fence commit holds the seq"}, nil
+	case Other:
+		// Another commit holds the seq: ours, landed after all, or another writer's.
+		v, err := a.readCommit(ctx, w, w.Body)
+		if err == nil && v.State != Landed {
+			v.State = Fenced
+		}
+		return v, err
+	}
+	return fv, nil
+}
+
+// --- tags ---
+
+func (a *Activities) putTag(ctx context.Context, w WriteSpec) (Verdict, error) {
+	put, err := graph.PutTag(ctx, a.Store, w.Graph, w.Body)
+	switch {
+	case err == nil:
+	case errors.Is(err, storage.ErrAmbiguous):
+		return Verdict{State: Ambiguous, Message: err.Error()}, nil
+	case errors.Is(err, storage.ErrRefused), errors.Is(err, storage.ErrInvalidKey):
+		return Verdict{State: Refused, Message: err.Error()}, nil
+	case errors.Is(err, graph.ErrInvalid):
+		return Verdict{State: Invalid, Message: err.Error()}, nil
+	case isUnreadableObject(err):
+		return Verdict{State: Other, Message: err.Error()}, nil
+	default:
+		return Verdict{}, fmt.Errorf("put tag: %w", err)
+	}
+	return tagVerdict(put.Outcome, put.Tag), nil
+}
+
+func tagVerdict(o graph.TagPutOutcome, t format.Tag) Verdict {
+	v := Verdict{Commit: t.Commit.String()}
+	switch {
+	case o == graph.TagCreated:
+		v.State = Landed
+	case o == graph.TagExists:
+		v.State, v.Equivalent = Landed, true
+		v.Message = fmt.Sprintf("tag %q already names %s (operation %s)", t.Name, t.Commit, t.Op)
+	case t.State == format.TagRetired:
+		v.State = Other
+		v.Message = fmt.Sprintf("tag %q was deleted by operation %s; a tag name is never reused", t.Name, t.RetiredOp)
+	default:
+		v.State = Other
+		v.Message = fmt.Sprintf("tag %q already names another commit, %s (operation %s); tags are immutable", t.Name, t.Commit, t.Op)
+	}
+	return v
+}
+
+func (a *Activities) readTag(ctx context.Context, w WriteSpec) (Verdict, error) {
+	want, err := format.DecodeTag(w.Body)
+	if err != nil {
+		return Verdict{State: Invalid, Message: err.Error()}, nil
+	}
+	obj, err := a.Store.Get(ctx, format.TagKey(w.Graph, want.Name))
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return Verdict{State: Ambiguous, Message: "tag " + want.Name + " not stored yet"}, nil
+	case err != nil:
+		return Verdict{}, fmt.Errorf("read tag %s: %w", want.Name, err)
+	case bytes.Equal(obj.Body, w.Body):
+		return Verdict{State: Landed, Commit: want.Commit.String()}, nil
+	}
+	have, err := format.DecodeTag(obj.Body)
+	if err != nil {
+		return Verdict{State: Other, Message: err.Error()}, nil
+	}
+	if have.State == format.TagRetired && have.Op == want.Op && have.RetiredOp == want.Op {
+		return Verdict{State: Fenced, Message: "our fence holds tag " + want.Name, Commit: have.Commit.String()}, nil
+	}
+	o := graph.TagTaken
+	if have.State == format.TagLive && have.Commit == want.Commit {
+		o = graph.TagExists
+	}
+	return tagVerdict(o, have), nil
+}
+
+func (a *Activities) fenceTag(ctx context.Context, in WriteInput) (Verdict, error) {
+	w := in.Spec
+	want, err := format.DecodeTag(w.Body)
+	if err != nil {
+		return Verdict{State: Invalid, Message: err.Error()}, nil
+	}
+	fence := want
+	fence.State, fence.RetiredOp = format.TagRetired, want.Op
+	body, err := format.EncodeTag(fence)
+	if err != nil {
+		return Verdict{State: Invalid, Message: err.Error()}, nil
+	}
+	_, err = graph.PutIfAbsent(ctx, a.Store, format.TagKey(w.Graph, want.Name), body)
+	switch {
+	case err == nil:
+		return a.readTag(ctx, w)
+	case errors.Is(err, storage.ErrRefused), errors.Is(err, storage.ErrInvalidKey):
+		return Verdict{State: Refused, Message: err.Error()}, nil
+	case errors.Is(err, storage.ErrAmbiguous):
+		return Verdict{State: Ambiguous, Message: err.Error()}, nil
+	}
+	return Verdict{}, fmt.Errorf("fence tag %s: %w", want.Name, err)
+}
+
+// --- retires ---
+
+func (a *Activities) retireRef(ctx context.Context, o Owner, w WriteSpec) (Verdict, error) {
+	_, err := graph.RetireRef(ctx, a.Store, w.Graph, w.Native, w.ETag, o.OpID)
+	var changed *graph.RefChangedError
+	if errors.As(err, &changed) && changed.Found != format.RefLive {
+		// Retired or fenced by another operation, or gone: it can never be live again.
+		return Verdict{State: Fenced, Message: changed.Error()}, nil
+	}
+	if res, ok := retireRefused(err); ok {
+		return Verdict{State: Other, Message: res.Message}, nil
+	}
+	switch {
+	case errors.Is(err, storage.ErrAmbiguous):
+		return Verdict{State: Ambiguous, Message: err.Error()}, nil
+	case errors.Is(err, storage.ErrRefused), errors.Is(err, storage.ErrInvalidKey):
+		return Verdict{State: Refused, Message: err.Error()}, nil
+	case err != nil:
+		return Verdict{}, fmt.Errorf("retire %s: %w", w.Native, err)
+	}
+	// The retire landed: the witness follows, under the owner's guard.
+	if err := a.retireWitnessOwned(ctx, o, w.Graph, w.Native); err != nil {
+		if errors.Is(err, catalog.ErrNotOwner) {
+			return Verdict{State: Landed, Message: "retired; the witness is another run's to record"}, nil
+		}
+		return Verdict{}, err
+	}
+	return Verdict{State: Landed}, nil
+}
+
+func (a *Activities) retireTag(ctx context.Context, o Owner, w WriteSpec) (Verdict, error) {
+	_, err := graph.RetireTag(ctx, a.Store, w.Graph, w.Name, w.ETag, o.OpID)
+	switch {
+	case err == nil:
+		return Verdict{State: Landed}, nil
+	case errors.Is(err, graph.ErrTagChanged), errors.Is(err, graph.ErrInvalid), isUnreadableObject(err):
+		return Verdict{State: Other, Message: err.Error()}, nil
+	case errors.Is(err, storage.ErrAmbiguous):
+		return Verdict{State: Ambiguous, Message: err.Error()}, nil
+	case errors.Is(err, storage.ErrRefused), errors.Is(err, storage.ErrInvalidKey):
+		return Verdict{State: Refused, Message: err.Error()}, nil
+	}
+	return Verdict{}, fmt.Errorf("retire tag %s: %w", w.Name, err)
+}
+
+// retireWitnessOwned records a retired ref's witness retired, when the ledger has one and
+// the operation is still the owner's.
+func (a *Activities) retireWitnessOwned(ctx context.Context, o Owner, graphName, native string) error {
+	return a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
+		if _, err := a.Catalog.OperationLockOwnedTx(ctx, tx, o.OpID, o.Run); err != nil {
+			return err
+		}
+		_, err := a.retireWitnessTx(ctx, tx, graphName, native)
+		return err
+	})
+}
+
+// --- the ledger side: claim, progress, finish ---
+
+// claim records an operation as this run's (OperationInsert with Owner), in tx when one is
+// given. It says whether the run owns the row; a row of another request (foreign) or run by
+// another workflow ends the operation with conflict, and the row is left alone.
+type claimed struct {
+	op    catalog.Operation
+	owned bool
+	// outcome, when set, ends the operation before anything is written: conflict (the id
+	// is another request's or another workflow's), or the outcome of an operation that
+	// finished already.
+	outcome outcome.Outcome
+	message string
+}
+
+func (a *Activities) claim(ctx context.Context, tx pgx.Tx, p catalog.OperationInsertParams) (claimed, error) {
+	var op catalog.Operation
+	var err error
+	if tx != nil {
+		op, err = a.Catalog.OperationInsertTx(ctx, tx, p)
+	} else {
+		op, err = a.Catalog.OperationInsert(ctx, p)
+	}
+	var owned *catalog.OwnedError
+	switch {
+	case errors.As(err, &owned):
+		return claimed{outcome: outcome.Conflict, message: fmt.Sprintf("operation %s is being run by workflow %s; wait for it with `graft op wait %s`",
+			p.ID, owned.WorkflowID, p.ID)}, nil
+	case errors.Is(err, catalog.ErrDuplicate):
+		return claimed{outcome: outcome.Conflict, message: fmt.Sprintf("operation id %q was already used for a different request", p.ID)}, nil
+	case err != nil:
+		return claimed{}, fmt.Errorf("record operation: %w", err)
+	}
+	c := claimed{op: op, owned: op.OwnerRun == p.Owner && op.State != catalog.OperationDone}
+	if op.State == catalog.OperationDone {
+		c.outcome = outcome.Outcome(op.Outcome)
+		if op.Outcome == catalog.OutcomeFailed {
+			c.outcome = outcome.Conflict
+		}
+		c.message = fmt.Sprintf("operation %s already finished (%s): %s", p.ID, op.Outcome, op.Error)
+	}
+	return c, nil
+}
+
+// ProgressInput is the input of Progress.
+type ProgressInput struct {
+	Owner Owner
+	// Phase and Waiting say where the operation stands and what it waits for.
+	Phase, Waiting string
+	// InDoubt records the operation in_doubt (and, with Native, the create's witness).
+	InDoubt bool
+	Graph   string
+	Native  string
+	// SettleAttempts, when positive, records the re-issues so far.
+	SettleAttempts int
+}
+
+// Progress records where an operation stands: its phase and what it waits for, that it is
+// in doubt (the witness of a create too), the re-issues so far. Guarded by Owner; a row
+// the run no longer owns is left alone.
+func (a *Activities) Progress(ctx context.Context, in ProgressInput) error {
+	before, err := a.Catalog.OperationGet(ctx, catalog.OperationGetParams{ID: in.Owner.OpID})
+	if errors.Is(err, catalog.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read operation: %w", err)
+	}
+	if in.InDoubt && in.Native != "" {
+		err := a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
+			if _, err := a.Catalog.OperationLockOwnedTx(ctx, tx, in.Owner.OpID, in.Owner.Run); err != nil {
+				return err
+			}
+			_, err := a.Catalog.IncarnationSetStateTx(ctx, tx, catalog.IncarnationSetStateParams{
+				Graph: in.Graph, Native: in.Native, From: catalog.IncarnationCloned, To: catalog.IncarnationInDoubt})
+			return err
+		})
+		if err != nil && !errors.Is(err, catalog.ErrNotOwner) && !errors.Is(err, catalog.ErrStateConflict) {
+			return fmt.Errorf("witness in_doubt: %w", err)
+		}
+	}
+	_, err = a.Catalog.OperationProgress(ctx, catalog.OperationProgressParams{ID: in.Owner.OpID, Owner: in.Owner.Run,
+		Phase: in.Phase, Waiting: in.Waiting, InDoubt: in.InDoubt, SettleAttempts: in.SettleAttempts})
+	switch {
+	case errors.Is(err, catalog.ErrNotOwner), errors.Is(err, catalog.ErrStateConflict):
+		return nil
+	case err != nil:
+		return fmt.Errorf("record progress: %w", err)
+	}
+	if in.InDoubt && before.State == catalog.OperationRunning && a.Observer != nil {
+		a.Observer.InDoubt(+1)
+	}
+	return nil
+}
+
+// FinishInput is the input of Finish.
+type FinishInput struct {
+	Owner Owner
+	Kind  catalog.OperationKind
+	// Outcome is the definitive outcome; "" when the workflow gave up on an
+	// infrastructure failure before any storage effect (the ledger's failed).
+	Outcome outcome.Outcome
+	Message string
+	// Graph, Branch and Native name a create's incarnation: its witness goes live on
+	// created, and every unsettled witness of the operation goes unpublished otherwise.
+	Graph, Branch, Native string
+	// Recorded: a step recorded the end already (the ledger write is skipped, the
+	// observer still told).
+	Recorded bool
+}
+
+// FinishResult is the output of Finish.
+type FinishResult struct {
+	// Owned reports that the row was this run's and now records the outcome; false when
+	// the run never owned it (another request's, or never recorded) or lost it.
+	Owned bool
+}
+
+// Finish records an operation's definitive outcome, settles the witnesses it wrote and
+// releases its pins — one ledger transaction, guarded by Owner, so it never finishes a row
+// that is not this run's. Callers (the kernel) only finish once nothing the operation sent
+// may still land.
+func (a *Activities) Finish(ctx context.Context, in FinishInput) (FinishResult, error) {
+	out := catalog.Outcome(in.Outcome)
+	if in.Outcome == "" {
+		out = catalog.OutcomeFailed
+	}
+	if in.Recorded {
+		a.observeFinished(string(in.Kind), string(out))
+		return FinishResult{Owned: true}, nil
+	}
+	var settled []catalog.IncarnationSettleResult
+	var before catalog.Operation
+	err := a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
+		settled = nil
+		var err error
+		if before, err = a.Catalog.OperationLockOwnedTx(ctx, tx, in.Owner.OpID, in.Owner.Run); err != nil {
+			return err
+		}
+		incs, err := a.Catalog.IncarnationListByOpTx(ctx, tx, catalog.IncarnationListByOpParams{OpID: in.Owner.OpID})
+		if err != nil {
+			return err
+		}
+		for _, inc := range incs {
+			if inc.State.Settled() {
+				continue
+			}
+			to := catalog.IncarnationUnpublished
+			if out == catalog.OutcomeCreated && inc.Native == in.Native {
+				to = catalog.IncarnationLive
+			}
+			if inc.State == catalog.IncarnationInDoubt && to == catalog.IncarnationUnpublished &&
+				in.Outcome != outcome.Unpublished && in.Outcome != outcome.Conflict {
+				// Only a fence settles an in-doubt ref; the kernel fences before it finishes.
+				return fmt.Errorf("finish %s: witness %s is in doubt and was not fenced", in.Owner.OpID, inc.Native)
+			}
+			s, err := a.Catalog.IncarnationSettleTx(ctx, tx, catalog.IncarnationSettleParams{Graph: inc.Graph, Native: inc.Native, To: to})
+			if err != nil {
+				return err
+			}
+			settled = append(settled, s)
+		}
+		_, err = a.Catalog.OperationFinishTx(ctx, tx, catalog.OperationFinishParams{
+			ID: in.Owner.OpID, Outcome: out, Error: in.Message, Owner: in.Owner.Run})
+		return err
+	})
+	switch {
+	case errors.Is(err, catalog.ErrNotOwner), errors.Is(err, catalog.ErrNotFound):
+		return FinishResult{}, nil
+	case errors.Is(err, catalog.ErrStateConflict):
+		return FinishResult{Owned: true}, nil // finished before (a retried finish)
+	case err != nil:
+		return FinishResult{}, fmt.Errorf("finish operation: %w", err)
+	}
+	for _, s := range settled {
+		a.observeWitnessSettled(s)
+	}
+	if before.State == catalog.OperationInDoubt && in.Kind != catalog.OpCreateBranch {
+		// A create's doubt is its witness's, reported as the witness settles.
+		a.observeWriteSettled(string(in.Kind), before.UpdatedAt)
+	}
+	a.observeFinished(string(in.Kind), string(out))
+	return FinishResult{Owned: true}, nil
+}
+
+// --- logging ---
+
+// logger returns the activity's logger, or the Activities' own outside an activity.
+func (a *Activities) logger(ctx context.Context) sdklog.Logger {
+	if activity.IsActivity(ctx) {
+		return activity.GetLogger(ctx)
+	}
+	if a.Logger != nil {
+		return a.Logger
+	}
+	return sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
+}
+
+// logVerdict logs, at info, every answer of a write that is not plain success.
+func (a *Activities) logVerdict(ctx context.Context, in WriteInput, step string, v Verdict) {
+	if v.State == Landed && step == "write" && in.Attempt == 0 {
+		return
+	}
+	a.logger(ctx).Info("graft "+step+" verdict", "op_id", in.Owner.OpID, "write", in.Spec.Describe(),
+		"attempt", in.Attempt, "verdict", string(v.State), "detail", v.Message)
+}
+
+// since reports how long ago t was, by the Activities' clock.
+func (a *Activities) since(t time.Time) time.Duration { return a.now().Sub(t) }

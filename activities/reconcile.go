@@ -1,0 +1,247 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/internal/format"
+)
+
+// ReconcileInput is the input of Reconcile.
+type ReconcileInput struct {
+	// Run is the reconciler's own run id: the rows it takes over are owned by
+	// "reconcile/{Run}".
+	Run string
+	// Graph restricts the pass to one graph. Defaults to "" (every graph).
+	Graph string
+	// OpID restricts the pass to one operation. Defaults to "" (every one).
+	OpID string
+	// Limit bounds the unfinished operations examined per page; every page is
+	// examined. Defaults to 100.
+	Limit int
+}
+
+// ReconciledOp is one operation a reconcile pass settled or parked.
+type ReconciledOp struct {
+	OpID    string          `json:"op_id"`
+	Kind    string          `json:"kind"`
+	Outcome outcome.Outcome `json:"outcome,omitempty"`
+	// Parked: its pending write could not be fenced yet (the store refused or did not
+	// answer); the operation stays in doubt and the next pass tries again.
+	Parked  bool   `json:"parked,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// ReconcileResult is the output of Reconcile.
+type ReconcileResult struct {
+	// Examined counts the unfinished operations looked at; Open those whose workflow
+	// is still running (left alone).
+	Examined int `json:"examined"`
+	Open     int `json:"open"`
+	// Settled lists the operations this pass finished or parked.
+	Settled []ReconciledOp `json:"settled"`
+}
+
+// Reconcile finds unfinished operations whose workflow has closed without recording their
+// end — terminated, timed out, reset away, or lost — and settles each as its own workflow
+// would have: it takes the row over (a compare-and-swap of its owner, so a late activity of
+// the closed run never writes after it), settles the write the operation had pending (a
+// fence that finds it landed → the operation's success outcome; a fence that wins → it
+// never lands, and a create's clone is reclaimed), and finishes the operation, which
+// releases its pins. A fence the store refuses parks the operation in doubt for the next
+// pass. Cleanup runs are left to cleanup, which adopts its own orphaned runs.
+func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (ReconcileResult, error) {
+	if a.Workflows == nil {
+		return ReconcileResult{}, errors.New("reconcile: the worker has no Temporal client to ask whether workflows closed")
+	}
+	res := ReconcileResult{Settled: []ReconciledOp{}}
+	limit := in.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	var ops []catalog.Operation
+	for after := (catalog.Operation{}); ; after = ops[len(ops)-1] {
+		page, err := a.Catalog.OperationListUnfinished(ctx, catalog.OperationListUnfinishedParams{Graph: in.Graph, Limit: limit, After: after})
+		if err != nil {
+			return ReconcileResult{}, err
+		}
+		ops = append(ops, page...)
+		if len(page) < limit {
+			break
+		}
+	}
+	for _, op := range ops {
+		if (in.OpID != "" && op.ID != in.OpID) || op.Kind == catalog.OpCleanup {
+			continue
+		}
+		res.Examined++
+		if op.WorkflowID == "" {
+			continue // recorded by hand or by an older worker: nothing says which workflow runs it
+		}
+		closed, err := a.Workflows.WorkflowClosed(ctx, op.WorkflowID)
+		if err != nil {
+			return res, fmt.Errorf("reconcile %s: ask whether workflow %s closed: %w", op.ID, op.WorkflowID, err)
+		}
+		if !closed {
+			res.Open++
+			continue
+		}
+		r, err := a.reconcileOne(ctx, op, Owner{OpID: op.ID, Run: "reconcile/" + in.Run})
+		if err != nil {
+			return res, fmt.Errorf("reconcile %s: %w", op.ID, err)
+		}
+		if r.OpID != "" {
+			res.Settled = append(res.Settled, r)
+		}
+	}
+	return res, nil
+}
+
+// reconcileOne settles one operation whose workflow closed.
+func (a *Activities) reconcileOne(ctx context.Context, op catalog.Operation, owner Owner) (ReconciledOp, error) {
+	log := a.logger(ctx)
+	if _, err := a.Catalog.OperationTakeOver(ctx, catalog.OperationTakeOverParams{ID: op.ID, From: op.OwnerRun, To: owner.Run}); err != nil {
+		if errors.Is(err, catalog.ErrNotOwner) || errors.Is(err, catalog.ErrStateConflict) {
+			return ReconciledOp{}, nil // claimed or finished meanwhile
+		}
+		return ReconciledOp{}, err
+	}
+	log.Info("graft reconcile: taking over an operation whose workflow closed", "op_id", op.ID, "kind", string(op.Kind),
+		"workflow_id", op.WorkflowID, "previous_owner", op.OwnerRun)
+	r := ReconciledOp{OpID: op.ID, Kind: string(op.Kind)}
+	fin := FinishInput{Owner: owner, Kind: op.Kind, Graph: op.Graph}
+
+	spec, hasPending := pendingSpec(op)
+	var incs []catalog.Incarnation
+	if op.Kind == catalog.OpCreateBranch {
+		var err error
+		if incs, err = a.Catalog.IncarnationListByOp(ctx, catalog.IncarnationListByOpParams{OpID: op.ID}); err != nil {
+			return r, err
+		}
+		if !hasPending {
+			// The ref was never sent (the kernel records it before sending), but fence
+			// every unsettled incarnation's ref key all the same: nothing can publish
+			// it now, and unpublished always leaves a fence.
+			for _, inc := range incs {
+				if !inc.State.Settled() {
+					if spec, hasPending = liveRefSpec(op, inc); hasPending {
+						break
+					}
+				}
+			}
+		}
+	}
+
+	switch {
+	case hasPending:
+		v, err := a.Fence(ctx, WriteInput{Owner: owner, Spec: spec, Reason: "abandoned: its workflow closed"})
+		if err != nil {
+			return r, err
+		}
+		switch v.State {
+		case Refused, Ambiguous:
+			r.Parked, r.Message = true, "fence of the "+spec.Describe()+" did not land: "+v.Message
+			if err := a.Progress(ctx, ProgressInput{Owner: owner, Phase: "parked", Waiting: r.Message, InDoubt: true}); err != nil {
+				return r, err
+			}
+			log.Info("graft reconcile: parked", "op_id", op.ID, "detail", r.Message)
+			return r, nil
+		case Landed:
+			r.Outcome = spec.Landed
+			if r.Outcome == "" {
+				r.Outcome, r.Message = outcome.Unpublished, "its workflow closed after the "+spec.Describe()+", before the operation's last write"
+			}
+			if v.Recorded {
+				return r, nil // a create's ref: finished with the witness
+			}
+			if spec.Kind == WriteRef {
+				if ref, err := format.DecodeBranchRef(spec.Body); err == nil {
+					fin.Native = ref.Native
+				}
+			}
+		case Invalid:
+			r.Outcome, r.Message = outcome.Invalid, v.Message
+		default: // Fenced, Other: it never lands
+			r.Outcome, r.Message = outcome.Unpublished, "its workflow closed; the "+spec.Describe()+" is fenced and never lands"
+			if v.State == Other {
+				r.Outcome, r.Message = outcome.Conflict, "its workflow closed; "+v.Message
+			}
+			if spec.Kind == WriteRef {
+				if err := a.reclaimClones(ctx, owner, op, incs); err != nil {
+					return r, err
+				}
+			}
+		}
+	case op.Kind == catalog.OpInitGraph:
+		// An init's one step is idempotent: run it to its end, as its workflow would.
+		var in struct {
+			Author string `json:"author"`
+		}
+		_ = json.Unmarshal(op.Inputs, &in)
+		init, err := a.InitGraph(ctx, InitGraphInput{OpID: op.ID, Graph: op.Graph, Author: in.Author, WorkflowID: op.WorkflowID, RunID: owner.Run})
+		if err != nil {
+			return r, err
+		}
+		r.Outcome, r.Message = init.Outcome, init.Message
+	default:
+		r.Outcome, r.Message = "", "its workflow closed before any storage write was sent"
+	}
+	if op.Kind == catalog.OpDeleteBranch && r.Outcome != outcome.Deleted && hasPending && spec.Landed == "" {
+		r.Outcome, r.Message = outcome.Conflict, "the repair's workflow closed before it finished; run the repair again"
+	}
+	fin.Outcome, fin.Message = r.Outcome, r.Message
+	if _, err := a.Finish(ctx, fin); err != nil {
+		return r, err
+	}
+	log.Info("graft reconcile: settled", "op_id", op.ID, "outcome", string(r.Outcome), "detail", r.Message)
+	return r, nil
+}
+
+// pendingSpec decodes the write an operation recorded as pending.
+func pendingSpec(op catalog.Operation) (WriteSpec, bool) {
+	if len(op.Pending) == 0 {
+		return WriteSpec{}, false
+	}
+	var spec WriteSpec
+	if err := json.Unmarshal(op.Pending, &spec); err != nil || spec.Kind == "" {
+		return WriteSpec{}, false
+	}
+	return spec, true
+}
+
+// liveRefSpec rebuilds the ref write a create would have sent for inc: the same bytes
+// PrepareCreate computes.
+func liveRefSpec(op catalog.Operation, inc catalog.Incarnation) (WriteSpec, bool) {
+	logical, tree, err := format.ParseNative(inc.Native)
+	if err != nil {
+		return WriteSpec{}, false
+	}
+	body, err := format.EncodeBranchRef(format.BranchRef{State: format.RefLive, Branch: logical, Native: inc.Native, Tree: tree, Op: op.ID})
+	if err != nil {
+		return WriteSpec{}, false
+	}
+	return WriteSpec{Kind: WriteRef, Graph: op.Graph, Body: body, Branch: logical, Landed: outcome.Created, Subject: inc.Native}, true
+}
+
+// reclaimClones deletes the fork commit of every unsettled incarnation of a create whose
+// ref key is fenced, and witnesses it unpublished.
+func (a *Activities) reclaimClones(ctx context.Context, owner Owner, op catalog.Operation, incs []catalog.Incarnation) error {
+	for _, inc := range incs {
+		if inc.State.Settled() {
+			continue
+		}
+		_, tree, err := format.ParseNative(inc.Native)
+		if err != nil {
+			continue
+		}
+		fork := format.CommitID{Tree: tree}.String()
+		if err := a.ReclaimClone(ctx, ReclaimInput{Owner: owner, Graph: op.Graph, Native: inc.Native, Fork: fork, Reason: "its workflow closed"}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,234 @@
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrNotOwner: the write was refused because the operation row is not (or no longer) the
+// caller's: another run claimed it, or it was recorded by another request. Errors carrying
+// it are *NotOwnerError; nothing was changed.
+var ErrNotOwner = errors.New("catalog: not the operation's owner")
+
+// ErrOwned: an operation row with the same request is held by another workflow's run.
+// Errors carrying it are *OwnedError; nothing was changed.
+var ErrOwned = errors.New("catalog: operation owned by another workflow")
+
+// NotOwnerError reports a guarded write of a row another run owns.
+type NotOwnerError struct {
+	ID string
+	// Owner is the run that owns the row; Caller the run that tried to write it.
+	Owner, Caller string
+}
+
+func (e *NotOwnerError) Error() string {
+	return fmt.Sprintf("catalog: operation %s is owned by run %q, not %q", e.ID, e.Owner, e.Caller)
+}
+
+// Is makes the error match ErrNotOwner.
+func (e *NotOwnerError) Is(target error) bool { return target == ErrNotOwner }
+
+// OwnedError reports a claim of a row that another workflow is running.
+type OwnedError struct {
+	ID         string
+	WorkflowID string
+	Owner      string
+}
+
+func (e *OwnedError) Error() string {
+	return fmt.Sprintf("catalog: operation %s is being run by workflow %s (run %s)", e.ID, e.WorkflowID, e.Owner)
+}
+
+// Is makes the error match ErrOwned and ErrDuplicate.
+func (e *OwnedError) Is(target error) bool { return target == ErrOwned || target == ErrDuplicate }
+
+// OperationLockOwnedTx locks an unfinished operation row that owner owns, for the rest of
+// tx, and returns it: the guard every write the row's owner makes alongside (witness
+// moves, pins) takes first. A row owned by another run is *NotOwnerError; a finished row
+// is *StateConflictError; a missing row ErrNotFound.
+func (c *Catalog) OperationLockOwnedTx(ctx context.Context, tx pgx.Tx, id, owner string) (Operation, error) {
+	what := fmt.Sprintf("lock operation %q", id)
+	op, err := scanOperation(tx.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE id = $1 FOR UPDATE`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Operation{}, c.wrap(what, fmt.Errorf("%w: operation %q", ErrNotFound, id))
+	}
+	if err != nil {
+		return Operation{}, c.wrap(what, err)
+	}
+	if op.OwnerRun != owner {
+		return op, c.wrap(what, &NotOwnerError{ID: id, Owner: op.OwnerRun, Caller: owner})
+	}
+	if op.State == OperationDone {
+		return op, c.wrap(what, &StateConflictError{Entity: "operation", ID: id, Expected: "running or in_doubt", Current: "done"})
+	}
+	return op, nil
+}
+
+// OperationProgressParams records where an owned, unfinished operation stands.
+type OperationProgressParams struct {
+	ID    string
+	Owner string
+	// Phase and Waiting replace the row's; "" leaves them as they are.
+	Phase, Waiting string
+	// Pending, when set, replaces the row's pending write; ClearPending sets it to NULL.
+	Pending      json.RawMessage
+	ClearPending bool
+	// InDoubt moves a running operation to in_doubt (and leaves one in doubt as is).
+	InDoubt bool
+	// SettleAttempts, when positive, replaces the row's count of re-issues.
+	SettleAttempts int
+}
+
+// OperationProgress records a phase, a pending write or the in_doubt state of an
+// operation the caller owns, in one statement guarded like OperationFinish: a row that is
+// finished or owned by another run is left unchanged (*StateConflictError, *NotOwnerError).
+func (c *Catalog) OperationProgress(ctx context.Context, p OperationProgressParams) (Operation, error) {
+	what := fmt.Sprintf("record progress of operation %q", p.ID)
+	if p.Owner == "" {
+		return Operation{}, c.wrap(what, invalid("owner is required"))
+	}
+	var pending *string
+	if len(p.Pending) > 0 {
+		if !json.Valid(p.Pending) {
+			return Operation{}, c.wrap(what, invalid("pending is not valid JSON"))
+		}
+		s := string(p.Pending)
+		pending = &s
+	}
+	op, err := scanOperation(c.pool.QueryRow(ctx, `
+		UPDATE operations SET
+		    phase = coalesce(NULLIF($3, ''), phase),
+		    waiting = CASE WHEN $3 = '' AND $4 = '' THEN waiting ELSE NULLIF($4, '') END,
+		    pending = CASE WHEN $6 THEN NULL WHEN $5::jsonb IS NOT NULL THEN $5::jsonb ELSE pending END,
+		    state = CASE WHEN $7 THEN 'in_doubt' ELSE state END,
+		    settle_attempts = CASE WHEN $8 > 0 THEN $8 ELSE settle_attempts END,
+		    updated_at = now()
+		WHERE id = $1 AND owner_run = $2 AND state <> 'done'
+		RETURNING `+operationColumns,
+		p.ID, p.Owner, p.Phase, p.Waiting, pending, p.ClearPending, p.InDoubt, p.SettleAttempts))
+	if errors.Is(err, pgx.ErrNoRows) {
+		op, err = c.OperationGet(ctx, OperationGetParams{ID: p.ID})
+		switch {
+		case err != nil:
+		case op.OwnerRun != p.Owner:
+			err = &NotOwnerError{ID: p.ID, Owner: op.OwnerRun, Caller: p.Owner}
+		default:
+			err = &StateConflictError{Entity: "operation", ID: p.ID, Expected: "running or in_doubt", Current: string(op.State)}
+		}
+		return op, c.wrap(what, err)
+	}
+	if err != nil {
+		return Operation{}, c.wrap(what, err)
+	}
+	return op, nil
+}
+
+// OperationTakeOverParams moves an unfinished operation from the run that owned it to
+// another: the reconciler's claim of a row whose workflow has closed.
+type OperationTakeOverParams struct {
+	ID string
+	// From is the owner the caller found (and proved closed); To the new owner.
+	From, To string
+}
+
+// OperationTakeOver claims an unfinished operation for To, only while From still owns it:
+// a compare-and-swap of the owner, so a late write of the closed run, or a second
+// reconciler, never lands after it. A row owned by anyone else is *NotOwnerError.
+func (c *Catalog) OperationTakeOver(ctx context.Context, p OperationTakeOverParams) (Operation, error) {
+	what := fmt.Sprintf("take over operation %q", p.ID)
+	if p.To == "" {
+		return Operation{}, c.wrap(what, invalid("the new owner is required"))
+	}
+	op, err := scanOperation(c.pool.QueryRow(ctx, `
+		UPDATE operations SET owner_run = $3, updated_at = now()
+		WHERE id = $1 AND coalesce(owner_run, '') = $2 AND state <> 'done'
+		RETURNING `+operationColumns, p.ID, p.From, p.To))
+	if errors.Is(err, pgx.ErrNoRows) {
+		op, err = c.OperationGet(ctx, OperationGetParams{ID: p.ID})
+		switch {
+		case err != nil:
+		case op.OwnerRun == p.To && op.State != OperationDone:
+			return op, nil // taken over already (a retried claim)
+		case op.State == OperationDone:
+			err = &StateConflictError{Entity: "operation", ID: p.ID, Expected: "running or in_doubt", Current: "done"}
+		default:
+			err = &NotOwnerError{ID: p.ID, Owner: op.OwnerRun, Caller: p.From}
+		}
+		return op, c.wrap(what, err)
+	}
+	if err != nil {
+		return Operation{}, c.wrap(what, err)
+	}
+	return op, nil
+}
+
+// OperationListUnfinishedParams selects unfinished operations.
+type OperationListUnfinishedParams struct {
+	// Graph restricts the list to one graph. Defaults to "" (every graph).
+	Graph string
+	// Limit caps the rows returned, oldest first. Defaults to 100; at most 1000.
+	Limit int
+	// After continues a listing after this row (the last one of the previous page).
+	// Defaults to the zero Operation: from the oldest.
+	After Operation
+}
+
+// OperationListUnfinished returns running and in_doubt operations, oldest first: what the
+// reconciler looks at.
+func (c *Catalog) OperationListUnfinished(ctx context.Context, p OperationListUnfinishedParams) ([]Operation, error) {
+	limit, err := listLimit(p.Limit, defaultListLimit, maxListLimit)
+	if err != nil {
+		return nil, c.wrap("list unfinished operations", err)
+	}
+	rows, err := c.pool.Query(ctx, `
+		SELECT `+operationColumns+` FROM operations
+		WHERE state <> 'done' AND ($1 = '' OR graph = $1)
+		  AND ($3 = '' OR (created_at, id) > ($4, $3))
+		ORDER BY created_at, id
+		LIMIT $2`, p.Graph, limit, p.After.ID, p.After.CreatedAt)
+	if err != nil {
+		return nil, c.wrap("list unfinished operations", err)
+	}
+	ops, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Operation, error) { return scanOperation(row) })
+	if err != nil {
+		return nil, c.wrap("list unfinished operations", err)
+	}
+	return ops, nil
+}
+
+// IncarnationListByOpParams names an operation.
+type IncarnationListByOpParams struct {
+	OpID string
+}
+
+// IncarnationListByOp returns the incarnations an operation witnessed, oldest first.
+func (c *Catalog) IncarnationListByOp(ctx context.Context, p IncarnationListByOpParams) ([]Incarnation, error) {
+	what := fmt.Sprintf("list incarnations of operation %q", p.OpID)
+	rows, err := c.pool.Query(ctx, `SELECT `+incarnationColumns+` FROM incarnations WHERE op_id = $1 ORDER BY created_at, native`, p.OpID)
+	if err != nil {
+		return nil, c.wrap(what, err)
+	}
+	incs, err := collectIncarnations(rows)
+	if err != nil {
+		return nil, c.wrap(what, err)
+	}
+	return incs, nil
+}
+
+// IncarnationListByOpTx is IncarnationListByOp inside the caller's transaction.
+func (c *Catalog) IncarnationListByOpTx(ctx context.Context, tx pgx.Tx, p IncarnationListByOpParams) ([]Incarnation, error) {
+	what := fmt.Sprintf("list incarnations of operation %q", p.OpID)
+	rows, err := tx.Query(ctx, `SELECT `+incarnationColumns+` FROM incarnations WHERE op_id = $1 ORDER BY created_at, native`, p.OpID)
+	if err != nil {
+		return nil, c.wrap(what, err)
+	}
+	incs, err := collectIncarnations(rows)
+	if err != nil {
+		return nil, c.wrap(what, err)
+	}
+	return incs, nil
+}

@@ -1,0 +1,479 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/graftworks/graft/activities"
+	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/internal/searchattr"
+)
+
+// The operation kernel: every graft operation but cleanup runs through one opRun. The
+// operation's own code is its phases — prepare, plan, and the writes it issues; the kernel
+// owns how each step runs (before an effect: bounded; after one: no total deadline), how a
+// write is settled (read back, bounded re-issue, then a fence or an operator's abandon; a
+// fence the store refuses parks the operation), cancellation, and the one finish that
+// records every end in the ledger — guarded by the run that owns the row, on a
+// disconnected context, releasing pins only once nothing the operation sent may still
+// land — and shapes the workflow's end (docs/workflows.md: a non-success outcome fails the
+// workflow with an ApplicationError whose type is the outcome).
+
+// Timing of the kernel's settling (docs/workflows.md).
+var (
+	// RereadPauses are the pauses before each read-back of a write whose answer was
+	// ambiguous, before the operation is recorded in doubt.
+	RereadPauses = []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1600 * time.Millisecond}
+	// SettleBackoff is the first pause between settle attempts; it doubles up to SettleBackoffMax.
+	SettleBackoff    = 2 * time.Second
+	SettleBackoffMax = time.Minute
+	// MaxSettleAttempts bounds re-issues of an in-doubt write; after that the kernel
+	// settles it by fencing, as an operator's abandon would.
+	MaxSettleAttempts = 30
+	// ParkBackoffMax bounds the pause between fence attempts of a parked operation
+	// (one whose fence the store refused or did not answer).
+	ParkBackoffMax = 10 * time.Minute
+)
+
+// AbandonSignalName is the signal every graft operation workflow takes: settle an
+// in-doubt write now by fencing it instead of waiting for it to land.
+const AbandonSignalName = "graft.abandon"
+
+// StatusQueryName is the query every graft operation workflow answers while it runs.
+const StatusQueryName = "graft.status"
+
+// AbandonRequest is the payload of graft.abandon.
+type AbandonRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// runStatus is what an operation's status query reports; each workflow's query shows the
+// fields its status type has.
+type runStatus struct {
+	Phase, Pending         string
+	Outcome                outcome.Outcome
+	OpID                   string
+	Native                 string
+	Commit, Version        string
+	SettleAttempts         int
+	settleAttemptsRecorded int
+}
+
+// result is a workflow's result struct: the kernel records the end in it.
+type result interface {
+	setEnd(out outcome.Outcome, message string)
+}
+
+// ending is how an operation's phases ended.
+type ending struct {
+	out outcome.Outcome
+	msg string
+	// recorded: a step recorded the end in the ledger already.
+	recorded bool
+	// native: a create's incarnation that went live.
+	native string
+}
+
+func end(out outcome.Outcome, msg string) (ending, error) { return ending{out: out, msg: msg}, nil }
+
+// opRun is one operation's run through the kernel.
+type opRun struct {
+	kind    catalog.OperationKind
+	owner   activities.Owner
+	graph   string
+	branch  string
+	subject string
+	status  runStatus
+	// foreign: the operation id is another request's (or another workflow's): the
+	// kernel never writes its row.
+	foreign bool
+	// pending is a write issued whose verdict is not definitive yet: what a
+	// cancellation or an infrastructure failure must settle first.
+	pending *activities.WriteSpec
+	// onFenced runs after pending was fenced on a cancellation (a create reclaims its clone).
+	onFenced func(ctx workflow.Context) error
+	// drive, while set, is an effect step that settles by running to its end (an init,
+	// whose every byte is fixed by its operation id): what a cancellation or a failure
+	// runs again, to the end, instead of fencing.
+	drive    func(ctx workflow.Context) (ending, error)
+	abandon  *AbandonRequest
+	abandonC workflow.ReceiveChannel
+	// planned: the operation's first plan step ran (a re-plan follows an effect).
+	planned bool
+}
+
+// runSpec names an operation for newOpRun.
+type runSpec struct {
+	opID          string
+	kind          catalog.OperationKind
+	operationAttr string // GraftOperation; defaults to kind
+	graph, branch string
+	subject       string
+}
+
+// newOpRun starts an operation's run: op id (the workflow id by default), owner (this
+// run), the abandon signal, search attributes. The caller registers its status query
+// with r.status.
+func newOpRun(ctx workflow.Context, s runSpec) *opRun {
+	info := workflow.GetInfo(ctx)
+	if s.opID == "" {
+		s.opID = info.WorkflowExecution.ID
+	}
+	r := &opRun{kind: s.kind, owner: activities.Owner{OpID: s.opID, Run: info.WorkflowExecution.RunID},
+		graph: s.graph, branch: s.branch, subject: s.subject}
+	r.status.OpID = s.opID
+	r.abandonC = workflow.GetSignalChannel(ctx, AbandonSignalName)
+	attr := s.operationAttr
+	if attr == "" {
+		attr = string(s.kind)
+	}
+	attrs := []temporal.SearchAttributeUpdate{searchattr.Graph.ValueSet(s.graph), searchattr.Operation.ValueSet(attr)}
+	if s.branch != "" {
+		attrs = append(attrs, searchattr.Branch.ValueSet(s.branch))
+	}
+	_ = workflow.UpsertTypedSearchAttributes(ctx, attrs...)
+	return r
+}
+
+func (r *opRun) setPhase(ctx workflow.Context, phase, pending string) {
+	r.status.Phase, r.status.Pending = phase, pending
+	subject := r.subject
+	if r.status.Native != "" {
+		subject += " · " + r.status.Native
+	}
+	setDetails(ctx, phase, subject, pending)
+}
+
+func (r *opRun) log(ctx workflow.Context, msg string, kv ...any) {
+	workflow.GetLogger(ctx).Info(msg, append([]any{"op_id", r.owner.OpID, "kind", string(r.kind)}, kv...)...)
+}
+
+// before runs a step that precedes every storage effect: bounded, and its failure ends
+// the operation (the kernel's finish then settles what the request wrote).
+func (r *opRun) before(ctx workflow.Context, summary string, fn, in, out any) error {
+	o := beforeEffect
+	o.Summary = summary
+	o.StartToCloseTimeout, o.ScheduleToCloseTimeout = StepTimeout, BeforeEffectBudget
+	return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, o), fn, in).Get(ctx, out)
+}
+
+// step runs a step that may follow a storage effect: a local activity first, then — once
+// that has failed a few times — the same step as an ordinary activity with no total
+// deadline, until it is answered. Only cancellation ends it early.
+func (r *opRun) step(ctx workflow.Context, summary string, fn, in, out any) error {
+	o := afterEffectFast
+	o.Summary = summary
+	o.StartToCloseTimeout, o.ScheduleToCloseTimeout = StepTimeout, FastPathBudget
+	err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, o), fn, in).Get(ctx, out)
+	if err == nil || temporal.IsCanceledError(err) || ctx.Err() != nil {
+		return err
+	}
+	r.log(ctx, "graft step continues as an ordinary activity", "step", summary, "error", err.Error())
+	d := afterEffectDurable
+	d.Summary = summary + " (until answered)"
+	d.StartToCloseTimeout = 2 * StepTimeout
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, d), fn, in).Get(ctx, out)
+}
+
+// write issues w and drives it to a definitive verdict: Landed, Other, Fenced or Invalid
+// — or Refused, when the store definitely refused its first attempt (nothing of it can
+// land). An ambiguous answer is read back after short pauses; still unknown, the
+// operation is recorded in doubt and the write is re-issued, byte-identical, on a
+// durable backoff, at most MaxSettleAttempts times; then — or at once on an operator's
+// abandon — it is fenced. A refused re-issue proves nothing about the earlier attempt, so
+// it does not end the settling.
+func (r *opRun) write(ctx workflow.Context, w activities.WriteSpec) (activities.Verdict, error) {
+	var a *activities.Activities
+	what := w.Describe()
+	r.pending = &w
+	in := activities.WriteInput{Owner: r.owner, Spec: w}
+	r.setPhase(ctx, "write", what)
+	var v activities.Verdict
+	if err := r.step(ctx, "write: "+what, a.Write, in, &v); err != nil {
+		return v, fmt.Errorf("%s: %w", what, err)
+	}
+	if v.State != activities.Ambiguous {
+		if v.State != activities.Landed {
+			r.log(ctx, "graft write answered", "write", what, "verdict", string(v.State), "detail", v.Message)
+		}
+		r.settled(v)
+		return v, nil
+	}
+	r.log(ctx, "graft write answered ambiguously; reading back", "write", what, "detail", v.Message)
+	for i, pause := range RereadPauses {
+		r.setPhase(ctx, "reread", fmt.Sprintf("%s answered ambiguously (%s); read-back %d of %d after %s", what, v.Message, i+1, len(RereadPauses), pause))
+		if err := workflow.NewTimerWithOptions(ctx, pause, workflow.TimerOptions{Summary: "pause before read-back"}).Get(ctx, nil); err != nil {
+			return v, err
+		}
+		var rb activities.Verdict
+		if err := r.step(ctx, "read back: "+what, a.ReadBack, in, &rb); err != nil {
+			return rb, fmt.Errorf("read back %s: %w", what, err)
+		}
+		if rb.State.Definitive() {
+			r.log(ctx, "graft read-back settled the write", "write", what, "verdict", string(rb.State))
+			r.settled(rb)
+			return rb, nil
+		}
+	}
+	v, err := r.settle(ctx, w, v)
+	if err == nil {
+		r.settled(v)
+	}
+	return v, err
+}
+
+// settled clears the pending write once its verdict is definitive.
+func (r *opRun) settled(v activities.Verdict) {
+	if v.State.Definitive() || v.State == activities.Refused {
+		r.pending = nil
+	}
+}
+
+// settle records the operation in doubt and re-issues w until the store proves what
+// happened, at most MaxSettleAttempts times; then, or on an operator's abandon, it fences.
+func (r *opRun) settle(ctx workflow.Context, w activities.WriteSpec, v activities.Verdict) (activities.Verdict, error) {
+	var a *activities.Activities
+	what := w.Describe()
+	native := ""
+	if w.Kind == activities.WriteRef {
+		native = r.status.Native
+	}
+	if err := r.step(ctx, "record in_doubt", a.Progress, activities.ProgressInput{Owner: r.owner, Phase: "settle",
+		Waiting: what + " in doubt: " + v.Message, InDoubt: true, Graph: r.graph, Native: native}, nil); err != nil {
+		return v, fmt.Errorf("record in doubt: %w", err)
+	}
+	r.status.Outcome = outcome.InDoubt
+	_ = workflow.UpsertTypedSearchAttributes(ctx, searchattr.Outcome.ValueSet(string(outcome.InDoubt)))
+	r.log(ctx, "graft write in doubt; settling by re-issue", "write", what, "max_reissues", MaxSettleAttempts)
+	backoff := SettleBackoff
+	for attempt := 1; ; attempt++ {
+		r.setPhase(ctx, "settle", fmt.Sprintf("%s in doubt (%s): next re-issue in %s, or signal %s to fence", what, v.Message, backoff, AbandonSignalName))
+		r.waitOrAbandon(ctx, backoff)
+		if ctx.Err() != nil {
+			return v, temporal.NewCanceledError()
+		}
+		backoff = min(2*backoff, SettleBackoffMax)
+		if reason, ok := r.abandonRequested(); ok {
+			r.log(ctx, "graft settle: abandoned by operator; fencing", "write", what, "reason", reason)
+			return r.fence(ctx, w, "abandoned by operator: "+reason)
+		}
+		if attempt > MaxSettleAttempts {
+			r.log(ctx, "graft settle: re-issues exhausted; fencing", "write", what, "reissues", MaxSettleAttempts)
+			return r.fence(ctx, w, fmt.Sprintf("%s still unknown after %d re-issues", what, MaxSettleAttempts))
+		}
+		r.status.SettleAttempts++
+		r.setPhase(ctx, "settle", fmt.Sprintf("%s in doubt: re-issue %d of %d", what, attempt, MaxSettleAttempts))
+		var err error
+		if err = r.step(ctx, "settle: re-issue "+what, a.Write, activities.WriteInput{Owner: r.owner, Spec: w, Attempt: attempt}, &v); err != nil {
+			return v, fmt.Errorf("settle %s: %w", what, err)
+		}
+		if v.State.Definitive() {
+			r.log(ctx, "graft settle: re-issue settled the write", "write", what, "verdict", string(v.State), "reissues", attempt)
+			r.status.Outcome = ""
+			r.recordAttempts(ctx)
+			return v, nil
+		}
+		if v.State == activities.Refused {
+			r.log(ctx, "graft settle: re-issue refused; an earlier attempt may still land", "write", what, "detail", v.Message)
+		}
+	}
+}
+
+// recordAttempts records the re-issues so far in the ledger, once settled.
+func (r *opRun) recordAttempts(ctx workflow.Context) {
+	var a *activities.Activities
+	if r.status.SettleAttempts == r.status.settleAttemptsRecorded {
+		return
+	}
+	if r.step(ctx, "record settle attempts", a.Progress, activities.ProgressInput{Owner: r.owner,
+		SettleAttempts: r.status.SettleAttempts}, nil) == nil {
+		r.status.settleAttemptsRecorded = r.status.SettleAttempts
+	}
+}
+
+// fence makes sure w can never land, or proves that it did. A fence the store refuses or
+// does not answer parks the operation — in doubt, phase parked, visible — and is tried
+// again on a durable backoff up to ParkBackoffMax: never a hot loop, never a guess.
+func (r *opRun) fence(ctx workflow.Context, w activities.WriteSpec, reason string) (activities.Verdict, error) {
+	var a *activities.Activities
+	what := w.Describe()
+	backoff := SettleBackoff
+	parked := false
+	for {
+		r.setPhase(ctx, "fence", "fencing the "+what+": "+reason)
+		var v activities.Verdict
+		if err := r.step(ctx, "fence: "+what, a.Fence, activities.WriteInput{Owner: r.owner, Spec: w, Reason: reason}, &v); err != nil {
+			return v, fmt.Errorf("fence %s: %w", what, err)
+		}
+		if v.State.Definitive() {
+			r.log(ctx, "graft fence settled the write", "write", what, "verdict", string(v.State), "detail", v.Message)
+			r.status.Outcome = ""
+			r.recordAttempts(ctx)
+			return v, nil
+		}
+		waiting := fmt.Sprintf("fence of the %s did not land (%s: %s); next try in %s", what, v.State, v.Message, backoff)
+		r.log(ctx, "graft fence did not land; parked", "write", what, "verdict", string(v.State), "detail", v.Message, "retry_in", backoff.String())
+		if !parked {
+			parked = true
+			if err := r.step(ctx, "record parked", a.Progress, activities.ProgressInput{Owner: r.owner, Phase: "parked",
+				Waiting: waiting, InDoubt: true}, nil); err != nil {
+				return v, fmt.Errorf("record parked: %w", err)
+			}
+			r.status.Outcome = outcome.InDoubt
+			_ = workflow.UpsertTypedSearchAttributes(ctx, searchattr.Outcome.ValueSet(string(outcome.InDoubt)))
+		}
+		r.setPhase(ctx, "parked", waiting)
+		if err := workflow.NewTimerWithOptions(ctx, backoff, workflow.TimerOptions{Summary: "parked: pause before fence retry"}).Get(ctx, nil); err != nil {
+			return v, err
+		}
+		backoff = min(2*backoff, ParkBackoffMax)
+	}
+}
+
+func (r *opRun) abandonRequested() (string, bool) {
+	if r.abandon == nil {
+		var req AbandonRequest
+		if r.abandonC.ReceiveAsync(&req) {
+			r.abandon = &req
+		}
+	}
+	if r.abandon == nil {
+		return "", false
+	}
+	return r.abandon.Reason, true
+}
+
+// waitOrAbandon sleeps d on a durable timer, waking early on an abandon signal.
+func (r *opRun) waitOrAbandon(ctx workflow.Context, d time.Duration) {
+	if _, ok := r.abandonRequested(); ok {
+		return
+	}
+	tctx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	sel := workflow.NewSelector(ctx)
+	sel.AddFuture(workflow.NewTimerWithOptions(tctx, d, workflow.TimerOptions{Summary: "pause before settle re-issue"}), func(workflow.Future) {})
+	sel.AddReceive(r.abandonC, func(c workflow.ReceiveChannel, more bool) {
+		var req AbandonRequest
+		c.Receive(ctx, &req)
+		r.abandon = &req
+	})
+	sel.Select(ctx)
+}
+
+// run executes an operation's phases and ends it, whatever ends them: it settles a write
+// still pending after a cancellation (the cancellation counts as an operator's abandon)
+// or an infrastructure failure, records the end through finish, fills res, and returns
+// the workflow's error in the shape of docs/workflows.md.
+func (r *opRun) run(ctx workflow.Context, res result, body func(ctx workflow.Context) (ending, error)) error {
+	e, err := body(ctx)
+	if err == nil {
+		res.setEnd(e.out, e.msg)
+		r.finish(ctx, e)
+		return endError(e.out, e.msg, res)
+	}
+	cancelled := temporal.IsCanceledError(err) || ctx.Err() != nil
+	fctx := ctx
+	if cancelled {
+		fctx, _ = workflow.NewDisconnectedContext(ctx)
+	}
+	e = ending{msg: err.Error()}
+	if cancelled {
+		e.msg = "cancelled: " + err.Error()
+	}
+	if r.pending == nil && r.drive != nil {
+		r.log(fctx, "graft operation ends with an effect step running; running it to its end")
+		if de, derr := r.drive(fctx); derr == nil {
+			e = de
+		} else {
+			e.msg = derr.Error()
+		}
+	}
+	if r.pending != nil {
+		w := *r.pending
+		reason := "cancelled"
+		if !cancelled {
+			reason = "abandoned after a failure: " + err.Error()
+		}
+		r.log(fctx, "graft operation ends with a write pending; fencing it", "write", w.Describe(), "reason", reason)
+		v, ferr := r.fence(fctx, w, reason)
+		switch {
+		case ferr != nil:
+			e.msg = ferr.Error()
+		case v.State == activities.Landed:
+			e.out, e.msg, e.recorded = w.Landed, "the "+w.Describe()+" landed before the operation ended", v.Recorded
+			if e.out == "" {
+				e.out = outcome.Unpublished
+			}
+		default:
+			e.out, e.msg = outcome.Unpublished, "the "+w.Describe()+" is fenced and never lands ("+reason+")"
+			if r.onFenced != nil && w.Kind == activities.WriteRef {
+				if cerr := r.onFenced(fctx); cerr != nil {
+					e.msg += "; " + cerr.Error()
+				}
+			}
+		}
+	}
+	res.setEnd(e.out, e.msg)
+	r.finish(fctx, e)
+	if cancelled {
+		return err
+	}
+	if e.out != "" {
+		return endError(e.out, e.msg, res)
+	}
+	return err
+}
+
+// finish records the operation's end: in the ledger — the outcome, the witnesses the
+// request wrote, the release of its pins, in one transaction guarded by this run's
+// ownership — and in visibility. "" records the ledger's failed. It retries until the
+// ledger answers: an end is never left unrecorded.
+func (r *opRun) finish(ctx workflow.Context, e ending) {
+	var a *activities.Activities
+	r.status.Outcome, r.status.Pending = e.out, e.msg
+	r.setPhase(ctx, "done", string(e.out))
+	if !r.foreign {
+		var fin activities.FinishResult
+		if err := r.step(ctx, "finish: record outcome "+string(e.out), a.Finish, activities.FinishInput{
+			Owner: r.owner, Kind: r.kind, Outcome: e.out, Message: e.msg, Graph: r.graph, Branch: r.branch,
+			Native: e.native, Recorded: e.recorded,
+		}, &fin); err != nil {
+			r.log(ctx, "graft finish failed", "error", err.Error())
+		}
+	}
+	if e.out != "" {
+		_ = workflow.UpsertTypedSearchAttributes(ctx, searchattr.Outcome.ValueSet(string(e.out)))
+	}
+	r.log(ctx, "graft operation ended", "outcome", string(e.out), "detail", e.msg)
+}
+
+// endError is a workflow's error for its definitive outcome (docs/workflows.md): nil for
+// a success, so the workflow completes with its result; otherwise a non-retryable
+// ApplicationError whose type is the outcome, whose message is the result's, and whose
+// first detail is the whole result, so the workflow fails — red in the UI — and a client
+// still decodes the result.
+func endError(out outcome.Outcome, msg string, res result) error {
+	if out == "" || out.Success() {
+		return nil
+	}
+	if msg == "" {
+		msg = string(out)
+	}
+	return temporal.NewNonRetryableApplicationError(msg, string(out), nil, res)
+}
+
+// setDetails shows the phase, its subject and what is pending in the UI.
+func setDetails(ctx workflow.Context, phase, subject, pending string) {
+	details := "**" + phase + "**"
+	if subject != "" {
+		details += " · " + subject
+	}
+	if pending != "" {
+		details += " — " + pending
+	}
+	workflow.SetCurrentDetails(ctx, details)
+}

@@ -1,0 +1,490 @@
+package workflows_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/graftworks/graft/activities"
+	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/storage"
+	"github.com/graftworks/graft/storage/faults"
+	"github.com/graftworks/graft/workflows"
+)
+
+// The regressions of issue #9 (and the activities half of #15), each on the real stack:
+// Temporal dev server, versitygw behind storage/faults, Postgres. Every test ends with
+// the reconciler and the oracle (harness_test.go).
+
+// #9.1 A step after a storage effect has no total deadline: a ref put stalled past its
+// step's StartToClose leaves the create settling, and it ends created — never failed.
+func TestKernel_RefPutStalledPastItsStepTimeout_SettlesCreatedNeverFailed(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.startWorker()
+	const branch = "stalled"
+	r.names = append(r.names, branch)
+	r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: r.refPrefix(branch), Body: isLiveRef, Mode: faults.Delay, Delay: 40 * time.Second, Times: 1})
+	run := r.startOp(workflows.CreateBranchName, workflows.CreateBranchInput{Graph: r.graph, Branch: branch, OpID: randomName("stall-")})
+	var res workflows.CreateBranchResult
+	if err := endOf(r, run, &res); err != nil || res.Outcome != outcome.Created {
+		t.Fatalf("create with a 40 s stall: %+v, %v; want created", res, err)
+	}
+	if op := r.operation(res.OpID); op.Outcome != catalog.OutcomeCreated {
+		t.Fatalf("ledger %s/%s, want created", op.State, op.Outcome)
+	}
+	if live := r.liveNatives(branch); len(live) != 1 || live[0] != res.Native {
+		t.Fatalf("live refs %v, want %s", live, res.Native)
+	}
+}
+
+// #9.1 (the durable half) An after-effect step whose fast path keeps failing continues as
+// an ordinary activity, with no total deadline, until it is answered.
+func TestKernel_AfterEffectStepKeepsFailing_ContinuesAsOrdinaryActivityUntilAnswered(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.startWorker()
+	obj := r.upload("u", "durable")
+	// Every head read of main's tree fails for a while: the commit's plan and write steps
+	// return errors (not verdicts) until it passes.
+	r.store.Add(faults.Rule{Op: faults.OpList, KeyPrefix: format.TreeCommitsPrefix(r.graph, r.main.ID.Tree), Mode: faults.FailBeforeSend, Times: 6})
+	run := r.startOp(workflows.WriteTableName, workflows.WriteTableInput{Graph: r.graph, Branch: "main", Table: "u",
+		Objects: []workflows.TableObject{obj}, OpID: randomName("durable-")})
+	var res workflows.WriteTableResult
+	if err := endOf(r, run, &res); err != nil || res.Outcome != outcome.Done {
+		t.Fatalf("write: %+v, %v; want done", res, err)
+	}
+	r.report("main", res.Commit)
+	ordinary := 0
+	iter := r.tc.GetWorkflowHistory(r.ctx, run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED {
+			ordinary++
+		}
+	}
+	if ordinary == 0 {
+		t.Fatalf("no step continued as an ordinary activity although its fast path failed 6 times")
+	}
+}
+
+// #9.3 Every input is checked before the first ledger write: a message over the limit
+// ends invalid with nothing recorded, and the name stays free.
+func TestKernel_CreateWithInvalidMessage_InvalidBeforeAnyLedgerWrite(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.startWorker()
+	opID := randomName("long-")
+	run := r.startOp(workflows.CreateBranchName, workflows.CreateBranchInput{Graph: r.graph, Branch: "b", OpID: opID, Message: strings.Repeat("m", 5000)})
+	var res workflows.CreateBranchResult
+	if err := endOf(r, run, &res); err != nil || res.Outcome != outcome.Invalid {
+		t.Fatalf("create: %+v, %v; want invalid", res, err)
+	}
+	if incs := r.incarnations("b"); len(incs) != 0 {
+		t.Fatalf("witnesses %v written for an invalid create", incs)
+	}
+	if _, err := r.cat.OperationGet(r.ctx, catalog.OperationGetParams{ID: opID}); !errors.Is(err, catalog.ErrNotFound) {
+		t.Fatalf("operation row of an invalid create: %v, want none", err)
+	}
+	if _, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: "b"}); err != nil {
+		t.Fatalf("the name after the invalid create: %v", err)
+	}
+}
+
+// #9.3 An early outcome after the witness settles the request's own witness: the name can
+// be created again at once.
+func TestKernel_NotRetainedAfterWitness_WitnessSettledNameFree(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.startWorker()
+	r.names = append(r.names, "late")
+	// The probe of the source head (a branch head: witnessed in the same transaction as
+	// the pins) finds it gone.
+	remove := r.store.Add(faults.Rule{Op: faults.OpHead, KeyPrefix: format.CommitIDKey(r.graph, r.main.ID), Mode: faults.Refuse, Status: 404, Times: 1})
+	_, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: "late"})
+	if !errors.Is(err, outcome.ErrNotRetained) {
+		t.Fatalf("create: %v, want not_retained", err)
+	}
+	remove()
+	for _, inc := range r.incarnations("late") {
+		if !inc.State.Settled() {
+			t.Fatalf("witness %s left %s after not_retained", inc.Native, inc.State)
+		}
+	}
+	if _, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: "late"}); err != nil {
+		t.Fatalf("the name after not_retained: %v", err)
+	}
+}
+
+// #9.4 A second, different request with the same op id never touches the first's row: its
+// prepare keeps failing, its workflow ends, and the first create still settles created.
+func TestKernel_SameOpIDSecondRequestsPrepareKeepsFailing_FirstsRowUntouched(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.startWorker()
+	r.names = append(r.names, "first")
+	opID := randomName("shared-")
+	held := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: r.refPrefix("first"), Body: isLiveRef, Mode: faults.Hold})
+	first := r.startOp(workflows.CreateBranchName, workflows.CreateBranchInput{Graph: r.graph, Branch: "first", OpID: opID})
+	before := r.waitOp(opID, "the first create in doubt", inDoubt)
+	// The second request's source branch cannot be read: its prepare fails for its whole budget.
+	r.store.Add(faults.Rule{Op: faults.OpList, KeyPrefix: r.refPrefix("gone"), Mode: faults.FailBeforeSend})
+	second := r.startOp(workflows.CreateBranchName, workflows.CreateBranchInput{Graph: r.graph, Branch: "second", OpID: opID, Source: workflows.Source{Branch: "gone"}})
+	var res2 workflows.CreateBranchResult
+	if err := endOf(r, second, &res2); err == nil {
+		t.Fatalf("second request: %+v, want its workflow to fail", res2)
+	}
+	after := r.operation(opID)
+	if after.State != catalog.OperationInDoubt || after.OwnerRun != before.OwnerRun || after.OwnerRun != first.GetRunID() || len(r.pinsOf(opID)) == 0 {
+		t.Fatalf("first's row after the second request: %+v (pins %v), want it in doubt, owned by the first run, pins held", after, r.pinsOf(opID))
+	}
+	held()
+	for _, h := range r.store.Held() {
+		_, _ = h.Release(r.ctx)
+	}
+	var res1 workflows.CreateBranchResult
+	if err := endOf(r, first, &res1); err != nil || res1.Outcome != outcome.Created {
+		t.Fatalf("first create: %+v, %v; want created", res1, err)
+	}
+}
+
+// #9.5 A store that refuses every write: the create ends refused at once — a definitely
+// refused put cannot land and needs no fence — never a fence loop.
+func TestKernel_StoreRefusesEveryWrite_CreateRefusedWithoutAFenceLoop(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.startWorker()
+	r.names = append(r.names, "denied")
+	remove := r.store.Add(faults.Rule{Op: faults.OpPut, Mode: faults.Refuse, Status: 403})
+	ctx, cancel := context.WithTimeout(r.ctx, time.Minute)
+	defer cancel()
+	run := r.startOp(workflows.CreateBranchName, workflows.CreateBranchInput{Graph: r.graph, Branch: "denied", OpID: randomName("denied-")})
+	var res workflows.CreateBranchResult
+	if err := run.Get(ctx, nil); err == nil {
+		t.Fatalf("a create on a store refusing every write completed")
+	}
+	if err := endOf(r, run, &res); err != nil || res.Outcome != outcome.Refused {
+		t.Fatalf("create: %+v, %v; want refused", res, err)
+	}
+	if n := r.store.CountMatching(faults.Rule{Op: faults.OpPut}).Attempted; n > 4 {
+		t.Fatalf("%d puts attempted, want a bounded few (no fence loop)", n)
+	}
+	remove()
+	if _, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: "denied"}); err != nil {
+		t.Fatalf("the name once writes are allowed: %v", err)
+	}
+}
+
+// #9.5 A fence the store refuses parks the operation — in doubt, phase parked, visible —
+// with a durable backoff, not a hot loop; once allowed, the fence lands.
+func TestKernel_FenceRefused_ParkedVisibleThenFenced(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.startWorker()
+	r.names = append(r.names, "parked")
+	isFence := func(b []byte) bool {
+		ref, err := format.DecodeBranchRef(b)
+		return err == nil && ref.State == format.RefFence
+	}
+	holdRef := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: r.refPrefix("parked"), Body: isLiveRef, Mode: faults.Hold})
+	refuseFence := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: r.refPrefix("parked"), Body: isFence, Mode: faults.Refuse, Status: 403})
+	h, err := r.gc.StartCreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: "parked"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.WaitCreateBranch(r.ctx); !errors.Is(err, outcome.ErrInDoubt) {
+		t.Fatalf("create: %v, want in_doubt", err)
+	}
+	if err := r.gc.AbandonCreate(r.ctx, r.graph, "parked", "test"); err != nil {
+		t.Fatal(err)
+	}
+	var st workflows.CreateBranchStatus
+	r.waitFor("the create parked", time.Minute, func() bool {
+		var err error
+		st, err = r.gc.CreateBranchStatus(r.ctx, h.WorkflowID)
+		return err == nil && st.Phase == "parked"
+	})
+	op := r.operation(st.OpID)
+	if op.State != catalog.OperationInDoubt || op.Phase != "parked" || !strings.Contains(op.Waiting, "fence") || st.Outcome != outcome.InDoubt {
+		t.Fatalf("parked create: status %+v, ledger %s/%s %q; want in doubt and parked, visibly", st, op.State, op.Phase, op.Waiting)
+	}
+	fences := r.store.CountMatching(faults.Rule{Op: faults.OpPut, KeyPrefix: r.refPrefix("parked"), Body: isFence}).Attempted
+	time.Sleep(5 * time.Second)
+	if n := r.store.CountMatching(faults.Rule{Op: faults.OpPut, KeyPrefix: r.refPrefix("parked"), Body: isFence}).Attempted - fences; n > 3 {
+		t.Fatalf("%d fence puts in 5 s while parked: a hot loop", n)
+	}
+	refuseFence()
+	res, err := h.WaitFinal(r.ctx)
+	if !errors.Is(err, outcome.ErrUnpublished) || res.Outcome != outcome.Unpublished {
+		t.Fatalf("after the fence was allowed: %+v, %v; want unpublished", res, err)
+	}
+	recordHistory(t, r, h.WorkflowID, h.RunID, "createbranch_parked_then_fenced")
+	holdRef()
+	for _, hp := range r.store.Held() {
+		if _, err := hp.Release(r.ctx); !errors.Is(err, storage.ErrPreconditionFailed) {
+			t.Fatalf("held ref put after the fence: %v, want precondition failed", err)
+		}
+	}
+}
+
+// #9.6 A cancelled operation records its end: a branch delete cancelled while its
+// compare-and-swap is in doubt completes the swap (a retire is fenced by completing it),
+// records deleted, and the name can be created again.
+func TestKernel_DeleteCancelledWithItsSwapInDoubt_RecordsDeletedNameFree(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.startWorker()
+	r.names = append(r.names, "doomed")
+	created, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: "doomed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	isRetired := func(b []byte) bool {
+		ref, err := format.DecodeBranchRef(b)
+		return err == nil && ref.State == format.RefRetired
+	}
+	hold := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: r.refPrefix("doomed"), Body: isRetired, Mode: faults.Hold})
+	opID := randomName("delete-")
+	run := r.startOp(workflows.DeleteBranchName, workflows.DeleteBranchInput{Graph: r.graph, Branch: "doomed", OpID: opID})
+	r.waitOp(opID, "the delete in doubt", inDoubt)
+	if err := r.tc.CancelWorkflow(r.ctx, run.GetID(), run.GetRunID()); err != nil {
+		t.Fatal(err)
+	}
+	hold()
+	held := r.store.Held()
+	if _, err := held[0].Release(r.ctx); err != nil {
+		t.Fatalf("release the first held swap: %v", err)
+	}
+	for _, hp := range held[1:] {
+		_, _ = hp.Release(r.ctx)
+	}
+	if err := run.Get(r.ctx, nil); err == nil {
+		t.Fatalf("a cancelled delete completed")
+	}
+	op := r.waitOp(opID, "the cancelled delete recorded", done)
+	if op.Outcome != catalog.OutcomeDeleted || len(r.pinsOf(opID)) != 0 {
+		t.Fatalf("cancelled delete recorded %s (pins %v), want deleted", op.Outcome, r.pinsOf(opID))
+	}
+	recordHistory(t, r, run.GetID(), run.GetRunID(), "deletebranch_cancelled_swap_completed")
+	if inc := r.incarnation(created.Native); inc.State != catalog.IncarnationRetired {
+		t.Fatalf("witness %s after the delete, want retired", inc.State)
+	}
+	if _, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: "doomed"}); err != nil {
+		t.Fatalf("the name after the delete: %v", err)
+	}
+}
+
+// #9.7 A terminated workflow leaves nothing behind once the reconciler ran: an in-doubt
+// create is fenced and reclaimed, its witness and pins settled; the late put fails.
+func TestKernel_CreateTerminatedInDoubt_ReconcilerFencesReclaimsAndFinishes(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.startWorker()
+	r.names = append(r.names, "orphan")
+	hold := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: r.refPrefix("orphan"), Body: isLiveRef, Mode: faults.Hold})
+	opID := randomName("orphan-")
+	run := r.startOp(workflows.CreateBranchName, workflows.CreateBranchInput{Graph: r.graph, Branch: "orphan", OpID: opID})
+	r.waitOp(opID, "the create in doubt", inDoubt)
+	r.terminate(run)
+	res := r.reconcile()
+	if len(res.Settled) != 1 || res.Settled[0].OpID != opID || res.Settled[0].Outcome != outcome.Unpublished {
+		t.Fatalf("reconcile %+v, want %s settled unpublished", res, opID)
+	}
+	recordHistory(t, r, r.lastReconcile, "", "reconcile_settled_terminated_create")
+	op := r.operation(opID)
+	if op.State != catalog.OperationDone || op.Outcome != catalog.OutcomeUnpublished || len(r.pinsOf(opID)) != 0 {
+		t.Fatalf("ledger %s/%s, pins %v; want done/unpublished, no pins", op.State, op.Outcome, r.pinsOf(opID))
+	}
+	for _, inc := range r.incarnations("orphan") {
+		if inc.State != catalog.IncarnationUnpublished || len(r.treeCommits(inc.Native)) != 0 {
+			t.Fatalf("witness %s %s (tree %v), want unpublished and reclaimed", inc.Native, inc.State, r.treeCommits(inc.Native))
+		}
+		if ref := r.refs("orphan")[inc.Native]; ref.State != format.RefFence {
+			t.Fatalf("ref key of %s holds %+v, want a fence", inc.Native, ref)
+		}
+	}
+	hold()
+	for _, hp := range r.store.Held() {
+		if _, err := hp.Release(r.ctx); !errors.Is(err, storage.ErrPreconditionFailed) {
+			t.Fatalf("late ref put after the reconciler's fence: %v, want precondition failed", err)
+		}
+	}
+}
+
+// #9.7 Settling is bounded for every write kind, and an operator can abandon any of them:
+// an in-doubt table write abandoned by signal is fenced (a commit that changes no pin takes
+// its seq) and ends unpublished; its pins are released.
+func TestKernel_WriteInDoubt_OperatorAbandons_CommitFencedUnpublished(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.startWorker()
+	obj := r.upload("u", "abandon me")
+	planned := format.CommitIDKey(r.graph, format.CommitID{Tree: r.main.ID.Tree, Seq: r.main.ID.Seq + 1})
+	hold := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: planned, Mode: faults.FailBeforeSend, Times: 0,
+		Body: func(b []byte) bool { return !bytes.Contains(b, []byte("fence:")) }})
+	opID := randomName("abandon-")
+	run := r.startOp(workflows.WriteTableName, workflows.WriteTableInput{Graph: r.graph, Branch: "main", Table: "u", Objects: []workflows.TableObject{obj}, OpID: opID})
+	r.waitOp(opID, "the write in doubt", inDoubt)
+	if err := r.tc.SignalWorkflow(r.ctx, run.GetID(), run.GetRunID(), workflows.AbandonSignalName, workflows.AbandonRequest{Reason: "operator"}); err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.WriteTableResult
+	if err := endOf(r, run, &res); err != nil || res.Outcome != outcome.Unpublished || res.Commit != "" {
+		t.Fatalf("abandoned write: %+v, %v; want unpublished", res, err)
+	}
+	recordHistory(t, r, run.GetID(), run.GetRunID(), "writetable_abandoned_fenced")
+	hold()
+	head := r.headOfTree(r.main.ID.Tree)
+	if head.ID.Seq != r.main.ID.Seq+1 || head.Pins["u"] == head.Pins["t"] || len(head.Pins) != len(r.main.Pins) || !strings.HasPrefix(head.Message, "fence:") {
+		t.Fatalf("head %+v, want a fence commit at the write's seq that changes no pin", head)
+	}
+	if op := r.operation(opID); op.Outcome != catalog.OutcomeUnpublished || len(r.pinsOf(opID)) != 0 {
+		t.Fatalf("ledger %s, pins %v; want unpublished and no pins", op.Outcome, r.pinsOf(opID))
+	}
+}
+
+// #9.8 An effect re-executed after a worker crash recognises its own earlier effect: a
+// restore's plan, run again after its commit landed and a write appended on top, finds
+// its own commit and never appends the restore's pins again.
+func TestKernel_RestorePlanRerunAfterItsCommitLanded_RecognisesItNeverReapplies(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	acts := r.acts()
+	target := r.main
+	r.commitAt("t", "v2", time.Now())
+	owner := activities.Owner{OpID: randomName("restore-"), Run: "run-1"}
+	prep, err := acts.PrepareRestore(r.ctx, activities.PrepareRestoreInput{OpID: owner.OpID, Graph: r.graph, Branch: "main",
+		ToCommit: target.ID.String(), NoBackup: true, WorkflowID: "wf-" + owner.OpID, RunID: owner.Run})
+	if err != nil || prep.Outcome != "" {
+		t.Fatalf("prepare: %+v, %v", prep, err)
+	}
+	plan := func() activities.PlanRestoreResult {
+		p, err := acts.PlanRestore(r.ctx, activities.PlanRestoreInput{Owner: owner, Graph: r.graph, Branch: "main", Target: prep.Target, NoBackup: true, Time: prep.Time})
+		if err != nil || p.Outcome != "" {
+			t.Fatalf("plan: %+v, %v", p, err)
+		}
+		return p
+	}
+	first := plan()
+	if v, err := acts.Write(r.ctx, activities.WriteInput{Owner: owner, Spec: first.Spec}); err != nil || v.State != activities.Landed {
+		t.Fatalf("restore commit: %+v, %v", v, err)
+	}
+	// The worker dies before its workflow task completes; a write appends on top.
+	r.main = r.headOfTree(r.main.ID.Tree)
+	after := r.commitAt("t", "v3", time.Now())
+	// The replay runs the plan again.
+	again := plan()
+	if !again.Committed || again.Commit != first.Commit {
+		t.Fatalf("re-run plan %+v, want it to find its own commit %s", again, first.Commit)
+	}
+	if head := r.headOfTree(r.main.ID.Tree); head.ID != after.ID {
+		t.Fatalf("head %s, want %s: nothing appended again", head.ID, after.ID)
+	}
+	if _, err := acts.Finish(r.ctx, activities.FinishInput{Owner: owner, Kind: catalog.OpRestore, Outcome: outcome.Done}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// #9.9 A restore's backup tag never names a deleted commit: the head it read is probed
+// after its pin; found reclaimed, the restore plans again on the new head.
+func TestKernel_RestoreHeadGoneAfterItsPin_ReplansNeverTagsAMissingCommit(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.startWorker()
+	target := r.main
+	r.commitAt("t", "v2", time.Now())
+	headKey := format.CommitIDKey(r.graph, r.main.ID)
+	// The probe after the pin finds the head reclaimed (as a cleanup that finished before
+	// the pin would have left it), once.
+	r.store.Add(faults.Rule{Op: faults.OpHead, KeyPrefix: headKey, Mode: faults.Refuse, Status: 404, Times: 1})
+	res, err := r.gc.Restore(r.ctx, client.RestoreRequest{Graph: r.graph, Branch: "main", ToCommit: target.ID.String()})
+	if err != nil || res.Outcome != outcome.Done {
+		t.Fatalf("restore: %+v, %v", res, err)
+	}
+	if res.HeadRetries != 1 {
+		t.Fatalf("head retries %d, want 1: the probe after the pin must send the restore back to plan", res.HeadRetries)
+	}
+	r.report("main", res.Commit)
+}
+
+// #15 The sequence: a write whose expected head is stale lands in no gap cleanup left:
+// PlanCommit compares the expected head with the real head — conflict, no refilled key,
+// nothing lost.
+func TestKernel_StaleExpectedHeadAfterCleanupGap_ConflictNoRefill(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.startWorker()
+	at := time.Now().Add(-time.Hour)
+	var chain []format.Commit
+	chain = append(chain, r.main) // seq 1
+	for i := 0; i < 7; i++ {
+		chain = append(chain, r.commitAt("t", "v"+string(rune('a'+i)), at.Add(time.Duration(i)*time.Second)))
+	}
+	// chain[i] is at seq i+1; a live branch forks from seq 2.
+	fork := chain[1]
+	r.handBranch("side", fork, at, true)
+	r.cleanup(client.CleanupRequest{KeepNewest: 2, Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()})
+	gap := format.CommitIDKey(r.graph, format.CommitID{Tree: fork.ID.Tree, Seq: fork.ID.Seq + 1})
+	if r.exists(gap) {
+		t.Fatalf("the test needs cleanup to have emptied %s", gap)
+	}
+	head := r.headOfTree(r.main.ID.Tree)
+	res, err := r.gc.WriteTable(r.ctx, r.inner, client.WriteTableRequest{Graph: r.graph, Branch: "main", Table: "u",
+		Files: writeFiles(t, "late"), ExpectedHead: fork.ID.String()})
+	if !errors.Is(err, outcome.ErrConflict) {
+		t.Fatalf("write with stale expected head %s: %+v, %v; want conflict", fork.ID, res, err)
+	}
+	if r.exists(gap) {
+		t.Fatalf("%s was refilled", gap)
+	}
+	if now := r.headOfTree(r.main.ID.Tree); now.ID != head.ID {
+		t.Fatalf("head moved to %s, want %s", now.ID, head.ID)
+	}
+}
+
+// #15 The settle variant: an in-doubt commit put whose seq another writer took and
+// cleanup then emptied is never re-issued into the gap: the re-issue sees the real head
+// past it, and the write plans again on top of the head.
+func TestKernel_InDoubtCommitBehindMovedHead_NeverReissuedIntoTheGap(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.startWorker()
+	obj := r.upload("u", "settle")
+	planned := format.CommitID{Tree: r.main.ID.Tree, Seq: r.main.ID.Seq + 1}
+	lose := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: format.CommitIDKey(r.graph, planned), Mode: faults.FailBeforeSend})
+	opID := randomName("settle-")
+	run := r.startOp(workflows.WriteTableName, workflows.WriteTableInput{Graph: r.graph, Branch: "main", Table: "u", Objects: []workflows.TableObject{obj}, OpID: opID})
+	r.waitOp(opID, "the write in doubt", inDoubt)
+	// Another writer takes the seq and the next; cleanup reclaims the contested seq.
+	past := time.Now().Add(-time.Hour)
+	r.commitAt("t", "other-1", past)
+	r.commitAt("t", "other-2", past.Add(time.Second))
+	r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()})
+	if r.exists(format.CommitIDKey(r.graph, planned)) {
+		t.Fatalf("the test needs cleanup to have emptied %s", planned)
+	}
+	lose() // from now on a put at the contested seq would land in the gap
+	var res workflows.WriteTableResult
+	if err := endOf(r, run, &res); err != nil || res.Outcome != outcome.Done {
+		t.Fatalf("write: %+v, %v; want done on top of the real head", res, err)
+	}
+	recordHistory(t, r, run.GetID(), run.GetRunID(), "writetable_in_doubt_stale_replanned")
+	if r.exists(format.CommitIDKey(r.graph, planned)) {
+		t.Fatalf("the in-doubt commit was re-issued into the gap at %s", planned)
+	}
+	if res.Commit == planned.String() || res.HeadRetries != 1 {
+		t.Fatalf("result %+v, want a re-plan on the moved head", res)
+	}
+	r.report("main", res.Commit)
+}

@@ -1,0 +1,88 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/graftworks/graft/activities"
+	"github.com/graftworks/graft/client/outcome"
+)
+
+// Registered name of the reconciler, and the id of the schedule that runs it. Stable.
+const (
+	ReconcileName = "graft.Reconcile"
+	// ReconcileScheduleID is the schedule the worker's set-up creates by default
+	// (worker.EnsureSchedules).
+	ReconcileScheduleID = "graft-reconcile"
+	// ReconcileWorkflowID is the workflow id of an on-demand pass (`graft op
+	// reconcile`); scheduled passes get the schedule's ids.
+	ReconcileWorkflowID = "graft/reconcile"
+)
+
+// DefaultReconcileInterval is how often the scheduled reconciler runs.
+const DefaultReconcileInterval = 5 * time.Minute
+
+// ReconcileInput is the input of graft.Reconcile. Every field is optional.
+type ReconcileInput struct {
+	// Graph restricts the pass to one graph. Defaults to "" (every graph).
+	Graph string `json:"graph,omitempty"`
+	// OpID restricts the pass to one operation. Defaults to "" (every one).
+	OpID string `json:"op_id,omitempty"`
+	// Limit bounds the unfinished operations examined. Defaults to 100.
+	Limit int `json:"limit,omitempty"`
+}
+
+// ReconciledOp is one operation a reconcile pass finished or parked.
+type ReconciledOp struct {
+	OpID    string          `json:"op_id"`
+	Kind    string          `json:"kind"`
+	Outcome outcome.Outcome `json:"outcome,omitempty"`
+	// Parked: its pending write could not be fenced yet (the store refused or did not
+	// answer); the operation stays in doubt and the next pass tries again.
+	Parked  bool   `json:"parked,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// ReconcileResult is the result of graft.Reconcile.
+type ReconcileResult struct {
+	// Examined counts the unfinished operations looked at; Open those whose workflow
+	// is still running (left alone).
+	Examined int `json:"examined"`
+	Open     int `json:"open"`
+	// Settled lists the operations this pass finished or parked; never null.
+	Settled []ReconciledOp `json:"settled"`
+}
+
+// reconcileOptions: the pass is an ordinary activity with no total deadline — it may
+// fence writes, which follows storage effects — retried until it answers.
+var reconcileOptions = workflow.ActivityOptions{
+	StartToCloseTimeout: 10 * time.Minute,
+	RetryPolicy:         untilAnswered,
+}
+
+// Reconcile settles operations whose workflow closed without recording their end —
+// terminated, timed out, reset away or lost — as their own workflow would have
+// (activities.Reconcile): fence then reclaim for a create, read back (by fencing) and
+// finish for a commit, tag or retire; pins released only once the end is definitive. An
+// operation whose fence the store refuses stays parked, in doubt, for the next pass.
+func Reconcile(ctx workflow.Context, in ReconcileInput) (ReconcileResult, error) {
+	var a *activities.Activities
+	info := workflow.GetInfo(ctx)
+	setDetails(ctx, "reconcile", in.Graph, "looking for operations whose workflow closed")
+	o := reconcileOptions
+	o.Summary = "reconcile: settle operations whose workflow closed"
+	var pass activities.ReconcileResult
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), a.Reconcile, activities.ReconcileInput{
+		Run: info.WorkflowExecution.RunID, Graph: in.Graph, OpID: in.OpID, Limit: in.Limit}).Get(ctx, &pass)
+	res := ReconcileResult{Examined: pass.Examined, Open: pass.Open, Settled: make([]ReconciledOp, len(pass.Settled))}
+	for i, op := range pass.Settled {
+		res.Settled[i] = ReconciledOp{OpID: op.OpID, Kind: op.Kind, Outcome: op.Outcome, Parked: op.Parked, Message: op.Message}
+	}
+	if err != nil {
+		return res, err
+	}
+	setDetails(ctx, "done", in.Graph, fmt.Sprintf("%d examined, %d settled or parked, %d still running", res.Examined, len(res.Settled), res.Open))
+	return res, nil
+}
