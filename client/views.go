@@ -42,6 +42,11 @@ type OperationDetail struct {
 	// Workflow is the workflow's status when it could be described
 	// (running, completed, failed, terminated, …).
 	Workflow string `json:"workflow,omitempty"`
+	// PendingWrite names the write the operation issued whose outcome the
+	// ledger has not recorded yet ("ref feature/x.01J…", "commit …"), and
+	// SettleAttempts how often it was re-issued.
+	PendingWrite   string `json:"pending_write,omitempty"`
+	SettleAttempts int    `json:"settle_attempts,omitempty"`
 	// Extra holds ledger columns this client does not know, by name.
 	Extra map[string]json.RawMessage `json:"extra,omitempty"`
 }
@@ -98,25 +103,19 @@ func (o *Ops) Detail(ctx context.Context, id string) (OperationDetail, error) {
 	return o.detail(ctx, v), nil
 }
 
-// ledgerWaitsFor names the extra columns a later migration may add that say
-// what an operation waits for, most specific first.
-var ledgerWaitsFor = []string{"waits_for", "waiting_for", "pending", "parked_reason", "reason"}
-
 // detail fills what the ledger row says, then what the running workflow says.
 func (o *Ops) detail(ctx context.Context, v catalog.OperationView) OperationDetail {
 	now := time.Now()
 	d := OperationDetail{
 		Operation: operationOf(v.Operation), Native: v.Native, WitnessState: string(v.WitnessState), Extra: v.Extra,
 		Age: now.Sub(v.CreatedAt).Round(time.Second), InStateFor: now.Sub(v.UpdatedAt).Round(time.Second),
+		SettleAttempts: v.SettleAttempts, PendingWrite: pendingWrite(v.Pending),
 	}
-	if s := extraString(v.Extra, "phase"); s != "" {
-		d.Phase, d.From = s, "ledger"
+	if v.Phase != "" {
+		d.Phase, d.From = v.Phase, "ledger"
 	}
-	for _, k := range ledgerWaitsFor {
-		if s := extraString(v.Extra, k); s != "" {
-			d.WaitsFor, d.From = s, "ledger"
-			break
-		}
+	if v.Waiting != "" {
+		d.WaitsFor, d.From = v.Waiting, "ledger"
 	}
 	if d.State == OperationDone {
 		return d
@@ -199,17 +198,15 @@ func (c *Client) describeInto(ctx context.Context, d *OperationDetail) {
 	}
 }
 
-func extraString(extra map[string]json.RawMessage, key string) string {
-	raw, ok := extra[key]
-	if !ok {
+// pendingWrite names a ledger row's pending write by its kind and subject;
+// "" when there is none or it cannot be read.
+func pendingWrite(raw json.RawMessage) string {
+	var w struct {
+		Kind    string `json:"kind"`
+		Subject string `json:"subject"`
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &w) != nil || w.Kind == "" {
 		return ""
 	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	if string(raw) == "null" {
-		return ""
-	}
-	return string(raw)
+	return strings.TrimSpace(w.Kind + " " + w.Subject)
 }

@@ -14,11 +14,12 @@ import (
 // migrations add — without depending on them: what a view does not know it
 // returns as Extra.
 
-// knownOperationColumns are the operations columns of the first migration;
-// anything else a row carries is returned in Extra.
+// knownOperationColumns are the operations columns Operation holds; anything
+// else a row carries (a column a later migration adds) is returned in Extra.
 var knownOperationColumns = []string{
 	"id", "kind", "graph", "inputs", "state", "outcome", "error", "workflow_id", "run_id",
 	"created_at", "updated_at", "finished_at",
+	"fingerprint", "owner_run", "phase", "waiting", "pending", "settle_attempts",
 }
 
 // extraRow scans the view's own columns after an operation's.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -120,9 +121,15 @@ func TestBranchCreate_RefPutNeverAnswers_ExitsInDoubtWithNextSteps_AbandonSettle
 	}
 	r = p.run(t, "op", "show", rep.OpID)
 	wantCode(t, r, 0)
-	for _, want := range []string{"state      in_doubt for", "native     " + op.Native + " (in_doubt)", "waits for"} {
-		if !strings.Contains(r.stdout, want) {
+	for _, want := range []string{`state\s+in_doubt for`, `native\s+` + regexp.QuoteMeta(op.Native) + ` \(in_doubt\)`, `waits for\s+\S`,
+		`pending write\s+ref ` + regexp.QuoteMeta(op.Native)} {
+		if !regexp.MustCompile(want).MatchString(r.stdout) {
 			t.Fatalf("op show text lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	for _, raw := range []string{"fingerprint", "owner run", "eyJ"} {
+		if strings.Contains(r.stdout, raw) {
+			t.Fatalf("op show text shows the raw ledger column %q:\n%s", raw, r.stdout)
 		}
 	}
 	r = p.run(t, "op", "list", "--stuck", "-o", "json")

@@ -42,16 +42,18 @@ type opView struct {
 	FinishedAt *time.Time      `json:"finished_at,omitempty"`
 
 	// What an unfinished operation is doing (op show, op list --stuck).
-	Stuck        string                     `json:"stuck,omitempty"`
-	Age          string                     `json:"age,omitempty"`
-	InStateFor   string                     `json:"in_state_for,omitempty"`
-	Phase        string                     `json:"phase,omitempty"`
-	Native       string                     `json:"native,omitempty"`
-	WitnessState string                     `json:"witness_state,omitempty"`
-	WaitsFor     string                     `json:"waits_for,omitempty"`
-	From         string                     `json:"from,omitempty"`
-	Workflow     string                     `json:"workflow,omitempty"`
-	Extra        map[string]json.RawMessage `json:"extra,omitempty"`
+	Stuck          string                     `json:"stuck,omitempty"`
+	Age            string                     `json:"age,omitempty"`
+	InStateFor     string                     `json:"in_state_for,omitempty"`
+	Phase          string                     `json:"phase,omitempty"`
+	Native         string                     `json:"native,omitempty"`
+	WitnessState   string                     `json:"witness_state,omitempty"`
+	WaitsFor       string                     `json:"waits_for,omitempty"`
+	From           string                     `json:"from,omitempty"`
+	Workflow       string                     `json:"workflow,omitempty"`
+	PendingWrite   string                     `json:"pending_write,omitempty"`
+	SettleAttempts int                        `json:"settle_attempts,omitempty"`
+	Extra          map[string]json.RawMessage `json:"extra,omitempty"`
 }
 
 func viewOp(op client.Operation) opView {
@@ -74,6 +76,7 @@ func viewDetail(d client.OperationDetail) opView {
 	v.Stuck, v.Phase, v.Native, v.WitnessState, v.WaitsFor, v.From, v.Workflow, v.Extra =
 		d.Stuck, d.Phase, d.Native, d.WitnessState, d.WaitsFor, d.From, d.Workflow, d.Extra
 	v.Age, v.InStateFor = d.Age.String(), d.InStateFor.String()
+	v.PendingWrite, v.SettleAttempts = d.PendingWrite, d.SettleAttempts
 	return v
 }
 
@@ -367,6 +370,9 @@ func printOp(w io.Writer, v opView, note string) error {
 	fmt.Fprintf(tw, "created\t%s\n", v.CreatedAt.UTC().Format(time.RFC3339))
 	if v.FinishedAt != nil {
 		fmt.Fprintf(tw, "finished\t%s\n", v.FinishedAt.UTC().Format(time.RFC3339))
+	}
+	if v.PendingWrite != "" {
+		fmt.Fprintf(tw, "pending write\t%s (re-issued %d times)\n", v.PendingWrite, v.SettleAttempts)
 	}
 	if len(v.Inputs) > 0 {
 		fmt.Fprintf(tw, "inputs\t%s\n", v.Inputs)
