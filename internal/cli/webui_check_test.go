@@ -92,7 +92,9 @@ func TestWebUI_ConflictingCreate_IsVisiblyDistinctFromACreatedOne(t *testing.T) 
 	status := regexp.MustCompile(`\b(Completed|Failed|Running|Terminated|Canceled|Timed Out)\b`)
 	for _, row := range strings.Split(dom, "<tr") {
 		for _, r := range runs {
-			if strings.Contains(row, r) || strings.Contains(row, r[:8]) {
+			// The full run id: Temporal's run ids are time-ordered, so two runs
+			// started a moment apart share their first characters.
+			if strings.Contains(row, r) {
 				if m := status.FindString(stripTags(row)); m != "" {
 					statuses[r] = m
 				}
