@@ -308,7 +308,7 @@ func Cleanup(ctx workflow.Context, in CleanupInput) (CleanupResult, error) {
 		Policy: CleanupPolicy{KeepNewest: in.KeepNewest, KeepNewerThan: in.KeepNewerThan, GuardWindow: guard}}
 	if msg := validateCleanup(in, mode, guard); msg != "" {
 		r.res.Outcome, r.res.Message = outcome.Invalid, msg
-		return r.res, nil
+		return r.res, outcomeError(r.res.Outcome, msg, r.res)
 	}
 	r.res.RunID = in.RunID
 	if r.res.RunID == "" {
@@ -353,7 +353,7 @@ func Cleanup(ctx workflow.Context, in CleanupInput) (CleanupResult, error) {
 		r.res.Outcome, r.res.Message, r.res.ActiveRunID = begin.Outcome, begin.Message, begin.ActiveRunID
 		r.setPhase(ctx, "done", string(begin.Outcome))
 		_ = workflow.UpsertTypedSearchAttributes(ctx, searchattr.Outcome.ValueSet(string(begin.Outcome)))
-		return r.res, nil
+		return r.res, outcomeError(begin.Outcome, begin.Message, r.res)
 	}
 
 	if err := r.mark(ctx); err != nil {

@@ -457,6 +457,12 @@ func (r *opRun) finish(ctx workflow.Context, e ending) {
 // first detail is the whole result, so the workflow fails — red in the UI — and a client
 // still decodes the result.
 func endError(out outcome.Outcome, msg string, res result) error {
+	return outcomeError(out, msg, res)
+}
+
+// outcomeError is endError for any result value: cleanup, which owns its ledger row
+// outside the kernel, ends the same way.
+func outcomeError(out outcome.Outcome, msg string, res any) error {
 	if out == "" || out.Success() {
 		return nil
 	}
