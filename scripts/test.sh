@@ -55,6 +55,12 @@ if [ "$example_rc" -ne 0 ]; then test_rc=1; fi
 # The Web UI check needs a real browser: Debian's chromium. Where it is not
 # installed the check is reported as not run, never as passed.
 step "Web UI check (headless chromium)"
+# Debian's chromium package is the browser; install it where we may (root, apt).
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+	echo "installing Debian's chromium for the Web UI check"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >.cache/chromium-install.log 2>&1 ||
+		{ echo "apt-get install chromium failed (log: .cache/chromium-install.log)"; tail -3 .cache/chromium-install.log; }
+fi
 if command -v chromium >/dev/null 2>&1; then
 	set +e
 	go test -count=1 -tags webui -run TestWebUI -v ./internal/cli 2>&1 | tee -a "$log"

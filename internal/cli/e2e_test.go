@@ -287,6 +287,41 @@ func TestGraftBinary_EndToEnd_OnTheDevStack(t *testing.T) {
 			t.Fatalf("report %+v", rep)
 		}
 	})
+	t.Run("the worker scheduled the reconciler and op reconcile runs a pass now", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		tc, err := sdkclient.DialContext(ctx, sdkclient.Options{HostPort: d.info.TemporalAddress, Namespace: d.info.Namespace})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tc.Close()
+		desc, err := tc.ScheduleClient().GetHandle(ctx, workflows.ReconcileScheduleID).Describe(ctx)
+		if err != nil {
+			t.Fatalf("describe schedule %s: %v", workflows.ReconcileScheduleID, err)
+		}
+		act, ok := desc.Schedule.Action.(*sdkclient.ScheduleWorkflowAction)
+		if !ok || act.Workflow != workflows.ReconcileName {
+			t.Fatalf("schedule %s runs %+v, want %s", workflows.ReconcileScheduleID, desc.Schedule.Action, workflows.ReconcileName)
+		}
+		r := run("op", "reconcile", "-o", "json")
+		wantCode(t, r, 0)
+		var res struct {
+			Examined int   `json:"examined"`
+			Open     int   `json:"open"`
+			Settled  []any `json:"settled"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+			t.Fatalf("op reconcile -o json: %v\n%s", err, r)
+		}
+		if len(res.Settled) != 0 { // every operation of this test ended through its own workflow
+			t.Fatalf("op reconcile settled %+v, want nothing to settle", res)
+		}
+		r = run("op", "reconcile")
+		wantCode(t, r, 0)
+		if !strings.Contains(r.stdout, "reconciled: 0 unfinished operation(s) examined") {
+			t.Fatalf("op reconcile said:\n%s", r)
+		}
+	})
 	t.Run("a graph from another operation is a conflict (5)", func(t *testing.T) {
 		wantText(t, run("graph", "init", g, "--idempotency-key", ulid.Make().String()), 5, "conflict", "graft branch list "+g)
 	})

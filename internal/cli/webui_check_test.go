@@ -3,10 +3,11 @@
 package cli
 
 // The Web UI check runs in a real browser: Debian's chromium, headless. It is
-// its own tier — scripts/webui-check.sh runs it (`go test -tags webui`) —
-// because it needs chromium installed and, until the workflows fail a
-// non-success outcome (docs/workflows.md, contract 2), it fails by design:
-// both runs then read "Completed".
+// its own tier (`go test -tags webui`, or scripts/webui-check.sh) because it
+// needs chromium; the README's test command runs it, installing Debian's
+// chromium where it may. It proves contract 2 of docs/workflows.md where an
+// operator sees it: a conflicting create reads "Failed", a created one
+// "Completed".
 
 import (
 	"context"
