@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -259,7 +260,7 @@ func (r *opRun) settle(ctx workflow.Context, w activities.WriteSpec, v activitie
 		backoff = min(2*backoff, SettleBackoffMax)
 		if reason, ok := r.abandonRequested(); ok {
 			r.log(ctx, "graft settle: abandoned by operator; fencing", "write", what, "reason", reason)
-			return r.fence(ctx, w, "abandoned by operator: "+reason)
+			return r.fence(ctx, w, abandonedMessage(reason))
 		}
 		if attempt > MaxSettleAttempts {
 			r.log(ctx, "graft settle: re-issues exhausted; fencing", "write", what, "reissues", MaxSettleAttempts)
@@ -449,6 +450,15 @@ func (r *opRun) finish(ctx workflow.Context, e ending) {
 		_ = workflow.UpsertTypedSearchAttributes(ctx, searchattr.Outcome.ValueSet(string(e.out)))
 	}
 	r.log(ctx, "graft operation ended", "outcome", string(e.out), "detail", e.msg)
+}
+
+// abandonedMessage is the end message of an operation an operator abandoned, with the
+// reason the operator gave, if any.
+func abandonedMessage(reason string) string {
+	if reason = strings.TrimSpace(reason); reason == "" {
+		return "abandoned by an operator"
+	}
+	return "abandoned by an operator: " + reason
 }
 
 // endError is a workflow's error for its definitive outcome (docs/workflows.md): nil for
