@@ -435,3 +435,31 @@ func TestOracle_NameLiveInTheLedgerButNotInStorage_IsNameReusable(t *testing.T) 
 		t.Fatalf("detail %q does not name feature through %s", d, f.native)
 	}
 }
+
+func TestOracle_LiveTagNamingADeletedCommit_IsRootCommit(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	// A deleted branch whose fork commit a tag keeps: the tag is its only retention root.
+	fork, native := f.branch("old", "create-old")
+	body, err := graph.TagBytes(graph.TagParams{Graph: f.graph, Name: "keep", Commit: fork.ID.String(), Op: "tag-2",
+		Time: time.Now().UTC().Truncate(time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := graph.PutTag(f.ctx, f.store, f.graph, body); err != nil {
+		t.Fatal(err)
+	}
+	b, err := graph.ResolveBranch(f.ctx, f.store, f.graph, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := graph.RetireRef(f.ctx, f.store, f.graph, native, b.ETag, "delete-old"); err != nil {
+		t.Fatal(err)
+	}
+	f.expect(f.config())
+	f.delete(format.CommitIDKey(f.graph, fork.ID))
+	vs := f.expect(f.config(), "root-commit")
+	if d := detailOf(vs, "root-commit"); !strings.Contains(d, "tag keep") || !strings.Contains(d, fork.ID.String()) {
+		t.Fatalf("detail %q does not name tag keep and %s", d, fork.ID)
+	}
+}
