@@ -236,3 +236,25 @@ func TestKernelLogs_RefPutInDoubtAbandoned_LogsSettleAndFenceWithOpID(t *testing
 		}
 	}
 }
+
+// Every fork-commit put of a create unanswered: the worker logs the clone's ambiguous
+// answer — a storage fault path outside the kernel's write — and the fence decision that
+// settles the incarnation unpublished, each with the op id.
+func TestKernelLogs_ClonePutsUnanswered_LogsAmbiguousCloneAndFenceWithOpID(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	sink := r.startLoggingWorker()
+	const branch = "lost-clone"
+	r.names = append(r.names, branch)
+	r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: r.graph + "/trees/", Mode: faults.FailBeforeSend})
+	opID := randomName("clone-")
+	run := r.startOp(workflows.CreateBranchName, workflows.CreateBranchInput{Graph: r.graph, Branch: branch, OpID: opID})
+	var res workflows.CreateBranchResult
+	if err := endOf(r, run, &res); err != nil || res.Outcome != outcome.Unpublished {
+		t.Fatalf("create with every clone put unanswered: %+v, %v; want unpublished", res, err)
+	}
+	sink.want(t, opID, "graft clone answered ambiguously")
+	sink.want(t, opID, "graft fence verdict", "verdict", string(activities.Fenced))
+	sink.want(t, opID, "fence settled the write", "verdict", string(activities.Fenced))
+	sink.want(t, opID, "graft operation ended", "outcome", string(outcome.Unpublished))
+}
