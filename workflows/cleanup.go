@@ -324,11 +324,13 @@ func Cleanup(ctx workflow.Context, in CleanupInput) (CleanupResult, error) {
 	info := workflow.GetInfo(ctx)
 	var begin activities.CleanupBeginResult
 	for {
-		if err := workflow.ExecuteLocalActivity(withSummary(ctx, cleanupLedgerOptions, "begin: record the run"),
+		// Until answered, and visibly: a store or ledger that does not answer begin shows
+		// as a retrying activity the waiting client names (untilAnsweredStep).
+		if err := untilAnsweredStep(ctx, "begin: record the run",
 			a.CleanupBegin, activities.CleanupBeginInput{
 				RunID: r.res.RunID, Graph: in.Graph, Mode: string(mode), Policy: policy, PlanRunID: in.SweepRunID,
 				WorkflowID: info.WorkflowExecution.ID, WorkflowRunID: info.WorkflowExecution.RunID,
-			}).Get(ctx, &begin); err != nil {
+			}, &begin); err != nil {
 			return r.res, fmt.Errorf("begin: %w", err)
 		}
 		if begin.Orphan == nil {
