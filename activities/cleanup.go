@@ -33,7 +33,8 @@ func (a *Activities) CleanupBegin(ctx context.Context, in CleanupBeginInput) (Cl
 	if err := format.ValidateGraphName(in.Graph); err != nil {
 		return end(outcome.Invalid, "%v", err)
 	}
-	if _, err := graph.ReadGraph(ctx, a.Store, in.Graph); err != nil {
+	_, version, err := graph.ReadGraphAny(ctx, a.Store, in.Graph)
+	if err != nil {
 		if errors.Is(err, graph.ErrGraphNotFound) {
 			return end(outcome.NotFound, "graph %q does not exist", in.Graph)
 		}
@@ -54,7 +55,7 @@ func (a *Activities) CleanupBegin(ctx context.Context, in CleanupBeginInput) (Cl
 			return end(outcome.Invalid, "cleanup run %s is %s; only a finished mark run's plan can be swept", in.PlanRunID, plan.State)
 		}
 	}
-	_, err := a.Catalog.OperationInsert(ctx, catalog.OperationInsertParams{
+	_, err = a.Catalog.OperationInsert(ctx, catalog.OperationInsertParams{
 		ID: in.RunID, Kind: catalog.OpCleanup, Graph: in.Graph, Inputs: in.Policy,
 		WorkflowID: in.WorkflowID, RunID: in.WorkflowRunID,
 	})
@@ -77,7 +78,7 @@ func (a *Activities) CleanupBegin(ctx context.Context, in CleanupBeginInput) (Cl
 				return CleanupBeginResult{}, err
 			}
 			if orphan != nil {
-				return CleanupBeginResult{Orphan: orphan}, nil
+				return CleanupBeginResult{Orphan: orphan, Format: version}, nil
 			}
 		}
 		if _, err := a.Catalog.OperationFinish(ctx, catalog.OperationFinishParams{
@@ -93,7 +94,7 @@ func (a *Activities) CleanupBegin(ctx context.Context, in CleanupBeginInput) (Cl
 	if err != nil {
 		return CleanupBeginResult{}, fmt.Errorf("insert cleanup run: %w", err)
 	}
-	return CleanupBeginResult{}, nil
+	return CleanupBeginResult{Format: version}, nil
 }
 
 // orphanedRun reports whether a running run's workflow has ended (terminated, timed out,
