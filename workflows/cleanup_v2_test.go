@@ -47,6 +47,12 @@ type rigV2 struct {
 	mainRef format.BranchRef
 	root    format.CommitID
 	n       int
+	// The stack, for tests that run their own workers.
+	tc    sdkclient.Client
+	queue string
+	s3cfg s3.Config
+	// v1Main is main's head in a format-1 graph (newStackRig with format 1).
+	v1Main format.Commit
 }
 
 // eachStoreV2 runs fn on a fresh rig over the local store and over versitygw.
@@ -60,7 +66,11 @@ func eachStoreV2(t *testing.T, fn func(t *testing.T, r *rigV2)) {
 	}
 }
 
-func newRigV2(t *testing.T, backend string) *rigV2 {
+func newRigV2(t *testing.T, backend string) *rigV2 { return newStackRig(t, backend, 2, true) }
+
+// newStackRig makes a rig over a graph of format graphFormat (1: made with the
+// format-1 API, main holding one commit pinning table t), with a worker when withWorker.
+func newStackRig(t *testing.T, backend string, graphFormat int, withWorker bool) *rigV2 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
@@ -75,8 +85,9 @@ func newRigV2(t *testing.T, backend string) *rigV2 {
 		r.store = st
 	default:
 		srv := testenv.VersityGW(t)
-		st, err := s3.New(ctx, s3.Config{Endpoint: srv.Endpoint, Region: srv.Region, Bucket: srv.NewBucket(t), PathStyle: true,
-			AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey})
+		r.s3cfg = s3.Config{Endpoint: srv.Endpoint, Region: srv.Region, Bucket: srv.NewBucket(t), PathStyle: true,
+			AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey}
+		st, err := s3.New(ctx, r.s3cfg)
 		if err != nil {
 			t.Fatalf("s3 store: %v", err)
 		}
@@ -88,28 +99,67 @@ func newRigV2(t *testing.T, backend string) *rigV2 {
 		t.Fatalf("dial temporal: %v", err)
 	}
 	t.Cleanup(tc.Close)
-	queue := randomName("graft-test-")
-	r.gc = client.New(tc, client.Options{TaskQueue: queue, PollInterval: 200 * time.Millisecond})
-	w := sdkworker.New(tc, queue, sdkworker.Options{})
-	worker.Register(w, &activities.Activities{Store: r.store, Catalog: r.cat, Workflows: worker.TemporalWorkflows(tc)})
-	if err := w.Start(); err != nil {
-		t.Fatalf("start worker: %v", err)
+	r.tc, r.queue = tc, randomName("graft-test-")
+	r.gc = client.New(tc, client.Options{TaskQueue: r.queue, PollInterval: 200 * time.Millisecond})
+	if withWorker {
+		r.startWorker()
 	}
-	t.Cleanup(w.Stop)
-
-	init, err := graph.InitV2(ctx, r.store, graph.InitParams{Graph: r.graph, MainTree: ulid.Make(), Op: "init-" + r.graph,
-		Time: time.Now().UTC().Truncate(time.Millisecond)})
-	if err != nil {
-		t.Fatalf("init v2: %v", err)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	if graphFormat == 1 {
+		init, err := graph.InitGraph(ctx, r.store, graph.InitParams{Graph: r.graph, MainTree: ulid.Make(), Op: "init-" + r.graph, Time: now})
+		if err != nil {
+			t.Fatalf("init v1: %v", err)
+		}
+		r.v1Main = r.v1Commit(init.Root, "t", "v1")
+	} else {
+		init, err := graph.InitV2(ctx, r.store, graph.InitParams{Graph: r.graph, MainTree: ulid.Make(), Op: "init-" + r.graph, Time: now})
+		if err != nil {
+			t.Fatalf("init v2: %v", err)
+		}
+		r.mainRef, r.root = init.MainRef, init.Root.ID
 	}
-	r.mainRef, r.root = init.MainRef, init.Root.ID
-	if r.g, err = graph.Open(r.store, r.graph); err != nil {
-		t.Fatal(err)
+	var err2 error
+	if r.g, err2 = graph.Open(r.store, r.graph); err2 != nil {
+		t.Fatal(err2)
 	}
 	if _, err := r.cat.GraphInsert(ctx, catalog.GraphInsertParams{Name: r.graph, Locator: backend}); err != nil {
 		t.Fatalf("ledger graph: %v", err)
 	}
 	return r
+}
+
+// startWorker runs an in-process worker on the rig's task queue.
+func (r *rigV2) startWorker() {
+	r.t.Helper()
+	w := sdkworker.New(r.tc, r.queue, sdkworker.Options{})
+	worker.Register(w, &activities.Activities{Store: r.store, Catalog: r.cat, Workflows: worker.TemporalWorkflows(r.tc)})
+	if err := w.Start(); err != nil {
+		r.t.Fatalf("start worker: %v", err)
+	}
+	r.t.Cleanup(w.Stop)
+}
+
+// v1Commit writes a one-object format-1 version of table and appends a format-1 commit
+// pinning it on head's tree.
+func (r *rigV2) v1Commit(head format.Commit, table, body string) format.Commit {
+	r.t.Helper()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	v, err := graph.WriteTableVersion(r.ctx, r.store, graph.WriteTableParams{Graph: r.graph, Table: table, VersionID: ulid.Make(),
+		Objects: []graph.ObjectInput{{ID: ulid.Make(), Body: []byte(body)}}, Op: r.op("write"), Time: now})
+	if err != nil {
+		r.t.Fatalf("write table: %v", err)
+	}
+	pins := map[string]ulid.ULID{}
+	for k, x := range head.Pins {
+		pins[k] = x
+	}
+	pins[table] = v.ID
+	c, err := graph.AppendCommit(r.ctx, r.store, graph.AppendParams{Graph: r.graph, Tree: head.ID.Tree, Branch: head.Branch,
+		ExpectedHead: head.ID.String(), Pins: pins, Author: "test", Message: "write " + table, Time: now, Op: r.op("commit")})
+	if err != nil {
+		r.t.Fatalf("append commit: %v", err)
+	}
+	return c
 }
 
 func (r *rigV2) op(what string) string { r.n++; return fmt.Sprintf("%s-%d", what, r.n) }

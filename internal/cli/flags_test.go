@@ -56,6 +56,10 @@ func TestNewCommands_BadFlagsAndNames_AreInvalidBeforeAnythingIsContacted(t *tes
 		{[]string{"merge", "g", "feature/x", "--idempotency-key", "not an op id"}, []string{"--idempotency-key", "operation id"}},
 		{[]string{"merge", "g", "feature/x", "--author", "a\x00b"}, []string{"--author"}},
 		{[]string{"merge", "g"}, []string{"takes 2 argument(s) (GRAPH SOURCE)"}},
+		// graph upgrade
+		{[]string{"graph", "upgrade", "Bad Graph"}, []string{"graph name"}},
+		{[]string{"graph", "upgrade", "g", "--idempotency-key", "not an op id"}, []string{"idempotency key", "operation id"}},
+		{[]string{"graph", "upgrade"}, []string{"takes 1 argument(s) (GRAPH)"}},
 		// branch delete
 		{[]string{"branch", "delete", "g", "main"}, []string{"main cannot be deleted", "graft restore g main"}},
 		{[]string{"branch", "delete", "g", "x.json"}, []string{"branch name"}},
