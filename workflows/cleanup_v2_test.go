@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -511,6 +512,16 @@ func TestCleanupV2_RetentionOverTheChain_TagBranchPinAndMergeBaseKept(t *testing
 		if err := r.g.WriteAppend(r.ctx, lost); err != nil {
 			t.Fatal(err)
 		}
+		// A plan on the head, written and not published yet (by a writer without a
+		// workflow, so nothing pins it).
+		pending, err := r.g.PlanAppend(r.ctx, graph.CommitSpec{Branch: "main", SetPins: map[string]ulid.ULID{"u": r.version("u", ulid.ULID{}, r.objects("u", 1), nil)},
+			Author: "test", Message: "pending", Time: time.Now().UTC().Truncate(time.Millisecond), Op: r.op("pending")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.g.WriteAppend(r.ctx, pending); err != nil {
+			t.Fatal(err)
+		}
 		// An in-flight operation pins main's seq-3 commit.
 		opID := ulid.Make().String()
 		if _, err := r.cat.OperationInsert(r.ctx, catalog.OperationInsertParams{ID: opID, Kind: catalog.OpRestore, Graph: r.graph}); err != nil {
@@ -522,6 +533,13 @@ func TestCleanupV2_RetentionOverTheChain_TagBranchPinAndMergeBaseKept(t *testing
 		}
 		mainHead := r.head("main")
 
+		// Inside the guard window the plan above the head may still be published: a dry
+		// run keeps it. The lost plan, at the head's own seq, can never be: it goes.
+		guarded := r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeDryRun})
+		if slices.Contains(guarded.PlanKeys, pending.CommitKey) || !slices.Contains(guarded.PlanKeys, lost.CommitKey) {
+			t.Fatalf("dry run inside the guard window: kept %+v, plan %v; want the plan above the head kept, the lost one planned",
+				guarded.Kept, guarded.PlanKeys)
+		}
 		res := r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()})
 		keep := map[string]graph.Commit{"tag": tagged, "fork source": forkSrc, "pinned": pinned}
 		for seq := 4; seq <= 6; seq++ {
@@ -543,15 +561,15 @@ func TestCleanupV2_RetentionOverTheChain_TagBranchPinAndMergeBaseKept(t *testing
 		if r.exists(fork.CommitKey) {
 			t.Fatal("the branch's fork commit, outside its window, survived")
 		}
-		if r.exists(lost.CommitKey) {
+		if r.exists(lost.CommitKey) || r.exists(pending.CommitKey) {
 			t.Fatal("the unpublished plan's commit survived")
 		}
 		if res.Kept.Head != 2 || res.Kept.Tag != 1 || res.Kept.MergeBase != 1 || res.Kept.Pin < 4 {
 			t.Fatalf("kept %+v: want two heads, the tag, the fork point as merge base, the pinned commit and the chain above it", res.Kept)
 		}
-		// main's root and seq 3, the lost plan, and the branch's fork commit (outside its
-		// window; a merge reads the fork's source in main, not the fork commit).
-		if res.Condemned.Commits != 4 || res.Deleted != res.Condemned {
+		// main's root and seq 3, the two plans (no guard now), and the branch's fork commit
+		// (outside its window; a merge reads the fork's source in main, not the fork commit).
+		if res.Condemned.Commits != 5 || res.Deleted != res.Condemned {
 			t.Fatalf("condemned %+v, deleted %+v", res.Condemned, res.Deleted)
 		}
 		r.checkRetained(pinned.ID)
