@@ -589,3 +589,35 @@ func TestCleanupV2_RetentionOverTheChain_TagBranchPinAndMergeBaseKept(t *testing
 		r.checkRetained()
 	})
 }
+
+// A mark run persists a plan that includes chunks and deletes nothing; a sweep of that
+// plan deletes exactly it, chunks after commits, versions before their chunks and objects.
+func TestCleanupV2_MarkThenSweepThePlan_ChunksIncluded(t *testing.T) {
+	t.Parallel()
+	r := newRigV2(t, "localfs")
+	const table = "events"
+	ents := r.objects(table, 600)
+	v1 := r.version(table, ulid.ULID{}, ents, nil)
+	r.appendOn("main", map[string]ulid.ULID{table: v1})
+	v2 := r.version(table, v1, r.objects(table, 5), []string{ents[0].Name})
+	r.appendOn("main", map[string]ulid.ULID{table: v2})
+	before := r.etags()
+
+	mark := r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeMark, GuardWindow: noGuard()})
+	if mark.Deleted.Keys() != 0 || mark.V2.ManifestChunks == 0 || mark.Condemned.Versions != 1 {
+		t.Fatalf("mark: condemned %+v deleted %+v v2 %+v; want a plan with the old version and its chunks, nothing deleted",
+			mark.Condemned, mark.Deleted, *mark.V2)
+	}
+	if !equalMaps(r.etags(), before) {
+		t.Fatal("a mark run changed the bucket")
+	}
+	sweep := r.cleanup(client.CleanupRequest{SweepRunID: mark.RunID, KeepNewest: 1, GuardWindow: noGuard()})
+	if sweep.Deleted != mark.Condemned || sweep.PlanDropped != 0 || sweep.NotInPlan != 0 {
+		t.Fatalf("sweep of the plan: deleted %+v of %+v planned (dropped %d, not in plan %d)",
+			sweep.Deleted, mark.Condemned, sweep.PlanDropped, sweep.NotInPlan)
+	}
+	if r.exists(format.TableVersionKey(r.graph, table, v1)) || r.exists(format.ObjectKey(r.graph, table, ents[0].Object)) {
+		t.Fatal("the planned version or object survived the sweep")
+	}
+	r.checkRetained()
+}
