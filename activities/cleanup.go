@@ -33,12 +33,12 @@ func (a *Activities) CleanupBegin(ctx context.Context, in CleanupBeginInput) (Cl
 	if err := format.ValidateGraphName(in.Graph); err != nil {
 		return end(outcome.Invalid, "%v", err)
 	}
-	_, version, err := graph.ReadGraphAny(ctx, a.Store, in.Graph)
-	if err != nil {
-		if errors.Is(err, graph.ErrGraphNotFound) {
+	_, version, gerr := graph.ReadGraphAny(ctx, a.Store, in.Graph)
+	if gerr != nil {
+		if errors.Is(gerr, graph.ErrGraphNotFound) {
 			return end(outcome.NotFound, "graph %q does not exist", in.Graph)
 		}
-		return CleanupBeginResult{}, fmt.Errorf("read graph: %w", err)
+		return CleanupBeginResult{}, fmt.Errorf("read graph: %w", gerr)
 	}
 	if in.PlanRunID != "" {
 		plan, err := a.Catalog.CleanupRunGet(ctx, catalog.CleanupRunGetParams{ID: in.PlanRunID})
@@ -55,7 +55,7 @@ func (a *Activities) CleanupBegin(ctx context.Context, in CleanupBeginInput) (Cl
 			return end(outcome.Invalid, "cleanup run %s is %s; only a finished mark run's plan can be swept", in.PlanRunID, plan.State)
 		}
 	}
-	_, err = a.Catalog.OperationInsert(ctx, catalog.OperationInsertParams{
+	_, err := a.Catalog.OperationInsert(ctx, catalog.OperationInsertParams{
 		ID: in.RunID, Kind: catalog.OpCleanup, Graph: in.Graph, Inputs: in.Policy,
 		WorkflowID: in.WorkflowID, RunID: in.WorkflowRunID,
 	})
