@@ -94,6 +94,7 @@ func TestNewCommands_GoodInput_ReachesTemporal(t *testing.T) {
 		{"branch", "delete", "g", "feature/x", "--force"},
 		{"tag", "create", "g", "release/1", "--commit", goodCommit},
 		{"tag", "delete", "g", "release/1"},
+		{"graph", "upgrade", "g"},
 	} {
 		wantText(t, runOffline(t, args...), 9, "unavailable", "dial temporal")
 	}
@@ -127,7 +128,7 @@ func TestOutcomesDoc_ListsEveryOutcomeWithItsExitCode_AndTheNewCommands(t *testi
 		}
 	}
 	for _, cmd := range []string{"graft merge G", "graft restore G", "graft branch delete G", "graft tag create G",
-		"graft tag list G", "graft tag show G", "graft tag delete G"} {
+		"graft tag list G", "graft tag show G", "graft tag delete G", "graft graph upgrade G"} {
 		if !strings.Contains(doc, "| `"+cmd) && !strings.Contains(doc, "`, `"+strings.TrimPrefix(cmd, "graft ")) {
 			t.Errorf("docs/outcomes.md's per-command table lacks %q", cmd)
 		}
