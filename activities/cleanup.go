@@ -33,11 +33,12 @@ func (a *Activities) CleanupBegin(ctx context.Context, in CleanupBeginInput) (Cl
 	if err := format.ValidateGraphName(in.Graph); err != nil {
 		return end(outcome.Invalid, "%v", err)
 	}
-	if _, err := graph.ReadGraph(ctx, a.Store, in.Graph); err != nil {
-		if errors.Is(err, graph.ErrGraphNotFound) {
+	_, version, gerr := graph.ReadGraphAny(ctx, a.Store, in.Graph)
+	if gerr != nil {
+		if errors.Is(gerr, graph.ErrGraphNotFound) {
 			return end(outcome.NotFound, "graph %q does not exist", in.Graph)
 		}
-		return CleanupBeginResult{}, fmt.Errorf("read graph: %w", err)
+		return CleanupBeginResult{}, fmt.Errorf("read graph: %w", gerr)
 	}
 	if in.PlanRunID != "" {
 		plan, err := a.Catalog.CleanupRunGet(ctx, catalog.CleanupRunGetParams{ID: in.PlanRunID})
@@ -77,7 +78,7 @@ func (a *Activities) CleanupBegin(ctx context.Context, in CleanupBeginInput) (Cl
 				return CleanupBeginResult{}, err
 			}
 			if orphan != nil {
-				return CleanupBeginResult{Orphan: orphan}, nil
+				return CleanupBeginResult{Orphan: orphan, Format: version}, nil
 			}
 		}
 		if _, err := a.Catalog.OperationFinish(ctx, catalog.OperationFinishParams{
@@ -93,7 +94,7 @@ func (a *Activities) CleanupBegin(ctx context.Context, in CleanupBeginInput) (Cl
 	if err != nil {
 		return CleanupBeginResult{}, fmt.Errorf("insert cleanup run: %w", err)
 	}
-	return CleanupBeginResult{}, nil
+	return CleanupBeginResult{Format: version}, nil
 }
 
 // orphanedRun reports whether a running run's workflow has ended (terminated, timed out,

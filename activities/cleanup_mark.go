@@ -40,7 +40,11 @@ func (a *Activities) CleanupMarkTrees(ctx context.Context, in CleanupMarkTreesIn
 		sample:     planSample{max: in.MaxPlanKeys},
 		res:        CleanupMarkTreesResult{Now: a.now().UTC(), Retained: map[string][]string{}},
 	}
-	if err := m.run(ctx); err != nil {
+	run := m.run
+	if in.Format == format.Version2 {
+		run = m.runV2
+	}
+	if err := run(ctx); err != nil {
 		return CleanupMarkTreesResult{}, fmt.Errorf("mark trees of graph %q: %w", in.Graph, err)
 	}
 	m.res.PlanKeys = m.sample.keys
@@ -67,11 +71,31 @@ type treeMark struct {
 	mergeBases map[string]bool
 
 	commits    map[string]*format.Commit // decoded commits, by key; nil when missing or unreadable
+	v2         *treeMarkV2               // format 2's state (cleanup_v2.go); nil for format 1
 	unreadable map[string]string         // commit keys that do not decode, with why
 	kept       []string                  // commit keys kept, whose pins are retained
 }
 
 func (m *treeMark) dryRun() bool { return m.in.Mode == CleanupModeDryRun }
+
+// decodeRef decodes a branch ref: format 1 only in a format-1 graph; either format in a
+// format-2 graph (an upgraded graph keeps its format-1 retired refs and fences).
+func (m *treeMark) decodeRef(b []byte) (format.BranchRef, error) {
+	if m.v2 == nil {
+		return format.DecodeBranchRef(b)
+	}
+	r, _, err := format.DecodeBranchRefAny(b)
+	return r, err
+}
+
+// decodeTag decodes a tag, of either format in a format-2 graph.
+func (m *treeMark) decodeTag(b []byte) (format.Tag, error) {
+	if m.v2 == nil {
+		return format.DecodeTag(b)
+	}
+	t, _, err := format.DecodeTagAny(b)
+	return t, err
+}
 
 func (m *treeMark) run(ctx context.Context) error {
 	g := m.in.Graph
@@ -125,7 +149,7 @@ func (m *treeMark) listTrees(ctx context.Context) error {
 			m.res.Kept.Unknown++
 			return nil
 		}
-		m.trees[id.Tree] = append(m.trees[id.Tree], treeCommit{Key: o.Key, Seq: id.Seq, Size: o.Size})
+		m.trees[id.Tree] = append(m.trees[id.Tree], treeCommit{Key: o.Key, Seq: id.Seq, Size: o.Size, Modified: o.LastModified})
 		return nil
 	})
 	if err != nil {
@@ -162,7 +186,7 @@ func (m *treeMark) readRefs(ctx context.Context) error {
 		if err != nil { // gone since the listing; graft never deletes refs
 			return nil
 		}
-		ref, derr := format.DecodeBranchRef(obj.Body)
+		ref, derr := m.decodeRef(obj.Body)
 		if derr != nil || ref.Native != native {
 			facts(tree).RefUnreadable = true
 			return nil
@@ -192,7 +216,7 @@ func (m *treeMark) readTags(ctx context.Context) error {
 		if err != nil {
 			return nil // deleted since the listing
 		}
-		tag, derr := format.DecodeTag(obj.Body)
+		tag, derr := m.decodeTag(obj.Body)
 		if derr != nil {
 			// A tag we cannot read may name any commit: keep them all.
 			m.tagsBad = fmt.Sprintf("tag %s does not decode: %v", key, derr)
@@ -686,7 +710,11 @@ func condemnEntries(ctx context.Context, cat *catalog.Catalog, runID, mode, plan
 // is either refused to the operation or kept here together with its objects.
 func (a *Activities) CleanupMarkTable(ctx context.Context, in CleanupMarkTableInput) (CleanupMarkTableResult, error) {
 	s := &countingStore{inner: a.Store}
-	res, err := markTable(ctx, a.Catalog, s, in)
+	mark := markTable
+	if in.Format == format.Version2 {
+		mark = markTableV2
+	}
+	res, err := mark(ctx, a.Catalog, s, in)
 	if err != nil {
 		return CleanupMarkTableResult{}, fmt.Errorf("mark table %q of graph %q: %w", in.Table, in.Graph, err)
 	}

@@ -109,9 +109,10 @@ func classifyTree(f treeFacts) (treeClass, string) {
 
 // treeCommit is one listed commit key of a tree.
 type treeCommit struct {
-	Key  string
-	Seq  int64
-	Size int64
+	Key      string
+	Seq      int64
+	Size     int64
+	Modified time.Time
 }
 
 // sortNewestFirst orders commits by seq, newest first.

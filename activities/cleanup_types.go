@@ -135,6 +135,9 @@ type CleanupBeginResult struct {
 	// ActiveRunID names the running run that blocked this one (with Outcome conflict).
 	ActiveRunID string
 	Orphan      *CleanupOrphan
+	// Format is the graph record's format version (1 or 2): the mark's rules follow it
+	// (docs/format.md, *Cleanup*). 0 in histories from before format 2 means 1.
+	Format int
 }
 
 // CleanupOrphan is a run left running by a workflow that ended without finishing it
@@ -156,6 +159,11 @@ type CleanupMarkTreesInput struct {
 	PlanRunID string
 	// MaxPlanKeys bounds CleanupMarkTreesResult.PlanKeys.
 	MaxPlanKeys int
+	// Format is the graph's format version (CleanupBeginResult.Format).
+	Format int
+	// GuardWindow (format 2): pins and lineage chunks, and commits above a live tree's
+	// head that no swap published yet, modified less than this before Now are kept.
+	GuardWindow time.Duration
 }
 
 // CleanupMarkTreesResult is what the tree phase of a mark decided.
@@ -182,6 +190,9 @@ type CleanupMarkTreesResult struct {
 	Fenced, WouldFence []string
 	PlanKeys           []string
 	Requests           StoreRequests
+	// GraphChunks counts the pins and lineage chunks condemned (format 2; also counted
+	// in Condemned.Objects). The sweep deletes them after the commits.
+	GraphChunks int64
 }
 
 // CleanupMarkTableInput is the input of CleanupMarkTable.
@@ -196,6 +207,11 @@ type CleanupMarkTableInput struct {
 	Now         time.Time
 	PlanRunID   string
 	MaxPlanKeys int
+	// Format is the graph's format version (CleanupBeginResult.Format).
+	Format int
+	// Seed seeds the run's object filter (format 2), so a false positive of one run is
+	// not one of the next.
+	Seed uint64
 }
 
 // CleanupMarkTableResult is what the table phase of a mark decided for one table.
@@ -205,6 +221,12 @@ type CleanupMarkTableResult struct {
 	NotInPlan int64
 	PlanKeys  []string
 	Requests  StoreRequests
+	// Chunks counts the manifest chunks condemned (format 2; also counted in
+	// Condemned.Objects). The sweep deletes them after the versions, before the objects.
+	Chunks int64
+	// External counts the entries of kept versions that name objects graft did not
+	// write (imported by reference): never condemned, never deleted.
+	External int64
 }
 
 // CleanupSweepInput is the input of CleanupSweep: delete the run's condemned keys under
@@ -274,4 +296,25 @@ type CleanupFinishInput struct {
 	Message         string
 	// Report is the run's summary, stored with the run.
 	Report json.RawMessage
+}
+
+// CleanupUploadsInput is the input of CleanupUploads.
+type CleanupUploadsInput struct {
+	RunID, Graph string
+	// Abort aborts the uploads found; false only counts them (dry run, mark).
+	Abort bool
+	// Uploads started before Now less GuardWindow are garbage unless an operation pins
+	// their object key.
+	Now         time.Time
+	GuardWindow time.Duration
+	MaxPlanKeys int
+}
+
+// CleanupUploadsResult is what CleanupUploads found and did.
+type CleanupUploadsResult struct {
+	// Found counts the incomplete uploads older than the guard window that no operation
+	// pins; Aborted those aborted; Pinned those an operation pins (kept).
+	Found, Aborted, Pinned int64
+	// Keys lists up to MaxPlanKeys of the found uploads' object keys.
+	Keys []string
 }

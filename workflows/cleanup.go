@@ -170,13 +170,16 @@ type CleanupResult struct {
 	Fenced     []string `json:"fenced,omitempty"`
 	WouldFence []string `json:"would_fence,omitempty"`
 	// PlanKeys lists up to Tuning.MaxPlanKeys condemned keys; PlanKeyCount counts them all.
-	PlanKeys     []string          `json:"plan_keys,omitempty"`
-	PlanKeyCount int64             `json:"plan_key_count"`
-	Tables       int               `json:"tables"`
-	Mark         CleanupMarkStats  `json:"mark"`
-	Sweep        CleanupSweepStats `json:"sweep"`
-	StartedAt    time.Time         `json:"started_at"`
-	FinishedAt   time.Time         `json:"finished_at"`
+	PlanKeys     []string `json:"plan_keys,omitempty"`
+	PlanKeyCount int64    `json:"plan_key_count"`
+	Tables       int      `json:"tables"`
+	// Format is the graph's format version; V2 is set for a format-2 graph.
+	Format     int               `json:"format,omitempty"`
+	V2         *CleanupV2Stats   `json:"v2,omitempty"`
+	Mark       CleanupMarkStats  `json:"mark"`
+	Sweep      CleanupSweepStats `json:"sweep"`
+	StartedAt  time.Time         `json:"started_at"`
+	FinishedAt time.Time         `json:"finished_at"`
 }
 
 // CleanupMarkStats measures the mark phase.
@@ -215,16 +218,46 @@ type CleanupResume struct {
 	// CommitsPending is set while condemned commits remain to delete, from CommitsAfter.
 	CommitsPending bool   `json:"commits_pending"`
 	CommitsAfter   string `json:"commits_after,omitempty"`
+	// GraphChunksPending is set while condemned pins and lineage chunks (format 2) remain
+	// to delete, from GraphChunksAfter; they go after the commits, before any table.
+	GraphChunksPending bool   `json:"graph_chunks_pending,omitempty"`
+	GraphChunksAfter   string `json:"graph_chunks_after,omitempty"`
 	// Lanes are the tables whose versions or objects remain to delete.
 	Lanes []CleanupLane `json:"lanes"`
 }
 
-// CleanupLane is one table's remaining sweep: its versions, then its objects.
+// CleanupLane is one table's remaining sweep: its versions, then (format 2) its manifest
+// chunks, then its objects.
 type CleanupLane struct {
 	Table    string `json:"table"`
 	Versions bool   `json:"versions"`
+	Chunks   bool   `json:"chunks,omitempty"`
 	Objects  bool   `json:"objects"`
 	After    string `json:"after,omitempty"`
+}
+
+// prefix is the key range the lane sweeps next.
+func (l CleanupLane) prefix(graph string) string {
+	switch {
+	case l.Versions:
+		return format.TableVersionsPrefix(graph, l.Table)
+	case l.Chunks:
+		return format.TableChunksPrefix(graph, l.Table)
+	}
+	return format.TableObjectsPrefix(graph, l.Table)
+}
+
+// advance moves the lane past the range it finished.
+func (l *CleanupLane) advance() {
+	switch {
+	case l.Versions:
+		l.Versions = false
+	case l.Chunks:
+		l.Chunks = false
+	default:
+		l.Objects = false
+	}
+	l.After = ""
 }
 
 // Activity options, at the top where a reader looks for them.
@@ -274,6 +307,8 @@ type cleanupRun struct {
 	// Sweep state.
 	commitsPending bool
 	commitsAfter   string
+	chunksPending  bool
+	chunksAfter    string
 	lanes          []CleanupLane
 	chunks         int // sweep activities completed in this execution
 	sweepStarted   time.Time
@@ -293,6 +328,7 @@ func Cleanup(ctx workflow.Context, in CleanupInput) (CleanupResult, error) {
 	if in.Resume != nil {
 		r.res, r.progress = in.Resume.Result, in.Resume.Progress
 		r.commitsPending, r.commitsAfter, r.lanes = in.Resume.CommitsPending, in.Resume.CommitsAfter, in.Resume.Lanes
+		r.chunksPending, r.chunksAfter = in.Resume.GraphChunksPending, in.Resume.GraphChunksAfter
 		return r.sweepAndFinish(ctx)
 	}
 
@@ -343,13 +379,16 @@ func Cleanup(ctx workflow.Context, in CleanupInput) (CleanupResult, error) {
 		}
 		// A run whose workflow ended without finishing it blocks every cleanup of the
 		// graph and keeps refusing pins: finish it, then begin again.
-		if err := r.adopt(ctx, *begin.Orphan); err != nil {
+		if err := r.adopt(ctx, *begin.Orphan, begin.Format); err != nil {
 			return r.res, fmt.Errorf("finish orphaned run %s: %w", begin.Orphan.RunID, err)
 		}
 		r.res.Adopted = append(r.res.Adopted, begin.Orphan.RunID)
 	}
 	if ctx.Err() != nil && begin.Outcome == "" { // cancelled once the run was inserted: it must not stay running
 		return r.fail(ctx, fmt.Errorf("begin: %w", ctx.Err()))
+	}
+	if begin.Format == format.Version2 {
+		r.res.Format, r.res.V2 = begin.Format, &CleanupV2Stats{}
 	}
 	if begin.Outcome != "" {
 		r.res.Outcome, r.res.Message, r.res.ActiveRunID = begin.Outcome, begin.Message, begin.ActiveRunID
@@ -369,9 +408,10 @@ func Cleanup(ctx workflow.Context, in CleanupInput) (CleanupResult, error) {
 
 // adopt finishes a run whose workflow ended without finishing it. Its condemned set has
 // refused pins all along, so a sweep run's remaining keys are still safe to delete, in
-// the usual order: commits, then versions, then objects. A mark or dry run deleted
+// the usual order: commits, (format 2) pins and lineage chunks, then versions, then
+// manifest chunks and objects. A mark or dry run deleted
 // nothing and is aborted.
-func (r *cleanupRun) adopt(ctx workflow.Context, o activities.CleanupOrphan) error {
+func (r *cleanupRun) adopt(ctx workflow.Context, o activities.CleanupOrphan, graphFormat int) error {
 	var a *activities.Activities
 	r.setPhase(ctx, "begin", fmt.Sprintf("finishing run %s, left running by %s", o.RunID, o.WorkflowID))
 	report := CleanupResult{Outcome: outcome.Done, RunID: o.RunID, Graph: r.in.Graph, Mode: CleanupMode(o.Mode),
@@ -379,9 +419,15 @@ func (r *cleanupRun) adopt(ctx workflow.Context, o activities.CleanupOrphan) err
 	finish := activities.CleanupFinishInput{RunID: o.RunID, Graph: r.in.Graph, Message: report.Message}
 	if o.Mode == string(CleanupModeSweep) {
 		actx := workflow.WithActivityOptions(ctx, sweepOptions(r.tuning))
-		for _, lane := range []struct{ prefix, kind string }{
+		lanes := []struct{ prefix, kind string }{
 			{r.in.Graph + "/trees/", "commit"}, {r.in.Graph + "/tables/", "table_version"}, {r.in.Graph + "/tables/", "object"},
-		} {
+		}
+		if graphFormat == format.Version2 {
+			// Format 2: pins and lineage chunks after the commits. Manifest chunks are kind
+			// object and sort before their table's objects, after every version went.
+			lanes = slices.Insert(lanes, 1, struct{ prefix, kind string }{format.ChunksPrefix(r.in.Graph), ""})
+		}
+		for _, lane := range lanes {
 			for p := (activities.CleanupSweepProgress{}); !p.Done; {
 				if err := workflow.ExecuteActivity(actx, a.CleanupSweep, activities.CleanupSweepInput{
 					RunID: o.RunID, Graph: r.in.Graph, Prefix: lane.prefix, Kind: lane.kind, After: p.After,
@@ -445,6 +491,7 @@ func (r *cleanupRun) mark(ctx workflow.Context) error {
 		RunID: r.res.RunID, Graph: r.in.Graph, Mode: string(r.res.Mode),
 		KeepNewest: r.in.KeepNewest, KeepNewerThan: r.in.KeepNewerThan,
 		PlanRunID: r.in.SweepRunID, MaxPlanKeys: r.tuning.MaxPlanKeys,
+		Format: r.res.Format, GuardWindow: r.res.Policy.GuardWindow,
 	}).Get(ctx, &trees); err != nil {
 		return err
 	}
@@ -460,6 +507,11 @@ func (r *cleanupRun) mark(ctx workflow.Context) error {
 	r.progress.TablesTotal = len(trees.Tables)
 	r.progress.Condemned = r.res.Condemned.Keys()
 	r.commitsPending = trees.Condemned.Commits > 0
+	r.chunksPending = trees.GraphChunks > 0
+	if r.res.V2 != nil {
+		r.res.V2.GraphChunks = trees.GraphChunks
+	}
+	seed := runSeed(r.res.RunID)
 
 	queue := append([]string(nil), trees.Tables...)
 	err := runQueue(ctx, r.tuning.Parallelism, &queue,
@@ -469,6 +521,7 @@ func (r *cleanupRun) mark(ctx workflow.Context) error {
 				Retained: trees.Retained[table], RetainAll: trees.RetainAllData,
 				GuardWindow: r.res.Policy.GuardWindow, Now: trees.Now,
 				PlanRunID: r.in.SweepRunID, MaxPlanKeys: r.tuning.MaxPlanKeys,
+				Format: r.res.Format, Seed: seed,
 			})
 		},
 		func(table string, f workflow.Future) error {
@@ -481,8 +534,13 @@ func (r *cleanupRun) mark(ctx workflow.Context) error {
 			r.res.NotInPlan += t.NotInPlan
 			r.res.Mark.Requests.Add(StoreRequests(t.Requests))
 			r.addPlanKeys(t.PlanKeys)
+			if r.res.V2 != nil {
+				r.res.V2.ManifestChunks += t.Chunks
+				r.res.V2.External += t.External
+			}
 			if t.Condemned.Versions > 0 || t.Condemned.Objects > 0 {
-				r.lanes = append(r.lanes, CleanupLane{Table: table, Versions: t.Condemned.Versions > 0, Objects: t.Condemned.Objects > 0})
+				r.lanes = append(r.lanes, CleanupLane{Table: table, Versions: t.Condemned.Versions > 0, Chunks: t.Chunks > 0,
+					Objects: t.Condemned.Objects > t.Chunks})
 			}
 			r.progress.TablesDone++
 			r.progress.Condemned = r.res.Condemned.Keys()
@@ -490,9 +548,30 @@ func (r *cleanupRun) mark(ctx workflow.Context) error {
 			return nil
 		},
 		func() bool { return false })
+	if err == nil && r.res.V2 != nil {
+		// Incomplete multipart uploads (format 2): aborted by a sweep, counted otherwise.
+		var up activities.CleanupUploadsResult
+		err = workflow.ExecuteActivity(actx, a.CleanupUploads, activities.CleanupUploadsInput{
+			RunID: r.res.RunID, Graph: r.in.Graph, Abort: r.res.Mode == CleanupModeSweep,
+			Now: trees.Now, GuardWindow: r.res.Policy.GuardWindow, MaxPlanKeys: r.tuning.MaxPlanKeys,
+		}).Get(ctx, &up)
+		r.res.V2.UploadsFound, r.res.V2.UploadsAborted, r.res.V2.UploadsPinned = up.Found, up.Aborted, up.Pinned
+		r.res.V2.UploadKeys = up.Keys
+	}
 	r.res.Mark.Duration = workflow.Now(ctx).Sub(started)
 	r.res.PlanKeyCount = r.res.Condemned.Keys()
 	return err
+}
+
+// runSeed derives the seed of a run's object filters from its id, so that a false
+// positive of one run (a garbage object kept) is not one of the next.
+func runSeed(runID string) uint64 {
+	var h uint64 = 14695981039346656037
+	for i := 0; i < len(runID); i++ {
+		h ^= uint64(runID[i])
+		h *= 1099511628211
+	}
+	return h
 }
 
 func (r *cleanupRun) addPlanKeys(keys []string) {
@@ -538,16 +617,26 @@ func (r *cleanupRun) sweepAndFinish(ctx workflow.Context) (CleanupResult, error)
 		r.commitsAfter = p.After
 		r.commitsPending = !p.Done
 	}
+	// Then the pins and lineage chunks (format 2): no commit left names them.
+	for r.chunksPending {
+		if r.shouldContinueAsNew(ctx) {
+			return r.continueAsNew(ctx)
+		}
+		r.setPhase(ctx, "sweep", fmt.Sprintf("deleting pins and lineage chunks: %d keys deleted of %d", r.progress.Deleted, r.progress.Condemned))
+		var p activities.CleanupSweepProgress
+		if err := workflow.ExecuteActivity(actx, a.CleanupSweep, input(format.ChunksPrefix(r.in.Graph), "", r.chunksAfter)).Get(ctx, &p); err != nil {
+			return r.fail(ctx, fmt.Errorf("sweep chunks: %w", err))
+		}
+		record(p)
+		r.chunksAfter = p.After
+		r.chunksPending = !p.Done
+	}
 	// Then each table: its versions before its objects.
 	queue := r.lanes
 	r.lanes = nil
 	err := runQueue(ctx, r.tuning.Parallelism, &queue,
 		func(l CleanupLane) workflow.Future {
-			prefix := format.TableVersionsPrefix(r.in.Graph, l.Table)
-			if !l.Versions {
-				prefix = format.TableObjectsPrefix(r.in.Graph, l.Table)
-			}
-			return workflow.ExecuteActivity(actx, a.CleanupSweep, input(prefix, "", l.After))
+			return workflow.ExecuteActivity(actx, a.CleanupSweep, input(l.prefix(r.in.Graph), "", l.After))
 		},
 		func(l CleanupLane, f workflow.Future) error {
 			var p activities.CleanupSweepProgress
@@ -557,14 +646,9 @@ func (r *cleanupRun) sweepAndFinish(ctx workflow.Context) (CleanupResult, error)
 			record(p)
 			l.After = p.After
 			if p.Done {
-				if l.Versions {
-					l.Versions = false
-				} else {
-					l.Objects = false
-				}
-				l.After = ""
+				l.advance()
 			}
-			if l.Versions || l.Objects {
+			if l.Versions || l.Chunks || l.Objects {
 				queue = append(queue, l)
 			}
 			r.setPhase(ctx, "sweep", fmt.Sprintf("%d keys deleted of %d", r.progress.Deleted, r.progress.Condemned))
@@ -595,7 +679,8 @@ func (r *cleanupRun) continueAsNew(ctx workflow.Context) (CleanupResult, error) 
 	next := r.in
 	next.RunID = r.res.RunID
 	next.Resume = &CleanupResume{Result: r.res, Progress: r.progress,
-		CommitsPending: r.commitsPending, CommitsAfter: r.commitsAfter, Lanes: r.lanes}
+		CommitsPending: r.commitsPending, CommitsAfter: r.commitsAfter, Lanes: r.lanes,
+		GraphChunksPending: r.chunksPending, GraphChunksAfter: r.chunksAfter}
 	return CleanupResult{}, workflow.NewContinueAsNewError(ctx, CleanupName, next)
 }
 

@@ -133,3 +133,22 @@ func (r *CleanupResult) addRefused(p activities.CleanupSweepProgress, max int) {
 		r.RefusedKeys = append(r.RefusedKeys, RefusedKey(k))
 	}
 }
+
+// CleanupV2Stats is what a run over a format-2 graph (docs/format.md, *Cleanup*) reports
+// beyond format 1's counts. Chunks are counted among objects in Condemned and Deleted too.
+type CleanupV2Stats struct {
+	// GraphChunks counts the pins and lineage chunks condemned; ManifestChunks the
+	// manifest chunks condemned.
+	GraphChunks    int64 `json:"graph_chunks"`
+	ManifestChunks int64 `json:"manifest_chunks"`
+	// External counts the entries of kept versions naming objects graft did not write:
+	// never condemned, never deleted.
+	External int64 `json:"external"`
+	// Uploads: incomplete multipart uploads under the graph's object keys older than the
+	// guard window that no operation pins (found), aborted (sweep only), and pinned ones
+	// left alone; UploadKeys lists up to max_plan_keys of the found ones' keys.
+	UploadsFound   int64    `json:"uploads_found"`
+	UploadsAborted int64    `json:"uploads_aborted"`
+	UploadsPinned  int64    `json:"uploads_pinned,omitempty"`
+	UploadKeys     []string `json:"upload_keys,omitempty"`
+}

@@ -1,0 +1,863 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/graph"
+	"github.com/graftworks/graft/storage"
+)
+
+// Cleanup's mark over a format-2 graph (docs/format.md, *Cleanup*; docs/cleanup.md). The
+// kernel of the run is format 1's — the same run, handshake, condemned set, classes of
+// tree, fences and sweep — and what differs is what a tree's commits are and what a
+// retained root reaches:
+//
+//   - A live tree's commits are its ref's head and the head's first parents back to seq
+//     0; the windows count along that chain. Any other commit object of the tree (a plan
+//     whose swap lost) is garbage once no operation pins it — except one above the head
+//     younger than the guard window, which a data-plane writer may be about to publish.
+//   - An in-flight operation pins the commit it plans; every commit of that tree's chain
+//     at or above the lowest seq pinned there is kept, so a settle's walk back from the
+//     head never meets a gap.
+//   - A retained commit keeps its pins and lineage chunks and the versions it pins
+//     (graph.Marker, chunk by chunk: a subtree shared with a commit marked before is not
+//     read again); a retained version keeps its manifest chunks and the objects graft
+//     wrote that its entries name (a Bloom filter, graph.ObjectFilter: no false
+//     negatives). Objects imported by reference live outside the graph's prefix and are
+//     never listed, so never condemned.
+//   - Merge bases: the candidates of every pair of heads, from their lineages (as in
+//     format 1), and the forks up each head's chain of forks, which the format-2 search
+//     reads to rule candidates out.
+//   - Deletion order: commits, then pins and lineage chunks, then per table versions,
+//     manifest chunks, data objects.
+//
+// Chunks are condemned with the ledger kind "object" (they are counted among objects
+// in the condemned and deleted totals; GraphChunks and Chunks count them apart).
+
+// treeMarkV2 is the format-2 state of a tree mark.
+type treeMarkV2 struct {
+	g *graph.Graph
+	// commits are the decoded commits by key; nil when missing.
+	mu      sync.Mutex
+	commits map[string]*graph.Commit
+	// liveHeads are the heads live refs name, by tree (format-2 refs only).
+	liveHeads map[ulid.ULID]format.CommitID
+	// pinnedSeq is, per tree, the lowest seq of a commit an operation pins.
+	pinnedSeq map[ulid.ULID]int64
+}
+
+// readV2 reads the commits at keys not read yet, several at a time, through the graph
+// API (which checks that a commit names its key, and a format-2 commit its digest). A
+// missing commit is cached as nil; one that does not decode is recorded in m.unreadable.
+func (m *treeMark) readV2(ctx context.Context, keys []string) error {
+	var need []string
+	m.v2.mu.Lock()
+	for _, k := range keys {
+		if _, ok := m.v2.commits[k]; !ok {
+			need = append(need, k)
+			m.v2.commits[k] = nil
+		}
+	}
+	m.v2.mu.Unlock()
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for i, key := range need {
+		if i%1000 == 999 {
+			heartbeat(ctx, nil)
+		}
+		id, err := format.ParseCommitKey(m.in.Graph, key)
+		if err != nil {
+			m.v2.mu.Lock()
+			m.unreadable[key] = err.Error()
+			m.v2.mu.Unlock()
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			c, err := m.v2.g.Commit(ctx, id)
+			m.v2.mu.Lock()
+			defer m.v2.mu.Unlock()
+			switch {
+			case errors.Is(err, graph.ErrCommitNotFound):
+			case err != nil && (errors.Is(err, graph.ErrCorrupt) || errors.Is(err, format.ErrMalformed) ||
+				errors.Is(err, format.ErrUnsupportedFormat) || errors.Is(err, format.ErrTooLarge)):
+				m.unreadable[key] = err.Error()
+			case err != nil:
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+				delete(m.v2.commits, key) // not read: a retry reads it again
+			default:
+				m.v2.commits[key] = &c
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return fmt.Errorf("read commits: %w", first)
+	}
+	return nil
+}
+
+// commitV2 returns the commit id names, reading it if needed (nil when missing).
+func (m *treeMark) commitV2(ctx context.Context, id format.CommitID) (*graph.Commit, error) {
+	key := format.CommitIDKey(m.in.Graph, id)
+	if err := m.readV2(ctx, []string{key}); err != nil {
+		return nil, err
+	}
+	m.v2.mu.Lock()
+	defer m.v2.mu.Unlock()
+	if why, bad := m.unreadable[key]; bad {
+		return nil, errUnreadable{fmt.Errorf("commit %s does not decode: %s", key, why)}
+	}
+	return m.v2.commits[key], nil
+}
+
+func (m *treeMark) runV2(ctx context.Context) error {
+	g, err := graph.Open(m.s, m.in.Graph)
+	if err != nil {
+		return err
+	}
+	m.v2 = &treeMarkV2{g: g, commits: map[string]*graph.Commit{}}
+	pins, err := m.cat.PinsList(ctx, catalog.PinsListParams{Graph: m.in.Graph, RunID: m.in.RunID})
+	if err != nil {
+		return fmt.Errorf("list pins: %w", err)
+	}
+	m.pins = newPinSet(pins)
+	if err := m.listTrees(ctx); err != nil {
+		return err
+	}
+	// Pins read before the listing may name commits of trees listed now; a pin taken
+	// later is the ledger's to refuse or to keep (CondemnedAdd), and a chain it needs is
+	// the head's, which is kept.
+	m.v2.pinnedSeq = map[ulid.ULID]int64{}
+	for _, p := range pins {
+		if id, err := format.ParseCommitKey(m.in.Graph, p.Key); err == nil {
+			if cur, ok := m.v2.pinnedSeq[id.Tree]; !ok || id.Seq < cur {
+				m.v2.pinnedSeq[id.Tree] = id.Seq
+			}
+		}
+	}
+	incs, err := m.cat.IncarnationListByGraph(ctx, catalog.IncarnationListByGraphParams{Graph: m.in.Graph})
+	if err != nil {
+		return fmt.Errorf("list witnesses: %w", err)
+	}
+	m.witnesses = make(map[string]*catalog.Incarnation, len(incs))
+	for i := range incs {
+		m.witnesses[incs[i].Tree] = &incs[i]
+	}
+	if err := m.readRefs(ctx); err != nil {
+		return err
+	}
+	m.v2.liveHeads = map[ulid.ULID]format.CommitID{}
+	for tree, f := range m.refs {
+		for _, r := range f.Refs {
+			if r.State == format.RefLive && !r.Head.IsZero() {
+				m.v2.liveHeads[tree] = r.Head
+			}
+		}
+	}
+	if err := m.readTags(ctx); err != nil {
+		return err
+	}
+	if m.res.Tables, err = listTables(ctx, m.s, m.in.Graph); err != nil {
+		return err
+	}
+	candidates, err := m.decideTreesV2(ctx)
+	if err != nil {
+		return err
+	}
+	if err := m.condemn(ctx, candidates); err != nil {
+		return err
+	}
+	return m.retainV2(ctx)
+}
+
+// decideTreesV2 is decideTrees for format 2: the same three passes, with a live tree's
+// commits taken along its head's first-parent chain.
+func (m *treeMark) decideTreesV2(ctx context.Context) ([]catalog.Condemned, error) {
+	trees := make([]ulid.ULID, 0, len(m.trees))
+	for t := range m.trees {
+		trees = append(trees, t)
+	}
+	slices.SortFunc(trees, func(a, b ulid.ULID) int { return a.Compare(b) })
+	classes := make(map[ulid.ULID]treeClass, len(trees))
+	reasons := make(map[ulid.ULID]string, len(trees))
+	for _, t := range trees {
+		sortNewestFirst(m.trees[t])
+		f := treeFacts{Witness: m.witnesses[t.String()]}
+		if r := m.refs[t]; r != nil {
+			f.Refs, f.RefUnreadable = r.Refs, r.RefUnreadable
+		}
+		classes[t], reasons[t] = classifyTree(f)
+	}
+
+	// Pass 1: fences.
+	fenceTried := map[ulid.ULID]bool{}
+	landed := map[ulid.ULID]bool{}
+	for _, t := range trees {
+		if classes[t] != treeNeedsFence {
+			continue
+		}
+		fenceTried[t] = true
+		cs := m.trees[t]
+		var class treeClass
+		var native, reason string
+		if m.dryRun() {
+			c, _ := m.newestV2(ctx, t, cs)
+			if c != nil {
+				native = format.NativeName(c.Branch, t)
+			}
+			class, reason = treeCondemnable, "would be fenced"
+			m.res.WouldFence = append(m.res.WouldFence, native)
+		} else {
+			var err error
+			if class, native, reason, err = m.fenceV2(ctx, t, cs); err != nil {
+				return nil, err
+			}
+		}
+		switch class {
+		case treeUnsettled:
+			m.unsettled(t, native, reason, cs)
+		case treeLive:
+			landed[t] = true
+		}
+		classes[t], reasons[t] = class, reason
+	}
+
+	// The head of every tree that is or may become a branch.
+	heads := map[ulid.ULID]*graph.Commit{}
+	for _, t := range trees {
+		switch classes[t] {
+		case treeLive, treeInFlight, treeUnsettled:
+		default:
+			continue
+		}
+		var c *graph.Commit
+		var err error
+		if id, ok := m.v2.liveHeads[t]; ok && !landed[t] {
+			c, err = m.commitV2(ctx, id)
+		} else {
+			c, err = m.newestV2(ctx, t, m.trees[t])
+		}
+		var bad errUnreadable
+		switch {
+		case errors.As(err, &bad):
+			if classes[t] == treeLive {
+				classes[t], reasons[t] = treeUnsettled, "its head does not decode: "+err.Error()
+				m.unsettled(t, "", reasons[t], m.trees[t])
+				fenceTried[t] = true
+			}
+			continue
+		case err != nil:
+			return nil, err
+		}
+		if c != nil {
+			heads[t] = c
+		}
+	}
+
+	// Pass 2: merge bases.
+	if err := m.findMergeBasesV2(ctx, trees, heads); err != nil {
+		return nil, err
+	}
+
+	// Pass 3: keep or condemn each commit.
+	var cutoff time.Time
+	if m.in.KeepNewerThan > 0 {
+		cutoff = m.res.Now.Add(-m.in.KeepNewerThan)
+	}
+	young := m.res.Now.Add(-m.in.GuardWindow)
+	var candidates []catalog.Condemned
+	var baseKept []string
+	candidate := func(c treeCommit) {
+		switch {
+		case m.tagsBad != "":
+			m.keep(c.Key, &m.res.Kept.Unsettled)
+		case m.tagged[c.Key]:
+			m.keep(c.Key, &m.res.Kept.Tag)
+		case m.mergeBases[c.Key]:
+			baseKept = append(baseKept, c.Key)
+		default:
+			candidates = append(candidates, catalog.Condemned{Key: c.Key, Kind: catalog.ObjectCommit, Size: c.Size})
+		}
+	}
+	for _, t := range trees {
+		cs := m.trees[t]
+		switch classes[t] {
+		case treeLive:
+			head := heads[t]
+			if landed[t] || head == nil {
+				// A ref that landed while this run decided, or a head that is gone: keep the
+				// whole tree; the next run applies the policy.
+				for i, c := range cs {
+					if i == 0 {
+						m.keep(c.Key, &m.res.Kept.Head)
+					} else {
+						m.keep(c.Key, &m.res.Kept.LiveWindow)
+					}
+				}
+				continue
+			}
+			decided, below, err := m.chainDecisions(ctx, t, *head, cutoff)
+			if err != nil {
+				return nil, err
+			}
+			for _, c := range cs {
+				if counter, ok := decided[c.Key]; ok {
+					if counter != nil {
+						m.keep(c.Key, counter)
+					} else {
+						candidate(c)
+					}
+					continue
+				}
+				switch {
+				case below >= 0 && c.Seq < below:
+					// Under a chain commit that does not decode: nothing below it is decided.
+					m.keep(c.Key, &m.res.Kept.Unsettled)
+				case c.Seq > head.ID.Seq && c.Modified.After(young):
+					// Above the head and young: a plan a data-plane writer may still publish.
+					m.keep(c.Key, &m.res.Kept.Guard)
+				default:
+					// Off the chain (a plan whose swap lost), or on it below every window.
+					candidate(c)
+				}
+			}
+		case treeCondemnable:
+			for _, c := range cs {
+				candidate(c)
+			}
+		case treeInFlight:
+			m.unsettled(t, "", reasons[t], cs)
+			for _, c := range cs {
+				m.keep(c.Key, &m.res.Kept.InFlightTree)
+			}
+		case treeUnsettled:
+			if !fenceTried[t] {
+				m.unsettled(t, "", reasons[t], cs)
+			}
+			for _, c := range cs {
+				m.keep(c.Key, &m.res.Kept.Unsettled)
+			}
+		}
+	}
+	if err := m.keepMergeBases(ctx, baseKept); err != nil {
+		return nil, err
+	}
+	return candidates, nil
+}
+
+// chainDecisions walks a live tree's chain from its head by first parents and decides
+// each commit on it: the counter of the root that keeps it, or nil for a commit outside
+// every window. It walks as far as a window or an in-flight pin needs (the whole chain
+// with an age window). below is the seq of a chain commit that does not decode (what is
+// under it stays undecided and kept), or -1.
+func (m *treeMark) chainDecisions(ctx context.Context, t ulid.ULID, head graph.Commit, cutoff time.Time) (map[string]*int64, int64, error) {
+	out := map[string]*int64{}
+	lowPin, pinned := m.v2.pinnedSeq[t]
+	cur := head
+	for i := 0; ; i++ {
+		key := format.CommitIDKey(m.in.Graph, cur.ID)
+		switch {
+		case i == 0:
+			out[key] = &m.res.Kept.Head
+		case i < m.in.KeepNewest:
+			out[key] = &m.res.Kept.LiveWindow
+		case !cutoff.IsZero() && cur.Time.After(cutoff):
+			out[key] = &m.res.Kept.LiveWindow
+		case pinned && cur.ID.Seq >= lowPin:
+			out[key] = &m.res.Kept.Pin
+		default:
+			out[key] = nil
+		}
+		need := i+1 < m.in.KeepNewest || !cutoff.IsZero() || (pinned && cur.ID.Seq > lowPin)
+		p := cur.FirstParent()
+		if !need || cur.ID.Seq == 0 || p.IsZero() || p.Tree != t {
+			return out, -1, nil
+		}
+		next, err := m.commitV2(ctx, p)
+		var bad errUnreadable
+		switch {
+		case errors.As(err, &bad):
+			return out, p.Seq + 1, nil
+		case err != nil:
+			return nil, 0, err
+		case next == nil:
+			return out, -1, nil // reclaimed below here by an earlier run
+		}
+		cur = *next
+	}
+}
+
+// newestV2 reads the tree's newest listed commit that still exists (nil when none does).
+func (m *treeMark) newestV2(ctx context.Context, t ulid.ULID, cs []treeCommit) (*graph.Commit, error) {
+	for _, c := range cs {
+		id, err := format.ParseCommitKey(m.in.Graph, c.Key)
+		if err != nil {
+			continue
+		}
+		got, err := m.commitV2(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if got != nil {
+			if got.ID.Tree != t {
+				return nil, errUnreadable{fmt.Errorf("commit at %s names tree %s", c.Key, got.ID.Tree)}
+			}
+			return got, nil
+		}
+	}
+	return nil, nil
+}
+
+// fenceV2 is fence for format 2: a format-2 fence at the ref key of a ref-less tree.
+func (m *treeMark) fenceV2(ctx context.Context, t ulid.ULID, cs []treeCommit) (treeClass, string, string, error) {
+	c, err := m.newestV2(ctx, t, cs)
+	var bad errUnreadable
+	switch {
+	case errors.As(err, &bad):
+		return treeUnsettled, "", "cannot learn the branch name: " + err.Error(), nil
+	case err != nil:
+		return 0, "", "", err
+	case c == nil:
+		return treeCondemnable, "", "its commits are gone", nil
+	}
+	native := format.NativeName(c.Branch, t)
+	body, err := graph.FenceBytes(native, m.in.RunID, "cleanup")
+	if err != nil {
+		return treeUnsettled, native, "cannot encode a fence: " + err.Error(), nil
+	}
+	put, err := graph.PutIfAbsent(ctx, m.s, format.BranchRefKey(m.in.Graph, native), body)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, "", "", ctx.Err()
+		}
+		return treeUnsettled, native, "fence put unsettled: " + err.Error(), nil
+	}
+	if put.Outcome != graph.PutTaken {
+		m.res.Fenced = append(m.res.Fenced, native)
+		return treeCondemnable, native, "fenced by this run", nil
+	}
+	ref, _, derr := format.DecodeBranchRefAny(put.Existing)
+	switch {
+	case derr != nil:
+		return treeUnsettled, native, "the ref key holds bytes that do not decode", nil
+	case ref.State == format.RefLive:
+		return treeLive, native, "a live ref landed before the fence", nil
+	}
+	return treeCondemnable, native, "already " + string(ref.State), nil
+}
+
+// findMergeBasesV2 records in m.mergeBases every commit a merge between two of heads may
+// read: the candidates of each pair (per tree, the lower of the two heads' positions:
+// every position but a highest one only one head holds), and the forks up each head's
+// chain of forks (the search reads them to rule candidates out).
+func (m *treeMark) findMergeBasesV2(ctx context.Context, trees []ulid.ULID, heads map[ulid.ULID]*graph.Commit) error {
+	m.mergeBases = map[string]bool{}
+	byTree := map[ulid.ULID][]format.CommitID{}
+	forks := map[format.CommitID]bool{}
+	for _, t := range trees {
+		h := heads[t]
+		if h == nil {
+			continue
+		}
+		byTree[h.ID.Tree] = append(byTree[h.ID.Tree], h.ID)
+		err := m.v2.g.EachLineage(ctx, *h, func(e format.LineageEntry) error {
+			byTree[e.Tree] = append(byTree[e.Tree], e.ID())
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("read lineage of head %s: %w", h.ID, err)
+		}
+		fork, err := graph.ForkOf(ctx, m.s, m.in.Graph, *h)
+		if err != nil {
+			return err
+		}
+		for i := 0; i < maxForkProbes && !fork.IsZero() && !forks[fork]; i++ {
+			forks[fork] = true
+			m.mergeBases[format.CommitIDKey(m.in.Graph, fork)] = true
+			c, err := m.commitV2(ctx, fork)
+			var bad errUnreadable
+			if errors.As(err, &bad) || c == nil {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			if fork, err = graph.ForkOf(ctx, m.s, m.in.Graph, *c); err != nil {
+				return err
+			}
+		}
+	}
+	for _, ids := range byTree {
+		if len(ids) < 2 {
+			continue
+		}
+		sort.Slice(ids, func(i, j int) bool { return ids[i].Seq < ids[j].Seq })
+		top := ids[len(ids)-1]
+		topShared := ids[len(ids)-2].Seq == top.Seq
+		for _, id := range ids {
+			if id.Seq == top.Seq && !topShared {
+				continue
+			}
+			m.mergeBases[format.CommitIDKey(m.in.Graph, id)] = true
+		}
+	}
+	return nil
+}
+
+// maxForkProbes is how far up a chain of forks the format-2 merge-base search reads
+// (graph's maxForkProbes).
+const maxForkProbes = 8
+
+// retainV2 marks every kept commit — its pins and lineage chunks — collecting, per
+// table, the versions it pins; then condemns the pins and lineage chunks no kept commit
+// reaches.
+func (m *treeMark) retainV2(ctx context.Context) error {
+	if m.tagsBad != "" {
+		m.res.RetainAllData, m.res.RetainAllReason = true, m.tagsBad
+	}
+	if err := m.readV2(ctx, m.kept); err != nil {
+		return err
+	}
+	retained := map[string]map[string]bool{}
+	chunks := map[string]bool{}
+	marker := m.v2.g.NewMarker(func(mk graph.Mark) error {
+		switch mk.Kind {
+		case graph.MarkPinsChunk, graph.MarkLineageChunk:
+			chunks[mk.Key] = true
+		}
+		return nil
+	})
+	n := 0
+	for _, k := range m.kept {
+		if why, bad := m.unreadable[k]; bad {
+			if !m.res.RetainAllData {
+				m.res.RetainAllData, m.res.RetainAllReason = true, fmt.Sprintf("kept commit %s does not decode: %s", k, why)
+			}
+			continue
+		}
+		c := m.v2.commits[k]
+		if c == nil {
+			continue
+		}
+		err := marker.CommitOnly(ctx, *c, func(p format.PinEntry) error {
+			if n++; n%1000 == 0 {
+				heartbeat(ctx, nil)
+			}
+			if retained[p.Table] == nil {
+				retained[p.Table] = map[string]bool{}
+			}
+			retained[p.Table][p.Version.String()] = true
+			return nil
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if !m.res.RetainAllData {
+				m.res.RetainAllData, m.res.RetainAllReason = true, fmt.Sprintf("kept commit %s: %v", k, err)
+			}
+		}
+	}
+	for table, vs := range retained {
+		ids := make([]string, 0, len(vs))
+		for v := range vs {
+			ids = append(ids, v)
+		}
+		sort.Strings(ids)
+		m.res.Retained[table] = ids
+	}
+
+	// The pins and lineage chunks no kept commit reaches, older than the guard window.
+	prefix := format.ChunksPrefix(m.in.Graph)
+	young := m.res.Now.Add(-m.in.GuardWindow)
+	var batch []catalog.Condemned
+	flush := func() error {
+		accepted, skipped, dropped, err := condemnEntries(ctx, m.cat, m.in.RunID, m.in.Mode, m.in.PlanRunID, m.pins, batch)
+		if err != nil {
+			return err
+		}
+		m.res.NotInPlan += int64(len(dropped))
+		m.res.Kept.Pin += int64(len(skipped))
+		for _, e := range accepted {
+			m.res.Condemned.Objects++
+			m.res.Condemned.Bytes += e.Size
+			m.res.GraphChunks++
+			m.sample.add(e.Key)
+		}
+		batch = batch[:0]
+		return nil
+	}
+	err := storage.ListAll(ctx, m.s, prefix, func(o storage.ObjectInfo) error {
+		if _, err := format.ParseChunkKey(prefix, o.Key); err != nil {
+			m.res.Kept.Unknown++
+			return nil
+		}
+		switch {
+		case m.res.RetainAllData:
+			m.res.Kept.Unsettled++
+		case chunks[o.Key]:
+			m.res.Kept.Referenced++
+		case o.LastModified.After(young):
+			m.res.Kept.Guard++
+		default:
+			batch = append(batch, catalog.Condemned{Key: o.Key, Kind: catalog.ObjectData, Size: o.Size})
+			if len(batch) >= condemnChunk {
+				return flush()
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("list chunks: %w", err)
+	}
+	return flush()
+}
+
+// markTableV2 is markTable for format 2: versions, then manifest chunks, then objects,
+// each condemned only after what could name it was decided.
+func markTableV2(ctx context.Context, cat *catalog.Catalog, s storage.Store, in CleanupMarkTableInput) (CleanupMarkTableResult, error) {
+	var res CleanupMarkTableResult
+	sample := planSample{max: in.MaxPlanKeys}
+	g, err := graph.Open(s, in.Graph)
+	if err != nil {
+		return res, err
+	}
+	var pins pinSet
+	if in.Mode == CleanupModeDryRun {
+		list, err := cat.PinsList(ctx, catalog.PinsListParams{Graph: in.Graph, RunID: in.RunID})
+		if err != nil {
+			return res, fmt.Errorf("list pins: %w", err)
+		}
+		pins = newPinSet(list)
+	}
+	young := in.Now.Add(-in.GuardWindow)
+	retained := make(map[string]bool, len(in.Retained))
+	for _, v := range in.Retained {
+		retained[v] = true
+	}
+	var batch []catalog.Condemned
+	// condemn hands the batch to the ledger; counted says where accepted keys count.
+	condemn := func(counted func(catalog.Condemned)) ([]string, error) {
+		accepted, skipped, dropped, err := condemnEntries(ctx, cat, in.RunID, in.Mode, in.PlanRunID, pins, batch)
+		if err != nil {
+			return nil, err
+		}
+		batch = batch[:0]
+		res.NotInPlan += int64(len(dropped))
+		res.Kept.Pin += int64(len(skipped))
+		for _, e := range accepted {
+			counted(e)
+			res.Condemned.Bytes += e.Size
+			sample.add(e.Key)
+		}
+		return append(skipped, dropped...), nil
+	}
+	n := 0
+	tick := func() {
+		if n++; n%1000 == 0 {
+			heartbeat(ctx, nil)
+		}
+	}
+
+	// Versions.
+	vprefix := format.TableVersionsPrefix(in.Graph, in.Table)
+	var keptVersions []ulid.ULID
+	err = storage.ListAll(ctx, s, vprefix, func(o storage.ObjectInfo) error {
+		tick()
+		id, ok := parseVersionKey(vprefix, o.Key)
+		switch {
+		case !ok:
+			res.Kept.Unknown++
+		case in.RetainAll:
+			res.Kept.Unsettled++
+			keptVersions = append(keptVersions, ulid.MustParse(id))
+		case retained[id]:
+			res.Kept.Referenced++
+			keptVersions = append(keptVersions, ulid.MustParse(id))
+		case o.LastModified.After(young):
+			res.Kept.Guard++
+			keptVersions = append(keptVersions, ulid.MustParse(id))
+		default:
+			batch = append(batch, catalog.Condemned{Key: o.Key, Kind: catalog.ObjectTableVersion, Size: o.Size})
+		}
+		return nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("list versions: %w", err)
+	}
+	stay, err := condemn(func(catalog.Condemned) { res.Condemned.Versions++ })
+	if err != nil {
+		return res, err
+	}
+	// Pinned versions stay, and so do versions the reviewed plan did not list.
+	for _, k := range stay {
+		if id, ok := parseVersionKey(vprefix, k); ok {
+			keptVersions = append(keptVersions, ulid.MustParse(id))
+		}
+	}
+
+	// Mark every kept version: its manifest chunks exactly, its objects in a filter.
+	retainAll := in.RetainAll
+	var versions []graph.Version
+	total := 0
+	for _, id := range keptVersions {
+		tick()
+		v, err := g.Version(ctx, in.Table, id)
+		switch {
+		case errors.Is(err, graph.ErrVersionNotFound):
+			continue // deleted by someone else since the listing: names nothing now
+		case err != nil:
+			if ctx.Err() != nil {
+				return res, ctx.Err()
+			}
+			retainAll = true // cannot tell what it names: keep every chunk and object
+			continue
+		}
+		versions = append(versions, v)
+		total += int(v.Len())
+	}
+	chunks := map[string]bool{}
+	filter := graph.NewObjectFilter(total, 1e-6, in.Seed)
+	marker := g.NewMarker(func(mk graph.Mark) error {
+		switch mk.Kind {
+		case graph.MarkManifestChunk:
+			chunks[mk.Key] = true
+		case graph.MarkObject:
+			tick()
+			filter.Add(mk.Key)
+		case graph.MarkExternal:
+			res.External++
+		}
+		return nil
+	})
+	if !retainAll {
+		for _, v := range versions {
+			if err := marker.Version(ctx, in.Table, v.ID); err != nil {
+				if ctx.Err() != nil {
+					return res, ctx.Err()
+				}
+				retainAll = true
+				break
+			}
+		}
+	}
+
+	// Manifest chunks.
+	cprefix := format.TableChunksPrefix(in.Graph, in.Table)
+	err = storage.ListAll(ctx, s, cprefix, func(o storage.ObjectInfo) error {
+		tick()
+		if _, err := format.ParseChunkKey(cprefix, o.Key); err != nil {
+			res.Kept.Unknown++
+			return nil
+		}
+		switch {
+		case retainAll:
+			res.Kept.Unsettled++
+		case chunks[o.Key]:
+			res.Kept.Referenced++
+		case o.LastModified.After(young):
+			res.Kept.Guard++
+		default:
+			batch = append(batch, catalog.Condemned{Key: o.Key, Kind: catalog.ObjectData, Size: o.Size})
+		}
+		return nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("list chunks: %w", err)
+	}
+	if _, err := condemn(func(catalog.Condemned) { res.Condemned.Objects++; res.Chunks++ }); err != nil {
+		return res, err
+	}
+
+	// Data objects graft wrote, streamed to the ledger in batches.
+	oprefix := format.TableObjectsPrefix(in.Graph, in.Table)
+	objectCounted := func(catalog.Condemned) { res.Condemned.Objects++ }
+	err = storage.ListAll(ctx, s, oprefix, func(o storage.ObjectInfo) error {
+		tick()
+		_, ok := parseObjectKey(oprefix, o.Key)
+		switch {
+		case !ok:
+			res.Kept.Unknown++
+		case retainAll:
+			res.Kept.Unsettled++
+		case filter.MayContain(o.Key):
+			res.Kept.Referenced++
+		case o.LastModified.After(young):
+			res.Kept.Guard++
+		default:
+			batch = append(batch, catalog.Condemned{Key: o.Key, Kind: catalog.ObjectData, Size: o.Size})
+			if len(batch) >= condemnChunk {
+				_, err := condemn(objectCounted)
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("list objects: %w", err)
+	}
+	if _, err := condemn(objectCounted); err != nil {
+		return res, err
+	}
+	res.PlanKeys = sample.keys
+	return res, nil
+}
+
+// CleanupUploads finds the incomplete multipart uploads under the graph's object keys
+// started before the guard window that no operation pins, and (with Abort) aborts them,
+// which frees their parts (docs/format.md, *Cleanup*: an upload's key is a fresh object
+// ULID only its own operation completes, and a running operation pins its object keys).
+func (a *Activities) CleanupUploads(ctx context.Context, in CleanupUploadsInput) (CleanupUploadsResult, error) {
+	var res CleanupUploadsResult
+	ups, err := graph.IncompleteUploads(ctx, a.Store, in.Graph, in.Now.Add(-in.GuardWindow))
+	if err != nil {
+		return res, err
+	}
+	if len(ups) == 0 {
+		return res, nil
+	}
+	list, err := a.Catalog.PinsList(ctx, catalog.PinsListParams{Graph: in.Graph, RunID: in.RunID})
+	if err != nil {
+		return res, fmt.Errorf("list pins: %w", err)
+	}
+	pins := newPinSet(list)
+	var garbage []graph.IncompleteUpload
+	for _, u := range ups {
+		if pins.pinned(u.Key) {
+			res.Pinned++
+			continue
+		}
+		garbage = append(garbage, u)
+		res.Found++
+		if len(res.Keys) < in.MaxPlanKeys {
+			res.Keys = append(res.Keys, u.Key)
+		}
+	}
+	if !in.Abort || len(garbage) == 0 {
+		return res, nil
+	}
+	if err := graph.AbortUploads(ctx, a.Store, garbage); err != nil {
+		return res, err
+	}
+	res.Aborted = int64(len(garbage))
+	return res, nil
+}
