@@ -116,6 +116,7 @@ type Catalog struct {
 	pool   *pgxpool.Pool
 	schema string
 	where  string // the database, password-free, for error messages
+	stats  *counter
 }
 
 // Open connects to the ledger described by cfg, checks that Postgres answers and that the
@@ -142,11 +143,13 @@ func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 	if poolCfg.ConnConfig.ConnectTimeout == 0 {
 		poolCfg.ConnConfig.ConnectTimeout = cfg.ConnectTimeout
 	}
+	stats := &counter{}
+	poolCfg.ConnConfig.Tracer = stats
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return nil, fmt.Errorf("open catalog: %w", translateError(err, describe(&poolCfg.ConnConfig.Config)))
 	}
-	c := &Catalog{pool: pool, schema: cfg.Schema, where: describe(&poolCfg.ConnConfig.Config)}
+	c := &Catalog{pool: pool, schema: cfg.Schema, where: describe(&poolCfg.ConnConfig.Config), stats: stats}
 	if err := c.checkSchema(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open catalog: %w", err)
