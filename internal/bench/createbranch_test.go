@@ -92,9 +92,10 @@ func newCreateStack(tb testing.TB, depth, tables int) *createStack {
 	}
 	tb.Cleanup(tc.Close)
 	queue := "bench-" + st.graph
-	w := sdkworker.New(tc, queue, sdkworker.Options{})
+	w := sdkworker.New(tc, queue, sdkworker.Options{Interceptors: benchInterceptors})
 	worker.Register(w, st.acts)
 	w.RegisterWorkflowWithOptions(floorWorkflow, workflow.RegisterOptions{Name: floorWorkflowName})
+	w.RegisterWorkflowWithOptions(floorPlusWorkflow, workflow.RegisterOptions{Name: floorPlusName})
 	if err := w.Start(); err != nil {
 		tb.Fatal(err)
 	}
