@@ -92,7 +92,7 @@ func newCreateStack(tb testing.TB, depth, tables int) *createStack {
 	}
 	tb.Cleanup(tc.Close)
 	queue := "bench-" + st.graph
-	w := sdkworker.New(tc, queue, sdkworker.Options{Interceptors: benchInterceptors})
+	w := sdkworker.New(tc, queue, sdkworker.Options{})
 	worker.Register(w, st.acts)
 	w.RegisterWorkflowWithOptions(floorWorkflow, workflow.RegisterOptions{Name: floorWorkflowName})
 	w.RegisterWorkflowWithOptions(floorPlusWorkflow, workflow.RegisterOptions{Name: floorPlusName})
@@ -231,6 +231,22 @@ type path struct {
 	// transactions, both summed over the path's operations.
 	requests int
 	ledger   catalog.Stats
+	// cpu is CPU time by process group (cpu_test.go) over the path's
+	// operations; busy and total the machine's ticks over them.
+	cpu         map[string]time.Duration
+	busy, total float64
+}
+
+// addCPU accounts the CPU between two samples to p.
+func (p *path) addCPU(s0, s1 cpuSample) {
+	if p.cpu == nil {
+		p.cpu = map[string]time.Duration{}
+	}
+	for g, d := range s1.since(s0) {
+		p.cpu[g] += d
+	}
+	p.busy += s1.busy - s0.busy
+	p.total += s1.total - s0.total
 }
 
 func (p *path) n() int { return len(p.lat) }
@@ -258,8 +274,9 @@ func interleave(tb testing.TB, store *faults.Store, cat *catalog.Catalog, n, c, 
 		}
 		for _, p := range paths {
 			store.ResetCounts()
-			before := cat.Stats()
+			before, cpu0 := cat.Stats(), sampleCPU()
 			lat, wall := measure(tb, k, c, p.op)
+			p.addCPU(cpu0, sampleCPU())
 			p.ledger = addStats(p.ledger, cat.Stats().Sub(before))
 			p.requests += totalRequests(store)
 			p.lat = append(p.lat, lat...)
@@ -329,6 +346,21 @@ func reportPaths(b *testing.B, unit string, eng, raw, floor *path) {
 	b.ReportMetric(raw.perSecond(), "raw-"+unit+"s/s")
 	b.ReportMetric(raw.perOp(int64(raw.requests)), "raw-requests/"+unit)
 	b.ReportMetric(eng.p(0.5)/raw.p(0.5), "engine/raw-p50")
+	for _, p := range []*path{eng, raw, floor} {
+		if p == nil {
+			continue
+		}
+		prefix := ""
+		if p != eng {
+			prefix = p.name + "-"
+		}
+		for _, g := range []string{"bench", "temporal", "postgres"} {
+			b.ReportMetric(float64(p.cpu[g].Microseconds())/1000/float64(p.n()), prefix+g+"-cpu-ms/"+unit)
+		}
+		if p.total > 0 {
+			b.ReportMetric(100*p.busy/p.total, prefix+"machine-busy-%")
+		}
+	}
 	if floor != nil {
 		b.ReportMetric(floor.p(0.5), "floor-p50-ms")
 		b.ReportMetric(floor.p(0.99), "floor-p99-ms")

@@ -227,7 +227,7 @@ func timedSerial(b *testing.B, st *mergeStack, n, passes int, shape mergeShape, 
 					source = shape.prepare(b)
 				}
 				st.store.ResetCounts()
-				before := st.cat.Stats()
+				before, cpu0 := st.cat.Stats(), sampleCPU()
 				start := time.Now()
 				var err error
 				if p == floor {
@@ -239,6 +239,7 @@ func timedSerial(b *testing.B, st *mergeStack, n, passes int, shape mergeShape, 
 				if err != nil {
 					b.Fatal(err)
 				}
+				p.addCPU(cpu0, sampleCPU())
 				p.lat = append(p.lat, d)
 				p.wall += d
 				p.requests += totalRequests(st.store)
