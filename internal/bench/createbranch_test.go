@@ -27,6 +27,7 @@ import (
 	"github.com/graftworks/graft/internal/catalog/catalogtest"
 	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/internal/testenv"
+	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/storage/localfs"
 	"github.com/graftworks/graft/worker"
@@ -53,11 +54,18 @@ var stackSeq atomic.Int64
 // commits after the table writes.
 func newCreateStack(tb testing.TB, depth, tables int) *createStack {
 	tb.Helper()
-	ctx := context.Background()
 	inner, err := localfs.Open(tb.TempDir())
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return newCreateStackOn(tb, inner, depth, tables)
+}
+
+// newCreateStackOn is newCreateStack on the store inner (an in-memory one
+// builds deep histories fast for the request-count tests).
+func newCreateStackOn(tb testing.TB, inner storage.Store, depth, tables int) *createStack {
+	tb.Helper()
+	ctx := context.Background()
 	st := &createStack{store: faults.Wrap(inner), graph: fmt.Sprintf("cb%d-%d", time.Now().UnixNano()%1e9, stackSeq.Add(1))}
 	st.cat = catalogtest.Open(tb)
 	st.acts = &activities.Activities{Store: st.store, Catalog: st.cat}

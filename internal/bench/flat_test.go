@@ -1,0 +1,96 @@
+package bench
+
+import (
+	"context"
+	"maps"
+	"testing"
+
+	"github.com/graftworks/graft/internal/graph"
+	"github.com/graftworks/graft/storage/faults"
+	"github.com/graftworks/graft/storage/memstore"
+)
+
+// deepHistory is the long history the flatness tests compare with depth 0:
+// issue 13 asks for request counts at depth 10,000 equal to depth 0's. The
+// graphs are built on the in-memory store, where 10,000 commits take a
+// moment; request counts do not depend on the store (the depth-0 and -64
+// tests above run the same operations on the local store and versitygw).
+const deepHistory = 10_000
+
+// TestRequests_CreateMergeHeadRead_SameAtDepth10000AsAt0 proves a create
+// (through the engine), a three-way merge (through the engine) and a head
+// read cost the same object-store requests at depth 10,000 as at depth 0,
+// in graphs of 121 tables.
+func TestRequests_CreateMergeHeadRead_SameAtDepth10000AsAt0(t *testing.T) {
+	type counts map[string]map[faults.Op]int
+	at := map[int]counts{}
+	for _, depth := range []int{0, deepHistory} {
+		cs := newCreateStackOn(t, memstore.New(), depth, mergeTables)
+		got := counts{}
+
+		cs.store.ResetCounts()
+		if err := cs.createEngine(context.Background()); err != nil {
+			t.Fatalf("depth %d: create: %v", depth, err)
+		}
+		got["create"] = target{Store: cs.store}.sent()
+
+		b, err := graph.ResolveBranch(context.Background(), cs.store, cs.graph, graph.DefaultBranch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs.store.ResetCounts()
+		head, err := graph.ReadHead(context.Background(), cs.store, cs.graph, b.Tree)
+		if err != nil {
+			t.Fatalf("depth %d: read head: %v", depth, err)
+		}
+		if want := int64(depth + 1); head.ID.Seq != want { // the table commit, then depth more
+			t.Fatalf("depth %d: head %s, want seq %d", depth, head.ID, want)
+		}
+		got["read head"] = target{Store: cs.store}.sent()
+
+		ms := newMergeStackFrom(t, cs)
+		source := ms.prepare(t, depth, 8)
+		cs.store.ResetCounts()
+		ms.mergeOnce(t, source, 8)
+		got["merge"] = target{Store: cs.store}.sent()
+		at[depth] = got
+	}
+	for op, want := range map[string]int{"create": SuccessPathRequests, "read head": ReadHeadLists + ReadHeadGets, "merge": MergeSuccessPathRequests} {
+		if !maps.Equal(at[0][op], at[deepHistory][op]) {
+			t.Errorf("%s sent %v at depth 0 but %v at depth %d", op, at[0][op], at[deepHistory][op], deepHistory)
+		}
+		if n := sum(at[deepHistory][op]); n != want {
+			t.Errorf("%s sent %d requests at depth %d (%v), want %d", op, n, deepHistory, at[deepHistory][op], want)
+		}
+	}
+}
+
+// TestRequests_Create_SameAt121TablesAsAt4 proves a create through the
+// engine costs the same requests, kind by kind, in a graph of 121 tables as
+// in one of 4: no table is read or copied.
+func TestRequests_Create_SameAt121TablesAsAt4(t *testing.T) {
+	at := map[int]map[faults.Op]int{}
+	for _, tables := range []int{4, 121} {
+		cs := newCreateStackOn(t, memstore.New(), 0, tables)
+		cs.store.ResetCounts()
+		if err := cs.createEngine(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		at[tables] = target{Store: cs.store}.sent()
+	}
+	if !maps.Equal(at[4], at[121]) {
+		t.Fatalf("create sent %v at 4 tables but %v at 121", at[4], at[121])
+	}
+	if n := sum(at[121]); n != SuccessPathRequests {
+		t.Fatalf("create sent %d requests, want %d", n, SuccessPathRequests)
+	}
+}
+
+func sum(m map[faults.Op]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
