@@ -93,4 +93,3 @@ func sum(m map[faults.Op]int) int {
 	}
 	return n
 }
-
