@@ -179,3 +179,57 @@ func TestIncarnationInsertDisjoint_OnlyNamesSharingAFirstSegmentWait(t *testing.
 		t.Fatalf("create of a after a/x committed: %v, want IncarnationExistsError naming a/x", err)
 	}
 }
+
+// TestOperationFinish_NoCleanupRunning_DeletesItsPinsAndPrunesOthers proves
+// the release path's shortcut keeps the ledger's end state: with no cleanup
+// run of the graph running, a finished operation's pins are gone at once (no
+// released rows left for a pruning pass), and a pin released while a run was
+// running stays until a release after that run finished prunes it.
+func TestOperationFinish_NoCleanupRunning_DeletesItsPinsAndPrunesOthers(t *testing.T) {
+	t.Parallel()
+	c := catalogtest.Open(t)
+	rows := func() int {
+		t.Helper()
+		conn, err := pgx.Connect(ctxFor(t), catalogtest.DatabaseURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		var n int
+		if err := conn.QueryRow(ctxFor(t), `SELECT count(*) FROM `+pgx.Identifier{c.Schema(), "op_pins"}.Sanitize()).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	a, b, d := newOp(t, c, catalog.OpCreateBranch, "g"), newOp(t, c, catalog.OpCreateBranch, "g"), newOp(t, c, catalog.OpCreateBranch, "g")
+	for _, op := range []catalog.Operation{a, b, d} {
+		if err := c.PinsRegister(ctxFor(t), catalog.PinsRegisterParams{OpID: op.ID, Pins: pins("g/k1", "g/k2")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.OperationFinish(ctxFor(t), catalog.OperationFinishParams{ID: a.ID, Outcome: catalog.OutcomeCreated}); err != nil {
+		t.Fatal(err)
+	}
+	if n := rows(); n != 4 {
+		t.Fatalf("%d pin rows after a finished with no cleanup running, want b's and d's 4", n)
+	}
+	run := newRun(t, c, "g", catalog.CleanupSweep)
+	if _, err := c.OperationFinish(ctxFor(t), catalog.OperationFinishParams{ID: b.ID, Outcome: catalog.OutcomeCreated}); err != nil {
+		t.Fatal(err)
+	}
+	if got := condemn(t, c, run.ID, "g/k1"); len(got) != 1 {
+		t.Fatalf("skipped %v: b's pin, released while the run runs, must still protect g/k1", got)
+	}
+	if n := rows(); n != 4 {
+		t.Fatalf("%d pin rows, want d's 2 and b's 2 released ones kept for the running run", n)
+	}
+	if _, err := c.CleanupRunFinish(ctxFor(t), catalog.CleanupRunFinishParams{ID: run.ID, State: catalog.CleanupDone}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.OperationFinish(ctxFor(t), catalog.OperationFinishParams{ID: d.ID, Outcome: catalog.OutcomeCreated}); err != nil {
+		t.Fatal(err)
+	}
+	if n := rows(); n != 0 {
+		t.Fatalf("%d pin rows after every operation finished and the run ended, want 0", n)
+	}
+}
