@@ -355,7 +355,7 @@ func reportPaths(b *testing.B, unit string, eng, raw, floor *path) {
 	b.ReportMetric(raw.perOp(int64(raw.requests)), "raw-requests/"+unit)
 	b.ReportMetric(eng.p(0.5)/raw.p(0.5), "engine/raw-p50")
 	for _, p := range []*path{eng, raw, floor} {
-		if p == nil {
+		if p == nil || p.cpu == nil {
 			continue
 		}
 		prefix := ""

@@ -209,6 +209,8 @@ func BenchmarkMergeInto(b *testing.B) {
 
 // timedSerial runs n merges of each path one at a time in passes, building
 // each merge's branch untimed first, and counts what only the merge sends.
+// It reports no CPU: sampling /proc around every merge would cost more CPU
+// than the merge, and sampling around a pass would count the branches built.
 func timedSerial(b *testing.B, st *mergeStack, n, passes int, shape mergeShape, eng, raw, floor *path) {
 	b.Helper()
 	ops := map[*path]func(string) error{
@@ -227,7 +229,7 @@ func timedSerial(b *testing.B, st *mergeStack, n, passes int, shape mergeShape, 
 					source = shape.prepare(b)
 				}
 				st.store.ResetCounts()
-				before, cpu0 := st.cat.Stats(), sampleCPU()
+				before := st.cat.Stats()
 				start := time.Now()
 				var err error
 				if p == floor {
@@ -239,7 +241,6 @@ func timedSerial(b *testing.B, st *mergeStack, n, passes int, shape mergeShape, 
 				if err != nil {
 					b.Fatal(err)
 				}
-				p.addCPU(cpu0, sampleCPU())
 				p.lat = append(p.lat, d)
 				p.wall += d
 				p.requests += totalRequests(st.store)
