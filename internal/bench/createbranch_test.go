@@ -8,6 +8,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"google.golang.org/grpc"
 
 	"github.com/graftworks/graft/activities"
 	"github.com/graftworks/graft/client"
@@ -46,6 +48,35 @@ type createStack struct {
 	queue string
 	graph string
 	seq   atomic.Int64
+	// rpcs counts the Temporal RPCs the shared client connection sends, by
+	// method (the worker's polls and completions too).
+	rpcs rpcCounter
+}
+
+// rpcCounter counts gRPC calls by method name.
+type rpcCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *rpcCounter) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	name := method[strings.LastIndexByte(method, '/')+1:]
+	c.mu.Lock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[name]++
+	c.mu.Unlock()
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// take returns the counts so far and starts again from zero.
+func (c *rpcCounter) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.n
+	c.n = map[string]int{}
+	return n
 }
 
 var stackSeq atomic.Int64
@@ -94,7 +125,8 @@ func newCreateStackOn(tb testing.TB, inner storage.Store, depth, tables int) *cr
 	}
 
 	ts := testenv.Temporal(tb)
-	tc, err := sdkclient.Dial(sdkclient.Options{HostPort: ts.HostPort, Namespace: ts.Namespace, Logger: quietSDKLogger()})
+	tc, err := sdkclient.Dial(sdkclient.Options{HostPort: ts.HostPort, Namespace: ts.Namespace, Logger: quietSDKLogger(),
+		ConnectionOptions: sdkclient.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(st.rpcs.intercept)}}})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/storage/memstore"
+	"github.com/graftworks/graft/workflows"
 )
 
 // deepHistory is the long history the flatness tests compare with depth 0:
@@ -92,4 +93,41 @@ func sum(m map[faults.Op]int) int {
 		n += v
 	}
 	return n
+}
+
+// TestClientWait_OneStartAndOneLongPollPerOperation proves the client's wait
+// path is one call: a create, a delete and a merge through the client each
+// send one StartWorkflowExecution (eager: the first workflow task comes back
+// with it) and one GetWorkflowExecutionHistory (the long poll for the close
+// event), and no status query or description — those begin only after
+// Options.PollInterval, which no operation here outlasts.
+func TestClientWait_OneStartAndOneLongPollPerOperation(t *testing.T) {
+	ms := newMergeStackFrom(t, newCreateStackOn(t, memstore.New(), 0, mergeTables))
+	ctx := context.Background()
+	want := map[string]int{"StartWorkflowExecution": 1, "GetWorkflowExecutionHistory": 1, "QueryWorkflow": 0, "DescribeWorkflowExecution": 0}
+	pool := &names{}
+	if err := ms.createNamed(pool)(ctx); err != nil {
+		t.Fatal(err)
+	}
+	source := ms.prepareUnmoved(t, 8)
+	for _, op := range []struct {
+		name string
+		run  func() error
+	}{
+		{"create", func() error { return ms.createEngine(ctx) }},
+		{"delete", func() error { return ms.deleteEngine(pool)(ctx) }},
+		{"merge", func() error { return ms.mergeEngine(source, workflows.OutcomeAdopted) }},
+	} {
+		ms.rpcs.take()
+		if err := op.run(); err != nil {
+			t.Fatalf("%s: %v", op.name, err)
+		}
+		got := ms.rpcs.take()
+		for method, n := range want {
+			if got[method] != n {
+				t.Errorf("%s sent %d %s, want %d (all: %v)", op.name, got[method], method, n, got)
+			}
+		}
+		t.Logf("%s: %d workflow task completions; all RPCs %v", op.name, got["RespondWorkflowTaskCompleted"], got)
+	}
 }
