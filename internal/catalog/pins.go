@@ -189,20 +189,19 @@ func (c *Catalog) PinsReleaseTx(ctx context.Context, tx pgx.Tx, p PinsReleasePar
 // run needs a released pin, so the operation's pins are deleted at once rather than
 // stamped and then pruned — the same end state, one pass over the rows instead of two.
 func releasePins(ctx context.Context, tx pgx.Tx, opID, graph string) error {
-	tag, err := tx.Exec(ctx, `
-		DELETE FROM op_pins
-		WHERE op_id = $1 AND NOT EXISTS (SELECT 1 FROM cleanup_runs WHERE graph = $2 AND state = 'running')`,
+	// One statement either way: delete the pins when no run is running, stamp them
+	// released (one fresh epoch for all) when one is.
+	_, err := tx.Exec(ctx, `
+		WITH running AS (
+			SELECT EXISTS (SELECT 1 FROM cleanup_runs WHERE graph = $2 AND state = 'running') AS yes
+		), forgotten AS (
+			DELETE FROM op_pins WHERE op_id = $1 AND NOT (SELECT yes FROM running)
+		)
+		UPDATE op_pins SET released_at = now(), released_seq = (SELECT nextval('ledger_epoch'))
+		WHERE op_id = $1 AND released_seq IS NULL AND (SELECT yes FROM running)`,
 		opID, graph)
 	if err != nil {
 		return err
-	}
-	if tag.RowsAffected() == 0 {
-		// A run is running (or the operation held no pins): stamp what it holds.
-		if _, err := tx.Exec(ctx, `
-			UPDATE op_pins SET released_at = now(), released_seq = (SELECT nextval('ledger_epoch'))
-			WHERE op_id = $1 AND released_seq IS NULL`, opID); err != nil {
-			return err
-		}
 	}
 	return prunePins(ctx, tx, graph)
 }
