@@ -131,3 +131,58 @@ func TestClientWait_OneStartAndOneLongPollPerOperation(t *testing.T) {
 		t.Logf("%s: %d workflow task completions; all RPCs %v", op.name, got["RespondWorkflowTaskCompleted"], got)
 	}
 }
+
+// The ledger's round trips on the success path (docs/benchmarks.md, "Where
+// the time goes"): transactions (each a WAL flush at commit) and statements
+// (each a round trip to Postgres, BEGIN and COMMIT included).
+const (
+	// CreateLedgerTransactions: prepare (claim, pins, witness), clone (the
+	// cloned witness), the ref's pending write, then its live witness and the
+	// finish together.
+	CreateLedgerTransactions = 4
+	CreateLedgerStatements   = 27
+	// DeleteLedgerTransactions: the prepare's (the claim, the witness
+	// lookup), the pending write, the retired witness, the finish.
+	DeleteLedgerTransactions = 5
+	DeleteLedgerStatements   = 19
+	// MergeLedgerTransactions: those of the plan (its claim and pins among
+	// them), the pending write and the finish with its pin release, in a
+	// graph of 121 tables.
+	MergeLedgerTransactions = 4
+	MergeLedgerStatements   = 19
+)
+
+// TestLedger_RoundTripsPerOperation_Constant proves what a create, a delete
+// and a merge through the engine cost the ledger, at 4 and 121 tables: the
+// same transactions and statements whatever the table count (the pins of
+// 121 tables go in one statement and out in one).
+func TestLedger_RoundTripsPerOperation_Constant(t *testing.T) {
+	for _, tables := range []int{4, mergeTables} {
+		cs := newCreateStackOn(t, memstore.New(), 0, tables)
+		ctx := context.Background()
+		pool := &names{}
+		if err := cs.createNamed(pool)(ctx); err != nil {
+			t.Fatal(err)
+		}
+		type want struct{ tx, stmts int64 }
+		check := func(op string, w want, run func() error) {
+			t.Helper()
+			before := cs.cat.Stats()
+			if err := run(); err != nil {
+				t.Fatalf("%s: %v", op, err)
+			}
+			got := cs.cat.Stats().Sub(before)
+			if got.Transactions != w.tx || got.Statements != w.stmts {
+				t.Errorf("%d tables: %s cost the ledger %d transactions and %d statements, want %d and %d",
+					tables, op, got.Transactions, got.Statements, w.tx, w.stmts)
+			}
+		}
+		check("create", want{CreateLedgerTransactions, CreateLedgerStatements}, func() error { return cs.createEngine(ctx) })
+		check("delete", want{DeleteLedgerTransactions, DeleteLedgerStatements}, func() error { return cs.deleteEngine(pool)(ctx) })
+		if tables == mergeTables {
+			ms := newMergeStackFrom(t, cs)
+			source := ms.prepareUnmoved(t, 8)
+			check("merge", want{MergeLedgerTransactions, MergeLedgerStatements}, func() error { return ms.mergeEngine(source, workflows.OutcomeAdopted) })
+		}
+	}
+}
