@@ -95,9 +95,10 @@ func (c *Catalog) PinsRegisterTx(ctx context.Context, tx pgx.Tx, p PinsRegisterP
 	if err := lockGraphShared(ctx, tx, graph); err != nil {
 		return c.wrap(what, err)
 	}
-	// With no condemning run of the graph running — the common case, and one no run can
-	// end while the lock is held — the one-time EXISTS filter skips both lookups, which
-	// would otherwise probe the condemned set once per covering key of every pin.
+	// With no condemning run of the graph running — the common case, and one that holds
+	// until commit, since no run starts or finishes while the lock is held — the one-time
+	// EXISTS filter skips both lookups, which would otherwise probe the condemned set once
+	// per covering key of every pin.
 	rows, err := tx.Query(ctx, `
 		SELECT c.key FROM cleanup_condemned c
 		JOIN cleanup_runs r ON r.id = c.run_id AND r.state = 'running' AND r.mode <> 'dry_run'
