@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"runtime"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -17,13 +19,17 @@ import (
 	sdkclient "go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"google.golang.org/grpc"
 
 	"github.com/graftworks/graft/activities"
 	"github.com/graftworks/graft/client"
 	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/catalog/catalogtest"
 	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/internal/testenv"
+	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/storage/localfs"
 	"github.com/graftworks/graft/worker"
@@ -36,9 +42,41 @@ import (
 type createStack struct {
 	store *faults.Store
 	acts  *activities.Activities
+	cat   *catalog.Catalog
 	gc    *client.Client
+	tc    sdkclient.Client
+	queue string
 	graph string
 	seq   atomic.Int64
+	// rpcs counts the Temporal RPCs the shared client connection sends, by
+	// method (the worker's polls and completions too).
+	rpcs rpcCounter
+}
+
+// rpcCounter counts gRPC calls by method name.
+type rpcCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *rpcCounter) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	name := method[strings.LastIndexByte(method, '/')+1:]
+	c.mu.Lock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[name]++
+	c.mu.Unlock()
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// take returns the counts so far and starts again from zero.
+func (c *rpcCounter) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.n
+	c.n = map[string]int{}
+	return n
 }
 
 var stackSeq atomic.Int64
@@ -47,13 +85,21 @@ var stackSeq atomic.Int64
 // commits after the table writes.
 func newCreateStack(tb testing.TB, depth, tables int) *createStack {
 	tb.Helper()
-	ctx := context.Background()
 	inner, err := localfs.Open(tb.TempDir())
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return newCreateStackOn(tb, inner, depth, tables)
+}
+
+// newCreateStackOn is newCreateStack on the store inner (an in-memory one
+// builds deep histories fast for the request-count tests).
+func newCreateStackOn(tb testing.TB, inner storage.Store, depth, tables int) *createStack {
+	tb.Helper()
+	ctx := context.Background()
 	st := &createStack{store: faults.Wrap(inner), graph: fmt.Sprintf("cb%d-%d", time.Now().UnixNano()%1e9, stackSeq.Add(1))}
-	st.acts = &activities.Activities{Store: st.store, Catalog: catalogtest.Open(tb)}
+	st.cat = catalogtest.Open(tb)
+	st.acts = &activities.Activities{Store: st.store, Catalog: st.cat}
 
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	init, err := graph.InitGraph(ctx, inner, graph.InitParams{Graph: st.graph, MainTree: ulid.Make(), Op: "init", Time: now})
@@ -79,7 +125,8 @@ func newCreateStack(tb testing.TB, depth, tables int) *createStack {
 	}
 
 	ts := testenv.Temporal(tb)
-	tc, err := sdkclient.Dial(sdkclient.Options{HostPort: ts.HostPort, Namespace: ts.Namespace, Logger: quietSDKLogger()})
+	tc, err := sdkclient.Dial(sdkclient.Options{HostPort: ts.HostPort, Namespace: ts.Namespace, Logger: quietSDKLogger(),
+		ConnectionOptions: sdkclient.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(st.rpcs.intercept)}}})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -87,12 +134,43 @@ func newCreateStack(tb testing.TB, depth, tables int) *createStack {
 	queue := "bench-" + st.graph
 	w := sdkworker.New(tc, queue, sdkworker.Options{})
 	worker.Register(w, st.acts)
+	w.RegisterWorkflowWithOptions(floorWorkflow, workflow.RegisterOptions{Name: floorWorkflowName})
+	w.RegisterWorkflowWithOptions(floorPlusWorkflow, workflow.RegisterOptions{Name: floorPlusName})
 	if err := w.Start(); err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(w.Stop)
 	st.gc = client.New(tc, client.Options{TaskQueue: queue, EagerStart: true, PollInterval: 5 * time.Second})
+	st.tc, st.queue = tc, queue
 	return st
+}
+
+// floorWorkflowName is the Temporal floor: a workflow of three no-op local
+// activities, the least a kernel operation (prepare, write, finish) could
+// cost on this server and worker.
+const floorWorkflowName = "bench.Floor"
+
+func floorWorkflow(ctx workflow.Context) error {
+	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
+	for range 3 {
+		if err := workflow.ExecuteLocalActivity(ctx, floorStep).Get(ctx, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func floorStep(context.Context) error { return nil }
+
+// floor runs one floor workflow the way the client runs an operation:
+// ExecuteWorkflow with eager start, then Get.
+func (st *createStack) floor(ctx context.Context) error {
+	run, err := st.tc.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{ID: "bench-floor-" + ulid.Make().String(),
+		TaskQueue: st.queue, EnableEagerStart: true}, floorWorkflowName)
+	if err != nil {
+		return err
+	}
+	return run.Get(ctx, nil)
 }
 
 func (st *createStack) nextBranch() string { return fmt.Sprintf("bn%d", st.seq.Add(1)) }
@@ -109,9 +187,14 @@ func (st *createStack) createEngine(ctx context.Context) error {
 // createRaw runs the same steps (prepare, clone, publish, finish) by direct
 // calls, without Temporal.
 func (st *createStack) createRaw(ctx context.Context) error {
+	return st.createRawNamed(ctx, st.nextBranch())
+}
+
+// createRawNamed is createRaw of the branch name.
+func (st *createStack) createRawNamed(ctx context.Context, name string) error {
 	op := ulid.Make().String()
 	owner := activities.Owner{OpID: op, Run: "raw-" + op}
-	prep, err := st.acts.PrepareCreate(ctx, activities.PrepareCreateInput{OpID: op, Graph: st.graph, Branch: st.nextBranch(),
+	prep, err := st.acts.PrepareCreate(ctx, activities.PrepareCreateInput{OpID: op, Graph: st.graph, Branch: name,
 		Time: time.Now().UTC(), Attempt: 1, WorkflowID: "raw-" + op, RunID: owner.Run})
 	if err != nil || prep.Outcome != "" {
 		return fmt.Errorf("prepare: %v %s %s", err, prep.Outcome, prep.Message)
@@ -129,8 +212,9 @@ func (st *createStack) createRaw(ctx context.Context) error {
 	return err
 }
 
-// measure runs n creates over c goroutines and returns sorted latencies and the wall time.
-func measure(tb testing.TB, n, c int, create func(context.Context) error) ([]time.Duration, time.Duration) {
+// measure runs n operations over c goroutines and returns their latencies
+// (unsorted) and the wall time.
+func measure(tb testing.TB, n, c int, op func(context.Context) error) ([]time.Duration, time.Duration) {
 	tb.Helper()
 	ctx := context.Background()
 	lat := make([]time.Duration, n)
@@ -148,7 +232,7 @@ func measure(tb testing.TB, n, c int, create func(context.Context) error) ([]tim
 					return
 				}
 				t := time.Now()
-				if err := create(ctx); err != nil {
+				if err := op(ctx); err != nil {
 					firstErr.CompareAndSwap(nil, err)
 					return
 				}
@@ -159,19 +243,96 @@ func measure(tb testing.TB, n, c int, create func(context.Context) error) ([]tim
 	wg.Wait()
 	wall := time.Since(start)
 	if err, _ := firstErr.Load().(error); err != nil {
-		tb.Fatalf("create: %v", err)
+		tb.Fatalf("operation: %v", err)
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	return lat, wall
 }
 
+// pct is the nearest-rank percentile of sorted, in milliseconds: the
+// element at index ceil(p·n)−1, so p50 of 100 is the 50th and p99 the 99th.
 func pct(sorted []time.Duration, p float64) float64 {
-	i := int(p*float64(len(sorted)) + 0.5)
-	if i >= len(sorted) {
-		i = len(sorted) - 1
+	if len(sorted) == 0 {
+		return 0
 	}
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	i = max(0, min(i, len(sorted)-1))
 	return float64(sorted[i].Microseconds()) / 1000
 }
+
+// path is one way of running an operation in a benchmark row (through the
+// engine, its steps called directly, the Temporal floor), with what its
+// operations cost so far.
+type path struct {
+	name string
+	op   func(context.Context) error
+	lat  []time.Duration
+	wall time.Duration
+	// requests are object-store calls, ledger the catalog's round trips and
+	// transactions, both summed over the path's operations.
+	requests int
+	ledger   catalog.Stats
+	// cpu is CPU time by process group (cpu_test.go) over the path's
+	// operations; busy and total the machine's ticks over them.
+	cpu         map[string]time.Duration
+	busy, total float64
+}
+
+// addCPU accounts the CPU between two samples to p.
+func (p *path) addCPU(s0, s1 cpuSample) {
+	if p.cpu == nil {
+		p.cpu = map[string]time.Duration{}
+	}
+	for g, d := range s1.since(s0) {
+		p.cpu[g] += d
+	}
+	p.busy += s1.busy - s0.busy
+	p.total += s1.total - s0.total
+}
+
+func (p *path) n() int { return len(p.lat) }
+
+func (p *path) p(q float64) float64 {
+	sorted := slices.Clone(p.lat)
+	slices.Sort(sorted)
+	return pct(sorted, q)
+}
+
+func (p *path) perSecond() float64 { return float64(p.n()) / p.wall.Seconds() }
+
+func (p *path) perOp(v int64) float64 { return float64(v) / float64(p.n()) }
+
+// interleave runs n operations of every path at concurrency c, in passes:
+// each pass runs n/passes operations of each path in turn, so a change in
+// the machine's other load falls on every path alike. It counts the store's
+// requests and the ledger's statements per path.
+func interleave(tb testing.TB, store *faults.Store, cat *catalog.Catalog, n, c, passes int, paths ...*path) {
+	tb.Helper()
+	for pass := range passes {
+		k := n / passes
+		if pass == passes-1 {
+			k = n - k*(passes-1)
+		}
+		for _, p := range paths {
+			store.ResetCounts()
+			before, cpu0 := cat.Stats(), sampleCPU()
+			lat, wall := measure(tb, k, c, p.op)
+			p.addCPU(cpu0, sampleCPU())
+			p.ledger = addStats(p.ledger, cat.Stats().Sub(before))
+			p.requests += totalRequests(store)
+			p.lat = append(p.lat, lat...)
+			p.wall += wall
+		}
+	}
+}
+
+func addStats(a, b catalog.Stats) catalog.Stats {
+	return catalog.Stats{Statements: a.Statements + b.Statements, Transactions: a.Transactions + b.Transactions,
+		Savepoints: a.Savepoints + b.Savepoints}
+}
+
+// rowOps is how many operations a row measures: at least b.N, and at least
+// 100 per client (800 at 8 clients).
+func rowOps(b *testing.B, c int) int { return max(b.N, 100*c) }
 
 func peakRSSMiB() float64 {
 	var ru syscall.Rusage
@@ -179,45 +340,76 @@ func peakRSSMiB() float64 {
 	return float64(ru.Maxrss) / 1024 // Linux reports KiB
 }
 
-// BenchmarkCreateBranch measures creates through the engine and the same
-// steps called directly, in one run, at concurrency 1 and 8, for history
-// depth 0 and 64 and 4 and 121 tables. It reports p50/p99 latency (ms),
-// creates per second, object-store requests per create, the engine/raw p50
-// ratio, and the process's peak RSS (worker, client and harness together).
+// BenchmarkCreateBranch measures, in one run with interleaved passes,
+// creates through the engine (client.CreateBranch), the same steps called
+// directly (raw), and the Temporal floor (floorWorkflow), at concurrency 1
+// and 8, for history depth 0 and 64 and 4 and 121 tables. It reports
+// p50/p99 latency (ms, nearest rank), operations per second, object-store
+// requests and ledger transactions and statements per create, the
+// engine/raw and engine/floor ratios, and the process's peak RSS (worker,
+// client and harness together).
 func BenchmarkCreateBranch(b *testing.B) {
 	for _, shape := range []struct{ depth, tables int }{{0, 4}, {64, 4}, {0, 121}, {64, 121}} {
 		for _, c := range []int{1, 8} {
 			b.Run(fmt.Sprintf("depth=%d/tables=%d/c=%d", shape.depth, shape.tables, c), func(b *testing.B) {
 				st := newCreateStack(b, shape.depth, shape.tables)
-				n := max(b.N, 2*c)
-				// Warm both paths (connections, caches) before measuring.
-				measure(b, c, c, st.createEngine)
-				measure(b, c, c, st.createRaw)
+				n := rowOps(b, c)
+				// Warm every path (connections, caches) before measuring.
+				for _, op := range []func(context.Context) error{st.createEngine, st.createRaw, st.floor} {
+					measure(b, 2*c, c, op)
+				}
 				b.ResetTimer()
-
-				st.store.ResetCounts()
-				raw, rawWall := measure(b, n, c, st.createRaw)
-				rawReq := float64(totalRequests(st.store)) / float64(n)
-
-				st.store.ResetCounts()
-				eng, engWall := measure(b, n, c, st.createEngine)
-				engReq := float64(totalRequests(st.store)) / float64(n)
+				eng := &path{name: "engine", op: st.createEngine}
+				raw := &path{name: "raw", op: st.createRaw}
+				floor := &path{name: "floor", op: st.floor}
+				interleave(b, st.store, st.cat, n, c, 2, raw, floor, eng)
 				b.StopTimer()
-
-				b.ReportMetric(pct(eng, 0.5), "p50-ms")
-				b.ReportMetric(pct(eng, 0.99), "p99-ms")
-				b.ReportMetric(float64(n)/engWall.Seconds(), "creates/s")
-				b.ReportMetric(engReq, "requests/create")
-				b.ReportMetric(pct(raw, 0.5), "raw-p50-ms")
-				b.ReportMetric(float64(n)/rawWall.Seconds(), "raw-creates/s")
-				b.ReportMetric(rawReq, "raw-requests/create")
-				b.ReportMetric(pct(eng, 0.5)/pct(raw, 0.5), "engine/raw-p50")
+				reportPaths(b, "create", eng, raw, floor)
 				b.ReportMetric(peakRSSMiB(), "peak-rss-MiB")
-				b.ReportMetric(0, "ns/op")
 			})
 		}
 	}
 	runtime.GC()
+}
+
+// reportPaths reports a row's figures: the engine's unprefixed, raw and
+// floor's prefixed, and the ratios between their p50s.
+func reportPaths(b *testing.B, unit string, eng, raw, floor *path) {
+	b.ReportMetric(eng.p(0.5), "p50-ms")
+	b.ReportMetric(eng.p(0.99), "p99-ms")
+	b.ReportMetric(eng.perSecond(), unit+"s/s")
+	b.ReportMetric(eng.perOp(int64(eng.requests)), "requests/"+unit)
+	b.ReportMetric(eng.perOp(eng.ledger.Transactions), "ledger-tx/"+unit)
+	b.ReportMetric(eng.perOp(eng.ledger.Statements), "ledger-stmts/"+unit)
+	b.ReportMetric(raw.p(0.5), "raw-p50-ms")
+	b.ReportMetric(raw.p(0.99), "raw-p99-ms")
+	b.ReportMetric(raw.perSecond(), "raw-"+unit+"s/s")
+	b.ReportMetric(raw.perOp(int64(raw.requests)), "raw-requests/"+unit)
+	b.ReportMetric(eng.p(0.5)/raw.p(0.5), "engine/raw-p50")
+	for _, p := range []*path{eng, raw, floor} {
+		if p == nil || p.cpu == nil {
+			continue
+		}
+		prefix := ""
+		if p != eng {
+			prefix = p.name + "-"
+		}
+		for _, g := range []string{"bench", "temporal", "postgres"} {
+			b.ReportMetric(float64(p.cpu[g].Microseconds())/1000/float64(p.n()), prefix+g+"-cpu-ms/"+unit)
+		}
+		if p.total > 0 {
+			b.ReportMetric(100*p.busy/p.total, prefix+"machine-busy-%")
+		}
+	}
+	if floor != nil {
+		b.ReportMetric(floor.p(0.5), "floor-p50-ms")
+		b.ReportMetric(floor.p(0.99), "floor-p99-ms")
+		b.ReportMetric(floor.perSecond(), "floor-ops/s")
+		b.ReportMetric(eng.p(0.5)/floor.p(0.5), "engine/floor-p50")
+		b.ReportMetric(eng.p(0.5)/(floor.p(0.5)+raw.p(0.5)), "engine/(floor+raw)-p50")
+		b.ReportMetric(eng.perSecond()/floor.perSecond(), "engine/floor-throughput")
+	}
+	b.ReportMetric(0, "ns/op")
 }
 
 func totalRequests(s *faults.Store) int {

@@ -36,7 +36,13 @@ type mergeStack struct {
 
 func newMergeStack(tb testing.TB) *mergeStack {
 	tb.Helper()
-	st := &mergeStack{createStack: newCreateStack(tb, 0, mergeTables), alt: map[ulid.ULID]ulid.ULID{}}
+	return newMergeStackFrom(tb, newCreateStack(tb, 0, mergeTables))
+}
+
+// newMergeStackFrom is newMergeStack on a create stack of mergeTables tables.
+func newMergeStackFrom(tb testing.TB, cs *createStack) *mergeStack {
+	tb.Helper()
+	st := &mergeStack{createStack: cs, alt: map[ulid.ULID]ulid.ULID{}}
 	st.inner = st.store.Inner()
 	head := st.head(tb, graph.DefaultBranch)
 	now := time.Now().UTC().Truncate(time.Millisecond)

@@ -116,6 +116,7 @@ type Catalog struct {
 	pool   *pgxpool.Pool
 	schema string
 	where  string // the database, password-free, for error messages
+	stats  *counter
 }
 
 // Open connects to the ledger described by cfg, checks that Postgres answers and that the
@@ -142,11 +143,13 @@ func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 	if poolCfg.ConnConfig.ConnectTimeout == 0 {
 		poolCfg.ConnConfig.ConnectTimeout = cfg.ConnectTimeout
 	}
+	stats := &counter{}
+	poolCfg.ConnConfig.Tracer = stats
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return nil, fmt.Errorf("open catalog: %w", translateError(err, describe(&poolCfg.ConnConfig.Config)))
 	}
-	c := &Catalog{pool: pool, schema: cfg.Schema, where: describe(&poolCfg.ConnConfig.Config)}
+	c := &Catalog{pool: pool, schema: cfg.Schema, where: describe(&poolCfg.ConnConfig.Config), stats: stats}
 	if err := c.checkSchema(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open catalog: %w", err)
@@ -240,12 +243,37 @@ func savepoint[T any](ctx context.Context, tx pgx.Tx, fn func(sp pgx.Tx) (T, err
 	return v, nil
 }
 
-// lockGraph takes the per-graph advisory lock for the rest of tx. The key hashes the
-// schema too, so ledgers in different schemas of one database do not contend.
+// lockGraph takes the per-graph advisory lock for the rest of tx, exclusively: the
+// cleanup side of the handshake (a run's insert and finish, CondemnedAdd). The key
+// hashes the schema too, so ledgers in different schemas of one database do not contend.
 func lockGraph(ctx context.Context, tx pgx.Tx, graph string) error {
 	_, err := tx.Exec(ctx,
 		`SELECT pg_advisory_xact_lock(hashtextextended('graft/graph/' || current_schema() || '/' || $1, 0))`,
 		graph)
+	return err
+}
+
+// lockGraphShared takes the same per-graph lock for the rest of tx in shared mode: the
+// operations' side of the handshake (PinsRegister, PinsRelease, OperationFinish). Shared
+// holders never wait for each other, so operations of one graph do not serialise on the
+// ledger; each still excludes, and is excluded by, the cleanup side, which is all the
+// handshake needs (doc.go): a pin and a condemnation of one graph never interleave.
+func lockGraphShared(ctx context.Context, tx pgx.Tx, graph string) error {
+	_, err := tx.Exec(ctx,
+		`SELECT pg_advisory_xact_lock_shared(hashtextextended('graft/graph/' || current_schema() || '/' || $1, 0))`,
+		graph)
+	return err
+}
+
+// lockNameRoot takes, for the rest of tx, the lock of the first '/'-separated segment
+// of a branch name in a graph: every pair of names of which one is a prefix of the
+// other on '/' boundaries (`a`, `a/b`) shares it, and names with different first
+// segments never contend.
+func lockNameRoot(ctx context.Context, tx pgx.Tx, graph, logical string) error {
+	root, _, _ := strings.Cut(logical, "/")
+	_, err := tx.Exec(ctx,
+		`SELECT pg_advisory_xact_lock(hashtextextended('graft/name/' || current_schema() || '/' || $1 || '/' || $2, 0))`,
+		graph, root)
 	return err
 }
 

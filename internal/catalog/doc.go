@@ -23,9 +23,11 @@
 // Cleanup runs while operations run. The property: an operation that adds a reference while
 // a sweep runs is either seen by the sweep or refused — it never publishes a reference to
 // something deleted. The ledger enforces its half under one per-graph lock
-// (pg_advisory_xact_lock on a hash of schema and graph), taken by every write that moves
-// the line between "pinned" and "condemned" (PinsRegister, PinsRelease, OperationFinish,
-// CleanupRunInsert, CleanupRunFinish, CondemnedAdd):
+// (an advisory transaction lock on a hash of schema and graph), taken by every write that
+// moves the line between "pinned" and "condemned": in shared mode by the operations' side
+// (PinsRegister, PinsRelease, OperationFinish), so operations of one graph never wait for
+// each other, and exclusively by the cleanup side (CleanupRunInsert, CleanupRunFinish,
+// CondemnedAdd), so a pin and a condemnation of one graph never interleave:
 //
 //   - PinsRegister refuses with ErrCondemned (a *CondemnedError listing the keys) if any pin
 //     is in the condemned set (state condemned or deleted) of a running mark or sweep run of

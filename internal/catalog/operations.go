@@ -211,7 +211,7 @@ func (c *Catalog) OperationFinish(ctx context.Context, p OperationFinishParams) 
 }
 
 // OperationFinishTx is OperationFinish inside the caller's transaction. It takes the
-// operation's graph lock, held until the transaction ends.
+// operation's graph lock in shared mode, held until the transaction ends.
 func (c *Catalog) OperationFinishTx(ctx context.Context, tx pgx.Tx, p OperationFinishParams) (Operation, error) {
 	what := fmt.Sprintf("finish operation %q", p.ID)
 	if !slices.Contains(Outcomes, p.Outcome) {
@@ -221,7 +221,7 @@ func (c *Catalog) OperationFinishTx(ctx context.Context, tx pgx.Tx, p OperationF
 	if err != nil {
 		return Operation{}, c.wrap(what, err)
 	}
-	if err := lockGraph(ctx, tx, graph); err != nil {
+	if err := lockGraphShared(ctx, tx, graph); err != nil {
 		return Operation{}, c.wrap(what, err)
 	}
 	op, err := scanOperation(tx.QueryRow(ctx, `

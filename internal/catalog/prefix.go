@@ -11,11 +11,13 @@ import (
 // IncarnationInsertDisjointTx is IncarnationInsertTx for a new branch name
 // that must also be prefix-disjoint from every unsettled or live branch of the
 // graph on '/' boundaries (`a` and `a/b` cannot both be live). It takes the
-// graph's lock, so two racing creates of `a` and `a/b` cannot both pass. A
-// clash is a *IncarnationExistsError naming the other incarnation.
+// lock of the name's first segment (lockNameRoot), so two racing creates of
+// `a` and `a/b` cannot both pass while creates of `a` and `b` do not wait for
+// each other. A clash is a *IncarnationExistsError naming the other
+// incarnation.
 func (c *Catalog) IncarnationInsertDisjointTx(ctx context.Context, tx pgx.Tx, p IncarnationInsertParams) (Incarnation, error) {
 	what := fmt.Sprintf("insert incarnation %q", p.Native)
-	if err := lockGraph(ctx, tx, p.Graph); err != nil {
+	if err := lockNameRoot(ctx, tx, p.Graph, p.Logical); err != nil {
 		return Incarnation{}, c.wrap(what, err)
 	}
 	other, err := scanIncarnation(tx.QueryRow(ctx, `
