@@ -322,7 +322,7 @@ func (u *uploader) complete(ctx context.Context, parts []storage.Part) error {
 	for attempt := 1; attempt <= MaxPutAttempts; attempt++ {
 		_, err := u.m.CompleteMultipart(ctx, u.key, u.id, parts)
 		if err == nil {
-			return nil
+			return u.confirm(ctx)
 		}
 		last = err
 		code := storage.CodeOf(err)
@@ -345,6 +345,50 @@ func (u *uploader) complete(ctx context.Context, parts []storage.Part) error {
 		}
 	}
 	return fmt.Errorf("complete upload: %w", last)
+}
+
+// confirmReads bounds confirm's reads; between them it pauses confirmPause,
+// doubling.
+const (
+	confirmReads = 8
+	confirmPause = 50 * time.Millisecond
+)
+
+// confirm reads the completed object back before the upload is reported done:
+// a backend may answer a complete (a re-sent one above all, after the first
+// outlived its request timeout) before the object is visible at the key —
+// versitygw does for big objects (docs/format.md, "Table versions and data
+// objects"). Our size at
+// the key is done; another size is another writer's object; still absent
+// after confirmReads reads is ErrAmbiguous, for the caller to settle later.
+func (u *uploader) confirm(ctx context.Context) error {
+	pause := confirmPause
+	var last error
+	for read := 1; read <= confirmReads; read++ {
+		info, err := u.s.Head(ctx, u.key)
+		switch {
+		case err == nil && info.Size == u.size:
+			return nil
+		case err == nil:
+			return fmt.Errorf("complete upload: %w", &KeyTakenError{Key: u.key})
+		case !errors.Is(err, storage.ErrNotFound) && !retryable(err):
+			return fmt.Errorf("complete upload: read back %s: %w", u.key, err)
+		}
+		last = err
+		if read == confirmReads {
+			break
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("complete upload: read back %s: %w (%w)", u.key, storage.ErrAmbiguous, ctx.Err())
+		case <-t.C:
+		}
+		pause *= 2
+	}
+	return fmt.Errorf("complete upload: answered done, yet %s is not readable after %d reads (last: %v): %w",
+		u.key, confirmReads, last, storage.ErrAmbiguous)
 }
 
 // IncompleteUpload is a multipart upload under a graph's object keys that

@@ -306,6 +306,33 @@ func TestV2_UploadObject_LostCompleteAnswer_IsSettled(t *testing.T) {
 	}
 }
 
+// A complete answered before the object is readable (versitygw, a re-sent
+// complete of a big object) is confirmed by reading it back: the upload is
+// done only once our size is at the key, and one that never appears is
+// ambiguous after a bounded number of reads, never done.
+func TestV2_UploadObject_CompleteAnsweredBeforeTheObjectIsReadable_ConfirmedByReadBack(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		absent int
+		done   bool
+	}{{"readable on the third read", 2, true}, {"never readable", 1000, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := faults.Wrap(memstore.New())
+			key := format.ObjectKey("sales", "t", objID(2))
+			s.Add(faults.Rule{Name: "lagging", Op: faults.OpHead, KeyPrefix: key, Mode: faults.Refuse, Status: 404, Times: tc.absent})
+			body := patterned(5000)
+			res, err := UploadObject(context.Background(), s, "sales", "t", objID(2), bytes.NewReader(body), 5000, UploadOptions{Threshold: 1000, PartSize: 1000})
+			heads := s.Count(faults.OpHead).Attempted
+			switch {
+			case tc.done && (err != nil || res.Parts != 5 || heads != 3):
+				t.Fatalf("upload = %+v, %v after %d reads; want done on the third read", res, err, heads)
+			case !tc.done && (!errors.Is(err, storage.ErrAmbiguous) || heads != confirmReads):
+				t.Fatalf("upload = %+v, %v after %d reads; want ambiguous after %d", res, err, heads, confirmReads)
+			}
+		})
+	}
+}
+
 func TestPartSizeFor_StaysWithinPartCountAndMinimum(t *testing.T) {
 	lim := storage.S3MultipartLimits
 	if ps := PartSizeFor(5<<40, 0, lim); (5<<40+ps-1)/ps > int64(lim.MaxParts) || ps > lim.MaxPartSize {
