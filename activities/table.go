@@ -55,6 +55,8 @@ type PrepareWriteResult struct {
 	// Native is the branch's live incarnation when the write started.
 	Native string
 	Bytes  int64
+	// Format is the graph's format version (1 or 2).
+	Format int
 }
 
 // objectProbeConcurrency bounds the parallel HEADs of PrepareWrite.
@@ -110,7 +112,7 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 	}
 	res.Version = nativeULID(in.OpID+"/version", 0, res.Time).String()
 
-	if _, err := graph.ReadGraph(ctx, a.Store, in.Graph); err != nil {
+	if _, res.Format, err = graph.ReadGraphAny(ctx, a.Store, in.Graph); err != nil {
 		if errors.Is(err, graph.ErrGraphNotFound) {
 			return stop(outcome.NotFound, "graph %q does not exist; create it with `graft graph init %s`", in.Graph, in.Graph)
 		}
@@ -269,6 +271,11 @@ func (a *Activities) WriteManifest(ctx context.Context, in WriteManifestInput) (
 	if err != nil {
 		return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
 	}
+	if f, err := a.graphFormat(ctx, in.Graph); err != nil {
+		return WriteManifestResult{}, fmt.Errorf("read graph: %w", err)
+	} else if f == format.Version2 {
+		return a.writeManifestV2(ctx, in, version, entries)
+	}
 	key := format.TableVersionKey(in.Graph, in.Table, version)
 	put, err := graph.PutIfAbsent(ctx, a.Store, key, body)
 	switch {
@@ -333,6 +340,9 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 			return PlanCommitResult{}, err
 		}
 		return end(out, "%s", msg)
+	}
+	if b.RefFormat == format.Version2 {
+		return a.planCommitV2(ctx, in, b, version)
 	}
 	if in.ExpectedHead != "" {
 		id, err := format.ParseCommitID(in.ExpectedHead)
@@ -423,7 +433,13 @@ func (a *Activities) ownPendingCommit(ctx context.Context, o Owner, graphName st
 		return ownCommit{}, false, nil
 	}
 	var spec WriteSpec
-	if err := json.Unmarshal(op.Pending, &spec); err != nil || spec.Kind != WriteCommit || spec.Graph != graphName {
+	if err := json.Unmarshal(op.Pending, &spec); err != nil || spec.Graph != graphName {
+		return ownCommit{}, false, nil
+	}
+	if spec.Kind == WritePublish {
+		return a.ownPendingPublish(ctx, spec)
+	}
+	if spec.Kind != WriteCommit {
 		return ownCommit{}, false, nil
 	}
 	c, err := format.DecodeCommit(spec.Body)

@@ -88,7 +88,7 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 	}
 
 	// Fail before uploading anything when the graph or branch is missing.
-	if _, err := graph.ReadGraph(ctx, store, req.Graph); err != nil {
+	if _, _, err := graph.ReadGraphAny(ctx, store, req.Graph); err != nil {
 		return nil, readError(err, req.Graph, "")
 	}
 	if _, err := graph.ResolveBranch(ctx, store, req.Graph, req.Branch); err != nil {

@@ -1,0 +1,345 @@
+package workflows_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	sdkclient "go.temporal.io/sdk/client"
+
+	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/internal/catalog/catalogtest"
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/graph"
+	"github.com/graftworks/graft/internal/testenv"
+	"github.com/graftworks/graft/storage"
+	"github.com/graftworks/graft/storage/faults"
+	"github.com/graftworks/graft/storage/s3"
+	"github.com/graftworks/graft/workflows"
+)
+
+// Operations on format-2 graphs (docs/format.md), on the real stack: Temporal dev server,
+// versitygw behind the fault wrapper, Postgres.
+
+// rig2 is a rig whose graph is format 2: main pins table "t" after setup.
+type rig2 struct {
+	*rig
+	g    *graph.Graph
+	head graph.Commit // main's head as this test last wrote it
+}
+
+// newRig2 is newRig with a format-2 graph.
+func newRig2(t *testing.T) *rig2 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	srv := testenv.VersityGW(t)
+	cfg := s3.Config{Endpoint: srv.Endpoint, Region: srv.Region, Bucket: srv.NewBucket(t), PathStyle: true,
+		AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey}
+	inner, err := s3.New(ctx, cfg)
+	if err != nil {
+		t.Fatalf("s3 store: %v", err)
+	}
+	r := &rig{t: t, ctx: ctx, inner: inner, store: faults.Wrap(inner), cat: catalogtest.Open(t),
+		taskQueue: randomName("graft-test-"), graph: randomName("g"), s3cfg: cfg}
+	ts := testenv.Temporal(t)
+	r.tc, err = sdkclient.DialContext(ctx, sdkclient.Options{HostPort: ts.HostPort, Namespace: ts.Namespace, Logger: quietLogger()})
+	if err != nil {
+		t.Fatalf("dial temporal: %v", err)
+	}
+	t.Cleanup(r.tc.Close)
+	r.gc = client.New(r.tc, client.Options{TaskQueue: r.taskQueue, PollInterval: 200 * time.Millisecond})
+	r2 := &rig2{rig: r}
+	r2.g, err = graph.Open(inner, r.graph)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	init, err := graph.InitV2(ctx, inner, graph.InitParams{Graph: r.graph, MainTree: ulid.Make(), Op: "init-" + r.graph, Time: now})
+	if err != nil {
+		t.Fatalf("init graph: %v", err)
+	}
+	r2.head, err = r2.g.Commit(ctx, init.Root.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2.commit("main", "t", "v1", now)
+	if _, err := r.cat.GraphInsert(ctx, catalog.GraphInsertParams{Name: r.graph, Locator: "s3://" + cfg.Bucket}); err != nil {
+		t.Fatalf("ledger graph: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := r.oracle(true); err != nil {
+			t.Error(err)
+		}
+	})
+	return r2
+}
+
+// commit writes a one-object version of table and appends a commit pinning it to branch
+// (straight to the bucket, as another writer would); on main it moves r.head.
+func (r *rig2) commit(branch, table, body string, at time.Time) graph.Commit {
+	r.t.Helper()
+	at = at.UTC().Truncate(time.Millisecond)
+	id := ulid.Make()
+	if _, err := r.inner.Put(r.ctx, format.ObjectKey(r.graph, table, id), []byte(body), storage.PutOptions{IfNoneMatch: true}); err != nil {
+		r.t.Fatalf("upload: %v", err)
+	}
+	sum := sha256.Sum256([]byte(body))
+	v, err := r.g.PutVersion(r.ctx, graph.VersionSpec{Table: table, VersionID: ulid.Make(), Time: at, Op: "write-" + body,
+		Put: []format.ManifestEntry{{Name: id.String(), Object: id, Size: int64(len(body)), SHA256: hex.EncodeToString(sum[:])}}})
+	if err != nil {
+		r.t.Fatalf("put version: %v", err)
+	}
+	res, err := r.g.Append(r.ctx, graph.CommitSpec{Branch: branch, SetPins: map[string]ulid.ULID{table: v.Version.ID},
+		Author: "test", Message: "write " + table, Time: at, Op: "commit-" + body})
+	if err != nil {
+		r.t.Fatalf("append: %v", err)
+	}
+	c, err := r.g.Commit(r.ctx, res.Plan.Commit.ID)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if branch == "main" {
+		r.head = c
+	}
+	return c
+}
+
+// branchHead reads a branch's head straight from the bucket.
+func (r *rig2) branchHead(branch string) graph.Head {
+	r.t.Helper()
+	h, err := r.g.BranchHead(r.ctx, branch)
+	if err != nil {
+		r.t.Fatalf("head of %s: %v", branch, err)
+	}
+	return h
+}
+
+// reclaim deletes commits from the bucket, as a cleanup that reclaimed them would.
+func (r *rig2) reclaim(cs ...graph.Commit) {
+	r.t.Helper()
+	for _, c := range cs {
+		if err := r.inner.Delete(r.ctx, format.CommitIDKey(r.graph, c.ID)); err != nil {
+			r.t.Fatalf("reclaim %s: %v", c.ID, err)
+		}
+	}
+}
+
+// treeSeqs counts the commit keys of tree at each seq.
+func (r *rig2) treeSeqs(tree ulid.ULID) map[int64]int {
+	r.t.Helper()
+	out := map[int64]int{}
+	if err := storage.ListAll(r.ctx, r.inner, format.TreeCommitsPrefix(r.graph, tree), func(o storage.ObjectInfo) error {
+		id, err := format.ParseCommitKey(r.graph, o.Key)
+		if err != nil {
+			return err
+		}
+		out[id.Seq]++
+		return nil
+	}); err != nil {
+		r.t.Fatalf("list tree: %v", err)
+	}
+	return out
+}
+
+func TestV2_WriteTable_PublishesOnTheRealHead_Done(t *testing.T) {
+	t.Parallel()
+	r := newRig2(t)
+	r.startWorker()
+	before := r.branchHead("main")
+	res, err := r.gc.WriteTable(r.ctx, r.inner, client.WriteTableRequest{Graph: r.graph, Branch: "main", Table: "u",
+		Files: writeFiles(t, "a", "bb"), ExpectedHead: before.Commit.ID.String()})
+	if err != nil || res.Outcome != outcome.Done {
+		t.Fatalf("write: %+v, %v; want done", res, err)
+	}
+	head := r.branchHead("main")
+	if head.Commit.ID.String() != res.Commit || head.Commit.FirstParent() != before.Commit.ID || !head.Commit.ID.IsV2() {
+		t.Fatalf("head %s (parent %s), want the reported format-2 commit %s on %s", head.Commit.ID, head.Commit.FirstParent(), res.Commit, before.Commit.ID)
+	}
+	v, err := r.g.TableAt(r.ctx, head.Commit, "u")
+	if err != nil || v.Format != format.Version2 || v.Len() != 2 || v.Bytes != 3 {
+		t.Fatalf("table u at the head: %+v, %v; want a format-2 version of 2 entries, 3 bytes", v, err)
+	}
+	if _, err := r.g.TableAt(r.ctx, head.Commit, "t"); err != nil {
+		t.Fatalf("table t is no longer pinned: %v", err)
+	}
+	r.report("main", res.Commit)
+}
+
+// #15 The sequence, on format 2: main at seq 8, a live branch forked at seq 2, a cleanup
+// with keep_newest=2 reclaiming seqs 1 and 3…6, then a write whose expected head is the
+// commit at seq 2. The plan compares the expected head with the head main's ref names, so
+// the write is a conflict; no commit key of main's tree is refilled and nothing is lost.
+// (Format 1's PlanCommit compares with the tree's real head too since #15's first phase;
+// what format 2 adds is that no put could refill the gap even if a plan did not: see the
+// settle variant below, which fails on format 1.)
+func TestV2_StaleExpectedHeadAfterCleanupGap_ConflictNoRefill(t *testing.T) {
+	t.Parallel()
+	r := newRig2(t)
+	r.startWorker()
+	at := time.Now().Add(-time.Hour)
+	chain := []graph.Commit{r.head} // seq 1
+	for i := 0; i < 7; i++ {
+		chain = append(chain, r.commit("main", "t", "v"+string(rune('a'+i)), at.Add(time.Duration(i)*time.Second)))
+	}
+	if r.head.ID.Seq != 8 {
+		t.Fatalf("main at seq %d, want 8", r.head.ID.Seq)
+	}
+	fork := chain[1] // seq 2
+	if _, err := r.g.CreateBranch(r.ctx, graph.ForkSpec{Branch: "side", Tree: ulid.Make(), Source: fork.ID.String(),
+		Author: "test", Message: "side", Time: at, Op: "hand-side"}); err != nil {
+		t.Fatalf("create side: %v", err)
+	}
+	r.reclaim(chain[0], chain[2], chain[3], chain[4], chain[5])
+	before := r.treeSeqs(r.head.ID.Tree)
+	if before[3] != 0 {
+		t.Fatalf("the test needs seq 3 reclaimed: %v", before)
+	}
+	head := r.branchHead("main")
+	res, err := r.gc.WriteTable(r.ctx, r.inner, client.WriteTableRequest{Graph: r.graph, Branch: "main", Table: "u",
+		Files: writeFiles(t, "late"), ExpectedHead: fork.ID.String()})
+	if !errors.Is(err, outcome.ErrConflict) {
+		t.Fatalf("write with stale expected head %s: %+v, %v; want conflict", fork.ID, res, err)
+	}
+	if after := r.treeSeqs(r.head.ID.Tree); after[3] != 0 || len(after) != len(before) {
+		t.Fatalf("commit keys of main's tree changed: %v → %v (a refilled key)", before, after)
+	}
+	if now := r.branchHead("main"); now.Commit.ID != head.Commit.ID || now.ETag != head.ETag {
+		t.Fatalf("main moved to %s, want %s untouched", now.Commit.ID, head.Commit.ID)
+	}
+	if side := r.branchHead("side"); side.Commit.FirstParent() != fork.ID {
+		t.Fatalf("side's fork is %s, want %s", side.Commit.FirstParent(), fork.ID)
+	}
+}
+
+// #15 The settle variant, on format 2: the write's head swap is held in flight (ambiguous)
+// and the write goes in doubt; another writer then appends twice and a cleanup reclaims the
+// contested seq; the held swap is released late. It can never land — the ref moved, so its
+// If-Match fails — and the settle re-issue reads the ref, finds another head whose first
+// parents do not pass through our commit, and ends the write conflict (it named an expected
+// head): never done, never a commit behind the head.
+//
+// On format 1 this sequence fails: there the held put is the commit put at seq+1, released
+// into the key cleanup emptied, and the read-back finds our bytes at the key and reports
+// done with a commit that is not on main (recorded in the port status file).
+func TestV2_InDoubtPublishBehindMovedHead_ConflictNeverBehindTheHead(t *testing.T) {
+	t.Parallel()
+	r := newRig2(t)
+	r.startWorker()
+	obj := r.upload("u", "settle")
+	start := r.branchHead("main")
+	opID := randomName("settle-")
+	ours := func(b []byte) bool {
+		ref, v, err := format.DecodeBranchRefAny(b)
+		return err == nil && v == format.Version2 && ref.Op == opID && ref.Head != start.Commit.ID
+	}
+	unhold := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: format.BranchRefKey(r.graph, start.Native), Body: ours, Mode: faults.Hold})
+	run := r.startOp(workflows.WriteTableName, workflows.WriteTableInput{Graph: r.graph, Branch: "main", Table: "u",
+		Objects: []workflows.TableObject{obj}, OpID: opID, ExpectedHead: start.Commit.ID.String()})
+	r.waitOp(opID, "the write in doubt", inDoubt)
+	held := r.store.Held()
+	if len(held) == 0 {
+		t.Fatal("no head swap held")
+	}
+	// Another writer takes the seq and the next; cleanup reclaims the contested seq.
+	past := time.Now().Add(-time.Hour)
+	other1 := r.commit("main", "t", "other-1", past)
+	other2 := r.commit("main", "t", "other-2", past.Add(time.Second))
+	r.reclaim(other1)
+	for _, h := range r.store.Held() {
+		if _, err := h.Release(r.ctx); !errors.Is(err, storage.ErrPreconditionFailed) {
+			t.Fatalf("the held swap, released after the ref moved: %v; want a failed precondition", err)
+		}
+	}
+	unhold()
+	var res workflows.WriteTableResult
+	if err := endOf(r.rig, run, &res); err != nil || res.Outcome != outcome.Conflict {
+		t.Fatalf("write: %+v, %v; want conflict", res, err)
+	}
+	head := r.branchHead("main")
+	if head.Commit.ID != other2.ID {
+		t.Fatalf("main's head is %s, want the other writer's %s", head.Commit.ID, other2.ID)
+	}
+	if head.Commit.FirstParent() != other1.ID {
+		t.Fatalf("main's head %s has first parent %s, want the other writer's %s", head.Commit.ID, head.Commit.FirstParent(), other1.ID)
+	}
+	if r.exists(format.CommitIDKey(r.graph, other1.ID)) {
+		t.Fatalf("the reclaimed commit %s was refilled", other1.ID)
+	}
+	if op := r.operation(opID); op.Outcome != catalog.Outcome(outcome.Conflict) {
+		t.Fatalf("ledger outcome %s, want conflict", op.Outcome)
+	}
+}
+
+// The settle variant without an expected head: the write plans again on the real head and
+// lands on top of it, once.
+func TestV2_InDoubtPublishBehindMovedHead_ReplannedOnTheRealHead(t *testing.T) {
+	t.Parallel()
+	r := newRig2(t)
+	r.startWorker()
+	obj := r.upload("u", "settle")
+	start := r.branchHead("main")
+	opID := randomName("settle-")
+	ours := func(b []byte) bool {
+		ref, v, err := format.DecodeBranchRefAny(b)
+		return err == nil && v == format.Version2 && ref.Op == opID && ref.Head.Seq == start.Commit.ID.Seq+1
+	}
+	unhold := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: format.BranchRefKey(r.graph, start.Native), Body: ours, Mode: faults.Hold})
+	run := r.startOp(workflows.WriteTableName, workflows.WriteTableInput{Graph: r.graph, Branch: "main", Table: "u",
+		Objects: []workflows.TableObject{obj}, OpID: opID})
+	r.waitOp(opID, "the write in doubt", inDoubt)
+	past := time.Now().Add(-time.Hour)
+	other1 := r.commit("main", "t", "other-1", past)
+	other2 := r.commit("main", "t", "other-2", past.Add(time.Second))
+	r.reclaim(other1)
+	for _, h := range r.store.Held() {
+		h.Drop()
+	}
+	unhold()
+	var res workflows.WriteTableResult
+	if err := endOf(r.rig, run, &res); err != nil || res.Outcome != outcome.Done {
+		t.Fatalf("write: %+v, %v; want done on top of the real head", res, err)
+	}
+	head := r.branchHead("main")
+	if head.Commit.ID.String() != res.Commit || head.Commit.FirstParent() != other2.ID || res.HeadRetries != 1 {
+		t.Fatalf("head %s (parent %s), result %+v: want the write re-planned once on %s", head.Commit.ID, head.Commit.FirstParent(), res, other2.ID)
+	}
+	r.report("main", res.Commit)
+}
+
+// A format-2 graph initialised through graft.InitGraph: main's root is a format-2 commit
+// named by main's ref, and a write lands on it.
+func TestV2_InitGraphFormat2_ThenWrite_Done(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.startWorker()
+	name := randomName("g")
+	init, err := r.gc.InitGraph(r.ctx, client.InitGraphRequest{Graph: name, Format: 2})
+	if err != nil || init.Outcome != outcome.Done {
+		t.Fatalf("init: %+v, %v", init, err)
+	}
+	if _, v, err := graph.ReadGraphAny(r.ctx, r.inner, name); err != nil || v != format.Version2 {
+		t.Fatalf("graph record: format %d, %v; want 2", v, err)
+	}
+	g, err := graph.Open(r.inner, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := g.BranchHead(r.ctx, "main")
+	if err != nil || root.Commit.ID.String() != init.Root || root.RefFormat != format.Version2 {
+		t.Fatalf("main: %+v, %v; want the reported format-2 root %s", root, err, init.Root)
+	}
+	res, err := r.gc.WriteTable(r.ctx, r.inner, client.WriteTableRequest{Graph: name, Branch: "main", Table: "u", Files: writeFiles(t, "x")})
+	if err != nil || res.Outcome != outcome.Done {
+		t.Fatalf("write: %+v, %v", res, err)
+	}
+	if h, err := g.BranchHead(r.ctx, "main"); err != nil || h.Commit.ID.String() != res.Commit || h.Commit.FirstParent() != root.Commit.ID {
+		t.Fatalf("main after the write: %+v, %v", h.Commit.ID, err)
+	}
+}
