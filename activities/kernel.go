@@ -441,7 +441,7 @@ func tagVerdict(o graph.TagPutOutcome, t format.Tag) Verdict {
 }
 
 func (a *Activities) readTag(ctx context.Context, w WriteSpec) (Verdict, error) {
-	want, err := format.DecodeTag(w.Body)
+	want, _, err := format.DecodeTagAny(w.Body)
 	if err != nil {
 		return Verdict{State: Invalid, Message: err.Error()}, nil
 	}
@@ -454,7 +454,7 @@ func (a *Activities) readTag(ctx context.Context, w WriteSpec) (Verdict, error) 
 	case bytes.Equal(obj.Body, w.Body):
 		return Verdict{State: Landed, Commit: want.Commit.String()}, nil
 	}
-	have, err := format.DecodeTag(obj.Body)
+	have, _, err := format.DecodeTagAny(obj.Body)
 	if err != nil {
 		return Verdict{State: Other, Message: err.Error()}, nil
 	}
@@ -470,13 +470,17 @@ func (a *Activities) readTag(ctx context.Context, w WriteSpec) (Verdict, error) 
 
 func (a *Activities) fenceTag(ctx context.Context, in WriteInput) (Verdict, error) {
 	w := in.Spec
-	want, err := format.DecodeTag(w.Body)
+	want, version, err := format.DecodeTagAny(w.Body)
 	if err != nil {
 		return Verdict{State: Invalid, Message: err.Error()}, nil
 	}
 	fence := want
 	fence.State, fence.RetiredOp = format.TagRetired, want.Op
-	body, err := format.EncodeTag(fence)
+	encode := format.EncodeTag
+	if version == format.Version2 {
+		encode = format.EncodeTagV2
+	}
+	body, err := encode(fence)
 	if err != nil {
 		return Verdict{State: Invalid, Message: err.Error()}, nil
 	}

@@ -122,6 +122,12 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 	if in.Source == in.Target {
 		return end(outcome.Invalid, "cannot merge %q into itself", in.Source)
 	}
+	if v, err := a.graphFormat(ctx, in.Graph); err == nil && v == format.Version2 {
+		// The object-level merge of format 2 (graph.PlanMergeV2) is not wired into the
+		// operation yet: refuse before anything is recorded rather than merge format-2
+		// maps with format-1 code.
+		return end(outcome.Invalid, "graph %q is format 2: merge is not yet supported on format-2 graphs by this worker", in.Graph)
+	}
 	if in.ExpectedHead != "" {
 		if _, err := format.ParseCommitID(in.ExpectedHead); err != nil {
 			return end(outcome.Invalid, "expected head: %v", err)
@@ -328,6 +334,19 @@ func (a *Activities) readBranchHead(ctx context.Context, graphName, name string)
 			}
 		}
 		return branchHead{}, out, msg, err
+	}
+	if b.RefFormat == format.Version2 {
+		// The head the ref names. Only its id, branch, parents, time and op are carried:
+		// format-2 pins are a map read through graph.Graph (tags use this; merge refuses
+		// format-2 graphs above).
+		c, err := graph.ReadCommitAny(ctx, a.Store, graphName, b.Ref.Head.String())
+		switch {
+		case isUnreadableObject(err), errors.Is(err, graph.ErrCommitNotFound):
+			return branchHead{}, outcome.Conflict, fmt.Sprintf("read head of %s: %v", b.Native, err), nil
+		case err != nil:
+			return branchHead{}, "", "", fmt.Errorf("read head of %s: %w", b.Native, err)
+		}
+		return branchHead{branch: b, head: format.Commit{ID: c.ID, Branch: c.Branch, Parents: c.Parents, Time: c.Time, Op: c.Op}}, "", "", nil
 	}
 	head, err := graph.ReadHead(ctx, a.Store, graphName, b.Tree)
 	switch {

@@ -69,6 +69,11 @@ func (a *Activities) PrepareRestore(ctx context.Context, in PrepareRestoreInput)
 	if (in.ToCommit == "") == (in.ToTag == "") {
 		return end(outcome.Invalid, "give exactly one of a commit id and a tag to restore to")
 	}
+	if v, err := a.graphFormat(ctx, in.Graph); err == nil && v == format.Version2 {
+		// Restore on format 2 (a PinsFrom append through graph.PlanAppendOn) is not wired
+		// into the operation yet: refuse before anything is recorded.
+		return end(outcome.Invalid, "graph %q is format 2: restore is not yet supported on format-2 graphs by this worker", in.Graph)
+	}
 	if in.ExpectedHead != "" {
 		if _, err := format.ParseCommitID(in.ExpectedHead); err != nil {
 			return end(outcome.Invalid, "expected head: %v", err)
@@ -157,7 +162,16 @@ func (a *Activities) resolveCommit(ctx context.Context, graphName, id, tag strin
 	} else if _, err := format.ParseCommitID(id); err != nil {
 		return format.Commit{}, outcome.Invalid, fmt.Sprintf("commit: %v", err), nil
 	}
-	c, err := graph.ReadCommit(ctx, a.Store, graphName, id)
+	var c format.Commit
+	var err error
+	if cid, _ := format.ParseCommitID(id); cid.IsV2() {
+		// A format-2 commit: its id, branch, parents, time and op (its pins are a map).
+		var c2 graph.Commit
+		c2, err = graph.ReadCommitAny(ctx, a.Store, graphName, id)
+		c = format.Commit{ID: c2.ID, Branch: c2.Branch, Parents: c2.Parents, Time: c2.Time, Op: c2.Op}
+	} else {
+		c, err = graph.ReadCommit(ctx, a.Store, graphName, id)
+	}
 	switch {
 	case errors.Is(err, graph.ErrCommitNotFound) && tag != "":
 		return format.Commit{}, outcome.NotRetained, fmt.Sprintf("tag %q names commit %s, which no longer exists", tag, id), nil

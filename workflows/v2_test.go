@@ -343,3 +343,110 @@ func TestV2_InitGraphFormat2_ThenWrite_Done(t *testing.T) {
 		t.Fatalf("main after the write: %+v, %v", h.Commit.ID, err)
 	}
 }
+
+// Branch create from a head, a commit and a tag, a write on the new branch, tags, delete and
+// the fence of a merge or restore request, on a format-2 graph: every ref, fork commit and
+// tag is format 2, and each create's head is its fork commit, first parent the source.
+func TestV2_BranchesAndTags_CreateFromHeadCommitTag_WriteDelete(t *testing.T) {
+	t.Parallel()
+	r := newRig2(t)
+	r.startWorker()
+	main := r.branchHead("main")
+	created := func(req client.CreateBranchRequest, source format.CommitID) graph.Head {
+		t.Helper()
+		req.Graph = r.graph
+		res, err := r.gc.CreateBranch(r.ctx, req)
+		if err != nil || res.Outcome != outcome.Created {
+			t.Fatalf("create %+v: %+v, %v", req, res, err)
+		}
+		h := r.branchHead(req.Branch)
+		if h.RefFormat != format.Version2 || h.Commit.ID.String() != res.Head || h.Commit.FirstParent() != source || h.Commit.Fork != source {
+			t.Fatalf("branch %s: head %s (format %d, parent %s, fork %s); want the fork %s of %s", req.Branch, h.Commit.ID, h.RefFormat,
+				h.Commit.FirstParent(), h.Commit.Fork, res.Head, source)
+		}
+		r.names = append(r.names, req.Branch)
+		return h
+	}
+	feat := created(client.CreateBranchRequest{Branch: "feat"}, main.Commit.ID)
+	w, err := r.gc.WriteTable(r.ctx, r.inner, client.WriteTableRequest{Graph: r.graph, Branch: "feat", Table: "u", Files: writeFiles(t, "f")})
+	if err != nil || w.Outcome != outcome.Done {
+		t.Fatalf("write on feat: %+v, %v", w, err)
+	}
+	r.report("feat", w.Commit)
+	if h := r.branchHead("feat"); h.Commit.ID.String() != w.Commit || h.Commit.FirstParent() != feat.Commit.ID {
+		t.Fatalf("feat's head %s, want the write %s on the fork", h.Commit.ID, w.Commit)
+	}
+	if h := r.branchHead("main"); h.Commit.ID != main.Commit.ID {
+		t.Fatalf("main moved to %s", h.Commit.ID)
+	}
+	created(client.CreateBranchRequest{Branch: "from-commit", FromCommit: w.Commit}, mustID(t, w.Commit))
+
+	tag, err := r.gc.CreateTag(r.ctx, client.CreateTagRequest{Graph: r.graph, Name: "v1", Branch: "feat"})
+	if err != nil || tag.Outcome != outcome.Created {
+		t.Fatalf("tag: %+v, %v", tag, err)
+	}
+	te, err := graph.ReadTag(r.ctx, r.inner, r.graph, "v1")
+	if err != nil || te.Tag.Commit.String() != w.Commit {
+		t.Fatalf("tag v1: %+v, %v; want it naming %s", te.Tag, err, w.Commit)
+	}
+	if obj, err := r.inner.Get(r.ctx, format.TagKey(r.graph, "v1")); err != nil || format.PeekFormat(obj.Body) != format.Version2 {
+		t.Fatalf("tag v1 is not format 2: %v", err)
+	}
+	created(client.CreateBranchRequest{Branch: "from-tag", FromTag: "v1"}, mustID(t, w.Commit))
+
+	del, err := r.gc.DeleteBranch(r.ctx, client.DeleteBranchRequest{Graph: r.graph, Branch: "from-commit"})
+	if err != nil || del.Outcome != outcome.Deleted {
+		t.Fatalf("delete: %+v, %v", del, err)
+	}
+	incs, err := graph.ReadBranchIncarnations(r.ctx, r.inner, r.graph, "from-commit")
+	if err != nil || len(incs) != 1 || incs[0].Ref.State != format.RefRetired || incs[0].Ref.Head.String() != del.Head || incs[0].Format != format.Version2 {
+		t.Fatalf("from-commit after delete: %+v, %v; want one retired format-2 ref keeping head %s", incs, err, del.Head)
+	}
+	if dt, err := r.gc.DeleteTag(r.ctx, client.DeleteTagRequest{Graph: r.graph, Name: "v1"}); err != nil || dt.Outcome != outcome.Deleted {
+		t.Fatalf("delete tag: %+v, %v", dt, err)
+	}
+}
+
+func mustID(t *testing.T, s string) format.CommitID {
+	t.Helper()
+	id, err := format.ParseCommitID(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// Repair on a format-2 graph: two live refs of one name (written by hand, as a bug or an
+// operator might), the repair keeps one and retires the other, which keeps its head.
+func TestV2_RepairTwoLiveRefs_KeepsOneRetiresTheOther(t *testing.T) {
+	t.Parallel()
+	r := newRig2(t)
+	r.startWorker()
+	at := time.Now().UTC().Truncate(time.Millisecond)
+	var natives []string
+	for i := 0; i < 2; i++ {
+		p, err := r.g.CreateBranch(r.ctx, graph.ForkSpec{Branch: "dup", Tree: ulid.Make(), Source: r.head.ID.String(),
+			Author: "test", Message: "dup", Time: at, Op: randomName("hand-")})
+		if err != nil {
+			t.Fatalf("hand create: %v", err)
+		}
+		natives = append(natives, p.Ref.Native)
+	}
+	res, err := r.gc.RepairBranch(r.ctx, client.RepairBranchRequest{Graph: r.graph, Branch: "dup", Keep: natives[0]})
+	if err != nil || res.Outcome != outcome.Done || res.Kept != natives[0] || len(res.Retired) != 1 || res.Retired[0] != natives[1] {
+		t.Fatalf("repair: %+v, %v; want %s kept, %s retired", res, err, natives[0], natives[1])
+	}
+	if h := r.branchHead("dup"); h.Native != natives[0] {
+		t.Fatalf("dup resolves to %s, want %s", h.Native, natives[0])
+	}
+	incs, err := graph.ReadBranchIncarnations(r.ctx, r.inner, r.graph, "dup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, inc := range incs {
+		if inc.Native == natives[1] && (inc.Ref.State != format.RefRetired || inc.Ref.Head.IsZero() || inc.Format != format.Version2) {
+			t.Fatalf("%s after the repair: %+v; want a retired format-2 ref keeping its head", inc.Native, inc.Ref)
+		}
+	}
+	r.names = append(r.names, "dup")
+}
