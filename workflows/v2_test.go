@@ -450,3 +450,44 @@ func TestV2_RepairTwoLiveRefs_KeepsOneRetiresTheOther(t *testing.T) {
 	}
 	r.names = append(r.names, "dup")
 }
+
+// An in-doubt format-2 write abandoned by signal is fenced: the ref is rewritten, If-Match
+// the plan's ETag, to the same head with the write's operation as its op, so the planned
+// swap can never land; the write ends unpublished, main keeps its head, the pins are released.
+func TestV2_PublishInDoubt_OperatorAbandons_RefFencedSameHeadUnpublished(t *testing.T) {
+	t.Parallel()
+	r := newRig2(t)
+	r.startWorker()
+	obj := r.upload("u", "abandon me")
+	start := r.branchHead("main")
+	opID := randomName("abandon-")
+	swap := func(b []byte) bool {
+		ref, v, err := format.DecodeBranchRefAny(b)
+		return err == nil && v == format.Version2 && ref.Op == opID && ref.Head != start.Commit.ID
+	}
+	lose := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: format.BranchRefKey(r.graph, start.Native), Body: swap, Mode: faults.FailBeforeSend})
+	run := r.startOp(workflows.WriteTableName, workflows.WriteTableInput{Graph: r.graph, Branch: "main", Table: "u",
+		Objects: []workflows.TableObject{obj}, OpID: opID})
+	r.waitOp(opID, "the write in doubt", inDoubt)
+	if err := r.tc.SignalWorkflow(r.ctx, run.GetID(), run.GetRunID(), workflows.AbandonSignalName, workflows.AbandonRequest{Reason: "operator"}); err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.WriteTableResult
+	if err := endOf(r.rig, run, &res); err != nil || res.Outcome != outcome.Unpublished || res.Commit != "" {
+		t.Fatalf("abandoned write: %+v, %v; want unpublished", res, err)
+	}
+	lose()
+	head := r.branchHead("main")
+	if head.Commit.ID != start.Commit.ID || head.Ref.Op != opID || head.ETag == start.ETag {
+		t.Fatalf("main after the fence: head %s, op %s; want head %s kept, op %s (the fence)", head.Commit.ID, head.Ref.Op, start.Commit.ID, opID)
+	}
+	if op := r.operation(opID); op.Outcome != catalog.OutcomeUnpublished || len(r.pinsOf(opID)) != 0 {
+		t.Fatalf("ledger %s, pins %v; want unpublished and no pins", op.Outcome, r.pinsOf(opID))
+	}
+	// The branch is writable after the fence.
+	w, err := r.gc.WriteTable(r.ctx, r.inner, client.WriteTableRequest{Graph: r.graph, Branch: "main", Table: "u", Files: writeFiles(t, "after")})
+	if err != nil || w.Outcome != outcome.Done {
+		t.Fatalf("write after the fence: %+v, %v", w, err)
+	}
+	r.report("main", w.Commit)
+}
