@@ -69,11 +69,6 @@ func (a *Activities) PrepareRestore(ctx context.Context, in PrepareRestoreInput)
 	if (in.ToCommit == "") == (in.ToTag == "") {
 		return end(outcome.Invalid, "give exactly one of a commit id and a tag to restore to")
 	}
-	if v, err := a.graphFormat(ctx, in.Graph); err == nil && v == format.Version2 {
-		// Restore on format 2 (a PinsFrom append through graph.PlanAppendOn) is not wired
-		// into the operation yet: refuse before anything is recorded.
-		return end(outcome.Invalid, "graph %q is format 2: restore is not yet supported on format-2 graphs by this worker", in.Graph)
-	}
 	if in.ExpectedHead != "" {
 		if _, err := format.ParseCommitID(in.ExpectedHead); err != nil {
 			return end(outcome.Invalid, "expected head: %v", err)
@@ -99,9 +94,10 @@ func (a *Activities) PrepareRestore(ctx context.Context, in PrepareRestoreInput)
 	if err != nil {
 		return PrepareRestoreResult{}, err
 	}
-	if o == "" {
+	if o == "" && !head.head.ID.IsV2() {
 		// Every input checked before the first ledger write: the restore
-		// commit on today's head must encode.
+		// commit on today's head must encode. (A format-2 restore commit is
+		// checked by its plan: graph.PlanAppendOn.)
 		if _, err := format.EncodeCommit(restoreCommit(in.Branch, head.head, target, in.OpID, in.Author, in.Message, head.head.Time)); err != nil {
 			o, msg = outcome.Invalid, fmt.Sprintf("restore commit: %v", err)
 		}
@@ -261,6 +257,9 @@ func (a *Activities) PlanRestore(ctx context.Context, in PlanRestoreInput) (Plan
 	bh, o, msg, err := a.readBranchHead(ctx, in.Graph, in.Branch)
 	if err != nil || o != "" {
 		return PlanRestoreResult{Outcome: o, Message: msg}, err
+	}
+	if bh.branch.RefFormat == format.Version2 {
+		return a.planRestoreV2(ctx, in, bh.branch, targetID)
 	}
 	head := bh.head
 	if head.Op == in.Owner.OpID && head.RestoredFrom == targetID {

@@ -491,3 +491,43 @@ func TestV2_PublishInDoubt_OperatorAbandons_RefFencedSameHeadUnpublished(t *test
 	}
 	r.report("main", w.Commit)
 }
+
+// Restore on a format-2 graph: the backup tag (format 2) names the head replaced, and the
+// restore commit — first parent that head — pins exactly the target's tables, restored_from
+// the target.
+func TestV2_Restore_BackupTagThenCommitWithTheTargetsPins(t *testing.T) {
+	t.Parallel()
+	r := newRig2(t)
+	r.startWorker()
+	target := r.branchHead("main").Commit // pins t
+	w, err := r.gc.WriteTable(r.ctx, r.inner, client.WriteTableRequest{Graph: r.graph, Branch: "main", Table: "u", Files: writeFiles(t, "later")})
+	if err != nil || w.Outcome != outcome.Done {
+		t.Fatalf("write: %+v, %v", w, err)
+	}
+	res, err := r.gc.Restore(r.ctx, client.RestoreRequest{Graph: r.graph, Branch: "main", ToCommit: target.ID.String(), ExpectedHead: w.Commit})
+	if err != nil || res.Outcome != outcome.Done || res.PreviousHead != w.Commit {
+		t.Fatalf("restore: %+v, %v", res, err)
+	}
+	head := r.branchHead("main").Commit
+	if head.ID.String() != res.Commit || head.FirstParent().String() != w.Commit || head.RestoredFrom != target.ID {
+		t.Fatalf("head %s (parent %s, restored from %s); want the restore %s on %s from %s", head.ID, head.FirstParent(), head.RestoredFrom, res.Commit, w.Commit, target.ID)
+	}
+	if head.Pins.Root != target.Pins.Root || len(head.Pins.Entries) != len(target.Pins.Entries) {
+		t.Fatalf("restored pins %+v, want the target's %+v", head.Pins, target.Pins)
+	}
+	if _, err := r.g.TableAt(r.ctx, head, "u"); !errors.Is(err, graph.ErrTableNotPinned) {
+		t.Fatalf("table u after the restore: %v; want not pinned", err)
+	}
+	tag, err := graph.ReadTag(r.ctx, r.inner, r.graph, res.BackupTag)
+	if err != nil || tag.Tag.Commit.String() != w.Commit {
+		t.Fatalf("backup tag %s: %+v, %v; want it naming %s", res.BackupTag, tag.Tag, err, w.Commit)
+	}
+	r.report("main", res.Commit)
+	// A stale expected head is a conflict and writes nothing.
+	if _, err := r.gc.Restore(r.ctx, client.RestoreRequest{Graph: r.graph, Branch: "main", ToCommit: target.ID.String(), ExpectedHead: w.Commit, NoBackup: true}); !errors.Is(err, outcome.ErrConflict) {
+		t.Fatalf("restore on a stale expected head: %v; want conflict", err)
+	}
+	if now := r.branchHead("main").Commit; now.ID != head.ID {
+		t.Fatalf("main moved to %s", now.ID)
+	}
+}
