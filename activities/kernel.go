@@ -77,6 +77,9 @@ type WriteSpec struct {
 	// its parent's did not.
 	Ref    []byte     `json:"ref,omitempty"`
 	Chunks []ChunkPut `json:"chunks,omitempty"`
+	// Pre (publish) are puts-if-absent sent one by one, in order, before Chunks: the
+	// chunks and then the objects of new table versions the commit pins (a merge's).
+	Pre []ChunkPut `json:"pre,omitempty"`
 	// Native (retire_ref) or Name (retire_tag) and the ETag the compare-and-swap expects.
 	Native string `json:"native,omitempty"`
 	Name   string `json:"name,omitempty"`

@@ -43,6 +43,16 @@ type MergeTable struct {
 	Target string            `json:"target,omitempty"`
 	// BaseAmbiguous: several merge bases pin different versions of the table.
 	BaseAmbiguous bool `json:"base_ambiguous,omitempty"`
+	// Format 2: Added, Removed and Replaced count the entries (objects) the merge changes
+	// in the target's version of the table (adopt and merged); Conflicts names, up to 100,
+	// the objects both sides changed differently, ConflictCount counts them all; Why says
+	// what the two sides did to a table in a table-level conflict.
+	Added         int64    `json:"added,omitempty"`
+	Removed       int64    `json:"removed,omitempty"`
+	Replaced      int64    `json:"replaced,omitempty"`
+	Conflicts     []string `json:"conflicts,omitempty"`
+	ConflictCount int64    `json:"conflict_count,omitempty"`
+	Why           string   `json:"why,omitempty"`
 }
 
 // PlanMergeInput is the input of PlanMerge.
@@ -122,12 +132,6 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 	if in.Source == in.Target {
 		return end(outcome.Invalid, "cannot merge %q into itself", in.Source)
 	}
-	if v, err := a.graphFormat(ctx, in.Graph); err == nil && v == format.Version2 {
-		// The object-level merge of format 2 (graph.PlanMergeV2) is not wired into the
-		// operation yet: refuse before anything is recorded rather than merge format-2
-		// maps with format-1 code.
-		return end(outcome.Invalid, "graph %q is format 2: merge is not yet supported on format-2 graphs by this worker", in.Graph)
-	}
 	if in.ExpectedHead != "" {
 		if _, err := format.ParseCommitID(in.ExpectedHead); err != nil {
 			return end(outcome.Invalid, "expected head: %v", err)
@@ -171,6 +175,9 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 	}
 	if out != "" {
 		return stop(PlanMergeResult{}, out, "%s", msg)
+	}
+	if heads[1].branch.RefFormat == format.Version2 {
+		return a.planMergeV2(ctx, in, rec, heads[0].branch, heads[1].branch, stop)
 	}
 	source, target := heads[0].head, heads[1].head
 	res := PlanMergeResult{SourceHead: source.ID.String(), TargetHead: target.ID.String()}

@@ -134,6 +134,19 @@ func (a *Activities) putPublish(ctx context.Context, in WriteInput) (Verdict, er
 			return publishVerdict(res, false, err)
 		}
 	}
+	for _, put := range in.Spec.Pre {
+		// In order: a version is never stored before its chunks.
+		res, err := graph.PutIfAbsent(ctx, a.Store, put.Key, put.Body)
+		switch {
+		case err == nil && res.Outcome == graph.PutTaken:
+			return Verdict{State: Invalid, Message: put.Key + " holds other bytes than the write's"}, nil
+		case err != nil:
+			if v := putVerdict(err); v.State != "" {
+				return v, nil
+			}
+			return Verdict{State: Ambiguous, Message: err.Error()}, nil
+		}
+	}
 	if err := g.WriteAppend(ctx, p); err != nil {
 		if errors.Is(err, graph.ErrCorrupt) {
 			return Verdict{State: Invalid, Message: err.Error()}, nil

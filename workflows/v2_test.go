@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -529,5 +530,134 @@ func TestV2_Restore_BackupTagThenCommitWithTheTargetsPins(t *testing.T) {
 	}
 	if now := r.branchHead("main").Commit; now.ID != head.ID {
 		t.Fatalf("main moved to %s", now.ID)
+	}
+}
+
+// edit writes a version of table on branch that edits the version the branch's head pins:
+// put adds or replaces entries by name (each a fresh uploaded object with body name+tag),
+// del removes names; then a commit pinning it. Straight to the bucket, as another writer.
+func (r *rig2) edit(branch, table, tag string, put []string, del []string) graph.Commit {
+	r.t.Helper()
+	h := r.branchHead(branch)
+	base, _, err := r.g.Pin(r.ctx, h.Commit, table)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var entries []format.ManifestEntry
+	for _, name := range put {
+		id := ulid.Make()
+		body := []byte(name + "@" + tag)
+		if _, err := r.inner.Put(r.ctx, format.ObjectKey(r.graph, table, id), body, storage.PutOptions{IfNoneMatch: true}); err != nil {
+			r.t.Fatal(err)
+		}
+		sum := sha256.Sum256(body)
+		entries = append(entries, format.ManifestEntry{Name: name, Object: id, Size: int64(len(body)), SHA256: hex.EncodeToString(sum[:])})
+	}
+	at := time.Now().UTC().Truncate(time.Millisecond)
+	v, err := r.g.PutVersion(r.ctx, graph.VersionSpec{Table: table, VersionID: ulid.Make(), Base: base, Put: entries, Delete: del, Time: at, Op: "edit-" + tag})
+	if err != nil {
+		r.t.Fatalf("edit %s on %s: %v", table, branch, err)
+	}
+	res, err := r.g.Append(r.ctx, graph.CommitSpec{Branch: branch, SetPins: map[string]ulid.ULID{table: v.Version.ID},
+		Author: "test", Message: "edit " + tag, Time: at, Op: "commit-" + tag})
+	if err != nil {
+		r.t.Fatalf("append on %s: %v", branch, err)
+	}
+	c, err := r.g.Commit(r.ctx, res.Plan.Commit.ID)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return c
+}
+
+// names lists the entry names of table at c.
+func (r *rig2) entryNames(c graph.Commit, table string) []string {
+	r.t.Helper()
+	v, err := r.g.TableAt(r.ctx, c, table)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var out []string
+	if err := r.g.EachEntry(r.ctx, v, func(e format.ManifestEntry) error { out = append(out, e.Name); return nil }); err != nil {
+		r.t.Fatal(err)
+	}
+	return out
+}
+
+// #14 Object-level merge on format 2: both sides appended different objects to one table
+// since their fork → merged with the union; the preview's per-table counts are what the
+// merge then does.
+func TestV2_Merge_BothSidesAppend_MergedWithTheUnion_PreviewMatches(t *testing.T) {
+	t.Parallel()
+	r := newRig2(t)
+	r.startWorker()
+	r.edit("main", "ev", "0", []string{"part-a"}, nil)
+	if _, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: "side"}); err != nil {
+		t.Fatal(err)
+	}
+	r.names = append(r.names, "side")
+	r.edit("side", "ev", "s", []string{"part-b"}, nil)
+	r.edit("main", "ev", "m", []string{"part-c"}, nil)
+	before := r.branchHead("main")
+
+	pre, err := r.gc.Merge(r.ctx, client.MergeRequest{Graph: r.graph, Source: "side", Target: "main", Preview: true})
+	if err != nil || pre.Outcome != outcome.Merged || len(pre.Tables) != 1 {
+		t.Fatalf("preview: %+v, %v; want merged, one table", pre, err)
+	}
+	line := pre.Tables[0]
+	if line.Table != "ev" || line.Action != workflows.MergeMerged || line.Added != 1 || line.Removed != 0 || line.Replaced != 0 {
+		t.Fatalf("preview line %+v; want ev merged, 1 added", line)
+	}
+	if now := r.branchHead("main"); now.ETag != before.ETag {
+		t.Fatal("the preview wrote main's ref")
+	}
+	res, err := r.gc.Merge(r.ctx, client.MergeRequest{Graph: r.graph, Source: "side", Target: "main"})
+	if err != nil || res.Outcome != outcome.Merged || len(res.Tables) != 1 || res.Tables[0].Added != line.Added || res.Tables[0].Action != line.Action {
+		t.Fatalf("merge: %+v, %v; want merged as previewed (%+v)", res, err, line)
+	}
+	head := r.branchHead("main").Commit
+	side := r.branchHead("side").Commit
+	if head.ID.String() != res.Commit || head.FirstParent() != before.Commit.ID || head.MergedParent() != side.ID {
+		t.Fatalf("main's head %s (parents %v); want the merge %s of %s into %s", head.ID, head.Parents, res.Commit, side.ID, before.Commit.ID)
+	}
+	if got := r.entryNames(head, "ev"); strings.Join(got, ",") != "part-a,part-b,part-c" {
+		t.Fatalf("ev after the merge: %v; want the union part-a,part-b,part-c", got)
+	}
+	if _, err := r.g.TableAt(r.ctx, head, "t"); err != nil {
+		t.Fatalf("table t lost: %v", err)
+	}
+	r.report("main", res.Commit)
+	// Merged again: nothing new.
+	if again, err := r.gc.Merge(r.ctx, client.MergeRequest{Graph: r.graph, Source: "side", Target: "main"}); err != nil || again.Outcome != outcome.AlreadyUpToDate {
+		t.Fatalf("merge again: %+v, %v; want already_up_to_date", again, err)
+	}
+}
+
+// #14 The same object removed on one side and replaced on the other is a conflict that
+// names it; nothing is written. A table only one side changed is adopted meanwhile.
+func TestV2_Merge_RemovedOnOneSideReplacedOnTheOther_ConflictNamesTheObject(t *testing.T) {
+	t.Parallel()
+	r := newRig2(t)
+	r.startWorker()
+	r.edit("main", "ev", "0", []string{"part-a", "part-b"}, nil)
+	if _, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: "side"}); err != nil {
+		t.Fatal(err)
+	}
+	r.names = append(r.names, "side")
+	r.edit("side", "ev", "s", nil, []string{"part-a"})
+	r.edit("main", "ev", "m", []string{"part-a"}, nil) // replaced: a new object under the name
+	before := r.branchHead("main")
+	pre, err := r.gc.Merge(r.ctx, client.MergeRequest{Graph: r.graph, Source: "side", Target: "main", Preview: true})
+	if !errors.Is(err, outcome.ErrConflict) || len(pre.Tables) != 1 || pre.Tables[0].Action != workflows.MergeConflict ||
+		strings.Join(pre.Tables[0].Conflicts, ",") != "part-a" {
+		t.Fatalf("preview: %+v, %v; want a conflict naming part-a", pre, err)
+	}
+	res, err := r.gc.Merge(r.ctx, client.MergeRequest{Graph: r.graph, Source: "side", Target: "main"})
+	if !errors.Is(err, outcome.ErrConflict) || len(res.Tables) != 1 || strings.Join(res.Tables[0].Conflicts, ",") != "part-a" ||
+		!strings.Contains(res.Message, "part-a") {
+		t.Fatalf("merge: %+v, %v; want a conflict naming part-a", res, err)
+	}
+	if now := r.branchHead("main"); now.ETag != before.ETag {
+		t.Fatalf("main moved to %s after a conflict", now.Commit.ID)
 	}
 }
