@@ -220,4 +220,3 @@ func countKept(lines []graph.TableMerge) int {
 	}
 	return n
 }
-
