@@ -661,3 +661,45 @@ func TestV2_Merge_RemovedOnOneSideReplacedOnTheOther_ConflictNamesTheObject(t *t
 		t.Fatalf("main moved to %s after a conflict", now.Commit.ID)
 	}
 }
+
+// The client's read surfaces on a format-2 graph: branch list and show, log, tags, diff
+// and table objects read the heads the refs name and the pins and manifest maps.
+func TestV2_ClientReaders_ListShowLogDiffObjects(t *testing.T) {
+	t.Parallel()
+	r := newRig2(t)
+	r.startWorker()
+	root := r.branchHead("main").Commit
+	w, err := r.gc.WriteTable(r.ctx, r.inner, client.WriteTableRequest{Graph: r.graph, Branch: "main", Table: "u", Files: writeFiles(t, "one", "three")})
+	if err != nil || w.Outcome != outcome.Done {
+		t.Fatalf("write: %+v, %v", w, err)
+	}
+	r.report("main", w.Commit)
+	rd := client.NewReader(r.inner)
+	bs, err := rd.ListBranches(r.ctx, r.graph)
+	if err != nil || len(bs) != 1 || bs[0].Head != w.Commit || bs[0].Tables != 2 {
+		t.Fatalf("branches: %+v, %v; want main at %s with 2 tables", bs, err, w.Commit)
+	}
+	d, err := rd.ShowBranch(r.ctx, r.graph, "main")
+	if err != nil || d.Head != w.Commit || len(d.Pins) != 2 || len(d.Parents) != 1 || d.Parents[0] != root.ID.String() {
+		t.Fatalf("show: %+v, %v", d, err)
+	}
+	log, err := rd.Log(r.ctx, r.graph, "main", 0)
+	if err != nil || len(log.Entries) != 3 || log.Entries[0].Commit != w.Commit || log.Entries[1].Commit != root.ID.String() {
+		t.Fatalf("log: %+v, %v; want the write, the setup commit and the root", log, err)
+	}
+	diff, err := rd.Diff(r.ctx, r.graph, root.ID.String(), "main")
+	if err != nil || len(diff.Tables) != 1 || diff.Tables[0].Table != "u" || diff.Unchanged != 1 {
+		t.Fatalf("diff: %+v, %v; want u added, t unchanged", diff, err)
+	}
+	objs, err := rd.TableObjects(r.ctx, r.graph, "main", "u")
+	if err != nil || len(objs.Objects) != 2 || objs.Bytes != 8 {
+		t.Fatalf("table objects: %+v, %v; want 2 objects, 8 bytes", objs, err)
+	}
+	if _, err := r.gc.CreateTag(r.ctx, client.CreateTagRequest{Graph: r.graph, Name: "t1"}); err != nil {
+		t.Fatal(err)
+	}
+	td, err := rd.ShowTag(r.ctx, r.graph, "t1")
+	if err != nil || !td.Retained || len(td.Pins) != 2 {
+		t.Fatalf("show tag: %+v, %v", td, err)
+	}
+}
