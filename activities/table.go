@@ -89,7 +89,8 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 			return end(outcome.Invalid, "expected head: %v", err)
 		}
 	}
-	entries, total, err := objectEntries(in.Objects)
+	// Sizes up to format 2's limit here; a format-1 graph's lower one once its format is read.
+	entries, total, err := objectEntries(in.Objects, storage.MaxObjectSize)
 	if err != nil {
 		return end(outcome.Invalid, "%v", err)
 	}
@@ -117,6 +118,11 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 			return stop(outcome.NotFound, "graph %q does not exist; create it with `graft graph init %s`", in.Graph, in.Graph)
 		}
 		return PrepareWriteResult{}, fmt.Errorf("read graph: %w", err)
+	}
+	if res.Format != format.Version2 {
+		if _, _, err := objectEntries(in.Objects, graph.MaxDataObjectSize); err != nil {
+			return stop(outcome.Invalid, "%v", err)
+		}
 	}
 	b, out, msg, err := a.resolveWriteBranch(ctx, in.Graph, in.Branch)
 	if err != nil || out != "" {
@@ -172,7 +178,7 @@ func (a *Activities) resolveWriteBranch(ctx context.Context, graphName, branch s
 
 // objectEntries validates a version's object list and returns it as
 // manifest entries, sorted by ID, with the total size.
-func objectEntries(objs []TableObject) ([]format.ObjectEntry, int64, error) {
+func objectEntries(objs []TableObject, maxSize int64) ([]format.ObjectEntry, int64, error) {
 	if len(objs) > format.MaxObjectsPerVersion {
 		return nil, 0, fmt.Errorf("%d objects, at most %d per version", len(objs), format.MaxObjectsPerVersion)
 	}
@@ -188,8 +194,8 @@ func objectEntries(objs []TableObject) ([]format.ObjectEntry, int64, error) {
 			return nil, 0, fmt.Errorf("objects[%d].id: %s listed twice", i, id)
 		}
 		seen[id] = true
-		if o.Size < 0 || o.Size > graph.MaxDataObjectSize {
-			return nil, 0, fmt.Errorf("objects[%d].size: %d is outside 0..%d", i, o.Size, graph.MaxDataObjectSize)
+		if o.Size < 0 || o.Size > maxSize {
+			return nil, 0, fmt.Errorf("objects[%d].size: %d is outside 0..%d", i, o.Size, maxSize)
 		}
 		if b, err := hex.DecodeString(o.SHA256); err != nil || len(b) != sha256.Size || hex.EncodeToString(b) != o.SHA256 {
 			return nil, 0, fmt.Errorf("objects[%d].sha256: not 64 lower-case hex digits", i)
@@ -258,23 +264,29 @@ type WriteManifestResult struct {
 // its data objects exist (PrepareWrite probed them). Its bytes are a
 // function of the input, so a retry re-sends the same manifest.
 func (a *Activities) WriteManifest(ctx context.Context, in WriteManifestInput) (WriteManifestResult, error) {
-	entries, _, err := objectEntries(in.Objects)
-	if err != nil {
-		return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
-	}
 	version, err := format.ParseULID(in.Version)
 	if err != nil {
 		return WriteManifestResult{Outcome: outcome.Invalid, Message: "version: " + err.Error()}, nil
+	}
+	f, err := a.graphFormat(ctx, in.Graph)
+	if err != nil {
+		return WriteManifestResult{}, fmt.Errorf("read graph: %w", err)
+	}
+	if f == format.Version2 {
+		entries, _, err := objectEntries(in.Objects, storage.MaxObjectSize)
+		if err != nil {
+			return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
+		}
+		return a.writeManifestV2(ctx, in, version, entries)
+	}
+	entries, _, err := objectEntries(in.Objects, graph.MaxDataObjectSize)
+	if err != nil {
+		return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
 	}
 	v := format.TableVersion{Table: in.Table, ID: version, Objects: entries, CreatedAt: in.Time.UTC(), Op: in.OpID}
 	body, err := format.EncodeTableVersion(v)
 	if err != nil {
 		return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
-	}
-	if f, err := a.graphFormat(ctx, in.Graph); err != nil {
-		return WriteManifestResult{}, fmt.Errorf("read graph: %w", err)
-	} else if f == format.Version2 {
-		return a.writeManifestV2(ctx, in, version, entries)
 	}
 	key := format.TableVersionKey(in.Graph, in.Table, version)
 	put, err := graph.PutIfAbsent(ctx, a.Store, key, body)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -702,4 +703,35 @@ func TestV2_ClientReaders_ListShowLogDiffObjects(t *testing.T) {
 	if err != nil || !td.Retained || len(td.Pins) != 2 {
 		t.Fatalf("show tag: %+v, %v", td, err)
 	}
+}
+
+// A table write to a format-2 graph whose file is above the upload threshold: a multipart
+// upload to versitygw (three parts of S3's 5 MiB minimum), then the write commits it.
+func TestV2_WriteTable_MultipartObject_Done(t *testing.T) {
+	t.Parallel()
+	r := newRig2(t)
+	r.startWorker()
+	dir := t.TempDir()
+	path := dir + "/big.bin"
+	body := make([]byte, 11<<20)
+	for i := range body {
+		body[i] = byte(i / 4096)
+	}
+	if err := os.WriteFile(path, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.store.ResetCounts()
+	w, err := r.gc.WriteTable(r.ctx, r.store, client.WriteTableRequest{Graph: r.graph, Branch: "main", Table: "big", Files: []string{path},
+		Upload: client.UploadOptions{Threshold: 5 << 20, PartSize: 5 << 20}})
+	if err != nil || w.Outcome != outcome.Done || w.Bytes != int64(len(body)) {
+		t.Fatalf("write: %+v, %v", w, err)
+	}
+	if n := r.store.Count(faults.OpUploadPart).Sent; n != 3 {
+		t.Fatalf("%d parts sent, want 3", n)
+	}
+	objs, err := client.NewReader(r.inner).TableObjects(r.ctx, r.graph, "main", "big")
+	if err != nil || len(objs.Objects) != 1 || objs.Bytes != int64(len(body)) {
+		t.Fatalf("table objects: %+v, %v", objs, err)
+	}
+	r.report("main", w.Commit)
 }
