@@ -32,6 +32,8 @@ type TableObject struct {
 type PrepareWriteInput struct {
 	OpID, Graph, Branch, Table string
 	Objects                    []TableObject
+	// Edit (format 2 only, docs/workflows.md): see TableEdit.
+	Edit TableEdit
 	// ExpectedHead is the commit the caller expects the branch's head to be;
 	// "" means whatever the head is when the commit is appended.
 	ExpectedHead    string
@@ -94,10 +96,17 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 	if err != nil {
 		return end(outcome.Invalid, "%v", err)
 	}
-	inputs, _ := json.Marshal(map[string]any{
+	if err := in.Edit.check(); err != nil {
+		return end(outcome.Invalid, "%v", err)
+	}
+	fields := map[string]any{
 		"branch": in.Branch, "table": in.Table, "expected_head": in.ExpectedHead, "author": in.Author,
 		"message": in.Message, "objects": len(entries), "bytes": total, "objects_sha256": objectsDigest(entries),
-	})
+	}
+	if !in.Edit.empty() {
+		fields["edit_sha256"] = in.Edit.digest()
+	}
+	inputs, _ := json.Marshal(fields)
 	c, err := a.claim(ctx, nil, catalog.OperationInsertParams{
 		ID: in.OpID, Kind: catalog.OpWriteTable, Graph: in.Graph, Inputs: inputs,
 		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID,
@@ -123,6 +132,11 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 		if _, _, err := objectEntries(in.Objects, graph.MaxDataObjectSize); err != nil {
 			return stop(outcome.Invalid, "%v", err)
 		}
+		if !in.Edit.empty() {
+			return stop(outcome.Invalid, "graph %q is format 1: appending to, removing from and importing into a table need a format-2 graph", in.Graph)
+		}
+	} else if len(entries) == 0 && len(in.Edit.Imports) == 0 && len(in.Edit.Remove) == 0 {
+		return stop(outcome.Invalid, "nothing to write: give objects, imports or names to remove")
 	}
 	b, out, msg, err := a.resolveWriteBranch(ctx, in.Graph, in.Branch)
 	if err != nil || out != "" {
@@ -150,6 +164,12 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 		return PrepareWriteResult{}, fmt.Errorf("pin version: %w", err)
 	}
 	if o, msg, err := a.probeObjects(ctx, in.Graph, in.Table, entries); err != nil || o != "" {
+		if err != nil {
+			return PrepareWriteResult{}, err
+		}
+		return stop(o, "%s", msg)
+	}
+	if o, msg, err := a.probeImports(ctx, in.Edit.Imports); err != nil || o != "" {
 		if err != nil {
 			return PrepareWriteResult{}, err
 		}
@@ -251,6 +271,9 @@ type WriteManifestInput struct {
 	OpID, Graph, Table, Version string
 	Objects                     []TableObject
 	Time                        time.Time
+	// Edit (format 2): imports join the version; an append or a remove edits the head's
+	// version, so the plan writes it instead (nothing is written here).
+	Edit TableEdit
 }
 
 // WriteManifestResult is the output of WriteManifest: an empty Outcome
@@ -309,6 +332,10 @@ type PlanCommitInput struct {
 	ExpectedHead    string
 	Author, Message string
 	Time            time.Time
+	// Objects and Edit (format 2): an append or a remove plans the version on the
+	// head's version of the table (and writes it with the commit).
+	Objects []TableObject
+	Edit    TableEdit
 }
 
 // PlanCommitResult is the commit PlanCommit computed, or the outcome that
@@ -321,6 +348,9 @@ type PlanCommitResult struct {
 	Committed bool
 	// Commit is the new commit's id; Parent its first parent.
 	Commit, Parent string
+	// Version, when set, is the version the commit pins (an append or a remove, planned on
+	// the head's version); otherwise the prepared one.
+	Version string
 	// Spec is the commit write to issue: its exact bytes, which every put and
 	// re-issue sends.
 	Spec WriteSpec

@@ -31,11 +31,14 @@ func manifestEntriesV2(entries []format.ObjectEntry) []format.ManifestEntry {
 // then the version, put-if-absent (graph.WriteVersion): its bytes are a function of the
 // input, so a retry re-sends the same version.
 func (a *Activities) writeManifestV2(ctx context.Context, in WriteManifestInput, version ulid.ULID, entries []format.ObjectEntry) (WriteManifestResult, error) {
+	if in.Edit.onHead() {
+		return WriteManifestResult{}, nil // the plan writes the version, on the head's
+	}
 	g, err := a.graphOf(in.Graph)
 	if err != nil {
 		return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
 	}
-	plan, err := g.PlanVersion(ctx, graph.VersionSpec{Table: in.Table, VersionID: version, Put: manifestEntriesV2(entries),
+	plan, err := g.PlanVersion(ctx, graph.VersionSpec{Table: in.Table, VersionID: version, Put: versionEntries(entries, in.Edit.Imports),
 		Time: in.Time.UTC(), Op: in.OpID})
 	switch {
 	case errors.Is(err, graph.ErrInvalid):
@@ -91,9 +94,42 @@ func (a *Activities) planCommitV2(ctx context.Context, in PlanCommitInput, b gra
 	}
 	if head.Commit.Op == in.Owner.OpID {
 		// Our commit is the head already (an earlier attempt published it).
-		if v, ok, err := g.Pin(ctx, head.Commit, in.Table); err == nil && ok && v == version {
-			return PlanCommitResult{Committed: true, Commit: head.Commit.ID.String(), Parent: head.Commit.FirstParent().String()}, nil
+		if v, ok, err := g.Pin(ctx, head.Commit, in.Table); err == nil && (ok && v == version || in.Edit.onHead()) {
+			return PlanCommitResult{Committed: true, Commit: head.Commit.ID.String(), Parent: head.Commit.FirstParent().String(), Version: v.String()}, nil
 		}
+	}
+	if in.ExpectedHead != "" && head.Commit.ID.String() != in.ExpectedHead {
+		return end(outcome.Conflict, "the head of %q is %s, not the expected %s", in.Branch, head.Commit.ID, in.ExpectedHead)
+	}
+	var edited *graph.VersionPlan
+	if in.Edit.onHead() {
+		// The version edits the one the head pins; its id is a function of the operation
+		// and the head, so a re-plan on a moved head mints another.
+		base, _, err := g.Pin(ctx, head.Commit, in.Table)
+		if err != nil {
+			return PlanCommitResult{}, fmt.Errorf("read the head's version: %w", err)
+		}
+		entries, _, err := objectEntries(in.Objects, storage.MaxObjectSize)
+		if err != nil {
+			return end(outcome.Invalid, "%v", err)
+		}
+		vp, err := g.PlanVersion(ctx, graph.VersionSpec{Table: in.Table, Base: base, Put: versionEntries(entries, in.Edit.Imports),
+			Delete: in.Edit.Remove, Time: in.Time.UTC(), Op: in.Owner.OpID,
+			VersionID: nativeULID(in.Owner.OpID+"/version/"+head.Commit.ID.String(), 0, in.Time)})
+		switch {
+		case errors.Is(err, graph.ErrInvalid):
+			return end(outcome.Invalid, "%v", err)
+		case errors.Is(err, graph.ErrVersionNotFound):
+			return end(outcome.NotRetained, "the head's version of %s was reclaimed: %v", in.Table, err)
+		case isUnreadableObject(err), errors.Is(err, graph.ErrCorrupt):
+			return end(outcome.Conflict, "plan version on %s: %v", b.Native, err)
+		case err != nil:
+			return PlanCommitResult{}, fmt.Errorf("plan version: %w", err)
+		}
+		if o, msg, err := a.pinKeys(ctx, in.Owner, in.Graph, catalog.ObjectTableVersion, vp.Keys()); err != nil || o != "" {
+			return PlanCommitResult{Outcome: o, Message: msg}, err
+		}
+		edited, version = &vp, vp.Version.ID
 	}
 	author := in.Author
 	if author == "" {
@@ -119,8 +155,17 @@ func (a *Activities) planCommitV2(ctx context.Context, in PlanCommitInput, b gra
 	if o, msg, err := a.pinKeys(ctx, in.Owner, in.Graph, catalog.ObjectCommit, plan.Keys()); err != nil || o != "" {
 		return PlanCommitResult{Outcome: o, Message: msg}, err
 	}
-	return PlanCommitResult{Commit: plan.Commit.ID.String(), Parent: head.Commit.ID.String(),
-		Spec: publishSpec(in.Graph, plan, outcome.Done)}, nil
+	spec := publishSpec(in.Graph, plan, outcome.Done)
+	res := PlanCommitResult{Commit: plan.Commit.ID.String(), Parent: head.Commit.ID.String()}
+	if edited != nil {
+		for _, c := range edited.Chunks {
+			spec.Pre = append(spec.Pre, ChunkPut{Key: c.Key, Body: c.Body})
+		}
+		spec.Pre = append(spec.Pre, ChunkPut{Key: edited.Key, Body: edited.Body})
+		res.Version = version.String()
+	}
+	res.Spec = spec
+	return res, nil
 }
 
 // ownPendingPublish is ownPendingCommit for a format-2 publish: published (the ref's head

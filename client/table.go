@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/oklog/ulid/v2"
@@ -42,6 +43,15 @@ type WriteTableRequest struct {
 	// Upload tunes how files are uploaded to a format-2 graph. The zero value
 	// uses the defaults (docs/format.md, "Table versions and data objects").
 	Upload UploadOptions
+	// Format-2 graphs only (a format-1 graph is invalid): Append makes the new
+	// version the one the branch's head pins plus the files and imports;
+	// Remove drops entries by name from it; Import registers objects already
+	// in the store by key, zero copy, with the size and ETag a HEAD gives now
+	// (graft never writes or deletes them). Defaults: a version of exactly
+	// the files.
+	Append bool
+	Remove []string
+	Import []string
 }
 
 // UploadOptions tune the upload of a table write's files to a format-2 graph:
@@ -119,6 +129,28 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 		return nil, readError(err, req.Graph, req.Branch)
 	}
 	var objects []workflows.TableObject
+	var imports []workflows.TableImport
+	if version != format.Version2 && (req.Append || len(req.Remove) > 0 || len(req.Import) > 0) {
+		return nil, outcome.Errorf(outcome.Invalid, "", "graph %q is format 1: --append, --remove and --import need a format-2 graph", req.Graph)
+	}
+	if len(req.Import) > 0 {
+		refs := make([]graph.ImportRef, len(req.Import))
+		for i, k := range req.Import {
+			refs[i] = graph.ImportRef{Key: k}
+		}
+		entries, err := graph.ImportEntries(ctx, store, req.Graph, refs)
+		switch {
+		case errors.Is(err, graph.ErrInvalid):
+			return nil, outcome.Errorf(outcome.Invalid, "", "import: %v", err)
+		case errors.Is(err, storage.ErrNotFound):
+			return nil, outcome.Errorf(outcome.NotFound, "", "import: %v", err)
+		case err != nil:
+			return nil, fmt.Errorf("import: %w", err)
+		}
+		for _, e := range entries {
+			imports = append(imports, workflows.TableImport{Name: e.Name, Key: e.External, Size: e.Size, ETag: e.ETag, SHA256: e.SHA256})
+		}
+	}
 	if version == format.Version2 {
 		objects, err = uploadFilesV2(ctx, store, req.Graph, req.Table, req.Files, req.Upload)
 	} else {
@@ -137,6 +169,7 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 	in := workflows.WriteTableInput{
 		Graph: req.Graph, Branch: req.Branch, Table: req.Table, Objects: objects,
 		ExpectedHead: req.ExpectedHead, OpID: key, Author: req.Author, Message: req.Message,
+		Append: req.Append, Remove: req.Remove, Imports: imports,
 	}
 	// A key is used once: a finished write with this id is returned as is
 	// (ExecuteWorkflow hands back its run rather than starting another).
@@ -182,8 +215,21 @@ func checkWriteRequest(req WriteTableRequest) error {
 		return err
 	}
 	invalid := func(f string, args ...any) error { return outcome.Errorf(outcome.Invalid, "", f, args...) }
-	if len(req.Files) == 0 {
-		return invalid("no files to write: give at least one")
+	if len(req.Files) == 0 && len(req.Import) == 0 && len(req.Remove) == 0 {
+		return invalid("no files to write: give at least one (or objects to import, or names to remove)")
+	}
+	for _, n := range req.Remove {
+		if err := format.ValidateEntryName(n); err != nil {
+			return invalid("remove %q: %v", n, err)
+		}
+	}
+	for _, k := range req.Import {
+		if err := storage.ValidateKey(k); err != nil {
+			return invalid("import %q: %v", k, err)
+		}
+		if strings.HasPrefix(k, format.GraphPrefix(req.Graph)) {
+			return invalid("import %q: the key is under the graph's own prefix; only objects graft did not write are imported", k)
+		}
 	}
 	if len(req.Files) > format.MaxObjectsPerVersion {
 		return invalid("%d files, at most %d per version", len(req.Files), format.MaxObjectsPerVersion)

@@ -735,3 +735,77 @@ func TestV2_WriteTable_MultipartObject_Done(t *testing.T) {
 	}
 	r.report("main", w.Commit)
 }
+
+// Editing a table on a format-2 graph: --append adds to the head's version, --remove drops
+// an entry by name, --import registers an object already in the bucket by reference (zero
+// copy: the version names its key; nothing is written under it). Bad edits are typed.
+func TestV2_WriteTable_AppendRemoveImport(t *testing.T) {
+	t.Parallel()
+	r := newRig2(t)
+	r.startWorker()
+	write := func(req client.WriteTableRequest) workflows.WriteTableResult {
+		t.Helper()
+		req.Graph, req.Branch, req.Table = r.graph, "main", "u"
+		res, err := r.gc.WriteTable(r.ctx, r.inner, req)
+		if err != nil || res.Outcome != outcome.Done {
+			t.Fatalf("write %+v: %+v, %v", req, res, err)
+		}
+		r.report("main", res.Commit)
+		return res
+	}
+	write(client.WriteTableRequest{Files: writeFiles(t, "a", "b")})
+	first := r.entryNames(r.branchHead("main").Commit, "u")
+	write(client.WriteTableRequest{Files: writeFiles(t, "c"), Append: true})
+	appended := r.entryNames(r.branchHead("main").Commit, "u")
+	if len(appended) != 3 || appended[0] != first[0] || appended[1] != first[1] {
+		t.Fatalf("after append: %v; want %v plus one", appended, first)
+	}
+	res := write(client.WriteTableRequest{Remove: []string{first[0]}})
+	if got := r.entryNames(r.branchHead("main").Commit, "u"); len(got) != 2 || got[0] != first[1] {
+		t.Fatalf("after removing %s: %v", first[0], got)
+	}
+	if res.Version == "" {
+		t.Fatal("no version reported")
+	}
+	ext := "external/landing/part-0001.parquet"
+	if _, err := r.inner.Put(r.ctx, ext, []byte("parquet bytes"), storage.PutOptions{IfNoneMatch: true}); err != nil {
+		t.Fatal(err)
+	}
+	before := r.bucket()
+	write(client.WriteTableRequest{Import: []string{ext}, Append: true})
+	head := r.branchHead("main").Commit
+	v, err := r.g.TableAt(r.ctx, head, "u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok, err := r.g.Entry(r.ctx, v, ext)
+	if err != nil || !ok || e.External != ext || e.Size != int64(len("parquet bytes")) || e.ETag == "" {
+		t.Fatalf("imported entry %+v, %v, %v", e, ok, err)
+	}
+	for k := range r.bucket() {
+		if _, had := before[k]; !had && strings.HasPrefix(k, format.TableObjectsPrefix(r.graph, "u")) {
+			t.Fatalf("the import wrote a data object %s; it must copy nothing", k)
+		}
+	}
+	// Typed errors: a name the head's version lacks, an import under the graph's prefix.
+	if _, err := r.gc.WriteTable(r.ctx, r.inner, client.WriteTableRequest{Graph: r.graph, Branch: "main", Table: "u", Remove: []string{"no-such-entry"}}); !errors.Is(err, outcome.ErrInvalid) {
+		t.Fatalf("remove of a missing name: %v; want invalid", err)
+	}
+	if _, err := r.gc.WriteTable(r.ctx, r.inner, client.WriteTableRequest{Graph: r.graph, Branch: "main", Table: "u",
+		Import: []string{format.GraphPrefix(r.graph) + "tables/u/x"}}); !errors.Is(err, outcome.ErrInvalid) {
+		t.Fatalf("import under the graph's prefix: %v; want invalid", err)
+	}
+	if _, err := r.gc.WriteTable(r.ctx, r.inner, client.WriteTableRequest{Graph: r.graph, Branch: "main", Table: "u", Import: []string{"external/none"}}); !errors.Is(err, outcome.ErrNotFound) {
+		t.Fatalf("import of a missing key: %v; want not_found", err)
+	}
+}
+
+// The edits need format 2: on a format-1 graph they are invalid before anything is uploaded.
+func TestV1_WriteTable_AppendOnFormat1_Invalid(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.startWorker()
+	if _, err := r.gc.WriteTable(r.ctx, r.inner, client.WriteTableRequest{Graph: r.graph, Branch: "main", Table: "t", Files: writeFiles(t, "x"), Append: true}); !errors.Is(err, outcome.ErrInvalid) {
+		t.Fatalf("append on format 1: %v; want invalid", err)
+	}
+}
