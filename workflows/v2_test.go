@@ -809,3 +809,45 @@ func TestV1_WriteTable_AppendOnFormat1_Invalid(t *testing.T) {
 		t.Fatalf("append on format 1: %v; want invalid", err)
 	}
 }
+
+// A format-2 write terminated while its head swap is held in flight leaves nothing behind
+// once the reconciler ran: it fences the publish (the ref rewritten at the same head), the
+// operation ends unpublished with its pins released, and the late swap fails.
+func TestV2_WriteTerminatedInDoubt_ReconcilerFencesThePublish(t *testing.T) {
+	t.Parallel()
+	r := newRig2(t)
+	r.startWorker()
+	obj := r.upload("u", "orphan")
+	start := r.branchHead("main")
+	opID := randomName("orphan-")
+	swap := func(b []byte) bool {
+		ref, v, err := format.DecodeBranchRefAny(b)
+		return err == nil && v == format.Version2 && ref.Op == opID && ref.Head != start.Commit.ID
+	}
+	hold := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: format.BranchRefKey(r.graph, start.Native), Body: swap, Mode: faults.Hold})
+	run := r.startOp(workflows.WriteTableName, workflows.WriteTableInput{Graph: r.graph, Branch: "main", Table: "u",
+		Objects: []workflows.TableObject{obj}, OpID: opID})
+	r.waitOp(opID, "the write in doubt", inDoubt)
+	r.terminate(run)
+	res := r.reconcile()
+	if len(res.Settled) != 1 || res.Settled[0].OpID != opID || res.Settled[0].Outcome != outcome.Unpublished {
+		t.Fatalf("reconcile %+v, want %s settled unpublished", res, opID)
+	}
+	op := r.operation(opID)
+	if op.State != catalog.OperationDone || op.Outcome != catalog.OutcomeUnpublished || len(r.pinsOf(opID)) != 0 {
+		t.Fatalf("ledger %s/%s, pins %v; want done/unpublished, no pins", op.State, op.Outcome, r.pinsOf(opID))
+	}
+	head := r.branchHead("main")
+	if head.Commit.ID != start.Commit.ID || head.Ref.Op != opID {
+		t.Fatalf("main: head %s, op %s; want head %s kept under the fence of %s", head.Commit.ID, head.Ref.Op, start.Commit.ID, opID)
+	}
+	hold()
+	for _, hp := range r.store.Held() {
+		if _, err := hp.Release(r.ctx); !errors.Is(err, storage.ErrPreconditionFailed) {
+			t.Fatalf("late head swap after the reconciler's fence: %v, want precondition failed", err)
+		}
+	}
+	if now := r.branchHead("main"); now.Commit.ID != start.Commit.ID {
+		t.Fatalf("main moved to %s after the late swap", now.Commit.ID)
+	}
+}
