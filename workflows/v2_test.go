@@ -851,3 +851,41 @@ func TestV2_WriteTerminatedInDoubt_ReconcilerFencesThePublish(t *testing.T) {
 		t.Fatalf("main moved to %s after the late swap", now.Commit.ID)
 	}
 }
+
+// Format-1 graphs keep working beside format 2: a graph initialised as format 1 through
+// graft.InitGraph takes a write, a branch create, a write on the branch and a merge, all on
+// format 1's objects.
+func TestV1_SmokeInitWriteCreateMerge_StaysFormat1(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.startWorker()
+	name := randomName("g")
+	if _, err := r.gc.InitGraph(r.ctx, client.InitGraphRequest{Graph: name, Format: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, v, err := graph.ReadGraphAny(r.ctx, r.inner, name); err != nil || v != format.Version {
+		t.Fatalf("graph record: format %d, %v; want 1", v, err)
+	}
+	ok := func(what string, o outcome.Outcome, err error) {
+		t.Helper()
+		if err != nil || !o.Success() {
+			t.Fatalf("%s: %s, %v", what, o, err)
+		}
+	}
+	w, err := r.gc.WriteTable(r.ctx, r.inner, client.WriteTableRequest{Graph: name, Branch: "main", Table: "t", Files: writeFiles(t, "a")})
+	ok("write", w.Outcome, err)
+	c, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: name, Branch: "side"})
+	ok("create", c.Outcome, err)
+	w2, err := r.gc.WriteTable(r.ctx, r.inner, client.WriteTableRequest{Graph: name, Branch: "side", Table: "u", Files: writeFiles(t, "b")})
+	ok("write on side", w2.Outcome, err)
+	m, err := r.gc.Merge(r.ctx, client.MergeRequest{Graph: name, Source: "side", Target: "main"})
+	ok("merge", m.Outcome, err)
+	b, err := graph.ResolveBranch(r.ctx, r.inner, name, "main")
+	if err != nil || b.RefFormat != format.Version {
+		t.Fatalf("main's ref: format %d, %v; want 1", b.RefFormat, err)
+	}
+	head, err := graph.ReadHead(r.ctx, r.inner, name, b.Tree)
+	if err != nil || head.ID.String() != m.Commit || head.ID.IsV2() || len(head.Pins) != 2 {
+		t.Fatalf("main's head %+v, %v; want the format-1 merge %s pinning t and u", head.ID, err, m.Commit)
+	}
+}
