@@ -135,8 +135,6 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 		if !in.Edit.empty() {
 			return stop(outcome.Invalid, "graph %q is format 1: appending to, removing from and importing into a table need a format-2 graph", in.Graph)
 		}
-	} else if len(entries) == 0 && len(in.Edit.Imports) == 0 && len(in.Edit.Remove) == 0 {
-		return stop(outcome.Invalid, "nothing to write: give objects, imports or names to remove")
 	}
 	b, out, msg, err := a.resolveWriteBranch(ctx, in.Graph, in.Branch)
 	if err != nil || out != "" {
