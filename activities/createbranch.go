@@ -56,11 +56,15 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID,
 	}
 
-	source, probe, res, err := a.resolveSource(ctx, in)
+	version, gerr := a.graphFormat(ctx, in.Graph)
+	if gerr != nil && !errors.Is(gerr, graph.ErrGraphNotFound) && !isUnreadableObject(gerr) {
+		return PrepareCreateResult{}, fmt.Errorf("read graph: %w", gerr)
+	}
+	v2 := version == format.Version2
+	source, probe, res, err := a.resolveSource(ctx, in, v2)
 	if err == nil && res.Outcome == outcome.NotFound {
-		// Only now read the graph record: a missing graph deserves its own
-		// message, and the success path saves the request.
-		if _, gerr := graph.ReadGraph(ctx, a.Store, in.Graph); errors.Is(gerr, graph.ErrGraphNotFound) {
+		// A missing graph deserves its own message.
+		if errors.Is(gerr, graph.ErrGraphNotFound) {
 			res.Message = fmt.Sprintf("graph %q does not exist; create it with `graft graph init %s`", in.Graph, in.Graph)
 		}
 	}
@@ -94,13 +98,37 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 		Time:    in.Time,
 		Op:      in.OpID,
 	}
-	forkBytes, err := format.EncodeCommit(fork)
-	if err != nil {
-		return end(outcome.Invalid, "fork commit: %v", err)
-	}
-	refBytes, err := format.EncodeBranchRef(format.BranchRef{State: format.RefLive, Branch: in.Branch, Native: native, Tree: tree, Op: in.OpID})
-	if err != nil {
-		return end(outcome.Invalid, "ref: %v", err)
+	var forkBytes, refBytes []byte
+	var forkChunks []ChunkPut
+	if v2 {
+		// Format 2: the fork names the source's pins map as it stands; the ref names the
+		// fork commit as its head (docs/format.md, "Branch create").
+		g, err := a.graphOf(in.Graph)
+		if err != nil {
+			return end(outcome.Invalid, "%v", err)
+		}
+		plan, err := g.PlanFork(ctx, graph.ForkSpec{Branch: in.Branch, Tree: tree, Source: source.ID.String(),
+			Author: author, Message: message, Time: in.Time, Op: in.OpID})
+		switch {
+		case errors.Is(err, graph.ErrInvalid):
+			return end(outcome.Invalid, "fork commit: %v", err)
+		case errors.Is(err, graph.ErrCommitNotFound):
+			return end(outcome.NotRetained, "source commit %s no longer exists", source.ID)
+		case err != nil:
+			return PrepareCreateResult{}, fmt.Errorf("plan fork: %w", err)
+		}
+		fork.ID = plan.Commit.ID
+		forkBytes, refBytes = plan.CommitBody, plan.RefBody
+		for _, c := range plan.Chunks {
+			forkChunks = append(forkChunks, ChunkPut{Key: c.Key, Body: c.Body})
+		}
+	} else {
+		if forkBytes, err = format.EncodeCommit(fork); err != nil {
+			return end(outcome.Invalid, "fork commit: %v", err)
+		}
+		if refBytes, err = format.EncodeBranchRef(format.BranchRef{State: format.RefLive, Branch: in.Branch, Native: native, Tree: tree, Op: in.OpID}); err != nil {
+			return end(outcome.Invalid, "ref: %v", err)
+		}
 	}
 
 	if res, err := a.checkNameFree(ctx, in.Graph, in.Branch); err != nil || res.Outcome != "" {
@@ -199,7 +227,7 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 	}
 	return PrepareCreateResult{
 		Owned: true, Native: native, SourceCommit: source.ID.String(), ForkID: fork.ID.String(),
-		ForkBytes: forkBytes, RefBytes: refBytes,
+		ForkBytes: forkBytes, RefBytes: refBytes, ForkChunks: forkChunks,
 	}, nil
 }
 
@@ -248,7 +276,7 @@ func (a *Activities) checkNameFree(ctx context.Context, graphName, logical strin
 			if err != nil {
 				return err
 			}
-			if ref, err := format.DecodeBranchRef(obj.Body); err == nil && ref.State == format.RefLive {
+			if ref, _, err := format.DecodeBranchRefAny(obj.Body); err == nil && ref.State == format.RefLive {
 				if other == logical {
 					found = fmt.Errorf("branch %q already exists (%s)", logical, native)
 				} else {
@@ -274,16 +302,28 @@ var errStopList = errors.New("stop listing")
 // whether its pinned versions must be checked: a branch head is a retention
 // root and needs no check; an arbitrary commit or tag may be older than
 // cleanup's windows.
-func (a *Activities) resolveSource(ctx context.Context, in PrepareCreateInput) (format.Commit, bool, PrepareCreateResult, error) {
+//
+// On a format-2 graph (v2) the commit returned carries only the source's id, branch and
+// time: PlanFork reads the rest, and the pins the create registers are the source commit's
+// key alone (docs/format.md: cleanup deletes referrers before referents, so a source commit
+// present after its pin has its chunks, versions and objects).
+func (a *Activities) resolveSource(ctx context.Context, in PrepareCreateInput, v2 bool) (format.Commit, bool, PrepareCreateResult, error) {
 	end := func(o outcome.Outcome, f string, args ...any) (format.Commit, bool, PrepareCreateResult, error) {
 		return format.Commit{}, false, PrepareCreateResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
+	}
+	readCommit := func(id string) (format.Commit, error) {
+		if !v2 {
+			return graph.ReadCommit(ctx, a.Store, in.Graph, id)
+		}
+		c, err := graph.ReadCommitAny(ctx, a.Store, in.Graph, id)
+		return format.Commit{ID: c.ID, Branch: c.Branch, Time: c.Time}, err
 	}
 	switch {
 	case in.SourceCommit != "":
 		if _, err := format.ParseCommitID(in.SourceCommit); err != nil {
 			return end(outcome.Invalid, "source commit: %v", err)
 		}
-		c, err := graph.ReadCommit(ctx, a.Store, in.Graph, in.SourceCommit)
+		c, err := readCommit(in.SourceCommit)
 		if errors.Is(err, graph.ErrCommitNotFound) {
 			id, _ := format.ParseCommitID(in.SourceCommit)
 			run, reclaimed, lerr := a.Catalog.KeyReclaimed(ctx, catalog.KeyReclaimedParams{Graph: in.Graph, Key: format.CommitIDKey(in.Graph, id)})
@@ -310,14 +350,14 @@ func (a *Activities) resolveSource(ctx context.Context, in PrepareCreateInput) (
 		if err != nil {
 			return fail(err, "read source tag")
 		}
-		tag, err := format.DecodeTag(obj.Body)
+		tag, _, err := format.DecodeTagAny(obj.Body)
 		if err != nil {
 			return fail(err, "decode source tag")
 		}
 		if tag.State != format.TagLive {
 			return end(outcome.NotFound, "tag %q was deleted", in.SourceTag)
 		}
-		c, err := graph.ReadCommit(ctx, a.Store, in.Graph, tag.Commit.String())
+		c, err := readCommit(tag.Commit.String())
 		if errors.Is(err, graph.ErrCommitNotFound) {
 			return end(outcome.NotRetained, "tag %q names commit %s, which no longer exists", in.SourceTag, tag.Commit)
 		}
@@ -339,6 +379,17 @@ func (a *Activities) resolveSource(ctx context.Context, in PrepareCreateInput) (
 		}
 		if err != nil {
 			return fail(err, "resolve source branch")
+		}
+		if v2 {
+			g, err := a.graphOf(in.Graph)
+			if err != nil {
+				return fail(err, "open graph")
+			}
+			h, err := g.HeadOf(ctx, b)
+			if err != nil {
+				return fail(err, "read source head")
+			}
+			return format.Commit{ID: h.Commit.ID, Branch: h.Commit.Branch, Time: h.Commit.Time}, false, PrepareCreateResult{}, nil
 		}
 		c, err := graph.ReadHead(ctx, a.Store, in.Graph, b.Tree)
 		if err != nil {
@@ -362,6 +413,20 @@ func (a *Activities) CloneTree(ctx context.Context, in CloneInput) (CloneResult,
 	id, err := format.ParseCommitID(in.ForkID)
 	if err != nil {
 		return CloneResult{State: CloneNotCommitted, Message: err.Error()}, nil
+	}
+	for _, c := range in.ForkChunks {
+		// Content-addressed chunks of a format-2 fork, before the commit that names them.
+		put, err := graph.PutIfAbsent(ctx, a.Store, c.Key, c.Body)
+		switch {
+		case err == nil && put.Outcome == graph.PutTaken:
+			return CloneResult{State: CloneNotCommitted, Message: "chunk " + c.Key + " holds other bytes"}, nil
+		case errors.Is(err, storage.ErrAmbiguous):
+			return CloneResult{State: CloneUnknown, Message: err.Error()}, nil
+		case errors.Is(err, storage.ErrRefused), errors.Is(err, storage.ErrInvalidKey), errors.Is(err, storage.ErrInvalidArgument):
+			return CloneResult{State: CloneRefused, Message: err.Error()}, nil
+		case err != nil:
+			return CloneResult{}, fmt.Errorf("put fork chunk: %w", err)
+		}
 	}
 	res, err := graph.PutIfAbsent(ctx, a.Store, format.CommitIDKey(in.Graph, id), in.ForkBytes)
 	switch {
@@ -424,7 +489,7 @@ func (a *Activities) putRef(ctx context.Context, in WriteInput) (Verdict, error)
 }
 
 func refKey(w WriteSpec) (string, error) {
-	ref, err := format.DecodeBranchRef(w.Body)
+	ref, _, err := format.DecodeBranchRefAny(w.Body)
 	if err != nil {
 		return "", err
 	}
@@ -447,7 +512,7 @@ func (a *Activities) readRef(ctx context.Context, in WriteInput) (Verdict, error
 	if bytes.Equal(obj.Body, in.Spec.Body) {
 		return a.refIsOurs(ctx, in)
 	}
-	ref, derr := format.DecodeBranchRef(obj.Body)
+	ref, _, derr := format.DecodeBranchRefAny(obj.Body)
 	if derr == nil && ref.State == format.RefFence {
 		return Verdict{State: Fenced, Message: fmt.Sprintf("fenced by operation %s (%s)", ref.Op, ref.Reason)}, nil
 	}
@@ -459,7 +524,7 @@ func (a *Activities) readRef(ctx context.Context, in WriteInput) (Verdict, error
 // created, releasing its pins. A run that no longer owns the row records
 // nothing: the ref landed all the same.
 func (a *Activities) refIsOurs(ctx context.Context, in WriteInput) (Verdict, error) {
-	ref, err := format.DecodeBranchRef(in.Spec.Body)
+	ref, _, err := format.DecodeBranchRefAny(in.Spec.Body)
 	if err != nil {
 		return Verdict{State: Invalid, Message: err.Error()}, nil
 	}
@@ -502,11 +567,17 @@ func (a *Activities) observeWitnessSettled(s catalog.IncarnationSettleResult) {
 // happened after all. A refused fence is Refused: nothing is fenced, and the
 // kernel parks the create rather than guessing.
 func (a *Activities) fenceRef(ctx context.Context, in WriteInput) (Verdict, error) {
-	ref, err := format.DecodeBranchRef(in.Spec.Body)
+	ref, version, err := format.DecodeBranchRefAny(in.Spec.Body)
 	if err != nil {
 		return Verdict{State: Invalid, Message: err.Error()}, nil
 	}
-	fence, err := format.EncodeBranchRef(format.BranchRef{State: format.RefFence, Branch: ref.Branch, Native: ref.Native, Tree: ref.Tree, Op: in.Owner.OpID, Reason: fenceReason(in.Reason)})
+	fenceRef := format.BranchRef{State: format.RefFence, Branch: ref.Branch, Native: ref.Native, Tree: ref.Tree, Op: in.Owner.OpID, Reason: fenceReason(in.Reason)}
+	var fence []byte
+	if version == format.Version2 {
+		fence, err = format.EncodeBranchRefV2(fenceRef)
+	} else {
+		fence, err = format.EncodeBranchRef(fenceRef)
+	}
 	if err != nil {
 		return Verdict{}, fmt.Errorf("encode fence: %w", err)
 	}
@@ -521,7 +592,7 @@ func (a *Activities) fenceRef(ctx context.Context, in WriteInput) (Verdict, erro
 	case res.Outcome != graph.PutTaken:
 		return Verdict{State: Fenced, Message: "fence won"}, nil
 	}
-	have, derr := format.DecodeBranchRef(res.Existing)
+	have, _, derr := format.DecodeBranchRefAny(res.Existing)
 	switch {
 	case derr == nil && have.State == format.RefFence:
 		return Verdict{State: Fenced, Message: "already fenced by operation " + have.Op}, nil

@@ -40,6 +40,9 @@ type PrepareCreateResult struct {
 	// sends exactly these bytes.
 	ForkBytes []byte
 	RefBytes  []byte
+	// ForkChunks (format 2) are the chunks the fork commit names that its source's did
+	// not, put before it.
+	ForkChunks []ChunkPut
 }
 
 // CloneState is what CloneTree proved about the fork commit.
@@ -57,6 +60,8 @@ type CloneInput struct {
 	Owner                 Owner
 	Graph, Native, ForkID string
 	ForkBytes             []byte
+	// ForkChunks (format 2) are put, put-if-absent, before the fork commit.
+	ForkChunks []ChunkPut
 }
 
 // CloneResult is the output of CloneTree.

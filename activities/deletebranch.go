@@ -94,7 +94,7 @@ func (a *Activities) PrepareDeleteBranch(ctx context.Context, in PrepareDeleteBr
 	case res.Retired:
 		return res, nil // a repeated request; a live incarnation now is a later create's
 	case len(live) == 0:
-		if _, gerr := graph.ReadGraph(ctx, a.Store, in.Graph); errors.Is(gerr, graph.ErrGraphNotFound) {
+		if _, _, gerr := graph.ReadGraphAny(ctx, a.Store, in.Graph); errors.Is(gerr, graph.ErrGraphNotFound) {
 			return stop(outcome.NotFound, "graph %q does not exist", in.Graph)
 		}
 		// No live ref yet, but a create whose ref put may still land: deleting
@@ -130,14 +130,19 @@ func (a *Activities) PrepareDeleteBranch(ctx context.Context, in PrepareDeleteBr
 		return stop(outcome.Conflict, "the create of %s is still settling (%s, operation %s); wait for it with `graft op wait %s`, then delete",
 			b.Native, w.State, w.OpID, w.OpID)
 	}
-	head, err := graph.ReadHead(ctx, a.Store, in.Graph, b.Ref.Tree)
-	switch {
-	case isUnreadableObject(err):
-		return stop(outcome.Conflict, "read head of %s: %v", b.Native, err)
-	case err != nil:
-		return PrepareDeleteBranchResult{}, fmt.Errorf("read head: %w", err)
+	if b.Format == format.Version2 {
+		// A format-2 ref names its head; the retired ref keeps it.
+		res.Head = b.Ref.Head.String()
+	} else {
+		head, err := graph.ReadHead(ctx, a.Store, in.Graph, b.Ref.Tree)
+		switch {
+		case isUnreadableObject(err):
+			return stop(outcome.Conflict, "read head of %s: %v", b.Native, err)
+		case err != nil:
+			return PrepareDeleteBranchResult{}, fmt.Errorf("read head: %w", err)
+		}
+		res.Head = head.ID.String()
 	}
-	res.Head = head.ID.String()
 	tags, err := graph.ListTags(ctx, a.Store, in.Graph)
 	if isUnreadableObject(err) {
 		return stop(outcome.Conflict, "read tags: %v", err)

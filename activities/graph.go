@@ -17,6 +17,9 @@ import (
 // InitGraphInput is the input of InitGraph.
 type InitGraphInput struct {
 	OpID, Graph, Author string
+	// Format is the on-storage format version to write (1 or 2). Defaults to 0:
+	// DefaultFormat.
+	Format int
 	// WorkflowID and RunID are the workflow's; RunID claims the ledger row.
 	WorkflowID, RunID string
 }
@@ -59,7 +62,18 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 			return end(outcome.Invalid, "%v", err)
 		}
 	}
-	inputs, _ := json.Marshal(map[string]string{"author": in.Author})
+	version := in.Format
+	if version == 0 {
+		version = DefaultFormat
+	}
+	if version != format.Version && version != format.Version2 {
+		return end(outcome.Invalid, "format %d: graft writes format 1 or 2", in.Format)
+	}
+	fields := map[string]string{"author": in.Author}
+	if in.Format != 0 {
+		fields["format"] = fmt.Sprint(in.Format)
+	}
+	inputs, _ := json.Marshal(fields)
 	c, err := a.claim(ctx, nil, catalog.OperationInsertParams{
 		ID: in.OpID, Kind: catalog.OpInitGraph, Graph: in.Graph, Inputs: inputs,
 		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID,
@@ -83,7 +97,7 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 		return res, nil
 	}
 
-	existing, err := graph.ReadGraph(ctx, a.Store, in.Graph)
+	existing, _, err := graph.ReadGraphAny(ctx, a.Store, in.Graph)
 	switch {
 	case err == nil && existing.Op == in.OpID:
 		// This operation initialised the graph already: make sure the
@@ -112,7 +126,15 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 		}
 		return InitGraphResult{}, fmt.Errorf("witness main: %w", err)
 	}
-	init, err := graph.InitGraph(ctx, a.Store, graph.InitParams{Graph: in.Graph, MainTree: tree, Op: in.OpID, Time: at, Author: in.Author})
+	params := graph.InitParams{Graph: in.Graph, MainTree: tree, Op: in.OpID, Time: at, Author: in.Author}
+	var init graph.InitResult
+	if version == format.Version2 {
+		var v2 graph.InitV2Result
+		v2, err = graph.InitV2(ctx, a.Store, params)
+		init.Created, res.Root = v2.Created, v2.Root.ID.String()
+	} else {
+		init, err = graph.InitGraph(ctx, a.Store, params)
+	}
 	switch {
 	case errors.Is(err, graph.ErrGraphExists):
 		// Nothing of ours is live: either nothing was sent, or InitGraph
@@ -141,6 +163,10 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 	res.Outcome, res.Created = outcome.Done, init.Created
 	return res, nil
 }
+
+// DefaultFormat is the format version a graph is initialised in when the request does not
+// say (docs/format.md).
+var DefaultFormat = format.Version
 
 // recordInitLedger records main's incarnation live and the graph itself.
 func (a *Activities) recordInitLedger(ctx context.Context, in InitGraphInput, main, tree string) error {

@@ -57,6 +57,11 @@ const (
 	// WriteRetireTag replaces a live tag by a retired one by compare-and-swap; fenced, like
 	// WriteRetireRef, by completing it.
 	WriteRetireTag WriteKind = "retire_tag"
+	// WritePublish is a format-2 append (activities/publish.go): its chunks and its
+	// content-addressed commit put-if-absent, then the head swap of its branch's ref from
+	// the version the plan read (ETag) to Ref. Its fence rewrites the ref, same head, so
+	// the plan's ETag never returns.
+	WritePublish WriteKind = "publish"
 )
 
 // WriteSpec is one write of an operation: enough to re-issue it byte-identically, read it
@@ -68,6 +73,13 @@ type WriteSpec struct {
 	Graph string    `json:"graph"`
 	// Body is the exact bytes of a ref, commit or tag put.
 	Body []byte `json:"body,omitempty"`
+	// Ref (publish) is the new ref's exact bytes; Chunks the chunks the commit names that
+	// its parent's did not.
+	Ref    []byte     `json:"ref,omitempty"`
+	Chunks []ChunkPut `json:"chunks,omitempty"`
+	// Pre (publish) are puts-if-absent sent one by one, in order, before Chunks: the
+	// chunks and then the objects of new table versions the commit pins (a merge's).
+	Pre []ChunkPut `json:"pre,omitempty"`
 	// Native (retire_ref) or Name (retire_tag) and the ETag the compare-and-swap expects.
 	Native string `json:"native,omitempty"`
 	Name   string `json:"name,omitempty"`
@@ -94,7 +106,7 @@ func (w WriteSpec) Describe() string {
 		subject = w.Name
 	}
 	what := map[WriteKind]string{WriteRef: "ref put", WriteCommit: "commit put", WriteTag: "tag put",
-		WriteRetireRef: "retire", WriteRetireTag: "retire of tag"}[w.Kind]
+		WriteRetireRef: "retire", WriteRetireTag: "retire of tag", WritePublish: "commit publish"}[w.Kind]
 	if what == "" {
 		what = string(w.Kind) + " write"
 	}
@@ -208,6 +220,8 @@ func (a *Activities) issue(ctx context.Context, in WriteInput) (Verdict, error) 
 		return a.retireRef(ctx, in.Owner, w)
 	case WriteRetireTag:
 		return a.retireTag(ctx, in.Owner, w)
+	case WritePublish:
+		return a.putPublish(ctx, in)
 	}
 	return Verdict{State: Invalid, Message: "unknown write kind " + string(w.Kind)}, nil
 }
@@ -224,6 +238,8 @@ func (a *Activities) ReadBack(ctx context.Context, in WriteInput) (Verdict, erro
 		v, err = a.readCommit(ctx, w, w.Body)
 	case WriteTag:
 		v, err = a.readTag(ctx, w)
+	case WritePublish:
+		v, err = a.readPublish(ctx, w)
 	case WriteRetireRef, WriteRetireTag:
 		// A retire's read-back is its re-issue: graph.RetireRef reads first and sends
 		// nothing when our retired bytes are there, or the object changed.
@@ -253,6 +269,8 @@ func (a *Activities) Fence(ctx context.Context, in WriteInput) (Verdict, error) 
 		v, err = a.fenceCommit(ctx, in)
 	case WriteTag:
 		v, err = a.fenceTag(ctx, in)
+	case WritePublish:
+		v, err = a.fencePublish(ctx, in)
 	case WriteRetireRef, WriteRetireTag:
 		v, err = a.issue(ctx, in)
 	default:
@@ -426,7 +444,7 @@ func tagVerdict(o graph.TagPutOutcome, t format.Tag) Verdict {
 }
 
 func (a *Activities) readTag(ctx context.Context, w WriteSpec) (Verdict, error) {
-	want, err := format.DecodeTag(w.Body)
+	want, _, err := format.DecodeTagAny(w.Body)
 	if err != nil {
 		return Verdict{State: Invalid, Message: err.Error()}, nil
 	}
@@ -439,7 +457,7 @@ func (a *Activities) readTag(ctx context.Context, w WriteSpec) (Verdict, error) 
 	case bytes.Equal(obj.Body, w.Body):
 		return Verdict{State: Landed, Commit: want.Commit.String()}, nil
 	}
-	have, err := format.DecodeTag(obj.Body)
+	have, _, err := format.DecodeTagAny(obj.Body)
 	if err != nil {
 		return Verdict{State: Other, Message: err.Error()}, nil
 	}
@@ -455,13 +473,17 @@ func (a *Activities) readTag(ctx context.Context, w WriteSpec) (Verdict, error) 
 
 func (a *Activities) fenceTag(ctx context.Context, in WriteInput) (Verdict, error) {
 	w := in.Spec
-	want, err := format.DecodeTag(w.Body)
+	want, version, err := format.DecodeTagAny(w.Body)
 	if err != nil {
 		return Verdict{State: Invalid, Message: err.Error()}, nil
 	}
 	fence := want
 	fence.State, fence.RetiredOp = format.TagRetired, want.Op
-	body, err := format.EncodeTag(fence)
+	encode := format.EncodeTag
+	if version == format.Version2 {
+		encode = format.EncodeTagV2
+	}
+	body, err := encode(fence)
 	if err != nil {
 		return Verdict{State: Invalid, Message: err.Error()}, nil
 	}

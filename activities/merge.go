@@ -43,6 +43,16 @@ type MergeTable struct {
 	Target string            `json:"target,omitempty"`
 	// BaseAmbiguous: several merge bases pin different versions of the table.
 	BaseAmbiguous bool `json:"base_ambiguous,omitempty"`
+	// Format 2: Added, Removed and Replaced count the entries (objects) the merge changes
+	// in the target's version of the table (adopt and merged); Conflicts names, up to 100,
+	// the objects both sides changed differently, ConflictCount counts them all; Why says
+	// what the two sides did to a table in a table-level conflict.
+	Added         int64    `json:"added,omitempty"`
+	Removed       int64    `json:"removed,omitempty"`
+	Replaced      int64    `json:"replaced,omitempty"`
+	Conflicts     []string `json:"conflicts,omitempty"`
+	ConflictCount int64    `json:"conflict_count,omitempty"`
+	Why           string   `json:"why,omitempty"`
 }
 
 // PlanMergeInput is the input of PlanMerge.
@@ -165,6 +175,9 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 	}
 	if out != "" {
 		return stop(PlanMergeResult{}, out, "%s", msg)
+	}
+	if heads[1].branch.RefFormat == format.Version2 {
+		return a.planMergeV2(ctx, in, rec, heads[0].branch, heads[1].branch, stop)
 	}
 	source, target := heads[0].head, heads[1].head
 	res := PlanMergeResult{SourceHead: source.ID.String(), TargetHead: target.ID.String()}
@@ -328,6 +341,19 @@ func (a *Activities) readBranchHead(ctx context.Context, graphName, name string)
 			}
 		}
 		return branchHead{}, out, msg, err
+	}
+	if b.RefFormat == format.Version2 {
+		// The head the ref names. Only its id, branch, parents, time and op are carried:
+		// format-2 pins are a map read through graph.Graph (tags use this; merge refuses
+		// format-2 graphs above).
+		c, err := graph.ReadCommitAny(ctx, a.Store, graphName, b.Ref.Head.String())
+		switch {
+		case isUnreadableObject(err), errors.Is(err, graph.ErrCommitNotFound):
+			return branchHead{}, outcome.Conflict, fmt.Sprintf("read head of %s: %v", b.Native, err), nil
+		case err != nil:
+			return branchHead{}, "", "", fmt.Errorf("read head of %s: %w", b.Native, err)
+		}
+		return branchHead{branch: b, head: format.Commit{ID: c.ID, Branch: c.Branch, Parents: c.Parents, Time: c.Time, Op: c.Op}}, "", "", nil
 	}
 	head, err := graph.ReadHead(ctx, a.Store, graphName, b.Tree)
 	switch {

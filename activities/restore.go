@@ -94,9 +94,10 @@ func (a *Activities) PrepareRestore(ctx context.Context, in PrepareRestoreInput)
 	if err != nil {
 		return PrepareRestoreResult{}, err
 	}
-	if o == "" {
+	if o == "" && !head.head.ID.IsV2() {
 		// Every input checked before the first ledger write: the restore
-		// commit on today's head must encode.
+		// commit on today's head must encode. (A format-2 restore commit is
+		// checked by its plan: graph.PlanAppendOn.)
 		if _, err := format.EncodeCommit(restoreCommit(in.Branch, head.head, target, in.OpID, in.Author, in.Message, head.head.Time)); err != nil {
 			o, msg = outcome.Invalid, fmt.Sprintf("restore commit: %v", err)
 		}
@@ -157,7 +158,16 @@ func (a *Activities) resolveCommit(ctx context.Context, graphName, id, tag strin
 	} else if _, err := format.ParseCommitID(id); err != nil {
 		return format.Commit{}, outcome.Invalid, fmt.Sprintf("commit: %v", err), nil
 	}
-	c, err := graph.ReadCommit(ctx, a.Store, graphName, id)
+	var c format.Commit
+	var err error
+	if cid, _ := format.ParseCommitID(id); cid.IsV2() {
+		// A format-2 commit: its id, branch, parents, time and op (its pins are a map).
+		var c2 graph.Commit
+		c2, err = graph.ReadCommitAny(ctx, a.Store, graphName, id)
+		c = format.Commit{ID: c2.ID, Branch: c2.Branch, Parents: c2.Parents, Time: c2.Time, Op: c2.Op}
+	} else {
+		c, err = graph.ReadCommit(ctx, a.Store, graphName, id)
+	}
 	switch {
 	case errors.Is(err, graph.ErrCommitNotFound) && tag != "":
 		return format.Commit{}, outcome.NotRetained, fmt.Sprintf("tag %q names commit %s, which no longer exists", tag, id), nil
@@ -247,6 +257,9 @@ func (a *Activities) PlanRestore(ctx context.Context, in PlanRestoreInput) (Plan
 	bh, o, msg, err := a.readBranchHead(ctx, in.Graph, in.Branch)
 	if err != nil || o != "" {
 		return PlanRestoreResult{Outcome: o, Message: msg}, err
+	}
+	if bh.branch.RefFormat == format.Version2 {
+		return a.planRestoreV2(ctx, in, bh.branch, targetID)
 	}
 	head := bh.head
 	if head.Op == in.Owner.OpID && head.RestoredFrom == targetID {

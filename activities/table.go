@@ -32,6 +32,8 @@ type TableObject struct {
 type PrepareWriteInput struct {
 	OpID, Graph, Branch, Table string
 	Objects                    []TableObject
+	// Edit (format 2 only, docs/workflows.md): see TableEdit.
+	Edit TableEdit
 	// ExpectedHead is the commit the caller expects the branch's head to be;
 	// "" means whatever the head is when the commit is appended.
 	ExpectedHead    string
@@ -55,6 +57,8 @@ type PrepareWriteResult struct {
 	// Native is the branch's live incarnation when the write started.
 	Native string
 	Bytes  int64
+	// Format is the graph's format version (1 or 2).
+	Format int
 }
 
 // objectProbeConcurrency bounds the parallel HEADs of PrepareWrite.
@@ -87,14 +91,22 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 			return end(outcome.Invalid, "expected head: %v", err)
 		}
 	}
-	entries, total, err := objectEntries(in.Objects)
+	// Sizes up to format 2's limit here; a format-1 graph's lower one once its format is read.
+	entries, total, err := objectEntries(in.Objects, storage.MaxObjectSize)
 	if err != nil {
 		return end(outcome.Invalid, "%v", err)
 	}
-	inputs, _ := json.Marshal(map[string]any{
+	if err := in.Edit.check(); err != nil {
+		return end(outcome.Invalid, "%v", err)
+	}
+	fields := map[string]any{
 		"branch": in.Branch, "table": in.Table, "expected_head": in.ExpectedHead, "author": in.Author,
 		"message": in.Message, "objects": len(entries), "bytes": total, "objects_sha256": objectsDigest(entries),
-	})
+	}
+	if !in.Edit.empty() {
+		fields["edit_sha256"] = in.Edit.digest()
+	}
+	inputs, _ := json.Marshal(fields)
 	c, err := a.claim(ctx, nil, catalog.OperationInsertParams{
 		ID: in.OpID, Kind: catalog.OpWriteTable, Graph: in.Graph, Inputs: inputs,
 		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID,
@@ -110,11 +122,19 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 	}
 	res.Version = nativeULID(in.OpID+"/version", 0, res.Time).String()
 
-	if _, err := graph.ReadGraph(ctx, a.Store, in.Graph); err != nil {
+	if _, res.Format, err = graph.ReadGraphAny(ctx, a.Store, in.Graph); err != nil {
 		if errors.Is(err, graph.ErrGraphNotFound) {
 			return stop(outcome.NotFound, "graph %q does not exist; create it with `graft graph init %s`", in.Graph, in.Graph)
 		}
 		return PrepareWriteResult{}, fmt.Errorf("read graph: %w", err)
+	}
+	if res.Format != format.Version2 {
+		if _, _, err := objectEntries(in.Objects, graph.MaxDataObjectSize); err != nil {
+			return stop(outcome.Invalid, "%v", err)
+		}
+		if !in.Edit.empty() {
+			return stop(outcome.Invalid, "graph %q is format 1: appending to, removing from and importing into a table need a format-2 graph", in.Graph)
+		}
 	}
 	b, out, msg, err := a.resolveWriteBranch(ctx, in.Graph, in.Branch)
 	if err != nil || out != "" {
@@ -147,6 +167,12 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 		}
 		return stop(o, "%s", msg)
 	}
+	if o, msg, err := a.probeImports(ctx, in.Edit.Imports); err != nil || o != "" {
+		if err != nil {
+			return PrepareWriteResult{}, err
+		}
+		return stop(o, "%s", msg)
+	}
 	return res, nil
 }
 
@@ -170,7 +196,7 @@ func (a *Activities) resolveWriteBranch(ctx context.Context, graphName, branch s
 
 // objectEntries validates a version's object list and returns it as
 // manifest entries, sorted by ID, with the total size.
-func objectEntries(objs []TableObject) ([]format.ObjectEntry, int64, error) {
+func objectEntries(objs []TableObject, maxSize int64) ([]format.ObjectEntry, int64, error) {
 	if len(objs) > format.MaxObjectsPerVersion {
 		return nil, 0, fmt.Errorf("%d objects, at most %d per version", len(objs), format.MaxObjectsPerVersion)
 	}
@@ -186,8 +212,8 @@ func objectEntries(objs []TableObject) ([]format.ObjectEntry, int64, error) {
 			return nil, 0, fmt.Errorf("objects[%d].id: %s listed twice", i, id)
 		}
 		seen[id] = true
-		if o.Size < 0 || o.Size > graph.MaxDataObjectSize {
-			return nil, 0, fmt.Errorf("objects[%d].size: %d is outside 0..%d", i, o.Size, graph.MaxDataObjectSize)
+		if o.Size < 0 || o.Size > maxSize {
+			return nil, 0, fmt.Errorf("objects[%d].size: %d is outside 0..%d", i, o.Size, maxSize)
 		}
 		if b, err := hex.DecodeString(o.SHA256); err != nil || len(b) != sha256.Size || hex.EncodeToString(b) != o.SHA256 {
 			return nil, 0, fmt.Errorf("objects[%d].sha256: not 64 lower-case hex digits", i)
@@ -243,6 +269,9 @@ type WriteManifestInput struct {
 	OpID, Graph, Table, Version string
 	Objects                     []TableObject
 	Time                        time.Time
+	// Edit (format 2): imports join the version; an append or a remove edits the head's
+	// version, so the plan writes it instead (nothing is written here).
+	Edit TableEdit
 }
 
 // WriteManifestResult is the output of WriteManifest: an empty Outcome
@@ -256,13 +285,24 @@ type WriteManifestResult struct {
 // its data objects exist (PrepareWrite probed them). Its bytes are a
 // function of the input, so a retry re-sends the same manifest.
 func (a *Activities) WriteManifest(ctx context.Context, in WriteManifestInput) (WriteManifestResult, error) {
-	entries, _, err := objectEntries(in.Objects)
-	if err != nil {
-		return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
-	}
 	version, err := format.ParseULID(in.Version)
 	if err != nil {
 		return WriteManifestResult{Outcome: outcome.Invalid, Message: "version: " + err.Error()}, nil
+	}
+	f, err := a.graphFormat(ctx, in.Graph)
+	if err != nil {
+		return WriteManifestResult{}, fmt.Errorf("read graph: %w", err)
+	}
+	if f == format.Version2 {
+		entries, _, err := objectEntries(in.Objects, storage.MaxObjectSize)
+		if err != nil {
+			return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
+		}
+		return a.writeManifestV2(ctx, in, version, entries)
+	}
+	entries, _, err := objectEntries(in.Objects, graph.MaxDataObjectSize)
+	if err != nil {
+		return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
 	}
 	v := format.TableVersion{Table: in.Table, ID: version, Objects: entries, CreatedAt: in.Time.UTC(), Op: in.OpID}
 	body, err := format.EncodeTableVersion(v)
@@ -290,6 +330,10 @@ type PlanCommitInput struct {
 	ExpectedHead    string
 	Author, Message string
 	Time            time.Time
+	// Objects and Edit (format 2): an append or a remove plans the version on the
+	// head's version of the table (and writes it with the commit).
+	Objects []TableObject
+	Edit    TableEdit
 }
 
 // PlanCommitResult is the commit PlanCommit computed, or the outcome that
@@ -302,6 +346,9 @@ type PlanCommitResult struct {
 	Committed bool
 	// Commit is the new commit's id; Parent its first parent.
 	Commit, Parent string
+	// Version, when set, is the version the commit pins (an append or a remove, planned on
+	// the head's version); otherwise the prepared one.
+	Version string
 	// Spec is the commit write to issue: its exact bytes, which every put and
 	// re-issue sends.
 	Spec WriteSpec
@@ -333,6 +380,9 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 			return PlanCommitResult{}, err
 		}
 		return end(out, "%s", msg)
+	}
+	if b.RefFormat == format.Version2 {
+		return a.planCommitV2(ctx, in, b, version)
 	}
 	if in.ExpectedHead != "" {
 		id, err := format.ParseCommitID(in.ExpectedHead)
@@ -423,7 +473,13 @@ func (a *Activities) ownPendingCommit(ctx context.Context, o Owner, graphName st
 		return ownCommit{}, false, nil
 	}
 	var spec WriteSpec
-	if err := json.Unmarshal(op.Pending, &spec); err != nil || spec.Kind != WriteCommit || spec.Graph != graphName {
+	if err := json.Unmarshal(op.Pending, &spec); err != nil || spec.Graph != graphName {
+		return ownCommit{}, false, nil
+	}
+	if spec.Kind == WritePublish {
+		return a.ownPendingPublish(ctx, spec)
+	}
+	if spec.Kind != WriteCommit {
 		return ownCommit{}, false, nil
 	}
 	c, err := format.DecodeCommit(spec.Body)

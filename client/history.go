@@ -81,7 +81,7 @@ func (r *Reader) Log(ctx context.Context, graphName, branch string, limit int) (
 	if err != nil {
 		return Log{}, readError(err, graphName, branch)
 	}
-	c, err := graph.ReadHead(ctx, r.store, graphName, b.Tree)
+	c, err := graph.BranchHeadCompat(ctx, r.store, graphName, b)
 	if err != nil {
 		return Log{}, readError(err, graphName, branch)
 	}
@@ -96,7 +96,7 @@ func (r *Reader) Log(ctx context.Context, graphName, branch string, limit int) (
 			return log, nil
 		}
 		parent := c.Parents[0].String()
-		c, err = graph.ReadCommit(ctx, r.store, graphName, parent)
+		c, err = graph.ReadCommitCompat(ctx, r.store, graphName, parent)
 		if errors.Is(err, graph.ErrCommitNotFound) {
 			log.Truncated = fmt.Sprintf("commit %s and older were reclaimed by cleanup", parent)
 			return log, nil
@@ -145,7 +145,7 @@ func (r *Reader) resolve(ctx context.Context, graphName string, ref Ref) (resolv
 		kind, name = "", ref
 	}
 	readCommit := func(as, id string) (resolvedCommit, error) {
-		c, err := graph.ReadCommit(ctx, r.store, graphName, id)
+		c, err := graph.ReadCommitCompat(ctx, r.store, graphName, id)
 		if err != nil {
 			return resolvedCommit{}, readError(err, graphName, "")
 		}
@@ -163,7 +163,7 @@ func (r *Reader) resolve(ctx context.Context, graphName string, ref Ref) (resolv
 			b, err := graph.ResolveBranch(ctx, r.store, graphName, name)
 			switch {
 			case err == nil:
-				c, err := graph.ReadHead(ctx, r.store, graphName, b.Tree)
+				c, err := graph.BranchHeadCompat(ctx, r.store, graphName, b)
 				if err != nil {
 					return resolvedCommit{}, readError(err, graphName, name)
 				}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/oklog/ulid/v2"
@@ -39,6 +40,38 @@ type WriteTableRequest struct {
 	// same key attaches to the first (running or finished) and uploads
 	// nothing. Defaults to a fresh ULID.
 	IdempotencyKey string
+	// Upload tunes how files are uploaded to a format-2 graph. The zero value
+	// uses the defaults (docs/format.md, "Table versions and data objects").
+	Upload UploadOptions
+	// Format-2 graphs only (a format-1 graph is invalid): Append makes the new
+	// version the one the branch's head pins plus the files and imports;
+	// Remove drops entries by name from it; Import registers objects already
+	// in the store by key, zero copy, with the size and ETag a HEAD gives now
+	// (graft never writes or deletes them). Defaults: a version of exactly
+	// the files.
+	Append bool
+	Remove []string
+	Import []string
+}
+
+// UploadOptions tune the upload of a table write's files to a format-2 graph:
+// a file above Threshold bytes is a multipart upload of PartSize parts, at
+// most Concurrency in flight (each held in memory), completed put-if-absent
+// and aborted on failure. On a format-1 graph every file is one put of at
+// most 64 MiB.
+type UploadOptions struct {
+	// Threshold is the largest file sent as one put. Defaults to 0: 64 MiB.
+	Threshold int64
+	// PartSize is the size of every part but the last. Defaults to 0: 64 MiB,
+	// raised to the store's minimum and so an object needs at most the
+	// store's part count.
+	PartSize int64
+	// Concurrency is the parts in flight. Defaults to 0: 4.
+	Concurrency int
+}
+
+func (o UploadOptions) graph() graph.UploadOptions {
+	return graph.UploadOptions{Threshold: o.Threshold, PartSize: o.PartSize, Concurrency: o.Concurrency}
 }
 
 // WriteTableWorkflowID is the workflow id of a table write.
@@ -88,13 +121,47 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 	}
 
 	// Fail before uploading anything when the graph or branch is missing.
-	if _, err := graph.ReadGraph(ctx, store, req.Graph); err != nil {
+	_, version, err := graph.ReadGraphAny(ctx, store, req.Graph)
+	if err != nil {
 		return nil, readError(err, req.Graph, "")
 	}
 	if _, err := graph.ResolveBranch(ctx, store, req.Graph, req.Branch); err != nil {
 		return nil, readError(err, req.Graph, req.Branch)
 	}
-	objects, err := uploadFiles(ctx, store, req.Graph, req.Table, req.Files)
+	var objects []workflows.TableObject
+	var imports []workflows.TableImport
+	if version != format.Version2 && (req.Append || len(req.Remove) > 0 || len(req.Import) > 0) {
+		return nil, outcome.Errorf(outcome.Invalid, "", "graph %q is format 1: --append, --remove and --import need a format-2 graph", req.Graph)
+	}
+	if len(req.Import) > 0 {
+		refs := make([]graph.ImportRef, len(req.Import))
+		for i, k := range req.Import {
+			refs[i] = graph.ImportRef{Key: k}
+		}
+		entries, err := graph.ImportEntries(ctx, store, req.Graph, refs)
+		switch {
+		case errors.Is(err, graph.ErrInvalid):
+			return nil, outcome.Errorf(outcome.Invalid, "", "import: %v", err)
+		case errors.Is(err, storage.ErrNotFound):
+			return nil, outcome.Errorf(outcome.NotFound, "", "import: %v", err)
+		case err != nil:
+			return nil, fmt.Errorf("import: %w", err)
+		}
+		for _, e := range entries {
+			imports = append(imports, workflows.TableImport{Name: e.Name, Key: e.External, Size: e.Size, ETag: e.ETag, SHA256: e.SHA256})
+		}
+	}
+	if version == format.Version2 {
+		objects, err = uploadFilesV2(ctx, store, req.Graph, req.Table, req.Files, req.Upload)
+	} else {
+		for _, f := range req.Files {
+			if info, err := os.Stat(f); err == nil && info.Size() > graph.MaxDataObjectSize {
+				return nil, outcome.Errorf(outcome.Invalid, "", "file %s is %d bytes, more than the %d a data object of a format-1 graph may hold",
+					f, info.Size(), graph.MaxDataObjectSize)
+			}
+		}
+		objects, err = uploadFiles(ctx, store, req.Graph, req.Table, req.Files)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -102,6 +169,7 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 	in := workflows.WriteTableInput{
 		Graph: req.Graph, Branch: req.Branch, Table: req.Table, Objects: objects,
 		ExpectedHead: req.ExpectedHead, OpID: key, Author: req.Author, Message: req.Message,
+		Append: req.Append, Remove: req.Remove, Imports: imports,
 	}
 	// A key is used once: a finished write with this id is returned as is
 	// (ExecuteWorkflow hands back its run rather than starting another).
@@ -147,8 +215,21 @@ func checkWriteRequest(req WriteTableRequest) error {
 		return err
 	}
 	invalid := func(f string, args ...any) error { return outcome.Errorf(outcome.Invalid, "", f, args...) }
-	if len(req.Files) == 0 {
-		return invalid("no files to write: give at least one")
+	if len(req.Files) == 0 && len(req.Import) == 0 && len(req.Remove) == 0 {
+		return invalid("no files to write: give at least one (or objects to import, or names to remove)")
+	}
+	for _, n := range req.Remove {
+		if err := format.ValidateEntryName(n); err != nil {
+			return invalid("remove %q: %v", n, err)
+		}
+	}
+	for _, k := range req.Import {
+		if err := storage.ValidateKey(k); err != nil {
+			return invalid("import %q: %v", k, err)
+		}
+		if strings.HasPrefix(k, format.GraphPrefix(req.Graph)) {
+			return invalid("import %q: the key is under the graph's own prefix; only objects graft did not write are imported", k)
+		}
 	}
 	if len(req.Files) > format.MaxObjectsPerVersion {
 		return invalid("%d files, at most %d per version", len(req.Files), format.MaxObjectsPerVersion)
@@ -161,9 +242,16 @@ func checkWriteRequest(req WriteTableRequest) error {
 		if !info.Mode().IsRegular() {
 			return invalid("file %s is not a regular file", f)
 		}
-		if info.Size() > graph.MaxDataObjectSize {
-			return invalid("file %s is %d bytes, more than the %d a data object may hold", f, info.Size(), graph.MaxDataObjectSize)
+		if info.Size() > storage.MaxObjectSize {
+			return invalid("file %s is %d bytes, more than the %d a data object may hold", f, info.Size(), int64(storage.MaxObjectSize))
 		}
+	}
+	u := req.Upload
+	if u.Threshold < 0 || u.PartSize < 0 || u.Concurrency < 0 {
+		return invalid("upload options: threshold %d, part size %d and concurrency %d must not be negative", u.Threshold, u.PartSize, u.Concurrency)
+	}
+	if u.Threshold > graph.MaxDataObjectSize {
+		return invalid("upload threshold %d is above the %d one put may hold", u.Threshold, graph.MaxDataObjectSize)
 	}
 	return nil
 }
@@ -216,4 +304,51 @@ func uploadFile(ctx context.Context, store storage.Store, graphName, table strin
 	}
 	sum := sha256Hex(obj.Body)
 	return workflows.TableObject{ID: id.String(), Size: int64(len(obj.Body)), SHA256: sum}, nil
+}
+
+// uploadFilesV2 uploads each file to a format-2 graph under a fresh ULID
+// (graph.UploadObject: one put-if-absent up to the threshold, a multipart
+// upload above it, aborted on failure), a few files at a time.
+func uploadFilesV2(ctx context.Context, store storage.Store, graphName, table string, files []string, opts UploadOptions) ([]workflows.TableObject, error) {
+	objects := make([]workflows.TableObject, len(files))
+	errs := make([]error, len(files))
+	sem := make(chan struct{}, uploadConcurrency)
+	var wg sync.WaitGroup
+	for i, path := range files {
+		id := ulid.Make()
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			objects[i], errs[i] = uploadFileV2(ctx, store, graphName, table, id, path, opts)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return objects, nil
+}
+
+func uploadFileV2(ctx context.Context, store storage.Store, graphName, table string, id ulid.ULID, path string, opts UploadOptions) (workflows.TableObject, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return workflows.TableObject{}, outcome.Errorf(outcome.Invalid, "", "file %s: %v", path, err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil || !info.Mode().IsRegular() {
+		return workflows.TableObject{}, outcome.Errorf(outcome.Invalid, "", "file %s is not a readable regular file (%v)", path, err)
+	}
+	res, err := graph.UploadObject(ctx, store, graphName, table, id, f, info.Size(), opts.graph())
+	switch {
+	case errors.Is(err, graph.ErrInvalid), errors.Is(err, graph.ErrObjectTooLarge), errors.Is(err, graph.ErrMultipartUnsupported):
+		return workflows.TableObject{}, outcome.Errorf(outcome.Invalid, "", "upload %s: %v", path, err)
+	case errors.Is(err, storage.ErrRefused):
+		return workflows.TableObject{}, outcome.Errorf(outcome.Refused, "", "upload %s: %v", path, err)
+	case err != nil:
+		return workflows.TableObject{}, fmt.Errorf("upload %s: %w", path, err)
+	}
+	return workflows.TableObject{ID: id.String(), Size: res.Entry.Size, SHA256: res.Entry.SHA256}, nil
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/storage"
+	"github.com/graftworks/graft/storage/faults"
+	"github.com/graftworks/graft/storage/localfs"
 )
 
 func TestStartWriteTable_BadRequests_AreInvalidBeforeAnyRequest(t *testing.T) {
@@ -81,5 +83,68 @@ func TestUploadFiles_PutsEachFileUnderAFreshObjectKey(t *testing.T) {
 	_ = storage.ListAll(context.Background(), s, format.TableObjectsPrefix("sales", "orders"), func(storage.ObjectInfo) error { n++; return nil })
 	if n != 2 {
 		t.Fatalf("%d objects stored, want 2", n)
+	}
+}
+
+// A file above the upload threshold goes to a format-2 graph as a multipart upload of the
+// configured part size — a dozen parts here — completed once, with the object's bytes and
+// checksum; a file below it is one put.
+func TestUploadFilesV2_BigFileInADozenParts_SmallFileOnePut(t *testing.T) {
+	dir := t.TempDir()
+	s, err := localfs.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := faults.Wrap(s)
+	big := make([]byte, 12*1024-7) // a dozen parts of 1 KiB, the last short
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	files := []string{filepath.Join(dir, "big"), filepath.Join(dir, "small")}
+	if err := os.WriteFile(files[0], big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(files[1], []byte("small"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := uploadFilesV2(context.Background(), fs, "sales", "orders", files, UploadOptions{Threshold: 1024, PartSize: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := fs.Count(faults.OpUploadPart).Sent; n != 12 {
+		t.Fatalf("%d parts sent, want 12", n)
+	}
+	if n := fs.Count(faults.OpCompleteMultipart).Sent; n != 1 {
+		t.Fatalf("%d completes, want 1", n)
+	}
+	for i, want := range [][]byte{big, []byte("small")} {
+		id, err := format.ParseULID(objs[i].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Get(context.Background(), format.ObjectKey("sales", "orders", id))
+		sum := sha256.Sum256(want)
+		if err != nil || string(got.Body) != string(want) || objs[i].Size != int64(len(want)) || objs[i].SHA256 != hex.EncodeToString(sum[:]) {
+			t.Fatalf("object %d: %d bytes, %v; listed %+v", i, len(got.Body), err, objs[i])
+		}
+	}
+}
+
+func TestWriteTableRequest_BadUploadOptions_AreInvalid(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "a.bin")
+	if err := os.WriteFile(file, []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, u := range map[string]UploadOptions{
+		"negative part size":  {PartSize: -1},
+		"negative threshold":  {Threshold: -1},
+		"negative concurrent": {Concurrency: -2},
+		"threshold too big":   {Threshold: 1 << 40},
+	} {
+		req := WriteTableRequest{Graph: "sales", Branch: "main", Table: "orders", Files: []string{file}, Upload: u}
+		if err := req.Validate(); !errors.Is(err, outcome.ErrInvalid) {
+			t.Errorf("%s: %v, want invalid", name, err)
+		}
 	}
 }

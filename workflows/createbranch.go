@@ -145,7 +145,7 @@ func (r *createRun) createOnce(ctx workflow.Context, attempt int, started time.T
 	r.setPhase(ctx, "clone", "writing the fork commit "+prep.ForkID)
 	var clone activities.CloneResult
 	if err := r.step(ctx, "clone: put-if-absent fork commit "+prep.ForkID, a.CloneTree, activities.CloneInput{
-		Owner: r.owner, Graph: r.in.Graph, Native: prep.Native, ForkID: prep.ForkID, ForkBytes: prep.ForkBytes}, &clone); err != nil {
+		Owner: r.owner, Graph: r.in.Graph, Native: prep.Native, ForkID: prep.ForkID, ForkBytes: prep.ForkBytes, ForkChunks: prep.ForkChunks}, &clone); err != nil {
 		return ending{}, false, fmt.Errorf("clone: %w", err)
 	}
 	refSpec := activities.WriteSpec{Kind: activities.WriteRef, Graph: r.in.Graph, Body: prep.RefBytes, Branch: r.in.Branch, Landed: outcome.Created, Subject: prep.Native}

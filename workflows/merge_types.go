@@ -18,6 +18,9 @@ const (
 	// MergeConflict: both changed the table, to different versions — or the
 	// merge bases disagree about it and the two sides differ.
 	MergeConflict MergeAction = "conflict"
+	// MergeMerged (format 2): both changed the table, touching different objects; the
+	// target gets a new version with both sides' changes.
+	MergeMerged MergeAction = "merged"
 )
 
 // MergeTable is one table's line in a merge plan: action adopt (the target
@@ -32,6 +35,16 @@ type MergeTable struct {
 	Target string      `json:"target,omitempty"`
 	// BaseAmbiguous: several merge bases pin different versions of the table.
 	BaseAmbiguous bool `json:"base_ambiguous,omitempty"`
+	// On a format-2 graph (docs/format.md, "Merges"): Added, Removed and Replaced count
+	// the objects (entries) the merge changes in the target's version of the table;
+	// Conflicts names (up to 100) the objects both sides changed differently, and
+	// ConflictCount counts them; Why says what the sides did in a table-level conflict.
+	Added         int64    `json:"added,omitempty"`
+	Removed       int64    `json:"removed,omitempty"`
+	Replaced      int64    `json:"replaced,omitempty"`
+	Conflicts     []string `json:"conflicts,omitempty"`
+	ConflictCount int64    `json:"conflict_count,omitempty"`
+	Why           string   `json:"why,omitempty"`
 }
 
 // mergeTables turns the plan step's lines into the result's; never nil.
@@ -39,7 +52,8 @@ func mergeTables(in []activities.MergeTable) []MergeTable {
 	out := make([]MergeTable, len(in))
 	for i, t := range in {
 		out[i] = MergeTable{Table: t.Table, Action: MergeAction(t.Action), Base: t.Base, Source: t.Source, Target: t.Target,
-			BaseAmbiguous: t.BaseAmbiguous}
+			BaseAmbiguous: t.BaseAmbiguous, Added: t.Added, Removed: t.Removed, Replaced: t.Replaced, Conflicts: t.Conflicts,
+			ConflictCount: t.ConflictCount, Why: t.Why}
 	}
 	return out
 }

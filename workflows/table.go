@@ -41,6 +41,24 @@ type WriteTableInput struct {
 	OpID    string `json:"op_id,omitempty"`
 	Author  string `json:"author,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Format-2 graphs only (a format-1 graph ends invalid): Append makes the new version
+	// the one the branch's head pins plus Objects and Imports; Remove drops entries by
+	// name from it (and so also edits the head's version); Imports registers objects that
+	// already exist in the store by reference, without copying (docs/format.md,
+	// "Zero-copy import"). Defaults: a new version of exactly Objects.
+	Append  bool          `json:"append,omitempty"`
+	Remove  []string      `json:"remove,omitempty"`
+	Imports []TableImport `json:"imports,omitempty"`
+}
+
+// TableImport is an existing object of the store registered in a table by reference:
+// its key, its entry name, and the size and ETag a HEAD gave at import.
+type TableImport struct {
+	Name   string `json:"name"`
+	Key    string `json:"key"`
+	Size   int64  `json:"size"`
+	ETag   string `json:"etag"`
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // WriteTableResult is the result of graft.WriteTable. Outcome done means
@@ -100,11 +118,15 @@ func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, err
 		objs = append(objs, activities.TableObject{ID: o.ID, Size: o.Size, SHA256: o.SHA256})
 		res.Bytes += o.Size
 	}
+	edit := activities.TableEdit{Append: in.Append, Remove: in.Remove}
+	for _, im := range in.Imports {
+		edit.Imports = append(edit.Imports, activities.TableImport{Name: im.Name, Key: im.Key, Size: im.Size, ETag: im.ETag, SHA256: im.SHA256})
+	}
 	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		r.setPhase(ctx, "prepare", fmt.Sprintf("recording the write, pinning and probing %d objects", len(in.Objects)))
 		var prep activities.PrepareWriteResult
 		if err := r.before(ctx, "prepare: validate, claim, pin and probe the uploaded objects", a.PrepareWrite, activities.PrepareWriteInput{
-			OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Table: in.Table, Objects: objs,
+			OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Table: in.Table, Objects: objs, Edit: edit,
 			ExpectedHead: in.ExpectedHead, Author: in.Author, Message: in.Message,
 			WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
 		}, &prep); err != nil {
@@ -119,7 +141,7 @@ func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, err
 		r.setPhase(ctx, "manifest", "put-if-absent of version "+prep.Version)
 		var man activities.WriteManifestResult
 		if err := r.step(ctx, "manifest: put-if-absent version "+prep.Version, a.WriteManifest, activities.WriteManifestInput{
-			OpID: r.owner.OpID, Graph: in.Graph, Table: in.Table, Version: prep.Version, Objects: objs, Time: prep.Time,
+			OpID: r.owner.OpID, Graph: in.Graph, Table: in.Table, Version: prep.Version, Objects: objs, Time: prep.Time, Edit: edit,
 		}, &man); err != nil {
 			return ending{}, fmt.Errorf("manifest: %w", err)
 		}
@@ -132,8 +154,12 @@ func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, err
 			err := r.step(ctx, "plan: read the head, compute the commit", a.PlanCommit, activities.PlanCommitInput{
 				Owner: r.owner, Graph: in.Graph, Branch: in.Branch, Table: in.Table, Version: prep.Version,
 				ExpectedHead: in.ExpectedHead, Author: in.Author, Message: in.Message, Time: prep.Time,
+				Objects: objs, Edit: edit,
 			}, &plan)
 			res.Commit, r.status.Commit = plan.Commit, plan.Commit
+			if plan.Version != "" {
+				res.Version, r.status.Version = plan.Version, plan.Version
+			}
 			return plannedCommit{out: plan.Outcome, msg: plan.Message, committed: plan.Committed, spec: plan.Spec, success: outcome.Done}, err
 		})
 	})

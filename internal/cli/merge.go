@@ -132,6 +132,13 @@ func mergeError(req client.MergeRequest, res workflows.MergeResult, err error) e
 		names := make([]string, len(conflicts))
 		for i, t := range conflicts {
 			names[i] = t.Table
+			if len(t.Conflicts) > 0 { // format 2: the objects both sides changed differently
+				names[i] += " (objects " + strings.Join(t.Conflicts, ", ")
+				if more := t.ConflictCount - int64(len(t.Conflicts)); more > 0 {
+					names[i] += fmt.Sprintf(" and %d more", more)
+				}
+				names[i] += ")"
+			}
 		}
 		e := &outcome.Error{Outcome: oe.Outcome, OpID: oe.OpID,
 			Message: fmt.Sprintf("%s; conflicting tables: %s", oe.Message, strings.Join(names, ", "))}
@@ -172,7 +179,20 @@ func printMerge(w io.Writer, res workflows.MergeResult) error {
 		return err
 	}
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	if len(res.Tables) > 0 {
+	objects := false // format 2: per-table object counts
+	for _, t := range res.Tables {
+		objects = objects || t.Added != 0 || t.Removed != 0 || t.Replaced != 0 || t.ConflictCount != 0
+	}
+	if len(res.Tables) > 0 && objects {
+		fmt.Fprintln(tw, "TABLE\tACTION\tOBJECTS\tBASE\tSOURCE\tTARGET")
+		for _, t := range res.Tables {
+			counts := fmt.Sprintf("+%d -%d ~%d", t.Added, t.Removed, t.Replaced)
+			if t.ConflictCount > 0 {
+				counts = fmt.Sprintf("%d in conflict", t.ConflictCount)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Table, t.Action, counts, orDash(t.Base), orDash(t.Source), orDash(t.Target))
+		}
+	} else if len(res.Tables) > 0 {
 		fmt.Fprintln(tw, "TABLE\tACTION\tBASE\tSOURCE\tTARGET")
 		for _, t := range res.Tables {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Table, t.Action, orDash(t.Base), orDash(t.Source), orDash(t.Target))

@@ -264,6 +264,9 @@ func ListTableObjects(ctx context.Context, s storage.Store, graph, commitID, tab
 	if err := format.ValidateTableName(table); err != nil {
 		return nil, invalid("Table", err)
 	}
+	if id, err := format.ParseCommitID(commitID); err == nil && id.IsV2() {
+		return listTableObjectsV2(ctx, s, graph, id, table)
+	}
 	c, err := ReadCommit(ctx, s, graph, commitID)
 	if err != nil {
 		return nil, fmt.Errorf("list table objects: %w", err)
@@ -279,6 +282,33 @@ func ListTableObjects(ctx context.Context, s storage.Store, graph, commitID, tab
 	refs := make([]ObjectRef, 0, len(v.Objects))
 	for _, o := range v.Objects {
 		refs = append(refs, ObjectRef{ID: o.ID, Key: format.ObjectKey(graph, table, o.ID), Size: o.Size, SHA256: o.SHA256})
+	}
+	return refs, nil
+}
+
+// listTableObjectsV2 is ListTableObjects at a format-2 commit: the pins lookup, the
+// version, then its entries chunk by chunk. An external entry's Key is its own key and its
+// ID is zero.
+func listTableObjectsV2(ctx context.Context, s storage.Store, graph string, id format.CommitID, table string) ([]ObjectRef, error) {
+	g, err := Open(s, graph)
+	if err != nil {
+		return nil, err
+	}
+	c, err := g.Commit(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("list table objects: %w", err)
+	}
+	v, err := g.TableAt(ctx, c, table)
+	if err != nil {
+		return nil, fmt.Errorf("list table objects: %w", err)
+	}
+	var refs []ObjectRef
+	err = g.EachEntry(ctx, v, func(e format.ManifestEntry) error {
+		refs = append(refs, ObjectRef{ID: e.Object, Key: ObjectKeyOf(graph, table, e), Size: e.Size, SHA256: e.SHA256})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list table objects: %w", err)
 	}
 	return refs, nil
 }

@@ -259,3 +259,80 @@ func (g *Graph) OpCommitOnChain(ctx context.Context, head Commit, op string, lim
 		}
 	}
 }
+
+// CheckPublish reads where a Publish stands without writing: the ref holds
+// our bytes, or names a head whose first-parent chain holds our commit →
+// AlreadyPublished; the ref still has p.IfMatch → pending (the swap has not
+// landed and still may); anything else → *StaleHeadError (ours never lands),
+// or *RefChangedError when the ref is gone. One GET of the ref, then one GET
+// per commit between the ref's head and ours.
+func (g *Graph) CheckPublish(ctx context.Context, p Publish) (res PublishResult, pending bool, err error) {
+	if err := format.ValidateNative(p.Native); err != nil {
+		return PublishResult{}, false, fmt.Errorf("check publish: %w", invalid("Native", err))
+	}
+	key := format.BranchRefKey(g.Name, p.Native)
+	obj, err := g.S.Get(ctx, key)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return PublishResult{}, false, fmt.Errorf("check publish %s on %s: %w", p.Commit, p.Native, &RefChangedError{Key: key, ETag: p.IfMatch})
+	case err != nil:
+		return PublishResult{}, false, fmt.Errorf("check publish %s on %s: %w", p.Commit, p.Native, err)
+	case bytes.Equal(obj.Body, p.Body):
+		return PublishResult{Outcome: AlreadyPublished, Head: p.Commit, ETag: obj.ETag}, false, nil
+	case obj.ETag == p.IfMatch:
+		return PublishResult{}, true, nil
+	}
+	ref, _, err := format.DecodeBranchRefAny(obj.Body)
+	if err != nil {
+		return PublishResult{}, false, fmt.Errorf("check publish %s on %s: %s: %w", p.Commit, p.Native, key, err)
+	}
+	res, err = g.settleMoved(ctx, p, key, ref)
+	return res, false, err
+}
+
+// FencePublish makes a pending Publish unable to land: it swaps the ref, if
+// it still has p.IfMatch, to the same head with op set to the fencing
+// operation — a version of the ref nobody else writes, so the plan's ETag
+// never returns and p's swap fails forever, while readers see the same head.
+// It returns what CheckPublish says afterwards: pending false and
+// AlreadyPublished when our swap had landed after all, a *StaleHeadError
+// when the ref moved (by the fence or anyone else). A fence whose answer is
+// lost is checked again on the next call.
+func (g *Graph) FencePublish(ctx context.Context, p Publish, op string) (PublishResult, bool, error) {
+	if err := format.ValidateOp(op); err != nil {
+		return PublishResult{}, false, fmt.Errorf("fence publish: %w", invalid("Op", err))
+	}
+	res, pending, err := g.CheckPublish(ctx, p)
+	if err != nil || !pending {
+		return res, pending, err
+	}
+	key := format.BranchRefKey(g.Name, p.Native)
+	obj, err := g.S.Get(ctx, key)
+	if err != nil {
+		return PublishResult{}, true, fmt.Errorf("fence publish %s on %s: %w", p.Commit, p.Native, err)
+	}
+	if obj.ETag != p.IfMatch {
+		return g.CheckPublish(ctx, p)
+	}
+	ref, version, err := format.DecodeBranchRefAny(obj.Body)
+	if err != nil || version != format.Version2 || ref.State != format.RefLive {
+		return PublishResult{}, true, fmt.Errorf("fence publish %s on %s: the ref read is not a live format-2 ref: %v", p.Commit, p.Native, err)
+	}
+	if ref.Op == op {
+		return PublishResult{}, true, fmt.Errorf("fence publish %s on %s: %w", p.Commit, p.Native,
+			invalidf("Op", "the ref read was written by the fencing operation %s", op))
+	}
+	ref.Op = op
+	body, err := format.EncodeBranchRefV2(ref)
+	if err != nil {
+		return PublishResult{}, true, fmt.Errorf("fence publish: %w", invalid("Op", err))
+	}
+	if _, err = g.S.Put(ctx, key, body, storage.PutOptions{IfMatch: p.IfMatch}); err != nil {
+		switch storage.CodeOf(err) {
+		case storage.CodePreconditionFailed, storage.CodeAmbiguous, storage.CodeUnknown:
+		default:
+			return PublishResult{}, true, fmt.Errorf("fence publish %s on %s: %w", p.Commit, p.Native, err)
+		}
+	}
+	return g.CheckPublish(ctx, p)
+}

@@ -7,7 +7,10 @@
 // logical name; every commit reachable from a live head or a live tag has the table
 // versions it pins, and their data objects read back with their size and checksum;
 // nothing an in-flight operation pins is missing; every commit a done write reported is
-// on its branch, reachable from the head by first parents.
+// on its branch, reachable from the head by first parents (issue #15); no commit key's bytes
+// ever change (checked across checks that share Config.CommitDigests). Graphs of both
+// formats are read (docs/format.md); an external entry of a format-2 version must still be
+// the object it was imported as.
 //
 // Ledger: no pins held by ended operations; no witness unsettled (intent, cloned,
 // in_doubt) whose operation ended; no unfinished operation whose workflow is closed
@@ -63,6 +66,11 @@ type Config struct {
 	// SkipChecksums skips reading data objects back (sizes are still checked by HEAD).
 	// Defaults to false.
 	SkipChecksums bool
+	// CommitDigests, when set, records the SHA-256 of every commit key's bytes the check
+	// reads, and a key whose bytes differ from what an earlier check (sharing the map)
+	// recorded is a violation: a commit id names one byte string forever. Defaults to nil
+	// (within one check only).
+	CommitDigests map[string]string
 }
 
 // Violation is one broken promise.
@@ -89,7 +97,14 @@ func Error(vs []Violation) error {
 // Check runs every check and returns the violations found. An error means a check could
 // not be run (storage or the ledger did not answer).
 func Check(ctx context.Context, cfg Config) ([]Violation, error) {
-	c := &checker{cfg: cfg, ctx: ctx, seen: map[format.CommitID]bool{}, objects: map[string]bool{}}
+	g, err := graph.Open(cfg.Store, cfg.Graph)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.CommitDigests == nil {
+		cfg.CommitDigests = map[string]string{}
+	}
+	c := &checker{cfg: cfg, ctx: ctx, g: g, seen: map[format.CommitID]bool{}, missing: map[format.CommitID]bool{}, objects: map[string]bool{}}
 	for _, step := range []func() error{c.refsAndCommits, c.tags, c.reported, c.ledger} {
 		if err := step(); err != nil {
 			return c.out, err
@@ -101,8 +116,12 @@ func Check(ctx context.Context, cfg Config) ([]Violation, error) {
 type checker struct {
 	cfg     Config
 	ctx     context.Context
+	g       *graph.Graph
 	out     []Violation
 	seen    map[format.CommitID]bool
+	// missing lists commits walk found absent, so a root visited after it reached them
+	// as an ancestor is still reported.
+	missing map[format.CommitID]bool
 	objects map[string]bool
 	// live maps logical → natives with a live ref in storage.
 	live map[string][]string
@@ -123,7 +142,7 @@ func (c *checker) refsAndCommits() error {
 		if err != nil {
 			return err
 		}
-		ref, err := format.DecodeBranchRef(obj.Body)
+		ref, version, err := format.DecodeBranchRefAny(obj.Body)
 		if err != nil {
 			c.add("ref-readable", "%s: %v", o.Key, err)
 			return nil
@@ -132,6 +151,9 @@ func (c *checker) refsAndCommits() error {
 			return nil
 		}
 		c.live[ref.Branch] = append(c.live[ref.Branch], ref.Native)
+		if version == format.Version2 {
+			return c.walk("live ref "+ref.Native, ref.Head, true)
+		}
 		head, err := graph.ReadHead(c.ctx, c.cfg.Store, g, ref.Tree)
 		if err != nil {
 			c.add("live-ref-tree", "live ref %s names tree %s, which has no readable head: %v", ref.Native, ref.Tree, err)
@@ -161,7 +183,7 @@ func (c *checker) tags() error {
 		if err != nil {
 			return err
 		}
-		tag, err := format.DecodeTag(obj.Body)
+		tag, _, err := format.DecodeTagAny(obj.Body)
 		if err != nil {
 			c.add("tag-readable", "%s: %v", o.Key, err)
 			return nil
@@ -177,11 +199,15 @@ func (c *checker) tags() error {
 // parent that is missing is an ancestor cleanup reclaimed: nothing needs it.
 func (c *checker) walk(from string, id format.CommitID, root bool) error {
 	if c.seen[id] {
+		if root && c.missing[id] {
+			c.add("root-commit", "%s names commit %s, which does not exist", from, id)
+		}
 		return nil
 	}
 	c.seen[id] = true
-	cm, err := graph.ReadCommit(c.ctx, c.cfg.Store, c.cfg.Graph, id.String())
+	cm, err := c.commit(id)
 	if errors.Is(err, graph.ErrCommitNotFound) {
+		c.missing[id] = true
 		if root {
 			c.add("root-commit", "%s names commit %s, which does not exist", from, id)
 		}
@@ -191,10 +217,13 @@ func (c *checker) walk(from string, id format.CommitID, root bool) error {
 		c.add("commit-readable", "commit %s (from %s): %v", id, from, err)
 		return nil
 	}
-	for table, v := range cm.Pins {
-		if err := c.version(from, id, table, v.String()); err != nil {
+	if err := c.g.EachPin(c.ctx, cm, func(p format.PinEntry) error {
+		return c.version(from, id, p.Table, p.Version.String())
+	}); err != nil {
+		if isStorageErr(err) {
 			return err
 		}
+		c.add("commit-pins", "commit %s (from %s): its pins cannot be read: %v", id, from, err)
 	}
 	for _, p := range cm.Parents {
 		if err := c.walk(from, p, false); err != nil {
@@ -215,13 +244,21 @@ func (c *checker) version(from string, commit format.CommitID, table, version st
 		c.add("version-id", "commit %s pins %s of %s: %v", commit, version, table, err)
 		return nil
 	}
-	tv, err := graph.ReadTableVersion(c.ctx, c.cfg.Store, c.cfg.Graph, table, v)
+	tv, err := c.g.Version(c.ctx, table, v)
 	if err != nil {
 		c.add("pinned-version", "commit %s (reachable from %s) pins version %s of %s: %v", commit, from, version, table, err)
 		return nil
 	}
-	for _, o := range tv.Objects {
-		okey := format.ObjectKey(c.cfg.Graph, table, o.ID)
+	err = c.g.EachEntry(c.ctx, tv, func(o format.ManifestEntry) error {
+		okey := graph.ObjectKeyOf(c.cfg.Graph, table, o)
+		if o.IsExternal() {
+			if err := graph.CheckExternal(c.ctx, c.cfg.Store, o); errors.Is(err, graph.ErrExternalChanged) || errors.Is(err, storage.ErrNotFound) {
+				c.add("external-object", "version %s of %s (from %s) imports %s: %v", version, table, from, okey, err)
+			} else if err != nil {
+				return fmt.Errorf("head %s: %w", okey, err)
+			}
+			return nil
+		}
 		if c.cfg.SkipChecksums {
 			info, err := c.cfg.Store.Head(c.ctx, okey)
 			switch {
@@ -232,13 +269,13 @@ func (c *checker) version(from string, commit format.CommitID, table, version st
 			case info.Size != o.Size:
 				c.add("data-object", "%s holds %d bytes, its version lists %d", okey, info.Size, o.Size)
 			}
-			continue
+			return nil
 		}
 		obj, err := c.cfg.Store.Get(c.ctx, okey)
 		switch {
 		case errors.Is(err, storage.ErrNotFound):
 			c.add("data-object", "version %s of %s (from %s) lists %s, which is missing", version, table, from, okey)
-			continue
+			return nil
 		case err != nil:
 			return fmt.Errorf("read %s: %w", okey, err)
 		}
@@ -246,8 +283,35 @@ func (c *checker) version(from string, commit format.CommitID, table, version st
 		if int64(len(obj.Body)) != o.Size || hex.EncodeToString(sum[:]) != o.SHA256 {
 			c.add("data-object", "%s reads back %d bytes with sha256 %x; its version lists %d bytes, %s", okey, len(obj.Body), sum, o.Size, o.SHA256)
 		}
+		return nil
+	})
+	if err != nil && !isStorageErr(err) {
+		c.add("pinned-version", "version %s of %s (from %s): its entries cannot be read: %v", version, table, from, err)
+		return nil
 	}
-	return nil
+	return err
+}
+
+// isStorageErr reports an error of the store (not of what it holds): the check cannot go on.
+func isStorageErr(err error) bool {
+	return errors.Is(err, storage.ErrUnavailable) || errors.Is(err, storage.ErrAmbiguous) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, context.DeadlineExceeded)
+}
+
+// commit reads a commit of either format and records its key's bytes: a key whose bytes
+// differ from what this or an earlier check (sharing CommitDigests) read is a violation.
+func (c *checker) commit(id format.CommitID) (graph.Commit, error) {
+	key := format.CommitIDKey(c.cfg.Graph, id)
+	obj, err := c.cfg.Store.Get(c.ctx, key)
+	if err == nil {
+		sum := sha256.Sum256(obj.Body)
+		d := hex.EncodeToString(sum[:])
+		if was, ok := c.cfg.CommitDigests[key]; ok && was != d {
+			c.add("commit-bytes-stable", "%s held bytes with sha256 %s, now %s: a commit key was refilled", key, was, d)
+		}
+		c.cfg.CommitDigests[key] = d
+	}
+	return graph.ReadCommitAny(c.ctx, c.cfg.Store, c.cfg.Graph, id.String())
 }
 
 // reported checks that every commit a done write reported is on its branch: in the
@@ -269,15 +333,16 @@ func (c *checker) reported() error {
 			c.add("reported-commit", "commit %s reported done on %s is not in its live tree %s", id, rc.Branch, b.Tree)
 			continue
 		}
-		head, err := graph.ReadHead(c.ctx, c.cfg.Store, c.cfg.Graph, b.Tree)
+		h, err := c.g.HeadOf(c.ctx, b)
 		if err != nil {
 			return fmt.Errorf("read head of %s: %w", rc.Branch, err)
 		}
+		head := h.Commit
 		if head.ID.Seq < id.Seq {
 			c.add("reported-commit", "commit %s reported done on %s is above its head %s", id, rc.Branch, head.ID)
 			continue
 		}
-		if _, err := graph.ReadCommit(c.ctx, c.cfg.Store, c.cfg.Graph, id.String()); err != nil {
+		if _, err := c.commit(id); err != nil {
 			c.add("reported-commit", "commit %s reported done on %s: %v", id, rc.Branch, err)
 			continue
 		}
@@ -286,7 +351,7 @@ func (c *checker) reported() error {
 				c.add("reported-commit", "commit %s reported done on %s is not reached from its head %s by first parents", id, rc.Branch, head.ID)
 				break
 			}
-			next, err := graph.ReadCommit(c.ctx, c.cfg.Store, c.cfg.Graph, cur.Parents[0].String())
+			next, err := c.commit(cur.Parents[0])
 			if errors.Is(err, graph.ErrCommitNotFound) {
 				break // a gap cleanup left; the commit itself exists below it
 			}
