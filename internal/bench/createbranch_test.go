@@ -421,14 +421,16 @@ func totalRequests(s *faults.Store) int {
 }
 
 // SuccessPathRequests is what a create from a branch head costs in object-store
-// requests when nothing goes wrong, for a new name without '/': resolve the
+// requests when nothing goes wrong, for a new name without '/': GET the graph
+// record (its format decides how refs, commits and pins are read — format 1 or
+// 2, docs/format.md), resolve the
 // source (LIST of its refs, GET of the one ref), read its head (LIST with
 // limit 1, GET), LIST the new name's refs (storage is the authority on what
 // is live; a name with k '/' costs k more LISTs, one per ancestor), HEAD the
 // source commit once it is pinned (proving no finished cleanup reclaimed it
 // between the read and the pin), the fork commit's put-if-absent and the
 // ref's put-if-absent.
-const SuccessPathRequests = 8
+const SuccessPathRequests = 9
 
 // TestCreateBranch_RequestsPerCreate_SameAcrossDepthAndTables proves a create
 // costs the same object-store requests whatever the source's history length
