@@ -165,8 +165,8 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 }
 
 // DefaultFormat is the format version a graph is initialised in when the request does not
-// say (docs/format.md).
-var DefaultFormat = format.Version
+// say: format 2 (docs/format.md). Format 1 is still written on request, and read.
+var DefaultFormat = format.Version2
 
 // recordInitLedger records main's incarnation live and the graph itself.
 func (a *Activities) recordInitLedger(ctx context.Context, in InitGraphInput, main, tree string) error {

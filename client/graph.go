@@ -21,7 +21,7 @@ type InitGraphRequest struct {
 	// Author of main's root commit. Defaults to "graft".
 	Author string
 	// Format is the on-storage format version to write: 1 or 2
-	// (docs/format.md). Defaults to 0: the worker's default.
+	// (docs/format.md). Defaults to 0: the worker's default, format 2.
 	Format int
 }
 

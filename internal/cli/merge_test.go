@@ -183,7 +183,8 @@ func TestMergeTagRestoreDelete_EndToEnd_InProcess(t *testing.T) {
 // TestMerge_TableChangedOnBothSides_ExitsConflictListingTheTables_PreviewToo
 // writes the same table on a branch and on main: a preview and a merge
 // both exit 5, name the table (text) and list it under "conflicts" (JSON),
-// and neither writes anything.
+// and neither writes anything. Format 1 merges tables, not objects (on format 2
+// these two writes add different objects and merge: TestFormat2_…).
 func TestMerge_TableChangedOnBothSides_ExitsConflictListingTheTables_PreviewToo(t *testing.T) {
 	p := newInProcess(t)
 	const g = "mc"
@@ -192,7 +193,7 @@ func TestMerge_TableChangedOnBothSides_ExitsConflictListingTheTables_PreviewToo(
 	if err := os.WriteFile(f, []byte("id\n1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, p.run(t, "graph", "init", g), 0)
+	wantCode(t, p.run(t, "graph", "init", g, "--format", "1"), 0)
 	wantCode(t, p.run(t, "table", "write", g, "main", "keep", f), 0)
 	wantCode(t, p.run(t, "branch", "create", g, "feature/y"), 0)
 	wantCode(t, p.run(t, "table", "write", g, "feature/y", "events", f), 0)

@@ -10,13 +10,13 @@ import (
 	"github.com/graftworks/graft/workflows"
 )
 
-// graft graph upgrade on a format-1 graph made by graft graph init: the graph record
+// graft graph upgrade on a format-1 graph made by graft graph init --format 1: the graph record
 // and main's ref become format 2; repeating it is done with the same refs; a missing
 // graph is not_found (6).
 func TestGraphUpgrade_InProcess_UpgradesThenRepeatsIdempotently(t *testing.T) {
 	p := newInProcess(t)
 	const g = "upg"
-	wantCode(t, p.run(t, "graph", "init", g), 0)
+	wantCode(t, p.run(t, "graph", "init", g, "--format", "1"), 0)
 	if _, v, err := graph.ReadGraphAny(context.Background(), p.store, g); err != nil || v != format.Version {
 		t.Fatalf("graph after init: format %d, %v; want format 1 (this test upgrades it)", v, err)
 	}
