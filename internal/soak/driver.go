@@ -81,7 +81,7 @@ func Soak(ctx context.Context, st *Stack, cfg Config) Totals {
 				var f *Failure
 				if res.Failed() && ctx.Err() == nil {
 					f = &Failure{Result: res, Schedule: s, Minimal: s}
-					if !cfg.NoShrink {
+					if !cfg.NoShrink && res.Err == nil {
 						f.Minimal = shrink(ctx, st, s)
 					}
 					f.Repro = fmt.Sprintf("go run ./cmd/soak -backend %s -from %d -seeds 1 -keep %s", cfg.Backend, seed, keepArg(f.Minimal))

@@ -214,6 +214,7 @@ func (r *runner) run() error {
 	if err := r.reconcile(); err != nil {
 		return err
 	}
+	r.nextCleanup()
 	r.namesAgain()
 	if err := r.waitClosed(); err != nil {
 		return err
@@ -271,6 +272,25 @@ func (r *runner) setup() error {
 		return fmt.Errorf("setup write: %s, %w", w.Outcome, err)
 	}
 	r.noteCommit("main", w.Commit)
+	for _, b := range r.s.Setup {
+		r.wids[client.CreateBranchWorkflowID(r.graph, b)] = true
+		res, err := r.gc.CreateBranch(ctx, client.CreateBranchRequest{Graph: r.graph, Branch: b})
+		if err != nil || res.Outcome != outcome.Created {
+			return fmt.Errorf("setup create %s: %s, %w", b, res.Outcome, err)
+		}
+		w, err := r.write(ctx, b, "u", "setup-"+b)
+		if err != nil || w.Outcome != outcome.Done {
+			return fmt.Errorf("setup write on %s: %s, %w", b, w.Outcome, err)
+		}
+		r.noteCommit(b, w.Commit)
+	}
+	if r.s.SetupTag != "" {
+		r.wids[client.CreateTagWorkflowID(r.graph, r.s.SetupTag)] = true
+		res, err := r.gc.CreateTag(ctx, client.CreateTagRequest{Graph: r.graph, Name: r.s.SetupTag})
+		if err != nil || res.Outcome != outcome.Created {
+			return fmt.Errorf("setup tag %s: %s, %w", r.s.SetupTag, res.Outcome, err)
+		}
+	}
 	return nil
 }
 
@@ -676,6 +696,26 @@ func (r *runner) reconcile() error {
 	return nil
 }
 
+// nextCleanup runs a mark-only cleanup (it deletes nothing) when the schedule ran
+// cleanups: the reconciler leaves cleanup runs to the next mark or sweep, which finishes
+// (or, for a mark or dry run, aborts) a run whose workflow ended without finishing it
+// (docs/cleanup.md). A dry run does not look for such runs.
+func (r *runner) nextCleanup() {
+	ran := false
+	for _, o := range r.s.Ops {
+		ran = ran || o.Kind == OpCleanup
+	}
+	if !ran {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
+	defer cancel()
+	res, err := r.gc.Cleanup(ctx, client.CleanupRequest{Graph: r.graph, KeepNewest: 1000, Mode: workflows.CleanupModeMark})
+	if err != nil || res.Outcome != outcome.Done {
+		r.violate("next-cleanup-runs", "a mark-only cleanup after quiescence ended %s: %v", res.Outcome, err)
+	}
+}
+
 // namesAgain creates every branch name the schedule used that is free now: each must be
 // created (docs/outcomes.md: every name used can be created again). A name beside a live
 // '/'-relative (a and a/b) is not free: live names are prefix-disjoint.
@@ -751,12 +791,12 @@ func (r *runner) check() error {
 	for _, k := range keys {
 		opIDs = append(opIDs, k)
 	}
-	vs, err := oracle.Check(r.ctx, oracle.Config{Store: r.st.Inner, Catalog: r.st.Catalog, Graph: r.graph,
+	vs, err := oracle.Check(r.ctx, oracle.Config{Store: r.st.Inner, Catalog: r.st.Oracle, Graph: r.graph,
 		Workflows: worker.TemporalWorkflows(r.st.TC), Names: names, Reported: keep})
 	if err != nil {
 		return fmt.Errorf("oracle: %w", err)
 	}
-	more, err := oracle.CheckSoak(r.ctx, oracle.SoakConfig{Store: r.st.Inner, Catalog: r.st.Catalog, Graph: r.graph,
+	more, err := oracle.CheckSoak(r.ctx, oracle.SoakConfig{Store: r.st.Inner, Catalog: r.st.Oracle, Graph: r.graph,
 		Immutable: immut, OpIDs: opIDs, Reclaimed: swept})
 	if err != nil {
 		return fmt.Errorf("soak oracle: %w", err)

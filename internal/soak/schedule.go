@@ -110,6 +110,11 @@ type Schedule struct {
 	Faults      []Fault
 	Branches    []string
 	Tags        []string
+	// Setup lists branches created (unfaulted, from main, each with a table write) and
+	// SetupTag a tag of main's head made before the concurrent phase, so the ops have
+	// something to act on.
+	Setup    []string
+	SetupTag string
 }
 
 // branchPool holds names with '/'-relatives: a and a/b, c/d and c.
@@ -136,6 +141,14 @@ func Generate(seed uint64, backend Backend) Schedule {
 	}
 	s.Tags = tagPool[:1+r.IntN(len(tagPool))]
 	s.InitFaulted = r.IntN(8) == 0
+	for _, b := range s.Branches {
+		if len(s.Setup) < 2 && r.IntN(3) != 0 && disjoint(b, s.Setup) {
+			s.Setup = append(s.Setup, b)
+		}
+	}
+	if r.IntN(2) == 0 {
+		s.SetupTag = s.Tags[0]
+	}
 	branch := func() string { return s.Branches[r.IntN(len(s.Branches))] }
 	anyBranch := func() string {
 		if r.IntN(3) == 0 {
@@ -159,13 +172,15 @@ func Generate(seed uint64, backend Backend) Schedule {
 	}
 	nops := 3 + r.IntN(5)
 	for i := range nops {
-		o := Op{ID: fmt.Sprintf("o%d", i), At: time.Duration(r.IntN(1200)) * time.Millisecond}
-		// Creates and writes are the common case; everything else appears too.
+		o := Op{ID: fmt.Sprintf("o%d", i), At: time.Duration(r.IntN(2000)) * time.Millisecond}
+		// Creates, writes and cleanups are the common case; everything else appears too.
 		switch x := r.IntN(20); {
-		case x < 5:
+		case x < 4:
 			o.Kind = OpCreate
-		case x < 9:
+		case x < 7:
 			o.Kind = OpWrite
+		case x < 9:
+			o.Kind = OpCleanup
 		default:
 			o.Kind = OpKinds[r.IntN(len(OpKinds))]
 		}
@@ -176,7 +191,7 @@ func Generate(seed uint64, backend Backend) Schedule {
 			o.Branch, o.Source = branch(), source()
 		case OpMerge:
 			o.Branch, o.Source = anyBranch(), "branch:"+branch()
-			if r.IntN(3) == 0 {
+			if r.IntN(3) == 0 || o.Source == "branch:"+o.Branch {
 				o.Branch, o.Source = branch(), "branch:main"
 			}
 		case OpRestore:
@@ -189,8 +204,16 @@ func Generate(seed uint64, backend Backend) Schedule {
 			}
 		case OpTagDelete:
 			o.Tag = tag()
-		case OpBranchDelete, OpRepair, OpAbandon:
+		case OpBranchDelete, OpRepair:
 			o.Branch = branch()
+		case OpAbandon:
+			// Abandon a create the schedule runs, shortly after it starts.
+			o.Branch = branch()
+			for _, p := range s.Ops {
+				if p.Kind == OpCreate {
+					o.Branch, o.At = p.Branch, p.At+time.Duration(r.IntN(400))*time.Millisecond
+				}
+			}
 		case OpCleanup:
 			switch r.IntN(3) {
 			case 0:
@@ -253,6 +276,17 @@ func Generate(seed uint64, backend Backend) Schedule {
 	return s
 }
 
+// disjoint reports whether b is no '/'-relative of any of names (live branch names are
+// prefix-disjoint).
+func disjoint(b string, names []string) bool {
+	for _, n := range names {
+		if n == b || strings.HasPrefix(n, b+"/") || strings.HasPrefix(b, n+"/") {
+			return false
+		}
+	}
+	return true
+}
+
 // Keep returns the schedule with only the ops and faults whose ids are in keep (nil
 // keeps everything). Operator faults whose victim was dropped are dropped too.
 func (s Schedule) Keep(keep map[string]bool) Schedule {
@@ -291,7 +325,7 @@ func (s Schedule) IDs() []string {
 // String prints the schedule one item a line.
 func (s Schedule) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d on %s: branches %v, tags %v, init faulted %v\n", s.Seed, s.Backend, s.Branches, s.Tags, s.InitFaulted)
+	fmt.Fprintf(&b, "seed %d on %s: branches %v, tags %v, init faulted %v, set up %v and tag %q\n", s.Seed, s.Backend, s.Branches, s.Tags, s.InitFaulted, s.Setup, s.SetupTag)
 	for _, o := range s.Ops {
 		fmt.Fprintf(&b, "  %s +%v %s", o.ID, o.At, o.Kind)
 		for _, kv := range [][2]string{{"branch", o.Branch}, {"source", o.Source}, {"tag", o.Tag}, {"table", o.Table}, {"mode", o.Mode}, {"same-id-as", o.SameIDAs}} {

@@ -55,6 +55,9 @@ type Stack struct {
 	cfg     StackConfig
 	Inner   storage.Store
 	Catalog *catalog.Catalog
+	// Oracle is a second pool on the same schema for the driver's own reads, out of reach
+	// of TerminateBackends.
+	Oracle  *catalog.Catalog
 	TC      sdkclient.Client
 	schema  string
 	appName string
@@ -148,6 +151,12 @@ func Start(ctx context.Context, cfg StackConfig) (*Stack, error) {
 	}
 	st.Catalog = cat
 	st.stops = append(st.stops, cat.Close)
+	ocat, err := catalog.Open(ctx, catalog.Config{DatabaseURL: withAppName(st.dbURL, st.appName+"-oracle"), Schema: st.schema, MaxConns: 8})
+	if err != nil {
+		return nil, err
+	}
+	st.Oracle = ocat
+	st.stops = append(st.stops, ocat.Close)
 
 	if st.cfg.TemporalHostPort == "" {
 		ts, err := devstack.StartTemporal(ctx, devstack.TemporalOptions{Headless: true})
