@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"syscall"
 
 	"github.com/graftworks/graft/internal/soak"
 )
@@ -28,7 +29,7 @@ func main() {
 	keep := flag.String("keep", "", "comma-separated op and fault ids to keep (a shrunk schedule; none keeps none)")
 	noShrink := flag.Bool("no-shrink", false, "do not shrink failing schedules")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	soak.StepKnobs()
 	st, err := soak.Start(ctx, soak.StackConfig{Backend: soak.Backend(*backend)})

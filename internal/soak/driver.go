@@ -41,9 +41,11 @@ type Failure struct {
 
 // Totals sums a soak.
 type Totals struct {
-	Backend  Backend
-	From     uint64
-	Seeds    int
+	Backend Backend
+	From    uint64
+	Seeds   int
+	// Ran counts the seeds that ran to a verdict (fewer than Seeds when interrupted).
+	Ran      int
 	Passed   int
 	Failures []Failure
 	// Known lists results with only the known format-1 hole (#15); not passes.
@@ -78,8 +80,11 @@ func Soak(ctx context.Context, st *Stack, cfg Config) Totals {
 			for seed := range seeds {
 				s := Generate(seed, cfg.Backend).Keep(cfg.Keep)
 				res := st.Run(ctx, s)
+				if ctx.Err() != nil {
+					continue // interrupted: neither a pass nor a failure
+				}
 				var f *Failure
-				if res.Failed() && ctx.Err() == nil {
+				if res.Failed() {
 					f = &Failure{Result: res, Schedule: s, Minimal: s}
 					if !cfg.NoShrink && res.Err == nil {
 						f.Minimal = shrink(ctx, st, s)
@@ -88,6 +93,7 @@ func Soak(ctx context.Context, st *Stack, cfg Config) Totals {
 				}
 				mu.Lock()
 				done++
+				t.Ran++
 				add(t.Ops, res.Ops)
 				add(t.Outcomes, res.Outcomes)
 				add(t.Faults, res.Faults)
@@ -191,8 +197,8 @@ func (f Failure) String() string {
 // Summary prints the totals: seeds, results, wall time, ops and faults by kind.
 func (t Totals) Summary() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "soak %s: seeds %d..%d (%d): %d passed, %d violated, %d known format-1 (#15); wall %s\n",
-		t.Backend, t.From, t.From+uint64(t.Seeds)-1, t.Seeds, t.Passed, len(t.Failures), len(t.Known), t.Wall.Round(time.Second))
+	fmt.Fprintf(&b, "soak %s: seeds %d..%d (%d, %d ran to a verdict): %d passed, %d violated, %d known format-1 (#15); wall %s\n",
+		t.Backend, t.From, t.From+uint64(t.Seeds)-1, t.Seeds, t.Ran, t.Passed, len(t.Failures), len(t.Known), t.Wall.Round(time.Second))
 	line := func(name string, m map[string]int) {
 		total := 0
 		for _, v := range m {

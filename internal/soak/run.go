@@ -81,6 +81,7 @@ type runner struct {
 	lastMark string
 	removes  []func()
 	holdLate map[string]bool // rule names whose held puts are released late
+	operated map[string]bool // workflow ids an operator cancelled or terminated
 }
 
 // Run runs schedule s on the stack and checks the result.
@@ -88,7 +89,7 @@ func (st *Stack) Run(ctx context.Context, s Schedule) Result {
 	graphName := fmt.Sprintf("s%d-%s-%s", s.Seed, string(s.Backend)[:2], nonce(3))
 	res := &Result{Seed: s.Seed, Backend: s.Backend, Graph: graphName, Ops: map[string]int{}, Outcomes: map[string]int{}, Faults: map[string]int{}}
 	r := &runner{st: st, s: s, ctx: ctx, graph: graphName, tq: "soak-" + graphName, fs: faults.Wrap(st.Inner), res: res,
-		keys: map[string]string{}, wids: map[string]bool{}, victims: map[string]string{}, immut: map[string][32]byte{}, holdLate: map[string]bool{}}
+		keys: map[string]string{}, wids: map[string]bool{}, victims: map[string]string{}, immut: map[string][32]byte{}, holdLate: map[string]bool{}, operated: map[string]bool{}}
 	r.gc = client.New(st.TC, client.Options{TaskQueue: r.tq, PollInterval: 100 * time.Millisecond})
 	if err := r.run(); err != nil {
 		res.Err = err
@@ -601,6 +602,11 @@ func (r *runner) operator(f Fault) {
 	}
 	if err == nil {
 		r.count(r.res.Faults, "operator:"+f.Kind)
+		if f.Kind != "reset" {
+			r.mu.Lock()
+			r.operated[wid] = true
+			r.mu.Unlock()
+		}
 	}
 }
 
@@ -662,7 +668,8 @@ func (r *runner) waitClosed() error {
 				time.Sleep(200 * time.Millisecond)
 				continue
 			}
-			if d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			if st := d.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				r.endedDefinitively(ctx, id, st)
 				break
 			}
 			if ctx.Err() != nil {
@@ -673,6 +680,33 @@ func (r *runner) waitClosed() error {
 		}
 	}
 	return nil
+}
+
+// endedDefinitively checks how a closed workflow ended: completed, or failed with a
+// definitive outcome (docs/outcomes.md: an ApplicationError whose type is the outcome);
+// cancelled or terminated only when the schedule's operator did that to it.
+func (r *runner) endedDefinitively(ctx context.Context, id string, st enumspb.WorkflowExecutionStatus) {
+	switch st {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+		return
+	case enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED:
+		r.mu.Lock()
+		ok := r.operated[id]
+		r.mu.Unlock()
+		if !ok {
+			r.violate("op-ended-definitively", "workflow %s ended %s, and no operator did that", id, st)
+		}
+		return
+	case enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:
+		err := r.st.TC.GetWorkflow(ctx, id, "").Get(ctx, nil)
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) && outcome.Outcome(app.Type()).Valid() {
+			return
+		}
+		r.violate("op-ended-definitively", "workflow %s failed without a definitive outcome: %v", id, err)
+		return
+	}
+	r.violate("op-ended-definitively", "workflow %s ended %s", id, st)
 }
 
 // reconcile runs the reconciler workflow (graft.Reconcile) over the schedule's graph.
