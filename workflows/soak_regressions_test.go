@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/graftworks/graft/client"
@@ -151,5 +153,56 @@ func TestReconcile_TerminatedDryRunCleanup_AbortedNotLeftRunning(t *testing.T) {
 	}
 	if op := r.operation(id); op.State != catalog.OperationDone {
 		t.Fatalf("operation %s is %s, want done", id, op.State)
+	}
+}
+
+// A create reset by an operator after it ended — to any of its completed workflow tasks,
+// so the new run repeats the steps after that point — ends with the outcome the earlier
+// run recorded (created), and leaves storage and the ledger as they were.
+func TestCreateBranch_ResetAfterItEnded_NewRunReportsTheRecordedOutcome(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.startWorker()
+	r.names = append(r.names, "reset/me")
+	opID := randomName("reset-")
+	run := r.startOp(workflows.CreateBranchName, workflows.CreateBranchInput{Graph: r.graph, Branch: "reset/me", OpID: opID})
+	var first workflows.CreateBranchResult
+	if err := endOf(r, run, &first); err != nil || first.Outcome != outcome.Created {
+		t.Fatalf("create: %+v, %v", first, err)
+	}
+	var points []int64
+	it := r.tc.GetWorkflowHistory(r.ctx, run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			points = append(points, ev.GetEventId())
+		}
+	}
+	runID := run.GetRunID()
+	for i, at := range points {
+		reset, err := r.tc.ResetWorkflowExecution(r.ctx, &workflowservice.ResetWorkflowExecutionRequest{
+			Namespace: "default", WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: run.GetID(), RunId: run.GetRunID()},
+			Reason: "operator", WorkflowTaskFinishEventId: at, RequestId: ulid.Make().String(),
+		})
+		if err != nil {
+			t.Fatalf("reset to event %d: %v", at, err)
+		}
+		runID = reset.GetRunId()
+		ctx, cancel := context.WithTimeout(r.ctx, 2*time.Minute)
+		var again workflows.CreateBranchResult
+		err = endOfCtx(ctx, r, r.tc.GetWorkflow(r.ctx, run.GetID(), runID), &again)
+		cancel()
+		if err != nil || again.Outcome != outcome.Created {
+			t.Fatalf("reset %d of %d (to event %d): the new run ended %+v, %v; want created, as recorded", i+1, len(points), at, again, err)
+		}
+		if live := r.liveNatives("reset/me"); len(live) != 1 || live[0] != first.Native {
+			t.Fatalf("after reset %d: live refs %v, want [%s]", i+1, live, first.Native)
+		}
+		if op := r.operation(opID); op.State != catalog.OperationDone || op.Outcome != catalog.OutcomeCreated {
+			t.Fatalf("after reset %d: ledger %s/%s, want done/created", i+1, op.State, op.Outcome)
+		}
 	}
 }

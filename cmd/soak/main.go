@@ -28,16 +28,17 @@ func main() {
 	parallel := flag.Int("parallel", 8, "schedules at once")
 	keep := flag.String("keep", "", "comma-separated op and fault ids to keep (a shrunk schedule; none keeps none)")
 	noShrink := flag.Bool("no-shrink", false, "do not shrink failing schedules")
+	restartEvery := flag.Int("restart-every", 0, "restart versitygw / the Temporal dev server (state on disk) after every N seeds (0: never)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	soak.StepKnobs()
-	st, err := soak.Start(ctx, soak.StackConfig{Backend: soak.Backend(*backend)})
+	st, err := soak.Start(ctx, soak.StackConfig{Backend: soak.Backend(*backend), Restartable: *restartEvery > 0})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "soak:", err)
 		os.Exit(2)
 	}
-	cfg := soak.Config{Backend: soak.Backend(*backend), From: *from, Seeds: *seeds, Parallel: *parallel, NoShrink: *noShrink, Out: os.Stdout}
+	cfg := soak.Config{Backend: soak.Backend(*backend), From: *from, Seeds: *seeds, Parallel: *parallel, NoShrink: *noShrink, RestartEvery: *restartEvery, Out: os.Stdout}
 	cfg.Keep = soak.ParseKeep(*keep)
 	tot := soak.Soak(ctx, st, cfg)
 	st.Close()

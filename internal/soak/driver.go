@@ -26,6 +26,10 @@ type Config struct {
 	Keep map[string]bool
 	// NoShrink skips shrinking a failing schedule. Defaults to false.
 	NoShrink bool
+	// RestartEvery restarts a server of a restartable stack (StackConfig.Restartable)
+	// after every this many seeds are handed out, taking turns: versitygw (on that
+	// backend) and the Temporal dev server. Defaults to 0: never.
+	RestartEvery int
 	// Out receives failures as they happen and progress lines. Defaults to io.Discard.
 	Out io.Writer
 }
@@ -115,12 +119,34 @@ func Soak(ctx context.Context, st *Stack, cfg Config) Totals {
 			}
 		})
 	}
+	var rwg sync.WaitGroup
+	restarts := 0
 	for i := range cfg.Seeds {
 		if ctx.Err() != nil {
 			break
 		}
 		seeds <- cfg.From + uint64(i)
+		if cfg.RestartEvery > 0 && (i+1)%cfg.RestartEvery == 0 {
+			which := "temporal"
+			if cfg.Backend == VersityGW && restarts%2 == 0 {
+				which = "versitygw"
+			}
+			restarts++
+			rwg.Go(func() {
+				ok, err := st.Restart(ctx, which)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err != nil:
+					fmt.Fprintf(cfg.Out, "soak: %v\n", err)
+					t.Faults["process:restart_"+which+"_failed"]++
+				case ok:
+					t.Faults["process:restart_"+which]++
+				}
+			})
+		}
 	}
+	rwg.Wait()
 	close(seeds)
 	wg.Wait()
 	t.Wall = time.Since(start)

@@ -147,7 +147,10 @@ func (r *runner) run() error {
 	}
 	defer func() { stopWorker() }()
 
-	if err := r.setup(); err != nil {
+	r.st.quiesce.RLock()
+	err := r.setup()
+	r.st.quiesce.RUnlock()
+	if err != nil {
 		return err
 	}
 
@@ -195,6 +198,8 @@ func (r *runner) run() error {
 
 	// Quiescence: faults off, held puts released (late) or discarded, every workflow
 	// closed, the reconciler run.
+	r.st.quiesce.RLock()
+	defer r.st.quiesce.RUnlock()
 	r.mu.Lock()
 	removes := r.removes
 	r.mu.Unlock()

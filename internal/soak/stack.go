@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -48,6 +49,10 @@ type StackConfig struct {
 	S3 s3.Config
 	// DatabaseURL is Postgres. Defaults to catalog.DefaultURL().
 	DatabaseURL string
+	// Restartable starts the servers the stack starts itself so Restart can restart
+	// them: the Temporal dev server with its state in a file, on a fixed port. Defaults
+	// to false.
+	Restartable bool
 }
 
 // Stack is the real stack schedules run on: one store, one ledger schema, one Temporal.
@@ -63,6 +68,14 @@ type Stack struct {
 	appName string
 	dbURL   string
 	stops   []func()
+
+	// quiesce is held (read) by every schedule while it sets up, quiesces and is judged;
+	// Restart takes it, so restarts land only in schedules' concurrent phases.
+	quiesce  sync.RWMutex
+	gw       *devstack.VersityGW
+	gwOpts   devstack.VersityOptions
+	temporal *devstack.Temporal
+	tsOpts   devstack.TemporalOptions
 }
 
 // StepKnobs lower the kernel's step timing so a stall of a few seconds is longer than
@@ -102,11 +115,20 @@ func Start(ctx context.Context, cfg StackConfig) (*Stack, error) {
 		st.Inner = s
 	case VersityGW:
 		if st.cfg.S3.Endpoint == "" {
-			gw, err := devstack.StartVersityGW(ctx, devstack.VersityOptions{Dir: filepath.Join(dir, "versitygw")})
+			st.gwOpts = devstack.VersityOptions{Dir: filepath.Join(dir, "versitygw")}
+			if cfg.Restartable {
+				port, err := devstack.FreePort()
+				if err != nil {
+					return nil, err
+				}
+				st.gwOpts.Port = port
+			}
+			gw, err := devstack.StartVersityGW(ctx, st.gwOpts)
 			if err != nil {
 				return nil, err
 			}
-			st.stops = append(st.stops, func() { gw.Stop(5 * time.Second) })
+			st.gw = gw
+			st.stops = append(st.stops, func() { st.gw.Stop(5 * time.Second) })
 			st.cfg.S3 = s3.Config{Endpoint: gw.Endpoint, Region: gw.Region, AccessKeyID: gw.AccessKey, SecretAccessKey: gw.SecretKey}
 		}
 		st.cfg.S3.PathStyle = true
@@ -159,11 +181,20 @@ func Start(ctx context.Context, cfg StackConfig) (*Stack, error) {
 	st.stops = append(st.stops, ocat.Close)
 
 	if st.cfg.TemporalHostPort == "" {
-		ts, err := devstack.StartTemporal(ctx, devstack.TemporalOptions{Headless: true})
+		st.tsOpts = devstack.TemporalOptions{Headless: true}
+		if cfg.Restartable {
+			port, err := devstack.FreePort()
+			if err != nil {
+				return nil, err
+			}
+			st.tsOpts.Port, st.tsOpts.DBFile = port, filepath.Join(dir, "temporal.db")
+		}
+		ts, err := devstack.StartTemporal(ctx, st.tsOpts)
 		if err != nil {
 			return nil, err
 		}
-		st.stops = append(st.stops, func() { ts.Stop(10 * time.Second) })
+		st.temporal = ts
+		st.stops = append(st.stops, func() { st.temporal.Stop(10 * time.Second) })
 		st.cfg.TemporalHostPort, st.cfg.Namespace = ts.HostPort, ts.Namespace
 	}
 	if st.cfg.Namespace == "" {
@@ -185,6 +216,36 @@ func (st *Stack) Close() {
 		st.stops[i]()
 	}
 	st.stops = nil
+}
+
+// Restart restarts one server the stack started itself — "versitygw" or "temporal" (its
+// state kept on disk) — once no schedule is setting up or being judged, and reports
+// whether it did. Schedules in their concurrent phase run on through it.
+func (st *Stack) Restart(ctx context.Context, which string) (bool, error) {
+	if !st.cfg.Restartable {
+		return false, nil
+	}
+	st.quiesce.Lock()
+	defer st.quiesce.Unlock()
+	switch {
+	case which == "versitygw" && st.gw != nil:
+		st.gw.Stop(5 * time.Second)
+		gw, err := devstack.StartVersityGW(ctx, st.gwOpts)
+		if err != nil {
+			return false, fmt.Errorf("restart versitygw: %w", err)
+		}
+		st.gw = gw
+		return true, nil
+	case which == "temporal" && st.temporal != nil:
+		st.temporal.Stop(10 * time.Second)
+		ts, err := devstack.StartTemporal(ctx, st.tsOpts)
+		if err != nil {
+			return false, fmt.Errorf("restart temporal: %w", err)
+		}
+		st.temporal = ts
+		return true, nil
+	}
+	return false, nil
 }
 
 // TerminateBackends ends every Postgres backend of the stack's ledger pool
