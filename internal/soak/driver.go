@@ -223,8 +223,14 @@ func (f Failure) String() string {
 // Summary prints the totals: seeds, results, wall time, ops and faults by kind.
 func (t Totals) Summary() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "soak %s: seeds %d..%d (%d, %d ran to a verdict): %d passed, %d violated, %d known format-1 (#15); wall %s\n",
-		t.Backend, t.From, t.From+uint64(t.Seeds)-1, t.Seeds, t.Ran, t.Passed, len(t.Failures), len(t.Known), t.Wall.Round(time.Second))
+	unjudged := 0
+	for _, f := range t.Failures {
+		if f.Result.Err != nil && len(f.Result.Violations) == 0 {
+			unjudged++
+		}
+	}
+	fmt.Fprintf(&b, "soak %s: seeds %d..%d (%d, %d ran to a verdict): %d passed, %d failed (%d violated, %d could not be judged: the stack did not answer), %d known format-1 (#15); wall %s\n",
+		t.Backend, t.From, t.From+uint64(t.Seeds)-1, t.Seeds, t.Ran, t.Passed, len(t.Failures), len(t.Failures)-unjudged, unjudged, len(t.Known), t.Wall.Round(time.Second))
 	line := func(name string, m map[string]int) {
 		total := 0
 		for _, v := range m {
