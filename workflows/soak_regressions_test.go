@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	sdkclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/graftworks/graft/client"
 	"github.com/graftworks/graft/client/outcome"
@@ -203,6 +205,61 @@ func TestCreateBranch_ResetAfterItEnded_NewRunReportsTheRecordedOutcome(t *testi
 		}
 		if op := r.operation(opID); op.State != catalog.OperationDone || op.Outcome != catalog.OutcomeCreated {
 			t.Fatalf("after reset %d: ledger %s/%s, want done/created", i+1, op.State, op.Outcome)
+		}
+	}
+}
+
+// A sweep cleanup reset by an operator after its run ended — to each of its workflow
+// tasks — never marks again under the ended run: every reset execution ends definitively
+// (completed, or failed with an outcome), and the run's record stays as the earlier
+// execution left it. A reset past the begin step used to retry its refused condemn step
+// until it gave up and fail without an outcome.
+func TestCleanup_ResetAfterItsRunEnded_EndsDefinitivelyRecordKept(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.startWorker()
+	r.commitAt("t", "v2", time.Now())
+	id := ulid.Make().String()
+	h, err := r.gc.StartCleanup(r.ctx, client.CleanupRequest{Graph: r.graph, KeepNewest: 1, Mode: workflows.CleanupModeSweep, GuardWindow: noGuard(), RunID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := h.Wait(r.ctx); err != nil || res.Outcome != outcome.Done {
+		t.Fatalf("cleanup: %+v, %v", res, err)
+	}
+	var points []int64
+	it := r.tc.GetWorkflowHistory(r.ctx, h.WorkflowID, h.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			points = append(points, ev.GetEventId())
+		}
+	}
+	for i, at := range points {
+		reset, err := r.tc.ResetWorkflowExecution(r.ctx, &workflowservice.ResetWorkflowExecutionRequest{
+			Namespace: "default", WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: h.WorkflowID, RunId: h.RunID},
+			Reason: "operator", WorkflowTaskFinishEventId: at, RequestId: ulid.Make().String(),
+		})
+		if err != nil {
+			t.Fatalf("reset to event %d: %v", at, err)
+		}
+		ctx, cancel := context.WithTimeout(r.ctx, 2*time.Minute)
+		var res workflows.CleanupResult
+		err = r.tc.GetWorkflow(ctx, h.WorkflowID, reset.GetRunId()).Get(ctx, &res)
+		cancel()
+		var app *temporal.ApplicationError
+		if err != nil && !(errors.As(err, &app) && outcome.Outcome(app.Type()).Valid()) {
+			t.Fatalf("reset %d of %d (to event %d) ended without a definitive outcome: %v", i+1, len(points), at, err)
+		}
+		run, err := r.cat.CleanupRunGet(r.ctx, catalog.CleanupRunGetParams{ID: id})
+		if err != nil || run.State != catalog.CleanupDone {
+			t.Fatalf("after reset %d: run row %+v, %v; want done, as the first execution left it", i+1, run, err)
+		}
+		if op := r.operation(id); op.State != catalog.OperationDone || op.Outcome != catalog.OutcomeDone {
+			t.Fatalf("after reset %d: operation %s/%s, want done/done", i+1, op.State, op.Outcome)
 		}
 	}
 }
