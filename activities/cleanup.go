@@ -55,7 +55,7 @@ func (a *Activities) CleanupBegin(ctx context.Context, in CleanupBeginInput) (Cl
 			return end(outcome.Invalid, "cleanup run %s is %s; only a finished mark run's plan can be swept", in.PlanRunID, plan.State)
 		}
 	}
-	_, err := a.Catalog.OperationInsert(ctx, catalog.OperationInsertParams{
+	op, err := a.Catalog.OperationInsert(ctx, catalog.OperationInsertParams{
 		ID: in.RunID, Kind: catalog.OpCleanup, Graph: in.Graph, Inputs: in.Policy,
 		WorkflowID: in.WorkflowID, RunID: in.WorkflowRunID,
 	})
@@ -64,6 +64,18 @@ func (a *Activities) CleanupBegin(ctx context.Context, in CleanupBeginInput) (Cl
 	}
 	if err != nil {
 		return CleanupBeginResult{}, fmt.Errorf("record operation: %w", err)
+	}
+	// A run id names one run: one that ended is never run again (its mark would run
+	// under a finished run), and a run of another mode under the same id (a dry run and a
+	// sweep, say) is another request — neither adopts the other, and neither's ledger
+	// row is touched.
+	if op.State == catalog.OperationDone {
+		return end(outcome.Conflict, "cleanup run %s already ended %s; a run id names one run", in.RunID, op.Outcome)
+	}
+	if run, err := a.Catalog.CleanupRunGet(ctx, catalog.CleanupRunGetParams{ID: in.RunID}); err == nil && string(run.Mode) != in.Mode {
+		return end(outcome.Conflict, "cleanup run %s is a %s run; a run id names one request", in.RunID, run.Mode)
+	} else if err != nil && !errors.Is(err, catalog.ErrNotFound) {
+		return CleanupBeginResult{}, fmt.Errorf("read cleanup run: %w", err)
 	}
 	_, err = a.Catalog.CleanupRunInsert(ctx, catalog.CleanupRunInsertParams{
 		ID: in.RunID, Graph: in.Graph, Mode: catalog.CleanupMode(in.Mode), Policy: in.Policy,

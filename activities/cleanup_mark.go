@@ -10,12 +10,18 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/storage"
 )
+
+// CleanupRunEndedError is the type of the non-retryable error a mark step returns when
+// its run has ended (finished by an earlier execution of the same workflow, which an
+// operator then reset): the workflow ends conflict instead of failing.
+const CleanupRunEndedError = "CleanupRunEnded"
 
 // condemnChunk bounds the entries of one CondemnedAdd call (one short transaction under
 // the graph lock) and of one plan lookup.
@@ -685,6 +691,12 @@ func condemnEntries(ctx context.Context, cat *catalog.Catalog, runID, mode, plan
 			continue
 		}
 		res, err := cat.CondemnedAdd(ctx, catalog.CondemnedAddParams{RunID: runID, Entries: chunk})
+		if errors.Is(err, catalog.ErrStateConflict) {
+			// The run ended (an earlier execution of this workflow finished it before an
+			// operator reset it): retrying cannot help.
+			return nil, nil, nil, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("cleanup run %s has ended: %v", runID, err), CleanupRunEndedError, err)
+		}
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("condemn: %w", err)
 		}

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
 
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
@@ -58,6 +61,29 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 	if a.Workflows == nil {
 		return ReconcileResult{}, errors.New("reconcile: the worker has no Temporal client to ask whether workflows closed")
 	}
+	// A pass may wait long on one fence (a stalled store): it heartbeats while this
+	// worker runs it, so a worker that dies mid-pass is noticed within the heartbeat
+	// timeout and another worker takes the pass over.
+	if activity.IsActivity(ctx) {
+		if every := activity.GetInfo(ctx).HeartbeatTimeout / 3; every > 0 {
+			stop := make(chan struct{})
+			defer close(stop)
+			go func() {
+				t := time.NewTicker(every)
+				defer t.Stop()
+				for {
+					select {
+					case <-stop:
+						return
+					case <-ctx.Done():
+						return
+					case <-t.C:
+						activity.RecordHeartbeat(ctx)
+					}
+				}
+			}()
+		}
+	}
 	res := ReconcileResult{Settled: []ReconciledOp{}}
 	limit := in.Limit
 	if limit <= 0 {
@@ -75,7 +101,18 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 		}
 	}
 	for _, op := range ops {
-		if (in.OpID != "" && op.ID != in.OpID) || op.Kind == catalog.OpCleanup {
+		if in.OpID != "" && op.ID != in.OpID {
+			continue
+		}
+		if op.Kind == catalog.OpCleanup {
+			r, err := a.reconcileDryRun(ctx, op)
+			if err != nil {
+				return res, fmt.Errorf("reconcile %s: %w", op.ID, err)
+			}
+			if r.OpID != "" {
+				res.Examined++
+				res.Settled = append(res.Settled, r)
+			}
 			continue
 		}
 		res.Examined++
@@ -99,6 +136,33 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 		}
 	}
 	return res, nil
+}
+
+// reconcileDryRun aborts a dry-run cleanup whose workflow ended without finishing it. The
+// next mark or sweep finishes an orphaned mark or sweep run (a sweep's plan must still be
+// deleted, docs/cleanup.md), but a dry run blocks no other cleanup, so none would ever
+// find it; it deleted nothing, so aborting it is all there is to do. Any other cleanup
+// row is left alone.
+func (a *Activities) reconcileDryRun(ctx context.Context, op catalog.Operation) (ReconciledOp, error) {
+	run, err := a.Catalog.CleanupRunGet(ctx, catalog.CleanupRunGetParams{ID: op.ID})
+	if errors.Is(err, catalog.ErrNotFound) {
+		return ReconciledOp{}, nil
+	}
+	if err != nil {
+		return ReconciledOp{}, err
+	}
+	if run.Mode != catalog.CleanupDryRun || run.State != catalog.CleanupRunning {
+		return ReconciledOp{}, nil
+	}
+	orphan, err := a.orphanedRun(ctx, run)
+	if err != nil || orphan == nil {
+		return ReconciledOp{}, err
+	}
+	msg := fmt.Sprintf("aborted by the reconciler: its workflow %s ended without finishing it", orphan.WorkflowID)
+	if err := a.CleanupFinish(ctx, CleanupFinishInput{RunID: run.ID, Graph: run.Graph, Aborted: true, Message: msg}); err != nil {
+		return ReconciledOp{}, err
+	}
+	return ReconciledOp{OpID: op.ID, Kind: string(op.Kind), Message: msg}, nil
 }
 
 // reconcileOne settles one operation whose workflow closed.

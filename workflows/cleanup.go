@@ -2,8 +2,10 @@ package workflows
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -723,6 +725,17 @@ func (r *cleanupRun) finish(ctx workflow.Context) (CleanupResult, error) {
 // cancelled cleanup still records its end.
 func (r *cleanupRun) fail(ctx workflow.Context, cause error) (CleanupResult, error) {
 	var a *activities.Activities
+	var ended *temporal.ApplicationError
+	if errors.As(cause, &ended) && (ended.Type() == activities.CleanupRunEndedError ||
+		ended.Type() == "CleanupRunNotRunning" && strings.Contains(ended.Error(), " is done;")) {
+		// An earlier execution finished the run and recorded its outcome; an operator
+		// reset this one past its begin. It must not mark again: it ends conflict and
+		// leaves the run's record as it is.
+		r.res.Outcome, r.res.Message = outcome.Conflict, fmt.Sprintf("cleanup run %s already ended before this execution (an operator's reset?): %s", r.res.RunID, ended.Error())
+		r.setPhase(ctx, "done", string(outcome.Conflict))
+		_ = workflow.UpsertTypedSearchAttributes(ctx, searchattr.Outcome.ValueSet(string(outcome.Conflict)))
+		return r.res, nil
+	}
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	r.setPhase(ctx, "done", "failed: "+cause.Error())
 	r.res.Message = cause.Error()

@@ -73,6 +73,9 @@ func Reconcile(ctx workflow.Context, in ReconcileInput) (ReconcileResult, error)
 	setDetails(ctx, "reconcile", in.Graph, "looking for operations whose workflow closed")
 	o := reconcileOptions
 	o.Summary = "reconcile: settle operations whose workflow closed"
+	// The pass heartbeats while it runs (activities.Reconcile): a worker that dies
+	// mid-pass is noticed after one step timeout, not after the pass's whole timeout.
+	o.HeartbeatTimeout = StepTimeout
 	var pass activities.ReconcileResult
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), a.Reconcile, activities.ReconcileInput{
 		Run: info.WorkflowExecution.RunID, Graph: in.Graph, OpID: in.OpID, Limit: in.Limit}).Get(ctx, &pass)

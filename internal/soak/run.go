@@ -1,0 +1,881 @@
+package soak
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	sdkclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/graph"
+	"github.com/graftworks/graft/internal/oracle"
+	"github.com/graftworks/graft/storage"
+	"github.com/graftworks/graft/storage/faults"
+	"github.com/graftworks/graft/worker"
+	"github.com/graftworks/graft/workflows"
+)
+
+// Result is what one schedule did and what the oracle found.
+type Result struct {
+	Seed    uint64
+	Backend Backend
+	Graph   string
+	// Violations are broken promises; Known are violations of the known format-1 hole
+	// (#15: a commit put refilled a key cleanup emptied), reported apart, never as a pass.
+	Violations []oracle.Violation
+	Known      []oracle.Violation
+	// Ops counts the ops run by kind; Outcomes by "kind:outcome".
+	Ops      map[string]int
+	Outcomes map[string]int
+	// Faults counts faults injected by kind: storage faults by mode (and status) as the
+	// fault store recorded them, operator and process faults by kind when applied.
+	Faults map[string]int
+	// Err is an infrastructure failure (the stack did not answer): no verdict.
+	Err error
+}
+
+// Failed reports whether the schedule broke a promise or could not be judged.
+func (r Result) Failed() bool { return len(r.Violations) > 0 || r.Err != nil }
+
+// opTimeout bounds one client call; quiesceTimeout bounds waiting for every workflow of
+// a schedule to close once its faults are gone.
+const (
+	opTimeout      = 90 * time.Second
+	quiesceTimeout = 3 * time.Minute
+)
+
+type runner struct {
+	st    *Stack
+	s     Schedule
+	ctx   context.Context
+	graph string
+	tq    string
+	fs    *faults.Store
+	gc    *client.Client
+	root  string // main's root commit
+
+	mu       sync.Mutex
+	res      *Result
+	keys     map[string]string // op id → idempotency key
+	wids     map[string]bool   // every workflow id an op may have started
+	victims  map[string]string // op id → workflow id
+	reported []oracle.ReportedCommit
+	immut    map[string][32]byte // immutable key → sha256 of its bytes when reported
+	lastMark string
+	removes  []func()
+	holdLate map[string]bool // rule names whose held puts are released late
+	operated map[string]bool // workflow ids an operator cancelled or terminated
+}
+
+// Run runs schedule s on the stack and checks the result.
+func (st *Stack) Run(ctx context.Context, s Schedule) Result {
+	graphName := fmt.Sprintf("s%d-%s-%s", s.Seed, string(s.Backend)[:2], nonce(3))
+	res := &Result{Seed: s.Seed, Backend: s.Backend, Graph: graphName, Ops: map[string]int{}, Outcomes: map[string]int{}, Faults: map[string]int{}}
+	r := &runner{st: st, s: s, ctx: ctx, graph: graphName, tq: "soak-" + graphName, fs: faults.Wrap(st.Inner), res: res,
+		keys: map[string]string{}, wids: map[string]bool{}, victims: map[string]string{}, immut: map[string][32]byte{}, holdLate: map[string]bool{}, operated: map[string]bool{}}
+	r.gc = client.New(st.TC, client.Options{TaskQueue: r.tq, PollInterval: 100 * time.Millisecond})
+	if err := r.run(); err != nil {
+		res.Err = err
+	}
+	return *res
+}
+
+func (r *runner) violate(rule, f string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.res.Violations = append(r.res.Violations, oracle.Violation{Rule: rule, Detail: fmt.Sprintf(f, args...)})
+}
+
+func (r *runner) count(m map[string]int, k string) {
+	r.mu.Lock()
+	m[k]++
+	r.mu.Unlock()
+}
+
+func (r *runner) run() error {
+	var procFault *Fault
+	for i := range r.s.Faults {
+		if r.s.Faults[i].Class == ClassProcess {
+			procFault = &r.s.Faults[i]
+		}
+	}
+	// Workers: in-process on the schedule's own fault store; a child process (no faults)
+	// when the schedule kills one.
+	var child *exec.Cmd
+	stopWorker := func() {}
+	startInProcess := func() error {
+		stop, err := r.st.startWorker(r.tq, r.fs)
+		if err != nil {
+			return err
+		}
+		stopWorker = stop
+		return nil
+	}
+	if procFault != nil && strings.HasPrefix(procFault.Kind, "kill_worker") {
+		c, err := r.st.startChild(r.tq)
+		if err != nil {
+			return fmt.Errorf("start child worker: %w", err)
+		}
+		child = c
+		defer func() {
+			if child != nil {
+				child.Process.Kill()
+			}
+		}()
+	}
+	if procFault == nil || procFault.Kind != "kill_worker_alone" {
+		if err := startInProcess(); err != nil {
+			return err
+		}
+	}
+	defer func() { stopWorker() }()
+
+	r.st.quiesce.RLock()
+	err := r.setup()
+	r.st.quiesce.RUnlock()
+	if err != nil {
+		return err
+	}
+
+	// The concurrent phase: every op and fault at its offset.
+	var wg sync.WaitGroup
+	for _, o := range r.s.Ops {
+		wg.Go(func() {
+			sleep(r.ctx, o.At)
+			r.runOp(o)
+		})
+	}
+	faultsDone := make(chan struct{})
+	var fwg sync.WaitGroup
+	for _, f := range r.s.Faults {
+		fwg.Go(func() {
+			sleep(r.ctx, f.At)
+			switch f.Class {
+			case ClassStorage:
+				r.addStorageFault(f)
+			case ClassOperator:
+				r.operator(f)
+			case ClassProcess:
+				switch f.Kind {
+				case "pg_terminate":
+					if n, err := r.st.TerminateBackends(r.ctx); err == nil && n > 0 {
+						r.count(r.res.Faults, "process:pg_terminate")
+					}
+				default:
+					if child != nil {
+						child.Process.Kill() // kill -9
+						r.count(r.res.Faults, "process:"+f.Kind)
+					}
+					if f.Kind == "kill_worker_alone" {
+						if err := startInProcess(); err != nil {
+							r.violate("soak-infrastructure", "start worker after the kill: %v", err)
+						}
+					}
+				}
+			}
+		})
+	}
+	go func() { fwg.Wait(); close(faultsDone) }()
+	wg.Wait()
+	<-faultsDone
+
+	// Quiescence: faults off, held puts released (late) or discarded, every workflow
+	// closed, the reconciler run.
+	r.st.quiesce.RLock()
+	defer r.st.quiesce.RUnlock()
+	r.mu.Lock()
+	removes := r.removes
+	r.mu.Unlock()
+	for _, rm := range removes {
+		rm()
+	}
+	r.recordStorageFaults()
+	for _, h := range r.fs.Held() {
+		if r.holdLate[h.Rule()] {
+			h.Release(r.ctx)
+		} else {
+			h.Drop()
+		}
+	}
+	if err := r.waitClosed(); err != nil {
+		return err
+	}
+	if err := r.reconcile(); err != nil {
+		return err
+	}
+	r.nextCleanup()
+	r.namesAgain()
+	if err := r.waitClosed(); err != nil {
+		return err
+	}
+	stopWorker()
+	stopWorker = func() {}
+	return r.check()
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// setup initialises the graph (faulted when the schedule says so: a re-run under the
+// same id must then adopt what the first run wrote) and writes table t on main.
+func (r *runner) setup() error {
+	ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
+	defer cancel()
+	key := ulid.Make().String()
+	r.count(r.res.Ops, string(OpInit))
+	if r.s.InitFaulted {
+		rr := rand.New(rand.NewPCG(r.s.Seed, 7))
+		rule := faults.Rule{Name: "init", Op: faults.OpPut, Times: 1}
+		switch rr.IntN(3) {
+		case 0:
+			rule.KeyPrefix, rule.Mode = format.GraphKey(r.graph), faults.ApplyLoseAnswer
+		case 1:
+			rule.KeyPrefix, rule.Mode, rule.Status = format.BranchRefsPrefix(r.graph), faults.Refuse, 403
+		default:
+			rule.KeyPrefix, rule.Mode, rule.Status = format.GraphKey(r.graph), faults.Refuse, 403
+		}
+		remove := r.fs.Add(rule)
+		res, err := r.gc.InitGraph(ctx, client.InitGraphRequest{Graph: r.graph, IdempotencyKey: key})
+		remove()
+		r.count(r.res.Outcomes, "init:"+outcomeOf(string(res.Outcome), err))
+	}
+	res, err := r.gc.InitGraph(ctx, client.InitGraphRequest{Graph: r.graph, IdempotencyKey: key})
+	if err != nil || res.Outcome != outcome.Done {
+		if r.s.InitFaulted {
+			r.violate("init-rerun-adopts", "init re-run under its id after a faulted first run: %s, %v", res.Outcome, err)
+			return nil
+		}
+		return fmt.Errorf("init %s: %s, %w", r.graph, res.Outcome, err)
+	}
+	r.count(r.res.Outcomes, "init:done")
+	r.root = res.Root
+	r.wids[client.InitGraphWorkflowID(r.graph)] = true
+	w, err := r.write(ctx, "main", "t", "setup")
+	if err != nil || w.Outcome != outcome.Done {
+		return fmt.Errorf("setup write: %s, %w", w.Outcome, err)
+	}
+	r.noteCommit("main", w.Commit)
+	for _, b := range r.s.Setup {
+		r.wids[client.CreateBranchWorkflowID(r.graph, b)] = true
+		res, err := r.gc.CreateBranch(ctx, client.CreateBranchRequest{Graph: r.graph, Branch: b})
+		if err != nil || res.Outcome != outcome.Created {
+			return fmt.Errorf("setup create %s: %s, %w", b, res.Outcome, err)
+		}
+		w, err := r.write(ctx, b, "u", "setup-"+b)
+		if err != nil || w.Outcome != outcome.Done {
+			return fmt.Errorf("setup write on %s: %s, %w", b, w.Outcome, err)
+		}
+		r.noteCommit(b, w.Commit)
+	}
+	if r.s.SetupTag != "" {
+		r.wids[client.CreateTagWorkflowID(r.graph, r.s.SetupTag)] = true
+		res, err := r.gc.CreateTag(ctx, client.CreateTagRequest{Graph: r.graph, Name: r.s.SetupTag})
+		if err != nil || res.Outcome != outcome.Created {
+			return fmt.Errorf("setup tag %s: %s, %w", r.s.SetupTag, res.Outcome, err)
+		}
+	}
+	return nil
+}
+
+func (r *runner) write(ctx context.Context, branch, table, body string) (workflows.WriteTableResult, error) {
+	f := filepath.Join(r.st.cfg.Dir, "data-"+ulid.Make().String()+".csv")
+	if err := os.WriteFile(f, []byte("id,v\n1,"+body+"\n"), 0o644); err != nil {
+		return workflows.WriteTableResult{}, err
+	}
+	defer os.Remove(f)
+	return r.gc.WriteTable(ctx, r.fs, client.WriteTableRequest{Graph: r.graph, Branch: branch, Table: table, Files: []string{f}})
+}
+
+// noteCommit records a commit an op reported: it must stay on its branch (unless the
+// schedule deletes, repairs or re-creates the branch) and its bytes never change.
+func (r *runner) noteCommit(branch, commit string) {
+	if commit == "" {
+		return
+	}
+	id, err := format.ParseCommitID(commit)
+	if err != nil {
+		r.violate("reported-commit", "%s reported on %s: %v", commit, branch, err)
+		return
+	}
+	key := format.CommitIDKey(r.graph, id)
+	obj, err := r.st.Inner.Get(r.ctx, key)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reported = append(r.reported, oracle.ReportedCommit{Branch: branch, Commit: commit})
+	if err == nil {
+		r.immut[key] = sha256.Sum256(obj.Body)
+	}
+}
+
+func (r *runner) key(o Op) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if o.SameIDAs != "" {
+		if k, ok := r.keys[o.SameIDAs]; ok {
+			r.keys[o.ID] = k
+			return k
+		}
+	}
+	k := ulid.Make().String()
+	r.keys[o.ID] = k
+	return k
+}
+
+func (r *runner) started(o Op, wid string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.wids[wid] = true
+	r.victims[o.ID] = wid
+}
+
+// headOf returns branch's head commit id now, or main's root when it has none.
+func (r *runner) headOf(branch string) string {
+	b, err := graph.ResolveBranch(r.ctx, r.st.Inner, r.graph, branch)
+	if err != nil {
+		return r.root
+	}
+	h, err := graph.ReadHead(r.ctx, r.st.Inner, r.graph, b.Tree)
+	if err != nil {
+		return r.root
+	}
+	return h.ID.String()
+}
+
+func (r *runner) source(src string) (fromBranch, fromCommit, fromTag string) {
+	switch {
+	case strings.HasPrefix(src, "branch:"):
+		return strings.TrimPrefix(src, "branch:"), "", ""
+	case src == "commit:root":
+		return "", r.root, ""
+	case strings.HasPrefix(src, "commit:head:"):
+		return "", r.headOf(strings.TrimPrefix(src, "commit:head:")), ""
+	case strings.HasPrefix(src, "tag:"):
+		return "", "", strings.TrimPrefix(src, "tag:")
+	}
+	return "", "", ""
+}
+
+func (r *runner) runOp(o Op) {
+	ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
+	defer cancel()
+	r.count(r.res.Ops, string(o.Kind))
+	key := r.key(o)
+	var out string
+	switch o.Kind {
+	case OpWrite:
+		f := filepath.Join(r.st.cfg.Dir, "data-"+ulid.Make().String()+".csv")
+		os.WriteFile(f, []byte("id,v\n1,"+o.ID+"\n"), 0o644)
+		defer os.Remove(f)
+		r.started(o, client.WriteTableWorkflowID(r.graph, o.Branch, key))
+		res, err := r.gc.WriteTable(ctx, r.fs, client.WriteTableRequest{Graph: r.graph, Branch: o.Branch, Table: o.Table, Files: []string{f}, IdempotencyKey: key})
+		out = outcomeOf(string(res.Outcome), err)
+		if err == nil && res.Outcome == outcome.Done {
+			r.noteCommit(o.Branch, res.Commit)
+		}
+	case OpCreate:
+		fb, fc, ft := r.source(o.Source)
+		r.started(o, client.CreateBranchWorkflowID(r.graph, o.Branch))
+		res, err := r.gc.CreateBranch(ctx, client.CreateBranchRequest{Graph: r.graph, Branch: o.Branch, FromBranch: fb, FromCommit: fc, FromTag: ft, IdempotencyKey: key})
+		out = outcomeOf(string(res.Outcome), err)
+	case OpMerge:
+		src := strings.TrimPrefix(o.Source, "branch:")
+		r.started(o, client.MergeWorkflowID(r.graph, o.Branch, key))
+		res, err := r.gc.Merge(ctx, client.MergeRequest{Graph: r.graph, Source: src, Target: o.Branch, IdempotencyKey: key})
+		out = outcomeOf(string(res.Outcome), err)
+		if err == nil && (res.Outcome == outcome.Merged || res.Outcome == outcome.Adopted) {
+			r.noteCommit(o.Branch, res.Commit)
+		}
+	case OpRestore:
+		_, fc, ft := r.source(o.Source)
+		r.started(o, client.RestoreWorkflowID(r.graph, o.Branch, key))
+		res, err := r.gc.Restore(ctx, client.RestoreRequest{Graph: r.graph, Branch: o.Branch, ToCommit: fc, ToTag: ft, IdempotencyKey: key})
+		out = outcomeOf(string(res.Outcome), err)
+		if err == nil && res.Outcome == outcome.Done {
+			r.noteCommit(o.Branch, res.Commit)
+		}
+	case OpTagCreate:
+		r.started(o, client.CreateTagWorkflowID(r.graph, o.Tag))
+		res, err := r.gc.CreateTag(ctx, client.CreateTagRequest{Graph: r.graph, Name: o.Tag, Branch: o.Branch, IdempotencyKey: key})
+		out = outcomeOf(string(res.Outcome), err)
+	case OpTagDelete:
+		r.started(o, client.DeleteTagWorkflowID(r.graph, o.Tag))
+		res, err := r.gc.DeleteTag(ctx, client.DeleteTagRequest{Graph: r.graph, Name: o.Tag, IdempotencyKey: key})
+		out = outcomeOf(string(res.Outcome), err)
+	case OpBranchDelete:
+		r.started(o, client.DeleteBranchWorkflowID(r.graph, o.Branch))
+		res, err := r.gc.DeleteBranch(ctx, client.DeleteBranchRequest{Graph: r.graph, Branch: o.Branch, Force: r.s.Seed%2 == 0, IdempotencyKey: key})
+		out = outcomeOf(string(res.Outcome), err)
+	case OpRepair:
+		keep := format.NativeName(o.Branch, ulid.Make())
+		if natives := liveNatives(r.ctx, r.st.Inner, r.graph, o.Branch); len(natives) > 0 {
+			keep = natives[0]
+		}
+		r.started(o, client.RepairBranchWorkflowID(r.graph, o.Branch))
+		res, err := r.gc.RepairBranch(ctx, client.RepairBranchRequest{Graph: r.graph, Branch: o.Branch, Keep: keep, IdempotencyKey: key})
+		out = outcomeOf(string(res.Outcome), err)
+	case OpAbandon:
+		r.started(o, client.CreateBranchWorkflowID(r.graph, o.Branch))
+		out = outcomeOf("done", r.gc.AbandonCreate(ctx, r.graph, o.Branch, "soak"))
+	case OpCleanup:
+		req := client.CleanupRequest{Graph: r.graph, KeepNewest: o.KeepNewest, KeepNewerThan: o.KeepNewerThan, RunID: key}
+		if o.NoGuard {
+			zero := time.Duration(0)
+			req.GuardWindow = &zero
+		}
+		switch o.Mode {
+		case "dry_run":
+			req.Mode = workflows.CleanupModeDryRun
+		case "mark":
+			req.Mode = workflows.CleanupModeMark
+		case "sweep_run":
+			r.mu.Lock()
+			req.SweepRunID = r.lastMark
+			r.mu.Unlock()
+			if req.SweepRunID == "" {
+				req.Mode = workflows.CleanupModeSweep
+			}
+		default:
+			req.Mode = workflows.CleanupModeSweep
+		}
+		r.started(o, client.CleanupWorkflowID(r.graph))
+		res, err := r.gc.Cleanup(ctx, req)
+		out = outcomeOf(string(res.Outcome), err)
+		if err == nil && o.Mode == "mark" && res.Outcome == outcome.Done {
+			r.mu.Lock()
+			r.lastMark = res.RunID
+			r.mu.Unlock()
+		}
+	}
+	r.count(r.res.Outcomes, string(o.Kind)+":"+out)
+}
+
+// outcomeOf names how a client call ended: its outcome, or the kind of error.
+func outcomeOf(o string, err error) string {
+	if err == nil {
+		return o
+	}
+	if oc, ok := outcome.Of(err); ok {
+		return string(oc)
+	}
+	var canceled *temporal.CanceledError
+	var terminated *temporal.TerminatedError
+	switch {
+	case errors.As(err, &canceled):
+		return "canceled"
+	case errors.As(err, &terminated), strings.Contains(err.Error(), "terminated"):
+		return "terminated"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "client_timeout"
+	case errors.Is(err, storage.ErrAmbiguous), errors.Is(err, storage.ErrUnavailable), errors.Is(err, storage.ErrRefused),
+		errors.Is(err, storage.ErrPreconditionFailed), strings.Contains(err.Error(), "injected"):
+		return "client_storage_error"
+	case strings.Contains(err.Error(), "canceled"):
+		return "canceled"
+	}
+	return "error"
+}
+
+func liveNatives(ctx context.Context, s storage.Store, g, branch string) []string {
+	var out []string
+	storage.ListAll(ctx, s, format.BranchRefPrefix(g, branch), func(o storage.ObjectInfo) error {
+		obj, err := s.Get(ctx, o.Key)
+		if err != nil {
+			return nil
+		}
+		ref, err := format.DecodeBranchRef(obj.Body)
+		if err == nil && ref.State == format.RefLive && ref.Branch == branch {
+			out = append(out, ref.Native)
+		}
+		return nil
+	})
+	sort.Strings(out)
+	return out
+}
+
+// addStorageFault adds f's rule to the schedule's fault store.
+func (r *runner) addStorageFault(f Fault) {
+	g := r.graph
+	rule := faults.Rule{Name: f.ID, Op: f.Op, Skip: f.Skip, Times: f.Times}
+	switch f.Target {
+	case "refs":
+		rule.KeyPrefix = format.BranchRefsPrefix(g)
+	case "tags":
+		rule.KeyPrefix = format.TagsPrefix(g)
+	case "commits":
+		rule.KeyPrefix = g + "/trees/"
+	case "tables":
+		rule.KeyPrefix = g + "/tables/"
+	case "graph":
+		rule.KeyPrefix = format.GraphKey(g)
+	default:
+		rule.KeyPrefix = format.GraphPrefix(g)
+	}
+	switch f.Kind {
+	case "lose_answer":
+		rule.Mode = faults.ApplyLoseAnswer
+	case "fail_before_send":
+		rule.Mode = faults.FailBeforeSend
+	case "hold_late", "hold_never":
+		rule.Mode = faults.Hold
+		if f.Kind == "hold_late" {
+			r.mu.Lock()
+			r.holdLate[f.ID] = true
+			r.mu.Unlock()
+		}
+	case "refuse_412":
+		rule.Mode, rule.Status = faults.Refuse, 412
+	case "refuse_403":
+		rule.Mode, rule.Status = faults.Refuse, 403
+	case "refuse_503":
+		rule.Mode, rule.Status = faults.Refuse, 503
+	case "delay":
+		rule.Mode, rule.Delay = faults.Delay, 200*time.Millisecond
+	case "stall":
+		rule.Mode, rule.Delay = faults.Delay, StallFor
+	}
+	rm := r.fs.Add(rule)
+	r.mu.Lock()
+	r.removes = append(r.removes, rm)
+	r.mu.Unlock()
+}
+
+// recordStorageFaults counts the faults the store injected, by mode and status.
+func (r *runner) recordStorageFaults() {
+	for _, q := range r.fs.Requests() {
+		if q.Fault == faults.None {
+			continue
+		}
+		k := "storage:" + q.Fault.String()
+		if q.Fault == faults.Refuse {
+			k += fmt.Sprintf("_%d", q.Status)
+		}
+		if q.Fault == faults.Delay && r.isStall(q.Rule) {
+			k = "storage:stall"
+		}
+		r.count(r.res.Faults, k)
+	}
+}
+
+func (r *runner) isStall(rule string) bool {
+	for _, f := range r.s.Faults {
+		if f.ID == rule {
+			return f.Kind == "stall"
+		}
+	}
+	return false
+}
+
+// operator cancels, terminates or resets the victim's workflow.
+func (r *runner) operator(f Fault) {
+	r.mu.Lock()
+	wid := r.victims[f.Victim]
+	r.mu.Unlock()
+	if wid == "" {
+		return
+	}
+	var err error
+	switch f.Kind {
+	case "cancel":
+		err = r.st.TC.CancelWorkflow(r.ctx, wid, "")
+	case "terminate":
+		err = r.st.TC.TerminateWorkflow(r.ctx, wid, "", "soak operator")
+	case "reset":
+		err = r.reset(wid)
+	}
+	if err == nil {
+		r.count(r.res.Faults, "operator:"+f.Kind)
+		if f.Kind != "reset" {
+			r.mu.Lock()
+			r.operated[wid] = true
+			r.mu.Unlock()
+		}
+	}
+}
+
+// reset resets wid's current run to one of its completed workflow tasks, chosen by the
+// seed.
+func (r *runner) reset(wid string) error {
+	it := r.st.TC.GetWorkflowHistory(r.ctx, wid, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var points []int64
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return err
+		}
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			points = append(points, ev.GetEventId())
+		}
+	}
+	if len(points) == 0 {
+		return errors.New("no workflow task to reset to")
+	}
+	d, err := r.st.TC.DescribeWorkflowExecution(r.ctx, wid, "")
+	if err != nil {
+		return err
+	}
+	at := points[int(r.s.Seed)%len(points)]
+	_, err = r.st.TC.ResetWorkflowExecution(r.ctx, &workflowservice.ResetWorkflowExecutionRequest{
+		Namespace:                 r.st.cfg.Namespace,
+		WorkflowExecution:         d.GetWorkflowExecutionInfo().GetExecution(),
+		Reason:                    "soak operator",
+		WorkflowTaskFinishEventId: at,
+		RequestId:                 ulid.Make().String(),
+	})
+	return err
+}
+
+// waitClosed waits until every workflow the schedule may have started has closed.
+func (r *runner) waitClosed() error {
+	ctx, cancel := context.WithTimeout(r.ctx, quiesceTimeout)
+	defer cancel()
+	r.mu.Lock()
+	var ids []string
+	for id := range r.wids {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	sort.Strings(ids)
+	for _, id := range ids {
+		for {
+			d, err := r.st.TC.DescribeWorkflowExecution(ctx, id, "")
+			var nf *serviceerror.NotFound
+			if errors.As(err, &nf) {
+				break
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					r.violate("every-op-ended", "workflow %s still running %s after the schedule's faults ended", id, quiesceTimeout)
+					return nil
+				}
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
+			if st := d.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				r.endedDefinitively(ctx, id, st)
+				break
+			}
+			if ctx.Err() != nil {
+				r.violate("every-op-ended", "workflow %s still running %s after the schedule's faults ended", id, quiesceTimeout)
+				return nil
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// endedDefinitively checks how a closed workflow ended: completed, or failed with a
+// definitive outcome (docs/outcomes.md: an ApplicationError whose type is the outcome);
+// cancelled or terminated only when the schedule's operator did that to it.
+func (r *runner) endedDefinitively(ctx context.Context, id string, st enumspb.WorkflowExecutionStatus) {
+	switch st {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+		return
+	case enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED:
+		r.mu.Lock()
+		ok := r.operated[id]
+		r.mu.Unlock()
+		if !ok {
+			r.violate("op-ended-definitively", "workflow %s ended %s, and no operator did that", id, st)
+		}
+		return
+	case enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:
+		err := r.st.TC.GetWorkflow(ctx, id, "").Get(ctx, nil)
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) && outcome.Outcome(app.Type()).Valid() {
+			return
+		}
+		r.violate("op-ended-definitively", "workflow %s failed without a definitive outcome: %v", id, err)
+		return
+	}
+	r.violate("op-ended-definitively", "workflow %s ended %s", id, st)
+}
+
+// reconcile runs the reconciler workflow (graft.Reconcile) over the schedule's graph.
+func (r *runner) reconcile() error {
+	ctx, cancel := context.WithTimeout(r.ctx, quiesceTimeout)
+	defer cancel()
+	run, err := r.st.TC.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{ID: "soak-reconcile/" + r.graph, TaskQueue: r.tq},
+		workflows.ReconcileName, workflows.ReconcileInput{Graph: r.graph})
+	if err != nil {
+		return fmt.Errorf("start reconcile: %w", err)
+	}
+	var res workflows.ReconcileResult
+	if err := run.Get(ctx, &res); err != nil {
+		r.violate("reconciler-ends", "graft.Reconcile over %s: %v", r.graph, err)
+	}
+	for _, s := range res.Settled {
+		if s.Parked {
+			r.violate("reconciler-settles", "operation %s (%s) still parked after the faults ended: %s", s.OpID, s.Kind, s.Message)
+		}
+	}
+	return nil
+}
+
+// nextCleanup runs a mark-only cleanup (it deletes nothing) when the schedule ran
+// cleanups: the reconciler leaves cleanup runs to the next mark or sweep, which finishes
+// (or, for a mark or dry run, aborts) a run whose workflow ended without finishing it
+// (docs/cleanup.md). A dry run does not look for such runs.
+func (r *runner) nextCleanup() {
+	ran := false
+	for _, o := range r.s.Ops {
+		ran = ran || o.Kind == OpCleanup
+	}
+	if !ran {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
+	defer cancel()
+	res, err := r.gc.Cleanup(ctx, client.CleanupRequest{Graph: r.graph, KeepNewest: 1000, Mode: workflows.CleanupModeMark})
+	if err != nil || res.Outcome != outcome.Done {
+		r.violate("next-cleanup-runs", "a mark-only cleanup after quiescence ended %s: %v", res.Outcome, err)
+	}
+}
+
+// namesAgain creates every branch name the schedule used that is free now: each must be
+// created (docs/outcomes.md: every name used can be created again). A name beside a live
+// '/'-relative (a and a/b) is not free: live names are prefix-disjoint.
+func (r *runner) namesAgain() {
+	for _, b := range r.s.Branches {
+		if blockedBy := liveRelative(r.ctx, r.st.Inner, r.graph, b); blockedBy != "" {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
+		r.mu.Lock()
+		r.wids[client.CreateBranchWorkflowID(r.graph, b)] = true
+		r.mu.Unlock()
+		res, err := r.gc.CreateBranch(ctx, client.CreateBranchRequest{Graph: r.graph, Branch: b})
+		cancel()
+		if err != nil || res.Outcome != outcome.Created {
+			r.violate("name-reusable", "branch %s is free but creating it again ended %s: %v", b, res.Outcome, err)
+		}
+	}
+}
+
+// liveRelative returns a live branch that is name itself or a '/'-relative of it.
+func liveRelative(ctx context.Context, s storage.Store, g, name string) string {
+	found := ""
+	storage.ListAll(ctx, s, format.BranchRefsPrefix(g), func(o storage.ObjectInfo) error {
+		obj, err := s.Get(ctx, o.Key)
+		if err != nil {
+			return nil
+		}
+		ref, err := format.DecodeBranchRef(obj.Body)
+		if err != nil || ref.State != format.RefLive {
+			return nil
+		}
+		b := ref.Branch
+		if b == name || strings.HasPrefix(b, name+"/") || strings.HasPrefix(name, b+"/") {
+			found = b
+		}
+		return nil
+	})
+	return found
+}
+
+// check runs the oracle and the soak's own checks (internal/oracle/soak.go).
+func (r *runner) check() error {
+	r.mu.Lock()
+	reported, immut, keys := r.reported, r.immut, r.keys
+	r.mu.Unlock()
+	moved := map[string]bool{}
+	swept := false
+	for _, o := range r.s.Ops {
+		switch o.Kind {
+		case OpBranchDelete, OpRepair:
+			moved[o.Branch] = true
+		case OpCleanup:
+			swept = swept || o.Mode == "sweep" || o.Mode == "sweep_run"
+		}
+	}
+	// A reported commit stays on its branch unless the schedule deleted or repaired the
+	// branch; a sweep may reclaim it below the head (the oracle allows the gap).
+	var keep []oracle.ReportedCommit
+	for _, rc := range reported {
+		if moved[rc.Branch] {
+			continue
+		}
+		if id, err := format.ParseCommitID(rc.Commit); err == nil && swept {
+			if _, err := r.st.Inner.Head(r.ctx, format.CommitIDKey(r.graph, id)); errors.Is(err, storage.ErrNotFound) {
+				continue
+			}
+		}
+		keep = append(keep, rc)
+	}
+	names := append([]string{"main"}, r.s.Branches...)
+	var opIDs []string
+	for _, k := range keys {
+		opIDs = append(opIDs, k)
+	}
+	vs, err := oracle.Check(r.ctx, oracle.Config{Store: r.st.Inner, Catalog: r.st.Oracle, Graph: r.graph,
+		Workflows: worker.TemporalWorkflows(r.st.TC), Names: names, Reported: keep})
+	if err != nil {
+		return fmt.Errorf("oracle: %w", err)
+	}
+	more, err := oracle.CheckSoak(r.ctx, oracle.SoakConfig{Store: r.st.Inner, Catalog: r.st.Oracle, Graph: r.graph,
+		Immutable: immut, OpIDs: opIDs, Reclaimed: swept})
+	if err != nil {
+		return fmt.Errorf("soak oracle: %w", err)
+	}
+	vs = append(vs, more...)
+	refilled := refilledKeys(r.fs.Requests())
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, v := range vs {
+		if oracle.KnownFormat1Refill(v, refilled) {
+			r.res.Known = append(r.res.Known, v)
+		} else {
+			r.res.Violations = append(r.res.Violations, v)
+		}
+	}
+	return nil
+}
+
+// refilledKeys lists keys the request log shows deleted and later put again.
+func refilledKeys(reqs []faults.Request) []string {
+	deleted := map[string]bool{}
+	refilled := map[string]bool{}
+	for _, q := range reqs {
+		switch q.Op {
+		case faults.OpDelete:
+			deleted[q.Key] = true
+		case faults.OpDeleteBatch:
+			for _, k := range q.Keys {
+				deleted[k] = true
+			}
+		case faults.OpPut:
+			if deleted[q.Key] && q.Sent {
+				refilled[q.Key] = true
+			}
+		}
+	}
+	var out []string
+	for k := range refilled {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,409 @@
+package soak
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/jackc/pgx/v5"
+	sdkclient "go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/graftworks/graft/activities"
+	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/internal/devstack"
+	"github.com/graftworks/graft/migrations"
+	"github.com/graftworks/graft/storage"
+	"github.com/graftworks/graft/storage/localfs"
+	"github.com/graftworks/graft/storage/s3"
+	"github.com/graftworks/graft/worker"
+	"github.com/graftworks/graft/workflows"
+)
+
+// StackConfig says which stack a soak runs on. Servers left unset are started.
+type StackConfig struct {
+	Backend Backend
+	// Dir holds the local store, versitygw's files and the child workers' logs.
+	// Defaults to a fresh temporary directory.
+	Dir string
+	// TemporalHostPort is a running Temporal server; "" starts a dev server.
+	TemporalHostPort, Namespace string
+	// S3 is a running versitygw (Bucket is created); zero starts one.
+	S3 s3.Config
+	// DatabaseURL is Postgres. Defaults to catalog.DefaultURL().
+	DatabaseURL string
+	// Restartable starts the servers the stack starts itself so Restart can restart
+	// them: the Temporal dev server with its state in a file, on a fixed port. Defaults
+	// to false.
+	Restartable bool
+}
+
+// Stack is the real stack schedules run on: one store, one ledger schema, one Temporal.
+type Stack struct {
+	cfg     StackConfig
+	Inner   storage.Store
+	Catalog *catalog.Catalog
+	// Oracle is a second pool on the same schema for the driver's own reads, out of reach
+	// of TerminateBackends.
+	Oracle  *catalog.Catalog
+	TC      sdkclient.Client
+	schema  string
+	appName string
+	dbURL   string
+	stops   []func()
+
+	// quiesce is held (read) by every schedule while it sets up, quiesces and is judged;
+	// Restart takes it, so restarts land only in schedules' concurrent phases.
+	quiesce  sync.RWMutex
+	gw       *devstack.VersityGW
+	gwOpts   devstack.VersityOptions
+	temporal *devstack.Temporal
+	tsOpts   devstack.TemporalOptions
+}
+
+// StepKnobs lower the kernel's step timing so a stall of a few seconds is longer than
+// every step timeout (docs/testing.md). The soak sets them in its own process and in
+// every child worker.
+func StepKnobs() {
+	workflows.StepTimeout, workflows.BeforeEffectBudget, workflows.FastPathBudget = 2*time.Second, 10*time.Second, 4*time.Second
+}
+
+// StallFor is longer than every lowered step timeout.
+const StallFor = 3 * time.Second
+
+// Start brings the stack up.
+func Start(ctx context.Context, cfg StackConfig) (*Stack, error) {
+	st := &Stack{cfg: cfg}
+	ok := false
+	defer func() {
+		if !ok {
+			st.Close()
+		}
+	}()
+	if cfg.Dir == "" {
+		d, err := os.MkdirTemp("", "graft-soak-")
+		if err != nil {
+			return nil, err
+		}
+		st.cfg.Dir = d
+		st.stops = append(st.stops, func() { os.RemoveAll(d) })
+	}
+	dir := st.cfg.Dir
+	switch cfg.Backend {
+	case LocalFS:
+		s, err := localfs.Open(filepath.Join(dir, "store"))
+		if err != nil {
+			return nil, err
+		}
+		st.Inner = s
+	case VersityGW:
+		if st.cfg.S3.Endpoint == "" {
+			st.gwOpts = devstack.VersityOptions{Dir: filepath.Join(dir, "versitygw")}
+			if cfg.Restartable {
+				port, err := devstack.FreePort()
+				if err != nil {
+					return nil, err
+				}
+				st.gwOpts.Port = port
+			}
+			gw, err := devstack.StartVersityGW(ctx, st.gwOpts)
+			if err != nil {
+				return nil, err
+			}
+			st.gw = gw
+			st.stops = append(st.stops, func() { st.gw.Stop(5 * time.Second) })
+			st.cfg.S3 = s3.Config{Endpoint: gw.Endpoint, Region: gw.Region, AccessKeyID: gw.AccessKey, SecretAccessKey: gw.SecretKey}
+		}
+		st.cfg.S3.PathStyle = true
+		if st.cfg.S3.Bucket == "" {
+			st.cfg.S3.Bucket = "graft-soak-" + nonce(6)
+		}
+		if err := os.MkdirAll(filepath.Join(dir, "versitygw"), 0o755); err != nil {
+			return nil, err
+		}
+		if err := createBucket(ctx, st.cfg.S3); err != nil {
+			return nil, err
+		}
+		s, err := s3.New(ctx, st.cfg.S3)
+		if err != nil {
+			return nil, err
+		}
+		st.Inner = s
+	default:
+		return nil, fmt.Errorf("soak: unknown backend %q (localfs or versitygw)", cfg.Backend)
+	}
+
+	st.dbURL = cfg.DatabaseURL
+	if st.dbURL == "" {
+		st.dbURL = catalog.DefaultURL()
+	}
+	st.schema = "graft_soak_" + nonce(5)
+	st.appName = "graft-soak-" + nonce(5)
+	if err := execSQL(ctx, st.dbURL, "CREATE SCHEMA "+pgx.Identifier{st.schema}.Sanitize()); err != nil {
+		return nil, fmt.Errorf("create ledger schema: %w", err)
+	}
+	st.stops = append(st.stops, func() {
+		c, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		execSQL(c, st.dbURL, "DROP SCHEMA IF EXISTS "+pgx.Identifier{st.schema}.Sanitize()+" CASCADE")
+	})
+	if _, err := migrations.Apply(ctx, st.dbURL, st.schema); err != nil {
+		return nil, fmt.Errorf("migrate ledger: %w", err)
+	}
+	cat, err := catalog.Open(ctx, catalog.Config{DatabaseURL: withAppName(st.dbURL, st.appName), Schema: st.schema, MaxConns: 24})
+	if err != nil {
+		return nil, err
+	}
+	st.Catalog = cat
+	st.stops = append(st.stops, cat.Close)
+	ocat, err := catalog.Open(ctx, catalog.Config{DatabaseURL: withAppName(st.dbURL, st.appName+"-oracle"), Schema: st.schema, MaxConns: 8})
+	if err != nil {
+		return nil, err
+	}
+	st.Oracle = ocat
+	st.stops = append(st.stops, ocat.Close)
+
+	if st.cfg.TemporalHostPort == "" {
+		st.tsOpts = devstack.TemporalOptions{Headless: true}
+		if cfg.Restartable {
+			port, err := devstack.FreePort()
+			if err != nil {
+				return nil, err
+			}
+			st.tsOpts.Port, st.tsOpts.DBFile = port, filepath.Join(dir, "temporal.db")
+		}
+		ts, err := devstack.StartTemporal(ctx, st.tsOpts)
+		if err != nil {
+			return nil, err
+		}
+		st.temporal = ts
+		st.stops = append(st.stops, func() { st.temporal.Stop(10 * time.Second) })
+		st.cfg.TemporalHostPort, st.cfg.Namespace = ts.HostPort, ts.Namespace
+	}
+	if st.cfg.Namespace == "" {
+		st.cfg.Namespace = "default"
+	}
+	tc, err := sdkclient.DialContext(ctx, sdkclient.Options{HostPort: st.cfg.TemporalHostPort, Namespace: st.cfg.Namespace, Logger: quietLogger()})
+	if err != nil {
+		return nil, err
+	}
+	st.TC = tc
+	st.stops = append(st.stops, tc.Close)
+	ok = true
+	return st, nil
+}
+
+// Close stops what Start started, in reverse.
+func (st *Stack) Close() {
+	for i := len(st.stops) - 1; i >= 0; i-- {
+		st.stops[i]()
+	}
+	st.stops = nil
+}
+
+// Restart restarts one server the stack started itself — "versitygw" or "temporal" (its
+// state kept on disk) — once no schedule is setting up or being judged, and reports
+// whether it did. Schedules in their concurrent phase run on through it.
+func (st *Stack) Restart(ctx context.Context, which string) (bool, error) {
+	if !st.cfg.Restartable {
+		return false, nil
+	}
+	st.quiesce.Lock()
+	defer st.quiesce.Unlock()
+	switch {
+	case which == "versitygw" && st.gw != nil:
+		st.gw.Stop(5 * time.Second)
+		gw, err := devstack.StartVersityGW(ctx, st.gwOpts)
+		if err != nil {
+			return false, fmt.Errorf("restart versitygw: %w", err)
+		}
+		st.gw = gw
+		return true, nil
+	case which == "temporal" && st.temporal != nil:
+		st.temporal.Stop(10 * time.Second)
+		ts, err := devstack.StartTemporal(ctx, st.tsOpts)
+		if err != nil {
+			return false, fmt.Errorf("restart temporal: %w", err)
+		}
+		st.temporal = ts
+		return true, nil
+	}
+	return false, nil
+}
+
+// TerminateBackends ends every Postgres backend of the stack's ledger pool
+// (pg_terminate_backend), whatever transaction it is in, and returns how many.
+func (st *Stack) TerminateBackends(ctx context.Context) (int, error) {
+	conn, err := pgx.Connect(ctx, st.dbURL)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var n int
+	err = conn.QueryRow(ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE application_name = $1 AND pid <> pg_backend_pid()) t`, st.appName).Scan(&n)
+	return n, err
+}
+
+// startWorker runs an in-process worker of a schedule.
+func (st *Stack) startWorker(taskQueue string, store storage.Store) (stop func(), err error) {
+	w := sdkworker.New(st.TC, taskQueue, sdkworker.Options{})
+	worker.Register(w, &activities.Activities{Store: store, Catalog: st.Catalog, Workflows: worker.TemporalWorkflows(st.TC)})
+	if err := w.Start(); err != nil {
+		return nil, err
+	}
+	return w.Stop, nil
+}
+
+// childEnv makes a soak binary (cmd/soak or the test binary) serve as a bare worker.
+const childEnv = "GRAFT_SOAK_CHILD_WORKER"
+
+// startChild runs a worker process on taskQueue, with no faults, that the schedule can
+// kill -9. Its output goes to a log file in the stack's directory.
+func (st *Stack) startChild(taskQueue string) (*exec.Cmd, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(),
+		childEnv+"=1",
+		"GRAFT_SOAK_BACKEND="+string(st.cfg.Backend),
+		"GRAFT_SOAK_DIR="+st.cfg.Dir,
+		"GRAFT_SOAK_S3_ENDPOINT="+st.cfg.S3.Endpoint,
+		"GRAFT_SOAK_S3_BUCKET="+st.cfg.S3.Bucket,
+		"GRAFT_SOAK_S3_ACCESS="+st.cfg.S3.AccessKeyID,
+		"GRAFT_SOAK_S3_SECRET="+st.cfg.S3.SecretAccessKey,
+		"GRAFT_SOAK_S3_REGION="+st.cfg.S3.Region,
+		"GRAFT_SOAK_DB="+withAppName(st.dbURL, st.appName),
+		"GRAFT_SOAK_SCHEMA="+st.schema,
+		"GRAFT_SOAK_TEMPORAL="+st.cfg.TemporalHostPort,
+		"GRAFT_SOAK_NAMESPACE="+st.cfg.Namespace,
+		"GRAFT_SOAK_TASK_QUEUE="+taskQueue,
+	)
+	logf, err := os.Create(filepath.Join(st.cfg.Dir, "child-"+strings.ReplaceAll(taskQueue, "/", "_")+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	go func() { cmd.Wait(); logf.Close() }()
+	return cmd, nil
+}
+
+// MaybeChild runs a child worker and exits when the process was started as one
+// (startChild); otherwise it returns at once. cmd/soak and the soak test's TestMain
+// call it first.
+func MaybeChild() {
+	if os.Getenv(childEnv) == "" {
+		return
+	}
+	os.Exit(runChild())
+}
+
+func runChild() int {
+	StepKnobs()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	env := func(k string) string { return os.Getenv("GRAFT_SOAK_" + k) }
+	fail := func(what string, err error) int {
+		fmt.Fprintf(os.Stderr, "soak child: %s: %v\n", what, err)
+		return 1
+	}
+	var store storage.Store
+	switch Backend(env("BACKEND")) {
+	case LocalFS:
+		s, err := localfs.Open(filepath.Join(env("DIR"), "store"))
+		if err != nil {
+			return fail("localfs", err)
+		}
+		store = s
+	default:
+		s, err := s3.New(ctx, s3.Config{Endpoint: env("S3_ENDPOINT"), Region: env("S3_REGION"), Bucket: env("S3_BUCKET"), PathStyle: true,
+			AccessKeyID: env("S3_ACCESS"), SecretAccessKey: env("S3_SECRET")})
+		if err != nil {
+			return fail("s3", err)
+		}
+		store = s
+	}
+	cat, err := catalog.Open(ctx, catalog.Config{DatabaseURL: env("DB"), Schema: env("SCHEMA"), MaxConns: 4})
+	if err != nil {
+		return fail("catalog", err)
+	}
+	defer cat.Close()
+	tc, err := sdkclient.DialContext(ctx, sdkclient.Options{HostPort: env("TEMPORAL"), Namespace: env("NAMESPACE"), Logger: quietLogger()})
+	if err != nil {
+		return fail("temporal", err)
+	}
+	defer tc.Close()
+	w := sdkworker.New(tc, env("TASK_QUEUE"), sdkworker.Options{})
+	worker.Register(w, &activities.Activities{Store: store, Catalog: cat, Workflows: worker.TemporalWorkflows(tc)})
+	interrupt := make(chan any)
+	go func() { <-ctx.Done(); close(interrupt) }()
+	if err := w.Run(interrupt); err != nil && !errors.Is(err, context.Canceled) {
+		return fail("worker", err)
+	}
+	return 0
+}
+
+func withAppName(dbURL, app string) string {
+	u, err := url.Parse(dbURL)
+	if err != nil || u.Scheme == "" {
+		return dbURL + " application_name=" + app
+	}
+	q := u.Query()
+	q.Set("application_name", app)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func execSQL(ctx context.Context, dbURL, sql string) error {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+func nonce(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func quietLogger() sdklog.Logger {
+	return sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+func createBucket(ctx context.Context, c s3.Config) error {
+	cl := awss3.New(awss3.Options{
+		BaseEndpoint: aws.String(c.Endpoint),
+		Region:       c.Region,
+		UsePathStyle: true,
+		Credentials:  credentials.NewStaticCredentialsProvider(c.AccessKeyID, c.SecretAccessKey, ""),
+	})
+	_, err := cl.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(c.Bucket)})
+	return err
+}
