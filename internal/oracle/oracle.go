@@ -114,11 +114,11 @@ func Check(ctx context.Context, cfg Config) ([]Violation, error) {
 }
 
 type checker struct {
-	cfg     Config
-	ctx     context.Context
-	g       *graph.Graph
-	out     []Violation
-	seen    map[format.CommitID]bool
+	cfg  Config
+	ctx  context.Context
+	g    *graph.Graph
+	out  []Violation
+	seen map[format.CommitID]bool
 	// missing lists commits walk found absent, so a root visited after it reached them
 	// as an ancestor is still reported.
 	missing map[format.CommitID]bool
