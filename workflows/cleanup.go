@@ -734,7 +734,7 @@ func (r *cleanupRun) fail(ctx workflow.Context, cause error) (CleanupResult, err
 		r.res.Outcome, r.res.Message = outcome.Conflict, fmt.Sprintf("cleanup run %s already ended before this execution (an operator's reset?): %s", r.res.RunID, ended.Error())
 		r.setPhase(ctx, "done", string(outcome.Conflict))
 		_ = workflow.UpsertTypedSearchAttributes(ctx, searchattr.Outcome.ValueSet(string(outcome.Conflict)))
-		return r.res, nil
+		return r.res, outcomeError(outcome.Conflict, r.res.Message, r.res)
 	}
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	r.setPhase(ctx, "done", "failed: "+cause.Error())
