@@ -97,11 +97,20 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 		return res, nil
 	}
 
-	existing, _, err := graph.ReadGraphAny(ctx, a.Store, in.Graph)
+	existing, existingVersion, err := graph.ReadGraphAny(ctx, a.Store, in.Graph)
 	switch {
 	case err == nil && existing.Op == in.OpID:
 		// This operation initialised the graph already: make sure the
 		// ledger says so too, and report it as done, not created.
+		if existingVersion == format.Version2 {
+			// A format-2 root's id carries its digest: the same init's bytes
+			// name it (a read, nothing written, when the record is ours).
+			v2, err := graph.InitV2(ctx, a.Store, graph.InitParams{Graph: in.Graph, MainTree: tree, Op: in.OpID, Time: at, Author: in.Author})
+			if err != nil {
+				return InitGraphResult{}, fmt.Errorf("read back the format-2 root: %w", err)
+			}
+			res.Root = v2.Root.ID.String()
+		}
 		if err := a.recordInitLedger(ctx, in, res.Main, tree.String()); err != nil {
 			return InitGraphResult{}, err
 		}

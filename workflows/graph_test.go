@@ -46,17 +46,20 @@ func TestInitGraph_Twice_SecondFindsItsOwnGraph(t *testing.T) {
 	}
 
 	recordHistory(t, r, client.InitGraphWorkflowID(g), "", "initgraph_found_own")
-	rec, err := graph.ReadGraph(r.ctx, r.inner, g)
+	rec, _, err := graph.ReadGraphAny(r.ctx, r.inner, g)
 	if err != nil || rec.Op != first.OpID {
 		t.Fatalf("graph record %+v, %v; want one written by %s", rec, err, first.OpID)
 	}
-	main, err := graph.ResolveBranch(r.ctx, r.inner, g, "main")
+	gr, err := graph.Open(r.inner, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	main, err := gr.BranchHead(r.ctx, "main")
 	if err != nil || main.Native != first.Main {
 		t.Fatalf("main resolves to %+v, %v; want %s", main, err, first.Main)
 	}
-	root, err := graph.ReadHead(r.ctx, r.inner, g, main.Tree)
-	if err != nil || root.ID.String() != first.Root || root.Author != "ana" {
-		t.Fatalf("main's head %+v, %v; want root %s by ana", root, err, first.Root)
+	if root := main.Commit; root.ID.String() != first.Root || root.Author != "ana" {
+		t.Fatalf("main's head %+v; want root %s by ana", root, first.Root)
 	}
 	if inc, err := r.cat.IncarnationGetByNative(r.ctx, catalog.IncarnationGetByNativeParams{Graph: g, Native: first.Main}); err != nil || inc.State != catalog.IncarnationLive {
 		t.Fatalf("witness of main %+v, %v; want live", inc, err)

@@ -184,7 +184,7 @@ func (r *rig) refPrefix(branch string) string { return format.BranchRefPrefix(r.
 
 // isLiveRef selects put bodies that are live refs (not fences).
 func isLiveRef(b []byte) bool {
-	ref, err := format.DecodeBranchRef(b)
+	ref, _, err := format.DecodeBranchRefAny(b) // either format
 	return err == nil && ref.State == format.RefLive
 }
 

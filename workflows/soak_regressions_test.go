@@ -38,9 +38,9 @@ func TestCleanup_DryRunAndSweepUnderOneRunID_NeverAdoptEachOther(t *testing.T) {
 		{workflows.CleanupModeDryRun, workflows.CleanupModeDryRun},
 	} {
 		t.Run(string(order[0])+"_then_"+string(order[1]), func(t *testing.T) {
+			t.Parallel() // before the deadline: a parallel subtest waits for its parent first
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			t.Parallel()
 			r := newRig(t)
 			r.startWorker()
 			r.commitAt("t", "v2", time.Now())

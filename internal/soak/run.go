@@ -353,15 +353,15 @@ func (r *runner) started(o Op, wid string) {
 
 // headOf returns branch's head commit id now, or main's root when it has none.
 func (r *runner) headOf(branch string) string {
-	b, err := graph.ResolveBranch(r.ctx, r.st.Inner, r.graph, branch)
+	g, err := graph.Open(r.st.Inner, r.graph)
 	if err != nil {
 		return r.root
 	}
-	h, err := graph.ReadHead(r.ctx, r.st.Inner, r.graph, b.Tree)
+	h, err := g.BranchHead(r.ctx, branch) // either format
 	if err != nil {
 		return r.root
 	}
-	return h.ID.String()
+	return h.Commit.ID.String()
 }
 
 func (r *runner) source(src string) (fromBranch, fromCommit, fromTag string) {
@@ -505,7 +505,7 @@ func liveNatives(ctx context.Context, s storage.Store, g, branch string) []strin
 		if err != nil {
 			return nil
 		}
-		ref, err := format.DecodeBranchRef(obj.Body)
+		ref, _, err := format.DecodeBranchRefAny(obj.Body) // either format
 		if err == nil && ref.State == format.RefLive && ref.Branch == branch {
 			out = append(out, ref.Native)
 		}
@@ -783,7 +783,7 @@ func liveRelative(ctx context.Context, s storage.Store, g, name string) string {
 		if err != nil {
 			return nil
 		}
-		ref, err := format.DecodeBranchRef(obj.Body)
+		ref, _, err := format.DecodeBranchRefAny(obj.Body) // either format
 		if err != nil || ref.State != format.RefLive {
 			return nil
 		}
