@@ -319,6 +319,19 @@ func (m *treeMark) decideTreesV2(ctx context.Context) ([]catalog.Condemned, erro
 			if err != nil {
 				return nil, err
 			}
+			// A chain commit this run keeps but did not list — the head a publish swapped
+			// in after the listing, above all — is kept all the same: what it pins is
+			// retained (retainV2 marks from the kept commits), or a sweep would reclaim
+			// versions the branch's head names.
+			listed := make(map[string]bool, len(cs))
+			for _, c := range cs {
+				listed[c.Key] = true
+			}
+			for key, counter := range decided {
+				if counter != nil && !listed[key] {
+					m.keep(key, counter)
+				}
+			}
 			for _, c := range cs {
 				if counter, ok := decided[c.Key]; ok {
 					if counter != nil {
