@@ -282,11 +282,11 @@ func (p *path) addCPU(s0, s1 cpuSample) {
 	if p.cpu == nil {
 		p.cpu = map[string]time.Duration{}
 	}
-	for g, d := range s1.since(s0) {
+	for g, d := range s1.Since(s0) {
 		p.cpu[g] += d
 	}
-	p.busy += s1.busy - s0.busy
-	p.total += s1.total - s0.total
+	p.busy += s1.Busy - s0.Busy
+	p.total += s1.Total - s0.Total
 }
 
 func (p *path) n() int { return len(p.lat) }
