@@ -427,28 +427,39 @@ func (m *treeMark) decideTrees(ctx context.Context) ([]catalog.Condemned, error)
 					candidate(c)
 				}
 			}
-		case treeCondemnable:
-			for _, c := range cs {
-				candidate(c)
-			}
-		case treeInFlight:
-			m.unsettled(t, "", reasons[t], cs)
-			for _, c := range cs {
-				m.keep(c.Key, &m.res.Kept.InFlightTree)
-			}
-		case treeUnsettled:
-			if !fenceTried[t] {
-				m.unsettled(t, "", reasons[t], cs)
-			}
-			for _, c := range cs {
-				m.keep(c.Key, &m.res.Kept.Unsettled)
-			}
+		default:
+			m.decideNotLive(t, classes[t], reasons[t], fenceTried[t], cs, candidate)
 		}
 	}
 	if err := m.keepMergeBases(ctx, baseKept); err != nil {
 		return nil, err
 	}
 	return candidates, nil
+}
+
+// decideNotLive decides the commits of a tree that is not live, in either format: a
+// condemnable tree's are candidates; an in-flight or unsettled tree's are kept, and
+// reported unsettled (an unsettled one only if no fence was tried on it this run,
+// which reported it already).
+func (m *treeMark) decideNotLive(t ulid.ULID, class treeClass, reason string, fenceTried bool, cs []treeCommit, candidate func(treeCommit)) {
+	switch class {
+	case treeCondemnable:
+		for _, c := range cs {
+			candidate(c)
+		}
+	case treeInFlight:
+		m.unsettled(t, "", reason, cs)
+		for _, c := range cs {
+			m.keep(c.Key, &m.res.Kept.InFlightTree)
+		}
+	case treeUnsettled:
+		if !fenceTried {
+			m.unsettled(t, "", reason, cs)
+		}
+		for _, c := range cs {
+			m.keep(c.Key, &m.res.Kept.Unsettled)
+		}
+	}
 }
 
 // keepMergeBases keeps the merge-base candidates no window or tag kept, counting one

@@ -353,22 +353,8 @@ func (m *treeMark) decideTreesV2(ctx context.Context) ([]catalog.Condemned, erro
 					candidate(c)
 				}
 			}
-		case treeCondemnable:
-			for _, c := range cs {
-				candidate(c)
-			}
-		case treeInFlight:
-			m.unsettled(t, "", reasons[t], cs)
-			for _, c := range cs {
-				m.keep(c.Key, &m.res.Kept.InFlightTree)
-			}
-		case treeUnsettled:
-			if !fenceTried[t] {
-				m.unsettled(t, "", reasons[t], cs)
-			}
-			for _, c := range cs {
-				m.keep(c.Key, &m.res.Kept.Unsettled)
-			}
+		default:
+			m.decideNotLive(t, classes[t], reasons[t], fenceTried[t], cs, candidate)
 		}
 	}
 	if err := m.keepMergeBases(ctx, baseKept); err != nil {
