@@ -35,13 +35,34 @@ type Ops struct {
 	c   *Client
 }
 
-// ErrLedgerUnavailable: Postgres could not be reached. OpenOps's and every
-// Ops method's errors match it with errors.Is when that was the cause.
-var ErrLedgerUnavailable = catalog.ErrUnavailable
+// The ledger's failures. OpenOps's and every Ops method's errors match them
+// with errors.Is when that was the cause; the message is the ledger's own.
+var (
+	// ErrLedgerUnavailable: Postgres could not be reached.
+	ErrLedgerUnavailable = errors.New("graft: the ledger (Postgres) is unavailable")
+	// ErrLedgerNotMigrated: the schema holds no ledger tables; apply the
+	// migrations (graft-worker migrate) or name the workers' schema.
+	ErrLedgerNotMigrated = errors.New("graft: the ledger's schema is not migrated")
+)
 
-// ErrLedgerNotMigrated: the schema holds no ledger tables; apply the
-// migrations (graft-worker migrate) or name the workers' schema.
-var ErrLedgerNotMigrated = catalog.ErrNotMigrated
+// ledgerErr makes an error of the ledger match the client's sentinels, so a
+// caller outside this module never needs graft's internal packages.
+func ledgerErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, catalog.ErrUnavailable):
+		return &ledgerError{err: err, kind: ErrLedgerUnavailable}
+	case errors.Is(err, catalog.ErrNotMigrated):
+		return &ledgerError{err: err, kind: ErrLedgerNotMigrated}
+	}
+	return err
+}
+
+type ledgerError struct{ err, kind error }
+
+func (e *ledgerError) Error() string   { return e.err.Error() }
+func (e *ledgerError) Unwrap() []error { return []error{e.err, e.kind} }
 
 // OpenOps connects to the ledger. c is used by Wait to follow an
 // operation's workflow and by Stuck and Show to ask running workflows what
@@ -54,7 +75,7 @@ func OpenOps(ctx context.Context, cfg LedgerConfig, c *Client) (*Ops, error) {
 	}
 	cat, err := catalog.Open(ctx, catalog.Config{DatabaseURL: cfg.DatabaseURL, Schema: cfg.Schema, MaxConns: int32(maxConns)})
 	if err != nil {
-		return nil, fmt.Errorf("open the ledger: %w", err)
+		return nil, fmt.Errorf("open the ledger: %w", ledgerErr(err))
 	}
 	return &Ops{cat: cat, c: c}, nil
 }
@@ -142,7 +163,7 @@ func (o *Ops) List(ctx context.Context, f OpsFilter) ([]Operation, error) {
 		return nil, outcome.Errorf(outcome.Invalid, "", "%v", err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list operations: %w", err)
+		return nil, fmt.Errorf("list operations: %w", ledgerErr(err))
 	}
 	out := make([]Operation, len(ops))
 	for i, op := range ops {
@@ -159,7 +180,7 @@ func (o *Ops) Show(ctx context.Context, id string) (Operation, error) {
 		return Operation{}, outcome.Errorf(outcome.NotFound, "", "operation %q does not exist", id)
 	}
 	if err != nil {
-		return Operation{}, fmt.Errorf("show operation %s: %w", id, err)
+		return Operation{}, fmt.Errorf("show operation %s: %w", id, ledgerErr(err))
 	}
 	return operationOf(op), nil
 }

@@ -67,3 +67,18 @@ func TestOps_WaitWithoutWorkflow_ReturnsOnceTheLedgerSaysDone(t *testing.T) {
 		t.Fatalf("list: %+v, %v", listed, err)
 	}
 }
+
+// A caller in another module matches the ledger's failures with the client's
+// own sentinels; graft's internal packages are never needed to tell them apart.
+func TestOpenOps_LedgerDownOrNotMigrated_MatchesTheClientsSentinels(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := OpenOps(ctx, LedgerConfig{DatabaseURL: "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2"}, nil)
+	if !errors.Is(err, ErrLedgerUnavailable) || errors.Is(err, ErrLedgerNotMigrated) {
+		t.Fatalf("postgres on a closed port: %v, want ErrLedgerUnavailable only", err)
+	}
+	_, err = OpenOps(ctx, LedgerConfig{DatabaseURL: catalogtest.DatabaseURL(), Schema: "graft_never_migrated"}, nil)
+	if !errors.Is(err, ErrLedgerNotMigrated) || errors.Is(err, ErrLedgerUnavailable) {
+		t.Fatalf("a schema without the ledger's tables: %v, want ErrLedgerNotMigrated only", err)
+	}
+}

@@ -73,7 +73,7 @@ func (o *Ops) Stuck(ctx context.Context, f StuckFilter) ([]OperationDetail, erro
 		return nil, outcome.Errorf(outcome.Invalid, "", "%v", err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list stuck operations: %w", err)
+		return nil, fmt.Errorf("list stuck operations: %w", ledgerErr(err))
 	}
 	out := make([]OperationDetail, len(views))
 	for i, v := range views {
@@ -98,7 +98,7 @@ func (o *Ops) Detail(ctx context.Context, id string) (OperationDetail, error) {
 		return OperationDetail{}, outcome.Errorf(outcome.NotFound, "", "operation %q does not exist", id)
 	}
 	if err != nil {
-		return OperationDetail{}, fmt.Errorf("show operation %s: %w", id, err)
+		return OperationDetail{}, fmt.Errorf("show operation %s: %w", id, ledgerErr(err))
 	}
 	return o.detail(ctx, v), nil
 }
