@@ -23,6 +23,7 @@ import (
 
 	"github.com/graftworks/graft/client"
 	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/internal/oracle"
@@ -482,11 +483,14 @@ func outcomeOf(o string, err error) string {
 	}
 	var canceled *temporal.CanceledError
 	var terminated *temporal.TerminatedError
+	var wfe *client.WorkflowError
 	switch {
 	case errors.As(err, &canceled):
 		return "canceled"
 	case errors.As(err, &terminated), strings.Contains(err.Error(), "terminated"):
 		return "terminated"
+	case errors.As(err, &wfe) && wfe.Status == "failed":
+		return "failed" // the ledger's failed: a step before any effect kept failing
 	case errors.Is(err, context.DeadlineExceeded):
 		return "client_timeout"
 	case errors.Is(err, storage.ErrAmbiguous), errors.Is(err, storage.ErrUnavailable), errors.Is(err, storage.ErrRefused),
@@ -708,10 +712,32 @@ func (r *runner) endedDefinitively(ctx context.Context, id string, st enumspb.Wo
 		if errors.As(err, &app) && outcome.Outcome(app.Type()).Valid() {
 			return
 		}
-		r.violate("op-ended-definitively", "workflow %s failed without a definitive outcome: %v", id, err)
+		// The ledger's failed (docs/outcomes.md, exit 1): a step before any storage
+		// effect kept failing and the workflow recorded why. Definitive only when the
+		// ledger has that workflow's operation done with that outcome and a reason; the
+		// oracle then checks it left no pin, witness or pending write behind.
+		if r.recordedFailed(ctx, id) {
+			return
+		}
+		r.violate("op-ended-definitively", "workflow %s failed without a definitive outcome (and the ledger does not record it failed): %v", id, err)
 		return
 	}
 	r.violate("op-ended-definitively", "workflow %s ended %s", id, st)
+}
+
+// recordedFailed reports whether the ledger has the operation workflow id ran done with
+// the ledger's failed outcome and the reason it gave up.
+func (r *runner) recordedFailed(ctx context.Context, id string) bool {
+	ops, err := r.st.Oracle.OperationList(ctx, catalog.OperationListParams{Graph: r.graph, Limit: 1000})
+	if err != nil {
+		return false
+	}
+	for _, op := range ops {
+		if op.WorkflowID == id {
+			return op.State == catalog.OperationDone && op.Outcome == catalog.OutcomeFailed && op.Error != ""
+		}
+	}
+	return false
 }
 
 // reconcile runs the reconciler workflow (graft.Reconcile) over the schedule's graph.
