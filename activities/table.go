@@ -54,6 +54,8 @@ type PrepareWriteResult struct {
 	Time time.Time
 	// Version is the new table version's ULID.
 	Version string
+	// Objects counts the write's uploaded objects, inline or staged.
+	Objects int
 	// Native is the branch's live incarnation when the write started.
 	Native string
 	Bytes  int64
@@ -91,12 +93,19 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 			return end(outcome.Invalid, "expected head: %v", err)
 		}
 	}
-	// Sizes up to format 2's limit here; a format-1 graph's lower one once its format is read.
-	entries, total, err := objectEntries(in.Objects, storage.MaxObjectSize)
-	if err != nil {
+	if err := in.Edit.check(); err != nil {
 		return end(outcome.Invalid, "%v", err)
 	}
-	if err := in.Edit.check(); err != nil {
+	objs, st, stagedOut, stagedMsg, err := a.writeObjects(ctx, in.Graph, in.Table, in.OpID, in.Objects, in.Edit)
+	if err != nil {
+		return PrepareWriteResult{}, err
+	}
+	if stagedOut == outcome.Invalid {
+		return end(stagedOut, "%s", stagedMsg)
+	}
+	// Sizes up to format 2's limit here; a format-1 graph's lower one once its format is read.
+	entries, total, err := objectEntries(objs, storage.MaxObjectSize)
+	if err != nil {
 		return end(outcome.Invalid, "%v", err)
 	}
 	fields := map[string]any{
@@ -115,7 +124,7 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 		return PrepareWriteResult{Outcome: c.outcome, Message: c.message}, err
 	}
 	op := c.op
-	res := PrepareWriteResult{Owned: true, Time: op.CreatedAt.UTC(), Bytes: total}
+	res := PrepareWriteResult{Owned: true, Time: op.CreatedAt.UTC(), Bytes: total, Objects: len(entries)}
 	stop := func(o outcome.Outcome, f string, args ...any) (PrepareWriteResult, error) {
 		res.Outcome, res.Message = o, fmt.Sprintf(f, args...)
 		return res, nil
@@ -129,12 +138,18 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 		return PrepareWriteResult{}, fmt.Errorf("read graph: %w", err)
 	}
 	if res.Format != format.Version2 {
-		if _, _, err := objectEntries(in.Objects, graph.MaxDataObjectSize); err != nil {
+		if len(objs) > format.MaxObjectsPerVersion {
+			return stop(outcome.Invalid, "%d objects, at most %d per version of a format-1 graph", len(objs), format.MaxObjectsPerVersion)
+		}
+		if _, _, err := objectEntries(objs, graph.MaxDataObjectSize); err != nil {
 			return stop(outcome.Invalid, "%v", err)
 		}
 		if !in.Edit.empty() {
-			return stop(outcome.Invalid, "graph %q is format 1: appending to, removing from and importing into a table need a format-2 graph", in.Graph)
+			return stop(outcome.Invalid, "graph %q is format 1: appending to, removing from, importing into and staging a table need a format-2 graph", in.Graph)
 		}
+	}
+	if stagedOut != "" {
+		return stop(stagedOut, "%s", stagedMsg)
 	}
 	b, out, msg, err := a.resolveWriteBranch(ctx, in.Graph, in.Branch)
 	if err != nil || out != "" {
@@ -155,6 +170,9 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 	for _, e := range entries {
 		pins = append(pins, catalog.Pin{Kind: catalog.ObjectData, Key: format.ObjectKey(in.Graph, in.Table, e.ID)})
 	}
+	for _, k := range st.keys {
+		pins = append(pins, catalog.Pin{Kind: catalog.ObjectTableVersion, Key: k})
+	}
 	if err := a.Catalog.PinsRegister(ctx, catalog.PinsRegisterParams{OpID: in.OpID, Graph: in.Graph, Pins: pins, Owner: in.RunID}); err != nil {
 		if errors.Is(err, catalog.ErrCondemned) {
 			return stop(outcome.NotRetained, "uploaded objects are condemned by a running cleanup: %v", err)
@@ -162,6 +180,12 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 		return PrepareWriteResult{}, fmt.Errorf("pin version: %w", err)
 	}
 	if o, msg, err := a.probeObjects(ctx, in.Graph, in.Table, entries); err != nil || o != "" {
+		if err != nil {
+			return PrepareWriteResult{}, err
+		}
+		return stop(o, "%s", msg)
+	}
+	if o, msg, err := a.probeStaged(ctx, st); err != nil || o != "" {
 		if err != nil {
 			return PrepareWriteResult{}, err
 		}
@@ -197,9 +221,6 @@ func (a *Activities) resolveWriteBranch(ctx context.Context, graphName, branch s
 // objectEntries validates a version's object list and returns it as
 // manifest entries, sorted by ID, with the total size.
 func objectEntries(objs []TableObject, maxSize int64) ([]format.ObjectEntry, int64, error) {
-	if len(objs) > format.MaxObjectsPerVersion {
-		return nil, 0, fmt.Errorf("%d objects, at most %d per version", len(objs), format.MaxObjectsPerVersion)
-	}
 	entries := make([]format.ObjectEntry, 0, len(objs))
 	seen := make(map[ulid.ULID]bool, len(objs))
 	var total int64
@@ -292,6 +313,9 @@ func (a *Activities) WriteManifest(ctx context.Context, in WriteManifestInput) (
 	f, err := a.graphFormat(ctx, in.Graph)
 	if err != nil {
 		return WriteManifestResult{}, fmt.Errorf("read graph: %w", err)
+	}
+	if f == format.Version2 && in.Edit.Staged != "" {
+		return a.writeManifestV2(ctx, in, version, nil) // on the staged version: it lists them
 	}
 	if f == format.Version2 {
 		entries, _, err := objectEntries(in.Objects, storage.MaxObjectSize)

@@ -34,9 +34,14 @@ type TableEdit struct {
 	Append  bool          `json:"append,omitempty"`
 	Remove  []string      `json:"remove,omitempty"`
 	Imports []TableImport `json:"imports,omitempty"`
+	// Staged names a staged version listing the write's uploaded objects in place of an
+	// inline list (table_staged.go): a request of more than MaxInlineObjects.
+	Staged string `json:"staged,omitempty"`
 }
 
-func (e TableEdit) empty() bool { return !e.Append && len(e.Remove) == 0 && len(e.Imports) == 0 }
+func (e TableEdit) empty() bool {
+	return !e.Append && len(e.Remove) == 0 && len(e.Imports) == 0 && e.Staged == ""
+}
 
 // onHead reports whether the new version edits the head's version.
 func (e TableEdit) onHead() bool { return e.Append || len(e.Remove) > 0 }
@@ -72,6 +77,9 @@ func (im TableImport) entry() format.ManifestEntry {
 func (e TableEdit) digest() string {
 	h := sha256.New()
 	fmt.Fprintf(h, "append %v\n", e.Append)
+	if e.Staged != "" {
+		fmt.Fprintf(h, "staged %s\n", e.Staged)
+	}
 	for _, n := range e.Remove {
 		fmt.Fprintf(h, "remove %s\n", n)
 	}

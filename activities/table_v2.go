@@ -38,11 +38,20 @@ func (a *Activities) writeManifestV2(ctx context.Context, in WriteManifestInput,
 	if err != nil {
 		return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
 	}
-	plan, err := g.PlanVersion(ctx, graph.VersionSpec{Table: in.Table, VersionID: version, Put: versionEntries(entries, in.Edit.Imports),
-		Time: in.Time.UTC(), Op: in.OpID})
+	spec := graph.VersionSpec{Table: in.Table, VersionID: version, Put: versionEntries(entries, in.Edit.Imports), Time: in.Time.UTC(), Op: in.OpID}
+	if in.Edit.Staged != "" {
+		// The staged version lists the objects: the new one is it plus the imports, and
+		// shares every chunk with it (PrepareWrite pinned and probed them).
+		if spec.Base, err = format.ParseULID(in.Edit.Staged); err != nil {
+			return WriteManifestResult{Outcome: outcome.Invalid, Message: "staged: " + err.Error()}, nil
+		}
+	}
+	plan, err := g.PlanVersion(ctx, spec)
 	switch {
 	case errors.Is(err, graph.ErrInvalid):
 		return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
+	case errors.Is(err, graph.ErrVersionNotFound), errors.Is(err, graph.ErrChunkNotFound):
+		return WriteManifestResult{Outcome: outcome.NotRetained, Message: "the staged version was reclaimed: " + err.Error()}, nil
 	case err != nil:
 		return WriteManifestResult{}, fmt.Errorf("plan version: %w", err)
 	}
@@ -64,6 +73,10 @@ func (a *Activities) writeManifestV2(ctx context.Context, in WriteManifestInput,
 	}
 	return WriteManifestResult{}, nil
 }
+
+// maxPreChunks is the most manifest chunks an append's publish carries in its record (the
+// ledger's pending write); an append of more — a staged list — writes them in the plan.
+const maxPreChunks = 16
 
 // planCommitV2 plans the commit pinning version on the branch's real head: its live ref's
 // head, compared with an expected head (a mismatch is conflict, never a plan on the
@@ -109,7 +122,11 @@ func (a *Activities) planCommitV2(ctx context.Context, in PlanCommitInput, b gra
 		if err != nil {
 			return PlanCommitResult{}, fmt.Errorf("read the head's version: %w", err)
 		}
-		entries, _, err := objectEntries(in.Objects, storage.MaxObjectSize)
+		objs, _, o, msg, err := a.writeObjects(ctx, in.Graph, in.Table, in.Owner.OpID, in.Objects, in.Edit)
+		if err != nil || o != "" {
+			return PlanCommitResult{Outcome: o, Message: msg}, err
+		}
+		entries, _, err := objectEntries(objs, storage.MaxObjectSize)
 		if err != nil {
 			return end(outcome.Invalid, "%v", err)
 		}
@@ -128,6 +145,17 @@ func (a *Activities) planCommitV2(ctx context.Context, in PlanCommitInput, b gra
 		}
 		if o, msg, err := a.pinKeys(ctx, in.Owner, in.Graph, catalog.ObjectTableVersion, vp.Keys()); err != nil || o != "" {
 			return PlanCommitResult{Outcome: o, Message: msg}, err
+		}
+		if len(vp.Chunks) > maxPreChunks {
+			// Too many to carry in the publish's record (a staged append): write them now,
+			// pinned, put-if-absent; the publish carries only the version.
+			if err := g.PutChunks(ctx, vp.Chunks); err != nil {
+				if errors.Is(err, storage.ErrRefused) {
+					return end(outcome.Refused, "write the appended version's chunks: %v", err)
+				}
+				return PlanCommitResult{}, fmt.Errorf("write the appended version's chunks: %w", err)
+			}
+			vp.Chunks = nil
 		}
 		edited, version = &vp, vp.Version.ID
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -27,7 +28,10 @@ const uploadConcurrency = 4
 // local files (one data object each).
 type WriteTableRequest struct {
 	Graph, Branch, Table string
-	// Files are local paths; each becomes one data object. At least one.
+	// Files are local paths; each becomes one data object. At least one (or
+	// an import or a remove). A format-1 graph takes at most 469 per write; a
+	// format-2 graph any number — past workflows.MaxInlineObjects the client
+	// stages the list in the store (docs/format.md, "Staged object lists").
 	Files []string
 	// ExpectedHead, when set, makes the write conflict unless the branch's
 	// head is this commit id. Defaults to "" (append to the current head).
@@ -151,6 +155,10 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 			imports = append(imports, workflows.TableImport{Name: e.Name, Key: e.External, Size: e.Size, ETag: e.ETag, SHA256: e.SHA256})
 		}
 	}
+	if version != format.Version2 && len(req.Files) > format.MaxObjectsPerVersion {
+		return nil, outcome.Errorf(outcome.Invalid, "", "%d files, at most %d per write to a format-1 graph (`graft graph upgrade` lifts the limit)",
+			len(req.Files), format.MaxObjectsPerVersion)
+	}
 	if version == format.Version2 {
 		objects, err = uploadFilesV2(ctx, store, req.Graph, req.Table, req.Files, req.Upload)
 	} else {
@@ -171,12 +179,19 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 		ExpectedHead: req.ExpectedHead, OpID: key, Author: req.Author, Message: req.Message,
 		Append: req.Append, Remove: req.Remove, Imports: imports,
 	}
+	count := len(objects)
+	if len(objects) > workflows.MaxInlineObjects {
+		if in.Staged, err = stageObjects(ctx, store, req.Graph, req.Table, key, objects); err != nil {
+			return nil, err
+		}
+		in.Objects = nil
+	}
 	// A key is used once: a finished write with this id is returned as is
 	// (ExecuteWorkflow hands back its run rather than starting another).
 	h, err := startOperation[workflows.WriteTableResult](ctx, c, operationStart{
 		Kind: "write_table",
 		ID:   id, Workflow: workflows.WriteTableName, Input: in,
-		Summary: fmt.Sprintf("write table %s on %s in %s (%d objects)", req.Table, req.Branch, req.Graph, len(objects)),
+		Summary: fmt.Sprintf("write table %s on %s in %s (%d objects)", req.Table, req.Branch, req.Graph, count),
 		Graph:   req.Graph, Branch: req.Branch, OpID: key,
 		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 	})
@@ -231,9 +246,6 @@ func checkWriteRequest(req WriteTableRequest) error {
 			return invalid("import %q: the key is under the graph's own prefix; only objects graft did not write are imported", k)
 		}
 	}
-	if len(req.Files) > format.MaxObjectsPerVersion {
-		return invalid("%d files, at most %d per version", len(req.Files), format.MaxObjectsPerVersion)
-	}
 	for _, f := range req.Files {
 		info, err := os.Stat(f)
 		if err != nil {
@@ -254,6 +266,36 @@ func checkWriteRequest(req WriteTableRequest) error {
 		return invalid("upload threshold %d is above the %d one put may hold", u.Threshold, graph.MaxDataObjectSize)
 	}
 	return nil
+}
+
+// stageObjects writes the staged version of a write of more objects than a request lists
+// inline (docs/format.md, "Staged object lists"): a table version of exactly the uploaded
+// objects, its chunks then itself put-if-absent, that no commit pins; the workflow pins it
+// and builds the new version on it. Its id is fresh and its operation is the write's.
+func stageObjects(ctx context.Context, store storage.Store, graphName, table, opID string, objects []workflows.TableObject) (string, error) {
+	g, err := graph.Open(store, graphName)
+	if err != nil {
+		return "", outcome.Errorf(outcome.Invalid, "", "%v", err)
+	}
+	entries := make([]format.ManifestEntry, 0, len(objects))
+	for _, o := range objects {
+		id, err := format.ParseULID(o.ID)
+		if err != nil {
+			return "", fmt.Errorf("stage object %s: %w", o.ID, err)
+		}
+		entries = append(entries, format.ManifestEntry{Name: o.ID, Object: id, Size: o.Size, SHA256: o.SHA256})
+	}
+	p, err := g.PutVersion(ctx, graph.VersionSpec{Table: table, VersionID: ulid.Make(), Put: entries,
+		Time: time.Now().UTC().Truncate(time.Millisecond), Op: opID})
+	switch {
+	case errors.Is(err, graph.ErrInvalid):
+		return "", outcome.Errorf(outcome.Invalid, "", "stage the object list: %v", err)
+	case errors.Is(err, storage.ErrRefused):
+		return "", outcome.Errorf(outcome.Refused, "", "stage the object list: %v", err)
+	case err != nil:
+		return "", fmt.Errorf("stage the object list of %d objects: %w", len(objects), err)
+	}
+	return p.Version.ID.String(), nil
 }
 
 // uploadFiles puts each file as a data object under a fresh ULID, with

@@ -49,7 +49,16 @@ type WriteTableInput struct {
 	Append  bool          `json:"append,omitempty"`
 	Remove  []string      `json:"remove,omitempty"`
 	Imports []TableImport `json:"imports,omitempty"`
+	// Staged (format 2) is the ULID of a staged version of Table listing the uploaded
+	// objects, in place of Objects: a write of more than MaxInlineObjects objects names
+	// them this way, so its history never holds the list (docs/format.md, "Staged object
+	// lists"). The client stages one by itself.
+	Staged string `json:"staged,omitempty"`
 }
+
+// MaxInlineObjects is the most objects WriteTableInput.Objects lists; a write of more
+// stages them (WriteTableInput.Staged).
+const MaxInlineObjects = activities.MaxInlineObjects
 
 // TableImport is an existing object of the store registered in a table by reference:
 // its key, its entry name, and the size and ETag a HEAD gave at import.
@@ -118,7 +127,7 @@ func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, err
 		objs = append(objs, activities.TableObject{ID: o.ID, Size: o.Size, SHA256: o.SHA256})
 		res.Bytes += o.Size
 	}
-	edit := activities.TableEdit{Append: in.Append, Remove: in.Remove}
+	edit := activities.TableEdit{Append: in.Append, Remove: in.Remove, Staged: in.Staged}
 	for _, im := range in.Imports {
 		edit.Imports = append(edit.Imports, activities.TableImport{Name: im.Name, Key: im.Key, Size: im.Size, ETag: im.ETag, SHA256: im.SHA256})
 	}
@@ -133,6 +142,9 @@ func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, err
 			return ending{}, fmt.Errorf("prepare: %w", err)
 		}
 		r.foreign = !prep.Owned
+		if in.Staged != "" {
+			res.Objects, res.Bytes = prep.Objects, prep.Bytes
+		}
 		if prep.Outcome != "" {
 			return end(prep.Outcome, prep.Message)
 		}

@@ -43,3 +43,9 @@ func putChunks(ctx context.Context, s storage.Store, chunks []Chunk) error {
 	}
 	return nil
 }
+
+// PutChunks writes chunks put-if-absent, several at once: content-addressed, so a chunk
+// already there with its bytes is the same chunk. Callers pin them first (mark.go).
+func (g *Graph) PutChunks(ctx context.Context, chunks []Chunk) error {
+	return putChunks(ctx, g.S, chunks)
+}

@@ -1,0 +1,127 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/graph"
+	"github.com/graftworks/graft/storage"
+)
+
+// A write of many objects names them through a staged version (docs/format.md, "Staged
+// object lists"): a format-2 table version of exactly the uploaded objects that the client
+// writes before it starts the workflow, and that no commit pins. The request then carries
+// only its id, so no workflow history or ledger record holds the list, whatever its length.
+// The write pins the staged version, its manifest chunks and every object it lists, then
+// probes them all — pin, then probe, as for objects listed inline — and builds the new
+// version on it (sharing every chunk). A staged version no write pins is garbage to cleanup
+// like any other version no commit pins.
+
+// MaxInlineObjects is the most objects a write request lists inline. A request of more
+// names a staged version instead (TableEdit.Staged); the client stages one by itself.
+const MaxInlineObjects = format.MaxObjectsPerVersion
+
+// staged is a staged version as a write reads it.
+type staged struct {
+	id      ulid.ULID
+	objects []TableObject
+	// keys are the version's key and its manifest chunks' keys.
+	keys []string
+}
+
+// readStaged reads the staged version id of table: it must be one this operation staged,
+// listing only objects graft wrote under their ULID names. A missing one is not_retained
+// (never written, or reclaimed by cleanup); one that is not a staged list is invalid.
+func (a *Activities) readStaged(ctx context.Context, graphName, table, opID, id string) (staged, outcome.Outcome, string, error) {
+	fail := func(o outcome.Outcome, f string, args ...any) (staged, outcome.Outcome, string, error) {
+		return staged{}, o, fmt.Sprintf("staged version %s of table %q: ", id, table) + fmt.Sprintf(f, args...), nil
+	}
+	vid, err := format.ParseULID(id)
+	if err != nil {
+		return fail(outcome.Invalid, "%v", err)
+	}
+	g, err := a.graphOf(graphName)
+	if err != nil {
+		return fail(outcome.Invalid, "%v", err)
+	}
+	v, err := g.Version(ctx, table, vid)
+	switch {
+	case errors.Is(err, graph.ErrVersionNotFound):
+		return fail(outcome.NotRetained, "missing: never written, or reclaimed by cleanup")
+	case isUnreadableObject(err), errors.Is(err, graph.ErrCorrupt):
+		return fail(outcome.Invalid, "%v", err)
+	case err != nil:
+		return staged{}, "", "", fmt.Errorf("read staged version %s: %w", id, err)
+	}
+	if v.Op != opID {
+		return fail(outcome.Invalid, "staged by operation %q, not by %q", v.Op, opID)
+	}
+	s := staged{id: vid, keys: []string{format.TableVersionKey(graphName, table, vid)}}
+	var bad string
+	err = g.EachEntry(ctx, v, func(e format.ManifestEntry) error {
+		if e.IsExternal() || e.Name != e.Object.String() {
+			bad = e.Name
+			return errNotStaged
+		}
+		s.objects = append(s.objects, TableObject{ID: e.Object.String(), Size: e.Size, SHA256: e.SHA256})
+		return nil
+	})
+	if err == nil {
+		err = g.NewMarker(func(m graph.Mark) error {
+			if m.Kind == graph.MarkManifestChunk {
+				s.keys = append(s.keys, m.Key)
+			}
+			return nil
+		}).Version(ctx, table, vid)
+	}
+	switch {
+	case errors.Is(err, errNotStaged):
+		return fail(outcome.Invalid, "entry %q is not an object graft wrote under its id: a staged list names uploads only", bad)
+	case errors.Is(err, graph.ErrChunkNotFound):
+		return fail(outcome.NotRetained, "a manifest chunk is missing (reclaimed by cleanup?): %v", err)
+	case isUnreadableObject(err), errors.Is(err, graph.ErrCorrupt):
+		return fail(outcome.Invalid, "%v", err)
+	case err != nil:
+		return staged{}, "", "", fmt.Errorf("read staged version %s: %w", id, err)
+	}
+	return s, "", "", nil
+}
+
+var errNotStaged = errors.New("not a staged object")
+
+// probeStaged HEADs a staged version's own keys once the write pinned them (its objects
+// are probed with the write's): pinned first, so a cleanup either saw the pins or refused
+// them, and a key missing now was reclaimed before.
+func (a *Activities) probeStaged(ctx context.Context, s staged) (outcome.Outcome, string, error) {
+	for _, k := range s.keys {
+		if _, err := a.Store.Head(ctx, k); err != nil {
+			if errors.Is(err, storage.ErrNotFound) {
+				return outcome.NotRetained, fmt.Sprintf("%s of the staged version %s is missing: reclaimed by cleanup", k, s.id), nil
+			}
+			return "", "", fmt.Errorf("probe %s: %w", k, err)
+		}
+	}
+	return "", "", nil
+}
+
+// writeObjects is a write's uploaded objects: those listed inline (at most
+// MaxInlineObjects), or those its staged version lists. An outcome says why there are
+// none: invalid (end the write before recording it), or not_retained (record it first).
+func (a *Activities) writeObjects(ctx context.Context, graphName, table, opID string, inline []TableObject, e TableEdit) ([]TableObject, staged, outcome.Outcome, string, error) {
+	switch {
+	case e.Staged == "" && len(inline) > MaxInlineObjects:
+		return nil, staged{}, outcome.Invalid, fmt.Sprintf("%d objects listed inline, at most %d: stage a longer list (docs/format.md, \"Staged object lists\")",
+			len(inline), MaxInlineObjects), nil
+	case e.Staged == "":
+		return inline, staged{}, "", "", nil
+	case len(inline) > 0:
+		return nil, staged{}, outcome.Invalid, fmt.Sprintf("%d objects listed inline and a staged version %s: one or the other", len(inline), e.Staged), nil
+	}
+	s, o, msg, err := a.readStaged(ctx, graphName, table, opID, e.Staged)
+	return s.objects, s, o, msg, err
+}
