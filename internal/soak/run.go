@@ -382,16 +382,21 @@ func (r *runner) source(src string) (fromBranch, fromCommit, fromTag string) {
 func (r *runner) runOp(o Op) {
 	ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
 	defer cancel()
-	r.count(r.res.Ops, string(o.Kind))
+	r.count(r.res.Ops, o.label())
 	key := r.key(o)
 	var out string
 	switch o.Kind {
 	case OpWrite:
-		f := filepath.Join(r.st.cfg.Dir, "data-"+ulid.Make().String()+".csv")
-		os.WriteFile(f, []byte("id,v\n1,"+o.ID+"\n"), 0o644)
-		defer os.Remove(f)
+		var files []string
+		for i := range max(o.Files, 1) {
+			f := filepath.Join(r.st.cfg.Dir, "data-"+ulid.Make().String()+".csv")
+			os.WriteFile(f, []byte(fmt.Sprintf("id,v\n%d,%s\n", i, o.ID)), 0o644)
+			defer os.Remove(f)
+			files = append(files, f)
+		}
 		r.started(o, client.WriteTableWorkflowID(r.graph, o.Branch, key))
-		res, err := r.gc.WriteTable(ctx, r.fs, client.WriteTableRequest{Graph: r.graph, Branch: o.Branch, Table: o.Table, Files: []string{f}, IdempotencyKey: key})
+		res, err := r.gc.WriteTable(ctx, r.fs, client.WriteTableRequest{Graph: r.graph, Branch: o.Branch, Table: o.Table, Files: files,
+			Append: o.Append, IdempotencyKey: key})
 		out = outcomeOf(string(res.Outcome), err)
 		if err == nil && res.Outcome == outcome.Done {
 			r.noteCommit(o.Branch, res.Commit)
@@ -470,7 +475,7 @@ func (r *runner) runOp(o Op) {
 			r.mu.Unlock()
 		}
 	}
-	r.count(r.res.Outcomes, string(o.Kind)+":"+out)
+	r.count(r.res.Outcomes, o.label()+":"+out)
 }
 
 // outcomeOf names how a client call ended: its outcome, or the kind of error.

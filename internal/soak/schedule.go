@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/graftworks/graft/storage/faults"
+	"github.com/graftworks/graft/workflows"
 )
 
 // Backend is the store a soak runs on.
@@ -69,6 +70,26 @@ type Op struct {
 	// SameIDAs reuses the idempotency key of an earlier op (a retried request or a
 	// different request under one id); "" is a fresh key.
 	SameIDAs string
+	// A write's shape: Files files (0 is one; past workflows.MaxInlineObjects the
+	// client stages the list), appended to the head's version when Append is set.
+	Files  int
+	Append bool
+}
+
+// label is the op's kind in the totals: a write's shape is told apart (write_append,
+// write_staged for a list past workflows.MaxInlineObjects, write_staged_append).
+func (o Op) label() string {
+	if o.Kind != OpWrite {
+		return string(o.Kind)
+	}
+	l := "write"
+	if o.Files > workflows.MaxInlineObjects {
+		l += "_staged"
+	}
+	if o.Append {
+		l += "_append"
+	}
+	return l
 }
 
 // FaultClass groups fault kinds for the totals.
@@ -187,6 +208,10 @@ func Generate(seed uint64, backend Backend) Schedule {
 		switch o.Kind {
 		case OpWrite:
 			o.Branch, o.Table = anyBranch(), []string{"t", "u"}[r.IntN(2)]
+			o.Append = r.IntN(3) == 0
+			if r.IntN(25) == 0 {
+				o.Files = workflows.MaxInlineObjects + 1 + r.IntN(40) // a staged list
+			}
 		case OpCreate:
 			o.Branch, o.Source = branch(), source()
 		case OpMerge:
@@ -332,6 +357,9 @@ func (s Schedule) String() string {
 			if kv[1] != "" {
 				fmt.Fprintf(&b, " %s=%s", kv[0], kv[1])
 			}
+		}
+		if o.Kind == OpWrite {
+			fmt.Fprintf(&b, " files=%d append=%v", max(o.Files, 1), o.Append)
 		}
 		if o.Kind == OpCleanup {
 			fmt.Fprintf(&b, " keep-newest=%d keep-newer-than=%v no-guard=%v", o.KeepNewest, o.KeepNewerThan, o.NoGuard)
