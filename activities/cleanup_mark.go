@@ -51,7 +51,7 @@ func (a *Activities) CleanupMarkTrees(ctx context.Context, in CleanupMarkTreesIn
 		run = m.runV2
 	}
 	if err := run(ctx); err != nil {
-		return CleanupMarkTreesResult{}, fmt.Errorf("mark trees of graph %q: %w", in.Graph, err)
+		return CleanupMarkTreesResult{}, markError(err, "mark trees of graph %q", in.Graph)
 	}
 	m.res.PlanKeys = m.sample.keys
 	m.res.Requests = m.s.requests()
@@ -726,6 +726,19 @@ func condemnEntries(ctx context.Context, cat *catalog.Catalog, runID, mode, plan
 	return accepted, skipped, dropped, nil
 }
 
+// markError names the mark step in its error, keeping a non-retryable ApplicationError
+// (the run ended: CleanupRunEndedError) typed and non-retryable: Temporal reports an
+// activity's error by its own type, so one wrapped by fmt.Errorf would be retried and
+// reach the workflow untyped.
+func markError(err error, f string, args ...any) error {
+	what := fmt.Sprintf(f, args...)
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && app.NonRetryable() {
+		return temporal.NewNonRetryableApplicationError(what+": "+err.Error(), app.Type(), err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
 // CleanupMarkTable is the second phase of a cleanup mark, for one table: it condemns
 // the table versions that no kept commit pins and that are older than the guard window,
 // then the data objects that no kept version lists and that are older than the guard
@@ -739,7 +752,7 @@ func (a *Activities) CleanupMarkTable(ctx context.Context, in CleanupMarkTableIn
 	}
 	res, err := mark(ctx, a.Catalog, s, in)
 	if err != nil {
-		return CleanupMarkTableResult{}, fmt.Errorf("mark table %q of graph %q: %w", in.Table, in.Graph, err)
+		return CleanupMarkTableResult{}, markError(err, "mark table %q of graph %q", in.Table, in.Graph)
 	}
 	res.Requests = s.requests()
 	return res, nil

@@ -219,13 +219,32 @@ func TestCleanup_ResetAfterItsRunEnded_EndsDefinitivelyRecordKept(t *testing.T) 
 	r := newRig(t)
 	r.startWorker()
 	r.commitAt("t", "v2", time.Now())
+	resetCleanupAtEveryTask(t, r, workflows.CleanupModeSweep)
+}
+
+// The same for a format-2 mark with keys to condemn (soak, localfs seed 303358): the
+// mark's refused condemn step is typed as the run having ended — it used to lose its
+// type in the step's wrapping, retry, and fail without an outcome.
+func TestCleanupV2_MarkResetAfterItsRunEnded_EndsDefinitivelyRecordKept(t *testing.T) {
+	t.Parallel()
+	r := newRig2(t)
+	r.startWorker()
+	r.commit("main", "t", "v2", time.Now()) // main's first version of t is garbage now
+	resetCleanupAtEveryTask(t, r.rig, workflows.CleanupModeMark)
+}
+
+// resetCleanupAtEveryTask runs a cleanup to done, then resets it to each of its
+// workflow tasks in turn: every reset execution must end definitively and leave the
+// run's and the operation's records as the first execution left them.
+func resetCleanupAtEveryTask(t *testing.T, r *rig, mode workflows.CleanupMode) {
+	t.Helper()
 	id := ulid.Make().String()
-	h, err := r.gc.StartCleanup(r.ctx, client.CleanupRequest{Graph: r.graph, KeepNewest: 1, Mode: workflows.CleanupModeSweep, GuardWindow: noGuard(), RunID: id})
+	h, err := r.gc.StartCleanup(r.ctx, client.CleanupRequest{Graph: r.graph, KeepNewest: 1, Mode: mode, GuardWindow: noGuard(), RunID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := h.Wait(r.ctx); err != nil || res.Outcome != outcome.Done {
-		t.Fatalf("cleanup: %+v, %v", res, err)
+	if res, err := h.Wait(r.ctx); err != nil || res.Outcome != outcome.Done || res.Condemned.Versions == 0 {
+		t.Fatalf("cleanup: %+v, %v; want done, with a version condemned", res, err)
 	}
 	var points []int64
 	it := r.tc.GetWorkflowHistory(r.ctx, h.WorkflowID, h.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
