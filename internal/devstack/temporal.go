@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
@@ -118,7 +119,15 @@ func probeTemporal(ctx context.Context, hostPort, namespace string) error {
 		return err
 	}
 	defer c.Close()
-	_, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
+	if _, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace}); err != nil {
+		return err
+	}
+	// DescribeNamespace reads the namespace's record; starting a workflow looks the name
+	// up in the frontend's namespace cache, which a fresh server fills later ("Namespace
+	// default is not found", seen by the soak right after a start). A task-queue call
+	// takes that lookup too: ready means both answer.
+	_, err = c.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{Namespace: namespace,
+		TaskQueue: &taskqueuepb.TaskQueue{Name: "graft-readiness-probe"}})
 	return err
 }
 
