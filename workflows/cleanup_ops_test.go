@@ -84,10 +84,11 @@ func TestCleanup_OneDeleteRefusedForGood_RunFinishesReportingIt_LaterRunsAndPins
 	checkInvariants(t, r)
 }
 
-// firstWorkflowTaskCompleted is the event id an operator resets a workflow to, to
-// re-run it from its start.
-func firstWorkflowTaskCompleted(t *testing.T, r *rig, workflowID, runID string) int64 {
+// workflowTasksCompleted lists, in order, the event ids an operator can reset a workflow
+// to: one per completed workflow task.
+func workflowTasksCompleted(t *testing.T, r *rig, workflowID, runID string) []int64 {
 	t.Helper()
+	var points []int64
 	it := r.tc.GetWorkflowHistory(r.ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
@@ -95,11 +96,27 @@ func firstWorkflowTaskCompleted(t *testing.T, r *rig, workflowID, runID string) 
 			t.Fatal(err)
 		}
 		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
-			return ev.GetEventId()
+			points = append(points, ev.GetEventId())
 		}
 	}
-	t.Fatalf("no workflow task completed in %s", workflowID)
-	return 0
+	if len(points) == 0 {
+		t.Fatalf("no workflow task completed in %s", workflowID)
+	}
+	return points
+}
+
+// resetTo resets an execution, as an operator would, to the workflow task completed at
+// event at, and returns the new execution's run id.
+func resetTo(t *testing.T, r *rig, workflowID, runID string, at int64, reason string) string {
+	t.Helper()
+	reset, err := r.tc.ResetWorkflowExecution(r.ctx, &workflowservice.ResetWorkflowExecutionRequest{
+		Namespace: "default", WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: workflowID, RunId: runID},
+		Reason: reason, WorkflowTaskFinishEventId: at, RequestId: ulid.Make().String(),
+	})
+	if err != nil {
+		t.Fatalf("reset %s to event %d: %v", workflowID, at, err)
+	}
+	return reset.GetRunId()
 }
 
 // TestCleanup_ResetByOperator_TheNewExecutionDrivesItsRun_NoOtherRunAdoptsIt (#9.11): an
@@ -126,16 +143,7 @@ func TestCleanup_ResetByOperator_TheNewExecutionDrivesItsRun_NoOtherRunAdoptsIt(
 		_, deleted := r.condemnedSummary(runID)
 		return deleted >= 25
 	})
-	reset, err := r.tc.ResetWorkflowExecution(r.ctx, &workflowservice.ResetWorkflowExecutionRequest{
-		Namespace:                 "default",
-		WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: h.WorkflowID, RunId: h.RunID},
-		Reason:                    "operator reset",
-		WorkflowTaskFinishEventId: firstWorkflowTaskCompleted(t, r, h.WorkflowID, h.RunID),
-		RequestId:                 ulid.Make().String(),
-	})
-	if err != nil {
-		t.Fatalf("reset: %v", err)
-	}
+	resetRun := resetTo(t, r, h.WorkflowID, h.RunID, workflowTasksCompleted(t, r, h.WorkflowID, h.RunID)[0], "operator reset")
 	if desc, err := r.tc.DescribeWorkflowExecution(r.ctx, h.WorkflowID, h.RunID); err != nil ||
 		desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED {
 		t.Fatalf("the reset execution: %v, %v; want it terminated", desc.GetWorkflowExecutionInfo().GetStatus(), err)
@@ -157,7 +165,7 @@ func TestCleanup_ResetByOperator_TheNewExecutionDrivesItsRun_NoOtherRunAdoptsIt(
 	}
 	removeDelay()
 
-	res, err := r.gc.AttachCleanup(r.ctx, h.WorkflowID, reset.GetRunId()).Wait(r.ctx)
+	res, err := r.gc.AttachCleanup(r.ctx, h.WorkflowID, resetRun).Wait(r.ctx)
 	if err != nil || res.RunID != runID || res.Outcome != outcome.Done {
 		t.Fatalf("the reset execution's result %+v, %v; want run %s done", res, err, runID)
 	}

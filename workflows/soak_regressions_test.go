@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
-	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	sdkclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -172,30 +170,12 @@ func TestCreateBranch_ResetAfterItEnded_NewRunReportsTheRecordedOutcome(t *testi
 	if err := endOf(r, run, &first); err != nil || first.Outcome != outcome.Created {
 		t.Fatalf("create: %+v, %v", first, err)
 	}
-	var points []int64
-	it := r.tc.GetWorkflowHistory(r.ctx, run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
-			points = append(points, ev.GetEventId())
-		}
-	}
-	runID := run.GetRunID()
+	points := workflowTasksCompleted(t, r, run.GetID(), run.GetRunID())
 	for i, at := range points {
-		reset, err := r.tc.ResetWorkflowExecution(r.ctx, &workflowservice.ResetWorkflowExecutionRequest{
-			Namespace: "default", WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: run.GetID(), RunId: run.GetRunID()},
-			Reason: "operator", WorkflowTaskFinishEventId: at, RequestId: ulid.Make().String(),
-		})
-		if err != nil {
-			t.Fatalf("reset to event %d: %v", at, err)
-		}
-		runID = reset.GetRunId()
+		runID := resetTo(t, r, run.GetID(), run.GetRunID(), at, "operator")
 		ctx, cancel := context.WithTimeout(r.ctx, 2*time.Minute)
 		var again workflows.CreateBranchResult
-		err = endOfCtx(ctx, r, r.tc.GetWorkflow(r.ctx, run.GetID(), runID), &again)
+		err := endOfCtx(ctx, r, r.tc.GetWorkflow(r.ctx, run.GetID(), runID), &again)
 		cancel()
 		if err != nil || again.Outcome != outcome.Created {
 			t.Fatalf("reset %d of %d (to event %d): the new run ended %+v, %v; want created, as recorded", i+1, len(points), at, again, err)
@@ -246,28 +226,12 @@ func resetCleanupAtEveryTask(t *testing.T, r *rig, mode workflows.CleanupMode) {
 	if res, err := h.Wait(r.ctx); err != nil || res.Outcome != outcome.Done || res.Condemned.Versions == 0 {
 		t.Fatalf("cleanup: %+v, %v; want done, with a version condemned", res, err)
 	}
-	var points []int64
-	it := r.tc.GetWorkflowHistory(r.ctx, h.WorkflowID, h.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
-			points = append(points, ev.GetEventId())
-		}
-	}
+	points := workflowTasksCompleted(t, r, h.WorkflowID, h.RunID)
 	for i, at := range points {
-		reset, err := r.tc.ResetWorkflowExecution(r.ctx, &workflowservice.ResetWorkflowExecutionRequest{
-			Namespace: "default", WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: h.WorkflowID, RunId: h.RunID},
-			Reason: "operator", WorkflowTaskFinishEventId: at, RequestId: ulid.Make().String(),
-		})
-		if err != nil {
-			t.Fatalf("reset to event %d: %v", at, err)
-		}
+		resetRun := resetTo(t, r, h.WorkflowID, h.RunID, at, "operator")
 		ctx, cancel := context.WithTimeout(r.ctx, 2*time.Minute)
 		var res workflows.CleanupResult
-		err = r.tc.GetWorkflow(ctx, h.WorkflowID, reset.GetRunId()).Get(ctx, &res)
+		err := r.tc.GetWorkflow(ctx, h.WorkflowID, resetRun).Get(ctx, &res)
 		cancel()
 		var app *temporal.ApplicationError
 		if err != nil && !(errors.As(err, &app) && outcome.Outcome(app.Type()).Valid()) {
