@@ -61,7 +61,7 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 		return PrepareCreateResult{}, fmt.Errorf("read graph: %w", gerr)
 	}
 	v2 := version == format.Version2
-	source, probe, res, err := a.resolveSource(ctx, in, v2)
+	source, source2, probe, res, err := a.resolveSource(ctx, in, v2)
 	if err == nil && res.Outcome == outcome.NotFound {
 		// A missing graph deserves its own message.
 		if errors.Is(gerr, graph.ErrGraphNotFound) {
@@ -107,8 +107,8 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 		if err != nil {
 			return end(outcome.Invalid, "%v", err)
 		}
-		plan, err := g.PlanFork(ctx, graph.ForkSpec{Branch: in.Branch, Tree: tree, Source: source.ID.String(),
-			Author: author, Message: message, Time: in.Time, Op: in.OpID})
+		plan, err := g.PlanForkOn(ctx, graph.ForkSpec{Branch: in.Branch, Tree: tree, Source: source.ID.String(),
+			Author: author, Message: message, Time: in.Time, Op: in.OpID}, source2)
 		switch {
 		case errors.Is(err, graph.ErrInvalid):
 			return end(outcome.Invalid, "fork commit: %v", err)
@@ -146,6 +146,15 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 	for table, v := range source.Pins {
 		pins = append(pins, catalog.Pin{Kind: catalog.ObjectTableVersion, Key: format.TableVersionKey(in.Graph, table, v)})
 	}
+	// The ref put the kernel will send, recorded as the operation's pending write with
+	// the witness: the witness says the tree's ref may land, the pending write says with
+	// which bytes, so the reconciler can settle it — one commit for both, before the
+	// clone is sent, instead of one before each put (docs/workflows.md).
+	refSpec := WriteSpec{Kind: WriteRef, Graph: in.Graph, Body: refBytes, Branch: in.Branch, Landed: outcome.Created, Subject: native}
+	pending, err := json.Marshal(refSpec)
+	if err != nil {
+		return PrepareCreateResult{}, fmt.Errorf("encode pending ref put: %w", err)
+	}
 	// One ledger transaction claims the operation, records its pins and —
 	// when no probe must come between them — the witness of the intent.
 	var c claimed
@@ -155,12 +164,17 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 			Graph: in.Graph, Logical: in.Branch, Native: native, Tree: tree.String(), OpID: in.OpID})
 		var exists *catalog.IncarnationExistsError
 		if errors.As(err, &exists) {
-			if exists.Existing.OpID == in.OpID && exists.Existing.Native == native {
-				return nil // our own witness, from an execution whose result was lost with its worker
+			if exists.Existing.OpID != in.OpID || exists.Existing.Native != native {
+				held = &exists.Existing
+				return nil // commit the operation and pins; the kernel's finish records the outcome and releases them
 			}
-			held = &exists.Existing
-			return nil // commit the operation and pins; the kernel's finish records the outcome and releases them
+			err = nil // our own witness, from an execution whose result was lost with its worker
 		}
+		if err != nil {
+			return err
+		}
+		_, err = a.Catalog.OperationProgressTx(ctx, tx, catalog.OperationProgressParams{ID: in.OpID, Owner: in.RunID,
+			Pending: pending, Phase: "write", Waiting: refSpec.Describe()})
 		return err
 	}
 	err = a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
@@ -227,7 +241,7 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 	}
 	return PrepareCreateResult{
 		Owned: true, Native: native, SourceCommit: source.ID.String(), ForkID: fork.ID.String(),
-		ForkBytes: forkBytes, RefBytes: refBytes, ForkChunks: forkChunks,
+		ForkBytes: forkBytes, RefBytes: refBytes, ForkChunks: forkChunks, RefSpec: &refSpec,
 	}, nil
 }
 
@@ -303,19 +317,22 @@ var errStopList = errors.New("stop listing")
 // root and needs no check; an arbitrary commit or tag may be older than
 // cleanup's windows.
 //
-// On a format-2 graph (v2) the commit returned carries only the source's id, branch and
-// time: PlanFork reads the rest, and the pins the create registers are the source commit's
-// key alone (docs/format.md: cleanup deletes referrers before referents, so a source commit
-// present after its pin has its chunks, versions and objects).
-func (a *Activities) resolveSource(ctx context.Context, in PrepareCreateInput, v2 bool) (format.Commit, bool, PrepareCreateResult, error) {
-	end := func(o outcome.Outcome, f string, args ...any) (format.Commit, bool, PrepareCreateResult, error) {
-		return format.Commit{}, false, PrepareCreateResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
+// On a format-2 graph (v2) the format-1 commit returned carries only the source's id,
+// branch and time, and the second result is the whole commit, which PlanForkOn builds the
+// fork on; the pins the create registers are the source commit's key alone
+// (docs/format.md: cleanup deletes referrers before referents, so a source commit present
+// after its pin has its chunks, versions and objects).
+func (a *Activities) resolveSource(ctx context.Context, in PrepareCreateInput, v2 bool) (format.Commit, graph.Commit, bool, PrepareCreateResult, error) {
+	end := func(o outcome.Outcome, f string, args ...any) (format.Commit, graph.Commit, bool, PrepareCreateResult, error) {
+		return format.Commit{}, graph.Commit{}, false, PrepareCreateResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
 	}
+	var whole graph.Commit
 	readCommit := func(id string) (format.Commit, error) {
 		if !v2 {
 			return graph.ReadCommit(ctx, a.Store, in.Graph, id)
 		}
 		c, err := graph.ReadCommitAny(ctx, a.Store, in.Graph, id)
+		whole = c
 		return format.Commit{ID: c.ID, Branch: c.Branch, Time: c.Time}, err
 	}
 	switch {
@@ -328,7 +345,7 @@ func (a *Activities) resolveSource(ctx context.Context, in PrepareCreateInput, v
 			id, _ := format.ParseCommitID(in.SourceCommit)
 			run, reclaimed, lerr := a.Catalog.KeyReclaimed(ctx, catalog.KeyReclaimedParams{Graph: in.Graph, Key: format.CommitIDKey(in.Graph, id)})
 			if lerr != nil {
-				return format.Commit{}, false, PrepareCreateResult{}, fmt.Errorf("look up reclaimed commit: %w", lerr)
+				return format.Commit{}, graph.Commit{}, false, PrepareCreateResult{}, fmt.Errorf("look up reclaimed commit: %w", lerr)
 			}
 			if reclaimed {
 				return end(outcome.NotRetained, "commit %s was reclaimed by cleanup run %s", in.SourceCommit, run)
@@ -338,7 +355,7 @@ func (a *Activities) resolveSource(ctx context.Context, in PrepareCreateInput, v
 		if err != nil {
 			return fail(err, "read source commit")
 		}
-		return c, true, PrepareCreateResult{}, nil
+		return c, whole, true, PrepareCreateResult{}, nil
 	case in.SourceTag != "":
 		if err := format.ValidateTagName(in.SourceTag); err != nil {
 			return end(outcome.Invalid, "source tag: %v", err)
@@ -364,7 +381,7 @@ func (a *Activities) resolveSource(ctx context.Context, in PrepareCreateInput, v
 		if err != nil {
 			return fail(err, "read tagged commit")
 		}
-		return c, true, PrepareCreateResult{}, nil
+		return c, whole, true, PrepareCreateResult{}, nil
 	default:
 		name := in.SourceBranch
 		if name == "" {
@@ -389,26 +406,28 @@ func (a *Activities) resolveSource(ctx context.Context, in PrepareCreateInput, v
 			if err != nil {
 				return fail(err, "read source head")
 			}
-			return format.Commit{ID: h.Commit.ID, Branch: h.Commit.Branch, Time: h.Commit.Time}, false, PrepareCreateResult{}, nil
+			return format.Commit{ID: h.Commit.ID, Branch: h.Commit.Branch, Time: h.Commit.Time}, h.Commit, false, PrepareCreateResult{}, nil
 		}
 		c, err := graph.ReadHead(ctx, a.Store, in.Graph, b.Tree)
 		if err != nil {
 			return fail(err, "read source head")
 		}
-		return c, false, PrepareCreateResult{}, nil
+		return c, graph.Commit{}, false, PrepareCreateResult{}, nil
 	}
 }
 
-func fail(err error, what string) (format.Commit, bool, PrepareCreateResult, error) {
+func fail(err error, what string) (format.Commit, graph.Commit, bool, PrepareCreateResult, error) {
 	if errors.Is(err, format.ErrMalformed) || errors.Is(err, format.ErrUnsupportedFormat) || errors.Is(err, format.ErrTooLarge) {
-		return format.Commit{}, false, PrepareCreateResult{Outcome: outcome.Invalid, Message: fmt.Sprintf("%s: %v", what, err)}, nil
+		return format.Commit{}, graph.Commit{}, false, PrepareCreateResult{Outcome: outcome.Invalid, Message: fmt.Sprintf("%s: %v", what, err)}, nil
 	}
-	return format.Commit{}, false, PrepareCreateResult{}, fmt.Errorf("%s: %w", what, err)
+	return format.Commit{}, graph.Commit{}, false, PrepareCreateResult{}, fmt.Errorf("%s: %w", what, err)
 }
 
 // CloneTree writes the new tree's fork commit with put-if-absent, settling an
-// ambiguous answer by read-back and byte-identical re-issue, then witnesses
-// "cloned" — before the ref put that could make the tree reachable.
+// ambiguous answer by read-back and byte-identical re-issue. It records nothing:
+// the prepare's witness already says the tree and its ref may exist, and recorded
+// the ref put beside it (an incarnation goes from intent to live; "cloned" is a
+// state only older creates recorded).
 func (a *Activities) CloneTree(ctx context.Context, in CloneInput) (CloneResult, error) {
 	id, err := format.ParseCommitID(in.ForkID)
 	if err != nil {
@@ -443,20 +462,6 @@ func (a *Activities) CloneTree(ctx context.Context, in CloneInput) (CloneResult,
 		return CloneResult{State: CloneNotCommitted, Message: err.Error()}, nil
 	default:
 		return CloneResult{}, fmt.Errorf("put fork commit: %w", err)
-	}
-	err = a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
-		if _, err := a.Catalog.OperationLockOwnedTx(ctx, tx, in.Owner.OpID, in.Owner.Run); err != nil {
-			return err
-		}
-		_, err := a.Catalog.IncarnationSetStateTx(ctx, tx, catalog.IncarnationSetStateParams{
-			Graph: in.Graph, Native: in.Native, From: catalog.IncarnationIntent, To: catalog.IncarnationCloned})
-		return err
-	})
-	if errors.Is(err, catalog.ErrNotOwner) {
-		return CloneResult{State: CloneNotCommitted, Message: err.Error()}, nil
-	}
-	if err != nil {
-		return CloneResult{}, fmt.Errorf("witness cloned: %w", err)
 	}
 	return CloneResult{State: CloneCommitted}, nil
 }
@@ -529,7 +534,9 @@ func (a *Activities) refIsOurs(ctx context.Context, in WriteInput) (Verdict, err
 		return Verdict{State: Invalid, Message: err.Error()}, nil
 	}
 	var settled catalog.IncarnationSettleResult
-	err = a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
+	// Recoverable: lost in a crash of Postgres, this leaves the witness unsettled beside a
+	// ref key holding our bytes, which the reconciler's fence finds and finishes again.
+	err = a.Catalog.InTxRecoverable(ctx, func(tx pgx.Tx) error {
 		if _, err := a.Catalog.OperationLockOwnedTx(ctx, tx, in.Owner.OpID, in.Owner.Run); err != nil {
 			return err
 		}
@@ -631,7 +638,9 @@ func (a *Activities) ReclaimClone(ctx context.Context, in ReclaimInput) error {
 		a.logger(ctx).Info("graft clone delete refused; left for cleanup", "op_id", in.Owner.OpID, "native", in.Native, "detail", err.Error())
 	}
 	var settled catalog.IncarnationSettleResult
-	err = a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
+	// Recoverable: lost in a crash of Postgres, this leaves the witness unsettled beside a
+	// ref key holding our bytes, which the reconciler's fence finds and finishes again.
+	err = a.Catalog.InTxRecoverable(ctx, func(tx pgx.Tx) error {
 		if _, err := a.Catalog.OperationLockOwnedTx(ctx, tx, in.Owner.OpID, in.Owner.Run); err != nil {
 			return err
 		}

@@ -43,6 +43,10 @@ type PrepareCreateResult struct {
 	// ForkChunks (format 2) are the chunks the fork commit names that its source's did
 	// not, put before it.
 	ForkChunks []ChunkPut
+	// RefSpec is the ref put, recorded as the operation's pending write with the
+	// witness; the kernel sends it as it is (WriteInput.PendingRecorded). Nil from a
+	// prepare that recorded no pending write (an older worker's).
+	RefSpec *WriteSpec `json:",omitempty"`
 }
 
 // CloneState is what CloneTree proved about the fork commit.

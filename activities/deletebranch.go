@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
@@ -38,6 +40,9 @@ type PrepareDeleteBranchResult struct {
 	Tags []string
 	// Retired: this operation retired the branch already (a repeated request).
 	Retired bool
+	// PendingRecorded: Spec is recorded as the operation's pending write already
+	// (WriteInput.PendingRecorded).
+	PendingRecorded bool `json:",omitempty"`
 }
 
 // PrepareDeleteBranch records a branch delete and decides whether it may
@@ -57,21 +62,50 @@ func (a *Activities) PrepareDeleteBranch(ctx context.Context, in PrepareDeleteBr
 		return PrepareDeleteBranchResult{Outcome: outcome.Invalid, Message: "main cannot be deleted: it is every graph's default branch"}, nil
 	}
 	inputs, _ := json.Marshal(map[string]any{"action": "delete", "branch": in.Branch, "force": in.Force})
-	r, err := a.recordOnly(ctx, catalog.OperationInsertParams{ID: in.OpID, Kind: catalog.OpDeleteBranch, Graph: in.Graph,
-		Inputs: inputs, WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID})
+	rec := catalog.OperationInsertParams{ID: in.OpID, Kind: catalog.OpDeleteBranch, Graph: in.Graph,
+		Inputs: inputs, WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID}
+	// Decide from storage first (reads only), then claim the operation — and, when it
+	// retires a ref, record the retire as its pending write — in one transaction.
+	res, err := a.decideDelete(ctx, in)
 	if err != nil {
 		return PrepareDeleteBranchResult{}, err
 	}
-	if !r.owned {
-		return PrepareDeleteBranchResult{Outcome: r.outcome, Message: r.message}, nil
+	var pending []byte
+	if res.Outcome == "" && !res.Retired {
+		if pending, err = json.Marshal(res.Spec); err != nil {
+			return PrepareDeleteBranchResult{}, fmt.Errorf("encode pending retire: %w", err)
+		}
 	}
-	res := PrepareDeleteBranchResult{Owned: true}
+	var c claimed
+	err = a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if c, err = a.claim(ctx, tx, rec); err != nil || !c.owned || c.outcome != "" || pending == nil {
+			return err
+		}
+		_, err = a.Catalog.OperationProgressTx(ctx, tx, catalog.OperationProgressParams{ID: in.OpID, Owner: in.RunID,
+			Pending: pending, Phase: "write", Waiting: res.Spec.Describe()})
+		return err
+	})
+	switch {
+	case err != nil:
+		return PrepareDeleteBranchResult{}, err
+	case !c.owned:
+		return PrepareDeleteBranchResult{Outcome: c.outcome, Message: c.message}, nil
+	case c.outcome != "":
+		return PrepareDeleteBranchResult{Owned: true, Outcome: c.outcome, Message: c.message}, nil
+	}
+	res.Owned, res.PendingRecorded = true, pending != nil
+	return res, nil
+}
+
+// decideDelete reads what a delete needs — the name's refs, the witness of its live
+// incarnation, its head and the graph's tags — and decides: the retire to send, or the
+// outcome that ends the delete. It writes nothing.
+func (a *Activities) decideDelete(ctx context.Context, in PrepareDeleteBranchInput) (PrepareDeleteBranchResult, error) {
+	var res PrepareDeleteBranchResult
 	stop := func(o outcome.Outcome, f string, args ...any) (PrepareDeleteBranchResult, error) {
 		res.Outcome, res.Message = o, fmt.Sprintf(f, args...)
 		return res, nil
-	}
-	if r.outcome != "" {
-		return stop(r.outcome, "%s", r.message)
 	}
 
 	incs, err := graph.ReadBranchIncarnations(ctx, a.Store, in.Graph, in.Branch)

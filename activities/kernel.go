@@ -170,6 +170,10 @@ type WriteInput struct {
 	Attempt int
 	// Reason says why a fence is put (for the fence's bytes and the logs).
 	Reason string
+	// PendingRecorded: the step before recorded Spec as the operation's pending write
+	// (a create's prepare, with its witness), so the first attempt only checks that the
+	// row is still this run's and names it, and records nothing.
+	PendingRecorded bool
 }
 
 // Write sends a write, or re-issues it, and says what its answer proves. The first attempt
@@ -178,7 +182,11 @@ type WriteInput struct {
 // behind a head that moved it is Other, never a refill of a key cleanup emptied.
 func (a *Activities) Write(ctx context.Context, in WriteInput) (Verdict, error) {
 	if in.Attempt == 0 {
-		if v, err := a.recordPending(ctx, in); err != nil || v.State != "" {
+		record := a.recordPending
+		if in.PendingRecorded {
+			record = a.checkPending
+		}
+		if v, err := record(ctx, in); err != nil || v.State != "" {
 			return v, err
 		}
 	}
@@ -205,6 +213,34 @@ func (a *Activities) recordPending(ctx context.Context, in WriteInput) (Verdict,
 		return Verdict{}, fmt.Errorf("record pending write: %w", err)
 	}
 	return Verdict{}, nil
+}
+
+// checkPending is recordPending for a write the step before recorded: a read, not a
+// commit. The row must still be this run's and unfinished (NotOwner otherwise, as a
+// refused record would be); one whose pending write is not in.Spec is recorded after all.
+func (a *Activities) checkPending(ctx context.Context, in WriteInput) (Verdict, error) {
+	op, err := a.Catalog.OperationGet(ctx, catalog.OperationGetParams{ID: in.Owner.OpID})
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+		return Verdict{State: NotOwner, Message: err.Error()}, nil
+	case err != nil:
+		return Verdict{}, fmt.Errorf("read operation: %w", err)
+	case op.OwnerRun != in.Owner.Run:
+		return Verdict{State: NotOwner, Message: (&catalog.NotOwnerError{ID: op.ID, Owner: op.OwnerRun, Caller: in.Owner.Run}).Error()}, nil
+	case op.State == catalog.OperationDone:
+		return Verdict{State: NotOwner, Message: fmt.Sprintf("operation %s is finished (%s)", op.ID, op.Outcome)}, nil
+	}
+	if recorded, ok := pendingSpec(op); ok && sameWrite(recorded, in.Spec) {
+		return Verdict{}, nil
+	}
+	return a.recordPending(ctx, in)
+}
+
+// sameWrite reports whether two specs describe the same write, byte for byte.
+func sameWrite(a, b WriteSpec) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
 func (a *Activities) issue(ctx context.Context, in WriteInput) (Verdict, error) {
@@ -545,9 +581,11 @@ func (a *Activities) retireTag(ctx context.Context, o Owner, w WriteSpec) (Verdi
 }
 
 // retireWitnessOwned records a retired ref's witness retired, when the ledger has one and
-// the operation is still the owner's.
+// the operation is still the owner's. Recoverable (catalog.InTxRecoverable): it follows
+// the retire, which stays the operation's pending write until the finish, so the
+// reconciler re-issues the retire (finding it landed) and records it again.
 func (a *Activities) retireWitnessOwned(ctx context.Context, o Owner, graphName, native string) error {
-	return a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
+	return a.Catalog.InTxRecoverable(ctx, func(tx pgx.Tx) error {
 		if _, err := a.Catalog.OperationLockOwnedTx(ctx, tx, o.OpID, o.Run); err != nil {
 			return err
 		}
@@ -629,8 +667,15 @@ func (a *Activities) Progress(ctx context.Context, in ProgressInput) error {
 			if _, err := a.Catalog.OperationLockOwnedTx(ctx, tx, in.Owner.OpID, in.Owner.Run); err != nil {
 				return err
 			}
+			// A create's witness is intent until it settles (cloned for creates an older
+			// worker began): either moves to in_doubt.
 			_, err := a.Catalog.IncarnationSetStateTx(ctx, tx, catalog.IncarnationSetStateParams{
-				Graph: in.Graph, Native: in.Native, From: catalog.IncarnationCloned, To: catalog.IncarnationInDoubt})
+				Graph: in.Graph, Native: in.Native, From: catalog.IncarnationIntent, To: catalog.IncarnationInDoubt})
+			var conflict *catalog.StateConflictError
+			if errors.As(err, &conflict) && conflict.Current == string(catalog.IncarnationCloned) {
+				_, err = a.Catalog.IncarnationSetStateTx(ctx, tx, catalog.IncarnationSetStateParams{
+					Graph: in.Graph, Native: in.Native, From: catalog.IncarnationCloned, To: catalog.IncarnationInDoubt})
+			}
 			return err
 		})
 		if err != nil && !errors.Is(err, catalog.ErrNotOwner) && !errors.Is(err, catalog.ErrStateConflict) {
@@ -695,6 +740,11 @@ func (a *Activities) Finish(ctx context.Context, in FinishInput) (FinishResult, 
 		if before, err = a.Catalog.OperationLockOwnedTx(ctx, tx, in.Owner.OpID, in.Owner.Run); err != nil {
 			return err
 		}
+		if finishDerivable(before, in.Outcome) {
+			if err := a.Catalog.MarkRecoverableTx(ctx, tx); err != nil {
+				return err
+			}
+		}
 		incs, err := a.Catalog.IncarnationListByOpTx(ctx, tx, catalog.IncarnationListByOpParams{OpID: in.Owner.OpID})
 		if err != nil {
 			return err
@@ -739,6 +789,16 @@ func (a *Activities) Finish(ctx context.Context, in FinishInput) (FinishResult, 
 	}
 	a.observeFinished(string(in.Kind), string(out))
 	return FinishResult{Owned: true}, nil
+}
+
+// finishDerivable reports whether the reconciler would record out again if this finish
+// were lost: the operation's pending write is one whose landing ends it with out, and out
+// is only reported once it landed — so the reconciler's fence of that write finds it
+// landed and finishes with the same outcome. Such a finish commits without waiting for
+// the WAL flush (catalog.InTxRecoverable); every other finish waits.
+func finishDerivable(op catalog.Operation, out outcome.Outcome) bool {
+	spec, ok := pendingSpec(op)
+	return ok && out != "" && spec.Landed == out
 }
 
 // --- logging ---

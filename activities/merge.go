@@ -77,6 +77,9 @@ type PlanMergeResult struct {
 	// preview, the outcome the merge would have (merged, adopted, ...).
 	Outcome outcome.Outcome
 	Message string
+	// PendingRecorded: Spec is recorded as the operation's pending write already, with
+	// the pins of what it names (WriteInput.PendingRecorded).
+	PendingRecorded bool `json:",omitempty"`
 	// Owned: the ledger row is this run's; the kernel finishes it.
 	Owned      bool
 	Relation   graph.Relation

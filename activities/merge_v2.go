@@ -145,26 +145,6 @@ func (a *Activities) planMergeV2(ctx context.Context, in PlanMergeInput, rec cat
 		return stop(res, res.Kind, "%d tables to change on %q from %q", len(plan.Tables)-countKept(plan.Tables), in.Target, in.Source)
 	}
 
-	// Pin what the merge commit newly names — the adopted versions, the merged versions
-	// and their chunks — then probe the source head (the merge commit names it as a
-	// parent, and a cleanup that finished before the pin may have reclaimed it).
-	var adopted []string
-	for _, line := range plan.Tables {
-		if line.Action == graph.TableAdopt && !line.Source.IsZero() {
-			adopted = append(adopted, format.TableVersionKey(in.Graph, line.Table, line.Source))
-		}
-	}
-	if o, msg, err := a.pinKeys(ctx, Owner{OpID: in.OpID, Run: in.RunID}, in.Graph, catalog.ObjectTableVersion, append(adopted, plan.Keys()...)); err != nil || o != "" {
-		res.Outcome, res.Message = o, msg
-		return res, err
-	}
-	if missing, err := a.probeKeys(ctx, format.CommitIDKey(in.Graph, source.ID)); err != nil || missing != "" {
-		if err != nil {
-			return PlanMergeResult{}, err
-		}
-		res.Outcome, res.Message = outcome.NotRetained, fmt.Sprintf("source head %s was reclaimed by cleanup while merging; run the merge again", source.ID)
-		return res, nil
-	}
 	author, message := in.Author, in.Message
 	if author == "" {
 		author = "graft"
@@ -187,10 +167,6 @@ func (a *Activities) planMergeV2(ctx context.Context, in PlanMergeInput, rec cat
 	case err != nil:
 		return PlanMergeResult{}, fmt.Errorf("plan merge commit: %w", err)
 	}
-	if o, msg, err := a.pinKeys(ctx, Owner{OpID: in.OpID, Run: in.RunID}, in.Graph, catalog.ObjectCommit, ap.Keys()); err != nil || o != "" {
-		res.Outcome, res.Message = o, msg
-		return res, err
-	}
 	spec := publishSpec(in.Graph, ap, res.Kind)
 	for _, v := range plan.Versions {
 		for _, c := range v.Chunks {
@@ -198,6 +174,31 @@ func (a *Activities) planMergeV2(ctx context.Context, in PlanMergeInput, rec cat
 		}
 		spec.Pre = append(spec.Pre, ChunkPut{Key: v.Key, Body: v.Body})
 	}
+	// Pin what the merge commit newly names — the adopted versions, the merged versions
+	// and their chunks, the commit and its chunks — and record the publish as the
+	// operation's pending write, in one transaction; then probe the source head (the
+	// merge commit names it as a parent, and a cleanup that finished before the pin may
+	// have reclaimed it; one present after the pins has what it names, since cleanup
+	// deletes referrers before referents).
+	var adopted []string
+	for _, line := range plan.Tables {
+		if line.Action == graph.TableAdopt && !line.Source.IsZero() {
+			adopted = append(adopted, format.TableVersionKey(in.Graph, line.Table, line.Source))
+		}
+	}
+	pins := append(keyPins(catalog.ObjectTableVersion, append(adopted, plan.Keys()...)...), keyPins(catalog.ObjectCommit, ap.Keys()...)...)
+	if o, msg, err := a.pinAndRecord(ctx, Owner{OpID: in.OpID, Run: in.RunID}, in.Graph, pins, spec); err != nil || o != "" {
+		res.Outcome, res.Message = o, msg
+		return res, err
+	}
+	if missing, err := a.probeKeys(ctx, format.CommitIDKey(in.Graph, source.ID)); err != nil || missing != "" {
+		if err != nil {
+			return PlanMergeResult{}, err
+		}
+		res.Outcome, res.Message = outcome.NotRetained, fmt.Sprintf("source head %s was reclaimed by cleanup while merging; run the merge again", source.ID)
+		return res, nil
+	}
+	res.PendingRecorded = true
 	res.Commit, res.Spec = ap.Commit.ID.String(), spec
 	return res, nil
 }

@@ -2,8 +2,11 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
@@ -30,9 +33,16 @@ func (a *Activities) graphOf(name string) (*graph.Graph, error) {
 	return graph.Open(a.Store, name)
 }
 
-// graphFormat reads a graph's record and says its format version.
+// graphFormat says a graph's format version: 2 without a request for a graph read at 2
+// before (a format never goes back), otherwise from its record, one GET.
 func (a *Activities) graphFormat(ctx context.Context, name string) (int, error) {
+	if _, ok := a.formats.Load(name); ok {
+		return format.Version2, nil
+	}
 	_, v, err := graph.ReadGraphAny(ctx, a.Store, name)
+	if err == nil && v == format.Version2 {
+		a.formats.Store(name, struct{}{})
+	}
 	return v, err
 }
 
@@ -71,11 +81,7 @@ func (a *Activities) pinKeys(ctx context.Context, o Owner, graphName string, kin
 	if len(keys) == 0 {
 		return "", "", nil
 	}
-	pins := make([]catalog.Pin, 0, len(keys))
-	for _, k := range keys {
-		pins = append(pins, catalog.Pin{Kind: kind, Key: k})
-	}
-	err := a.Catalog.PinsRegister(ctx, catalog.PinsRegisterParams{OpID: o.OpID, Graph: graphName, Pins: pins, Owner: o.Run})
+	err := a.Catalog.PinsRegister(ctx, catalog.PinsRegisterParams{OpID: o.OpID, Graph: graphName, Pins: keyPins(kind, keys...), Owner: o.Run})
 	switch {
 	case errors.Is(err, catalog.ErrCondemned):
 		return outcome.NotRetained, fmt.Sprintf("a key the write names is condemned by a running cleanup: %v", err), nil
@@ -85,6 +91,43 @@ func (a *Activities) pinKeys(ctx context.Context, o Owner, graphName string, kin
 		return "", "", fmt.Errorf("pin keys: %w", err)
 	}
 	return "", "", nil
+}
+
+// pinAndRecord registers pins and records spec as the operation's pending write, in one
+// ledger transaction guarded by o: the last step before a write pins what the write names
+// and witnesses the write itself with one commit, and the kernel's first attempt then only
+// checks it (WriteInput.PendingRecorded). Outcomes as pinKeys'.
+func (a *Activities) pinAndRecord(ctx context.Context, o Owner, graphName string, pins []catalog.Pin, spec WriteSpec) (outcome.Outcome, string, error) {
+	pending, err := json.Marshal(spec)
+	if err != nil {
+		return "", "", fmt.Errorf("encode pending write: %w", err)
+	}
+	err = a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
+		if err := a.Catalog.PinsRegisterTx(ctx, tx, catalog.PinsRegisterParams{OpID: o.OpID, Graph: graphName, Pins: pins, Owner: o.Run}); err != nil {
+			return err
+		}
+		_, err := a.Catalog.OperationProgressTx(ctx, tx, catalog.OperationProgressParams{ID: o.OpID, Owner: o.Run,
+			Pending: pending, Phase: "write", Waiting: spec.Describe()})
+		return err
+	})
+	switch {
+	case errors.Is(err, catalog.ErrCondemned):
+		return outcome.NotRetained, fmt.Sprintf("a key the write names is condemned by a running cleanup: %v", err), nil
+	case errors.Is(err, catalog.ErrNotOwner), errors.Is(err, catalog.ErrStateConflict), errors.Is(err, catalog.ErrNotFound):
+		return outcome.Conflict, fmt.Sprintf("operation %s is no longer this run's: %v", o.OpID, err), nil
+	case err != nil:
+		return "", "", fmt.Errorf("pin keys and record the write: %w", err)
+	}
+	return "", "", nil
+}
+
+// keyPins pins keys as kind.
+func keyPins(kind catalog.ObjectKind, keys ...string) []catalog.Pin {
+	pins := make([]catalog.Pin, 0, len(keys))
+	for _, k := range keys {
+		pins = append(pins, catalog.Pin{Kind: kind, Key: k})
+	}
+	return pins
 }
 
 // publishVerdict classifies what Publish, SettlePublish or CheckPublish said.

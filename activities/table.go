@@ -131,7 +131,7 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 	}
 	res.Version = nativeULID(in.OpID+"/version", 0, res.Time).String()
 
-	if _, res.Format, err = graph.ReadGraphAny(ctx, a.Store, in.Graph); err != nil {
+	if res.Format, err = a.graphFormat(ctx, in.Graph); err != nil {
 		if errors.Is(err, graph.ErrGraphNotFound) {
 			return stop(outcome.NotFound, "graph %q does not exist; create it with `graft graph init %s`", in.Graph, in.Graph)
 		}
@@ -376,6 +376,9 @@ type PlanCommitResult struct {
 	// Spec is the commit write to issue: its exact bytes, which every put and
 	// re-issue sends.
 	Spec WriteSpec
+	// PendingRecorded: Spec is recorded as the operation's pending write already, with
+	// the pins of what it names (WriteInput.PendingRecorded).
+	PendingRecorded bool `json:",omitempty"`
 }
 
 // PlanCommit reads the branch's real head — an expected head must be it —

@@ -180,9 +180,6 @@ func (a *Activities) planCommitV2(ctx context.Context, in PlanCommitInput, b gra
 	case err != nil:
 		return PlanCommitResult{}, fmt.Errorf("plan commit: %w", err)
 	}
-	if o, msg, err := a.pinKeys(ctx, in.Owner, in.Graph, catalog.ObjectCommit, plan.Keys()); err != nil || o != "" {
-		return PlanCommitResult{Outcome: o, Message: msg}, err
-	}
 	spec := publishSpec(in.Graph, plan, outcome.Done)
 	res := PlanCommitResult{Commit: plan.Commit.ID.String(), Parent: head.Commit.ID.String()}
 	if edited != nil {
@@ -192,7 +189,10 @@ func (a *Activities) planCommitV2(ctx context.Context, in PlanCommitInput, b gra
 		spec.Pre = append(spec.Pre, ChunkPut{Key: edited.Key, Body: edited.Body})
 		res.Version = version.String()
 	}
-	res.Spec = spec
+	if o, msg, err := a.pinAndRecord(ctx, in.Owner, in.Graph, keyPins(catalog.ObjectCommit, plan.Keys()...), spec); err != nil || o != "" {
+		return PlanCommitResult{Outcome: o, Message: msg}, err
+	}
+	res.Spec, res.PendingRecorded = spec, true
 	return res, nil
 }
 

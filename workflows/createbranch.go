@@ -119,6 +119,7 @@ func (r *createRun) createOnce(ctx workflow.Context, attempt int, started time.T
 	var a *activities.Activities
 	r.status.Native = ""
 	r.prep = nil
+	r.pendingRecorded = false
 	r.setPhase(ctx, "prepare", "")
 	var prep activities.PrepareCreateResult
 	info := workflow.GetInfo(ctx)
@@ -149,6 +150,10 @@ func (r *createRun) createOnce(ctx workflow.Context, attempt int, started time.T
 		return ending{}, false, fmt.Errorf("clone: %w", err)
 	}
 	refSpec := activities.WriteSpec{Kind: activities.WriteRef, Graph: r.in.Graph, Body: prep.RefBytes, Branch: r.in.Branch, Landed: outcome.Created, Subject: prep.Native}
+	if prep.RefSpec != nil {
+		// The prepare recorded the ref put as the operation's pending write.
+		refSpec, r.pendingRecorded = *prep.RefSpec, true
+	}
 	switch clone.State {
 	case activities.CloneRefused:
 		// Definitely not stored, and the ref was never sent: nothing to fence.

@@ -316,9 +316,10 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 		if err != nil {
 			t.Fatalf("start: %v", err)
 		}
-		r.waitFor("the clone to be witnessed", time.Minute, func() bool {
+		r.waitFor("the clone to be stored, its witness and ref put recorded", time.Minute, func() bool {
 			incs := r.incarnations(branch)
-			return len(incs) == 1 && incs[0].State == catalog.IncarnationCloned
+			return len(incs) == 1 && incs[0].State == catalog.IncarnationIntent &&
+				len(r.treeCommits(incs[0].Native)) == 1 && len(r.operation(incs[0].OpID).Pending) > 0
 		})
 		time.Sleep(200 * time.Millisecond) // the child is now stalled before the ref put
 		child.Process.Kill()

@@ -75,6 +75,7 @@ func DeleteBranch(ctx workflow.Context, in DeleteBranchInput) (DeleteBranchResul
 			return end(OutcomeDeleted, "")
 		}
 		r.setPhase(ctx, "retire", "compare-and-swap of "+prep.Native+" into a retired ref")
+		r.pendingRecorded = prep.PendingRecorded
 		v, err := r.write(ctx, prep.Spec)
 		res.SettleAttempts = r.status.SettleAttempts
 		if err != nil {

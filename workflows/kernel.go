@@ -105,6 +105,9 @@ type opRun struct {
 	abandonC workflow.ReceiveChannel
 	// planned: the operation's first plan step ran (a re-plan follows an effect).
 	planned bool
+	// pendingRecorded: the step before recorded the next write as the operation's pending
+	// write; the write's first attempt only checks it (activities.WriteInput).
+	pendingRecorded bool
 }
 
 // runSpec names an operation for newOpRun.
@@ -191,7 +194,8 @@ func (r *opRun) write(ctx workflow.Context, w activities.WriteSpec) (activities.
 	var a *activities.Activities
 	what := w.Describe()
 	r.pending = &w
-	in := activities.WriteInput{Owner: r.owner, Spec: w}
+	in := activities.WriteInput{Owner: r.owner, Spec: w, PendingRecorded: r.pendingRecorded}
+	r.pendingRecorded = false
 	r.setPhase(ctx, "write", what)
 	var v activities.Verdict
 	if err := r.step(ctx, "write: "+what, a.Write, in, &v); err != nil {

@@ -137,7 +137,7 @@ func Merge(ctx workflow.Context, in MergeInput) (MergeResult, error) {
 			res.Unchanged, res.Conflicts = plan.Unchanged, plan.Conflicts
 			res.Tables = mergeTables(plan.Tables) // a re-plan replaces the whole plan
 			res.Commit, r.status.Commit = plan.Commit, plan.Commit
-			return plannedCommit{out: plan.Outcome, msg: plan.Message, committed: plan.Committed, spec: plan.Spec, success: plan.Kind}, nil
+			return plannedCommit{out: plan.Outcome, msg: plan.Message, committed: plan.Committed, spec: plan.Spec, recorded: plan.PendingRecorded, success: plan.Kind}, nil
 		})
 	})
 	return res, err

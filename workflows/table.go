@@ -172,7 +172,7 @@ func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, err
 			if plan.Version != "" {
 				res.Version, r.status.Version = plan.Version, plan.Version
 			}
-			return plannedCommit{out: plan.Outcome, msg: plan.Message, committed: plan.Committed, spec: plan.Spec, success: outcome.Done}, err
+			return plannedCommit{out: plan.Outcome, msg: plan.Message, committed: plan.Committed, spec: plan.Spec, recorded: plan.PendingRecorded, success: outcome.Done}, err
 		})
 	})
 	return res, err
@@ -188,6 +188,8 @@ type plannedCommit struct {
 	// moved: plan again (the head read moved on before its pin held).
 	moved bool
 	spec  activities.WriteSpec
+	// recorded: the plan recorded spec as the operation's pending write.
+	recorded bool
 	// success is the outcome once the commit is stored.
 	success outcome.Outcome
 }
@@ -214,6 +216,7 @@ func appendCommit(ctx workflow.Context, r *opRun, expectedHead, branch string, h
 			*headRetries = attempt + 1
 			continue
 		}
+		r.pendingRecorded = p.recorded
 		v, err := r.write(ctx, p.spec)
 		*settleAttempts = r.status.SettleAttempts
 		if err != nil {

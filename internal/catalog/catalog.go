@@ -198,9 +198,43 @@ func (c *Catalog) InTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return err
 }
 
+// InTxRecoverable is InTx for a transaction that records what the reconciler can derive
+// again from the ledger and storage — an operation's finish, whose loss looks exactly like
+// a worker that stopped between the operation's last write and its finish: the row still
+// names its pending write, and the reconciler settles it (docs/operations.md, "The
+// ledger's commits"). Its commit does not wait for the WAL to reach disk
+// (synchronous_commit off for this transaction alone): it is visible to every session at
+// once, and durable with the next flush — within wal_writer_delay, or sooner, since any
+// later synchronous commit flushes the WAL up to and past it. So a crash of Postgres can
+// lose such a commit only together with everything committed after it, never a record
+// that a later durable one relies on. Every transaction that witnesses an effect before
+// it is sent stays synchronous.
+func (c *Catalog) InTxRecoverable(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	_, err := inTxOpts(ctx, c, recoverableTx, func(tx pgx.Tx) (struct{}, error) { return struct{}{}, fn(tx) })
+	return err
+}
+
+// MarkRecoverableTx makes tx's commit one that need not wait for the WAL flush, as
+// InTxRecoverable's: for a transaction that learns only after it began that what it
+// records is derivable again (a finish whose pending write landed).
+func (c *Catalog) MarkRecoverableTx(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit TO OFF"); err != nil {
+		return c.wrap("mark transaction recoverable", err)
+	}
+	return nil
+}
+
+// recoverableTx begins a transaction whose commit does not wait for the WAL flush, in the
+// same round trip as its BEGIN.
+var recoverableTx = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit TO OFF"}
+
 func inTx[T any](ctx context.Context, c *Catalog, fn func(tx pgx.Tx) (T, error)) (T, error) {
+	return inTxOpts(ctx, c, pgx.TxOptions{}, fn)
+}
+
+func inTxOpts[T any](ctx context.Context, c *Catalog, opts pgx.TxOptions, fn func(tx pgx.Tx) (T, error)) (T, error) {
 	var zero T
-	tx, err := c.pool.Begin(ctx)
+	tx, err := c.pool.BeginTx(ctx, opts)
 	if err != nil {
 		return zero, c.translate(err)
 	}

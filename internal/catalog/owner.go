@@ -87,6 +87,22 @@ type OperationProgressParams struct {
 // operation the caller owns, in one statement guarded like OperationFinish: a row that is
 // finished or owned by another run is left unchanged (*StateConflictError, *NotOwnerError).
 func (c *Catalog) OperationProgress(ctx context.Context, p OperationProgressParams) (Operation, error) {
+	return c.operationProgress(ctx, c.pool, p)
+}
+
+// OperationProgressTx is OperationProgress inside the caller's transaction: a step that
+// records what the operation will write next together with what it records anyway (a
+// create's prepare records its ref put beside its witness), one commit instead of two.
+func (c *Catalog) OperationProgressTx(ctx context.Context, tx pgx.Tx, p OperationProgressParams) (Operation, error) {
+	return c.operationProgress(ctx, tx, p)
+}
+
+// rowQuerier is what a statement needs of the pool or a transaction.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func (c *Catalog) operationProgress(ctx context.Context, q rowQuerier, p OperationProgressParams) (Operation, error) {
 	what := fmt.Sprintf("record progress of operation %q", p.ID)
 	if p.Owner == "" {
 		return Operation{}, c.wrap(what, invalid("owner is required"))
@@ -99,7 +115,7 @@ func (c *Catalog) OperationProgress(ctx context.Context, p OperationProgressPara
 		s := string(p.Pending)
 		pending = &s
 	}
-	op, err := scanOperation(c.pool.QueryRow(ctx, `
+	op, err := scanOperation(q.QueryRow(ctx, `
 		UPDATE operations SET
 		    phase = coalesce(NULLIF($3, ''), phase),
 		    waiting = CASE WHEN $3 = '' AND $4 = '' THEN waiting ELSE NULLIF($4, '') END,
@@ -111,7 +127,7 @@ func (c *Catalog) OperationProgress(ctx context.Context, p OperationProgressPara
 		RETURNING `+operationColumns,
 		p.ID, p.Owner, p.Phase, p.Waiting, pending, p.ClearPending, p.InDoubt, p.SettleAttempts))
 	if errors.Is(err, pgx.ErrNoRows) {
-		op, err = c.OperationGet(ctx, OperationGetParams{ID: p.ID})
+		op, err = scanOperation(q.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE id = $1`, p.ID))
 		switch {
 		case err != nil:
 		case op.OwnerRun != p.Owner:

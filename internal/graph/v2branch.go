@@ -182,21 +182,45 @@ func (p ForkPlan) Keys() []string {
 // It writes nothing; whatever the graph's size, a create writes one commit,
 // O(height) lineage chunks (none for small lineages) and one ref.
 func (g *Graph) PlanFork(ctx context.Context, spec ForkSpec) (ForkPlan, error) {
-	fail := func(err error) (ForkPlan, error) {
+	source, err := spec.check()
+	if err != nil {
 		return ForkPlan{}, fmt.Errorf("plan fork of %s: %w", spec.Branch, err)
 	}
+	src, err := g.Commit(ctx, source)
+	if err != nil {
+		return ForkPlan{}, fmt.Errorf("plan fork of %s: read source: %w", spec.Branch, err)
+	}
+	return g.planForkOn(ctx, spec, src)
+}
+
+// PlanForkOn is PlanFork on a source commit the caller has read already: the plan costs
+// no read of it. A src that is not the commit spec.Source names is read again, as
+// PlanFork reads it.
+func (g *Graph) PlanForkOn(ctx context.Context, spec ForkSpec, src Commit) (ForkPlan, error) {
+	source, err := spec.check()
+	if err != nil {
+		return ForkPlan{}, fmt.Errorf("plan fork of %s: %w", spec.Branch, err)
+	}
+	if src.ID != source {
+		return g.PlanFork(ctx, spec)
+	}
+	return g.planForkOn(ctx, spec, src)
+}
+
+// check validates a fork's spec and returns its source's id.
+func (spec ForkSpec) check() (format.CommitID, error) {
 	if err := format.ValidateBranchName(spec.Branch); err != nil {
-		return fail(invalid("Branch", err))
+		return format.CommitID{}, invalid("Branch", err)
 	}
 	if spec.Tree.IsZero() {
-		return fail(invalidf("Tree", "zero ULID"))
+		return format.CommitID{}, invalidf("Tree", "zero ULID")
 	}
 	source, err := format.ParseCommitID(spec.Source)
 	if err != nil {
-		return fail(invalid("Source", err))
+		return format.CommitID{}, invalid("Source", err)
 	}
 	if source.Tree == spec.Tree {
-		return fail(invalidf("Source", "%s is in the new tree", source))
+		return format.CommitID{}, invalidf("Source", "%s is in the new tree", source)
 	}
 	for _, check := range []struct {
 		field string
@@ -204,12 +228,15 @@ func (g *Graph) PlanFork(ctx context.Context, spec ForkSpec) (ForkPlan, error) {
 	}{{"Op", format.ValidateOp(spec.Op)}, {"Time", format.ValidateTime(spec.Time)},
 		{"Author", format.ValidateAuthor(spec.Author)}, {"Message", format.ValidateMessage(spec.Message)}} {
 		if check.err != nil {
-			return fail(invalid(check.field, check.err))
+			return format.CommitID{}, invalid(check.field, check.err)
 		}
 	}
-	src, err := g.Commit(ctx, source)
-	if err != nil {
-		return fail(fmt.Errorf("read source: %w", err))
+	return source, nil
+}
+
+func (g *Graph) planForkOn(ctx context.Context, spec ForkSpec, src Commit) (ForkPlan, error) {
+	fail := func(err error) (ForkPlan, error) {
+		return ForkPlan{}, fmt.Errorf("plan fork of %s: %w", spec.Branch, err)
 	}
 	// A format-1 source's pins may be too many to write inline: then as
 	// chunks. Otherwise the fork names the source's map as it stands.
