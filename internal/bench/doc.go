@@ -29,3 +29,18 @@ const (
 	// the name's refs (one LIST) and GETs the one ref, then ReadHead.
 	HeadDiscoveryLists, HeadDiscoveryGets = 1 + ReadHeadLists, 1 + ReadHeadGets
 )
+
+// Request counts of finding a branch's head in format 2 (docs/format.md,
+// "Read costs"), where a live ref names its tree's head and nothing is
+// listed to find it. The tests assert them at depth 0, 64 and 10,000.
+const (
+	// ReadHeadV2Gets is the cost of reading the head of a known incarnation
+	// (graph.Graph.RefHead): one GET of its ref and one GET of the commit
+	// the ref names. No LIST.
+	ReadHeadV2Gets = 2
+	// HeadDiscoveryV2Lists and HeadDiscoveryV2Gets are the cost of finding
+	// it from the logical name (graph.Graph.BranchHead) for a branch with
+	// one incarnation: ResolveBranch lists the name's refs (one LIST) and
+	// GETs the one ref, then one GET of the commit the ref names.
+	HeadDiscoveryV2Lists, HeadDiscoveryV2Gets = 1, 2
+)

@@ -14,9 +14,7 @@ import (
 	"github.com/graftworks/graft/client"
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
-	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
-	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/workflows"
 )
 
@@ -80,7 +78,7 @@ func (st *createStack) deleteRaw(pool *names) func(context.Context) error {
 			return fmt.Errorf("retire ref: %v %s", err, v.State)
 		}
 		_, err = st.acts.Finish(ctx, activities.FinishInput{Owner: owner, Kind: catalog.OpDeleteBranch, Graph: st.graph, Branch: name,
-			Outcome: workflows.OutcomeDeleted, Recorded: v.Recorded})
+			Outcome: workflows.OutcomeDeleted})
 		return err
 	}
 }
@@ -118,25 +116,10 @@ func BenchmarkDeleteBranch(b *testing.B) {
 // branch's name.
 func (st *mergeStack) prepareUnmoved(tb testing.TB, changed int) string {
 	tb.Helper()
-	ctx := context.Background()
 	st.seq++
 	name := fmt.Sprintf("src%d", st.seq)
-	mainHead := st.head(tb, graph.DefaultBranch)
-	tree := ulid.Make()
-	fork, err := graph.ForkCommit(ctx, st.inner, graph.ForkParams{Graph: st.graph, Tree: tree, Branch: name, Source: mainHead.ID.String(),
-		Author: "bench", Message: "fork", Time: time.Now().UTC().Truncate(time.Millisecond), Op: "bench"})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ref, _ := format.EncodeBranchRef(format.BranchRef{State: format.RefLive, Branch: name, Native: format.NativeName(name, tree), Tree: tree, Op: "bench"})
-	if _, err := st.inner.Put(ctx, format.BranchRefKey(st.graph, format.NativeName(name, tree)), ref, storage.PutOptions{IfNoneMatch: true}); err != nil {
-		tb.Fatal(err)
-	}
-	var tables []string
-	for i := range changed {
-		tables = append(tables, fmt.Sprintf("t%03d", i))
-	}
-	st.appendCommits(tb, fork, 0, tables)
+	st.built.fork(tb, name, graph.DefaultBranch)
+	st.appendCommits(tb, name, 0, changedTables(changed))
 	return name
 }
 
@@ -171,7 +154,7 @@ func (st *mergeStack) mergeRawOp(source string, want outcome.Outcome) error {
 	if err != nil || r.State != activities.Landed {
 		return fmt.Errorf("put: %v %s", err, r.State)
 	}
-	_, err = st.acts.Finish(ctx, activities.FinishInput{Owner: owner, Kind: catalog.OpMerge, Outcome: p.Kind})
+	_, err = st.acts.Finish(ctx, activities.FinishInput{Owner: owner, Kind: catalog.OpMerge, Outcome: p.Kind, Graph: st.graph, Branch: graph.DefaultBranch})
 	return err
 }
 
