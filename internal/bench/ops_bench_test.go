@@ -162,30 +162,34 @@ func (st *mergeStack) mergeRawOp(source string, want outcome.Outcome) error {
 // unmoved main (adopted) and one three-way (merged, main moved by one
 // commit) — through the engine, by the same steps called directly, and the
 // Temporal floor, interleaved in two passes of one run, one at a time, in a
-// graph of 121 tables with 8 changed on the branch. Each merge's branch is
-// built untimed just before it.
+// format-2 graph of 121 tables with 8 changed on the branch, with main's
+// history 0, 64 and 10,000 commits deep (issue 13 asks for the time at
+// depth 64 and 10,000 within 1.2 × depth 0's). Each merge's branch — forked
+// from main's head, one commit — is built untimed just before it.
 func BenchmarkMergeInto(b *testing.B) {
 	for _, kind := range []string{"unmoved-main", "three-way"} {
-		b.Run(fmt.Sprintf("%s/tables=%d/changed=8", kind, mergeTables), func(b *testing.B) {
-			st := newMergeStack(b)
-			shape := mergeShape{name: kind, want: workflows.OutcomeAdopted, prepare: func(tb testing.TB) string { return st.prepareUnmoved(tb, 8) }}
-			if kind == "three-way" {
-				shape = mergeShape{name: kind, want: workflows.OutcomeMerged, prepare: func(tb testing.TB) string { return st.prepare(tb, 0, 8) }}
-			}
-			eng := &path{name: "engine", op: func(context.Context) error { return st.mergeEngine(shape.prepare(b), shape.want) }}
-			raw := &path{name: "raw", op: func(context.Context) error { return st.mergeRawOp(shape.prepare(b), shape.want) }}
-			floor := &path{name: "floor", op: st.floor}
-			for _, p := range []*path{eng, raw, floor} { // warm up
-				if err := p.op(context.Background()); err != nil {
-					b.Fatal(err)
+		for _, depth := range []int{0, 64, deepHistory} {
+			b.Run(fmt.Sprintf("%s/depth=%d/tables=%d/changed=8", kind, depth, mergeTables), func(b *testing.B) {
+				st := newMergeStackFrom(b, newCreateStack(b, depth, mergeTables))
+				shape := mergeShape{name: kind, want: workflows.OutcomeAdopted, prepare: func(tb testing.TB) string { return st.prepareUnmoved(tb, 8) }}
+				if kind == "three-way" {
+					shape = mergeShape{name: kind, want: workflows.OutcomeMerged, prepare: func(tb testing.TB) string { return st.prepare(tb, 0, 8) }}
 				}
-			}
-			n := max(b.N, 100)
-			b.ResetTimer()
-			timedSerial(b, st, n, 2, shape, eng, raw, floor)
-			b.StopTimer()
-			reportPaths(b, "merge", eng, raw, floor)
-		})
+				eng := &path{name: "engine", op: func(context.Context) error { return st.mergeEngine(shape.prepare(b), shape.want) }}
+				raw := &path{name: "raw", op: func(context.Context) error { return st.mergeRawOp(shape.prepare(b), shape.want) }}
+				floor := &path{name: "floor", op: st.floor}
+				for _, p := range []*path{eng, raw, floor} { // warm up
+					if err := p.op(context.Background()); err != nil {
+						b.Fatal(err)
+					}
+				}
+				n := max(b.N, 100)
+				b.ResetTimer()
+				timedSerial(b, st, n, 2, shape, eng, raw, floor)
+				b.StopTimer()
+				reportPaths(b, "merge", eng, raw, floor)
+			})
+		}
 	}
 	runtime.GC()
 }
