@@ -11,8 +11,14 @@
 //     received, counted by the same wrapper on every backend.
 //   - Head discovery costs a fixed number of requests whatever the history
 //     length (docs/format.md). The benchmarks only report the figures;
-//     TestHeadDiscovery_SameRequestsAtDepth0And64 is the guarantee, run in the
-//     ordinary test suite on both backends, and it checks the counts below.
+//     TestHeadDiscovery_SameRequestsAtDepth0And64 (format 1) and
+//     TestHeadReadV2_SameRequestsAtEveryDepth (format 2) are the guarantee,
+//     run in the ordinary test suite on both backends, and they check the
+//     counts below.
+//   - The engine benchmarks and the flatness tests (createbranch_test.go,
+//     ops_bench_test.go, merge_bench_test.go, flat_test.go) run on format-2
+//     graphs, what new graphs are; their request and ledger constants are
+//     format 2's.
 package bench
 
 // Request counts the data plane (internal/graph) promises for finding a
