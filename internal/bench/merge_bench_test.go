@@ -148,7 +148,7 @@ var mergeShapes = []struct{ depth, changed int }{
 
 // BenchmarkMerge measures merges through the engine (client → Temporal →
 // worker, local directory store, eager start) of a branch into main in a
-// graph of 121 tables, with 1, 8 or 29 tables changed on the branch (and
+// format-2 graph of 121 tables, with 1, 8 or 29 tables changed on the branch (and
 // one on main), at history depth 0, 16 and 64 on each side of the fork. It
 // reports p50/p99 latency and object-store requests per merge, in all and
 // per kind. Run with a fixed count, e.g. -benchtime=30x: each iteration
