@@ -24,8 +24,9 @@ import (
 const mergeTables = 121
 
 // mergeStack is createStack's graph (main with mergeTables tables) with a
-// second version of every table, so each merge can change any table without
-// writing data: a commit toggles a table between its two versions.
+// second version of every table, so a branch can change any table without
+// writing data: its commit toggles a table between its two versions. (main's
+// own change in a three-way merge's setup writes a version: see prepare.)
 type mergeStack struct {
 	*createStack
 	alt map[ulid.ULID]ulid.ULID // version → the table's other version
