@@ -12,8 +12,8 @@ import (
 )
 
 // BenchmarkHeadDiscovery measures finding a branch's head from its logical
-// name (graph.ResolveBranch, then graph.ReadHead) at history depth 0, 64 and
-// 1024.
+// name in a format-1 graph (graph.ResolveBranch, then graph.ReadHead) at
+// history depth 0, 64 and 1024. BenchmarkHeadDiscoveryV2 is format 2's.
 func BenchmarkHeadDiscovery(b *testing.B) {
 	for _, be := range backends {
 		b.Run(be.name, func(b *testing.B) {
@@ -40,9 +40,10 @@ func BenchmarkHeadDiscovery(b *testing.B) {
 	}
 }
 
-// BenchmarkReadHead measures reading the head of a known tree
-// (graph.ReadHead alone) at history depth 0, 64 and 1024: the part of head
-// discovery whose LIST sees the tree's whole history.
+// BenchmarkReadHead measures reading the head of a known tree in a format-1
+// graph (graph.ReadHead alone) at history depth 0, 64 and 1024: the part of
+// head discovery whose LIST sees the tree's whole history.
+// BenchmarkReadHeadV2 is format 2's, which lists nothing.
 func BenchmarkReadHead(b *testing.B) {
 	for _, be := range backends {
 		b.Run(be.name, func(b *testing.B) {

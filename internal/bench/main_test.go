@@ -121,8 +121,10 @@ var historyDepths = []int{0, 64}
 // grows with the number of commits in a tree (the request count does not).
 var benchDepths = []int{0, 64, 1024}
 
-// buildGraph initialises benchGraph in s and appends depth commits to main,
-// so main's head is commit seq depth. It returns main's tree.
+// buildGraph initialises benchGraph in s in format 1 and appends depth
+// commits to main, so main's head is commit seq depth. It returns main's
+// tree. It is the graph of the format-1 head-discovery figures, whose head
+// is found by listing the tree; head_v2_test.go builds format 2.
 func buildGraph(tb testing.TB, s storage.Store, depth int) ulid.ULID {
 	tb.Helper()
 	ctx := context.Background()

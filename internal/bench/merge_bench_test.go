@@ -15,7 +15,6 @@ import (
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
-	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/workflows"
 )
@@ -25,13 +24,13 @@ import (
 const mergeTables = 121
 
 // mergeStack is createStack's graph (main with mergeTables tables) with a
-// second version of every table, so each merge can change any table without
-// writing data: a commit toggles a table between its two versions.
+// second version of every table, so a branch can change any table without
+// writing data: its commit toggles a table between its two versions. (main's
+// own change in a three-way merge's setup writes a version: see prepare.)
 type mergeStack struct {
 	*createStack
-	inner storage.Store
-	alt   map[ulid.ULID]ulid.ULID // version → the table's other version
-	seq   int
+	alt map[ulid.ULID]ulid.ULID // version → the table's other version
+	seq int
 }
 
 func newMergeStack(tb testing.TB) *mergeStack {
@@ -43,81 +42,60 @@ func newMergeStack(tb testing.TB) *mergeStack {
 func newMergeStackFrom(tb testing.TB, cs *createStack) *mergeStack {
 	tb.Helper()
 	st := &mergeStack{createStack: cs, alt: map[ulid.ULID]ulid.ULID{}}
-	st.inner = st.store.Inner()
-	head := st.head(tb, graph.DefaultBranch)
-	now := time.Now().UTC().Truncate(time.Millisecond)
-	for table, v := range head.Pins {
-		w, err := graph.WriteTableVersion(context.Background(), st.inner, graph.WriteTableParams{Graph: st.graph, Table: table,
-			VersionID: ulid.Make(), Objects: []graph.ObjectInput{{ID: ulid.Make(), Body: []byte("y")}}, Op: "write-alt", Time: now})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		st.alt[v], st.alt[w.ID] = w.ID, v
+	head := st.built.head(tb, graph.DefaultBranch)
+	err := st.built.g.EachPin(context.Background(), head.Commit, func(p format.PinEntry) error {
+		w := st.built.putVersion(tb, p.Table, []byte("y"))
+		st.alt[p.Version], st.alt[w] = w, p.Version
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
 	}
 	return st
 }
 
-func (st *mergeStack) head(tb testing.TB, branch string) format.Commit {
+// appendCommits appends depth commits that change nothing to branch, then
+// one that toggles tables, straight to the store.
+func (st *mergeStack) appendCommits(tb testing.TB, branch string, depth int, tables []string) {
 	tb.Helper()
-	b, err := graph.ResolveBranch(context.Background(), st.inner, st.graph, branch)
-	if err != nil {
-		tb.Fatal(err)
+	st.built.appendMany(tb, branch, depth)
+	head := st.built.head(tb, branch)
+	pins := map[string]ulid.ULID{}
+	for _, t := range tables {
+		v, ok, err := st.built.g.Pin(context.Background(), head.Commit, t)
+		if err != nil || !ok {
+			tb.Fatalf("pin of %s on %s: %v %v", t, branch, ok, err)
+		}
+		pins[t] = st.alt[v]
 	}
-	c, err := graph.ReadHead(context.Background(), st.inner, st.graph, b.Tree)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return c
+	st.built.commit(tb, branch, pins)
 }
 
-// appendCommits appends depth commits that change nothing, then one that
-// toggles tables, to head's tree, straight to the store.
-func (st *mergeStack) appendCommits(tb testing.TB, head format.Commit, depth int, tables []string) format.Commit {
-	tb.Helper()
-	now := time.Now().UTC().Truncate(time.Millisecond)
-	for i := 0; i <= depth; i++ {
-		pins := maps.Clone(head.Pins)
-		if i == depth {
-			for _, t := range tables {
-				pins[t] = st.alt[pins[t]]
-			}
-		}
-		var err error
-		head, err = graph.AppendCommit(context.Background(), st.inner, graph.AppendParams{Graph: st.graph, Tree: head.ID.Tree,
-			Branch: head.Branch, ExpectedHead: head.ID.String(), Pins: pins, Author: "bench", Message: "c", Time: now, Op: "bench"})
-		if err != nil {
-			tb.Fatal(err)
-		}
+// changedTables names the first n tables.
+func changedTables(n int) []string {
+	var tables []string
+	for i := range n {
+		tables = append(tables, fmt.Sprintf("t%03d", i))
 	}
-	return head
+	return tables
 }
 
 // prepare sets up one merge, untimed: a branch forked from main's head, with
 // depth commits and then one changing `changed` tables; main gets depth
-// commits and one changing a table the branch leaves alone, so the merge
-// is a three-way merge, not an adoption. It returns the branch's name.
+// commits and one changing a table the branch leaves alone (to a version
+// written for it: main's pins never repeat, so neither does the merge
+// commit's pins map, and every merge writes the same number of new pins
+// chunks), so the merge is a three-way merge, not an adoption. It returns
+// the branch's name.
 func (st *mergeStack) prepare(tb testing.TB, depth, changed int) string {
 	tb.Helper()
-	ctx := context.Background()
 	st.seq++
 	name := fmt.Sprintf("src%d", st.seq)
-	mainHead := st.head(tb, graph.DefaultBranch)
-	tree := ulid.Make()
-	fork, err := graph.ForkCommit(ctx, st.inner, graph.ForkParams{Graph: st.graph, Tree: tree, Branch: name, Source: mainHead.ID.String(),
-		Author: "bench", Message: "fork", Time: time.Now().UTC().Truncate(time.Millisecond), Op: "bench"})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ref, _ := format.EncodeBranchRef(format.BranchRef{State: format.RefLive, Branch: name, Native: format.NativeName(name, tree), Tree: tree, Op: "bench"})
-	if _, err := st.inner.Put(ctx, format.BranchRefKey(st.graph, format.NativeName(name, tree)), ref, storage.PutOptions{IfNoneMatch: true}); err != nil {
-		tb.Fatal(err)
-	}
-	var tables []string
-	for i := range changed {
-		tables = append(tables, fmt.Sprintf("t%03d", i))
-	}
-	st.appendCommits(tb, fork, depth, tables)
-	st.appendCommits(tb, mainHead, depth, []string{fmt.Sprintf("t%03d", mergeTables-1)})
+	st.built.fork(tb, name, graph.DefaultBranch)
+	st.appendCommits(tb, name, depth, changedTables(changed))
+	st.built.appendMany(tb, graph.DefaultBranch, depth)
+	last := fmt.Sprintf("t%03d", mergeTables-1)
+	st.built.commit(tb, graph.DefaultBranch, map[string]ulid.ULID{last: st.built.putVersion(tb, last, []byte("z"))})
 	return name
 }
 
@@ -159,7 +137,7 @@ func (st *mergeStack) mergeRaw(tb testing.TB, source string) (plan, put, finish 
 		tb.Fatalf("put: %v %s", err, r.State)
 	}
 	t2 := time.Now()
-	if _, err := st.acts.Finish(ctx, activities.FinishInput{Owner: owner, Kind: catalog.OpMerge, Outcome: p.Kind}); err != nil {
+	if _, err := st.acts.Finish(ctx, activities.FinishInput{Owner: owner, Kind: catalog.OpMerge, Outcome: p.Kind, Graph: st.graph, Branch: graph.DefaultBranch}); err != nil {
 		tb.Fatal(err)
 	}
 	return t1.Sub(t0), t2.Sub(t1), time.Since(t2)
@@ -171,7 +149,7 @@ var mergeShapes = []struct{ depth, changed int }{
 
 // BenchmarkMerge measures merges through the engine (client → Temporal →
 // worker, local directory store, eager start) of a branch into main in a
-// graph of 121 tables, with 1, 8 or 29 tables changed on the branch (and
+// format-2 graph of 121 tables, with 1, 8 or 29 tables changed on the branch (and
 // one on main), at history depth 0, 16 and 64 on each side of the fork. It
 // reports p50/p99 latency and object-store requests per merge, in all and
 // per kind. Run with a fixed count, e.g. -benchtime=30x: each iteration
@@ -232,27 +210,99 @@ func BenchmarkMerge(b *testing.B) {
 }
 
 // MergeSuccessPathRequests is what a three-way merge costs in object-store
-// requests when nothing goes wrong: per branch (source and target) one LIST
-// and one GET to resolve it and one LIST and one GET for its head; one GET
-// of the merge base (found from the heads' lineages); one HEAD of the source
-// head once it is pinned; one LIST and one GET of the target's real head just
-// before the put — a commit is sent only while its tree's head is its parent,
-// so a plan that stalled never lands in a gap cleanup left — and the merge
-// commit's put-if-absent.
-const MergeSuccessPathRequests = 13
+// requests when nothing goes wrong, on a format-2 graph of 121 tables with 8
+// tables changed on the branch (t000–t007) and one on main (t120), the
+// shape of BenchmarkMergeInto and of the depth-10,000 test:
+//
+//   - plan, the heads (both branches at once): per branch one LIST of its
+//     name's refs, one GET of its ref and one GET of the head commit the
+//     ref names — 2 LISTs, 4 GETs;
+//   - both head commits again (graph.Graph.HeadOf in the format-2 plan) —
+//     2 GETs;
+//   - the merge base (graph.Graph.FindBases): the branch's fork point on
+//     main, read twice, as a candidate and as the branch's fork — 2 GETs;
+//   - the tables (graph.Graph.PlanMergeV2): the two heads' pins maps walked
+//     side by side, reading only the chunks where they differ (each side's
+//     root and its leaves holding the changed tables: 6 chunks), and the
+//     base's pins root, for the base's version of each differing table —
+//     7 GETs;
+//   - for each of the 8 tables the merge adopts, its version at main and at
+//     the branch, whose entries are diffed to count what the merge adds,
+//     removes and replaces (MergeVersionGets each) — 16 GETs;
+//   - HEAD the branch's head once it is pinned (a cleanup that finished
+//     before the pin may have reclaimed it) — 1 HEAD;
+//   - the branch's head once more, as the merge commit's merged parent
+//     (graph.Graph.PlanAppendOn) — 1 GET;
+//   - write: the merge commit's new pins chunks, put-if-absent — the leaf
+//     holding the adopted tables, which is the branch's own leaf and so
+//     already stored (a PUT answered 412, then a GET to compare its bytes),
+//     and a new root (a PUT) — 2 PUTs, 1 GET;
+//   - the merge commit (PUT, put-if-absent) and the swap of main's ref to
+//     it (PUT, If-Match of the ETag the plan read) — 2 PUTs.
+//
+// 33 GETs, 2 LISTs, 1 HEAD, 4 PUTs. The history is never read: the base
+// comes from the heads' lineages and forks.
+const MergeSuccessPathRequests = 40
+
+// MergeVersionGets is what each table a merge adopts adds to its requests:
+// GETs of the table's version at the target and at the source (the
+// versions here list their entries inline; a chunked version adds the
+// chunks in which the two differ). A merge's cost grows with the tables it
+// changes, never with the tables it leaves alone or with history.
+const MergeVersionGets = 2
+
+// MergeAdoptSuccessPathRequests is a merge into an unmoved main (adopted:
+// main's head is the branch's fork point) of a branch changing 8 of 121
+// tables: the heads (2 LISTs, 4 GETs) and both head commits again (2 GETs);
+// no base to read (main's head is the branch's fork, already read); the
+// pins walk (each side's root and the leaf holding the changed tables: 4
+// GETs); the 8 adopted tables' versions at main and at the branch (16
+// GETs); HEAD the branch's head once pinned; the branch's head twice more,
+// as the merged parent and as the commit whose pins the merge commit takes
+// (2 GETs); the merge commit (PUT; it names the branch's pins map as it
+// stands, so no chunk is written) and the swap of main's ref (PUT).
+// 28 GETs, 2 LISTs, 1 HEAD, 2 PUTs.
+const MergeAdoptSuccessPathRequests = 33
+
+// mergeRequests is a three-way merge's requests with changed tables
+// adopted: t000… share the leaf of the pins map that t000–t007 are in up
+// to at least 29 tables, so only the version reads grow.
+func mergeRequests(changed int) int {
+	return MergeSuccessPathRequests + MergeVersionGets*(changed-8)
+}
 
 // TestMerge_RequestsPerMerge_SameAcrossDepthAndChangedTables proves a merge
-// costs the same requests whatever the history depth and however many
-// tables changed: the base comes from lineage, not from walking history,
-// and no table data is read.
+// costs the same requests, kind by kind, whatever the history depth on
+// either side of the fork — the base comes from lineage and forks, not from
+// walking history — and that changing more tables costs exactly
+// MergeVersionGets more per table: no table the merge does not change is
+// read, and no table data is read. Three-way merges at depth 0 and 64 with
+// 1, 8 and 29 tables changed, then merges into an unmoved main.
 func TestMerge_RequestsPerMerge_SameAcrossDepthAndChangedTables(t *testing.T) {
 	st := newMergeStack(t)
-	for _, shape := range []struct{ depth, changed int }{{0, 1}, {0, 29}, {64, 1}, {64, 29}} {
+	at := map[int]map[faults.Op]int{}
+	for _, shape := range []struct{ depth, changed int }{{0, 1}, {0, 8}, {0, 29}, {64, 1}, {64, 8}, {64, 29}} {
 		source := st.prepare(t, shape.depth, shape.changed)
 		st.store.ResetCounts()
 		st.mergeOnce(t, source, shape.changed)
-		if got := totalRequests(st.store); got != MergeSuccessPathRequests {
-			t.Fatalf("depth %d, %d changed: %d requests (%v), want %d", shape.depth, shape.changed, got, st.store.Counts(), MergeSuccessPathRequests)
+		got := target{Store: st.store}.sent()
+		if n := sum(got); n != mergeRequests(shape.changed) {
+			t.Errorf("depth %d, %d changed: %d requests (%v), want %d", shape.depth, shape.changed, n, got, mergeRequests(shape.changed))
+		}
+		if shape.depth == 0 {
+			at[shape.changed] = got
+		} else if !maps.Equal(got, at[shape.changed]) {
+			t.Errorf("%d changed: %v at depth 64, %v at depth 0", shape.changed, got, at[shape.changed])
+		}
+	}
+	for range 2 {
+		source := st.prepareUnmoved(t, 8)
+		st.store.ResetCounts()
+		if err := st.mergeEngine(source, workflows.OutcomeAdopted); err != nil {
+			t.Fatal(err)
+		}
+		if n := totalRequests(st.store); n != MergeAdoptSuccessPathRequests {
+			t.Errorf("merge into an unmoved main: %d requests (%v), want %d", n, st.store.Counts(), MergeAdoptSuccessPathRequests)
 		}
 	}
 }
