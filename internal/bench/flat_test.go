@@ -147,40 +147,47 @@ func TestClientWait_OneStartAndOneLongPollPerOperation(t *testing.T) {
 }
 
 // The ledger's round trips on the success path (docs/benchmarks.md, "Where
-// the time goes"): transactions (each a WAL flush at commit) and statements
-// (each a round trip to Postgres, BEGIN and COMMIT included), on a format-2
-// graph.
+// the time goes"), on a format-2 graph: commits that wait for Postgres to
+// flush its WAL (catalog.Stats.Flushes: what a commit costs in time here),
+// transactions (explicit ones, and statements sent outside one, reads
+// included) and statements (each a round trip, BEGIN and COMMIT included).
+// Each operation records the write it is about to send in the transaction
+// of the step before it, and the commits after its effect — the finish, a
+// create's live witness, a delete's retired witness — do not wait for the
+// flush (catalog.InTxRecoverable; docs/operations.md, "The ledger's
+// commits").
 const (
-	// CreateLedgerTransactions: prepare (claim, pins, witness: BEGIN, 11
-	// statements, COMMIT), clone (the cloned witness: BEGIN, the row lock,
-	// the witness move, COMMIT), the ref's pending write (one statement),
-	// then its live witness and the finish together (one transaction of 9).
-	// A format-2 create pins the source commit alone (docs/format.md,
-	// "Branch create"), in the same one statement that pinned every table
-	// version in format 1, so the count does not change with the format.
-	CreateLedgerTransactions = 4
-	CreateLedgerStatements   = 27
-	// DeleteLedgerTransactions: the prepare's two (the claim, the witness
-	// lookup: one statement each), the pending write (one), the retired
-	// witness (BEGIN, the row lock, the witness move, COMMIT) and the finish
-	// (BEGIN, the row lock, the witnesses' lookup, the operation's graph,
-	// the graph lock, the update, the pins' release and prune, COMMIT).
+	// Create: one flushed commit, the prepare's (claim, the source commit's
+	// pin, the intent witness with its prefix check and a savepoint, and the
+	// ref put as the pending write: 14 statements); the clone records
+	// nothing; the write reads the row back (one SELECT) and, once the ref
+	// landed, records the live witness and the finish in one recoverable
+	// transaction of 9. The same at 121 tables: a format-2 create pins the
+	// source commit alone (docs/format.md, "Branch create").
+	CreateLedgerFlushes      = 1
+	CreateLedgerTransactions = 3
+	CreateLedgerStatements   = 24
+	// Delete: one flushed commit, the prepare's claim with the retire as its
+	// pending write (BEGIN, the insert, the pending write, COMMIT), after a
+	// lookup of the live incarnation's witness (one SELECT); the write reads
+	// the row back (one SELECT) and records the retired witness in a
+	// recoverable transaction (5); the finish is recoverable too (10: BEGIN,
+	// the row lock, SET LOCAL synchronous_commit, the witnesses' lookup, the
+	// operation's graph, the graph lock, the update, the pins' release and
+	// prune, COMMIT).
+	DeleteLedgerFlushes      = 1
 	DeleteLedgerTransactions = 5
-	DeleteLedgerStatements   = 19
-	// MergeLedgerTransactions: the plan's four — the lookup of a pending
-	// write of its own (one statement); the claim with the pins of the two
-	// heads and the base (BEGIN, the insert, the operation's graph, the row
-	// lock, the graph lock, the condemned check, the pins' insert, COMMIT);
-	// the pins of the versions the merge commit newly names (BEGIN, the
-	// operation's graph, the row lock, the graph lock, the condemned check,
-	// the insert, COMMIT); the pins of the merge commit and its new chunks
-	// (the same 7) — then the pending write (one statement) and the finish
-	// (9, as a delete's). Format 1 registered the merge's pins once (4
-	// transactions, 19 statements); format 2 pins what the plan will write
-	// as it learns it, in two more transactions. The same at 121 tables as
-	// at 4: each pin set goes in one statement.
-	MergeLedgerTransactions = 6
-	MergeLedgerStatements   = 33
+	DeleteLedgerStatements   = 21
+	// Merge: two flushed commits — the claim with the pins of the two heads
+	// and the base, and, once the plan is made, one transaction pinning what
+	// the merge commit newly names (versions, chunks, the commit) with the
+	// publish as the pending write — after a lookup of a pending write of
+	// its own (one SELECT); the write reads the row back (one SELECT); the
+	// finish is recoverable. The same at 121 tables as at 4: each pin set
+	// goes in one statement.
+	MergeLedgerFlushes      = 2
+	MergeLedgerTransactions = 5
+	MergeLedgerStatements   = 28
 )
 
 // DeleteSuccessPathRequests is what a branch delete costs in object-store
@@ -204,7 +211,7 @@ func TestLedger_RoundTripsPerOperation_Constant(t *testing.T) {
 		if err := cs.createNamed(pool)(ctx); err != nil {
 			t.Fatal(err)
 		}
-		type want struct{ tx, stmts int64 }
+		type want struct{ flushes, tx, stmts int64 }
 		check := func(op string, w want, run func() error) {
 			t.Helper()
 			before := cs.cat.Stats()
@@ -212,21 +219,21 @@ func TestLedger_RoundTripsPerOperation_Constant(t *testing.T) {
 				t.Fatalf("%s: %v", op, err)
 			}
 			got := cs.cat.Stats().Sub(before)
-			if got.Transactions != w.tx || got.Statements != w.stmts {
-				t.Errorf("%d tables: %s cost the ledger %d transactions and %d statements, want %d and %d",
-					tables, op, got.Transactions, got.Statements, w.tx, w.stmts)
+			if got.Flushes != w.flushes || got.Transactions != w.tx || got.Statements != w.stmts {
+				t.Errorf("%d tables: %s cost the ledger %d flushed commits, %d transactions and %d statements, want %d, %d and %d",
+					tables, op, got.Flushes, got.Transactions, got.Statements, w.flushes, w.tx, w.stmts)
 			}
 		}
-		check("create", want{CreateLedgerTransactions, CreateLedgerStatements}, func() error { return cs.createEngine(ctx) })
+		check("create", want{CreateLedgerFlushes, CreateLedgerTransactions, CreateLedgerStatements}, func() error { return cs.createEngine(ctx) })
 		cs.store.ResetCounts()
-		check("delete", want{DeleteLedgerTransactions, DeleteLedgerStatements}, func() error { return cs.deleteEngine(pool)(ctx) })
+		check("delete", want{DeleteLedgerFlushes, DeleteLedgerTransactions, DeleteLedgerStatements}, func() error { return cs.deleteEngine(pool)(ctx) })
 		if n := totalRequests(cs.store); n != DeleteSuccessPathRequests {
 			t.Errorf("%d tables: delete sent %d requests (%v), want %d", tables, n, cs.store.Counts(), DeleteSuccessPathRequests)
 		}
 		if tables == mergeTables {
 			ms := newMergeStackFrom(t, cs)
 			source := ms.prepareUnmoved(t, 8)
-			check("merge", want{MergeLedgerTransactions, MergeLedgerStatements}, func() error { return ms.mergeEngine(source, workflows.OutcomeAdopted) })
+			check("merge", want{MergeLedgerFlushes, MergeLedgerTransactions, MergeLedgerStatements}, func() error { return ms.mergeEngine(source, workflows.OutcomeAdopted) })
 		}
 	}
 }

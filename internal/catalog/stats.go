@@ -20,44 +20,66 @@ type Stats struct {
 	Transactions int64
 	// Savepoints is SAVEPOINTs sent inside transactions.
 	Savepoints int64
+	// Flushes is the commits that wait for Postgres to flush its WAL: every COMMIT of a
+	// transaction that did not turn synchronous_commit off (InTxRecoverable), and every
+	// statement outside a transaction that is not a SELECT. A read alone flushes nothing.
+	Flushes int64
 }
 
 // Sub returns s minus an earlier snapshot.
 func (s Stats) Sub(before Stats) Stats {
 	return Stats{Statements: s.Statements - before.Statements, Transactions: s.Transactions - before.Transactions,
-		Savepoints: s.Savepoints - before.Savepoints}
+		Savepoints: s.Savepoints - before.Savepoints, Flushes: s.Flushes - before.Flushes}
 }
 
 // Stats returns the counts so far.
 func (c *Catalog) Stats() Stats {
 	return Stats{Statements: c.stats.statements.Load(), Transactions: c.stats.transactions.Load(),
-		Savepoints: c.stats.savepoints.Load()}
+		Savepoints: c.stats.savepoints.Load(), Flushes: c.stats.flushes.Load()}
 }
 
 // counter is the pgx tracer behind Stats.
 type counter struct {
-	statements, transactions, savepoints atomic.Int64
+	statements, transactions, savepoints, flushes atomic.Int64
 }
 
-const inTxKey = "graft.in_tx"
+const (
+	inTxKey = "graft.in_tx"
+	// noFlushKey marks a transaction that turned synchronous_commit off.
+	noFlushKey = "graft.no_flush"
+)
 
 func (n *counter) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
 	n.statements.Add(1)
 	sql := strings.TrimSpace(data.SQL)
 	word, _, _ := strings.Cut(sql, " ")
+	word = strings.TrimSuffix(word, ";") // "BEGIN; SET LOCAL …" begins a transaction too
 	custom := conn.PgConn().CustomData()
 	inTx, _ := custom[inTxKey].(bool)
+	noFlush := strings.Contains(strings.ToLower(sql), "synchronous_commit to off")
 	switch strings.ToLower(word) {
 	case "begin":
 		custom[inTxKey] = true
+		custom[noFlushKey] = noFlush
 		n.transactions.Add(1)
-	case "commit", "rollback":
-		custom[inTxKey] = false
+	case "commit":
+		if off, _ := custom[noFlushKey].(bool); !off {
+			n.flushes.Add(1)
+		}
+		custom[inTxKey], custom[noFlushKey] = false, false
+	case "rollback":
+		custom[inTxKey], custom[noFlushKey] = false, false
 	case "savepoint":
 		n.savepoints.Add(1)
 	default:
-		if !inTx {
+		switch {
+		case inTx && noFlush:
+			custom[noFlushKey] = true
+		case !inTx:
 			n.transactions.Add(1)
+			if strings.ToLower(word) != "select" {
+				n.flushes.Add(1)
+			}
 		}
 	}
 	return ctx
