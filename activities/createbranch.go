@@ -370,7 +370,7 @@ func (a *Activities) resolveSource(ctx context.Context, in PrepareCreateInput, v
 		if name == "" {
 			name = "main"
 		}
-		b, err := graph.ResolveBranch(ctx, a.Store, in.Graph, name)
+		b, err := a.resolveBranch(ctx, in.Graph, name)
 		if errors.Is(err, graph.ErrBranchNotFound) {
 			return end(outcome.NotFound, "source branch %q does not exist", name)
 		}
