@@ -262,9 +262,21 @@ func (a *Activities) recordEarly(ctx context.Context, p catalog.OperationInsertP
 
 // checkNameFree asks storage — the authority on what is live — whether the
 // name or a '/'-prefix relative of it is a live branch: one LIST covering the
-// name and its descendants, one per ancestor, and a GET only for refs found
-// (a new name usually has none). The ledger's own check, under its lock,
-// covers creates racing each other; this one covers refs the ledger never saw.
+// name and its descendants, one per ancestor (a LIST per thousand refs), then a
+// GET of each ref found unless the ledger has witnessed it retired (a new name
+// usually has none). The ledger's own check, under its lock, covers creates
+// racing each other; this one covers refs the ledger never saw.
+//
+// Skipping the refs the ledger records retired is what keeps a name deleted and
+// re-created a thousand times from costing a thousand GETs here, and it is safe:
+// the ledger records an incarnation retired only after storage answered that
+// its ref was retired (the kernel's retire, then retireWitnessTx), and a retired
+// ref never changes again and its native name is never reused, so such a ref is
+// dead for good. Every other ref is read: refs the ledger has no row for, refs
+// of open incarnations, and refs it records unpublished — that state can lead
+// storage (a create reset to before its prepare after its ref landed, but
+// before the landing was recorded, finishes as conflict and settles its
+// witness unpublished while its ref is live), so it is not taken as proof.
 func (a *Activities) checkNameFree(ctx context.Context, graphName, logical string) (PrepareCreateResult, error) {
 	prefixes := []string{format.BranchRefsPrefix(graphName) + logical}
 	for i := 0; i < len(logical); i++ {
@@ -272,8 +284,9 @@ func (a *Activities) checkNameFree(ctx context.Context, graphName, logical strin
 			prefixes = append(prefixes, format.BranchRefPrefix(graphName, logical[:i]))
 		}
 	}
+	type found struct{ key, native, logical string }
+	var refs []found
 	for _, prefix := range prefixes {
-		var found error
 		err := storage.ListAll(ctx, a.Store, prefix, func(o storage.ObjectInfo) error {
 			native, err := format.ParseBranchRefKey(graphName, o.Key)
 			if err != nil {
@@ -283,34 +296,51 @@ func (a *Activities) checkNameFree(ctx context.Context, graphName, logical strin
 			if err != nil || !(other == logical || strings.HasPrefix(other, logical+"/") || strings.HasPrefix(logical, other+"/")) {
 				return nil
 			}
-			obj, err := a.Store.Get(ctx, o.Key)
-			if errors.Is(err, storage.ErrNotFound) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			if ref, _, err := format.DecodeBranchRefAny(obj.Body); err == nil && ref.State == format.RefLive {
-				if other == logical {
-					found = fmt.Errorf("branch %q already exists (%s)", logical, native)
-				} else {
-					found = fmt.Errorf("branch %q (%s) is live; live branch names must be prefix-disjoint, so %q cannot exist beside it", other, native, logical)
-				}
-				return errStopList
-			}
+			refs = append(refs, found{key: o.Key, native: native, logical: other})
 			return nil
 		})
-		if found != nil {
-			return PrepareCreateResult{Outcome: outcome.Conflict, Message: found.Error()}, nil
-		}
 		if err != nil {
 			return PrepareCreateResult{}, fmt.Errorf("check branch name: %w", err)
 		}
 	}
+	if len(refs) == 0 {
+		return PrepareCreateResult{}, nil
+	}
+	natives := make([]string, len(refs))
+	for i, r := range refs {
+		natives[i] = r.native
+	}
+	witnessed, err := a.Catalog.IncarnationListByNatives(ctx, catalog.IncarnationListByNativesParams{Graph: graphName, Natives: natives})
+	if err != nil {
+		return PrepareCreateResult{}, fmt.Errorf("check branch name: %w", err)
+	}
+	retired := make(map[string]bool, len(witnessed))
+	for _, w := range witnessed {
+		if w.State == catalog.IncarnationRetired {
+			retired[w.Native] = true
+		}
+	}
+	for _, r := range refs {
+		if retired[r.native] {
+			continue
+		}
+		obj, err := a.Store.Get(ctx, r.key)
+		if errors.Is(err, storage.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return PrepareCreateResult{}, fmt.Errorf("check branch name: %w", err)
+		}
+		if ref, _, err := format.DecodeBranchRefAny(obj.Body); err == nil && ref.State == format.RefLive {
+			msg := fmt.Sprintf("branch %q (%s) is live; live branch names must be prefix-disjoint, so %q cannot exist beside it", r.logical, r.native, logical)
+			if r.logical == logical {
+				msg = fmt.Sprintf("branch %q already exists (%s)", logical, r.native)
+			}
+			return PrepareCreateResult{Outcome: outcome.Conflict, Message: msg}, nil
+		}
+	}
 	return PrepareCreateResult{}, nil
 }
-
-var errStopList = errors.New("stop listing")
 
 // resolveSource reads the commit a new branch starts from. probe reports
 // whether its pinned versions must be checked: a branch head is a retention
@@ -387,7 +417,7 @@ func (a *Activities) resolveSource(ctx context.Context, in PrepareCreateInput, v
 		if name == "" {
 			name = "main"
 		}
-		b, err := graph.ResolveBranch(ctx, a.Store, in.Graph, name)
+		b, err := a.resolveBranch(ctx, in.Graph, name)
 		if errors.Is(err, graph.ErrBranchNotFound) {
 			return end(outcome.NotFound, "source branch %q does not exist", name)
 		}

@@ -45,13 +45,54 @@ type PrepareDeleteBranchResult struct {
 	PendingRecorded bool `json:",omitempty"`
 }
 
+// readDeleteTarget finds the live ref a delete retires: the ledger's open incarnation of
+// the name read first — one GET, when storage says it is live — and otherwise every ref
+// of the name (graph.ReadBranchRefs: one LIST, one GET per incarnation it ever had),
+// which also reports a ref this operation retired already (retiredBy) and the refs that
+// could not be read. The hint is used only while the operation has no pending write: the
+// kernel records a write as pending before it sends it, so until then this operation
+// cannot have retired anything, and the live ref the hint names is the one to retire.
+// Once a retire may have been sent (a new run of the operation after a reset, say), the
+// full read looks for it, so a repeated delete never retires a later create's ref.
+func (a *Activities) readDeleteTarget(ctx context.Context, op catalog.Operation, graphName, logical string) (live []graph.Incarnation, retiredBy string, refs graph.NameRefs, err error) {
+	if len(op.Pending) == 0 {
+		w, ok, err := a.openIncarnation(ctx, graphName, logical)
+		if err != nil {
+			return nil, "", graph.NameRefs{}, err
+		}
+		if ok {
+			b, isLive, err := graph.ReadLiveRef(ctx, a.Store, graphName, logical, w.Native)
+			if err != nil {
+				return nil, "", graph.NameRefs{}, fmt.Errorf("read incarnations: %w", err)
+			}
+			if isLive {
+				return []graph.Incarnation{{Native: b.Native, Ref: b.Ref, ETag: b.ETag, Format: b.RefFormat}}, "", graph.NameRefs{}, nil
+			}
+		}
+	}
+	refs, err = graph.ReadBranchRefs(ctx, a.Store, graphName, logical)
+	if err != nil {
+		return nil, "", graph.NameRefs{}, fmt.Errorf("read incarnations: %w", err)
+	}
+	for _, inc := range refs.Incarnations {
+		switch {
+		case inc.Ref.State == format.RefLive:
+			live = append(live, inc)
+		case inc.Ref.State == format.RefRetired && inc.Ref.RetiredOp == op.ID:
+			retiredBy = inc.Native
+		}
+	}
+	return live, retiredBy, refs, nil
+}
+
 // PrepareDeleteBranch records a branch delete and decides whether it may
 // go ahead: main is never deleted (invalid); a branch whose tree a live tag
 // names is deleted only with Force (conflict otherwise) — the tags keep
 // those commits for cleanup either way; a branch whose create is still
 // settling in the ledger waits for that create (conflict). It reads the
-// name's refs (one LIST, one GET per incarnation), the head (LIST + GET)
-// and the graph's tags (one LIST, one GET per tag).
+// name's live ref (readDeleteTarget: one GET of the ref the ledger names, or
+// one LIST and one GET per incarnation), the head (LIST + GET, format 1) and
+// the graph's tags (one LIST, one GET per tag).
 func (a *Activities) PrepareDeleteBranch(ctx context.Context, in PrepareDeleteBranchInput) (PrepareDeleteBranchResult, error) {
 	for _, check := range []error{format.ValidateGraphName(in.Graph), format.ValidateBranchName(in.Branch), format.ValidateOp(in.OpID)} {
 		if check != nil {
@@ -108,25 +149,17 @@ func (a *Activities) decideDelete(ctx context.Context, in PrepareDeleteBranchInp
 		return res, nil
 	}
 
-	incs, err := graph.ReadBranchIncarnations(ctx, a.Store, in.Graph, in.Branch)
-	if isUnreadableObject(err) {
-		return stop(outcome.Conflict, "%v", err)
-	}
+	live, retiredBy, refs, err := a.readDeleteTarget(ctx, r.op, in.Graph, in.Branch)
 	if err != nil {
-		return PrepareDeleteBranchResult{}, fmt.Errorf("read incarnations: %w", err)
-	}
-	var live []graph.Incarnation
-	for _, inc := range incs {
-		switch {
-		case inc.Ref.State == format.RefLive:
-			live = append(live, inc)
-		case inc.Ref.State == format.RefRetired && inc.Ref.RetiredOp == in.OpID:
-			res.Retired, res.Native = true, inc.Native
-		}
+		return PrepareDeleteBranchResult{}, err
 	}
 	switch {
-	case res.Retired:
+	case retiredBy != "":
+		res.Retired, res.Native = true, retiredBy
 		return res, nil // a repeated request; a live incarnation now is a later create's
+	case len(live) == 0 && refs.Err() != nil:
+		// No readable ref is live, and one could not be read: it may be the live one.
+		return stop(outcome.Conflict, "read incarnations of %q: %v", in.Branch, refs.Err())
 	case len(live) == 0:
 		if _, _, gerr := graph.ReadGraphAny(ctx, a.Store, in.Graph); errors.Is(gerr, graph.ErrGraphNotFound) {
 			return stop(outcome.NotFound, "graph %q does not exist", in.Graph)

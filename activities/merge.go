@@ -304,8 +304,9 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 }
 
 // readMergeHeads resolves the source and the target and reads their heads,
-// both at once: per branch one LIST and one GET of its refs, then one LIST
-// and one GET of its head.
+// both at once: per branch the resolve (resolveBranch: one ledger query and
+// one GET of the ref it names, when that ref is live), then one GET of the
+// head (format 2) or one LIST and one GET (format 1).
 func (a *Activities) readMergeHeads(ctx context.Context, graphName string, names ...string) ([]branchHead, outcome.Outcome, string, error) {
 	heads := make([]branchHead, len(names))
 	outs := make([]outcome.Outcome, len(names))

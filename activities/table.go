@@ -201,9 +201,10 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 }
 
 // resolveWriteBranch finds the live incarnation a write appends to, or the
-// outcome that ends the write.
+// outcome that ends the write: the ledger's open incarnation of the name read
+// first (resolveBranch), every ref of the name only when that is not live.
 func (a *Activities) resolveWriteBranch(ctx context.Context, graphName, branch string) (graph.Branch, outcome.Outcome, string, error) {
-	b, err := graph.ResolveBranch(ctx, a.Store, graphName, branch)
+	b, err := a.resolveBranch(ctx, graphName, branch)
 	var ml *graph.MultipleLiveError
 	switch {
 	case err == nil:

@@ -145,6 +145,59 @@ func (c *Catalog) IncarnationListByLogical(ctx context.Context, p IncarnationLis
 	return incs, nil
 }
 
+// IncarnationOpenParams names a logical branch.
+type IncarnationOpenParams struct {
+	Graph   string
+	Logical string
+}
+
+// IncarnationOpen returns the logical branch's open incarnation — live, or not settled yet
+// (intent, cloned, in_doubt) — of which the ledger holds at most one
+// (incarnations_one_open_per_logical); ErrNotFound when it holds none. One index lookup.
+//
+// It is a hint for a reader of storage, never an answer: the ledger may lag storage (a
+// retire that landed before the witness moved, a ref that landed before its witness went
+// live), so a caller reads the ref it names and falls back to storage's own answer
+// (graph.ResolveBranchHinted).
+func (c *Catalog) IncarnationOpen(ctx context.Context, p IncarnationOpenParams) (Incarnation, error) {
+	inc, err := scanIncarnation(c.pool.QueryRow(ctx, `
+		SELECT `+incarnationColumns+` FROM incarnations
+		WHERE graph = $1 AND logical = $2 AND state IN ('intent', 'cloned', 'in_doubt', 'live')`,
+		p.Graph, p.Logical))
+	if err != nil {
+		return Incarnation{}, c.wrap(fmt.Sprintf("get open incarnation of %q", p.Logical), err)
+	}
+	return inc, nil
+}
+
+// IncarnationListByNativesParams names incarnations of one graph by native name.
+type IncarnationListByNativesParams struct {
+	Graph   string
+	Natives []string
+}
+
+// IncarnationListByNatives returns the incarnations among Natives that the ledger has, in
+// native order; a native it has no row for is left out. One query on the primary key,
+// however many natives.
+func (c *Catalog) IncarnationListByNatives(ctx context.Context, p IncarnationListByNativesParams) ([]Incarnation, error) {
+	what := fmt.Sprintf("list %d incarnations of graph %q by native", len(p.Natives), p.Graph)
+	if len(p.Natives) == 0 {
+		return nil, nil
+	}
+	rows, err := c.pool.Query(ctx, `
+		SELECT `+incarnationColumns+` FROM incarnations
+		WHERE graph = $1 AND native = ANY($2::text[])
+		ORDER BY native`, p.Graph, p.Natives)
+	if err != nil {
+		return nil, c.wrap(what, err)
+	}
+	incs, err := collectIncarnations(rows)
+	if err != nil {
+		return nil, c.wrap(what, err)
+	}
+	return incs, nil
+}
+
 // IncarnationListByGraphParams selects a graph's incarnations.
 type IncarnationListByGraphParams struct {
 	Graph string

@@ -299,3 +299,58 @@ func TestIncarnationListByGraph_StateFilter_ReturnsOnlyThoseStates(t *testing.T)
 		t.Errorf("all incarnations: %d, %v; want 3", len(all), err)
 	}
 }
+
+func TestIncarnationOpen_IsTheOneLiveOrUnsettledIncarnation_NotFoundWhenAllSettledDead(t *testing.T) {
+	t.Parallel()
+	c := catalogtest.Open(t)
+	open := func() (catalog.Incarnation, error) {
+		return c.IncarnationOpen(ctxFor(t), catalog.IncarnationOpenParams{Graph: "g", Logical: "f"})
+	}
+	if _, err := open(); !errors.Is(err, catalog.ErrNotFound) {
+		t.Fatalf("no incarnation: %v, want ErrNotFound", err)
+	}
+	intent(t, c, "f", "f.01A")
+	setState(t, c, "f.01A", catalog.IncarnationIntent, catalog.IncarnationLive)
+	setState(t, c, "f.01A", catalog.IncarnationLive, catalog.IncarnationRetired)
+	intent(t, c, "f", "f.01B")
+	setState(t, c, "f.01B", catalog.IncarnationIntent, catalog.IncarnationUnpublished)
+	intent(t, c, "f/child", "f/child.01C") // another name
+	if _, err := open(); !errors.Is(err, catalog.ErrNotFound) {
+		t.Fatalf("only retired and unpublished incarnations: %v, want ErrNotFound", err)
+	}
+	intent(t, c, "f", "f.01D")
+	for _, to := range []catalog.IncarnationState{catalog.IncarnationIntent, catalog.IncarnationCloned, catalog.IncarnationInDoubt, catalog.IncarnationLive} {
+		if to != catalog.IncarnationIntent {
+			from := map[catalog.IncarnationState]catalog.IncarnationState{
+				catalog.IncarnationCloned: catalog.IncarnationIntent, catalog.IncarnationInDoubt: catalog.IncarnationCloned, catalog.IncarnationLive: catalog.IncarnationInDoubt}[to]
+			setState(t, c, "f.01D", from, to)
+		}
+		inc, err := open()
+		if err != nil || inc.Native != "f.01D" || inc.State != to {
+			t.Fatalf("open incarnation %+v, %v; want f.01D in %s", inc, err, to)
+		}
+	}
+	if inc, err := c.IncarnationOpen(ctxFor(t), catalog.IncarnationOpenParams{Graph: "other", Logical: "f"}); !errors.Is(err, catalog.ErrNotFound) {
+		t.Fatalf("another graph: %+v, %v; want ErrNotFound", inc, err)
+	}
+}
+
+func TestIncarnationListByNatives_ReturnsTheKnownOnesInNativeOrder(t *testing.T) {
+	t.Parallel()
+	c := catalogtest.Open(t)
+	intent(t, c, "f", "f.01B")
+	setState(t, c, "f.01B", catalog.IncarnationIntent, catalog.IncarnationLive)
+	setState(t, c, "f.01B", catalog.IncarnationLive, catalog.IncarnationRetired)
+	intent(t, c, "f", "f.01A")
+	got, err := c.IncarnationListByNatives(ctxFor(t), catalog.IncarnationListByNativesParams{Graph: "g", Natives: []string{"f.01B", "f.01Z", "f.01A"}})
+	if err != nil || len(got) != 2 || got[0].Native != "f.01A" || got[0].State != catalog.IncarnationIntent ||
+		got[1].Native != "f.01B" || got[1].State != catalog.IncarnationRetired {
+		t.Fatalf("list by natives = %+v, %v; want f.01A intent and f.01B retired", got, err)
+	}
+	if got, err := c.IncarnationListByNatives(ctxFor(t), catalog.IncarnationListByNativesParams{Graph: "g"}); err != nil || len(got) != 0 {
+		t.Fatalf("no natives: %+v, %v; want none", got, err)
+	}
+	if got, err := c.IncarnationListByNatives(ctxFor(t), catalog.IncarnationListByNativesParams{Graph: "other", Natives: []string{"f.01A"}}); err != nil || len(got) != 0 {
+		t.Fatalf("another graph: %+v, %v; want none", got, err)
+	}
+}

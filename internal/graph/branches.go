@@ -115,23 +115,116 @@ type Incarnation struct {
 // ReadBranchIncarnations reads every ref of one logical name — live,
 // retired or fence — in key order: one listing of BranchRefPrefix and one
 // GET per ref. Unlike ResolveBranch and ListBranches it does not refuse a
-// name with several live refs; it is what a repair reads.
+// name with several live refs; it is what a repair reads. A ref that cannot
+// be read is an error (see ReadBranchRefs for a read that reports it instead).
 func ReadBranchIncarnations(ctx context.Context, s storage.Store, graph, logical string) ([]Incarnation, error) {
-	if err := format.ValidateGraphName(graph); err != nil {
-		return nil, invalid("Graph", err)
-	}
-	if err := format.ValidateBranchName(logical); err != nil {
-		return nil, invalid("Branch", err)
-	}
-	keys, natives, err := listNameRefs(ctx, s, graph, logical)
+	refs, err := ReadBranchRefs(ctx, s, graph, logical)
 	if err != nil {
-		return nil, fmt.Errorf("read incarnations of %q: list refs: %w", logical, err)
+		return nil, err
 	}
-	refs, err := readRefs(ctx, s, keys, natives)
-	if err != nil {
+	if err := refs.Err(); err != nil {
 		return nil, fmt.Errorf("read incarnations of %q: %w", logical, err)
 	}
+	return refs.Incarnations, nil
+}
+
+// NameRefs is every ref of one logical name that a read found.
+type NameRefs struct {
+	// Incarnations are the refs read, in key order.
+	Incarnations []Incarnation
+	// Unreadable are the refs that could not be read as a ref of their key's
+	// native, in key order.
+	Unreadable []UnreadableRef
+}
+
+// UnreadableRef is a ref key whose bytes could not be read as a ref of the
+// native the key names.
+type UnreadableRef struct {
+	Key    string
+	Native string
+	// Err says why: a typed format error (format.ErrMalformed,
+	// format.ErrUnsupportedFormat, format.ErrTooLarge).
+	Err error
+}
+
+// Err is nil when every ref was readable, and otherwise an error naming the
+// first unreadable key that wraps its error (and counts the others).
+func (r NameRefs) Err() error {
+	if len(r.Unreadable) == 0 {
+		return nil
+	}
+	u := r.Unreadable[0]
+	if n := len(r.Unreadable) - 1; n > 0 {
+		return fmt.Errorf("%s: %w (and %d more unreadable refs)", u.Key, u.Err, n)
+	}
+	return fmt.Errorf("%s: %w", u.Key, u.Err)
+}
+
+// UnreadableKeys lists the unreadable refs' keys, nil when there are none.
+func (r NameRefs) UnreadableKeys() []string {
+	var keys []string
+	for _, u := range r.Unreadable {
+		keys = append(keys, u.Key)
+	}
+	return keys
+}
+
+// ReadBranchRefs reads every ref of one logical name, as
+// ReadBranchIncarnations does (one listing, one GET per ref), but reports a
+// ref it cannot read in NameRefs.Unreadable rather than failing: the caller
+// decides what an unreadable ref means for it (ResolveBranch's rule: with one
+// readable live ref it is not the branch; without one, the name's state is
+// unknown). Storage errors are errors.
+func ReadBranchRefs(ctx context.Context, s storage.Store, graph, logical string) (NameRefs, error) {
+	if err := format.ValidateGraphName(graph); err != nil {
+		return NameRefs{}, invalid("Graph", err)
+	}
+	if err := format.ValidateBranchName(logical); err != nil {
+		return NameRefs{}, invalid("Branch", err)
+	}
+	refs, err := readNameRefs(ctx, s, graph, logical)
+	if err != nil {
+		return NameRefs{}, fmt.Errorf("read incarnations of %q: %w", logical, err)
+	}
 	return refs, nil
+}
+
+// readNameRefs lists the refs of one logical name and GETs each, in
+// parallel; it is the loop ResolveBranch and ReadBranchRefs share.
+func readNameRefs(ctx context.Context, s storage.Store, graph, logical string) (NameRefs, error) {
+	keys, natives, err := listNameRefs(ctx, s, graph, logical)
+	if err != nil {
+		return NameRefs{}, fmt.Errorf("list refs: %w", err)
+	}
+	objs, errs := getAll(ctx, s, keys)
+	out := NameRefs{Incarnations: make([]Incarnation, 0, len(keys))}
+	for i, key := range keys {
+		if errors.Is(errs[i], storage.ErrNotFound) {
+			continue // gone since the listing
+		}
+		if errs[i] != nil {
+			return NameRefs{}, fmt.Errorf("read ref: %w", errs[i])
+		}
+		inc, err := decodeRefAt(natives[i], objs[i])
+		if err != nil {
+			out.Unreadable = append(out.Unreadable, UnreadableRef{Key: key, Native: natives[i], Err: err})
+			continue
+		}
+		out.Incarnations = append(out.Incarnations, inc)
+	}
+	return out, nil
+}
+
+// decodeRefAt strictly decodes the ref at the key of native.
+func decodeRefAt(native string, obj storage.Object) (Incarnation, error) {
+	ref, version, err := format.DecodeBranchRefAny(obj.Body)
+	if err != nil {
+		return Incarnation{}, err
+	}
+	if ref.Native != native {
+		return Incarnation{}, &format.MalformedError{Kind: format.KindBranchRef, Field: "native", Reason: "is " + ref.Native + ", not the native name its key names"}
+	}
+	return Incarnation{Native: native, Ref: ref, ETag: obj.ETag, Format: version}, nil
 }
 
 // readRefs GETs and strictly decodes the refs at keys (natives[i] is the
@@ -146,15 +239,11 @@ func readRefs(ctx context.Context, s storage.Store, keys, natives []string) ([]I
 		if errs[i] != nil {
 			return nil, fmt.Errorf("read ref: %w", errs[i])
 		}
-		ref, version, err := format.DecodeBranchRefAny(objs[i].Body)
+		inc, err := decodeRefAt(natives[i], objs[i])
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", key, err)
 		}
-		if ref.Native != natives[i] {
-			return nil, fmt.Errorf("%s: %w", key,
-				&format.MalformedError{Kind: format.KindBranchRef, Field: "native", Reason: "is " + ref.Native + ", not the native name its key names"})
-		}
-		out = append(out, Incarnation{Native: natives[i], Ref: ref, ETag: objs[i].ETag, Format: version})
+		out = append(out, inc)
 	}
 	return out, nil
 }

@@ -144,17 +144,37 @@ type Branch struct {
 	// RefFormat is the ref's format version: 2 for a head pointer (Ref.Head
 	// names the head), 1 for a ref whose head is found by listing its tree.
 	RefFormat int
+	// Unreadable lists the keys of the name's other refs that a full resolve
+	// could not read as refs (bytes that do not decode, or a ref naming
+	// another native) and resolved past, because this ref is live
+	// (ResolveBranch). Nil when every ref read was readable, and on a
+	// hinted resolve that read this ref alone.
+	Unreadable []string
 }
 
 // refReadConcurrency bounds the parallel GETs of ResolveBranch.
 const refReadConcurrency = 8
 
-// ResolveBranch finds the live incarnation of logical: one listing of
-// BranchRefPrefix (one LIST unless the name has over a thousand refs) and a
-// GET of each ref of that logical name, live, retired or fence, read in
-// parallel. Exactly one live ref → its Branch; none → ErrBranchNotFound;
-// more → *MultipleLiveError. The cost grows with the number of incarnations
-// the name has ever had, since retired refs stay as fences.
+// ResolveBranch finds the live incarnation of logical from storage alone: one
+// listing of BranchRefPrefix (one LIST unless the name has over a thousand
+// refs) and a GET of each ref of that logical name, live, retired or fence,
+// read in parallel. Exactly one live ref → its Branch; none →
+// ErrBranchNotFound; more → *MultipleLiveError. The cost grows with the
+// number of incarnations the name has ever had, since retired refs stay as
+// fences; a caller with a ledger resolves through ResolveBranchHinted.
+//
+// A ref that cannot be read as a ref of its key's native (bytes that do not
+// decode, an unknown format version, a ref naming another native) does not
+// make the name unresolvable when another ref of the name is live: that one is
+// returned, with the unreadable keys in Branch.Unreadable. This is safe
+// because one live ref per logical name is the format's invariant (the oracle
+// checks it, and a create checks storage before it publishes): when a readable
+// ref is live, an unreadable one is either not live or a second live ref —
+// a violation the format forbids and repair handles — never the branch in
+// place of the readable one. When no readable ref is live and some could not
+// be read, the answer is an error that wraps the first read's (typed
+// format) error, never ErrBranchNotFound: the branch may be live through the
+// ref that could not be read.
 func ResolveBranch(ctx context.Context, s storage.Store, graph, logical string) (Branch, error) {
 	if err := format.ValidateGraphName(graph); err != nil {
 		return Branch{}, invalid("Graph", err)
@@ -162,42 +182,92 @@ func ResolveBranch(ctx context.Context, s storage.Store, graph, logical string) 
 	if err := format.ValidateBranchName(logical); err != nil {
 		return Branch{}, invalid("Branch", err)
 	}
-	keys, natives, err := listNameRefs(ctx, s, graph, logical)
+	refs, err := readNameRefs(ctx, s, graph, logical)
 	if err != nil {
-		return Branch{}, fmt.Errorf("resolve branch %q: list refs: %w", logical, err)
+		return Branch{}, fmt.Errorf("resolve branch %q: %w", logical, err)
 	}
-	objs, errs := getAll(ctx, s, keys)
 	var live []Branch
-	for i, key := range keys {
-		if errors.Is(errs[i], storage.ErrNotFound) {
-			continue // deleted since the listing; refs are not deleted by graft
-		}
-		if errs[i] != nil {
-			return Branch{}, fmt.Errorf("resolve branch %q: read ref: %w", logical, errs[i])
-		}
-		ref, version, err := format.DecodeBranchRefAny(objs[i].Body)
-		if err != nil {
-			return Branch{}, fmt.Errorf("resolve branch %q: %s: %w", logical, key, err)
-		}
-		if ref.Native != natives[i] {
-			return Branch{}, fmt.Errorf("resolve branch %q: %s: %w", logical, key,
-				&format.MalformedError{Kind: format.KindBranchRef, Field: "native", Reason: "is " + ref.Native + ", not the native name its key names"})
-		}
-		if ref.State == format.RefLive {
-			live = append(live, Branch{Logical: logical, Native: ref.Native, Tree: ref.Tree, Ref: ref, ETag: objs[i].ETag, RefFormat: version})
+	for _, inc := range refs.Incarnations {
+		if inc.Ref.State == format.RefLive {
+			live = append(live, Branch{Logical: logical, Native: inc.Native, Tree: inc.Ref.Tree, Ref: inc.Ref, ETag: inc.ETag, RefFormat: inc.Format})
 		}
 	}
 	switch len(live) {
 	case 0:
+		if err := refs.Err(); err != nil {
+			return Branch{}, fmt.Errorf("resolve branch %q: no readable ref is live: %w", logical, err)
+		}
 		return Branch{}, fmt.Errorf("resolve branch %q: %w", logical, ErrBranchNotFound)
 	case 1:
-		return live[0], nil
+		b := live[0]
+		b.Unreadable = refs.UnreadableKeys()
+		return b, nil
 	}
 	e := &MultipleLiveError{Graph: graph, Branch: logical}
 	for _, b := range live {
 		e.Natives = append(e.Natives, b.Native)
 	}
 	return Branch{}, fmt.Errorf("resolve branch %q: %w", logical, e)
+}
+
+// ResolveBranchHinted is ResolveBranch for a caller that has a hint: the
+// native name of the incarnation it believes live (a worker's ledger names
+// the name's open incarnation). It reads that one ref — one GET — and when
+// storage says it is a live ref of logical, that is the branch. Any other
+// answer (no hint, a hint of another name, the key empty, the ref retired or a
+// fence, bytes that do not decode) falls back to ResolveBranch, so "not found"
+// and "several live" are only ever storage's answers: the hint saves requests,
+// it never decides. A storage error reading the hinted ref is returned.
+//
+// What the hint cannot show is a second live ref of the name that the hint's
+// source does not know of (one written outside the ledger): ResolveBranch
+// reports those as *MultipleLiveError, a hinted resolve whose hint is live
+// does not. Readers without a ledger (and ListBranches, and the oracle) read
+// every ref.
+func ResolveBranchHinted(ctx context.Context, s storage.Store, graph, logical, hint string) (Branch, error) {
+	if err := format.ValidateGraphName(graph); err != nil {
+		return Branch{}, invalid("Graph", err)
+	}
+	if err := format.ValidateBranchName(logical); err != nil {
+		return Branch{}, invalid("Branch", err)
+	}
+	if hint != "" {
+		b, ok, err := ReadLiveRef(ctx, s, graph, logical, hint)
+		if err != nil {
+			return Branch{}, fmt.Errorf("resolve branch %q: %w", logical, err)
+		}
+		if ok {
+			return b, nil
+		}
+	}
+	return ResolveBranch(ctx, s, graph, logical)
+}
+
+// ReadLiveRef reads the ref of one native incarnation of logical — one GET —
+// and reports whether it is a live ref of logical; when it is, the Branch is
+// what ResolveBranch would return for it. A native of another logical name,
+// an empty key, a retired ref or fence, or bytes that do not decode are not
+// live (false, nil); only a storage error other than not-found is an error.
+// It says nothing about the name's other refs.
+func ReadLiveRef(ctx context.Context, s storage.Store, graph, logical, native string) (Branch, bool, error) {
+	if err := format.ValidateGraphName(graph); err != nil {
+		return Branch{}, false, invalid("Graph", err)
+	}
+	if l, _, err := format.ParseNative(native); err != nil || l != logical {
+		return Branch{}, false, nil
+	}
+	obj, err := s.Get(ctx, format.BranchRefKey(graph, native))
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return Branch{}, false, nil
+	case err != nil:
+		return Branch{}, false, fmt.Errorf("read ref %s: %w", native, err)
+	}
+	ref, version, err := format.DecodeBranchRefAny(obj.Body)
+	if err != nil || ref.Native != native || ref.State != format.RefLive || ref.Branch != logical {
+		return Branch{}, false, nil
+	}
+	return Branch{Logical: logical, Native: native, Tree: ref.Tree, Ref: ref, ETag: obj.ETag, RefFormat: version}, true, nil
 }
 
 // getAll GETs keys with bounded parallelism; results are in key order.
