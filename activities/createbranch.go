@@ -131,7 +131,7 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 		}
 	}
 
-	if res, err := a.checkNameFree(ctx, in.Graph, in.Branch); err != nil || res.Outcome != "" {
+	if res, err := a.checkNameFree(ctx, in.Graph, in.Branch, native); err != nil || res.Outcome != "" {
 		if err != nil {
 			return res, err
 		}
@@ -277,7 +277,13 @@ func (a *Activities) recordEarly(ctx context.Context, p catalog.OperationInsertP
 // storage (a create reset to before its prepare after its ref landed, but
 // before the landing was recorded, finishes as conflict and settles its
 // witness unpublished while its ref is live), so it is not taken as proof.
-func (a *Activities) checkNameFree(ctx context.Context, graphName, logical string) (PrepareCreateResult, error) {
+//
+// own is the native name this create minted: a live ref of it is this operation's own,
+// sent by an earlier run of it (a run reset after its ref landed and before its finish
+// was recorded) — not another branch. The create goes on, finds its own bytes at the key
+// and ends created, instead of ending conflict and settling its witness unpublished
+// while its ref is live.
+func (a *Activities) checkNameFree(ctx context.Context, graphName, logical, own string) (PrepareCreateResult, error) {
 	prefixes := []string{format.BranchRefsPrefix(graphName) + logical}
 	for i := 0; i < len(logical); i++ {
 		if logical[i] == '/' {
@@ -321,7 +327,7 @@ func (a *Activities) checkNameFree(ctx context.Context, graphName, logical strin
 		}
 	}
 	for _, r := range refs {
-		if retired[r.native] {
+		if retired[r.native] || r.native == own {
 			continue
 		}
 		obj, err := a.Store.Get(ctx, r.key)

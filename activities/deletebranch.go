@@ -149,7 +149,16 @@ func (a *Activities) decideDelete(ctx context.Context, in PrepareDeleteBranchInp
 		return res, nil
 	}
 
-	live, retiredBy, refs, err := a.readDeleteTarget(ctx, r.op, in.Graph, in.Branch)
+	// The operation's row as an earlier run of it left it, if any: a pending write there
+	// means a retire may have been sent already (readDeleteTarget).
+	op, err := a.Catalog.OperationGet(ctx, catalog.OperationGetParams{ID: in.OpID})
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+		op = catalog.Operation{ID: in.OpID}
+	case err != nil:
+		return PrepareDeleteBranchResult{}, fmt.Errorf("read operation: %w", err)
+	}
+	live, retiredBy, refs, err := a.readDeleteTarget(ctx, op, in.Graph, in.Branch)
 	if err != nil {
 		return PrepareDeleteBranchResult{}, err
 	}

@@ -208,7 +208,7 @@ func TestWorkerResolve_NameRecreated1000Times_CostsTheRequestsOfANameCreatedOnce
 	var res PrepareCreateResult
 	cost := r.requests(func() {
 		var err error
-		if res, err = r.a.checkNameFree(r.ctx, r.graph, "hot"); err != nil {
+		if res, err = r.a.checkNameFree(r.ctx, r.graph, "hot", ""); err != nil {
 			t.Fatalf("check name: %v", err)
 		}
 	})
@@ -220,7 +220,7 @@ func TestWorkerResolve_NameRecreated1000Times_CostsTheRequestsOfANameCreatedOnce
 	}
 	// Its descendants' and ancestors' dead refs are not read either.
 	if n := r.refGets(func() {
-		if res, err := r.a.checkNameFree(r.ctx, r.graph, "hot/child"); err != nil || res.Outcome != "" {
+		if res, err := r.a.checkNameFree(r.ctx, r.graph, "hot/child", ""); err != nil || res.Outcome != "" {
 			t.Fatalf("check name hot/child: %+v, %v", res, err)
 		}
 	}); n != 0 {
@@ -232,13 +232,12 @@ func TestWorkerResolve_NameRecreated1000Times_CostsTheRequestsOfANameCreatedOnce
 	}
 }
 
-// The name check still reads every ref the ledger has not witnessed retired: a live ref
-// written outside the ledger, and a ref whose witness says unpublished — that state can be
-// ahead of storage. Here the create is reset to before its prepare after its ref landed
-// but before the landing was recorded: the new run's prepare meets the live ref (conflict)
-// and its finish settles the witness unpublished, while storage holds the live ref. A name
-// check that trusted "unpublished" would let a second incarnation of the name go live.
-func TestCheckNameFree_UnpublishedWitnessOfALiveRef_IsRead_NameNotFree(t *testing.T) {
+// A create reset after its ref landed and before the ledger heard of it (its worker lost,
+// then an operator's reset: a new run of the same workflow, the same start time, so the
+// same native name) finds its own live ref, not another branch: it goes on and ends
+// created. It used to end conflict and settle its witness unpublished while its ref was
+// live — a live branch whose witness says it can never be.
+func TestPrepareCreate_ResetAfterItsRefLanded_FindsItsOwnRef_EndsCreated(t *testing.T) {
 	r := newResolveRig(t)
 	r.create("feat")
 	r.delete("feat")
@@ -258,25 +257,26 @@ func TestCheckNameFree_UnpublishedWitnessOfALiveRef_IsRead_NameNotFree(t *testin
 	}
 	in.RunID = "run-2" // an operator's reset: a new run of the same workflow
 	again, err := r.a.PrepareCreate(r.ctx, in)
-	if err != nil || again.Outcome != outcome.Conflict || !again.Owned {
-		t.Fatalf("prepare after the reset: %+v, %v; want an owned conflict", again, err)
+	if err != nil || again.Outcome != "" || !again.Owned || again.Native != prep.Native {
+		t.Fatalf("prepare after the reset: %+v, %v; want the same incarnation, %s, to go on", again, err, prep.Native)
 	}
-	r.finish(Owner{OpID: in.OpID, Run: "run-2"}, catalog.OpCreateBranch, again.Outcome)
-	if w := r.witness(prep.Native); w.State != catalog.IncarnationUnpublished {
-		t.Fatalf("witness %+v; this test needs it unpublished", w)
+	o2 := Owner{OpID: in.OpID, Run: "run-2"}
+	if clone, err := r.a.CloneTree(r.ctx, CloneInput{Owner: o2, Graph: r.graph, Native: again.Native, ForkID: again.ForkID, ForkBytes: again.ForkBytes, ForkChunks: again.ForkChunks}); err != nil || clone.State != CloneCommitted {
+		t.Fatalf("clone after the reset: %+v, %v", clone, err)
+	}
+	v, err := r.a.Write(r.ctx, WriteInput{Owner: o2, Spec: *again.RefSpec, PendingRecorded: true})
+	if err != nil || v.State != Landed || !v.Recorded {
+		t.Fatalf("ref after the reset: %+v, %v; want landed (its own bytes) and recorded", v, err)
+	}
+	if w := r.witness(prep.Native); w.State != catalog.IncarnationLive {
+		t.Fatalf("witness %+v, want live", w)
 	}
 	if b, err := graph.ResolveBranch(r.ctx, r.store, r.graph, "feat"); err != nil || b.Native != prep.Native {
-		t.Fatalf("storage: %+v, %v; this test needs %s live", b, err, prep.Native)
+		t.Fatalf("storage: %+v, %v; want %s live", b, err, prep.Native)
 	}
-
-	res, err := r.a.checkNameFree(r.ctx, r.graph, "feat")
-	if err != nil || res.Outcome != outcome.Conflict || !strings.Contains(res.Message, prep.Native) {
+	// The name check still refuses the name to anyone else.
+	if res, err := r.a.checkNameFree(r.ctx, r.graph, "feat", ""); err != nil || res.Outcome != outcome.Conflict || !strings.Contains(res.Message, prep.Native) {
 		t.Fatalf("name check: %+v, %v; want conflict naming the live %s", res, err, prep.Native)
-	}
-	// The worker's resolve finds it too: the ledger has no open incarnation, so the hint
-	// is empty and storage answers.
-	if b, o, msg, err := r.a.resolveWriteBranch(r.ctx, r.graph, "feat"); err != nil || o != "" || b.Native != prep.Native {
-		t.Fatalf("resolve: %+v, %s %s %v; want %s", b, o, msg, err, prep.Native)
 	}
 }
 

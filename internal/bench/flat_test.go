@@ -159,44 +159,47 @@ func TestClientWait_OneStartAndOneLongPollPerOperation(t *testing.T) {
 const (
 	// Create: one flushed commit, the prepare's (claim, the source commit's
 	// pin, the intent witness with its prefix check and a savepoint, and the
-	// ref put as the pending write: 14 statements); the clone records
-	// nothing; the write reads the row back (one SELECT) and, once the ref
-	// landed, records the live witness and the finish in one recoverable
-	// transaction of 9. The same at 121 tables: a format-2 create pins the
-	// source commit alone (docs/format.md, "Branch create").
+	// ref put as the pending write: 14 statements), after a lookup of main's
+	// open incarnation (one SELECT: the ref to read first); the clone
+	// records nothing; the write reads the row back (one SELECT) and, once
+	// the ref landed, records the live witness and the finish in one
+	// recoverable transaction of 9. The same at 121 tables: a format-2
+	// create pins the source commit alone (docs/format.md, "Branch create").
 	CreateLedgerFlushes      = 1
-	CreateLedgerTransactions = 3
-	CreateLedgerStatements   = 24
+	CreateLedgerTransactions = 4
+	CreateLedgerStatements   = 25
 	// Delete: one flushed commit, the prepare's claim with the retire as its
-	// pending write (BEGIN, the insert, the pending write, COMMIT), after a
-	// lookup of the live incarnation's witness (one SELECT); the write reads
-	// the row back (one SELECT) and records the retired witness in a
-	// recoverable transaction (5); the finish is recoverable too (10: BEGIN,
-	// the row lock, SET LOCAL synchronous_commit, the witnesses' lookup, the
-	// operation's graph, the graph lock, the update, the pins' release and
-	// prune, COMMIT).
+	// pending write (BEGIN, the insert, the pending write, COMMIT), after
+	// three reads (one SELECT each): the operation's row (a pending write of
+	// an earlier run of it means a retire may have been sent: every ref is
+	// read then), the name's open incarnation (the ref to read first) and
+	// its witness; the write reads the row back (one SELECT) and records the
+	// retired witness in a recoverable transaction (5); the finish is
+	// recoverable too (10: BEGIN, the row lock, SET LOCAL
+	// synchronous_commit, the witnesses' lookup, the operation's graph, the
+	// graph lock, the update, the pins' release and prune, COMMIT).
 	DeleteLedgerFlushes      = 1
-	DeleteLedgerTransactions = 5
-	DeleteLedgerStatements   = 21
+	DeleteLedgerTransactions = 7
+	DeleteLedgerStatements   = 23
 	// Merge: two flushed commits — the claim with the pins of the two heads
 	// and the base, and, once the plan is made, one transaction pinning what
 	// the merge commit newly names (versions, chunks, the commit) with the
-	// publish as the pending write — after a lookup of a pending write of
-	// its own (one SELECT); the write reads the row back (one SELECT); the
-	// finish is recoverable. The same at 121 tables as at 4: each pin set
-	// goes in one statement.
+	// publish as the pending write — after reads of a pending write of its
+	// own and of each branch's open incarnation (one SELECT each); the write
+	// reads the row back (one SELECT); the finish is recoverable. The same
+	// at 121 tables as at 4: each pin set goes in one statement.
 	MergeLedgerFlushes      = 2
-	MergeLedgerTransactions = 5
-	MergeLedgerStatements   = 28
+	MergeLedgerTransactions = 7
+	MergeLedgerStatements   = 30
 )
 
 // DeleteSuccessPathRequests is what a branch delete costs in object-store
-// requests on a format-2 graph: LIST the name's refs and GET the one ref
-// (graph.ReadBranchIncarnations; the head is the one the ref names, not
-// read), LIST the graph's tags (none here, so no GET), then the retire
-// (graph.RetireRef): GET the ref and swap it to the retired ref (PUT,
-// If-Match). 2 GETs, 2 LISTs, 1 PUT.
-const DeleteSuccessPathRequests = 5
+// requests on a format-2 graph: GET the ref of the incarnation the ledger
+// names as the name's open one (storage confirms it live; the head is the
+// one the ref names, not read), LIST the graph's tags (none here, so no
+// GET), then the retire (graph.RetireRef): GET the ref and swap it to the
+// retired ref (PUT, If-Match). 2 GETs, 1 LIST, 1 PUT.
+const DeleteSuccessPathRequests = 4
 
 // TestLedger_RoundTripsPerOperation_Constant proves what a create, a delete
 // and a merge through the engine cost the ledger, at 4 and 121 tables: the

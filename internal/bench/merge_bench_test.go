@@ -214,9 +214,11 @@ func BenchmarkMerge(b *testing.B) {
 // tables changed on the branch (t000–t007) and one on main (t120), the
 // shape of BenchmarkMergeInto and of the depth-10,000 test:
 //
-//   - plan, the heads (both branches at once): per branch one LIST of its
-//     name's refs, one GET of its ref and one GET of the head commit the
-//     ref names — 2 LISTs, 4 GETs;
+//   - plan, the heads (both branches at once): main's ref, the incarnation
+//     the ledger names (one GET), the branch's refs (one LIST: the harness
+//     wrote the branch, so the ledger has no witness of it to read first)
+//     and its ref (one GET), and each head commit its ref names — 1 LIST,
+//     4 GETs;
 //   - both head commits again (graph.Graph.HeadOf in the format-2 plan) —
 //     2 GETs;
 //   - the merge base (graph.Graph.FindBases): the branch's fork point on
@@ -240,9 +242,9 @@ func BenchmarkMerge(b *testing.B) {
 //   - the merge commit (PUT, put-if-absent) and the swap of main's ref to
 //     it (PUT, If-Match of the ETag the plan read) — 2 PUTs.
 //
-// 33 GETs, 2 LISTs, 1 HEAD, 4 PUTs. The history is never read: the base
+// 33 GETs, 1 LIST, 1 HEAD, 4 PUTs. The history is never read: the base
 // comes from the heads' lineages and forks.
-const MergeSuccessPathRequests = 40
+const MergeSuccessPathRequests = 39
 
 // MergeVersionGets is what each table a merge adopts adds to its requests:
 // GETs of the table's version at the target and at the source (the
@@ -253,7 +255,8 @@ const MergeVersionGets = 2
 
 // MergeAdoptSuccessPathRequests is a merge into an unmoved main (adopted:
 // main's head is the branch's fork point) of a branch changing 8 of 121
-// tables: the heads (2 LISTs, 4 GETs) and both head commits again (2 GETs);
+// tables: the heads (1 LIST, 4 GETs, as a three-way merge's) and both head
+// commits again (2 GETs);
 // no base to read (main's head is the branch's fork, already read); the
 // pins walk (each side's root and the leaf holding the changed tables: 4
 // GETs); the 8 adopted tables' versions at main and at the branch (16
@@ -261,8 +264,8 @@ const MergeVersionGets = 2
 // as the merged parent and as the commit whose pins the merge commit takes
 // (2 GETs); the merge commit (PUT; it names the branch's pins map as it
 // stands, so no chunk is written) and the swap of main's ref (PUT).
-// 28 GETs, 2 LISTs, 1 HEAD, 2 PUTs.
-const MergeAdoptSuccessPathRequests = 33
+// 28 GETs, 1 LIST, 1 HEAD, 2 PUTs.
+const MergeAdoptSuccessPathRequests = 32
 
 // mergeRequests is a three-way merge's requests with changed tables
 // adopted: t000… share the leaf of the pins map that t000–t007 are in up
