@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+	"go.temporal.io/api/workflowservice/v1"
 	sdkclient "go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -65,14 +66,24 @@ type rpcCounter struct {
 
 func (c *rpcCounter) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	name := method[strings.LastIndexByte(method, '/')+1:]
+	err := invoker(ctx, method, req, reply, cc, opts...)
 	c.mu.Lock()
 	if c.n == nil {
 		c.n = map[string]int{}
 	}
 	c.n[name]++
+	// A start answered with the workflow's first task: it runs on this worker at once,
+	// without a trip through matching (eager start).
+	if r, ok := reply.(*workflowservice.StartWorkflowExecutionResponse); ok && err == nil && r.GetEagerWorkflowTask() != nil {
+		c.n[EagerStarts]++
+	}
 	c.mu.Unlock()
-	return invoker(ctx, method, req, reply, cc, opts...)
+	return err
 }
+
+// EagerStarts counts, among rpcCounter's methods, the starts the server answered with
+// the workflow's first task.
+const EagerStarts = "StartWorkflowExecution(eager)"
 
 // take returns the counts so far and starts again from zero.
 func (c *rpcCounter) take() map[string]int {
