@@ -120,8 +120,18 @@ func (a *Activities) PrepareDeleteBranch(ctx context.Context, in PrepareDeleteBr
 	var c claimed
 	err = a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		if c, err = a.claim(ctx, tx, rec); err != nil || !c.owned || c.outcome != "" || pending == nil {
+		if c, err = a.claim(ctx, tx, rec); err != nil || !c.owned || c.outcome != "" {
 			return err
+		}
+		if res.Retired {
+			// An earlier run of this operation retired the ref; it may have stopped (its
+			// worker killed, its workflow reset) before it recorded the witness retired.
+			// Record it now, or the ledger would keep the name live for good.
+			_, err = a.retireWitnessTx(ctx, tx, in.Graph, res.Native)
+			return err
+		}
+		if pending == nil {
+			return nil
 		}
 		_, err = a.Catalog.OperationProgressTx(ctx, tx, catalog.OperationProgressParams{ID: in.OpID, Owner: in.RunID,
 			Pending: pending, Phase: "write", Waiting: res.Spec.Describe()})

@@ -423,3 +423,36 @@ func TestPrepareDelete_RepeatedAfterItsRetireLanded_LeavesALaterIncarnationAlone
 		t.Fatalf("after: %+v, %v; want %s still live", b, err, later)
 	}
 }
+
+// A delete whose retire landed but whose worker was killed before it recorded the witness
+// retired, run again (its workflow's next task on another worker repeats the prepare),
+// reports its own retire — and records the witness now. It used to end deleted with the
+// witness still live, so the ledger refused every later create of the name as "already
+// exists" while storage had no live ref (soak, versitygw seed 900959).
+func TestPrepareDelete_RetireLandedWitnessNotRecorded_RepeatedPrepareRecordsIt_NameReusable(t *testing.T) {
+	r := newResolveRig(t)
+	native := r.create("w")
+	in := PrepareDeleteBranchInput{OpID: "op-del-killed", Graph: r.graph, Branch: "w", WorkflowID: "wf-del-killed", RunID: "run-1"}
+	prep, err := r.a.PrepareDeleteBranch(r.ctx, in)
+	if err != nil || prep.Outcome != "" || prep.Native != native || !prep.PendingRecorded {
+		t.Fatalf("prepare: %+v, %v", prep, err)
+	}
+	// The retire lands; the worker dies before the witness's transaction.
+	if _, err := graph.RetireRef(r.ctx, r.store, r.graph, native, prep.Spec.ETag, in.OpID); err != nil {
+		t.Fatal(err)
+	}
+	if w := r.witness(native); w.State != catalog.IncarnationLive {
+		t.Fatalf("witness %+v; this test needs it still live", w)
+	}
+	again, err := r.a.PrepareDeleteBranch(r.ctx, in) // the same run's task, repeated on another worker
+	if err != nil || again.Outcome != "" || !again.Retired || again.Native != native {
+		t.Fatalf("the repeated prepare: %+v, %v; want its own retire of %s reported", again, err, native)
+	}
+	if w := r.witness(native); w.State != catalog.IncarnationRetired {
+		t.Fatalf("witness %+v, want retired once the repeated prepare saw the retire", w)
+	}
+	r.finish(Owner{OpID: in.OpID, Run: "run-1"}, catalog.OpDeleteBranch, outcome.Deleted)
+	if later := r.create("w"); later == native {
+		t.Fatalf("re-created %s, want a new incarnation", later)
+	}
+}
