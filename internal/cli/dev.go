@@ -142,12 +142,15 @@ func (a *app) runDev(cmd *cobra.Command, o devOptions) error {
 			return fmt.Errorf("find a port for metrics: %w", err)
 		}
 	}
-	ts, err := devstack.StartTemporal(ctx, devstack.TemporalOptions{
-		Port: port, UIPort: uiPort, Headless: false,
+	// A default port found free is a preference: taken between the check and the
+	// start, the server starts on free ports. A port the operator named is insisted on.
+	tsOpts := devstack.TemporalOptions{Port: o.port, UIPort: o.uiPort, PreferredPort: port, PreferredUIPort: uiPort,
+		Headless:  false,
 		DBFile:    filepath.Join(devDir, "temporal.db"),
 		Namespace: a.cfg.Namespace,
 		LogFile:   filepath.Join(devDir, "temporal.log"),
-	})
+	}
+	ts, err := devstack.StartTemporal(ctx, tsOpts)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

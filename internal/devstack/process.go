@@ -27,6 +27,8 @@ type Process struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	log  *lockedBuffer
+	// logFile is where the output went, when not to log.
+	logFile string
 
 	stopOnce sync.Once
 	waitErr  error
@@ -40,7 +42,7 @@ func startProcess(name, path string, args, env []string, logFile, dir string) (*
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	p := &Process{Name: name, cmd: cmd, done: make(chan struct{}), log: &lockedBuffer{}}
+	p := &Process{Name: name, cmd: cmd, done: make(chan struct{}), log: &lockedBuffer{}, logFile: logFile}
 	if logFile != "" {
 		f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
@@ -61,8 +63,40 @@ func startProcess(name, path string, args, env []string, logFile, dir string) (*
 	return p, nil
 }
 
-// Output returns what the process printed, when it was not sent to a log file.
-func (p *Process) Output() string { return p.log.String() }
+// Output returns what the process printed: the in-memory buffer, or the last
+// lines of its log file.
+func (p *Process) Output() string {
+	if p.logFile == "" {
+		return p.log.String()
+	}
+	return tailFile(p.logFile, 4<<10)
+}
+
+// tailFile returns about the last n bytes of path, from a line's start, so a
+// failure to start reports why (a taken port, a schema error) where a test or
+// CI prints it, not only in a file that is gone with the run's temporary directory.
+func tailFile(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	off := max(st.Size()-n, 0)
+	b := make([]byte, st.Size()-off)
+	if _, err := f.ReadAt(b, off); err != nil {
+		return ""
+	}
+	if off > 0 {
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+	}
+	return "last lines of " + path + ":\n" + string(b)
+}
 
 // Exited reports whether the process has ended.
 func (p *Process) Exited() bool {
@@ -140,14 +174,31 @@ func (p *Process) waitReady(ctx context.Context, timeout time.Duration, probe fu
 	}
 }
 
-// FreePort asks the kernel for a free TCP port on 127.0.0.1.
+// FreePort asks the kernel for a free TCP port on 127.0.0.1 and keeps the
+// kernel from handing it to anyone else's bind(:0) for a while: it connects to
+// the port and closes the accepted side first, which leaves the port in
+// TIME_WAIT (60 s on Linux). A server told the port explicitly can still bind
+// it (Go sets SO_REUSEADDR), but the Temporal dev server's own internal
+// services, which pick ephemeral ports, cannot collide with it — a collision
+// made a start exit before it was ready.
 func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	port := l.Addr().(*net.TCPAddr).Port
+	c, err := net.DialTCP("tcp", nil, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
+	if err != nil {
+		return 0, fmt.Errorf("reserve port %d: %w", port, err)
+	}
+	defer c.Close()
+	s, err := l.Accept()
+	if err != nil {
+		return 0, fmt.Errorf("reserve port %d: %w", port, err)
+	}
+	s.Close() // the server side closes first: TIME_WAIT is on the port
+	return port, nil
 }
 
 func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }

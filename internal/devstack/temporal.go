@@ -15,10 +15,17 @@ import (
 
 // TemporalOptions configure a Temporal CLI dev server.
 type TemporalOptions struct {
-	// Port is the frontend gRPC port at 127.0.0.1. Defaults to a free port.
+	// Port is the frontend gRPC port at 127.0.0.1, insisted on: a server that
+	// cannot start on it is an error. Defaults to a free port.
 	Port int
-	// UIPort serves the Web UI when Headless is false. Defaults to a free port.
+	// UIPort serves the Web UI when Headless is false, insisted on like Port.
+	// Defaults to a free port.
 	UIPort int
+	// PreferredPort and PreferredUIPort are tried first when Port and UIPort
+	// are 0; a server that does not start on them is started again on free
+	// ports (the port may have been taken between the check and the start).
+	// Defaults to none.
+	PreferredPort, PreferredUIPort int
 	// Headless turns the Web UI off. Defaults to false.
 	Headless bool
 	// DBFile persists the server's state in SQLite. Defaults to "" (in memory).
@@ -66,6 +73,8 @@ func StartTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 		port, httpPort, metricsPort := ports[0], ports[1], ports[2]
 		if o.Port != 0 {
 			port = o.Port
+		} else if attempt == 0 && o.PreferredPort != 0 {
+			port = o.PreferredPort
 		}
 		args := []string{"server", "start-dev",
 			"--ip", "127.0.0.1", "--port", fmt.Sprint(port),
@@ -76,6 +85,9 @@ func StartTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 			args = append(args, "--headless")
 		} else {
 			ui := o.UIPort
+			if ui == 0 && attempt == 0 {
+				ui = o.PreferredUIPort
+			}
 			if ui == 0 {
 				if ui, err = FreePort(); err != nil {
 					return nil, fmt.Errorf("start temporal: %w", err)
@@ -106,7 +118,7 @@ func StartTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 		}
 		p.Stop(10 * time.Second)
 		lastErr = err
-		if o.Port != 0 {
+		if o.Port != 0 || (o.UIPort != 0 && !o.Headless) {
 			break
 		}
 	}
