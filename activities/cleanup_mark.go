@@ -557,23 +557,58 @@ func (m *treeMark) newestCommit(ctx context.Context, t ulid.ULID, cs []treeCommi
 	return nil, nil
 }
 
-// fence wins the ref key of a tree that has no ref and no unsettled witness, so that no
-// late put can ever publish it; only then may the tree be condemned. Losing to a live
-// ref means the branch is live after all.
+// fence is fenceRefless for format 1: a format-1 fence, named by the branch of the
+// tree's newest commit.
 func (m *treeMark) fence(ctx context.Context, t ulid.ULID, cs []treeCommit) (treeClass, string, string, error) {
-	c, err := m.newestCommit(ctx, t, cs)
+	return m.fenceRefless(ctx, reflessFence{
+		tree: t,
+		newest: func(ctx context.Context) (string, bool, error) {
+			c, err := m.newestCommit(ctx, t, cs)
+			if c == nil {
+				return "", false, err
+			}
+			return c.Branch, true, err
+		},
+		encode: func(branch, native string) ([]byte, error) {
+			return format.EncodeBranchRef(format.BranchRef{State: format.RefFence, Branch: branch, Native: native,
+				Tree: t, Op: m.in.RunID, Reason: "cleanup"})
+		},
+		state: func(b []byte) (format.RefState, error) {
+			ref, err := format.DecodeBranchRef(b)
+			return ref.State, err
+		},
+	})
+}
+
+// reflessFence is what fencing a ref-less tree needs of its graph's format.
+type reflessFence struct {
+	tree ulid.ULID
+	// newest names the branch of the tree's newest commit that still exists; found is
+	// false when none does.
+	newest func(ctx context.Context) (branch string, found bool, err error)
+	// encode makes the format's fence bytes for the incarnation.
+	encode func(branch, native string) ([]byte, error)
+	// state decodes what the ref key holds, strictly in the graph's format.
+	state func(body []byte) (format.RefState, error)
+}
+
+// fenceRefless wins the ref key of a tree that has no ref and no unsettled witness, so
+// that no late put can ever publish it; only then may the tree be condemned. Losing to a
+// live ref means the branch is live after all. One decision for both formats: only the
+// commit read, the fence's bytes and the ref's decoding differ.
+func (m *treeMark) fenceRefless(ctx context.Context, f reflessFence) (treeClass, string, string, error) {
+	branch, found, err := f.newest(ctx)
 	var bad errUnreadable
 	switch {
 	case errors.As(err, &bad):
 		return treeUnsettled, "", "cannot learn the branch name: " + err.Error(), nil
 	case err != nil:
 		return 0, "", "", err
-	case c == nil:
+	case !found:
 		return treeCondemnable, "", "its commits are gone", nil
 	}
-	native := format.NativeName(c.Branch, t)
-	body, err := format.EncodeBranchRef(format.BranchRef{State: format.RefFence, Branch: c.Branch, Native: native,
-		Tree: t, Op: m.in.RunID, Reason: "cleanup"})
+	native := format.NativeName(branch, f.tree)
+	body, err := f.encode(branch, native)
 	if err != nil {
 		return treeUnsettled, native, "cannot encode a fence: " + err.Error(), nil
 	}
@@ -588,14 +623,14 @@ func (m *treeMark) fence(ctx context.Context, t ulid.ULID, cs []treeCommit) (tre
 		m.res.Fenced = append(m.res.Fenced, native)
 		return treeCondemnable, native, "fenced by this run", nil
 	}
-	ref, derr := format.DecodeBranchRef(put.Existing)
+	state, derr := f.state(put.Existing)
 	switch {
 	case derr != nil:
 		return treeUnsettled, native, "the ref key holds bytes that do not decode", nil
-	case ref.State == format.RefLive:
+	case state == format.RefLive:
 		return treeLive, native, "a live ref landed before the fence", nil
 	}
-	return treeCondemnable, native, "already " + string(ref.State), nil
+	return treeCondemnable, native, "already " + string(state), nil
 }
 
 // condemn condemns the candidate commits (or, in a dry run, plans them), restricted to

@@ -426,42 +426,24 @@ func (m *treeMark) newestV2(ctx context.Context, t ulid.ULID, cs []treeCommit) (
 	return nil, nil
 }
 
-// fenceV2 is fence for format 2: a format-2 fence at the ref key of a ref-less tree.
+// fenceV2 is fenceRefless for format 2: a format-2 fence, named by the branch of the
+// tree's newest commit.
 func (m *treeMark) fenceV2(ctx context.Context, t ulid.ULID, cs []treeCommit) (treeClass, string, string, error) {
-	c, err := m.newestV2(ctx, t, cs)
-	var bad errUnreadable
-	switch {
-	case errors.As(err, &bad):
-		return treeUnsettled, "", "cannot learn the branch name: " + err.Error(), nil
-	case err != nil:
-		return 0, "", "", err
-	case c == nil:
-		return treeCondemnable, "", "its commits are gone", nil
-	}
-	native := format.NativeName(c.Branch, t)
-	body, err := graph.FenceBytes(native, m.in.RunID, "cleanup")
-	if err != nil {
-		return treeUnsettled, native, "cannot encode a fence: " + err.Error(), nil
-	}
-	put, err := graph.PutIfAbsent(ctx, m.s, format.BranchRefKey(m.in.Graph, native), body)
-	if err != nil {
-		if ctx.Err() != nil {
-			return 0, "", "", ctx.Err()
-		}
-		return treeUnsettled, native, "fence put unsettled: " + err.Error(), nil
-	}
-	if put.Outcome != graph.PutTaken {
-		m.res.Fenced = append(m.res.Fenced, native)
-		return treeCondemnable, native, "fenced by this run", nil
-	}
-	ref, _, derr := format.DecodeBranchRefAny(put.Existing)
-	switch {
-	case derr != nil:
-		return treeUnsettled, native, "the ref key holds bytes that do not decode", nil
-	case ref.State == format.RefLive:
-		return treeLive, native, "a live ref landed before the fence", nil
-	}
-	return treeCondemnable, native, "already " + string(ref.State), nil
+	return m.fenceRefless(ctx, reflessFence{
+		tree: t,
+		newest: func(ctx context.Context) (string, bool, error) {
+			c, err := m.newestV2(ctx, t, cs)
+			if c == nil {
+				return "", false, err
+			}
+			return c.Branch, true, err
+		},
+		encode: func(_, native string) ([]byte, error) { return graph.FenceBytes(native, m.in.RunID, "cleanup") },
+		state: func(b []byte) (format.RefState, error) {
+			ref, _, err := format.DecodeBranchRefAny(b)
+			return ref.State, err
+		},
+	})
 }
 
 // findMergeBasesV2 records in m.mergeBases every commit a merge between two of heads may

@@ -621,3 +621,54 @@ func TestCleanupV2_MarkThenSweepThePlan_ChunksIncluded(t *testing.T) {
 	}
 	r.checkRetained()
 }
+
+// A format-2 tree written by hand — a fork commit with no ref and no witness, as a create
+// leaves it when its clone landed after its ref could no longer — is reclaimed only once
+// the collector wins a format-2 fence at its ref key; a late ref put for it then fails.
+// A live branch forked beside it is kept whole.
+func TestCleanupV2_RefLessTreeWithoutWitness_CollectorFenceWins_TreeReclaimedAndLateRefFails(t *testing.T) {
+	eachStoreV2(t, func(t *testing.T, r *rigV2) {
+		fork := func(branch string) graph.ForkPlan {
+			t.Helper()
+			p, err := r.g.PlanFork(r.ctx, graph.ForkSpec{Branch: branch, Tree: ulid.Make(), Source: r.root.String(),
+				Author: "test", Message: "by hand", Time: time.Now().UTC().Truncate(time.Millisecond), Op: r.op("hand")})
+			if err != nil {
+				t.Fatalf("plan fork of %s: %v", branch, err)
+			}
+			if err := r.g.WriteFork(r.ctx, p); err != nil {
+				t.Fatalf("write fork of %s: %v", branch, err)
+			}
+			return p
+		}
+		orphan, kept := fork("orphan"), fork("kept")
+		if put, err := r.g.PutForkRef(r.ctx, kept); err != nil || put.Outcome == graph.PutTaken {
+			t.Fatalf("live ref of kept: %+v, %v", put, err)
+		}
+
+		res := r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()})
+		if !slices.Equal(res.Fenced, []string{orphan.Ref.Native}) {
+			t.Fatalf("fenced %v, want [%s] alone", res.Fenced, orphan.Ref.Native)
+		}
+		if r.exists(orphan.CommitKey) {
+			t.Fatalf("the fenced tree's fork commit %s survived the sweep", orphan.CommitKey)
+		}
+		got, err := r.store.Get(r.ctx, orphan.RefKey)
+		if err != nil {
+			t.Fatalf("read the orphan's ref key: %v", err)
+		}
+		ref, version, err := format.DecodeBranchRefAny(got.Body)
+		if err != nil || version != format.Version2 || ref.State != format.RefFence || ref.Reason != "cleanup" || ref.Op != res.RunID {
+			t.Fatalf("ref key holds %+v (format %d, %v), want this run's format-2 cleanup fence", ref, version, err)
+		}
+		if put, err := r.g.PutForkRef(r.ctx, orphan); err != nil || put.Outcome != graph.PutTaken {
+			t.Fatalf("late ref put of the orphan: %+v, %v; want the key taken by the fence", put, err)
+		}
+		if !r.exists(kept.CommitKey) {
+			t.Fatalf("the live branch's fork commit %s was reclaimed", kept.CommitKey)
+		}
+		if h := r.head("kept"); h.ID != kept.Commit.ID {
+			t.Fatalf("kept's head %s, want its fork %s", h.ID, kept.Commit.ID)
+		}
+		r.checkRetained()
+	})
+}
