@@ -174,6 +174,10 @@ type WriteInput struct {
 	// (a create's prepare, with its witness), so the first attempt only checks that the
 	// row is still this run's and names it, and records nothing.
 	PendingRecorded bool
+	// StepRetried: earlier executions of this same step ran (the local attempts before
+	// the kernel continued the step as an ordinary activity), and any of them may have
+	// sent the write. A retry of the activity itself is known from its attempt number.
+	StepRetried bool
 }
 
 // Write sends a write, or re-issues it, and says what its answer proves. The first attempt
@@ -194,8 +198,20 @@ func (a *Activities) Write(ctx context.Context, in WriteInput) (Verdict, error) 
 	if err != nil {
 		return v, err
 	}
+	if v.State == Refused && (in.StepRetried || retriedAttempt(ctx)) {
+		// This execution's put was refused, but an earlier execution of the step — one
+		// that timed out with its put in flight, or whose put was held — may have sent
+		// the write, and it may still land: the refusal proves nothing about the write.
+		v = Verdict{State: Ambiguous, Message: "refused, but an earlier attempt of this step may still land: " + v.Message}
+	}
 	a.logVerdict(ctx, in, "write", v)
 	return v, nil
+}
+
+// retriedAttempt reports whether ctx is an activity's (or a local activity's) retry: an
+// earlier attempt of the same step ran before it.
+func retriedAttempt(ctx context.Context) bool {
+	return activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt > 1
 }
 
 // recordPending records in.Spec as the operation's pending write.

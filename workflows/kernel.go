@@ -180,6 +180,11 @@ func (r *opRun) step(ctx workflow.Context, summary string, fn, in, out any) erro
 	d := afterEffectDurable
 	d.Summary = summary + " (until answered)"
 	d.StartToCloseTimeout = 2 * StepTimeout
+	if w, ok := in.(activities.WriteInput); ok {
+		// The local attempts may have sent the write: a refusal of a later one proves nothing.
+		w.StepRetried = true
+		in = w
+	}
 	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, d), fn, in).Get(ctx, out)
 }
 

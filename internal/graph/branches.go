@@ -289,6 +289,7 @@ func RetireRef(ctx context.Context, s storage.Store, graph, native, etag, retire
 		last    error
 		retired []byte
 	)
+	s = reissue(s)
 	for puts := 0; ; puts++ {
 		obj, err := s.Get(ctx, key)
 		if errors.Is(err, storage.ErrNotFound) {

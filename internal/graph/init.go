@@ -173,6 +173,7 @@ func fenceOwnRef(ctx context.Context, s storage.Store, key string, live []byte, 
 	if err != nil {
 		return err
 	}
+	s = reissue(s)
 	for attempt := 1; attempt <= MaxPutAttempts; attempt++ {
 		obj, err := s.Get(ctx, key)
 		if err != nil {

@@ -55,6 +55,7 @@ type PutResult struct {
 // was not applied. Still unknown at the end is an *InDoubtError.
 func PutIfAbsent(ctx context.Context, s storage.Store, key string, body []byte) (PutResult, error) {
 	var last error
+	s = reissue(s)
 	for attempt := 1; attempt <= MaxPutAttempts; attempt++ {
 		res, err := s.Put(ctx, key, body, storage.PutOptions{IfNoneMatch: true})
 		if err == nil {

@@ -246,6 +246,7 @@ func RetireTag(ctx context.Context, s storage.Store, graph, name, etag, retiredO
 		last    error
 		retired []byte
 	)
+	s = reissue(s)
 	for puts := 0; ; puts++ {
 		obj, err := s.Get(ctx, key)
 		if errors.Is(err, storage.ErrNotFound) {

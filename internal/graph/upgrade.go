@@ -102,6 +102,7 @@ func Upgrade(ctx context.Context, s storage.Store, p UpgradeParams) (UpgradeResu
 
 func upgradeRecord(ctx context.Context, s storage.Store, p UpgradeParams) (bool, error) {
 	key := format.GraphKey(p.Graph)
+	s = reissue(s)
 	for attempt := 1; ; attempt++ {
 		obj, err := s.Get(ctx, key)
 		if errors.Is(err, storage.ErrNotFound) {
@@ -165,6 +166,7 @@ func upgradeRef(ctx context.Context, s storage.Store, p UpgradeParams, inc Incar
 // a *RefChangedError.
 func swapRef(ctx context.Context, s storage.Store, key string, from, to []byte) error {
 	var last error
+	s = reissue(s)
 	for puts := 0; ; puts++ {
 		obj, err := s.Get(ctx, key)
 		if err != nil {

@@ -113,6 +113,7 @@ func buildInitV2(p InitParams) (InitV2Result, []byte, []byte, []byte, error) {
 // swapOwnRef replaces our bytes at key by next with compare-and-swap; next
 // already there is success, anything else an error.
 func swapOwnRef(ctx context.Context, s storage.Store, key string, ours, next []byte) error {
+	s = reissue(s)
 	for attempt := 1; attempt <= MaxPutAttempts; attempt++ {
 		obj, err := s.Get(ctx, key)
 		if err != nil {

@@ -156,6 +156,7 @@ func (g *Graph) publish(ctx context.Context, p Publish, putFirst bool) (PublishR
 	key := format.BranchRefKey(g.Name, p.Native)
 	var last error
 	puts := 0
+	s := reissue(g.S)
 	for {
 		if putFirst || puts > 0 {
 			if puts == MaxPutAttempts || (puts > 0 && ctx.Err() != nil) {
@@ -163,7 +164,7 @@ func (g *Graph) publish(ctx context.Context, p Publish, putFirst bool) (PublishR
 					&InDoubtError{Key: key, Body: p.Body, Attempts: puts, Err: errors.Join(last, ctx.Err()), Graph: g.Name, Publish: &p})
 			}
 			puts++
-			res, err := g.S.Put(ctx, key, p.Body, storage.PutOptions{IfMatch: p.IfMatch})
+			res, err := s.Put(ctx, key, p.Body, storage.PutOptions{IfMatch: p.IfMatch})
 			if err == nil {
 				return PublishResult{Outcome: Published, Head: p.Commit, ETag: res.ETag}, nil
 			}
