@@ -92,3 +92,42 @@ func TestCheck_Format2_ReportedOffTheChainAndRefilledKey_AreViolations(t *testin
 		t.Fatalf("violations %v; want commit-bytes-stable for %s", vs, key)
 	}
 }
+
+// A live ref naming a head commit that is gone (soak, localfs seed 1002188: a swap that
+// landed after a sweep reclaimed the commit it names) is a violation — found, not an
+// error that leaves the seed unjudged — even when a commit reported on that branch makes
+// the check read the head a second time.
+func TestCheck_Format2_LiveRefHeadGone_IsAViolationNotAnError(t *testing.T) {
+	ctx := context.Background()
+	s, err := localfs.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	if _, err := graph.InitV2(ctx, s, graph.InitParams{Graph: "g", MainTree: ulid.Make(), Op: "op-init", Time: at}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := graph.Open(s, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := g.Append(ctx, graph.CommitSpec{Branch: "main", Author: "t", Message: "first", Time: at, Op: "op-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := g.Append(ctx, graph.CommitSpec{Branch: "main", Author: "t", Message: "second", Time: at, Op: "op-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, format.CommitIDKey("g", second.Plan.Commit.ID)); err != nil {
+		t.Fatal(err)
+	}
+	vs, err := oracle.Check(ctx, oracle.Config{Store: s, Catalog: catalogtest.Open(t), Graph: "g",
+		Reported: []oracle.ReportedCommit{{Branch: "main", Commit: first.Plan.Commit.ID.String()}}})
+	if err != nil {
+		t.Fatalf("check: %v; want the missing head reported as a violation", err)
+	}
+	if got := rules(vs); got["root-commit"] == 0 || got["reported-commit"] == 0 {
+		t.Fatalf("violations %v; want the live ref's missing head (root-commit) and the unreadable head of the reported commit's branch", vs)
+	}
+}

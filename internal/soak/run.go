@@ -864,14 +864,23 @@ func (r *runner) check() error {
 	vs, err := oracle.Check(r.ctx, oracle.Config{Store: r.st.Inner, Catalog: r.st.Oracle, Graph: r.graph,
 		Workflows: worker.TemporalWorkflows(r.st.TC), Names: names, Reported: keep})
 	if err != nil {
+		// What the oracle found before it could not go on is still found: a seed with a
+		// violation is violated, whatever else stopped its check.
+		r.record(vs)
 		return fmt.Errorf("oracle: %w", err)
 	}
 	more, err := oracle.CheckSoak(r.ctx, oracle.SoakConfig{Store: r.st.Inner, Catalog: r.st.Oracle, Graph: r.graph,
 		Immutable: immut, OpIDs: opIDs, Reclaimed: swept})
+	r.record(append(vs, more...))
 	if err != nil {
 		return fmt.Errorf("soak oracle: %w", err)
 	}
-	vs = append(vs, more...)
+	return nil
+}
+
+// record files the oracle's violations: the known format-1 hole apart, the rest as
+// broken promises.
+func (r *runner) record(vs []oracle.Violation) {
 	refilled := refilledKeys(r.fs.Requests())
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -882,7 +891,6 @@ func (r *runner) check() error {
 			r.res.Violations = append(r.res.Violations, v)
 		}
 	}
-	return nil
 }
 
 // refilledKeys lists keys the request log shows deleted and later put again.
