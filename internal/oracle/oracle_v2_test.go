@@ -15,6 +15,27 @@ import (
 	"github.com/graftworks/graft/storage/localfs"
 )
 
+// at is the time of every commit the format-2 oracle tests write.
+var at = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+// newGraphV2 makes format-2 graph "g" on a fresh local store.
+func newGraphV2(t *testing.T) (storage.Store, *graph.Graph, graph.InitV2Result) {
+	t.Helper()
+	s, err := localfs.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	init, err := graph.InitV2(context.Background(), s, graph.InitParams{Graph: "g", MainTree: ulid.Make(), Op: "op-init", Time: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := graph.Open(s, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, g, init
+}
+
 func rules(vs []oracle.Violation) map[string]int {
 	out := map[string]int{}
 	for _, v := range vs {
@@ -28,20 +49,8 @@ func rules(vs []oracle.Violation) map[string]int {
 // changed between two checks that share CommitDigests.
 func TestCheck_Format2_ReportedOffTheChainAndRefilledKey_AreViolations(t *testing.T) {
 	ctx := context.Background()
-	s, err := localfs.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, g, init := newGraphV2(t)
 	cat := catalogtest.Open(t)
-	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	init, err := graph.InitV2(ctx, s, graph.InitParams{Graph: "g", MainTree: ulid.Make(), Op: "op-init", Time: at})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := graph.Open(s, "g")
-	if err != nil {
-		t.Fatal(err)
-	}
 	on, err := g.Append(ctx, graph.CommitSpec{Branch: "main", Author: "t", Message: "on main", Time: at, Op: "op-1"})
 	if err != nil {
 		t.Fatal(err)
@@ -99,18 +108,7 @@ func TestCheck_Format2_ReportedOffTheChainAndRefilledKey_AreViolations(t *testin
 // the check read the head a second time.
 func TestCheck_Format2_LiveRefHeadGone_IsAViolationNotAnError(t *testing.T) {
 	ctx := context.Background()
-	s, err := localfs.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	if _, err := graph.InitV2(ctx, s, graph.InitParams{Graph: "g", MainTree: ulid.Make(), Op: "op-init", Time: at}); err != nil {
-		t.Fatal(err)
-	}
-	g, err := graph.Open(s, "g")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, g, _ := newGraphV2(t)
 	first, err := g.Append(ctx, graph.CommitSpec{Branch: "main", Author: "t", Message: "first", Time: at, Op: "op-1"})
 	if err != nil {
 		t.Fatal(err)
