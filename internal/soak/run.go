@@ -122,35 +122,40 @@ func (r *runner) run() error {
 	var child *exec.Cmd
 	stopWorker := func() {}
 	startInProcess := func() error {
-		stop, err := r.st.startWorker(r.tq, r.fs)
+		stop, err := r.st.startWorker(r.tq, r.fs, func(error) { r.count(r.res.Faults, "process:worker_fatal_replaced") })
 		if err != nil {
 			return err
 		}
 		stopWorker = stop
 		return nil
 	}
-	if procFault != nil && strings.HasPrefix(procFault.Kind, "kill_worker") {
-		c, err := r.st.startChild(r.tq)
-		if err != nil {
-			return fmt.Errorf("start child worker: %w", err)
+	defer func() {
+		if child != nil {
+			child.Process.Kill()
 		}
-		child = c
-		defer func() {
-			if child != nil {
-				child.Process.Kill()
-			}
-		}()
-	}
-	if procFault == nil || procFault.Kind != "kill_worker_alone" {
-		if err := startInProcess(); err != nil {
-			return err
-		}
-	}
+	}()
 	defer func() { stopWorker() }()
-
-	r.st.quiesce.RLock()
-	err := r.setup()
-	r.st.quiesce.RUnlock()
+	// The workers start inside the setup's share of the stack (no restart in between):
+	// a worker that waited out a restart before its first poll answered could meet the
+	// new server's "namespace not found" after two minutes of failed polls, and the SDK
+	// stops such a worker.
+	err := func() error {
+		r.st.quiesce.RLock()
+		defer r.st.quiesce.RUnlock()
+		if procFault != nil && strings.HasPrefix(procFault.Kind, "kill_worker") {
+			c, err := r.st.startChild(r.tq)
+			if err != nil {
+				return fmt.Errorf("start child worker: %w", err)
+			}
+			child = c
+		}
+		if procFault == nil || procFault.Kind != "kill_worker_alone" {
+			if err := startInProcess(); err != nil {
+				return err
+			}
+		}
+		return r.setup()
+	}()
 	if err != nil {
 		return err
 	}

@@ -262,14 +262,53 @@ func (st *Stack) TerminateBackends(ctx context.Context) (int, error) {
 	return n, err
 }
 
-// startWorker runs an in-process worker of a schedule.
-func (st *Stack) startWorker(taskQueue string, store storage.Store) (stop func(), err error) {
-	w := sdkworker.New(st.TC, taskQueue, sdkworker.Options{})
-	worker.Register(w, &activities.Activities{Store: store, Catalog: st.Catalog, Workflows: worker.TemporalWorkflows(st.TC)})
-	if err := w.Start(); err != nil {
+// startWorker runs an in-process worker of a schedule and stands in for the supervisor
+// that restarts a graft-worker process, which exits on a fatal worker error
+// (docs/operations.md): a worker the SDK stops on a fatal error — a poll answered
+// "namespace not found" by a dev server that has just restarted, once its polls have
+// failed for two minutes — is replaced by a new one on the same task queue, and
+// onFatal is told. stop ends whichever is running.
+func (st *Stack) startWorker(taskQueue string, store storage.Store, onFatal func(error)) (stop func(), err error) {
+	var (
+		mu      sync.Mutex
+		current sdkworker.Worker
+		stopped bool
+	)
+	var start func() error
+	start = func() error {
+		w := sdkworker.New(st.TC, taskQueue, sdkworker.Options{OnFatalError: func(err error) {
+			onFatal(err)
+			go func() {
+				mu.Lock()
+				defer mu.Unlock()
+				for !stopped {
+					if start() == nil {
+						return
+					}
+					mu.Unlock()
+					time.Sleep(time.Second)
+					mu.Lock()
+				}
+			}()
+		}})
+		worker.Register(w, &activities.Activities{Store: store, Catalog: st.Catalog, Workflows: worker.TemporalWorkflows(st.TC)})
+		if err := w.Start(); err != nil {
+			return err
+		}
+		current = w
+		return nil
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if err := start(); err != nil {
 		return nil, err
 	}
-	return w.Stop, nil
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		current.Stop()
+	}, nil
 }
 
 // childEnv makes a soak binary (cmd/soak or the test binary) serve as a bare worker.
