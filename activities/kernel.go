@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -194,7 +195,25 @@ func (a *Activities) Write(ctx context.Context, in WriteInput) (Verdict, error) 
 			return v, err
 		}
 	}
+	commitKey, putsCommit := commitKeyOf(in.Spec)
+	var ambiguous atomic.Bool
+	if putsCommit {
+		ctx = graph.WithAmbiguousPuts(ctx, func(key string) {
+			if key == commitKey {
+				ambiguous.Store(true)
+			}
+		})
+	}
 	v, err := a.issue(ctx, in)
+	if putsCommit && (ambiguous.Load() || in.StepRetried || retriedAttempt(ctx)) {
+		// A put of the commit answered ambiguously here, or an earlier execution of this
+		// step may have sent one: it may be delivered whatever this write settles, and if
+		// cleanup emptied the key by then it would put the commit back on its branch
+		// pinning versions already gone. Its pin outlives the operation instead.
+		if herr := a.holdForLatePut(ctx, in.Owner, commitKey); herr != nil {
+			return Verdict{}, herr
+		}
+	}
 	if err != nil {
 		return v, err
 	}
@@ -206,6 +225,45 @@ func (a *Activities) Write(ctx context.Context, in WriteInput) (Verdict, error) 
 	}
 	a.logVerdict(ctx, in, "write", v)
 	return v, nil
+}
+
+// commitKeyOf returns the key of the commit a format-2 publish puts. A format-1 commit's
+// key is its seq, which another writer's commit may hold by the time a late put arrives:
+// pinning it would pin that commit, and a format-1 key a cleanup emptied can be refilled
+// anyway (docs/format.md, "Why no commit key can be refilled").
+func commitKeyOf(w WriteSpec) (string, bool) {
+	if w.Kind != WritePublish {
+		return "", false
+	}
+	c, err := format.DecodeCommitV2(w.Body)
+	if err != nil {
+		return "", false
+	}
+	return format.CommitIDKey(w.Graph, c.ID), true
+}
+
+// holdForLatePut keeps the operation's pin of a commit key past its finish
+// (catalog.PinsHoldForLatePut), on a context a cancelled step does not cancel: the put it
+// guards may be in flight because the step's context ended.
+func (a *Activities) holdForLatePut(ctx context.Context, o Owner, key string) error {
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err := a.Catalog.PinsHoldForLatePut(hctx, catalog.PinsHoldForLatePutParams{OpID: o.OpID, Owner: o.Run,
+		Pin: catalog.Pin{Kind: catalog.ObjectCommit, Key: key}})
+	switch {
+	case errors.Is(err, catalog.ErrNotOwner), errors.Is(err, catalog.ErrStateConflict), errors.Is(err, catalog.ErrNotFound):
+		// The row is not this run's, or it is finished: its owner decides (the kernel's
+		// finish, or the reconciler's, which read the pending write).
+		return nil
+	case errors.Is(err, catalog.ErrCondemned):
+		// A running cleanup condemned the key: the commit was reclaimable before this put
+		// (a re-issue of a write whose commit a sweep already judged garbage); nothing
+		// pins it, and the put's late delivery is the sweep's to find as garbage.
+		return nil
+	case err != nil:
+		return fmt.Errorf("hold %s for a late put: %w", key, err)
+	}
+	return nil
 }
 
 // retriedAttempt reports whether ctx is an activity's (or a local activity's) retry: an

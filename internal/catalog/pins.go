@@ -183,8 +183,9 @@ func (c *Catalog) PinsReleaseTx(ctx context.Context, tx pgx.Tx, p PinsReleasePar
 }
 
 // releasePins marks an operation's held pins released, stamped with a fresh ledger epoch,
-// then forgets the graph's released pins that no running cleanup run needs. The caller
-// holds the graph lock, shared at least.
+// then forgets the graph's released pins that no running cleanup run needs. A late-put pin
+// (PinsHoldForLatePut) is not released: a put of its key may still land. The caller holds
+// the graph lock, shared at least.
 //
 // With no cleanup run of the graph running (none can start while the lock is held), no
 // run needs a released pin, so the operation's pins are deleted at once rather than
@@ -196,10 +197,10 @@ func releasePins(ctx context.Context, tx pgx.Tx, opID, graph string) error {
 		WITH running AS (
 			SELECT EXISTS (SELECT 1 FROM cleanup_runs WHERE graph = $2 AND state = 'running') AS yes
 		), forgotten AS (
-			DELETE FROM op_pins WHERE op_id = $1 AND NOT (SELECT yes FROM running)
+			DELETE FROM op_pins WHERE op_id = $1 AND NOT late_put AND NOT (SELECT yes FROM running)
 		)
 		UPDATE op_pins SET released_at = now(), released_seq = (SELECT nextval('ledger_epoch'))
-		WHERE op_id = $1 AND released_seq IS NULL AND (SELECT yes FROM running)`,
+		WHERE op_id = $1 AND NOT late_put AND released_seq IS NULL AND (SELECT yes FROM running)`,
 		opID, graph)
 	if err != nil {
 		return err
@@ -220,6 +221,73 @@ func prunePins(ctx context.Context, tx pgx.Tx, graph string) error {
 				9223372036854775807)
 			FOR UPDATE SKIP LOCKED)`, graph)
 	return err
+}
+
+// PinsHoldForLatePutParams names a key an operation put whose put may still land.
+type PinsHoldForLatePutParams struct {
+	// OpID is the operation that put the key; it must exist and not be done.
+	OpID string
+	// Pin is the key and its kind.
+	Pin Pin
+	// Owner, when set, is the run that must own the operation. Defaults to "".
+	Owner string
+}
+
+// PinsHoldForLatePut pins a key the operation put with an answer that was ambiguous — the
+// put may still be delivered, whatever the operation settles meanwhile — and marks the pin
+// late_put: the operation's finish releases its other pins but not this one, so cleanup
+// keeps the key (and, for a commit, what it pins), and a late delivery of the put can
+// never refill a key cleanup emptied. Only PinsReleaseLatePuts, an operator's decision,
+// lets it go. The pin is registered like any other (PinsRegister: a condemned key is a
+// *CondemnedError, and nothing is recorded).
+func (c *Catalog) PinsHoldForLatePut(ctx context.Context, p PinsHoldForLatePutParams) error {
+	what := fmt.Sprintf("hold %s for a late put of operation %q", p.Pin.Key, p.OpID)
+	return c.InTx(ctx, func(tx pgx.Tx) error {
+		if err := c.PinsRegisterTx(ctx, tx, PinsRegisterParams{OpID: p.OpID, Pins: []Pin{p.Pin}, Owner: p.Owner}); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE op_pins SET late_put = true WHERE op_id = $1 AND kind = $2 AND key = $3`,
+			p.OpID, string(p.Pin.Kind), p.Pin.Key)
+		return c.wrap(what, err)
+	})
+}
+
+// PinsReleaseLatePutsParams names the finished operation whose late-put pins to release.
+type PinsReleaseLatePutsParams struct {
+	OpID string
+}
+
+// PinsReleaseLatePuts releases the late-put pins of a finished operation — the operator's
+// word that the puts they guard can no longer be delivered — and returns how many it
+// released. An unfinished operation is a *StateConflictError (its finish decides); one
+// with none releases nothing.
+func (c *Catalog) PinsReleaseLatePuts(ctx context.Context, p PinsReleaseLatePutsParams) (int, error) {
+	what := fmt.Sprintf("release the late-put pins of operation %q", p.OpID)
+	return inTx(ctx, c, func(tx pgx.Tx) (int, error) {
+		var graph string
+		var state OperationState
+		err := tx.QueryRow(ctx, `SELECT graph, state FROM operations WHERE id = $1 FOR UPDATE`, p.OpID).Scan(&graph, &state)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, c.wrap(what, fmt.Errorf("%w: operation %q", ErrNotFound, p.OpID))
+		}
+		if err != nil {
+			return 0, c.wrap(what, err)
+		}
+		if state != OperationDone {
+			return 0, c.wrap(what, &StateConflictError{Entity: "operation", ID: p.OpID, Expected: "done", Current: string(state)})
+		}
+		if err := lockGraphShared(ctx, tx, graph); err != nil {
+			return 0, c.wrap(what, err)
+		}
+		tag, err := tx.Exec(ctx, `UPDATE op_pins SET late_put = false WHERE op_id = $1 AND late_put AND released_seq IS NULL`, p.OpID)
+		if err != nil {
+			return 0, c.wrap(what, err)
+		}
+		if err := releasePins(ctx, tx, p.OpID, graph); err != nil {
+			return 0, c.wrap(what, err)
+		}
+		return int(tag.RowsAffected()), nil
+	})
 }
 
 // PinsListParams selects the pins that protect keys of a graph.
@@ -247,21 +315,46 @@ func (c *Catalog) PinsList(ctx context.Context, p PinsListParams) ([]PinRecord, 
 		startSeq = &seq
 	}
 	rows, err := c.pool.Query(ctx, `
-		SELECT op_id, graph, kind, key, created_at, released_at FROM op_pins
+		SELECT op_id, graph, kind, key, created_at, released_at, late_put FROM op_pins
 		WHERE graph = $1 AND (released_seq IS NULL OR released_seq > $2)
 		ORDER BY key, op_id`, p.Graph, startSeq)
 	if err != nil {
 		return nil, c.wrap(what, err)
 	}
-	pins, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (PinRecord, error) {
-		var pr PinRecord
-		var released *time.Time
-		err := row.Scan(&pr.OpID, &pr.Graph, &pr.Kind, &pr.Key, &pr.CreatedAt, &released)
-		pr.ReleasedAt = timeOrZero(released)
-		return pr, err
-	})
+	pins, err := pgx.CollectRows(rows, scanPin)
 	if err != nil {
 		return nil, c.wrap(what, err)
 	}
 	return pins, nil
+}
+
+// PinsLatePutListParams selects late-put pins. Empty fields do not filter.
+type PinsLatePutListParams struct {
+	Graph string
+	OpID  string
+}
+
+// PinsLatePutList returns the pins held for a put that may still land
+// (PinsHoldForLatePut), oldest first. Once their operation is done they wait for an
+// operator (PinsReleaseLatePuts).
+func (c *Catalog) PinsLatePutList(ctx context.Context, p PinsLatePutListParams) ([]PinRecord, error) {
+	rows, err := c.pool.Query(ctx, `
+		SELECT op_id, graph, kind, key, created_at, released_at, late_put FROM op_pins
+		WHERE late_put AND ($1 = '' OR graph = $1) AND ($2 = '' OR op_id = $2)
+		ORDER BY created_at, key`, p.Graph, p.OpID)
+	if err != nil {
+		return nil, c.wrap("list late-put pins", err)
+	}
+	pins, err := pgx.CollectRows(rows, scanPin)
+	return pins, c.wrap("list late-put pins", err)
+}
+
+// scanPin reads one op_pins row selected as op_id, graph, kind, key, created_at,
+// released_at, late_put.
+func scanPin(row pgx.CollectableRow) (PinRecord, error) {
+	var pr PinRecord
+	var released *time.Time
+	err := row.Scan(&pr.OpID, &pr.Graph, &pr.Kind, &pr.Key, &pr.CreatedAt, &released, &pr.LatePut)
+	pr.ReleasedAt = timeOrZero(released)
+	return pr, err
 }

@@ -290,3 +290,52 @@ func TestPinsHandshake_RacingPinnersAndCondemner_NeverBothNeverNeither(t *testin
 	}
 	t.Logf("%d keys condemned, %d pinned", len(condemned), nkeys-len(condemned))
 }
+
+// TestPinsHoldForLatePut_OutlivesTheFinish_UntilAnOperatorReleasesIt: a commit whose put
+// may still land stays pinned after its operation ends — a sweep skips it — and only
+// PinsReleaseLatePuts, refused while the operation runs, lets the sweep take it.
+func TestPinsHoldForLatePut_OutlivesTheFinish_UntilAnOperatorReleasesIt(t *testing.T) {
+	t.Parallel()
+	c := catalogtest.Open(t)
+	const commit = "g/commits/01A.json"
+	op := newOp(t, c, catalog.OpWriteTable, "g")
+	if err := register(t, c, op.ID, pins(v1)...); err != nil {
+		t.Fatalf("register: %v", err)
+	}
+	if err := c.PinsHoldForLatePut(ctxFor(t), catalog.PinsHoldForLatePutParams{OpID: op.ID,
+		Pin: catalog.Pin{Kind: catalog.ObjectCommit, Key: commit}}); err != nil {
+		t.Fatalf("hold for a late put: %v", err)
+	}
+	if _, err := c.PinsReleaseLatePuts(ctxFor(t), catalog.PinsReleaseLatePutsParams{OpID: op.ID}); !errors.Is(err, catalog.ErrStateConflict) {
+		t.Fatalf("release the late puts of a running operation: %v, want a state conflict", err)
+	}
+	if _, err := c.OperationFinish(ctxFor(t), catalog.OperationFinishParams{ID: op.ID, Outcome: catalog.OutcomeDone}); err != nil {
+		t.Fatalf("finish: %v", err)
+	}
+	held, err := c.PinsList(ctxFor(t), catalog.PinsListParams{Graph: "g"})
+	if err != nil || len(held) != 1 || held[0].Key != commit || !held[0].LatePut || !held[0].ReleasedAt.IsZero() {
+		t.Fatalf("pins after the finish: %+v, %v; want the commit alone, held for a late put", held, err)
+	}
+	run := newRun(t, c, "g", catalog.CleanupSweep)
+	if skipped := condemn(t, c, run.ID, commit, v1); !slices.Equal(skipped, []string{commit}) {
+		t.Fatalf("sweep skipped %v, want the late-put commit alone", skipped)
+	}
+	if _, err := c.CleanupRunFinish(ctxFor(t), catalog.CleanupRunFinishParams{ID: run.ID, State: catalog.CleanupAborted}); err != nil {
+		t.Fatalf("finish run: %v", err)
+	}
+
+	n, err := c.PinsReleaseLatePuts(ctxFor(t), catalog.PinsReleaseLatePutsParams{OpID: op.ID})
+	if err != nil || n != 1 {
+		t.Fatalf("release the late puts: %d, %v; want 1", n, err)
+	}
+	if n, err := c.PinsReleaseLatePuts(ctxFor(t), catalog.PinsReleaseLatePutsParams{OpID: op.ID}); err != nil || n != 0 {
+		t.Errorf("release again: %d, %v; want 0, nil", n, err)
+	}
+	if _, err := c.PinsReleaseLatePuts(ctxFor(t), catalog.PinsReleaseLatePutsParams{OpID: catalog.NewID()}); !errors.Is(err, catalog.ErrNotFound) {
+		t.Errorf("release the late puts of an unknown operation: %v, want not found", err)
+	}
+	again := newRun(t, c, "g", catalog.CleanupSweep)
+	if skipped := condemn(t, c, again.ID, commit); len(skipped) != 0 {
+		t.Errorf("sweep after the release skipped %v, want nothing pinned", skipped)
+	}
+}

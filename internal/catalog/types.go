@@ -213,6 +213,9 @@ type PinRecord struct {
 	Key        string
 	CreatedAt  time.Time
 	ReleasedAt time.Time // zero while held
+	// LatePut: a put of the key may still land; the pin outlives its operation
+	// (PinsHoldForLatePut) until an operator releases it.
+	LatePut bool
 }
 
 // CleanupRun is one cleanup run.

@@ -28,6 +28,18 @@ type reissuing struct {
 // reissue returns s wrapped for one write's re-issues.
 func reissue(s storage.Store) *reissuing { return &reissuing{Store: s} }
 
+type ambiguousPutsKey struct{}
+
+// WithAmbiguousPuts returns a context under which every re-issue loop of this package
+// calls observe with the key of each put that answers ambiguously — a put that may still
+// be delivered later, whatever its re-issues settle. A caller that may delete the key
+// later (cleanup) must not let such a key be emptied while the put may still land
+// (activities records it: catalog.PinsHoldForLatePut). observe may be called from
+// several goroutines at once.
+func WithAmbiguousPuts(ctx context.Context, observe func(key string)) context.Context {
+	return context.WithValue(ctx, ambiguousPutsKey{}, observe)
+}
+
 // Put sends the put; after an earlier ambiguous answer, a refusal is ambiguous too.
 func (r *reissuing) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
 	res, err := r.Store.Put(ctx, key, body, opts)
@@ -35,6 +47,9 @@ func (r *reissuing) Put(ctx context.Context, key string, body []byte, opts stora
 	case err == nil, code == storage.CodePreconditionFailed:
 	case code == storage.CodeAmbiguous || code == storage.CodeUnknown:
 		r.sentAmbiguous = true
+		if observe, ok := ctx.Value(ambiguousPutsKey{}).(func(string)); ok {
+			observe(key)
+		}
 	case r.sentAmbiguous:
 		// Not wrapped: errors.Is must not find the refusal under the ambiguity.
 		return res, &storage.Error{Op: "put", Key: key, Code: storage.CodeAmbiguous,
