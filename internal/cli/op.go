@@ -22,7 +22,8 @@ func (a *app) opCommand() *cobra.Command {
 		Use:   "op",
 		Short: "List, show, wait for and reconcile operations recorded in the ledger",
 	})
-	cmd.AddCommand(a.opListCommand(), a.opShowCommand(), a.opWaitCommand(), a.opReconcileCommand())
+	cmd.AddCommand(a.opListCommand(), a.opShowCommand(), a.opWaitCommand(), a.opReconcileCommand(),
+		a.opLatePutsCommand(), a.opReleaseLatePutsCommand())
 	return cmd
 }
 
