@@ -215,6 +215,14 @@ func (a *Activities) reconcileOne(ctx context.Context, op catalog.Operation, own
 			log.Info("graft reconcile: parked", "op_id", op.ID, "detail", r.Message)
 			return r, nil
 		case Landed:
+			if key, ok := commitKeyOf(spec); ok {
+				// The closed run's puts of the commit may still be in flight — nothing
+				// says which of them answered — and the commit is on its branch now: a
+				// late one must never refill its key after cleanup emptied it.
+				if err := a.holdForLatePut(ctx, owner, key); err != nil {
+					return r, err
+				}
+			}
 			r.Outcome = spec.Landed
 			if r.Outcome == "" {
 				r.Outcome, r.Message = outcome.Unpublished, "its workflow closed after the "+spec.Describe()+", before the operation's last write"

@@ -91,3 +91,55 @@ func mustULID(t *testing.T, s string) ulid.ULID {
 	}
 	return id
 }
+
+// A format-2 write whose workflow was terminated while its head swap was in flight, the
+// swap landing afterwards: the reconciler finds the write landed and finishes it done, and
+// since nothing tells it which of the closed run's commit puts answered, it keeps the
+// commit pinned past the operation as the kernel would (a late-put pin), so no late
+// delivery can refill the commit's key after cleanup.
+func TestReconcile_TerminatedWriteFoundLanded_CommitKeptForALatePut(t *testing.T) {
+	t.Parallel()
+	r := newRig2(t)
+	r.startWorker()
+	obj := r.upload("u", "landed-late")
+	start := r.branchHead("main")
+	opID := randomName("landed-")
+	swap := func(b []byte) bool {
+		ref, v, err := format.DecodeBranchRefAny(b)
+		return err == nil && v == format.Version2 && ref.Op == opID && ref.Head != start.Commit.ID
+	}
+	hold := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: format.BranchRefKey(r.graph, start.Native), Body: swap, Mode: faults.Hold})
+	run := r.startOp(workflows.WriteTableName, workflows.WriteTableInput{Graph: r.graph, Branch: "main", Table: "u",
+		Objects: []workflows.TableObject{obj}, OpID: opID})
+	r.waitOp(opID, "the write in doubt", inDoubt)
+	r.terminate(run)
+	hold()
+	held := r.store.Held()
+	if len(held) == 0 {
+		t.Fatal("no swap held")
+	}
+	if _, err := held[0].Release(r.ctx); err != nil { // the first lands, after the termination
+		t.Fatalf("the held swap, delivered after the termination: %v", err)
+	}
+	for _, h := range held[1:] { // the re-issues find the ref moved
+		if _, err := h.Release(r.ctx); !errors.Is(err, storage.ErrPreconditionFailed) {
+			t.Fatalf("a re-issued swap after the first landed: %v, want precondition failed", err)
+		}
+	}
+	head := r.branchHead("main")
+	if head.Commit.ID == start.Commit.ID {
+		t.Fatal("the late swap did not move main")
+	}
+
+	res := r.reconcile()
+	if len(res.Settled) != 1 || res.Settled[0].OpID != opID || res.Settled[0].Outcome != outcome.Done {
+		t.Fatalf("reconcile %+v, want %s settled done", res, opID)
+	}
+	pins := r.pinsOf(opID)
+	if len(pins) != 1 || !pins[0].LatePut || pins[0].Key != format.CommitIDKey(r.graph, head.Commit.ID) {
+		t.Fatalf("pins of the reconciled write %+v, want its commit %s alone, held for a late put", pins, head.Commit.ID)
+	}
+	if now := r.branchHead("main"); now.Commit.ID != head.Commit.ID {
+		t.Fatalf("main moved to %s after the reconciler, want %s", now.Commit.ID, head.Commit.ID)
+	}
+}
