@@ -103,6 +103,11 @@ func (a *Activities) CleanupBegin(ctx context.Context, in CleanupBeginInput) (Cl
 	if errors.Is(err, catalog.ErrInvalid) {
 		return end(outcome.Invalid, "%v", err)
 	}
+	if errors.Is(err, catalog.ErrStateConflict) {
+		// The reconciler ended the operation meanwhile: its workflow closed before this
+		// step inserted the run (catalog.CleanupOperationAbandon). Nothing was read.
+		return end(outcome.Conflict, "cleanup run %s ended before it began: its workflow closed and the reconciler finished it", in.RunID)
+	}
 	if err != nil {
 		return CleanupBeginResult{}, fmt.Errorf("insert cleanup run: %w", err)
 	}

@@ -56,7 +56,9 @@ type ReconcileResult struct {
 // fence that finds it landed → the operation's success outcome; a fence that wins → it
 // never lands, and a create's clone is reclaimed), and finishes the operation, which
 // releases its pins. A fence the store refuses parks the operation in doubt for the next
-// pass. Cleanup runs are left to cleanup, which adopts its own orphaned runs.
+// pass. Cleanup runs are left to cleanup, which adopts its own orphaned runs; a cleanup
+// operation whose workflow closed before it inserted its run is finished here (no cleanup
+// would find it).
 func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (ReconcileResult, error) {
 	if a.Workflows == nil {
 		return ReconcileResult{}, errors.New("reconcile: the worker has no Temporal client to ask whether workflows closed")
@@ -105,7 +107,7 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 			continue
 		}
 		if op.Kind == catalog.OpCleanup {
-			r, err := a.reconcileDryRun(ctx, op)
+			r, err := a.reconcileCleanup(ctx, op)
 			if err != nil {
 				return res, fmt.Errorf("reconcile %s: %w", op.ID, err)
 			}
@@ -138,15 +140,17 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 	return res, nil
 }
 
-// reconcileDryRun aborts a dry-run cleanup whose workflow ended without finishing it. The
-// next mark or sweep finishes an orphaned mark or sweep run (a sweep's plan must still be
-// deleted, docs/cleanup.md), but a dry run blocks no other cleanup, so none would ever
-// find it; it deleted nothing, so aborting it is all there is to do. Any other cleanup
-// row is left alone.
-func (a *Activities) reconcileDryRun(ctx context.Context, op catalog.Operation) (ReconciledOp, error) {
+// reconcileCleanup settles the cleanup rows no cleanup would find. A dry run whose
+// workflow ended without finishing it is aborted: the next mark or sweep finishes an
+// orphaned mark or sweep run (a sweep's plan must still be deleted, docs/cleanup.md), but
+// a dry run blocks no other cleanup, so none would ever find it; it deleted nothing, so
+// aborting it is all there is to do. An operation whose workflow ended before it inserted
+// its run (terminated, its worker killed between the two) read and deleted nothing; it is
+// finished failed. Any other cleanup row is left alone.
+func (a *Activities) reconcileCleanup(ctx context.Context, op catalog.Operation) (ReconciledOp, error) {
 	run, err := a.Catalog.CleanupRunGet(ctx, catalog.CleanupRunGetParams{ID: op.ID})
 	if errors.Is(err, catalog.ErrNotFound) {
-		return ReconciledOp{}, nil
+		return a.reconcileUnbegunCleanup(ctx, op)
 	}
 	if err != nil {
 		return ReconciledOp{}, err
@@ -162,6 +166,23 @@ func (a *Activities) reconcileDryRun(ctx context.Context, op catalog.Operation) 
 	if err := a.CleanupFinish(ctx, CleanupFinishInput{RunID: run.ID, Graph: run.Graph, Aborted: true, Message: msg}); err != nil {
 		return ReconciledOp{}, err
 	}
+	return ReconciledOp{OpID: op.ID, Kind: string(op.Kind), Message: msg}, nil
+}
+
+// reconcileUnbegunCleanup finishes a cleanup operation whose workflow ended before its run
+// was inserted (catalog.CleanupOperationAbandon); one whose workflow still runs, or that
+// cannot be traced to a workflow, is left alone.
+func (a *Activities) reconcileUnbegunCleanup(ctx context.Context, op catalog.Operation) (ReconciledOp, error) {
+	orphan, err := a.orphanedRun(ctx, catalog.CleanupRun{ID: op.ID, Graph: op.Graph})
+	if err != nil || orphan == nil {
+		return ReconciledOp{}, err
+	}
+	msg := fmt.Sprintf("its workflow %s ended before the run began; nothing was read or deleted", orphan.WorkflowID)
+	done, err := a.Catalog.CleanupOperationAbandon(ctx, catalog.CleanupOperationAbandonParams{OpID: op.ID, Message: msg})
+	if err != nil || !done {
+		return ReconciledOp{}, err
+	}
+	a.observeFinished(string(op.Kind), string(catalog.OutcomeFailed))
 	return ReconciledOp{OpID: op.ID, Kind: string(op.Kind), Message: msg}, nil
 }
 

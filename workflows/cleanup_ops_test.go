@@ -230,9 +230,10 @@ func TestCleanup_CancelledInsideItsFinish_RunDoesNotStayRunning(t *testing.T) {
 		t.Fatalf("lock holder: %v", err)
 	}
 
-	r.waitFor("the run ended", time.Minute, func() bool {
+	// The finish step ends the run, then its operation, in two ledger transactions.
+	r.waitFor("the run and its operation ended", time.Minute, func() bool {
 		run, err := r.cat.CleanupRunGet(r.ctx, catalog.CleanupRunGetParams{ID: h.OpID})
-		return err == nil && run.State != catalog.CleanupRunning
+		return err == nil && run.State != catalog.CleanupRunning && r.operation(h.OpID).State == catalog.OperationDone
 	})
 	run, _ := r.cat.CleanupRunGet(r.ctx, catalog.CleanupRunGetParams{ID: h.OpID})
 	op := r.operation(h.OpID)

@@ -60,6 +60,18 @@ func (c *Catalog) CleanupRunInsert(ctx context.Context, p CleanupRunInsertParams
 		return CleanupRun{}, c.wrap(what, invalid("policy is not valid JSON"))
 	}
 	run, err := inTx(ctx, c, func(tx pgx.Tx) (CleanupRun, error) {
+		// The run's operation row first (the order OperationFinish takes its locks in): a
+		// run is never inserted under an operation that ended — the reconciler ends a
+		// cleanup operation whose workflow closed before its run was inserted
+		// (CleanupOperationAbandon), and a begin step still in flight must not insert it after.
+		var state OperationState
+		err := tx.QueryRow(ctx, `SELECT state FROM operations WHERE id = $1 FOR UPDATE`, p.ID).Scan(&state)
+		switch {
+		case err == nil && state == OperationDone:
+			return CleanupRun{}, &StateConflictError{Entity: "operation", ID: p.ID, Expected: "running", Current: string(state)}
+		case err != nil && !errors.Is(err, pgx.ErrNoRows):
+			return CleanupRun{}, err
+		}
 		if err := lockGraph(ctx, tx, p.Graph); err != nil {
 			return CleanupRun{}, err
 		}
@@ -365,4 +377,50 @@ func (c *Catalog) CondemnedMarkDeleted(ctx context.Context, p CondemnedMarkDelet
 		return 0, c.wrap(fmt.Sprintf("mark keys deleted in cleanup run %q", p.RunID), err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// CleanupOperationAbandonParams names a cleanup operation whose workflow closed.
+type CleanupOperationAbandonParams struct {
+	OpID string
+	// Message says why, for the ledger's error column.
+	Message string
+}
+
+// CleanupOperationAbandon finishes, with the ledger's failed outcome, a cleanup operation
+// whose run was never inserted — its workflow closed between recording the operation and
+// inserting the run, so nothing was read or deleted and no later cleanup would ever find
+// it — and reports whether it did. An operation that is done, or whose run exists (the
+// next mark or sweep finishes that run), is left alone. The caller has established that
+// the operation's workflow closed; the run insert takes the same row lock first and
+// refuses an ended operation, so a begin step still in flight cannot insert it after.
+func (c *Catalog) CleanupOperationAbandon(ctx context.Context, p CleanupOperationAbandonParams) (bool, error) {
+	what := fmt.Sprintf("abandon cleanup operation %q", p.OpID)
+	return inTx(ctx, c, func(tx pgx.Tx) (bool, error) {
+		var kind OperationKind
+		var state OperationState
+		err := tx.QueryRow(ctx, `SELECT kind, state FROM operations WHERE id = $1 FOR UPDATE`, p.OpID).Scan(&kind, &state)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return false, c.wrap(what, fmt.Errorf("%w: operation %q", ErrNotFound, p.OpID))
+		}
+		if err != nil {
+			return false, c.wrap(what, err)
+		}
+		if kind != OpCleanup {
+			return false, c.wrap(what, invalid("operation %q is a %s, not a cleanup", p.OpID, kind))
+		}
+		if state == OperationDone {
+			return false, nil
+		}
+		var began bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM cleanup_runs WHERE id = $1)`, p.OpID).Scan(&began); err != nil {
+			return false, c.wrap(what, err)
+		}
+		if began {
+			return false, nil
+		}
+		if _, err := c.OperationFinishTx(ctx, tx, OperationFinishParams{ID: p.OpID, Outcome: OutcomeFailed, Error: p.Message}); err != nil {
+			return false, err
+		}
+		return true, nil
+	})
 }

@@ -153,3 +153,49 @@ func TestCondemnedAdd_BadEntries_AreInvalid(t *testing.T) {
 		t.Errorf("condemn in a missing run: err = %v, want ErrNotFound", err)
 	}
 }
+
+// TestCleanupOperationAbandon_RunNeverInserted_FinishedFailedAndTheRunNeverInsertedAfter: a
+// cleanup operation whose workflow closed between recording it and inserting its run is
+// finished failed, and a begin step still in flight cannot insert the run after; one whose
+// run exists, or that is done, is left alone.
+func TestCleanupOperationAbandon_RunNeverInserted_FinishedFailedAndTheRunNeverInsertedAfter(t *testing.T) {
+	t.Parallel()
+	c := catalogtest.Open(t)
+	unbegun := newOp(t, c, catalog.OpCleanup, "g")
+	done, err := c.CleanupOperationAbandon(ctxFor(t), catalog.CleanupOperationAbandonParams{OpID: unbegun.ID, Message: "its workflow ended"})
+	if err != nil || !done {
+		t.Fatalf("abandon a cleanup operation without a run: %v, %v; want done", done, err)
+	}
+	op, err := c.OperationGet(ctxFor(t), catalog.OperationGetParams{ID: unbegun.ID})
+	if err != nil || op.State != catalog.OperationDone || op.Outcome != catalog.OutcomeFailed || op.Error != "its workflow ended" {
+		t.Fatalf("operation after the abandon: %+v, %v; want done, failed, with the reason", op, err)
+	}
+	_, err = c.CleanupRunInsert(ctxFor(t), catalog.CleanupRunInsertParams{ID: unbegun.ID, Graph: "g", Mode: catalog.CleanupSweep})
+	if !errors.Is(err, catalog.ErrStateConflict) {
+		t.Fatalf("insert the run of an ended operation: %v, want a state conflict", err)
+	}
+	if _, err := c.CleanupRunGet(ctxFor(t), catalog.CleanupRunGetParams{ID: unbegun.ID}); !errors.Is(err, catalog.ErrNotFound) {
+		t.Fatalf("run of the abandoned operation: %v, want none", err)
+	}
+	if done, err := c.CleanupOperationAbandon(ctxFor(t), catalog.CleanupOperationAbandonParams{OpID: unbegun.ID}); err != nil || done {
+		t.Errorf("abandon it again: %v, %v; want left alone", done, err)
+	}
+
+	begun := newOp(t, c, catalog.OpCleanup, "g")
+	if _, err := c.CleanupRunInsert(ctxFor(t), catalog.CleanupRunInsertParams{ID: begun.ID, Graph: "g", Mode: catalog.CleanupSweep}); err != nil {
+		t.Fatalf("insert the run of a running operation: %v", err)
+	}
+	if done, err := c.CleanupOperationAbandon(ctxFor(t), catalog.CleanupOperationAbandonParams{OpID: begun.ID}); err != nil || done {
+		t.Errorf("abandon an operation whose run exists: %v, %v; want left to the next cleanup", done, err)
+	}
+	if op, err := c.OperationGet(ctxFor(t), catalog.OperationGetParams{ID: begun.ID}); err != nil || op.State == catalog.OperationDone {
+		t.Errorf("operation with a run after the abandon: %+v, %v; want still running", op, err)
+	}
+	write := newOp(t, c, catalog.OpWriteTable, "g")
+	if _, err := c.CleanupOperationAbandon(ctxFor(t), catalog.CleanupOperationAbandonParams{OpID: write.ID}); !errors.Is(err, catalog.ErrInvalid) {
+		t.Errorf("abandon a write as a cleanup: %v, want invalid", err)
+	}
+	if _, err := c.CleanupOperationAbandon(ctxFor(t), catalog.CleanupOperationAbandonParams{OpID: catalog.NewID()}); !errors.Is(err, catalog.ErrNotFound) {
+		t.Errorf("abandon an unknown operation: %v, want not found", err)
+	}
+}
