@@ -396,19 +396,14 @@ type CleanupOperationAbandonParams struct {
 func (c *Catalog) CleanupOperationAbandon(ctx context.Context, p CleanupOperationAbandonParams) (bool, error) {
 	what := fmt.Sprintf("abandon cleanup operation %q", p.OpID)
 	return inTx(ctx, c, func(tx pgx.Tx) (bool, error) {
-		var kind OperationKind
-		var state OperationState
-		err := tx.QueryRow(ctx, `SELECT kind, state FROM operations WHERE id = $1 FOR UPDATE`, p.OpID).Scan(&kind, &state)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return false, c.wrap(what, fmt.Errorf("%w: operation %q", ErrNotFound, p.OpID))
-		}
+		op, err := lockOperation(ctx, tx, p.OpID)
 		if err != nil {
 			return false, c.wrap(what, err)
 		}
-		if kind != OpCleanup {
-			return false, c.wrap(what, invalid("operation %q is a %s, not a cleanup", p.OpID, kind))
+		if op.Kind != OpCleanup {
+			return false, c.wrap(what, invalid("operation %q is a %s, not a cleanup", p.OpID, op.Kind))
 		}
-		if state == OperationDone {
+		if op.State == OperationDone {
 			return false, nil
 		}
 		var began bool

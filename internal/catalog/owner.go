@@ -52,10 +52,7 @@ func (e *OwnedError) Is(target error) bool { return target == ErrOwned || target
 // is *StateConflictError; a missing row ErrNotFound.
 func (c *Catalog) OperationLockOwnedTx(ctx context.Context, tx pgx.Tx, id, owner string) (Operation, error) {
 	what := fmt.Sprintf("lock operation %q", id)
-	op, err := scanOperation(tx.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE id = $1 FOR UPDATE`, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Operation{}, c.wrap(what, fmt.Errorf("%w: operation %q", ErrNotFound, id))
-	}
+	op, err := lockOperation(ctx, tx, id)
 	if err != nil {
 		return Operation{}, c.wrap(what, err)
 	}
@@ -66,6 +63,16 @@ func (c *Catalog) OperationLockOwnedTx(ctx context.Context, tx pgx.Tx, id, owner
 		return op, c.wrap(what, &StateConflictError{Entity: "operation", ID: id, Expected: "running or in_doubt", Current: "done"})
 	}
 	return op, nil
+}
+
+// lockOperation reads an operation's row and locks it until the transaction ends; a
+// missing row is ErrNotFound.
+func lockOperation(ctx context.Context, tx pgx.Tx, id string) (Operation, error) {
+	op, err := scanOperation(tx.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE id = $1 FOR UPDATE`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Operation{}, fmt.Errorf("%w: operation %q", ErrNotFound, id)
+	}
+	return op, err
 }
 
 // OperationProgressParams records where an owned, unfinished operation stands.

@@ -264,18 +264,14 @@ type PinsReleaseLatePutsParams struct {
 func (c *Catalog) PinsReleaseLatePuts(ctx context.Context, p PinsReleaseLatePutsParams) (int, error) {
 	what := fmt.Sprintf("release the late-put pins of operation %q", p.OpID)
 	return inTx(ctx, c, func(tx pgx.Tx) (int, error) {
-		var graph string
-		var state OperationState
-		err := tx.QueryRow(ctx, `SELECT graph, state FROM operations WHERE id = $1 FOR UPDATE`, p.OpID).Scan(&graph, &state)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return 0, c.wrap(what, fmt.Errorf("%w: operation %q", ErrNotFound, p.OpID))
-		}
+		op, err := lockOperation(ctx, tx, p.OpID)
 		if err != nil {
 			return 0, c.wrap(what, err)
 		}
-		if state != OperationDone {
-			return 0, c.wrap(what, &StateConflictError{Entity: "operation", ID: p.OpID, Expected: "done", Current: string(state)})
+		if op.State != OperationDone {
+			return 0, c.wrap(what, &StateConflictError{Entity: "operation", ID: p.OpID, Expected: "done", Current: string(op.State)})
 		}
+		graph := op.Graph
 		if err := lockGraphShared(ctx, tx, graph); err != nil {
 			return 0, c.wrap(what, err)
 		}
