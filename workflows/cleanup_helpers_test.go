@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/oklog/ulid/v2"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -274,4 +275,48 @@ func hasUnsettled(res workflows.CleanupResult, native string) (workflows.Unsettl
 		}
 	}
 	return workflows.UnsettledTree{}, false
+}
+
+// holdGraphLock takes the rig's graph's ledger lock (as a cleanup run's insert and finish
+// take it) in a transaction of its own, and returns the function that releases it.
+func (r *rig) holdGraphLock() (unlock func()) {
+	r.t.Helper()
+	locked, release, held := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		held <- r.cat.InTx(r.ctx, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(r.ctx, `SELECT pg_advisory_xact_lock(hashtextextended('graft/graph/' || current_schema() || '/' || $1, 0))`,
+				r.graph); err != nil {
+				return err
+			}
+			close(locked)
+			<-release
+			return nil
+		})
+	}()
+	select {
+	case <-locked:
+	case err := <-held:
+		r.t.Fatalf("take the graph lock: %v", err)
+	}
+	return func() {
+		r.t.Helper()
+		close(release)
+		if err := <-held; err != nil {
+			r.t.Fatalf("lock holder: %v", err)
+		}
+	}
+}
+
+// graphLockAwaited reports whether some transaction waits for the rig's graph's ledger
+// lock (the lock holdGraphLock holds); another test's graph lock does not count.
+func (r *rig) graphLockAwaited() bool {
+	var waiting int
+	err := r.cat.InTx(r.ctx, func(tx pgx.Tx) error {
+		return tx.QueryRow(r.ctx, `
+			SELECT count(*) FROM pg_locks
+			WHERE locktype = 'advisory' AND NOT granted AND objsubid = 1
+			  AND ((classid::bigint << 32) | objid::bigint) = hashtextextended('graft/graph/' || current_schema() || '/' || $1, 0)`,
+			r.graph).Scan(&waiting)
+	})
+	return err == nil && waiting > 0
 }

@@ -12,7 +12,6 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	sdkclient "go.temporal.io/sdk/client"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/graftworks/graft/client"
@@ -197,27 +196,9 @@ func TestCleanup_CancelledInsideItsFinish_RunDoesNotStayRunning(t *testing.T) {
 	})
 
 	// Hold the graph's ledger lock, which the finish step takes to end the run.
-	locked, release, held := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-	go func() {
-		held <- r.cat.InTx(r.ctx, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(r.ctx, `SELECT pg_advisory_xact_lock(hashtextextended('graft/graph/' || current_schema() || '/' || $1, 0))`,
-				r.graph); err != nil {
-				return err
-			}
-			close(locked)
-			<-release
-			return nil
-		})
-	}()
-	<-locked
+	unlock := r.holdGraphLock()
 	removeDelay()
-	r.waitFor("the finish step waiting on the graph lock", time.Minute, func() bool {
-		var waiting int
-		err := r.cat.InTx(r.ctx, func(tx pgx.Tx) error {
-			return tx.QueryRow(r.ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`).Scan(&waiting)
-		})
-		return err == nil && waiting > 0
-	})
+	r.waitFor("the finish step waiting on the graph lock", time.Minute, r.graphLockAwaited)
 	if err := r.tc.CancelWorkflow(r.ctx, h.WorkflowID, ""); err != nil {
 		t.Fatalf("cancel: %v", err)
 	}
@@ -225,10 +206,7 @@ func TestCleanup_CancelledInsideItsFinish_RunDoesNotStayRunning(t *testing.T) {
 	// task is heartbeated every few seconds).
 	r.waitFor("the cancellation recorded", time.Minute, func() bool { return cancelRequested(r, h.WorkflowID) })
 	time.Sleep(12 * time.Second)
-	close(release)
-	if err := <-held; err != nil {
-		t.Fatalf("lock holder: %v", err)
-	}
+	unlock()
 
 	// The finish step ends the run, then its operation, in two ledger transactions.
 	r.waitFor("the run and its operation ended", time.Minute, func() bool {

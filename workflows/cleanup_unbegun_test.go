@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/graftworks/graft/client"
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
@@ -27,19 +25,7 @@ func TestReconcile_CleanupClosedBeforeItsRunBegan_FinishedFailedNextCleanupRuns(
 
 	// Hold the graph's ledger lock, which the run's insert takes after the operation is
 	// recorded.
-	locked, release, held := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-	go func() {
-		held <- r.cat.InTx(r.ctx, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(r.ctx, `SELECT pg_advisory_xact_lock(hashtextextended('graft/graph/' || current_schema() || '/' || $1, 0))`,
-				r.graph); err != nil {
-				return err
-			}
-			close(locked)
-			<-release
-			return nil
-		})
-	}()
-	<-locked
+	unlock := r.holdGraphLock()
 	runID := catalog.NewID()
 	h, err := r.gc.StartCleanup(r.ctx, client.CleanupRequest{Graph: r.graph, RunID: runID, KeepNewest: 1,
 		Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()})
@@ -47,23 +33,14 @@ func TestReconcile_CleanupClosedBeforeItsRunBegan_FinishedFailedNextCleanupRuns(
 		t.Fatalf("start cleanup: %v", err)
 	}
 	r.waitFor("the operation recorded, its run's insert waiting on the graph lock", time.Minute, func() bool {
-		if _, err := r.cat.OperationGet(r.ctx, catalog.OperationGetParams{ID: runID}); err != nil {
-			return false
-		}
-		var waiting int
-		err := r.cat.InTx(r.ctx, func(tx pgx.Tx) error {
-			return tx.QueryRow(r.ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`).Scan(&waiting)
-		})
-		return err == nil && waiting > 0
+		_, err := r.cat.OperationGet(r.ctx, catalog.OperationGetParams{ID: runID})
+		return err == nil && r.graphLockAwaited()
 	})
 	if err := r.tc.TerminateWorkflow(r.ctx, h.WorkflowID, h.RunID, "operator terminates it"); err != nil {
 		t.Fatalf("terminate: %v", err)
 	}
 	first.stop() // the worker dies with the begin step inside the run's insert
-	close(release)
-	if err := <-held; err != nil {
-		t.Fatalf("lock holder: %v", err)
-	}
+	unlock()
 	if _, err := r.cat.CleanupRunGet(r.ctx, catalog.CleanupRunGetParams{ID: runID}); !errors.Is(err, catalog.ErrNotFound) {
 		t.Fatalf("run %s: %v; the test needs the run never inserted", runID, err)
 	}
