@@ -3,6 +3,7 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/graftworks/graft/internal/catalog"
@@ -14,8 +15,8 @@ import (
 // TestOpLatePuts_CommitPutAnswerLost_ListedAfterTheWriteUntilReleased is the operator's
 // story of a late-put pin: a table write whose commit put was applied but whose answer was
 // lost settles done, yet the commit stays listed by `op late-puts` (a put of it may still
-// be delivered); `op release-late-puts` releases it once, then nothing, and an unknown
-// operation is not_found.
+// be delivered) and `op show` of the write names it; `op release-late-puts` releases it
+// once, then nothing, and an unknown operation is not_found.
 func TestOpLatePuts_CommitPutAnswerLost_ListedAfterTheWriteUntilReleased(t *testing.T) {
 	p := newInProcess(t)
 	wantCode(t, p.run(t, "graph", "init", "g"), 0)
@@ -41,6 +42,19 @@ func TestOpLatePuts_CommitPutAnswerLost_ListedAfterTheWriteUntilReleased(t *test
 		t.Fatalf("late puts %+v, want the write's commit %s", list.LatePuts, w.Commit)
 	}
 	wantCode(t, p.run(t, "op", "late-puts", "--graph", "g"), 0)
+	// op show of the finished write names its pin and how to release it.
+	r = p.run(t, "op", "show", w.OpID, "-o", "json")
+	wantCode(t, r, 0)
+	if v := jsonOut[opView](t, r); len(v.LatePuts) != 1 || v.LatePuts[0].Key != list.LatePuts[0].Key {
+		t.Fatalf("op show late puts %+v, want %s", v.LatePuts, list.LatePuts[0].Key)
+	}
+	r = p.run(t, "op", "show", w.OpID)
+	wantCode(t, r, 0)
+	for _, f := range []string{"late-put pin", list.LatePuts[0].Key, "graft op release-late-puts " + w.OpID} {
+		if !strings.Contains(r.stdout, f) {
+			t.Fatalf("op show lacks %q:\n%s", f, r)
+		}
+	}
 
 	r = p.run(t, "op", "release-late-puts", w.OpID, "-o", "json")
 	wantCode(t, r, 0)
@@ -54,6 +68,9 @@ func TestOpLatePuts_CommitPutAnswerLost_ListedAfterTheWriteUntilReleased(t *test
 	}
 	if list := jsonOut[latePutList](t, p.run(t, "op", "late-puts", "-o", "json", "--op", w.OpID)); len(list.LatePuts) != 0 {
 		t.Fatalf("late puts after the release: %+v", list.LatePuts)
+	}
+	if v := jsonOut[opView](t, p.run(t, "op", "show", w.OpID, "-o", "json")); len(v.LatePuts) != 0 {
+		t.Fatalf("op show late puts after the release: %+v", v.LatePuts)
 	}
 	wantText(t, p.run(t, "op", "release-late-puts", catalog.NewID()), 6, "not_found", "graft op list")
 }

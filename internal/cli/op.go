@@ -55,6 +55,10 @@ type opView struct {
 	PendingWrite   string                     `json:"pending_write,omitempty"`
 	SettleAttempts int                        `json:"settle_attempts,omitempty"`
 	Extra          map[string]json.RawMessage `json:"extra,omitempty"`
+
+	// LatePuts are the keys the operation keeps pinned past its end for puts
+	// that may still land (op show only).
+	LatePuts []client.LatePut `json:"late_puts,omitempty"`
 }
 
 func viewOp(op client.Operation) opView {
@@ -226,6 +230,10 @@ func (a *app) opShowCommand() *cobra.Command {
 				}
 				v = viewDetail(d)
 			}
+			// A finished operation may still hold keys for a put that can land late.
+			if v.LatePuts, err = ops.LatePuts(cmd.Context(), client.LatePutsFilter{OpID: op.ID}); err != nil {
+				return err
+			}
 			note := ""
 			if op.State != client.OperationDone {
 				note = a.temporalNote()
@@ -375,6 +383,9 @@ func printOp(w io.Writer, v opView, note string) error {
 	if v.PendingWrite != "" {
 		fmt.Fprintf(tw, "pending write\t%s (re-issued %d times)\n", v.PendingWrite, v.SettleAttempts)
 	}
+	for _, p := range v.LatePuts {
+		fmt.Fprintf(tw, "late-put pin\t%s %s, held since %s\n", p.Kind, p.Key, p.HeldSince.UTC().Format(time.RFC3339))
+	}
 	if len(v.Inputs) > 0 {
 		fmt.Fprintf(tw, "inputs\t%s\n", v.Inputs)
 	}
@@ -388,6 +399,9 @@ func printOp(w io.Writer, v opView, note string) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if len(v.LatePuts) > 0 && v.State == string(client.OperationDone) {
+		fmt.Fprintf(w, "next: once no put of it can arrive any more, `graft op release-late-puts %s` (docs/operations.md, \"Late-put pins\")\n", v.ID)
 	}
 	if note != "" {
 		_, err := fmt.Fprintln(w, note)
