@@ -57,6 +57,8 @@ type Totals struct {
 	Ops      map[string]int
 	Outcomes map[string]int
 	Faults   map[string]int
+	// Unclassified counts client errors outside the vocabulary by kind and message shape.
+	Unclassified map[string]int
 	// Classes counts seeds by the fault classes their schedule had (e.g. "storage+operator", "none").
 	Classes map[string]int
 	Wall    time.Duration
@@ -73,7 +75,7 @@ func Soak(ctx context.Context, st *Stack, cfg Config) Totals {
 	if cfg.Out == nil {
 		cfg.Out = io.Discard
 	}
-	t := Totals{Backend: cfg.Backend, From: cfg.From, Seeds: cfg.Seeds, Ops: map[string]int{}, Outcomes: map[string]int{}, Faults: map[string]int{}, Classes: map[string]int{}}
+	t := Totals{Backend: cfg.Backend, From: cfg.From, Seeds: cfg.Seeds, Ops: map[string]int{}, Outcomes: map[string]int{}, Faults: map[string]int{}, Unclassified: map[string]int{}, Classes: map[string]int{}}
 	start := time.Now()
 	var mu sync.Mutex
 	seeds := make(chan uint64)
@@ -101,6 +103,7 @@ func Soak(ctx context.Context, st *Stack, cfg Config) Totals {
 				add(t.Ops, res.Ops)
 				add(t.Outcomes, res.Outcomes)
 				add(t.Faults, res.Faults)
+				add(t.Unclassified, res.Unclassified)
 				t.Classes[classes(s)]++
 				switch {
 				case f != nil:
@@ -246,6 +249,9 @@ func (t Totals) Summary() string {
 	line("operations", t.Ops)
 	line("outcomes", t.Outcomes)
 	line("faults injected", t.Faults)
+	for _, k := range slices.Sorted(maps.Keys(t.Unclassified)) {
+		fmt.Fprintf(&b, "  unclassified client error ×%d: %s\n", t.Unclassified[k], k)
+	}
 	for _, f := range t.Failures {
 		fmt.Fprintf(&b, "  FAILED seed %d: %s\n", f.Result.Seed, f.Repro)
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -48,6 +49,10 @@ type Result struct {
 	// Faults counts faults injected by kind: storage faults by mode (and status) as the
 	// fault store recorded them, operator and process faults by kind when applied.
 	Faults map[string]int
+	// Unclassified counts, by "kind: message shape", the client errors outside the
+	// outcome vocabulary and the known kinds of outcomeOf (counted "error" in Outcomes),
+	// so a soak shows what they were, not just how many.
+	Unclassified map[string]int
 	// Err is an infrastructure failure (the stack did not answer): no verdict.
 	Err error
 }
@@ -88,7 +93,7 @@ type runner struct {
 // Run runs schedule s on the stack and checks the result.
 func (st *Stack) Run(ctx context.Context, s Schedule) Result {
 	graphName := fmt.Sprintf("s%d-%s-%s", s.Seed, string(s.Backend)[:2], nonce(3))
-	res := &Result{Seed: s.Seed, Backend: s.Backend, Graph: graphName, Ops: map[string]int{}, Outcomes: map[string]int{}, Faults: map[string]int{}}
+	res := &Result{Seed: s.Seed, Backend: s.Backend, Graph: graphName, Ops: map[string]int{}, Outcomes: map[string]int{}, Faults: map[string]int{}, Unclassified: map[string]int{}}
 	r := &runner{st: st, s: s, ctx: ctx, graph: graphName, tq: "soak-" + graphName, fs: faults.Wrap(st.Inner), res: res,
 		keys: map[string]string{}, wids: map[string]bool{}, victims: map[string]string{}, immut: map[string][32]byte{}, holdLate: map[string]bool{}, operated: map[string]bool{}}
 	r.gc = client.New(st.TC, client.Options{TaskQueue: r.tq, PollInterval: 100 * time.Millisecond})
@@ -390,6 +395,14 @@ func (r *runner) runOp(o Op) {
 	r.count(r.res.Ops, o.label())
 	key := r.key(o)
 	var out string
+	var unclassified error
+	classify := func(o string, err error) string {
+		c := outcomeOf(o, err)
+		if c == "error" {
+			unclassified = err
+		}
+		return c
+	}
 	switch o.Kind {
 	case OpWrite:
 		var files []string
@@ -402,7 +415,7 @@ func (r *runner) runOp(o Op) {
 		r.started(o, client.WriteTableWorkflowID(r.graph, o.Branch, key))
 		res, err := r.gc.WriteTable(ctx, r.fs, client.WriteTableRequest{Graph: r.graph, Branch: o.Branch, Table: o.Table, Files: files,
 			Append: o.Append, IdempotencyKey: key})
-		out = outcomeOf(string(res.Outcome), err)
+		out = classify(string(res.Outcome), err)
 		if err == nil && res.Outcome == outcome.Done {
 			r.noteCommit(o.Branch, res.Commit)
 		}
@@ -410,12 +423,12 @@ func (r *runner) runOp(o Op) {
 		fb, fc, ft := r.source(o.Source)
 		r.started(o, client.CreateBranchWorkflowID(r.graph, o.Branch))
 		res, err := r.gc.CreateBranch(ctx, client.CreateBranchRequest{Graph: r.graph, Branch: o.Branch, FromBranch: fb, FromCommit: fc, FromTag: ft, IdempotencyKey: key})
-		out = outcomeOf(string(res.Outcome), err)
+		out = classify(string(res.Outcome), err)
 	case OpMerge:
 		src := strings.TrimPrefix(o.Source, "branch:")
 		r.started(o, client.MergeWorkflowID(r.graph, o.Branch, key))
 		res, err := r.gc.Merge(ctx, client.MergeRequest{Graph: r.graph, Source: src, Target: o.Branch, IdempotencyKey: key})
-		out = outcomeOf(string(res.Outcome), err)
+		out = classify(string(res.Outcome), err)
 		if err == nil && (res.Outcome == outcome.Merged || res.Outcome == outcome.Adopted) {
 			r.noteCommit(o.Branch, res.Commit)
 		}
@@ -423,22 +436,22 @@ func (r *runner) runOp(o Op) {
 		_, fc, ft := r.source(o.Source)
 		r.started(o, client.RestoreWorkflowID(r.graph, o.Branch, key))
 		res, err := r.gc.Restore(ctx, client.RestoreRequest{Graph: r.graph, Branch: o.Branch, ToCommit: fc, ToTag: ft, IdempotencyKey: key})
-		out = outcomeOf(string(res.Outcome), err)
+		out = classify(string(res.Outcome), err)
 		if err == nil && res.Outcome == outcome.Done {
 			r.noteCommit(o.Branch, res.Commit)
 		}
 	case OpTagCreate:
 		r.started(o, client.CreateTagWorkflowID(r.graph, o.Tag))
 		res, err := r.gc.CreateTag(ctx, client.CreateTagRequest{Graph: r.graph, Name: o.Tag, Branch: o.Branch, IdempotencyKey: key})
-		out = outcomeOf(string(res.Outcome), err)
+		out = classify(string(res.Outcome), err)
 	case OpTagDelete:
 		r.started(o, client.DeleteTagWorkflowID(r.graph, o.Tag))
 		res, err := r.gc.DeleteTag(ctx, client.DeleteTagRequest{Graph: r.graph, Name: o.Tag, IdempotencyKey: key})
-		out = outcomeOf(string(res.Outcome), err)
+		out = classify(string(res.Outcome), err)
 	case OpBranchDelete:
 		r.started(o, client.DeleteBranchWorkflowID(r.graph, o.Branch))
 		res, err := r.gc.DeleteBranch(ctx, client.DeleteBranchRequest{Graph: r.graph, Branch: o.Branch, Force: r.s.Seed%2 == 0, IdempotencyKey: key})
-		out = outcomeOf(string(res.Outcome), err)
+		out = classify(string(res.Outcome), err)
 	case OpRepair:
 		keep := format.NativeName(o.Branch, ulid.Make())
 		if natives := liveNatives(r.ctx, r.st.Inner, r.graph, o.Branch); len(natives) > 0 {
@@ -446,10 +459,10 @@ func (r *runner) runOp(o Op) {
 		}
 		r.started(o, client.RepairBranchWorkflowID(r.graph, o.Branch))
 		res, err := r.gc.RepairBranch(ctx, client.RepairBranchRequest{Graph: r.graph, Branch: o.Branch, Keep: keep, IdempotencyKey: key})
-		out = outcomeOf(string(res.Outcome), err)
+		out = classify(string(res.Outcome), err)
 	case OpAbandon:
 		r.started(o, client.CreateBranchWorkflowID(r.graph, o.Branch))
-		out = outcomeOf("done", r.gc.AbandonCreate(ctx, r.graph, o.Branch, "soak"))
+		out = classify("done", r.gc.AbandonCreate(ctx, r.graph, o.Branch, "soak"))
 	case OpCleanup:
 		req := client.CleanupRequest{Graph: r.graph, KeepNewest: o.KeepNewest, KeepNewerThan: o.KeepNewerThan, RunID: key}
 		if o.NoGuard {
@@ -473,7 +486,7 @@ func (r *runner) runOp(o Op) {
 		}
 		r.started(o, client.CleanupWorkflowID(r.graph))
 		res, err := r.gc.Cleanup(ctx, req)
-		out = outcomeOf(string(res.Outcome), err)
+		out = classify(string(res.Outcome), err)
 		if err == nil && o.Mode == "mark" && res.Outcome == outcome.Done {
 			r.mu.Lock()
 			r.lastMark = res.RunID
@@ -481,7 +494,30 @@ func (r *runner) runOp(o Op) {
 		}
 	}
 	r.count(r.res.Outcomes, o.label()+":"+out)
+	if unclassified != nil {
+		r.count(r.res.Unclassified, o.label()+": "+errorShape(unclassified, r.graph))
+	}
 }
+
+// errorShape is err's message with what differs between seeds (the graph's name, ids,
+// numbers) replaced, cut to one line of 200 bytes, so like errors count together.
+func errorShape(err error, graph string) string {
+	m := strings.ReplaceAll(err.Error(), graph, "<graph>")
+	m = ulidLike.ReplaceAllString(m, "<id>")
+	m = digits.ReplaceAllString(m, "N")
+	if i := strings.IndexByte(m, '\n'); i >= 0 {
+		m = m[:i]
+	}
+	if len(m) > 200 {
+		m = m[:200] + "…"
+	}
+	return m
+}
+
+var (
+	ulidLike = regexp.MustCompile(`[0-9A-HJKMNP-TV-Z]{26}`)
+	digits   = regexp.MustCompile(`[0-9]+`)
+)
 
 // outcomeOf names how a client call ended: its outcome, or the kind of error.
 func outcomeOf(o string, err error) string {

@@ -1,6 +1,7 @@
 package soak
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -83,4 +84,20 @@ func hasOperator(s Schedule) bool {
 		}
 	}
 	return false
+}
+
+// Two seeds' errors of one kind count as one shape: the graph's name, ids and numbers
+// are replaced and only the first line is kept; an error of another kind stays apart.
+func TestErrorShape_SeedDifferencesReplaced_LikeErrorsCountTogether(t *testing.T) {
+	a := errorShape(errors.New("start workflow graft/create-branch/s12-lo-ab12cd/x: 01JABCDEFGHJKMNPQRSTVWXYZ0 after 3 attempts\ndetail"), "s12-lo-ab12cd")
+	b := errorShape(errors.New("start workflow graft/create-branch/s99-lo-ff00aa/x: 01JZZZZZZZZZZZZZZZZZZZZZZ9 after 17 attempts"), "s99-lo-ff00aa")
+	if a != b || strings.Contains(a, "detail") || !strings.Contains(a, "<graph>") || !strings.Contains(a, "<id>") {
+		t.Fatalf("shapes %q and %q, want one shape with the graph and id replaced", a, b)
+	}
+	if c := errorShape(errors.New("read ledger: connection reset"), "g"); c == a {
+		t.Fatalf("another error has the same shape %q", c)
+	}
+	if long := errorShape(errors.New(strings.Repeat("x", 500)), "g"); len(long) > 210 {
+		t.Fatalf("a long message is not cut: %d bytes", len(long))
+	}
 }
