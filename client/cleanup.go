@@ -119,7 +119,7 @@ func (c *Client) StartCleanup(ctx context.Context, req CleanupRequest) (*Cleanup
 			searchattr.Graph.ValueSet(req.Graph), searchattr.Operation.ValueSet("cleanup")),
 	}, workflows.CleanupName, req.input())
 	if err != nil {
-		return nil, fmt.Errorf("start cleanup of %s: %w", req.Graph, err)
+		return nil, unanswered(ctx, "start cleanup of "+req.Graph, id, req.RunID, err)
 	}
 	h := &CleanupHandle{c: c, WorkflowID: run.GetID(), RunID: run.GetRunID(), run: run}
 	// A request for a graph whose cleanup runs attaches to that run, whose

@@ -170,8 +170,11 @@ func (c *Client) AbandonCreate(ctx context.Context, graph, branch, reason string
 	id := CreateBranchWorkflowID(graph, branch)
 	err := c.tc.SignalWorkflow(ctx, id, "", workflows.AbandonSignalName, workflows.AbandonRequest{Reason: reason})
 	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
+	switch {
+	case errors.As(err, &nf):
 		return outcome.Errorf(outcome.NotFound, "", "no create of %s/%s is running", graph, branch)
+	case err != nil:
+		return unanswered(ctx, fmt.Sprintf("signal abandon to the create of %s/%s", graph, branch), id, "", err)
 	}
-	return err
+	return nil
 }

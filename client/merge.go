@@ -220,7 +220,7 @@ func startOperation[R any](ctx context.Context, c *Client, s operationStart) (*O
 		TypedSearchAttributes:    temporal.NewSearchAttributes(attrs...),
 	}, s.Workflow, s.Input)
 	if err != nil {
-		return nil, fmt.Errorf("start %s: %w", s.Summary, err)
+		return nil, unanswered(ctx, "start "+s.Summary, s.ID, s.OpID, err)
 	}
 	return &OperationHandle[R]{c: c, WorkflowID: run.GetID(), RunID: run.GetRunID(), OpID: s.OpID, run: run}, nil
 }

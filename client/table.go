@@ -120,7 +120,7 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 		case err == nil:
 			return c.attachWrite(ctx, id, key), nil
 		case !errors.As(err, &nf):
-			return nil, fmt.Errorf("look up write %s: %w", id, err)
+			return nil, unanswered(ctx, "look up write "+id, id, key, err)
 		}
 	}
 

@@ -78,6 +78,7 @@ func classify(err error) Report {
 		ue    usageError
 		oe    *outcome.Error
 		unav  *unavailableError
+		ua    *client.UnansweredError
 		we    *client.WorkflowError
 		nf    *serviceerror.NotFound
 		sunav *serviceerror.Unavailable
@@ -92,6 +93,8 @@ func classify(err error) Report {
 		r.Next = defaultNext(oe)
 	case errors.As(err, &unav):
 		r.Outcome, r.ExitCode, r.Next = outcomeUnavailable, outcome.ExitUnavailable, unav.next
+	case errors.As(err, &ua) && !errors.Is(err, context.Canceled):
+		r.Outcome, r.ExitCode, r.OpID, r.Next = outcomeUnavailable, outcome.ExitUnavailable, ua.OpID, unansweredNext(ua)
 	case errors.As(err, &we):
 		r.Outcome, r.ExitCode, r.OpID, r.Message = outcomeFailure, outcome.ExitFailure, we.OpID, we.Error()
 		if we.Dependency != "" {
@@ -155,6 +158,21 @@ func defaultNext(e *outcome.Error) string {
 	return ""
 }
 
+// unansweredNext is what to do after Temporal left a request unanswered: the
+// operation may have started, so only a repeat that attaches to it is safe.
+func unansweredNext(ua *client.UnansweredError) string {
+	const reach = "check that Temporal is running and reachable at --temporal-address"
+	switch {
+	case ua.OpID == "":
+		return reach + ", then run the command again"
+	case strings.HasPrefix(ua.WorkflowID, client.CleanupWorkflowID("")):
+		return fmt.Sprintf("%s; operation %s may have started: `graft op show %s` says whether it recorded anything, "+
+			"and the same command again attaches to the graph's cleanup if it runs", reach, ua.OpID, ua.OpID)
+	}
+	return fmt.Sprintf("%s; operation %s may have started: `graft op show %s` says whether it recorded anything, "+
+		"and the same command with --idempotency-key %s attaches to it if it started and starts it if not", reach, ua.OpID, ua.OpID, ua.OpID)
+}
+
 // refineNext fits the next step of a failed or interrupted command to what
 // the ledger holds: an operation is pointed at only when its row exists.
 func (a *app) refineNext(ctx context.Context, r *Report, err error) {
@@ -166,6 +184,9 @@ func (a *app) refineNext(ctx context.Context, r *Report, err error) {
 	opID := r.OpID
 	if opID == "" {
 		opID = a.startedOp
+	}
+	if ua := (*client.UnansweredError)(nil); opID == "" && errors.As(err, &ua) {
+		opID = ua.OpID // interrupted inside the start: it may have started
 	}
 	if opID == "" {
 		return

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/graftworks/graft/client"
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/catalog/catalogtest"
@@ -149,6 +150,27 @@ func TestClassify_EveryOutcomeError_ExitsWithItsDocumentedCode(t *testing.T) {
 	}
 	if r := classify(withNext(&outcome.Error{Outcome: outcome.InDoubt, OpID: "X"}, "settle %s", "X")); r.Next != "settle X" {
 		t.Errorf("a command's next step does not replace the default: %q", r.Next)
+	}
+}
+
+// A start Temporal left unanswered exits 9 (unavailable) naming the operation, with
+// the one safe repeat: the same command under its operation id (a cleanup attaches by
+// graph); an interrupted one stays an interruption.
+func TestClassify_StartUnanswered_UnavailableWithTheOpAndTheRepeatThatAttaches(t *testing.T) {
+	create := &client.UnansweredError{Request: "start create branch b in g", WorkflowID: client.CreateBranchWorkflowID("g", "b"), OpID: "01OP",
+		Err: errors.New("context deadline exceeded")}
+	r := classify(fmt.Errorf("start create of g/b: %w", create))
+	if r.Outcome != "unavailable" || r.ExitCode != 9 || r.OpID != "01OP" ||
+		!strings.Contains(r.Next, "`graft op show 01OP`") || !strings.Contains(r.Next, "--idempotency-key 01OP") {
+		t.Errorf("create: report %+v", r)
+	}
+	cleanup := &client.UnansweredError{Request: "start cleanup of g", WorkflowID: client.CleanupWorkflowID("g"), OpID: "01RUN", Err: errors.New("unavailable")}
+	if r := classify(cleanup); r.ExitCode != 9 || r.OpID != "01RUN" || strings.Contains(r.Next, "--idempotency-key") ||
+		!strings.Contains(r.Next, "attaches to the graph's cleanup") {
+		t.Errorf("cleanup: report %+v", r)
+	}
+	if r := classify(fmt.Errorf("%w (%w)", create, context.Canceled)); r.ExitCode != 1 || !strings.HasPrefix(r.Message, "interrupted") {
+		t.Errorf("interrupted: report %+v", r)
 	}
 }
 
