@@ -530,11 +530,14 @@ func outcomeOf(o string, err error) string {
 	var canceled *temporal.CanceledError
 	var terminated *temporal.TerminatedError
 	var wfe *client.WorkflowError
+	var ua *client.UnansweredError
 	switch {
 	case errors.As(err, &canceled):
 		return "canceled"
 	case errors.As(err, &terminated), strings.Contains(err.Error(), "terminated"):
 		return "terminated"
+	case errors.As(err, &ua):
+		return "unanswered" // Temporal did not answer the start (a server restart): it may have started
 	case errors.As(err, &wfe) && wfe.Status == "failed":
 		return "failed" // the ledger's failed: a step before any effect kept failing
 	case errors.Is(err, context.DeadlineExceeded):
