@@ -95,13 +95,13 @@ if [ "$FUZZTIME" != "0" ]; then
 				# A crasher is written to testdata/fuzz and is a real failure; a fuzz
 				# engine hiccup on a loaded 2-core machine (no input saved, e.g. "context
 				# deadline exceeded" as -fuzztime ends) gets one retry. The hiccup's output
-				# is shown with its FAIL lines renamed, so a reader of the closing lines
-				# counts only the target's verdict below.
+				# is shown with its FAIL lines (--- FAIL, FAIL, FAIL <pkg>) renamed, so a
+				# reader of the closing lines counts only the target's verdict below.
 				if [ "$try" = 2 ] || grep -q "Failing input written to" .cache/fuzz.out; then
 					cat .cache/fuzz.out; break
 				fi
 				echo "(fuzz engine failed without a failing input; retrying once; its output:)"
-				sed 's/--- FAIL/--- (engine hiccup)/' .cache/fuzz.out
+				sed -e 's/--- FAIL/--- (engine hiccup)/' -e 's/^FAIL/(engine hiccup, retried) fail/' .cache/fuzz.out
 			done
 			if [ "$ok" = 1 ]; then
 				echo "--- PASS: $target (fuzz $FUZZTIME)" | tee -a "$log"
