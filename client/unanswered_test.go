@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/oklog/ulid/v2"
 	sdkclient "go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -88,14 +86,7 @@ func newAnswerDropper(t *testing.T, upstream string) *answerDropper {
 // dial returns a Temporal client whose connection goes through the proxy.
 func (p *answerDropper) dial(t *testing.T) sdkclient.Client {
 	t.Helper()
-	ts := testenv.Temporal(t)
-	quiet := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	tc, err := sdkclient.Dial(sdkclient.Options{HostPort: p.ln.Addr().String(), Namespace: ts.Namespace, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tc.Close)
-	return tc
+	return dialQuiet(t, sdkclient.Options{HostPort: p.ln.Addr().String(), Namespace: testenv.Temporal(t).Namespace})
 }
 
 // TestStartCreateBranch_StartAppliedAnswerLost_UnansweredErrorNamesTheOpAndItsRepeatAttaches:
@@ -186,16 +177,10 @@ func TestStartWriteTable_LookupUnanswered_UnansweredErrorNamesTheKey(t *testing.
 // definitively (no such namespace) is an error that names the request, never an
 // *UnansweredError: nothing may have started.
 func TestStartCreateBranch_NamespaceUnknown_IsNotUnanswered(t *testing.T) {
-	ts := testenv.Temporal(t)
-	quiet := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	tc, err := sdkclient.Dial(sdkclient.Options{HostPort: ts.HostPort, Namespace: "graft-no-such-namespace", Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tc.Close()
+	tc := dialQuiet(t, sdkclient.Options{HostPort: testenv.Temporal(t).HostPort, Namespace: "graft-no-such-namespace"})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err = New(tc, Options{TaskQueue: "graft-nowhere"}).StartCreateBranch(ctx, CreateBranchRequest{Graph: "g", Branch: "b"})
+	_, err := New(tc, Options{TaskQueue: "graft-nowhere"}).StartCreateBranch(ctx, CreateBranchRequest{Graph: "g", Branch: "b"})
 	var ua *UnansweredError
 	if err == nil || errors.As(err, &ua) || !strings.Contains(err.Error(), "start create branch b in g") {
 		t.Fatalf("err %v (%T), want a definitive error naming the start", err, err)

@@ -59,14 +59,8 @@ func (o *countingOutbound) QueryWorkflow(ctx context.Context, in *interceptor.Cl
 func newStubStack(t *testing.T, register func(w sdkworker.Worker)) *stubStack {
 	t.Helper()
 	ts := testenv.Temporal(t)
-	quiet := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	calls := &callCounter{}
-	tc, err := sdkclient.Dial(sdkclient.Options{HostPort: ts.HostPort, Namespace: ts.Namespace, Logger: quiet,
-		Interceptors: []interceptor.ClientInterceptor{calls}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tc.Close)
+	tc := dialQuiet(t, sdkclient.Options{HostPort: ts.HostPort, Namespace: ts.Namespace, Interceptors: []interceptor.ClientInterceptor{calls}})
 	queue := fmt.Sprintf("graft-client-%d", time.Now().UnixNano())
 	if register != nil {
 		w := sdkworker.New(tc, queue, sdkworker.Options{})
@@ -77,6 +71,19 @@ func newStubStack(t *testing.T, register func(w sdkworker.Worker)) *stubStack {
 		t.Cleanup(w.Stop)
 	}
 	return &stubStack{tc: tc, queue: queue, calls: calls}
+}
+
+// dialQuiet dials Temporal with o and a logger that drops the SDK's lines, and
+// closes the client when the test ends.
+func dialQuiet(t *testing.T, o sdkclient.Options) sdkclient.Client {
+	t.Helper()
+	o.Logger = sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	tc, err := sdkclient.Dial(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tc.Close)
+	return tc
 }
 
 func (s *stubStack) client(o Options) *Client {
