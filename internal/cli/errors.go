@@ -162,15 +162,15 @@ func defaultNext(e *outcome.Error) string {
 // operation may have started, so only a repeat that attaches to it is safe.
 func unansweredNext(ua *client.UnansweredError) string {
 	const reach = "check that Temporal is running and reachable at --temporal-address"
-	switch {
-	case ua.OpID == "":
+	if ua.OpID == "" {
 		return reach + ", then run the command again"
-	case strings.HasPrefix(ua.WorkflowID, client.CleanupWorkflowID("")):
-		return fmt.Sprintf("%s; operation %s may have started: `graft op show %s` says whether it recorded anything, "+
-			"and the same command again attaches to the graph's cleanup if it runs", reach, ua.OpID, ua.OpID)
 	}
-	return fmt.Sprintf("%s; operation %s may have started: `graft op show %s` says whether it recorded anything, "+
-		"and the same command with --idempotency-key %s attaches to it if it started and starts it if not", reach, ua.OpID, ua.OpID, ua.OpID)
+	repeat := fmt.Sprintf("the same command with --idempotency-key %s attaches to it if it started and starts it if not", ua.OpID)
+	if strings.HasPrefix(ua.WorkflowID, client.CleanupWorkflowID("")) {
+		repeat = "the same command again attaches to the graph's cleanup if it runs"
+	}
+	return fmt.Sprintf("%s; operation %s may have started: `graft op show %s` says whether it recorded anything, and %s",
+		reach, ua.OpID, ua.OpID, repeat)
 }
 
 // refineNext fits the next step of a failed or interrupted command to what
