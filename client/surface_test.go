@@ -189,7 +189,7 @@ func TestPublicSurface_NamesNoInternalPackage(t *testing.T) {
 // TestPublicSurface_WalkFindsAnInternalType proves the walk reports a leak:
 // a package of this module that does expose an internal type.
 func TestPublicSurface_WalkFindsAnInternalType(t *testing.T) {
-	const leaky = module + "/internal/conncfg" // Settings.S3 is an internal conncfg.S3Config
+	const leaky = module + "/cmd/internal/conncfg" // Settings.S3 is an internal conncfg.S3Config
 	pkgs := loadExported(t, leaky)
 	s := &surface{seen: map[types.Type]bool{}, found: map[string][]string{}}
 	// Walk it as if it were public: its own types count as the module's.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # graft's whole test suite, as CI runs it: build, vet, gofmt, workflowcheck,
 # the pinned tools (built once into .bin/), every test against the real servers
-# (versitygw, the Temporal dev server and, for internal/prodtier, the Temporal
+# (versitygw, the Temporal dev server and, for cmd/internal/prodtier, the Temporal
 # server and graft-worker processes are started by the tests themselves; Postgres from
 # DATABASE_URL or 127.0.0.1:5432), then each fuzz target briefly.
 #
@@ -34,7 +34,7 @@ step "workflowcheck (workflow code is deterministic)"
 go run go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0 -config scripts/workflowcheck.yaml ./workflows/...
 
 step "pinned tools"
-go run ./internal/tools/buildtools
+go run ./cmd/buildtools
 
 step "go test ./..."
 set +e
@@ -44,9 +44,9 @@ set -e
 
 # The seeded soak (docs/testing.md): GRAFT_SOAK_SEEDS seeds (200) on each backend, many
 # schedules at once against one stack, the oracle after each; it prints its totals.
-step "soak: ${GRAFT_SOAK_SEEDS:-200} seeds on each backend (internal/soak TestSoak)"
+step "soak: ${GRAFT_SOAK_SEEDS:-200} seeds on each backend (cmd/internal/soak TestSoak)"
 set +e
-GRAFT_SOAK_SEEDS="${GRAFT_SOAK_SEEDS:-200}" go test -count=1 -timeout 30m -run '^TestSoak$' -v ./internal/soak 2>&1 | tee -a "$log"
+GRAFT_SOAK_SEEDS="${GRAFT_SOAK_SEEDS:-200}" go test -count=1 -timeout 30m -run '^TestSoak$' -v ./cmd/internal/soak 2>&1 | tee -a "$log"
 soak_rc=${PIPESTATUS[0]}
 set -e
 if [ "$soak_rc" -ne 0 ]; then test_rc=1; fi
@@ -72,7 +72,7 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
 fi
 if command -v chromium >/dev/null 2>&1; then
 	set +e
-	go test -count=1 -tags webui -run TestWebUI -v ./internal/cli 2>&1 | tee -a "$log"
+	go test -count=1 -tags webui -run TestWebUI -v ./cmd/starter 2>&1 | tee -a "$log"
 	webui_rc=${PIPESTATUS[0]}
 	set -e
 	if [ "$webui_rc" -ne 0 ]; then test_rc=1; fi

@@ -8,9 +8,9 @@
 #   GRAFT_WEBUI_SCREENSHOT=path   where the screenshot goes (default .cache/webui-workflows.png)
 #
 # Needs chromium (apt-get install chromium), Postgres (DATABASE_URL) and the
-# pinned Temporal CLI (go run ./internal/tools/buildtools).
+# pinned Temporal CLI (go run ./cmd/buildtools).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}"
-go run ./internal/tools/buildtools
-exec go test -count=1 -tags webui -run TestWebUI -v ./internal/cli
+go run ./cmd/buildtools
+exec go test -count=1 -tags webui -run TestWebUI -v ./cmd/starter

@@ -19,7 +19,7 @@ import (
 	"github.com/graftworks/graft/workflows"
 )
 
-// Regressions the soak (internal/soak, docs/testing.md) found, one test each.
+// Regressions the soak (cmd/internal/soak, docs/testing.md) found, one test each.
 
 // A cleanup run id names one run: a dry run and a sweep (either order), or a mark and a
 // sweep, under one id never adopt each other, and a run that ended is never run again

@@ -1,4 +1,4 @@
-// Command soak runs the seeded soak (internal/soak, docs/testing.md) on its own stack:
+// Command soak runs the seeded soak (cmd/internal/soak, docs/testing.md) on its own stack:
 //
 //	go run ./cmd/soak -seeds 1000 -backend localfs -parallel 8 -from 1
 //	go run ./cmd/soak -backend versitygw -from 42 -seeds 1 -keep o0,o3,f1   # reproduce a shrunk failure
@@ -17,7 +17,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/graftworks/graft/internal/soak"
+	"github.com/graftworks/graft/cmd/internal/soak"
 )
 
 func main() {

@@ -1,4 +1,4 @@
-// Command graft-worker runs graft's Temporal worker; see internal/workercmd
+// Command graft-worker runs graft's Temporal worker; see cmd/internal/workercmd
 // and `graft-worker --help`.
 package main
 
@@ -6,7 +6,7 @@ import (
 	"context"
 	"os"
 
-	"github.com/graftworks/graft/internal/workercmd"
+	"github.com/graftworks/graft/cmd/internal/workercmd"
 )
 
 func main() {

@@ -52,7 +52,7 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// tool is a pinned tool's binary, built by `go run ./internal/tools/buildtools`
+// tool is a pinned tool's binary, built by `go run ./cmd/buildtools`
 // (./scripts/test.sh does) into $GRAFT_BIN_DIR or the checkout's .bin/.
 func tool(t *testing.T, name, version string) (path, binDir string) {
 	t.Helper()
@@ -62,7 +62,7 @@ func tool(t *testing.T, name, version string) (path, binDir string) {
 	}
 	path = filepath.Join(binDir, name+"-"+version, name)
 	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("%s is not built (%v): run `go run ./internal/tools/buildtools` in %s first", name, err, repoRoot(t))
+		t.Fatalf("%s is not built (%v): run `go run ./cmd/buildtools` in %s first", name, err, repoRoot(t))
 	}
 	return path, binDir
 }

@@ -1,7 +1,7 @@
 // Package tools pins the external programs graft's tests and local stack run
 // as separate processes — the Temporal CLI (its dev server), versitygw (an
 // S3 server), and the Temporal server with its SQL schema tool (the
-// production-shape tier, internal/prodtier) — and builds each once, from the
+// production-shape tier, cmd/internal/prodtier) — and builds each once, from the
 // Go module proxy, into the repository's ignored .bin/ directory, keyed by
 // version. A build is guarded by a file lock so parallel test binaries never
 // build the same tool twice.

@@ -1,0 +1,463 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	"github.com/spf13/cobra"
+
+	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/graph"
+	"github.com/graftworks/graft/workflows"
+)
+
+func (a *app) branchCommand() *cobra.Command {
+	cmd := asGroup(&cobra.Command{
+		Use:   "branch",
+		Short: "Create, list, show, delete, repair and abandon branches",
+	})
+	cmd.AddCommand(a.branchCreateCommand(), a.branchListCommand(), a.branchShowCommand(),
+		a.branchDeleteCommand(), a.branchRepairCommand(), a.branchAbandonCommand())
+	return cmd
+}
+
+// checkGraph validates a graph name locally with the workflows' own rules, so a
+// typo is invalid (exit 2) before anything is contacted.
+func checkGraph(graph string) error {
+	if err := format.ValidateGraphName(graph); err != nil {
+		return outcome.Errorf(outcome.Invalid, "", "%s", describeInvalid(err))
+	}
+	return nil
+}
+
+// checkBranch validates a graph and a branch name the same way.
+func checkBranch(graph, branch string) error {
+	if err := checkGraph(graph); err != nil {
+		return err
+	}
+	if err := format.ValidateBranchName(branch); err != nil {
+		return outcome.Errorf(outcome.Invalid, "", "%s", describeInvalid(err))
+	}
+	return nil
+}
+
+// inDoubtNext is the next step for a create of graph/branch that is settling.
+func inDoubtNext(opID, graph, branch string) string {
+	return fmt.Sprintf("operation %s is settling; watch it with `graft op wait %s` or settle it now with `graft branch abandon %s %s`",
+		opID, opID, graph, branch)
+}
+
+// startedCreate is branch create --detach's result.
+type startedCreate struct {
+	Graph      string `json:"graph"`
+	Branch     string `json:"branch"`
+	OpID       string `json:"op_id"`
+	WorkflowID string `json:"workflow_id"`
+	RunID      string `json:"run_id"`
+}
+
+func (a *app) branchCreateCommand() *cobra.Command {
+	var (
+		req           client.CreateBranchRequest
+		detach, final bool
+	)
+	cmd := &cobra.Command{
+		Use:   "create GRAPH BRANCH",
+		Short: "Create a branch from main's head, another branch, a commit or a tag",
+		Long: `create starts graft.CreateBranch and waits for its outcome. By default it
+returns as soon as the outcome is known: created (exit 0), or in_doubt (exit 4)
+when a storage write answered ambiguously and the workflow is settling it —
+the operation id then says what to watch. --wait-settled waits through the
+settle instead; --detach returns as soon as the workflow has started.
+
+Repeating a create with the same --idempotency-key while it runs attaches to
+it; one create per branch name runs at a time.`,
+		Args: exactArgs("GRAPH", "BRANCH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Graph, req.Branch = args[0], args[1]
+			if err := checkBranch(req.Graph, req.Branch); err != nil {
+				return err
+			}
+			if err := checkSource(req); err != nil {
+				return err
+			}
+			if detach && final {
+				return usageError{errors.New("--detach and --wait-settled are mutually exclusive")}
+			}
+			if err := req.Validate(); err != nil {
+				return err
+			}
+			if req.IdempotencyKey == "" {
+				req.IdempotencyKey = ulid.Make().String()
+			}
+			c, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			h, err := c.StartCreateBranch(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			a.startedOp = req.IdempotencyKey
+			if detach {
+				st := startedCreate{Graph: req.Graph, Branch: req.Branch, OpID: req.IdempotencyKey, WorkflowID: h.WorkflowID, RunID: h.RunID}
+				return a.emit(cmd, st, func(w io.Writer) error {
+					_, err := fmt.Fprintf(w, "started create of %s in %s\n  workflow  %s\n  run       %s\n  op        %s\nwatch it with `graft op wait %s`\n",
+						st.Branch, st.Graph, st.WorkflowID, st.RunID, st.OpID, st.OpID)
+					return err
+				})
+			}
+			var res workflows.CreateBranchResult
+			if final {
+				res, err = h.WaitFinal(cmd.Context())
+			} else {
+				res, err = h.WaitCreateBranch(cmd.Context())
+			}
+			if h.Attached(res) && a.cfg.Output == outputText {
+				fmt.Fprintf(a.stderr, "graft: a create of %s in %s was already running as operation %s: this command followed it, "+
+					"and operation %s was not started\n", req.Branch, req.Graph, res.OpID, req.IdempotencyKey)
+			}
+			return a.createResult(cmd, req.Graph, req.Branch, res, err)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.FromBranch, "from-branch", "", "start from this branch's head (default: main)")
+	f.StringVar(&req.FromCommit, "from-commit", "", "start from this commit id")
+	f.StringVar(&req.FromTag, "from-tag", "", "start from this tag's commit")
+	f.StringVar(&req.Author, "author", "", "author recorded on the fork commit")
+	f.StringVarP(&req.Message, "message", "m", "", "message recorded on the fork commit")
+	f.StringVar(&req.IdempotencyKey, "idempotency-key", "", "operation id; repeating it attaches to the running create (default: a fresh ULID)")
+	f.BoolVar(&detach, "detach", false, "return as soon as the workflow has started")
+	f.BoolVar(&final, "wait-settled", false, "wait through an in-doubt settle for the definitive outcome")
+	return cmd
+}
+
+func checkSource(req client.CreateBranchRequest) error {
+	n := 0
+	for _, s := range []string{req.FromBranch, req.FromCommit, req.FromTag} {
+		if s != "" {
+			n++
+		}
+	}
+	if n > 1 {
+		return usageError{errors.New("give at most one of --from-branch, --from-commit, --from-tag")}
+	}
+	for _, f := range []struct{ flag, value string }{{"--from-branch", req.FromBranch}, {"--from-commit", req.FromCommit}, {"--from-tag", req.FromTag}} {
+		if f.value == "" {
+			continue
+		}
+		one := client.CreateBranchRequest{Graph: req.Graph, Branch: req.Branch}
+		switch f.flag {
+		case "--from-branch":
+			one.FromBranch = f.value
+		case "--from-commit":
+			one.FromCommit = f.value
+		default:
+			one.FromTag = f.value
+		}
+		if err := one.Validate(); err != nil {
+			return outcome.Errorf(outcome.Invalid, "", "%s: %s", f.flag, strings.TrimPrefix(err.(*outcome.Error).Message, "source "))
+		}
+	}
+	return nil
+}
+
+// createResult prints a create's result, or returns its outcome error with
+// the next step for this graph and branch.
+func (a *app) createResult(cmd *cobra.Command, graph, branch string, res workflows.CreateBranchResult, err error) error {
+	if err != nil {
+		var oe *outcome.Error
+		if errors.As(err, &oe) && oe.Outcome == outcome.InDoubt {
+			return withNext(err, "%s", inDoubtNext(oe.OpID, graph, branch))
+		}
+		if errors.As(err, &oe) && oe.Outcome == outcome.NotFound {
+			return withNext(err, "check the graph and the source; `graft branch list %s` lists the graph's branches", graph)
+		}
+		if errors.As(err, &oe) && oe.Outcome == outcome.Unpublished {
+			return withNext(err, "branch %s was not created and never will be by operation %s; run `graft branch create %s %s` again",
+				branch, oe.OpID, graph, branch)
+		}
+		return err
+	}
+	return a.emit(cmd, res, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "%s branch %s in %s\n  native  %s\n  head    %s\n  from    %s\n  op      %s\n",
+			res.Outcome, res.Branch, res.Graph, res.Native, res.Head, res.SourceCommit, res.OpID)
+		return err
+	})
+}
+
+func (a *app) branchAbandonCommand() *cobra.Command {
+	var (
+		reason string
+		noWait bool
+	)
+	cmd := &cobra.Command{
+		Use:   "abandon GRAPH BRANCH",
+		Short: "Settle an in-doubt create now, by fencing its ref instead of waiting for the put",
+		Long: `abandon sends graft.abandon to the running create of BRANCH: the workflow
+writes a fence at the ref key, so a late put can never land, and ends the
+create. It then waits for the create's definitive outcome and exits with it:
+unpublished (exit 3) when the fence won, created (exit 0) when the ref had
+already landed. --no-wait returns once the signal is delivered.`,
+		Args: exactArgs("GRAPH", "BRANCH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			graph, branch := args[0], args[1]
+			if err := checkBranch(graph, branch); err != nil {
+				return err
+			}
+			c, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if err := c.AbandonCreate(cmd.Context(), graph, branch, reason); err != nil {
+				if o, ok := outcome.Of(err); ok && o == outcome.NotFound {
+					return withNext(err, "nothing to abandon; `graft branch show %s %s` says whether the branch exists", graph, branch)
+				}
+				return err
+			}
+			if noWait {
+				return a.emit(cmd, map[string]string{"graph": graph, "branch": branch, "workflow_id": client.CreateBranchWorkflowID(graph, branch)},
+					func(w io.Writer) error {
+						_, err := fmt.Fprintf(w, "abandon sent to the create of %s in %s\n", branch, graph)
+						return err
+					})
+			}
+			res, err := c.AttachCreateBranch(cmd.Context(), graph, branch).WaitFinal(cmd.Context())
+			if o, ok := outcome.Of(err); ok && o == outcome.Unpublished {
+				return withNext(err, "the branch does not exist and this create will never publish it; "+
+					"run `graft branch create %s %s` to try again", graph, branch)
+			}
+			return a.createResult(cmd, graph, branch, res, err)
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "graft branch abandon", "why, recorded in the workflow's history and the create's message")
+	cmd.Flags().BoolVar(&noWait, "no-wait", false, "return once the signal is delivered")
+	return cmd
+}
+
+// branchList is branch list's JSON result.
+type branchList struct {
+	Graph    string              `json:"graph"`
+	Branches []client.BranchInfo `json:"branches"`
+}
+
+func (a *app) branchListCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list GRAPH",
+		Short: "List a graph's live branches with their heads (read from the store)",
+		Args:  exactArgs("GRAPH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			graph := args[0]
+			if err := checkGraph(graph); err != nil {
+				return err
+			}
+			store, err := a.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			bs, err := client.NewReader(store).ListBranches(cmd.Context(), graph)
+			if err != nil {
+				return a.storeRead(err, graph)
+			}
+			if bs == nil {
+				bs = []client.BranchInfo{}
+			}
+			return a.emit(cmd, branchList{Graph: graph, Branches: bs}, func(w io.Writer) error {
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "BRANCH\tHEAD\tHEAD TIME\tTABLES\tNATIVE")
+				for _, b := range bs {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", b.Branch, b.Head, b.HeadTime.UTC().Format(time.RFC3339), b.Tables, b.Native)
+				}
+				return tw.Flush()
+			})
+		},
+	}
+}
+
+func (a *app) branchShowCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "show GRAPH BRANCH",
+		Short: "Show a branch: its live incarnation, ref and head commit (read from the store)",
+		Args:  exactArgs("GRAPH", "BRANCH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			graph, branch := args[0], args[1]
+			if err := checkBranch(graph, branch); err != nil {
+				return err
+			}
+			store, err := a.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			d, err := client.NewReader(store).ShowBranch(cmd.Context(), graph, branch)
+			if graphMissing(err, graph) {
+				return a.storeRead(err, graph)
+			}
+			if o, ok := outcome.Of(err); ok && o == outcome.NotFound {
+				return withNext(err, "`graft branch list %s` lists the live branches; a create still running shows in `graft op list --graph %s`", graph, graph)
+			}
+			if err != nil {
+				return err
+			}
+			return a.emit(cmd, d, func(w io.Writer) error {
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintf(tw, "branch\t%s (graph %s)\n", d.Branch, d.Graph)
+				fmt.Fprintf(tw, "native\t%s\n", d.Native)
+				fmt.Fprintf(tw, "ref\t%s (%s, op %s)\n", d.Ref.Key, d.Ref.State, d.Ref.Op)
+				fmt.Fprintf(tw, "head\t%s\n", d.Head)
+				fmt.Fprintf(tw, "time\t%s\n", d.HeadTime.UTC().Format(time.RFC3339))
+				fmt.Fprintf(tw, "author\t%s\n", d.Author)
+				fmt.Fprintf(tw, "message\t%s\n", d.Message)
+				fmt.Fprintf(tw, "op\t%s\n", d.Op)
+				fmt.Fprintf(tw, "parents\t%s\n", strings.Join(d.Parents, ", "))
+				if d.RestoredFrom != "" {
+					fmt.Fprintf(tw, "restored from\t%s\n", d.RestoredFrom)
+				}
+				printPins(tw, d.Pins)
+				return tw.Flush()
+			})
+		},
+	}
+}
+
+func (a *app) branchRepairCommand() *cobra.Command {
+	var req client.RepairBranchRequest
+	cmd := &cobra.Command{
+		Use:   "repair GRAPH BRANCH --keep NATIVE",
+		Short: "Make a branch with several live incarnations live through one again",
+		Long: `repair starts graft.RepairBranch: every live ref of BRANCH but --keep's is
+retired by compare-and-swap and stays as a fence. branch list and branch show
+name the candidates when a branch needs repair (they report a conflict).`,
+		Args: exactArgs("GRAPH", "BRANCH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Graph, req.Branch = args[0], args[1]
+			if err := checkBranch(req.Graph, req.Branch); err != nil {
+				return err
+			}
+			if req.Keep == "" {
+				return usageError{errors.New("--keep NATIVE is required: the incarnation to keep live")}
+			}
+			if err := format.ValidateNative(req.Keep); err != nil {
+				return outcome.Errorf(outcome.Invalid, "", "--keep: %s", describeInvalid(err))
+			}
+			if err := req.Validate(); err != nil {
+				return err
+			}
+			if req.IdempotencyKey == "" {
+				req.IdempotencyKey = ulid.Make().String()
+			}
+			a.startedOp = req.IdempotencyKey
+			c, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			res, err := c.RepairBranch(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			if res.Retired == nil {
+				res.Retired = []string{}
+			}
+			return a.emit(cmd, res, func(w io.Writer) error {
+				retired := strings.Join(res.Retired, ", ")
+				if retired == "" {
+					retired = "(none: it was live through one already)"
+				}
+				_, err := fmt.Fprintf(w, "repaired branch %s in %s\n  kept     %s\n  retired  %s\n  op       %s\n",
+					res.Branch, res.Graph, res.Kept, retired, res.OpID)
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&req.Keep, "keep", "", "native name ({branch}.{ULID}) of the incarnation to keep live")
+	cmd.Flags().StringVar(&req.IdempotencyKey, "idempotency-key", "", "operation id (default: a fresh ULID)")
+	return cmd
+}
+
+func (a *app) branchDeleteCommand() *cobra.Command {
+	var req client.DeleteBranchRequest
+	cmd := &cobra.Command{
+		Use:   "delete GRAPH BRANCH",
+		Short: "Delete a branch: retire its live ref into a fence; cleanup reclaims its commits later",
+		Long: `delete starts graft.DeleteBranch and waits for its outcome: deleted (exit 0).
+The branch's live ref is retired by compare-and-swap and stays as a fence, so
+the name can be created again as a fresh branch. Nothing else is deleted:
+cleanup reclaims the branch's commits later, except those a tag names.
+
+main is never deleted (invalid, exit 2). A branch a live tag names a commit
+of is a conflict (exit 5) unless --force; forcing is safe, the tags keep
+their commits. A branch whose create is still settling is a conflict too.`,
+		Args: exactArgs("GRAPH", "BRANCH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Graph, req.Branch = args[0], args[1]
+			if err := checkBranch(req.Graph, req.Branch); err != nil {
+				return err
+			}
+			if req.Branch == graph.DefaultBranch {
+				return withNext(outcome.Errorf(outcome.Invalid, "", "%s cannot be deleted: it is every graph's default branch", req.Branch),
+					"restore main to an earlier commit instead: `graft restore %s main --commit C` or `--tag T`", req.Graph)
+			}
+			if err := checkOpKey(req.IdempotencyKey); err != nil {
+				return err
+			}
+			if req.IdempotencyKey == "" {
+				req.IdempotencyKey = ulid.Make().String()
+			}
+			a.startedOp = req.IdempotencyKey
+			c, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			res, err := c.DeleteBranch(cmd.Context(), req)
+			if err != nil {
+				return branchDeleteError(req, res, err)
+			}
+			return a.emit(cmd, res, func(w io.Writer) error {
+				fmt.Fprintf(w, "deleted branch %s in %s\n", res.Branch, res.Graph)
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintf(tw, "  native\t%s (its ref is now a fence)\n", res.Native)
+				fmt.Fprintf(tw, "  head\t%s\n", res.Head)
+				if len(res.Tags) > 0 {
+					fmt.Fprintf(tw, "  kept by tags\t%s\n", strings.Join(res.Tags, ", "))
+				}
+				fmt.Fprintf(tw, "  op\t%s\n", res.OpID)
+				return tw.Flush()
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&req.Force, "force", false, "delete although live tags name commits of the branch (the tags keep them)")
+	cmd.Flags().StringVar(&req.IdempotencyKey, "idempotency-key", "", "operation id (default: a fresh ULID)")
+	return cmd
+}
+
+// branchDeleteError adds the next step to a failed branch delete.
+func branchDeleteError(req client.DeleteBranchRequest, res workflows.DeleteBranchResult, err error) error {
+	o, _ := outcome.Of(err)
+	switch {
+	case o == outcome.InDoubt:
+		return settlingNext(err, "the delete")
+	case o == outcome.Conflict && len(res.Tags) > 0 && !req.Force:
+		return withNext(err, "delete the tags first (`graft tag delete %s NAME`), or run `graft branch delete %s %s --force`: the tags keep their commits",
+			req.Graph, req.Graph, req.Branch)
+	case o == outcome.NotFound:
+		return withNext(err, "`graft branch list %s` lists the graph's live branches", req.Graph)
+	}
+	return err
+}
+
+// printPins writes a commit's pins as table rows, the first labelled "tables".
+func printPins(w io.Writer, pins []client.TablePin) {
+	for i, p := range pins {
+		label := ""
+		if i == 0 {
+			label = "tables"
+		}
+		fmt.Fprintf(w, "%s\t%s @ %s\n", label, p.Table, p.Version)
+	}
+}

@@ -1,0 +1,566 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/workflows"
+)
+
+// progressInterval is how often cleanup run --wait asks the workflow how far it got.
+const progressInterval = 500 * time.Millisecond
+
+func (a *app) cleanupCommand() *cobra.Command {
+	cmd := asGroup(&cobra.Command{
+		Use:   "cleanup",
+		Short: "Reclaim what no live branch, tag or running operation can reach; schedule it per graph",
+	})
+	cmd.AddCommand(a.cleanupRunCommand(), a.cleanupScheduleCommand())
+	return cmd
+}
+
+// policyFlags are the retention policy every cleanup applies.
+type policyFlags struct {
+	keepNewest    int
+	keepNewerThan time.Duration
+	guardWindow   time.Duration
+}
+
+func (p *policyFlags) add(fs *pflag.FlagSet) {
+	fs.IntVar(&p.keepNewest, "keep-newest", 0, "keep the newest N commits of every live branch")
+	fs.DurationVar(&p.keepNewerThan, "keep-newer-than", 0, "keep every commit of a live branch younger than this (e.g. 168h)")
+	fs.DurationVar(&p.guardWindow, "guard-window", workflows.DefaultGuardWindow,
+		"keep table versions and data objects younger than this; 0 turns the guard off")
+}
+
+func (p *policyFlags) check() error {
+	if p.keepNewest < 0 || p.keepNewerThan < 0 || p.guardWindow < 0 {
+		return usageError{errors.New("--keep-newest, --keep-newer-than and --guard-window must not be negative")}
+	}
+	if p.keepNewest == 0 && p.keepNewerThan == 0 {
+		return usageError{errors.New("give a retention window: --keep-newest N, --keep-newer-than DURATION, or both")}
+	}
+	return nil
+}
+
+func (a *app) cleanupRunCommand() *cobra.Command {
+	var (
+		pol          policyFlags
+		dryRun, mark bool
+		sweepRun     string
+		wait         bool
+	)
+	cmd := &cobra.Command{
+		Use:   "run GRAPH",
+		Short: "Run one cleanup of a graph now",
+		Long: `run starts graft.Cleanup on GRAPH (or attaches to the one running) in one of
+three modes:
+
+  (default)      mark and sweep: condemn what is garbage and delete it
+  --dry-run      report what would be condemned; change nothing
+  --mark         condemn and record a plan, delete nothing; review it, then
+  --sweep RUN    delete what is still garbage of mark run RUN's plan
+
+Nothing a live branch, a tag, or a running or in-doubt operation may still
+name is ever deleted. Without --wait, run prints the run's workflow id and
+returns; with --wait it shows progress on stderr and prints the result.`,
+		Args: exactArgs("GRAPH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := client.CleanupRequest{Graph: args[0], KeepNewest: pol.keepNewest, KeepNewerThan: pol.keepNewerThan}
+			if err := checkGraph(req.Graph); err != nil {
+				return err
+			}
+			if err := pol.check(); err != nil {
+				return err
+			}
+			modes := 0
+			for _, on := range []bool{dryRun, mark, sweepRun != ""} {
+				if on {
+					modes++
+				}
+			}
+			switch {
+			case modes > 1:
+				return usageError{errors.New("give at most one of --dry-run, --mark, --sweep RUN")}
+			case dryRun:
+				req.Mode = workflows.CleanupModeDryRun
+			case mark:
+				req.Mode = workflows.CleanupModeMark
+			default:
+				req.Mode, req.SweepRunID = workflows.CleanupModeSweep, sweepRun
+			}
+			if cmd.Flags().Changed("guard-window") {
+				g := pol.guardWindow
+				req.GuardWindow = &g
+			}
+			c, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			h, err := c.StartCleanup(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			if !wait {
+				opID, err := h.OperationID(cmd.Context())
+				if err != nil {
+					opID = ""
+				}
+				a.startedOp = opID
+				st := map[string]string{"graph": req.Graph, "mode": string(req.Mode), "op_id": opID, "workflow_id": h.WorkflowID, "run_id": h.RunID}
+				return a.emit(cmd, st, func(w io.Writer) error {
+					follow := "follow it in the Web UI"
+					if opID != "" {
+						follow = fmt.Sprintf("wait for it with `graft op wait %s`", opID)
+					}
+					_, err := fmt.Fprintf(w, "started cleanup (%s) of %s\n  op        %s\n  workflow  %s\n%s\n",
+						req.Mode, req.Graph, orDash(opID), h.WorkflowID, follow)
+					return err
+				})
+			}
+			a.startedOp = h.OpID
+			var pr progressReporter = noProgress{}
+			if a.cfg.Output == outputText {
+				pr = newProgress(cmd.ErrOrStderr())
+			}
+			res, err := waitWithProgress(cmd.Context(), h, pr)
+			if err != nil {
+				var oe *outcome.Error
+				if errors.As(err, &oe) && oe.Outcome == outcome.Conflict && res.ActiveRunID != "" {
+					return withNext(err, "cleanup run %s of %s is still active; wait for it with `graft op wait %s`",
+						res.ActiveRunID, req.Graph, res.ActiveRunID)
+				}
+				return err
+			}
+			return a.emit(cmd, viewCleanup(res), func(w io.Writer) error { return printCleanupResult(w, res) })
+		},
+	}
+	pol.add(cmd.Flags())
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be condemned; change nothing")
+	cmd.Flags().BoolVar(&mark, "mark", false, "condemn and record a plan; delete nothing")
+	cmd.Flags().StringVar(&sweepRun, "sweep", "", "delete what is still garbage of this mark run's plan")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the result, showing progress on stderr")
+	return cmd
+}
+
+// waitWithProgress waits for the cleanup's result while feeding pr from the
+// workflow's progress query; the last line is drawn from the result itself.
+func waitWithProgress(ctx context.Context, h *client.CleanupHandle, pr progressReporter) (workflows.CleanupResult, error) {
+	pctx, stop := context.WithCancel(ctx)
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		tick := time.NewTicker(progressInterval)
+		defer tick.Stop()
+		for {
+			showProgress(pctx, h, pr)
+			select {
+			case <-pctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	res, err := h.Wait(ctx)
+	stop()
+	<-polled
+	if err == nil {
+		if res.Mode == workflows.CleanupModeSweep {
+			pr.Update("done", res.Deleted.Keys(), res.Condemned.Keys())
+		} else {
+			pr.Update("done", res.PlanKeyCount, 0)
+		}
+	}
+	pr.Finish()
+	return res, err
+}
+
+// showProgress draws the cleanup's progress as its query reports it; a
+// failed query draws nothing.
+func showProgress(ctx context.Context, h *client.CleanupHandle, pr progressReporter) {
+	p, err := h.Progress(ctx)
+	if err != nil || ctx.Err() != nil {
+		return
+	}
+	switch p.Phase {
+	case "mark":
+		pr.Update("mark", int64(p.TablesDone), int64(p.TablesTotal))
+	case "sweep":
+		pr.Update("sweep", p.Deleted, p.Condemned)
+	case "done": // drawn from the result
+	default:
+		pr.Update(p.Phase, 0, 0)
+	}
+}
+
+// cleanupView is a cleanup's result as -o json prints it: the workflow's
+// result, with durations as Go duration strings ("1h0m0s") instead of
+// nanoseconds.
+type cleanupView struct {
+	workflows.CleanupResult
+	Policy cleanupPolicyView `json:"policy"`
+	Mark   cleanupPhaseView  `json:"mark"`
+	Sweep  cleanupPhaseView  `json:"sweep"`
+}
+
+type cleanupPolicyView struct {
+	KeepNewest    int    `json:"keep_newest"`
+	KeepNewerThan string `json:"keep_newer_than"`
+	GuardWindow   string `json:"guard_window"`
+}
+
+type cleanupPhaseView struct {
+	Duration       string                   `json:"duration"`
+	Requests       *workflows.StoreRequests `json:"requests,omitempty"`
+	Activities     int                      `json:"activities,omitempty"`
+	ContinuedAsNew int                      `json:"continued_as_new,omitempty"`
+}
+
+func viewCleanup(r workflows.CleanupResult) cleanupView {
+	return cleanupView{
+		CleanupResult: r,
+		Policy:        cleanupPolicyView{KeepNewest: r.Policy.KeepNewest, KeepNewerThan: r.Policy.KeepNewerThan.String(), GuardWindow: r.Policy.GuardWindow.String()},
+		Mark:          cleanupPhaseView{Duration: r.Mark.Duration.String(), Requests: &r.Mark.Requests},
+		Sweep:         cleanupPhaseView{Duration: r.Sweep.Duration.String(), Activities: r.Sweep.Activities, ContinuedAsNew: r.Sweep.ContinuedAsNew},
+	}
+}
+
+func printCleanupResult(w io.Writer, r workflows.CleanupResult) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "cleanup (%s) of %s: %s\n", r.Mode, r.Graph, r.Outcome)
+	fmt.Fprintf(tw, "  run\t%s\n", r.RunID)
+	if r.PlanRunID != "" {
+		fmt.Fprintf(tw, "  plan of\t%s\n", r.PlanRunID)
+	}
+	fmt.Fprintf(tw, "  policy\tkeep newest %d, newer than %s, guard %s\n", r.Policy.KeepNewest, r.Policy.KeepNewerThan, r.Policy.GuardWindow)
+	k := r.Kept
+	fmt.Fprintf(tw, "  kept\thead %d, live window %d, merge base %d, tag %d, pinned %d, guard %d, in flight %d, unsettled %d, referenced %d, unknown %d\n",
+		k.Head, k.LiveWindow, k.MergeBase, k.Tag, k.Pin, k.Guard, k.InFlightTree, k.Unsettled, k.Referenced, k.Unknown)
+	verb := "condemned"
+	if r.Mode == workflows.CleanupModeDryRun {
+		verb = "would condemn"
+	}
+	c := r.Condemned
+	fmt.Fprintf(tw, "  %s\t%d commits, %d versions, %d objects (%d bytes)\n", verb, c.Commits, c.Versions, c.Objects, c.Bytes)
+	d := r.Deleted
+	fmt.Fprintf(tw, "  deleted\t%d commits, %d versions, %d objects (%d bytes)\n", d.Commits, d.Versions, d.Objects, d.Bytes)
+	if r.Refused > 0 {
+		keys := make([]string, len(r.RefusedKeys))
+		for i, k := range r.RefusedKeys {
+			keys[i] = k.Key
+		}
+		more := ""
+		if int64(len(keys)) < r.Refused {
+			more = fmt.Sprintf(" and %d more", r.Refused-int64(len(keys)))
+		}
+		why := ""
+		if len(r.RefusedKeys) > 0 {
+			why = "; the store said: " + r.RefusedKeys[0].Reason
+		}
+		fmt.Fprintf(tw, "  not deleted\t%d key(s) the store refused to delete (a 403, an object lock): %s%s%s; they stay, and a later run tries again\n",
+			r.Refused, strings.Join(keys, ", "), more, why)
+	}
+	if len(r.SkippedUnsettled) > 0 {
+		fmt.Fprintf(tw, "  left alone\t%d tree(s) a pending operation may still name; settle them (`graft op wait`, `graft branch abandon`) to reclaim them\n",
+			len(r.SkippedUnsettled))
+	}
+	if r.RetainAllData != "" {
+		fmt.Fprintf(tw, "  data kept\t%s\n", r.RetainAllData)
+	}
+	if len(r.WouldFence) > 0 {
+		fmt.Fprintf(tw, "  would fence\t%s\n", strings.Join(r.WouldFence, ", "))
+	}
+	if len(r.Fenced) > 0 {
+		fmt.Fprintf(tw, "  fenced\t%s\n", strings.Join(r.Fenced, ", "))
+	}
+	if r.Mode == workflows.CleanupModeMark {
+		fmt.Fprintf(tw, "  next\treview the plan, then `graft cleanup run %s --sweep %s` with the same policy\n", r.Graph, r.RunID)
+	}
+	return tw.Flush()
+}
+
+// scheduleView is a cleanup schedule as the CLI shows it.
+type scheduleView struct {
+	ID             string            `json:"id"`
+	Graph          string            `json:"graph"`
+	Every          string            `json:"every,omitempty"`
+	Cron           string            `json:"cron,omitempty"`
+	Mode           string            `json:"mode"`
+	KeepNewest     int               `json:"keep_newest,omitempty"`
+	KeepNewerThan  string            `json:"keep_newer_than,omitempty"`
+	GuardWindow    string            `json:"guard_window,omitempty"`
+	Paused         bool              `json:"paused"`
+	Note           string            `json:"note,omitempty"`
+	NextRuns       []time.Time       `json:"next_runs"`
+	RecentRuns     []scheduleRunView `json:"recent_runs"`
+	Running        []string          `json:"running"`
+	Actions        int               `json:"actions"`
+	SkippedOverlap int               `json:"skipped_overlap"`
+}
+
+type scheduleRunView struct {
+	ScheduledAt time.Time `json:"scheduled_at"`
+	StartedAt   time.Time `json:"started_at"`
+	WorkflowID  string    `json:"workflow_id"`
+	RunID       string    `json:"run_id"`
+}
+
+func viewSchedule(i client.CleanupScheduleInfo) scheduleView {
+	v := scheduleView{
+		ID: i.ID, Graph: i.Graph, Cron: i.Cron, Mode: string(i.Mode), KeepNewest: i.KeepNewest,
+		Paused: i.Paused, Note: i.Note, NextRuns: i.NextRuns, Running: i.Running,
+		Actions: i.Actions, SkippedOverlap: i.SkippedOverlap, RecentRuns: []scheduleRunView{},
+	}
+	if i.Every > 0 {
+		v.Every = i.Every.String()
+	}
+	if i.KeepNewerThan > 0 {
+		v.KeepNewerThan = i.KeepNewerThan.String()
+	}
+	if i.GuardWindow != nil {
+		v.GuardWindow = i.GuardWindow.String()
+	}
+	if v.NextRuns == nil {
+		v.NextRuns = []time.Time{}
+	}
+	if v.Running == nil {
+		v.Running = []string{}
+	}
+	for _, r := range i.RecentRuns {
+		v.RecentRuns = append(v.RecentRuns, scheduleRunView(r))
+	}
+	return v
+}
+
+func printSchedule(w io.Writer, v scheduleView) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "schedule\t%s (graph %s)\n", v.ID, v.Graph)
+	when := []string{}
+	if v.Every != "" {
+		when = append(when, "every "+v.Every)
+	}
+	if v.Cron != "" {
+		when = append(when, "cron "+v.Cron)
+	}
+	fmt.Fprintf(tw, "runs\t%s\n", strings.Join(when, ", "))
+	fmt.Fprintf(tw, "mode\t%s\n", v.Mode)
+	fmt.Fprintf(tw, "policy\tkeep newest %d, newer than %s, guard %s\n", v.KeepNewest, orDash(v.KeepNewerThan), orDash(v.GuardWindow))
+	state := "active"
+	if v.Paused {
+		state = "paused"
+	}
+	if v.Note != "" {
+		state += " (" + v.Note + ")"
+	}
+	fmt.Fprintf(tw, "state\t%s\n", state)
+	for i, t := range v.NextRuns {
+		if i == shownNextRuns {
+			break
+		}
+		label := ""
+		if i == 0 {
+			label = "next runs"
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", label, t.UTC().Format(time.RFC3339))
+	}
+	for i, r := range v.RecentRuns {
+		label := ""
+		if i == 0 {
+			label = "recent runs"
+		}
+		fmt.Fprintf(tw, "%s\t%s  %s\n", label, r.StartedAt.UTC().Format(time.RFC3339), r.WorkflowID)
+	}
+	fmt.Fprintf(tw, "started\t%d (skipped while one ran: %d)\n", v.Actions, v.SkippedOverlap)
+	return tw.Flush()
+}
+
+// shownNextRuns is how many upcoming runs the text view lists (json lists all).
+const shownNextRuns = 3
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func (a *app) cleanupScheduleCommand() *cobra.Command {
+	cmd := asGroup(&cobra.Command{
+		Use:   "schedule",
+		Short: "Manage a graph's cleanup schedule (a Temporal Schedule)",
+	})
+	cmd.AddCommand(
+		a.scheduleWriteCommand("create", "Create a graph's cleanup schedule (an existing one is updated)"),
+		a.scheduleWriteCommand("update", "Replace a graph's cleanup schedule: timing, policy and state"),
+		a.schedulePauseCommand(true), a.schedulePauseCommand(false),
+		a.scheduleSimpleCommand("trigger", "Start a scheduled cleanup now (skipped while one runs)",
+			func(ctx context.Context, c *client.Client, g string) error { return c.CleanupScheduleTrigger(ctx, g) }),
+		a.scheduleSimpleCommand("delete", "Delete a graph's cleanup schedule; running cleanups go on",
+			func(ctx context.Context, c *client.Client, g string) error { return c.CleanupScheduleDelete(ctx, g) }),
+		a.scheduleDescribeCommand(),
+	)
+	return cmd
+}
+
+// describeAndEmit prints the schedule as it now stands.
+func (a *app) describeAndEmit(cmd *cobra.Command, c *client.Client, graph string) error {
+	info, err := c.CleanupScheduleDescribe(cmd.Context(), graph)
+	if err != nil {
+		return err
+	}
+	v := viewSchedule(info)
+	return a.emit(cmd, v, func(w io.Writer) error { return printSchedule(w, v) })
+}
+
+func scheduleNotFound(err error, graph string) error {
+	if o, ok := outcome.Of(err); ok && o == outcome.NotFound {
+		return withNext(err, "create it with `graft cleanup schedule create %s --every 24h --keep-newer-than 168h`", graph)
+	}
+	return err
+}
+
+func (a *app) scheduleWriteCommand(verb, short string) *cobra.Command {
+	var (
+		pol    policyFlags
+		req    client.CleanupScheduleRequest
+		mode   string
+		paused bool
+	)
+	cmd := &cobra.Command{
+		Use:   verb + " GRAPH (--every DURATION | --cron EXPR) (--keep-newest N | --keep-newer-than DURATION)",
+		Short: short,
+		Long: short + `.
+
+Each scheduled run is graft.Cleanup with the policy given here; a run due
+while the previous one still runs is skipped. --mode sweep (the default)
+deletes; dry_run only reports. ` + verb + ` prints the schedule as it now stands.`,
+		Args: exactArgs("GRAPH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Graph = args[0]
+			if err := checkGraph(req.Graph); err != nil {
+				return err
+			}
+			if err := pol.check(); err != nil {
+				return err
+			}
+			if req.Every <= 0 && req.Cron == "" {
+				return usageError{errors.New("give --every DURATION, --cron EXPR, or both")}
+			}
+			switch workflows.CleanupMode(mode) {
+			case workflows.CleanupModeDryRun, workflows.CleanupModeMark, workflows.CleanupModeSweep:
+				req.Mode = workflows.CleanupMode(mode)
+			default:
+				return usageError{fmt.Errorf("--mode: want dry_run, mark or sweep, got %q", mode)}
+			}
+			req.KeepNewest, req.KeepNewerThan, req.Paused = pol.keepNewest, pol.keepNewerThan, paused
+			if cmd.Flags().Changed("guard-window") {
+				g := pol.guardWindow
+				req.GuardWindow = &g
+			}
+			c, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if verb == "create" {
+				err = c.CleanupScheduleCreate(cmd.Context(), req)
+			} else {
+				err = c.CleanupScheduleUpdate(cmd.Context(), req)
+			}
+			if err != nil {
+				return scheduleNotFound(err, req.Graph)
+			}
+			return a.describeAndEmit(cmd, c, req.Graph)
+		},
+	}
+	pol.add(cmd.Flags())
+	cmd.Flags().DurationVar(&req.Every, "every", 0, "run at this interval (e.g. 24h)")
+	cmd.Flags().StringVar(&req.Cron, "cron", "", `run on this cron expression, UTC (e.g. "0 3 * * *")`)
+	cmd.Flags().StringVar(&mode, "mode", string(workflows.CleanupModeSweep), "mode of each run: sweep, mark or dry_run")
+	cmd.Flags().BoolVar(&paused, "paused", false, "leave the schedule paused")
+	cmd.Flags().StringVar(&req.Note, "note", "", "note shown with the schedule's state")
+	return cmd
+}
+
+func (a *app) schedulePauseCommand(pause bool) *cobra.Command {
+	var note string
+	use, short := "pause", "Pause a graph's cleanup schedule"
+	if !pause {
+		use, short = "unpause", "Resume a paused cleanup schedule"
+	}
+	cmd := &cobra.Command{
+		Use:   use + " GRAPH",
+		Short: short,
+		Args:  exactArgs("GRAPH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			graph := args[0]
+			if err := checkGraph(graph); err != nil {
+				return err
+			}
+			c, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if err := c.CleanupSchedulePause(cmd.Context(), graph, pause, note); err != nil {
+				return scheduleNotFound(err, graph)
+			}
+			return a.describeAndEmit(cmd, c, graph)
+		},
+	}
+	cmd.Flags().StringVar(&note, "note", "", "why, shown with the schedule's state")
+	return cmd
+}
+
+func (a *app) scheduleSimpleCommand(verb, short string, do func(context.Context, *client.Client, string) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   verb + " GRAPH",
+		Short: short,
+		Args:  exactArgs("GRAPH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			graph := args[0]
+			if err := checkGraph(graph); err != nil {
+				return err
+			}
+			c, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if err := do(cmd.Context(), c, graph); err != nil {
+				return scheduleNotFound(err, graph)
+			}
+			res := map[string]string{"graph": graph, "schedule_id": client.CleanupScheduleID(graph), "done": verb}
+			return a.emit(cmd, res, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "%s: cleanup schedule %s of %s\n", verb, res["schedule_id"], graph)
+				return err
+			})
+		},
+	}
+}
+
+func (a *app) scheduleDescribeCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "describe GRAPH",
+		Short: "Show a graph's cleanup schedule: timing, policy, state, next and recent runs",
+		Args:  exactArgs("GRAPH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			graph := args[0]
+			if err := checkGraph(graph); err != nil {
+				return err
+			}
+			c, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return scheduleNotFound(a.describeAndEmit(cmd, c, graph), graph)
+		},
+	}
+}

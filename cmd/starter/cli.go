@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/graftworks/graft/client/outcome"
+)
+
+// Main runs graft with args (without the program name) and returns the exit
+// code. SIGINT and SIGTERM cancel the running command; a second signal kills
+// the process at once.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	context.AfterFunc(ctx, stop) // after the first signal, the default action again
+	return Execute(ctx, args, os.LookupEnv, stdout, stderr)
+}
+
+// Execute runs the command line with the environment read through lookup and
+// returns the exit code.
+func Execute(ctx context.Context, args []string, lookup LookupEnv, stdout, stderr io.Writer) int {
+	a := &app{cfg: defaultConfig(), lookup: lookup, stdout: stdout, stderr: stderr}
+	root := a.rootCommand()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	ran, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		a.close()
+		return 0
+	}
+	r := classify(err)
+	r.Next = strings.ReplaceAll(r.Next, "graft <command>", commandPath(ran, root))
+	a.refineNext(ctx, &r, err)
+	a.close()
+	a.writeError(r)
+	return r.ExitCode
+}
+
+// app is one invocation's state, shared by its commands.
+type app struct {
+	cfg            Config
+	lookup         LookupEnv
+	stdout, stderr io.Writer
+	resolved       bool
+	res            resolution
+	// startedOp is the operation this invocation started (or attached to),
+	// so an interrupted or failed wait can point at it.
+	startedOp string
+	deps
+}
+
+const rootLong = `graft runs branch operations on versioned data in object storage as
+Temporal workflows, and shows what they did.
+
+Every global flag can also be set by the environment variable shown in
+brackets, or by the profile graft dev writes ($GRAFT_CONFIG, by default
+~/.config/graft/config.json); a flag on the command line wins over its
+variable, which wins over the profile. The ledger's database comes from
+DATABASE_URL (or the profile's database-url). S3 credentials come from the
+AWS SDK's standard chain.
+
+With --output json (-o json) a result is one JSON object on stdout and an
+error one JSON object on stderr. Exit codes: 0 ok, 1 failure, 2 invalid input
+or bad flags, 3 unpublished, 4 in_doubt, 5 conflict, 6 not_found,
+7 not_retained, 8 refused, 9 unavailable (docs/outcomes.md).
+
+Start here: graft dev`
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:               "graft",
+		Short:             "Branch operations on versioned data in object storage, run as Temporal workflows",
+		Long:              rootLong,
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		PersistentPreRunE: a.prepare,
+	}
+	asGroup(root)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetUsageTemplate(usageTemplate)
+	addGlobalFlags(root.PersistentFlags(), &a.cfg)
+	root.AddCommand(a.graphCommand(), a.tableCommand(), a.branchCommand(), a.mergeCommand(), a.restoreCommand(), a.tagCommand(),
+		a.logCommand(), a.diffCommand(), a.cleanupCommand(), a.opCommand(), a.devCommand())
+	return root
+}
+
+// asGroup makes cmd a group: without a subcommand it prints its help; an
+// unknown subcommand is a usage error.
+func asGroup(cmd *cobra.Command) *cobra.Command {
+	cmd.SuggestionsMinimumDistance = 2
+	cmd.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		err := fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			err = fmt.Errorf("%w; did you mean %s?", err, strings.Join(quoteAll(s), " or "))
+		}
+		return usageError{err}
+	}
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	return cmd
+}
+
+// exactArgs requires one argument per name, and names them in the error.
+func exactArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != len(names) {
+			return usageError{fmt.Errorf("%s takes %d argument(s) (%s), got %d",
+				cmd.CommandPath(), len(names), strings.Join(names, " "), len(args))}
+		}
+		return nil
+	}
+}
+
+// minArgs requires at least len(names) arguments.
+func minArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < len(names) {
+			return usageError{fmt.Errorf("%s takes at least %d argument(s) (%s), got %d",
+				cmd.CommandPath(), len(names), strings.Join(names, " "), len(args))}
+		}
+		return nil
+	}
+}
+
+// prepare resolves the configuration before any command runs.
+func (a *app) prepare(cmd *cobra.Command, _ []string) error {
+	if cmd.Name() == "help" || cmd.Name() == "completion" || (cmd.Parent() != nil && cmd.Parent().Name() == "completion") {
+		return nil
+	}
+	res, err := resolveConfig(cmd.Flags(), &a.cfg, a.lookup)
+	a.res = res
+	if err != nil {
+		return usageError{err}
+	}
+	a.resolved = true
+	return nil
+}
+
+// jsonMode reports whether output is JSON, also for an error found before the
+// configuration was resolved.
+func (a *app) jsonMode() bool {
+	if a.resolved || a.cfg.Output == outputJSON {
+		return a.cfg.Output == outputJSON
+	}
+	v, _ := a.lookup(envNames[flagOutput])
+	return v == outputJSON
+}
+
+// emit writes a command's result: v as one JSON object in json mode, else text.
+func (a *app) emit(cmd *cobra.Command, v any, text func(w io.Writer) error) error {
+	if a.cfg.Output == outputJSON {
+		return writeJSON(cmd.OutOrStdout(), v)
+	}
+	return text(cmd.OutOrStdout())
+}
+
+// writeError shows a failed command's report on stderr.
+func (a *app) writeError(r Report) {
+	if a.jsonMode() {
+		_ = writeJSON(a.stderr, r)
+		return
+	}
+	fmt.Fprintf(a.stderr, "graft: %s: %s%s\n", r.Outcome, r.Message, outcome.OpSuffix(r.Message, r.OpID))
+	if r.Next != "" {
+		fmt.Fprintf(a.stderr, "next: %s\n", r.Next)
+	}
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strconv.Quote(s)
+	}
+	return out
+}
+
+// commandPath names the command a hint points at: the one that ran, or
+// "graft" when the command line did not name one.
+func commandPath(ran, root *cobra.Command) string {
+	if ran == nil {
+		return root.Name()
+	}
+	return ran.CommandPath()
+}
+
+// usageTemplate is cobra's, with the global flags listed only by `graft
+// --help`: under every other command one line points at them, so a
+// group's subcommands are not buried under them.
+const usageTemplate = `Usage:{{if .Runnable}}
+  {{.UseLine}}{{end}}{{if .HasAvailableSubCommands}}
+  {{.CommandPath}} [command]{{end}}{{if gt (len .Aliases) 0}}
+
+Aliases:
+  {{.NameAndAliases}}{{end}}{{if .HasExample}}
+
+Examples:
+{{.Example}}{{end}}{{if .HasAvailableSubCommands}}
+
+Available Commands:{{range .Commands}}{{if (or .IsAvailableCommand (eq .Name "help"))}}
+  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{if .HasAvailableLocalFlags}}
+
+Flags:
+{{.LocalFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}{{if .HasAvailableInheritedFlags}}
+
+Global flags (connection settings, --output): see "graft --help".{{end}}{{if .HasAvailableSubCommands}}
+
+Use "{{.CommandPath}} [command] --help" for more information about a command.{{end}}
+`

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	sdkclient "go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/cmd/internal/conncfg"
+	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/storage"
+)
+
+// deps are the connections one invocation opened, each on first use.
+type deps struct {
+	tc sdkclient.Client
+	// tcErr is why Temporal could not be dialled, for commands that go on
+	// without it (op show, op list --stuck).
+	tcErr  error
+	ledger *client.Ops
+	store  storage.Store
+	closer []func()
+}
+
+func (a *app) close() {
+	for i := len(a.closer) - 1; i >= 0; i-- {
+		a.closer[i]()
+	}
+	a.closer = nil
+}
+
+// temporal dials Temporal, bounded by --dial-timeout.
+func (a *app) temporal(ctx context.Context) (sdkclient.Client, error) {
+	if a.tc != nil {
+		return a.tc, nil
+	}
+	opts, err := a.cfg.ClientOptions(sdkclient.Options{
+		Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+	})
+	if err != nil {
+		return nil, usageError{err}
+	}
+	tc, err := a.cfg.DialTemporal(ctx, opts)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &unavailableError{
+			what: "Temporal",
+			next: fmt.Sprintf("check that Temporal is running at %s (--temporal-address, $GRAFT_TEMPORAL_ADDRESS); "+
+				"for a local stack run `graft dev`", a.cfg.TemporalAddress),
+			err: err,
+		}
+	}
+	a.tc = tc
+	a.closer = append(a.closer, tc.Close)
+	return tc, nil
+}
+
+// client returns graft's Go client over the invocation's Temporal connection.
+func (a *app) client(ctx context.Context) (*client.Client, error) {
+	tc, err := a.temporal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	opts := client.Options{TaskQueue: a.cfg.TaskQueue}
+	if a.cfg.Output == outputText {
+		opts.Notify = a.notify
+	}
+	return client.New(tc, opts), nil
+}
+
+// notify tells the operator, once, why a wait is taking long and what the
+// command does meanwhile (text mode only: in json mode stderr is kept for the
+// one error object).
+func (a *app) notify(n client.Notice) {
+	msg := n.Message
+	if n.Dependency == "" && n.Kind != client.NoticeNoWorker {
+		// The workflow does not say why; if the store does not answer us
+		// either, that is most likely why.
+		if down := a.storeDown(); down != "" {
+			msg = down + ", so the operation's step is most likely retrying on it; still waiting for the operation to end"
+		}
+	}
+	follow := ""
+	if n.OpID != "" {
+		follow = fmt.Sprintf(" (`graft op wait %s`)", n.OpID)
+	}
+	fmt.Fprintf(a.stderr, "graft: waiting: %s.\n  Ctrl-C stops waiting; the operation keeps running in Temporal%s.\n", msg, follow)
+}
+
+// storeDown says that the configured store does not answer, or "" when it
+// does (or cannot be told).
+func (a *app) storeDown() string {
+	if a.cfg.S3.Bucket == "" { // a local directory answers, or is a configuration error
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), min(a.cfg.DialTimeout, 10*time.Second))
+	defer cancel()
+	st, err := a.cfg.OpenStore(ctx)
+	if err == nil {
+		if c, ok := st.(interface{ Close() error }); ok {
+			_ = c.Close()
+		}
+		return ""
+	}
+	if !errors.Is(err, storage.ErrUnavailable) && ctx.Err() == nil {
+		return ""
+	}
+	return fmt.Sprintf("the store %s does not answer from here either", a.cfg.DescribeStore())
+}
+
+// ops opens the ledger at $DATABASE_URL (--db-schema). withTemporal also
+// dials Temporal, so waits and the views can ask the workflows; when
+// Temporal does not answer, the ledger-only Ops is returned and tcErr says why.
+func (a *app) ops(ctx context.Context, withTemporal bool) (*client.Ops, error) {
+	if a.ledger == nil {
+		ops, err := client.OpenOps(ctx, client.LedgerConfig{DatabaseURL: a.cfg.DatabaseURL, Schema: a.cfg.DBSchema, MaxConns: 2}, nil)
+		if err != nil {
+			return nil, a.ledgerError(err)
+		}
+		a.ledger = ops
+		a.closer = append(a.closer, ops.Close)
+	}
+	if !withTemporal {
+		return a.ledger, nil
+	}
+	c, err := a.client(ctx)
+	if err != nil {
+		a.tcErr = err
+		return a.ledger, nil
+	}
+	return a.ledger.WithClient(c), nil
+}
+
+// ledgerError names the setting to check when the ledger cannot be opened.
+func (a *app) ledgerError(err error) error {
+	switch {
+	case errors.Is(err, client.ErrLedgerUnavailable):
+		return &unavailableError{
+			what: "Postgres",
+			next: fmt.Sprintf("check that Postgres is running at %s and that $DATABASE_URL is right",
+				catalog.RedactURL(a.cfg.DatabaseURL)),
+			err: err,
+		}
+	case errors.Is(err, client.ErrLedgerNotMigrated):
+		schema := a.cfg.DBSchema
+		if schema == "" {
+			schema = "the connection's default (public)"
+		}
+		return withNext(err, "the ledger's tables are not in schema %s (%s) of %s: if the workers use another schema, set --db-schema "+
+			"($GRAFT_DB_SCHEMA, or the profile `graft dev` writes); if nothing applied the migrations, run `graft-worker migrate`",
+			schema, a.settingName(conncfg.FlagDBSchema), catalog.RedactURL(a.cfg.DatabaseURL))
+	}
+	return err
+}
+
+// temporalNote says, after a view, that Temporal could not be asked.
+func (a *app) temporalNote() string {
+	if a.tcErr == nil {
+		return ""
+	}
+	return "(Temporal did not answer, so phases come from the ledger alone: " + classify(a.tcErr).Message + ")"
+}
+
+// openStore opens the configured store and checks that it answers a listing,
+// so a wrong endpoint, bucket or credential shows before any work. A local
+// store directory that does not exist is an error naming where the setting
+// came from — the CLI never creates one (a relative default would create it
+// in whatever directory the command ran in).
+func (a *app) openStore(ctx context.Context) (storage.Store, error) {
+	if a.store != nil {
+		return a.store, nil
+	}
+	if a.cfg.S3.Bucket == "" {
+		abs, _ := filepath.Abs(a.cfg.StoreDir)
+		if info, err := os.Stat(abs); err != nil || !info.IsDir() {
+			return nil, withNext(outcome.Errorf(outcome.NotFound, "", "the store directory %s does not exist (%s)",
+				abs, a.settingName(conncfg.FlagStoreDir)), "%s", a.storeNext())
+		}
+	}
+	st, err := a.cfg.OpenStore(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if errors.Is(err, storage.ErrUnavailable) {
+			return nil, &unavailableError{what: "the store", next: a.storeNext(), err: err}
+		}
+		return nil, withNext(err, "%s", a.storeNext())
+	}
+	a.store = st
+	return st, nil
+}
+
+// settingName says where a setting's value came from: the flag or variable,
+// the profile, or the default (with the value).
+func (a *app) settingName(flag string) string {
+	src := a.res.src
+	if src != nil && src.Given(flag) {
+		return "from " + src.Name(flag)
+	}
+	if f := conncfg.EnvNames()[flag]; f != "" {
+		return fmt.Sprintf("the default of --%s; $%s or the profile `graft dev` writes set it", flag, f)
+	}
+	return "the default of --" + flag
+}
+
+func (a *app) storeNext() string {
+	if a.cfg.S3.Bucket == "" {
+		abs, _ := filepath.Abs(a.cfg.StoreDir)
+		return fmt.Sprintf("point --store-dir ($GRAFT_STORE_DIR) at the directory the workers use; this command read %s (%s)",
+			abs, a.settingName(conncfg.FlagStoreDir))
+	}
+	return "check that the S3 endpoint answers and the bucket exists (--s3-endpoint, --s3-bucket), " +
+		"and that the AWS SDK finds credentials (AWS_ACCESS_KEY_ID, AWS_PROFILE, an instance role)"
+}
+
+// storeRead adds, to a read of graph that found no graph, which store was
+// read and where that setting came from: the usual cause is a CLI and workers
+// on different stores.
+func (a *app) storeRead(err error, graph string) error {
+	if !graphMissing(err, graph) {
+		return err
+	}
+	return withNext(err, "`graft graph init %s` creates it. This command read %s (%s); if the workers use another store, point the store settings at it",
+		graph, a.cfg.DescribeStore(), a.settingName(storeSetting(a.cfg)))
+}
+
+func storeSetting(c Config) string {
+	if c.S3.Bucket != "" {
+		return conncfg.FlagS3Bucket
+	}
+	return conncfg.FlagStoreDir
+}
+
+// graphMissing reports whether err is a read's not_found for graph itself.
+func graphMissing(err error, graph string) bool {
+	o, ok := outcome.Of(err)
+	return ok && o == outcome.NotFound && strings.Contains(err.Error(), fmt.Sprintf("graph %q does not exist", graph))
+}

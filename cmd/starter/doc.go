@@ -1,0 +1,34 @@
+// Command graft is graft's command line: the cobra commands an operator runs
+// from a shell (graph init, table write|objects, branch
+// create|list|show|delete|repair|abandon, merge, restore, tag
+// create|list|show|delete, log, diff, cleanup run|schedule, op
+// list|show|wait|reconcile) and
+// `graft dev`, which runs the whole local stack in one process.
+//
+// Invariants:
+//   - Configuration follows graft-worker's conventions (cmd/internal/workercmd):
+//     the same flag names and environment variables, a flag given on the
+//     command line wins over its variable, which wins over the default, and a
+//     bad value is a usage error naming the flag or variable, reported before
+//     anything is contacted. DATABASE_URL is read only from the environment
+//     (or the profile). A profile file — the one `graft dev` writes, found
+//     without a flag — fills what flags and variables leave unset.
+//   - Every command accepts --output text|json (-o). A result goes to stdout;
+//     in json mode it is exactly one JSON object. An error goes to stderr,
+//     with the next step an operator should take; in json mode it is one JSON
+//     object {"outcome", "exit_code", "op_id", "message", "next"} (and
+//     "conflicts", the tables, for a merge conflict).
+//   - The exit code is the outcome's (outcome.ExitCode): 0 success, 1 failure,
+//     2 invalid input or bad flags, 3 unpublished, 4 in_doubt, 5 conflict,
+//     6 not_found, 7 not_retained, 8 refused, 9 unavailable (Temporal,
+//     Postgres or the store could not be reached). docs/outcomes.md documents
+//     each one.
+//   - A command opens only what it needs (Temporal, the ledger, the store),
+//     lazily, and closes it before returning. Nothing here writes to the
+//     process's stdout or stderr directly: commands write to their cobra
+//     command's writers.
+//   - Names (graph, branch, table, tag), commit ids and operation ids are
+//     checked locally before anything is contacted, with the same rules the
+//     workflows apply, so a typo is exit 2 at once rather than after a round
+//     trip.
+package main

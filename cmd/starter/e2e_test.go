@@ -1,0 +1,359 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	"go.temporal.io/api/workflowservice/v1"
+	sdkclient "go.temporal.io/sdk/client"
+
+	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/internal/catalog/catalogtest"
+	"github.com/graftworks/graft/internal/devstack"
+	"github.com/graftworks/graft/internal/tools"
+	"github.com/graftworks/graft/workflows"
+)
+
+// devStack is a `graft dev` subprocess on free ports, a fresh ledger schema
+// and a temporary store directory.
+type devStack struct {
+	info devStarted
+	// env points graft commands at this stack.
+	env      []string
+	storeDir string
+	// profile is where dev writes the stack's settings (GRAFT_CONFIG).
+	profile string
+}
+
+// startDev starts `graft dev -o json` and waits for its ready object. When
+// the test ends it sends SIGTERM and checks that everything stopped cleanly.
+func startDev(t *testing.T, bin string) *devStack {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	if _, err := tools.Temporal.Ensure(ctx); err != nil { // a cold build is not dev's start-up time
+		t.Fatal(err)
+	}
+	binDir, err := tools.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := make([]string, 3)
+	for i := range ports {
+		p, err := devstack.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = fmt.Sprint(p)
+	}
+	schema := catalogtest.NewSchema(t) // dropped after the stack stops (cleanups run last-in first-out)
+	d := &devStack{storeDir: filepath.Join(t.TempDir(), "store"), profile: filepath.Join(t.TempDir(), "graft", "config.json")}
+	common := []string{
+		"DATABASE_URL=" + catalogtest.DatabaseURL(), "GRAFT_DB_SCHEMA=" + schema, "GRAFT_STORE_DIR=" + d.storeDir,
+		"GRAFT_CONFIG=" + d.profile,
+	}
+	cmd := exec.Command(bin, "dev", "--port", ports[0], "--ui-port", ports[1], "--metrics-port", ports[2], "-o", "json")
+	cmd.Env = graftEnv(append(common, "GRAFT_BIN_DIR="+binDir)...)
+	cmd.Dir = t.TempDir()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	ready := make(chan error, 1)
+	go func() {
+		ready <- json.NewDecoder(stdout).Decode(&d.info)
+		_, _ = io.Copy(io.Discard, stdout)
+		exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("graft dev exited with %v after SIGTERM:\n%s", err, stderr)
+			} else if !strings.Contains(stderr.String(), "graft dev: stopped") {
+				t.Errorf("graft dev did not report a clean stop:\n%s", stderr)
+			}
+		case <-time.After(90 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Errorf("graft dev did not stop within 90s of SIGTERM:\n%s", stderr)
+		}
+	})
+	select {
+	case err := <-ready:
+		if err != nil {
+			t.Fatalf("graft dev printed no ready object: %v\n%s", err, stderr)
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("graft dev not ready after 3 minutes:\n%s", stderr)
+	}
+	d.env = append(common, "GRAFT_TEMPORAL_ADDRESS="+d.info.TemporalAddress)
+	return d
+}
+
+// TestGraftBinary_EndToEnd_OnTheDevStack drives the built binary against
+// `graft dev`: init a graph, write a table version, create a branch, list it,
+// run a cleanup dry run, read the ledger, and find the create in Temporal's
+// visibility by its search attributes — JSON parsed and exit codes checked
+// at each step — then the error paths that need a live stack.
+func TestGraftBinary_EndToEnd_OnTheDevStack(t *testing.T) {
+	bin := buildGraft(t)
+	d := startDev(t, bin)
+	run := func(args ...string) result { return runGraft(t, bin, d.env, args...) }
+
+	// The dev stack serves the Web UI and the worker's health.
+	for _, u := range []string{d.info.UI, strings.TrimSuffix(d.info.Metrics, "/metrics") + "/healthz"} {
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatalf("GET %s: %v", u, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %s", u, resp.Status)
+		}
+	}
+	if !strings.Contains(d.info.TryCommand, "graph init") {
+		t.Errorf("dev suggests %q as a first command", d.info.TryCommand)
+	}
+
+	if d.info.Profile != d.profile || d.info.TryCommand != "graft graph init demo" {
+		t.Errorf("dev wrote profile %q (want %s) and suggests %q", d.info.Profile, d.profile, d.info.TryCommand)
+	}
+
+	const g = "e2e"
+	r := run("graph", "init", g, "-o", "json")
+	wantCode(t, r, 0)
+	initRes := jsonOut[workflows.InitGraphResult](t, r)
+	if initRes.Outcome != outcome.Done || !initRes.Created || initRes.Graph != g || !strings.HasPrefix(initRes.Main, "main.") {
+		t.Fatalf("graph init result %+v", initRes)
+	}
+
+	dir := t.TempDir()
+	files := []string{filepath.Join(dir, "part-0.csv"), filepath.Join(dir, "part-1.csv")}
+	for i, f := range files {
+		if err := os.WriteFile(f, []byte(fmt.Sprintf("id,value\n%d,x\n", i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r = run(append([]string{"table", "write", g, "main", "events", "-o", "json"}, files...)...)
+	wantCode(t, r, 0)
+	writeRes := jsonOut[workflows.WriteTableResult](t, r)
+	if writeRes.Outcome != outcome.Done || writeRes.Objects != len(files) || writeRes.Commit == "" || writeRes.Version == "" {
+		t.Fatalf("table write result %+v", writeRes)
+	}
+
+	r = run("branch", "create", g, "feature/x", "-o", "json")
+	wantCode(t, r, 0)
+	created := jsonOut[workflows.CreateBranchResult](t, r)
+	if created.Outcome != outcome.Created || !strings.HasPrefix(created.Native, "feature/x.") || created.OpID == "" ||
+		created.SourceCommit != writeRes.Commit {
+		t.Fatalf("branch create result %+v; want created from main's head %s", created, writeRes.Commit)
+	}
+
+	r = run("branch", "list", g, "-o", "json")
+	wantCode(t, r, 0)
+	list := jsonOut[branchList](t, r)
+	byName := map[string]client.BranchInfo{}
+	for _, b := range list.Branches {
+		byName[b.Branch] = b
+	}
+	if len(list.Branches) != 2 || byName["feature/x"].Head != created.Head || byName["feature/x"].Native != created.Native ||
+		byName["main"].Head != writeRes.Commit || byName["feature/x"].Tables != 1 {
+		t.Fatalf("branch list %+v; want main at %s and feature/x at %s", list, writeRes.Commit, created.Head)
+	}
+	r = run("branch", "list", g) // the text table names both
+	wantCode(t, r, 0)
+	if !strings.Contains(r.stdout, "feature/x") || !strings.Contains(r.stdout, created.Head) {
+		t.Fatalf("text branch list lacks feature/x:\n%s", r)
+	}
+
+	// Main holds two commits (root, write); keeping the newest one of each
+	// branch makes the root garbage — a dry run reports it and deletes nothing.
+	for i := 0; i < 2; i++ {
+		r = run("cleanup", "run", g, "--dry-run", "--keep-newest", "1", "--wait", "-o", "json")
+		wantCode(t, r, 0)
+		cl := jsonOut[cleanupView](t, r)
+		if cl.Outcome != outcome.Done || cl.Mode != workflows.CleanupModeDryRun || cl.Condemned.Commits != 1 ||
+			cl.Deleted.Keys() != 0 || cl.Kept.Head != 2 || cl.Policy.GuardWindow != "1h0m0s" || cl.Policy.KeepNewest != 1 {
+			t.Fatalf("dry run %d result %+v", i, cl)
+		}
+	}
+
+	// In text mode --wait reports progress on stderr from the workflow's
+	// progress query, ending with the run's final state; stderr is a pipe
+	// here, so as plain lines without control characters.
+	r = run("cleanup", "run", g, "--dry-run", "--keep-newest", "1", "--wait")
+	wantCode(t, r, 0)
+	if !strings.HasPrefix(r.stdout, "cleanup (dry_run) of "+g+": done\n") || !strings.Contains(r.stdout, "would condemn  1 commits") {
+		t.Fatalf("text dry run:\n%s", r)
+	}
+	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+	if strings.ContainsAny(r.stderr, "\r\x1b") || !strings.HasPrefix(lines[len(lines)-1], "done") {
+		t.Fatalf("progress on a pipe: want plain lines ending in the done state, got %q", r.stderr)
+	}
+	// Without --wait, run prints the run's operation id, which op wait follows.
+	r = run("cleanup", "run", g, "--dry-run", "--keep-newest", "1", "-o", "json")
+	wantCode(t, r, 0)
+	started := jsonOut[map[string]string](t, r)
+	if started["op_id"] == "" {
+		t.Fatalf("cleanup run without --wait: %v", started)
+	}
+	r = run("op", "wait", started["op_id"], "-o", "json")
+	wantCode(t, r, 0)
+	if op := jsonOut[opView](t, r); op.Kind != "cleanup" || op.Outcome != "done" {
+		t.Fatalf("op wait of the started cleanup: %+v", op)
+	}
+
+	r = run("op", "list", "--graph", g, "-o", "json")
+	wantCode(t, r, 0)
+	ops := jsonOut[opList](t, r)
+	var kinds []string
+	for _, op := range ops.Operations {
+		kinds = append(kinds, op.Kind)
+		if op.State != "done" || op.Graph != g {
+			t.Errorf("operation %+v is not done in %s", op, g)
+		}
+	}
+	slices.Sort(kinds)
+	if want := []string{"cleanup", "cleanup", "cleanup", "cleanup", "create_branch", "init_graph", "write_table"}; !slices.Equal(kinds, want) {
+		t.Fatalf("op list kinds %v, want %v", kinds, want)
+	}
+	r = run("op", "wait", created.OpID, "-o", "json")
+	wantCode(t, r, 0)
+	if op := jsonOut[opView](t, r); op.Outcome != "created" || op.WorkflowID != client.CreateBranchWorkflowID(g, "feature/x") {
+		t.Fatalf("op wait %+v", op)
+	}
+
+	findInVisibility(t, d.info, g, "feature/x")
+
+	t.Run("from another directory, the profile dev wrote is the only setting needed", func(t *testing.T) {
+		only := []string{"GRAFT_CONFIG=" + d.profile} // runGraft runs in a fresh directory
+		r := runGraft(t, bin, only, "branch", "list", g, "-o", "json")
+		wantCode(t, r, 0)
+		if list := jsonOut[branchList](t, r); len(list.Branches) != 2 {
+			t.Fatalf("branch list through the profile: %+v", list)
+		}
+		r = runGraft(t, bin, only, "op", "list", "--graph", g, "-o", "json") // --db-schema carried over
+		wantCode(t, r, 0)
+		if ops := jsonOut[opList](t, r); len(ops.Operations) == 0 {
+			t.Fatalf("op list through the profile found nothing")
+		}
+		// Without it, the CLI says which store it read and where that setting came from.
+		wantText(t, runGraft(t, bin, nil, "branch", "list", g), 6, "not_found", "store directory", "--store-dir")
+		empty := catalogtest.NewSchema(t)
+		wantText(t, runGraft(t, bin, []string{"DATABASE_URL=" + catalogtest.DatabaseURL(), "GRAFT_DB_SCHEMA=" + empty}, "op", "show", created.OpID),
+			1, "failure", "the ledger's tables are not in schema "+empty+" (from GRAFT_DB_SCHEMA)", "--db-schema")
+	})
+
+	t.Run("unknown graph is not_found (6)", func(t *testing.T) {
+		r := run("branch", "create", "no-such-graph", "b", "-o", "json")
+		rep := jsonErr(t, r)
+		if rep.Outcome != "not_found" || r.code != 6 || rep.OpID == "" || !strings.Contains(rep.Message, `graph "no-such-graph" does not exist`) {
+			t.Fatalf("report %+v\n%s", rep, r)
+		}
+		wantText(t, run("branch", "list", "no-such-graph"), 6, "not_found", "does not exist", "graft graph init no-such-graph")
+		wantText(t, run("table", "write", "no-such-graph", "main", "events", files[0]), 6, "not_found", "does not exist")
+		wantText(t, run("branch", "show", g, "no-such-branch"), 6, "not_found", "no-such-branch", "graft branch list "+g)
+		wantText(t, run("op", "show", "NOPE"), 6, "not_found", "graft op list")
+		wantText(t, run("cleanup", "schedule", "describe", g), 6, "not_found", "graft cleanup schedule create "+g)
+		wantText(t, run("branch", "abandon", g, "feature/y"), 6, "not_found", "no create of e2e/feature/y is running")
+	})
+	t.Run("invalid names are invalid (2)", func(t *testing.T) {
+		wantText(t, run("graph", "init", "Bad Graph"), 2, "invalid", "graph name")
+		wantText(t, run("branch", "create", g, "a..b"), 2, "invalid", "branch name")
+		wantText(t, run("table", "write", g, "main", "Bad.Table", files[0]), 2, "invalid", "table name")
+		rep := jsonErr(t, run("branch", "create", g, "feature/x.json", "-o", "json"))
+		if rep.Outcome != "invalid" || rep.ExitCode != 2 {
+			t.Fatalf("report %+v", rep)
+		}
+	})
+	t.Run("the worker scheduled the reconciler and op reconcile runs a pass now", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		tc, err := sdkclient.DialContext(ctx, sdkclient.Options{HostPort: d.info.TemporalAddress, Namespace: d.info.Namespace})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tc.Close()
+		desc, err := tc.ScheduleClient().GetHandle(ctx, workflows.ReconcileScheduleID).Describe(ctx)
+		if err != nil {
+			t.Fatalf("describe schedule %s: %v", workflows.ReconcileScheduleID, err)
+		}
+		act, ok := desc.Schedule.Action.(*sdkclient.ScheduleWorkflowAction)
+		if !ok || act.Workflow != workflows.ReconcileName {
+			t.Fatalf("schedule %s runs %+v, want %s", workflows.ReconcileScheduleID, desc.Schedule.Action, workflows.ReconcileName)
+		}
+		r := run("op", "reconcile", "-o", "json")
+		wantCode(t, r, 0)
+		var res struct {
+			Examined int   `json:"examined"`
+			Open     int   `json:"open"`
+			Settled  []any `json:"settled"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+			t.Fatalf("op reconcile -o json: %v\n%s", err, r)
+		}
+		if len(res.Settled) != 0 { // every operation of this test ended through its own workflow
+			t.Fatalf("op reconcile settled %+v, want nothing to settle", res)
+		}
+		r = run("op", "reconcile")
+		wantCode(t, r, 0)
+		if !strings.Contains(r.stdout, "reconciled: 0 unfinished operation(s) examined") {
+			t.Fatalf("op reconcile said:\n%s", r)
+		}
+	})
+	t.Run("a graph from another operation is a conflict (5)", func(t *testing.T) {
+		wantText(t, run("graph", "init", g, "--idempotency-key", ulid.Make().String()), 5, "conflict", "graft branch list "+g)
+	})
+}
+
+// findInVisibility polls Temporal's visibility for the create of
+// graph/branch by graft's search attributes: indexing may lag a little.
+func findInVisibility(t *testing.T, info devStarted, graph, branch string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tc, err := sdkclient.DialContext(ctx, sdkclient.Options{HostPort: info.TemporalAddress, Namespace: info.Namespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	query := fmt.Sprintf(`GraftGraph = %q AND GraftBranch = %q AND GraftOutcome = "created"`, graph, branch)
+	for {
+		resp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query})
+		if err != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			t.Fatalf("list workflows %s: %v", query, err)
+		}
+		for _, e := range resp.GetExecutions() {
+			if e.GetExecution().GetWorkflowId() == client.CreateBranchWorkflowID(graph, branch) &&
+				e.GetType().GetName() == workflows.CreateBranchName {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no %s in visibility for %s after 30s (last answer %v)", workflows.CreateBranchName, query, resp.GetExecutions())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+
+	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/storage"
+	"github.com/graftworks/graft/workflows"
+)
+
+// Outcome names the CLI reports for failures outside the operation
+// vocabulary: a dependency could not be reached, or something else failed.
+const (
+	outcomeUnavailable = "unavailable"
+	outcomeFailure     = "failure"
+)
+
+// usageError is a bad command line or configuration: exit 2, outcome invalid.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// unavailableError is a dependency graft could not reach: exit 9.
+type unavailableError struct {
+	what string // "Temporal", "Postgres", "the store"
+	next string
+	err  error
+}
+
+func (e *unavailableError) Error() string { return e.err.Error() }
+func (e *unavailableError) Unwrap() error { return e.err }
+
+// nextStepError attaches the next step an operator should take to err; the
+// innermost one wins, so a command can be more specific than the default.
+type nextStepError struct {
+	next string
+	err  error
+}
+
+func (e *nextStepError) Error() string { return e.err.Error() }
+func (e *nextStepError) Unwrap() error { return e.err }
+
+// withNext returns err carrying next, or nil when err is nil.
+func withNext(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	return &nextStepError{next: fmt.Sprintf(format, args...), err: err}
+}
+
+// Report is how a failed command is shown: on stderr as text, or as this
+// JSON object in json mode.
+type Report struct {
+	Outcome  string `json:"outcome"`
+	ExitCode int    `json:"exit_code"`
+	OpID     string `json:"op_id"`
+	Message  string `json:"message"`
+	Next     string `json:"next,omitempty"`
+	// Conflicts lists the tables a merge found changed on both sides
+	// (graft merge's conflict, preview or not); absent otherwise.
+	Conflicts []workflows.MergeTable `json:"conflicts,omitempty"`
+}
+
+// classify turns a command's error into its report and exit code.
+func classify(err error) Report {
+	r := Report{Message: err.Error()}
+	var (
+		ue    usageError
+		oe    *outcome.Error
+		unav  *unavailableError
+		ua    *client.UnansweredError
+		we    *client.WorkflowError
+		nf    *serviceerror.NotFound
+		sunav *serviceerror.Unavailable
+	)
+	switch {
+	case errors.As(err, &ue):
+		r.Outcome, r.ExitCode = string(outcome.Invalid), outcome.ExitInvalid
+		r.Next = "fix the command line; see `graft <command> --help`"
+	case errors.As(err, &oe):
+		r.Outcome, r.ExitCode, r.OpID = string(oe.Outcome), oe.Outcome.ExitCode(), oe.OpID
+		r.Message = oe.Message
+		r.Next = defaultNext(oe)
+	case errors.As(err, &unav):
+		r.Outcome, r.ExitCode, r.Next = outcomeUnavailable, outcome.ExitUnavailable, unav.next
+	case errors.As(err, &ua) && !errors.Is(err, context.Canceled):
+		r.Outcome, r.ExitCode, r.OpID, r.Next = outcomeUnavailable, outcome.ExitUnavailable, ua.OpID, unansweredNext(ua)
+	case errors.As(err, &we):
+		r.Outcome, r.ExitCode, r.OpID, r.Message = outcomeFailure, outcome.ExitFailure, we.OpID, we.Error()
+		if we.Dependency != "" {
+			r.Outcome, r.ExitCode = outcomeUnavailable, outcome.ExitUnavailable
+			r.Message = fmt.Sprintf("the worker could not reach %s, so workflow %s %s: %s", we.Dependency, we.WorkflowID, we.Status, we.Cause)
+		}
+		r.Next = fmt.Sprintf("the workflow %s in the Web UI shows each step's failure", we.WorkflowID)
+	case errors.Is(err, catalog.ErrUnavailable):
+		r.Outcome, r.ExitCode = outcomeUnavailable, outcome.ExitUnavailable
+		r.Next = "check that Postgres is running and that $DATABASE_URL points at it"
+	case errors.Is(err, storage.ErrUnavailable):
+		r.Outcome, r.ExitCode = outcomeUnavailable, outcome.ExitUnavailable
+		r.Next = "check that the store is reachable (--store-dir, or --s3-endpoint and the AWS credentials)"
+	case errors.As(err, &sunav):
+		r.Outcome, r.ExitCode = outcomeUnavailable, outcome.ExitUnavailable
+		r.Next = "check that Temporal is running and reachable at --temporal-address"
+	case errors.Is(err, storage.ErrRefused):
+		r.Outcome, r.ExitCode = string(outcome.Refused), outcome.ExitRefused
+		r.Next = "the store refused the request: check the bucket's permissions and policy for these credentials"
+	case errors.Is(err, catalog.ErrNotMigrated):
+		r.Outcome, r.ExitCode = outcomeFailure, outcome.ExitFailure
+		r.Next = "apply the ledger's migrations: `graft-worker migrate` (a worker also applies them at start)"
+	case errors.As(err, &nf):
+		r.Outcome, r.ExitCode = string(outcome.NotFound), outcome.ExitNotFound
+	case errors.Is(err, context.Canceled):
+		r.Outcome, r.ExitCode = outcomeFailure, outcome.ExitFailure
+		r.Message = "interrupted: " + r.Message
+		r.Next = "nothing was started"
+	default:
+		r.Outcome, r.ExitCode = outcomeFailure, outcome.ExitFailure
+	}
+	var ne *nextStepError
+	if errors.As(err, &ne) {
+		r.Next = ne.next
+	}
+	var ct *conflictTablesError
+	if errors.As(err, &ct) {
+		r.Conflicts = ct.tables
+	}
+	return r
+}
+
+// defaultNext is the next step for an outcome when the command gave none.
+func defaultNext(e *outcome.Error) string {
+	switch e.Outcome {
+	case outcome.InDoubt:
+		return fmt.Sprintf("operation %s is settling on its own; watch it with `graft op wait %s`", e.OpID, e.OpID)
+	case outcome.Unpublished:
+		return "nothing was published and nothing will be; run the command again to retry"
+	case outcome.Conflict:
+		return "another writer's state stands in the way; look at it (`graft branch show`), then retry"
+	case outcome.NotFound:
+		return "check the names; `graft branch list <graph>` shows a graph's branches"
+	case outcome.NotRetained:
+		return "cleanup reclaimed something this needs; start from a newer commit, a tag or a live branch"
+	case outcome.Invalid:
+		return "fix the input; see `graft <command> --help`"
+	case outcome.Refused:
+		return "the store refused the request: check the bucket's permissions and policy for the worker's credentials"
+	}
+	return ""
+}
+
+// unansweredNext is what to do after Temporal left a request unanswered: the
+// operation may have started, so only a repeat that attaches to it is safe.
+func unansweredNext(ua *client.UnansweredError) string {
+	const reach = "check that Temporal is running and reachable at --temporal-address"
+	if ua.OpID == "" {
+		return reach + ", then run the command again"
+	}
+	repeat := fmt.Sprintf("the same command with --idempotency-key %s attaches to it if it started and starts it if not", ua.OpID)
+	if strings.HasPrefix(ua.WorkflowID, client.CleanupWorkflowID("")) {
+		repeat = "the same command again attaches to the graph's cleanup if it runs"
+	}
+	return fmt.Sprintf("%s; operation %s may have started: `graft op show %s` says whether it recorded anything, and %s",
+		reach, ua.OpID, ua.OpID, repeat)
+}
+
+// refineNext fits the next step of a failed or interrupted command to what
+// the ledger holds: an operation is pointed at only when its row exists.
+func (a *app) refineNext(ctx context.Context, r *Report, err error) {
+	var we *client.WorkflowError
+	interrupted := errors.Is(err, context.Canceled) && !errors.As(err, &we)
+	if !errors.As(err, &we) && !interrupted {
+		return
+	}
+	opID := r.OpID
+	if opID == "" {
+		opID = a.startedOp
+	}
+	if ua := (*client.UnansweredError)(nil); opID == "" && errors.As(err, &ua) {
+		opID = ua.OpID // interrupted inside the start: it may have started
+	}
+	if opID == "" {
+		return
+	}
+	r.OpID = opID
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	recorded, known := a.ledgerHas(lctx, opID)
+	switch {
+	case !known:
+		r.Next = fmt.Sprintf("`graft op show %s` says whether it recorded anything, once the ledger answers", opID)
+	case recorded && interrupted:
+		r.Next = fmt.Sprintf("operation %s keeps running in Temporal; follow it with `graft op wait %s`", opID, opID)
+	case recorded:
+		r.Next = fmt.Sprintf("`graft op show %s` says what the operation did and what it waits for; `graft op wait %s` follows it to its end",
+			opID, opID)
+	case interrupted:
+		r.Next = fmt.Sprintf("operation %s has recorded nothing yet; if it starts, `graft op wait %s` follows it", opID, opID)
+	default:
+		again := "run the command again"
+		if we != nil && we.Dependency != "" {
+			again += " once " + we.Dependency + " answers the worker"
+		}
+		r.Next = "nothing was recorded: the operation stopped before its first step wrote anything; " + again
+	}
+}
+
+// ledgerHas reports whether the ledger has a row for opID; known is false
+// when the ledger could not be asked.
+func (a *app) ledgerHas(ctx context.Context, opID string) (recorded, known bool) {
+	ops, err := a.ops(ctx, false)
+	if err != nil {
+		return false, false
+	}
+	_, err = ops.Show(ctx, opID)
+	if o, ok := outcome.Of(err); ok && o == outcome.NotFound {
+		return false, true
+	}
+	return err == nil, err == nil
+}
+
+// describeInvalid says what is wrong with a value, for a person: the rule it
+// breaks, without the format package's prefix.
+func describeInvalid(err error) string {
+	var ne *format.NameError
+	if errors.As(err, &ne) {
+		return fmt.Sprintf("invalid %s %q: %s", ne.What, ne.Name, ne.Reason)
+	}
+	var me *format.MalformedError
+	if errors.As(err, &me) && me.Field != "" {
+		return fmt.Sprintf("%s %s", me.Field, me.Reason)
+	}
+	return strings.TrimPrefix(err.Error(), "format: ")
+}

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/graftworks/graft/client"
+)
+
+// Reading what happened, in the manner of git log and lakectl: log, diff,
+// and the objects of a table version with the URIs engines read them at.
+
+const refHelp = `A REF is a commit id, a branch (its head) or a tag; "branch:NAME" and
+"tag:NAME" say which when a name could be both.`
+
+func (a *app) logCommand() *cobra.Command {
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "log GRAPH BRANCH",
+		Short: "Show a branch's history: its first-parent commits, newest first, merges and restores marked",
+		Long: `log walks BRANCH's first parents from its head, newest first, as git log
+--first-parent does: one line per commit with its time, author and message;
+a merge names the branch head it merged, a restore the commit whose tables it
+restored. A fork commit is the first commit of a branch; its parent is on the
+source branch. History ends at the graph's root commit, at -n commits, or
+where cleanup reclaimed older commits.`,
+		Args: exactArgs("GRAPH", "BRANCH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			graph, branch := args[0], args[1]
+			if err := checkBranch(graph, branch); err != nil {
+				return err
+			}
+			store, err := a.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			log, err := client.NewReader(store).Log(cmd.Context(), graph, branch, limit)
+			if err != nil {
+				return a.storeRead(err, graph)
+			}
+			return a.emit(cmd, log, func(w io.Writer) error { return printLog(w, log) })
+		},
+	}
+	cmd.Flags().IntVarP(&limit, "limit", "n", client.DefaultLogLimit, "at most this many commits")
+	return cmd
+}
+
+func printLog(w io.Writer, l client.Log) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for i, e := range l.Entries {
+		var marks []string
+		if e.Merged != "" {
+			marks = append(marks, "merge of "+e.Merged)
+		}
+		if e.RestoredFrom != "" {
+			marks = append(marks, "restore of "+e.RestoredFrom)
+		}
+		if i+1 < len(l.Entries) && l.Entries[i+1].Branch != e.Branch {
+			marks = append(marks, "fork of "+l.Entries[i+1].Branch)
+		}
+		if e.Branch != l.Branch {
+			marks = append(marks, "on "+e.Branch)
+		}
+		mark := ""
+		if len(marks) > 0 {
+			mark = " (" + strings.Join(marks, "; ") + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s%s\n", e.Commit, e.Time.UTC().Format(time.RFC3339), e.Author, firstLine(e.Message), mark)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if l.Truncated != "" {
+		_, err := fmt.Fprintf(w, "(history stops here: %s)\n", l.Truncated)
+		return err
+	}
+	return nil
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+func (a *app) diffCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "diff GRAPH FROM TO",
+		Short: "Show the tables added, changed and removed from one commit, branch or tag to another",
+		Long: `diff compares the table versions two commits pin: added (only TO pins the
+table), removed (only FROM does) and changed (they pin different versions).
+
+` + refHelp,
+		Args: exactArgs("GRAPH", "FROM", "TO"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			graph := args[0]
+			if err := checkGraph(graph); err != nil {
+				return err
+			}
+			store, err := a.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			d, err := client.NewReader(store).Diff(cmd.Context(), graph, args[1], args[2])
+			if err != nil {
+				return a.storeRead(err, graph)
+			}
+			return a.emit(cmd, d, func(w io.Writer) error {
+				fmt.Fprintf(w, "%s %s (%s) .. %s %s (%s)\n", d.From.Kind, d.From.Ref, d.From.Commit, d.To.Kind, d.To.Ref, d.To.Commit)
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				for _, c := range d.Tables {
+					sign := map[string]string{"added": "+", "removed": "-", "changed": "~"}[c.Change]
+					fmt.Fprintf(tw, "%s %s\t%s\t%s -> %s\n", sign, c.Table, c.Change, orDash(c.From), orDash(c.To))
+				}
+				fmt.Fprintf(tw, "%d table(s) changed, %d unchanged\n", len(d.Tables), d.Unchanged)
+				return tw.Flush()
+			})
+		},
+	}
+	return cmd
+}
+
+func (a *app) tableObjectsCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "objects GRAPH REF TABLE",
+		Short: "List the data objects of a table as of a commit, branch or tag, with the URIs engines read them at",
+		Long: `objects lists the data objects of the version of TABLE that REF pins, one
+URI per line (s3://bucket/prefix/key for an S3 store, file:///dir/key for a
+local one), so DuckDB, Spark or pandas can read exactly that version:
+
+  duckdb -c "SELECT count(*) FROM read_csv([$(graft table objects demo main people | sed "s/.*/'&'/" | paste -sd,)])"
+
+-o json adds each object's key, size and SHA-256.
+
+` + refHelp,
+		Args: exactArgs("GRAPH", "REF", "TABLE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			graph := args[0]
+			if err := checkGraph(graph); err != nil {
+				return err
+			}
+			store, err := a.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			r := client.NewReader(store)
+			r.Locator = a.locator()
+			l, err := r.TableObjects(cmd.Context(), graph, args[1], args[2])
+			if err != nil {
+				return a.storeRead(err, graph)
+			}
+			return a.emit(cmd, l, func(w io.Writer) error {
+				for _, o := range l.Objects {
+					if _, err := fmt.Fprintln(w, o.URI); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		},
+	}
+	return cmd
+}
+
+// locator turns a store key into the URI an engine reads it at.
+func (a *app) locator() func(string) string {
+	if a.cfg.S3.Bucket != "" {
+		base := "s3://" + a.cfg.S3.Bucket + "/"
+		if a.cfg.S3.Prefix != "" {
+			base += a.cfg.S3.Prefix + "/"
+		}
+		return func(key string) string { return base + key }
+	}
+	dir, err := filepath.Abs(a.cfg.StoreDir)
+	if err != nil {
+		dir = a.cfg.StoreDir
+	}
+	base := "file://" + filepath.ToSlash(dir) + "/"
+	return func(key string) string { return base + key }
+}

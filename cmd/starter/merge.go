@@ -1,0 +1,266 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/oklog/ulid/v2"
+	"github.com/spf13/cobra"
+
+	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/graph"
+	"github.com/graftworks/graft/workflows"
+)
+
+func (a *app) mergeCommand() *cobra.Command {
+	var (
+		req   client.MergeRequest
+		final bool
+	)
+	cmd := &cobra.Command{
+		Use:   "merge GRAPH SOURCE [--into TARGET]",
+		Short: "Merge a branch into another (main by default), table by table",
+		Long: `merge starts graft.Merge and waits for its outcome. The merge finds the
+merge base of SOURCE's and TARGET's heads and classifies every table: the
+target adopts a table only SOURCE changed, keeps one only TARGET changed, and
+a table both changed is a conflict. With no conflict one commit is appended
+to TARGET: merged (exit 0), or adopted (exit 0) when TARGET's head was an
+ancestor of SOURCE's; already_up_to_date (exit 0) when there is nothing to
+adopt. Any conflict writes nothing and exits 5, listing every conflicting
+table (in json mode also as "conflicts" in the error object).
+
+--preview plans the merge and prints the plan with the outcome the merge
+would have, writing nothing to the store or the ledger; a conflict still
+exits 5. in_doubt (exit 4) means the merge commit's put answered
+ambiguously and the workflow is settling it; --wait-settled waits through
+that instead. --expected-head makes the merge a conflict unless TARGET's
+head is that commit.`,
+		Args: exactArgs("GRAPH", "SOURCE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Graph, req.Source = args[0], args[1]
+			if err := checkBranch(req.Graph, req.Source); err != nil {
+				return err
+			}
+			if err := checkBranchFlag("--into", req.Target); err != nil {
+				return err
+			}
+			if req.Source == req.Target {
+				return outcome.Errorf(outcome.Invalid, "", "cannot merge %q into itself; name another target with --into", req.Source)
+			}
+			if err := checkCommitFlag("--expected-head", req.ExpectedHead); err != nil {
+				return err
+			}
+			if err := checkCommitText(req.Author, req.Message); err != nil {
+				return err
+			}
+			if err := checkOpKey(req.IdempotencyKey); err != nil {
+				return err
+			}
+			if err := req.Validate(); err != nil {
+				return err
+			}
+			if req.IdempotencyKey == "" {
+				req.IdempotencyKey = ulid.Make().String()
+			}
+			c, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			h, err := c.StartMerge(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			a.startedOp = h.OpID
+			var res workflows.MergeResult
+			if final {
+				res, err = h.WaitFinal(cmd.Context())
+			} else {
+				res, err = h.Wait(cmd.Context())
+			}
+			if err != nil {
+				return mergeError(req, res, err)
+			}
+			return a.emit(cmd, res, func(w io.Writer) error { return printMerge(w, res) })
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.Target, "into", graph.DefaultBranch, "the branch to merge into")
+	f.StringVar(&req.ExpectedHead, "expected-head", "", "conflict unless the target's head is this commit id")
+	f.BoolVar(&req.Preview, "preview", false, "print the plan and the outcome the merge would have; write nothing")
+	f.StringVar(&req.Author, "author", "", `author of the merge commit (default "graft")`)
+	f.StringVarP(&req.Message, "message", "m", "", `message of the merge commit (default "merge SOURCE into TARGET")`)
+	f.StringVar(&req.IdempotencyKey, "idempotency-key", "", "operation id; repeating it attaches to the first merge (default: a fresh ULID)")
+	f.BoolVar(&final, "wait-settled", false, "wait through an in-doubt settle for the definitive outcome")
+	return cmd
+}
+
+// conflictTablesError is a merge conflict with the tables both sides
+// changed; classify puts them in the JSON error object's "conflicts".
+type conflictTablesError struct {
+	tables []workflows.MergeTable
+	err    error
+}
+
+func (e *conflictTablesError) Error() string { return e.err.Error() }
+func (e *conflictTablesError) Unwrap() error { return e.err }
+
+// mergeError adds the next step to a failed merge and, for a conflict over
+// tables, names every one of them.
+func mergeError(req client.MergeRequest, res workflows.MergeResult, err error) error {
+	var oe *outcome.Error
+	if !errors.As(err, &oe) {
+		return err
+	}
+	switch oe.Outcome {
+	case outcome.InDoubt:
+		return settlingNext(err, "the merge commit")
+	case outcome.Conflict:
+		var conflicts []workflows.MergeTable
+		for _, t := range res.Tables {
+			if t.Action == workflows.MergeConflict {
+				conflicts = append(conflicts, t)
+			}
+		}
+		if len(conflicts) == 0 {
+			return withNext(err, "look at %s with `graft branch show %s %s`, then merge again", req.Target, req.Graph, req.Target)
+		}
+		names := make([]string, len(conflicts))
+		for i, t := range conflicts {
+			names[i] = t.Table
+			if len(t.Conflicts) > 0 { // format 2: the objects both sides changed differently
+				names[i] += " (objects " + strings.Join(t.Conflicts, ", ")
+				if more := t.ConflictCount - int64(len(t.Conflicts)); more > 0 {
+					names[i] += fmt.Sprintf(" and %d more", more)
+				}
+				names[i] += ")"
+			}
+		}
+		e := &outcome.Error{Outcome: oe.Outcome, OpID: oe.OpID,
+			Message: fmt.Sprintf("%s; conflicting tables: %s", oe.Message, strings.Join(names, ", "))}
+		return withNext(&conflictTablesError{tables: conflicts, err: e},
+			"write the version each conflicting table should have on %s or %s, then merge again "+
+				"(`graft merge %s %s --into %s --preview` shows the plan and writes nothing)",
+			req.Source, req.Target, req.Graph, req.Source, req.Target)
+	case outcome.NotFound:
+		return withNext(err, "check the graph and both branches; `graft branch list %s` lists the graph's branches", req.Graph)
+	case outcome.NotRetained:
+		return withNext(err, "cleanup reclaimed a commit the merge needs (often an old fork point); "+
+			"keep branches within cleanup's window, or tag their fork points")
+	}
+	return err
+}
+
+// printMerge writes a merge's (or a preview's) result as text.
+func printMerge(w io.Writer, res workflows.MergeResult) error {
+	switch {
+	case res.Preview:
+		fmt.Fprintf(w, "preview of merge %s into %s in %s: would be %s (nothing was written)\n", res.Source, res.Target, res.Graph, res.Outcome)
+	case res.Outcome == outcome.AlreadyUpToDate:
+		fmt.Fprintf(w, "%s is already up to date with %s in %s: nothing was written\n", res.Target, res.Source, res.Graph)
+	default:
+		fmt.Fprintf(w, "%s %s into %s in %s\n", res.Outcome, res.Source, res.Target, res.Graph)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if res.Commit != "" {
+		fmt.Fprintf(tw, "  commit\t%s\n", res.Commit)
+	}
+	fmt.Fprintf(tw, "  source head\t%s\n", res.SourceHead)
+	fmt.Fprintf(tw, "  target head\t%s\n", res.TargetHead)
+	fmt.Fprintf(tw, "  bases\t%s\n", strings.Join(res.Bases, ", "))
+	if res.OpID != "" {
+		fmt.Fprintf(tw, "  op\t%s\n", res.OpID)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	objects := false // format 2: per-table object counts
+	for _, t := range res.Tables {
+		objects = objects || t.Added != 0 || t.Removed != 0 || t.Replaced != 0 || t.ConflictCount != 0
+	}
+	if len(res.Tables) > 0 && objects {
+		fmt.Fprintln(tw, "TABLE\tACTION\tOBJECTS\tBASE\tSOURCE\tTARGET")
+		for _, t := range res.Tables {
+			counts := fmt.Sprintf("+%d -%d ~%d", t.Added, t.Removed, t.Replaced)
+			if t.ConflictCount > 0 {
+				counts = fmt.Sprintf("%d in conflict", t.ConflictCount)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Table, t.Action, counts, orDash(t.Base), orDash(t.Source), orDash(t.Target))
+		}
+	} else if len(res.Tables) > 0 {
+		fmt.Fprintln(tw, "TABLE\tACTION\tBASE\tSOURCE\tTARGET")
+		for _, t := range res.Tables {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Table, t.Action, orDash(t.Base), orDash(t.Source), orDash(t.Target))
+		}
+	}
+	fmt.Fprintf(tw, "%d table(s) unchanged\n", res.Unchanged)
+	return tw.Flush()
+}
+
+// checkBranchFlag validates a branch name given by a flag.
+func checkBranchFlag(flag, branch string) error {
+	if err := format.ValidateBranchName(branch); err != nil {
+		return outcome.Errorf(outcome.Invalid, "", "%s: %v", flag, err)
+	}
+	return nil
+}
+
+// checkTagFlag validates a tag name given by a flag, when given.
+func checkTagFlag(flag, tag string) error {
+	if tag == "" {
+		return nil
+	}
+	if err := format.ValidateTagName(tag); err != nil {
+		return outcome.Errorf(outcome.Invalid, "", "%s: %v", flag, err)
+	}
+	return nil
+}
+
+// checkCommitFlag validates a commit id given by a flag, when given.
+func checkCommitFlag(flag, commit string) error {
+	if commit == "" {
+		return nil
+	}
+	if _, err := format.ParseCommitID(commit); err != nil {
+		return outcome.Errorf(outcome.Invalid, "", "%s: %v", flag, err)
+	}
+	return nil
+}
+
+// checkCommitText validates a commit's author and message, when given.
+func checkCommitText(author, message string) error {
+	if author != "" {
+		if err := format.ValidateAuthor(author); err != nil {
+			return outcome.Errorf(outcome.Invalid, "", "--author: %s", describeInvalid(err))
+		}
+	}
+	if err := format.ValidateMessage(message); err != nil {
+		return outcome.Errorf(outcome.Invalid, "", "--message: %s", describeInvalid(err))
+	}
+	return nil
+}
+
+// checkOpKey validates an --idempotency-key, when given.
+func checkOpKey(key string) error {
+	if key == "" {
+		return nil
+	}
+	if err := format.ValidateOp(key); err != nil {
+		return outcome.Errorf(outcome.Invalid, "", "--idempotency-key: %s", describeInvalid(err))
+	}
+	return nil
+}
+
+// settlingNext is the next step for an operation that is in doubt.
+func settlingNext(err error, what string) error {
+	var oe *outcome.Error
+	if errors.As(err, &oe) && oe.Outcome == outcome.InDoubt {
+		return withNext(err, "operation %s is settling %s; watch it with `graft op wait %s`", oe.OpID, what, oe.OpID)
+	}
+	return err
+}

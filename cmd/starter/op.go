@@ -1,0 +1,419 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/internal/format"
+)
+
+func (a *app) opCommand() *cobra.Command {
+	cmd := asGroup(&cobra.Command{
+		Use:   "op",
+		Short: "List, show, wait for and reconcile operations recorded in the ledger",
+	})
+	cmd.AddCommand(a.opListCommand(), a.opShowCommand(), a.opWaitCommand(), a.opReconcileCommand(),
+		a.opLatePutsCommand(), a.opReleaseLatePutsCommand())
+	return cmd
+}
+
+// opView is an operation as the CLI shows it.
+type opView struct {
+	ID         string          `json:"id"`
+	Kind       string          `json:"kind"`
+	Graph      string          `json:"graph"`
+	State      string          `json:"state"`
+	Outcome    string          `json:"outcome,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	WorkflowID string          `json:"workflow_id,omitempty"`
+	RunID      string          `json:"run_id,omitempty"`
+	Inputs     json.RawMessage `json:"inputs,omitempty"`
+	CreatedAt  time.Time       `json:"created_at"`
+	UpdatedAt  time.Time       `json:"updated_at"`
+	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+
+	// What an unfinished operation is doing (op show, op list --stuck).
+	Stuck          string                     `json:"stuck,omitempty"`
+	Age            string                     `json:"age,omitempty"`
+	InStateFor     string                     `json:"in_state_for,omitempty"`
+	Phase          string                     `json:"phase,omitempty"`
+	Native         string                     `json:"native,omitempty"`
+	WitnessState   string                     `json:"witness_state,omitempty"`
+	WaitsFor       string                     `json:"waits_for,omitempty"`
+	From           string                     `json:"from,omitempty"`
+	Workflow       string                     `json:"workflow,omitempty"`
+	PendingWrite   string                     `json:"pending_write,omitempty"`
+	SettleAttempts int                        `json:"settle_attempts,omitempty"`
+	Extra          map[string]json.RawMessage `json:"extra,omitempty"`
+
+	// LatePuts are the keys the operation keeps pinned past its end for puts
+	// that may still land (op show only).
+	LatePuts []client.LatePut `json:"late_puts,omitempty"`
+}
+
+func viewOp(op client.Operation) opView {
+	v := opView{
+		ID: op.ID, Kind: op.Kind, Graph: op.Graph, State: string(op.State), Outcome: string(op.Outcome),
+		Error: op.Error, WorkflowID: op.WorkflowID, RunID: op.RunID, Inputs: op.Inputs, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt,
+	}
+	if !op.FinishedAt.IsZero() {
+		t := op.FinishedAt
+		v.FinishedAt = &t
+	}
+	return v
+}
+
+func viewDetail(d client.OperationDetail) opView {
+	v := viewOp(d.Operation)
+	if d.State == client.OperationDone {
+		return v
+	}
+	v.Stuck, v.Phase, v.Native, v.WitnessState, v.WaitsFor, v.From, v.Workflow, v.Extra =
+		d.Stuck, d.Phase, d.Native, d.WitnessState, d.WaitsFor, d.From, d.Workflow, d.Extra
+	v.Age, v.InStateFor = d.Age.String(), d.InStateFor.String()
+	v.PendingWrite, v.SettleAttempts = d.PendingWrite, d.SettleAttempts
+	return v
+}
+
+// opOutcomeExit is the exit code of a finished operation's outcome: the
+// vocabulary's (merged, adopted, already_up_to_date and deleted are
+// successes like created and done); the ledger's failed is a failure.
+func opOutcomeExit(o outcome.Outcome) int {
+	if o.Valid() {
+		return o.ExitCode()
+	}
+	if o == client.OutcomeFailed {
+		return outcome.ExitFailure
+	}
+	return outcome.ExitOK
+}
+
+// opList is op list's JSON result.
+type opList struct {
+	Operations []opView `json:"operations"`
+}
+
+func (a *app) opListCommand() *cobra.Command {
+	var (
+		f          client.OpsFilter
+		stuck      bool
+		runningFor time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List operations, newest first; --stuck lists those not moving on, with what each waits for",
+		Long: `list reads the ledger's audit log, newest first.
+
+--stuck lists instead, oldest first, the operations that are not moving on by
+themselves or not quickly: in doubt (a write may still land), parked, or
+running for longer than --running-for (default 10m) — each with its phase and
+what it waits for, from the running workflow when it answers, else from its
+pending step or from the ledger.`,
+		Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.Graph != "" {
+				if err := checkGraph(f.Graph); err != nil {
+					return err
+				}
+			}
+			if !stuck && cmd.Flags().Changed("running-for") {
+				return usageError{errors.New("--running-for goes with --stuck")}
+			}
+			if stuck && (f.Kind != "" || f.State != "") {
+				return usageError{errors.New("--stuck lists unfinished operations of every kind: drop --kind and --state")}
+			}
+			if !stuck {
+				ops, err := a.ops(cmd.Context(), false)
+				if err != nil {
+					return err
+				}
+				list, err := ops.List(cmd.Context(), f)
+				if err != nil {
+					return err
+				}
+				res := opList{Operations: make([]opView, len(list))}
+				for i, op := range list {
+					res.Operations[i] = viewOp(op)
+				}
+				return a.emit(cmd, res, func(w io.Writer) error { return printOpList(w, res) })
+			}
+			ops, err := a.ops(cmd.Context(), true)
+			if err != nil {
+				return err
+			}
+			list, err := ops.Stuck(cmd.Context(), client.StuckFilter{Graph: f.Graph, RunningFor: runningFor, Limit: f.Limit})
+			if err != nil {
+				return err
+			}
+			res := opList{Operations: make([]opView, len(list))}
+			for i, d := range list {
+				res.Operations[i] = viewDetail(d)
+			}
+			return a.emit(cmd, res, func(w io.Writer) error { return printStuck(w, res, a.temporalNote()) })
+		},
+	}
+	cmd.Flags().StringVar(&f.Graph, "graph", "", "only this graph's operations")
+	cmd.Flags().StringVar(&f.Kind, "kind", "", "only this kind: "+strings.Join(client.OperationKinds, ", "))
+	cmd.Flags().StringVar(&f.State, "state", "", "only this state: running, in_doubt or done")
+	cmd.Flags().IntVar(&f.Limit, "limit", 0, "at most this many (default 100, at most 1000)")
+	cmd.Flags().BoolVar(&stuck, "stuck", false, "only operations in doubt, parked, or running longer than --running-for, with what each waits for")
+	cmd.Flags().DurationVar(&runningFor, "running-for", 10*time.Minute, "with --stuck: how long a running operation may run before it is listed")
+	return cmd
+}
+
+func printOpList(w io.Writer, res opList) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tKIND\tGRAPH\tSTATE\tOUTCOME\tCREATED")
+	for _, op := range res.Operations {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", op.ID, op.Kind, op.Graph, op.State, op.Outcome,
+			op.CreatedAt.UTC().Format(time.RFC3339))
+	}
+	return tw.Flush()
+}
+
+func printStuck(w io.Writer, res opList, note string) error {
+	if len(res.Operations) == 0 {
+		_, err := fmt.Fprintln(w, "no operation is in doubt, parked or running long")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tKIND\tGRAPH\tSTATE\tFOR\tPHASE\tWAITS FOR")
+	for _, op := range res.Operations {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", op.ID, op.Kind, op.Graph, op.State, op.InStateFor, orDash(op.Phase), op.WaitsFor)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if note != "" {
+		_, err := fmt.Fprintln(w, note)
+		return err
+	}
+	return nil
+}
+
+func (a *app) opShowCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "show OP_ID",
+		Short: "Show one operation from the ledger; an unfinished one with its phase and what it waits for",
+		Args:  exactArgs("OP_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOpID(args[0]); err != nil {
+				return err
+			}
+			ops, err := a.ops(cmd.Context(), false)
+			if err != nil {
+				return err
+			}
+			op, err := ops.Show(cmd.Context(), args[0])
+			if err != nil {
+				return opNotFound(err)
+			}
+			v := viewOp(op)
+			if op.State != client.OperationDone {
+				// Ask the workflow too: reopen Ops with Temporal when it answers.
+				if withTemporal, err := a.ops(cmd.Context(), true); err == nil {
+					ops = withTemporal
+				}
+				d, err := ops.Detail(cmd.Context(), args[0])
+				if err != nil {
+					return opNotFound(err)
+				}
+				v = viewDetail(d)
+			}
+			// A finished operation may still hold keys for a put that can land late.
+			if v.LatePuts, err = ops.LatePuts(cmd.Context(), client.LatePutsFilter{OpID: op.ID}); err != nil {
+				return err
+			}
+			note := ""
+			if op.State != client.OperationDone {
+				note = a.temporalNote()
+			}
+			return a.emit(cmd, v, func(w io.Writer) error { return printOp(w, v, note) })
+		},
+	}
+}
+
+func (a *app) opWaitCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "wait OP_ID",
+		Short: "Wait until an operation is done, through any in-doubt settle, and exit with its outcome",
+		Long: `wait follows the operation's workflow until it completes, then prints the
+operation and exits with its outcome's exit code (docs/outcomes.md).`,
+		Args: exactArgs("OP_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOpID(args[0]); err != nil {
+				return err
+			}
+			ops, err := a.ops(cmd.Context(), false)
+			if err != nil {
+				return err
+			}
+			if _, err := ops.Show(cmd.Context(), args[0]); err != nil { // before dialling Temporal
+				return opNotFound(err)
+			}
+			if ops, err = a.ops(cmd.Context(), true); err != nil {
+				return err
+			}
+			if a.tcErr != nil {
+				return a.tcErr
+			}
+			op, err := ops.Wait(cmd.Context(), args[0])
+			if err != nil {
+				return withNext(opNotFound(err), "`graft op show %s` says what the ledger and the workflow say; "+
+					"`graft op reconcile` settles an operation whose workflow ended without finishing it", args[0])
+			}
+			v := viewOp(op)
+			if code := opOutcomeExit(op.Outcome); code != outcome.ExitOK {
+				msg := op.Error
+				if msg == "" {
+					msg = fmt.Sprintf("operation %s ended %s", op.ID, op.Outcome)
+				}
+				if op.Outcome.Valid() {
+					return &outcome.Error{Outcome: op.Outcome, OpID: op.ID, Message: msg}
+				}
+				return withNext(errors.New(msg), "`graft op show %s` and the workflow %s in the Web UI say more", op.ID, op.WorkflowID)
+			}
+			return a.emit(cmd, v, func(w io.Writer) error { return printOp(w, v, "") })
+		},
+	}
+}
+
+func (a *app) opReconcileCommand() *cobra.Command {
+	var req client.ReconcileRequest
+	cmd := &cobra.Command{
+		Use:   "reconcile",
+		Short: "Settle ledger rows whose workflow ended without recording the end (terminated, timed out, reset, lost)",
+		Long: `reconcile runs one pass of the reconciler (` + client.ReconcileWorkflowName + `, workflow id
+` + client.ReconcileWorkflowID + `) now and waits for it: every ledger row whose workflow is
+closed is settled as its own workflow would have settled it — a create is
+fenced and reclaimed, or found created; a commit write is read back and
+finished — and pins are released only once the outcome is definitive. The
+worker also runs it on a schedule.`,
+		Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := req.Validate(); err != nil {
+				return err
+			}
+			c, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			res, err := c.Reconcile(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			return a.emit(cmd, res, func(w io.Writer) error {
+				if _, err := fmt.Fprintf(w, "reconciled: %d unfinished operation(s) examined, %d still running, %d settled or parked\n",
+					res.Examined, res.Open, len(res.Settled)); err != nil {
+					return err
+				}
+				for _, op := range res.Settled {
+					state := string(op.Outcome)
+					if op.Parked {
+						state = "parked (in doubt; the next pass tries again)"
+					}
+					if _, err := fmt.Fprintf(w, "  %s  %s  %s  %s\n", op.OpID, op.Kind, state, op.Message); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&req.Graph, "graph", "", "only this graph's operations")
+	return cmd
+}
+
+// opNotFound points an unknown operation id at the listing.
+func opNotFound(err error) error {
+	if o, ok := outcome.Of(err); ok && o == outcome.NotFound {
+		return withNext(err, "`graft op list` lists recent operations (--graph, --kind and --state narrow it)")
+	}
+	return err
+}
+
+func printOp(w io.Writer, v opView, note string) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "operation\t%s\n", v.ID)
+	fmt.Fprintf(tw, "kind\t%s\n", v.Kind)
+	fmt.Fprintf(tw, "graph\t%s\n", v.Graph)
+	state := v.State
+	if v.InStateFor != "" {
+		state += " for " + v.InStateFor
+	}
+	fmt.Fprintf(tw, "state\t%s\n", state)
+	if v.Outcome != "" {
+		fmt.Fprintf(tw, "outcome\t%s\n", v.Outcome)
+	}
+	if v.Error != "" {
+		fmt.Fprintf(tw, "error\t%s\n", v.Error)
+	}
+	if v.Phase != "" {
+		fmt.Fprintf(tw, "phase\t%s\n", v.Phase)
+	}
+	if v.Native != "" {
+		witness := v.Native
+		if v.WitnessState != "" {
+			witness += " (" + v.WitnessState + ")"
+		}
+		fmt.Fprintf(tw, "native\t%s\n", witness)
+	}
+	if v.WaitsFor != "" {
+		fmt.Fprintf(tw, "waits for\t%s (from the %s)\n", v.WaitsFor, v.From)
+	}
+	fmt.Fprintf(tw, "workflow\t%s (run %s)", v.WorkflowID, v.RunID)
+	if v.Workflow != "" {
+		fmt.Fprintf(tw, ", %s", v.Workflow)
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintf(tw, "created\t%s\n", v.CreatedAt.UTC().Format(time.RFC3339))
+	if v.FinishedAt != nil {
+		fmt.Fprintf(tw, "finished\t%s\n", v.FinishedAt.UTC().Format(time.RFC3339))
+	}
+	if v.PendingWrite != "" {
+		fmt.Fprintf(tw, "pending write\t%s (re-issued %d times)\n", v.PendingWrite, v.SettleAttempts)
+	}
+	for _, p := range v.LatePuts {
+		fmt.Fprintf(tw, "late-put pin\t%s %s, held since %s\n", p.Kind, p.Key, p.HeldSince.UTC().Format(time.RFC3339))
+	}
+	if len(v.Inputs) > 0 {
+		fmt.Fprintf(tw, "inputs\t%s\n", v.Inputs)
+	}
+	keys := make([]string, 0, len(v.Extra))
+	for k := range v.Extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(tw, "%s\t%s\n", strings.ReplaceAll(k, "_", " "), v.Extra[k])
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(v.LatePuts) > 0 && v.State == string(client.OperationDone) {
+		fmt.Fprintf(w, "next: once no put of it can arrive any more, `graft op release-late-puts %s` (docs/operations.md, \"Late-put pins\")\n", v.ID)
+	}
+	if note != "" {
+		_, err := fmt.Fprintln(w, note)
+		return err
+	}
+	return nil
+}
+
+// checkOpID validates an operation id locally.
+func checkOpID(id string) error {
+	if err := format.ValidateOp(id); err != nil {
+		return outcome.Errorf(outcome.Invalid, "", "operation id: %s", describeInvalid(err))
+	}
+	return nil
+}

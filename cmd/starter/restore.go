@@ -1,0 +1,134 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/oklog/ulid/v2"
+	"github.com/spf13/cobra"
+
+	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/workflows"
+)
+
+func (a *app) restoreCommand() *cobra.Command {
+	var (
+		req   client.RestoreRequest
+		final bool
+	)
+	cmd := &cobra.Command{
+		Use:   "restore GRAPH BRANCH (--commit C | --tag T)",
+		Short: "Give a branch back the table versions of an earlier commit, by id or by tag",
+		Long: `restore starts graft.Restore and waits for its outcome: done (exit 0) when a
+new commit on BRANCH, on top of its head, pins exactly what the earlier
+commit pins. History is kept: the earlier commit is named in the new
+commit's restored_from, and nothing is rewritten.
+
+Before anything else the head being replaced is tagged, by default
+backup/BRANCH/<head commit id> (--backup-tag names it, --no-backup skips it); a restore
+of the same head reuses that tag. not_retained (exit 7) means cleanup
+reclaimed the commit or a version it pins, and nothing was written.
+in_doubt (exit 4) means a write answered ambiguously and the workflow is
+settling it; --wait-settled waits through that instead. --expected-head
+makes the restore a conflict (exit 5) unless BRANCH's head is that commit.`,
+		Args: exactArgs("GRAPH", "BRANCH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Graph, req.Branch = args[0], args[1]
+			if err := checkBranch(req.Graph, req.Branch); err != nil {
+				return err
+			}
+			if (req.ToCommit == "") == (req.ToTag == "") {
+				return usageError{errors.New("give exactly one of --commit and --tag: the commit to restore")}
+			}
+			if req.NoBackup && req.BackupTag != "" {
+				return usageError{errors.New("--no-backup and --backup-tag are mutually exclusive")}
+			}
+			for _, err := range []error{
+				checkCommitFlag("--commit", req.ToCommit), checkTagFlag("--tag", req.ToTag),
+				checkCommitFlag("--expected-head", req.ExpectedHead), checkTagFlag("--backup-tag", req.BackupTag),
+				checkCommitText(req.Author, req.Message), checkOpKey(req.IdempotencyKey),
+			} {
+				if err != nil {
+					return err
+				}
+			}
+			if err := req.Validate(); err != nil {
+				return err
+			}
+			if req.IdempotencyKey == "" {
+				req.IdempotencyKey = ulid.Make().String()
+			}
+			c, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			h, err := c.StartRestore(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			a.startedOp = h.OpID
+			var res workflows.RestoreResult
+			if final {
+				res, err = h.WaitFinal(cmd.Context())
+			} else {
+				res, err = h.Wait(cmd.Context())
+			}
+			if err != nil {
+				return restoreError(req, err)
+			}
+			return a.emit(cmd, res, func(w io.Writer) error {
+				to := req.ToCommit
+				if req.ToTag != "" {
+					to = "tag " + req.ToTag
+				}
+				fmt.Fprintf(w, "restored %s in %s to %s\n", res.Branch, res.Graph, to)
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintf(tw, "  commit\t%s\n", res.Commit)
+				fmt.Fprintf(tw, "  restored from\t%s\n", res.RestoredFrom)
+				fmt.Fprintf(tw, "  previous head\t%s\n", res.PreviousHead)
+				backup := res.BackupTag
+				if backup == "" {
+					backup = "(none: --no-backup)"
+				}
+				fmt.Fprintf(tw, "  backup tag\t%s\n", backup)
+				fmt.Fprintf(tw, "  op\t%s\n", res.OpID)
+				return tw.Flush()
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.ToCommit, "commit", "", "restore this commit id's table versions")
+	f.StringVar(&req.ToTag, "tag", "", "restore the table versions of the commit this tag names")
+	f.StringVar(&req.ExpectedHead, "expected-head", "", "conflict unless the branch's head is this commit id")
+	f.BoolVar(&req.NoBackup, "no-backup", false, "do not tag the head being replaced")
+	f.StringVar(&req.BackupTag, "backup-tag", "", "name of the backup tag (default backup/BRANCH/<id of the head replaced>)")
+	f.StringVar(&req.Author, "author", "", `author of the restore commit (default "graft")`)
+	f.StringVarP(&req.Message, "message", "m", "", "message of the restore commit")
+	f.StringVar(&req.IdempotencyKey, "idempotency-key", "", "operation id; repeating it attaches to the first restore (default: a fresh ULID)")
+	f.BoolVar(&final, "wait-settled", false, "wait through an in-doubt settle for the definitive outcome")
+	return cmd
+}
+
+// restoreError adds the next step to a failed restore.
+func restoreError(req client.RestoreRequest, err error) error {
+	o, _ := outcome.Of(err)
+	switch o {
+	case outcome.InDoubt:
+		return settlingNext(err, "the restore")
+	case outcome.Conflict:
+		return withNext(err, "look at %s with `graft branch show %s %s` (and the backup tag with `graft tag list %s`), then restore again",
+			req.Branch, req.Graph, req.Branch, req.Graph)
+	case outcome.NotFound:
+		if req.ToTag != "" {
+			return withNext(err, "check the names; `graft tag list %s --all` lists the graph's tags, `graft branch list %s` its branches",
+				req.Graph, req.Graph)
+		}
+		return withNext(err, "check the names and the commit id; `graft branch list %s` lists the graph's branches", req.Graph)
+	case outcome.NotRetained:
+		return withNext(err, "cleanup reclaimed what that commit pins; restore a newer commit, or one a tag names (tags are retention roots)")
+	}
+	return err
+}

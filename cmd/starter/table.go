@@ -1,0 +1,138 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/oklog/ulid/v2"
+	"github.com/spf13/cobra"
+
+	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/workflows"
+)
+
+func (a *app) tableCommand() *cobra.Command {
+	cmd := asGroup(&cobra.Command{
+		Use:   "table",
+		Short: "Write table versions; list a version's objects",
+	})
+	cmd.AddCommand(a.tableWriteCommand(), a.tableObjectsCommand())
+	return cmd
+}
+
+func (a *app) tableWriteCommand() *cobra.Command {
+	var (
+		req           client.WriteTableRequest
+		detach, final bool
+	)
+	cmd := &cobra.Command{
+		Use:   "write GRAPH BRANCH TABLE [FILE...]",
+		Short: "Upload local files as a new version of a table on a branch",
+		Long: `write uploads each FILE to the store as one data object (put-if-absent,
+straight from this machine), then starts graft.WriteTable, which publishes the
+objects as a new table version and commits it on BRANCH. It waits like
+branch create: done (exit 0), or in_doubt (exit 4) with the operation id when
+the commit put answered ambiguously and the workflow is settling it.
+
+The store flags must name the store the workers use. --expected-head makes
+the write a conflict (exit 5) unless BRANCH's head is that commit.
+
+On a format-2 graph: files above --multipart-threshold are multipart uploads
+of --part-size parts; --append adds the files to the version BRANCH's head
+pins instead of replacing it; --remove NAME drops an entry from that version
+(repeatable); --import KEY registers an object already in the store by key,
+without copying it (repeatable; its size and ETag come from a HEAD, and
+cleanup never deletes it). FILE may be omitted when --import or --remove is
+given.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) >= 3 && (len(req.Import) > 0 || len(req.Remove) > 0) {
+				return nil
+			}
+			return minArgs("GRAPH", "BRANCH", "TABLE", "FILE")(cmd, args)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Graph, req.Branch, req.Table, req.Files = args[0], args[1], args[2], args[3:]
+			if err := checkBranch(req.Graph, req.Branch); err != nil {
+				return err
+			}
+			if err := format.ValidateTableName(req.Table); err != nil {
+				return outcome.Errorf(outcome.Invalid, "", "%s", describeInvalid(err))
+			}
+			if detach && final {
+				return usageError{errors.New("--detach and --wait-settled are mutually exclusive")}
+			}
+			if err := req.Validate(); err != nil {
+				return err
+			}
+			if req.IdempotencyKey == "" {
+				req.IdempotencyKey = ulid.Make().String()
+			}
+			a.startedOp = req.IdempotencyKey
+			c, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			store, err := a.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			h, err := c.StartWriteTable(cmd.Context(), store, req)
+			if err != nil {
+				return tableWriteError(req, err)
+			}
+			if detach {
+				st := map[string]string{"graph": req.Graph, "branch": req.Branch, "table": req.Table,
+					"op_id": h.OpID, "workflow_id": h.WorkflowID, "run_id": h.RunID}
+				return a.emit(cmd, st, func(w io.Writer) error {
+					_, err := fmt.Fprintf(w, "started write of %s on %s in %s\n  workflow  %s\n  op        %s\nwatch it with `graft op wait %s`\n",
+						req.Table, req.Branch, req.Graph, h.WorkflowID, h.OpID, h.OpID)
+					return err
+				})
+			}
+			var res workflows.WriteTableResult
+			if final {
+				res, err = h.WaitFinal(cmd.Context())
+			} else {
+				res, err = h.Wait(cmd.Context())
+			}
+			if err != nil {
+				return tableWriteError(req, err)
+			}
+			return a.emit(cmd, res, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "wrote table %s on %s in %s\n  version  %s\n  commit   %s\n  objects  %d (%d bytes)\n  op       %s\n",
+					res.Table, res.Branch, res.Graph, res.Version, res.Commit, res.Objects, res.Bytes, res.OpID)
+				return err
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.ExpectedHead, "expected-head", "", "conflict unless the branch's head is this commit id")
+	f.StringVar(&req.Author, "author", "", `author of the commit (default "graft")`)
+	f.StringVarP(&req.Message, "message", "m", "", "message of the commit")
+	f.StringVar(&req.IdempotencyKey, "idempotency-key", "", "operation id; repeating it attaches to the first write and uploads nothing (default: a fresh ULID)")
+	f.Int64Var(&req.Upload.Threshold, "multipart-threshold", 0, "format-2 graphs: files above this many bytes are multipart uploads (default 64 MiB)")
+	f.Int64Var(&req.Upload.PartSize, "part-size", 0, "format-2 graphs: bytes per multipart part (default 64 MiB; at least the store's minimum)")
+	f.BoolVar(&req.Append, "append", false, "format-2 graphs: add to the head's version of the table instead of replacing it")
+	f.StringArrayVar(&req.Remove, "remove", nil, "format-2 graphs: drop this entry name from the head's version (repeatable)")
+	f.StringArrayVar(&req.Import, "import", nil, "format-2 graphs: register the store's object at this key by reference, zero copy (repeatable)")
+	f.BoolVar(&detach, "detach", false, "return as soon as the workflow has started (the files are uploaded first)")
+	f.BoolVar(&final, "wait-settled", false, "wait through an in-doubt settle for the definitive outcome")
+	return cmd
+}
+
+// writeError adds the next step to a failed table write.
+func tableWriteError(req client.WriteTableRequest, err error) error {
+	o, _ := outcome.Of(err)
+	var oe *outcome.Error
+	errors.As(err, &oe)
+	switch o {
+	case outcome.InDoubt:
+		return withNext(err, "operation %s is settling; watch it with `graft op wait %s`", oe.OpID, oe.OpID)
+	case outcome.Conflict:
+		return withNext(err, "the branch moved; look at it with `graft branch show %s %s`, then write again", req.Graph, req.Branch)
+	}
+	return err
+}

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	"github.com/spf13/cobra"
+
+	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/internal/format"
+)
+
+func (a *app) tagCommand() *cobra.Command {
+	cmd := asGroup(&cobra.Command{
+		Use:   "tag",
+		Short: "Create, list, show and delete tags: immutable names for commits",
+		Long: `A tag is an immutable, graph-wide name for a commit, and keeps that commit
+(and every table version it pins) from cleanup while it is live. A tag is
+never re-pointed and a deleted tag's name is never reused.`,
+	})
+	cmd.AddCommand(a.tagCreateCommand(), a.tagListCommand(), a.tagShowCommand(), a.tagDeleteCommand())
+	return cmd
+}
+
+// checkTag validates a graph and a tag name locally.
+func checkTag(graph, name string) error {
+	if err := checkGraph(graph); err != nil {
+		return err
+	}
+	if err := format.ValidateTagName(name); err != nil {
+		return outcome.Errorf(outcome.Invalid, "", "%s", describeInvalid(err))
+	}
+	return nil
+}
+
+func (a *app) tagCreateCommand() *cobra.Command {
+	var req client.CreateTagRequest
+	cmd := &cobra.Command{
+		Use:   "create GRAPH NAME [--commit C | --branch B]",
+		Short: "Tag a commit, a branch's head, or (by default) main's head",
+		Long: `create starts graft.CreateTag and waits for its outcome: created (exit 0).
+Creating a tag that already names the same commit is idempotent: created,
+with "existing": true, and nothing written. The name on another commit, or a
+deleted name, is a conflict (exit 5). in_doubt (exit 4) means the tag's put
+answered ambiguously and the workflow is settling it.`,
+		Args: exactArgs("GRAPH", "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Graph, req.Name = args[0], args[1]
+			if err := checkTag(req.Graph, req.Name); err != nil {
+				return err
+			}
+			if req.Commit != "" && req.Branch != "" {
+				return usageError{errors.New("give at most one of --commit and --branch")}
+			}
+			if err := checkCommitFlag("--commit", req.Commit); err != nil {
+				return err
+			}
+			if req.Branch != "" {
+				if err := checkBranchFlag("--branch", req.Branch); err != nil {
+					return err
+				}
+			}
+			if err := checkOpKey(req.IdempotencyKey); err != nil {
+				return err
+			}
+			if err := req.Validate(); err != nil {
+				return err
+			}
+			if req.IdempotencyKey == "" {
+				req.IdempotencyKey = ulid.Make().String()
+			}
+			a.startedOp = req.IdempotencyKey
+			c, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			res, err := c.CreateTag(cmd.Context(), req)
+			if err != nil {
+				return tagCreateError(req, err)
+			}
+			return a.emit(cmd, res, func(w io.Writer) error {
+				var err error
+				if res.Existing {
+					_, err = fmt.Fprintf(w, "tag %s in %s already names %s: nothing was written\n  op      %s\n", res.Name, res.Graph, res.Commit, res.OpID)
+				} else {
+					_, err = fmt.Fprintf(w, "created tag %s in %s\n  commit  %s\n  op      %s\n", res.Name, res.Graph, res.Commit, res.OpID)
+				}
+				return err
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.Commit, "commit", "", "tag this commit id")
+	f.StringVar(&req.Branch, "branch", "", "tag this branch's head")
+	f.StringVar(&req.IdempotencyKey, "idempotency-key", "", "operation id (default: a fresh ULID)")
+	return cmd
+}
+
+// tagCreateError adds the next step to a failed tag create.
+func tagCreateError(req client.CreateTagRequest, err error) error {
+	o, _ := outcome.Of(err)
+	switch o {
+	case outcome.InDoubt:
+		return settlingNext(err, "the tag")
+	case outcome.Conflict:
+		return withNext(err, "a tag is never re-pointed and a deleted name never reused; `graft tag show %s %s` shows what it names, "+
+			"or pick another name", req.Graph, req.Name)
+	case outcome.NotFound:
+		return withNext(err, "check the graph, the branch or the commit id; `graft branch list %s` lists the graph's branches", req.Graph)
+	}
+	return err
+}
+
+// tagList is tag list's JSON result.
+type tagList struct {
+	Graph string           `json:"graph"`
+	Tags  []client.TagInfo `json:"tags"`
+}
+
+func (a *app) tagListCommand() *cobra.Command {
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "list GRAPH",
+		Short: "List a graph's live tags by name (read from the store); --all adds deleted ones",
+		Args:  exactArgs("GRAPH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			graph := args[0]
+			if err := checkGraph(graph); err != nil {
+				return err
+			}
+			store, err := a.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			tags, err := client.NewReader(store).ListTags(cmd.Context(), graph, all)
+			if err != nil {
+				return a.storeRead(err, graph)
+			}
+			if tags == nil {
+				tags = []client.TagInfo{}
+			}
+			return a.emit(cmd, tagList{Graph: graph, Tags: tags}, func(w io.Writer) error {
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "TAG\tCOMMIT\tSTATE\tCREATED\tOP")
+				for _, t := range tags {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Commit, t.State, t.CreatedAt.UTC().Format(time.RFC3339), t.Op)
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "list deleted (retired) tags too")
+	return cmd
+}
+
+func (a *app) tagShowCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "show GRAPH NAME",
+		Short: "Show a tag, live or deleted, and the commit it names (read from the store)",
+		Args:  exactArgs("GRAPH", "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			graph, name := args[0], args[1]
+			if err := checkTag(graph, name); err != nil {
+				return err
+			}
+			store, err := a.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			d, err := client.NewReader(store).ShowTag(cmd.Context(), graph, name)
+			if o, ok := outcome.Of(err); ok && o == outcome.NotFound {
+				return withNext(err, "`graft tag list %s --all` lists the graph's tags", graph)
+			}
+			if err != nil {
+				return err
+			}
+			return a.emit(cmd, d, func(w io.Writer) error {
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintf(tw, "tag\t%s (graph %s)\n", d.Name, graph)
+				fmt.Fprintf(tw, "state\t%s\n", d.State)
+				fmt.Fprintf(tw, "commit\t%s\n", d.Commit)
+				fmt.Fprintf(tw, "created\t%s (op %s)\n", d.CreatedAt.UTC().Format(time.RFC3339), d.Op)
+				if d.RetiredOp != "" {
+					fmt.Fprintf(tw, "deleted by\t%s\n", d.RetiredOp)
+				}
+				if !d.Retained {
+					fmt.Fprintf(tw, "retained\tno: cleanup reclaimed the commit\n")
+					return tw.Flush()
+				}
+				fmt.Fprintf(tw, "branch\t%s\n", d.Branch)
+				fmt.Fprintf(tw, "time\t%s\n", d.Time.UTC().Format(time.RFC3339))
+				fmt.Fprintf(tw, "author\t%s\n", d.Author)
+				fmt.Fprintf(tw, "message\t%s\n", d.Message)
+				printPins(tw, d.Pins)
+				return tw.Flush()
+			})
+		},
+	}
+}
+
+func (a *app) tagDeleteCommand() *cobra.Command {
+	var req client.DeleteTagRequest
+	cmd := &cobra.Command{
+		Use:   "delete GRAPH NAME",
+		Short: "Delete a tag: its commit is no longer kept by it, and the name is never reused",
+		Long: `delete starts graft.DeleteTag and waits for its outcome: deleted (exit 0).
+The tag is replaced by a retired tag that keeps the name for good.
+not_found (exit 6) when there is no such tag or it was deleted already.`,
+		Args: exactArgs("GRAPH", "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Graph, req.Name = args[0], args[1]
+			if err := checkTag(req.Graph, req.Name); err != nil {
+				return err
+			}
+			if err := checkOpKey(req.IdempotencyKey); err != nil {
+				return err
+			}
+			if req.IdempotencyKey == "" {
+				req.IdempotencyKey = ulid.Make().String()
+			}
+			a.startedOp = req.IdempotencyKey
+			c, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			res, err := c.DeleteTag(cmd.Context(), req)
+			if o, ok := outcome.Of(err); ok && o == outcome.NotFound {
+				return withNext(err, "`graft tag list %s --all` lists the graph's tags, deleted ones too", req.Graph)
+			}
+			if err != nil {
+				return settlingNext(err, "the tag's delete")
+			}
+			return a.emit(cmd, res, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "deleted tag %s in %s\n  commit  %s\n  op      %s\n", res.Name, res.Graph, res.Commit, res.OpID)
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&req.IdempotencyKey, "idempotency-key", "", "operation id (default: a fresh ULID)")
+	return cmd
+}
