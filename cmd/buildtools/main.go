@@ -1,12 +1,19 @@
-// Command buildtools builds graft's pinned external tools (the Temporal CLI and
-// versitygw) into .bin/ unless they are already there, and prints where they are.
-// The test script runs it first so test binaries never race to build.
+// Command buildtools builds graft's pinned external tools (internal/tools) into
+// .bin/ unless they are already there, and prints where they are. The test
+// script runs it first so test binaries never race to build.
+//
+// The tools build in two lanes at once (tools.Lanes): a cold build spends
+// much of its time fetching modules and linking one binary, which leaves a
+// core idle that the other lane's compile can use. Tools that share a module
+// stay in one lane, so the second reuses the first's compiled packages.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/graftworks/graft/internal/tools"
@@ -21,13 +28,21 @@ func main() {
 
 func run() error {
 	ctx := context.Background()
-	for _, t := range tools.All {
-		start := time.Now()
-		path, err := t.Ensure(ctx)
-		if err != nil {
-			return err
-		}
-		fmt.Printf("%s %s ready at %s (%.1fs)\n", t.Name, t.Version, path, time.Since(start).Seconds())
+	errs := make([]error, len(tools.Lanes))
+	var wg sync.WaitGroup
+	for i, lane := range tools.Lanes {
+		wg.Go(func() {
+			for _, t := range lane {
+				start := time.Now()
+				path, err := t.Ensure(ctx)
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				fmt.Printf("%s %s ready at %s (%.1fs)\n", t.Name, t.Version, path, time.Since(start).Seconds())
+			}
+		})
 	}
-	return nil
+	wg.Wait()
+	return errors.Join(errs...)
 }

@@ -55,6 +55,11 @@ var (
 // All lists every pinned tool.
 var All = []Tool{VersityGW, Temporal, TemporalServer, TemporalSQLTool}
 
+// Lanes splits All into two sequences of builds of about equal length that
+// can run at once; the Temporal server and its schema tool share a lane
+// because they share a module.
+var Lanes = [][]Tool{{Temporal}, {VersityGW, TemporalServer, TemporalSQLTool}}
+
 // BinDir returns the directory tools are built into: $GRAFT_BIN_DIR, or
 // .bin/ at the root of the module that contains the working directory.
 func BinDir() (string, error) {
@@ -152,7 +157,9 @@ func (t Tool) Ensure(ctx context.Context) (string, error) {
 	if isExecutable(path) {
 		return path, nil
 	}
-	cmd := exec.CommandContext(ctx, "go", "install", t.Module+"@"+t.Version)
+	// No symbol table or DWARF: nothing debugs these binaries, and the linker
+	// of a large one spends much of its time writing them.
+	cmd := exec.CommandContext(ctx, "go", "install", "-ldflags=-s -w", t.Module+"@"+t.Version)
 	cmd.Env = append(os.Environ(), "GOBIN="+dir)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
