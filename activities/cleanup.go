@@ -60,7 +60,7 @@ func (a *Activities) CleanupBegin(ctx context.Context, in CleanupBeginInput) (Cl
 		WorkflowID: in.WorkflowID, RunID: in.WorkflowRunID,
 	})
 	if errors.Is(err, catalog.ErrDuplicate) {
-		return end(outcome.Conflict, "operation id %q was already used for a different request", in.RunID)
+		return end(outcome.Conflict, "%s", reusedMessage(in.RunID, err))
 	}
 	if err != nil {
 		return CleanupBeginResult{}, fmt.Errorf("record operation: %w", err)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -697,7 +698,7 @@ func (a *Activities) claim(ctx context.Context, tx pgx.Tx, p catalog.OperationIn
 		return claimed{outcome: outcome.Conflict, message: fmt.Sprintf("operation %s is being run by workflow %s; wait for it with `graft op wait %s`",
 			p.ID, owned.WorkflowID, p.ID)}, nil
 	case errors.Is(err, catalog.ErrDuplicate):
-		return claimed{outcome: outcome.Conflict, message: fmt.Sprintf("operation id %q was already used for a different request", p.ID)}, nil
+		return claimed{outcome: outcome.Conflict, message: reusedMessage(p.ID, err)}, nil
 	case err != nil:
 		return claimed{}, fmt.Errorf("record operation: %w", err)
 	}
@@ -710,6 +711,17 @@ func (a *Activities) claim(ctx context.Context, tx pgx.Tx, p catalog.OperationIn
 		c.message = fmt.Sprintf("operation %s already finished (%s): %s", p.ID, op.Outcome, op.Error)
 	}
 	return c, nil
+}
+
+// reusedMessage is the conflict of an operation id the ledger holds for another request
+// (docs/outcomes.md): it names the id and what differs.
+func reusedMessage(opID string, err error) string {
+	msg := fmt.Sprintf("operation id %q was already used for a different request", opID)
+	var reused *catalog.OperationReusedError
+	if errors.As(err, &reused) && len(reused.Differences) > 0 {
+		msg += ": " + strings.Join(reused.Differences, "; ")
+	}
+	return msg
 }
 
 // ProgressInput is the input of Progress.

@@ -99,60 +99,67 @@ func (r CleanupRequest) Validate() error {
 	return firstInvalid(checkKey(r.SweepRunID), invalid("run id", validOpOrEmpty(r.RunID)))
 }
 
-// StartCleanup starts a cleanup of req.Graph, or attaches to the one running, and
-// returns at once. The handle's OpID is the ledger id of the run it follows.
+// StartCleanup starts a cleanup of req.Graph, or attaches to the one running when it
+// is the same request (workflows.CleanupInput.Request: the run id aside), and returns
+// at once; a running cleanup of another request is a *RequestConflictError. The
+// handle's OpID is the ledger id of the run it follows.
 func (c *Client) StartCleanup(ctx context.Context, req CleanupRequest) (*CleanupHandle, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	if req.RunID == "" {
+	given := req.RunID != ""
+	if !given {
 		req.RunID = ulid.Make().String()
 	}
 	id := CleanupWorkflowID(req.Graph)
+	in := req.input()
+	if given {
+		// A run id names one run: the one that ended under it is attached to (the same
+		// request) or a conflict, never started again.
+		run, err := c.finishedSame(ctx, id, req.RunID, in.Request())
+		if err != nil {
+			return nil, err
+		}
+		if run != nil {
+			return &CleanupHandle{c: c, WorkflowID: id, RunID: run.GetRunID(), OpID: req.RunID, run: run}, nil
+		}
+	}
 	run, err := c.tc.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                c.opts.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		StaticSummary:            fmt.Sprintf("cleanup (%s) of %s", req.Mode, req.Graph),
+		ID:        id,
+		TaskQueue: c.opts.TaskQueue,
+		// A run of this graph attaches only when it is the same request: the server
+		// says it runs (FAIL), and attachSame compares.
+		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		StaticSummary:                            fmt.Sprintf("cleanup (%s) of %s", req.Mode, req.Graph),
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			searchattr.Graph.ValueSet(req.Graph), searchattr.Operation.ValueSet("cleanup")),
-	}, workflows.CleanupName, req.input())
+	}, workflows.CleanupName, in)
+	var exists *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &exists) {
+		return c.attachSameCleanup(ctx, id, exists.RunId, req.RunID, in.Request())
+	}
 	if err != nil {
 		return nil, unanswered(ctx, "start cleanup of "+req.Graph, id, req.RunID, err)
 	}
-	h := &CleanupHandle{c: c, WorkflowID: run.GetID(), RunID: run.GetRunID(), run: run}
-	// A request for a graph whose cleanup runs attaches to that run, whose
-	// ledger id is its own: ask it rather than assume ours.
-	if p, err := h.Progress(ctx); err == nil && p.RunID != "" {
-		h.OpID = p.RunID
-	} else if started, derr := c.startedBy(ctx, h, req.RunID); derr == nil && started {
-		h.OpID = req.RunID
-	}
-	return h, nil
+	return &CleanupHandle{c: c, WorkflowID: run.GetID(), RunID: run.GetRunID(), OpID: req.RunID, run: run}, nil
 }
 
-// startedBy reports whether the cleanup's first execution was started with runID.
-func (c *Client) startedBy(ctx context.Context, h *CleanupHandle, runID string) (bool, error) {
-	dctx, cancel := context.WithTimeout(ctx, c.opts.QueryTimeout)
-	defer cancel()
-	it := c.tc.GetWorkflowHistory(dctx, h.WorkflowID, h.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	if !it.HasNext() {
-		return false, errors.New("no history")
-	}
-	ev, err := it.Next()
+// attachSameCleanup attaches to the running cleanup when it is the request ours. Its
+// ledger id is its own: read from its input, or asked when the input names none.
+func (c *Client) attachSameCleanup(ctx context.Context, id, runID, key string, ours workflows.Request) (*CleanupHandle, error) {
+	run, opID, err := c.attachSame(ctx, id, runID, key, ours)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
-	if attrs == nil || len(attrs.GetInput().GetPayloads()) == 0 {
-		return false, errors.New("no start input")
+	h := &CleanupHandle{c: c, WorkflowID: id, RunID: run.GetRunID(), OpID: opID, run: run}
+	if h.OpID == "" {
+		if p, err := h.Progress(ctx); err == nil {
+			h.OpID = p.RunID
+		}
 	}
-	var in workflows.CleanupInput
-	if err := converter.GetDefaultDataConverter().FromPayload(attrs.GetInput().GetPayloads()[0], &in); err != nil {
-		return false, err
-	}
-	return in.RunID == runID, nil
+	return h, nil
 }
 
 // AttachCleanup returns a handle on a cleanup workflow that runs, or ran;

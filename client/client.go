@@ -5,6 +5,16 @@
 // doubt, with the operation id to watch. Outcomes other than success are
 // *outcome.Error values that match outcome.ErrConflict, outcome.ErrInDoubt, …
 // with errors.Is.
+//
+// A request attaches to an operation it finds — under its idempotency key, or
+// under its workflow id for an operation that runs once per name (a create of
+// a branch, a cleanup of a graph) — only when it is the same request: the
+// same canonical request (workflows.Request), which the client reads from that
+// operation's own input, whichever SDK started it. Any other request is a
+// *RequestConflictError (outcome conflict) naming the key and what differs,
+// and nothing is uploaded or started for it: a result is never another
+// request's. Repeating a request after an *UnansweredError with its OpID is
+// the same request, so it attaches (docs/outcomes.md).
 package client
 
 import (
@@ -75,8 +85,9 @@ type CreateBranchRequest struct {
 	// At most one source; all empty means the head of main.
 	FromBranch, FromCommit, FromTag string
 	Author, Message                 string
-	// IdempotencyKey identifies the operation; repeating a request with the
-	// same key while it runs attaches to it. Defaults to a fresh ULID.
+	// IdempotencyKey identifies the operation; repeating the same request with
+	// the same key while it runs attaches to it, and another request under the
+	// key is a conflict. Defaults to a fresh ULID.
 	IdempotencyKey string
 }
 
@@ -109,7 +120,7 @@ func (c *Client) StartCreateBranch(ctx context.Context, req CreateBranchRequest)
 		Kind: "create_branch",
 		ID:   CreateBranchWorkflowID(req.Graph, req.Branch), Workflow: workflows.CreateBranchName, Input: in,
 		Summary: fmt.Sprintf("create branch %s in %s", req.Branch, req.Graph), Graph: req.Graph, Branch: req.Branch, OpID: opID,
-		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, Request: requestOf(in), Finished: req.IdempotencyKey != "",
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start create of %s/%s: %w", req.Graph, req.Branch, err)

@@ -51,12 +51,12 @@ func (c *Client) StartDeleteBranch(ctx context.Context, req DeleteBranchRequest)
 	if err != nil {
 		return nil, err
 	}
+	in := workflows.DeleteBranchInput{Graph: req.Graph, Branch: req.Branch, Force: req.Force, OpID: key}
 	h, err := startOperation[workflows.DeleteBranchResult](ctx, c, operationStart{
 		Kind: "delete_branch",
-		ID:   DeleteBranchWorkflowID(req.Graph, req.Branch), Workflow: workflows.DeleteBranchName,
-		Input:   workflows.DeleteBranchInput{Graph: req.Graph, Branch: req.Branch, Force: req.Force, OpID: key},
+		ID:   DeleteBranchWorkflowID(req.Graph, req.Branch), Workflow: workflows.DeleteBranchName, Input: in,
 		Summary: fmt.Sprintf("delete branch %s in %s", req.Branch, req.Graph), Graph: req.Graph, Branch: req.Branch, OpID: key,
-		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, Request: requestOf(in), Finished: req.IdempotencyKey != "",
 	})
 	if err != nil {
 		return nil, err

@@ -13,9 +13,9 @@ import (
 // InitGraphRequest asks for a new graph.
 type InitGraphRequest struct {
 	Graph string
-	// IdempotencyKey identifies the operation: an init repeated with the
-	// same key (or attached to while it runs) finds its own graph and
-	// succeeds. Defaults to the workflow id, InitGraphWorkflowID(Graph), so
+	// IdempotencyKey identifies the operation: the same init repeated with
+	// the same key (or attached to while it runs) finds its own graph and
+	// succeeds; another request under the key is a conflict. Defaults to the workflow id, InitGraphWorkflowID(Graph), so
 	// a repeated init of one graph is idempotent.
 	IdempotencyKey string
 	// Author of main's root commit. Defaults to "graft".
@@ -38,12 +38,12 @@ func (c *Client) InitGraph(ctx context.Context, req InitGraphRequest) (workflows
 	if err := req.Validate(); err != nil {
 		return workflows.InitGraphResult{}, err
 	}
+	in := workflows.InitGraphInput{Graph: req.Graph, OpID: req.IdempotencyKey, Author: req.Author, Format: req.Format}
 	h, err := startOperation[workflows.InitGraphResult](ctx, c, operationStart{
 		Kind: "init_graph",
-		ID:   InitGraphWorkflowID(req.Graph), Workflow: workflows.InitGraphName,
-		Input:   workflows.InitGraphInput{Graph: req.Graph, OpID: req.IdempotencyKey, Author: req.Author, Format: req.Format},
+		ID:   InitGraphWorkflowID(req.Graph), Workflow: workflows.InitGraphName, Input: in,
 		Summary: "init graph " + req.Graph, Graph: req.Graph, OpID: initOpID(req),
-		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, Request: requestOf(in),
 	})
 	if err != nil {
 		return workflows.InitGraphResult{}, fmt.Errorf("start init of %s: %w", req.Graph, err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	sdkclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -27,9 +28,10 @@ type MergeRequest struct {
 	Author string
 	// Message of the merge commit. Defaults to "merge {source} into {target}".
 	Message string
-	// IdempotencyKey identifies the operation: a request repeated with the
-	// same key attaches to the first, running or finished. Defaults to a
-	// fresh ULID.
+	// IdempotencyKey identifies the operation: the same request repeated
+	// with the same key attaches to the first, running or finished; another
+	// request under the key is a *RequestConflictError. Defaults to a fresh
+	// ULID.
 	IdempotencyKey string
 }
 
@@ -78,7 +80,7 @@ func (c *Client) StartMerge(ctx context.Context, req MergeRequest) (*MergeHandle
 	h, err := startOperation[workflows.MergeResult](ctx, c, operationStart{
 		Kind: "merge",
 		ID:   id, Workflow: workflows.MergeName, Input: in, Summary: summary, Graph: req.Graph, Branch: req.Target, OpID: in.OpID,
-		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE, Request: requestOf(in),
 	})
 	if err != nil {
 		return nil, err
@@ -192,13 +194,24 @@ type operationStart struct {
 	// Kind is the GraftOperation search attribute: the operation's kind.
 	Kind string
 	// ReusePolicy is what a start does after a finished run of the same id:
-	// REJECT_DUPLICATE returns that run (an idempotency key is used once),
+	// REJECT_DUPLICATE finds that run (an idempotency key is used once),
 	// ALLOW_DUPLICATE starts a new one.
 	ReusePolicy enumspb.WorkflowIdReusePolicy
+	// Request is the input's canonical request. A start that finds a run of the same
+	// id (running, or finished under REJECT_DUPLICATE) attaches to it only when that
+	// run's request is this one, and is a *RequestConflictError otherwise. nil attaches
+	// to any running run of the id (conflict policy USE_EXISTING).
+	Request *workflows.Request
+	// Finished, with Request, looks the id's latest run up first: one that ended
+	// (completed, or failed with an outcome) under this OpID is attached to when it
+	// is this request, and is a *RequestConflictError when it is not — rather than a
+	// new run (ALLOW_DUPLICATE) that would find the ledger's row finished and report
+	// its outcome without its result. Set when the caller gave the key.
+	Finished bool
 }
 
-// startOperation starts a workflow, or attaches to the running one of the
-// same id (conflict policy USE_EXISTING).
+// startOperation starts a workflow, or attaches to the run of the same id it finds
+// when that run is the same request (operationStart.Request).
 func startOperation[R any](ctx context.Context, c *Client, s operationStart) (*OperationHandle[R], error) {
 	var attrs []temporal.SearchAttributeUpdate
 	if s.Graph != "" {
@@ -210,7 +223,7 @@ func startOperation[R any](ctx context.Context, c *Client, s operationStart) (*O
 	if s.Kind != "" {
 		attrs = append(attrs, searchattr.Operation.ValueSet(s.Kind))
 	}
-	run, err := c.tc.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{
+	opts := sdkclient.StartWorkflowOptions{
 		ID:                       s.ID,
 		TaskQueue:                c.opts.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
@@ -218,11 +231,36 @@ func startOperation[R any](ctx context.Context, c *Client, s operationStart) (*O
 		EnableEagerStart:         c.opts.EagerStart,
 		StaticSummary:            s.Summary,
 		TypedSearchAttributes:    temporal.NewSearchAttributes(attrs...),
-	}, s.Workflow, s.Input)
-	if err != nil {
+	}
+	if s.Request != nil {
+		opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
+		opts.WorkflowExecutionErrorWhenAlreadyStarted = true
+	}
+	if s.Request != nil && s.Finished {
+		run, err := c.finishedSame(ctx, s.ID, s.OpID, *s.Request)
+		if err != nil {
+			return nil, err
+		}
+		if run != nil {
+			return &OperationHandle[R]{c: c, WorkflowID: run.GetID(), RunID: run.GetRunID(), OpID: s.OpID, run: run}, nil
+		}
+	}
+	run, err := c.tc.ExecuteWorkflow(ctx, opts, s.Workflow, s.Input)
+	if exists := (*serviceerror.WorkflowExecutionAlreadyStarted)(nil); s.Request != nil && errors.As(err, &exists) {
+		run, _, err = c.attachSame(ctx, s.ID, exists.RunId, s.OpID, *s.Request)
+		if err != nil {
+			return nil, err
+		}
+	} else if err != nil {
 		return nil, unanswered(ctx, "start "+s.Summary, s.ID, s.OpID, err)
 	}
 	return &OperationHandle[R]{c: c, WorkflowID: run.GetID(), RunID: run.GetRunID(), OpID: s.OpID, run: run}, nil
+}
+
+// requestOf returns an input's canonical request, for operationStart.Request.
+func requestOf(in interface{ Request() workflows.Request }) *workflows.Request {
+	r := in.Request()
+	return &r
 }
 
 // idempotencyKey validates a caller's key, or mints a fresh one.

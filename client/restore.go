@@ -24,8 +24,9 @@ type RestoreRequest struct {
 	// BackupTag names the backup tag instead. Defaults to "".
 	BackupTag       string
 	Author, Message string
-	// IdempotencyKey identifies the operation; a request repeated with the
-	// same key attaches to the first. Defaults to a fresh ULID.
+	// IdempotencyKey identifies the operation; the same request repeated with
+	// the same key attaches to the first, and another request under the key
+	// is a *RequestConflictError. Defaults to a fresh ULID.
 	IdempotencyKey string
 }
 
@@ -68,7 +69,7 @@ func (c *Client) StartRestore(ctx context.Context, req RestoreRequest) (*Restore
 		Kind: "restore",
 		ID:   RestoreWorkflowID(req.Graph, req.Branch, key), Workflow: workflows.RestoreName, Input: in,
 		Summary: fmt.Sprintf("restore %s in %s to %s", req.Branch, req.Graph, to), Graph: req.Graph, Branch: req.Branch, OpID: key,
-		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE, Request: requestOf(in),
 	})
 	if err != nil {
 		return nil, err

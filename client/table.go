@@ -2,8 +2,11 @@ package client
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -42,7 +45,10 @@ type WriteTableRequest struct {
 	Message string
 	// IdempotencyKey identifies the operation: a request repeated with the
 	// same key attaches to the first (running or finished) and uploads
-	// nothing. Defaults to a fresh ULID.
+	// nothing — when it is the same request (workflows.WriteTableInput.Request:
+	// the files' sizes and SHA-256s, read before anything is uploaded, and
+	// every other field); another request under the key is a
+	// *RequestConflictError. Defaults to a fresh ULID.
 	IdempotencyKey string
 	// Upload tunes how files are uploaded to a format-2 graph. The zero value
 	// uses the defaults (docs/format.md, "Table versions and data objects").
@@ -102,8 +108,9 @@ func (c *Client) WriteTable(ctx context.Context, store storage.Store, req WriteT
 // StartWriteTable uploads the files — each put-if-absent directly to
 // store under {graph}/tables/{table}/objects/{ULID}; the workflow's history
 // carries only ids, sizes and checksums — and starts graft.WriteTable. If
-// the idempotency key's workflow exists already, it attaches to it instead
-// and uploads nothing.
+// the idempotency key's workflow exists already, it uploads nothing: it reads
+// the files' sizes and SHA-256s and attaches to that workflow when it is the
+// same request, and is a *RequestConflictError when it is not.
 func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req WriteTableRequest) (*WriteTableHandle, error) {
 	if err := checkWriteRequest(req); err != nil {
 		return nil, err
@@ -114,11 +121,15 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 	}
 	id := WriteTableWorkflowID(req.Graph, req.Branch, key)
 	if req.IdempotencyKey != "" {
-		_, err := c.tc.DescribeWorkflowExecution(ctx, id, "")
+		desc, err := c.tc.DescribeWorkflowExecution(ctx, id, "")
 		var nf *serviceerror.NotFound
 		switch {
 		case err == nil:
-			return c.attachWrite(ctx, id, key), nil
+			ours, err := fileRequest(req)
+			if err != nil {
+				return nil, err
+			}
+			return c.attachWrite(ctx, id, key, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), ours)
 		case !errors.As(err, &nf):
 			return nil, unanswered(ctx, "look up write "+id, id, key, err)
 		}
@@ -180,20 +191,21 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 		Append: req.Append, Remove: req.Remove, Imports: imports,
 	}
 	count := len(objects)
+	request := in.Request()
 	if len(objects) > workflows.MaxInlineObjects {
 		if in.Staged, err = stageObjects(ctx, store, req.Graph, req.Table, key, objects); err != nil {
 			return nil, err
 		}
-		in.Objects = nil
+		in.Objects, in.ObjectsSHA256 = nil, workflows.ObjectsSHA256(objects)
 	}
-	// A key is used once: a finished write with this id is returned as is
-	// (ExecuteWorkflow hands back its run rather than starting another).
+	// A key is used once: a write with this id that started meanwhile, or
+	// finished, is attached to when it is this request.
 	h, err := startOperation[workflows.WriteTableResult](ctx, c, operationStart{
 		Kind: "write_table",
 		ID:   id, Workflow: workflows.WriteTableName, Input: in,
 		Summary: fmt.Sprintf("write table %s on %s in %s (%d objects)", req.Table, req.Branch, req.Graph, count),
 		Graph:   req.Graph, Branch: req.Branch, OpID: key,
-		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE, Request: &request,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start write of %s/%s: %w", req.Graph, req.Table, err)
@@ -202,11 +214,62 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 	return h, nil
 }
 
-func (c *Client) attachWrite(ctx context.Context, id, key string) *WriteTableHandle {
-	run := c.tc.GetWorkflow(ctx, id, "")
+// attachWrite attaches to the write run under id when it is the request ours.
+func (c *Client) attachWrite(ctx context.Context, id, key, runID string, ours workflows.Request) (*WriteTableHandle, error) {
+	run, _, err := c.attachSame(ctx, id, runID, key, ours)
+	if err != nil {
+		return nil, err
+	}
 	h := &WriteTableHandle{c: c, WorkflowID: id, RunID: run.GetRunID(), OpID: key, run: run}
 	writeHandle(h)
-	return h
+	return h, nil
+}
+
+// fileRequest is the canonical request of a write, computed from its files (their
+// sizes and SHA-256s, read a few at a time) without uploading anything: what a
+// repeated key is compared with.
+func fileRequest(req WriteTableRequest) (workflows.Request, error) {
+	objects := make([]workflows.TableObject, len(req.Files))
+	errs := make([]error, len(req.Files))
+	sem := make(chan struct{}, uploadConcurrency)
+	var wg sync.WaitGroup
+	for i, path := range req.Files {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			objects[i], errs[i] = fileSum(path)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return workflows.Request{}, err
+	}
+	imports := make([]workflows.TableImport, len(req.Import))
+	for i, k := range req.Import {
+		imports[i] = workflows.TableImport{Key: k}
+	}
+	return workflows.WriteTableInput{
+		Graph: req.Graph, Branch: req.Branch, Table: req.Table, Objects: objects,
+		ExpectedHead: req.ExpectedHead, Author: req.Author, Message: req.Message,
+		Append: req.Append, Remove: req.Remove, Imports: imports,
+	}.Request(), nil
+}
+
+// fileSum reads a file's size and SHA-256.
+func fileSum(path string) (workflows.TableObject, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return workflows.TableObject{}, outcome.Errorf(outcome.Invalid, "", "file %s: %v", path, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return workflows.TableObject{}, fmt.Errorf("read %s: %w", path, err)
+	}
+	return workflows.TableObject{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
 // writeHandle gives a write's handle its result mapping.

@@ -44,12 +44,12 @@ func (c *Client) CreateTag(ctx context.Context, req CreateTagRequest) (workflows
 	if err != nil {
 		return workflows.CreateTagResult{}, err
 	}
+	in := workflows.CreateTagInput{Graph: req.Graph, Name: req.Name, Commit: req.Commit, Branch: req.Branch, OpID: key}
 	h, err := startOperation[workflows.CreateTagResult](ctx, c, operationStart{
 		Kind: "tag",
-		ID:   CreateTagWorkflowID(req.Graph, req.Name), Workflow: workflows.CreateTagName,
-		Input:   workflows.CreateTagInput{Graph: req.Graph, Name: req.Name, Commit: req.Commit, Branch: req.Branch, OpID: key},
+		ID:   CreateTagWorkflowID(req.Graph, req.Name), Workflow: workflows.CreateTagName, Input: in,
 		Summary: fmt.Sprintf("create tag %s in %s", req.Name, req.Graph), Graph: req.Graph, Branch: req.Branch, OpID: key,
-		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, Request: requestOf(in), Finished: req.IdempotencyKey != "",
 	})
 	if err != nil {
 		return workflows.CreateTagResult{}, err
@@ -84,12 +84,12 @@ func (c *Client) DeleteTag(ctx context.Context, req DeleteTagRequest) (workflows
 	if err != nil {
 		return workflows.DeleteTagResult{}, err
 	}
+	in := workflows.DeleteTagInput{Graph: graphName, Name: name, OpID: key}
 	h, err := startOperation[workflows.DeleteTagResult](ctx, c, operationStart{
 		Kind: "tag",
-		ID:   DeleteTagWorkflowID(graphName, name), Workflow: workflows.DeleteTagName,
-		Input:   workflows.DeleteTagInput{Graph: graphName, Name: name, OpID: key},
+		ID:   DeleteTagWorkflowID(graphName, name), Workflow: workflows.DeleteTagName, Input: in,
 		Summary: fmt.Sprintf("delete tag %s in %s", name, graphName), Graph: graphName, OpID: key,
-		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, Request: requestOf(in), Finished: req.IdempotencyKey != "",
 	})
 	if err != nil {
 		return workflows.DeleteTagResult{}, err

@@ -106,17 +106,18 @@ func TestStartCreateBranch_StartAppliedAnswerLost_UnansweredErrorNamesTheOpAndIt
 	lossy := New(p.dial(t), Options{TaskQueue: s.queue})
 	p.drop.Store(true)
 
-	key := ulid.Make().String()
+	// Without a key the start is the first request sent (a given key is looked up first,
+	// for a finished run of it).
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	_, err := lossy.StartCreateBranch(ctx, CreateBranchRequest{Graph: "g", Branch: "lost-answer", IdempotencyKey: key})
+	_, err := lossy.StartCreateBranch(ctx, CreateBranchRequest{Graph: "g", Branch: "lost-answer"})
 	var ua *UnansweredError
 	if !errors.As(err, &ua) {
 		t.Fatalf("err %v (%T), want an *UnansweredError", err, err)
 	}
 	wid := CreateBranchWorkflowID("g", "lost-answer")
-	if ua.OpID != key || ua.WorkflowID != wid || !strings.Contains(ua.Request, "create branch lost-answer in g") {
-		t.Fatalf("unanswered error %+v, want op %s and workflow %s", ua, key, wid)
+	if ua.OpID == "" || ua.WorkflowID != wid || !strings.Contains(ua.Request, "create branch lost-answer in g") {
+		t.Fatalf("unanswered error %+v, want an op id and workflow %s", ua, wid)
 	}
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err %v does not match the caller's context.DeadlineExceeded", err)

@@ -54,6 +54,10 @@ type WriteTableInput struct {
 	// them this way, so its history never holds the list (docs/format.md, "Staged object
 	// lists"). The client stages one by itself.
 	Staged string `json:"staged,omitempty"`
+	// ObjectsSHA256, with Staged, is ObjectsSHA256 of the staged objects: what names them
+	// in the write's Request, since the input does not list them. The Go client sets it.
+	// Defaults to "": the staged version's id names them.
+	ObjectsSHA256 string `json:"objects_sha256,omitempty"`
 }
 
 // MaxInlineObjects is the most objects WriteTableInput.Objects lists; a write of more

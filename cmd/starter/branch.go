@@ -77,8 +77,10 @@ when a storage write answered ambiguously and the workflow is settling it —
 the operation id then says what to watch. --wait-settled waits through the
 settle instead; --detach returns as soon as the workflow has started.
 
-Repeating a create with the same --idempotency-key while it runs attaches to
-it; one create per branch name runs at a time.`,
+Repeating the same create with the same --idempotency-key attaches to it
+while it runs; one create per branch name runs at a time, and a different
+create of the name while one runs is a conflict (exit 5), as is another
+request under a key already used.`,
 		Args: exactArgs("GRAPH", "BRANCH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Graph, req.Branch = args[0], args[1]
@@ -133,7 +135,7 @@ it; one create per branch name runs at a time.`,
 	f.StringVar(&req.FromTag, "from-tag", "", "start from this tag's commit")
 	f.StringVar(&req.Author, "author", "", "author recorded on the fork commit")
 	f.StringVarP(&req.Message, "message", "m", "", "message recorded on the fork commit")
-	f.StringVar(&req.IdempotencyKey, "idempotency-key", "", "operation id; repeating it attaches to the running create (default: a fresh ULID)")
+	f.StringVar(&req.IdempotencyKey, "idempotency-key", "", "operation id; the same request repeated with it attaches to the running create, another request is a conflict (default: a fresh ULID)")
 	f.BoolVar(&detach, "detach", false, "return as soon as the workflow has started")
 	f.BoolVar(&final, "wait-settled", false, "wait through an in-doubt settle for the definitive outcome")
 	return cmd

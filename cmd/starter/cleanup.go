@@ -63,7 +63,8 @@ func (a *app) cleanupRunCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run GRAPH",
 		Short: "Run one cleanup of a graph now",
-		Long: `run starts graft.Cleanup on GRAPH (or attaches to the one running) in one of
+		Long: `run starts graft.Cleanup on GRAPH (or attaches to the one running when it
+is the same request; another request is a conflict, exit 5) in one of
 three modes:
 
   (default)      mark and sweep: condemn what is garbage and delete it

@@ -130,6 +130,15 @@ func classify(err error) Report {
 	if errors.As(err, &ne) {
 		r.Next = ne.next
 	}
+	// A request that met another request's operation: whatever the command's next step
+	// for a conflict, the key (or the name) is what stands in the way.
+	var rc *client.RequestConflictError
+	switch {
+	case errors.As(err, &rc):
+		r.Next = requestConflictNext(rc)
+	case oe != nil && oe.Outcome == outcome.Conflict && strings.Contains(oe.Message, "was already used for a different request"):
+		r.Next = keyUsedNext(oe.OpID)
+	}
 	var ct *conflictTablesError
 	if errors.As(err, &ct) {
 		r.Conflicts = ct.tables
@@ -156,6 +165,20 @@ func defaultNext(e *outcome.Error) string {
 		return "the store refused the request: check the bucket's permissions and policy for the worker's credentials"
 	}
 	return ""
+}
+
+// requestConflictNext is what to do after a request met an operation started for a
+// different request: graft never attached it, and started nothing for it.
+func requestConflictNext(rc *client.RequestConflictError) string {
+	if rc.Key != "" && rc.Key == rc.OpID {
+		return keyUsedNext(rc.OpID)
+	}
+	return fmt.Sprintf("operation %s runs a different request of the same name; wait for it with `graft op wait %s`, then run this one again", rc.OpID, rc.OpID)
+}
+
+// keyUsedNext is what to do after an idempotency key named an earlier, different request.
+func keyUsedNext(opID string) string {
+	return fmt.Sprintf("the key names an earlier request, which `graft op show %s` shows; run this one with a fresh --idempotency-key (or none)", opID)
 }
 
 // unansweredNext is what to do after Temporal left a request unanswered: the

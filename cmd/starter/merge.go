@@ -94,7 +94,7 @@ head is that commit.`,
 	f.BoolVar(&req.Preview, "preview", false, "print the plan and the outcome the merge would have; write nothing")
 	f.StringVar(&req.Author, "author", "", `author of the merge commit (default "graft")`)
 	f.StringVarP(&req.Message, "message", "m", "", `message of the merge commit (default "merge SOURCE into TARGET")`)
-	f.StringVar(&req.IdempotencyKey, "idempotency-key", "", "operation id; repeating it attaches to the first merge (default: a fresh ULID)")
+	f.StringVar(&req.IdempotencyKey, "idempotency-key", "", "operation id; the same request repeated with it attaches to the first merge, another request is a conflict (default: a fresh ULID)")
 	f.BoolVar(&final, "wait-settled", false, "wait through an in-doubt settle for the definitive outcome")
 	return cmd
 }

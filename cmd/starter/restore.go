@@ -107,7 +107,7 @@ makes the restore a conflict (exit 5) unless BRANCH's head is that commit.`,
 	f.StringVar(&req.BackupTag, "backup-tag", "", "name of the backup tag (default backup/BRANCH/<id of the head replaced>)")
 	f.StringVar(&req.Author, "author", "", `author of the restore commit (default "graft")`)
 	f.StringVarP(&req.Message, "message", "m", "", "message of the restore commit")
-	f.StringVar(&req.IdempotencyKey, "idempotency-key", "", "operation id; repeating it attaches to the first restore (default: a fresh ULID)")
+	f.StringVar(&req.IdempotencyKey, "idempotency-key", "", "operation id; the same request repeated with it attaches to the first restore, another request is a conflict (default: a fresh ULID)")
 	f.BoolVar(&final, "wait-settled", false, "wait through an in-doubt settle for the definitive outcome")
 	return cmd
 }

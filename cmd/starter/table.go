@@ -112,7 +112,7 @@ given.`,
 	f.StringVar(&req.ExpectedHead, "expected-head", "", "conflict unless the branch's head is this commit id")
 	f.StringVar(&req.Author, "author", "", `author of the commit (default "graft")`)
 	f.StringVarP(&req.Message, "message", "m", "", "message of the commit")
-	f.StringVar(&req.IdempotencyKey, "idempotency-key", "", "operation id; repeating it attaches to the first write and uploads nothing (default: a fresh ULID)")
+	f.StringVar(&req.IdempotencyKey, "idempotency-key", "", "operation id; the same request repeated with it attaches to the first write and uploads nothing, another request is a conflict (default: a fresh ULID)")
 	f.Int64Var(&req.Upload.Threshold, "multipart-threshold", 0, "format-2 graphs: files above this many bytes are multipart uploads (default 64 MiB)")
 	f.Int64Var(&req.Upload.PartSize, "part-size", 0, "format-2 graphs: bytes per multipart part (default 64 MiB; at least the store's minimum)")
 	f.BoolVar(&req.Append, "append", false, "format-2 graphs: add to the head's version of the table instead of replacing it")

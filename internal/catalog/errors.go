@@ -59,6 +59,26 @@ func (e *IncarnationExistsError) Is(target error) bool {
 	return target == ErrIncarnationExists || target == ErrDuplicate
 }
 
+// OperationReusedError reports an operation id recorded already for another request:
+// another kind, another graph or other inputs. It matches ErrDuplicate.
+type OperationReusedError struct {
+	ID string
+	// Kind and Graph are the recorded operation's.
+	Kind  OperationKind
+	Graph string
+	// Differences names each difference from the recorded request, for people:
+	// `branch is "b2", the first request's "b1"`.
+	Differences []string
+}
+
+func (e *OperationReusedError) Error() string {
+	return fmt.Sprintf("%v: operation %s exists as %s on graph %q with other inputs (%s)",
+		ErrDuplicate, e.ID, e.Kind, e.Graph, strings.Join(e.Differences, "; "))
+}
+
+// Is makes the error match ErrDuplicate.
+func (e *OperationReusedError) Is(target error) bool { return target == ErrDuplicate }
+
 // StateConflictError reports a row found in a state other than the expected one.
 type StateConflictError struct {
 	// Entity is "incarnation", "operation" or "cleanup run".

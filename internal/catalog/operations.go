@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -103,8 +104,8 @@ func (c *Catalog) OperationInsertTx(ctx context.Context, tx pgx.Tx, p OperationI
 		return Operation{}, c.wrap(what, err)
 	}
 	if existing.Kind != p.Kind || existing.Graph != p.Graph || !same {
-		return Operation{}, c.wrap(what, fmt.Errorf("%w: operation %s exists as %s on graph %q with other inputs",
-			ErrDuplicate, p.ID, existing.Kind, existing.Graph))
+		return Operation{}, c.wrap(what, &OperationReusedError{ID: p.ID, Kind: existing.Kind, Graph: existing.Graph,
+			Differences: requestDifferences(existing, p.Kind, p.Graph, inputs)})
 	}
 	if p.Owner == "" || existing.State == OperationDone || existing.OwnerRun == p.Owner {
 		return existing, nil
@@ -309,4 +310,47 @@ func listLimit(limit, def, most int) (int, error) {
 		return 0, invalid("limit must be between 1 and %d, got %d", most, limit)
 	}
 	return limit, nil
+}
+
+// requestDifferences names, for people, how a request (kind, graph, inputs) differs from
+// the operation recorded: the kind, the graph, and each top-level input that differs.
+func requestDifferences(recorded Operation, kind OperationKind, graph string, inputs json.RawMessage) []string {
+	var out []string
+	if kind != recorded.Kind {
+		out = append(out, fmt.Sprintf("the kind is %s, the first request's %s", kind, recorded.Kind))
+	}
+	if graph != recorded.Graph {
+		out = append(out, fmt.Sprintf("graph is %q, the first request's %q", graph, recorded.Graph))
+	}
+	var now, first map[string]json.RawMessage
+	if json.Unmarshal(inputs, &now) != nil || json.Unmarshal(recorded.Inputs, &first) != nil {
+		return append(out, "the inputs differ")
+	}
+	keys := slices.Collect(maps.Keys(now))
+	for k := range first {
+		if _, ok := now[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		a, b := canonicalJSON(now[k]), canonicalJSON(first[k])
+		if a != b {
+			out = append(out, fmt.Sprintf("%s is %s, the first request's %s", k, a, b))
+		}
+	}
+	return out
+}
+
+// canonicalJSON re-encodes a JSON value (jsonb drops the input's spacing), "none" when absent.
+func canonicalJSON(v json.RawMessage) string {
+	if len(v) == 0 {
+		return "none"
+	}
+	var x any
+	if json.Unmarshal(v, &x) != nil {
+		return string(v)
+	}
+	b, _ := json.Marshal(x)
+	return string(b)
 }

@@ -90,21 +90,35 @@ func TestOperationInsert_RepeatedWithSameContent_ReturnsTheExistingRow(t *testin
 	}
 }
 
-func TestOperationInsert_SameIDOtherContent_IsDuplicate(t *testing.T) {
+func TestOperationInsert_SameIDOtherContent_IsDuplicateNamingWhatDiffers(t *testing.T) {
 	t.Parallel()
 	c := catalogtest.Open(t)
-	p := catalog.OperationInsertParams{ID: "op-1", Kind: catalog.OpTag, Graph: "g", Inputs: json.RawMessage(`{"a": 1}`)}
+	p := catalog.OperationInsertParams{ID: "op-1", Kind: catalog.OpTag, Graph: "g", Inputs: json.RawMessage(`{"a": 1, "b": "x"}`)}
 	if _, err := c.OperationInsert(ctxFor(t), p); err != nil {
 		t.Fatalf("insert: %v", err)
 	}
-	for _, other := range []catalog.OperationInsertParams{
-		{ID: "op-1", Kind: catalog.OpTag, Graph: "g", Inputs: json.RawMessage(`{"a": 2}`)},
-		{ID: "op-1", Kind: catalog.OpMerge, Graph: "g", Inputs: json.RawMessage(`{"a": 1}`)},
-		{ID: "op-1", Kind: catalog.OpTag, Graph: "h", Inputs: json.RawMessage(`{"a": 1}`)},
+	for _, tc := range []struct {
+		other catalog.OperationInsertParams
+		// differences is what the error names as differing from op-1's request.
+		differences []string
+	}{
+		{catalog.OperationInsertParams{ID: "op-1", Kind: catalog.OpTag, Graph: "g", Inputs: json.RawMessage(`{"a": 2, "b": "x"}`)},
+			[]string{"a is 2, the first request's 1"}},
+		{catalog.OperationInsertParams{ID: "op-1", Kind: catalog.OpTag, Graph: "g", Inputs: json.RawMessage(`{"a": 1, "c": true}`)},
+			[]string{`b is none, the first request's "x"`, "c is true, the first request's none"}},
+		{catalog.OperationInsertParams{ID: "op-1", Kind: catalog.OpMerge, Graph: "g", Inputs: json.RawMessage(`{"a": 1, "b": "x"}`)},
+			[]string{"the kind is merge, the first request's tag"}},
+		{catalog.OperationInsertParams{ID: "op-1", Kind: catalog.OpTag, Graph: "h", Inputs: json.RawMessage(`{"a": 1, "b": "x"}`)},
+			[]string{`graph is "h", the first request's "g"`}},
 	} {
-		if _, err := c.OperationInsert(ctxFor(t), other); !errors.Is(err, catalog.ErrDuplicate) {
-			t.Errorf("insert %+v over op-1: err = %v, want ErrDuplicate", other, err)
+		_, err := c.OperationInsert(ctxFor(t), tc.other)
+		var reused *catalog.OperationReusedError
+		if !errors.Is(err, catalog.ErrDuplicate) || !errors.As(err, &reused) || !slices.Equal(reused.Differences, tc.differences) {
+			t.Errorf("insert %+v over op-1: err = %v, want ErrDuplicate naming %q", tc.other, err, tc.differences)
 		}
+	}
+	if op, err := c.OperationGet(ctxFor(t), catalog.OperationGetParams{ID: "op-1"}); err != nil || string(op.Kind) != "tag" || op.Graph != "g" {
+		t.Errorf("op-1 after the refused inserts: %+v, %v; want it unchanged", op, err)
 	}
 }
 
