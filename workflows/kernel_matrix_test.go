@@ -54,14 +54,21 @@ type matrixCase struct {
 	run  func(t *testing.T, r *rig, k matrixKind)
 }
 
-func TestKernel_AllOperationsMatrix(t *testing.T) {
-	// Steps time out after 2 s here, so a 5 s stall is longer than every step timeout.
-	// This test is not parallel: no other test runs while the knobs are lowered.
+// shortStepBudgets lowers the kernel's step timing for one test: steps time out after
+// 2 s, a step before any effect gives up after 10 s, a fast path hands over after 4 s.
+// The knobs are the package's, so a test that calls it must not be parallel: no other
+// test runs while they are lowered.
+func shortStepBudgets(t *testing.T) {
 	saved := []time.Duration{workflows.StepTimeout, workflows.BeforeEffectBudget, workflows.FastPathBudget}
 	workflows.StepTimeout, workflows.BeforeEffectBudget, workflows.FastPathBudget = 2*time.Second, 10*time.Second, 4*time.Second
 	t.Cleanup(func() {
 		workflows.StepTimeout, workflows.BeforeEffectBudget, workflows.FastPathBudget = saved[0], saved[1], saved[2]
 	})
+}
+
+func TestKernel_AllOperationsMatrix(t *testing.T) {
+	// A 5 s stall is longer than every step timeout here.
+	shortStepBudgets(t)
 
 	kinds := matrixKinds()
 	cases := matrixCases()
