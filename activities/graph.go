@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/graftworks/graft/client/outcome"
@@ -36,6 +37,9 @@ type InitGraphResult struct {
 	Root  string // main's root commit id
 	// Created is false when the graph was already there with our bytes.
 	Created bool
+	// ForeignKey, with outcome conflict, is a key under the graph's prefix that graft did
+	// not write for this graph (docs/format.md, *Ownership*): the init wrote nothing.
+	ForeignKey string
 }
 
 // InitGraph creates a graph: it records the operation, witnesses main's
@@ -68,6 +72,11 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 	}
 	if version != format.Version && version != format.Version2 {
 		return end(outcome.Invalid, "format %d: graft writes format 1 or 2", in.Format)
+	}
+	// Checked before the operation is recorded, so that once the prefix is cleared the
+	// same init — the same default operation id — runs again.
+	if res, err := a.checkInitPrefix(ctx, in); err != nil || res.Outcome != "" {
+		return res, err
 	}
 	fields := map[string]string{"author": in.Author}
 	if in.Format != 0 {
@@ -144,7 +153,16 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 	} else {
 		init, err = graph.InitGraph(ctx, a.Store, params)
 	}
+	var taken *graph.PrefixTakenError
 	switch {
+	case errors.As(err, &taken):
+		// An object landed under the prefix after checkInitPrefix listed it; nothing of
+		// ours was written.
+		if werr := a.moveWitness(ctx, in.Graph, res.Main, catalog.IncarnationUnpublished); werr != nil {
+			return InitGraphResult{}, werr
+		}
+		res.ForeignKey = taken.Key
+		return conflict("%v; nothing was written", taken)
 	case errors.Is(err, graph.ErrGraphExists):
 		// Nothing of ours is live: either nothing was sent, or InitGraph
 		// fenced our main ref after losing the graph record.
@@ -171,6 +189,41 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 	}
 	res.Outcome, res.Created = outcome.Done, init.Created
 	return res, nil
+}
+
+// checkInitPrefix ends an init of a graph that does not exist yet as conflict when the
+// graph's prefix holds a key graft did not write for it (graph.CheckInitPrefix), before
+// anything is recorded or written. The keys an earlier run of this operation wrote —
+// main's ref and main's tree, both named by the operation id and the time the ledger
+// recorded it — are its own. An existing graph record is left to InitGraph to judge.
+func (a *Activities) checkInitPrefix(ctx context.Context, in InitGraphInput) (InitGraphResult, error) {
+	_, _, err := graph.ReadGraphAny(ctx, a.Store, in.Graph)
+	switch {
+	case err == nil, isUnreadableObject(err):
+		return InitGraphResult{}, nil
+	case !errors.Is(err, graph.ErrGraphNotFound):
+		return InitGraphResult{}, fmt.Errorf("read graph: %w", err)
+	}
+	own := func(string) bool { return false }
+	op, err := a.Catalog.OperationGet(ctx, catalog.OperationGetParams{ID: in.OpID})
+	switch {
+	case err == nil && op.Kind == catalog.OpInitGraph && op.Graph == in.Graph:
+		tree := nativeULID(in.OpID, 0, op.CreatedAt.UTC())
+		refKey := format.BranchRefKey(in.Graph, format.NativeName(graph.DefaultBranch, tree))
+		treePrefix := format.TreePrefix(in.Graph, tree)
+		own = func(k string) bool { return k == refKey || strings.HasPrefix(k, treePrefix) }
+	case err != nil && !errors.Is(err, catalog.ErrNotFound):
+		return InitGraphResult{}, fmt.Errorf("read operation: %w", err)
+	}
+	err = graph.CheckInitPrefix(ctx, a.Store, in.Graph, own)
+	var taken *graph.PrefixTakenError
+	switch {
+	case errors.As(err, &taken):
+		return InitGraphResult{Outcome: outcome.Conflict, Message: fmt.Sprintf("%v; nothing was written", taken), ForeignKey: taken.Key}, nil
+	case err != nil:
+		return InitGraphResult{}, fmt.Errorf("check the graph's prefix: %w", err)
+	}
+	return InitGraphResult{}, nil
 }
 
 // DefaultFormat is the format version a graph is initialised in when the request does not
