@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/graftworks/graft/client/outcome"
@@ -74,7 +73,7 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 		return end(outcome.Invalid, "format %d: graft writes format 1 or 2", in.Format)
 	}
 	// Checked before the operation is recorded, so that once the prefix is cleared the
-	// same init — the same default operation id — runs again.
+	// same init — the same default operation id — runs again (docs/format.md, *Ownership*).
 	if res, err := a.checkInitPrefix(ctx, in); err != nil || res.Outcome != "" {
 		return res, err
 	}
@@ -144,7 +143,8 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 		}
 		return InitGraphResult{}, fmt.Errorf("witness main: %w", err)
 	}
-	params := graph.InitParams{Graph: in.Graph, MainTree: tree, Op: in.OpID, Time: at, Author: in.Author}
+	// checkInitPrefix checked the prefix before the operation was recorded.
+	params := graph.InitParams{Graph: in.Graph, MainTree: tree, Op: in.OpID, Time: at, Author: in.Author, PrefixChecked: true}
 	var init graph.InitResult
 	if version == format.Version2 {
 		var v2 graph.InitV2Result
@@ -153,16 +153,7 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 	} else {
 		init, err = graph.InitGraph(ctx, a.Store, params)
 	}
-	var taken *graph.PrefixTakenError
 	switch {
-	case errors.As(err, &taken):
-		// An object landed under the prefix after checkInitPrefix listed it; nothing of
-		// ours was written.
-		if werr := a.moveWitness(ctx, in.Graph, res.Main, catalog.IncarnationUnpublished); werr != nil {
-			return InitGraphResult{}, werr
-		}
-		res.ForeignKey = taken.Key
-		return conflict("%v; nothing was written", taken)
 	case errors.Is(err, graph.ErrGraphExists):
 		// Nothing of ours is live: either nothing was sent, or InitGraph
 		// fenced our main ref after losing the graph record.
@@ -192,10 +183,13 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 }
 
 // checkInitPrefix ends an init of a graph that does not exist yet as conflict when the
-// graph's prefix holds a key graft did not write for it (graph.CheckInitPrefix), before
-// anything is recorded or written. The keys an earlier run of this operation wrote —
-// main's ref and main's tree, both named by the operation id and the time the ledger
-// recorded it — are its own. An existing graph record is left to InitGraph to judge.
+// graph's prefix holds any key (graph.CheckInitPrefix), before the operation is recorded
+// or anything written, so a refused init leaves no trace and the same operation id runs
+// again once the prefix is cleared. It checks only an operation the ledger has not
+// recorded — nothing of it can be in the store yet; an attempt after that (a retried
+// step, which may find the root commit and main's ref it wrote) goes on unchecked, as
+// the first attempt's check stands for the operation. An existing graph record is left
+// to InitGraph to judge.
 func (a *Activities) checkInitPrefix(ctx context.Context, in InitGraphInput) (InitGraphResult, error) {
 	_, _, err := graph.ReadGraphAny(ctx, a.Store, in.Graph)
 	switch {
@@ -204,18 +198,14 @@ func (a *Activities) checkInitPrefix(ctx context.Context, in InitGraphInput) (In
 	case !errors.Is(err, graph.ErrGraphNotFound):
 		return InitGraphResult{}, fmt.Errorf("read graph: %w", err)
 	}
-	own := func(string) bool { return false }
-	op, err := a.Catalog.OperationGet(ctx, catalog.OperationGetParams{ID: in.OpID})
+	_, err = a.Catalog.OperationGet(ctx, catalog.OperationGetParams{ID: in.OpID})
 	switch {
-	case err == nil && op.Kind == catalog.OpInitGraph && op.Graph == in.Graph:
-		tree := nativeULID(in.OpID, 0, op.CreatedAt.UTC())
-		refKey := format.BranchRefKey(in.Graph, format.NativeName(graph.DefaultBranch, tree))
-		treePrefix := format.TreePrefix(in.Graph, tree)
-		own = func(k string) bool { return k == refKey || strings.HasPrefix(k, treePrefix) }
-	case err != nil && !errors.Is(err, catalog.ErrNotFound):
+	case err == nil:
+		return InitGraphResult{}, nil
+	case !errors.Is(err, catalog.ErrNotFound):
 		return InitGraphResult{}, fmt.Errorf("read operation: %w", err)
 	}
-	err = graph.CheckInitPrefix(ctx, a.Store, in.Graph, own)
+	err = graph.CheckInitPrefix(ctx, a.Store, in.Graph, func(string) bool { return false })
 	var taken *graph.PrefixTakenError
 	switch {
 	case errors.As(err, &taken):

@@ -28,9 +28,9 @@ type InitV2Result struct {
 // with other bytes (of either format) is ErrGraphExists; if this call got as
 // far as main's ref before losing the graph record to a different init, it
 // replaces its own ref by a fence (compare-and-swap), so the loser leaves no
-// live branch. A prefix that holds any key but the ones this init writes is a
-// *PrefixTakenError (ErrPrefixTaken), and nothing is written
-// (CheckInitPrefix).
+// live branch. Unless p.PrefixChecked, a prefix that holds any key but the
+// ones this init writes is a *PrefixTakenError (ErrPrefixTaken), and nothing
+// is written (CheckInitPrefix).
 func InitV2(ctx context.Context, s storage.Store, p InitParams) (InitV2Result, error) {
 	res, root, ref, rec, err := buildInitV2(p)
 	if err != nil {
@@ -49,8 +49,10 @@ func InitV2(ctx context.Context, s storage.Store, p InitParams) (InitV2Result, e
 	rootKey, refKey := format.CommitIDKey(p.Graph, res.Root.ID), format.BranchRefKey(p.Graph, res.MainRef.Native)
 	// A graph owns its whole prefix: it never starts on keys it did not write. The keys
 	// an interrupted run of this same init wrote are its own.
-	if err := CheckInitPrefix(ctx, s, p.Graph, func(k string) bool { return k == rootKey || k == refKey }); err != nil {
-		return InitV2Result{}, fmt.Errorf("init graph: %w", err)
+	if !p.PrefixChecked {
+		if err := CheckInitPrefix(ctx, s, p.Graph, func(k string) bool { return k == rootKey || k == refKey }); err != nil {
+			return InitV2Result{}, fmt.Errorf("init graph: %w", err)
+		}
 	}
 	if err := putOwn(ctx, s, rootKey, root, "root commit"); err != nil {
 		return InitV2Result{}, fmt.Errorf("init graph %q: %w", p.Graph, err)
