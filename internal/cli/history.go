@@ -191,11 +191,16 @@ func (a *app) verifyTableObjects(cmd *cobra.Command, r *client.Reader, graph, re
 		pr = newProgress(cmd.ErrOrStderr())
 	}
 	var mu sync.Mutex
+	var objects int64
 	v, err := r.VerifyTableObjects(cmd.Context(), graph, ref, table, func(done, total int64) {
 		mu.Lock()
 		defer mu.Unlock()
+		objects = total
 		pr.Update("verify objects", done, total)
 	})
+	if err == nil {
+		pr.Update("checked", objects, objects) // the last line, also where lines are drawn only now and then
+	}
 	pr.Finish()
 	if err != nil {
 		return a.storeRead(err, graph)
