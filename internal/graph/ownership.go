@@ -75,11 +75,12 @@ func ImportKeyOwned(graph, key string) string {
 const importHint = "import only objects outside every graph's prefix (copy the object there first)"
 
 // CheckImportKeys refuses, as a *ParamError matching ErrInvalid on field(i), the first
-// key graft owns or may come to own: one ImportKeyOwned names, or one under the prefix
-// of a graph that exists ("{p}/graph.json" present, for every prefix of the key that
-// could be a graph's). A graph's cleanup deletes what its graph wrote; an entry of
-// another graph naming such a key would outlive it. It HEADs each distinct candidate
-// graph record once, several at a time, and writes nothing.
+// key a graph owns or may come to own: one ImportKeyOwned names, or one under the
+// prefix of a graph that exists ("{p}/graph.json" present, for every prefix of the key
+// that could be a graph's). A graph owns its prefix and its cleanup reclaims what it
+// wrote there; an entry of another graph naming such a key could outlive the object.
+// It HEADs each distinct candidate graph record once, several at a time, and writes
+// nothing.
 func CheckImportKeys(ctx context.Context, s storage.Store, graph string, keys []string, field func(i int) string) error {
 	var records []string
 	for i, k := range keys {
@@ -116,7 +117,7 @@ func CheckImportKeys(ctx context.Context, s storage.Store, graph string, keys []
 	for i, k := range keys {
 		for _, p := range format.GraphPrefixesOf(k) {
 			if j, ok := slices.BinarySearch(records, p+"graph.json"); ok && exists[j] {
-				return invalidf(field(i), "%s is under the prefix %s of a graph (%sgraph.json exists); its cleanup may delete it; %s",
+				return invalidf(field(i), "%s is under the prefix %s of a graph (%sgraph.json exists), which owns every key there; %s",
 					k, p, p, importHint)
 			}
 		}
