@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,6 +55,42 @@ type treeMarkV2 struct {
 	liveHeads map[ulid.ULID]format.CommitID
 	// pinnedSeq is, per tree, the lowest seq of a commit an operation pins.
 	pinnedSeq map[ulid.ULID]int64
+	// origin tells keys the graph's own from keys older than the graph.
+	origin graphOrigin
+}
+
+// graphOrigin is what a format-2 mark reads of the graph record to tell the keys graft
+// wrote for the graph from keys that only look like them (docs/format.md, *Ownership*):
+// cleanup deletes a key only when its shape is one graft writes, the graph's records do
+// not keep it, and nothing shows it is older than the graph.
+type graphOrigin struct{ created time.Time }
+
+// originULIDSkew is how far before the graph record's creation a ULID graft minted for
+// the graph may name a time: ULIDs are minted on the writer's clock, not the ledger's.
+const originULIDSkew = time.Hour
+
+// readOrigin reads the graph record's creation time.
+func readOrigin(ctx context.Context, s storage.Store, graphName string) (graphOrigin, error) {
+	rec, _, err := graph.ReadGraphAny(ctx, s, graphName)
+	if err != nil {
+		return graphOrigin{}, fmt.Errorf("read graph record: %w", err)
+	}
+	return graphOrigin{created: rec.CreatedAt}, nil
+}
+
+// predates reports a key graft cannot have written for the graph: the store last
+// modified it before the graph record was created (to the whole second, the coarsest
+// time a store gives), or its ULID names a time more than originULIDSkew before that.
+// Such a key is left alone, whatever its shape, and counted as unknown. It only ever
+// turns a deletion into a key left alone, never a key kept into one deleted.
+func (o graphOrigin) predates(modified time.Time, id ulid.ULID) bool {
+	if o.created.IsZero() {
+		return false
+	}
+	if !modified.IsZero() && modified.Before(o.created.Truncate(time.Second)) {
+		return true
+	}
+	return id != (ulid.ULID{}) && ulid.Time(id.Time()).Before(o.created.Add(-originULIDSkew))
 }
 
 // readV2 reads the commits at keys not read yet, several at a time, through the graph
@@ -135,6 +172,9 @@ func (m *treeMark) runV2(ctx context.Context) error {
 		return err
 	}
 	m.v2 = &treeMarkV2{g: g, commits: map[string]*graph.Commit{}}
+	if m.v2.origin, err = readOrigin(ctx, m.s, m.in.Graph); err != nil {
+		return err
+	}
 	pins, err := m.cat.PinsList(ctx, catalog.PinsListParams{Graph: m.in.Graph, RunID: m.in.RunID})
 	if err != nil {
 		return fmt.Errorf("list pins: %w", err)
@@ -207,6 +247,16 @@ func (m *treeMark) decideTreesV2(ctx context.Context) ([]catalog.Condemned, erro
 		}
 		classes[t], reasons[t] = classifyTree(f)
 	}
+	// A tree no ref names and the ledger never witnessed is accounted for by nothing of
+	// the graph's; one that is older than the graph is not the graph's at all: neither
+	// fenced nor condemned.
+	trees = slices.DeleteFunc(trees, func(t ulid.ULID) bool {
+		if classes[t] != treeNeedsFence || m.witnesses[t.String()] != nil || !m.v2.foreignTree(t, m.trees[t]) {
+			return false
+		}
+		m.res.Kept.Unknown += int64(len(m.trees[t]))
+		return true
+	})
 
 	// Pass 1: fences.
 	fenceTried := map[ulid.ULID]bool{}
@@ -361,6 +411,19 @@ func (m *treeMark) decideTreesV2(ctx context.Context) ([]catalog.Condemned, erro
 		return nil, err
 	}
 	return candidates, nil
+}
+
+// foreignTree reports a tree whose id, or one of whose commit keys, predates the graph.
+func (v *treeMarkV2) foreignTree(t ulid.ULID, cs []treeCommit) bool {
+	if v.origin.predates(time.Time{}, t) {
+		return true
+	}
+	for _, c := range cs {
+		if v.origin.predates(c.Modified, ulid.ULID{}) {
+			return true
+		}
+	}
+	return false
 }
 
 // chainDecisions walks a live tree's chain from its head by first parents and decides
@@ -599,6 +662,8 @@ func (m *treeMark) retainV2(ctx context.Context) error {
 			m.res.Kept.Referenced++
 		case o.LastModified.After(young):
 			m.res.Kept.Guard++
+		case m.v2.origin.predates(o.LastModified, ulid.ULID{}):
+			m.res.Kept.Unknown++
 		default:
 			batch = append(batch, catalog.Condemned{Key: o.Key, Kind: catalog.ObjectData, Size: o.Size})
 			if len(batch) >= condemnChunk {
@@ -629,6 +694,10 @@ func markTableV2(ctx context.Context, cat *catalog.Catalog, s storage.Store, in 
 			return res, fmt.Errorf("list pins: %w", err)
 		}
 		pins = newPinSet(list)
+	}
+	origin, err := readOrigin(ctx, s, in.Graph)
+	if err != nil {
+		return res, err
 	}
 	young := in.Now.Add(-in.GuardWindow)
 	retained := make(map[string]bool, len(in.Retained))
@@ -677,6 +746,8 @@ func markTableV2(ctx context.Context, cat *catalog.Catalog, s storage.Store, in 
 		case o.LastModified.After(young):
 			res.Kept.Guard++
 			keptVersions = append(keptVersions, ulid.MustParse(id))
+		case origin.predates(o.LastModified, ulid.MustParse(id)):
+			res.Kept.Unknown++
 		default:
 			batch = append(batch, catalog.Condemned{Key: o.Key, Kind: catalog.ObjectTableVersion, Size: o.Size})
 		}
@@ -757,6 +828,8 @@ func markTableV2(ctx context.Context, cat *catalog.Catalog, s storage.Store, in 
 			res.Kept.Referenced++
 		case o.LastModified.After(young):
 			res.Kept.Guard++
+		case origin.predates(o.LastModified, ulid.ULID{}):
+			res.Kept.Unknown++
 		default:
 			batch = append(batch, catalog.Condemned{Key: o.Key, Kind: catalog.ObjectData, Size: o.Size})
 		}
@@ -774,7 +847,7 @@ func markTableV2(ctx context.Context, cat *catalog.Catalog, s storage.Store, in 
 	objectCounted := func(catalog.Condemned) { res.Condemned.Objects++ }
 	err = storage.ListAll(ctx, s, oprefix, func(o storage.ObjectInfo) error {
 		tick()
-		_, ok := parseObjectKey(oprefix, o.Key)
+		id, ok := parseObjectKey(oprefix, o.Key)
 		switch {
 		case !ok:
 			res.Kept.Unknown++
@@ -784,6 +857,8 @@ func markTableV2(ctx context.Context, cat *catalog.Catalog, s storage.Store, in 
 			res.Kept.Referenced++
 		case o.LastModified.After(young):
 			res.Kept.Guard++
+		case origin.predates(o.LastModified, ulid.MustParse(id)):
+			res.Kept.Unknown++
 		default:
 			batch = append(batch, catalog.Condemned{Key: o.Key, Kind: catalog.ObjectData, Size: o.Size})
 			if len(batch) >= condemnChunk {
@@ -821,10 +896,20 @@ func (a *Activities) CleanupUploads(ctx context.Context, in CleanupUploadsInput)
 		return res, fmt.Errorf("list pins: %w", err)
 	}
 	pins := newPinSet(list)
+	origin, err := readOrigin(ctx, a.Store, in.Graph)
+	if err != nil {
+		return res, err
+	}
 	var garbage []graph.IncompleteUpload
 	for _, u := range ups {
 		if pins.pinned(u.Key) {
 			res.Pinned++
+			continue
+		}
+		// An upload started before the graph existed, or of a key older than it, is not
+		// the graph's: left alone.
+		id, _ := format.ParseULID(u.Key[strings.LastIndexByte(u.Key, '/')+1:])
+		if origin.predates(u.Initiated, id) {
 			continue
 		}
 		garbage = append(garbage, u)

@@ -36,6 +36,9 @@ type InitGraphResult struct {
 	Root  string // main's root commit id
 	// Created is false when the graph was already there with our bytes.
 	Created bool
+	// ForeignKey, with outcome conflict, is a key under the graph's prefix that graft did
+	// not write for this graph (docs/format.md, *Ownership*): the init wrote nothing.
+	ForeignKey string
 }
 
 // InitGraph creates a graph: it records the operation, witnesses main's
@@ -68,6 +71,11 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 	}
 	if version != format.Version && version != format.Version2 {
 		return end(outcome.Invalid, "format %d: graft writes format 1 or 2", in.Format)
+	}
+	// Checked before the operation is recorded, so that once the prefix is cleared the
+	// same init — the same default operation id — runs again (docs/format.md, *Ownership*).
+	if res, err := a.checkInitPrefix(ctx, in); err != nil || res.Outcome != "" {
+		return res, err
 	}
 	fields := map[string]string{"author": in.Author}
 	if in.Format != 0 {
@@ -135,7 +143,8 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 		}
 		return InitGraphResult{}, fmt.Errorf("witness main: %w", err)
 	}
-	params := graph.InitParams{Graph: in.Graph, MainTree: tree, Op: in.OpID, Time: at, Author: in.Author}
+	// checkInitPrefix checked the prefix before the operation was recorded.
+	params := graph.InitParams{Graph: in.Graph, MainTree: tree, Op: in.OpID, Time: at, Author: in.Author, PrefixChecked: true}
 	var init graph.InitResult
 	if version == format.Version2 {
 		var v2 graph.InitV2Result
@@ -171,6 +180,40 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 	}
 	res.Outcome, res.Created = outcome.Done, init.Created
 	return res, nil
+}
+
+// checkInitPrefix ends an init of a graph that does not exist yet as conflict when the
+// graph's prefix holds any key (graph.CheckInitPrefix), before the operation is recorded
+// or anything written, so a refused init leaves no trace and the same operation id runs
+// again once the prefix is cleared. It checks only an operation the ledger has not
+// recorded — nothing of it can be in the store yet; an attempt after that (a retried
+// step, which may find the root commit and main's ref it wrote) goes on unchecked, as
+// the first attempt's check stands for the operation. An existing graph record is left
+// to InitGraph to judge.
+func (a *Activities) checkInitPrefix(ctx context.Context, in InitGraphInput) (InitGraphResult, error) {
+	_, _, err := graph.ReadGraphAny(ctx, a.Store, in.Graph)
+	switch {
+	case err == nil, isUnreadableObject(err):
+		return InitGraphResult{}, nil
+	case !errors.Is(err, graph.ErrGraphNotFound):
+		return InitGraphResult{}, fmt.Errorf("read graph: %w", err)
+	}
+	_, err = a.Catalog.OperationGet(ctx, catalog.OperationGetParams{ID: in.OpID})
+	switch {
+	case err == nil:
+		return InitGraphResult{}, nil
+	case !errors.Is(err, catalog.ErrNotFound):
+		return InitGraphResult{}, fmt.Errorf("read operation: %w", err)
+	}
+	err = graph.CheckInitPrefix(ctx, a.Store, in.Graph, func(string) bool { return false })
+	var taken *graph.PrefixTakenError
+	switch {
+	case errors.As(err, &taken):
+		return InitGraphResult{Outcome: outcome.Conflict, Message: fmt.Sprintf("%v; nothing was written", taken), ForeignKey: taken.Key}, nil
+	case err != nil:
+		return InitGraphResult{}, fmt.Errorf("check the graph's prefix: %w", err)
+	}
+	return InitGraphResult{}, nil
 }
 
 // DefaultFormat is the format version a graph is initialised in when the request does not

@@ -96,6 +96,14 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 	if err := in.Edit.check(); err != nil {
 		return end(outcome.Invalid, "%v", err)
 	}
+	// A key a graph owns or may come to own is never imported (docs/format.md, *Ownership*),
+	// whichever client started the write: its shape is checked here, a graph at its prefix
+	// once the graph's format is known.
+	for i, im := range in.Edit.Imports {
+		if why := graph.ImportKeyOwned(in.Graph, im.Key); why != "" {
+			return end(outcome.Invalid, "imports[%d]: %s is %s; import only objects outside every graph's prefix", i, im.Key, why)
+		}
+	}
 	objs, st, stagedOut, stagedMsg, err := a.writeObjects(ctx, in.Graph, in.Table, in.OpID, in.Objects, in.Edit)
 	if err != nil {
 		return PrepareWriteResult{}, err
@@ -146,6 +154,19 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 		}
 		if !in.Edit.empty() {
 			return stop(outcome.Invalid, "graph %q is format 1: appending to, removing from, importing into and staging a table need a format-2 graph", in.Graph)
+		}
+	}
+	if len(in.Edit.Imports) > 0 {
+		keys := make([]string, len(in.Edit.Imports))
+		for i, im := range in.Edit.Imports {
+			keys[i] = im.Key
+		}
+		err := graph.CheckImportKeys(ctx, a.Store, in.Graph, keys, func(i int) string { return fmt.Sprintf("imports[%d]", i) })
+		switch {
+		case errors.Is(err, graph.ErrInvalid):
+			return stop(outcome.Invalid, "%v", err)
+		case err != nil:
+			return PrepareWriteResult{}, fmt.Errorf("check imports: %w", err)
 		}
 	}
 	if stagedOut != "" {

@@ -279,23 +279,28 @@ type TableListing struct {
 // TableObjects lists the data objects of table as of ref, with their URIs
 // when Locator is set: three GETs after resolving the ref.
 func (r *Reader) TableObjects(ctx context.Context, graphName string, ref Ref, table string) (TableListing, error) {
+	l, _, err := r.tableObjects(ctx, graphName, ref, table)
+	return l, err
+}
+
+func (r *Reader) tableObjects(ctx context.Context, graphName string, ref Ref, table string) (TableListing, []graph.ObjectRef, error) {
 	if err := invalid("", format.ValidateTableName(table)); err != nil {
-		return TableListing{}, err
+		return TableListing{}, nil, err
 	}
 	if _, err := r.Graph(ctx, graphName); err != nil {
-		return TableListing{}, err
+		return TableListing{}, nil, err
 	}
 	c, err := r.resolve(ctx, graphName, ref)
 	if err != nil {
-		return TableListing{}, err
+		return TableListing{}, nil, err
 	}
 	version, ok := c.commit.Pins[table]
 	if !ok {
-		return TableListing{}, outcome.Errorf(outcome.NotFound, "", "commit %s (%s) does not pin table %q", c.ref.Commit, ref, table)
+		return TableListing{}, nil, outcome.Errorf(outcome.NotFound, "", "commit %s (%s) does not pin table %q", c.ref.Commit, ref, table)
 	}
 	objs, err := graph.ListTableObjects(ctx, r.store, graphName, c.ref.Commit, table)
 	if err != nil {
-		return TableListing{}, readError(err, graphName, "")
+		return TableListing{}, nil, readError(err, graphName, "")
 	}
 	l := TableListing{Graph: graphName, Ref: c.ref, Table: table, Version: version.String(), Objects: make([]TableObject, len(objs))}
 	for i, o := range objs {
@@ -305,5 +310,61 @@ func (r *Reader) TableObjects(ctx context.Context, graphName string, ref Ref, ta
 		}
 		l.Bytes += o.Size
 	}
-	return l, nil
+	return l, objs, nil
+}
+
+// TableVerification is what VerifyTableObjects found: every object of a table's version
+// as of a ref, HEADed.
+type TableVerification struct {
+	Graph   string      `json:"graph"`
+	Ref     ResolvedRef `json:"ref"`
+	Table   string      `json:"table"`
+	Version string      `json:"version"`
+	// Objects is how many objects the version names; Verified how many are there as
+	// their entries say.
+	Objects  int `json:"objects"`
+	Verified int `json:"verified"`
+	// Missing are the objects whose keys hold nothing; Changed, the objects whose size
+	// (or, for an object imported by reference, ETag) differs from the entry's.
+	Missing []TableObject   `json:"missing"`
+	Changed []ChangedObject `json:"changed"`
+}
+
+// ChangedObject is an object that is there but not as its entry says.
+type ChangedObject struct {
+	TableObject
+	Reason string `json:"reason"`
+}
+
+// VerifyTableObjects lists the objects of table as of ref, as TableObjects does, then
+// HEADs every one of them (8 at a time) to check it is there with the size its entry
+// records — how an operator notices that an object a branch names is gone. It costs one
+// request per object; TableObjects sends none. progress, when set, is called with the
+// objects checked so far and their total, from several goroutines. Missing or changed
+// objects are in the result, not an error.
+func (r *Reader) VerifyTableObjects(ctx context.Context, graphName string, ref Ref, table string, progress func(done, total int64)) (TableVerification, error) {
+	l, objs, err := r.tableObjects(ctx, graphName, ref, table)
+	if err != nil {
+		return TableVerification{}, err
+	}
+	var each func(int64)
+	if progress != nil {
+		total := int64(len(objs))
+		progress(0, total)
+		each = func(done int64) { progress(done, total) }
+	}
+	problems, err := graph.VerifyObjects(ctx, r.store, objs, each)
+	if err != nil {
+		return TableVerification{}, fmt.Errorf("verify objects of table %s: %w", table, err)
+	}
+	v := TableVerification{Graph: l.Graph, Ref: l.Ref, Table: l.Table, Version: l.Version, Objects: len(objs),
+		Verified: len(objs) - len(problems), Missing: []TableObject{}, Changed: []ChangedObject{}}
+	for _, p := range problems {
+		if p.Missing {
+			v.Missing = append(v.Missing, l.Objects[p.Index])
+		} else {
+			v.Changed = append(v.Changed, ChangedObject{TableObject: l.Objects[p.Index], Reason: p.Reason})
+		}
+	}
+	return v, nil
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -305,8 +304,8 @@ func checkWriteRequest(req WriteTableRequest) error {
 		if err := storage.ValidateKey(k); err != nil {
 			return invalid("import %q: %v", k, err)
 		}
-		if strings.HasPrefix(k, format.GraphPrefix(req.Graph)) {
-			return invalid("import %q: the key is under the graph's own prefix; only objects graft did not write are imported", k)
+		if why := graph.ImportKeyOwned(req.Graph, k); why != "" {
+			return invalid("import %q: the key is %s; import only objects outside every graph's prefix (docs/format.md, Ownership)", k, why)
 		}
 	}
 	for _, f := range req.Files {

@@ -38,6 +38,9 @@ type InitGraphResult struct {
 	Root    string `json:"root,omitempty"`
 	Created bool   `json:"created"`
 	Message string `json:"message,omitempty"`
+	// ForeignKey, with outcome conflict, names a key under the graph's prefix that graft
+	// did not write for this graph (docs/format.md, *Ownership*); nothing was written.
+	ForeignKey string `json:"foreign_key,omitempty"`
 }
 
 func (r *InitGraphResult) setEnd(out outcome.Outcome, msg string) { r.Outcome, r.Message = out, msg }
@@ -65,7 +68,7 @@ func InitGraph(ctx workflow.Context, in InitGraphInput) (InitGraphResult, error)
 			return ending{}, fmt.Errorf("init graph: %w", err)
 		}
 		r.foreign = !init.Owned
-		res.Main, res.Root, res.Created = init.Main, init.Root, init.Created
+		res.Main, res.Root, res.Created, res.ForeignKey = init.Main, init.Root, init.Created, init.ForeignKey
 		return end(init.Outcome, init.Message)
 	}
 	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {

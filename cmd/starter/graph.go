@@ -26,7 +26,11 @@ func (a *app) graphInitCommand() *cobra.Command {
 		Short: "Create a graph: main's root commit, main's ref and the graph record",
 		Long: `init starts graft.InitGraph and waits for it. Repeating an init of the same
 graph with the same operation is idempotent and reports the graph as already
-there (exit 0); a graph created by another operation is a conflict (exit 5).`,
+there (exit 0); a graph created by another operation is a conflict (exit 5).
+A graph owns its whole prefix GRAPH/ (docs/format.md, "Ownership"): a prefix
+that already holds objects graft did not write for this graph — another tool's
+files, another deployment's graph — is a conflict too (exit 5) naming one of
+them, and nothing is written or recorded.`,
 		Args: exactArgs("GRAPH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Graph = args[0]
@@ -42,6 +46,10 @@ there (exit 0); a graph created by another operation is a conflict (exit 5).`,
 				return err
 			}
 			res, err := c.InitGraph(cmd.Context(), req)
+			if o, ok := outcome.Of(err); ok && o == outcome.Conflict && res.ForeignKey != "" {
+				return withNext(err, "a graph owns its whole prefix %s/: move the objects there that graft did not write (such as %s) elsewhere, then run the init again; or init a graph of another name",
+					req.Graph, res.ForeignKey)
+			}
 			if o, ok := outcome.Of(err); ok && o == outcome.Conflict {
 				return withNext(err, "graph %s already exists; `graft branch list %s` shows its branches", req.Graph, req.Graph)
 			}

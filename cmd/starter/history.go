@@ -5,12 +5,14 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/client/outcome"
 )
 
 // Reading what happened, in the manner of git log and lakectl: log, diff,
@@ -126,6 +128,7 @@ table), removed (only FROM does) and changed (they pin different versions).
 }
 
 func (a *app) tableObjectsCommand() *cobra.Command {
+	var verify bool
 	cmd := &cobra.Command{
 		Use:   "objects GRAPH REF TABLE",
 		Short: "List the data objects of a table as of a commit, branch or tag, with the URIs engines read them at",
@@ -135,7 +138,13 @@ local one), so DuckDB, Spark or pandas can read exactly that version:
 
   duckdb -c "SELECT count(*) FROM read_csv([$(graft table objects demo main people | sed "s/.*/'&'/" | paste -sd,)])"
 
--o json adds each object's key, size and SHA-256.
+-o json adds each object's key, size and SHA-256. The listing reads the
+version only; it does not check that the objects are there.
+
+--verify HEADs every object as well (one request each, progress on stderr)
+and reports how many are there as their entries say. Objects that are gone
+exit not_found (6) and changed ones conflict (5), naming them: how to notice
+that a branch names an object that was deleted.
 
 ` + refHelp,
 		Args: exactArgs("GRAPH", "REF", "TABLE"),
@@ -150,6 +159,9 @@ local one), so DuckDB, Spark or pandas can read exactly that version:
 			}
 			r := client.NewReader(store)
 			r.Locator = a.locator()
+			if verify {
+				return a.verifyTableObjects(cmd, r, graph, args[1], args[2])
+			}
 			l, err := r.TableObjects(cmd.Context(), graph, args[1], args[2])
 			if err != nil {
 				return a.storeRead(err, graph)
@@ -164,7 +176,60 @@ local one), so DuckDB, Spark or pandas can read exactly that version:
 			})
 		},
 	}
+	cmd.Flags().BoolVar(&verify, "verify", false, "HEAD every object and report the missing or changed ones (one request per object)")
 	return cmd
+}
+
+// verifyListMax bounds the keys a failed verification names in its message.
+const verifyListMax = 10
+
+// verifyTableObjects runs table objects --verify: the verification on stdout, or an
+// error naming what is missing (not_found) or changed (conflict).
+func (a *app) verifyTableObjects(cmd *cobra.Command, r *client.Reader, graph, ref, table string) error {
+	var pr progressReporter = noProgress{}
+	if a.cfg.Output == outputText {
+		pr = newProgress(cmd.ErrOrStderr())
+	}
+	var mu sync.Mutex
+	var objects int64
+	v, err := r.VerifyTableObjects(cmd.Context(), graph, ref, table, func(done, total int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		objects = total
+		pr.Update("verify objects", done, total)
+	})
+	if err == nil {
+		pr.Update("checked", objects, objects) // the last line, also where lines are drawn only now and then
+	}
+	pr.Finish()
+	if err != nil {
+		return a.storeRead(err, graph)
+	}
+	name := func(n int, key func(int) string) string {
+		keys := make([]string, 0, verifyListMax)
+		for i := 0; i < n && i < verifyListMax; i++ {
+			keys = append(keys, key(i))
+		}
+		if n > verifyListMax {
+			keys = append(keys, fmt.Sprintf("and %d more", n-verifyListMax))
+		}
+		return strings.Join(keys, ", ")
+	}
+	at := fmt.Sprintf("table %s at %s (commit %s, version %s)", v.Table, v.Ref.Ref, v.Ref.Commit, v.Version)
+	switch {
+	case len(v.Missing) > 0:
+		err := outcome.Errorf(outcome.NotFound, "", "%d of %d objects of %s are missing: %s", len(v.Missing), v.Objects, at,
+			name(len(v.Missing), func(i int) string { return v.Missing[i].Key }))
+		return withNext(err, "the store no longer holds objects this version names: put them back at the same keys from a backup, or write the table again")
+	case len(v.Changed) > 0:
+		err := outcome.Errorf(outcome.Conflict, "", "%d of %d objects of %s differ from their entries: %s", len(v.Changed), v.Objects, at,
+			name(len(v.Changed), func(i int) string { return v.Changed[i].Key + " (" + v.Changed[i].Reason + ")" }))
+		return withNext(err, "something rewrote these keys after they were written or imported; write the table again from the data you trust")
+	}
+	return a.emit(cmd, v, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "verified %d of %d objects of %s: all there\n", v.Verified, v.Objects, at)
+		return err
+	})
 }
 
 // locator turns a store key into the URI an engine reads it at.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"regexp"
 	"strings"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/graftworks/graft/internal/catalog/catalogtest"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/testenv"
+	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/storage/localfs"
 	"github.com/graftworks/graft/worker"
@@ -34,13 +36,20 @@ type inProcess struct {
 
 func newInProcess(t *testing.T) *inProcess {
 	t.Helper()
-	ts := testenv.Temporal(t)
-	cat := catalogtest.Open(t)
 	dir := t.TempDir()
 	inner, err := localfs.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newInProcessOn(t, inner, map[string]string{"GRAFT_STORE_DIR": dir})
+}
+
+// newInProcessOn is newInProcess on the store inner, which storeEnv points the
+// commands at.
+func newInProcessOn(t *testing.T, inner storage.Store, storeEnv map[string]string) *inProcess {
+	t.Helper()
+	ts := testenv.Temporal(t)
+	cat := catalogtest.Open(t)
 	store := faults.Wrap(inner)
 	queue := fmt.Sprintf("graft-cli-%d", time.Now().UnixNano())
 	quiet := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -55,10 +64,12 @@ func newInProcess(t *testing.T) *inProcess {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	return &inProcess{store: store, env: map[string]string{
+	env := map[string]string{
 		"GRAFT_TEMPORAL_ADDRESS": ts.HostPort, "GRAFT_NAMESPACE": ts.Namespace, "GRAFT_TASK_QUEUE": queue,
-		"GRAFT_STORE_DIR": dir, "DATABASE_URL": catalogtest.DatabaseURL(), "GRAFT_DB_SCHEMA": cat.Schema(),
-	}}
+		"DATABASE_URL": catalogtest.DatabaseURL(), "GRAFT_DB_SCHEMA": cat.Schema(),
+	}
+	maps.Copy(env, storeEnv)
+	return &inProcess{store: store, env: env}
 }
 
 func (p *inProcess) run(t *testing.T, args ...string) result {

@@ -45,7 +45,9 @@ of --part-size parts; --append adds the files to the version BRANCH's head
 pins instead of replacing it; --remove NAME drops an entry from that version
 (repeatable); --import KEY registers an object already in the store by key,
 without copying it (repeatable; its size and ETag come from a HEAD, and
-cleanup never deletes it). FILE may be omitted when --import or --remove is
+cleanup never deletes it). A key a graph owns or may come to own — under any
+graph's prefix, or shaped like a key graft writes — is invalid (exit 2,
+docs/format.md "Ownership"). FILE may be omitted when --import or --remove is
 given.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) >= 3 && (len(req.Import) > 0 || len(req.Remove) > 0) {

@@ -34,6 +34,9 @@ type InitParams struct {
 	Time time.Time
 	// Author is the root commit's author. Defaults to "graft".
 	Author string
+	// PrefixChecked says the caller checked the graph's prefix already
+	// (CheckInitPrefix), so InitV2 does not list it again. Defaults to false.
+	PrefixChecked bool
 }
 
 // InitResult is what InitGraph wrote (or found already written by an

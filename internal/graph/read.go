@@ -325,6 +325,8 @@ type ObjectRef struct {
 	Key    string
 	Size   int64
 	SHA256 string // lower-case hex
+	// ETag is an external entry's ETag when it was imported; "" for graft's objects.
+	ETag string
 }
 
 // ListTableObjects returns the data objects of table as of commit: two GETs
@@ -374,7 +376,7 @@ func listTableObjectsV2(ctx context.Context, s storage.Store, graph string, id f
 	}
 	var refs []ObjectRef
 	err = g.EachEntry(ctx, v, func(e format.ManifestEntry) error {
-		refs = append(refs, ObjectRef{ID: e.Object, Key: ObjectKeyOf(graph, table, e), Size: e.Size, SHA256: e.SHA256})
+		refs = append(refs, ObjectRef{ID: e.Object, Key: ObjectKeyOf(graph, table, e), Size: e.Size, SHA256: e.SHA256, ETag: e.ETag})
 		return nil
 	})
 	if err != nil {

@@ -28,7 +28,9 @@ type InitV2Result struct {
 // with other bytes (of either format) is ErrGraphExists; if this call got as
 // far as main's ref before losing the graph record to a different init, it
 // replaces its own ref by a fence (compare-and-swap), so the loser leaves no
-// live branch.
+// live branch. Unless p.PrefixChecked, a prefix that holds any key but the
+// ones this init writes is a *PrefixTakenError (ErrPrefixTaken), and nothing
+// is written (CheckInitPrefix).
 func InitV2(ctx context.Context, s storage.Store, p InitParams) (InitV2Result, error) {
 	res, root, ref, rec, err := buildInitV2(p)
 	if err != nil {
@@ -44,10 +46,17 @@ func InitV2(ctx context.Context, s storage.Store, p InitParams) (InitV2Result, e
 	case !errors.Is(err, storage.ErrNotFound):
 		return InitV2Result{}, fmt.Errorf("init graph %q: read graph record: %w", p.Graph, err)
 	}
-	if err := putOwn(ctx, s, format.CommitIDKey(p.Graph, res.Root.ID), root, "root commit"); err != nil {
+	rootKey, refKey := format.CommitIDKey(p.Graph, res.Root.ID), format.BranchRefKey(p.Graph, res.MainRef.Native)
+	// A graph owns its whole prefix: it never starts on keys it did not write. The keys
+	// an interrupted run of this same init wrote are its own.
+	if !p.PrefixChecked {
+		if err := CheckInitPrefix(ctx, s, p.Graph, func(k string) bool { return k == rootKey || k == refKey }); err != nil {
+			return InitV2Result{}, fmt.Errorf("init graph: %w", err)
+		}
+	}
+	if err := putOwn(ctx, s, rootKey, root, "root commit"); err != nil {
 		return InitV2Result{}, fmt.Errorf("init graph %q: %w", p.Graph, err)
 	}
-	refKey := format.BranchRefKey(p.Graph, res.MainRef.Native)
 	if err := putOwn(ctx, s, refKey, ref, "main ref"); err != nil {
 		return InitV2Result{}, fmt.Errorf("init graph %q: %w", p.Graph, err)
 	}

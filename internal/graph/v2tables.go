@@ -290,7 +290,8 @@ var ErrExternalChanged = errors.New("graph: external object changed since it was
 
 // ImportRef names an existing object of the store to register by reference.
 type ImportRef struct {
-	// Key is the object's key in the store; never under the graph's prefix.
+	// Key is the object's key in the store; never one a graph owns or may come
+	// to own (CheckImportKeys).
 	Key string
 	// Name is the entry's name in the table. Defaults to Key.
 	Name string
@@ -303,8 +304,8 @@ const importConcurrency = 8
 // external entries to put in a version: size and ETag as the store reports
 // them, nothing copied. Graft never writes or deletes an external object;
 // cleanup leaves it alone (the entry marks it), and readers can check it is
-// unchanged (CheckExternal). A missing object is ErrNotFound; a key under the
-// graph's own prefix is invalid (graft's objects are not imported).
+// unchanged (CheckExternal). A missing object is ErrNotFound; a key a graph owns
+// or may come to own is invalid (CheckImportKeys), before any object is read.
 func ImportEntries(ctx context.Context, s storage.Store, graph string, refs []ImportRef) ([]format.ManifestEntry, error) {
 	if err := format.ValidateGraphName(graph); err != nil {
 		return nil, invalid("Graph", err)
@@ -314,9 +315,6 @@ func ImportEntries(ctx context.Context, s storage.Store, graph string, refs []Im
 		field := fmt.Sprintf("Refs[%d]", i)
 		if err := storage.ValidateKey(r.Key); err != nil {
 			return nil, invalid(field+".Key", err)
-		}
-		if strings.HasPrefix(r.Key, format.GraphPrefix(graph)) {
-			return nil, invalidf(field+".Key", "%s is under the graph's own prefix", r.Key)
 		}
 		name := r.Name
 		if name == "" {
@@ -329,6 +327,13 @@ func ImportEntries(ctx context.Context, s storage.Store, graph string, refs []Im
 			return nil, invalid(field+".Key", err)
 		}
 		out[i] = format.ManifestEntry{Name: name, External: r.Key}
+	}
+	keys := make([]string, len(refs))
+	for i, r := range refs {
+		keys[i] = r.Key
+	}
+	if err := CheckImportKeys(ctx, s, graph, keys, func(i int) string { return fmt.Sprintf("Refs[%d].Key", i) }); err != nil {
+		return nil, err
 	}
 	errs := make([]error, len(refs))
 	sem := make(chan struct{}, importConcurrency)

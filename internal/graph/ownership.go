@@ -1,0 +1,126 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/storage"
+)
+
+// A graph owns its whole prefix, and only its prefix (docs/format.md, *Ownership*):
+// init refuses a prefix that holds anything graft did not write for the graph, and an
+// import refuses a key that a graph owns or may come to own.
+
+// ErrPrefixTaken reports an init whose graph's prefix already holds an object graft
+// did not write for that graph; nothing was written. See PrefixTakenError.
+var ErrPrefixTaken = errors.New("graph: the graph's prefix holds objects graft did not write for it")
+
+// PrefixTakenError names one object under the prefix of a graph being initialised that
+// graft did not write for it. It matches ErrPrefixTaken.
+type PrefixTakenError struct {
+	Graph, Key string
+}
+
+func (e *PrefixTakenError) Error() string {
+	return fmt.Sprintf("graph %q: its prefix %s already holds %s, which graft did not write for this graph",
+		e.Graph, format.GraphPrefix(e.Graph), e.Key)
+}
+
+// Is matches ErrPrefixTaken.
+func (e *PrefixTakenError) Is(target error) bool { return target == ErrPrefixTaken }
+
+// CheckInitPrefix lists the prefix of a graph about to be initialised and returns a
+// *PrefixTakenError naming the first key there that own does not accept: a graph owns
+// its whole prefix, so it never starts on objects another graph or tool wrote. own
+// accepts the keys an earlier, interrupted run of the same init wrote. It reads at
+// most a page of a few keys unless own accepts them all.
+func CheckInitPrefix(ctx context.Context, s storage.Store, graph string, own func(key string) bool) error {
+	opts := storage.ListOptions{Prefix: format.GraphPrefix(graph), Limit: 4}
+	for {
+		page, err := s.List(ctx, opts)
+		if err != nil {
+			return fmt.Errorf("list prefix %s: %w", opts.Prefix, err)
+		}
+		for _, o := range page.Objects {
+			if !own(o.Key) {
+				return &PrefixTakenError{Graph: graph, Key: o.Key}
+			}
+		}
+		if !page.Truncated || len(page.Objects) == 0 {
+			return nil
+		}
+		opts.StartAfter = page.Objects[len(page.Objects)-1].Key
+	}
+}
+
+// ImportKeyOwned says why key must not be imported by reference into graph, without
+// reading the store — "under the graph's own prefix", or "shaped like a key graft
+// writes …" (format.GraftShaped) — or "" when neither.
+func ImportKeyOwned(graph, key string) string {
+	if strings.HasPrefix(key, format.GraphPrefix(graph)) {
+		return "under the graph's own prefix"
+	}
+	if shape, ok := format.GraftShaped(key); ok {
+		return fmt.Sprintf("shaped like a key graft writes for a graph (%s), whether or not a graph exists there now", shape)
+	}
+	return ""
+}
+
+// importHint is what a refused import's message tells the user to do.
+const importHint = "import only objects outside every graph's prefix (copy the object there first)"
+
+// CheckImportKeys refuses, as a *ParamError matching ErrInvalid on field(i), the first
+// key a graph owns or may come to own: one ImportKeyOwned names, or one under the
+// prefix of a graph that exists ("{p}/graph.json" present, for every prefix of the key
+// that could be a graph's). A graph owns its prefix and its cleanup reclaims what it
+// wrote there; an entry of another graph naming such a key could outlive the object.
+// It HEADs each distinct candidate graph record once, several at a time, and writes
+// nothing.
+func CheckImportKeys(ctx context.Context, s storage.Store, graph string, keys []string, field func(i int) string) error {
+	var records []string
+	for i, k := range keys {
+		if why := ImportKeyOwned(graph, k); why != "" {
+			return invalidf(field(i), "%s is %s; %s", k, why, importHint)
+		}
+		for _, p := range format.GraphPrefixesOf(k) {
+			records = append(records, p+"graph.json")
+		}
+	}
+	slices.Sort(records)
+	records = slices.Compact(records)
+	exists := make([]bool, len(records))
+	errs := make([]error, len(records))
+	sem := make(chan struct{}, importConcurrency)
+	var wg sync.WaitGroup
+	for i, rec := range records {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			_, err := s.Head(ctx, rec)
+			switch {
+			case err == nil:
+				exists[i] = true
+			case !errors.Is(err, storage.ErrNotFound):
+				errs[i] = fmt.Errorf("read graph record %s: %w", rec, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for i, k := range keys {
+		for _, p := range format.GraphPrefixesOf(k) {
+			if j, ok := slices.BinarySearch(records, p+"graph.json"); ok && exists[j] {
+				return invalidf(field(i), "%s is under the prefix %s of a graph (%sgraph.json exists), which owns every key there; %s",
+					k, p, p, importHint)
+			}
+		}
+	}
+	return nil
+}
