@@ -38,7 +38,7 @@ go run ./cmd/buildtools
 
 step "go test ./..."
 set +e
-go test -count=1 -p 2 -timeout 45m -v -skip '^TestSoak$' ./... 2>&1 | tee -a "$log"
+go test -count=1 -p 2 -parallel 4 -timeout 45m -v -skip '^TestSoak$' ./... 2>&1 | tee -a "$log"
 test_rc=${PIPESTATUS[0]}
 set -e
 

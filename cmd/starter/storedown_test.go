@@ -203,10 +203,11 @@ func TestStoreDown_CleanupRunWait_SaysOnceTheStoreIsUnreachableAndThatItWaits(t 
 }
 
 // TestStoreDown_GraphInit_SaysOnceTheStoreIsUnreachableAndThatItWaits is `graft graph
-// init` with the S3 server stopped (#9): the init's one step runs until the store answers
-// (its puts may land), so the command says once, briefly, that the worker cannot reach the
-// store and that it waits — never silence; interrupted, it exits 1 (docs/outcomes.md) and
-// names the recorded operation to follow with `graft op wait`.
+// init` with the S3 server stopped: the init's one step runs until the store answers (its
+// puts may land), so the command says once, briefly, that the worker cannot reach the
+// store and that it waits — never silence; interrupted, it exits 1 (docs/outcomes.md),
+// says that nothing was recorded yet (the step checks the graph's prefix before it records
+// the operation) and names the operation to follow with `graft op wait`.
 func TestStoreDown_GraphInit_SaysOnceTheStoreIsUnreachableAndThatItWaits(t *testing.T) {
 	t.Parallel()
 	p, tc, _ := storeDown(t)
@@ -217,5 +218,5 @@ func TestStoreDown_GraphInit_SaysOnceTheStoreIsUnreachableAndThatItWaits(t *test
 	wantToldOnceBriefly(t, r, msg, "InitGraph")
 	final := r
 	final.stderr = msg[strings.Index(msg, "graft: failure: "):]
-	wantText(t, final, 1, "failure", "interrupted", "keeps running in Temporal; follow it with `graft op wait graft/init-graph/g`")
+	wantText(t, final, 1, "failure", "interrupted", "has recorded nothing yet", "`graft op wait graft/init-graph/g`")
 }
