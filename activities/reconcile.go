@@ -280,13 +280,6 @@ func (a *Activities) reconcileOne(ctx context.Context, op catalog.Operation, own
 			return r, err
 		}
 		r.Outcome, r.Message = init.Outcome, init.Message
-	case op.Kind == catalog.OpUpgradeGraph:
-		// So is an upgrade's (resumable and idempotent): run it to its end.
-		up, err := a.UpgradeGraph(ctx, UpgradeGraphInput{OpID: op.ID, Graph: op.Graph, WorkflowID: op.WorkflowID, RunID: owner.Run})
-		if err != nil {
-			return r, err
-		}
-		r.Outcome, r.Message = up.Outcome, up.Message
 	default:
 		r.Outcome, r.Message = "", "its workflow closed before any storage write was sent"
 	}

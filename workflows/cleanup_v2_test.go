@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -608,7 +609,7 @@ func TestCleanupV2_MarkThenSweepThePlan_ChunksIncluded(t *testing.T) {
 		t.Fatalf("mark: condemned %+v deleted %+v v2 %+v; want a plan with the old version and its chunks, nothing deleted",
 			mark.Condemned, mark.Deleted, *mark.V2)
 	}
-	if !equalMaps(r.etags(), before) {
+	if !maps.Equal(r.etags(), before) {
 		t.Fatal("a mark run changed the bucket")
 	}
 	sweep := r.cleanup(client.CleanupRequest{SweepRunID: mark.RunID, KeepNewest: 1, GuardWindow: noGuard()})
@@ -671,4 +672,17 @@ func TestCleanupV2_RefLessTreeWithoutWitness_CollectorFenceWins_TreeReclaimedAnd
 		}
 		r.checkRetained()
 	})
+}
+
+// etags lists every key of the bucket under the graph with its ETag.
+func (r *rigV2) etags() map[string]string {
+	r.t.Helper()
+	out := map[string]string{}
+	if err := storage.ListAll(r.ctx, r.store, format.GraphPrefix(r.graph), func(o storage.ObjectInfo) error {
+		out[o.Key] = o.ETag
+		return nil
+	}); err != nil {
+		r.t.Fatal(err)
+	}
+	return out
 }
