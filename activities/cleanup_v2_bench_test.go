@@ -59,7 +59,7 @@ func benchMarkV2(b *testing.B, n int) {
 	s := &putMeter{Store: st}
 	const g = "bench"
 	t0 := time.Now().UTC().Add(-2 * time.Hour).Truncate(time.Millisecond)
-	if _, err := graph.InitV2(ctx, s, graph.InitParams{Graph: g, MainTree: ulid.Make(), Op: "op-init", Time: t0}); err != nil {
+	if _, err := graph.Init(ctx, s, graph.InitParams{Graph: g, MainTree: ulid.Make(), Op: "op-init", Time: t0}); err != nil {
 		b.Fatal(err)
 	}
 	gr, _ := graph.Open(s, g)
@@ -95,17 +95,17 @@ func benchMarkV2(b *testing.B, n int) {
 	a := &Activities{Store: s, Catalog: cat}
 	run := ulid.Make().String()
 	begin, err := a.CleanupBegin(ctx, CleanupBeginInput{RunID: run, Graph: g, Mode: CleanupModeMark, Policy: []byte(`{}`)})
-	if err != nil || begin.Outcome != "" || begin.Format != 2 {
+	if err != nil || begin.Outcome != "" {
 		b.Fatalf("begin: %+v, %v", begin, err)
 	}
 	p0, w0, started := s.puts.Load(), s.written.Load(), time.Now()
 	trees, err := a.CleanupMarkTrees(ctx, CleanupMarkTreesInput{RunID: run, Graph: g, Mode: CleanupModeMark, KeepNewest: 1,
-		MaxPlanKeys: 10, Format: 2, GuardWindow: 0})
+		MaxPlanKeys: 10, GuardWindow: 0})
 	if err != nil {
 		b.Fatal(err)
 	}
 	table, err := a.CleanupMarkTable(ctx, CleanupMarkTableInput{RunID: run, Graph: g, Table: "events", Mode: CleanupModeMark,
-		Retained: trees.Retained["events"], GuardWindow: 0, Now: trees.Now, MaxPlanKeys: 10, Format: 2, Seed: 7})
+		Retained: trees.Retained["events"], GuardWindow: 0, Now: trees.Now, MaxPlanKeys: 10, Seed: 7})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -252,7 +252,7 @@ func (a *Activities) reconcileOne(ctx context.Context, op catalog.Operation, own
 				return r, nil // a create's ref: finished with the witness
 			}
 			if spec.Kind == WriteRef {
-				if ref, _, err := format.DecodeBranchRefAny(spec.Body); err == nil {
+				if ref, err := format.DecodeBranchRef(spec.Body); err == nil {
 					fin.Native = ref.Native
 				}
 			}

@@ -90,8 +90,8 @@ func (e TableEdit) digest() string {
 }
 
 // versionEntries are a write's objects and imports as manifest entries, by name.
-func versionEntries(entries []format.ObjectEntry, imports []TableImport) []format.ManifestEntry {
-	out := manifestEntriesV2(entries)
+func versionEntries(entries []objectEntry, imports []TableImport) []format.ManifestEntry {
+	out := manifestEntries(entries)
 	for _, im := range imports {
 		out = append(out, im.entry())
 	}

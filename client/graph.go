@@ -20,9 +20,6 @@ type InitGraphRequest struct {
 	IdempotencyKey string
 	// Author of main's root commit. Defaults to "graft".
 	Author string
-	// Format is the on-storage format version to write: 1 or 2
-	// (docs/format.md). Defaults to 0: the worker's default, format 2.
-	Format int
 }
 
 // InitGraphWorkflowID is the workflow id of an init of graph: one in-flight
@@ -41,7 +38,7 @@ func (c *Client) InitGraph(ctx context.Context, req InitGraphRequest) (workflows
 	h, err := startOperation[workflows.InitGraphResult](ctx, c, operationStart{
 		Kind: "init_graph",
 		ID:   InitGraphWorkflowID(req.Graph), Workflow: workflows.InitGraphName,
-		Input:   workflows.InitGraphInput{Graph: req.Graph, OpID: req.IdempotencyKey, Author: req.Author, Format: req.Format},
+		Input:   workflows.InitGraphInput{Graph: req.Graph, OpID: req.IdempotencyKey, Author: req.Author},
 		Summary: "init graph " + req.Graph, Graph: req.Graph, OpID: initOpID(req),
 		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 	})

@@ -85,8 +85,8 @@ func TestCleanup_InDoubtCreate_KeepOne_BranchOpensAfterHeldRefLands(t *testing.T
 	if err != nil || b.Native != native {
 		t.Fatalf("branch %s resolves to %+v, %v; want %s", branch, b, err, native)
 	}
-	head, err := graph.ReadHead(r.ctx, r.inner, r.graph, b.Tree)
-	if err != nil || head.ID.Seq != 0 || head.Pins["t"] != old.Pins["t"] {
+	head := r.view(b.Ref.Head)
+	if head.ID.Seq != 0 || head.Pins["t"] != old.Pins["t"] {
 		t.Fatalf("branch head %+v, %v; want its fork commit pinning %s", head, err, old.Pins["t"])
 	}
 	checkInvariants(t, r)
@@ -130,7 +130,7 @@ func TestCleanup_RefLessTreeWithoutWitness_CollectorFenceWins_TreeReclaimedAndLa
 	if ref.State != format.RefFence || ref.Reason != "cleanup" || ref.Op != res.RunID {
 		t.Fatalf("ref key holds %+v, want the run's cleanup fence", ref)
 	}
-	_, err := r.inner.Put(r.ctx, format.BranchRefKey(r.graph, native), liveRefBytes(t, "orphan", fork.ID.Tree), storage.PutOptions{IfNoneMatch: true})
+	_, err := r.inner.Put(r.ctx, format.BranchRefKey(r.graph, native), liveRefBytes(t, "orphan", fork.ID), storage.PutOptions{IfNoneMatch: true})
 	if !errors.Is(err, storage.ErrPreconditionFailed) {
 		t.Fatalf("late ref put: %v, want precondition failed", err)
 	}
@@ -160,7 +160,7 @@ func TestCleanup_RefLessTree_FenceLosesToLiveRef_BranchKept(t *testing.T) {
 	r.waitFor("the collector's fence put", 30*time.Second, func() bool {
 		return r.store.CountMatching(faults.Rule{Op: faults.OpPut, KeyPrefix: refKey}).Attempted > 0
 	})
-	if _, err := r.inner.Put(r.ctx, refKey, liveRefBytes(t, "late", fork.ID.Tree), storage.PutOptions{IfNoneMatch: true}); err != nil {
+	if _, err := r.inner.Put(r.ctx, refKey, liveRefBytes(t, "late", fork.ID), storage.PutOptions{IfNoneMatch: true}); err != nil {
 		t.Fatalf("live ref put while the fence is in flight: %v", err)
 	}
 	res, err := h.Wait(r.ctx)
@@ -202,7 +202,7 @@ func TestCleanup_RefLessTree_FencePutAmbiguous_TreeSkippedAndReported(t *testing
 	}
 
 	removeHold()
-	if _, err := r.inner.Put(r.ctx, refKey, liveRefBytes(t, "murky", fork.ID.Tree), storage.PutOptions{IfNoneMatch: true}); err != nil {
+	if _, err := r.inner.Put(r.ctx, refKey, liveRefBytes(t, "murky", fork.ID), storage.PutOptions{IfNoneMatch: true}); err != nil {
 		t.Fatalf("live ref put: %v", err)
 	}
 	for _, p := range r.store.Held() {
@@ -222,10 +222,10 @@ func TestCleanup_RefLessTree_FencePutAmbiguous_TreeSkippedAndReported(t *testing
 func TestCleanup_Policies(t *testing.T) {
 	// aged builds a live branch "aged" by hand with commits (each writing a new version of
 	// table "a") at the given ages, oldest first, and returns them.
-	aged := func(r *rig, ages ...time.Duration) []format.Commit {
+	aged := func(r *rig, ages ...time.Duration) []graph.CommitView {
 		now := time.Now()
 		head := r.handBranch("aged", r.main, now.Add(-5*time.Hour), true)
-		var out []format.Commit
+		var out []graph.CommitView
 		for i, age := range ages {
 			out = append(out, r.commitOn(&head, "a", "a"+string(rune('0'+i)), now.Add(-age)))
 		}
@@ -489,15 +489,11 @@ func TestCleanup_AnotherRunActive_Conflict(t *testing.T) {
 }
 
 // mustHead returns the head commit of logical branch.
-func (r *rig) mustHead(logical string) format.Commit {
+func (r *rig) mustHead(logical string) graph.CommitView {
 	r.t.Helper()
 	b, err := graph.ResolveBranch(r.ctx, r.inner, r.graph, logical)
 	if err != nil {
 		r.t.Fatalf("resolve %s: %v", logical, err)
 	}
-	head, err := graph.ReadHead(r.ctx, r.inner, r.graph, b.Tree)
-	if err != nil {
-		r.t.Fatalf("head of %s: %v", logical, err)
-	}
-	return head
+	return r.view(b.Ref.Head)
 }

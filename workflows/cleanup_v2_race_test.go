@@ -23,7 +23,7 @@ import (
 // 100146).
 func TestCleanupV2_HeadPublishedAfterTheListing_KeptWithWhatItPins(t *testing.T) {
 	t.Parallel()
-	r := newStackRig(t, "localfs", 2, false)
+	r := newStackRig(t, "localfs", false)
 	u := r.version("u", ulid.ULID{}, r.objects("u", 2), nil)
 	first := r.appendOn("main", map[string]ulid.ULID{"u": u})
 

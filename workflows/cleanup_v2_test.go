@@ -53,8 +53,6 @@ type rigV2 struct {
 	tc    sdkclient.Client
 	queue string
 	s3cfg s3.Config
-	// v1Main is main's head in a format-1 graph (newStackRig with format 1).
-	v1Main format.Commit
 }
 
 // eachStoreV2 runs fn on a fresh rig over the local store and over versitygw.
@@ -68,11 +66,10 @@ func eachStoreV2(t *testing.T, fn func(t *testing.T, r *rigV2)) {
 	}
 }
 
-func newRigV2(t *testing.T, backend string) *rigV2 { return newStackRig(t, backend, 2, true) }
+func newRigV2(t *testing.T, backend string) *rigV2 { return newStackRig(t, backend, true) }
 
-// newStackRig makes a rig over a graph of format graphFormat (1: made with the
-// format-1 API, main holding one commit pinning table t), with a worker when withWorker.
-func newStackRig(t *testing.T, backend string, graphFormat int, withWorker bool) *rigV2 {
+// newStackRig makes a rig over a new graph, with a worker when withWorker.
+func newStackRig(t *testing.T, backend string, withWorker bool) *rigV2 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
@@ -107,19 +104,11 @@ func newStackRig(t *testing.T, backend string, graphFormat int, withWorker bool)
 		r.startWorker()
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	if graphFormat == 1 {
-		init, err := graph.InitGraph(ctx, r.store, graph.InitParams{Graph: r.graph, MainTree: ulid.Make(), Op: "init-" + r.graph, Time: now})
-		if err != nil {
-			t.Fatalf("init v1: %v", err)
-		}
-		r.v1Main = r.v1Commit(init.Root, "t", "v1")
-	} else {
-		init, err := graph.InitV2(ctx, r.store, graph.InitParams{Graph: r.graph, MainTree: ulid.Make(), Op: "init-" + r.graph, Time: now})
-		if err != nil {
-			t.Fatalf("init v2: %v", err)
-		}
-		r.mainRef, r.root = init.MainRef, init.Root.ID
+	init, err := graph.Init(ctx, r.store, graph.InitParams{Graph: r.graph, MainTree: ulid.Make(), Op: "init-" + r.graph, Time: now})
+	if err != nil {
+		t.Fatalf("init graph: %v", err)
 	}
+	r.mainRef, r.root = init.MainRef, init.Root.ID
 	var err2 error
 	if r.g, err2 = graph.Open(r.store, r.graph); err2 != nil {
 		t.Fatal(err2)
@@ -139,29 +128,6 @@ func (r *rigV2) startWorker() {
 		r.t.Fatalf("start worker: %v", err)
 	}
 	r.t.Cleanup(w.Stop)
-}
-
-// v1Commit writes a one-object format-1 version of table and appends a format-1 commit
-// pinning it on head's tree.
-func (r *rigV2) v1Commit(head format.Commit, table, body string) format.Commit {
-	r.t.Helper()
-	now := time.Now().UTC().Truncate(time.Millisecond)
-	v, err := graph.WriteTableVersion(r.ctx, r.store, graph.WriteTableParams{Graph: r.graph, Table: table, VersionID: ulid.Make(),
-		Objects: []graph.ObjectInput{{ID: ulid.Make(), Body: []byte(body)}}, Op: r.op("write"), Time: now})
-	if err != nil {
-		r.t.Fatalf("write table: %v", err)
-	}
-	pins := map[string]ulid.ULID{}
-	for k, x := range head.Pins {
-		pins[k] = x
-	}
-	pins[table] = v.ID
-	c, err := graph.AppendCommit(r.ctx, r.store, graph.AppendParams{Graph: r.graph, Tree: head.ID.Tree, Branch: head.Branch,
-		ExpectedHead: head.ID.String(), Pins: pins, Author: "test", Message: "write " + table, Time: now, Op: r.op("commit")})
-	if err != nil {
-		r.t.Fatalf("append commit: %v", err)
-	}
-	return c
 }
 
 func (r *rigV2) op(what string) string { r.n++; return fmt.Sprintf("%s-%d", what, r.n) }
@@ -225,9 +191,6 @@ func (r *rigV2) cleanup(req client.CleanupRequest) workflows.CleanupResult {
 	res, err := r.gc.Cleanup(r.ctx, req)
 	if err != nil {
 		r.t.Fatalf("cleanup %+v: %v (result %+v)", req, err, res)
-	}
-	if res.Format != 2 || res.V2 == nil {
-		r.t.Fatalf("cleanup of a format-2 graph reports format %d (%+v)", res.Format, res.V2)
 	}
 	return res
 }
@@ -351,13 +314,13 @@ func TestCleanupV2_SharedChunkKept_UnreferencedChunkSwept_ExternalObjectSurvives
 		if dry.Condemned != res.Condemned {
 			t.Fatalf("dry run planned %+v, the sweep condemned %+v", dry.Condemned, res.Condemned)
 		}
-		if res.Deleted != res.Condemned || res.Condemned.Versions != 1 || res.V2.ManifestChunks != int64(len(onlyOld)) {
+		if res.Deleted != res.Condemned || res.Condemned.Versions != 1 || res.Objects.ManifestChunks != int64(len(onlyOld)) {
 			t.Fatalf("condemned %+v deleted %+v, v2 %+v: want one version and the %d chunks only it used",
-				res.Condemned, res.Deleted, *res.V2, len(onlyOld))
+				res.Condemned, res.Deleted, res.Objects, len(onlyOld))
 		}
 		// The root commit and the old commit go; 5 objects and the old chunks count as objects.
-		if res.Condemned.Commits != 2 || res.Condemned.Objects != int64(5+len(onlyOld))+res.V2.GraphChunks {
-			t.Fatalf("condemned %+v (v2 %+v): want 2 commits, 5 objects and %d chunks", res.Condemned, *res.V2, len(onlyOld))
+		if res.Condemned.Commits != 2 || res.Condemned.Objects != int64(5+len(onlyOld))+res.Objects.GraphChunks {
+			t.Fatalf("condemned %+v (v2 %+v): want 2 commits, 5 objects and %d chunks", res.Condemned, res.Objects, len(onlyOld))
 		}
 		for _, k := range shared {
 			if !r.exists(k) {
@@ -435,16 +398,16 @@ func TestCleanupV2_InterruptedMultipartUpload_AbortedAndItsPartsGone(t *testing.
 		}
 
 		guarded := r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeSweep})
-		if guarded.V2.UploadsFound != 0 || !listed(key, upID) {
-			t.Fatalf("inside the guard window: found %d uploads, listed %v", guarded.V2.UploadsFound, listed(key, upID))
+		if guarded.Objects.UploadsFound != 0 || !listed(key, upID) {
+			t.Fatalf("inside the guard window: found %d uploads, listed %v", guarded.Objects.UploadsFound, listed(key, upID))
 		}
 		dry := r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeDryRun, GuardWindow: noGuard()})
-		if dry.V2.UploadsFound != 1 || dry.V2.UploadsAborted != 0 || len(dry.V2.UploadKeys) != 1 || dry.V2.UploadKeys[0] != key || !listed(key, upID) {
-			t.Fatalf("dry run: %+v, still listed %v; want it reported and left", *dry.V2, listed(key, upID))
+		if dry.Objects.UploadsFound != 1 || dry.Objects.UploadsAborted != 0 || len(dry.Objects.UploadKeys) != 1 || dry.Objects.UploadKeys[0] != key || !listed(key, upID) {
+			t.Fatalf("dry run: %+v, still listed %v; want it reported and left", dry.Objects, listed(key, upID))
 		}
 		res := r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()})
-		if res.V2.UploadsFound != 1 || res.V2.UploadsAborted != 1 {
-			t.Fatalf("sweep: %+v, want the upload aborted", *res.V2)
+		if res.Objects.UploadsFound != 1 || res.Objects.UploadsAborted != 1 {
+			t.Fatalf("sweep: %+v, want the upload aborted", res.Objects)
 		}
 		if listed(key, upID) {
 			t.Fatal("the aborted upload is still listed")
@@ -489,7 +452,7 @@ func TestCleanupV2_RetentionOverTheChain_TagBranchPinAndMergeBaseKept(t *testing
 		}
 		// main: root (seq 0), then mainCommits[i] at seq i+1.
 		tagged, forkSrc, pinned := mainCommits[0], mainCommits[1], mainCommits[3]
-		tb, err := graph.TagBytesV2(graph.TagParams{Graph: r.graph, Name: "v1", Commit: tagged.ID.String(), Op: r.op("tag"), Time: time.Now()})
+		tb, err := graph.TagBytes(graph.TagParams{Graph: r.graph, Name: "v1", Commit: tagged.ID.String(), Op: r.op("tag"), Time: time.Now()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -580,7 +543,7 @@ func TestCleanupV2_RetentionOverTheChain_TagBranchPinAndMergeBaseKept(t *testing
 		if err != nil || len(bs.Bases) != 1 || bs.Bases[0].ID != forkSrc.ID {
 			t.Fatalf("merge bases after cleanup: %+v, %v; want %s", bs, err, forkSrc.ID)
 		}
-		if _, err := r.g.Merge(r.ctx, "feature", "main", graph.MergeSpecV2{NewVersionID: func(string) ulid.ULID { return ulid.Make() },
+		if _, err := r.g.Merge(r.ctx, "feature", "main", graph.MergeSpec{NewVersionID: func(string) ulid.ULID { return ulid.Make() },
 			Time: time.Now().UTC().Truncate(time.Millisecond), Op: r.op("merge")}, "test", "merge"); err != nil {
 			t.Fatalf("merge after cleanup: %v", err)
 		}
@@ -605,9 +568,9 @@ func TestCleanupV2_MarkThenSweepThePlan_ChunksIncluded(t *testing.T) {
 	before := r.etags()
 
 	mark := r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeMark, GuardWindow: noGuard()})
-	if mark.Deleted.Keys() != 0 || mark.V2.ManifestChunks == 0 || mark.Condemned.Versions != 1 {
+	if mark.Deleted.Keys() != 0 || mark.Objects.ManifestChunks == 0 || mark.Condemned.Versions != 1 {
 		t.Fatalf("mark: condemned %+v deleted %+v v2 %+v; want a plan with the old version and its chunks, nothing deleted",
-			mark.Condemned, mark.Deleted, *mark.V2)
+			mark.Condemned, mark.Deleted, mark.Objects)
 	}
 	if !maps.Equal(r.etags(), before) {
 		t.Fatal("a mark run changed the bucket")
@@ -657,9 +620,9 @@ func TestCleanupV2_RefLessTreeWithoutWitness_CollectorFenceWins_TreeReclaimedAnd
 		if err != nil {
 			t.Fatalf("read the orphan's ref key: %v", err)
 		}
-		ref, version, err := format.DecodeBranchRefAny(got.Body)
-		if err != nil || version != format.Version2 || ref.State != format.RefFence || ref.Reason != "cleanup" || ref.Op != res.RunID {
-			t.Fatalf("ref key holds %+v (format %d, %v), want this run's format-2 cleanup fence", ref, version, err)
+		ref, err := format.DecodeBranchRef(got.Body)
+		if err != nil || ref.State != format.RefFence || ref.Reason != "cleanup" || ref.Op != res.RunID {
+			t.Fatalf("ref key holds %+v (%v), want this run's cleanup fence", ref, err)
 		}
 		if put, err := r.g.PutForkRef(r.ctx, orphan); err != nil || put.Outcome != graph.PutTaken {
 			t.Fatalf("late ref put of the orphan: %+v, %v; want the key taken by the fence", put, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/workflows"
@@ -426,7 +427,7 @@ func TestKernel_StaleExpectedHeadAfterCleanupGap_ConflictNoRefill(t *testing.T) 
 	r := newRig(t)
 	r.startWorker()
 	at := time.Now().Add(-time.Hour)
-	var chain []format.Commit
+	var chain []graph.CommitView
 	chain = append(chain, r.main) // seq 1
 	for i := 0; i < 7; i++ {
 		chain = append(chain, r.commitAt("t", "v"+string(rune('a'+i)), at.Add(time.Duration(i)*time.Second)))

@@ -105,8 +105,8 @@ func TestReconcile_TerminatedWriteFoundLanded_CommitKeptForALatePut(t *testing.T
 	start := r.branchHead("main")
 	opID := randomName("landed-")
 	swap := func(b []byte) bool {
-		ref, v, err := format.DecodeBranchRefAny(b)
-		return err == nil && v == format.Version2 && ref.Op == opID && ref.Head != start.Commit.ID
+		ref, err := format.DecodeBranchRef(b)
+		return err == nil && ref.Op == opID && ref.Head != start.Commit.ID
 	}
 	hold := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: format.BranchRefKey(r.graph, start.Native), Body: swap, Mode: faults.Hold})
 	run := r.startOp(workflows.WriteTableName, workflows.WriteTableInput{Graph: r.graph, Branch: "main", Table: "u",

@@ -14,6 +14,7 @@ import (
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/workflows"
@@ -23,13 +24,13 @@ import (
 
 // fork makes branch logical live from commit from (by hand, without a
 // witness) and returns its fork commit.
-func (r *rig) fork(logical string, from format.Commit) format.Commit {
+func (r *rig) fork(logical string, from graph.CommitView) graph.CommitView {
 	r.t.Helper()
 	return r.handBranch(logical, from, time.Now(), true)
 }
 
 // write appends to *head's tree a commit writing a one-object version of table.
-func (r *rig) write(head *format.Commit, table, body string) format.Commit {
+func (r *rig) write(head *graph.CommitView, table, body string) graph.CommitView {
 	r.t.Helper()
 	return r.commitOn(head, table, body, time.Now())
 }
@@ -67,7 +68,7 @@ func (r *rig) wantOperation(id string, kind catalog.OperationKind, out outcome.O
 }
 
 // treePutsOf selects puts into the tree of commit c.
-func (r *rig) treePutsOf(c format.Commit) faults.Rule {
+func (r *rig) treePutsOf(c graph.CommitView) faults.Rule {
 	return faults.Rule{Op: faults.OpPut, KeyPrefix: format.TreeCommitsPrefix(r.graph, c.ID.Tree)}
 }
 
@@ -128,8 +129,11 @@ func TestMerge_DisjointTablesChangedOnBothSides_Merged(t *testing.T) {
 			t.Fatalf("head pins %v, want %v", head.Pins, want)
 		}
 	}
-	if head.Parents[0] != r.main.ID || head.Parents[1] != feat.ID || head.Lineage[feat.ID.Tree] != feat.ID.Seq {
-		t.Fatalf("head parents %v lineage %v", head.Parents, head.Lineage)
+	if head.Parents[0] != r.main.ID || head.Parents[1] != feat.ID {
+		t.Fatalf("head parents %v", head.Parents)
+	}
+	if ok, err := r.graphAPI().IsAncestorOf(r.ctx, feat.ID, r.graphCommit(head.ID)); err != nil || !ok {
+		t.Fatalf("the merged head %s is not in the merge's lineage: %v, %v", feat.ID, ok, err)
 	}
 	r.wantOperation(res.OpID, catalog.OpMerge, workflows.OutcomeMerged)
 	recordHistory(t, r, client.MergeWorkflowID(r.graph, "main", res.OpID), "", "merge_merged")
@@ -226,7 +230,7 @@ func TestMerge_Preview_ReturnsThePlanAndWritesNothing(t *testing.T) {
 
 // moveDuringPut delays the first commit put into target's tree and, while it
 // waits, appends another commit to target, so the merge's put finds the seq taken.
-func (r *rig) moveDuringPut(target *format.Commit) {
+func (r *rig) moveDuringPut(target *graph.CommitView) {
 	r.t.Helper()
 	rule := r.treePutsOf(*target)
 	rule.Mode, rule.Delay, rule.Times = faults.Delay, 2*time.Second, 1
@@ -280,7 +284,7 @@ func TestMerge_TargetMovedDuringPut(t *testing.T) {
 }
 
 func TestMerge_CommitPutFaults_EachEndsDefinitively(t *testing.T) {
-	setup := func(t *testing.T) (*rig, format.Commit) {
+	setup := func(t *testing.T) (*rig, graph.CommitView) {
 		r := newRig(t)
 		r.startWorker()
 		feat := r.fork("feat", r.main)
@@ -403,7 +407,7 @@ func TestMerge_RequestsDoNotGrowWithHistoryDepth(t *testing.T) {
 	for _, depth := range []int{0, 64} {
 		r := newRig(t)
 		r.startWorker()
-		grow := func(head *format.Commit, table string) {
+		grow := func(head *graph.CommitView, table string) {
 			for i := range depth {
 				r.write(head, table, fmt.Sprintf("n%d", i))
 			}

@@ -26,7 +26,7 @@ import (
 // by wrap.
 func newPublishRig(t *testing.T, wrap func(storage.Store) storage.Store) *rigV2 {
 	t.Helper()
-	r := newStackRig(t, "localfs", 2, false)
+	r := newStackRig(t, "localfs", false)
 	r.store = wrap(r.store)
 	r.startWorker()
 	return r

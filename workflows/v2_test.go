@@ -63,7 +63,7 @@ func newRig2(t *testing.T) *rig2 {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	init, err := graph.InitV2(ctx, inner, graph.InitParams{Graph: r.graph, MainTree: ulid.Make(), Op: "init-" + r.graph, Time: now})
+	init, err := graph.Init(ctx, inner, graph.InitParams{Graph: r.graph, MainTree: ulid.Make(), Op: "init-" + r.graph, Time: now})
 	if err != nil {
 		t.Fatalf("init graph: %v", err)
 	}
@@ -161,12 +161,12 @@ func TestV2_WriteTable_PublishesOnTheRealHead_Done(t *testing.T) {
 		t.Fatalf("write: %+v, %v; want done", res, err)
 	}
 	head := r.branchHead("main")
-	if head.Commit.ID.String() != res.Commit || head.Commit.FirstParent() != before.Commit.ID || !head.Commit.ID.IsV2() {
+	if head.Commit.ID.String() != res.Commit || head.Commit.FirstParent() != before.Commit.ID || head.Commit.ID.Digest.IsZero() {
 		t.Fatalf("head %s (parent %s), want the reported format-2 commit %s on %s", head.Commit.ID, head.Commit.FirstParent(), res.Commit, before.Commit.ID)
 	}
 	v, err := r.g.TableAt(r.ctx, head.Commit, "u")
-	if err != nil || v.Format != format.Version2 || v.Len() != 2 || v.Bytes != 3 {
-		t.Fatalf("table u at the head: %+v, %v; want a format-2 version of 2 entries, 3 bytes", v, err)
+	if err != nil || v.Len() != 2 || v.Bytes != 3 {
+		t.Fatalf("table u at the head: %+v, %v; want a version of 2 entries, 3 bytes", v, err)
 	}
 	if _, err := r.g.TableAt(r.ctx, head.Commit, "t"); err != nil {
 		t.Fatalf("table t is no longer pinned: %v", err)
@@ -238,8 +238,8 @@ func TestV2_InDoubtPublishBehindMovedHead_ConflictNeverBehindTheHead(t *testing.
 	start := r.branchHead("main")
 	opID := randomName("settle-")
 	ours := func(b []byte) bool {
-		ref, v, err := format.DecodeBranchRefAny(b)
-		return err == nil && v == format.Version2 && ref.Op == opID && ref.Head != start.Commit.ID
+		ref, err := format.DecodeBranchRef(b)
+		return err == nil && ref.Op == opID && ref.Head != start.Commit.ID
 	}
 	unhold := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: format.BranchRefKey(r.graph, start.Native), Body: ours, Mode: faults.Hold})
 	run := r.startOp(workflows.WriteTableName, workflows.WriteTableInput{Graph: r.graph, Branch: "main", Table: "u",
@@ -289,8 +289,8 @@ func TestV2_InDoubtPublishBehindMovedHead_ReplannedOnTheRealHead(t *testing.T) {
 	start := r.branchHead("main")
 	opID := randomName("settle-")
 	ours := func(b []byte) bool {
-		ref, v, err := format.DecodeBranchRefAny(b)
-		return err == nil && v == format.Version2 && ref.Op == opID && ref.Head.Seq == start.Commit.ID.Seq+1
+		ref, err := format.DecodeBranchRef(b)
+		return err == nil && ref.Op == opID && ref.Head.Seq == start.Commit.ID.Seq+1
 	}
 	unhold := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: format.BranchRefKey(r.graph, start.Native), Body: ours, Mode: faults.Hold})
 	run := r.startOp(workflows.WriteTableName, workflows.WriteTableInput{Graph: r.graph, Branch: "main", Table: "u",
@@ -322,19 +322,19 @@ func TestV2_InitGraphFormat2_ThenWrite_Done(t *testing.T) {
 	r := newRig(t)
 	r.startWorker()
 	name := randomName("g")
-	init, err := r.gc.InitGraph(r.ctx, client.InitGraphRequest{Graph: name, Format: 2})
+	init, err := r.gc.InitGraph(r.ctx, client.InitGraphRequest{Graph: name})
 	if err != nil || init.Outcome != outcome.Done {
 		t.Fatalf("init: %+v, %v", init, err)
 	}
-	if _, v, err := graph.ReadGraphAny(r.ctx, r.inner, name); err != nil || v != format.Version2 {
-		t.Fatalf("graph record: format %d, %v; want 2", v, err)
+	if _, err := graph.ReadGraph(r.ctx, r.inner, name); err != nil {
+		t.Fatalf("graph record: %v", err)
 	}
 	g, err := graph.Open(r.inner, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	root, err := g.BranchHead(r.ctx, "main")
-	if err != nil || root.Commit.ID.String() != init.Root || root.RefFormat != format.Version2 {
+	if err != nil || root.Commit.ID.String() != init.Root {
 		t.Fatalf("main: %+v, %v; want the reported format-2 root %s", root, err, init.Root)
 	}
 	res, err := r.gc.WriteTable(r.ctx, r.inner, client.WriteTableRequest{Graph: name, Branch: "main", Table: "u", Files: writeFiles(t, "x")})
@@ -362,8 +362,8 @@ func TestV2_BranchesAndTags_CreateFromHeadCommitTag_WriteDelete(t *testing.T) {
 			t.Fatalf("create %+v: %+v, %v", req, res, err)
 		}
 		h := r.branchHead(req.Branch)
-		if h.RefFormat != format.Version2 || h.Commit.ID.String() != res.Head || h.Commit.FirstParent() != source || h.Commit.Fork != source {
-			t.Fatalf("branch %s: head %s (format %d, parent %s, fork %s); want the fork %s of %s", req.Branch, h.Commit.ID, h.RefFormat,
+		if h.Commit.ID.String() != res.Head || h.Commit.FirstParent() != source || h.Commit.Fork != source {
+			t.Fatalf("branch %s: head %s (parent %s, fork %s); want the fork %s of %s", req.Branch, h.Commit.ID,
 				h.Commit.FirstParent(), h.Commit.Fork, res.Head, source)
 		}
 		r.names = append(r.names, req.Branch)
@@ -391,8 +391,10 @@ func TestV2_BranchesAndTags_CreateFromHeadCommitTag_WriteDelete(t *testing.T) {
 	if err != nil || te.Tag.Commit.String() != w.Commit {
 		t.Fatalf("tag v1: %+v, %v; want it naming %s", te.Tag, err, w.Commit)
 	}
-	if obj, err := r.inner.Get(r.ctx, format.TagKey(r.graph, "v1")); err != nil || format.PeekFormat(obj.Body) != format.Version2 {
-		t.Fatalf("tag v1 is not format 2: %v", err)
+	if obj, err := r.inner.Get(r.ctx, format.TagKey(r.graph, "v1")); err != nil {
+		t.Fatalf("read tag v1: %v", err)
+	} else if _, err := format.DecodeTag(obj.Body); err != nil {
+		t.Fatalf("tag v1 does not decode: %v", err)
 	}
 	created(client.CreateBranchRequest{Branch: "from-tag", FromTag: "v1"}, mustID(t, w.Commit))
 
@@ -401,8 +403,8 @@ func TestV2_BranchesAndTags_CreateFromHeadCommitTag_WriteDelete(t *testing.T) {
 		t.Fatalf("delete: %+v, %v", del, err)
 	}
 	incs, err := graph.ReadBranchIncarnations(r.ctx, r.inner, r.graph, "from-commit")
-	if err != nil || len(incs) != 1 || incs[0].Ref.State != format.RefRetired || incs[0].Ref.Head.String() != del.Head || incs[0].Format != format.Version2 {
-		t.Fatalf("from-commit after delete: %+v, %v; want one retired format-2 ref keeping head %s", incs, err, del.Head)
+	if err != nil || len(incs) != 1 || incs[0].Ref.State != format.RefRetired || incs[0].Ref.Head.String() != del.Head {
+		t.Fatalf("from-commit after delete: %+v, %v; want one retired ref keeping head %s", incs, err, del.Head)
 	}
 	if dt, err := r.gc.DeleteTag(r.ctx, client.DeleteTagRequest{Graph: r.graph, Name: "v1"}); err != nil || dt.Outcome != outcome.Deleted {
 		t.Fatalf("delete tag: %+v, %v", dt, err)
@@ -446,8 +448,8 @@ func TestV2_RepairTwoLiveRefs_KeepsOneRetiresTheOther(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, inc := range incs {
-		if inc.Native == natives[1] && (inc.Ref.State != format.RefRetired || inc.Ref.Head.IsZero() || inc.Format != format.Version2) {
-			t.Fatalf("%s after the repair: %+v; want a retired format-2 ref keeping its head", inc.Native, inc.Ref)
+		if inc.Native == natives[1] && (inc.Ref.State != format.RefRetired || inc.Ref.Head.IsZero()) {
+			t.Fatalf("%s after the repair: %+v; want a retired ref keeping its head", inc.Native, inc.Ref)
 		}
 	}
 	r.names = append(r.names, "dup")
@@ -464,8 +466,8 @@ func TestV2_PublishInDoubt_OperatorAbandons_RefFencedSameHeadUnpublished(t *test
 	start := r.branchHead("main")
 	opID := randomName("abandon-")
 	swap := func(b []byte) bool {
-		ref, v, err := format.DecodeBranchRefAny(b)
-		return err == nil && v == format.Version2 && ref.Op == opID && ref.Head != start.Commit.ID
+		ref, err := format.DecodeBranchRef(b)
+		return err == nil && ref.Op == opID && ref.Head != start.Commit.ID
 	}
 	lose := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: format.BranchRefKey(r.graph, start.Native), Body: swap, Mode: faults.FailBeforeSend})
 	run := r.startOp(workflows.WriteTableName, workflows.WriteTableInput{Graph: r.graph, Branch: "main", Table: "u",
@@ -821,8 +823,8 @@ func TestV2_WriteTerminatedInDoubt_ReconcilerFencesThePublish(t *testing.T) {
 	start := r.branchHead("main")
 	opID := randomName("orphan-")
 	swap := func(b []byte) bool {
-		ref, v, err := format.DecodeBranchRefAny(b)
-		return err == nil && v == format.Version2 && ref.Op == opID && ref.Head != start.Commit.ID
+		ref, err := format.DecodeBranchRef(b)
+		return err == nil && ref.Op == opID && ref.Head != start.Commit.ID
 	}
 	hold := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: format.BranchRefKey(r.graph, start.Native), Body: swap, Mode: faults.Hold})
 	run := r.startOp(workflows.WriteTableName, workflows.WriteTableInput{Graph: r.graph, Branch: "main", Table: "u",
@@ -849,43 +851,5 @@ func TestV2_WriteTerminatedInDoubt_ReconcilerFencesThePublish(t *testing.T) {
 	}
 	if now := r.branchHead("main"); now.Commit.ID != start.Commit.ID {
 		t.Fatalf("main moved to %s after the late swap", now.Commit.ID)
-	}
-}
-
-// Format-1 graphs keep working beside format 2: a graph initialised as format 1 through
-// graft.InitGraph takes a write, a branch create, a write on the branch and a merge, all on
-// format 1's objects.
-func TestV1_SmokeInitWriteCreateMerge_StaysFormat1(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
-	name := randomName("g")
-	if _, err := r.gc.InitGraph(r.ctx, client.InitGraphRequest{Graph: name, Format: 1}); err != nil {
-		t.Fatal(err)
-	}
-	if _, v, err := graph.ReadGraphAny(r.ctx, r.inner, name); err != nil || v != format.Version {
-		t.Fatalf("graph record: format %d, %v; want 1", v, err)
-	}
-	ok := func(what string, o outcome.Outcome, err error) {
-		t.Helper()
-		if err != nil || !o.Success() {
-			t.Fatalf("%s: %s, %v", what, o, err)
-		}
-	}
-	w, err := r.gc.WriteTable(r.ctx, r.inner, client.WriteTableRequest{Graph: name, Branch: "main", Table: "t", Files: writeFiles(t, "a")})
-	ok("write", w.Outcome, err)
-	c, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: name, Branch: "side"})
-	ok("create", c.Outcome, err)
-	w2, err := r.gc.WriteTable(r.ctx, r.inner, client.WriteTableRequest{Graph: name, Branch: "side", Table: "u", Files: writeFiles(t, "b")})
-	ok("write on side", w2.Outcome, err)
-	m, err := r.gc.Merge(r.ctx, client.MergeRequest{Graph: name, Source: "side", Target: "main"})
-	ok("merge", m.Outcome, err)
-	b, err := graph.ResolveBranch(r.ctx, r.inner, name, "main")
-	if err != nil || b.RefFormat != format.Version {
-		t.Fatalf("main's ref: format %d, %v; want 1", b.RefFormat, err)
-	}
-	head, err := graph.ReadHead(r.ctx, r.inner, name, b.Tree)
-	if err != nil || head.ID.String() != m.Commit || head.ID.IsV2() || len(head.Pins) != 2 {
-		t.Fatalf("main's head %+v, %v; want the format-1 merge %s pinning t and u", head.ID, err, m.Commit)
 	}
 }

@@ -69,8 +69,8 @@ func TestRequests_CreateMergeHeadRead_SameAtDepth10000AsAt0(t *testing.T) {
 		got["merge"] = target{Store: cs.store}.sent()
 		at[depth] = got
 	}
-	for op, want := range map[string]int{"create": SuccessPathRequests, "read head": ReadHeadV2Gets,
-		"find head": HeadDiscoveryV2Lists + HeadDiscoveryV2Gets, "merge": MergeSuccessPathRequests} {
+	for op, want := range map[string]int{"create": SuccessPathRequests, "read head": ReadHeadGets,
+		"find head": HeadDiscoveryLists + HeadDiscoveryGets, "merge": MergeSuccessPathRequests} {
 		if !maps.Equal(at[0][op], at[deepHistory][op]) {
 			t.Errorf("%s sent %v at depth 0 but %v at depth %d", op, at[0][op], at[deepHistory][op], deepHistory)
 		}

@@ -19,7 +19,7 @@ import (
 
 // Format-2 graphs for the engine benchmarks and the flatness tests, built
 // with internal/graph's format-2 API (docs/format.md), what `graft graph
-// init` and the InitGraph workflow write: InitV2, then table versions
+// init` and the InitGraph workflow write: Init, then table versions
 // (PutVersion over uploaded objects), commits (Append, or the append's own
 // steps for long histories: appendMany) and branches (CreateBranch).
 
@@ -43,7 +43,7 @@ func initGraphV2(tb testing.TB, s storage.Store, name string) *graphV2 {
 // initGraphV2At is initGraphV2 with main's tree and the graph's time given.
 func initGraphV2At(tb testing.TB, s storage.Store, name string, mainTree ulid.ULID, at time.Time) *graphV2 {
 	tb.Helper()
-	if _, err := graph.InitV2(context.Background(), s, graph.InitParams{Graph: name, MainTree: mainTree, Op: "init", Time: at, Author: "bench"}); err != nil {
+	if _, err := graph.Init(context.Background(), s, graph.InitParams{Graph: name, MainTree: mainTree, Op: "init", Time: at, Author: "bench"}); err != nil {
 		tb.Fatalf("init graph %s: %v", name, err)
 	}
 	g, err := graph.Open(s, name)
@@ -170,9 +170,9 @@ func cmpErr(a, b error) error {
 	return b
 }
 
-// commitOf is a sealed format-2 commit as the format-2 API reads it.
-func commitOf(c format.CommitV2) graph.Commit {
-	return graph.Commit{ID: c.ID, Format: format.Version2, Branch: c.Branch, Parents: c.Parents, Fork: c.Fork, Pins: c.Pins,
+// commitOf is a sealed commit as the graph package reads it.
+func commitOf(c format.Commit) graph.Commit {
+	return graph.Commit{ID: c.ID, Branch: c.Branch, Parents: c.Parents, Fork: c.Fork, Pins: c.Pins,
 		Lineage: c.Lineage, RestoredFrom: c.RestoredFrom, Author: c.Author, Message: c.Message, Time: c.Time, Op: c.Op}
 }
 

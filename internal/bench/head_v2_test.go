@@ -90,12 +90,12 @@ func benchHeadV2(b *testing.B, read func(ctx context.Context, g *graph.Graph, na
 // TestHeadReadV2_SameRequestsAtEveryDepth is the guarantee behind the
 // format-2 head-read figures: on every backend, at depth 0 and 64, and on
 // the in-memory store at depth 10,000 too, reading main's head costs exactly
-// ReadHeadV2Gets GETs from its known incarnation and HeadDiscoveryV2Lists
-// LIST and HeadDiscoveryV2Gets GETs from its name — the same at every
+// ReadHeadGets GETs from its known incarnation and HeadDiscoveryLists
+// LIST and HeadDiscoveryGets GETs from its name — the same at every
 // depth, and on versitygw one HTTP request per store call.
 func TestHeadReadV2_SameRequestsAtEveryDepth(t *testing.T) {
-	wantRead := map[faults.Op]int{faults.OpGet: ReadHeadV2Gets}
-	wantFind := map[faults.Op]int{faults.OpList: HeadDiscoveryV2Lists, faults.OpGet: HeadDiscoveryV2Gets}
+	wantRead := map[faults.Op]int{faults.OpGet: ReadHeadGets}
+	wantFind := map[faults.Op]int{faults.OpList: HeadDiscoveryLists, faults.OpGet: HeadDiscoveryGets}
 	mem := backend{"memstore", func(testing.TB) (storage.Store, *wireCounter) { return memstore.New(), nil }}
 	for _, be := range append(backends[:len(backends):len(backends)], mem) {
 		t.Run(be.name, func(t *testing.T) {

@@ -223,7 +223,7 @@ func BenchmarkMerge(b *testing.B) {
 //     2 GETs;
 //   - the merge base (graph.Graph.FindBases): the branch's fork point on
 //     main, read twice, as a candidate and as the branch's fork — 2 GETs;
-//   - the tables (graph.Graph.PlanMergeV2): the two heads' pins maps walked
+//   - the tables (graph.Graph.PlanMerge): the two heads' pins maps walked
 //     side by side, reading only the chunks where they differ (each side's
 //     root and its leaves holding the changed tables: 6 chunks), and the
 //     base's pins root, for the base's version of each differing table —

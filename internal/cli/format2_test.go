@@ -22,7 +22,7 @@ import (
 func TestFormat2_AppendImportMergePreview_ObjectCountsMatch(t *testing.T) {
 	p := newInProcess(t)
 	ctx := context.Background()
-	if _, err := graph.InitV2(ctx, p.store.Inner(), graph.InitParams{Graph: "g", MainTree: ulid.Make(), Op: "init-g",
+	if _, err := graph.Init(ctx, p.store.Inner(), graph.InitParams{Graph: "g", MainTree: ulid.Make(), Op: "init-g",
 		Time: time.Now().UTC().Truncate(time.Millisecond)}); err != nil {
 		t.Fatal(err)
 	}

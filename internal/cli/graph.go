@@ -60,6 +60,5 @@ there (exit 0); a graph created by another operation is a conflict (exit 5).`,
 	}
 	cmd.Flags().StringVar(&req.Author, "author", "", `author of main's root commit (default "graft")`)
 	cmd.Flags().StringVar(&req.IdempotencyKey, "idempotency-key", "", "operation id (default: derived from the graph name, so a repeated init is idempotent)")
-	cmd.Flags().IntVar(&req.Format, "format", 0, "on-storage format to write, 1 or 2 (default 2; docs/format.md)")
 	return cmd
 }

@@ -136,7 +136,7 @@ func BenchmarkMillionEntryTable(b *testing.B) {
 func benchMillion(b *testing.B, be backend, n int) {
 	ctx := context.Background()
 	m := &meter{Store: be.open(b)}
-	if _, err := InitV2(ctx, m, initParams()); err != nil {
+	if _, err := Init(ctx, m, initParams()); err != nil {
 		b.Fatal(err)
 	}
 	g, _ := Open(m, "sales")
@@ -227,7 +227,7 @@ func benchMillion(b *testing.B, be backend, n int) {
 	}
 	g, _ = Open(m, "sales")
 	step(b, m, "merge (both appended 100)", func() error {
-		res, err := g.Merge(ctx, "feature", "main", MergeSpecV2{NewVersionID: func(string) ulid.ULID { return vid(5) }, Time: t0, Op: "op-m"}, "a", "merge")
+		res, err := g.Merge(ctx, "feature", "main", MergeSpec{NewVersionID: func(string) ulid.ULID { return vid(5) }, Time: t0, Op: "op-m"}, "a", "merge")
 		if err == nil && (res.Plan.Conflicts != 0 || res.Plan.Tables[0].Action != TableMerged || res.Plan.Tables[0].Added != 100) {
 			err = fmt.Errorf("merge plan %+v", res.Plan.Tables)
 		}

@@ -115,7 +115,7 @@ func BenchmarkTablesCreateMerge(b *testing.B) {
 func benchTables(b *testing.B, be backend, tables int) {
 	ctx := context.Background()
 	m := &meter{Store: be.open(b)}
-	if _, err := InitV2(ctx, m, initParams()); err != nil {
+	if _, err := Init(ctx, m, initParams()); err != nil {
 		b.Fatal(err)
 	}
 	g, _ := Open(m, "sales")
@@ -147,7 +147,7 @@ func benchTables(b *testing.B, be backend, tables int) {
 	}
 	g, _ = Open(m, "sales")
 	step(b, m, fmt.Sprintf("merge (%d tables)", tables), func() error {
-		res, err := g.Merge(ctx, "feature", "main", MergeSpecV2{Time: t0, Op: "op-m"}, "a", "merge")
+		res, err := g.Merge(ctx, "feature", "main", MergeSpec{Time: t0, Op: "op-m"}, "a", "merge")
 		if err == nil && (res.Plan.Conflicts != 0 || res.Plan.Unchanged != int64(tables-2)) {
 			err = fmt.Errorf("merge plan %+v", res.Plan)
 		}
@@ -172,7 +172,7 @@ func BenchmarkMergesIntoMain(b *testing.B) {
 func benchMerges(b *testing.B, be backend, merges int) {
 	ctx := context.Background()
 	m := &meter{Store: be.open(b)}
-	if _, err := InitV2(ctx, m, initParams()); err != nil {
+	if _, err := Init(ctx, m, initParams()); err != nil {
 		b.Fatal(err)
 	}
 	g, _ := Open(m, "sales")
@@ -194,7 +194,7 @@ func benchMerges(b *testing.B, be backend, merges int) {
 			return err
 		}
 		merge := func() error {
-			res, err := g.Merge(ctx, branch, "main", MergeSpecV2{Time: at, Op: "op-m-" + branch}, "a", "merge "+branch)
+			res, err := g.Merge(ctx, branch, "main", MergeSpec{Time: at, Op: "op-m-" + branch}, "a", "merge "+branch)
 			if err == nil && (res.Plan.Conflicts != 0 || res.Append.Publish.Outcome != Published) {
 				err = fmt.Errorf("merge %d: %+v", i, res.Plan)
 			}

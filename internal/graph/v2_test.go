@@ -16,9 +16,9 @@ import (
 	"github.com/graftworks/graft/storage/faults"
 )
 
-func mustInitV2(t *testing.T, s storage.Store) (*Graph, InitV2Result) {
+func mustInitV2(t *testing.T, s storage.Store) (*Graph, InitResult) {
 	t.Helper()
-	res, err := InitV2(context.Background(), s, initParams())
+	res, err := Init(context.Background(), s, initParams())
 	if err != nil {
 		t.Fatalf("init v2: %v", err)
 	}
@@ -56,15 +56,15 @@ func TestV2_InitAppendForkRetire_OnEveryBackend(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *faults.Store) {
 		ctx := context.Background()
 		g, init := mustInitV2(t, s)
-		if h := headOf(t, g, "main"); h.Commit.ID != init.Root.ID || h.RefFormat != 2 {
-			t.Fatalf("main head = %v (ref format %d), want the root %v", h.Commit.ID, h.RefFormat, init.Root.ID)
+		if h := headOf(t, g, "main"); h.Commit.ID != init.Root.ID {
+			t.Fatalf("main head = %v, want the root %v", h.Commit.ID, init.Root.ID)
 		}
 		// Re-running init is a no-op.
-		if again, err := InitV2(ctx, s, initParams()); err != nil || again.Root.ID != init.Root.ID {
+		if again, err := Init(ctx, s, initParams()); err != nil || again.Root.ID != init.Root.ID {
 			t.Fatalf("init again: %v, %v", again.Root.ID, err)
 		}
 		a := mustAppend(t, g, spec("main", 1, map[string]ulid.ULID{"orders": versionA}))
-		if a.Publish.Outcome != Published || a.Commit().ID.Seq != 1 || !a.Commit().ID.IsV2() {
+		if a.Publish.Outcome != Published || a.Commit().ID.Seq != 1 || a.Commit().ID.Digest.IsZero() {
 			t.Fatalf("append = %+v", a.Publish)
 		}
 		h := headOf(t, g, "main")
@@ -108,7 +108,7 @@ func TestV2_InitAppendForkRetire_OnEveryBackend(t *testing.T) {
 }
 
 // Commit returns the commit an append planned.
-func (r AppendResult) Commit() format.CommitV2 { return r.Plan.Commit }
+func (r AppendResult) Commit() format.Commit { return r.Plan.Commit }
 
 // The sequence of issue #15 on format 2: main at seq 8, a branch forked at
 // seq 2, cleanup reclaims 1 and 3..6; a write on main expecting the head at
@@ -246,7 +246,7 @@ func TestV2_RefETagsNeverRepeat_AndStaleSwapsFail(t *testing.T) {
 			record()
 		}
 		h := headOf(t, g, "main")
-		body, _ := format.EncodeBranchRefV2(h.Ref)
+		body, _ := format.EncodeBranchRef(h.Ref)
 		for _, old := range etags[:len(etags)-1] {
 			if _, err := s.Put(ctx, format.BranchRefKey("sales", h.Native), body, storage.PutOptions{IfMatch: old}); !errors.Is(err, storage.ErrPreconditionFailed) {
 				t.Fatalf("swap from stale ETag %s: %v", old, err)
@@ -259,25 +259,12 @@ func TestV2_RefETagsNeverRepeat_AndStaleSwapsFail(t *testing.T) {
 	})
 }
 
-func TestV2_PlanAppendOnAFormat1Ref_IsErrNotUpgraded(t *testing.T) {
-	s := newStore(t)
-	mustInit(t, s)
-	g, _ := Open(s, "sales")
-	_, err := g.PlanAppend(context.Background(), spec("main", 1, nil))
-	if !errors.Is(err, ErrNotUpgraded) {
-		t.Fatalf("err = %v, want ErrNotUpgraded", err)
-	}
-	if h := headOf(t, g, "main"); h.RefFormat != 1 || h.Commit.Format != 1 {
-		t.Fatalf("format-1 head read as %+v", h)
-	}
-}
-
 func TestV2_InitLosesGraphRecord_FencesItsMainRef(t *testing.T) {
 	ctx := context.Background()
 	inner := newStore(t)
 	other := initParams()
 	other.MainTree, other.Op = treeMain2, "op-init-other"
-	_, _, _, otherRec, err := buildInitV2(other)
+	_, _, _, otherRec, err := buildInit(other)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,13 +272,13 @@ func TestV2_InitLosesGraphRecord_FencesItsMainRef(t *testing.T) {
 	s := &beforePut{Store: inner, key: format.GraphKey("sales"), fn: func() {
 		inner.Put(ctx, format.GraphKey("sales"), otherRec, storage.PutOptions{IfNoneMatch: true})
 	}}
-	_, err = InitV2(ctx, s, initParams())
+	_, err = Init(ctx, s, initParams())
 	if !errors.Is(err, ErrGraphExists) {
 		t.Fatalf("init = %v, want ErrGraphExists", err)
 	}
 	inc, _, err := (&Graph{S: inner, Name: "sales"}).RefHead(ctx, format.NativeName("main", treeMain))
-	if err != nil || inc.Ref.State != format.RefFence || inc.Ref.Reason != FenceReasonUnpublished || inc.Format != 2 {
-		t.Fatalf("our main ref = %+v, %v; want a format-2 fence", inc, err)
+	if err != nil || inc.Ref.State != format.RefFence || inc.Ref.Reason != FenceReasonUnpublished {
+		t.Fatalf("our main ref = %+v, %v; want a fence", inc, err)
 	}
 }
 

@@ -38,13 +38,19 @@ type CommitSpec struct {
 	Op           string
 }
 
+// commitParamFields maps a commit's JSON fields to the CommitSpec fields
+// they come from, for the errors of an invalid spec.
+var commitParamFields = map[string]string{
+	"pins": "Pins", "author": "Author", "message": "Message", "time": "Time", "op": "Op", "branch": "Branch",
+}
+
 // AppendPlan is a commit placed on a head: everything the append writes,
 // decided before anything is written.
 type AppendPlan struct {
 	// Head is the branch and head the plan read.
 	Head Head
 	// Commit is the new commit; CommitBody its exact bytes at CommitKey.
-	Commit     format.CommitV2
+	Commit     format.Commit
 	CommitKey  string
 	CommitBody []byte
 	// Chunks are the new pins and lineage chunks the commit names.
@@ -133,9 +139,6 @@ func (g *Graph) PlanAppendOn(ctx context.Context, head Head, spec CommitSpec) (A
 	if err := spec.check(); err != nil {
 		return fail(err)
 	}
-	if head.RefFormat != format.Version2 {
-		return fail(fmt.Errorf("%s: %w", head.Native, ErrNotUpgraded))
-	}
 	if head.Logical != spec.Branch || head.Commit.Branch != spec.Branch {
 		return fail(invalidf("Branch", "the head read is of %q", head.Logical))
 	}
@@ -183,11 +186,8 @@ func (g *Graph) PlanAppendOn(ctx context.Context, head Head, spec CommitSpec) (A
 	if err != nil {
 		return fail(fmt.Errorf("lineage: %w", err))
 	}
-	fork, err := ForkOf(ctx, g.S, g.Name, head.Commit)
-	if err != nil {
-		return fail(err)
-	}
-	c := format.CommitV2{
+	fork := head.Commit.Fork
+	c := format.Commit{
 		ID:      format.CommitID{Tree: head.Tree, Seq: head.Commit.ID.Seq + 1},
 		Branch:  spec.Branch,
 		Parents: []format.CommitID{head.Commit.ID},
@@ -210,7 +210,7 @@ func (g *Graph) PlanAppendOn(ctx context.Context, head Head, spec CommitSpec) (A
 		return fail(invalidObject(err, commitParamFields))
 	}
 	ref := format.BranchRef{State: format.RefLive, Branch: spec.Branch, Native: head.Native, Tree: head.Tree, Head: sealed.ID, Op: spec.Op}
-	refBody, err := format.EncodeBranchRefV2(ref)
+	refBody, err := format.EncodeBranchRef(ref)
 	if err != nil {
 		return fail(invalid("Op", err))
 	}

@@ -1,142 +1,14 @@
 package graph
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/oklog/ulid/v2"
 
 	"github.com/graftworks/graft/internal/format"
-	"github.com/graftworks/graft/storage"
 )
-
-// InitV2Result is what InitV2 wrote (or found written by an identical run).
-type InitV2Result struct {
-	Graph   format.Graph
-	Root    format.CommitV2
-	MainRef format.BranchRef
-	Created bool
-}
-
-// InitV2 creates a format-2 graph: main's root commit (seq 0, no parents, no
-// pins), then main's live ref naming it as head, then the graph record, each
-// put-if-absent, so the graph record exists only once the rest does. Every
-// byte is a function of p, so a re-run is idempotent. A graph that exists
-// with other bytes (of either format) is ErrGraphExists; if this call got as
-// far as main's ref before losing the graph record to a different init, it
-// replaces its own ref by a fence (compare-and-swap), so the loser leaves no
-// live branch.
-func InitV2(ctx context.Context, s storage.Store, p InitParams) (InitV2Result, error) {
-	res, root, ref, rec, err := buildInitV2(p)
-	if err != nil {
-		return InitV2Result{}, fmt.Errorf("init graph: %w", err)
-	}
-	graphKey := format.GraphKey(p.Graph)
-	obj, err := s.Get(ctx, graphKey)
-	switch {
-	case err == nil && bytes.Equal(obj.Body, rec):
-		return res, nil
-	case err == nil:
-		return InitV2Result{}, fmt.Errorf("init graph %q: %s holds another graph record: %w", p.Graph, graphKey, ErrGraphExists)
-	case !errors.Is(err, storage.ErrNotFound):
-		return InitV2Result{}, fmt.Errorf("init graph %q: read graph record: %w", p.Graph, err)
-	}
-	if err := putOwn(ctx, s, format.CommitIDKey(p.Graph, res.Root.ID), root, "root commit"); err != nil {
-		return InitV2Result{}, fmt.Errorf("init graph %q: %w", p.Graph, err)
-	}
-	refKey := format.BranchRefKey(p.Graph, res.MainRef.Native)
-	if err := putOwn(ctx, s, refKey, ref, "main ref"); err != nil {
-		return InitV2Result{}, fmt.Errorf("init graph %q: %w", p.Graph, err)
-	}
-	put, err := PutIfAbsent(ctx, s, graphKey, rec)
-	if err != nil {
-		return InitV2Result{}, fmt.Errorf("init graph %q: put graph record: %w", p.Graph, err)
-	}
-	if put.Outcome == PutTaken {
-		fence := res.MainRef
-		fence.State, fence.Head, fence.Reason = format.RefFence, format.CommitID{}, FenceReasonUnpublished
-		fenceBytes, ferr := format.EncodeBranchRefV2(fence)
-		if ferr == nil {
-			ferr = swapOwnRef(ctx, s, refKey, ref, fenceBytes)
-		}
-		if ferr != nil {
-			return InitV2Result{}, fmt.Errorf("init graph %q: lost graph record to another init: %w (and fence main ref %s: %v)", p.Graph, ErrGraphExists, res.MainRef.Native, ferr)
-		}
-		return InitV2Result{}, fmt.Errorf("init graph %q: lost graph record to another init, fenced main ref %s: %w", p.Graph, res.MainRef.Native, ErrGraphExists)
-	}
-	res.Created = put.Outcome == PutCreated
-	return res, nil
-}
-
-func buildInitV2(p InitParams) (InitV2Result, []byte, []byte, []byte, error) {
-	if err := format.ValidateGraphName(p.Graph); err != nil {
-		return InitV2Result{}, nil, nil, nil, invalid("Graph", err)
-	}
-	if p.MainTree.IsZero() {
-		return InitV2Result{}, nil, nil, nil, invalidf("MainTree", "zero ULID")
-	}
-	if err := format.ValidateOp(p.Op); err != nil {
-		return InitV2Result{}, nil, nil, nil, invalid("Op", err)
-	}
-	if err := format.ValidateTime(p.Time); err != nil {
-		return InitV2Result{}, nil, nil, nil, invalid("Time", err)
-	}
-	author := p.Author
-	if author == "" {
-		author = "graft"
-	}
-	fields := map[string]string{"author": "Author", "time": "Time", "created_at": "Time"}
-	root, rootBytes, err := format.SealCommit(format.CommitV2{
-		ID: format.CommitID{Tree: p.MainTree}, Branch: DefaultBranch,
-		Author: author, Message: "initialize graph " + p.Graph, Time: p.Time.UTC(), Op: p.Op,
-	})
-	if err != nil {
-		return InitV2Result{}, nil, nil, nil, invalidObject(err, fields)
-	}
-	ref := format.BranchRef{State: format.RefLive, Branch: DefaultBranch, Native: format.NativeName(DefaultBranch, p.MainTree),
-		Tree: p.MainTree, Head: root.ID, Op: p.Op}
-	refBytes, err := format.EncodeBranchRefV2(ref)
-	if err != nil {
-		return InitV2Result{}, nil, nil, nil, invalidObject(err, fields)
-	}
-	g := format.Graph{Name: p.Graph, CreatedAt: p.Time.UTC(), Op: p.Op, DefaultBranch: DefaultBranch}
-	rec, err := format.EncodeGraphV2(g)
-	if err != nil {
-		return InitV2Result{}, nil, nil, nil, invalidObject(err, fields)
-	}
-	return InitV2Result{Graph: g, Root: root, MainRef: ref}, rootBytes, refBytes, rec, nil
-}
-
-// swapOwnRef replaces our bytes at key by next with compare-and-swap; next
-// already there is success, anything else an error.
-func swapOwnRef(ctx context.Context, s storage.Store, key string, ours, next []byte) error {
-	s = reissue(s)
-	for attempt := 1; attempt <= MaxPutAttempts; attempt++ {
-		obj, err := s.Get(ctx, key)
-		if err != nil {
-			return fmt.Errorf("read ref: %w", err)
-		}
-		switch {
-		case bytes.Equal(obj.Body, next):
-			return nil
-		case !bytes.Equal(obj.Body, ours):
-			return fmt.Errorf("ref %s holds neither our ref nor its replacement", key)
-		}
-		_, err = s.Put(ctx, key, next, storage.PutOptions{IfMatch: obj.ETag})
-		if err == nil {
-			return nil
-		}
-		switch storage.CodeOf(err) {
-		case storage.CodePreconditionFailed, storage.CodeAmbiguous, storage.CodeUnknown:
-			continue
-		}
-		return fmt.Errorf("swap ref: %w", err)
-	}
-	return fmt.Errorf("swap ref: %w", storage.ErrAmbiguous)
-}
 
 // ForkSpec is a new branch incarnation starting at a commit.
 type ForkSpec struct {
@@ -158,7 +30,7 @@ type ForkPlan struct {
 	// Commit is the fork commit (seq 0 of the new tree): Source's pins as
 	// they stand (the same map, so nothing is copied), and its lineage plus
 	// Source's own position.
-	Commit     format.CommitV2
+	Commit     format.Commit
 	CommitKey  string
 	CommitBody []byte
 	// Chunks are the new lineage chunks (none while lineages are inline).
@@ -256,7 +128,7 @@ func (g *Graph) finishFork(ctx context.Context, spec ForkSpec, src Commit, pins 
 	if err != nil {
 		return fail(fmt.Errorf("lineage: %w", err))
 	}
-	c, body, err := format.SealCommit(format.CommitV2{
+	c, body, err := format.SealCommit(format.Commit{
 		ID:      format.CommitID{Tree: spec.Tree},
 		Branch:  spec.Branch,
 		Parents: []format.CommitID{src.ID},
@@ -273,7 +145,7 @@ func (g *Graph) finishFork(ctx context.Context, spec ForkSpec, src Commit, pins 
 	}
 	native := format.NativeName(spec.Branch, spec.Tree)
 	ref := format.BranchRef{State: format.RefLive, Branch: spec.Branch, Native: native, Tree: spec.Tree, Head: c.ID, Op: spec.Op}
-	refBody, err := format.EncodeBranchRefV2(ref)
+	refBody, err := format.EncodeBranchRef(ref)
 	if err != nil {
 		return fail(invalid("Op", err))
 	}
@@ -326,7 +198,7 @@ func FenceBytes(native, op, reason string) ([]byte, error) {
 	if err != nil {
 		return nil, invalid("Native", err)
 	}
-	b, err := format.EncodeBranchRefV2(format.BranchRef{State: format.RefFence, Branch: logical, Native: native, Tree: tree, Op: op, Reason: reason})
+	b, err := format.EncodeBranchRef(format.BranchRef{State: format.RefFence, Branch: logical, Native: native, Tree: tree, Op: op, Reason: reason})
 	if err != nil {
 		return nil, invalidObject(err, map[string]string{"op": "Op", "reason": "Reason"})
 	}

@@ -14,17 +14,14 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// Commit is a commit of either format as the format-2 API sees it: format-1
-// commits (a graph's history before its upgrade) read the same way, with
-// their pins and lineage as inline maps.
+// Commit is a commit as this package reads and writes it (format.Commit).
 type Commit struct {
 	ID     format.CommitID
-	Format int
 	Branch string
 	// Parents: the first parent, then an optional merged parent.
 	Parents []format.CommitID
-	// Fork is the commit the tree was forked from (format 2; zero for a
-	// format-1 commit, see ForkOf, and for main's first tree).
+	// Fork is the commit the tree was forked from (zero for main's first
+	// tree).
 	Fork         format.CommitID
 	Pins         format.MapRef[format.PinEntry]
 	Lineage      format.MapRef[format.LineageEntry]
@@ -51,31 +48,9 @@ func (c Commit) MergedParent() format.CommitID {
 	return c.Parents[1]
 }
 
-func commitFromV2(c format.CommitV2) Commit {
-	return Commit{ID: c.ID, Format: format.Version2, Branch: c.Branch, Parents: c.Parents, Fork: c.Fork, Pins: c.Pins,
+func commitFrom(c format.Commit) Commit {
+	return Commit{ID: c.ID, Branch: c.Branch, Parents: c.Parents, Fork: c.Fork, Pins: c.Pins,
 		Lineage: c.Lineage, RestoredFrom: c.RestoredFrom, Author: c.Author, Message: c.Message, Time: c.Time, Op: c.Op}
-}
-
-// commitFromV1 converts a format-1 commit; its maps are inline (whatever
-// their size: they are never written back in this form).
-func commitFromV1(c format.Commit) Commit {
-	out := Commit{ID: c.ID, Format: format.Version, Branch: c.Branch, Parents: c.Parents, RestoredFrom: c.RestoredFrom,
-		Author: c.Author, Message: c.Message, Time: c.Time, Op: c.Op}
-	for _, t := range sortedKeysOf(c.Pins) {
-		out.Pins.Entries = append(out.Pins.Entries, format.PinEntry{Table: t, Version: c.Pins[t]})
-	}
-	trees := make([]ulid.ULID, 0, len(c.Lineage))
-	for t := range c.Lineage {
-		trees = append(trees, t)
-	}
-	slices.SortFunc(trees, func(a, b ulid.ULID) int { return a.Compare(b) })
-	for _, t := range trees {
-		out.Lineage.Entries = append(out.Lineage.Entries, format.LineageEntry{Tree: t, Seq: c.Lineage[t]})
-	}
-	if len(c.Parents) == 1 && c.ID.Seq == 0 {
-		out.Fork = c.Parents[0]
-	}
-	return out
 }
 
 func sortedKeysOf[V any](m map[string]V) []string {
@@ -87,8 +62,8 @@ func sortedKeysOf[V any](m map[string]V) []string {
 	return keys
 }
 
-// ReadCommitAny reads the commit with the given id, of either format: one GET.
-func ReadCommitAny(ctx context.Context, s storage.Store, graph, commitID string) (Commit, error) {
+// ReadCommit reads the commit with the given id: one GET.
+func ReadCommit(ctx context.Context, s storage.Store, graph, commitID string) (Commit, error) {
 	if err := format.ValidateGraphName(graph); err != nil {
 		return Commit{}, invalid("Graph", err)
 	}
@@ -96,19 +71,11 @@ func ReadCommitAny(ctx context.Context, s storage.Store, graph, commitID string)
 	if err != nil {
 		return Commit{}, invalid("CommitID", err)
 	}
-	return readCommitAny(ctx, s, graph, id)
+	return readCommit(ctx, s, graph, id)
 }
 
-// readCommitAny reads a commit by id: a format-2 id names a format-2 commit,
-// a format-1 id a format-1 commit.
-func readCommitAny(ctx context.Context, s storage.Store, graph string, id format.CommitID) (Commit, error) {
-	if !id.IsV2() {
-		c, err := readCommit(ctx, s, graph, id)
-		if err != nil {
-			return Commit{}, err
-		}
-		return commitFromV1(c), nil
-	}
+// readCommit reads a commit by id and checks it is the one the id names.
+func readCommit(ctx context.Context, s storage.Store, graph string, id format.CommitID) (Commit, error) {
 	key := format.CommitIDKey(graph, id)
 	obj, err := s.Get(ctx, key)
 	if errors.Is(err, storage.ErrNotFound) {
@@ -117,7 +84,7 @@ func readCommitAny(ctx context.Context, s storage.Store, graph string, id format
 	if err != nil {
 		return Commit{}, fmt.Errorf("read commit %s: %w", id, err)
 	}
-	c, err := format.DecodeCommitV2(obj.Body)
+	c, err := format.DecodeCommit(obj.Body)
 	if err != nil {
 		return Commit{}, fmt.Errorf("read commit %s: %s: %w", id, key, err)
 	}
@@ -125,26 +92,7 @@ func readCommitAny(ctx context.Context, s storage.Store, graph string, id format
 		return Commit{}, fmt.Errorf("read commit %s: %s: %w", id, key,
 			&format.MalformedError{Kind: format.KindCommit, Field: "id", Reason: "is " + c.ID.String() + ", not the commit its key names"})
 	}
-	return commitFromV2(c), nil
-}
-
-// ForkOf returns the commit c's tree was forked from: c.Fork for a format-2
-// commit; for a format-1 commit, the parent of its tree's seq-0 commit (one
-// GET unless c is that commit). Zero for a tree that starts at a root
-// commit — and for a format-1 tree whose seq-0 commit cleanup has reclaimed:
-// the fork only guides the merge-base search, which is exact without it.
-func ForkOf(ctx context.Context, s storage.Store, graph string, c Commit) (format.CommitID, error) {
-	if c.Format == format.Version2 || c.ID.Seq == 0 {
-		return c.Fork, nil
-	}
-	first, err := readCommitAny(ctx, s, graph, format.CommitID{Tree: c.ID.Tree, Seq: 0})
-	if errors.Is(err, ErrCommitNotFound) {
-		return format.CommitID{}, nil
-	}
-	if err != nil {
-		return format.CommitID{}, fmt.Errorf("read fork commit of tree %s: %w", c.ID.Tree, err)
-	}
-	return first.Fork, nil
+	return commitFrom(c), nil
 }
 
 // Pin returns the version of table that c pins, or false.
@@ -182,7 +130,7 @@ func Open(s storage.Store, graph string) (*Graph, error) {
 
 // Commit reads a commit of either format by id: one GET.
 func (g *Graph) Commit(ctx context.Context, id format.CommitID) (Commit, error) {
-	return readCommitAny(ctx, g.S, g.Name, id)
+	return readCommit(ctx, g.S, g.Name, id)
 }
 
 func (g *Graph) lineageOf(c Commit) mapTree[format.LineageEntry] {

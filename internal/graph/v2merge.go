@@ -234,10 +234,7 @@ func (bs *baseSearch) forkProbes(ctx context.Context, source, target Commit) ([]
 	seen := map[format.CommitID]bool{}
 	for _, pair := range [][2]Commit{{source, target}, {target, source}} {
 		head, other := pair[0], pair[1]
-		fork, err := ForkOf(ctx, bs.g.S, bs.g.Name, head)
-		if err != nil {
-			return nil, err
-		}
+		fork := head.Fork
 		for i := 0; i < maxForkProbes && !fork.IsZero() && !seen[fork]; i++ {
 			seen[fork] = true
 			p, err := bs.readCommit(ctx, fork)
@@ -255,9 +252,7 @@ func (bs *baseSearch) forkProbes(ctx context.Context, source, target Commit) ([]
 				}
 				break // its own forks are its ancestors: it rules them out
 			}
-			if fork, err = ForkOf(ctx, bs.g.S, bs.g.Name, p); err != nil {
-				return nil, err
-			}
+			fork = p.Fork
 		}
 	}
 	return out, nil
@@ -311,6 +306,36 @@ func (bs *baseSearch) resolveBlock(ctx context.Context, b block, d *Commit) erro
 	})
 }
 
+// Relation is how a merge's source head relates to its target head.
+type Relation string
+
+const (
+	// RelationUpToDate: the source head is the target head or one of its
+	// ancestors; the target has everything the source has.
+	RelationUpToDate Relation = "up_to_date"
+	// RelationAdoptable: the target head is a proper ancestor of the source
+	// head; the target can take the source's state wholesale.
+	RelationAdoptable Relation = "adoptable"
+	// RelationDiverged: each head has commits the other lacks.
+	RelationDiverged Relation = "diverged"
+)
+
+// TableAction is what a merge does with one table.
+type TableAction string
+
+const (
+	// TableUnchanged: source and target pin the same version (or neither pins it).
+	TableUnchanged TableAction = "unchanged"
+	// TableAdopt: only the source changed the table since the base; the
+	// target takes the source's version (or drops the table, if the source did).
+	TableAdopt TableAction = "adopt"
+	// TableKeep: only the target changed the table; it keeps its version.
+	TableKeep TableAction = "keep"
+	// TableConflict: both changed the table, to different versions — or the
+	// merge bases disagree about it and the two sides differ.
+	TableConflict TableAction = "conflict"
+)
+
 // TableMerged: both sides changed the table and their changes touch
 // different objects; the merge writes a new version with both.
 const TableMerged TableAction = "merged"
@@ -333,7 +358,7 @@ type TableMerge struct {
 	// Added, Removed and Replaced count what the merge changes in the
 	// target's entries (adopt and merged).
 	Added, Removed, Replaced int64
-	// Conflicts lists, up to MergeSpecV2.MaxListedConflicts, the objects
+	// Conflicts lists, up to MergeSpec.MaxListedConflicts, the objects
 	// changed differently on both sides; ConflictCount counts them all.
 	Conflicts     []ObjectConflict
 	ConflictCount int64
@@ -341,8 +366,8 @@ type TableMerge struct {
 	Why string
 }
 
-// MergeSpecV2 parameterises PlanMergeV2.
-type MergeSpecV2 struct {
+// MergeSpec parameterises PlanMerge.
+type MergeSpec struct {
 	// NewVersionID mints the id of the version a table merged at object
 	// level gets (called once per such table, in table order).
 	NewVersionID func(table string) ulid.ULID
@@ -353,8 +378,8 @@ type MergeSpecV2 struct {
 	MaxListedConflicts int
 }
 
-// MergePlanV2 is what merging source into target would do.
-type MergePlanV2 struct {
+// MergePlan is what merging source into target would do.
+type MergePlan struct {
 	Relation Relation
 	Bases    []format.CommitID
 	// Tables has a line for every table the merge does not leave unchanged,
@@ -374,13 +399,13 @@ type MergePlanV2 struct {
 
 // Writes reports whether the merge changes the target: no conflict and
 // something to take.
-func (p MergePlanV2) Writes() bool {
+func (p MergePlan) Writes() bool {
 	return p.Conflicts == 0 && (len(p.SetPins) > 0 || len(p.DropPins) > 0 || !p.PinsFrom.IsZero())
 }
 
 // Spec returns the commit spec of the merge commit on the target's head
 // (merged parent: the source head).
-func (p MergePlanV2) Spec(target Head, source Commit, author, message string, at time.Time, op string) CommitSpec {
+func (p MergePlan) Spec(target Head, source Commit, author, message string, at time.Time, op string) CommitSpec {
 	sp := CommitSpec{Branch: target.Logical, ExpectedHead: target.Commit.ID.String(), SetPins: p.SetPins, DropPins: p.DropPins,
 		MergedParent: source.ID.String(), Author: author, Message: message, Time: at, Op: op}
 	if !p.PinsFrom.IsZero() {
@@ -389,7 +414,7 @@ func (p MergePlanV2) Spec(target Head, source Commit, author, message string, at
 	return sp
 }
 
-// PlanMergeV2 classifies every table the two heads pin differently — the
+// PlanMerge classifies every table the two heads pin differently — the
 // pins maps are walked side by side, so tables in shared chunks are not
 // read — by the three-way rule: a table only the source changed since the
 // base is adopted, one only the target changed is kept, and one both changed
@@ -398,8 +423,8 @@ func (p MergePlanV2) Spec(target Head, source Commit, author, message string, at
 // added, removed or replaced differently conflict. Its cost is the chunks in
 // which the versions differ, never the size of a table. It writes nothing;
 // the merged versions are in Versions.
-func (g *Graph) PlanMergeV2(ctx context.Context, source, target Commit, bases BaseSearch, spec MergeSpecV2) (MergePlanV2, error) {
-	plan := MergePlanV2{Relation: bases.Relation, SetPins: map[string]ulid.ULID{}}
+func (g *Graph) PlanMerge(ctx context.Context, source, target Commit, bases BaseSearch, spec MergeSpec) (MergePlan, error) {
+	plan := MergePlan{Relation: bases.Relation, SetPins: map[string]ulid.ULID{}}
 	for _, b := range bases.Bases {
 		plan.Bases = append(plan.Bases, b.ID)
 	}
@@ -433,7 +458,7 @@ func (g *Graph) PlanMergeV2(ctx context.Context, source, target Commit, bases Ba
 		shared: func(c format.ChildRef) error { plan.Unchanged += c.Count; return nil },
 	})
 	if err != nil {
-		return MergePlanV2{}, fmt.Errorf("plan merge: compare pins: %w", err)
+		return MergePlan{}, fmt.Errorf("plan merge: compare pins: %w", err)
 	}
 	if bases.Relation == RelationAdoptable {
 		plan.PinsFrom = source.ID
@@ -444,7 +469,7 @@ func (g *Graph) PlanMergeV2(ctx context.Context, source, target Commit, bases Ba
 		for j, b := range bases.Bases {
 			v, _, err := g.Pin(ctx, b, line.Table)
 			if err != nil {
-				return MergePlanV2{}, fmt.Errorf("plan merge: base pins: %w", err)
+				return MergePlan{}, fmt.Errorf("plan merge: base pins: %w", err)
 			}
 			if j > 0 && v != line.Base {
 				line.BaseAmbiguous = true
@@ -455,7 +480,7 @@ func (g *Graph) PlanMergeV2(ctx context.Context, source, target Commit, bases Ba
 			line.Base = ulid.ULID{}
 		}
 		if err := g.classify(ctx, line, &plan, spec); err != nil {
-			return MergePlanV2{}, fmt.Errorf("plan merge: table %s: %w", line.Table, err)
+			return MergePlan{}, fmt.Errorf("plan merge: table %s: %w", line.Table, err)
 		}
 		if line.Action == TableConflict {
 			plan.Conflicts++
@@ -468,7 +493,7 @@ func (g *Graph) PlanMergeV2(ctx context.Context, source, target Commit, bases Ba
 	return plan, nil
 }
 
-func (g *Graph) classify(ctx context.Context, line *TableMerge, plan *MergePlanV2, spec MergeSpecV2) error {
+func (g *Graph) classify(ctx context.Context, line *TableMerge, plan *MergePlan, spec MergeSpec) error {
 	adopt := func() error {
 		line.Action = TableAdopt
 		if plan.PinsFrom.IsZero() {
@@ -557,7 +582,7 @@ func (g *Graph) countChange(ctx context.Context, line *TableMerge) error {
 }
 
 // mergeObjects merges a table both sides changed, object by object.
-func (g *Graph) mergeObjects(ctx context.Context, line *TableMerge, plan *MergePlanV2, spec MergeSpecV2) error {
+func (g *Graph) mergeObjects(ctx context.Context, line *TableMerge, plan *MergePlan, spec MergeSpec) error {
 	ds, _, _, err := g.diffVersions(ctx, line.Table, line.Base, line.Source)
 	if err != nil {
 		return err
@@ -626,8 +651,8 @@ func (g *Graph) mergeObjects(ctx context.Context, line *TableMerge, plan *MergeP
 		return err
 	}
 	id := spec.NewVersionID(line.Table)
-	v := format.TableVersionV2{Table: line.Table, ID: id, Entries: ref, Bytes: bytes, CreatedAt: spec.Time.UTC(), Op: spec.Op}
-	body, err := format.EncodeTableVersionV2(v)
+	v := format.TableVersion{Table: line.Table, ID: id, Entries: ref, Bytes: bytes, CreatedAt: spec.Time.UTC(), Op: spec.Op}
+	body, err := format.EncodeTableVersion(v)
 	if err != nil {
 		return err
 	}
@@ -650,7 +675,7 @@ func sameEntry(a, b *format.ManifestEntry) bool {
 
 // Keys returns every key the merge writes before its commit (the merged
 // versions' chunks and objects), to pin first.
-func (p MergePlanV2) Keys() []string {
+func (p MergePlan) Keys() []string {
 	var keys []string
 	for _, v := range p.Versions {
 		keys = append(keys, v.Keys()...)
@@ -659,7 +684,7 @@ func (p MergePlanV2) Keys() []string {
 }
 
 // WriteMergedVersions writes the plan's merged versions (chunks first).
-func (g *Graph) WriteMergedVersions(ctx context.Context, p MergePlanV2) error {
+func (g *Graph) WriteMergedVersions(ctx context.Context, p MergePlan) error {
 	for _, v := range p.Versions {
 		if err := g.WriteVersion(ctx, v); err != nil {
 			return err
@@ -671,7 +696,7 @@ func (g *Graph) WriteMergedVersions(ctx context.Context, p MergePlanV2) error {
 // MergeResult is what Merge did.
 type MergeResult struct {
 	Search BaseSearch
-	Plan   MergePlanV2
+	Plan   MergePlan
 	// Append is the merge commit's append; zero when nothing was written.
 	Append AppendResult
 }
@@ -681,7 +706,7 @@ type MergeResult struct {
 // bases, plan, and — when the plan writes — write the merged versions and
 // append the merge commit. A conflict is returned in the plan with nothing
 // written.
-func (g *Graph) Merge(ctx context.Context, sourceBranch, targetBranch string, spec MergeSpecV2, author, message string) (MergeResult, error) {
+func (g *Graph) Merge(ctx context.Context, sourceBranch, targetBranch string, spec MergeSpec, author, message string) (MergeResult, error) {
 	src, err := g.BranchHead(ctx, sourceBranch)
 	if err != nil {
 		return MergeResult{}, err
@@ -694,7 +719,7 @@ func (g *Graph) Merge(ctx context.Context, sourceBranch, targetBranch string, sp
 	if err != nil {
 		return MergeResult{}, err
 	}
-	plan, err := g.PlanMergeV2(ctx, src.Commit, dst.Commit, search, spec)
+	plan, err := g.PlanMerge(ctx, src.Commit, dst.Commit, search, spec)
 	if err != nil {
 		return MergeResult{}, err
 	}

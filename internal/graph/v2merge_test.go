@@ -244,7 +244,7 @@ func TestV2_ObjectLevelMerge_OnEveryBackend(t *testing.T) {
 		mv := mkVersion(2, v0, mput, nil)
 		mustAppend(t, g, spec("feature", 2, map[string]ulid.ULID{"events": fv}))
 		mustAppend(t, g, spec("main", 3, map[string]ulid.ULID{"events": mv}))
-		mspec := MergeSpecV2{NewVersionID: func(table string) ulid.ULID { return version(50) }, Time: t0.Add(time.Hour), Op: "op-merge"}
+		mspec := MergeSpec{NewVersionID: func(table string) ulid.ULID { return version(50) }, Time: t0.Add(time.Hour), Op: "op-merge"}
 		res, err := g.Merge(ctx, "feature", "main", mspec, "ana", "merge feature")
 		if err != nil {
 			t.Fatal(err)
@@ -320,11 +320,11 @@ func TestV2_MergeCost_FlatIn10kAnd100kMergedTrees(t *testing.T) {
 			t.Fatal(err)
 		}
 		putChunks(ctx, s, chunks)
-		c, body, _ := format.SealCommit(format.CommitV2{ID: format.CommitID{Tree: treeMain, Seq: 1}, Branch: "main", Parents: []format.CommitID{init.Root.ID},
+		c, body, _ := format.SealCommit(format.Commit{ID: format.CommitID{Tree: treeMain, Seq: 1}, Branch: "main", Parents: []format.CommitID{init.Root.ID},
 			Lineage: ref, Author: "t", Message: "after many merges", Time: t0, Op: "op-many"})
 		putObject(ctx, s, format.CommitIDKey("sales", c.ID), body)
 		h := headOf(t, g, "main")
-		refBody, _ := format.EncodeBranchRefV2(format.BranchRef{State: format.RefLive, Branch: "main", Native: h.Native, Tree: treeMain, Head: c.ID, Op: "op-many"})
+		refBody, _ := format.EncodeBranchRef(format.BranchRef{State: format.RefLive, Branch: "main", Native: h.Native, Tree: treeMain, Head: c.ID, Op: "op-many"})
 		if _, err := g.Publish(ctx, Publish{Native: h.Native, IfMatch: h.ETag, Body: refBody, Commit: c.ID}); err != nil {
 			t.Fatal(err)
 		}
@@ -340,7 +340,7 @@ func TestV2_MergeCost_FlatIn10kAnd100kMergedTrees(t *testing.T) {
 		d.commit("main", map[string]ulid.ULID{"u": vid(2)}, "")
 		g2, _ := Open(s, "sales")
 		s.ResetCounts()
-		res, err := g2.Merge(ctx, "x", "main", MergeSpecV2{Time: t0, Op: "op-merge"}, "t", "merge x")
+		res, err := g2.Merge(ctx, "x", "main", MergeSpec{Time: t0, Op: "op-merge"}, "t", "merge x")
 		if err != nil || res.Plan.Conflicts != 0 || res.Append.Publish.Outcome != Published {
 			t.Fatalf("merge: %+v, %v", res.Plan, err)
 		}
@@ -420,7 +420,7 @@ func TestV2_CreateAndMergeCost_10kTablesVs4(t *testing.T) {
 		mustAppend(t, g, spec("main", 3, map[string]ulid.ULID{"table_00002": vid(3)}))
 		g3, _ := Open(s, "sales")
 		s.ResetCounts()
-		res, err := g3.Merge(ctx, "feature", "main", MergeSpecV2{Time: t0, Op: "op-m"}, "a", "merge")
+		res, err := g3.Merge(ctx, "feature", "main", MergeSpec{Time: t0, Op: "op-m"}, "a", "merge")
 		if err != nil || res.Plan.Conflicts != 0 || len(res.Plan.Tables) != 2 || res.Plan.Tables[0].Action != TableAdopt || res.Plan.Tables[1].Action != TableKeep {
 			t.Fatalf("merge: %+v, %v", res.Plan, err)
 		}

@@ -35,6 +35,11 @@ const (
 	abortTimeout = 30 * time.Second
 )
 
+// MaxDataObjectSize bounds a data object written with one put (64 MiB):
+// Store.Put takes the whole body in memory, and a conditional PUT's failure
+// must still come back as a clean 412. Larger objects are multipart uploads.
+const MaxDataObjectSize = 64 << 20
+
 // UploadOptions tune UploadObject. The zero value uses the defaults.
 type UploadOptions struct {
 	// Threshold is the largest object sent as one put. Defaults to

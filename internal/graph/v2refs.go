@@ -22,21 +22,16 @@ import (
 // ETag is a function of the bytes (the MD5 of the bytes on the local store,
 // versitygw and S3 single-part puts).
 
-// ErrNotUpgraded reports a format-2 write on a branch whose ref is still
-// format 1 (its graph has not finished its upgrade).
-var ErrNotUpgraded = errors.New("graph: branch ref is format 1; upgrade the graph first")
-
 // Head is a branch's live incarnation and its head commit.
 type Head struct {
 	Branch
-	// Commit is the head: for a format-2 ref the commit the ref names, for
-	// a format-1 ref the newest commit of its tree.
+	// Commit is the head: the commit the ref names.
 	Commit Commit
 }
 
 // BranchHead resolves a logical branch and reads its head: one listing of
 // the name's refs and a GET of each (ResolveBranch), then one GET of the head
-// commit (format 2) or one LIST and one GET (format 1).
+// commit.
 func (g *Graph) BranchHead(ctx context.Context, logical string) (Head, error) {
 	b, err := ResolveBranch(ctx, g.S, g.Name, logical)
 	if err != nil {
@@ -47,22 +42,15 @@ func (g *Graph) BranchHead(ctx context.Context, logical string) (Head, error) {
 
 // HeadOf reads the head of a resolved branch.
 func (g *Graph) HeadOf(ctx context.Context, b Branch) (Head, error) {
-	if b.RefFormat == format.Version2 {
-		c, err := g.Commit(ctx, b.Ref.Head)
-		if err != nil {
-			return Head{}, fmt.Errorf("read head of %s: %w", b.Native, err)
-		}
-		if c.ID.Tree != b.Tree || c.Branch != b.Logical {
-			return Head{}, fmt.Errorf("read head of %s: %w", b.Native, &format.MalformedError{Kind: format.KindCommit, Field: "branch",
-				Reason: fmt.Sprintf("the head %s is of branch %q in tree %s", c.ID, c.Branch, c.ID.Tree)})
-		}
-		return Head{Branch: b, Commit: c}, nil
-	}
-	c, err := ReadHead(ctx, g.S, g.Name, b.Tree)
+	c, err := g.Commit(ctx, b.Ref.Head)
 	if err != nil {
-		return Head{}, err
+		return Head{}, fmt.Errorf("read head of %s: %w", b.Native, err)
 	}
-	return Head{Branch: b, Commit: commitFromV1(c)}, nil
+	if c.ID.Tree != b.Tree || c.Branch != b.Logical {
+		return Head{}, fmt.Errorf("read head of %s: %w", b.Native, &format.MalformedError{Kind: format.KindCommit, Field: "branch",
+			Reason: fmt.Sprintf("the head %s is of branch %q in tree %s", c.ID, c.Branch, c.ID.Tree)})
+	}
+	return Head{Branch: b, Commit: c}, nil
 }
 
 // RefHead reads the ref of one native incarnation (any state) and, when it
@@ -76,11 +64,11 @@ func (g *Graph) RefHead(ctx context.Context, native string) (Incarnation, Commit
 	if err != nil {
 		return Incarnation{}, Commit{}, fmt.Errorf("read ref %s: %w", native, err)
 	}
-	ref, version, err := format.DecodeBranchRefAny(obj.Body)
+	ref, err := format.DecodeBranchRef(obj.Body)
 	if err != nil {
 		return Incarnation{}, Commit{}, fmt.Errorf("read ref %s: %s: %w", native, key, err)
 	}
-	inc := Incarnation{Native: native, Ref: ref, ETag: obj.ETag, Format: version}
+	inc := Incarnation{Native: native, Ref: ref, ETag: obj.ETag}
 	if ref.Head.IsZero() {
 		return inc, Commit{}, nil
 	}
@@ -150,8 +138,8 @@ func (g *Graph) publish(ctx context.Context, p Publish, putFirst bool) (PublishR
 	if err := format.ValidateNative(p.Native); err != nil {
 		return PublishResult{}, fmt.Errorf("publish: %w", invalid("Native", err))
 	}
-	if p.IfMatch == "" || len(p.Body) == 0 || !p.Commit.IsV2() {
-		return PublishResult{}, fmt.Errorf("publish: %w", invalidf("Publish", "needs an ETag, the new ref's bytes and a format-2 commit"))
+	if p.IfMatch == "" || len(p.Body) == 0 || p.Commit.Digest.IsZero() {
+		return PublishResult{}, fmt.Errorf("publish: %w", invalidf("Publish", "needs an ETag, the new ref's bytes and a sealed commit"))
 	}
 	key := format.BranchRefKey(g.Name, p.Native)
 	var last error
@@ -190,7 +178,7 @@ func (g *Graph) publish(ctx context.Context, p Publish, putFirst bool) (PublishR
 		if obj.ETag == p.IfMatch {
 			continue // unchanged: nothing landed yet; re-issue
 		}
-		ref, _, err := format.DecodeBranchRefAny(obj.Body)
+		ref, err := format.DecodeBranchRef(obj.Body)
 		if err != nil {
 			return PublishResult{}, fmt.Errorf("publish %s on %s: %s: %w", p.Commit, p.Native, key, err)
 		}
@@ -283,7 +271,7 @@ func (g *Graph) CheckPublish(ctx context.Context, p Publish) (res PublishResult,
 	case obj.ETag == p.IfMatch:
 		return PublishResult{}, true, nil
 	}
-	ref, _, err := format.DecodeBranchRefAny(obj.Body)
+	ref, err := format.DecodeBranchRef(obj.Body)
 	if err != nil {
 		return PublishResult{}, false, fmt.Errorf("check publish %s on %s: %s: %w", p.Commit, p.Native, key, err)
 	}
@@ -315,16 +303,16 @@ func (g *Graph) FencePublish(ctx context.Context, p Publish, op string) (Publish
 	if obj.ETag != p.IfMatch {
 		return g.CheckPublish(ctx, p)
 	}
-	ref, version, err := format.DecodeBranchRefAny(obj.Body)
-	if err != nil || version != format.Version2 || ref.State != format.RefLive {
-		return PublishResult{}, true, fmt.Errorf("fence publish %s on %s: the ref read is not a live format-2 ref: %v", p.Commit, p.Native, err)
+	ref, err := format.DecodeBranchRef(obj.Body)
+	if err != nil || ref.State != format.RefLive {
+		return PublishResult{}, true, fmt.Errorf("fence publish %s on %s: the ref read is not a live ref: %v", p.Commit, p.Native, err)
 	}
 	if ref.Op == op {
 		return PublishResult{}, true, fmt.Errorf("fence publish %s on %s: %w", p.Commit, p.Native,
 			invalidf("Op", "the ref read was written by the fencing operation %s", op))
 	}
 	ref.Op = op
-	body, err := format.EncodeBranchRefV2(ref)
+	body, err := format.EncodeBranchRef(ref)
 	if err != nil {
 		return PublishResult{}, true, fmt.Errorf("fence publish: %w", invalid("Op", err))
 	}

@@ -15,10 +15,9 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// Version is a table version of either format as the format-2 API sees it:
-// a format-1 manifest reads as inline entries named by their object ULID.
+// Version is a table version as this package reads and writes it
+// (format.TableVersion).
 type Version struct {
-	Format    int
 	Table     string
 	ID        ulid.ULID
 	Entries   format.MapRef[format.ManifestEntry]
@@ -30,17 +29,8 @@ type Version struct {
 // Len returns the number of entries.
 func (v Version) Len() int64 { return v.Entries.Len() }
 
-func versionFromV1(v format.TableVersion) Version {
-	out := Version{Format: format.Version, Table: v.Table, ID: v.ID, CreatedAt: v.CreatedAt, Op: v.Op}
-	for _, o := range v.Objects { // sorted by ULID, so by name
-		out.Entries.Entries = append(out.Entries.Entries, format.ManifestEntry{Name: o.ID.String(), Object: o.ID, Size: o.Size, SHA256: o.SHA256})
-		out.Bytes += o.Size
-	}
-	return out
-}
-
-func versionFromV2(v format.TableVersionV2) Version {
-	return Version{Format: format.Version2, Table: v.Table, ID: v.ID, Entries: v.Entries, Bytes: v.Bytes, CreatedAt: v.CreatedAt, Op: v.Op}
+func versionFrom(v format.TableVersion) Version {
+	return Version{Table: v.Table, ID: v.ID, Entries: v.Entries, Bytes: v.Bytes, CreatedAt: v.CreatedAt, Op: v.Op}
 }
 
 // manifests returns the chunk reader of table's manifests, shared by calls.
@@ -62,7 +52,7 @@ func (g *Graph) manifestOf(v Version) mapTree[format.ManifestEntry] {
 	return mapTree[format.ManifestEntry]{r: g.manifests(v.Table), ref: v.Entries}
 }
 
-// Version reads a table version of either format: one GET.
+// Version reads a table version: one GET.
 func (g *Graph) Version(ctx context.Context, table string, id ulid.ULID) (Version, error) {
 	if err := format.ValidateTableName(table); err != nil {
 		return Version{}, invalid("Table", err)
@@ -78,20 +68,11 @@ func (g *Graph) Version(ctx context.Context, table string, id ulid.ULID) (Versio
 	if err != nil {
 		return Version{}, fmt.Errorf("read table %s version %s: %w", table, id, err)
 	}
-	var v Version
-	if format.PeekFormat(obj.Body) == format.Version2 {
-		v2, err := format.DecodeTableVersionV2(obj.Body)
-		if err != nil {
-			return Version{}, fmt.Errorf("read table %s version %s: %s: %w", table, id, key, err)
-		}
-		v = versionFromV2(v2)
-	} else {
-		v1, err := format.DecodeTableVersion(obj.Body)
-		if err != nil {
-			return Version{}, fmt.Errorf("read table %s version %s: %s: %w", table, id, key, err)
-		}
-		v = versionFromV1(v1)
+	decoded, err := format.DecodeTableVersion(obj.Body)
+	if err != nil {
+		return Version{}, fmt.Errorf("read table %s version %s: %s: %w", table, id, key, err)
 	}
+	v := versionFrom(decoded)
 	if v.Table != table || v.ID != id {
 		return Version{}, fmt.Errorf("read table %s version %s: %s: %w", table, id, key,
 			&format.MalformedError{Kind: format.KindTableVersion, Reason: "is version " + v.ID.String() + " of table " + v.Table + ", not the one its key names"})
@@ -147,7 +128,7 @@ type VersionSpec struct {
 
 // VersionPlan is a table version decided before anything is written.
 type VersionPlan struct {
-	Version format.TableVersionV2
+	Version format.TableVersion
 	Key     string
 	Body    []byte
 	// Chunks are the manifest chunks the version names that its base did
@@ -247,8 +228,8 @@ func (g *Graph) PlanVersion(ctx context.Context, spec VersionSpec) (VersionPlan,
 	if err != nil {
 		return fail(err)
 	}
-	v := format.TableVersionV2{Table: spec.Table, ID: spec.VersionID, Entries: ref, Bytes: bytes, CreatedAt: spec.Time.UTC(), Op: spec.Op}
-	body, err := format.EncodeTableVersionV2(v)
+	v := format.TableVersion{Table: spec.Table, ID: spec.VersionID, Entries: ref, Bytes: bytes, CreatedAt: spec.Time.UTC(), Op: spec.Op}
+	body, err := format.EncodeTableVersion(v)
 	if err != nil {
 		return fail(invalidObject(err, map[string]string{"created_at": "Time", "op": "Op"}))
 	}

@@ -19,13 +19,13 @@ import (
 var at = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
 // newGraphV2 makes format-2 graph "g" on a fresh local store.
-func newGraphV2(t *testing.T) (storage.Store, *graph.Graph, graph.InitV2Result) {
+func newGraphV2(t *testing.T) (storage.Store, *graph.Graph, graph.InitResult) {
 	t.Helper()
 	s, err := localfs.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	init, err := graph.InitV2(context.Background(), s, graph.InitParams{Graph: "g", MainTree: ulid.Make(), Op: "op-init", Time: at})
+	init, err := graph.Init(context.Background(), s, graph.InitParams{Graph: "g", MainTree: ulid.Make(), Op: "op-init", Time: at})
 	if err != nil {
 		t.Fatal(err)
 	}
