@@ -604,20 +604,22 @@ func fenceReason(reason string) string {
 // ambiguous) is garbage for the next cleanup; so is one whose delete the store
 // refuses: the witness, settled, lets cleanup reclaim the tree.
 func (a *Activities) ReclaimClone(ctx context.Context, in ReclaimInput) error {
-	id, err := format.ParseCommitID(in.Fork)
-	if err != nil {
-		return fmt.Errorf("reclaim clone: %w", err)
-	}
-	if err := a.Store.Delete(ctx, format.CommitIDKey(in.Graph, id)); err != nil {
-		if storage.CodeOf(err) != storage.CodeRefused {
-			return fmt.Errorf("delete fork commit: %w", err)
+	if in.Fork != "" { // "": no fork commit was written
+		id, err := format.ParseCommitID(in.Fork)
+		if err != nil {
+			return fmt.Errorf("reclaim clone: %w", err)
 		}
-		a.logger(ctx).Info("graft clone delete refused; left for cleanup", "op_id", in.Owner.OpID, "native", in.Native, "detail", err.Error())
+		if err := a.Store.Delete(ctx, format.CommitIDKey(in.Graph, id)); err != nil {
+			if storage.CodeOf(err) != storage.CodeRefused {
+				return fmt.Errorf("delete fork commit: %w", err)
+			}
+			a.logger(ctx).Info("graft clone delete refused; left for cleanup", "op_id", in.Owner.OpID, "native", in.Native, "detail", err.Error())
+		}
 	}
 	var settled catalog.IncarnationSettleResult
 	// Recoverable: lost in a crash of Postgres, this leaves the witness unsettled beside a
 	// ref key holding our bytes, which the reconciler's fence finds and finishes again.
-	err = a.Catalog.InTxRecoverable(ctx, func(tx pgx.Tx) error {
+	err := a.Catalog.InTxRecoverable(ctx, func(tx pgx.Tx) error {
 		if _, err := a.Catalog.OperationLockOwnedTx(ctx, tx, in.Owner.OpID, in.Owner.Run); err != nil {
 			return err
 		}

@@ -43,7 +43,7 @@ type MergeTable struct {
 	Target string            `json:"target,omitempty"`
 	// BaseAmbiguous: several merge bases pin different versions of the table.
 	BaseAmbiguous bool `json:"base_ambiguous,omitempty"`
-	// Format 2: Added, Removed and Replaced count the entries (objects) the merge changes
+	// Added, Removed and Replaced count the entries (objects) the merge changes
 	// in the target's version of the table (adopt and merged); Conflicts names, up to 100,
 	// the objects both sides changed differently, ConflictCount counts them all; Why says
 	// what the two sides did to a table in a table-level conflict.

@@ -88,15 +88,24 @@ func (r *rig) commitAt(table, body string, at time.Time) graph.CommitView {
 // time at, and moves *head to it.
 func (r *rig) commitOn(head *graph.CommitView, table, body string, at time.Time) graph.CommitView {
 	r.t.Helper()
+	return r.commitEntryOn(head, table, "", body, at)
+}
+
+// commitEntryOn is commitOn with the entry named name ("" names it by its object's ULID).
+func (r *rig) commitEntryOn(head *graph.CommitView, table, name, body string, at time.Time) graph.CommitView {
+	r.t.Helper()
 	at = at.UTC().Truncate(time.Millisecond)
 	g := r.graphAPI()
 	id := ulid.Make()
+	if name == "" {
+		name = id.String()
+	}
 	sum := sha256.Sum256([]byte(body))
 	if _, err := r.inner.Put(r.ctx, format.ObjectKey(r.graph, table, id), []byte(body), storage.PutOptions{IfNoneMatch: true}); err != nil {
 		r.t.Fatalf("put object: %v", err)
 	}
 	v, err := g.PutVersion(r.ctx, graph.VersionSpec{Table: table, VersionID: ulid.Make(), Time: at, Op: "write-" + body,
-		Put: []format.ManifestEntry{{Name: id.String(), Object: id, Size: int64(len(body)), SHA256: hex.EncodeToString(sum[:])}}})
+		Put: []format.ManifestEntry{{Name: name, Object: id, Size: int64(len(body)), SHA256: hex.EncodeToString(sum[:])}}})
 	if err != nil {
 		r.t.Fatalf("write table: %v", err)
 	}

@@ -35,6 +35,12 @@ func (r *rig) write(head *graph.CommitView, table, body string) graph.CommitView
 	return r.commitOn(head, table, body, time.Now())
 }
 
+// writeEntry is write with the version's one entry named name.
+func (r *rig) writeEntry(head *graph.CommitView, table, name, body string) graph.CommitView {
+	r.t.Helper()
+	return r.commitEntryOn(head, table, name, body, time.Now())
+}
+
 // merge merges source into main and returns the result and error.
 func (r *rig) merge(req client.MergeRequest) (workflows.MergeResult, error) {
 	r.t.Helper()
@@ -55,15 +61,24 @@ func (r *rig) pinsHeld() []catalog.PinRecord {
 	return pins
 }
 
-// wantOperation fails unless the ledger finished operation id with out and holds no pins.
+// wantOperation fails unless the ledger finished operation id with out and holds no pins
+// but the late-put pin of its own commit: a commit put that answered ambiguously may still
+// be delivered, so its pin outlives the operation (docs/format.md, "Appending a commit").
 func (r *rig) wantOperation(id string, kind catalog.OperationKind, out outcome.Outcome) {
 	r.t.Helper()
 	op := r.operation(id)
 	if op.Kind != kind || op.State != catalog.OperationDone || string(op.Outcome) != string(out) {
 		r.t.Fatalf("operation %+v, want %s done with %s", op, kind, out)
 	}
-	if pins := r.pinsHeld(); len(pins) != 0 {
-		r.t.Fatalf("pins held after %s finished: %+v", id, pins)
+	var held []catalog.PinRecord
+	for _, p := range r.pinsHeld() {
+		if p.LatePut && p.OpID == id && p.Kind == catalog.ObjectCommit {
+			continue
+		}
+		held = append(held, p)
+	}
+	if len(held) != 0 {
+		r.t.Fatalf("pins held after %s finished: %+v", id, held)
 	}
 }
 
@@ -155,16 +170,23 @@ func TestMerge_Conflict_PublishesNothingAndListsEveryConflict(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	r.startWorker()
+	// Both sides put different objects under one name in t and in u: a conflict on that
+	// name in each; v only feat changed.
 	feat := r.fork("feat", r.main)
-	r.write(&feat, "t", "t-feat")
-	r.write(&feat, "u", "u-feat")
+	r.writeEntry(&feat, "t", "part-0", "t-feat")
+	r.writeEntry(&feat, "u", "part-0", "u-feat")
 	r.write(&feat, "v", "v-feat")
-	r.write(&r.main, "t", "t-main")
-	r.write(&r.main, "u", "u-main")
+	r.writeEntry(&r.main, "t", "part-0", "t-main")
+	r.writeEntry(&r.main, "u", "part-0", "u-main")
 	r.store.ResetCounts()
 	res, err := r.merge(client.MergeRequest{Source: "feat"})
 	if !errors.Is(err, outcome.ErrConflict) || res.Outcome != outcome.Conflict || res.Conflicts != 2 || res.Commit != "" {
 		t.Fatalf("merge: %+v, %v; want conflict on two tables", res, err)
+	}
+	for _, line := range res.Tables {
+		if (line.Table == "t" || line.Table == "u") && (len(line.Conflicts) != 1 || line.Conflicts[0] != "part-0") {
+			t.Fatalf("table %s: conflicts %+v, want the one name both sides changed, part-0", line.Table, line.Conflicts)
+		}
 	}
 	if a := actions(res); a["t"] != "conflict" || a["u"] != "conflict" || a["v"] != "adopt" {
 		t.Fatalf("tables %v, want t and u in conflict, v adoptable", a)
