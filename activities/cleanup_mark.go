@@ -225,7 +225,7 @@ func (m *treeMark) keep(key string, counter *int64) {
 	m.kept = append(m.kept, key)
 }
 
-// decideNotLive decides the commits of a tree that is not live, in either format: a
+// decideNotLive decides the commits of a tree that is not live: a
 // condemnable tree's are candidates; an in-flight or unsettled tree's are kept, and
 // reported unsettled (an unsettled one only if no fence was tried on it this run,
 // which reported it already).

@@ -416,7 +416,7 @@ func (a *Activities) CloneTree(ctx context.Context, in CloneInput) (CloneResult,
 		return CloneResult{State: CloneNotCommitted, Message: err.Error()}, nil
 	}
 	for _, c := range in.ForkChunks {
-		// Content-addressed chunks of a format-2 fork, before the commit that names them.
+		// Content-addressed chunks of a fork, before the commit that names them.
 		put, err := graph.PutIfAbsent(ctx, a.Store, c.Key, c.Body)
 		switch {
 		case err == nil && put.Outcome == graph.PutTaken:

@@ -91,8 +91,7 @@ func (a *Activities) readDeleteTarget(ctx context.Context, op catalog.Operation,
 // those commits for cleanup either way; a branch whose create is still
 // settling in the ledger waits for that create (conflict). It reads the
 // name's live ref (readDeleteTarget: one GET of the ref the ledger names, or
-// one LIST and one GET per incarnation), the head (LIST + GET, format 1) and
-// the graph's tags (one LIST, one GET per tag).
+// one LIST and one GET per incarnation; the ref names the head) and the graph's tags (one LIST, one GET per tag).
 func (a *Activities) PrepareDeleteBranch(ctx context.Context, in PrepareDeleteBranchInput) (PrepareDeleteBranchResult, error) {
 	for _, check := range []error{format.ValidateGraphName(in.Graph), format.ValidateBranchName(in.Branch), format.ValidateOp(in.OpID)} {
 		if check != nil {

@@ -602,7 +602,7 @@ func (a *Activities) planCommit(ctx context.Context, in PlanCommitInput, b graph
 	return res, nil
 }
 
-// ownPendingPublish is ownPendingCommit for a format-2 publish: published (the ref's head
+// ownPendingPublish is ownPendingCommit for a publish: published (the ref's head
 // is our commit or descends from it) → landed; the ref still what the plan read → the same
 // publish again; moved without it → not returned (the caller plans anew).
 func (a *Activities) ownPendingPublish(ctx context.Context, spec WriteSpec) (ownCommit, bool, error) {

@@ -29,8 +29,7 @@ const uploadConcurrency = 4
 type WriteTableRequest struct {
 	Graph, Branch, Table string
 	// Files are local paths; each becomes one data object. At least one (or
-	// an import or a remove). A format-1 graph takes at most 469 per write; a
-	// format-2 graph any number — past workflows.MaxInlineObjects the client
+	// an import or a remove), any number — past workflows.MaxInlineObjects the client
 	// stages the list in the store (docs/format.md, "Staged object lists").
 	Files []string
 	// ExpectedHead, when set, makes the write conflict unless the branch's
@@ -44,10 +43,10 @@ type WriteTableRequest struct {
 	// same key attaches to the first (running or finished) and uploads
 	// nothing. Defaults to a fresh ULID.
 	IdempotencyKey string
-	// Upload tunes how files are uploaded to a format-2 graph. The zero value
+	// Upload tunes how files are uploaded to a graph. The zero value
 	// uses the defaults (docs/format.md, "Table versions and data objects").
 	Upload UploadOptions
-	// Format-2 graphs only (a format-1 graph is invalid): Append makes the new
+	// Append makes the new
 	// version the one the branch's head pins plus the files and imports;
 	// Remove drops entries by name from it; Import registers objects already
 	// in the store by key, zero copy, with the size and ETag a HEAD gives now
@@ -58,11 +57,10 @@ type WriteTableRequest struct {
 	Import []string
 }
 
-// UploadOptions tune the upload of a table write's files to a format-2 graph:
+// UploadOptions tune the upload of a table write's files to a graph:
 // a file above Threshold bytes is a multipart upload of PartSize parts, at
 // most Concurrency in flight (each held in memory), completed put-if-absent
-// and aborted on failure. On a format-1 graph every file is one put of at
-// most 64 MiB.
+// and aborted on failure.
 type UploadOptions struct {
 	// Threshold is the largest file sent as one put. Defaults to 0: 64 MiB.
 	Threshold int64

@@ -86,7 +86,7 @@ func TestUploadFiles_PutsEachFileUnderAFreshObjectKey(t *testing.T) {
 	}
 }
 
-// A file above the upload threshold goes to a format-2 graph as a multipart upload of the
+// A file above the upload threshold goes to a graph as a multipart upload of the
 // configured part size — a dozen parts here — completed once, with the object's bytes and
 // checksum; a file below it is one put.
 func TestUploadFilesV2_BigFileInADozenParts_SmallFileOnePut(t *testing.T) {

@@ -218,7 +218,7 @@ type CleanupResume struct {
 	// CommitsPending is set while condemned commits remain to delete, from CommitsAfter.
 	CommitsPending bool   `json:"commits_pending"`
 	CommitsAfter   string `json:"commits_after,omitempty"`
-	// GraphChunksPending is set while condemned pins and lineage chunks (format 2) remain
+	// GraphChunksPending is set while condemned pins and lineage chunks remain
 	// to delete, from GraphChunksAfter; they go after the commits, before any table.
 	GraphChunksPending bool   `json:"graph_chunks_pending,omitempty"`
 	GraphChunksAfter   string `json:"graph_chunks_after,omitempty"`
@@ -226,7 +226,7 @@ type CleanupResume struct {
 	Lanes []CleanupLane `json:"lanes"`
 }
 
-// CleanupLane is one table's remaining sweep: its versions, then (format 2) its manifest
+// CleanupLane is one table's remaining sweep: its versions, then its manifest
 // chunks, then its objects.
 type CleanupLane struct {
 	Table    string `json:"table"`
@@ -608,7 +608,7 @@ func (r *cleanupRun) sweepAndFinish(ctx workflow.Context) (CleanupResult, error)
 		r.commitsAfter = p.After
 		r.commitsPending = !p.Done
 	}
-	// Then the pins and lineage chunks (format 2): no commit left names them.
+	// Then the pins and lineage chunks: no commit left names them.
 	for r.chunksPending {
 		if r.shouldContinueAsNew(ctx) {
 			return r.continueAsNew(ctx)

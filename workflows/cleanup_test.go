@@ -109,35 +109,6 @@ func TestCleanup_InDoubtCreate_KeepOne_BranchOpensAfterHeldRefLands(t *testing.T
 	checkInvariants(t, r)
 }
 
-// TestCleanup_RefLessTreeWithoutWitness_CollectorFenceWins_TreeReclaimedAndLateRefFails:
-// a tree written by hand, with no ref and no witness, is reclaimed only after the
-// collector wins a fence at its ref key; a late ref put for it then fails.
-func TestCleanup_RefLessTreeWithoutWitness_CollectorFenceWins_TreeReclaimedAndLateRefFails(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
-	fork := r.handBranch("orphan", r.main, time.Now(), false)
-	native := format.NativeName("orphan", fork.ID.Tree)
-
-	res := r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()})
-	if !slices.Equal(res.Fenced, []string{native}) {
-		t.Fatalf("fenced %v, want [%s]", res.Fenced, native)
-	}
-	if got := r.treeCommits(native); len(got) != 0 {
-		t.Fatalf("the fenced tree still holds %v", got)
-	}
-	ref := r.refs("orphan")[native]
-	if ref.State != format.RefFence || ref.Reason != "cleanup" || ref.Op != res.RunID {
-		t.Fatalf("ref key holds %+v, want the run's cleanup fence", ref)
-	}
-	_, err := r.inner.Put(r.ctx, format.BranchRefKey(r.graph, native), liveRefBytes(t, "orphan", fork.ID), storage.PutOptions{IfNoneMatch: true})
-	if !errors.Is(err, storage.ErrPreconditionFailed) {
-		t.Fatalf("late ref put: %v, want precondition failed", err)
-	}
-	r.wantKept("main's head", r.main, "t")
-	checkInvariants(t, r)
-}
-
 // TestCleanup_RefLessTree_FenceLosesToLiveRef_BranchKept: when a live ref lands at the
 // tree's ref key before the collector's fence, the branch is live and kept whole.
 func TestCleanup_RefLessTree_FenceLosesToLiveRef_BranchKept(t *testing.T) {

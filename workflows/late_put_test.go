@@ -92,7 +92,7 @@ func mustULID(t *testing.T, s string) ulid.ULID {
 	return id
 }
 
-// A format-2 write whose workflow was terminated while its head swap was in flight, the
+// A write whose workflow was terminated while its head swap was in flight, the
 // swap landing afterwards: the reconciler finds the write landed and finishes it done, and
 // since nothing tells it which of the closed run's commit puts answered, it keeps the
 // commit pinned past the operation as the kernel would (a late-put pin), so no late

@@ -29,7 +29,7 @@ func runOffline(t *testing.T, args ...string) result {
 }
 
 const (
-	goodCommit = "01JD5ZQ3W4E8Y2N6M0K1R7T9VX-7"
+	goodCommit = "01JD5ZQ3W4E8Y2N6M0K1R7T9VX-7-0123456789abcdef0123456789abcdef"
 	goodOp     = "01JD5ZQ3W4E8Y2N6M0K1R7T9VX"
 )
 

@@ -13,7 +13,7 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// Format 2 keeps every list that can grow without bound — a table version's
+// The format keeps every list that can grow without bound — a table version's
 // objects, a commit's pins, a commit's lineage — as a *map*: entries sorted
 // by a string key, stored either inline in the object that names the map
 // (when small) or as a tree of chunks. A chunk is a leaf (entries) or a node

@@ -18,13 +18,13 @@ import (
 	"github.com/graftworks/graft/storage/memstore"
 )
 
-// Benchmarks of format 2 at the sizes of issue #14 (benchmark tier only:
+// Benchmarks at scale (benchmark tier only:
 // go test -run '^$' -bench . -benchtime 1x ./internal/graph). The ordinary
-// suite holds the same shapes flat at smaller sizes (TestV2_Append100_...,
-// TestV2_MergeCost_..., TestV2_CreateAndMergeCost_...).
+// suite holds the same shapes flat at smaller sizes (TestAppend100_...,
+// TestMergeCost_..., TestCreateAndMergeCost_...).
 //
-//	GRAFT_BENCH_ENTRIES   entries of the big table (default 1,000,000)
-//	GRAFT_BENCH_OBJECT    bytes of the big object (default 6 GiB)
+//	GRAFT_BENCH_ENTRIES entries of the big table (default 1,000,000)
+//	GRAFT_BENCH_OBJECT bytes of the big object (default 6 GiB)
 
 // meter counts the requests that reach a store and the bytes written.
 type meter struct {

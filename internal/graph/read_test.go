@@ -19,7 +19,7 @@ import (
 func TestHeadOf_CostsOneGet_AtDepth0And64(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
-	g, _ := mustInitV2(t, s)
+	g, _ := mustInitGraph(t, s)
 	measure := func(wantSeq int64) {
 		t.Helper()
 		b, err := ResolveBranch(ctx, s, "sales", "main")
@@ -211,7 +211,7 @@ func TestListTableObjects_TableNotPinned_IsErrTableNotPinned(t *testing.T) {
 func TestListTableObjects_PinnedVersionMissing_IsErrVersionNotFound(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
-	g, _ := mustInitV2(t, s)
+	g, _ := mustInitGraph(t, s)
 	c := mustAppend(t, g, spec("main", 1, map[string]ulid.ULID{"orders": versionA})) // a version never written
 	if _, err := ListTableObjects(ctx, s, "sales", c.Commit().ID.String(), "orders"); !errors.Is(err, ErrVersionNotFound) {
 		t.Fatalf("error %v, want ErrVersionNotFound", err)
@@ -221,7 +221,7 @@ func TestListTableObjects_PinnedVersionMissing_IsErrVersionNotFound(t *testing.T
 func TestListTableObjects_VersionBytesOfAnotherVersion_IsErrMalformed(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
-	g, _ := mustInitV2(t, s)
+	g, _ := mustInitGraph(t, s)
 	entry := format.ManifestEntry{Name: "part-1", Object: objectA, Size: 1, SHA256: strings.Repeat("a", 64)}
 	if _, err := g.PutVersion(ctx, VersionSpec{Table: "orders", VersionID: versionA, Put: []format.ManifestEntry{entry}, Time: t0, Op: "op-v"}); err != nil {
 		t.Fatal(err)

@@ -17,19 +17,19 @@ import (
 // go test -run '^$' -bench 'Tables|Merges' -benchtime 1x ./internal/graph),
 // and the mark-cost flatness test that runs in the suite.
 //
-//	GRAFT_BENCH_TABLES   tables of the big graph (default 10,000)
-//	GRAFT_BENCH_MERGES   merges into one main (default 10,000)
+//	GRAFT_BENCH_TABLES tables of the big graph (default 10,000)
+//	GRAFT_BENCH_MERGES merges into one main (default 10,000)
 
 // The cleanup mark of a version appended to one already marked reads only
 // the chunks the append rewrote: appending 100 entries to a table of 10,000
 // or of 100,000 costs the mark the same reads ± the extra tree level, and the
 // marker's memory holds chunks, not entries.
-func TestV2_MarkCost_FlatAt10kAnd100k(t *testing.T) {
+func TestMarkCost_FlatAt10kAnd100k(t *testing.T) {
 	type cost struct{ base, appended, chunks int }
 	measure := func(n int) cost {
 		ctx := context.Background()
 		s := faults.Wrap(memstore.New())
-		g, _ := mustInitV2(t, s)
+		g, _ := mustInitGraph(t, s)
 		put := make([]format.ManifestEntry, n)
 		for i := range put {
 			put[i] = objEntry(i)

@@ -16,7 +16,7 @@ type ForkSpec struct {
 	// native name is "{Branch}.{Tree}").
 	Branch string
 	Tree   ulid.ULID
-	// Source is the id of the commit the branch starts from (either format).
+	// Source is the id of the commit the branch starts from.
 	Source  string
 	Author  string
 	Message string
@@ -111,8 +111,7 @@ func (g *Graph) planForkOn(ctx context.Context, spec ForkSpec, src Commit) (Fork
 	fail := func(err error) (ForkPlan, error) {
 		return ForkPlan{}, fmt.Errorf("plan fork of %s: %w", spec.Branch, err)
 	}
-	// A format-1 source's pins may be too many to write inline: then as
-	// chunks. Otherwise the fork names the source's map as it stands.
+	// The fork names the source's pins map as it stands.
 	pins, pinChunks, err := mapTree[format.PinEntry]{r: g.pins, ref: src.Pins}.apply(ctx, nil)
 	if err != nil {
 		return fail(err)
@@ -192,7 +191,7 @@ func (g *Graph) CreateBranch(ctx context.Context, spec ForkSpec) (ForkPlan, erro
 	return p, nil
 }
 
-// FenceBytes returns the bytes of a format-2 fence at native's ref key.
+// FenceBytes returns the bytes of a fence at native's ref key.
 func FenceBytes(native, op, reason string) ([]byte, error) {
 	logical, tree, err := format.ParseNative(native)
 	if err != nil {

@@ -15,11 +15,11 @@ import (
 	"github.com/graftworks/graft/storage/localfs"
 )
 
-// at is the time of every commit the format-2 oracle tests write.
+// at is the time of every commit the oracle tests write.
 var at = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
-// newGraphV2 makes format-2 graph "g" on a fresh local store.
-func newGraphV2(t *testing.T) (storage.Store, *graph.Graph, graph.InitResult) {
+// newChainGraph makes graph "g" on a fresh local store.
+func newChainGraph(t *testing.T) (storage.Store, *graph.Graph, graph.InitResult) {
 	t.Helper()
 	s, err := localfs.Open(t.TempDir())
 	if err != nil {
@@ -44,12 +44,12 @@ func rules(vs []oracle.Violation) map[string]int {
 	return out
 }
 
-// #15's two oracle checks on a format-2 graph: a commit reported done that is not reached
+// #15's two oracle checks on a graph: a commit reported done that is not reached
 // from its branch's head by first parents is a violation, and so is a commit key whose bytes
 // changed between two checks that share CommitDigests.
-func TestCheck_Format2_ReportedOffTheChainAndRefilledKey_AreViolations(t *testing.T) {
+func TestCheck_ReportedOffTheChainAndRefilledKey_AreViolations(t *testing.T) {
 	ctx := context.Background()
-	s, g, init := newGraphV2(t)
+	s, g, init := newChainGraph(t)
 	cat := catalogtest.Open(t)
 	on, err := g.Append(ctx, graph.CommitSpec{Branch: "main", Author: "t", Message: "on main", Time: at, Op: "op-1"})
 	if err != nil {
@@ -106,9 +106,9 @@ func TestCheck_Format2_ReportedOffTheChainAndRefilledKey_AreViolations(t *testin
 // landed after a sweep reclaimed the commit it names) is a violation — found, not an
 // error that leaves the seed unjudged — even when a commit reported on that branch makes
 // the check read the head a second time.
-func TestCheck_Format2_LiveRefHeadGone_IsAViolationNotAnError(t *testing.T) {
+func TestCheck_LiveRefHeadGone_IsAViolationNotAnError(t *testing.T) {
 	ctx := context.Background()
-	s, g, _ := newGraphV2(t)
+	s, g, _ := newChainGraph(t)
 	first, err := g.Append(ctx, graph.CommitSpec{Branch: "main", Author: "t", Message: "first", Time: at, Op: "op-1"})
 	if err != nil {
 		t.Fatal(err)

@@ -14,55 +14,53 @@ import (
 	"github.com/graftworks/graft/storage/memstore"
 )
 
-// Head reads of format 2 (docs/format.md, "Read costs"): a live ref names
-// its tree's head, so reading a branch's head never lists its tree. These
-// sit beside the format-1 head-discovery figures (head_test.go), whose LIST
-// of a tree's commits sees its whole history.
+// Head reads (docs/format.md, "Read costs"): a live ref names its tree's
+// head, so reading a branch's head never lists its tree.
 
-// headDepthsV2 are the history depths the format-2 head reads are
+// headDepths are the history depths the head reads are
 // benchmarked at: issue 13 asks for the same requests, and a time within
 // 1.2 ×, at depth 64 and 10,000 as at depth 0.
-var headDepthsV2 = []int{0, 64, deepHistory}
+var headDepths = []int{0, 64, deepHistory}
 
-// buildHeadGraphV2 builds benchGraph on s in format 2 (3 tables, committed
+// buildHeadGraph builds benchGraph on s (3 tables, committed
 // to main, then depth commits) and returns main's native name and head.
-func buildHeadGraphV2(tb testing.TB, s storage.Store, depth int) (string, format.CommitID) {
+func buildHeadGraph(tb testing.TB, s storage.Store, depth int) (string, format.CommitID) {
 	tb.Helper()
-	h := buildGraphV2(tb, s, benchGraph, depth, 3).head(tb, graph.DefaultBranch)
+	h := buildGraph(tb, s, benchGraph, depth, 3).head(tb, graph.DefaultBranch)
 	if h.Commit.ID.Seq != int64(depth+1) {
 		tb.Fatalf("main's head %s, want seq %d", h.Commit.ID, depth+1)
 	}
 	return h.Native, h.Commit.ID
 }
 
-// BenchmarkReadHeadV2 measures reading main's head from its known
-// incarnation in format 2 (graph.Graph.RefHead: GET the ref, GET the commit
+// BenchmarkReadHead measures reading main's head from its known
+// incarnation (graph.Graph.RefHead: GET the ref, GET the commit
 // it names) at history depth 0, 64 and 10,000, on both backends.
-func BenchmarkReadHeadV2(b *testing.B) {
-	benchHeadV2(b, func(ctx context.Context, g *graph.Graph, native string) (format.CommitID, error) {
+func BenchmarkReadHead(b *testing.B) {
+	benchHead(b, func(ctx context.Context, g *graph.Graph, native string) (format.CommitID, error) {
 		_, c, err := g.RefHead(ctx, native)
 		return c.ID, err
 	})
 }
 
-// BenchmarkHeadDiscoveryV2 measures finding main's head from its name in
-// format 2 (graph.Graph.BranchHead: LIST the name's refs, GET the ref, GET
+// BenchmarkHeadDiscovery measures finding main's head from its name
+// (graph.Graph.BranchHead: LIST the name's refs, GET the ref, GET
 // the commit it names) at history depth 0, 64 and 10,000, on both backends.
-func BenchmarkHeadDiscoveryV2(b *testing.B) {
-	benchHeadV2(b, func(ctx context.Context, g *graph.Graph, _ string) (format.CommitID, error) {
+func BenchmarkHeadDiscovery(b *testing.B) {
+	benchHead(b, func(ctx context.Context, g *graph.Graph, _ string) (format.CommitID, error) {
 		h, err := g.BranchHead(ctx, graph.DefaultBranch)
 		return h.Commit.ID, err
 	})
 }
 
-func benchHeadV2(b *testing.B, read func(ctx context.Context, g *graph.Graph, native string) (format.CommitID, error)) {
+func benchHead(b *testing.B, read func(ctx context.Context, g *graph.Graph, native string) (format.CommitID, error)) {
 	for _, be := range backends {
 		b.Run(be.name, func(b *testing.B) {
-			for _, depth := range headDepthsV2 {
+			for _, depth := range headDepths {
 				b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
 					ctx := context.Background()
 					st := be.target(b)
-					native, want := buildHeadGraphV2(b, st, depth)
+					native, want := buildHeadGraph(b, st, depth)
 					g, err := graph.Open(st, benchGraph)
 					if err != nil {
 						b.Fatal(err)
@@ -87,13 +85,13 @@ func benchHeadV2(b *testing.B, read func(ctx context.Context, g *graph.Graph, na
 	}
 }
 
-// TestHeadReadV2_SameRequestsAtEveryDepth is the guarantee behind the
-// format-2 head-read figures: on every backend, at depth 0 and 64, and on
+// TestHeadRead_SameRequestsAtEveryDepth is the guarantee behind the
+// head-read figures: on every backend, at depth 0 and 64, and on
 // the in-memory store at depth 10,000 too, reading main's head costs exactly
 // ReadHeadGets GETs from its known incarnation and HeadDiscoveryLists
 // LIST and HeadDiscoveryGets GETs from its name — the same at every
 // depth, and on versitygw one HTTP request per store call.
-func TestHeadReadV2_SameRequestsAtEveryDepth(t *testing.T) {
+func TestHeadRead_SameRequestsAtEveryDepth(t *testing.T) {
 	wantRead := map[faults.Op]int{faults.OpGet: ReadHeadGets}
 	wantFind := map[faults.Op]int{faults.OpList: HeadDiscoveryLists, faults.OpGet: HeadDiscoveryGets}
 	mem := backend{"memstore", func(testing.TB) (storage.Store, *wireCounter) { return memstore.New(), nil }}
@@ -102,11 +100,11 @@ func TestHeadReadV2_SameRequestsAtEveryDepth(t *testing.T) {
 			ctx := context.Background()
 			depths := historyDepths
 			if be.name == mem.name {
-				depths = headDepthsV2
+				depths = headDepths
 			}
 			for _, depth := range depths {
 				st := be.target(t)
-				native, want := buildHeadGraphV2(t, st, depth)
+				native, want := buildHeadGraph(t, st, depth)
 				g, err := graph.Open(st, benchGraph)
 				if err != nil {
 					t.Fatal(err)

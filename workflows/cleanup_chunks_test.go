@@ -33,11 +33,11 @@ import (
 	"github.com/graftworks/graft/workflows"
 )
 
-// Cleanup over format-2 graphs (docs/format.md, *Cleanup*), on the real stack: the
+// Cleanup over graphs (docs/format.md, *Cleanup*), on the real stack: the
 // Temporal dev server, Postgres, and each of the local directory store and versitygw.
 
-// rigV2 is a real stack around a format-2 graph made with the graph API.
-type rigV2 struct {
+// stackRig is a real stack around a graph made with the graph API.
+type stackRig struct {
 	t       *testing.T
 	ctx     context.Context
 	store   storage.Store
@@ -55,25 +55,27 @@ type rigV2 struct {
 	s3cfg s3.Config
 }
 
-// eachStoreV2 runs fn on a fresh rig over the local store and over versitygw.
-func eachStoreV2(t *testing.T, fn func(t *testing.T, r *rigV2)) {
+// eachStackStore runs fn on a fresh rig over the local store and over versitygw.
+func eachStackStore(t *testing.T, fn func(t *testing.T, r *stackRig)) {
 	t.Helper()
 	for _, name := range []string{"localfs", "versitygw"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			fn(t, newRigV2(t, name))
+			fn(t, newStackRigWithWorker(t, name))
 		})
 	}
 }
 
-func newRigV2(t *testing.T, backend string) *rigV2 { return newStackRig(t, backend, true) }
+func newStackRigWithWorker(t *testing.T, backend string) *stackRig {
+	return newStackRig(t, backend, true)
+}
 
 // newStackRig makes a rig over a new graph, with a worker when withWorker.
-func newStackRig(t *testing.T, backend string, withWorker bool) *rigV2 {
+func newStackRig(t *testing.T, backend string, withWorker bool) *stackRig {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
-	r := &rigV2{t: t, ctx: ctx, cat: catalogtest.Open(t), graph: randomName("g")}
+	r := &stackRig{t: t, ctx: ctx, cat: catalogtest.Open(t), graph: randomName("g")}
 	switch backend {
 	case "localfs":
 		r.dir = t.TempDir()
@@ -120,7 +122,7 @@ func newStackRig(t *testing.T, backend string, withWorker bool) *rigV2 {
 }
 
 // startWorker runs an in-process worker on the rig's task queue.
-func (r *rigV2) startWorker() {
+func (r *stackRig) startWorker() {
 	r.t.Helper()
 	w := sdkworker.New(r.tc, r.queue, sdkworker.Options{})
 	worker.Register(w, &activities.Activities{Store: r.store, Catalog: r.cat, Workflows: worker.TemporalWorkflows(r.tc)})
@@ -130,10 +132,10 @@ func (r *rigV2) startWorker() {
 	r.t.Cleanup(w.Stop)
 }
 
-func (r *rigV2) op(what string) string { r.n++; return fmt.Sprintf("%s-%d", what, r.n) }
+func (r *stackRig) op(what string) string { r.n++; return fmt.Sprintf("%s-%d", what, r.n) }
 
 // objects writes n small data objects of table and returns their entries.
-func (r *rigV2) objects(table string, n int) []format.ManifestEntry {
+func (r *stackRig) objects(table string, n int) []format.ManifestEntry {
 	r.t.Helper()
 	out := make([]format.ManifestEntry, n)
 	bodies := map[string][]byte{}
@@ -151,7 +153,7 @@ func (r *rigV2) objects(table string, n int) []format.ManifestEntry {
 }
 
 // version writes a version of table: base's entries with put added and del removed.
-func (r *rigV2) version(table string, base ulid.ULID, put []format.ManifestEntry, del []string) ulid.ULID {
+func (r *stackRig) version(table string, base ulid.ULID, put []format.ManifestEntry, del []string) ulid.ULID {
 	r.t.Helper()
 	p, err := r.g.PutVersion(r.ctx, graph.VersionSpec{Table: table, VersionID: ulid.Make(), Base: base, Put: put, Delete: del,
 		Time: time.Now().UTC().Truncate(time.Millisecond), Op: r.op("version")})
@@ -162,7 +164,7 @@ func (r *rigV2) version(table string, base ulid.ULID, put []format.ManifestEntry
 }
 
 // appendOn appends to branch a commit setting pins.
-func (r *rigV2) appendOn(branch string, pins map[string]ulid.ULID) graph.Commit {
+func (r *stackRig) appendOn(branch string, pins map[string]ulid.ULID) graph.Commit {
 	r.t.Helper()
 	res, err := r.g.Append(r.ctx, graph.CommitSpec{Branch: branch, SetPins: pins, Author: "test", Message: "append",
 		Time: time.Now().UTC().Truncate(time.Millisecond), Op: r.op("append")})
@@ -176,7 +178,7 @@ func (r *rigV2) appendOn(branch string, pins map[string]ulid.ULID) graph.Commit 
 	return c
 }
 
-func (r *rigV2) head(branch string) graph.Commit {
+func (r *stackRig) head(branch string) graph.Commit {
 	r.t.Helper()
 	h, err := r.g.BranchHead(r.ctx, branch)
 	if err != nil {
@@ -185,7 +187,7 @@ func (r *rigV2) head(branch string) graph.Commit {
 	return h.Commit
 }
 
-func (r *rigV2) cleanup(req client.CleanupRequest) workflows.CleanupResult {
+func (r *stackRig) cleanup(req client.CleanupRequest) workflows.CleanupResult {
 	r.t.Helper()
 	req.Graph = r.graph
 	res, err := r.gc.Cleanup(r.ctx, req)
@@ -195,7 +197,7 @@ func (r *rigV2) cleanup(req client.CleanupRequest) workflows.CleanupResult {
 	return res
 }
 
-func (r *rigV2) exists(key string) bool {
+func (r *stackRig) exists(key string) bool {
 	r.t.Helper()
 	_, err := r.store.Head(r.ctx, key)
 	if err != nil && !errors.Is(err, storage.ErrNotFound) {
@@ -205,7 +207,7 @@ func (r *rigV2) exists(key string) bool {
 }
 
 // chunksOf returns the manifest chunk keys of a version.
-func (r *rigV2) chunksOf(table string, v ulid.ULID) map[string]bool {
+func (r *stackRig) chunksOf(table string, v ulid.ULID) map[string]bool {
 	r.t.Helper()
 	out := map[string]bool{}
 	m := r.g.NewMarker(func(mk graph.Mark) error {
@@ -220,11 +222,11 @@ func (r *rigV2) chunksOf(table string, v ulid.ULID) map[string]bool {
 	return out
 }
 
-// checkRetained is the format-2 invariant the oracle checks for format 1: every key a
+// checkRetained is the invariant the oracle checks for format 1: every key a
 // root reaches — the head of every live ref, every live tag, every commit an operation
 // pins — exists: commits, pins and lineage chunks, versions, manifest chunks and the
 // objects graft wrote; an external object exists too (cleanup never deletes one).
-func (r *rigV2) checkRetained(extra ...format.CommitID) {
+func (r *stackRig) checkRetained(extra ...format.CommitID) {
 	r.t.Helper()
 	var missing []string
 	m := r.g.NewMarker(func(mk graph.Mark) error {
@@ -272,9 +274,9 @@ func (r *rigV2) checkRetained(extra ...format.CommitID) {
 // only the newest commit reclaims the old version, the chunks only it used and the
 // objects only it listed, keeps every chunk the new version shares with it, and never
 // deletes an object imported by reference, though only the reclaimed version named it.
-func TestCleanupV2_SharedChunkKept_UnreferencedChunkSwept_ExternalObjectSurvives(t *testing.T) {
+func TestCleanup_SharedChunkKept_UnreferencedChunkSwept_ExternalObjectSurvives(t *testing.T) {
 	t.Parallel()
-	eachStoreV2(t, func(t *testing.T, r *rigV2) {
+	eachStackStore(t, func(t *testing.T, r *stackRig) {
 		const table = "events"
 		ents := r.objects(table, 1000)
 		extKey := "landing-" + r.graph + "/part-0.parquet"
@@ -357,9 +359,9 @@ func TestCleanupV2_SharedChunkKept_UnreferencedChunkSwept_ExternalObjectSurvives
 // A writer that crashed mid-upload leaves a multipart upload of a dozen parts: cleanup
 // leaves it alone inside the guard window, a dry run only reports it, and a sweep aborts
 // it — it is no longer listed and its parts are gone.
-func TestCleanupV2_InterruptedMultipartUpload_AbortedAndItsPartsGone(t *testing.T) {
+func TestCleanup_InterruptedMultipartUpload_AbortedAndItsPartsGone(t *testing.T) {
 	t.Parallel()
-	eachStoreV2(t, func(t *testing.T, r *rigV2) {
+	eachStackStore(t, func(t *testing.T, r *stackRig) {
 		m, ok := storage.AsMultipart(r.store)
 		if !ok {
 			t.Fatal("the store has no multipart uploads")
@@ -436,14 +438,14 @@ func TestCleanupV2_InterruptedMultipartUpload_AbortedAndItsPartsGone(t *testing.
 	})
 }
 
-// Retention over a format-2 tree's first-parent chain: keep-newest counts along main's
+// Retention over a tree's first-parent chain: keep-newest counts along main's
 // chain; a live tag, a live branch's fork point (the merge base with main) and every chain
 // commit at or above one an in-flight operation pins are kept; a plan whose swap never
 // happened and the commits below every window go. Nothing a root reaches is deleted, and
 // the branch still merges into main after the run.
-func TestCleanupV2_RetentionOverTheChain_TagBranchPinAndMergeBaseKept(t *testing.T) {
+func TestCleanup_RetentionOverTheChain_TagBranchPinAndMergeBaseKept(t *testing.T) {
 	t.Parallel()
-	eachStoreV2(t, func(t *testing.T, r *rigV2) {
+	eachStackStore(t, func(t *testing.T, r *stackRig) {
 		const table = "t"
 		var mainCommits []graph.Commit
 		for i := 0; i < 7; i++ {
@@ -556,9 +558,9 @@ func TestCleanupV2_RetentionOverTheChain_TagBranchPinAndMergeBaseKept(t *testing
 
 // A mark run persists a plan that includes chunks and deletes nothing; a sweep of that
 // plan deletes exactly it, chunks after commits, versions before their chunks and objects.
-func TestCleanupV2_MarkThenSweepThePlan_ChunksIncluded(t *testing.T) {
+func TestCleanup_MarkThenSweepThePlan_ChunksIncluded(t *testing.T) {
 	t.Parallel()
-	r := newRigV2(t, "localfs")
+	r := newStackRigWithWorker(t, "localfs")
 	const table = "events"
 	ents := r.objects(table, 600)
 	v1 := r.version(table, ulid.ULID{}, ents, nil)
@@ -586,12 +588,12 @@ func TestCleanupV2_MarkThenSweepThePlan_ChunksIncluded(t *testing.T) {
 	r.checkRetained()
 }
 
-// A format-2 tree written by hand — a fork commit with no ref and no witness, as a create
+// A tree written by hand — a fork commit with no ref and no witness, as a create
 // leaves it when its clone landed after its ref could no longer — is reclaimed only once
-// the collector wins a format-2 fence at its ref key; a late ref put for it then fails.
+// the collector wins a fence at its ref key; a late ref put for it then fails.
 // A live branch forked beside it is kept whole.
-func TestCleanupV2_RefLessTreeWithoutWitness_CollectorFenceWins_TreeReclaimedAndLateRefFails(t *testing.T) {
-	eachStoreV2(t, func(t *testing.T, r *rigV2) {
+func TestCleanup_RefLessTreeWithoutWitness_CollectorFenceWins_TreeReclaimedAndLateRefFails(t *testing.T) {
+	eachStackStore(t, func(t *testing.T, r *stackRig) {
 		fork := func(branch string) graph.ForkPlan {
 			t.Helper()
 			p, err := r.g.PlanFork(r.ctx, graph.ForkSpec{Branch: branch, Tree: ulid.Make(), Source: r.root.String(),
@@ -638,7 +640,7 @@ func TestCleanupV2_RefLessTreeWithoutWitness_CollectorFenceWins_TreeReclaimedAnd
 }
 
 // etags lists every key of the bucket under the graph with its ETag.
-func (r *rigV2) etags() map[string]string {
+func (r *stackRig) etags() map[string]string {
 	r.t.Helper()
 	out := map[string]string{}
 	if err := storage.ListAll(r.ctx, r.store, format.GraphPrefix(r.graph), func(o storage.ObjectInfo) error {

@@ -13,7 +13,7 @@ import (
 	"github.com/graftworks/graft/internal/format"
 )
 
-// Merges in format 2: the merge-base search over chunked lineages, and the
+// Merges: the merge-base search over chunked lineages, and the
 // object-level three-way merge of tables changed on both sides.
 //
 // A commit's ancestry is a vector: its lineage (for every other tree with an
@@ -347,7 +347,7 @@ type ObjectConflict struct {
 	Base, Source, Target *format.ManifestEntry
 }
 
-// TableMerge is one table's line in a format-2 merge plan.
+// TableMerge is one table's line in a merge plan.
 type TableMerge struct {
 	Table  string
 	Action TableAction

@@ -20,21 +20,21 @@ import (
 	"github.com/graftworks/graft/storage/localfs"
 )
 
-// BenchmarkCleanupMarkV2_MillionEntryTable runs cleanup's real mark — CleanupBegin,
-// CleanupMarkTrees, CleanupMarkTable, on the ledger — over a format-2 graph on the
+// BenchmarkCleanupMark_MillionEntryTable runs cleanup's real mark — CleanupBegin,
+// CleanupMarkTrees, CleanupMarkTable, on the ledger — over a graph on the
 // local store whose main holds a table of GRAFT_BENCH_ENTRIES entries (default
 // 1,000,000; entries only, the objects are not written) and then the same table with
 // 100 appended: keeping the newest commit, the mark keeps the new version and every
 // chunk it shares and condemns the old version and the chunks only it used. Reports
 // the mark's requests, bytes written and time (benchmark tier:
-// go test -run '^$' -bench CleanupMarkV2 -benchtime 1x ./activities).
-func BenchmarkCleanupMarkV2_MillionEntryTable(b *testing.B) {
+// go test -run '^$' -bench CleanupMark_ -benchtime 1x ./activities).
+func BenchmarkCleanupMark_MillionEntryTable(b *testing.B) {
 	n := 1000000
 	if v, err := strconv.Atoi(os.Getenv("GRAFT_BENCH_ENTRIES")); err == nil && v > 0 {
 		n = v
 	}
 	for i := 0; i < b.N; i++ {
-		benchMarkV2(b, n)
+		benchMark(b, n)
 	}
 }
 
@@ -50,7 +50,7 @@ func (m *putMeter) Put(ctx context.Context, key string, body []byte, opts storag
 	return m.Store.Put(ctx, key, body, opts)
 }
 
-func benchMarkV2(b *testing.B, n int) {
+func benchMark(b *testing.B, n int) {
 	ctx := context.Background()
 	st, err := localfs.Open(b.TempDir())
 	if err != nil {
@@ -115,7 +115,7 @@ func benchMarkV2(b *testing.B, n int) {
 	if table.Condemned.Versions != 1 || table.Chunks == 0 || table.Kept.Referenced == 0 {
 		b.Fatalf("mark: trees %+v, table %+v", trees.Condemned, table)
 	}
-	fmt.Printf("\ncleanup mark (format 2, localfs + Postgres), a table of %d entries then +100\n", n)
+	fmt.Printf("\ncleanup mark (localfs + Postgres), a table of %d entries then +100\n", n)
 	fmt.Printf("| %-28s | %9s | %13s | %10s |\n", "step", "requests", "bytes written", "ms")
 	fmt.Printf("| %-28s | %9d | %13d | %10.1f |\n", "cleanup mark (trees+table)", req.Total(), s.written.Load()-w0, float64(d.Microseconds())/1000)
 	fmt.Printf("  (GET %d, LIST %d, PUT %d; kept %d chunks+version, condemned 1 version and %d chunks; store puts %d)\n",

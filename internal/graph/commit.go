@@ -106,7 +106,7 @@ func (g *Graph) EachPin(ctx context.Context, c Commit, fn func(format.PinEntry) 
 	return mapTree[format.PinEntry]{r: g.pins, ref: c.Pins}.each(ctx, fn)
 }
 
-// Graph reads and writes the format-2 objects of one graph through one
+// Graph reads and writes the objects of one graph through one
 // store, sharing a chunk cache across calls. It is safe for concurrent use.
 type Graph struct {
 	S       storage.Store
@@ -118,7 +118,7 @@ type Graph struct {
 	tables map[string]*mapReader[format.ManifestEntry]
 }
 
-// Open returns the format-2 API of graph on s. It reads nothing.
+// Open returns the API of graph on s. It reads nothing.
 func Open(s storage.Store, graph string) (*Graph, error) {
 	if err := format.ValidateGraphName(graph); err != nil {
 		return nil, invalid("Graph", err)
@@ -128,7 +128,7 @@ func Open(s storage.Store, graph string) (*Graph, error) {
 		lineage: newMapReader(s, format.LineageMap, graph, "")}, nil
 }
 
-// Commit reads a commit of either format by id: one GET.
+// Commit reads a commit by id: one GET.
 func (g *Graph) Commit(ctx context.Context, id format.CommitID) (Commit, error) {
 	return readCommit(ctx, g.S, g.Name, id)
 }

@@ -119,12 +119,12 @@ func bruteBases(t *testing.T, g *Graph, a, b Commit, memo map[format.CommitID]Co
 // FindBases agrees with a brute-force search on random histories of many
 // branches — forks of forks, merges both ways, criss-cross merges — with
 // lineages large enough to be chunked.
-func TestV2_FindBases_MatchesBruteForce_OnRandomHistories(t *testing.T) {
+func TestFindBases_MatchesBruteForce_OnRandomHistories(t *testing.T) {
 	ctx := context.Background()
 	for seed := uint64(1); seed <= 4; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 99))
 		s := memstore.New()
-		g, _ := mustInitV2(t, s)
+		g, _ := mustInitGraph(t, s)
 		d := &dag{t: t, g: g}
 		branches := []string{"main"}
 		next := 0
@@ -210,10 +210,10 @@ func version(n int) ulid.ULID { return vid(1000 + n) }
 // a delete on one side of an object the other kept: merged; the same
 // object removed on one side and replaced on the other: a conflict naming
 // it. The preview (the plan) says what the result holds.
-func TestV2_ObjectLevelMerge_OnEveryBackend(t *testing.T) {
+func TestObjectLevelMerge_OnEveryBackend(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *faults.Store) {
 		ctx := context.Background()
-		g, _ := mustInitV2(t, s)
+		g, _ := mustInitGraph(t, s)
 		var base []format.ManifestEntry
 		for i := 0; i < 200; i++ {
 			base = append(base, objEntry(i))
@@ -304,12 +304,12 @@ func TestV2_ObjectLevelMerge_OnEveryBackend(t *testing.T) {
 // more branch is forked, written and merged; its merge costs the same
 // requests as the same merge into a main with 10 merged trees, ± the extra
 // tree level, and the same as with 100,000 trees ± 1 level more.
-func TestV2_MergeCost_FlatIn10kAnd100kMergedTrees(t *testing.T) {
+func TestMergeCost_FlatIn10kAnd100kMergedTrees(t *testing.T) {
 	type cost struct{ gets, puts, lists, reads int }
 	measure := func(trees int) cost {
 		ctx := context.Background()
 		s := faults.Wrap(memstore.New())
-		g, init := mustInitV2(t, s)
+		g, init := mustInitGraph(t, s)
 		// A main whose lineage holds `trees` merged branches.
 		var lin []format.LineageEntry
 		for i := 0; i < trees; i++ {
@@ -361,10 +361,10 @@ func TestV2_MergeCost_FlatIn10kAnd100kMergedTrees(t *testing.T) {
 
 // A branch forked long ago from a main with a long history finds its base
 // in a bounded number of reads: the fork it carries.
-func TestV2_FindBases_BranchForkedLongAgo_ReadsAFew(t *testing.T) {
+func TestFindBases_BranchForkedLongAgo_ReadsAFew(t *testing.T) {
 	ctx := context.Background()
 	s := faults.Wrap(memstore.New())
-	g, _ := mustInitV2(t, s)
+	g, _ := mustInitGraph(t, s)
 	d := &dag{t: t, g: g}
 	d.commit("main", nil, "")
 	fork := d.head("main").Commit.ID
@@ -390,12 +390,12 @@ func TestV2_FindBases_BranchForkedLongAgo_ReadsAFew(t *testing.T) {
 
 // A graph of 10,000 tables creates a branch and merges it with the
 // requests a graph of 4 tables needs, ± the pins tree's levels.
-func TestV2_CreateAndMergeCost_10kTablesVs4(t *testing.T) {
+func TestCreateAndMergeCost_10kTablesVs4(t *testing.T) {
 	type cost struct{ create, merge int }
 	measure := func(tables int) cost {
 		ctx := context.Background()
 		s := faults.Wrap(memstore.New())
-		g, _ := mustInitV2(t, s)
+		g, _ := mustInitGraph(t, s)
 		pins := map[string]ulid.ULID{}
 		for i := 0; i < tables; i++ {
 			pins[fmt.Sprintf("table_%05d", i)] = vid(1)

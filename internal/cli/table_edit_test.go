@@ -16,10 +16,10 @@ import (
 	"github.com/graftworks/graft/workflows"
 )
 
-// The CLI on a format-2 graph: table write --append and --import, branch create, merge
+// The CLI on a graph: table write --append and --import, branch create, merge
 // --preview with per-table object counts matching the merge, and table objects listing the
 // union with the imported object under its own key.
-func TestFormat2_AppendImportMergePreview_ObjectCountsMatch(t *testing.T) {
+func TestTableWrite_AppendImportMergePreview_ObjectCountsMatch(t *testing.T) {
 	p := newInProcess(t)
 	ctx := context.Background()
 	if _, err := graph.Init(ctx, p.store.Inner(), graph.InitParams{Graph: "g", MainTree: ulid.Make(), Op: "init-g",

@@ -20,13 +20,13 @@ import (
 // settling every answer: every append reported done is on the branch (by
 // first parents from its head), every one reported stale is not, no commit
 // key ever holds other bytes than first written, and no ref version repeats.
-func TestV2_ConcurrentAppendsUnderSeededFaults_KeepTheInvariants(t *testing.T) {
+func TestConcurrentAppendsUnderSeededFaults_KeepTheInvariants(t *testing.T) {
 	for _, seed := range []int64{1, 2, 3} {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			ctx := context.Background()
 			mem := memstore.New()
 			s := faults.Wrap(mem)
-			g, _ := mustInitV2(t, s)
+			g, _ := mustInitGraph(t, s)
 			rule := faults.Seeded(seed, faults.Probabilities{FailBeforeSend: 0.1, ApplyLoseAnswer: 0.1, Refuse: map[int]float64{503: 0.05}})
 			rule.KeyPrefix = "sales/"
 			s.Add(rule)
@@ -135,12 +135,12 @@ func faultedCount(s *faults.Store) int {
 
 // Twenty writers swap the same ref from the same ETag on the real server:
 // exactly one publishes, the others are told stale.
-func TestV2_TwentyRacingPublishes_ExactlyOneWins(t *testing.T) {
+func TestTwentyRacingPublishes_ExactlyOneWins(t *testing.T) {
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
 			ctx := context.Background()
 			s := b.open(t)
-			g, _ := mustInitV2(t, s)
+			g, _ := mustInitGraph(t, s)
 			head := headOf(t, g, "main")
 			plans := make([]AppendPlan, 20)
 			for i := range plans {

@@ -16,7 +16,7 @@ import (
 	"github.com/graftworks/graft/storage/faults"
 )
 
-func mustInitV2(t *testing.T, s storage.Store) (*Graph, InitResult) {
+func mustInitGraph(t *testing.T, s storage.Store) (*Graph, InitResult) {
 	t.Helper()
 	res, err := Init(context.Background(), s, initParams())
 	if err != nil {
@@ -52,10 +52,10 @@ func headOf(t *testing.T, g *Graph, branch string) Head {
 	return h
 }
 
-func TestV2_InitAppendForkRetire_OnEveryBackend(t *testing.T) {
+func TestInitAppendForkRetire_OnEveryBackend(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *faults.Store) {
 		ctx := context.Background()
-		g, init := mustInitV2(t, s)
+		g, init := mustInitGraph(t, s)
 		if h := headOf(t, g, "main"); h.Commit.ID != init.Root.ID {
 			t.Fatalf("main head = %v, want the root %v", h.Commit.ID, init.Root.ID)
 		}
@@ -110,13 +110,13 @@ func TestV2_InitAppendForkRetire_OnEveryBackend(t *testing.T) {
 // Commit returns the commit an append planned.
 func (r AppendResult) Commit() format.Commit { return r.Plan.Commit }
 
-// The sequence of issue #15 on format 2: main at seq 8, a branch forked at
+// A stale expected head after cleanup emptied keys: main at seq 8, a branch forked at
 // seq 2, cleanup reclaims 1 and 3..6; a write on main expecting the head at
 // seq 2 ends stale, and writes nothing.
-func TestV2_StaleExpectedHeadAfterCleanupGaps_IsStaleAndWritesNothing(t *testing.T) {
+func TestStaleExpectedHeadAfterCleanupGaps_IsStaleAndWritesNothing(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *faults.Store) {
 		ctx := context.Background()
-		g, init := mustInitV2(t, s)
+		g, init := mustInitGraph(t, s)
 		ids := []format.CommitID{init.Root.ID}
 		for i := 1; i <= 8; i++ {
 			r := mustAppend(t, g, spec("main", i, map[string]ulid.ULID{"orders": versionA}))
@@ -151,10 +151,10 @@ func TestV2_StaleExpectedHeadAfterCleanupGaps_IsStaleAndWritesNothing(t *testing
 // The settle variant: our swap is in doubt and never lands; another writer
 // takes seq h+1 and h+2; cleanup reclaims the other h+1. Settling says stale
 // (ours is not behind the head), and our commit key still holds our bytes.
-func TestV2_SettleAfterOthersAndCleanup_IsStaleNeverBehindTheHead(t *testing.T) {
+func TestSettleAfterOthersAndCleanup_IsStaleNeverBehindTheHead(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *faults.Store) {
 		ctx := context.Background()
-		g, _ := mustInitV2(t, s)
+		g, _ := mustInitGraph(t, s)
 		mustAppend(t, g, spec("main", 1, nil))
 		ours, err := g.PlanAppend(ctx, spec("main", 2, map[string]ulid.ULID{"mine": versionA}))
 		if err != nil {
@@ -195,10 +195,10 @@ func TestV2_SettleAfterOthersAndCleanup_IsStaleNeverBehindTheHead(t *testing.T) 
 
 // A swap that landed but whose answer was lost, then superseded: settling
 // finds ours behind the new head and says already published.
-func TestV2_SettleAfterLostAnswerAndNewerCommits_IsAlreadyPublished(t *testing.T) {
+func TestSettleAfterLostAnswerAndNewerCommits_IsAlreadyPublished(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *faults.Store) {
 		ctx := context.Background()
-		g, _ := mustInitV2(t, s)
+		g, _ := mustInitGraph(t, s)
 		ours, err := g.PlanAppend(ctx, spec("main", 1, map[string]ulid.ULID{"orders": versionA}))
 		if err != nil {
 			t.Fatal(err)
@@ -225,10 +225,10 @@ func TestV2_SettleAfterLostAnswerAndNewerCommits_IsAlreadyPublished(t *testing.T
 
 // Every version a ref takes has bytes (and so an ETag) it never had before,
 // so a swap from a stale ETag never succeeds, on any backend.
-func TestV2_RefETagsNeverRepeat_AndStaleSwapsFail(t *testing.T) {
+func TestRefETagsNeverRepeat_AndStaleSwapsFail(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *faults.Store) {
 		ctx := context.Background()
-		g, _ := mustInitV2(t, s)
+		g, _ := mustInitGraph(t, s)
 		seen := map[string]bool{}
 		var etags []string
 		record := func() {
@@ -259,7 +259,7 @@ func TestV2_RefETagsNeverRepeat_AndStaleSwapsFail(t *testing.T) {
 	})
 }
 
-func TestV2_InitLosesGraphRecord_FencesItsMainRef(t *testing.T) {
+func TestInitLosesGraphRecord_FencesItsMainRef(t *testing.T) {
 	ctx := context.Background()
 	inner := newStore(t)
 	other := initParams()

@@ -17,14 +17,14 @@ import (
 	"github.com/graftworks/graft/storage/memstore"
 )
 
-// Format-2 graphs for the engine benchmarks and the flatness tests, built
-// with internal/graph's format-2 API (docs/format.md), what `graft graph
+// graphs for the engine benchmarks and the flatness tests, built
+// with internal/graph's API (docs/format.md), what `graft graph
 // init` and the InitGraph workflow write: Init, then table versions
 // (PutVersion over uploaded objects), commits (Append, or the append's own
 // steps for long histories: appendMany) and branches (CreateBranch).
 
-// graphV2 is a format-2 graph under construction, straight to its store.
-type graphV2 struct {
+// graphFixture is a graph under construction, straight to its store.
+type graphFixture struct {
 	g *graph.Graph
 	// at is the time written into every object, so a graph's bytes are a
 	// function of its ids.
@@ -33,15 +33,15 @@ type graphV2 struct {
 	ops int
 }
 
-// initGraphV2 initialises graph name on s in format 2: main's root commit,
+// initGraph initialises graph name on s: main's root commit,
 // main's ref naming it, the graph record.
-func initGraphV2(tb testing.TB, s storage.Store, name string) *graphV2 {
+func initGraph(tb testing.TB, s storage.Store, name string) *graphFixture {
 	tb.Helper()
-	return initGraphV2At(tb, s, name, ulid.Make(), time.Now().UTC().Truncate(time.Millisecond))
+	return initGraphAt(tb, s, name, ulid.Make(), time.Now().UTC().Truncate(time.Millisecond))
 }
 
-// initGraphV2At is initGraphV2 with main's tree and the graph's time given.
-func initGraphV2At(tb testing.TB, s storage.Store, name string, mainTree ulid.ULID, at time.Time) *graphV2 {
+// initGraphAt is initGraph with main's tree and the graph's time given.
+func initGraphAt(tb testing.TB, s storage.Store, name string, mainTree ulid.ULID, at time.Time) *graphFixture {
 	tb.Helper()
 	if _, err := graph.Init(context.Background(), s, graph.InitParams{Graph: name, MainTree: mainTree, Op: "init", Time: at, Author: "bench"}); err != nil {
 		tb.Fatalf("init graph %s: %v", name, err)
@@ -50,12 +50,12 @@ func initGraphV2At(tb testing.TB, s storage.Store, name string, mainTree ulid.UL
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &graphV2{g: g, at: at}
+	return &graphFixture{g: g, at: at}
 }
 
 // putVersion writes a one-object version of table: the object (its bytes
 // body), then the version naming it. It returns the version's id.
-func (b *graphV2) putVersion(tb testing.TB, table string, body []byte) ulid.ULID {
+func (b *graphFixture) putVersion(tb testing.TB, table string, body []byte) ulid.ULID {
 	tb.Helper()
 	ctx := context.Background()
 	up, err := graph.UploadObject(ctx, b.g.S, b.g.Name, table, ulid.Make(), bytes.NewReader(body), int64(len(body)), graph.UploadOptions{})
@@ -71,13 +71,13 @@ func (b *graphV2) putVersion(tb testing.TB, table string, body []byte) ulid.ULID
 
 // spec is a commit on branch setting pins (nil: a commit that changes
 // nothing), with the next operation id.
-func (b *graphV2) spec(branch string, pins map[string]ulid.ULID) graph.CommitSpec {
+func (b *graphFixture) spec(branch string, pins map[string]ulid.ULID) graph.CommitSpec {
 	b.ops++
 	return graph.CommitSpec{Branch: branch, SetPins: pins, Author: "bench", Message: "c", Time: b.at, Op: fmt.Sprintf("c%d", b.ops)}
 }
 
 // head reads branch's live incarnation and its head commit.
-func (b *graphV2) head(tb testing.TB, branch string) graph.Head {
+func (b *graphFixture) head(tb testing.TB, branch string) graph.Head {
 	tb.Helper()
 	h, err := b.g.BranchHead(context.Background(), branch)
 	if err != nil {
@@ -88,7 +88,7 @@ func (b *graphV2) head(tb testing.TB, branch string) graph.Head {
 
 // commit appends one commit setting pins to branch (graph.Append: plan on
 // the head the ref names, write, swap the ref).
-func (b *graphV2) commit(tb testing.TB, branch string, pins map[string]ulid.ULID) {
+func (b *graphFixture) commit(tb testing.TB, branch string, pins map[string]ulid.ULID) {
 	tb.Helper()
 	if _, err := b.g.Append(context.Background(), b.spec(branch, pins)); err != nil {
 		tb.Fatalf("append to %s: %v", branch, err)
@@ -97,7 +97,7 @@ func (b *graphV2) commit(tb testing.TB, branch string, pins map[string]ulid.ULID
 
 // fork creates branch at the head of source (graph.CreateBranch: the fork
 // commit naming the source's pins map as it stands, then the live ref).
-func (b *graphV2) fork(tb testing.TB, branch, source string) {
+func (b *graphFixture) fork(tb testing.TB, branch, source string) {
 	tb.Helper()
 	src := b.head(tb, source)
 	if _, err := b.g.CreateBranch(context.Background(), graph.ForkSpec{Branch: branch, Tree: ulid.Make(), Source: src.Commit.ID.String(),
@@ -119,7 +119,7 @@ const appendWriters = 16
 // read to the last commit. A history of 10,000 commits then costs 10,000
 // puts in parallel and one swap, not 10,000 sequential appends of five
 // requests each.
-func (b *graphV2) appendMany(tb testing.TB, branch string, n int) {
+func (b *graphFixture) appendMany(tb testing.TB, branch string, n int) {
 	tb.Helper()
 	if n == 0 {
 		return
@@ -176,12 +176,12 @@ func commitOf(c format.Commit) graph.Commit {
 		Lineage: c.Lineage, RestoredFrom: c.RestoredFrom, Author: c.Author, Message: c.Message, Time: c.Time, Op: c.Op}
 }
 
-// buildGraphV2 builds graph name on s in format 2: `tables` tables of one
+// buildGraph builds graph name on s: `tables` tables of one
 // version each, committed to main, then depth commits after that one, so
 // main's head is at seq depth+1. It returns the graph.
-func buildGraphV2(tb testing.TB, s storage.Store, name string, depth, tables int) *graphV2 {
+func buildGraph(tb testing.TB, s storage.Store, name string, depth, tables int) *graphFixture {
 	tb.Helper()
-	b := initGraphV2(tb, s, name)
+	b := initGraph(tb, s, name)
 	pins := map[string]ulid.ULID{}
 	for i := range tables {
 		table := fmt.Sprintf("t%03d", i)
@@ -205,7 +205,7 @@ func TestAppendMany_StoresWhatAppendsStore(t *testing.T) {
 	var stores [2]*memstore.Store
 	for i := range stores {
 		stores[i] = memstore.New()
-		b := initGraphV2At(t, stores[i], "g", tree, at)
+		b := initGraphAt(t, stores[i], "g", tree, at)
 		pins := map[string]ulid.ULID{"t": ulid.ULID{1}}
 		b.commit(t, graph.DefaultBranch, pins)
 		if i == 0 {

@@ -10,7 +10,7 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// In format 2 a live ref is its tree's head pointer. An append puts its
+// A live ref is its tree's head pointer. An append puts its
 // commit at the commit's own key (content-addressed, put-if-absent) and then
 // swaps the ref from the version it read (If-Match: that version's ETag) to
 // one naming the new commit. The swap is the append's linearisation point,

@@ -26,17 +26,17 @@ import (
 	"github.com/graftworks/graft/workflows"
 )
 
-// Operations on format-2 graphs (docs/format.md), on the real stack: Temporal dev server,
+// Operations on graphs (docs/format.md), on the real stack: Temporal dev server,
 // versitygw behind the fault wrapper, Postgres.
 
-// rig2 is a rig whose graph is format 2: main pins table "t" after setup.
+// rig2 is a rig with the graph API at hand: main pins table "t" after setup.
 type rig2 struct {
 	*rig
 	g    *graph.Graph
 	head graph.Commit // main's head as this test last wrote it
 }
 
-// newRig2 is newRig with a format-2 graph.
+// newRig2 is newRig with a graph.
 func newRig2(t *testing.T) *rig2 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -150,7 +150,7 @@ func (r *rig2) treeSeqs(tree ulid.ULID) map[int64]int {
 	return out
 }
 
-func TestV2_WriteTable_PublishesOnTheRealHead_Done(t *testing.T) {
+func TestWriteTable_PublishesOnTheRealHead_Done(t *testing.T) {
 	t.Parallel()
 	r := newRig2(t)
 	r.startWorker()
@@ -162,7 +162,7 @@ func TestV2_WriteTable_PublishesOnTheRealHead_Done(t *testing.T) {
 	}
 	head := r.branchHead("main")
 	if head.Commit.ID.String() != res.Commit || head.Commit.FirstParent() != before.Commit.ID || head.Commit.ID.Digest.IsZero() {
-		t.Fatalf("head %s (parent %s), want the reported format-2 commit %s on %s", head.Commit.ID, head.Commit.FirstParent(), res.Commit, before.Commit.ID)
+		t.Fatalf("head %s (parent %s), want the reported commit %s on %s", head.Commit.ID, head.Commit.FirstParent(), res.Commit, before.Commit.ID)
 	}
 	v, err := r.g.TableAt(r.ctx, head.Commit, "u")
 	if err != nil || v.Len() != 2 || v.Bytes != 3 {
@@ -174,14 +174,12 @@ func TestV2_WriteTable_PublishesOnTheRealHead_Done(t *testing.T) {
 	r.report("main", res.Commit)
 }
 
-// #15 The sequence, on format 2: main at seq 8, a live branch forked at seq 2, a cleanup
+// A stale expected head after cleanup emptied keys below it: main at seq 8, a live branch forked at seq 2, a cleanup
 // with keep_newest=2 reclaiming seqs 1 and 3…6, then a write whose expected head is the
 // commit at seq 2. The plan compares the expected head with the head main's ref names, so
 // the write is a conflict; no commit key of main's tree is refilled and nothing is lost.
-// (Format 1's PlanCommit compares with the tree's real head too since #15's first phase;
-// what format 2 adds is that no put could refill the gap even if a plan did not: see the
-// settle variant below, which fails on format 1.)
-func TestV2_StaleExpectedHeadAfterCleanupGap_ConflictNoRefill(t *testing.T) {
+// No put could refill the gap even if a plan did not: see the settle variant below.
+func TestStaleExpectedHeadAfterCleanupGap_ConflictNoRefill(t *testing.T) {
 	t.Parallel()
 	r := newRig2(t)
 	r.startWorker()
@@ -220,17 +218,13 @@ func TestV2_StaleExpectedHeadAfterCleanupGap_ConflictNoRefill(t *testing.T) {
 	}
 }
 
-// #15 The settle variant, on format 2: the write's head swap is held in flight (ambiguous)
+// The settle variant: the write's head swap is held in flight (ambiguous)
 // and the write goes in doubt; another writer then appends twice and a cleanup reclaims the
 // contested seq; the held swap is released late. It can never land — the ref moved, so its
 // If-Match fails — and the settle re-issue reads the ref, finds another head whose first
 // parents do not pass through our commit, and ends the write conflict (it named an expected
 // head): never done, never a commit behind the head.
-//
-// On format 1 this sequence fails: there the held put is the commit put at seq+1, released
-// into the key cleanup emptied, and the read-back finds our bytes at the key and reports
-// done with a commit that is not on main (recorded in the port status file).
-func TestV2_InDoubtPublishBehindMovedHead_ConflictNeverBehindTheHead(t *testing.T) {
+func TestInDoubtPublishBehindMovedHead_ConflictNeverBehindTheHead(t *testing.T) {
 	t.Parallel()
 	r := newRig2(t)
 	r.startWorker()
@@ -281,7 +275,7 @@ func TestV2_InDoubtPublishBehindMovedHead_ConflictNeverBehindTheHead(t *testing.
 
 // The settle variant without an expected head: the write plans again on the real head and
 // lands on top of it, once.
-func TestV2_InDoubtPublishBehindMovedHead_ReplannedOnTheRealHead(t *testing.T) {
+func TestInDoubtPublishBehindMovedHead_ReplannedOnTheRealHead(t *testing.T) {
 	t.Parallel()
 	r := newRig2(t)
 	r.startWorker()
@@ -316,9 +310,9 @@ func TestV2_InDoubtPublishBehindMovedHead_ReplannedOnTheRealHead(t *testing.T) {
 	r.report("main", res.Commit)
 }
 
-// A format-2 graph initialised through graft.InitGraph: main's root is a format-2 commit
+// A graph initialised through graft.InitGraph: main's root is a commit
 // named by main's ref, and a write lands on it.
-func TestV2_InitGraphFormat2_ThenWrite_Done(t *testing.T) {
+func TestInitGraphFormat2_ThenWrite_Done(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	r.startWorker()
@@ -336,7 +330,7 @@ func TestV2_InitGraphFormat2_ThenWrite_Done(t *testing.T) {
 	}
 	root, err := g.BranchHead(r.ctx, "main")
 	if err != nil || root.Commit.ID.String() != init.Root {
-		t.Fatalf("main: %+v, %v; want the reported format-2 root %s", root, err, init.Root)
+		t.Fatalf("main: %+v, %v; want the reported root %s", root, err, init.Root)
 	}
 	res, err := r.gc.WriteTable(r.ctx, r.inner, client.WriteTableRequest{Graph: name, Branch: "main", Table: "u", Files: writeFiles(t, "x")})
 	if err != nil || res.Outcome != outcome.Done {
@@ -348,9 +342,9 @@ func TestV2_InitGraphFormat2_ThenWrite_Done(t *testing.T) {
 }
 
 // Branch create from a head, a commit and a tag, a write on the new branch, tags, delete and
-// the fence of a merge or restore request, on a format-2 graph: every ref, fork commit and
-// tag is format 2, and each create's head is its fork commit, first parent the source.
-func TestV2_BranchesAndTags_CreateFromHeadCommitTag_WriteDelete(t *testing.T) {
+// the fence of a merge or restore request, on a graph: every ref, fork commit and
+// tag is written, and each create's head is its fork commit, first parent the source.
+func TestBranchesAndTags_CreateFromHeadCommitTag_WriteDelete(t *testing.T) {
 	t.Parallel()
 	r := newRig2(t)
 	r.startWorker()
@@ -421,9 +415,9 @@ func mustID(t *testing.T, s string) format.CommitID {
 	return id
 }
 
-// Repair on a format-2 graph: two live refs of one name (written by hand, as a bug or an
+// Repair on a graph: two live refs of one name (written by hand, as a bug or an
 // operator might), the repair keeps one and retires the other, which keeps its head.
-func TestV2_RepairTwoLiveRefs_KeepsOneRetiresTheOther(t *testing.T) {
+func TestRepairTwoLiveRefs_KeepsOneRetiresTheOther(t *testing.T) {
 	t.Parallel()
 	r := newRig2(t)
 	r.startWorker()
@@ -456,10 +450,10 @@ func TestV2_RepairTwoLiveRefs_KeepsOneRetiresTheOther(t *testing.T) {
 	r.names = append(r.names, "dup")
 }
 
-// An in-doubt format-2 write abandoned by signal is fenced: the ref is rewritten, If-Match
+// An in-doubt write abandoned by signal is fenced: the ref is rewritten, If-Match
 // the plan's ETag, to the same head with the write's operation as its op, so the planned
 // swap can never land; the write ends unpublished, main keeps its head, the pins are released.
-func TestV2_PublishInDoubt_OperatorAbandons_RefFencedSameHeadUnpublished(t *testing.T) {
+func TestPublishInDoubt_OperatorAbandons_RefFencedSameHeadUnpublished(t *testing.T) {
 	t.Parallel()
 	r := newRig2(t)
 	r.startWorker()
@@ -498,10 +492,10 @@ func TestV2_PublishInDoubt_OperatorAbandons_RefFencedSameHeadUnpublished(t *test
 	r.report("main", w.Commit)
 }
 
-// Restore on a format-2 graph: the backup tag (format 2) names the head replaced, and the
+// Restore on a graph: the backup tag names the head replaced, and the
 // restore commit — first parent that head — pins exactly the target's tables, restored_from
 // the target.
-func TestV2_Restore_BackupTagThenCommitWithTheTargetsPins(t *testing.T) {
+func TestRestore_BackupTagThenCommitWithTheTargetsPins(t *testing.T) {
 	t.Parallel()
 	r := newRig2(t)
 	r.startWorker()
@@ -589,10 +583,10 @@ func (r *rig2) entryNames(c graph.Commit, table string) []string {
 	return out
 }
 
-// #14 Object-level merge on format 2: both sides appended different objects to one table
+// Object-level merge: both sides appended different objects to one table
 // since their fork → merged with the union; the preview's per-table counts are what the
 // merge then does.
-func TestV2_Merge_BothSidesAppend_MergedWithTheUnion_PreviewMatches(t *testing.T) {
+func TestMerge_BothSidesAppend_MergedWithTheUnion_PreviewMatches(t *testing.T) {
 	t.Parallel()
 	r := newRig2(t)
 	r.startWorker()
@@ -638,9 +632,9 @@ func TestV2_Merge_BothSidesAppend_MergedWithTheUnion_PreviewMatches(t *testing.T
 	}
 }
 
-// #14 The same object removed on one side and replaced on the other is a conflict that
+// The same object removed on one side and replaced on the other is a conflict that
 // names it; nothing is written. A table only one side changed is adopted meanwhile.
-func TestV2_Merge_RemovedOnOneSideReplacedOnTheOther_ConflictNamesTheObject(t *testing.T) {
+func TestMerge_RemovedOnOneSideReplacedOnTheOther_ConflictNamesTheObject(t *testing.T) {
 	t.Parallel()
 	r := newRig2(t)
 	r.startWorker()
@@ -667,9 +661,9 @@ func TestV2_Merge_RemovedOnOneSideReplacedOnTheOther_ConflictNamesTheObject(t *t
 	}
 }
 
-// The client's read surfaces on a format-2 graph: branch list and show, log, tags, diff
+// The client's read surfaces on a graph: branch list and show, log, tags, diff
 // and table objects read the heads the refs name and the pins and manifest maps.
-func TestV2_ClientReaders_ListShowLogDiffObjects(t *testing.T) {
+func TestClientReaders_ListShowLogDiffObjects(t *testing.T) {
 	t.Parallel()
 	r := newRig2(t)
 	r.startWorker()
@@ -709,9 +703,9 @@ func TestV2_ClientReaders_ListShowLogDiffObjects(t *testing.T) {
 	}
 }
 
-// A table write to a format-2 graph whose file is above the upload threshold: a multipart
+// A table write to a graph whose file is above the upload threshold: a multipart
 // upload to versitygw (three parts of S3's 5 MiB minimum), then the write commits it.
-func TestV2_WriteTable_MultipartObject_Done(t *testing.T) {
+func TestWriteTable_MultipartObject_Done(t *testing.T) {
 	t.Parallel()
 	r := newRig2(t)
 	r.startWorker()
@@ -740,10 +734,10 @@ func TestV2_WriteTable_MultipartObject_Done(t *testing.T) {
 	r.report("main", w.Commit)
 }
 
-// Editing a table on a format-2 graph: --append adds to the head's version, --remove drops
+// Editing a table on a graph: --append adds to the head's version, --remove drops
 // an entry by name, --import registers an object already in the bucket by reference (zero
 // copy: the version names its key; nothing is written under it). Bad edits are typed.
-func TestV2_WriteTable_AppendRemoveImport(t *testing.T) {
+func TestWriteTable_AppendRemoveImport(t *testing.T) {
 	t.Parallel()
 	r := newRig2(t)
 	r.startWorker()
@@ -804,10 +798,10 @@ func TestV2_WriteTable_AppendRemoveImport(t *testing.T) {
 	}
 }
 
-// A format-2 write terminated while its head swap is held in flight leaves nothing behind
+// A write terminated while its head swap is held in flight leaves nothing behind
 // once the reconciler ran: it fences the publish (the ref rewritten at the same head), the
 // operation ends unpublished with its pins released, and the late swap fails.
-func TestV2_WriteTerminatedInDoubt_ReconcilerFencesThePublish(t *testing.T) {
+func TestWriteTerminatedInDoubt_ReconcilerFencesThePublish(t *testing.T) {
 	t.Parallel()
 	r := newRig2(t)
 	r.startWorker()

@@ -38,10 +38,10 @@ func vid(n int) ulid.ULID {
 	return id
 }
 
-func TestV2_TableVersions_PutReadAppendDelete_OnEveryBackend(t *testing.T) {
+func TestTableVersions_PutReadAppendDelete_OnEveryBackend(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *faults.Store) {
 		ctx := context.Background()
-		g, _ := mustInitV2(t, s)
+		g, _ := mustInitGraph(t, s)
 		var put []format.ManifestEntry
 		var total int64
 		for i := 0; i < 300; i++ {
@@ -114,7 +114,7 @@ func TestV2_TableVersions_PutReadAppendDelete_OnEveryBackend(t *testing.T) {
 // The flatness of issue #14: appending 100 entries to a table of 10,000 and
 // to one of 100,000 writes the same chunks ± 1 and costs the same requests ±
 // a few (the tree is one level taller).
-func TestV2_Append100_FlatAt10kAnd100k(t *testing.T) {
+func TestAppend100_FlatAt10kAnd100k(t *testing.T) {
 	type cost struct {
 		chunks, gets, puts int
 		bytes              int
@@ -123,7 +123,7 @@ func TestV2_Append100_FlatAt10kAnd100k(t *testing.T) {
 		ctx := context.Background()
 		mem := memstore.New()
 		s := faults.Wrap(mem)
-		g, _ := mustInitV2(t, s)
+		g, _ := mustInitGraph(t, s)
 		var put []format.ManifestEntry
 		for i := 0; i < n; i++ {
 			put = append(put, objEntry(i))
@@ -160,10 +160,10 @@ func TestV2_Append100_FlatAt10kAnd100k(t *testing.T) {
 	}
 }
 
-func TestV2_ImportEntries_ZeroCopyAndCheck(t *testing.T) {
+func TestImportEntries_ZeroCopyAndCheck(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *faults.Store) {
 		ctx := context.Background()
-		g, _ := mustInitV2(t, s)
+		g, _ := mustInitGraph(t, s)
 		if _, err := s.Put(ctx, "landing/day1/a.parquet", []byte("aaaa"), storage.PutOptions{IfNoneMatch: true}); err != nil {
 			t.Fatal(err)
 		}
@@ -217,7 +217,7 @@ func patterned(n int64) []byte {
 // read back whole with its checksum; an upload that fails part-way is
 // aborted, leaving no incomplete upload; a crashed one is listed for the
 // collector, which aborts it.
-func TestV2_UploadObject_MultipartDozenParts_AbortOnFailure_CollectorRule(t *testing.T) {
+func TestUploadObject_MultipartDozenParts_AbortOnFailure_CollectorRule(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *faults.Store) {
 		ctx := context.Background()
 		m, _ := storage.AsMultipart(s)
@@ -293,7 +293,7 @@ func uploadsUnder(t *testing.T, m storage.Multipart, prefix string) []storage.Up
 }
 
 // An answer lost on the complete is settled by HEAD; the object is there.
-func TestV2_UploadObject_LostCompleteAnswer_IsSettled(t *testing.T) {
+func TestUploadObject_LostCompleteAnswer_IsSettled(t *testing.T) {
 	s := faults.Wrap(memstore.New())
 	s.Add(faults.Rule{Name: "lost", Op: faults.OpCompleteMultipart, Mode: faults.ApplyLoseAnswer, Times: 1})
 	body := patterned(5000)
@@ -310,7 +310,7 @@ func TestV2_UploadObject_LostCompleteAnswer_IsSettled(t *testing.T) {
 // complete of a big object) is confirmed by reading it back: the upload is
 // done only once our size is at the key, and one that never appears is
 // ambiguous after a bounded number of reads, never done.
-func TestV2_UploadObject_CompleteAnsweredBeforeTheObjectIsReadable_ConfirmedByReadBack(t *testing.T) {
+func TestUploadObject_CompleteAnsweredBeforeTheObjectIsReadable_ConfirmedByReadBack(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		absent int

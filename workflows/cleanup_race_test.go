@@ -21,7 +21,7 @@ import (
 // keeps only the newest commit must not reclaim the table version the new head still
 // names because the head itself was never listed (found by the soak, localfs seed
 // 100146).
-func TestCleanupV2_HeadPublishedAfterTheListing_KeptWithWhatItPins(t *testing.T) {
+func TestCleanup_HeadPublishedAfterTheListing_KeptWithWhatItPins(t *testing.T) {
 	t.Parallel()
 	r := newStackRig(t, "localfs", false)
 	u := r.version("u", ulid.ULID{}, r.objects("u", 2), nil)
