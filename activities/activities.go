@@ -14,7 +14,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"sync"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -41,11 +40,6 @@ type Activities struct {
 	// Logger receives the logs of code run outside an activity (tests, tools); inside
 	// one the activity's logger is used. Defaults to none.
 	Logger sdklog.Logger
-
-	// formats remembers the graphs read at format 2: a graph's format only ever moves
-	// from 1 to 2 (graft graph upgrade), so a graph once read at 2 is read at 2 for good
-	// and its record need not be read again (graphFormat).
-	formats sync.Map // graph name → struct{}
 }
 
 // WorkflowStatus tells the reconciler whether a workflow has closed. The worker wires it

@@ -33,7 +33,7 @@ func (a *Activities) CleanupBegin(ctx context.Context, in CleanupBeginInput) (Cl
 	if err := format.ValidateGraphName(in.Graph); err != nil {
 		return end(outcome.Invalid, "%v", err)
 	}
-	_, version, gerr := graph.ReadGraphAny(ctx, a.Store, in.Graph)
+	_, gerr := graph.ReadGraph(ctx, a.Store, in.Graph)
 	if gerr != nil {
 		if errors.Is(gerr, graph.ErrGraphNotFound) {
 			return end(outcome.NotFound, "graph %q does not exist", in.Graph)
@@ -90,7 +90,7 @@ func (a *Activities) CleanupBegin(ctx context.Context, in CleanupBeginInput) (Cl
 				return CleanupBeginResult{}, err
 			}
 			if orphan != nil {
-				return CleanupBeginResult{Orphan: orphan, Format: version}, nil
+				return CleanupBeginResult{Orphan: orphan}, nil
 			}
 		}
 		if _, err := a.Catalog.OperationFinish(ctx, catalog.OperationFinishParams{
@@ -111,7 +111,7 @@ func (a *Activities) CleanupBegin(ctx context.Context, in CleanupBeginInput) (Cl
 	if err != nil {
 		return CleanupBeginResult{}, fmt.Errorf("insert cleanup run: %w", err)
 	}
-	return CleanupBeginResult{Format: version}, nil
+	return CleanupBeginResult{}, nil
 }
 
 // orphanedRun reports whether a running run's workflow has ended (terminated, timed out,
@@ -469,4 +469,54 @@ func (a *Activities) CleanupFinish(ctx context.Context, in CleanupFinishInput) e
 	}
 	a.observeFinished("cleanup", string(out))
 	return nil
+}
+
+// CleanupUploads finds the incomplete multipart uploads under the graph's object keys
+// started before the guard window that no operation pins, and (with Abort) aborts them,
+// which frees their parts (docs/format.md, *Cleanup*: an upload's key is a fresh object
+// ULID only its own operation completes, and a running operation pins its object keys).
+func (a *Activities) CleanupUploads(ctx context.Context, in CleanupUploadsInput) (CleanupUploadsResult, error) {
+	var res CleanupUploadsResult
+	ups, err := graph.IncompleteUploads(ctx, a.Store, in.Graph, in.Now.Add(-in.GuardWindow))
+	if err != nil {
+		return res, err
+	}
+	if len(ups) == 0 {
+		return res, nil
+	}
+	list, err := a.Catalog.PinsList(ctx, catalog.PinsListParams{Graph: in.Graph, RunID: in.RunID})
+	if err != nil {
+		return res, fmt.Errorf("list pins: %w", err)
+	}
+	pins := newPinSet(list)
+	origin, err := readOrigin(ctx, a.Store, in.Graph)
+	if err != nil {
+		return res, err
+	}
+	var garbage []graph.IncompleteUpload
+	for _, u := range ups {
+		if pins.pinned(u.Key) {
+			res.Pinned++
+			continue
+		}
+		// An upload started before the graph existed, or of a key older than it, is not
+		// the graph's: left alone.
+		id, _ := format.ParseULID(u.Key[strings.LastIndexByte(u.Key, '/')+1:])
+		if origin.predates(u.Initiated, id) {
+			continue
+		}
+		garbage = append(garbage, u)
+		res.Found++
+		if len(res.Keys) < in.MaxPlanKeys {
+			res.Keys = append(res.Keys, u.Key)
+		}
+	}
+	if !in.Abort || len(garbage) == 0 {
+		return res, nil
+	}
+	if err := graph.AbortUploads(ctx, a.Store, garbage); err != nil {
+		return res, err
+	}
+	res.Aborted = int64(len(garbage))
+	return res, nil
 }

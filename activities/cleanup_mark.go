@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -41,16 +42,12 @@ func (a *Activities) CleanupMarkTrees(ctx context.Context, in CleanupMarkTreesIn
 		in:         in,
 		cat:        a.Catalog,
 		s:          &countingStore{inner: a.Store},
-		commits:    map[string]*format.Commit{},
+		commits:    map[string]*graph.Commit{},
 		unreadable: map[string]string{},
 		sample:     planSample{max: in.MaxPlanKeys},
 		res:        CleanupMarkTreesResult{Now: a.now().UTC(), Retained: map[string][]string{}},
 	}
-	run := m.run
-	if in.Format == format.Version2 {
-		run = m.runV2
-	}
-	if err := run(ctx); err != nil {
+	if err := m.run(ctx); err != nil {
 		return CleanupMarkTreesResult{}, markError(err, "mark trees of graph %q", in.Graph)
 	}
 	m.res.PlanKeys = m.sample.keys
@@ -76,71 +73,67 @@ type treeMark struct {
 	// merge-base candidates.
 	mergeBases map[string]bool
 
-	commits    map[string]*format.Commit // decoded commits, by key; nil when missing or unreadable
-	v2         *treeMarkV2               // format 2's state (cleanup_v2.go); nil for format 1
-	unreadable map[string]string         // commit keys that do not decode, with why
-	kept       []string                  // commit keys kept, whose pins are retained
+	g          *graph.Graph
+	mu         sync.Mutex               // guards commits
+	commits    map[string]*graph.Commit // decoded commits, by key; nil when missing
+	unreadable map[string]string        // commit keys that do not decode, with why
+	kept       []string                 // commit keys kept, whose pins are retained
+	// liveHeads are the heads live refs name, by tree.
+	liveHeads map[ulid.ULID]format.CommitID
+	// pinnedSeq is, per tree, the lowest seq of a commit an operation pins.
+	pinnedSeq map[ulid.ULID]int64
+	// origin tells keys the graph's own from keys older than the graph.
+	origin graphOrigin
+}
+
+// graphOrigin is what a mark reads of the graph record to tell the keys graft wrote for
+// the graph from keys that only look like them (docs/format.md, *Ownership*): cleanup
+// deletes a key only when its shape is one graft writes, the graph's records do not keep
+// it, and nothing shows it is older than the graph.
+type graphOrigin struct{ created time.Time }
+
+// originULIDSkew is how far before the graph record's creation a ULID graft minted for
+// the graph may name a time: ULIDs are minted on the writer's clock, not the ledger's.
+const originULIDSkew = time.Hour
+
+// readOrigin reads the graph record's creation time.
+func readOrigin(ctx context.Context, s storage.Store, graphName string) (graphOrigin, error) {
+	rec, err := graph.ReadGraph(ctx, s, graphName)
+	if err != nil {
+		return graphOrigin{}, fmt.Errorf("read graph record: %w", err)
+	}
+	return graphOrigin{created: rec.CreatedAt}, nil
+}
+
+// predates reports a key graft cannot have written for the graph: the store last
+// modified it before the graph record was created (to the whole second, the coarsest
+// time a store gives), or its ULID names a time more than originULIDSkew before that.
+// Such a key is left alone, whatever its shape, and counted as unknown. It only ever
+// turns a deletion into a key left alone, never a key kept into one deleted.
+func (o graphOrigin) predates(modified time.Time, id ulid.ULID) bool {
+	if o.created.IsZero() {
+		return false
+	}
+	if !modified.IsZero() && modified.Before(o.created.Truncate(time.Second)) {
+		return true
+	}
+	return id != (ulid.ULID{}) && ulid.Time(id.Time()).Before(o.created.Add(-originULIDSkew))
+}
+
+// foreignTree reports a tree whose id, or one of whose commit keys, predates the graph.
+func (m *treeMark) foreignTree(t ulid.ULID, cs []treeCommit) bool {
+	if m.origin.predates(time.Time{}, t) {
+		return true
+	}
+	for _, c := range cs {
+		if m.origin.predates(c.Modified, ulid.ULID{}) {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *treeMark) dryRun() bool { return m.in.Mode == CleanupModeDryRun }
-
-// decodeRef decodes a branch ref: format 1 only in a format-1 graph; either format in a
-// format-2 graph (an upgraded graph keeps its format-1 retired refs and fences).
-func (m *treeMark) decodeRef(b []byte) (format.BranchRef, error) {
-	if m.v2 == nil {
-		return format.DecodeBranchRef(b)
-	}
-	r, _, err := format.DecodeBranchRefAny(b)
-	return r, err
-}
-
-// decodeTag decodes a tag, of either format in a format-2 graph.
-func (m *treeMark) decodeTag(b []byte) (format.Tag, error) {
-	if m.v2 == nil {
-		return format.DecodeTag(b)
-	}
-	t, _, err := format.DecodeTagAny(b)
-	return t, err
-}
-
-func (m *treeMark) run(ctx context.Context) error {
-	g := m.in.Graph
-	if m.dryRun() {
-		pins, err := m.cat.PinsList(ctx, catalog.PinsListParams{Graph: g, RunID: m.in.RunID})
-		if err != nil {
-			return fmt.Errorf("list pins: %w", err)
-		}
-		m.pins = newPinSet(pins)
-	}
-	if err := m.listTrees(ctx); err != nil {
-		return err
-	}
-	incs, err := m.cat.IncarnationListByGraph(ctx, catalog.IncarnationListByGraphParams{Graph: g})
-	if err != nil {
-		return fmt.Errorf("list witnesses: %w", err)
-	}
-	m.witnesses = make(map[string]*catalog.Incarnation, len(incs))
-	for i := range incs {
-		m.witnesses[incs[i].Tree] = &incs[i] // oldest first: the newest row of a tree wins
-	}
-	if err := m.readRefs(ctx); err != nil {
-		return err
-	}
-	if err := m.readTags(ctx); err != nil {
-		return err
-	}
-	if m.res.Tables, err = listTables(ctx, m.s, g); err != nil {
-		return err
-	}
-	candidates, err := m.decideTrees(ctx)
-	if err != nil {
-		return err
-	}
-	if err := m.condemn(ctx, candidates); err != nil {
-		return err
-	}
-	return m.retainPins(ctx)
-}
 
 // listTrees lists every commit key under {graph}/trees/, grouped by tree.
 func (m *treeMark) listTrees(ctx context.Context) error {
@@ -192,7 +185,7 @@ func (m *treeMark) readRefs(ctx context.Context) error {
 		if err != nil { // gone since the listing; graft never deletes refs
 			return nil
 		}
-		ref, derr := m.decodeRef(obj.Body)
+		ref, derr := format.DecodeBranchRef(obj.Body)
 		if derr != nil || ref.Native != native {
 			facts(tree).RefUnreadable = true
 			return nil
@@ -222,7 +215,7 @@ func (m *treeMark) readTags(ctx context.Context) error {
 		if err != nil {
 			return nil // deleted since the listing
 		}
-		tag, derr := m.decodeTag(obj.Body)
+		tag, derr := format.DecodeTag(obj.Body)
 		if derr != nil {
 			// A tag we cannot read may name any commit: keep them all.
 			m.tagsBad = fmt.Sprintf("tag %s does not decode: %v", key, derr)
@@ -269,31 +262,6 @@ func listTables(ctx context.Context, s storage.Store, g string) ([]string, error
 	}
 }
 
-// readCommits GETs the commits at keys not yet cached. A missing commit is cached as
-// nil; one that does not decode is recorded in m.unreadable (and cached as nil): the run
-// keeps what it cannot read instead of failing.
-func (m *treeMark) readCommits(ctx context.Context, keys []string) error {
-	var need []string
-	for _, k := range keys {
-		if _, ok := m.commits[k]; !ok {
-			need = append(need, k)
-		}
-	}
-	return getEach(ctx, m.s, need, func(key string, obj storage.Object, err error) error {
-		m.commits[key] = nil
-		if err != nil {
-			return nil
-		}
-		c, derr := format.DecodeCommit(obj.Body)
-		if derr != nil {
-			m.unreadable[key] = derr.Error()
-			return nil
-		}
-		m.commits[key] = &c
-		return nil
-	})
-}
-
 // errUnreadable marks an object that exists but does not decode.
 type errUnreadable struct{ err error }
 
@@ -306,138 +274,7 @@ func (m *treeMark) keep(key string, counter *int64) {
 	m.kept = append(m.kept, key)
 }
 
-// decideTrees classifies every tree and returns the commits that may be condemned.
-//
-// It decides in three passes: first how each tree stands (fencing ref-less trees), then
-// which commits a merge between two branches may read as its merge base — from the heads
-// of every tree that is or may become a branch — and only then which commits stay.
-func (m *treeMark) decideTrees(ctx context.Context) ([]catalog.Condemned, error) {
-	trees := make([]ulid.ULID, 0, len(m.trees))
-	for t := range m.trees {
-		trees = append(trees, t)
-	}
-	slices.SortFunc(trees, func(a, b ulid.ULID) int { return a.Compare(b) })
-
-	classes := make(map[ulid.ULID]treeClass, len(trees))
-	reasons := make(map[ulid.ULID]string, len(trees))
-	var needTimes []string
-	for _, t := range trees {
-		sortNewestFirst(m.trees[t])
-		f := treeFacts{Witness: m.witnesses[t.String()]}
-		if r := m.refs[t]; r != nil {
-			f.Refs, f.RefUnreadable = r.Refs, r.RefUnreadable
-		}
-		classes[t], reasons[t] = classifyTree(f)
-		if classes[t] == treeLive && m.in.KeepNewerThan > 0 {
-			for i, c := range m.trees[t] {
-				if i > 0 && i >= m.in.KeepNewest {
-					needTimes = append(needTimes, c.Key)
-				}
-			}
-		}
-	}
-	if err := m.readCommits(ctx, needTimes); err != nil {
-		return nil, err
-	}
-
-	// Pass 1: settle every tree that needs a fence.
-	fenceTried := map[ulid.ULID]bool{} // pass 1 reported a failed fence itself
-	landed := map[ulid.ULID]bool{}     // the ref landed while this run decided
-	for _, t := range trees {
-		if classes[t] != treeNeedsFence {
-			continue
-		}
-		fenceTried[t] = true
-		cs := m.trees[t]
-		var class treeClass
-		var native, reason string
-		if m.dryRun() {
-			class, native, reason = treeCondemnable, m.nativeOf(ctx, t, cs), "would be fenced"
-			m.res.WouldFence = append(m.res.WouldFence, native)
-		} else {
-			var err error
-			if class, native, reason, err = m.fence(ctx, t, cs); err != nil {
-				return nil, err
-			}
-		}
-		switch class {
-		case treeUnsettled:
-			m.unsettled(t, native, reason, cs)
-		case treeLive:
-			landed[t] = true
-		}
-		classes[t], reasons[t] = class, reason
-	}
-
-	// Pass 2: the merge-base candidates of the heads of every tree that is, or may yet
-	// become, a branch.
-	if err := m.findMergeBases(ctx, trees, classes); err != nil {
-		return nil, err
-	}
-
-	// Pass 3: keep or condemn each commit.
-	var cutoff time.Time
-	if m.in.KeepNewerThan > 0 {
-		cutoff = m.res.Now.Add(-m.in.KeepNewerThan)
-	}
-	var candidates []catalog.Condemned
-	var baseKept []string // merge-base candidates no window or tag kept
-	candidate := func(c treeCommit) {
-		switch {
-		case m.tagsBad != "":
-			m.keep(c.Key, &m.res.Kept.Unsettled)
-		case m.tagged[c.Key]:
-			m.keep(c.Key, &m.res.Kept.Tag)
-		case m.mergeBases[c.Key]:
-			baseKept = append(baseKept, c.Key)
-		default:
-			candidates = append(candidates, catalog.Condemned{Key: c.Key, Kind: catalog.ObjectCommit, Size: c.Size})
-		}
-	}
-	for _, t := range trees {
-		cs := m.trees[t]
-		switch classes[t] {
-		case treeLive:
-			if landed[t] {
-				// The ref landed while this run decided: the branch is live and the
-				// policy applies from the next run, which sees the ref among its roots.
-				for i, c := range cs {
-					if i == 0 {
-						m.keep(c.Key, &m.res.Kept.Head)
-					} else {
-						m.keep(c.Key, &m.res.Kept.LiveWindow)
-					}
-				}
-				continue
-			}
-			decisions := liveWindow(cs, m.in.KeepNewest, cutoff, func(i int) (time.Time, bool) {
-				c := m.commits[cs[i].Key]
-				if c == nil {
-					return time.Time{}, false // unreadable (kept) or gone (nothing to delete)
-				}
-				return c.Time, true
-			})
-			for i, c := range cs {
-				switch decisions[i] {
-				case windowHead:
-					m.keep(c.Key, &m.res.Kept.Head)
-				case windowInside:
-					m.keep(c.Key, &m.res.Kept.LiveWindow)
-				default:
-					candidate(c)
-				}
-			}
-		default:
-			m.decideNotLive(t, classes[t], reasons[t], fenceTried[t], cs, candidate)
-		}
-	}
-	if err := m.keepMergeBases(ctx, baseKept); err != nil {
-		return nil, err
-	}
-	return candidates, nil
-}
-
-// decideNotLive decides the commits of a tree that is not live, in either format: a
+// decideNotLive decides the commits of a tree that is not live: a
 // condemnable tree's are candidates; an in-flight or unsettled tree's are kept, and
 // reported unsettled (an unsettled one only if no fence was tried on it this run,
 // which reported it already).
@@ -488,38 +325,6 @@ func (m *treeMark) keepMergeBases(ctx context.Context, keys []string) error {
 	return nil
 }
 
-// findMergeBases records in m.mergeBases the keys of every merge-base candidate
-// (mergeBaseCandidates) of the heads of the trees that are or may yet become branches:
-// live (a ref that landed while the run decided included), in flight and unsettled. A
-// tree's head is its newest listed commit; one that is gone or does not decode names no
-// candidate — a merge cannot read that head either. Heads are kept commits, which
-// retainPins reads in any case, so these reads only come earlier.
-func (m *treeMark) findMergeBases(ctx context.Context, trees []ulid.ULID, classes map[ulid.ULID]treeClass) error {
-	var keys []string
-	for _, t := range trees {
-		switch classes[t] {
-		case treeLive, treeInFlight, treeUnsettled:
-			if cs := m.trees[t]; len(cs) > 0 {
-				keys = append(keys, cs[0].Key)
-			}
-		}
-	}
-	if err := m.readCommits(ctx, keys); err != nil {
-		return err
-	}
-	heads := make([]format.Commit, 0, len(keys))
-	for _, k := range keys {
-		if c := m.commits[k]; c != nil && format.CommitIDKey(m.in.Graph, c.ID) == k {
-			heads = append(heads, *c)
-		}
-	}
-	m.mergeBases = map[string]bool{}
-	for _, id := range mergeBaseCandidates(heads) {
-		m.mergeBases[format.CommitIDKey(m.in.Graph, id)] = true
-	}
-	return nil
-}
-
 // unsettled reports a tree left alone.
 func (m *treeMark) unsettled(t ulid.ULID, native, reason string, cs []treeCommit) {
 	u := UnsettledTree{Tree: t.String(), Native: native, Reason: reason, Commits: int64(len(cs))}
@@ -529,58 +334,8 @@ func (m *treeMark) unsettled(t ulid.ULID, native, reason string, cs []treeCommit
 	m.res.Unsettled = append(m.res.Unsettled, u)
 }
 
-// nativeOf names the incarnation of a tree from its newest readable commit, or "".
-func (m *treeMark) nativeOf(ctx context.Context, t ulid.ULID, cs []treeCommit) string {
-	c, err := m.newestCommit(ctx, t, cs)
-	if err != nil || c == nil {
-		return ""
-	}
-	return format.NativeName(c.Branch, t)
-}
-
-// newestCommit reads the tree's newest commit that still exists (nil when none does).
-func (m *treeMark) newestCommit(ctx context.Context, t ulid.ULID, cs []treeCommit) (*format.Commit, error) {
-	for _, c := range cs {
-		if err := m.readCommits(ctx, []string{c.Key}); err != nil {
-			return nil, err
-		}
-		if why, bad := m.unreadable[c.Key]; bad {
-			return nil, errUnreadable{fmt.Errorf("commit %s does not decode: %s", c.Key, why)}
-		}
-		if got := m.commits[c.Key]; got != nil {
-			if got.ID.Tree != t {
-				return nil, errUnreadable{fmt.Errorf("commit at %s names tree %s", c.Key, got.ID.Tree)}
-			}
-			return got, nil
-		}
-	}
-	return nil, nil
-}
-
-// fence is fenceRefless for format 1: a format-1 fence, named by the branch of the
-// tree's newest commit.
-func (m *treeMark) fence(ctx context.Context, t ulid.ULID, cs []treeCommit) (treeClass, string, string, error) {
-	return m.fenceRefless(ctx, reflessFence{
-		tree: t,
-		newest: func(ctx context.Context) (string, bool, error) {
-			c, err := m.newestCommit(ctx, t, cs)
-			if c == nil {
-				return "", false, err
-			}
-			return c.Branch, true, err
-		},
-		encode: func(branch, native string) ([]byte, error) {
-			return format.EncodeBranchRef(format.BranchRef{State: format.RefFence, Branch: branch, Native: native,
-				Tree: t, Op: m.in.RunID, Reason: "cleanup"})
-		},
-		state: func(b []byte) (format.RefState, error) {
-			ref, err := format.DecodeBranchRef(b)
-			return ref.State, err
-		},
-	})
-}
-
-// reflessFence is what fencing a ref-less tree needs of its graph's format.
+// reflessFence is what fencing a ref-less tree needs: its newest commit's branch, the
+// fence's bytes, and how to read what holds the ref key.
 type reflessFence struct {
 	tree ulid.ULID
 	// newest names the branch of the tree's newest commit that still exists; found is
@@ -594,8 +349,7 @@ type reflessFence struct {
 
 // fenceRefless wins the ref key of a tree that has no ref and no unsettled witness, so
 // that no late put can ever publish it; only then may the tree be condemned. Losing to a
-// live ref means the branch is live after all. One decision for both formats: only the
-// commit read, the fence's bytes and the ref's decoding differ.
+// live ref means the branch is live after all.
 func (m *treeMark) fenceRefless(ctx context.Context, f reflessFence) (treeClass, string, string, error) {
 	branch, found, err := f.newest(ctx)
 	var bad errUnreadable
@@ -650,44 +404,6 @@ func (m *treeMark) condemn(ctx context.Context, candidates []catalog.Condemned) 
 		m.res.Condemned.Commits++
 		m.res.Condemned.Bytes += e.Size
 		m.sample.add(e.Key)
-	}
-	return nil
-}
-
-// retainPins reads every kept commit and collects, per table, the versions it pins.
-func (m *treeMark) retainPins(ctx context.Context) error {
-	if m.tagsBad != "" {
-		m.res.RetainAllData, m.res.RetainAllReason = true, m.tagsBad
-	}
-	if err := m.readCommits(ctx, m.kept); err != nil {
-		return err
-	}
-	for _, k := range m.kept {
-		if why, bad := m.unreadable[k]; bad && !m.res.RetainAllData {
-			// Its pins are unknown: no version or object may go this run.
-			m.res.RetainAllData, m.res.RetainAllReason = true, fmt.Sprintf("kept commit %s does not decode: %s", k, why)
-		}
-	}
-	retained := map[string]map[string]bool{}
-	for _, k := range m.kept {
-		c := m.commits[k]
-		if c == nil {
-			continue
-		}
-		for table, v := range c.Pins {
-			if retained[table] == nil {
-				retained[table] = map[string]bool{}
-			}
-			retained[table][v.String()] = true
-		}
-	}
-	for table, vs := range retained {
-		ids := make([]string, 0, len(vs))
-		for v := range vs {
-			ids = append(ids, v)
-		}
-		sort.Strings(ids)
-		m.res.Retained[table] = ids
 	}
 	return nil
 }
@@ -781,11 +497,7 @@ func markError(err error, f string, args ...any) error {
 // is either refused to the operation or kept here together with its objects.
 func (a *Activities) CleanupMarkTable(ctx context.Context, in CleanupMarkTableInput) (CleanupMarkTableResult, error) {
 	s := &countingStore{inner: a.Store}
-	mark := markTable
-	if in.Format == format.Version2 {
-		mark = markTableV2
-	}
-	res, err := mark(ctx, a.Catalog, s, in)
+	res, err := markTable(ctx, a.Catalog, s, in)
 	if err != nil {
 		return CleanupMarkTableResult{}, markError(err, "mark table %q of graph %q", in.Table, in.Graph)
 	}
@@ -793,9 +505,610 @@ func (a *Activities) CleanupMarkTable(ctx context.Context, in CleanupMarkTableIn
 	return res, nil
 }
 
+// What a tree's commits are and what a retained root reaches (docs/format.md, *Cleanup*;
+// docs/cleanup.md):
+//
+//   - A live tree's commits are its ref's head and the head's first parents back to seq
+//     0; the windows count along that chain. Any other commit object of the tree (a plan
+//     whose swap lost) is garbage once no operation pins it — except one above the head
+//     younger than the guard window, which a data-plane writer may be about to publish.
+//   - An in-flight operation pins the commit it plans; every commit of that tree's chain
+//     at or above the lowest seq pinned there is kept, so a settle's walk back from the
+//     head never meets a gap.
+//   - A retained commit keeps its pins and lineage chunks and the versions it pins
+//     (graph.Marker, chunk by chunk: a subtree shared with a commit marked before is not
+//     read again); a retained version keeps its manifest chunks and the objects graft
+//     wrote that its entries name (a Bloom filter, graph.ObjectFilter: no false
+//     negatives). Objects imported by reference live outside the graph's prefix and are
+//     never listed, so never condemned.
+//   - Merge bases: the candidates of every pair of heads, from their lineages, and the
+//     forks up each head's chain of forks, which the merge-base search reads to rule
+//     candidates out.
+//   - Deletion order: commits, then pins and lineage chunks, then per table versions,
+//     manifest chunks, data objects.
+//
+// Chunks are condemned with the ledger kind "object" (they are counted among objects
+// in the condemned and deleted totals; GraphChunks and Chunks count them apart).
+
+// readCommits reads the commits at keys not read yet, several at a time, through the graph
+// API (which checks that a commit names its key and its digest). A
+// missing commit is cached as nil; one that does not decode is recorded in m.unreadable.
+func (m *treeMark) readCommits(ctx context.Context, keys []string) error {
+	var need []string
+	m.mu.Lock()
+	for _, k := range keys {
+		if _, ok := m.commits[k]; !ok {
+			need = append(need, k)
+			m.commits[k] = nil
+		}
+	}
+	m.mu.Unlock()
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for i, key := range need {
+		if i%1000 == 999 {
+			heartbeat(ctx, nil)
+		}
+		id, err := format.ParseCommitKey(m.in.Graph, key)
+		if err != nil {
+			m.mu.Lock()
+			m.unreadable[key] = err.Error()
+			m.mu.Unlock()
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			c, err := m.g.Commit(ctx, id)
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			switch {
+			case errors.Is(err, graph.ErrCommitNotFound):
+			case err != nil && (errors.Is(err, graph.ErrCorrupt) || errors.Is(err, format.ErrMalformed) ||
+				errors.Is(err, format.ErrUnsupportedFormat) || errors.Is(err, format.ErrTooLarge)):
+				m.unreadable[key] = err.Error()
+			case err != nil:
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+				delete(m.commits, key) // not read: a retry reads it again
+			default:
+				m.commits[key] = &c
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return fmt.Errorf("read commits: %w", first)
+	}
+	return nil
+}
+
+// commit returns the commit id names, reading it if needed (nil when missing).
+func (m *treeMark) commit(ctx context.Context, id format.CommitID) (*graph.Commit, error) {
+	key := format.CommitIDKey(m.in.Graph, id)
+	if err := m.readCommits(ctx, []string{key}); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if why, bad := m.unreadable[key]; bad {
+		return nil, errUnreadable{fmt.Errorf("commit %s does not decode: %s", key, why)}
+	}
+	return m.commits[key], nil
+}
+
+func (m *treeMark) run(ctx context.Context) error {
+	g, err := graph.Open(m.s, m.in.Graph)
+	if err != nil {
+		return err
+	}
+	m.g = g
+	if m.origin, err = readOrigin(ctx, m.s, m.in.Graph); err != nil {
+		return err
+	}
+	pins, err := m.cat.PinsList(ctx, catalog.PinsListParams{Graph: m.in.Graph, RunID: m.in.RunID})
+	if err != nil {
+		return fmt.Errorf("list pins: %w", err)
+	}
+	m.pins = newPinSet(pins)
+	if err := m.listTrees(ctx); err != nil {
+		return err
+	}
+	// Pins read before the listing may name commits of trees listed now; a pin taken
+	// later is the ledger's to refuse or to keep (CondemnedAdd), and a chain it needs is
+	// the head's, which is kept.
+	m.pinnedSeq = map[ulid.ULID]int64{}
+	for _, p := range pins {
+		if id, err := format.ParseCommitKey(m.in.Graph, p.Key); err == nil {
+			if cur, ok := m.pinnedSeq[id.Tree]; !ok || id.Seq < cur {
+				m.pinnedSeq[id.Tree] = id.Seq
+			}
+		}
+	}
+	incs, err := m.cat.IncarnationListByGraph(ctx, catalog.IncarnationListByGraphParams{Graph: m.in.Graph})
+	if err != nil {
+		return fmt.Errorf("list witnesses: %w", err)
+	}
+	m.witnesses = make(map[string]*catalog.Incarnation, len(incs))
+	for i := range incs {
+		m.witnesses[incs[i].Tree] = &incs[i]
+	}
+	if err := m.readRefs(ctx); err != nil {
+		return err
+	}
+	m.liveHeads = map[ulid.ULID]format.CommitID{}
+	for tree, f := range m.refs {
+		for _, r := range f.Refs {
+			if r.State == format.RefLive && !r.Head.IsZero() {
+				m.liveHeads[tree] = r.Head
+			}
+		}
+	}
+	if err := m.readTags(ctx); err != nil {
+		return err
+	}
+	if m.res.Tables, err = listTables(ctx, m.s, m.in.Graph); err != nil {
+		return err
+	}
+	candidates, err := m.decideTrees(ctx)
+	if err != nil {
+		return err
+	}
+	if err := m.condemn(ctx, candidates); err != nil {
+		return err
+	}
+	return m.retainPins(ctx)
+}
+
+// decideTrees classifies every tree and returns the commits that may be condemned, in
+// three passes: first how each tree stands (fencing ref-less trees), then which commits
+// a merge between two branches may read as its merge base — from the heads of every
+// tree that is or may become a branch — and only then which commits stay, a live tree's
+// taken along its head's first-parent chain.
+func (m *treeMark) decideTrees(ctx context.Context) ([]catalog.Condemned, error) {
+	trees := make([]ulid.ULID, 0, len(m.trees))
+	for t := range m.trees {
+		trees = append(trees, t)
+	}
+	slices.SortFunc(trees, func(a, b ulid.ULID) int { return a.Compare(b) })
+	classes := make(map[ulid.ULID]treeClass, len(trees))
+	reasons := make(map[ulid.ULID]string, len(trees))
+	for _, t := range trees {
+		sortNewestFirst(m.trees[t])
+		f := treeFacts{Witness: m.witnesses[t.String()]}
+		if r := m.refs[t]; r != nil {
+			f.Refs, f.RefUnreadable = r.Refs, r.RefUnreadable
+		}
+		classes[t], reasons[t] = classifyTree(f)
+	}
+	// A tree no ref names and the ledger never witnessed is accounted for by nothing of
+	// the graph's; one that is older than the graph is not the graph's at all: neither
+	// fenced nor condemned.
+	trees = slices.DeleteFunc(trees, func(t ulid.ULID) bool {
+		if classes[t] != treeNeedsFence || m.witnesses[t.String()] != nil || !m.foreignTree(t, m.trees[t]) {
+			return false
+		}
+		m.res.Kept.Unknown += int64(len(m.trees[t]))
+		return true
+	})
+
+	// Pass 1: fences.
+	fenceTried := map[ulid.ULID]bool{}
+	landed := map[ulid.ULID]bool{}
+	for _, t := range trees {
+		if classes[t] != treeNeedsFence {
+			continue
+		}
+		fenceTried[t] = true
+		cs := m.trees[t]
+		var class treeClass
+		var native, reason string
+		if m.dryRun() {
+			c, _ := m.newestCommit(ctx, t, cs)
+			if c != nil {
+				native = format.NativeName(c.Branch, t)
+			}
+			class, reason = treeCondemnable, "would be fenced"
+			m.res.WouldFence = append(m.res.WouldFence, native)
+		} else {
+			var err error
+			if class, native, reason, err = m.fence(ctx, t, cs); err != nil {
+				return nil, err
+			}
+		}
+		switch class {
+		case treeUnsettled:
+			m.unsettled(t, native, reason, cs)
+		case treeLive:
+			landed[t] = true
+		}
+		classes[t], reasons[t] = class, reason
+	}
+
+	// The head of every tree that is or may become a branch.
+	heads := map[ulid.ULID]*graph.Commit{}
+	for _, t := range trees {
+		switch classes[t] {
+		case treeLive, treeInFlight, treeUnsettled:
+		default:
+			continue
+		}
+		var c *graph.Commit
+		var err error
+		if id, ok := m.liveHeads[t]; ok && !landed[t] {
+			c, err = m.commit(ctx, id)
+		} else {
+			c, err = m.newestCommit(ctx, t, m.trees[t])
+		}
+		var bad errUnreadable
+		switch {
+		case errors.As(err, &bad):
+			if classes[t] == treeLive {
+				classes[t], reasons[t] = treeUnsettled, "its head does not decode: "+err.Error()
+				m.unsettled(t, "", reasons[t], m.trees[t])
+				fenceTried[t] = true
+			}
+			continue
+		case err != nil:
+			return nil, err
+		}
+		if c != nil {
+			heads[t] = c
+		}
+	}
+
+	// Pass 2: merge bases.
+	if err := m.findMergeBases(ctx, trees, heads); err != nil {
+		return nil, err
+	}
+
+	// Pass 3: keep or condemn each commit.
+	var cutoff time.Time
+	if m.in.KeepNewerThan > 0 {
+		cutoff = m.res.Now.Add(-m.in.KeepNewerThan)
+	}
+	young := m.res.Now.Add(-m.in.GuardWindow)
+	var candidates []catalog.Condemned
+	var baseKept []string
+	candidate := func(c treeCommit) {
+		switch {
+		case m.tagsBad != "":
+			m.keep(c.Key, &m.res.Kept.Unsettled)
+		case m.tagged[c.Key]:
+			m.keep(c.Key, &m.res.Kept.Tag)
+		case m.mergeBases[c.Key]:
+			baseKept = append(baseKept, c.Key)
+		default:
+			candidates = append(candidates, catalog.Condemned{Key: c.Key, Kind: catalog.ObjectCommit, Size: c.Size})
+		}
+	}
+	for _, t := range trees {
+		cs := m.trees[t]
+		switch classes[t] {
+		case treeLive:
+			head := heads[t]
+			if landed[t] || head == nil {
+				// A ref that landed while this run decided, or a head that is gone: keep the
+				// whole tree; the next run applies the policy.
+				for i, c := range cs {
+					if i == 0 {
+						m.keep(c.Key, &m.res.Kept.Head)
+					} else {
+						m.keep(c.Key, &m.res.Kept.LiveWindow)
+					}
+				}
+				continue
+			}
+			decided, below, err := m.chainDecisions(ctx, t, *head, cutoff)
+			if err != nil {
+				return nil, err
+			}
+			// A chain commit this run keeps but did not list — the head a publish swapped
+			// in after the listing, above all — is kept all the same: what it pins is
+			// retained (retainPins marks from the kept commits), or a sweep would reclaim
+			// versions the branch's head names.
+			listed := make(map[string]bool, len(cs))
+			for _, c := range cs {
+				listed[c.Key] = true
+			}
+			for key, counter := range decided {
+				if counter != nil && !listed[key] {
+					m.keep(key, counter)
+				}
+			}
+			for _, c := range cs {
+				if counter, ok := decided[c.Key]; ok {
+					if counter != nil {
+						m.keep(c.Key, counter)
+					} else {
+						candidate(c)
+					}
+					continue
+				}
+				switch {
+				case below >= 0 && c.Seq < below:
+					// Under a chain commit that does not decode: nothing below it is decided.
+					m.keep(c.Key, &m.res.Kept.Unsettled)
+				case c.Seq > head.ID.Seq && c.Modified.After(young):
+					// Above the head and young: a plan a data-plane writer may still publish.
+					m.keep(c.Key, &m.res.Kept.Guard)
+				default:
+					// Off the chain (a plan whose swap lost), or on it below every window.
+					candidate(c)
+				}
+			}
+		default:
+			m.decideNotLive(t, classes[t], reasons[t], fenceTried[t], cs, candidate)
+		}
+	}
+	if err := m.keepMergeBases(ctx, baseKept); err != nil {
+		return nil, err
+	}
+	return candidates, nil
+}
+
+// chainDecisions walks a live tree's chain from its head by first parents and decides
+// each commit on it: the counter of the root that keeps it, or nil for a commit outside
+// every window. It walks as far as a window or an in-flight pin needs (the whole chain
+// with an age window). below is the seq of a chain commit that does not decode (what is
+// under it stays undecided and kept), or -1.
+func (m *treeMark) chainDecisions(ctx context.Context, t ulid.ULID, head graph.Commit, cutoff time.Time) (map[string]*int64, int64, error) {
+	out := map[string]*int64{}
+	lowPin, pinned := m.pinnedSeq[t]
+	cur := head
+	for i := 0; ; i++ {
+		key := format.CommitIDKey(m.in.Graph, cur.ID)
+		switch {
+		case i == 0:
+			out[key] = &m.res.Kept.Head
+		case i < m.in.KeepNewest:
+			out[key] = &m.res.Kept.LiveWindow
+		case !cutoff.IsZero() && cur.Time.After(cutoff):
+			out[key] = &m.res.Kept.LiveWindow
+		case pinned && cur.ID.Seq >= lowPin:
+			out[key] = &m.res.Kept.Pin
+		default:
+			out[key] = nil
+		}
+		need := i+1 < m.in.KeepNewest || !cutoff.IsZero() || (pinned && cur.ID.Seq > lowPin)
+		p := cur.FirstParent()
+		if !need || cur.ID.Seq == 0 || p.IsZero() || p.Tree != t {
+			return out, -1, nil
+		}
+		next, err := m.commit(ctx, p)
+		var bad errUnreadable
+		switch {
+		case errors.As(err, &bad):
+			return out, p.Seq + 1, nil
+		case err != nil:
+			return nil, 0, err
+		case next == nil:
+			return out, -1, nil // reclaimed below here by an earlier run
+		}
+		cur = *next
+	}
+}
+
+// newestCommit reads the tree's newest listed commit that still exists (nil when none does).
+func (m *treeMark) newestCommit(ctx context.Context, t ulid.ULID, cs []treeCommit) (*graph.Commit, error) {
+	for _, c := range cs {
+		id, err := format.ParseCommitKey(m.in.Graph, c.Key)
+		if err != nil {
+			continue
+		}
+		got, err := m.commit(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if got != nil {
+			if got.ID.Tree != t {
+				return nil, errUnreadable{fmt.Errorf("commit at %s names tree %s", c.Key, got.ID.Tree)}
+			}
+			return got, nil
+		}
+	}
+	return nil, nil
+}
+
+// fence is fenceRefless for one tree: a fence named by the branch of the tree's newest
+// commit.
+func (m *treeMark) fence(ctx context.Context, t ulid.ULID, cs []treeCommit) (treeClass, string, string, error) {
+	return m.fenceRefless(ctx, reflessFence{
+		tree: t,
+		newest: func(ctx context.Context) (string, bool, error) {
+			c, err := m.newestCommit(ctx, t, cs)
+			if c == nil {
+				return "", false, err
+			}
+			return c.Branch, true, err
+		},
+		encode: func(_, native string) ([]byte, error) { return graph.FenceBytes(native, m.in.RunID, "cleanup") },
+		state: func(b []byte) (format.RefState, error) {
+			ref, err := format.DecodeBranchRef(b)
+			return ref.State, err
+		},
+	})
+}
+
+// findMergeBases records in m.mergeBases every commit a merge between two of heads may
+// read: the candidates of each pair (per tree, the lower of the two heads' positions:
+// every position but a highest one only one head holds), and the forks up each head's
+// chain of forks (the search reads them to rule candidates out).
+func (m *treeMark) findMergeBases(ctx context.Context, trees []ulid.ULID, heads map[ulid.ULID]*graph.Commit) error {
+	m.mergeBases = map[string]bool{}
+	byTree := map[ulid.ULID][]format.CommitID{}
+	forks := map[format.CommitID]bool{}
+	for _, t := range trees {
+		h := heads[t]
+		if h == nil {
+			continue
+		}
+		byTree[h.ID.Tree] = append(byTree[h.ID.Tree], h.ID)
+		err := m.g.EachLineage(ctx, *h, func(e format.LineageEntry) error {
+			byTree[e.Tree] = append(byTree[e.Tree], e.ID())
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("read lineage of head %s: %w", h.ID, err)
+		}
+		fork := h.Fork
+		for i := 0; i < maxForkProbes && !fork.IsZero() && !forks[fork]; i++ {
+			forks[fork] = true
+			m.mergeBases[format.CommitIDKey(m.in.Graph, fork)] = true
+			c, err := m.commit(ctx, fork)
+			var bad errUnreadable
+			if errors.As(err, &bad) || c == nil {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			fork = c.Fork
+		}
+	}
+	for _, ids := range byTree {
+		if len(ids) < 2 {
+			continue
+		}
+		sort.Slice(ids, func(i, j int) bool { return ids[i].Seq < ids[j].Seq })
+		top := ids[len(ids)-1]
+		topShared := ids[len(ids)-2].Seq == top.Seq
+		for _, id := range ids {
+			if id.Seq == top.Seq && !topShared {
+				continue
+			}
+			m.mergeBases[format.CommitIDKey(m.in.Graph, id)] = true
+		}
+	}
+	return nil
+}
+
+// maxForkProbes is how far up a chain of forks the merge-base search reads
+// (graph's maxForkProbes).
+const maxForkProbes = 8
+
+// retainPins marks every kept commit — its pins and lineage chunks — collecting, per
+// table, the versions it pins; then condemns the pins and lineage chunks no kept commit
+// reaches.
+func (m *treeMark) retainPins(ctx context.Context) error {
+	if m.tagsBad != "" {
+		m.res.RetainAllData, m.res.RetainAllReason = true, m.tagsBad
+	}
+	if err := m.readCommits(ctx, m.kept); err != nil {
+		return err
+	}
+	retained := map[string]map[string]bool{}
+	chunks := map[string]bool{}
+	marker := m.g.NewMarker(func(mk graph.Mark) error {
+		switch mk.Kind {
+		case graph.MarkPinsChunk, graph.MarkLineageChunk:
+			chunks[mk.Key] = true
+		}
+		return nil
+	})
+	n := 0
+	for _, k := range m.kept {
+		if why, bad := m.unreadable[k]; bad {
+			if !m.res.RetainAllData {
+				m.res.RetainAllData, m.res.RetainAllReason = true, fmt.Sprintf("kept commit %s does not decode: %s", k, why)
+			}
+			continue
+		}
+		c := m.commits[k]
+		if c == nil {
+			continue
+		}
+		err := marker.CommitOnly(ctx, *c, func(p format.PinEntry) error {
+			if n++; n%1000 == 0 {
+				heartbeat(ctx, nil)
+			}
+			if retained[p.Table] == nil {
+				retained[p.Table] = map[string]bool{}
+			}
+			retained[p.Table][p.Version.String()] = true
+			return nil
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if !m.res.RetainAllData {
+				m.res.RetainAllData, m.res.RetainAllReason = true, fmt.Sprintf("kept commit %s: %v", k, err)
+			}
+		}
+	}
+	for table, vs := range retained {
+		ids := make([]string, 0, len(vs))
+		for v := range vs {
+			ids = append(ids, v)
+		}
+		sort.Strings(ids)
+		m.res.Retained[table] = ids
+	}
+
+	// The pins and lineage chunks no kept commit reaches, older than the guard window.
+	prefix := format.ChunksPrefix(m.in.Graph)
+	young := m.res.Now.Add(-m.in.GuardWindow)
+	var batch []catalog.Condemned
+	flush := func() error {
+		accepted, skipped, dropped, err := condemnEntries(ctx, m.cat, m.in.RunID, m.in.Mode, m.in.PlanRunID, m.pins, batch)
+		if err != nil {
+			return err
+		}
+		m.res.NotInPlan += int64(len(dropped))
+		m.res.Kept.Pin += int64(len(skipped))
+		for _, e := range accepted {
+			m.res.Condemned.Objects++
+			m.res.Condemned.Bytes += e.Size
+			m.res.GraphChunks++
+			m.sample.add(e.Key)
+		}
+		batch = batch[:0]
+		return nil
+	}
+	err := storage.ListAll(ctx, m.s, prefix, func(o storage.ObjectInfo) error {
+		if _, err := format.ParseChunkKey(prefix, o.Key); err != nil {
+			m.res.Kept.Unknown++
+			return nil
+		}
+		switch {
+		case m.res.RetainAllData:
+			m.res.Kept.Unsettled++
+		case chunks[o.Key]:
+			m.res.Kept.Referenced++
+		case o.LastModified.After(young):
+			m.res.Kept.Guard++
+		case m.origin.predates(o.LastModified, ulid.ULID{}):
+			m.res.Kept.Unknown++
+		default:
+			batch = append(batch, catalog.Condemned{Key: o.Key, Kind: catalog.ObjectData, Size: o.Size})
+			if len(batch) >= condemnChunk {
+				return flush()
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("list chunks: %w", err)
+	}
+	return flush()
+}
+
+// markTable decides one table: versions, then manifest chunks, then objects, each
+// condemned only after what could name it was decided.
 func markTable(ctx context.Context, cat *catalog.Catalog, s storage.Store, in CleanupMarkTableInput) (CleanupMarkTableResult, error) {
 	var res CleanupMarkTableResult
 	sample := planSample{max: in.MaxPlanKeys}
+	g, err := graph.Open(s, in.Graph)
+	if err != nil {
+		return res, err
+	}
 	var pins pinSet
 	if in.Mode == CleanupModeDryRun {
 		list, err := cat.PinsList(ctx, catalog.PinsListParams{Graph: in.Graph, RunID: in.RunID})
@@ -804,114 +1117,184 @@ func markTable(ctx context.Context, cat *catalog.Catalog, s storage.Store, in Cl
 		}
 		pins = newPinSet(list)
 	}
+	origin, err := readOrigin(ctx, s, in.Graph)
+	if err != nil {
+		return res, err
+	}
 	young := in.Now.Add(-in.GuardWindow)
 	retained := make(map[string]bool, len(in.Retained))
 	for _, v := range in.Retained {
 		retained[v] = true
 	}
-
-	// Versions.
-	vprefix := format.TableVersionsPrefix(in.Graph, in.Table)
-	var keptVersions []string // keys whose manifests name kept objects
-	var candidates []catalog.Condemned
+	var batch []catalog.Condemned
+	// condemn hands the batch to the ledger; counted says where accepted keys count.
+	condemn := func(counted func(catalog.Condemned)) ([]string, error) {
+		accepted, skipped, dropped, err := condemnEntries(ctx, cat, in.RunID, in.Mode, in.PlanRunID, pins, batch)
+		if err != nil {
+			return nil, err
+		}
+		batch = batch[:0]
+		res.NotInPlan += int64(len(dropped))
+		res.Kept.Pin += int64(len(skipped))
+		for _, e := range accepted {
+			counted(e)
+			res.Condemned.Bytes += e.Size
+			sample.add(e.Key)
+		}
+		return append(skipped, dropped...), nil
+	}
 	n := 0
-	err := storage.ListAll(ctx, s, vprefix, func(o storage.ObjectInfo) error {
+	tick := func() {
 		if n++; n%1000 == 0 {
 			heartbeat(ctx, nil)
 		}
+	}
+
+	// Versions.
+	vprefix := format.TableVersionsPrefix(in.Graph, in.Table)
+	var keptVersions []ulid.ULID
+	err = storage.ListAll(ctx, s, vprefix, func(o storage.ObjectInfo) error {
+		tick()
 		id, ok := parseVersionKey(vprefix, o.Key)
 		switch {
 		case !ok:
 			res.Kept.Unknown++
 		case in.RetainAll:
 			res.Kept.Unsettled++
-			keptVersions = append(keptVersions, o.Key)
+			keptVersions = append(keptVersions, ulid.MustParse(id))
 		case retained[id]:
 			res.Kept.Referenced++
-			keptVersions = append(keptVersions, o.Key)
+			keptVersions = append(keptVersions, ulid.MustParse(id))
 		case o.LastModified.After(young):
 			res.Kept.Guard++
-			keptVersions = append(keptVersions, o.Key)
+			keptVersions = append(keptVersions, ulid.MustParse(id))
+		case origin.predates(o.LastModified, ulid.MustParse(id)):
+			res.Kept.Unknown++
 		default:
-			candidates = append(candidates, catalog.Condemned{Key: o.Key, Kind: catalog.ObjectTableVersion, Size: o.Size})
+			batch = append(batch, catalog.Condemned{Key: o.Key, Kind: catalog.ObjectTableVersion, Size: o.Size})
 		}
 		return nil
 	})
 	if err != nil {
 		return res, fmt.Errorf("list versions: %w", err)
 	}
-	accepted, skipped, dropped, err := condemnEntries(ctx, cat, in.RunID, in.Mode, in.PlanRunID, pins, candidates)
+	stay, err := condemn(func(catalog.Condemned) { res.Condemned.Versions++ })
 	if err != nil {
 		return res, err
 	}
-	res.NotInPlan += int64(len(dropped))
-	res.Kept.Pin += int64(len(skipped))
-	// Pinned versions stay, and so do versions the reviewed plan did not list: their
-	// objects stay with them.
-	keptVersions = append(keptVersions, skipped...)
-	keptVersions = append(keptVersions, dropped...)
-	for _, e := range accepted {
-		res.Condemned.Versions++
-		res.Condemned.Bytes += e.Size
-		sample.add(e.Key)
+	// Pinned versions stay, and so do versions the reviewed plan did not list.
+	for _, k := range stay {
+		if id, ok := parseVersionKey(vprefix, k); ok {
+			keptVersions = append(keptVersions, ulid.MustParse(id))
+		}
 	}
 
-	// The objects every kept version lists.
-	referenced := map[string]bool{}
-	retainAllObjects := in.RetainAll
-	err = getEach(ctx, s, keptVersions, func(key string, obj storage.Object, err error) error {
-		if err != nil {
-			return nil // deleted by someone else since the listing: names nothing now
+	// Mark every kept version: its manifest chunks exactly, its objects in a filter.
+	retainAll := in.RetainAll
+	var versions []graph.Version
+	total := 0
+	for _, id := range keptVersions {
+		tick()
+		v, err := g.Version(ctx, in.Table, id)
+		switch {
+		case errors.Is(err, graph.ErrVersionNotFound):
+			continue // deleted by someone else since the listing: names nothing now
+		case err != nil:
+			if ctx.Err() != nil {
+				return res, ctx.Err()
+			}
+			retainAll = true // cannot tell what it names: keep every chunk and object
+			continue
 		}
-		v, derr := format.DecodeTableVersion(obj.Body)
-		if derr != nil || v.Table != in.Table {
-			retainAllObjects = true // cannot tell which objects it names: keep them all
+		versions = append(versions, v)
+		total += int(v.Len())
+	}
+	chunks := map[string]bool{}
+	filter := graph.NewObjectFilter(total, 1e-6, in.Seed)
+	marker := g.NewMarker(func(mk graph.Mark) error {
+		switch mk.Kind {
+		case graph.MarkManifestChunk:
+			chunks[mk.Key] = true
+		case graph.MarkObject:
+			tick()
+			filter.Add(mk.Key)
+		case graph.MarkExternal:
+			res.External++
+		}
+		return nil
+	})
+	if !retainAll {
+		for _, v := range versions {
+			if err := marker.Version(ctx, in.Table, v.ID); err != nil {
+				if ctx.Err() != nil {
+					return res, ctx.Err()
+				}
+				retainAll = true
+				break
+			}
+		}
+	}
+
+	// Manifest chunks.
+	cprefix := format.TableChunksPrefix(in.Graph, in.Table)
+	err = storage.ListAll(ctx, s, cprefix, func(o storage.ObjectInfo) error {
+		tick()
+		if _, err := format.ParseChunkKey(cprefix, o.Key); err != nil {
+			res.Kept.Unknown++
 			return nil
 		}
-		for _, o := range v.Objects {
-			referenced[o.ID.String()] = true
+		switch {
+		case retainAll:
+			res.Kept.Unsettled++
+		case chunks[o.Key]:
+			res.Kept.Referenced++
+		case o.LastModified.After(young):
+			res.Kept.Guard++
+		case origin.predates(o.LastModified, ulid.ULID{}):
+			res.Kept.Unknown++
+		default:
+			batch = append(batch, catalog.Condemned{Key: o.Key, Kind: catalog.ObjectData, Size: o.Size})
 		}
 		return nil
 	})
 	if err != nil {
-		return res, fmt.Errorf("read kept versions: %w", err)
+		return res, fmt.Errorf("list chunks: %w", err)
+	}
+	if _, err := condemn(func(catalog.Condemned) { res.Condemned.Objects++; res.Chunks++ }); err != nil {
+		return res, err
 	}
 
-	// Objects.
+	// Data objects graft wrote, streamed to the ledger in batches.
 	oprefix := format.TableObjectsPrefix(in.Graph, in.Table)
-	candidates = candidates[:0]
+	objectCounted := func(catalog.Condemned) { res.Condemned.Objects++ }
 	err = storage.ListAll(ctx, s, oprefix, func(o storage.ObjectInfo) error {
-		if n++; n%1000 == 0 {
-			heartbeat(ctx, nil)
-		}
+		tick()
 		id, ok := parseObjectKey(oprefix, o.Key)
 		switch {
 		case !ok:
 			res.Kept.Unknown++
-		case retainAllObjects:
+		case retainAll:
 			res.Kept.Unsettled++
-		case referenced[id]:
+		case filter.MayContain(o.Key):
 			res.Kept.Referenced++
 		case o.LastModified.After(young):
 			res.Kept.Guard++
+		case origin.predates(o.LastModified, ulid.MustParse(id)):
+			res.Kept.Unknown++
 		default:
-			candidates = append(candidates, catalog.Condemned{Key: o.Key, Kind: catalog.ObjectData, Size: o.Size})
+			batch = append(batch, catalog.Condemned{Key: o.Key, Kind: catalog.ObjectData, Size: o.Size})
+			if len(batch) >= condemnChunk {
+				_, err := condemn(objectCounted)
+				return err
+			}
 		}
 		return nil
 	})
 	if err != nil {
 		return res, fmt.Errorf("list objects: %w", err)
 	}
-	accepted, skipped, dropped, err = condemnEntries(ctx, cat, in.RunID, in.Mode, in.PlanRunID, pins, candidates)
-	if err != nil {
+	if _, err := condemn(objectCounted); err != nil {
 		return res, err
-	}
-	res.NotInPlan += int64(len(dropped))
-	res.Kept.Pin += int64(len(skipped))
-	for _, e := range accepted {
-		res.Condemned.Objects++
-		res.Condemned.Bytes += e.Size
-		sample.add(e.Key)
 	}
 	res.PlanKeys = sample.keys
 	return res, nil

@@ -1,18 +1,13 @@
 package activities
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"time"
 
-	"github.com/oklog/ulid/v2"
-
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
-	"github.com/graftworks/graft/internal/graph"
 )
 
 // The decisions of a cleanup mark that need no storage: how a tree stands, which commits
@@ -149,45 +144,6 @@ func liveWindow(cs []treeCommit, keepNewest int, cutoff time.Time, timeOf func(i
 			}
 		}
 	}
-	return out
-}
-
-// mergeBaseCandidates returns every commit graph.FindMergeBases may read when it relates
-// two of heads (in either direction): the union over all pairs of graph.BaseCandidates,
-// sorted by tree, then seq. A pair's candidate in tree X is the lower of the two heads'
-// ancestor-vector entries for X, so one head's entry for X is a candidate of some pair
-// exactly when another head's entry for X is at least as high. Per tree, that is every
-// entry but a highest one that only one head reaches: the one head ahead of all others
-// in X names a commit no other head has, which no merge of these heads reads. It reads
-// nothing and walks no history: one pass over the heads' lineages.
-func mergeBaseCandidates(heads []format.Commit) []format.CommitID {
-	byTree := map[ulid.ULID][]int64{}
-	for _, h := range heads {
-		for tree, seq := range graph.Ancestry(h) {
-			byTree[tree] = append(byTree[tree], seq)
-		}
-	}
-	var out []format.CommitID
-	for tree, seqs := range byTree {
-		if len(seqs) < 2 {
-			continue
-		}
-		slices.Sort(seqs)
-		top := seqs[len(seqs)-1]
-		topShared := seqs[len(seqs)-2] == top
-		for i, seq := range seqs {
-			if (i > 0 && seq == seqs[i-1]) || (seq == top && !topShared) {
-				continue
-			}
-			out = append(out, format.CommitID{Tree: tree, Seq: seq})
-		}
-	}
-	slices.SortFunc(out, func(a, b format.CommitID) int {
-		if c := a.Tree.Compare(b.Tree); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Seq, b.Seq)
-	})
 	return out
 }
 

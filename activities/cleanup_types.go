@@ -135,9 +135,6 @@ type CleanupBeginResult struct {
 	// ActiveRunID names the running run that blocked this one (with Outcome conflict).
 	ActiveRunID string
 	Orphan      *CleanupOrphan
-	// Format is the graph record's format version (1 or 2): the mark's rules follow it
-	// (docs/format.md, *Cleanup*). 0 in histories from before format 2 means 1.
-	Format int
 }
 
 // CleanupOrphan is a run left running by a workflow that ended without finishing it
@@ -159,9 +156,7 @@ type CleanupMarkTreesInput struct {
 	PlanRunID string
 	// MaxPlanKeys bounds CleanupMarkTreesResult.PlanKeys.
 	MaxPlanKeys int
-	// Format is the graph's format version (CleanupBeginResult.Format).
-	Format int
-	// GuardWindow (format 2): pins and lineage chunks, and commits above a live tree's
+	// GuardWindow: pins and lineage chunks, and commits above a live tree's
 	// head that no swap published yet, modified less than this before Now are kept.
 	GuardWindow time.Duration
 }
@@ -190,8 +185,8 @@ type CleanupMarkTreesResult struct {
 	Fenced, WouldFence []string
 	PlanKeys           []string
 	Requests           StoreRequests
-	// GraphChunks counts the pins and lineage chunks condemned (format 2; also counted
-	// in Condemned.Objects). The sweep deletes them after the commits.
+	// GraphChunks counts the pins and lineage chunks condemned (also counted in
+	// Condemned.Objects). The sweep deletes them after the commits.
 	GraphChunks int64
 }
 
@@ -207,9 +202,7 @@ type CleanupMarkTableInput struct {
 	Now         time.Time
 	PlanRunID   string
 	MaxPlanKeys int
-	// Format is the graph's format version (CleanupBeginResult.Format).
-	Format int
-	// Seed seeds the run's object filter (format 2), so a false positive of one run is
+	// Seed seeds the run's object filter, so a false positive of one run is
 	// not one of the next.
 	Seed uint64
 }
@@ -221,7 +214,7 @@ type CleanupMarkTableResult struct {
 	NotInPlan int64
 	PlanKeys  []string
 	Requests  StoreRequests
-	// Chunks counts the manifest chunks condemned (format 2; also counted in
+	// Chunks counts the manifest chunks condemned (also counted in
 	// Condemned.Objects). The sweep deletes them after the versions, before the objects.
 	Chunks int64
 	// External counts the entries of kept versions that name objects graft did not

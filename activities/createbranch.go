@@ -56,15 +56,10 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID,
 	}
 
-	version, gerr := a.graphFormat(ctx, in.Graph)
-	if gerr != nil && !errors.Is(gerr, graph.ErrGraphNotFound) && !isUnreadableObject(gerr) {
-		return PrepareCreateResult{}, fmt.Errorf("read graph: %w", gerr)
-	}
-	v2 := version == format.Version2
-	source, source2, probe, res, err := a.resolveSource(ctx, in, v2)
+	source, probe, res, err := a.resolveSource(ctx, in)
 	if err == nil && res.Outcome == outcome.NotFound {
 		// A missing graph deserves its own message.
-		if errors.Is(gerr, graph.ErrGraphNotFound) {
+		if _, gerr := graph.ReadGraph(ctx, a.Store, in.Graph); errors.Is(gerr, graph.ErrGraphNotFound) {
 			res.Message = fmt.Sprintf("graph %q does not exist; create it with `graft graph init %s`", in.Graph, in.Graph)
 		}
 	}
@@ -87,48 +82,27 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 	if message == "" {
 		message = fmt.Sprintf("create branch %s from %s", in.Branch, source.ID)
 	}
-	fork := format.Commit{
-		ID:      format.CommitID{Tree: tree, Seq: 0},
-		Branch:  in.Branch,
-		Parents: []format.CommitID{source.ID},
-		Pins:    source.Pins,
-		Lineage: format.Lineage(tree, source),
-		Author:  author,
-		Message: message,
-		Time:    in.Time,
-		Op:      in.OpID,
+	// The fork names the source's pins map as it stands; the ref names the fork commit as
+	// its head (docs/format.md, "Branch create").
+	g, err := a.graphOf(in.Graph)
+	if err != nil {
+		return end(outcome.Invalid, "%v", err)
 	}
-	var forkBytes, refBytes []byte
+	plan, err := g.PlanForkOn(ctx, graph.ForkSpec{Branch: in.Branch, Tree: tree, Source: source.ID.String(),
+		Author: author, Message: message, Time: in.Time, Op: in.OpID}, source)
+	switch {
+	case errors.Is(err, graph.ErrInvalid):
+		return end(outcome.Invalid, "fork commit: %v", err)
+	case errors.Is(err, graph.ErrCommitNotFound):
+		return end(outcome.NotRetained, "source commit %s no longer exists", source.ID)
+	case err != nil:
+		return PrepareCreateResult{}, fmt.Errorf("plan fork: %w", err)
+	}
+	fork := plan.Commit
+	forkBytes, refBytes := plan.CommitBody, plan.RefBody
 	var forkChunks []ChunkPut
-	if v2 {
-		// Format 2: the fork names the source's pins map as it stands; the ref names the
-		// fork commit as its head (docs/format.md, "Branch create").
-		g, err := a.graphOf(in.Graph)
-		if err != nil {
-			return end(outcome.Invalid, "%v", err)
-		}
-		plan, err := g.PlanForkOn(ctx, graph.ForkSpec{Branch: in.Branch, Tree: tree, Source: source.ID.String(),
-			Author: author, Message: message, Time: in.Time, Op: in.OpID}, source2)
-		switch {
-		case errors.Is(err, graph.ErrInvalid):
-			return end(outcome.Invalid, "fork commit: %v", err)
-		case errors.Is(err, graph.ErrCommitNotFound):
-			return end(outcome.NotRetained, "source commit %s no longer exists", source.ID)
-		case err != nil:
-			return PrepareCreateResult{}, fmt.Errorf("plan fork: %w", err)
-		}
-		fork.ID = plan.Commit.ID
-		forkBytes, refBytes = plan.CommitBody, plan.RefBody
-		for _, c := range plan.Chunks {
-			forkChunks = append(forkChunks, ChunkPut{Key: c.Key, Body: c.Body})
-		}
-	} else {
-		if forkBytes, err = format.EncodeCommit(fork); err != nil {
-			return end(outcome.Invalid, "fork commit: %v", err)
-		}
-		if refBytes, err = format.EncodeBranchRef(format.BranchRef{State: format.RefLive, Branch: in.Branch, Native: native, Tree: tree, Op: in.OpID}); err != nil {
-			return end(outcome.Invalid, "ref: %v", err)
-		}
+	for _, c := range plan.Chunks {
+		forkChunks = append(forkChunks, ChunkPut{Key: c.Key, Body: c.Body})
 	}
 
 	if res, err := a.checkNameFree(ctx, in.Graph, in.Branch, native); err != nil || res.Outcome != "" {
@@ -138,14 +112,12 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 		return a.recordEarly(ctx, opParams, res)
 	}
 
-	// Pin what the fork commit will name, then check it still exists: a
-	// cleanup that condemned it first refuses the pin (not_retained); one
-	// that marks later sees the pin and keeps it; one that finished before
-	// the pin deleted the commit before its versions, which the probe sees.
+	// Pin the source commit, then check it still exists: a cleanup that condemned it
+	// first refuses the pin (not_retained); one that marks later sees the pin and keeps
+	// it, and what it reaches; one that finished before the pin deleted the commit before
+	// its chunks, versions and objects (docs/format.md: referrers before referents), so a
+	// source commit the probe finds has them all.
 	pins := []catalog.Pin{{Kind: catalog.ObjectCommit, Key: format.CommitIDKey(in.Graph, source.ID)}}
-	for table, v := range source.Pins {
-		pins = append(pins, catalog.Pin{Kind: catalog.ObjectTableVersion, Key: format.TableVersionKey(in.Graph, table, v)})
-	}
 	// The ref put the kernel will send, recorded as the operation's pending write with
 	// the witness: the witness says the tree's ref may land, the pending write says with
 	// which bytes, so the reconciler can settle it — one commit for both, before the
@@ -201,13 +173,7 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 		return PrepareCreateResult{Outcome: c.outcome, Message: c.message}, nil
 	}
 
-	probeKeys := []string{format.CommitIDKey(in.Graph, source.ID)}
-	if probe {
-		for table, v := range source.Pins {
-			probeKeys = append(probeKeys, format.TableVersionKey(in.Graph, table, v))
-		}
-	}
-	if missing, err := a.probeKeys(ctx, probeKeys...); err != nil || missing != "" {
+	if missing, err := a.probeKeys(ctx, format.CommitIDKey(in.Graph, source.ID)); err != nil || missing != "" {
 		if err != nil {
 			return PrepareCreateResult{}, fmt.Errorf("probe source: %w", err)
 		}
@@ -337,7 +303,7 @@ func (a *Activities) checkNameFree(ctx context.Context, graphName, logical, own 
 		if err != nil {
 			return PrepareCreateResult{}, fmt.Errorf("check branch name: %w", err)
 		}
-		if ref, _, err := format.DecodeBranchRefAny(obj.Body); err == nil && ref.State == format.RefLive {
+		if ref, err := format.DecodeBranchRef(obj.Body); err == nil && ref.State == format.RefLive {
 			msg := fmt.Sprintf("branch %q (%s) is live; live branch names must be prefix-disjoint, so %q cannot exist beside it", r.logical, r.native, logical)
 			if r.logical == logical {
 				msg = fmt.Sprintf("branch %q already exists (%s)", logical, r.native)
@@ -349,39 +315,26 @@ func (a *Activities) checkNameFree(ctx context.Context, graphName, logical, own 
 }
 
 // resolveSource reads the commit a new branch starts from. probe reports
-// whether its pinned versions must be checked: a branch head is a retention
+// whether it must be checked after it is pinned: a branch head is a retention
 // root and needs no check; an arbitrary commit or tag may be older than
-// cleanup's windows.
-//
-// On a format-2 graph (v2) the format-1 commit returned carries only the source's id,
-// branch and time, and the second result is the whole commit, which PlanForkOn builds the
-// fork on; the pins the create registers are the source commit's key alone
-// (docs/format.md: cleanup deletes referrers before referents, so a source commit present
-// after its pin has its chunks, versions and objects).
-func (a *Activities) resolveSource(ctx context.Context, in PrepareCreateInput, v2 bool) (format.Commit, graph.Commit, bool, PrepareCreateResult, error) {
-	end := func(o outcome.Outcome, f string, args ...any) (format.Commit, graph.Commit, bool, PrepareCreateResult, error) {
-		return format.Commit{}, graph.Commit{}, false, PrepareCreateResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
-	}
-	var whole graph.Commit
-	readCommit := func(id string) (format.Commit, error) {
-		if !v2 {
-			return graph.ReadCommit(ctx, a.Store, in.Graph, id)
-		}
-		c, err := graph.ReadCommitAny(ctx, a.Store, in.Graph, id)
-		whole = c
-		return format.Commit{ID: c.ID, Branch: c.Branch, Time: c.Time}, err
+// cleanup's windows. The pin the create registers is the source commit's key
+// alone (docs/format.md: cleanup deletes referrers before referents, so a
+// source commit present after its pin has its chunks, versions and objects).
+func (a *Activities) resolveSource(ctx context.Context, in PrepareCreateInput) (graph.Commit, bool, PrepareCreateResult, error) {
+	end := func(o outcome.Outcome, f string, args ...any) (graph.Commit, bool, PrepareCreateResult, error) {
+		return graph.Commit{}, false, PrepareCreateResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
 	}
 	switch {
 	case in.SourceCommit != "":
-		if _, err := format.ParseCommitID(in.SourceCommit); err != nil {
+		id, err := format.ParseCommitID(in.SourceCommit)
+		if err != nil {
 			return end(outcome.Invalid, "source commit: %v", err)
 		}
-		c, err := readCommit(in.SourceCommit)
+		c, err := graph.ReadCommit(ctx, a.Store, in.Graph, in.SourceCommit)
 		if errors.Is(err, graph.ErrCommitNotFound) {
-			id, _ := format.ParseCommitID(in.SourceCommit)
 			run, reclaimed, lerr := a.Catalog.KeyReclaimed(ctx, catalog.KeyReclaimedParams{Graph: in.Graph, Key: format.CommitIDKey(in.Graph, id)})
 			if lerr != nil {
-				return format.Commit{}, graph.Commit{}, false, PrepareCreateResult{}, fmt.Errorf("look up reclaimed commit: %w", lerr)
+				return graph.Commit{}, false, PrepareCreateResult{}, fmt.Errorf("look up reclaimed commit: %w", lerr)
 			}
 			if reclaimed {
 				return end(outcome.NotRetained, "commit %s was reclaimed by cleanup run %s", in.SourceCommit, run)
@@ -391,7 +344,7 @@ func (a *Activities) resolveSource(ctx context.Context, in PrepareCreateInput, v
 		if err != nil {
 			return fail(err, "read source commit")
 		}
-		return c, whole, true, PrepareCreateResult{}, nil
+		return c, true, PrepareCreateResult{}, nil
 	case in.SourceTag != "":
 		if err := format.ValidateTagName(in.SourceTag); err != nil {
 			return end(outcome.Invalid, "source tag: %v", err)
@@ -403,21 +356,21 @@ func (a *Activities) resolveSource(ctx context.Context, in PrepareCreateInput, v
 		if err != nil {
 			return fail(err, "read source tag")
 		}
-		tag, _, err := format.DecodeTagAny(obj.Body)
+		tag, err := format.DecodeTag(obj.Body)
 		if err != nil {
 			return fail(err, "decode source tag")
 		}
 		if tag.State != format.TagLive {
 			return end(outcome.NotFound, "tag %q was deleted", in.SourceTag)
 		}
-		c, err := readCommit(tag.Commit.String())
+		c, err := graph.ReadCommit(ctx, a.Store, in.Graph, tag.Commit.String())
 		if errors.Is(err, graph.ErrCommitNotFound) {
 			return end(outcome.NotRetained, "tag %q names commit %s, which no longer exists", in.SourceTag, tag.Commit)
 		}
 		if err != nil {
 			return fail(err, "read tagged commit")
 		}
-		return c, whole, true, PrepareCreateResult{}, nil
+		return c, true, PrepareCreateResult{}, nil
 	default:
 		name := in.SourceBranch
 		if name == "" {
@@ -433,30 +386,23 @@ func (a *Activities) resolveSource(ctx context.Context, in PrepareCreateInput, v
 		if err != nil {
 			return fail(err, "resolve source branch")
 		}
-		if v2 {
-			g, err := a.graphOf(in.Graph)
-			if err != nil {
-				return fail(err, "open graph")
-			}
-			h, err := g.HeadOf(ctx, b)
-			if err != nil {
-				return fail(err, "read source head")
-			}
-			return format.Commit{ID: h.Commit.ID, Branch: h.Commit.Branch, Time: h.Commit.Time}, h.Commit, false, PrepareCreateResult{}, nil
+		g, err := a.graphOf(in.Graph)
+		if err != nil {
+			return fail(err, "open graph")
 		}
-		c, err := graph.ReadHead(ctx, a.Store, in.Graph, b.Tree)
+		h, err := g.HeadOf(ctx, b)
 		if err != nil {
 			return fail(err, "read source head")
 		}
-		return c, graph.Commit{}, false, PrepareCreateResult{}, nil
+		return h.Commit, false, PrepareCreateResult{}, nil
 	}
 }
 
-func fail(err error, what string) (format.Commit, graph.Commit, bool, PrepareCreateResult, error) {
+func fail(err error, what string) (graph.Commit, bool, PrepareCreateResult, error) {
 	if errors.Is(err, format.ErrMalformed) || errors.Is(err, format.ErrUnsupportedFormat) || errors.Is(err, format.ErrTooLarge) {
-		return format.Commit{}, graph.Commit{}, false, PrepareCreateResult{Outcome: outcome.Invalid, Message: fmt.Sprintf("%s: %v", what, err)}, nil
+		return graph.Commit{}, false, PrepareCreateResult{Outcome: outcome.Invalid, Message: fmt.Sprintf("%s: %v", what, err)}, nil
 	}
-	return format.Commit{}, graph.Commit{}, false, PrepareCreateResult{}, fmt.Errorf("%s: %w", what, err)
+	return graph.Commit{}, false, PrepareCreateResult{}, fmt.Errorf("%s: %w", what, err)
 }
 
 // CloneTree writes the new tree's fork commit with put-if-absent, settling an
@@ -470,7 +416,7 @@ func (a *Activities) CloneTree(ctx context.Context, in CloneInput) (CloneResult,
 		return CloneResult{State: CloneNotCommitted, Message: err.Error()}, nil
 	}
 	for _, c := range in.ForkChunks {
-		// Content-addressed chunks of a format-2 fork, before the commit that names them.
+		// Content-addressed chunks of a fork, before the commit that names them.
 		put, err := graph.PutIfAbsent(ctx, a.Store, c.Key, c.Body)
 		switch {
 		case err == nil && put.Outcome == graph.PutTaken:
@@ -530,7 +476,7 @@ func (a *Activities) putRef(ctx context.Context, in WriteInput) (Verdict, error)
 }
 
 func refKey(w WriteSpec) (string, error) {
-	ref, _, err := format.DecodeBranchRefAny(w.Body)
+	ref, err := format.DecodeBranchRef(w.Body)
 	if err != nil {
 		return "", err
 	}
@@ -553,7 +499,7 @@ func (a *Activities) readRef(ctx context.Context, in WriteInput) (Verdict, error
 	if bytes.Equal(obj.Body, in.Spec.Body) {
 		return a.refIsOurs(ctx, in)
 	}
-	ref, _, derr := format.DecodeBranchRefAny(obj.Body)
+	ref, derr := format.DecodeBranchRef(obj.Body)
 	if derr == nil && ref.State == format.RefFence {
 		return Verdict{State: Fenced, Message: fmt.Sprintf("fenced by operation %s (%s)", ref.Op, ref.Reason)}, nil
 	}
@@ -565,7 +511,7 @@ func (a *Activities) readRef(ctx context.Context, in WriteInput) (Verdict, error
 // created, releasing its pins. A run that no longer owns the row records
 // nothing: the ref landed all the same.
 func (a *Activities) refIsOurs(ctx context.Context, in WriteInput) (Verdict, error) {
-	ref, _, err := format.DecodeBranchRefAny(in.Spec.Body)
+	ref, err := format.DecodeBranchRef(in.Spec.Body)
 	if err != nil {
 		return Verdict{State: Invalid, Message: err.Error()}, nil
 	}
@@ -610,17 +556,12 @@ func (a *Activities) observeWitnessSettled(s catalog.IncarnationSettleResult) {
 // happened after all. A refused fence is Refused: nothing is fenced, and the
 // kernel parks the create rather than guessing.
 func (a *Activities) fenceRef(ctx context.Context, in WriteInput) (Verdict, error) {
-	ref, version, err := format.DecodeBranchRefAny(in.Spec.Body)
+	ref, err := format.DecodeBranchRef(in.Spec.Body)
 	if err != nil {
 		return Verdict{State: Invalid, Message: err.Error()}, nil
 	}
-	fenceRef := format.BranchRef{State: format.RefFence, Branch: ref.Branch, Native: ref.Native, Tree: ref.Tree, Op: in.Owner.OpID, Reason: fenceReason(in.Reason)}
-	var fence []byte
-	if version == format.Version2 {
-		fence, err = format.EncodeBranchRefV2(fenceRef)
-	} else {
-		fence, err = format.EncodeBranchRef(fenceRef)
-	}
+	fence, err := format.EncodeBranchRef(format.BranchRef{State: format.RefFence, Branch: ref.Branch, Native: ref.Native, Tree: ref.Tree,
+		Op: in.Owner.OpID, Reason: fenceReason(in.Reason)})
 	if err != nil {
 		return Verdict{}, fmt.Errorf("encode fence: %w", err)
 	}
@@ -635,7 +576,7 @@ func (a *Activities) fenceRef(ctx context.Context, in WriteInput) (Verdict, erro
 	case res.Outcome != graph.PutTaken:
 		return Verdict{State: Fenced, Message: "fence won"}, nil
 	}
-	have, _, derr := format.DecodeBranchRefAny(res.Existing)
+	have, derr := format.DecodeBranchRef(res.Existing)
 	switch {
 	case derr == nil && have.State == format.RefFence:
 		return Verdict{State: Fenced, Message: "already fenced by operation " + have.Op}, nil
@@ -663,20 +604,22 @@ func fenceReason(reason string) string {
 // ambiguous) is garbage for the next cleanup; so is one whose delete the store
 // refuses: the witness, settled, lets cleanup reclaim the tree.
 func (a *Activities) ReclaimClone(ctx context.Context, in ReclaimInput) error {
-	id, err := format.ParseCommitID(in.Fork)
-	if err != nil {
-		return fmt.Errorf("reclaim clone: %w", err)
-	}
-	if err := a.Store.Delete(ctx, format.CommitIDKey(in.Graph, id)); err != nil {
-		if storage.CodeOf(err) != storage.CodeRefused {
-			return fmt.Errorf("delete fork commit: %w", err)
+	if in.Fork != "" { // "": no fork commit was written
+		id, err := format.ParseCommitID(in.Fork)
+		if err != nil {
+			return fmt.Errorf("reclaim clone: %w", err)
 		}
-		a.logger(ctx).Info("graft clone delete refused; left for cleanup", "op_id", in.Owner.OpID, "native", in.Native, "detail", err.Error())
+		if err := a.Store.Delete(ctx, format.CommitIDKey(in.Graph, id)); err != nil {
+			if storage.CodeOf(err) != storage.CodeRefused {
+				return fmt.Errorf("delete fork commit: %w", err)
+			}
+			a.logger(ctx).Info("graft clone delete refused; left for cleanup", "op_id", in.Owner.OpID, "native", in.Native, "detail", err.Error())
+		}
 	}
 	var settled catalog.IncarnationSettleResult
 	// Recoverable: lost in a crash of Postgres, this leaves the witness unsettled beside a
 	// ref key holding our bytes, which the reconciler's fence finds and finishes again.
-	err = a.Catalog.InTxRecoverable(ctx, func(tx pgx.Tx) error {
+	err := a.Catalog.InTxRecoverable(ctx, func(tx pgx.Tx) error {
 		if _, err := a.Catalog.OperationLockOwnedTx(ctx, tx, in.Owner.OpID, in.Owner.Run); err != nil {
 			return err
 		}

@@ -40,7 +40,7 @@ type PrepareCreateResult struct {
 	// sends exactly these bytes.
 	ForkBytes []byte
 	RefBytes  []byte
-	// ForkChunks (format 2) are the chunks the fork commit names that its source's did
+	// ForkChunks are the chunks the fork commit names that its source's did
 	// not, put before it.
 	ForkChunks []ChunkPut
 	// RefSpec is the ref put, recorded as the operation's pending write with the
@@ -64,7 +64,7 @@ type CloneInput struct {
 	Owner                 Owner
 	Graph, Native, ForkID string
 	ForkBytes             []byte
-	// ForkChunks (format 2) are put, put-if-absent, before the fork commit.
+	// ForkChunks are put, put-if-absent, before the fork commit.
 	ForkChunks []ChunkPut
 }
 

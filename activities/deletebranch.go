@@ -66,7 +66,7 @@ func (a *Activities) readDeleteTarget(ctx context.Context, op catalog.Operation,
 				return nil, "", graph.NameRefs{}, fmt.Errorf("read incarnations: %w", err)
 			}
 			if isLive {
-				return []graph.Incarnation{{Native: b.Native, Ref: b.Ref, ETag: b.ETag, Format: b.RefFormat}}, "", graph.NameRefs{}, nil
+				return []graph.Incarnation{{Native: b.Native, Ref: b.Ref, ETag: b.ETag}}, "", graph.NameRefs{}, nil
 			}
 		}
 	}
@@ -91,8 +91,7 @@ func (a *Activities) readDeleteTarget(ctx context.Context, op catalog.Operation,
 // those commits for cleanup either way; a branch whose create is still
 // settling in the ledger waits for that create (conflict). It reads the
 // name's live ref (readDeleteTarget: one GET of the ref the ledger names, or
-// one LIST and one GET per incarnation), the head (LIST + GET, format 1) and
-// the graph's tags (one LIST, one GET per tag).
+// one LIST and one GET per incarnation; the ref names the head) and the graph's tags (one LIST, one GET per tag).
 func (a *Activities) PrepareDeleteBranch(ctx context.Context, in PrepareDeleteBranchInput) (PrepareDeleteBranchResult, error) {
 	for _, check := range []error{format.ValidateGraphName(in.Graph), format.ValidateBranchName(in.Branch), format.ValidateOp(in.OpID)} {
 		if check != nil {
@@ -180,7 +179,7 @@ func (a *Activities) decideDelete(ctx context.Context, in PrepareDeleteBranchInp
 		// No readable ref is live, and one could not be read: it may be the live one.
 		return stop(outcome.Conflict, "read incarnations of %q: %v", in.Branch, refs.Err())
 	case len(live) == 0:
-		if _, _, gerr := graph.ReadGraphAny(ctx, a.Store, in.Graph); errors.Is(gerr, graph.ErrGraphNotFound) {
+		if _, gerr := graph.ReadGraph(ctx, a.Store, in.Graph); errors.Is(gerr, graph.ErrGraphNotFound) {
 			return stop(outcome.NotFound, "graph %q does not exist", in.Graph)
 		}
 		// No live ref yet, but a create whose ref put may still land: deleting
@@ -216,19 +215,8 @@ func (a *Activities) decideDelete(ctx context.Context, in PrepareDeleteBranchInp
 		return stop(outcome.Conflict, "the create of %s is still settling (%s, operation %s); wait for it with `graft op wait %s`, then delete",
 			b.Native, w.State, w.OpID, w.OpID)
 	}
-	if b.Format == format.Version2 {
-		// A format-2 ref names its head; the retired ref keeps it.
-		res.Head = b.Ref.Head.String()
-	} else {
-		head, err := graph.ReadHead(ctx, a.Store, in.Graph, b.Ref.Tree)
-		switch {
-		case isUnreadableObject(err):
-			return stop(outcome.Conflict, "read head of %s: %v", b.Native, err)
-		case err != nil:
-			return PrepareDeleteBranchResult{}, fmt.Errorf("read head: %w", err)
-		}
-		res.Head = head.ID.String()
-	}
+	// The ref names its head; the retired ref keeps it.
+	res.Head = b.Ref.Head.String()
 	tags, err := graph.ListTags(ctx, a.Store, in.Graph)
 	if isUnreadableObject(err) {
 		return stop(outcome.Conflict, "read tags: %v", err)

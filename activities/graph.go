@@ -17,9 +17,6 @@ import (
 // InitGraphInput is the input of InitGraph.
 type InitGraphInput struct {
 	OpID, Graph, Author string
-	// Format is the on-storage format version to write (1 or 2). Defaults to 0:
-	// DefaultFormat.
-	Format int
 	// WorkflowID and RunID are the workflow's; RunID claims the ledger row.
 	WorkflowID, RunID string
 }
@@ -43,7 +40,7 @@ type InitGraphResult struct {
 
 // InitGraph creates a graph: it records the operation, witnesses main's
 // first incarnation (intent), writes the root commit, main's ref and the
-// graph record (graph.InitGraph), then records main live and the graph in
+// graph record (graph.Init), then records main live and the graph in
 // the ledger.
 //
 // Every byte written is a function of the operation id and the time the
@@ -65,23 +62,12 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 			return end(outcome.Invalid, "%v", err)
 		}
 	}
-	version := in.Format
-	if version == 0 {
-		version = DefaultFormat
-	}
-	if version != format.Version && version != format.Version2 {
-		return end(outcome.Invalid, "format %d: graft writes format 1 or 2", in.Format)
-	}
 	// Checked before the operation is recorded, so that once the prefix is cleared the
 	// same init — the same default operation id — runs again (docs/format.md, *Ownership*).
 	if res, err := a.checkInitPrefix(ctx, in); err != nil || res.Outcome != "" {
 		return res, err
 	}
-	fields := map[string]string{"author": in.Author}
-	if in.Format != 0 {
-		fields["format"] = fmt.Sprint(in.Format)
-	}
-	inputs, _ := json.Marshal(fields)
+	inputs, _ := json.Marshal(map[string]string{"author": in.Author})
 	c, err := a.claim(ctx, nil, catalog.OperationInsertParams{
 		ID: in.OpID, Kind: catalog.OpInitGraph, Graph: in.Graph, Inputs: inputs,
 		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID,
@@ -105,20 +91,18 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 		return res, nil
 	}
 
-	existing, existingVersion, err := graph.ReadGraphAny(ctx, a.Store, in.Graph)
+	existing, err := graph.ReadGraph(ctx, a.Store, in.Graph)
 	switch {
 	case err == nil && existing.Op == in.OpID:
 		// This operation initialised the graph already: make sure the
-		// ledger says so too, and report it as done, not created.
-		if existingVersion == format.Version2 {
-			// A format-2 root's id carries its digest: the same init's bytes
-			// name it (a read, nothing written, when the record is ours).
-			v2, err := graph.InitV2(ctx, a.Store, graph.InitParams{Graph: in.Graph, MainTree: tree, Op: in.OpID, Time: at, Author: in.Author})
-			if err != nil {
-				return InitGraphResult{}, fmt.Errorf("read back the format-2 root: %w", err)
-			}
-			res.Root = v2.Root.ID.String()
+		// ledger says so too, and report it as done, not created. The
+		// root's id carries its digest: the same init's bytes name it (a
+		// read, nothing written, when the record is ours).
+		again, err := graph.Init(ctx, a.Store, graph.InitParams{Graph: in.Graph, MainTree: tree, Op: in.OpID, Time: at, Author: in.Author})
+		if err != nil {
+			return InitGraphResult{}, fmt.Errorf("read back the root: %w", err)
 		}
+		res.Root = again.Root.ID.String()
 		if err := a.recordInitLedger(ctx, in, res.Main, tree.String()); err != nil {
 			return InitGraphResult{}, err
 		}
@@ -145,17 +129,11 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 	}
 	// checkInitPrefix checked the prefix before the operation was recorded.
 	params := graph.InitParams{Graph: in.Graph, MainTree: tree, Op: in.OpID, Time: at, Author: in.Author, PrefixChecked: true}
-	var init graph.InitResult
-	if version == format.Version2 {
-		var v2 graph.InitV2Result
-		v2, err = graph.InitV2(ctx, a.Store, params)
-		init.Created, res.Root = v2.Created, v2.Root.ID.String()
-	} else {
-		init, err = graph.InitGraph(ctx, a.Store, params)
-	}
+	init, err := graph.Init(ctx, a.Store, params)
+	res.Root = init.Root.ID.String()
 	switch {
 	case errors.Is(err, graph.ErrGraphExists):
-		// Nothing of ours is live: either nothing was sent, or InitGraph
+		// Nothing of ours is live: either nothing was sent, or Init
 		// fenced our main ref after losing the graph record.
 		if werr := a.moveWitness(ctx, in.Graph, res.Main, catalog.IncarnationUnpublished); werr != nil {
 			return InitGraphResult{}, werr
@@ -189,9 +167,9 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 // recorded — nothing of it can be in the store yet; an attempt after that (a retried
 // step, which may find the root commit and main's ref it wrote) goes on unchecked, as
 // the first attempt's check stands for the operation. An existing graph record is left
-// to InitGraph to judge.
+// to Init to judge.
 func (a *Activities) checkInitPrefix(ctx context.Context, in InitGraphInput) (InitGraphResult, error) {
-	_, _, err := graph.ReadGraphAny(ctx, a.Store, in.Graph)
+	_, err := graph.ReadGraph(ctx, a.Store, in.Graph)
 	switch {
 	case err == nil, isUnreadableObject(err):
 		return InitGraphResult{}, nil
@@ -215,10 +193,6 @@ func (a *Activities) checkInitPrefix(ctx context.Context, in InitGraphInput) (In
 	}
 	return InitGraphResult{}, nil
 }
-
-// DefaultFormat is the format version a graph is initialised in when the request does not
-// say: format 2 (docs/format.md). Format 1 is still written on request, and read.
-var DefaultFormat = format.Version2
 
 // recordInitLedger records main's incarnation live and the graph itself.
 func (a *Activities) recordInitLedger(ctx context.Context, in InitGraphInput, main, tree string) error {

@@ -46,10 +46,6 @@ const (
 	// WriteRef puts a new incarnation's live ref if absent (branch create). Its fence is a
 	// fence ref at the key.
 	WriteRef WriteKind = "ref"
-	// WriteCommit puts a planned commit at seq+1 of its tree if absent, only while the
-	// tree's real head is its first parent. Its fence is a commit of this operation at the
-	// same seq that changes no pin.
-	WriteCommit WriteKind = "commit"
 	// WriteTag puts a live tag if absent. Its fence is a retired tag of this operation at
 	// the key (a tag name is never reused).
 	WriteTag WriteKind = "tag"
@@ -59,7 +55,7 @@ const (
 	// WriteRetireTag replaces a live tag by a retired one by compare-and-swap; fenced, like
 	// WriteRetireRef, by completing it.
 	WriteRetireTag WriteKind = "retire_tag"
-	// WritePublish is a format-2 append (activities/publish.go): its chunks and its
+	// WritePublish is an append (activities/publish.go): its chunks and its
 	// content-addressed commit put-if-absent, then the head swap of its branch's ref from
 	// the version the plan read (ETag) to Ref. Its fence rewrites the ref, same head, so
 	// the plan's ETag never returns.
@@ -73,7 +69,7 @@ const (
 type WriteSpec struct {
 	Kind  WriteKind `json:"kind"`
 	Graph string    `json:"graph"`
-	// Body is the exact bytes of a ref, commit or tag put.
+	// Body is the exact bytes of a ref or tag put, or of a publish's commit.
 	Body []byte `json:"body,omitempty"`
 	// Ref (publish) is the new ref's exact bytes; Chunks the chunks the commit names that
 	// its parent's did not.
@@ -107,7 +103,7 @@ func (w WriteSpec) Describe() string {
 	case subject == "" && w.Kind == WriteRetireTag:
 		subject = w.Name
 	}
-	what := map[WriteKind]string{WriteRef: "ref put", WriteCommit: "commit put", WriteTag: "tag put",
+	what := map[WriteKind]string{WriteRef: "ref put", WriteTag: "tag put",
 		WriteRetireRef: "retire", WriteRetireTag: "retire of tag", WritePublish: "commit publish"}[w.Kind]
 	if what == "" {
 		what = string(w.Kind) + " write"
@@ -228,15 +224,14 @@ func (a *Activities) Write(ctx context.Context, in WriteInput) (Verdict, error) 
 	return v, nil
 }
 
-// commitKeyOf returns the key of the commit a format-2 publish puts. A format-1 commit's
-// key is its seq, which another writer's commit may hold by the time a late put arrives:
-// pinning it would pin that commit, and a format-1 key a cleanup emptied can be refilled
-// anyway (docs/format.md, "Why no commit key can be refilled").
+// commitKeyOf returns the key of the commit a publish puts: content-addressed, so a late
+// put of it can only write the same bytes (docs/format.md, "Why no commit key can be
+// refilled").
 func commitKeyOf(w WriteSpec) (string, bool) {
 	if w.Kind != WritePublish {
 		return "", false
 	}
-	c, err := format.DecodeCommitV2(w.Body)
+	c, err := format.DecodeCommit(w.Body)
 	if err != nil {
 		return "", false
 	}
@@ -323,8 +318,6 @@ func (a *Activities) issue(ctx context.Context, in WriteInput) (Verdict, error) 
 	switch w.Kind {
 	case WriteRef:
 		return a.putRef(ctx, in)
-	case WriteCommit:
-		return a.putCommit(ctx, w, w.Body)
 	case WriteTag:
 		return a.putTag(ctx, w)
 	case WriteRetireRef:
@@ -345,8 +338,6 @@ func (a *Activities) ReadBack(ctx context.Context, in WriteInput) (Verdict, erro
 	switch w.Kind {
 	case WriteRef:
 		v, err = a.readRef(ctx, in)
-	case WriteCommit:
-		v, err = a.readCommit(ctx, w, w.Body)
 	case WriteTag:
 		v, err = a.readTag(ctx, w)
 	case WritePublish:
@@ -365,7 +356,8 @@ func (a *Activities) ReadBack(ctx context.Context, in WriteInput) (Verdict, erro
 }
 
 // Fence makes sure a write can never land, or proves that it did: a fence ref at a ref's
-// key, a commit that changes no pin at a commit's seq, a retired tag at a tag's key; a
+// key, a rewrite of a publish's ref that its planned swap can never match, a retired tag
+// at a tag's key; a
 // retire is fenced by completing it. Landed means the write happened after all; Fenced or
 // Other that it never will; Refused or Ambiguous that the fence did not land (the kernel
 // parks the operation and tries again).
@@ -376,8 +368,6 @@ func (a *Activities) Fence(ctx context.Context, in WriteInput) (Verdict, error) 
 	switch w.Kind {
 	case WriteRef:
 		v, err = a.fenceRef(ctx, in)
-	case WriteCommit:
-		v, err = a.fenceCommit(ctx, in)
 	case WriteTag:
 		v, err = a.fenceTag(ctx, in)
 	case WritePublish:
@@ -402,118 +392,6 @@ func putVerdict(err error) Verdict {
 		return Verdict{}
 	}
 	return Verdict{State: Ambiguous, Message: err.Error()}
-}
-
-// --- commits ---
-
-// putCommit puts body (a planned commit, or its fence) at its seq, only while the real head
-// of its tree is its first parent.
-func (a *Activities) putCommit(ctx context.Context, w WriteSpec, body []byte) (Verdict, error) {
-	c, err := format.DecodeCommit(body)
-	if err != nil || len(c.Parents) == 0 || c.Parents[0].Tree != c.ID.Tree {
-		return Verdict{State: Invalid, Message: fmt.Sprintf("not an appendable commit: %v", err)}, nil
-	}
-	head, err := graph.ReadHead(ctx, a.Store, w.Graph, c.ID.Tree)
-	if err != nil && !errors.Is(err, graph.ErrCommitNotFound) {
-		if isUnreadableObject(err) {
-			return Verdict{State: Other, Message: err.Error()}, nil
-		}
-		return Verdict{}, fmt.Errorf("read head of %s: %w", c.ID.Tree, err)
-	}
-	if err != nil || head.ID != c.Parents[0] {
-		return a.readCommit(ctx, w, body)
-	}
-	put, err := graph.PutIfAbsent(ctx, a.Store, format.CommitIDKey(w.Graph, c.ID), body)
-	switch {
-	case err == nil && put.Outcome == graph.PutTaken:
-		return a.readCommit(ctx, w, body)
-	case err == nil:
-		return Verdict{State: Landed}, nil
-	}
-	if v := putVerdict(err); v.State != "" {
-		return v, nil
-	}
-	return a.readCommit(ctx, w, body)
-}
-
-// readCommit says whether body is stored at its key (Landed), or can no longer land there
-// (Other: another commit holds the key, or the tree's head is past its seq). A key still
-// empty below a head that did not reach it is Ambiguous (a put may be in flight).
-func (a *Activities) readCommit(ctx context.Context, w WriteSpec, body []byte) (Verdict, error) {
-	c, err := format.DecodeCommit(body)
-	if err != nil {
-		return Verdict{State: Invalid, Message: err.Error()}, nil
-	}
-	obj, err := a.Store.Get(ctx, format.CommitIDKey(w.Graph, c.ID))
-	switch {
-	case err == nil && bytes.Equal(obj.Body, body):
-		return Verdict{State: Landed}, nil
-	case err == nil:
-		return Verdict{State: Other, Message: fmt.Sprintf("another commit holds %s", c.ID)}, nil
-	case !errors.Is(err, storage.ErrNotFound):
-		return Verdict{}, fmt.Errorf("read commit %s: %w", c.ID, err)
-	}
-	head, err := graph.ReadHead(ctx, a.Store, w.Graph, c.ID.Tree)
-	switch {
-	case err == nil && head.ID.Seq >= c.ID.Seq:
-		return Verdict{State: Other, Message: fmt.Sprintf("the head of the tree is %s, past %s: the commit can never be on it", head.ID, c.ID)}, nil
-	case err == nil && head.ID != c.Parents[0]:
-		return Verdict{State: Other, Message: fmt.Sprintf("the head of the tree is %s, not the commit's parent %s", head.ID, c.Parents[0])}, nil
-	case err != nil && !errors.Is(err, graph.ErrCommitNotFound):
-		return Verdict{}, fmt.Errorf("read head of %s: %w", c.ID.Tree, err)
-	}
-	return Verdict{State: Ambiguous, Message: fmt.Sprintf("commit %s not stored yet", c.ID)}, nil
-}
-
-// fenceCommitBody is the fence of a planned commit: the same id, first parent and
-// operation, the parent's pins, so it changes nothing a reader sees but the head.
-func (a *Activities) fenceCommitBody(ctx context.Context, w WriteSpec, reason string) ([]byte, error) {
-	c, err := format.DecodeCommit(w.Body)
-	if err != nil {
-		return nil, err
-	}
-	parent, err := graph.ReadCommit(ctx, a.Store, w.Graph, c.Parents[0].String())
-	if err != nil {
-		return nil, fmt.Errorf("read parent %s: %w", c.Parents[0], err)
-	}
-	fence := format.Commit{
-		ID: c.ID, Branch: c.Branch, Parents: []format.CommitID{parent.ID}, Pins: parent.Pins,
-		Lineage: format.Lineage(c.ID.Tree, parent), Author: "graft",
-		Message: "fence: operation " + c.Op + " abandoned commit " + c.ID.String() + " (" + fenceReason(reason) + ")",
-		Time:    c.Time, Op: c.Op,
-	}
-	return format.EncodeCommit(fence)
-}
-
-func (a *Activities) fenceCommit(ctx context.Context, in WriteInput) (Verdict, error) {
-	w := in.Spec
-	v, err := a.readCommit(ctx, w, w.Body)
-	if err != nil || v.State != Ambiguous {
-		if v.State == Other {
-			v.State = Fenced
-		}
-		return v, err
-	}
-	fence, err := a.fenceCommitBody(ctx, w, in.Reason)
-	if err != nil {
-		return Verdict{}, fmt.Errorf("fence commit: %w", err)
-	}
-	fv, err := a.putCommit(ctx, w, fence)
-	if err != nil {
-		return fv, err
-	}
-	switch fv.State {
-	case Landed:
-		return Verdict{State: Fenced, Message: "a fence commit holds the seq"}, nil
-	case Other:
-		// Another commit holds the seq: ours, landed after all, or another writer's.
-		v, err := a.readCommit(ctx, w, w.Body)
-		if err == nil && v.State != Landed {
-			v.State = Fenced
-		}
-		return v, err
-	}
-	return fv, nil
 }
 
 // --- tags ---
@@ -555,7 +433,7 @@ func tagVerdict(o graph.TagPutOutcome, t format.Tag) Verdict {
 }
 
 func (a *Activities) readTag(ctx context.Context, w WriteSpec) (Verdict, error) {
-	want, _, err := format.DecodeTagAny(w.Body)
+	want, err := format.DecodeTag(w.Body)
 	if err != nil {
 		return Verdict{State: Invalid, Message: err.Error()}, nil
 	}
@@ -568,7 +446,7 @@ func (a *Activities) readTag(ctx context.Context, w WriteSpec) (Verdict, error) 
 	case bytes.Equal(obj.Body, w.Body):
 		return Verdict{State: Landed, Commit: want.Commit.String()}, nil
 	}
-	have, _, err := format.DecodeTagAny(obj.Body)
+	have, err := format.DecodeTag(obj.Body)
 	if err != nil {
 		return Verdict{State: Other, Message: err.Error()}, nil
 	}
@@ -584,17 +462,13 @@ func (a *Activities) readTag(ctx context.Context, w WriteSpec) (Verdict, error) 
 
 func (a *Activities) fenceTag(ctx context.Context, in WriteInput) (Verdict, error) {
 	w := in.Spec
-	want, version, err := format.DecodeTagAny(w.Body)
+	want, err := format.DecodeTag(w.Body)
 	if err != nil {
 		return Verdict{State: Invalid, Message: err.Error()}, nil
 	}
 	fence := want
 	fence.State, fence.RetiredOp = format.TagRetired, want.Op
-	encode := format.EncodeTag
-	if version == format.Version2 {
-		encode = format.EncodeTagV2
-	}
-	body, err := encode(fence)
+	body, err := format.EncodeTag(fence)
 	if err != nil {
 		return Verdict{State: Invalid, Message: err.Error()}, nil
 	}

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/oklog/ulid/v2"
@@ -43,7 +43,7 @@ type MergeTable struct {
 	Target string            `json:"target,omitempty"`
 	// BaseAmbiguous: several merge bases pin different versions of the table.
 	BaseAmbiguous bool `json:"base_ambiguous,omitempty"`
-	// Format 2: Added, Removed and Replaced count the entries (objects) the merge changes
+	// Added, Removed and Replaced count the entries (objects) the merge changes
 	// in the target's version of the table (adopt and merged); Conflicts names, up to 100,
 	// the objects both sides changed differently, ConflictCount counts them all; Why says
 	// what the two sides did to a table in a table-level conflict.
@@ -102,16 +102,10 @@ type PlanMergeResult struct {
 	Spec   WriteSpec
 }
 
-// PlanMerge reads the source and target heads, finds their merge base from
-// the heads' lineages (graph.FindMergeBases: a fixed number of reads
-// whatever the history length), and classifies every table. A conflict, or
-// nothing to adopt, ends the merge with nothing written. Otherwise it
-// records the operation and pins the base, source and target commits (and
-// so, for cleanup, every version they pin) and the adopted versions — one
-// ledger transaction — then probes that the source head still exists, and
-// computes the merge commit on the target (first parent the target head,
-// merged parent the source head). It writes nothing to storage, so the
-// workflow holds the planned bytes before any put is sent.
+// PlanMerge reads the source and target heads and plans the merge
+// (planMerge). A conflict, or nothing to adopt, ends the merge with nothing
+// written. It writes nothing to storage but what the plan's publish names,
+// so the workflow holds the planned bytes before any put is sent.
 func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMergeResult, error) {
 	end := func(o outcome.Outcome, f string, args ...any) (PlanMergeResult, error) {
 		return PlanMergeResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
@@ -179,134 +173,14 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 	if out != "" {
 		return stop(PlanMergeResult{}, out, "%s", msg)
 	}
-	if heads[1].branch.RefFormat == format.Version2 {
-		return a.planMergeV2(ctx, in, rec, heads[0].branch, heads[1].branch, stop)
-	}
-	source, target := heads[0].head, heads[1].head
-	res := PlanMergeResult{SourceHead: source.ID.String(), TargetHead: target.ID.String()}
-	if target.Op == in.OpID && !in.Preview && len(target.Parents) == 2 {
-		c, err := a.claim(ctx, nil, rec)
-		if err != nil || !c.owned {
-			return PlanMergeResult{Outcome: c.outcome, Message: c.message}, err
-		}
-		return a.mergeCommitted(ctx, in, target, res)
-	}
-	if in.ExpectedHead != "" && target.ID.String() != in.ExpectedHead {
-		return stop(res, outcome.Conflict, "the head of %q is %s, not the expected %s", in.Target, target.ID, in.ExpectedHead)
-	}
-
-	bases, err := graph.FindMergeBases(ctx, source, target, graph.StoreCommitReader(a.Store, in.Graph))
-	switch {
-	case errors.Is(err, graph.ErrCommitNotFound):
-		return stop(res, outcome.NotRetained, "the merge base of %s and %s was reclaimed by cleanup (%v); "+
-			"merge it by hand, or keep fork points with a tag", source.ID, target.ID, err)
-	case isUnreadableObject(err):
-		return stop(res, outcome.Conflict, "read merge base: %v", err)
-	case err != nil:
-		return PlanMergeResult{}, fmt.Errorf("find merge base: %w", err)
-	}
-	plan := graph.PlanMerge(source, target, bases)
-	res.Relation, res.BaseReads = plan.Relation, bases.Reads
-	for _, b := range plan.Bases {
-		res.Bases = append(res.Bases, b.String())
-	}
-	for _, line := range plan.Tables {
-		if line.Action == graph.TableUnchanged {
-			continue
-		}
-		res.Tables = append(res.Tables, MergeTable{Table: line.Table, Action: line.Action, Base: versionString(line.Base),
-			Source: versionString(line.Source), Target: versionString(line.Target), BaseAmbiguous: line.BaseAmbiguous})
-	}
-	res.Unchanged, res.Conflicts = plan.Unchanged, plan.Conflicts
-	res.Kind = OutcomeMerged
-	if plan.Relation == graph.RelationAdoptable {
-		res.Kind = OutcomeAdopted
-	}
-	switch {
-	case plan.Conflicts > 0:
-		return stop(res, outcome.Conflict, "%d of %d tables changed on both %q and %q since their merge base; nothing was merged",
-			plan.Conflicts, len(plan.Tables), in.Source, in.Target)
-	case !plan.Writes():
-		return stop(res, OutcomeAlreadyUpToDate, "%q has nothing %q lacks", in.Source, in.Target)
-	case in.Preview:
-		return stop(res, res.Kind, "%d tables to adopt from %q, %d kept from %q", plan.Adopted, in.Source, plan.Kept, in.Target)
-	}
-
-	author := in.Author
-	if author == "" {
-		author = "graft"
-	}
-	message := in.Message
-	if message == "" {
-		message = fmt.Sprintf("merge %s into %s", in.Source, in.Target)
-	}
-	commit := func(at time.Time) format.Commit {
-		return format.Commit{
-			ID:      format.CommitID{Tree: target.ID.Tree, Seq: target.ID.Seq + 1},
-			Branch:  in.Target,
-			Parents: []format.CommitID{target.ID, source.ID},
-			Pins:    plan.Pins,
-			Lineage: format.Lineage(target.ID.Tree, target, source),
-			Author:  author,
-			Message: message,
-			Time:    at.UTC(),
-			Op:      in.OpID,
-		}
-	}
-	// Every input checked before the first ledger write: a merge commit that
-	// cannot be encoded (its lineage at the cap, say) is invalid, recorded as
-	// such and nothing else.
-	if _, err := format.EncodeCommit(commit(target.Time)); err != nil {
-		return stop(res, outcome.Invalid, "merge commit: %v", err)
-	}
-
-	// Pin the merge's inputs — the base, source and target commits, which
-	// cleanup keeps with every version they pin, and the versions the merge
-	// commit newly names (the adopted ones) — then probe the source head: the
-	// merge commit names it as a parent, and a cleanup that finished before
-	// the pin may have reclaimed it (the source moved on). The target head is
-	// the put's own check. Pinning every version of each commit one by one
-	// would only add ledger rows: a pinned commit keeps its versions.
-	var pins []catalog.Pin
-	for _, c := range append([]format.Commit{source, target}, bases.Bases...) {
-		pins = append(pins, catalog.Pin{Kind: catalog.ObjectCommit, Key: format.CommitIDKey(in.Graph, c.ID)})
-	}
-	for _, line := range plan.Tables {
-		if line.Action == graph.TableAdopt && !line.Source.IsZero() {
-			pins = append(pins, catalog.Pin{Kind: catalog.ObjectTableVersion, Key: format.TableVersionKey(in.Graph, line.Table, line.Source)})
-		}
-	}
-	r, err := a.recordWithPins(ctx, rec, pins)
-	if err != nil {
-		return PlanMergeResult{}, err
-	}
-	res.Owned = r.owned
-	if r.outcome != "" {
-		res.Outcome, res.Message = r.outcome, r.message
-		return res, nil
-	}
-	if missing, err := a.probeKeys(ctx, format.CommitIDKey(in.Graph, source.ID)); err != nil || missing != "" {
-		if err != nil {
-			return PlanMergeResult{}, err
-		}
-		res.Outcome, res.Message = outcome.NotRetained, fmt.Sprintf("source head %s was reclaimed by cleanup while merging; run the merge again", source.ID)
-		return res, nil
-	}
-
-	c := commit(r.op.CreatedAt)
-	body, err := format.EncodeCommit(c)
-	if err != nil {
-		res.Outcome, res.Message = outcome.Invalid, fmt.Sprintf("merge commit: %v", err)
-		return res, nil
-	}
-	res.Commit, res.Spec = c.ID.String(), WriteSpec{Kind: WriteCommit, Graph: in.Graph, Body: body, Landed: res.Kind, Subject: c.ID.String()}
-	return res, nil
+	return a.planMerge(ctx, in, rec, graph.Head{Branch: heads[0].branch, Commit: heads[0].head},
+		graph.Head{Branch: heads[1].branch, Commit: heads[1].head}, stop)
 }
 
 // readMergeHeads resolves the source and the target and reads their heads,
 // both at once: per branch the resolve (resolveBranch: one ledger query and
 // one GET of the ref it names, when that ref is live), then one GET of the
-// head (format 2) or one LIST and one GET (format 1).
+// head.
 func (a *Activities) readMergeHeads(ctx context.Context, graphName string, names ...string) ([]branchHead, outcome.Outcome, string, error) {
 	heads := make([]branchHead, len(names))
 	outs := make([]outcome.Outcome, len(names))
@@ -331,7 +205,7 @@ func (a *Activities) readMergeHeads(ctx context.Context, graphName string, names
 // branchHead is a branch's live incarnation and its head commit.
 type branchHead struct {
 	branch graph.Branch
-	head   format.Commit
+	head   graph.Commit
 }
 
 // readBranchHead resolves a logical branch and reads its head, or says
@@ -346,43 +220,18 @@ func (a *Activities) readBranchHead(ctx context.Context, graphName, name string)
 		}
 		return branchHead{}, out, msg, err
 	}
-	if b.RefFormat == format.Version2 {
-		// The head the ref names. Only its id, branch, parents, time and op are carried:
-		// format-2 pins are a map read through graph.Graph (tags use this; merge refuses
-		// format-2 graphs above).
-		c, err := graph.ReadCommitAny(ctx, a.Store, graphName, b.Ref.Head.String())
-		switch {
-		case isUnreadableObject(err), errors.Is(err, graph.ErrCommitNotFound):
-			return branchHead{}, outcome.Conflict, fmt.Sprintf("read head of %s: %v", b.Native, err), nil
-		case err != nil:
-			return branchHead{}, "", "", fmt.Errorf("read head of %s: %w", b.Native, err)
-		}
-		return branchHead{branch: b, head: format.Commit{ID: c.ID, Branch: c.Branch, Parents: c.Parents, Time: c.Time, Op: c.Op}}, "", "", nil
+	g, err := a.graphOf(graphName)
+	if err != nil {
+		return branchHead{}, outcome.Invalid, err.Error(), nil
 	}
-	head, err := graph.ReadHead(ctx, a.Store, graphName, b.Tree)
+	h, err := g.HeadOf(ctx, b)
 	switch {
-	case isUnreadableObject(err):
+	case isUnreadableObject(err), errors.Is(err, graph.ErrCommitNotFound):
 		return branchHead{}, outcome.Conflict, fmt.Sprintf("read head of %s: %v", b.Native, err), nil
 	case err != nil:
 		return branchHead{}, "", "", fmt.Errorf("read head of %s: %w", b.Native, err)
 	}
-	return branchHead{branch: b, head: head}, "", "", nil
-}
-
-// mergeCommitted reports a merge whose commit is already the target's head
-// (an earlier attempt landed and its answer was lost with its worker).
-func (a *Activities) mergeCommitted(ctx context.Context, in PlanMergeInput, head format.Commit, res PlanMergeResult) (PlanMergeResult, error) {
-	merged, err := graph.ReadCommit(ctx, a.Store, in.Graph, head.Parents[1].String())
-	if err != nil {
-		return PlanMergeResult{}, fmt.Errorf("read merged parent: %w", err)
-	}
-	res.Committed, res.Commit, res.Owned = true, head.ID.String(), true
-	res.SourceHead, res.TargetHead = merged.ID.String(), head.Parents[0].String()
-	res.Kind = OutcomeMerged
-	if graph.IsAncestor(head.Parents[0], merged) {
-		res.Kind = OutcomeAdopted
-	}
-	return res, nil
+	return branchHead{branch: b, head: h.Commit}, "", "", nil
 }
 
 func versionString(v ulid.ULID) string {
@@ -392,8 +241,9 @@ func versionString(v ulid.ULID) string {
 	return v.String()
 }
 
-// commitPins are the pins that keep commits and every version they pin.
-func commitPins(graphName string, commits ...format.Commit) []catalog.Pin {
+// commitPins are the pins that keep commits, and so everything they reach (cleanup keeps
+// what a pinned commit reaches).
+func commitPins(graphName string, commits ...format.CommitID) []catalog.Pin {
 	var pins []catalog.Pin
 	seen := map[string]bool{}
 	add := func(kind catalog.ObjectKind, key string) {
@@ -402,11 +252,8 @@ func commitPins(graphName string, commits ...format.Commit) []catalog.Pin {
 			pins = append(pins, catalog.Pin{Kind: kind, Key: key})
 		}
 	}
-	for _, c := range commits {
-		add(catalog.ObjectCommit, format.CommitIDKey(graphName, c.ID))
-		for table, v := range c.Pins {
-			add(catalog.ObjectTableVersion, format.TableVersionKey(graphName, table, v))
-		}
+	for _, id := range commits {
+		add(catalog.ObjectCommit, format.CommitIDKey(graphName, id))
 	}
 	return pins
 }
@@ -474,4 +321,197 @@ func (a *Activities) probeKeys(ctx context.Context, keys ...string) (string, err
 		}
 	}
 	return "", nil
+}
+
+// planMerge plans a merge (docs/format.md, "Merges"): given the heads the two refs name, their merge bases (graph.FindBases), the object-level three-way plan
+// (graph.PlanMerge: a table both sides changed merges when their changes touch different
+// objects; only objects changed differently on both sides conflict, and are named), then
+// — recorded, its inputs pinned, the source head probed — the merged versions and the
+// merge commit on the target's head, written as one publish (the versions, chunks first,
+// before the commit; the swap of the target's ref is the head check).
+func (a *Activities) planMerge(ctx context.Context, in PlanMergeInput, rec catalog.OperationInsertParams, src, dst graph.Head,
+	stop func(PlanMergeResult, outcome.Outcome, string, ...any) (PlanMergeResult, error)) (PlanMergeResult, error) {
+	g, err := a.graphOf(in.Graph)
+	if err != nil {
+		return stop(PlanMergeResult{}, outcome.Invalid, "%v", err)
+	}
+	source, target := src.Commit, dst.Commit
+	res := PlanMergeResult{SourceHead: source.ID.String(), TargetHead: target.ID.String()}
+	if target.Op == in.OpID && !in.Preview && len(target.Parents) == 2 {
+		// Our merge commit is the target's head already.
+		c, err := a.claim(ctx, nil, rec)
+		if err != nil || !c.owned {
+			return PlanMergeResult{Outcome: c.outcome, Message: c.message}, err
+		}
+		res.Committed, res.Commit, res.Owned = true, target.ID.String(), true
+		res.SourceHead, res.TargetHead = target.MergedParent().String(), target.FirstParent().String()
+		res.Kind = OutcomeMerged
+		if merged, err := g.Commit(ctx, target.MergedParent()); err == nil {
+			if ok, err := g.IsAncestorOf(ctx, target.FirstParent(), merged); err == nil && ok {
+				res.Kind = OutcomeAdopted
+			}
+		}
+		return res, nil
+	}
+	if in.ExpectedHead != "" && target.ID.String() != in.ExpectedHead {
+		return stop(res, outcome.Conflict, "the head of %q is %s, not the expected %s", in.Target, target.ID, in.ExpectedHead)
+	}
+	search, err := g.FindBases(ctx, source, target)
+	switch {
+	case errors.Is(err, graph.ErrCommitNotFound):
+		return stop(res, outcome.NotRetained, "the merge base of %s and %s was reclaimed by cleanup (%v); "+
+			"merge it by hand, or keep fork points with a tag", source.ID, target.ID, err)
+	case isUnreadableObject(err), errors.Is(err, graph.ErrCorrupt):
+		return stop(res, outcome.Conflict, "read merge base: %v", err)
+	case err != nil:
+		return PlanMergeResult{}, fmt.Errorf("find merge bases: %w", err)
+	}
+	res.Relation, res.BaseReads = search.Relation, search.Reads
+	for _, b := range search.Bases {
+		res.Bases = append(res.Bases, b.ID.String())
+	}
+
+	// The merged versions' bytes carry the operation's time, known once it is recorded;
+	// a preview records nothing and plans with the time now.
+	at := a.now().UTC()
+	var r recorded
+	if !in.Preview && search.Relation != graph.RelationUpToDate {
+		pins := []catalog.Pin{}
+		for _, c := range append([]graph.Commit{source, target}, search.Bases...) {
+			pins = append(pins, catalog.Pin{Kind: catalog.ObjectCommit, Key: format.CommitIDKey(in.Graph, c.ID)})
+		}
+		if r, err = a.recordWithPins(ctx, rec, pins); err != nil {
+			return PlanMergeResult{}, err
+		}
+		res.Owned = r.owned
+		if r.outcome != "" {
+			res.Outcome, res.Message = r.outcome, r.message
+			return res, nil
+		}
+		at = r.op.CreatedAt.UTC()
+	}
+	plan, err := g.PlanMerge(ctx, source, target, search, graph.MergeSpec{
+		NewVersionID: func(table string) ulid.ULID {
+			// One id per (operation, target head, table): a re-plan on a moved head mints
+			// another, so no version key is ever asked to hold two byte strings.
+			return nativeULID(in.OpID+"/merge/"+target.ID.String()+"/"+table, 0, at)
+		},
+		Time: at, Op: mergeVersionOp(in),
+	})
+	switch {
+	case errors.Is(err, graph.ErrVersionNotFound), errors.Is(err, graph.ErrCommitNotFound):
+		return stop(res, outcome.NotRetained, "a version the merge reads was reclaimed by cleanup: %v", err)
+	case errors.Is(err, graph.ErrInvalid):
+		return stop(res, outcome.Invalid, "%v", err)
+	case isUnreadableObject(err), errors.Is(err, graph.ErrCorrupt):
+		return stop(res, outcome.Conflict, "plan merge: %v", err)
+	case err != nil:
+		return PlanMergeResult{}, fmt.Errorf("plan merge: %w", err)
+	}
+	var objectConflicts []string
+	for _, line := range plan.Tables {
+		mt := MergeTable{Table: line.Table, Action: line.Action, Base: versionString(line.Base), Source: versionString(line.Source),
+			Target: versionString(line.Target), BaseAmbiguous: line.BaseAmbiguous, Added: line.Added, Removed: line.Removed,
+			Replaced: line.Replaced, ConflictCount: line.ConflictCount, Why: line.Why}
+		for _, c := range line.Conflicts {
+			mt.Conflicts = append(mt.Conflicts, c.Name)
+		}
+		if len(mt.Conflicts) > 0 {
+			objectConflicts = append(objectConflicts, fmt.Sprintf("%s: %s", line.Table, strings.Join(mt.Conflicts, ", ")))
+		}
+		res.Tables = append(res.Tables, mt)
+	}
+	res.Unchanged, res.Conflicts = int(plan.Unchanged), plan.Conflicts
+	res.Kind = OutcomeMerged
+	if plan.Relation == graph.RelationAdoptable {
+		res.Kind = OutcomeAdopted
+	}
+	switch {
+	case plan.Conflicts > 0:
+		msg := fmt.Sprintf("%d of %d tables changed on both %q and %q in ways that conflict; nothing was merged", plan.Conflicts, len(plan.Tables), in.Source, in.Target)
+		if len(objectConflicts) > 0 {
+			msg += "; objects changed differently on both sides: " + strings.Join(objectConflicts, "; ")
+		}
+		return stop(res, outcome.Conflict, "%s", msg)
+	case !plan.Writes():
+		return stop(res, OutcomeAlreadyUpToDate, "%q has nothing %q lacks", in.Source, in.Target)
+	case in.Preview:
+		return stop(res, res.Kind, "%d tables to change on %q from %q", len(plan.Tables)-countKept(plan.Tables), in.Target, in.Source)
+	}
+
+	author, message := in.Author, in.Message
+	if author == "" {
+		author = "graft"
+	}
+	if message == "" {
+		message = fmt.Sprintf("merge %s into %s", in.Source, in.Target)
+	}
+	ap, err := g.PlanAppendOn(ctx, dst, plan.Spec(dst, source, author, message, at, in.OpID))
+	var stale *graph.StaleHeadError
+	switch {
+	case errors.As(err, &stale):
+		res.Outcome, res.Message = outcome.Conflict, err.Error()
+		return res, nil
+	case errors.Is(err, graph.ErrInvalid):
+		res.Outcome, res.Message = outcome.Invalid, fmt.Sprintf("merge commit: %v", err)
+		return res, nil
+	case errors.Is(err, graph.ErrCommitNotFound):
+		res.Outcome, res.Message = outcome.NotRetained, fmt.Sprintf("merge commit: %v", err)
+		return res, nil
+	case err != nil:
+		return PlanMergeResult{}, fmt.Errorf("plan merge commit: %w", err)
+	}
+	spec := publishSpec(in.Graph, ap, res.Kind)
+	for _, v := range plan.Versions {
+		for _, c := range v.Chunks {
+			spec.Pre = append(spec.Pre, ChunkPut{Key: c.Key, Body: c.Body})
+		}
+		spec.Pre = append(spec.Pre, ChunkPut{Key: v.Key, Body: v.Body})
+	}
+	// Pin what the merge commit newly names — the adopted versions, the merged versions
+	// and their chunks, the commit and its chunks — and record the publish as the
+	// operation's pending write, in one transaction; then probe the source head (the
+	// merge commit names it as a parent, and a cleanup that finished before the pin may
+	// have reclaimed it; one present after the pins has what it names, since cleanup
+	// deletes referrers before referents).
+	var adopted []string
+	for _, line := range plan.Tables {
+		if line.Action == graph.TableAdopt && !line.Source.IsZero() {
+			adopted = append(adopted, format.TableVersionKey(in.Graph, line.Table, line.Source))
+		}
+	}
+	pins := append(keyPins(catalog.ObjectTableVersion, append(adopted, plan.Keys()...)...), keyPins(catalog.ObjectCommit, ap.Keys()...)...)
+	if o, msg, err := a.pinAndRecord(ctx, Owner{OpID: in.OpID, Run: in.RunID}, in.Graph, pins, spec); err != nil || o != "" {
+		res.Outcome, res.Message = o, msg
+		return res, err
+	}
+	if missing, err := a.probeKeys(ctx, format.CommitIDKey(in.Graph, source.ID)); err != nil || missing != "" {
+		if err != nil {
+			return PlanMergeResult{}, err
+		}
+		res.Outcome, res.Message = outcome.NotRetained, fmt.Sprintf("source head %s was reclaimed by cleanup while merging; run the merge again", source.ID)
+		return res, nil
+	}
+	res.PendingRecorded = true
+	res.Commit, res.Spec = ap.Commit.ID.String(), spec
+	return res, nil
+}
+
+// mergeVersionOp is the op recorded in a merge's new versions: the merge's operation, or
+// for a preview (which writes nothing) a placeholder that validates.
+func mergeVersionOp(in PlanMergeInput) string {
+	if in.OpID != "" {
+		return in.OpID
+	}
+	return "preview"
+}
+
+func countKept(lines []graph.TableMerge) int {
+	n := 0
+	for _, l := range lines {
+		if l.Action == graph.TableKeep {
+			n++
+		}
+	}
+	return n
 }

@@ -15,38 +15,25 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// The format-2 commit write (docs/format.md, "Appending a commit"): the plan's new chunks
+// The commit write (docs/format.md, "Appending a commit"): the plan's new chunks
 // and its content-addressed commit, put-if-absent (pinned first, by the plan step), then the
 // head swap — the ref's compare-and-swap from the version the plan read to one naming the
 // new commit. The swap is the head check: it lands only while the ref is exactly what the
 // plan read, so a stale plan or a late re-issue is Other, never a commit behind the head.
 
-// ChunkPut is one content-addressed chunk a format-2 write puts before the object that
+// ChunkPut is one content-addressed chunk a write puts before the object that
 // names it.
 type ChunkPut struct {
 	Key  string `json:"key"`
 	Body []byte `json:"body"`
 }
 
-// graphOf opens a graph for the format-2 API.
+// graphOf opens a graph.
 func (a *Activities) graphOf(name string) (*graph.Graph, error) {
 	return graph.Open(a.Store, name)
 }
 
-// graphFormat says a graph's format version: 2 without a request for a graph read at 2
-// before (a format never goes back), otherwise from its record, one GET.
-func (a *Activities) graphFormat(ctx context.Context, name string) (int, error) {
-	if _, ok := a.formats.Load(name); ok {
-		return format.Version2, nil
-	}
-	_, v, err := graph.ReadGraphAny(ctx, a.Store, name)
-	if err == nil && v == format.Version2 {
-		a.formats.Store(name, struct{}{})
-	}
-	return v, err
-}
-
-// publishSpec builds the kernel's write of a planned format-2 append.
+// publishSpec builds the kernel's write of a planned append.
 func publishSpec(graphName string, p graph.AppendPlan, landed outcome.Outcome) WriteSpec {
 	w := WriteSpec{Kind: WritePublish, Graph: graphName, Body: p.CommitBody, Ref: p.Publish.Body,
 		Native: p.Publish.Native, ETag: p.Publish.IfMatch, Landed: landed, Subject: p.Commit.ID.String()}
@@ -58,7 +45,7 @@ func publishSpec(graphName string, p graph.AppendPlan, landed outcome.Outcome) W
 
 // publishOf decodes a publish spec back into the plan it was built from.
 func publishOf(w WriteSpec) (graph.AppendPlan, error) {
-	c, err := format.DecodeCommitV2(w.Body)
+	c, err := format.DecodeCommit(w.Body)
 	if err != nil {
 		return graph.AppendPlan{}, err
 	}
@@ -73,7 +60,7 @@ func publishOf(w WriteSpec) (graph.AppendPlan, error) {
 	return p, nil
 }
 
-// planKeys pins every key a format-2 plan writes (chunks, then the commit) for the
+// pinKeys pins every key a plan writes (chunks, then the commit) for the
 // operation, before anything is written: a chunk that exists already may be shared with
 // what a cleanup is reclaiming, so the pin keeps it. Manifest chunks are pinned as table
 // versions, pins and lineage chunks and commits as commits.

@@ -12,6 +12,8 @@ import (
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/storage"
+	"github.com/oklog/ulid/v2"
 )
 
 // ReconcileInput is the input of Reconcile.
@@ -213,7 +215,7 @@ func (a *Activities) reconcileOne(ctx context.Context, op catalog.Operation, own
 			// it now, and unpublished always leaves a fence.
 			for _, inc := range incs {
 				if !inc.State.Settled() {
-					if spec, hasPending = liveRefSpec(op, inc); hasPending {
+					if spec, hasPending = a.liveRefSpec(ctx, op, inc); hasPending {
 						break
 					}
 				}
@@ -252,7 +254,7 @@ func (a *Activities) reconcileOne(ctx context.Context, op catalog.Operation, own
 				return r, nil // a create's ref: finished with the witness
 			}
 			if spec.Kind == WriteRef {
-				if ref, _, err := format.DecodeBranchRefAny(spec.Body); err == nil {
+				if ref, err := format.DecodeBranchRef(spec.Body); err == nil {
 					fin.Native = ref.Native
 				}
 			}
@@ -280,13 +282,6 @@ func (a *Activities) reconcileOne(ctx context.Context, op catalog.Operation, own
 			return r, err
 		}
 		r.Outcome, r.Message = init.Outcome, init.Message
-	case op.Kind == catalog.OpUpgradeGraph:
-		// So is an upgrade's (resumable and idempotent): run it to its end.
-		up, err := a.UpgradeGraph(ctx, UpgradeGraphInput{OpID: op.ID, Graph: op.Graph, WorkflowID: op.WorkflowID, RunID: owner.Run})
-		if err != nil {
-			return r, err
-		}
-		r.Outcome, r.Message = up.Outcome, up.Message
 	default:
 		r.Outcome, r.Message = "", "its workflow closed before any storage write was sent"
 	}
@@ -314,17 +309,36 @@ func pendingSpec(op catalog.Operation) (WriteSpec, bool) {
 }
 
 // liveRefSpec rebuilds the ref write a create would have sent for inc: the same bytes
-// PrepareCreate computes.
-func liveRefSpec(op catalog.Operation, inc catalog.Incarnation) (WriteSpec, bool) {
+// liveRefSpec is the live ref put of an incarnation whose create recorded no pending
+// write: the ref naming its tree's fork commit, found by listing the tree. A tree with no
+// commit has no ref put to fence either: the kernel sends the ref only after the clone.
+func (a *Activities) liveRefSpec(ctx context.Context, op catalog.Operation, inc catalog.Incarnation) (WriteSpec, bool) {
 	logical, tree, err := format.ParseNative(inc.Native)
 	if err != nil {
 		return WriteSpec{}, false
 	}
-	body, err := format.EncodeBranchRef(format.BranchRef{State: format.RefLive, Branch: logical, Native: inc.Native, Tree: tree, Op: op.ID})
+	forks, err := a.treeCommits(ctx, op.Graph, tree)
+	if err != nil || len(forks) == 0 {
+		return WriteSpec{}, false
+	}
+	body, err := format.EncodeBranchRef(format.BranchRef{State: format.RefLive, Branch: logical, Native: inc.Native, Tree: tree,
+		Head: forks[len(forks)-1], Op: op.ID})
 	if err != nil {
 		return WriteSpec{}, false
 	}
 	return WriteSpec{Kind: WriteRef, Graph: op.Graph, Body: body, Branch: logical, Landed: outcome.Created, Subject: inc.Native}, true
+}
+
+// treeCommits lists the commit ids stored in tree, newest seq first.
+func (a *Activities) treeCommits(ctx context.Context, graphName string, tree ulid.ULID) ([]format.CommitID, error) {
+	var ids []format.CommitID
+	err := storage.ListAll(ctx, a.Store, format.TreeCommitsPrefix(graphName, tree), func(o storage.ObjectInfo) error {
+		if id, err := format.ParseCommitKey(graphName, o.Key); err == nil {
+			ids = append(ids, id)
+		}
+		return nil
+	})
+	return ids, err
 }
 
 // reclaimClones deletes the fork commit of every unsettled incarnation of a create whose
@@ -338,7 +352,16 @@ func (a *Activities) reclaimClones(ctx context.Context, owner Owner, op catalog.
 		if err != nil {
 			continue
 		}
-		fork := format.CommitID{Tree: tree}.String()
+		// The tree's commits are the clone's fork commit, if it was written: a tree whose
+		// ref key is fenced never had a commit appended.
+		forks, err := a.treeCommits(ctx, op.Graph, tree)
+		if err != nil {
+			return fmt.Errorf("list clone %s: %w", inc.Native, err)
+		}
+		fork := ""
+		if len(forks) > 0 {
+			fork = forks[len(forks)-1].String()
+		}
 		if err := a.ReclaimClone(ctx, ReclaimInput{Owner: owner, Graph: op.Graph, Native: inc.Native, Fork: fork, Reason: "its workflow closed"}); err != nil {
 			return err
 		}

@@ -90,7 +90,7 @@ func TestCreate_LiveWitnessAndFinishLostInACrash_ReconcilerFinishesItCreated(t *
 	cat := catalogtest.Open(t)
 	store := memstore.New()
 	a := &Activities{Store: store, Catalog: cat, Workflows: closedWorkflows{}}
-	if _, err := graph.InitV2(ctx, store, graph.InitParams{Graph: "g", MainTree: ulid.Make(), Op: "init", Time: time.Now().UTC()}); err != nil {
+	if _, err := graph.Init(ctx, store, graph.InitParams{Graph: "g", MainTree: ulid.Make(), Op: "init", Time: time.Now().UTC()}); err != nil {
 		t.Fatal(err)
 	}
 	owner := Owner{OpID: "op-create", Run: "run-1"}
@@ -138,7 +138,7 @@ func TestDelete_RetireWitnessAndFinishLostInACrash_ReconcilerFinishesItDeleted(t
 	cat := catalogtest.Open(t)
 	store := memstore.New()
 	a := &Activities{Store: store, Catalog: cat, Workflows: closedWorkflows{}}
-	if _, err := graph.InitV2(ctx, store, graph.InitParams{Graph: "g", MainTree: ulid.Make(), Op: "init", Time: time.Now().UTC()}); err != nil {
+	if _, err := graph.Init(ctx, store, graph.InitParams{Graph: "g", MainTree: ulid.Make(), Op: "init", Time: time.Now().UTC()}); err != nil {
 		t.Fatal(err)
 	}
 	create := Owner{OpID: "op-create", Run: "run-1"}
@@ -194,7 +194,7 @@ func TestDelete_RetireWitnessAndFinishLostInACrash_ReconcilerFinishesItDeleted(t
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ref, _, err := format.DecodeBranchRefAny(obj.Body); err != nil || ref.State != format.RefRetired || ref.RetiredOp != del.OpID {
+	if ref, err := format.DecodeBranchRef(obj.Body); err != nil || ref.State != format.RefRetired || ref.RetiredOp != del.OpID {
 		t.Fatalf("ref %+v, %v; want retired by %s", ref, err, del.OpID)
 	}
 }

@@ -80,7 +80,7 @@ func (a *Activities) PrepareRepair(ctx context.Context, in PrepareRepairInput) (
 		res.Outcome, res.Message = o, fmt.Sprintf(f, args...)
 		return res, nil
 	}
-	if _, _, err := graph.ReadGraphAny(ctx, a.Store, in.Graph); err != nil {
+	if _, err := graph.ReadGraph(ctx, a.Store, in.Graph); err != nil {
 		if errors.Is(err, graph.ErrGraphNotFound) {
 			return stop(outcome.NotFound, "graph %q does not exist", in.Graph)
 		}

@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
-
-	"github.com/oklog/ulid/v2"
 
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
@@ -87,20 +84,12 @@ func (a *Activities) PrepareRestore(ctx context.Context, in PrepareRestoreInput)
 		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID}
 
 	target, o, msg, err := a.resolveCommit(ctx, in.Graph, in.ToCommit, in.ToTag)
-	var head branchHead
 	if err == nil && o == "" {
-		head, o, msg, err = a.readBranchHead(ctx, in.Graph, in.Branch)
+		// The branch must exist (a missing branch or graph ends the restore unrecorded).
+		_, o, msg, err = a.readBranchHead(ctx, in.Graph, in.Branch)
 	}
 	if err != nil {
 		return PrepareRestoreResult{}, err
-	}
-	if o == "" && !head.head.ID.IsV2() {
-		// Every input checked before the first ledger write: the restore
-		// commit on today's head must encode. (A format-2 restore commit is
-		// checked by its plan: graph.PlanAppendOn.)
-		if _, err := format.EncodeCommit(restoreCommit(in.Branch, head.head, target, in.OpID, in.Author, in.Message, head.head.Time)); err != nil {
-			o, msg = outcome.Invalid, fmt.Sprintf("restore commit: %v", err)
-		}
 	}
 	if o != "" {
 		r, err := a.recordOnly(ctx, rec)
@@ -109,7 +98,7 @@ func (a *Activities) PrepareRestore(ctx context.Context, in PrepareRestoreInput)
 		}
 		return PrepareRestoreResult{Outcome: o, Message: msg, Owned: true}, nil
 	}
-	r, err := a.recordWithPins(ctx, rec, commitPins(in.Graph, target))
+	r, err := a.recordWithPins(ctx, rec, commitPins(in.Graph, target.ID))
 	if err != nil {
 		return PrepareRestoreResult{}, err
 	}
@@ -118,11 +107,9 @@ func (a *Activities) PrepareRestore(ctx context.Context, in PrepareRestoreInput)
 		res.Outcome, res.Message = r.outcome, r.message
 		return res, nil
 	}
-	keys := []string{format.CommitIDKey(in.Graph, target.ID)}
-	for table, v := range target.Pins {
-		keys = append(keys, format.TableVersionKey(in.Graph, table, v))
-	}
-	missing, err := a.probeKeys(ctx, keys...)
+	// The commit's pin keeps what it reaches; the commit found after the pin has it all
+	// (cleanup deletes referrers before referents).
+	missing, err := a.probeKeys(ctx, format.CommitIDKey(in.Graph, target.ID))
 	if err != nil {
 		return PrepareRestoreResult{}, err
 	}
@@ -138,50 +125,46 @@ func (a *Activities) recordOnly(ctx context.Context, p catalog.OperationInsertPa
 }
 
 // resolveCommit reads the commit named by id, or by a live tag.
-func (a *Activities) resolveCommit(ctx context.Context, graphName, id, tag string) (format.Commit, outcome.Outcome, string, error) {
+func (a *Activities) resolveCommit(ctx context.Context, graphName, id, tag string) (graph.Commit, outcome.Outcome, string, error) {
 	if tag != "" {
 		if err := format.ValidateTagName(tag); err != nil {
-			return format.Commit{}, outcome.Invalid, fmt.Sprintf("tag: %v", err), nil
+			return graph.Commit{}, outcome.Invalid, fmt.Sprintf("tag: %v", err), nil
 		}
 		t, err := graph.ReadTag(ctx, a.Store, graphName, tag)
 		switch {
 		case errors.Is(err, graph.ErrTagNotFound):
-			return format.Commit{}, outcome.NotFound, fmt.Sprintf("tag %q does not exist in graph %q", tag, graphName), nil
+			return graph.Commit{}, outcome.NotFound, fmt.Sprintf("tag %q does not exist in graph %q", tag, graphName), nil
 		case isUnreadableObject(err):
-			return format.Commit{}, outcome.Conflict, err.Error(), nil
+			return graph.Commit{}, outcome.Conflict, err.Error(), nil
 		case err != nil:
-			return format.Commit{}, "", "", fmt.Errorf("read tag: %w", err)
+			return graph.Commit{}, "", "", fmt.Errorf("read tag: %w", err)
 		case t.Tag.State != format.TagLive:
-			return format.Commit{}, outcome.NotFound, fmt.Sprintf("tag %q was deleted (by operation %s)", tag, t.Tag.RetiredOp), nil
+			return graph.Commit{}, outcome.NotFound, fmt.Sprintf("tag %q was deleted (by operation %s)", tag, t.Tag.RetiredOp), nil
 		}
 		id = t.Tag.Commit.String()
-	} else if _, err := format.ParseCommitID(id); err != nil {
-		return format.Commit{}, outcome.Invalid, fmt.Sprintf("commit: %v", err), nil
 	}
-	var c format.Commit
-	var err error
-	if cid, _ := format.ParseCommitID(id); cid.IsV2() {
-		// A format-2 commit: its id, branch, parents, time and op (its pins are a map).
-		var c2 graph.Commit
-		c2, err = graph.ReadCommitAny(ctx, a.Store, graphName, id)
-		c = format.Commit{ID: c2.ID, Branch: c2.Branch, Parents: c2.Parents, Time: c2.Time, Op: c2.Op}
-	} else {
-		c, err = graph.ReadCommit(ctx, a.Store, graphName, id)
+	cid, err := format.ParseCommitID(id)
+	if err != nil {
+		return graph.Commit{}, outcome.Invalid, fmt.Sprintf("commit: %v", err), nil
 	}
+	c, err := graph.ReadCommit(ctx, a.Store, graphName, id)
 	switch {
 	case errors.Is(err, graph.ErrCommitNotFound) && tag != "":
-		return format.Commit{}, outcome.NotRetained, fmt.Sprintf("tag %q names commit %s, which no longer exists", tag, id), nil
+		return graph.Commit{}, outcome.NotRetained, fmt.Sprintf("tag %q names commit %s, which no longer exists", tag, id), nil
 	case errors.Is(err, graph.ErrCommitNotFound):
-		// A later commit of the same tree proves this one existed: cleanup reclaimed it.
-		cid, _ := format.ParseCommitID(id)
-		if head, herr := graph.ReadHead(ctx, a.Store, graphName, cid.Tree); herr == nil && head.ID.Seq > cid.Seq {
-			return format.Commit{}, outcome.NotRetained, fmt.Sprintf("commit %s was reclaimed by cleanup", id), nil
+		// The ledger's record of a cleanup's deletion proves it existed.
+		run, reclaimed, lerr := a.Catalog.KeyReclaimed(ctx, catalog.KeyReclaimedParams{Graph: graphName, Key: format.CommitIDKey(graphName, cid)})
+		if lerr != nil {
+			return graph.Commit{}, "", "", fmt.Errorf("look up reclaimed commit: %w", lerr)
 		}
-		return format.Commit{}, outcome.NotFound, fmt.Sprintf("commit %s does not exist (or cleanup reclaimed its whole tree)", id), nil
+		if reclaimed {
+			return graph.Commit{}, outcome.NotRetained, fmt.Sprintf("commit %s was reclaimed by cleanup run %s", id, run), nil
+		}
+		return graph.Commit{}, outcome.NotFound, fmt.Sprintf("commit %s does not exist", id), nil
 	case isUnreadableObject(err):
-		return format.Commit{}, outcome.Conflict, err.Error(), nil
+		return graph.Commit{}, outcome.Conflict, err.Error(), nil
 	case err != nil:
-		return format.Commit{}, "", "", fmt.Errorf("read commit: %w", err)
+		return graph.Commit{}, "", "", fmt.Errorf("read commit: %w", err)
 	}
 	return c, "", "", nil
 }
@@ -258,41 +241,38 @@ func (a *Activities) PlanRestore(ctx context.Context, in PlanRestoreInput) (Plan
 	if err != nil || o != "" {
 		return PlanRestoreResult{Outcome: o, Message: msg}, err
 	}
-	if bh.branch.RefFormat == format.Version2 {
-		return a.planRestoreV2(ctx, in, bh.branch, targetID)
+	return a.planRestore(ctx, in, graph.Head{Branch: bh.branch, Commit: bh.head}, targetID)
+}
+
+// planRestore plans a restore on the head its live ref names (an expected head must be
+// it), pinned then probed: the backup tag of that head, and the restore commit — first parent the head, the target's pins map as it stands,
+// restored_from the target — planned by graph.PlanAppendOn and written as a publish.
+func (a *Activities) planRestore(ctx context.Context, in PlanRestoreInput, head graph.Head, targetID format.CommitID) (PlanRestoreResult, error) {
+	end := func(o outcome.Outcome, f string, args ...any) (PlanRestoreResult, error) {
+		return PlanRestoreResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
 	}
-	head := bh.head
-	if head.Op == in.Owner.OpID && head.RestoredFrom == targetID {
-		return PlanRestoreResult{Committed: true, Commit: head.ID.String(), Head: firstParent(head)}, nil
+	g, err := a.graphOf(in.Graph)
+	if err != nil {
+		return end(outcome.Invalid, "%v", err)
 	}
-	if in.ExpectedHead != "" && head.ID.String() != in.ExpectedHead {
-		return end(outcome.Conflict, "the head of %q is %s, not the expected %s", in.Branch, head.ID, in.ExpectedHead)
+	if head.Commit.Op == in.Owner.OpID && head.Commit.RestoredFrom == targetID {
+		return PlanRestoreResult{Committed: true, Commit: head.Commit.ID.String(), Head: head.Commit.FirstParent().String()}, nil
 	}
-	target, err := graph.ReadCommit(ctx, a.Store, in.Graph, in.Target)
-	switch {
-	case errors.Is(err, graph.ErrCommitNotFound):
-		return end(outcome.NotRetained, "commit %s no longer exists", in.Target)
-	case err != nil:
-		return PlanRestoreResult{}, fmt.Errorf("read target: %w", err)
+	if in.ExpectedHead != "" && head.Commit.ID.String() != in.ExpectedHead {
+		return end(outcome.Conflict, "the head of %q is %s, not the expected %s", in.Branch, head.Commit.ID, in.ExpectedHead)
 	}
-	headKey := format.CommitIDKey(in.Graph, head.ID)
-	if err := a.Catalog.PinsRegister(ctx, catalog.PinsRegisterParams{OpID: in.Owner.OpID, Graph: in.Graph, Owner: in.Owner.Run,
-		Pins: []catalog.Pin{{Kind: catalog.ObjectCommit, Key: headKey}}}); err != nil {
-		if errors.Is(err, catalog.ErrCondemned) {
-			return end(outcome.NotRetained, "head %s is condemned by a running cleanup: %v", head.ID, err)
-		}
-		return PlanRestoreResult{}, fmt.Errorf("pin head: %w", err)
+	headKey := format.CommitIDKey(in.Graph, head.Commit.ID)
+	if o, msg, err := a.pinKeys(ctx, in.Owner, in.Graph, catalog.ObjectCommit, []string{headKey}); err != nil || o != "" {
+		return PlanRestoreResult{Outcome: o, Message: msg}, err
 	}
-	// Pin, then probe: the head read may have moved on and been reclaimed by a
-	// cleanup that finished before the pin. A backup tag must never name it.
 	if missing, err := a.probeKeys(ctx, headKey); err != nil || missing != "" {
 		if err != nil {
 			return PlanRestoreResult{}, err
 		}
-		return PlanRestoreResult{Moved: true, Head: head.ID.String(),
-			Message: fmt.Sprintf("head %s of %q was reclaimed after it was read: the branch moved on", head.ID, in.Branch)}, nil
+		return PlanRestoreResult{Moved: true, Head: head.Commit.ID.String(),
+			Message: fmt.Sprintf("head %s of %q was reclaimed after it was read: the branch moved on", head.Commit.ID, in.Branch)}, nil
 	}
-	res := PlanRestoreResult{Head: head.ID.String()}
+	res := PlanRestoreResult{Head: head.Commit.ID.String()}
 	if !in.NoBackup {
 		res.BackupTag = in.BackupTag
 		if res.BackupTag == "" {
@@ -304,37 +284,31 @@ func (a *Activities) PlanRestore(ctx context.Context, in PlanRestoreInput) (Plan
 		}
 		res.Tag = WriteSpec{Kind: WriteTag, Graph: in.Graph, Body: body, Subject: res.BackupTag}
 	}
-	c := restoreCommit(in.Branch, head, target, in.Owner.OpID, in.Author, in.Message, in.Time)
-	body, err := format.EncodeCommit(c)
-	if err != nil {
-		return end(outcome.Invalid, "restore commit: %v", err)
-	}
-	res.Commit, res.Spec = c.ID.String(), WriteSpec{Kind: WriteCommit, Graph: in.Graph, Body: body, Landed: outcome.Done, Subject: c.ID.String()}
-	return res, nil
-}
-
-// restoreCommit is the commit restoring target's pins on top of head.
-func restoreCommit(branch string, head, target format.Commit, op, author, message string, at time.Time) format.Commit {
+	author, message := in.Author, in.Message
 	if author == "" {
 		author = "graft"
 	}
 	if message == "" {
-		message = fmt.Sprintf("restore %s to %s", branch, target.ID)
+		message = fmt.Sprintf("restore %s to %s", in.Branch, targetID)
 	}
-	c := format.Commit{
-		ID:           format.CommitID{Tree: head.ID.Tree, Seq: head.ID.Seq + 1},
-		Branch:       branch,
-		Parents:      []format.CommitID{head.ID},
-		Pins:         maps.Clone(target.Pins),
-		RestoredFrom: target.ID,
-		Lineage:      format.Lineage(head.ID.Tree, head),
-		Author:       author,
-		Message:      message,
-		Time:         at.UTC(),
-		Op:           op,
+	plan, err := g.PlanAppendOn(ctx, head, graph.CommitSpec{Branch: in.Branch, ExpectedHead: in.ExpectedHead,
+		PinsFrom: targetID.String(), RestoredFrom: targetID.String(), Author: author, Message: message, Time: in.Time.UTC(), Op: in.Owner.OpID})
+	var stale *graph.StaleHeadError
+	switch {
+	case errors.As(err, &stale):
+		return end(outcome.Conflict, "the head of %q is %s, not the expected %s", in.Branch, head.Commit.ID, in.ExpectedHead)
+	case errors.Is(err, graph.ErrCommitNotFound):
+		return end(outcome.NotRetained, "commit %s no longer exists", targetID)
+	case errors.Is(err, graph.ErrInvalid):
+		return end(outcome.Invalid, "restore commit: %v", err)
+	case isUnreadableObject(err), errors.Is(err, graph.ErrCorrupt):
+		return end(outcome.Conflict, "plan on %s: %v", head.Native, err)
+	case err != nil:
+		return PlanRestoreResult{}, fmt.Errorf("plan restore: %w", err)
 	}
-	if c.Pins == nil {
-		c.Pins = map[string]ulid.ULID{}
+	if o, msg, err := a.pinKeys(ctx, in.Owner, in.Graph, catalog.ObjectCommit, plan.Keys()); err != nil || o != "" {
+		return PlanRestoreResult{Outcome: o, Message: msg}, err
 	}
-	return c
+	res.Commit, res.Spec = plan.Commit.ID.String(), publishSpec(in.Graph, plan, outcome.Done)
+	return res, nil
 }

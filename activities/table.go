@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -32,7 +32,7 @@ type TableObject struct {
 type PrepareWriteInput struct {
 	OpID, Graph, Branch, Table string
 	Objects                    []TableObject
-	// Edit (format 2 only, docs/workflows.md): see TableEdit.
+	// Edit (docs/workflows.md): see TableEdit.
 	Edit TableEdit
 	// ExpectedHead is the commit the caller expects the branch's head to be;
 	// "" means whatever the head is when the commit is appended.
@@ -59,8 +59,6 @@ type PrepareWriteResult struct {
 	// Native is the branch's live incarnation when the write started.
 	Native string
 	Bytes  int64
-	// Format is the graph's format version (1 or 2).
-	Format int
 }
 
 // objectProbeConcurrency bounds the parallel HEADs of PrepareWrite.
@@ -111,7 +109,6 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 	if stagedOut == outcome.Invalid {
 		return end(stagedOut, "%s", stagedMsg)
 	}
-	// Sizes up to format 2's limit here; a format-1 graph's lower one once its format is read.
 	entries, total, err := objectEntries(objs, storage.MaxObjectSize)
 	if err != nil {
 		return end(outcome.Invalid, "%v", err)
@@ -139,22 +136,14 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 	}
 	res.Version = nativeULID(in.OpID+"/version", 0, res.Time).String()
 
-	if res.Format, err = a.graphFormat(ctx, in.Graph); err != nil {
+	if _, err := graph.ReadGraph(ctx, a.Store, in.Graph); err != nil {
 		if errors.Is(err, graph.ErrGraphNotFound) {
 			return stop(outcome.NotFound, "graph %q does not exist; create it with `graft graph init %s`", in.Graph, in.Graph)
 		}
+		if isUnreadableObject(err) {
+			return stop(outcome.Conflict, "graph %q: its graph record is unreadable: %v", in.Graph, err)
+		}
 		return PrepareWriteResult{}, fmt.Errorf("read graph: %w", err)
-	}
-	if res.Format != format.Version2 {
-		if len(objs) > format.MaxObjectsPerVersion {
-			return stop(outcome.Invalid, "%d objects, at most %d per version of a format-1 graph", len(objs), format.MaxObjectsPerVersion)
-		}
-		if _, _, err := objectEntries(objs, graph.MaxDataObjectSize); err != nil {
-			return stop(outcome.Invalid, "%v", err)
-		}
-		if !in.Edit.empty() {
-			return stop(outcome.Invalid, "graph %q is format 1: appending to, removing from, importing into and staging a table need a format-2 graph", in.Graph)
-		}
 	}
 	if len(in.Edit.Imports) > 0 {
 		keys := make([]string, len(in.Edit.Imports))
@@ -240,10 +229,17 @@ func (a *Activities) resolveWriteBranch(ctx context.Context, graphName, branch s
 	return b, "", "", fmt.Errorf("resolve branch: %w", err)
 }
 
-// objectEntries validates a version's object list and returns it as
-// manifest entries, sorted by ID, with the total size.
-func objectEntries(objs []TableObject, maxSize int64) ([]format.ObjectEntry, int64, error) {
-	entries := make([]format.ObjectEntry, 0, len(objs))
+// objectEntry is one uploaded object of a write, validated.
+type objectEntry struct {
+	ID     ulid.ULID
+	Size   int64
+	SHA256 string
+}
+
+// objectEntries validates a version's object list and returns it sorted by
+// ID, with the total size.
+func objectEntries(objs []TableObject, maxSize int64) ([]objectEntry, int64, error) {
+	entries := make([]objectEntry, 0, len(objs))
 	seen := make(map[ulid.ULID]bool, len(objs))
 	var total int64
 	for i, o := range objs {
@@ -261,16 +257,16 @@ func objectEntries(objs []TableObject, maxSize int64) ([]format.ObjectEntry, int
 		if b, err := hex.DecodeString(o.SHA256); err != nil || len(b) != sha256.Size || hex.EncodeToString(b) != o.SHA256 {
 			return nil, 0, fmt.Errorf("objects[%d].sha256: not 64 lower-case hex digits", i)
 		}
-		entries = append(entries, format.ObjectEntry{ID: id, Size: o.Size, SHA256: o.SHA256})
+		entries = append(entries, objectEntry{ID: id, Size: o.Size, SHA256: o.SHA256})
 		total += o.Size
 	}
-	format.SortObjectEntries(entries)
+	slices.SortFunc(entries, func(a, b objectEntry) int { return a.ID.Compare(b.ID) })
 	return entries, total, nil
 }
 
 // objectsDigest identifies an object list in the ledger's record of the
 // operation's inputs, without storing every entry there.
-func objectsDigest(entries []format.ObjectEntry) string {
+func objectsDigest(entries []objectEntry) string {
 	h := sha256.New()
 	for _, e := range entries {
 		fmt.Fprintf(h, "%s %d %s\n", e.ID, e.Size, e.SHA256)
@@ -279,7 +275,7 @@ func objectsDigest(entries []format.ObjectEntry) string {
 }
 
 // probeObjects HEADs every object: each must exist with its listed size.
-func (a *Activities) probeObjects(ctx context.Context, graphName, table string, entries []format.ObjectEntry) (outcome.Outcome, string, error) {
+func (a *Activities) probeObjects(ctx context.Context, graphName, table string, entries []objectEntry) (outcome.Outcome, string, error) {
 	infos := make([]storage.ObjectInfo, len(entries))
 	errs := make([]error, len(entries))
 	sem := make(chan struct{}, objectProbeConcurrency)
@@ -312,7 +308,7 @@ type WriteManifestInput struct {
 	OpID, Graph, Table, Version string
 	Objects                     []TableObject
 	Time                        time.Time
-	// Edit (format 2): imports join the version; an append or a remove edits the head's
+	// Edit: imports join the version; an append or a remove edits the head's
 	// version, so the plan writes it instead (nothing is written here).
 	Edit TableEdit
 }
@@ -332,40 +328,14 @@ func (a *Activities) WriteManifest(ctx context.Context, in WriteManifestInput) (
 	if err != nil {
 		return WriteManifestResult{Outcome: outcome.Invalid, Message: "version: " + err.Error()}, nil
 	}
-	f, err := a.graphFormat(ctx, in.Graph)
-	if err != nil {
-		return WriteManifestResult{}, fmt.Errorf("read graph: %w", err)
+	if in.Edit.Staged != "" {
+		return a.writeManifest(ctx, in, version, nil) // on the staged version: it lists them
 	}
-	if f == format.Version2 && in.Edit.Staged != "" {
-		return a.writeManifestV2(ctx, in, version, nil) // on the staged version: it lists them
-	}
-	if f == format.Version2 {
-		entries, _, err := objectEntries(in.Objects, storage.MaxObjectSize)
-		if err != nil {
-			return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
-		}
-		return a.writeManifestV2(ctx, in, version, entries)
-	}
-	entries, _, err := objectEntries(in.Objects, graph.MaxDataObjectSize)
+	entries, _, err := objectEntries(in.Objects, storage.MaxObjectSize)
 	if err != nil {
 		return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
 	}
-	v := format.TableVersion{Table: in.Table, ID: version, Objects: entries, CreatedAt: in.Time.UTC(), Op: in.OpID}
-	body, err := format.EncodeTableVersion(v)
-	if err != nil {
-		return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
-	}
-	key := format.TableVersionKey(in.Graph, in.Table, version)
-	put, err := graph.PutIfAbsent(ctx, a.Store, key, body)
-	switch {
-	case err == nil && put.Outcome == graph.PutTaken:
-		return WriteManifestResult{Outcome: outcome.Conflict, Message: key + " already holds another manifest"}, nil
-	case errors.Is(err, storage.ErrRefused):
-		return WriteManifestResult{Outcome: outcome.Refused, Message: err.Error()}, nil
-	case err != nil:
-		return WriteManifestResult{}, fmt.Errorf("put manifest: %w", err)
-	}
-	return WriteManifestResult{}, nil
+	return a.writeManifest(ctx, in, version, entries)
 }
 
 // PlanCommitInput is the input of PlanCommit.
@@ -376,7 +346,7 @@ type PlanCommitInput struct {
 	ExpectedHead    string
 	Author, Message string
 	Time            time.Time
-	// Objects and Edit (format 2): an append or a remove plans the version on the
+	// Objects and Edit: an append or a remove plans the version on the
 	// head's version of the table (and writes it with the commit).
 	Objects []TableObject
 	Edit    TableEdit
@@ -430,63 +400,7 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 		}
 		return end(out, "%s", msg)
 	}
-	if b.RefFormat == format.Version2 {
-		return a.planCommitV2(ctx, in, b, version)
-	}
-	if in.ExpectedHead != "" {
-		id, err := format.ParseCommitID(in.ExpectedHead)
-		if err != nil {
-			return end(outcome.Invalid, "expected head: %v", err)
-		}
-		if id.Tree != b.Tree {
-			return end(outcome.Conflict, "expected head %s is not on %s, the live incarnation of %q", in.ExpectedHead, b.Native, in.Branch)
-		}
-	}
-	// The real head, whatever the caller expects: a commit key below it may
-	// be empty (cleanup reclaimed it), and a put there must never be planned.
-	head, err := graph.ReadHead(ctx, a.Store, in.Graph, b.Tree)
-	if isUnreadableObject(err) {
-		return end(outcome.Conflict, "read head of %s: %v", b.Native, err)
-	}
-	if err != nil {
-		return PlanCommitResult{}, fmt.Errorf("read head: %w", err)
-	}
-	if head.Op == in.Owner.OpID && head.Pins[in.Table] == version {
-		return PlanCommitResult{Committed: true, Commit: head.ID.String(), Parent: firstParent(head)}, nil
-	}
-	if in.ExpectedHead != "" && head.ID.String() != in.ExpectedHead {
-		return end(outcome.Conflict, "the head of %q is %s, not the expected %s", in.Branch, head.ID, in.ExpectedHead)
-	}
-	author := in.Author
-	if author == "" {
-		author = "graft"
-	}
-	message := in.Message
-	if message == "" {
-		message = fmt.Sprintf("write table %s version %s", in.Table, version)
-	}
-	pins := maps.Clone(head.Pins)
-	if pins == nil {
-		pins = map[string]ulid.ULID{}
-	}
-	pins[in.Table] = version
-	c := format.Commit{
-		ID:      format.CommitID{Tree: b.Tree, Seq: head.ID.Seq + 1},
-		Branch:  in.Branch,
-		Parents: []format.CommitID{head.ID},
-		Pins:    pins,
-		Lineage: format.Lineage(b.Tree, head),
-		Author:  author,
-		Message: message,
-		Time:    in.Time.UTC(),
-		Op:      in.Owner.OpID,
-	}
-	body, err := format.EncodeCommit(c)
-	if err != nil {
-		return end(outcome.Invalid, "%v", err)
-	}
-	return PlanCommitResult{Commit: c.ID.String(), Parent: head.ID.String(),
-		Spec: WriteSpec{Kind: WriteCommit, Graph: in.Graph, Body: body, Landed: outcome.Done, Subject: c.ID.String()}}, nil
+	return a.planCommit(ctx, in, b, version)
 }
 
 func firstParent(c format.Commit) string {
@@ -525,25 +439,209 @@ func (a *Activities) ownPendingCommit(ctx context.Context, o Owner, graphName st
 	if err := json.Unmarshal(op.Pending, &spec); err != nil || spec.Graph != graphName {
 		return ownCommit{}, false, nil
 	}
-	if spec.Kind == WritePublish {
-		return a.ownPendingPublish(ctx, spec)
-	}
-	if spec.Kind != WriteCommit {
+	if spec.Kind != WritePublish {
 		return ownCommit{}, false, nil
 	}
-	c, err := format.DecodeCommit(spec.Body)
+	return a.ownPendingPublish(ctx, spec)
+}
+
+// manifestEntries are a write's uploaded objects as manifest entries, named by their ULIDs.
+func manifestEntries(entries []objectEntry) []format.ManifestEntry {
+	out := make([]format.ManifestEntry, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, format.ManifestEntry{Name: e.ID.String(), Object: e.ID, Size: e.Size, SHA256: e.SHA256})
+	}
+	return out
+}
+
+// writeManifest plans the version, pins its new manifest chunks, and writes the chunks
+// then the version, put-if-absent (graph.WriteVersion): its bytes are a function of the
+// input, so a retry re-sends the same version.
+func (a *Activities) writeManifest(ctx context.Context, in WriteManifestInput, version ulid.ULID, entries []objectEntry) (WriteManifestResult, error) {
+	if in.Edit.onHead() {
+		return WriteManifestResult{}, nil // the plan writes the version, on the head's
+	}
+	g, err := a.graphOf(in.Graph)
+	if err != nil {
+		return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
+	}
+	spec := graph.VersionSpec{Table: in.Table, VersionID: version, Put: versionEntries(entries, in.Edit.Imports), Time: in.Time.UTC(), Op: in.OpID}
+	if in.Edit.Staged != "" {
+		// The staged version lists the objects: the new one is it plus the imports, and
+		// shares every chunk with it (PrepareWrite pinned and probed them).
+		if spec.Base, err = format.ParseULID(in.Edit.Staged); err != nil {
+			return WriteManifestResult{Outcome: outcome.Invalid, Message: "staged: " + err.Error()}, nil
+		}
+	}
+	plan, err := g.PlanVersion(ctx, spec)
+	switch {
+	case errors.Is(err, graph.ErrInvalid):
+		return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
+	case errors.Is(err, graph.ErrVersionNotFound), errors.Is(err, graph.ErrChunkNotFound):
+		return WriteManifestResult{Outcome: outcome.NotRetained, Message: "the staged version was reclaimed: " + err.Error()}, nil
+	case err != nil:
+		return WriteManifestResult{}, fmt.Errorf("plan version: %w", err)
+	}
+	var chunks []string
+	for _, c := range plan.Chunks {
+		chunks = append(chunks, c.Key)
+	}
+	if o, msg, err := a.pinKeys(ctx, Owner{OpID: in.OpID}, in.Graph, catalog.ObjectTableVersion, chunks); err != nil || o != "" {
+		return WriteManifestResult{Outcome: o, Message: msg}, err
+	}
+	err = g.WriteVersion(ctx, plan)
+	switch {
+	case errors.Is(err, graph.ErrKeyTaken):
+		return WriteManifestResult{Outcome: outcome.Conflict, Message: plan.Key + " already holds another manifest"}, nil
+	case errors.Is(err, storage.ErrRefused):
+		return WriteManifestResult{Outcome: outcome.Refused, Message: err.Error()}, nil
+	case err != nil:
+		return WriteManifestResult{}, fmt.Errorf("put manifest: %w", err)
+	}
+	return WriteManifestResult{}, nil
+}
+
+// maxPreChunks is the most manifest chunks an append's publish carries in its record (the
+// ledger's pending write); an append of more — a staged list — writes them in the plan.
+const maxPreChunks = 16
+
+// planCommit plans the commit pinning version on the branch's real head: its live ref's
+// head, compared with an expected head (a mismatch is conflict, never a plan on the
+// expected commit), and pins every key the plan writes before it is written.
+func (a *Activities) planCommit(ctx context.Context, in PlanCommitInput, b graph.Branch, version ulid.ULID) (PlanCommitResult, error) {
+	end := func(o outcome.Outcome, f string, args ...any) (PlanCommitResult, error) {
+		return PlanCommitResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
+	}
+	if in.ExpectedHead != "" {
+		id, err := format.ParseCommitID(in.ExpectedHead)
+		if err != nil {
+			return end(outcome.Invalid, "expected head: %v", err)
+		}
+		if id.Tree != b.Tree {
+			return end(outcome.Conflict, "expected head %s is not on %s, the live incarnation of %q", in.ExpectedHead, b.Native, in.Branch)
+		}
+	}
+	g, err := a.graphOf(in.Graph)
+	if err != nil {
+		return end(outcome.Invalid, "%v", err)
+	}
+	head, err := g.HeadOf(ctx, b)
+	if isUnreadableObject(err) || errors.Is(err, graph.ErrCommitNotFound) {
+		return end(outcome.Conflict, "read head of %s: %v", b.Native, err)
+	}
+	if err != nil {
+		return PlanCommitResult{}, fmt.Errorf("read head: %w", err)
+	}
+	if head.Commit.Op == in.Owner.OpID {
+		// Our commit is the head already (an earlier attempt published it).
+		if v, ok, err := g.Pin(ctx, head.Commit, in.Table); err == nil && (ok && v == version || in.Edit.onHead()) {
+			return PlanCommitResult{Committed: true, Commit: head.Commit.ID.String(), Parent: head.Commit.FirstParent().String(), Version: v.String()}, nil
+		}
+	}
+	if in.ExpectedHead != "" && head.Commit.ID.String() != in.ExpectedHead {
+		return end(outcome.Conflict, "the head of %q is %s, not the expected %s", in.Branch, head.Commit.ID, in.ExpectedHead)
+	}
+	var edited *graph.VersionPlan
+	if in.Edit.onHead() {
+		// The version edits the one the head pins; its id is a function of the operation
+		// and the head, so a re-plan on a moved head mints another.
+		base, _, err := g.Pin(ctx, head.Commit, in.Table)
+		if err != nil {
+			return PlanCommitResult{}, fmt.Errorf("read the head's version: %w", err)
+		}
+		objs, _, o, msg, err := a.writeObjects(ctx, in.Graph, in.Table, in.Owner.OpID, in.Objects, in.Edit)
+		if err != nil || o != "" {
+			return PlanCommitResult{Outcome: o, Message: msg}, err
+		}
+		entries, _, err := objectEntries(objs, storage.MaxObjectSize)
+		if err != nil {
+			return end(outcome.Invalid, "%v", err)
+		}
+		vp, err := g.PlanVersion(ctx, graph.VersionSpec{Table: in.Table, Base: base, Put: versionEntries(entries, in.Edit.Imports),
+			Delete: in.Edit.Remove, Time: in.Time.UTC(), Op: in.Owner.OpID,
+			VersionID: nativeULID(in.Owner.OpID+"/version/"+head.Commit.ID.String(), 0, in.Time)})
+		switch {
+		case errors.Is(err, graph.ErrInvalid):
+			return end(outcome.Invalid, "%v", err)
+		case errors.Is(err, graph.ErrVersionNotFound):
+			return end(outcome.NotRetained, "the head's version of %s was reclaimed: %v", in.Table, err)
+		case isUnreadableObject(err), errors.Is(err, graph.ErrCorrupt):
+			return end(outcome.Conflict, "plan version on %s: %v", b.Native, err)
+		case err != nil:
+			return PlanCommitResult{}, fmt.Errorf("plan version: %w", err)
+		}
+		if o, msg, err := a.pinKeys(ctx, in.Owner, in.Graph, catalog.ObjectTableVersion, vp.Keys()); err != nil || o != "" {
+			return PlanCommitResult{Outcome: o, Message: msg}, err
+		}
+		if len(vp.Chunks) > maxPreChunks {
+			// Too many to carry in the publish's record (a staged append): write them now,
+			// pinned, put-if-absent; the publish carries only the version.
+			if err := g.PutChunks(ctx, vp.Chunks); err != nil {
+				if errors.Is(err, storage.ErrRefused) {
+					return end(outcome.Refused, "write the appended version's chunks: %v", err)
+				}
+				return PlanCommitResult{}, fmt.Errorf("write the appended version's chunks: %w", err)
+			}
+			vp.Chunks = nil
+		}
+		edited, version = &vp, vp.Version.ID
+	}
+	author := in.Author
+	if author == "" {
+		author = "graft"
+	}
+	message := in.Message
+	if message == "" {
+		message = fmt.Sprintf("write table %s version %s", in.Table, version)
+	}
+	plan, err := g.PlanAppendOn(ctx, head, graph.CommitSpec{Branch: in.Branch, ExpectedHead: in.ExpectedHead,
+		SetPins: map[string]ulid.ULID{in.Table: version}, Author: author, Message: message, Time: in.Time.UTC(), Op: in.Owner.OpID})
+	var stale *graph.StaleHeadError
+	switch {
+	case errors.As(err, &stale):
+		return end(outcome.Conflict, "the head of %q is %s, not the expected %s", in.Branch, head.Commit.ID, in.ExpectedHead)
+	case errors.Is(err, graph.ErrInvalid):
+		return end(outcome.Invalid, "%v", err)
+	case isUnreadableObject(err), errors.Is(err, graph.ErrCorrupt):
+		return end(outcome.Conflict, "plan on %s: %v", b.Native, err)
+	case err != nil:
+		return PlanCommitResult{}, fmt.Errorf("plan commit: %w", err)
+	}
+	spec := publishSpec(in.Graph, plan, outcome.Done)
+	res := PlanCommitResult{Commit: plan.Commit.ID.String(), Parent: head.Commit.ID.String()}
+	if edited != nil {
+		for _, c := range edited.Chunks {
+			spec.Pre = append(spec.Pre, ChunkPut{Key: c.Key, Body: c.Body})
+		}
+		spec.Pre = append(spec.Pre, ChunkPut{Key: edited.Key, Body: edited.Body})
+		res.Version = version.String()
+	}
+	if o, msg, err := a.pinAndRecord(ctx, in.Owner, in.Graph, keyPins(catalog.ObjectCommit, plan.Keys()...), spec); err != nil || o != "" {
+		return PlanCommitResult{Outcome: o, Message: msg}, err
+	}
+	res.Spec, res.PendingRecorded = spec, true
+	return res, nil
+}
+
+// ownPendingPublish is ownPendingCommit for a publish: published (the ref's head
+// is our commit or descends from it) → landed; the ref still what the plan read → the same
+// publish again; moved without it → not returned (the caller plans anew).
+func (a *Activities) ownPendingPublish(ctx context.Context, spec WriteSpec) (ownCommit, bool, error) {
+	p, err := publishOf(spec)
 	if err != nil {
 		return ownCommit{}, false, nil
 	}
-	v, err := a.readCommit(ctx, spec, spec.Body)
+	own := ownCommit{spec: spec, commit: format.Commit{ID: p.Commit.ID, Parents: p.Commit.Parents}}
+	v, err := a.readPublish(ctx, spec)
 	if err != nil {
 		return ownCommit{}, false, err
 	}
 	switch v.State {
 	case Landed:
-		return ownCommit{spec: spec, commit: c, landed: true}, true, nil
+		own.landed = true
+		return own, true, nil
 	case Ambiguous:
-		return ownCommit{spec: spec, commit: c}, true, nil
+		return own, true, nil
 	}
 	return ownCommit{}, false, nil
 }

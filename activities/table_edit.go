@@ -26,7 +26,7 @@ type TableImport struct {
 	SHA256 string `json:"sha256,omitempty"`
 }
 
-// TableEdit says how a format-2 table write changes the table: by default the new
+// TableEdit says how a table write changes the table: by default the new
 // version is exactly the write's objects and imports; with Append it is the version the
 // branch's head pins plus them, and Remove drops entries by name from that version (a
 // remove implies editing the head's version).
@@ -90,8 +90,8 @@ func (e TableEdit) digest() string {
 }
 
 // versionEntries are a write's objects and imports as manifest entries, by name.
-func versionEntries(entries []format.ObjectEntry, imports []TableImport) []format.ManifestEntry {
-	out := manifestEntriesV2(entries)
+func versionEntries(entries []objectEntry, imports []TableImport) []format.ManifestEntry {
+	out := manifestEntries(entries)
 	for _, im := range imports {
 		out = append(out, im.entry())
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 // A write of many objects names them through a staged version (docs/format.md, "Staged
-// object lists"): a format-2 table version of exactly the uploaded objects that the client
+// object lists"): a table version of exactly the uploaded objects that the client
 // writes before it starts the workflow, and that no commit pins. The request then carries
 // only its id, so no workflow history or ledger record holds the list, whatever its length.
 // The write pins the staged version, its manifest chunks and every object it lists, then
@@ -23,8 +23,11 @@ import (
 // like any other version no commit pins.
 
 // MaxInlineObjects is the most objects a write request lists inline. A request of more
-// names a staged version instead (TableEdit.Staged); the client stages one by itself.
-const MaxInlineObjects = format.MaxObjectsPerVersion
+// names a staged version instead (TableEdit.Staged); the client stages one by itself. At
+// most this many entries of the longest table name, operation id and sizes fit in one
+// 64 KiB control object, so an inline list never makes a workflow input or a ledger
+// record larger than one.
+const MaxInlineObjects = 469
 
 // staged is a staged version as a write reads it.
 type staged struct {

@@ -54,7 +54,7 @@ func (a *Activities) PrepareTag(ctx context.Context, in PrepareTagInput) (Prepar
 		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID}
 
 	var (
-		c   format.Commit
+		c   graph.Commit
 		o   outcome.Outcome
 		msg string
 		err error
@@ -75,7 +75,7 @@ func (a *Activities) PrepareTag(ctx context.Context, in PrepareTagInput) (Prepar
 	}
 	if o == "" {
 		// Every input checked before the first ledger write.
-		if _, err := tagBytes(c.ID, graph.TagParams{Graph: in.Graph, Name: in.Name, Commit: c.ID.String(), Op: in.OpID, Time: c.Time}); err != nil {
+		if _, err := graph.TagBytes(graph.TagParams{Graph: in.Graph, Name: in.Name, Commit: c.ID.String(), Op: in.OpID, Time: c.Time}); err != nil {
 			o, msg = outcome.Invalid, err.Error()
 		}
 	}
@@ -86,7 +86,7 @@ func (a *Activities) PrepareTag(ctx context.Context, in PrepareTagInput) (Prepar
 		}
 		return PrepareTagResult{Outcome: o, Message: msg, Owned: true}, nil
 	}
-	r, err := a.recordWithPins(ctx, rec, commitPins(in.Graph, c))
+	r, err := a.recordWithPins(ctx, rec, commitPins(in.Graph, c.ID))
 	if err != nil {
 		return PrepareTagResult{}, err
 	}
@@ -95,13 +95,9 @@ func (a *Activities) PrepareTag(ctx context.Context, in PrepareTagInput) (Prepar
 		res.Outcome, res.Message = r.outcome, r.message
 		return res, nil
 	}
-	keys := []string{format.CommitIDKey(in.Graph, c.ID)}
-	if in.Commit != "" { // a branch head is a retention root; an arbitrary commit may be old
-		for table, v := range c.Pins {
-			keys = append(keys, format.TableVersionKey(in.Graph, table, v))
-		}
-	}
-	missing, err := a.probeKeys(ctx, keys...)
+	// The commit's pin keeps what it reaches; the commit found after the pin has it all
+	// (cleanup deletes referrers before referents).
+	missing, err := a.probeKeys(ctx, format.CommitIDKey(in.Graph, c.ID))
 	if err != nil {
 		return PrepareTagResult{}, err
 	}
@@ -109,7 +105,7 @@ func (a *Activities) PrepareTag(ctx context.Context, in PrepareTagInput) (Prepar
 		res.Outcome, res.Message = outcome.NotRetained, fmt.Sprintf("commit %s needs %s, which cleanup has reclaimed", c.ID, missing)
 		return res, nil
 	}
-	body, err := tagBytes(c.ID, graph.TagParams{Graph: in.Graph, Name: in.Name, Commit: res.Commit, Op: in.OpID, Time: r.op.CreatedAt})
+	body, err := graph.TagBytes(graph.TagParams{Graph: in.Graph, Name: in.Name, Commit: res.Commit, Op: in.OpID, Time: r.op.CreatedAt})
 	if err != nil {
 		res.Outcome, res.Message = outcome.Invalid, err.Error()
 		return res, nil
@@ -165,7 +161,7 @@ func (a *Activities) PrepareDeleteTag(ctx context.Context, in PrepareDeleteTagIn
 	t, err := graph.ReadTag(ctx, a.Store, in.Graph, in.Name)
 	switch {
 	case errors.Is(err, graph.ErrTagNotFound):
-		if _, _, gerr := graph.ReadGraphAny(ctx, a.Store, in.Graph); errors.Is(gerr, graph.ErrGraphNotFound) {
+		if _, gerr := graph.ReadGraph(ctx, a.Store, in.Graph); errors.Is(gerr, graph.ErrGraphNotFound) {
 			return stop(outcome.NotFound, "graph %q does not exist", in.Graph)
 		}
 		return stop(outcome.NotFound, "tag %q does not exist in graph %q", in.Name, in.Graph)
@@ -184,13 +180,4 @@ func (a *Activities) PrepareDeleteTag(ctx context.Context, in PrepareDeleteTagIn
 	}
 	res.Spec = WriteSpec{Kind: WriteRetireTag, Graph: in.Graph, Name: in.Name, ETag: t.ETag, Landed: outcome.Deleted}
 	return res, nil
-}
-
-// tagBytes encodes a live tag in the format of the commit it names: a format-2 commit id
-// (one with a digest) is named by a format-2 tag.
-func tagBytes(id format.CommitID, p graph.TagParams) ([]byte, error) {
-	if id.IsV2() {
-		return graph.TagBytesV2(p)
-	}
-	return graph.TagBytes(p)
 }

@@ -109,7 +109,7 @@ func (r *Reader) Graph(ctx context.Context, graphName string) (GraphInfo, error)
 	if err := checkGraph(graphName); err != nil {
 		return GraphInfo{}, err
 	}
-	g, _, err := graph.ReadGraphAny(ctx, r.store, graphName)
+	g, err := graph.ReadGraph(ctx, r.store, graphName)
 	if err != nil {
 		return GraphInfo{}, readError(err, graphName, "")
 	}
@@ -137,7 +137,7 @@ func (r *Reader) ListBranches(ctx context.Context, graphName string) ([]BranchIn
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			head, err := graph.BranchHeadCompat(ctx, r.store, graphName, b)
+			head, err := graph.BranchHeadView(ctx, r.store, graphName, b)
 			if err != nil {
 				errs[i] = fmt.Errorf("branch %s: %w", b.Logical, err)
 				return
@@ -195,7 +195,7 @@ func (r *Reader) ShowBranch(ctx context.Context, graphName, branch string) (Bran
 	if err != nil {
 		return BranchDetail{}, readError(err, graphName, branch)
 	}
-	head, err := graph.BranchHeadCompat(ctx, r.store, graphName, b)
+	head, err := graph.BranchHeadView(ctx, r.store, graphName, b)
 	if err != nil {
 		return BranchDetail{}, readError(err, graphName, branch)
 	}

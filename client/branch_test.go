@@ -10,7 +10,6 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/graftworks/graft/client/outcome"
-	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/localfs"
@@ -25,7 +24,7 @@ func newGraph(t *testing.T) (storage.Store, graph.InitResult) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := graph.InitGraph(context.Background(), s, graph.InitParams{Graph: "sales", MainTree: ulid.Make(), Op: "op-init", Time: t0})
+	res, err := graph.Init(context.Background(), s, graph.InitParams{Graph: "sales", MainTree: ulid.Make(), Op: "op-init", Time: t0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,19 +36,16 @@ func addBranch(t *testing.T, s storage.Store, branch, source string) string {
 	t.Helper()
 	ctx := context.Background()
 	tree := ulid.Make()
-	if _, err := graph.ForkCommit(ctx, s, graph.ForkParams{Graph: "sales", Tree: tree, Branch: branch, Source: source,
-		Author: "ana", Message: "fork", Time: t0.Add(time.Minute), Op: "op-" + tree.String()}); err != nil {
-		t.Fatal(err)
-	}
-	native := format.NativeName(branch, tree)
-	body, err := format.EncodeBranchRef(format.BranchRef{State: format.RefLive, Branch: branch, Native: native, Tree: tree, Op: "op-" + tree.String()})
+	g, err := graph.Open(s, "sales")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Put(ctx, format.BranchRefKey("sales", native), body, storage.PutOptions{IfNoneMatch: true}); err != nil {
+	plan, err := g.CreateBranch(ctx, graph.ForkSpec{Branch: branch, Tree: tree, Source: source,
+		Author: "ana", Message: "fork", Time: t0.Add(time.Minute), Op: "op-" + tree.String()})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return native
+	return plan.Ref.Native
 }
 
 func TestReader_ListBranches_ReturnsEachLiveBranchWithItsHead(t *testing.T) {

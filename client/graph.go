@@ -20,9 +20,6 @@ type InitGraphRequest struct {
 	IdempotencyKey string
 	// Author of main's root commit. Defaults to "graft".
 	Author string
-	// Format is the on-storage format version to write: 1 or 2
-	// (docs/format.md). Defaults to 0: the worker's default, format 2.
-	Format int
 }
 
 // InitGraphWorkflowID is the workflow id of an init of graph: one in-flight
@@ -38,7 +35,7 @@ func (c *Client) InitGraph(ctx context.Context, req InitGraphRequest) (workflows
 	if err := req.Validate(); err != nil {
 		return workflows.InitGraphResult{}, err
 	}
-	in := workflows.InitGraphInput{Graph: req.Graph, OpID: req.IdempotencyKey, Author: req.Author, Format: req.Format}
+	in := workflows.InitGraphInput{Graph: req.Graph, OpID: req.IdempotencyKey, Author: req.Author}
 	h, err := startOperation[workflows.InitGraphResult](ctx, c, operationStart{
 		Kind: "init_graph",
 		ID:   InitGraphWorkflowID(req.Graph), Workflow: workflows.InitGraphName, Input: in,

@@ -81,7 +81,7 @@ func (r *Reader) Log(ctx context.Context, graphName, branch string, limit int) (
 	if err != nil {
 		return Log{}, readError(err, graphName, branch)
 	}
-	c, err := graph.BranchHeadCompat(ctx, r.store, graphName, b)
+	c, err := graph.BranchHeadView(ctx, r.store, graphName, b)
 	if err != nil {
 		return Log{}, readError(err, graphName, branch)
 	}
@@ -96,7 +96,7 @@ func (r *Reader) Log(ctx context.Context, graphName, branch string, limit int) (
 			return log, nil
 		}
 		parent := c.Parents[0].String()
-		c, err = graph.ReadCommitCompat(ctx, r.store, graphName, parent)
+		c, err = graph.ReadCommitView(ctx, r.store, graphName, parent)
 		if errors.Is(err, graph.ErrCommitNotFound) {
 			log.Truncated = fmt.Sprintf("commit %s and older were reclaimed by cleanup", parent)
 			return log, nil
@@ -107,7 +107,7 @@ func (r *Reader) Log(ctx context.Context, graphName, branch string, limit int) (
 	}
 }
 
-func logEntry(c format.Commit) LogEntry {
+func logEntry(c graph.CommitView) LogEntry {
 	e := LogEntry{Commit: c.ID.String(), Time: c.Time, Author: c.Author, Message: c.Message, Op: c.Op, Branch: c.Branch,
 		Parents: []string{}, Tables: len(c.Pins)}
 	for _, p := range c.Parents {
@@ -133,7 +133,7 @@ func (r *Reader) ResolveRef(ctx context.Context, graphName string, ref Ref) (Res
 
 type resolvedCommit struct {
 	ref    ResolvedRef
-	commit format.Commit
+	commit graph.CommitView
 }
 
 func (r *Reader) resolve(ctx context.Context, graphName string, ref Ref) (resolvedCommit, error) {
@@ -145,7 +145,7 @@ func (r *Reader) resolve(ctx context.Context, graphName string, ref Ref) (resolv
 		kind, name = "", ref
 	}
 	readCommit := func(as, id string) (resolvedCommit, error) {
-		c, err := graph.ReadCommitCompat(ctx, r.store, graphName, id)
+		c, err := graph.ReadCommitView(ctx, r.store, graphName, id)
 		if err != nil {
 			return resolvedCommit{}, readError(err, graphName, "")
 		}
@@ -163,7 +163,7 @@ func (r *Reader) resolve(ctx context.Context, graphName string, ref Ref) (resolv
 			b, err := graph.ResolveBranch(ctx, r.store, graphName, name)
 			switch {
 			case err == nil:
-				c, err := graph.BranchHeadCompat(ctx, r.store, graphName, b)
+				c, err := graph.BranchHeadView(ctx, r.store, graphName, b)
 				if err != nil {
 					return resolvedCommit{}, readError(err, graphName, name)
 				}

@@ -95,7 +95,7 @@ const (
 )
 
 // OperationKinds are the kinds an operation row can have.
-var OperationKinds = []string{"create_branch", "init_graph", "write_table", "cleanup", "merge", "restore", "delete_branch", "tag", "upgrade_graph"}
+var OperationKinds = []string{"create_branch", "init_graph", "write_table", "cleanup", "merge", "restore", "delete_branch", "tag"}
 
 // OutcomeFailed is the ledger's outcome of an operation that gave up on an
 // infrastructure error (its Error says why); it is not in the outcome

@@ -31,8 +31,7 @@ const uploadConcurrency = 4
 type WriteTableRequest struct {
 	Graph, Branch, Table string
 	// Files are local paths; each becomes one data object. At least one (or
-	// an import or a remove). A format-1 graph takes at most 469 per write; a
-	// format-2 graph any number — past workflows.MaxInlineObjects the client
+	// an import or a remove), any number — past workflows.MaxInlineObjects the client
 	// stages the list in the store (docs/format.md, "Staged object lists").
 	Files []string
 	// ExpectedHead, when set, makes the write conflict unless the branch's
@@ -49,10 +48,10 @@ type WriteTableRequest struct {
 	// every other field); another request under the key is a
 	// *RequestConflictError. Defaults to a fresh ULID.
 	IdempotencyKey string
-	// Upload tunes how files are uploaded to a format-2 graph. The zero value
+	// Upload tunes how files are uploaded to a graph. The zero value
 	// uses the defaults (docs/format.md, "Table versions and data objects").
 	Upload UploadOptions
-	// Format-2 graphs only (a format-1 graph is invalid): Append makes the new
+	// Append makes the new
 	// version the one the branch's head pins plus the files and imports;
 	// Remove drops entries by name from it; Import registers objects already
 	// in the store by key, zero copy, with the size and ETag a HEAD gives now
@@ -63,11 +62,10 @@ type WriteTableRequest struct {
 	Import []string
 }
 
-// UploadOptions tune the upload of a table write's files to a format-2 graph:
+// UploadOptions tune the upload of a table write's files to a graph:
 // a file above Threshold bytes is a multipart upload of PartSize parts, at
 // most Concurrency in flight (each held in memory), completed put-if-absent
-// and aborted on failure. On a format-1 graph every file is one put of at
-// most 64 MiB.
+// and aborted on failure.
 type UploadOptions struct {
 	// Threshold is the largest file sent as one put. Defaults to 0: 64 MiB.
 	Threshold int64
@@ -135,8 +133,7 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 	}
 
 	// Fail before uploading anything when the graph or branch is missing.
-	_, version, err := graph.ReadGraphAny(ctx, store, req.Graph)
-	if err != nil {
+	if _, err := graph.ReadGraph(ctx, store, req.Graph); err != nil {
 		return nil, readError(err, req.Graph, "")
 	}
 	if _, err := graph.ResolveBranch(ctx, store, req.Graph, req.Branch); err != nil {
@@ -144,9 +141,6 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 	}
 	var objects []workflows.TableObject
 	var imports []workflows.TableImport
-	if version != format.Version2 && (req.Append || len(req.Remove) > 0 || len(req.Import) > 0) {
-		return nil, outcome.Errorf(outcome.Invalid, "", "graph %q is format 1: --append, --remove and --import need a format-2 graph", req.Graph)
-	}
 	if len(req.Import) > 0 {
 		refs := make([]graph.ImportRef, len(req.Import))
 		for i, k := range req.Import {
@@ -165,21 +159,7 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 			imports = append(imports, workflows.TableImport{Name: e.Name, Key: e.External, Size: e.Size, ETag: e.ETag, SHA256: e.SHA256})
 		}
 	}
-	if version != format.Version2 && len(req.Files) > format.MaxObjectsPerVersion {
-		return nil, outcome.Errorf(outcome.Invalid, "", "%d files, at most %d per write to a format-1 graph (`graft graph upgrade` lifts the limit)",
-			len(req.Files), format.MaxObjectsPerVersion)
-	}
-	if version == format.Version2 {
-		objects, err = uploadFilesV2(ctx, store, req.Graph, req.Table, req.Files, req.Upload)
-	} else {
-		for _, f := range req.Files {
-			if info, err := os.Stat(f); err == nil && info.Size() > graph.MaxDataObjectSize {
-				return nil, outcome.Errorf(outcome.Invalid, "", "file %s is %d bytes, more than the %d a data object of a format-1 graph may hold",
-					f, info.Size(), graph.MaxDataObjectSize)
-			}
-		}
-		objects, err = uploadFiles(ctx, store, req.Graph, req.Table, req.Files)
-	}
+	objects, err := uploadFiles(ctx, store, req.Graph, req.Table, req.Files, req.Upload)
 	if err != nil {
 		return nil, err
 	}
@@ -360,60 +340,10 @@ func stageObjects(ctx context.Context, store storage.Store, graphName, table, op
 	return p.Version.ID.String(), nil
 }
 
-// uploadFiles puts each file as a data object under a fresh ULID, with
-// put-if-absent settled by read-back (graph.PutIfAbsent), a few at a time.
-func uploadFiles(ctx context.Context, store storage.Store, graphName, table string, files []string) ([]workflows.TableObject, error) {
-	objects := make([]workflows.TableObject, len(files))
-	errs := make([]error, len(files))
-	ids := make([]ulid.ULID, len(files))
-	for i := range files {
-		ids[i] = ulid.Make()
-	}
-	sem := make(chan struct{}, uploadConcurrency)
-	var wg sync.WaitGroup
-	for i, path := range files {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			objects[i], errs[i] = uploadFile(ctx, store, graphName, table, ids[i], path)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return objects, nil
-}
-
-func uploadFile(ctx context.Context, store storage.Store, graphName, table string, id ulid.ULID, path string) (workflows.TableObject, error) {
-	obj, err := graph.ReadObjectFile(id, path)
-	if errors.Is(err, graph.ErrObjectTooLarge) || errors.Is(err, graph.ErrInvalid) || errors.Is(err, os.ErrNotExist) {
-		return workflows.TableObject{}, outcome.Errorf(outcome.Invalid, "", "%v", err)
-	}
-	if err != nil {
-		return workflows.TableObject{}, err
-	}
-	key := format.ObjectKey(graphName, table, id)
-	put, err := graph.PutIfAbsent(ctx, store, key, obj.Body)
-	if errors.Is(err, storage.ErrRefused) {
-		return workflows.TableObject{}, outcome.Errorf(outcome.Refused, "", "upload %s: %v", path, err)
-	}
-	if err != nil {
-		return workflows.TableObject{}, fmt.Errorf("upload %s: %w", path, err)
-	}
-	if put.Outcome == graph.PutTaken {
-		return workflows.TableObject{}, fmt.Errorf("upload %s: %w", path, &graph.KeyTakenError{Key: key})
-	}
-	sum := sha256Hex(obj.Body)
-	return workflows.TableObject{ID: id.String(), Size: int64(len(obj.Body)), SHA256: sum}, nil
-}
-
-// uploadFilesV2 uploads each file to a format-2 graph under a fresh ULID
+// uploadFiles uploads each file under a fresh ULID
 // (graph.UploadObject: one put-if-absent up to the threshold, a multipart
 // upload above it, aborted on failure), a few files at a time.
-func uploadFilesV2(ctx context.Context, store storage.Store, graphName, table string, files []string, opts UploadOptions) ([]workflows.TableObject, error) {
+func uploadFiles(ctx context.Context, store storage.Store, graphName, table string, files []string, opts UploadOptions) ([]workflows.TableObject, error) {
 	objects := make([]workflows.TableObject, len(files))
 	errs := make([]error, len(files))
 	sem := make(chan struct{}, uploadConcurrency)
@@ -425,7 +355,7 @@ func uploadFilesV2(ctx context.Context, store storage.Store, graphName, table st
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			objects[i], errs[i] = uploadFileV2(ctx, store, graphName, table, id, path, opts)
+			objects[i], errs[i] = uploadFile(ctx, store, graphName, table, id, path, opts)
 		}()
 	}
 	wg.Wait()
@@ -435,7 +365,7 @@ func uploadFilesV2(ctx context.Context, store storage.Store, graphName, table st
 	return objects, nil
 }
 
-func uploadFileV2(ctx context.Context, store storage.Store, graphName, table string, id ulid.ULID, path string, opts UploadOptions) (workflows.TableObject, error) {
+func uploadFile(ctx context.Context, store storage.Store, graphName, table string, id ulid.ULID, path string, opts UploadOptions) (workflows.TableObject, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return workflows.TableObject{}, outcome.Errorf(outcome.Invalid, "", "file %s: %v", path, err)

@@ -58,7 +58,7 @@ func TestUploadFiles_PutsEachFileUnderAFreshObjectKey(t *testing.T) {
 		}
 		files = append(files, p)
 	}
-	objs, err := uploadFiles(context.Background(), s, "sales", "orders", files)
+	objs, err := uploadFiles(context.Background(), s, "sales", "orders", files, UploadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestUploadFiles_PutsEachFileUnderAFreshObjectKey(t *testing.T) {
 	}
 }
 
-// A file above the upload threshold goes to a format-2 graph as a multipart upload of the
+// A file above the upload threshold goes to a graph as a multipart upload of the
 // configured part size — a dozen parts here — completed once, with the object's bytes and
 // checksum; a file below it is one put.
 func TestUploadFilesV2_BigFileInADozenParts_SmallFileOnePut(t *testing.T) {
@@ -107,7 +107,7 @@ func TestUploadFilesV2_BigFileInADozenParts_SmallFileOnePut(t *testing.T) {
 	if err := os.WriteFile(files[1], []byte("small"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	objs, err := uploadFilesV2(context.Background(), fs, "sales", "orders", files, UploadOptions{Threshold: 1024, PartSize: 1024})
+	objs, err := uploadFiles(context.Background(), fs, "sales", "orders", files, UploadOptions{Threshold: 1024, PartSize: 1024})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -168,7 +168,7 @@ func (r *Reader) ShowTag(ctx context.Context, graphName, name string) (TagDetail
 		return TagDetail{}, readError(err, graphName, "")
 	}
 	d := TagDetail{TagInfo: tagInfo(t.Tag)}
-	c, err := graph.ReadCommitCompat(ctx, r.store, graphName, t.Tag.Commit.String())
+	c, err := graph.ReadCommitView(ctx, r.store, graphName, t.Tag.Commit.String())
 	switch {
 	case errors.Is(err, graph.ErrCommitNotFound):
 		return d, nil

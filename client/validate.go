@@ -178,11 +178,7 @@ func (r InitGraphRequest) Validate() error {
 	if r.Author != "" {
 		author = invalid("", format.ValidateAuthor(r.Author))
 	}
-	var version error
-	if r.Format != 0 && r.Format != 1 && r.Format != 2 {
-		version = invalid("format", fmt.Errorf("%d: graft writes format 1 or 2", r.Format))
-	}
-	return firstInvalid(checkGraph(r.Graph), author, version, checkKey(r.IdempotencyKey))
+	return firstInvalid(checkGraph(r.Graph), author, checkKey(r.IdempotencyKey))
 }
 
 // Validate checks the request as graft.RepairBranch would, without contacting anything.

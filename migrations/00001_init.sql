@@ -5,6 +5,23 @@
 -- Every table is created unqualified, in the schema named by the connection's search_path.
 -- Key columns compared by prefix use COLLATE "C" so that byte order makes a '/'-terminated
 -- prefix an index range scan.
+--
+-- Ownership. A request owns an operation row only once its inputs matched the row's (same
+-- kind, graph and inputs: the fingerprint) and its run claimed it (owner_run). Every
+-- finish, release or settle write of the kernel lands only while the row is still
+-- unfinished and still that run's, so a second, different request with the same op id, or
+-- a late activity of a run that was terminated and reconciled, never touches it. pending is
+-- the write the operation issued (or is about to issue) whose outcome the ledger does not
+-- record yet: the reconciler settles it when the operation's workflow closed without
+-- recording its end. phase and waiting say where a running operation stands.
+--
+-- Late puts. A commit put that answered ambiguously and was then settled — a re-issue
+-- stored the same bytes — may still be delivered later. Were the commit's key reclaimed in
+-- between, that late put would put the commit back on its branch's chain pinning table
+-- versions already gone. Such a pin is marked late_put: the operation's finish releases its
+-- other pins but keeps this one, so cleanup keeps the commit and what it pins, until an
+-- operator releases it (graft op release-late-puts; docs/operations.md) — no clock decides
+-- that the late put is dead.
 
 -- +goose Up
 
@@ -41,10 +58,18 @@ CREATE TABLE operations (
     created_at  timestamptz NOT NULL DEFAULT now(),         -- when the operation was recorded
     updated_at  timestamptz NOT NULL DEFAULT now(),         -- last state change
     finished_at timestamptz NULL,                           -- when it became done; NULL until then
+    fingerprint     text NULL,                              -- sha256 (hex) of kind, graph and inputs: which request the row is
+    owner_run       text NULL,                              -- the run that owns the row: a workflow run id, or reconcile/{run id}
+    phase           text NULL,                              -- the phase a running operation is in (prepare, commit, settle, fence, parked, ...)
+    waiting         text NULL,                              -- what a running operation waits for, for people
+    pending         jsonb NULL,                             -- the write issued whose outcome is not recorded yet (the kernel's write spec)
+    settle_attempts integer NOT NULL DEFAULT 0 CHECK (settle_attempts >= 0), -- re-issues of an in-doubt write
     CONSTRAINT operations_done_iff_outcome CHECK (
         (state = 'done') = (outcome IS NOT NULL) AND (state = 'done') = (finished_at IS NOT NULL))
 );
 COMMENT ON TABLE operations IS 'Audit log of branch operations; state done is final and carries the outcome.';
+COMMENT ON COLUMN operations.owner_run IS 'The run that owns the row; finish, release and settle writes land only while it is this run''s and unfinished.';
+COMMENT ON COLUMN operations.pending IS 'The write an unfinished operation issued whose outcome is not recorded; the reconciler settles it.';
 CREATE INDEX operations_by_graph ON operations (graph, created_at DESC, id DESC);
 CREATE INDEX operations_unfinished ON operations (created_at) WHERE state <> 'done';
 CREATE INDEX operations_by_workflow ON operations (workflow_id) WHERE workflow_id IS NOT NULL;
@@ -85,10 +110,12 @@ CREATE TABLE op_pins (
     created_at   timestamptz NOT NULL DEFAULT now(),        -- when the pin was registered
     released_at  timestamptz NULL,                          -- when the operation let go; NULL while held
     released_seq bigint NULL,                               -- ledger_epoch value at release; orders it against run starts
+    late_put     boolean NOT NULL DEFAULT false,            -- a put of the key may still land: kept after the operation ends
     PRIMARY KEY (op_id, kind, key),
     CONSTRAINT op_pins_released_together CHECK ((released_at IS NULL) = (released_seq IS NULL))
 );
 COMMENT ON TABLE op_pins IS 'Keys in-flight operations need retained; checked against the condemned set under a per-graph lock.';
+COMMENT ON COLUMN op_pins.late_put IS 'A put of this key answered ambiguously and may still land; the pin outlives its operation until an operator releases it.';
 CREATE INDEX op_pins_by_graph_key ON op_pins (graph, key);
 
 -- cleanup_runs: one row per cleanup run of one graph.

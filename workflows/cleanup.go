@@ -172,16 +172,14 @@ type CleanupResult struct {
 	Fenced     []string `json:"fenced,omitempty"`
 	WouldFence []string `json:"would_fence,omitempty"`
 	// PlanKeys lists up to Tuning.MaxPlanKeys condemned keys; PlanKeyCount counts them all.
-	PlanKeys     []string `json:"plan_keys,omitempty"`
-	PlanKeyCount int64    `json:"plan_key_count"`
-	Tables       int      `json:"tables"`
-	// Format is the graph's format version; V2 is set for a format-2 graph.
-	Format     int               `json:"format,omitempty"`
-	V2         *CleanupV2Stats   `json:"v2,omitempty"`
-	Mark       CleanupMarkStats  `json:"mark"`
-	Sweep      CleanupSweepStats `json:"sweep"`
-	StartedAt  time.Time         `json:"started_at"`
-	FinishedAt time.Time         `json:"finished_at"`
+	PlanKeys     []string           `json:"plan_keys,omitempty"`
+	PlanKeyCount int64              `json:"plan_key_count"`
+	Tables       int                `json:"tables"`
+	Objects      CleanupObjectStats `json:"objects"`
+	Mark         CleanupMarkStats   `json:"mark"`
+	Sweep        CleanupSweepStats  `json:"sweep"`
+	StartedAt    time.Time          `json:"started_at"`
+	FinishedAt   time.Time          `json:"finished_at"`
 }
 
 // CleanupMarkStats measures the mark phase.
@@ -220,7 +218,7 @@ type CleanupResume struct {
 	// CommitsPending is set while condemned commits remain to delete, from CommitsAfter.
 	CommitsPending bool   `json:"commits_pending"`
 	CommitsAfter   string `json:"commits_after,omitempty"`
-	// GraphChunksPending is set while condemned pins and lineage chunks (format 2) remain
+	// GraphChunksPending is set while condemned pins and lineage chunks remain
 	// to delete, from GraphChunksAfter; they go after the commits, before any table.
 	GraphChunksPending bool   `json:"graph_chunks_pending,omitempty"`
 	GraphChunksAfter   string `json:"graph_chunks_after,omitempty"`
@@ -228,7 +226,7 @@ type CleanupResume struct {
 	Lanes []CleanupLane `json:"lanes"`
 }
 
-// CleanupLane is one table's remaining sweep: its versions, then (format 2) its manifest
+// CleanupLane is one table's remaining sweep: its versions, then its manifest
 // chunks, then its objects.
 type CleanupLane struct {
 	Table    string `json:"table"`
@@ -381,16 +379,13 @@ func Cleanup(ctx workflow.Context, in CleanupInput) (CleanupResult, error) {
 		}
 		// A run whose workflow ended without finishing it blocks every cleanup of the
 		// graph and keeps refusing pins: finish it, then begin again.
-		if err := r.adopt(ctx, *begin.Orphan, begin.Format); err != nil {
+		if err := r.adopt(ctx, *begin.Orphan); err != nil {
 			return r.res, fmt.Errorf("finish orphaned run %s: %w", begin.Orphan.RunID, err)
 		}
 		r.res.Adopted = append(r.res.Adopted, begin.Orphan.RunID)
 	}
 	if ctx.Err() != nil && begin.Outcome == "" { // cancelled once the run was inserted: it must not stay running
 		return r.fail(ctx, fmt.Errorf("begin: %w", ctx.Err()))
-	}
-	if begin.Format == format.Version2 {
-		r.res.Format, r.res.V2 = begin.Format, &CleanupV2Stats{}
 	}
 	if begin.Outcome != "" {
 		r.res.Outcome, r.res.Message, r.res.ActiveRunID = begin.Outcome, begin.Message, begin.ActiveRunID
@@ -410,10 +405,10 @@ func Cleanup(ctx workflow.Context, in CleanupInput) (CleanupResult, error) {
 
 // adopt finishes a run whose workflow ended without finishing it. Its condemned set has
 // refused pins all along, so a sweep run's remaining keys are still safe to delete, in
-// the usual order: commits, (format 2) pins and lineage chunks, then versions, then
-// manifest chunks and objects. A mark or dry run deleted
+// the usual order: commits, pins and lineage chunks, then versions, then manifest chunks
+// and objects. A mark or dry run deleted
 // nothing and is aborted.
-func (r *cleanupRun) adopt(ctx workflow.Context, o activities.CleanupOrphan, graphFormat int) error {
+func (r *cleanupRun) adopt(ctx workflow.Context, o activities.CleanupOrphan) error {
 	var a *activities.Activities
 	r.setPhase(ctx, "begin", fmt.Sprintf("finishing run %s, left running by %s", o.RunID, o.WorkflowID))
 	report := CleanupResult{Outcome: outcome.Done, RunID: o.RunID, Graph: r.in.Graph, Mode: CleanupMode(o.Mode),
@@ -421,13 +416,11 @@ func (r *cleanupRun) adopt(ctx workflow.Context, o activities.CleanupOrphan, gra
 	finish := activities.CleanupFinishInput{RunID: o.RunID, Graph: r.in.Graph, Message: report.Message}
 	if o.Mode == string(CleanupModeSweep) {
 		actx := workflow.WithActivityOptions(ctx, sweepOptions(r.tuning))
+		// Pins and lineage chunks after the commits. Manifest chunks are kind object and
+		// sort before their table's objects, after every version went.
 		lanes := []struct{ prefix, kind string }{
-			{r.in.Graph + "/trees/", "commit"}, {r.in.Graph + "/tables/", "table_version"}, {r.in.Graph + "/tables/", "object"},
-		}
-		if graphFormat == format.Version2 {
-			// Format 2: pins and lineage chunks after the commits. Manifest chunks are kind
-			// object and sort before their table's objects, after every version went.
-			lanes = slices.Insert(lanes, 1, struct{ prefix, kind string }{format.ChunksPrefix(r.in.Graph), ""})
+			{r.in.Graph + "/trees/", "commit"}, {format.ChunksPrefix(r.in.Graph), ""},
+			{r.in.Graph + "/tables/", "table_version"}, {r.in.Graph + "/tables/", "object"},
 		}
 		for _, lane := range lanes {
 			for p := (activities.CleanupSweepProgress{}); !p.Done; {
@@ -493,7 +486,7 @@ func (r *cleanupRun) mark(ctx workflow.Context) error {
 		RunID: r.res.RunID, Graph: r.in.Graph, Mode: string(r.res.Mode),
 		KeepNewest: r.in.KeepNewest, KeepNewerThan: r.in.KeepNewerThan,
 		PlanRunID: r.in.SweepRunID, MaxPlanKeys: r.tuning.MaxPlanKeys,
-		Format: r.res.Format, GuardWindow: r.res.Policy.GuardWindow,
+		GuardWindow: r.res.Policy.GuardWindow,
 	}).Get(ctx, &trees); err != nil {
 		return err
 	}
@@ -510,9 +503,7 @@ func (r *cleanupRun) mark(ctx workflow.Context) error {
 	r.progress.Condemned = r.res.Condemned.Keys()
 	r.commitsPending = trees.Condemned.Commits > 0
 	r.chunksPending = trees.GraphChunks > 0
-	if r.res.V2 != nil {
-		r.res.V2.GraphChunks = trees.GraphChunks
-	}
+	r.res.Objects.GraphChunks = trees.GraphChunks
 	seed := runSeed(r.res.RunID)
 
 	queue := append([]string(nil), trees.Tables...)
@@ -523,7 +514,7 @@ func (r *cleanupRun) mark(ctx workflow.Context) error {
 				Retained: trees.Retained[table], RetainAll: trees.RetainAllData,
 				GuardWindow: r.res.Policy.GuardWindow, Now: trees.Now,
 				PlanRunID: r.in.SweepRunID, MaxPlanKeys: r.tuning.MaxPlanKeys,
-				Format: r.res.Format, Seed: seed,
+				Seed: seed,
 			})
 		},
 		func(table string, f workflow.Future) error {
@@ -536,10 +527,8 @@ func (r *cleanupRun) mark(ctx workflow.Context) error {
 			r.res.NotInPlan += t.NotInPlan
 			r.res.Mark.Requests.Add(StoreRequests(t.Requests))
 			r.addPlanKeys(t.PlanKeys)
-			if r.res.V2 != nil {
-				r.res.V2.ManifestChunks += t.Chunks
-				r.res.V2.External += t.External
-			}
+			r.res.Objects.ManifestChunks += t.Chunks
+			r.res.Objects.External += t.External
 			if t.Condemned.Versions > 0 || t.Condemned.Objects > 0 {
 				r.lanes = append(r.lanes, CleanupLane{Table: table, Versions: t.Condemned.Versions > 0, Chunks: t.Chunks > 0,
 					Objects: t.Condemned.Objects > t.Chunks})
@@ -550,15 +539,15 @@ func (r *cleanupRun) mark(ctx workflow.Context) error {
 			return nil
 		},
 		func() bool { return false })
-	if err == nil && r.res.V2 != nil {
-		// Incomplete multipart uploads (format 2): aborted by a sweep, counted otherwise.
+	if err == nil {
+		// Incomplete multipart uploads: aborted by a sweep, counted otherwise.
 		var up activities.CleanupUploadsResult
 		err = workflow.ExecuteActivity(actx, a.CleanupUploads, activities.CleanupUploadsInput{
 			RunID: r.res.RunID, Graph: r.in.Graph, Abort: r.res.Mode == CleanupModeSweep,
 			Now: trees.Now, GuardWindow: r.res.Policy.GuardWindow, MaxPlanKeys: r.tuning.MaxPlanKeys,
 		}).Get(ctx, &up)
-		r.res.V2.UploadsFound, r.res.V2.UploadsAborted, r.res.V2.UploadsPinned = up.Found, up.Aborted, up.Pinned
-		r.res.V2.UploadKeys = up.Keys
+		r.res.Objects.UploadsFound, r.res.Objects.UploadsAborted, r.res.Objects.UploadsPinned = up.Found, up.Aborted, up.Pinned
+		r.res.Objects.UploadKeys = up.Keys
 	}
 	r.res.Mark.Duration = workflow.Now(ctx).Sub(started)
 	r.res.PlanKeyCount = r.res.Condemned.Keys()
@@ -619,7 +608,7 @@ func (r *cleanupRun) sweepAndFinish(ctx workflow.Context) (CleanupResult, error)
 		r.commitsAfter = p.After
 		r.commitsPending = !p.Done
 	}
-	// Then the pins and lineage chunks (format 2): no commit left names them.
+	// Then the pins and lineage chunks: no commit left names them.
 	for r.chunksPending {
 		if r.shouldContinueAsNew(ctx) {
 			return r.continueAsNew(ctx)

@@ -2,6 +2,8 @@ package workflows_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"testing"
 	"time"
@@ -114,9 +116,12 @@ func newBenchStack(b *testing.B) *benchStack {
 func (s *benchStack) seed() {
 	b, ctx := s.b, s.ctx
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	init, err := graph.InitGraph(ctx, s.store, graph.InitParams{Graph: s.graph, MainTree: ulid.Make(), Op: "init", Time: now})
-	if err != nil {
+	if _, err := graph.Init(ctx, s.store, graph.InitParams{Graph: s.graph, MainTree: ulid.Make(), Op: "init", Time: now}); err != nil {
 		b.Fatalf("init graph: %v", err)
+	}
+	g, err := graph.Open(s.store, s.graph)
+	if err != nil {
+		b.Fatal(err)
 	}
 	if _, err := s.cat.GraphInsert(ctx, catalog.GraphInsertParams{Name: s.graph, Locator: "bench"}); err != nil {
 		b.Fatalf("ledger graph: %v", err)
@@ -124,19 +129,24 @@ func (s *benchStack) seed() {
 	pins := map[string]ulid.ULID{}
 	for i := range benchTables {
 		table := fmt.Sprintf("t%02d", i)
-		var objs []graph.ObjectInput
+		var entries []format.ManifestEntry
+		bodies := map[string][]byte{}
+		sum := sha256.Sum256([]byte("live"))
 		for j := i; j < benchLive; j += benchTables {
-			objs = append(objs, graph.ObjectInput{ID: ulid.Make(), Body: []byte("live")})
+			id := ulid.Make()
+			entries = append(entries, format.ManifestEntry{Name: id.String(), Object: id, Size: 4, SHA256: hex.EncodeToString(sum[:])})
+			bodies[format.ObjectKey(s.graph, table, id)] = []byte("live")
 		}
-		v, err := graph.WriteTableVersion(ctx, s.store, graph.WriteTableParams{Graph: s.graph, Table: table, VersionID: ulid.Make(),
-			Objects: objs, Op: "seed", Time: now})
+		if _, err := storagetest.PutMany(ctx, s.store, bodies, 32); err != nil {
+			b.Fatalf("put objects: %v", err)
+		}
+		v, err := g.PutVersion(ctx, graph.VersionSpec{Table: table, VersionID: ulid.Make(), Put: entries, Op: "seed", Time: now})
 		if err != nil {
 			b.Fatalf("write table: %v", err)
 		}
-		pins[table] = v.ID
+		pins[table] = v.Version.ID
 	}
-	if _, err := graph.AppendCommit(ctx, s.store, graph.AppendParams{Graph: s.graph, Tree: init.Root.ID.Tree, Branch: init.Root.Branch,
-		ExpectedHead: init.Root.ID.String(), Pins: pins, Author: "bench", Message: "seed", Time: now, Op: "seed"}); err != nil {
+	if _, err := g.Append(ctx, graph.CommitSpec{Branch: graph.DefaultBranch, SetPins: pins, Author: "bench", Message: "seed", Time: now, Op: "seed"}); err != nil {
 		b.Fatalf("append commit: %v", err)
 	}
 	garbage := make(map[string][]byte, benchGarbage)

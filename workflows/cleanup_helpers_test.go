@@ -1,6 +1,8 @@
 package workflows_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strings"
 	"sync"
@@ -77,55 +79,76 @@ func (r *rig) newWorker() *stoppableWorker {
 
 // commit appends to main a commit writing a one-object version of table, at time at,
 // and moves r.main to it.
-func (r *rig) commitAt(table, body string, at time.Time) format.Commit {
+func (r *rig) commitAt(table, body string, at time.Time) graph.CommitView {
 	r.t.Helper()
 	return r.commitOn(&r.main, table, body, at)
 }
 
 // commitOn appends to *head's tree a commit writing a one-object version of table, at
 // time at, and moves *head to it.
-func (r *rig) commitOn(head *format.Commit, table, body string, at time.Time) format.Commit {
+func (r *rig) commitOn(head *graph.CommitView, table, body string, at time.Time) graph.CommitView {
+	r.t.Helper()
+	return r.commitEntryOn(head, table, "", body, at)
+}
+
+// commitEntryOn is commitOn with the entry named name ("" names it by its object's ULID).
+func (r *rig) commitEntryOn(head *graph.CommitView, table, name, body string, at time.Time) graph.CommitView {
 	r.t.Helper()
 	at = at.UTC().Truncate(time.Millisecond)
-	v, err := graph.WriteTableVersion(r.ctx, r.inner, graph.WriteTableParams{Graph: r.graph, Table: table, VersionID: ulid.Make(),
-		Objects: []graph.ObjectInput{{ID: ulid.Make(), Body: []byte(body)}}, Op: "write-" + body, Time: at})
+	g := r.graphAPI()
+	id := ulid.Make()
+	if name == "" {
+		name = id.String()
+	}
+	sum := sha256.Sum256([]byte(body))
+	if _, err := r.inner.Put(r.ctx, format.ObjectKey(r.graph, table, id), []byte(body), storage.PutOptions{IfNoneMatch: true}); err != nil {
+		r.t.Fatalf("put object: %v", err)
+	}
+	v, err := g.PutVersion(r.ctx, graph.VersionSpec{Table: table, VersionID: ulid.Make(), Time: at, Op: "write-" + body,
+		Put: []format.ManifestEntry{{Name: name, Object: id, Size: int64(len(body)), SHA256: hex.EncodeToString(sum[:])}}})
 	if err != nil {
 		r.t.Fatalf("write table: %v", err)
 	}
-	pins := map[string]ulid.ULID{}
-	for k, x := range head.Pins {
-		pins[k] = x
-	}
-	pins[table] = v.ID
-	c, err := graph.AppendCommit(r.ctx, r.inner, graph.AppendParams{Graph: r.graph, Tree: head.ID.Tree, Branch: head.Branch,
-		ExpectedHead: head.ID.String(), Pins: pins, Author: "test", Message: "write " + table, Time: at, Op: "commit-" + body})
+	res, err := g.Append(r.ctx, graph.CommitSpec{Branch: head.Branch, ExpectedHead: head.ID.String(),
+		SetPins: map[string]ulid.ULID{table: v.Version.ID}, Author: "test", Message: "write " + table, Time: at, Op: "commit-" + body})
 	if err != nil {
 		r.t.Fatalf("append commit: %v", err)
 	}
-	*head = c
-	return c
+	if res.Publish.Outcome != graph.Published {
+		r.t.Fatalf("append commit: %+v", res.Publish)
+	}
+	*head = r.view(res.Plan.Commit.ID)
+	return *head
 }
 
 // handBranch writes a branch by hand — a fork of source in a fresh tree and, if live, its
 // live ref — with no witness in the ledger, and returns its fork commit.
-func (r *rig) handBranch(logical string, source format.Commit, at time.Time, live bool) format.Commit {
+func (r *rig) handBranch(logical string, source graph.CommitView, at time.Time, live bool) graph.CommitView {
 	r.t.Helper()
-	tree := ulid.Make()
-	fork, err := graph.ForkCommit(r.ctx, r.inner, graph.ForkParams{Graph: r.graph, Tree: tree, Branch: logical,
-		Source: source.ID.String(), Author: "test", Message: "by hand", Time: at.UTC().Truncate(time.Millisecond), Op: "hand-" + logical})
+	g := r.graphAPI()
+	plan, err := g.PlanFork(r.ctx, graph.ForkSpec{Branch: logical, Tree: ulid.Make(), Source: source.ID.String(),
+		Author: "test", Message: "by hand", Time: at.UTC().Truncate(time.Millisecond), Op: "hand-" + logical})
 	if err != nil {
+		r.t.Fatalf("plan fork: %v", err)
+	}
+	if err := g.WriteFork(r.ctx, plan); err != nil {
 		r.t.Fatalf("fork commit: %v", err)
 	}
 	if live {
-		r.putRef(format.BranchRef{State: format.RefLive, Branch: logical, Native: format.NativeName(logical, tree), Tree: tree, Op: "hand-" + logical})
+		if _, err := g.PutForkRef(r.ctx, plan); err != nil {
+			r.t.Fatalf("fork ref: %v", err)
+		}
 	}
-	return fork
+	return r.view(plan.Commit.ID)
 }
 
-// liveRefBytes is the live ref of (logical, tree) as a hand-made create would write it.
-func liveRefBytes(t *testing.T, logical string, tree ulid.ULID) []byte {
+// liveRefBytes is the live ref naming head, of head's tree as an incarnation of logical,
+// as a hand-made create would write it.
+func liveRefBytes(t *testing.T, logical string, head format.CommitID) []byte {
 	t.Helper()
-	b, err := format.EncodeBranchRef(format.BranchRef{State: format.RefLive, Branch: logical, Native: format.NativeName(logical, tree), Tree: tree, Op: "late-" + tree.String()})
+	tree := head.Tree
+	b, err := format.EncodeBranchRef(format.BranchRef{State: format.RefLive, Branch: logical, Native: format.NativeName(logical, tree), Tree: tree,
+		Head: head, Op: "late-" + tree.String()})
 	if err != nil {
 		t.Fatalf("encode ref: %v", err)
 	}
@@ -145,7 +168,7 @@ func (r *rig) putRef(ref format.BranchRef) {
 }
 
 // putTag writes a live tag naming commit straight into the bucket.
-func (r *rig) putTag(name string, commit format.Commit) {
+func (r *rig) putTag(name string, commit graph.CommitView) {
 	r.t.Helper()
 	b, err := format.EncodeTag(format.Tag{State: format.TagLive, Name: name, Commit: commit.ID, Op: "tag-" + name, CreatedAt: time.Now()})
 	if err != nil {
@@ -200,25 +223,29 @@ func (r *rig) exists(key string) bool {
 }
 
 // commitKey is the storage key of c.
-func (r *rig) commitKey(c format.Commit) string { return format.CommitIDKey(r.graph, c.ID) }
+func (r *rig) commitKey(c graph.CommitView) string { return format.CommitIDKey(r.graph, c.ID) }
 
 // dataKeys returns the version key of table in c and the keys of the objects it lists.
-func (r *rig) dataKeys(c format.Commit, table string) (string, []string) {
+func (r *rig) dataKeys(c graph.CommitView, table string) (string, []string) {
 	r.t.Helper()
 	v := c.Pins[table]
-	tv, err := graph.ReadTableVersion(r.ctx, r.inner, r.graph, table, v)
+	g := r.graphAPI()
+	tv, err := g.Version(r.ctx, table, v)
 	if err != nil {
 		r.t.Fatalf("read version %s of %s: %v", v, table, err)
 	}
 	var objs []string
-	for _, o := range tv.Objects {
-		objs = append(objs, format.ObjectKey(r.graph, table, o.ID))
+	if err := g.EachEntry(r.ctx, tv, func(e format.ManifestEntry) error {
+		objs = append(objs, graph.ObjectKeyOf(r.graph, table, e))
+		return nil
+	}); err != nil {
+		r.t.Fatalf("read entries of %s: %v", v, err)
 	}
 	return format.TableVersionKey(r.graph, table, v), objs
 }
 
 // wantKept fails unless commit c and the version of table it pins (with its objects) exist.
-func (r *rig) wantKept(what string, c format.Commit, table string) {
+func (r *rig) wantKept(what string, c graph.CommitView, table string) {
 	r.t.Helper()
 	if !r.exists(r.commitKey(c)) {
 		r.t.Fatalf("%s: commit %s was deleted", what, c.ID)

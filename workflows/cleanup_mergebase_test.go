@@ -7,13 +7,13 @@ import (
 
 	"github.com/graftworks/graft/client"
 	"github.com/graftworks/graft/internal/catalog"
-	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/workflows"
 )
 
 // createFrom creates branch logical from commit from through the engine and returns
 // its head.
-func (r *rig) createFrom(logical string, from format.Commit) format.Commit {
+func (r *rig) createFrom(logical string, from graph.CommitView) graph.CommitView {
 	r.t.Helper()
 	if res, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: logical, FromCommit: from.ID.String()}); err != nil {
 		r.t.Fatalf("create %s from %s: %+v, %v", logical, from.ID, res, err)

@@ -134,9 +134,11 @@ func (r *CleanupResult) addRefused(p activities.CleanupSweepProgress, max int) {
 	}
 }
 
-// CleanupV2Stats is what a run over a format-2 graph (docs/format.md, *Cleanup*) reports
-// beyond format 1's counts. Chunks are counted among objects in Condemned and Deleted too.
-type CleanupV2Stats struct {
+// CleanupObjectStats counts, apart, the objects a run decided that are neither commits,
+// versions nor data objects graft wrote (docs/format.md, *Cleanup*): map chunks, external
+// objects and incomplete uploads. Chunks are counted among objects in Condemned and
+// Deleted too.
+type CleanupObjectStats struct {
 	// GraphChunks counts the pins and lineage chunks condemned; ManifestChunks the
 	// manifest chunks condemned.
 	GraphChunks    int64 `json:"graph_chunks"`

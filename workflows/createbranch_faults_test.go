@@ -367,36 +367,4 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 			t.Fatalf("after abandon: %v", err)
 		}
 	})
-
-	t.Run("10_FromCommitWhoseVersionsWereDeleted_NotRetainedNothingWritten", func(t *testing.T) {
-		t.Parallel()
-		r := newRig(t)
-		r.startWorker()
-		old := r.main
-		r.main = r.commitTable(old, "t", "v2")
-		if err := r.inner.Delete(r.ctx, format.TableVersionKey(r.graph, "t", old.Pins["t"])); err != nil {
-			t.Fatal(err)
-		}
-		before := r.store.Counts()[faults.OpPut].Attempted
-		res, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch, FromCommit: old.ID.String()})
-		if !errors.Is(err, outcome.ErrNotRetained) {
-			t.Fatalf("create from %s: %+v, %v; want not_retained", old.ID, res, err)
-		}
-		if n := r.store.Counts()[faults.OpPut].Attempted - before; n != 0 {
-			t.Fatalf("%d puts sent, want none", n)
-		}
-		if refs := r.refs(branch); len(refs) != 0 {
-			t.Fatalf("refs %v written", refs)
-		}
-		if incs := r.incarnations(branch); len(incs) != 0 {
-			t.Fatalf("witnesses %v written", incs)
-		}
-		if op := r.operation(res.OpID); op.Outcome != catalog.OutcomeNotRetained {
-			t.Fatalf("operation outcome %s, want not_retained", op.Outcome)
-		}
-		// Finish what the test began by hand, as cleanup would have: the commit goes too.
-		if err := r.inner.Delete(r.ctx, format.CommitIDKey(r.graph, old.ID)); err != nil {
-			t.Fatal(err)
-		}
-	})
 }

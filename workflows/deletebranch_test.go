@@ -45,8 +45,7 @@ func TestDeleteBranch_RetiredRefFencesLatePutAndNameCanBeCreatedAgain(t *testing
 	r.wantOperation(res.OpID, catalog.OpDeleteBranch, workflows.OutcomeDeleted)
 	recordHistory(t, r, client.DeleteBranchWorkflowID(r.graph, "feat"), "", "deletebranch_deleted")
 
-	_, tree, _ := format.ParseNative(native)
-	if _, err := r.inner.Put(r.ctx, format.BranchRefKey(r.graph, native), liveRefBytes(t, "feat", tree), storage.PutOptions{IfNoneMatch: true}); !errors.Is(err, storage.ErrPreconditionFailed) {
+	if _, err := r.inner.Put(r.ctx, format.BranchRefKey(r.graph, native), liveRefBytes(t, "feat", ref.Head), storage.PutOptions{IfNoneMatch: true}); !errors.Is(err, storage.ErrPreconditionFailed) {
 		t.Fatalf("late put of the live ref: %v, want precondition failed", err)
 	}
 	again := r.createBranch("feat")

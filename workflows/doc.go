@@ -31,5 +31,4 @@ func Register(r Registry) {
 	r.RegisterWorkflowWithOptions(CreateTag, workflow.RegisterOptions{Name: CreateTagName})
 	r.RegisterWorkflowWithOptions(DeleteTag, workflow.RegisterOptions{Name: DeleteTagName})
 	r.RegisterWorkflowWithOptions(Reconcile, workflow.RegisterOptions{Name: ReconcileName})
-	r.RegisterWorkflowWithOptions(UpgradeGraph, workflow.RegisterOptions{Name: UpgradeGraphName})
 }

@@ -20,9 +20,6 @@ type InitGraphInput struct {
 	OpID string `json:"op_id,omitempty"`
 	// Author of main's root commit. Defaults to "graft".
 	Author string `json:"author,omitempty"`
-	// Format is the on-storage format version to write, 1 or 2 (docs/format.md).
-	// Defaults to 0: the worker's default.
-	Format int `json:"format,omitempty"`
 }
 
 // InitGraphResult is the result of graft.InitGraph. Outcome done means the
@@ -62,7 +59,7 @@ func InitGraph(ctx workflow.Context, in InitGraphInput) (InitGraphResult, error)
 		r.setPhase(ctx, "init", "writing the root commit, main's ref and the graph record")
 		var init activities.InitGraphResult
 		if err := r.step(ctx, "init: root commit, main ref, graph record", a.InitGraph, activities.InitGraphInput{
-			OpID: r.owner.OpID, Graph: in.Graph, Author: in.Author, Format: in.Format,
+			OpID: r.owner.OpID, Graph: in.Graph, Author: in.Author,
 			WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
 		}, &init); err != nil {
 			return ending{}, fmt.Errorf("init graph: %w", err)

@@ -15,7 +15,6 @@ import (
 	"github.com/graftworks/graft/client"
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
-	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/internal/testenv"
 	"github.com/graftworks/graft/internal/tools"
@@ -46,7 +45,7 @@ func TestInitGraph_Twice_SecondFindsItsOwnGraph(t *testing.T) {
 	}
 
 	recordHistory(t, r, client.InitGraphWorkflowID(g), "", "initgraph_found_own")
-	rec, _, err := graph.ReadGraphAny(r.ctx, r.inner, g)
+	rec, err := graph.ReadGraph(r.ctx, r.inner, g)
 	if err != nil || rec.Op != first.OpID {
 		t.Fatalf("graph record %+v, %v; want one written by %s", rec, err, first.OpID)
 	}
@@ -235,15 +234,11 @@ func TestGraftWorkflows_ReplayRecordedHistories(t *testing.T) {
 }
 
 // headOf reads the head commit of branch straight from the bucket.
-func (r *rig) headOf(branch string) format.Commit {
+func (r *rig) headOf(branch string) graph.CommitView {
 	r.t.Helper()
 	b, err := graph.ResolveBranch(r.ctx, r.inner, r.graph, branch)
 	if err != nil {
 		r.t.Fatalf("resolve %s: %v", branch, err)
 	}
-	c, err := graph.ReadHead(r.ctx, r.inner, r.graph, b.Tree)
-	if err != nil {
-		r.t.Fatalf("head of %s: %v", branch, err)
-	}
-	return c
+	return r.view(b.Ref.Head)
 }

@@ -59,7 +59,7 @@ type rig struct {
 	taskQueue string
 	graph     string
 	s3cfg     s3.Config
-	main      format.Commit // main's head after setup: pins table "t"
+	main      graph.CommitView // main's head after setup: pins table "t"
 	// reported lists commits writes reported done; names the branch names used. The
 	// oracle checks both when the test ends.
 	reported []oracle.ReportedCommit
@@ -147,34 +147,38 @@ func (r *rig) startWorker() {
 func (r *rig) setupGraph() {
 	r.t.Helper()
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	init, err := graph.InitGraph(r.ctx, r.inner, graph.InitParams{Graph: r.graph, MainTree: ulid.Make(), Op: "init-" + r.graph, Time: now})
+	init, err := graph.Init(r.ctx, r.inner, graph.InitParams{Graph: r.graph, MainTree: ulid.Make(), Op: "init-" + r.graph, Time: now})
 	if err != nil {
 		r.t.Fatalf("init graph: %v", err)
 	}
-	r.main = r.commitTable(init.Root, "t", "v1")
+	r.main = r.commitTable(r.view(init.Root.ID), "t", "v1")
 	if _, err := r.cat.GraphInsert(r.ctx, catalog.GraphInsertParams{Name: r.graph, Locator: "s3://" + r.s3cfg.Bucket}); err != nil {
 		r.t.Fatalf("ledger graph: %v", err)
 	}
 }
 
 // commitTable writes a one-object version of table and appends a commit pinning it to main.
-func (r *rig) commitTable(head format.Commit, table, body string) format.Commit {
+func (r *rig) commitTable(head graph.CommitView, table, body string) graph.CommitView {
 	r.t.Helper()
-	now := time.Now().UTC().Truncate(time.Millisecond)
-	v, err := graph.WriteTableVersion(r.ctx, r.inner, graph.WriteTableParams{Graph: r.graph, Table: table, VersionID: ulid.Make(),
-		Objects: []graph.ObjectInput{{ID: ulid.Make(), Body: []byte(body)}}, Op: "write-" + body, Time: now})
+	return r.commitOn(&head, table, body, time.Now())
+}
+
+// graphAPI opens the rig's graph on the bucket (bypassing faults).
+func (r *rig) graphAPI() *graph.Graph {
+	r.t.Helper()
+	g, err := graph.Open(r.inner, r.graph)
 	if err != nil {
-		r.t.Fatalf("write table: %v", err)
+		r.t.Fatal(err)
 	}
-	pins := map[string]ulid.ULID{}
-	for k, x := range head.Pins {
-		pins[k] = x
-	}
-	pins[table] = v.ID
-	c, err := graph.AppendCommit(r.ctx, r.inner, graph.AppendParams{Graph: r.graph, Tree: head.ID.Tree, Branch: head.Branch,
-		ExpectedHead: head.ID.String(), Pins: pins, Author: "test", Message: "write " + table, Time: now, Op: "commit-" + body})
+	return g
+}
+
+// view reads commit id with its pins.
+func (r *rig) view(id format.CommitID) graph.CommitView {
+	r.t.Helper()
+	c, err := graph.ReadCommitView(r.ctx, r.inner, r.graph, id.String())
 	if err != nil {
-		r.t.Fatalf("append commit: %v", err)
+		r.t.Fatalf("read commit %s: %v", id, err)
 	}
 	return c
 }
@@ -184,7 +188,7 @@ func (r *rig) refPrefix(branch string) string { return format.BranchRefPrefix(r.
 
 // isLiveRef selects put bodies that are live refs (not fences).
 func isLiveRef(b []byte) bool {
-	ref, _, err := format.DecodeBranchRefAny(b) // either format
+	ref, err := format.DecodeBranchRef(b)
 	return err == nil && ref.State == format.RefLive
 }
 
@@ -336,3 +340,13 @@ func runChildWorker() int {
 }
 
 func testenvTemporal(t *testing.T) string { return testenv.Temporal(t).HostPort }
+
+// graphCommit reads commit id as the graph package reads it.
+func (r *rig) graphCommit(id format.CommitID) graph.Commit {
+	r.t.Helper()
+	c, err := r.graphAPI().Commit(r.ctx, id)
+	if err != nil {
+		r.t.Fatalf("read commit %s: %v", id, err)
+	}
+	return c
+}

@@ -122,14 +122,14 @@ func TestIdempotencyKey_EveryOperation_SameRequestAttachesOtherRequestConflictsC
 
 	cases := []keyCase{
 		{name: "init", first: func(t *testing.T, key string) any {
-			res, err := r.gc.InitGraph(r.ctx, client.InitGraphRequest{Graph: initGraph, IdempotencyKey: key, Format: 2})
+			res, err := r.gc.InitGraph(r.ctx, client.InitGraphRequest{Graph: initGraph, IdempotencyKey: key})
 			if err != nil {
 				fail(t, "init", res, err)
 			}
 			// A repeat finds its own graph: the same operation, main and root (docs/workflows.md).
 			return []string{string(res.Outcome), res.OpID, res.Main, res.Root}
 		}, others: []otherRequest{{name: "another author", differs: "author", run: func(key string) error {
-			_, err := r.gc.InitGraph(r.ctx, client.InitGraphRequest{Graph: initGraph, IdempotencyKey: key, Format: 2, Author: "ana"})
+			_, err := r.gc.InitGraph(r.ctx, client.InitGraphRequest{Graph: initGraph, IdempotencyKey: key, Author: "ana"})
 			return err
 		}}}},
 		{name: "create", first: func(t *testing.T, key string) any {

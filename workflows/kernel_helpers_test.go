@@ -110,13 +110,25 @@ func (r *rig) terminate(run sdkclient.WorkflowRun) {
 }
 
 // headOfTree reads the head commit of tree straight from the bucket.
-func (r *rig) headOfTree(tree ulid.ULID) format.Commit {
+func (r *rig) headOfTree(tree ulid.ULID) graph.CommitView {
 	r.t.Helper()
-	c, err := graph.ReadHead(r.ctx, r.inner, r.graph, tree)
-	if err != nil {
-		r.t.Fatalf("read head: %v", err)
+	var head format.CommitID
+	if err := storage.ListAll(r.ctx, r.inner, format.BranchRefsPrefix(r.graph), func(o storage.ObjectInfo) error {
+		obj, err := r.inner.Get(r.ctx, o.Key)
+		if err != nil {
+			return err
+		}
+		if ref, err := format.DecodeBranchRef(obj.Body); err == nil && ref.Tree == tree && !ref.Head.IsZero() {
+			head = ref.Head
+		}
+		return nil
+	}); err != nil {
+		r.t.Fatalf("read refs: %v", err)
 	}
-	return c
+	if head.IsZero() {
+		r.t.Fatalf("no ref names a head of tree %s", tree)
+	}
+	return r.view(head)
 }
 
 // report records a commit a write reported done, for the oracle.

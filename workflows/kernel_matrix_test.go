@@ -18,6 +18,7 @@ import (
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/workflows"
 )
@@ -238,13 +239,13 @@ func matrixKinds() []matrixKind {
 	objects := func(r *rig) []workflows.TableObject {
 		return []workflows.TableObject{r.upload("u", "matrix "+randomName(""))}
 	}
-	nextCommit := func(tree func(*rig) format.Commit) func(*rig) faults.Rule {
+	nextCommit := func(tree func(*rig) graph.CommitView) func(*rig) faults.Rule {
 		return func(r *rig) faults.Rule {
 			head := tree(r)
 			return faults.Rule{Op: faults.OpPut, KeyPrefix: format.CommitIDKey(r.graph, format.CommitID{Tree: head.ID.Tree, Seq: head.ID.Seq + 1})}
 		}
 	}
-	mainHead := func(r *rig) format.Commit { return r.headOfTree(r.main.ID.Tree) }
+	mainHead := func(r *rig) graph.CommitView { return r.headOfTree(r.main.ID.Tree) }
 	writeMain := func(t *testing.T, r *rig) {
 		t.Helper()
 		res, err := r.gc.WriteTable(r.ctx, r.inner, client.WriteTableRequest{Graph: r.graph, Branch: "main", Table: "after", Files: writeFiles(t, "after")})

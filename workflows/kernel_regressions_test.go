@@ -1,7 +1,6 @@
 package workflows_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/workflows"
@@ -322,38 +322,6 @@ func TestKernel_CreateTerminatedInDoubt_ReconcilerFencesReclaimsAndFinishes(t *t
 	}
 }
 
-// #9.7 Settling is bounded for every write kind, and an operator can abandon any of them:
-// an in-doubt table write abandoned by signal is fenced (a commit that changes no pin takes
-// its seq) and ends unpublished; its pins are released.
-func TestKernel_WriteInDoubt_OperatorAbandons_CommitFencedUnpublished(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
-	obj := r.upload("u", "abandon me")
-	planned := format.CommitIDKey(r.graph, format.CommitID{Tree: r.main.ID.Tree, Seq: r.main.ID.Seq + 1})
-	hold := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: planned, Mode: faults.FailBeforeSend, Times: 0,
-		Body: func(b []byte) bool { return !bytes.Contains(b, []byte("fence:")) }})
-	opID := randomName("abandon-")
-	run := r.startOp(workflows.WriteTableName, workflows.WriteTableInput{Graph: r.graph, Branch: "main", Table: "u", Objects: []workflows.TableObject{obj}, OpID: opID})
-	r.waitOp(opID, "the write in doubt", inDoubt)
-	if err := r.tc.SignalWorkflow(r.ctx, run.GetID(), run.GetRunID(), workflows.AbandonSignalName, workflows.AbandonRequest{Reason: "operator"}); err != nil {
-		t.Fatal(err)
-	}
-	var res workflows.WriteTableResult
-	if err := endOf(r, run, &res); err != nil || res.Outcome != outcome.Unpublished || res.Commit != "" {
-		t.Fatalf("abandoned write: %+v, %v; want unpublished", res, err)
-	}
-	recordHistory(t, r, run.GetID(), run.GetRunID(), "writetable_abandoned_fenced")
-	hold()
-	head := r.headOfTree(r.main.ID.Tree)
-	if head.ID.Seq != r.main.ID.Seq+1 || head.Pins["u"] == head.Pins["t"] || len(head.Pins) != len(r.main.Pins) || !strings.HasPrefix(head.Message, "fence:") {
-		t.Fatalf("head %+v, want a fence commit at the write's seq that changes no pin", head)
-	}
-	if op := r.operation(opID); op.Outcome != catalog.OutcomeUnpublished || len(r.pinsOf(opID)) != 0 {
-		t.Fatalf("ledger %s, pins %v; want unpublished and no pins", op.Outcome, r.pinsOf(opID))
-	}
-}
-
 // #9.8 An effect re-executed after a worker crash recognises its own earlier effect: a
 // restore's plan, run again after its commit landed and a write appended on top, finds
 // its own commit and never appends the restore's pins again.
@@ -426,7 +394,7 @@ func TestKernel_StaleExpectedHeadAfterCleanupGap_ConflictNoRefill(t *testing.T) 
 	r := newRig(t)
 	r.startWorker()
 	at := time.Now().Add(-time.Hour)
-	var chain []format.Commit
+	var chain []graph.CommitView
 	chain = append(chain, r.main) // seq 1
 	for i := 0; i < 7; i++ {
 		chain = append(chain, r.commitAt("t", "v"+string(rune('a'+i)), at.Add(time.Duration(i)*time.Second)))
@@ -451,40 +419,4 @@ func TestKernel_StaleExpectedHeadAfterCleanupGap_ConflictNoRefill(t *testing.T) 
 	if now := r.headOfTree(r.main.ID.Tree); now.ID != head.ID {
 		t.Fatalf("head moved to %s, want %s", now.ID, head.ID)
 	}
-}
-
-// #15 The settle variant: an in-doubt commit put whose seq another writer took and
-// cleanup then emptied is never re-issued into the gap: the re-issue sees the real head
-// past it, and the write plans again on top of the head.
-func TestKernel_InDoubtCommitBehindMovedHead_NeverReissuedIntoTheGap(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
-	obj := r.upload("u", "settle")
-	planned := format.CommitID{Tree: r.main.ID.Tree, Seq: r.main.ID.Seq + 1}
-	lose := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: format.CommitIDKey(r.graph, planned), Mode: faults.FailBeforeSend})
-	opID := randomName("settle-")
-	run := r.startOp(workflows.WriteTableName, workflows.WriteTableInput{Graph: r.graph, Branch: "main", Table: "u", Objects: []workflows.TableObject{obj}, OpID: opID})
-	r.waitOp(opID, "the write in doubt", inDoubt)
-	// Another writer takes the seq and the next; cleanup reclaims the contested seq.
-	past := time.Now().Add(-time.Hour)
-	r.commitAt("t", "other-1", past)
-	r.commitAt("t", "other-2", past.Add(time.Second))
-	r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()})
-	if r.exists(format.CommitIDKey(r.graph, planned)) {
-		t.Fatalf("the test needs cleanup to have emptied %s", planned)
-	}
-	lose() // from now on a put at the contested seq would land in the gap
-	var res workflows.WriteTableResult
-	if err := endOf(r, run, &res); err != nil || res.Outcome != outcome.Done {
-		t.Fatalf("write: %+v, %v; want done on top of the real head", res, err)
-	}
-	recordHistory(t, r, run.GetID(), run.GetRunID(), "writetable_in_doubt_stale_replanned")
-	if r.exists(format.CommitIDKey(r.graph, planned)) {
-		t.Fatalf("the in-doubt commit was re-issued into the gap at %s", planned)
-	}
-	if res.Commit == planned.String() || res.HeadRetries != 1 {
-		t.Fatalf("result %+v, want a re-plan on the moved head", res)
-	}
-	r.report("main", res.Commit)
 }

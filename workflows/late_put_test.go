@@ -92,7 +92,7 @@ func mustULID(t *testing.T, s string) ulid.ULID {
 	return id
 }
 
-// A format-2 write whose workflow was terminated while its head swap was in flight, the
+// A write whose workflow was terminated while its head swap was in flight, the
 // swap landing afterwards: the reconciler finds the write landed and finishes it done, and
 // since nothing tells it which of the closed run's commit puts answered, it keeps the
 // commit pinned past the operation as the kernel would (a late-put pin), so no late
@@ -105,8 +105,8 @@ func TestReconcile_TerminatedWriteFoundLanded_CommitKeptForALatePut(t *testing.T
 	start := r.branchHead("main")
 	opID := randomName("landed-")
 	swap := func(b []byte) bool {
-		ref, v, err := format.DecodeBranchRefAny(b)
-		return err == nil && v == format.Version2 && ref.Op == opID && ref.Head != start.Commit.ID
+		ref, err := format.DecodeBranchRef(b)
+		return err == nil && ref.Op == opID && ref.Head != start.Commit.ID
 	}
 	hold := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: format.BranchRefKey(r.graph, start.Native), Body: swap, Mode: faults.Hold})
 	run := r.startOp(workflows.WriteTableName, workflows.WriteTableInput{Graph: r.graph, Branch: "main", Table: "u",

@@ -27,7 +27,7 @@ func mergePlan(commit string) activities.PlanMergeResult {
 	return activities.PlanMergeResult{Owned: true, SourceHead: "S-4", TargetHead: "T-1", Bases: []string{"T-1"},
 		Tables:    []activities.MergeTable{{Table: "t", Action: graph.TableAdopt, Source: "V2", Target: "V1"}},
 		Unchanged: 2, Kind: outcome.Adopted, Commit: commit,
-		Spec: activities.WriteSpec{Kind: activities.WriteCommit, Graph: "g", Body: []byte("body of " + commit), Landed: outcome.Adopted}}
+		Spec: activities.WriteSpec{Kind: activities.WritePublish, Graph: "g", Body: []byte("body of " + commit), Landed: outcome.Adopted}}
 }
 
 // runMerge runs Merge with PlanMerge answering plans and PutPlannedCommit

@@ -18,7 +18,7 @@ const (
 	// MergeConflict: both changed the table, to different versions — or the
 	// merge bases disagree about it and the two sides differ.
 	MergeConflict MergeAction = "conflict"
-	// MergeMerged (format 2): both changed the table, touching different objects; the
+	// MergeMerged: both changed the table, touching different objects; the
 	// target gets a new version with both sides' changes.
 	MergeMerged MergeAction = "merged"
 )
@@ -35,7 +35,7 @@ type MergeTable struct {
 	Target string      `json:"target,omitempty"`
 	// BaseAmbiguous: several merge bases pin different versions of the table.
 	BaseAmbiguous bool `json:"base_ambiguous,omitempty"`
-	// On a format-2 graph (docs/format.md, "Merges"): Added, Removed and Replaced count
+	// On a graph (docs/format.md, "Merges"): Added, Removed and Replaced count
 	// the objects (entries) the merge changes in the target's version of the table;
 	// Conflicts names (up to 100) the objects both sides changed differently, and
 	// ConflictCount counts them; Why says what the sides did in a table-level conflict.

@@ -39,7 +39,7 @@ func TestInitGraph_RecordPutUnansweredAfterRootAndRef_RetriedStepCompletesTheGra
 	for _, backend := range []string{"localfs", "versitygw"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			r := newStackRig(t, backend, 2, false)
+			r := newStackRig(t, backend, false)
 			fs := faults.Wrap(r.store)
 			w := sdkworker.New(r.tc, r.queue, sdkworker.Options{})
 			worker.Register(w, &activities.Activities{Store: fs, Catalog: r.cat, Workflows: worker.TemporalWorkflows(r.tc)})
@@ -80,9 +80,9 @@ func TestInitGraph_RecordPutUnansweredAfterRootAndRef_RetriedStepCompletesTheGra
 // ends invalid and writes nothing.
 func TestWriteTable_StartedByName_ImportOfAKeyAGraphOwnsOrMayOwn_IsInvalidAndWritesNothing(t *testing.T) {
 	t.Parallel()
-	eachStoreV2(t, func(t *testing.T, r *rigV2) {
+	eachStackStore(t, func(t *testing.T, r *stackRig) {
 		other := randomName("other")
-		if _, err := graph.InitV2(r.ctx, r.store, graph.InitParams{Graph: other, MainTree: ulid.Make(), Op: "init-" + other,
+		if _, err := graph.Init(r.ctx, r.store, graph.InitParams{Graph: other, MainTree: ulid.Make(), Op: "init-" + other,
 			Time: time.Now().UTC().Truncate(time.Millisecond)}); err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +124,7 @@ func TestWriteTable_StartedByName_ImportOfAKeyAGraphOwnsOrMayOwn_IsInvalidAndWri
 }
 
 // listAll lists every key of the rig's store.
-func (r *rigV2) listAll() map[string]bool {
+func (r *stackRig) listAll() map[string]bool {
 	r.t.Helper()
 	out := map[string]bool{}
 	if err := storage.ListAll(r.ctx, r.store, "", func(o storage.ObjectInfo) error { out[o.Key] = true; return nil }); err != nil {
@@ -158,9 +158,9 @@ func (u unlisted) List(ctx context.Context, opts storage.ListOptions) (storage.L
 // chunk), and an object with an old ULID copied in afterwards — writes three versions
 // and cleans up keeping one: cleanup reclaims what the graph wrote and leaves every
 // one of those keys, counted unknown, neither fencing nor reporting the copied tree.
-func TestCleanupV2_KeysOlderThanTheGraph_NeverCondemned_WhateverTheirShape(t *testing.T) {
+func TestCleanup_KeysOlderThanTheGraph_NeverCondemned_WhateverTheirShape(t *testing.T) {
 	t.Parallel()
-	eachStoreV2(t, func(t *testing.T, r *rigV2) {
+	eachStackStore(t, func(t *testing.T, r *stackRig) {
 		// Graph B (the rig's) writes a version; a tool copies B's keys under x/.
 		c := r.appendOn("main", map[string]ulid.ULID{"t": r.version("t", ulid.ULID{}, r.objects("t", 1), nil)})
 		x := randomName("x")
@@ -199,7 +199,7 @@ func TestCleanupV2_KeysOlderThanTheGraph_NeverCondemned_WhateverTheirShape(t *te
 		for _, k := range copies {
 			hide[k] = true
 		}
-		if _, err := graph.InitV2(r.ctx, unlisted{Store: r.store, hide: hide}, graph.InitParams{Graph: x, MainTree: ulid.Make(),
+		if _, err := graph.Init(r.ctx, unlisted{Store: r.store, hide: hide}, graph.InitParams{Graph: x, MainTree: ulid.Make(),
 			Op: "init-" + x, Time: time.Now().UTC().Truncate(time.Millisecond)}); err != nil {
 			t.Fatalf("init x: %v", err)
 		}

@@ -22,11 +22,11 @@ import (
 // Either way the write is settled, never ended refused, and the earlier put can no
 // longer land once it is.
 
-// newPublishRig is a format-2 rig on the local store whose worker's store is wrapped
+// newPublishRig is a rig on the local store whose worker's store is wrapped
 // by wrap.
-func newPublishRig(t *testing.T, wrap func(storage.Store) storage.Store) *rigV2 {
+func newPublishRig(t *testing.T, wrap func(storage.Store) storage.Store) *stackRig {
 	t.Helper()
-	r := newStackRig(t, "localfs", 2, false)
+	r := newStackRig(t, "localfs", false)
 	r.store = wrap(r.store)
 	r.startWorker()
 	return r
@@ -34,7 +34,7 @@ func newPublishRig(t *testing.T, wrap func(storage.Store) storage.Store) *rigV2 
 
 // writeMain writes one file of table on main through the engine and checks it ended
 // done with main's head at the commit it reports.
-func writeMain(t *testing.T, r *rigV2, table string) {
+func writeMain(t *testing.T, r *stackRig, table string) {
 	t.Helper()
 	h, err := r.gc.StartWriteTable(r.ctx, r.store, client.WriteTableRequest{Graph: r.graph, Branch: "main", Table: table, Files: writeFiles(t, table)})
 	if err != nil {

@@ -23,19 +23,19 @@ import (
 func (r *rig) handWrittenIncarnation(branch string) (string, []byte) {
 	r.t.Helper()
 	tree := ulid.Make()
-	native := format.NativeName(branch, tree)
-	if _, err := graph.ForkCommit(r.ctx, r.inner, graph.ForkParams{Graph: r.graph, Tree: tree, Branch: branch, Source: r.main.ID.String(),
-		Author: "old-tool", Message: "fork", Time: time.Now().UTC(), Op: "old-tool-" + tree.String()}); err != nil {
+	g := r.graphAPI()
+	plan, err := g.PlanFork(r.ctx, graph.ForkSpec{Branch: branch, Tree: tree, Source: r.main.ID.String(),
+		Author: "old-tool", Message: "fork", Time: time.Now().UTC(), Op: "old-tool-" + tree.String()})
+	if err != nil {
+		r.t.Fatalf("plan fork: %v", err)
+	}
+	if err := g.WriteFork(r.ctx, plan); err != nil {
 		r.t.Fatalf("fork commit: %v", err)
 	}
-	body, err := format.EncodeBranchRef(format.BranchRef{State: format.RefLive, Branch: branch, Native: native, Tree: tree, Op: "old-tool-" + tree.String()})
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	if _, err := r.inner.Put(r.ctx, format.BranchRefKey(r.graph, native), body, storage.PutOptions{IfNoneMatch: true}); err != nil {
+	if _, err := r.inner.Put(r.ctx, format.BranchRefKey(r.graph, plan.Ref.Native), plan.RefBody, storage.PutOptions{IfNoneMatch: true}); err != nil {
 		r.t.Fatalf("put ref: %v", err)
 	}
-	return native, body
+	return plan.Ref.Native, plan.RefBody
 }
 
 func TestRepairBranch_TwoLiveIncarnations_ListRefusesThenRepairKeepsOne(t *testing.T) {

@@ -132,11 +132,9 @@ func (in WriteTableInput) Request() Request {
 	}}
 }
 
-// Request is the init's canonical request: graph, author and format.
+// Request is the init's canonical request: graph and author.
 func (in InitGraphInput) Request() Request {
-	return Request{Workflow: InitGraphName, Fields: map[string]string{
-		"graph": in.Graph, "author": in.Author, "format": strconv.Itoa(in.Format),
-	}}
+	return Request{Workflow: InitGraphName, Fields: map[string]string{"graph": in.Graph, "author": in.Author}}
 }
 
 // Request is the create's canonical request: graph, branch, source, author and message.

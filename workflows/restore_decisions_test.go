@@ -28,7 +28,7 @@ var restorePrepared = activities.PrepareRestoreResult{Owned: true, Target: "T-1"
 func restorePlan(head, commit string) activities.PlanRestoreResult {
 	return activities.PlanRestoreResult{Head: head, BackupTag: "backup/main/" + head,
 		Tag:    activities.WriteSpec{Kind: activities.WriteTag, Graph: "g", Body: []byte("tag of " + head)},
-		Commit: commit, Spec: activities.WriteSpec{Kind: activities.WriteCommit, Graph: "g", Body: []byte("body of " + commit), Landed: outcome.Done}}
+		Commit: commit, Spec: activities.WriteSpec{Kind: activities.WritePublish, Graph: "g", Body: []byte("body of " + commit), Landed: outcome.Done}}
 }
 
 type restoreAnswers struct {
@@ -56,7 +56,7 @@ func runRestore(t *testing.T, in workflows.RestoreInput, ans restoreAnswers) (wo
 		d.env.OnActivity(a.Write, mock.Anything, ofKind(activities.WriteTag)).Return(v, nil).Once()
 	}
 	for _, st := range ans.puts {
-		d.env.OnActivity(a.Write, mock.Anything, ofKind(activities.WriteCommit)).Return(verdict(st, "put "+string(st)), nil).Once()
+		d.env.OnActivity(a.Write, mock.Anything, ofKind(activities.WritePublish)).Return(verdict(st, "put "+string(st)), nil).Once()
 	}
 	d.env.OnActivity(a.ReadBack, mock.Anything, mock.Anything).Return(verdict(activities.Ambiguous, "not there yet"), nil).Maybe()
 	var res workflows.RestoreResult
@@ -127,7 +127,7 @@ func TestRestoreDecision_BackupTagThenCommit_Done(t *testing.T) {
 	if !bytes.Equal(tag.Spec.Body, plan.Tag.Body) || tag.Owner.OpID != "op-restore" {
 		t.Fatalf("tag put %+v, want the planned tag bytes", tag)
 	}
-	put := d.writesOf(activities.WriteCommit)[0]
+	put := d.writesOf(activities.WritePublish)[0]
 	if !bytes.Equal(put.Spec.Body, plan.Spec.Body) {
 		t.Fatalf("commit put %+v, want the planned commit bytes", put)
 	}
@@ -194,7 +194,7 @@ func TestRestoreDecision_BackupTagNotStored_EndsBeforeTheCommit(t *testing.T) {
 			if res.Outcome != want || res.Commit != "" || res.BackupTag != "" || res.Message != "backup tag: tag "+string(st) {
 				t.Fatalf("result %+v, want %s naming the backup tag", res, want)
 			}
-			if n := len(d.writesOf(activities.WriteCommit)); n != 0 {
+			if n := len(d.writesOf(activities.WritePublish)); n != 0 {
 				t.Fatalf("%d commit puts, want none", n)
 			}
 			d.finishedOnce("op-restore", catalog.OpRestore, want)

@@ -207,10 +207,10 @@ func TestCleanup_ResetAfterItsRunEnded_EndsDefinitivelyRecordKept(t *testing.T) 
 	resetCleanupAtEveryTask(t, r, workflows.CleanupModeSweep)
 }
 
-// The same for a format-2 mark with keys to condemn (soak, localfs seed 303358): the
+// The same for a mark with keys to condemn (soak, localfs seed 303358): the
 // mark's refused condemn step is typed as the run having ended — it used to lose its
 // type in the step's wrapping, retry, and fail without an outcome.
-func TestCleanupV2_MarkResetAfterItsRunEnded_EndsDefinitivelyRecordKept(t *testing.T) {
+func TestCleanup_MarkResetAfterItsRunEnded_EndsDefinitivelyRecordKept(t *testing.T) {
 	t.Parallel()
 	r := newRig2(t)
 	r.startWorker()

@@ -48,7 +48,7 @@ func (r *rig2) startInput(id string) workflows.WriteTableInput {
 
 func (r *rig2) countEntries(c graph.Commit, table string) int { return len(r.entryNames(c, table)) }
 
-func TestV2_WriteMoreObjectsThanARequestListsInline_StagedThenAppended_AllListedAndReadable(t *testing.T) {
+func TestWriteMoreObjectsThanARequestListsInline_StagedThenAppended_AllListedAndReadable(t *testing.T) {
 	t.Parallel()
 	r := newRig2(t)
 	r.startWorker()
@@ -104,7 +104,7 @@ func TestV2_WriteMoreObjectsThanARequestListsInline_StagedThenAppended_AllListed
 // A request that names a staged list wrongly ends before anything is written: too many
 // objects inline, a list both inline and staged, a staged version of another operation
 // (invalid), and one that does not exist (not_retained).
-func TestV2_WriteStagedWrongly_InvalidOrNotRetained_NothingPublished(t *testing.T) {
+func TestWriteStagedWrongly_InvalidOrNotRetained_NothingPublished(t *testing.T) {
 	t.Parallel()
 	r := newRig2(t)
 	r.startWorker()

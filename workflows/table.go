@@ -41,7 +41,7 @@ type WriteTableInput struct {
 	OpID    string `json:"op_id,omitempty"`
 	Author  string `json:"author,omitempty"`
 	Message string `json:"message,omitempty"`
-	// Format-2 graphs only (a format-1 graph ends invalid): Append makes the new version
+	// Append makes the new version
 	// the one the branch's head pins plus Objects and Imports; Remove drops entries by
 	// name from it (and so also edits the head's version); Imports registers objects that
 	// already exist in the store by reference, without copying (docs/format.md,
@@ -49,7 +49,7 @@ type WriteTableInput struct {
 	Append  bool          `json:"append,omitempty"`
 	Remove  []string      `json:"remove,omitempty"`
 	Imports []TableImport `json:"imports,omitempty"`
-	// Staged (format 2) is the ULID of a staged version of Table listing the uploaded
+	// Staged is the ULID of a staged version of Table listing the uploaded
 	// objects, in place of Objects: a write of more than MaxInlineObjects objects names
 	// them this way, so its history never holds the list (docs/format.md, "Staged object
 	// lists"). The client stages one by itself.

@@ -72,7 +72,7 @@ func runWrite(t *testing.T, in workflows.WriteTableInput, plans []activities.Pla
 }
 
 func plan(commit string) activities.PlanCommitResult {
-	return activities.PlanCommitResult{Commit: commit, Parent: "p", Spec: activities.WriteSpec{Kind: activities.WriteCommit, Graph: "g", Body: []byte(commit), Landed: outcome.Done}}
+	return activities.PlanCommitResult{Commit: commit, Parent: "p", Spec: activities.WriteSpec{Kind: activities.WritePublish, Graph: "g", Body: []byte(commit), Landed: outcome.Done}}
 }
 
 var writeInput = workflows.WriteTableInput{Graph: "g", Branch: "main", Table: "u", OpID: "op1",

@@ -7,13 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/graftworks/graft/client"
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
-	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/storage/faults"
 )
@@ -214,21 +212,4 @@ func (r *rig) headNative(branch string) string {
 		r.t.Fatalf("resolve %s: %v", branch, err)
 	}
 	return b.Native
-}
-
-// A format-1 version holds at most format.MaxObjectsPerVersion objects: a longer write
-// is invalid before anything is uploaded (a format-2 graph stages it; staged_test.go).
-func TestWriteTable_Format1MoreFilesThanAVersionHolds_InvalidBeforeUpload(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
-	counting := faults.Wrap(r.inner)
-	_, err := r.gc.WriteTable(r.ctx, counting, client.WriteTableRequest{Graph: r.graph, Branch: "main", Table: "u",
-		Files: manyFiles(t, format.MaxObjectsPerVersion+1, "x")})
-	if !errors.Is(err, outcome.ErrInvalid) || !strings.Contains(err.Error(), "format-1") {
-		t.Fatalf("write of %d files to a format-1 graph: %v, want invalid naming the format", format.MaxObjectsPerVersion+1, err)
-	}
-	if n := counting.Count(faults.OpPut).Attempted; n != 0 {
-		t.Fatalf("%d puts sent, want none", n)
-	}
 }

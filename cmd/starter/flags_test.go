@@ -29,7 +29,7 @@ func runOffline(t *testing.T, args ...string) result {
 }
 
 const (
-	goodCommit = "01JD5ZQ3W4E8Y2N6M0K1R7T9VX-7"
+	goodCommit = "01JD5ZQ3W4E8Y2N6M0K1R7T9VX-7-0123456789abcdef0123456789abcdef"
 	goodOp     = "01JD5ZQ3W4E8Y2N6M0K1R7T9VX"
 )
 
@@ -56,10 +56,6 @@ func TestNewCommands_BadFlagsAndNames_AreInvalidBeforeAnythingIsContacted(t *tes
 		{[]string{"merge", "g", "feature/x", "--idempotency-key", "not an op id"}, []string{"--idempotency-key", "operation id"}},
 		{[]string{"merge", "g", "feature/x", "--author", "a\x00b"}, []string{"--author"}},
 		{[]string{"merge", "g"}, []string{"takes 2 argument(s) (GRAPH SOURCE)"}},
-		// graph upgrade
-		{[]string{"graph", "upgrade", "Bad Graph"}, []string{"graph name"}},
-		{[]string{"graph", "upgrade", "g", "--idempotency-key", "not an op id"}, []string{"idempotency key", "operation id"}},
-		{[]string{"graph", "upgrade"}, []string{"takes 1 argument(s) (GRAPH)"}},
 		// branch delete
 		{[]string{"branch", "delete", "g", "main"}, []string{"main cannot be deleted", "graft restore g main"}},
 		{[]string{"branch", "delete", "g", "x.json"}, []string{"branch name"}},
@@ -94,7 +90,6 @@ func TestNewCommands_GoodInput_ReachesTemporal(t *testing.T) {
 		{"branch", "delete", "g", "feature/x", "--force"},
 		{"tag", "create", "g", "release/1", "--commit", goodCommit},
 		{"tag", "delete", "g", "release/1"},
-		{"graph", "upgrade", "g"},
 	} {
 		wantText(t, runOffline(t, args...), 9, "unavailable", "dial temporal")
 	}
@@ -128,7 +123,7 @@ func TestOutcomesDoc_ListsEveryOutcomeWithItsExitCode_AndTheNewCommands(t *testi
 		}
 	}
 	for _, cmd := range []string{"graft merge G", "graft restore G", "graft branch delete G", "graft tag create G",
-		"graft tag list G", "graft tag show G", "graft tag delete G", "graft graph upgrade G"} {
+		"graft tag list G", "graft tag show G", "graft tag delete G"} {
 		if !strings.Contains(doc, "| `"+cmd) && !strings.Contains(doc, "`, `"+strings.TrimPrefix(cmd, "graft ")) {
 			t.Errorf("docs/outcomes.md's per-command table lacks %q", cmd)
 		}

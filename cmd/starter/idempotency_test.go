@@ -24,7 +24,7 @@ import (
 func TestTableWrite_KeyReusedForAnotherFile_ConflictExit5NothingUploadedOrRecorded(t *testing.T) {
 	p := newInProcess(t)
 	ctx := context.Background()
-	if _, err := graph.InitV2(ctx, p.store.Inner(), graph.InitParams{Graph: "g", MainTree: ulid.Make(), Op: "init-g",
+	if _, err := graph.Init(ctx, p.store.Inner(), graph.InitParams{Graph: "g", MainTree: ulid.Make(), Op: "init-g",
 		Time: time.Now().UTC().Truncate(time.Millisecond)}); err != nil {
 		t.Fatal(err)
 	}

@@ -97,7 +97,7 @@ func TestBranchCreate_RefPutNeverAnswers_ExitsInDoubtWithNextSteps_AbandonSettle
 	p.store.Add(faults.Rule{
 		Op: faults.OpPut, KeyPrefix: format.BranchRefPrefix("g", "feature/x"), Mode: faults.Hold,
 		Body: func(b []byte) bool {
-			ref, _, err := format.DecodeBranchRefAny(b) // either format
+			ref, err := format.DecodeBranchRef(b)
 			return err == nil && ref.State == format.RefLive
 		},
 	})

@@ -21,7 +21,7 @@ func TestOpLatePuts_CommitPutAnswerLost_ListedAfterTheWriteUntilReleased(t *test
 	p := newInProcess(t)
 	wantCode(t, p.run(t, "graph", "init", "g"), 0)
 	p.store.Add(faults.Rule{Name: "commit-answer-lost", Op: faults.OpPut, KeyPrefix: "g/trees/", Mode: faults.ApplyLoseAnswer, Times: 1,
-		Body: func(b []byte) bool { _, err := format.DecodeCommitV2(b); return err == nil }})
+		Body: func(b []byte) bool { _, err := format.DecodeCommit(b); return err == nil }})
 	file := filepath.Join(t.TempDir(), "part-0.csv")
 	if err := os.WriteFile(file, []byte("id\n1\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -132,7 +132,7 @@ func mergeError(req client.MergeRequest, res workflows.MergeResult, err error) e
 		names := make([]string, len(conflicts))
 		for i, t := range conflicts {
 			names[i] = t.Table
-			if len(t.Conflicts) > 0 { // format 2: the objects both sides changed differently
+			if len(t.Conflicts) > 0 { // the objects both sides changed differently
 				names[i] += " (objects " + strings.Join(t.Conflicts, ", ")
 				if more := t.ConflictCount - int64(len(t.Conflicts)); more > 0 {
 					names[i] += fmt.Sprintf(" and %d more", more)
@@ -179,7 +179,7 @@ func printMerge(w io.Writer, res workflows.MergeResult) error {
 		return err
 	}
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	objects := false // format 2: per-table object counts
+	objects := false // per-table object counts
 	for _, t := range res.Tables {
 		objects = objects || t.Added != 0 || t.Removed != 0 || t.Replaced != 0 || t.ConflictCount != 0
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"github.com/graftworks/graft/client"
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/workflows"
 )
@@ -183,21 +185,31 @@ func TestMergeTagRestoreDelete_EndToEnd_InProcess(t *testing.T) {
 // TestMerge_TableChangedOnBothSides_ExitsConflictListingTheTables_PreviewToo
 // writes the same table on a branch and on main: a preview and a merge
 // both exit 5, name the table (text) and list it under "conflicts" (JSON),
-// and neither writes anything. Format 1 merges tables, not objects (on format 2
-// these two writes add different objects and merge: TestFormat2_…).
+// and neither writes anything. The conflict is an object both sides changed
+// differently: the branch removes an imported object, main imports it again
+// after it changed (a replacement).
 func TestMerge_TableChangedOnBothSides_ExitsConflictListingTheTables_PreviewToo(t *testing.T) {
 	p := newInProcess(t)
+	ctx := context.Background()
 	const g = "mc"
 	dir := t.TempDir()
 	f := filepath.Join(dir, "part.csv")
 	if err := os.WriteFile(f, []byte("id\n1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, p.run(t, "graph", "init", g, "--format", "1"), 0)
+	const landing = "landing/events.parquet"
+	if _, err := p.store.Inner().Put(ctx, landing, []byte("v1"), storage.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, p.run(t, "graph", "init", g), 0)
 	wantCode(t, p.run(t, "table", "write", g, "main", "keep", f), 0)
+	wantCode(t, p.run(t, "table", "write", g, "main", "events", "--import", landing), 0)
 	wantCode(t, p.run(t, "branch", "create", g, "feature/y"), 0)
-	wantCode(t, p.run(t, "table", "write", g, "feature/y", "events", f), 0)
-	wantCode(t, p.run(t, "table", "write", g, "main", "events", f), 0)
+	wantCode(t, p.run(t, "table", "write", g, "feature/y", "events", "--remove", landing), 0)
+	if _, err := p.store.Inner().Put(ctx, landing, []byte("v2, longer"), storage.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, p.run(t, "table", "write", g, "main", "events", "--append", "--import", landing), 0)
 	wantCode(t, p.run(t, "table", "write", g, "feature/y", "only_branch", f), 0)
 
 	p.store.ResetCounts()

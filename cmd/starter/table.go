@@ -40,7 +40,7 @@ the commit put answered ambiguously and the workflow is settling it.
 The store flags must name the store the workers use. --expected-head makes
 the write a conflict (exit 5) unless BRANCH's head is that commit.
 
-On a format-2 graph: files above --multipart-threshold are multipart uploads
+Files above --multipart-threshold are multipart uploads
 of --part-size parts; --append adds the files to the version BRANCH's head
 pins instead of replacing it; --remove NAME drops an entry from that version
 (repeatable); --import KEY registers an object already in the store by key,
@@ -115,11 +115,11 @@ given.`,
 	f.StringVar(&req.Author, "author", "", `author of the commit (default "graft")`)
 	f.StringVarP(&req.Message, "message", "m", "", "message of the commit")
 	f.StringVar(&req.IdempotencyKey, "idempotency-key", "", "operation id; the same request repeated with it attaches to the first write and uploads nothing, another request is a conflict (default: a fresh ULID)")
-	f.Int64Var(&req.Upload.Threshold, "multipart-threshold", 0, "format-2 graphs: files above this many bytes are multipart uploads (default 64 MiB)")
-	f.Int64Var(&req.Upload.PartSize, "part-size", 0, "format-2 graphs: bytes per multipart part (default 64 MiB; at least the store's minimum)")
-	f.BoolVar(&req.Append, "append", false, "format-2 graphs: add to the head's version of the table instead of replacing it")
-	f.StringArrayVar(&req.Remove, "remove", nil, "format-2 graphs: drop this entry name from the head's version (repeatable)")
-	f.StringArrayVar(&req.Import, "import", nil, "format-2 graphs: register the store's object at this key by reference, zero copy (repeatable)")
+	f.Int64Var(&req.Upload.Threshold, "multipart-threshold", 0, "files above this many bytes are multipart uploads (default 64 MiB)")
+	f.Int64Var(&req.Upload.PartSize, "part-size", 0, "bytes per multipart part (default 64 MiB; at least the store's minimum)")
+	f.BoolVar(&req.Append, "append", false, "add to the head's version of the table instead of replacing it")
+	f.StringArrayVar(&req.Remove, "remove", nil, "drop this entry name from the head's version (repeatable)")
+	f.StringArrayVar(&req.Import, "import", nil, "register the store's object at this key by reference, zero copy (repeatable)")
 	f.BoolVar(&detach, "detach", false, "return as soon as the workflow has started (the files are uploaded first)")
 	f.BoolVar(&final, "wait-settled", false, "wait through an in-doubt settle for the definitive outcome")
 	return cmd

@@ -19,13 +19,11 @@ const (
 	OpRestore      OperationKind = "restore"
 	OpDeleteBranch OperationKind = "delete_branch"
 	OpTag          OperationKind = "tag"
-	// OpUpgradeGraph is graft.UpgradeGraph (migration 00003).
-	OpUpgradeGraph OperationKind = "upgrade_graph"
 )
 
 // OperationKinds lists every kind, in the order of the constants.
 var OperationKinds = []OperationKind{
-	OpCreateBranch, OpInitGraph, OpWriteTable, OpCleanup, OpMerge, OpRestore, OpDeleteBranch, OpTag, OpUpgradeGraph,
+	OpCreateBranch, OpInitGraph, OpWriteTable, OpCleanup, OpMerge, OpRestore, OpDeleteBranch, OpTag,
 }
 
 // OperationState is where an operation stands: running, then possibly in_doubt, then done.

@@ -25,8 +25,8 @@ type BranchRef struct {
 	// Reason says why a fence was written ("abandon", "cleanup",
 	// "unpublished"); set iff State is RefFence.
 	Reason string
-	// Head is the commit a format-2 live or retired ref names as its
-	// tree's head; zero in a format-1 ref (whose head is found by listing).
+	// Head is the commit a live or retired ref names as its tree's head;
+	// zero in a fence.
 	Head CommitID
 }
 
@@ -37,6 +37,7 @@ type branchRefWire struct {
 	Branch    string   `json:"branch,omitempty"`
 	Native    string   `json:"native"`
 	Tree      string   `json:"tree,omitempty"`
+	Head      string   `json:"head,omitempty"`
 	Op        string   `json:"op"`
 	RetiredOp string   `json:"retired_op,omitempty"`
 	Reason    string   `json:"reason,omitempty"`
@@ -44,10 +45,11 @@ type branchRefWire struct {
 
 var branchRefFields = fieldSet{
 	required: []string{"format", "kind", "state", "native", "op"},
-	optional: []string{"branch", "tree", "retired_op", "reason"},
+	optional: []string{"branch", "tree", "head", "retired_op", "reason"},
 }
 
-// Validate reports the first invalid field of r.
+// Validate reports the first invalid field of r. A live or retired ref
+// names its tree's head (a commit of the ref's own tree); a fence does not.
 func (r BranchRef) Validate() error {
 	const k = KindBranchRef
 	switch r.State {
@@ -59,9 +61,6 @@ func (r BranchRef) Validate() error {
 	if err != nil {
 		return malformedErr(k, "native", err)
 	}
-	if !r.Head.IsZero() {
-		return malformed(k, "head", "set on a format-1 ref")
-	}
 	hasInfo := r.Branch != "" || !r.Tree.IsZero()
 	if r.State != RefFence || hasInfo {
 		if r.Branch != logical {
@@ -70,6 +69,14 @@ func (r BranchRef) Validate() error {
 		if r.Tree != tree {
 			return malformed(k, "tree", "does not match native name "+r.Native)
 		}
+	}
+	switch {
+	case r.State == RefFence && !r.Head.IsZero():
+		return malformed(k, "head", "set on a fence")
+	case r.State != RefFence && r.Head.IsZero():
+		return malformed(k, "head", "required on a "+string(r.State)+" ref")
+	case r.State != RefFence && (r.Head.Tree != r.Tree || !r.Head.valid()):
+		return malformed(k, "head", "not a commit of the ref's tree")
 	}
 	if why := checkOp(r.Op); why != "" {
 		return malformed(k, "op", why)
@@ -96,18 +103,13 @@ func EncodeBranchRef(r BranchRef) ([]byte, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	w := branchRefWire{
-		Format:    Version,
-		Kind:      KindBranchRef,
-		State:     r.State,
-		Branch:    r.Branch,
-		Native:    r.Native,
-		Op:        r.Op,
-		RetiredOp: r.RetiredOp,
-		Reason:    r.Reason,
-	}
+	w := branchRefWire{Format: Version, Kind: KindBranchRef, State: r.State, Branch: r.Branch, Native: r.Native,
+		Op: r.Op, RetiredOp: r.RetiredOp, Reason: r.Reason}
 	if !r.Tree.IsZero() {
 		w.Tree = r.Tree.String()
+	}
+	if !r.Head.IsZero() {
+		w.Head = r.Head.String()
 	}
 	return encodeWire(KindBranchRef, w)
 }
@@ -123,10 +125,15 @@ func DecodeBranchRef(b []byte) (BranchRef, error) {
 		return BranchRef{}, err
 	}
 	r := BranchRef{State: w.State, Branch: w.Branch, Native: w.Native, Op: w.Op, RetiredOp: w.RetiredOp, Reason: w.Reason}
+	var err error
 	if w.Tree != "" {
-		var err error
 		if r.Tree, err = ParseULID(w.Tree); err != nil {
 			return BranchRef{}, malformedErr(k, "tree", err)
+		}
+	}
+	if w.Head != "" {
+		if r.Head, err = ParseCommitID(w.Head); err != nil {
+			return BranchRef{}, malformedErr(k, "head", err)
 		}
 	}
 	if err := r.Validate(); err != nil {

@@ -11,15 +11,11 @@ import (
 	"unicode/utf8"
 )
 
-// Version is format version 1, the first on-storage format. Format-1
-// objects are still read (Decode*), and written only by the format-1 API
-// (Encode*), which graphs created before format 2 use until they upgrade.
-const Version = 1
-
-// Version2 is format version 2: content-addressed commits, head-pointer
-// refs and chunked maps (see docs/format.md). Its objects are written by the
-// *V2 encoders and read by the *V2 and *Any decoders.
-const Version2 = 2
+// Version is the format version every control object carries in its
+// "format" field (docs/format.md). A decoder reads this version only: an
+// object of any other version is an UnsupportedFormatError naming it, and
+// nothing else of the object is read.
+const Version = 2
 
 // MaxObjectSize bounds every encoded control object, in bytes (64 KiB).
 // Keeping control objects small keeps every conditional PUT's failure a clean
@@ -76,11 +72,6 @@ func (f fieldSet) has(name string) bool {
 // object's top-level fields: size, UTF-8, exactly one JSON object, format
 // version, no duplicate keys or nulls anywhere, kind, exact field names.
 func decodeEnvelope(b []byte, kind Kind, fields fieldSet) (map[string]json.RawMessage, error) {
-	return decodeEnvelopeVersion(b, kind, fields, Version)
-}
-
-// decodeEnvelopeVersion is decodeEnvelope for objects of format version want.
-func decodeEnvelopeVersion(b []byte, kind Kind, fields fieldSet, want int64) (map[string]json.RawMessage, error) {
 	if len(b) > MaxObjectSize {
 		return nil, &TooLargeError{Kind: kind, What: "encoded size in bytes", Size: int64(len(b)), Limit: MaxObjectSize}
 	}
@@ -96,7 +87,7 @@ func decodeEnvelopeVersion(b []byte, kind Kind, fields fieldSet, want int64) (ma
 		return nil, &MalformedError{Kind: kind, Reason: "invalid JSON", Err: err}
 	}
 	// The version is checked before anything version-specific, so an object
-	// of a newer format reports ErrUnsupportedFormat rather than its new fields.
+	// of another format reports ErrUnsupportedFormat rather than its fields.
 	raw, ok := top["format"]
 	if !ok {
 		return nil, malformed(kind, "format", "missing required field")
@@ -105,14 +96,14 @@ func decodeEnvelopeVersion(b []byte, kind Kind, fields fieldSet, want int64) (ma
 	if err := json.Unmarshal(raw, &version); err != nil {
 		return nil, malformed(kind, "format", "not an integer")
 	}
-	if version != want {
-		return nil, &UnsupportedFormatError{Kind: kind, Version: version, Want: want}
+	if version != Version {
+		return nil, &UnsupportedFormatError{Kind: kind, Version: version, Want: Version}
 	}
 	if report.duplicate != "" {
 		return nil, malformed(kind, report.duplicate, "duplicate key")
 	}
 	if report.null {
-		return nil, malformed(kind, "", fmt.Sprintf("null value (no field of format %d is nullable)", want))
+		return nil, malformed(kind, "", "null value (no field is nullable)")
 	}
 	raw, ok = top["kind"]
 	if !ok {
@@ -181,26 +172,6 @@ func encodeWire(kind Kind, wire any) ([]byte, error) {
 		return nil, &TooLargeError{Kind: kind, What: "encoded size in bytes", Size: int64(len(b)), Limit: MaxObjectSize}
 	}
 	return b, nil
-}
-
-// peekFormat returns the "format" of an object, or 0 when it has none that
-// is an integer: for the *Any decoders, which then decode strictly as that
-// version (anything unreadable fails in the version-1 decoder).
-func peekFormat(b []byte) int64 {
-	if len(b) > MaxObjectSize || !utf8.Valid(b) {
-		return 0
-	}
-	var probe struct {
-		Format json.RawMessage `json:"format"`
-	}
-	if json.Unmarshal(b, &probe) != nil {
-		return 0
-	}
-	var v int64
-	if json.Unmarshal(probe.Format, &v) != nil {
-		return 0
-	}
-	return v
 }
 
 // jsonReport is what scanJSON found that is valid JSON but not valid here.

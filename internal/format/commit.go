@@ -1,32 +1,41 @@
 package format
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
 	"fmt"
-	"sort"
 	"strconv"
 	"time"
 
 	"github.com/oklog/ulid/v2"
 )
 
-// Commit is an immutable commit at CommitKey(graph, ID.Tree, ID.Seq). It is
-// self-contained: reading a branch at a commit needs only the commit and the
-// table versions it pins.
+// Commit is a commit at CommitIDKey(graph, ID). Its id carries a
+// digest of its content, so the id names these bytes and no others: a late
+// or re-issued put of a commit can only write the same bytes at the same
+// key, even after cleanup removed it. Its pins and lineage are maps (inline
+// or chunked), so neither has a ceiling.
 type Commit struct {
+	// ID is the commit's tree, seq and digest; SealCommit computes the digest.
 	ID     CommitID
 	Branch string // logical name of the branch the tree belongs to
 	// Parents are 0..2 commits: the first parent, then an optional merged
 	// parent. Seq 0 has no parent (main's root commit) or one in another
 	// tree (a fork commit); seq n > 0 has first parent {Tree, n-1}.
 	Parents []CommitID
+	// Fork is the commit the tree was forked from: the fork commit's
+	// parent, carried by every commit of the tree so a merge can start its
+	// base search there without reading back to seq 0. Zero for a tree
+	// that starts with a root commit (main's first tree).
+	Fork CommitID
 	// Pins maps table name to the version of it this commit reads.
-	Pins map[string]ulid.ULID
+	Pins MapRef[PinEntry]
 	// RestoredFrom is the commit whose pins a restore copied; zero if none.
 	RestoredFrom CommitID
 	// Lineage maps every other tree with an ancestor of this commit to the
-	// highest seq of that tree that is an ancestor. It never holds ID.Tree.
-	// See Lineage for how it is derived from the parents.
-	Lineage map[ulid.ULID]int64
+	// highest seq of that tree that is an ancestor; it never holds ID.Tree.
+	Lineage MapRef[LineageEntry]
 	Author  string
 	Message string
 	Time    time.Time
@@ -34,50 +43,30 @@ type Commit struct {
 }
 
 type commitWire struct {
-	Format       int               `json:"format"`
-	Kind         Kind              `json:"kind"`
-	ID           string            `json:"id"`
-	Tree         string            `json:"tree"`
-	Seq          int64             `json:"seq"`
-	Branch       string            `json:"branch"`
-	Parents      []string          `json:"parents"`
-	Pins         map[string]string `json:"pins"`
-	RestoredFrom string            `json:"restored_from,omitempty"`
-	Lineage      map[string]int64  `json:"lineage"`
-	Author       string            `json:"author"`
-	Message      string            `json:"message"`
-	Time         string            `json:"time"`
-	Op           string            `json:"op"`
+	Format       int        `json:"format"`
+	Kind         Kind       `json:"kind"`
+	ID           string     `json:"id,omitempty"`
+	Tree         string     `json:"tree"`
+	Seq          int64      `json:"seq"`
+	Branch       string     `json:"branch"`
+	Parents      []string   `json:"parents"`
+	Fork         string     `json:"fork,omitempty"`
+	Pins         mapRefJSON `json:"pins"`
+	RestoredFrom string     `json:"restored_from,omitempty"`
+	Lineage      mapRefJSON `json:"lineage"`
+	Author       string     `json:"author"`
+	Message      string     `json:"message"`
+	Time         string     `json:"time"`
+	Op           string     `json:"op"`
 }
 
 var commitFields = fieldSet{
 	required: []string{"format", "kind", "id", "tree", "seq", "branch", "parents", "pins", "lineage", "author", "message", "time", "op"},
-	optional: []string{"restored_from"},
+	optional: []string{"fork", "restored_from"},
 }
 
-// Lineage returns the lineage of a commit in tree whose parents are given,
-// first parent first: the max-union over the parents p of p.Lineage and
-// {p.ID.Tree: p.ID.Seq}, without tree itself. So a fork commit's lineage is
-// its parent's plus the parent's own position, an ordinary append inherits
-// its parent's, and a merge combines both parents'.
-func Lineage(tree ulid.ULID, parents ...Commit) map[ulid.ULID]int64 {
-	out := map[ulid.ULID]int64{}
-	raise := func(t ulid.ULID, seq int64) {
-		if cur, ok := out[t]; !ok || seq > cur {
-			out[t] = seq
-		}
-	}
-	for _, p := range parents {
-		for t, seq := range p.Lineage {
-			raise(t, seq)
-		}
-		raise(p.ID.Tree, p.ID.Seq)
-	}
-	delete(out, tree)
-	return out
-}
-
-// Validate reports the first invalid field of c.
+// Validate reports the first invalid field of c (its digest aside, which
+// SealCommit computes and DecodeCommit checks).
 func (c Commit) Validate() error {
 	const k = KindCommit
 	if c.ID.Tree.IsZero() {
@@ -86,50 +75,70 @@ func (c Commit) Validate() error {
 	if c.ID.Seq < 0 {
 		return malformed(k, "seq", "negative")
 	}
-	if c.ID.IsV2() {
-		return malformed(k, "id", "a format-2 id (with a digest) in a format-1 commit")
-	}
-	for i, p := range c.Parents {
-		if p.IsV2() {
-			return malformed(k, "parents", "parent "+strconv.Itoa(i)+": a format-2 id in a format-1 commit")
-		}
-	}
-	if c.RestoredFrom.IsV2() {
-		return malformed(k, "restored_from", "a format-2 id in a format-1 commit")
-	}
 	if err := ValidateBranchName(c.Branch); err != nil {
 		return malformedErr(k, "branch", err)
 	}
-	if err := c.validateParents(); err != nil {
-		return err
-	}
-	for _, table := range sortedKeys(c.Pins) {
-		version := c.Pins[table]
-		if err := ValidateTableName(table); err != nil {
-			return malformedErr(k, "pins", err)
-		}
-		if version.IsZero() {
-			return malformed(k, "pins", "table "+table+": zero version ULID")
-		}
-	}
-	if !c.RestoredFrom.IsZero() && c.RestoredFrom.Tree.IsZero() {
-		return malformed(k, "restored_from", "zero tree ULID")
-	}
-	for _, tree := range sortedTrees(c.Lineage) {
-		seq := c.Lineage[tree]
-		switch {
-		case tree.IsZero():
-			return malformed(k, "lineage", "zero tree ULID")
-		case tree == c.ID.Tree:
-			return malformed(k, "lineage", "holds the commit's own tree")
-		case seq < 0:
-			return malformed(k, "lineage", "tree "+tree.String()+": negative seq")
-		}
+	if len(c.Parents) > 2 {
+		return malformed(k, "parents", "more than 2")
 	}
 	for i, p := range c.Parents {
-		if p.Tree != c.ID.Tree {
-			if seq, ok := c.Lineage[p.Tree]; !ok || seq < p.Seq {
-				return malformed(k, "lineage", fmt.Sprintf("parent %d (%s) is not covered", i, p))
+		if !p.valid() {
+			return malformed(k, "parents", "parent "+strconv.Itoa(i)+": not a commit id")
+		}
+	}
+	if c.ID.Seq == 0 {
+		switch {
+		case len(c.Parents) > 1:
+			return malformed(k, "parents", "a tree's first commit has at most one parent")
+		case len(c.Parents) == 1 && c.Parents[0].Tree == c.ID.Tree:
+			return malformed(k, "parents", "a fork commit's parent must be in another tree")
+		case len(c.Parents) == 1 && c.Fork != c.Parents[0]:
+			return malformed(k, "fork", "a fork commit's fork must be its parent")
+		case len(c.Parents) == 0 && !c.Fork.IsZero():
+			return malformed(k, "fork", "set on a root commit")
+		}
+	} else {
+		if len(c.Parents) == 0 || c.Parents[0].Tree != c.ID.Tree || c.Parents[0].Seq != c.ID.Seq-1 {
+			return malformed(k, "parents", fmt.Sprintf("first parent must be seq %d of tree %s", c.ID.Seq-1, c.ID.Tree))
+		}
+		if len(c.Parents) == 2 && c.Parents[1].Tree == c.ID.Tree {
+			return malformed(k, "parents", "merged parent must be in another tree")
+		}
+	}
+	if !c.Fork.IsZero() && (c.Fork.Tree == c.ID.Tree || !c.Fork.valid()) {
+		return malformed(k, "fork", "must be a commit of another tree")
+	}
+	if !c.RestoredFrom.IsZero() && !c.RestoredFrom.valid() {
+		return malformed(k, "restored_from", "not a commit id")
+	}
+	if _, err := PinsMap.refWire(k, "pins", c.Pins); err != nil {
+		return err
+	}
+	if _, err := LineageMap.refWire(k, "lineage", c.Lineage); err != nil {
+		return err
+	}
+	if c.Lineage.IsInline() {
+		// Checkable only when the lineage is at hand: it never holds the
+		// commit's own tree, and covers every parent in another tree and
+		// the fork.
+		seqs := make(map[ulid.ULID]LineageEntry, len(c.Lineage.Entries))
+		for _, e := range c.Lineage.Entries {
+			if e.Tree == c.ID.Tree {
+				return malformed(k, "lineage", "holds the commit's own tree")
+			}
+			seqs[e.Tree] = e
+		}
+		covered := append([]CommitID{}, c.Parents...)
+		if !c.Fork.IsZero() {
+			covered = append(covered, c.Fork)
+		}
+		for _, p := range covered {
+			if p.Tree == c.ID.Tree {
+				continue
+			}
+			e, ok := seqs[p.Tree]
+			if !ok || e.Seq < p.Seq || e.Seq == p.Seq && e.ID() != p {
+				return malformed(k, "lineage", fmt.Sprintf("ancestor %s is not covered", p))
 			}
 		}
 	}
@@ -148,53 +157,14 @@ func (c Commit) Validate() error {
 	return nil
 }
 
-func (c Commit) validateParents() error {
-	const k = KindCommit
-	if len(c.Parents) > 2 {
-		return malformed(k, "parents", "more than 2")
-	}
-	for i, p := range c.Parents {
-		if p.Tree.IsZero() {
-			return malformed(k, "parents", "parent "+strconv.Itoa(i)+": zero tree ULID")
-		}
-		if p.Seq < 0 {
-			return malformed(k, "parents", "parent "+strconv.Itoa(i)+": negative seq")
-		}
-	}
-	if c.ID.Seq == 0 {
-		switch {
-		case len(c.Parents) > 1:
-			return malformed(k, "parents", "a tree's first commit has at most one parent")
-		case len(c.Parents) == 1 && c.Parents[0].Tree == c.ID.Tree:
-			return malformed(k, "parents", "a fork commit's parent must be in another tree")
-		}
-		return nil
-	}
-	want := CommitID{Tree: c.ID.Tree, Seq: c.ID.Seq - 1}
-	if len(c.Parents) == 0 || c.Parents[0] != want {
-		return malformed(k, "parents", "first parent must be "+want.String())
-	}
-	if len(c.Parents) == 2 && c.Parents[1].Tree == c.ID.Tree {
-		return malformed(k, "parents", "merged parent must be in another tree")
-	}
-	return nil
-}
-
-// EncodeCommit returns the canonical bytes of c.
-func EncodeCommit(c Commit) ([]byte, error) {
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
+func (c Commit) wire() commitWire {
 	w := commitWire{
 		Format:  Version,
 		Kind:    KindCommit,
-		ID:      c.ID.String(),
 		Tree:    c.ID.Tree.String(),
 		Seq:     c.ID.Seq,
 		Branch:  c.Branch,
 		Parents: make([]string, 0, len(c.Parents)),
-		Pins:    make(map[string]string, len(c.Pins)),
-		Lineage: make(map[string]int64, len(c.Lineage)),
 		Author:  c.Author,
 		Message: c.Message,
 		Time:    FormatTime(c.Time),
@@ -203,26 +173,79 @@ func EncodeCommit(c Commit) ([]byte, error) {
 	for _, p := range c.Parents {
 		w.Parents = append(w.Parents, p.String())
 	}
-	for table, version := range c.Pins {
-		w.Pins[table] = version.String()
+	if !c.Fork.IsZero() {
+		w.Fork = c.Fork.String()
 	}
 	if !c.RestoredFrom.IsZero() {
 		w.RestoredFrom = c.RestoredFrom.String()
 	}
-	for tree, seq := range c.Lineage {
-		w.Lineage[tree.String()] = seq
-	}
-	return encodeWire(KindCommit, w)
+	w.Pins, _ = PinsMap.refWire(KindCommit, "pins", c.Pins)
+	w.Lineage, _ = LineageMap.refWire(KindCommit, "lineage", c.Lineage)
+	return w
 }
 
-// DecodeCommit strictly decodes a commit. Pins and Lineage are never nil.
+// commitDigest is the digest of a commit's canonical encoding without its
+// "id" field.
+func commitDigest(w commitWire) (Digest, error) {
+	w.ID = ""
+	b, err := json.Marshal(w)
+	if err != nil {
+		return Digest{}, &MalformedError{Kind: KindCommit, Reason: "encode", Err: err}
+	}
+	sum := sha256.Sum256(b)
+	var d Digest
+	copy(d[:], sum[:len(d)])
+	return d, nil
+}
+
+// SealCommit computes c's digest from its content, and returns c with its
+// full id and the commit's canonical bytes. Whatever c.ID.Digest held is
+// replaced.
+func SealCommit(c Commit) (Commit, []byte, error) {
+	if err := c.Validate(); err != nil {
+		return Commit{}, nil, err
+	}
+	w := c.wire()
+	d, err := commitDigest(w)
+	if err != nil {
+		return Commit{}, nil, err
+	}
+	c.ID.Digest = d
+	w.ID = c.ID.String()
+	b, err := encodeWire(KindCommit, w)
+	if err != nil {
+		return Commit{}, nil, err
+	}
+	return c, b, nil
+}
+
+// DecodeCommit strictly decodes a commit and checks that its id's
+// digest is the digest of its content.
 func DecodeCommit(b []byte) (Commit, error) {
 	const k = KindCommit
-	if _, err := decodeEnvelope(b, k, commitFields); err != nil {
+	top, err := decodeEnvelope(b, k, commitFields)
+	if err != nil {
 		return Commit{}, err
 	}
-	var w commitWire
-	if err := unmarshalWire(k, b, &w); err != nil {
+	var w struct {
+		ID           string   `json:"id"`
+		Tree         string   `json:"tree"`
+		Seq          int64    `json:"seq"`
+		Branch       string   `json:"branch"`
+		Parents      []string `json:"parents"`
+		Fork         string   `json:"fork"`
+		RestoredFrom string   `json:"restored_from"`
+		Author       string   `json:"author"`
+		Message      string   `json:"message"`
+		Time         string   `json:"time"`
+		Op           string   `json:"op"`
+	}
+	for _, f := range []string{"pins", "lineage"} {
+		if raw := top[f]; len(raw) == 0 || raw[0] != '{' {
+			return Commit{}, malformed(k, f, "not an object")
+		}
+	}
+	if err := unmarshalWire(k, stripFields(top, "pins", "lineage"), &w); err != nil {
 		return Commit{}, err
 	}
 	id, err := ParseCommitID(w.ID)
@@ -236,15 +259,7 @@ func DecodeCommit(b []byte) (Commit, error) {
 	if id.Tree != tree || id.Seq != w.Seq {
 		return Commit{}, malformed(k, "id", "does not match tree and seq")
 	}
-	c := Commit{
-		ID:      id,
-		Branch:  w.Branch,
-		Pins:    make(map[string]ulid.ULID, len(w.Pins)),
-		Lineage: make(map[ulid.ULID]int64, len(w.Lineage)),
-		Author:  w.Author,
-		Message: w.Message,
-		Op:      w.Op,
-	}
+	c := Commit{ID: id, Branch: w.Branch, Author: w.Author, Message: w.Message, Op: w.Op}
 	for _, p := range w.Parents {
 		pid, err := ParseCommitID(p)
 		if err != nil {
@@ -252,51 +267,48 @@ func DecodeCommit(b []byte) (Commit, error) {
 		}
 		c.Parents = append(c.Parents, pid)
 	}
-	for table, version := range w.Pins {
-		v, err := ParseULID(version)
-		if err != nil {
-			return Commit{}, malformedErr(k, "pins", err)
+	if w.Fork != "" {
+		if c.Fork, err = ParseCommitID(w.Fork); err != nil {
+			return Commit{}, malformedErr(k, "fork", err)
 		}
-		c.Pins[table] = v
 	}
 	if w.RestoredFrom != "" {
 		if c.RestoredFrom, err = ParseCommitID(w.RestoredFrom); err != nil {
 			return Commit{}, malformedErr(k, "restored_from", err)
 		}
 	}
-	for treeText, seq := range w.Lineage {
-		t, err := ParseULID(treeText)
-		if err != nil {
-			return Commit{}, malformedErr(k, "lineage", err)
-		}
-		c.Lineage[t] = seq
+	if c.Pins, err = PinsMap.decodeRef(k, "pins", top["pins"]); err != nil {
+		return Commit{}, err
+	}
+	if c.Lineage, err = LineageMap.decodeRef(k, "lineage", top["lineage"]); err != nil {
+		return Commit{}, err
 	}
 	var why string
 	if c.Time, why = parseTime(w.Time); why != "" {
 		return Commit{}, malformed(k, "time", why)
 	}
-	if err := c.Validate(); err != nil {
+	sealed, again, err := SealCommit(c)
+	if err != nil {
 		return Commit{}, err
+	}
+	if sealed.ID != id || !bytes.Equal(again, b) {
+		// Either the digest does not match the content, or the bytes are not
+		// the canonical encoding (which the digest is taken over).
+		return Commit{}, malformed(k, "id", "digest does not match the commit's content, or the bytes are not canonical")
 	}
 	return c, nil
 }
 
-// sortedKeys returns m's keys in ascending order, so validation reports the
-// same first error every time.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+// stripFields re-marshals top without the named fields, for decoding the
+// plain fields of an object whose other fields are decoded separately.
+func stripFields(top map[string]json.RawMessage, names ...string) []byte {
+	rest := make(map[string]json.RawMessage, len(top))
+	for k, v := range top {
+		rest[k] = v
 	}
-	sort.Strings(keys)
-	return keys
-}
-
-func sortedTrees(m map[ulid.ULID]int64) []ulid.ULID {
-	trees := make([]ulid.ULID, 0, len(m))
-	for t := range m {
-		trees = append(trees, t)
+	for _, n := range names {
+		delete(rest, n)
 	}
-	sort.Slice(trees, func(i, j int) bool { return trees[i].Compare(trees[j]) < 0 })
-	return trees
+	b, _ := json.Marshal(rest)
+	return b
 }

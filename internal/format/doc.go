@@ -1,13 +1,12 @@
-// Package format is graft's on-storage format, versions 1 and 2: the keys
-// under a graph's prefix, the JSON control objects stored at them (graph
-// record, table version, commit, branch ref, tag and, in format 2, map
-// chunks), and the rules for the names that appear in both. docs/format.md
-// is the human-readable spec; this package is its only implementation.
+// Package format is graft's on-storage format (format version Version, 2):
+// the keys under a graph's prefix, the JSON control objects stored at them
+// (graph record, table version, commit, branch ref, tag, map chunks), and the
+// rules for the names that appear in them. docs/format.md is the
+// human-readable spec; this package is its only implementation.
 //
-// Format 2 (objects2.go, commit2.go, maps.go) makes commits
-// content-addressed, turns a live ref into its tree's head pointer, and
-// stores a table's entries, a commit's pins and its lineage as chunked maps.
-// Format-1 objects stay readable; only the format-1 API writes them.
+// Commits are content-addressed (commit.go), a live ref is its tree's head
+// pointer (branchref.go), and a table's entries, a commit's pins and its
+// lineage are chunked maps (maps.go).
 //
 // Invariants every function here keeps:
 //

@@ -86,7 +86,7 @@ func (e *MalformedError) Unwrap() error { return e.Err }
 type UnsupportedFormatError struct {
 	Kind    Kind // the kind that was expected
 	Version int64
-	// Want is the version the decoder reads (1 or 2).
+	// Want is the version the decoder reads (Version).
 	Want int64
 }
 

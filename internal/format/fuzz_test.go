@@ -55,10 +55,6 @@ func FuzzDecodeTableVersion(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) { checkRoundTrip(t, b, DecodeTableVersion, EncodeTableVersion) })
 }
 
-func FuzzDecodeCommit(f *testing.F) {
-	f.Fuzz(func(t *testing.T, b []byte) { checkRoundTrip(t, b, DecodeCommit, EncodeCommit) })
-}
-
 func FuzzDecodeBranchRef(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) { checkRoundTrip(t, b, DecodeBranchRef, EncodeBranchRef) })
 }
@@ -67,36 +63,20 @@ func FuzzDecodeTag(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) { checkRoundTrip(t, b, DecodeTag, EncodeTag) })
 }
 
-func FuzzDecodeCommitV2(f *testing.F) {
+func FuzzDecodeCommit(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		checkRoundTrip(t, b, DecodeCommitV2, func(c CommitV2) ([]byte, error) {
+		checkRoundTrip(t, b, DecodeCommit, func(c Commit) ([]byte, error) {
 			_, out, err := SealCommit(c)
 			return out, err
 		})
 		// A commit that decodes is exactly its canonical bytes.
-		if _, err := DecodeCommitV2(b); err == nil {
-			c, _ := DecodeCommitV2(b)
+		if _, err := DecodeCommit(b); err == nil {
+			c, _ := DecodeCommit(b)
 			if _, out, _ := SealCommit(c); !bytes.Equal(out, b) {
 				t.Fatalf("decoded commit is not its canonical bytes")
 			}
 		}
 	})
-}
-
-func FuzzDecodeBranchRefV2(f *testing.F) {
-	f.Fuzz(func(t *testing.T, b []byte) { checkRoundTrip(t, b, DecodeBranchRefV2, EncodeBranchRefV2) })
-}
-
-func FuzzDecodeGraphV2(f *testing.F) {
-	f.Fuzz(func(t *testing.T, b []byte) { checkRoundTrip(t, b, DecodeGraphV2, EncodeGraphV2) })
-}
-
-func FuzzDecodeTagV2(f *testing.F) {
-	f.Fuzz(func(t *testing.T, b []byte) { checkRoundTrip(t, b, DecodeTagV2, EncodeTagV2) })
-}
-
-func FuzzDecodeTableVersionV2(f *testing.F) {
-	f.Fuzz(func(t *testing.T, b []byte) { checkRoundTrip(t, b, DecodeTableVersionV2, EncodeTableVersionV2) })
 }
 
 // chunk is a decoded chunk of either shape, for the chunk round trips.
@@ -189,7 +169,7 @@ func FuzzValidateGraphName(f *testing.F) {
 			}
 			return
 		}
-		for _, k := range []string{GraphKey(name), CommitKey(name, treeMain, 0), BranchRefKey(name, NativeName("main", treeMain))} {
+		for _, k := range []string{GraphKey(name), CommitIDKey(name, CommitID{Tree: treeMain, Digest: Digest{1}}), BranchRefKey(name, NativeName("main", treeMain))} {
 			if err := storage.ValidateKey(k); err != nil {
 				t.Fatalf("key %q invalid: %v", k, err)
 			}
@@ -221,19 +201,14 @@ func FuzzParseCommitID(f *testing.F) {
 // decodes and every invalid-* seed fails with a typed error.
 func TestFuzzCorpus_ValidSeedsDecodeAndInvalidSeedsFail(t *testing.T) {
 	decoders := map[string]func([]byte) error{
-		"FuzzDecodeGraph":          func(b []byte) error { _, err := DecodeGraph(b); return err },
-		"FuzzDecodeTableVersion":   func(b []byte) error { _, err := DecodeTableVersion(b); return err },
-		"FuzzDecodeCommit":         func(b []byte) error { _, err := DecodeCommit(b); return err },
-		"FuzzDecodeBranchRef":      func(b []byte) error { _, err := DecodeBranchRef(b); return err },
-		"FuzzDecodeTag":            func(b []byte) error { _, err := DecodeTag(b); return err },
-		"FuzzDecodeCommitV2":       func(b []byte) error { _, err := DecodeCommitV2(b); return err },
-		"FuzzDecodeBranchRefV2":    func(b []byte) error { _, err := DecodeBranchRefV2(b); return err },
-		"FuzzDecodeGraphV2":        func(b []byte) error { _, err := DecodeGraphV2(b); return err },
-		"FuzzDecodeTagV2":          func(b []byte) error { _, err := DecodeTagV2(b); return err },
-		"FuzzDecodeTableVersionV2": func(b []byte) error { _, err := DecodeTableVersionV2(b); return err },
-		"FuzzDecodeManifestChunk":  func(b []byte) error { _, _, err := ManifestMap.DecodeChunk(b); return err },
-		"FuzzDecodePinsChunk":      func(b []byte) error { _, _, err := PinsMap.DecodeChunk(b); return err },
-		"FuzzDecodeLineageChunk":   func(b []byte) error { _, _, err := LineageMap.DecodeChunk(b); return err },
+		"FuzzDecodeGraph":         func(b []byte) error { _, err := DecodeGraph(b); return err },
+		"FuzzDecodeTableVersion":  func(b []byte) error { _, err := DecodeTableVersion(b); return err },
+		"FuzzDecodeCommit":        func(b []byte) error { _, err := DecodeCommit(b); return err },
+		"FuzzDecodeBranchRef":     func(b []byte) error { _, err := DecodeBranchRef(b); return err },
+		"FuzzDecodeTag":           func(b []byte) error { _, err := DecodeTag(b); return err },
+		"FuzzDecodeManifestChunk": func(b []byte) error { _, _, err := ManifestMap.DecodeChunk(b); return err },
+		"FuzzDecodePinsChunk":     func(b []byte) error { _, _, err := PinsMap.DecodeChunk(b); return err },
+		"FuzzDecodeLineageChunk":  func(b []byte) error { _, _, err := LineageMap.DecodeChunk(b); return err },
 	}
 	for target, decode := range decoders {
 		entries, err := os.ReadDir(filepath.Join("testdata", "fuzz", target))

@@ -9,9 +9,6 @@ type Graph struct {
 	CreatedAt     time.Time
 	Op            string // the operation that created the graph
 	DefaultBranch string // logical name of the default branch, "main"
-	// UpgradeOp is the operation that upgraded a format-1 graph to format 2;
-	// format 2 only, empty for a graph created in format 2.
-	UpgradeOp string
 }
 
 type graphWire struct {
@@ -46,9 +43,6 @@ func (g Graph) Validate() error {
 func EncodeGraph(g Graph) ([]byte, error) {
 	if err := g.Validate(); err != nil {
 		return nil, err
-	}
-	if g.UpgradeOp != "" {
-		return nil, malformed(KindGraph, "upgrade_op", "set on a format-1 graph record")
 	}
 	return encodeWire(KindGraph, graphWire{
 		Format:        Version,

@@ -12,32 +12,31 @@ import (
 
 // CommitID names a commit: the ULID of its tree, its sequence number in
 // that tree (0 is the tree's first commit: main's root commit or a branch's
-// fork commit) and, for a format-2 commit, the digest of its content. Its
-// string form locates the commit object in one GET (CommitIDKey):
+// fork commit) and the digest of its content. Its string form
+// "{tree}-{seq}-{digest}" (32 lower-case hex digits of the digest) locates
+// the commit object in one GET (CommitIDKey).
 //
-//	{tree}-{seq}            format 1: the key is the tree and seq alone
-//	{tree}-{seq}-{digest}   format 2: 32 lower-case hex digits of the digest
-//
-// A format-2 id names exactly one byte string, whatever happens to its key:
-// the digest is a hash of the commit's content, which decoding checks. The
-// zero CommitID means "no commit".
+// An id names exactly one byte string, whatever happens to its key: the
+// digest is a hash of the commit's content, which decoding checks. The zero
+// CommitID means "no commit".
 type CommitID struct {
-	Tree ulid.ULID
-	Seq  int64
-	// Digest is zero for a format-1 commit.
+	Tree   ulid.ULID
+	Seq    int64
 	Digest Digest
 }
 
-// Digest is the 128-bit content digest in a format-2 commit id.
+// Digest is the 128-bit content digest in a commit id.
 type Digest [16]byte
 
-// IsZero reports whether d is the zero digest (a format-1 id).
+// IsZero reports whether d is the zero digest (no digest yet: a commit
+// SealCommit has not sealed).
 func (d Digest) IsZero() bool { return d == Digest{} }
 
 // String returns d as 32 lower-case hex digits.
 func (d Digest) String() string { return hex.EncodeToString(d[:]) }
 
-// String returns "{tree}-{seq}" or "{tree}-{seq}-{digest}".
+// String returns "{tree}-{seq}-{digest}" ("{tree}-{seq}" while the
+// digest is zero, as in an unsealed commit's id).
 func (c CommitID) String() string {
 	s := c.Tree.String() + "-" + strconv.FormatInt(c.Seq, 10)
 	if !c.Digest.IsZero() {
@@ -49,13 +48,12 @@ func (c CommitID) String() string {
 // IsZero reports whether c is the zero CommitID.
 func (c CommitID) IsZero() bool { return c == CommitID{} }
 
-// IsV2 reports whether c names a format-2 commit (it has a digest).
-func (c CommitID) IsV2() bool { return !c.Digest.IsZero() }
+// valid reports whether c can name a commit: a tree, a seq ≥ 0 and a digest.
+func (c CommitID) valid() bool { return !c.Tree.IsZero() && c.Seq >= 0 && !c.Digest.IsZero() }
 
-// ParseCommitID parses "{tree}-{seq}" or "{tree}-{seq}-{digest}": a
-// canonical non-zero ULID, '-', a non-negative decimal without sign or
-// leading zeros and, for format 2, '-' and 32 lower-case hex digits that are
-// not all zero.
+// ParseCommitID parses "{tree}-{seq}-{digest}": a canonical non-zero ULID,
+// '-', a non-negative decimal without sign or leading zeros, '-' and 32
+// lower-case hex digits that are not all zero.
 func ParseCommitID(s string) (CommitID, error) {
 	bad := func(why string) error { return &NameError{What: "commit id", Name: s, Reason: why} }
 	tree, rest, ok := strings.Cut(s, "-")
@@ -71,24 +69,14 @@ func ParseCommitID(s string) (CommitID, error) {
 	if err != nil || seq < 0 || strconv.FormatInt(seq, 10) != seqText {
 		return CommitID{}, bad("seq is not a canonical non-negative decimal integer")
 	}
-	c := CommitID{Tree: id, Seq: seq}
-	if hasDigest {
-		d, why := parseDigest(digestText)
-		if why != "" {
-			return CommitID{}, bad("digest: " + why)
-		}
-		c.Digest = d
+	if !hasDigest {
+		return CommitID{}, bad("missing '-' and the digest after seq")
 	}
-	return c, nil
-}
-
-// ParseCommitIDV1 parses a format-1 commit id "{tree}-{seq}" only.
-func ParseCommitIDV1(s string) (CommitID, error) {
-	c, err := ParseCommitID(s)
-	if err == nil && c.IsV2() {
-		return CommitID{}, &NameError{What: "commit id", Name: s, Reason: "a format-2 id (with a digest) where format 1 is required"}
+	d, why := parseDigest(digestText)
+	if why != "" {
+		return CommitID{}, bad("digest: " + why)
 	}
-	return c, err
+	return CommitID{Tree: id, Seq: seq, Digest: d}, nil
 }
 
 func parseDigest(s string) (Digest, string) {

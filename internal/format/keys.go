@@ -12,18 +12,14 @@ import (
 // Key builders. Every key lives under "{graph}/". Builders assume their
 // inputs are valid (Validate*, ParseNative, ParseCommitID); parsers validate.
 //
-//	{graph}/graph.json                                 graph record
-//	{graph}/tables/{table}/versions/{ULID}.json        table version manifest
-//	{graph}/tables/{table}/objects/{ULID}              data object
-//	{graph}/trees/{tree ULID}/commits/{invseq}.json    commit seq of a tree
-//	{graph}/refs/branches/{native}.json                branch ref
-//	{graph}/refs/tags/{name}.json                      tag
-//
-// Format 2 adds:
-//
+//	{graph}/graph.json                                         graph record
+//	{graph}/tables/{table}/versions/{ULID}.json                table version
+//	{graph}/tables/{table}/chunks/{sha256}.json                manifest chunk
+//	{graph}/tables/{table}/objects/{ULID}                      data object
 //	{graph}/trees/{tree ULID}/commits/{invseq}-{digest}.json   commit
-//	{graph}/chunks/{sha256}.json                               pins and lineage chunks
-//	{graph}/tables/{table}/chunks/{sha256}.json                manifest chunks
+//	{graph}/chunks/{sha256}.json                               pins and lineage chunk
+//	{graph}/refs/branches/{native}.json                        branch ref
+//	{graph}/refs/tags/{name}.json                              tag
 
 // GraphPrefix is the prefix of every key of graph: "{graph}/".
 func GraphPrefix(graph string) string { return graph + "/" }
@@ -34,12 +30,12 @@ func GraphKey(graph string) string { return graph + "/graph.json" }
 // TablePrefix is the prefix of every key of one table.
 func TablePrefix(graph, table string) string { return graph + "/tables/" + table + "/" }
 
-// TableVersionsPrefix is the prefix of a table's version manifests.
+// TableVersionsPrefix is the prefix of a table's versions.
 func TableVersionsPrefix(graph, table string) string {
 	return TablePrefix(graph, table) + "versions/"
 }
 
-// TableVersionKey is the key of a table version manifest.
+// TableVersionKey is the key of a table version.
 func TableVersionKey(graph, table string, version ulid.ULID) string {
 	return TableVersionsPrefix(graph, table) + version.String() + ".json"
 }
@@ -71,19 +67,11 @@ func InvSeq(seq int64) string {
 	return fmt.Sprintf("%019d", math.MaxInt64-seq)
 }
 
-// CommitKey is the key of commit seq of tree.
-func CommitKey(graph string, tree ulid.ULID, seq int64) string {
-	return TreeCommitsPrefix(graph, tree) + InvSeq(seq) + ".json"
-}
-
-// CommitIDKey is the key of the commit id names: CommitKey for a format-1
-// id, and for a format-2 id "{invseq}-{digest}.json" in the same directory,
-// so every commit of a tree, of either format, lists under TreeCommitsPrefix.
+// CommitIDKey is the key of the commit id names: "{invseq}-{digest}.json"
+// under TreeCommitsPrefix, so every commit of a tree lists there, newest seq
+// first.
 func CommitIDKey(graph string, id CommitID) string {
-	if id.IsV2() {
-		return TreeCommitsPrefix(graph, id.Tree) + InvSeq(id.Seq) + "-" + id.Digest.String() + ".json"
-	}
-	return CommitKey(graph, id.Tree, id.Seq)
+	return TreeCommitsPrefix(graph, id.Tree) + InvSeq(id.Seq) + "-" + id.Digest.String() + ".json"
 }
 
 // ParseCommitKey returns the commit id a key of graph names, or a NameError
@@ -106,20 +94,20 @@ func ParseCommitKey(graph, key string) (CommitID, error) {
 	if !ok {
 		return CommitID{}, bad("name does not end in \".json\"")
 	}
-	var digest Digest
-	if i := strings.IndexByte(inv, '-'); i >= 0 {
-		d, why := parseDigest(inv[i+1:])
-		if why != "" {
-			return CommitID{}, bad("digest: " + why)
-		}
-		digest, inv = d, inv[:i]
+	inv, digestText, ok := strings.Cut(inv, "-")
+	if !ok {
+		return CommitID{}, bad("name is not 19 digits, '-', a digest and \".json\"")
+	}
+	digest, why := parseDigest(digestText)
+	if why != "" {
+		return CommitID{}, bad("digest: " + why)
 	}
 	if len(inv) != 19 {
-		return CommitID{}, bad("name is not 19 digits, optionally '-' and a digest, and \".json\"")
+		return CommitID{}, bad("name is not 19 digits, '-', a digest and \".json\"")
 	}
 	for i := 0; i < len(inv); i++ {
 		if inv[i] < '0' || inv[i] > '9' {
-			return CommitID{}, bad("name is not 19 digits, optionally '-' and a digest, and \".json\"")
+			return CommitID{}, bad("name is not 19 digits, '-', a digest and \".json\"")
 		}
 	}
 	n, err := strconv.ParseInt(inv, 10, 64)

@@ -11,7 +11,8 @@ func TestCommitKey_NewerSeqSortsFirst(t *testing.T) {
 	seqs := []int64{0, 1, 9, 10, 11, 99, 100, 12345, math.MaxInt64 - 1, math.MaxInt64}
 	keys := make([]string, len(seqs))
 	for i, seq := range seqs {
-		keys[i] = CommitKey("g", treeMain, seq)
+		// A digest that falls as seq grows: the order is the seq's alone.
+		keys[i] = CommitIDKey("g", CommitID{Tree: treeMain, Seq: seq, Digest: Digest{byte(255 - i)}})
 	}
 	sorted := append([]string(nil), keys...)
 	sort.Strings(sorted)
@@ -27,25 +28,26 @@ func TestCommitKey_NewerSeqSortsFirst(t *testing.T) {
 	}
 }
 
-func TestParseCommitKey_InvertsCommitKey(t *testing.T) {
+func TestParseCommitKey_InvertsCommitIDKey(t *testing.T) {
 	for _, seq := range []int64{0, 1, 64, math.MaxInt64} {
-		key := CommitKey("sales", treeFeature, seq)
+		id := CommitID{Tree: treeFeature, Seq: seq, Digest: Digest{0xab, byte(seq)}}
+		key := CommitIDKey("sales", id)
 		got, err := ParseCommitKey("sales", key)
-		if err != nil || got != (CommitID{Tree: treeFeature, Seq: seq}) {
+		if err != nil || got != id {
 			t.Fatalf("ParseCommitKey(%s) = %v, %v", key, got, err)
 		}
-		if CommitIDKey("sales", got) != key {
-			t.Fatalf("CommitIDKey(%v) != %s", got, key)
-		}
 	}
+	const d = "-ab000000000000000000000000000000"
 	for _, key := range []string{
-		"other/trees/01J0000000000000000000MA1N/commits/9223372036854775807.json",
-		"sales/trees/01J0000000000000000000MA1N/commits/922337203685477580.json",
-		"sales/trees/01J0000000000000000000MA1N/commits/9223372036854775808.json",
-		"sales/trees/01J0000000000000000000MA1N/commits/922337203685477580x.json",
-		"sales/trees/01J0000000000000000000MA1N/commits/9223372036854775807",
-		"sales/trees/bad/commits/9223372036854775807.json",
-		"sales/trees/01J0000000000000000000MA1N/9223372036854775807.json",
+		"other/trees/01J0000000000000000000MA1N/commits/9223372036854775807" + d + ".json",
+		"sales/trees/01J0000000000000000000MA1N/commits/922337203685477580" + d + ".json",
+		"sales/trees/01J0000000000000000000MA1N/commits/9223372036854775808" + d + ".json",
+		"sales/trees/01J0000000000000000000MA1N/commits/922337203685477580x" + d + ".json",
+		"sales/trees/01J0000000000000000000MA1N/commits/9223372036854775807" + d,
+		"sales/trees/bad/commits/9223372036854775807" + d + ".json",
+		"sales/trees/01J0000000000000000000MA1N/9223372036854775807" + d + ".json",
+		"sales/trees/01J0000000000000000000MA1N/commits/9223372036854775807.json",
+		"sales/trees/01J0000000000000000000MA1N/commits/9223372036854775807-00000000000000000000000000000000.json",
 	} {
 		if _, err := ParseCommitKey("sales", key); err == nil {
 			t.Errorf("ParseCommitKey(%s) succeeded, want error", key)
@@ -101,7 +103,7 @@ func TestKeys_NoKeyIsAnotherKeysDirectory(t *testing.T) {
 	for _, table := range []string{"t", "t_1"} {
 		keys = append(keys, TableVersionKey(graph, table, versionA), ObjectKey(graph, table, objectA))
 	}
-	keys = append(keys, GraphKey(graph), CommitKey(graph, treeMain, 0), CommitKey(graph, treeMain, 1))
+	keys = append(keys, GraphKey(graph), CommitIDKey(graph, CommitID{Tree: treeMain, Seq: 0, Digest: Digest{1}}), CommitIDKey(graph, CommitID{Tree: treeMain, Seq: 1, Digest: Digest{2}}))
 	for _, a := range keys {
 		for _, b := range keys {
 			if strings.HasPrefix(b, a+"/") {

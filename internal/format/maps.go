@@ -13,7 +13,7 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// Format 2 keeps every list that can grow without bound — a table version's
+// The format keeps every list that can grow without bound — a table version's
 // objects, a commit's pins, a commit's lineage — as a *map*: entries sorted
 // by a string key, stored either inline in the object that names the map
 // (when small) or as a tree of chunks. A chunk is a leaf (entries) or a node
@@ -67,7 +67,7 @@ const (
 )
 
 // BoundaryAfter reports whether a chunk at level ends after the item whose
-// key (for a node, its child's last key) is key, by the rule of format 2:
+// key (for a node, its child's last key) is key, by the format's rule:
 // the first 8 bytes of SHA-256("graft-map-boundary" 0x00 level key), read
 // little-endian, are 0 modulo MapBoundaryModulus. A chunk also ends before
 // an item that would push its encoding over MaxObjectSize, and at the end of
@@ -86,8 +86,7 @@ func BoundaryAfter(level int, key string) bool {
 type ManifestEntry struct {
 	// Name is the entry's key in the table: 1..MaxEntryNameLen bytes of
 	// '/'-separated segments (no empty, "." or ".." segment, no control
-	// character or backslash). A format-1 version's entries are named by
-	// their object ULID.
+	// character or backslash).
 	Name string
 	// Object is set for an object graft wrote, at ObjectKey(graph, table,
 	// Object). Exactly one of Object and External is set.
@@ -123,8 +122,8 @@ type PinEntry struct {
 }
 
 // LineageEntry is one entry of a commit's lineage: the highest commit of
-// another tree that is an ancestor. It carries that commit's digest (none
-// for a format-1 commit), so a merge can read a merge-base candidate by id.
+// another tree that is an ancestor. It carries that commit's digest, so a
+// merge can read a merge-base candidate by id.
 type LineageEntry struct {
 	Tree   ulid.ULID
 	Seq    int64
@@ -304,16 +303,15 @@ var LineageMap = MapSpec[LineageEntry]{
 		if e.Seq < 0 {
 			return "seq", "negative"
 		}
+		if e.Digest.IsZero() {
+			return "digest", "zero digest"
+		}
 		return "", ""
 	},
 	wire: func(e LineageEntry) any {
-		w := lineageEntryWire{Tree: e.Tree.String(), Seq: e.Seq}
-		if !e.Digest.IsZero() {
-			w.Digest = e.Digest.String()
-		}
-		return w
+		return lineageEntryWire{Tree: e.Tree.String(), Seq: e.Seq, Digest: e.Digest.String()}
 	},
-	fields: fieldSet{required: []string{"tree", "seq"}, optional: []string{"digest"}},
+	fields: fieldSet{required: []string{"tree", "seq", "digest"}},
 	decodeAll: func(raw []byte) ([]LineageEntry, int, string, error) {
 		var ws []lineageEntryWire
 		if err := json.Unmarshal(raw, &ws); err != nil {
@@ -325,15 +323,11 @@ var LineageMap = MapSpec[LineageEntry]{
 			if err != nil {
 				return nil, i, "tree", err
 			}
-			e := LineageEntry{Tree: t, Seq: w.Seq}
-			if w.Digest != "" {
-				d, why := parseDigest(w.Digest)
-				if why != "" {
-					return nil, i, "digest", &NameError{What: "digest", Name: w.Digest, Reason: why}
-				}
-				e.Digest = d
+			d, why := parseDigest(w.Digest)
+			if why != "" {
+				return nil, i, "digest", &NameError{What: "digest", Name: w.Digest, Reason: why}
 			}
-			out[i] = e
+			out[i] = LineageEntry{Tree: t, Seq: w.Seq, Digest: d}
 		}
 		return out, 0, "", nil
 	},
@@ -342,7 +336,7 @@ var LineageMap = MapSpec[LineageEntry]{
 type lineageEntryWire struct {
 	Tree   string `json:"tree"`
 	Seq    int64  `json:"seq"`
-	Digest string `json:"digest,omitempty"`
+	Digest string `json:"digest"`
 }
 
 // checkEntryName returns why s is not a valid manifest entry name (or
@@ -509,21 +503,21 @@ func (m MapSpec[E]) EncodeLeaf(entries []E) ([]byte, error) {
 	if err := m.checkEntries(KindMapLeaf, "entries", entries); err != nil {
 		return nil, err
 	}
-	return encodeWire(KindMapLeaf, leafWire{Format: Version2, Kind: KindMapLeaf, Map: m.Kind, Entries: m.wires(entries)})
+	return encodeWire(KindMapLeaf, leafWire{Format: Version, Kind: KindMapLeaf, Map: m.Kind, Entries: m.wires(entries)})
 }
 
 // LeafOverhead is the encoded size of a leaf of this kind without its
 // entries, and the separator each entry after the first adds: a leaf of
 // entries e1..en encodes to LeafOverhead + len(e1) + … + len(en) + (n-1).
 func (m MapSpec[E]) LeafOverhead() int {
-	b, _ := json.Marshal(leafWire{Format: Version2, Kind: KindMapLeaf, Map: m.Kind, Entries: []any{}})
+	b, _ := json.Marshal(leafWire{Format: Version, Kind: KindMapLeaf, Map: m.Kind, Entries: []any{}})
 	return len(b)
 }
 
 // DecodeLeaf strictly decodes a leaf chunk of this kind.
 func (m MapSpec[E]) DecodeLeaf(b []byte) ([]E, error) {
 	const k = KindMapLeaf
-	top, err := decodeEnvelopeVersion(b, k, leafFields, Version2)
+	top, err := decodeEnvelope(b, k, leafFields)
 	if err != nil {
 		return nil, err
 	}
@@ -602,7 +596,7 @@ func (m MapSpec[E]) EncodeNode(n MapNode) ([]byte, error) {
 	if err := m.validateNode(n); err != nil {
 		return nil, err
 	}
-	w := nodeWire{Format: Version2, Kind: KindMapNode, Map: m.Kind, Level: n.Level, Children: make([]childWire, len(n.Children))}
+	w := nodeWire{Format: Version, Kind: KindMapNode, Map: m.Kind, Level: n.Level, Children: make([]childWire, len(n.Children))}
 	for i, c := range n.Children {
 		w.Children[i] = childWire{Last: c.Last, Count: c.Count, Chunk: c.Chunk.String()}
 	}
@@ -612,7 +606,7 @@ func (m MapSpec[E]) EncodeNode(n MapNode) ([]byte, error) {
 // NodeOverhead is the encoded size of a node of this kind at level without
 // its children (see LeafOverhead).
 func (m MapSpec[E]) NodeOverhead(level int) int {
-	b, _ := json.Marshal(nodeWire{Format: Version2, Kind: KindMapNode, Map: m.Kind, Level: level, Children: []childWire{}})
+	b, _ := json.Marshal(nodeWire{Format: Version, Kind: KindMapNode, Map: m.Kind, Level: level, Children: []childWire{}})
 	return len(b)
 }
 
@@ -625,7 +619,7 @@ func (m MapSpec[E]) ChildSize(c ChildRef) int {
 // DecodeNode strictly decodes a node chunk of this kind.
 func (m MapSpec[E]) DecodeNode(b []byte) (MapNode, error) {
 	const k = KindMapNode
-	top, err := decodeEnvelopeVersion(b, k, nodeFields, Version2)
+	top, err := decodeEnvelope(b, k, nodeFields)
 	if err != nil {
 		return MapNode{}, err
 	}

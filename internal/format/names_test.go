@@ -137,7 +137,7 @@ func TestPrefixDisjoint_OnlySlashBoundaryPrefixesConflict(t *testing.T) {
 
 func TestParseCommitID_RoundTripsAndRejectsNonCanonical(t *testing.T) {
 	d := Digest{0x01, 0x23, 0xab}
-	for _, id := range []CommitID{{Tree: treeMain, Seq: 0}, {Tree: treeFeature, Seq: 42}, {Tree: treeOther, Seq: 1<<63 - 1}, {Tree: treeMain, Seq: 3, Digest: d}} {
+	for _, id := range []CommitID{{Tree: treeMain, Seq: 0, Digest: d}, {Tree: treeFeature, Seq: 42, Digest: d}, {Tree: treeOther, Seq: 1<<63 - 1, Digest: d}, {Tree: treeMain, Seq: 3, Digest: Digest{0xff}}} {
 		got, err := ParseCommitID(id.String())
 		if err != nil || got != id {
 			t.Errorf("ParseCommitID(%q) = %v, %v", id.String(), got, err)
@@ -153,8 +153,9 @@ func TestParseCommitID_RoundTripsAndRejectsNonCanonical(t *testing.T) {
 		"01J0000000000000000000MA1N-1-0123AB00000000000000000000000000":  "digest: not lower-case hex",
 		"01J0000000000000000000MA1N-1-00000000000000000000000000000000":  "zero digest",
 		"01J0000000000000000000MA1N-01-0123ab00000000000000000000000000": "seq",
-		"01j0000000000000000000ma1n-1":                                   "canonical upper case",
-		"00000000000000000000000000-1":                                   "zero ULID",
+		"01J0000000000000000000MA1N-1":                                   "missing '-' and the digest",
+		"01j0000000000000000000ma1n-1-0123ab00000000000000000000000000":  "canonical upper case",
+		"00000000000000000000000000-1-0123ab00000000000000000000000000":  "zero ULID",
 		"01J0000000000000000000MA1N-99999999999999999999":                "seq",
 	}
 	for s, why := range invalid {

@@ -15,7 +15,7 @@ func TestGraftShaped_EveryKeyGraftWrites_AtAnyDepth(t *testing.T) {
 		TableVersionKey("b", "t", obj),
 		ObjectKey("b", "t", obj),
 		TableChunksPrefix("b", "t") + "abc.json",
-		CommitKey("b", tree, 3),
+		CommitIDKey("b", CommitID{Tree: tree, Seq: 3, Digest: Digest{1}}),
 		ChunksPrefix("b") + "abc.json",
 		BranchRefKey("b", NativeName("main", tree)),
 		"b/refs/tags/v1.json",

@@ -40,12 +40,8 @@ var tagFields = fieldSet{
 	optional: []string{"retired_op"},
 }
 
-// Validate reports the first invalid field of t as a format-1 tag.
-func (t Tag) Validate() error { return t.validate(false) }
-
-// validate checks t as a tag of format 2 (v2) or 1, which may not name a
-// format-2 commit.
-func (t Tag) validate(v2 bool) error {
+// Validate reports the first invalid field of t.
+func (t Tag) Validate() error {
 	const k = KindTag
 	if t.State != TagLive && t.State != TagRetired {
 		return malformed(k, "state", "not live or retired")
@@ -53,11 +49,8 @@ func (t Tag) validate(v2 bool) error {
 	if err := ValidateTagName(t.Name); err != nil {
 		return malformedErr(k, "name", err)
 	}
-	if t.Commit.Tree.IsZero() || t.Commit.Seq < 0 {
+	if !t.Commit.valid() {
 		return malformed(k, "commit", "not a commit id")
-	}
-	if t.Commit.IsV2() && !v2 {
-		return malformed(k, "commit", "a format-2 id in a format-1 tag")
 	}
 	if why := checkOp(t.Op); why != "" {
 		return malformed(k, "op", why)
@@ -92,12 +85,10 @@ func EncodeTag(t Tag) ([]byte, error) {
 	})
 }
 
-// DecodeTag strictly decodes a format-1 tag.
-func DecodeTag(b []byte) (Tag, error) { return decodeTag(b, Version) }
-
-func decodeTag(b []byte, version int64) (Tag, error) {
+// DecodeTag strictly decodes a tag.
+func DecodeTag(b []byte) (Tag, error) {
 	const k = KindTag
-	if _, err := decodeEnvelopeVersion(b, k, tagFields, version); err != nil {
+	if _, err := decodeEnvelope(b, k, tagFields); err != nil {
 		return Tag{}, err
 	}
 	var w tagWire
@@ -113,7 +104,7 @@ func decodeTag(b []byte, version int64) (Tag, error) {
 	if t.CreatedAt, why = parseTime(w.CreatedAt); why != "" {
 		return Tag{}, malformed(k, "created_at", why)
 	}
-	if err := t.validate(version == Version2); err != nil {
+	if err := t.Validate(); err != nil {
 		return Tag{}, err
 	}
 	return t, nil

@@ -28,7 +28,7 @@ type backend struct {
 
 var fakeBuckets atomic.Int32
 
-// backends are the stores every format-2 graph test runs against: the local
+// backends are the stores every graph test runs against: the local
 // directory, the in-memory store, an in-process S3 fake (gofakes3) and the
 // real S3 server (versitygw).
 func backends() []backend {

@@ -18,13 +18,13 @@ import (
 	"github.com/graftworks/graft/storage/memstore"
 )
 
-// Benchmarks of format 2 at the sizes of issue #14 (benchmark tier only:
+// Benchmarks at scale (benchmark tier only:
 // go test -run '^$' -bench . -benchtime 1x ./internal/graph). The ordinary
-// suite holds the same shapes flat at smaller sizes (TestV2_Append100_...,
-// TestV2_MergeCost_..., TestV2_CreateAndMergeCost_...).
+// suite holds the same shapes flat at smaller sizes (TestAppend100_...,
+// TestMergeCost_..., TestCreateAndMergeCost_...).
 //
-//	GRAFT_BENCH_ENTRIES   entries of the big table (default 1,000,000)
-//	GRAFT_BENCH_OBJECT    bytes of the big object (default 6 GiB)
+//	GRAFT_BENCH_ENTRIES entries of the big table (default 1,000,000)
+//	GRAFT_BENCH_OBJECT bytes of the big object (default 6 GiB)
 
 // meter counts the requests that reach a store and the bytes written.
 type meter struct {
@@ -136,7 +136,7 @@ func BenchmarkMillionEntryTable(b *testing.B) {
 func benchMillion(b *testing.B, be backend, n int) {
 	ctx := context.Background()
 	m := &meter{Store: be.open(b)}
-	if _, err := InitV2(ctx, m, initParams()); err != nil {
+	if _, err := Init(ctx, m, initParams()); err != nil {
 		b.Fatal(err)
 	}
 	g, _ := Open(m, "sales")
@@ -227,7 +227,7 @@ func benchMillion(b *testing.B, be backend, n int) {
 	}
 	g, _ = Open(m, "sales")
 	step(b, m, "merge (both appended 100)", func() error {
-		res, err := g.Merge(ctx, "feature", "main", MergeSpecV2{NewVersionID: func(string) ulid.ULID { return vid(5) }, Time: t0, Op: "op-m"}, "a", "merge")
+		res, err := g.Merge(ctx, "feature", "main", MergeSpec{NewVersionID: func(string) ulid.ULID { return vid(5) }, Time: t0, Op: "op-m"}, "a", "merge")
 		if err == nil && (res.Plan.Conflicts != 0 || res.Plan.Tables[0].Action != TableMerged || res.Plan.Tables[0].Added != 100) {
 			err = fmt.Errorf("merge plan %+v", res.Plan.Tables)
 		}

@@ -75,7 +75,7 @@ func ListBranches(ctx context.Context, s storage.Store, graph string) ([]Branch,
 		if r.Ref.State != format.RefLive {
 			continue
 		}
-		live[r.Ref.Branch] = append(live[r.Ref.Branch], Branch{Logical: r.Ref.Branch, Native: r.Native, Tree: r.Ref.Tree, Ref: r.Ref, ETag: r.ETag, RefFormat: r.Format})
+		live[r.Ref.Branch] = append(live[r.Ref.Branch], Branch{Logical: r.Ref.Branch, Native: r.Native, Tree: r.Ref.Tree, Ref: r.Ref, ETag: r.ETag})
 	}
 	names := make([]string, 0, len(live))
 	for name := range live {
@@ -108,8 +108,6 @@ type Incarnation struct {
 	Ref    format.BranchRef
 	// ETag of the ref, for a compare-and-swap (RetireRef).
 	ETag string
-	// Format is the ref's format version (1 or 2).
-	Format int
 }
 
 // ReadBranchIncarnations reads every ref of one logical name — live,
@@ -217,14 +215,14 @@ func readNameRefs(ctx context.Context, s storage.Store, graph, logical string) (
 
 // decodeRefAt strictly decodes the ref at the key of native.
 func decodeRefAt(native string, obj storage.Object) (Incarnation, error) {
-	ref, version, err := format.DecodeBranchRefAny(obj.Body)
+	ref, err := format.DecodeBranchRef(obj.Body)
 	if err != nil {
 		return Incarnation{}, err
 	}
 	if ref.Native != native {
 		return Incarnation{}, &format.MalformedError{Kind: format.KindBranchRef, Field: "native", Reason: "is " + ref.Native + ", not the native name its key names"}
 	}
-	return Incarnation{Native: native, Ref: ref, ETag: obj.ETag, Format: version}, nil
+	return Incarnation{Native: native, Ref: ref, ETag: obj.ETag}, nil
 }
 
 // readRefs GETs and strictly decodes the refs at keys (natives[i] is the
@@ -265,8 +263,7 @@ type RetireResult struct {
 // The retired ref keeps every field of the live one, so its bytes are a
 // function of the live ref and retiredOp and a re-issue is byte-identical;
 // it stays at the key as a fence, so a late put-if-absent of the live ref
-// can never land. It works on refs of either format and keeps the format. An
-// ambiguous or failed put is settled by reading back: our
+// can never land. An ambiguous or failed put is settled by reading back: our
 // retired bytes → done; still the live ref with etag → re-issue (at most
 // MaxPutAttempts puts in all); anything else → *RefChangedError (matching
 // ErrRefChanged). Still unknown at the end is an *InDoubtError; calling
@@ -298,7 +295,7 @@ func RetireRef(ctx context.Context, s storage.Store, graph, native, etag, retire
 		if err != nil {
 			return RetireResult{}, fmt.Errorf("retire ref %s: read ref: %w", native, err)
 		}
-		ref, version, err := format.DecodeBranchRefAny(obj.Body)
+		ref, err := format.DecodeBranchRef(obj.Body)
 		if err != nil {
 			return RetireResult{}, fmt.Errorf("retire ref %s: %s: %w", native, key, err)
 		}
@@ -328,9 +325,9 @@ func RetireRef(ctx context.Context, s storage.Store, graph, native, etag, retire
 		}
 		out := ref
 		out.State, out.RetiredOp = format.RefRetired, retiredOp
-		// A retired ref keeps the live ref's format (and, in format 2, its
-		// head), so its bytes are a function of the live ref and retiredOp.
-		if retired, err = format.EncodeBranchRefAny(out, version); err != nil {
+		// A retired ref keeps the live ref's head, so its bytes are a
+		// function of the live ref and retiredOp.
+		if retired, err = format.EncodeBranchRef(out); err != nil {
 			return RetireResult{}, fmt.Errorf("retire ref %s: %w", native, invalid("RetiredOp", err))
 		}
 		put, err := s.Put(ctx, key, retired, storage.PutOptions{IfMatch: etag})

@@ -83,17 +83,17 @@ func (e *MultipleLiveError) Error() string {
 // Is matches ErrMultipleLive.
 func (e *MultipleLiveError) Is(target error) bool { return target == ErrMultipleLive }
 
-// StaleHeadError reports that the seq after Expected is taken by another
-// commit. It matches ErrStaleHead.
+// StaleHeadError reports that a branch's head is not the one a caller
+// expected, or that a planned commit never became the head. It matches
+// ErrStaleHead.
 type StaleHeadError struct {
 	Graph    string
-	Expected format.CommitID // the head the caller expected (format 1: the planned commit's parent)
-	// Key is, in format 1, the key of seq Expected.Seq+1, which holds other
-	// bytes; in format 2 the ref's key.
+	Expected format.CommitID // the head the caller expected
+	// Key is the ref's key.
 	Key string
-	// Format 2: Found is the head the ref names now (zero for a fence),
-	// Planned the commit that will never be the head, State the ref's
-	// state, Walked the commits read to rule Planned out.
+	// Found is the head the ref names now (zero for a fence), Planned the
+	// commit that will never be the head, State the ref's state, Walked the
+	// commits read to rule Planned out.
 	Found   format.CommitID
 	Planned format.CommitID
 	State   format.RefState
@@ -153,7 +153,7 @@ type InDoubtError struct {
 	// Graph and Commit are set when the put was a commit.
 	Graph  string
 	Commit *format.Commit
-	// Publish is set when the put was a format-2 head swap; settle it with
+	// Publish is set when the put was a head swap; settle it with
 	// (*Graph).SettlePublish.
 	Publish *Publish
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/graftworks/graft/internal/format"
 )
 
-// Helpers of cleanup's format-2 mark (activities/cleanup_v2.go; docs/format.md,
+// Helpers of cleanup's mark (activities/cleanup_mark.go; docs/format.md,
 // *Cleanup*): the tree phase marks commits — their own keys and their pins and
 // lineage chunks — and hands the versions they pin to the per-table phase,
 // which marks versions (Marker.Version) on its own worker.

@@ -43,26 +43,11 @@ func initParams() InitParams {
 
 func mustInit(t *testing.T, s storage.Store) InitResult {
 	t.Helper()
-	res, err := InitGraph(context.Background(), s, initParams())
+	res, err := Init(context.Background(), s, initParams())
 	if err != nil {
 		t.Fatalf("init graph: %v", err)
 	}
 	return res
-}
-
-// appendParams appends to main at expected head seq with the given message.
-func appendParams(seq int64, message string) AppendParams {
-	return AppendParams{
-		Graph:        "sales",
-		Tree:         treeMain,
-		Branch:       "main",
-		ExpectedHead: treeMain.String() + "-" + itoa(seq),
-		Pins:         map[string]ulid.ULID{"orders": versionA},
-		Author:       "ana",
-		Message:      message,
-		Time:         t0.Add(time.Duration(seq+1) * time.Minute),
-		Op:           "op-append-" + itoa(seq+1),
-	}
 }
 
 func itoa(n int64) string {

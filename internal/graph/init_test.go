@@ -10,7 +10,7 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-func TestInitGraph_SameParamsInTwoStores_WritesIdenticalBytes(t *testing.T) {
+func TestInit_SameParamsInTwoStores_WritesIdenticalBytes(t *testing.T) {
 	a, b := newStore(t), newStore(t)
 	mustInit(t, a)
 	mustInit(t, b)
@@ -23,7 +23,7 @@ func TestInitGraph_SameParamsInTwoStores_WritesIdenticalBytes(t *testing.T) {
 	}
 }
 
-func TestInitGraph_WritesRootCommitMainRefAndGraphRecord(t *testing.T) {
+func TestInit_WritesRootCommitMainRefAndGraphRecord(t *testing.T) {
 	s := newStore(t)
 	res := mustInit(t, s)
 	if !res.Created {
@@ -38,18 +38,19 @@ func TestInitGraph_WritesRootCommitMainRefAndGraphRecord(t *testing.T) {
 	if err != nil || b.Native != "main."+treeMain.String() || b.Tree != treeMain || b.ETag == "" {
 		t.Fatalf("ResolveBranch(main) = %+v, %v", b, err)
 	}
-	head, err := ReadHead(ctx, s, "sales", treeMain)
-	if err != nil || head.ID != (format.CommitID{Tree: treeMain, Seq: 0}) || len(head.Parents) != 0 || len(head.Pins) != 0 || head.Author != "ana" {
-		t.Fatalf("ReadHead = %+v, %v", head, err)
+	gr, _ := Open(s, "sales")
+	h, err := gr.HeadOf(ctx, b)
+	if head := h.Commit; err != nil || head.ID != res.Root.ID || head.ID.Seq != 0 || len(head.Parents) != 0 || head.Pins.Len() != 0 || head.Author != "ana" {
+		t.Fatalf("HeadOf = %+v, %v", head, err)
 	}
 }
 
-func TestInitGraph_RerunSameParams_SucceedsWithoutWriting(t *testing.T) {
+func TestInit_RerunSameParams_SucceedsWithoutWriting(t *testing.T) {
 	s := newStore(t)
 	mustInit(t, s)
 	before := dump(t, s)
 	c := &countingStore{Store: s}
-	res, err := InitGraph(context.Background(), c, initParams())
+	res, err := Init(context.Background(), c, initParams())
 	if err != nil {
 		t.Fatalf("re-run: %v", err)
 	}
@@ -61,14 +62,14 @@ func TestInitGraph_RerunSameParams_SucceedsWithoutWriting(t *testing.T) {
 	}
 }
 
-func TestInitGraph_RerunAfterCrashBeforeGraphRecord_Completes(t *testing.T) {
+func TestInit_RerunAfterCrashBeforeGraphRecord_Completes(t *testing.T) {
 	s := newStore(t)
 	// The first run's graph record put is refused: root commit and ref exist.
 	f := withFaults(s, &faultRule{match: keyHasSuffix("/graph.json"), mode: refuse, times: 1})
-	if _, err := InitGraph(context.Background(), f, initParams()); !errors.Is(err, storage.ErrRefused) {
+	if _, err := Init(context.Background(), f, initParams()); !errors.Is(err, storage.ErrRefused) {
 		t.Fatalf("first run: %v, want ErrRefused", err)
 	}
-	res, err := InitGraph(context.Background(), s, initParams())
+	res, err := Init(context.Background(), s, initParams())
 	if err != nil || !res.Created {
 		t.Fatalf("re-run: %+v, %v", res, err)
 	}
@@ -77,13 +78,13 @@ func TestInitGraph_RerunAfterCrashBeforeGraphRecord_Completes(t *testing.T) {
 	}
 }
 
-func TestInitGraph_DifferentParamsOnExistingGraph_IsErrGraphExistsAndWritesNothing(t *testing.T) {
+func TestInit_DifferentParamsOnExistingGraph_IsErrGraphExistsAndWritesNothing(t *testing.T) {
 	s := newStore(t)
 	mustInit(t, s)
 	before := dump(t, s)
 	p := initParams()
 	p.MainTree, p.Op = treeMain2, "op-init-2"
-	_, err := InitGraph(context.Background(), s, p)
+	_, err := Init(context.Background(), s, p)
 	if !errors.Is(err, ErrGraphExists) {
 		t.Fatalf("error %v, want ErrGraphExists", err)
 	}
@@ -92,7 +93,7 @@ func TestInitGraph_DifferentParamsOnExistingGraph_IsErrGraphExistsAndWritesNothi
 	}
 }
 
-func TestInitGraph_LosesGraphRecordRace_FencesItsOwnMainRef(t *testing.T) {
+func TestInit_LosesGraphRecordRace_FencesItsOwnMainRef(t *testing.T) {
 	s := newStore(t)
 	mustInit(t, s)
 	// B's read of the graph record is stale (A's record lands just after it),
@@ -101,7 +102,7 @@ func TestInitGraph_LosesGraphRecordRace_FencesItsOwnMainRef(t *testing.T) {
 	f.hideKey, f.hideGets = format.GraphKey("sales"), 1
 	p := initParams()
 	p.MainTree, p.Op = treeMain2, "op-init-2"
-	_, err := InitGraph(context.Background(), f, p)
+	_, err := Init(context.Background(), f, p)
 	if !errors.Is(err, ErrGraphExists) {
 		t.Fatalf("error %v, want ErrGraphExists", err)
 	}
@@ -119,10 +120,10 @@ func TestInitGraph_LosesGraphRecordRace_FencesItsOwnMainRef(t *testing.T) {
 	}
 }
 
-func TestInitGraph_EveryPutAppliedButAckLost_Succeeds(t *testing.T) {
+func TestInit_EveryPutAppliedButAckLost_Succeeds(t *testing.T) {
 	s := newStore(t)
 	f := withFaults(s, &faultRule{match: func(string) bool { return true }, mode: applyThenAmbiguous, times: 3})
-	if _, err := InitGraph(context.Background(), f, initParams()); err != nil {
+	if _, err := Init(context.Background(), f, initParams()); err != nil {
 		t.Fatalf("init: %v", err)
 	}
 	want := newStore(t)
@@ -132,11 +133,11 @@ func TestInitGraph_EveryPutAppliedButAckLost_Succeeds(t *testing.T) {
 	}
 }
 
-func TestInitGraph_RefPutLostTwice_ReissueSucceeds(t *testing.T) {
+func TestInit_RefPutLostTwice_ReissueSucceeds(t *testing.T) {
 	s := newStore(t)
 	f := withFaults(s, &faultRule{match: keyContains("/refs/branches/"), mode: ambiguousUnapplied, times: MaxPutAttempts - 1})
 	c := &countingStore{Store: f}
-	if _, err := InitGraph(context.Background(), c, initParams()); err != nil {
+	if _, err := Init(context.Background(), c, initParams()); err != nil {
 		t.Fatalf("init: %v", err)
 	}
 	if got, want := c.puts.Load(), int64(3+MaxPutAttempts-1); got != want {
@@ -147,10 +148,10 @@ func TestInitGraph_RefPutLostTwice_ReissueSucceeds(t *testing.T) {
 	}
 }
 
-func TestInitGraph_RefPutNeverLands_IsInDoubtMatchingErrAmbiguous(t *testing.T) {
+func TestInit_RefPutNeverLands_IsInDoubtMatchingErrAmbiguous(t *testing.T) {
 	s := newStore(t)
 	f := withFaults(s, &faultRule{match: keyContains("/refs/branches/"), mode: ambiguousUnapplied, times: MaxPutAttempts})
-	_, err := InitGraph(context.Background(), f, initParams())
+	_, err := Init(context.Background(), f, initParams())
 	var d *InDoubtError
 	if !errors.Is(err, storage.ErrAmbiguous) || !errors.As(err, &d) {
 		t.Fatalf("error %v, want an *InDoubtError matching storage.ErrAmbiguous", err)
@@ -163,7 +164,7 @@ func TestInitGraph_RefPutNeverLands_IsInDoubtMatchingErrAmbiguous(t *testing.T) 
 	}
 }
 
-func TestInitGraph_InvalidParams_AreErrInvalidWithoutRequests(t *testing.T) {
+func TestInit_InvalidParams_AreErrInvalidWithoutRequests(t *testing.T) {
 	cases := map[string]func(*InitParams){
 		"Graph":    func(p *InitParams) { p.Graph = "Bad/Name" },
 		"MainTree": func(p *InitParams) { p.MainTree = [16]byte{} },
@@ -175,7 +176,7 @@ func TestInitGraph_InvalidParams_AreErrInvalidWithoutRequests(t *testing.T) {
 		c := &countingStore{Store: newStore(t)}
 		p := initParams()
 		mutate(&p)
-		_, err := InitGraph(context.Background(), c, p)
+		_, err := Init(context.Background(), c, p)
 		var pe *ParamError
 		if !errors.Is(err, ErrInvalid) || !errors.As(err, &pe) || pe.Field != field {
 			t.Errorf("%s: error %v, want ParamError on %s", field, err, field)

@@ -11,7 +11,7 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// The chunked maps of format 2 (internal/format, maps.go): building one from
+// The chunked maps (internal/format, maps.go): building one from
 // sorted entries, applying sorted edits to one (reading and writing only the
 // chunks on the edited paths), point lookups, streaming iteration, and
 // walking two maps side by side while skipping the subtrees they share.
@@ -410,8 +410,8 @@ func (t mapTree[E]) apply(ctx context.Context, edits []mapEdit[E]) (format.MapRe
 	if len(edits) == 0 && (!t.ref.IsInline() || t.r.spec.InlineFits(t.ref.Entries)) {
 		return t.ref, nil, nil
 	}
-	// (An inline map too large to write inline — a format-1 commit's pins
-	// or lineage — is rebuilt into its canonical form even without edits.)
+	// (An inline map too large to write inline is rebuilt into its canonical
+	// form even without edits.)
 	spec := t.r.spec
 	for _, e := range edits {
 		if e.Entry != nil && spec.Key(*e.Entry) != e.Key {

@@ -12,8 +12,7 @@ import (
 	"github.com/graftworks/graft/internal/format"
 )
 
-// Cleanup's mark over format 2 (phase 2 wires it into the cleanup workflow):
-// a streaming walk over everything a retained commit or version names.
+// Cleanup's mark (activities/cleanup_mark.go): a streaming walk over everything a retained commit or version names.
 //
 // Retention rule. A key is retained when a retained root reaches it: a
 // retained commit keeps its pins chunks, its lineage chunks and every
@@ -30,9 +29,8 @@ import (
 //
 // Deletion order, so a probe that finds a referrer after pinning it proves
 // its referents are there: commits, then pins and lineage chunks, then table
-// versions, then manifest chunks, then data objects. (The create and merge
-// probe rule of format 1 — cleanup deletes commits before versions, so a
-// probe sees a missing commit — extends to chunks this way.)
+// versions, then manifest chunks, then data objects: an operation that pins a
+// commit and then finds it probes everything the commit reaches.
 
 // MarkKind says what a marked key is.
 type MarkKind string

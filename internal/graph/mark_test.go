@@ -19,7 +19,7 @@ import (
 func TestMarker_ReportsEveryRetainedKeyOnce_AndNoGarbage(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *faults.Store) {
 		ctx := context.Background()
-		g, _ := mustInitV2(t, s)
+		g, _ := mustInitGraph(t, s)
 		var put []format.ManifestEntry
 		for i := 0; i < 3000; i++ {
 			put = append(put, objEntry(i))

@@ -4,50 +4,306 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 
 	"github.com/graftworks/graft/internal/format"
-	"github.com/graftworks/graft/storage"
 )
 
-// Merge planning: how a source head relates to a target head, their merge
-// base, and what a merge does with each table. Everything here is a function
-// of commits and their lineage; the only reads are of merge-base candidates,
-// through a CommitReader, and their number depends on how many trees the two
-// heads share, never on how long their histories are.
+// Merges: the merge-base search over chunked lineages, and the
+// object-level three-way merge of tables changed on both sides.
 //
-// A commit's ancestry is a vector: its lineage (every other tree holding an
-// ancestor, with the highest such seq) plus its own tree at its own seq.
-// Because a tree is linear — seq n's first parent is n-1 — the ancestors of
-// a commit in tree X are exactly the commits of X up to that vector's entry.
-// The common ancestors of two commits are therefore described by the
-// element-wise minimum of their vectors over the trees both hold; each entry
-// of it names one common ancestor, a *candidate*. The merge bases are the
-// candidates no other candidate descends from. Candidate c in tree X has
-// candidate d in tree Y as an ancestor iff ancestry(c)[Y] reaches d's seq,
-// which one read of c answers.
+// A commit's ancestry is a vector: its lineage (for every other tree with an
+// ancestor, the highest such commit) plus its own position. The common
+// ancestors of two commits are described by the element-wise minimum of their
+// vectors over the trees both hold — one candidate per such tree — and the
+// merge bases are the candidates no other candidate descends from. Lineages
+// are chunked maps, so the two vectors are intersected by walking them side by
+// side: where they share a subtree the entries are equal and are not read; the
+// shared subtrees are then ruled out wholesale against a commit known to be a
+// common ancestor whose lineage shares them too (the fork a branch was made
+// from, or a candidate in either head's own tree). The reads are the
+// candidates the search cannot rule out without reading, and the chunks in
+// which the lineages differ — never more with a longer history.
 
-// Ancestry returns c's ancestor vector: c's lineage plus c's own tree at c's
-// own seq. Commit (X, s) is c or an ancestor of c iff s ≤ Ancestry(c)[X].
-func Ancestry(c format.Commit) map[ulid.ULID]int64 {
-	out := make(map[ulid.ULID]int64, len(c.Lineage)+1)
-	maps.Copy(out, c.Lineage)
-	out[c.ID.Tree] = c.ID.Seq
-	return out
+// maxForkProbes bounds how far up a chain of forks (a branch of a branch of
+// ...) the search looks for a common ancestor to rule candidates out with.
+const maxForkProbes = 8
+
+// BaseSearch is what FindBases found.
+type BaseSearch struct {
+	Relation Relation
+	// Bases are the merge bases: the source head when up to date, the target
+	// head when adoptable; otherwise the common ancestors no other common
+	// ancestor descends from (one in histories of forks and merges, several
+	// after criss-cross merges, none for unrelated heads).
+	Bases []Commit
+	// Candidates counts the candidates the search had to consider one by
+	// one; Reads the commits it read.
+	Candidates, Reads int
 }
 
-// IsAncestor reports whether id is c itself or an ancestor of c, from c's
-// id and lineage alone.
-func IsAncestor(id format.CommitID, c format.Commit) bool {
-	if id.Tree == c.ID.Tree {
-		return id.Seq <= c.ID.Seq
+// FindBases relates source to target and finds their merge bases.
+func (g *Graph) FindBases(ctx context.Context, source, target Commit) (BaseSearch, error) {
+	if ok, err := g.IsAncestorOf(ctx, source.ID, target); err != nil || ok {
+		return BaseSearch{Relation: RelationUpToDate, Bases: []Commit{source}}, err
 	}
-	seq, ok := c.Lineage[id.Tree]
-	return ok && id.Seq <= seq
+	if ok, err := g.IsAncestorOf(ctx, target.ID, source); err != nil || ok {
+		return BaseSearch{Relation: RelationAdoptable, Bases: []Commit{target}}, err
+	}
+	bs := &baseSearch{g: g, cands: map[ulid.ULID]format.CommitID{}, read: map[ulid.ULID]*Commit{}, dropped: map[ulid.ULID]bool{}}
+	res, err := bs.run(ctx, source, target)
+	if err != nil {
+		return BaseSearch{}, fmt.Errorf("find merge bases of %s and %s: %w", source.ID, target.ID, err)
+	}
+	return res, nil
+}
+
+// block is a lineage subtree both heads share: a chunk of level, after key low.
+type block struct {
+	ref   format.ChildRef
+	level int
+	low   string
+}
+
+type baseSearch struct {
+	g       *Graph
+	mu      sync.Mutex
+	cands   map[ulid.ULID]format.CommitID // by tree: the lower of the two heads' positions
+	read    map[ulid.ULID]*Commit         // candidates read, by tree
+	dropped map[ulid.ULID]bool            // candidates a common ancestor descends from
+	blocks  []block                       // lineage subtrees both heads share
+	reads   int
+	seen    int
+}
+
+func lower(a, b format.CommitID) format.CommitID {
+	if b.Seq < a.Seq {
+		return b
+	}
+	return a
+}
+
+func (bs *baseSearch) addCand(id format.CommitID) {
+	if cur, ok := bs.cands[id.Tree]; ok {
+		id = lower(cur, id)
+	} else {
+		bs.seen++
+	}
+	bs.cands[id.Tree] = id
+}
+
+func (bs *baseSearch) readCommit(ctx context.Context, id format.CommitID) (Commit, error) {
+	c, err := bs.g.Commit(ctx, id)
+	if err != nil {
+		return Commit{}, fmt.Errorf("read merge base candidate %s: %w", id, err)
+	}
+	bs.mu.Lock()
+	bs.reads++
+	bs.mu.Unlock()
+	return c, nil
+}
+
+func (bs *baseSearch) run(ctx context.Context, source, target Commit) (BaseSearch, error) {
+	g := bs.g
+	// The candidates in the two heads' own trees: the latest commit of each
+	// that the other has.
+	var own []format.CommitID
+	if at, ok, err := g.ancestorAt(ctx, target, source.ID.Tree); err != nil {
+		return BaseSearch{}, err
+	} else if ok {
+		bs.addCand(at)
+		own = append(own, at)
+	}
+	if at, ok, err := g.ancestorAt(ctx, source, target.ID.Tree); err != nil {
+		return BaseSearch{}, err
+	} else if ok {
+		bs.addCand(at)
+		own = append(own, at)
+	}
+	// The trees both lineages hold: entries read where they differ,
+	// subtrees they share kept as blocks.
+	err := walkMaps(ctx, g.lineageOf(source), g.lineageOf(target), walkFuncs[format.LineageEntry]{
+		both: func(a, b format.LineageEntry) error { bs.addCand(lower(a.ID(), b.ID())); return nil },
+		sharedAt: func(c format.ChildRef, level int, low string) error {
+			bs.blocks = append(bs.blocks, block{ref: c, level: level, low: low})
+			return nil
+		},
+	})
+	if err != nil {
+		return BaseSearch{}, err
+	}
+	// Read the own-tree candidates together.
+	var dominators []Commit
+	ownCommits := make([]Commit, len(own))
+	errs := make([]error, len(own))
+	var wg sync.WaitGroup
+	for i, id := range own {
+		wg.Go(func() { ownCommits[i], errs[i] = bs.readCommit(ctx, id) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return BaseSearch{}, err
+	}
+	for i := range ownCommits {
+		bs.read[ownCommits[i].ID.Tree] = &ownCommits[i]
+	}
+	// Probes: the forks the heads' trees were made from, up the chain, when
+	// they are common ancestors. They rule out whatever they descend from.
+	probes, err := bs.forkProbes(ctx, source, target)
+	if err != nil {
+		return BaseSearch{}, err
+	}
+	dominators = append(dominators, probes...)
+	dominators = append(dominators, ownCommits...)
+	for _, d := range dominators {
+		if err := bs.prune(ctx, d); err != nil {
+			return BaseSearch{}, err
+		}
+	}
+	// Shared lineage subtrees: ruled out wholesale where a dominator's
+	// lineage shares them too; what is left becomes candidates.
+	for _, b := range bs.blocks {
+		var against *Commit
+		if len(dominators) > 0 {
+			against = &dominators[0]
+		}
+		if err := bs.resolveBlock(ctx, b, against); err != nil {
+			return BaseSearch{}, err
+		}
+		for _, d := range dominators[min(1, len(dominators)):] {
+			if err := bs.prune(ctx, d); err != nil {
+				return BaseSearch{}, err
+			}
+		}
+	}
+	// Whatever is left, one at a time, oldest tree first (main, the trunk
+	// most branches share, is normally the oldest).
+	for {
+		next, ok := bs.nextUnread()
+		if !ok {
+			break
+		}
+		c, err := bs.readCommit(ctx, next)
+		if err != nil {
+			return BaseSearch{}, err
+		}
+		bs.read[c.ID.Tree] = &c
+		if err := bs.prune(ctx, c); err != nil {
+			return BaseSearch{}, err
+		}
+	}
+	res := BaseSearch{Relation: RelationDiverged, Candidates: bs.seen, Reads: bs.reads}
+	trees := make([]ulid.ULID, 0, len(bs.read))
+	for t := range bs.read {
+		trees = append(trees, t)
+	}
+	slices.SortFunc(trees, func(a, b ulid.ULID) int { return a.Compare(b) })
+	for _, t := range trees {
+		if c := bs.read[t]; !bs.dropped[t] && bs.cands[t] == c.ID {
+			res.Bases = append(res.Bases, *c)
+		}
+	}
+	return res, nil
+}
+
+func (bs *baseSearch) nextUnread() (format.CommitID, bool) {
+	var best format.CommitID
+	found := false
+	for t, id := range bs.cands {
+		if bs.dropped[t] {
+			continue
+		}
+		if c := bs.read[t]; c != nil && c.ID == id {
+			continue
+		}
+		if !found || t.Compare(best.Tree) < 0 {
+			best, found = id, true
+		}
+	}
+	return best, found
+}
+
+// forkProbes reads the forks up each head's chain of forks that are common
+// ancestors of both heads.
+func (bs *baseSearch) forkProbes(ctx context.Context, source, target Commit) ([]Commit, error) {
+	var out []Commit
+	seen := map[format.CommitID]bool{}
+	for _, pair := range [][2]Commit{{source, target}, {target, source}} {
+		head, other := pair[0], pair[1]
+		fork := head.Fork
+		for i := 0; i < maxForkProbes && !fork.IsZero() && !seen[fork]; i++ {
+			seen[fork] = true
+			p, err := bs.readCommit(ctx, fork)
+			if err != nil {
+				return nil, err
+			}
+			common, err := bs.g.IsAncestorOf(ctx, fork, other)
+			if err != nil {
+				return nil, err
+			}
+			if common {
+				out = append(out, p)
+				if id, ok := bs.cands[p.ID.Tree]; ok && id == p.ID {
+					bs.read[p.ID.Tree] = &p
+				}
+				break // its own forks are its ancestors: it rules them out
+			}
+			fork = p.Fork
+		}
+	}
+	return out, nil
+}
+
+// prune drops every candidate that common ancestor d descends from (but d
+// itself, when d is a candidate).
+func (bs *baseSearch) prune(ctx context.Context, d Commit) error {
+	for t, id := range bs.cands {
+		if bs.dropped[t] || id == d.ID {
+			continue
+		}
+		at, ok, err := bs.g.ancestorAt(ctx, d, t)
+		if err != nil {
+			return err
+		}
+		if ok && at.Seq >= id.Seq {
+			bs.dropped[t] = true
+		}
+	}
+	return nil
+}
+
+// resolveBlock turns a shared lineage subtree into the candidates in it that
+// d (a common ancestor) does not descend from; with no d, all of them.
+// Where d's lineage holds the same subtree, nothing is read.
+func (bs *baseSearch) resolveBlock(ctx context.Context, b block, d *Commit) error {
+	tree := subtree(bs.g.lineage, b.ref, b.level, b.low)
+	undominated := func(e format.LineageEntry) {
+		if bs.dropped[e.Tree] {
+			return
+		}
+		bs.addCand(e.ID())
+	}
+	if d == nil {
+		return tree.each(ctx, func(e format.LineageEntry) error { undominated(e); return nil })
+	}
+	return walkMaps(ctx, tree, bs.g.lineageOf(*d), walkFuncs[format.LineageEntry]{
+		onlyA: func(e format.LineageEntry) error {
+			if e.Tree != d.ID.Tree || e.Seq > d.ID.Seq {
+				undominated(e)
+			}
+			return nil
+		},
+		both: func(a, x format.LineageEntry) error {
+			if x.Seq < a.Seq {
+				undominated(a)
+			}
+			return nil
+		},
+	})
 }
 
 // Relation is how a merge's source head relates to its target head.
@@ -63,144 +319,6 @@ const (
 	// RelationDiverged: each head has commits the other lacks.
 	RelationDiverged Relation = "diverged"
 )
-
-// CommitReader reads one commit by id. FindMergeBases calls it only for
-// merge-base candidates.
-type CommitReader func(ctx context.Context, id format.CommitID) (format.Commit, error)
-
-// StoreCommitReader reads commits of graph from s, one GET each.
-func StoreCommitReader(s storage.Store, graph string) CommitReader {
-	return func(ctx context.Context, id format.CommitID) (format.Commit, error) {
-		return readCommit(ctx, s, graph, id)
-	}
-}
-
-// MergeBases is what FindMergeBases found.
-type MergeBases struct {
-	Relation Relation
-	// Bases are the merge bases: the common ancestors no other common
-	// ancestor descends from. The source head when up to date, the target
-	// head when adoptable. Histories built by forks and merges of one
-	// branch into another have exactly one; criss-cross merges can leave
-	// several; heads with no common ancestor (not possible within one
-	// graph unless its history was rewritten by hand) have none.
-	Bases []format.Commit
-	// Candidates counts the common ancestors the lineages named; Reads the
-	// ones FindMergeBases had to read.
-	Candidates, Reads int
-}
-
-// BaseCandidates returns the common ancestors of source and target that
-// their ancestor vectors name — one per tree both hold, at the lower of the
-// two seqs — in the order FindMergeBases reads them: the source's tree, the
-// target's tree, then the others by tree ULID, oldest first (main, the
-// trunk most branches share, is normally the oldest tree).
-func BaseCandidates(source, target format.Commit) []format.CommitID {
-	as, at := Ancestry(source), Ancestry(target)
-	var out []format.CommitID
-	for tree, s := range as {
-		if t, ok := at[tree]; ok {
-			out = append(out, format.CommitID{Tree: tree, Seq: min(s, t)})
-		}
-	}
-	rank := func(id format.CommitID) int {
-		switch id.Tree {
-		case source.ID.Tree:
-			return 0
-		case target.ID.Tree:
-			return 1
-		}
-		return 2
-	}
-	slices.SortFunc(out, func(a, b format.CommitID) int {
-		if ra, rb := rank(a), rank(b); ra != rb {
-			return ra - rb
-		}
-		return a.Tree.Compare(b.Tree)
-	})
-	return out
-}
-
-// FindMergeBases relates source to target and finds their merge bases from
-// the two heads' lineages. Up to date and adoptable need no read.
-// Otherwise it reads candidates in BaseCandidates order and, after each
-// read, drops every candidate the commit read descends from, until none is
-// left unread. The candidates in the source's and the target's own trees
-// (the latest commit of each that the other head has, after merges in
-// either direction) are read first and together, since either may be the
-// base; the others one at a time. So a branch forked from the other, two
-// branches forked from a third, and repeated merges in either direction
-// cost one or two reads (two in parallel), and any history at most one
-// read per tree the two heads share — never more with a longer history. A
-// reader error (a reclaimed base: ErrCommitNotFound) is returned wrapped.
-// read must be safe for concurrent use.
-func FindMergeBases(ctx context.Context, source, target format.Commit, read CommitReader) (MergeBases, error) {
-	if IsAncestor(source.ID, target) {
-		return MergeBases{Relation: RelationUpToDate, Bases: []format.Commit{source}}, nil
-	}
-	if IsAncestor(target.ID, source) {
-		return MergeBases{Relation: RelationAdoptable, Bases: []format.Commit{target}}, nil
-	}
-	cands := BaseCandidates(source, target)
-	res := MergeBases{Relation: RelationDiverged, Candidates: len(cands)}
-	commits := make([]*format.Commit, len(cands))
-	dropped := make([]bool, len(cands))
-	readOne := func(i int) error {
-		c, err := read(ctx, cands[i])
-		if err != nil {
-			return fmt.Errorf("read merge base candidate %s: %w", cands[i], err)
-		}
-		if c.ID != cands[i] {
-			return fmt.Errorf("read merge base candidate %s: got commit %s", cands[i], c.ID)
-		}
-		commits[i] = &c
-		return nil
-	}
-	// prune drops every candidate commit i descends from.
-	prune := func(i int) {
-		anc := Ancestry(*commits[i])
-		for j, other := range cands {
-			if j != i && anc[other.Tree] >= other.Seq {
-				dropped[j] = true
-			}
-		}
-	}
-	own := 0
-	for own < len(cands) && (cands[own].Tree == source.ID.Tree || cands[own].Tree == target.ID.Tree) {
-		own++
-	}
-	errs := make([]error, own)
-	var wg sync.WaitGroup
-	for i := range own {
-		wg.Go(func() { errs[i] = readOne(i) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return MergeBases{}, err
-	}
-	res.Reads += own
-	for i := range own {
-		if !dropped[i] {
-			prune(i)
-		}
-	}
-	for i := own; i < len(cands); i++ {
-		if dropped[i] {
-			continue
-		}
-		if err := readOne(i); err != nil {
-			return MergeBases{}, err
-		}
-		res.Reads++
-		prune(i)
-	}
-	for i, c := range commits {
-		if c != nil && !dropped[i] {
-			res.Bases = append(res.Bases, *c)
-		}
-	}
-	return res, nil
-}
 
 // TableAction is what a merge does with one table.
 type TableAction string
@@ -218,67 +336,142 @@ const (
 	TableConflict TableAction = "conflict"
 )
 
-// TablePlan is one table's line in a merge plan. A zero version means that
-// side does not pin the table.
-type TablePlan struct {
-	Table                string
-	Action               TableAction
+// TableMerged: both sides changed the table and their changes touch
+// different objects; the merge writes a new version with both.
+const TableMerged TableAction = "merged"
+
+// ObjectConflict is one object both sides changed differently since the
+// base. A nil entry means absent on that side (never added, or removed).
+type ObjectConflict struct {
+	Name                 string
+	Base, Source, Target *format.ManifestEntry
+}
+
+// TableMerge is one table's line in a merge plan.
+type TableMerge struct {
+	Table  string
+	Action TableAction
+	// Base, Source and Target are the versions each side pins; zero when
+	// that side does not pin the table.
 	Base, Source, Target ulid.ULID
-	// BaseAmbiguous is set when several merge bases pin different versions
-	// of the table (criss-cross history); Base is then zero.
-	BaseAmbiguous bool
+	BaseAmbiguous        bool
+	// Added, Removed and Replaced count what the merge changes in the
+	// target's entries (adopt and merged).
+	Added, Removed, Replaced int64
+	// Conflicts lists, up to MergeSpec.MaxListedConflicts, the objects
+	// changed differently on both sides; ConflictCount counts them all.
+	Conflicts     []ObjectConflict
+	ConflictCount int64
+	// Why says, for a table-level conflict, what the two sides did.
+	Why string
+}
+
+// MergeSpec parameterises PlanMerge.
+type MergeSpec struct {
+	// NewVersionID mints the id of the version a table merged at object
+	// level gets (called once per such table, in table order).
+	NewVersionID func(table string) ulid.ULID
+	// Time and Op go into the merged versions.
+	Time time.Time
+	Op   string
+	// MaxListedConflicts bounds each table's Conflicts. Defaults to 100.
+	MaxListedConflicts int
 }
 
 // MergePlan is what merging source into target would do.
 type MergePlan struct {
 	Relation Relation
 	Bases    []format.CommitID
-	// Tables has a line for every table the source, the target or a base
-	// pins, sorted by name.
-	Tables []TablePlan
-	// Pins is the target's pins after the merge: the target's, with every
-	// adopted table set to the source's version. Nil when there is a conflict.
-	Pins map[string]ulid.ULID
-	// Counts per action.
-	Unchanged, Adopted, Kept, Conflicts int
+	// Tables has a line for every table the merge does not leave unchanged,
+	// by name; Unchanged counts the others.
+	Tables    []TableMerge
+	Unchanged int64
+	// Conflicts counts the tables in conflict.
+	Conflicts int
+	// SetPins and DropPins are the merge commit's edits of the target's
+	// pins (or, when adoptable, PinsFrom names the source head).
+	SetPins  map[string]ulid.ULID
+	DropPins []string
+	PinsFrom format.CommitID
+	// Versions are the merged tables' new versions, written before the commit.
+	Versions []VersionPlan
 }
 
-// Writes reports whether the merge changes the target: no conflict and at
-// least one table to adopt.
-func (p MergePlan) Writes() bool { return p.Conflicts == 0 && p.Adopted > 0 }
+// Writes reports whether the merge changes the target: no conflict and
+// something to take.
+func (p MergePlan) Writes() bool {
+	return p.Conflicts == 0 && (len(p.SetPins) > 0 || len(p.DropPins) > 0 || !p.PinsFrom.IsZero())
+}
 
-// PlanMerge classifies every table by the three-way rule, given the merge
-// bases FindMergeBases found: a table both sides pin alike is unchanged;
-// otherwise, if the target still pins the base's version the source's is
-// adopted, if the source does the target's is kept, and if neither does
-// it is a conflict. With several bases a table's base is the version they
-// all pin; when they disagree and the sides differ the table is a
-// conflict. With no base at all the base pins nothing, so a table only one
-// side has is that side's addition.
-func PlanMerge(source, target format.Commit, bases MergeBases) MergePlan {
-	plan := MergePlan{Relation: bases.Relation}
-	names := map[string]bool{}
-	for t := range source.Pins {
-		names[t] = true
+// Spec returns the commit spec of the merge commit on the target's head
+// (merged parent: the source head).
+func (p MergePlan) Spec(target Head, source Commit, author, message string, at time.Time, op string) CommitSpec {
+	sp := CommitSpec{Branch: target.Logical, ExpectedHead: target.Commit.ID.String(), SetPins: p.SetPins, DropPins: p.DropPins,
+		MergedParent: source.ID.String(), Author: author, Message: message, Time: at, Op: op}
+	if !p.PinsFrom.IsZero() {
+		sp.PinsFrom = p.PinsFrom.String()
 	}
-	for t := range target.Pins {
-		names[t] = true
-	}
+	return sp
+}
+
+// PlanMerge classifies every table the two heads pin differently — the
+// pins maps are walked side by side, so tables in shared chunks are not
+// read — by the three-way rule: a table only the source changed since the
+// base is adopted, one only the target changed is kept, and one both changed
+// is merged object by object: the source's changes to objects the target did
+// not touch are applied to the target's entries, and only objects both sides
+// added, removed or replaced differently conflict. Its cost is the chunks in
+// which the versions differ, never the size of a table. It writes nothing;
+// the merged versions are in Versions.
+func (g *Graph) PlanMerge(ctx context.Context, source, target Commit, bases BaseSearch, spec MergeSpec) (MergePlan, error) {
+	plan := MergePlan{Relation: bases.Relation, SetPins: map[string]ulid.ULID{}}
 	for _, b := range bases.Bases {
 		plan.Bases = append(plan.Bases, b.ID)
-		for t := range b.Pins {
-			names[t] = true
-		}
 	}
-	pins := maps.Clone(target.Pins)
-	if pins == nil {
-		pins = map[string]ulid.ULID{}
+	if bases.Relation == RelationUpToDate {
+		plan.Unchanged = target.Pins.Len()
+		return plan, nil
 	}
-	for _, table := range slices.Sorted(maps.Keys(names)) {
-		line := TablePlan{Table: table, Source: source.Pins[table], Target: target.Pins[table]}
-		for i, b := range bases.Bases {
-			v := b.Pins[table]
-			if i > 0 && v != line.Base {
+	if spec.MaxListedConflicts <= 0 {
+		spec.MaxListedConflicts = 100
+	}
+	var lines []TableMerge
+	sourcePins := mapTree[format.PinEntry]{r: g.pins, ref: source.Pins}
+	targetPins := mapTree[format.PinEntry]{r: g.pins, ref: target.Pins}
+	err := walkMaps(ctx, sourcePins, targetPins, walkFuncs[format.PinEntry]{
+		onlyA: func(e format.PinEntry) error {
+			lines = append(lines, TableMerge{Table: e.Table, Source: e.Version})
+			return nil
+		},
+		onlyB: func(e format.PinEntry) error {
+			lines = append(lines, TableMerge{Table: e.Table, Target: e.Version})
+			return nil
+		},
+		both: func(a, b format.PinEntry) error {
+			if a.Version == b.Version {
+				plan.Unchanged++
+			} else {
+				lines = append(lines, TableMerge{Table: a.Table, Source: a.Version, Target: b.Version})
+			}
+			return nil
+		},
+		shared: func(c format.ChildRef) error { plan.Unchanged += c.Count; return nil },
+	})
+	if err != nil {
+		return MergePlan{}, fmt.Errorf("plan merge: compare pins: %w", err)
+	}
+	if bases.Relation == RelationAdoptable {
+		plan.PinsFrom = source.ID
+		plan.SetPins = nil
+	}
+	for i := range lines {
+		line := &lines[i]
+		for j, b := range bases.Bases {
+			v, _, err := g.Pin(ctx, b, line.Table)
+			if err != nil {
+				return MergePlan{}, fmt.Errorf("plan merge: base pins: %w", err)
+			}
+			if j > 0 && v != line.Base {
 				line.BaseAmbiguous = true
 			}
 			line.Base = v
@@ -286,32 +479,265 @@ func PlanMerge(source, target format.Commit, bases MergeBases) MergePlan {
 		if line.BaseAmbiguous {
 			line.Base = ulid.ULID{}
 		}
-		switch {
-		case line.Source == line.Target:
-			line.Action = TableUnchanged
-			plan.Unchanged++
-		case line.BaseAmbiguous:
-			line.Action = TableConflict
-			plan.Conflicts++
-		case line.Target == line.Base:
-			line.Action = TableAdopt
-			plan.Adopted++
-			if line.Source.IsZero() {
-				delete(pins, table)
-			} else {
-				pins[table] = line.Source
-			}
-		case line.Source == line.Base:
-			line.Action = TableKeep
-			plan.Kept++
-		default:
-			line.Action = TableConflict
+		if err := g.classify(ctx, line, &plan, spec); err != nil {
+			return MergePlan{}, fmt.Errorf("plan merge: table %s: %w", line.Table, err)
+		}
+		if line.Action == TableConflict {
 			plan.Conflicts++
 		}
-		plan.Tables = append(plan.Tables, line)
 	}
-	if plan.Conflicts == 0 {
-		plan.Pins = pins
+	plan.Tables = lines
+	if plan.Conflicts > 0 {
+		plan.SetPins, plan.DropPins, plan.PinsFrom, plan.Versions = nil, nil, format.CommitID{}, nil
 	}
-	return plan
+	return plan, nil
+}
+
+func (g *Graph) classify(ctx context.Context, line *TableMerge, plan *MergePlan, spec MergeSpec) error {
+	adopt := func() error {
+		line.Action = TableAdopt
+		if plan.PinsFrom.IsZero() {
+			if line.Source.IsZero() {
+				plan.DropPins = append(plan.DropPins, line.Table)
+			} else {
+				plan.SetPins[line.Table] = line.Source
+			}
+		}
+		return g.countChange(ctx, line)
+	}
+	switch {
+	case plan.Relation == RelationAdoptable:
+		return adopt()
+	case line.BaseAmbiguous:
+		line.Action, line.Why = TableConflict, "the merge bases pin different versions of it"
+		return nil
+	case line.Target == line.Base:
+		return adopt()
+	case line.Source == line.Base:
+		line.Action = TableKeep
+		return nil
+	case line.Source.IsZero() || line.Target.IsZero():
+		line.Action = TableConflict
+		line.Why = "one side dropped the table, the other changed it"
+		return nil
+	}
+	return g.mergeObjects(ctx, line, plan, spec)
+}
+
+// change is one entry's change between two versions of a table.
+type change struct {
+	name     string
+	old, new *format.ManifestEntry // nil: absent
+}
+
+// diffVersions returns the entries that differ from a to b, by name,
+// reading only the chunks in which they differ. A zero id is an empty table.
+func (g *Graph) diffVersions(ctx context.Context, table string, a, b ulid.ULID) ([]change, Version, Version, error) {
+	load := func(id ulid.ULID) (Version, error) {
+		if id.IsZero() {
+			return Version{Table: table}, nil
+		}
+		return g.Version(ctx, table, id)
+	}
+	va, err := load(a)
+	if err != nil {
+		return nil, va, Version{}, err
+	}
+	vb, err := load(b)
+	if err != nil {
+		return nil, va, vb, err
+	}
+	var out []change
+	err = walkMaps(ctx, g.manifestOf(va), g.manifestOf(vb), walkFuncs[format.ManifestEntry]{
+		onlyA: func(e format.ManifestEntry) error { out = append(out, change{name: e.Name, old: &e}); return nil },
+		onlyB: func(e format.ManifestEntry) error { out = append(out, change{name: e.Name, new: &e}); return nil },
+		both: func(x, y format.ManifestEntry) error {
+			if x != y {
+				out = append(out, change{name: x.Name, old: &x, new: &y})
+			}
+			return nil
+		},
+	})
+	return out, va, vb, err
+}
+
+// countChange counts what adopting the source's version changes in the
+// target's entries.
+func (g *Graph) countChange(ctx context.Context, line *TableMerge) error {
+	changes, _, _, err := g.diffVersions(ctx, line.Table, line.Target, line.Source)
+	if err != nil {
+		return err
+	}
+	for _, c := range changes {
+		switch {
+		case c.old == nil:
+			line.Added++
+		case c.new == nil:
+			line.Removed++
+		default:
+			line.Replaced++
+		}
+	}
+	return nil
+}
+
+// mergeObjects merges a table both sides changed, object by object.
+func (g *Graph) mergeObjects(ctx context.Context, line *TableMerge, plan *MergePlan, spec MergeSpec) error {
+	ds, _, _, err := g.diffVersions(ctx, line.Table, line.Base, line.Source)
+	if err != nil {
+		return err
+	}
+	dt, _, target, err := g.diffVersions(ctx, line.Table, line.Base, line.Target)
+	if err != nil {
+		return err
+	}
+	var edits []mapEdit[format.ManifestEntry]
+	bytes := target.Bytes
+	i, j := 0, 0
+	for i < len(ds) || j < len(dt) {
+		switch {
+		case j == len(dt) || i < len(ds) && ds[i].name < dt[j].name:
+			// Only the source changed it: the target still has the base's.
+			c := ds[i]
+			edits = append(edits, mapEdit[format.ManifestEntry]{Key: c.name, Entry: c.new})
+			switch {
+			case c.old == nil:
+				line.Added++
+				bytes += c.new.Size
+			case c.new == nil:
+				line.Removed++
+				bytes -= c.old.Size
+			default:
+				line.Replaced++
+				bytes += c.new.Size - c.old.Size
+			}
+			i++
+		case i == len(ds) || dt[j].name < ds[i].name:
+			j++ // only the target changed it: kept
+		default:
+			s, t := ds[i], dt[j]
+			if !sameEntry(s.new, t.new) {
+				line.ConflictCount++
+				if len(line.Conflicts) < spec.MaxListedConflicts {
+					line.Conflicts = append(line.Conflicts, ObjectConflict{Name: s.name, Base: s.old, Source: s.new, Target: t.new})
+				}
+			}
+			i++
+			j++
+		}
+	}
+	if line.ConflictCount > 0 {
+		line.Action = TableConflict
+		line.Why = fmt.Sprintf("%d objects changed differently on both sides", line.ConflictCount)
+		return nil
+	}
+	line.Action = TableMerged
+	if len(edits) == 0 {
+		// Both sides made the same changes: the target's version has them.
+		line.Action = TableKeep
+		return nil
+	}
+	if spec.NewVersionID == nil {
+		return fmt.Errorf("%w", invalidf("NewVersionID", "needed to merge table %s at object level", line.Table))
+	}
+	if err := format.ValidateOp(spec.Op); err != nil {
+		return invalid("Op", err)
+	}
+	if err := format.ValidateTime(spec.Time); err != nil {
+		return invalid("Time", err)
+	}
+	ref, chunks, err := g.manifestOf(target).apply(ctx, edits)
+	if err != nil {
+		return err
+	}
+	id := spec.NewVersionID(line.Table)
+	v := format.TableVersion{Table: line.Table, ID: id, Entries: ref, Bytes: bytes, CreatedAt: spec.Time.UTC(), Op: spec.Op}
+	body, err := format.EncodeTableVersion(v)
+	if err != nil {
+		return err
+	}
+	vp := VersionPlan{Version: v, Key: format.TableVersionKey(g.Name, line.Table, id), Body: body, Chunks: chunks,
+		Added: line.Added, Removed: line.Removed, Replaced: line.Replaced}
+	plan.Versions = append(plan.Versions, vp)
+	if plan.SetPins == nil {
+		plan.SetPins = map[string]ulid.ULID{}
+	}
+	plan.SetPins[line.Table] = id
+	return nil
+}
+
+func sameEntry(a, b *format.ManifestEntry) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return *a == *b
+}
+
+// Keys returns every key the merge writes before its commit (the merged
+// versions' chunks and objects), to pin first.
+func (p MergePlan) Keys() []string {
+	var keys []string
+	for _, v := range p.Versions {
+		keys = append(keys, v.Keys()...)
+	}
+	return keys
+}
+
+// WriteMergedVersions writes the plan's merged versions (chunks first).
+func (g *Graph) WriteMergedVersions(ctx context.Context, p MergePlan) error {
+	for _, v := range p.Versions {
+		if err := g.WriteVersion(ctx, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// MergeResult is what Merge did.
+type MergeResult struct {
+	Search BaseSearch
+	Plan   MergePlan
+	// Append is the merge commit's append; zero when nothing was written.
+	Append AppendResult
+}
+
+// Merge merges source's head into target's in one call (for tools and
+// tests; workflows run the steps separately): read both heads, find the
+// bases, plan, and — when the plan writes — write the merged versions and
+// append the merge commit. A conflict is returned in the plan with nothing
+// written.
+func (g *Graph) Merge(ctx context.Context, sourceBranch, targetBranch string, spec MergeSpec, author, message string) (MergeResult, error) {
+	src, err := g.BranchHead(ctx, sourceBranch)
+	if err != nil {
+		return MergeResult{}, err
+	}
+	dst, err := g.BranchHead(ctx, targetBranch)
+	if err != nil {
+		return MergeResult{}, err
+	}
+	search, err := g.FindBases(ctx, src.Commit, dst.Commit)
+	if err != nil {
+		return MergeResult{}, err
+	}
+	plan, err := g.PlanMerge(ctx, src.Commit, dst.Commit, search, spec)
+	if err != nil {
+		return MergeResult{}, err
+	}
+	res := MergeResult{Search: search, Plan: plan}
+	if !plan.Writes() {
+		return res, nil
+	}
+	if err := g.WriteMergedVersions(ctx, plan); err != nil {
+		return res, err
+	}
+	ap, err := g.PlanAppendOn(ctx, dst, plan.Spec(dst, src.Commit, author, message, spec.Time, spec.Op))
+	if err != nil {
+		return res, err
+	}
+	if err := g.WriteAppend(ctx, ap); err != nil {
+		return res, err
+	}
+	pub, err := g.Publish(ctx, ap.Publish)
+	res.Append = AppendResult{Plan: ap, Publish: pub}
+	return res, err
 }

@@ -2,287 +2,440 @@ package graph
 
 import (
 	"context"
-	"errors"
-	"maps"
-	"sync"
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 
 	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/storage/faults"
+	"github.com/graftworks/graft/storage/memstore"
 )
 
-// history builds commits in memory, with lineage computed as the format
-// computes it, and serves them to FindMergeBases through a counting reader.
-type history struct {
-	t       *testing.T
-	mu      sync.Mutex
-	commits map[format.CommitID]format.Commit
-	reads   int
-}
-
-func newHistory(t *testing.T) *history {
-	return &history{t: t, commits: map[format.CommitID]format.Commit{}}
-}
-
-var (
-	treeS = ulid.MustParse("01J0000000000000000000SRC1")
-	treeT = ulid.MustParse("01J0000000000000000000TGT1")
-	treeU = ulid.MustParse("01J0000000000000000000VVV1")
-)
-
-func (h *history) add(c format.Commit) format.Commit {
-	h.t.Helper()
-	c.Branch, c.Author, c.Time, c.Op = "b", "test", t0, "op"
-	if err := c.Validate(); err != nil {
-		h.t.Fatalf("commit %s: %v", c.ID, err)
-	}
-	h.commits[c.ID] = c
-	return c
-}
-
-// root is main's first commit.
-func (h *history) root(pins map[string]ulid.ULID) format.Commit {
-	return h.add(format.Commit{ID: format.CommitID{Tree: treeMain}, Pins: pins, Lineage: map[ulid.ULID]int64{}})
-}
-
-// fork starts tree with a fork commit of parent.
-func (h *history) fork(tree ulid.ULID, parent format.Commit) format.Commit {
-	return h.add(format.Commit{ID: format.CommitID{Tree: tree}, Parents: []format.CommitID{parent.ID},
-		Pins: maps.Clone(parent.Pins), Lineage: format.Lineage(tree, parent)})
-}
-
-// write appends a commit to head's tree that sets table to version v.
-func (h *history) write(head format.Commit, table string, v ulid.ULID) format.Commit {
-	pins := maps.Clone(head.Pins)
-	pins[table] = v
-	return h.add(format.Commit{ID: format.CommitID{Tree: head.ID.Tree, Seq: head.ID.Seq + 1}, Parents: []format.CommitID{head.ID},
-		Pins: pins, Lineage: format.Lineage(head.ID.Tree, head)})
-}
-
-// merge appends to target a merge of source with the plan's pins.
-func (h *history) merge(source, target format.Commit) format.Commit {
-	h.t.Helper()
-	bases, err := FindMergeBases(context.Background(), source, target, h.reader())
-	if err != nil {
-		h.t.Fatalf("merge bases: %v", err)
-	}
-	plan := PlanMerge(source, target, bases)
-	if plan.Conflicts > 0 {
-		h.t.Fatalf("merge of %s into %s conflicts: %+v", source.ID, target.ID, plan.Tables)
-	}
-	return h.add(format.Commit{ID: format.CommitID{Tree: target.ID.Tree, Seq: target.ID.Seq + 1},
-		Parents: []format.CommitID{target.ID, source.ID}, Pins: plan.Pins, Lineage: format.Lineage(target.ID.Tree, target, source)})
-}
-
-func (h *history) reader() CommitReader {
-	return func(_ context.Context, id format.CommitID) (format.Commit, error) {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		h.reads++
-		c, ok := h.commits[id]
-		if !ok {
-			return format.Commit{}, ErrCommitNotFound
-		}
-		return c, nil
-	}
-}
-
-func (h *history) bases(source, target format.Commit) MergeBases {
-	h.t.Helper()
-	h.reads = 0
-	res, err := FindMergeBases(context.Background(), source, target, h.reader())
-	if err != nil {
-		h.t.Fatalf("merge bases of %s and %s: %v", source.ID, target.ID, err)
-	}
-	if res.Reads != h.reads {
-		h.t.Fatalf("reported %d reads, made %d", res.Reads, h.reads)
-	}
-	return res
-}
-
-func wantBases(t *testing.T, got MergeBases, rel Relation, reads int, want ...format.Commit) {
-	t.Helper()
-	if got.Relation != rel || got.Reads != reads || len(got.Bases) != len(want) {
-		t.Fatalf("got %s with %d bases after %d reads, want %s with %d after %d", got.Relation, len(got.Bases), got.Reads, rel, len(want), reads)
-	}
-	for i := range want {
-		if got.Bases[i].ID != want[i].ID {
-			t.Fatalf("base %d is %s, want %s", i, got.Bases[i].ID, want[i].ID)
-		}
-	}
-}
-
-func v(n byte) ulid.ULID {
+// treeN returns a distinct tree ULID for i (increasing, like minted ones).
+func treeN(i int) ulid.ULID {
 	var id ulid.ULID
-	id[0], id[15] = 1, n
+	id[0] = 1
+	id[1] = 0x80
+	id[12], id[13], id[14], id[15] = byte(i>>24), byte(i>>16), byte(i>>8), byte(i)
 	return id
 }
 
-// grow appends n commits that change nothing but history length.
-func (h *history) grow(head format.Commit, n int) format.Commit {
-	for range n {
-		head = h.write(head, "noise", v(byte(head.ID.Seq%200)+50))
+type dag struct {
+	t     *testing.T
+	g     *Graph
+	n     int
+	heads map[string]Head
+}
+
+func (d *dag) op() string { d.n++; return fmt.Sprintf("op-%d", d.n) }
+
+func (d *dag) at() time.Time { return t0.Add(time.Duration(d.n) * time.Second) }
+
+func (d *dag) head(branch string) Head {
+	d.t.Helper()
+	h, err := d.g.BranchHead(context.Background(), branch)
+	if err != nil {
+		d.t.Fatalf("head %s: %v", branch, err)
 	}
-	return head
+	return h
 }
 
-func TestFindMergeBases_SourceForkedFromTarget_BaseIsForkPointWithOneRead(t *testing.T) {
-	for _, depth := range []int{0, 64} {
-		h := newHistory(t)
-		main := h.grow(h.root(map[string]ulid.ULID{"a": v(1)}), depth)
-		forkPoint := main
-		feat := h.write(h.fork(treeS, main), "a", v(2))
-		main = h.grow(h.write(main, "b", v(3)), depth)
-		wantBases(t, h.bases(h.grow(feat, depth), main), RelationDiverged, 1, forkPoint)
+func (d *dag) commit(branch string, pins map[string]ulid.ULID, merged string) Commit {
+	d.t.Helper()
+	op := d.op()
+	r, err := d.g.Append(context.Background(), CommitSpec{Branch: branch, SetPins: pins, MergedParent: merged, Author: "t", Message: op, Time: d.at(), Op: op})
+	if err != nil {
+		d.t.Fatalf("commit on %s: %v", branch, err)
 	}
+	c, err := d.g.Commit(context.Background(), r.Plan.Commit.ID)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return c
 }
 
-func TestFindMergeBases_TargetForkedFromSource_BaseIsForkPoint(t *testing.T) {
-	h := newHistory(t)
-	main := h.root(map[string]ulid.ULID{"a": v(1)})
-	forkPoint := main
-	feat := h.write(h.fork(treeT, main), "a", v(2))
-	main = h.write(main, "b", v(3))
-	wantBases(t, h.bases(main, feat), RelationDiverged, 1, forkPoint)
-}
-
-func TestFindMergeBases_BothForkedFromMain_BaseIsTheEarlierForkPoint(t *testing.T) {
-	h := newHistory(t)
-	main := h.root(map[string]ulid.ULID{"a": v(1)})
-	s := h.write(h.fork(treeS, main), "a", v(2))
-	earlier := main
-	main = h.write(main, "b", v(3))
-	tg := h.write(h.fork(treeT, main), "c", v(4))
-	wantBases(t, h.bases(s, tg), RelationDiverged, 1, earlier)
-	wantBases(t, h.bases(tg, s), RelationDiverged, 1, earlier)
-}
-
-func TestFindMergeBases_RepeatedMerges_BaseIsTheLastMergedCommit(t *testing.T) {
-	h := newHistory(t)
-	main := h.root(map[string]ulid.ULID{"a": v(1)})
-	feat := h.write(h.fork(treeS, main), "a", v(2))
-	main = h.write(main, "b", v(3))
-	main = h.merge(feat, main) // feature into main
-	merged := feat
-	feat = h.write(feat, "c", v(4))
-	main = h.write(main, "b", v(5))
-	// Both heads' own trees hold a candidate: the two are read together.
-	wantBases(t, h.bases(feat, main), RelationDiverged, 2, merged)
-
-	// Main merged into the feature in turn: the base is that main commit.
-	feat = h.merge(main, feat)
-	synced := main
-	main = h.write(main, "d", v(6))
-	feat = h.write(feat, "e", v(7))
-	wantBases(t, h.bases(feat, main), RelationDiverged, 2, synced)
-	wantBases(t, h.bases(main, feat), RelationDiverged, 2, synced)
-	plan := PlanMerge(feat, main, h.bases(feat, main))
-	if plan.Conflicts != 0 || plan.Adopted != 2 || plan.Kept != 1 || plan.Pins["c"] != v(4) || plan.Pins["e"] != v(7) || plan.Pins["d"] != v(6) {
-		t.Fatalf("plan %+v", plan)
+func (d *dag) fork(branch string, tree ulid.ULID, from format.CommitID) {
+	d.t.Helper()
+	op := d.op()
+	if _, err := d.g.CreateBranch(context.Background(), ForkSpec{Branch: branch, Tree: tree, Source: from.String(), Author: "t", Message: op, Time: d.at(), Op: op}); err != nil {
+		d.t.Fatalf("fork %s: %v", branch, err)
 	}
 }
 
-func TestFindMergeBases_AncestorHeads_UpToDateOrAdoptableWithoutReads(t *testing.T) {
-	h := newHistory(t)
-	main := h.root(map[string]ulid.ULID{"a": v(1)})
-	feat := h.write(h.fork(treeS, main), "a", v(2))
-	wantBases(t, h.bases(main, feat), RelationUpToDate, 0, main)
-	wantBases(t, h.bases(feat, main), RelationAdoptable, 0, main)
-	wantBases(t, h.bases(main, main), RelationUpToDate, 0, main)
-	plan := PlanMerge(feat, main, h.bases(feat, main))
-	if plan.Adopted != 1 || plan.Pins["a"] != v(2) || !plan.Writes() {
-		t.Fatalf("adoption plan %+v", plan)
+// bruteBases computes the merge bases by reading every ancestor of both:
+// the common ancestors that are not a proper ancestor of another.
+func bruteBases(t *testing.T, g *Graph, a, b Commit, memo map[format.CommitID]Commit) []format.CommitID {
+	t.Helper()
+	ctx := context.Background()
+	get := func(id format.CommitID) Commit {
+		if c, ok := memo[id]; ok {
+			return c
+		}
+		c, err := g.Commit(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		memo[id] = c
+		return c
 	}
-	if up := PlanMerge(main, feat, h.bases(main, feat)); up.Writes() || up.Kept != 1 {
-		t.Fatalf("up-to-date plan %+v, want nothing to write", up)
+	closure := func(start []format.CommitID) map[format.CommitID]bool {
+		out := map[format.CommitID]bool{}
+		queue := append([]format.CommitID(nil), start...)
+		for len(queue) > 0 {
+			id := queue[0]
+			queue = queue[1:]
+			if out[id] {
+				continue
+			}
+			out[id] = true
+			queue = append(queue, get(id).Parents...)
+		}
+		return out
 	}
-}
-
-func TestFindMergeBases_CrissCross_TwoBasesAndDisagreementIsAConflict(t *testing.T) {
-	h := newHistory(t)
-	main := h.root(map[string]ulid.ULID{"a": v(1)})
-	s := h.fork(treeS, main)
-	tg := h.fork(treeT, main)
-	s = h.write(s, "a", v(2))
-	tg = h.write(tg, "a", v(3))
-	s1, t1 := s, tg
-	// Each merges the other's commit, resolving "a" differently (by hand).
-	s = h.add(format.Commit{ID: format.CommitID{Tree: treeS, Seq: s1.ID.Seq + 1}, Parents: []format.CommitID{s1.ID, t1.ID},
-		Pins: map[string]ulid.ULID{"a": v(2)}, Lineage: format.Lineage(treeS, s1, t1)})
-	tg = h.add(format.Commit{ID: format.CommitID{Tree: treeT, Seq: t1.ID.Seq + 1}, Parents: []format.CommitID{t1.ID, s1.ID},
-		Pins: map[string]ulid.ULID{"a": v(3)}, Lineage: format.Lineage(treeT, t1, s1)})
-	got := h.bases(s, tg)
-	wantBases(t, got, RelationDiverged, 2, s1, t1)
-	plan := PlanMerge(s, tg, got)
-	if plan.Conflicts != 1 || !plan.Tables[0].BaseAmbiguous || plan.Pins != nil {
-		t.Fatalf("plan %+v, want table a in conflict with an ambiguous base", plan)
-	}
-}
-
-func TestFindMergeBases_BaseReclaimed_ReaderErrorReturned(t *testing.T) {
-	h := newHistory(t)
-	main := h.root(map[string]ulid.ULID{"a": v(1)})
-	feat := h.write(h.fork(treeS, main), "a", v(2))
-	main = h.write(main, "b", v(3))
-	delete(h.commits, format.CommitID{Tree: treeMain})
-	_, err := FindMergeBases(context.Background(), feat, main, h.reader())
-	if !errors.Is(err, ErrCommitNotFound) {
-		t.Fatalf("err %v, want ErrCommitNotFound", err)
-	}
-}
-
-func TestBaseCandidates_ManyMergedTrees_OneReadFindsTheTrunk(t *testing.T) {
-	// Main merged many short-lived branches (trees younger than main, as their
-	// ULIDs say); two new branches fork from it.
-	h := newHistory(t)
-	main := h.root(map[string]ulid.ULID{"a": v(1)})
-	for i := range 10 {
-		tree := ulid.MustParse("01J0000000000000000000ZZ00")
-		tree[15] = byte(i + 1)
-		b := h.write(h.fork(tree, main), "x", v(byte(10+i)))
-		main = h.merge(b, main)
-	}
-	s := h.write(h.fork(treeS, main), "a", v(2))
-	forkPoint := main
-	main = h.write(main, "b", v(3))
-	tg := h.write(h.fork(treeU, main), "c", v(4))
-	got := h.bases(s, tg)
-	if got.Candidates != 11 {
-		t.Fatalf("%d candidates, want main and the 10 merged trees", got.Candidates)
-	}
-	wantBases(t, got, RelationDiverged, 1, forkPoint)
-}
-
-func TestPlanMerge_ThreeWayRule(t *testing.T) {
-	base := format.Commit{ID: format.CommitID{Tree: treeMain}, Pins: map[string]ulid.ULID{
-		"same": v(1), "src": v(1), "tgt": v(1), "both-same": v(1), "both-diff": v(1), "dropped": v(1),
-	}}
-	source := format.Commit{ID: format.CommitID{Tree: treeS, Seq: 3}, Pins: map[string]ulid.ULID{
-		"same": v(1), "src": v(2), "tgt": v(1), "both-same": v(5), "both-diff": v(6), "added": v(8),
-	}}
-	target := format.Commit{ID: format.CommitID{Tree: treeT, Seq: 4}, Pins: map[string]ulid.ULID{
-		"same": v(1), "src": v(1), "tgt": v(3), "both-same": v(5), "both-diff": v(7), "dropped": v(1),
-	}}
-	plan := PlanMerge(source, target, MergeBases{Relation: RelationDiverged, Bases: []format.Commit{base}})
-	want := map[string]TableAction{
-		"same": TableUnchanged, "src": TableAdopt, "tgt": TableKeep, "both-same": TableUnchanged,
-		"both-diff": TableConflict, "dropped": TableAdopt, "added": TableAdopt,
-	}
-	for _, line := range plan.Tables {
-		if want[line.Table] != line.Action {
-			t.Errorf("table %s: %s, want %s", line.Table, line.Action, want[line.Table])
+	memo[a.ID], memo[b.ID] = a, b
+	aa, ab := closure([]format.CommitID{a.ID}), closure([]format.CommitID{b.ID})
+	var common, parents []format.CommitID
+	for id := range aa {
+		if ab[id] {
+			common = append(common, id)
+			parents = append(parents, get(id).Parents...)
 		}
 	}
-	if len(plan.Tables) != len(want) || plan.Conflicts != 1 || plan.Pins != nil || plan.Writes() {
-		t.Fatalf("plan %+v", plan)
+	below := closure(parents)
+	var bases []format.CommitID
+	for _, id := range common {
+		if !below[id] {
+			bases = append(bases, id)
+		}
 	}
+	slices.SortFunc(bases, func(x, y format.CommitID) int { return x.Tree.Compare(y.Tree) })
+	return bases
+}
 
-	delete(source.Pins, "both-diff")
-	delete(target.Pins, "both-diff")
-	plan = PlanMerge(source, target, MergeBases{Relation: RelationDiverged, Bases: []format.Commit{base}})
-	wantPins := map[string]ulid.ULID{"same": v(1), "src": v(2), "tgt": v(3), "both-same": v(5), "added": v(8)}
-	if !maps.Equal(plan.Pins, wantPins) || plan.Adopted != 3 || plan.Kept != 1 {
-		t.Fatalf("pins %v (adopted %d, kept %d), want %v", plan.Pins, plan.Adopted, plan.Kept, wantPins)
+// FindBases agrees with a brute-force search on random histories of many
+// branches — forks of forks, merges both ways, criss-cross merges — with
+// lineages large enough to be chunked.
+func TestFindBases_MatchesBruteForce_OnRandomHistories(t *testing.T) {
+	ctx := context.Background()
+	for seed := uint64(1); seed <= 4; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 99))
+		s := memstore.New()
+		g, _ := mustInitGraph(t, s)
+		d := &dag{t: t, g: g}
+		branches := []string{"main"}
+		next := 0
+		for step := 0; step < 330; step++ {
+			switch r := rng.IntN(10); {
+			case r < 3 || len(branches) < 3:
+				from := d.head(branches[rng.IntN(len(branches))]).Commit.ID
+				next++
+				name := fmt.Sprintf("b%d", next)
+				d.fork(name, treeN(next), from)
+				branches = append(branches, name)
+			case r < 6:
+				d.commit(branches[rng.IntN(len(branches))], map[string]ulid.ULID{fmt.Sprintf("t%d", rng.IntN(5)): vid(step)}, "")
+			default:
+				a, b := branches[rng.IntN(len(branches))], branches[rng.IntN(len(branches))]
+				if a == b {
+					continue
+				}
+				src := d.head(a).Commit
+				dst := d.head(b).Commit
+				if ok, _ := g.IsAncestorOf(ctx, src.ID, dst); ok {
+					continue
+				}
+				d.commit(b, nil, src.ID.String())
+			}
+		}
+		// Merge every branch into main, then a few more random merges: main's
+		// lineage is then large enough to be chunked.
+		for _, b := range branches[1:] {
+			src := d.head(b).Commit
+			if ok, _ := g.IsAncestorOf(ctx, src.ID, d.head("main").Commit); !ok {
+				d.commit("main", nil, src.ID.String())
+			}
+		}
+		for step := 0; step < 40; step++ {
+			a, b := branches[rng.IntN(len(branches))], branches[rng.IntN(len(branches))]
+			src := d.head(a).Commit
+			if ok, _ := g.IsAncestorOf(ctx, src.ID, d.head(b).Commit); a != b && !ok {
+				d.commit(b, nil, src.ID.String())
+			}
+			d.commit(a, map[string]ulid.ULID{"t0": vid(step)}, "")
+		}
+		// Enough trees merged into one another that some lineages are chunked.
+		chunked := 0
+		for _, b := range branches {
+			if !d.head(b).Commit.Lineage.IsInline() {
+				chunked++
+			}
+		}
+		if chunked == 0 {
+			t.Fatalf("seed %d: no chunked lineage among %d branches", seed, len(branches))
+		}
+		memo := map[format.CommitID]Commit{}
+		for pair := 0; pair < 60; pair++ {
+			a, b := branches[rng.IntN(len(branches))], branches[rng.IntN(len(branches))]
+			ha, hb := d.head(a).Commit, d.head(b).Commit
+			got, err := g.FindBases(ctx, ha, hb)
+			if err != nil {
+				t.Fatalf("seed %d: find bases of %s and %s: %v", seed, a, b, err)
+			}
+			var gotIDs []format.CommitID
+			for _, c := range got.Bases {
+				gotIDs = append(gotIDs, c.ID)
+			}
+			slices.SortFunc(gotIDs, func(x, y format.CommitID) int { return x.Tree.Compare(y.Tree) })
+			want := bruteBases(t, g, ha, hb, memo)
+			if got.Relation == RelationUpToDate {
+				want = []format.CommitID{ha.ID}
+			}
+			if got.Relation == RelationAdoptable {
+				want = []format.CommitID{hb.ID}
+			}
+			if !slices.Equal(gotIDs, want) {
+				t.Fatalf("seed %d: bases of %s and %s (%s) = %v, want %v", seed, a, b, got.Relation, gotIDs, want)
+			}
+		}
+	}
+}
+
+func version(n int) ulid.ULID { return vid(1000 + n) }
+
+// Both sides append to one table: merged, with the union of the objects;
+// a delete on one side of an object the other kept: merged; the same
+// object removed on one side and replaced on the other: a conflict naming
+// it. The preview (the plan) says what the result holds.
+func TestObjectLevelMerge_OnEveryBackend(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *faults.Store) {
+		ctx := context.Background()
+		g, _ := mustInitGraph(t, s)
+		var base []format.ManifestEntry
+		for i := 0; i < 200; i++ {
+			base = append(base, objEntry(i))
+		}
+		mkVersion := func(n int, baseID ulid.ULID, put []format.ManifestEntry, del []string) ulid.ULID {
+			t.Helper()
+			if _, err := g.PutVersion(ctx, VersionSpec{Table: "events", VersionID: version(n), Base: baseID, Put: put, Delete: del, Time: t0, Op: fmt.Sprintf("op-v%d", n)}); err != nil {
+				t.Fatal(err)
+			}
+			return version(n)
+		}
+		v0 := mkVersion(0, ulid.ULID{}, base, nil)
+		mustAppend(t, g, spec("main", 1, map[string]ulid.ULID{"events": v0, "dims": vid(7)}))
+		fork := headOf(t, g, "main").Commit
+		if _, err := g.CreateBranch(ctx, ForkSpec{Branch: "feature", Tree: treeFeature, Source: fork.ID.String(), Author: "a", Message: "f", Time: t0, Op: "op-f"}); err != nil {
+			t.Fatal(err)
+		}
+		// feature appends 300..309 and deletes object 3; main appends
+		// 400..404 and keeps 3.
+		var fput, mput []format.ManifestEntry
+		for i := 300; i < 310; i++ {
+			fput = append(fput, objEntry(i))
+		}
+		for i := 400; i < 405; i++ {
+			mput = append(mput, objEntry(i))
+		}
+		fv := mkVersion(1, v0, fput, []string{objEntry(3).Name})
+		mv := mkVersion(2, v0, mput, nil)
+		mustAppend(t, g, spec("feature", 2, map[string]ulid.ULID{"events": fv}))
+		mustAppend(t, g, spec("main", 3, map[string]ulid.ULID{"events": mv}))
+		mspec := MergeSpec{NewVersionID: func(table string) ulid.ULID { return version(50) }, Time: t0.Add(time.Hour), Op: "op-merge"}
+		res, err := g.Merge(ctx, "feature", "main", mspec, "ana", "merge feature")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := res.Plan
+		if p.Relation != RelationDiverged || p.Conflicts != 0 || len(p.Tables) != 1 || p.Tables[0].Action != TableMerged || p.Unchanged != 1 {
+			t.Fatalf("plan = %+v", p)
+		}
+		if l := p.Tables[0]; l.Added != 10 || l.Removed != 1 || l.Replaced != 0 {
+			t.Fatalf("preview counts = +%d -%d ~%d, want +10 -1", l.Added, l.Removed, l.Replaced)
+		}
+		head := headOf(t, g, "main").Commit
+		if head.MergedParent() != headOf(t, g, "feature").Commit.ID {
+			t.Fatalf("merge commit's merged parent = %v", head.MergedParent())
+		}
+		merged, err := g.TableAt(ctx, head, "events")
+		if err != nil || merged.ID != version(50) || merged.Len() != 200+10+5-1 {
+			t.Fatalf("merged table: %+v, %v", merged, err)
+		}
+		if _, ok, _ := g.Entry(ctx, merged, objEntry(3).Name); ok {
+			t.Fatal("object deleted on feature survived the merge")
+		}
+		for _, i := range []int{0, 300, 309, 400, 404} {
+			if _, ok, _ := g.Entry(ctx, merged, objEntry(i).Name); !ok {
+				t.Fatalf("object %d missing after the merge", i)
+			}
+		}
+		// Now a real conflict: object 10 removed on feature, replaced on main.
+		repl := objEntry(10)
+		repl.Size = 999
+		fv2 := mkVersion(3, fv, nil, []string{objEntry(10).Name})
+		mv2 := mkVersion(4, version(50), []format.ManifestEntry{repl}, nil)
+		mustAppend(t, g, spec("feature", 4, map[string]ulid.ULID{"events": fv2}))
+		mustAppend(t, g, spec("main", 5, map[string]ulid.ULID{"events": mv2}))
+		before := headOf(t, g, "main").Commit.ID
+		res, err = g.Merge(ctx, "feature", "main", mspec, "ana", "merge again")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Plan.Conflicts != 1 || res.Plan.Writes() {
+			t.Fatalf("plan = %+v", res.Plan)
+		}
+		l := res.Plan.Tables[0]
+		if l.Action != TableConflict || l.ConflictCount != 1 || len(l.Conflicts) != 1 || l.Conflicts[0].Name != objEntry(10).Name ||
+			l.Conflicts[0].Source != nil || l.Conflicts[0].Target == nil || l.Conflicts[0].Target.Size != 999 {
+			t.Fatalf("conflict = %+v", l)
+		}
+		if headOf(t, g, "main").Commit.ID != before {
+			t.Fatal("a conflicting merge wrote a commit")
+		}
+	})
+}
+
+// 10,000 merges into one main: the 10,000th costs what the 10th did. The
+// equivalent that runs in the suite: main's lineage already names 10,000
+// merged trees (built directly, as 10,000 merges would leave it), and one
+// more branch is forked, written and merged; its merge costs the same
+// requests as the same merge into a main with 10 merged trees, ± the extra
+// tree level, and the same as with 100,000 trees ± 1 level more.
+func TestMergeCost_FlatIn10kAnd100kMergedTrees(t *testing.T) {
+	type cost struct{ gets, puts, lists, reads int }
+	measure := func(trees int) cost {
+		ctx := context.Background()
+		s := faults.Wrap(memstore.New())
+		g, init := mustInitGraph(t, s)
+		// A main whose lineage holds `trees` merged branches.
+		var lin []format.LineageEntry
+		for i := 0; i < trees; i++ {
+			lin = append(lin, format.LineageEntry{Tree: treeN(i + 1), Seq: 3, Digest: format.Digest{byte(i), byte(i >> 8), 1}})
+		}
+		ref, chunks, err := buildMap(ctx, g.lineage, lin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		putChunks(ctx, s, chunks)
+		c, body, _ := format.SealCommit(format.Commit{ID: format.CommitID{Tree: treeMain, Seq: 1}, Branch: "main", Parents: []format.CommitID{init.Root.ID},
+			Lineage: ref, Author: "t", Message: "after many merges", Time: t0, Op: "op-many"})
+		putObject(ctx, s, format.CommitIDKey("sales", c.ID), body)
+		h := headOf(t, g, "main")
+		refBody, _ := format.EncodeBranchRef(format.BranchRef{State: format.RefLive, Branch: "main", Native: h.Native, Tree: treeMain, Head: c.ID, Op: "op-many"})
+		if _, err := g.Publish(ctx, Publish{Native: h.Native, IfMatch: h.ETag, Body: refBody, Commit: c.ID}); err != nil {
+			t.Fatal(err)
+		}
+		// One more branch: fork, write, merge back.
+		d := &dag{t: t, g: g}
+		d.fork("x", treeN(trees+10), c.ID)
+		for i, table := range []string{"t", "u"} {
+			if _, err := g.PutVersion(ctx, VersionSpec{Table: table, VersionID: vid(i + 1), Put: []format.ManifestEntry{objEntry(i)}, Time: t0, Op: "op-v"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d.commit("x", map[string]ulid.ULID{"t": vid(1)}, "")
+		d.commit("main", map[string]ulid.ULID{"u": vid(2)}, "")
+		g2, _ := Open(s, "sales")
+		s.ResetCounts()
+		res, err := g2.Merge(ctx, "x", "main", MergeSpec{Time: t0, Op: "op-merge"}, "t", "merge x")
+		if err != nil || res.Plan.Conflicts != 0 || res.Append.Publish.Outcome != Published {
+			t.Fatalf("merge: %+v, %v", res.Plan, err)
+		}
+		if len(res.Search.Bases) != 1 {
+			t.Fatalf("bases: %+v", res.Search)
+		}
+		return cost{gets: s.Count(faults.OpGet).Attempted, puts: s.Count(faults.OpPut).Attempted, lists: s.Count(faults.OpList).Attempted, reads: res.Search.Reads}
+	}
+	c10, c10k, c100k := measure(10), measure(10000), measure(100000)
+	t.Logf("merge cost with 10 / 10k / 100k merged trees: %+v / %+v / %+v", c10, c10k, c100k)
+	if c10k.reads != c10.reads || c100k.reads != c10.reads {
+		t.Fatalf("merge-base reads grow: %d, %d, %d", c10.reads, c10k.reads, c100k.reads)
+	}
+	if c10k.gets > c10.gets+8 || c100k.gets > c10k.gets+4 || c100k.puts > c10k.puts+2 || c10k.lists != c10.lists {
+		t.Fatalf("merge requests grow with merged trees: %+v, %+v, %+v", c10, c10k, c100k)
+	}
+}
+
+// A branch forked long ago from a main with a long history finds its base
+// in a bounded number of reads: the fork it carries.
+func TestFindBases_BranchForkedLongAgo_ReadsAFew(t *testing.T) {
+	ctx := context.Background()
+	s := faults.Wrap(memstore.New())
+	g, _ := mustInitGraph(t, s)
+	d := &dag{t: t, g: g}
+	d.commit("main", nil, "")
+	fork := d.head("main").Commit.ID
+	d.fork("old", treeFeature, fork)
+	d.commit("old", map[string]ulid.ULID{"a": vid(1)}, "")
+	// main moves on with 300 commits and 100 merged branches.
+	for i := 0; i < 100; i++ {
+		d.fork(fmt.Sprintf("b%d", i), treeN(i+1), d.head("main").Commit.ID)
+		d.commit(fmt.Sprintf("b%d", i), map[string]ulid.ULID{"b": vid(i)}, "")
+		d.commit("main", nil, d.head(fmt.Sprintf("b%d", i)).Commit.ID.String())
+		d.commit("main", nil, "")
+		d.commit("main", nil, "")
+	}
+	src, dst := d.head("old").Commit, d.head("main").Commit
+	res, err := g.FindBases(ctx, src, dst)
+	if err != nil || len(res.Bases) != 1 || res.Bases[0].ID != fork {
+		t.Fatalf("bases = %+v, %v; want the fork %v", res.Bases, err, fork)
+	}
+	if res.Reads > 3 {
+		t.Fatalf("%d commits read to find a base %d commits back", res.Reads, dst.ID.Seq-fork.Seq)
+	}
+}
+
+// A graph of 10,000 tables creates a branch and merges it with the
+// requests a graph of 4 tables needs, ± the pins tree's levels.
+func TestCreateAndMergeCost_10kTablesVs4(t *testing.T) {
+	type cost struct{ create, merge int }
+	measure := func(tables int) cost {
+		ctx := context.Background()
+		s := faults.Wrap(memstore.New())
+		g, _ := mustInitGraph(t, s)
+		pins := map[string]ulid.ULID{}
+		for i := 0; i < tables; i++ {
+			pins[fmt.Sprintf("table_%05d", i)] = vid(1)
+		}
+		for _, n := range []int{1, 2, 3} {
+			if _, err := g.PutVersion(ctx, VersionSpec{Table: "table_00001", VersionID: vid(n), Put: []format.ManifestEntry{objEntry(n)}, Time: t0, Op: "op-v"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := g.PutVersion(ctx, VersionSpec{Table: "table_00002", VersionID: vid(n), Put: []format.ManifestEntry{objEntry(n)}, Time: t0, Op: "op-v"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mustAppend(t, g, spec("main", 1, pins))
+		src := headOf(t, g, "main").Commit
+		g2, _ := Open(s, "sales")
+		s.ResetCounts()
+		if _, err := g2.CreateBranch(ctx, ForkSpec{Branch: "feature", Tree: treeFeature, Source: src.ID.String(), Author: "a", Message: "f", Time: t0, Op: "op-f"}); err != nil {
+			t.Fatal(err)
+		}
+		c := cost{create: len(s.Requests())}
+		mustAppend(t, g, spec("feature", 2, map[string]ulid.ULID{"table_00001": vid(2)}))
+		mustAppend(t, g, spec("main", 3, map[string]ulid.ULID{"table_00002": vid(3)}))
+		g3, _ := Open(s, "sales")
+		s.ResetCounts()
+		res, err := g3.Merge(ctx, "feature", "main", MergeSpec{Time: t0, Op: "op-m"}, "a", "merge")
+		if err != nil || res.Plan.Conflicts != 0 || len(res.Plan.Tables) != 2 || res.Plan.Tables[0].Action != TableAdopt || res.Plan.Tables[1].Action != TableKeep {
+			t.Fatalf("merge: %+v, %v", res.Plan, err)
+		}
+		if res.Plan.Unchanged != int64(tables-2) {
+			t.Fatalf("unchanged = %d, want %d", res.Plan.Unchanged, tables-2)
+		}
+		c.merge = len(s.Requests())
+		return c
+	}
+	small, large := measure(4), measure(10000)
+	t.Logf("requests: 4 tables %+v; 10,000 tables %+v", small, large)
+	if large.create != small.create {
+		t.Fatalf("create: %d requests at 4 tables, %d at 10,000", small.create, large.create)
+	}
+	if large.merge > small.merge+8 {
+		t.Fatalf("merge: %d requests at 4 tables, %d at 10,000", small.merge, large.merge)
 	}
 }

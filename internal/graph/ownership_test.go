@@ -13,7 +13,7 @@ import (
 
 // A graph owns its whole prefix, and only its prefix (docs/format.md, *Ownership*).
 
-func TestInitV2_PrefixHoldingAnotherToolsObject_IsErrPrefixTakenAndWritesNothing(t *testing.T) {
+func TestInit_PrefixHoldingAnotherToolsObject_IsErrPrefixTakenAndWritesNothing(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *faults.Store) {
 		ctx := context.Background()
 		for _, k := range []string{"sales/landed/part-0.csv", "sales/tables/t/objects/" + objID(1).String()} {
@@ -22,7 +22,7 @@ func TestInitV2_PrefixHoldingAnotherToolsObject_IsErrPrefixTakenAndWritesNothing
 			}
 		}
 		before := dump(t, s)
-		_, err := InitV2(ctx, s, initParams())
+		_, err := Init(ctx, s, initParams())
 		var taken *PrefixTakenError
 		if !errors.Is(err, ErrPrefixTaken) || !errors.As(err, &taken) || taken.Key != "sales/landed/part-0.csv" {
 			t.Fatalf("init = %v; want a *PrefixTakenError naming sales/landed/part-0.csv", err)
@@ -36,22 +36,22 @@ func TestInitV2_PrefixHoldingAnotherToolsObject_IsErrPrefixTakenAndWritesNothing
 	})
 }
 
-func TestInitV2_RerunAfterRefWrittenAndRecordRefused_OwnKeysAcceptedAndCompletes(t *testing.T) {
+func TestInit_RerunAfterRefWrittenAndRecordRefused_OwnKeysAcceptedAndCompletes(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *faults.Store) {
 		ctx := context.Background()
 		remove := s.Add(faults.Rule{Op: faults.OpPut, KeyGlob: "sales/graph.json", Mode: faults.Refuse, Status: 403})
-		if _, err := InitV2(ctx, s, initParams()); !errors.Is(err, storage.ErrRefused) {
+		if _, err := Init(ctx, s, initParams()); !errors.Is(err, storage.ErrRefused) {
 			t.Fatalf("first run: %v; want refused at the graph record", err)
 		}
 		remove()
 		if n := len(dump(t, s)); n != 2 {
 			t.Fatalf("after the refused record the prefix holds %d keys, want the root commit and main's ref", n)
 		}
-		res, err := InitV2(ctx, s, initParams())
+		res, err := Init(ctx, s, initParams())
 		if err != nil || !res.Created {
 			t.Fatalf("re-run: %+v, %v; want created", res, err)
 		}
-		again, err := InitV2(ctx, s, initParams())
+		again, err := Init(ctx, s, initParams())
 		if err != nil || again.Created || again.Root.ID != res.Root.ID {
 			t.Fatalf("third run: %+v, %v; want the same graph, not created", again, err)
 		}
@@ -63,7 +63,7 @@ func TestImportEntries_KeyUnderAnotherGraph_IsInvalidBeforeAnyObjectRead(t *test
 		ctx := context.Background()
 		other := initParams()
 		other.Graph = "other"
-		if _, err := InitV2(ctx, s, other); err != nil {
+		if _, err := Init(ctx, s, other); err != nil {
 			t.Fatal(err)
 		}
 		// Not graft-shaped, but under a graph's prefix: that graph owns it.

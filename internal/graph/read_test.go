@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/oklog/ulid/v2"
@@ -13,47 +14,44 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-func TestReadHead_CostsTwoRequests_AtDepth0And64(t *testing.T) {
+// A branch's head, once its ref is read, is one GET of the commit the ref
+// names, however long the branch's history.
+func TestHeadOf_CostsOneGet_AtDepth0And64(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
-	mustInit(t, s)
+	g, _ := mustInitGraph(t, s)
 	measure := func(wantSeq int64) {
 		t.Helper()
-		c := &countingStore{Store: s}
-		head, err := ReadHead(ctx, c, "sales", treeMain)
-		if err != nil || head.ID.Seq != wantSeq {
-			t.Fatalf("ReadHead = seq %d, %v; want seq %d", head.ID.Seq, err, wantSeq)
+		b, err := ResolveBranch(ctx, s, "sales", "main")
+		if err != nil {
+			t.Fatal(err)
 		}
-		if c.lists.Load() != 1 || c.gets.Load() != 1 || c.total() != 2 {
-			t.Fatalf("depth %d: %d lists, %d gets, %d requests; want 1, 1, 2", wantSeq, c.lists.Load(), c.gets.Load(), c.total())
+		c := &countingStore{Store: s}
+		h, err := (&Graph{S: c, Name: "sales"}).HeadOf(ctx, b)
+		if err != nil || h.Commit.ID.Seq != wantSeq {
+			t.Fatalf("HeadOf = seq %d, %v; want seq %d", h.Commit.ID.Seq, err, wantSeq)
+		}
+		if c.gets.Load() != 1 || c.total() != 1 {
+			t.Fatalf("depth %d: %d gets, %d requests; want 1 GET", wantSeq, c.gets.Load(), c.total())
 		}
 	}
 	measure(0)
-	for seq := int64(0); seq < 64; seq++ {
-		if _, err := AppendCommit(ctx, s, appendParams(seq, "c")); err != nil {
-			t.Fatalf("append %d: %v", seq, err)
-		}
+	for seq := 1; seq <= 64; seq++ {
+		mustAppend(t, g, spec("main", seq, map[string]ulid.ULID{"orders": versionA}))
 	}
 	measure(64)
-}
-
-func TestReadHead_TreeWithoutCommits_IsErrCommitNotFound(t *testing.T) {
-	s := newStore(t)
-	if _, err := ReadHead(context.Background(), s, "sales", treeFeature); !errors.Is(err, ErrCommitNotFound) {
-		t.Fatalf("error %v, want ErrCommitNotFound", err)
-	}
 }
 
 func TestReadCommit_OneGet_AndMissingIsErrCommitNotFound(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
-	mustInit(t, s)
+	root := mustInit(t, s).Root.ID
 	c := &countingStore{Store: s}
-	got, err := ReadCommit(ctx, c, "sales", treeMain.String()+"-0")
-	if err != nil || got.ID.Seq != 0 || c.total() != 1 {
+	got, err := ReadCommit(ctx, c, "sales", root.String())
+	if err != nil || got.ID != root || c.total() != 1 {
 		t.Fatalf("ReadCommit = %v, %v after %d requests", got.ID, err, c.total())
 	}
-	_, err = ReadCommit(ctx, s, "sales", treeMain.String()+"-1")
+	_, err = ReadCommit(ctx, s, "sales", format.CommitID{Tree: treeMain, Seq: 1, Digest: root.Digest}.String())
 	if !errors.Is(err, ErrCommitNotFound) || !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("error %v, want ErrCommitNotFound wrapping storage.ErrNotFound", err)
 	}
@@ -80,8 +78,11 @@ func putRef(t *testing.T, s storage.Store, ref format.BranchRef) {
 	}
 }
 
+// liveRef is a live ref of a tree whose head is seq 0 (a commit the tests
+// never read).
 func liveRef(logical string, tree ulid.ULID) format.BranchRef {
-	return format.BranchRef{State: format.RefLive, Branch: logical, Native: format.NativeName(logical, tree), Tree: tree, Op: "op-x"}
+	return format.BranchRef{State: format.RefLive, Branch: logical, Native: format.NativeName(logical, tree), Tree: tree,
+		Head: format.CommitID{Tree: tree, Digest: format.Digest{0xaa}}, Op: "op-x"}
 }
 
 func TestResolveBranch_TwoLiveRefs_IsErrMultipleLive(t *testing.T) {
@@ -136,9 +137,9 @@ func TestResolveBranch_Unknown_IsErrBranchNotFound(t *testing.T) {
 func TestReads_BadObjectsAtKnownKeys_SurfaceTypedFormatErrors(t *testing.T) {
 	ctx := context.Background()
 	good := newStore(t)
-	mustInit(t, good)
+	root := mustInit(t, good).Root.ID
 	goodBytes := dump(t, good)
-	rootKey := format.CommitKey("sales", treeMain, 0)
+	rootKey := format.CommitIDKey("sales", root)
 	refKey := format.BranchRefKey("sales", "main."+treeMain.String())
 	graphKey := format.GraphKey("sales")
 
@@ -148,7 +149,7 @@ func TestReads_BadObjectsAtKnownKeys_SurfaceTypedFormatErrors(t *testing.T) {
 		want error
 	}{
 		{"malformed", func(b []byte) []byte { return append(b, []byte(`{}`)...) }, format.ErrMalformed},
-		{"unknown format", func(b []byte) []byte { return bytes.Replace(b, []byte(`"format":1`), []byte(`"format":3`), 1) }, format.ErrUnsupportedFormat},
+		{"unknown format", func(b []byte) []byte { return bytes.Replace(b, []byte(`"format":2`), []byte(`"format":3`), 1) }, format.ErrUnsupportedFormat},
 		{"oversize", func(b []byte) []byte { return append(b, bytes.Repeat([]byte(" "), format.MaxObjectSize)...) }, format.ErrTooLarge},
 		{"unknown field", func(b []byte) []byte { return bytes.Replace(b, []byte(`"op":`), []byte(`"extra":1,"op":`), 1) }, format.ErrMalformed},
 	}
@@ -158,8 +159,11 @@ func TestReads_BadObjectsAtKnownKeys_SurfaceTypedFormatErrors(t *testing.T) {
 		read func(s storage.Store) error
 	}{
 		{"ReadGraph", graphKey, func(s storage.Store) error { _, err := ReadGraph(ctx, s, "sales"); return err }},
-		{"ReadCommit", rootKey, func(s storage.Store) error { _, err := ReadCommit(ctx, s, "sales", treeMain.String()+"-0"); return err }},
-		{"ReadHead", rootKey, func(s storage.Store) error { _, err := ReadHead(ctx, s, "sales", treeMain); return err }},
+		{"ReadCommit", rootKey, func(s storage.Store) error { _, err := ReadCommit(ctx, s, "sales", root.String()); return err }},
+		{"BranchHead", rootKey, func(s storage.Store) error {
+			_, err := (&Graph{S: s, Name: "sales"}).BranchHead(ctx, "main")
+			return err
+		}},
 		{"ResolveBranch", refKey, func(s storage.Store) error { _, err := ResolveBranch(ctx, s, "sales", "main"); return err }},
 	}
 	for _, r := range reads {
@@ -184,13 +188,50 @@ func TestReads_BadObjectsAtKnownKeys_SurfaceTypedFormatErrors(t *testing.T) {
 func TestReadCommit_ObjectNamingAnotherCommit_IsErrMalformed(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
-	mustInit(t, s)
-	root := dump(t, s)[format.CommitKey("sales", treeMain, 0)]
-	// The root commit's bytes copied to seq 1's key.
-	if _, err := s.Put(ctx, format.CommitKey("sales", treeMain, 1), []byte(root), storage.PutOptions{IfNoneMatch: true}); err != nil {
+	rootID := mustInit(t, s).Root.ID
+	root := dump(t, s)[format.CommitIDKey("sales", rootID)]
+	// The root commit's bytes copied to the key of another id.
+	other := format.CommitID{Tree: treeMain, Seq: 1, Digest: rootID.Digest}
+	if _, err := s.Put(ctx, format.CommitIDKey("sales", other), []byte(root), storage.PutOptions{IfNoneMatch: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadHead(ctx, s, "sales", treeMain); !errors.Is(err, format.ErrMalformed) {
+	if _, err := ReadCommit(ctx, s, "sales", other.String()); !errors.Is(err, format.ErrMalformed) {
+		t.Fatalf("error %v, want format.ErrMalformed", err)
+	}
+}
+
+func TestListTableObjects_TableNotPinned_IsErrTableNotPinned(t *testing.T) {
+	s := newStore(t)
+	root := mustInit(t, s).Root.ID
+	if _, err := ListTableObjects(context.Background(), s, "sales", root.String(), "orders"); !errors.Is(err, ErrTableNotPinned) {
+		t.Fatalf("error %v, want ErrTableNotPinned", err)
+	}
+}
+
+func TestListTableObjects_PinnedVersionMissing_IsErrVersionNotFound(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	g, _ := mustInitGraph(t, s)
+	c := mustAppend(t, g, spec("main", 1, map[string]ulid.ULID{"orders": versionA})) // a version never written
+	if _, err := ListTableObjects(ctx, s, "sales", c.Commit().ID.String(), "orders"); !errors.Is(err, ErrVersionNotFound) {
+		t.Fatalf("error %v, want ErrVersionNotFound", err)
+	}
+}
+
+func TestListTableObjects_VersionBytesOfAnotherVersion_IsErrMalformed(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	g, _ := mustInitGraph(t, s)
+	entry := format.ManifestEntry{Name: "part-1", Object: objectA, Size: 1, SHA256: strings.Repeat("a", 64)}
+	if _, err := g.PutVersion(ctx, VersionSpec{Table: "orders", VersionID: versionA, Put: []format.ManifestEntry{entry}, Time: t0, Op: "op-v"}); err != nil {
+		t.Fatal(err)
+	}
+	body := dump(t, s)[format.TableVersionKey("sales", "orders", versionA)]
+	if _, err := s.Put(ctx, format.TableVersionKey("sales", "orders", versionB), []byte(body), storage.PutOptions{IfNoneMatch: true}); err != nil {
+		t.Fatal(err)
+	}
+	c := mustAppend(t, g, spec("main", 1, map[string]ulid.ULID{"orders": versionB}))
+	if _, err := ListTableObjects(ctx, s, "sales", c.Commit().ID.String(), "orders"); !errors.Is(err, format.ErrMalformed) {
 		t.Fatalf("error %v, want format.ErrMalformed", err)
 	}
 }

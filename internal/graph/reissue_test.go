@@ -62,7 +62,7 @@ func TestPutIfAbsent_RefusedFirst_StaysRefused(t *testing.T) {
 func TestPublish_SwapHeldThenReissueRefused_InDoubtAndTheHeldSwapLands(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *faults.Store) {
 		ctx := context.Background()
-		g, _ := mustInitV2(t, s)
+		g, _ := mustInitGraph(t, s)
 		head := headOf(t, g, "main")
 		plan, err := g.PlanAppendOn(ctx, head, spec("main", 1, map[string]ulid.ULID{"orders": versionA}))
 		if err != nil {
@@ -94,7 +94,7 @@ func TestPublish_SwapHeldThenReissueRefused_InDoubtAndTheHeldSwapLands(t *testin
 func TestRetireRef_HeldThenRefused_InDoubt(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *faults.Store) {
 		ctx := context.Background()
-		g, _ := mustInitV2(t, s)
+		g, _ := mustInitGraph(t, s)
 		head := headOf(t, g, "main")
 		unfault := holdThenRefuse(s, format.BranchRefKey(g.Name, head.Native))
 		_, err := RetireRef(ctx, s, g.Name, head.Native, head.ETag, "op-retire")

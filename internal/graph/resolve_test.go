@@ -101,14 +101,14 @@ func TestResolveBranchHinted_LiveHint_IsOneGetWhateverTheIncarnations(t *testing
 	hint := format.NativeName("feature", treeFeature)
 	c := &countingStore{Store: s}
 	b, err := ResolveBranchHinted(context.Background(), c, "sales", "feature", hint)
-	if err != nil || b.Native != hint || b.ETag == "" || b.RefFormat != format.Version || b.Tree != treeFeature {
+	if err != nil || b.Native != hint || b.ETag == "" || b.Tree != treeFeature {
 		t.Fatalf("ResolveBranchHinted = %+v, %v", b, err)
 	}
 	if c.gets.Load() != 1 || c.lists.Load() != 0 || c.total() != 1 {
 		t.Fatalf("%d gets, %d lists, %d requests; want 1 GET and nothing else", c.gets.Load(), c.lists.Load(), c.total())
 	}
 	full, err := ResolveBranch(context.Background(), s, "sales", "feature")
-	if err != nil || full.Native != b.Native || full.ETag != b.ETag || full.Ref != b.Ref || full.RefFormat != b.RefFormat {
+	if err != nil || full.Native != b.Native || full.ETag != b.ETag || full.Ref != b.Ref {
 		t.Fatalf("the full resolve found %+v, %v; the hinted one %+v", full, err, b)
 	}
 }

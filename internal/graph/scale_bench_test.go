@@ -17,19 +17,19 @@ import (
 // go test -run '^$' -bench 'Tables|Merges' -benchtime 1x ./internal/graph),
 // and the mark-cost flatness test that runs in the suite.
 //
-//	GRAFT_BENCH_TABLES   tables of the big graph (default 10,000)
-//	GRAFT_BENCH_MERGES   merges into one main (default 10,000)
+//	GRAFT_BENCH_TABLES tables of the big graph (default 10,000)
+//	GRAFT_BENCH_MERGES merges into one main (default 10,000)
 
 // The cleanup mark of a version appended to one already marked reads only
 // the chunks the append rewrote: appending 100 entries to a table of 10,000
 // or of 100,000 costs the mark the same reads ± the extra tree level, and the
 // marker's memory holds chunks, not entries.
-func TestV2_MarkCost_FlatAt10kAnd100k(t *testing.T) {
+func TestMarkCost_FlatAt10kAnd100k(t *testing.T) {
 	type cost struct{ base, appended, chunks int }
 	measure := func(n int) cost {
 		ctx := context.Background()
 		s := faults.Wrap(memstore.New())
-		g, _ := mustInitV2(t, s)
+		g, _ := mustInitGraph(t, s)
 		put := make([]format.ManifestEntry, n)
 		for i := range put {
 			put[i] = objEntry(i)
@@ -115,7 +115,7 @@ func BenchmarkTablesCreateMerge(b *testing.B) {
 func benchTables(b *testing.B, be backend, tables int) {
 	ctx := context.Background()
 	m := &meter{Store: be.open(b)}
-	if _, err := InitV2(ctx, m, initParams()); err != nil {
+	if _, err := Init(ctx, m, initParams()); err != nil {
 		b.Fatal(err)
 	}
 	g, _ := Open(m, "sales")
@@ -147,7 +147,7 @@ func benchTables(b *testing.B, be backend, tables int) {
 	}
 	g, _ = Open(m, "sales")
 	step(b, m, fmt.Sprintf("merge (%d tables)", tables), func() error {
-		res, err := g.Merge(ctx, "feature", "main", MergeSpecV2{Time: t0, Op: "op-m"}, "a", "merge")
+		res, err := g.Merge(ctx, "feature", "main", MergeSpec{Time: t0, Op: "op-m"}, "a", "merge")
 		if err == nil && (res.Plan.Conflicts != 0 || res.Plan.Unchanged != int64(tables-2)) {
 			err = fmt.Errorf("merge plan %+v", res.Plan)
 		}
@@ -172,7 +172,7 @@ func BenchmarkMergesIntoMain(b *testing.B) {
 func benchMerges(b *testing.B, be backend, merges int) {
 	ctx := context.Background()
 	m := &meter{Store: be.open(b)}
-	if _, err := InitV2(ctx, m, initParams()); err != nil {
+	if _, err := Init(ctx, m, initParams()); err != nil {
 		b.Fatal(err)
 	}
 	g, _ := Open(m, "sales")
@@ -194,7 +194,7 @@ func benchMerges(b *testing.B, be backend, merges int) {
 			return err
 		}
 		merge := func() error {
-			res, err := g.Merge(ctx, branch, "main", MergeSpecV2{Time: at, Op: "op-m-" + branch}, "a", "merge "+branch)
+			res, err := g.Merge(ctx, branch, "main", MergeSpec{Time: at, Op: "op-m-" + branch}, "a", "merge "+branch)
 			if err == nil && (res.Plan.Conflicts != 0 || res.Append.Publish.Outcome != Published) {
 				err = fmt.Errorf("merge %d: %+v", i, res.Plan)
 			}

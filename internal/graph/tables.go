@@ -2,12 +2,11 @@ package graph
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
+	"errors"
 	"fmt"
-	"io"
-	"os"
-	"strconv"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -16,130 +15,343 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// MaxDataObjectSize bounds one data object (64 MiB): Store.Put takes the
-// whole body in memory, and a conditional PUT's failure must still come back
-// as a clean 412.
-const MaxDataObjectSize = 64 << 20
-
-// ObjectInput is one data object to write: its caller-minted ULID and bytes.
-type ObjectInput struct {
-	ID   ulid.ULID
-	Body []byte
-}
-
-// WriteTableParams are the inputs of WriteTableVersion.
-type WriteTableParams struct {
-	Graph     string
+// Version is a table version as this package reads and writes it
+// (format.TableVersion).
+type Version struct {
 	Table     string
-	VersionID ulid.ULID
-	// Objects are the version's data objects, in any order; at most
-	// format.MaxObjectsPerVersion, each at most MaxDataObjectSize bytes.
-	Objects []ObjectInput
-	Op      string
-	Time    time.Time
+	ID        ulid.ULID
+	Entries   format.MapRef[format.ManifestEntry]
+	Bytes     int64
+	CreatedAt time.Time
+	Op        string
 }
 
-// WriteTableVersion writes a table version: every data object, then the
-// manifest listing them (sorted by ID, with size and SHA-256), each
-// put-if-absent, so a manifest is never visible before its objects. The same
-// bytes already at a key are fine (a re-run); other bytes are
-// *KeyTakenError. Everything is validated before the first write.
-func WriteTableVersion(ctx context.Context, s storage.Store, p WriteTableParams) (format.TableVersion, error) {
-	v, manifest, err := buildTableVersion(p)
+// Len returns the number of entries.
+func (v Version) Len() int64 { return v.Entries.Len() }
+
+func versionFrom(v format.TableVersion) Version {
+	return Version{Table: v.Table, ID: v.ID, Entries: v.Entries, Bytes: v.Bytes, CreatedAt: v.CreatedAt, Op: v.Op}
+}
+
+// manifests returns the chunk reader of table's manifests, shared by calls.
+func (g *Graph) manifests(table string) *mapReader[format.ManifestEntry] {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.tables == nil {
+		g.tables = map[string]*mapReader[format.ManifestEntry]{}
+	}
+	r, ok := g.tables[table]
+	if !ok {
+		r = newMapReader(g.S, format.ManifestMap, g.Name, table)
+		g.tables[table] = r
+	}
+	return r
+}
+
+func (g *Graph) manifestOf(v Version) mapTree[format.ManifestEntry] {
+	return mapTree[format.ManifestEntry]{r: g.manifests(v.Table), ref: v.Entries}
+}
+
+// Version reads a table version: one GET.
+func (g *Graph) Version(ctx context.Context, table string, id ulid.ULID) (Version, error) {
+	if err := format.ValidateTableName(table); err != nil {
+		return Version{}, invalid("Table", err)
+	}
+	if id.IsZero() {
+		return Version{}, invalidf("Version", "zero ULID")
+	}
+	key := format.TableVersionKey(g.Name, table, id)
+	obj, err := g.S.Get(ctx, key)
+	if errors.Is(err, storage.ErrNotFound) {
+		return Version{}, fmt.Errorf("read table %s version %s: %w: %w", table, id, ErrVersionNotFound, err)
+	}
 	if err != nil {
-		return format.TableVersion{}, fmt.Errorf("write table version: %w", err)
+		return Version{}, fmt.Errorf("read table %s version %s: %w", table, id, err)
 	}
-	for _, o := range p.Objects {
-		key := format.ObjectKey(p.Graph, p.Table, o.ID)
-		put, err := PutIfAbsent(ctx, s, key, o.Body)
-		if err != nil {
-			return format.TableVersion{}, fmt.Errorf("write table version %s: put object %s: %w", v.ID, o.ID, err)
-		}
-		if put.Outcome == PutTaken {
-			return format.TableVersion{}, fmt.Errorf("write table version %s: put object %s: %w", v.ID, o.ID, &KeyTakenError{Key: key})
-		}
-	}
-	key := format.TableVersionKey(p.Graph, p.Table, v.ID)
-	put, err := PutIfAbsent(ctx, s, key, manifest)
+	decoded, err := format.DecodeTableVersion(obj.Body)
 	if err != nil {
-		return format.TableVersion{}, fmt.Errorf("write table version %s: put manifest: %w", v.ID, err)
+		return Version{}, fmt.Errorf("read table %s version %s: %s: %w", table, id, key, err)
 	}
-	if put.Outcome == PutTaken {
-		return format.TableVersion{}, fmt.Errorf("write table version %s: put manifest: %w", v.ID, &KeyTakenError{Key: key})
+	v := versionFrom(decoded)
+	if v.Table != table || v.ID != id {
+		return Version{}, fmt.Errorf("read table %s version %s: %s: %w", table, id, key,
+			&format.MalformedError{Kind: format.KindTableVersion, Reason: "is version " + v.ID.String() + " of table " + v.Table + ", not the one its key names"})
 	}
 	return v, nil
 }
 
-func buildTableVersion(p WriteTableParams) (format.TableVersion, []byte, error) {
-	if err := format.ValidateGraphName(p.Graph); err != nil {
-		return format.TableVersion{}, nil, invalid("Graph", err)
-	}
-	if err := format.ValidateTableName(p.Table); err != nil {
-		return format.TableVersion{}, nil, invalid("Table", err)
-	}
-	if p.VersionID.IsZero() {
-		return format.TableVersion{}, nil, invalidf("VersionID", "zero ULID")
-	}
-	if err := format.ValidateOp(p.Op); err != nil {
-		return format.TableVersion{}, nil, invalid("Op", err)
-	}
-	if err := format.ValidateTime(p.Time); err != nil {
-		return format.TableVersion{}, nil, invalid("Time", err)
-	}
-	if len(p.Objects) > format.MaxObjectsPerVersion {
-		return format.TableVersion{}, nil, invalid("Objects", &format.TooLargeError{
-			Kind: format.KindTableVersion, What: "objects", Size: int64(len(p.Objects)), Limit: int64(format.MaxObjectsPerVersion)})
-	}
-	v := format.TableVersion{Table: p.Table, ID: p.VersionID, CreatedAt: p.Time.UTC(), Op: p.Op}
-	seen := make(map[ulid.ULID]bool, len(p.Objects))
-	for i, o := range p.Objects {
-		field := "Objects[" + strconv.Itoa(i) + "]"
-		if o.ID.IsZero() {
-			return format.TableVersion{}, nil, invalidf(field+".ID", "zero ULID")
-		}
-		if seen[o.ID] {
-			return format.TableVersion{}, nil, invalidf(field+".ID", "%s listed twice", o.ID)
-		}
-		seen[o.ID] = true
-		if len(o.Body) > MaxDataObjectSize {
-			return format.TableVersion{}, nil, invalid(field+".Body", &ObjectTooLargeError{Object: o.ID.String(), Size: int64(len(o.Body)), Limit: MaxDataObjectSize})
-		}
-		sum := sha256.Sum256(o.Body)
-		v.Objects = append(v.Objects, format.ObjectEntry{ID: o.ID, Size: int64(len(o.Body)), SHA256: hex.EncodeToString(sum[:])})
-	}
-	format.SortObjectEntries(v.Objects)
-	manifest, err := format.EncodeTableVersion(v)
+// TableAt reads the version of table that commit c pins: a pins lookup and
+// one GET. A table c does not pin is ErrTableNotPinned.
+func (g *Graph) TableAt(ctx context.Context, c Commit, table string) (Version, error) {
+	id, ok, err := g.Pin(ctx, c, table)
 	if err != nil {
-		return format.TableVersion{}, nil, invalidObject(err, map[string]string{"created_at": "Time"})
+		return Version{}, fmt.Errorf("table %s at %s: %w", table, c.ID, err)
 	}
-	return v, manifest, nil
+	if !ok {
+		return Version{}, fmt.Errorf("table %s at %s: %w", table, c.ID, ErrTableNotPinned)
+	}
+	return g.Version(ctx, table, id)
 }
 
-// ReadObjectFile reads a local file into an ObjectInput with the given ID.
-// A file over MaxDataObjectSize is an *ObjectTooLargeError, found from its
-// size before reading it.
-func ReadObjectFile(id ulid.ULID, path string) (ObjectInput, error) {
-	f, err := os.Open(path)
+// EachEntry calls fn for every entry of v in name order, reading one chunk
+// at a time: a table of any size streams in bounded memory.
+func (g *Graph) EachEntry(ctx context.Context, v Version, fn func(format.ManifestEntry) error) error {
+	return g.manifestOf(v).each(ctx, fn)
+}
+
+// Entry returns v's entry of name, O(height) chunk reads.
+func (g *Graph) Entry(ctx context.Context, v Version, name string) (format.ManifestEntry, bool, error) {
+	return g.manifestOf(v).get(ctx, name)
+}
+
+// ObjectKeyOf returns where an entry's bytes are: the graph's object key,
+// or the external key it was imported from.
+func ObjectKeyOf(graph, table string, e format.ManifestEntry) string {
+	if e.IsExternal() {
+		return e.External
+	}
+	return format.ObjectKey(graph, table, e.Object)
+}
+
+// VersionSpec describes a new table version as edits to a base version.
+type VersionSpec struct {
+	Table     string
+	VersionID ulid.ULID
+	// Base is the version the new one edits; zero for an empty start.
+	Base ulid.ULID
+	// Put adds or replaces entries by name; Delete removes names the base has.
+	Put    []format.ManifestEntry
+	Delete []string
+	Time   time.Time
+	Op     string
+}
+
+// VersionPlan is a table version decided before anything is written.
+type VersionPlan struct {
+	Version format.TableVersion
+	Key     string
+	Body    []byte
+	// Chunks are the manifest chunks the version names that its base did
+	// not (a few per append, whatever the table's size).
+	Chunks []Chunk
+	// Added, Replaced and Removed count the entries changed from the base.
+	Added, Replaced, Removed int64
+}
+
+// Keys returns the keys the version writes: its chunks, then itself.
+func (p VersionPlan) Keys() []string {
+	keys := make([]string, 0, len(p.Chunks)+1)
+	for _, c := range p.Chunks {
+		keys = append(keys, c.Key)
+	}
+	return append(keys, p.Key)
+}
+
+// PlanVersion reads the base version (one GET) and the manifest chunks on
+// the paths the edits touch, and computes the new version: appending k
+// entries to n writes O(k) entries in O(1) chunks when the new names sort
+// after the old ones (ULID names always do), and O(k) chunks at most. It
+// writes nothing.
+func (g *Graph) PlanVersion(ctx context.Context, spec VersionSpec) (VersionPlan, error) {
+	fail := func(err error) (VersionPlan, error) {
+		return VersionPlan{}, fmt.Errorf("plan version of table %s: %w", spec.Table, err)
+	}
+	if err := format.ValidateTableName(spec.Table); err != nil {
+		return fail(invalid("Table", err))
+	}
+	if spec.VersionID.IsZero() || spec.VersionID == spec.Base {
+		return fail(invalidf("VersionID", "zero, or the base's"))
+	}
+	if err := format.ValidateOp(spec.Op); err != nil {
+		return fail(invalid("Op", err))
+	}
+	if err := format.ValidateTime(spec.Time); err != nil {
+		return fail(invalid("Time", err))
+	}
+	edits := make([]mapEdit[format.ManifestEntry], 0, len(spec.Put)+len(spec.Delete))
+	names := make(map[string]bool, len(spec.Put)+len(spec.Delete))
+	for i, e := range spec.Put {
+		field := fmt.Sprintf("Put[%d]", i)
+		if _, err := format.ManifestMap.EncodeEntry(e); err != nil {
+			return fail(invalid(field, err))
+		}
+		if e.IsExternal() && strings.HasPrefix(e.External, format.GraphPrefix(g.Name)) {
+			return fail(invalidf(field, "external key %s is under the graph's own prefix", e.External))
+		}
+		if names[e.Name] {
+			return fail(invalidf(field, "%s listed twice", e.Name))
+		}
+		names[e.Name] = true
+		e := e
+		edits = append(edits, mapEdit[format.ManifestEntry]{Key: e.Name, Entry: &e})
+	}
+	for i, name := range spec.Delete {
+		if err := format.ValidateEntryName(name); err != nil {
+			return fail(invalid(fmt.Sprintf("Delete[%d]", i), err))
+		}
+		if names[name] {
+			return fail(invalidf(fmt.Sprintf("Delete[%d]", i), "%s listed twice", name))
+		}
+		names[name] = true
+		edits = append(edits, mapEdit[format.ManifestEntry]{Key: name})
+	}
+	base := Version{Table: spec.Table}
+	if !spec.Base.IsZero() {
+		var err error
+		if base, err = g.Version(ctx, spec.Table, spec.Base); err != nil {
+			return fail(fmt.Errorf("read base: %w", err))
+		}
+	}
+	tree := g.manifestOf(base)
+	plan := VersionPlan{}
+	bytes := base.Bytes
+	for _, e := range edits {
+		old, had, err := tree.get(ctx, e.Key)
+		if err != nil {
+			return fail(err)
+		}
+		switch {
+		case e.Entry == nil && !had:
+			return fail(invalidf("Delete", "%s is not in base version %s", e.Key, spec.Base))
+		case e.Entry == nil:
+			plan.Removed++
+			bytes -= old.Size
+		case had:
+			plan.Replaced++
+			bytes += e.Entry.Size - old.Size
+		default:
+			plan.Added++
+			bytes += e.Entry.Size
+		}
+	}
+	ref, chunks, err := tree.apply(ctx, edits)
 	if err != nil {
-		return ObjectInput{}, fmt.Errorf("read object file: %w", err)
+		return fail(err)
 	}
-	defer f.Close()
-	info, err := f.Stat()
+	v := format.TableVersion{Table: spec.Table, ID: spec.VersionID, Entries: ref, Bytes: bytes, CreatedAt: spec.Time.UTC(), Op: spec.Op}
+	body, err := format.EncodeTableVersion(v)
 	if err != nil {
-		return ObjectInput{}, fmt.Errorf("read object file: %w", err)
+		return fail(invalidObject(err, map[string]string{"created_at": "Time", "op": "Op"}))
 	}
-	if !info.Mode().IsRegular() {
-		return ObjectInput{}, fmt.Errorf("read object file: %w", invalidf("path", "%s is not a regular file", path))
+	plan.Version, plan.Body, plan.Chunks = v, body, chunks
+	plan.Key = format.TableVersionKey(g.Name, spec.Table, spec.VersionID)
+	return plan, nil
+}
+
+// WriteVersion writes a plan's chunks, then the version, put-if-absent, so
+// a version is never visible before its chunks. The version's key is its
+// caller-minted ULID: other bytes there are a *KeyTakenError (the ULID was
+// minted twice).
+func (g *Graph) WriteVersion(ctx context.Context, p VersionPlan) error {
+	if err := putChunks(ctx, g.S, p.Chunks); err != nil {
+		return fmt.Errorf("write version %s: %w", p.Version.ID, err)
 	}
-	if info.Size() > MaxDataObjectSize {
-		return ObjectInput{}, fmt.Errorf("read object file: %w", &ObjectTooLargeError{Object: path, Size: info.Size(), Limit: MaxDataObjectSize})
-	}
-	body, err := io.ReadAll(io.LimitReader(f, MaxDataObjectSize+1))
+	put, err := PutIfAbsent(ctx, g.S, p.Key, p.Body)
 	if err != nil {
-		return ObjectInput{}, fmt.Errorf("read object file: %w", err)
+		return fmt.Errorf("write version %s: %w", p.Version.ID, err)
 	}
-	if len(body) > MaxDataObjectSize {
-		return ObjectInput{}, fmt.Errorf("read object file: %w", &ObjectTooLargeError{Object: path, Size: int64(len(body)), Limit: MaxDataObjectSize})
+	if put.Outcome == PutTaken {
+		return fmt.Errorf("write version %s: %w", p.Version.ID, &KeyTakenError{Key: p.Key})
 	}
-	return ObjectInput{ID: id, Body: body}, nil
+	return nil
+}
+
+// PutVersion plans and writes a version.
+func (g *Graph) PutVersion(ctx context.Context, spec VersionSpec) (VersionPlan, error) {
+	p, err := g.PlanVersion(ctx, spec)
+	if err != nil {
+		return VersionPlan{}, err
+	}
+	return p, g.WriteVersion(ctx, p)
+}
+
+// ErrExternalChanged reports an external object whose size or ETag is no
+// longer what its entry recorded when it was imported.
+var ErrExternalChanged = errors.New("graph: external object changed since it was imported")
+
+// ImportRef names an existing object of the store to register by reference.
+type ImportRef struct {
+	// Key is the object's key in the store; never one a graph owns or may come
+	// to own (CheckImportKeys).
+	Key string
+	// Name is the entry's name in the table. Defaults to Key.
+	Name string
+}
+
+// importConcurrency bounds the parallel HEADs of ImportEntries.
+const importConcurrency = 8
+
+// ImportEntries HEADs each referenced object (in parallel) and returns the
+// external entries to put in a version: size and ETag as the store reports
+// them, nothing copied. Graft never writes or deletes an external object;
+// cleanup leaves it alone (the entry marks it), and readers can check it is
+// unchanged (CheckExternal). A missing object is ErrNotFound; a key a graph owns
+// or may come to own is invalid (CheckImportKeys), before any object is read.
+func ImportEntries(ctx context.Context, s storage.Store, graph string, refs []ImportRef) ([]format.ManifestEntry, error) {
+	if err := format.ValidateGraphName(graph); err != nil {
+		return nil, invalid("Graph", err)
+	}
+	out := make([]format.ManifestEntry, len(refs))
+	for i, r := range refs {
+		field := fmt.Sprintf("Refs[%d]", i)
+		if err := storage.ValidateKey(r.Key); err != nil {
+			return nil, invalid(field+".Key", err)
+		}
+		name := r.Name
+		if name == "" {
+			name = r.Key
+		}
+		if err := format.ValidateEntryName(name); err != nil {
+			return nil, invalid(field+".Name", err)
+		}
+		if err := format.ValidateEntryName(r.Key); err != nil {
+			return nil, invalid(field+".Key", err)
+		}
+		out[i] = format.ManifestEntry{Name: name, External: r.Key}
+	}
+	keys := make([]string, len(refs))
+	for i, r := range refs {
+		keys[i] = r.Key
+	}
+	if err := CheckImportKeys(ctx, s, graph, keys, func(i int) string { return fmt.Sprintf("Refs[%d].Key", i) }); err != nil {
+		return nil, err
+	}
+	errs := make([]error, len(refs))
+	sem := make(chan struct{}, importConcurrency)
+	var wg sync.WaitGroup
+	for i := range out {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			info, err := s.Head(ctx, out[i].External)
+			if err != nil {
+				errs[i] = fmt.Errorf("import %s: %w", out[i].External, err)
+				return
+			}
+			out[i].Size, out[i].ETag = info.Size, info.ETag
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b format.ManifestEntry) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// CheckExternal HEADs an external entry's object and reports
+// ErrExternalChanged when its size or ETag differ from the entry's.
+func CheckExternal(ctx context.Context, s storage.Store, e format.ManifestEntry) error {
+	if !e.IsExternal() {
+		return nil
+	}
+	info, err := s.Head(ctx, e.External)
+	if err != nil {
+		return fmt.Errorf("check external %s: %w", e.External, err)
+	}
+	if info.Size != e.Size || info.ETag != e.ETag {
+		return fmt.Errorf("check external %s: %w: now %d bytes, ETag %s; imported as %d bytes, ETag %s",
+			e.External, ErrExternalChanged, info.Size, info.ETag, e.Size, e.ETag)
+	}
+	return nil
 }

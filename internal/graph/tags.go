@@ -46,26 +46,6 @@ func TagBytes(p TagParams) ([]byte, error) {
 	return b, nil
 }
 
-// TagBytesV2 returns the exact bytes of the format-2 live tag p describes,
-// which may name a commit of either format.
-func TagBytesV2(p TagParams) ([]byte, error) {
-	if err := format.ValidateGraphName(p.Graph); err != nil {
-		return nil, invalid("Graph", err)
-	}
-	if err := format.ValidateTagName(p.Name); err != nil {
-		return nil, invalid("Name", err)
-	}
-	id, err := format.ParseCommitID(p.Commit)
-	if err != nil {
-		return nil, invalid("Commit", err)
-	}
-	b, err := format.EncodeTagV2(format.Tag{State: format.TagLive, Name: p.Name, Commit: id, Op: p.Op, CreatedAt: p.Time.UTC()})
-	if err != nil {
-		return nil, invalidObject(err, map[string]string{"op": "Op", "created_at": "Time"})
-	}
-	return b, nil
-}
-
 // TagPutOutcome says how a PutTag settled.
 type TagPutOutcome string
 
@@ -87,7 +67,7 @@ type TagPutResult struct {
 	Tag format.Tag
 }
 
-// PutTag writes the live tag body (TagBytes or TagBytesV2) at the tag's key with
+// PutTag writes the live tag body (TagBytes or TagBytes) at the tag's key with
 // put-if-absent, settled by read-back (PutIfAbsent): our bytes → TagCreated;
 // a live tag of the same commit → TagExists; anything else → TagTaken. A
 // definite refusal is returned as is; an outcome still unknown is an
@@ -96,7 +76,7 @@ func PutTag(ctx context.Context, s storage.Store, graph string, body []byte) (Ta
 	if err := format.ValidateGraphName(graph); err != nil {
 		return TagPutResult{}, fmt.Errorf("put tag: %w", invalid("Graph", err))
 	}
-	want, _, err := format.DecodeTagAny(body)
+	want, err := format.DecodeTag(body)
 	if err != nil {
 		return TagPutResult{}, fmt.Errorf("put tag: %w", invalid("Body", err))
 	}
@@ -183,7 +163,7 @@ func ListTags(ctx context.Context, s storage.Store, graph string) ([]TagEntry, e
 
 // decodeTagAt strictly decodes the tag at key and checks it is the one the key names.
 func decodeTagAt(key, name string, body []byte) (format.Tag, error) {
-	t, _, err := format.DecodeTagAny(body)
+	t, err := format.DecodeTag(body)
 	if err != nil {
 		return format.Tag{}, fmt.Errorf("%s: %w", key, err)
 	}
@@ -273,11 +253,7 @@ func RetireTag(ctx context.Context, s storage.Store, graph, name, etag, retiredO
 		}
 		out := t
 		out.State, out.RetiredOp = format.TagRetired, retiredOp
-		encode := format.EncodeTag
-		if format.PeekFormat(obj.Body) == format.Version2 {
-			encode = format.EncodeTagV2 // a retired tag keeps its format
-		}
-		if retired, err = encode(out); err != nil {
+		if retired, err = format.EncodeTag(out); err != nil {
 			return 0, fmt.Errorf("retire tag %s: %w", name, invalid("RetiredOp", err))
 		}
 		_, err = s.Put(ctx, key, retired, storage.PutOptions{IfMatch: etag})

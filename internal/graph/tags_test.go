@@ -22,7 +22,7 @@ func tagBody(t *testing.T, name, commit, op string) []byte {
 func TestPutTag_SameCommitIsIdempotent_OtherCommitIsTaken(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
-	c1, c2 := treeMain.String()+"-1", treeMain.String()+"-2"
+	c1, c2 := treeMain.String()+"-1-aa000000000000000000000000000000", treeMain.String()+"-2-bb000000000000000000000000000000"
 	first := tagBody(t, "release/1", c1, "op-1")
 	for i, tc := range []struct {
 		body []byte
@@ -53,7 +53,7 @@ func TestPutTag_SameCommitIsIdempotent_OtherCommitIsTaken(t *testing.T) {
 func TestRetireTag_AnswerLost_SettledAsOursAndLatePutOfLiveTagFails(t *testing.T) {
 	ctx := context.Background()
 	s := faults.Wrap(newStore(t))
-	c1 := treeMain.String() + "-1"
+	c1 := treeMain.String() + "-1-aa000000000000000000000000000000"
 	live := tagBody(t, "v1", c1, "op-1")
 	if _, err := PutTag(ctx, s, "sales", live); err != nil {
 		t.Fatal(err)

@@ -7,10 +7,9 @@
 // logical name; every commit reachable from a live head or a live tag has the table
 // versions it pins, and their data objects read back with their size and checksum;
 // nothing an in-flight operation pins is missing; every commit a done write reported is
-// on its branch, reachable from the head by first parents (issue #15); no commit key's bytes
-// ever change (checked across checks that share Config.CommitDigests). Graphs of both
-// formats are read (docs/format.md); an external entry of a format-2 version must still be
-// the object it was imported as.
+// on its branch, reachable from the head by first parents; no commit key's bytes ever
+// change (checked across checks that share Config.CommitDigests); an external entry of a
+// version must still be the object it was imported as.
 //
 // Ledger: no pins held by ended operations; no witness unsettled (intent, cloned,
 // in_doubt) whose operation ended; no unfinished operation whose workflow is closed
@@ -142,7 +141,7 @@ func (c *checker) refsAndCommits() error {
 		if err != nil {
 			return err
 		}
-		ref, version, err := format.DecodeBranchRefAny(obj.Body)
+		ref, err := format.DecodeBranchRef(obj.Body)
 		if err != nil {
 			c.add("ref-readable", "%s: %v", o.Key, err)
 			return nil
@@ -151,15 +150,7 @@ func (c *checker) refsAndCommits() error {
 			return nil
 		}
 		c.live[ref.Branch] = append(c.live[ref.Branch], ref.Native)
-		if version == format.Version2 {
-			return c.walk("live ref "+ref.Native, ref.Head, true)
-		}
-		head, err := graph.ReadHead(c.ctx, c.cfg.Store, g, ref.Tree)
-		if err != nil {
-			c.add("live-ref-tree", "live ref %s names tree %s, which has no readable head: %v", ref.Native, ref.Tree, err)
-			return nil
-		}
-		return c.walk("live ref "+ref.Native, head.ID, true)
+		return c.walk("live ref "+ref.Native, ref.Head, true)
 	})
 	if err != nil {
 		return fmt.Errorf("list refs: %w", err)
@@ -183,7 +174,7 @@ func (c *checker) tags() error {
 		if err != nil {
 			return err
 		}
-		tag, _, err := format.DecodeTagAny(obj.Body)
+		tag, err := format.DecodeTag(obj.Body)
 		if err != nil {
 			c.add("tag-readable", "%s: %v", o.Key, err)
 			return nil
@@ -298,7 +289,7 @@ func isStorageErr(err error) bool {
 		errors.Is(err, context.DeadlineExceeded)
 }
 
-// commit reads a commit of either format and records its key's bytes: a key whose bytes
+// commit reads a commit and records its key's bytes: a key whose bytes
 // differ from what this or an earlier check (sharing CommitDigests) read is a violation.
 func (c *checker) commit(id format.CommitID) (graph.Commit, error) {
 	key := format.CommitIDKey(c.cfg.Graph, id)
@@ -311,7 +302,7 @@ func (c *checker) commit(id format.CommitID) (graph.Commit, error) {
 		}
 		c.cfg.CommitDigests[key] = d
 	}
-	return graph.ReadCommitAny(c.ctx, c.cfg.Store, c.cfg.Graph, id.String())
+	return graph.ReadCommit(c.ctx, c.cfg.Store, c.cfg.Graph, id.String())
 }
 
 // reported checks that every commit a done write reported is on its branch: in the

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/storage"
@@ -86,22 +85,4 @@ func CheckSoak(ctx context.Context, cfg SoakConfig) ([]Violation, error) {
 		}
 	}
 	return out, nil
-}
-
-// KnownFormat1Refill reports whether v is the known format-1 hole (#15): a commit put
-// refilled a commit key a cleanup had emptied. refilled lists the keys a schedule's
-// request log shows deleted and then put again; v is that case when it names the tree
-// of a refilled commit key. Anything else is never classified as known.
-func KnownFormat1Refill(v Violation, refilled []string) bool {
-	for _, k := range refilled {
-		i := strings.Index(k, "/trees/")
-		if i < 0 || !strings.Contains(k[i:], "/commits/") {
-			continue
-		}
-		tree := strings.SplitN(k[i+len("/trees/"):], "/", 2)[0]
-		if tree != "" && strings.Contains(v.Detail, tree) {
-			return true
-		}
-	}
-	return false
 }

@@ -52,7 +52,7 @@ type createStack struct {
 	seq   atomic.Int64
 	// built is the graph as the harness writes it, straight to the store
 	// (untimed, uncounted).
-	built *graphV2
+	built *graphFixture
 	// rpcs counts the Temporal RPCs the shared client connection sends, by
 	// method (the worker's polls and completions too).
 	rpcs rpcCounter
@@ -96,7 +96,7 @@ func (c *rpcCounter) take() map[string]int {
 
 var stackSeq atomic.Int64
 
-// newCreateStack builds a format-2 graph whose main has `tables` tables and
+// newCreateStack builds a graph whose main has `tables` tables and
 // `depth` commits after the table commit, on the local directory store.
 func newCreateStack(tb testing.TB, depth, tables int) *createStack {
 	tb.Helper()
@@ -114,7 +114,7 @@ func newCreateStackOn(tb testing.TB, inner storage.Store, depth, tables int) *cr
 	st := &createStack{store: faults.Wrap(inner), graph: fmt.Sprintf("cb%d-%d", time.Now().UnixNano()%1e9, stackSeq.Add(1))}
 	st.cat = catalogtest.Open(tb)
 	st.acts = &activities.Activities{Store: st.store, Catalog: st.cat}
-	st.built = buildGraphV2(tb, inner, st.graph, depth, tables)
+	st.built = buildGraph(tb, inner, st.graph, depth, tables)
 	witnessMain(tb, st.cat, st.built)
 
 	ts := testenv.Temporal(tb)
@@ -135,9 +135,8 @@ func newCreateStackOn(tb testing.TB, inner storage.Store, depth, tables int) *cr
 	tb.Cleanup(w.Stop)
 	st.gc = client.New(tc, client.Options{TaskQueue: queue, EagerStart: true, PollInterval: 5 * time.Second})
 	st.tc, st.queue = tc, queue
-	// A worker reads a graph's record once, on its first operation of the graph
-	// (activities remember a graph read at format 2): made here, untimed, so every
-	// figure is of a worker that knows the graph.
+	// A first create warms the worker (connections, caches): made here, untimed, so
+	// every figure is of a worker that has run an operation on the graph.
 	if err := st.createRawNamed(context.Background(), "warm"); err != nil {
 		tb.Fatal(err)
 	}
@@ -147,7 +146,7 @@ func newCreateStackOn(tb testing.TB, inner storage.Store, depth, tables int) *cr
 // witnessMain records in the ledger what `graft graph init` records beside the graph it
 // writes: the init operation and main's incarnation, live — the witness a worker's
 // resolve of main reads first (docs/format.md, "Read costs").
-func witnessMain(tb testing.TB, cat *catalog.Catalog, b *graphV2) {
+func witnessMain(tb testing.TB, cat *catalog.Catalog, b *graphFixture) {
 	tb.Helper()
 	ctx := context.Background()
 	main, err := graph.ResolveBranch(ctx, b.g.S, b.g.Name, graph.DefaultBranch)
@@ -217,7 +216,7 @@ func (st *createStack) createRaw(ctx context.Context) error {
 }
 
 // createRawNamed is createRaw of the branch name: the activities the
-// CreateBranch workflow runs on a format-2 graph (workflows/createbranch.go),
+// CreateBranch workflow runs on a graph (workflows/createbranch.go),
 // with the inputs it gives them.
 func (st *createStack) createRawNamed(ctx context.Context, name string) error {
 	op := ulid.Make().String()
@@ -373,7 +372,7 @@ func peakRSSMiB() float64 {
 // BenchmarkCreateBranch measures, in one run with interleaved passes,
 // creates through the engine (client.CreateBranch), the same steps called
 // directly (raw), and the Temporal floor (floorWorkflow), at concurrency 1
-// and 8, in format-2 graphs: history depth 0, 64 and 10,000 at 4 tables,
+// and 8, in graphs: history depth 0, 64 and 10,000 at 4 tables,
 // depth 0 and 64 at 121 tables (issue 13 asks for the time at depth 64 and
 // 10,000 within 1.2 × depth 0's, and at 121 tables within 1.2 × 4 tables').
 // Each row builds its own graph, untimed: depth 10,000 takes seconds
@@ -456,7 +455,7 @@ func totalRequests(s *faults.Store) int {
 }
 
 // SuccessPathRequests is what a create from a branch head costs in
-// object-store requests when nothing goes wrong, on a format-2 graph, for a
+// object-store requests when nothing goes wrong, on a graph, for a
 // new name without '/', by a worker that knows the graph (its first
 // operation of a graph GETs the graph record, whose format decides how refs,
 // commits and pins are read; a format only ever moves from 1 to 2, so a
@@ -465,7 +464,7 @@ func totalRequests(s *faults.Store) int {
 //   - resolve the source: GET the ref of the incarnation the ledger names
 //     as main's open one (`graft graph init` witnessed it; storage confirms
 //     it live — no LIST, however many incarnations the name has had);
-//   - GET the head commit the ref names (no LIST: a format-2 ref is its
+//   - GET the head commit the ref names (no LIST: a ref is its
 //     tree's head pointer); the fork is planned on it (graph.PlanForkOn),
 //     not read again;
 //   - LIST the new name's refs (storage is the authority on what is live; a

@@ -24,7 +24,7 @@ const deepHistory = 10_000
 // (through the engine), a three-way merge (through the engine, with 10,000
 // commits on each side of the fork) and a head read — of main's known
 // incarnation, and from its name — cost the same object-store requests at
-// depth 10,000 as at depth 0, in format-2 graphs of 121 tables.
+// depth 10,000 as at depth 0, in graphs of 121 tables.
 func TestRequests_CreateMergeHeadRead_SameAtDepth10000AsAt0(t *testing.T) {
 	type counts map[string]map[faults.Op]int
 	at := map[int]counts{}
@@ -38,7 +38,7 @@ func TestRequests_CreateMergeHeadRead_SameAtDepth10000AsAt0(t *testing.T) {
 		}
 		got["create"] = target{Store: cs.store}.sent()
 
-		// A head read of format 2: main's ref, then the commit it names
+		// A head read: main's ref, then the commit it names
 		// (graph.Graph.RefHead, on a graph opened afresh: no chunk cache).
 		native := cs.built.head(t, graph.DefaultBranch).Native
 		g, err := graph.Open(cs.store, cs.graph)
@@ -69,8 +69,8 @@ func TestRequests_CreateMergeHeadRead_SameAtDepth10000AsAt0(t *testing.T) {
 		got["merge"] = target{Store: cs.store}.sent()
 		at[depth] = got
 	}
-	for op, want := range map[string]int{"create": SuccessPathRequests, "read head": ReadHeadV2Gets,
-		"find head": HeadDiscoveryV2Lists + HeadDiscoveryV2Gets, "merge": MergeSuccessPathRequests} {
+	for op, want := range map[string]int{"create": SuccessPathRequests, "read head": ReadHeadGets,
+		"find head": HeadDiscoveryLists + HeadDiscoveryGets, "merge": MergeSuccessPathRequests} {
 		if !maps.Equal(at[0][op], at[deepHistory][op]) {
 			t.Errorf("%s sent %v at depth 0 but %v at depth %d", op, at[0][op], at[deepHistory][op], deepHistory)
 		}
@@ -149,7 +149,7 @@ func TestClientWait_OneStartAndOneLongPollPerOperation(t *testing.T) {
 }
 
 // The ledger's round trips on the success path (docs/benchmarks.md, "Where
-// the time goes"), on a format-2 graph: commits that wait for Postgres to
+// the time goes"), on a graph: commits that wait for Postgres to
 // flush its WAL (catalog.Stats.Flushes: what a commit costs in time here),
 // transactions (explicit ones, and statements sent outside one, reads
 // included) and statements (each a round trip, BEGIN and COMMIT included).
@@ -165,7 +165,7 @@ const (
 	// open incarnation (one SELECT: the ref to read first); the clone
 	// records nothing; the write reads the row back (one SELECT) and, once
 	// the ref landed, records the live witness and the finish in one
-	// recoverable transaction of 9. The same at 121 tables: a format-2
+	// recoverable transaction of 9. The same at 121 tables: a
 	// create pins the source commit alone (docs/format.md, "Branch create").
 	CreateLedgerFlushes      = 1
 	CreateLedgerTransactions = 4
@@ -196,7 +196,7 @@ const (
 )
 
 // DeleteSuccessPathRequests is what a branch delete costs in object-store
-// requests on a format-2 graph: GET the ref of the incarnation the ledger
+// requests on a graph: GET the ref of the incarnation the ledger
 // names as the name's open one (storage confirms it live; the head is the
 // one the ref names, not read), LIST the graph's tags (none here, so no
 // GET), then the retire (graph.RetireRef): GET the ref and swap it to the

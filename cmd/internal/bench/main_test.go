@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -11,8 +10,6 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/oklog/ulid/v2"
 
-	"github.com/graftworks/graft/internal/format"
-	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/internal/testenv"
 	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/faults"
@@ -112,63 +109,9 @@ var (
 	t0 = time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
 )
 
-// historyDepths are the history lengths TestHeadDiscovery_SameRequestsAtDepth0And64
-// checks: main with only its root commit, and main with 64 commits on top.
+// historyDepths are the history lengths the head-read test checks on every
+// backend: main with only its root commit, and main with 64 commits on top.
 var historyDepths = []int{0, 64}
-
-// benchDepths are the history lengths head discovery is benchmarked at: those
-// the test checks, and a longer one that shows how each backend's LIST time
-// grows with the number of commits in a tree (the request count does not).
-var benchDepths = []int{0, 64, 1024}
-
-// buildGraph initialises benchGraph in s in format 1 and appends depth
-// commits to main, so main's head is commit seq depth. It returns main's
-// tree. It is the graph of the format-1 head-discovery figures, whose head
-// is found by listing the tree; head_v2_test.go builds format 2.
-func buildGraph(tb testing.TB, s storage.Store, depth int) ulid.ULID {
-	tb.Helper()
-	ctx := context.Background()
-	if _, err := graph.InitGraph(ctx, s, graph.InitParams{
-		Graph: benchGraph, MainTree: mainTree, Op: "op-init", Time: t0, Author: "bench",
-	}); err != nil {
-		tb.Fatalf("init graph: %v", err)
-	}
-	for seq := int64(0); seq < int64(depth); seq++ {
-		_, err := graph.AppendCommit(ctx, s, graph.AppendParams{
-			Graph:        benchGraph,
-			Tree:         mainTree,
-			Branch:       graph.DefaultBranch,
-			ExpectedHead: format.CommitID{Tree: mainTree, Seq: seq}.String(),
-			Pins:         pins,
-			Author:       "bench",
-			Message:      fmt.Sprintf("commit %d", seq+1),
-			Time:         t0.Add(time.Duration(seq+1) * time.Minute),
-			Op:           fmt.Sprintf("op-append-%d", seq+1),
-		})
-		if err != nil {
-			tb.Fatalf("append commit %d: %v", seq+1, err)
-		}
-	}
-	return mainTree
-}
-
-// discoverHead finds main's head from its logical name, as the data plane
-// does: resolve the live incarnation, then read its tree's head.
-func discoverHead(ctx context.Context, s storage.Store) (format.Commit, error) {
-	br, err := graph.ResolveBranch(ctx, s, benchGraph, graph.DefaultBranch)
-	if err != nil {
-		return format.Commit{}, err
-	}
-	return graph.ReadHead(ctx, s, benchGraph, br.Tree)
-}
-
-// checkHead fails tb unless c is main's commit at seq depth.
-func checkHead(tb testing.TB, c format.Commit, depth int) {
-	tb.Helper()
-	if c.ID.Tree != mainTree || c.ID.Seq != int64(depth) {
-		tb.Fatalf("head = %s, want %s", c.ID, format.CommitID{Tree: mainTree, Seq: int64(depth)})
-	}
-}
 
 // sent returns how many requests of each kind reached t's inner store since
 // its counts were last reset, leaving out kinds with none.

@@ -149,7 +149,7 @@ var mergeShapes = []struct{ depth, changed int }{
 
 // BenchmarkMerge measures merges through the engine (client → Temporal →
 // worker, local directory store, eager start) of a branch into main in a
-// format-2 graph of 121 tables, with 1, 8 or 29 tables changed on the branch (and
+// graph of 121 tables, with 1, 8 or 29 tables changed on the branch (and
 // one on main), at history depth 0, 16 and 64 on each side of the fork. It
 // reports p50/p99 latency and object-store requests per merge, in all and
 // per kind. Run with a fixed count, e.g. -benchtime=30x: each iteration
@@ -210,7 +210,7 @@ func BenchmarkMerge(b *testing.B) {
 }
 
 // MergeSuccessPathRequests is what a three-way merge costs in object-store
-// requests when nothing goes wrong, on a format-2 graph of 121 tables with 8
+// requests when nothing goes wrong, on a graph of 121 tables with 8
 // tables changed on the branch (t000–t007) and one on main (t120), the
 // shape of BenchmarkMergeInto and of the depth-10,000 test:
 //
@@ -219,11 +219,9 @@ func BenchmarkMerge(b *testing.B) {
 //     wrote the branch, so the ledger has no witness of it to read first)
 //     and its ref (one GET), and each head commit its ref names — 1 LIST,
 //     4 GETs;
-//   - both head commits again (graph.Graph.HeadOf in the format-2 plan) —
-//     2 GETs;
 //   - the merge base (graph.Graph.FindBases): the branch's fork point on
 //     main, read twice, as a candidate and as the branch's fork — 2 GETs;
-//   - the tables (graph.Graph.PlanMergeV2): the two heads' pins maps walked
+//   - the tables (graph.Graph.PlanMerge): the two heads' pins maps walked
 //     side by side, reading only the chunks where they differ (each side's
 //     root and its leaves holding the changed tables: 6 chunks), and the
 //     base's pins root, for the base's version of each differing table —
@@ -242,9 +240,9 @@ func BenchmarkMerge(b *testing.B) {
 //   - the merge commit (PUT, put-if-absent) and the swap of main's ref to
 //     it (PUT, If-Match of the ETag the plan read) — 2 PUTs.
 //
-// 33 GETs, 1 LIST, 1 HEAD, 4 PUTs. The history is never read: the base
+// 31 GETs, 1 LIST, 1 HEAD, 4 PUTs. The history is never read: the base
 // comes from the heads' lineages and forks.
-const MergeSuccessPathRequests = 39
+const MergeSuccessPathRequests = 37
 
 // MergeVersionGets is what each table a merge adopts adds to its requests:
 // GETs of the table's version at the target and at the source (the
@@ -255,17 +253,15 @@ const MergeVersionGets = 2
 
 // MergeAdoptSuccessPathRequests is a merge into an unmoved main (adopted:
 // main's head is the branch's fork point) of a branch changing 8 of 121
-// tables: the heads (1 LIST, 4 GETs, as a three-way merge's) and both head
-// commits again (2 GETs);
-// no base to read (main's head is the branch's fork, already read); the
+// tables: the heads (1 LIST, 4 GETs, as a three-way merge's); no base to read (main's head is the branch's fork, already read); the
 // pins walk (each side's root and the leaf holding the changed tables: 4
 // GETs); the 8 adopted tables' versions at main and at the branch (16
 // GETs); HEAD the branch's head once pinned; the branch's head twice more,
 // as the merged parent and as the commit whose pins the merge commit takes
 // (2 GETs); the merge commit (PUT; it names the branch's pins map as it
 // stands, so no chunk is written) and the swap of main's ref (PUT).
-// 28 GETs, 1 LIST, 1 HEAD, 2 PUTs.
-const MergeAdoptSuccessPathRequests = 32
+// 26 GETs, 1 LIST, 1 HEAD, 2 PUTs.
+const MergeAdoptSuccessPathRequests = 30
 
 // mergeRequests is a three-way merge's requests with changed tables
 // adopted: t000… share the leaf of the pins map that t000–t007 are in up

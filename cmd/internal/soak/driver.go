@@ -52,8 +52,6 @@ type Totals struct {
 	Ran      int
 	Passed   int
 	Failures []Failure
-	// Known lists results with only the known format-1 hole (#15); not passes.
-	Known    []Result
 	Ops      map[string]int
 	Outcomes map[string]int
 	Faults   map[string]int
@@ -109,9 +107,6 @@ func Soak(ctx context.Context, st *Stack, cfg Config) Totals {
 				case f != nil:
 					t.Failures = append(t.Failures, *f)
 					fmt.Fprint(cfg.Out, f.String())
-				case len(res.Known) > 0:
-					t.Known = append(t.Known, res)
-					fmt.Fprintf(cfg.Out, "KNOWN format-1 issue #15 (a commit put refilled a key cleanup emptied), seed %d on %s: %v\n", seed, cfg.Backend, res.Known)
 				default:
 					t.Passed++
 				}
@@ -232,8 +227,8 @@ func (t Totals) Summary() string {
 			unjudged++
 		}
 	}
-	fmt.Fprintf(&b, "soak %s: seeds %d..%d (%d, %d ran to a verdict): %d passed, %d failed (%d violated, %d could not be judged: the stack did not answer), %d known format-1 (#15); wall %s\n",
-		t.Backend, t.From, t.From+uint64(t.Seeds)-1, t.Seeds, t.Ran, t.Passed, len(t.Failures), len(t.Failures)-unjudged, unjudged, len(t.Known), t.Wall.Round(time.Second))
+	fmt.Fprintf(&b, "soak %s: seeds %d..%d (%d, %d ran to a verdict): %d passed, %d failed (%d violated, %d could not be judged: the stack did not answer); wall %s\n",
+		t.Backend, t.From, t.From+uint64(t.Seeds)-1, t.Seeds, t.Ran, t.Passed, len(t.Failures), len(t.Failures)-unjudged, unjudged, t.Wall.Round(time.Second))
 	line := func(name string, m map[string]int) {
 		total := 0
 		for _, v := range m {
@@ -254,9 +249,6 @@ func (t Totals) Summary() string {
 	}
 	for _, f := range t.Failures {
 		fmt.Fprintf(&b, "  FAILED seed %d: %s\n", f.Result.Seed, f.Repro)
-	}
-	for _, k := range t.Known {
-		fmt.Fprintf(&b, "  KNOWN #15 seed %d\n", k.Seed)
 	}
 	return b.String()
 }

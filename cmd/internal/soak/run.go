@@ -39,10 +39,8 @@ type Result struct {
 	Seed    uint64
 	Backend Backend
 	Graph   string
-	// Violations are broken promises; Known are violations of the known format-1 hole
-	// (#15: a commit put refilled a key cleanup emptied), reported apart, never as a pass.
+	// Violations are broken promises.
 	Violations []oracle.Violation
-	Known      []oracle.Violation
 	// Ops counts the ops run by kind; Outcomes by "kind:outcome".
 	Ops      map[string]int
 	Outcomes map[string]int
@@ -368,7 +366,7 @@ func (r *runner) headOf(branch string) string {
 	if err != nil {
 		return r.root
 	}
-	h, err := g.BranchHead(r.ctx, branch) // either format
+	h, err := g.BranchHead(r.ctx, branch)
 	if err != nil {
 		return r.root
 	}
@@ -558,7 +556,7 @@ func liveNatives(ctx context.Context, s storage.Store, g, branch string) []strin
 		if err != nil {
 			return nil
 		}
-		ref, _, err := format.DecodeBranchRefAny(obj.Body) // either format
+		ref, err := format.DecodeBranchRef(obj.Body)
 		if err == nil && ref.State == format.RefLive && ref.Branch == branch {
 			out = append(out, ref.Native)
 		}
@@ -858,7 +856,7 @@ func liveRelative(ctx context.Context, s storage.Store, g, name string) string {
 		if err != nil {
 			return nil
 		}
-		ref, _, err := format.DecodeBranchRefAny(obj.Body) // either format
+		ref, err := format.DecodeBranchRef(obj.Body)
 		if err != nil || ref.State != format.RefLive {
 			return nil
 		}
@@ -922,43 +920,9 @@ func (r *runner) check() error {
 	return nil
 }
 
-// record files the oracle's violations: the known format-1 hole apart, the rest as
-// broken promises.
+// record files the oracle's violations as broken promises.
 func (r *runner) record(vs []oracle.Violation) {
-	refilled := refilledKeys(r.fs.Requests())
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, v := range vs {
-		if oracle.KnownFormat1Refill(v, refilled) {
-			r.res.Known = append(r.res.Known, v)
-		} else {
-			r.res.Violations = append(r.res.Violations, v)
-		}
-	}
-}
-
-// refilledKeys lists keys the request log shows deleted and later put again.
-func refilledKeys(reqs []faults.Request) []string {
-	deleted := map[string]bool{}
-	refilled := map[string]bool{}
-	for _, q := range reqs {
-		switch q.Op {
-		case faults.OpDelete:
-			deleted[q.Key] = true
-		case faults.OpDeleteBatch:
-			for _, k := range q.Keys {
-				deleted[k] = true
-			}
-		case faults.OpPut:
-			if deleted[q.Key] && q.Sent {
-				refilled[q.Key] = true
-			}
-		}
-	}
-	var out []string
-	for k := range refilled {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+	r.res.Violations = append(r.res.Violations, vs...)
 }

@@ -1,0 +1,275 @@
+package graph
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/storage"
+)
+
+// CommitSpec says what a new commit on a branch changes; PlanAppend places
+// it on the branch's head.
+type CommitSpec struct {
+	// Branch is the logical branch the commit is appended to.
+	Branch string
+	// ExpectedHead, when set, is the commit id the branch's head must be;
+	// PlanAppend compares it with the real head. Defaults to "" (whatever
+	// the head is).
+	ExpectedHead string
+	// PinsFrom, when set, is a commit whose pins replace the head's before
+	// SetPins and DropPins apply (a restore). Defaults to "" (the head's).
+	PinsFrom string
+	// SetPins pins tables to versions; DropPins unpins tables.
+	SetPins  map[string]ulid.ULID
+	DropPins []string
+	// MergedParent is a commit of another tree to record as the second
+	// parent. Defaults to "" (none).
+	MergedParent string
+	// RestoredFrom records the commit a restore copied. Defaults to "".
+	RestoredFrom string
+	Author       string
+	Message      string
+	Time         time.Time
+	Op           string
+}
+
+// commitParamFields maps a commit's JSON fields to the CommitSpec fields
+// they come from, for the errors of an invalid spec.
+var commitParamFields = map[string]string{
+	"pins": "Pins", "author": "Author", "message": "Message", "time": "Time", "op": "Op", "branch": "Branch",
+}
+
+// AppendPlan is a commit placed on a head: everything the append writes,
+// decided before anything is written.
+type AppendPlan struct {
+	// Head is the branch and head the plan read.
+	Head Head
+	// Commit is the new commit; CommitBody its exact bytes at CommitKey.
+	Commit     format.Commit
+	CommitKey  string
+	CommitBody []byte
+	// Chunks are the new pins and lineage chunks the commit names.
+	Chunks []Chunk
+	// Publish is the head swap that makes Commit the head.
+	Publish Publish
+}
+
+// Keys returns every key the append writes, chunks first and the commit
+// last: what an operation pins before it writes them (a chunk that already
+// exists is shared with versions cleanup may be reclaiming, so the pin, not
+// the put, is what keeps it).
+func (p AppendPlan) Keys() []string {
+	keys := make([]string, 0, len(p.Chunks)+1)
+	for _, c := range p.Chunks {
+		keys = append(keys, c.Key)
+	}
+	return append(keys, p.CommitKey)
+}
+
+func (spec CommitSpec) check() error {
+	if err := format.ValidateBranchName(spec.Branch); err != nil {
+		return invalid("Branch", err)
+	}
+	for _, id := range []struct{ field, v string }{{"ExpectedHead", spec.ExpectedHead}, {"PinsFrom", spec.PinsFrom},
+		{"MergedParent", spec.MergedParent}, {"RestoredFrom", spec.RestoredFrom}} {
+		if id.v != "" {
+			if _, err := format.ParseCommitID(id.v); err != nil {
+				return invalid(id.field, err)
+			}
+		}
+	}
+	for table, v := range spec.SetPins {
+		if err := format.ValidateTableName(table); err != nil {
+			return invalid("SetPins", err)
+		}
+		if v.IsZero() {
+			return invalidf("SetPins", "table %s: zero version ULID", table)
+		}
+	}
+	for _, table := range spec.DropPins {
+		if err := format.ValidateTableName(table); err != nil {
+			return invalid("DropPins", err)
+		}
+		if _, ok := spec.SetPins[table]; ok {
+			return invalidf("DropPins", "table %s is both set and dropped", table)
+		}
+	}
+	if err := format.ValidateOp(spec.Op); err != nil {
+		return invalid("Op", err)
+	}
+	if err := format.ValidateTime(spec.Time); err != nil {
+		return invalid("Time", err)
+	}
+	if err := format.ValidateAuthor(spec.Author); err != nil {
+		return invalid("Author", err)
+	}
+	if err := format.ValidateMessage(spec.Message); err != nil {
+		return invalid("Message", err)
+	}
+	return nil
+}
+
+// PlanAppend reads the branch's head (BranchHead: its refs, then the head
+// commit) and places spec on it. It writes nothing.
+func (g *Graph) PlanAppend(ctx context.Context, spec CommitSpec) (AppendPlan, error) {
+	if err := spec.check(); err != nil {
+		return AppendPlan{}, fmt.Errorf("plan append: %w", err)
+	}
+	head, err := g.BranchHead(ctx, spec.Branch)
+	if err != nil {
+		return AppendPlan{}, fmt.Errorf("plan append: %w", err)
+	}
+	return g.PlanAppendOn(ctx, head, spec)
+}
+
+// PlanAppendOn places spec on a head already read. An ExpectedHead other
+// than the head is a *StaleHeadError: the expected head is compared with the
+// real head, never read as if it were the head. It writes nothing; the reads
+// are of the merged parent, of PinsFrom, and the chunks on the paths the new
+// pins and lineage change.
+func (g *Graph) PlanAppendOn(ctx context.Context, head Head, spec CommitSpec) (AppendPlan, error) {
+	fail := func(err error) (AppendPlan, error) {
+		return AppendPlan{}, fmt.Errorf("plan append to %s: %w", spec.Branch, err)
+	}
+	if err := spec.check(); err != nil {
+		return fail(err)
+	}
+	if head.Logical != spec.Branch || head.Commit.Branch != spec.Branch {
+		return fail(invalidf("Branch", "the head read is of %q", head.Logical))
+	}
+	if spec.ExpectedHead != "" && spec.ExpectedHead != head.Commit.ID.String() {
+		expected, _ := format.ParseCommitID(spec.ExpectedHead)
+		return fail(&StaleHeadError{Graph: g.Name, Expected: expected, Found: head.Commit.ID, Key: format.BranchRefKey(g.Name, head.Native)})
+	}
+	if head.Commit.ID.Seq == 1<<63-1 {
+		return fail(invalidf("Branch", "tree %s is full", head.Tree))
+	}
+	parents := []Commit{head.Commit}
+	if spec.MergedParent != "" {
+		id, _ := format.ParseCommitID(spec.MergedParent)
+		if id.Tree == head.Tree {
+			return fail(invalidf("MergedParent", "%s is in the branch's own tree", id))
+		}
+		m, err := g.Commit(ctx, id)
+		if err != nil {
+			return fail(fmt.Errorf("read merged parent: %w", err))
+		}
+		parents = append(parents, m)
+	}
+	pins := head.Commit.Pins
+	if spec.PinsFrom != "" {
+		id, _ := format.ParseCommitID(spec.PinsFrom)
+		from, err := g.Commit(ctx, id)
+		if err != nil {
+			return fail(fmt.Errorf("read commit to take pins from: %w", err))
+		}
+		pins = from.Pins
+	}
+	var edits []mapEdit[format.PinEntry]
+	for _, table := range sortedKeysOf(spec.SetPins) {
+		e := format.PinEntry{Table: table, Version: spec.SetPins[table]}
+		edits = append(edits, mapEdit[format.PinEntry]{Key: table, Entry: &e})
+	}
+	for _, table := range slices.Sorted(slices.Values(spec.DropPins)) {
+		edits = append(edits, mapEdit[format.PinEntry]{Key: table})
+	}
+	newPins, pinChunks, err := mapTree[format.PinEntry]{r: g.pins, ref: pins}.apply(ctx, edits)
+	if err != nil {
+		return fail(fmt.Errorf("pins: %w", err))
+	}
+	lineage, linChunks, err := g.childLineage(ctx, head.Tree, parents...)
+	if err != nil {
+		return fail(fmt.Errorf("lineage: %w", err))
+	}
+	fork := head.Commit.Fork
+	c := format.Commit{
+		ID:      format.CommitID{Tree: head.Tree, Seq: head.Commit.ID.Seq + 1},
+		Branch:  spec.Branch,
+		Parents: []format.CommitID{head.Commit.ID},
+		Fork:    fork,
+		Pins:    newPins,
+		Lineage: lineage,
+		Author:  spec.Author,
+		Message: spec.Message,
+		Time:    spec.Time.UTC(),
+		Op:      spec.Op,
+	}
+	if len(parents) == 2 {
+		c.Parents = append(c.Parents, parents[1].ID)
+	}
+	if spec.RestoredFrom != "" {
+		c.RestoredFrom, _ = format.ParseCommitID(spec.RestoredFrom)
+	}
+	sealed, body, err := format.SealCommit(c)
+	if err != nil {
+		return fail(invalidObject(err, commitParamFields))
+	}
+	ref := format.BranchRef{State: format.RefLive, Branch: spec.Branch, Native: head.Native, Tree: head.Tree, Head: sealed.ID, Op: spec.Op}
+	refBody, err := format.EncodeBranchRef(ref)
+	if err != nil {
+		return fail(invalid("Op", err))
+	}
+	return AppendPlan{
+		Head:       head,
+		Commit:     sealed,
+		CommitKey:  format.CommitIDKey(g.Name, sealed.ID),
+		CommitBody: body,
+		Chunks:     append(pinChunks, linChunks...),
+		Publish:    Publish{Native: head.Native, IfMatch: head.ETag, Body: refBody, Commit: sealed.ID},
+	}, nil
+}
+
+// WriteAppend writes a plan's chunks, then its commit, each put-if-absent.
+// The commit's key is unique to its content, so it cannot hold other bytes
+// (that would be corruption, ErrCorrupt); a put that lands late, or after
+// cleanup removed the commit, writes these same bytes. Nothing of the
+// commit is visible on the branch until Publish.
+func (g *Graph) WriteAppend(ctx context.Context, p AppendPlan) error {
+	if err := putChunks(ctx, g.S, p.Chunks); err != nil {
+		return fmt.Errorf("write append %s: %w", p.Commit.ID, err)
+	}
+	if err := putObject(ctx, g.S, p.CommitKey, p.CommitBody); err != nil {
+		return fmt.Errorf("write append %s: put commit: %w", p.Commit.ID, err)
+	}
+	return nil
+}
+
+// putObject puts a content-addressed object: its bytes already there are
+// success, other bytes corruption.
+func putObject(ctx context.Context, s storage.Store, key string, body []byte) error {
+	put, err := PutIfAbsent(ctx, s, key, body)
+	if err != nil {
+		return err
+	}
+	if put.Outcome == PutTaken {
+		return fmt.Errorf("%w: %w", ErrCorrupt, &KeyTakenError{Key: key})
+	}
+	return nil
+}
+
+// AppendResult is what Append did.
+type AppendResult struct {
+	Plan    AppendPlan
+	Publish PublishResult
+}
+
+// Append plans spec on the branch's head, writes the plan and publishes it:
+// PlanAppend, WriteAppend, Publish. A head that moved is a *StaleHeadError
+// (from the plan or the swap); an outcome still unknown an *InDoubtError
+// carrying the Publish to settle.
+func (g *Graph) Append(ctx context.Context, spec CommitSpec) (AppendResult, error) {
+	p, err := g.PlanAppend(ctx, spec)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	if err := g.WriteAppend(ctx, p); err != nil {
+		return AppendResult{Plan: p}, err
+	}
+	res, err := g.Publish(ctx, p.Publish)
+	return AppendResult{Plan: p, Publish: res}, err
+}

@@ -1,0 +1,212 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/storage"
+)
+
+// Commit is a commit as this package reads and writes it (format.Commit).
+type Commit struct {
+	ID     format.CommitID
+	Branch string
+	// Parents: the first parent, then an optional merged parent.
+	Parents []format.CommitID
+	// Fork is the commit the tree was forked from (zero for main's first
+	// tree).
+	Fork         format.CommitID
+	Pins         format.MapRef[format.PinEntry]
+	Lineage      format.MapRef[format.LineageEntry]
+	RestoredFrom format.CommitID
+	Author       string
+	Message      string
+	Time         time.Time
+	Op           string
+}
+
+// FirstParent returns the commit's first parent, zero for a root commit.
+func (c Commit) FirstParent() format.CommitID {
+	if len(c.Parents) == 0 {
+		return format.CommitID{}
+	}
+	return c.Parents[0]
+}
+
+// MergedParent returns the commit's merged parent, zero if none.
+func (c Commit) MergedParent() format.CommitID {
+	if len(c.Parents) < 2 {
+		return format.CommitID{}
+	}
+	return c.Parents[1]
+}
+
+func commitFrom(c format.Commit) Commit {
+	return Commit{ID: c.ID, Branch: c.Branch, Parents: c.Parents, Fork: c.Fork, Pins: c.Pins,
+		Lineage: c.Lineage, RestoredFrom: c.RestoredFrom, Author: c.Author, Message: c.Message, Time: c.Time, Op: c.Op}
+}
+
+func sortedKeysOf[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// ReadCommit reads the commit with the given id: one GET.
+func ReadCommit(ctx context.Context, s storage.Store, graph, commitID string) (Commit, error) {
+	if err := format.ValidateGraphName(graph); err != nil {
+		return Commit{}, invalid("Graph", err)
+	}
+	id, err := format.ParseCommitID(commitID)
+	if err != nil {
+		return Commit{}, invalid("CommitID", err)
+	}
+	return readCommit(ctx, s, graph, id)
+}
+
+// readCommit reads a commit by id and checks it is the one the id names.
+func readCommit(ctx context.Context, s storage.Store, graph string, id format.CommitID) (Commit, error) {
+	key := format.CommitIDKey(graph, id)
+	obj, err := s.Get(ctx, key)
+	if errors.Is(err, storage.ErrNotFound) {
+		return Commit{}, fmt.Errorf("read commit %s: %w: %w", id, ErrCommitNotFound, err)
+	}
+	if err != nil {
+		return Commit{}, fmt.Errorf("read commit %s: %w", id, err)
+	}
+	c, err := format.DecodeCommit(obj.Body)
+	if err != nil {
+		return Commit{}, fmt.Errorf("read commit %s: %s: %w", id, key, err)
+	}
+	if c.ID != id {
+		return Commit{}, fmt.Errorf("read commit %s: %s: %w", id, key,
+			&format.MalformedError{Kind: format.KindCommit, Field: "id", Reason: "is " + c.ID.String() + ", not the commit its key names"})
+	}
+	return commitFrom(c), nil
+}
+
+// Pin returns the version of table that c pins, or false.
+func (g *Graph) Pin(ctx context.Context, c Commit, table string) (ulid.ULID, bool, error) {
+	e, ok, err := mapTree[format.PinEntry]{r: g.pins, ref: c.Pins}.get(ctx, table)
+	return e.Version, ok, err
+}
+
+// EachPin calls fn for every table c pins, in name order, chunk by chunk.
+func (g *Graph) EachPin(ctx context.Context, c Commit, fn func(format.PinEntry) error) error {
+	return mapTree[format.PinEntry]{r: g.pins, ref: c.Pins}.each(ctx, fn)
+}
+
+// Graph reads and writes the objects of one graph through one
+// store, sharing a chunk cache across calls. It is safe for concurrent use.
+type Graph struct {
+	S       storage.Store
+	Name    string
+	pins    *mapReader[format.PinEntry]
+	lineage *mapReader[format.LineageEntry]
+
+	mu     sync.Mutex
+	tables map[string]*mapReader[format.ManifestEntry]
+}
+
+// Open returns the API of graph on s. It reads nothing.
+func Open(s storage.Store, graph string) (*Graph, error) {
+	if err := format.ValidateGraphName(graph); err != nil {
+		return nil, invalid("Graph", err)
+	}
+	return &Graph{S: s, Name: graph,
+		pins:    newMapReader(s, format.PinsMap, graph, ""),
+		lineage: newMapReader(s, format.LineageMap, graph, "")}, nil
+}
+
+// Commit reads a commit by id: one GET.
+func (g *Graph) Commit(ctx context.Context, id format.CommitID) (Commit, error) {
+	return readCommit(ctx, g.S, g.Name, id)
+}
+
+func (g *Graph) lineageOf(c Commit) mapTree[format.LineageEntry] {
+	return mapTree[format.LineageEntry]{r: g.lineage, ref: c.Lineage}
+}
+
+// ancestorAt returns the commit of tree that is c or c's highest ancestor in
+// that tree, from c's id and lineage (O(height of the lineage) chunk reads).
+func (g *Graph) ancestorAt(ctx context.Context, c Commit, tree ulid.ULID) (format.CommitID, bool, error) {
+	if tree == c.ID.Tree {
+		return c.ID, true, nil
+	}
+	e, ok, err := g.lineageOf(c).get(ctx, tree.String())
+	if err != nil || !ok {
+		return format.CommitID{}, false, err
+	}
+	return e.ID(), true, nil
+}
+
+// IsAncestorOf reports whether id is c or one of c's ancestors. id must be a
+// commit on its tree's history (any commit a ref or a lineage ever named).
+func (g *Graph) IsAncestorOf(ctx context.Context, id format.CommitID, c Commit) (bool, error) {
+	at, ok, err := g.ancestorAt(ctx, c, id.Tree)
+	if err != nil || !ok {
+		return false, err
+	}
+	if at.Seq == id.Seq {
+		// One position on a tree's history is one commit: another id there
+		// is a commit that never made it onto the history.
+		return at == id, nil
+	}
+	return id.Seq < at.Seq, nil
+}
+
+// childLineage returns the lineage of a commit in tree with the given
+// parents (first parent first): the max-union of every parent's ancestry
+// (lineage plus its own position) without tree, and the new chunks it needs.
+// An ordinary append reuses its parent's lineage as is; a fork adds one
+// entry; a merge combines two lineages, reading only where they differ.
+func (g *Graph) childLineage(ctx context.Context, tree ulid.ULID, parents ...Commit) (format.MapRef[format.LineageEntry], []Chunk, error) {
+	if len(parents) == 0 {
+		return format.MapRef[format.LineageEntry]{}, nil, nil
+	}
+	first := parents[0]
+	base := g.lineageOf(first)
+	var edits []mapEdit[format.LineageEntry]
+	raise := func(e format.LineageEntry) {
+		if e.Tree == tree {
+			return
+		}
+		edits = append(edits, mapEdit[format.LineageEntry]{Key: e.Tree.String(), Entry: &e})
+	}
+	if first.ID.Tree != tree {
+		raise(format.LineageOf(first.ID)) // a fork: the parent's own position
+	}
+	for _, m := range parents[1:] {
+		// max-union with the merged parent's ancestry.
+		own, ok, err := base.get(ctx, m.ID.Tree.String())
+		if err != nil {
+			return format.MapRef[format.LineageEntry]{}, nil, err
+		}
+		if !ok || own.Seq < m.ID.Seq {
+			raise(format.LineageOf(m.ID))
+		}
+		err = walkMaps(ctx, base, g.lineageOf(m), walkFuncs[format.LineageEntry]{
+			onlyB: func(e format.LineageEntry) error { raise(e); return nil },
+			both: func(a, b format.LineageEntry) error {
+				if b.Seq > a.Seq {
+					raise(b)
+				}
+				return nil
+			},
+		})
+		if err != nil {
+			return format.MapRef[format.LineageEntry]{}, nil, fmt.Errorf("merge lineages: %w", err)
+		}
+	}
+	return base.apply(ctx, edits)
+}

@@ -1,0 +1,205 @@
+package graph
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/graftworks/graft/internal/format"
+)
+
+// ForkSpec is a new branch incarnation starting at a commit.
+type ForkSpec struct {
+	// Branch is the new incarnation's logical name; Tree its tree (the
+	// native name is "{Branch}.{Tree}").
+	Branch string
+	Tree   ulid.ULID
+	// Source is the id of the commit the branch starts from.
+	Source  string
+	Author  string
+	Message string
+	Time    time.Time
+	Op      string
+}
+
+// ForkPlan is a branch create decided before anything is written.
+type ForkPlan struct {
+	Source Commit
+	// Commit is the fork commit (seq 0 of the new tree): Source's pins as
+	// they stand (the same map, so nothing is copied), and its lineage plus
+	// Source's own position.
+	Commit     format.Commit
+	CommitKey  string
+	CommitBody []byte
+	// Chunks are the new lineage chunks (none while lineages are inline).
+	Chunks []Chunk
+	// Ref is the live ref naming Commit as head; RefBody its bytes at RefKey.
+	Ref     format.BranchRef
+	RefKey  string
+	RefBody []byte
+}
+
+// Keys returns the keys the fork writes before its ref: pin them first.
+func (p ForkPlan) Keys() []string {
+	keys := make([]string, 0, len(p.Chunks)+1)
+	for _, c := range p.Chunks {
+		keys = append(keys, c.Key)
+	}
+	return append(keys, p.CommitKey)
+}
+
+// PlanFork reads the source commit and plans the new incarnation: one GET,
+// plus the chunks on the path where the source's tree joins its lineage.
+// It writes nothing; whatever the graph's size, a create writes one commit,
+// O(height) lineage chunks (none for small lineages) and one ref.
+func (g *Graph) PlanFork(ctx context.Context, spec ForkSpec) (ForkPlan, error) {
+	source, err := spec.check()
+	if err != nil {
+		return ForkPlan{}, fmt.Errorf("plan fork of %s: %w", spec.Branch, err)
+	}
+	src, err := g.Commit(ctx, source)
+	if err != nil {
+		return ForkPlan{}, fmt.Errorf("plan fork of %s: read source: %w", spec.Branch, err)
+	}
+	return g.planForkOn(ctx, spec, src)
+}
+
+// PlanForkOn is PlanFork on a source commit the caller has read already: the plan costs
+// no read of it. A src that is not the commit spec.Source names is read again, as
+// PlanFork reads it.
+func (g *Graph) PlanForkOn(ctx context.Context, spec ForkSpec, src Commit) (ForkPlan, error) {
+	source, err := spec.check()
+	if err != nil {
+		return ForkPlan{}, fmt.Errorf("plan fork of %s: %w", spec.Branch, err)
+	}
+	if src.ID != source {
+		return g.PlanFork(ctx, spec)
+	}
+	return g.planForkOn(ctx, spec, src)
+}
+
+// check validates a fork's spec and returns its source's id.
+func (spec ForkSpec) check() (format.CommitID, error) {
+	if err := format.ValidateBranchName(spec.Branch); err != nil {
+		return format.CommitID{}, invalid("Branch", err)
+	}
+	if spec.Tree.IsZero() {
+		return format.CommitID{}, invalidf("Tree", "zero ULID")
+	}
+	source, err := format.ParseCommitID(spec.Source)
+	if err != nil {
+		return format.CommitID{}, invalid("Source", err)
+	}
+	if source.Tree == spec.Tree {
+		return format.CommitID{}, invalidf("Source", "%s is in the new tree", source)
+	}
+	for _, check := range []struct {
+		field string
+		err   error
+	}{{"Op", format.ValidateOp(spec.Op)}, {"Time", format.ValidateTime(spec.Time)},
+		{"Author", format.ValidateAuthor(spec.Author)}, {"Message", format.ValidateMessage(spec.Message)}} {
+		if check.err != nil {
+			return format.CommitID{}, invalid(check.field, check.err)
+		}
+	}
+	return source, nil
+}
+
+func (g *Graph) planForkOn(ctx context.Context, spec ForkSpec, src Commit) (ForkPlan, error) {
+	fail := func(err error) (ForkPlan, error) {
+		return ForkPlan{}, fmt.Errorf("plan fork of %s: %w", spec.Branch, err)
+	}
+	// The fork names the source's pins map as it stands.
+	pins, pinChunks, err := mapTree[format.PinEntry]{r: g.pins, ref: src.Pins}.apply(ctx, nil)
+	if err != nil {
+		return fail(err)
+	}
+	return g.finishFork(ctx, spec, src, pins, pinChunks)
+}
+
+func (g *Graph) finishFork(ctx context.Context, spec ForkSpec, src Commit, pins format.MapRef[format.PinEntry], pinChunks []Chunk) (ForkPlan, error) {
+	fail := func(err error) (ForkPlan, error) {
+		return ForkPlan{}, fmt.Errorf("plan fork of %s: %w", spec.Branch, err)
+	}
+	lineage, chunks, err := g.childLineage(ctx, spec.Tree, src)
+	if err != nil {
+		return fail(fmt.Errorf("lineage: %w", err))
+	}
+	c, body, err := format.SealCommit(format.Commit{
+		ID:      format.CommitID{Tree: spec.Tree},
+		Branch:  spec.Branch,
+		Parents: []format.CommitID{src.ID},
+		Fork:    src.ID,
+		Pins:    pins,
+		Lineage: lineage,
+		Author:  spec.Author,
+		Message: spec.Message,
+		Time:    spec.Time.UTC(),
+		Op:      spec.Op,
+	})
+	if err != nil {
+		return fail(invalidObject(err, commitParamFields))
+	}
+	native := format.NativeName(spec.Branch, spec.Tree)
+	ref := format.BranchRef{State: format.RefLive, Branch: spec.Branch, Native: native, Tree: spec.Tree, Head: c.ID, Op: spec.Op}
+	refBody, err := format.EncodeBranchRef(ref)
+	if err != nil {
+		return fail(invalid("Op", err))
+	}
+	return ForkPlan{Source: src, Commit: c, CommitKey: format.CommitIDKey(g.Name, c.ID), CommitBody: body,
+		Chunks: append(pinChunks, chunks...), Ref: ref, RefKey: format.BranchRefKey(g.Name, native), RefBody: refBody}, nil
+}
+
+// WriteFork writes the fork's chunks, then its commit, put-if-absent.
+func (g *Graph) WriteFork(ctx context.Context, p ForkPlan) error {
+	if err := putChunks(ctx, g.S, p.Chunks); err != nil {
+		return fmt.Errorf("write fork %s: %w", p.Commit.ID, err)
+	}
+	if err := putObject(ctx, g.S, p.CommitKey, p.CommitBody); err != nil {
+		return fmt.Errorf("write fork %s: put commit: %w", p.Commit.ID, err)
+	}
+	return nil
+}
+
+// PutForkRef puts the fork's live ref with put-if-absent, settled by
+// read-back (PutIfAbsent): PutTaken means another writer's ref (or a fence)
+// holds the key. Nothing a create settles is decided here.
+func (g *Graph) PutForkRef(ctx context.Context, p ForkPlan) (PutResult, error) {
+	return PutIfAbsent(ctx, g.S, p.RefKey, p.RefBody)
+}
+
+// CreateBranch plans, writes and publishes a fork in one call (for tools
+// and tests; workflows run the steps separately). A ref key that holds
+// other bytes is a *KeyTakenError.
+func (g *Graph) CreateBranch(ctx context.Context, spec ForkSpec) (ForkPlan, error) {
+	p, err := g.PlanFork(ctx, spec)
+	if err != nil {
+		return ForkPlan{}, err
+	}
+	if err := g.WriteFork(ctx, p); err != nil {
+		return p, err
+	}
+	put, err := g.PutForkRef(ctx, p)
+	if err != nil {
+		return p, fmt.Errorf("create branch %s: put ref: %w", p.Ref.Native, err)
+	}
+	if put.Outcome == PutTaken {
+		return p, fmt.Errorf("create branch %s: %w", p.Ref.Native, &KeyTakenError{Key: p.RefKey})
+	}
+	return p, nil
+}
+
+// FenceBytes returns the bytes of a fence at native's ref key.
+func FenceBytes(native, op, reason string) ([]byte, error) {
+	logical, tree, err := format.ParseNative(native)
+	if err != nil {
+		return nil, invalid("Native", err)
+	}
+	b, err := format.EncodeBranchRef(format.BranchRef{State: format.RefFence, Branch: logical, Native: native, Tree: tree, Op: op, Reason: reason})
+	if err != nil {
+		return nil, invalidObject(err, map[string]string{"op": "Op", "reason": "Reason"})
+	}
+	return b, nil
+}

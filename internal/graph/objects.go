@@ -1,0 +1,460 @@
+package graph
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/storage"
+)
+
+// Data objects of any size up to storage.MaxObjectSize (5 TiB): one
+// put-if-absent up to a threshold, a multipart upload above it.
+
+// Upload defaults.
+const (
+	// DefaultMultipartThreshold: larger objects are uploaded in parts.
+	DefaultMultipartThreshold = 64 << 20
+	// DefaultPartSize is the part size, raised as needed to stay within the
+	// backend's part count (S3: 10,000 parts, so 525 MiB parts at 5 TiB).
+	DefaultPartSize = 64 << 20
+	// DefaultUploadConcurrency is how many parts are in flight at once; the
+	// upload holds that many parts in memory.
+	DefaultUploadConcurrency = 4
+	// abortTimeout bounds the abort of a failed upload.
+	abortTimeout = 30 * time.Second
+)
+
+// MaxDataObjectSize bounds a data object written with one put (64 MiB):
+// Store.Put takes the whole body in memory, and a conditional PUT's failure
+// must still come back as a clean 412. Larger objects are multipart uploads.
+const MaxDataObjectSize = 64 << 20
+
+// UploadOptions tune UploadObject. The zero value uses the defaults.
+type UploadOptions struct {
+	// Threshold is the largest object sent as one put. Defaults to
+	// DefaultMultipartThreshold; never above MaxDataObjectSize.
+	Threshold int64
+	// PartSize is the size of every part but the last. Defaults to
+	// DefaultPartSize; at least the backend's MinPartSize, and raised so
+	// the object needs at most the backend's MaxParts.
+	PartSize int64
+	// Concurrency is the parts in flight. Defaults to DefaultUploadConcurrency.
+	Concurrency int
+}
+
+// ErrMultipartUnsupported reports an object above the single-put limit on a
+// store without multipart uploads.
+var ErrMultipartUnsupported = errors.New("graph: the store has no multipart uploads")
+
+// UploadResult is what UploadObject stored.
+type UploadResult struct {
+	// Entry is the object's manifest entry, named by its ULID.
+	Entry format.ManifestEntry
+	// Parts is the number of parts (0 for a single put).
+	Parts int
+	// UploadID is the multipart upload's id, "" for a single put.
+	UploadID string
+}
+
+// UploadObject writes size bytes read from r as data object id of table,
+// computing its SHA-256 as it goes, and returns its manifest entry. Up to
+// the threshold it is one put-if-absent (PutIfAbsent's settling: our bytes
+// already there is success, other bytes a *KeyTakenError). Above it, a
+// multipart upload: parts are read in order and sent Concurrency at a time,
+// each retried on an unknown outcome (re-sending a part replaces it); the
+// complete is put-if-absent and settled by HEAD (the size tells). Any
+// failure aborts the upload before returning, so no parts are left behind
+// but what a crash leaves, which the collector aborts (IncompleteUploads).
+func UploadObject(ctx context.Context, s storage.Store, graph, table string, id ulid.ULID, r io.Reader, size int64, opts UploadOptions) (UploadResult, error) {
+	if err := format.ValidateGraphName(graph); err != nil {
+		return UploadResult{}, invalid("Graph", err)
+	}
+	if err := format.ValidateTableName(table); err != nil {
+		return UploadResult{}, invalid("Table", err)
+	}
+	if id.IsZero() {
+		return UploadResult{}, invalidf("ID", "zero ULID")
+	}
+	if size < 0 || size > storage.MaxObjectSize {
+		return UploadResult{}, invalid("Size", &ObjectTooLargeError{Object: id.String(), Size: size, Limit: storage.MaxObjectSize})
+	}
+	threshold := opts.Threshold
+	if threshold <= 0 || threshold > MaxDataObjectSize {
+		threshold = min(DefaultMultipartThreshold, MaxDataObjectSize)
+	}
+	key := format.ObjectKey(graph, table, id)
+	entry := format.ManifestEntry{Name: id.String(), Object: id, Size: size}
+	m, hasMultipart := storage.AsMultipart(s)
+	if size <= threshold || !hasMultipart && size <= MaxDataObjectSize {
+		body := make([]byte, size)
+		if _, err := io.ReadFull(r, body); err != nil {
+			return UploadResult{}, fmt.Errorf("upload object %s: read: %w", id, err)
+		}
+		sum := sha256.Sum256(body)
+		entry.SHA256 = hex.EncodeToString(sum[:])
+		put, err := PutIfAbsent(ctx, s, key, body)
+		if err != nil {
+			return UploadResult{}, fmt.Errorf("upload object %s: %w", id, err)
+		}
+		if put.Outcome == PutTaken {
+			return UploadResult{}, fmt.Errorf("upload object %s: %w", id, &KeyTakenError{Key: key})
+		}
+		return UploadResult{Entry: entry}, nil
+	}
+	if !hasMultipart {
+		return UploadResult{}, fmt.Errorf("upload object %s of %d bytes: %w", id, size, ErrMultipartUnsupported)
+	}
+	u := &uploader{s: s, m: m, key: key, size: size, opts: opts}
+	sum, parts, err := u.run(ctx, r)
+	if err != nil {
+		return UploadResult{}, fmt.Errorf("upload object %s: %w", id, err)
+	}
+	entry.SHA256 = sum
+	return UploadResult{Entry: entry, Parts: parts, UploadID: u.id}, nil
+}
+
+// PartSizeFor returns the part size UploadObject uses for an object of size
+// bytes: the requested size (or the default), at least limits.MinPartSize,
+// and at least size / limits.MaxParts rounded up to a MiB.
+func PartSizeFor(size, requested int64, limits storage.MultipartLimits) int64 {
+	ps := requested
+	if ps <= 0 {
+		ps = DefaultPartSize
+	}
+	ps = max(ps, limits.MinPartSize, 1)
+	if limits.MaxParts > 0 {
+		if need := (size + int64(limits.MaxParts) - 1) / int64(limits.MaxParts); need > ps {
+			ps = (need + (1<<20 - 1)) &^ (1<<20 - 1)
+		}
+	}
+	if limits.MaxPartSize > 0 {
+		ps = min(ps, limits.MaxPartSize)
+	}
+	return ps
+}
+
+type uploader struct {
+	s    storage.Store
+	m    storage.Multipart
+	key  string
+	size int64
+	opts UploadOptions
+	id   string
+}
+
+func (u *uploader) run(ctx context.Context, r io.Reader) (string, int, error) {
+	limits := u.m.MultipartLimits()
+	partSize := PartSizeFor(u.size, u.opts.PartSize, limits)
+	nparts := int((u.size + partSize - 1) / partSize)
+	if nparts == 0 {
+		nparts = 1
+	}
+	if limits.MaxParts > 0 && nparts > limits.MaxParts {
+		return "", 0, fmt.Errorf("%d parts needed, the store allows %d", nparts, limits.MaxParts)
+	}
+	var err error
+	for attempt := 1; ; attempt++ {
+		u.id, err = u.m.CreateMultipart(ctx, u.key)
+		if err == nil {
+			break
+		}
+		// An ambiguous create may have left an upload nobody knows the id
+		// of: the collector aborts it (IncompleteUploads).
+		if attempt == MaxPutAttempts || !retryable(err) || ctx.Err() != nil {
+			return "", 0, fmt.Errorf("create multipart upload: %w", err)
+		}
+	}
+	sum, parts, err := u.sendParts(ctx, r, partSize, nparts)
+	if err == nil {
+		err = u.complete(ctx, parts)
+	}
+	if err != nil {
+		if aerr := u.abort(ctx); aerr != nil {
+			err = fmt.Errorf("%w (and abort upload %s: %v)", err, u.id, aerr)
+		}
+		return "", 0, err
+	}
+	return sum, nparts, nil
+}
+
+// abort aborts the upload, on a context of its own (the caller's may be
+// what failed), and again while it is still listed: a part that was in
+// flight can bring it back (S3 documents that an abort may need repeating).
+func (u *uploader) abort(ctx context.Context) error {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
+	defer cancel()
+	var err error
+	for attempt := 0; attempt < MaxPutAttempts; attempt++ {
+		if err = u.m.AbortMultipart(actx, u.key, u.id); err != nil {
+			continue
+		}
+		page, lerr := u.m.ListMultipart(actx, storage.ListMultipartOptions{Prefix: u.key})
+		if lerr != nil {
+			return nil // aborted; whether a straggler revived it is the collector's to find
+		}
+		still := false
+		for _, up := range page.Uploads {
+			still = still || up.UploadID == u.id
+		}
+		if !still {
+			return nil
+		}
+	}
+	return err
+}
+
+func retryable(err error) bool {
+	switch storage.CodeOf(err) {
+	case storage.CodeAmbiguous, storage.CodeUnavailable, storage.CodeUnknown:
+		return true
+	}
+	return false
+}
+
+// sendParts reads the parts in order, hashing them, and uploads them with
+// bounded concurrency.
+func (u *uploader) sendParts(ctx context.Context, r io.Reader, partSize int64, nparts int) (string, []storage.Part, error) {
+	workers := u.opts.Concurrency
+	if workers <= 0 {
+		workers = DefaultUploadConcurrency
+	}
+	// On a failure no new part is sent, but parts in flight are not
+	// cancelled: a part the server is still writing when the abort comes
+	// can outlive the abort (S3 says so), so the abort waits for them.
+	stop := make(chan struct{})
+	h := sha256.New()
+	parts := make([]storage.Part, nparts)
+	type job struct {
+		n    int
+		body []byte
+	}
+	jobs := make(chan job)
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+			close(stop)
+		}
+		mu.Unlock()
+	}
+	stopped := func() bool {
+		select {
+		case <-stop:
+			return true
+		default:
+			return ctx.Err() != nil
+		}
+	}
+	for range workers {
+		wg.Go(func() {
+			for j := range jobs {
+				if stopped() {
+					continue
+				}
+				p, err := u.sendPart(ctx, j.n, j.body)
+				if err != nil {
+					fail(err)
+					continue
+				}
+				parts[j.n-1] = p
+			}
+		})
+	}
+	var readErr error
+	for n := 1; n <= nparts && !stopped(); n++ {
+		size := min(partSize, u.size-int64(n-1)*partSize)
+		body := make([]byte, size)
+		if _, err := io.ReadFull(r, body); err != nil {
+			readErr = fmt.Errorf("read part %d: %w", n, err)
+			break
+		}
+		h.Write(body)
+		select {
+		case jobs <- job{n: n, body: body}:
+		case <-stop:
+		case <-ctx.Done():
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if readErr != nil {
+		return "", nil, readErr
+	}
+	if firstErr != nil {
+		return "", nil, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return "", nil, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), parts, nil
+}
+
+func (u *uploader) sendPart(ctx context.Context, n int, body []byte) (storage.Part, error) {
+	var last error
+	for attempt := 1; attempt <= MaxPutAttempts; attempt++ {
+		p, err := u.m.UploadPart(ctx, u.key, u.id, n, bytes.NewReader(body), int64(len(body)))
+		if err == nil {
+			return p, nil
+		}
+		last = err
+		if !retryable(err) || ctx.Err() != nil {
+			break
+		}
+	}
+	return storage.Part{}, fmt.Errorf("upload part %d: %w", n, last)
+}
+
+// complete finishes the upload, settling an unknown answer by HEAD: the key
+// holding an object of our size is done.
+func (u *uploader) complete(ctx context.Context, parts []storage.Part) error {
+	var last error
+	for attempt := 1; attempt <= MaxPutAttempts; attempt++ {
+		_, err := u.m.CompleteMultipart(ctx, u.key, u.id, parts)
+		if err == nil {
+			return u.confirm(ctx)
+		}
+		last = err
+		code := storage.CodeOf(err)
+		if code != storage.CodeAmbiguous && code != storage.CodeUnknown && code != storage.CodeNotFound && code != storage.CodePreconditionFailed {
+			return fmt.Errorf("complete upload: %w", err)
+		}
+		info, herr := u.s.Head(ctx, u.key)
+		switch {
+		case herr == nil && info.Size == u.size:
+			// Ours landed (or an earlier run of this same upload: the key is
+			// this object's own ULID).
+			return nil
+		case herr == nil:
+			return fmt.Errorf("complete upload: %w", &KeyTakenError{Key: u.key})
+		case code == storage.CodeNotFound && errors.Is(herr, storage.ErrNotFound):
+			return fmt.Errorf("complete upload: the upload is gone and the object absent: %w", err)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return fmt.Errorf("complete upload: %w", last)
+}
+
+// confirmReads bounds confirm's reads; between them it pauses confirmPause,
+// doubling.
+const (
+	confirmReads = 8
+	confirmPause = 50 * time.Millisecond
+)
+
+// confirm reads the completed object back before the upload is reported done:
+// a backend may answer a complete (a re-sent one above all, after the first
+// outlived its request timeout) before the object is visible at the key —
+// versitygw does for big objects (docs/format.md, "Table versions and data
+// objects"). Our size at
+// the key is done; another size is another writer's object; still absent
+// after confirmReads reads is ErrAmbiguous, for the caller to settle later.
+func (u *uploader) confirm(ctx context.Context) error {
+	pause := confirmPause
+	var last error
+	for read := 1; read <= confirmReads; read++ {
+		info, err := u.s.Head(ctx, u.key)
+		switch {
+		case err == nil && info.Size == u.size:
+			return nil
+		case err == nil:
+			return fmt.Errorf("complete upload: %w", &KeyTakenError{Key: u.key})
+		case !errors.Is(err, storage.ErrNotFound) && !retryable(err):
+			return fmt.Errorf("complete upload: read back %s: %w", u.key, err)
+		}
+		last = err
+		if read == confirmReads {
+			break
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("complete upload: read back %s: %w (%w)", u.key, storage.ErrAmbiguous, ctx.Err())
+		case <-t.C:
+		}
+		pause *= 2
+	}
+	return fmt.Errorf("complete upload: answered done, yet %s is not readable after %d reads (last: %v): %w",
+		u.key, confirmReads, last, storage.ErrAmbiguous)
+}
+
+// IncompleteUpload is a multipart upload under a graph's object keys that
+// was never completed or aborted.
+type IncompleteUpload struct {
+	storage.Upload
+	Table string
+}
+
+// IncompleteUploads lists the incomplete multipart uploads of graph's data
+// objects started before olderThan: what a crashed writer left. The
+// collector's rule (phase 2 wires it into cleanup): abort each one that no
+// in-flight operation pins, after the guard window — an upload's key is a
+// fresh object ULID that only its own operation ever completes, and an
+// operation that is still running pins its object keys, so an upload no
+// operation pins and older than the guard will never be completed. Aborting
+// frees its parts; nothing at the key is touched. Uploads of keys outside
+// {graph}/tables/*/objects/ are never listed.
+func IncompleteUploads(ctx context.Context, s storage.Store, graph string, olderThan time.Time) ([]IncompleteUpload, error) {
+	if err := format.ValidateGraphName(graph); err != nil {
+		return nil, invalid("Graph", err)
+	}
+	m, ok := storage.AsMultipart(s)
+	if !ok {
+		return nil, nil
+	}
+	var out []IncompleteUpload
+	prefix := graph + "/tables/"
+	err := storage.ListAllMultipart(ctx, m, prefix, func(u storage.Upload) error {
+		rest := strings.TrimPrefix(u.Key, prefix)
+		table, obj, ok := strings.Cut(rest, "/objects/")
+		if !ok || format.ValidateTableName(table) != nil || strings.Contains(obj, "/") {
+			return nil
+		}
+		if _, err := format.ParseULID(obj); err != nil {
+			return nil
+		}
+		if u.Initiated.IsZero() || !u.Initiated.Before(olderThan) {
+			return nil
+		}
+		out = append(out, IncompleteUpload{Upload: u, Table: table})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list incomplete uploads of graph %q: %w", graph, err)
+	}
+	return out, nil
+}
+
+// AbortUploads aborts uploads (IncompleteUploads' result, less the pinned
+// ones); an upload already gone is not an error.
+func AbortUploads(ctx context.Context, s storage.Store, uploads []IncompleteUpload) error {
+	m, ok := storage.AsMultipart(s)
+	if !ok {
+		return nil
+	}
+	var errs []error
+	for _, u := range uploads {
+		if err := m.AbortMultipart(ctx, u.Key, u.UploadID); err != nil {
+			errs = append(errs, fmt.Errorf("abort %s upload %s: %w", u.Key, u.UploadID, err))
+		}
+	}
+	return errors.Join(errs...)
+}

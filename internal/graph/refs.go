@@ -1,0 +1,327 @@
+package graph
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/storage"
+)
+
+// A live ref is its tree's head pointer. An append puts its
+// commit at the commit's own key (content-addressed, put-if-absent) and then
+// swaps the ref from the version it read (If-Match: that version's ETag) to
+// one naming the new commit. The swap is the append's linearisation point,
+// and it compares the head the plan built on with the real head by
+// construction: if anything moved the ref since the plan read it, the swap
+// fails. A failed swap can never succeed later, because a ref's bytes never
+// repeat (each names a different head; a retired ref names its head and the
+// operation that retired it), so neither does its ETag, on any backend whose
+// ETag is a function of the bytes (the MD5 of the bytes on the local store,
+// versitygw and S3 single-part puts).
+
+// Head is a branch's live incarnation and its head commit.
+type Head struct {
+	Branch
+	// Commit is the head: the commit the ref names.
+	Commit Commit
+}
+
+// BranchHead resolves a logical branch and reads its head: one listing of
+// the name's refs and a GET of each (ResolveBranch), then one GET of the head
+// commit.
+func (g *Graph) BranchHead(ctx context.Context, logical string) (Head, error) {
+	b, err := ResolveBranch(ctx, g.S, g.Name, logical)
+	if err != nil {
+		return Head{}, err
+	}
+	return g.HeadOf(ctx, b)
+}
+
+// HeadOf reads the head of a resolved branch.
+func (g *Graph) HeadOf(ctx context.Context, b Branch) (Head, error) {
+	c, err := g.Commit(ctx, b.Ref.Head)
+	if err != nil {
+		return Head{}, fmt.Errorf("read head of %s: %w", b.Native, err)
+	}
+	if c.ID.Tree != b.Tree || c.Branch != b.Logical {
+		return Head{}, fmt.Errorf("read head of %s: %w", b.Native, &format.MalformedError{Kind: format.KindCommit, Field: "branch",
+			Reason: fmt.Sprintf("the head %s is of branch %q in tree %s", c.ID, c.Branch, c.ID.Tree)})
+	}
+	return Head{Branch: b, Commit: c}, nil
+}
+
+// RefHead reads the ref of one native incarnation (any state) and, when it
+// names one, its head commit.
+func (g *Graph) RefHead(ctx context.Context, native string) (Incarnation, Commit, error) {
+	if err := format.ValidateNative(native); err != nil {
+		return Incarnation{}, Commit{}, invalid("Native", err)
+	}
+	key := format.BranchRefKey(g.Name, native)
+	obj, err := g.S.Get(ctx, key)
+	if err != nil {
+		return Incarnation{}, Commit{}, fmt.Errorf("read ref %s: %w", native, err)
+	}
+	ref, err := format.DecodeBranchRef(obj.Body)
+	if err != nil {
+		return Incarnation{}, Commit{}, fmt.Errorf("read ref %s: %s: %w", native, key, err)
+	}
+	inc := Incarnation{Native: native, Ref: ref, ETag: obj.ETag}
+	if ref.Head.IsZero() {
+		return inc, Commit{}, nil
+	}
+	c, err := g.Commit(ctx, ref.Head)
+	return inc, c, err
+}
+
+// Publish is the compare-and-swap that makes a planned commit its branch's
+// head: the plan's record of it, all a settle needs.
+type Publish struct {
+	Native string
+	// IfMatch is the ETag of the ref version the plan read.
+	IfMatch string
+	// Body is the new ref's exact bytes: live, naming Commit as head.
+	Body []byte
+	// Commit is the commit the new ref names.
+	Commit format.CommitID
+}
+
+// PublishOutcome says how a Publish settled.
+type PublishOutcome string
+
+const (
+	// Published: this call's swap made the commit the head.
+	Published PublishOutcome = "published"
+	// AlreadyPublished: an earlier swap of the same bytes landed (its answer
+	// was lost); the commit is the head, or an ancestor of it on the tree.
+	AlreadyPublished PublishOutcome = "already_published"
+)
+
+// PublishResult is how a Publish settled.
+type PublishResult struct {
+	Outcome PublishOutcome
+	// Head is the ref's head now.
+	Head format.CommitID
+	// ETag of the ref now, when it is ours.
+	ETag string
+	// Walked counts the commits read to find ours behind a newer head.
+	Walked int
+}
+
+// Publish swaps the ref to p.Body if it still has ETag p.IfMatch, and
+// settles every answer by reading the ref back:
+//   - the ref holds our bytes → published (a lost acknowledgement);
+//   - it still has p.IfMatch → nothing landed: re-issue the same swap (at
+//     most MaxPutAttempts in all);
+//   - it names another head → walk first parents from that head back to our
+//     commit's seq: ours there → already published (landed, then
+//     superseded); otherwise → *StaleHeadError (ours never lands: the ref's
+//     bytes never return to p.IfMatch);
+//   - it is retired or a fence → the same walk from a retired ref's head, or
+//     stale.
+//
+// A definite refusal is returned as is. Still unknown at the end is an
+// *InDoubtError carrying p; call SettlePublish with it later.
+func (g *Graph) Publish(ctx context.Context, p Publish) (PublishResult, error) {
+	return g.publish(ctx, p, true)
+}
+
+// SettlePublish settles a Publish left in doubt: it reads the ref first and
+// re-issues the swap only if nothing has changed.
+func (g *Graph) SettlePublish(ctx context.Context, p Publish) (PublishResult, error) {
+	return g.publish(ctx, p, false)
+}
+
+func (g *Graph) publish(ctx context.Context, p Publish, putFirst bool) (PublishResult, error) {
+	if err := format.ValidateNative(p.Native); err != nil {
+		return PublishResult{}, fmt.Errorf("publish: %w", invalid("Native", err))
+	}
+	if p.IfMatch == "" || len(p.Body) == 0 || p.Commit.Digest.IsZero() {
+		return PublishResult{}, fmt.Errorf("publish: %w", invalidf("Publish", "needs an ETag, the new ref's bytes and a sealed commit"))
+	}
+	key := format.BranchRefKey(g.Name, p.Native)
+	var last error
+	puts := 0
+	s := reissue(g.S)
+	for {
+		if putFirst || puts > 0 {
+			if puts == MaxPutAttempts || (puts > 0 && ctx.Err() != nil) {
+				return PublishResult{}, fmt.Errorf("publish %s on %s: %w", p.Commit, p.Native,
+					&InDoubtError{Key: key, Body: p.Body, Attempts: puts, Err: errors.Join(last, ctx.Err()), Graph: g.Name, Publish: &p})
+			}
+			puts++
+			res, err := s.Put(ctx, key, p.Body, storage.PutOptions{IfMatch: p.IfMatch})
+			if err == nil {
+				return PublishResult{Outcome: Published, Head: p.Commit, ETag: res.ETag}, nil
+			}
+			switch storage.CodeOf(err) {
+			case storage.CodePreconditionFailed, storage.CodeAmbiguous, storage.CodeUnknown:
+				last = err
+			default:
+				return PublishResult{}, fmt.Errorf("publish %s on %s: %w", p.Commit, p.Native, err)
+			}
+		}
+		putFirst = true
+		obj, err := g.S.Get(ctx, key)
+		if errors.Is(err, storage.ErrNotFound) {
+			return PublishResult{}, fmt.Errorf("publish %s on %s: %w", p.Commit, p.Native, &RefChangedError{Key: key, ETag: p.IfMatch})
+		}
+		if err != nil {
+			last = err
+			continue // cannot tell yet: re-issuing is safe (the condition decides)
+		}
+		if bytes.Equal(obj.Body, p.Body) {
+			return PublishResult{Outcome: AlreadyPublished, Head: p.Commit, ETag: obj.ETag}, nil
+		}
+		if obj.ETag == p.IfMatch {
+			continue // unchanged: nothing landed yet; re-issue
+		}
+		ref, err := format.DecodeBranchRef(obj.Body)
+		if err != nil {
+			return PublishResult{}, fmt.Errorf("publish %s on %s: %s: %w", p.Commit, p.Native, key, err)
+		}
+		return g.settleMoved(ctx, p, key, ref)
+	}
+}
+
+// settleMoved decides a publish whose ref moved on: ours landed and was
+// superseded, or never landed.
+func (g *Graph) settleMoved(ctx context.Context, p Publish, key string, ref format.BranchRef) (PublishResult, error) {
+	stale := &StaleHeadError{Graph: g.Name, Key: key, Found: ref.Head, Planned: p.Commit, State: ref.State}
+	if ref.Head.IsZero() || ref.Head.Tree != p.Commit.Tree {
+		return PublishResult{}, fmt.Errorf("publish %s on %s: %w", p.Commit, p.Native, stale)
+	}
+	found, walked, err := g.onChain(ctx, ref.Head, p.Commit)
+	if err != nil {
+		return PublishResult{}, fmt.Errorf("publish %s on %s: find it behind head %s: %w", p.Commit, p.Native, ref.Head, err)
+	}
+	if !found {
+		stale.Walked = walked
+		return PublishResult{}, fmt.Errorf("publish %s on %s: %w", p.Commit, p.Native, stale)
+	}
+	return PublishResult{Outcome: AlreadyPublished, Head: ref.Head, Walked: walked}, nil
+}
+
+// onChain reports whether id is on the first-parent chain from head (within
+// id's tree), reading the commits from head back to id's seq: one GET per
+// commit between them.
+func (g *Graph) onChain(ctx context.Context, head, id format.CommitID) (bool, int, error) {
+	if head.Tree != id.Tree || head.Seq < id.Seq {
+		return false, 0, nil
+	}
+	at, walked := head, 0
+	for at.Seq > id.Seq {
+		c, err := g.Commit(ctx, at)
+		for retry := 1; retry < MaxPutAttempts && errors.Is(err, storage.ErrUnavailable) && ctx.Err() == nil; retry++ {
+			c, err = g.Commit(ctx, at) // a read changes nothing: try again
+		}
+		if err != nil {
+			return false, walked, err
+		}
+		walked++
+		at = c.FirstParent()
+		if at.Tree != id.Tree {
+			return false, walked, fmt.Errorf("commit %s: first parent %s leaves its tree", c.ID, at)
+		}
+	}
+	return at == id, walked, nil
+}
+
+// OpCommitOnChain walks first parents from head back at most limit commits
+// looking for a commit of op (the replay check of an append whose earlier
+// attempt may have landed): the commit, or false. One GET per commit.
+func (g *Graph) OpCommitOnChain(ctx context.Context, head Commit, op string, limit int) (Commit, bool, error) {
+	c := head
+	for i := 0; ; i++ {
+		if c.Op == op {
+			return c, true, nil
+		}
+		parent := c.FirstParent()
+		if i == limit || parent.IsZero() || parent.Tree != c.ID.Tree {
+			return Commit{}, false, nil
+		}
+		var err error
+		if c, err = g.Commit(ctx, parent); err != nil {
+			return Commit{}, false, err
+		}
+	}
+}
+
+// CheckPublish reads where a Publish stands without writing: the ref holds
+// our bytes, or names a head whose first-parent chain holds our commit →
+// AlreadyPublished; the ref still has p.IfMatch → pending (the swap has not
+// landed and still may); anything else → *StaleHeadError (ours never lands),
+// or *RefChangedError when the ref is gone. One GET of the ref, then one GET
+// per commit between the ref's head and ours.
+func (g *Graph) CheckPublish(ctx context.Context, p Publish) (res PublishResult, pending bool, err error) {
+	if err := format.ValidateNative(p.Native); err != nil {
+		return PublishResult{}, false, fmt.Errorf("check publish: %w", invalid("Native", err))
+	}
+	key := format.BranchRefKey(g.Name, p.Native)
+	obj, err := g.S.Get(ctx, key)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return PublishResult{}, false, fmt.Errorf("check publish %s on %s: %w", p.Commit, p.Native, &RefChangedError{Key: key, ETag: p.IfMatch})
+	case err != nil:
+		return PublishResult{}, false, fmt.Errorf("check publish %s on %s: %w", p.Commit, p.Native, err)
+	case bytes.Equal(obj.Body, p.Body):
+		return PublishResult{Outcome: AlreadyPublished, Head: p.Commit, ETag: obj.ETag}, false, nil
+	case obj.ETag == p.IfMatch:
+		return PublishResult{}, true, nil
+	}
+	ref, err := format.DecodeBranchRef(obj.Body)
+	if err != nil {
+		return PublishResult{}, false, fmt.Errorf("check publish %s on %s: %s: %w", p.Commit, p.Native, key, err)
+	}
+	res, err = g.settleMoved(ctx, p, key, ref)
+	return res, false, err
+}
+
+// FencePublish makes a pending Publish unable to land: it swaps the ref, if
+// it still has p.IfMatch, to the same head with op set to the fencing
+// operation — a version of the ref nobody else writes, so the plan's ETag
+// never returns and p's swap fails forever, while readers see the same head.
+// It returns what CheckPublish says afterwards: pending false and
+// AlreadyPublished when our swap had landed after all, a *StaleHeadError
+// when the ref moved (by the fence or anyone else). A fence whose answer is
+// lost is checked again on the next call.
+func (g *Graph) FencePublish(ctx context.Context, p Publish, op string) (PublishResult, bool, error) {
+	if err := format.ValidateOp(op); err != nil {
+		return PublishResult{}, false, fmt.Errorf("fence publish: %w", invalid("Op", err))
+	}
+	res, pending, err := g.CheckPublish(ctx, p)
+	if err != nil || !pending {
+		return res, pending, err
+	}
+	key := format.BranchRefKey(g.Name, p.Native)
+	obj, err := g.S.Get(ctx, key)
+	if err != nil {
+		return PublishResult{}, true, fmt.Errorf("fence publish %s on %s: %w", p.Commit, p.Native, err)
+	}
+	if obj.ETag != p.IfMatch {
+		return g.CheckPublish(ctx, p)
+	}
+	ref, err := format.DecodeBranchRef(obj.Body)
+	if err != nil || ref.State != format.RefLive {
+		return PublishResult{}, true, fmt.Errorf("fence publish %s on %s: the ref read is not a live ref: %v", p.Commit, p.Native, err)
+	}
+	if ref.Op == op {
+		return PublishResult{}, true, fmt.Errorf("fence publish %s on %s: %w", p.Commit, p.Native,
+			invalidf("Op", "the ref read was written by the fencing operation %s", op))
+	}
+	ref.Op = op
+	body, err := format.EncodeBranchRef(ref)
+	if err != nil {
+		return PublishResult{}, true, fmt.Errorf("fence publish: %w", invalid("Op", err))
+	}
+	if _, err = g.S.Put(ctx, key, body, storage.PutOptions{IfMatch: p.IfMatch}); err != nil {
+		switch storage.CodeOf(err) {
+		case storage.CodePreconditionFailed, storage.CodeAmbiguous, storage.CodeUnknown:
+		default:
+			return PublishResult{}, true, fmt.Errorf("fence publish %s on %s: %w", p.Commit, p.Native, err)
+		}
+	}
+	return g.CheckPublish(ctx, p)
+}

@@ -1,0 +1,58 @@
+package graph
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/storage"
+)
+
+// CommitView is a commit as a view of it shows it (the client's log, branch and tag
+// views): its pins read into a map — O(tables) reads when they are chunked, which
+// showing them needs anyway — and no lineage. Nothing that writes uses it.
+type CommitView struct {
+	ID           format.CommitID
+	Branch       string
+	Parents      []format.CommitID
+	Pins         map[string]ulid.ULID
+	RestoredFrom format.CommitID
+	Author       string
+	Message      string
+	Time         time.Time
+	Op           string
+}
+
+// ReadCommitView reads a commit by id, with its pins.
+func ReadCommitView(ctx context.Context, s storage.Store, graph, commitID string) (CommitView, error) {
+	id, err := format.ParseCommitID(commitID)
+	if err != nil {
+		return CommitView{}, invalid("CommitID", err)
+	}
+	g, err := Open(s, graph)
+	if err != nil {
+		return CommitView{}, err
+	}
+	c, err := g.Commit(ctx, id)
+	if err != nil {
+		return CommitView{}, err
+	}
+	return g.view(ctx, c)
+}
+
+// BranchHeadView reads the head of a resolved branch, with its pins.
+func BranchHeadView(ctx context.Context, s storage.Store, graph string, b Branch) (CommitView, error) {
+	return ReadCommitView(ctx, s, graph, b.Ref.Head.String())
+}
+
+func (g *Graph) view(ctx context.Context, c Commit) (CommitView, error) {
+	out := CommitView{ID: c.ID, Branch: c.Branch, Parents: c.Parents, Pins: map[string]ulid.ULID{}, RestoredFrom: c.RestoredFrom,
+		Author: c.Author, Message: c.Message, Time: c.Time, Op: c.Op}
+	if err := g.EachPin(ctx, c, func(p format.PinEntry) error { out.Pins[p.Table] = p.Version; return nil }); err != nil {
+		return CommitView{}, fmt.Errorf("read pins of %s: %w", c.ID, err)
+	}
+	return out, nil
+}
