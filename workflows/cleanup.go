@@ -260,12 +260,9 @@ func (l *CleanupLane) advance() {
 	l.After = ""
 }
 
-// Activity options, at the top where a reader looks for them.
-var (
-	// Ledger steps (begin, summarise, finish) are short and idempotent: local
-	// activities, retried until they succeed, since the run must end recorded.
-	cleanupLedgerOptions = afterEffect
-)
+// Activity options, at the top where a reader looks for them. The ledger steps (begin,
+// summarise, finish) are short and idempotent and the run must end recorded: each runs
+// until answered (untilAnsweredStep), never given up on a clock.
 
 // markOptions: listing and deciding, with heartbeats, on any worker. A mark that keeps
 // failing ends the run failed — nothing was deleted, so that is safe.
@@ -434,8 +431,8 @@ func (r *cleanupRun) adopt(ctx workflow.Context, o activities.CleanupOrphan) err
 			}
 		}
 		var sum activities.CleanupSummary
-		if err := workflow.ExecuteLocalActivity(withSummary(ctx, cleanupLedgerOptions, "summarise the orphaned run"),
-			a.CleanupSummarize, activities.CleanupSummarizeInput{RunID: o.RunID}).Get(ctx, &sum); err != nil {
+		if err := untilAnsweredStep(ctx, "summarise the orphaned run",
+			a.CleanupSummarize, activities.CleanupSummarizeInput{RunID: o.RunID}, &sum); err != nil {
 			return err
 		}
 		report.Condemned, report.Deleted = CleanupCounts(sum.Condemned), CleanupCounts(sum.Deleted)
@@ -445,8 +442,7 @@ func (r *cleanupRun) adopt(ctx workflow.Context, o activities.CleanupOrphan) err
 	}
 	report.FinishedAt = workflow.Now(ctx)
 	finish.Report, _ = json.Marshal(report)
-	return workflow.ExecuteLocalActivity(withSummary(ctx, cleanupLedgerOptions, "finish the orphaned run"),
-		a.CleanupFinish, finish).Get(ctx, nil)
+	return untilAnsweredStep(ctx, "finish the orphaned run", a.CleanupFinish, finish, nil)
 }
 
 // validateCleanup returns why the input is invalid, or "".
@@ -683,8 +679,8 @@ func (r *cleanupRun) finish(ctx workflow.Context) (CleanupResult, error) {
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	r.setPhase(ctx, "finish", "recording the report")
 	var sum activities.CleanupSummary
-	if err := workflow.ExecuteLocalActivity(withSummary(ctx, cleanupLedgerOptions, "summarise the condemned set"),
-		a.CleanupSummarize, activities.CleanupSummarizeInput{RunID: r.res.RunID, PlanRunID: r.res.PlanRunID}).Get(ctx, &sum); err != nil {
+	if err := untilAnsweredStep(ctx, "summarise the condemned set",
+		a.CleanupSummarize, activities.CleanupSummarizeInput{RunID: r.res.RunID, PlanRunID: r.res.PlanRunID}, &sum); err != nil {
 		return r.res, fmt.Errorf("summarise: %w", err)
 	}
 	if r.res.Mode != CleanupModeDryRun {
@@ -698,8 +694,8 @@ func (r *cleanupRun) finish(ctx workflow.Context) (CleanupResult, error) {
 	r.res.Outcome = outcome.Done
 	r.res.FinishedAt = workflow.Now(ctx)
 	report, _ := json.Marshal(r.res)
-	if err := workflow.ExecuteLocalActivity(withSummary(ctx, cleanupLedgerOptions, "finish: record the report"),
-		a.CleanupFinish, activities.CleanupFinishInput{RunID: r.res.RunID, Graph: r.in.Graph, Report: report}).Get(ctx, nil); err != nil {
+	if err := untilAnsweredStep(ctx, "finish: record the report",
+		a.CleanupFinish, activities.CleanupFinishInput{RunID: r.res.RunID, Graph: r.in.Graph, Report: report}, nil); err != nil {
 		return r.res, fmt.Errorf("finish: %w", err)
 	}
 	r.progress.Deleted, r.progress.BytesDeleted = sum.Deleted.Keys(), sum.Deleted.Bytes
@@ -730,9 +726,9 @@ func (r *cleanupRun) fail(ctx workflow.Context, cause error) (CleanupResult, err
 	r.res.Message = cause.Error()
 	r.res.FinishedAt = workflow.Now(ctx)
 	report, _ := json.Marshal(r.res)
-	_ = workflow.ExecuteLocalActivity(withSummary(ctx, cleanupLedgerOptions, "finish: record the failure"),
+	_ = untilAnsweredStep(ctx, "finish: record the failure",
 		a.CleanupFinish, activities.CleanupFinishInput{RunID: r.res.RunID, Graph: r.in.Graph, Failed: true,
-			Message: cause.Error(), Report: report}).Get(ctx, nil)
+			Message: cause.Error(), Report: report}, nil)
 	_ = workflow.UpsertTypedSearchAttributes(ctx, searchattr.Outcome.ValueSet(string(catalogFailed)))
 	return r.res, cause
 }

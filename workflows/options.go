@@ -72,19 +72,3 @@ var (
 		RetryPolicy:         untilAnswered,
 	}
 )
-
-// afterEffect is the options of cleanup's ledger steps (cleanup.go): local activities
-// that must not be given up. Cleanup does not run through the kernel (its owner is the
-// ops stream); it gets a day-long total deadline rather than the one-attempt budget a
-// local activity with only a StartToCloseTimeout has.
-var afterEffect = workflow.LocalActivityOptions{
-	StartToCloseTimeout:    30 * time.Second,
-	ScheduleToCloseTimeout: 24 * time.Hour,
-	RetryPolicy:            untilAnswered,
-}
-
-// withSummary returns ctx with local activity options o and the step's summary.
-func withSummary(ctx workflow.Context, o workflow.LocalActivityOptions, summary string) workflow.Context {
-	o.Summary = summary
-	return workflow.WithLocalActivityOptions(ctx, o)
-}
