@@ -121,7 +121,7 @@ func (r *resolveRig) refGets(f func()) int {
 	return r.store.CountMatching(faults.Rule{Op: faults.OpGet, KeyPrefix: format.BranchRefsPrefix(r.graph)}).Attempted
 }
 
-// Issue 13: a name deleted and re-created 1,000 times resolves on the worker — the resolve
+// A name deleted and re-created 1,000 times resolves on the worker — the resolve
 // of a write's plan, of a merge's and a restore's heads, of a create's source branch, and
 // the delete's — in exactly the requests of a name created once; and the create's name
 // check of a name with 1,000 dead incarnations reads none of their refs.
@@ -134,7 +134,7 @@ func TestWorkerResolve_NameRecreated1000Times_CostsTheRequestsOfANameCreatedOnce
 		r.delete("hot")
 		hot = r.create("hot")
 	}
-	// Storage's own resolve, a reader's without a ledger (and the worker's before issue 13),
+	// Storage's own resolve, a reader's without a ledger,
 	// reads every incarnation.
 	full := r.requests(func() {
 		if b, err := graph.ResolveBranch(r.ctx, r.store, r.graph, "hot"); err != nil || b.Native != hot {

@@ -21,8 +21,8 @@ import (
 	"github.com/graftworks/graft/workflows"
 )
 
-// TestCleanup_OneDeleteRefusedForGood_RunFinishesReportingIt_LaterRunsAndPinsProceed
-// (#9.10): the store refuses, every time, to delete one condemned object (a 403, as an
+// TestCleanup_OneDeleteRefusedForGood_RunFinishesReportingIt_LaterRunsAndPinsProceed:
+// the store refuses, every time, to delete one condemned object (a 403, as an
 // object lock answers). The sweep deletes everything else, reports that key, and the
 // run ends done — it does not retry for ever, holding the graph. A create (which pins)
 // proceeds, and the next cleanup starts, condemns the key again and reports it again.
@@ -118,7 +118,7 @@ func resetTo(t *testing.T, r *rig, workflowID, runID string, at int64, reason st
 	return reset.GetRunId()
 }
 
-// TestCleanup_ResetByOperator_TheNewExecutionDrivesItsRun_NoOtherRunAdoptsIt (#9.11): an
+// TestCleanup_ResetByOperator_TheNewExecutionDrivesItsRun_NoOtherRunAdoptsIt: an
 // operator resets a sweeping cleanup. The terminated execution is not an orphan: the
 // reset's execution drives the same run. Another cleanup of the graph meanwhile is a
 // conflict naming that run — it does not adopt it — and the reset execution finishes
@@ -175,7 +175,7 @@ func TestCleanup_ResetByOperator_TheNewExecutionDrivesItsRun_NoOtherRunAdoptsIt(
 	checkInvariants(t, r)
 }
 
-// TestCleanup_CancelledInsideItsFinish_RunDoesNotStayRunning (#9.11): a cleanup is
+// TestCleanup_CancelledInsideItsFinish_RunDoesNotStayRunning: a cleanup is
 // cancelled while its finish step waits on the ledger. The finish still records the
 // run's end: the run is done, not left running (which would block every later run of
 // the graph and keep refusing pins).

@@ -23,7 +23,7 @@ import (
 )
 
 // The worker logs, at info level, every ambiguous answer, refusal, fence and settle
-// decision with the operation id (#9, "Seeing what is settling"). Each test runs a worker
+// decision with the operation id. Each test runs a worker
 // whose Temporal client — and so every workflow's and activity's logger — writes to a
 // capturing slog handler, drives a create into one of those decisions with storage/faults,
 // and reads the decision back from the captured lines by its operation id.

@@ -20,11 +20,11 @@ import (
 	"github.com/graftworks/graft/workflows"
 )
 
-// The regressions of issue #9 (and the activities half of #15), each on the real stack:
+// The kernel's guarantees, each on the real stack:
 // Temporal dev server, versitygw behind storage/faults, Postgres. Every test ends with
 // the reconciler and the oracle (harness_test.go).
 
-// #9.1 A step after a storage effect has no total deadline: a ref put stalled past its
+// A step after a storage effect has no total deadline: a ref put stalled past its
 // step's StartToClose leaves the create settling, and it ends created — never failed.
 func TestKernel_RefPutStalledPastItsStepTimeout_SettlesCreatedNeverFailed(t *testing.T) {
 	t.Parallel()
@@ -46,7 +46,7 @@ func TestKernel_RefPutStalledPastItsStepTimeout_SettlesCreatedNeverFailed(t *tes
 	}
 }
 
-// #9.1 (the durable half) An after-effect step whose fast path keeps failing continues as
+// An after-effect step whose fast path keeps failing continues as
 // an ordinary activity, with no total deadline, until it is answered.
 func TestKernel_AfterEffectStepKeepsFailing_ContinuesAsOrdinaryActivityUntilAnswered(t *testing.T) {
 	t.Parallel()
@@ -79,7 +79,7 @@ func TestKernel_AfterEffectStepKeepsFailing_ContinuesAsOrdinaryActivityUntilAnsw
 	}
 }
 
-// #9.3 Every input is checked before the first ledger write: a message over the limit
+// Every input is checked before the first ledger write: a message over the limit
 // ends invalid with nothing recorded, and the name stays free.
 func TestKernel_CreateWithInvalidMessage_InvalidBeforeAnyLedgerWrite(t *testing.T) {
 	t.Parallel()
@@ -102,7 +102,7 @@ func TestKernel_CreateWithInvalidMessage_InvalidBeforeAnyLedgerWrite(t *testing.
 	}
 }
 
-// #9.3 An early outcome after the witness settles the request's own witness: the name can
+// An early outcome after the witness settles the request's own witness: the name can
 // be created again at once.
 func TestKernel_NotRetainedAfterWitness_WitnessSettledNameFree(t *testing.T) {
 	t.Parallel()
@@ -127,7 +127,7 @@ func TestKernel_NotRetainedAfterWitness_WitnessSettledNameFree(t *testing.T) {
 	}
 }
 
-// #9.4 A second, different request with the same op id never touches the first's row: its
+// A second, different request with the same op id never touches the first's row: its
 // prepare keeps failing, its workflow ends, and the first create still settles created.
 func TestKernel_SameOpIDSecondRequestsPrepareKeepsFailing_FirstsRowUntouched(t *testing.T) {
 	shortStepBudgets(t) // the second request's prepare fails for its whole budget
@@ -159,7 +159,7 @@ func TestKernel_SameOpIDSecondRequestsPrepareKeepsFailing_FirstsRowUntouched(t *
 	}
 }
 
-// #9.5 A store that refuses every write: the create ends refused at once — a definitely
+// A store that refuses every write: the create ends refused at once — a definitely
 // refused put cannot land and needs no fence — never a fence loop.
 func TestKernel_StoreRefusesEveryWrite_CreateRefusedWithoutAFenceLoop(t *testing.T) {
 	t.Parallel()
@@ -186,7 +186,7 @@ func TestKernel_StoreRefusesEveryWrite_CreateRefusedWithoutAFenceLoop(t *testing
 	}
 }
 
-// #9.5 A fence the store refuses parks the operation — in doubt, phase parked, visible —
+// A fence the store refuses parks the operation — in doubt, phase parked, visible —
 // with a durable backoff, not a hot loop; once allowed, the fence lands.
 func TestKernel_FenceRefused_ParkedVisibleThenFenced(t *testing.T) {
 	t.Parallel()
@@ -238,7 +238,7 @@ func TestKernel_FenceRefused_ParkedVisibleThenFenced(t *testing.T) {
 	}
 }
 
-// #9.6 A cancelled operation records its end: a branch delete cancelled while its
+// A cancelled operation records its end: a branch delete cancelled while its
 // compare-and-swap is in doubt completes the swap (a retire is fenced by completing it),
 // records deleted, and the name can be created again.
 func TestKernel_DeleteCancelledWithItsSwapInDoubt_RecordsDeletedNameFree(t *testing.T) {
@@ -285,7 +285,7 @@ func TestKernel_DeleteCancelledWithItsSwapInDoubt_RecordsDeletedNameFree(t *test
 	}
 }
 
-// #9.7 A terminated workflow leaves nothing behind once the reconciler ran: an in-doubt
+// A terminated workflow leaves nothing behind once the reconciler ran: an in-doubt
 // create is fenced and reclaimed, its witness and pins settled; the late put fails.
 func TestKernel_CreateTerminatedInDoubt_ReconcilerFencesReclaimsAndFinishes(t *testing.T) {
 	t.Parallel()
@@ -322,7 +322,7 @@ func TestKernel_CreateTerminatedInDoubt_ReconcilerFencesReclaimsAndFinishes(t *t
 	}
 }
 
-// #9.8 An effect re-executed after a worker crash recognises its own earlier effect: a
+// An effect re-executed after a worker crash recognises its own earlier effect: a
 // restore's plan, run again after its commit landed and a write appended on top, finds
 // its own commit and never appends the restore's pins again.
 func TestKernel_RestorePlanRerunAfterItsCommitLanded_RecognisesItNeverReapplies(t *testing.T) {
@@ -364,7 +364,7 @@ func TestKernel_RestorePlanRerunAfterItsCommitLanded_RecognisesItNeverReapplies(
 	}
 }
 
-// #9.9 A restore's backup tag never names a deleted commit: the head it read is probed
+// A restore's backup tag never names a deleted commit: the head it read is probed
 // after its pin; found reclaimed, the restore plans again on the new head.
 func TestKernel_RestoreHeadGoneAfterItsPin_ReplansNeverTagsAMissingCommit(t *testing.T) {
 	t.Parallel()
@@ -386,7 +386,7 @@ func TestKernel_RestoreHeadGoneAfterItsPin_ReplansNeverTagsAMissingCommit(t *tes
 	r.report("main", res.Commit)
 }
 
-// #15 The sequence: a write whose expected head is stale lands in no gap cleanup left:
+// a write whose expected head is stale lands in no gap cleanup left:
 // PlanCommit compares the expected head with the real head — conflict, no refilled key,
 // nothing lost.
 func TestKernel_StaleExpectedHeadAfterCleanupGap_ConflictNoRefill(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 	"github.com/graftworks/graft/workflows"
 )
 
-// A write of more objects than a request lists inline (#14): the client stages the list
+// A write of more objects than a request lists inline: the client stages the list
 // as a version no commit pins, the workflow's history carries only its id, and the new
 // version shares the staged chunks (docs/format.md, "Staged object lists").
 

@@ -23,7 +23,7 @@ import (
 )
 
 // TestStoreDown_BranchCreate_SaysOnceWhatIsUnreachable_ExitsUnavailablePromptly is
-// the operator's story with the S3 server stopped (#9.2, #9.4): `graft branch create`
+// the operator's story with the S3 server stopped: `graft branch create`
 // says once, briefly, that the store does not answer and that it waits; when the
 // create's first step gives up, the workflow fails and the command returns at once —
 // exit 9, one short message naming the store, and, since nothing was recorded, a next
@@ -184,7 +184,7 @@ func wantToldOnceBriefly(t *testing.T, r result, msg, step string) {
 }
 
 // TestStoreDown_CleanupRunWait_SaysOnceTheStoreIsUnreachableAndThatItWaits is `graft
-// cleanup run --wait` with the S3 server stopped (#9, "A store that is down"): its first
+// cleanup run --wait` with the S3 server stopped: its first
 // step reads the graph and retries until the store answers, so the command says once,
 // briefly, that the worker cannot reach the store and that it waits; interrupted, it
 // exits 1 (docs/outcomes.md: an interrupted command) saying that nothing was recorded yet

@@ -4,7 +4,7 @@
 // Postgres and graft-worker processes. Each is a separate process (the
 // servers built by internal/tools), bound to 127.0.0.1 on free ports. Every
 // Start has a Stop that ends the whole process group, so nothing outlives the
-// test or the dev session that began it.
+// test or the `graft dev` run that began it.
 package devstack
 
 import (

@@ -13,7 +13,7 @@ import (
 	"github.com/graftworks/graft/storage/memstore"
 )
 
-// Scale benchmarks of issue #14 beside bench_test.go's (benchmark tier only:
+// Scale benchmarks beside bench_test.go's (benchmark tier only:
 // go test -run '^$' -bench 'Tables|Merges' -benchtime 1x ./internal/graph),
 // and the mark-cost flatness test that runs in the suite.
 //

@@ -111,7 +111,7 @@ func TestTableVersions_PutReadAppendDelete_OnEveryBackend(t *testing.T) {
 	})
 }
 
-// The flatness of issue #14: appending 100 entries to a table of 10,000 and
+// Appending costs what it appends, not the table: appending 100 entries to a table of 10,000 and
 // to one of 100,000 writes the same chunks ± 1 and costs the same requests ±
 // a few (the tree is one level taller).
 func TestAppend100_FlatAt10kAnd100k(t *testing.T) {

@@ -44,7 +44,7 @@ func rules(vs []oracle.Violation) map[string]int {
 	return out
 }
 
-// #15's two oracle checks on a graph: a commit reported done that is not reached
+// The oracle's two chain checks on a graph: a commit reported done that is not reached
 // from its branch's head by first parents is a violation, and so is a commit key whose bytes
 // changed between two checks that share CommitDigests.
 func TestCheck_ReportedOffTheChainAndRefilledKey_AreViolations(t *testing.T) {

@@ -373,7 +373,7 @@ func peakRSSMiB() float64 {
 // creates through the engine (client.CreateBranch), the same steps called
 // directly (raw), and the Temporal floor (floorWorkflow), at concurrency 1
 // and 8, in graphs: history depth 0, 64 and 10,000 at 4 tables,
-// depth 0 and 64 at 121 tables (issue 13 asks for the time at depth 64 and
+// depth 0 and 64 at 121 tables (the targets ask for the time at depth 64 and
 // 10,000 within 1.2 × depth 0's, and at 121 tables within 1.2 × 4 tables').
 // Each row builds its own graph, untimed: depth 10,000 takes seconds
 // (appendMany). It reports

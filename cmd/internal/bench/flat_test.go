@@ -12,7 +12,7 @@ import (
 )
 
 // deepHistory is the long history the flatness tests and benchmarks compare
-// with depth 0: issue 13 asks for request counts, and times, at depth
+// with depth 0: the targets ask for request counts, and times, at depth
 // 10,000 equal to depth 0's (time within 1.2 ×). The tests build their
 // graphs on the in-memory store; request counts do not depend on the store
 // (the depth-0 and -64 tests run the same operations on the local store and

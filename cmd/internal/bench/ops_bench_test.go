@@ -164,7 +164,7 @@ func (st *mergeStack) mergeRawOp(source string, want outcome.Outcome) error {
 // commit) — through the engine, by the same steps called directly, and the
 // Temporal floor, interleaved in two passes of one run, one at a time, in a
 // graph of 121 tables with 8 changed on the branch, with main's
-// history 0, 64 and 10,000 commits deep (issue 13 asks for the time at
+// history 0, 64 and 10,000 commits deep (the targets ask for the time at
 // depth 64 and 10,000 within 1.2 × depth 0's). Each merge's branch — forked
 // from main's head, one commit — is built untimed just before it. Before
 // measuring, a row merges mergesBefore branches of its kind, untimed.
