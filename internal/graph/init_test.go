@@ -97,11 +97,12 @@ func TestInit_LosesGraphRecordRace_FencesItsOwnMainRef(t *testing.T) {
 	s := newStore(t)
 	mustInit(t, s)
 	// B's read of the graph record is stale (A's record lands just after it),
-	// so B writes its root commit and ref before losing the record.
+	// and so was its check of the prefix (PrefixChecked: A's keys landed after
+	// it), so B writes its root commit and ref before losing the record.
 	f := withFaults(s)
 	f.hideKey, f.hideGets = format.GraphKey("sales"), 1
 	p := initParams()
-	p.MainTree, p.Op = treeMain2, "op-init-2"
+	p.MainTree, p.Op, p.PrefixChecked = treeMain2, "op-init-2", true
 	_, err := Init(context.Background(), f, p)
 	if !errors.Is(err, ErrGraphExists) {
 		t.Fatalf("error %v, want ErrGraphExists", err)
