@@ -348,6 +348,7 @@ func TestCleanupDecision_OrphanedSweepRun_SweptAndFinishedBeforeThisRunBegins(t 
 	s.begins = []activities.CleanupBeginResult{{Orphan: &activities.CleanupOrphan{RunID: "R0", Mode: "sweep", WorkflowID: "wf0"}}, {}}
 	s.sweeps = map[string][]activities.CleanupSweepProgress{
 		sweepKey("R0", "g/trees/", "commit"):         {{Done: true, Deleted: 1}},
+		sweepKey("R0", "g/chunks/", ""):              {{Done: true}},
 		sweepKey("R0", "g/tables/", "table_version"): {{After: "v9", Deleted: 1}, {Done: true}},
 		sweepKey("R0", "g/tables/", "object"):        {{Done: true, Deleted: 4}},
 	}
@@ -359,12 +360,13 @@ func TestCleanupDecision_OrphanedSweepRun_SweptAndFinishedBeforeThisRunBegins(t 
 	}
 	want := []string{
 		sweepKey("R0", "g/trees/", "commit") + " after ",
+		sweepKey("R0", "g/chunks/", "") + " after ",
 		sweepKey("R0", "g/tables/", "table_version") + " after ",
 		sweepKey("R0", "g/tables/", "table_version") + " after v9",
 		sweepKey("R0", "g/tables/", "object") + " after ",
 	}
 	if got := c.sweepKeys(); !reflect.DeepEqual(got, want) {
-		t.Fatalf("sweeps %v, want the orphan's commits, then versions, then objects: %v", got, want)
+		t.Fatalf("sweeps %v, want the orphan's commits, then pins and lineage chunks, then versions, then objects: %v", got, want)
 	}
 	fin, reports := c.finishes()
 	if len(fin) != 2 || fin[0].RunID != "R0" || fin[0].Aborted || fin[0].Failed || reports[0].Deleted != workflows.CleanupCounts(orphanCounts) || fin[1].RunID != cleanupRunID {
