@@ -366,7 +366,7 @@ func TestCleanupDecision_OrphanedSweepRun_SweptAndFinishedBeforeThisRunBegins(t 
 		sweepKey("R0", "g/tables/", "object") + " after ",
 	}
 	if got := c.sweepKeys(); !reflect.DeepEqual(got, want) {
-		t.Fatalf("sweeps %v, want the orphan's commits, then its pins and lineage chunks, then versions, then objects: %v", got, want)
+		t.Fatalf("sweeps %v, want the orphan's commits, then pins and lineage chunks, then versions, then objects: %v", got, want)
 	}
 	fin, reports := c.finishes()
 	if len(fin) != 2 || fin[0].RunID != "R0" || fin[0].Aborted || fin[0].Failed || reports[0].Deleted != workflows.CleanupCounts(orphanCounts) || fin[1].RunID != cleanupRunID {

@@ -97,7 +97,7 @@ func TestCleanup_BaseInDeletedBranch_KeptAndNextCommitOfItReclaimed(t *testing.T
 	t.Parallel()
 	r := newRig(t)
 	r.startWorker()
-	r.write(&r.main, "t", "t2")
+	featFork := r.write(&r.main, "t", "t2")
 	feat := r.createFrom("feature", r.main)
 	r.write(&feat, "a", "a1")
 	m3 := r.write(&r.main, "b", "b1")
@@ -118,9 +118,12 @@ func TestCleanup_BaseInDeletedBranch_KeptAndNextCommitOfItReclaimed(t *testing.T
 	r.write(&r.main, "b", "b3")
 
 	res := r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()})
-	if res.Kept.MergeBase != 2 || r.reportedMergeBases(res.RunID) != 2 {
-		t.Fatalf("kept %+v: want main's seq %d and x-1 as the two merge_base commits", res.Kept, m3.ID.Seq)
+	// The candidates of the pairs of heads, and feature's fork, which the merge-base search
+	// reads to rule candidates out (docs/cleanup.md, *Merge bases*).
+	if res.Kept.MergeBase != 3 || r.reportedMergeBases(res.RunID) != 3 {
+		t.Fatalf("kept %+v: want main's seq %d, x-1 and feature's fork as the merge_base commits", res.Kept, m3.ID.Seq)
 	}
+	r.wantKept("feature's fork", featFork, "t")
 	r.wantKept("main's commit feature's lineage names", m3, "b")
 	r.wantKept("x-1, a merge-base candidate in a deleted branch", x1, "x")
 	r.wantGone("x's commit only feature's lineage names", r.commitKey(x2))

@@ -52,10 +52,11 @@ func TestCleanup_InDoubtCreate_KeepOne_BranchOpensAfterHeldRefLands(t *testing.T
 	if !ok || u.State != string(catalog.IncarnationInDoubt) || u.OpID != inDoubt.OpID {
 		t.Fatalf("skipped unsettled %+v, want %s (in_doubt, operation %s)", res.SkippedUnsettled, native, inDoubt.OpID)
 	}
-	if res.Kept.InFlightTree != 1 || res.Kept.Pin != 1 {
-		// The create pins its source commit (and its version, which the kept commit
-		// retains in any case).
-		t.Fatalf("kept %+v: want the in-flight tree's commit and the create's pinned source commit", res.Kept)
+	if res.Kept.InFlightTree != 1 || res.Kept.Pin != 2 {
+		// The create pins its source commit, and main's chain is kept from that seq up to
+		// the head, so a walk back from the head never meets a gap (docs/format.md,
+		// *Cleanup*): the source and the commit above it.
+		t.Fatalf("kept %+v: want the in-flight tree's commit, the create's pinned source commit and the chain above it", res.Kept)
 	}
 	if res.Deleted.Keys() == 0 || res.Deleted.Keys() != res.Condemned.Keys() {
 		t.Fatalf("deleted %+v of condemned %+v: the run reclaimed nothing, or not all it condemned", res.Deleted, res.Condemned)

@@ -242,7 +242,8 @@ func matrixKinds() []matrixKind {
 	nextCommit := func(tree func(*rig) graph.CommitView) func(*rig) faults.Rule {
 		return func(r *rig) faults.Rule {
 			head := tree(r)
-			return faults.Rule{Op: faults.OpPut, KeyPrefix: format.CommitIDKey(r.graph, format.CommitID{Tree: head.ID.Tree, Seq: head.ID.Seq + 1})}
+			// The next commit's key, whatever its digest: the tree's commits at seq+1.
+			return faults.Rule{Op: faults.OpPut, KeyPrefix: format.TreeCommitsPrefix(r.graph, head.ID.Tree) + format.InvSeq(head.ID.Seq+1) + "-"}
 		}
 	}
 	mainHead := func(r *rig) graph.CommitView { return r.headOfTree(r.main.ID.Tree) }

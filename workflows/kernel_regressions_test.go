@@ -53,9 +53,9 @@ func TestKernel_AfterEffectStepKeepsFailing_ContinuesAsOrdinaryActivityUntilAnsw
 	r := newRig(t)
 	r.startWorker()
 	obj := r.upload("u", "durable")
-	// Every head read of main's tree fails for a while: the commit's plan and write steps
-	// return errors (not verdicts) until it passes.
-	r.store.Add(faults.Rule{Op: faults.OpList, KeyPrefix: format.TreeCommitsPrefix(r.graph, r.main.ID.Tree), Mode: faults.FailBeforeSend, Times: 6})
+	// Every read of main's head commit fails for a while: the commit's plan step, after
+	// the version was written, returns errors (not verdicts) until it passes.
+	r.store.Add(faults.Rule{Op: faults.OpGet, KeyPrefix: format.CommitIDKey(r.graph, r.main.ID), Mode: faults.FailBeforeSend, Times: 6})
 	run := r.startOp(workflows.WriteTableName, workflows.WriteTableInput{Graph: r.graph, Branch: "main", Table: "u",
 		Objects: []workflows.TableObject{obj}, OpID: randomName("durable-")})
 	var res workflows.WriteTableResult

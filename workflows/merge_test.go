@@ -2,7 +2,6 @@ package workflows_test
 
 import (
 	"errors"
-	"fmt"
 	"maps"
 	"path/filepath"
 	"testing"
@@ -211,8 +210,8 @@ func TestMerge_SourceAlreadyInTarget_AlreadyUpToDateWritesNothing(t *testing.T) 
 	r.store.ResetCounts()
 	// main is an ancestor of feat: merging main into feat has nothing to bring.
 	res, err := r.merge(client.MergeRequest{Source: "main", Target: "feat"})
-	if err != nil || res.Outcome != workflows.OutcomeAlreadyUpToDate || len(res.Tables) != 1 || res.Tables[0].Action != "keep" {
-		t.Fatalf("merge: %+v, %v; want already_up_to_date, u kept", res, err)
+	if err != nil || res.Outcome != workflows.OutcomeAlreadyUpToDate || res.Commit != "" || len(res.Bases) != 1 || res.Bases[0] != res.SourceHead {
+		t.Fatalf("merge: %+v, %v; want already_up_to_date, main's head the base", res, err)
 	}
 	if n := r.store.Count(faults.OpPut).Attempted; n != 0 {
 		t.Fatalf("%d puts sent, want none", n)
@@ -419,40 +418,6 @@ func TestMerge_CleanupDuringInDoubtMerge_KeepsTheMergeInputs(t *testing.T) {
 	}
 	r.wantOperation(h.OpID, catalog.OpMerge, workflows.OutcomeMerged)
 	checkInvariants(t, r)
-}
-
-// TestMerge_RequestsDoNotGrowWithHistoryDepth: the same merge at history
-// depth 0 and 64 sends the same requests to the store.
-func TestMerge_RequestsDoNotGrowWithHistoryDepth(t *testing.T) {
-	t.Parallel()
-	counts := map[int]faults.Counts{}
-	for _, depth := range []int{0, 64} {
-		r := newRig(t)
-		r.startWorker()
-		grow := func(head *graph.CommitView, table string) {
-			for i := range depth {
-				r.write(head, table, fmt.Sprintf("n%d", i))
-			}
-		}
-		grow(&r.main, "before")
-		feat := r.fork("feat", r.main)
-		grow(&feat, "on_feat")
-		r.write(&feat, "a", "a1")
-		grow(&r.main, "on_main")
-		r.write(&r.main, "b", "b1")
-		r.store.ResetCounts()
-		res, err := r.merge(client.MergeRequest{Source: "feat"})
-		if err != nil || res.Outcome != workflows.OutcomeMerged {
-			t.Fatalf("depth %d: merge %+v, %v", depth, res, err)
-		}
-		counts[depth] = r.store.Counts()
-	}
-	for _, op := range faults.Ops {
-		if a, b := counts[0][op].Attempted, counts[64][op].Attempted; a != b {
-			t.Fatalf("%s requests: %d at depth 0, %d at depth 64; want equal (all: %v vs %v)", op, a, b, counts[0], counts[64])
-		}
-	}
-	t.Logf("requests per merge: %v", counts[0])
 }
 
 // TestMergeRestoreDeleteTag_ReplayRecordedHistories replays histories

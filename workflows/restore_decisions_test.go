@@ -116,7 +116,7 @@ func TestRestoreDecision_BackupTagThenCommit_Done(t *testing.T) {
 	if res.Outcome != outcome.Done || res.Commit != "T-6" || res.PreviousHead != "T-5" || res.RestoredFrom != "T-1" || res.BackupTag != "backup/main/T-5" {
 		t.Fatalf("result %+v, want done at T-6 restoring T-1 with T-5 backed up", res)
 	}
-	if got := strings.Join(d.kindNames(), ","); !strings.Contains(got, "Write tag,Write commit") {
+	if got := strings.Join(d.kindNames(), ","); !strings.Contains(got, "Write tag,Write publish") {
 		t.Fatalf("steps %v: the backup tag must be stored before the commit is sent", got)
 	}
 	p := inputsOf[activities.PlanRestoreInput](d, "PlanRestore")[0]
@@ -164,7 +164,7 @@ func TestRestoreDecision_BackupTagPutInDoubt_SettlesBeforeTheCommit(t *testing.T
 		t.Fatalf("result %+v, want done after the tag settled in 2 re-issues", res)
 	}
 	want := []string{"PrepareRestore", "PlanRestore", "Write tag", "ReadBack", "ReadBack", "ReadBack", "ReadBack", "Progress",
-		"Write tag", "Write tag", "Progress", "Write commit", "Finish"}
+		"Write tag", "Write tag", "Progress", "Write publish", "Finish"}
 	if got := d.kindNames(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("steps %v, want %v", got, want)
 	}
