@@ -112,7 +112,7 @@ func TestRestore_CommitPutNeverAnswered_InDoubtThenSettled(t *testing.T) {
 	old := r.main
 	r.write(&r.main, "t", "t2")
 	rule := r.treePutsOf(r.main)
-	rule.Mode, rule.Times = faults.FailBeforeSend, 3 // every put of the first attempt
+	rule.Mode, rule.Times = faults.FailBeforeSend, 6 // every put of the first attempt and of the first re-issue
 	r.store.Add(rule)
 	h, err := r.gc.StartRestore(r.ctx, client.RestoreRequest{Graph: r.graph, Branch: "main", ToCommit: old.ID.String()})
 	if err != nil {
