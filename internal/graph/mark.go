@@ -205,6 +205,14 @@ type ObjectFilter struct {
 	seed uint64
 }
 
+// minFilterBits is the least a filter holds. The sizing formula assumes
+// independent hash positions; over a filter of a few words, double hashing
+// repeats positions across keys and the real rate is hundreds of times the
+// asked one (a one-key filter of 64 bits answered yes to 1 key in 1,000).
+// 64 Kib (8 KiB) per table marked costs nothing and keeps small filters
+// exact in practice.
+const minFilterBits = 1 << 16
+
 // NewObjectFilter sizes a filter for n keys at false-positive rate p
 // (0 < p < 1), hashing with seed.
 func NewObjectFilter(n int, p float64, seed uint64) *ObjectFilter {
@@ -212,6 +220,7 @@ func NewObjectFilter(n int, p float64, seed uint64) *ObjectFilter {
 	p = min(max(p, 1e-9), 0.5)
 	m := int(math.Ceil(-float64(n) * math.Log(p) / (math.Ln2 * math.Ln2)))
 	k := max(1, int(math.Round(float64(m)/float64(n)*math.Ln2)))
+	m = max(m, minFilterBits)
 	return &ObjectFilter{bits: make([]uint64, (m+63)/64), k: k, seed: seed}
 }
 
