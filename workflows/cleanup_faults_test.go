@@ -31,7 +31,7 @@ func TestCleanup_LostDeleteAcknowledgements_SweepFinishesWithExactCounts(t *test
 		t.Fatalf("%d delete answers lost, want 3", lost)
 	}
 	if res.Deleted.Objects != int64(len(junk)) || res.Deleted != res.Condemned {
-		t.Fatalf("deleted %+v of condemned %+v, want all %d garbage objects", res.Deleted, res.Condemned, len(junk))
+		t.Fatalf("deleted %+v of condemned %+v (kept %+v), want all %d garbage objects", res.Deleted, res.Condemned, res.Kept, len(junk))
 	}
 	r.wantGone("garbage", junk...)
 	r.wantKept("main's head", r.main, "t")
@@ -101,7 +101,7 @@ func TestCleanup_ManyBatches_ContinuesAsNewAndFinishes(t *testing.T) {
 		t.Fatalf("continued as new %d times, want several", res.Sweep.ContinuedAsNew)
 	}
 	if res.Deleted.Objects != int64(len(junk)) || res.Deleted != res.Condemned || res.Tables != 3 {
-		t.Fatalf("deleted %+v of condemned %+v over %d tables, want all %d garbage objects", res.Deleted, res.Condemned, res.Tables, len(junk))
+		t.Fatalf("deleted %+v of condemned %+v (kept %+v) over %d tables, want all %d garbage objects", res.Deleted, res.Condemned, res.Kept, res.Tables, len(junk))
 	}
 	r.wantGone("garbage", junk...)
 	checkInvariants(t, r)
