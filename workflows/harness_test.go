@@ -79,6 +79,21 @@ func randomName(prefix string) string {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
+	r := newBareRig(t)
+	r.setupGraph()
+	// After every real-stack test, once its workers stopped: the reconciler, then the oracle.
+	t.Cleanup(func() {
+		if err := r.oracle(true); err != nil {
+			t.Error(err)
+		}
+	})
+	return r
+}
+
+// newBareRig is a rig on its own bucket, ledger schema and task queue, with Temporal
+// dialled and no graph yet.
+func newBareRig(t *testing.T) *rig {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
 	srv := testenv.VersityGW(t)
@@ -97,13 +112,6 @@ func newRig(t *testing.T) *rig {
 	}
 	t.Cleanup(r.tc.Close)
 	r.gc = client.New(r.tc, client.Options{TaskQueue: r.taskQueue, PollInterval: 200 * time.Millisecond})
-	r.setupGraph()
-	// After every real-stack test, once its workers stopped: the reconciler, then the oracle.
-	t.Cleanup(func() {
-		if err := r.oracle(true); err != nil {
-			t.Error(err)
-		}
-	})
 	return r
 }
 

@@ -1,7 +1,6 @@
 package workflows_test
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -11,18 +10,14 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
-	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/graftworks/graft/client"
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
-	"github.com/graftworks/graft/internal/catalog/catalogtest"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
-	"github.com/graftworks/graft/internal/testenv"
 	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/faults"
-	"github.com/graftworks/graft/storage/s3"
 	"github.com/graftworks/graft/workflows"
 )
 
@@ -36,27 +31,12 @@ type rig2 struct {
 	head graph.Commit // main's head as this test last wrote it
 }
 
-// newRig2 is newRig with a graph.
+// newRig2 is a rig whose graph it builds through the graph API, main pinning table "t".
 func newRig2(t *testing.T) *rig2 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	t.Cleanup(cancel)
-	srv := testenv.VersityGW(t)
-	cfg := s3.Config{Endpoint: srv.Endpoint, Region: srv.Region, Bucket: srv.NewBucket(t), PathStyle: true,
-		AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey}
-	inner, err := s3.New(ctx, cfg)
-	if err != nil {
-		t.Fatalf("s3 store: %v", err)
-	}
-	r := &rig{t: t, ctx: ctx, inner: inner, store: faults.Wrap(inner), cat: catalogtest.Open(t),
-		taskQueue: randomName("graft-test-"), graph: randomName("g"), s3cfg: cfg}
-	ts := testenv.Temporal(t)
-	r.tc, err = sdkclient.DialContext(ctx, sdkclient.Options{HostPort: ts.HostPort, Namespace: ts.Namespace, Logger: quietLogger()})
-	if err != nil {
-		t.Fatalf("dial temporal: %v", err)
-	}
-	t.Cleanup(r.tc.Close)
-	r.gc = client.New(r.tc, client.Options{TaskQueue: r.taskQueue, PollInterval: 200 * time.Millisecond})
+	r := newBareRig(t)
+	ctx, inner, cfg := r.ctx, r.inner, r.s3cfg
+	var err error
 	r2 := &rig2{rig: r}
 	r2.g, err = graph.Open(inner, r.graph)
 	if err != nil {
