@@ -52,12 +52,9 @@ var (
 	TemporalSQLTool = Tool{Name: "temporal-sql-tool", Module: "go.temporal.io/server/cmd/tools/sql", Version: TemporalServer.Version, Installs: "sql"}
 )
 
-// All lists every pinned tool.
-var All = []Tool{VersityGW, Temporal, TemporalServer, TemporalSQLTool}
-
-// Lanes splits All into two sequences of builds of about equal length that
-// can run at once; the Temporal server and its schema tool share a lane
-// because they share a module.
+// Lanes lists every pinned tool, in two sequences of builds of about equal
+// length that can run at once; the Temporal server and its schema tool share
+// a lane because they share a module.
 var Lanes = [][]Tool{{Temporal}, {VersityGW, TemporalServer, TemporalSQLTool}}
 
 // BinDir returns the directory tools are built into: $GRAFT_BIN_DIR, or
