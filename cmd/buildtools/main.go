@@ -2,10 +2,10 @@
 // .bin/ unless they are already there, and prints where they are. The test
 // script runs it first so test binaries never race to build.
 //
-// The tools build in two lanes at once (tools.Lanes): a cold build spends
-// much of its time fetching modules and linking one binary, which leaves a
-// core idle that the other lane's compile can use. Tools that share a module
-// stay in one lane, so the second reuses the first's compiled packages.
+// The tools build in lanes at once (tools.Lanes): a cold build spends much of
+// its time fetching modules and linking one binary, which leaves a core idle
+// that the other lane's compile can use. Tools that share compiled packages
+// stay in one lane, so the later ones reuse the first's.
 package main
 
 import (

@@ -6,9 +6,13 @@
 // version. A build is guarded by a file lock so parallel test binaries never
 // build the same tool twice.
 //
-// Each tool is built by `go install module@version` in its own module
-// context, never through graft's go.mod: the Temporal server's dependencies
-// (its own go.temporal.io/api and grpc) need not agree with the SDK's.
+// No tool is built through graft's go.mod: the Temporal server's dependencies
+// (its own go.temporal.io/api and grpc) need not agree with the SDK's. Each is
+// built by `go install module@version` in its own module context, except the
+// Temporal server and its schema tool, which are built in the Temporal CLI's
+// module context: the CLI embeds the same server version, so after the CLI's
+// build every package the server needs is already compiled, and the server
+// links in seconds instead of compiling for minutes.
 package tools
 
 import (
@@ -19,23 +23,25 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 
 	"golang.org/x/sys/unix"
 )
 
 // Tool is a pinned external program.
 type Tool struct {
-	Name    string // binary name in .bin/
+	Name    string // binary name in .bin/; go install names it after Module's last element
 	Module  string // go install path
 	Version string
-	// Installs is the name go install gives the binary (the last element of
-	// Module) when it differs from Name; the binary is renamed to Name.
-	Installs string
 	// ModulePath and Files: files of the tool's module (ModulePath at
 	// Version, from the module cache), copied next to the binary by the
 	// build, at their base names. Default none.
 	ModulePath string
 	Files      []string
+	// BuildIn, when set, is the module (path@version) whose go.mod and go.sum
+	// the build resolves Module's dependencies with, instead of Module's own.
+	// Default none: `go install Module@Version`.
+	BuildIn string
 }
 
 // The pinned tools. Bumping a version builds a new binary next to the old one.
@@ -47,15 +53,20 @@ var (
 	// schema tool, from the same module version.
 	// The build keeps the server's docker/config_template.yaml, the
 	// template the image renders its configuration from, next to it.
-	TemporalServer = Tool{Name: "temporal-server", Module: "go.temporal.io/server/cmd/server", Version: "v1.29.1", Installs: "server",
-		ModulePath: "go.temporal.io/server", Files: []string{"docker/config_template.yaml"}}
-	TemporalSQLTool = Tool{Name: "temporal-sql-tool", Module: "go.temporal.io/server/cmd/tools/sql", Version: TemporalServer.Version, Installs: "sql"}
+	// Both are built in the CLI's module context (BuildIn), whose server
+	// dependency is this same version.
+	TemporalServer = Tool{Name: "temporal-server", Module: "go.temporal.io/server/cmd/server", Version: "v1.29.1",
+		ModulePath: "go.temporal.io/server", Files: []string{"docker/config_template.yaml"}, BuildIn: temporalCLIModule}
+	TemporalSQLTool = Tool{Name: "temporal-sql-tool", Module: "go.temporal.io/server/cmd/tools/sql", Version: TemporalServer.Version,
+		BuildIn: temporalCLIModule}
 )
 
-// Lanes lists every pinned tool, in two sequences of builds of about equal
-// length that can run at once; the Temporal server and its schema tool share
-// a lane because they share a module.
-var Lanes = [][]Tool{{Temporal}, {VersityGW, TemporalServer, TemporalSQLTool}}
+const temporalCLIModule = "github.com/temporalio/cli@v1.5.1"
+
+// Lanes lists every pinned tool in sequences of builds that can run at once.
+// The Temporal server and its schema tool follow the CLI in its lane, so they
+// reuse the packages the CLI's build compiled.
+var Lanes = [][]Tool{{Temporal, TemporalServer, TemporalSQLTool}, {VersityGW}}
 
 // BinDir returns the directory tools are built into: $GRAFT_BIN_DIR, or
 // .bin/ at the root of the module that contains the working directory.
@@ -154,6 +165,12 @@ func (t Tool) Ensure(ctx context.Context) (string, error) {
 	if isExecutable(path) {
 		return path, nil
 	}
+	if t.BuildIn != "" {
+		if err := t.buildInContext(ctx, path); err != nil {
+			return "", err
+		}
+		return path, nil
+	}
 	// No symbol table or DWARF: nothing debugs these binaries, and the linker
 	// of a large one spends much of its time writing them.
 	cmd := exec.CommandContext(ctx, "go", "install", "-ldflags=-s -w", t.Module+"@"+t.Version)
@@ -162,15 +179,68 @@ func (t Tool) Ensure(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("build %s@%s: %w\n%s", t.Module, t.Version, err, out)
 	}
-	if t.Installs != "" && t.Installs != t.Name {
-		if err := os.Rename(filepath.Join(dir, t.Installs), path); err != nil {
-			return "", fmt.Errorf("build %s@%s: %w", t.Module, t.Version, err)
-		}
-	}
 	if !isExecutable(path) {
 		return "", fmt.Errorf("build %s@%s: no binary at %s", t.Module, t.Version, path)
 	}
 	return path, nil
+}
+
+// buildInContext builds t.Module into path in a module whose requirements
+// are t.BuildIn's: its go.mod (renamed) and go.sum, in a directory of the
+// build's own next to the binary.
+func (t Tool) buildInContext(ctx context.Context, path string) error {
+	dir, err := moduleDir(ctx, t.BuildIn)
+	if err != nil {
+		return fmt.Errorf("build %s: %w", t.Name, err)
+	}
+	work := filepath.Join(filepath.Dir(path), "module")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return fmt.Errorf("build %s: %w", t.Name, err)
+	}
+	gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		return fmt.Errorf("build %s: %w", t.Name, err)
+	}
+	gomod = moduleLine.ReplaceAll(gomod, []byte("module graft.local/tools/"+t.Name))
+	gosum, err := os.ReadFile(filepath.Join(dir, "go.sum"))
+	if err != nil {
+		return fmt.Errorf("build %s: %w", t.Name, err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "go.mod"), gomod, 0o644); err != nil {
+		return fmt.Errorf("build %s: %w", t.Name, err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "go.sum"), gosum, 0o644); err != nil {
+		return fmt.Errorf("build %s: %w", t.Name, err)
+	}
+	// -mod=mod: a package the context module's own build never needed may
+	// want a go.sum line the copy lacks.
+	cmd := exec.CommandContext(ctx, "go", "build", "-mod=mod", "-ldflags=-s -w", "-o", path+".tmp", t.Module)
+	cmd.Dir = work
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s@%s in %s: %w\n%s", t.Module, t.Version, t.BuildIn, err, out)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		return fmt.Errorf("build %s: %w", t.Name, err)
+	}
+	return nil
+}
+
+var moduleLine = regexp.MustCompile(`(?m)^module .*$`)
+
+// moduleDir returns the module cache directory of module (path@version),
+// downloading it if need be.
+func moduleDir(ctx context.Context, module string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", module)
+	cmd.Dir = os.TempDir() // outside any module
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("download %s: %w\n%s", module, err, out)
+	}
+	var mod struct{ Dir string }
+	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
+		return "", fmt.Errorf("download %s: no module directory in %q (%v)", module, out, err)
+	}
+	return mod.Dir, nil
 }
 
 // copyFiles copies t.Files from the module cache into dir.
@@ -178,18 +248,12 @@ func (t Tool) copyFiles(ctx context.Context, dir string) error {
 	if len(t.Files) == 0 {
 		return nil
 	}
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", t.ModulePath+"@"+t.Version)
-	cmd.Dir = os.TempDir() // outside any module: the tool's own module context
-	out, err := cmd.Output()
+	src, err := moduleDir(ctx, t.ModulePath+"@"+t.Version)
 	if err != nil {
-		return fmt.Errorf("build %s: download %s@%s: %w\n%s", t.Name, t.ModulePath, t.Version, err, out)
-	}
-	var mod struct{ Dir string }
-	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
-		return fmt.Errorf("build %s: download %s@%s: no module directory in %q (%v)", t.Name, t.ModulePath, t.Version, out, err)
+		return fmt.Errorf("build %s: %w", t.Name, err)
 	}
 	for _, f := range t.Files {
-		b, err := os.ReadFile(filepath.Join(mod.Dir, filepath.FromSlash(f)))
+		b, err := os.ReadFile(filepath.Join(src, filepath.FromSlash(f)))
 		if err != nil {
 			return fmt.Errorf("build %s: %w", t.Name, err)
 		}
