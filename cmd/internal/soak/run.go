@@ -107,6 +107,41 @@ func (r *runner) violate(rule, f string, args ...any) {
 	r.res.Violations = append(r.res.Violations, oracle.Violation{Rule: rule, Detail: fmt.Sprintf(f, args...)})
 }
 
+// violateUnlessDown files a violation of rule, unless err — the error of the call
+// that checked it — is the stack not answering: then the check had no answer to
+// judge, and the schedule is unjudged rather than violated.
+func (r *runner) violateUnlessDown(err error, rule, f string, args ...any) {
+	if stackDown(err) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.res.Err == nil {
+			r.res.Err = fmt.Errorf("check %s: the stack did not answer: %w", rule, err)
+		}
+		return
+	}
+	r.violate(rule, f, args...)
+}
+
+// stackDown reports whether err says Temporal did not answer: its frontend
+// unreachable or unavailable, a start left unanswered, or its namespace not served
+// (a dev server that has just restarted answers "Namespace default is not found"
+// until its caches are filled again).
+func stackDown(err error) bool {
+	if err == nil {
+		return false
+	}
+	var nsNotFound *serviceerror.NamespaceNotFound
+	var unavailable *serviceerror.Unavailable
+	var unanswered *client.UnansweredError
+	if errors.As(err, &nsNotFound) || errors.As(err, &unavailable) || errors.As(err, &unanswered) {
+		return true
+	}
+	m := err.Error()
+	return namespaceNotFound.MatchString(m) || strings.Contains(m, "connection refused")
+}
+
+var namespaceNotFound = regexp.MustCompile(`[Nn]amespace \S+ is not found`)
+
 func (r *runner) count(m map[string]int, k string) {
 	r.mu.Lock()
 	m[k]++
@@ -274,7 +309,7 @@ func (r *runner) setup() error {
 	res, err := r.gc.InitGraph(ctx, client.InitGraphRequest{Graph: r.graph, IdempotencyKey: key})
 	if err != nil || res.Outcome != outcome.Done {
 		if r.s.InitFaulted {
-			r.violate("init-rerun-adopts", "init re-run under its id after a faulted first run: %s, %v", res.Outcome, err)
+			r.violateUnlessDown(err, "init-rerun-adopts", "init re-run under its id after a faulted first run: %s, %v", res.Outcome, err)
 			return nil
 		}
 		return fmt.Errorf("init %s: %s, %w", r.graph, res.Outcome, err)
@@ -766,7 +801,7 @@ func (r *runner) endedDefinitively(ctx context.Context, id string, st enumspb.Wo
 		if r.recordedFailed(ctx, id) {
 			return
 		}
-		r.violate("op-ended-definitively", "workflow %s failed without a definitive outcome (and the ledger does not record it failed): %v", id, err)
+		r.violateUnlessDown(err, "op-ended-definitively", "workflow %s failed without a definitive outcome (and the ledger does not record it failed): %v", id, err)
 		return
 	}
 	r.violate("op-ended-definitively", "workflow %s ended %s", id, st)
@@ -798,7 +833,7 @@ func (r *runner) reconcile() error {
 	}
 	var res workflows.ReconcileResult
 	if err := run.Get(ctx, &res); err != nil {
-		r.violate("reconciler-ends", "graft.Reconcile over %s: %v", r.graph, err)
+		r.violateUnlessDown(err, "reconciler-ends", "graft.Reconcile over %s: %v", r.graph, err)
 	}
 	for _, s := range res.Settled {
 		if s.Parked {
@@ -824,7 +859,7 @@ func (r *runner) nextCleanup() {
 	defer cancel()
 	res, err := r.gc.Cleanup(ctx, client.CleanupRequest{Graph: r.graph, KeepNewest: 1000, Mode: workflows.CleanupModeMark})
 	if err != nil || res.Outcome != outcome.Done {
-		r.violate("next-cleanup-runs", "a mark-only cleanup after quiescence ended %s: %v", res.Outcome, err)
+		r.violateUnlessDown(err, "next-cleanup-runs", "a mark-only cleanup after quiescence ended %s: %v", res.Outcome, err)
 	}
 }
 
@@ -843,7 +878,7 @@ func (r *runner) namesAgain() {
 		res, err := r.gc.CreateBranch(ctx, client.CreateBranchRequest{Graph: r.graph, Branch: b})
 		cancel()
 		if err != nil || res.Outcome != outcome.Created {
-			r.violate("name-reusable", "branch %s is free but creating it again ended %s: %v", b, res.Outcome, err)
+			r.violateUnlessDown(err, "name-reusable", "branch %s is free but creating it again ended %s: %v", b, res.Outcome, err)
 		}
 	}
 }
