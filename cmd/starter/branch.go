@@ -8,7 +8,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/oklog/ulid/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/graftworks/graft/client"
@@ -30,22 +29,25 @@ func (a *app) branchCommand() *cobra.Command {
 
 // checkGraph validates a graph name locally with the workflows' own rules, so a
 // typo is invalid (exit 2) before anything is contacted.
-func checkGraph(graph string) error {
-	if err := format.ValidateGraphName(graph); err != nil {
-		return outcome.Errorf(outcome.Invalid, "", "%s", describeInvalid(err))
-	}
-	return nil
-}
+func checkGraph(graph string) error { return invalidName(format.ValidateGraphName(graph)) }
 
 // checkBranch validates a graph and a branch name the same way.
 func checkBranch(graph, branch string) error {
 	if err := checkGraph(graph); err != nil {
 		return err
 	}
-	if err := format.ValidateBranchName(branch); err != nil {
-		return outcome.Errorf(outcome.Invalid, "", "%s", describeInvalid(err))
+	return invalidName(format.ValidateBranchName(branch))
+}
+
+// checkTable validates a table name the same way.
+func checkTable(table string) error { return invalidName(format.ValidateTableName(table)) }
+
+// invalidName is a name's validation error as the outcome invalid.
+func invalidName(err error) error {
+	if err == nil {
+		return nil
 	}
-	return nil
+	return outcome.Errorf(outcome.Invalid, "", "%s", describeInvalid(err))
 }
 
 // inDoubtNext is the next step for a create of graph/branch that is settling.
@@ -84,22 +86,8 @@ request under a key already used.`,
 		Args: exactArgs("GRAPH", "BRANCH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Graph, req.Branch = args[0], args[1]
-			if err := checkBranch(req.Graph, req.Branch); err != nil {
-				return err
-			}
-			if err := checkSource(req); err != nil {
-				return err
-			}
-			if detach && final {
-				return usageError{errors.New("--detach and --wait-settled are mutually exclusive")}
-			}
-			if err := req.Validate(); err != nil {
-				return err
-			}
-			if req.IdempotencyKey == "" {
-				req.IdempotencyKey = ulid.Make().String()
-			}
-			c, err := a.client(cmd.Context())
+			c, err := a.begin(cmd.Context(), &req.IdempotencyKey, checkBranch(req.Graph, req.Branch), checkSource(req),
+				notBoth(detach && final, "--detach", "--wait-settled"), req.Validate())
 			if err != nil {
 				return err
 			}
@@ -107,7 +95,6 @@ request under a key already used.`,
 			if err != nil {
 				return err
 			}
-			a.startedOp = req.IdempotencyKey
 			if detach {
 				st := startedCreate{Graph: req.Graph, Branch: req.Branch, OpID: req.IdempotencyKey, WorkflowID: h.WorkflowID, RunID: h.RunID}
 				return a.emit(cmd, st, func(w io.Writer) error {
@@ -116,12 +103,7 @@ request under a key already used.`,
 					return err
 				})
 			}
-			var res workflows.CreateBranchResult
-			if final {
-				res, err = h.WaitFinal(cmd.Context())
-			} else {
-				res, err = h.WaitCreateBranch(cmd.Context())
-			}
+			res, err := waitFor(cmd.Context(), final, h.WaitCreateBranch, h.WaitFinal)
 			if h.Attached(res) && a.cfg.Output == outputText {
 				fmt.Fprintf(a.stderr, "graft: a create of %s in %s was already running as operation %s: this command followed it, "+
 					"and operation %s was not started\n", req.Branch, req.Graph, res.OpID, req.IdempotencyKey)
@@ -211,10 +193,7 @@ already landed. --no-wait returns once the signal is delivered.`,
 		Args: exactArgs("GRAPH", "BRANCH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			graph, branch := args[0], args[1]
-			if err := checkBranch(graph, branch); err != nil {
-				return err
-			}
-			c, err := a.client(cmd.Context())
+			c, err := a.clientAfter(cmd.Context(), checkBranch(graph, branch))
 			if err != nil {
 				return err
 			}
@@ -257,10 +236,7 @@ func (a *app) branchListCommand() *cobra.Command {
 		Args:  exactArgs("GRAPH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			graph := args[0]
-			if err := checkGraph(graph); err != nil {
-				return err
-			}
-			store, err := a.openStore(cmd.Context())
+			store, err := a.storeAfter(cmd.Context(), checkGraph(graph))
 			if err != nil {
 				return err
 			}
@@ -290,10 +266,7 @@ func (a *app) branchShowCommand() *cobra.Command {
 		Args:  exactArgs("GRAPH", "BRANCH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			graph, branch := args[0], args[1]
-			if err := checkBranch(graph, branch); err != nil {
-				return err
-			}
-			store, err := a.openStore(cmd.Context())
+			store, err := a.storeAfter(cmd.Context(), checkBranch(graph, branch))
 			if err != nil {
 				return err
 			}
@@ -339,23 +312,13 @@ name the candidates when a branch needs repair (they report a conflict).`,
 		Args: exactArgs("GRAPH", "BRANCH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Graph, req.Branch = args[0], args[1]
-			if err := checkBranch(req.Graph, req.Branch); err != nil {
-				return err
-			}
+			var keep error
 			if req.Keep == "" {
-				return usageError{errors.New("--keep NATIVE is required: the incarnation to keep live")}
+				keep = usageError{errors.New("--keep NATIVE is required: the incarnation to keep live")}
+			} else if err := format.ValidateNative(req.Keep); err != nil {
+				keep = outcome.Errorf(outcome.Invalid, "", "--keep: %s", describeInvalid(err))
 			}
-			if err := format.ValidateNative(req.Keep); err != nil {
-				return outcome.Errorf(outcome.Invalid, "", "--keep: %s", describeInvalid(err))
-			}
-			if err := req.Validate(); err != nil {
-				return err
-			}
-			if req.IdempotencyKey == "" {
-				req.IdempotencyKey = ulid.Make().String()
-			}
-			a.startedOp = req.IdempotencyKey
-			c, err := a.client(cmd.Context())
+			c, err := a.begin(cmd.Context(), &req.IdempotencyKey, checkBranch(req.Graph, req.Branch), keep, req.Validate())
 			if err != nil {
 				return err
 			}
@@ -398,21 +361,12 @@ their commits. A branch whose create is still settling is a conflict too.`,
 		Args: exactArgs("GRAPH", "BRANCH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Graph, req.Branch = args[0], args[1]
-			if err := checkBranch(req.Graph, req.Branch); err != nil {
-				return err
-			}
+			var isMain error
 			if req.Branch == graph.DefaultBranch {
-				return withNext(outcome.Errorf(outcome.Invalid, "", "%s cannot be deleted: it is every graph's default branch", req.Branch),
+				isMain = withNext(outcome.Errorf(outcome.Invalid, "", "%s cannot be deleted: it is every graph's default branch", req.Branch),
 					"restore main to an earlier commit instead: `graft restore %s main --commit C` or `--tag T`", req.Graph)
 			}
-			if err := checkOpKey(req.IdempotencyKey); err != nil {
-				return err
-			}
-			if req.IdempotencyKey == "" {
-				req.IdempotencyKey = ulid.Make().String()
-			}
-			a.startedOp = req.IdempotencyKey
-			c, err := a.client(cmd.Context())
+			c, err := a.begin(cmd.Context(), &req.IdempotencyKey, checkBranch(req.Graph, req.Branch), isMain, checkOpKey(req.IdempotencyKey))
 			if err != nil {
 				return err
 			}

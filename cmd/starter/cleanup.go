@@ -504,10 +504,7 @@ func (a *app) schedulePauseCommand(pause bool) *cobra.Command {
 		Args:  exactArgs("GRAPH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			graph := args[0]
-			if err := checkGraph(graph); err != nil {
-				return err
-			}
-			c, err := a.client(cmd.Context())
+			c, err := a.clientAfter(cmd.Context(), checkGraph(graph))
 			if err != nil {
 				return err
 			}
@@ -528,10 +525,7 @@ func (a *app) scheduleSimpleCommand(verb, short string, do func(context.Context,
 		Args:  exactArgs("GRAPH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			graph := args[0]
-			if err := checkGraph(graph); err != nil {
-				return err
-			}
-			c, err := a.client(cmd.Context())
+			c, err := a.clientAfter(cmd.Context(), checkGraph(graph))
 			if err != nil {
 				return err
 			}
@@ -554,10 +548,7 @@ func (a *app) scheduleDescribeCommand() *cobra.Command {
 		Args:  exactArgs("GRAPH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			graph := args[0]
-			if err := checkGraph(graph); err != nil {
-				return err
-			}
-			c, err := a.client(cmd.Context())
+			c, err := a.clientAfter(cmd.Context(), checkGraph(graph))
 			if err != nil {
 				return err
 			}

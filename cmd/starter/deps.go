@@ -178,6 +178,23 @@ func (a *app) temporalNote() string {
 // store directory that does not exist is an error naming where the setting
 // came from — the CLI never creates one (a relative default would create it
 // in whatever directory the command ran in).
+// clientAfter returns the command's client once its local check passed: a
+// failed check is the command's error, before anything is contacted.
+func (a *app) clientAfter(ctx context.Context, check error) (*client.Client, error) {
+	if check != nil {
+		return nil, check
+	}
+	return a.client(ctx)
+}
+
+// storeAfter returns the command's store once its local check passed.
+func (a *app) storeAfter(ctx context.Context, check error) (storage.Store, error) {
+	if check != nil {
+		return nil, check
+	}
+	return a.openStore(ctx)
+}
+
 func (a *app) openStore(ctx context.Context) (storage.Store, error) {
 	if a.store != nil {
 		return a.store, nil

@@ -35,10 +35,7 @@ where cleanup reclaimed older commits.`,
 		Args: exactArgs("GRAPH", "BRANCH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			graph, branch := args[0], args[1]
-			if err := checkBranch(graph, branch); err != nil {
-				return err
-			}
-			store, err := a.openStore(cmd.Context())
+			store, err := a.storeAfter(cmd.Context(), checkBranch(graph, branch))
 			if err != nil {
 				return err
 			}
@@ -101,10 +98,7 @@ table), removed (only FROM does) and changed (they pin different versions).
 		Args: exactArgs("GRAPH", "FROM", "TO"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			graph := args[0]
-			if err := checkGraph(graph); err != nil {
-				return err
-			}
-			store, err := a.openStore(cmd.Context())
+			store, err := a.storeAfter(cmd.Context(), checkGraph(graph))
 			if err != nil {
 				return err
 			}
@@ -150,10 +144,7 @@ that a branch names an object that was deleted.
 		Args: exactArgs("GRAPH", "REF", "TABLE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			graph := args[0]
-			if err := checkGraph(graph); err != nil {
-				return err
-			}
-			store, err := a.openStore(cmd.Context())
+			store, err := a.storeAfter(cmd.Context(), checkGraph(graph))
 			if err != nil {
 				return err
 			}

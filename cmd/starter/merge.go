@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -43,31 +44,13 @@ head is that commit.`,
 		Args: exactArgs("GRAPH", "SOURCE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Graph, req.Source = args[0], args[1]
-			if err := checkBranch(req.Graph, req.Source); err != nil {
-				return err
-			}
-			if err := checkBranchFlag("--into", req.Target); err != nil {
-				return err
-			}
+			var itself error
 			if req.Source == req.Target {
-				return outcome.Errorf(outcome.Invalid, "", "cannot merge %q into itself; name another target with --into", req.Source)
+				itself = outcome.Errorf(outcome.Invalid, "", "cannot merge %q into itself; name another target with --into", req.Source)
 			}
-			if err := checkCommitFlag("--expected-head", req.ExpectedHead); err != nil {
-				return err
-			}
-			if err := checkCommitText(req.Author, req.Message); err != nil {
-				return err
-			}
-			if err := checkOpKey(req.IdempotencyKey); err != nil {
-				return err
-			}
-			if err := req.Validate(); err != nil {
-				return err
-			}
-			if req.IdempotencyKey == "" {
-				req.IdempotencyKey = ulid.Make().String()
-			}
-			c, err := a.client(cmd.Context())
+			c, err := a.begin(cmd.Context(), &req.IdempotencyKey, checkBranch(req.Graph, req.Source), checkBranchFlag("--into", req.Target),
+				itself, checkCommitFlag("--expected-head", req.ExpectedHead), checkCommitText(req.Author, req.Message),
+				checkOpKey(req.IdempotencyKey), req.Validate())
 			if err != nil {
 				return err
 			}
@@ -75,13 +58,7 @@ head is that commit.`,
 			if err != nil {
 				return err
 			}
-			a.startedOp = h.OpID
-			var res workflows.MergeResult
-			if final {
-				res, err = h.WaitFinal(cmd.Context())
-			} else {
-				res, err = h.Wait(cmd.Context())
-			}
+			res, err := waitFor(cmd.Context(), final, h.Wait, h.WaitFinal)
 			if err != nil {
 				return mergeError(req, res, err)
 			}
@@ -241,6 +218,40 @@ func checkCommitText(author, message string) error {
 	}
 	if err := format.ValidateMessage(message); err != nil {
 		return outcome.Errorf(outcome.Invalid, "", "--message: %s", describeInvalid(err))
+	}
+	return nil
+}
+
+// begin ends a mutating command's local checks: the first failed check, in
+// order, is the command's error, so nothing is contacted. Otherwise the request
+// gets a fresh operation id when it has none — the operation the command
+// reports if it is interrupted (refineNext) — and the command its client.
+func (a *app) begin(ctx context.Context, key *string, checks ...error) (*client.Client, error) {
+	for _, err := range checks {
+		if err != nil {
+			return nil, err
+		}
+	}
+	if *key == "" {
+		*key = ulid.Make().String()
+	}
+	a.startedOp = *key
+	return a.client(ctx)
+}
+
+// waitFor waits for a started operation's outcome: the first definitive one, or
+// with --wait-settled (final) the outcome after any in-doubt settle.
+func waitFor[R any](ctx context.Context, final bool, wait, waitFinal func(context.Context) (R, error)) (R, error) {
+	if final {
+		return waitFinal(ctx)
+	}
+	return wait(ctx)
+}
+
+// notBoth is the usage error for two flags given together that exclude each other.
+func notBoth(both bool, a, b string) error {
+	if both {
+		return usageError{fmt.Errorf("%s and %s are mutually exclusive", a, b)}
 	}
 	return nil
 }

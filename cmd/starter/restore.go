@@ -6,12 +6,10 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/oklog/ulid/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/graftworks/graft/client"
 	"github.com/graftworks/graft/client/outcome"
-	"github.com/graftworks/graft/workflows"
 )
 
 func (a *app) restoreCommand() *cobra.Command {
@@ -37,31 +35,15 @@ makes the restore a conflict (exit 5) unless BRANCH's head is that commit.`,
 		Args: exactArgs("GRAPH", "BRANCH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Graph, req.Branch = args[0], args[1]
-			if err := checkBranch(req.Graph, req.Branch); err != nil {
-				return err
-			}
+			var which error
 			if (req.ToCommit == "") == (req.ToTag == "") {
-				return usageError{errors.New("give exactly one of --commit and --tag: the commit to restore")}
+				which = usageError{errors.New("give exactly one of --commit and --tag: the commit to restore")}
 			}
-			if req.NoBackup && req.BackupTag != "" {
-				return usageError{errors.New("--no-backup and --backup-tag are mutually exclusive")}
-			}
-			for _, err := range []error{
+			c, err := a.begin(cmd.Context(), &req.IdempotencyKey, checkBranch(req.Graph, req.Branch), which,
+				notBoth(req.NoBackup && req.BackupTag != "", "--no-backup", "--backup-tag"),
 				checkCommitFlag("--commit", req.ToCommit), checkTagFlag("--tag", req.ToTag),
 				checkCommitFlag("--expected-head", req.ExpectedHead), checkTagFlag("--backup-tag", req.BackupTag),
-				checkCommitText(req.Author, req.Message), checkOpKey(req.IdempotencyKey),
-			} {
-				if err != nil {
-					return err
-				}
-			}
-			if err := req.Validate(); err != nil {
-				return err
-			}
-			if req.IdempotencyKey == "" {
-				req.IdempotencyKey = ulid.Make().String()
-			}
-			c, err := a.client(cmd.Context())
+				checkCommitText(req.Author, req.Message), checkOpKey(req.IdempotencyKey), req.Validate())
 			if err != nil {
 				return err
 			}
@@ -69,13 +51,7 @@ makes the restore a conflict (exit 5) unless BRANCH's head is that commit.`,
 			if err != nil {
 				return err
 			}
-			a.startedOp = h.OpID
-			var res workflows.RestoreResult
-			if final {
-				res, err = h.WaitFinal(cmd.Context())
-			} else {
-				res, err = h.Wait(cmd.Context())
-			}
+			res, err := waitFor(cmd.Context(), final, h.Wait, h.WaitFinal)
 			if err != nil {
 				return restoreError(req, err)
 			}

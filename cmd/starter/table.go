@@ -5,13 +5,10 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/oklog/ulid/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/graftworks/graft/client"
 	"github.com/graftworks/graft/client/outcome"
-	"github.com/graftworks/graft/internal/format"
-	"github.com/graftworks/graft/workflows"
 )
 
 func (a *app) tableCommand() *cobra.Command {
@@ -57,23 +54,8 @@ given.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Graph, req.Branch, req.Table, req.Files = args[0], args[1], args[2], args[3:]
-			if err := checkBranch(req.Graph, req.Branch); err != nil {
-				return err
-			}
-			if err := format.ValidateTableName(req.Table); err != nil {
-				return outcome.Errorf(outcome.Invalid, "", "%s", describeInvalid(err))
-			}
-			if detach && final {
-				return usageError{errors.New("--detach and --wait-settled are mutually exclusive")}
-			}
-			if err := req.Validate(); err != nil {
-				return err
-			}
-			if req.IdempotencyKey == "" {
-				req.IdempotencyKey = ulid.Make().String()
-			}
-			a.startedOp = req.IdempotencyKey
-			c, err := a.client(cmd.Context())
+			c, err := a.begin(cmd.Context(), &req.IdempotencyKey, checkBranch(req.Graph, req.Branch), checkTable(req.Table),
+				notBoth(detach && final, "--detach", "--wait-settled"), req.Validate())
 			if err != nil {
 				return err
 			}
@@ -94,12 +76,7 @@ given.`,
 					return err
 				})
 			}
-			var res workflows.WriteTableResult
-			if final {
-				res, err = h.WaitFinal(cmd.Context())
-			} else {
-				res, err = h.Wait(cmd.Context())
-			}
+			res, err := waitFor(cmd.Context(), final, h.Wait, h.WaitFinal)
 			if err != nil {
 				return tableWriteError(req, err)
 			}

@@ -7,7 +7,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/oklog/ulid/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/graftworks/graft/client"
@@ -32,10 +31,7 @@ func checkTag(graph, name string) error {
 	if err := checkGraph(graph); err != nil {
 		return err
 	}
-	if err := format.ValidateTagName(name); err != nil {
-		return outcome.Errorf(outcome.Invalid, "", "%s", describeInvalid(err))
-	}
-	return nil
+	return invalidName(format.ValidateTagName(name))
 }
 
 func (a *app) tagCreateCommand() *cobra.Command {
@@ -51,31 +47,15 @@ answered ambiguously and the workflow is settling it.`,
 		Args: exactArgs("GRAPH", "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Graph, req.Name = args[0], args[1]
-			if err := checkTag(req.Graph, req.Name); err != nil {
-				return err
-			}
+			var which, branch error
 			if req.Commit != "" && req.Branch != "" {
-				return usageError{errors.New("give at most one of --commit and --branch")}
-			}
-			if err := checkCommitFlag("--commit", req.Commit); err != nil {
-				return err
+				which = usageError{errors.New("give at most one of --commit and --branch")}
 			}
 			if req.Branch != "" {
-				if err := checkBranchFlag("--branch", req.Branch); err != nil {
-					return err
-				}
+				branch = checkBranchFlag("--branch", req.Branch)
 			}
-			if err := checkOpKey(req.IdempotencyKey); err != nil {
-				return err
-			}
-			if err := req.Validate(); err != nil {
-				return err
-			}
-			if req.IdempotencyKey == "" {
-				req.IdempotencyKey = ulid.Make().String()
-			}
-			a.startedOp = req.IdempotencyKey
-			c, err := a.client(cmd.Context())
+			c, err := a.begin(cmd.Context(), &req.IdempotencyKey, checkTag(req.Graph, req.Name), which,
+				checkCommitFlag("--commit", req.Commit), branch, checkOpKey(req.IdempotencyKey), req.Validate())
 			if err != nil {
 				return err
 			}
@@ -130,10 +110,7 @@ func (a *app) tagListCommand() *cobra.Command {
 		Args:  exactArgs("GRAPH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			graph := args[0]
-			if err := checkGraph(graph); err != nil {
-				return err
-			}
-			store, err := a.openStore(cmd.Context())
+			store, err := a.storeAfter(cmd.Context(), checkGraph(graph))
 			if err != nil {
 				return err
 			}
@@ -165,10 +142,7 @@ func (a *app) tagShowCommand() *cobra.Command {
 		Args:  exactArgs("GRAPH", "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			graph, name := args[0], args[1]
-			if err := checkTag(graph, name); err != nil {
-				return err
-			}
-			store, err := a.openStore(cmd.Context())
+			store, err := a.storeAfter(cmd.Context(), checkTag(graph, name))
 			if err != nil {
 				return err
 			}
@@ -214,17 +188,7 @@ not_found (exit 6) when there is no such tag or it was deleted already.`,
 		Args: exactArgs("GRAPH", "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Graph, req.Name = args[0], args[1]
-			if err := checkTag(req.Graph, req.Name); err != nil {
-				return err
-			}
-			if err := checkOpKey(req.IdempotencyKey); err != nil {
-				return err
-			}
-			if req.IdempotencyKey == "" {
-				req.IdempotencyKey = ulid.Make().String()
-			}
-			a.startedOp = req.IdempotencyKey
-			c, err := a.client(cmd.Context())
+			c, err := a.begin(cmd.Context(), &req.IdempotencyKey, checkTag(req.Graph, req.Name), checkOpKey(req.IdempotencyKey))
 			if err != nil {
 				return err
 			}
