@@ -122,15 +122,6 @@ func logEntry(c graph.CommitView) LogEntry {
 	return e
 }
 
-// ResolveRef finds the commit ref names.
-func (r *Reader) ResolveRef(ctx context.Context, graphName string, ref Ref) (ResolvedRef, error) {
-	c, err := r.resolve(ctx, graphName, ref)
-	if err != nil {
-		return ResolvedRef{}, err
-	}
-	return c.ref, nil
-}
-
 type resolvedCommit struct {
 	ref    ResolvedRef
 	commit graph.CommitView

@@ -2,8 +2,6 @@ package client
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -244,11 +242,6 @@ func (c *Client) waitClosed(ctx context.Context, workflowID, runID, opID string)
 	run := c.tc.GetWorkflow(ctx, workflowID, runID)
 	_, err := await[json.RawMessage](ctx, c, waitTarget{workflowID: workflowID, runID: runID, opID: opID, run: run}, nil)
 	return err
-}
-
-func sha256Hex(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
 }
 
 // WithClient returns Ops over the same ledger connections that waits and

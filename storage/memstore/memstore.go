@@ -64,9 +64,6 @@ type Option func(*Store)
 // Defaults to no minimum part size and S3's part count and size limits.
 func WithMultipartLimits(l storage.MultipartLimits) Option { return func(s *Store) { s.limits = l } }
 
-// WithClock sets the clock behind LastModified and Initiated. Defaults to time.Now.
-func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
-
 // New returns an empty store.
 func New(opts ...Option) *Store {
 	s := &Store{
