@@ -448,23 +448,42 @@ func (f fault) lost(op Op, key string, innerErr error) error {
 		fmt.Errorf("%w by rule %q: answer lost after send (inner result: %s)", ErrInjected, f.rule, inner))
 }
 
+// through sends one request of op through the fault decided for it: failed
+// before send or refused, held (a put, when hold is given), sent with its
+// answer lost, or sent and answered. keys are what rules match (default key).
+func through[T any](ctx context.Context, s *Store, op Op, key string, keys []string, body []byte, hold func(rule string), send func() (T, error)) (T, error) {
+	var zero T
+	if keys == nil {
+		keys = []string{key}
+	}
+	f := s.decide(op, keys, body)
+	if err := s.wait(ctx, f, op, key); err != nil {
+		return zero, err
+	}
+	switch {
+	case f.mode == FailBeforeSend, f.mode == Refuse:
+		return zero, f.failure(op, key)
+	case f.mode == ApplyLoseAnswer:
+		_, err := send()
+		return zero, f.lost(op, key, err)
+	case f.mode == Hold && hold != nil:
+		hold(f.rule)
+		return zero, f.failure(op, key)
+	}
+	return send()
+}
+
+// noValue adapts a call that answers only an error to through.
+func noValue(call func() error) func() (struct{}, error) {
+	return func() (struct{}, error) { return struct{}{}, call() }
+}
+
 // Get implements storage.Store.
 func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
 	if err := validKey(OpGet, key); err != nil {
 		return storage.Object{}, err
 	}
-	f := s.decide(OpGet, []string{key}, nil)
-	if err := s.wait(ctx, f, OpGet, key); err != nil {
-		return storage.Object{}, err
-	}
-	switch f.mode {
-	case FailBeforeSend, Refuse:
-		return storage.Object{}, f.failure(OpGet, key)
-	case ApplyLoseAnswer:
-		_, err := s.inner.Get(ctx, key)
-		return storage.Object{}, f.lost(OpGet, key, err)
-	}
-	return s.inner.Get(ctx, key)
+	return through(ctx, s, OpGet, key, nil, nil, nil, func() (storage.Object, error) { return s.inner.Get(ctx, key) })
 }
 
 // Head implements storage.Store.
@@ -472,18 +491,7 @@ func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error
 	if err := validKey(OpHead, key); err != nil {
 		return storage.ObjectInfo{}, err
 	}
-	f := s.decide(OpHead, []string{key}, nil)
-	if err := s.wait(ctx, f, OpHead, key); err != nil {
-		return storage.ObjectInfo{}, err
-	}
-	switch f.mode {
-	case FailBeforeSend, Refuse:
-		return storage.ObjectInfo{}, f.failure(OpHead, key)
-	case ApplyLoseAnswer:
-		_, err := s.inner.Head(ctx, key)
-		return storage.ObjectInfo{}, f.lost(OpHead, key, err)
-	}
-	return s.inner.Head(ctx, key)
+	return through(ctx, s, OpHead, key, nil, nil, nil, func() (storage.ObjectInfo, error) { return s.inner.Head(ctx, key) })
 }
 
 // Put implements storage.Store.
@@ -495,21 +503,8 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.P
 		return storage.PutResult{}, &storage.Error{Op: string(OpPut), Key: key, Code: storage.CodeInvalidArgument,
 			Err: errors.New("IfNoneMatch and IfMatch both set")}
 	}
-	f := s.decide(OpPut, []string{key}, body)
-	if err := s.wait(ctx, f, OpPut, key); err != nil {
-		return storage.PutResult{}, err
-	}
-	switch f.mode {
-	case FailBeforeSend, Refuse:
-		return storage.PutResult{}, f.failure(OpPut, key)
-	case ApplyLoseAnswer:
-		_, err := s.inner.Put(ctx, key, body, opts)
-		return storage.PutResult{}, f.lost(OpPut, key, err)
-	case Hold:
-		s.hold(key, body, opts, f.rule)
-		return storage.PutResult{}, f.failure(OpPut, key)
-	}
-	return s.inner.Put(ctx, key, body, opts)
+	hold := func(rule string) { s.hold(key, body, opts, rule) }
+	return through(ctx, s, OpPut, key, nil, body, hold, func() (storage.PutResult, error) { return s.inner.Put(ctx, key, body, opts) })
 }
 
 // List implements storage.Store. For rules and counts its key is opts.Prefix.
@@ -518,18 +513,7 @@ func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.Lis
 		return storage.ListPage{}, &storage.Error{Op: string(OpList), Key: opts.Prefix, Code: storage.CodeInvalidArgument,
 			Err: fmt.Errorf("limit %d outside 1..1000", opts.Limit)}
 	}
-	f := s.decide(OpList, []string{opts.Prefix}, nil)
-	if err := s.wait(ctx, f, OpList, opts.Prefix); err != nil {
-		return storage.ListPage{}, err
-	}
-	switch f.mode {
-	case FailBeforeSend, Refuse:
-		return storage.ListPage{}, f.failure(OpList, opts.Prefix)
-	case ApplyLoseAnswer:
-		_, err := s.inner.List(ctx, opts)
-		return storage.ListPage{}, f.lost(OpList, opts.Prefix, err)
-	}
-	return s.inner.List(ctx, opts)
+	return through(ctx, s, OpList, opts.Prefix, nil, nil, nil, func() (storage.ListPage, error) { return s.inner.List(ctx, opts) })
 }
 
 // Delete implements storage.Store.
@@ -537,17 +521,8 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := validKey(OpDelete, key); err != nil {
 		return err
 	}
-	f := s.decide(OpDelete, []string{key}, nil)
-	if err := s.wait(ctx, f, OpDelete, key); err != nil {
-		return err
-	}
-	switch f.mode {
-	case FailBeforeSend, Refuse:
-		return f.failure(OpDelete, key)
-	case ApplyLoseAnswer:
-		return f.lost(OpDelete, key, s.inner.Delete(ctx, key))
-	}
-	return s.inner.Delete(ctx, key)
+	_, err := through(ctx, s, OpDelete, key, nil, nil, nil, noValue(func() error { return s.inner.Delete(ctx, key) }))
+	return err
 }
 
 // DeleteBatch implements storage.Store. A fault applies to the whole batch;
@@ -562,15 +537,6 @@ func (s *Store) DeleteBatch(ctx context.Context, keys []string) error {
 			return err
 		}
 	}
-	f := s.decide(OpDeleteBatch, keys, nil)
-	if err := s.wait(ctx, f, OpDeleteBatch, ""); err != nil {
-		return err
-	}
-	switch f.mode {
-	case FailBeforeSend, Refuse:
-		return f.failure(OpDeleteBatch, "")
-	case ApplyLoseAnswer:
-		return f.lost(OpDeleteBatch, "", s.inner.DeleteBatch(ctx, keys))
-	}
-	return s.inner.DeleteBatch(ctx, keys)
+	_, err := through(ctx, s, OpDeleteBatch, "", keys, nil, nil, noValue(func() error { return s.inner.DeleteBatch(ctx, keys) }))
+	return err
 }

@@ -47,77 +47,52 @@ func (s *Store) MultipartLimits() storage.MultipartLimits {
 	return storage.MultipartLimits{}
 }
 
-// multipartFault runs the common part of every multipart write: validate,
-// record, wait, and fail before sending when the fault says so. It returns
-// the fault for the caller to apply after sending.
-func (s *Store) multipartFault(ctx context.Context, op Op, key string) (storage.Multipart, fault, error) {
+// multipartOf validates key and returns the inner store's multipart uploads.
+func (s *Store) multipartOf(op Op, key string) (storage.Multipart, error) {
 	if err := validKey(op, key); err != nil {
-		return nil, fault{}, err
+		return nil, err
 	}
-	m, err := s.innerMultipart(op, key)
-	if err != nil {
-		return nil, fault{}, err
-	}
-	f := s.decide(op, []string{key}, nil)
-	if err := s.wait(ctx, f, op, key); err != nil {
-		return nil, fault{}, err
-	}
-	switch f.mode {
-	case FailBeforeSend, Refuse:
-		return nil, fault{}, f.failure(op, key)
-	}
-	return m, f, nil
+	return s.innerMultipart(op, key)
 }
 
 // CreateMultipart implements storage.Multipart.
 func (s *Store) CreateMultipart(ctx context.Context, key string) (string, error) {
-	m, f, err := s.multipartFault(ctx, OpCreateMultipart, key)
+	m, err := s.multipartOf(OpCreateMultipart, key)
 	if err != nil {
 		return "", err
 	}
-	id, err := m.CreateMultipart(ctx, key)
-	if f.mode == ApplyLoseAnswer {
-		return "", f.lost(OpCreateMultipart, key, err)
-	}
-	return id, err
+	return through(ctx, s, OpCreateMultipart, key, nil, nil, nil, func() (string, error) { return m.CreateMultipart(ctx, key) })
 }
 
 // UploadPart implements storage.Multipart.
 func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int, body io.ReadSeeker, size int64) (storage.Part, error) {
-	m, f, err := s.multipartFault(ctx, OpUploadPart, key)
+	m, err := s.multipartOf(OpUploadPart, key)
 	if err != nil {
 		return storage.Part{}, err
 	}
-	p, err := m.UploadPart(ctx, key, uploadID, number, body, size)
-	if f.mode == ApplyLoseAnswer {
-		return storage.Part{}, f.lost(OpUploadPart, key, err)
-	}
-	return p, err
+	return through(ctx, s, OpUploadPart, key, nil, nil, nil, func() (storage.Part, error) {
+		return m.UploadPart(ctx, key, uploadID, number, body, size)
+	})
 }
 
 // CompleteMultipart implements storage.Multipart.
 func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, parts []storage.Part) (storage.PutResult, error) {
-	m, f, err := s.multipartFault(ctx, OpCompleteMultipart, key)
+	m, err := s.multipartOf(OpCompleteMultipart, key)
 	if err != nil {
 		return storage.PutResult{}, err
 	}
-	res, err := m.CompleteMultipart(ctx, key, uploadID, parts)
-	if f.mode == ApplyLoseAnswer {
-		return storage.PutResult{}, f.lost(OpCompleteMultipart, key, err)
-	}
-	return res, err
+	return through(ctx, s, OpCompleteMultipart, key, nil, nil, nil, func() (storage.PutResult, error) {
+		return m.CompleteMultipart(ctx, key, uploadID, parts)
+	})
 }
 
 // AbortMultipart implements storage.Multipart.
 func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error {
-	m, f, err := s.multipartFault(ctx, OpAbortMultipart, key)
+	m, err := s.multipartOf(OpAbortMultipart, key)
 	if err != nil {
 		return err
 	}
-	err = m.AbortMultipart(ctx, key, uploadID)
-	if f.mode == ApplyLoseAnswer {
-		return f.lost(OpAbortMultipart, key, err)
-	}
+	_, err = through(ctx, s, OpAbortMultipart, key, nil, nil, nil, noValue(func() error { return m.AbortMultipart(ctx, key, uploadID) }))
 	return err
 }
 
@@ -131,16 +106,5 @@ func (s *Store) ListMultipart(ctx context.Context, opts storage.ListMultipartOpt
 	if err != nil {
 		return storage.MultipartPage{}, err
 	}
-	f := s.decide(OpListMultipart, []string{opts.Prefix}, nil)
-	if err := s.wait(ctx, f, OpListMultipart, opts.Prefix); err != nil {
-		return storage.MultipartPage{}, err
-	}
-	switch f.mode {
-	case FailBeforeSend, Refuse:
-		return storage.MultipartPage{}, f.failure(OpListMultipart, opts.Prefix)
-	case ApplyLoseAnswer:
-		_, err := m.ListMultipart(ctx, opts)
-		return storage.MultipartPage{}, f.lost(OpListMultipart, opts.Prefix, err)
-	}
-	return m.ListMultipart(ctx, opts)
+	return through(ctx, s, OpListMultipart, opts.Prefix, nil, nil, nil, func() (storage.MultipartPage, error) { return m.ListMultipart(ctx, opts) })
 }
