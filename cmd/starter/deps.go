@@ -123,6 +123,15 @@ func (a *app) storeDown() string {
 // ops opens the ledger at $DATABASE_URL (--db-schema). withTemporal also
 // dials Temporal, so waits and the views can ask the workflows; when
 // Temporal does not answer, the ledger-only Ops is returned and tcErr says why.
+// ledgerAfter returns the ledger's operations, without Temporal, once the
+// command's local check passed.
+func (a *app) ledgerAfter(ctx context.Context, check error) (*client.Ops, error) {
+	if check != nil {
+		return nil, check
+	}
+	return a.ops(ctx, false)
+}
+
 func (a *app) ops(ctx context.Context, withTemporal bool) (*client.Ops, error) {
 	if a.ledger == nil {
 		ops, err := client.OpenOps(ctx, client.LedgerConfig{DatabaseURL: a.cfg.DatabaseURL, Schema: a.cfg.DBSchema, MaxConns: 2}, nil)

@@ -89,10 +89,7 @@ then reclaim the keys as it judges them. An unfinished operation is refused
 (conflict): its end decides its pins. Releasing twice releases nothing.`,
 		Args: exactArgs("OP_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOpID(args[0]); err != nil {
-				return err
-			}
-			ops, err := a.ops(cmd.Context(), false)
+			ops, err := a.ledgerAfter(cmd.Context(), checkOpID(args[0]))
 			if err != nil {
 				return err
 			}

@@ -207,10 +207,7 @@ func (a *app) opShowCommand() *cobra.Command {
 		Short: "Show one operation from the ledger; an unfinished one with its phase and what it waits for",
 		Args:  exactArgs("OP_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOpID(args[0]); err != nil {
-				return err
-			}
-			ops, err := a.ops(cmd.Context(), false)
+			ops, err := a.ledgerAfter(cmd.Context(), checkOpID(args[0]))
 			if err != nil {
 				return err
 			}
@@ -251,10 +248,7 @@ func (a *app) opWaitCommand() *cobra.Command {
 operation and exits with its outcome's exit code (docs/outcomes.md).`,
 		Args: exactArgs("OP_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOpID(args[0]); err != nil {
-				return err
-			}
-			ops, err := a.ops(cmd.Context(), false)
+			ops, err := a.ledgerAfter(cmd.Context(), checkOpID(args[0]))
 			if err != nil {
 				return err
 			}
