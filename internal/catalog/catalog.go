@@ -312,6 +312,25 @@ func lockNameRoot(ctx context.Context, tx pgx.Tx, graph, logical string) error {
 }
 
 // wrap prefixes a translated error with a short verb phrase.
+// querier is what runs a query: the pool, or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// queryAll runs a query on q and scans every row it returns; a failure of
+// either is wrapped with what.
+func queryAll[T any](ctx context.Context, c *Catalog, q querier, what string, scan func(pgx.Row) (T, error), sql string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, c.wrap(what, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (T, error) { return scan(row) })
+	if err != nil {
+		return nil, c.wrap(what, err)
+	}
+	return out, nil
+}
+
 func (c *Catalog) wrap(what string, err error) error {
 	if err == nil {
 		return nil

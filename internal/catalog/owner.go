@@ -207,20 +207,12 @@ func (c *Catalog) OperationListUnfinished(ctx context.Context, p OperationListUn
 	if err != nil {
 		return nil, c.wrap("list unfinished operations", err)
 	}
-	rows, err := c.pool.Query(ctx, `
+	return queryAll(ctx, c, c.pool, "list unfinished operations", scanOperation, `
 		SELECT `+operationColumns+` FROM operations
 		WHERE state <> 'done' AND ($1 = '' OR graph = $1)
 		  AND ($3 = '' OR (created_at, id) > ($4, $3))
 		ORDER BY created_at, id
 		LIMIT $2`, p.Graph, limit, p.After.ID, p.After.CreatedAt)
-	if err != nil {
-		return nil, c.wrap("list unfinished operations", err)
-	}
-	ops, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Operation, error) { return scanOperation(row) })
-	if err != nil {
-		return nil, c.wrap("list unfinished operations", err)
-	}
-	return ops, nil
 }
 
 // IncarnationListByOpParams names an operation.
@@ -230,28 +222,15 @@ type IncarnationListByOpParams struct {
 
 // IncarnationListByOp returns the incarnations an operation witnessed, oldest first.
 func (c *Catalog) IncarnationListByOp(ctx context.Context, p IncarnationListByOpParams) ([]Incarnation, error) {
-	what := fmt.Sprintf("list incarnations of operation %q", p.OpID)
-	rows, err := c.pool.Query(ctx, `SELECT `+incarnationColumns+` FROM incarnations WHERE op_id = $1 ORDER BY created_at, native`, p.OpID)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	incs, err := collectIncarnations(rows)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	return incs, nil
+	return c.incarnationsByOp(ctx, c.pool, p)
 }
 
 // IncarnationListByOpTx is IncarnationListByOp inside the caller's transaction.
 func (c *Catalog) IncarnationListByOpTx(ctx context.Context, tx pgx.Tx, p IncarnationListByOpParams) ([]Incarnation, error) {
-	what := fmt.Sprintf("list incarnations of operation %q", p.OpID)
-	rows, err := tx.Query(ctx, `SELECT `+incarnationColumns+` FROM incarnations WHERE op_id = $1 ORDER BY created_at, native`, p.OpID)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	incs, err := collectIncarnations(rows)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	return incs, nil
+	return c.incarnationsByOp(ctx, tx, p)
+}
+
+func (c *Catalog) incarnationsByOp(ctx context.Context, q querier, p IncarnationListByOpParams) ([]Incarnation, error) {
+	return queryAll(ctx, c, q, fmt.Sprintf("list incarnations of operation %q", p.OpID), scanIncarnation,
+		`SELECT `+incarnationColumns+` FROM incarnations WHERE op_id = $1 ORDER BY created_at, native`, p.OpID)
 }

@@ -310,18 +310,10 @@ func (c *Catalog) PinsList(ctx context.Context, p PinsListParams) ([]PinRecord, 
 		}
 		startSeq = &seq
 	}
-	rows, err := c.pool.Query(ctx, `
+	return queryAll(ctx, c, c.pool, what, scanPin, `
 		SELECT op_id, graph, kind, key, created_at, released_at, late_put FROM op_pins
 		WHERE graph = $1 AND (released_seq IS NULL OR released_seq > $2)
 		ORDER BY key, op_id`, p.Graph, startSeq)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	pins, err := pgx.CollectRows(rows, scanPin)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	return pins, nil
 }
 
 // PinsLatePutListParams selects late-put pins. Empty fields do not filter.
@@ -334,20 +326,15 @@ type PinsLatePutListParams struct {
 // (PinsHoldForLatePut), oldest first. Once their operation is done they wait for an
 // operator (PinsReleaseLatePuts).
 func (c *Catalog) PinsLatePutList(ctx context.Context, p PinsLatePutListParams) ([]PinRecord, error) {
-	rows, err := c.pool.Query(ctx, `
+	return queryAll(ctx, c, c.pool, "list late-put pins", scanPin, `
 		SELECT op_id, graph, kind, key, created_at, released_at, late_put FROM op_pins
 		WHERE late_put AND ($1 = '' OR graph = $1) AND ($2 = '' OR op_id = $2)
 		ORDER BY created_at, key`, p.Graph, p.OpID)
-	if err != nil {
-		return nil, c.wrap("list late-put pins", err)
-	}
-	pins, err := pgx.CollectRows(rows, scanPin)
-	return pins, c.wrap("list late-put pins", err)
 }
 
 // scanPin reads one op_pins row selected as op_id, graph, kind, key, created_at,
 // released_at, late_put.
-func scanPin(row pgx.CollectableRow) (PinRecord, error) {
+func scanPin(row pgx.Row) (PinRecord, error) {
 	var pr PinRecord
 	var released *time.Time
 	err := row.Scan(&pr.OpID, &pr.Graph, &pr.Kind, &pr.Key, &pr.CreatedAt, &released, &pr.LatePut)
