@@ -16,6 +16,7 @@ import (
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/storage"
+	"github.com/graftworks/graft/workflows/contract"
 )
 
 // The outcomes of merges and deletes, from the ledger's vocabulary. Each is
@@ -33,27 +34,9 @@ const (
 	OutcomeDeleted = outcome.Deleted
 )
 
-// MergeTable is one table's line in a merge plan. Versions are ULIDs; an
-// empty one means that side does not pin the table.
-type MergeTable struct {
-	Table  string            `json:"table"`
-	Action graph.TableAction `json:"action"`
-	Base   string            `json:"base,omitempty"`
-	Source string            `json:"source,omitempty"`
-	Target string            `json:"target,omitempty"`
-	// BaseAmbiguous: several merge bases pin different versions of the table.
-	BaseAmbiguous bool `json:"base_ambiguous,omitempty"`
-	// Added, Removed and Replaced count the entries (objects) the merge changes
-	// in the target's version of the table (adopt and merged); Conflicts names, up to 100,
-	// the objects both sides changed differently, ConflictCount counts them all; Why says
-	// what the two sides did to a table in a table-level conflict.
-	Added         int64    `json:"added,omitempty"`
-	Removed       int64    `json:"removed,omitempty"`
-	Replaced      int64    `json:"replaced,omitempty"`
-	Conflicts     []string `json:"conflicts,omitempty"`
-	ConflictCount int64    `json:"conflict_count,omitempty"`
-	Why           string   `json:"why,omitempty"`
-}
+// MergeTable is one table's line in a merge plan, declared in package contract (the
+// workflow returns it).
+type MergeTable = contract.MergeTable
 
 // PlanMergeInput is the input of PlanMerge.
 type PlanMergeInput struct {
@@ -410,7 +393,7 @@ func (a *Activities) planMerge(ctx context.Context, in PlanMergeInput, rec catal
 	}
 	var objectConflicts []string
 	for _, line := range plan.Tables {
-		mt := MergeTable{Table: line.Table, Action: line.Action, Base: versionString(line.Base), Source: versionString(line.Source),
+		mt := MergeTable{Table: line.Table, Action: contract.MergeAction(line.Action), Base: versionString(line.Base), Source: versionString(line.Source),
 			Target: versionString(line.Target), BaseAmbiguous: line.BaseAmbiguous, Added: line.Added, Removed: line.Removed,
 			Replaced: line.Replaced, ConflictCount: line.ConflictCount, Why: line.Why}
 		for _, c := range line.Conflicts {
