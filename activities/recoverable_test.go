@@ -85,7 +85,10 @@ func restoreLedger(t *testing.T, cat *catalog.Catalog, opID string, s ledgerSnap
 	}
 }
 
-func TestCreate_LiveWitnessAndFinishLostInACrash_ReconcilerFinishesItCreated(t *testing.T) {
+// clonedCreate inits graph g and runs a create of "feature" (operation op-create, run
+// run-1) up to its ref put: prepared, its pending write recorded, its tree cloned.
+func clonedCreate(t *testing.T) (*Activities, *catalog.Catalog, *memstore.Store, Owner, PrepareCreateResult) {
+	t.Helper()
 	ctx := context.Background()
 	cat := catalogtest.Open(t)
 	store := memstore.New()
@@ -106,6 +109,12 @@ func TestCreate_LiveWitnessAndFinishLostInACrash_ReconcilerFinishesItCreated(t *
 	if err != nil || clone.State != CloneCommitted {
 		t.Fatalf("clone: %+v, %v", clone, err)
 	}
+	return a, cat, store, owner, prep
+}
+
+func TestCreate_LiveWitnessAndFinishLostInACrash_ReconcilerFinishesItCreated(t *testing.T) {
+	ctx := context.Background()
+	a, cat, store, owner, prep := clonedCreate(t)
 	before := snapshotLedger(t, cat, owner.OpID)
 	v, err := a.Write(ctx, WriteInput{Owner: owner, Spec: *prep.RefSpec, PendingRecorded: true})
 	if err != nil || v.State != Landed || !v.Recorded {
@@ -135,21 +144,7 @@ func TestCreate_LiveWitnessAndFinishLostInACrash_ReconcilerFinishesItCreated(t *
 
 func TestDelete_RetireWitnessAndFinishLostInACrash_ReconcilerFinishesItDeleted(t *testing.T) {
 	ctx := context.Background()
-	cat := catalogtest.Open(t)
-	store := memstore.New()
-	a := &Activities{Store: store, Catalog: cat, Workflows: closedWorkflows{}}
-	if _, err := graph.Init(ctx, store, graph.InitParams{Graph: "g", MainTree: ulid.Make(), Op: "init", Time: time.Now().UTC()}); err != nil {
-		t.Fatal(err)
-	}
-	create := Owner{OpID: "op-create", Run: "run-1"}
-	prep, err := a.PrepareCreate(ctx, PrepareCreateInput{OpID: create.OpID, Graph: "g", Branch: "feature", Time: time.Now().UTC(),
-		Attempt: 1, WorkflowID: "wf-create", RunID: create.Run})
-	if err != nil || prep.Outcome != "" {
-		t.Fatalf("prepare create: %+v, %v", prep, err)
-	}
-	if c, err := a.CloneTree(ctx, CloneInput{Owner: create, Graph: "g", Native: prep.Native, ForkID: prep.ForkID, ForkBytes: prep.ForkBytes, ForkChunks: prep.ForkChunks}); err != nil || c.State != CloneCommitted {
-		t.Fatalf("clone: %+v, %v", c, err)
-	}
+	a, cat, store, create, prep := clonedCreate(t)
 	if v, err := a.Write(ctx, WriteInput{Owner: create, Spec: *prep.RefSpec, PendingRecorded: true}); err != nil || v.State != Landed {
 		t.Fatalf("create's ref: %+v, %v", v, err)
 	}
