@@ -310,35 +310,23 @@ func (m *treeMark) unsettled(t ulid.ULID, native, reason string, cs []treeCommit
 	m.res.Unsettled = append(m.res.Unsettled, u)
 }
 
-// reflessFence is what fencing a ref-less tree needs: its newest commit's branch, the
-// fence's bytes, and how to read what holds the ref key.
-type reflessFence struct {
-	tree ulid.ULID
-	// newest names the branch of the tree's newest commit that still exists; found is
-	// false when none does.
-	newest func(ctx context.Context) (branch string, found bool, err error)
-	// encode makes the format's fence bytes for the incarnation.
-	encode func(branch, native string) ([]byte, error)
-	// state decodes what the ref key holds, strictly in the graph's format.
-	state func(body []byte) (format.RefState, error)
-}
-
-// fenceRefless wins the ref key of a tree that has no ref and no unsettled witness, so
-// that no late put can ever publish it; only then may the tree be condemned. Losing to a
-// live ref means the branch is live after all.
-func (m *treeMark) fenceRefless(ctx context.Context, f reflessFence) (treeClass, string, string, error) {
-	branch, found, err := f.newest(ctx)
+// fence wins the ref key of a tree that has no ref and no unsettled witness — a fence
+// named by the branch of its newest commit — so that no late put can ever publish it;
+// only then may the tree be condemned. Losing to a live ref means the branch is live
+// after all.
+func (m *treeMark) fence(ctx context.Context, t ulid.ULID, cs []treeCommit) (treeClass, string, string, error) {
+	c, err := m.newestCommit(ctx, t, cs)
 	var bad errUnreadable
 	switch {
 	case errors.As(err, &bad):
 		return treeUnsettled, "", "cannot learn the branch name: " + err.Error(), nil
 	case err != nil:
 		return 0, "", "", err
-	case !found:
+	case c == nil:
 		return treeCondemnable, "", "its commits are gone", nil
 	}
-	native := format.NativeName(branch, f.tree)
-	body, err := f.encode(branch, native)
+	native := format.NativeName(c.Branch, t)
+	body, err := graph.FenceBytes(native, m.in.RunID, "cleanup")
 	if err != nil {
 		return treeUnsettled, native, "cannot encode a fence: " + err.Error(), nil
 	}
@@ -353,14 +341,14 @@ func (m *treeMark) fenceRefless(ctx context.Context, f reflessFence) (treeClass,
 		m.res.Fenced = append(m.res.Fenced, native)
 		return treeCondemnable, native, "fenced by this run", nil
 	}
-	state, derr := f.state(put.Existing)
+	ref, derr := format.DecodeBranchRef(put.Existing)
 	switch {
 	case derr != nil:
 		return treeUnsettled, native, "the ref key holds bytes that do not decode", nil
-	case state == format.RefLive:
+	case ref.State == format.RefLive:
 		return treeLive, native, "a live ref landed before the fence", nil
 	}
-	return treeCondemnable, native, "already " + string(state), nil
+	return treeCondemnable, native, "already " + string(ref.State), nil
 }
 
 // condemn condemns the candidate commits (or, in a dry run, plans them), restricted to
@@ -481,30 +469,8 @@ func (a *Activities) CleanupMarkTable(ctx context.Context, in CleanupMarkTableIn
 	return res, nil
 }
 
-// What a tree's commits are and what a retained root reaches (docs/format.md, *Cleanup*;
-// docs/cleanup.md):
-//
-//   - A live tree's commits are its ref's head and the head's first parents back to seq
-//     0; the windows count along that chain. Any other commit object of the tree (a plan
-//     whose swap lost) is garbage once no operation pins it — except one above the head
-//     younger than the guard window, which a data-plane writer may be about to publish.
-//   - An in-flight operation pins the commit it plans; every commit of that tree's chain
-//     at or above the lowest seq pinned there is kept, so a settle's walk back from the
-//     head never meets a gap.
-//   - A retained commit keeps its pins and lineage chunks and the versions it pins
-//     (graph.Marker, chunk by chunk: a subtree shared with a commit marked before is not
-//     read again); a retained version keeps its manifest chunks and the objects graft
-//     wrote that its entries name (a Bloom filter, graph.ObjectFilter: no false
-//     negatives). Objects imported by reference live outside the graph's prefix and are
-//     never listed, so never condemned.
-//   - Merge bases: the candidates of every pair of heads, from their lineages, and the
-//     forks up each head's chain of forks, which the merge-base search reads to rule
-//     candidates out.
-//   - Deletion order: commits, then pins and lineage chunks, then per table versions,
-//     manifest chunks, data objects.
-//
-// Chunks are condemned with the ledger kind "object" (they are counted among objects
-// in the condemned and deleted totals; GraphChunks and Chunks count them apart).
+// What a tree's commits are and what a retained root reaches: docs/cleanup.md, *Chains,
+// chunks and uploads*.
 
 // readCommits reads the commits at keys not read yet, several at a time, through the graph
 // API (which checks that a commit names its key and its digest). A
@@ -890,26 +856,6 @@ func (m *treeMark) newestCommit(ctx context.Context, t ulid.ULID, cs []treeCommi
 		}
 	}
 	return nil, nil
-}
-
-// fence is fenceRefless for one tree: a fence named by the branch of the tree's newest
-// commit.
-func (m *treeMark) fence(ctx context.Context, t ulid.ULID, cs []treeCommit) (treeClass, string, string, error) {
-	return m.fenceRefless(ctx, reflessFence{
-		tree: t,
-		newest: func(ctx context.Context) (string, bool, error) {
-			c, err := m.newestCommit(ctx, t, cs)
-			if c == nil {
-				return "", false, err
-			}
-			return c.Branch, true, err
-		},
-		encode: func(_, native string) ([]byte, error) { return graph.FenceBytes(native, m.in.RunID, "cleanup") },
-		state: func(b []byte) (format.RefState, error) {
-			ref, err := format.DecodeBranchRef(b)
-			return ref.State, err
-		},
-	})
 }
 
 // findMergeBases records in m.mergeBases every commit a merge between two of heads may

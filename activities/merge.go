@@ -93,21 +93,17 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 	end := func(o outcome.Outcome, f string, args ...any) (PlanMergeResult, error) {
 		return PlanMergeResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
 	}
-	for _, check := range []error{format.ValidateGraphName(in.Graph), format.ValidateBranchName(in.Source),
-		format.ValidateBranchName(in.Target), format.ValidateMessage(in.Message)} {
-		if check != nil {
-			return end(outcome.Invalid, "%v", check)
-		}
+	if err := firstError(format.ValidateGraphName(in.Graph), format.ValidateBranchName(in.Source),
+		format.ValidateBranchName(in.Target), format.ValidateMessage(in.Message)); err != nil {
+		return end(outcome.Invalid, "%v", err)
 	}
 	if !in.Preview {
 		if err := format.ValidateOp(in.OpID); err != nil {
 			return end(outcome.Invalid, "%v", err)
 		}
 	}
-	if in.Author != "" {
-		if err := format.ValidateAuthor(in.Author); err != nil {
-			return end(outcome.Invalid, "%v", err)
-		}
+	if err := validAuthor(in.Author); err != nil {
+		return end(outcome.Invalid, "%v", err)
 	}
 	if in.Source == in.Target {
 		return end(outcome.Invalid, "cannot merge %q into itself", in.Source)

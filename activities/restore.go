@@ -52,16 +52,9 @@ func (a *Activities) PrepareRestore(ctx context.Context, in PrepareRestoreInput)
 	end := func(o outcome.Outcome, f string, args ...any) (PrepareRestoreResult, error) {
 		return PrepareRestoreResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
 	}
-	for _, check := range []error{format.ValidateGraphName(in.Graph), format.ValidateBranchName(in.Branch),
-		format.ValidateOp(in.OpID), format.ValidateMessage(in.Message)} {
-		if check != nil {
-			return end(outcome.Invalid, "%v", check)
-		}
-	}
-	if in.Author != "" {
-		if err := format.ValidateAuthor(in.Author); err != nil {
-			return end(outcome.Invalid, "%v", err)
-		}
+	if err := firstError(format.ValidateGraphName(in.Graph), format.ValidateBranchName(in.Branch),
+		format.ValidateOp(in.OpID), format.ValidateMessage(in.Message), validAuthor(in.Author)); err != nil {
+		return end(outcome.Invalid, "%v", err)
 	}
 	if (in.ToCommit == "") == (in.ToTag == "") {
 		return end(outcome.Invalid, "give exactly one of a commit id and a tag to restore to")

@@ -41,10 +41,8 @@ func (a *Activities) PrepareTag(ctx context.Context, in PrepareTagInput) (Prepar
 	end := func(o outcome.Outcome, f string, args ...any) (PrepareTagResult, error) {
 		return PrepareTagResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
 	}
-	for _, check := range []error{format.ValidateGraphName(in.Graph), format.ValidateTagName(in.Name), format.ValidateOp(in.OpID)} {
-		if check != nil {
-			return end(outcome.Invalid, "%v", check)
-		}
+	if err := firstError(format.ValidateGraphName(in.Graph), format.ValidateTagName(in.Name), format.ValidateOp(in.OpID)); err != nil {
+		return end(outcome.Invalid, "%v", err)
 	}
 	if in.Commit != "" && in.Branch != "" {
 		return end(outcome.Invalid, "give a commit id or a branch, not both")
