@@ -112,6 +112,19 @@ func clonedCreate(t *testing.T) (*Activities, *catalog.Catalog, *memstore.Store,
 	return a, cat, store, owner, prep
 }
 
+// reconcileOne runs a reconcile pass of graph g and wants it to settle one operation
+// with want.
+func reconcileOne(t *testing.T, a *Activities, want outcome.Outcome) {
+	t.Helper()
+	res, err := a.Reconcile(context.Background(), ReconcileInput{Run: "rec-1", Graph: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Settled) != 1 || res.Settled[0].Outcome != want {
+		t.Fatalf("reconciled %+v, want one operation settled %s", res.Settled, want)
+	}
+}
+
 func TestCreate_LiveWitnessAndFinishLostInACrash_ReconcilerFinishesItCreated(t *testing.T) {
 	ctx := context.Background()
 	a, cat, store, owner, prep := clonedCreate(t)
@@ -123,13 +136,7 @@ func TestCreate_LiveWitnessAndFinishLostInACrash_ReconcilerFinishesItCreated(t *
 	// The crash: the live witness and the finish (one recoverable commit) are lost.
 	restoreLedger(t, cat, owner.OpID, before)
 
-	res, err := a.Reconcile(ctx, ReconcileInput{Run: "rec-1", Graph: "g"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Settled) != 1 || res.Settled[0].Outcome != outcome.Created {
-		t.Fatalf("reconciled %+v, want the create settled created", res.Settled)
-	}
+	reconcileOne(t, a, outcome.Created)
 	op, _ := cat.OperationGet(ctx, catalog.OperationGetParams{ID: owner.OpID})
 	inc, _ := cat.IncarnationGetByNative(ctx, catalog.IncarnationGetByNativeParams{Graph: "g", Native: prep.Native})
 	pins, _ := cat.PinsList(ctx, catalog.PinsListParams{Graph: "g"})
@@ -173,13 +180,7 @@ func TestDelete_RetireWitnessAndFinishLostInACrash_ReconcilerFinishesItDeleted(t
 		t.Fatal(err)
 	}
 
-	res, err := a.Reconcile(ctx, ReconcileInput{Run: "rec-1", Graph: "g"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Settled) != 1 || res.Settled[0].Outcome != outcome.Deleted {
-		t.Fatalf("reconciled %+v, want the delete settled deleted", res.Settled)
-	}
+	reconcileOne(t, a, outcome.Deleted)
 	op, _ := cat.OperationGet(ctx, catalog.OperationGetParams{ID: del.OpID})
 	inc, _ := cat.IncarnationGetByNative(ctx, catalog.IncarnationGetByNativeParams{Graph: "g", Native: prep.Native})
 	if op.Outcome != catalog.OutcomeDeleted || inc.State != catalog.IncarnationRetired {
