@@ -118,3 +118,11 @@ func validAuthor(author string) error {
 	}
 	return format.ValidateAuthor(author)
 }
+
+// orDefault is s, or def when s is "" (a commit's author and message).
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

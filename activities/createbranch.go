@@ -67,14 +67,7 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 	// ledger hears of it.
 	tree := nativeULID(in.OpID, in.Attempt, in.Time)
 	native := format.NativeName(in.Branch, tree)
-	author := in.Author
-	if author == "" {
-		author = "graft"
-	}
-	message := in.Message
-	if message == "" {
-		message = fmt.Sprintf("create branch %s from %s", in.Branch, source.ID)
-	}
+	author, message := orDefault(in.Author, "graft"), orDefault(in.Message, fmt.Sprintf("create branch %s from %s", in.Branch, source.ID))
 	// The fork names the source's pins map as it stands; the ref names the fork commit as
 	// its head (docs/format.md, "Branch create").
 	g, err := a.graphOf(in.Graph)

@@ -418,13 +418,7 @@ func (a *Activities) planMerge(ctx context.Context, in PlanMergeInput, rec catal
 		return stop(res, res.Kind, "%d tables to change on %q from %q", len(plan.Tables)-countKept(plan.Tables), in.Target, in.Source)
 	}
 
-	author, message := in.Author, in.Message
-	if author == "" {
-		author = "graft"
-	}
-	if message == "" {
-		message = fmt.Sprintf("merge %s into %s", in.Source, in.Target)
-	}
+	author, message := orDefault(in.Author, "graft"), orDefault(in.Message, fmt.Sprintf("merge %s into %s", in.Source, in.Target))
 	ap, err := g.PlanAppendOn(ctx, dst, plan.Spec(dst, source, author, message, at, in.OpID))
 	var stale *graph.StaleHeadError
 	switch {

@@ -277,13 +277,7 @@ func (a *Activities) planRestore(ctx context.Context, in PlanRestoreInput, head 
 		}
 		res.Tag = WriteSpec{Kind: WriteTag, Graph: in.Graph, Body: body, Subject: res.BackupTag}
 	}
-	author, message := in.Author, in.Message
-	if author == "" {
-		author = "graft"
-	}
-	if message == "" {
-		message = fmt.Sprintf("restore %s to %s", in.Branch, targetID)
-	}
+	author, message := orDefault(in.Author, "graft"), orDefault(in.Message, fmt.Sprintf("restore %s to %s", in.Branch, targetID))
 	plan, err := g.PlanAppendOn(ctx, head, graph.CommitSpec{Branch: in.Branch, ExpectedHead: in.ExpectedHead,
 		PinsFrom: targetID.String(), RestoredFrom: targetID.String(), Author: author, Message: message, Time: in.Time.UTC(), Op: in.Owner.OpID})
 	var stale *graph.StaleHeadError
