@@ -479,8 +479,8 @@ func (a *Activities) retireRef(ctx context.Context, o Owner, w WriteSpec) (Verdi
 		// Retired or fenced by another operation, or gone: it can never be live again.
 		return Verdict{State: Fenced, Message: changed.Error()}, nil
 	}
-	if res, ok := retireRefused(err); ok {
-		return Verdict{State: Other, Message: res.Message}, nil
+	if why, ok := retireRefused(err); ok {
+		return Verdict{State: Other, Message: why}, nil
 	}
 	switch {
 	case errors.Is(err, storage.ErrAmbiguous):
