@@ -20,6 +20,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/storage"
 )
 
@@ -98,4 +99,30 @@ func nativeULID(opID string, attempt int, t time.Time) ulid.ULID {
 	_ = id.SetTime(ulid.Timestamp(t))
 	_ = id.SetEntropy(sum[:10])
 	return id
+}
+
+// firstError is the first non-nil of errs: an activity's input checks, in order.
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validAuthor checks an author when one is given; "" takes the default.
+func validAuthor(author string) error {
+	if author == "" {
+		return nil
+	}
+	return format.ValidateAuthor(author)
+}
+
+// orDefault is s, or def when s is "" (a commit's author and message).
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

@@ -213,27 +213,20 @@ func (a *Activities) CleanupSweep(ctx context.Context, in CleanupSweepInput) (Cl
 		}
 	}
 	record := func(b sweepBatch) error {
-		gone := b.keys
-		var goneBytes int64
+		gone, goneBytes := b.keys, b.bytes
 		if len(b.refused) > 0 {
-			gone = nil
+			gone, goneBytes = nil, 0
 			for i, k := range b.keys {
-				if _, refused := b.refused[k]; refused {
-					continue
-				}
-				gone = append(gone, k)
-				goneBytes += b.sizes[i]
-			}
-			for _, k := range b.keys {
 				if reason, refused := b.refused[k]; refused {
 					p.Refused++
 					if len(p.RefusedKeys) < maxRefusedListed {
 						p.RefusedKeys = append(p.RefusedKeys, RefusedKey{Key: k, Reason: reason})
 					}
+					continue
 				}
+				gone = append(gone, k)
+				goneBytes += b.sizes[i]
 			}
-		} else {
-			goneBytes = b.bytes
 		}
 		if len(gone) > 0 {
 			n, err := a.Catalog.CondemnedMarkDeleted(ctx, catalog.CondemnedMarkDeletedParams{RunID: in.RunID, Keys: gone})

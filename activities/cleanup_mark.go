@@ -160,14 +160,6 @@ func (m *treeMark) listTrees(ctx context.Context) error {
 // readRefs reads every branch ref of the graph: live, retired and fence.
 func (m *treeMark) readRefs(ctx context.Context) error {
 	m.refs = map[ulid.ULID]*treeFacts{}
-	var keys []string
-	err := storage.ListAll(ctx, m.s, format.BranchRefsPrefix(m.in.Graph), func(o storage.ObjectInfo) error {
-		keys = append(keys, o.Key)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("list refs: %w", err)
-	}
 	facts := func(tree ulid.ULID) *treeFacts {
 		f := m.refs[tree]
 		if f == nil {
@@ -176,7 +168,7 @@ func (m *treeMark) readRefs(ctx context.Context) error {
 		}
 		return f
 	}
-	err = getEach(ctx, m.s, keys, func(key string, obj storage.Object, err error) error {
+	return getListed(ctx, m.s, format.BranchRefsPrefix(m.in.Graph), "refs", func(key string, obj storage.Object, err error) error {
 		native, perr := format.ParseBranchRefKey(m.in.Graph, key)
 		if perr != nil {
 			return nil // not a ref key of this format: names no tree
@@ -194,24 +186,12 @@ func (m *treeMark) readRefs(ctx context.Context) error {
 		f.Refs = append(f.Refs, ref)
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("read refs: %w", err)
-	}
-	return nil
 }
 
 // readTags reads every tag; live tags are roots.
 func (m *treeMark) readTags(ctx context.Context) error {
 	m.tagged = map[string]bool{}
-	var keys []string
-	err := storage.ListAll(ctx, m.s, format.TagsPrefix(m.in.Graph), func(o storage.ObjectInfo) error {
-		keys = append(keys, o.Key)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("list tags: %w", err)
-	}
-	err = getEach(ctx, m.s, keys, func(key string, obj storage.Object, err error) error {
+	return getListed(ctx, m.s, format.TagsPrefix(m.in.Graph), "tags", func(key string, obj storage.Object, err error) error {
 		if err != nil {
 			return nil // deleted since the listing
 		}
@@ -226,10 +206,6 @@ func (m *treeMark) readTags(ctx context.Context) error {
 		}
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("read tags: %w", err)
-	}
-	return nil
 }
 
 // listTables finds every table name under {graph}/tables/ with one LIST of one key per
@@ -334,35 +310,23 @@ func (m *treeMark) unsettled(t ulid.ULID, native, reason string, cs []treeCommit
 	m.res.Unsettled = append(m.res.Unsettled, u)
 }
 
-// reflessFence is what fencing a ref-less tree needs: its newest commit's branch, the
-// fence's bytes, and how to read what holds the ref key.
-type reflessFence struct {
-	tree ulid.ULID
-	// newest names the branch of the tree's newest commit that still exists; found is
-	// false when none does.
-	newest func(ctx context.Context) (branch string, found bool, err error)
-	// encode makes the format's fence bytes for the incarnation.
-	encode func(branch, native string) ([]byte, error)
-	// state decodes what the ref key holds, strictly in the graph's format.
-	state func(body []byte) (format.RefState, error)
-}
-
-// fenceRefless wins the ref key of a tree that has no ref and no unsettled witness, so
-// that no late put can ever publish it; only then may the tree be condemned. Losing to a
-// live ref means the branch is live after all.
-func (m *treeMark) fenceRefless(ctx context.Context, f reflessFence) (treeClass, string, string, error) {
-	branch, found, err := f.newest(ctx)
+// fence wins the ref key of a tree that has no ref and no unsettled witness — a fence
+// named by the branch of its newest commit — so that no late put can ever publish it;
+// only then may the tree be condemned. Losing to a live ref means the branch is live
+// after all.
+func (m *treeMark) fence(ctx context.Context, t ulid.ULID, cs []treeCommit) (treeClass, string, string, error) {
+	c, err := m.newestCommit(ctx, t, cs)
 	var bad errUnreadable
 	switch {
 	case errors.As(err, &bad):
 		return treeUnsettled, "", "cannot learn the branch name: " + err.Error(), nil
 	case err != nil:
 		return 0, "", "", err
-	case !found:
+	case c == nil:
 		return treeCondemnable, "", "its commits are gone", nil
 	}
-	native := format.NativeName(branch, f.tree)
-	body, err := f.encode(branch, native)
+	native := format.NativeName(c.Branch, t)
+	body, err := graph.FenceBytes(native, m.in.RunID, "cleanup")
 	if err != nil {
 		return treeUnsettled, native, "cannot encode a fence: " + err.Error(), nil
 	}
@@ -377,14 +341,14 @@ func (m *treeMark) fenceRefless(ctx context.Context, f reflessFence) (treeClass,
 		m.res.Fenced = append(m.res.Fenced, native)
 		return treeCondemnable, native, "fenced by this run", nil
 	}
-	state, derr := f.state(put.Existing)
+	ref, derr := format.DecodeBranchRef(put.Existing)
 	switch {
 	case derr != nil:
 		return treeUnsettled, native, "the ref key holds bytes that do not decode", nil
-	case state == format.RefLive:
+	case ref.State == format.RefLive:
 		return treeLive, native, "a live ref landed before the fence", nil
 	}
-	return treeCondemnable, native, "already " + string(state), nil
+	return treeCondemnable, native, "already " + string(ref.State), nil
 }
 
 // condemn condemns the candidate commits (or, in a dry run, plans them), restricted to
@@ -505,30 +469,8 @@ func (a *Activities) CleanupMarkTable(ctx context.Context, in CleanupMarkTableIn
 	return res, nil
 }
 
-// What a tree's commits are and what a retained root reaches (docs/format.md, *Cleanup*;
-// docs/cleanup.md):
-//
-//   - A live tree's commits are its ref's head and the head's first parents back to seq
-//     0; the windows count along that chain. Any other commit object of the tree (a plan
-//     whose swap lost) is garbage once no operation pins it — except one above the head
-//     younger than the guard window, which a data-plane writer may be about to publish.
-//   - An in-flight operation pins the commit it plans; every commit of that tree's chain
-//     at or above the lowest seq pinned there is kept, so a settle's walk back from the
-//     head never meets a gap.
-//   - A retained commit keeps its pins and lineage chunks and the versions it pins
-//     (graph.Marker, chunk by chunk: a subtree shared with a commit marked before is not
-//     read again); a retained version keeps its manifest chunks and the objects graft
-//     wrote that its entries name (a Bloom filter, graph.ObjectFilter: no false
-//     negatives). Objects imported by reference live outside the graph's prefix and are
-//     never listed, so never condemned.
-//   - Merge bases: the candidates of every pair of heads, from their lineages, and the
-//     forks up each head's chain of forks, which the merge-base search reads to rule
-//     candidates out.
-//   - Deletion order: commits, then pins and lineage chunks, then per table versions,
-//     manifest chunks, data objects.
-//
-// Chunks are condemned with the ledger kind "object" (they are counted among objects
-// in the condemned and deleted totals; GraphChunks and Chunks count them apart).
+// What a tree's commits are and what a retained root reaches: docs/cleanup.md, *Chains,
+// chunks and uploads*.
 
 // readCommits reads the commits at keys not read yet, several at a time, through the graph
 // API (which checks that a commit names its key and its digest). A
@@ -916,26 +858,6 @@ func (m *treeMark) newestCommit(ctx context.Context, t ulid.ULID, cs []treeCommi
 	return nil, nil
 }
 
-// fence is fenceRefless for one tree: a fence named by the branch of the tree's newest
-// commit.
-func (m *treeMark) fence(ctx context.Context, t ulid.ULID, cs []treeCommit) (treeClass, string, string, error) {
-	return m.fenceRefless(ctx, reflessFence{
-		tree: t,
-		newest: func(ctx context.Context) (string, bool, error) {
-			c, err := m.newestCommit(ctx, t, cs)
-			if c == nil {
-				return "", false, err
-			}
-			return c.Branch, true, err
-		},
-		encode: func(_, native string) ([]byte, error) { return graph.FenceBytes(native, m.in.RunID, "cleanup") },
-		state: func(b []byte) (format.RefState, error) {
-			ref, err := format.DecodeBranchRef(b)
-			return ref.State, err
-		},
-	})
-}
-
 // findMergeBases records in m.mergeBases every commit a merge between two of heads may
 // read: the candidates of each pair (per tree, the lower of the two heads' positions:
 // every position but a highest one only one head holds), and the forks up each head's
@@ -1053,51 +975,115 @@ func (m *treeMark) retainPins(ctx context.Context) error {
 	}
 
 	// The pins and lineage chunks no kept commit reaches, older than the guard window.
+	c := &condemner{cat: m.cat, runID: m.in.RunID, mode: m.in.Mode, planRunID: m.in.PlanRunID, pins: m.pins,
+		kept: &m.res.Kept, condemned: &m.res.Condemned, notInPlan: &m.res.NotInPlan, sample: &m.sample}
 	prefix := format.ChunksPrefix(m.in.Graph)
-	young := m.res.Now.Add(-m.in.GuardWindow)
-	var batch []catalog.Condemned
-	flush := func() error {
-		accepted, skipped, dropped, err := condemnEntries(ctx, m.cat, m.in.RunID, m.in.Mode, m.in.PlanRunID, m.pins, batch)
-		if err != nil {
-			return err
-		}
-		m.res.NotInPlan += int64(len(dropped))
-		m.res.Kept.Pin += int64(len(skipped))
-		for _, e := range accepted {
-			m.res.Condemned.Objects++
-			m.res.Condemned.Bytes += e.Size
-			m.res.GraphChunks++
-			m.sample.add(e.Key)
-		}
-		batch = batch[:0]
-		return nil
+	return c.judge(ctx, m.s, judged{what: "chunks", prefix: prefix, parse: chunkKey(prefix), retainAll: m.res.RetainAllData,
+		referenced: func(k string, _ ulid.ULID) bool { return chunks[k] }, young: m.res.Now.Add(-m.in.GuardWindow), origin: m.origin,
+		counted: func(catalog.Condemned) { m.res.Condemned.Objects++; m.res.GraphChunks++ }})
+}
+
+// condemner condemns listed garbage in batches (condemnEntries): keys an operation pins
+// count as kept by a pin, keys the reviewed plan did not list as not in the plan; both
+// are added to stay. Accepted keys count in condemned and are sampled for the plan.
+type condemner struct {
+	cat                    *catalog.Catalog
+	runID, mode, planRunID string
+	pins                   pinSet
+	kept                   *CleanupKept
+	condemned              *CleanupCounts
+	notInPlan              *int64
+	sample                 *planSample
+	batch                  []catalog.Condemned
+	stay                   []string
+	tick                   func()
+}
+
+// flush condemns the batch, counting each accepted entry with counted.
+func (c *condemner) flush(ctx context.Context, counted func(catalog.Condemned)) error {
+	accepted, skipped, dropped, err := condemnEntries(ctx, c.cat, c.runID, c.mode, c.planRunID, c.pins, c.batch)
+	if err != nil {
+		return err
 	}
-	err := storage.ListAll(ctx, m.s, prefix, func(o storage.ObjectInfo) error {
-		if _, err := format.ParseChunkKey(prefix, o.Key); err != nil {
-			m.res.Kept.Unknown++
+	c.batch = c.batch[:0]
+	*c.notInPlan += int64(len(dropped))
+	c.kept.Pin += int64(len(skipped))
+	c.stay = append(append(c.stay, skipped...), dropped...)
+	for _, e := range accepted {
+		counted(e)
+		c.condemned.Bytes += e.Size
+		c.sample.add(e.Key)
+	}
+	return nil
+}
+
+// judged is one listing a mark decides key by key (docs/format.md, *Cleanup*).
+type judged struct {
+	what, prefix string
+	// parse returns the ULID a key names (zero for a chunk); false: not a key graft writes.
+	parse      func(key string) (ulid.ULID, bool)
+	retainAll  bool
+	referenced func(key string, id ulid.ULID) bool
+	young      time.Time
+	origin     graphOrigin
+	kind       catalog.ObjectKind // defaults to catalog.ObjectData
+	counted    func(catalog.Condemned)
+	// kept, when set, is told each id kept as unsettled, referenced or guarded.
+	kept func(ulid.ULID)
+}
+
+// judge lists j.prefix and counts each key under the first root that keeps it — unknown
+// when not graft's, unsettled under retainAll, referenced, guard when younger than
+// j.young, unknown when older than the graph — and condemns the rest.
+func (c *condemner) judge(ctx context.Context, s storage.Store, j judged) error {
+	kind := j.kind
+	if kind == "" {
+		kind = catalog.ObjectData
+	}
+	err := storage.ListAll(ctx, s, j.prefix, func(o storage.ObjectInfo) error {
+		if c.tick != nil {
+			c.tick()
+		}
+		id, ok := j.parse(o.Key)
+		var counter *int64
+		switch {
+		case !ok:
+			c.kept.Unknown++
+			return nil
+		case j.retainAll:
+			counter = &c.kept.Unsettled
+		case j.referenced(o.Key, id):
+			counter = &c.kept.Referenced
+		case o.LastModified.After(j.young):
+			counter = &c.kept.Guard
+		case j.origin.predates(o.LastModified, id):
+			c.kept.Unknown++
+			return nil
+		default:
+			c.batch = append(c.batch, catalog.Condemned{Key: o.Key, Kind: kind, Size: o.Size})
+			if len(c.batch) >= condemnChunk {
+				return c.flush(ctx, j.counted)
+			}
 			return nil
 		}
-		switch {
-		case m.res.RetainAllData:
-			m.res.Kept.Unsettled++
-		case chunks[o.Key]:
-			m.res.Kept.Referenced++
-		case o.LastModified.After(young):
-			m.res.Kept.Guard++
-		case m.origin.predates(o.LastModified, ulid.ULID{}):
-			m.res.Kept.Unknown++
-		default:
-			batch = append(batch, catalog.Condemned{Key: o.Key, Kind: catalog.ObjectData, Size: o.Size})
-			if len(batch) >= condemnChunk {
-				return flush()
-			}
+		*counter++
+		if j.kept != nil {
+			j.kept(id)
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("list chunks: %w", err)
+		return fmt.Errorf("list %s: %w", j.what, err)
 	}
-	return flush()
+	return c.flush(ctx, j.counted)
+}
+
+// chunkKey parses the keys of a chunk prefix; a chunk names no ULID.
+func chunkKey(prefix string) func(string) (ulid.ULID, bool) {
+	return func(key string) (ulid.ULID, bool) {
+		_, err := format.ParseChunkKey(prefix, key)
+		return ulid.ULID{}, err == nil
+	}
 }
 
 // markTable decides one table: versions, then manifest chunks, then objects, each
@@ -1126,66 +1112,31 @@ func markTable(ctx context.Context, cat *catalog.Catalog, s storage.Store, in Cl
 	for _, v := range in.Retained {
 		retained[v] = true
 	}
-	var batch []catalog.Condemned
-	// condemn hands the batch to the ledger; counted says where accepted keys count.
-	condemn := func(counted func(catalog.Condemned)) ([]string, error) {
-		accepted, skipped, dropped, err := condemnEntries(ctx, cat, in.RunID, in.Mode, in.PlanRunID, pins, batch)
-		if err != nil {
-			return nil, err
-		}
-		batch = batch[:0]
-		res.NotInPlan += int64(len(dropped))
-		res.Kept.Pin += int64(len(skipped))
-		for _, e := range accepted {
-			counted(e)
-			res.Condemned.Bytes += e.Size
-			sample.add(e.Key)
-		}
-		return append(skipped, dropped...), nil
-	}
 	n := 0
 	tick := func() {
 		if n++; n%1000 == 0 {
 			heartbeat(ctx, nil)
 		}
 	}
+	c := &condemner{cat: cat, runID: in.RunID, mode: in.Mode, planRunID: in.PlanRunID, pins: pins,
+		kept: &res.Kept, condemned: &res.Condemned, notInPlan: &res.NotInPlan, sample: &sample, tick: tick}
 
-	// Versions.
+	// Versions. Pinned versions stay, and so do versions the reviewed plan did not list.
 	vprefix := format.TableVersionsPrefix(in.Graph, in.Table)
 	var keptVersions []ulid.ULID
-	err = storage.ListAll(ctx, s, vprefix, func(o storage.ObjectInfo) error {
-		tick()
-		id, ok := parseVersionKey(vprefix, o.Key)
-		switch {
-		case !ok:
-			res.Kept.Unknown++
-		case in.RetainAll:
-			res.Kept.Unsettled++
-			keptVersions = append(keptVersions, ulid.MustParse(id))
-		case retained[id]:
-			res.Kept.Referenced++
-			keptVersions = append(keptVersions, ulid.MustParse(id))
-		case o.LastModified.After(young):
-			res.Kept.Guard++
-			keptVersions = append(keptVersions, ulid.MustParse(id))
-		case origin.predates(o.LastModified, ulid.MustParse(id)):
-			res.Kept.Unknown++
-		default:
-			batch = append(batch, catalog.Condemned{Key: o.Key, Kind: catalog.ObjectTableVersion, Size: o.Size})
-		}
-		return nil
-	})
-	if err != nil {
-		return res, fmt.Errorf("list versions: %w", err)
-	}
-	stay, err := condemn(func(catalog.Condemned) { res.Condemned.Versions++ })
+	err = c.judge(ctx, s, judged{what: "versions", prefix: vprefix, kind: catalog.ObjectTableVersion,
+		parse:      func(k string) (ulid.ULID, bool) { return parseIDKey(vprefix, ".json", k) },
+		retainAll:  in.RetainAll,
+		referenced: func(_ string, id ulid.ULID) bool { return retained[id.String()] },
+		young:      young, origin: origin,
+		counted: func(catalog.Condemned) { res.Condemned.Versions++ },
+		kept:    func(id ulid.ULID) { keptVersions = append(keptVersions, id) }})
 	if err != nil {
 		return res, err
 	}
-	// Pinned versions stay, and so do versions the reviewed plan did not list.
-	for _, k := range stay {
-		if id, ok := parseVersionKey(vprefix, k); ok {
-			keptVersions = append(keptVersions, ulid.MustParse(id))
+	for _, k := range c.stay {
+		if id, ok := parseIDKey(vprefix, ".json", k); ok {
+			keptVersions = append(keptVersions, id)
 		}
 	}
 
@@ -1235,65 +1186,20 @@ func markTable(ctx context.Context, cat *catalog.Catalog, s storage.Store, in Cl
 		}
 	}
 
-	// Manifest chunks.
+	// Manifest chunks, then the data objects graft wrote.
 	cprefix := format.TableChunksPrefix(in.Graph, in.Table)
-	err = storage.ListAll(ctx, s, cprefix, func(o storage.ObjectInfo) error {
-		tick()
-		if _, err := format.ParseChunkKey(cprefix, o.Key); err != nil {
-			res.Kept.Unknown++
-			return nil
-		}
-		switch {
-		case retainAll:
-			res.Kept.Unsettled++
-		case chunks[o.Key]:
-			res.Kept.Referenced++
-		case o.LastModified.After(young):
-			res.Kept.Guard++
-		case origin.predates(o.LastModified, ulid.ULID{}):
-			res.Kept.Unknown++
-		default:
-			batch = append(batch, catalog.Condemned{Key: o.Key, Kind: catalog.ObjectData, Size: o.Size})
-		}
-		return nil
-	})
+	err = c.judge(ctx, s, judged{what: "chunks", prefix: cprefix, parse: chunkKey(cprefix), retainAll: retainAll,
+		referenced: func(k string, _ ulid.ULID) bool { return chunks[k] }, young: young, origin: origin,
+		counted: func(catalog.Condemned) { res.Condemned.Objects++; res.Chunks++ }})
 	if err != nil {
-		return res, fmt.Errorf("list chunks: %w", err)
-	}
-	if _, err := condemn(func(catalog.Condemned) { res.Condemned.Objects++; res.Chunks++ }); err != nil {
 		return res, err
 	}
-
-	// Data objects graft wrote, streamed to the ledger in batches.
 	oprefix := format.TableObjectsPrefix(in.Graph, in.Table)
-	objectCounted := func(catalog.Condemned) { res.Condemned.Objects++ }
-	err = storage.ListAll(ctx, s, oprefix, func(o storage.ObjectInfo) error {
-		tick()
-		id, ok := parseObjectKey(oprefix, o.Key)
-		switch {
-		case !ok:
-			res.Kept.Unknown++
-		case retainAll:
-			res.Kept.Unsettled++
-		case filter.MayContain(o.Key):
-			res.Kept.Referenced++
-		case o.LastModified.After(young):
-			res.Kept.Guard++
-		case origin.predates(o.LastModified, ulid.MustParse(id)):
-			res.Kept.Unknown++
-		default:
-			batch = append(batch, catalog.Condemned{Key: o.Key, Kind: catalog.ObjectData, Size: o.Size})
-			if len(batch) >= condemnChunk {
-				_, err := condemn(objectCounted)
-				return err
-			}
-		}
-		return nil
-	})
+	err = c.judge(ctx, s, judged{what: "objects", prefix: oprefix, retainAll: retainAll,
+		parse:      func(k string) (ulid.ULID, bool) { return parseIDKey(oprefix, "", k) },
+		referenced: func(k string, _ ulid.ULID) bool { return filter.MayContain(k) }, young: young, origin: origin,
+		counted: func(catalog.Condemned) { res.Condemned.Objects++ }})
 	if err != nil {
-		return res, fmt.Errorf("list objects: %w", err)
-	}
-	if _, err := condemn(objectCounted); err != nil {
 		return res, err
 	}
 	res.PlanKeys = sample.keys

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
 )
@@ -185,34 +187,22 @@ func (s pinSet) pinned(key string) bool {
 	return false
 }
 
-// parseVersionKey returns the version ULID of a key under a table's versions/ prefix.
-func parseVersionKey(prefix, key string) (string, bool) {
+// parseIDKey returns the ULID of key when it is prefix, a canonical ULID, then suffix:
+// a table's versions/ take ".json", its objects/ nothing.
+func parseIDKey(prefix, suffix, key string) (ulid.ULID, bool) {
 	name, ok := strings.CutPrefix(key, prefix)
 	if !ok {
-		return "", false
+		return ulid.ULID{}, false
 	}
-	id, ok := strings.CutSuffix(name, ".json")
+	id, ok := strings.CutSuffix(name, suffix)
 	if !ok {
-		return "", false
+		return ulid.ULID{}, false
 	}
 	u, err := format.ParseULID(id)
 	if err != nil || u.String() != id {
-		return "", false
+		return ulid.ULID{}, false
 	}
-	return id, true
-}
-
-// parseObjectKey returns the object ULID of a key under a table's objects/ prefix.
-func parseObjectKey(prefix, key string) (string, bool) {
-	id, ok := strings.CutPrefix(key, prefix)
-	if !ok {
-		return "", false
-	}
-	u, err := format.ParseULID(id)
-	if err != nil || u.String() != id {
-		return "", false
-	}
-	return id, true
+	return u, true
 }
 
 // tableOfKey returns the table a key under "{graph}/tables/" belongs to.

@@ -108,20 +108,20 @@ func TestPinSet_ExactAndPrefixPinsConflictLikeTheLedger(t *testing.T) {
 func TestParseKeys_AcceptOnlyCanonicalNames(t *testing.T) {
 	id := ulid.Make().String()
 	vp, op := "g/tables/t/versions/", "g/tables/t/objects/"
-	if got, ok := parseVersionKey(vp, vp+id+".json"); !ok || got != id {
-		t.Fatalf("parseVersionKey(canonical) = %q, %v", got, ok)
-	}
-	for _, bad := range []string{vp + id, vp + id + ".json.tmp", vp + "x.json", op + id + ".json"} {
-		if _, ok := parseVersionKey(vp, bad); ok {
-			t.Errorf("parseVersionKey accepted %q", bad)
+	for _, c := range []struct {
+		prefix, suffix string
+		bad            []string
+	}{
+		{vp, ".json", []string{vp + id, vp + id + ".json.tmp", vp + "x.json", op + id + ".json"}},
+		{op, "", []string{op + id + "/x", op + "lower" + id[5:], vp + id}},
+	} {
+		if got, ok := parseIDKey(c.prefix, c.suffix, c.prefix+id+c.suffix); !ok || got.String() != id {
+			t.Fatalf("parseIDKey(%q, canonical) = %v, %v", c.prefix, got, ok)
 		}
-	}
-	if got, ok := parseObjectKey(op, op+id); !ok || got != id {
-		t.Fatalf("parseObjectKey(canonical) = %q, %v", got, ok)
-	}
-	for _, bad := range []string{op + id + "/x", op + "lower" + id[5:], vp + id} {
-		if _, ok := parseObjectKey(op, bad); ok {
-			t.Errorf("parseObjectKey accepted %q", bad)
+		for _, bad := range c.bad {
+			if _, ok := parseIDKey(c.prefix, c.suffix, bad); ok {
+				t.Errorf("parseIDKey(%q) accepted %q", c.prefix, bad)
+			}
 		}
 	}
 	if table, ok := tableOfKey("g", "g/tables/my_table/objects/"+id); !ok || table != "my_table" {

@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -55,6 +56,23 @@ func (s *countingStore) DeleteBatch(ctx context.Context, keys []string) error {
 
 // getConcurrency bounds the parallel GETs of a cleanup activity.
 const getConcurrency = 16
+
+// getListed lists prefix, then GETs every key listed as getEach does; what names the
+// keys in errors.
+func getListed(ctx context.Context, s storage.Store, prefix, what string, fn func(key string, obj storage.Object, err error) error) error {
+	var keys []string
+	err := storage.ListAll(ctx, s, prefix, func(o storage.ObjectInfo) error {
+		keys = append(keys, o.Key)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("list %s: %w", what, err)
+	}
+	if err := getEach(ctx, s, keys, fn); err != nil {
+		return fmt.Errorf("read %s: %w", what, err)
+	}
+	return nil
+}
 
 // getEach GETs keys with bounded parallelism and calls fn for each, in no particular
 // order and never concurrently. A missing key is passed to fn as storage.ErrNotFound;

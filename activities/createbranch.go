@@ -27,16 +27,9 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 	end := func(o outcome.Outcome, msg string, args ...any) (PrepareCreateResult, error) {
 		return PrepareCreateResult{Outcome: o, Message: fmt.Sprintf(msg, args...)}, nil
 	}
-	for _, check := range []error{format.ValidateGraphName(in.Graph), format.ValidateBranchName(in.Branch),
-		format.ValidateOp(in.OpID), format.ValidateMessage(in.Message)} {
-		if check != nil {
-			return end(outcome.Invalid, "%v", check)
-		}
-	}
-	if in.Author != "" {
-		if err := format.ValidateAuthor(in.Author); err != nil {
-			return end(outcome.Invalid, "%v", err)
-		}
+	if err := firstError(format.ValidateGraphName(in.Graph), format.ValidateBranchName(in.Branch),
+		format.ValidateOp(in.OpID), format.ValidateMessage(in.Message), validAuthor(in.Author)); err != nil {
+		return end(outcome.Invalid, "%v", err)
 	}
 	sources := 0
 	for _, s := range []string{in.SourceBranch, in.SourceCommit, in.SourceTag} {
@@ -74,14 +67,7 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 	// ledger hears of it.
 	tree := nativeULID(in.OpID, in.Attempt, in.Time)
 	native := format.NativeName(in.Branch, tree)
-	author := in.Author
-	if author == "" {
-		author = "graft"
-	}
-	message := in.Message
-	if message == "" {
-		message = fmt.Sprintf("create branch %s from %s", in.Branch, source.ID)
-	}
+	author, message := orDefault(in.Author, "graft"), orDefault(in.Message, fmt.Sprintf("create branch %s from %s", in.Branch, source.ID))
 	// The fork names the source's pins map as it stands; the ref names the fork commit as
 	// its head (docs/format.md, "Branch create").
 	g, err := a.graphOf(in.Graph)
@@ -226,29 +212,21 @@ func (a *Activities) recordEarly(ctx context.Context, p catalog.OperationInsertP
 	return res, nil
 }
 
-// checkNameFree asks storage — the authority on what is live — whether the
-// name or a '/'-prefix relative of it is a live branch: one LIST covering the
-// name and its descendants, one per ancestor (a LIST per thousand refs), then a
-// GET of each ref found unless the ledger has witnessed it retired (a new name
-// usually has none). The ledger's own check, under its lock, covers creates
+// checkNameFree asks storage — the authority on what is live — whether the name or a
+// '/'-prefix relative of it is a live branch: one LIST for the name and its descendants,
+// one per ancestor, then a GET of each ref found unless the ledger witnessed it retired
+// (docs/format.md, *Known limits*). The ledger's own check, under its lock, covers creates
 // racing each other; this one covers refs the ledger never saw.
 //
-// Skipping the refs the ledger records retired is what keeps a name deleted and
-// re-created a thousand times from costing a thousand GETs here, and it is safe:
-// the ledger records an incarnation retired only after storage answered that
-// its ref was retired (the kernel's retire, then retireWitnessTx), and a retired
-// ref never changes again and its native name is never reused, so such a ref is
-// dead for good. Every other ref is read: refs the ledger has no row for, refs
-// of open incarnations, and refs it records unpublished — that state can lead
-// storage (a create reset to before its prepare after its ref landed, but
-// before the landing was recorded, finishes as conflict and settles its
-// witness unpublished while its ref is live), so it is not taken as proof.
+// Skipping refs the ledger records retired is safe: it records one retired only after
+// storage answered that the ref was retired, and a retired ref never changes and its
+// native name is never reused. Every other ref is read — "unpublished" included, since a
+// create reset after its ref landed can settle its witness unpublished while the ref is
+// live.
 //
 // own is the native name this create minted: a live ref of it is this operation's own,
-// sent by an earlier run of it (a run reset after its ref landed and before its finish
-// was recorded) — not another branch. The create goes on, finds its own bytes at the key
-// and ends created, instead of ending conflict and settling its witness unpublished
-// while its ref is live.
+// sent by an earlier run reset before its finish was recorded; the create goes on and
+// ends created instead of conflict.
 func (a *Activities) checkNameFree(ctx context.Context, graphName, logical, own string) (PrepareCreateResult, error) {
 	prefixes := []string{format.BranchRefsPrefix(graphName) + logical}
 	for i := 0; i < len(logical); i++ {

@@ -93,10 +93,8 @@ func (a *Activities) readDeleteTarget(ctx context.Context, op catalog.Operation,
 // name's live ref (readDeleteTarget: one GET of the ref the ledger names, or
 // one LIST and one GET per incarnation; the ref names the head) and the graph's tags (one LIST, one GET per tag).
 func (a *Activities) PrepareDeleteBranch(ctx context.Context, in PrepareDeleteBranchInput) (PrepareDeleteBranchResult, error) {
-	for _, check := range []error{format.ValidateGraphName(in.Graph), format.ValidateBranchName(in.Branch), format.ValidateOp(in.OpID)} {
-		if check != nil {
-			return PrepareDeleteBranchResult{Outcome: outcome.Invalid, Message: check.Error()}, nil
-		}
+	if err := firstError(format.ValidateGraphName(in.Graph), format.ValidateBranchName(in.Branch), format.ValidateOp(in.OpID)); err != nil {
+		return PrepareDeleteBranchResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
 	}
 	if in.Branch == graph.DefaultBranch {
 		return PrepareDeleteBranchResult{Outcome: outcome.Invalid, Message: "main cannot be deleted: it is every graph's default branch"}, nil

@@ -51,16 +51,8 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 	end := func(o outcome.Outcome, f string, args ...any) (InitGraphResult, error) {
 		return InitGraphResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
 	}
-	if err := format.ValidateGraphName(in.Graph); err != nil {
+	if err := firstError(format.ValidateGraphName(in.Graph), format.ValidateOp(in.OpID), validAuthor(in.Author)); err != nil {
 		return end(outcome.Invalid, "%v", err)
-	}
-	if err := format.ValidateOp(in.OpID); err != nil {
-		return end(outcome.Invalid, "%v", err)
-	}
-	if in.Author != "" {
-		if err := format.ValidateAuthor(in.Author); err != nil {
-			return end(outcome.Invalid, "%v", err)
-		}
 	}
 	// Checked before the operation is recorded, so that once the prefix is cleared the
 	// same init — the same default operation id — runs again (docs/format.md, *Ownership*).

@@ -332,53 +332,39 @@ func (a *Activities) issue(ctx context.Context, in WriteInput) (Verdict, error) 
 
 // ReadBack reads the key a write names and says what it holds, without writing.
 func (a *Activities) ReadBack(ctx context.Context, in WriteInput) (Verdict, error) {
-	w := in.Spec
-	var v Verdict
-	var err error
-	switch w.Kind {
-	case WriteRef:
-		v, err = a.readRef(ctx, in)
-	case WriteTag:
-		v, err = a.readTag(ctx, w)
-	case WritePublish:
-		v, err = a.readPublish(ctx, w)
-	case WriteRetireRef, WriteRetireTag:
-		// A retire's read-back is its re-issue: graph.RetireRef reads first and sends
-		// nothing when our retired bytes are there, or the object changed.
-		v, err = a.issue(ctx, in)
-	default:
-		return Verdict{State: Invalid, Message: "unknown write kind " + string(w.Kind)}, nil
-	}
-	if err == nil {
-		a.logVerdict(ctx, in, "read back", v)
-	}
-	return v, err
+	return a.settle(ctx, in, "read back", map[WriteKind]writeStep{
+		WriteRef:     a.readRef,
+		WriteTag:     func(ctx context.Context, in WriteInput) (Verdict, error) { return a.readTag(ctx, in.Spec) },
+		WritePublish: func(ctx context.Context, in WriteInput) (Verdict, error) { return a.readPublish(ctx, in.Spec) },
+	})
 }
 
 // Fence makes sure a write can never land, or proves that it did: a fence ref at a ref's
 // key, a rewrite of a publish's ref that its planned swap can never match, a retired tag
-// at a tag's key; a
-// retire is fenced by completing it. Landed means the write happened after all; Fenced or
-// Other that it never will; Refused or Ambiguous that the fence did not land (the kernel
-// parks the operation and tries again).
+// at a tag's key. Landed means the write happened after all; Fenced or Other that it
+// never will; Refused or Ambiguous that the fence did not land (the kernel parks the
+// operation and tries again).
 func (a *Activities) Fence(ctx context.Context, in WriteInput) (Verdict, error) {
-	w := in.Spec
-	var v Verdict
-	var err error
-	switch w.Kind {
-	case WriteRef:
-		v, err = a.fenceRef(ctx, in)
-	case WriteTag:
-		v, err = a.fenceTag(ctx, in)
-	case WritePublish:
-		v, err = a.fencePublish(ctx, in)
-	case WriteRetireRef, WriteRetireTag:
-		v, err = a.issue(ctx, in)
-	default:
-		return Verdict{State: Invalid, Message: "unknown write kind " + string(w.Kind)}, nil
+	return a.settle(ctx, in, "fence", map[WriteKind]writeStep{
+		WriteRef: a.fenceRef, WriteTag: a.fenceTag, WritePublish: a.fencePublish})
+}
+
+type writeStep func(context.Context, WriteInput) (Verdict, error)
+
+// settle runs byKind's step for in's write kind and logs its verdict. A retire is read
+// back and fenced by its re-issue: graph.RetireRef reads first and sends nothing when our
+// retired bytes are there, or the object changed.
+func (a *Activities) settle(ctx context.Context, in WriteInput, step string, byKind map[WriteKind]writeStep) (Verdict, error) {
+	do, ok := byKind[in.Spec.Kind]
+	switch {
+	case in.Spec.Kind == WriteRetireRef || in.Spec.Kind == WriteRetireTag:
+		do = a.issue
+	case !ok:
+		return Verdict{State: Invalid, Message: "unknown write kind " + string(in.Spec.Kind)}, nil
 	}
+	v, err := do(ctx, in)
 	if err == nil {
-		a.logVerdict(ctx, in, "fence", v)
+		a.logVerdict(ctx, in, step, v)
 	}
 	return v, err
 }
@@ -493,8 +479,8 @@ func (a *Activities) retireRef(ctx context.Context, o Owner, w WriteSpec) (Verdi
 		// Retired or fenced by another operation, or gone: it can never be live again.
 		return Verdict{State: Fenced, Message: changed.Error()}, nil
 	}
-	if res, ok := retireRefused(err); ok {
-		return Verdict{State: Other, Message: res.Message}, nil
+	if why, ok := retireRefused(err); ok {
+		return Verdict{State: Other, Message: why}, nil
 	}
 	switch {
 	case errors.Is(err, storage.ErrAmbiguous):

@@ -16,6 +16,7 @@ import (
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/storage"
+	"github.com/graftworks/graft/workflows/contract"
 )
 
 // The outcomes of merges and deletes, from the ledger's vocabulary. Each is
@@ -33,27 +34,9 @@ const (
 	OutcomeDeleted = outcome.Deleted
 )
 
-// MergeTable is one table's line in a merge plan. Versions are ULIDs; an
-// empty one means that side does not pin the table.
-type MergeTable struct {
-	Table  string            `json:"table"`
-	Action graph.TableAction `json:"action"`
-	Base   string            `json:"base,omitempty"`
-	Source string            `json:"source,omitempty"`
-	Target string            `json:"target,omitempty"`
-	// BaseAmbiguous: several merge bases pin different versions of the table.
-	BaseAmbiguous bool `json:"base_ambiguous,omitempty"`
-	// Added, Removed and Replaced count the entries (objects) the merge changes
-	// in the target's version of the table (adopt and merged); Conflicts names, up to 100,
-	// the objects both sides changed differently, ConflictCount counts them all; Why says
-	// what the two sides did to a table in a table-level conflict.
-	Added         int64    `json:"added,omitempty"`
-	Removed       int64    `json:"removed,omitempty"`
-	Replaced      int64    `json:"replaced,omitempty"`
-	Conflicts     []string `json:"conflicts,omitempty"`
-	ConflictCount int64    `json:"conflict_count,omitempty"`
-	Why           string   `json:"why,omitempty"`
-}
+// MergeTable is one table's line in a merge plan, declared in package contract (the
+// workflow returns it).
+type MergeTable = contract.MergeTable
 
 // PlanMergeInput is the input of PlanMerge.
 type PlanMergeInput struct {
@@ -110,21 +93,17 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 	end := func(o outcome.Outcome, f string, args ...any) (PlanMergeResult, error) {
 		return PlanMergeResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
 	}
-	for _, check := range []error{format.ValidateGraphName(in.Graph), format.ValidateBranchName(in.Source),
-		format.ValidateBranchName(in.Target), format.ValidateMessage(in.Message)} {
-		if check != nil {
-			return end(outcome.Invalid, "%v", check)
-		}
+	if err := firstError(format.ValidateGraphName(in.Graph), format.ValidateBranchName(in.Source),
+		format.ValidateBranchName(in.Target), format.ValidateMessage(in.Message)); err != nil {
+		return end(outcome.Invalid, "%v", err)
 	}
 	if !in.Preview {
 		if err := format.ValidateOp(in.OpID); err != nil {
 			return end(outcome.Invalid, "%v", err)
 		}
 	}
-	if in.Author != "" {
-		if err := format.ValidateAuthor(in.Author); err != nil {
-			return end(outcome.Invalid, "%v", err)
-		}
+	if err := validAuthor(in.Author); err != nil {
+		return end(outcome.Invalid, "%v", err)
 	}
 	if in.Source == in.Target {
 		return end(outcome.Invalid, "cannot merge %q into itself", in.Source)
@@ -410,7 +389,7 @@ func (a *Activities) planMerge(ctx context.Context, in PlanMergeInput, rec catal
 	}
 	var objectConflicts []string
 	for _, line := range plan.Tables {
-		mt := MergeTable{Table: line.Table, Action: line.Action, Base: versionString(line.Base), Source: versionString(line.Source),
+		mt := MergeTable{Table: line.Table, Action: contract.MergeAction(line.Action), Base: versionString(line.Base), Source: versionString(line.Source),
 			Target: versionString(line.Target), BaseAmbiguous: line.BaseAmbiguous, Added: line.Added, Removed: line.Removed,
 			Replaced: line.Replaced, ConflictCount: line.ConflictCount, Why: line.Why}
 		for _, c := range line.Conflicts {
@@ -439,13 +418,7 @@ func (a *Activities) planMerge(ctx context.Context, in PlanMergeInput, rec catal
 		return stop(res, res.Kind, "%d tables to change on %q from %q", len(plan.Tables)-countKept(plan.Tables), in.Target, in.Source)
 	}
 
-	author, message := in.Author, in.Message
-	if author == "" {
-		author = "graft"
-	}
-	if message == "" {
-		message = fmt.Sprintf("merge %s into %s", in.Source, in.Target)
-	}
+	author, message := orDefault(in.Author, "graft"), orDefault(in.Message, fmt.Sprintf("merge %s into %s", in.Source, in.Target))
 	ap, err := g.PlanAppendOn(ctx, dst, plan.Spec(dst, source, author, message, at, in.OpID))
 	var stale *graph.StaleHeadError
 	switch {

@@ -144,17 +144,27 @@ func publishVerdict(res graph.PublishResult, pending bool, err error) (Verdict, 
 	return Verdict{State: Ambiguous, Message: err.Error()}, nil
 }
 
+// openPublish decodes a publish spec and opens its graph; a non-nil Verdict (Invalid)
+// says why it cannot.
+func (a *Activities) openPublish(w WriteSpec) (graph.AppendPlan, *graph.Graph, *Verdict) {
+	p, err := publishOf(w)
+	if err != nil {
+		return p, nil, &Verdict{State: Invalid, Message: "not a publishable commit: " + err.Error()}
+	}
+	g, err := a.graphOf(w.Graph)
+	if err != nil {
+		return p, nil, &Verdict{State: Invalid, Message: err.Error()}
+	}
+	return p, g, nil
+}
+
 // putPublish writes a plan's chunks and commit (content-addressed: a re-issue writes the
 // same bytes), then swaps the ref. The first attempt swaps at once; a re-issue reads the
 // ref first and swaps only if it is still what the plan read.
 func (a *Activities) putPublish(ctx context.Context, in WriteInput) (Verdict, error) {
-	p, err := publishOf(in.Spec)
-	if err != nil {
-		return Verdict{State: Invalid, Message: "not a publishable commit: " + err.Error()}, nil
-	}
-	g, err := a.graphOf(in.Spec.Graph)
-	if err != nil {
-		return Verdict{State: Invalid, Message: err.Error()}, nil
+	p, g, bad := a.openPublish(in.Spec)
+	if bad != nil {
+		return *bad, nil
 	}
 	if in.Attempt > 0 {
 		// Whatever landed before, a swap that can no longer land must not be preceded by
@@ -171,34 +181,33 @@ func (a *Activities) putPublish(ctx context.Context, in WriteInput) (Verdict, er
 		case err == nil && res.Outcome == graph.PutTaken:
 			return Verdict{State: Invalid, Message: put.Key + " holds other bytes than the write's"}, nil
 		case err != nil:
-			if v := putVerdict(err); v.State != "" {
-				return v, nil
-			}
-			return Verdict{State: Ambiguous, Message: err.Error()}, nil
+			return putFailed(err), nil
 		}
 	}
 	if err := g.WriteAppend(ctx, p); err != nil {
 		if errors.Is(err, graph.ErrCorrupt) {
 			return Verdict{State: Invalid, Message: err.Error()}, nil
 		}
-		if v := putVerdict(err); v.State != "" {
-			return v, nil
-		}
-		return Verdict{State: Ambiguous, Message: err.Error()}, nil
+		return putFailed(err), nil
 	}
 	res, err := g.Publish(ctx, p.Publish)
 	return publishVerdict(res, false, err)
 }
 
+// putFailed is the verdict of a failed put the write cannot read back: refused, or
+// ambiguous (a failed precondition included).
+func putFailed(err error) Verdict {
+	if v := putVerdict(err); v.State != "" {
+		return v
+	}
+	return Verdict{State: Ambiguous, Message: err.Error()}
+}
+
 // readPublish says where a publish stands, without writing.
 func (a *Activities) readPublish(ctx context.Context, w WriteSpec) (Verdict, error) {
-	p, err := publishOf(w)
-	if err != nil {
-		return Verdict{State: Invalid, Message: "not a publishable commit: " + err.Error()}, nil
-	}
-	g, err := a.graphOf(w.Graph)
-	if err != nil {
-		return Verdict{State: Invalid, Message: err.Error()}, nil
+	p, g, bad := a.openPublish(w)
+	if bad != nil {
+		return *bad, nil
 	}
 	return publishVerdict(g.CheckPublish(ctx, p.Publish))
 }
@@ -206,13 +215,9 @@ func (a *Activities) readPublish(ctx context.Context, w WriteSpec) (Verdict, err
 // fencePublish makes a publish unable to land (graph.FencePublish: the ref rewritten, same
 // head, by this operation), or proves that it landed.
 func (a *Activities) fencePublish(ctx context.Context, in WriteInput) (Verdict, error) {
-	p, err := publishOf(in.Spec)
-	if err != nil {
-		return Verdict{State: Invalid, Message: "not a publishable commit: " + err.Error()}, nil
-	}
-	g, err := a.graphOf(in.Spec.Graph)
-	if err != nil {
-		return Verdict{State: Invalid, Message: err.Error()}, nil
+	p, g, bad := a.openPublish(in.Spec)
+	if bad != nil {
+		return *bad, nil
 	}
 	v, err := publishVerdict(g.FencePublish(ctx, p.Publish, in.Owner.OpID))
 	if err == nil && v.State == Other {

@@ -13,6 +13,7 @@ import (
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/storage"
+	"github.com/graftworks/graft/workflows/contract"
 	"github.com/oklog/ulid/v2"
 )
 
@@ -30,26 +31,11 @@ type ReconcileInput struct {
 	Limit int
 }
 
-// ReconciledOp is one operation a reconcile pass settled or parked.
-type ReconciledOp struct {
-	OpID    string          `json:"op_id"`
-	Kind    string          `json:"kind"`
-	Outcome outcome.Outcome `json:"outcome,omitempty"`
-	// Parked: its pending write could not be fenced yet (the store refused or did not
-	// answer); the operation stays in doubt and the next pass tries again.
-	Parked  bool   `json:"parked,omitempty"`
-	Message string `json:"message,omitempty"`
-}
-
-// ReconcileResult is the output of Reconcile.
-type ReconcileResult struct {
-	// Examined counts the unfinished operations looked at; Open those whose workflow
-	// is still running (left alone).
-	Examined int `json:"examined"`
-	Open     int `json:"open"`
-	// Settled lists the operations this pass finished or parked.
-	Settled []ReconciledOp `json:"settled"`
-}
+// ReconciledOp and ReconcileResult are declared in package contract (the workflow returns them).
+type (
+	ReconciledOp    = contract.ReconciledOp
+	ReconcileResult = contract.ReconcileResult
+)
 
 // Reconcile finds unfinished operations whose workflow has closed without recording their
 // end — terminated, timed out, reset away, or lost — and settles each as its own workflow

@@ -85,7 +85,10 @@ func restoreLedger(t *testing.T, cat *catalog.Catalog, opID string, s ledgerSnap
 	}
 }
 
-func TestCreate_LiveWitnessAndFinishLostInACrash_ReconcilerFinishesItCreated(t *testing.T) {
+// clonedCreate inits graph g and runs a create of "feature" (operation op-create, run
+// run-1) up to its ref put: prepared, its pending write recorded, its tree cloned.
+func clonedCreate(t *testing.T) (*Activities, *catalog.Catalog, *memstore.Store, Owner, PrepareCreateResult) {
+	t.Helper()
 	ctx := context.Background()
 	cat := catalogtest.Open(t)
 	store := memstore.New()
@@ -106,6 +109,25 @@ func TestCreate_LiveWitnessAndFinishLostInACrash_ReconcilerFinishesItCreated(t *
 	if err != nil || clone.State != CloneCommitted {
 		t.Fatalf("clone: %+v, %v", clone, err)
 	}
+	return a, cat, store, owner, prep
+}
+
+// reconcileOne runs a reconcile pass of graph g and wants it to settle one operation
+// with want.
+func reconcileOne(t *testing.T, a *Activities, want outcome.Outcome) {
+	t.Helper()
+	res, err := a.Reconcile(context.Background(), ReconcileInput{Run: "rec-1", Graph: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Settled) != 1 || res.Settled[0].Outcome != want {
+		t.Fatalf("reconciled %+v, want one operation settled %s", res.Settled, want)
+	}
+}
+
+func TestCreate_LiveWitnessAndFinishLostInACrash_ReconcilerFinishesItCreated(t *testing.T) {
+	ctx := context.Background()
+	a, cat, store, owner, prep := clonedCreate(t)
 	before := snapshotLedger(t, cat, owner.OpID)
 	v, err := a.Write(ctx, WriteInput{Owner: owner, Spec: *prep.RefSpec, PendingRecorded: true})
 	if err != nil || v.State != Landed || !v.Recorded {
@@ -114,13 +136,7 @@ func TestCreate_LiveWitnessAndFinishLostInACrash_ReconcilerFinishesItCreated(t *
 	// The crash: the live witness and the finish (one recoverable commit) are lost.
 	restoreLedger(t, cat, owner.OpID, before)
 
-	res, err := a.Reconcile(ctx, ReconcileInput{Run: "rec-1", Graph: "g"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Settled) != 1 || res.Settled[0].Outcome != outcome.Created {
-		t.Fatalf("reconciled %+v, want the create settled created", res.Settled)
-	}
+	reconcileOne(t, a, outcome.Created)
 	op, _ := cat.OperationGet(ctx, catalog.OperationGetParams{ID: owner.OpID})
 	inc, _ := cat.IncarnationGetByNative(ctx, catalog.IncarnationGetByNativeParams{Graph: "g", Native: prep.Native})
 	pins, _ := cat.PinsList(ctx, catalog.PinsListParams{Graph: "g"})
@@ -135,21 +151,7 @@ func TestCreate_LiveWitnessAndFinishLostInACrash_ReconcilerFinishesItCreated(t *
 
 func TestDelete_RetireWitnessAndFinishLostInACrash_ReconcilerFinishesItDeleted(t *testing.T) {
 	ctx := context.Background()
-	cat := catalogtest.Open(t)
-	store := memstore.New()
-	a := &Activities{Store: store, Catalog: cat, Workflows: closedWorkflows{}}
-	if _, err := graph.Init(ctx, store, graph.InitParams{Graph: "g", MainTree: ulid.Make(), Op: "init", Time: time.Now().UTC()}); err != nil {
-		t.Fatal(err)
-	}
-	create := Owner{OpID: "op-create", Run: "run-1"}
-	prep, err := a.PrepareCreate(ctx, PrepareCreateInput{OpID: create.OpID, Graph: "g", Branch: "feature", Time: time.Now().UTC(),
-		Attempt: 1, WorkflowID: "wf-create", RunID: create.Run})
-	if err != nil || prep.Outcome != "" {
-		t.Fatalf("prepare create: %+v, %v", prep, err)
-	}
-	if c, err := a.CloneTree(ctx, CloneInput{Owner: create, Graph: "g", Native: prep.Native, ForkID: prep.ForkID, ForkBytes: prep.ForkBytes, ForkChunks: prep.ForkChunks}); err != nil || c.State != CloneCommitted {
-		t.Fatalf("clone: %+v, %v", c, err)
-	}
+	a, cat, store, create, prep := clonedCreate(t)
 	if v, err := a.Write(ctx, WriteInput{Owner: create, Spec: *prep.RefSpec, PendingRecorded: true}); err != nil || v.State != Landed {
 		t.Fatalf("create's ref: %+v, %v", v, err)
 	}
@@ -178,13 +180,7 @@ func TestDelete_RetireWitnessAndFinishLostInACrash_ReconcilerFinishesItDeleted(t
 		t.Fatal(err)
 	}
 
-	res, err := a.Reconcile(ctx, ReconcileInput{Run: "rec-1", Graph: "g"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Settled) != 1 || res.Settled[0].Outcome != outcome.Deleted {
-		t.Fatalf("reconciled %+v, want the delete settled deleted", res.Settled)
-	}
+	reconcileOne(t, a, outcome.Deleted)
 	op, _ := cat.OperationGet(ctx, catalog.OperationGetParams{ID: del.OpID})
 	inc, _ := cat.IncarnationGetByNative(ctx, catalog.IncarnationGetByNativeParams{Graph: "g", Native: prep.Native})
 	if op.Outcome != catalog.OutcomeDeleted || inc.State != catalog.IncarnationRetired {

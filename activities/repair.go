@@ -55,10 +55,8 @@ func (a *Activities) PrepareRepair(ctx context.Context, in PrepareRepairInput) (
 	end := func(o outcome.Outcome, f string, args ...any) (PrepareRepairResult, error) {
 		return PrepareRepairResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
 	}
-	for _, check := range []error{format.ValidateGraphName(in.Graph), format.ValidateBranchName(in.Branch), format.ValidateOp(in.OpID)} {
-		if check != nil {
-			return end(outcome.Invalid, "%v", check)
-		}
+	if err := firstError(format.ValidateGraphName(in.Graph), format.ValidateBranchName(in.Branch), format.ValidateOp(in.OpID)); err != nil {
+		return end(outcome.Invalid, "%v", err)
 	}
 	logical, _, err := format.ParseNative(in.Keep)
 	if err != nil {
@@ -130,39 +128,23 @@ func (a *Activities) PrepareRepair(ctx context.Context, in PrepareRepairInput) (
 	return res, nil
 }
 
-// RetireIncarnationResult is how retireRefused classifies a refused retire.
-type RetireIncarnationResult struct {
-	Message string
-}
-
-// retireRefused classifies a RetireRef error that proves the swap did not
-// and will not happen: another writer changed the ref (still live, or no
-// longer live), or it is not a ref this format can swap.
-func retireRefused(err error) (RetireIncarnationResult, bool) {
+// retireRefused says why a RetireRef error proves the swap did not and will not happen:
+// another writer changed the ref (still live, or no longer live), or it is not a ref
+// this format can swap; false for any other error.
+func retireRefused(err error) (string, bool) {
 	var changed *graph.RefChangedError
 	switch {
 	case errors.As(err, &changed):
-		return RetireIncarnationResult{Message: changed.Error()}, true
+		return changed.Error(), true
 	case errors.Is(err, graph.ErrInvalid), isUnreadableObject(err):
-		return RetireIncarnationResult{Message: err.Error()}, true
+		return err.Error(), true
 	}
-	return RetireIncarnationResult{}, false
+	return "", false
 }
 
-// retireWitness records a retired ref's witness, if the ledger has one, as
-// retired. A witness in another state than live or retired is left as is,
-// and the returned note says so.
-func (a *Activities) retireWitness(ctx context.Context, graphName, native string) (string, error) {
-	var note string
-	err := a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		note, err = a.retireWitnessTx(ctx, tx, graphName, native)
-		return err
-	})
-	return note, err
-}
-
-// retireWitnessTx is retireWitness inside the caller's transaction.
+// retireWitnessTx records a retired ref's witness, if the ledger has one, as retired, in
+// the caller's transaction. A witness in another state than live or retired is left as
+// is, and the returned note says so.
 func (a *Activities) retireWitnessTx(ctx context.Context, tx pgx.Tx, graphName, native string) (string, error) {
 	w, err := a.Catalog.IncarnationGetByNativeTx(ctx, tx, catalog.IncarnationGetByNativeParams{Graph: graphName, Native: native})
 	switch {
@@ -202,7 +184,6 @@ func (a *Activities) AdoptKept(ctx context.Context, in AdoptKeptInput) (AdoptKep
 	return AdoptKeptResult{Note: note}, err
 }
 
-// adoptKept gives the kept incarnation a live witness if it has none.
 func (a *Activities) adoptKept(ctx context.Context, in AdoptKeptInput) (string, error) {
 	_, tree, err := format.ParseNative(in.Keep)
 	if err != nil {

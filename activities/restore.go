@@ -52,16 +52,9 @@ func (a *Activities) PrepareRestore(ctx context.Context, in PrepareRestoreInput)
 	end := func(o outcome.Outcome, f string, args ...any) (PrepareRestoreResult, error) {
 		return PrepareRestoreResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
 	}
-	for _, check := range []error{format.ValidateGraphName(in.Graph), format.ValidateBranchName(in.Branch),
-		format.ValidateOp(in.OpID), format.ValidateMessage(in.Message)} {
-		if check != nil {
-			return end(outcome.Invalid, "%v", check)
-		}
-	}
-	if in.Author != "" {
-		if err := format.ValidateAuthor(in.Author); err != nil {
-			return end(outcome.Invalid, "%v", err)
-		}
+	if err := firstError(format.ValidateGraphName(in.Graph), format.ValidateBranchName(in.Branch),
+		format.ValidateOp(in.OpID), format.ValidateMessage(in.Message), validAuthor(in.Author)); err != nil {
+		return end(outcome.Invalid, "%v", err)
 	}
 	if (in.ToCommit == "") == (in.ToTag == "") {
 		return end(outcome.Invalid, "give exactly one of a commit id and a tag to restore to")
@@ -284,13 +277,7 @@ func (a *Activities) planRestore(ctx context.Context, in PlanRestoreInput, head 
 		}
 		res.Tag = WriteSpec{Kind: WriteTag, Graph: in.Graph, Body: body, Subject: res.BackupTag}
 	}
-	author, message := in.Author, in.Message
-	if author == "" {
-		author = "graft"
-	}
-	if message == "" {
-		message = fmt.Sprintf("restore %s to %s", in.Branch, targetID)
-	}
+	author, message := orDefault(in.Author, "graft"), orDefault(in.Message, fmt.Sprintf("restore %s to %s", in.Branch, targetID))
 	plan, err := g.PlanAppendOn(ctx, head, graph.CommitSpec{Branch: in.Branch, ExpectedHead: in.ExpectedHead,
 		PinsFrom: targetID.String(), RestoredFrom: targetID.String(), Author: author, Message: message, Time: in.Time.UTC(), Op: in.Owner.OpID})
 	var stale *graph.StaleHeadError

@@ -73,18 +73,10 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 	end := func(o outcome.Outcome, f string, args ...any) (PrepareWriteResult, error) {
 		return PrepareWriteResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
 	}
-	for _, check := range []error{
-		format.ValidateGraphName(in.Graph), format.ValidateBranchName(in.Branch),
+	if err := firstError(format.ValidateGraphName(in.Graph), format.ValidateBranchName(in.Branch),
 		format.ValidateTableName(in.Table), format.ValidateOp(in.OpID), format.ValidateMessage(in.Message),
-	} {
-		if check != nil {
-			return end(outcome.Invalid, "%v", check)
-		}
-	}
-	if in.Author != "" {
-		if err := format.ValidateAuthor(in.Author); err != nil {
-			return end(outcome.Invalid, "%v", err)
-		}
+		validAuthor(in.Author)); err != nil {
+		return end(outcome.Invalid, "%v", err)
 	}
 	if in.ExpectedHead != "" {
 		if _, err := format.ParseCommitID(in.ExpectedHead); err != nil {
@@ -189,23 +181,16 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 		}
 		return PrepareWriteResult{}, fmt.Errorf("pin version: %w", err)
 	}
-	if o, msg, err := a.probeObjects(ctx, in.Graph, in.Table, entries); err != nil || o != "" {
-		if err != nil {
+	for _, probe := range []func() (outcome.Outcome, string, error){
+		func() (outcome.Outcome, string, error) { return a.probeObjects(ctx, in.Graph, in.Table, entries) },
+		func() (outcome.Outcome, string, error) { return a.probeStaged(ctx, st) },
+		func() (outcome.Outcome, string, error) { return a.probeImports(ctx, in.Edit.Imports) },
+	} {
+		if o, msg, err := probe(); err != nil {
 			return PrepareWriteResult{}, err
+		} else if o != "" {
+			return stop(o, "%s", msg)
 		}
-		return stop(o, "%s", msg)
-	}
-	if o, msg, err := a.probeStaged(ctx, st); err != nil || o != "" {
-		if err != nil {
-			return PrepareWriteResult{}, err
-		}
-		return stop(o, "%s", msg)
-	}
-	if o, msg, err := a.probeImports(ctx, in.Edit.Imports); err != nil || o != "" {
-		if err != nil {
-			return PrepareWriteResult{}, err
-		}
-		return stop(o, "%s", msg)
 	}
 	return res, nil
 }
@@ -586,14 +571,7 @@ func (a *Activities) planCommit(ctx context.Context, in PlanCommitInput, b graph
 		}
 		edited, version = &vp, vp.Version.ID
 	}
-	author := in.Author
-	if author == "" {
-		author = "graft"
-	}
-	message := in.Message
-	if message == "" {
-		message = fmt.Sprintf("write table %s version %s", in.Table, version)
-	}
+	author, message := orDefault(in.Author, "graft"), orDefault(in.Message, fmt.Sprintf("write table %s version %s", in.Table, version))
 	plan, err := g.PlanAppendOn(ctx, head, graph.CommitSpec{Branch: in.Branch, ExpectedHead: in.ExpectedHead,
 		SetPins: map[string]ulid.ULID{in.Table: version}, Author: author, Message: message, Time: in.Time.UTC(), Op: in.Owner.OpID})
 	var stale *graph.StaleHeadError

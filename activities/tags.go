@@ -41,10 +41,8 @@ func (a *Activities) PrepareTag(ctx context.Context, in PrepareTagInput) (Prepar
 	end := func(o outcome.Outcome, f string, args ...any) (PrepareTagResult, error) {
 		return PrepareTagResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
 	}
-	for _, check := range []error{format.ValidateGraphName(in.Graph), format.ValidateTagName(in.Name), format.ValidateOp(in.OpID)} {
-		if check != nil {
-			return end(outcome.Invalid, "%v", check)
-		}
+	if err := firstError(format.ValidateGraphName(in.Graph), format.ValidateTagName(in.Name), format.ValidateOp(in.OpID)); err != nil {
+		return end(outcome.Invalid, "%v", err)
 	}
 	if in.Commit != "" && in.Branch != "" {
 		return end(outcome.Invalid, "give a commit id or a branch, not both")
@@ -136,10 +134,8 @@ type PrepareDeleteTagResult struct {
 
 // PrepareDeleteTag records a tag delete and reads the tag: one GET.
 func (a *Activities) PrepareDeleteTag(ctx context.Context, in PrepareDeleteTagInput) (PrepareDeleteTagResult, error) {
-	for _, check := range []error{format.ValidateGraphName(in.Graph), format.ValidateTagName(in.Name), format.ValidateOp(in.OpID)} {
-		if check != nil {
-			return PrepareDeleteTagResult{Outcome: outcome.Invalid, Message: check.Error()}, nil
-		}
+	if err := firstError(format.ValidateGraphName(in.Graph), format.ValidateTagName(in.Name), format.ValidateOp(in.OpID)); err != nil {
+		return PrepareDeleteTagResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
 	}
 	inputs, _ := json.Marshal(map[string]string{"action": "delete", "tag": in.Name})
 	r, err := a.recordOnly(ctx, catalog.OperationInsertParams{ID: in.OpID, Kind: catalog.OpTag, Graph: in.Graph, Inputs: inputs,

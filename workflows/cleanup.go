@@ -435,7 +435,7 @@ func (r *cleanupRun) adopt(ctx workflow.Context, o activities.CleanupOrphan) err
 			a.CleanupSummarize, activities.CleanupSummarizeInput{RunID: o.RunID}, &sum); err != nil {
 			return err
 		}
-		report.Condemned, report.Deleted = CleanupCounts(sum.Condemned), CleanupCounts(sum.Deleted)
+		report.Condemned, report.Deleted = sum.Condemned, sum.Deleted
 	} else {
 		report.Message = fmt.Sprintf("aborted by run %s after its workflow %s ended", r.res.RunID, o.WorkflowID)
 		finish.Aborted, finish.Message = true, report.Message
@@ -486,13 +486,13 @@ func (r *cleanupRun) mark(ctx workflow.Context) error {
 	}).Get(ctx, &trees); err != nil {
 		return err
 	}
-	r.res.Kept.Add(CleanupKept(trees.Kept))
-	r.res.Condemned.Add(CleanupCounts(trees.Condemned))
+	r.res.Kept.Add(trees.Kept)
+	r.res.Condemned.Add(trees.Condemned)
 	r.res.NotInPlan += trees.NotInPlan
-	r.res.SkippedUnsettled = unsettledTrees(trees.Unsettled)
+	r.res.SkippedUnsettled = trees.Unsettled
 	r.res.Fenced, r.res.WouldFence = trees.Fenced, trees.WouldFence
 	r.res.RetainAllData = trees.RetainAllReason
-	r.res.Mark.Requests.Add(StoreRequests(trees.Requests))
+	r.res.Mark.Requests.Add(trees.Requests)
 	r.addPlanKeys(trees.PlanKeys)
 	r.res.Tables = len(trees.Tables)
 	r.progress.TablesTotal = len(trees.Tables)
@@ -518,10 +518,10 @@ func (r *cleanupRun) mark(ctx workflow.Context) error {
 			if err := f.Get(ctx, &t); err != nil {
 				return fmt.Errorf("table %s: %w", table, err)
 			}
-			r.res.Kept.Add(CleanupKept(t.Kept))
-			r.res.Condemned.Add(CleanupCounts(t.Condemned))
+			r.res.Kept.Add(t.Kept)
+			r.res.Condemned.Add(t.Condemned)
 			r.res.NotInPlan += t.NotInPlan
-			r.res.Mark.Requests.Add(StoreRequests(t.Requests))
+			r.res.Mark.Requests.Add(t.Requests)
 			r.addPlanKeys(t.PlanKeys)
 			r.res.Objects.ManifestChunks += t.Chunks
 			r.res.Objects.External += t.External
@@ -684,13 +684,13 @@ func (r *cleanupRun) finish(ctx workflow.Context) (CleanupResult, error) {
 		return r.res, fmt.Errorf("summarise: %w", err)
 	}
 	if r.res.Mode != CleanupModeDryRun {
-		r.res.Condemned = CleanupCounts(sum.Condemned)
+		r.res.Condemned = sum.Condemned
 		r.res.PlanKeyCount = sum.Condemned.Keys()
 	}
 	if r.res.PlanRunID != "" {
 		r.res.PlanDropped = sum.PlanKeys - sum.Condemned.Keys()
 	}
-	r.res.Deleted = CleanupCounts(sum.Deleted)
+	r.res.Deleted = sum.Deleted
 	r.res.Outcome = outcome.Done
 	r.res.FinishedAt = workflow.Now(ctx)
 	report, _ := json.Marshal(r.res)

@@ -7,7 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/graftworks/graft/activities"
-	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/workflows/contract"
 )
 
 // Registered name of the reconciler, and the id of the schedule that runs it. Stable.
@@ -34,26 +34,11 @@ type ReconcileInput struct {
 	Limit int `json:"limit,omitempty"`
 }
 
-// ReconciledOp is one operation a reconcile pass finished or parked.
-type ReconciledOp struct {
-	OpID    string          `json:"op_id"`
-	Kind    string          `json:"kind"`
-	Outcome outcome.Outcome `json:"outcome,omitempty"`
-	// Parked: its pending write could not be fenced yet (the store refused or did not
-	// answer); the operation stays in doubt and the next pass tries again.
-	Parked  bool   `json:"parked,omitempty"`
-	Message string `json:"message,omitempty"`
-}
-
-// ReconcileResult is the result of graft.Reconcile.
-type ReconcileResult struct {
-	// Examined counts the unfinished operations looked at; Open those whose workflow
-	// is still running (left alone).
-	Examined int `json:"examined"`
-	Open     int `json:"open"`
-	// Settled lists the operations this pass finished or parked; never null.
-	Settled []ReconciledOp `json:"settled"`
-}
+// ReconciledOp and ReconcileResult are declared in package contract (the pass fills them).
+type (
+	ReconciledOp    = contract.ReconciledOp
+	ReconcileResult = contract.ReconcileResult
+)
 
 // reconcileOptions: the pass is an ordinary activity with no total deadline — it may
 // fence writes, which follows storage effects — retried until it answers.
@@ -76,12 +61,11 @@ func Reconcile(ctx workflow.Context, in ReconcileInput) (ReconcileResult, error)
 	// The pass heartbeats while it runs (activities.Reconcile): a worker that dies
 	// mid-pass is noticed after one step timeout, not after the pass's whole timeout.
 	o.HeartbeatTimeout = StepTimeout
-	var pass activities.ReconcileResult
+	var res ReconcileResult
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), a.Reconcile, activities.ReconcileInput{
-		Run: info.WorkflowExecution.RunID, Graph: in.Graph, OpID: in.OpID, Limit: in.Limit}).Get(ctx, &pass)
-	res := ReconcileResult{Examined: pass.Examined, Open: pass.Open, Settled: make([]ReconciledOp, len(pass.Settled))}
-	for i, op := range pass.Settled {
-		res.Settled[i] = ReconciledOp{OpID: op.OpID, Kind: op.Kind, Outcome: op.Outcome, Parked: op.Parked, Message: op.Message}
+		Run: info.WorkflowExecution.RunID, Graph: in.Graph, OpID: in.OpID, Limit: in.Limit}).Get(ctx, &res)
+	if res.Settled == nil {
+		res.Settled = []ReconciledOp{}
 	}
 	if err != nil {
 		return res, err

@@ -1,0 +1,177 @@
+// Package contract declares the result types that graft's activities fill and its
+// workflows return: declared once, so the JSON a service decodes cannot drift from what
+// the activities record. It imports nothing internal; activities and workflows both
+// import it.
+package contract
+
+import "github.com/graftworks/graft/client/outcome"
+
+// CleanupKept counts the keys a cleanup run kept, each under the first root that kept
+// it. Keys are commits, table versions and data objects.
+type CleanupKept struct {
+	// Head counts the head commit of every live branch.
+	Head int64 `json:"head"`
+	// LiveWindow counts other commits of live branches inside a policy window (or of a
+	// branch whose ref landed while the run was deciding).
+	LiveWindow int64 `json:"live_window"`
+	// Tag counts commits a live tag names that nothing else kept.
+	Tag int64 `json:"tag"`
+	// Pin counts keys an in-flight operation pins (the ledger refused to condemn them).
+	Pin int64 `json:"pin"`
+	// MergeBase counts commits that nothing above kept and that a merge between two
+	// branches may read as a merge-base candidate: for every pair of heads of trees that
+	// are or may become branches, each entry of the element-wise minimum of their ancestor
+	// vectors, found from the heads' lineages alone.
+	MergeBase int64 `json:"merge_base"`
+	// Guard counts table versions and data objects younger than the guard window.
+	Guard int64 `json:"guard"`
+	// InFlightTree counts commits of trees whose ref may still land: their witness is
+	// intent, cloned or in_doubt.
+	InFlightTree int64 `json:"in_flight_tree"`
+	// Unsettled counts keys the run could not decide about and left alone: a tree whose
+	// fence put was ambiguous or whose witness contradicts storage, an unreadable object.
+	Unsettled int64 `json:"unsettled"`
+	// Referenced counts table versions and data objects a kept commit or version names.
+	Referenced int64 `json:"referenced"`
+	// Unknown counts keys that graft's format does not name; cleanup never touches them.
+	Unknown int64 `json:"unknown"`
+}
+
+// Add adds o's counts to k.
+func (k *CleanupKept) Add(o CleanupKept) {
+	k.Head += o.Head
+	k.LiveWindow += o.LiveWindow
+	k.Tag += o.Tag
+	k.Pin += o.Pin
+	k.MergeBase += o.MergeBase
+	k.Guard += o.Guard
+	k.InFlightTree += o.InFlightTree
+	k.Unsettled += o.Unsettled
+	k.Referenced += o.Referenced
+	k.Unknown += o.Unknown
+}
+
+// CleanupCounts counts keys by kind, with their bytes.
+type CleanupCounts struct {
+	Commits  int64 `json:"commits"`
+	Versions int64 `json:"versions"`
+	Objects  int64 `json:"objects"`
+	Bytes    int64 `json:"bytes"`
+}
+
+// Keys is the number of keys counted.
+func (c CleanupCounts) Keys() int64 { return c.Commits + c.Versions + c.Objects }
+
+// Add adds o's counts to c.
+func (c *CleanupCounts) Add(o CleanupCounts) {
+	c.Commits += o.Commits
+	c.Versions += o.Versions
+	c.Objects += o.Objects
+	c.Bytes += o.Bytes
+}
+
+// UnsettledTree is a tree a cleanup run skipped because it could not prove that no ref
+// will ever name it.
+type UnsettledTree struct {
+	Tree   string `json:"tree"`
+	Native string `json:"native,omitempty"`
+	// State is the witness's state (intent, cloned, in_doubt, …), or "" without a witness.
+	State string `json:"state,omitempty"`
+	// OpID is the operation the witness belongs to; settle or abandon it to free the tree.
+	OpID   string `json:"op_id,omitempty"`
+	Reason string `json:"reason"`
+	// Commits counts the tree's commits left in place.
+	Commits int64 `json:"commits"`
+}
+
+// StoreRequests counts the storage requests an activity sent.
+type StoreRequests struct {
+	List   int64 `json:"list"`
+	Get    int64 `json:"get"`
+	Head   int64 `json:"head"`
+	Put    int64 `json:"put"`
+	Delete int64 `json:"delete"`
+}
+
+// Add adds o's counts to r.
+func (r *StoreRequests) Add(o StoreRequests) {
+	r.List += o.List
+	r.Get += o.Get
+	r.Head += o.Head
+	r.Put += o.Put
+	r.Delete += o.Delete
+}
+
+// Total is the number of requests counted.
+func (r StoreRequests) Total() int64 { return r.List + r.Get + r.Head + r.Put + r.Delete }
+
+// RefusedKey is a condemned key the store refused to delete, and why.
+type RefusedKey struct {
+	Key    string `json:"key"`
+	Reason string `json:"reason"`
+}
+
+// MergeAction is what a merge does with one table (docs/merge-restore-tags.md). A plan
+// lists only tables whose action is not MergeUnchanged.
+type MergeAction string
+
+const (
+	// MergeUnchanged: source and target pin the same version (or neither pins it).
+	MergeUnchanged MergeAction = "unchanged"
+	// MergeAdopt: only the source changed the table since the base; the
+	// target takes the source's version (or drops the table, if the source did).
+	MergeAdopt MergeAction = "adopt"
+	// MergeKeep: only the target changed the table; it keeps its version.
+	MergeKeep MergeAction = "keep"
+	// MergeConflict: both changed the table, to different versions — or the
+	// merge bases disagree about it and the two sides differ.
+	MergeConflict MergeAction = "conflict"
+	// MergeMerged: both changed the table, touching different objects; the
+	// target gets a new version with both sides' changes.
+	MergeMerged MergeAction = "merged"
+)
+
+// MergeTable is one table's line in a merge plan. Versions are ULIDs; an empty one
+// means that side does not pin the table.
+type MergeTable struct {
+	Table  string      `json:"table"`
+	Action MergeAction `json:"action"`
+	Base   string      `json:"base,omitempty"`
+	Source string      `json:"source,omitempty"`
+	Target string      `json:"target,omitempty"`
+	// BaseAmbiguous: several merge bases pin different versions of the table.
+	BaseAmbiguous bool `json:"base_ambiguous,omitempty"`
+	// On a graph (docs/format.md, "Merges"): Added, Removed and Replaced count
+	// the objects (entries) the merge changes in the target's version of the table
+	// (adopt and merged); Conflicts names (up to 100) the objects both sides changed
+	// differently, and ConflictCount counts them; Why says what the sides did in a
+	// table-level conflict.
+	Added         int64    `json:"added,omitempty"`
+	Removed       int64    `json:"removed,omitempty"`
+	Replaced      int64    `json:"replaced,omitempty"`
+	Conflicts     []string `json:"conflicts,omitempty"`
+	ConflictCount int64    `json:"conflict_count,omitempty"`
+	Why           string   `json:"why,omitempty"`
+}
+
+// ReconciledOp is one operation a reconcile pass finished or parked.
+type ReconciledOp struct {
+	OpID    string          `json:"op_id"`
+	Kind    string          `json:"kind"`
+	Outcome outcome.Outcome `json:"outcome,omitempty"`
+	// Parked: its pending write could not be fenced yet (the store refused or did not
+	// answer); the operation stays in doubt and the next pass tries again.
+	Parked  bool   `json:"parked,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// ReconcileResult is the result of a reconcile pass.
+type ReconcileResult struct {
+	// Examined counts the unfinished operations looked at; Open those whose workflow
+	// is still running (left alone).
+	Examined int `json:"examined"`
+	Open     int `json:"open"`
+	// Settled lists the operations this pass finished or parked; the workflow's result
+	// never has it null.
+	Settled []ReconciledOp `json:"settled"`
+}
