@@ -60,23 +60,13 @@ func (a *Activities) now() time.Time {
 }
 
 // Observer is told what each phase proved, so a worker can export metrics
-// without the activities importing a metrics library.
+// without the activities importing a metrics library. Counts of what is in
+// doubt or was swept are read from the ledger, which every worker shares.
 type Observer interface {
 	// OperationFinished is called once an operation has a definitive outcome.
 	OperationFinished(kind, outcome string)
-	// InDoubt is called with +1 when an incarnation becomes in doubt and -1 when it settles.
-	InDoubt(delta int)
 	// Settled is called when an in-doubt step was settled, with how long it was in doubt.
 	Settled(kind string, after time.Duration)
-	// ObjectsSwept is called with the number of objects a cleanup sweep deleted.
-	ObjectsSwept(n int)
-}
-
-// observeSwept reports swept objects to the Observer, if any.
-func (a *Activities) observeSwept(n int) {
-	if a.Observer != nil {
-		a.Observer.ObjectsSwept(n)
-	}
 }
 
 func (a *Activities) observeFinished(kind, out string) {

@@ -524,7 +524,6 @@ func (a *Activities) refIsOurs(ctx context.Context, in WriteInput) (Verdict, err
 // observeSettled tells the Observer an in-doubt incarnation was settled.
 func (a *Activities) observeWitnessSettled(s catalog.IncarnationSettleResult) {
 	if s.From == catalog.IncarnationInDoubt && a.Observer != nil {
-		a.Observer.InDoubt(-1)
 		a.Observer.Settled("create_branch", s.Incarnation.UpdatedAt.Sub(s.FromSince))
 	}
 }

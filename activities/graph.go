@@ -231,7 +231,6 @@ func (a *Activities) moveWitness(ctx context.Context, graphName, native string, 
 // observeWriteSettled tells the observer an in-doubt write settled after since.
 func (a *Activities) observeWriteSettled(kind string, since time.Time) {
 	if a.Observer != nil {
-		a.Observer.InDoubt(-1)
 		a.Observer.Settled(kind, a.since(since))
 	}
 }

@@ -601,7 +601,7 @@ type ProgressInput struct {
 // in doubt (the witness of a create too), the re-issues so far. Guarded by Owner; a row
 // the run no longer owns is left alone.
 func (a *Activities) Progress(ctx context.Context, in ProgressInput) error {
-	before, err := a.Catalog.OperationGet(ctx, catalog.OperationGetParams{ID: in.Owner.OpID})
+	_, err := a.Catalog.OperationGet(ctx, catalog.OperationGetParams{ID: in.Owner.OpID})
 	if errors.Is(err, catalog.ErrNotFound) {
 		return nil
 	}
@@ -635,9 +635,6 @@ func (a *Activities) Progress(ctx context.Context, in ProgressInput) error {
 		return nil
 	case err != nil:
 		return fmt.Errorf("record progress: %w", err)
-	}
-	if in.InDoubt && before.State == catalog.OperationRunning && a.Observer != nil {
-		a.Observer.InDoubt(+1)
 	}
 	return nil
 }

@@ -42,7 +42,6 @@ func TestLedgerMetrics_InDoubt_ReadFromTheLedger_EveryProcessAndAfterARestart(t 
 	time.Sleep(1100 * time.Millisecond)
 	for _, m := range []*Metrics{NewMetrics(), NewMetrics()} { // two workers, or one restarted
 		m.AttachLedger(cat)
-		m.InDoubt(-1) // what a restarted worker's settle used to do to a per-process gauge
 		body := scrape(t, m)
 		wantLine(t, body, `graft_ledger_up 1`)
 		wantLine(t, body, `graft_in_doubt\{kind="create_branch"\} 1`)

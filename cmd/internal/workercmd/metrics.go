@@ -70,19 +70,10 @@ func (m *Metrics) OperationFinished(kind, outcome string) {
 	m.operations.WithLabelValues(kind, outcome).Inc()
 }
 
-// InDoubt is part of activities.Observer; graft_in_doubt is read from the
-// ledger on scrape instead of kept per process, which read -1 after a
-// restart, so a process's own count is not kept.
-func (m *Metrics) InDoubt(int) {}
-
 // Settled records how long an in-doubt step of kind was in doubt.
 func (m *Metrics) Settled(kind string, after time.Duration) {
 	m.settle.WithLabelValues(kind).Observe(after.Seconds())
 }
-
-// ObjectsSwept is part of activities.Observer; graft_objects_swept_total is
-// read from the ledger's record of deleted keys on scrape.
-func (m *Metrics) ObjectsSwept(int) {}
 
 // AttachLedger makes every scrape read the ledger's figures from cat; nil
 // detaches it (the figures are then left out, and graft_ledger_up is 0).
