@@ -3,7 +3,6 @@ package main
 import (
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -19,14 +18,7 @@ import (
 func TestLogDiffObjects_ReadWhatHappened_InProcess(t *testing.T) {
 	p := newInProcess(t)
 	const g = "hist"
-	dir := t.TempDir()
-	file := func(name, body string) string {
-		f := filepath.Join(dir, name)
-		if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
+	file := tempFiles(t)
 	write := func(branch, table, body string) workflows.WriteTableResult {
 		t.Helper()
 		r := p.run(t, "table", "write", g, branch, table, file(strings.ReplaceAll(branch, "/", "_")+table+".csv", body), "-o", "json")

@@ -2,16 +2,10 @@ package main
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/oklog/ulid/v2"
-
-	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/workflows"
 )
@@ -24,18 +18,8 @@ import (
 func TestTableWrite_KeyReusedForAnotherFile_ConflictExit5NothingUploadedOrRecorded(t *testing.T) {
 	p := newInProcess(t)
 	ctx := context.Background()
-	if _, err := graph.Init(ctx, p.store.Inner(), graph.InitParams{Graph: "g", MainTree: ulid.Make(), Op: "init-g",
-		Time: time.Now().UTC().Truncate(time.Millisecond)}); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	file := func(name, body string) string {
-		f := filepath.Join(dir, name)
-		if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
+	p.initGraph(t, "g")
+	file := tempFiles(t)
 	a, b := file("a.csv", "id\n1\n"), file("b.csv", "id\n2\n")
 
 	first := jsonOut[workflows.WriteTableResult](t, p.run(t, "table", "write", "g", "main", "t", a, "--idempotency-key", "K", "-o", "json"))

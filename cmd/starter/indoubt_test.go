@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -20,11 +22,13 @@ import (
 	"github.com/graftworks/graft/activities"
 	"github.com/graftworks/graft/internal/catalog/catalogtest"
 	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/internal/testenv"
 	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/storage/localfs"
 	"github.com/graftworks/graft/worker"
+	"github.com/oklog/ulid/v2"
 )
 
 // inProcess runs graft commands through Execute against a worker in this
@@ -32,6 +36,29 @@ import (
 type inProcess struct {
 	env   map[string]string
 	store *faults.Store
+}
+
+// tempFiles returns a function that writes a file of body under name in a
+// directory of the test's own, and returns its path.
+func tempFiles(t *testing.T) func(name, body string) string {
+	dir := t.TempDir()
+	return func(name, body string) string {
+		t.Helper()
+		f := filepath.Join(dir, name)
+		if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+}
+
+// initGraph makes graph g with its main branch directly in the store.
+func (p *inProcess) initGraph(t *testing.T, g string) {
+	t.Helper()
+	if _, err := graph.Init(context.Background(), p.store.Inner(), graph.InitParams{Graph: g, MainTree: ulid.Make(), Op: "init-" + g,
+		Time: time.Now().UTC().Truncate(time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func newInProcess(t *testing.T) *inProcess {

@@ -26,14 +26,7 @@ import (
 func TestMergeTagRestoreDelete_EndToEnd_InProcess(t *testing.T) {
 	p := newInProcess(t)
 	const g = "mg"
-	dir := t.TempDir()
-	file := func(name, body string) string {
-		f := filepath.Join(dir, name)
-		if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
+	file := tempFiles(t)
 	write := func(branch, table, body string) workflows.WriteTableResult {
 		t.Helper()
 		r := p.run(t, "table", "write", g, branch, table, file(branch[:1]+table+".csv", body), "-o", "json")

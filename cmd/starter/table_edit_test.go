@@ -2,16 +2,10 @@ package main
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/oklog/ulid/v2"
 
 	"github.com/graftworks/graft/client"
-	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/workflows"
 )
@@ -22,18 +16,8 @@ import (
 func TestTableWrite_AppendImportMergePreview_ObjectCountsMatch(t *testing.T) {
 	p := newInProcess(t)
 	ctx := context.Background()
-	if _, err := graph.Init(ctx, p.store.Inner(), graph.InitParams{Graph: "g", MainTree: ulid.Make(), Op: "init-g",
-		Time: time.Now().UTC().Truncate(time.Millisecond)}); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	file := func(name, body string) string {
-		f := filepath.Join(dir, name)
-		if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
+	p.initGraph(t, "g")
+	file := tempFiles(t)
 	wantCode(t, p.run(t, "table", "write", "g", "main", "ev", file("a", "a")), 0)
 	wantCode(t, p.run(t, "branch", "create", "g", "side"), 0)
 	wantCode(t, p.run(t, "table", "write", "g", "side", "ev", "--append", file("b", "bb")), 0)
