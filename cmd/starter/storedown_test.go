@@ -20,6 +20,7 @@ import (
 	"github.com/graftworks/graft/internal/testenv"
 	"github.com/graftworks/graft/storage/s3"
 	"github.com/graftworks/graft/worker"
+	"github.com/graftworks/graft/workflows"
 )
 
 // TestStoreDown_BranchCreate_SaysOnceWhatIsUnreachable_ExitsUnavailablePromptly is
@@ -63,7 +64,12 @@ func storeDown(t *testing.T) (*inProcess, sdkclient.Client, string) {
 }
 
 func TestStoreDown_BranchCreate_SaysOnceWhatIsUnreachable_ExitsUnavailablePromptly(t *testing.T) {
-	t.Parallel()
+	// Not parallel: the create gives up once its first step's budget is spent, and the
+	// test lowers that budget (a package variable the in-process worker reads) from two
+	// minutes to 30 seconds while no other test runs.
+	saved := workflows.BeforeEffectBudget
+	workflows.BeforeEffectBudget = 30 * time.Second
+	t.Cleanup(func() { workflows.BeforeEffectBudget = saved })
 	p, tc, dead := storeDown(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
