@@ -101,17 +101,7 @@ func TestReconcile_TerminatedWriteFoundLanded_CommitKeptForALatePut(t *testing.T
 	t.Parallel()
 	r := newRig2(t)
 	r.startWorker()
-	obj := r.upload("u", "landed-late")
-	start := r.branchHead("main")
-	opID := randomName("landed-")
-	swap := func(b []byte) bool {
-		ref, err := format.DecodeBranchRef(b)
-		return err == nil && ref.Op == opID && ref.Head != start.Commit.ID
-	}
-	hold := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: format.BranchRefKey(r.graph, start.Native), Body: swap, Mode: faults.Hold})
-	run := r.startOp(workflows.WriteTableName, workflows.WriteTableInput{Graph: r.graph, Branch: "main", Table: "u",
-		Objects: []workflows.TableObject{obj}, OpID: opID})
-	r.waitOp(opID, "the write in doubt", inDoubt)
+	opID, start, run, hold := r.writeInDoubt("landed-", "landed-late", faults.Hold, false)
 	r.terminate(run)
 	hold()
 	held := r.store.Held()
