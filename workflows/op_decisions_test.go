@@ -351,7 +351,7 @@ func TestDecision_WriteStepFails_PendingWriteFencedOnceBeforeTheEnd(t *testing.T
 			c.prepare(d)
 			failWith[activities.Verdict](d, a.Write, permanent("a bug"))
 			answer(d, a.Fence, c.fenced)
-			if err := d.run(c.in, c.res); err != nil || reflect.ValueOf(c.res).Elem().FieldByName("Outcome").Interface() != c.want {
+			if err := d.run(c.in, c.res); err != nil || outcomeOf(c.res) != c.want {
 				t.Fatalf("result %+v, %v; want %s: a write that may have landed is fenced, never left in doubt", c.res, err, c.want)
 			}
 			if f := inputsOf[activities.WriteInput](d, "Fence"); len(f) != 1 || !reflect.DeepEqual(f[0].Spec, c.spec) {
