@@ -138,4 +138,3 @@ func TestDeleteBranchDecision_RetireRefused_Refused(t *testing.T) {
 	}
 	d.finishedOnce("op-delete", catalog.OpDeleteBranch, outcome.Refused)
 }
-

@@ -3,9 +3,9 @@ package workflows_test
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"os"
 	"os/exec"
+	"reflect"
 	"sort"
 	"sync"
 	"sync/atomic"

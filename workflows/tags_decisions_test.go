@@ -200,4 +200,3 @@ func TestDeleteTagDecision_SwapNotDone_OutcomeOfTheSwap(t *testing.T) {
 		})
 	}
 }
-
