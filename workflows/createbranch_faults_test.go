@@ -57,21 +57,25 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 			t.Fatalf("witness of %s is %s, want unpublished", native, inc.State)
 		}
 	}
-	liveRefRule := func(r *rig, mode faults.Mode) faults.Rule {
-		return faults.Rule{Op: faults.OpPut, KeyPrefix: r.refPrefix(branch), Body: isLiveRef, Mode: mode}
+	// liveRefRule meets the live ref puts of branch with mode, times times (0: every time).
+	liveRefRule := func(r *rig, mode faults.Mode, times int) faults.Rule {
+		return faults.Rule{Op: faults.OpPut, KeyPrefix: r.refPrefix(branch), Body: isLiveRef, Mode: mode, Times: times}
+	}
+	startCreate := func(t *testing.T, r *rig) *client.Handle {
+		t.Helper()
+		h, err := r.gc.StartCreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch})
+		if err != nil {
+			t.Fatalf("start: %v", err)
+		}
+		return h
 	}
 
 	t.Run("1_RefAppliedAnswerLost_IsCreated", func(t *testing.T) {
 		t.Parallel()
 		r := newRig(t)
 		r.startWorker()
-		rule := liveRefRule(r, faults.ApplyLoseAnswer)
-		rule.Times = 1
-		r.store.Add(rule)
-		h, err := r.gc.StartCreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch})
-		if err != nil {
-			t.Fatalf("start: %v", err)
-		}
+		r.store.Add(liveRefRule(r, faults.ApplyLoseAnswer, 1))
+		h := startCreate(t, r)
 		res, err := h.WaitFinal(r.ctx)
 		if err != nil {
 			t.Fatalf("create: %v", err)
@@ -90,13 +94,8 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 		t.Parallel()
 		r := newRig(t)
 		r.startWorker()
-		rule := liveRefRule(r, faults.Hold)
-		rule.Times = 1
-		r.store.Add(rule)
-		h, err := r.gc.StartCreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch})
-		if err != nil {
-			t.Fatalf("start: %v", err)
-		}
+		r.store.Add(liveRefRule(r, faults.Hold, 1))
+		h := startCreate(t, r)
 		wctx, cancel := context.WithTimeout(r.ctx, time.Minute)
 		defer cancel()
 		if err := r.store.WaitHeld(wctx, 1); err != nil {
@@ -126,14 +125,9 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 		t.Parallel()
 		r := newRig(t)
 		r.startWorker()
-		rule := liveRefRule(r, faults.FailBeforeSend)
-		rule.Times = 1
-		r.store.Add(rule)
-		h, err := r.gc.StartCreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch})
-		if err != nil {
-			t.Fatalf("start: %v", err)
-		}
-		_, err = h.WaitCreateBranch(r.ctx)
+		r.store.Add(liveRefRule(r, faults.FailBeforeSend, 1))
+		h := startCreate(t, r)
+		_, err := h.WaitCreateBranch(r.ctx)
 		var oe *outcome.Error
 		if !errors.Is(err, outcome.ErrInDoubt) || !errors.As(err, &oe) || oe.OpID == "" {
 			t.Fatalf("caller got %v, want in_doubt with an operation id", err)
@@ -160,11 +154,8 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 		t.Parallel()
 		r := newRig(t)
 		r.startWorker()
-		r.store.Add(liveRefRule(r, faults.Hold)) // every live-ref put, first and re-issues
-		h, err := r.gc.StartCreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch})
-		if err != nil {
-			t.Fatalf("start: %v", err)
-		}
+		r.store.Add(liveRefRule(r, faults.Hold, 0)) // every live-ref put, first and re-issues
+		h := startCreate(t, r)
 		if _, err := h.WaitCreateBranch(r.ctx); !errors.Is(err, outcome.ErrInDoubt) {
 			t.Fatalf("caller got %v, want in_doubt", err)
 		}
@@ -201,16 +192,11 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 		t.Parallel()
 		r := newRig(t)
 		r.startWorker()
-		hold := liveRefRule(r, faults.Hold)
-		hold.Times = 1
-		r.store.Add(hold)
-		lost := liveRefRule(r, faults.FailBeforeSend) // every re-issue is lost
+		r.store.Add(liveRefRule(r, faults.Hold, 1))
+		lost := liveRefRule(r, faults.FailBeforeSend, 0) // every re-issue is lost
 		lost.Skip = 1
 		r.store.Add(lost)
-		h, err := r.gc.StartCreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch})
-		if err != nil {
-			t.Fatalf("start: %v", err)
-		}
+		h := startCreate(t, r)
 		if _, err := h.WaitCreateBranch(r.ctx); !errors.Is(err, outcome.ErrInDoubt) {
 			t.Fatalf("caller got %v, want in_doubt", err)
 		}
@@ -234,8 +220,8 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 		t.Parallel()
 		r := newRig(t)
 		r.startWorker()
-		rule := liveRefRule(r, faults.Refuse)
-		rule.Status, rule.Times = 403, 1
+		rule := liveRefRule(r, faults.Refuse, 1)
+		rule.Status = 403
 		r.store.Add(rule)
 		res, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch})
 		if err != nil {
@@ -312,10 +298,7 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 				child.Wait()
 			}
 		})
-		h, err := r.gc.StartCreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch})
-		if err != nil {
-			t.Fatalf("start: %v", err)
-		}
+		h := startCreate(t, r)
 		r.waitFor("the clone to be stored, its witness and ref put recorded", time.Minute, func() bool {
 			incs := r.incarnations(branch)
 			return len(incs) == 1 && incs[0].State == catalog.IncarnationIntent &&
@@ -342,7 +325,7 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 		t.Parallel()
 		r := newRig(t)
 		r.startWorker()
-		r.store.Add(liveRefRule(r, faults.Hold))
+		r.store.Add(liveRefRule(r, faults.Hold, 0))
 		_, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch, IdempotencyKey: "first"})
 		var first *outcome.Error
 		if !errors.As(err, &first) || first.Outcome != outcome.InDoubt {
