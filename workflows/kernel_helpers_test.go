@@ -17,6 +17,7 @@ import (
 	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/internal/oracle"
 	"github.com/graftworks/graft/storage"
+	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/workflows"
 )
 
@@ -150,4 +151,24 @@ func (r *rig) pinsOf(opID string) []catalog.PinRecord {
 		}
 	}
 	return out
+}
+
+// wantNoPuts fails the test if any put was sent since the store's counts were reset (by
+// what, when named).
+func (r *rig) wantNoPuts(what string) {
+	r.t.Helper()
+	if n := r.store.Count(faults.OpPut).Attempted; n != 0 {
+		if what != "" {
+			what = " by " + what
+		}
+		r.t.Fatalf("%d puts sent%s, want none", n, what)
+	}
+}
+
+// wantMainUnmoved fails the test if main's head is not r.main.
+func (r *rig) wantMainUnmoved() {
+	r.t.Helper()
+	if head := r.headOf("main"); head.ID != r.main.ID {
+		r.t.Fatalf("main moved to %s", head.ID)
+	}
 }

@@ -190,12 +190,8 @@ func TestMerge_Conflict_PublishesNothingAndListsEveryConflict(t *testing.T) {
 	if a := actions(res); a["t"] != "conflict" || a["u"] != "conflict" || a["v"] != "adopt" {
 		t.Fatalf("tables %v, want t and u in conflict, v adoptable", a)
 	}
-	if n := r.store.Count(faults.OpPut).Attempted; n != 0 {
-		t.Fatalf("%d puts sent by a conflicting merge, want none", n)
-	}
-	if head := r.headOf("main"); head.ID != r.main.ID {
-		t.Fatalf("main moved to %s", head.ID)
-	}
+	r.wantNoPuts("a conflicting merge")
+	r.wantMainUnmoved()
 	r.wantOperation(res.OpID, catalog.OpMerge, outcome.Conflict)
 	recordHistory(t, r, client.MergeWorkflowID(r.graph, "main", res.OpID), "", "merge_conflict")
 	checkInvariants(t, r)
@@ -213,9 +209,7 @@ func TestMerge_SourceAlreadyInTarget_AlreadyUpToDateWritesNothing(t *testing.T) 
 	if err != nil || res.Outcome != workflows.OutcomeAlreadyUpToDate || res.Commit != "" || len(res.Bases) != 1 || res.Bases[0] != res.SourceHead {
 		t.Fatalf("merge: %+v, %v; want already_up_to_date, main's head the base", res, err)
 	}
-	if n := r.store.Count(faults.OpPut).Attempted; n != 0 {
-		t.Fatalf("%d puts sent, want none", n)
-	}
+	r.wantNoPuts("")
 	r.wantOperation(res.OpID, catalog.OpMerge, workflows.OutcomeAlreadyUpToDate)
 }
 
@@ -234,12 +228,8 @@ func TestMerge_Preview_ReturnsThePlanAndWritesNothing(t *testing.T) {
 	if a := actions(res); a["a"] != "adopt" || a["b"] != "keep" {
 		t.Fatalf("tables %v", a)
 	}
-	if n := r.store.Count(faults.OpPut).Attempted; n != 0 {
-		t.Fatalf("%d puts sent by a preview, want none", n)
-	}
-	if head := r.headOf("main"); head.ID != r.main.ID {
-		t.Fatalf("main moved to %s", head.ID)
-	}
+	r.wantNoPuts("a preview")
+	r.wantMainUnmoved()
 	ops, err := r.ops(nil).List(r.ctx, client.OpsFilter{Graph: r.graph, Kind: "merge"})
 	if err != nil || len(ops) != 0 {
 		t.Fatalf("ledger merges after a preview: %+v, %v; want none", ops, err)
@@ -375,9 +365,7 @@ func TestMerge_CommitPutFaults_EachEndsDefinitively(t *testing.T) {
 		if !errors.Is(err, outcome.ErrRefused) || res.Commit != "" {
 			t.Fatalf("merge: %+v, %v; want refused", res, err)
 		}
-		if head := r.headOf("main"); head.ID != r.main.ID {
-			t.Fatalf("main moved to %s", head.ID)
-		}
+		r.wantMainUnmoved()
 		r.wantOperation(res.OpID, catalog.OpMerge, outcome.Refused)
 	})
 }
