@@ -13,7 +13,6 @@ import (
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
-	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/workflows"
 )
@@ -171,11 +170,7 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 		if len(held) == 0 {
 			t.Fatalf("no ref put was held")
 		}
-		for _, hp := range held {
-			if _, err := hp.Release(r.ctx); !errors.Is(err, storage.ErrPreconditionFailed) {
-				t.Fatalf("late ref put after the fence: %v, want precondition failed", err)
-			}
-		}
+		wantLateRefused(t, r.ctx, "late ref put after the fence", held)
 		assertUnpublished(t, r, res.Native)
 		if live := r.liveNatives(branch); len(live) != 0 {
 			t.Fatalf("live refs %v after abandon, want none", live)

@@ -1,9 +1,11 @@
 package workflows_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"testing"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -170,5 +172,16 @@ func (r *rig) wantMainUnmoved() {
 	r.t.Helper()
 	if head := r.headOf("main"); head.ID != r.main.ID {
 		r.t.Fatalf("main moved to %s", head.ID)
+	}
+}
+
+// wantLateRefused releases the held puts, each of which must fail its precondition: what
+// it would have written can never land any more.
+func wantLateRefused(t testing.TB, ctx context.Context, what string, held []*faults.HeldPut) {
+	t.Helper()
+	for _, h := range held {
+		if _, err := h.Release(ctx); !errors.Is(err, storage.ErrPreconditionFailed) {
+			t.Fatalf("%s: %v; want a failed precondition", what, err)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package workflows_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"github.com/graftworks/graft/activities"
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/testenv"
-	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/worker"
 	"github.com/graftworks/graft/workflows"
@@ -235,9 +233,5 @@ func TestKernelLogs_RefPutInDoubtAbandoned_LogsSettleAndFenceWithOpID(t *testing
 	sink.want(t, opID, "fence settled the write", "verdict", string(activities.Fenced))
 	sink.want(t, opID, "graft operation ended", "outcome", string(outcome.Unpublished))
 	hold()
-	for _, hp := range r.store.Held() {
-		if _, err := hp.Release(r.ctx); !errors.Is(err, storage.ErrPreconditionFailed) {
-			t.Fatalf("held ref put after the fence: %v, want precondition failed", err)
-		}
-	}
+	wantLateRefused(t, r.ctx, "held ref put after the fence", r.store.Held())
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
-	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/workflows"
 )
@@ -346,11 +345,7 @@ func TestMerge_CommitPutFaults_EachEndsDefinitively(t *testing.T) {
 		if err != nil || final.Outcome != workflows.OutcomeMerged || final.Commit != res.Commit || final.SettleAttempts < 1 {
 			t.Fatalf("final: %+v, %v; want merged as %s after a settle", final, err, res.Commit)
 		}
-		for _, held := range r.store.Held() { // the re-issues: each fails its condition
-			if _, err := held.Release(r.ctx); !errors.Is(err, storage.ErrPreconditionFailed) {
-				t.Fatalf("late re-issue: %v, want precondition failed", err)
-			}
-		}
+		wantLateRefused(t, r.ctx, "late re-issue", r.store.Held()) // the re-issues: each fails its condition
 		r.wantOperation(h.OpID, catalog.OpMerge, workflows.OutcomeMerged)
 		recordHistory(t, r, h.WorkflowID, h.RunID, "merge_in_doubt_settled")
 		checkInvariants(t, r)

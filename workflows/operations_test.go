@@ -240,11 +240,7 @@ func TestInDoubtPublishBehindMovedHead_ConflictNeverBehindTheHead(t *testing.T) 
 	other1 := r.commit("main", "t", "other-1", past)
 	other2 := r.commit("main", "t", "other-2", past.Add(time.Second))
 	r.reclaim(other1)
-	for _, h := range r.store.Held() {
-		if _, err := h.Release(r.ctx); !errors.Is(err, storage.ErrPreconditionFailed) {
-			t.Fatalf("the held swap, released after the ref moved: %v; want a failed precondition", err)
-		}
-	}
+	wantLateRefused(t, r.ctx, "the held swap, released after the ref moved", r.store.Held())
 	unhold()
 	var res workflows.WriteTableResult
 	if err := endOf(r.rig, run, &res); err != nil || res.Outcome != outcome.Conflict {
@@ -802,11 +798,7 @@ func TestWriteTerminatedInDoubt_ReconcilerFencesThePublish(t *testing.T) {
 		t.Fatalf("main: head %s, op %s; want head %s kept under the fence of %s", head.Commit.ID, head.Ref.Op, start.Commit.ID, opID)
 	}
 	hold()
-	for _, hp := range r.store.Held() {
-		if _, err := hp.Release(r.ctx); !errors.Is(err, storage.ErrPreconditionFailed) {
-			t.Fatalf("late head swap after the reconciler's fence: %v, want precondition failed", err)
-		}
-	}
+	wantLateRefused(t, r.ctx, "late head swap after the reconciler's fence", r.store.Held())
 	if now := r.branchHead("main"); now.Commit.ID != start.Commit.ID {
 		t.Fatalf("main moved to %s after the late swap", now.Commit.ID)
 	}
