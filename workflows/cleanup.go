@@ -100,29 +100,21 @@ var DefaultCleanupTuning = CleanupTuning{
 }
 
 func (t *CleanupTuning) withDefaults() CleanupTuning {
-	out := DefaultCleanupTuning
+	d := DefaultCleanupTuning
 	if t == nil {
-		return out
+		return d
 	}
-	if t.BatchSize > 0 {
-		out.BatchSize = t.BatchSize
+	return CleanupTuning{BatchSize: orDefault(t.BatchSize, d.BatchSize), BatchesPerActivity: orDefault(t.BatchesPerActivity, d.BatchesPerActivity),
+		ActivitiesPerRun: orDefault(t.ActivitiesPerRun, d.ActivitiesPerRun), Parallelism: orDefault(t.Parallelism, d.Parallelism),
+		HeartbeatTimeout: orDefault(t.HeartbeatTimeout, d.HeartbeatTimeout), MaxPlanKeys: orDefault(t.MaxPlanKeys, d.MaxPlanKeys)}
+}
+
+// orDefault is v when set (above zero), else d.
+func orDefault[T int | time.Duration](v, d T) T {
+	if v > 0 {
+		return v
 	}
-	if t.BatchesPerActivity > 0 {
-		out.BatchesPerActivity = t.BatchesPerActivity
-	}
-	if t.ActivitiesPerRun > 0 {
-		out.ActivitiesPerRun = t.ActivitiesPerRun
-	}
-	if t.Parallelism > 0 {
-		out.Parallelism = t.Parallelism
-	}
-	if t.HeartbeatTimeout > 0 {
-		out.HeartbeatTimeout = t.HeartbeatTimeout
-	}
-	if t.MaxPlanKeys > 0 {
-		out.MaxPlanKeys = t.MaxPlanKeys
-	}
-	return out
+	return d
 }
 
 // CleanupPolicy is the retention policy a run applied.

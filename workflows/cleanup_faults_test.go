@@ -48,8 +48,7 @@ func TestCleanup_WorkerStoppedMidSweep_NewWorkerFinishes(t *testing.T) {
 	removeDelay := r.store.Add(faults.Rule{Op: faults.OpDeleteBatch, Mode: faults.Delay, Delay: 200 * time.Millisecond})
 	first := r.newWorker()
 
-	req := client.CleanupRequest{Graph: r.graph, KeepNewest: 1, Mode: workflows.CleanupModeSweep,
-		GuardWindow: noGuard(), Tuning: &workflows.CleanupTuning{BatchSize: 25, HeartbeatTimeout: 2 * time.Second}}
+	req := r.sweepInBatches()
 	h, err := r.gc.StartCleanup(r.ctx, req)
 	if err != nil {
 		t.Fatalf("start cleanup: %v", err)
@@ -58,16 +57,7 @@ func TestCleanup_WorkerStoppedMidSweep_NewWorkerFinishes(t *testing.T) {
 	if again, err := r.gc.StartCleanup(r.ctx, req); err != nil || again.RunID != h.RunID {
 		t.Fatalf("second request started %+v, %v; want it attached to run %s", again, err, h.RunID)
 	}
-	var runID string
-	r.waitFor("a sweep under way", time.Minute, func() bool {
-		p, err := h.Progress(r.ctx)
-		if err != nil || p.RunID == "" {
-			return false
-		}
-		runID = p.RunID
-		_, deleted := r.condemnedSummary(runID)
-		return deleted >= 100
-	})
+	runID := r.waitSweepUnderWay(h, 100)
 	first.stop()
 	_, deletedAtStop := r.condemnedSummary(runID)
 	if deletedAtStop >= int64(len(junk)) {
@@ -190,21 +180,11 @@ func TestCleanup_WorkflowTerminatedMidSweep_NextCleanupFinishesItsRun(t *testing
 	r.commitAt("t", "v2", time.Now())
 	junk := r.garbage([]string{"t", "u"}, 200)
 	removeDelay := r.store.Add(faults.Rule{Op: faults.OpDeleteBatch, Mode: faults.Delay, Delay: 200 * time.Millisecond})
-	h, err := r.gc.StartCleanup(r.ctx, client.CleanupRequest{Graph: r.graph, KeepNewest: 1, Mode: workflows.CleanupModeSweep,
-		GuardWindow: noGuard(), Tuning: &workflows.CleanupTuning{BatchSize: 25, HeartbeatTimeout: 2 * time.Second}})
+	h, err := r.gc.StartCleanup(r.ctx, r.sweepInBatches())
 	if err != nil {
 		t.Fatalf("start cleanup: %v", err)
 	}
-	var orphan string
-	r.waitFor("a sweep under way", time.Minute, func() bool {
-		p, err := h.Progress(r.ctx)
-		if err != nil || p.RunID == "" {
-			return false
-		}
-		orphan = p.RunID
-		_, deleted := r.condemnedSummary(orphan)
-		return deleted >= 50
-	})
+	orphan := r.waitSweepUnderWay(h, 50)
 	if err := r.tc.TerminateWorkflow(r.ctx, h.WorkflowID, "", "operator terminated the cleanup"); err != nil {
 		t.Fatalf("terminate: %v", err)
 	}
@@ -242,21 +222,11 @@ func TestCleanup_CancelledMidSweep_RunEndsFailedAfterItsLastDeletion(t *testing.
 	r.startWorker()
 	junk := r.garbage([]string{"t", "u"}, 600)
 	r.store.Add(faults.Rule{Op: faults.OpDeleteBatch, Mode: faults.Delay, Delay: 200 * time.Millisecond})
-	h, err := r.gc.StartCleanup(r.ctx, client.CleanupRequest{Graph: r.graph, KeepNewest: 1, Mode: workflows.CleanupModeSweep,
-		GuardWindow: noGuard(), Tuning: &workflows.CleanupTuning{BatchSize: 25, HeartbeatTimeout: 2 * time.Second}})
+	h, err := r.gc.StartCleanup(r.ctx, r.sweepInBatches())
 	if err != nil {
 		t.Fatalf("start cleanup: %v", err)
 	}
-	var runID string
-	r.waitFor("a sweep under way", time.Minute, func() bool {
-		p, err := h.Progress(r.ctx)
-		if err != nil || p.RunID == "" {
-			return false
-		}
-		runID = p.RunID
-		_, deleted := r.condemnedSummary(runID)
-		return deleted >= 50
-	})
+	runID := r.waitSweepUnderWay(h, 50)
 	if err := r.tc.CancelWorkflow(r.ctx, h.WorkflowID, ""); err != nil {
 		t.Fatalf("cancel: %v", err)
 	}

@@ -347,3 +347,27 @@ func (r *rig) graphLockAwaited() bool {
 	})
 	return err == nil && waiting > 0
 }
+
+// sweepInBatches is a sweep of r's graph keeping the newest version, in batches of 25 on a
+// 2s heartbeat: a sweep long enough to interrupt.
+func (r *rig) sweepInBatches() client.CleanupRequest {
+	return client.CleanupRequest{Graph: r.graph, KeepNewest: 1, Mode: workflows.CleanupModeSweep,
+		GuardWindow: noGuard(), Tuning: &workflows.CleanupTuning{BatchSize: 25, HeartbeatTimeout: 2 * time.Second}}
+}
+
+// waitSweepUnderWay waits until the run of cleanup h has deleted at least n keys, and
+// returns the run's id.
+func (r *rig) waitSweepUnderWay(h *client.CleanupHandle, n int64) string {
+	r.t.Helper()
+	var runID string
+	r.waitFor("a sweep under way", time.Minute, func() bool {
+		p, err := h.Progress(r.ctx)
+		if err != nil || p.RunID == "" {
+			return false
+		}
+		runID = p.RunID
+		_, deleted := r.condemnedSummary(runID)
+		return deleted >= n
+	})
+	return runID
+}

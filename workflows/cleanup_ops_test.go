@@ -129,8 +129,7 @@ func TestCleanup_ResetByOperator_TheNewExecutionDrivesItsRun_NoOtherRunAdoptsIt(
 	r.startWorker()
 	junk := r.garbage([]string{"t", "u"}, 200)
 	removeDelay := r.store.Add(faults.Rule{Op: faults.OpDeleteBatch, Mode: faults.Delay, Delay: 300 * time.Millisecond})
-	h, err := r.gc.StartCleanup(r.ctx, client.CleanupRequest{Graph: r.graph, KeepNewest: 1, Mode: workflows.CleanupModeSweep,
-		GuardWindow: noGuard(), Tuning: &workflows.CleanupTuning{BatchSize: 25, HeartbeatTimeout: 2 * time.Second}})
+	h, err := r.gc.StartCleanup(r.ctx, r.sweepInBatches())
 	if err != nil {
 		t.Fatalf("start cleanup: %v", err)
 	}

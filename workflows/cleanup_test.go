@@ -177,11 +177,7 @@ func TestCleanup_RefLessTree_FencePutAmbiguous_TreeSkippedAndReported(t *testing
 	if _, err := r.inner.Put(r.ctx, refKey, liveRefBytes(t, "murky", fork.ID), storage.PutOptions{IfNoneMatch: true}); err != nil {
 		t.Fatalf("live ref put: %v", err)
 	}
-	for _, p := range r.store.Held() {
-		if _, err := p.Release(r.ctx); !errors.Is(err, storage.ErrPreconditionFailed) {
-			t.Fatalf("held fence released after the live ref: %v, want precondition failed", err)
-		}
-	}
+	wantLateRefused(t, r.ctx, "held fence released after the live ref", r.store.Held())
 	again := r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()})
 	if len(again.SkippedUnsettled) != 0 || again.Kept.Head != 2 {
 		t.Fatalf("second run: unsettled %+v, kept %+v; want the branch kept as live", again.SkippedUnsettled, again.Kept)

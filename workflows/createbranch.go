@@ -120,17 +120,14 @@ func (r *createRun) createOnce(ctx workflow.Context, attempt int, started time.T
 	r.status.Native = ""
 	r.prep = nil
 	r.pendingRecorded = false
-	r.setPhase(ctx, "prepare", "")
 	var prep activities.PrepareCreateResult
-	info := workflow.GetInfo(ctx)
-	if err := r.before(ctx, "prepare: validate, resolve source, mint native name, claim, witness intent",
+	if err := r.prepare(ctx, "", "validate, resolve source, mint native name, claim, witness intent",
 		a.PrepareCreate, activities.PrepareCreateInput{
 			OpID: r.owner.OpID, Graph: r.in.Graph, Branch: r.in.Branch,
 			SourceBranch: r.in.Source.Branch, SourceCommit: r.in.Source.Commit, SourceTag: r.in.Source.Tag,
-			Author: r.in.Author, Message: r.in.Message, Time: started, Attempt: attempt,
-			WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
+			Author: r.in.Author, Message: r.in.Message, Time: started, Attempt: attempt, WorkflowID: r.wfID, RunID: r.owner.Run,
 		}, &prep); err != nil {
-		return ending{}, false, fmt.Errorf("prepare: %w", err)
+		return ending{}, false, err
 	}
 	if prep.Outcome != "" {
 		r.foreign = !prep.Owned

@@ -13,7 +13,6 @@ import (
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
-	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/workflows"
 )
@@ -57,21 +56,25 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 			t.Fatalf("witness of %s is %s, want unpublished", native, inc.State)
 		}
 	}
-	liveRefRule := func(r *rig, mode faults.Mode) faults.Rule {
-		return faults.Rule{Op: faults.OpPut, KeyPrefix: r.refPrefix(branch), Body: isLiveRef, Mode: mode}
+	// liveRefRule meets the live ref puts of branch with mode, times times (0: every time).
+	liveRefRule := func(r *rig, mode faults.Mode, times int) faults.Rule {
+		return faults.Rule{Op: faults.OpPut, KeyPrefix: r.refPrefix(branch), Body: isLiveRef, Mode: mode, Times: times}
+	}
+	startCreate := func(t *testing.T, r *rig) *client.Handle {
+		t.Helper()
+		h, err := r.gc.StartCreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch})
+		if err != nil {
+			t.Fatalf("start: %v", err)
+		}
+		return h
 	}
 
 	t.Run("1_RefAppliedAnswerLost_IsCreated", func(t *testing.T) {
 		t.Parallel()
 		r := newRig(t)
 		r.startWorker()
-		rule := liveRefRule(r, faults.ApplyLoseAnswer)
-		rule.Times = 1
-		r.store.Add(rule)
-		h, err := r.gc.StartCreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch})
-		if err != nil {
-			t.Fatalf("start: %v", err)
-		}
+		r.store.Add(liveRefRule(r, faults.ApplyLoseAnswer, 1))
+		h := startCreate(t, r)
 		res, err := h.WaitFinal(r.ctx)
 		if err != nil {
 			t.Fatalf("create: %v", err)
@@ -90,13 +93,8 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 		t.Parallel()
 		r := newRig(t)
 		r.startWorker()
-		rule := liveRefRule(r, faults.Hold)
-		rule.Times = 1
-		r.store.Add(rule)
-		h, err := r.gc.StartCreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch})
-		if err != nil {
-			t.Fatalf("start: %v", err)
-		}
+		r.store.Add(liveRefRule(r, faults.Hold, 1))
+		h := startCreate(t, r)
 		wctx, cancel := context.WithTimeout(r.ctx, time.Minute)
 		defer cancel()
 		if err := r.store.WaitHeld(wctx, 1); err != nil {
@@ -126,14 +124,9 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 		t.Parallel()
 		r := newRig(t)
 		r.startWorker()
-		rule := liveRefRule(r, faults.FailBeforeSend)
-		rule.Times = 1
-		r.store.Add(rule)
-		h, err := r.gc.StartCreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch})
-		if err != nil {
-			t.Fatalf("start: %v", err)
-		}
-		_, err = h.WaitCreateBranch(r.ctx)
+		r.store.Add(liveRefRule(r, faults.FailBeforeSend, 1))
+		h := startCreate(t, r)
+		_, err := h.WaitCreateBranch(r.ctx)
 		var oe *outcome.Error
 		if !errors.Is(err, outcome.ErrInDoubt) || !errors.As(err, &oe) || oe.OpID == "" {
 			t.Fatalf("caller got %v, want in_doubt with an operation id", err)
@@ -160,11 +153,8 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 		t.Parallel()
 		r := newRig(t)
 		r.startWorker()
-		r.store.Add(liveRefRule(r, faults.Hold)) // every live-ref put, first and re-issues
-		h, err := r.gc.StartCreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch})
-		if err != nil {
-			t.Fatalf("start: %v", err)
-		}
+		r.store.Add(liveRefRule(r, faults.Hold, 0)) // every live-ref put, first and re-issues
+		h := startCreate(t, r)
 		if _, err := h.WaitCreateBranch(r.ctx); !errors.Is(err, outcome.ErrInDoubt) {
 			t.Fatalf("caller got %v, want in_doubt", err)
 		}
@@ -180,11 +170,7 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 		if len(held) == 0 {
 			t.Fatalf("no ref put was held")
 		}
-		for _, hp := range held {
-			if _, err := hp.Release(r.ctx); !errors.Is(err, storage.ErrPreconditionFailed) {
-				t.Fatalf("late ref put after the fence: %v, want precondition failed", err)
-			}
-		}
+		wantLateRefused(t, r.ctx, "late ref put after the fence", held)
 		assertUnpublished(t, r, res.Native)
 		if live := r.liveNatives(branch); len(live) != 0 {
 			t.Fatalf("live refs %v after abandon, want none", live)
@@ -201,16 +187,11 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 		t.Parallel()
 		r := newRig(t)
 		r.startWorker()
-		hold := liveRefRule(r, faults.Hold)
-		hold.Times = 1
-		r.store.Add(hold)
-		lost := liveRefRule(r, faults.FailBeforeSend) // every re-issue is lost
+		r.store.Add(liveRefRule(r, faults.Hold, 1))
+		lost := liveRefRule(r, faults.FailBeforeSend, 0) // every re-issue is lost
 		lost.Skip = 1
 		r.store.Add(lost)
-		h, err := r.gc.StartCreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch})
-		if err != nil {
-			t.Fatalf("start: %v", err)
-		}
+		h := startCreate(t, r)
 		if _, err := h.WaitCreateBranch(r.ctx); !errors.Is(err, outcome.ErrInDoubt) {
 			t.Fatalf("caller got %v, want in_doubt", err)
 		}
@@ -234,8 +215,8 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 		t.Parallel()
 		r := newRig(t)
 		r.startWorker()
-		rule := liveRefRule(r, faults.Refuse)
-		rule.Status, rule.Times = 403, 1
+		rule := liveRefRule(r, faults.Refuse, 1)
+		rule.Status = 403
 		r.store.Add(rule)
 		res, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch})
 		if err != nil {
@@ -312,10 +293,7 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 				child.Wait()
 			}
 		})
-		h, err := r.gc.StartCreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch})
-		if err != nil {
-			t.Fatalf("start: %v", err)
-		}
+		h := startCreate(t, r)
 		r.waitFor("the clone to be stored, its witness and ref put recorded", time.Minute, func() bool {
 			incs := r.incarnations(branch)
 			return len(incs) == 1 && incs[0].State == catalog.IncarnationIntent &&
@@ -342,7 +320,7 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 		t.Parallel()
 		r := newRig(t)
 		r.startWorker()
-		r.store.Add(liveRefRule(r, faults.Hold))
+		r.store.Add(liveRefRule(r, faults.Hold, 0))
 		_, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch, IdempotencyKey: "first"})
 		var first *outcome.Error
 		if !errors.As(err, &first) || first.Outcome != outcome.InDoubt {

@@ -121,16 +121,62 @@ func workflowEnd(env *testsuite.TestWorkflowEnvironment, res *workflows.CreateBr
 
 func (s *createSuite) called(fn string) int { return s.calls[fn] }
 
-func TestCreateBranch_RefPutSucceeds_IsCreatedWithoutRereadOrReclaim(t *testing.T) {
-	s := newCreateSuite(t)
-	s.clone(activities.CloneCommitted)
-	s.onRef(a.Write, activities.Landed)
-	res := s.run()
-	if res.Outcome != outcome.Created || res.Incarnations != 1 {
-		t.Fatalf("got %+v, want created on the first incarnation", res)
-	}
-	if s.called("ReadBack") != 0 || s.called("ReclaimClone") != 0 || s.called("Fence") != 0 {
-		t.Fatalf("unexpected reread/reclaim/fence calls: %v", s.calls)
+// What the clone and the ref put answer decides the create: its outcome, how many
+// incarnations it took, and what it reclaimed or fenced on the way.
+func TestCreateBranch_CloneAndRefAnswers_DecideOutcomeIncarnationsReclaimsAndFences(t *testing.T) {
+	const (
+		C = activities.CloneCommitted
+		L = activities.Landed
+		A = activities.Ambiguous
+	)
+	for _, c := range []struct {
+		name                    string
+		clones                  []activities.CloneState
+		writes, rereads, fences []activities.WriteState
+		want                    outcome.Outcome
+		incarnations            int // 0: not checked
+		calls                   map[string]int
+		decidedWithoutDoubt     bool
+	}{
+		{name: "RefPutSucceeds_CreatedWithoutRereadOrReclaim", clones: []activities.CloneState{C}, writes: []activities.WriteState{L},
+			want: outcome.Created, incarnations: 1, calls: map[string]int{"ReadBack": 0, "ReclaimClone": 0, "Fence": 0}},
+		{name: "RefHeldByAnotherWriter_ConflictAndNothingReclaimed", clones: []activities.CloneState{C}, writes: []activities.WriteState{activities.Other},
+			want: outcome.Conflict, calls: map[string]int{"ReclaimClone": 0, "Fence": 0}},
+		// A definitely refused put cannot land: no fence.
+		{name: "RefRefused_ReclaimsWithoutAFenceAndRetriesOnce", clones: []activities.CloneState{C, C}, writes: []activities.WriteState{activities.Refused, L},
+			want: outcome.Created, incarnations: 2, calls: map[string]int{"ReclaimClone": 1, "Fence": 0}},
+		{name: "RefusedTwice_RefusedAfterOneRetryNeverFenced", clones: []activities.CloneState{C, C}, writes: []activities.WriteState{activities.Refused, activities.Refused},
+			want: outcome.Refused, incarnations: 2, calls: map[string]int{"ReclaimClone": 2, "Fence": 0}},
+		{name: "CloneRefused_RefusedNothingSentOrFenced", clones: []activities.CloneState{activities.CloneRefused},
+			want: outcome.Refused, incarnations: 1, calls: map[string]int{"Write": 0, "Fence": 0, "ReclaimClone": 0}},
+		{name: "CloneNeverCommitted_RefNeverSent", clones: []activities.CloneState{activities.CloneUnknown, activities.CloneUnknown},
+			fences: []activities.WriteState{activities.Fenced, activities.Fenced}, want: outcome.Unpublished, incarnations: 2, calls: map[string]int{"Write": 0}},
+		{name: "AmbiguousPut_RereadFindsOurs_CreatedNeverInDoubt", clones: []activities.CloneState{C}, writes: []activities.WriteState{A},
+			rereads: []activities.WriteState{A, L}, want: outcome.Created, decidedWithoutDoubt: true},
+		{name: "AmbiguousPut_RereadFindsOther_ConflictNothingReclaimed", clones: []activities.CloneState{C}, writes: []activities.WriteState{A},
+			rereads: []activities.WriteState{activities.Other}, want: outcome.Conflict, calls: map[string]int{"ReclaimClone": 0}},
+		{name: "AmbiguousPut_RereadFindsFence_ReclaimedAndRetriedUnderAFreshName", clones: []activities.CloneState{C, C}, writes: []activities.WriteState{A, L},
+			rereads: []activities.WriteState{activities.Fenced}, want: outcome.Created, incarnations: 2, calls: map[string]int{"ReclaimClone": 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newCreateSuite(t)
+			s.clone(c.clones...)
+			s.onRef(a.Write, c.writes...)
+			s.onRef(a.ReadBack, c.rereads...)
+			s.onRef(a.Fence, c.fences...)
+			res := s.run()
+			if res.Outcome != c.want || c.incarnations != 0 && res.Incarnations != c.incarnations {
+				t.Fatalf("got %+v, want %s after %d incarnations", res, c.want, c.incarnations)
+			}
+			for fn, n := range c.calls {
+				if s.called(fn) != n {
+					t.Fatalf("%s called %d times, want %d: %v", fn, s.called(fn), n, s.calls)
+				}
+			}
+			if c.decidedWithoutDoubt && (res.SettleAttempts != 0 || s.inDoubtMarks() != 0) {
+				t.Fatalf("got %+v, marked in doubt %d times; want it decided during the read-back", res, s.inDoubtMarks())
+			}
+		})
 	}
 }
 
@@ -147,106 +193,6 @@ func TestCreateBranch_PrepareEndsEarly_OutcomePassedThroughNothingWritten(t *tes
 			}
 			env.AssertExpectations(t)
 		})
-	}
-}
-
-func TestCreateBranch_RefHeldByAnotherWriter_ConflictAndNothingReclaimed(t *testing.T) {
-	s := newCreateSuite(t)
-	s.clone(activities.CloneCommitted)
-	s.onRef(a.Write, activities.Other)
-	if res := s.run(); res.Outcome != outcome.Conflict {
-		t.Fatalf("got %+v, want conflict", res)
-	}
-	if s.called("ReclaimClone") != 0 || s.called("Fence") != 0 {
-		t.Fatalf("a conflict must delete nothing: %v", s.calls)
-	}
-}
-
-func TestCreateBranch_RefRefused_ReclaimsWithoutAFenceAndRetriesOnce(t *testing.T) {
-	s := newCreateSuite(t)
-	s.clone(activities.CloneCommitted, activities.CloneCommitted)
-	s.onRef(a.Write, activities.Refused, activities.Landed)
-	res := s.run()
-	if res.Outcome != outcome.Created || res.Incarnations != 2 {
-		t.Fatalf("got %+v, want created on the second incarnation", res)
-	}
-	if s.called("ReclaimClone") != 1 || s.called("Fence") != 0 {
-		t.Fatalf("want one reclaim and no fence (a definitely refused put cannot land): %v", s.calls)
-	}
-}
-
-func TestCreateBranch_RefusedTwice_RefusedAfterOneRetryNeverFenced(t *testing.T) {
-	s := newCreateSuite(t)
-	s.clone(activities.CloneCommitted, activities.CloneCommitted)
-	s.onRef(a.Write, activities.Refused, activities.Refused)
-	res := s.run()
-	if res.Outcome != outcome.Refused || res.Incarnations != 2 {
-		t.Fatalf("got %+v, want refused after 2 incarnations", res)
-	}
-	if s.called("Fence") != 0 || s.called("ReclaimClone") != 2 {
-		t.Fatalf("want no fence and both clones reclaimed: %v", s.calls)
-	}
-}
-
-func TestCreateBranch_CloneRefused_RefusedNothingFenced(t *testing.T) {
-	s := newCreateSuite(t)
-	s.clone(activities.CloneRefused)
-	if res := s.run(); res.Outcome != outcome.Refused || res.Incarnations != 1 {
-		t.Fatalf("got %+v, want refused at once", res)
-	}
-	if s.called("Write") != 0 || s.called("Fence") != 0 || s.called("ReclaimClone") != 0 {
-		t.Fatalf("a refused clone sends nothing more: %v", s.calls)
-	}
-}
-
-func TestCreateBranch_CloneNeverCommitted_RefNeverSent(t *testing.T) {
-	s := newCreateSuite(t)
-	s.clone(activities.CloneUnknown, activities.CloneUnknown)
-	s.onRef(a.Fence, activities.Fenced, activities.Fenced)
-	res := s.run()
-	if res.Outcome != outcome.Unpublished || res.Incarnations != 2 {
-		t.Fatalf("got %+v, want unpublished after a retry", res)
-	}
-	if s.called("Write") != 0 {
-		t.Fatalf("ref put sent although no clone committed")
-	}
-}
-
-func TestCreateBranch_AmbiguousPut_RereadFindsOurs_Created(t *testing.T) {
-	s := newCreateSuite(t)
-	s.clone(activities.CloneCommitted)
-	s.onRef(a.Write, activities.Ambiguous)
-	s.onRef(a.ReadBack, activities.Ambiguous, activities.Landed)
-	res := s.run()
-	if res.Outcome != outcome.Created || res.SettleAttempts != 0 {
-		t.Fatalf("got %+v, want created during the read-back", res)
-	}
-	if s.inDoubtMarks() != 0 {
-		t.Fatalf("marked in doubt although the read-back decided")
-	}
-}
-
-func TestCreateBranch_AmbiguousPut_RereadFindsOther_Conflict(t *testing.T) {
-	s := newCreateSuite(t)
-	s.clone(activities.CloneCommitted)
-	s.onRef(a.Write, activities.Ambiguous)
-	s.onRef(a.ReadBack, activities.Other)
-	if res := s.run(); res.Outcome != outcome.Conflict {
-		t.Fatalf("got %+v, want conflict", res)
-	}
-	if s.called("ReclaimClone") != 0 {
-		t.Fatalf("a conflict must delete nothing")
-	}
-}
-
-func TestCreateBranch_AmbiguousPut_RereadFindsFence_ReclaimedAndRetried(t *testing.T) {
-	s := newCreateSuite(t)
-	s.clone(activities.CloneCommitted, activities.CloneCommitted)
-	s.onRef(a.Write, activities.Ambiguous, activities.Landed)
-	s.onRef(a.ReadBack, activities.Fenced)
-	res := s.run()
-	if res.Outcome != outcome.Created || res.Incarnations != 2 || s.called("ReclaimClone") != 1 {
-		t.Fatalf("got %+v (reclaims %d), want created on a fresh name after reclaiming the fenced clone", res, s.called("ReclaimClone"))
 	}
 }
 

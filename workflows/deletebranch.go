@@ -1,8 +1,6 @@
 package workflows
 
 import (
-	"fmt"
-
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/graftworks/graft/activities"
@@ -51,20 +49,17 @@ func (r *DeleteBranchResult) setEnd(out outcome.Outcome, msg string) { r.Outcome
 // Physical reclaim is cleanup's.
 func DeleteBranch(ctx workflow.Context, in DeleteBranchInput) (DeleteBranchResult, error) {
 	var a *activities.Activities
-	info := workflow.GetInfo(ctx)
-	r := newOpRun(ctx, runSpec{opID: in.OpID, kind: catalog.OpDeleteBranch, graph: in.Graph, branch: in.Branch, subject: in.Branch})
-	if err := workflow.SetQueryHandler(ctx, StatusQueryName, func() (OperationStatus, error) { return r.operationStatus(), nil }); err != nil {
+	r, err := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpDeleteBranch, graph: in.Graph, branch: in.Branch, subject: in.Branch})
+	if err != nil {
 		return DeleteBranchResult{}, err
 	}
 	res := DeleteBranchResult{OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch}
-	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
-		r.setPhase(ctx, "prepare", "reading the refs and tags of "+in.Branch)
+	err = r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		var prep activities.PrepareDeleteBranchResult
-		if err := r.before(ctx, "prepare: read the refs, head and tags", a.PrepareDeleteBranch, activities.PrepareDeleteBranchInput{
-			OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Force: in.Force,
-			WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
-		}, &prep); err != nil {
-			return ending{}, fmt.Errorf("prepare: %w", err)
+		if err := r.prepare(ctx, "reading the refs and tags of "+in.Branch, "read the refs, head and tags", a.PrepareDeleteBranch,
+			activities.PrepareDeleteBranchInput{OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Force: in.Force,
+				WorkflowID: r.wfID, RunID: r.owner.Run}, &prep); err != nil {
+			return ending{}, err
 		}
 		r.foreign = !prep.Owned
 		res.Native, res.Head, res.Tags = prep.Native, prep.Head, prep.Tags
@@ -74,20 +69,24 @@ func DeleteBranch(ctx workflow.Context, in DeleteBranchInput) (DeleteBranchResul
 		case prep.Retired:
 			return end(OutcomeDeleted, "")
 		}
-		r.setPhase(ctx, "retire", "compare-and-swap of "+prep.Native+" into a retired ref")
 		r.pendingRecorded = prep.PendingRecorded
-		v, err := r.write(ctx, prep.Spec)
-		res.SettleAttempts = r.status.SettleAttempts
+		v, err := r.writeIn(ctx, "retire", "compare-and-swap of "+prep.Native+" into a retired ref", prep.Spec, &res.SettleAttempts)
 		if err != nil {
 			return ending{}, err
 		}
-		switch v.State {
-		case activities.Landed:
-			return end(OutcomeDeleted, "")
-		case activities.Refused:
-			return end(outcome.Refused, v.Message)
-		}
-		return end(outcome.Conflict, "the branch's ref changed while deleting it; look at it again and retry: "+v.Message)
+		return retired(v, "the branch's ref changed while deleting it; look at it again and retry: ")
 	})
 	return res, err
+}
+
+// retired ends a retire (a compare-and-swap into a retired ref or tag): deleted once it
+// landed; otherwise refused, or a conflict whose message starts with changed.
+func retired(v activities.Verdict, changed string) (ending, error) {
+	switch v.State {
+	case activities.Landed:
+		return end(OutcomeDeleted, "")
+	case activities.Refused:
+		return end(outcome.Refused, v.Message)
+	}
+	return end(outcome.Conflict, changed+v.Message)
 }

@@ -138,29 +138,3 @@ func TestDeleteBranchDecision_RetireRefused_Refused(t *testing.T) {
 	}
 	d.finishedOnce("op-delete", catalog.OpDeleteBranch, outcome.Refused)
 }
-
-func TestDeleteBranchDecision_PrepareKeepsFailing_FailsAndRecordsTheFailure(t *testing.T) {
-	d := newDecisionEnv(t, workflows.DeleteBranchName, workflows.DeleteBranch)
-	failWith[activities.PrepareDeleteBranchResult](d, a.PrepareDeleteBranch, transient)
-	var res workflows.DeleteBranchResult
-	if err := d.run(deleteBranchInput, &res); err == nil {
-		t.Fatalf("workflow succeeded although prepare kept failing")
-	}
-	d.never("Write")
-	d.finishedOnce("op-delete", catalog.OpDeleteBranch, "")
-}
-
-func TestDeleteBranchDecision_RetireStepFails_PendingRetireFencedByCompletingIt(t *testing.T) {
-	d := newDecisionEnv(t, workflows.DeleteBranchName, workflows.DeleteBranch)
-	answer(d, a.PrepareDeleteBranch, deletePrepared)
-	failWith[activities.Verdict](d, a.Write, permanent("a bug"))
-	answer(d, a.Fence, verdict(activities.Landed, ""))
-	var res workflows.DeleteBranchResult
-	if err := d.run(deleteBranchInput, &res); err != nil || res.Outcome != workflows.OutcomeDeleted {
-		t.Fatalf("result %+v, %v; want deleted: the retire that may have landed is completed, never left in doubt", res, err)
-	}
-	if f := inputsOf[activities.WriteInput](d, "Fence"); len(f) != 1 || !reflect.DeepEqual(f[0].Spec, deletePrepared.Spec) {
-		t.Fatalf("fences %+v, want the pending retire fenced once", f)
-	}
-	d.finishedOnce("op-delete", catalog.OpDeleteBranch, outcome.Deleted)
-}

@@ -49,9 +49,8 @@ func (r *InitGraphResult) setEnd(out outcome.Outcome, msg string) { r.Outcome, r
 // refused.
 func InitGraph(ctx workflow.Context, in InitGraphInput) (InitGraphResult, error) {
 	var a *activities.Activities
-	info := workflow.GetInfo(ctx)
-	r := newOpRun(ctx, runSpec{opID: in.OpID, kind: catalog.OpInitGraph, graph: in.Graph, branch: "main", subject: in.Graph})
-	if err := workflow.SetQueryHandler(ctx, StatusQueryName, func() (OperationStatus, error) { return r.operationStatus(), nil }); err != nil {
+	r, err := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpInitGraph, graph: in.Graph, branch: "main", subject: in.Graph})
+	if err != nil {
 		return InitGraphResult{}, err
 	}
 	res := InitGraphResult{OpID: r.owner.OpID, Graph: in.Graph}
@@ -59,8 +58,7 @@ func InitGraph(ctx workflow.Context, in InitGraphInput) (InitGraphResult, error)
 		r.setPhase(ctx, "init", "writing the root commit, main's ref and the graph record")
 		var init activities.InitGraphResult
 		if err := r.step(ctx, "init: root commit, main ref, graph record", a.InitGraph, activities.InitGraphInput{
-			OpID: r.owner.OpID, Graph: in.Graph, Author: in.Author,
-			WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
+			OpID: r.owner.OpID, Graph: in.Graph, Author: in.Author, WorkflowID: r.wfID, RunID: r.owner.Run,
 		}, &init); err != nil {
 			return ending{}, fmt.Errorf("init graph: %w", err)
 		}
@@ -68,7 +66,7 @@ func InitGraph(ctx workflow.Context, in InitGraphInput) (InitGraphResult, error)
 		res.Main, res.Root, res.Created, res.ForeignKey = init.Main, init.Root, init.Created, init.ForeignKey
 		return end(init.Outcome, init.Message)
 	}
-	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
+	err = r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		// The init's puts may land whatever ends the workflow: a cancellation runs it
 		// to its end rather than leave a half-written graph.
 		r.drive = initOnce

@@ -85,6 +85,7 @@ func end(out outcome.Outcome, msg string) (ending, error) { return ending{out: o
 type opRun struct {
 	kind    catalog.OperationKind
 	owner   activities.Owner
+	wfID    string // the workflow id, which prepare steps record with owner.Run
 	graph   string
 	branch  string
 	subject string
@@ -128,7 +129,7 @@ func newOpRun(ctx workflow.Context, s runSpec) *opRun {
 		s.opID = info.WorkflowExecution.ID
 	}
 	r := &opRun{kind: s.kind, owner: activities.Owner{OpID: s.opID, Run: info.WorkflowExecution.RunID},
-		graph: s.graph, branch: s.branch, subject: s.subject}
+		wfID: info.WorkflowExecution.ID, graph: s.graph, branch: s.branch, subject: s.subject}
 	r.status.OpID = s.opID
 	r.abandonC = workflow.GetSignalChannel(ctx, AbandonSignalName)
 	attr := s.operationAttr
@@ -141,6 +142,18 @@ func newOpRun(ctx workflow.Context, s runSpec) *opRun {
 	}
 	_ = workflow.UpsertTypedSearchAttributes(ctx, attrs...)
 	return r
+}
+
+// startOp is newOpRun for an operation whose status query answers OperationStatus.
+func startOp(ctx workflow.Context, s runSpec) (*opRun, error) {
+	r := newOpRun(ctx, s)
+	return r, workflow.SetQueryHandler(ctx, StatusQueryName, func() (OperationStatus, error) { return r.operationStatus(), nil })
+}
+
+// operationStatus is the kernel's status as OperationStatus.
+func (r *opRun) operationStatus() OperationStatus {
+	s := r.status
+	return OperationStatus{Phase: s.Phase, Outcome: s.Outcome, OpID: s.OpID, Commit: s.Commit, Pending: s.Pending, SettleAttempts: s.SettleAttempts}
 }
 
 func (r *opRun) setPhase(ctx workflow.Context, phase, pending string) {
@@ -165,27 +178,19 @@ func (r *opRun) before(ctx workflow.Context, summary string, fn, in, out any) er
 	return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, o), fn, in).Get(ctx, out)
 }
 
-// step runs a step that may follow a storage effect: a local activity first, then — once
-// that has failed a few times — the same step as an ordinary activity with no total
-// deadline, until it is answered. Only cancellation ends it early.
+// prepare runs an operation's prepare step (it claims the operation) in phase prepare,
+// showing pending: a step before every effect.
+func (r *opRun) prepare(ctx workflow.Context, pending, summary string, fn, in, out any) error {
+	r.setPhase(ctx, "prepare", pending)
+	if err := r.before(ctx, "prepare: "+summary, fn, in, out); err != nil {
+		return fmt.Errorf("prepare: %w", err)
+	}
+	return nil
+}
+
+// step runs a step that may follow a storage effect until it is answered (untilAnsweredStep).
 func (r *opRun) step(ctx workflow.Context, summary string, fn, in, out any) error {
-	o := afterEffectFast
-	o.Summary = summary
-	o.StartToCloseTimeout, o.ScheduleToCloseTimeout = StepTimeout, FastPathBudget
-	err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, o), fn, in).Get(ctx, out)
-	if err == nil || temporal.IsCanceledError(err) || ctx.Err() != nil {
-		return err
-	}
-	r.log(ctx, "graft step continues as an ordinary activity", "step", summary, "error", err.Error())
-	d := afterEffectDurable
-	d.Summary = summary + " (until answered)"
-	d.StartToCloseTimeout = 2 * StepTimeout
-	if w, ok := in.(activities.WriteInput); ok {
-		// The local attempts may have sent the write: a refusal of a later one proves nothing.
-		w.StepRetried = true
-		in = w
-	}
-	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, d), fn, in).Get(ctx, out)
+	return untilAnsweredStep(ctx, summary, fn, in, out, "op_id", r.owner.OpID, "kind", string(r.kind))
 }
 
 // write issues w and drives it to a definitive verdict: Landed, Other, Fenced or Invalid
@@ -233,6 +238,14 @@ func (r *opRun) write(ctx workflow.Context, w activities.WriteSpec) (activities.
 	if err == nil {
 		r.settled(v)
 	}
+	return v, err
+}
+
+// writeIn is write in phase, showing pending, that counts the settle attempts into attempts.
+func (r *opRun) writeIn(ctx workflow.Context, phase, pending string, w activities.WriteSpec, attempts *int) (activities.Verdict, error) {
+	r.setPhase(ctx, phase, pending)
+	v, err := r.write(ctx, w)
+	*attempts = r.status.SettleAttempts
 	return v, err
 }
 

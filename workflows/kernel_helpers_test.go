@@ -1,9 +1,11 @@
 package workflows_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"testing"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -17,6 +19,7 @@ import (
 	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/internal/oracle"
 	"github.com/graftworks/graft/storage"
+	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/workflows"
 )
 
@@ -150,4 +153,35 @@ func (r *rig) pinsOf(opID string) []catalog.PinRecord {
 		}
 	}
 	return out
+}
+
+// wantNoPuts fails the test if any put was sent since the store's counts were reset (by
+// what, when named).
+func (r *rig) wantNoPuts(what string) {
+	r.t.Helper()
+	if n := r.store.Count(faults.OpPut).Attempted; n != 0 {
+		if what != "" {
+			what = " by " + what
+		}
+		r.t.Fatalf("%d puts sent%s, want none", n, what)
+	}
+}
+
+// wantMainUnmoved fails the test if main's head is not r.main.
+func (r *rig) wantMainUnmoved() {
+	r.t.Helper()
+	if head := r.headOf("main"); head.ID != r.main.ID {
+		r.t.Fatalf("main moved to %s", head.ID)
+	}
+}
+
+// wantLateRefused releases the held puts, each of which must fail its precondition: what
+// it would have written can never land any more.
+func wantLateRefused(t testing.TB, ctx context.Context, what string, held []*faults.HeldPut) {
+	t.Helper()
+	for _, h := range held {
+		if _, err := h.Release(ctx); !errors.Is(err, storage.ErrPreconditionFailed) {
+			t.Fatalf("%s: %v; want a failed precondition", what, err)
+		}
+	}
 }

@@ -2,7 +2,6 @@ package workflows_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"github.com/graftworks/graft/activities"
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/testenv"
-	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/worker"
 	"github.com/graftworks/graft/workflows"
@@ -141,67 +139,72 @@ func (r *rig) startLoggingWorker() *logSink {
 	return sink
 }
 
-// A ref put whose answer is lost (applied, answer dropped): the worker logs the ambiguous
-// answer (activity and workflow) and the read-back's settle decision, each with the op id.
-func TestKernelLogs_RefPutAnswerLost_LogsAmbiguousAndReadBackSettleWithOpID(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	sink := r.startLoggingWorker()
-	const branch = "lost-answer"
-	r.names = append(r.names, branch)
-	r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: r.refPrefix(branch), Body: isLiveRef, Mode: faults.ApplyLoseAnswer, Times: 1})
-	opID := randomName("lost-")
-	run := r.startOp(workflows.CreateBranchName, workflows.CreateBranchInput{Graph: r.graph, Branch: branch, OpID: opID})
-	var res workflows.CreateBranchResult
-	if err := endOf(r, run, &res); err != nil || res.Outcome != outcome.Created {
-		t.Fatalf("create with the ref put's answer lost: %+v, %v; want created", res, err)
+// A create meeting a storage fault: the worker logs what the store answered and what the
+// kernel decided, each with the op id — on the kernel's write and on the fault paths
+// outside it (the clone).
+func TestKernelLogs_CreateMeetsAStoreFault_LogsAnswersAndDecisionsWithOpID(t *testing.T) {
+	for _, c := range []struct {
+		name, branch, opPrefix string
+		rule                   func(r *rig, branch string) faults.Rule
+		lift                   bool // the fault is lifted when the test ends
+		want                   outcome.Outcome
+		logs                   [][]string // msg, then key and value
+	}{
+		// The ref put applied, its answer dropped: the ambiguous answer (activity and
+		// workflow) and the read-back's settle.
+		{name: "RefPutAnswerLost", branch: "lost-answer", opPrefix: "lost-",
+			rule: func(r *rig, branch string) faults.Rule {
+				return faults.Rule{Op: faults.OpPut, KeyPrefix: r.refPrefix(branch), Body: isLiveRef, Mode: faults.ApplyLoseAnswer, Times: 1}
+			},
+			want: outcome.Created, logs: [][]string{{"graft write verdict", "verdict", string(activities.Ambiguous)},
+				{"answered ambiguously; reading back", "kind", "create_branch"},
+				{"read-back settled the write", "verdict", string(activities.Landed)},
+				{"graft operation ended", "outcome", string(outcome.Created)}}},
+		// The ref put refused (403): the refusal (activity and workflow) and the refused end.
+		{name: "RefPutRefused", branch: "refused-ref", opPrefix: "refused-", lift: true,
+			rule: func(r *rig, branch string) faults.Rule {
+				return faults.Rule{Op: faults.OpPut, KeyPrefix: r.refPrefix(branch), Body: isLiveRef, Mode: faults.Refuse, Status: 403}
+			},
+			want: outcome.Refused, logs: [][]string{{"graft write verdict", "verdict", string(activities.Refused)},
+				{"graft write answered", "verdict", string(activities.Refused)},
+				{"graft operation ended", "outcome", string(outcome.Refused)}}},
+		// Every write refused (403): the clone is refused first.
+		{name: "StoreRefusesEveryWrite", branch: "refused-all", opPrefix: "denied-", lift: true,
+			rule: func(*rig, string) faults.Rule { return faults.Rule{Op: faults.OpPut, Mode: faults.Refuse, Status: 403} },
+			want: outcome.Refused, logs: [][]string{{"graft clone refused"},
+				{"clone refused; nothing was written", "kind", "create_branch"},
+				{"graft operation ended", "outcome", string(outcome.Refused)}}},
+		// Every fork-commit put unanswered: the clone's ambiguous answer and the fence that
+		// settles the incarnation unpublished.
+		{name: "ClonePutsUnanswered", branch: "lost-clone", opPrefix: "clone-",
+			rule: func(r *rig, _ string) faults.Rule {
+				return faults.Rule{Op: faults.OpPut, KeyPrefix: r.graph + "/trees/", Mode: faults.FailBeforeSend}
+			},
+			want: outcome.Unpublished, logs: [][]string{{"graft clone answered ambiguously"},
+				{"graft fence verdict", "verdict", string(activities.Fenced)},
+				{"fence settled the write", "verdict", string(activities.Fenced)},
+				{"graft operation ended", "outcome", string(outcome.Unpublished)}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			r := newRig(t)
+			sink := r.startLoggingWorker()
+			r.names = append(r.names, c.branch)
+			remove := r.store.Add(c.rule(r, c.branch))
+			if c.lift {
+				defer remove()
+			}
+			opID := randomName(c.opPrefix)
+			run := r.startOp(workflows.CreateBranchName, workflows.CreateBranchInput{Graph: r.graph, Branch: c.branch, OpID: opID})
+			var res workflows.CreateBranchResult
+			if err := endOf(r, run, &res); err != nil || res.Outcome != c.want {
+				t.Fatalf("create: %+v, %v; want %s", res, err, c.want)
+			}
+			for _, l := range c.logs {
+				sink.want(t, opID, l[0], l[1:]...)
+			}
+		})
 	}
-	sink.want(t, opID, "graft write verdict", "verdict", string(activities.Ambiguous))
-	sink.want(t, opID, "answered ambiguously; reading back", "kind", "create_branch")
-	sink.want(t, opID, "read-back settled the write", "verdict", string(activities.Landed))
-	sink.want(t, opID, "graft operation ended", "outcome", string(outcome.Created))
-}
-
-// A ref put the store refuses (403): the worker logs the refusal (activity and workflow)
-// and the refused end, each with the op id.
-func TestKernelLogs_RefPutRefused_LogsRefusalWithOpID(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	sink := r.startLoggingWorker()
-	const branch = "refused-ref"
-	r.names = append(r.names, branch)
-	remove := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: r.refPrefix(branch), Body: isLiveRef, Mode: faults.Refuse, Status: 403})
-	defer remove()
-	opID := randomName("refused-")
-	run := r.startOp(workflows.CreateBranchName, workflows.CreateBranchInput{Graph: r.graph, Branch: branch, OpID: opID})
-	var res workflows.CreateBranchResult
-	if err := endOf(r, run, &res); err != nil || res.Outcome != outcome.Refused {
-		t.Fatalf("create with its ref put refused: %+v, %v; want refused", res, err)
-	}
-	sink.want(t, opID, "graft write verdict", "verdict", string(activities.Refused))
-	sink.want(t, opID, "graft write answered", "verdict", string(activities.Refused))
-	sink.want(t, opID, "graft operation ended", "outcome", string(outcome.Refused))
-}
-
-// A store that refuses every write (403): the clone is refused first, and the worker logs
-// that refusal — a storage fault path outside the kernel's write — with the op id.
-func TestKernelLogs_StoreRefusesEveryWrite_LogsCloneRefusalWithOpID(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	sink := r.startLoggingWorker()
-	const branch = "refused-all"
-	r.names = append(r.names, branch)
-	remove := r.store.Add(faults.Rule{Op: faults.OpPut, Mode: faults.Refuse, Status: 403})
-	defer remove()
-	opID := randomName("denied-")
-	run := r.startOp(workflows.CreateBranchName, workflows.CreateBranchInput{Graph: r.graph, Branch: branch, OpID: opID})
-	var res workflows.CreateBranchResult
-	if err := endOf(r, run, &res); err != nil || res.Outcome != outcome.Refused {
-		t.Fatalf("create on a store refusing every write: %+v, %v; want refused", res, err)
-	}
-	sink.want(t, opID, "graft clone refused")
-	sink.want(t, opID, "clone refused; nothing was written", "kind", "create_branch")
-	sink.want(t, opID, "graft operation ended", "outcome", string(outcome.Refused))
 }
 
 // A ref put that never answers: the worker logs the doubt, the decision to settle by
@@ -230,31 +233,5 @@ func TestKernelLogs_RefPutInDoubtAbandoned_LogsSettleAndFenceWithOpID(t *testing
 	sink.want(t, opID, "fence settled the write", "verdict", string(activities.Fenced))
 	sink.want(t, opID, "graft operation ended", "outcome", string(outcome.Unpublished))
 	hold()
-	for _, hp := range r.store.Held() {
-		if _, err := hp.Release(r.ctx); !errors.Is(err, storage.ErrPreconditionFailed) {
-			t.Fatalf("held ref put after the fence: %v, want precondition failed", err)
-		}
-	}
-}
-
-// Every fork-commit put of a create unanswered: the worker logs the clone's ambiguous
-// answer — a storage fault path outside the kernel's write — and the fence decision that
-// settles the incarnation unpublished, each with the op id.
-func TestKernelLogs_ClonePutsUnanswered_LogsAmbiguousCloneAndFenceWithOpID(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	sink := r.startLoggingWorker()
-	const branch = "lost-clone"
-	r.names = append(r.names, branch)
-	r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: r.graph + "/trees/", Mode: faults.FailBeforeSend})
-	opID := randomName("clone-")
-	run := r.startOp(workflows.CreateBranchName, workflows.CreateBranchInput{Graph: r.graph, Branch: branch, OpID: opID})
-	var res workflows.CreateBranchResult
-	if err := endOf(r, run, &res); err != nil || res.Outcome != outcome.Unpublished {
-		t.Fatalf("create with every clone put unanswered: %+v, %v; want unpublished", res, err)
-	}
-	sink.want(t, opID, "graft clone answered ambiguously")
-	sink.want(t, opID, "graft fence verdict", "verdict", string(activities.Fenced))
-	sink.want(t, opID, "fence settled the write", "verdict", string(activities.Fenced))
-	sink.want(t, opID, "graft operation ended", "outcome", string(outcome.Unpublished))
+	wantLateRefused(t, r.ctx, "held ref put after the fence", r.store.Held())
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"reflect"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -566,29 +567,10 @@ func endOfCtx(ctx context.Context, r *rig, run sdkclient.WorkflowRun, res any) e
 	}
 }
 
-// outcomeOf reads the outcome of any graft result.
+// outcomeOf reads the outcome of any graft result (a pointer to a struct with an Outcome).
 func outcomeOf(res any) outcome.Outcome {
-	switch v := res.(type) {
-	case *workflows.InitGraphResult:
-		return v.Outcome
-	case *workflows.WriteTableResult:
-		return v.Outcome
-	case *workflows.CreateBranchResult:
-		return v.Outcome
-	case *workflows.MergeResult:
-		return v.Outcome
-	case *workflows.RestoreResult:
-		return v.Outcome
-	case *workflows.CreateTagResult:
-		return v.Outcome
-	case *workflows.DeleteTagResult:
-		return v.Outcome
-	case *workflows.DeleteBranchResult:
-		return v.Outcome
-	case *workflows.RepairBranchResult:
-		return v.Outcome
-	case *workflows.CleanupResult:
-		return v.Outcome
+	if v := reflect.ValueOf(res).Elem().FieldByName("Outcome"); v.IsValid() {
+		return v.Interface().(outcome.Outcome)
 	}
 	return ""
 }

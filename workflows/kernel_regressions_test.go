@@ -231,11 +231,7 @@ func TestKernel_FenceRefused_ParkedVisibleThenFenced(t *testing.T) {
 	}
 	recordHistory(t, r, h.WorkflowID, h.RunID, "createbranch_parked_then_fenced")
 	holdRef()
-	for _, hp := range r.store.Held() {
-		if _, err := hp.Release(r.ctx); !errors.Is(err, storage.ErrPreconditionFailed) {
-			t.Fatalf("held ref put after the fence: %v, want precondition failed", err)
-		}
-	}
+	wantLateRefused(t, r.ctx, "held ref put after the fence", r.store.Held())
 }
 
 // A cancelled operation records its end: a branch delete cancelled while its
@@ -315,11 +311,7 @@ func TestKernel_CreateTerminatedInDoubt_ReconcilerFencesReclaimsAndFinishes(t *t
 		}
 	}
 	hold()
-	for _, hp := range r.store.Held() {
-		if _, err := hp.Release(r.ctx); !errors.Is(err, storage.ErrPreconditionFailed) {
-			t.Fatalf("late ref put after the reconciler's fence: %v, want precondition failed", err)
-		}
-	}
+	wantLateRefused(t, r.ctx, "late ref put after the reconciler's fence", r.store.Held())
 }
 
 // An effect re-executed after a worker crash recognises its own earlier effect: a

@@ -1,7 +1,6 @@
 package workflows_test
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/oklog/ulid/v2"
@@ -64,11 +63,7 @@ func TestWrite_CommitPutHeldThenLanded_CommitKeptPastTheWriteUntilReleased(t *te
 		t.Fatalf("the sweep reclaimed the first write's commit (%v) or its version (%v) while a put of the commit was in flight",
 			r.exists(firstKey), r.exists(versionKey))
 	}
-	for _, h := range held {
-		if _, err := h.Release(r.ctx); !errors.Is(err, storage.ErrPreconditionFailed) {
-			t.Fatalf("late delivery of the held commit put: %v; want it refused by the key it finds taken", err)
-		}
-	}
+	wantLateRefused(t, r.ctx, "late delivery of the held commit put", held)
 	r.checkRetained()
 
 	// The operator's word that nothing more is in flight: the commit becomes reclaimable.
@@ -101,17 +96,7 @@ func TestReconcile_TerminatedWriteFoundLanded_CommitKeptForALatePut(t *testing.T
 	t.Parallel()
 	r := newRig2(t)
 	r.startWorker()
-	obj := r.upload("u", "landed-late")
-	start := r.branchHead("main")
-	opID := randomName("landed-")
-	swap := func(b []byte) bool {
-		ref, err := format.DecodeBranchRef(b)
-		return err == nil && ref.Op == opID && ref.Head != start.Commit.ID
-	}
-	hold := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: format.BranchRefKey(r.graph, start.Native), Body: swap, Mode: faults.Hold})
-	run := r.startOp(workflows.WriteTableName, workflows.WriteTableInput{Graph: r.graph, Branch: "main", Table: "u",
-		Objects: []workflows.TableObject{obj}, OpID: opID})
-	r.waitOp(opID, "the write in doubt", inDoubt)
+	opID, start, run, hold := r.writeInDoubt("landed-", "landed-late", faults.Hold, false)
 	r.terminate(run)
 	hold()
 	held := r.store.Held()
@@ -121,11 +106,7 @@ func TestReconcile_TerminatedWriteFoundLanded_CommitKeptForALatePut(t *testing.T
 	if _, err := held[0].Release(r.ctx); err != nil { // the first lands, after the termination
 		t.Fatalf("the held swap, delivered after the termination: %v", err)
 	}
-	for _, h := range held[1:] { // the re-issues find the ref moved
-		if _, err := h.Release(r.ctx); !errors.Is(err, storage.ErrPreconditionFailed) {
-			t.Fatalf("a re-issued swap after the first landed: %v, want precondition failed", err)
-		}
-	}
+	wantLateRefused(t, r.ctx, "a re-issued swap after the first landed", held[1:]) // the re-issues find the ref moved
 	head := r.branchHead("main")
 	if head.Commit.ID == start.Commit.ID {
 		t.Fatal("the late swap did not move main")

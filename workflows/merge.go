@@ -86,12 +86,6 @@ func (r *MergeResult) setEnd(out outcome.Outcome, msg string) {
 	}
 }
 
-// operationStatus is the kernel's status as OperationStatus.
-func (r *opRun) operationStatus() OperationStatus {
-	s := r.status
-	return OperationStatus{Phase: s.Phase, Outcome: s.Outcome, OpID: s.OpID, Commit: s.Commit, Pending: s.Pending, SettleAttempts: s.SettleAttempts}
-}
-
 // Merge merges a source branch into a target branch by adoption: plan (read
 // both heads, find the merge base from their lineages, classify every
 // table), then — with no conflict and something to adopt — append one
@@ -101,24 +95,23 @@ func (r *opRun) operationStatus() OperationStatus {
 // inputs stay pinned until the outcome is definitive.
 func Merge(ctx workflow.Context, in MergeInput) (MergeResult, error) {
 	var a *activities.Activities
-	info := workflow.GetInfo(ctx)
-	r := newOpRun(ctx, runSpec{opID: in.OpID, kind: catalog.OpMerge, graph: in.Graph, branch: in.Target, subject: in.Source + " → " + in.Target})
+	r, err := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpMerge, graph: in.Graph, branch: in.Target, subject: in.Source + " → " + in.Target})
+	if err != nil {
+		return MergeResult{}, err
+	}
 	if in.Preview {
 		// A preview is not an operation of the ledger.
 		r.owner.OpID, r.status.OpID, r.foreign = in.OpID, in.OpID, true
 	}
-	if err := workflow.SetQueryHandler(ctx, StatusQueryName, func() (OperationStatus, error) { return r.operationStatus(), nil }); err != nil {
-		return MergeResult{}, err
-	}
 	res := MergeResult{OpID: r.owner.OpID, Graph: in.Graph, Source: in.Source, Target: in.Target, Preview: in.Preview, Tables: []MergeTable{}}
-	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
+	err = r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		return appendCommit(ctx, r, in.ExpectedHead, in.Target, &res.HeadRetries, &res.SettleAttempts, func(ctx workflow.Context) (plannedCommit, error) {
 			r.setPhase(ctx, "plan", "reading the heads of "+in.Source+" and "+in.Target)
 			var plan activities.PlanMergeResult
 			pin := activities.PlanMergeInput{
 				OpID: r.owner.OpID, Graph: in.Graph, Source: in.Source, Target: in.Target, ExpectedHead: in.ExpectedHead,
 				Preview: in.Preview, Author: in.Author, Message: in.Message,
-				WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
+				WorkflowID: r.wfID, RunID: r.owner.Run,
 			}
 			var err error
 			if in.Preview || res.HeadRetries == 0 && r.status.SettleAttempts == 0 && r.pending == nil && !r.planned {

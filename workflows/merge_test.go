@@ -14,7 +14,6 @@ import (
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
-	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/workflows"
 )
@@ -190,12 +189,8 @@ func TestMerge_Conflict_PublishesNothingAndListsEveryConflict(t *testing.T) {
 	if a := actions(res); a["t"] != "conflict" || a["u"] != "conflict" || a["v"] != "adopt" {
 		t.Fatalf("tables %v, want t and u in conflict, v adoptable", a)
 	}
-	if n := r.store.Count(faults.OpPut).Attempted; n != 0 {
-		t.Fatalf("%d puts sent by a conflicting merge, want none", n)
-	}
-	if head := r.headOf("main"); head.ID != r.main.ID {
-		t.Fatalf("main moved to %s", head.ID)
-	}
+	r.wantNoPuts("a conflicting merge")
+	r.wantMainUnmoved()
 	r.wantOperation(res.OpID, catalog.OpMerge, outcome.Conflict)
 	recordHistory(t, r, client.MergeWorkflowID(r.graph, "main", res.OpID), "", "merge_conflict")
 	checkInvariants(t, r)
@@ -213,9 +208,7 @@ func TestMerge_SourceAlreadyInTarget_AlreadyUpToDateWritesNothing(t *testing.T) 
 	if err != nil || res.Outcome != workflows.OutcomeAlreadyUpToDate || res.Commit != "" || len(res.Bases) != 1 || res.Bases[0] != res.SourceHead {
 		t.Fatalf("merge: %+v, %v; want already_up_to_date, main's head the base", res, err)
 	}
-	if n := r.store.Count(faults.OpPut).Attempted; n != 0 {
-		t.Fatalf("%d puts sent, want none", n)
-	}
+	r.wantNoPuts("")
 	r.wantOperation(res.OpID, catalog.OpMerge, workflows.OutcomeAlreadyUpToDate)
 }
 
@@ -234,12 +227,8 @@ func TestMerge_Preview_ReturnsThePlanAndWritesNothing(t *testing.T) {
 	if a := actions(res); a["a"] != "adopt" || a["b"] != "keep" {
 		t.Fatalf("tables %v", a)
 	}
-	if n := r.store.Count(faults.OpPut).Attempted; n != 0 {
-		t.Fatalf("%d puts sent by a preview, want none", n)
-	}
-	if head := r.headOf("main"); head.ID != r.main.ID {
-		t.Fatalf("main moved to %s", head.ID)
-	}
+	r.wantNoPuts("a preview")
+	r.wantMainUnmoved()
 	ops, err := r.ops(nil).List(r.ctx, client.OpsFilter{Graph: r.graph, Kind: "merge"})
 	if err != nil || len(ops) != 0 {
 		t.Fatalf("ledger merges after a preview: %+v, %v; want none", ops, err)
@@ -356,11 +345,7 @@ func TestMerge_CommitPutFaults_EachEndsDefinitively(t *testing.T) {
 		if err != nil || final.Outcome != workflows.OutcomeMerged || final.Commit != res.Commit || final.SettleAttempts < 1 {
 			t.Fatalf("final: %+v, %v; want merged as %s after a settle", final, err, res.Commit)
 		}
-		for _, held := range r.store.Held() { // the re-issues: each fails its condition
-			if _, err := held.Release(r.ctx); !errors.Is(err, storage.ErrPreconditionFailed) {
-				t.Fatalf("late re-issue: %v, want precondition failed", err)
-			}
-		}
+		wantLateRefused(t, r.ctx, "late re-issue", r.store.Held()) // the re-issues: each fails its condition
 		r.wantOperation(h.OpID, catalog.OpMerge, workflows.OutcomeMerged)
 		recordHistory(t, r, h.WorkflowID, h.RunID, "merge_in_doubt_settled")
 		checkInvariants(t, r)
@@ -375,9 +360,7 @@ func TestMerge_CommitPutFaults_EachEndsDefinitively(t *testing.T) {
 		if !errors.Is(err, outcome.ErrRefused) || res.Commit != "" {
 			t.Fatalf("merge: %+v, %v; want refused", res, err)
 		}
-		if head := r.headOf("main"); head.ID != r.main.ID {
-			t.Fatalf("main moved to %s", head.ID)
-		}
+		r.wantMainUnmoved()
 		r.wantOperation(res.OpID, catalog.OpMerge, outcome.Refused)
 	})
 }

@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -273,4 +274,90 @@ func (d *decisionEnv) inDoubtMarks() int {
 		}
 	}
 	return n
+}
+
+// A prepare that keeps failing (the store or Postgres away) ends the operation before any
+// write, recording the failure in the ledger once.
+func TestDecision_PrepareKeepsFailing_FailsAndRecordsTheFailure(t *testing.T) {
+	for _, c := range []struct {
+		wf, prepare, opID string
+		fn                any
+		run               any
+		fail              func(d *decisionEnv)
+		in, res           any
+		kind              catalog.OperationKind
+		never             []string
+	}{
+		{wf: workflows.DeleteBranchName, run: workflows.DeleteBranch, prepare: "PrepareDeleteBranch", in: deleteBranchInput, res: &workflows.DeleteBranchResult{},
+			fail: func(d *decisionEnv) {
+				failWith[activities.PrepareDeleteBranchResult](d, a.PrepareDeleteBranch, transient)
+			},
+			opID: "op-delete", kind: catalog.OpDeleteBranch},
+		{wf: workflows.CreateTagName, run: workflows.CreateTag, prepare: "PrepareTag", in: createTagInput, res: &workflows.CreateTagResult{},
+			fail: func(d *decisionEnv) { failWith[activities.PrepareTagResult](d, a.PrepareTag, transient) },
+			opID: "op-tag", kind: catalog.OpTag},
+		{wf: workflows.DeleteTagName, run: workflows.DeleteTag, prepare: "PrepareDeleteTag", in: deleteTagInput, res: &workflows.DeleteTagResult{},
+			fail: func(d *decisionEnv) { failWith[activities.PrepareDeleteTagResult](d, a.PrepareDeleteTag, transient) },
+			opID: "op-untag", kind: catalog.OpTag},
+		{wf: workflows.RepairBranchName, run: workflows.RepairBranch, prepare: "PrepareRepair", in: repairInput, res: &workflows.RepairBranchResult{},
+			fail: func(d *decisionEnv) { failWith[activities.PrepareRepairResult](d, a.PrepareRepair, transient) },
+			opID: "op-repair", kind: catalog.OpDeleteBranch, never: []string{"AdoptKept"}},
+		{wf: workflows.RestoreName, run: workflows.Restore, prepare: "PrepareRestore", in: restoreInput, res: &workflows.RestoreResult{},
+			fail: func(d *decisionEnv) { failWith[activities.PrepareRestoreResult](d, a.PrepareRestore, transient) },
+			opID: "op-restore", kind: catalog.OpRestore, never: []string{"PlanRestore"}},
+	} {
+		t.Run(c.wf, func(t *testing.T) {
+			d := newDecisionEnv(t, c.wf, c.run)
+			c.fail(d)
+			if err := d.run(c.in, c.res); err == nil {
+				t.Fatalf("workflow succeeded although prepare kept failing")
+			}
+			if d.count(c.prepare) < 2 {
+				t.Fatalf("prepare ran %d times, want it retried", d.count(c.prepare))
+			}
+			d.never(append(c.never, "Write")...)
+			d.finishedOnce(c.opID, c.kind, "")
+		})
+	}
+}
+
+// A write step that fails outright leaves a write that may have landed: the kernel fences
+// it once before the end, so the operation ends with the fence's verdict, never in doubt.
+func TestDecision_WriteStepFails_PendingWriteFencedOnceBeforeTheEnd(t *testing.T) {
+	for _, c := range []struct {
+		wf, opID string
+		run      any
+		prepare  func(d *decisionEnv)
+		spec     activities.WriteSpec
+		fenced   activities.Verdict
+		in, res  any
+		kind     catalog.OperationKind
+		want     outcome.Outcome
+	}{
+		// A retire that may have landed is completed by its fence.
+		{wf: workflows.DeleteBranchName, run: workflows.DeleteBranch, in: deleteBranchInput, res: &workflows.DeleteBranchResult{},
+			prepare: func(d *decisionEnv) { answer(d, a.PrepareDeleteBranch, deletePrepared) }, spec: deletePrepared.Spec,
+			fenced: verdict(activities.Landed, ""), opID: "op-delete", kind: catalog.OpDeleteBranch, want: outcome.Deleted},
+		{wf: workflows.DeleteTagName, run: workflows.DeleteTag, in: deleteTagInput, res: &workflows.DeleteTagResult{},
+			prepare: func(d *decisionEnv) { answer(d, a.PrepareDeleteTag, deleteTagPrepared) }, spec: deleteTagPrepared.Spec,
+			fenced: verdict(activities.Landed, ""), opID: "op-untag", kind: catalog.OpTag, want: outcome.Deleted},
+		// A tag put that may have landed is fenced: unpublished.
+		{wf: workflows.CreateTagName, run: workflows.CreateTag, in: createTagInput, res: &workflows.CreateTagResult{},
+			prepare: func(d *decisionEnv) { answer(d, a.PrepareTag, tagPrepared) }, spec: tagPrepared.Spec,
+			fenced: verdict(activities.Fenced, "a retired tag holds the name"), opID: "op-tag", kind: catalog.OpTag, want: outcome.Unpublished},
+	} {
+		t.Run(c.wf, func(t *testing.T) {
+			d := newDecisionEnv(t, c.wf, c.run)
+			c.prepare(d)
+			failWith[activities.Verdict](d, a.Write, permanent("a bug"))
+			answer(d, a.Fence, c.fenced)
+			if err := d.run(c.in, c.res); err != nil || outcomeOf(c.res) != c.want {
+				t.Fatalf("result %+v, %v; want %s: a write that may have landed is fenced, never left in doubt", c.res, err, c.want)
+			}
+			if f := inputsOf[activities.WriteInput](d, "Fence"); len(f) != 1 || !reflect.DeepEqual(f[0].Spec, c.spec) {
+				t.Fatalf("fences %+v, want the pending write fenced once", f)
+			}
+			d.finishedOnce(c.opID, c.kind, c.want)
+		})
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/graftworks/graft/client"
 	"github.com/graftworks/graft/client/outcome"
@@ -94,6 +95,27 @@ func (r *rig2) commit(branch, table, body string, at time.Time) graph.Commit {
 }
 
 // branchHead reads a branch's head straight from the bucket.
+// writeInDoubt starts a write of a new object body to table u on main (expecting main's
+// head when expect) whose head swap meets mode, and waits for the write in doubt; undo
+// lifts the fault.
+func (r *rig2) writeInDoubt(opPrefix, body string, mode faults.Mode, expect bool) (opID string, start graph.Head, run sdkclient.WorkflowRun, undo func()) {
+	obj := r.upload("u", body)
+	start = r.branchHead("main")
+	opID = randomName(opPrefix)
+	swap := func(b []byte) bool {
+		ref, err := format.DecodeBranchRef(b)
+		return err == nil && ref.Op == opID && ref.Head != start.Commit.ID
+	}
+	undo = r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: format.BranchRefKey(r.graph, start.Native), Body: swap, Mode: mode})
+	in := workflows.WriteTableInput{Graph: r.graph, Branch: "main", Table: "u", Objects: []workflows.TableObject{obj}, OpID: opID}
+	if expect {
+		in.ExpectedHead = start.Commit.ID.String()
+	}
+	run = r.startOp(workflows.WriteTableName, in)
+	r.waitOp(opID, "the write in doubt", inDoubt)
+	return opID, start, run, undo
+}
+
 func (r *rig2) branchHead(branch string) graph.Head {
 	r.t.Helper()
 	h, err := r.g.BranchHead(r.ctx, branch)
@@ -208,17 +230,7 @@ func TestInDoubtPublishBehindMovedHead_ConflictNeverBehindTheHead(t *testing.T) 
 	t.Parallel()
 	r := newRig2(t)
 	r.startWorker()
-	obj := r.upload("u", "settle")
-	start := r.branchHead("main")
-	opID := randomName("settle-")
-	ours := func(b []byte) bool {
-		ref, err := format.DecodeBranchRef(b)
-		return err == nil && ref.Op == opID && ref.Head != start.Commit.ID
-	}
-	unhold := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: format.BranchRefKey(r.graph, start.Native), Body: ours, Mode: faults.Hold})
-	run := r.startOp(workflows.WriteTableName, workflows.WriteTableInput{Graph: r.graph, Branch: "main", Table: "u",
-		Objects: []workflows.TableObject{obj}, OpID: opID, ExpectedHead: start.Commit.ID.String()})
-	r.waitOp(opID, "the write in doubt", inDoubt)
+	opID, _, run, unhold := r.writeInDoubt("settle-", "settle", faults.Hold, true)
 	held := r.store.Held()
 	if len(held) == 0 {
 		t.Fatal("no head swap held")
@@ -228,11 +240,7 @@ func TestInDoubtPublishBehindMovedHead_ConflictNeverBehindTheHead(t *testing.T) 
 	other1 := r.commit("main", "t", "other-1", past)
 	other2 := r.commit("main", "t", "other-2", past.Add(time.Second))
 	r.reclaim(other1)
-	for _, h := range r.store.Held() {
-		if _, err := h.Release(r.ctx); !errors.Is(err, storage.ErrPreconditionFailed) {
-			t.Fatalf("the held swap, released after the ref moved: %v; want a failed precondition", err)
-		}
-	}
+	wantLateRefused(t, r.ctx, "the held swap, released after the ref moved", r.store.Held())
 	unhold()
 	var res workflows.WriteTableResult
 	if err := endOf(r.rig, run, &res); err != nil || res.Outcome != outcome.Conflict {
@@ -437,17 +445,7 @@ func TestPublishInDoubt_OperatorAbandons_RefFencedSameHeadUnpublished(t *testing
 	t.Parallel()
 	r := newRig2(t)
 	r.startWorker()
-	obj := r.upload("u", "abandon me")
-	start := r.branchHead("main")
-	opID := randomName("abandon-")
-	swap := func(b []byte) bool {
-		ref, err := format.DecodeBranchRef(b)
-		return err == nil && ref.Op == opID && ref.Head != start.Commit.ID
-	}
-	lose := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: format.BranchRefKey(r.graph, start.Native), Body: swap, Mode: faults.FailBeforeSend})
-	run := r.startOp(workflows.WriteTableName, workflows.WriteTableInput{Graph: r.graph, Branch: "main", Table: "u",
-		Objects: []workflows.TableObject{obj}, OpID: opID})
-	r.waitOp(opID, "the write in doubt", inDoubt)
+	opID, start, run, lose := r.writeInDoubt("abandon-", "abandon me", faults.FailBeforeSend, false)
 	if err := r.tc.SignalWorkflow(r.ctx, run.GetID(), run.GetRunID(), workflows.AbandonSignalName, workflows.AbandonRequest{Reason: "operator"}); err != nil {
 		t.Fatal(err)
 	}
@@ -785,17 +783,7 @@ func TestWriteTerminatedInDoubt_ReconcilerFencesThePublish(t *testing.T) {
 	t.Parallel()
 	r := newRig2(t)
 	r.startWorker()
-	obj := r.upload("u", "orphan")
-	start := r.branchHead("main")
-	opID := randomName("orphan-")
-	swap := func(b []byte) bool {
-		ref, err := format.DecodeBranchRef(b)
-		return err == nil && ref.Op == opID && ref.Head != start.Commit.ID
-	}
-	hold := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: format.BranchRefKey(r.graph, start.Native), Body: swap, Mode: faults.Hold})
-	run := r.startOp(workflows.WriteTableName, workflows.WriteTableInput{Graph: r.graph, Branch: "main", Table: "u",
-		Objects: []workflows.TableObject{obj}, OpID: opID})
-	r.waitOp(opID, "the write in doubt", inDoubt)
+	opID, start, run, hold := r.writeInDoubt("orphan-", "orphan", faults.Hold, false)
 	r.terminate(run)
 	res := r.reconcile()
 	if len(res.Settled) != 1 || res.Settled[0].OpID != opID || res.Settled[0].Outcome != outcome.Unpublished {
@@ -810,11 +798,7 @@ func TestWriteTerminatedInDoubt_ReconcilerFencesThePublish(t *testing.T) {
 		t.Fatalf("main: head %s, op %s; want head %s kept under the fence of %s", head.Commit.ID, head.Ref.Op, start.Commit.ID, opID)
 	}
 	hold()
-	for _, hp := range r.store.Held() {
-		if _, err := hp.Release(r.ctx); !errors.Is(err, storage.ErrPreconditionFailed) {
-			t.Fatalf("late head swap after the reconciler's fence: %v, want precondition failed", err)
-		}
-	}
+	wantLateRefused(t, r.ctx, "late head swap after the reconciler's fence", r.store.Held())
 	if now := r.branchHead("main"); now.Commit.ID != start.Commit.ID {
 		t.Fatalf("main moved to %s after the late swap", now.Commit.ID)
 	}

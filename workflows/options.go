@@ -24,51 +24,28 @@ var (
 // The kinds of step every graft workflow is made of; the kernel (kernel.go) runs each
 // step with one of them, its timeouts taken from the variables above.
 var (
-	// untilAnswered retries a step until the store and the ledger answer: a step that
-	// may follow a storage effect must never be given up, or the operation would be
-	// left half-done.
-	untilAnswered = &temporal.RetryPolicy{
-		InitialInterval:    100 * time.Millisecond,
-		BackoffCoefficient: 2,
-		MaximumInterval:    30 * time.Second,
-	}
+	// untilAnswered retries a step until the store and the ledger answer: a step that may
+	// follow a storage effect is never given up, or the operation would be left half-done.
+	untilAnswered = &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second}
 
-	// beforeEffect runs a short step that precedes every storage effect of its
-	// operation (validate, resolve, record, pin, probe). One that keeps failing
-	// (storage or Postgres down) ends the operation after two minutes, and the
-	// kernel's finish then settles whatever the request itself wrote.
-	beforeEffect = workflow.LocalActivityOptions{
-		StartToCloseTimeout:    30 * time.Second,
-		ScheduleToCloseTimeout: 2 * time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    100 * time.Millisecond,
-			BackoffCoefficient: 2,
-			MaximumInterval:    5 * time.Second,
-		},
-	}
+	// beforeEffect runs a short step that precedes every storage effect of its operation
+	// (validate, resolve, record, pin, probe). One that keeps failing ends the operation
+	// after BeforeEffectBudget, and the kernel's finish settles what the request wrote.
+	beforeEffect = workflow.LocalActivityOptions{RetryPolicy: localRetry(0)}
 
-	// afterEffectFast is the fast path of a step that may follow a storage effect (a
-	// put whose answer may be lost, a ledger write recording it): a local activity,
-	// free of the matching round trip an ordinary activity costs, for a few attempts.
-	// It has a total deadline only because the kernel then continues the same step as
-	// afterEffectDurable: the deadline never ends the operation.
-	afterEffectFast = workflow.LocalActivityOptions{
-		StartToCloseTimeout:    30 * time.Second,
-		ScheduleToCloseTimeout: 2 * time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    100 * time.Millisecond,
-			BackoffCoefficient: 2,
-			MaximumInterval:    5 * time.Second,
-			MaximumAttempts:    4,
-		},
-	}
+	// afterEffectFast is the fast path of a step that may follow a storage effect: a local
+	// activity, free of an ordinary activity's matching round trip, for a few attempts.
+	// Its deadline never ends the operation: the step then continues as afterEffectDurable.
+	afterEffectFast = workflow.LocalActivityOptions{RetryPolicy: localRetry(4)}
 
-	// afterEffectDurable continues an after-effect step whose fast path kept failing
-	// (a storage stall, Postgres away): an ordinary activity with no total deadline and
-	// unlimited retries. It does not hold the workflow task, so status queries and the
-	// current details stay answerable, and the UI shows it pending with its last error.
-	afterEffectDurable = workflow.ActivityOptions{
-		StartToCloseTimeout: time.Minute,
-		RetryPolicy:         untilAnswered,
-	}
+	// afterEffectDurable continues an after-effect step whose fast path kept failing: an
+	// ordinary activity with no total deadline and unlimited retries. It does not hold the
+	// workflow task, so status queries and the current details stay answerable, and the UI
+	// shows it pending with its last error.
+	afterEffectDurable = workflow.ActivityOptions{RetryPolicy: untilAnswered}
 )
+
+// localRetry is the retry policy of a local step; maxAttempts 0 is unlimited (within its budget).
+func localRetry(maxAttempts int32) *temporal.RetryPolicy {
+	return &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 5 * time.Second, MaximumAttempts: maxAttempts}
+}

@@ -51,21 +51,18 @@ func (r *RepairBranchResult) setEnd(out outcome.Outcome, msg string) {
 // as a fence, so a late put of it can never land.
 func RepairBranch(ctx workflow.Context, in RepairBranchInput) (RepairBranchResult, error) {
 	var a *activities.Activities
-	info := workflow.GetInfo(ctx)
-	r := newOpRun(ctx, runSpec{opID: in.OpID, kind: catalog.OpDeleteBranch, operationAttr: "repair_branch",
+	r, err := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpDeleteBranch, operationAttr: "repair_branch",
 		graph: in.Graph, branch: in.Branch, subject: in.Branch})
-	if err := workflow.SetQueryHandler(ctx, StatusQueryName, func() (OperationStatus, error) { return r.operationStatus(), nil }); err != nil {
+	if err != nil {
 		return RepairBranchResult{}, err
 	}
 	res := RepairBranchResult{OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Retired: []string{}}
-	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
-		r.setPhase(ctx, "prepare", "reading the refs of "+in.Branch)
+	err = r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		var prep activities.PrepareRepairResult
-		if err := r.before(ctx, "prepare: read the refs of "+in.Branch, a.PrepareRepair, activities.PrepareRepairInput{
-			OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Keep: in.Keep,
-			WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
+		if err := r.prepare(ctx, "reading the refs of "+in.Branch, "read the refs of "+in.Branch, a.PrepareRepair, activities.PrepareRepairInput{
+			OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Keep: in.Keep, WorkflowID: r.wfID, RunID: r.owner.Run,
 		}, &prep); err != nil {
-			return ending{}, fmt.Errorf("prepare: %w", err)
+			return ending{}, err
 		}
 		r.foreign = !prep.Owned
 		if prep.Outcome != "" {

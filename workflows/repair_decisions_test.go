@@ -163,17 +163,6 @@ func TestRepairBranchDecision_FinishNote_NeverHidesAConflict(t *testing.T) {
 	}
 }
 
-func TestRepairBranchDecision_PrepareKeepsFailing_FailsAndRecordsTheFailure(t *testing.T) {
-	d := newDecisionEnv(t, workflows.RepairBranchName, workflows.RepairBranch)
-	failWith[activities.PrepareRepairResult](d, a.PrepareRepair, transient)
-	var res workflows.RepairBranchResult
-	if err := d.run(repairInput, &res); err == nil {
-		t.Fatalf("workflow succeeded although prepare kept failing")
-	}
-	d.never("Write")
-	finishedRepairOnce(t, d, "")
-}
-
 func TestRepairBranchDecision_RetireStepFails_StopsAndCompletesThePendingRetire(t *testing.T) {
 	d := newRepairEnv(t, repairAnswers{prep: activities.PrepareRepairResult{Owned: true, Retire: twoToRetire}})
 	d.env.OnActivity(a.Write, mock.Anything, mock.Anything).Return(activities.Verdict{}, permanent("a bug"))

@@ -1,8 +1,6 @@
 package workflows
 
 import (
-	"fmt"
-
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/graftworks/graft/activities"
@@ -76,21 +74,18 @@ func (r *RestoreResult) setEnd(out outcome.Outcome, msg string) {
 // commit's pins and restored_from, with expected-head semantics.
 func Restore(ctx workflow.Context, in RestoreInput) (RestoreResult, error) {
 	var a *activities.Activities
-	info := workflow.GetInfo(ctx)
-	r := newOpRun(ctx, runSpec{opID: in.OpID, kind: catalog.OpRestore, graph: in.Graph, branch: in.Branch, subject: in.Branch})
-	if err := workflow.SetQueryHandler(ctx, StatusQueryName, func() (OperationStatus, error) { return r.operationStatus(), nil }); err != nil {
+	r, err := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpRestore, graph: in.Graph, branch: in.Branch, subject: in.Branch})
+	if err != nil {
 		return RestoreResult{}, err
 	}
 	res := RestoreResult{OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch}
-	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
-		r.setPhase(ctx, "prepare", "resolving, pinning and probing the commit to restore")
+	err = r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		var prep activities.PrepareRestoreResult
-		if err := r.before(ctx, "prepare: resolve, claim, pin and probe the commit to restore", a.PrepareRestore, activities.PrepareRestoreInput{
-			OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, ToCommit: in.To.Commit, ToTag: in.To.Tag,
-			ExpectedHead: in.ExpectedHead, NoBackup: in.NoBackup, BackupTag: in.BackupTag, Author: in.Author, Message: in.Message,
-			WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
-		}, &prep); err != nil {
-			return ending{}, fmt.Errorf("prepare: %w", err)
+		if err := r.prepare(ctx, "resolving, pinning and probing the commit to restore", "resolve, claim, pin and probe the commit to restore",
+			a.PrepareRestore, activities.PrepareRestoreInput{OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch,
+				ToCommit: in.To.Commit, ToTag: in.To.Tag, ExpectedHead: in.ExpectedHead, NoBackup: in.NoBackup, BackupTag: in.BackupTag,
+				Author: in.Author, Message: in.Message, WorkflowID: r.wfID, RunID: r.owner.Run}, &prep); err != nil {
+			return ending{}, err
 		}
 		r.foreign = !prep.Owned
 		res.RestoredFrom = prep.Target

@@ -297,20 +297,6 @@ func TestRestoreDecision_TagThenCommitInDoubt_EachSettled(t *testing.T) {
 	}
 }
 
-func TestRestoreDecision_PrepareKeepsFailing_FailsAndRecordsTheFailure(t *testing.T) {
-	d := newDecisionEnv(t, workflows.RestoreName, workflows.Restore)
-	failWith[activities.PrepareRestoreResult](d, a.PrepareRestore, transient)
-	var res workflows.RestoreResult
-	if err := d.run(restoreInput, &res); err == nil {
-		t.Fatalf("workflow succeeded although prepare kept failing")
-	}
-	if d.count("PrepareRestore") < 2 {
-		t.Fatalf("prepare ran %d times, want it retried", d.count("PrepareRestore"))
-	}
-	d.never("PlanRestore", "Write")
-	d.finishedOnce("op-restore", catalog.OpRestore, "")
-}
-
 func TestRestoreDecision_PlanFails_FailsAndRecordsTheFailure(t *testing.T) {
 	d := newDecisionEnv(t, workflows.RestoreName, workflows.Restore)
 	answer(d, a.PrepareRestore, restorePrepared)

@@ -95,13 +95,9 @@ func TestRestore_TargetReclaimedByCleanup_NotRetainedAndNothingWritten(t *testin
 	if !errors.Is(err, outcome.ErrNotRetained) || res.Commit != "" {
 		t.Fatalf("restore of a reclaimed commit: %+v, %v; want not_retained", res, err)
 	}
-	if n := r.store.Count(faults.OpPut).Attempted; n != 0 {
-		t.Fatalf("%d puts sent, want none", n)
-	}
+	r.wantNoPuts("")
 	r.wantOperation(res.OpID, catalog.OpRestore, outcome.NotRetained)
-	if head := r.headOf("main"); head.ID != r.main.ID {
-		t.Fatalf("main moved to %s", head.ID)
-	}
+	r.wantMainUnmoved()
 	checkInvariants(t, r)
 }
 

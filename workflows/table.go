@@ -117,7 +117,6 @@ type WriteTableStatus struct {
 // semantics — the kernel settling an in-doubt commit put rather than guessing.
 func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, error) {
 	var a *activities.Activities
-	info := workflow.GetInfo(ctx)
 	r := newOpRun(ctx, runSpec{opID: in.OpID, kind: catalog.OpWriteTable, graph: in.Graph, branch: in.Branch, subject: in.Table + "@" + in.Branch})
 	if err := workflow.SetQueryHandler(ctx, StatusQueryName, func() (WriteTableStatus, error) {
 		s := r.status
@@ -136,14 +135,13 @@ func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, err
 		edit.Imports = append(edit.Imports, activities.TableImport{Name: im.Name, Key: im.Key, Size: im.Size, ETag: im.ETag, SHA256: im.SHA256})
 	}
 	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
-		r.setPhase(ctx, "prepare", fmt.Sprintf("recording the write, pinning and probing %d objects", len(in.Objects)))
 		var prep activities.PrepareWriteResult
-		if err := r.before(ctx, "prepare: validate, claim, pin and probe the uploaded objects", a.PrepareWrite, activities.PrepareWriteInput{
-			OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Table: in.Table, Objects: objs, Edit: edit,
-			ExpectedHead: in.ExpectedHead, Author: in.Author, Message: in.Message,
-			WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
-		}, &prep); err != nil {
-			return ending{}, fmt.Errorf("prepare: %w", err)
+		if err := r.prepare(ctx, fmt.Sprintf("recording the write, pinning and probing %d objects", len(in.Objects)),
+			"validate, claim, pin and probe the uploaded objects", a.PrepareWrite, activities.PrepareWriteInput{
+				OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Table: in.Table, Objects: objs, Edit: edit,
+				ExpectedHead: in.ExpectedHead, Author: in.Author, Message: in.Message, WorkflowID: r.wfID, RunID: r.owner.Run,
+			}, &prep); err != nil {
+			return ending{}, err
 		}
 		r.foreign = !prep.Owned
 		if in.Staged != "" {

@@ -1,8 +1,6 @@
 package workflows
 
 import (
-	"fmt"
-
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/graftworks/graft/activities"
@@ -51,29 +49,24 @@ func (r *CreateTagResult) setEnd(out outcome.Outcome, msg string) { r.Outcome, r
 // name that already names another commit, or was deleted, is a conflict.
 func CreateTag(ctx workflow.Context, in CreateTagInput) (CreateTagResult, error) {
 	var a *activities.Activities
-	info := workflow.GetInfo(ctx)
-	r := newOpRun(ctx, runSpec{opID: in.OpID, kind: catalog.OpTag, graph: in.Graph, branch: in.Branch, subject: "tag " + in.Name})
-	if err := workflow.SetQueryHandler(ctx, StatusQueryName, func() (OperationStatus, error) { return r.operationStatus(), nil }); err != nil {
+	r, err := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpTag, graph: in.Graph, branch: in.Branch, subject: "tag " + in.Name})
+	if err != nil {
 		return CreateTagResult{}, err
 	}
 	res := CreateTagResult{OpID: r.owner.OpID, Graph: in.Graph, Name: in.Name}
-	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
-		r.setPhase(ctx, "prepare", "resolving and pinning the commit to tag")
+	err = r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		var prep activities.PrepareTagResult
-		if err := r.before(ctx, "prepare: resolve, claim, pin and probe the commit", a.PrepareTag, activities.PrepareTagInput{
-			OpID: r.owner.OpID, Graph: in.Graph, Name: in.Name, Commit: in.Commit, Branch: in.Branch,
-			WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
-		}, &prep); err != nil {
-			return ending{}, fmt.Errorf("prepare: %w", err)
+		if err := r.prepare(ctx, "resolving and pinning the commit to tag", "resolve, claim, pin and probe the commit", a.PrepareTag,
+			activities.PrepareTagInput{OpID: r.owner.OpID, Graph: in.Graph, Name: in.Name, Commit: in.Commit, Branch: in.Branch,
+				WorkflowID: r.wfID, RunID: r.owner.Run}, &prep); err != nil {
+			return ending{}, err
 		}
 		r.foreign = !prep.Owned
 		res.Commit = prep.Commit
 		if prep.Outcome != "" {
 			return end(prep.Outcome, prep.Message)
 		}
-		r.setPhase(ctx, "tag", "put-if-absent of tag "+in.Name)
-		v, err := r.write(ctx, prep.Spec)
-		res.SettleAttempts = r.status.SettleAttempts
+		v, err := r.writeIn(ctx, "tag", "put-if-absent of tag "+in.Name, prep.Spec, &res.SettleAttempts)
 		if err != nil {
 			return ending{}, err
 		}
@@ -121,19 +114,16 @@ func (r *DeleteTagResult) setEnd(out outcome.Outcome, msg string) { r.Outcome, r
 // the key, through the kernel.
 func DeleteTag(ctx workflow.Context, in DeleteTagInput) (DeleteTagResult, error) {
 	var a *activities.Activities
-	info := workflow.GetInfo(ctx)
-	r := newOpRun(ctx, runSpec{opID: in.OpID, kind: catalog.OpTag, graph: in.Graph, subject: "tag " + in.Name})
-	if err := workflow.SetQueryHandler(ctx, StatusQueryName, func() (OperationStatus, error) { return r.operationStatus(), nil }); err != nil {
+	r, err := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpTag, graph: in.Graph, subject: "tag " + in.Name})
+	if err != nil {
 		return DeleteTagResult{}, err
 	}
 	res := DeleteTagResult{OpID: r.owner.OpID, Graph: in.Graph, Name: in.Name}
-	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
-		r.setPhase(ctx, "prepare", "reading tag "+in.Name)
+	err = r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		var prep activities.PrepareDeleteTagResult
-		if err := r.before(ctx, "prepare: read the tag", a.PrepareDeleteTag, activities.PrepareDeleteTagInput{
-			OpID: r.owner.OpID, Graph: in.Graph, Name: in.Name, WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
-		}, &prep); err != nil {
-			return ending{}, fmt.Errorf("prepare: %w", err)
+		if err := r.prepare(ctx, "reading tag "+in.Name, "read the tag", a.PrepareDeleteTag, activities.PrepareDeleteTagInput{
+			OpID: r.owner.OpID, Graph: in.Graph, Name: in.Name, WorkflowID: r.wfID, RunID: r.owner.Run}, &prep); err != nil {
+			return ending{}, err
 		}
 		r.foreign = !prep.Owned
 		res.Commit = prep.Commit
@@ -143,19 +133,11 @@ func DeleteTag(ctx workflow.Context, in DeleteTagInput) (DeleteTagResult, error)
 		case prep.Retired:
 			return end(OutcomeDeleted, "")
 		}
-		r.setPhase(ctx, "retire", "compare-and-swap of tag "+in.Name)
-		v, err := r.write(ctx, prep.Spec)
-		res.SettleAttempts = r.status.SettleAttempts
+		v, err := r.writeIn(ctx, "retire", "compare-and-swap of tag "+in.Name, prep.Spec, &res.SettleAttempts)
 		if err != nil {
 			return ending{}, err
 		}
-		switch v.State {
-		case activities.Landed:
-			return end(OutcomeDeleted, "")
-		case activities.Refused:
-			return end(outcome.Refused, v.Message)
-		}
-		return end(outcome.Conflict, "the tag changed while deleting it: "+v.Message)
+		return retired(v, "the tag changed while deleting it: ")
 	})
 	return res, err
 }

@@ -117,29 +117,6 @@ func TestCreateTagDecision_PutInDoubt_MarkedAndSettledByReissuingTheSameBytes(t 
 	d.finishedOnce("op-tag", catalog.OpTag, outcome.Created)
 }
 
-func TestCreateTagDecision_PrepareKeepsFailing_FailsAndRecordsTheFailure(t *testing.T) {
-	d := newDecisionEnv(t, workflows.CreateTagName, workflows.CreateTag)
-	failWith[activities.PrepareTagResult](d, a.PrepareTag, transient)
-	var res workflows.CreateTagResult
-	if err := d.run(createTagInput, &res); err == nil {
-		t.Fatalf("workflow succeeded although prepare kept failing")
-	}
-	d.never("Write")
-	d.finishedOnce("op-tag", catalog.OpTag, "")
-}
-
-func TestCreateTagDecision_PutStepFails_PendingPutFencedUnpublished(t *testing.T) {
-	d := newDecisionEnv(t, workflows.CreateTagName, workflows.CreateTag)
-	answer(d, a.PrepareTag, tagPrepared)
-	failWith[activities.Verdict](d, a.Write, permanent("a bug"))
-	answer(d, a.Fence, verdict(activities.Fenced, "a retired tag holds the name"))
-	var res workflows.CreateTagResult
-	if err := d.run(createTagInput, &res); err != nil || res.Outcome != outcome.Unpublished {
-		t.Fatalf("result %+v, %v; want unpublished: a put that may have landed is fenced, never left in doubt", res, err)
-	}
-	d.finishedOnce("op-tag", catalog.OpTag, outcome.Unpublished)
-}
-
 var (
 	deleteTagInput    = workflows.DeleteTagInput{Graph: "g", Name: "v1", OpID: "op-untag"}
 	deleteTagPrepared = activities.PrepareDeleteTagResult{Owned: true, Commit: "T-4",
@@ -222,27 +199,4 @@ func TestDeleteTagDecision_SwapNotDone_OutcomeOfTheSwap(t *testing.T) {
 			d.finishedOnce("op-untag", catalog.OpTag, want)
 		})
 	}
-}
-
-func TestDeleteTagDecision_PrepareKeepsFailing_FailsAndRecordsTheFailure(t *testing.T) {
-	d := newDecisionEnv(t, workflows.DeleteTagName, workflows.DeleteTag)
-	failWith[activities.PrepareDeleteTagResult](d, a.PrepareDeleteTag, transient)
-	var res workflows.DeleteTagResult
-	if err := d.run(deleteTagInput, &res); err == nil {
-		t.Fatalf("workflow succeeded although prepare kept failing")
-	}
-	d.never("Write")
-	d.finishedOnce("op-untag", catalog.OpTag, "")
-}
-
-func TestDeleteTagDecision_RetireStepFails_PendingRetireFencedByCompletingIt(t *testing.T) {
-	d := newDecisionEnv(t, workflows.DeleteTagName, workflows.DeleteTag)
-	answer(d, a.PrepareDeleteTag, deleteTagPrepared)
-	failWith[activities.Verdict](d, a.Write, permanent("a bug"))
-	answer(d, a.Fence, verdict(activities.Landed, ""))
-	var res workflows.DeleteTagResult
-	if err := d.run(deleteTagInput, &res); err != nil || res.Outcome != workflows.OutcomeDeleted {
-		t.Fatalf("result %+v, %v; want deleted", res, err)
-	}
-	d.finishedOnce("op-untag", catalog.OpTag, outcome.Deleted)
 }
