@@ -187,6 +187,13 @@ func (c *Catalog) Ping(ctx context.Context) error {
 	return nil
 }
 
+// Querier is what one statement needs: the pool and a pgx.Tx both satisfy it.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
 // rollbackTimeout bounds a rollback that runs after the caller's context is gone.
 const rollbackTimeout = 5 * time.Second
 

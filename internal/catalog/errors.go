@@ -153,7 +153,7 @@ func translateError(err error, where string) error {
 		case strings.HasPrefix(code, "22"), code == "23502", code == "23514":
 			// data exceptions, not-null and check violations: the input broke a rule
 			return fmt.Errorf("%w: %s", ErrInvalid, detail)
-		case strings.HasPrefix(code, "08"), code == "57P01", code == "57P02", code == "57P03", code == "53300":
+		case unreachableCode(code):
 			return &unavailableError{msg: fmt.Sprintf("%s: %s: %s", ErrUnavailable, where, detail)}
 		}
 		return fmt.Errorf("postgres: %s (SQLSTATE %s)", detail, pgErr.Code)
@@ -167,12 +167,28 @@ func translateError(err error, where string) error {
 	if ctxErr != nil {
 		return ctxErr
 	}
-	var netErr net.Error
-	if errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, net.ErrClosed) || pgconn.SafeToRetry(err) {
+	if Unreachable(err) {
 		return &unavailableError{msg: fmt.Sprintf("%s: %s: %s", ErrUnavailable, where, err.Error())}
 	}
 	return errors.New(err.Error())
+}
+
+// unreachableCode reports a SQLSTATE of a lost or refused connection.
+func unreachableCode(code string) bool {
+	return strings.HasPrefix(code, "08") || code == "57P01" || code == "57P02" || code == "57P03" || code == "53300"
+}
+
+// Unreachable reports whether err says Postgres could not be reached or dropped the
+// connection: what the catalog (and the migrations) report as ErrUnavailable.
+func Unreachable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return unreachableCode(pgErr.Code)
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connectErr) || errors.As(err, &netErr) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || pgconn.SafeToRetry(err)
 }
 
 // contextCause returns context.Canceled or context.DeadlineExceeded if err wraps one.

@@ -104,17 +104,12 @@ type IncarnationGetByNativeParams struct {
 
 // IncarnationGetByNative returns an incarnation, or ErrNotFound.
 func (c *Catalog) IncarnationGetByNative(ctx context.Context, p IncarnationGetByNativeParams) (Incarnation, error) {
-	inc, err := scanIncarnation(c.pool.QueryRow(ctx,
-		`SELECT `+incarnationColumns+` FROM incarnations WHERE graph = $1 AND native = $2`, p.Graph, p.Native))
-	if err != nil {
-		return Incarnation{}, c.wrap(fmt.Sprintf("get incarnation %q", p.Native), err)
-	}
-	return inc, nil
+	return c.IncarnationGetByNativeTx(ctx, c.pool, p)
 }
 
-// IncarnationGetByNativeTx is IncarnationGetByNative inside the caller's transaction.
-func (c *Catalog) IncarnationGetByNativeTx(ctx context.Context, tx pgx.Tx, p IncarnationGetByNativeParams) (Incarnation, error) {
-	inc, err := scanIncarnation(tx.QueryRow(ctx,
+// IncarnationGetByNativeTx is IncarnationGetByNative on q, the pool or the caller's transaction.
+func (c *Catalog) IncarnationGetByNativeTx(ctx context.Context, q Querier, p IncarnationGetByNativeParams) (Incarnation, error) {
+	inc, err := scanIncarnation(q.QueryRow(ctx,
 		`SELECT `+incarnationColumns+` FROM incarnations WHERE graph = $1 AND native = $2`, p.Graph, p.Native))
 	if err != nil {
 		return Incarnation{}, c.wrap(fmt.Sprintf("get incarnation %q", p.Native), err)

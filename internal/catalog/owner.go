@@ -94,22 +94,13 @@ type OperationProgressParams struct {
 // operation the caller owns, in one statement guarded like OperationFinish: a row that is
 // finished or owned by another run is left unchanged (*StateConflictError, *NotOwnerError).
 func (c *Catalog) OperationProgress(ctx context.Context, p OperationProgressParams) (Operation, error) {
-	return c.operationProgress(ctx, c.pool, p)
+	return c.OperationProgressTx(ctx, c.pool, p)
 }
 
-// OperationProgressTx is OperationProgress inside the caller's transaction: a step that
-// records what the operation will write next together with what it records anyway (a
-// create's prepare records its ref put beside its witness), one commit instead of two.
-func (c *Catalog) OperationProgressTx(ctx context.Context, tx pgx.Tx, p OperationProgressParams) (Operation, error) {
-	return c.operationProgress(ctx, tx, p)
-}
-
-// rowQuerier is what a statement needs of the pool or a transaction.
-type rowQuerier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-func (c *Catalog) operationProgress(ctx context.Context, q rowQuerier, p OperationProgressParams) (Operation, error) {
+// OperationProgressTx is OperationProgress on q, the pool or the caller's transaction: a
+// step that records what the operation will write next together with what it records
+// anyway (a create's prepare records its ref put beside its witness), one commit, not two.
+func (c *Catalog) OperationProgressTx(ctx context.Context, q Querier, p OperationProgressParams) (Operation, error) {
 	what := fmt.Sprintf("record progress of operation %q", p.ID)
 	if p.Owner == "" {
 		return Operation{}, c.wrap(what, invalid("owner is required"))
@@ -230,22 +221,13 @@ type IncarnationListByOpParams struct {
 
 // IncarnationListByOp returns the incarnations an operation witnessed, oldest first.
 func (c *Catalog) IncarnationListByOp(ctx context.Context, p IncarnationListByOpParams) ([]Incarnation, error) {
-	what := fmt.Sprintf("list incarnations of operation %q", p.OpID)
-	rows, err := c.pool.Query(ctx, `SELECT `+incarnationColumns+` FROM incarnations WHERE op_id = $1 ORDER BY created_at, native`, p.OpID)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	incs, err := collectIncarnations(rows)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	return incs, nil
+	return c.IncarnationListByOpTx(ctx, c.pool, p)
 }
 
-// IncarnationListByOpTx is IncarnationListByOp inside the caller's transaction.
-func (c *Catalog) IncarnationListByOpTx(ctx context.Context, tx pgx.Tx, p IncarnationListByOpParams) ([]Incarnation, error) {
+// IncarnationListByOpTx is IncarnationListByOp on q, the pool or the caller's transaction.
+func (c *Catalog) IncarnationListByOpTx(ctx context.Context, q Querier, p IncarnationListByOpParams) ([]Incarnation, error) {
 	what := fmt.Sprintf("list incarnations of operation %q", p.OpID)
-	rows, err := tx.Query(ctx, `SELECT `+incarnationColumns+` FROM incarnations WHERE op_id = $1 ORDER BY created_at, native`, p.OpID)
+	rows, err := q.Query(ctx, `SELECT `+incarnationColumns+` FROM incarnations WHERE op_id = $1 ORDER BY created_at, native`, p.OpID)
 	if err != nil {
 		return nil, c.wrap(what, err)
 	}
