@@ -194,6 +194,24 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// queryAll runs one query on q and scans every row, wrapping a failure with what.
+func queryAll[T any](ctx context.Context, c *Catalog, q Querier, what string, scan pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, c.wrap(what, err)
+	}
+	all, err := pgx.CollectRows(rows, scan)
+	if err != nil {
+		return nil, c.wrap(what, err)
+	}
+	return all, nil
+}
+
+// scanned adapts a one-row scanner to pgx.CollectRows.
+func scanned[T any](scan func(pgx.Row) (T, error)) pgx.RowToFunc[T] {
+	return func(row pgx.CollectableRow) (T, error) { return scan(row) }
+}
+
 // rollbackTimeout bounds a rollback that runs after the caller's context is gone.
 const rollbackTimeout = 5 * time.Second
 

@@ -139,17 +139,9 @@ func (c *Catalog) CleanupRunList(ctx context.Context, p CleanupRunListParams) ([
 	if err != nil {
 		return nil, c.wrap(what, err)
 	}
-	rows, err := c.pool.Query(ctx, `
+	return queryAll(ctx, c, c.pool, what, scanned(scanCleanupRun), `
 		SELECT `+cleanupRunColumns+` FROM cleanup_runs WHERE graph = $1
 		ORDER BY started_at DESC, id DESC LIMIT $2`, p.Graph, limit)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (CleanupRun, error) { return scanCleanupRun(row) })
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	return runs, nil
 }
 
 // CleanupRunFinishParams ends a cleanup run.
@@ -341,24 +333,16 @@ func (c *Catalog) CondemnedList(ctx context.Context, p CondemnedListParams) ([]C
 	if err != nil {
 		return nil, c.wrap(what, err)
 	}
-	rows, err := c.pool.Query(ctx, `
-		SELECT run_id, graph, key, kind, size, state, condemned_at, deleted_at FROM cleanup_condemned
-		WHERE run_id = $1 AND ($2 = '' OR state = $2) AND key > $3
-		ORDER BY key LIMIT $4`, p.RunID, p.State, p.After, limit)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	entries, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (CondemnedEntry, error) {
+	return queryAll(ctx, c, c.pool, what, func(row pgx.CollectableRow) (CondemnedEntry, error) {
 		var e CondemnedEntry
 		var deleted *time.Time
 		err := row.Scan(&e.RunID, &e.Graph, &e.Key, &e.Kind, &e.Size, &e.State, &e.CondemnedAt, &deleted)
 		e.DeletedAt = timeOrZero(deleted)
 		return e, err
-	})
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	return entries, nil
+	}, `
+		SELECT run_id, graph, key, kind, size, state, condemned_at, deleted_at FROM cleanup_condemned
+		WHERE run_id = $1 AND ($2 = '' OR state = $2) AND key > $3
+		ORDER BY key LIMIT $4`, p.RunID, p.State, p.After, limit)
 }
 
 // CondemnedMarkDeletedParams records keys the sweep has deleted.

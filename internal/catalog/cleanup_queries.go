@@ -29,21 +29,13 @@ type CondemnedSummaryParams struct {
 // deleted once CondemnedMarkDeleted recorded it, however often its deletion was repeated.
 func (c *Catalog) CondemnedSummary(ctx context.Context, p CondemnedSummaryParams) ([]CondemnedTally, error) {
 	what := fmt.Sprintf("summarise condemned keys of cleanup run %q", p.RunID)
-	rows, err := c.pool.Query(ctx, `
-		SELECT kind, state, count(*), coalesce(sum(size), 0)::bigint FROM cleanup_condemned
-		WHERE run_id = $1 GROUP BY kind, state ORDER BY kind, state`, p.RunID)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	tallies, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (CondemnedTally, error) {
+	return queryAll(ctx, c, c.pool, what, func(row pgx.CollectableRow) (CondemnedTally, error) {
 		var t CondemnedTally
 		err := row.Scan(&t.Kind, &t.State, &t.Count, &t.Bytes)
 		return t, err
-	})
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	return tallies, nil
+	}, `
+		SELECT kind, state, count(*), coalesce(sum(size), 0)::bigint FROM cleanup_condemned
+		WHERE run_id = $1 GROUP BY kind, state ORDER BY kind, state`, p.RunID)
 }
 
 // CondemnedAmongParams asks which keys a run condemned.
@@ -64,17 +56,9 @@ func (c *Catalog) CondemnedAmong(ctx context.Context, p CondemnedAmongParams) ([
 	if len(p.Keys) == 0 {
 		return nil, nil
 	}
-	rows, err := c.pool.Query(ctx, `
+	return queryAll(ctx, c, c.pool, what, pgx.RowTo[string], `
 		SELECT key FROM cleanup_condemned WHERE run_id = $1 AND key = ANY($2::text[]) ORDER BY key`,
 		p.RunID, p.Keys)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	return keys, nil
 }
 
 // CleanupRunActiveParams names a graph.

@@ -62,15 +62,7 @@ func (c *Catalog) GraphGet(ctx context.Context, p GraphGetParams) (Graph, error)
 
 // GraphList returns every registered graph, by name.
 func (c *Catalog) GraphList(ctx context.Context) ([]Graph, error) {
-	rows, err := c.pool.Query(ctx, `SELECT name, locator, created_at FROM graphs ORDER BY name`)
-	if err != nil {
-		return nil, c.wrap("list graphs", err)
-	}
-	graphs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Graph, error) { return scanGraph(row) })
-	if err != nil {
-		return nil, c.wrap("list graphs", err)
-	}
-	return graphs, nil
+	return queryAll(ctx, c, c.pool, "list graphs", scanned(scanGraph), `SELECT name, locator, created_at FROM graphs ORDER BY name`)
 }
 
 func scanGraph(row pgx.Row) (Graph, error) {

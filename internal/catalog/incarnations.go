@@ -26,10 +26,6 @@ func scanIncarnation(row pgx.Row) (Incarnation, error) {
 	return inc, err
 }
 
-func collectIncarnations(rows pgx.Rows) ([]Incarnation, error) {
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Incarnation, error) { return scanIncarnation(row) })
-}
-
 // IncarnationInsertParams witnesses the intent to create an incarnation.
 type IncarnationInsertParams struct {
 	Graph   string
@@ -126,18 +122,10 @@ type IncarnationListByLogicalParams struct {
 // IncarnationListByLogical returns every incarnation of a logical branch, oldest first.
 func (c *Catalog) IncarnationListByLogical(ctx context.Context, p IncarnationListByLogicalParams) ([]Incarnation, error) {
 	what := fmt.Sprintf("list incarnations of %q", p.Logical)
-	rows, err := c.pool.Query(ctx, `
+	return queryAll(ctx, c, c.pool, what, scanned(scanIncarnation), `
 		SELECT `+incarnationColumns+` FROM incarnations
 		WHERE graph = $1 AND logical = $2
 		ORDER BY created_at, native`, p.Graph, p.Logical)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	incs, err := collectIncarnations(rows)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	return incs, nil
 }
 
 // IncarnationOpenParams names a logical branch.
@@ -179,18 +167,10 @@ func (c *Catalog) IncarnationListByNatives(ctx context.Context, p IncarnationLis
 	if len(p.Natives) == 0 {
 		return nil, nil
 	}
-	rows, err := c.pool.Query(ctx, `
+	return queryAll(ctx, c, c.pool, what, scanned(scanIncarnation), `
 		SELECT `+incarnationColumns+` FROM incarnations
 		WHERE graph = $1 AND native = ANY($2::text[])
 		ORDER BY native`, p.Graph, p.Natives)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	incs, err := collectIncarnations(rows)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	return incs, nil
 }
 
 // IncarnationListByGraphParams selects a graph's incarnations.
@@ -208,18 +188,10 @@ func (c *Catalog) IncarnationListByGraph(ctx context.Context, p IncarnationListB
 	for i, s := range p.States {
 		states[i] = string(s)
 	}
-	rows, err := c.pool.Query(ctx, `
+	return queryAll(ctx, c, c.pool, what, scanned(scanIncarnation), `
 		SELECT `+incarnationColumns+` FROM incarnations
 		WHERE graph = $1 AND (cardinality($2::text[]) = 0 OR state = ANY($2))
 		ORDER BY logical, created_at, native`, p.Graph, states)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	incs, err := collectIncarnations(rows)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	return incs, nil
 }
 
 // IncarnationSetStateParams moves an incarnation from one state to another.

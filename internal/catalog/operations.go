@@ -286,19 +286,11 @@ func (c *Catalog) OperationList(ctx context.Context, p OperationListParams) ([]O
 	if err != nil {
 		return nil, c.wrap("list operations", err)
 	}
-	rows, err := c.pool.Query(ctx, `
+	return queryAll(ctx, c, c.pool, "list operations", scanned(scanOperation), `
 		SELECT `+operationColumns+` FROM operations
 		WHERE ($1 = '' OR graph = $1) AND ($2 = '' OR kind = $2) AND ($3 = '' OR state = $3)
 		ORDER BY created_at DESC, id DESC
 		LIMIT $4`, p.Graph, p.Kind, p.State, limit)
-	if err != nil {
-		return nil, c.wrap("list operations", err)
-	}
-	ops, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Operation, error) { return scanOperation(row) })
-	if err != nil {
-		return nil, c.wrap("list operations", err)
-	}
-	return ops, nil
 }
 
 // listLimit applies a list's default and bound.

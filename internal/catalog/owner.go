@@ -198,20 +198,12 @@ func (c *Catalog) OperationListUnfinished(ctx context.Context, p OperationListUn
 	if err != nil {
 		return nil, c.wrap("list unfinished operations", err)
 	}
-	rows, err := c.pool.Query(ctx, `
+	return queryAll(ctx, c, c.pool, "list unfinished operations", scanned(scanOperation), `
 		SELECT `+operationColumns+` FROM operations
 		WHERE state <> 'done' AND ($1 = '' OR graph = $1)
 		  AND ($3 = '' OR (created_at, id) > ($4, $3))
 		ORDER BY created_at, id
 		LIMIT $2`, p.Graph, limit, p.After.ID, p.After.CreatedAt)
-	if err != nil {
-		return nil, c.wrap("list unfinished operations", err)
-	}
-	ops, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Operation, error) { return scanOperation(row) })
-	if err != nil {
-		return nil, c.wrap("list unfinished operations", err)
-	}
-	return ops, nil
 }
 
 // IncarnationListByOpParams names an operation.
@@ -227,13 +219,5 @@ func (c *Catalog) IncarnationListByOp(ctx context.Context, p IncarnationListByOp
 // IncarnationListByOpTx is IncarnationListByOp on q, the pool or the caller's transaction.
 func (c *Catalog) IncarnationListByOpTx(ctx context.Context, q Querier, p IncarnationListByOpParams) ([]Incarnation, error) {
 	what := fmt.Sprintf("list incarnations of operation %q", p.OpID)
-	rows, err := q.Query(ctx, `SELECT `+incarnationColumns+` FROM incarnations WHERE op_id = $1 ORDER BY created_at, native`, p.OpID)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	incs, err := collectIncarnations(rows)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	return incs, nil
+	return queryAll(ctx, c, q, what, scanned(scanIncarnation), `SELECT `+incarnationColumns+` FROM incarnations WHERE op_id = $1 ORDER BY created_at, native`, p.OpID)
 }

@@ -310,18 +310,10 @@ func (c *Catalog) PinsList(ctx context.Context, p PinsListParams) ([]PinRecord, 
 		}
 		startSeq = &seq
 	}
-	rows, err := c.pool.Query(ctx, `
+	return queryAll(ctx, c, c.pool, what, scanPin, `
 		SELECT op_id, graph, kind, key, created_at, released_at, late_put FROM op_pins
 		WHERE graph = $1 AND (released_seq IS NULL OR released_seq > $2)
 		ORDER BY key, op_id`, p.Graph, startSeq)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	pins, err := pgx.CollectRows(rows, scanPin)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	return pins, nil
 }
 
 // PinsLatePutListParams selects late-put pins. Empty fields do not filter.

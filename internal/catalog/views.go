@@ -118,18 +118,10 @@ func (c *Catalog) OperationStuckList(ctx context.Context, p OperationStuckParams
 	if after <= 0 {
 		after = DefaultStuckAfter
 	}
-	rows, err := c.pool.Query(ctx, operationViewQuery(`
+	return queryAll(ctx, c, c.pool, what, scanned(scanOperationView), operationViewQuery(`
 			state <> 'done' AND ($2 = '' OR graph = $2)
 			AND (state <> 'running' OR created_at < now() - make_interval(secs => $3))
 		ORDER BY created_at, id LIMIT $4`), knownOperationColumns, p.Graph, after.Seconds(), limit)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	views, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OperationView, error) { return scanOperationView(row) })
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	return views, nil
 }
 
 // UnfinishedTally counts a kind's unfinished operations in one state.
@@ -147,21 +139,13 @@ type UnfinishedTally struct {
 // every worker and right after a restart.
 func (c *Catalog) OperationUnfinishedTally(ctx context.Context) ([]UnfinishedTally, error) {
 	what := "count unfinished operations"
-	rows, err := c.pool.Query(ctx, `
-		SELECT kind, state, count(*), min(updated_at) FROM operations
-		WHERE state <> 'done' GROUP BY kind, state ORDER BY kind, state`)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	tallies, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (UnfinishedTally, error) {
+	return queryAll(ctx, c, c.pool, what, func(row pgx.CollectableRow) (UnfinishedTally, error) {
 		var t UnfinishedTally
 		err := row.Scan(&t.Kind, &t.State, &t.Count, &t.OldestUpdate)
 		return t, err
-	})
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	return tallies, nil
+	}, `
+		SELECT kind, state, count(*), min(updated_at) FROM operations
+		WHERE state <> 'done' GROUP BY kind, state ORDER BY kind, state`)
 }
 
 // WitnessTally counts the incarnations in one unsettled state.
@@ -174,21 +158,13 @@ type WitnessTally struct {
 // in_doubt.
 func (c *Catalog) IncarnationUnsettledTally(ctx context.Context) ([]WitnessTally, error) {
 	what := "count unsettled incarnations"
-	rows, err := c.pool.Query(ctx, `
-		SELECT state, count(*) FROM incarnations
-		WHERE state IN ('intent', 'cloned', 'in_doubt') GROUP BY state ORDER BY state`)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	tallies, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (WitnessTally, error) {
+	return queryAll(ctx, c, c.pool, what, func(row pgx.CollectableRow) (WitnessTally, error) {
 		var t WitnessTally
 		err := row.Scan(&t.State, &t.Count)
 		return t, err
-	})
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	return tallies, nil
+	}, `
+		SELECT state, count(*) FROM incarnations
+		WHERE state IN ('intent', 'cloned', 'in_doubt') GROUP BY state ORDER BY state`)
 }
 
 // DeletedTally counts the keys cleanup runs deleted, of one kind.
@@ -202,19 +178,11 @@ type DeletedTally struct {
 // by kind.
 func (c *Catalog) CondemnedDeletedTally(ctx context.Context) ([]DeletedTally, error) {
 	what := "count deleted keys"
-	rows, err := c.pool.Query(ctx, `
-		SELECT kind, count(*), coalesce(sum(size), 0)::bigint FROM cleanup_condemned
-		WHERE state = 'deleted' GROUP BY kind ORDER BY kind`)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	tallies, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (DeletedTally, error) {
+	return queryAll(ctx, c, c.pool, what, func(row pgx.CollectableRow) (DeletedTally, error) {
 		var t DeletedTally
 		err := row.Scan(&t.Kind, &t.Count, &t.Bytes)
 		return t, err
-	})
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	return tallies, nil
+	}, `
+		SELECT kind, count(*), coalesce(sum(size), 0)::bigint FROM cleanup_condemned
+		WHERE state = 'deleted' GROUP BY kind ORDER BY kind`)
 }
