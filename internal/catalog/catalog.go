@@ -207,6 +207,16 @@ func queryAll[T any](ctx context.Context, c *Catalog, q Querier, what string, sc
 	return all, nil
 }
 
+// queryOne runs one single-row query on q and scans it, wrapping a failure with what.
+func queryOne[T any](ctx context.Context, c *Catalog, q Querier, what string, scan func(pgx.Row) (T, error), sql string, args ...any) (T, error) {
+	v, err := scan(q.QueryRow(ctx, sql, args...))
+	if err != nil {
+		var zero T
+		return zero, c.wrap(what, err)
+	}
+	return v, nil
+}
+
 // scanned adapts a one-row scanner to pgx.CollectRows.
 func scanned[T any](scan func(pgx.Row) (T, error)) pgx.RowToFunc[T] {
 	return func(row pgx.CollectableRow) (T, error) { return scan(row) }

@@ -118,11 +118,7 @@ type CleanupRunGetParams struct {
 
 // CleanupRunGet returns a cleanup run, or ErrNotFound.
 func (c *Catalog) CleanupRunGet(ctx context.Context, p CleanupRunGetParams) (CleanupRun, error) {
-	run, err := scanCleanupRun(c.pool.QueryRow(ctx, `SELECT `+cleanupRunColumns+` FROM cleanup_runs WHERE id = $1`, p.ID))
-	if err != nil {
-		return CleanupRun{}, c.wrap(fmt.Sprintf("get cleanup run %q", p.ID), err)
-	}
-	return run, nil
+	return queryOne(ctx, c, c.pool, fmt.Sprintf("get cleanup run %q", p.ID), scanCleanupRun, `SELECT `+cleanupRunColumns+` FROM cleanup_runs WHERE id = $1`, p.ID)
 }
 
 // CleanupRunListParams selects a graph's cleanup runs.

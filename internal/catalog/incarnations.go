@@ -105,12 +105,8 @@ func (c *Catalog) IncarnationGetByNative(ctx context.Context, p IncarnationGetBy
 
 // IncarnationGetByNativeTx is IncarnationGetByNative on q, the pool or the caller's transaction.
 func (c *Catalog) IncarnationGetByNativeTx(ctx context.Context, q Querier, p IncarnationGetByNativeParams) (Incarnation, error) {
-	inc, err := scanIncarnation(q.QueryRow(ctx,
-		`SELECT `+incarnationColumns+` FROM incarnations WHERE graph = $1 AND native = $2`, p.Graph, p.Native))
-	if err != nil {
-		return Incarnation{}, c.wrap(fmt.Sprintf("get incarnation %q", p.Native), err)
-	}
-	return inc, nil
+	return queryOne(ctx, c, q, fmt.Sprintf("get incarnation %q", p.Native), scanIncarnation,
+		`SELECT `+incarnationColumns+` FROM incarnations WHERE graph = $1 AND native = $2`, p.Graph, p.Native)
 }
 
 // IncarnationListByLogicalParams names a logical branch.
@@ -143,14 +139,10 @@ type IncarnationOpenParams struct {
 // live), so a caller reads the ref it names and falls back to storage's own answer
 // (graph.ResolveBranchHinted).
 func (c *Catalog) IncarnationOpen(ctx context.Context, p IncarnationOpenParams) (Incarnation, error) {
-	inc, err := scanIncarnation(c.pool.QueryRow(ctx, `
+	return queryOne(ctx, c, c.pool, fmt.Sprintf("get open incarnation of %q", p.Logical), scanIncarnation, `
 		SELECT `+incarnationColumns+` FROM incarnations
 		WHERE graph = $1 AND logical = $2 AND state IN ('intent', 'cloned', 'in_doubt', 'live')`,
-		p.Graph, p.Logical))
-	if err != nil {
-		return Incarnation{}, c.wrap(fmt.Sprintf("get open incarnation of %q", p.Logical), err)
-	}
-	return inc, nil
+		p.Graph, p.Logical)
 }
 
 // IncarnationListByNativesParams names incarnations of one graph by native name.

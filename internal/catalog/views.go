@@ -82,11 +82,7 @@ func scanOperationView(row pgx.Row) (OperationView, error) {
 // OperationViewGet returns one operation with its witness and extra columns,
 // or ErrNotFound.
 func (c *Catalog) OperationViewGet(ctx context.Context, id string) (OperationView, error) {
-	v, err := scanOperationView(c.pool.QueryRow(ctx, operationViewQuery("id = $2"), knownOperationColumns, id))
-	if err != nil {
-		return OperationView{}, c.wrap(fmt.Sprintf("get operation %q", id), err)
-	}
-	return v, nil
+	return queryOne(ctx, c, c.pool, fmt.Sprintf("get operation %q", id), scanOperationView, operationViewQuery("id = $2"), knownOperationColumns, id)
 }
 
 // OperationStuckParams selects the operations that are not moving on by
