@@ -34,6 +34,13 @@ var (
 	ErrUnavailable = errors.New("catalog: postgres unavailable")
 	// ErrNotMigrated: the schema has no ledger tables; apply package migrations first.
 	ErrNotMigrated = errors.New("catalog: schema not migrated")
+	// ErrNotOwner: the write was refused because the operation row is not (or no longer) the
+	// caller's: another run claimed it, or it was recorded by another request. Errors carrying
+	// it are *NotOwnerError; nothing was changed.
+	ErrNotOwner = errors.New("catalog: not the operation's owner")
+	// ErrOwned: an operation row with the same request is held by another workflow's run.
+	// Errors carrying it are *OwnedError; nothing was changed.
+	ErrOwned = errors.New("catalog: operation owned by another workflow")
 )
 
 // IncarnationExistsError reports the incarnation that blocks a new one for the same
@@ -58,6 +65,34 @@ func (e *IncarnationExistsError) Error() string {
 func (e *IncarnationExistsError) Is(target error) bool {
 	return target == ErrIncarnationExists || target == ErrDuplicate
 }
+
+// NotOwnerError reports a guarded write of a row another run owns.
+type NotOwnerError struct {
+	ID string
+	// Owner is the run that owns the row; Caller the run that tried to write it.
+	Owner, Caller string
+}
+
+func (e *NotOwnerError) Error() string {
+	return fmt.Sprintf("catalog: operation %s is owned by run %q, not %q", e.ID, e.Owner, e.Caller)
+}
+
+// Is makes the error match ErrNotOwner.
+func (e *NotOwnerError) Is(target error) bool { return target == ErrNotOwner }
+
+// OwnedError reports a claim of a row that another workflow is running.
+type OwnedError struct {
+	ID         string
+	WorkflowID string
+	Owner      string
+}
+
+func (e *OwnedError) Error() string {
+	return fmt.Sprintf("catalog: operation %s is being run by workflow %s (run %s)", e.ID, e.WorkflowID, e.Owner)
+}
+
+// Is makes the error match ErrOwned and ErrDuplicate.
+func (e *OwnedError) Is(target error) bool { return target == ErrOwned || target == ErrDuplicate }
 
 // OperationReusedError reports an operation id recorded already for another request:
 // another kind, another graph or other inputs. It matches ErrDuplicate.

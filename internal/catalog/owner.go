@@ -9,43 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// ErrNotOwner: the write was refused because the operation row is not (or no longer) the
-// caller's: another run claimed it, or it was recorded by another request. Errors carrying
-// it are *NotOwnerError; nothing was changed.
-var ErrNotOwner = errors.New("catalog: not the operation's owner")
-
-// ErrOwned: an operation row with the same request is held by another workflow's run.
-// Errors carrying it are *OwnedError; nothing was changed.
-var ErrOwned = errors.New("catalog: operation owned by another workflow")
-
-// NotOwnerError reports a guarded write of a row another run owns.
-type NotOwnerError struct {
-	ID string
-	// Owner is the run that owns the row; Caller the run that tried to write it.
-	Owner, Caller string
-}
-
-func (e *NotOwnerError) Error() string {
-	return fmt.Sprintf("catalog: operation %s is owned by run %q, not %q", e.ID, e.Owner, e.Caller)
-}
-
-// Is makes the error match ErrNotOwner.
-func (e *NotOwnerError) Is(target error) bool { return target == ErrNotOwner }
-
-// OwnedError reports a claim of a row that another workflow is running.
-type OwnedError struct {
-	ID         string
-	WorkflowID string
-	Owner      string
-}
-
-func (e *OwnedError) Error() string {
-	return fmt.Sprintf("catalog: operation %s is being run by workflow %s (run %s)", e.ID, e.WorkflowID, e.Owner)
-}
-
-// Is makes the error match ErrOwned and ErrDuplicate.
-func (e *OwnedError) Is(target error) bool { return target == ErrOwned || target == ErrDuplicate }
-
 // OperationLockOwnedTx locks an unfinished operation row that owner owns, for the rest of
 // tx, and returns it: the guard every write the row's owner makes alongside (witness
 // moves, pins) takes first. A row owned by another run is *NotOwnerError; a finished row
