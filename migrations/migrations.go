@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
-	"net"
 	"path"
 	"slices"
 	"strings"
@@ -260,24 +259,10 @@ func (s *session) translate(ctx context.Context, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
-	if isUnreachable(err) {
+	if catalog.Unreachable(err) {
 		return fmt.Errorf("%w: %s: %s", catalog.ErrUnavailable, s.where, err.Error())
 	}
 	return errors.New(err.Error())
-}
-
-func isUnreachable(err error) bool {
-	var connectErr *pgconn.ConnectError
-	var netErr net.Error
-	var pgErr *pgconn.PgError
-	switch {
-	case errors.As(err, &pgErr):
-		return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == "57P01" ||
-			pgErr.Code == "57P02" || pgErr.Code == "57P03" || pgErr.Code == "53300"
-	case errors.As(err, &connectErr), errors.As(err, &netErr):
-		return true
-	}
-	return false
 }
 
 // lockID derives the advisory lock that serialises appliers of one schema, so that

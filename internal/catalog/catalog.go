@@ -187,6 +187,41 @@ func (c *Catalog) Ping(ctx context.Context) error {
 	return nil
 }
 
+// Querier is what one statement needs: the pool and a pgx.Tx both satisfy it.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// queryAll runs one query on q and scans every row, wrapping a failure with what.
+func queryAll[T any](ctx context.Context, c *Catalog, q Querier, what string, scan pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, c.wrap(what, err)
+	}
+	all, err := pgx.CollectRows(rows, scan)
+	if err != nil {
+		return nil, c.wrap(what, err)
+	}
+	return all, nil
+}
+
+// queryOne runs one single-row query on q and scans it, wrapping a failure with what.
+func queryOne[T any](ctx context.Context, c *Catalog, q Querier, what string, scan func(pgx.Row) (T, error), sql string, args ...any) (T, error) {
+	v, err := scan(q.QueryRow(ctx, sql, args...))
+	if err != nil {
+		var zero T
+		return zero, c.wrap(what, err)
+	}
+	return v, nil
+}
+
+// scanned adapts a one-row scanner to pgx.CollectRows.
+func scanned[T any](scan func(pgx.Row) (T, error)) pgx.RowToFunc[T] {
+	return func(row pgx.CollectableRow) (T, error) { return scan(row) }
+}
+
 // rollbackTimeout bounds a rollback that runs after the caller's context is gone.
 const rollbackTimeout = 5 * time.Second
 
@@ -312,25 +347,6 @@ func lockNameRoot(ctx context.Context, tx pgx.Tx, graph, logical string) error {
 }
 
 // wrap prefixes a translated error with a short verb phrase.
-// querier is what runs a query: the pool, or a transaction.
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
-// queryAll runs a query on q and scans every row it returns; a failure of
-// either is wrapped with what.
-func queryAll[T any](ctx context.Context, c *Catalog, q querier, what string, scan func(pgx.Row) (T, error), sql string, args ...any) ([]T, error) {
-	rows, err := q.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (T, error) { return scan(row) })
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	return out, nil
-}
-
 func (c *Catalog) wrap(what string, err error) error {
 	if err == nil {
 		return nil

@@ -118,11 +118,7 @@ type CleanupRunGetParams struct {
 
 // CleanupRunGet returns a cleanup run, or ErrNotFound.
 func (c *Catalog) CleanupRunGet(ctx context.Context, p CleanupRunGetParams) (CleanupRun, error) {
-	run, err := scanCleanupRun(c.pool.QueryRow(ctx, `SELECT `+cleanupRunColumns+` FROM cleanup_runs WHERE id = $1`, p.ID))
-	if err != nil {
-		return CleanupRun{}, c.wrap(fmt.Sprintf("get cleanup run %q", p.ID), err)
-	}
-	return run, nil
+	return queryOne(ctx, c, c.pool, fmt.Sprintf("get cleanup run %q", p.ID), scanCleanupRun, `SELECT `+cleanupRunColumns+` FROM cleanup_runs WHERE id = $1`, p.ID)
 }
 
 // CleanupRunListParams selects a graph's cleanup runs.
@@ -139,7 +135,7 @@ func (c *Catalog) CleanupRunList(ctx context.Context, p CleanupRunListParams) ([
 	if err != nil {
 		return nil, c.wrap(what, err)
 	}
-	return queryAll(ctx, c, c.pool, what, scanCleanupRun, `
+	return queryAll(ctx, c, c.pool, what, scanned(scanCleanupRun), `
 		SELECT `+cleanupRunColumns+` FROM cleanup_runs WHERE graph = $1
 		ORDER BY started_at DESC, id DESC LIMIT $2`, p.Graph, limit)
 }
@@ -333,7 +329,7 @@ func (c *Catalog) CondemnedList(ctx context.Context, p CondemnedListParams) ([]C
 	if err != nil {
 		return nil, c.wrap(what, err)
 	}
-	return queryAll(ctx, c, c.pool, what, func(row pgx.Row) (CondemnedEntry, error) {
+	return queryAll(ctx, c, c.pool, what, func(row pgx.CollectableRow) (CondemnedEntry, error) {
 		var e CondemnedEntry
 		var deleted *time.Time
 		err := row.Scan(&e.RunID, &e.Graph, &e.Key, &e.Kind, &e.Size, &e.State, &e.CondemnedAt, &deleted)

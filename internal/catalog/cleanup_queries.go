@@ -29,7 +29,7 @@ type CondemnedSummaryParams struct {
 // deleted once CondemnedMarkDeleted recorded it, however often its deletion was repeated.
 func (c *Catalog) CondemnedSummary(ctx context.Context, p CondemnedSummaryParams) ([]CondemnedTally, error) {
 	what := fmt.Sprintf("summarise condemned keys of cleanup run %q", p.RunID)
-	return queryAll(ctx, c, c.pool, what, func(row pgx.Row) (CondemnedTally, error) {
+	return queryAll(ctx, c, c.pool, what, func(row pgx.CollectableRow) (CondemnedTally, error) {
 		var t CondemnedTally
 		err := row.Scan(&t.Kind, &t.State, &t.Count, &t.Bytes)
 		return t, err
@@ -56,15 +56,9 @@ func (c *Catalog) CondemnedAmong(ctx context.Context, p CondemnedAmongParams) ([
 	if len(p.Keys) == 0 {
 		return nil, nil
 	}
-	return queryAll(ctx, c, c.pool, what, scanString, `
+	return queryAll(ctx, c, c.pool, what, pgx.RowTo[string], `
 		SELECT key FROM cleanup_condemned WHERE run_id = $1 AND key = ANY($2::text[]) ORDER BY key`,
 		p.RunID, p.Keys)
-}
-
-func scanString(row pgx.Row) (string, error) {
-	var s string
-	err := row.Scan(&s)
-	return s, err
 }
 
 // CleanupRunActiveParams names a graph.

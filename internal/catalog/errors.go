@@ -34,6 +34,13 @@ var (
 	ErrUnavailable = errors.New("catalog: postgres unavailable")
 	// ErrNotMigrated: the schema has no ledger tables; apply package migrations first.
 	ErrNotMigrated = errors.New("catalog: schema not migrated")
+	// ErrNotOwner: the write was refused because the operation row is not (or no longer) the
+	// caller's: another run claimed it, or it was recorded by another request. Errors carrying
+	// it are *NotOwnerError; nothing was changed.
+	ErrNotOwner = errors.New("catalog: not the operation's owner")
+	// ErrOwned: an operation row with the same request is held by another workflow's run.
+	// Errors carrying it are *OwnedError; nothing was changed.
+	ErrOwned = errors.New("catalog: operation owned by another workflow")
 )
 
 // IncarnationExistsError reports the incarnation that blocks a new one for the same
@@ -58,6 +65,34 @@ func (e *IncarnationExistsError) Error() string {
 func (e *IncarnationExistsError) Is(target error) bool {
 	return target == ErrIncarnationExists || target == ErrDuplicate
 }
+
+// NotOwnerError reports a guarded write of a row another run owns.
+type NotOwnerError struct {
+	ID string
+	// Owner is the run that owns the row; Caller the run that tried to write it.
+	Owner, Caller string
+}
+
+func (e *NotOwnerError) Error() string {
+	return fmt.Sprintf("catalog: operation %s is owned by run %q, not %q", e.ID, e.Owner, e.Caller)
+}
+
+// Is makes the error match ErrNotOwner.
+func (e *NotOwnerError) Is(target error) bool { return target == ErrNotOwner }
+
+// OwnedError reports a claim of a row that another workflow is running.
+type OwnedError struct {
+	ID         string
+	WorkflowID string
+	Owner      string
+}
+
+func (e *OwnedError) Error() string {
+	return fmt.Sprintf("catalog: operation %s is being run by workflow %s (run %s)", e.ID, e.WorkflowID, e.Owner)
+}
+
+// Is makes the error match ErrOwned and ErrDuplicate.
+func (e *OwnedError) Is(target error) bool { return target == ErrOwned || target == ErrDuplicate }
 
 // OperationReusedError reports an operation id recorded already for another request:
 // another kind, another graph or other inputs. It matches ErrDuplicate.
@@ -153,7 +188,7 @@ func translateError(err error, where string) error {
 		case strings.HasPrefix(code, "22"), code == "23502", code == "23514":
 			// data exceptions, not-null and check violations: the input broke a rule
 			return fmt.Errorf("%w: %s", ErrInvalid, detail)
-		case strings.HasPrefix(code, "08"), code == "57P01", code == "57P02", code == "57P03", code == "53300":
+		case unreachableCode(code):
 			return &unavailableError{msg: fmt.Sprintf("%s: %s: %s", ErrUnavailable, where, detail)}
 		}
 		return fmt.Errorf("postgres: %s (SQLSTATE %s)", detail, pgErr.Code)
@@ -167,12 +202,28 @@ func translateError(err error, where string) error {
 	if ctxErr != nil {
 		return ctxErr
 	}
-	var netErr net.Error
-	if errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, net.ErrClosed) || pgconn.SafeToRetry(err) {
+	if Unreachable(err) {
 		return &unavailableError{msg: fmt.Sprintf("%s: %s: %s", ErrUnavailable, where, err.Error())}
 	}
 	return errors.New(err.Error())
+}
+
+// unreachableCode reports a SQLSTATE of a lost or refused connection.
+func unreachableCode(code string) bool {
+	return strings.HasPrefix(code, "08") || code == "57P01" || code == "57P02" || code == "57P03" || code == "53300"
+}
+
+// Unreachable reports whether err says Postgres could not be reached or dropped the
+// connection: what the catalog (and the migrations) report as ErrUnavailable.
+func Unreachable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return unreachableCode(pgErr.Code)
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connectErr) || errors.As(err, &netErr) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || pgconn.SafeToRetry(err)
 }
 
 // contextCause returns context.Canceled or context.DeadlineExceeded if err wraps one.

@@ -53,16 +53,12 @@ type GraphGetParams struct {
 
 // GraphGet returns a registered graph, or ErrNotFound.
 func (c *Catalog) GraphGet(ctx context.Context, p GraphGetParams) (Graph, error) {
-	g, err := scanGraph(c.pool.QueryRow(ctx, `SELECT name, locator, created_at FROM graphs WHERE name = $1`, p.Name))
-	if err != nil {
-		return Graph{}, c.wrap(fmt.Sprintf("get graph %q", p.Name), err)
-	}
-	return g, nil
+	return queryOne(ctx, c, c.pool, fmt.Sprintf("get graph %q", p.Name), scanGraph, `SELECT name, locator, created_at FROM graphs WHERE name = $1`, p.Name)
 }
 
 // GraphList returns every registered graph, by name.
 func (c *Catalog) GraphList(ctx context.Context) ([]Graph, error) {
-	return queryAll(ctx, c, c.pool, "list graphs", scanGraph, `SELECT name, locator, created_at FROM graphs ORDER BY name`)
+	return queryAll(ctx, c, c.pool, "list graphs", scanned(scanGraph), `SELECT name, locator, created_at FROM graphs ORDER BY name`)
 }
 
 func scanGraph(row pgx.Row) (Graph, error) {

@@ -100,22 +100,13 @@ type IncarnationGetByNativeParams struct {
 
 // IncarnationGetByNative returns an incarnation, or ErrNotFound.
 func (c *Catalog) IncarnationGetByNative(ctx context.Context, p IncarnationGetByNativeParams) (Incarnation, error) {
-	inc, err := scanIncarnation(c.pool.QueryRow(ctx,
-		`SELECT `+incarnationColumns+` FROM incarnations WHERE graph = $1 AND native = $2`, p.Graph, p.Native))
-	if err != nil {
-		return Incarnation{}, c.wrap(fmt.Sprintf("get incarnation %q", p.Native), err)
-	}
-	return inc, nil
+	return c.IncarnationGetByNativeTx(ctx, c.pool, p)
 }
 
-// IncarnationGetByNativeTx is IncarnationGetByNative inside the caller's transaction.
-func (c *Catalog) IncarnationGetByNativeTx(ctx context.Context, tx pgx.Tx, p IncarnationGetByNativeParams) (Incarnation, error) {
-	inc, err := scanIncarnation(tx.QueryRow(ctx,
-		`SELECT `+incarnationColumns+` FROM incarnations WHERE graph = $1 AND native = $2`, p.Graph, p.Native))
-	if err != nil {
-		return Incarnation{}, c.wrap(fmt.Sprintf("get incarnation %q", p.Native), err)
-	}
-	return inc, nil
+// IncarnationGetByNativeTx is IncarnationGetByNative on q, the pool or the caller's transaction.
+func (c *Catalog) IncarnationGetByNativeTx(ctx context.Context, q Querier, p IncarnationGetByNativeParams) (Incarnation, error) {
+	return queryOne(ctx, c, q, fmt.Sprintf("get incarnation %q", p.Native), scanIncarnation,
+		`SELECT `+incarnationColumns+` FROM incarnations WHERE graph = $1 AND native = $2`, p.Graph, p.Native)
 }
 
 // IncarnationListByLogicalParams names a logical branch.
@@ -127,7 +118,7 @@ type IncarnationListByLogicalParams struct {
 // IncarnationListByLogical returns every incarnation of a logical branch, oldest first.
 func (c *Catalog) IncarnationListByLogical(ctx context.Context, p IncarnationListByLogicalParams) ([]Incarnation, error) {
 	what := fmt.Sprintf("list incarnations of %q", p.Logical)
-	return queryAll(ctx, c, c.pool, what, scanIncarnation, `
+	return queryAll(ctx, c, c.pool, what, scanned(scanIncarnation), `
 		SELECT `+incarnationColumns+` FROM incarnations
 		WHERE graph = $1 AND logical = $2
 		ORDER BY created_at, native`, p.Graph, p.Logical)
@@ -148,14 +139,10 @@ type IncarnationOpenParams struct {
 // live), so a caller reads the ref it names and falls back to storage's own answer
 // (graph.ResolveBranchHinted).
 func (c *Catalog) IncarnationOpen(ctx context.Context, p IncarnationOpenParams) (Incarnation, error) {
-	inc, err := scanIncarnation(c.pool.QueryRow(ctx, `
+	return queryOne(ctx, c, c.pool, fmt.Sprintf("get open incarnation of %q", p.Logical), scanIncarnation, `
 		SELECT `+incarnationColumns+` FROM incarnations
 		WHERE graph = $1 AND logical = $2 AND state IN ('intent', 'cloned', 'in_doubt', 'live')`,
-		p.Graph, p.Logical))
-	if err != nil {
-		return Incarnation{}, c.wrap(fmt.Sprintf("get open incarnation of %q", p.Logical), err)
-	}
-	return inc, nil
+		p.Graph, p.Logical)
 }
 
 // IncarnationListByNativesParams names incarnations of one graph by native name.
@@ -172,7 +159,7 @@ func (c *Catalog) IncarnationListByNatives(ctx context.Context, p IncarnationLis
 	if len(p.Natives) == 0 {
 		return nil, nil
 	}
-	return queryAll(ctx, c, c.pool, what, scanIncarnation, `
+	return queryAll(ctx, c, c.pool, what, scanned(scanIncarnation), `
 		SELECT `+incarnationColumns+` FROM incarnations
 		WHERE graph = $1 AND native = ANY($2::text[])
 		ORDER BY native`, p.Graph, p.Natives)
@@ -193,7 +180,7 @@ func (c *Catalog) IncarnationListByGraph(ctx context.Context, p IncarnationListB
 	for i, s := range p.States {
 		states[i] = string(s)
 	}
-	return queryAll(ctx, c, c.pool, what, scanIncarnation, `
+	return queryAll(ctx, c, c.pool, what, scanned(scanIncarnation), `
 		SELECT `+incarnationColumns+` FROM incarnations
 		WHERE graph = $1 AND (cardinality($2::text[]) = 0 OR state = ANY($2))
 		ORDER BY logical, created_at, native`, p.Graph, states)

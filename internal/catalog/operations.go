@@ -113,14 +113,10 @@ func (c *Catalog) OperationInsertTx(ctx context.Context, tx pgx.Tx, p OperationI
 	if existing.WorkflowID != "" && existing.WorkflowID != p.WorkflowID {
 		return Operation{}, c.wrap(what, &OwnedError{ID: p.ID, WorkflowID: existing.WorkflowID, Owner: existing.OwnerRun})
 	}
-	claimed, err := scanOperation(tx.QueryRow(ctx, `
+	return queryOne(ctx, c, tx, what, scanOperation, `
 		UPDATE operations SET owner_run = $2, workflow_id = NULLIF($3, ''), run_id = NULLIF($4, ''), updated_at = now()
 		WHERE id = $1 AND state <> 'done'
-		RETURNING `+operationColumns, p.ID, p.Owner, p.WorkflowID, p.RunID))
-	if err != nil {
-		return Operation{}, c.wrap(what, err)
-	}
-	return claimed, nil
+		RETURNING `+operationColumns, p.ID, p.Owner, p.WorkflowID, p.RunID)
 }
 
 // OperationGetParams names an operation.
@@ -130,11 +126,7 @@ type OperationGetParams struct {
 
 // OperationGet returns an operation, or ErrNotFound.
 func (c *Catalog) OperationGet(ctx context.Context, p OperationGetParams) (Operation, error) {
-	op, err := scanOperation(c.pool.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE id = $1`, p.ID))
-	if err != nil {
-		return Operation{}, c.wrap(fmt.Sprintf("get operation %q", p.ID), err)
-	}
-	return op, nil
+	return queryOne(ctx, c, c.pool, fmt.Sprintf("get operation %q", p.ID), scanOperation, `SELECT `+operationColumns+` FROM operations WHERE id = $1`, p.ID)
 }
 
 // OperationSetStateParams moves an unfinished operation between running and in_doubt.
@@ -286,7 +278,7 @@ func (c *Catalog) OperationList(ctx context.Context, p OperationListParams) ([]O
 	if err != nil {
 		return nil, c.wrap("list operations", err)
 	}
-	return queryAll(ctx, c, c.pool, "list operations", scanOperation, `
+	return queryAll(ctx, c, c.pool, "list operations", scanned(scanOperation), `
 		SELECT `+operationColumns+` FROM operations
 		WHERE ($1 = '' OR graph = $1) AND ($2 = '' OR kind = $2) AND ($3 = '' OR state = $3)
 		ORDER BY created_at DESC, id DESC

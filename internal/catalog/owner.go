@@ -9,43 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// ErrNotOwner: the write was refused because the operation row is not (or no longer) the
-// caller's: another run claimed it, or it was recorded by another request. Errors carrying
-// it are *NotOwnerError; nothing was changed.
-var ErrNotOwner = errors.New("catalog: not the operation's owner")
-
-// ErrOwned: an operation row with the same request is held by another workflow's run.
-// Errors carrying it are *OwnedError; nothing was changed.
-var ErrOwned = errors.New("catalog: operation owned by another workflow")
-
-// NotOwnerError reports a guarded write of a row another run owns.
-type NotOwnerError struct {
-	ID string
-	// Owner is the run that owns the row; Caller the run that tried to write it.
-	Owner, Caller string
-}
-
-func (e *NotOwnerError) Error() string {
-	return fmt.Sprintf("catalog: operation %s is owned by run %q, not %q", e.ID, e.Owner, e.Caller)
-}
-
-// Is makes the error match ErrNotOwner.
-func (e *NotOwnerError) Is(target error) bool { return target == ErrNotOwner }
-
-// OwnedError reports a claim of a row that another workflow is running.
-type OwnedError struct {
-	ID         string
-	WorkflowID string
-	Owner      string
-}
-
-func (e *OwnedError) Error() string {
-	return fmt.Sprintf("catalog: operation %s is being run by workflow %s (run %s)", e.ID, e.WorkflowID, e.Owner)
-}
-
-// Is makes the error match ErrOwned and ErrDuplicate.
-func (e *OwnedError) Is(target error) bool { return target == ErrOwned || target == ErrDuplicate }
-
 // OperationLockOwnedTx locks an unfinished operation row that owner owns, for the rest of
 // tx, and returns it: the guard every write the row's owner makes alongside (witness
 // moves, pins) takes first. A row owned by another run is *NotOwnerError; a finished row
@@ -94,22 +57,13 @@ type OperationProgressParams struct {
 // operation the caller owns, in one statement guarded like OperationFinish: a row that is
 // finished or owned by another run is left unchanged (*StateConflictError, *NotOwnerError).
 func (c *Catalog) OperationProgress(ctx context.Context, p OperationProgressParams) (Operation, error) {
-	return c.operationProgress(ctx, c.pool, p)
+	return c.OperationProgressTx(ctx, c.pool, p)
 }
 
-// OperationProgressTx is OperationProgress inside the caller's transaction: a step that
-// records what the operation will write next together with what it records anyway (a
-// create's prepare records its ref put beside its witness), one commit instead of two.
-func (c *Catalog) OperationProgressTx(ctx context.Context, tx pgx.Tx, p OperationProgressParams) (Operation, error) {
-	return c.operationProgress(ctx, tx, p)
-}
-
-// rowQuerier is what a statement needs of the pool or a transaction.
-type rowQuerier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-func (c *Catalog) operationProgress(ctx context.Context, q rowQuerier, p OperationProgressParams) (Operation, error) {
+// OperationProgressTx is OperationProgress on q, the pool or the caller's transaction: a
+// step that records what the operation will write next together with what it records
+// anyway (a create's prepare records its ref put beside its witness), one commit, not two.
+func (c *Catalog) OperationProgressTx(ctx context.Context, q Querier, p OperationProgressParams) (Operation, error) {
 	what := fmt.Sprintf("record progress of operation %q", p.ID)
 	if p.Owner == "" {
 		return Operation{}, c.wrap(what, invalid("owner is required"))
@@ -207,7 +161,7 @@ func (c *Catalog) OperationListUnfinished(ctx context.Context, p OperationListUn
 	if err != nil {
 		return nil, c.wrap("list unfinished operations", err)
 	}
-	return queryAll(ctx, c, c.pool, "list unfinished operations", scanOperation, `
+	return queryAll(ctx, c, c.pool, "list unfinished operations", scanned(scanOperation), `
 		SELECT `+operationColumns+` FROM operations
 		WHERE state <> 'done' AND ($1 = '' OR graph = $1)
 		  AND ($3 = '' OR (created_at, id) > ($4, $3))
@@ -222,15 +176,11 @@ type IncarnationListByOpParams struct {
 
 // IncarnationListByOp returns the incarnations an operation witnessed, oldest first.
 func (c *Catalog) IncarnationListByOp(ctx context.Context, p IncarnationListByOpParams) ([]Incarnation, error) {
-	return c.incarnationsByOp(ctx, c.pool, p)
+	return c.IncarnationListByOpTx(ctx, c.pool, p)
 }
 
-// IncarnationListByOpTx is IncarnationListByOp inside the caller's transaction.
-func (c *Catalog) IncarnationListByOpTx(ctx context.Context, tx pgx.Tx, p IncarnationListByOpParams) ([]Incarnation, error) {
-	return c.incarnationsByOp(ctx, tx, p)
-}
-
-func (c *Catalog) incarnationsByOp(ctx context.Context, q querier, p IncarnationListByOpParams) ([]Incarnation, error) {
-	return queryAll(ctx, c, q, fmt.Sprintf("list incarnations of operation %q", p.OpID), scanIncarnation,
-		`SELECT `+incarnationColumns+` FROM incarnations WHERE op_id = $1 ORDER BY created_at, native`, p.OpID)
+// IncarnationListByOpTx is IncarnationListByOp on q, the pool or the caller's transaction.
+func (c *Catalog) IncarnationListByOpTx(ctx context.Context, q Querier, p IncarnationListByOpParams) ([]Incarnation, error) {
+	what := fmt.Sprintf("list incarnations of operation %q", p.OpID)
+	return queryAll(ctx, c, q, what, scanned(scanIncarnation), `SELECT `+incarnationColumns+` FROM incarnations WHERE op_id = $1 ORDER BY created_at, native`, p.OpID)
 }

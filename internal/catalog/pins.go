@@ -326,15 +326,20 @@ type PinsLatePutListParams struct {
 // (PinsHoldForLatePut), oldest first. Once their operation is done they wait for an
 // operator (PinsReleaseLatePuts).
 func (c *Catalog) PinsLatePutList(ctx context.Context, p PinsLatePutListParams) ([]PinRecord, error) {
-	return queryAll(ctx, c, c.pool, "list late-put pins", scanPin, `
+	rows, err := c.pool.Query(ctx, `
 		SELECT op_id, graph, kind, key, created_at, released_at, late_put FROM op_pins
 		WHERE late_put AND ($1 = '' OR graph = $1) AND ($2 = '' OR op_id = $2)
 		ORDER BY created_at, key`, p.Graph, p.OpID)
+	if err != nil {
+		return nil, c.wrap("list late-put pins", err)
+	}
+	pins, err := pgx.CollectRows(rows, scanPin)
+	return pins, c.wrap("list late-put pins", err)
 }
 
 // scanPin reads one op_pins row selected as op_id, graph, kind, key, created_at,
 // released_at, late_put.
-func scanPin(row pgx.Row) (PinRecord, error) {
+func scanPin(row pgx.CollectableRow) (PinRecord, error) {
 	var pr PinRecord
 	var released *time.Time
 	err := row.Scan(&pr.OpID, &pr.Graph, &pr.Kind, &pr.Key, &pr.CreatedAt, &released, &pr.LatePut)

@@ -82,11 +82,7 @@ func scanOperationView(row pgx.Row) (OperationView, error) {
 // OperationViewGet returns one operation with its witness and extra columns,
 // or ErrNotFound.
 func (c *Catalog) OperationViewGet(ctx context.Context, id string) (OperationView, error) {
-	v, err := scanOperationView(c.pool.QueryRow(ctx, operationViewQuery("id = $2"), knownOperationColumns, id))
-	if err != nil {
-		return OperationView{}, c.wrap(fmt.Sprintf("get operation %q", id), err)
-	}
-	return v, nil
+	return queryOne(ctx, c, c.pool, fmt.Sprintf("get operation %q", id), scanOperationView, operationViewQuery("id = $2"), knownOperationColumns, id)
 }
 
 // OperationStuckParams selects the operations that are not moving on by
@@ -118,7 +114,7 @@ func (c *Catalog) OperationStuckList(ctx context.Context, p OperationStuckParams
 	if after <= 0 {
 		after = DefaultStuckAfter
 	}
-	return queryAll(ctx, c, c.pool, what, scanOperationView, operationViewQuery(`
+	return queryAll(ctx, c, c.pool, what, scanned(scanOperationView), operationViewQuery(`
 			state <> 'done' AND ($2 = '' OR graph = $2)
 			AND (state <> 'running' OR created_at < now() - make_interval(secs => $3))
 		ORDER BY created_at, id LIMIT $4`), knownOperationColumns, p.Graph, after.Seconds(), limit)
@@ -139,7 +135,7 @@ type UnfinishedTally struct {
 // every worker and right after a restart.
 func (c *Catalog) OperationUnfinishedTally(ctx context.Context) ([]UnfinishedTally, error) {
 	what := "count unfinished operations"
-	return queryAll(ctx, c, c.pool, what, func(row pgx.Row) (UnfinishedTally, error) {
+	return queryAll(ctx, c, c.pool, what, func(row pgx.CollectableRow) (UnfinishedTally, error) {
 		var t UnfinishedTally
 		err := row.Scan(&t.Kind, &t.State, &t.Count, &t.OldestUpdate)
 		return t, err
@@ -158,7 +154,7 @@ type WitnessTally struct {
 // in_doubt.
 func (c *Catalog) IncarnationUnsettledTally(ctx context.Context) ([]WitnessTally, error) {
 	what := "count unsettled incarnations"
-	return queryAll(ctx, c, c.pool, what, func(row pgx.Row) (WitnessTally, error) {
+	return queryAll(ctx, c, c.pool, what, func(row pgx.CollectableRow) (WitnessTally, error) {
 		var t WitnessTally
 		err := row.Scan(&t.State, &t.Count)
 		return t, err
@@ -178,7 +174,7 @@ type DeletedTally struct {
 // by kind.
 func (c *Catalog) CondemnedDeletedTally(ctx context.Context) ([]DeletedTally, error) {
 	what := "count deleted keys"
-	return queryAll(ctx, c, c.pool, what, func(row pgx.Row) (DeletedTally, error) {
+	return queryAll(ctx, c, c.pool, what, func(row pgx.CollectableRow) (DeletedTally, error) {
 		var t DeletedTally
 		err := row.Scan(&t.Kind, &t.Count, &t.Bytes)
 		return t, err

@@ -117,15 +117,11 @@ func EncodeBranchRef(r BranchRef) ([]byte, error) {
 // DecodeBranchRef strictly decodes a branch ref.
 func DecodeBranchRef(b []byte) (BranchRef, error) {
 	const k = KindBranchRef
-	if _, err := decodeEnvelope(b, k, branchRefFields); err != nil {
-		return BranchRef{}, err
-	}
-	var w branchRefWire
-	if err := unmarshalWire(k, b, &w); err != nil {
+	w, err := decodeWire[branchRefWire](b, k, branchRefFields)
+	if err != nil {
 		return BranchRef{}, err
 	}
 	r := BranchRef{State: w.State, Branch: w.Branch, Native: w.Native, Op: w.Op, RetiredOp: w.RetiredOp, Reason: w.Reason}
-	var err error
 	if w.Tree != "" {
 		if r.Tree, err = ParseULID(w.Tree); err != nil {
 			return BranchRef{}, malformedErr(k, "tree", err)

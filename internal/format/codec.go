@@ -150,6 +150,15 @@ func checkFields(kind Kind, prefix string, m map[string]json.RawMessage, fields 
 
 // unmarshalWire decodes b into a wire struct whose field names checkFields
 // has already verified, reporting type mismatches by field.
+// decodeWire checks b's envelope and unmarshals it into a W.
+func decodeWire[W any](b []byte, kind Kind, fields fieldSet) (W, error) {
+	var w W
+	if _, err := decodeEnvelope(b, kind, fields); err != nil {
+		return w, err
+	}
+	return w, unmarshalWire(kind, b, &w)
+}
+
 func unmarshalWire(kind Kind, b []byte, wire any) error {
 	if err := json.Unmarshal(b, wire); err != nil {
 		var typeErr *json.UnmarshalTypeError

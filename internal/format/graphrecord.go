@@ -56,11 +56,8 @@ func EncodeGraph(g Graph) ([]byte, error) {
 
 // DecodeGraph strictly decodes a graph record.
 func DecodeGraph(b []byte) (Graph, error) {
-	if _, err := decodeEnvelope(b, KindGraph, graphFields); err != nil {
-		return Graph{}, err
-	}
-	var w graphWire
-	if err := unmarshalWire(KindGraph, b, &w); err != nil {
+	w, err := decodeWire[graphWire](b, KindGraph, graphFields)
+	if err != nil {
 		return Graph{}, err
 	}
 	created, why := parseTime(w.CreatedAt)

@@ -135,19 +135,7 @@ func BranchRefPrefix(graph, logical string) string {
 
 // ParseBranchRefKey returns the native name a ref key of graph names.
 func ParseBranchRefKey(graph, key string) (native string, err error) {
-	bad := func(why string) error { return &NameError{What: "branch ref key", Name: key, Reason: why} }
-	rest, ok := strings.CutPrefix(key, BranchRefsPrefix(graph))
-	if !ok {
-		return "", bad("not under " + BranchRefsPrefix(graph))
-	}
-	native, ok = strings.CutSuffix(rest, ".json")
-	if !ok {
-		return "", bad("missing \".json\" suffix")
-	}
-	if err := ValidateNative(native); err != nil {
-		return "", bad(err.(*NameError).Reason)
-	}
-	return native, nil
+	return parseJSONKey("branch ref key", BranchRefsPrefix(graph), key, ValidateNative)
 }
 
 // TagsPrefix is the prefix of every tag of graph.
@@ -158,16 +146,21 @@ func TagKey(graph, name string) string { return TagsPrefix(graph) + name + ".jso
 
 // ParseTagKey returns the tag name a tag key of graph names.
 func ParseTagKey(graph, key string) (name string, err error) {
-	bad := func(why string) error { return &NameError{What: "tag key", Name: key, Reason: why} }
-	rest, ok := strings.CutPrefix(key, TagsPrefix(graph))
+	return parseJSONKey("tag key", TagsPrefix(graph), key, ValidateTagName)
+}
+
+// parseJSONKey returns the name in prefix + name + ".json" that validate accepts.
+func parseJSONKey(what, prefix, key string, validate func(string) error) (string, error) {
+	bad := func(why string) error { return &NameError{What: what, Name: key, Reason: why} }
+	rest, ok := strings.CutPrefix(key, prefix)
 	if !ok {
-		return "", bad("not under " + TagsPrefix(graph))
+		return "", bad("not under " + prefix)
 	}
-	name, ok = strings.CutSuffix(rest, ".json")
+	name, ok := strings.CutSuffix(rest, ".json")
 	if !ok {
 		return "", bad("missing \".json\" suffix")
 	}
-	if err := ValidateTagName(name); err != nil {
+	if err := validate(name); err != nil {
 		return "", bad(err.(*NameError).Reason)
 	}
 	return name, nil

@@ -6,82 +6,76 @@ import (
 	"testing"
 )
 
-func TestValidateGraphName_AcceptsAndRejectsPerRules(t *testing.T) {
-	valid := []string{"a", "sales", "0", "a.b-c_d", strings.Repeat("a", 63)}
-	for _, name := range valid {
-		if err := ValidateGraphName(name); err != nil {
-			t.Errorf("ValidateGraphName(%q) = %v, want nil", name, err)
+// TestValidateNames_AcceptAndRejectPerRules checks the graph, table and branch
+// name rules: each valid name passes, each invalid one is a NameError saying why.
+func TestValidateNames_AcceptAndRejectPerRules(t *testing.T) {
+	for _, c := range []struct {
+		what     string
+		validate func(string) error
+		valid    []string
+		invalid  map[string]string // name -> reason fragment
+	}{{
+		what: "graph name", validate: ValidateGraphName,
+		valid: []string{"a", "sales", "0", "a.b-c_d", strings.Repeat("a", 63)},
+		invalid: map[string]string{
+			"":                      "empty",
+			strings.Repeat("a", 64): "longer than 63",
+			"Sales":                 "must start",
+			"-a":                    "must start",
+			".a":                    "must start",
+			"a/b":                   "may contain only",
+			"aB":                    "may contain only",
+			"a.":                    "must not end",
+			"a b":                   "may contain only",
+		},
+	}, {
+		what: "table name", validate: ValidateTableName,
+		valid: []string{"orders", "_private", "a-b_c", "0", strings.Repeat("t", 64)},
+		invalid: map[string]string{
+			"":                      "empty",
+			strings.Repeat("t", 65): "longer than 64",
+			"-a":                    "must start",
+			"Orders":                "must start",
+			"a.b":                   "may contain only",
+			"a/b":                   "may contain only",
+		},
+	}, {
+		what: "branch name", validate: ValidateBranchName,
+		valid: []string{"main", "feature/x", "Feature/X-1.2_b", "a/b/c", "v1.0", strings.Repeat("b", 128),
+			// 26 characters but with letters outside Crockford base32 (I, L, O, U).
+			"abcdefghijklmnopqrstuvwxyz",
+			// 25 Crockford characters: one short of ULID-shaped.
+			"0123456789ABCDEFGHJKMNPQR"},
+		invalid: map[string]string{
+			"":                                "empty",
+			strings.Repeat("b", 129):          "longer than 128",
+			"a//b":                            "segment 2 is empty",
+			"/a":                              "segment 1 is empty",
+			"a/":                              "segment 2 is empty",
+			"a..b":                            "contains \"..\"",
+			"a/../b":                          "contains \"..\"",
+			"-a":                              "must start",
+			"a/.b":                            "segment 2 must start",
+			"a b":                             "may contain only",
+			"a~b":                             "may contain only",
+			"a.":                              "must not end in '.'",
+			"x/ref.json":                      "\".json\"",
+			"x/ref.JSON/y":                    "\".json\"",
+			"x.lock":                          "\".lock\"",
+			"01J0000000000000000000MA1N":      "ULID-shaped",
+			"team/01j0000000000000000000ma1n": "segment 2 is ULID-shaped",
+			"a.01J0000000000000000000MA1N/b":  "reserved for native names",
+			"x/a.01J0000000000000000000MA1N":  "reserved for native names",
+		},
+	}} {
+		for _, name := range c.valid {
+			if err := c.validate(name); err != nil {
+				t.Errorf("%s %q: %v, want nil", c.what, name, err)
+			}
 		}
-	}
-	invalid := map[string]string{
-		"":                      "empty",
-		strings.Repeat("a", 64): "longer than 63",
-		"Sales":                 "must start",
-		"-a":                    "must start",
-		".a":                    "must start",
-		"a/b":                   "may contain only",
-		"aB":                    "may contain only",
-		"a.":                    "must not end",
-		"a b":                   "may contain only",
-	}
-	for name, why := range invalid {
-		assertNameError(t, ValidateGraphName(name), "graph name", name, why)
-	}
-}
-
-func TestValidateTableName_AcceptsAndRejectsPerRules(t *testing.T) {
-	for _, name := range []string{"orders", "_private", "a-b_c", "0", strings.Repeat("t", 64)} {
-		if err := ValidateTableName(name); err != nil {
-			t.Errorf("ValidateTableName(%q) = %v, want nil", name, err)
+		for name, why := range c.invalid {
+			assertNameError(t, c.validate(name), c.what, name, why)
 		}
-	}
-	invalid := map[string]string{
-		"":                      "empty",
-		strings.Repeat("t", 65): "longer than 64",
-		"-a":                    "must start",
-		"Orders":                "must start",
-		"a.b":                   "may contain only",
-		"a/b":                   "may contain only",
-	}
-	for name, why := range invalid {
-		assertNameError(t, ValidateTableName(name), "table name", name, why)
-	}
-}
-
-func TestValidateBranchName_AcceptsAndRejectsPerRules(t *testing.T) {
-	valid := []string{"main", "feature/x", "Feature/X-1.2_b", "a/b/c", "v1.0", strings.Repeat("b", 128),
-		// 26 characters but with letters outside Crockford base32 (I, L, O, U).
-		"abcdefghijklmnopqrstuvwxyz",
-		// 25 Crockford characters: one short of ULID-shaped.
-		"0123456789ABCDEFGHJKMNPQR"}
-	for _, name := range valid {
-		if err := ValidateBranchName(name); err != nil {
-			t.Errorf("ValidateBranchName(%q) = %v, want nil", name, err)
-		}
-	}
-	invalid := map[string]string{
-		"":                                "empty",
-		strings.Repeat("b", 129):          "longer than 128",
-		"a//b":                            "segment 2 is empty",
-		"/a":                              "segment 1 is empty",
-		"a/":                              "segment 2 is empty",
-		"a..b":                            "contains \"..\"",
-		"a/../b":                          "contains \"..\"",
-		"-a":                              "must start",
-		"a/.b":                            "segment 2 must start",
-		"a b":                             "may contain only",
-		"a~b":                             "may contain only",
-		"a.":                              "must not end in '.'",
-		"x/ref.json":                      "\".json\"",
-		"x/ref.JSON/y":                    "\".json\"",
-		"x.lock":                          "\".lock\"",
-		"01J0000000000000000000MA1N":      "ULID-shaped",
-		"team/01j0000000000000000000ma1n": "segment 2 is ULID-shaped",
-		"a.01J0000000000000000000MA1N/b":  "reserved for native names",
-		"x/a.01J0000000000000000000MA1N":  "reserved for native names",
-	}
-	for name, why := range invalid {
-		assertNameError(t, ValidateBranchName(name), "branch name", name, why)
 	}
 }
 

@@ -88,15 +88,11 @@ func EncodeTag(t Tag) ([]byte, error) {
 // DecodeTag strictly decodes a tag.
 func DecodeTag(b []byte) (Tag, error) {
 	const k = KindTag
-	if _, err := decodeEnvelope(b, k, tagFields); err != nil {
-		return Tag{}, err
-	}
-	var w tagWire
-	if err := unmarshalWire(k, b, &w); err != nil {
+	w, err := decodeWire[tagWire](b, k, tagFields)
+	if err != nil {
 		return Tag{}, err
 	}
 	t := Tag{State: w.State, Name: w.Name, Op: w.Op, RetiredOp: w.RetiredOp}
-	var err error
 	if t.Commit, err = ParseCommitID(w.Commit); err != nil {
 		return Tag{}, malformedErr(k, "commit", err)
 	}

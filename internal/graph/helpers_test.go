@@ -76,16 +76,6 @@ func dump(t *testing.T, s storage.Store) map[string]string {
 	return out
 }
 
-func keysUnder(m map[string]string, prefix string) int {
-	n := 0
-	for k := range m {
-		if strings.HasPrefix(k, prefix) {
-			n++
-		}
-	}
-	return n
-}
-
 // countingStore counts the requests that reach the store, per method.
 type countingStore struct {
 	storage.Store

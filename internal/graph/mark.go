@@ -83,19 +83,8 @@ func (g *Graph) NewMarker(visit func(Mark) error) *Marker {
 // Commit marks a retained commit: itself, its pins and lineage chunks, and
 // every version it pins (Version).
 func (m *Marker) Commit(ctx context.Context, c Commit) error {
-	key := format.CommitIDKey(m.g.Name, c.ID)
-	if m.commits[key] {
-		return nil
-	}
-	m.commits[key] = true
-	if err := m.visit(Mark{Kind: MarkCommit, Key: key}); err != nil {
-		return err
-	}
-	if err := markChunks(ctx, m, mapTree[format.LineageEntry]{r: m.g.lineage, ref: c.Lineage}, MarkLineageChunk, "", nil); err != nil {
-		return fmt.Errorf("mark lineage of %s: %w", c.ID, err)
-	}
 	var pinned []format.PinEntry
-	err := markChunks(ctx, m, mapTree[format.PinEntry]{r: m.g.pins, ref: c.Pins}, MarkPinsChunk, "", func(e format.PinEntry) error {
+	err := m.CommitOnly(ctx, c, func(e format.PinEntry) error {
 		pinned = append(pinned, e)
 		if len(pinned) >= 1024 {
 			if err := m.versionsOf(ctx, pinned); err != nil {
@@ -106,7 +95,7 @@ func (m *Marker) Commit(ctx context.Context, c Commit) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("mark pins of %s: %w", c.ID, err)
+		return err
 	}
 	return m.versionsOf(ctx, pinned)
 }

@@ -229,26 +229,6 @@ func (g *Graph) onChain(ctx context.Context, head, id format.CommitID) (bool, in
 	return at == id, walked, nil
 }
 
-// OpCommitOnChain walks first parents from head back at most limit commits
-// looking for a commit of op (the replay check of an append whose earlier
-// attempt may have landed): the commit, or false. One GET per commit.
-func (g *Graph) OpCommitOnChain(ctx context.Context, head Commit, op string, limit int) (Commit, bool, error) {
-	c := head
-	for i := 0; ; i++ {
-		if c.Op == op {
-			return c, true, nil
-		}
-		parent := c.FirstParent()
-		if i == limit || parent.IsZero() || parent.Tree != c.ID.Tree {
-			return Commit{}, false, nil
-		}
-		var err error
-		if c, err = g.Commit(ctx, parent); err != nil {
-			return Commit{}, false, err
-		}
-	}
-}
-
 // CheckPublish reads where a Publish stands without writing: the ref holds
 // our bytes, or names a head whose first-parent chain holds our commit →
 // AlreadyPublished; the ref still has p.IfMatch → pending (the swap has not
