@@ -17,15 +17,10 @@ type GraphInsertParams struct {
 // GraphInsert registers a graph. Registering the same name and locator again returns the
 // existing row; the same name with another locator is ErrDuplicate.
 func (c *Catalog) GraphInsert(ctx context.Context, p GraphInsertParams) (Graph, error) {
-	return inTx(ctx, c, func(tx pgx.Tx) (Graph, error) { return c.GraphInsertTx(ctx, tx, p) })
-}
-
-// GraphInsertTx is GraphInsert inside the caller's transaction.
-func (c *Catalog) GraphInsertTx(ctx context.Context, tx pgx.Tx, p GraphInsertParams) (Graph, error) {
 	if p.Name == "" || p.Locator == "" {
 		return Graph{}, c.wrap("insert graph", invalid("graph name and locator are required"))
 	}
-	g, err := scanGraph(tx.QueryRow(ctx, `
+	g, err := scanGraph(c.pool.QueryRow(ctx, `
 		INSERT INTO graphs (name, locator) VALUES ($1, $2)
 		ON CONFLICT (name) DO NOTHING
 		RETURNING name, locator, created_at`, p.Name, p.Locator))
@@ -35,7 +30,7 @@ func (c *Catalog) GraphInsertTx(ctx context.Context, tx pgx.Tx, p GraphInsertPar
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return Graph{}, c.wrap("insert graph", err)
 	}
-	existing, err := scanGraph(tx.QueryRow(ctx, `SELECT name, locator, created_at FROM graphs WHERE name = $1`, p.Name))
+	existing, err := scanGraph(c.pool.QueryRow(ctx, `SELECT name, locator, created_at FROM graphs WHERE name = $1`, p.Name))
 	if err != nil {
 		return Graph{}, c.wrap("insert graph", err)
 	}

@@ -144,22 +144,17 @@ type OperationSetStateParams struct {
 // OperationSetState moves an operation from From to To. An operation already in To is
 // returned unchanged; one in any other state is a *StateConflictError.
 func (c *Catalog) OperationSetState(ctx context.Context, p OperationSetStateParams) (Operation, error) {
-	return inTx(ctx, c, func(tx pgx.Tx) (Operation, error) { return c.OperationSetStateTx(ctx, tx, p) })
-}
-
-// OperationSetStateTx is OperationSetState inside the caller's transaction.
-func (c *Catalog) OperationSetStateTx(ctx context.Context, tx pgx.Tx, p OperationSetStateParams) (Operation, error) {
 	what := fmt.Sprintf("set operation %q %s", p.ID, p.To)
 	unfinished := []OperationState{OperationRunning, OperationInDoubt}
 	if !slices.Contains(unfinished, p.From) || !slices.Contains(unfinished, p.To) {
 		return Operation{}, c.wrap(what, invalid("operation states running and in_doubt only; finish with OperationFinish"))
 	}
-	op, err := scanOperation(tx.QueryRow(ctx, `
+	op, err := scanOperation(c.pool.QueryRow(ctx, `
 		UPDATE operations SET state = $3, updated_at = now()
 		WHERE id = $1 AND state = $2 AND ($4 = '' OR owner_run = $4)
 		RETURNING `+operationColumns, p.ID, p.From, p.To, p.Owner))
 	if errors.Is(err, pgx.ErrNoRows) {
-		op, err = c.operationInState(ctx, tx, p.ID, string(p.From), p.To)
+		op, err = c.operationInState(ctx, p.ID, string(p.From), p.To)
 		if err == nil && p.Owner != "" && op.OwnerRun != p.Owner {
 			err = &NotOwnerError{ID: p.ID, Owner: op.OwnerRun, Caller: p.Owner}
 		}
@@ -172,8 +167,8 @@ func (c *Catalog) OperationSetStateTx(ctx context.Context, tx pgx.Tx, p Operatio
 
 // operationInState handles an update that matched no row: the operation is missing
 // (ErrNotFound), already in state to (returned as is), or elsewhere (*StateConflictError).
-func (c *Catalog) operationInState(ctx context.Context, tx pgx.Tx, id, expected string, to OperationState) (Operation, error) {
-	op, err := scanOperation(tx.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE id = $1`, id))
+func (c *Catalog) operationInState(ctx context.Context, id, expected string, to OperationState) (Operation, error) {
+	op, err := scanOperation(c.pool.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE id = $1`, id))
 	if err != nil {
 		return Operation{}, err
 	}
