@@ -222,7 +222,7 @@ func (r *stackRig) chunksOf(table string, v ulid.ULID) map[string]bool {
 	return out
 }
 
-// checkRetained is the invariant the oracle checks for format 1: every key a
+// checkRetained is the retention invariant the oracle checks: every key a
 // root reaches — the head of every live ref, every live tag, every commit an operation
 // pins — exists: commits, pins and lineage chunks, versions, manifest chunks and the
 // objects graft wrote; an external object exists too (cleanup never deletes one).

@@ -211,7 +211,7 @@ func TestInitGraph_StartedByTheTemporalCLI_AsDocumented(t *testing.T) {
 
 // TestGraftWorkflows_ReplayRecordedHistories replays histories recorded from
 // real runs of InitGraph, WriteTable and RepairBranch against today's code:
-// a change that would break a run in flight at upgrade fails here.
+// a change that would break a run in flight across a worker deploy fails here.
 func TestGraftWorkflows_ReplayRecordedHistories(t *testing.T) {
 	for _, pattern := range []string{"initgraph_*.json", "writetable_*.json", "repairbranch_*.json"} {
 		files, err := filepath.Glob(filepath.Join("testdata", pattern))

@@ -16,7 +16,7 @@ import (
 // recordEnv, when set, makes the real-stack tests write the histories of
 // chosen runs to testdata/, for the replay test below. Record again only on
 // purpose: a change that makes an old history fail to replay would break
-// every workflow in flight at upgrade.
+// every workflow in flight across a worker deploy.
 const recordEnv = "GRAFT_RECORD_HISTORY"
 
 // recordHistory saves the run's history as testdata/<name>.json when recording.
