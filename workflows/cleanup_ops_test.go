@@ -217,7 +217,9 @@ func TestCleanup_CancelledInsideItsFinish_RunDoesNotStayRunning(t *testing.T) {
 	if run.State != catalog.CleanupDone || op.State != catalog.OperationDone {
 		t.Fatalf("run %s is %s and its operation %s; want both done", h.OpID, run.State, op.State)
 	}
-	// The graph is free: the next run begins.
+	// The graph is free: once the cancelled workflow has closed (its ledger rows end
+	// just before it does), the next run begins.
+	_ = r.tc.GetWorkflow(r.ctx, h.WorkflowID, "").Get(r.ctx, nil)
 	if res, err := r.gc.Cleanup(r.ctx, client.CleanupRequest{Graph: r.graph, KeepNewest: 1, Mode: workflows.CleanupModeDryRun, GuardWindow: noGuard()}); err != nil || len(res.Adopted) != 0 {
 		t.Fatalf("next cleanup: %+v, %v", res, err)
 	}

@@ -83,7 +83,9 @@ func TestKernel_AllOperationsMatrix(t *testing.T) {
 	var mu sync.Mutex
 	var failed []string
 	var wg sync.WaitGroup
-	for range 4 {
+	// Ten cases at once: most of a case is waiting on a timeout, a stall or a
+	// second worker, not on a core.
+	for range 10 {
 		wg.Go(func() {
 			for j := range jobs {
 				name := j.k.name + "/" + j.c.name
