@@ -1,72 +1,64 @@
 package storage
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 )
 
-// Multipart is the optional multipart-upload interface of a Store, for data
-// objects too large for one Put. A backend that has it says so through
-// AsMultipart; the conformance suite in storage/storagetest proves it.
+// Multipart is a Store's optional multipart-upload interface, for data
+// objects too large for one Put; AsMultipart finds it and storagetest proves
+// it. In addition to the Store's contract:
 //
-// The contract, in addition to the Store's:
-//
-//   - CreateMultipart starts an upload of key and returns its id. Nothing is
-//     visible at key until CompleteMultipart succeeds. An upload that is never
-//     completed stays listed by ListMultipart (and keeps its parts' storage)
-//     until AbortMultipart: callers abort on failure, and a collector aborts
-//     what a crashed caller left.
-//   - UploadPart stores part number 1..MaxParts of an upload. Uploading the
-//     same number again replaces that part, so a re-issued part is harmless.
-//     Every part but the last must be at least MinPartSize bytes; that is
-//     checked by CompleteMultipart.
-//   - CompleteMultipart assembles the listed parts, in ascending number, at
-//     key with put-if-absent: if key already holds an object it fails with
-//     ErrPreconditionFailed and leaves the upload in place (abort it). An
-//     upload id that does not exist (aborted, or already completed) is
-//     ErrNotFound — except that some servers (versitygw) answer a repeated
-//     complete of a completed upload with success again. An unknown outcome
-//     is ErrAmbiguous: settle it by Head of key (the size tells) and
-//     ListMultipart (a completed upload is gone).
-//   - AbortMultipart discards an upload and its parts; an upload that does not
-//     exist is not an error (aborts are idempotent).
+//   - Nothing is visible at key until CompleteMultipart succeeds. An upload
+//     never completed stays listed by ListMultipart (and keeps its parts'
+//     storage) until AbortMultipart: callers abort on failure, and a
+//     collector aborts what a crashed caller left.
+//   - Uploading the same part number again replaces that part, so a
+//     re-issued part is harmless. Every part but the last must be at least
+//     MinPartSize bytes; CompleteMultipart checks that.
+//   - CompleteMultipart assembles the listed parts at key with put-if-absent:
+//     if key holds an object it fails with ErrPreconditionFailed and leaves
+//     the upload in place (abort it). An upload id that does not exist
+//     (aborted, or already completed) is ErrNotFound — except that some
+//     servers (versitygw) answer a repeated complete of a completed upload
+//     with success again. An unknown outcome is ErrAmbiguous: settle it by
+//     Head of key (the size tells) and ListMultipart (a completed upload is
+//     gone).
+//   - AbortMultipart of an upload that does not exist is not an error.
 //   - ListMultipart lists incomplete uploads whose key starts with a prefix,
-//     in ascending (key, upload id) order, with the time each was started.
-//   - Errors are *Error values with the same codes as the Store's: a write
-//     whose effect is unknown is ErrAmbiguous, a read that got no answer
-//     ErrUnavailable, a definite refusal ErrRefused.
+//     in ascending (key, upload id) order.
 type Multipart interface {
-	// MultipartLimits reports the backend's rules for parts.
 	MultipartLimits() MultipartLimits
 	// CreateMultipart starts an upload of key and returns its id.
 	CreateMultipart(ctx context.Context, key string) (uploadID string, err error)
-	// UploadPart stores part number (1..MaxParts) of the upload: size bytes
-	// read from body, which is read from its start (re-sending a part after
-	// an ambiguous answer seeks body back to 0).
+	// UploadPart stores part number (1..MaxParts): size bytes of body, read
+	// from its start (re-sending a part seeks body back to 0).
 	UploadPart(ctx context.Context, key, uploadID string, number int, body io.ReadSeeker, size int64) (Part, error)
 	// CompleteMultipart assembles parts (ascending by number, each as
 	// UploadPart returned it) at key with put-if-absent.
 	CompleteMultipart(ctx context.Context, key, uploadID string, parts []Part) (PutResult, error)
-	// AbortMultipart discards an upload; a missing upload is not an error.
 	AbortMultipart(ctx context.Context, key, uploadID string) error
-	// ListMultipart returns one page of incomplete uploads.
 	ListMultipart(ctx context.Context, opts ListMultipartOptions) (MultipartPage, error)
 }
 
 // MultipartLimits are a backend's rules for multipart uploads.
 type MultipartLimits struct {
-	// MinPartSize is the least size of every part but the last (S3: 5 MiB).
-	MinPartSize int64
-	// MaxPartSize is the largest part (S3: 5 GiB).
+	MinPartSize int64 // of every part but the last
 	MaxPartSize int64
-	// MaxParts is the highest part number (S3: 10,000).
-	MaxParts int
+	MaxParts    int // the highest part number
 }
 
 // S3MultipartLimits are Amazon S3's limits, which versitygw enforces too.
 var S3MultipartLimits = MultipartLimits{MinPartSize: 5 << 20, MaxPartSize: 5 << 30, MaxParts: 10000}
+
+// LocalMultipartLimits are S3's without a minimum part size, for backends
+// with no reason for one; code tested on them keeps to S3's other bounds.
+var LocalMultipartLimits = MultipartLimits{MaxPartSize: S3MultipartLimits.MaxPartSize, MaxParts: S3MultipartLimits.MaxParts}
 
 // MaxObjectSize is the largest data object graft writes (5 TiB, S3's limit).
 const MaxObjectSize = 5 << 40
@@ -74,29 +66,24 @@ const MaxObjectSize = 5 << 40
 // Part is one uploaded part of a multipart upload.
 type Part struct {
 	Number int
-	// ETag is what the backend answered for the part; CompleteMultipart
-	// checks it.
-	ETag string
-	Size int64
+	ETag   string // the backend's answer for the part; CompleteMultipart checks it
+	Size   int64
 }
 
 // Upload is one incomplete multipart upload.
 type Upload struct {
-	Key      string
-	UploadID string
-	// Initiated is when CreateMultipart started it.
-	Initiated time.Time
+	Key       string
+	UploadID  string
+	Initiated time.Time // when CreateMultipart started it
 }
 
 // ListMultipartOptions select one page of ListMultipart.
 type ListMultipartOptions struct {
-	// Prefix restricts the listing to uploads of keys that start with it.
 	Prefix string
-	// KeyMarker and UploadIDMarker continue a listing after the upload
-	// (KeyMarker, UploadIDMarker), as the last page's last upload named.
+	// KeyMarker and UploadIDMarker continue a listing after that upload, the
+	// last one of the previous page.
 	KeyMarker, UploadIDMarker string
-	// Limit is the page size, 1..1000. Defaults to 1000.
-	Limit int
+	Limit                     int // 1..1000; 0 means 1000
 }
 
 // MultipartPage is one page of ListMultipart.
@@ -106,22 +93,15 @@ type MultipartPage struct {
 	Truncated bool
 }
 
-// multipartSupport is implemented by stores (such as wrappers) whose
-// Multipart methods exist but work only when something they wrap has them.
-type multipartSupport interface {
-	SupportsMultipart() bool
-}
-
-// AsMultipart returns s's multipart interface, or false when s has none.
+// AsMultipart returns s's multipart interface, or false when s has none. A
+// wrapper whose multipart methods work only when what it wraps has them says
+// so with a SupportsMultipart method.
 func AsMultipart(s Store) (Multipart, bool) {
 	m, ok := s.(Multipart)
-	if !ok {
+	if sup, isWrapper := s.(interface{ SupportsMultipart() bool }); ok && isWrapper && !sup.SupportsMultipart() {
 		return nil, false
 	}
-	if sup, ok := s.(multipartSupport); ok && !sup.SupportsMultipart() {
-		return nil, false
-	}
-	return m, true
+	return m, ok
 }
 
 // ListAllMultipart calls fn for every incomplete upload under prefix, page by page.
@@ -145,11 +125,28 @@ func ListAllMultipart(ctx context.Context, m Multipart, prefix string, fn func(U
 	}
 }
 
-// CheckParts validates a CompleteMultipart part list against limits: at
-// least one part, numbers strictly ascending within 1..MaxParts, every part
-// but the last at least MinPartSize. It is the check every backend makes
-// before assembling, so all of them refuse the same lists.
-func CheckParts(parts []Part, limits MultipartLimits) error {
+// CheckPart checks an UploadPart's number and size against limits.
+func CheckPart(key string, number int, size int64, limits MultipartLimits) error {
+	if number < 1 || number > limits.MaxParts {
+		return NewError("upload_part", key, CodeInvalidArgument, fmt.Errorf("part number %d outside 1..%d", number, limits.MaxParts))
+	}
+	if size < 0 || size > limits.MaxPartSize {
+		return NewError("upload_part", key, CodeInvalidArgument, fmt.Errorf("part size %d outside 0..%d", size, limits.MaxPartSize))
+	}
+	return nil
+}
+
+// CheckParts checks a CompleteMultipart part list against limits (at least
+// one part, numbers strictly ascending within 1..MaxParts, every part but the
+// last at least MinPartSize), so every backend refuses the same lists.
+func CheckParts(key string, parts []Part, limits MultipartLimits) error {
+	if err := checkParts(parts, limits); err != nil {
+		return NewError("complete_multipart", key, CodeInvalidArgument, err)
+	}
+	return nil
+}
+
+func checkParts(parts []Part, limits MultipartLimits) error {
 	if len(parts) == 0 {
 		return fmt.Errorf("no parts")
 	}
@@ -165,4 +162,22 @@ func CheckParts(parts []Part, limits MultipartLimits) error {
 		}
 	}
 	return nil
+}
+
+// PageUploads is one ListMultipart page of uploads, for a backend that has
+// them all at hand: those opts selects, sorted, at most limit.
+func PageUploads(uploads []Upload, opts ListMultipartOptions, limit int) MultipartPage {
+	var page MultipartPage
+	for _, u := range uploads {
+		if strings.HasPrefix(u.Key, opts.Prefix) && (opts.KeyMarker == "" || u.Key > opts.KeyMarker || u.Key == opts.KeyMarker && u.UploadID > opts.UploadIDMarker) {
+			page.Uploads = append(page.Uploads, u)
+		}
+	}
+	slices.SortFunc(page.Uploads, func(a, b Upload) int {
+		return cmp.Or(strings.Compare(a.Key, b.Key), strings.Compare(a.UploadID, b.UploadID))
+	})
+	if len(page.Uploads) > limit {
+		page.Uploads, page.Truncated = page.Uploads[:limit], true
+	}
+	return page
 }

@@ -1,14 +1,12 @@
-// Package storage is graft's object-store contract: one small interface that
-// every backend (local directory, S3, the fault-injection wrapper) implements
-// with identical semantics, and the typed errors that carry those semantics
-// upward so no SDK error type ever leaves a backend package.
-//
-// The contract, which the conformance suite in storage/storagetest proves for
+// Package storage is graft's object-store contract: one interface every
+// backend (local directory, S3, memory, the fault wrapper) implements with
+// identical semantics, and the typed errors that carry them, so no SDK error
+// type leaves a backend package. storage/storagetest proves the contract for
 // every backend:
 //
 //   - Writes are whole-object. A Put with IfNoneMatch succeeds only when the key
-//     is absent; a Put with IfMatch succeeds only when the current ETag equals the
-//     given one. Exactly one of any number of racing conditional writers wins.
+//     is absent; with IfMatch only when the current ETag equals the given one.
+//     Exactly one of any number of racing conditional writers wins.
 //   - A failed condition is ErrPreconditionFailed: the write was definitely not
 //     applied.
 //   - A write whose effect is unknown (transport error, timeout, cancellation
@@ -27,6 +25,8 @@ package storage
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -65,13 +65,11 @@ type Store interface {
 	DeleteBatch(ctx context.Context, keys []string) error
 }
 
-// PutOptions are the conditions of a Put.
+// PutOptions are the conditions of a Put; the zero value is none.
 type PutOptions struct {
-	// IfNoneMatch makes the put succeed only if the key is absent
-	// (If-None-Match: *). Defaults to false.
+	// IfNoneMatch: only if the key is absent (If-None-Match: *).
 	IfNoneMatch bool
-	// IfMatch makes the put succeed only if the current ETag equals this value
-	// (If-Match). Defaults to "" (no condition).
+	// IfMatch: only if the current ETag equals this one (If-Match).
 	IfMatch string
 }
 
@@ -95,14 +93,11 @@ type Object struct {
 	Body []byte
 }
 
-// ListOptions select one page of a listing.
+// ListOptions select one page of a listing; see Store.List.
 type ListOptions struct {
-	// Prefix restricts the listing to keys that start with it. Defaults to "" (all keys).
-	Prefix string
-	// StartAfter restricts the listing to keys that sort after it. Defaults to "".
+	Prefix     string
 	StartAfter string
-	// Limit is the page size, 1..1000. Defaults to 1000.
-	Limit int
+	Limit      int // 1..1000; 0 means 1000
 }
 
 // ListPage is one page of a listing.
@@ -127,24 +122,13 @@ const (
 	CodeInvalidArgument
 )
 
+var codeNames = [...]string{"unknown", "not_found", "precondition_failed", "ambiguous", "refused", "unavailable", "invalid_key", "invalid_argument"}
+
 func (c Code) String() string {
-	switch c {
-	case CodeNotFound:
-		return "not_found"
-	case CodePreconditionFailed:
-		return "precondition_failed"
-	case CodeAmbiguous:
-		return "ambiguous"
-	case CodeRefused:
-		return "refused"
-	case CodeUnavailable:
-		return "unavailable"
-	case CodeInvalidKey:
-		return "invalid_key"
-	case CodeInvalidArgument:
-		return "invalid_argument"
+	if c < 0 || int(c) >= len(codeNames) {
+		return "unknown"
 	}
-	return "unknown"
+	return codeNames[c]
 }
 
 // Sentinel errors; match them with errors.Is. Every backend returns *Error,
@@ -171,11 +155,16 @@ var sentinels = map[Code]error{
 
 // Error is the one error type backends return.
 type Error struct {
-	Op     string // "get", "head", "put", "list", "delete", "delete_batch"
+	Op     string // "get", "head", "put", "list", "delete", "delete_batch", or a multipart op
 	Key    string
 	Code   Code
 	Status int   // HTTP status when there was one, else 0
 	Err    error // the backend's own error, for the message only
+}
+
+// NewError returns an *Error without an HTTP status.
+func NewError(op, key string, code Code, err error) *Error {
+	return &Error{Op: op, Key: key, Code: code, Err: err}
 }
 
 func (e *Error) Error() string {
@@ -230,10 +219,11 @@ func (e *BatchError) Error() string {
 }
 
 // ValidateKey checks a key against the contract's key rules.
-func ValidateKey(key string) error {
-	bad := func(why string) error {
-		return &Error{Op: "validate", Key: key, Code: CodeInvalidKey, Err: errors.New(why)}
-	}
+func ValidateKey(key string) error { return CheckKey("validate", key) }
+
+// CheckKey is ValidateKey reporting a violation as an error of op.
+func CheckKey(op, key string) error {
+	bad := func(why string) error { return NewError(op, key, CodeInvalidKey, errors.New(why)) }
 	if key == "" {
 		return bad("empty key")
 	}
@@ -255,6 +245,62 @@ func ValidateKey(key string) error {
 	}
 	return nil
 }
+
+// CheckPut checks a put's key and that opts does not set both conditions.
+func CheckPut(key string, opts PutOptions) error {
+	if err := CheckKey("put", key); err != nil {
+		return err
+	}
+	if opts.IfNoneMatch && opts.IfMatch != "" {
+		return NewError("put", key, CodeInvalidArgument, errors.New("IfNoneMatch and IfMatch both set"))
+	}
+	return nil
+}
+
+// CheckBatch checks a DeleteBatch's size and keys.
+func CheckBatch(keys []string) error {
+	if len(keys) > MaxBatchDelete {
+		return NewError("delete_batch", "", CodeInvalidArgument, fmt.Errorf("%d keys, at most %d", len(keys), MaxBatchDelete))
+	}
+	for _, k := range keys {
+		if err := CheckKey("delete_batch", k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PageLimit returns a listing's page size: limit, or 1000 when it is 0.
+// Anything outside 0..1000 is ErrInvalidArgument of op.
+func PageLimit(op, prefix string, limit int) (int, error) {
+	if limit < 0 || limit > 1000 {
+		return 0, NewError(op, prefix, CodeInvalidArgument, fmt.Errorf("limit %d outside 1..1000", limit))
+	}
+	if limit == 0 {
+		return 1000, nil
+	}
+	return limit, nil
+}
+
+// ContextError is the error of a request whose context ended before it was
+// sent. A read changed nothing and is ErrUnavailable; a write is ErrAmbiguous
+// like any write interrupted by cancellation, so callers need one rule: a
+// cancelled write is settled by reading back.
+func ContextError(op, key string, write bool, err error) *Error {
+	if write {
+		return NewError(op, key, CodeAmbiguous, err)
+	}
+	return NewError(op, key, CodeUnavailable, err)
+}
+
+// ETagOf is the quoted hex MD5 of body, the ETag S3 gives a single-part upload.
+func ETagOf(body []byte) string {
+	sum := md5.Sum(body)
+	return QuoteSum(sum[:])
+}
+
+// QuoteSum is the ETag form of a digest: quoted lower-case hex.
+func QuoteSum(sum []byte) string { return `"` + hex.EncodeToString(sum) + `"` }
 
 // ListAll calls fn for every object under prefix, page by page.
 func ListAll(ctx context.Context, s Store, prefix string, fn func(ObjectInfo) error) error {

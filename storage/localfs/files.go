@@ -76,7 +76,7 @@ func hashFile(f *os.File) (string, error) {
 	if _, err := io.Copy(h, f); err != nil {
 		return "", fmt.Errorf("hash object: %w", err)
 	}
-	return `"` + hex.EncodeToString(h.Sum(nil)) + `"`, nil
+	return storage.QuoteSum(h.Sum(nil)), nil
 }
 
 // cacheETag records etag on f for the size and mtime in fi. It is an

@@ -4,10 +4,11 @@
 //
 // Layout: the object at key "a/b/c.json" is the regular file <dir>/a/b/c.json,
 // so an operator can read the store with ordinary tools. Names that begin with
-// ".graft-" are the store's own: per-key lock files under <dir>/.graft-locks/
-// and temp files ".graft-tmp-*" next to the objects they become. They never
-// appear in a listing, Get and Head report them as not found, and Put refuses
-// (ErrRefused) any key with a segment that begins with ".graft-".
+// ".graft-" are the store's own: per-key lock files under <dir>/.graft-locks/,
+// multipart uploads under <dir>/.graft-uploads/, and temp files ".graft-tmp-*"
+// next to the objects they become. They are never listed, Get and Head report
+// them as not found, and writes refuse (ErrRefused) any key with a segment
+// that begins with ".graft-".
 //
 // Invariants:
 //   - Conditional writes are atomic across processes, not just goroutines:
@@ -20,18 +21,18 @@
 //     and the directory is fsynced. A reader sees the old bytes or the new,
 //     never a mix. A crash can leave a temp file; it is never listed.
 //   - ETag is the quoted hex MD5 of the bytes, as S3 gives for a single-part
-//     upload; LastModified is the file's mtime. A conditional Put compares
-//     against the MD5 of the bytes on disk; Head and List may use a copy of
-//     the ETag kept in an extended attribute while the file's size and mtime
-//     still match the ones recorded with it.
+//     upload (a completed multipart upload too); LastModified is the file's
+//     mtime. A conditional Put compares against the MD5 of the bytes on disk;
+//     Head and List may use a copy of the ETag kept in an extended attribute
+//     while the file's size and mtime still match the ones recorded with it.
 //   - Keys "a" and "a/b" cannot both exist, because "a" cannot be a file and
 //     a directory at once. A Put that would need that is ErrRefused; graft's
 //     format never creates such keys.
-//   - Errors classify as the contract says. A write that fails before its
-//     commit step changed nothing and is ErrRefused; one whose directory
-//     fsync fails after the commit is ErrAmbiguous (visible, maybe not
-//     durable). A cancelled context is checked before any work: reads report
-//     ErrUnavailable, writes ErrAmbiguous, both wrapping the context's error.
+//   - A write that fails before its commit step changed nothing and is
+//     ErrRefused; one whose directory fsync fails after the commit is
+//     ErrAmbiguous (visible, maybe not durable). A cancelled context is
+//     checked before any work: reads report ErrUnavailable, writes
+//     ErrAmbiguous, both wrapping the context's error.
 //   - Delete removes parent directories left empty, best-effort, never the
 //     store's own directory. List reads only the directories a prefix can
 //     reach, in S3 byte order of key; each page reads every entry of each
@@ -44,10 +45,9 @@ package localfs
 import (
 	"bytes"
 	"context"
-	"crypto/md5"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -59,15 +59,11 @@ import (
 )
 
 const (
-	// reservedPrefix begins every name the store keeps for itself.
 	reservedPrefix = ".graft-"
-	// lockDirName is the directory of lock files, directly under the root.
-	lockDirName = reservedPrefix + "locks"
-	// tempPrefix begins the name of a temp file a Put writes before commit.
-	tempPrefix = reservedPrefix + "tmp-"
-	// lockStripes is how many lock files keys hash onto.
-	lockStripes = 256
-	// maxDirRetries bounds how often a Put recreates a directory that a
+	lockDirName    = reservedPrefix + "locks"
+	tempPrefix     = reservedPrefix + "tmp-"
+	lockStripes    = 256
+	// maxDirRetries bounds how often a write recreates a directory that a
 	// concurrent Delete pruned under it.
 	maxDirRetries = 16
 )
@@ -83,19 +79,21 @@ type Store struct {
 
 var _ storage.Store = (*Store)(nil)
 
+var newError = storage.NewError
+
 // Open returns the store kept in dir, creating dir if needed.
 func Open(dir string) (*Store, error) {
 	root, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, fmt.Errorf("open local store %q: %w", dir, err)
+	if err == nil {
+		err = os.MkdirAll(filepath.Join(root, lockDirName), 0o755)
 	}
-	if err := os.MkdirAll(filepath.Join(root, lockDirName), 0o755); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("open local store %q: %w", dir, err)
 	}
 	return &Store{root: root}, nil
 }
 
-// Get returns the object's bytes and metadata, or ErrNotFound.
+// Get implements storage.Store.
 func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
 	const op = "get"
 	if err := s.checkRead(ctx, op, key); err != nil {
@@ -112,18 +110,11 @@ func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
 		return storage.Object{}, newError(op, key, storage.CodeUnavailable, fmt.Errorf("read object: %w", err))
 	}
 	body := buf.Bytes()
-	return storage.Object{
-		ObjectInfo: storage.ObjectInfo{
-			Key:          key,
-			Size:         int64(len(body)),
-			ETag:         etagOfBytes(body),
-			LastModified: fi.ModTime(),
-		},
-		Body: body,
-	}, nil
+	info := storage.ObjectInfo{Key: key, Size: int64(len(body)), ETag: storage.ETagOf(body), LastModified: fi.ModTime()}
+	return storage.Object{ObjectInfo: info, Body: body}, nil
 }
 
-// Head returns the object's metadata without its bytes, or ErrNotFound.
+// Head implements storage.Store.
 func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error) {
 	const op = "head"
 	if err := s.checkRead(ctx, op, key); err != nil {
@@ -136,20 +127,17 @@ func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error
 	return info, nil
 }
 
-// Put writes body at key under the conditions of opts; see storage.Store.
+// Put implements storage.Store.
 func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
 	const op = "put"
 	if err := ctx.Err(); err != nil {
-		return storage.PutResult{}, newError(op, key, storage.CodeAmbiguous, err)
+		return storage.PutResult{}, storage.ContextError(op, key, true, err)
 	}
-	if opts.IfNoneMatch && opts.IfMatch != "" {
-		return storage.PutResult{}, newError(op, key, storage.CodeInvalidArgument, errors.New("both IfNoneMatch and IfMatch set"))
-	}
-	if err := validate(op, key); err != nil {
+	if err := storage.CheckPut(key, opts); err != nil {
 		return storage.PutResult{}, err
 	}
 	if isReserved(key) {
-		return storage.PutResult{}, newError(op, key, storage.CodeRefused, fmt.Errorf("a segment begins with %q, reserved by the local store", reservedPrefix))
+		return storage.PutResult{}, reservedError(op, key, storage.CodeRefused)
 	}
 	unlock, err := s.lock(key)
 	if err != nil {
@@ -158,33 +146,52 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.P
 	defer unlock()
 
 	path := s.path(key)
-	if err := checkCondition(path, opts); err != nil {
-		return storage.PutResult{}, classifyPutCondition(op, key, err)
+	if err := checkCondition(op, key, path, opts); err != nil {
+		return storage.PutResult{}, err
 	}
-	return s.commit(op, key, path, body, opts.IfNoneMatch)
+	dir := filepath.Dir(path)
+	tmp, etag, err := s.writeTemp(dir, func(w io.Writer) (string, error) {
+		_, err := w.Write(body)
+		return storage.ETagOf(body), err
+	})
+	if err != nil {
+		return storage.PutResult{}, newError(op, key, storage.CodeRefused, err)
+	}
+	// After a rename the temp name is gone; after a link, or a failure, it
+	// is removed here. A leftover temp file is never listed.
+	defer os.Remove(tmp)
+	if err := place(op, key, tmp, path, opts.IfNoneMatch); err != nil {
+		return storage.PutResult{}, err
+	}
+	if err := syncDir(dir); err != nil {
+		return storage.PutResult{}, newError(op, key, storage.CodeAmbiguous, fmt.Errorf("sync directory after commit: %w", err))
+	}
+	return storage.PutResult{ETag: etag}, nil
 }
 
-// errConditionFailed reports that the key's current state fails the Put's
-// condition.
-var errConditionFailed = errors.New("condition not met")
-
-// errKeyIsDirectory reports that the key's path is a directory holding
-// other keys, so no object can be written there.
-var errKeyIsDirectory = errors.New("key is a directory of other keys (keys a and a/b cannot both exist)")
+var (
+	errConditionFailed = errors.New("condition not met")
+	errKeyIsDirectory  = errors.New("key is a directory of other keys (keys a and a/b cannot both exist)")
+)
 
 // checkCondition evaluates opts against the object at path. It runs under the
 // key's lock, so the answer holds until the lock is released.
-func checkCondition(path string, opts storage.PutOptions) error {
+func checkCondition(op, key, path string, opts storage.PutOptions) error {
+	failed := func(format string, args ...any) error {
+		return newError(op, key, storage.CodePreconditionFailed, fmt.Errorf("%w: "+format, append([]any{errConditionFailed}, args...)...))
+	}
+	refused := func(err error) error {
+		return newError(op, key, storage.CodeRefused, fmt.Errorf("check condition: %w", err))
+	}
 	if opts.IfMatch != "" {
 		current, err := etagOnDisk(path)
-		if isNotFound(err) {
-			return fmt.Errorf("%w: key absent, If-Match %s", errConditionFailed, opts.IfMatch)
-		}
-		if err != nil {
-			return err
-		}
-		if current != opts.IfMatch {
-			return fmt.Errorf("%w: ETag is %s, If-Match %s", errConditionFailed, current, opts.IfMatch)
+		switch {
+		case isNotFound(err):
+			return failed("key absent, If-Match %s", opts.IfMatch)
+		case err != nil:
+			return refused(err)
+		case current != opts.IfMatch:
+			return failed("ETag is %s, If-Match %s", current, opts.IfMatch)
 		}
 		return nil
 	}
@@ -194,176 +201,142 @@ func checkCondition(path string, opts storage.PutOptions) error {
 		// Absent, or an ancestor is a file: the directory step decides.
 		return nil
 	case err != nil:
-		return err
+		return refused(err)
 	case fi.Mode().IsRegular():
 		if opts.IfNoneMatch {
-			return fmt.Errorf("%w: key exists, If-None-Match *", errConditionFailed)
+			return failed("key exists, If-None-Match *")
 		}
 		return nil
 	case fi.IsDir():
 		// A directory left empty (say, by a crash before pruning) must not
 		// block the key; one that still holds keys does.
-		if err := os.Remove(path); err != nil {
-			return errKeyIsDirectory
+		if os.Remove(path) != nil {
+			return refused(errKeyIsDirectory)
 		}
 		return nil
 	default:
-		return fmt.Errorf("path is not a regular file (mode %v)", fi.Mode())
+		return refused(fmt.Errorf("path is not a regular file (mode %v)", fi.Mode()))
 	}
 }
 
-func classifyPutCondition(op, key string, err error) error {
-	if errors.Is(err, errConditionFailed) {
-		return newError(op, key, storage.CodePreconditionFailed, err)
-	}
-	return newError(op, key, storage.CodeRefused, fmt.Errorf("check condition: %w", err))
-}
-
-// commit writes body to a temp file next to path and moves it into place,
-// with link(2) when exclusive (put-if-absent) and rename(2) otherwise.
-func (s *Store) commit(op, key, path string, body []byte, exclusive bool) (storage.PutResult, error) {
-	dir := filepath.Dir(path)
-	etag := etagOfBytes(body)
-	tmpPath, err := s.writeTemp(dir, body, etag)
-	if err != nil {
-		return storage.PutResult{}, newError(op, key, storage.CodeRefused, err)
-	}
-	// After a rename the temp name is gone; after a link, or a failure, it
-	// is removed here. Failure to remove it leaves a stray temp file, which
-	// List never shows.
-	defer os.Remove(tmpPath)
-
+// place moves the temp file tmp to path under the key's lock: with link(2)
+// when exclusive (put-if-absent), so an existing object is never replaced,
+// and with rename(2) otherwise.
+func place(op, key, tmp, path string, exclusive bool) error {
+	var err error
 	if exclusive {
-		err = os.Link(tmpPath, path)
+		err = os.Link(tmp, path)
 		if isLinkUnsupported(err) {
 			// Still atomic against graft writers: the key's lock is held
 			// and its absence was checked under it.
-			err = os.Rename(tmpPath, path)
+			err = os.Rename(tmp, path)
 		}
 		if errors.Is(err, fs.ErrExist) {
 			if fi, statErr := os.Lstat(path); statErr == nil && fi.Mode().IsRegular() {
-				return storage.PutResult{}, newError(op, key, storage.CodePreconditionFailed,
-					fmt.Errorf("%w: key exists, If-None-Match *", errConditionFailed))
+				return newError(op, key, storage.CodePreconditionFailed, fmt.Errorf("%w: key exists, If-None-Match *", errConditionFailed))
 			}
-			return storage.PutResult{}, newError(op, key, storage.CodeRefused, errKeyIsDirectory)
+			return newError(op, key, storage.CodeRefused, errKeyIsDirectory)
 		}
 	} else {
-		err = os.Rename(tmpPath, path)
+		err = os.Rename(tmp, path)
 	}
 	if err != nil {
-		return storage.PutResult{}, newError(op, key, commitErrorCode(err), fmt.Errorf("move object into place: %w", err))
+		return newError(op, key, commitErrorCode(err), fmt.Errorf("move object into place: %w", err))
 	}
-	if err := syncDir(dir); err != nil {
-		return storage.PutResult{}, newError(op, key, storage.CodeAmbiguous, fmt.Errorf("sync directory after commit: %w", err))
-	}
-	return storage.PutResult{ETag: etag}, nil
+	return nil
 }
 
-// writeTemp writes body to a new durable temp file in dir, creating dir
-// first, and returns the temp file's path.
-func (s *Store) writeTemp(dir string, body []byte, etag string) (string, error) {
+// writeTemp creates a temp file in dir, creating dir first, fills it with
+// write, caches the ETag write returns ("" for none) and makes the file
+// durable. It returns the temp file's path and the ETag.
+func (s *Store) writeTemp(dir string, write func(io.Writer) (string, error)) (string, string, error) {
 	var (
 		f   *os.File
 		err error
 	)
 	for attempt := 0; ; attempt++ {
-		err = s.ensureDir(dir)
-		if err == nil {
+		if err = s.ensureDir(dir); err == nil {
 			f, err = createTemp(dir)
-		}
-		if err == nil {
-			break
 		}
 		// A concurrent Delete may prune a directory between our mkdir and
 		// our create: make it again.
-		if isNotExist(err) && attempt < maxDirRetries {
-			continue
+		if err == nil || !isNotExist(err) || attempt >= maxDirRetries {
+			break
 		}
-		if errors.Is(err, syscall.ENOTDIR) {
-			return "", errors.New("an ancestor of the key is an object (keys a and a/b cannot both exist)")
-		}
-		return "", fmt.Errorf("create temp file: %w", err)
 	}
-	path := f.Name()
-	fail := func(what string, err error) (string, error) {
-		f.Close()
-		os.Remove(path)
-		return "", fmt.Errorf("%s temp file: %w", what, err)
+	if errors.Is(err, syscall.ENOTDIR) {
+		return "", "", errors.New("an ancestor of the key is an object (keys a and a/b cannot both exist)")
 	}
-	if _, err := f.Write(body); err != nil {
-		return fail("write", err)
+	if err != nil {
+		return "", "", fmt.Errorf("create temp file: %w", err)
 	}
-	if fi, err := f.Stat(); err == nil {
-		cacheETag(f, fi, etag)
-	}
-	if err := f.Sync(); err != nil {
-		return fail("sync", err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(path)
-		return "", fmt.Errorf("close temp file: %w", err)
-	}
-	return path, nil
+	return fillTemp(f, write)
 }
 
-// Delete removes key; a missing key is not an error.
-func (s *Store) Delete(ctx context.Context, key string) error {
-	const op = "delete"
-	if err := ctx.Err(); err != nil {
-		return newError(op, key, storage.CodeAmbiguous, err)
+// fillTemp is writeTemp on a temp file already created. On failure it
+// removes the file.
+func fillTemp(f *os.File, write func(io.Writer) (string, error)) (string, string, error) {
+	etag, err := write(f)
+	if err == nil && etag != "" {
+		if fi, statErr := f.Stat(); statErr == nil {
+			cacheETag(f, fi, etag)
+		}
 	}
-	if err := validate(op, key); err != nil {
+	if err == nil {
+		err = f.Sync()
+	}
+	if closeErr := f.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", "", fmt.Errorf("write temp file: %w", err)
+	}
+	return f.Name(), etag, nil
+}
+
+// Delete implements storage.Store.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := ctx.Err(); err != nil {
+		return storage.ContextError("delete", key, true, err)
+	}
+	if err := storage.CheckKey("delete", key); err != nil {
 		return err
 	}
-	if isReserved(key) {
-		return nil
+	return s.remove(ctx, "delete", []string{key})[key]
+}
+
+// DeleteBatch implements storage.Store.
+func (s *Store) DeleteBatch(ctx context.Context, keys []string) error {
+	if err := ctx.Err(); err != nil {
+		return storage.ContextError("delete_batch", "", true, err)
 	}
-	removed, err := s.remove(key)
-	if err != nil {
-		return newError(op, key, commitErrorCode(err), err)
+	if err := storage.CheckBatch(keys); err != nil {
+		return err
 	}
-	if !removed {
-		return nil
+	if failed := s.remove(ctx, "delete_batch", keys); len(failed) > 0 {
+		return &storage.BatchError{Failed: failed}
 	}
-	dir := filepath.Dir(s.path(key))
-	if err := s.syncRemoval(dir); err != nil {
-		return newError(op, key, storage.CodeAmbiguous, fmt.Errorf("sync directory after remove: %w", err))
-	}
-	s.prune(dir)
 	return nil
 }
 
-// DeleteBatch removes up to storage.MaxBatchDelete keys; see storage.Store.
-// Each directory touched is fsynced once for the whole batch.
-func (s *Store) DeleteBatch(ctx context.Context, keys []string) error {
-	const op = "delete_batch"
-	if err := ctx.Err(); err != nil {
-		return newError(op, "", storage.CodeAmbiguous, err)
-	}
-	if len(keys) > storage.MaxBatchDelete {
-		return newError(op, "", storage.CodeInvalidArgument, fmt.Errorf("%d keys, at most %d", len(keys), storage.MaxBatchDelete))
-	}
-	for _, key := range keys {
-		if err := validate(op, key); err != nil {
-			return err
-		}
-	}
+// remove deletes keys and returns the error of each it could not delete.
+// Each directory touched is fsynced once for all of them.
+func (s *Store) remove(ctx context.Context, op string, keys []string) map[string]error {
 	failed := map[string]error{}
 	removedIn := map[string][]string{} // directory → keys removed from it
 	for _, key := range keys {
 		if err := ctx.Err(); err != nil {
-			failed[key] = newError(op, key, storage.CodeAmbiguous, err)
+			failed[key] = storage.ContextError(op, key, true, err)
 			continue
 		}
 		if isReserved(key) {
 			continue
 		}
-		removed, err := s.remove(key)
+		removed, err := s.removeOne(key)
 		if err != nil {
 			failed[key] = newError(op, key, commitErrorCode(err), err)
-			continue
-		}
-		if removed {
+		} else if removed {
 			dir := filepath.Dir(s.path(key))
 			removedIn[dir] = append(removedIn[dir], key)
 		}
@@ -377,15 +350,12 @@ func (s *Store) DeleteBatch(ctx context.Context, keys []string) error {
 		}
 		s.prune(dir)
 	}
-	if len(failed) > 0 {
-		return &storage.BatchError{Failed: failed}
-	}
-	return nil
+	return failed
 }
 
-// remove deletes the object at key under the key's lock and reports whether
-// there was one.
-func (s *Store) remove(key string) (bool, error) {
+// removeOne deletes the object at key under the key's lock and reports
+// whether there was one.
+func (s *Store) removeOne(key string) (bool, error) {
 	unlock, err := s.lock(key)
 	if err != nil {
 		return false, err
@@ -441,16 +411,15 @@ func (s *Store) path(key string) string {
 	return filepath.Join(s.root, filepath.FromSlash(key))
 }
 
-// checkRead does what every read does before touching the disk.
 func (s *Store) checkRead(ctx context.Context, op, key string) error {
 	if err := ctx.Err(); err != nil {
-		return newError(op, key, storage.CodeUnavailable, err)
+		return storage.ContextError(op, key, false, err)
 	}
-	if err := validate(op, key); err != nil {
+	if err := storage.CheckKey(op, key); err != nil {
 		return err
 	}
 	if isReserved(key) {
-		return newError(op, key, storage.CodeNotFound, fmt.Errorf("a segment begins with %q, reserved by the local store", reservedPrefix))
+		return reservedError(op, key, storage.CodeNotFound)
 	}
 	return nil
 }
@@ -494,21 +463,6 @@ func (s *Store) ensureDir(dir string) error {
 	return nil
 }
 
-// validate checks key against the contract's rules, reporting a violation
-// as an InvalidKey error of op.
-func validate(op, key string) error {
-	err := storage.ValidateKey(key)
-	if err == nil {
-		return nil
-	}
-	var se *storage.Error
-	if errors.As(err, &se) {
-		se.Op = op
-		return se
-	}
-	return newError(op, key, storage.CodeInvalidKey, err)
-}
-
 // isReserved reports whether any segment of key is a name the store keeps
 // for itself.
 func isReserved(key string) bool {
@@ -520,8 +474,8 @@ func isReserved(key string) bool {
 	return false
 }
 
-func newError(op, key string, code storage.Code, err error) *storage.Error {
-	return &storage.Error{Op: op, Key: key, Code: code, Err: err}
+func reservedError(op, key string, code storage.Code) error {
+	return newError(op, key, code, fmt.Errorf("a segment begins with %q, reserved by the local store", reservedPrefix))
 }
 
 // errNotObject reports a path that exists but is not a regular file.
@@ -535,8 +489,6 @@ func readError(op, key string, err error) error {
 	return newError(op, key, storage.CodeUnavailable, err)
 }
 
-// isNotExist reports an error that means a path (or one of its directories)
-// does not exist.
 func isNotExist(err error) bool {
 	return errors.Is(err, fs.ErrNotExist)
 }
@@ -566,10 +518,4 @@ func commitErrorCode(err error) storage.Code {
 		return storage.CodeAmbiguous
 	}
 	return storage.CodeRefused
-}
-
-// etagOfBytes is the quoted hex MD5 of body, as S3 gives a single-part upload.
-func etagOfBytes(body []byte) string {
-	sum := md5.Sum(body)
-	return `"` + hex.EncodeToString(sum[:]) + `"`
 }

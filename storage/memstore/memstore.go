@@ -7,8 +7,8 @@
 //   - Every method is atomic under one mutex, so conditional writes are
 //     linearisable; exactly one of racing put-if-absent writers wins.
 //   - ETag is the quoted hex MD5 of the bytes, as S3 gives a single-part
-//     upload (and localfs gives every object); a completed multipart upload
-//     gets S3's multipart form, MD5 of the parts' MD5s and "-N".
+//     upload; a completed multipart upload gets S3's multipart form, MD5 of
+//     the parts' MD5s and "-N".
 //   - Bodies are copied in and out: callers never share memory with the store.
 package memstore
 
@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -60,49 +59,37 @@ var (
 // Option configures New.
 type Option func(*Store)
 
-// WithMultipartLimits sets the part rules CompleteMultipart enforces.
-// Defaults to no minimum part size and S3's part count and size limits.
+// WithMultipartLimits sets the part rules. Defaults to
+// storage.LocalMultipartLimits.
 func WithMultipartLimits(l storage.MultipartLimits) Option { return func(s *Store) { s.limits = l } }
 
 // New returns an empty store.
 func New(opts ...Option) *Store {
-	s := &Store{
-		objects: map[string]object{},
-		uploads: map[string]*upload{},
-		limits:  storage.MultipartLimits{MinPartSize: 0, MaxPartSize: storage.S3MultipartLimits.MaxPartSize, MaxParts: storage.S3MultipartLimits.MaxParts},
-		now:     time.Now,
-	}
+	s := &Store{objects: map[string]object{}, uploads: map[string]*upload{}, limits: storage.LocalMultipartLimits, now: time.Now}
 	for _, o := range opts {
 		o(s)
 	}
 	return s
 }
 
-func etagOf(b []byte) string {
-	sum := md5.Sum(b)
-	return `"` + hex.EncodeToString(sum[:]) + `"`
-}
-
-func newError(op, key string, code storage.Code, err error) error {
-	return &storage.Error{Op: op, Key: key, Code: code, Err: err}
-}
-
+// check fails a request whose context is done or whose key is invalid.
 func check(ctx context.Context, op, key string, write bool) error {
 	if err := ctx.Err(); err != nil {
-		code := storage.CodeUnavailable
-		if write {
-			code = storage.CodeAmbiguous
-		}
-		return newError(op, key, code, err)
+		return storage.ContextError(op, key, write, err)
 	}
-	if err := storage.ValidateKey(key); err != nil {
-		var se *storage.Error
-		if errors.As(err, &se) {
-			se.Op = op
-		}
-		return err
+	return storage.CheckKey(op, key)
+}
+
+func (s *Store) info(key string, o object) storage.ObjectInfo {
+	return storage.ObjectInfo{Key: key, Size: int64(len(o.body)), ETag: o.etag, LastModified: o.modified}
+}
+
+func (s *Store) lookup(op, key string) (object, error) {
+	o, ok := s.objects[key]
+	if !ok {
+		return o, storage.NewError(op, key, storage.CodeNotFound, errors.New("no such key"))
 	}
-	return nil
+	return o, nil
 }
 
 // Get implements storage.Store.
@@ -112,15 +99,11 @@ func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	o, ok := s.objects[key]
-	if !ok {
-		return storage.Object{}, newError("get", key, storage.CodeNotFound, errors.New("no such key"))
+	o, err := s.lookup("get", key)
+	if err != nil {
+		return storage.Object{}, err
 	}
 	return storage.Object{ObjectInfo: s.info(key, o), Body: bytes.Clone(o.body)}, nil
-}
-
-func (s *Store) info(key string, o object) storage.ObjectInfo {
-	return storage.ObjectInfo{Key: key, Size: int64(len(o.body)), ETag: o.etag, LastModified: o.modified}
 }
 
 // Head implements storage.Store.
@@ -130,31 +113,31 @@ func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	o, ok := s.objects[key]
-	if !ok {
-		return storage.ObjectInfo{}, newError("head", key, storage.CodeNotFound, errors.New("no such key"))
+	o, err := s.lookup("head", key)
+	if err != nil {
+		return storage.ObjectInfo{}, err
 	}
 	return s.info(key, o), nil
 }
 
 // Put implements storage.Store.
 func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
-	if err := check(ctx, "put", key, true); err != nil {
-		return storage.PutResult{}, err
+	if err := ctx.Err(); err != nil {
+		return storage.PutResult{}, storage.ContextError("put", key, true, err)
 	}
-	if opts.IfNoneMatch && opts.IfMatch != "" {
-		return storage.PutResult{}, newError("put", key, storage.CodeInvalidArgument, errors.New("both IfNoneMatch and IfMatch set"))
+	if err := storage.CheckPut(key, opts); err != nil {
+		return storage.PutResult{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, exists := s.objects[key]
 	switch {
 	case opts.IfNoneMatch && exists:
-		return storage.PutResult{}, newError("put", key, storage.CodePreconditionFailed, errors.New("key exists, If-None-Match *"))
+		return storage.PutResult{}, storage.NewError("put", key, storage.CodePreconditionFailed, errors.New("key exists, If-None-Match *"))
 	case opts.IfMatch != "" && (!exists || cur.etag != opts.IfMatch):
-		return storage.PutResult{}, newError("put", key, storage.CodePreconditionFailed, fmt.Errorf("If-Match %s does not match", opts.IfMatch))
+		return storage.PutResult{}, storage.NewError("put", key, storage.CodePreconditionFailed, fmt.Errorf("If-Match %s does not match", opts.IfMatch))
 	}
-	o := object{body: bytes.Clone(body), etag: etagOf(body), modified: s.now()}
+	o := object{body: bytes.Clone(body), etag: storage.ETagOf(body), modified: s.now()}
 	s.objects[key] = o
 	return storage.PutResult{ETag: o.etag}, nil
 }
@@ -162,14 +145,11 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.P
 // List implements storage.Store.
 func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.ListPage, error) {
 	if err := ctx.Err(); err != nil {
-		return storage.ListPage{}, newError("list", opts.Prefix, storage.CodeUnavailable, err)
+		return storage.ListPage{}, storage.ContextError("list", opts.Prefix, false, err)
 	}
-	limit := opts.Limit
-	if limit == 0 {
-		limit = 1000
-	}
-	if limit < 1 || limit > 1000 {
-		return storage.ListPage{}, newError("list", opts.Prefix, storage.CodeInvalidArgument, fmt.Errorf("limit %d outside 1..1000", opts.Limit))
+	limit, err := storage.PageLimit("list", opts.Prefix, opts.Limit)
+	if err != nil {
+		return storage.ListPage{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -203,13 +183,11 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 
 // DeleteBatch implements storage.Store.
 func (s *Store) DeleteBatch(ctx context.Context, keys []string) error {
-	if len(keys) > storage.MaxBatchDelete {
-		return newError("delete_batch", "", storage.CodeInvalidArgument, fmt.Errorf("%d keys, at most %d", len(keys), storage.MaxBatchDelete))
+	if err := storage.CheckBatch(keys); err != nil {
+		return err
 	}
-	for _, k := range keys {
-		if err := check(ctx, "delete_batch", k, true); err != nil {
-			return err
-		}
+	if err := ctx.Err(); err != nil && len(keys) > 0 {
+		return storage.ContextError("delete_batch", keys[0], true, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -234,9 +212,7 @@ func (s *Store) CreateMultipart(ctx context.Context, key string) (string, error)
 	if err := check(ctx, "create_multipart", key, true); err != nil {
 		return "", err
 	}
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	id := hex.EncodeToString(b[:])
+	id := rand.Text()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.uploads[id] = &upload{key: key, initiated: s.now(), parts: map[int]storage.Part{}, bodies: map[int][]byte{}}
@@ -246,7 +222,7 @@ func (s *Store) CreateMultipart(ctx context.Context, key string) (string, error)
 func (s *Store) uploadOf(op, key, id string) (*upload, error) {
 	u, ok := s.uploads[id]
 	if !ok || u.key != key {
-		return nil, newError(op, key, storage.CodeNotFound, fmt.Errorf("no upload %q of this key", id))
+		return nil, storage.NewError(op, key, storage.CodeNotFound, fmt.Errorf("no upload %q of this key", id))
 	}
 	return u, nil
 }
@@ -257,18 +233,15 @@ func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int
 	if err := check(ctx, op, key, true); err != nil {
 		return storage.Part{}, err
 	}
-	if number < 1 || number > s.limits.MaxParts {
-		return storage.Part{}, newError(op, key, storage.CodeInvalidArgument, fmt.Errorf("part number %d outside 1..%d", number, s.limits.MaxParts))
-	}
-	if size < 0 || size > s.limits.MaxPartSize {
-		return storage.Part{}, newError(op, key, storage.CodeInvalidArgument, fmt.Errorf("part size %d outside 0..%d", size, s.limits.MaxPartSize))
+	if err := storage.CheckPart(key, number, size, s.limits); err != nil {
+		return storage.Part{}, err
 	}
 	if _, err := body.Seek(0, io.SeekStart); err != nil {
-		return storage.Part{}, newError(op, key, storage.CodeRefused, err)
+		return storage.Part{}, storage.NewError(op, key, storage.CodeRefused, err)
 	}
 	buf := make([]byte, size)
 	if _, err := io.ReadFull(body, buf); err != nil {
-		return storage.Part{}, newError(op, key, storage.CodeRefused, fmt.Errorf("read part body: %w", err))
+		return storage.Part{}, storage.NewError(op, key, storage.CodeRefused, fmt.Errorf("read part body: %w", err))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -276,7 +249,7 @@ func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int
 	if err != nil {
 		return storage.Part{}, err
 	}
-	p := storage.Part{Number: number, ETag: etagOf(buf), Size: size}
+	p := storage.Part{Number: number, ETag: storage.ETagOf(buf), Size: size}
 	u.parts[number], u.bodies[number] = p, buf
 	return p, nil
 }
@@ -287,8 +260,8 @@ func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, par
 	if err := check(ctx, op, key, true); err != nil {
 		return storage.PutResult{}, err
 	}
-	if err := storage.CheckParts(parts, s.limits); err != nil {
-		return storage.PutResult{}, newError(op, key, storage.CodeInvalidArgument, err)
+	if err := storage.CheckParts(key, parts, s.limits); err != nil {
+		return storage.PutResult{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -297,14 +270,14 @@ func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, par
 		return storage.PutResult{}, err
 	}
 	if _, exists := s.objects[key]; exists {
-		return storage.PutResult{}, newError(op, key, storage.CodePreconditionFailed, errors.New("key exists, If-None-Match *"))
+		return storage.PutResult{}, storage.NewError(op, key, storage.CodePreconditionFailed, errors.New("key exists, If-None-Match *"))
 	}
 	var whole bytes.Buffer
 	sums := md5.New()
 	for _, p := range parts {
 		have, ok := u.parts[p.Number]
 		if !ok || have.ETag != p.ETag || have.Size != p.Size {
-			return storage.PutResult{}, newError(op, key, storage.CodeRefused, fmt.Errorf("part %d is not the part uploaded", p.Number))
+			return storage.PutResult{}, storage.NewError(op, key, storage.CodeRefused, fmt.Errorf("part %d is not the part uploaded", p.Number))
 		}
 		whole.Write(u.bodies[p.Number])
 		raw, _ := hex.DecodeString(strings.Trim(p.ETag, `"`))
@@ -332,36 +305,17 @@ func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error 
 // ListMultipart implements storage.Multipart.
 func (s *Store) ListMultipart(ctx context.Context, opts storage.ListMultipartOptions) (storage.MultipartPage, error) {
 	if err := ctx.Err(); err != nil {
-		return storage.MultipartPage{}, newError("list_multipart", opts.Prefix, storage.CodeUnavailable, err)
+		return storage.MultipartPage{}, storage.ContextError("list_multipart", opts.Prefix, false, err)
 	}
-	limit := opts.Limit
-	if limit == 0 {
-		limit = 1000
-	}
-	if limit < 1 || limit > 1000 {
-		return storage.MultipartPage{}, newError("list_multipart", opts.Prefix, storage.CodeInvalidArgument, fmt.Errorf("limit %d outside 1..1000", opts.Limit))
+	limit, err := storage.PageLimit("list_multipart", opts.Prefix, opts.Limit)
+	if err != nil {
+		return storage.MultipartPage{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var all []storage.Upload
+	all := make([]storage.Upload, 0, len(s.uploads))
 	for id, u := range s.uploads {
-		if !strings.HasPrefix(u.key, opts.Prefix) {
-			continue
-		}
-		if opts.KeyMarker != "" && (u.key < opts.KeyMarker || u.key == opts.KeyMarker && id <= opts.UploadIDMarker) {
-			continue
-		}
 		all = append(all, storage.Upload{Key: u.key, UploadID: id, Initiated: u.initiated})
 	}
-	slices.SortFunc(all, func(a, b storage.Upload) int {
-		if c := strings.Compare(a.Key, b.Key); c != 0 {
-			return c
-		}
-		return strings.Compare(a.UploadID, b.UploadID)
-	})
-	page := storage.MultipartPage{Uploads: all}
-	if len(all) > limit {
-		page.Uploads, page.Truncated = all[:limit], true
-	}
-	return page, nil
+	return storage.PageUploads(all, opts, limit), nil
 }

@@ -62,10 +62,7 @@ func classify(err error, kind opKind) (storage.Code, int) {
 	if respErr, ok := errors.AsType[httpStatusError](err); ok {
 		status = respErr.HTTPStatusCode()
 	}
-	code := ""
-	if apiErr, ok := errors.AsType[smithy.APIError](err); ok {
-		code = apiErr.ErrorCode()
-	}
+	code := apiCode(err)
 	if kind == read {
 		return classifyRead(status, code), status
 	}
@@ -73,6 +70,13 @@ func classify(err error, kind opKind) (storage.Code, int) {
 		return storage.CodePreconditionFailed, status
 	}
 	return classifyWrite(status, code), status
+}
+
+func apiCode(err error) string {
+	if apiErr, ok := errors.AsType[smithy.APIError](err); ok {
+		return apiErr.ErrorCode()
+	}
+	return ""
 }
 
 func classifyRead(status int, code string) storage.Code {
@@ -135,16 +139,4 @@ func newError(ctx context.Context, op, key string, kind opKind, err error) error
 		err = fmt.Errorf("%w: %w", ctxErr, err)
 	}
 	return &storage.Error{Op: op, Key: key, Code: code, Status: status, Err: err}
-}
-
-// contextDoneError is returned when the caller's context is already done
-// before a request is sent. A write reports Ambiguous like any write
-// interrupted by cancellation, so callers need only one rule: a cancelled
-// write is settled by reading back.
-func contextDoneError(op, key string, kind opKind, ctxErr error) error {
-	code := storage.CodeUnavailable
-	if kind == write {
-		code = storage.CodeAmbiguous
-	}
-	return &storage.Error{Op: op, Key: key, Code: code, Err: ctxErr}
 }

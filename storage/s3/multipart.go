@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go"
 
 	"github.com/graftworks/graft/storage"
 )
@@ -43,15 +42,12 @@ func (s *Store) multipart() MultipartAPI {
 	return mp
 }
 
+func errNoMultipart(op, key string) error {
+	return storage.NewError(op, key, storage.CodeInvalidArgument, errors.New("the S3 client has no multipart calls"))
+}
+
 // MultipartLimits implements storage.Multipart: S3's.
 func (s *Store) MultipartLimits() storage.MultipartLimits { return storage.S3MultipartLimits }
-
-func apiCode(err error) string {
-	if apiErr, ok := errors.AsType[smithy.APIError](err); ok {
-		return apiErr.ErrorCode()
-	}
-	return ""
-}
 
 // multipartError classifies a failed multipart write. An upload that no
 // longer exists is ErrNotFound (for the caller to settle by reading the key);
@@ -66,14 +62,14 @@ func multipartError(ctx context.Context, op, key string, err error) error {
 func (s *Store) checkMultipart(ctx context.Context, op, key string) (MultipartAPI, string, error) {
 	mp := s.multipart()
 	if mp == nil {
-		return nil, "", &storage.Error{Op: op, Key: key, Code: storage.CodeInvalidArgument, Err: errors.New("the S3 client has no multipart calls")}
+		return nil, "", errNoMultipart(op, key)
 	}
-	full, err := s.objectKey(key)
+	full, err := s.objectKey(op, key)
 	if err != nil {
 		return nil, "", err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, "", contextDoneError(op, key, write, err)
+		return nil, "", storage.ContextError(op, key, true, err)
 	}
 	return mp, full, nil
 }
@@ -90,7 +86,7 @@ func (s *Store) CreateMultipart(ctx context.Context, key string) (string, error)
 		return "", newError(ctx, op, key, write, err)
 	}
 	if aws.ToString(out.UploadId) == "" {
-		return "", &storage.Error{Op: op, Key: key, Code: storage.CodeAmbiguous, Status: http.StatusOK, Err: errors.New("response has no upload id")}
+		return "", noAnswer(op, key, "upload id")
 	}
 	return aws.ToString(out.UploadId), nil
 }
@@ -98,12 +94,8 @@ func (s *Store) CreateMultipart(ctx context.Context, key string) (string, error)
 // UploadPart implements storage.Multipart.
 func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int, body io.ReadSeeker, size int64) (storage.Part, error) {
 	const op = "upload_part"
-	lim := storage.S3MultipartLimits
-	if number < 1 || number > lim.MaxParts {
-		return storage.Part{}, &storage.Error{Op: op, Key: key, Code: storage.CodeInvalidArgument, Err: fmt.Errorf("part number %d outside 1..%d", number, lim.MaxParts)}
-	}
-	if size < 0 || size > lim.MaxPartSize {
-		return storage.Part{}, &storage.Error{Op: op, Key: key, Code: storage.CodeInvalidArgument, Err: fmt.Errorf("part size %d outside 0..%d", size, lim.MaxPartSize)}
+	if err := storage.CheckPart(key, number, size, storage.S3MultipartLimits); err != nil {
+		return storage.Part{}, err
 	}
 	mp, full, err := s.checkMultipart(ctx, op, key)
 	if err != nil {
@@ -120,7 +112,7 @@ func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int
 		return storage.Part{}, multipartError(ctx, op, key, err)
 	}
 	if aws.ToString(out.ETag) == "" {
-		return storage.Part{}, &storage.Error{Op: op, Key: key, Code: storage.CodeAmbiguous, Status: http.StatusOK, Err: errors.New("response has no ETag")}
+		return storage.Part{}, noAnswer(op, key, "ETag")
 	}
 	return storage.Part{Number: number, ETag: aws.ToString(out.ETag), Size: size}, nil
 }
@@ -142,8 +134,8 @@ func (r readerAt) ReadAt(p []byte, off int64) (int, error) {
 // overwrite).
 func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, parts []storage.Part) (storage.PutResult, error) {
 	const op = "complete_multipart"
-	if err := storage.CheckParts(parts, storage.S3MultipartLimits); err != nil {
-		return storage.PutResult{}, &storage.Error{Op: op, Key: key, Code: storage.CodeInvalidArgument, Err: err}
+	if err := storage.CheckParts(key, parts, storage.S3MultipartLimits); err != nil {
+		return storage.PutResult{}, err
 	}
 	mp, full, err := s.checkMultipart(ctx, op, key)
 	if err != nil {
@@ -162,7 +154,7 @@ func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, par
 		return storage.PutResult{}, multipartError(ctx, op, key, err)
 	}
 	if aws.ToString(out.ETag) == "" {
-		return storage.PutResult{}, &storage.Error{Op: op, Key: key, Code: storage.CodeAmbiguous, Status: http.StatusOK, Err: errors.New("response has no ETag")}
+		return storage.PutResult{}, noAnswer(op, key, "ETag")
 	}
 	return storage.PutResult{ETag: aws.ToString(out.ETag)}, nil
 }
@@ -175,10 +167,7 @@ func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error 
 		return err
 	}
 	_, err = mp.AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{Bucket: aws.String(s.bucket), Key: aws.String(full), UploadId: aws.String(uploadID)}, singleAttempt)
-	if err != nil {
-		if code := apiCode(err); code == codeNoSuchUpload {
-			return nil
-		}
+	if err != nil && apiCode(err) != codeNoSuchUpload {
 		return newError(ctx, op, key, write, err)
 	}
 	return nil
@@ -189,17 +178,14 @@ func (s *Store) ListMultipart(ctx context.Context, opts storage.ListMultipartOpt
 	const op = "list_multipart"
 	mp := s.multipart()
 	if mp == nil {
-		return storage.MultipartPage{}, &storage.Error{Op: op, Code: storage.CodeInvalidArgument, Err: errors.New("the S3 client has no multipart calls")}
+		return storage.MultipartPage{}, errNoMultipart(op, "")
 	}
-	limit := opts.Limit
-	if limit == 0 {
-		limit = maxListLimit
-	}
-	if limit < 0 || limit > maxListLimit {
-		return storage.MultipartPage{}, &storage.Error{Op: op, Code: storage.CodeInvalidArgument, Err: fmt.Errorf("limit %d outside 1..1000", opts.Limit)}
+	limit, err := storage.PageLimit(op, "", opts.Limit)
+	if err != nil {
+		return storage.MultipartPage{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return storage.MultipartPage{}, contextDoneError(op, "", read, err)
+		return storage.MultipartPage{}, storage.ContextError(op, "", false, err)
 	}
 	in := &awss3.ListMultipartUploadsInput{Bucket: aws.String(s.bucket), MaxUploads: aws.Int32(int32(limit))}
 	if p := s.keyPrefix + opts.Prefix; p != "" {

@@ -45,30 +45,25 @@ import (
 
 // Config configures New.
 type Config struct {
-	// Endpoint is the S3 endpoint URL, e.g. "http://127.0.0.1:7070".
-	// Defaults to "" (the SDK's own endpoint resolution, i.e. AWS).
+	// Endpoint is the S3 endpoint URL, e.g. "http://127.0.0.1:7070";
+	// "" is the SDK's own endpoint resolution (AWS).
 	Endpoint string
-	// Region is the signing region. Defaults to "us-east-1".
-	Region string
-	// Bucket is the bucket holding every object. Required.
-	Bucket string
+	Region   string // signing region; defaults to "us-east-1"
+	Bucket   string // required
 	// Prefix is a key prefix inside the bucket, without leading or trailing
-	// '/'; it must itself be a valid storage key. Defaults to "" (keys at
-	// the bucket's root).
+	// '/'; it must itself be a valid storage key.
 	Prefix string
 	// PathStyle addresses the bucket in the URL path instead of the host
-	// name (needed for versitygw and gofakes3). Defaults to false.
+	// name (needed for versitygw and gofakes3).
 	PathStyle bool
-	// AccessKeyID and SecretAccessKey are static credentials. Set both or
-	// neither. Defaults to "" (the SDK's default chain: environment, shared
-	// config, instance role, ...).
+	// AccessKeyID and SecretAccessKey are static credentials: both or
+	// neither (then the SDK's default chain: environment, shared config,
+	// instance role, ...).
 	AccessKeyID, SecretAccessKey string
 	// RequestTimeout bounds one HTTP attempt, including reading the
 	// response body. Defaults to 30s.
 	RequestTimeout time.Duration
-	// HTTPClient sends the requests. Defaults to nil (the SDK's default
-	// client).
-	HTTPClient *http.Client
+	HTTPClient     *http.Client // defaults to the SDK's client
 }
 
 const (
@@ -78,8 +73,6 @@ const (
 	// ErrUnavailable; reads are side-effect free so retrying them is safe.
 	readAttempts   = 3
 	readMaxBackoff = time.Second
-	// maxListLimit is S3's largest ListObjectsV2 page.
-	maxListLimit = 1000
 )
 
 // API is the subset of *awss3.Client the store uses; tests substitute a fake
@@ -236,16 +229,22 @@ func (b *cancelOnClose) Close() error {
 
 // objectKey returns the bucket key of a storage key, rejecting keys that are
 // invalid or too long once the prefix is added.
-func (s *Store) objectKey(key string) (string, error) {
-	if err := storage.ValidateKey(key); err != nil {
+func (s *Store) objectKey(op, key string) (string, error) {
+	if err := storage.CheckKey(op, key); err != nil {
 		return "", err
 	}
 	full := s.keyPrefix + key
 	if len(full) > storage.MaxKeyLen {
-		return "", &storage.Error{Op: "validate", Key: key, Code: storage.CodeInvalidKey,
-			Err: fmt.Errorf("longer than %d bytes with the store prefix", storage.MaxKeyLen)}
+		return "", storage.NewError(op, key, storage.CodeInvalidKey, fmt.Errorf("longer than %d bytes with the store prefix", storage.MaxKeyLen))
 	}
 	return full, nil
+}
+
+// noAnswer is the error of a write that succeeded without naming what it
+// made: it landed, but a caller that needs the answer must settle it like
+// any other unknown outcome.
+func noAnswer(op, key, what string) error {
+	return &storage.Error{Op: op, Key: key, Code: storage.CodeAmbiguous, Status: http.StatusOK, Err: fmt.Errorf("response has no %s", what)}
 }
 
 // storageKey is the inverse of objectKey for keys the bucket returns.
@@ -256,12 +255,12 @@ func (s *Store) storageKey(objectKey string) (string, bool) {
 // Get implements storage.Store.
 func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
 	const op = "get"
-	full, err := s.objectKey(key)
+	full, err := s.objectKey(op, key)
 	if err != nil {
 		return storage.Object{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return storage.Object{}, contextDoneError(op, key, read, err)
+		return storage.Object{}, storage.ContextError(op, key, false, err)
 	}
 	out, err := s.client.GetObject(ctx, &awss3.GetObjectInput{
 		Bucket: aws.String(s.bucket),
@@ -289,12 +288,12 @@ func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
 // Head implements storage.Store.
 func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error) {
 	const op = "head"
-	full, err := s.objectKey(key)
+	full, err := s.objectKey(op, key)
 	if err != nil {
 		return storage.ObjectInfo{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return storage.ObjectInfo{}, contextDoneError(op, key, read, err)
+		return storage.ObjectInfo{}, storage.ContextError(op, key, false, err)
 	}
 	out, err := s.client.HeadObject(ctx, &awss3.HeadObjectInput{
 		Bucket: aws.String(s.bucket),
@@ -314,16 +313,15 @@ func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error
 // Put implements storage.Store.
 func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
 	const op = "put"
-	full, err := s.objectKey(key)
+	if err := storage.CheckPut(key, opts); err != nil {
+		return storage.PutResult{}, err
+	}
+	full, err := s.objectKey(op, key)
 	if err != nil {
 		return storage.PutResult{}, err
 	}
-	if opts.IfNoneMatch && opts.IfMatch != "" {
-		return storage.PutResult{}, &storage.Error{Op: op, Key: key, Code: storage.CodeInvalidArgument,
-			Err: errors.New("IfNoneMatch and IfMatch are mutually exclusive")}
-	}
 	if err := ctx.Err(); err != nil {
-		return storage.PutResult{}, contextDoneError(op, key, write, err)
+		return storage.PutResult{}, storage.ContextError(op, key, true, err)
 	}
 	in := &awss3.PutObjectInput{
 		Bucket:        aws.String(s.bucket),
@@ -331,14 +329,12 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.P
 		Body:          bytes.NewReader(body),
 		ContentLength: aws.Int64(int64(len(body))),
 	}
+	kind := write
 	if opts.IfNoneMatch {
 		in.IfNoneMatch = aws.String("*")
 	}
 	if opts.IfMatch != "" {
 		in.IfMatch = aws.String(opts.IfMatch)
-	}
-	kind := write
-	if opts.IfMatch != "" {
 		kind = writeIfMatch
 	}
 	out, err := s.client.PutObject(ctx, in, singleAttempt)
@@ -346,10 +342,7 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.P
 		return storage.PutResult{}, newError(ctx, op, key, kind, err)
 	}
 	if aws.ToString(out.ETag) == "" {
-		// The write landed but we cannot name the bytes it left; a caller
-		// that needs the ETag settles this like any other unknown outcome.
-		return storage.PutResult{}, &storage.Error{Op: op, Key: key, Code: storage.CodeAmbiguous,
-			Status: http.StatusOK, Err: errors.New("response has no ETag")}
+		return storage.PutResult{}, noAnswer(op, key, "ETag")
 	}
 	return storage.PutResult{ETag: aws.ToString(out.ETag)}, nil
 }
@@ -357,16 +350,12 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.P
 // List implements storage.Store.
 func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.ListPage, error) {
 	const op = "list"
-	limit := opts.Limit
-	if limit == 0 {
-		limit = maxListLimit
-	}
-	if limit < 0 || limit > maxListLimit {
-		return storage.ListPage{}, &storage.Error{Op: op, Code: storage.CodeInvalidArgument,
-			Err: fmt.Errorf("limit %d outside 1..1000", opts.Limit)}
+	limit, err := storage.PageLimit(op, "", opts.Limit)
+	if err != nil {
+		return storage.ListPage{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return storage.ListPage{}, contextDoneError(op, "", read, err)
+		return storage.ListPage{}, storage.ContextError(op, "", false, err)
 	}
 	in := &awss3.ListObjectsV2Input{
 		Bucket:  aws.String(s.bucket),
@@ -404,12 +393,12 @@ func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.Lis
 // Delete implements storage.Store.
 func (s *Store) Delete(ctx context.Context, key string) error {
 	const op = "delete"
-	full, err := s.objectKey(key)
+	full, err := s.objectKey(op, key)
 	if err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return contextDoneError(op, key, write, err)
+		return storage.ContextError(op, key, true, err)
 	}
 	_, err = s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{
 		Bucket: aws.String(s.bucket),
@@ -429,14 +418,13 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 // DeleteBatch implements storage.Store.
 func (s *Store) DeleteBatch(ctx context.Context, keys []string) error {
 	const op = "delete_batch"
-	if len(keys) > storage.MaxBatchDelete {
-		return &storage.Error{Op: op, Code: storage.CodeInvalidArgument,
-			Err: fmt.Errorf("%d keys, at most %d allowed", len(keys), storage.MaxBatchDelete)}
+	if err := storage.CheckBatch(keys); err != nil {
+		return err
 	}
 	objects := make([]types.ObjectIdentifier, 0, len(keys))
 	seen := make(map[string]bool, len(keys))
 	for _, key := range keys {
-		full, err := s.objectKey(key)
+		full, err := s.objectKey(op, key)
 		if err != nil {
 			return err
 		}
@@ -450,7 +438,7 @@ func (s *Store) DeleteBatch(ctx context.Context, keys []string) error {
 		return nil
 	}
 	if err := ctx.Err(); err != nil {
-		return contextDoneError(op, "", write, err)
+		return storage.ContextError(op, "", true, err)
 	}
 	// DeleteObjects must carry a body checksum (Content-MD5 or an
 	// x-amz-checksum-* header); the SDK adds a CRC32 header by default,
