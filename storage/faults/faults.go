@@ -2,11 +2,9 @@
 // fault matrix runs against every backend and every ambiguous outcome graft
 // must survive can be produced on demand in a test.
 //
-// A fault is one of five modes (see Mode): fail before send, apply then lose
-// the answer, hold a put and apply it later on release, refuse with an HTTP
-// status, or delay. Faults are chosen per request by rules (Add), each naming
-// the operations and keys it applies to and which of its matching requests it
-// faults; Seeded builds a rule that chooses a mode per request from a seed.
+// A fault is one of five modes (see Mode). Rules (Add) choose faults per
+// request by operation and key; Seeded builds a rule that chooses a mode per
+// request from a seed.
 //
 // Invariants:
 //
@@ -31,6 +29,7 @@ import (
 	"fmt"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -61,26 +60,10 @@ var Ops = []Op{OpGet, OpHead, OpPut, OpList, OpDelete, OpDeleteBatch}
 // isWrite reports whether op changes the store; its faults are ambiguous,
 // where a read's are unavailable.
 func (op Op) isWrite() bool {
-	switch op {
-	case OpPut, OpDelete, OpDeleteBatch, OpCreateMultipart, OpUploadPart, OpCompleteMultipart, OpAbortMultipart:
-		return true
-	}
-	return false
+	return op != OpGet && op != OpHead && op != OpList && op != OpListMultipart
 }
 
-func (op Op) valid() bool {
-	for _, o := range Ops {
-		if op == o {
-			return true
-		}
-	}
-	for _, o := range MultipartOps {
-		if op == o {
-			return true
-		}
-	}
-	return false
-}
+func (op Op) valid() bool { return slices.Contains(Ops, op) || slices.Contains(MultipartOps, op) }
 
 // Mode is what a fault does to a request.
 type Mode int
@@ -115,28 +98,19 @@ const (
 	Delay
 )
 
+var modeNames = [...]string{"none", "fail_before_send", "apply_lose_answer", "hold", "refuse", "delay"}
+
 func (m Mode) String() string {
-	switch m {
-	case None:
-		return "none"
-	case FailBeforeSend:
-		return "fail_before_send"
-	case ApplyLoseAnswer:
-		return "apply_lose_answer"
-	case Hold:
-		return "hold"
-	case Refuse:
-		return "refuse"
-	case Delay:
-		return "delay"
+	if m < 0 || int(m) >= len(modeNames) {
+		return fmt.Sprintf("mode(%d)", int(m))
 	}
-	return fmt.Sprintf("mode(%d)", int(m))
+	return modeNames[m]
 }
 
 // Rule selects requests and the fault they get. A request is selected when
 // it matches every selection field that is set (Op, KeyGlob, KeyPrefix,
-// Match); a rule with none set selects every request. For a list the key is
-// its prefix; a delete_batch is selected when any of its keys is.
+// Match, Body); a rule with none set selects every request. For a list the
+// key is its prefix; a delete_batch is selected when any of its keys is.
 //
 // Of the requests a rule selects it faults the (Skip+1)th through the
 // (Skip+Times)th, or every one from the (Skip+1)th when Times is 0: the Nth
@@ -148,36 +122,29 @@ type Rule struct {
 	// Name appears in every error the rule injects. Defaults to the mode and
 	// a sequence number, e.g. "hold#3".
 	Name string
-	// Op restricts the rule to one operation. Defaults to "" (every
-	// operation; for Hold, every put).
+	// Op restricts the rule to one operation ("": every one; for Hold,
+	// every put).
 	Op Op
 	// KeyGlob restricts the rule to keys matching this path.Match pattern
-	// ('*' does not cross '/'). Defaults to "" (any key).
-	KeyGlob string
-	// KeyPrefix restricts the rule to keys starting with it. Defaults to "".
+	// ('*' does not cross '/').
+	KeyGlob   string
 	KeyPrefix string
-	// Match, when set, must also return true. It runs under the Store's
-	// lock: it must not call the Store. Defaults to nil.
+	// Match and Body, when set, must also accept the request; Body selects
+	// puts by their bytes (e.g. a branch ref's live bytes but not a fence at
+	// the same key). Both run under the Store's lock: they must not call it.
 	Match func(op Op, key string) bool
-	// Body, when set, restricts the rule to puts whose body it accepts (e.g.
-	// a branch ref's live bytes but not a fence at the same key). It runs
-	// under the Store's lock: it must not call the Store. Defaults to nil.
-	Body func(body []byte) bool
+	Body  func(body []byte) bool
 
 	// Mode is the fault. Required, except in a rule made by Seeded.
 	Mode Mode
-	// Status is the HTTP status a Refuse answers with, 400..599. Required
-	// for Refuse.
+	// Status is the HTTP status a Refuse answers with, 400..599.
 	Status int
 	// Delay is slept, honouring the context, before the fault takes effect;
-	// for Mode Delay it is the whole fault and must be positive. Defaults to 0.
+	// for Mode Delay it is the whole fault and must be positive.
 	Delay time.Duration
-	// Skip lets this many selected requests pass before the first fault.
-	// Defaults to 0.
-	Skip int
-	// Times is how many selected requests are faulted. Defaults to 0: every
-	// one after Skip.
-	Times int
+	// Skip lets this many selected requests pass before the first fault;
+	// Times is how many are faulted then (0: every one).
+	Skip, Times int
 
 	seeded *schedule
 }
@@ -380,8 +347,7 @@ func (s *Store) wait(ctx context.Context, f fault, op Op, key string) error {
 		s.mu.Lock()
 		f.req.Sent = false
 		s.mu.Unlock()
-		return injected(op, key, unanswered(op), 0,
-			fmt.Errorf("%w by rule %q: delay of %v interrupted: %w", ErrInjected, f.rule, f.delay, ctx.Err()))
+		return injected(op, key, unanswered(op), 0, f.rule, "delay of %v interrupted: %w", f.delay, ctx.Err())
 	}
 }
 
@@ -407,32 +373,21 @@ func refusal(op Op, status int) storage.Code {
 	return storage.WriteStatusCode(status)
 }
 
-// validKey checks key as every backend does, reporting a violation as an
-// ErrInvalidKey of op.
-func validKey(op Op, key string) error {
-	err := storage.ValidateKey(key)
-	if se, ok := errors.AsType[*storage.Error](err); ok {
-		se.Op = string(op)
-	}
-	return err
-}
-
-func injected(op Op, key string, code storage.Code, status int, err error) error {
-	return &storage.Error{Op: string(op), Key: key, Code: code, Status: status, Err: err}
+// injected is an error the rule named rule injects.
+func injected(op Op, key string, code storage.Code, status int, rule, format string, args ...any) error {
+	return &storage.Error{Op: string(op), Key: key, Code: code, Status: status,
+		Err: fmt.Errorf("%w by rule %q: "+format, append([]any{ErrInjected, rule}, args...)...)}
 }
 
 // failure is the error a faulted request returns without reaching the inner store.
 func (f fault) failure(op Op, key string) error {
 	switch f.mode {
 	case FailBeforeSend:
-		return injected(op, key, unanswered(op), 0,
-			fmt.Errorf("%w by rule %q: failed before send", ErrInjected, f.rule))
+		return injected(op, key, unanswered(op), 0, f.rule, "failed before send")
 	case Refuse:
-		return injected(op, key, refusal(op, f.status), f.status,
-			fmt.Errorf("%w by rule %q: refused with HTTP %d", ErrInjected, f.rule, f.status))
+		return injected(op, key, refusal(op, f.status), f.status, f.rule, "refused with HTTP %d", f.status)
 	case Hold:
-		return injected(op, key, storage.CodeAmbiguous, 0,
-			fmt.Errorf("%w by rule %q: put held until released", ErrInjected, f.rule))
+		return injected(op, key, storage.CodeAmbiguous, 0, f.rule, "put held until released")
 	}
 	panic("faults: no failure for mode " + f.mode.String())
 }
@@ -444,8 +399,7 @@ func (f fault) lost(op Op, key string, innerErr error) error {
 	if innerErr != nil {
 		inner = innerErr.Error()
 	}
-	return injected(op, key, unanswered(op), 0,
-		fmt.Errorf("%w by rule %q: answer lost after send (inner result: %s)", ErrInjected, f.rule, inner))
+	return injected(op, key, unanswered(op), 0, f.rule, "answer lost after send (inner result: %s)", inner)
 }
 
 // through sends one request of op through the fault decided for it: failed
@@ -473,14 +427,15 @@ func through[T any](ctx context.Context, s *Store, op Op, key string, keys []str
 	return send()
 }
 
-// noValue adapts a call that answers only an error to through.
-func noValue(call func() error) func() (struct{}, error) {
-	return func() (struct{}, error) { return struct{}{}, call() }
+// throughErr is through for a call that answers only an error.
+func throughErr(ctx context.Context, s *Store, op Op, key string, keys []string, call func() error) error {
+	_, err := through(ctx, s, op, key, keys, nil, nil, func() (struct{}, error) { return struct{}{}, call() })
+	return err
 }
 
 // Get implements storage.Store.
 func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
-	if err := validKey(OpGet, key); err != nil {
+	if err := storage.CheckKey(string(OpGet), key); err != nil {
 		return storage.Object{}, err
 	}
 	return through(ctx, s, OpGet, key, nil, nil, nil, func() (storage.Object, error) { return s.inner.Get(ctx, key) })
@@ -488,7 +443,7 @@ func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
 
 // Head implements storage.Store.
 func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error) {
-	if err := validKey(OpHead, key); err != nil {
+	if err := storage.CheckKey(string(OpHead), key); err != nil {
 		return storage.ObjectInfo{}, err
 	}
 	return through(ctx, s, OpHead, key, nil, nil, nil, func() (storage.ObjectInfo, error) { return s.inner.Head(ctx, key) })
@@ -496,12 +451,8 @@ func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error
 
 // Put implements storage.Store.
 func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
-	if err := validKey(OpPut, key); err != nil {
+	if err := storage.CheckPut(key, opts); err != nil {
 		return storage.PutResult{}, err
-	}
-	if opts.IfNoneMatch && opts.IfMatch != "" {
-		return storage.PutResult{}, &storage.Error{Op: string(OpPut), Key: key, Code: storage.CodeInvalidArgument,
-			Err: errors.New("IfNoneMatch and IfMatch both set")}
 	}
 	hold := func(rule string) { s.hold(key, body, opts, rule) }
 	return through(ctx, s, OpPut, key, nil, body, hold, func() (storage.PutResult, error) { return s.inner.Put(ctx, key, body, opts) })
@@ -509,34 +460,25 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.P
 
 // List implements storage.Store. For rules and counts its key is opts.Prefix.
 func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.ListPage, error) {
-	if opts.Limit < 0 || opts.Limit > 1000 {
-		return storage.ListPage{}, &storage.Error{Op: string(OpList), Key: opts.Prefix, Code: storage.CodeInvalidArgument,
-			Err: fmt.Errorf("limit %d outside 1..1000", opts.Limit)}
+	if _, err := storage.PageLimit(string(OpList), opts.Prefix, opts.Limit); err != nil {
+		return storage.ListPage{}, err
 	}
 	return through(ctx, s, OpList, opts.Prefix, nil, nil, nil, func() (storage.ListPage, error) { return s.inner.List(ctx, opts) })
 }
 
 // Delete implements storage.Store.
 func (s *Store) Delete(ctx context.Context, key string) error {
-	if err := validKey(OpDelete, key); err != nil {
+	if err := storage.CheckKey(string(OpDelete), key); err != nil {
 		return err
 	}
-	_, err := through(ctx, s, OpDelete, key, nil, nil, nil, noValue(func() error { return s.inner.Delete(ctx, key) }))
-	return err
+	return throughErr(ctx, s, OpDelete, key, nil, func() error { return s.inner.Delete(ctx, key) })
 }
 
 // DeleteBatch implements storage.Store. A fault applies to the whole batch;
 // its error is a *storage.Error with no Key, not a *storage.BatchError.
 func (s *Store) DeleteBatch(ctx context.Context, keys []string) error {
-	if len(keys) > storage.MaxBatchDelete {
-		return &storage.Error{Op: string(OpDeleteBatch), Code: storage.CodeInvalidArgument,
-			Err: fmt.Errorf("%d keys, more than %d", len(keys), storage.MaxBatchDelete)}
+	if err := storage.CheckBatch(keys); err != nil {
+		return err
 	}
-	for _, k := range keys {
-		if err := validKey(OpDeleteBatch, k); err != nil {
-			return err
-		}
-	}
-	_, err := through(ctx, s, OpDeleteBatch, "", keys, nil, nil, noValue(func() error { return s.inner.DeleteBatch(ctx, keys) }))
-	return err
+	return throughErr(ctx, s, OpDeleteBatch, "", keys, func() error { return s.inner.DeleteBatch(ctx, keys) })
 }

@@ -3,7 +3,6 @@ package faults
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 
 	"github.com/graftworks/graft/storage"
@@ -34,7 +33,7 @@ func (s *Store) SupportsMultipart() bool {
 func (s *Store) innerMultipart(op Op, key string) (storage.Multipart, error) {
 	m, ok := storage.AsMultipart(s.inner)
 	if !ok {
-		return nil, &storage.Error{Op: string(op), Key: key, Code: storage.CodeInvalidArgument, Err: errors.New("the wrapped store has no multipart uploads")}
+		return nil, storage.NewError(string(op), key, storage.CodeInvalidArgument, errors.New("the wrapped store has no multipart uploads"))
 	}
 	return m, nil
 }
@@ -49,7 +48,7 @@ func (s *Store) MultipartLimits() storage.MultipartLimits {
 
 // multipartOf validates key and returns the inner store's multipart uploads.
 func (s *Store) multipartOf(op Op, key string) (storage.Multipart, error) {
-	if err := validKey(op, key); err != nil {
+	if err := storage.CheckKey(string(op), key); err != nil {
 		return nil, err
 	}
 	return s.innerMultipart(op, key)
@@ -92,15 +91,13 @@ func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error 
 	if err != nil {
 		return err
 	}
-	_, err = through(ctx, s, OpAbortMultipart, key, nil, nil, nil, noValue(func() error { return m.AbortMultipart(ctx, key, uploadID) }))
-	return err
+	return throughErr(ctx, s, OpAbortMultipart, key, nil, func() error { return m.AbortMultipart(ctx, key, uploadID) })
 }
 
 // ListMultipart implements storage.Multipart. For rules and counts its key is opts.Prefix.
 func (s *Store) ListMultipart(ctx context.Context, opts storage.ListMultipartOptions) (storage.MultipartPage, error) {
-	if opts.Limit < 0 || opts.Limit > 1000 {
-		return storage.MultipartPage{}, &storage.Error{Op: string(OpListMultipart), Key: opts.Prefix, Code: storage.CodeInvalidArgument,
-			Err: fmt.Errorf("limit %d outside 1..1000", opts.Limit)}
+	if _, err := storage.PageLimit(string(OpListMultipart), opts.Prefix, opts.Limit); err != nil {
+		return storage.MultipartPage{}, err
 	}
 	m, err := s.innerMultipart(OpListMultipart, opts.Prefix)
 	if err != nil {

@@ -64,14 +64,8 @@ func (s *Store) checkMultipart(ctx context.Context, op, key string) (MultipartAP
 	if mp == nil {
 		return nil, "", errNoMultipart(op, key)
 	}
-	full, err := s.objectKey(op, key)
-	if err != nil {
-		return nil, "", err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, "", storage.ContextError(op, key, true, err)
-	}
-	return mp, full, nil
+	full, err := s.request(ctx, op, key, true)
+	return mp, full, err
 }
 
 // CreateMultipart implements storage.Multipart.

@@ -90,10 +90,9 @@ var _ API = (*awss3.Client)(nil)
 
 // Store is a storage.Store on one S3 bucket (and optional prefix).
 type Store struct {
-	client API
-	bucket string
-	// keyPrefix is "" or the configured prefix followed by "/".
-	keyPrefix string
+	client    API
+	bucket    string
+	keyPrefix string // "" or the configured prefix followed by "/"
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -185,12 +184,10 @@ func newReadRetryer() aws.Retryer {
 	})
 }
 
-// singleAttempt disables SDK retries for one write. A retry after an attempt
-// whose answer was lost can observe that attempt's own effect: a conditional
-// PUT would then get 412 and be reported as "not applied" although it was
-// applied, and an ETag-guarded CAS would look lost. One attempt keeps every
-// unknown outcome visible as ErrAmbiguous, which graft settles by reading
-// back and re-issuing byte-identical bytes.
+// singleAttempt disables SDK retries for one write: a retry after an attempt
+// whose answer was lost can observe that attempt's own effect (a 412 for a
+// put that was applied, a CAS that looks lost). One attempt keeps every
+// unknown outcome visible as ErrAmbiguous.
 func singleAttempt(o *awss3.Options) {
 	o.Retryer = aws.NopRetryer{}
 	o.RetryMaxAttempts = 1
@@ -240,6 +237,16 @@ func (s *Store) objectKey(op, key string) (string, error) {
 	return full, nil
 }
 
+// request returns the bucket key of a request of op on key whose context is
+// not done yet.
+func (s *Store) request(ctx context.Context, op, key string, write bool) (string, error) {
+	full, err := s.objectKey(op, key)
+	if err == nil && ctx.Err() != nil {
+		err = storage.ContextError(op, key, write, ctx.Err())
+	}
+	return full, err
+}
+
 // noAnswer is the error of a write that succeeded without naming what it
 // made: it landed, but a caller that needs the answer must settle it like
 // any other unknown outcome.
@@ -255,12 +262,9 @@ func (s *Store) storageKey(objectKey string) (string, bool) {
 // Get implements storage.Store.
 func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
 	const op = "get"
-	full, err := s.objectKey(op, key)
+	full, err := s.request(ctx, op, key, false)
 	if err != nil {
 		return storage.Object{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return storage.Object{}, storage.ContextError(op, key, false, err)
 	}
 	out, err := s.client.GetObject(ctx, &awss3.GetObjectInput{
 		Bucket: aws.String(s.bucket),
@@ -288,12 +292,9 @@ func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
 // Head implements storage.Store.
 func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error) {
 	const op = "head"
-	full, err := s.objectKey(op, key)
+	full, err := s.request(ctx, op, key, false)
 	if err != nil {
 		return storage.ObjectInfo{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return storage.ObjectInfo{}, storage.ContextError(op, key, false, err)
 	}
 	out, err := s.client.HeadObject(ctx, &awss3.HeadObjectInput{
 		Bucket: aws.String(s.bucket),
@@ -316,12 +317,9 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.P
 	if err := storage.CheckPut(key, opts); err != nil {
 		return storage.PutResult{}, err
 	}
-	full, err := s.objectKey(op, key)
+	full, err := s.request(ctx, op, key, true)
 	if err != nil {
 		return storage.PutResult{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return storage.PutResult{}, storage.ContextError(op, key, true, err)
 	}
 	in := &awss3.PutObjectInput{
 		Bucket:        aws.String(s.bucket),
@@ -393,12 +391,9 @@ func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.Lis
 // Delete implements storage.Store.
 func (s *Store) Delete(ctx context.Context, key string) error {
 	const op = "delete"
-	full, err := s.objectKey(op, key)
+	full, err := s.request(ctx, op, key, true)
 	if err != nil {
 		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return storage.ContextError(op, key, true, err)
 	}
 	_, err = s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{
 		Bucket: aws.String(s.bucket),

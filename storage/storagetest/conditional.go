@@ -2,6 +2,7 @@ package storagetest
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/graftworks/graft/storage"
@@ -43,10 +44,24 @@ type raceOutcome struct {
 	err  error
 }
 
-// requireOneWinner checks that exactly one writer succeeded, every other got
-// ErrPreconditionFailed, and key holds the winner's bytes and ETag.
-func requireOneWinner(t *testing.T, s storage.Store, key string, outcomes []raceOutcome) {
+// requireOneWinner releases racingWriters puts of key under opts at once and
+// checks that exactly one succeeded, every other got ErrPreconditionFailed,
+// and key holds the winner's bytes and ETag.
+func requireOneWinner(t *testing.T, s storage.Store, key string, opts storage.PutOptions) {
 	t.Helper()
+	outcomes := make([]raceOutcome, racingWriters)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range outcomes {
+		wg.Go(func() {
+			<-start
+			body := fmt.Appendf(nil, "writer %02d", i)
+			res, err := s.Put(t.Context(), key, body, opts)
+			outcomes[i] = raceOutcome{body: body, res: res, err: err}
+		})
+	}
+	close(start)
+	wg.Wait()
 	winner := -1
 	for i, o := range outcomes {
 		if o.err == nil {
@@ -71,14 +86,7 @@ func requireOneWinner(t *testing.T, s storage.Store, key string, outcomes []race
 }
 
 func testPutIfNoneMatchRace(t *testing.T, s storage.Store) {
-	const key = "refs/branches/raced.json"
-	outcomes := make([]raceOutcome, racingWriters)
-	race(racingWriters, func(i int) {
-		body := fmt.Appendf(nil, "writer %02d", i)
-		res, err := s.Put(t.Context(), key, body, storage.PutOptions{IfNoneMatch: true})
-		outcomes[i] = raceOutcome{body: body, res: res, err: err}
-	})
-	requireOneWinner(t, s, key, outcomes)
+	requireOneWinner(t, s, "refs/branches/raced.json", storage.PutOptions{IfNoneMatch: true})
 }
 
 func testPutIfMatchCurrent(t *testing.T, s storage.Store) {
@@ -135,13 +143,7 @@ func testPutIfMatchMissingKey(t *testing.T, s storage.Store) {
 func testPutIfMatchRace(t *testing.T, s storage.Store) {
 	const key = "trees/main/head.json"
 	base := mustPut(t, s, key, []byte("base"), storage.PutOptions{IfNoneMatch: true})
-	outcomes := make([]raceOutcome, racingWriters)
-	race(racingWriters, func(i int) {
-		body := fmt.Appendf(nil, "swapper %02d", i)
-		res, err := s.Put(t.Context(), key, body, storage.PutOptions{IfMatch: base.ETag})
-		outcomes[i] = raceOutcome{body: body, res: res, err: err}
-	})
-	requireOneWinner(t, s, key, outcomes)
+	requireOneWinner(t, s, key, storage.PutOptions{IfMatch: base.ETag})
 }
 
 func testPutBothConditions(t *testing.T, s storage.Store) {

@@ -79,10 +79,7 @@ func testListPages(t *testing.T, s storage.Store) {
 		t.Fatalf("first page of 1000 with 5 keys left: Truncated = false")
 	}
 	for _, o := range first.Objects {
-		if o.Size != int64(len(objects[o.Key])) || o.ETag != etags[o.Key] {
-			t.Fatalf("list entry %q = {Size:%d ETag:%q}, want {Size:%d ETag:%q}",
-				o.Key, o.Size, o.ETag, len(objects[o.Key]), etags[o.Key])
-		}
+		requireInfo(t, "list entry", o, o.Key, len(objects[o.Key]), etags[o.Key])
 	}
 	second := listPage(t, s, storage.ListOptions{Prefix: prefix, StartAfter: first.Objects[len(first.Objects)-1].Key})
 	requireKeys(t, "second page", second, want[1000:])

@@ -35,15 +35,13 @@ func RunMultipart(t *testing.T, newStore func(t *testing.T) storage.Store, opts 
 	if !opts.NoConditionalComplete {
 		cases = append(cases, conformanceCase{"Multipart_CompleteOverExistingKey_IsPreconditionFailedAndKeepsUpload", testMultipartCompleteExisting})
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			s := newStore(t)
-			if _, ok := storage.AsMultipart(s); !ok {
-				t.Fatalf("store %T has no multipart uploads", s)
-			}
-			c.run(t, s)
-		})
-	}
+	runCases(t, cases, func(t *testing.T) storage.Store {
+		s := newStore(t)
+		if _, ok := storage.AsMultipart(s); !ok {
+			t.Fatalf("store %T has no multipart uploads", s)
+		}
+		return s
+	})
 }
 
 func mp(t *testing.T, s storage.Store) storage.Multipart {
@@ -88,6 +86,13 @@ func mustUploadPart(t *testing.T, m storage.Multipart, key, id string, n int, bo
 		t.Fatalf("upload part %d = %+v, want number %d size %d and an ETag", n, p, n, len(body))
 	}
 	return p
+}
+
+func mustAbort(t *testing.T, m storage.Multipart, key, id string) {
+	t.Helper()
+	if err := m.AbortMultipart(t.Context(), key, id); err != nil {
+		t.Fatalf("abort %s of %q: %v", id, key, err)
+	}
 }
 
 func uploadsUnder(t *testing.T, m storage.Multipart, prefix string) []storage.Upload {
@@ -167,9 +172,7 @@ func testMultipartUnknownUpload(t *testing.T, s storage.Store) {
 	p := mustUploadPart(t, m, "tables/t/objects/other", id, 1, []byte("x"))
 	_, err := m.CompleteMultipart(t.Context(), key, id, []storage.Part{p})
 	requireCode(t, err, storage.CodeNotFound, "complete with another key's upload id")
-	if err := m.AbortMultipart(t.Context(), "tables/t/objects/other", id); err != nil {
-		t.Fatalf("abort: %v", err)
-	}
+	mustAbort(t, m, "tables/t/objects/other", id)
 }
 
 func testMultipartAbort(t *testing.T, s storage.Store) {
@@ -177,15 +180,11 @@ func testMultipartAbort(t *testing.T, s storage.Store) {
 	const key = "tables/t/objects/aborted"
 	id := mustCreate(t, m, key)
 	p := mustUploadPart(t, m, key, id, 1, []byte("doomed"))
-	if err := m.AbortMultipart(t.Context(), key, id); err != nil {
-		t.Fatalf("abort: %v", err)
-	}
+	mustAbort(t, m, key, id)
 	if ups := uploadsUnder(t, m, ""); len(ups) != 0 {
 		t.Fatalf("uploads listed after abort: %+v", ups)
 	}
-	if err := m.AbortMultipart(t.Context(), key, id); err != nil {
-		t.Fatalf("abort again: %v", err)
-	}
+	mustAbort(t, m, key, id)
 	_, err := m.CompleteMultipart(t.Context(), key, id, []storage.Part{p})
 	requireCode(t, err, storage.CodeNotFound, "complete after abort")
 	_, err = s.Head(t.Context(), key)
@@ -205,9 +204,7 @@ func testMultipartWrongETag(t *testing.T, s storage.Store) {
 	requireCode(t, err, storage.CodeRefused, "complete naming a part never uploaded")
 	_, err = s.Head(t.Context(), key)
 	requireCode(t, err, storage.CodeNotFound, "head after refused completes")
-	if err := m.AbortMultipart(t.Context(), key, id); err != nil {
-		t.Fatalf("abort: %v", err)
-	}
+	mustAbort(t, m, key, id)
 }
 
 func testMultipartBadPartList(t *testing.T, s storage.Store) {
@@ -230,13 +227,9 @@ func testMultipartBadPartList(t *testing.T, s storage.Store) {
 		last := mustUploadPart(t, m, key, other, 2, []byte("b"))
 		_, err := m.CompleteMultipart(t.Context(), key, other, []storage.Part{small, last})
 		requireCode(t, err, storage.CodeInvalidArgument, "complete with a short part before the last")
-		if err := m.AbortMultipart(t.Context(), key, other); err != nil {
-			t.Fatalf("abort: %v", err)
-		}
+		mustAbort(t, m, key, other)
 	}
-	if err := m.AbortMultipart(t.Context(), key, id); err != nil {
-		t.Fatalf("abort: %v", err)
-	}
+	mustAbort(t, m, key, id)
 }
 
 func testMultipartList(t *testing.T, s storage.Store) {
@@ -268,9 +261,7 @@ func testMultipartList(t *testing.T, s storage.Store) {
 		t.Fatalf("uploads under b/ = %+v", got)
 	}
 	for k, id := range ids {
-		if err := m.AbortMultipart(t.Context(), k, id); err != nil {
-			t.Fatalf("abort %s: %v", k, err)
-		}
+		mustAbort(t, m, k, id)
 	}
 }
 
@@ -291,9 +282,7 @@ func testMultipartCancelled(t *testing.T, s storage.Store) {
 	requireCancelled(t, err, storage.CodeAmbiguous, "abort")
 	_, err = m.ListMultipart(ctx, storage.ListMultipartOptions{})
 	requireCancelled(t, err, storage.CodeUnavailable, "list")
-	if err := m.AbortMultipart(t.Context(), key, id); err != nil {
-		t.Fatalf("abort: %v", err)
-	}
+	mustAbort(t, m, key, id)
 }
 
 func testMultipartCompleteExisting(t *testing.T, s storage.Store) {
@@ -310,7 +299,5 @@ func testMultipartCompleteExisting(t *testing.T, s storage.Store) {
 	if ups := uploadsUnder(t, m, "tables/"); len(ups) != 1 || ups[0].UploadID != id {
 		t.Fatalf("uploads after a failed complete = %+v, want ours still there to abort", ups)
 	}
-	if err := m.AbortMultipart(t.Context(), key, id); err != nil {
-		t.Fatalf("abort: %v", err)
-	}
+	mustAbort(t, m, key, id)
 }

@@ -39,13 +39,7 @@ func testPutThenGetHeadListAgree(t *testing.T, s storage.Store) {
 	if err != nil {
 		t.Fatalf("head: %v", err)
 	}
-	if head.Key != key || head.Size != int64(len(body)) || head.ETag != put.ETag {
-		t.Fatalf("head = {Key:%q Size:%d ETag:%q}, want {Key:%q Size:%d ETag:%q}",
-			head.Key, head.Size, head.ETag, key, len(body), put.ETag)
-	}
-	if head.LastModified.IsZero() {
-		t.Fatalf("head LastModified is zero")
-	}
+	requireInfo(t, "head", head, key, len(body), put.ETag)
 	// Generous bounds: a server clock may be skewed a little, and some
 	// backends keep whole seconds only.
 	if head.LastModified.Before(before.Add(-time.Hour)) || head.LastModified.After(time.Now().Add(time.Hour)) {
@@ -56,10 +50,7 @@ func testPutThenGetHeadListAgree(t *testing.T, s storage.Store) {
 	if !bytes.Equal(obj.Body, body) {
 		t.Fatalf("get body differs from the bytes put (%d bytes, want %d)", len(obj.Body), len(body))
 	}
-	if obj.Key != key || obj.Size != int64(len(body)) || obj.ETag != put.ETag {
-		t.Fatalf("get = {Key:%q Size:%d ETag:%q}, want {Key:%q Size:%d ETag:%q}",
-			obj.Key, obj.Size, obj.ETag, key, len(body), put.ETag)
-	}
+	requireInfo(t, "get", obj.ObjectInfo, key, len(body), put.ETag)
 	if !obj.LastModified.Equal(head.LastModified) {
 		t.Fatalf("get LastModified = %v, head says %v", obj.LastModified, head.LastModified)
 	}
@@ -71,9 +62,15 @@ func testPutThenGetHeadListAgree(t *testing.T, s storage.Store) {
 	if len(page.Objects) != 1 || page.Truncated {
 		t.Fatalf("list = %d objects (truncated %v), want exactly 1", len(page.Objects), page.Truncated)
 	}
-	if got := page.Objects[0]; got.Key != key || got.Size != int64(len(body)) || got.ETag != put.ETag {
-		t.Fatalf("list entry = {Key:%q Size:%d ETag:%q}, want {Key:%q Size:%d ETag:%q}",
-			got.Key, got.Size, got.ETag, key, len(body), put.ETag)
+	requireInfo(t, "list entry", page.Objects[0], key, len(body), put.ETag)
+}
+
+// requireInfo fails t unless info names key, size and etag and has a time.
+func requireInfo(t *testing.T, what string, info storage.ObjectInfo, key string, size int, etag string) {
+	t.Helper()
+	if info.Key != key || info.Size != int64(size) || info.ETag != etag || info.LastModified.IsZero() {
+		t.Fatalf("%s = {Key:%q Size:%d ETag:%q LastModified:%v}, want {Key:%q Size:%d ETag:%q} and a time",
+			what, info.Key, info.Size, info.ETag, info.LastModified, key, size, etag)
 	}
 }
 
@@ -81,8 +78,9 @@ func testPutEmptyBodyRoundTrips(t *testing.T, s storage.Store) {
 	const key = "empty/object"
 	put := mustPut(t, s, key, nil, storage.PutOptions{IfNoneMatch: true})
 	obj := mustGet(t, s, key)
-	if len(obj.Body) != 0 || obj.Size != 0 || obj.ETag != put.ETag {
-		t.Fatalf("get = {len(Body):%d Size:%d ETag:%q}, want {0 0 %q}", len(obj.Body), obj.Size, obj.ETag, put.ETag)
+	requireInfo(t, "get", obj.ObjectInfo, key, 0, put.ETag)
+	if len(obj.Body) != 0 {
+		t.Fatalf("get body = %d bytes, want 0", len(obj.Body))
 	}
 }
 

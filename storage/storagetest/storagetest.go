@@ -1,17 +1,7 @@
 // Package storagetest is the conformance suite every storage.Store backend
-// runs, so that the local directory, the in-process fake and a real S3 server
-// are proven to keep one contract rather than each being trusted on its own.
-//
-// A backend's test calls Run from TestConformance:
-//
-//	func TestConformance(t *testing.T) {
-//		t.Run("localfs", func(t *testing.T) {
-//			storagetest.Run(t, func(t *testing.T) storage.Store { … })
-//		})
-//	}
-//
-// which yields subtests named TestConformance/<backend>/<case>. Each case gets
-// a fresh, empty store from newStore and is independent of every other case.
+// runs, so that each is proven to keep one contract rather than trusted on
+// its own. A backend's TestConformance calls Run (and RunMultipart); each case
+// gets a fresh, empty store from newStore.
 //
 // Invariants the suite checks for every backend:
 //   - every error a backend returns is a *storage.Error whose Code (read with
@@ -29,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -41,67 +32,51 @@ type conformanceCase struct {
 	run  func(t *testing.T, s storage.Store)
 }
 
-// Run runs the whole conformance suite as subtests of t. newStore returns a fresh, empty
-// store (its own bucket/dir/prefix) for one subtest; it registers its own cleanup on t.
+func runCases(t *testing.T, cases []conformanceCase, newStore func(t *testing.T) storage.Store) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { c.run(t, newStore(t)) })
+	}
+}
+
+// Run runs the conformance suite as subtests of t. newStore returns a fresh,
+// empty store (its own bucket/dir/prefix) and registers its own cleanup on t.
 func Run(t *testing.T, newStore func(t *testing.T) storage.Store) {
 	t.Helper()
-	var all []conformanceCase
-	all = append(all, readWriteCases...)
-	all = append(all, conditionalCases...)
-	all = append(all, keyCases...)
-	all = append(all, listCases...)
-	all = append(all, deleteCases...)
-	all = append(all, cancelCases...)
-	for _, c := range all {
-		t.Run(c.name, func(t *testing.T) {
-			c.run(t, newStore(t))
-		})
-	}
+	runCases(t, slices.Concat(readWriteCases, conditionalCases, keyCases, listCases, deleteCases, cancelCases), newStore)
 }
 
 // PutMany writes every object of objects with put-if-absent, using at most
 // workers concurrent puts, and returns the ETag each put reported. It stops
 // handing out work at the first error and returns that error.
 func PutMany(ctx context.Context, s storage.Store, objects map[string][]byte, workers int) (map[string]string, error) {
-	if workers < 1 {
-		workers = 1
-	}
-	keys := make(chan string)
 	var (
 		mu       sync.Mutex
 		etags    = make(map[string]string, len(objects))
 		firstErr error
 		wg       sync.WaitGroup
 	)
-	failed := func() bool {
+	slots := make(chan struct{}, max(workers, 1))
+	for key, body := range objects {
+		slots <- struct{}{}
 		mu.Lock()
-		defer mu.Unlock()
-		return firstErr != nil
-	}
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for key := range keys {
-				res, err := s.Put(ctx, key, objects[key], storage.PutOptions{IfNoneMatch: true})
-				mu.Lock()
-				if err != nil && firstErr == nil {
-					firstErr = fmt.Errorf("put %q: %w", key, err)
-				}
-				if err == nil {
-					etags[key] = res.ETag
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	for key := range objects {
-		if failed() {
+		failed := firstErr != nil
+		mu.Unlock()
+		if failed {
 			break
 		}
-		keys <- key
+		wg.Go(func() {
+			defer func() { <-slots }()
+			res, err := s.Put(ctx, key, body, storage.PutOptions{IfNoneMatch: true})
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				etags[key] = res.ETag
+			} else if firstErr == nil {
+				firstErr = fmt.Errorf("put %q: %w", key, err)
+			}
+		})
 	}
-	close(keys)
 	wg.Wait()
 	return etags, firstErr
 }
@@ -143,7 +118,6 @@ func requireCode(t *testing.T, err error, want storage.Code, what string) {
 	}
 }
 
-// mustPut puts body at key with opts and fails t on error.
 func mustPut(t *testing.T, s storage.Store, key string, body []byte, opts storage.PutOptions) storage.PutResult {
 	t.Helper()
 	res, err := s.Put(t.Context(), key, body, opts)
@@ -156,7 +130,6 @@ func mustPut(t *testing.T, s storage.Store, key string, body []byte, opts storag
 	return res
 }
 
-// mustGet gets key and fails t on error.
 func mustGet(t *testing.T, s storage.Store, key string) storage.Object {
 	t.Helper()
 	obj, err := s.Get(t.Context(), key)
@@ -178,20 +151,4 @@ func listAllKeys(t *testing.T, s storage.Store, prefix string) []string {
 		t.Fatalf("list all %q: %v", prefix, err)
 	}
 	return keys
-}
-
-// race runs n functions at once, released together, and waits for all.
-func race(n int, fn func(i int)) {
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			fn(i)
-		}()
-	}
-	close(start)
-	wg.Wait()
 }
