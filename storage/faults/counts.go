@@ -2,19 +2,15 @@ package faults
 
 // Request is one valid request the Store received.
 type Request struct {
-	Op Op
-	// Key is the request's key; for a list, its prefix; empty for a delete_batch.
-	Key string
-	// Keys are a delete_batch's keys.
-	Keys []string
-	// Fault is the fault it got, None if it passed through untouched.
-	Fault Mode
-	// Rule names the rule that chose Fault.
-	Rule string
-	// Status is the HTTP status of a Refuse.
+	Op   Op
+	Key  string   // the request's key; a list's prefix; "" for a delete_batch
+	Keys []string // a delete_batch's keys
+	// Fault is the fault it got (None if none), chosen by the rule named
+	// Rule; Status is a Refuse's HTTP status.
+	Fault  Mode
+	Rule   string
 	Status int
-	// body is a put's body, for rules that select on it.
-	body []byte
+	body   []byte // a put's, for rules that select on it
 	// Sent reports whether the request went on to the store (or, for a
 	// held put, is in flight towards it). Only FailBeforeSend and a Delay
 	// cut short by the context leave it false; a refused request was sent
@@ -22,15 +18,12 @@ type Request struct {
 	Sent bool
 }
 
-// Tally counts requests.
+// Tally counts requests: every one, those sent (see Request.Sent), and each
+// fault they got (None included; nil when nothing was attempted).
 type Tally struct {
-	// Attempted counts every request, faulted or not.
 	Attempted int
-	// Sent counts the attempted requests that were sent (see Request.Sent).
-	Sent int
-	// Faults counts the attempted requests by the fault they got (None
-	// included). It is nil when nothing was attempted.
-	Faults map[Mode]int
+	Sent      int
+	Faults    map[Mode]int
 }
 
 func (t *Tally) add(r *Request) {

@@ -85,11 +85,11 @@ const (
 	// only when the test calls HeldPut.Release. It applies to puts only.
 	Hold
 	// Refuse answers with Rule.Status and applies nothing, classified as
-	// the S3 backend classifies that status. For writes 412 is
-	// CodePreconditionFailed; 400, 403, 404, 405, 411 and 413 are
-	// CodeRefused; anything else (409, 429, 5xx) is CodeAmbiguous, since a
-	// real client cannot know whether such a write was applied. For reads
-	// 404 is CodeNotFound and anything else CodeUnavailable.
+	// the S3 backend classifies that status: for a write, 412 is
+	// CodePreconditionFailed, the statuses of storage.WriteStatusCode that
+	// reject a request before acting are CodeRefused, and anything else
+	// (409, 429, 5xx) is CodeAmbiguous; for a read 404 is CodeNotFound and
+	// anything else CodeUnavailable.
 	Refuse
 	// Delay sleeps Rule.Delay, honouring the context, then passes the
 	// request through. If the context ends first nothing is sent and the
@@ -224,11 +224,11 @@ func (r *Rule) validate() {
 	}
 }
 
-// activeRule is a rule added to a Store, with its running count.
+// activeRule is a rule added to a Store, with its running counts.
 type activeRule struct {
 	Rule
 	id       uint64
-	selected int            // requests selected so far
+	selected int
 	seen     map[string]int // seeded only: requests selected per operation and key
 }
 
@@ -256,8 +256,7 @@ type Store struct {
 
 var _ storage.Store = (*Store)(nil)
 
-// Wrap returns a Store with no rules around inner: until a rule is added it
-// passes every request through, counting it.
+// Wrap returns a Store with no rules around inner.
 func Wrap(inner storage.Store) *Store {
 	return &Store{inner: inner, changed: make(chan struct{})}
 }
@@ -267,9 +266,7 @@ func (s *Store) Inner() storage.Store { return s.inner }
 
 // Add activates r after every rule already added, and returns a func that
 // removes it (calling it again does nothing). Add panics on a rule that
-// cannot fault anything (no Mode, a Refuse without a Status in 400..599, a
-// Hold on another operation than put, a Delay mode without a Delay, a bad
-// KeyGlob).
+// cannot fault anything (see validate).
 func (s *Store) Add(r Rule) (remove func()) {
 	r.validate()
 	s.mu.Lock()
@@ -359,10 +356,7 @@ func unanswered(op Op) storage.Code {
 	return storage.CodeUnavailable
 }
 
-// refusal is the Code the S3 backend gives an HTTP error status. A write is
-// definitely not applied only on 412 and on the statuses that reject a
-// request before acting on it; anything else may have been applied. A read
-// changed nothing: a bare 404 is a missing key, anything else unavailable.
+// refusal is the Code of a Refuse with status (see Refuse).
 func refusal(op Op, status int) storage.Code {
 	if !op.isWrite() {
 		if status == http.StatusNotFound {
@@ -402,9 +396,8 @@ func (f fault) lost(op Op, key string, innerErr error) error {
 	return injected(op, key, unanswered(op), 0, f.rule, "answer lost after send (inner result: %s)", inner)
 }
 
-// through sends one request of op through the fault decided for it: failed
-// before send or refused, held (a put, when hold is given), sent with its
-// answer lost, or sent and answered. keys are what rules match (default key).
+// through sends one request of op through the fault decided for it. keys are
+// what rules match (default: key); hold keeps a put in flight.
 func through[T any](ctx context.Context, s *Store, op Op, key string, keys []string, body []byte, hold func(rule string), send func() (T, error)) (T, error) {
 	var zero T
 	if keys == nil {

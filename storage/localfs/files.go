@@ -32,13 +32,12 @@ func openObject(path string) (*os.File, fs.FileInfo, error) {
 		return nil, nil, err
 	}
 	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = errNotObject
+	}
 	if err != nil {
 		f.Close()
 		return nil, nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, nil, errNotObject
 	}
 	return f, fi, nil
 }
@@ -84,30 +83,21 @@ func hashFile(f *os.File) (string, error) {
 // readers hash the file instead.
 func cacheETag(f *os.File, fi fs.FileInfo, etag string) {
 	value := etag + " " + strconv.FormatInt(fi.Size(), 10) + " " + strconv.FormatInt(fi.ModTime().UnixNano(), 10)
-	conn, err := f.SyscallConn()
-	if err != nil {
-		return
-	}
-	_ = conn.Control(func(fd uintptr) {
-		_ = unix.Fsetxattr(int(fd), etagXattr, []byte(value), 0)
-	})
+	_ = withFd(f, func(fd int) error { return unix.Fsetxattr(fd, etagXattr, []byte(value), 0) })
 }
 
 // cachedETag returns the ETag recorded on f if it was recorded for the size
 // and mtime f has now.
 func cachedETag(f *os.File, fi fs.FileInfo) (string, bool) {
-	conn, err := f.SyscallConn()
-	if err != nil {
-		return "", false
-	}
 	var (
 		buf [128]byte
 		n   int
 	)
-	ctlErr := conn.Control(func(fd uintptr) {
-		n, err = unix.Fgetxattr(int(fd), etagXattr, buf[:])
+	err := withFd(f, func(fd int) (err error) {
+		n, err = unix.Fgetxattr(fd, etagXattr, buf[:])
+		return err
 	})
-	if ctlErr != nil || err != nil {
+	if err != nil {
 		return "", false
 	}
 	fields := strings.Fields(string(buf[:n]))
@@ -162,14 +152,22 @@ func (s *Store) lock(key string) (func(), error) {
 	stripe := h.Sum32() % lockStripes
 	s.stripes[stripe].Lock()
 	f, err := s.openLockFile(stripe)
+	if err == nil {
+		err = withFd(f, func(fd int) error {
+			for {
+				if err := unix.Flock(fd, unix.LOCK_EX); !errors.Is(err, unix.EINTR) {
+					return err
+				}
+			}
+		})
+		if err != nil {
+			f.Close()
+			err = fmt.Errorf("lock key: %w", err)
+		}
+	}
 	if err != nil {
 		s.stripes[stripe].Unlock()
 		return nil, err
-	}
-	if err := flockExclusive(f); err != nil {
-		f.Close()
-		s.stripes[stripe].Unlock()
-		return nil, fmt.Errorf("lock key: %w", err)
 	}
 	return func() {
 		f.Close() // closing the only descriptor releases the flock
@@ -196,20 +194,13 @@ func (s *Store) openLockFile(stripe uint32) (*os.File, error) {
 	return f, nil
 }
 
-func flockExclusive(f *os.File) error {
+// withFd runs fn on f's descriptor.
+func withFd(f *os.File, fn func(fd int) error) error {
 	conn, err := f.SyscallConn()
 	if err != nil {
 		return err
 	}
-	ctlErr := conn.Control(func(fd uintptr) {
-		for {
-			err = unix.Flock(int(fd), unix.LOCK_EX)
-			if !errors.Is(err, unix.EINTR) {
-				return
-			}
-		}
-	})
-	if ctlErr != nil {
+	if ctlErr := conn.Control(func(fd uintptr) { err = fn(int(fd)) }); ctlErr != nil {
 		return ctlErr
 	}
 	return err
