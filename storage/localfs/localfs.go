@@ -96,7 +96,7 @@ func Open(dir string) (*Store, error) {
 // Get implements storage.Store.
 func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
 	const op = "get"
-	if err := s.checkRead(ctx, op, key); err != nil {
+	if err := check(ctx, op, key, false); err != nil {
 		return storage.Object{}, err
 	}
 	f, fi, err := openObject(s.path(key))
@@ -117,7 +117,7 @@ func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
 // Head implements storage.Store.
 func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error) {
 	const op = "head"
-	if err := s.checkRead(ctx, op, key); err != nil {
+	if err := check(ctx, op, key, false); err != nil {
 		return storage.ObjectInfo{}, err
 	}
 	info, err := statObject(s.path(key), key)
@@ -130,14 +130,11 @@ func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error
 // Put implements storage.Store.
 func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
 	const op = "put"
-	if err := ctx.Err(); err != nil {
-		return storage.PutResult{}, storage.ContextError(op, key, true, err)
+	if err := check(ctx, op, key, true); err != nil {
+		return storage.PutResult{}, err
 	}
 	if err := storage.CheckPut(key, opts); err != nil {
 		return storage.PutResult{}, err
-	}
-	if isReserved(key) {
-		return storage.PutResult{}, reservedError(op, key, storage.CodeRefused)
 	}
 	unlock, err := s.lock(key)
 	if err != nil {
@@ -411,17 +408,23 @@ func (s *Store) path(key string) string {
 	return filepath.Join(s.root, filepath.FromSlash(key))
 }
 
-func (s *Store) checkRead(ctx context.Context, op, key string) error {
+// check does what every request on one key does before touching the disk. A
+// key the store reserves is not found by a read and refused to a write.
+func check(ctx context.Context, op, key string, write bool) error {
 	if err := ctx.Err(); err != nil {
-		return storage.ContextError(op, key, false, err)
+		return storage.ContextError(op, key, write, err)
 	}
 	if err := storage.CheckKey(op, key); err != nil {
 		return err
 	}
-	if isReserved(key) {
-		return reservedError(op, key, storage.CodeNotFound)
+	if !isReserved(key) {
+		return nil
 	}
-	return nil
+	code := storage.CodeNotFound
+	if write {
+		code = storage.CodeRefused
+	}
+	return newError(op, key, code, fmt.Errorf("a segment begins with %q, reserved by the local store", reservedPrefix))
 }
 
 // ensureDir makes dir and any missing ancestors, and fsyncs the parent of
@@ -472,10 +475,6 @@ func isReserved(key string) bool {
 		}
 	}
 	return false
-}
-
-func reservedError(op, key string, code storage.Code) error {
-	return newError(op, key, code, fmt.Errorf("a segment begins with %q, reserved by the local store", reservedPrefix))
 }
 
 // errNotObject reports a path that exists but is not a regular file.

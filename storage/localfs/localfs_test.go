@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/graftworks/graft/storage"
+	"github.com/graftworks/graft/storage/storagetest"
 )
 
 func openTemp(t *testing.T) (*Store, string) {
@@ -41,19 +42,6 @@ func requireCode(t *testing.T, err error, want storage.Code, what string) {
 	if got := storage.CodeOf(err); err == nil || got != want {
 		t.Fatalf("%s: err = %v (code %v), want code %v", what, err, got, want)
 	}
-}
-
-func allKeys(t *testing.T, s *Store, prefix string) []string {
-	t.Helper()
-	var keys []string
-	err := storage.ListAll(t.Context(), s, prefix, func(o storage.ObjectInfo) error {
-		keys = append(keys, o.Key)
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("list %q: %v", prefix, err)
-	}
-	return keys
 }
 
 func md5ETag(body string) string {
@@ -100,10 +88,10 @@ func TestList_StrayTempFilesFromACrash_AreNotListed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if keys := allKeys(t, s, ""); !slices.Equal(keys, []string{"a/b.json", "c.json"}) {
+	if keys := storagetest.Keys(t, s, ""); !slices.Equal(keys, []string{"a/b.json", "c.json"}) {
 		t.Fatalf("keys = %q, want [a/b.json c.json]", keys)
 	}
-	if keys := allKeys(t, s, "a/"); !slices.Equal(keys, []string{"a/b.json"}) {
+	if keys := storagetest.Keys(t, s, "a/"); !slices.Equal(keys, []string{"a/b.json"}) {
 		t.Fatalf("keys under a/ = %q, want [a/b.json]", keys)
 	}
 	_, err := s.Get(t.Context(), "a/"+tempPrefix+"0123abcd")
@@ -131,7 +119,7 @@ func TestPut_KeyThatIsADirectoryOfKeys_IsRefusedUntilTheyAreDeleted(t *testing.T
 	if err := s.Delete(t.Context(), "a"); err != nil {
 		t.Fatalf("delete a (a directory, not an object): %v", err)
 	}
-	if keys := allKeys(t, s, ""); !slices.Equal(keys, []string{"a/b"}) {
+	if keys := storagetest.Keys(t, s, ""); !slices.Equal(keys, []string{"a/b"}) {
 		t.Fatalf("keys = %q, want [a/b]", keys)
 	}
 	if err := s.Delete(t.Context(), "a/b"); err != nil {
@@ -212,14 +200,14 @@ func TestList_NarrowPrefix_ReadsOnlyDirectoriesOnItsPath(t *testing.T) {
 	}
 	t.Cleanup(func() { readDir = os.ReadDir })
 
-	if keys := allKeys(t, s, "g/refs/branches/"); !slices.Equal(keys, []string{"g/refs/branches/main.01.json"}) {
+	if keys := storagetest.Keys(t, s, "g/refs/branches/"); !slices.Equal(keys, []string{"g/refs/branches/main.01.json"}) {
 		t.Fatalf("keys = %q", keys)
 	}
 	if want := []string{"g/refs/branches"}; !slices.Equal(visited, want) {
 		t.Fatalf("visited %q, want %q", visited, want)
 	}
 	visited = nil
-	if keys := allKeys(t, s, "g/trees/main"); !slices.Equal(keys, []string{"g/trees/main.01/commits/0001.json", "g/trees/mainline.02/commits/0001.json"}) {
+	if keys := storagetest.Keys(t, s, "g/trees/main"); !slices.Equal(keys, []string{"g/trees/main.01/commits/0001.json", "g/trees/mainline.02/commits/0001.json"}) {
 		t.Fatalf("keys = %q", keys)
 	}
 	want := []string{"g/trees", "g/trees/main.01", "g/trees/main.01/commits", "g/trees/mainline.02", "g/trees/mainline.02/commits"}
@@ -267,7 +255,7 @@ func TestList_PrefixThatNoValidKeyHas_IsEmpty(t *testing.T) {
 	s, _ := openTemp(t)
 	mustPut(t, s, "a/b", "x", storage.PutOptions{IfNoneMatch: true})
 	for _, prefix := range []string{"../", "a/../a/", "/a/", "a//", lockDirName + "/", "a/./"} {
-		if keys := allKeys(t, s, prefix); len(keys) != 0 {
+		if keys := storagetest.Keys(t, s, prefix); len(keys) != 0 {
 			t.Fatalf("keys under %q = %q, want none", prefix, keys)
 		}
 	}
@@ -361,7 +349,7 @@ func TestPutAndDelete_RacingInOneDirectory_PutsNeverFail(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if keys := allKeys(t, s, ""); len(keys) != 0 {
+	if keys := storagetest.Keys(t, s, ""); len(keys) != 0 {
 		t.Fatalf("keys left = %q", keys)
 	}
 }

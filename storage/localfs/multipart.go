@@ -58,24 +58,10 @@ func validUploadID(id string) bool {
 	return len(id) == 32 && err == nil && strings.ToLower(id) == id
 }
 
-// checkWrite does what every multipart write does before touching the disk.
-func checkWrite(ctx context.Context, op, key string) error {
-	if err := ctx.Err(); err != nil {
-		return storage.ContextError(op, key, true, err)
-	}
-	if err := storage.CheckKey(op, key); err != nil {
-		return err
-	}
-	if isReserved(key) {
-		return reservedError(op, key, storage.CodeRefused)
-	}
-	return nil
-}
-
 // CreateMultipart implements storage.Multipart.
 func (s *Store) CreateMultipart(ctx context.Context, key string) (string, error) {
 	const op = "create_multipart"
-	if err := checkWrite(ctx, op, key); err != nil {
+	if err := check(ctx, op, key, true); err != nil {
 		return "", err
 	}
 	var b [16]byte
@@ -133,7 +119,7 @@ func (s *Store) checkUpload(op, key, id string) error {
 // UploadPart implements storage.Multipart.
 func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int, body io.ReadSeeker, size int64) (storage.Part, error) {
 	const op = "upload_part"
-	if err := checkWrite(ctx, op, key); err != nil {
+	if err := check(ctx, op, key, true); err != nil {
 		return storage.Part{}, err
 	}
 	if err := storage.CheckPart(key, number, size, storage.LocalMultipartLimits); err != nil {
@@ -188,7 +174,7 @@ func partName(number int) string { return fmt.Sprintf("%s%05d", partPrefix, numb
 // CompleteMultipart implements storage.Multipart.
 func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, parts []storage.Part) (storage.PutResult, error) {
 	const op = "complete_multipart"
-	if err := checkWrite(ctx, op, key); err != nil {
+	if err := check(ctx, op, key, true); err != nil {
 		return storage.PutResult{}, err
 	}
 	if err := storage.CheckParts(key, parts, storage.LocalMultipartLimits); err != nil {
@@ -284,7 +270,7 @@ func (s *Store) removeUpload(id string) error {
 // AbortMultipart implements storage.Multipart.
 func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error {
 	const op = "abort_multipart"
-	if err := checkWrite(ctx, op, key); err != nil {
+	if err := check(ctx, op, key, true); err != nil {
 		return err
 	}
 	if err := s.checkUpload(op, key, uploadID); err != nil {

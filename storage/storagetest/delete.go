@@ -29,7 +29,7 @@ func testDeleteExistingAndMissing(t *testing.T, s storage.Store) {
 	if err := s.Delete(t.Context(), "never/written"); err != nil {
 		t.Fatalf("delete a key never written: %v", err)
 	}
-	if keys := listAllKeys(t, s, ""); !slices.Equal(keys, []string{kept}) {
+	if keys := Keys(t, s, ""); !slices.Equal(keys, []string{kept}) {
 		t.Fatalf("keys after delete = %q, want only %q", keys, kept)
 	}
 }
@@ -53,7 +53,7 @@ func testDeleteBatch(t *testing.T, s storage.Store) {
 	if err := s.DeleteBatch(t.Context(), batch); err != nil {
 		t.Fatalf("delete batch: %v", err)
 	}
-	if keys := listAllKeys(t, s, ""); !slices.Equal(keys, []string{kept}) {
+	if keys := Keys(t, s, ""); !slices.Equal(keys, []string{kept}) {
 		t.Fatalf("keys after delete batch = %s, want only %q", abbreviate(keys), kept)
 	}
 	if err := s.DeleteBatch(t.Context(), batch); err != nil {

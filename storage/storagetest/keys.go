@@ -42,7 +42,7 @@ func testInvalidKeys(t *testing.T, s storage.Store) {
 		err = s.Delete(ctx, k.key)
 		requireCode(t, err, storage.CodeInvalidKey, "delete "+k.name)
 	}
-	if keys := listAllKeys(t, s, ""); len(keys) != 0 {
+	if keys := Keys(t, s, ""); len(keys) != 0 {
 		t.Fatalf("store holds %q after only invalid puts, want nothing", keys)
 	}
 }

@@ -107,12 +107,12 @@ func testListPages(t *testing.T, s storage.Store) {
 		t.Fatalf("prefix ending inside a segment: Truncated = true for %d keys", len(wantPartial))
 	}
 
-	if all := listAllKeys(t, s, prefix); !slices.Equal(all, want) {
+	if all := Keys(t, s, prefix); !slices.Equal(all, want) {
 		t.Fatalf("ListAll(%q) = %d keys %s, want %d keys %s", prefix, len(all), abbreviate(all), len(want), abbreviate(want))
 	}
 	everything := append(slices.Clone(want), decoys...)
 	slices.Sort(everything)
-	if all := listAllKeys(t, s, ""); !slices.Equal(all, everything) {
+	if all := Keys(t, s, ""); !slices.Equal(all, everything) {
 		t.Fatalf("ListAll(\"\") = %d keys %s, want %d keys %s", len(all), abbreviate(all), len(everything), abbreviate(everything))
 	}
 }

@@ -139,8 +139,9 @@ func mustGet(t *testing.T, s storage.Store, key string) storage.Object {
 	return obj
 }
 
-// listAllKeys returns every key under prefix through storage.ListAll.
-func listAllKeys(t *testing.T, s storage.Store, prefix string) []string {
+// Keys returns every key under prefix through storage.ListAll, failing t on
+// error.
+func Keys(t testing.TB, s storage.Store, prefix string) []string {
 	t.Helper()
 	var keys []string
 	err := storage.ListAll(t.Context(), s, prefix, func(o storage.ObjectInfo) error {
