@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -23,14 +22,11 @@ var errPageFull = errors.New("page full")
 func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.ListPage, error) {
 	const op = "list"
 	if err := ctx.Err(); err != nil {
-		return storage.ListPage{}, newError(op, opts.Prefix, storage.CodeUnavailable, err)
+		return storage.ListPage{}, storage.ContextError(op, opts.Prefix, false, err)
 	}
-	limit := opts.Limit
-	if limit == 0 {
-		limit = 1000
-	}
-	if limit < 1 || limit > 1000 {
-		return storage.ListPage{}, newError(op, opts.Prefix, storage.CodeInvalidArgument, fmt.Errorf("limit %d not in 1..1000", opts.Limit))
+	limit, err := storage.PageLimit(op, opts.Prefix, opts.Limit)
+	if err != nil {
+		return storage.ListPage{}, err
 	}
 	startDir, ok := prefixDir(opts.Prefix)
 	if !ok {
@@ -38,8 +34,8 @@ func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.Lis
 	}
 	w := walker{ctx: ctx, store: s, prefix: opts.Prefix, startAfter: opts.StartAfter, want: limit + 1}
 	if err := w.walk(startDir); err != nil && !errors.Is(err, errPageFull) {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return storage.ListPage{}, newError(op, opts.Prefix, storage.CodeUnavailable, ctxErr)
+		if ctx.Err() != nil {
+			err = ctx.Err()
 		}
 		return storage.ListPage{}, newError(op, opts.Prefix, storage.CodeUnavailable, err)
 	}
@@ -92,7 +88,7 @@ func (w *walker) walk(dir string) error {
 	if err := w.ctx.Err(); err != nil {
 		return err
 	}
-	entries, err := readDir(filepath.Join(w.store.root, filepath.FromSlash(dir)))
+	entries, err := readDir(w.store.path(dir))
 	if isNotFound(err) {
 		return nil // removed while we walked, or never there
 	}
@@ -111,7 +107,7 @@ func (w *walker) walk(dir string) error {
 				candidates = append(candidates, entry{key: p, dir: true})
 			}
 		case t.IsRegular():
-			if k := dir + name; w.matches(k) {
+			if k := dir + name; strings.HasPrefix(k, w.prefix) && k > w.startAfter {
 				candidates = append(candidates, entry{key: k})
 			}
 		}
@@ -129,7 +125,7 @@ func (w *walker) walk(dir string) error {
 		if storage.ValidateKey(c.key) != nil {
 			continue // a file an operator placed whose name is no key
 		}
-		info, err := statObject(filepath.Join(w.store.root, filepath.FromSlash(c.key)), c.key)
+		info, err := statObject(w.store.path(c.key), c.key)
 		if isNotFound(err) {
 			continue // deleted or replaced by a directory since we read the directory
 		}
@@ -144,20 +140,10 @@ func (w *walker) walk(dir string) error {
 	return nil
 }
 
-// matches reports whether key belongs in the listing.
-func (w *walker) matches(key string) bool {
-	return strings.HasPrefix(key, w.prefix) && key > w.startAfter
-}
-
 // mayHold reports whether a directory standing for key prefix p can hold a
 // key of the listing. Every key in it is p followed by more bytes, so when p
 // is not a prefix of startAfter and sorts before it, all of them do too.
 func (w *walker) mayHold(p string) bool {
-	if !strings.HasPrefix(p, w.prefix) && !strings.HasPrefix(w.prefix, p) {
-		return false
-	}
-	if p < w.startAfter && !strings.HasPrefix(w.startAfter, p) {
-		return false
-	}
-	return true
+	return (strings.HasPrefix(p, w.prefix) || strings.HasPrefix(w.prefix, p)) &&
+		(p >= w.startAfter || strings.HasPrefix(w.startAfter, p))
 }

@@ -278,15 +278,11 @@ func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
 	if err != nil {
 		return storage.Object{}, newError(ctx, op, key, read, fmt.Errorf("read body: %w", err))
 	}
-	return storage.Object{
-		ObjectInfo: storage.ObjectInfo{
-			Key:          key,
-			Size:         int64(len(body)),
-			ETag:         aws.ToString(out.ETag),
-			LastModified: aws.ToTime(out.LastModified),
-		},
-		Body: body,
-	}, nil
+	return storage.Object{ObjectInfo: objectInfo(key, int64(len(body)), out.ETag, out.LastModified), Body: body}, nil
+}
+
+func objectInfo(key string, size int64, etag *string, modified *time.Time) storage.ObjectInfo {
+	return storage.ObjectInfo{Key: key, Size: size, ETag: aws.ToString(etag), LastModified: aws.ToTime(modified)}
 }
 
 // Head implements storage.Store.
@@ -303,12 +299,7 @@ func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error
 	if err != nil {
 		return storage.ObjectInfo{}, newError(ctx, op, key, read, err)
 	}
-	return storage.ObjectInfo{
-		Key:          key,
-		Size:         aws.ToInt64(out.ContentLength),
-		ETag:         aws.ToString(out.ETag),
-		LastModified: aws.ToTime(out.LastModified),
-	}, nil
+	return objectInfo(key, aws.ToInt64(out.ContentLength), out.ETag, out.LastModified), nil
 }
 
 // Put implements storage.Store.
@@ -378,12 +369,7 @@ func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.Lis
 		if !ok {
 			continue
 		}
-		page.Objects = append(page.Objects, storage.ObjectInfo{
-			Key:          key,
-			Size:         aws.ToInt64(o.Size),
-			ETag:         aws.ToString(o.ETag),
-			LastModified: aws.ToTime(o.LastModified),
-		})
+		page.Objects = append(page.Objects, objectInfo(key, aws.ToInt64(o.Size), o.ETag, o.LastModified))
 	}
 	return page, nil
 }
