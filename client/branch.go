@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -44,10 +43,7 @@ func (c *Client) RepairBranch(ctx context.Context, req RepairBranchRequest) (wor
 	if err := req.Validate(); err != nil {
 		return workflows.RepairBranchResult{}, err
 	}
-	key, err := idempotencyKey(req.IdempotencyKey)
-	if err != nil {
-		return workflows.RepairBranchResult{}, err
-	}
+	key := keyOrNew(req.IdempotencyKey)
 	in := workflows.RepairBranchInput{Graph: req.Graph, Branch: req.Branch, Keep: req.Keep, OpID: key}
 	h, err := startOperation[workflows.RepairBranchResult](ctx, c, operationStart{
 		Kind: "repair_branch",
@@ -57,9 +53,6 @@ func (c *Client) RepairBranch(ctx context.Context, req RepairBranchRequest) (wor
 	})
 	if err != nil {
 		return workflows.RepairBranchResult{}, fmt.Errorf("start repair of %s/%s: %w", req.Graph, req.Branch, err)
-	}
-	h.outcome = func(r workflows.RepairBranchResult) (outcome.Outcome, string, string) {
-		return r.Outcome, r.OpID, r.Message
 	}
 	return h.WaitFinal(ctx)
 }
@@ -128,25 +121,16 @@ func (r *Reader) ListBranches(ctx context.Context, graphName string) ([]BranchIn
 		return nil, readError(err, graphName, "")
 	}
 	out := make([]BranchInfo, len(bs))
-	errs := make([]error, len(bs))
-	sem := make(chan struct{}, headReadConcurrency)
-	var wg sync.WaitGroup
-	for i, b := range bs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			head, err := graph.BranchHeadView(ctx, r.store, graphName, b)
-			if err != nil {
-				errs[i] = fmt.Errorf("branch %s: %w", b.Logical, err)
-				return
-			}
-			out[i] = BranchInfo{Branch: b.Logical, Native: b.Native, Head: head.ID.String(), HeadTime: head.Time, Tables: len(head.Pins)}
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	err = parallel(len(bs), headReadConcurrency, func(i int) error {
+		b := bs[i]
+		head, err := graph.BranchHeadView(ctx, r.store, graphName, b)
+		if err != nil {
+			return fmt.Errorf("branch %s: %w", b.Logical, err)
+		}
+		out[i] = BranchInfo{Branch: b.Logical, Native: b.Native, Head: head.ID.String(), HeadTime: head.Time, Tables: len(head.Pins)}
+		return nil
+	})
+	if err != nil {
 		return nil, readError(err, graphName, "")
 	}
 	return out, nil
@@ -188,16 +172,9 @@ type BranchDetail struct {
 
 // ShowBranch reads one branch: its live ref and its head commit.
 func (r *Reader) ShowBranch(ctx context.Context, graphName, branch string) (BranchDetail, error) {
-	if _, err := r.Graph(ctx, graphName); err != nil {
+	b, head, err := r.branchHead(ctx, graphName, branch)
+	if err != nil {
 		return BranchDetail{}, err
-	}
-	b, err := graph.ResolveBranch(ctx, r.store, graphName, branch)
-	if err != nil {
-		return BranchDetail{}, readError(err, graphName, branch)
-	}
-	head, err := graph.BranchHeadView(ctx, r.store, graphName, b)
-	if err != nil {
-		return BranchDetail{}, readError(err, graphName, branch)
 	}
 	d := BranchDetail{
 		Graph: graphName, Branch: branch, Native: b.Native,
@@ -212,6 +189,23 @@ func (r *Reader) ShowBranch(ctx context.Context, graphName, branch string) (Bran
 		d.RestoredFrom = head.RestoredFrom.String()
 	}
 	return d, nil
+}
+
+// branchHead reads the graph's record, then branch's live incarnation and
+// its head commit.
+func (r *Reader) branchHead(ctx context.Context, graphName, branch string) (graph.Branch, graph.CommitView, error) {
+	if _, err := r.Graph(ctx, graphName); err != nil {
+		return graph.Branch{}, graph.CommitView{}, err
+	}
+	b, err := graph.ResolveBranch(ctx, r.store, graphName, branch)
+	if err != nil {
+		return b, graph.CommitView{}, readError(err, graphName, branch)
+	}
+	head, err := graph.BranchHeadView(ctx, r.store, graphName, b)
+	if err != nil {
+		return b, head, readError(err, graphName, branch)
+	}
+	return b, head, nil
 }
 
 // readError turns a data-plane error into an *outcome.Error when it is an

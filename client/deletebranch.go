@@ -6,7 +6,6 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/workflows"
 )
 
@@ -36,10 +35,7 @@ type DeleteBranchHandle = OperationHandle[workflows.DeleteBranchResult]
 // known to be settling.
 func (c *Client) DeleteBranch(ctx context.Context, req DeleteBranchRequest) (workflows.DeleteBranchResult, error) {
 	h, err := c.StartDeleteBranch(ctx, req)
-	if err != nil {
-		return workflows.DeleteBranchResult{}, err
-	}
-	return h.Wait(ctx)
+	return startWait(ctx, h, err)
 }
 
 // StartDeleteBranch starts (or attaches to) a branch delete and returns at once.
@@ -47,10 +43,7 @@ func (c *Client) StartDeleteBranch(ctx context.Context, req DeleteBranchRequest)
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	key, err := idempotencyKey(req.IdempotencyKey)
-	if err != nil {
-		return nil, err
-	}
+	key := keyOrNew(req.IdempotencyKey)
 	in := workflows.DeleteBranchInput{Graph: req.Graph, Branch: req.Branch, Force: req.Force, OpID: key}
 	h, err := startOperation[workflows.DeleteBranchResult](ctx, c, operationStart{
 		Kind: "delete_branch",
@@ -64,9 +57,6 @@ func (c *Client) StartDeleteBranch(ctx context.Context, req DeleteBranchRequest)
 	h.fromStatus = func(st Status) workflows.DeleteBranchResult {
 		return workflows.DeleteBranchResult{Outcome: st.Outcome, OpID: st.OpID, Graph: req.Graph, Branch: req.Branch,
 			Message: st.Pending, SettleAttempts: st.SettleAttempts}
-	}
-	h.outcome = func(r workflows.DeleteBranchResult) (outcome.Outcome, string, string) {
-		return r.Outcome, r.OpID, r.Message
 	}
 	return h, nil
 }

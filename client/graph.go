@@ -6,7 +6,6 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/workflows"
 )
 
@@ -44,9 +43,6 @@ func (c *Client) InitGraph(ctx context.Context, req InitGraphRequest) (workflows
 	})
 	if err != nil {
 		return workflows.InitGraphResult{}, fmt.Errorf("start init of %s: %w", req.Graph, err)
-	}
-	h.outcome = func(r workflows.InitGraphResult) (outcome.Outcome, string, string) {
-		return r.Outcome, r.OpID, r.Message
 	}
 	return h.WaitFinal(ctx)
 }

@@ -74,16 +74,9 @@ func (r *Reader) Log(ctx context.Context, graphName, branch string, limit int) (
 	if limit <= 0 {
 		limit = DefaultLogLimit
 	}
-	if _, err := r.Graph(ctx, graphName); err != nil {
+	_, c, err := r.branchHead(ctx, graphName, branch)
+	if err != nil {
 		return Log{}, err
-	}
-	b, err := graph.ResolveBranch(ctx, r.store, graphName, branch)
-	if err != nil {
-		return Log{}, readError(err, graphName, branch)
-	}
-	c, err := graph.BranchHeadView(ctx, r.store, graphName, b)
-	if err != nil {
-		return Log{}, readError(err, graphName, branch)
 	}
 	log := Log{Graph: graphName, Branch: branch, Entries: []LogEntry{}}
 	for {

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -55,10 +56,7 @@ type MergeHandle = OperationHandle[workflows.MergeResult]
 // as the merge commit is known to be settling.
 func (c *Client) Merge(ctx context.Context, req MergeRequest) (workflows.MergeResult, error) {
 	h, err := c.StartMerge(ctx, req)
-	if err != nil {
-		return workflows.MergeResult{}, err
-	}
-	return h.Wait(ctx)
+	return startWait(ctx, h, err)
 }
 
 // StartMerge starts (or attaches to) a merge and returns at once.
@@ -66,10 +64,7 @@ func (c *Client) StartMerge(ctx context.Context, req MergeRequest) (*MergeHandle
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	key, err := idempotencyKey(req.IdempotencyKey)
-	if err != nil {
-		return nil, err
-	}
+	key := keyOrNew(req.IdempotencyKey)
 	in := workflows.MergeInput{Graph: req.Graph, Source: req.Source, Target: req.Target, ExpectedHead: req.ExpectedHead,
 		Preview: req.Preview, OpID: key, Author: req.Author, Message: req.Message}
 	id, summary := MergeWorkflowID(req.Graph, req.Target, key), fmt.Sprintf("merge %s into %s in %s", req.Source, req.Target, req.Graph)
@@ -89,7 +84,6 @@ func (c *Client) StartMerge(ctx context.Context, req MergeRequest) (*MergeHandle
 		return workflows.MergeResult{Outcome: st.Outcome, OpID: st.OpID, Graph: req.Graph, Source: req.Source, Target: req.Target,
 			Commit: st.Commit, Message: st.Pending, SettleAttempts: st.SettleAttempts}
 	}
-	h.outcome = func(r workflows.MergeResult) (outcome.Outcome, string, string) { return r.Outcome, r.OpID, r.Message }
 	return h, nil
 }
 
@@ -99,10 +93,10 @@ type OperationHandle[R any] struct {
 	WorkflowID string
 	RunID      string
 	// OpID is the operation's id in the ledger ("" for a merge preview).
-	OpID       string
-	run        sdkclient.WorkflowRun
+	OpID string
+	run  sdkclient.WorkflowRun
+	// fromStatus, when set, builds the in-doubt result from a status query.
 	fromStatus func(Status) R
-	outcome    func(R) (out outcome.Outcome, opID, message string)
 }
 
 func (h *OperationHandle[R]) target() waitTarget {
@@ -120,38 +114,45 @@ func (h *OperationHandle[R]) Wait(ctx context.Context) (R, error) {
 		early = func(qctx context.Context) (R, bool, error) {
 			var zero R
 			var st Status
-			if err := h.c.queryStatus(qctx, h.WorkflowID, h.RunID, &st); err != nil {
+			if err := h.c.queryStatus(qctx, h.WorkflowID, h.RunID, &st); err != nil || !st.InDoubt() {
 				return zero, false, err
-			}
-			if !st.InDoubt() {
-				return zero, false, nil
 			}
 			return h.fromStatus(st), true, nil
 		}
 	}
-	res, err := await(ctx, h.c, h.target(), early)
-	if err != nil {
-		return res, h.waitError(err)
-	}
-	return res, h.err(res)
+	return h.wait(ctx, early)
 }
 
 // WaitFinal waits for the operation's definitive outcome, even through a
 // long settle (in_doubt is never returned).
-func (h *OperationHandle[R]) WaitFinal(ctx context.Context) (R, error) {
-	res, err := await[R](ctx, h.c, h.target(), nil)
-	if err != nil {
-		return res, h.waitError(err)
+func (h *OperationHandle[R]) WaitFinal(ctx context.Context) (R, error) { return h.wait(ctx, nil) }
+
+func (h *OperationHandle[R]) wait(ctx context.Context, early func(context.Context) (R, bool, error)) (R, error) {
+	res, err := await(ctx, h.c, h.target(), early)
+	var we *WorkflowError
+	switch {
+	case errors.As(err, &we):
+		return res, err
+	case err != nil:
+		return res, fmt.Errorf("wait for %s: %w", h.WorkflowID, err)
 	}
-	return res, h.err(res)
+	out, opID, msg := resultEnd(res)
+	if out.Success() {
+		return res, nil
+	}
+	if opID == "" {
+		opID = h.OpID
+	}
+	return res, &outcome.Error{Outcome: out, OpID: opID, Message: msg}
 }
 
-func (h *OperationHandle[R]) waitError(err error) error {
-	var we *WorkflowError
-	if errors.As(err, &we) {
-		return err
+// startWait waits for the operation a Start method returned.
+func startWait[R any](ctx context.Context, h *OperationHandle[R], err error) (R, error) {
+	if err != nil {
+		var zero R
+		return zero, err
 	}
-	return fmt.Errorf("wait for %s: %w", h.WorkflowID, err)
+	return h.Wait(ctx)
 }
 
 // Status asks the running operation which phase it is in, bounded by
@@ -165,22 +166,25 @@ func (h *OperationHandle[R]) Status(ctx context.Context) (Status, error) {
 // branch name, say) and followed it, so this request's idempotency key was
 // not used and res carries the other operation's id.
 func (h *OperationHandle[R]) Attached(res R) bool {
-	if h.outcome == nil || h.OpID == "" {
-		return false
-	}
-	_, opID, _ := h.outcome(res)
-	return opID != "" && opID != h.OpID
+	_, opID, _ := resultEnd(res)
+	return h.OpID != "" && opID != "" && opID != h.OpID
 }
 
-func (h *OperationHandle[R]) err(res R) error {
-	out, opID, msg := h.outcome(res)
-	if out.Success() {
-		return nil
+// resultEnd reads the outcome, operation id and message that every
+// operation's result carries under the same JSON names; a reconcile pass has
+// no outcome and is done when it returns.
+func resultEnd(res any) (outcome.Outcome, string, string) {
+	if _, ok := res.(ReconcileResult); ok {
+		return outcome.Done, "", ""
 	}
-	if opID == "" {
-		opID = h.OpID
+	var e struct {
+		Outcome outcome.Outcome `json:"outcome"`
+		OpID    string          `json:"op_id"`
+		Message string          `json:"message"`
 	}
-	return &outcome.Error{Outcome: out, OpID: opID, Message: msg}
+	b, _ := json.Marshal(res)
+	_ = json.Unmarshal(b, &e)
+	return e.Outcome, e.OpID, e.Message
 }
 
 // operationStart is how startOperation starts a workflow.
@@ -263,13 +267,11 @@ func requestOf(in interface{ Request() workflows.Request }) *workflows.Request {
 	return &r
 }
 
-// idempotencyKey validates a caller's key, or mints a fresh one.
-func idempotencyKey(key string) (string, error) {
+// keyOrNew is the caller's idempotency key (checked by the request's
+// Validate), or a fresh one.
+func keyOrNew(key string) string {
 	if key == "" {
-		return ulid.Make().String(), nil
+		return ulid.Make().String()
 	}
-	if err := checkKey(key); err != nil {
-		return "", err
-	}
-	return key, nil
+	return key
 }

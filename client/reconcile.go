@@ -5,7 +5,6 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/workflows"
 )
 
@@ -53,6 +52,5 @@ func (c *Client) Reconcile(ctx context.Context, req ReconcileRequest) (Reconcile
 	if err != nil {
 		return ReconcileResult{}, err
 	}
-	h.outcome = func(ReconcileResult) (outcome.Outcome, string, string) { return outcome.Done, "", "" }
 	return h.WaitFinal(ctx)
 }

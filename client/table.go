@@ -96,10 +96,7 @@ type WriteTableHandle = OperationHandle[workflows.WriteTableResult]
 // operation id; any other outcome is an *outcome.Error.
 func (c *Client) WriteTable(ctx context.Context, store storage.Store, req WriteTableRequest) (workflows.WriteTableResult, error) {
 	h, err := c.StartWriteTable(ctx, store, req)
-	if err != nil {
-		return workflows.WriteTableResult{}, err
-	}
-	return h.Wait(ctx)
+	return startWait(ctx, h, err)
 }
 
 // StartWriteTable uploads the files — each put-if-absent directly to
@@ -112,10 +109,7 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 	if err := checkWriteRequest(req); err != nil {
 		return nil, err
 	}
-	key := req.IdempotencyKey
-	if key == "" {
-		key = ulid.Make().String()
-	}
+	key := keyOrNew(req.IdempotencyKey)
 	id := WriteTableWorkflowID(req.Graph, req.Branch, key)
 	if req.IdempotencyKey != "" {
 		desc, err := c.tc.DescribeWorkflowExecution(ctx, id, "")
@@ -139,7 +133,6 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 	if _, err := graph.ResolveBranch(ctx, store, req.Graph, req.Branch); err != nil {
 		return nil, readError(err, req.Graph, req.Branch)
 	}
-	var objects []workflows.TableObject
 	var imports []workflows.TableImport
 	if len(req.Import) > 0 {
 		refs := make([]graph.ImportRef, len(req.Import))
@@ -164,11 +157,8 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 		return nil, err
 	}
 
-	in := workflows.WriteTableInput{
-		Graph: req.Graph, Branch: req.Branch, Table: req.Table, Objects: objects,
-		ExpectedHead: req.ExpectedHead, OpID: key, Author: req.Author, Message: req.Message,
-		Append: req.Append, Remove: req.Remove, Imports: imports,
-	}
+	in := writeInput(req, objects, imports)
+	in.OpID = key
 	count := len(objects)
 	request := in.Request()
 	if len(objects) > workflows.MaxInlineObjects {
@@ -189,7 +179,7 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 	if err != nil {
 		return nil, fmt.Errorf("start write of %s/%s: %w", req.Graph, req.Table, err)
 	}
-	writeHandle(h)
+	h.fromStatus = writeFromStatus
 	return h, nil
 }
 
@@ -199,9 +189,7 @@ func (c *Client) attachWrite(ctx context.Context, id, key, runID string, ours wo
 	if err != nil {
 		return nil, err
 	}
-	h := &WriteTableHandle{c: c, WorkflowID: id, RunID: run.GetRunID(), OpID: key, run: run}
-	writeHandle(h)
-	return h, nil
+	return &WriteTableHandle{c: c, WorkflowID: id, RunID: run.GetRunID(), OpID: key, run: run, fromStatus: writeFromStatus}, nil
 }
 
 // fileRequest is the canonical request of a write, computed from its files (their
@@ -209,31 +197,27 @@ func (c *Client) attachWrite(ctx context.Context, id, key, runID string, ours wo
 // repeated key is compared with.
 func fileRequest(req WriteTableRequest) (workflows.Request, error) {
 	objects := make([]workflows.TableObject, len(req.Files))
-	errs := make([]error, len(req.Files))
-	sem := make(chan struct{}, uploadConcurrency)
-	var wg sync.WaitGroup
-	for i, path := range req.Files {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			objects[i], errs[i] = fileSum(path)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	err := parallel(len(req.Files), uploadConcurrency, func(i int) (err error) {
+		objects[i], err = fileSum(req.Files[i])
+		return err
+	})
+	if err != nil {
 		return workflows.Request{}, err
 	}
 	imports := make([]workflows.TableImport, len(req.Import))
 	for i, k := range req.Import {
 		imports[i] = workflows.TableImport{Key: k}
 	}
+	return writeInput(req, objects, imports).Request(), nil
+}
+
+// writeInput is the write's input but for its operation id.
+func writeInput(req WriteTableRequest, objects []workflows.TableObject, imports []workflows.TableImport) workflows.WriteTableInput {
 	return workflows.WriteTableInput{
 		Graph: req.Graph, Branch: req.Branch, Table: req.Table, Objects: objects,
 		ExpectedHead: req.ExpectedHead, Author: req.Author, Message: req.Message,
 		Append: req.Append, Remove: req.Remove, Imports: imports,
-	}.Request(), nil
+	}
 }
 
 // fileSum reads a file's size and SHA-256.
@@ -251,15 +235,9 @@ func fileSum(path string) (workflows.TableObject, error) {
 	return workflows.TableObject{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
-// writeHandle gives a write's handle its result mapping.
-func writeHandle(h *WriteTableHandle) {
-	h.fromStatus = func(st Status) workflows.WriteTableResult {
-		return workflows.WriteTableResult{Outcome: st.Outcome, OpID: st.OpID, Version: st.Version, Commit: st.Commit,
-			Message: st.Pending, SettleAttempts: st.SettleAttempts}
-	}
-	h.outcome = func(r workflows.WriteTableResult) (outcome.Outcome, string, string) {
-		return r.Outcome, r.OpID, r.Message
-	}
+func writeFromStatus(st Status) workflows.WriteTableResult {
+	return workflows.WriteTableResult{Outcome: st.Outcome, OpID: st.OpID, Version: st.Version, Commit: st.Commit,
+		Message: st.Pending, SettleAttempts: st.SettleAttempts}
 }
 
 // Validate checks the request as graft.WriteTable would, and that every file
@@ -363,6 +341,24 @@ func uploadFiles(ctx context.Context, store storage.Store, graphName, table stri
 		return nil, err
 	}
 	return objects, nil
+}
+
+// parallel runs do(i) for every i < n, at most limit at once, and joins their errors.
+func parallel(n, limit int, do func(i int) error) error {
+	errs := make([]error, n)
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[i] = do(i)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func uploadFile(ctx context.Context, store storage.Store, graphName, table string, id ulid.ULID, path string, opts UploadOptions) (workflows.TableObject, error) {

@@ -40,10 +40,7 @@ func (c *Client) CreateTag(ctx context.Context, req CreateTagRequest) (workflows
 	if err := req.Validate(); err != nil {
 		return workflows.CreateTagResult{}, err
 	}
-	key, err := idempotencyKey(req.IdempotencyKey)
-	if err != nil {
-		return workflows.CreateTagResult{}, err
-	}
+	key := keyOrNew(req.IdempotencyKey)
 	in := workflows.CreateTagInput{Graph: req.Graph, Name: req.Name, Commit: req.Commit, Branch: req.Branch, OpID: key}
 	h, err := startOperation[workflows.CreateTagResult](ctx, c, operationStart{
 		Kind: "tag",
@@ -57,9 +54,6 @@ func (c *Client) CreateTag(ctx context.Context, req CreateTagRequest) (workflows
 	h.fromStatus = func(st Status) workflows.CreateTagResult {
 		return workflows.CreateTagResult{Outcome: st.Outcome, OpID: st.OpID, Graph: req.Graph, Name: req.Name,
 			Message: st.Pending, SettleAttempts: st.SettleAttempts}
-	}
-	h.outcome = func(r workflows.CreateTagResult) (outcome.Outcome, string, string) {
-		return r.Outcome, r.OpID, r.Message
 	}
 	return h.Wait(ctx)
 }
@@ -80,10 +74,7 @@ func (c *Client) DeleteTag(ctx context.Context, req DeleteTagRequest) (workflows
 	if err := req.Validate(); err != nil {
 		return workflows.DeleteTagResult{}, err
 	}
-	key, err := idempotencyKey(req.IdempotencyKey)
-	if err != nil {
-		return workflows.DeleteTagResult{}, err
-	}
+	key := keyOrNew(req.IdempotencyKey)
 	in := workflows.DeleteTagInput{Graph: graphName, Name: name, OpID: key}
 	h, err := startOperation[workflows.DeleteTagResult](ctx, c, operationStart{
 		Kind: "tag",
@@ -97,9 +88,6 @@ func (c *Client) DeleteTag(ctx context.Context, req DeleteTagRequest) (workflows
 	h.fromStatus = func(st Status) workflows.DeleteTagResult {
 		return workflows.DeleteTagResult{Outcome: st.Outcome, OpID: st.OpID, Graph: graphName, Name: name,
 			Message: st.Pending, SettleAttempts: st.SettleAttempts}
-	}
-	h.outcome = func(r workflows.DeleteTagResult) (outcome.Outcome, string, string) {
-		return r.Outcome, r.OpID, r.Message
 	}
 	return h.Wait(ctx)
 }

@@ -108,8 +108,6 @@ func (r CreateBranchRequest) Validate() error {
 	return firstInvalid(checkGraph(r.Graph), checkBranch(r.Branch), from, checkCommitText(r.Author, r.Message), checkKey(r.IdempotencyKey))
 }
 
-func checkCreateBranch(r CreateBranchRequest) error { return r.Validate() }
-
 // Validate checks the request as graft.Merge would, without contacting anything.
 func (r MergeRequest) Validate() error {
 	if err := firstInvalid(checkGraph(r.Graph), invalid("source", format.ValidateBranchName(r.Source)),
