@@ -110,8 +110,8 @@ func (r *Reader) Graph(ctx context.Context, graphName string) (GraphInfo, error)
 }
 
 // ListBranches lists the live branches of a graph, by name, with their
-// heads: one GET of the graph record, one listing of the refs, a GET per
-// ref and a head read (LIST + GET) per branch, read in parallel.
+// heads: a GET of the graph record, a listing of the refs, then per branch
+// a GET of the ref and a head read (LIST + GET), in parallel.
 func (r *Reader) ListBranches(ctx context.Context, graphName string) ([]BranchInfo, error) {
 	if _, err := r.Graph(ctx, graphName); err != nil {
 		return nil, err
@@ -153,21 +153,18 @@ type TablePin struct {
 
 // BranchDetail is one branch: its live incarnation, ref and head commit.
 type BranchDetail struct {
-	Graph    string    `json:"graph"`
-	Branch   string    `json:"branch"`
-	Native   string    `json:"native"`
-	Head     string    `json:"head"`
-	HeadTime time.Time `json:"head_time"`
-	Author   string    `json:"author"`
-	Message  string    `json:"message"`
-	// Op is the operation that wrote the head commit.
-	Op string `json:"op"`
-	// Pins are the table versions the head reads, by table name.
-	Pins []TablePin `json:"pins"`
-	// Parents are the head's parents, first parent first.
-	Parents      []string `json:"parents"`
-	RestoredFrom string   `json:"restored_from,omitempty"`
-	Ref          RefInfo  `json:"ref"`
+	Graph        string     `json:"graph"`
+	Branch       string     `json:"branch"`
+	Native       string     `json:"native"`
+	Head         string     `json:"head"`
+	HeadTime     time.Time  `json:"head_time"`
+	Author       string     `json:"author"`
+	Message      string     `json:"message"`
+	Op           string     `json:"op"`   // the operation that wrote the head
+	Pins         []TablePin `json:"pins"` // by table name
+	Parents      []string   `json:"parents"`
+	RestoredFrom string     `json:"restored_from,omitempty"`
+	Ref          RefInfo    `json:"ref"`
 }
 
 // ShowBranch reads one branch: its live ref and its head commit.
@@ -176,19 +173,13 @@ func (r *Reader) ShowBranch(ctx context.Context, graphName, branch string) (Bran
 	if err != nil {
 		return BranchDetail{}, err
 	}
-	d := BranchDetail{
+	e := logEntry(head)
+	return BranchDetail{
 		Graph: graphName, Branch: branch, Native: b.Native,
-		Head: head.ID.String(), HeadTime: head.Time, Author: head.Author, Message: head.Message, Op: head.Op,
-		Pins: tablePins(head.Pins), Parents: []string{},
+		Head: e.Commit, HeadTime: head.Time, Author: head.Author, Message: head.Message, Op: head.Op,
+		Pins: tablePins(head.Pins), Parents: e.Parents, RestoredFrom: e.RestoredFrom,
 		Ref: RefInfo{Key: format.BranchRefKey(graphName, b.Native), State: string(b.Ref.State), Op: b.Ref.Op, ETag: b.ETag},
-	}
-	for _, p := range head.Parents {
-		d.Parents = append(d.Parents, p.String())
-	}
-	if !head.RestoredFrom.IsZero() {
-		d.RestoredFrom = head.RestoredFrom.String()
-	}
-	return d, nil
+	}, nil
 }
 
 // branchHead reads the graph's record, then branch's live incarnation and
@@ -208,9 +199,8 @@ func (r *Reader) branchHead(ctx context.Context, graphName, branch string) (grap
 	return b, head, nil
 }
 
-// readError turns a data-plane error into an *outcome.Error when it is an
-// outcome (missing graph, branch or commit; several live incarnations; a
-// bad name), and wraps anything else (an unreachable store, a malformed
+// readError turns a read's error into an *outcome.Error when it is an
+// outcome, and returns anything else (an unreachable store, a malformed
 // object) as is.
 func readError(err error, graphName, branch string) error {
 	var ml *graph.MultipleLiveError
@@ -233,7 +223,6 @@ func readError(err error, graphName, branch string) error {
 	return err
 }
 
-// tablePins lists a commit's pins sorted by table name.
 func tablePins(pins map[string]ulid.ULID) []TablePin {
 	out := make([]TablePin, 0, len(pins))
 	for _, table := range slices.Sorted(maps.Keys(pins)) {

@@ -30,9 +30,8 @@ type DeleteBranchHandle = OperationHandle[workflows.DeleteBranchResult]
 
 // DeleteBranch deletes req.Branch through graft.DeleteBranch — its live ref
 // retired by compare-and-swap into a fence — and waits for the outcome:
-// deleted with a nil error; invalid for main; conflict for a branch live
-// tags name (unless Force); not_found; in_doubt as soon as the swap is
-// known to be settling.
+// deleted with a nil error; invalid for main; conflict for a branch live tags
+// name (unless Force); in doubt as OperationHandle.Wait says.
 func (c *Client) DeleteBranch(ctx context.Context, req DeleteBranchRequest) (workflows.DeleteBranchResult, error) {
 	h, err := c.StartDeleteBranch(ctx, req)
 	return startWait(ctx, h, err)

@@ -29,10 +29,9 @@ type MergeRequest struct {
 	Author string
 	// Message of the merge commit. Defaults to "merge {source} into {target}".
 	Message string
-	// IdempotencyKey identifies the operation: the same request repeated
-	// with the same key attaches to the first, running or finished; another
-	// request under the key is a *RequestConflictError. Defaults to a fresh
-	// ULID.
+	// IdempotencyKey identifies the operation: the same request under it
+	// attaches to the first, running or finished; another is a
+	// *RequestConflictError. Defaults to a fresh ULID.
 	IdempotencyKey string
 }
 
@@ -50,10 +49,9 @@ func MergePreviewWorkflowID(graph, target, key string) string {
 type MergeHandle = OperationHandle[workflows.MergeResult]
 
 // Merge merges req.Source into req.Target through graft.Merge and waits for
-// the outcome. merged, adopted and already_up_to_date come back with a nil
-// error (a preview's would-be outcome too); conflict is an *outcome.Error
-// with the result's Tables listing every conflict; in_doubt returns as soon
-// as the merge commit is known to be settling.
+// the outcome: merged, adopted and already_up_to_date (a preview's too) with
+// a nil error; conflict with the result's Tables listing every conflict; in
+// doubt as OperationHandle.Wait says.
 func (c *Client) Merge(ctx context.Context, req MergeRequest) (workflows.MergeResult, error) {
 	h, err := c.StartMerge(ctx, req)
 	return startWait(ctx, h, err)
@@ -104,10 +102,9 @@ func (h *OperationHandle[R]) target() waitTarget {
 }
 
 // Wait waits for the operation's definitive outcome, or for it to be in
-// doubt: then the result carries outcome in_doubt and the error is an
-// *outcome.Error matching outcome.ErrInDoubt, with the operation id. A
-// workflow that ends without a definitive outcome is a *WorkflowError, at
-// once.
+// doubt: then the result carries outcome in_doubt and the error matches
+// outcome.ErrInDoubt, with the operation id. An outcome other than success is
+// an *outcome.Error; a workflow that ends without one is a *WorkflowError.
 func (h *OperationHandle[R]) Wait(ctx context.Context) (R, error) {
 	var early func(context.Context) (R, bool, error)
 	if h.fromStatus != nil {
@@ -192,31 +189,43 @@ type operationStart struct {
 	ID, Workflow string
 	Input        any
 	Summary      string
-	Graph        string
-	// Branch is the GraftBranch search attribute; "" sets none.
-	Branch, OpID string
-	// Kind is the GraftOperation search attribute: the operation's kind.
-	Kind string
-	// ReusePolicy is what a start does after a finished run of the same id:
-	// REJECT_DUPLICATE finds that run (an idempotency key is used once),
-	// ALLOW_DUPLICATE starts a new one.
+	// Graph, Branch and Kind are the GraftGraph, GraftBranch and
+	// GraftOperation search attributes; "" sets none.
+	Graph, Branch, Kind string
+	OpID                string
+	// ReusePolicy after a finished run of the id: REJECT_DUPLICATE finds that
+	// run (an idempotency key is used once), ALLOW_DUPLICATE starts anew.
 	ReusePolicy enumspb.WorkflowIdReusePolicy
-	// Request is the input's canonical request. A start that finds a run of the same
-	// id (running, or finished under REJECT_DUPLICATE) attaches to it only when that
-	// run's request is this one, and is a *RequestConflictError otherwise. nil attaches
-	// to any running run of the id (conflict policy USE_EXISTING).
+	// Request is the input's canonical request: a run of the id found
+	// (running, or finished under REJECT_DUPLICATE) is attached to only when
+	// it is this request, and is a *RequestConflictError otherwise. nil
+	// attaches to any running run of the id.
 	Request *workflows.Request
-	// Finished, with Request, looks the id's latest run up first: one that ended
-	// (completed, or failed with an outcome) under this OpID is attached to when it
-	// is this request, and is a *RequestConflictError when it is not — rather than a
-	// new run (ALLOW_DUPLICATE) that would find the ledger's row finished and report
-	// its outcome without its result. Set when the caller gave the key.
+	// Finished, with Request, looks up the id's latest run first: one that
+	// ended under this OpID is attached to (or a conflict) rather than
+	// started anew (ALLOW_DUPLICATE), which would find the ledger's row
+	// finished and report its outcome without its result. Set when the
+	// caller gave the key.
 	Finished bool
+	// What names the start in an *UnansweredError; defaults to "start "+Summary.
+	What string
+	// NoEager starts without Options.EagerStart.
+	NoEager bool
 }
 
-// startOperation starts a workflow, or attaches to the run of the same id it finds
-// when that run is the same request (operationStart.Request).
+// startOperation starts a workflow, or attaches to the run of the same id it
+// finds when that run is the same request.
 func startOperation[R any](ctx context.Context, c *Client, s operationStart) (*OperationHandle[R], error) {
+	run, _, err := c.startRun(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return &OperationHandle[R]{c: c, WorkflowID: run.GetID(), RunID: run.GetRunID(), OpID: s.OpID, run: run}, nil
+}
+
+// startRun is startOperation's start; it also returns the operation id of
+// the run, which is another's when it attached to a run of the same request.
+func (c *Client) startRun(ctx context.Context, s operationStart) (sdkclient.WorkflowRun, string, error) {
 	var attrs []temporal.SearchAttributeUpdate
 	if s.Graph != "" {
 		attrs = append(attrs, searchattr.Graph.ValueSet(s.Graph))
@@ -232,7 +241,7 @@ func startOperation[R any](ctx context.Context, c *Client, s operationStart) (*O
 		TaskQueue:                c.opts.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    s.ReusePolicy,
-		EnableEagerStart:         c.opts.EagerStart,
+		EnableEagerStart:         c.opts.EagerStart && !s.NoEager,
 		StaticSummary:            s.Summary,
 		TypedSearchAttributes:    temporal.NewSearchAttributes(attrs...),
 	}
@@ -241,27 +250,23 @@ func startOperation[R any](ctx context.Context, c *Client, s operationStart) (*O
 		opts.WorkflowExecutionErrorWhenAlreadyStarted = true
 	}
 	if s.Request != nil && s.Finished {
-		run, err := c.finishedSame(ctx, s.ID, s.OpID, *s.Request)
-		if err != nil {
-			return nil, err
-		}
-		if run != nil {
-			return &OperationHandle[R]{c: c, WorkflowID: run.GetID(), RunID: run.GetRunID(), OpID: s.OpID, run: run}, nil
+		if run, err := c.finishedSame(ctx, s.ID, s.OpID, *s.Request); err != nil || run != nil {
+			return run, s.OpID, err
 		}
 	}
 	run, err := c.tc.ExecuteWorkflow(ctx, opts, s.Workflow, s.Input)
 	if exists := (*serviceerror.WorkflowExecutionAlreadyStarted)(nil); s.Request != nil && errors.As(err, &exists) {
-		run, _, err = c.attachSame(ctx, s.ID, exists.RunId, s.OpID, *s.Request)
-		if err != nil {
-			return nil, err
-		}
-	} else if err != nil {
-		return nil, unanswered(ctx, "start "+s.Summary, s.ID, s.OpID, err)
+		return c.attachSame(ctx, s.ID, exists.RunId, s.OpID, *s.Request)
 	}
-	return &OperationHandle[R]{c: c, WorkflowID: run.GetID(), RunID: run.GetRunID(), OpID: s.OpID, run: run}, nil
+	if err != nil {
+		if s.What == "" {
+			s.What = "start " + s.Summary
+		}
+		return nil, "", unanswered(ctx, s.What, s.ID, s.OpID, err)
+	}
+	return run, s.OpID, nil
 }
 
-// requestOf returns an input's canonical request, for operationStart.Request.
 func requestOf(in interface{ Request() workflows.Request }) *workflows.Request {
 	r := in.Request()
 	return &r

@@ -8,16 +8,13 @@ import (
 	"github.com/graftworks/graft/workflows"
 )
 
-// The reconciler: a workflow that finds ledger rows whose workflow closed
-// without recording the operation's end (terminated, timed out, reset, lost)
-// and settles each as its own workflow would have. The worker schedules it;
-// Reconcile runs it once now.
+// The reconciler settles ledger rows whose workflow closed without recording
+// the operation's end (terminated, timed out, reset, lost) as that workflow
+// would have. The worker schedules it; Reconcile runs it once now, one at a
+// time (a second request attaches).
 const (
-	// ReconcileWorkflowName is the reconciler's registered workflow type.
 	ReconcileWorkflowName = workflows.ReconcileName
-	// ReconcileWorkflowID is the id of an on-demand reconcile: one at a
-	// time, and a second request attaches to the running one.
-	ReconcileWorkflowID = workflows.ReconcileWorkflowID
+	ReconcileWorkflowID   = workflows.ReconcileWorkflowID
 )
 
 // ReconcileRequest asks for one reconcile pass.
@@ -26,8 +23,7 @@ type ReconcileRequest struct {
 	Graph string `json:"graph,omitempty"`
 }
 
-// ReconcileResult is what a reconcile pass reports: the operations it
-// examined, those still running, and each it finished or parked.
+// ReconcileResult is what a reconcile pass reports.
 type ReconcileResult = workflows.ReconcileResult
 
 // Validate checks the request without contacting anything.

@@ -39,8 +39,8 @@ type RestoreHandle = OperationHandle[workflows.RestoreResult]
 
 // Restore restores req.Branch through graft.Restore and waits for the
 // outcome: done with a nil error; not_retained when cleanup reclaimed
-// something the commit needs (nothing is written then); in_doubt as soon as
-// a write is known to be settling; any other outcome an *outcome.Error.
+// something the commit needs (nothing is written then); in doubt as
+// OperationHandle.Wait says.
 func (c *Client) Restore(ctx context.Context, req RestoreRequest) (workflows.RestoreResult, error) {
 	h, err := c.StartRestore(ctx, req)
 	return startWait(ctx, h, err)

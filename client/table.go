@@ -30,9 +30,9 @@ const uploadConcurrency = 4
 // local files (one data object each).
 type WriteTableRequest struct {
 	Graph, Branch, Table string
-	// Files are local paths; each becomes one data object. At least one (or
-	// an import or a remove), any number — past workflows.MaxInlineObjects the client
-	// stages the list in the store (docs/format.md, "Staged object lists").
+	// Files are local paths, one data object each: at least one (or an
+	// import or a remove); past workflows.MaxInlineObjects the list is staged
+	// in the store (docs/format.md, "Staged object lists").
 	Files []string
 	// ExpectedHead, when set, makes the write conflict unless the branch's
 	// head is this commit id. Defaults to "" (append to the current head).
@@ -41,22 +41,18 @@ type WriteTableRequest struct {
 	Author string
 	// Message of the commit. Defaults to "write table {table} version {ULID}".
 	Message string
-	// IdempotencyKey identifies the operation: a request repeated with the
-	// same key attaches to the first (running or finished) and uploads
-	// nothing — when it is the same request (workflows.WriteTableInput.Request:
-	// the files' sizes and SHA-256s, read before anything is uploaded, and
-	// every other field); another request under the key is a
-	// *RequestConflictError. Defaults to a fresh ULID.
+	// IdempotencyKey identifies the operation: the same request under it
+	// (workflows.WriteTableInput.Request: the files' sizes and SHA-256s, read
+	// first, and every other field) attaches to the first, running or
+	// finished, and uploads nothing; another is a *RequestConflictError.
+	// Defaults to a fresh ULID.
 	IdempotencyKey string
-	// Upload tunes how files are uploaded to a graph. The zero value
-	// uses the defaults (docs/format.md, "Table versions and data objects").
-	Upload UploadOptions
-	// Append makes the new
-	// version the one the branch's head pins plus the files and imports;
-	// Remove drops entries by name from it; Import registers objects already
-	// in the store by key, zero copy, with the size and ETag a HEAD gives now
-	// (graft never writes or deletes them). Defaults: a version of exactly
-	// the files.
+	Upload         UploadOptions
+	// Append makes the new version the one the head pins plus the files and
+	// imports; Remove drops entries by name from it; Import registers objects
+	// already in the store by key, zero copy, with the size and ETag a HEAD
+	// gives now (graft never writes or deletes them). Defaults: a version of
+	// exactly the files.
 	Append bool
 	Remove []string
 	Import []string
@@ -91,22 +87,19 @@ type WriteTableHandle = OperationHandle[workflows.WriteTableResult]
 
 // WriteTable uploads req.Files to store, then publishes them as a new
 // version of req.Table on req.Branch through graft.WriteTable, and waits for
-// the outcome. Done comes back with a nil error; in_doubt returns as soon as
-// the commit is known to be settling, as an *outcome.Error carrying the
-// operation id; any other outcome is an *outcome.Error.
+// the outcome (OperationHandle.Wait).
 func (c *Client) WriteTable(ctx context.Context, store storage.Store, req WriteTableRequest) (workflows.WriteTableResult, error) {
 	h, err := c.StartWriteTable(ctx, store, req)
 	return startWait(ctx, h, err)
 }
 
-// StartWriteTable uploads the files — each put-if-absent directly to
-// store under {graph}/tables/{table}/objects/{ULID}; the workflow's history
-// carries only ids, sizes and checksums — and starts graft.WriteTable. If
-// the idempotency key's workflow exists already, it uploads nothing: it reads
-// the files' sizes and SHA-256s and attaches to that workflow when it is the
-// same request, and is a *RequestConflictError when it is not.
+// StartWriteTable uploads the files — each put-if-absent straight to the
+// store; the workflow's history carries only ids, sizes and checksums — and
+// starts graft.WriteTable. When the key's workflow exists it uploads
+// nothing: it attaches when the files' sizes and SHA-256s and the other
+// fields make the same request, and is a *RequestConflictError otherwise.
 func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req WriteTableRequest) (*WriteTableHandle, error) {
-	if err := checkWriteRequest(req); err != nil {
+	if err := req.Validate(); err != nil {
 		return nil, err
 	}
 	key := keyOrNew(req.IdempotencyKey)
@@ -120,7 +113,11 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 			if err != nil {
 				return nil, err
 			}
-			return c.attachWrite(ctx, id, key, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), ours)
+			run, _, err := c.attachSame(ctx, id, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), key, ours)
+			if err != nil {
+				return nil, err
+			}
+			return &WriteTableHandle{c: c, WorkflowID: id, RunID: run.GetRunID(), OpID: key, run: run, fromStatus: writeFromStatus}, nil
 		case !errors.As(err, &nf):
 			return nil, unanswered(ctx, "look up write "+id, id, key, err)
 		}
@@ -183,18 +180,8 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 	return h, nil
 }
 
-// attachWrite attaches to the write run under id when it is the request ours.
-func (c *Client) attachWrite(ctx context.Context, id, key, runID string, ours workflows.Request) (*WriteTableHandle, error) {
-	run, _, err := c.attachSame(ctx, id, runID, key, ours)
-	if err != nil {
-		return nil, err
-	}
-	return &WriteTableHandle{c: c, WorkflowID: id, RunID: run.GetRunID(), OpID: key, run: run, fromStatus: writeFromStatus}, nil
-}
-
-// fileRequest is the canonical request of a write, computed from its files (their
-// sizes and SHA-256s, read a few at a time) without uploading anything: what a
-// repeated key is compared with.
+// fileRequest is a write's canonical request, from its files' sizes and
+// SHA-256s, without uploading anything.
 func fileRequest(req WriteTableRequest) (workflows.Request, error) {
 	objects := make([]workflows.TableObject, len(req.Files))
 	err := parallel(len(req.Files), uploadConcurrency, func(i int) (err error) {
@@ -220,7 +207,6 @@ func writeInput(req WriteTableRequest, objects []workflows.TableObject, imports 
 	}
 }
 
-// fileSum reads a file's size and SHA-256.
 func fileSum(path string) (workflows.TableObject, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -242,9 +228,7 @@ func writeFromStatus(st Status) workflows.WriteTableResult {
 
 // Validate checks the request as graft.WriteTable would, and that every file
 // can be read as a data object, without contacting anything.
-func (r WriteTableRequest) Validate() error { return checkWriteRequest(r) }
-
-func checkWriteRequest(req WriteTableRequest) error {
+func (req WriteTableRequest) Validate() error {
 	if err := firstInvalid(checkGraph(req.Graph), checkBranch(req.Branch), invalid("", format.ValidateTableName(req.Table)),
 		checkCommit("expected head", req.ExpectedHead), checkKey(req.IdempotencyKey), checkCommitText(req.Author, req.Message)); err != nil {
 		return err
@@ -318,9 +302,8 @@ func stageObjects(ctx context.Context, store storage.Store, graphName, table, op
 	return p.Version.ID.String(), nil
 }
 
-// uploadFiles uploads each file under a fresh ULID
-// (graph.UploadObject: one put-if-absent up to the threshold, a multipart
-// upload above it, aborted on failure), a few files at a time.
+// uploadFiles uploads each file under a fresh ULID (graph.UploadObject), a
+// few files at a time.
 func uploadFiles(ctx context.Context, store storage.Store, graphName, table string, files []string, opts UploadOptions) ([]workflows.TableObject, error) {
 	objects := make([]workflows.TableObject, len(files))
 	errs := make([]error, len(files))

@@ -32,10 +32,9 @@ func CreateTagWorkflowID(graph, name string) string { return "graft/create-tag/"
 func DeleteTagWorkflowID(graph, name string) string { return "graft/delete-tag/" + graph + "/" + name }
 
 // CreateTag creates a tag through graft.CreateTag and waits for the
-// outcome: created with a nil error (Existing when the tag already named
-// that commit — a create is idempotent); conflict when the name names
-// another commit or was deleted; not_found, not_retained, invalid; in_doubt
-// as soon as the put is known to be settling.
+// outcome: created with a nil error (Existing when the tag already named that
+// commit); conflict when the name names another commit or was deleted; in
+// doubt as OperationHandle.Wait says.
 func (c *Client) CreateTag(ctx context.Context, req CreateTagRequest) (workflows.CreateTagResult, error) {
 	if err := req.Validate(); err != nil {
 		return workflows.CreateTagResult{}, err
@@ -66,9 +65,9 @@ type DeleteTagRequest struct {
 }
 
 // DeleteTag retires a tag through graft.DeleteTag and waits for the
-// outcome: deleted with a nil error; not_found for a tag that does not
-// exist or was deleted already; in_doubt as soon as the swap is known to be
-// settling. A deleted tag's name is never reused.
+// outcome: deleted with a nil error; not_found for a tag that does not exist
+// or was deleted already; in doubt as OperationHandle.Wait says. A deleted
+// tag's name is never reused.
 func (c *Client) DeleteTag(ctx context.Context, req DeleteTagRequest) (workflows.DeleteTagResult, error) {
 	graphName, name := req.Graph, req.Name
 	if err := req.Validate(); err != nil {
