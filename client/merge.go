@@ -97,10 +97,6 @@ type OperationHandle[R any] struct {
 	fromStatus func(Status) R
 }
 
-func (h *OperationHandle[R]) target() waitTarget {
-	return waitTarget{workflowID: h.WorkflowID, runID: h.RunID, opID: h.OpID, run: h.run}
-}
-
 // Wait waits for the operation's definitive outcome, or for it to be in
 // doubt: then the result carries outcome in_doubt and the error matches
 // outcome.ErrInDoubt, with the operation id. An outcome other than success is
@@ -125,7 +121,7 @@ func (h *OperationHandle[R]) Wait(ctx context.Context) (R, error) {
 func (h *OperationHandle[R]) WaitFinal(ctx context.Context) (R, error) { return h.wait(ctx, nil) }
 
 func (h *OperationHandle[R]) wait(ctx context.Context, early func(context.Context) (R, bool, error)) (R, error) {
-	res, err := await(ctx, h.c, h.target(), early)
+	res, err := await(ctx, h.c, waitTarget{workflowID: h.WorkflowID, runID: h.RunID, opID: h.OpID, run: h.run}, early)
 	var we *WorkflowError
 	switch {
 	case errors.As(err, &we):
