@@ -119,21 +119,15 @@ returns; with --wait it shows progress on stderr and prints the result.`,
 				}
 				a.startedOp = opID
 				st := map[string]string{"graph": req.Graph, "mode": string(req.Mode), "op_id": opID, "workflow_id": h.WorkflowID, "run_id": h.RunID}
-				return a.emit(cmd, st, func(w io.Writer) error {
-					follow := "follow it in the Web UI"
-					if opID != "" {
-						follow = fmt.Sprintf("wait for it with `graft op wait %s`", opID)
-					}
-					_, err := fmt.Fprintf(w, "started cleanup (%s) of %s\n  op        %s\n  workflow  %s\n%s\n",
-						req.Mode, req.Graph, orDash(opID), h.WorkflowID, follow)
-					return err
-				})
+				follow := "follow it in the Web UI"
+				if opID != "" {
+					follow = fmt.Sprintf("wait for it with `graft op wait %s`", opID)
+				}
+				return a.emitf(cmd, st, "started cleanup (%s) of %s\n  op        %s\n  workflow  %s\n%s\n",
+					req.Mode, req.Graph, orDash(opID), h.WorkflowID, follow)
 			}
 			a.startedOp = h.OpID
-			var pr progressReporter = noProgress{}
-			if a.cfg.Output == outputText {
-				pr = newProgress(cmd.ErrOrStderr())
-			}
+			pr := a.progress(cmd)
 			res, err := waitWithProgress(cmd.Context(), h, pr)
 			if err != nil {
 				var oe *outcome.Error
@@ -533,10 +527,7 @@ func (a *app) scheduleSimpleCommand(verb, short string, do func(context.Context,
 				return scheduleNotFound(err, graph)
 			}
 			res := map[string]string{"graph": graph, "schedule_id": client.CleanupScheduleID(graph), "done": verb}
-			return a.emit(cmd, res, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "%s: cleanup schedule %s of %s\n", verb, res["schedule_id"], graph)
-				return err
-			})
+			return a.emitf(cmd, res, "%s: cleanup schedule %s of %s\n", verb, res["schedule_id"], graph)
 		},
 	}
 }

@@ -167,6 +167,14 @@ func (a *app) emit(cmd *cobra.Command, v any, text func(w io.Writer) error) erro
 	return text(cmd.OutOrStdout())
 }
 
+// emitf is emit with a text result of one format.
+func (a *app) emitf(cmd *cobra.Command, v any, format string, args ...any) error {
+	return a.emit(cmd, v, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, format, args...)
+		return err
+	})
+}
+
 // writeError shows a failed command's report on stderr.
 func (a *app) writeError(r Report) {
 	if a.jsonMode() {
