@@ -212,8 +212,8 @@ func TestOwnership_ImportOfAnotherGraphsObject_IsInvalidWritesNothing_ThatGraphs
 	})
 }
 
-// Objects land under x/ (another tool's, another deployment's); `graph init x` used to
-// succeed and a later cleanup of x deleted them. Init is now conflict (exit 5) naming one
+// Objects land under x/ (another tool's, another deployment's); were `graph init x` to
+// succeed, a later cleanup of x would delete them. Init is conflict (exit 5) naming one
 // and what to do, writes nothing, and a cleanup of x finds no graph; once they are
 // moved, the same init runs and repeating it is idempotent. An old object copied under
 // x's prefix later is never deleted by x's cleanup.
