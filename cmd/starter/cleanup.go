@@ -402,7 +402,7 @@ func (a *app) cleanupScheduleCommand() *cobra.Command {
 			func(ctx context.Context, c *client.Client, g string) error { return c.CleanupScheduleTrigger(ctx, g) }),
 		a.scheduleSimpleCommand("delete", "Delete a graph's cleanup schedule; running cleanups go on",
 			func(ctx context.Context, c *client.Client, g string) error { return c.CleanupScheduleDelete(ctx, g) }),
-		a.scheduleDescribeCommand(),
+		a.scheduleCommand("describe", "Show a graph's cleanup schedule: timing, policy, state, next and recent runs", a.describeAndEmit),
 	)
 	return cmd
 }
@@ -486,64 +486,45 @@ deletes; dry_run only reports. ` + verb + ` prints the schedule as it now stands
 	return cmd
 }
 
+// scheduleCommand is a schedule subcommand of GRAPH: run gets the client once
+// the name is checked, and a missing schedule's error says how to create one.
+func (a *app) scheduleCommand(use, short string, run func(*cobra.Command, *client.Client, string) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   use + " GRAPH",
+		Short: short,
+		Args:  exactArgs("GRAPH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.clientAfter(cmd.Context(), checkGraph(args[0]))
+			if err != nil {
+				return err
+			}
+			return scheduleNotFound(run(cmd, c, args[0]), args[0])
+		},
+	}
+}
+
 func (a *app) schedulePauseCommand(pause bool) *cobra.Command {
 	var note string
 	use, short := "pause", "Pause a graph's cleanup schedule"
 	if !pause {
 		use, short = "unpause", "Resume a paused cleanup schedule"
 	}
-	cmd := &cobra.Command{
-		Use:   use + " GRAPH",
-		Short: short,
-		Args:  exactArgs("GRAPH"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			graph := args[0]
-			c, err := a.clientAfter(cmd.Context(), checkGraph(graph))
-			if err != nil {
-				return err
-			}
-			if err := c.CleanupSchedulePause(cmd.Context(), graph, pause, note); err != nil {
-				return scheduleNotFound(err, graph)
-			}
-			return a.describeAndEmit(cmd, c, graph)
-		},
-	}
+	cmd := a.scheduleCommand(use, short, func(cmd *cobra.Command, c *client.Client, graph string) error {
+		if err := c.CleanupSchedulePause(cmd.Context(), graph, pause, note); err != nil {
+			return err
+		}
+		return a.describeAndEmit(cmd, c, graph)
+	})
 	cmd.Flags().StringVar(&note, "note", "", "why, shown with the schedule's state")
 	return cmd
 }
 
 func (a *app) scheduleSimpleCommand(verb, short string, do func(context.Context, *client.Client, string) error) *cobra.Command {
-	return &cobra.Command{
-		Use:   verb + " GRAPH",
-		Short: short,
-		Args:  exactArgs("GRAPH"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			graph := args[0]
-			c, err := a.clientAfter(cmd.Context(), checkGraph(graph))
-			if err != nil {
-				return err
-			}
-			if err := do(cmd.Context(), c, graph); err != nil {
-				return scheduleNotFound(err, graph)
-			}
-			res := map[string]string{"graph": graph, "schedule_id": client.CleanupScheduleID(graph), "done": verb}
-			return a.emitf(cmd, res, "%s: cleanup schedule %s of %s\n", verb, res["schedule_id"], graph)
-		},
-	}
-}
-
-func (a *app) scheduleDescribeCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "describe GRAPH",
-		Short: "Show a graph's cleanup schedule: timing, policy, state, next and recent runs",
-		Args:  exactArgs("GRAPH"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			graph := args[0]
-			c, err := a.clientAfter(cmd.Context(), checkGraph(graph))
-			if err != nil {
-				return err
-			}
-			return scheduleNotFound(a.describeAndEmit(cmd, c, graph), graph)
-		},
-	}
+	return a.scheduleCommand(verb, short, func(cmd *cobra.Command, c *client.Client, graph string) error {
+		if err := do(cmd.Context(), c, graph); err != nil {
+			return err
+		}
+		res := map[string]string{"graph": graph, "schedule_id": client.CleanupScheduleID(graph), "done": verb}
+		return a.emitf(cmd, res, "%s: cleanup schedule %s of %s\n", verb, res["schedule_id"], graph)
+	})
 }
