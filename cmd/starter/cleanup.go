@@ -53,6 +53,15 @@ func (p *policyFlags) check() error {
 	return nil
 }
 
+// guard is --guard-window when given, else nil: the workflow's default.
+func (p *policyFlags) guard(cmd *cobra.Command) *time.Duration {
+	if !cmd.Flags().Changed("guard-window") {
+		return nil
+	}
+	g := p.guardWindow
+	return &g
+}
+
 func (a *app) cleanupRunCommand() *cobra.Command {
 	var (
 		pol          policyFlags
@@ -100,10 +109,7 @@ returns; with --wait it shows progress on stderr and prints the result.`,
 			default:
 				req.Mode, req.SweepRunID = workflows.CleanupModeSweep, sweepRun
 			}
-			if cmd.Flags().Changed("guard-window") {
-				g := pol.guardWindow
-				req.GuardWindow = &g
-			}
+			req.GuardWindow = pol.guard(cmd)
 			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err
@@ -458,10 +464,7 @@ deletes; dry_run only reports. ` + verb + ` prints the schedule as it now stands
 				return usageError{fmt.Errorf("--mode: want dry_run, mark or sweep, got %q", mode)}
 			}
 			req.KeepNewest, req.KeepNewerThan, req.Paused = pol.keepNewest, pol.keepNewerThan, paused
-			if cmd.Flags().Changed("guard-window") {
-				g := pol.guardWindow
-				req.GuardWindow = &g
-			}
+			req.GuardWindow = pol.guard(cmd)
 			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err
