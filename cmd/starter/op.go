@@ -204,7 +204,7 @@ func (a *app) opShowCommand() *cobra.Command {
 			if err != nil {
 				return opNotFound(err)
 			}
-			v := viewOp(op)
+			v, note := viewOp(op), ""
 			if op.State != client.OperationDone {
 				// Ask the workflow too: reopen Ops with Temporal when it answers.
 				if withTemporal, err := a.ops(cmd.Context(), true); err == nil {
@@ -214,15 +214,11 @@ func (a *app) opShowCommand() *cobra.Command {
 				if err != nil {
 					return opNotFound(err)
 				}
-				v = viewDetail(d)
+				v, note = viewDetail(d), a.temporalNote()
 			}
 			// A finished operation may still hold keys for a put that can land late.
 			if v.LatePuts, err = ops.LatePuts(cmd.Context(), client.LatePutsFilter{OpID: op.ID}); err != nil {
 				return err
-			}
-			note := ""
-			if op.State != client.OperationDone {
-				note = a.temporalNote()
 			}
 			return a.emit(cmd, v, func(w io.Writer) error { return printOp(w, v, note) })
 		},

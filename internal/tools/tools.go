@@ -189,9 +189,25 @@ func (t Tool) Ensure(ctx context.Context) (string, error) {
 // are t.BuildIn's: its go.mod (renamed) and go.sum, in a directory of the
 // build's own next to the binary.
 func (t Tool) buildInContext(ctx context.Context, path string) error {
-	work := filepath.Join(filepath.Dir(path), "module")
-	if err := copyModule(ctx, t.BuildIn, work, "graft.local/tools/"+t.Name); err != nil {
+	dir, err := moduleDir(ctx, t.BuildIn)
+	if err != nil {
 		return fmt.Errorf("build %s: %w", t.Name, err)
+	}
+	work := filepath.Join(filepath.Dir(path), "module")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return fmt.Errorf("build %s: %w", t.Name, err)
+	}
+	for _, f := range []string{"go.mod", "go.sum"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err == nil && f == "go.mod" {
+			b = moduleLine.ReplaceAll(b, []byte("module graft.local/tools/"+t.Name))
+		}
+		if err == nil {
+			err = os.WriteFile(filepath.Join(work, f), b, 0o644)
+		}
+		if err != nil {
+			return fmt.Errorf("build %s: %w", t.Name, err)
+		}
 	}
 	// -mod=mod: a package the context module's own build never needed may
 	// want a go.sum line the copy lacks.
@@ -202,30 +218,6 @@ func (t Tool) buildInContext(ctx context.Context, path string) error {
 	}
 	if err := os.Rename(path+".tmp", path); err != nil {
 		return fmt.Errorf("build %s: %w", t.Name, err)
-	}
-	return nil
-}
-
-// copyModule writes module's go.mod, renamed to name, and go.sum into work.
-func copyModule(ctx context.Context, module, work, name string) error {
-	dir, err := moduleDir(ctx, module)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(work, 0o755); err != nil {
-		return err
-	}
-	for _, f := range []string{"go.mod", "go.sum"} {
-		b, err := os.ReadFile(filepath.Join(dir, f))
-		if err != nil {
-			return err
-		}
-		if f == "go.mod" {
-			b = moduleLine.ReplaceAll(b, []byte("module "+name))
-		}
-		if err := os.WriteFile(filepath.Join(work, f), b, 0o644); err != nil {
-			return err
-		}
 	}
 	return nil
 }

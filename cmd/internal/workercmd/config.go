@@ -3,6 +3,7 @@ package workercmd
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"time"
@@ -162,7 +163,7 @@ func resolveRun(c *Config, s *conncfg.Sources) error {
 func LoadConfig(args []string, lookup LookupEnv) (Config, error) {
 	c := DefaultConfig()
 	fs := pflag.NewFlagSet("graft-worker run", pflag.ContinueOnError)
-	fs.SetOutput(discard{})
+	fs.SetOutput(io.Discard)
 	addCommonFlags(fs, &c)
 	addRunFlags(fs, &c)
 	if err := fs.Parse(args); err != nil {
@@ -194,10 +195,6 @@ func resolve(fs *pflag.FlagSet, c *Config, lookup LookupEnv, run bool) error {
 	}
 	return nil
 }
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // usageError is a bad command line or configuration: exit code 2.
 type usageError struct{ err error }
