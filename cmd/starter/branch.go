@@ -395,13 +395,17 @@ func branchDeleteError(req client.DeleteBranchRequest, res workflows.DeleteBranc
 	return err
 }
 
+// firstRow is label on a view's first row of a list, "" on the others.
+func firstRow(i int, label string) string {
+	if i == 0 {
+		return label
+	}
+	return ""
+}
+
 // printPins writes a commit's pins as table rows, the first labelled "tables".
 func printPins(w io.Writer, pins []client.TablePin) {
 	for i, p := range pins {
-		label := ""
-		if i == 0 {
-			label = "tables"
-		}
-		fmt.Fprintf(w, "%s\t%s @ %s\n", label, p.Table, p.Version)
+		fmt.Fprintf(w, "%s\t%s @ %s\n", firstRow(i, "tables"), p.Table, p.Version)
 	}
 }

@@ -368,18 +368,10 @@ func printSchedule(w io.Writer, v scheduleView) error {
 		if i == shownNextRuns {
 			break
 		}
-		label := ""
-		if i == 0 {
-			label = "next runs"
-		}
-		fmt.Fprintf(tw, "%s\t%s\n", label, t.UTC().Format(time.RFC3339))
+		fmt.Fprintf(tw, "%s\t%s\n", firstRow(i, "next runs"), t.UTC().Format(time.RFC3339))
 	}
 	for i, r := range v.RecentRuns {
-		label := ""
-		if i == 0 {
-			label = "recent runs"
-		}
-		fmt.Fprintf(tw, "%s\t%s  %s\n", label, r.StartedAt.UTC().Format(time.RFC3339), r.WorkflowID)
+		fmt.Fprintf(tw, "%s\t%s  %s\n", firstRow(i, "recent runs"), r.StartedAt.UTC().Format(time.RFC3339), r.WorkflowID)
 	}
 	fmt.Fprintf(tw, "started\t%d (skipped while one ran: %d)\n", v.Actions, v.SkippedOverlap)
 	return tw.Flush()
