@@ -377,7 +377,7 @@ func printOp(w io.Writer, v opView, note string) error {
 		fmt.Fprintf(tw, "%s\t%s\n", strings.ReplaceAll(k, "_", " "), v.Extra[k])
 	}
 	if len(v.LatePuts) > 0 && v.State == string(client.OperationDone) {
-		// note is only for an unfinished operation
+		// the callers give a note only for an unfinished operation: none is lost
 		note = fmt.Sprintf("next: once no put of it can arrive any more, `graft op release-late-puts %s` (docs/operations.md, \"Late-put pins\")", v.ID)
 	}
 	return flushNote(tw, w, note)
