@@ -33,10 +33,15 @@ func checkGraph(graph string) error { return invalidName(format.ValidateGraphNam
 
 // checkBranch validates a graph and a branch name the same way.
 func checkBranch(graph, branch string) error {
+	return checkIn(graph, format.ValidateBranchName(branch))
+}
+
+// checkIn is checkGraph, then a name's validation error as the outcome invalid.
+func checkIn(graph string, nameErr error) error {
 	if err := checkGraph(graph); err != nil {
 		return err
 	}
-	return invalidName(format.ValidateBranchName(branch))
+	return invalidName(nameErr)
 }
 
 // checkTable validates a table name the same way.

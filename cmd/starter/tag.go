@@ -27,12 +27,7 @@ never re-pointed and a deleted tag's name is never reused.`,
 }
 
 // checkTag validates a graph and a tag name locally.
-func checkTag(graph, name string) error {
-	if err := checkGraph(graph); err != nil {
-		return err
-	}
-	return invalidName(format.ValidateTagName(name))
-}
+func checkTag(graph, name string) error { return checkIn(graph, format.ValidateTagName(name)) }
 
 func (a *app) tagCreateCommand() *cobra.Command {
 	var req client.CreateTagRequest
