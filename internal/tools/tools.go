@@ -48,13 +48,9 @@ type Tool struct {
 var (
 	Temporal  = Tool{Name: "temporal", Module: "github.com/temporalio/cli/cmd/temporal", Version: "v1.5.1"}
 	VersityGW = Tool{Name: "versitygw", Module: "github.com/versity/versitygw/cmd/versitygw", Version: "v1.8.0"}
-	// TemporalServer is the server docker-compose.yml runs
-	// (temporalio/auto-setup at the same version), and TemporalSQLTool its
-	// schema tool, from the same module version.
-	// The build keeps the server's docker/config_template.yaml, the
-	// template the image renders its configuration from, next to it.
-	// Both are built in the CLI's module context (BuildIn), whose server
-	// dependency is this same version.
+	// TemporalServer is the server docker-compose.yml runs (temporalio/auto-setup
+	// at the same version), kept with docker/config_template.yaml, the template
+	// the image renders its configuration from; TemporalSQLTool is its schema tool.
 	TemporalServer = Tool{Name: "temporal-server", Module: "go.temporal.io/server/cmd/server", Version: "v1.29.1",
 		ModulePath: "go.temporal.io/server", Files: []string{"docker/config_template.yaml"}, BuildIn: temporalCLIModule}
 	TemporalSQLTool = Tool{Name: "temporal-sql-tool", Module: "go.temporal.io/server/cmd/tools/sql", Version: TemporalServer.Version,
