@@ -33,10 +33,15 @@ func checkGraph(graph string) error { return invalidName(format.ValidateGraphNam
 
 // checkBranch validates a graph and a branch name the same way.
 func checkBranch(graph, branch string) error {
+	return checkIn(graph, format.ValidateBranchName(branch))
+}
+
+// checkIn is checkGraph, then a name's validation error as the outcome invalid.
+func checkIn(graph string, nameErr error) error {
 	if err := checkGraph(graph); err != nil {
 		return err
 	}
-	return invalidName(format.ValidateBranchName(branch))
+	return invalidName(nameErr)
 }
 
 // checkTable validates a table name the same way.
@@ -97,11 +102,8 @@ request under a key already used.`,
 			}
 			if detach {
 				st := startedCreate{Graph: req.Graph, Branch: req.Branch, OpID: req.IdempotencyKey, WorkflowID: h.WorkflowID, RunID: h.RunID}
-				return a.emit(cmd, st, func(w io.Writer) error {
-					_, err := fmt.Fprintf(w, "started create of %s in %s\n  workflow  %s\n  run       %s\n  op        %s\nwatch it with `graft op wait %s`\n",
-						st.Branch, st.Graph, st.WorkflowID, st.RunID, st.OpID, st.OpID)
-					return err
-				})
+				return a.emitf(cmd, st, "started create of %s in %s\n  workflow  %s\n  run       %s\n  op        %s\nwatch it with `graft op wait %s`\n",
+					st.Branch, st.Graph, st.WorkflowID, st.RunID, st.OpID, st.OpID)
 			}
 			res, err := waitFor(cmd.Context(), final, h.WaitCreateBranch, h.WaitFinal)
 			if h.Attached(res) && a.cfg.Output == outputText {
@@ -170,11 +172,8 @@ func (a *app) createResult(cmd *cobra.Command, graph, branch string, res workflo
 		}
 		return err
 	}
-	return a.emit(cmd, res, func(w io.Writer) error {
-		_, err := fmt.Fprintf(w, "%s branch %s in %s\n  native  %s\n  head    %s\n  from    %s\n  op      %s\n",
-			res.Outcome, res.Branch, res.Graph, res.Native, res.Head, res.SourceCommit, res.OpID)
-		return err
-	})
+	return a.emitf(cmd, res, "%s branch %s in %s\n  native  %s\n  head    %s\n  from    %s\n  op      %s\n",
+		res.Outcome, res.Branch, res.Graph, res.Native, res.Head, res.SourceCommit, res.OpID)
 }
 
 func (a *app) branchAbandonCommand() *cobra.Command {
@@ -204,11 +203,8 @@ already landed. --no-wait returns once the signal is delivered.`,
 				return err
 			}
 			if noWait {
-				return a.emit(cmd, map[string]string{"graph": graph, "branch": branch, "workflow_id": client.CreateBranchWorkflowID(graph, branch)},
-					func(w io.Writer) error {
-						_, err := fmt.Fprintf(w, "abandon sent to the create of %s in %s\n", branch, graph)
-						return err
-					})
+				return a.emitf(cmd, map[string]string{"graph": graph, "branch": branch, "workflow_id": client.CreateBranchWorkflowID(graph, branch)},
+					"abandon sent to the create of %s in %s\n", branch, graph)
 			}
 			res, err := c.AttachCreateBranch(cmd.Context(), graph, branch).WaitFinal(cmd.Context())
 			if o, ok := outcome.Of(err); ok && o == outcome.Unpublished {
@@ -329,15 +325,12 @@ name the candidates when a branch needs repair (they report a conflict).`,
 			if res.Retired == nil {
 				res.Retired = []string{}
 			}
-			return a.emit(cmd, res, func(w io.Writer) error {
-				retired := strings.Join(res.Retired, ", ")
-				if retired == "" {
-					retired = "(none: it was live through one already)"
-				}
-				_, err := fmt.Fprintf(w, "repaired branch %s in %s\n  kept     %s\n  retired  %s\n  op       %s\n",
-					res.Branch, res.Graph, res.Kept, retired, res.OpID)
-				return err
-			})
+			retired := strings.Join(res.Retired, ", ")
+			if retired == "" {
+				retired = "(none: it was live through one already)"
+			}
+			return a.emitf(cmd, res, "repaired branch %s in %s\n  kept     %s\n  retired  %s\n  op       %s\n",
+				res.Branch, res.Graph, res.Kept, retired, res.OpID)
 		},
 	}
 	cmd.Flags().StringVar(&req.Keep, "keep", "", "native name ({branch}.{ULID}) of the incarnation to keep live")
@@ -407,13 +400,17 @@ func branchDeleteError(req client.DeleteBranchRequest, res workflows.DeleteBranc
 	return err
 }
 
+// firstRow is label on a view's first row of a list, "" on the others.
+func firstRow(i int, label string) string {
+	if i == 0 {
+		return label
+	}
+	return ""
+}
+
 // printPins writes a commit's pins as table rows, the first labelled "tables".
 func printPins(w io.Writer, pins []client.TablePin) {
 	for i, p := range pins {
-		label := ""
-		if i == 0 {
-			label = "tables"
-		}
-		fmt.Fprintf(w, "%s\t%s @ %s\n", label, p.Table, p.Version)
+		fmt.Fprintf(w, "%s\t%s @ %s\n", firstRow(i, "tables"), p.Table, p.Version)
 	}
 }

@@ -53,6 +53,15 @@ func (p *policyFlags) check() error {
 	return nil
 }
 
+// guard is --guard-window when given, else nil: the workflow's default.
+func (p *policyFlags) guard(cmd *cobra.Command) *time.Duration {
+	if !cmd.Flags().Changed("guard-window") {
+		return nil
+	}
+	g := p.guardWindow
+	return &g
+}
+
 func (a *app) cleanupRunCommand() *cobra.Command {
 	var (
 		pol          policyFlags
@@ -100,10 +109,7 @@ returns; with --wait it shows progress on stderr and prints the result.`,
 			default:
 				req.Mode, req.SweepRunID = workflows.CleanupModeSweep, sweepRun
 			}
-			if cmd.Flags().Changed("guard-window") {
-				g := pol.guardWindow
-				req.GuardWindow = &g
-			}
+			req.GuardWindow = pol.guard(cmd)
 			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err
@@ -119,21 +125,15 @@ returns; with --wait it shows progress on stderr and prints the result.`,
 				}
 				a.startedOp = opID
 				st := map[string]string{"graph": req.Graph, "mode": string(req.Mode), "op_id": opID, "workflow_id": h.WorkflowID, "run_id": h.RunID}
-				return a.emit(cmd, st, func(w io.Writer) error {
-					follow := "follow it in the Web UI"
-					if opID != "" {
-						follow = fmt.Sprintf("wait for it with `graft op wait %s`", opID)
-					}
-					_, err := fmt.Fprintf(w, "started cleanup (%s) of %s\n  op        %s\n  workflow  %s\n%s\n",
-						req.Mode, req.Graph, orDash(opID), h.WorkflowID, follow)
-					return err
-				})
+				follow := "follow it in the Web UI"
+				if opID != "" {
+					follow = fmt.Sprintf("wait for it with `graft op wait %s`", opID)
+				}
+				return a.emitf(cmd, st, "started cleanup (%s) of %s\n  op        %s\n  workflow  %s\n%s\n",
+					req.Mode, req.Graph, orDash(opID), h.WorkflowID, follow)
 			}
 			a.startedOp = h.OpID
-			var pr progressReporter = noProgress{}
-			if a.cfg.Output == outputText {
-				pr = newProgress(cmd.ErrOrStderr())
-			}
+			pr := a.progress(cmd)
 			res, err := waitWithProgress(cmd.Context(), h, pr)
 			if err != nil {
 				var oe *outcome.Error
@@ -368,18 +368,10 @@ func printSchedule(w io.Writer, v scheduleView) error {
 		if i == shownNextRuns {
 			break
 		}
-		label := ""
-		if i == 0 {
-			label = "next runs"
-		}
-		fmt.Fprintf(tw, "%s\t%s\n", label, t.UTC().Format(time.RFC3339))
+		fmt.Fprintf(tw, "%s\t%s\n", firstRow(i, "next runs"), t.UTC().Format(time.RFC3339))
 	}
 	for i, r := range v.RecentRuns {
-		label := ""
-		if i == 0 {
-			label = "recent runs"
-		}
-		fmt.Fprintf(tw, "%s\t%s  %s\n", label, r.StartedAt.UTC().Format(time.RFC3339), r.WorkflowID)
+		fmt.Fprintf(tw, "%s\t%s  %s\n", firstRow(i, "recent runs"), r.StartedAt.UTC().Format(time.RFC3339), r.WorkflowID)
 	}
 	fmt.Fprintf(tw, "started\t%d (skipped while one ran: %d)\n", v.Actions, v.SkippedOverlap)
 	return tw.Flush()
@@ -408,7 +400,7 @@ func (a *app) cleanupScheduleCommand() *cobra.Command {
 			func(ctx context.Context, c *client.Client, g string) error { return c.CleanupScheduleTrigger(ctx, g) }),
 		a.scheduleSimpleCommand("delete", "Delete a graph's cleanup schedule; running cleanups go on",
 			func(ctx context.Context, c *client.Client, g string) error { return c.CleanupScheduleDelete(ctx, g) }),
-		a.scheduleDescribeCommand(),
+		a.scheduleCommand("describe", "Show a graph's cleanup schedule: timing, policy, state, next and recent runs", a.describeAndEmit),
 	)
 	return cmd
 }
@@ -464,10 +456,7 @@ deletes; dry_run only reports. ` + verb + ` prints the schedule as it now stands
 				return usageError{fmt.Errorf("--mode: want dry_run, mark or sweep, got %q", mode)}
 			}
 			req.KeepNewest, req.KeepNewerThan, req.Paused = pol.keepNewest, pol.keepNewerThan, paused
-			if cmd.Flags().Changed("guard-window") {
-				g := pol.guardWindow
-				req.GuardWindow = &g
-			}
+			req.GuardWindow = pol.guard(cmd)
 			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err
@@ -492,67 +481,45 @@ deletes; dry_run only reports. ` + verb + ` prints the schedule as it now stands
 	return cmd
 }
 
+// scheduleCommand is a schedule subcommand of GRAPH: run gets the client once
+// the name is checked, and a missing schedule's error says how to create one.
+func (a *app) scheduleCommand(use, short string, run func(*cobra.Command, *client.Client, string) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   use + " GRAPH",
+		Short: short,
+		Args:  exactArgs("GRAPH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.clientAfter(cmd.Context(), checkGraph(args[0]))
+			if err != nil {
+				return err
+			}
+			return scheduleNotFound(run(cmd, c, args[0]), args[0])
+		},
+	}
+}
+
 func (a *app) schedulePauseCommand(pause bool) *cobra.Command {
 	var note string
 	use, short := "pause", "Pause a graph's cleanup schedule"
 	if !pause {
 		use, short = "unpause", "Resume a paused cleanup schedule"
 	}
-	cmd := &cobra.Command{
-		Use:   use + " GRAPH",
-		Short: short,
-		Args:  exactArgs("GRAPH"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			graph := args[0]
-			c, err := a.clientAfter(cmd.Context(), checkGraph(graph))
-			if err != nil {
-				return err
-			}
-			if err := c.CleanupSchedulePause(cmd.Context(), graph, pause, note); err != nil {
-				return scheduleNotFound(err, graph)
-			}
-			return a.describeAndEmit(cmd, c, graph)
-		},
-	}
+	cmd := a.scheduleCommand(use, short, func(cmd *cobra.Command, c *client.Client, graph string) error {
+		if err := c.CleanupSchedulePause(cmd.Context(), graph, pause, note); err != nil {
+			return err
+		}
+		return a.describeAndEmit(cmd, c, graph)
+	})
 	cmd.Flags().StringVar(&note, "note", "", "why, shown with the schedule's state")
 	return cmd
 }
 
 func (a *app) scheduleSimpleCommand(verb, short string, do func(context.Context, *client.Client, string) error) *cobra.Command {
-	return &cobra.Command{
-		Use:   verb + " GRAPH",
-		Short: short,
-		Args:  exactArgs("GRAPH"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			graph := args[0]
-			c, err := a.clientAfter(cmd.Context(), checkGraph(graph))
-			if err != nil {
-				return err
-			}
-			if err := do(cmd.Context(), c, graph); err != nil {
-				return scheduleNotFound(err, graph)
-			}
-			res := map[string]string{"graph": graph, "schedule_id": client.CleanupScheduleID(graph), "done": verb}
-			return a.emit(cmd, res, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "%s: cleanup schedule %s of %s\n", verb, res["schedule_id"], graph)
-				return err
-			})
-		},
-	}
-}
-
-func (a *app) scheduleDescribeCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "describe GRAPH",
-		Short: "Show a graph's cleanup schedule: timing, policy, state, next and recent runs",
-		Args:  exactArgs("GRAPH"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			graph := args[0]
-			c, err := a.clientAfter(cmd.Context(), checkGraph(graph))
-			if err != nil {
-				return err
-			}
-			return scheduleNotFound(a.describeAndEmit(cmd, c, graph), graph)
-		},
-	}
+	return a.scheduleCommand(verb, short, func(cmd *cobra.Command, c *client.Client, graph string) error {
+		if err := do(cmd.Context(), c, graph); err != nil {
+			return err
+		}
+		res := map[string]string{"graph": graph, "schedule_id": client.CleanupScheduleID(graph), "done": verb}
+		return a.emitf(cmd, res, "%s: cleanup schedule %s of %s\n", verb, res["schedule_id"], graph)
+	})
 }

@@ -114,24 +114,18 @@ func asGroup(cmd *cobra.Command) *cobra.Command {
 }
 
 // exactArgs requires one argument per name, and names them in the error.
-func exactArgs(names ...string) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if len(args) != len(names) {
-			return usageError{fmt.Errorf("%s takes %d argument(s) (%s), got %d",
-				cmd.CommandPath(), len(names), strings.Join(names, " "), len(args))}
-		}
-		return nil
-	}
-}
+func exactArgs(names ...string) cobra.PositionalArgs { return countArgs("", names) }
 
 // minArgs requires at least len(names) arguments.
-func minArgs(names ...string) cobra.PositionalArgs {
+func minArgs(names ...string) cobra.PositionalArgs { return countArgs("at least ", names) }
+
+func countArgs(atLeast string, names []string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
-		if len(args) < len(names) {
-			return usageError{fmt.Errorf("%s takes at least %d argument(s) (%s), got %d",
-				cmd.CommandPath(), len(names), strings.Join(names, " "), len(args))}
+		if len(args) == len(names) || (atLeast != "" && len(args) > len(names)) {
+			return nil
 		}
-		return nil
+		return usageError{fmt.Errorf("%s takes %s%d argument(s) (%s), got %d",
+			cmd.CommandPath(), atLeast, len(names), strings.Join(names, " "), len(args))}
 	}
 }
 
@@ -165,6 +159,14 @@ func (a *app) emit(cmd *cobra.Command, v any, text func(w io.Writer) error) erro
 		return writeJSON(cmd.OutOrStdout(), v)
 	}
 	return text(cmd.OutOrStdout())
+}
+
+// emitf is emit with a text result of one format.
+func (a *app) emitf(cmd *cobra.Command, v any, format string, args ...any) error {
+	return a.emit(cmd, v, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, format, args...)
+		return err
+	})
 }
 
 // writeError shows a failed command's report on stderr.

@@ -93,6 +93,17 @@ func wantCode(t *testing.T, r result, code int) {
 	}
 }
 
+// wantStdout requires exit 0 and every fragment on stdout.
+func wantStdout(t *testing.T, r result, fragments ...string) {
+	t.Helper()
+	wantCode(t, r, 0)
+	for _, f := range fragments {
+		if !strings.Contains(r.stdout, f) {
+			t.Fatalf("stdout lacks %q:\n%s", f, r)
+		}
+	}
+}
+
 // jsonOut decodes r's stdout, which must be exactly one JSON object.
 func jsonOut[T any](t *testing.T, r result) T {
 	t.Helper()

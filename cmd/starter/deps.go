@@ -120,9 +120,6 @@ func (a *app) storeDown() string {
 	return fmt.Sprintf("the store %s does not answer from here either", a.cfg.DescribeStore())
 }
 
-// ops opens the ledger at $DATABASE_URL (--db-schema). withTemporal also
-// dials Temporal, so waits and the views can ask the workflows; when
-// Temporal does not answer, the ledger-only Ops is returned and tcErr says why.
 // ledgerAfter returns the ledger's operations, without Temporal, once the
 // command's local check passed.
 func (a *app) ledgerAfter(ctx context.Context, check error) (*client.Ops, error) {
@@ -132,6 +129,9 @@ func (a *app) ledgerAfter(ctx context.Context, check error) (*client.Ops, error)
 	return a.ops(ctx, false)
 }
 
+// ops opens the ledger at $DATABASE_URL (--db-schema). withTemporal also
+// dials Temporal, so waits and the views can ask the workflows; when
+// Temporal does not answer, the ledger-only Ops is returned and tcErr says why.
 func (a *app) ops(ctx context.Context, withTemporal bool) (*client.Ops, error) {
 	if a.ledger == nil {
 		ops, err := client.OpenOps(ctx, client.LedgerConfig{DatabaseURL: a.cfg.DatabaseURL, Schema: a.cfg.DBSchema, MaxConns: 2}, nil)
@@ -182,11 +182,6 @@ func (a *app) temporalNote() string {
 	return "(Temporal did not answer, so phases come from the ledger alone: " + classify(a.tcErr).Message + ")"
 }
 
-// openStore opens the configured store and checks that it answers a listing,
-// so a wrong endpoint, bucket or credential shows before any work. A local
-// store directory that does not exist is an error naming where the setting
-// came from — the CLI never creates one (a relative default would create it
-// in whatever directory the command ran in).
 // clientAfter returns the command's client once its local check passed: a
 // failed check is the command's error, before anything is contacted.
 func (a *app) clientAfter(ctx context.Context, check error) (*client.Client, error) {
@@ -204,6 +199,11 @@ func (a *app) storeAfter(ctx context.Context, check error) (storage.Store, error
 	return a.openStore(ctx)
 }
 
+// openStore opens the configured store and checks that it answers a listing,
+// so a wrong endpoint, bucket or credential shows before any work. A local
+// store directory that does not exist is an error naming where the setting
+// came from: the CLI never creates one (a relative default would create it
+// in whatever directory the command ran in).
 func (a *app) openStore(ctx context.Context) (storage.Store, error) {
 	if a.store != nil {
 		return a.store, nil

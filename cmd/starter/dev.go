@@ -125,18 +125,13 @@ func (a *app) runDev(cmd *cobra.Command, o devOptions) error {
 				tools.Temporal.Version, filepath.Dir(bin))
 		}
 	}
-	port, err := pickPort(o.port, defaultDevPort)
-	if err != nil {
-		return err
+	var ports [3]int
+	for i, p := range [3][2]int{{o.port, defaultDevPort}, {o.uiPort, defaultDevUIPort}, {o.metricsPort, defaultDevMetricsPort}} {
+		if ports[i], err = pickPort(p[0], p[1]); err != nil {
+			return err
+		}
 	}
-	uiPort, err := pickPort(o.uiPort, defaultDevUIPort)
-	if err != nil {
-		return err
-	}
-	metricsPort, err := pickPort(o.metricsPort, defaultDevMetricsPort)
-	if err != nil {
-		return err
-	}
+	port, uiPort, metricsPort := ports[0], ports[1], ports[2]
 	if metricsPort == 0 {
 		if metricsPort, err = devstack.FreePort(); err != nil {
 			return fmt.Errorf("find a port for metrics: %w", err)
@@ -144,13 +139,11 @@ func (a *app) runDev(cmd *cobra.Command, o devOptions) error {
 	}
 	// A default port found free is a preference: taken between the check and the
 	// start, the server starts on free ports. A port the operator named is insisted on.
-	tsOpts := devstack.TemporalOptions{Port: o.port, UIPort: o.uiPort, PreferredPort: port, PreferredUIPort: uiPort,
-		Headless:  false,
+	ts, err := devstack.StartTemporal(ctx, devstack.TemporalOptions{Port: o.port, UIPort: o.uiPort, PreferredPort: port, PreferredUIPort: uiPort,
 		DBFile:    filepath.Join(devDir, "temporal.db"),
 		Namespace: a.cfg.Namespace,
 		LogFile:   filepath.Join(devDir, "temporal.log"),
-	}
-	ts, err := devstack.StartTemporal(ctx, tsOpts)
+	})
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

@@ -1,9 +1,5 @@
 // Command graft is graft's command line: the cobra commands an operator runs
-// from a shell (graph init, table write|objects, branch
-// create|list|show|delete|repair|abandon, merge, restore, tag
-// create|list|show|delete, log, diff, cleanup run|schedule, op
-// list|show|wait|reconcile) and
-// `graft dev`, which runs the whole local stack in one process.
+// from a shell, and `graft dev`, which runs the whole local stack in one process.
 //
 // Invariants:
 //   - Configuration follows graft-worker's conventions (cmd/internal/workercmd):
@@ -18,11 +14,9 @@
 //     with the next step an operator should take; in json mode it is one JSON
 //     object {"outcome", "exit_code", "op_id", "message", "next"} (and
 //     "conflicts", the tables, for a merge conflict).
-//   - The exit code is the outcome's (outcome.ExitCode): 0 success, 1 failure,
-//     2 invalid input or bad flags, 3 unpublished, 4 in_doubt, 5 conflict,
-//     6 not_found, 7 not_retained, 8 refused, 9 unavailable (Temporal,
-//     Postgres or the store could not be reached). docs/outcomes.md documents
-//     each one.
+//   - The exit code is the outcome's (outcome.ExitCode; rootLong lists them,
+//     docs/outcomes.md documents each); 9 unavailable when Temporal,
+//     Postgres or the store could not be reached.
 //   - A command opens only what it needs (Temporal, the ledger, the store),
 //     lazily, and closes it before returning. Nothing here writes to the
 //     process's stdout or stderr directly: commands write to their cobra

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"io"
-
 	"github.com/spf13/cobra"
 
 	"github.com/graftworks/graft/client"
@@ -56,14 +53,11 @@ them, and nothing is written or recorded.`,
 			if err != nil {
 				return err
 			}
-			return a.emit(cmd, res, func(w io.Writer) error {
-				verb := "created graph"
-				if !res.Created {
-					verb = "graph already there:"
-				}
-				_, err := fmt.Fprintf(w, "%s %s\n  main  %s\n  root  %s\n  op    %s\n", verb, res.Graph, res.Main, res.Root, res.OpID)
-				return err
-			})
+			verb := "created graph"
+			if !res.Created {
+				verb = "graph already there:"
+			}
+			return a.emitf(cmd, res, "%s %s\n  main  %s\n  root  %s\n  op    %s\n", verb, res.Graph, res.Main, res.Root, res.OpID)
 		},
 	}
 	cmd.Flags().StringVar(&req.Author, "author", "", `author of main's root commit (default "graft")`)

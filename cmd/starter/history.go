@@ -177,10 +177,7 @@ const verifyListMax = 10
 // verifyTableObjects runs table objects --verify: the verification on stdout, or an
 // error naming what is missing (not_found) or changed (conflict).
 func (a *app) verifyTableObjects(cmd *cobra.Command, r *client.Reader, graph, ref, table string) error {
-	var pr progressReporter = noProgress{}
-	if a.cfg.Output == outputText {
-		pr = newProgress(cmd.ErrOrStderr())
-	}
+	pr := a.progress(cmd)
 	var mu sync.Mutex
 	var objects int64
 	v, err := r.VerifyTableObjects(cmd.Context(), graph, ref, table, func(done, total int64) {
@@ -217,10 +214,7 @@ func (a *app) verifyTableObjects(cmd *cobra.Command, r *client.Reader, graph, re
 			name(len(v.Changed), func(i int) string { return v.Changed[i].Key + " (" + v.Changed[i].Reason + ")" }))
 		return withNext(err, "something rewrote these keys after they were written or imported; write the table again from the data you trust")
 	}
-	return a.emit(cmd, v, func(w io.Writer) error {
-		_, err := fmt.Fprintf(w, "verified %d of %d objects of %s: all there\n", v.Verified, v.Objects, at)
-		return err
-	})
+	return a.emitf(cmd, v, "verified %d of %d objects of %s: all there\n", v.Verified, v.Objects, at)
 }
 
 // locator turns a store key into the URI an engine reads it at.

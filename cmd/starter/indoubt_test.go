@@ -178,10 +178,7 @@ func TestBranchCreate_RefPutNeverAnswers_ExitsInDoubtWithNextSteps_AbandonSettle
 		t.Fatalf("op list --stuck: %+v", stuck)
 	}
 	r = p.run(t, "op", "list", "--stuck")
-	wantCode(t, r, 0)
-	if !strings.Contains(r.stdout, rep.OpID) || !strings.Contains(r.stdout, "WAITS FOR") {
-		t.Fatalf("op list --stuck text:\n%s", r.stdout)
-	}
+	wantStdout(t, r, rep.OpID, "WAITS FOR")
 
 	// A delete while the ref put is in doubt is a conflict naming the create,
 	// not not_found (docs/outcomes.md).

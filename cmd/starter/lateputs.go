@@ -98,10 +98,7 @@ then reclaim the keys as it judges them. An unfinished operation is refused
 				return opNotFound(err)
 			}
 			res := latePutRelease{OpID: args[0], Released: n}
-			return a.emit(cmd, res, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "released %d late-put pin(s) of operation %s\n", n, args[0])
-				return err
-			})
+			return a.emitf(cmd, res, "released %d late-put pin(s) of operation %s\n", n, args[0])
 		},
 	}
 }

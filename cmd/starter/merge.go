@@ -187,26 +187,19 @@ func checkBranchFlag(flag, branch string) error {
 	return nil
 }
 
-// checkTagFlag validates a tag name given by a flag, when given.
-func checkTagFlag(flag, tag string) error {
-	if tag == "" {
+// checkFlag validates a flag's value, when given.
+func checkFlag(flag, value string, validate func(string) error) error {
+	if value == "" {
 		return nil
 	}
-	if err := format.ValidateTagName(tag); err != nil {
+	if err := validate(value); err != nil {
 		return outcome.Errorf(outcome.Invalid, "", "%s: %v", flag, err)
 	}
 	return nil
 }
 
-// checkCommitFlag validates a commit id given by a flag, when given.
 func checkCommitFlag(flag, commit string) error {
-	if commit == "" {
-		return nil
-	}
-	if _, err := format.ParseCommitID(commit); err != nil {
-		return outcome.Errorf(outcome.Invalid, "", "%s: %v", flag, err)
-	}
-	return nil
+	return checkFlag(flag, commit, func(s string) error { _, err := format.ParseCommitID(s); return err })
 }
 
 // checkCommitText validates a commit's author and message, when given.

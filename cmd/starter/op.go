@@ -132,11 +132,11 @@ pending step or from the ledger.`,
 			if stuck && (f.Kind != "" || f.State != "") {
 				return usageError{errors.New("--stuck lists unfinished operations of every kind: drop --kind and --state")}
 			}
+			ops, err := a.ops(cmd.Context(), stuck)
+			if err != nil {
+				return err
+			}
 			if !stuck {
-				ops, err := a.ops(cmd.Context(), false)
-				if err != nil {
-					return err
-				}
 				list, err := ops.List(cmd.Context(), f)
 				if err != nil {
 					return err
@@ -146,10 +146,6 @@ pending step or from the ledger.`,
 					res.Operations[i] = viewOp(op)
 				}
 				return a.emit(cmd, res, func(w io.Writer) error { return printOpList(w, res) })
-			}
-			ops, err := a.ops(cmd.Context(), true)
-			if err != nil {
-				return err
 			}
 			list, err := ops.Stuck(cmd.Context(), client.StuckFilter{Graph: f.Graph, RunningFor: runningFor, Limit: f.Limit})
 			if err != nil {
@@ -191,14 +187,7 @@ func printStuck(w io.Writer, res opList, note string) error {
 	for _, op := range res.Operations {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", op.ID, op.Kind, op.Graph, op.State, op.InStateFor, orDash(op.Phase), op.WaitsFor)
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if note != "" {
-		_, err := fmt.Fprintln(w, note)
-		return err
-	}
-	return nil
+	return flushNote(tw, w, note)
 }
 
 func (a *app) opShowCommand() *cobra.Command {
@@ -215,7 +204,7 @@ func (a *app) opShowCommand() *cobra.Command {
 			if err != nil {
 				return opNotFound(err)
 			}
-			v := viewOp(op)
+			v, note := viewOp(op), ""
 			if op.State != client.OperationDone {
 				// Ask the workflow too: reopen Ops with Temporal when it answers.
 				if withTemporal, err := a.ops(cmd.Context(), true); err == nil {
@@ -225,15 +214,11 @@ func (a *app) opShowCommand() *cobra.Command {
 				if err != nil {
 					return opNotFound(err)
 				}
-				v = viewDetail(d)
+				v, note = viewDetail(d), a.temporalNote()
 			}
 			// A finished operation may still hold keys for a put that can land late.
 			if v.LatePuts, err = ops.LatePuts(cmd.Context(), client.LatePutsFilter{OpID: op.ID}); err != nil {
 				return err
-			}
-			note := ""
-			if op.State != client.OperationDone {
-				note = a.temporalNote()
 			}
 			return a.emit(cmd, v, func(w io.Writer) error { return printOp(w, v, note) })
 		},
@@ -391,11 +376,17 @@ func printOp(w io.Writer, v opView, note string) error {
 	for _, k := range keys {
 		fmt.Fprintf(tw, "%s\t%s\n", strings.ReplaceAll(k, "_", " "), v.Extra[k])
 	}
+	if len(v.LatePuts) > 0 && v.State == string(client.OperationDone) {
+		// the callers give a note only for an unfinished operation: none is lost
+		note = fmt.Sprintf("next: once no put of it can arrive any more, `graft op release-late-puts %s` (docs/operations.md, \"Late-put pins\")", v.ID)
+	}
+	return flushNote(tw, w, note)
+}
+
+// flushNote flushes tw, then writes note on its own line when there is one.
+func flushNote(tw *tabwriter.Writer, w io.Writer, note string) error {
 	if err := tw.Flush(); err != nil {
 		return err
-	}
-	if len(v.LatePuts) > 0 && v.State == string(client.OperationDone) {
-		fmt.Fprintf(w, "next: once no put of it can arrive any more, `graft op release-late-puts %s` (docs/operations.md, \"Late-put pins\")\n", v.ID)
 	}
 	if note != "" {
 		_, err := fmt.Fprintln(w, note)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"golang.org/x/term"
 )
 
@@ -29,6 +30,15 @@ func newProgress(w io.Writer) progressReporter {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// progress is the reporter of a long command: newProgress on stderr, none
+// in json mode.
+func (a *app) progress(cmd *cobra.Command) progressReporter {
+	if a.cfg.Output != outputText {
+		return noProgress{}
+	}
+	return newProgress(cmd.ErrOrStderr())
 }
 
 // noProgress draws nothing (json output).

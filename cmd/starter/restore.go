@@ -10,6 +10,7 @@ import (
 
 	"github.com/graftworks/graft/client"
 	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/internal/format"
 )
 
 func (a *app) restoreCommand() *cobra.Command {
@@ -41,8 +42,8 @@ makes the restore a conflict (exit 5) unless BRANCH's head is that commit.`,
 			}
 			c, err := a.begin(cmd.Context(), &req.IdempotencyKey, checkBranch(req.Graph, req.Branch), which,
 				notBoth(req.NoBackup && req.BackupTag != "", "--no-backup", "--backup-tag"),
-				checkCommitFlag("--commit", req.ToCommit), checkTagFlag("--tag", req.ToTag),
-				checkCommitFlag("--expected-head", req.ExpectedHead), checkTagFlag("--backup-tag", req.BackupTag),
+				checkCommitFlag("--commit", req.ToCommit), checkFlag("--tag", req.ToTag, format.ValidateTagName),
+				checkCommitFlag("--expected-head", req.ExpectedHead), checkFlag("--backup-tag", req.BackupTag, format.ValidateTagName),
 				checkCommitText(req.Author, req.Message), checkOpKey(req.IdempotencyKey), req.Validate())
 			if err != nil {
 				return err

@@ -2,8 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
@@ -70,21 +68,15 @@ given.`,
 			if detach {
 				st := map[string]string{"graph": req.Graph, "branch": req.Branch, "table": req.Table,
 					"op_id": h.OpID, "workflow_id": h.WorkflowID, "run_id": h.RunID}
-				return a.emit(cmd, st, func(w io.Writer) error {
-					_, err := fmt.Fprintf(w, "started write of %s on %s in %s\n  workflow  %s\n  op        %s\nwatch it with `graft op wait %s`\n",
-						req.Table, req.Branch, req.Graph, h.WorkflowID, h.OpID, h.OpID)
-					return err
-				})
+				return a.emitf(cmd, st, "started write of %s on %s in %s\n  workflow  %s\n  op        %s\nwatch it with `graft op wait %s`\n",
+					req.Table, req.Branch, req.Graph, h.WorkflowID, h.OpID, h.OpID)
 			}
 			res, err := waitFor(cmd.Context(), final, h.Wait, h.WaitFinal)
 			if err != nil {
 				return tableWriteError(req, err)
 			}
-			return a.emit(cmd, res, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "wrote table %s on %s in %s\n  version  %s\n  commit   %s\n  objects  %d (%d bytes)\n  op       %s\n",
-					res.Table, res.Branch, res.Graph, res.Version, res.Commit, res.Objects, res.Bytes, res.OpID)
-				return err
-			})
+			return a.emitf(cmd, res, "wrote table %s on %s in %s\n  version  %s\n  commit   %s\n  objects  %d (%d bytes)\n  op       %s\n",
+				res.Table, res.Branch, res.Graph, res.Version, res.Commit, res.Objects, res.Bytes, res.OpID)
 		},
 	}
 	f := cmd.Flags()

@@ -27,12 +27,7 @@ never re-pointed and a deleted tag's name is never reused.`,
 }
 
 // checkTag validates a graph and a tag name locally.
-func checkTag(graph, name string) error {
-	if err := checkGraph(graph); err != nil {
-		return err
-	}
-	return invalidName(format.ValidateTagName(name))
-}
+func checkTag(graph, name string) error { return checkIn(graph, format.ValidateTagName(name)) }
 
 func (a *app) tagCreateCommand() *cobra.Command {
 	var req client.CreateTagRequest
@@ -47,15 +42,13 @@ answered ambiguously and the workflow is settling it.`,
 		Args: exactArgs("GRAPH", "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Graph, req.Name = args[0], args[1]
-			var which, branch error
+			var which error
 			if req.Commit != "" && req.Branch != "" {
 				which = usageError{errors.New("give at most one of --commit and --branch")}
 			}
-			if req.Branch != "" {
-				branch = checkBranchFlag("--branch", req.Branch)
-			}
 			c, err := a.begin(cmd.Context(), &req.IdempotencyKey, checkTag(req.Graph, req.Name), which,
-				checkCommitFlag("--commit", req.Commit), branch, checkOpKey(req.IdempotencyKey), req.Validate())
+				checkCommitFlag("--commit", req.Commit), checkFlag("--branch", req.Branch, format.ValidateBranchName),
+				checkOpKey(req.IdempotencyKey), req.Validate())
 			if err != nil {
 				return err
 			}
@@ -199,10 +192,7 @@ not_found (exit 6) when there is no such tag or it was deleted already.`,
 			if err != nil {
 				return settlingNext(err, "the tag's delete")
 			}
-			return a.emit(cmd, res, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "deleted tag %s in %s\n  commit  %s\n  op      %s\n", res.Name, res.Graph, res.Commit, res.OpID)
-				return err
-			})
+			return a.emitf(cmd, res, "deleted tag %s in %s\n  commit  %s\n  op      %s\n", res.Name, res.Graph, res.Commit, res.OpID)
 		},
 	}
 	cmd.Flags().StringVar(&req.IdempotencyKey, "idempotency-key", "", "operation id (default: a fresh ULID)")

@@ -77,16 +77,11 @@ func (w *GraftWorker) Start(ctx context.Context) error {
 			return err
 		}
 		err = p.waitReady(ctx, time.Minute, func(ctx context.Context) error {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/healthz", nil)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				return err
+			resp, err := get(ctx, "http://"+addr+"/healthz")
+			if err == nil && resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("/healthz: %s", resp.Status)
 			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("/healthz: %s", resp.Status)
-			}
-			return nil
+			return err
 		})
 		if err == nil {
 			w.Process, w.MetricsAddr = p, addr

@@ -2,6 +2,7 @@ package devstack
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -70,15 +71,12 @@ type TemporalServerOptions struct {
 // TemplateOverrides are the keys of Env the harness sets itself: where
 // Postgres is, the database names, the addresses and ports every service
 // binds on 127.0.0.1, and the log level. Everything else comes from Env.
-var TemplateOverrides = []string{
+var TemplateOverrides = append([]string{
 	"POSTGRES_SEEDS", "DB_PORT", "POSTGRES_USER", "POSTGRES_PWD", "DBNAME", "VISIBILITY_DBNAME",
 	"BIND_ON_IP", "TEMPORAL_BROADCAST_ADDRESS", "LOG_LEVEL",
-	"FRONTEND_GRPC_PORT", "FRONTEND_HTTP_PORT", "FRONTEND_MEMBERSHIP_PORT",
-	"MATCHING_GRPC_PORT", "MATCHING_MEMBERSHIP_PORT", "HISTORY_GRPC_PORT", "HISTORY_MEMBERSHIP_PORT",
-	"WORKER_GRPC_PORT", "WORKER_MEMBERSHIP_PORT",
-}
+}, portKeys...)
 
-// portKeys are the template's port variables, in TemplateOverrides.
+// portKeys are the template's port variables.
 var portKeys = []string{
 	"FRONTEND_GRPC_PORT", "FRONTEND_HTTP_PORT", "FRONTEND_MEMBERSHIP_PORT",
 	"MATCHING_GRPC_PORT", "MATCHING_MEMBERSHIP_PORT", "HISTORY_GRPC_PORT", "HISTORY_MEMBERSHIP_PORT",
@@ -130,6 +128,11 @@ func (o *TemporalServerOptions) defaults() error {
 	if o.DynamicConfig == nil {
 		o.DynamicConfig = DynamicConfigYAML()
 	}
+	env := map[string]string{}
+	maps.Copy(env, o.Env)
+	env["DB"] = cmp.Or(env["DB"], "postgres12")
+	env["DYNAMIC_CONFIG_FILE_PATH"] = cmp.Or(env["DYNAMIC_CONFIG_FILE_PATH"], DefaultDynamicConfigPath)
+	o.Env = env
 	return nil
 }
 
@@ -139,11 +142,7 @@ func (o TemporalServerOptions) sqlToolArgs(db string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("temporal server: PostgresAddr %q: %w", o.PostgresAddr, err)
 	}
-	plugin := "postgres12"
-	if p := o.Env["DB"]; p != "" {
-		plugin = p
-	}
-	args := []string{"--plugin", plugin, "--endpoint", host, "--port", port, "--user", o.PostgresUser, "--database", db}
+	args := []string{"--plugin", o.Env["DB"], "--endpoint", host, "--port", port, "--user", o.PostgresUser, "--database", db}
 	if o.PostgresPassword != "" {
 		args = append(args, "--password", o.PostgresPassword)
 	}
@@ -277,7 +276,7 @@ func StartTemporalServer(ctx context.Context, o TemporalServerOptions) (*Tempora
 		return nil, err
 	}
 	switch o.Env["DB"] {
-	case "", "postgres12", "postgres12_pgx":
+	case "postgres12", "postgres12_pgx":
 	default:
 		return nil, fmt.Errorf("temporal server: DB=%q; the harness runs Postgres only", o.Env["DB"])
 	}
@@ -285,16 +284,7 @@ func StartTemporalServer(ctx context.Context, o TemporalServerOptions) (*Tempora
 	if err != nil {
 		return nil, fmt.Errorf("temporal server: PostgresAddr %q: %w", o.PostgresAddr, err)
 	}
-	env := maps.Clone(o.Env)
-	if env == nil {
-		env = map[string]string{}
-	}
-	if env["DB"] == "" {
-		env["DB"] = "postgres12"
-	}
-	if env["DYNAMIC_CONFIG_FILE_PATH"] == "" {
-		env["DYNAMIC_CONFIG_FILE_PATH"] = DefaultDynamicConfigPath
-	}
+	env := o.Env
 	maps.Copy(env, map[string]string{
 		"POSTGRES_SEEDS": host, "DB_PORT": port, "POSTGRES_USER": o.PostgresUser, "POSTGRES_PWD": o.PostgresPassword,
 		"DBNAME": o.Database, "VISIBILITY_DBNAME": o.VisibilityDatabase,

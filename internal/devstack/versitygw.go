@@ -3,7 +3,6 @@ package devstack
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"time"
 
@@ -65,13 +64,8 @@ func StartVersityGW(ctx context.Context, o VersityOptions) (*VersityGW, error) {
 		}
 		endpoint := "http://" + hostPort(port)
 		err = p.waitReady(ctx, 30*time.Second, func(ctx context.Context) error {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, endpoint, nil)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				return err
-			}
-			resp.Body.Close()
-			return nil // any HTTP answer (403 without credentials) means it is serving
+			_, err := get(ctx, endpoint) // any HTTP answer (403 without credentials) means it is serving
+			return err
 		})
 		if err == nil {
 			return &VersityGW{Process: p, Endpoint: endpoint, Region: "us-east-1", AccessKey: o.AccessKey, SecretKey: o.SecretKey}, nil

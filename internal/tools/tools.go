@@ -48,13 +48,9 @@ type Tool struct {
 var (
 	Temporal  = Tool{Name: "temporal", Module: "github.com/temporalio/cli/cmd/temporal", Version: "v1.5.1"}
 	VersityGW = Tool{Name: "versitygw", Module: "github.com/versity/versitygw/cmd/versitygw", Version: "v1.8.0"}
-	// TemporalServer is the server docker-compose.yml runs
-	// (temporalio/auto-setup at the same version), and TemporalSQLTool its
-	// schema tool, from the same module version.
-	// The build keeps the server's docker/config_template.yaml, the
-	// template the image renders its configuration from, next to it.
-	// Both are built in the CLI's module context (BuildIn), whose server
-	// dependency is this same version.
+	// TemporalServer is the server docker-compose.yml runs (temporalio/auto-setup
+	// at the same version), kept with docker/config_template.yaml, the template
+	// the image renders its configuration from; TemporalSQLTool is its schema tool.
 	TemporalServer = Tool{Name: "temporal-server", Module: "go.temporal.io/server/cmd/server", Version: "v1.29.1",
 		ModulePath: "go.temporal.io/server", Files: []string{"docker/config_template.yaml"}, BuildIn: temporalCLIModule}
 	TemporalSQLTool = Tool{Name: "temporal-sql-tool", Module: "go.temporal.io/server/cmd/tools/sql", Version: TemporalServer.Version,
@@ -197,20 +193,17 @@ func (t Tool) buildInContext(ctx context.Context, path string) error {
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return fmt.Errorf("build %s: %w", t.Name, err)
 	}
-	gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-	if err != nil {
-		return fmt.Errorf("build %s: %w", t.Name, err)
-	}
-	gomod = moduleLine.ReplaceAll(gomod, []byte("module graft.local/tools/"+t.Name))
-	gosum, err := os.ReadFile(filepath.Join(dir, "go.sum"))
-	if err != nil {
-		return fmt.Errorf("build %s: %w", t.Name, err)
-	}
-	if err := os.WriteFile(filepath.Join(work, "go.mod"), gomod, 0o644); err != nil {
-		return fmt.Errorf("build %s: %w", t.Name, err)
-	}
-	if err := os.WriteFile(filepath.Join(work, "go.sum"), gosum, 0o644); err != nil {
-		return fmt.Errorf("build %s: %w", t.Name, err)
+	for _, f := range []string{"go.mod", "go.sum"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err == nil && f == "go.mod" {
+			b = moduleLine.ReplaceAll(b, []byte("module graft.local/tools/"+t.Name))
+		}
+		if err == nil {
+			err = os.WriteFile(filepath.Join(work, f), b, 0o644)
+		}
+		if err != nil {
+			return fmt.Errorf("build %s: %w", t.Name, err)
+		}
 	}
 	// -mod=mod: a package the context module's own build never needed may
 	// want a go.sum line the copy lacks.

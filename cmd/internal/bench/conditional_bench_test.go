@@ -49,27 +49,9 @@ func BenchmarkPutIfAbsent(b *testing.B) {
 // exists, so every iteration is answered 412 and applies nothing. This is the
 // answer a settling re-issue gets when its first put had landed.
 func BenchmarkPutIfAbsentTaken(b *testing.B) {
-	for _, be := range backends {
-		b.Run(be.name, func(b *testing.B) {
-			ctx := context.Background()
-			st := be.target(b)
-			const key = "bench/taken.json"
-			if _, err := st.Put(ctx, key, controlBody(0), storage.PutOptions{IfNoneMatch: true}); err != nil {
-				b.Fatalf("put %s: %v", key, err)
-			}
-			st.reset()
-			var lat Latencies
-			for i := 1; b.Loop(); i++ {
-				start := time.Now()
-				_, err := st.Put(ctx, key, controlBody(i), storage.PutOptions{IfNoneMatch: true})
-				lat.Add(time.Since(start))
-				if !errors.Is(err, storage.ErrPreconditionFailed) {
-					b.Fatalf("put-if-absent on a taken key: err = %v, want ErrPreconditionFailed", err)
-				}
-			}
-			report(b, st, &lat)
-		})
-	}
+	benchLosingPut(b, "bench/taken.json", 1, func(context.Context, target, storage.PutResult) (storage.PutOptions, error) {
+		return storage.PutOptions{IfNoneMatch: true}, nil
+	})
 }
 
 // BenchmarkCAS measures a compare-and-swap that wins: each iteration puts new
@@ -107,26 +89,36 @@ func BenchmarkCAS(b *testing.B) {
 // BenchmarkCASStale measures a compare-and-swap that loses: every iteration
 // sends an If-Match of an ETag the object no longer has, and is answered 412.
 func BenchmarkCASStale(b *testing.B) {
+	benchLosingPut(b, "bench/cas-stale.json", 2, func(ctx context.Context, st target, old storage.PutResult) (storage.PutOptions, error) {
+		_, err := st.Put(ctx, "bench/cas-stale.json", controlBody(1), storage.PutOptions{IfMatch: old.ETag})
+		return storage.PutOptions{IfMatch: old.ETag}, err
+	})
+}
+
+// benchLosingPut creates key on every backend, lets setup prepare it and name
+// the put options that lose, then times puts with them from iteration first
+// on, each of which must be answered ErrPreconditionFailed.
+func benchLosingPut(b *testing.B, key string, first int, setup func(context.Context, target, storage.PutResult) (storage.PutOptions, error)) {
 	for _, be := range backends {
 		b.Run(be.name, func(b *testing.B) {
 			ctx := context.Background()
 			st := be.target(b)
-			const key = "bench/cas-stale.json"
-			old, err := st.Put(ctx, key, controlBody(0), storage.PutOptions{IfNoneMatch: true})
+			created, err := st.Put(ctx, key, controlBody(0), storage.PutOptions{IfNoneMatch: true})
 			if err != nil {
 				b.Fatalf("put %s: %v", key, err)
 			}
-			if _, err := st.Put(ctx, key, controlBody(1), storage.PutOptions{IfMatch: old.ETag}); err != nil {
-				b.Fatalf("cas %s: %v", key, err)
+			opts, err := setup(ctx, st, created)
+			if err != nil {
+				b.Fatalf("prepare %s: %v", key, err)
 			}
 			st.reset()
 			var lat Latencies
-			for i := 2; b.Loop(); i++ {
+			for i := first; b.Loop(); i++ {
 				start := time.Now()
-				_, err := st.Put(ctx, key, controlBody(i), storage.PutOptions{IfMatch: old.ETag})
+				_, err := st.Put(ctx, key, controlBody(i), opts)
 				lat.Add(time.Since(start))
 				if !errors.Is(err, storage.ErrPreconditionFailed) {
-					b.Fatalf("cas with a stale ETag: err = %v, want ErrPreconditionFailed", err)
+					b.Fatalf("losing put %s: err = %v, want ErrPreconditionFailed", key, err)
 				}
 			}
 			report(b, st, &lat)

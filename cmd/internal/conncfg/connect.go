@@ -100,25 +100,23 @@ func (s Settings) DialTemporal(ctx context.Context, opts sdkclient.Options) (sdk
 // endpoint, bucket or credential shows before any work. Its errors name the
 // store (DescribeStore).
 func (s Settings) OpenStore(ctx context.Context) (storage.Store, error) {
-	var st storage.Store
+	var (
+		st  storage.Store
+		err error
+	)
 	if s.S3.Bucket == "" {
-		d, err := localfs.Open(s.StoreDir)
-		if err != nil {
-			return nil, fmt.Errorf("open store %s: %w", s.DescribeStore(), err)
-		}
-		st = d
+		st, err = localfs.Open(s.StoreDir)
 	} else {
-		b, err := s3.New(ctx, s3.Config{
+		st, err = s3.New(ctx, s3.Config{
 			Endpoint:  s.S3.Endpoint,
 			Region:    s.S3.Region,
 			Bucket:    s.S3.Bucket,
 			Prefix:    s.S3.Prefix,
 			PathStyle: s.S3.PathStyle,
 		})
-		if err != nil {
-			return nil, fmt.Errorf("open store %s: %w", s.DescribeStore(), err)
-		}
-		st = b
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", s.DescribeStore(), err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.DialTimeout)
 	defer cancel()

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -89,8 +90,15 @@ func ReadProfile(path string) (*Profile, error) {
 // WriteProfile writes values as the profile at path, replacing it whole and
 // creating its directory; the file is readable by its owner only.
 func WriteProfile(path string, values map[string]string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if err := writeProfile(path, values); err != nil {
 		return fmt.Errorf("write profile %s: %w", path, err)
+	}
+	return nil
+}
+
+func writeProfile(path string, values map[string]string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
 	}
 	b, err := json.MarshalIndent(values, "", "  ")
 	if err != nil {
@@ -98,20 +106,14 @@ func WriteProfile(path string, values map[string]string) error {
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".config-*.json")
 	if err != nil {
-		return fmt.Errorf("write profile %s: %w", path, err)
+		return err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write profile %s: %w", path, err)
+	_, err = tmp.Write(append(b, '\n'))
+	if err := errors.Join(err, tmp.Close()); err != nil {
+		return err
 	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write profile %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write profile %s: %w", path, err)
-	}
-	return nil
+	return os.Rename(tmp.Name(), path)
 }
 
 // Apply sets every flag of fs that src does not name as given from the
@@ -122,12 +124,7 @@ func (p *Profile) Apply(fs *pflag.FlagSet, src *Sources) error {
 		return nil
 	}
 	var errs []error
-	names := make([]string, 0, len(p.Values))
-	for k := range p.Values {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(p.Values)) {
 		f := fs.Lookup(name)
 		if f == nil || src.Given(name) {
 			continue

@@ -10,50 +10,44 @@ import (
 )
 
 // Settings say how a command reaches Temporal, the store and the ledger.
-// Defaults gives the values a command line starts from; each field names its
-// flag and environment variable.
+// sharedEnv names each field's flag and environment variable; Defaults gives
+// the values a command line starts from.
 type Settings struct {
-	// TemporalAddress is the Temporal frontend's host:port
-	// (--temporal-address, GRAFT_TEMPORAL_ADDRESS). Defaults to 127.0.0.1:7233.
+	// TemporalAddress is the Temporal frontend's host:port. Defaults to 127.0.0.1:7233.
 	TemporalAddress string
-	// Namespace is the Temporal namespace (--namespace, GRAFT_NAMESPACE).
-	// Defaults to "default".
+	// Namespace is the Temporal namespace. Defaults to "default".
 	Namespace string
-	// TaskQueue is the task queue graft's workers poll (--task-queue,
-	// GRAFT_TASK_QUEUE). Defaults to "graft".
+	// TaskQueue is the task queue graft's workers poll. Defaults to "graft".
 	TaskQueue string
 	// DialTimeout bounds connecting to Temporal and the store's first
-	// listing (--dial-timeout, GRAFT_DIAL_TIMEOUT). Defaults to 10s.
+	// listing. Defaults to 10s.
 	DialTimeout time.Duration
 	// TLS configures TLS to Temporal. Defaults to plain TCP.
 	TLS TLSFiles
-	// StoreDir is the local-directory store, used when S3.Bucket is ""
-	// (--store-dir, GRAFT_STORE_DIR). Defaults to "./.graft-data".
+	// StoreDir is the local-directory store, used when S3.Bucket is "".
+	// Defaults to "./.graft-data".
 	StoreDir string
 	// S3 selects an S3 store when S3.Bucket is set. Defaults to none.
 	S3 S3Config
-	// DatabaseURL is the ledger's Postgres (DATABASE_URL only: it may carry a
-	// password, which must not show in ps). Defaults to catalog.DefaultDatabaseURL.
+	// DatabaseURL is the ledger's Postgres, from DATABASE_URL only: it may
+	// carry a password, which must not show in ps. Defaults to
+	// catalog.DefaultDatabaseURL.
 	DatabaseURL string
-	// DBSchema holds the ledger's tables (--db-schema, GRAFT_DB_SCHEMA).
-	// Defaults to "", the connection's default (normally public).
+	// DBSchema holds the ledger's tables. Defaults to "", the connection's
+	// default (normally public).
 	DBSchema string
 }
 
 // TLSFiles configures TLS to Temporal. Any field set turns TLS on.
 type TLSFiles struct {
-	// Enabled turns TLS on with the system's roots even when no file is
-	// given (--tls, GRAFT_TLS). Defaults to false.
+	// Enabled turns TLS on with the system's roots even when no file is given.
 	Enabled bool
-	// CertFile and KeyFile are a PEM client certificate and its key, given
-	// together (--tls-cert, GRAFT_TLS_CERT; --tls-key, GRAFT_TLS_KEY).
-	// Defaults to none.
+	// CertFile and KeyFile are a PEM client certificate and its key, given together.
 	CertFile, KeyFile string
-	// CAFile is a PEM bundle of roots that replaces the system's (--tls-ca,
-	// GRAFT_TLS_CA). Defaults to the system's roots.
+	// CAFile is a PEM bundle of roots that replaces the system's.
 	CAFile string
 	// ServerName overrides the name checked in the server's certificate
-	// (--tls-server-name, GRAFT_TLS_SERVER_NAME). Defaults to the address's host.
+	// (default: the address's host).
 	ServerName string
 }
 
@@ -66,21 +60,13 @@ func (t TLSFiles) On() bool {
 // here: the AWS SDK's standard chain supplies them (AWS_ACCESS_KEY_ID,
 // AWS_PROFILE, an instance role).
 type S3Config struct {
-	// Endpoint is the S3 endpoint URL (--s3-endpoint, GRAFT_S3_ENDPOINT).
-	// Defaults to "" (AWS).
-	Endpoint string
-	// Bucket holds every object; setting it selects S3 (--s3-bucket,
-	// GRAFT_S3_BUCKET). Defaults to "" (no S3).
+	Endpoint string // "" is AWS
+	// Bucket holds every object; setting it selects S3.
 	Bucket string
-	// Prefix is a key prefix inside the bucket, without leading or trailing
-	// '/' (--s3-prefix, GRAFT_S3_PREFIX). Defaults to "".
-	Prefix string
-	// Region is the signing region (--s3-region, GRAFT_S3_REGION). Defaults
-	// to "" (us-east-1).
-	Region string
-	// PathStyle addresses the bucket in the URL path (--s3-path-style,
-	// GRAFT_S3_PATH_STYLE). Defaults to false.
-	PathStyle bool
+	// Prefix is a key prefix inside the bucket, without leading or trailing '/'.
+	Prefix    string
+	Region    string // signing region; "" is us-east-1
+	PathStyle bool   // address the bucket in the URL path
 }
 
 // Defaults of the shared settings.

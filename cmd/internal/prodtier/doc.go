@@ -20,7 +20,7 @@
 //     running operations, and a settle waiting on a durable timer, resume.
 //
 // After each scenario the ledger and the store are checked against each
-// other (invariants_test.go, one place, to be replaced by internal/oracle).
+// other (invariants_test.go).
 //
 // Storage faults reach the worker processes through the one hook a
 // production worker has, its S3 endpoint: each worker talks to versitygw

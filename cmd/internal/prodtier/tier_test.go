@@ -319,14 +319,7 @@ func TestProd_KillMidSettle_AnotherWorkerFinishes(t *testing.T) {
 	st := newStack(t, stackOptions{Workers: 3, Limit: 10 * time.Minute})
 	g := st.initGraph("kill")
 	const branch = "doubt"
-	for _, f := range st.fronts {
-		f.FailPuts(format.BranchRefPrefix(g, branch))
-	}
-	h, err := st.gc.StartCreateBranch(st.ctx, client.CreateBranchRequest{Graph: g, Branch: branch})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.waitSettling(h.WorkflowID, 1)
+	h := st.startSettling(g, branch)
 
 	victim, last := -1, time.Time{}
 	for i, f := range st.fronts {
@@ -385,6 +378,21 @@ func TestProd_KillMidSettle_AnotherWorkerFinishes(t *testing.T) {
 	st.checkInvariants(g)
 }
 
+// startSettling starts a create of branch whose ref puts every front fails
+// ambiguously, and waits until it settles.
+func (st *stack) startSettling(g, branch string) *client.Handle {
+	st.t.Helper()
+	for _, f := range st.fronts {
+		f.FailPuts(format.BranchRefPrefix(g, branch))
+	}
+	h, err := st.gc.StartCreateBranch(st.ctx, client.CreateBranchRequest{Graph: g, Branch: branch})
+	if err != nil {
+		st.t.Fatal(err)
+	}
+	st.waitSettling(h.WorkflowID, 1)
+	return h
+}
+
 // waitSettling waits until a create reports phase settle with at least n
 // failed re-issues.
 func (st *stack) waitSettling(workflowID string, n int) workflows.CreateBranchStatus {
@@ -428,14 +436,7 @@ func TestProd_ServerRestart_RunningOperationsResume(t *testing.T) {
 	st := newStack(t, stackOptions{Workers: 3, Limit: 10 * time.Minute})
 	g := st.initGraph("restart")
 	const branch = "doubt"
-	for _, f := range st.fronts {
-		f.FailPuts(format.BranchRefPrefix(g, branch))
-	}
-	doubt, err := st.gc.StartCreateBranch(st.ctx, client.CreateBranchRequest{Graph: g, Branch: branch})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.waitSettling(doubt.WorkflowID, 1)
+	doubt := st.startSettling(g, branch)
 
 	// The in-flight creates' ref puts are held 4s in the fronts, so every
 	// one of them is inside a step on a worker when the server stops.

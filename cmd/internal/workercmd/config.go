@@ -3,6 +3,7 @@ package workercmd
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"time"
@@ -12,35 +13,27 @@ import (
 	"github.com/graftworks/graft/cmd/internal/conncfg"
 )
 
-// Config is a resolved worker configuration. DefaultConfig gives the values the
-// command line starts from; each field names its flag and environment variable.
+// Config is a resolved worker configuration. DefaultConfig gives the values
+// the command line starts from; envNames names each field's flag and
+// environment variable.
 type Config struct {
-	// Settings reach Temporal, the store and the ledger; conncfg.Settings
-	// names each field's flag and variable. Defaults to conncfg.Defaults().
+	// Settings reach Temporal, the store and the ledger. Defaults to conncfg.Defaults().
 	conncfg.Settings
-	// MaxConcurrentActivities bounds activities running at once
-	// (--max-concurrent-activities, GRAFT_MAX_CONCURRENT_ACTIVITIES).
-	// Defaults to 0, the SDK's default (1000).
-	MaxConcurrentActivities int
-	// MaxConcurrentLocalActivities bounds local activities running at once
-	// (--max-concurrent-local-activities, GRAFT_MAX_CONCURRENT_LOCAL_ACTIVITIES).
-	// Defaults to 0, the SDK's default (1000).
+	// MaxConcurrentActivities, MaxConcurrentLocalActivities and
+	// MaxConcurrentWorkflowTasks bound what runs at once; 0 is the SDK's
+	// default (1000), and 1 workflow task is not allowed. Default to 0.
+	MaxConcurrentActivities      int
 	MaxConcurrentLocalActivities int
-	// MaxConcurrentWorkflowTasks bounds workflow tasks running at once; 1 is
-	// not allowed (--max-concurrent-workflow-tasks,
-	// GRAFT_MAX_CONCURRENT_WORKFLOW_TASKS). Defaults to 0, the SDK's default (1000).
-	MaxConcurrentWorkflowTasks int
-	// Migrate applies the ledger's migrations before starting (--migrate,
-	// GRAFT_MIGRATE). Defaults to true.
+	MaxConcurrentWorkflowTasks   int
+	// Migrate applies the ledger's migrations before starting. Defaults to true.
 	Migrate bool
-	// MetricsAddr serves /metrics and /healthz; "" disables the server
-	// (--metrics-addr, GRAFT_METRICS_ADDR). Defaults to 127.0.0.1:9464.
+	// MetricsAddr serves /metrics and /healthz; "" disables the server.
+	// Defaults to 127.0.0.1:9464.
 	MetricsAddr string
-	// LogLevel is the lowest level logged (--log-level, GRAFT_LOG_LEVEL).
-	// Defaults to info.
+	// LogLevel is the lowest level logged. Defaults to info.
 	LogLevel slog.Level
 	// ShutdownTimeout is how long a stopping worker waits for running
-	// activities (--shutdown-timeout, GRAFT_SHUTDOWN_TIMEOUT). Defaults to 30s.
+	// activities. Defaults to 30s.
 	ShutdownTimeout time.Duration
 }
 
@@ -170,7 +163,7 @@ func resolveRun(c *Config, s *conncfg.Sources) error {
 func LoadConfig(args []string, lookup LookupEnv) (Config, error) {
 	c := DefaultConfig()
 	fs := pflag.NewFlagSet("graft-worker run", pflag.ContinueOnError)
-	fs.SetOutput(discard{})
+	fs.SetOutput(io.Discard)
 	addCommonFlags(fs, &c)
 	addRunFlags(fs, &c)
 	if err := fs.Parse(args); err != nil {
@@ -202,10 +195,6 @@ func resolve(fs *pflag.FlagSet, c *Config, lookup LookupEnv, run bool) error {
 	}
 	return nil
 }
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // usageError is a bad command line or configuration: exit code 2.
 type usageError struct{ err error }

@@ -24,7 +24,5 @@
 //     small adapter to Prometheus) and the Go runtime's; /healthz answers 200
 //     only while the worker is polling and the ledger answers a ping.
 //
-// Exit codes: 0 success or graceful stop; 1 runtime failure (a dependency
-// unreachable, a migration failed, the worker stopped on a fatal error);
-// 2 usage or configuration error.
+// The exit codes are ExitOK, ExitFailure and ExitUsage.
 package workercmd

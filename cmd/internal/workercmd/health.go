@@ -21,16 +21,7 @@ const (
 	stateStopping
 )
 
-func (s workerState) String() string {
-	switch s {
-	case stateRunning:
-		return "running"
-	case stateStopping:
-		return "stopping"
-	default:
-		return "starting"
-	}
-}
+func (s workerState) String() string { return [...]string{"starting", "running", "stopping"}[s] }
 
 // health answers /healthz: 200 only while the worker polls and the ledger
 // answers a ping, 503 otherwise; the JSON body says which part is not ready.
@@ -50,21 +41,19 @@ func (h *health) setState(s workerState) { h.state.Store(int32(s)) }
 
 func (h *health) check(ctx context.Context) (healthReport, bool) {
 	state := workerState(h.state.Load())
-	r := healthReport{Worker: state.String(), Catalog: "not open"}
-	ok := state == stateRunning
+	r := healthReport{Status: "unavailable", Worker: state.String(), Catalog: "not open"}
+	pinged := false
 	if c := h.catalog.Load(); c != nil {
 		ctx, cancel := context.WithTimeout(ctx, healthPingTimeout)
 		defer cancel()
+		r.Catalog = "ok"
 		if err := c.Ping(ctx); err != nil {
 			r.Catalog = err.Error()
-			ok = false
 		} else {
-			r.Catalog = "ok"
+			pinged = true
 		}
-	} else {
-		ok = false
 	}
-	r.Status = "unavailable"
+	ok := state == stateRunning && pinged
 	if ok {
 		r.Status = "ok"
 	}
@@ -75,10 +64,10 @@ func (h *health) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r, ok := h.check(req.Context())
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
+	code := http.StatusServiceUnavailable
 	if ok {
-		w.WriteHeader(http.StatusOK)
-	} else {
-		w.WriteHeader(http.StatusServiceUnavailable)
+		code = http.StatusOK
 	}
+	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(r)
 }
