@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -44,10 +43,7 @@ func (c *Client) RepairBranch(ctx context.Context, req RepairBranchRequest) (wor
 	if err := req.Validate(); err != nil {
 		return workflows.RepairBranchResult{}, err
 	}
-	key, err := idempotencyKey(req.IdempotencyKey)
-	if err != nil {
-		return workflows.RepairBranchResult{}, err
-	}
+	key := keyOrNew(req.IdempotencyKey)
 	in := workflows.RepairBranchInput{Graph: req.Graph, Branch: req.Branch, Keep: req.Keep, OpID: key}
 	h, err := startOperation[workflows.RepairBranchResult](ctx, c, operationStart{
 		Kind: "repair_branch",
@@ -57,9 +53,6 @@ func (c *Client) RepairBranch(ctx context.Context, req RepairBranchRequest) (wor
 	})
 	if err != nil {
 		return workflows.RepairBranchResult{}, fmt.Errorf("start repair of %s/%s: %w", req.Graph, req.Branch, err)
-	}
-	h.outcome = func(r workflows.RepairBranchResult) (outcome.Outcome, string, string) {
-		return r.Outcome, r.OpID, r.Message
 	}
 	return h.WaitFinal(ctx)
 }
@@ -117,8 +110,8 @@ func (r *Reader) Graph(ctx context.Context, graphName string) (GraphInfo, error)
 }
 
 // ListBranches lists the live branches of a graph, by name, with their
-// heads: one GET of the graph record, one listing of the refs, a GET per
-// ref and a head read (LIST + GET) per branch, read in parallel.
+// heads: a GET of the graph record, a listing of the refs, then per branch
+// a GET of the ref and a head read (LIST + GET), in parallel.
 func (r *Reader) ListBranches(ctx context.Context, graphName string) ([]BranchInfo, error) {
 	if _, err := r.Graph(ctx, graphName); err != nil {
 		return nil, err
@@ -128,25 +121,16 @@ func (r *Reader) ListBranches(ctx context.Context, graphName string) ([]BranchIn
 		return nil, readError(err, graphName, "")
 	}
 	out := make([]BranchInfo, len(bs))
-	errs := make([]error, len(bs))
-	sem := make(chan struct{}, headReadConcurrency)
-	var wg sync.WaitGroup
-	for i, b := range bs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			head, err := graph.BranchHeadView(ctx, r.store, graphName, b)
-			if err != nil {
-				errs[i] = fmt.Errorf("branch %s: %w", b.Logical, err)
-				return
-			}
-			out[i] = BranchInfo{Branch: b.Logical, Native: b.Native, Head: head.ID.String(), HeadTime: head.Time, Tables: len(head.Pins)}
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	err = parallel(len(bs), headReadConcurrency, func(i int) error {
+		b := bs[i]
+		head, err := graph.BranchHeadView(ctx, r.store, graphName, b)
+		if err != nil {
+			return fmt.Errorf("branch %s: %w", b.Logical, err)
+		}
+		out[i] = BranchInfo{Branch: b.Logical, Native: b.Native, Head: head.ID.String(), HeadTime: head.Time, Tables: len(head.Pins)}
+		return nil
+	})
+	if err != nil {
 		return nil, readError(err, graphName, "")
 	}
 	return out, nil
@@ -169,54 +153,54 @@ type TablePin struct {
 
 // BranchDetail is one branch: its live incarnation, ref and head commit.
 type BranchDetail struct {
-	Graph    string    `json:"graph"`
-	Branch   string    `json:"branch"`
-	Native   string    `json:"native"`
-	Head     string    `json:"head"`
-	HeadTime time.Time `json:"head_time"`
-	Author   string    `json:"author"`
-	Message  string    `json:"message"`
-	// Op is the operation that wrote the head commit.
-	Op string `json:"op"`
-	// Pins are the table versions the head reads, by table name.
-	Pins []TablePin `json:"pins"`
-	// Parents are the head's parents, first parent first.
-	Parents      []string `json:"parents"`
-	RestoredFrom string   `json:"restored_from,omitempty"`
-	Ref          RefInfo  `json:"ref"`
+	Graph        string     `json:"graph"`
+	Branch       string     `json:"branch"`
+	Native       string     `json:"native"`
+	Head         string     `json:"head"`
+	HeadTime     time.Time  `json:"head_time"`
+	Author       string     `json:"author"`
+	Message      string     `json:"message"`
+	Op           string     `json:"op"`   // the operation that wrote the head
+	Pins         []TablePin `json:"pins"` // by table name
+	Parents      []string   `json:"parents"`
+	RestoredFrom string     `json:"restored_from,omitempty"`
+	Ref          RefInfo    `json:"ref"`
 }
 
 // ShowBranch reads one branch: its live ref and its head commit.
 func (r *Reader) ShowBranch(ctx context.Context, graphName, branch string) (BranchDetail, error) {
-	if _, err := r.Graph(ctx, graphName); err != nil {
+	b, head, err := r.branchHead(ctx, graphName, branch)
+	if err != nil {
 		return BranchDetail{}, err
+	}
+	e := logEntry(head)
+	return BranchDetail{
+		Graph: graphName, Branch: branch, Native: b.Native,
+		Head: e.Commit, HeadTime: head.Time, Author: head.Author, Message: head.Message, Op: head.Op,
+		Pins: tablePins(head.Pins), Parents: e.Parents, RestoredFrom: e.RestoredFrom,
+		Ref: RefInfo{Key: format.BranchRefKey(graphName, b.Native), State: string(b.Ref.State), Op: b.Ref.Op, ETag: b.ETag},
+	}, nil
+}
+
+// branchHead reads the graph's record, then branch's live incarnation and
+// its head commit.
+func (r *Reader) branchHead(ctx context.Context, graphName, branch string) (graph.Branch, graph.CommitView, error) {
+	if _, err := r.Graph(ctx, graphName); err != nil {
+		return graph.Branch{}, graph.CommitView{}, err
 	}
 	b, err := graph.ResolveBranch(ctx, r.store, graphName, branch)
 	if err != nil {
-		return BranchDetail{}, readError(err, graphName, branch)
+		return b, graph.CommitView{}, readError(err, graphName, branch)
 	}
 	head, err := graph.BranchHeadView(ctx, r.store, graphName, b)
 	if err != nil {
-		return BranchDetail{}, readError(err, graphName, branch)
+		return b, head, readError(err, graphName, branch)
 	}
-	d := BranchDetail{
-		Graph: graphName, Branch: branch, Native: b.Native,
-		Head: head.ID.String(), HeadTime: head.Time, Author: head.Author, Message: head.Message, Op: head.Op,
-		Pins: tablePins(head.Pins), Parents: []string{},
-		Ref: RefInfo{Key: format.BranchRefKey(graphName, b.Native), State: string(b.Ref.State), Op: b.Ref.Op, ETag: b.ETag},
-	}
-	for _, p := range head.Parents {
-		d.Parents = append(d.Parents, p.String())
-	}
-	if !head.RestoredFrom.IsZero() {
-		d.RestoredFrom = head.RestoredFrom.String()
-	}
-	return d, nil
+	return b, head, nil
 }
 
-// readError turns a data-plane error into an *outcome.Error when it is an
-// outcome (missing graph, branch or commit; several live incarnations; a
-// bad name), and wraps anything else (an unreachable store, a malformed
+// readError turns a read's error into an *outcome.Error when it is an
+// outcome, and returns anything else (an unreachable store, a malformed
 // object) as is.
 func readError(err error, graphName, branch string) error {
 	var ml *graph.MultipleLiveError
@@ -239,7 +223,6 @@ func readError(err error, graphName, branch string) error {
 	return err
 }
 
-// tablePins lists a commit's pins sorted by table name.
 func tablePins(pins map[string]ulid.ULID) []TablePin {
 	out := make([]TablePin, 0, len(pins))
 	for _, table := range slices.Sorted(maps.Keys(pins)) {

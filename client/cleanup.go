@@ -37,14 +37,13 @@ type CleanupRequest struct {
 	GuardWindow *time.Duration
 	// Tuning adjusts batch sizes and fan-out. Defaults to workflows.DefaultCleanupTuning.
 	Tuning *workflows.CleanupTuning
-	// RunID names the run in the ledger: the cleanup operation's id, which
-	// `graft op wait` follows. Defaults to a fresh ULID.
+	// RunID is the cleanup's operation id in the ledger. Defaults to a fresh ULID.
 	RunID string
 }
 
-// CleanupWorkflowID is the workflow id of an on-demand cleanup of graph: one at a time
-// per graph, and a second request attaches to the running one. (Scheduled runs get this
-// id with the scheduled time appended; the ledger lets only one of them condemn at once.)
+// CleanupWorkflowID is the workflow id of an on-demand cleanup of graph: one
+// at a time per graph. (Scheduled runs get it with the scheduled time
+// appended; the ledger lets only one of them condemn at once.)
 func CleanupWorkflowID(graph string) string { return "graft/cleanup/" + graph }
 
 // CleanupScheduleID is the id of graph's cleanup schedule.
@@ -56,9 +55,8 @@ type CleanupHandle struct {
 	WorkflowID string
 	// RunID is the Temporal run id of the workflow's first execution.
 	RunID string
-	// OpID is the cleanup run's id in the ledger (its operation id): what
-	// `graft op wait` and `graft op show` take. "" when the attached run
-	// has not said it yet (OperationID asks again).
+	// OpID is the cleanup's operation id in the ledger; "" when the attached
+	// run has not said it yet (OperationID asks again).
 	OpID string
 	run  sdkclient.WorkflowRun
 }
@@ -96,13 +94,12 @@ func (r CleanupRequest) Validate() error {
 	case r.Tuning != nil && (r.Tuning.BatchSize < 0 || r.Tuning.BatchSize > 1000):
 		return outcome.Errorf(outcome.Invalid, "", "tuning batch size must be 1..1000")
 	}
-	return firstInvalid(checkKey(r.SweepRunID), invalid("run id", validOpOrEmpty(r.RunID)))
+	return firstInvalid(checkKey(r.SweepRunID), checkOp("run id", r.RunID))
 }
 
-// StartCleanup starts a cleanup of req.Graph, or attaches to the one running when it
-// is the same request (workflows.CleanupInput.Request: the run id aside), and returns
-// at once; a running cleanup of another request is a *RequestConflictError. The
-// handle's OpID is the ledger id of the run it follows.
+// StartCleanup starts a cleanup of req.Graph, or attaches to the one running
+// when it is the same request (the run id aside), and returns at once; a
+// running cleanup of another request is a *RequestConflictError.
 func (c *Client) StartCleanup(ctx context.Context, req CleanupRequest) (*CleanupHandle, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
@@ -111,49 +108,21 @@ func (c *Client) StartCleanup(ctx context.Context, req CleanupRequest) (*Cleanup
 	if !given {
 		req.RunID = ulid.Make().String()
 	}
-	id := CleanupWorkflowID(req.Graph)
 	in := req.input()
-	if given {
-		// A run id names one run: the one that ended under it is attached to (the same
-		// request) or a conflict, never started again.
-		run, err := c.finishedSame(ctx, id, req.RunID, in.Request())
-		if err != nil {
-			return nil, err
-		}
-		if run != nil {
-			return &CleanupHandle{c: c, WorkflowID: id, RunID: run.GetRunID(), OpID: req.RunID, run: run}, nil
-		}
-	}
-	run, err := c.tc.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{
-		ID:        id,
-		TaskQueue: c.opts.TaskQueue,
-		// A run of this graph attaches only when it is the same request: the server
-		// says it runs (FAIL), and attachSame compares.
-		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		StaticSummary:                            fmt.Sprintf("cleanup (%s) of %s", req.Mode, req.Graph),
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			searchattr.Graph.ValueSet(req.Graph), searchattr.Operation.ValueSet("cleanup")),
-	}, workflows.CleanupName, in)
-	var exists *serviceerror.WorkflowExecutionAlreadyStarted
-	if errors.As(err, &exists) {
-		return c.attachSameCleanup(ctx, id, exists.RunId, req.RunID, in.Request())
-	}
-	if err != nil {
-		return nil, unanswered(ctx, "start cleanup of "+req.Graph, id, req.RunID, err)
-	}
-	return &CleanupHandle{c: c, WorkflowID: run.GetID(), RunID: run.GetRunID(), OpID: req.RunID, run: run}, nil
-}
-
-// attachSameCleanup attaches to the running cleanup when it is the request ours. Its
-// ledger id is its own: read from its input, or asked when the input names none.
-func (c *Client) attachSameCleanup(ctx context.Context, id, runID, key string, ours workflows.Request) (*CleanupHandle, error) {
-	run, opID, err := c.attachSame(ctx, id, runID, key, ours)
+	// A given run id names one run: the one that ended under it is attached
+	// to or a conflict, never started again.
+	run, opID, err := c.startRun(ctx, operationStart{
+		Kind: "cleanup",
+		ID:   CleanupWorkflowID(req.Graph), Workflow: workflows.CleanupName, Input: in,
+		Summary: fmt.Sprintf("cleanup (%s) of %s", req.Mode, req.Graph), Graph: req.Graph, OpID: req.RunID,
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, Request: requestOf(in), Finished: given,
+		What: "start cleanup of " + req.Graph, NoEager: true,
+	})
 	if err != nil {
 		return nil, err
 	}
-	h := &CleanupHandle{c: c, WorkflowID: id, RunID: run.GetRunID(), OpID: opID, run: run}
+	// An attached run has its own ledger id: from its input, or asked.
+	h := &CleanupHandle{c: c, WorkflowID: run.GetID(), RunID: run.GetRunID(), OpID: opID, run: run}
 	if h.OpID == "" {
 		if p, err := h.Progress(ctx); err == nil {
 			h.OpID = p.RunID
@@ -169,8 +138,8 @@ func (c *Client) AttachCleanup(ctx context.Context, workflowID, runID string) *C
 	return &CleanupHandle{c: c, WorkflowID: workflowID, RunID: run.GetRunID(), run: run}
 }
 
-// OperationID returns the ledger id of the cleanup run the handle follows,
-// asking the workflow when StartCleanup could not tell.
+// OperationID returns the cleanup's ledger id, asking the workflow when
+// StartCleanup could not tell.
 func (h *CleanupHandle) OperationID(ctx context.Context) (string, error) {
 	if h.OpID != "" {
 		return h.OpID, nil
@@ -186,8 +155,8 @@ func (h *CleanupHandle) OperationID(ctx context.Context) (string, error) {
 	return h.OpID, nil
 }
 
-// Cleanup runs a cleanup and waits for its result. A run that did not start (invalid,
-// not_found, or conflict with another active run) comes with an *outcome.Error.
+// Cleanup runs a cleanup and waits for its result; an outcome other than
+// done is an *outcome.Error.
 func (c *Client) Cleanup(ctx context.Context, req CleanupRequest) (workflows.CleanupResult, error) {
 	h, err := c.StartCleanup(ctx, req)
 	if err != nil {
@@ -196,8 +165,8 @@ func (c *Client) Cleanup(ctx context.Context, req CleanupRequest) (workflows.Cle
 	return h.Wait(ctx)
 }
 
-// Wait waits for the cleanup's result, through any continue-as-new. A run
-// that ends without a result is a *WorkflowError, at once.
+// Wait waits for the cleanup's result, through any continue-as-new; a run
+// that ends without one is a *WorkflowError.
 func (h *CleanupHandle) Wait(ctx context.Context) (workflows.CleanupResult, error) {
 	res, err := await[workflows.CleanupResult](ctx, h.c, waitTarget{workflowID: h.WorkflowID, runID: h.RunID, opID: h.OpID, run: h.run}, nil)
 	if err != nil {
@@ -272,24 +241,17 @@ type CleanupScheduleRequest struct {
 
 // CleanupScheduleInfo describes graph's cleanup schedule.
 type CleanupScheduleInfo struct {
-	ID            string
-	Graph         string
-	Every         time.Duration
-	Cron          string
-	KeepNewest    int
-	KeepNewerThan time.Duration
-	GuardWindow   *time.Duration
-	Mode          workflows.CleanupMode
-	Paused        bool
-	Note          string
+	ID string
+	// The schedule as configured.
+	CleanupScheduleRequest
 	// NextRuns are the next times the schedule will start a cleanup.
 	NextRuns []time.Time
 	// RecentRuns are the latest cleanups it started, oldest first.
 	RecentRuns []CleanupScheduleRun
 	// Running lists the workflow ids of its cleanups still running.
 	Running []string
-	// Actions counts the cleanups started; SkippedOverlap those skipped because one was
-	// still running.
+	// Actions counts the cleanups started; SkippedOverlap those skipped while
+	// one ran.
 	Actions, SkippedOverlap int
 	CreatedAt, UpdatedAt    time.Time
 }
@@ -300,7 +262,7 @@ type CleanupScheduleRun struct {
 	WorkflowID, RunID      string
 }
 
-// cronMemo is the key of the start action's memo that keeps the cron expression as
+// cronMemo is the start action's memo key keeping the cron expression as
 // given (the server turns cron into calendar specs).
 const cronMemo = "graft_cleanup_cron"
 
@@ -349,9 +311,8 @@ func (c *Client) scheduleParts(r CleanupScheduleRequest) (sdkclient.ScheduleSpec
 	return spec, action
 }
 
-// CleanupScheduleCreate creates graph's cleanup schedule (overlap policy skip: a run due
-// while the previous one still runs is skipped). If the schedule exists it is updated to
-// req instead, so bootstrapping is idempotent.
+// CleanupScheduleCreate creates graph's cleanup schedule (a run due while the
+// previous one runs is skipped), or updates it to req when it exists.
 func (c *Client) CleanupScheduleCreate(ctx context.Context, req CleanupScheduleRequest) error {
 	if err := req.check(); err != nil {
 		return err
@@ -371,8 +332,8 @@ func (c *Client) CleanupScheduleCreate(ctx context.Context, req CleanupScheduleR
 	return nil
 }
 
-// CleanupScheduleUpdate replaces the spec, the policy and the paused state of graph's
-// cleanup schedule. A missing schedule is an *outcome.Error with outcome not_found.
+// CleanupScheduleUpdate replaces the spec, policy and paused state of graph's
+// cleanup schedule; a missing one is an *outcome.Error with outcome not_found.
 func (c *Client) CleanupScheduleUpdate(ctx context.Context, req CleanupScheduleRequest) error {
 	if err := req.check(); err != nil {
 		return err
@@ -410,8 +371,8 @@ func (c *Client) CleanupSchedulePause(ctx context.Context, graph string, paused 
 	return c.scheduleError(err, "pause", graph)
 }
 
-// CleanupScheduleTrigger starts a cleanup from graph's schedule now (skipped, like any
-// scheduled run, while one is still running).
+// CleanupScheduleTrigger starts a cleanup from graph's schedule now (skipped
+// while one is still running).
 func (c *Client) CleanupScheduleTrigger(ctx context.Context, graph string) error {
 	h := c.tc.ScheduleClient().GetHandle(ctx, CleanupScheduleID(graph))
 	return c.scheduleError(h.Trigger(ctx, sdkclient.ScheduleTriggerOptions{Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP}), "trigger", graph)
@@ -425,7 +386,7 @@ func (c *Client) CleanupScheduleDelete(ctx context.Context, graph string) error 
 
 // CleanupScheduleDescribe describes graph's cleanup schedule.
 func (c *Client) CleanupScheduleDescribe(ctx context.Context, graph string) (CleanupScheduleInfo, error) {
-	info := CleanupScheduleInfo{ID: CleanupScheduleID(graph), Graph: graph}
+	info := CleanupScheduleInfo{ID: CleanupScheduleID(graph), CleanupScheduleRequest: CleanupScheduleRequest{Graph: graph}}
 	h := c.tc.ScheduleClient().GetHandle(ctx, info.ID)
 	d, err := h.Describe(ctx)
 	if err != nil {

@@ -1,20 +1,16 @@
-// Package client is graft's typed Go client for services: one method per
-// operation over a Temporal client. Mutating calls start a workflow whose id
-// makes a repeated request attach to the one in flight, then wait for a
-// definitive outcome — or return as soon as the outcome is known to be in
-// doubt, with the operation id to watch. Outcomes other than success are
-// *outcome.Error values that match outcome.ErrConflict, outcome.ErrInDoubt, …
-// with errors.Is.
+// Package client is graft's typed Go client: one method per operation over a
+// Temporal client. Mutating calls start a workflow, then wait for a
+// definitive outcome — or return as soon as the outcome is in doubt, with the
+// operation id to watch. Outcomes other than success are *outcome.Error
+// values that match outcome.ErrConflict, outcome.ErrInDoubt, … with errors.Is.
 //
 // A request attaches to an operation it finds — under its idempotency key, or
-// under its workflow id for an operation that runs once per name (a create of
-// a branch, a cleanup of a graph) — only when it is the same request: the
-// same canonical request (workflows.Request), which the client reads from that
-// operation's own input, whichever SDK started it. Any other request is a
-// *RequestConflictError (outcome conflict) naming the key and what differs,
-// and nothing is uploaded or started for it: a result is never another
-// request's. Repeating a request after an *UnansweredError with its OpID is
-// the same request, so it attaches (docs/outcomes.md).
+// under the workflow id of an operation that runs once per name (a create of
+// a branch, a cleanup of a graph) — only when that operation's own input
+// holds the same canonical request (workflows.Request), whichever SDK started
+// it. Any other request is a *RequestConflictError and nothing is uploaded or
+// started for it: a result is never another request's. Repeating a request
+// after an *UnansweredError with its OpID attaches (docs/outcomes.md).
 package client
 
 import (
@@ -35,23 +31,19 @@ import (
 type Options struct {
 	// TaskQueue graft's workers poll. Defaults to "graft".
 	TaskQueue string
-	// EagerStart asks the server to hand a new workflow's first task straight
-	// to a worker in this process, saving a matching round trip. Only useful
-	// when this process also runs a graft worker on the same Temporal client.
-	// Defaults to false.
+	// EagerStart hands a new workflow's first task straight to a worker in
+	// this process (one that runs a graft worker on the same Temporal
+	// client), saving a round trip. Defaults to false.
 	EagerStart bool
-	// PollInterval is the first pause between the status queries a wait asks
-	// (whether a running operation is in doubt); the pause doubles up to 5s.
-	// The result itself arrives through one long poll. Defaults to 1s.
+	// PollInterval is the first pause between the status queries of a wait
+	// (is the operation in doubt?); it doubles up to 5s. Defaults to 1s.
 	PollInterval time.Duration
-	// QueryTimeout bounds every status query and description the client
-	// sends: a workflow whose task is held (a step retrying) cannot answer,
-	// and a wait must not hang on it. Defaults to 5s.
+	// QueryTimeout bounds every status query and description: a workflow
+	// whose task is held (a step retrying) cannot answer, and a wait must not
+	// hang on it. Defaults to 5s.
 	QueryTimeout time.Duration
-	// Notify, when set, is told why a wait is taking long — no worker polls
-	// the task queue, a step keeps failing (and on what), the workflow does
-	// not answer its status query — at most once per reason and wait. It is
-	// called from the waiting goroutine. Defaults to none.
+	// Notify, when set, is told from the waiting goroutine why a wait is
+	// taking long (Notice), at most once per reason and wait.
 	Notify func(Notice)
 }
 
@@ -85,9 +77,8 @@ type CreateBranchRequest struct {
 	// At most one source; all empty means the head of main.
 	FromBranch, FromCommit, FromTag string
 	Author, Message                 string
-	// IdempotencyKey identifies the operation; repeating the same request with
-	// the same key while it runs attaches to it, and another request under the
-	// key is a conflict. Defaults to a fresh ULID.
+	// IdempotencyKey identifies the operation: the same request under it
+	// attaches, another is a conflict. Defaults to a fresh ULID.
 	IdempotencyKey string
 }
 
@@ -104,13 +95,10 @@ type Handle struct {
 
 // StartCreateBranch starts (or attaches to) the create of req.Branch and returns at once.
 func (c *Client) StartCreateBranch(ctx context.Context, req CreateBranchRequest) (*Handle, error) {
-	if err := checkCreateBranch(req); err != nil {
+	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	opID, err := idempotencyKey(req.IdempotencyKey)
-	if err != nil {
-		return nil, err
-	}
+	opID := keyOrNew(req.IdempotencyKey)
 	in := workflows.CreateBranchInput{
 		Graph: req.Graph, Branch: req.Branch,
 		Source: workflows.Source{Branch: req.FromBranch, Commit: req.FromCommit, Tag: req.FromTag},
@@ -125,18 +113,14 @@ func (c *Client) StartCreateBranch(ctx context.Context, req CreateBranchRequest)
 	if err != nil {
 		return nil, fmt.Errorf("start create of %s/%s: %w", req.Graph, req.Branch, err)
 	}
-	createHandle(h, req.Graph, req.Branch)
+	h.fromStatus = createFromStatus(req.Graph, req.Branch)
 	return &Handle{h}, nil
 }
 
-// createHandle gives a create's handle its result mapping.
-func createHandle(h *OperationHandle[workflows.CreateBranchResult], graph, branch string) {
-	h.fromStatus = func(st Status) workflows.CreateBranchResult {
+func createFromStatus(graph, branch string) func(Status) workflows.CreateBranchResult {
+	return func(st Status) workflows.CreateBranchResult {
 		return workflows.CreateBranchResult{Outcome: st.Outcome, OpID: st.OpID, Graph: graph, Branch: branch, Native: st.Native,
 			Message: st.Pending, SettleAttempts: st.SettleAttempts}
-	}
-	h.outcome = func(r workflows.CreateBranchResult) (outcome.Outcome, string, string) {
-		return r.Outcome, r.OpID, r.Message
 	}
 }
 
@@ -145,14 +129,11 @@ func createHandle(h *OperationHandle[workflows.CreateBranchResult], graph, branc
 func (c *Client) AttachCreateBranch(ctx context.Context, graph, branch string) *Handle {
 	id := CreateBranchWorkflowID(graph, branch)
 	run := c.tc.GetWorkflow(ctx, id, "")
-	h := &OperationHandle[workflows.CreateBranchResult]{c: c, WorkflowID: id, RunID: run.GetRunID(), run: run}
-	createHandle(h, graph, branch)
-	return &Handle{h}
+	return &Handle{&OperationHandle[workflows.CreateBranchResult]{c: c, WorkflowID: id, RunID: run.GetRunID(), run: run,
+		fromStatus: createFromStatus(graph, branch)}}
 }
 
-// CreateBranch creates a branch and waits for its outcome. A result other
-// than created comes with an *outcome.Error; in_doubt returns as soon as the
-// create is known to be settling, with the operation id in the error.
+// CreateBranch creates a branch and waits for its outcome (OperationHandle.Wait).
 func (c *Client) CreateBranch(ctx context.Context, req CreateBranchRequest) (workflows.CreateBranchResult, error) {
 	h, err := c.StartCreateBranch(ctx, req)
 	if err != nil {
@@ -161,8 +142,7 @@ func (c *Client) CreateBranch(ctx context.Context, req CreateBranchRequest) (wor
 	return h.Wait(ctx)
 }
 
-// WaitCreateBranch waits for the create's definitive outcome, or for it to be
-// in doubt (Wait).
+// WaitCreateBranch is Wait.
 func (h *Handle) WaitCreateBranch(ctx context.Context) (workflows.CreateBranchResult, error) {
 	return h.Wait(ctx)
 }

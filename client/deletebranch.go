@@ -6,7 +6,6 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/workflows"
 )
 
@@ -31,15 +30,11 @@ type DeleteBranchHandle = OperationHandle[workflows.DeleteBranchResult]
 
 // DeleteBranch deletes req.Branch through graft.DeleteBranch — its live ref
 // retired by compare-and-swap into a fence — and waits for the outcome:
-// deleted with a nil error; invalid for main; conflict for a branch live
-// tags name (unless Force); not_found; in_doubt as soon as the swap is
-// known to be settling.
+// deleted with a nil error; invalid for main; conflict for a branch live tags
+// name (unless Force); in doubt as OperationHandle.Wait says.
 func (c *Client) DeleteBranch(ctx context.Context, req DeleteBranchRequest) (workflows.DeleteBranchResult, error) {
 	h, err := c.StartDeleteBranch(ctx, req)
-	if err != nil {
-		return workflows.DeleteBranchResult{}, err
-	}
-	return h.Wait(ctx)
+	return startWait(ctx, h, err)
 }
 
 // StartDeleteBranch starts (or attaches to) a branch delete and returns at once.
@@ -47,10 +42,7 @@ func (c *Client) StartDeleteBranch(ctx context.Context, req DeleteBranchRequest)
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	key, err := idempotencyKey(req.IdempotencyKey)
-	if err != nil {
-		return nil, err
-	}
+	key := keyOrNew(req.IdempotencyKey)
 	in := workflows.DeleteBranchInput{Graph: req.Graph, Branch: req.Branch, Force: req.Force, OpID: key}
 	h, err := startOperation[workflows.DeleteBranchResult](ctx, c, operationStart{
 		Kind: "delete_branch",
@@ -64,9 +56,6 @@ func (c *Client) StartDeleteBranch(ctx context.Context, req DeleteBranchRequest)
 	h.fromStatus = func(st Status) workflows.DeleteBranchResult {
 		return workflows.DeleteBranchResult{Outcome: st.Outcome, OpID: st.OpID, Graph: req.Graph, Branch: req.Branch,
 			Message: st.Pending, SettleAttempts: st.SettleAttempts}
-	}
-	h.outcome = func(r workflows.DeleteBranchResult) (outcome.Outcome, string, string) {
-		return r.Outcome, r.OpID, r.Message
 	}
 	return h, nil
 }

@@ -6,17 +6,15 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/workflows"
 )
 
 // InitGraphRequest asks for a new graph.
 type InitGraphRequest struct {
 	Graph string
-	// IdempotencyKey identifies the operation: the same init repeated with
-	// the same key (or attached to while it runs) finds its own graph and
-	// succeeds; another request under the key is a conflict. Defaults to the workflow id, InitGraphWorkflowID(Graph), so
-	// a repeated init of one graph is idempotent.
+	// IdempotencyKey identifies the operation: the same init under it finds
+	// its own graph and succeeds; another request is a conflict. Defaults to
+	// InitGraphWorkflowID(Graph), so a repeated init of a graph is idempotent.
 	IdempotencyKey string
 	// Author of main's root commit. Defaults to "graft".
 	Author string
@@ -27,10 +25,8 @@ type InitGraphRequest struct {
 func InitGraphWorkflowID(graph string) string { return "graft/init-graph/" + graph }
 
 // InitGraph creates a graph (main's root commit, main's ref, the graph
-// record) and waits for the outcome. Done comes back with a nil error — with
-// Created false when the graph was already there from the same operation;
-// any other outcome is an *outcome.Error (conflict: the graph exists from
-// another operation).
+// record) and waits for the outcome: done with a nil error — Created false
+// when the same operation made it already; conflict when another did.
 func (c *Client) InitGraph(ctx context.Context, req InitGraphRequest) (workflows.InitGraphResult, error) {
 	if err := req.Validate(); err != nil {
 		return workflows.InitGraphResult{}, err
@@ -45,13 +41,9 @@ func (c *Client) InitGraph(ctx context.Context, req InitGraphRequest) (workflows
 	if err != nil {
 		return workflows.InitGraphResult{}, fmt.Errorf("start init of %s: %w", req.Graph, err)
 	}
-	h.outcome = func(r workflows.InitGraphResult) (outcome.Outcome, string, string) {
-		return r.Outcome, r.OpID, r.Message
-	}
 	return h.WaitFinal(ctx)
 }
 
-// initOpID is the ledger id of an init: the key given, else the workflow id.
 func initOpID(req InitGraphRequest) string {
 	if req.IdempotencyKey != "" {
 		return req.IdempotencyKey

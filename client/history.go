@@ -14,10 +14,6 @@ import (
 	"github.com/graftworks/graft/internal/graph"
 )
 
-// Reading what happened: a branch's history, what changed between two
-// commits, and the objects a table version is made of. Every read of the
-// store here goes through internal/graph's read functions, in this file.
-
 // Ref names a commit: a commit id, a branch (its head) or a tag. "branch:X"
 // and "tag:X" say which; a bare name is a commit id if it parses as one,
 // else a branch, else a tag.
@@ -37,19 +33,16 @@ type LogEntry struct {
 	Time    time.Time `json:"time"`
 	Author  string    `json:"author"`
 	Message string    `json:"message"`
-	// Op is the operation that wrote the commit.
-	Op string `json:"op"`
+	Op      string    `json:"op"` // the operation that wrote the commit
 	// Branch is the branch the commit was written on (a fork commit's is the
 	// new branch; its parent is on the source).
-	Branch string `json:"branch"`
-	// Parents are the commit's parents, first parent first.
-	Parents []string `json:"parents"`
-	// Merged is the merged parent of a merge commit ("" otherwise).
-	Merged string `json:"merged,omitempty"`
-	// RestoredFrom is the commit a restore copied the tables of ("" otherwise).
+	Branch  string   `json:"branch"`
+	Parents []string `json:"parents"` // first parent first
+	// Merged is a merge commit's merged parent; RestoredFrom the commit a
+	// restore copied the tables of.
+	Merged       string `json:"merged,omitempty"`
 	RestoredFrom string `json:"restored_from,omitempty"`
-	// Tables counts the tables the commit pins.
-	Tables int `json:"tables"`
+	Tables       int    `json:"tables"` // how many the commit pins
 }
 
 // Log is a branch's first-parent history, newest first.
@@ -74,16 +67,9 @@ func (r *Reader) Log(ctx context.Context, graphName, branch string, limit int) (
 	if limit <= 0 {
 		limit = DefaultLogLimit
 	}
-	if _, err := r.Graph(ctx, graphName); err != nil {
+	_, c, err := r.branchHead(ctx, graphName, branch)
+	if err != nil {
 		return Log{}, err
-	}
-	b, err := graph.ResolveBranch(ctx, r.store, graphName, branch)
-	if err != nil {
-		return Log{}, readError(err, graphName, branch)
-	}
-	c, err := graph.BranchHeadView(ctx, r.store, graphName, b)
-	if err != nil {
-		return Log{}, readError(err, graphName, branch)
 	}
 	log := Log{Graph: graphName, Branch: branch, Entries: []LogEntry{}}
 	for {
@@ -304,19 +290,18 @@ func (r *Reader) tableObjects(ctx context.Context, graphName string, ref Ref, ta
 	return l, objs, nil
 }
 
-// TableVerification is what VerifyTableObjects found: every object of a table's version
-// as of a ref, HEADed.
+// TableVerification is what VerifyTableObjects found.
 type TableVerification struct {
 	Graph   string      `json:"graph"`
 	Ref     ResolvedRef `json:"ref"`
 	Table   string      `json:"table"`
 	Version string      `json:"version"`
-	// Objects is how many objects the version names; Verified how many are there as
-	// their entries say.
+	// Objects counts the version's objects; Verified those there as their
+	// entries say.
 	Objects  int `json:"objects"`
 	Verified int `json:"verified"`
-	// Missing are the objects whose keys hold nothing; Changed, the objects whose size
-	// (or, for an object imported by reference, ETag) differs from the entry's.
+	// Missing are the objects whose keys hold nothing; Changed, those whose
+	// size (or, for an imported object, ETag) differs from the entry's.
 	Missing []TableObject   `json:"missing"`
 	Changed []ChangedObject `json:"changed"`
 }
@@ -327,12 +312,11 @@ type ChangedObject struct {
 	Reason string `json:"reason"`
 }
 
-// VerifyTableObjects lists the objects of table as of ref, as TableObjects does, then
-// HEADs every one of them (8 at a time) to check it is there with the size its entry
-// records — how an operator notices that an object a branch names is gone. It costs one
-// request per object; TableObjects sends none. progress, when set, is called with the
-// objects checked so far and their total, from several goroutines. Missing or changed
-// objects are in the result, not an error.
+// VerifyTableObjects lists the objects of table as of ref, as TableObjects
+// does, then HEADs every one (8 at a time) to check it is there with the size
+// its entry records: one request per object. progress, when set, is called
+// from several goroutines with the objects checked so far and their total.
+// Missing or changed objects are in the result, not an error.
 func (r *Reader) VerifyTableObjects(ctx context.Context, graphName string, ref Ref, table string, progress func(done, total int64)) (TableVerification, error) {
 	l, objs, err := r.tableObjects(ctx, graphName, ref, table)
 	if err != nil {

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -28,10 +29,9 @@ type MergeRequest struct {
 	Author string
 	// Message of the merge commit. Defaults to "merge {source} into {target}".
 	Message string
-	// IdempotencyKey identifies the operation: the same request repeated
-	// with the same key attaches to the first, running or finished; another
-	// request under the key is a *RequestConflictError. Defaults to a fresh
-	// ULID.
+	// IdempotencyKey identifies the operation: the same request under it
+	// attaches to the first, running or finished; another is a
+	// *RequestConflictError. Defaults to a fresh ULID.
 	IdempotencyKey string
 }
 
@@ -49,16 +49,12 @@ func MergePreviewWorkflowID(graph, target, key string) string {
 type MergeHandle = OperationHandle[workflows.MergeResult]
 
 // Merge merges req.Source into req.Target through graft.Merge and waits for
-// the outcome. merged, adopted and already_up_to_date come back with a nil
-// error (a preview's would-be outcome too); conflict is an *outcome.Error
-// with the result's Tables listing every conflict; in_doubt returns as soon
-// as the merge commit is known to be settling.
+// the outcome: merged, adopted and already_up_to_date (a preview's too) with
+// a nil error; conflict with the result's Tables listing every conflict; in
+// doubt as OperationHandle.Wait says.
 func (c *Client) Merge(ctx context.Context, req MergeRequest) (workflows.MergeResult, error) {
 	h, err := c.StartMerge(ctx, req)
-	if err != nil {
-		return workflows.MergeResult{}, err
-	}
-	return h.Wait(ctx)
+	return startWait(ctx, h, err)
 }
 
 // StartMerge starts (or attaches to) a merge and returns at once.
@@ -66,10 +62,7 @@ func (c *Client) StartMerge(ctx context.Context, req MergeRequest) (*MergeHandle
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	key, err := idempotencyKey(req.IdempotencyKey)
-	if err != nil {
-		return nil, err
-	}
+	key := keyOrNew(req.IdempotencyKey)
 	in := workflows.MergeInput{Graph: req.Graph, Source: req.Source, Target: req.Target, ExpectedHead: req.ExpectedHead,
 		Preview: req.Preview, OpID: key, Author: req.Author, Message: req.Message}
 	id, summary := MergeWorkflowID(req.Graph, req.Target, key), fmt.Sprintf("merge %s into %s in %s", req.Source, req.Target, req.Graph)
@@ -89,7 +82,6 @@ func (c *Client) StartMerge(ctx context.Context, req MergeRequest) (*MergeHandle
 		return workflows.MergeResult{Outcome: st.Outcome, OpID: st.OpID, Graph: req.Graph, Source: req.Source, Target: req.Target,
 			Commit: st.Commit, Message: st.Pending, SettleAttempts: st.SettleAttempts}
 	}
-	h.outcome = func(r workflows.MergeResult) (outcome.Outcome, string, string) { return r.Outcome, r.OpID, r.Message }
 	return h, nil
 }
 
@@ -99,59 +91,61 @@ type OperationHandle[R any] struct {
 	WorkflowID string
 	RunID      string
 	// OpID is the operation's id in the ledger ("" for a merge preview).
-	OpID       string
-	run        sdkclient.WorkflowRun
+	OpID string
+	run  sdkclient.WorkflowRun
+	// fromStatus, when set, builds the in-doubt result from a status query.
 	fromStatus func(Status) R
-	outcome    func(R) (out outcome.Outcome, opID, message string)
-}
-
-func (h *OperationHandle[R]) target() waitTarget {
-	return waitTarget{workflowID: h.WorkflowID, runID: h.RunID, opID: h.OpID, run: h.run}
 }
 
 // Wait waits for the operation's definitive outcome, or for it to be in
-// doubt: then the result carries outcome in_doubt and the error is an
-// *outcome.Error matching outcome.ErrInDoubt, with the operation id. A
-// workflow that ends without a definitive outcome is a *WorkflowError, at
-// once.
+// doubt: then the result carries outcome in_doubt and the error matches
+// outcome.ErrInDoubt, with the operation id. An outcome other than success is
+// an *outcome.Error; a workflow that ends without one is a *WorkflowError.
 func (h *OperationHandle[R]) Wait(ctx context.Context) (R, error) {
 	var early func(context.Context) (R, bool, error)
 	if h.fromStatus != nil {
 		early = func(qctx context.Context) (R, bool, error) {
 			var zero R
 			var st Status
-			if err := h.c.queryStatus(qctx, h.WorkflowID, h.RunID, &st); err != nil {
+			if err := h.c.queryStatus(qctx, h.WorkflowID, h.RunID, &st); err != nil || !st.InDoubt() {
 				return zero, false, err
-			}
-			if !st.InDoubt() {
-				return zero, false, nil
 			}
 			return h.fromStatus(st), true, nil
 		}
 	}
-	res, err := await(ctx, h.c, h.target(), early)
-	if err != nil {
-		return res, h.waitError(err)
-	}
-	return res, h.err(res)
+	return h.wait(ctx, early)
 }
 
 // WaitFinal waits for the operation's definitive outcome, even through a
 // long settle (in_doubt is never returned).
-func (h *OperationHandle[R]) WaitFinal(ctx context.Context) (R, error) {
-	res, err := await[R](ctx, h.c, h.target(), nil)
-	if err != nil {
-		return res, h.waitError(err)
+func (h *OperationHandle[R]) WaitFinal(ctx context.Context) (R, error) { return h.wait(ctx, nil) }
+
+func (h *OperationHandle[R]) wait(ctx context.Context, early func(context.Context) (R, bool, error)) (R, error) {
+	res, err := await(ctx, h.c, waitTarget{workflowID: h.WorkflowID, runID: h.RunID, opID: h.OpID, run: h.run}, early)
+	var we *WorkflowError
+	switch {
+	case errors.As(err, &we):
+		return res, err
+	case err != nil:
+		return res, fmt.Errorf("wait for %s: %w", h.WorkflowID, err)
 	}
-	return res, h.err(res)
+	out, opID, msg := resultEnd(res)
+	if out.Success() {
+		return res, nil
+	}
+	if opID == "" {
+		opID = h.OpID
+	}
+	return res, &outcome.Error{Outcome: out, OpID: opID, Message: msg}
 }
 
-func (h *OperationHandle[R]) waitError(err error) error {
-	var we *WorkflowError
-	if errors.As(err, &we) {
-		return err
+// startWait waits for the operation a Start method returned.
+func startWait[R any](ctx context.Context, h *OperationHandle[R], err error) (R, error) {
+	if err != nil {
+		var zero R
+		return zero, err
 	}
-	return fmt.Errorf("wait for %s: %w", h.WorkflowID, err)
+	return h.Wait(ctx)
 }
 
 // Status asks the running operation which phase it is in, bounded by
@@ -165,22 +159,25 @@ func (h *OperationHandle[R]) Status(ctx context.Context) (Status, error) {
 // branch name, say) and followed it, so this request's idempotency key was
 // not used and res carries the other operation's id.
 func (h *OperationHandle[R]) Attached(res R) bool {
-	if h.outcome == nil || h.OpID == "" {
-		return false
-	}
-	_, opID, _ := h.outcome(res)
-	return opID != "" && opID != h.OpID
+	_, opID, _ := resultEnd(res)
+	return h.OpID != "" && opID != "" && opID != h.OpID
 }
 
-func (h *OperationHandle[R]) err(res R) error {
-	out, opID, msg := h.outcome(res)
-	if out.Success() {
-		return nil
+// resultEnd reads the outcome, operation id and message that every
+// operation's result carries under the same JSON names; a reconcile pass has
+// no outcome and is done when it returns.
+func resultEnd(res any) (outcome.Outcome, string, string) {
+	if _, ok := res.(ReconcileResult); ok {
+		return outcome.Done, "", ""
 	}
-	if opID == "" {
-		opID = h.OpID
+	var e struct {
+		Outcome outcome.Outcome `json:"outcome"`
+		OpID    string          `json:"op_id"`
+		Message string          `json:"message"`
 	}
-	return &outcome.Error{Outcome: out, OpID: opID, Message: msg}
+	b, _ := json.Marshal(res)
+	_ = json.Unmarshal(b, &e)
+	return e.Outcome, e.OpID, e.Message
 }
 
 // operationStart is how startOperation starts a workflow.
@@ -188,31 +185,43 @@ type operationStart struct {
 	ID, Workflow string
 	Input        any
 	Summary      string
-	Graph        string
-	// Branch is the GraftBranch search attribute; "" sets none.
-	Branch, OpID string
-	// Kind is the GraftOperation search attribute: the operation's kind.
-	Kind string
-	// ReusePolicy is what a start does after a finished run of the same id:
-	// REJECT_DUPLICATE finds that run (an idempotency key is used once),
-	// ALLOW_DUPLICATE starts a new one.
+	// Graph, Branch and Kind are the GraftGraph, GraftBranch and
+	// GraftOperation search attributes; "" sets none.
+	Graph, Branch, Kind string
+	OpID                string
+	// ReusePolicy after a finished run of the id: REJECT_DUPLICATE finds that
+	// run (an idempotency key is used once), ALLOW_DUPLICATE starts anew.
 	ReusePolicy enumspb.WorkflowIdReusePolicy
-	// Request is the input's canonical request. A start that finds a run of the same
-	// id (running, or finished under REJECT_DUPLICATE) attaches to it only when that
-	// run's request is this one, and is a *RequestConflictError otherwise. nil attaches
-	// to any running run of the id (conflict policy USE_EXISTING).
+	// Request is the input's canonical request: a run of the id found
+	// (running, or finished under REJECT_DUPLICATE) is attached to only when
+	// it is this request, and is a *RequestConflictError otherwise. nil
+	// attaches to any running run of the id.
 	Request *workflows.Request
-	// Finished, with Request, looks the id's latest run up first: one that ended
-	// (completed, or failed with an outcome) under this OpID is attached to when it
-	// is this request, and is a *RequestConflictError when it is not — rather than a
-	// new run (ALLOW_DUPLICATE) that would find the ledger's row finished and report
-	// its outcome without its result. Set when the caller gave the key.
+	// Finished, with Request, looks up the id's latest run first: one that
+	// ended under this OpID is attached to (or a conflict) rather than
+	// started anew (ALLOW_DUPLICATE), which would find the ledger's row
+	// finished and report its outcome without its result. Set when the
+	// caller gave the key.
 	Finished bool
+	// What names the start in an *UnansweredError; defaults to "start "+Summary.
+	What string
+	// NoEager starts without Options.EagerStart.
+	NoEager bool
 }
 
-// startOperation starts a workflow, or attaches to the run of the same id it finds
-// when that run is the same request (operationStart.Request).
+// startOperation starts a workflow, or attaches to the run of the same id it
+// finds when that run is the same request.
 func startOperation[R any](ctx context.Context, c *Client, s operationStart) (*OperationHandle[R], error) {
+	run, _, err := c.startRun(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return &OperationHandle[R]{c: c, WorkflowID: run.GetID(), RunID: run.GetRunID(), OpID: s.OpID, run: run}, nil
+}
+
+// startRun is startOperation's start; it also returns the operation id of
+// the run, which is another's when it attached to a run of the same request.
+func (c *Client) startRun(ctx context.Context, s operationStart) (sdkclient.WorkflowRun, string, error) {
 	var attrs []temporal.SearchAttributeUpdate
 	if s.Graph != "" {
 		attrs = append(attrs, searchattr.Graph.ValueSet(s.Graph))
@@ -228,7 +237,7 @@ func startOperation[R any](ctx context.Context, c *Client, s operationStart) (*O
 		TaskQueue:                c.opts.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    s.ReusePolicy,
-		EnableEagerStart:         c.opts.EagerStart,
+		EnableEagerStart:         c.opts.EagerStart && !s.NoEager,
 		StaticSummary:            s.Summary,
 		TypedSearchAttributes:    temporal.NewSearchAttributes(attrs...),
 	}
@@ -237,39 +246,33 @@ func startOperation[R any](ctx context.Context, c *Client, s operationStart) (*O
 		opts.WorkflowExecutionErrorWhenAlreadyStarted = true
 	}
 	if s.Request != nil && s.Finished {
-		run, err := c.finishedSame(ctx, s.ID, s.OpID, *s.Request)
-		if err != nil {
-			return nil, err
-		}
-		if run != nil {
-			return &OperationHandle[R]{c: c, WorkflowID: run.GetID(), RunID: run.GetRunID(), OpID: s.OpID, run: run}, nil
+		if run, err := c.finishedSame(ctx, s.ID, s.OpID, *s.Request); err != nil || run != nil {
+			return run, s.OpID, err
 		}
 	}
 	run, err := c.tc.ExecuteWorkflow(ctx, opts, s.Workflow, s.Input)
 	if exists := (*serviceerror.WorkflowExecutionAlreadyStarted)(nil); s.Request != nil && errors.As(err, &exists) {
-		run, _, err = c.attachSame(ctx, s.ID, exists.RunId, s.OpID, *s.Request)
-		if err != nil {
-			return nil, err
-		}
-	} else if err != nil {
-		return nil, unanswered(ctx, "start "+s.Summary, s.ID, s.OpID, err)
+		return c.attachSame(ctx, s.ID, exists.RunId, s.OpID, *s.Request)
 	}
-	return &OperationHandle[R]{c: c, WorkflowID: run.GetID(), RunID: run.GetRunID(), OpID: s.OpID, run: run}, nil
+	if err != nil {
+		if s.What == "" {
+			s.What = "start " + s.Summary
+		}
+		return nil, "", unanswered(ctx, s.What, s.ID, s.OpID, err)
+	}
+	return run, s.OpID, nil
 }
 
-// requestOf returns an input's canonical request, for operationStart.Request.
 func requestOf(in interface{ Request() workflows.Request }) *workflows.Request {
 	r := in.Request()
 	return &r
 }
 
-// idempotencyKey validates a caller's key, or mints a fresh one.
-func idempotencyKey(key string) (string, error) {
+// keyOrNew is the caller's idempotency key (checked by the request's
+// Validate), or a fresh one.
+func keyOrNew(key string) string {
 	if key == "" {
-		return ulid.Make().String(), nil
+		return ulid.Make().String()
 	}
-	if err := checkKey(key); err != nil {
-		return "", err
-	}
-	return key, nil
+	return key
 }

@@ -33,18 +33,17 @@ type Ops struct {
 	c   *Client
 }
 
-// The ledger's failures. OpenOps's and every Ops method's errors match them
-// with errors.Is when that was the cause; the message is the ledger's own.
+// The ledger's failures: OpenOps's and every Ops method's errors match them
+// with errors.Is when that was the cause.
 var (
-	// ErrLedgerUnavailable: Postgres could not be reached.
 	ErrLedgerUnavailable = errors.New("graft: the ledger (Postgres) is unavailable")
 	// ErrLedgerNotMigrated: the schema holds no ledger tables; apply the
 	// migrations (graft-worker migrate) or name the workers' schema.
 	ErrLedgerNotMigrated = errors.New("graft: the ledger's schema is not migrated")
 )
 
-// ledgerErr makes an error of the ledger match the client's sentinels, so a
-// caller outside this module never needs graft's internal packages.
+// ledgerErr makes a ledger error match the client's sentinels, so a caller
+// never needs graft's internal packages.
 func ledgerErr(err error) error {
 	switch {
 	case err == nil:
@@ -62,10 +61,9 @@ type ledgerError struct{ err, kind error }
 func (e *ledgerError) Error() string   { return e.err.Error() }
 func (e *ledgerError) Unwrap() []error { return []error{e.err, e.kind} }
 
-// OpenOps connects to the ledger. c is used by Wait to follow an
-// operation's workflow and by Stuck and Show to ask running workflows what
-// they wait for; with c nil, Wait polls the ledger and the views say only
-// what the ledger holds. Close releases the connections.
+// OpenOps connects to the ledger. c lets Wait follow an operation's workflow
+// and Stuck and Detail ask running workflows what they wait for; with c nil,
+// Wait polls the ledger and the views say only what the ledger holds.
 func OpenOps(ctx context.Context, cfg LedgerConfig, c *Client) (*Ops, error) {
 	maxConns := cfg.MaxConns
 	if maxConns <= 0 {
@@ -102,12 +100,10 @@ const OutcomeFailed outcome.Outcome = "failed"
 
 // Operation is one row of the ledger's audit log.
 type Operation struct {
-	ID string `json:"id"`
-	// Kind is one of OperationKinds.
-	Kind  string `json:"kind"`
-	Graph string `json:"graph"`
-	// Inputs is the operation's input as its workflow recorded it.
-	Inputs json.RawMessage `json:"inputs,omitempty"`
+	ID     string          `json:"id"`
+	Kind   string          `json:"kind"` // one of OperationKinds
+	Graph  string          `json:"graph"`
+	Inputs json.RawMessage `json:"inputs,omitempty"` // as its workflow recorded them
 	State  OperationState  `json:"state"`
 	// Outcome is set once State is done: an outcome of the vocabulary, or
 	// OutcomeFailed.
@@ -183,19 +179,18 @@ func (o *Ops) Show(ctx context.Context, id string) (Operation, error) {
 	return operationOf(op), nil
 }
 
-// Wait waits until the operation's workflow (named by its ledger row)
-// completes — through any in-doubt settling — and returns the operation's
-// ledger row then. An operation already done returns at once. Without a
-// workflow to wait on it polls the ledger until the operation is done. A
-// workflow that ended while its row is not done (terminated, say: the
-// reconciler settles such rows) is an error naming both.
+// Wait waits until the operation's workflow completes — through any in-doubt
+// settling — and returns its ledger row then; without a workflow to follow
+// it polls the ledger. A workflow that ended while its row is not done
+// (terminated, say: the reconciler settles such rows) is an error.
 func (o *Ops) Wait(ctx context.Context, id string) (Operation, error) {
 	op, err := o.Show(ctx, id)
 	if err != nil || op.State == OperationDone {
 		return op, err
 	}
 	if o.c != nil && op.WorkflowID != "" {
-		werr := o.c.waitClosed(ctx, op.WorkflowID, op.RunID, op.ID)
+		run := o.c.tc.GetWorkflow(ctx, op.WorkflowID, op.RunID)
+		_, werr := await[json.RawMessage](ctx, o.c, waitTarget{workflowID: op.WorkflowID, runID: op.RunID, opID: op.ID, run: run}, nil)
 		if ctx.Err() != nil {
 			return op, ctx.Err()
 		}
@@ -232,16 +227,6 @@ func (o *Ops) Wait(ctx context.Context, id string) (Operation, error) {
 		}
 	}
 	return op, nil
-}
-
-// waitClosed waits until workflowID's run (and the runs it continued as)
-// closes, whatever its result. It returns nil for any definitive end, a
-// *WorkflowError for a workflow that failed, was terminated, cancelled or
-// timed out, and the SDK's error when the workflow cannot be followed.
-func (c *Client) waitClosed(ctx context.Context, workflowID, runID, opID string) error {
-	run := c.tc.GetWorkflow(ctx, workflowID, runID)
-	_, err := await[json.RawMessage](ctx, c, waitTarget{workflowID: workflowID, runID: runID, opID: opID, run: run}, nil)
-	return err
 }
 
 // WithClient returns Ops over the same ledger connections that waits and

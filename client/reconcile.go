@@ -5,20 +5,16 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/workflows"
 )
 
-// The reconciler: a workflow that finds ledger rows whose workflow closed
-// without recording the operation's end (terminated, timed out, reset, lost)
-// and settles each as its own workflow would have. The worker schedules it;
-// Reconcile runs it once now.
+// The reconciler settles ledger rows whose workflow closed without recording
+// the operation's end (terminated, timed out, reset, lost) as that workflow
+// would have. The worker schedules it; Reconcile runs it once now, one at a
+// time (a second request attaches).
 const (
-	// ReconcileWorkflowName is the reconciler's registered workflow type.
 	ReconcileWorkflowName = workflows.ReconcileName
-	// ReconcileWorkflowID is the id of an on-demand reconcile: one at a
-	// time, and a second request attaches to the running one.
-	ReconcileWorkflowID = workflows.ReconcileWorkflowID
+	ReconcileWorkflowID   = workflows.ReconcileWorkflowID
 )
 
 // ReconcileRequest asks for one reconcile pass.
@@ -27,8 +23,7 @@ type ReconcileRequest struct {
 	Graph string `json:"graph,omitempty"`
 }
 
-// ReconcileResult is what a reconcile pass reports: the operations it
-// examined, those still running, and each it finished or parked.
+// ReconcileResult is what a reconcile pass reports.
 type ReconcileResult = workflows.ReconcileResult
 
 // Validate checks the request without contacting anything.
@@ -53,6 +48,5 @@ func (c *Client) Reconcile(ctx context.Context, req ReconcileRequest) (Reconcile
 	if err != nil {
 		return ReconcileResult{}, err
 	}
-	h.outcome = func(ReconcileResult) (outcome.Outcome, string, string) { return outcome.Done, "", "" }
 	return h.WaitFinal(ctx)
 }

@@ -16,21 +16,19 @@ import (
 	"github.com/graftworks/graft/workflows"
 )
 
-// RequestConflictError is a request that would attach to an operation started for a
-// different request: its idempotency key names that operation (or, for an operation that
-// runs once per name — a create of a branch, say — that operation runs under the same
-// workflow id). The client never attaches it, so it never reports that operation's result
-// as its own; this request was not started, and a table write uploaded nothing for it.
-//
-// It matches outcome.ErrConflict; outcome.Of says conflict, and the *outcome.Error it
-// unwraps to carries the first operation's id.
+// RequestConflictError is a request whose idempotency key (or, for an
+// operation that runs once per name, whose workflow id) names an operation
+// started for a different request. It is not attached, so that operation's
+// result is never reported as its own; it was not started, and a table write
+// uploaded nothing for it. It unwraps to an *outcome.Error with outcome
+// conflict and the first operation's id.
 type RequestConflictError struct {
 	// Key is the idempotency key the request gave.
 	Key string
-	// OpID is the operation found (the first request's), WorkflowID and RunID its run.
+	// OpID is the operation found, WorkflowID and RunID its run.
 	OpID, WorkflowID, RunID string
-	// Differences names each field in which this request differs from the first
-	// (workflows.Request.Differences).
+	// Differences names each field in which this request differs from the
+	// first (workflows.Request.Differences).
 	Differences []string
 }
 
@@ -47,10 +45,9 @@ func (e *RequestConflictError) Unwrap() error {
 	return &outcome.Error{Outcome: outcome.Conflict, OpID: e.OpID, Message: e.Error()}
 }
 
-// attachSame returns the run a start found under its workflow id, and its operation id,
-// when that run was started for the same request as ours (workflows.Request), and a
-// *RequestConflictError when it was not. The run's request is read from its own input,
-// so a run any SDK started is compared as well.
+// attachSame returns the run a start found under its workflow id, and its
+// operation id, when its own input holds the request ours (so a run any SDK
+// started compares too), and a *RequestConflictError when not.
 func (c *Client) attachSame(ctx context.Context, workflowID, runID, key string, ours workflows.Request) (sdkclient.WorkflowRun, string, error) {
 	first, opID, err := c.startedRequest(ctx, workflowID, runID)
 	if err != nil {
@@ -62,11 +59,12 @@ func (c *Client) attachSame(ctx context.Context, workflowID, runID, key string, 
 	return c.tc.GetWorkflow(ctx, workflowID, runID), opID, nil
 }
 
-// finishedSame looks up the latest run of workflowID: when it ended — completed, or
-// failed with its outcome — under operation key, it returns that run if it was started
-// for the request ours, and a *RequestConflictError if not. Otherwise (no run, a run
-// still going — the start meets it — or another operation's, or one terminated,
-// cancelled or timed out, whose row the reconciler finishes) it returns nil.
+// finishedSame looks up the latest run of workflowID: when it ended —
+// completed, or failed with its outcome — under operation key, it returns that
+// run if it is the request ours, and a *RequestConflictError if not.
+// Otherwise (no run, one still going — the start meets it — another
+// operation's, or one terminated, cancelled or timed out, whose row the
+// reconciler finishes) it returns nil.
 func (c *Client) finishedSame(ctx context.Context, workflowID, key string, ours workflows.Request) (sdkclient.WorkflowRun, error) {
 	desc, err := c.tc.DescribeWorkflowExecution(ctx, workflowID, "")
 	var nf *serviceerror.NotFound
@@ -93,60 +91,60 @@ func (c *Client) finishedSame(ctx context.Context, workflowID, key string, ours 
 	return c.tc.GetWorkflow(ctx, workflowID, runID), nil
 }
 
-// startedRequest reads the request a run was started with (its first event's input) and
-// its operation id (the workflow id when the input names none; "" for a cleanup that
-// names none).
+// startedRequest reads the request a run was started with (its first event's
+// input) and its operation id (the workflow id when the input names none;
+// "" for a cleanup that names none).
 func (c *Client) startedRequest(ctx context.Context, workflowID, runID string) (workflows.Request, string, error) {
 	name, p, err := c.startInput(ctx, workflowID, runID)
 	if err != nil {
 		return workflows.Request{}, "", err
 	}
-	var (
-		req  workflows.Request
-		opID string
-	)
-	switch name {
-	case workflows.WriteTableName:
-		req, opID, err = decodeRequest(p, func(in workflows.WriteTableInput) string { return in.OpID })
-	case workflows.InitGraphName:
-		req, opID, err = decodeRequest(p, func(in workflows.InitGraphInput) string { return in.OpID })
-	case workflows.CreateBranchName:
-		req, opID, err = decodeRequest(p, func(in workflows.CreateBranchInput) string { return in.OpID })
-	case workflows.MergeName:
-		req, opID, err = decodeRequest(p, func(in workflows.MergeInput) string { return in.OpID })
-	case workflows.RestoreName:
-		req, opID, err = decodeRequest(p, func(in workflows.RestoreInput) string { return in.OpID })
-	case workflows.CreateTagName:
-		req, opID, err = decodeRequest(p, func(in workflows.CreateTagInput) string { return in.OpID })
-	case workflows.DeleteTagName:
-		req, opID, err = decodeRequest(p, func(in workflows.DeleteTagInput) string { return in.OpID })
-	case workflows.DeleteBranchName:
-		req, opID, err = decodeRequest(p, func(in workflows.DeleteBranchInput) string { return in.OpID })
-	case workflows.RepairBranchName:
-		req, opID, err = decodeRequest(p, func(in workflows.RepairBranchInput) string { return in.OpID })
-	case workflows.CleanupName:
-		req, opID, err = decodeRequest(p, func(in workflows.CleanupInput) string { return in.RunID })
-		return req, opID, err
-	default:
+	decode, ok := inputRequests[name]
+	if !ok {
 		// Another workflow type under a graft workflow id: never the same request.
 		return workflows.Request{Workflow: name}, workflowID, nil
 	}
-	if opID == "" {
-		opID = workflowID
-	}
-	return req, opID, err
-}
-
-func decodeRequest[T interface{ Request() workflows.Request }](p *commonpb.Payload, opID func(T) string) (workflows.Request, string, error) {
-	var in T
-	if err := converter.GetDefaultDataConverter().FromPayload(p, &in); err != nil {
+	req, err := decode(p)
+	if err != nil {
 		return workflows.Request{}, "", fmt.Errorf("decode the run's input: %w", err)
 	}
-	return in.Request(), opID(in), nil
+	var ids struct {
+		OpID  string `json:"op_id"`
+		RunID string `json:"run_id"` // a cleanup's operation id
+	}
+	if err := converter.GetDefaultDataConverter().FromPayload(p, &ids); err != nil {
+		return workflows.Request{}, "", fmt.Errorf("decode the run's input: %w", err)
+	}
+	switch {
+	case name == workflows.CleanupName:
+		return req, ids.RunID, nil
+	case ids.OpID == "":
+		return req, workflowID, nil
+	}
+	return req, ids.OpID, nil
 }
 
-// startInput reads a run's workflow type and input from its first event, bounded by
-// Options.QueryTimeout.
+// inputRequests decode each graft workflow's input into its canonical request.
+var inputRequests = map[string]func(*commonpb.Payload) (workflows.Request, error){
+	workflows.WriteTableName:   decodeRequest[workflows.WriteTableInput],
+	workflows.InitGraphName:    decodeRequest[workflows.InitGraphInput],
+	workflows.CreateBranchName: decodeRequest[workflows.CreateBranchInput],
+	workflows.MergeName:        decodeRequest[workflows.MergeInput],
+	workflows.RestoreName:      decodeRequest[workflows.RestoreInput],
+	workflows.CreateTagName:    decodeRequest[workflows.CreateTagInput],
+	workflows.DeleteTagName:    decodeRequest[workflows.DeleteTagInput],
+	workflows.DeleteBranchName: decodeRequest[workflows.DeleteBranchInput],
+	workflows.RepairBranchName: decodeRequest[workflows.RepairBranchInput],
+	workflows.CleanupName:      decodeRequest[workflows.CleanupInput],
+}
+
+func decodeRequest[T interface{ Request() workflows.Request }](p *commonpb.Payload) (workflows.Request, error) {
+	var in T
+	err := converter.GetDefaultDataConverter().FromPayload(p, &in)
+	return in.Request(), err
+}
+
+// startInput reads a run's workflow type and input from its first event.
 func (c *Client) startInput(ctx context.Context, workflowID, runID string) (string, *commonpb.Payload, error) {
 	dctx, cancel := context.WithTimeout(ctx, c.opts.QueryTimeout)
 	defer cancel()

@@ -6,7 +6,6 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/workflows"
 )
 
@@ -40,14 +39,11 @@ type RestoreHandle = OperationHandle[workflows.RestoreResult]
 
 // Restore restores req.Branch through graft.Restore and waits for the
 // outcome: done with a nil error; not_retained when cleanup reclaimed
-// something the commit needs (nothing is written then); in_doubt as soon as
-// a write is known to be settling; any other outcome an *outcome.Error.
+// something the commit needs (nothing is written then); in doubt as
+// OperationHandle.Wait says.
 func (c *Client) Restore(ctx context.Context, req RestoreRequest) (workflows.RestoreResult, error) {
 	h, err := c.StartRestore(ctx, req)
-	if err != nil {
-		return workflows.RestoreResult{}, err
-	}
-	return h.Wait(ctx)
+	return startWait(ctx, h, err)
 }
 
 // StartRestore starts (or attaches to) a restore and returns at once.
@@ -55,10 +51,7 @@ func (c *Client) StartRestore(ctx context.Context, req RestoreRequest) (*Restore
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	key, err := idempotencyKey(req.IdempotencyKey)
-	if err != nil {
-		return nil, err
-	}
+	key := keyOrNew(req.IdempotencyKey)
 	in := workflows.RestoreInput{Graph: req.Graph, Branch: req.Branch, To: workflows.RestoreTarget{Commit: req.ToCommit, Tag: req.ToTag},
 		ExpectedHead: req.ExpectedHead, NoBackup: req.NoBackup, BackupTag: req.BackupTag, OpID: key, Author: req.Author, Message: req.Message}
 	to := req.ToCommit
@@ -78,6 +71,5 @@ func (c *Client) StartRestore(ctx context.Context, req RestoreRequest) (*Restore
 		return workflows.RestoreResult{Outcome: st.Outcome, OpID: st.OpID, Graph: req.Graph, Branch: req.Branch,
 			Commit: st.Commit, Message: st.Pending, SettleAttempts: st.SettleAttempts}
 	}
-	h.outcome = func(r workflows.RestoreResult) (outcome.Outcome, string, string) { return r.Outcome, r.OpID, r.Message }
 	return h, nil
 }

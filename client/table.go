@@ -30,9 +30,9 @@ const uploadConcurrency = 4
 // local files (one data object each).
 type WriteTableRequest struct {
 	Graph, Branch, Table string
-	// Files are local paths; each becomes one data object. At least one (or
-	// an import or a remove), any number — past workflows.MaxInlineObjects the client
-	// stages the list in the store (docs/format.md, "Staged object lists").
+	// Files are local paths, one data object each: at least one (or an
+	// import or a remove); past workflows.MaxInlineObjects the list is staged
+	// in the store (docs/format.md, "Staged object lists").
 	Files []string
 	// ExpectedHead, when set, makes the write conflict unless the branch's
 	// head is this commit id. Defaults to "" (append to the current head).
@@ -41,22 +41,18 @@ type WriteTableRequest struct {
 	Author string
 	// Message of the commit. Defaults to "write table {table} version {ULID}".
 	Message string
-	// IdempotencyKey identifies the operation: a request repeated with the
-	// same key attaches to the first (running or finished) and uploads
-	// nothing — when it is the same request (workflows.WriteTableInput.Request:
-	// the files' sizes and SHA-256s, read before anything is uploaded, and
-	// every other field); another request under the key is a
-	// *RequestConflictError. Defaults to a fresh ULID.
+	// IdempotencyKey identifies the operation: the same request under it
+	// (workflows.WriteTableInput.Request: the files' sizes and SHA-256s, read
+	// first, and every other field) attaches to the first, running or
+	// finished, and uploads nothing; another is a *RequestConflictError.
+	// Defaults to a fresh ULID.
 	IdempotencyKey string
-	// Upload tunes how files are uploaded to a graph. The zero value
-	// uses the defaults (docs/format.md, "Table versions and data objects").
-	Upload UploadOptions
-	// Append makes the new
-	// version the one the branch's head pins plus the files and imports;
-	// Remove drops entries by name from it; Import registers objects already
-	// in the store by key, zero copy, with the size and ETag a HEAD gives now
-	// (graft never writes or deletes them). Defaults: a version of exactly
-	// the files.
+	Upload         UploadOptions
+	// Append makes the new version the one the head pins plus the files and
+	// imports; Remove drops entries by name from it; Import registers objects
+	// already in the store by key, zero copy, with the size and ETag a HEAD
+	// gives now (graft never writes or deletes them). Defaults: a version of
+	// exactly the files.
 	Append bool
 	Remove []string
 	Import []string
@@ -91,31 +87,22 @@ type WriteTableHandle = OperationHandle[workflows.WriteTableResult]
 
 // WriteTable uploads req.Files to store, then publishes them as a new
 // version of req.Table on req.Branch through graft.WriteTable, and waits for
-// the outcome. Done comes back with a nil error; in_doubt returns as soon as
-// the commit is known to be settling, as an *outcome.Error carrying the
-// operation id; any other outcome is an *outcome.Error.
+// the outcome (OperationHandle.Wait).
 func (c *Client) WriteTable(ctx context.Context, store storage.Store, req WriteTableRequest) (workflows.WriteTableResult, error) {
 	h, err := c.StartWriteTable(ctx, store, req)
-	if err != nil {
-		return workflows.WriteTableResult{}, err
-	}
-	return h.Wait(ctx)
+	return startWait(ctx, h, err)
 }
 
-// StartWriteTable uploads the files — each put-if-absent directly to
-// store under {graph}/tables/{table}/objects/{ULID}; the workflow's history
-// carries only ids, sizes and checksums — and starts graft.WriteTable. If
-// the idempotency key's workflow exists already, it uploads nothing: it reads
-// the files' sizes and SHA-256s and attaches to that workflow when it is the
-// same request, and is a *RequestConflictError when it is not.
+// StartWriteTable uploads the files — each put-if-absent straight to the
+// store; the workflow's history carries only ids, sizes and checksums — and
+// starts graft.WriteTable. When the key's workflow exists it uploads
+// nothing: it attaches when the files' sizes and SHA-256s and the other
+// fields make the same request, and is a *RequestConflictError otherwise.
 func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req WriteTableRequest) (*WriteTableHandle, error) {
-	if err := checkWriteRequest(req); err != nil {
+	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	key := req.IdempotencyKey
-	if key == "" {
-		key = ulid.Make().String()
-	}
+	key := keyOrNew(req.IdempotencyKey)
 	id := WriteTableWorkflowID(req.Graph, req.Branch, key)
 	if req.IdempotencyKey != "" {
 		desc, err := c.tc.DescribeWorkflowExecution(ctx, id, "")
@@ -126,7 +113,11 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 			if err != nil {
 				return nil, err
 			}
-			return c.attachWrite(ctx, id, key, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), ours)
+			run, _, err := c.attachSame(ctx, id, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), key, ours)
+			if err != nil {
+				return nil, err
+			}
+			return &WriteTableHandle{c: c, WorkflowID: id, RunID: run.GetRunID(), OpID: key, run: run, fromStatus: writeFromStatus}, nil
 		case !errors.As(err, &nf):
 			return nil, unanswered(ctx, "look up write "+id, id, key, err)
 		}
@@ -139,7 +130,6 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 	if _, err := graph.ResolveBranch(ctx, store, req.Graph, req.Branch); err != nil {
 		return nil, readError(err, req.Graph, req.Branch)
 	}
-	var objects []workflows.TableObject
 	var imports []workflows.TableImport
 	if len(req.Import) > 0 {
 		refs := make([]graph.ImportRef, len(req.Import))
@@ -164,11 +154,8 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 		return nil, err
 	}
 
-	in := workflows.WriteTableInput{
-		Graph: req.Graph, Branch: req.Branch, Table: req.Table, Objects: objects,
-		ExpectedHead: req.ExpectedHead, OpID: key, Author: req.Author, Message: req.Message,
-		Append: req.Append, Remove: req.Remove, Imports: imports,
-	}
+	in := writeInput(req, objects, imports)
+	in.OpID = key
 	count := len(objects)
 	request := in.Request()
 	if len(objects) > workflows.MaxInlineObjects {
@@ -189,54 +176,37 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 	if err != nil {
 		return nil, fmt.Errorf("start write of %s/%s: %w", req.Graph, req.Table, err)
 	}
-	writeHandle(h)
+	h.fromStatus = writeFromStatus
 	return h, nil
 }
 
-// attachWrite attaches to the write run under id when it is the request ours.
-func (c *Client) attachWrite(ctx context.Context, id, key, runID string, ours workflows.Request) (*WriteTableHandle, error) {
-	run, _, err := c.attachSame(ctx, id, runID, key, ours)
-	if err != nil {
-		return nil, err
-	}
-	h := &WriteTableHandle{c: c, WorkflowID: id, RunID: run.GetRunID(), OpID: key, run: run}
-	writeHandle(h)
-	return h, nil
-}
-
-// fileRequest is the canonical request of a write, computed from its files (their
-// sizes and SHA-256s, read a few at a time) without uploading anything: what a
-// repeated key is compared with.
+// fileRequest is a write's canonical request, from its files' sizes and
+// SHA-256s, without uploading anything.
 func fileRequest(req WriteTableRequest) (workflows.Request, error) {
 	objects := make([]workflows.TableObject, len(req.Files))
-	errs := make([]error, len(req.Files))
-	sem := make(chan struct{}, uploadConcurrency)
-	var wg sync.WaitGroup
-	for i, path := range req.Files {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			objects[i], errs[i] = fileSum(path)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	err := parallel(len(req.Files), uploadConcurrency, func(i int) (err error) {
+		objects[i], err = fileSum(req.Files[i])
+		return err
+	})
+	if err != nil {
 		return workflows.Request{}, err
 	}
 	imports := make([]workflows.TableImport, len(req.Import))
 	for i, k := range req.Import {
 		imports[i] = workflows.TableImport{Key: k}
 	}
+	return writeInput(req, objects, imports).Request(), nil
+}
+
+// writeInput is the write's input but for its operation id.
+func writeInput(req WriteTableRequest, objects []workflows.TableObject, imports []workflows.TableImport) workflows.WriteTableInput {
 	return workflows.WriteTableInput{
 		Graph: req.Graph, Branch: req.Branch, Table: req.Table, Objects: objects,
 		ExpectedHead: req.ExpectedHead, Author: req.Author, Message: req.Message,
 		Append: req.Append, Remove: req.Remove, Imports: imports,
-	}.Request(), nil
+	}
 }
 
-// fileSum reads a file's size and SHA-256.
 func fileSum(path string) (workflows.TableObject, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -251,22 +221,14 @@ func fileSum(path string) (workflows.TableObject, error) {
 	return workflows.TableObject{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
-// writeHandle gives a write's handle its result mapping.
-func writeHandle(h *WriteTableHandle) {
-	h.fromStatus = func(st Status) workflows.WriteTableResult {
-		return workflows.WriteTableResult{Outcome: st.Outcome, OpID: st.OpID, Version: st.Version, Commit: st.Commit,
-			Message: st.Pending, SettleAttempts: st.SettleAttempts}
-	}
-	h.outcome = func(r workflows.WriteTableResult) (outcome.Outcome, string, string) {
-		return r.Outcome, r.OpID, r.Message
-	}
+func writeFromStatus(st Status) workflows.WriteTableResult {
+	return workflows.WriteTableResult{Outcome: st.Outcome, OpID: st.OpID, Version: st.Version, Commit: st.Commit,
+		Message: st.Pending, SettleAttempts: st.SettleAttempts}
 }
 
 // Validate checks the request as graft.WriteTable would, and that every file
 // can be read as a data object, without contacting anything.
-func (r WriteTableRequest) Validate() error { return checkWriteRequest(r) }
-
-func checkWriteRequest(req WriteTableRequest) error {
+func (req WriteTableRequest) Validate() error {
 	if err := firstInvalid(checkGraph(req.Graph), checkBranch(req.Branch), invalid("", format.ValidateTableName(req.Table)),
 		checkCommit("expected head", req.ExpectedHead), checkKey(req.IdempotencyKey), checkCommitText(req.Author, req.Message)); err != nil {
 		return err
@@ -340,9 +302,8 @@ func stageObjects(ctx context.Context, store storage.Store, graphName, table, op
 	return p.Version.ID.String(), nil
 }
 
-// uploadFiles uploads each file under a fresh ULID
-// (graph.UploadObject: one put-if-absent up to the threshold, a multipart
-// upload above it, aborted on failure), a few files at a time.
+// uploadFiles uploads each file under a fresh ULID (graph.UploadObject), a
+// few files at a time.
 func uploadFiles(ctx context.Context, store storage.Store, graphName, table string, files []string, opts UploadOptions) ([]workflows.TableObject, error) {
 	objects := make([]workflows.TableObject, len(files))
 	errs := make([]error, len(files))
@@ -363,6 +324,24 @@ func uploadFiles(ctx context.Context, store storage.Store, graphName, table stri
 		return nil, err
 	}
 	return objects, nil
+}
+
+// parallel runs do(i) for every i < n, at most limit at once, and joins their errors.
+func parallel(n, limit int, do func(i int) error) error {
+	errs := make([]error, n)
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[i] = do(i)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func uploadFile(ctx context.Context, store storage.Store, graphName, table string, id ulid.ULID, path string, opts UploadOptions) (workflows.TableObject, error) {

@@ -32,18 +32,14 @@ func CreateTagWorkflowID(graph, name string) string { return "graft/create-tag/"
 func DeleteTagWorkflowID(graph, name string) string { return "graft/delete-tag/" + graph + "/" + name }
 
 // CreateTag creates a tag through graft.CreateTag and waits for the
-// outcome: created with a nil error (Existing when the tag already named
-// that commit — a create is idempotent); conflict when the name names
-// another commit or was deleted; not_found, not_retained, invalid; in_doubt
-// as soon as the put is known to be settling.
+// outcome: created with a nil error (Existing when the tag already named that
+// commit); conflict when the name names another commit or was deleted; in
+// doubt as OperationHandle.Wait says.
 func (c *Client) CreateTag(ctx context.Context, req CreateTagRequest) (workflows.CreateTagResult, error) {
 	if err := req.Validate(); err != nil {
 		return workflows.CreateTagResult{}, err
 	}
-	key, err := idempotencyKey(req.IdempotencyKey)
-	if err != nil {
-		return workflows.CreateTagResult{}, err
-	}
+	key := keyOrNew(req.IdempotencyKey)
 	in := workflows.CreateTagInput{Graph: req.Graph, Name: req.Name, Commit: req.Commit, Branch: req.Branch, OpID: key}
 	h, err := startOperation[workflows.CreateTagResult](ctx, c, operationStart{
 		Kind: "tag",
@@ -58,9 +54,6 @@ func (c *Client) CreateTag(ctx context.Context, req CreateTagRequest) (workflows
 		return workflows.CreateTagResult{Outcome: st.Outcome, OpID: st.OpID, Graph: req.Graph, Name: req.Name,
 			Message: st.Pending, SettleAttempts: st.SettleAttempts}
 	}
-	h.outcome = func(r workflows.CreateTagResult) (outcome.Outcome, string, string) {
-		return r.Outcome, r.OpID, r.Message
-	}
 	return h.Wait(ctx)
 }
 
@@ -72,18 +65,15 @@ type DeleteTagRequest struct {
 }
 
 // DeleteTag retires a tag through graft.DeleteTag and waits for the
-// outcome: deleted with a nil error; not_found for a tag that does not
-// exist or was deleted already; in_doubt as soon as the swap is known to be
-// settling. A deleted tag's name is never reused.
+// outcome: deleted with a nil error; not_found for a tag that does not exist
+// or was deleted already; in doubt as OperationHandle.Wait says. A deleted
+// tag's name is never reused.
 func (c *Client) DeleteTag(ctx context.Context, req DeleteTagRequest) (workflows.DeleteTagResult, error) {
 	graphName, name := req.Graph, req.Name
 	if err := req.Validate(); err != nil {
 		return workflows.DeleteTagResult{}, err
 	}
-	key, err := idempotencyKey(req.IdempotencyKey)
-	if err != nil {
-		return workflows.DeleteTagResult{}, err
-	}
+	key := keyOrNew(req.IdempotencyKey)
 	in := workflows.DeleteTagInput{Graph: graphName, Name: name, OpID: key}
 	h, err := startOperation[workflows.DeleteTagResult](ctx, c, operationStart{
 		Kind: "tag",
@@ -97,9 +87,6 @@ func (c *Client) DeleteTag(ctx context.Context, req DeleteTagRequest) (workflows
 	h.fromStatus = func(st Status) workflows.DeleteTagResult {
 		return workflows.DeleteTagResult{Outcome: st.Outcome, OpID: st.OpID, Graph: graphName, Name: name,
 			Message: st.Pending, SettleAttempts: st.SettleAttempts}
-	}
-	h.outcome = func(r workflows.DeleteTagResult) (outcome.Outcome, string, string) {
-		return r.Outcome, r.OpID, r.Message
 	}
 	return h.Wait(ctx)
 }

@@ -8,29 +8,25 @@ import (
 	"go.temporal.io/api/serviceerror"
 )
 
-// UnansweredError is a request to Temporal — the start of an operation's
-// workflow, the look-up before a write, a signal — whose answer never came:
-// Temporal could not be reached, or a deadline (the caller's context or the
-// SDK's own per-request one) passed first. The request may still have been
-// applied, so the operation may be running.
+// UnansweredError is a request to Temporal — a start, the look-up before a
+// write, a signal — whose answer never came: Temporal could not be reached,
+// or a deadline (the caller's or the SDK's per-request one) passed first. The
+// request may still have been applied, so the operation may be running.
 //
-// Repeating the request with IdempotencyKey set to OpID is safe whichever it
-// was: it attaches to the operation if it started and starts it if it did
-// not. A fresh key could run the operation twice. Client.Ops().Show(OpID)
-// says whether the operation recorded anything yet.
+// Repeating the request with IdempotencyKey set to OpID is safe either way:
+// it attaches if the operation started and starts it if not; a fresh key
+// could run it twice. Ops.Show(OpID) says whether it recorded anything yet.
 //
 // errors.Is(err, context.DeadlineExceeded) (or context.Canceled) holds when
 // the caller's context ended, whatever form the SDK gave the error.
 type UnansweredError struct {
 	// Request says what was asked, for a person ("start create branch a in g").
-	Request string
-	// WorkflowID is the operation's workflow id.
+	Request    string
 	WorkflowID string
-	// OpID is the operation's id: the idempotency key to repeat the request
-	// with (a cleanup's run id). "" when the request names no operation.
+	// OpID is the idempotency key to repeat the request with (a cleanup's
+	// run id); "" when the request names no operation.
 	OpID string
-	// Err is the error the SDK returned.
-	Err error
+	Err  error // the SDK's
 
 	ctxErr error
 }
@@ -39,8 +35,7 @@ func (e *UnansweredError) Error() string {
 	return fmt.Sprintf("%s: Temporal did not answer, so it may still apply the request: %v", e.Request, e.Err)
 }
 
-// Unwrap returns the SDK's error and, when the caller's context ended, its
-// error too.
+// Unwrap returns the SDK's error and, when the caller's context ended, its.
 func (e *UnansweredError) Unwrap() []error {
 	if e.ctxErr != nil {
 		return []error{e.Err, e.ctxErr}

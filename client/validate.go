@@ -9,12 +9,10 @@ import (
 	"github.com/graftworks/graft/internal/format"
 )
 
-// Every request is checked here with the rules the workflows apply
-// (docs/format.md's name rules, commit id syntax, author and message limits)
-// before anything is contacted: a bad input is an *outcome.Error with outcome
+// Every request is checked here with the rules the workflows apply before
+// anything is contacted: a bad input is an *outcome.Error with outcome
 // invalid, and no workflow is started, no ledger row written.
 
-// invalid builds the invalid error for a field's check, or nil.
 func invalid(field string, err error) error {
 	if err == nil {
 		return nil
@@ -40,7 +38,6 @@ func describeInvalid(err error) string {
 	return strings.TrimPrefix(err.Error(), "format: ")
 }
 
-// firstInvalid returns the first failed check.
 func firstInvalid(errs ...error) error {
 	for _, err := range errs {
 		if err != nil {
@@ -75,13 +72,15 @@ func checkCommitText(author, message string) error {
 	return invalid("", format.ValidateMessage(message))
 }
 
-// checkKey checks a caller's idempotency key, when given.
-func checkKey(key string) error {
-	if key == "" {
+// checkOp checks an operation id, when given.
+func checkOp(field, id string) error {
+	if id == "" {
 		return nil
 	}
-	return invalid("idempotency key", format.ValidateOp(key))
+	return invalid(field, format.ValidateOp(id))
 }
+
+func checkKey(key string) error { return checkOp("idempotency key", key) }
 
 // Validate checks the request as graft.CreateBranch would, without contacting
 // anything: names, at most one source, a source commit's id, a source tag's
@@ -107,8 +106,6 @@ func (r CreateBranchRequest) Validate() error {
 	}
 	return firstInvalid(checkGraph(r.Graph), checkBranch(r.Branch), from, checkCommitText(r.Author, r.Message), checkKey(r.IdempotencyKey))
 }
-
-func checkCreateBranch(r CreateBranchRequest) error { return r.Validate() }
 
 // Validate checks the request as graft.Merge would, without contacting anything.
 func (r MergeRequest) Validate() error {
@@ -184,12 +181,4 @@ func (r InitGraphRequest) Validate() error {
 // Validate checks the request as graft.RepairBranch would, without contacting anything.
 func (r RepairBranchRequest) Validate() error {
 	return firstInvalid(checkGraph(r.Graph), checkBranch(r.Branch), invalid("keep", format.ValidateNative(r.Keep)), checkKey(r.IdempotencyKey))
-}
-
-// validOpOrEmpty checks an operation id, when given.
-func validOpOrEmpty(id string) error {
-	if id == "" {
-		return nil
-	}
-	return format.ValidateOp(id)
 }

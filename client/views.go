@@ -14,17 +14,15 @@ import (
 	"github.com/graftworks/graft/internal/catalog"
 )
 
-// OperationDetail is an operation with what it is doing: the phase it is in
-// and what it waits for, from the ledger and — while its workflow runs — from
-// the workflow itself.
+// OperationDetail is an operation with the phase it is in and what it waits
+// for, from the ledger and — while its workflow runs — the workflow itself.
 type OperationDetail struct {
 	Operation
-	// Stuck says why Stuck lists it: in_doubt, parked (an unfinished state
-	// other than running and in_doubt), or running_long; "" from Detail for
-	// an operation that is none of these.
+	// Stuck says why Stuck lists it: in_doubt, parked (another unfinished
+	// state) or running_long; "" from Detail.
 	Stuck string `json:"stuck,omitempty"`
-	// Age is how long ago the operation was recorded; InStateFor how long
-	// it has been in its current state.
+	// Age is how long ago the operation was recorded; InStateFor how long it
+	// has been in its state.
 	Age        time.Duration `json:"age"`
 	InStateFor time.Duration `json:"in_state_for"`
 	// Phase is the step the workflow reports (prepare, publish, settle, …).
@@ -130,7 +128,7 @@ func (o *Ops) detail(ctx context.Context, v catalog.OperationView) OperationDeta
 	return d
 }
 
-// ledgerStory is what the ledger alone says an unfinished operation waits for.
+// ledgerStory is what the ledger alone says an operation waits for.
 func ledgerStory(d OperationDetail) string {
 	switch {
 	case d.State == OperationInDoubt && d.Native != "":
@@ -145,9 +143,8 @@ func ledgerStory(d OperationDetail) string {
 }
 
 // describeInto asks the operation's workflow what it is doing: its status
-// query first, then — when the workflow cannot answer — its description
-// (the pending step's last failure, a task no worker picked up, or how it
-// closed). Every call is bounded by Options.QueryTimeout.
+// query, then its description (how it closed; when it could not answer, the
+// pending step's last failure or a task no worker picked up).
 func (c *Client) describeInto(ctx context.Context, d *OperationDetail) {
 	var st Status
 	if err := c.queryStatus(ctx, d.WorkflowID, "", &st); err == nil && st.Phase != "" {
@@ -198,8 +195,7 @@ func (c *Client) describeInto(ctx context.Context, d *OperationDetail) {
 	}
 }
 
-// pendingWrite names a ledger row's pending write by its kind and subject;
-// "" when there is none or it cannot be read.
+// pendingWrite names a ledger row's pending write by kind and subject, or "".
 func pendingWrite(raw json.RawMessage) string {
 	var w struct {
 		Kind    string `json:"kind"`

@@ -16,33 +16,21 @@ import (
 	"github.com/graftworks/graft/workflows"
 )
 
-// How a wait paces itself. The result itself arrives through one long poll
-// (WorkflowRun.Get); these bound the status queries and descriptions asked
-// beside it.
+// How a wait paces the status queries and descriptions it asks beside the
+// one long poll (WorkflowRun.Get) that brings the result.
 const (
-	// maxPollInterval caps the backoff between status queries.
-	maxPollInterval = 5 * time.Second
-	// describeEvery spaces the descriptions that look for a reason to tell
-	// the caller about (no worker, a step retrying).
-	describeEvery = 5 * time.Second
-	// noWorkerAfter is how long a workflow task may stay unpicked before the
-	// task queue's pollers are looked at.
-	noWorkerAfter = 4 * time.Second
-	// noStatusAfter is how long status queries may fail in a row before the
-	// caller is told the workflow does not answer.
-	noStatusAfter = 15 * time.Second
-	// retryingAfter is the attempt from which a pending activity's last
-	// failure is worth telling.
-	retryingAfter = 3
+	maxPollInterval = 5 * time.Second  // cap of the backoff between status queries
+	describeEvery   = 5 * time.Second  // between descriptions looking for a Notice
+	noWorkerAfter   = 4 * time.Second  // a workflow task unpicked this long: look at the pollers
+	noStatusAfter   = 15 * time.Second // status queries failing this long: NoticeNoStatus
+	retryingAfter   = 3                // the attempt from which a step's failure is told
 )
 
 // Status is what a running operation's graft.status query answers: the union
-// of every operation kind's status (workflows.CreateBranchStatus,
-// workflows.OperationStatus, workflows.WriteTableStatus). Fields a kind does
-// not report are empty.
+// of every kind's status (workflows.CreateBranchStatus, OperationStatus,
+// WriteTableStatus); fields a kind does not report are empty.
 type Status struct {
-	// Phase is the step the operation is in (prepare, clone, publish,
-	// settle, …: docs/workflows.md).
+	// Phase is the step the operation is in (docs/workflows.md).
 	Phase string `json:"phase"`
 	// Outcome is in_doubt while a write settles, "" while none is known.
 	Outcome outcome.Outcome `json:"outcome,omitempty"`
@@ -60,8 +48,7 @@ type Status struct {
 // InDoubt reports whether the status says a write may still land.
 func (s Status) InDoubt() bool { return s.Outcome == outcome.InDoubt }
 
-// Notice tells a waiting caller why a wait is taking long. Each kind is told
-// at most once per wait (Options.Notify).
+// Notice tells a waiting caller why a wait is taking long (Options.Notify).
 type Notice struct {
 	WorkflowID string
 	// OpID is the operation's ledger id, "" when the wait has none.
@@ -77,10 +64,8 @@ type Notice struct {
 
 // The kinds of Notice.
 const (
-	// NoticeNoWorker: nothing polls the task queue, so the workflow does not start.
-	NoticeNoWorker = "no_worker"
-	// NoticeRetrying: a step keeps failing and is being retried.
-	NoticeRetrying = "retrying"
+	NoticeNoWorker = "no_worker" // nothing polls the task queue, so the workflow does not start
+	NoticeRetrying = "retrying"  // a step keeps failing and is being retried
 	// NoticeNoStatus: the workflow does not answer its status query (a step
 	// holds its task, typically while a dependency does not answer the worker).
 	NoticeNoStatus = "no_status"
@@ -114,20 +99,17 @@ func (e *WorkflowError) Error() string {
 
 func (e *WorkflowError) Unwrap() error { return e.Err }
 
-// waitTarget is the workflow a wait follows.
 type waitTarget struct {
 	workflowID, runID, opID string
 	run                     sdkclient.WorkflowRun
 }
 
-// await follows w.run until its workflow closes and returns its result:
-// from the completion, or — a definitive outcome other than success, contract
-// 2 of docs/workflows.md — from the failure's ApplicationError, whose first
-// detail is the result. An infrastructure failure is a *WorkflowError at
-// once. When early is set it is asked every poll, under Options.QueryTimeout,
-// and a true answer ends the wait with its result (an operation known to be in
-// doubt); its error says the workflow did not answer. The result arrives through one long poll; status queries back off to
-// maxPollInterval, and Options.Notify hears why a long wait is long.
+// await follows w.run until its workflow closes and returns its result: from
+// the completion, or — a definitive outcome other than success, contract 2 of
+// docs/workflows.md — from the failure's ApplicationError, whose first detail
+// is the result. An infrastructure failure is a *WorkflowError. early, when
+// set, is asked every poll under Options.QueryTimeout: true ends the wait
+// with its result (in doubt); its error means the workflow did not answer.
 func await[R any](ctx context.Context, c *Client, w waitTarget, early func(context.Context) (R, bool, error)) (R, error) {
 	var zero R
 	gctx, cancel := context.WithCancel(ctx)
@@ -200,7 +182,6 @@ func resultOfFailure[R any](err error) (R, bool) {
 	return res, true
 }
 
-// workflowError describes an infrastructure failure of w's workflow briefly.
 func workflowError(w waitTarget, err error) error {
 	e := &WorkflowError{WorkflowID: w.workflowID, RunID: w.runID, OpID: w.opID, Status: "failed", Err: err}
 	var (
@@ -281,8 +262,7 @@ func dependencyOf(msg string) string {
 	return ""
 }
 
-// watcher looks, while a wait goes on, for a reason to tell the caller: no
-// worker polling, a step retrying, no answer to the status query.
+// watcher looks, while a wait goes on, for a Notice to tell the caller.
 type watcher struct {
 	c          *Client
 	w          waitTarget
@@ -305,7 +285,6 @@ func (wt *watcher) tell(n Notice) {
 	wt.c.opts.Notify(n)
 }
 
-// queried records whether the last status query was answered.
 func (wt *watcher) queried(ctx context.Context, answered bool) {
 	if answered {
 		wt.failingFor = time.Time{}
@@ -321,7 +300,6 @@ func (wt *watcher) queried(ctx context.Context, answered bool) {
 	}
 }
 
-// look describes the workflow now and then and tells what it finds.
 func (wt *watcher) look(ctx context.Context) {
 	if wt.c.opts.Notify == nil || time.Since(wt.lastLook) < describeEvery || time.Since(wt.began) < describeEvery {
 		return
@@ -358,7 +336,6 @@ func (wt *watcher) look(ctx context.Context) {
 	}
 }
 
-// queryStatus asks a workflow's graft.status query, bounded by Options.QueryTimeout.
 func (c *Client) queryStatus(ctx context.Context, workflowID, runID string, into any) error {
 	qctx, cancel := context.WithTimeout(ctx, c.opts.QueryTimeout)
 	defer cancel()

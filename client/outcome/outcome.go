@@ -8,6 +8,7 @@ package outcome
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -74,14 +75,7 @@ func (o Outcome) ExitCode() int {
 }
 
 // Valid reports whether o is one of the vocabulary's outcomes.
-func (o Outcome) Valid() bool {
-	for _, x := range All {
-		if x == o {
-			return true
-		}
-	}
-	return false
-}
+func (o Outcome) Valid() bool { return slices.Contains(All, o) }
 
 // Success reports whether o is one of the outcomes that mean the operation did
 // what was asked.

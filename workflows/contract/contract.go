@@ -1,7 +1,6 @@
 // Package contract declares the result types that graft's activities fill and its
-// workflows return: declared once, so the JSON a service decodes cannot drift from what
-// the activities record. It imports nothing internal; activities and workflows both
-// import it.
+// workflows return, once, so the JSON a service decodes cannot drift from what the
+// activities record. It imports nothing internal.
 package contract
 
 import "github.com/graftworks/graft/client/outcome"
@@ -141,11 +140,10 @@ type MergeTable struct {
 	Target string      `json:"target,omitempty"`
 	// BaseAmbiguous: several merge bases pin different versions of the table.
 	BaseAmbiguous bool `json:"base_ambiguous,omitempty"`
-	// On a graph (docs/format.md, "Merges"): Added, Removed and Replaced count
-	// the objects (entries) the merge changes in the target's version of the table
-	// (adopt and merged); Conflicts names (up to 100) the objects both sides changed
-	// differently, and ConflictCount counts them; Why says what the sides did in a
-	// table-level conflict.
+	// Added, Removed and Replaced count the entries the merge changes in the
+	// target's version (adopt and merged; docs/format.md, "Merges"); Conflicts names
+	// up to 100 entries both sides changed differently, ConflictCount counts them; Why
+	// says what the sides did in a table-level conflict.
 	Added         int64    `json:"added,omitempty"`
 	Removed       int64    `json:"removed,omitempty"`
 	Replaced      int64    `json:"replaced,omitempty"`
@@ -171,7 +169,6 @@ type ReconcileResult struct {
 	// is still running (left alone).
 	Examined int `json:"examined"`
 	Open     int `json:"open"`
-	// Settled lists the operations this pass finished or parked; the workflow's result
-	// never has it null.
+	// Settled lists the operations this pass finished or parked; never null.
 	Settled []ReconciledOp `json:"settled"`
 }
