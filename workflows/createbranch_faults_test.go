@@ -124,7 +124,7 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 		t.Parallel()
 		r := newRig(t)
 		r.startWorker()
-		r.store.Add(liveRefRule(r, faults.FailBeforeSend, 1))
+		r.faultThenSettleSlowly(liveRefRule(r, faults.FailBeforeSend, 1))
 		h := startCreate(t, r)
 		_, err := h.WaitCreateBranch(r.ctx)
 		var oe *outcome.Error

@@ -288,6 +288,20 @@ func (r *rig) operation(id string) catalog.Operation {
 }
 
 // waitFor polls cond until it holds or the deadline passes.
+// faultThenSettleSlowly adds rule, then holds the first request after its faults
+// for settleHold: the settle re-issue that follows an in-doubt write waits, so a
+// caller that polls the status sees in_doubt before the settle ends, however
+// late its poll comes (the client's polls back off to five seconds).
+func (r *rig) faultThenSettleSlowly(rule faults.Rule) {
+	r.store.Add(rule)
+	rule.Name, rule.Mode, rule.Delay = "", faults.Delay, settleHold
+	rule.Skip, rule.Times = rule.Skip+rule.Times, 1
+	r.store.Add(rule)
+}
+
+// settleHold is longer than two of the client's longest status polls.
+const settleHold = 12 * time.Second
+
 func (r *rig) waitFor(what string, d time.Duration, cond func() bool) {
 	r.t.Helper()
 	deadline := time.Now().Add(d)

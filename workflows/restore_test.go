@@ -109,7 +109,7 @@ func TestRestore_CommitPutNeverAnswered_InDoubtThenSettled(t *testing.T) {
 	r.write(&r.main, "t", "t2")
 	rule := r.treePutsOf(r.main)
 	rule.Mode, rule.Times = faults.FailBeforeSend, 6 // every put of the first attempt and of the first re-issue
-	r.store.Add(rule)
+	r.faultThenSettleSlowly(rule)
 	h, err := r.gc.StartRestore(r.ctx, client.RestoreRequest{Graph: r.graph, Branch: "main", ToCommit: old.ID.String()})
 	if err != nil {
 		t.Fatal(err)

@@ -142,7 +142,7 @@ func TestWriteTable_CommitPutsNeverAnswered_InDoubtThenSettled(t *testing.T) {
 	r.startWorker()
 	rule := r.treePuts()
 	rule.Mode, rule.Times = faults.FailBeforeSend, 3 // every put of the first PutCommit
-	r.store.Add(rule)
+	r.faultThenSettleSlowly(rule)
 	h, err := r.gc.StartWriteTable(r.ctx, r.inner, client.WriteTableRequest{Graph: r.graph, Branch: "main", Table: "u", Files: writeFiles(t, "x")})
 	if err != nil {
 		t.Fatal(err)

@@ -86,7 +86,7 @@ func TestCreateTag_PutNeverAnswered_InDoubtThenSettled(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	r.startWorker()
-	r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: format.TagsPrefix(r.graph), Mode: faults.FailBeforeSend, Times: 3})
+	r.faultThenSettleSlowly(faults.Rule{Op: faults.OpPut, KeyPrefix: format.TagsPrefix(r.graph), Mode: faults.FailBeforeSend, Times: 3})
 	res, err := r.gc.CreateTag(r.ctx, client.CreateTagRequest{Graph: r.graph, Name: "v1"})
 	var oe *outcome.Error
 	if !errors.Is(err, outcome.ErrInDoubt) || !errors.As(err, &oe) || oe.OpID == "" {
