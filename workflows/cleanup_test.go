@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oklog/ulid/v2"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/graftworks/graft/activities"
 	"github.com/graftworks/graft/client"
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
@@ -16,6 +20,7 @@ import (
 	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/faults"
+	"github.com/graftworks/graft/worker"
 	"github.com/graftworks/graft/workflows"
 )
 
@@ -464,4 +469,179 @@ func (r *rig) mustHead(logical string) graph.CommitView {
 		r.t.Fatalf("resolve %s: %v", logical, err)
 	}
 	return r.view(b.Ref.Head)
+}
+
+// A head swapped in after the mark listed the trees — a publish that lands between the
+// listing and the read of the refs — is kept, and what it pins retained: a sweep that
+// keeps only the newest commit must not reclaim the table version the new head still
+// names because the head itself was never listed (found by the soak, localfs seed
+// 100146).
+func TestCleanup_HeadPublishedAfterTheListing_KeptWithWhatItPins(t *testing.T) {
+	t.Parallel()
+	r := newStackRig(t, "localfs", false)
+	u := r.version("u", ulid.ULID{}, r.objects("u", 2), nil)
+	first := r.appendOn("main", map[string]ulid.ULID{"u": u})
+
+	// The worker's store delays the mark's listing of the refs, once.
+	fs := faults.Wrap(r.store)
+	refsList := faults.Rule{Op: faults.OpList, KeyPrefix: format.BranchRefsPrefix(r.graph), Mode: faults.Delay, Delay: 3 * time.Second, Times: 1}
+	fs.Add(refsList)
+	w := sdkworker.New(r.tc, r.queue, sdkworker.Options{})
+	worker.Register(w, &activities.Activities{Store: fs, Catalog: r.cat, Workflows: worker.TemporalWorkflows(r.tc)})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+
+	h, err := r.gc.StartCleanup(r.ctx, client.CleanupRequest{Graph: r.graph, KeepNewest: 1, Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for fs.CountMatching(refsList).Attempted == 0 { // the trees are listed; the refs not yet read
+		if time.Now().After(deadline) {
+			t.Fatal("the mark never listed the refs")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	second := r.appendOn("main", nil) // a write publishes a new head, inheriting u's version
+	res, err := h.Wait(r.ctx)
+	if err != nil || res.Outcome != "done" {
+		t.Fatalf("cleanup: %+v, %v", res, err)
+	}
+	if got := r.head("main"); got.ID != second.ID || second.ID.Seq != first.ID.Seq+1 {
+		t.Fatalf("main's head %s, want %s after %s", got.ID, second.ID, first.ID)
+	}
+	r.checkRetained() // every key main's head reaches exists: u's version above all
+}
+
+// A cleanup whose workflow was terminated, and whose worker died, after its begin step
+// recorded the operation and before it inserted the run (soak, localfs seed 9001508: an
+// operator's terminate and a kill -9 of the only worker 26 ms apart) left the operation
+// running for good: the reconciler left every cleanup row to the next cleanup, and the
+// next cleanup finds orphaned runs, not operations without one. The reconciler now
+// finishes such an operation failed — it read and deleted nothing — and the run can never
+// be inserted under it after; the next cleanup runs as if it had not been.
+func TestReconcile_CleanupClosedBeforeItsRunBegan_FinishedFailedNextCleanupRuns(t *testing.T) {
+	t.Parallel()
+	r := newRig2(t)
+	first := r.newWorker()
+
+	// Hold the graph's ledger lock, which the run's insert takes after the operation is
+	// recorded.
+	unlock := r.holdGraphLock()
+	runID := catalog.NewID()
+	h, err := r.gc.StartCleanup(r.ctx, client.CleanupRequest{Graph: r.graph, RunID: runID, KeepNewest: 1,
+		Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()})
+	if err != nil {
+		t.Fatalf("start cleanup: %v", err)
+	}
+	r.waitFor("the operation recorded, its run's insert waiting on the graph lock", time.Minute, func() bool {
+		_, err := r.cat.OperationGet(r.ctx, catalog.OperationGetParams{ID: runID})
+		return err == nil && r.graphLockAwaited()
+	})
+	if err := r.tc.TerminateWorkflow(r.ctx, h.WorkflowID, h.RunID, "operator terminates it"); err != nil {
+		t.Fatalf("terminate: %v", err)
+	}
+	first.stop() // the worker dies with the begin step inside the run's insert
+	unlock()
+	if _, err := r.cat.CleanupRunGet(r.ctx, catalog.CleanupRunGetParams{ID: runID}); !errors.Is(err, catalog.ErrNotFound) {
+		t.Fatalf("run %s: %v; the test needs the run never inserted", runID, err)
+	}
+	if op := r.operation(runID); op.State == catalog.OperationDone {
+		t.Fatalf("operation %+v; the test needs it left unfinished", op)
+	}
+
+	r.newWorker()
+	res := r.reconcile()
+	if len(res.Settled) != 1 || res.Settled[0].OpID != runID {
+		t.Fatalf("reconcile %+v, want %s settled", res, runID)
+	}
+	op := r.operation(runID)
+	if op.State != catalog.OperationDone || op.Outcome != catalog.OutcomeFailed || op.Error == "" {
+		t.Fatalf("operation after the reconciler: %+v; want done, failed, with the reason", op)
+	}
+	again, err := r.gc.Cleanup(r.ctx, client.CleanupRequest{Graph: r.graph, RunID: runID, KeepNewest: 1,
+		Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()})
+	if !errors.Is(err, outcome.ErrConflict) {
+		t.Fatalf("the same run id again: %+v, %v; want conflict (a run id names one run)", again, err)
+	}
+	next, err := r.gc.Cleanup(r.ctx, client.CleanupRequest{Graph: r.graph, KeepNewest: 1, Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()})
+	if err != nil || next.Outcome != outcome.Done || len(next.Adopted) != 0 {
+		t.Fatalf("the next cleanup: %+v, %v; want done, nothing to adopt", next, err)
+	}
+	checkInvariants(t, r.rig)
+}
+
+// TestCleanupSchedule_Lifecycle: a graph's cleanup schedule is created, bootstrapped
+// again (which updates it instead of failing), described, paused and resumed, triggered
+// (the run it starts cleans the graph), and deleted.
+func TestCleanupSchedule_Lifecycle(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.startWorker()
+	old := r.main
+	r.commitAt("t", "v2", time.Now())
+	t.Cleanup(func() { _ = r.gc.CleanupScheduleDelete(r.ctx, r.graph) })
+
+	req := client.CleanupScheduleRequest{Graph: r.graph, Every: time.Hour, KeepNewest: 2, Mode: workflows.CleanupModeDryRun,
+		GuardWindow: noGuard(), Paused: true}
+	if err := r.gc.CleanupScheduleCreate(r.ctx, req); err != nil {
+		t.Fatalf("create schedule: %v", err)
+	}
+	req.KeepNewest, req.Mode, req.Cron, req.Paused = 1, workflows.CleanupModeSweep, "0 3 * * *", false
+	if err := r.gc.CleanupScheduleCreate(r.ctx, req); err != nil {
+		t.Fatalf("bootstrap the existing schedule again: %v", err)
+	}
+	info, err := r.gc.CleanupScheduleDescribe(r.ctx, r.graph)
+	if err != nil {
+		t.Fatalf("describe: %v", err)
+	}
+	if info.ID != client.CleanupScheduleID(r.graph) || info.Every != time.Hour || info.Cron != "0 3 * * *" ||
+		info.KeepNewest != 1 || info.Mode != workflows.CleanupModeSweep || info.Paused ||
+		info.GuardWindow == nil || *info.GuardWindow != 0 || len(info.NextRuns) == 0 {
+		t.Fatalf("described %+v, want the updated schedule", info)
+	}
+
+	if err := r.gc.CleanupSchedulePause(r.ctx, r.graph, true, "maintenance"); err != nil {
+		t.Fatalf("pause: %v", err)
+	}
+	if info, err = r.gc.CleanupScheduleDescribe(r.ctx, r.graph); err != nil || !info.Paused || info.Note != "maintenance" {
+		t.Fatalf("after pause: %+v, %v", info, err)
+	}
+	if err := r.gc.CleanupSchedulePause(r.ctx, r.graph, false, "back"); err != nil {
+		t.Fatalf("unpause: %v", err)
+	}
+
+	if err := r.gc.CleanupScheduleTrigger(r.ctx, r.graph); err != nil {
+		t.Fatalf("trigger: %v", err)
+	}
+	var run catalog.CleanupRun
+	r.waitFor("the triggered cleanup to finish", time.Minute, func() bool {
+		runs, err := r.cat.CleanupRunList(r.ctx, catalog.CleanupRunListParams{Graph: r.graph})
+		if err != nil || len(runs) == 0 || runs[0].State != catalog.CleanupDone {
+			return false
+		}
+		run = runs[0]
+		return true
+	})
+	if run.Mode != catalog.CleanupSweep {
+		t.Fatalf("triggered run %+v, want a sweep", run)
+	}
+	r.wantGone("the old commit, outside the scheduled policy", r.commitKey(old))
+	r.waitFor("the schedule to record its run", 30*time.Second, func() bool {
+		info, err = r.gc.CleanupScheduleDescribe(r.ctx, r.graph)
+		return err == nil && len(info.RecentRuns) == 1 && info.RecentRuns[0].WorkflowID != ""
+	})
+
+	if err := r.gc.CleanupScheduleDelete(r.ctx, r.graph); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if _, err := r.gc.CleanupScheduleDescribe(r.ctx, r.graph); !errors.Is(err, outcome.ErrNotFound) {
+		t.Fatalf("describe after delete: %v, want not_found", err)
+	}
+	if err := r.gc.CleanupScheduleCreate(r.ctx, client.CleanupScheduleRequest{Graph: r.graph, KeepNewest: 1}); !errors.Is(err, outcome.ErrInvalid) {
+		t.Fatalf("schedule without an interval or cron: %v, want invalid", err)
+	}
+	checkInvariants(t, r)
 }

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/internal/catalog/catalogtest"
 	"github.com/graftworks/graft/workflows"
 )
 
@@ -48,4 +50,16 @@ func TestRequest_Differences_NameEachFieldThatDiffers(t *testing.T) {
 	if got := (workflows.CreateTagInput{Graph: "g", Name: "v1"}).Request().Differences(first); len(got) != 1 {
 		t.Fatalf("another workflow's request: %q, want the workflow named alone", got)
 	}
+}
+
+// ops opens the public client's Ops on the rig's ledger, waiting through
+// the rig's client (nil waits by polling the ledger).
+func (r *rig) ops(c *client.Client) *client.Ops {
+	r.t.Helper()
+	ops, err := client.OpenOps(r.ctx, client.LedgerConfig{DatabaseURL: catalogtest.DatabaseURL(), Schema: r.cat.Schema()}, c)
+	if err != nil {
+		r.t.Fatalf("open ops: %v", err)
+	}
+	r.t.Cleanup(ops.Close)
+	return ops
 }
