@@ -435,7 +435,7 @@ func TestInitGraphDecision_StepKeepsFailing_FailsAndRecordsTheFailure(t *testing
 }
 
 // Unit tier: DeleteBranch's decisions with every activity mocked. The
-// real-stack tier is deletebranch_test.go.
+// real-stack tier is refs_test.go.
 
 var deleteBranchInput = workflows.DeleteBranchInput{Graph: "g", Branch: "feature", OpID: "op-delete"}
 
@@ -561,7 +561,7 @@ func TestDeleteBranchDecision_RetireRefused_Refused(t *testing.T) {
 }
 
 // Unit tier: CreateTag's and DeleteTag's decisions with every activity
-// mocked. The real-stack tier is tags_test.go.
+// mocked. The real-stack tier is refs_test.go.
 
 var (
 	createTagInput = workflows.CreateTagInput{Graph: "g", Name: "v1", Branch: "main", OpID: "op-tag"}
@@ -748,7 +748,7 @@ func TestDeleteTagDecision_SwapNotDone_OutcomeOfTheSwap(t *testing.T) {
 }
 
 // Unit tier: RepairBranch's decisions with every activity mocked. The
-// real-stack tier is repair_test.go.
+// real-stack tier is refs_test.go.
 
 const (
 	repairKeep = "feature.01JKKKKKKKKKKKKKKKKKKKKKKK"
