@@ -147,14 +147,6 @@ func (h *Handle) WaitCreateBranch(ctx context.Context) (workflows.CreateBranchRe
 	return h.Wait(ctx)
 }
 
-// CreateBranchStatus asks a running create which phase it is in, bounded by
-// Options.QueryTimeout.
-func (c *Client) CreateBranchStatus(ctx context.Context, workflowID string) (workflows.CreateBranchStatus, error) {
-	var st workflows.CreateBranchStatus
-	err := c.queryStatus(ctx, workflowID, "", &st)
-	return st, err
-}
-
 // AbandonCreate asks an in-doubt create of (graph, branch) to settle by
 // fencing its ref key instead of waiting for the put to land.
 func (c *Client) AbandonCreate(ctx context.Context, graph, branch, reason string) error {

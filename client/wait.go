@@ -26,27 +26,8 @@ const (
 	retryingAfter   = 3                // the attempt from which a step's failure is told
 )
 
-// Status is what a running operation's graft.status query answers: the union
-// of every kind's status (workflows.CreateBranchStatus, OperationStatus,
-// WriteTableStatus); fields a kind does not report are empty.
-type Status struct {
-	// Phase is the step the operation is in (docs/workflows.md).
-	Phase string `json:"phase"`
-	// Outcome is in_doubt while a write settles, "" while none is known.
-	Outcome outcome.Outcome `json:"outcome,omitempty"`
-	OpID    string          `json:"op_id"`
-	// Native is a create's incarnation; Commit the commit a write, merge or
-	// restore is putting; Version a table write's version.
-	Native  string `json:"native,omitempty"`
-	Commit  string `json:"commit,omitempty"`
-	Version string `json:"version,omitempty"`
-	// Pending says what the operation waits for, for a person.
-	Pending        string `json:"pending,omitempty"`
-	SettleAttempts int    `json:"settle_attempts,omitempty"`
-}
-
-// InDoubt reports whether the status says a write may still land.
-func (s Status) InDoubt() bool { return s.Outcome == outcome.InDoubt }
+// Status is what a running operation's graft.status query answers.
+type Status = workflows.OperationStatus
 
 // Notice tells a waiting caller why a wait is taking long (Options.Notify).
 type Notice struct {

@@ -175,8 +175,8 @@ func TestWait_NonSuccessOutcome_DecodedFromEitherEndShape(t *testing.T) {
 func TestWait_InDoubt_ReturnsFromTheStatusQuery_AndWaitFinalWaitsThrough(t *testing.T) {
 	s := newStubStack(t, func(w sdkworker.Worker) {
 		registerCreate(w, func(ctx workflow.Context, in workflows.CreateBranchInput) (workflows.CreateBranchResult, error) {
-			st := workflows.CreateBranchStatus{Phase: "settle", Outcome: outcome.InDoubt, OpID: in.OpID, Native: "b.X", Pending: "ref put in doubt"}
-			if err := workflow.SetQueryHandler(ctx, workflows.StatusQueryName, func() (workflows.CreateBranchStatus, error) { return st, nil }); err != nil {
+			st := workflows.OperationStatus{Phase: "settle", Outcome: outcome.InDoubt, OpID: in.OpID, Native: "b.X", Pending: "ref put in doubt"}
+			if err := workflow.SetQueryHandler(ctx, workflows.StatusQueryName, func() (workflows.OperationStatus, error) { return st, nil }); err != nil {
 				return workflows.CreateBranchResult{}, err
 			}
 			_ = workflow.Sleep(ctx, 3*time.Second)

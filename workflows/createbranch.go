@@ -60,16 +60,6 @@ func (r *CreateBranchResult) setEnd(out outcome.Outcome, msg string) {
 	}
 }
 
-// CreateBranchStatus answers graft.status while the workflow runs.
-type CreateBranchStatus struct {
-	Phase          string          `json:"phase"`
-	Outcome        outcome.Outcome `json:"outcome,omitempty"`
-	OpID           string          `json:"op_id"`
-	Native         string          `json:"native,omitempty"`
-	Pending        string          `json:"pending,omitempty"`
-	SettleAttempts int             `json:"settle_attempts,omitempty"`
-}
-
 // createRun is one create's state on top of the kernel's.
 type createRun struct {
 	*opRun
@@ -86,21 +76,18 @@ type createRun struct {
 // when the ref can never land, reclaim the clone.
 func CreateBranch(ctx workflow.Context, in CreateBranchInput) (CreateBranchResult, error) {
 	info := workflow.GetInfo(ctx)
-	r := &createRun{in: in, opRun: newOpRun(ctx, runSpec{opID: in.OpID, kind: catalog.OpCreateBranch,
-		graph: in.Graph, branch: in.Branch, subject: in.Branch})}
-	if err := workflow.SetQueryHandler(ctx, StatusQueryName, func() (CreateBranchStatus, error) {
-		s := r.status
-		return CreateBranchStatus{Phase: s.Phase, Outcome: s.Outcome, OpID: s.OpID, Native: s.Native, Pending: s.Pending, SettleAttempts: s.SettleAttempts}, nil
-	}); err != nil {
+	op, err := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpCreateBranch, graph: in.Graph, branch: in.Branch, subject: in.Branch})
+	if err != nil {
 		return CreateBranchResult{}, err
 	}
+	r := &createRun{in: in, opRun: op}
 	r.onFenced = r.reclaimAfterFence
 	res := CreateBranchResult{OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch}
 	// The execution's start time, not the task's: a workflow whose first task
 	// died with its worker restarts with the same time, so prepare mints the
 	// same native name and finds its own witness.
 	started := info.WorkflowStartTime
-	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
+	err = r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		for attempt := 1; ; attempt++ {
 			res.Incarnations = attempt
 			e, retry, err := r.createOnce(ctx, attempt, started, &res)

@@ -52,15 +52,29 @@ type AbandonRequest struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// runStatus is what an operation's status query reports; each workflow's query shows the
-// fields its status type has.
+// OperationStatus answers graft.status while an operation runs. Outcome is in_doubt
+// while a write settles; fields an operation does not report are empty.
+type OperationStatus struct {
+	// Phase is the step the operation is in (docs/workflows.md).
+	Phase   string          `json:"phase"`
+	Outcome outcome.Outcome `json:"outcome,omitempty"`
+	OpID    string          `json:"op_id"`
+	// Native is a create's incarnation; Commit the commit a write, merge or restore is
+	// putting; Version a table write's version.
+	Native  string `json:"native,omitempty"`
+	Commit  string `json:"commit,omitempty"`
+	Version string `json:"version,omitempty"`
+	// Pending says what the operation waits for, for a person.
+	Pending        string `json:"pending,omitempty"`
+	SettleAttempts int    `json:"settle_attempts,omitempty"`
+}
+
+// InDoubt reports whether the status says a write may still land.
+func (s OperationStatus) InDoubt() bool { return s.Outcome == outcome.InDoubt }
+
+// runStatus is the status an operation reports, and the settle attempts already recorded.
 type runStatus struct {
-	Phase, Pending         string
-	Outcome                outcome.Outcome
-	OpID                   string
-	Native                 string
-	Commit, Version        string
-	SettleAttempts         int
+	OperationStatus
 	settleAttemptsRecorded int
 }
 
@@ -120,10 +134,9 @@ type runSpec struct {
 	subject       string
 }
 
-// newOpRun starts an operation's run: op id (the workflow id by default), owner (this
-// run), the abandon signal, search attributes. The caller registers its status query
-// with r.status.
-func newOpRun(ctx workflow.Context, s runSpec) *opRun {
+// startOp starts an operation's run: op id (the workflow id by default), owner (this
+// run), the abandon signal, search attributes and the status query.
+func startOp(ctx workflow.Context, s runSpec) (*opRun, error) {
 	info := workflow.GetInfo(ctx)
 	if s.opID == "" {
 		s.opID = info.WorkflowExecution.ID
@@ -141,19 +154,7 @@ func newOpRun(ctx workflow.Context, s runSpec) *opRun {
 		attrs = append(attrs, searchattr.Branch.ValueSet(s.branch))
 	}
 	_ = workflow.UpsertTypedSearchAttributes(ctx, attrs...)
-	return r
-}
-
-// startOp is newOpRun for an operation whose status query answers OperationStatus.
-func startOp(ctx workflow.Context, s runSpec) (*opRun, error) {
-	r := newOpRun(ctx, s)
-	return r, workflow.SetQueryHandler(ctx, StatusQueryName, func() (OperationStatus, error) { return r.operationStatus(), nil })
-}
-
-// operationStatus is the kernel's status as OperationStatus.
-func (r *opRun) operationStatus() OperationStatus {
-	s := r.status
-	return OperationStatus{Phase: s.Phase, Outcome: s.Outcome, OpID: s.OpID, Commit: s.Commit, Pending: s.Pending, SettleAttempts: s.SettleAttempts}
+	return r, workflow.SetQueryHandler(ctx, StatusQueryName, func() (OperationStatus, error) { return r.status.OperationStatus, nil })
 }
 
 func (r *opRun) setPhase(ctx workflow.Context, phase, pending string) {

@@ -68,17 +68,6 @@ type MergeResult struct {
 	SettleAttempts int `json:"settle_attempts,omitempty"`
 }
 
-// OperationStatus answers graft.status while a merge, restore, branch
-// delete or tag operation runs. Outcome is in_doubt while a write settles.
-type OperationStatus struct {
-	Phase          string          `json:"phase"`
-	Outcome        outcome.Outcome `json:"outcome,omitempty"`
-	OpID           string          `json:"op_id"`
-	Commit         string          `json:"commit,omitempty"`
-	Pending        string          `json:"pending,omitempty"`
-	SettleAttempts int             `json:"settle_attempts,omitempty"`
-}
-
 func (r *MergeResult) setEnd(out outcome.Outcome, msg string) {
 	r.Outcome, r.Message = out, msg
 	if out != OutcomeMerged && out != OutcomeAdopted {

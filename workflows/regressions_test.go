@@ -212,10 +212,10 @@ func TestKernel_FenceRefused_ParkedVisibleThenFenced(t *testing.T) {
 	if err := r.gc.AbandonCreate(r.ctx, r.graph, "parked", "test"); err != nil {
 		t.Fatal(err)
 	}
-	var st workflows.CreateBranchStatus
+	var st workflows.OperationStatus
 	r.waitFor("the create parked", time.Minute, func() bool {
 		var err error
-		st, err = r.gc.CreateBranchStatus(r.ctx, h.WorkflowID)
+		st, err = r.gc.Status(r.ctx, h.WorkflowID, "")
 		return err == nil && st.Phase == "parked"
 	})
 	op := r.operation(st.OpID)

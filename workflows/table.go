@@ -100,28 +100,14 @@ func (r *WriteTableResult) setEnd(out outcome.Outcome, msg string) {
 	}
 }
 
-// WriteTableStatus answers graft.status while a write runs.
-type WriteTableStatus struct {
-	Phase          string          `json:"phase"`
-	Outcome        outcome.Outcome `json:"outcome,omitempty"`
-	OpID           string          `json:"op_id"`
-	Version        string          `json:"version,omitempty"`
-	Commit         string          `json:"commit,omitempty"`
-	Pending        string          `json:"pending,omitempty"`
-	SettleAttempts int             `json:"settle_attempts,omitempty"`
-}
-
 // WriteTable publishes a new table version on a branch: prepare (validate,
 // claim, pin, probe the uploaded objects), write the manifest, then plan and
 // append a commit that pins it on the branch's real head, with expected-head
 // semantics — the kernel settling an in-doubt commit put rather than guessing.
 func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, error) {
 	var a *activities.Activities
-	r := newOpRun(ctx, runSpec{opID: in.OpID, kind: catalog.OpWriteTable, graph: in.Graph, branch: in.Branch, subject: in.Table + "@" + in.Branch})
-	if err := workflow.SetQueryHandler(ctx, StatusQueryName, func() (WriteTableStatus, error) {
-		s := r.status
-		return WriteTableStatus{Phase: s.Phase, Outcome: s.Outcome, OpID: s.OpID, Version: s.Version, Commit: s.Commit, Pending: s.Pending, SettleAttempts: s.SettleAttempts}, nil
-	}); err != nil {
+	r, err := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpWriteTable, graph: in.Graph, branch: in.Branch, subject: in.Table + "@" + in.Branch})
+	if err != nil {
 		return WriteTableResult{}, err
 	}
 	res := WriteTableResult{OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Table: in.Table, Objects: len(in.Objects)}
@@ -134,7 +120,7 @@ func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, err
 	for _, im := range in.Imports {
 		edit.Imports = append(edit.Imports, activities.TableImport{Name: im.Name, Key: im.Key, Size: im.Size, ETag: im.ETag, SHA256: im.SHA256})
 	}
-	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
+	err = r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		var prep activities.PrepareWriteResult
 		if err := r.prepare(ctx, fmt.Sprintf("recording the write, pinning and probing %d objects", len(in.Objects)),
 			"validate, claim, pin and probe the uploaded objects", a.PrepareWrite, activities.PrepareWriteInput{

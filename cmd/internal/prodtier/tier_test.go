@@ -395,11 +395,11 @@ func (st *stack) startSettling(g, branch string) *client.Handle {
 
 // waitSettling waits until a create reports phase settle with at least n
 // failed re-issues.
-func (st *stack) waitSettling(workflowID string, n int) workflows.CreateBranchStatus {
+func (st *stack) waitSettling(workflowID string, n int) workflows.OperationStatus {
 	st.t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		s, err := st.gc.CreateBranchStatus(st.ctx, workflowID)
+		s, err := st.gc.Status(st.ctx, workflowID, "")
 		if err == nil && s.Phase == "settle" && s.Outcome == outcome.InDoubt && s.SettleAttempts >= n {
 			return s
 		}
