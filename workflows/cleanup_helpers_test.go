@@ -155,18 +155,6 @@ func liveRefBytes(t *testing.T, logical string, head format.CommitID) []byte {
 	return b
 }
 
-// putRef writes a ref put-if-absent straight into the bucket.
-func (r *rig) putRef(ref format.BranchRef) {
-	r.t.Helper()
-	b, err := format.EncodeBranchRef(ref)
-	if err != nil {
-		r.t.Fatalf("encode ref: %v", err)
-	}
-	if _, err := r.inner.Put(r.ctx, format.BranchRefKey(r.graph, ref.Native), b, storage.PutOptions{IfNoneMatch: true}); err != nil {
-		r.t.Fatalf("put ref %s: %v", ref.Native, err)
-	}
-}
-
 // putTag writes a live tag naming commit straight into the bucket.
 func (r *rig) putTag(name string, commit graph.CommitView) {
 	r.t.Helper()

@@ -258,16 +258,6 @@ func (d *decisionEnv) pauses(name string) []time.Duration {
 	return out
 }
 
-// answerWrites makes Write answer the states in order. The kernel reads an
-// ambiguous write back before it settles it: every read-back answers Ambiguous
-// unless the test registered its own ReadBack answers first.
-func answerWrites(d *decisionEnv, states ...activities.WriteState) {
-	for _, st := range states {
-		d.env.OnActivity(a.Write, mock.Anything, mock.Anything).Return(verdict(st, "write "+string(st)), nil).Once()
-	}
-	d.env.OnActivity(a.ReadBack, mock.Anything, mock.Anything).Return(verdict(activities.Ambiguous, "not there yet"), nil).Maybe()
-}
-
 // inDoubtMarks counts the Progress calls that recorded the operation in doubt for a settle.
 func (d *decisionEnv) inDoubtMarks() int {
 	n := 0
