@@ -1,8 +1,6 @@
-// Package storage is graft's object-store contract: one interface every
-// backend (local directory, S3, memory, the fault wrapper) implements with
-// identical semantics, and the typed errors that carry them, so no SDK error
-// type leaves a backend package. storage/storagetest proves the contract for
-// every backend:
+// Package storage is graft's object-store contract, which every backend
+// (localfs, s3, memstore, faults) keeps and storage/storagetest proves; no SDK
+// error type leaves a backend package:
 //
 //   - Writes are whole-object. A Put with IfNoneMatch succeeds only when the key
 //     is absent; with IfMatch only when the current ETag equals the given one.
@@ -46,36 +44,27 @@ type Store interface {
 	Get(ctx context.Context, key string) (Object, error)
 	// Head returns the object's metadata without its bytes, or ErrNotFound.
 	Head(ctx context.Context, key string) (ObjectInfo, error)
-	// Put writes body at key. With opts.IfNoneMatch the key must be absent;
-	// with opts.IfMatch its current ETag must equal opts.IfMatch (setting both
-	// is ErrInvalidArgument). A failed condition is ErrPreconditionFailed; an
-	// unknown outcome is ErrAmbiguous. Without a condition the write is
-	// unconditional — graft never does that for control objects.
+	// Put writes body at key under opts' condition (both set is
+	// ErrInvalidArgument); graft never writes a control object unconditionally.
 	Put(ctx context.Context, key string, body []byte, opts PutOptions) (PutResult, error)
-	// List returns up to opts.Limit objects (1..1000; 0 means 1000) whose keys
-	// start with opts.Prefix and sort strictly after opts.StartAfter, in
-	// ascending byte order of key. Truncated reports that more may follow:
-	// call again with StartAfter set to the last key returned.
+	// List returns up to opts.Limit objects (0 means 1000) whose keys start
+	// with opts.Prefix and sort after opts.StartAfter, in byte order.
 	List(ctx context.Context, opts ListOptions) (ListPage, error)
 	// Delete removes key; a missing key is not an error.
 	Delete(ctx context.Context, key string) error
-	// DeleteBatch removes up to MaxBatchDelete keys; missing keys are not
-	// errors. When some keys could not be deleted it returns a *BatchError
-	// naming each of them; the others were deleted.
+	// DeleteBatch removes up to MaxBatchDelete keys; keys it could not delete
+	// are named by a *BatchError.
 	DeleteBatch(ctx context.Context, keys []string) error
 }
 
 // PutOptions are the conditions of a Put; the zero value is none.
 type PutOptions struct {
-	// IfNoneMatch: only if the key is absent (If-None-Match: *).
-	IfNoneMatch bool
-	// IfMatch: only if the current ETag equals this one (If-Match).
-	IfMatch string
+	IfNoneMatch bool   // only if the key is absent (If-None-Match: *)
+	IfMatch     string // only if the current ETag equals this one
 }
 
-// PutResult is what a successful put returns.
+// PutResult is what a successful put returns: the ETag of the bytes stored.
 type PutResult struct {
-	// ETag identifies the bytes now stored at the key.
 	ETag string
 }
 
@@ -100,10 +89,9 @@ type ListOptions struct {
 	Limit      int // 1..1000; 0 means 1000
 }
 
-// ListPage is one page of a listing.
+// ListPage is one page of a listing; Truncated: more keys may follow.
 type ListPage struct {
-	Objects []ObjectInfo
-	// Truncated reports that more keys may follow the last one returned.
+	Objects   []ObjectInfo
 	Truncated bool
 }
 
@@ -143,15 +131,8 @@ var (
 	ErrInvalidArgument    = errors.New("storage: invalid argument")
 )
 
-var sentinels = map[Code]error{
-	CodeNotFound:           ErrNotFound,
-	CodePreconditionFailed: ErrPreconditionFailed,
-	CodeAmbiguous:          ErrAmbiguous,
-	CodeRefused:            ErrRefused,
-	CodeUnavailable:        ErrUnavailable,
-	CodeInvalidKey:         ErrInvalidKey,
-	CodeInvalidArgument:    ErrInvalidArgument,
-}
+// sentinels is indexed by Code.
+var sentinels = [...]error{nil, ErrNotFound, ErrPreconditionFailed, ErrAmbiguous, ErrRefused, ErrUnavailable, ErrInvalidKey, ErrInvalidArgument}
 
 // Error is the one error type backends return.
 type Error struct {
@@ -188,8 +169,7 @@ func (e *Error) Error() string {
 
 // Is matches the sentinel of e's Code.
 func (e *Error) Is(target error) bool {
-	s, ok := sentinels[e.Code]
-	return ok && s == target
+	return e.Code > 0 && int(e.Code) < len(sentinels) && sentinels[e.Code] == target
 }
 
 // Unwrap returns the backend's own error.
@@ -202,8 +182,8 @@ func CodeOf(err error) Code {
 		return e.Code
 	}
 	for c, s := range sentinels {
-		if errors.Is(err, s) {
-			return c
+		if s != nil && errors.Is(err, s) {
+			return Code(c)
 		}
 	}
 	return CodeUnknown
@@ -222,6 +202,7 @@ func (e *BatchError) Error() string {
 func ValidateKey(key string) error { return CheckKey("validate", key) }
 
 // CheckKey is ValidateKey reporting a violation as an error of op.
+// Backends check the key once, before anything else.
 func CheckKey(op, key string) error {
 	bad := func(why string) error { return NewError(op, key, CodeInvalidKey, errors.New(why)) }
 	if key == "" {
@@ -246,11 +227,9 @@ func CheckKey(op, key string) error {
 	return nil
 }
 
-// CheckPut checks a put's key and that opts does not set both conditions.
+// CheckPut checks that a put's opts do not set both conditions; the key is
+// CheckKey's.
 func CheckPut(key string, opts PutOptions) error {
-	if err := CheckKey("put", key); err != nil {
-		return err
-	}
 	if opts.IfNoneMatch && opts.IfMatch != "" {
 		return NewError("put", key, CodeInvalidArgument, errors.New("IfNoneMatch and IfMatch both set"))
 	}
@@ -270,8 +249,8 @@ func CheckBatch(keys []string) error {
 	return nil
 }
 
-// PageLimit returns a listing's page size: limit, or 1000 when it is 0.
-// Anything outside 0..1000 is ErrInvalidArgument of op.
+// PageLimit returns a listing's page size (0 means 1000); anything outside
+// 0..1000 is ErrInvalidArgument of op.
 func PageLimit(op, prefix string, limit int) (int, error) {
 	if limit < 0 || limit > 1000 {
 		return 0, NewError(op, prefix, CodeInvalidArgument, fmt.Errorf("limit %d outside 1..1000", limit))
@@ -283,8 +262,7 @@ func PageLimit(op, prefix string, limit int) (int, error) {
 }
 
 // ContextError is the error of a request whose context ended before it was
-// sent. A read changed nothing and is ErrUnavailable; a write is ErrAmbiguous
-// like any write interrupted by cancellation, so callers need one rule: a
+// sent: ErrUnavailable for a read, ErrAmbiguous for a write, so that every
 // cancelled write is settled by reading back.
 func ContextError(op, key string, write bool, err error) *Error {
 	if write {
@@ -322,11 +300,10 @@ func ListAll(ctx context.Context, s Store, prefix string, fn func(ObjectInfo) er
 	}
 }
 
-// WriteStatusCode classifies the HTTP status of a failed write the way every
-// HTTP backend (and the fault wrapper imitating one) must: 412 is a failed
-// condition; the statuses that reject a request before acting on it (400,
-// 403, 404, 405, 411, 413) are refusals; anything else may have been
-// applied, so it is ambiguous.
+// WriteStatusCode classifies the HTTP status of a failed write for every
+// HTTP backend and the fault wrapper: 412 is a failed condition, statuses
+// that reject a request before acting on it are refusals, and anything else
+// may have been applied.
 func WriteStatusCode(status int) Code {
 	switch status {
 	case http.StatusPreconditionFailed:

@@ -444,6 +444,9 @@ func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error
 
 // Put implements storage.Store.
 func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
+	if err := storage.CheckKey(string(OpPut), key); err != nil {
+		return storage.PutResult{}, err
+	}
 	if err := storage.CheckPut(key, opts); err != nil {
 		return storage.PutResult{}, err
 	}

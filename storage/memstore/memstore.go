@@ -1,15 +1,11 @@
 // Package memstore is an in-memory storage.Store with multipart uploads, for
-// tests and benchmarks that count requests and bytes at sizes where a disk or
-// a server would only add time. It keeps the whole storage contract (the
-// conformance suite runs against it) but nothing survives the process.
+// tests and benchmarks; it keeps the whole storage contract but nothing
+// survives the process.
 //
-// Invariants:
-//   - Every method is atomic under one mutex, so conditional writes are
-//     linearisable; exactly one of racing put-if-absent writers wins.
-//   - ETag is the quoted hex MD5 of the bytes, as S3 gives a single-part
-//     upload; a completed multipart upload gets S3's multipart form, MD5 of
-//     the parts' MD5s and "-N".
-//   - Bodies are copied in and out: callers never share memory with the store.
+// Every method is atomic under one mutex, so conditional writes are
+// linearisable. ETags are S3's: the MD5 of the bytes, or for a completed
+// multipart upload the MD5 of the parts' MD5s and "-N". Bodies are copied in
+// and out.
 package memstore
 
 import (
@@ -59,8 +55,7 @@ var (
 // Option configures New.
 type Option func(*Store)
 
-// WithMultipartLimits sets the part rules. Defaults to
-// storage.LocalMultipartLimits.
+// WithMultipartLimits sets the part rules (default storage.LocalMultipartLimits).
 func WithMultipartLimits(l storage.MultipartLimits) Option { return func(s *Store) { s.limits = l } }
 
 // New returns an empty store.
@@ -80,11 +75,18 @@ func check(ctx context.Context, op, key string, write bool) error {
 	return storage.CheckKey(op, key)
 }
 
-func (s *Store) info(key string, o object) storage.ObjectInfo {
+func info(key string, o object) storage.ObjectInfo {
 	return storage.ObjectInfo{Key: key, Size: int64(len(o.body)), ETag: o.etag, LastModified: o.modified}
 }
 
-func (s *Store) lookup(op, key string) (object, error) {
+// read returns the object at key for a Get or Head. Stored bodies are never
+// changed in place, so the caller may copy one after the lock is released.
+func (s *Store) read(ctx context.Context, op, key string) (object, error) {
+	if err := check(ctx, op, key, false); err != nil {
+		return object{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	o, ok := s.objects[key]
 	if !ok {
 		return o, storage.NewError(op, key, storage.CodeNotFound, errors.New("no such key"))
@@ -94,36 +96,26 @@ func (s *Store) lookup(op, key string) (object, error) {
 
 // Get implements storage.Store.
 func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
-	if err := check(ctx, "get", key, false); err != nil {
-		return storage.Object{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o, err := s.lookup("get", key)
+	o, err := s.read(ctx, "get", key)
 	if err != nil {
 		return storage.Object{}, err
 	}
-	return storage.Object{ObjectInfo: s.info(key, o), Body: bytes.Clone(o.body)}, nil
+	return storage.Object{ObjectInfo: info(key, o), Body: bytes.Clone(o.body)}, nil
 }
 
 // Head implements storage.Store.
 func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error) {
-	if err := check(ctx, "head", key, false); err != nil {
-		return storage.ObjectInfo{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o, err := s.lookup("head", key)
+	o, err := s.read(ctx, "head", key)
 	if err != nil {
 		return storage.ObjectInfo{}, err
 	}
-	return s.info(key, o), nil
+	return info(key, o), nil
 }
 
 // Put implements storage.Store.
 func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
-	if err := ctx.Err(); err != nil {
-		return storage.PutResult{}, storage.ContextError("put", key, true, err)
+	if err := check(ctx, "put", key, true); err != nil {
+		return storage.PutResult{}, err
 	}
 	if err := storage.CheckPut(key, opts); err != nil {
 		return storage.PutResult{}, err
@@ -153,7 +145,7 @@ func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.Lis
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	keys := make([]string, 0)
+	var keys []string
 	for k := range s.objects {
 		if strings.HasPrefix(k, opts.Prefix) && k > opts.StartAfter {
 			keys = append(keys, k)
@@ -165,7 +157,7 @@ func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.Lis
 		keys, page.Truncated = keys[:limit], true
 	}
 	for _, k := range keys {
-		page.Objects = append(page.Objects, s.info(k, s.objects[k]))
+		page.Objects = append(page.Objects, info(k, s.objects[k]))
 	}
 	return page, nil
 }

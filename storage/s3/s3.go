@@ -305,10 +305,13 @@ func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error
 // Put implements storage.Store.
 func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
 	const op = "put"
-	if err := storage.CheckPut(key, opts); err != nil {
-		return storage.PutResult{}, err
+	full, err := s.objectKey(op, key)
+	if err == nil {
+		err = storage.CheckPut(key, opts)
 	}
-	full, err := s.request(ctx, op, key, true)
+	if err == nil && ctx.Err() != nil {
+		err = storage.ContextError(op, key, true, ctx.Err())
+	}
 	if err != nil {
 		return storage.PutResult{}, err
 	}
