@@ -14,9 +14,8 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// MultipartAPI is the subset of *awss3.Client that multipart uploads use. A
-// client passed to NewFromClient that lacks it gives a Store without
-// multipart uploads (storage.AsMultipart reports false).
+// MultipartAPI is the subset of *awss3.Client multipart uploads use; a
+// NewFromClient client without it gives a Store without them.
 type MultipartAPI interface {
 	CreateMultipartUpload(ctx context.Context, in *awss3.CreateMultipartUploadInput, optFns ...func(*awss3.Options)) (*awss3.CreateMultipartUploadOutput, error)
 	UploadPart(ctx context.Context, in *awss3.UploadPartInput, optFns ...func(*awss3.Options)) (*awss3.UploadPartOutput, error)
@@ -30,8 +29,7 @@ var (
 	_ storage.Multipart = (*Store)(nil)
 )
 
-// codeNoSuchUpload is S3's answer for an upload id that does not exist: it
-// was completed or aborted (or never started).
+// codeNoSuchUpload is S3's answer for an upload completed, aborted or never started.
 const codeNoSuchUpload = "NoSuchUpload"
 
 // SupportsMultipart reports whether the client has the multipart calls.
@@ -49,9 +47,8 @@ func errNoMultipart(op, key string) error {
 // MultipartLimits implements storage.Multipart: S3's.
 func (s *Store) MultipartLimits() storage.MultipartLimits { return storage.S3MultipartLimits }
 
-// multipartError classifies a failed multipart write. An upload that no
-// longer exists is ErrNotFound (for the caller to settle by reading the key);
-// otherwise the write rules apply.
+// multipartError classifies a failed multipart write: an upload that no
+// longer exists is ErrNotFound, anything else by the write rules.
 func multipartError(ctx context.Context, op, key string, err error) error {
 	if apiCode(err) == codeNoSuchUpload {
 		return &storage.Error{Op: op, Key: key, Code: storage.CodeNotFound, Status: http.StatusNotFound, Err: err}
@@ -112,8 +109,7 @@ func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int
 }
 
 // readerAt adapts a ReadSeeker to io.ReaderAt for a section reader, which
-// the SDK can seek and re-read to sign the payload. Reads are sequential
-// from offset 0; the SDK may seek back to re-read, which Seek allows.
+// the SDK seeks back and re-reads to sign the payload.
 type readerAt struct{ rs io.ReadSeeker }
 
 func (r readerAt) ReadAt(p []byte, off int64) (int, error) {
@@ -124,8 +120,7 @@ func (r readerAt) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // CompleteMultipart implements storage.Multipart, with If-None-Match: * on
-// the wire (S3 and versitygw honour it; a server that ignores it would
-// overwrite).
+// the wire (a server that ignores it overwrites).
 func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, parts []storage.Part) (storage.PutResult, error) {
 	const op = "complete_multipart"
 	if err := storage.CheckParts(key, parts, storage.S3MultipartLimits); err != nil {
