@@ -72,7 +72,7 @@ func (c *Catalog) CleanupRunInsert(ctx context.Context, p CleanupRunInsertParams
 		case err != nil && !errors.Is(err, pgx.ErrNoRows):
 			return CleanupRun{}, err
 		}
-		if err := lockGraph(ctx, tx, p.Graph); err != nil {
+		if err := lockGraph(ctx, tx, p.Graph, exclusive); err != nil {
 			return CleanupRun{}, err
 		}
 		run, err := savepoint(ctx, tx, func(sp pgx.Tx) (CleanupRun, error) {
@@ -170,7 +170,7 @@ func (c *Catalog) CleanupRunFinish(ctx context.Context, p CleanupRunFinishParams
 		if err != nil {
 			return CleanupRun{}, err
 		}
-		if err := lockGraph(ctx, tx, graph); err != nil {
+		if err := lockGraph(ctx, tx, graph, exclusive); err != nil {
 			return CleanupRun{}, err
 		}
 		run, err := scanCleanupRun(tx.QueryRow(ctx, `
@@ -242,7 +242,7 @@ func (c *Catalog) CondemnedAdd(ctx context.Context, p CondemnedAddParams) (Conde
 		if err != nil {
 			return CondemnedAddResult{}, err
 		}
-		if err := lockGraph(ctx, tx, graph); err != nil {
+		if err := lockGraph(ctx, tx, graph, exclusive); err != nil {
 			return CondemnedAddResult{}, err
 		}
 		var state CleanupRunState

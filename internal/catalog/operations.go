@@ -209,7 +209,7 @@ func (c *Catalog) OperationFinishTx(ctx context.Context, tx pgx.Tx, p OperationF
 	if err != nil {
 		return Operation{}, c.wrap(what, err)
 	}
-	if err := lockGraphShared(ctx, tx, graph); err != nil {
+	if err := lockGraph(ctx, tx, graph, shared); err != nil {
 		return Operation{}, c.wrap(what, err)
 	}
 	op, err := scanOperation(tx.QueryRow(ctx, `

@@ -92,7 +92,7 @@ func (c *Catalog) PinsRegisterTx(ctx context.Context, tx pgx.Tx, p PinsRegisterP
 			return c.wrap(what, err)
 		}
 	}
-	if err := lockGraphShared(ctx, tx, graph); err != nil {
+	if err := lockGraph(ctx, tx, graph, shared); err != nil {
 		return c.wrap(what, err)
 	}
 	// With no condemning run of the graph running — the common case, and one that holds
@@ -176,7 +176,7 @@ func (c *Catalog) PinsReleaseTx(ctx context.Context, tx pgx.Tx, p PinsReleasePar
 	if err != nil {
 		return c.wrap(what, err)
 	}
-	if err := lockGraphShared(ctx, tx, graph); err != nil {
+	if err := lockGraph(ctx, tx, graph, shared); err != nil {
 		return c.wrap(what, err)
 	}
 	return c.wrap(what, releasePins(ctx, tx, p.OpID, graph))
@@ -272,7 +272,7 @@ func (c *Catalog) PinsReleaseLatePuts(ctx context.Context, p PinsReleaseLatePuts
 			return 0, c.wrap(what, &StateConflictError{Entity: "operation", ID: p.OpID, Expected: "done", Current: string(op.State)})
 		}
 		graph := op.Graph
-		if err := lockGraphShared(ctx, tx, graph); err != nil {
+		if err := lockGraph(ctx, tx, graph, shared); err != nil {
 			return 0, c.wrap(what, err)
 		}
 		tag, err := tx.Exec(ctx, `UPDATE op_pins SET late_put = false WHERE op_id = $1 AND late_put AND released_seq IS NULL`, p.OpID)
