@@ -24,11 +24,7 @@ type CondemnedSummaryParams struct {
 // the sweep's workers, since a key counts as deleted once CondemnedMarkDeleted recorded it.
 func (c *Catalog) CondemnedSummary(ctx context.Context, p CondemnedSummaryParams) ([]CondemnedTally, error) {
 	what := fmt.Sprintf("summarise condemned keys of cleanup run %q", p.RunID)
-	return queryAll(ctx, c, c.pool, what, func(row pgx.CollectableRow) (CondemnedTally, error) {
-		var t CondemnedTally
-		err := row.Scan(&t.Kind, &t.State, &t.Count, &t.Bytes)
-		return t, err
-	}, `
+	return queryAll(ctx, c, c.pool, what, pgx.RowToStructByPos[CondemnedTally], `
 		SELECT kind, state, count(*), coalesce(sum(size), 0)::bigint FROM cleanup_condemned
 		WHERE run_id = $1 GROUP BY kind, state ORDER BY kind, state`, p.RunID)
 }
