@@ -93,22 +93,10 @@ func AsMultipart(s Store) (Multipart, bool) {
 // ListAllMultipart calls fn for every incomplete upload under prefix, page by page.
 func ListAllMultipart(ctx context.Context, m Multipart, prefix string, fn func(Upload) error) error {
 	opts := ListMultipartOptions{Prefix: prefix}
-	for {
+	return eachPage(func() ([]Upload, bool, error) {
 		page, err := m.ListMultipart(ctx, opts)
-		if err != nil {
-			return err
-		}
-		for _, u := range page.Uploads {
-			if err := fn(u); err != nil {
-				return err
-			}
-		}
-		if !page.Truncated || len(page.Uploads) == 0 {
-			return nil
-		}
-		last := page.Uploads[len(page.Uploads)-1]
-		opts.KeyMarker, opts.UploadIDMarker = last.Key, last.UploadID
-	}
+		return page.Uploads, page.Truncated, err
+	}, func(last Upload) { opts.KeyMarker, opts.UploadIDMarker = last.Key, last.UploadID }, fn)
 }
 
 // CheckPart checks an UploadPart's number and size against limits.

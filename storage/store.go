@@ -149,22 +149,18 @@ func NewError(op, key string, code Code, err error) *Error {
 }
 
 func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("storage ")
-	b.WriteString(e.Op)
+	s := "storage " + e.Op
 	if e.Key != "" {
-		fmt.Fprintf(&b, " %q", e.Key)
+		s += fmt.Sprintf(" %q", e.Key)
 	}
-	b.WriteString(": ")
-	b.WriteString(e.Code.String())
+	s += ": " + e.Code.String()
 	if e.Status != 0 {
-		fmt.Fprintf(&b, " (HTTP %d)", e.Status)
+		s += fmt.Sprintf(" (HTTP %d)", e.Status)
 	}
 	if e.Err != nil {
-		b.WriteString(": ")
-		b.WriteString(e.Err.Error())
+		s += ": " + e.Err.Error()
 	}
-	return b.String()
+	return s
 }
 
 // Is matches the sentinel of e's Code.
@@ -282,21 +278,30 @@ func QuoteSum(sum []byte) string { return `"` + hex.EncodeToString(sum) + `"` }
 
 // ListAll calls fn for every object under prefix, page by page.
 func ListAll(ctx context.Context, s Store, prefix string, fn func(ObjectInfo) error) error {
-	after := ""
+	opts := ListOptions{Prefix: prefix}
+	return eachPage(func() ([]ObjectInfo, bool, error) {
+		page, err := s.List(ctx, opts)
+		return page.Objects, page.Truncated, err
+	}, func(last ObjectInfo) { opts.StartAfter = last.Key }, fn)
+}
+
+// eachPage calls fn for every item of the pages next returns, calling after with each
+// truncated page's last item before asking for the next page.
+func eachPage[T any](next func() ([]T, bool, error), after func(last T), fn func(T) error) error {
 	for {
-		page, err := s.List(ctx, ListOptions{Prefix: prefix, StartAfter: after})
+		items, truncated, err := next()
 		if err != nil {
 			return err
 		}
-		for _, o := range page.Objects {
-			if err := fn(o); err != nil {
+		for _, item := range items {
+			if err := fn(item); err != nil {
 				return err
 			}
 		}
-		if !page.Truncated || len(page.Objects) == 0 {
+		if !truncated || len(items) == 0 {
 			return nil
 		}
-		after = page.Objects[len(page.Objects)-1].Key
+		after(items[len(items)-1])
 	}
 }
 
