@@ -410,34 +410,30 @@ func pageError(op Op, prefix string, limit int) error {
 	return err
 }
 
-// Get implements storage.Store.
 func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
 	return through(ctx, s, storage.CheckKey(string(OpGet), key), OpGet, key, nil, nil, nil, func() (storage.Object, error) { return s.inner.Get(ctx, key) })
 }
 
-// Head implements storage.Store.
 func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error) {
 	return through(ctx, s, storage.CheckKey(string(OpHead), key), OpHead, key, nil, nil, nil, func() (storage.ObjectInfo, error) { return s.inner.Head(ctx, key) })
 }
 
-// Put implements storage.Store.
 func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
 	invalid := cmp.Or(storage.CheckKey(string(OpPut), key), storage.CheckPut(key, opts))
 	hold := func(rule string) { s.hold(key, body, opts, rule) }
 	return through(ctx, s, invalid, OpPut, key, nil, body, hold, func() (storage.PutResult, error) { return s.inner.Put(ctx, key, body, opts) })
 }
 
-// List implements storage.Store. For rules and counts its key is opts.Prefix.
+// List is a request on key opts.Prefix for rules and counts.
 func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.ListPage, error) {
 	return through(ctx, s, pageError(OpList, opts.Prefix, opts.Limit), OpList, opts.Prefix, nil, nil, nil, func() (storage.ListPage, error) { return s.inner.List(ctx, opts) })
 }
 
-// Delete implements storage.Store.
 func (s *Store) Delete(ctx context.Context, key string) error {
 	return throughErr(ctx, s, storage.CheckKey(string(OpDelete), key), OpDelete, key, nil, func() error { return s.inner.Delete(ctx, key) })
 }
 
-// DeleteBatch implements storage.Store. A fault applies to the whole batch;
+// DeleteBatch: a fault applies to the whole batch;
 // its error is a *storage.Error with no Key, not a *storage.BatchError.
 func (s *Store) DeleteBatch(ctx context.Context, keys []string) error {
 	return throughErr(ctx, s, storage.CheckBatch(keys), OpDeleteBatch, "", keys, func() error { return s.inner.DeleteBatch(ctx, keys) })

@@ -37,7 +37,7 @@ func (s *Store) innerMultipart(op Op, key string) (storage.Multipart, error) {
 	return m, nil
 }
 
-// MultipartLimits implements storage.Multipart: the wrapped store's.
+// MultipartLimits are the wrapped store's.
 func (s *Store) MultipartLimits() storage.MultipartLimits {
 	if m, ok := storage.AsMultipart(s.inner); ok {
 		return m.MultipartLimits()
@@ -53,13 +53,11 @@ func (s *Store) multipartOf(op Op, key string) (storage.Multipart, error) {
 	return s.innerMultipart(op, key)
 }
 
-// CreateMultipart implements storage.Multipart.
 func (s *Store) CreateMultipart(ctx context.Context, key string) (string, error) {
 	m, err := s.multipartOf(OpCreateMultipart, key)
 	return through(ctx, s, err, OpCreateMultipart, key, nil, nil, nil, func() (string, error) { return m.CreateMultipart(ctx, key) })
 }
 
-// UploadPart implements storage.Multipart.
 func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int, body io.ReadSeeker, size int64) (storage.Part, error) {
 	m, err := s.multipartOf(OpUploadPart, key)
 	return through(ctx, s, err, OpUploadPart, key, nil, nil, nil, func() (storage.Part, error) {
@@ -67,7 +65,6 @@ func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int
 	})
 }
 
-// CompleteMultipart implements storage.Multipart.
 func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, parts []storage.Part) (storage.PutResult, error) {
 	m, err := s.multipartOf(OpCompleteMultipart, key)
 	return through(ctx, s, err, OpCompleteMultipart, key, nil, nil, nil, func() (storage.PutResult, error) {
@@ -75,13 +72,12 @@ func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, par
 	})
 }
 
-// AbortMultipart implements storage.Multipart.
 func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error {
 	m, err := s.multipartOf(OpAbortMultipart, key)
 	return throughErr(ctx, s, err, OpAbortMultipart, key, nil, func() error { return m.AbortMultipart(ctx, key, uploadID) })
 }
 
-// ListMultipart implements storage.Multipart. For rules and counts its key is opts.Prefix.
+// ListMultipart is a request on key opts.Prefix for rules and counts.
 func (s *Store) ListMultipart(ctx context.Context, opts storage.ListMultipartOptions) (storage.MultipartPage, error) {
 	m, err := s.innerMultipart(OpListMultipart, opts.Prefix)
 	return through(ctx, s, cmp.Or(pageError(OpListMultipart, opts.Prefix, opts.Limit), err), OpListMultipart, opts.Prefix, nil, nil, nil,

@@ -79,7 +79,6 @@ func Open(dir string) (*Store, error) {
 	return &Store{root: root}, nil
 }
 
-// Get implements storage.Store.
 func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
 	const op = "get"
 	if err := check(ctx, op, key, false); err != nil {
@@ -100,7 +99,6 @@ func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
 	return storage.Object{ObjectInfo: info, Body: body}, nil
 }
 
-// Head implements storage.Store.
 func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error) {
 	const op = "head"
 	if err := check(ctx, op, key, false); err != nil {
@@ -113,7 +111,6 @@ func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error
 	return info, nil
 }
 
-// Put implements storage.Store.
 func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
 	const op = "put"
 	if err := check(ctx, op, key, true); err != nil {
@@ -270,7 +267,6 @@ func fillTemp(f *os.File, write func(io.Writer) (string, error)) (string, string
 	return f.Name(), etag, nil
 }
 
-// Delete implements storage.Store.
 func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return storage.ContextError("delete", key, true, err)
@@ -281,7 +277,6 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	return s.remove(ctx, "delete", []string{key})[key]
 }
 
-// DeleteBatch implements storage.Store.
 func (s *Store) DeleteBatch(ctx context.Context, keys []string) error {
 	if err := ctx.Err(); err != nil {
 		return storage.ContextError("delete_batch", "", true, err)

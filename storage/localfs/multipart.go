@@ -35,7 +35,6 @@ type uploadMeta struct {
 	Initiated string `json:"initiated"` // RFC 3339 with nanoseconds
 }
 
-// MultipartLimits implements storage.Multipart.
 func (s *Store) MultipartLimits() storage.MultipartLimits { return storage.LocalMultipartLimits }
 
 func (s *Store) uploadDir(id string) string {
@@ -54,7 +53,6 @@ func validUploadID(id string) bool {
 	return len(id) == 32 && err == nil && strings.ToLower(id) == id
 }
 
-// CreateMultipart implements storage.Multipart.
 func (s *Store) CreateMultipart(ctx context.Context, key string) (string, error) {
 	const op = "create_multipart"
 	if err := check(ctx, op, key, true); err != nil {
@@ -111,7 +109,6 @@ func (s *Store) checkUpload(op, key, id string) error {
 	return nil
 }
 
-// UploadPart implements storage.Multipart.
 func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int, body io.ReadSeeker, size int64) (storage.Part, error) {
 	const op = "upload_part"
 	if err := check(ctx, op, key, true); err != nil {
@@ -166,7 +163,6 @@ func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int
 
 func partName(number int) string { return fmt.Sprintf("%s%05d", partPrefix, number) }
 
-// CompleteMultipart implements storage.Multipart.
 func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, parts []storage.Part) (storage.PutResult, error) {
 	const op = "complete_multipart"
 	if err := check(ctx, op, key, true); err != nil {
@@ -259,7 +255,6 @@ func (s *Store) removeUpload(id string) error {
 	return syncDir(filepath.Join(s.root, uploadsDirName))
 }
 
-// AbortMultipart implements storage.Multipart.
 func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error {
 	const op = "abort_multipart"
 	if err := check(ctx, op, key, true); err != nil {
@@ -277,7 +272,7 @@ func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error 
 	return nil
 }
 
-// ListMultipart implements storage.Multipart, reading every upload record.
+// ListMultipart reads every upload record.
 func (s *Store) ListMultipart(ctx context.Context, opts storage.ListMultipartOptions) (storage.MultipartPage, error) {
 	const op = "list_multipart"
 	if err := ctx.Err(); err != nil {

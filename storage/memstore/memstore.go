@@ -94,7 +94,6 @@ func (s *Store) read(ctx context.Context, op, key string) (object, error) {
 	return o, nil
 }
 
-// Get implements storage.Store.
 func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
 	o, err := s.read(ctx, "get", key)
 	if err != nil {
@@ -103,7 +102,6 @@ func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
 	return storage.Object{ObjectInfo: info(key, o), Body: bytes.Clone(o.body)}, nil
 }
 
-// Head implements storage.Store.
 func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error) {
 	o, err := s.read(ctx, "head", key)
 	if err != nil {
@@ -112,7 +110,6 @@ func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error
 	return info(key, o), nil
 }
 
-// Put implements storage.Store.
 func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
 	if err := check(ctx, "put", key, true); err != nil {
 		return storage.PutResult{}, err
@@ -134,7 +131,6 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.P
 	return storage.PutResult{ETag: o.etag}, nil
 }
 
-// List implements storage.Store.
 func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.ListPage, error) {
 	if err := ctx.Err(); err != nil {
 		return storage.ListPage{}, storage.ContextError("list", opts.Prefix, false, err)
@@ -162,7 +158,6 @@ func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.Lis
 	return page, nil
 }
 
-// Delete implements storage.Store.
 func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := check(ctx, "delete", key, true); err != nil {
 		return err
@@ -173,7 +168,6 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
-// DeleteBatch implements storage.Store.
 func (s *Store) DeleteBatch(ctx context.Context, keys []string) error {
 	if err := storage.CheckBatch(keys); err != nil {
 		return err
@@ -196,10 +190,8 @@ func (s *Store) Len() int {
 	return len(s.objects)
 }
 
-// MultipartLimits implements storage.Multipart.
 func (s *Store) MultipartLimits() storage.MultipartLimits { return s.limits }
 
-// CreateMultipart implements storage.Multipart.
 func (s *Store) CreateMultipart(ctx context.Context, key string) (string, error) {
 	if err := check(ctx, "create_multipart", key, true); err != nil {
 		return "", err
@@ -219,7 +211,6 @@ func (s *Store) uploadOf(op, key, id string) (*upload, error) {
 	return u, nil
 }
 
-// UploadPart implements storage.Multipart.
 func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int, body io.ReadSeeker, size int64) (storage.Part, error) {
 	const op = "upload_part"
 	if err := check(ctx, op, key, true); err != nil {
@@ -246,7 +237,6 @@ func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int
 	return p, nil
 }
 
-// CompleteMultipart implements storage.Multipart.
 func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, parts []storage.Part) (storage.PutResult, error) {
 	const op = "complete_multipart"
 	if err := check(ctx, op, key, true); err != nil {
@@ -281,7 +271,6 @@ func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, par
 	return storage.PutResult{ETag: etag}, nil
 }
 
-// AbortMultipart implements storage.Multipart.
 func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error {
 	if err := check(ctx, "abort_multipart", key, true); err != nil {
 		return err
@@ -294,7 +283,6 @@ func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error 
 	return nil
 }
 
-// ListMultipart implements storage.Multipart.
 func (s *Store) ListMultipart(ctx context.Context, opts storage.ListMultipartOptions) (storage.MultipartPage, error) {
 	if err := ctx.Err(); err != nil {
 		return storage.MultipartPage{}, storage.ContextError("list_multipart", opts.Prefix, false, err)

@@ -44,7 +44,7 @@ func errNoMultipart(op, key string) error {
 	return storage.NewError(op, key, storage.CodeInvalidArgument, errors.New("the S3 client has no multipart calls"))
 }
 
-// MultipartLimits implements storage.Multipart: S3's.
+// MultipartLimits are S3's.
 func (s *Store) MultipartLimits() storage.MultipartLimits { return storage.S3MultipartLimits }
 
 // multipartError classifies a failed multipart write: an upload that no
@@ -65,7 +65,6 @@ func (s *Store) checkMultipart(ctx context.Context, op, key string) (MultipartAP
 	return mp, full, err
 }
 
-// CreateMultipart implements storage.Multipart.
 func (s *Store) CreateMultipart(ctx context.Context, key string) (string, error) {
 	const op = "create_multipart"
 	mp, full, err := s.checkMultipart(ctx, op, key)
@@ -82,7 +81,6 @@ func (s *Store) CreateMultipart(ctx context.Context, key string) (string, error)
 	return aws.ToString(out.UploadId), nil
 }
 
-// UploadPart implements storage.Multipart.
 func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int, body io.ReadSeeker, size int64) (storage.Part, error) {
 	const op = "upload_part"
 	if err := storage.CheckPart(key, number, size, storage.S3MultipartLimits); err != nil {
@@ -119,7 +117,7 @@ func (r readerAt) ReadAt(p []byte, off int64) (int, error) {
 	return io.ReadFull(r.rs, p)
 }
 
-// CompleteMultipart implements storage.Multipart, with If-None-Match: * on
+// CompleteMultipart sends If-None-Match: * on
 // the wire (a server that ignores it overwrites).
 func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, parts []storage.Part) (storage.PutResult, error) {
 	const op = "complete_multipart"
@@ -148,7 +146,6 @@ func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, par
 	return storage.PutResult{ETag: aws.ToString(out.ETag)}, nil
 }
 
-// AbortMultipart implements storage.Multipart.
 func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error {
 	const op = "abort_multipart"
 	mp, full, err := s.checkMultipart(ctx, op, key)
@@ -162,7 +159,6 @@ func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error 
 	return nil
 }
 
-// ListMultipart implements storage.Multipart.
 func (s *Store) ListMultipart(ctx context.Context, opts storage.ListMultipartOptions) (storage.MultipartPage, error) {
 	const op = "list_multipart"
 	mp := s.multipart()

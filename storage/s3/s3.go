@@ -238,7 +238,6 @@ func (s *Store) storageKey(objectKey string) (string, bool) {
 	return strings.CutPrefix(objectKey, s.keyPrefix)
 }
 
-// Get implements storage.Store.
 func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
 	const op = "get"
 	full, err := s.request(ctx, op, key, false)
@@ -261,7 +260,6 @@ func objectInfo(key string, size int64, etag *string, modified *time.Time) stora
 	return storage.ObjectInfo{Key: key, Size: size, ETag: aws.ToString(etag), LastModified: aws.ToTime(modified)}
 }
 
-// Head implements storage.Store.
 func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error) {
 	const op = "head"
 	full, err := s.request(ctx, op, key, false)
@@ -275,7 +273,6 @@ func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error
 	return objectInfo(key, aws.ToInt64(out.ContentLength), out.ETag, out.LastModified), nil
 }
 
-// Put implements storage.Store.
 func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
 	const op = "put"
 	full, err := s.objectKey(op, key)
@@ -312,7 +309,6 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.P
 	return storage.PutResult{ETag: aws.ToString(out.ETag)}, nil
 }
 
-// List implements storage.Store.
 func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.ListPage, error) {
 	const op = "list"
 	limit, err := storage.PageLimit(op, "", opts.Limit)
@@ -344,7 +340,6 @@ func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.Lis
 	return page, nil
 }
 
-// Delete implements storage.Store.
 func (s *Store) Delete(ctx context.Context, key string) error {
 	const op = "delete"
 	full, err := s.request(ctx, op, key, true)
@@ -362,7 +357,6 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
-// DeleteBatch implements storage.Store.
 func (s *Store) DeleteBatch(ctx context.Context, keys []string) error {
 	const op = "delete_batch"
 	if err := storage.CheckBatch(keys); err != nil {
