@@ -152,8 +152,11 @@ func (c *Catalog) OperationSetState(ctx context.Context, p OperationSetStatePara
 		UPDATE operations SET state = $3, updated_at = now()
 		WHERE id = $1 AND state = $2 AND ($4 = '' OR owner_run = $4)
 		RETURNING `+operationColumns, p.ID, p.From, p.To, p.Owner))
-	if errors.Is(err, pgx.ErrNoRows) {
-		op, err = c.operationInState(ctx, p.ID, string(p.From), p.To)
+	if errors.Is(err, pgx.ErrNoRows) { // missing, already in To, or elsewhere
+		op, err = getOperation(ctx, c.pool, p.ID)
+		if err == nil && op.State != p.To {
+			err = &StateConflictError{Entity: "operation", ID: p.ID, Expected: string(p.From), Current: string(op.State)}
+		}
 		if err == nil && p.Owner != "" && op.OwnerRun != p.Owner {
 			err = &NotOwnerError{ID: p.ID, Owner: op.OwnerRun, Caller: p.Owner}
 		}
@@ -162,19 +165,6 @@ func (c *Catalog) OperationSetState(ctx context.Context, p OperationSetStatePara
 		return Operation{}, c.wrap(what, err)
 	}
 	return op, nil
-}
-
-// operationInState handles an update that matched no row: the operation is missing
-// (ErrNotFound), already in state to (returned as is), or elsewhere (*StateConflictError).
-func (c *Catalog) operationInState(ctx context.Context, id, expected string, to OperationState) (Operation, error) {
-	op, err := getOperation(ctx, c.pool, id)
-	if err != nil {
-		return Operation{}, err
-	}
-	if op.State == to {
-		return op, nil
-	}
-	return Operation{}, &StateConflictError{Entity: "operation", ID: id, Expected: expected, Current: string(op.State)}
 }
 
 // OperationFinishParams records an operation's definitive outcome.
