@@ -17,6 +17,7 @@ package s3
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -101,13 +102,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.RequestTimeout < 0 {
 		return nil, errors.New("new s3 store: Config.RequestTimeout must not be negative")
 	}
-	if cfg.Region == "" {
-		cfg.Region = defaultRegion
-	}
-	if cfg.RequestTimeout == 0 {
-		cfg.RequestTimeout = defaultRequestTimeout
-	}
-
+	cfg.Region = cmp.Or(cfg.Region, defaultRegion)
+	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, defaultRequestTimeout)
 	loadOpts := []func(*config.LoadOptions) error{
 		config.WithRegion(cfg.Region),
 		// The SDK's default logger writes to stderr; a library must not.
@@ -133,40 +129,29 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		}
 		o.UsePathStyle = cfg.PathStyle
 		o.HTTPClient = attemptTimeoutClient{next: httpClient, timeout: cfg.RequestTimeout}
-		o.Retryer = newReadRetryer()
+		// Used by reads only: a few quick attempts and no retry quota, whose
+		// exhaustion would surface under load.
+		o.Retryer = retry.NewStandard(func(o *retry.StandardOptions) {
+			o.MaxAttempts, o.MaxBackoff, o.RateLimiter = readAttempts, readMaxBackoff, ratelimit.None
+		})
 		o.RetryMaxAttempts = 0
 		o.Logger = logging.Nop{}
 		o.DisableLogOutputChecksumValidationSkipped = true
 	})
-	return &Store{client: client, bucket: cfg.Bucket, keyPrefix: prefixOf(cfg.Prefix)}, nil
+	return NewFromClient(client, cfg.Bucket, cfg.Prefix), nil
 }
 
 // NewFromClient returns a Store on client, whose retry settings apply to
 // reads only. It panics on a prefix that is not a valid key.
 func NewFromClient(client API, bucket, prefix string) *Store {
+	s := &Store{client: client, bucket: bucket}
 	if prefix != "" {
 		if err := storage.ValidateKey(prefix); err != nil {
 			panic(fmt.Sprintf("s3.NewFromClient: invalid prefix: %v", err))
 		}
+		s.keyPrefix = prefix + "/"
 	}
-	return &Store{client: client, bucket: bucket, keyPrefix: prefixOf(prefix)}
-}
-
-func prefixOf(prefix string) string {
-	if prefix == "" {
-		return ""
-	}
-	return prefix + "/"
-}
-
-// newReadRetryer is the client-wide retryer, used by reads only: a few quick
-// attempts and no retry quota, whose exhaustion would surface under load.
-func newReadRetryer() aws.Retryer {
-	return retry.NewStandard(func(o *retry.StandardOptions) {
-		o.MaxAttempts = readAttempts
-		o.MaxBackoff = readMaxBackoff
-		o.RateLimiter = ratelimit.None
-	})
+	return s
 }
 
 // singleAttempt disables SDK retries for one write, whose retry could observe
