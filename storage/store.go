@@ -223,6 +223,15 @@ func CheckKey(op, key string) error {
 	return nil
 }
 
+// CheckRequest fails a request on key whose context is done (ContextError) or
+// whose key is invalid.
+func CheckRequest(ctx context.Context, op, key string, write bool) error {
+	if err := ctx.Err(); err != nil {
+		return ContextError(op, key, write, err)
+	}
+	return CheckKey(op, key)
+}
+
 // CheckPut checks that a put's opts do not set both conditions; the key is
 // CheckKey's.
 func CheckPut(key string, opts PutOptions) error {

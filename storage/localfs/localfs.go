@@ -268,10 +268,7 @@ func fillTemp(f *os.File, write func(io.Writer) (string, error)) (string, string
 }
 
 func (s *Store) Delete(ctx context.Context, key string) error {
-	if err := ctx.Err(); err != nil {
-		return storage.ContextError("delete", key, true, err)
-	}
-	if err := storage.CheckKey("delete", key); err != nil {
+	if err := storage.CheckRequest(ctx, "delete", key, true); err != nil {
 		return err
 	}
 	return s.remove(ctx, "delete", []string{key})[key]
@@ -380,10 +377,7 @@ func (s *Store) path(key string) string {
 // check does what every request on one key does first: a reserved key is not
 // found by a read and refused to a write.
 func check(ctx context.Context, op, key string, write bool) error {
-	if err := ctx.Err(); err != nil {
-		return storage.ContextError(op, key, write, err)
-	}
-	if err := storage.CheckKey(op, key); err != nil {
+	if err := storage.CheckRequest(ctx, op, key, write); err != nil {
 		return err
 	}
 	if !isReserved(key) {

@@ -67,14 +67,6 @@ func New(opts ...Option) *Store {
 	return s
 }
 
-// check fails a request whose context is done or whose key is invalid.
-func check(ctx context.Context, op, key string, write bool) error {
-	if err := ctx.Err(); err != nil {
-		return storage.ContextError(op, key, write, err)
-	}
-	return storage.CheckKey(op, key)
-}
-
 func info(key string, o object) storage.ObjectInfo {
 	return storage.ObjectInfo{Key: key, Size: int64(len(o.body)), ETag: o.etag, LastModified: o.modified}
 }
@@ -82,7 +74,7 @@ func info(key string, o object) storage.ObjectInfo {
 // read returns the object at key for a Get or Head. Stored bodies are never
 // changed in place, so the caller may copy one after the lock is released.
 func (s *Store) read(ctx context.Context, op, key string) (object, error) {
-	if err := check(ctx, op, key, false); err != nil {
+	if err := storage.CheckRequest(ctx, op, key, false); err != nil {
 		return object{}, err
 	}
 	s.mu.Lock()
@@ -111,7 +103,7 @@ func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error
 }
 
 func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
-	if err := check(ctx, "put", key, true); err != nil {
+	if err := storage.CheckRequest(ctx, "put", key, true); err != nil {
 		return storage.PutResult{}, err
 	}
 	if err := storage.CheckPut(key, opts); err != nil {
@@ -159,7 +151,7 @@ func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.Lis
 }
 
 func (s *Store) Delete(ctx context.Context, key string) error {
-	if err := check(ctx, "delete", key, true); err != nil {
+	if err := storage.CheckRequest(ctx, "delete", key, true); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -193,7 +185,7 @@ func (s *Store) Len() int {
 func (s *Store) MultipartLimits() storage.MultipartLimits { return s.limits }
 
 func (s *Store) CreateMultipart(ctx context.Context, key string) (string, error) {
-	if err := check(ctx, "create_multipart", key, true); err != nil {
+	if err := storage.CheckRequest(ctx, "create_multipart", key, true); err != nil {
 		return "", err
 	}
 	id := rand.Text()
@@ -213,7 +205,7 @@ func (s *Store) uploadOf(op, key, id string) (*upload, error) {
 
 func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int, body io.ReadSeeker, size int64) (storage.Part, error) {
 	const op = "upload_part"
-	if err := check(ctx, op, key, true); err != nil {
+	if err := storage.CheckRequest(ctx, op, key, true); err != nil {
 		return storage.Part{}, err
 	}
 	if err := storage.CheckPart(key, number, size, s.limits); err != nil {
@@ -239,7 +231,7 @@ func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int
 
 func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, parts []storage.Part) (storage.PutResult, error) {
 	const op = "complete_multipart"
-	if err := check(ctx, op, key, true); err != nil {
+	if err := storage.CheckRequest(ctx, op, key, true); err != nil {
 		return storage.PutResult{}, err
 	}
 	if err := storage.CheckParts(key, parts, s.limits); err != nil {
@@ -272,7 +264,7 @@ func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, par
 }
 
 func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error {
-	if err := check(ctx, "abort_multipart", key, true); err != nil {
+	if err := storage.CheckRequest(ctx, "abort_multipart", key, true); err != nil {
 		return err
 	}
 	s.mu.Lock()
