@@ -62,9 +62,8 @@ func (c *Catalog) OperationInsert(ctx context.Context, p OperationInsertParams) 
 	return inTx(ctx, c, func(tx pgx.Tx) (Operation, error) { return c.OperationInsertTx(ctx, tx, p) })
 }
 
-// OperationInsertTx is OperationInsert inside the caller's transaction.
-//
-// With Owner set the insert is a claim. A new row is Owner's. An existing unfinished row
+// OperationInsertTx is OperationInsert inside the caller's transaction. With Owner set
+// the insert is a claim. A new row is Owner's. An existing unfinished row
 // of the same request is claimed when it is Owner's already or was recorded by the same
 // workflow id (whose earlier run has closed: Temporal runs one at a time); recorded by
 // another workflow it is an *OwnedError. A finished row is returned as is. Callers compare
