@@ -3,7 +3,6 @@ package localfs
 import (
 	"context"
 	"crypto/md5"
-	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -58,9 +57,7 @@ func (s *Store) CreateMultipart(ctx context.Context, key string) (string, error)
 	if err := check(ctx, op, key, true); err != nil {
 		return "", err
 	}
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	id := hex.EncodeToString(b[:])
+	id := randomHex()
 	dir := s.uploadDir(id)
 	meta, _ := json.Marshal(uploadMeta{Key: key, Initiated: time.Now().UTC().Format(time.RFC3339Nano)})
 	tmp, _, err := s.writeTemp(dir, func(w io.Writer) (string, error) {
