@@ -111,19 +111,14 @@ func cachedETag(f *os.File, fi fs.FileInfo) (string, bool) {
 // createTemp creates a new, empty temp file in dir whose name List skips.
 func createTemp(dir string) (*os.File, error) {
 	for {
-		f, err := os.OpenFile(filepath.Join(dir, tempPrefix+randomHex()), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		f, err := os.OpenFile(filepath.Join(dir, tempPrefix+hex.EncodeToString(b[:])), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 		if errors.Is(err, fs.ErrExist) {
 			continue // a 128-bit collision; draw again
 		}
 		return f, err
 	}
-}
-
-// randomHex is 128 random bits in lower-case hex.
-func randomHex() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // syncDir fsyncs a directory so that entries added or removed survive a crash.

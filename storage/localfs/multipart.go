@@ -3,6 +3,7 @@ package localfs
 import (
 	"context"
 	"crypto/md5"
+	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -57,7 +58,9 @@ func (s *Store) CreateMultipart(ctx context.Context, key string) (string, error)
 	if err := check(ctx, op, key, true); err != nil {
 		return "", err
 	}
-	id := randomHex()
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
 	dir := s.uploadDir(id)
 	meta, _ := json.Marshal(uploadMeta{Key: key, Initiated: time.Now().UTC().Format(time.RFC3339Nano)})
 	tmp, _, err := s.writeTemp(dir, func(w io.Writer) (string, error) {
