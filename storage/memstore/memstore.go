@@ -31,7 +31,6 @@ type Store struct {
 	objects map[string]object
 	uploads map[string]*upload
 	limits  storage.MultipartLimits
-	now     func() time.Time
 }
 
 type object struct {
@@ -60,7 +59,7 @@ func WithMultipartLimits(l storage.MultipartLimits) Option { return func(s *Stor
 
 // New returns an empty store.
 func New(opts ...Option) *Store {
-	s := &Store{objects: map[string]object{}, uploads: map[string]*upload{}, limits: storage.LocalMultipartLimits, now: time.Now}
+	s := &Store{objects: map[string]object{}, uploads: map[string]*upload{}, limits: storage.LocalMultipartLimits}
 	for _, o := range opts {
 		o(s)
 	}
@@ -118,7 +117,7 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.P
 	case opts.IfMatch != "" && (!exists || cur.etag != opts.IfMatch):
 		return storage.PutResult{}, storage.NewError("put", key, storage.CodePreconditionFailed, fmt.Errorf("If-Match %s does not match", opts.IfMatch))
 	}
-	o := object{body: bytes.Clone(body), etag: storage.ETagOf(body), modified: s.now()}
+	o := object{body: bytes.Clone(body), etag: storage.ETagOf(body), modified: time.Now()}
 	s.objects[key] = o
 	return storage.PutResult{ETag: o.etag}, nil
 }
@@ -191,7 +190,7 @@ func (s *Store) CreateMultipart(ctx context.Context, key string) (string, error)
 	id := rand.Text()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.uploads[id] = &upload{key: key, initiated: s.now(), parts: map[int]storage.Part{}, bodies: map[int][]byte{}}
+	s.uploads[id] = &upload{key: key, initiated: time.Now(), parts: map[int]storage.Part{}, bodies: map[int][]byte{}}
 	return id, nil
 }
 
@@ -258,7 +257,7 @@ func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, par
 		sums.Write(raw)
 	}
 	etag := fmt.Sprintf(`"%s-%d"`, hex.EncodeToString(sums.Sum(nil)), len(parts))
-	s.objects[key] = object{body: whole.Bytes(), etag: etag, modified: s.now()}
+	s.objects[key] = object{body: whole.Bytes(), etag: etag, modified: time.Now()}
 	delete(s.uploads, uploadID)
 	return storage.PutResult{ETag: etag}, nil
 }
