@@ -11,36 +11,26 @@ import (
 )
 
 // Multipart is a Store's optional multipart-upload interface, for data
-// objects too large for one Put; AsMultipart finds it and storagetest proves
-// it. In addition to the Store's contract:
+// objects too large for one Put. In addition to the Store's contract:
 //
-//   - Nothing is visible at key until CompleteMultipart succeeds. An upload
-//     never completed stays listed by ListMultipart (and keeps its parts'
-//     storage) until AbortMultipart: callers abort on failure, and a
-//     collector aborts what a crashed caller left.
-//   - Uploading the same part number again replaces that part, so a
-//     re-issued part is harmless. Every part but the last must be at least
-//     MinPartSize bytes; CompleteMultipart checks that.
+//   - Nothing is visible at key until CompleteMultipart succeeds; an upload
+//     never completed stays listed (with its parts' storage) until aborted.
+//   - Uploading a part number again replaces that part. Every part but the
+//     last must be at least MinPartSize bytes.
 //   - CompleteMultipart assembles the listed parts at key with put-if-absent:
-//     if key holds an object it fails with ErrPreconditionFailed and leaves
-//     the upload in place (abort it). An upload id that does not exist
-//     (aborted, or already completed) is ErrNotFound — except that some
-//     servers (versitygw) answer a repeated complete of a completed upload
-//     with success again. An unknown outcome is ErrAmbiguous: settle it by
-//     Head of key (the size tells) and ListMultipart (a completed upload is
-//     gone).
+//     over an object it is ErrPreconditionFailed and leaves the upload in
+//     place. An upload id aborted or completed is ErrNotFound (versitygw
+//     answers a repeated complete with success). An unknown outcome is
+//     ErrAmbiguous: settle it by Head of key and ListMultipart.
 //   - AbortMultipart of an upload that does not exist is not an error.
-//   - ListMultipart lists incomplete uploads whose key starts with a prefix,
-//     in ascending (key, upload id) order.
+//   - ListMultipart lists incomplete uploads under a prefix in (key, upload id) order.
 type Multipart interface {
 	MultipartLimits() MultipartLimits
 	// CreateMultipart starts an upload of key and returns its id.
 	CreateMultipart(ctx context.Context, key string) (uploadID string, err error)
-	// UploadPart stores part number (1..MaxParts): size bytes of body, read
-	// from its start (re-sending a part seeks body back to 0).
+	// UploadPart stores part number (1..MaxParts): size bytes of body from its start.
 	UploadPart(ctx context.Context, key, uploadID string, number int, body io.ReadSeeker, size int64) (Part, error)
-	// CompleteMultipart assembles parts (ascending by number, each as
-	// UploadPart returned it) at key with put-if-absent.
+	// CompleteMultipart assembles parts (ascending, as UploadPart returned them) at key.
 	CompleteMultipart(ctx context.Context, key, uploadID string, parts []Part) (PutResult, error)
 	AbortMultipart(ctx context.Context, key, uploadID string) error
 	ListMultipart(ctx context.Context, opts ListMultipartOptions) (MultipartPage, error)
@@ -56,8 +46,7 @@ type MultipartLimits struct {
 // S3MultipartLimits are Amazon S3's limits, which versitygw enforces too.
 var S3MultipartLimits = MultipartLimits{MinPartSize: 5 << 20, MaxPartSize: 5 << 30, MaxParts: 10000}
 
-// LocalMultipartLimits are S3's without a minimum part size, for backends
-// with no reason for one; code tested on them keeps to S3's other bounds.
+// LocalMultipartLimits are S3's without a minimum part size.
 var LocalMultipartLimits = MultipartLimits{MaxPartSize: S3MultipartLimits.MaxPartSize, MaxParts: S3MultipartLimits.MaxParts}
 
 // MaxObjectSize is the largest data object graft writes (5 TiB, S3's limit).
@@ -80,22 +69,19 @@ type Upload struct {
 // ListMultipartOptions select one page of ListMultipart.
 type ListMultipartOptions struct {
 	Prefix string
-	// KeyMarker and UploadIDMarker continue a listing after that upload, the
-	// last one of the previous page.
+	// KeyMarker and UploadIDMarker continue after the previous page's last upload.
 	KeyMarker, UploadIDMarker string
 	Limit                     int // 1..1000; 0 means 1000
 }
 
-// MultipartPage is one page of ListMultipart.
+// MultipartPage is one page of ListMultipart; Truncated: more may follow.
 type MultipartPage struct {
-	Uploads []Upload
-	// Truncated reports that more uploads may follow the last one returned.
+	Uploads   []Upload
 	Truncated bool
 }
 
-// AsMultipart returns s's multipart interface, or false when s has none. A
-// wrapper whose multipart methods work only when what it wraps has them says
-// so with a SupportsMultipart method.
+// AsMultipart returns s's multipart interface, or false when s has none (a
+// wrapper says so with a SupportsMultipart method).
 func AsMultipart(s Store) (Multipart, bool) {
 	m, ok := s.(Multipart)
 	if sup, isWrapper := s.(interface{ SupportsMultipart() bool }); ok && isWrapper && !sup.SupportsMultipart() {
@@ -107,22 +93,10 @@ func AsMultipart(s Store) (Multipart, bool) {
 // ListAllMultipart calls fn for every incomplete upload under prefix, page by page.
 func ListAllMultipart(ctx context.Context, m Multipart, prefix string, fn func(Upload) error) error {
 	opts := ListMultipartOptions{Prefix: prefix}
-	for {
+	return eachPage(func() ([]Upload, bool, error) {
 		page, err := m.ListMultipart(ctx, opts)
-		if err != nil {
-			return err
-		}
-		for _, u := range page.Uploads {
-			if err := fn(u); err != nil {
-				return err
-			}
-		}
-		if !page.Truncated || len(page.Uploads) == 0 {
-			return nil
-		}
-		last := page.Uploads[len(page.Uploads)-1]
-		opts.KeyMarker, opts.UploadIDMarker = last.Key, last.UploadID
-	}
+		return page.Uploads, page.Truncated, err
+	}, func(last Upload) { opts.KeyMarker, opts.UploadIDMarker = last.Key, last.UploadID }, fn)
 }
 
 // CheckPart checks an UploadPart's number and size against limits.
@@ -136,9 +110,8 @@ func CheckPart(key string, number int, size int64, limits MultipartLimits) error
 	return nil
 }
 
-// CheckParts checks a CompleteMultipart part list against limits (at least
-// one part, numbers strictly ascending within 1..MaxParts, every part but the
-// last at least MinPartSize), so every backend refuses the same lists.
+// CheckParts checks a CompleteMultipart part list against limits, so every
+// backend refuses the same lists.
 func CheckParts(key string, parts []Part, limits MultipartLimits) error {
 	if err := checkParts(parts, limits); err != nil {
 		return NewError("complete_multipart", key, CodeInvalidArgument, err)
@@ -164,8 +137,8 @@ func checkParts(parts []Part, limits MultipartLimits) error {
 	return nil
 }
 
-// PageUploads is one ListMultipart page of uploads, for a backend that has
-// them all at hand: those opts selects, sorted, at most limit.
+// PageUploads is the ListMultipart page of uploads opts selects, for a
+// backend with them all at hand.
 func PageUploads(uploads []Upload, opts ListMultipartOptions, limit int) MultipartPage {
 	var page MultipartPage
 	for _, u := range uploads {

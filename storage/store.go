@@ -1,8 +1,6 @@
-// Package storage is graft's object-store contract: one interface every
-// backend (local directory, S3, memory, the fault wrapper) implements with
-// identical semantics, and the typed errors that carry them, so no SDK error
-// type leaves a backend package. storage/storagetest proves the contract for
-// every backend:
+// Package storage is graft's object-store contract, which every backend
+// (localfs, s3, memstore, faults) keeps and storage/storagetest proves; no SDK
+// error type leaves a backend package:
 //
 //   - Writes are whole-object. A Put with IfNoneMatch succeeds only when the key
 //     is absent; with IfMatch only when the current ETag equals the given one.
@@ -46,36 +44,27 @@ type Store interface {
 	Get(ctx context.Context, key string) (Object, error)
 	// Head returns the object's metadata without its bytes, or ErrNotFound.
 	Head(ctx context.Context, key string) (ObjectInfo, error)
-	// Put writes body at key. With opts.IfNoneMatch the key must be absent;
-	// with opts.IfMatch its current ETag must equal opts.IfMatch (setting both
-	// is ErrInvalidArgument). A failed condition is ErrPreconditionFailed; an
-	// unknown outcome is ErrAmbiguous. Without a condition the write is
-	// unconditional — graft never does that for control objects.
+	// Put writes body at key under opts' condition (both set is
+	// ErrInvalidArgument); graft never writes a control object unconditionally.
 	Put(ctx context.Context, key string, body []byte, opts PutOptions) (PutResult, error)
-	// List returns up to opts.Limit objects (1..1000; 0 means 1000) whose keys
-	// start with opts.Prefix and sort strictly after opts.StartAfter, in
-	// ascending byte order of key. Truncated reports that more may follow:
-	// call again with StartAfter set to the last key returned.
+	// List returns up to opts.Limit objects (0 means 1000) whose keys start
+	// with opts.Prefix and sort after opts.StartAfter, in byte order.
 	List(ctx context.Context, opts ListOptions) (ListPage, error)
 	// Delete removes key; a missing key is not an error.
 	Delete(ctx context.Context, key string) error
-	// DeleteBatch removes up to MaxBatchDelete keys; missing keys are not
-	// errors. When some keys could not be deleted it returns a *BatchError
-	// naming each of them; the others were deleted.
+	// DeleteBatch removes up to MaxBatchDelete keys; keys it could not delete
+	// are named by a *BatchError.
 	DeleteBatch(ctx context.Context, keys []string) error
 }
 
 // PutOptions are the conditions of a Put; the zero value is none.
 type PutOptions struct {
-	// IfNoneMatch: only if the key is absent (If-None-Match: *).
-	IfNoneMatch bool
-	// IfMatch: only if the current ETag equals this one (If-Match).
-	IfMatch string
+	IfNoneMatch bool   // only if the key is absent (If-None-Match: *)
+	IfMatch     string // only if the current ETag equals this one
 }
 
-// PutResult is what a successful put returns.
+// PutResult is what a successful put returns: the ETag of the bytes stored.
 type PutResult struct {
-	// ETag identifies the bytes now stored at the key.
 	ETag string
 }
 
@@ -100,10 +89,9 @@ type ListOptions struct {
 	Limit      int // 1..1000; 0 means 1000
 }
 
-// ListPage is one page of a listing.
+// ListPage is one page of a listing; Truncated: more keys may follow.
 type ListPage struct {
-	Objects []ObjectInfo
-	// Truncated reports that more keys may follow the last one returned.
+	Objects   []ObjectInfo
 	Truncated bool
 }
 
@@ -143,15 +131,8 @@ var (
 	ErrInvalidArgument    = errors.New("storage: invalid argument")
 )
 
-var sentinels = map[Code]error{
-	CodeNotFound:           ErrNotFound,
-	CodePreconditionFailed: ErrPreconditionFailed,
-	CodeAmbiguous:          ErrAmbiguous,
-	CodeRefused:            ErrRefused,
-	CodeUnavailable:        ErrUnavailable,
-	CodeInvalidKey:         ErrInvalidKey,
-	CodeInvalidArgument:    ErrInvalidArgument,
-}
+// sentinels is indexed by Code.
+var sentinels = [...]error{nil, ErrNotFound, ErrPreconditionFailed, ErrAmbiguous, ErrRefused, ErrUnavailable, ErrInvalidKey, ErrInvalidArgument}
 
 // Error is the one error type backends return.
 type Error struct {
@@ -168,28 +149,23 @@ func NewError(op, key string, code Code, err error) *Error {
 }
 
 func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("storage ")
-	b.WriteString(e.Op)
+	s := "storage " + e.Op
 	if e.Key != "" {
-		fmt.Fprintf(&b, " %q", e.Key)
+		s += fmt.Sprintf(" %q", e.Key)
 	}
-	b.WriteString(": ")
-	b.WriteString(e.Code.String())
+	s += ": " + e.Code.String()
 	if e.Status != 0 {
-		fmt.Fprintf(&b, " (HTTP %d)", e.Status)
+		s += fmt.Sprintf(" (HTTP %d)", e.Status)
 	}
 	if e.Err != nil {
-		b.WriteString(": ")
-		b.WriteString(e.Err.Error())
+		s += ": " + e.Err.Error()
 	}
-	return b.String()
+	return s
 }
 
 // Is matches the sentinel of e's Code.
 func (e *Error) Is(target error) bool {
-	s, ok := sentinels[e.Code]
-	return ok && s == target
+	return e.Code > 0 && int(e.Code) < len(sentinels) && sentinels[e.Code] == target
 }
 
 // Unwrap returns the backend's own error.
@@ -202,8 +178,8 @@ func CodeOf(err error) Code {
 		return e.Code
 	}
 	for c, s := range sentinels {
-		if errors.Is(err, s) {
-			return c
+		if s != nil && errors.Is(err, s) {
+			return Code(c)
 		}
 	}
 	return CodeUnknown
@@ -222,6 +198,7 @@ func (e *BatchError) Error() string {
 func ValidateKey(key string) error { return CheckKey("validate", key) }
 
 // CheckKey is ValidateKey reporting a violation as an error of op.
+// Backends check the key once, before anything else.
 func CheckKey(op, key string) error {
 	bad := func(why string) error { return NewError(op, key, CodeInvalidKey, errors.New(why)) }
 	if key == "" {
@@ -246,11 +223,18 @@ func CheckKey(op, key string) error {
 	return nil
 }
 
-// CheckPut checks a put's key and that opts does not set both conditions.
-func CheckPut(key string, opts PutOptions) error {
-	if err := CheckKey("put", key); err != nil {
-		return err
+// CheckRequest fails a request on key whose context is done (ContextError) or
+// whose key is invalid.
+func CheckRequest(ctx context.Context, op, key string, write bool) error {
+	if err := ctx.Err(); err != nil {
+		return ContextError(op, key, write, err)
 	}
+	return CheckKey(op, key)
+}
+
+// CheckPut checks that a put's opts do not set both conditions; the key is
+// CheckKey's.
+func CheckPut(key string, opts PutOptions) error {
 	if opts.IfNoneMatch && opts.IfMatch != "" {
 		return NewError("put", key, CodeInvalidArgument, errors.New("IfNoneMatch and IfMatch both set"))
 	}
@@ -270,8 +254,8 @@ func CheckBatch(keys []string) error {
 	return nil
 }
 
-// PageLimit returns a listing's page size: limit, or 1000 when it is 0.
-// Anything outside 0..1000 is ErrInvalidArgument of op.
+// PageLimit returns a listing's page size (0 means 1000); anything outside
+// 0..1000 is ErrInvalidArgument of op.
 func PageLimit(op, prefix string, limit int) (int, error) {
 	if limit < 0 || limit > 1000 {
 		return 0, NewError(op, prefix, CodeInvalidArgument, fmt.Errorf("limit %d outside 1..1000", limit))
@@ -283,8 +267,7 @@ func PageLimit(op, prefix string, limit int) (int, error) {
 }
 
 // ContextError is the error of a request whose context ended before it was
-// sent. A read changed nothing and is ErrUnavailable; a write is ErrAmbiguous
-// like any write interrupted by cancellation, so callers need one rule: a
+// sent: ErrUnavailable for a read, ErrAmbiguous for a write, so that every
 // cancelled write is settled by reading back.
 func ContextError(op, key string, write bool, err error) *Error {
 	if write {
@@ -304,29 +287,37 @@ func QuoteSum(sum []byte) string { return `"` + hex.EncodeToString(sum) + `"` }
 
 // ListAll calls fn for every object under prefix, page by page.
 func ListAll(ctx context.Context, s Store, prefix string, fn func(ObjectInfo) error) error {
-	after := ""
+	opts := ListOptions{Prefix: prefix}
+	return eachPage(func() ([]ObjectInfo, bool, error) {
+		page, err := s.List(ctx, opts)
+		return page.Objects, page.Truncated, err
+	}, func(last ObjectInfo) { opts.StartAfter = last.Key }, fn)
+}
+
+// eachPage calls fn for every item of the pages next returns, calling after with each
+// truncated page's last item before asking for the next page.
+func eachPage[T any](next func() ([]T, bool, error), after func(last T), fn func(T) error) error {
 	for {
-		page, err := s.List(ctx, ListOptions{Prefix: prefix, StartAfter: after})
+		items, truncated, err := next()
 		if err != nil {
 			return err
 		}
-		for _, o := range page.Objects {
-			if err := fn(o); err != nil {
+		for _, item := range items {
+			if err := fn(item); err != nil {
 				return err
 			}
 		}
-		if !page.Truncated || len(page.Objects) == 0 {
+		if !truncated || len(items) == 0 {
 			return nil
 		}
-		after = page.Objects[len(page.Objects)-1].Key
+		after(items[len(items)-1])
 	}
 }
 
-// WriteStatusCode classifies the HTTP status of a failed write the way every
-// HTTP backend (and the fault wrapper imitating one) must: 412 is a failed
-// condition; the statuses that reject a request before acting on it (400,
-// 403, 404, 405, 411, 413) are refusals; anything else may have been
-// applied, so it is ambiguous.
+// WriteStatusCode classifies the HTTP status of a failed write for every
+// HTTP backend and the fault wrapper: 412 is a failed condition, statuses
+// that reject a request before acting on it are refusals, and anything else
+// may have been applied.
 func WriteStatusCode(status int) Code {
 	switch status {
 	case http.StatusPreconditionFailed:

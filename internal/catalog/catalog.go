@@ -20,11 +20,12 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// DefaultDatabaseURL is the local development server: trust auth, database test.
-const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-
-// DatabaseURLEnv names the environment variable that overrides DefaultDatabaseURL.
-const DatabaseURLEnv = "DATABASE_URL"
+const (
+	// DefaultDatabaseURL is the local development server: trust auth, database test.
+	DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	// DatabaseURLEnv names the environment variable that overrides DefaultDatabaseURL.
+	DatabaseURLEnv = "DATABASE_URL"
+)
 
 // DefaultURL returns $DATABASE_URL, or DefaultDatabaseURL when it is unset or empty.
 func DefaultURL() string {
@@ -33,12 +34,10 @@ func DefaultURL() string {
 
 // Config configures Open.
 type Config struct {
-	// DatabaseURL is the Postgres connection string, URL or keyword/value form.
-	// Defaults to $DATABASE_URL, or DefaultDatabaseURL when that is unset.
+	// DatabaseURL is the Postgres connection string; defaults to DefaultURL().
 	DatabaseURL string
-	// Schema holds the ledger's tables; every connection's search_path is set to it alone.
-	// It must be a lower-case SQL identifier (see ValidateSchema). Defaults to "", which
-	// keeps the connection's own search_path (normally public).
+	// Schema holds the ledger's tables, every connection's search_path alone: a
+	// lower-case SQL identifier (ValidateSchema), or "" for the connection's own.
 	Schema string
 	// MaxConns bounds the connection pool. Defaults to 8.
 	MaxConns int32
@@ -52,7 +51,6 @@ const (
 	defaultConnectTimeout = 5 * time.Second
 )
 
-// withDefaults is the one place defaults are applied.
 func (c Config) withDefaults() Config {
 	c.DatabaseURL = cmp.Or(c.DatabaseURL, DefaultURL())
 	c.MaxConns = cmp.Or(c.MaxConns, defaultMaxConns)
@@ -75,8 +73,8 @@ func (c Config) validate() error {
 
 var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
-// ValidateSchema checks that name is "" (the connection's default) or a lower-case SQL
-// identifier of at most 63 bytes, which needs no quoting in a search_path.
+// ValidateSchema checks that name is "" or a lower-case SQL identifier of at most 63
+// bytes, which needs no quoting in a search_path.
 func ValidateSchema(name string) error {
 	if name == "" || schemaName.MatchString(name) {
 		return nil
@@ -84,9 +82,8 @@ func ValidateSchema(name string) error {
 	return fmt.Errorf("schema %q is not a lower-case identifier of at most 63 characters ([a-z_][a-z0-9_]*)", name)
 }
 
-// RedactURL renders a connection string as postgres://user@host:port/database, which
-// never carries a password whatever form the input took. An unparseable string yields a
-// placeholder.
+// RedactURL renders a connection string as postgres://user@host:port/database, never
+// with a password; an unparseable string yields a placeholder.
 func RedactURL(databaseURL string) string {
 	cfg, err := pgconn.ParseConfig(databaseURL)
 	if err != nil {
@@ -105,8 +102,7 @@ func describe(cfg *pgconn.Config) string {
 	return u.String()
 }
 
-// NewID returns a fresh ULID string, for operation and cleanup-run ids that no workflow
-// id determines.
+// NewID returns a fresh ULID, for ids no workflow id determines.
 func NewID() string {
 	return ulid.MustNew(ulid.Now(), rand.Reader).String()
 }
@@ -119,10 +115,9 @@ type Catalog struct {
 	stats  *counter
 }
 
-// Open connects to the ledger described by cfg, checks that Postgres answers and that the
-// schema has been migrated, and returns the catalog. An unreachable server yields
-// ErrUnavailable naming the URL without its password; a schema without the ledger's
-// tables yields ErrNotMigrated.
+// Open connects to the ledger cfg describes and checks that the schema is migrated. An
+// unreachable server is ErrUnavailable naming the URL without its password; a schema
+// without the ledger's tables ErrNotMigrated.
 func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -145,11 +140,12 @@ func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 	}
 	stats := &counter{}
 	poolCfg.ConnConfig.Tracer = stats
+	where := describe(&poolCfg.ConnConfig.Config)
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
-		return nil, fmt.Errorf("open catalog: %w", translateError(err, describe(&poolCfg.ConnConfig.Config)))
+		return nil, fmt.Errorf("open catalog: %w", translateError(err, where))
 	}
-	c := &Catalog{pool: pool, schema: cfg.Schema, where: describe(&poolCfg.ConnConfig.Config), stats: stats}
+	c := &Catalog{pool: pool, schema: cfg.Schema, where: where, stats: stats}
 	if err := c.checkSchema(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open catalog: %w", err)
@@ -157,7 +153,7 @@ func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 	return c, nil
 }
 
-// checkSchema pings the server and confirms the ledger's tables are on the search_path.
+// checkSchema confirms the ledger's tables are on the search_path.
 func (c *Catalog) checkSchema(ctx context.Context) error {
 	var migrated bool
 	err := c.pool.QueryRow(ctx,
@@ -194,7 +190,7 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// queryAll runs one query on q and scans every row, wrapping a failure with what.
+// queryAll runs one query on q and scans every row; queryOne one row.
 func queryAll[T any](ctx context.Context, c *Catalog, q Querier, what string, scan pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
@@ -207,7 +203,6 @@ func queryAll[T any](ctx context.Context, c *Catalog, q Querier, what string, sc
 	return all, nil
 }
 
-// queryOne runs one single-row query on q and scans it, wrapping a failure with what.
 func queryOne[T any](ctx context.Context, c *Catalog, q Querier, what string, scan func(pgx.Row) (T, error), sql string, args ...any) (T, error) {
 	v, err := scan(q.QueryRow(ctx, sql, args...))
 	if err != nil {
@@ -222,36 +217,29 @@ func scanned[T any](scan func(pgx.Row) (T, error)) pgx.RowToFunc[T] {
 	return func(row pgx.CollectableRow) (T, error) { return scan(row) }
 }
 
-// rollbackTimeout bounds a rollback that runs after the caller's context is gone.
+// rollbackTimeout bounds a rollback run after the caller's context is gone.
 const rollbackTimeout = 5 * time.Second
 
-// InTx runs fn in one transaction, for callers combining several …Tx writes. It commits
-// when fn returns nil and rolls back otherwise, on a context that cannot be cancelled. fn's
-// error is returned as is.
+// InTx runs fn in one transaction, for callers combining …Tx writes: it commits when fn
+// returns nil and rolls back otherwise. fn's error is returned as is.
 func (c *Catalog) InTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	_, err := inTx(ctx, c, func(tx pgx.Tx) (struct{}, error) { return struct{}{}, fn(tx) })
 	return err
 }
 
-// InTxRecoverable is InTx for a transaction that records what the reconciler can derive
-// again from the ledger and storage — an operation's finish, whose loss looks exactly like
-// a worker that stopped between the operation's last write and its finish: the row still
-// names its pending write, and the reconciler settles it (docs/operations.md, "The
-// ledger's commits"). Its commit does not wait for the WAL to reach disk
-// (synchronous_commit off for this transaction alone): it is visible to every session at
-// once, and durable with the next flush — within wal_writer_delay, or sooner, since any
-// later synchronous commit flushes the WAL up to and past it. So a crash of Postgres can
-// lose such a commit only together with everything committed after it, never a record
-// that a later durable one relies on. Every transaction that witnesses an effect before
-// it is sent stays synchronous.
+// InTxRecoverable is InTx for a transaction recording only what the reconciler can derive
+// again (an operation's finish, whose loss looks like a worker that stopped just before
+// it; docs/operations.md, "The ledger's commits"). Its commit does not wait for the WAL
+// flush (synchronous_commit off): visible at once, durable with the next flush, which any
+// later synchronous commit forces. So a Postgres crash can lose it only with everything
+// committed after it. A transaction witnessing an effect before it is sent stays synchronous.
 func (c *Catalog) InTxRecoverable(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	_, err := inTxOpts(ctx, c, recoverableTx, func(tx pgx.Tx) (struct{}, error) { return struct{}{}, fn(tx) })
 	return err
 }
 
-// MarkRecoverableTx makes tx's commit one that need not wait for the WAL flush, as
-// InTxRecoverable's: for a transaction that learns only after it began that what it
-// records is derivable again (a finish whose pending write landed).
+// MarkRecoverableTx makes tx's commit InTxRecoverable's, for a transaction that learns
+// after it began that what it records is derivable again.
 func (c *Catalog) MarkRecoverableTx(ctx context.Context, tx pgx.Tx) error {
 	if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit TO OFF"); err != nil {
 		return c.wrap("mark transaction recoverable", err)
@@ -259,8 +247,7 @@ func (c *Catalog) MarkRecoverableTx(ctx context.Context, tx pgx.Tx) error {
 	return nil
 }
 
-// recoverableTx begins a transaction whose commit does not wait for the WAL flush, in the
-// same round trip as its BEGIN.
+// recoverableTx turns synchronous_commit off in the round trip of its BEGIN.
 var recoverableTx = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit TO OFF"}
 
 func inTx[T any](ctx context.Context, c *Catalog, fn func(tx pgx.Tx) (T, error)) (T, error) {
@@ -288,13 +275,10 @@ func inTxOpts[T any](ctx context.Context, c *Catalog, opts pgx.TxOptions, fn fun
 func rollback(ctx context.Context, tx pgx.Tx) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 	defer cancel()
-	// After a commit this returns pgx.ErrTxClosed; a failed rollback closes the connection,
-	// which ends the transaction server-side. Neither needs reporting.
-	_ = tx.Rollback(rctx)
+	_ = tx.Rollback(rctx) // after a commit ErrTxClosed; a failed one closes the connection
 }
 
-// savepoint runs fn inside a savepoint of tx, so that a constraint violation in fn leaves
-// tx usable for a follow-up read.
+// savepoint runs fn in a savepoint of tx, so a constraint violation leaves tx usable.
 func savepoint[T any](ctx context.Context, tx pgx.Tx, fn func(sp pgx.Tx) (T, error)) (T, error) {
 	var zero T
 	sp, err := tx.Begin(ctx)
@@ -312,32 +296,27 @@ func savepoint[T any](ctx context.Context, tx pgx.Tx, fn func(sp pgx.Tx) (T, err
 	return v, nil
 }
 
-// lockGraph takes the per-graph advisory lock for the rest of tx, exclusively: the
-// cleanup side of the handshake (a run's insert and finish, CondemnedAdd). The key
-// hashes the schema too, so ledgers in different schemas of one database do not contend.
-func lockGraph(ctx context.Context, tx pgx.Tx, graph string) error {
+// lockGraph takes the per-graph advisory lock for the rest of tx: exclusive for the
+// cleanup side of the handshake, shared for the operations' side, whose holders never
+// wait for each other (doc.go). The key hashes the schema too, so ledgers in different
+// schemas do not contend.
+func lockGraph(ctx context.Context, tx pgx.Tx, graph string, mode lockMode) error {
 	_, err := tx.Exec(ctx,
-		`SELECT pg_advisory_xact_lock(hashtextextended('graft/graph/' || current_schema() || '/' || $1, 0))`,
+		`SELECT pg_advisory_xact_lock`+string(mode)+`(hashtextextended('graft/graph/' || current_schema() || '/' || $1, 0))`,
 		graph)
 	return err
 }
 
-// lockGraphShared takes the same per-graph lock for the rest of tx in shared mode: the
-// operations' side of the handshake (PinsRegister, PinsRelease, OperationFinish). Shared
-// holders never wait for each other, so operations of one graph do not serialise on the
-// ledger; each still excludes, and is excluded by, the cleanup side, which is all the
-// handshake needs (doc.go): a pin and a condemnation of one graph never interleave.
-func lockGraphShared(ctx context.Context, tx pgx.Tx, graph string) error {
-	_, err := tx.Exec(ctx,
-		`SELECT pg_advisory_xact_lock_shared(hashtextextended('graft/graph/' || current_schema() || '/' || $1, 0))`,
-		graph)
-	return err
-}
+type lockMode string
 
-// lockNameRoot takes, for the rest of tx, the lock of the first '/'-separated segment
-// of a branch name in a graph: every pair of names of which one is a prefix of the
-// other on '/' boundaries (`a`, `a/b`) shares it, and names with different first
-// segments never contend.
+const (
+	exclusive lockMode = ""
+	shared    lockMode = "_shared"
+)
+
+// lockNameRoot takes, for the rest of tx, the lock of a branch name's first
+// '/'-separated segment, shared by every pair of names one of which is a prefix of the
+// other on '/' boundaries (`a`, `a/b`).
 func lockNameRoot(ctx context.Context, tx pgx.Tx, graph, logical string) error {
 	root, _, _ := strings.Cut(logical, "/")
 	_, err := tx.Exec(ctx,
@@ -354,8 +333,7 @@ func (c *Catalog) wrap(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, c.translateOnce(err))
 }
 
-// translateOnce translates err unless it already is one of the catalog's own errors. pgx
-// never wraps the catalog's sentinels, so matching one means err was built here.
+// translateOnce translates err unless it is the catalog's own (pgx never wraps its sentinels).
 func (c *Catalog) translateOnce(err error) error {
 	if isCatalogError(err) {
 		return err

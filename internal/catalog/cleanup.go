@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -30,20 +29,22 @@ func scanCleanupRun(row pgx.Row) (CleanupRun, error) {
 	return run, err
 }
 
-// CleanupRunInsertParams starts a cleanup run.
-type CleanupRunInsertParams struct {
-	// ID is the run's id: NewID, or the cleanup operation's id.
-	ID    string
-	Graph string
-	Mode  CleanupMode
-	// Policy is the retention policy applied, as JSON. Defaults to {}.
-	Policy json.RawMessage
+// getCleanupRun reads a cleanup run's row on q.
+func getCleanupRun(ctx context.Context, q Querier, id string) (CleanupRun, error) {
+	return scanCleanupRun(q.QueryRow(ctx, `SELECT `+cleanupRunColumns+` FROM cleanup_runs WHERE id = $1`, id))
 }
 
-// CleanupRunInsert records a running cleanup run. Only one mark or sweep run per graph may
-// be running: another is ErrDuplicate naming it. Repeating the insert with the same id,
-// graph and mode returns the existing run. The run must be inserted before it reads the
-// graph's roots (see the package doc).
+// CleanupRunInsertParams starts a cleanup run.
+type CleanupRunInsertParams struct {
+	ID     string // NewID, or the cleanup operation's id
+	Graph  string
+	Mode   CleanupMode
+	Policy json.RawMessage // the retention policy applied; defaults to {}
+}
+
+// CleanupRunInsert records a running cleanup run, before it reads the graph's roots. A
+// second running mark or sweep run of a graph is ErrDuplicate naming the first. Repeating
+// the insert with the same id, graph and mode returns the existing run.
 func (c *Catalog) CleanupRunInsert(ctx context.Context, p CleanupRunInsertParams) (CleanupRun, error) {
 	what := fmt.Sprintf("insert cleanup run %q", p.ID)
 	if p.ID == "" || p.Graph == "" {
@@ -60,10 +61,8 @@ func (c *Catalog) CleanupRunInsert(ctx context.Context, p CleanupRunInsertParams
 		return CleanupRun{}, c.wrap(what, invalid("policy is not valid JSON"))
 	}
 	run, err := inTx(ctx, c, func(tx pgx.Tx) (CleanupRun, error) {
-		// The run's operation row first (the order OperationFinish takes its locks in): a
-		// run is never inserted under an operation that ended — the reconciler ends a
-		// cleanup operation whose workflow closed before its run was inserted
-		// (CleanupOperationAbandon), and a begin step still in flight must not insert it after.
+		// The operation row first (OperationFinish's lock order): a run is never inserted
+		// under an operation that ended (CleanupOperationAbandon).
 		var state OperationState
 		err := tx.QueryRow(ctx, `SELECT state FROM operations WHERE id = $1 FOR UPDATE`, p.ID).Scan(&state)
 		switch {
@@ -72,7 +71,7 @@ func (c *Catalog) CleanupRunInsert(ctx context.Context, p CleanupRunInsertParams
 		case err != nil && !errors.Is(err, pgx.ErrNoRows):
 			return CleanupRun{}, err
 		}
-		if err := lockGraph(ctx, tx, p.Graph); err != nil {
+		if err := lockGraph(ctx, tx, p.Graph, exclusive); err != nil {
 			return CleanupRun{}, err
 		}
 		run, err := savepoint(ctx, tx, func(sp pgx.Tx) (CleanupRun, error) {
@@ -93,7 +92,7 @@ func (c *Catalog) CleanupRunInsert(ctx context.Context, p CleanupRunInsertParams
 			}
 			return CleanupRun{}, fmt.Errorf("%w: cleanup run %s is already running on graph %q", ErrDuplicate, active, p.Graph)
 		case errors.Is(err, pgx.ErrNoRows):
-			existing, err := scanCleanupRun(tx.QueryRow(ctx, `SELECT `+cleanupRunColumns+` FROM cleanup_runs WHERE id = $1`, p.ID))
+			existing, err := getCleanupRun(ctx, tx, p.ID)
 			if err != nil {
 				return CleanupRun{}, err
 			}
@@ -121,10 +120,10 @@ func (c *Catalog) CleanupRunGet(ctx context.Context, p CleanupRunGetParams) (Cle
 	return queryOne(ctx, c, c.pool, fmt.Sprintf("get cleanup run %q", p.ID), scanCleanupRun, `SELECT `+cleanupRunColumns+` FROM cleanup_runs WHERE id = $1`, p.ID)
 }
 
-// CleanupRunListParams selects a graph's cleanup runs.
+// CleanupRunListParams selects a graph's cleanup runs; Limit caps them, newest first
+// (default 100, at most 1000).
 type CleanupRunListParams struct {
 	Graph string
-	// Limit caps the rows returned, newest first. Defaults to 100; at most 1000.
 	Limit int
 }
 
@@ -142,16 +141,14 @@ func (c *Catalog) CleanupRunList(ctx context.Context, p CleanupRunListParams) ([
 
 // CleanupRunFinishParams ends a cleanup run.
 type CleanupRunFinishParams struct {
-	ID string
-	// State is done, failed or aborted.
-	State CleanupRunState
-	// Report summarises the run as JSON. Defaults to none.
-	Report json.RawMessage
+	ID     string
+	State  CleanupRunState // done, failed or aborted
+	Report json.RawMessage // a JSON summary; defaults to none
 }
 
-// CleanupRunFinish moves a running run to its final state; from then on its condemned set
-// refuses no pin. Call it only after the run's last deletion. A run already in State is
-// returned unchanged; in another final state it is a *StateConflictError.
+// CleanupRunFinish moves a running run, after its last deletion, to its final state, from
+// which its condemned set refuses no pin. A run already in State is returned unchanged; in
+// another final state it is a *StateConflictError.
 func (c *Catalog) CleanupRunFinish(ctx context.Context, p CleanupRunFinishParams) (CleanupRun, error) {
 	what := fmt.Sprintf("finish cleanup run %q", p.ID)
 	if !slices.Contains([]CleanupRunState{CleanupDone, CleanupFailed, CleanupAborted}, p.State) {
@@ -170,7 +167,7 @@ func (c *Catalog) CleanupRunFinish(ctx context.Context, p CleanupRunFinishParams
 		if err != nil {
 			return CleanupRun{}, err
 		}
-		if err := lockGraph(ctx, tx, graph); err != nil {
+		if err := lockGraph(ctx, tx, graph, exclusive); err != nil {
 			return CleanupRun{}, err
 		}
 		run, err := scanCleanupRun(tx.QueryRow(ctx, `
@@ -178,7 +175,7 @@ func (c *Catalog) CleanupRunFinish(ctx context.Context, p CleanupRunFinishParams
 			WHERE id = $1 AND state = 'running'
 			RETURNING `+cleanupRunColumns, p.ID, p.State, report))
 		if errors.Is(err, pgx.ErrNoRows) {
-			run, err = scanCleanupRun(tx.QueryRow(ctx, `SELECT `+cleanupRunColumns+` FROM cleanup_runs WHERE id = $1`, p.ID))
+			run, err = getCleanupRun(ctx, tx, p.ID)
 			if err == nil && run.State != p.State {
 				err = &StateConflictError{Entity: "cleanup run", ID: p.ID, Expected: string(CleanupRunning), Current: string(run.State)}
 			}
@@ -212,17 +209,16 @@ type CondemnedAddParams struct {
 
 // CondemnedAddResult says what CondemnedAdd did.
 type CondemnedAddResult struct {
-	// Condemned counts the entries now in the run's condemned set, including any a
-	// previous call already condemned.
+	// Condemned counts the entries given now in the condemned set, condemned before or not.
 	Condemned int
-	// SkippedPinned lists the keys left alone because an operation pins them (or released
-	// them after the run started), in the order given.
+	// SkippedPinned lists, in the order given, the keys left alone because an operation
+	// pins them or released them after the run started.
 	SkippedPinned []string
 }
 
-// CondemnedAdd condemns keys for a running run, under the graph lock, skipping every key
-// that conflicts with a pin held now or released after the run started. Only condemned
-// keys may be deleted by the sweep. A run that is not running is a *StateConflictError.
+// CondemnedAdd condemns keys for a running run under the graph lock, skipping every key
+// that conflicts with a pin held now or released after the run started; the sweep deletes
+// only condemned keys. A run not running is a *StateConflictError.
 func (c *Catalog) CondemnedAdd(ctx context.Context, p CondemnedAddParams) (CondemnedAddResult, error) {
 	what := fmt.Sprintf("condemn keys in cleanup run %q", p.RunID)
 	entries := make([]Condemned, 0, len(p.Entries))
@@ -242,7 +238,7 @@ func (c *Catalog) CondemnedAdd(ctx context.Context, p CondemnedAddParams) (Conde
 		if err != nil {
 			return CondemnedAddResult{}, err
 		}
-		if err := lockGraph(ctx, tx, graph); err != nil {
+		if err := lockGraph(ctx, tx, graph, exclusive); err != nil {
 			return CondemnedAddResult{}, err
 		}
 		var state CleanupRunState
@@ -284,15 +280,13 @@ func (c *Catalog) CondemnedAdd(ctx context.Context, p CondemnedAddParams) (Conde
 }
 
 // pinnedAmong returns the pin keys of graph, held or released after startSeq, that
-// conflict with any of entries' keys.
+// conflict with entries' keys.
 func pinnedAmong(ctx context.Context, tx pgx.Tx, graph string, startSeq int64, entries []Condemned) ([]string, error) {
-	var exact, prefixes []string
-	for _, e := range entries {
-		exact = append(exact, coveringKeys(e.Key)...)
-		if strings.HasSuffix(e.Key, "/") {
-			prefixes = append(prefixes, e.Key)
-		}
+	keys := make([]string, len(entries))
+	for i, e := range entries {
+		keys[i] = e.Key
 	}
+	exact, prefixes := conflictProbes(keys)
 	if len(exact) == 0 {
 		return nil, nil
 	}
@@ -310,15 +304,13 @@ func pinnedAmong(ctx context.Context, tx pgx.Tx, graph string, startSeq int64, e
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// CondemnedListParams pages through a run's condemned set.
+// CondemnedListParams pages through a run's condemned set: entries in State ("": every
+// state) whose keys sort bytewise After the previous page's last, at most Limit (default
+// 1000, at most 10000).
 type CondemnedListParams struct {
 	RunID string
-	// State keeps only entries in this state. Defaults to "": every state.
 	State CondemnedState
-	// After returns only keys sorting (bytewise) after it; pass the last key of the
-	// previous page. Defaults to "": from the start.
 	After string
-	// Limit caps the rows returned. Defaults to 1000; at most 10000.
 	Limit int
 }
 
@@ -347,8 +339,8 @@ type CondemnedMarkDeletedParams struct {
 	Keys  []string
 }
 
-// CondemnedMarkDeleted marks the given keys of a run's condemned set deleted and returns
-// how many changed. Keys not condemned in the run, or already marked, are left alone.
+// CondemnedMarkDeleted marks keys of a run's condemned set deleted and returns how many
+// changed; keys not condemned in the run, or already marked, are left alone.
 func (c *Catalog) CondemnedMarkDeleted(ctx context.Context, p CondemnedMarkDeletedParams) (int64, error) {
 	tag, err := c.pool.Exec(ctx, `
 		UPDATE cleanup_condemned SET state = 'deleted', deleted_at = now()
@@ -359,20 +351,17 @@ func (c *Catalog) CondemnedMarkDeleted(ctx context.Context, p CondemnedMarkDelet
 	return tag.RowsAffected(), nil
 }
 
-// CleanupOperationAbandonParams names a cleanup operation whose workflow closed.
+// CleanupOperationAbandonParams names a cleanup operation whose workflow closed; Message
+// says why, for the error column.
 type CleanupOperationAbandonParams struct {
-	OpID string
-	// Message says why, for the ledger's error column.
+	OpID    string
 	Message string
 }
 
-// CleanupOperationAbandon finishes, with the ledger's failed outcome, a cleanup operation
-// whose run was never inserted — its workflow closed between recording the operation and
-// inserting the run, so nothing was read or deleted and no later cleanup would ever find
-// it — and reports whether it did. An operation that is done, or whose run exists (the
-// next mark or sweep finishes that run), is left alone. The caller has established that
-// the operation's workflow closed; the run insert takes the same row lock first and
-// refuses an ended operation, so a begin step still in flight cannot insert it after.
+// CleanupOperationAbandon finishes as failed a cleanup operation, whose workflow the caller
+// found closed, if its run was never inserted (so nothing was read or deleted), and
+// reports whether it did; one done, or whose run exists, is left alone. The run insert
+// takes the same row lock first and refuses an ended operation.
 func (c *Catalog) CleanupOperationAbandon(ctx context.Context, p CleanupOperationAbandonParams) (bool, error) {
 	what := fmt.Sprintf("abandon cleanup operation %q", p.OpID)
 	return inTx(ctx, c, func(tx pgx.Tx) (bool, error) {

@@ -8,15 +8,11 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Read-only queries the cleanup workflow needs besides the handshake writes in cleanup.go.
-
-// CondemnedTally counts a run's condemned entries of one kind in one state.
+// CondemnedTally counts a run's condemned entries of one kind in one state, and their bytes.
 type CondemnedTally struct {
-	Kind  ObjectKind
-	State CondemnedState
-	Count int64
-	// Bytes sums the entries' sizes.
-	Bytes int64
+	Kind         ObjectKind
+	State        CondemnedState
+	Count, Bytes int64
 }
 
 // CondemnedSummaryParams names the run to summarise.
@@ -24,30 +20,23 @@ type CondemnedSummaryParams struct {
 	RunID string
 }
 
-// CondemnedSummary counts a run's condemned set by kind and state, ordered by kind then
-// state. It is exact whatever happened to the workers that swept it: a key counts as
-// deleted once CondemnedMarkDeleted recorded it, however often its deletion was repeated.
+// CondemnedSummary counts a run's condemned set by kind and state: exact whatever befell
+// the sweep's workers, since a key counts as deleted once CondemnedMarkDeleted recorded it.
 func (c *Catalog) CondemnedSummary(ctx context.Context, p CondemnedSummaryParams) ([]CondemnedTally, error) {
 	what := fmt.Sprintf("summarise condemned keys of cleanup run %q", p.RunID)
-	return queryAll(ctx, c, c.pool, what, func(row pgx.CollectableRow) (CondemnedTally, error) {
-		var t CondemnedTally
-		err := row.Scan(&t.Kind, &t.State, &t.Count, &t.Bytes)
-		return t, err
-	}, `
+	return queryAll(ctx, c, c.pool, what, pgx.RowToStructByPos[CondemnedTally], `
 		SELECT kind, state, count(*), coalesce(sum(size), 0)::bigint FROM cleanup_condemned
 		WHERE run_id = $1 GROUP BY kind, state ORDER BY kind, state`, p.RunID)
 }
 
-// CondemnedAmongParams asks which keys a run condemned.
+// CondemnedAmongParams asks which of at most 10000 keys, compared exactly, a run condemned.
 type CondemnedAmongParams struct {
 	RunID string
-	// Keys are compared exactly. At most 10000.
-	Keys []string
+	Keys  []string
 }
 
-// CondemnedAmong returns the keys of p.Keys that are in the run's condemned set, in any
-// state, in bytewise order. A later run uses it to restrict itself to an earlier run's
-// reviewed plan.
+// CondemnedAmong returns, in bytewise order, the keys of p.Keys in the run's condemned set
+// in any state: how a later run keeps to an earlier run's reviewed plan.
 func (c *Catalog) CondemnedAmong(ctx context.Context, p CondemnedAmongParams) ([]string, error) {
 	what := fmt.Sprintf("look up keys condemned by cleanup run %q", p.RunID)
 	if len(p.Keys) > 10000 {
@@ -66,15 +55,14 @@ type CleanupRunActiveParams struct {
 	Graph string
 }
 
-// CleanupRunActive returns the graph's running mark or sweep run (there is at most one),
-// or ErrNotFound when none is running.
+// CleanupRunActive returns the graph's running mark or sweep run (at most one), or
+// ErrNotFound.
 func (c *Catalog) CleanupRunActive(ctx context.Context, p CleanupRunActiveParams) (CleanupRun, error) {
 	run, err := scanCleanupRun(c.pool.QueryRow(ctx, `
 		SELECT `+cleanupRunColumns+` FROM cleanup_runs
 		WHERE graph = $1 AND state = 'running' AND mode <> 'dry_run'`, p.Graph))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return CleanupRun{}, c.wrap(fmt.Sprintf("get active cleanup run of graph %q", p.Graph),
-			fmt.Errorf("%w: no cleanup run is running on graph %q", ErrNotFound, p.Graph))
+		err = fmt.Errorf("%w: no cleanup run is running on graph %q", ErrNotFound, p.Graph)
 	}
 	if err != nil {
 		return CleanupRun{}, c.wrap(fmt.Sprintf("get active cleanup run of graph %q", p.Graph), err)

@@ -12,34 +12,32 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
+// The catalog's sentinels. Where a typed error carries one, its Is method matches it.
 var (
-	// ErrNotFound: the row asked for does not exist (or a row it refers to does not).
+	// ErrNotFound: the row asked for, or a row it refers to, does not exist.
 	ErrNotFound = errors.New("catalog: not found")
-	// ErrDuplicate: a row with the same identity but different content already exists.
+	// ErrDuplicate: a row with the same identity but different content exists.
 	ErrDuplicate = errors.New("catalog: duplicate")
-	// ErrIncarnationExists: the logical branch already has an unsettled or live
-	// incarnation. Errors carrying it are *IncarnationExistsError and also match ErrDuplicate.
+	// ErrIncarnationExists (*IncarnationExistsError, also ErrDuplicate): the logical
+	// branch already has an unsettled or live incarnation.
 	ErrIncarnationExists = errors.New("catalog: incarnation exists")
-	// ErrStateConflict: the row is not in the state the caller expected. Errors carrying it
-	// are *StateConflictError.
+	// ErrStateConflict (*StateConflictError): the row is not in the state expected.
 	ErrStateConflict = errors.New("catalog: state conflict")
-	// ErrCondemned: a pin names a key an active cleanup run has condemned. Errors carrying
-	// it are *CondemnedError. The operation's outcome is not_retained.
+	// ErrCondemned (*CondemnedError): a pin names a key an active cleanup run
+	// condemned; the operation's outcome is not_retained.
 	ErrCondemned = errors.New("catalog: condemned")
-	// ErrInvalid: the arguments break a rule of the ledger (empty id, unknown kind,
-	// illegal state transition, bad configuration).
+	// ErrInvalid: the arguments break a rule of the ledger.
 	ErrInvalid = errors.New("catalog: invalid argument")
-	// ErrUnavailable: Postgres could not be reached or dropped the connection. A write
-	// that fails this way may or may not have committed; every write is safe to retry.
+	// ErrUnavailable: Postgres could not be reached or dropped the connection; a write
+	// may or may not have committed, and every write is safe to retry.
 	ErrUnavailable = errors.New("catalog: postgres unavailable")
 	// ErrNotMigrated: the schema has no ledger tables; apply package migrations first.
 	ErrNotMigrated = errors.New("catalog: schema not migrated")
-	// ErrNotOwner: the write was refused because the operation row is not (or no longer) the
-	// caller's: another run claimed it, or it was recorded by another request. Errors carrying
-	// it are *NotOwnerError; nothing was changed.
+	// ErrNotOwner (*NotOwnerError): the operation row is not (or no longer) the
+	// caller's; nothing was changed.
 	ErrNotOwner = errors.New("catalog: not the operation's owner")
-	// ErrOwned: an operation row with the same request is held by another workflow's run.
-	// Errors carrying it are *OwnedError; nothing was changed.
+	// ErrOwned (*OwnedError): a row with the same request is held by another
+	// workflow's run; nothing was changed.
 	ErrOwned = errors.New("catalog: operation owned by another workflow")
 )
 
@@ -48,8 +46,7 @@ var (
 type IncarnationExistsError struct {
 	Graph   string
 	Logical string
-	// Existing is the blocking incarnation; its Native is empty if it could not be read
-	// (it settled between the failed insert and the read).
+	// Existing is the blocking incarnation; Native "" if it settled before it was read.
 	Existing Incarnation
 }
 
@@ -61,15 +58,13 @@ func (e *IncarnationExistsError) Error() string {
 		e.Logical, e.Graph, e.Existing.Native, e.Existing.State, e.Existing.OpID)
 }
 
-// Is makes the error match ErrIncarnationExists and ErrDuplicate.
 func (e *IncarnationExistsError) Is(target error) bool {
 	return target == ErrIncarnationExists || target == ErrDuplicate
 }
 
-// NotOwnerError reports a guarded write of a row another run owns.
+// NotOwnerError reports a guarded write by Caller of a row run Owner owns.
 type NotOwnerError struct {
-	ID string
-	// Owner is the run that owns the row; Caller the run that tried to write it.
+	ID            string
 	Owner, Caller string
 }
 
@@ -77,7 +72,6 @@ func (e *NotOwnerError) Error() string {
 	return fmt.Sprintf("catalog: operation %s is owned by run %q, not %q", e.ID, e.Owner, e.Caller)
 }
 
-// Is makes the error match ErrNotOwner.
 func (e *NotOwnerError) Is(target error) bool { return target == ErrNotOwner }
 
 // OwnedError reports a claim of a row that another workflow is running.
@@ -91,18 +85,15 @@ func (e *OwnedError) Error() string {
 	return fmt.Sprintf("catalog: operation %s is being run by workflow %s (run %s)", e.ID, e.WorkflowID, e.Owner)
 }
 
-// Is makes the error match ErrOwned and ErrDuplicate.
 func (e *OwnedError) Is(target error) bool { return target == ErrOwned || target == ErrDuplicate }
 
-// OperationReusedError reports an operation id recorded already for another request:
-// another kind, another graph or other inputs. It matches ErrDuplicate.
+// OperationReusedError (ErrDuplicate) reports an operation id recorded already for
+// another request, of Kind on Graph.
 type OperationReusedError struct {
-	ID string
-	// Kind and Graph are the recorded operation's.
+	ID    string
 	Kind  OperationKind
 	Graph string
-	// Differences names each difference from the recorded request, for people:
-	// `branch is "b2", the first request's "b1"`.
+	// Differences names each, for people: `branch is "b2", the first request's "b1"`.
 	Differences []string
 }
 
@@ -111,16 +102,12 @@ func (e *OperationReusedError) Error() string {
 		ErrDuplicate, e.ID, e.Kind, e.Graph, strings.Join(e.Differences, "; "))
 }
 
-// Is makes the error match ErrDuplicate.
 func (e *OperationReusedError) Is(target error) bool { return target == ErrDuplicate }
 
-// StateConflictError reports a row found in a state other than the expected one.
+// StateConflictError reports a row found in state Current, not Expected.
 type StateConflictError struct {
-	// Entity is "incarnation", "operation" or "cleanup run".
-	Entity string
-	// ID identifies the row (native name, operation id, run id).
-	ID string
-	// Expected is the state the caller required; Current the state found.
+	Entity            string // "incarnation", "operation" or "cleanup run"
+	ID                string // native name, operation id or run id
 	Expected, Current string
 }
 
@@ -128,14 +115,13 @@ func (e *StateConflictError) Error() string {
 	return fmt.Sprintf("catalog: %s %s is %s, not %s", e.Entity, e.ID, e.Current, e.Expected)
 }
 
-// Is makes the error match ErrStateConflict.
 func (e *StateConflictError) Is(target error) bool { return target == ErrStateConflict }
 
-// CondemnedError lists the pins refused because an active cleanup run condemned them.
+// CondemnedError lists, in the order given, the pins refused because an active
+// cleanup run condemned them.
 type CondemnedError struct {
 	Graph string
-	// Keys are the refused pins' keys, in the order given.
-	Keys []string
+	Keys  []string
 }
 
 func (e *CondemnedError) Error() string {
@@ -143,7 +129,6 @@ func (e *CondemnedError) Error() string {
 		len(e.Keys), e.Graph, strings.Join(e.Keys, ", "))
 }
 
-// Is makes the error match ErrCondemned.
 func (e *CondemnedError) Is(target error) bool { return target == ErrCondemned }
 
 // Postgres error codes the catalog interprets.
@@ -161,8 +146,8 @@ func constraintOf(err error, code string) string {
 	return ""
 }
 
-// translate maps a pgx error to the catalog's vocabulary: a sentinel wrapped with the
-// server's message, a context error as is, or a plain error carrying only the text.
+// translate maps a pgx error to a sentinel wrapped with the server's message, a context
+// error as is, or a plain error carrying only the text.
 func (c *Catalog) translate(err error) error {
 	return translateError(err, c.where)
 }
@@ -214,7 +199,7 @@ func unreachableCode(code string) bool {
 }
 
 // Unreachable reports whether err says Postgres could not be reached or dropped the
-// connection: what the catalog (and the migrations) report as ErrUnavailable.
+// connection (ErrUnavailable).
 func Unreachable(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
@@ -236,8 +221,8 @@ func contextCause(err error) error {
 	return nil
 }
 
-// unavailableError matches ErrUnavailable and, when a context ended the attempt, that
-// context's error, without carrying any pgx type.
+// unavailableError matches ErrUnavailable and the context error that ended the attempt,
+// carrying no pgx type.
 type unavailableError struct {
 	msg   string
 	cause error

@@ -26,30 +26,34 @@ func scanIncarnation(row pgx.Row) (Incarnation, error) {
 	return inc, err
 }
 
+// getIncarnation reads an incarnation's row on q.
+func getIncarnation(ctx context.Context, q Querier, graph, native string) (Incarnation, error) {
+	return scanIncarnation(q.QueryRow(ctx, `SELECT `+incarnationColumns+` FROM incarnations WHERE graph = $1 AND native = $2`, graph, native))
+}
+
+// openIncarnationSQL selects a logical branch's open incarnation: live or unsettled.
+const openIncarnationSQL = `SELECT ` + incarnationColumns + ` FROM incarnations
+	WHERE graph = $1 AND logical = $2 AND state IN ('intent', 'cloned', 'in_doubt', 'live')`
+
 // IncarnationInsertParams witnesses the intent to create an incarnation.
 type IncarnationInsertParams struct {
 	Graph   string
 	Logical string
-	// Native is the incarnation's native name, {logical}.{ULID}.
-	Native string
-	// Tree names the incarnation's commit log. Defaults to Native.
-	Tree string
-	// OpID is the operation creating the incarnation; it must exist.
-	OpID string
+	Native  string // {logical}.{ULID}
+	Tree    string // the incarnation's commit log; defaults to Native
+	OpID    string // the operation creating it, which must exist (ErrNotFound)
 }
 
-// IncarnationInsert records an incarnation in state intent. If the logical branch already
-// has an unsettled or live incarnation, it fails with a *IncarnationExistsError (matching
-// ErrIncarnationExists and ErrDuplicate) naming that incarnation. Repeating the insert of
-// the same native name by the same operation returns the existing row, whatever its
-// state; the same native name with other content is ErrDuplicate. An unknown OpID is
-// ErrNotFound.
+// IncarnationInsert records an incarnation in state intent. If the logical branch has an
+// unsettled or live incarnation it is a *IncarnationExistsError naming it. Repeating the
+// insert by the same operation returns the existing row; the same native name with other
+// content is ErrDuplicate.
 func (c *Catalog) IncarnationInsert(ctx context.Context, p IncarnationInsertParams) (Incarnation, error) {
 	return inTx(ctx, c, func(tx pgx.Tx) (Incarnation, error) { return c.IncarnationInsertTx(ctx, tx, p) })
 }
 
-// IncarnationInsertTx is IncarnationInsert inside the caller's transaction. A failed insert
-// is rolled back to a savepoint, so the caller's transaction stays usable.
+// IncarnationInsertTx is IncarnationInsert inside the caller's transaction, which a
+// failed insert leaves usable.
 func (c *Catalog) IncarnationInsertTx(ctx context.Context, tx pgx.Tx, p IncarnationInsertParams) (Incarnation, error) {
 	what := fmt.Sprintf("insert incarnation %q", p.Native)
 	if p.Graph == "" || p.Logical == "" || p.Native == "" || p.OpID == "" {
@@ -68,18 +72,14 @@ func (c *Catalog) IncarnationInsertTx(ctx context.Context, tx pgx.Tx, p Incarnat
 		return inc, nil
 	case constraintOf(err, codeUniqueViolation) == incarnationsOneOpen:
 		exists := &IncarnationExistsError{Graph: p.Graph, Logical: p.Logical}
-		open, lookupErr := scanIncarnation(tx.QueryRow(ctx, `
-			SELECT `+incarnationColumns+` FROM incarnations
-			WHERE graph = $1 AND logical = $2 AND state IN ('intent', 'cloned', 'in_doubt', 'live')`,
-			p.Graph, p.Logical))
+		open, lookupErr := scanIncarnation(tx.QueryRow(ctx, openIncarnationSQL, p.Graph, p.Logical))
 		if lookupErr == nil {
 			exists.Existing = open
 		}
 		return Incarnation{}, c.wrap(what, exists)
 	case errors.Is(err, pgx.ErrNoRows):
 		// The native name exists: a retry of this insert, or a clash.
-		existing, err := scanIncarnation(tx.QueryRow(ctx,
-			`SELECT `+incarnationColumns+` FROM incarnations WHERE graph = $1 AND native = $2`, p.Graph, p.Native))
+		existing, err := getIncarnation(ctx, tx, p.Graph, p.Native)
 		if err != nil {
 			return Incarnation{}, c.wrap(what, err)
 		}
@@ -130,19 +130,13 @@ type IncarnationOpenParams struct {
 	Logical string
 }
 
-// IncarnationOpen returns the logical branch's open incarnation — live, or not settled yet
-// (intent, cloned, in_doubt) — of which the ledger holds at most one
-// (incarnations_one_open_per_logical); ErrNotFound when it holds none. One index lookup.
+// IncarnationOpen returns the logical branch's open incarnation, live or unsettled (at
+// most one), or ErrNotFound.
 //
-// It is a hint for a reader of storage, never an answer: the ledger may lag storage (a
-// retire that landed before the witness moved, a ref that landed before its witness went
-// live), so a caller reads the ref it names and falls back to storage's own answer
-// (graph.ResolveBranchHinted).
+// It is a hint, never an answer: the ledger may lag storage, so a caller reads the ref it
+// names and falls back to storage's own answer (graph.ResolveBranchHinted).
 func (c *Catalog) IncarnationOpen(ctx context.Context, p IncarnationOpenParams) (Incarnation, error) {
-	return queryOne(ctx, c, c.pool, fmt.Sprintf("get open incarnation of %q", p.Logical), scanIncarnation, `
-		SELECT `+incarnationColumns+` FROM incarnations
-		WHERE graph = $1 AND logical = $2 AND state IN ('intent', 'cloned', 'in_doubt', 'live')`,
-		p.Graph, p.Logical)
+	return queryOne(ctx, c, c.pool, fmt.Sprintf("get open incarnation of %q", p.Logical), scanIncarnation, openIncarnationSQL, p.Graph, p.Logical)
 }
 
 // IncarnationListByNativesParams names incarnations of one graph by native name.
@@ -151,9 +145,8 @@ type IncarnationListByNativesParams struct {
 	Natives []string
 }
 
-// IncarnationListByNatives returns the incarnations among Natives that the ledger has, in
-// native order; a native it has no row for is left out. One query on the primary key,
-// however many natives.
+// IncarnationListByNatives returns, in native order, the incarnations among Natives the
+// ledger has, in one query.
 func (c *Catalog) IncarnationListByNatives(ctx context.Context, p IncarnationListByNativesParams) ([]Incarnation, error) {
 	what := fmt.Sprintf("list %d incarnations of graph %q by native", len(p.Natives), p.Graph)
 	if len(p.Natives) == 0 {
@@ -165,15 +158,14 @@ func (c *Catalog) IncarnationListByNatives(ctx context.Context, p IncarnationLis
 		ORDER BY native`, p.Graph, p.Natives)
 }
 
-// IncarnationListByGraphParams selects a graph's incarnations.
+// IncarnationListByGraphParams selects a graph's incarnations in States (none: all).
 type IncarnationListByGraphParams struct {
-	Graph string
-	// States keeps only incarnations in one of these states. Defaults to every state.
+	Graph  string
 	States []IncarnationState
 }
 
-// IncarnationListByGraph returns a graph's incarnations in the given states, ordered by
-// logical name then age. Cleanup reads it to find trees whose witness is unsettled.
+// IncarnationListByGraph returns a graph's incarnations in the given states, by logical
+// name then age.
 func (c *Catalog) IncarnationListByGraph(ctx context.Context, p IncarnationListByGraphParams) ([]Incarnation, error) {
 	what := fmt.Sprintf("list incarnations of graph %q", p.Graph)
 	states := make([]string, len(p.States))
@@ -188,18 +180,14 @@ func (c *Catalog) IncarnationListByGraph(ctx context.Context, p IncarnationListB
 
 // IncarnationSetStateParams moves an incarnation from one state to another.
 type IncarnationSetStateParams struct {
-	Graph  string
-	Native string
-	// From is the state the incarnation must be in.
-	From IncarnationState
-	// To must be a legal move from From (see CanTransition).
-	To IncarnationState
+	Graph    string
+	Native   string
+	From, To IncarnationState // a legal move (CanTransition) from the state it must be in
 }
 
 // IncarnationSetState moves an incarnation from From to To, stamping SettledAt when To is
-// settled. An incarnation already in To is returned unchanged (a retried activity); one in
-// any other state is a *StateConflictError carrying the current state. An illegal move is
-// ErrInvalid; a missing incarnation ErrNotFound.
+// settled. One already in To is returned unchanged; in another state it is a
+// *StateConflictError. An illegal move is ErrInvalid; a missing incarnation ErrNotFound.
 func (c *Catalog) IncarnationSetState(ctx context.Context, p IncarnationSetStateParams) (Incarnation, error) {
 	return inTx(ctx, c, func(tx pgx.Tx) (Incarnation, error) { return c.IncarnationSetStateTx(ctx, tx, p) })
 }
@@ -217,8 +205,7 @@ func (c *Catalog) IncarnationSetStateTx(ctx context.Context, tx pgx.Tx, p Incarn
 		WHERE graph = $1 AND native = $2 AND state = $3
 		RETURNING `+incarnationColumns, p.Graph, p.Native, p.From, p.To))
 	if errors.Is(err, pgx.ErrNoRows) {
-		inc, err = scanIncarnation(tx.QueryRow(ctx,
-			`SELECT `+incarnationColumns+` FROM incarnations WHERE graph = $1 AND native = $2`, p.Graph, p.Native))
+		inc, err = getIncarnation(ctx, tx, p.Graph, p.Native)
 		if err == nil && inc.State != p.To {
 			err = &StateConflictError{Entity: "incarnation", ID: p.Native, Expected: string(p.From), Current: string(inc.State)}
 		}

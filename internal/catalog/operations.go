@@ -37,36 +37,37 @@ func scanOperation(row pgx.Row) (Operation, error) {
 	return op, err
 }
 
+// getOperation reads an operation's row on q.
+func getOperation(ctx context.Context, q Querier, id string) (Operation, error) {
+	return scanOperation(q.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE id = $1`, id))
+}
+
 // OperationInsertParams records the start of an operation.
 type OperationInsertParams struct {
-	// ID is the idempotency key: a ULID (NewID) or an id derived from the workflow id.
-	ID    string
-	Kind  OperationKind
-	Graph string
-	// Inputs is the operation's input as JSON. Defaults to {}.
-	Inputs     json.RawMessage
+	// ID is the idempotency key: a ULID (NewID) or derived from the workflow id.
+	ID         string
+	Kind       OperationKind
+	Graph      string
+	Inputs     json.RawMessage // JSON; defaults to {}
 	WorkflowID string
 	RunID      string
-	// Owner, when set, claims the row for this run (see OperationInsertTx). Defaults to ""
-	// (no claim: the row is recorded unowned, as cleanup records its runs).
+	// Owner, when set, claims the row for this run (see OperationInsertTx); "" records
+	// it unowned.
 	Owner string
 }
 
 // OperationInsert records a running operation. Repeating it with the same id, kind, graph
-// and inputs returns the existing row (whatever its state); the same id with other content
-// is ErrDuplicate.
+// and inputs returns the existing row; the same id with other content is ErrDuplicate.
 func (c *Catalog) OperationInsert(ctx context.Context, p OperationInsertParams) (Operation, error) {
 	return inTx(ctx, c, func(tx pgx.Tx) (Operation, error) { return c.OperationInsertTx(ctx, tx, p) })
 }
 
-// OperationInsertTx is OperationInsert inside the caller's transaction.
-//
-// With Owner set the insert is a claim. A new row is owned by Owner. An existing
-// unfinished row with the same content (the same request) is claimed when it is Owner's
-// already or was recorded by the same workflow id (Temporal runs one execution of a
-// workflow id at a time, so the earlier run has closed); recorded by another workflow it
-// is an *OwnedError, and nothing changes. A finished row is returned as is. Callers
-// compare the returned row's OwnerRun with Owner to know whether they own it.
+// OperationInsertTx is OperationInsert inside the caller's transaction. With Owner set
+// the insert is a claim. A new row is Owner's. An existing unfinished row
+// of the same request is claimed when it is Owner's already or was recorded by the same
+// workflow id (whose earlier run has closed: Temporal runs one at a time); recorded by
+// another workflow it is an *OwnedError. A finished row is returned as is. Callers compare
+// the row's OwnerRun with Owner to know whether they own it.
 func (c *Catalog) OperationInsertTx(ctx context.Context, tx pgx.Tx, p OperationInsertParams) (Operation, error) {
 	what := fmt.Sprintf("insert operation %q", p.ID)
 	if p.ID == "" || p.Graph == "" {
@@ -96,7 +97,7 @@ func (c *Catalog) OperationInsertTx(ctx context.Context, tx pgx.Tx, p OperationI
 	}
 	// The id exists: a retry of this insert, or a clash.
 	var same bool
-	existing, err := scanOperation(tx.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE id = $1`, p.ID))
+	existing, err := getOperation(ctx, tx, p.ID)
 	if err == nil {
 		err = tx.QueryRow(ctx, `SELECT inputs = $2::jsonb FROM operations WHERE id = $1`, p.ID, string(inputs)).Scan(&same)
 	}
@@ -129,15 +130,12 @@ func (c *Catalog) OperationGet(ctx context.Context, p OperationGetParams) (Opera
 	return queryOne(ctx, c, c.pool, fmt.Sprintf("get operation %q", p.ID), scanOperation, `SELECT `+operationColumns+` FROM operations WHERE id = $1`, p.ID)
 }
 
-// OperationSetStateParams moves an unfinished operation between running and in_doubt.
+// OperationSetStateParams moves an unfinished operation From the state it must be in To
+// another; both are running or in_doubt (OperationFinish finishes).
 type OperationSetStateParams struct {
-	ID string
-	// From is the state the operation must be in.
-	From OperationState
-	// To is running or in_doubt; use OperationFinish to finish.
-	To OperationState
+	ID       string
+	From, To OperationState
 	// Owner, when set, is the run that must own the row (ErrNotOwner otherwise).
-	// Defaults to "" (no ownership check).
 	Owner string
 }
 
@@ -153,8 +151,11 @@ func (c *Catalog) OperationSetState(ctx context.Context, p OperationSetStatePara
 		UPDATE operations SET state = $3, updated_at = now()
 		WHERE id = $1 AND state = $2 AND ($4 = '' OR owner_run = $4)
 		RETURNING `+operationColumns, p.ID, p.From, p.To, p.Owner))
-	if errors.Is(err, pgx.ErrNoRows) {
-		op, err = c.operationInState(ctx, p.ID, string(p.From), p.To)
+	if errors.Is(err, pgx.ErrNoRows) { // missing, already in To, or elsewhere
+		op, err = getOperation(ctx, c.pool, p.ID)
+		if err == nil && op.State != p.To {
+			err = &StateConflictError{Entity: "operation", ID: p.ID, Expected: string(p.From), Current: string(op.State)}
+		}
 		if err == nil && p.Owner != "" && op.OwnerRun != p.Owner {
 			err = &NotOwnerError{ID: p.ID, Owner: op.OwnerRun, Caller: p.Owner}
 		}
@@ -165,29 +166,13 @@ func (c *Catalog) OperationSetState(ctx context.Context, p OperationSetStatePara
 	return op, nil
 }
 
-// operationInState handles an update that matched no row: the operation is missing
-// (ErrNotFound), already in state to (returned as is), or elsewhere (*StateConflictError).
-func (c *Catalog) operationInState(ctx context.Context, id, expected string, to OperationState) (Operation, error) {
-	op, err := scanOperation(c.pool.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE id = $1`, id))
-	if err != nil {
-		return Operation{}, err
-	}
-	if op.State == to {
-		return op, nil
-	}
-	return Operation{}, &StateConflictError{Entity: "operation", ID: id, Expected: expected, Current: string(op.State)}
-}
-
 // OperationFinishParams records an operation's definitive outcome.
 type OperationFinishParams struct {
 	ID      string
 	Outcome Outcome
-	// Error is a human-readable detail, usually for outcomes other than success.
-	Error string
-	// Owner, when set, is the run that must own the row: the finish lands only while
-	// the row is unfinished and Owner's, and is *NotOwnerError otherwise (a row already
-	// finished by Owner with the same outcome is returned unchanged). Defaults to "" (no
-	// ownership check).
+	Error   string // a detail for people, usually of an outcome other than success
+	// Owner, when set, is the run that must own the row (*NotOwnerError otherwise; a
+	// row Owner finished with the same outcome is returned unchanged).
 	Owner string
 }
 
@@ -209,7 +194,7 @@ func (c *Catalog) OperationFinishTx(ctx context.Context, tx pgx.Tx, p OperationF
 	if err != nil {
 		return Operation{}, c.wrap(what, err)
 	}
-	if err := lockGraphShared(ctx, tx, graph); err != nil {
+	if err := lockGraph(ctx, tx, graph, shared); err != nil {
 		return Operation{}, c.wrap(what, err)
 	}
 	op, err := scanOperation(tx.QueryRow(ctx, `
@@ -219,7 +204,7 @@ func (c *Catalog) OperationFinishTx(ctx context.Context, tx pgx.Tx, p OperationF
 		WHERE id = $1 AND state <> 'done' AND ($4 = '' OR owner_run = $4)
 		RETURNING `+operationColumns, p.ID, p.Outcome, p.Error, p.Owner))
 	if errors.Is(err, pgx.ErrNoRows) {
-		op, err = scanOperation(tx.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE id = $1`, p.ID))
+		op, err = getOperation(ctx, tx, p.ID)
 		if err == nil && p.Owner != "" && op.OwnerRun != p.Owner {
 			err = &NotOwnerError{ID: p.ID, Owner: op.OwnerRun, Caller: p.Owner}
 		}
@@ -253,12 +238,12 @@ func (c *Catalog) operationGraph(ctx context.Context, tx pgx.Tx, id string) (str
 	return graph, nil
 }
 
-// OperationListParams filters the audit log. Empty fields do not filter.
+// OperationListParams filters the audit log; empty fields do not filter. Limit caps the
+// rows, newest first: defaults to 100, at most 1000.
 type OperationListParams struct {
 	Graph string
 	Kind  OperationKind
 	State OperationState
-	// Limit caps the rows returned, newest first. Defaults to 100; at most 1000.
 	Limit int
 }
 
@@ -305,14 +290,9 @@ func requestDifferences(recorded Operation, kind OperationKind, graph string, in
 	if json.Unmarshal(inputs, &now) != nil || json.Unmarshal(recorded.Inputs, &first) != nil {
 		return append(out, "the inputs differ")
 	}
-	keys := slices.Collect(maps.Keys(now))
-	for k := range first {
-		if _, ok := now[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
+	keys := slices.AppendSeq(slices.Collect(maps.Keys(now)), maps.Keys(first))
 	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Compact(keys) {
 		a, b := canonicalJSON(now[k]), canonicalJSON(first[k])
 		if a != b {
 			out = append(out, fmt.Sprintf("%s is %s, the first request's %s", k, a, b))

@@ -9,10 +9,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// OperationLockOwnedTx locks an unfinished operation row that owner owns, for the rest of
-// tx, and returns it: the guard every write the row's owner makes alongside (witness
-// moves, pins) takes first. A row owned by another run is *NotOwnerError; a finished row
-// is *StateConflictError; a missing row ErrNotFound.
+// OperationLockOwnedTx locks, for the rest of tx, an unfinished operation row owner owns
+// and returns it: the guard the owner's writes alongside take first. Another run's row is
+// *NotOwnerError, a finished one *StateConflictError, a missing one ErrNotFound.
 func (c *Catalog) OperationLockOwnedTx(ctx context.Context, tx pgx.Tx, id, owner string) (Operation, error) {
 	what := fmt.Sprintf("lock operation %q", id)
 	op, err := lockOperation(ctx, tx, id)
@@ -28,8 +27,7 @@ func (c *Catalog) OperationLockOwnedTx(ctx context.Context, tx pgx.Tx, id, owner
 	return op, nil
 }
 
-// lockOperation reads an operation's row and locks it until the transaction ends; a
-// missing row is ErrNotFound.
+// lockOperation reads and locks an operation's row; a missing row is ErrNotFound.
 func lockOperation(ctx context.Context, tx pgx.Tx, id string) (Operation, error) {
 	op, err := scanOperation(tx.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE id = $1 FOR UPDATE`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -45,24 +43,21 @@ type OperationProgressParams struct {
 	// Phase and Waiting replace the row's; "" leaves them as they are.
 	Phase, Waiting string
 	// Pending, when set, replaces the row's pending write; ClearPending sets it to NULL.
-	Pending      json.RawMessage
-	ClearPending bool
-	// InDoubt moves a running operation to in_doubt (and leaves one in doubt as is).
-	InDoubt bool
-	// SettleAttempts, when positive, replaces the row's count of re-issues.
-	SettleAttempts int
+	Pending        json.RawMessage
+	ClearPending   bool
+	InDoubt        bool // moves a running operation to in_doubt
+	SettleAttempts int  // when positive, replaces the row's count of re-issues
 }
 
 // OperationProgress records a phase, a pending write or the in_doubt state of an
-// operation the caller owns, in one statement guarded like OperationFinish: a row that is
-// finished or owned by another run is left unchanged (*StateConflictError, *NotOwnerError).
+// operation the caller owns, in one statement; a row finished or another run's is left
+// unchanged (*StateConflictError, *NotOwnerError).
 func (c *Catalog) OperationProgress(ctx context.Context, p OperationProgressParams) (Operation, error) {
 	return c.OperationProgressTx(ctx, c.pool, p)
 }
 
-// OperationProgressTx is OperationProgress on q, the pool or the caller's transaction: a
-// step that records what the operation will write next together with what it records
-// anyway (a create's prepare records its ref put beside its witness), one commit, not two.
+// OperationProgressTx is OperationProgress on q, the pool or the caller's transaction, so
+// a step records its next write with what it records anyway in one commit.
 func (c *Catalog) OperationProgressTx(ctx context.Context, q Querier, p OperationProgressParams) (Operation, error) {
 	what := fmt.Sprintf("record progress of operation %q", p.ID)
 	if p.Owner == "" {
@@ -88,7 +83,7 @@ func (c *Catalog) OperationProgressTx(ctx context.Context, q Querier, p Operatio
 		RETURNING `+operationColumns,
 		p.ID, p.Owner, p.Phase, p.Waiting, pending, p.ClearPending, p.InDoubt, p.SettleAttempts))
 	if errors.Is(err, pgx.ErrNoRows) {
-		op, err = scanOperation(q.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE id = $1`, p.ID))
+		op, err = getOperation(ctx, q, p.ID)
 		switch {
 		case err != nil:
 		case op.OwnerRun != p.Owner:
@@ -104,17 +99,16 @@ func (c *Catalog) OperationProgressTx(ctx context.Context, q Querier, p Operatio
 	return op, nil
 }
 
-// OperationTakeOverParams moves an unfinished operation from the run that owned it to
-// another: the reconciler's claim of a row whose workflow has closed.
+// OperationTakeOverParams moves an unfinished operation from owner From, found closed,
+// to To: the reconciler's claim.
 type OperationTakeOverParams struct {
-	ID string
-	// From is the owner the caller found (and proved closed); To the new owner.
+	ID       string
 	From, To string
 }
 
-// OperationTakeOver claims an unfinished operation for To, only while From still owns it:
-// a compare-and-swap of the owner, so a late write of the closed run, or a second
-// reconciler, never lands after it. A row owned by anyone else is *NotOwnerError.
+// OperationTakeOver claims an unfinished operation for To only while From owns it (a
+// compare-and-swap, so a late write of the closed run or a second reconciler never lands
+// after it). A row anyone else owns is *NotOwnerError.
 func (c *Catalog) OperationTakeOver(ctx context.Context, p OperationTakeOverParams) (Operation, error) {
 	what := fmt.Sprintf("take over operation %q", p.ID)
 	if p.To == "" {
@@ -143,19 +137,15 @@ func (c *Catalog) OperationTakeOver(ctx context.Context, p OperationTakeOverPara
 	return op, nil
 }
 
-// OperationListUnfinishedParams selects unfinished operations.
+// OperationListUnfinishedParams selects unfinished operations of Graph ("": every one),
+// at most Limit (default 100, at most 1000), after row After (zero: from the oldest).
 type OperationListUnfinishedParams struct {
-	// Graph restricts the list to one graph. Defaults to "" (every graph).
 	Graph string
-	// Limit caps the rows returned, oldest first. Defaults to 100; at most 1000.
 	Limit int
-	// After continues a listing after this row (the last one of the previous page).
-	// Defaults to the zero Operation: from the oldest.
 	After Operation
 }
 
-// OperationListUnfinished returns running and in_doubt operations, oldest first: what the
-// reconciler looks at.
+// OperationListUnfinished returns running and in_doubt operations, oldest first.
 func (c *Catalog) OperationListUnfinished(ctx context.Context, p OperationListUnfinishedParams) ([]Operation, error) {
 	limit, err := listLimit(p.Limit, defaultListLimit, maxListLimit)
 	if err != nil {

@@ -19,46 +19,46 @@ func keysConflict(a, b string) bool {
 		(strings.HasSuffix(b, "/") && strings.HasPrefix(a, b))
 }
 
-// coveringKeys returns key and every proper prefix of it that ends in "/": the exact keys
-// whose condemnation (or pin) covers key.
-func coveringKeys(key string) []string {
-	out := []string{key}
-	for i := 0; i < len(key)-1; i++ {
-		if key[i] == '/' {
-			out = append(out, key[:i+1])
+// conflictProbes returns what finds the keys conflicting with keys: exact, each key and
+// its every proper prefix ending in "/", and prefixes, the keys ending in "/".
+func conflictProbes(keys []string) (exact, prefixes []string) {
+	for _, key := range keys {
+		exact = append(exact, key)
+		for i := 0; i < len(key)-1; i++ {
+			if key[i] == '/' {
+				exact = append(exact, key[:i+1])
+			}
+		}
+		if strings.HasSuffix(key, "/") {
+			prefixes = append(prefixes, key)
 		}
 	}
-	return out
+	return exact, prefixes
 }
 
 var objectKinds = []ObjectKind{ObjectCommit, ObjectTableVersion, ObjectTree, ObjectData}
 
 // PinsRegisterParams names what an in-flight operation needs retained.
 type PinsRegisterParams struct {
-	// OpID is the operation holding the pins; it must exist and not be done.
-	OpID string
-	// Graph is the operation's graph. Defaults to the operation's graph; any other value is
-	// ErrInvalid.
+	OpID string // an operation that exists and is not done
+	// Graph is the operation's graph, or "" for it; any other is ErrInvalid.
 	Graph string
 	// Pins are storage keys; a key ending in "/" pins every key under it.
 	Pins []Pin
 	// Owner, when set, is the run that must own the operation (ErrNotOwner otherwise).
-	// Defaults to "" (no ownership check).
 	Owner string
 }
 
-// PinsRegister records pins for an operation, unless one of them is condemned: under the
-// graph lock, if any pin's key conflicts with a key in the condemned set (condemned or
-// deleted) of a running mark or sweep run of the graph, nothing is recorded and the error
-// is a *CondemnedError listing the refused keys. Registering a pin the operation already
-// holds (or released) holds it again.
+// PinsRegister records pins for an operation unless, under the graph lock, a pin conflicts
+// with the condemned set (condemned or deleted) of a running mark or sweep run of the
+// graph: then nothing is recorded and the error is a *CondemnedError listing the refused
+// keys. Registering a pin the operation holds, or released, holds it again.
 func (c *Catalog) PinsRegister(ctx context.Context, p PinsRegisterParams) error {
 	return c.InTx(ctx, func(tx pgx.Tx) error { return c.PinsRegisterTx(ctx, tx, p) })
 }
 
-// PinsRegisterTx is PinsRegister inside the caller's transaction. It takes the graph lock
-// in shared mode (other operations' pins do not wait; a cleanup's condemnation does),
-// held until the transaction ends; the handshake holds once the transaction commits.
+// PinsRegisterTx is PinsRegister inside the caller's transaction, which holds the graph
+// lock (shared) until it ends.
 func (c *Catalog) PinsRegisterTx(ctx context.Context, tx pgx.Tx, p PinsRegisterParams) error {
 	what := fmt.Sprintf("register pins of operation %q", p.OpID)
 	if len(p.Pins) == 0 {
@@ -67,7 +67,6 @@ func (c *Catalog) PinsRegisterTx(ctx context.Context, tx pgx.Tx, p PinsRegisterP
 	kinds := make([]string, 0, len(p.Pins))
 	keys := make([]string, 0, len(p.Pins))
 	seen := make(map[Pin]bool, len(p.Pins))
-	var exact, prefixes []string
 	for _, pin := range p.Pins {
 		if pin.Key == "" || !slices.Contains(objectKinds, pin.Kind) {
 			return c.wrap(what, invalid("pin %q of kind %q: need a key and a known kind", pin.Key, pin.Kind))
@@ -78,11 +77,8 @@ func (c *Catalog) PinsRegisterTx(ctx context.Context, tx pgx.Tx, p PinsRegisterP
 		seen[pin] = true
 		kinds = append(kinds, string(pin.Kind))
 		keys = append(keys, pin.Key)
-		exact = append(exact, coveringKeys(pin.Key)...)
-		if strings.HasSuffix(pin.Key, "/") {
-			prefixes = append(prefixes, pin.Key)
-		}
 	}
+	exact, prefixes := conflictProbes(keys)
 	graph, err := c.openOperationGraph(ctx, tx, p.OpID, p.Graph)
 	if err != nil {
 		return c.wrap(what, err)
@@ -92,13 +88,11 @@ func (c *Catalog) PinsRegisterTx(ctx context.Context, tx pgx.Tx, p PinsRegisterP
 			return c.wrap(what, err)
 		}
 	}
-	if err := lockGraphShared(ctx, tx, graph); err != nil {
+	if err := lockGraph(ctx, tx, graph, shared); err != nil {
 		return c.wrap(what, err)
 	}
-	// With no condemning run of the graph running — the common case, and one that holds
-	// until commit, since no run starts or finishes while the lock is held — the one-time
-	// EXISTS filter skips both lookups, which would otherwise probe the condemned set once
-	// per covering key of every pin.
+	// With no condemning run of the graph running (the common case, true until commit
+	// under the lock) the EXISTS filter skips both probes of the condemned set.
 	rows, err := tx.Query(ctx, `
 		SELECT c.key FROM cleanup_condemned c
 		JOIN cleanup_runs r ON r.id = c.run_id AND r.state = 'running' AND r.mode <> 'dry_run'
@@ -135,8 +129,8 @@ func (c *Catalog) PinsRegisterTx(ctx context.Context, tx pgx.Tx, p PinsRegisterP
 	return c.wrap(what, err)
 }
 
-// openOperationGraph returns the graph of an operation that may still take pins: it must
-// exist (ErrNotFound), not be done (*StateConflictError), and match graph when one is given.
+// openOperationGraph returns the graph of an operation that may take pins: existing
+// (ErrNotFound), not done (*StateConflictError), and graph's when one is given.
 func (c *Catalog) openOperationGraph(ctx context.Context, tx pgx.Tx, opID, graph string) (string, error) {
 	var opGraph string
 	var state OperationState
@@ -161,38 +155,31 @@ type PinsReleaseParams struct {
 	OpID string
 }
 
-// PinsRelease releases every pin the operation holds. A cleanup run that started before
-// the release keeps treating the keys as pinned until it finishes. Releasing twice, or
-// releasing an operation with no pins, succeeds.
+// PinsRelease releases every pin the operation holds; a cleanup run that started before
+// keeps treating them as pinned. Releasing twice, or no pins, succeeds.
 func (c *Catalog) PinsRelease(ctx context.Context, p PinsReleaseParams) error {
 	return c.InTx(ctx, func(tx pgx.Tx) error { return c.PinsReleaseTx(ctx, tx, p) })
 }
 
-// PinsReleaseTx is PinsRelease inside the caller's transaction. It takes the graph lock
-// in shared mode, held until the transaction ends.
+// PinsReleaseTx is PinsRelease inside the caller's transaction, which holds the graph
+// lock (shared) until it ends.
 func (c *Catalog) PinsReleaseTx(ctx context.Context, tx pgx.Tx, p PinsReleaseParams) error {
 	what := fmt.Sprintf("release pins of operation %q", p.OpID)
 	graph, err := c.operationGraph(ctx, tx, p.OpID)
 	if err != nil {
 		return c.wrap(what, err)
 	}
-	if err := lockGraphShared(ctx, tx, graph); err != nil {
+	if err := lockGraph(ctx, tx, graph, shared); err != nil {
 		return c.wrap(what, err)
 	}
 	return c.wrap(what, releasePins(ctx, tx, p.OpID, graph))
 }
 
-// releasePins marks an operation's held pins released, stamped with a fresh ledger epoch,
-// then forgets the graph's released pins that no running cleanup run needs. A late-put pin
-// (PinsHoldForLatePut) is not released: a put of its key may still land. The caller holds
-// the graph lock, shared at least.
-//
-// With no cleanup run of the graph running (none can start while the lock is held), no
-// run needs a released pin, so the operation's pins are deleted at once rather than
-// stamped and then pruned — the same end state, one pass over the rows instead of two.
+// releasePins releases an operation's held pins but its late-put ones, then forgets the
+// graph's released pins no running cleanup run needs. The caller holds the graph lock.
+// With a run running it stamps them released with one fresh ledger epoch; with none
+// (none can start under the lock) it deletes them at once: the same end state.
 func releasePins(ctx context.Context, tx pgx.Tx, opID, graph string) error {
-	// One statement either way: delete the pins when no run is running, stamp them
-	// released (one fresh epoch for all) when one is.
 	_, err := tx.Exec(ctx, `
 		WITH running AS (
 			SELECT EXISTS (SELECT 1 FROM cleanup_runs WHERE graph = $2 AND state = 'running') AS yes
@@ -208,10 +195,9 @@ func releasePins(ctx context.Context, tx pgx.Tx, opID, graph string) error {
 	return prunePins(ctx, tx, graph)
 }
 
-// prunePins deletes released pins older than every running cleanup run of the graph.
-// The caller holds the graph lock, shared at least: no run starts or finishes meanwhile.
-// Other operations of the graph may be pruning too; rows one of them is deleting are
-// skipped (it deletes them), so two prunes never wait for, or deadlock on, each other.
+// prunePins deletes released pins older than every running cleanup run of the graph,
+// under the graph lock. Rows another prune is deleting are skipped, so two prunes never
+// wait for, or deadlock on, each other.
 func prunePins(ctx context.Context, tx pgx.Tx, graph string) error {
 	_, err := tx.Exec(ctx, `
 		DELETE FROM op_pins WHERE ctid IN (
@@ -223,23 +209,18 @@ func prunePins(ctx context.Context, tx pgx.Tx, graph string) error {
 	return err
 }
 
-// PinsHoldForLatePutParams names a key an operation put whose put may still land.
+// PinsHoldForLatePutParams names a key an operation (existing, not done) put whose put
+// may still land; Owner, when set, must own the operation.
 type PinsHoldForLatePutParams struct {
-	// OpID is the operation that put the key; it must exist and not be done.
-	OpID string
-	// Pin is the key and its kind.
-	Pin Pin
-	// Owner, when set, is the run that must own the operation. Defaults to "".
+	OpID  string
+	Pin   Pin
 	Owner string
 }
 
-// PinsHoldForLatePut pins a key the operation put with an answer that was ambiguous — the
-// put may still be delivered, whatever the operation settles meanwhile — and marks the pin
-// late_put: the operation's finish releases its other pins but not this one, so cleanup
-// keeps the key (and, for a commit, what it pins), and a late delivery of the put can
-// never refill a key cleanup emptied. Only PinsReleaseLatePuts, an operator's decision,
-// lets it go. The pin is registered like any other (PinsRegister: a condemned key is a
-// *CondemnedError, and nothing is recorded).
+// PinsHoldForLatePut registers, as PinsRegister does, a pin on a key the operation put with
+// an ambiguous answer, and marks it late_put: the operation's finish does not release it,
+// so cleanup keeps the key and a late delivery can never refill a key cleanup emptied.
+// Only PinsReleaseLatePuts, an operator's decision, lets it go.
 func (c *Catalog) PinsHoldForLatePut(ctx context.Context, p PinsHoldForLatePutParams) error {
 	what := fmt.Sprintf("hold %s for a late put of operation %q", p.Pin.Key, p.OpID)
 	return c.InTx(ctx, func(tx pgx.Tx) error {
@@ -257,10 +238,9 @@ type PinsReleaseLatePutsParams struct {
 	OpID string
 }
 
-// PinsReleaseLatePuts releases the late-put pins of a finished operation — the operator's
-// word that the puts they guard can no longer be delivered — and returns how many it
-// released. An unfinished operation is a *StateConflictError (its finish decides); one
-// with none releases nothing.
+// PinsReleaseLatePuts releases the late-put pins of a finished operation (the operator's
+// word that their puts can no longer land) and returns how many. An unfinished operation
+// is a *StateConflictError.
 func (c *Catalog) PinsReleaseLatePuts(ctx context.Context, p PinsReleaseLatePutsParams) (int, error) {
 	what := fmt.Sprintf("release the late-put pins of operation %q", p.OpID)
 	return inTx(ctx, c, func(tx pgx.Tx) (int, error) {
@@ -271,26 +251,24 @@ func (c *Catalog) PinsReleaseLatePuts(ctx context.Context, p PinsReleaseLatePuts
 		if op.State != OperationDone {
 			return 0, c.wrap(what, &StateConflictError{Entity: "operation", ID: p.OpID, Expected: "done", Current: string(op.State)})
 		}
-		graph := op.Graph
-		if err := lockGraphShared(ctx, tx, graph); err != nil {
+		if err := lockGraph(ctx, tx, op.Graph, shared); err != nil {
 			return 0, c.wrap(what, err)
 		}
 		tag, err := tx.Exec(ctx, `UPDATE op_pins SET late_put = false WHERE op_id = $1 AND late_put AND released_seq IS NULL`, p.OpID)
 		if err != nil {
 			return 0, c.wrap(what, err)
 		}
-		if err := releasePins(ctx, tx, p.OpID, graph); err != nil {
+		if err := releasePins(ctx, tx, p.OpID, op.Graph); err != nil {
 			return 0, c.wrap(what, err)
 		}
 		return int(tag.RowsAffected()), nil
 	})
 }
 
-// PinsListParams selects the pins that protect keys of a graph.
+// PinsListParams selects the pins of a graph: held ones, and with RunID those released
+// after that cleanup run started, which it must still treat as pinned.
 type PinsListParams struct {
 	Graph string
-	// RunID, when set, also returns pins released after that cleanup run started, which
-	// the run must still treat as pinned. Defaults to "": held pins only.
 	RunID string
 }
 
@@ -322,23 +300,15 @@ type PinsLatePutListParams struct {
 	OpID  string
 }
 
-// PinsLatePutList returns the pins held for a put that may still land
-// (PinsHoldForLatePut), oldest first. Once their operation is done they wait for an
-// operator (PinsReleaseLatePuts).
+// PinsLatePutList returns the late-put pins, oldest first.
 func (c *Catalog) PinsLatePutList(ctx context.Context, p PinsLatePutListParams) ([]PinRecord, error) {
-	rows, err := c.pool.Query(ctx, `
+	return queryAll(ctx, c, c.pool, "list late-put pins", scanPin, `
 		SELECT op_id, graph, kind, key, created_at, released_at, late_put FROM op_pins
 		WHERE late_put AND ($1 = '' OR graph = $1) AND ($2 = '' OR op_id = $2)
 		ORDER BY created_at, key`, p.Graph, p.OpID)
-	if err != nil {
-		return nil, c.wrap("list late-put pins", err)
-	}
-	pins, err := pgx.CollectRows(rows, scanPin)
-	return pins, c.wrap("list late-put pins", err)
 }
 
-// scanPin reads one op_pins row selected as op_id, graph, kind, key, created_at,
-// released_at, late_put.
+// scanPin reads op_id, graph, kind, key, created_at, released_at, late_put.
 func scanPin(row pgx.CollectableRow) (PinRecord, error) {
 	var pr PinRecord
 	var released *time.Time

@@ -8,13 +8,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// IncarnationInsertDisjointTx is IncarnationInsertTx for a new branch name
-// that must also be prefix-disjoint from every unsettled or live branch of the
-// graph on '/' boundaries (`a` and `a/b` cannot both be live). It takes the
-// lock of the name's first segment (lockNameRoot), so two racing creates of
-// `a` and `a/b` cannot both pass while creates of `a` and `b` do not wait for
-// each other. A clash is a *IncarnationExistsError naming the other
-// incarnation.
+// IncarnationInsertDisjointTx is IncarnationInsertTx for a branch name that must also be
+// prefix-disjoint on '/' boundaries from every open branch of the graph (`a` and `a/b`
+// cannot both be live), under the lock of the name's first segment (lockNameRoot). A
+// clash is a *IncarnationExistsError naming the other incarnation.
 func (c *Catalog) IncarnationInsertDisjointTx(ctx context.Context, tx pgx.Tx, p IncarnationInsertParams) (Incarnation, error) {
 	what := fmt.Sprintf("insert incarnation %q", p.Native)
 	if err := lockNameRoot(ctx, tx, p.Graph, p.Logical); err != nil {

@@ -9,29 +9,25 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// IncarnationSettleParams settles an incarnation from whatever unsettled
-// state it is in (intent, cloned or in_doubt).
+// IncarnationSettleParams settles an incarnation from whatever unsettled state it is in
+// To live or unpublished.
 type IncarnationSettleParams struct {
 	Graph  string
 	Native string
-	// To is live or unpublished.
-	To IncarnationState
+	To     IncarnationState
 }
 
-// IncarnationSettleResult reports the move.
+// IncarnationSettleResult reports the move from From (To when already settled there),
+// entered at FromSince (zero when already settled).
 type IncarnationSettleResult struct {
 	Incarnation Incarnation
-	// From is the state before the move; equal to To when it was already settled there.
-	From IncarnationState
-	// FromSince is when the incarnation entered From (its last change before
-	// this move): for From in_doubt, when the doubt began. Zero when it was
-	// already settled.
-	FromSince time.Time
+	From        IncarnationState
+	FromSince   time.Time
 }
 
-// IncarnationSettle moves an unsettled incarnation to To in one statement.
-// An incarnation already in To is returned unchanged; one settled otherwise
-// is a *StateConflictError; a missing one ErrNotFound.
+// IncarnationSettle moves an unsettled incarnation to To in one statement. One already in
+// To is returned unchanged; one settled otherwise is a *StateConflictError; a missing one
+// ErrNotFound.
 func (c *Catalog) IncarnationSettle(ctx context.Context, p IncarnationSettleParams) (IncarnationSettleResult, error) {
 	return inTx(ctx, c, func(tx pgx.Tx) (IncarnationSettleResult, error) { return c.IncarnationSettleTx(ctx, tx, p) })
 }
@@ -57,8 +53,7 @@ func (c *Catalog) IncarnationSettleTx(ctx context.Context, tx pgx.Tx, p Incarnat
 	err := row.Scan(&from, &fromSince, &inc.Graph, &inc.Logical, &inc.Native, &inc.Tree, &inc.State, &inc.OpID,
 		&inc.CreatedAt, &inc.UpdatedAt, &settled)
 	if errors.Is(err, pgx.ErrNoRows) {
-		inc, err = scanIncarnation(tx.QueryRow(ctx,
-			`SELECT `+incarnationColumns+` FROM incarnations WHERE graph = $1 AND native = $2`, p.Graph, p.Native))
+		inc, err = getIncarnation(ctx, tx, p.Graph, p.Native)
 		if err == nil && inc.State != p.To {
 			err = &StateConflictError{Entity: "incarnation", ID: p.Native, Expected: "intent, cloned or in_doubt", Current: string(inc.State)}
 		}
@@ -78,9 +73,8 @@ type KeyReclaimedParams struct {
 	Key   string
 }
 
-// KeyReclaimed returns the id of a cleanup run of graph that condemned key
-// (and so deleted it, or will), and false when no run ever did: a missing
-// object that cleanup never condemned was never there.
+// KeyReclaimed returns the id of a cleanup run of graph that condemned key (and so
+// deleted it or will), or false: a missing object cleanup never condemned was never there.
 func (c *Catalog) KeyReclaimed(ctx context.Context, p KeyReclaimedParams) (string, bool, error) {
 	var run string
 	err := c.pool.QueryRow(ctx, `

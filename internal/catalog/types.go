@@ -26,21 +26,19 @@ var OperationKinds = []OperationKind{
 	OpCreateBranch, OpInitGraph, OpWriteTable, OpCleanup, OpMerge, OpRestore, OpDeleteBranch, OpTag,
 }
 
-// OperationState is where an operation stands: running, then possibly in_doubt, then done.
+// OperationState is where an operation stands; OperationDone is final, with an Outcome.
 type OperationState string
 
-// The operation states. OperationDone is final and carries an Outcome.
 const (
 	OperationRunning OperationState = "running"
 	OperationInDoubt OperationState = "in_doubt"
 	OperationDone    OperationState = "done"
 )
 
-// Outcome is an operation's definitive result, from the vocabulary shared by the client,
-// the CLI, the UI and the ledger.
+// Outcome is an operation's definitive result, in the vocabulary the client, CLI, UI and
+// ledger share.
 type Outcome string
 
-// The outcomes the operations table accepts.
 const (
 	OutcomeCreated         Outcome = "created"
 	OutcomeUnpublished     Outcome = "unpublished"
@@ -55,9 +53,7 @@ const (
 	OutcomeAdopted         Outcome = "adopted"
 	OutcomeAlreadyUpToDate Outcome = "already_up_to_date"
 	OutcomeDeleted         Outcome = "deleted"
-	// OutcomeFailed: the operation gave up on an infrastructure error; the
-	// error column says why.
-	OutcomeFailed Outcome = "failed"
+	OutcomeFailed          Outcome = "failed" // gave up on an infrastructure error
 )
 
 // Outcomes lists every outcome, in the order of the constants.
@@ -67,24 +63,17 @@ var Outcomes = []Outcome{
 	OutcomeAdopted, OutcomeAlreadyUpToDate, OutcomeDeleted, OutcomeFailed,
 }
 
-// IncarnationState is the witness's record of an incarnation.
+// IncarnationState is the witness's record of an incarnation. Live, unpublished and
+// retired are settled; unpublished and retired are final.
 type IncarnationState string
 
-// The incarnation states. Live, unpublished and retired are settled (definitive);
-// unpublished and retired are final.
 const (
-	// IncarnationIntent: native name minted, nothing written yet.
-	IncarnationIntent IncarnationState = "intent"
-	// IncarnationCloned: the fork commit of the new tree is written.
-	IncarnationCloned IncarnationState = "cloned"
-	// IncarnationInDoubt: the ref put may still land; settling will decide.
-	IncarnationInDoubt IncarnationState = "in_doubt"
-	// IncarnationLive: the ref is written; the branch is live through this incarnation.
-	IncarnationLive IncarnationState = "live"
-	// IncarnationUnpublished: a fence holds the ref key; the incarnation can never be live.
-	IncarnationUnpublished IncarnationState = "unpublished"
-	// IncarnationRetired: the ref was retired by compare-and-swap (branch deleted).
-	IncarnationRetired IncarnationState = "retired"
+	IncarnationIntent      IncarnationState = "intent"      // native name minted, nothing written
+	IncarnationCloned      IncarnationState = "cloned"      // the new tree's fork commit is written
+	IncarnationInDoubt     IncarnationState = "in_doubt"    // the ref put may still land
+	IncarnationLive        IncarnationState = "live"        // the ref is written
+	IncarnationUnpublished IncarnationState = "unpublished" // a fence holds the ref key
+	IncarnationRetired     IncarnationState = "retired"     // the ref was retired by compare-and-swap
 )
 
 // Settled reports whether s is definitive: live, unpublished or retired.
@@ -92,8 +81,7 @@ func (s IncarnationState) Settled() bool {
 	return s == IncarnationLive || s == IncarnationUnpublished || s == IncarnationRetired
 }
 
-// incarnationTransitions lists the legal moves. Nothing returns to intent, nothing leaves
-// unpublished or retired, and a live incarnation can only be retired.
+// incarnationTransitions lists the legal moves.
 var incarnationTransitions = map[IncarnationState][]IncarnationState{
 	IncarnationIntent:  {IncarnationCloned, IncarnationInDoubt, IncarnationLive, IncarnationUnpublished},
 	IncarnationCloned:  {IncarnationInDoubt, IncarnationLive, IncarnationUnpublished},
@@ -106,10 +94,9 @@ func CanTransition(from, to IncarnationState) bool {
 	return slices.Contains(incarnationTransitions[from], to)
 }
 
-// ObjectKind says what a pinned or condemned key names.
+// ObjectKind says what a pinned or condemned key names; a tree key normally ends in "/".
 type ObjectKind string
 
-// The object kinds. A tree key normally ends in "/" and so covers every key under it.
 const (
 	ObjectCommit       ObjectKind = "commit"
 	ObjectTableVersion ObjectKind = "table_version"
@@ -120,20 +107,15 @@ const (
 // CleanupMode says how far a cleanup run goes.
 type CleanupMode string
 
-// The cleanup modes.
 const (
-	// CleanupDryRun plans only; its condemned set (if recorded) refuses no pin.
-	CleanupDryRun CleanupMode = "dry_run"
-	// CleanupMark condemns but does not delete.
-	CleanupMark CleanupMode = "mark"
-	// CleanupSweep condemns and deletes.
-	CleanupSweep CleanupMode = "sweep"
+	CleanupDryRun CleanupMode = "dry_run" // plans only; its condemned set refuses no pin
+	CleanupMark   CleanupMode = "mark"    // condemns but does not delete
+	CleanupSweep  CleanupMode = "sweep"   // condemns and deletes
 )
 
 // CleanupRunState is where a cleanup run stands. Only CleanupRunning is active.
 type CleanupRunState string
 
-// The cleanup run states.
 const (
 	CleanupRunning CleanupRunState = "running"
 	CleanupDone    CleanupRunState = "done"
@@ -144,7 +126,6 @@ const (
 // CondemnedState is a condemned key's progress.
 type CondemnedState string
 
-// The condemned states.
 const (
 	CondemnedPending CondemnedState = "condemned"
 	CondemnedDeleted CondemnedState = "deleted"
@@ -173,15 +154,13 @@ type Operation struct {
 	FinishedAt time.Time // zero until State is done
 	// Fingerprint identifies the request (kind, graph and inputs) the row records.
 	Fingerprint string
-	// OwnerRun is the run that owns the row ("" for rows nobody claimed).
-	OwnerRun string
+	OwnerRun    string // the run that owns the row; "" if nobody claimed it
 	// Phase and Waiting say where an unfinished operation stands and what it waits for.
 	Phase, Waiting string
-	// Pending is the write the operation issued whose outcome is not recorded yet (the
-	// kernel's write spec, as JSON); nil when there is none.
-	Pending json.RawMessage
-	// SettleAttempts counts re-issues of an in-doubt write.
-	SettleAttempts int
+	// Pending is the issued write whose outcome is not recorded yet (the kernel's
+	// write spec, as JSON), or nil.
+	Pending        json.RawMessage
+	SettleAttempts int // re-issues of an in-doubt write
 }
 
 // Incarnation is one witness row.
@@ -211,8 +190,7 @@ type PinRecord struct {
 	Key        string
 	CreatedAt  time.Time
 	ReleasedAt time.Time // zero while held
-	// LatePut: a put of the key may still land; the pin outlives its operation
-	// (PinsHoldForLatePut) until an operator releases it.
+	// LatePut: a put of the key may still land (PinsHoldForLatePut).
 	LatePut bool
 }
 
@@ -232,8 +210,7 @@ type CleanupRun struct {
 type Condemned struct {
 	Key  string
 	Kind ObjectKind
-	// Size is the bytes reclaimed by deleting the key, when known (0 otherwise).
-	Size int64
+	Size int64 // bytes reclaimed by deleting the key; 0 when unknown
 }
 
 // CondemnedEntry is a stored condemned key.

@@ -10,12 +10,9 @@ import (
 )
 
 // Read-only views an operator (and a metrics scrape) asks of the ledger.
-// They read every column an operation row has — including columns later
-// migrations add — without depending on them: what a view does not know it
-// returns as Extra.
 
-// knownOperationColumns are the operations columns Operation holds; anything
-// else a row carries (a column a later migration adds) is returned in Extra.
+// knownOperationColumns are the operations columns Operation holds; any other a row
+// carries (a later migration's) a view returns in Extra.
 var knownOperationColumns = []string{
 	"id", "kind", "graph", "inputs", "state", "outcome", "error", "workflow_id", "run_id",
 	"created_at", "updated_at", "finished_at",
@@ -30,21 +27,16 @@ type extraRow struct {
 
 func (r extraRow) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.extra...)...) }
 
-// OperationView is an operation with what the ledger knows about what it is
-// doing: its newest witness, and any column the view does not know.
+// OperationView is an operation with its newest incarnation, if any (Native,
+// WitnessState), and its columns the view does not know, by name, as JSON (Extra).
 type OperationView struct {
 	Operation
-	// Native and WitnessState are the operation's newest incarnation, when
-	// it has one (a branch create).
 	Native       string
 	WitnessState IncarnationState
-	// Extra holds the row's columns beyond the first migration's, by name,
-	// as JSON values.
-	Extra map[string]json.RawMessage
+	Extra        map[string]json.RawMessage
 }
 
-// operationViewQuery selects operationColumns, then extra, native and
-// witness state, from operations filtered by where.
+// operationViewQuery selects operationColumns, extra, native and witness state, where where.
 func operationViewQuery(where string) string {
 	return `
 		SELECT ` + operationColumns + `, extra, native, witness_state FROM (
@@ -79,31 +71,25 @@ func scanOperationView(row pgx.Row) (OperationView, error) {
 	return v, nil
 }
 
-// OperationViewGet returns one operation with its witness and extra columns,
-// or ErrNotFound.
+// OperationViewGet returns one operation's view, or ErrNotFound.
 func (c *Catalog) OperationViewGet(ctx context.Context, id string) (OperationView, error) {
 	return queryOne(ctx, c, c.pool, fmt.Sprintf("get operation %q", id), scanOperationView, operationViewQuery("id = $2"), knownOperationColumns, id)
 }
 
-// OperationStuckParams selects the operations that are not moving on by
-// themselves, or not quickly.
+// OperationStuckParams selects the operations of Graph ("": every one) not moving on by
+// themselves, or not quickly: running for longer than RunningFor (default
+// DefaultStuckAfter). Limit caps them, oldest first (default 100, at most 1000).
 type OperationStuckParams struct {
-	// Graph keeps one graph's operations. Defaults to "": every graph.
-	Graph string
-	// RunningFor is how long a running operation may run before it counts.
-	// Defaults to 10 minutes.
+	Graph      string
 	RunningFor time.Duration
-	// Limit caps the rows returned, oldest first. Defaults to 100; at most 1000.
-	Limit int
+	Limit      int
 }
 
 // DefaultStuckAfter is OperationStuckParams.RunningFor's default.
 const DefaultStuckAfter = 10 * time.Minute
 
-// OperationStuckList returns, oldest first, every unfinished operation that
-// is in doubt, in any state other than running and done (a state a later
-// migration adds, such as a parked settle), or running for longer than
-// p.RunningFor.
+// OperationStuckList returns, oldest first, every unfinished operation not running
+// (in doubt, or a later migration's state) or running for longer than p.RunningFor.
 func (c *Catalog) OperationStuckList(ctx context.Context, p OperationStuckParams) ([]OperationView, error) {
 	what := "list stuck operations"
 	limit, err := listLimit(p.Limit, defaultListLimit, maxListLimit)
@@ -120,26 +106,19 @@ func (c *Catalog) OperationStuckList(ctx context.Context, p OperationStuckParams
 		ORDER BY created_at, id LIMIT $4`), knownOperationColumns, p.Graph, after.Seconds(), limit)
 }
 
-// UnfinishedTally counts a kind's unfinished operations in one state.
+// UnfinishedTally counts a kind's unfinished operations in one state, with the oldest
+// last state change among them (for in_doubt, when the longest doubt began).
 type UnfinishedTally struct {
-	Kind  OperationKind
-	State OperationState
-	Count int64
-	// OldestUpdate is the oldest last state change among them: for in_doubt,
-	// when the longest doubt began.
+	Kind         OperationKind
+	State        OperationState
+	Count        int64
 	OldestUpdate time.Time
 }
 
-// OperationUnfinishedTally counts the unfinished operations by kind and
-// state, in one indexed scan: what a metrics scrape reports, the same from
-// every worker and right after a restart.
+// OperationUnfinishedTally counts the unfinished operations by kind and state, in one
+// indexed scan: a metrics scrape's figures, the same from every worker.
 func (c *Catalog) OperationUnfinishedTally(ctx context.Context) ([]UnfinishedTally, error) {
-	what := "count unfinished operations"
-	return queryAll(ctx, c, c.pool, what, func(row pgx.CollectableRow) (UnfinishedTally, error) {
-		var t UnfinishedTally
-		err := row.Scan(&t.Kind, &t.State, &t.Count, &t.OldestUpdate)
-		return t, err
-	}, `
+	return queryAll(ctx, c, c.pool, "count unfinished operations", pgx.RowToStructByPos[UnfinishedTally], `
 		SELECT kind, state, count(*), min(updated_at) FROM operations
 		WHERE state <> 'done' GROUP BY kind, state ORDER BY kind, state`)
 }
@@ -150,15 +129,9 @@ type WitnessTally struct {
 	Count int64
 }
 
-// IncarnationUnsettledTally counts the incarnations in intent, cloned and
-// in_doubt.
+// IncarnationUnsettledTally counts the incarnations in intent, cloned and in_doubt.
 func (c *Catalog) IncarnationUnsettledTally(ctx context.Context) ([]WitnessTally, error) {
-	what := "count unsettled incarnations"
-	return queryAll(ctx, c, c.pool, what, func(row pgx.CollectableRow) (WitnessTally, error) {
-		var t WitnessTally
-		err := row.Scan(&t.State, &t.Count)
-		return t, err
-	}, `
+	return queryAll(ctx, c, c.pool, "count unsettled incarnations", pgx.RowToStructByPos[WitnessTally], `
 		SELECT state, count(*) FROM incarnations
 		WHERE state IN ('intent', 'cloned', 'in_doubt') GROUP BY state ORDER BY state`)
 }
@@ -170,15 +143,9 @@ type DeletedTally struct {
 	Bytes int64
 }
 
-// CondemnedDeletedTally counts the keys every cleanup run recorded deleted,
-// by kind.
+// CondemnedDeletedTally counts the keys every cleanup run recorded deleted, by kind.
 func (c *Catalog) CondemnedDeletedTally(ctx context.Context) ([]DeletedTally, error) {
-	what := "count deleted keys"
-	return queryAll(ctx, c, c.pool, what, func(row pgx.CollectableRow) (DeletedTally, error) {
-		var t DeletedTally
-		err := row.Scan(&t.Kind, &t.Count, &t.Bytes)
-		return t, err
-	}, `
+	return queryAll(ctx, c, c.pool, "count deleted keys", pgx.RowToStructByPos[DeletedTally], `
 		SELECT kind, count(*), coalesce(sum(size), 0)::bigint FROM cleanup_condemned
 		WHERE state = 'deleted' GROUP BY kind ORDER BY kind`)
 }

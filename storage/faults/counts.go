@@ -5,21 +5,17 @@ type Request struct {
 	Op   Op
 	Key  string   // the request's key; a list's prefix; "" for a delete_batch
 	Keys []string // a delete_batch's keys
-	// Fault is the fault it got (None if none), chosen by the rule named
-	// Rule; Status is a Refuse's HTTP status.
+	// Fault is the fault the rule named Rule gave; Status a Refuse's.
 	Fault  Mode
 	Rule   string
 	Status int
 	body   []byte // a put's, for rules that select on it
-	// Sent reports whether the request went on to the store (or, for a
-	// held put, is in flight towards it). Only FailBeforeSend and a Delay
-	// cut short by the context leave it false; a refused request was sent
-	// and answered.
+	// Sent: the request went on (a held put is in flight); false only after
+	// FailBeforeSend or a Delay cut short by the context.
 	Sent bool
 }
 
-// Tally counts requests: every one, those sent (see Request.Sent), and each
-// fault they got (None included; nil when nothing was attempted).
+// Tally counts requests: attempted, sent, and by fault (None included).
 type Tally struct {
 	Attempted int
 	Sent      int
@@ -40,9 +36,8 @@ func (t *Tally) add(r *Request) {
 // Counts is a Tally per operation.
 type Counts map[Op]Tally
 
-// Requests returns every request received since the Store was made or its
-// counts were reset, in order of arrival. The Store keeps every request it
-// receives until ResetCounts, which long stress runs should call.
+// Requests returns every request since the Store was made or ResetCounts
+// (which long runs should call), in order of arrival.
 func (s *Store) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -71,11 +66,8 @@ func (s *Store) Count(op Op) Tally {
 	return s.CountMatching(Rule{Op: op})
 }
 
-// CountMatching returns the Tally of the requests that sel's selection
-// fields (Op, KeyGlob, KeyPrefix, Match) select; its other fields are
-// ignored. For example, how many ref puts were sent:
-//
-//	w.CountMatching(faults.Rule{Op: faults.OpPut, KeyPrefix: "g/refs/"}).Sent
+// CountMatching returns the Tally of the requests sel's selection fields
+// select, e.g. CountMatching(faults.Rule{Op: faults.OpPut, KeyPrefix: "g/refs/"}).Sent.
 func (s *Store) CountMatching(sel Rule) Tally {
 	sel.Mode = None // a Hold mode would narrow the selection to puts
 	s.mu.Lock()
@@ -93,8 +85,7 @@ func (s *Store) CountMatching(sel Rule) Tally {
 	return t
 }
 
-// ResetCounts forgets every request received so far. Rules keep their own
-// running counts (Skip and Times are not reset).
+// ResetCounts forgets the requests so far; rules keep their own counts.
 func (s *Store) ResetCounts() {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,29 +1,22 @@
-// Package faults wraps any storage.Store with injected faults, so the same
-// fault matrix runs against every backend and every ambiguous outcome graft
-// must survive can be produced on demand in a test.
-//
-// A fault is one of five modes (see Mode). Rules (Add) choose faults per
-// request by operation and key; Seeded builds a rule that chooses a mode per
-// request from a seed.
+// Package faults wraps any storage.Store with injected faults, so every
+// ambiguous outcome graft must survive can be produced on demand, on every
+// backend. Rules (Add) choose a fault (Mode) per request by operation and
+// key; Seeded builds a rule that chooses from a seed.
 //
 // Invariants:
-//
 //   - Every injected error is a *storage.Error with the Code the S3 backend
-//     would give the same event: a write whose fate the caller cannot know is
-//     CodeAmbiguous, a read that got no answer is CodeUnavailable. Its Err
-//     matches ErrInjected and names the rule, so logs say which fault it was.
+//     would give the same event, and an Err matching ErrInjected that names the rule.
 //   - Nothing reaches the inner store on FailBeforeSend or Refuse; a held put
 //     reaches it only through HeldPut.Release, with its original conditions.
-//   - Keys and arguments are validated before any rule is consulted, so an
-//     invalid request is ErrInvalidKey or ErrInvalidArgument, never a fault,
-//     and is not counted.
+//   - Invalid requests fail validation before any rule is consulted: never
+//     faulted, never counted.
 //   - Every valid request is recorded (Requests, Counts) in arrival order.
 //
-// A Store is safe for concurrent use; rules may be added and removed while
-// requests run.
+// A Store is safe for concurrent use, rules included.
 package faults
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -53,12 +46,10 @@ const (
 	OpDeleteBatch Op = "delete_batch"
 )
 
-// Ops lists every operation kind of storage.Store (MultipartOps lists the
-// multipart ones).
+// Ops lists storage.Store's operation kinds (MultipartOps the multipart ones).
 var Ops = []Op{OpGet, OpHead, OpPut, OpList, OpDelete, OpDeleteBatch}
 
-// isWrite reports whether op changes the store; its faults are ambiguous,
-// where a read's are unavailable.
+// isWrite reports whether op changes the store (its faults are ambiguous).
 func (op Op) isWrite() bool {
 	return op != OpGet && op != OpHead && op != OpList && op != OpListMultipart
 }
@@ -69,32 +60,25 @@ func (op Op) valid() bool { return slices.Contains(Ops, op) || slices.Contains(M
 type Mode int
 
 const (
-	// None is no fault: the request passes through. It is the Fault of an
-	// unfaulted Request.
+	// None is no fault: the request passes through.
 	None Mode = iota
-	// FailBeforeSend fails the request without sending it. Nothing is
-	// applied, yet a write is CodeAmbiguous, because a real client cannot
-	// tell "never sent" from "sent, answer lost"; a read is CodeUnavailable.
+	// FailBeforeSend fails the request unsent: nothing is applied, yet a
+	// write is CodeAmbiguous (a client cannot tell "never sent" from "answer
+	// lost"); a read is CodeUnavailable.
 	FailBeforeSend
-	// ApplyLoseAnswer sends the request to the inner store, then discards
-	// the answer: a write is applied (as far as the inner store applies it)
-	// and the caller gets CodeAmbiguous; a read gets CodeUnavailable.
+	// ApplyLoseAnswer sends the request, then discards the answer: a write
+	// is CodeAmbiguous, a read CodeUnavailable.
 	ApplyLoseAnswer
 	// Hold keeps a put in flight: the caller gets CodeAmbiguous at once, and
-	// the put is applied to the inner store, with its original conditions,
-	// only when the test calls HeldPut.Release. It applies to puts only.
+	// the put is applied, with its conditions, only by HeldPut.Release.
 	Hold
-	// Refuse answers with Rule.Status and applies nothing, classified as
-	// the S3 backend classifies that status: for a write, 412 is
-	// CodePreconditionFailed, the statuses of storage.WriteStatusCode that
-	// reject a request before acting are CodeRefused, and anything else
-	// (409, 429, 5xx) is CodeAmbiguous; for a read 404 is CodeNotFound and
-	// anything else CodeUnavailable.
+	// Refuse answers Rule.Status and applies nothing, classified as the S3
+	// backend would: for a write by storage.WriteStatusCode; for a read 404
+	// is CodeNotFound and anything else CodeUnavailable.
 	Refuse
-	// Delay sleeps Rule.Delay, honouring the context, then passes the
-	// request through. If the context ends first nothing is sent and the
-	// caller gets the context's error as CodeAmbiguous (writes) or
-	// CodeUnavailable (reads).
+	// Delay sleeps Rule.Delay, then passes the request through; if the
+	// context ends first nothing is sent and the caller gets the context's
+	// error, CodeAmbiguous for writes and CodeUnavailable for reads.
 	Delay
 )
 
@@ -108,42 +92,34 @@ func (m Mode) String() string {
 }
 
 // Rule selects requests and the fault they get. A request is selected when
-// it matches every selection field that is set (Op, KeyGlob, KeyPrefix,
-// Match, Body); a rule with none set selects every request. For a list the
-// key is its prefix; a delete_batch is selected when any of its keys is.
+// it matches every selection field set (Op, KeyGlob, KeyPrefix, Match, Body);
+// a list's key is its prefix, and a delete_batch is selected when any key is.
 //
-// Of the requests a rule selects it faults the (Skip+1)th through the
-// (Skip+Times)th, or every one from the (Skip+1)th when Times is 0: the Nth
-// matching request is Skip: N-1, Times: 1. Every rule counts every request
-// it selects, but a request gets at most one fault, from the earliest added
-// rule that faults it; a later rule whose turn that request was does not
-// carry its turn over.
+// Of the requests it selects a rule faults the (Skip+1)th to the
+// (Skip+Times)th (Times 0: every one from the (Skip+1)th). Every rule counts
+// every request it selects, but a request gets at most one fault, from the
+// earliest added rule in turn; a later rule's turn is not carried over.
 type Rule struct {
-	// Name appears in every error the rule injects. Defaults to the mode and
-	// a sequence number, e.g. "hold#3".
+	// Name appears in every error the rule injects; defaults to e.g. "hold#3".
 	Name string
-	// Op restricts the rule to one operation ("": every one; for Hold,
-	// every put).
+	// Op restricts the rule to one operation ("": every one; for Hold, puts).
 	Op Op
-	// KeyGlob restricts the rule to keys matching this path.Match pattern
-	// ('*' does not cross '/').
+	// KeyGlob is a path.Match pattern ('*' does not cross '/').
 	KeyGlob   string
 	KeyPrefix string
-	// Match and Body, when set, must also accept the request; Body selects
-	// puts by their bytes (e.g. a branch ref's live bytes but not a fence at
-	// the same key). Both run under the Store's lock: they must not call it.
+	// Match and Body must also accept the request; Body selects puts by their
+	// bytes. Both run under the Store's lock and must not call it.
 	Match func(op Op, key string) bool
 	Body  func(body []byte) bool
 
-	// Mode is the fault. Required, except in a rule made by Seeded.
+	// Mode is the fault; required except in a rule made by Seeded.
 	Mode Mode
 	// Status is the HTTP status a Refuse answers with, 400..599.
 	Status int
 	// Delay is slept, honouring the context, before the fault takes effect;
 	// for Mode Delay it is the whole fault and must be positive.
 	Delay time.Duration
-	// Skip lets this many selected requests pass before the first fault;
-	// Times is how many are faulted then (0: every one).
+	// Skip selected requests pass before the first fault; Times are faulted.
 	Skip, Times int
 
 	seeded *schedule
@@ -183,8 +159,8 @@ func (r *Rule) selectsKey(op Op, key string) bool {
 	return r.Match == nil || r.Match(op, key)
 }
 
-// validate panics on a rule that cannot mean anything: a rule is test code,
-// and a typo in it should stop the test, not silently fault nothing.
+// validate panics on a meaningless rule: a typo should stop the test, not
+// silently fault nothing.
 func (r *Rule) validate() {
 	bad := func(format string, args ...any) {
 		panic(fmt.Sprintf("faults: rule %q (%s): %s", r.Name, r.Mode, fmt.Sprintf(format, args...)))
@@ -264,9 +240,8 @@ func Wrap(inner storage.Store) *Store {
 // Inner returns the wrapped store, for reading state behind the faults.
 func (s *Store) Inner() storage.Store { return s.inner }
 
-// Add activates r after every rule already added, and returns a func that
-// removes it (calling it again does nothing). Add panics on a rule that
-// cannot fault anything (see validate).
+// Add activates r after the rules already added and returns a func removing
+// it (idempotent). It panics on a meaningless rule.
 func (s *Store) Add(r Rule) (remove func()) {
 	r.validate()
 	s.mu.Lock()
@@ -329,8 +304,7 @@ func (s *Store) decide(op Op, keys []string, body []byte) fault {
 	return f
 }
 
-// wait sleeps the fault's delay. If ctx ends first the request was never
-// sent and the caller gets ctx's error.
+// wait sleeps the fault's delay; if ctx ends first the request is unsent.
 func (s *Store) wait(ctx context.Context, f fault, op Op, key string) error {
 	if f.delay <= 0 {
 		return nil
@@ -373,7 +347,7 @@ func injected(op Op, key string, code storage.Code, status int, rule, format str
 		Err: fmt.Errorf("%w by rule %q: "+format, append([]any{ErrInjected, rule}, args...)...)}
 }
 
-// failure is the error a faulted request returns without reaching the inner store.
+// failure is the error of a request faulted before the inner store.
 func (f fault) failure(op Op, key string) error {
 	switch f.mode {
 	case FailBeforeSend:
@@ -386,8 +360,8 @@ func (f fault) failure(op Op, key string) error {
 	panic("faults: no failure for mode " + f.mode.String())
 }
 
-// lost is the error of an ApplyLoseAnswer request; the inner result is kept
-// in the message, not in the chain, so it cannot be mistaken for the answer.
+// lost is an ApplyLoseAnswer's error; the inner result is in the message
+// only, so it cannot be mistaken for the answer.
 func (f fault) lost(op Op, key string, innerErr error) error {
 	inner := "ok"
 	if innerErr != nil {
@@ -396,10 +370,14 @@ func (f fault) lost(op Op, key string, innerErr error) error {
 	return injected(op, key, unanswered(op), 0, f.rule, "answer lost after send (inner result: %s)", inner)
 }
 
-// through sends one request of op through the fault decided for it. keys are
-// what rules match (default: key); hold keeps a put in flight.
-func through[T any](ctx context.Context, s *Store, op Op, key string, keys []string, body []byte, hold func(rule string), send func() (T, error)) (T, error) {
+// through sends one valid request through its fault; invalid, the error of
+// its validation, fails it first. keys are what rules match (default: key);
+// hold keeps a put in flight.
+func through[T any](ctx context.Context, s *Store, invalid error, op Op, key string, keys []string, body []byte, hold func(rule string), send func() (T, error)) (T, error) {
 	var zero T
+	if invalid != nil {
+		return zero, invalid
+	}
 	if keys == nil {
 		keys = []string{key}
 	}
@@ -421,57 +399,42 @@ func through[T any](ctx context.Context, s *Store, op Op, key string, keys []str
 }
 
 // throughErr is through for a call that answers only an error.
-func throughErr(ctx context.Context, s *Store, op Op, key string, keys []string, call func() error) error {
-	_, err := through(ctx, s, op, key, keys, nil, nil, func() (struct{}, error) { return struct{}{}, call() })
+func throughErr(ctx context.Context, s *Store, invalid error, op Op, key string, keys []string, call func() error) error {
+	_, err := through(ctx, s, invalid, op, key, keys, nil, nil, func() (struct{}, error) { return struct{}{}, call() })
 	return err
 }
 
-// Get implements storage.Store.
+// pageError is the error of a listing's invalid limit.
+func pageError(op Op, prefix string, limit int) error {
+	_, err := storage.PageLimit(string(op), prefix, limit)
+	return err
+}
+
 func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
-	if err := storage.CheckKey(string(OpGet), key); err != nil {
-		return storage.Object{}, err
-	}
-	return through(ctx, s, OpGet, key, nil, nil, nil, func() (storage.Object, error) { return s.inner.Get(ctx, key) })
+	return through(ctx, s, storage.CheckKey(string(OpGet), key), OpGet, key, nil, nil, nil, func() (storage.Object, error) { return s.inner.Get(ctx, key) })
 }
 
-// Head implements storage.Store.
 func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error) {
-	if err := storage.CheckKey(string(OpHead), key); err != nil {
-		return storage.ObjectInfo{}, err
-	}
-	return through(ctx, s, OpHead, key, nil, nil, nil, func() (storage.ObjectInfo, error) { return s.inner.Head(ctx, key) })
+	return through(ctx, s, storage.CheckKey(string(OpHead), key), OpHead, key, nil, nil, nil, func() (storage.ObjectInfo, error) { return s.inner.Head(ctx, key) })
 }
 
-// Put implements storage.Store.
 func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
-	if err := storage.CheckPut(key, opts); err != nil {
-		return storage.PutResult{}, err
-	}
+	invalid := cmp.Or(storage.CheckKey(string(OpPut), key), storage.CheckPut(key, opts))
 	hold := func(rule string) { s.hold(key, body, opts, rule) }
-	return through(ctx, s, OpPut, key, nil, body, hold, func() (storage.PutResult, error) { return s.inner.Put(ctx, key, body, opts) })
+	return through(ctx, s, invalid, OpPut, key, nil, body, hold, func() (storage.PutResult, error) { return s.inner.Put(ctx, key, body, opts) })
 }
 
-// List implements storage.Store. For rules and counts its key is opts.Prefix.
+// List is a request on key opts.Prefix for rules and counts.
 func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.ListPage, error) {
-	if _, err := storage.PageLimit(string(OpList), opts.Prefix, opts.Limit); err != nil {
-		return storage.ListPage{}, err
-	}
-	return through(ctx, s, OpList, opts.Prefix, nil, nil, nil, func() (storage.ListPage, error) { return s.inner.List(ctx, opts) })
+	return through(ctx, s, pageError(OpList, opts.Prefix, opts.Limit), OpList, opts.Prefix, nil, nil, nil, func() (storage.ListPage, error) { return s.inner.List(ctx, opts) })
 }
 
-// Delete implements storage.Store.
 func (s *Store) Delete(ctx context.Context, key string) error {
-	if err := storage.CheckKey(string(OpDelete), key); err != nil {
-		return err
-	}
-	return throughErr(ctx, s, OpDelete, key, nil, func() error { return s.inner.Delete(ctx, key) })
+	return throughErr(ctx, s, storage.CheckKey(string(OpDelete), key), OpDelete, key, nil, func() error { return s.inner.Delete(ctx, key) })
 }
 
-// DeleteBatch implements storage.Store. A fault applies to the whole batch;
+// DeleteBatch: a fault applies to the whole batch;
 // its error is a *storage.Error with no Key, not a *storage.BatchError.
 func (s *Store) DeleteBatch(ctx context.Context, keys []string) error {
-	if err := storage.CheckBatch(keys); err != nil {
-		return err
-	}
-	return throughErr(ctx, s, OpDeleteBatch, "", keys, func() error { return s.inner.DeleteBatch(ctx, keys) })
+	return throughErr(ctx, s, storage.CheckBatch(keys), OpDeleteBatch, "", keys, func() error { return s.inner.DeleteBatch(ctx, keys) })
 }

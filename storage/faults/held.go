@@ -11,8 +11,7 @@ import (
 // ErrNotHeld is returned by Release on a put already released or dropped.
 var ErrNotHeld = errors.New("faults: put no longer held")
 
-// HeldPut is a put kept in flight by a Hold fault: its caller was told the
-// outcome is ambiguous, and it lands, or not, when the test decides.
+// HeldPut is a put kept in flight by a Hold fault, its caller told ambiguous.
 type HeldPut struct {
 	s    *Store
 	key  string
@@ -34,9 +33,7 @@ func (h *HeldPut) Options() storage.PutOptions { return h.opts }
 func (h *HeldPut) Rule() string { return h.rule }
 
 // Release applies the put to the inner store now, with its original
-// conditions, and returns the inner store's answer: for example
-// ErrPreconditionFailed for a put-if-absent whose key was taken while it
-// was held. A put released or dropped before returns ErrNotHeld.
+// conditions, and returns its answer; ErrNotHeld once released or dropped.
 func (h *HeldPut) Release(ctx context.Context) (storage.PutResult, error) {
 	if !h.s.unhold(h) {
 		return storage.PutResult{}, ErrNotHeld
@@ -44,8 +41,7 @@ func (h *HeldPut) Release(ctx context.Context) (storage.PutResult, error) {
 	return h.s.inner.Put(ctx, h.key, h.body, h.opts)
 }
 
-// Drop discards the put: it is never applied, as when a request dies in the
-// network. Dropping a put no longer held does nothing.
+// Drop discards the put, never applied, as when a request dies in the network.
 func (h *HeldPut) Drop() { h.s.unhold(h) }
 
 func (s *Store) hold(key string, body []byte, opts storage.PutOptions, rule string) {
@@ -82,9 +78,7 @@ func (s *Store) Held() []*HeldPut {
 	return append([]*HeldPut(nil), s.held...)
 }
 
-// WaitHeld blocks until at least n puts are held at once, or ctx ends. It
-// lets a test wait for a put issued on another goroutine to be in flight
-// before it drives the interleaving it wants.
+// WaitHeld blocks until at least n puts are held at once, or ctx ends.
 func (s *Store) WaitHeld(ctx context.Context, n int) error {
 	for {
 		s.mu.Lock()

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -8,8 +9,7 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// The multipart operations. Rules select them like any other operation (a
-// list_multipart's key is its prefix); Hold applies to puts only.
+// The multipart operations; a list_multipart's key is its prefix.
 const (
 	OpCreateMultipart   Op = "create_multipart"
 	OpUploadPart        Op = "upload_part"
@@ -23,8 +23,7 @@ var MultipartOps = []Op{OpCreateMultipart, OpUploadPart, OpCompleteMultipart, Op
 
 var _ storage.Multipart = (*Store)(nil)
 
-// SupportsMultipart reports whether the wrapped store has multipart uploads;
-// storage.AsMultipart consults it.
+// SupportsMultipart reports whether the wrapped store has multipart uploads.
 func (s *Store) SupportsMultipart() bool {
 	_, ok := storage.AsMultipart(s.inner)
 	return ok
@@ -38,7 +37,7 @@ func (s *Store) innerMultipart(op Op, key string) (storage.Multipart, error) {
 	return m, nil
 }
 
-// MultipartLimits implements storage.Multipart: the wrapped store's.
+// MultipartLimits are the wrapped store's.
 func (s *Store) MultipartLimits() storage.MultipartLimits {
 	if m, ok := storage.AsMultipart(s.inner); ok {
 		return m.MultipartLimits()
@@ -54,54 +53,33 @@ func (s *Store) multipartOf(op Op, key string) (storage.Multipart, error) {
 	return s.innerMultipart(op, key)
 }
 
-// CreateMultipart implements storage.Multipart.
 func (s *Store) CreateMultipart(ctx context.Context, key string) (string, error) {
 	m, err := s.multipartOf(OpCreateMultipart, key)
-	if err != nil {
-		return "", err
-	}
-	return through(ctx, s, OpCreateMultipart, key, nil, nil, nil, func() (string, error) { return m.CreateMultipart(ctx, key) })
+	return through(ctx, s, err, OpCreateMultipart, key, nil, nil, nil, func() (string, error) { return m.CreateMultipart(ctx, key) })
 }
 
-// UploadPart implements storage.Multipart.
 func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int, body io.ReadSeeker, size int64) (storage.Part, error) {
 	m, err := s.multipartOf(OpUploadPart, key)
-	if err != nil {
-		return storage.Part{}, err
-	}
-	return through(ctx, s, OpUploadPart, key, nil, nil, nil, func() (storage.Part, error) {
+	return through(ctx, s, err, OpUploadPart, key, nil, nil, nil, func() (storage.Part, error) {
 		return m.UploadPart(ctx, key, uploadID, number, body, size)
 	})
 }
 
-// CompleteMultipart implements storage.Multipart.
 func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, parts []storage.Part) (storage.PutResult, error) {
 	m, err := s.multipartOf(OpCompleteMultipart, key)
-	if err != nil {
-		return storage.PutResult{}, err
-	}
-	return through(ctx, s, OpCompleteMultipart, key, nil, nil, nil, func() (storage.PutResult, error) {
+	return through(ctx, s, err, OpCompleteMultipart, key, nil, nil, nil, func() (storage.PutResult, error) {
 		return m.CompleteMultipart(ctx, key, uploadID, parts)
 	})
 }
 
-// AbortMultipart implements storage.Multipart.
 func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error {
 	m, err := s.multipartOf(OpAbortMultipart, key)
-	if err != nil {
-		return err
-	}
-	return throughErr(ctx, s, OpAbortMultipart, key, nil, func() error { return m.AbortMultipart(ctx, key, uploadID) })
+	return throughErr(ctx, s, err, OpAbortMultipart, key, nil, func() error { return m.AbortMultipart(ctx, key, uploadID) })
 }
 
-// ListMultipart implements storage.Multipart. For rules and counts its key is opts.Prefix.
+// ListMultipart is a request on key opts.Prefix for rules and counts.
 func (s *Store) ListMultipart(ctx context.Context, opts storage.ListMultipartOptions) (storage.MultipartPage, error) {
-	if _, err := storage.PageLimit(string(OpListMultipart), opts.Prefix, opts.Limit); err != nil {
-		return storage.MultipartPage{}, err
-	}
 	m, err := s.innerMultipart(OpListMultipart, opts.Prefix)
-	if err != nil {
-		return storage.MultipartPage{}, err
-	}
-	return through(ctx, s, OpListMultipart, opts.Prefix, nil, nil, nil, func() (storage.MultipartPage, error) { return m.ListMultipart(ctx, opts) })
+	return through(ctx, s, cmp.Or(pageError(OpListMultipart, opts.Prefix, opts.Limit), err), OpListMultipart, opts.Prefix, nil, nil, nil,
+		func() (storage.MultipartPage, error) { return m.ListMultipart(ctx, opts) })
 }

@@ -9,20 +9,16 @@ import (
 	"time"
 )
 
-// Probabilities are the chances, each in [0, 1] and summing to at most 1,
-// that a request selected by a Seeded rule gets each fault; the rest of the
-// time it passes through.
+// Probabilities are the chances (each in [0, 1], summing to at most 1) that a
+// request a Seeded rule selects gets each fault.
 type Probabilities struct {
 	FailBeforeSend  float64
 	ApplyLoseAnswer float64
-	// Hold applies to puts only; for any other operation the same draw
-	// means no fault.
-	Hold float64
+	Hold            float64 // on another operation than a put the draw means no fault
 	// Refuse maps an HTTP status (400..599) to its chance, e.g. {503: 0.1}.
-	Refuse map[int]float64
-	Delay  float64
-	// DelayFor is how long a Delay fault sleeps. Defaults to 10ms.
-	DelayFor time.Duration
+	Refuse   map[int]float64
+	Delay    float64
+	DelayFor time.Duration // a Delay's sleep; defaults to 10ms
 }
 
 // schedule is a seeded rule's immutable choice function.
@@ -38,15 +34,12 @@ type outcome struct {
 	status int
 }
 
-// Seeded returns a rule that chooses a fault for each request it selects
-// from seed alone. The choice for a request depends only on the seed, the
-// operation, the key (a delete_batch's keys) and how many requests of that
-// operation on that key the rule selected before — so the same seed gives
-// the same faults for the same requests whatever the interleaving across
-// keys, and different seeds give different faults. Set the returned rule's
-// selection fields (Op, KeyGlob, KeyPrefix, Match, Skip, Times) to narrow it;
-// its Mode, Status and Delay are ignored. Seeded panics on probabilities
-// outside [0, 1], summing above 1, or a Refuse status outside 400..599.
+// Seeded returns a rule whose fault for a request depends only on the seed,
+// the operation, the key (a delete_batch's keys) and how many requests of
+// that operation on that key it selected before: a seed replays the same
+// faults whatever the interleaving across keys. Narrow it with its selection
+// fields; Mode, Status and Delay are ignored. It panics on probabilities
+// outside [0, 1] or summing above 1, or a Refuse status outside 400..599.
 func Seeded(seed int64, p Probabilities) Rule {
 	sch := &schedule{seed: seed, delayFor: p.DelayFor}
 	if sch.delayFor <= 0 {
@@ -101,9 +94,8 @@ func (sch *schedule) choose(op Op, opKey string, n int) (Mode, int, time.Duratio
 	return None, 0, 0
 }
 
-// draw maps (seed, opKey, n) to a uniform number in [0, 1) with FNV-1a and
-// the splitmix64 finalizer: stable across runs, processes and Go versions,
-// unlike maphash or math/rand's global source.
+// draw maps (seed, opKey, n) to [0, 1) with FNV-1a and the splitmix64
+// finalizer: stable across runs, processes and Go versions.
 func (sch *schedule) draw(opKey string, n int) float64 {
 	h := fnv.New64a()
 	var b [8]byte

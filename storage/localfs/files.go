@@ -20,12 +20,12 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// etagXattr is the extended attribute that keeps a copy of a file's ETag,
-// with the size and mtime it was computed for: `"<md5>" <size> <mtime ns>`.
+// etagXattr caches a file's ETag with the size and mtime it was computed
+// for: `"<md5>" <size> <mtime ns>`.
 const etagXattr = "user.graft.etag"
 
-// openObject opens the regular file at path for reading without following
-// a final symlink or blocking on a FIFO, and returns its metadata.
+// openObject opens the regular file at path for reading, following no final
+// symlink and not blocking on a FIFO.
 func openObject(path string) (*os.File, fs.FileInfo, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
@@ -42,8 +42,8 @@ func openObject(path string) (*os.File, fs.FileInfo, error) {
 	return f, fi, nil
 }
 
-// statObject returns the metadata of the object at path, reading the ETag
-// from its cached copy when that is still valid and hashing the file when not.
+// statObject returns the metadata of the object at path, with the cached ETag
+// when still valid.
 func statObject(path, key string) (storage.ObjectInfo, error) {
 	f, fi, err := openObject(path)
 	if err != nil {
@@ -59,8 +59,8 @@ func statObject(path, key string) (storage.ObjectInfo, error) {
 	return storage.ObjectInfo{Key: key, Size: fi.Size(), ETag: etag, LastModified: fi.ModTime()}, nil
 }
 
-// etagOnDisk hashes the bytes of the object at path, ignoring any cached
-// ETag: a compare-and-swap decides on what is really there.
+// etagOnDisk hashes the object at path, ignoring the cache: a compare-and-swap
+// decides on what is really there.
 func etagOnDisk(path string) (string, error) {
 	f, _, err := openObject(path)
 	if err != nil {
@@ -78,16 +78,14 @@ func hashFile(f *os.File) (string, error) {
 	return storage.QuoteSum(h.Sum(nil)), nil
 }
 
-// cacheETag records etag on f for the size and mtime in fi. It is an
-// optimisation only: on a file system without user extended attributes,
-// readers hash the file instead.
+// cacheETag records etag on f for fi's size and mtime; without user extended
+// attributes readers hash the file instead.
 func cacheETag(f *os.File, fi fs.FileInfo, etag string) {
 	value := etag + " " + strconv.FormatInt(fi.Size(), 10) + " " + strconv.FormatInt(fi.ModTime().UnixNano(), 10)
 	_ = withFd(f, func(fd int) error { return unix.Fsetxattr(fd, etagXattr, []byte(value), 0) })
 }
 
-// cachedETag returns the ETag recorded on f if it was recorded for the size
-// and mtime f has now.
+// cachedETag returns the ETag cached on f if recorded for its size and mtime now.
 func cachedETag(f *os.File, fi fs.FileInfo) (string, bool) {
 	var (
 		buf [128]byte
@@ -123,8 +121,7 @@ func createTemp(dir string) (*os.File, error) {
 	}
 }
 
-// syncDir fsyncs a directory so that entries just added to or removed from
-// it survive a crash.
+// syncDir fsyncs a directory so that entries added or removed survive a crash.
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
@@ -132,9 +129,7 @@ func syncDir(dir string) error {
 	}
 	err = d.Sync()
 	if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOTSUP) {
-		// Some file systems cannot fsync a directory; they order
-		// metadata themselves.
-		err = nil
+		err = nil // a file system that cannot fsync a directory orders metadata itself
 	}
 	if closeErr := d.Close(); err == nil {
 		err = closeErr
@@ -142,10 +137,8 @@ func syncDir(dir string) error {
 	return err
 }
 
-// lock takes the lock of key: first this process's mutex for the key's
-// stripe, then an exclusive flock(2) on the stripe's lock file, which other
-// processes sharing the directory respect. The returned function releases
-// both.
+// lock takes the lock of key: this process's mutex for the key's stripe, then
+// an exclusive flock(2) on the stripe's lock file; the func returned releases both.
 func (s *Store) lock(key string) (func(), error) {
 	h := fnv.New32a()
 	h.Write([]byte(key))
@@ -180,9 +173,7 @@ func (s *Store) openLockFile(stripe uint32) (*os.File, error) {
 	path := filepath.Join(dir, fmt.Sprintf("%02x", stripe))
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if isNotExist(err) {
-		// Someone removed the lock directory. Lock files hold no state, so
-		// recreating it is enough — unless it was removed while a write
-		// held a lock, which no process of this package does.
+		// Lock files hold no state: recreating a removed directory is enough.
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("create lock directory: %w", err)
 		}

@@ -11,8 +11,7 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// readDir reads a directory's entries; tests replace it to see which
-// directories a listing visits.
+// readDir is os.ReadDir; tests replace it to see which directories a listing visits.
 var readDir = os.ReadDir
 
 // errPageFull stops a walk once it has found enough keys.
@@ -48,8 +47,7 @@ func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.Lis
 }
 
 // prefixDir returns the directory (as a key prefix: "" or ending in '/')
-// that holds every key starting with prefix, and false when no valid key can
-// start with prefix.
+// holding every key starting with prefix; false when no valid key can.
 func prefixDir(prefix string) (string, bool) {
 	last := strings.LastIndexByte(prefix, '/')
 	if last < 0 {
@@ -64,8 +62,7 @@ func prefixDir(prefix string) (string, bool) {
 	return dir, true
 }
 
-// walker collects keys in ascending byte order by visiting directories
-// depth-first, each in the order their keys sort.
+// walker collects keys in byte order, visiting directories depth-first.
 type walker struct {
 	ctx        context.Context
 	store      *Store
@@ -75,15 +72,13 @@ type walker struct {
 	found      []storage.ObjectInfo
 }
 
-// entry is a directory entry named by the key prefix it stands for: the key
-// itself for a file, the key prefix ending in '/' for a directory.
+// entry is a directory entry as a key: for a directory, ending in '/'.
 type entry struct {
 	key string
 	dir bool
 }
 
-// walk visits the directory holding the keys that start with dir ("" for
-// the root, otherwise ending in '/').
+// walk visits the directory of key prefix dir ("" or ending in '/').
 func (w *walker) walk(dir string) error {
 	if err := w.ctx.Err(); err != nil {
 		return err
@@ -140,9 +135,8 @@ func (w *walker) walk(dir string) error {
 	return nil
 }
 
-// mayHold reports whether a directory standing for key prefix p can hold a
-// key of the listing. Every key in it is p followed by more bytes, so when p
-// is not a prefix of startAfter and sorts before it, all of them do too.
+// mayHold reports whether the directory of key prefix p can hold a key of the
+// listing: when p sorts before startAfter and is not its prefix, so do its keys.
 func (w *walker) mayHold(p string) bool {
 	return (strings.HasPrefix(p, w.prefix) || strings.HasPrefix(w.prefix, p)) &&
 		(p >= w.startAfter || strings.HasPrefix(w.startAfter, p))

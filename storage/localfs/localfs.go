@@ -1,45 +1,33 @@
 // Package localfs is graft's embedded default storage backend: a directory on
-// local disk that keeps the storage.Store contract, so graft runs with no S3
-// server at all.
+// local disk that keeps the storage.Store contract, so graft needs no S3 server.
 //
-// Layout: the object at key "a/b/c.json" is the regular file <dir>/a/b/c.json,
-// so an operator can read the store with ordinary tools. Names that begin with
-// ".graft-" are the store's own: per-key lock files under <dir>/.graft-locks/,
-// multipart uploads under <dir>/.graft-uploads/, and temp files ".graft-tmp-*"
-// next to the objects they become. They are never listed, Get and Head report
-// them as not found, and writes refuse (ErrRefused) any key with a segment
-// that begins with ".graft-".
+// The object at key "a/b/c.json" is the regular file <dir>/a/b/c.json. Names
+// beginning ".graft-" are the store's own (lock files in .graft-locks/,
+// multipart uploads in .graft-uploads/, temp files .graft-tmp-*): never
+// listed, not found by reads, and refused (ErrRefused) as a key segment by writes.
 //
 // Invariants:
-//   - Conditional writes are atomic across processes, not just goroutines:
-//     every Put and Delete of a key holds an exclusive flock(2) on the key's
-//     lock file (one of 256, chosen by a hash of the key) while it checks the
-//     condition and commits. Put-if-absent commits with link(2), which cannot
-//     replace an existing file even if some writer ignored the lock.
-//   - Writes are durable and all-or-nothing: bytes go to a temp file in the
-//     target's directory, which is fsynced, then linked or renamed into place,
-//     and the directory is fsynced. A reader sees the old bytes or the new,
-//     never a mix. A crash can leave a temp file; it is never listed.
-//   - ETag is the quoted hex MD5 of the bytes, as S3 gives for a single-part
-//     upload (a completed multipart upload too); LastModified is the file's
-//     mtime. A conditional Put compares against the MD5 of the bytes on disk;
-//     Head and List may use a copy of the ETag kept in an extended attribute
-//     while the file's size and mtime still match the ones recorded with it.
-//   - Keys "a" and "a/b" cannot both exist, because "a" cannot be a file and
-//     a directory at once. A Put that would need that is ErrRefused; graft's
-//     format never creates such keys.
-//   - A write that fails before its commit step changed nothing and is
-//     ErrRefused; one whose directory fsync fails after the commit is
-//     ErrAmbiguous (visible, maybe not durable). A cancelled context is
-//     checked before any work: reads report ErrUnavailable, writes
-//     ErrAmbiguous, both wrapping the context's error.
-//   - Delete removes parent directories left empty, best-effort, never the
-//     store's own directory. List reads only the directories a prefix can
-//     reach, in S3 byte order of key; each page reads every entry of each
-//     directory it visits, so one directory of a million objects makes paging
-//     through it slow.
-//   - Symbolic links and other non-regular files are not objects: they are
-//     skipped by List and not found by Get and Head.
+//   - Conditional writes are atomic across processes: every Put and Delete of
+//     a key holds an exclusive flock(2) on one of 256 lock files, chosen by a
+//     hash of the key, while it checks and commits. Put-if-absent commits with
+//     link(2), which never replaces an existing file.
+//   - Writes are durable and all-or-nothing: a temp file in the target's
+//     directory is fsynced, linked or renamed into place, and the directory
+//     fsynced. A crash can leave a temp file, never listed.
+//   - ETag is the quoted hex MD5 of the bytes (multipart objects too);
+//     LastModified is the mtime. A conditional Put hashes the bytes on disk;
+//     Head and List may use an ETag cached in an extended attribute while the
+//     file's size and mtime match the ones cached with it.
+//   - Keys "a" and "a/b" cannot both exist; a Put that would need that is
+//     ErrRefused.
+//   - A write failing before its commit changed nothing (ErrRefused); one
+//     whose directory fsync fails after it is ErrAmbiguous. A cancelled
+//     context is checked first: ErrUnavailable for reads, ErrAmbiguous for
+//     writes, wrapping the context's error.
+//   - Delete prunes parent directories left empty, never the root. List reads
+//     only the directories a prefix can reach, in byte order of key, and
+//     every entry of each (a huge directory pages slowly).
+//   - Symbolic links and other non-regular files are not objects.
 package localfs
 
 import (
@@ -63,17 +51,15 @@ const (
 	lockDirName    = reservedPrefix + "locks"
 	tempPrefix     = reservedPrefix + "tmp-"
 	lockStripes    = 256
-	// maxDirRetries bounds how often a write recreates a directory that a
-	// concurrent Delete pruned under it.
+	// maxDirRetries bounds recreating a directory a concurrent Delete pruned.
 	maxDirRetries = 16
 )
 
-// Store is a storage.Store kept in a local directory. It is safe for
-// concurrent use by many goroutines and many processes sharing the directory.
+// Store is a storage.Store kept in a local directory, safe for concurrent use
+// by goroutines and by processes sharing the directory.
 type Store struct {
 	root string
-	// stripes serialise this process's goroutines per lock file, so that
-	// only one of them at a time waits in flock(2).
+	// stripes let only one goroutine per lock file wait in flock(2).
 	stripes [lockStripes]sync.Mutex
 }
 
@@ -93,7 +79,6 @@ func Open(dir string) (*Store, error) {
 	return &Store{root: root}, nil
 }
 
-// Get implements storage.Store.
 func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
 	const op = "get"
 	if err := check(ctx, op, key, false); err != nil {
@@ -114,7 +99,6 @@ func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
 	return storage.Object{ObjectInfo: info, Body: body}, nil
 }
 
-// Head implements storage.Store.
 func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error) {
 	const op = "head"
 	if err := check(ctx, op, key, false); err != nil {
@@ -127,7 +111,6 @@ func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error
 	return info, nil
 }
 
-// Put implements storage.Store.
 func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
 	const op = "put"
 	if err := check(ctx, op, key, true); err != nil {
@@ -154,9 +137,7 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.P
 	if err != nil {
 		return storage.PutResult{}, newError(op, key, storage.CodeRefused, err)
 	}
-	// After a rename the temp name is gone; after a link, or a failure, it
-	// is removed here. A leftover temp file is never listed.
-	defer os.Remove(tmp)
+	defer os.Remove(tmp) // gone after a rename; after a link or a failure, removed here
 	if err := place(op, key, tmp, path, opts.IfNoneMatch); err != nil {
 		return storage.PutResult{}, err
 	}
@@ -171,8 +152,7 @@ var (
 	errKeyIsDirectory  = errors.New("key is a directory of other keys (keys a and a/b cannot both exist)")
 )
 
-// checkCondition evaluates opts against the object at path. It runs under the
-// key's lock, so the answer holds until the lock is released.
+// checkCondition evaluates opts against the object at path, under the key's lock.
 func checkCondition(op, key, path string, opts storage.PutOptions) error {
 	failed := func(format string, args ...any) error {
 		return newError(op, key, storage.CodePreconditionFailed, fmt.Errorf("%w: "+format, append([]any{errConditionFailed}, args...)...))
@@ -205,8 +185,7 @@ func checkCondition(op, key, path string, opts storage.PutOptions) error {
 		}
 		return nil
 	case fi.IsDir():
-		// A directory left empty (say, by a crash before pruning) must not
-		// block the key; one that still holds keys does.
+		// An empty directory (a crash before pruning) does not block the key.
 		if os.Remove(path) != nil {
 			return refused(errKeyIsDirectory)
 		}
@@ -216,16 +195,14 @@ func checkCondition(op, key, path string, opts storage.PutOptions) error {
 	}
 }
 
-// place moves the temp file tmp to path under the key's lock: with link(2)
-// when exclusive (put-if-absent), so an existing object is never replaced,
-// and with rename(2) otherwise.
+// place moves tmp to path under the key's lock: with link(2) when exclusive
+// (put-if-absent), so an existing object is never replaced, else rename(2).
 func place(op, key, tmp, path string, exclusive bool) error {
 	var err error
 	if exclusive {
 		err = os.Link(tmp, path)
 		if isLinkUnsupported(err) {
-			// Still atomic against graft writers: the key's lock is held
-			// and its absence was checked under it.
+			// Still atomic against graft writers: absence was checked under the lock.
 			err = os.Rename(tmp, path)
 		}
 		if errors.Is(err, fs.ErrExist) {
@@ -243,9 +220,9 @@ func place(op, key, tmp, path string, exclusive bool) error {
 	return nil
 }
 
-// writeTemp creates a temp file in dir, creating dir first, fills it with
-// write, caches the ETag write returns ("" for none) and makes the file
-// durable. It returns the temp file's path and the ETag.
+// writeTemp creates a temp file in dir (creating dir), fills it with write,
+// caches the ETag write returns ("" for none), makes it durable, and returns
+// its path and the ETag.
 func (s *Store) writeTemp(dir string, write func(io.Writer) (string, error)) (string, string, error) {
 	var (
 		f   *os.File
@@ -255,8 +232,7 @@ func (s *Store) writeTemp(dir string, write func(io.Writer) (string, error)) (st
 		if err = s.ensureDir(dir); err == nil {
 			f, err = createTemp(dir)
 		}
-		// A concurrent Delete may prune a directory between our mkdir and
-		// our create: make it again.
+		// A concurrent Delete may prune dir between mkdir and create.
 		if err == nil || !isNotExist(err) || attempt >= maxDirRetries {
 			break
 		}
@@ -270,8 +246,7 @@ func (s *Store) writeTemp(dir string, write func(io.Writer) (string, error)) (st
 	return fillTemp(f, write)
 }
 
-// fillTemp is writeTemp on a temp file already created. On failure it
-// removes the file.
+// fillTemp is writeTemp on a created temp file, which it removes on failure.
 func fillTemp(f *os.File, write func(io.Writer) (string, error)) (string, string, error) {
 	etag, err := write(f)
 	if err == nil && etag != "" {
@@ -292,18 +267,13 @@ func fillTemp(f *os.File, write func(io.Writer) (string, error)) (string, string
 	return f.Name(), etag, nil
 }
 
-// Delete implements storage.Store.
 func (s *Store) Delete(ctx context.Context, key string) error {
-	if err := ctx.Err(); err != nil {
-		return storage.ContextError("delete", key, true, err)
-	}
-	if err := storage.CheckKey("delete", key); err != nil {
+	if err := storage.CheckRequest(ctx, "delete", key, true); err != nil {
 		return err
 	}
 	return s.remove(ctx, "delete", []string{key})[key]
 }
 
-// DeleteBatch implements storage.Store.
 func (s *Store) DeleteBatch(ctx context.Context, keys []string) error {
 	if err := ctx.Err(); err != nil {
 		return storage.ContextError("delete_batch", "", true, err)
@@ -317,8 +287,8 @@ func (s *Store) DeleteBatch(ctx context.Context, keys []string) error {
 	return nil
 }
 
-// remove deletes keys and returns the error of each it could not delete.
-// Each directory touched is fsynced once for all of them.
+// remove deletes keys, fsyncing each directory touched once, and returns the
+// error of each key it could not delete.
 func (s *Store) remove(ctx context.Context, op string, keys []string) map[string]error {
 	failed := map[string]error{}
 	removedIn := map[string][]string{} // directory → keys removed from it
@@ -350,8 +320,7 @@ func (s *Store) remove(ctx context.Context, op string, keys []string) map[string
 	return failed
 }
 
-// removeOne deletes the object at key under the key's lock and reports
-// whether there was one.
+// removeOne deletes the object at key under its lock, reporting whether there was one.
 func (s *Store) removeOne(key string) (bool, error) {
 	unlock, err := s.lock(key)
 	if err != nil {
@@ -378,9 +347,8 @@ func (s *Store) removeOne(key string) (bool, error) {
 	return true, nil
 }
 
-// syncRemoval makes the removal of an entry from dir durable. A concurrent
-// Delete may already have pruned dir, now empty; then fsyncing the nearest
-// remaining ancestor makes that removal, and so ours, durable.
+// syncRemoval makes a removal from dir durable; if a concurrent Delete pruned
+// dir, fsyncing the nearest remaining ancestor does.
 func (s *Store) syncRemoval(dir string) error {
 	for {
 		err := syncDir(dir)
@@ -391,8 +359,7 @@ func (s *Store) syncRemoval(dir string) error {
 	}
 }
 
-// prune removes dir and its ancestors while they are empty, stopping below
-// the root. It is best-effort: a Put racing it recreates what it needs.
+// prune removes dir and its ancestors while empty, below the root; best-effort.
 func (s *Store) prune(dir string) {
 	for dir != s.root && strings.HasPrefix(dir, s.root+string(filepath.Separator)) {
 		if err := os.Remove(dir); err != nil {
@@ -402,19 +369,15 @@ func (s *Store) prune(dir string) {
 	}
 }
 
-// path is the file that holds key. Keys are validated first, so the result
-// always lies under the root.
+// path is the file of a validated key, always under the root.
 func (s *Store) path(key string) string {
 	return filepath.Join(s.root, filepath.FromSlash(key))
 }
 
-// check does what every request on one key does before touching the disk. A
-// key the store reserves is not found by a read and refused to a write.
+// check does what every request on one key does first: a reserved key is not
+// found by a read and refused to a write.
 func check(ctx context.Context, op, key string, write bool) error {
-	if err := ctx.Err(); err != nil {
-		return storage.ContextError(op, key, write, err)
-	}
-	if err := storage.CheckKey(op, key); err != nil {
+	if err := storage.CheckRequest(ctx, op, key, write); err != nil {
 		return err
 	}
 	if !isReserved(key) {
@@ -427,8 +390,7 @@ func check(ctx context.Context, op, key string, write bool) error {
 	return newError(op, key, code, fmt.Errorf("a segment begins with %q, reserved by the local store", reservedPrefix))
 }
 
-// ensureDir makes dir and any missing ancestors, and fsyncs the parent of
-// each directory it creates so the new entries survive a crash.
+// ensureDir makes dir and missing ancestors, fsyncing the parent of each.
 func (s *Store) ensureDir(dir string) error {
 	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
 		return nil
@@ -466,8 +428,7 @@ func (s *Store) ensureDir(dir string) error {
 	return nil
 }
 
-// isReserved reports whether any segment of key is a name the store keeps
-// for itself.
+// isReserved reports whether a segment of key is one of the store's own names.
 func isReserved(key string) bool {
 	for seg := range strings.SplitSeq(key, "/") {
 		if strings.HasPrefix(seg, reservedPrefix) {
@@ -477,7 +438,6 @@ func isReserved(key string) bool {
 	return false
 }
 
-// errNotObject reports a path that exists but is not a regular file.
 var errNotObject = errors.New("not a regular file")
 
 // readError classifies a failed read of key.
@@ -492,9 +452,8 @@ func isNotExist(err error) bool {
 	return errors.Is(err, fs.ErrNotExist)
 }
 
-// isNotFound reports an error that means no object is at a key: the path is
-// absent, an ancestor is a file, the name cannot exist on this file system,
-// or the path is not a regular file.
+// isNotFound reports an error meaning no object is at a key: the path is
+// absent, an ancestor is a file, the name cannot exist, or not a regular file.
 func isNotFound(err error) bool {
 	return isNotExist(err) ||
 		errors.Is(err, syscall.ENOTDIR) ||
@@ -509,9 +468,8 @@ func isLinkUnsupported(err error) bool {
 		errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOSYS)
 }
 
-// commitErrorCode classifies a failed rename, link or unlink. These calls
-// either happen or not, so a failure changed nothing — except an I/O error,
-// after which the state on disk is unknown.
+// commitErrorCode classifies a failed rename, link or unlink: these happen or
+// not, except after an I/O error, when the state on disk is unknown.
 func commitErrorCode(err error) storage.Code {
 	if errors.Is(err, syscall.EIO) {
 		return storage.CodeAmbiguous

@@ -17,12 +17,10 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// Multipart uploads live under <dir>/.graft-uploads/<upload id>/: a record
-// "upload.json" naming the key and the start time, and one file per part,
-// "part-<number>". CompleteMultipart concatenates the parts into a temp file
-// next to the key's file and links it into place under the key's lock, as a
-// put-if-absent does, so it is atomic across processes; the object's ETag is
-// the MD5 of all its bytes, like any other object of this store.
+// An upload lives in <dir>/.graft-uploads/<upload id>/: "upload.json" names
+// the key and start time, "part-<number>" holds each part. CompleteMultipart
+// concatenates the parts into a temp file and links it into place under the
+// key's lock, as a put-if-absent does; the ETag is the MD5 of all the bytes.
 
 const (
 	uploadsDirName = reservedPrefix + "uploads"
@@ -37,28 +35,24 @@ type uploadMeta struct {
 	Initiated string `json:"initiated"` // RFC 3339 with nanoseconds
 }
 
-// MultipartLimits implements storage.Multipart.
 func (s *Store) MultipartLimits() storage.MultipartLimits { return storage.LocalMultipartLimits }
 
 func (s *Store) uploadDir(id string) string {
 	return filepath.Join(s.root, uploadsDirName, id)
 }
 
-// lockUpload takes the lock of an upload, which serialises adding parts with
-// assembling and removing them.
+// lockUpload takes an upload's lock, serialising adding parts with assembling and removing them.
 func (s *Store) lockUpload(id string) (func(), error) {
 	return s.lock(uploadsDirName + "/" + id)
 }
 
-// validUploadID reports whether id has the shape CreateMultipart makes (32
-// lower-case hex digits), so it can never name a path outside the uploads
-// directory.
+// validUploadID reports whether id is 32 lower-case hex digits, as
+// CreateMultipart makes: never a path outside the uploads directory.
 func validUploadID(id string) bool {
 	_, err := hex.DecodeString(id)
 	return len(id) == 32 && err == nil && strings.ToLower(id) == id
 }
 
-// CreateMultipart implements storage.Multipart.
 func (s *Store) CreateMultipart(ctx context.Context, key string) (string, error) {
 	const op = "create_multipart"
 	if err := check(ctx, op, key, true); err != nil {
@@ -85,8 +79,7 @@ func (s *Store) CreateMultipart(ctx context.Context, key string) (string, error)
 	return id, nil
 }
 
-// readUpload returns an upload's record, or an error that is not-found when
-// the upload does not exist.
+// readUpload returns an upload's record; a not-exist error when there is none.
 func (s *Store) readUpload(id string) (uploadMeta, error) {
 	var m uploadMeta
 	if !validUploadID(id) {
@@ -116,7 +109,6 @@ func (s *Store) checkUpload(op, key, id string) error {
 	return nil
 }
 
-// UploadPart implements storage.Multipart.
 func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int, body io.ReadSeeker, size int64) (storage.Part, error) {
 	const op = "upload_part"
 	if err := check(ctx, op, key, true); err != nil {
@@ -171,7 +163,6 @@ func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int
 
 func partName(number int) string { return fmt.Sprintf("%s%05d", partPrefix, number) }
 
-// CompleteMultipart implements storage.Multipart.
 func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, parts []storage.Part) (storage.PutResult, error) {
 	const op = "complete_multipart"
 	if err := check(ctx, op, key, true); err != nil {
@@ -180,8 +171,7 @@ func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, par
 	if err := storage.CheckParts(key, parts, storage.LocalMultipartLimits); err != nil {
 		return storage.PutResult{}, err
 	}
-	// Assemble under the upload's lock, so an abort cannot remove parts
-	// while they are read; publish under the key's lock (never both at once).
+	// Assemble under the upload's lock, publish under the key's; never both.
 	tmp, etag, err := s.assemble(op, key, uploadID, parts)
 	if err != nil {
 		return storage.PutResult{}, err
@@ -202,9 +192,8 @@ func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, par
 	}
 	syncErr := syncDir(filepath.Dir(path))
 	unlock()
-	// The object is published: the upload is done. Removing its directory is
-	// best-effort; a leftover one lists as incomplete and its abort is a no-op
-	// for the object.
+	// Published. Removing the upload is best-effort: a leftover one lists as
+	// incomplete, and aborting it leaves the object alone.
 	s.removeUpload(uploadID)
 	if syncErr != nil {
 		return storage.PutResult{}, newError(op, key, storage.CodeAmbiguous, fmt.Errorf("sync directory after commit: %w", syncErr))
@@ -212,8 +201,8 @@ func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, par
 	return storage.PutResult{ETag: etag}, nil
 }
 
-// assemble checks the parts of an upload against the listed ones and
-// concatenates them into a new temp file in the key's directory.
+// assemble checks an upload's parts against parts and concatenates them into
+// a temp file in the key's directory.
 func (s *Store) assemble(op, key, uploadID string, parts []storage.Part) (string, string, error) {
 	unlock, err := s.lockUpload(uploadID)
 	if err != nil {
@@ -256,8 +245,7 @@ func (s *Store) removeUpload(id string) error {
 	}
 	defer unlock()
 	dir := s.uploadDir(id)
-	// Remove the record first: an upload without one no longer exists, even
-	// if removing its parts is cut short.
+	// The record first: without it the upload no longer exists.
 	if err := os.Remove(filepath.Join(dir, uploadMetaName)); err != nil && !isNotExist(err) {
 		return err
 	}
@@ -267,7 +255,6 @@ func (s *Store) removeUpload(id string) error {
 	return syncDir(filepath.Join(s.root, uploadsDirName))
 }
 
-// AbortMultipart implements storage.Multipart.
 func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error {
 	const op = "abort_multipart"
 	if err := check(ctx, op, key, true); err != nil {
@@ -285,8 +272,7 @@ func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error 
 	return nil
 }
 
-// ListMultipart implements storage.Multipart. It reads every upload record,
-// so it costs one file read per incomplete upload in the store.
+// ListMultipart reads every upload record.
 func (s *Store) ListMultipart(ctx context.Context, opts storage.ListMultipartOptions) (storage.MultipartPage, error) {
 	const op = "list_multipart"
 	if err := ctx.Err(); err != nil {

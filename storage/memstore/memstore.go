@@ -1,15 +1,11 @@
 // Package memstore is an in-memory storage.Store with multipart uploads, for
-// tests and benchmarks that count requests and bytes at sizes where a disk or
-// a server would only add time. It keeps the whole storage contract (the
-// conformance suite runs against it) but nothing survives the process.
+// tests and benchmarks; it keeps the whole storage contract but nothing
+// survives the process.
 //
-// Invariants:
-//   - Every method is atomic under one mutex, so conditional writes are
-//     linearisable; exactly one of racing put-if-absent writers wins.
-//   - ETag is the quoted hex MD5 of the bytes, as S3 gives a single-part
-//     upload; a completed multipart upload gets S3's multipart form, MD5 of
-//     the parts' MD5s and "-N".
-//   - Bodies are copied in and out: callers never share memory with the store.
+// Every method is atomic under one mutex, so conditional writes are
+// linearisable. ETags are S3's: the MD5 of the bytes, or for a completed
+// multipart upload the MD5 of the parts' MD5s and "-N". Bodies are copied in
+// and out.
 package memstore
 
 import (
@@ -35,7 +31,6 @@ type Store struct {
 	objects map[string]object
 	uploads map[string]*upload
 	limits  storage.MultipartLimits
-	now     func() time.Time
 }
 
 type object struct {
@@ -59,32 +54,30 @@ var (
 // Option configures New.
 type Option func(*Store)
 
-// WithMultipartLimits sets the part rules. Defaults to
-// storage.LocalMultipartLimits.
+// WithMultipartLimits sets the part rules (default storage.LocalMultipartLimits).
 func WithMultipartLimits(l storage.MultipartLimits) Option { return func(s *Store) { s.limits = l } }
 
 // New returns an empty store.
 func New(opts ...Option) *Store {
-	s := &Store{objects: map[string]object{}, uploads: map[string]*upload{}, limits: storage.LocalMultipartLimits, now: time.Now}
+	s := &Store{objects: map[string]object{}, uploads: map[string]*upload{}, limits: storage.LocalMultipartLimits}
 	for _, o := range opts {
 		o(s)
 	}
 	return s
 }
 
-// check fails a request whose context is done or whose key is invalid.
-func check(ctx context.Context, op, key string, write bool) error {
-	if err := ctx.Err(); err != nil {
-		return storage.ContextError(op, key, write, err)
-	}
-	return storage.CheckKey(op, key)
-}
-
-func (s *Store) info(key string, o object) storage.ObjectInfo {
+func info(key string, o object) storage.ObjectInfo {
 	return storage.ObjectInfo{Key: key, Size: int64(len(o.body)), ETag: o.etag, LastModified: o.modified}
 }
 
-func (s *Store) lookup(op, key string) (object, error) {
+// read returns the object at key for a Get or Head. Stored bodies are never
+// changed in place, so the caller may copy one after the lock is released.
+func (s *Store) read(ctx context.Context, op, key string) (object, error) {
+	if err := storage.CheckRequest(ctx, op, key, false); err != nil {
+		return object{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	o, ok := s.objects[key]
 	if !ok {
 		return o, storage.NewError(op, key, storage.CodeNotFound, errors.New("no such key"))
@@ -92,38 +85,25 @@ func (s *Store) lookup(op, key string) (object, error) {
 	return o, nil
 }
 
-// Get implements storage.Store.
 func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
-	if err := check(ctx, "get", key, false); err != nil {
-		return storage.Object{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o, err := s.lookup("get", key)
+	o, err := s.read(ctx, "get", key)
 	if err != nil {
 		return storage.Object{}, err
 	}
-	return storage.Object{ObjectInfo: s.info(key, o), Body: bytes.Clone(o.body)}, nil
+	return storage.Object{ObjectInfo: info(key, o), Body: bytes.Clone(o.body)}, nil
 }
 
-// Head implements storage.Store.
 func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error) {
-	if err := check(ctx, "head", key, false); err != nil {
-		return storage.ObjectInfo{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o, err := s.lookup("head", key)
+	o, err := s.read(ctx, "head", key)
 	if err != nil {
 		return storage.ObjectInfo{}, err
 	}
-	return s.info(key, o), nil
+	return info(key, o), nil
 }
 
-// Put implements storage.Store.
 func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
-	if err := ctx.Err(); err != nil {
-		return storage.PutResult{}, storage.ContextError("put", key, true, err)
+	if err := storage.CheckRequest(ctx, "put", key, true); err != nil {
+		return storage.PutResult{}, err
 	}
 	if err := storage.CheckPut(key, opts); err != nil {
 		return storage.PutResult{}, err
@@ -137,12 +117,11 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.P
 	case opts.IfMatch != "" && (!exists || cur.etag != opts.IfMatch):
 		return storage.PutResult{}, storage.NewError("put", key, storage.CodePreconditionFailed, fmt.Errorf("If-Match %s does not match", opts.IfMatch))
 	}
-	o := object{body: bytes.Clone(body), etag: storage.ETagOf(body), modified: s.now()}
+	o := object{body: bytes.Clone(body), etag: storage.ETagOf(body), modified: time.Now()}
 	s.objects[key] = o
 	return storage.PutResult{ETag: o.etag}, nil
 }
 
-// List implements storage.Store.
 func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.ListPage, error) {
 	if err := ctx.Err(); err != nil {
 		return storage.ListPage{}, storage.ContextError("list", opts.Prefix, false, err)
@@ -153,7 +132,7 @@ func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.Lis
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	keys := make([]string, 0)
+	var keys []string
 	for k := range s.objects {
 		if strings.HasPrefix(k, opts.Prefix) && k > opts.StartAfter {
 			keys = append(keys, k)
@@ -165,14 +144,13 @@ func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.Lis
 		keys, page.Truncated = keys[:limit], true
 	}
 	for _, k := range keys {
-		page.Objects = append(page.Objects, s.info(k, s.objects[k]))
+		page.Objects = append(page.Objects, info(k, s.objects[k]))
 	}
 	return page, nil
 }
 
-// Delete implements storage.Store.
 func (s *Store) Delete(ctx context.Context, key string) error {
-	if err := check(ctx, "delete", key, true); err != nil {
+	if err := storage.CheckRequest(ctx, "delete", key, true); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -181,7 +159,6 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
-// DeleteBatch implements storage.Store.
 func (s *Store) DeleteBatch(ctx context.Context, keys []string) error {
 	if err := storage.CheckBatch(keys); err != nil {
 		return err
@@ -204,18 +181,16 @@ func (s *Store) Len() int {
 	return len(s.objects)
 }
 
-// MultipartLimits implements storage.Multipart.
 func (s *Store) MultipartLimits() storage.MultipartLimits { return s.limits }
 
-// CreateMultipart implements storage.Multipart.
 func (s *Store) CreateMultipart(ctx context.Context, key string) (string, error) {
-	if err := check(ctx, "create_multipart", key, true); err != nil {
+	if err := storage.CheckRequest(ctx, "create_multipart", key, true); err != nil {
 		return "", err
 	}
 	id := rand.Text()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.uploads[id] = &upload{key: key, initiated: s.now(), parts: map[int]storage.Part{}, bodies: map[int][]byte{}}
+	s.uploads[id] = &upload{key: key, initiated: time.Now(), parts: map[int]storage.Part{}, bodies: map[int][]byte{}}
 	return id, nil
 }
 
@@ -227,10 +202,9 @@ func (s *Store) uploadOf(op, key, id string) (*upload, error) {
 	return u, nil
 }
 
-// UploadPart implements storage.Multipart.
 func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int, body io.ReadSeeker, size int64) (storage.Part, error) {
 	const op = "upload_part"
-	if err := check(ctx, op, key, true); err != nil {
+	if err := storage.CheckRequest(ctx, op, key, true); err != nil {
 		return storage.Part{}, err
 	}
 	if err := storage.CheckPart(key, number, size, s.limits); err != nil {
@@ -254,10 +228,9 @@ func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int
 	return p, nil
 }
 
-// CompleteMultipart implements storage.Multipart.
 func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, parts []storage.Part) (storage.PutResult, error) {
 	const op = "complete_multipart"
-	if err := check(ctx, op, key, true); err != nil {
+	if err := storage.CheckRequest(ctx, op, key, true); err != nil {
 		return storage.PutResult{}, err
 	}
 	if err := storage.CheckParts(key, parts, s.limits); err != nil {
@@ -284,14 +257,13 @@ func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, par
 		sums.Write(raw)
 	}
 	etag := fmt.Sprintf(`"%s-%d"`, hex.EncodeToString(sums.Sum(nil)), len(parts))
-	s.objects[key] = object{body: whole.Bytes(), etag: etag, modified: s.now()}
+	s.objects[key] = object{body: whole.Bytes(), etag: etag, modified: time.Now()}
 	delete(s.uploads, uploadID)
 	return storage.PutResult{ETag: etag}, nil
 }
 
-// AbortMultipart implements storage.Multipart.
 func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error {
-	if err := check(ctx, "abort_multipart", key, true); err != nil {
+	if err := storage.CheckRequest(ctx, "abort_multipart", key, true); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -302,7 +274,6 @@ func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error 
 	return nil
 }
 
-// ListMultipart implements storage.Multipart.
 func (s *Store) ListMultipart(ctx context.Context, opts storage.ListMultipartOptions) (storage.MultipartPage, error) {
 	if err := ctx.Err(); err != nil {
 		return storage.MultipartPage{}, storage.ContextError("list_multipart", opts.Prefix, false, err)

@@ -11,9 +11,7 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// S3 error codes this package tells apart. Servers send them in the XML body
-// of an error response; HeadObject has no body, so its 404 arrives as the
-// bare status (the SDK reports code "NotFound").
+// S3 error codes told apart. A HeadObject 404 has no body: the SDK reports "NotFound".
 const (
 	codeNoSuchKey                  = "NoSuchKey"
 	codeNotFound                   = "NotFound"
@@ -30,35 +28,24 @@ type httpStatusError interface {
 	HTTPStatusCode() int
 }
 
-// opKind says whether a failed request could have changed the store. The
-// same transport error means "nothing changed, try later" on a read and
-// "may have been applied" on a write.
+// opKind says whether a failed request could have changed the store.
 type opKind int
 
 const (
 	read opKind = iota
 	write
-	// writeIfMatch is a put guarded by If-Match. S3 (and versitygw) answer
-	// such a put on a missing key with 404 NoSuchKey rather than 412; for
-	// the caller that is the same failed condition.
+	// writeIfMatch is a put guarded by If-Match, which S3 answers on a
+	// missing key with 404 NoSuchKey: a failed condition all the same.
 	writeIfMatch
 )
 
-// classify maps an error returned by the SDK to a portable storage code and
-// the HTTP status it carried (0 when no response arrived). It is a pure
-// function of the error value so it can be tested with synthetic errors.
-//
-// The rule for writes is that only answers which prove the write was not
-// applied are definitive (PreconditionFailed, Refused); everything else —
-// no response, a 5xx, a 409 ConditionalRequestConflict, a 2xx whose body
-// could not be decoded, a status we do not know — is Ambiguous, because
-// claiming "not applied" wrongly is what lets a late write resurrect a
-// deleted object. Reads change nothing, so every failure that is not a
-// missing key is Unavailable.
+// classify maps an SDK error to a storage code and the HTTP status it carried
+// (0 without a response). For a write only answers proving it was not
+// applied are definitive; anything else is Ambiguous, since a wrong "not
+// applied" lets a late write resurrect a deleted object. A read's failure
+// other than a missing key is Unavailable.
 func classify(err error, kind opKind) (storage.Code, int) {
 	status := 0
-	// *awshttp.ResponseError (what the S3 client returns) and
-	// *smithyhttp.ResponseError both carry the status this way.
 	if respErr, ok := errors.AsType[httpStatusError](err); ok {
 		status = respErr.HTTPStatusCode()
 	}
@@ -84,8 +71,7 @@ func classifyRead(status int, code string) storage.Code {
 	case codeNoSuchKey, codeNotFound:
 		return storage.CodeNotFound
 	case codeNoSuchBucket:
-		// A missing bucket is a misconfiguration, not a missing key: reporting
-		// NotFound would let a caller conclude that an object is absent.
+		// A misconfiguration: NotFound would say the object is absent.
 		return storage.CodeUnavailable
 	}
 	if status == http.StatusNotFound && code == "" {
@@ -99,23 +85,16 @@ func classifyWrite(status int, code string) storage.Code {
 	case codePreconditionFailed:
 		return storage.CodePreconditionFailed
 	case codeConditionalRequestConflict:
-		// S3 answers 409 when a conflicting conditional write raced this one;
-		// whether ours landed is unknown until the key is read again.
+		// 409: a conflicting conditional write raced this one.
 		return storage.CodeAmbiguous
 	case codeObjectParentIsFile, codeExistingObjectIsDirectory:
-		// versitygw's posix backend cannot hold both "a" and "a/b"; it
-		// answers 409 before touching the file system.
+		// versitygw's posix backend refuses "a" beside "a/b" before acting.
 		return storage.CodeRefused
 	}
-	// A status that rejects the request before acting on it (bad
-	// credentials, malformed request, missing bucket, body too large) is a
-	// refusal; anything unrecognised may have been applied.
 	return storage.WriteStatusCode(status)
 }
 
-// classifyBatchEntry maps the per-key error code of a DeleteObjects answer.
-// ok reports that the entry means the key is gone (a missing key is not an
-// error for a delete).
+// classifyBatchEntry maps a DeleteObjects per-key error code; ok: the key is gone.
 func classifyBatchEntry(code string) (c storage.Code, ok bool) {
 	switch code {
 	case codeNoSuchKey, codeNotFound:
@@ -127,10 +106,8 @@ func classifyBatchEntry(code string) (c storage.Code, ok bool) {
 	return storage.CodeAmbiguous, false
 }
 
-// newError builds the storage.Error returned for a failed request. When the
-// caller's context is done and the outcome is not definitive, the context's
-// error is kept in the chain so errors.Is(err, context.Canceled) holds even
-// if the SDK reported the failure some other way.
+// newError builds the storage.Error of a failed request; an indefinite one
+// whose context is done keeps the context's error in its chain.
 func newError(ctx context.Context, op, key string, kind opKind, err error) error {
 	code, status := classify(err, kind)
 	if ctxErr := ctx.Err(); ctxErr != nil &&

@@ -14,9 +14,8 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// MultipartAPI is the subset of *awss3.Client that multipart uploads use. A
-// client passed to NewFromClient that lacks it gives a Store without
-// multipart uploads (storage.AsMultipart reports false).
+// MultipartAPI is the subset of *awss3.Client multipart uploads use; a
+// NewFromClient client without it gives a Store without them.
 type MultipartAPI interface {
 	CreateMultipartUpload(ctx context.Context, in *awss3.CreateMultipartUploadInput, optFns ...func(*awss3.Options)) (*awss3.CreateMultipartUploadOutput, error)
 	UploadPart(ctx context.Context, in *awss3.UploadPartInput, optFns ...func(*awss3.Options)) (*awss3.UploadPartOutput, error)
@@ -30,8 +29,7 @@ var (
 	_ storage.Multipart = (*Store)(nil)
 )
 
-// codeNoSuchUpload is S3's answer for an upload id that does not exist: it
-// was completed or aborted (or never started).
+// codeNoSuchUpload is S3's answer for an upload completed, aborted or never started.
 const codeNoSuchUpload = "NoSuchUpload"
 
 // SupportsMultipart reports whether the client has the multipart calls.
@@ -46,12 +44,11 @@ func errNoMultipart(op, key string) error {
 	return storage.NewError(op, key, storage.CodeInvalidArgument, errors.New("the S3 client has no multipart calls"))
 }
 
-// MultipartLimits implements storage.Multipart: S3's.
+// MultipartLimits are S3's.
 func (s *Store) MultipartLimits() storage.MultipartLimits { return storage.S3MultipartLimits }
 
-// multipartError classifies a failed multipart write. An upload that no
-// longer exists is ErrNotFound (for the caller to settle by reading the key);
-// otherwise the write rules apply.
+// multipartError classifies a failed multipart write: an upload that no
+// longer exists is ErrNotFound, anything else by the write rules.
 func multipartError(ctx context.Context, op, key string, err error) error {
 	if apiCode(err) == codeNoSuchUpload {
 		return &storage.Error{Op: op, Key: key, Code: storage.CodeNotFound, Status: http.StatusNotFound, Err: err}
@@ -68,7 +65,6 @@ func (s *Store) checkMultipart(ctx context.Context, op, key string) (MultipartAP
 	return mp, full, err
 }
 
-// CreateMultipart implements storage.Multipart.
 func (s *Store) CreateMultipart(ctx context.Context, key string) (string, error) {
 	const op = "create_multipart"
 	mp, full, err := s.checkMultipart(ctx, op, key)
@@ -85,7 +81,6 @@ func (s *Store) CreateMultipart(ctx context.Context, key string) (string, error)
 	return aws.ToString(out.UploadId), nil
 }
 
-// UploadPart implements storage.Multipart.
 func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int, body io.ReadSeeker, size int64) (storage.Part, error) {
 	const op = "upload_part"
 	if err := storage.CheckPart(key, number, size, storage.S3MultipartLimits); err != nil {
@@ -112,8 +107,7 @@ func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int
 }
 
 // readerAt adapts a ReadSeeker to io.ReaderAt for a section reader, which
-// the SDK can seek and re-read to sign the payload. Reads are sequential
-// from offset 0; the SDK may seek back to re-read, which Seek allows.
+// the SDK seeks back and re-reads to sign the payload.
 type readerAt struct{ rs io.ReadSeeker }
 
 func (r readerAt) ReadAt(p []byte, off int64) (int, error) {
@@ -123,9 +117,8 @@ func (r readerAt) ReadAt(p []byte, off int64) (int, error) {
 	return io.ReadFull(r.rs, p)
 }
 
-// CompleteMultipart implements storage.Multipart, with If-None-Match: * on
-// the wire (S3 and versitygw honour it; a server that ignores it would
-// overwrite).
+// CompleteMultipart sends If-None-Match: * on
+// the wire (a server that ignores it overwrites).
 func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, parts []storage.Part) (storage.PutResult, error) {
 	const op = "complete_multipart"
 	if err := storage.CheckParts(key, parts, storage.S3MultipartLimits); err != nil {
@@ -153,7 +146,6 @@ func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, par
 	return storage.PutResult{ETag: aws.ToString(out.ETag)}, nil
 }
 
-// AbortMultipart implements storage.Multipart.
 func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error {
 	const op = "abort_multipart"
 	mp, full, err := s.checkMultipart(ctx, op, key)
@@ -167,7 +159,6 @@ func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error 
 	return nil
 }
 
-// ListMultipart implements storage.Multipart.
 func (s *Store) ListMultipart(ctx context.Context, opts storage.ListMultipartOptions) (storage.MultipartPage, error) {
 	const op = "list_multipart"
 	mp := s.multipart()

@@ -2,26 +2,22 @@
 // store (AWS S3, versitygw, gofakes3, ...) through aws-sdk-go-v2.
 //
 // Invariants:
-//   - Conditional writes go on the wire as S3 conditions: IfNoneMatch as
-//     "If-None-Match: *", IfMatch as "If-Match: <etag>", so the server, not
-//     this client, decides which of racing writers wins.
-//   - The SDK never retries a write. A retried PUT whose first attempt landed
-//     would see its own object and answer 412, turning "applied" into
-//     "precondition failed" — the one mistake graft cannot recover from.
-//     Writes therefore make exactly one attempt and every unknown outcome is
-//     reported as storage.ErrAmbiguous for the caller to settle by reading
-//     back. Reads change nothing and may be retried by the SDK.
-//   - Every SDK error is classified here (see classify) into a storage.Error;
-//     no smithy or S3 type is part of this package's API, and the original
-//     error is kept only for its message.
-//   - Credentials are handed to the SDK and never stored, logged or put in an
-//     error.
+//   - Conditions go on the wire (If-None-Match: *, If-Match: <etag>): the
+//     server decides which of racing writers wins.
+//   - The SDK never retries a write: a retried PUT whose first attempt landed
+//     would answer 412, turning "applied" into "precondition failed", the one
+//     mistake graft cannot recover from. A write makes one attempt and an
+//     unknown outcome is storage.ErrAmbiguous. Reads may be retried.
+//   - Every SDK error is classified (classify) into a storage.Error; no smithy
+//     or S3 type is part of the API, the original error kept for its message.
+//   - Credentials go to the SDK only: never stored, logged or put in an error.
 //   - With a Prefix, every key lives under "<prefix>/" in the bucket and
 //     listings never return keys outside it.
 package s3
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,23 +41,19 @@ import (
 
 // Config configures New.
 type Config struct {
-	// Endpoint is the S3 endpoint URL, e.g. "http://127.0.0.1:7070";
-	// "" is the SDK's own endpoint resolution (AWS).
+	// Endpoint is the S3 endpoint URL, e.g. "http://127.0.0.1:7070"; ""
+	// resolves AWS's.
 	Endpoint string
 	Region   string // signing region; defaults to "us-east-1"
 	Bucket   string // required
-	// Prefix is a key prefix inside the bucket, without leading or trailing
-	// '/'; it must itself be a valid storage key.
+	// Prefix is a key prefix inside the bucket, itself a valid storage key.
 	Prefix string
-	// PathStyle addresses the bucket in the URL path instead of the host
-	// name (needed for versitygw and gofakes3).
+	// PathStyle puts the bucket in the URL path (versitygw, gofakes3).
 	PathStyle bool
-	// AccessKeyID and SecretAccessKey are static credentials: both or
-	// neither (then the SDK's default chain: environment, shared config,
-	// instance role, ...).
+	// AccessKeyID and SecretAccessKey are static credentials, both or neither
+	// (then the SDK's default chain).
 	AccessKeyID, SecretAccessKey string
-	// RequestTimeout bounds one HTTP attempt, including reading the
-	// response body. Defaults to 30s.
+	// RequestTimeout bounds one HTTP attempt, body included; defaults to 30s.
 	RequestTimeout time.Duration
 	HTTPClient     *http.Client // defaults to the SDK's client
 }
@@ -69,14 +61,11 @@ type Config struct {
 const (
 	defaultRegion         = "us-east-1"
 	defaultRequestTimeout = 30 * time.Second
-	// readAttempts is how many times the SDK tries a read before reporting
-	// ErrUnavailable; reads are side-effect free so retrying them is safe.
-	readAttempts   = 3
-	readMaxBackoff = time.Second
+	readAttempts          = 3 // SDK tries of a read before ErrUnavailable
+	readMaxBackoff        = time.Second
 )
 
-// API is the subset of *awss3.Client the store uses; tests substitute a fake
-// to assert what goes on the wire.
+// API is the subset of *awss3.Client the store uses; tests substitute a fake.
 type API interface {
 	GetObject(ctx context.Context, in *awss3.GetObjectInput, optFns ...func(*awss3.Options)) (*awss3.GetObjectOutput, error)
 	HeadObject(ctx context.Context, in *awss3.HeadObjectInput, optFns ...func(*awss3.Options)) (*awss3.HeadObjectOutput, error)
@@ -113,13 +102,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.RequestTimeout < 0 {
 		return nil, errors.New("new s3 store: Config.RequestTimeout must not be negative")
 	}
-	if cfg.Region == "" {
-		cfg.Region = defaultRegion
-	}
-	if cfg.RequestTimeout == 0 {
-		cfg.RequestTimeout = defaultRequestTimeout
-	}
-
+	cfg.Region = cmp.Or(cfg.Region, defaultRegion)
+	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, defaultRequestTimeout)
 	loadOpts := []func(*config.LoadOptions) error{
 		config.WithRegion(cfg.Region),
 		// The SDK's default logger writes to stderr; a library must not.
@@ -145,57 +129,40 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		}
 		o.UsePathStyle = cfg.PathStyle
 		o.HTTPClient = attemptTimeoutClient{next: httpClient, timeout: cfg.RequestTimeout}
-		o.Retryer = newReadRetryer()
+		// Used by reads only: a few quick attempts and no retry quota, whose
+		// exhaustion would surface under load.
+		o.Retryer = retry.NewStandard(func(o *retry.StandardOptions) {
+			o.MaxAttempts, o.MaxBackoff, o.RateLimiter = readAttempts, readMaxBackoff, ratelimit.None
+		})
 		o.RetryMaxAttempts = 0
 		o.Logger = logging.Nop{}
 		o.DisableLogOutputChecksumValidationSkipped = true
 	})
-	return &Store{client: client, bucket: cfg.Bucket, keyPrefix: prefixOf(cfg.Prefix)}, nil
+	return NewFromClient(client, cfg.Bucket, cfg.Prefix), nil
 }
 
-// NewFromClient returns a Store that sends its requests through client. The
-// client's own retry settings apply to reads; writes always make a single
-// attempt. prefix follows Config.Prefix's rules; NewFromClient panics when it
-// is not a valid key, since that is a programming error.
+// NewFromClient returns a Store on client, whose retry settings apply to
+// reads only. It panics on a prefix that is not a valid key.
 func NewFromClient(client API, bucket, prefix string) *Store {
+	s := &Store{client: client, bucket: bucket}
 	if prefix != "" {
 		if err := storage.ValidateKey(prefix); err != nil {
 			panic(fmt.Sprintf("s3.NewFromClient: invalid prefix: %v", err))
 		}
+		s.keyPrefix = prefix + "/"
 	}
-	return &Store{client: client, bucket: bucket, keyPrefix: prefixOf(prefix)}
+	return s
 }
 
-func prefixOf(prefix string) string {
-	if prefix == "" {
-		return ""
-	}
-	return prefix + "/"
-}
-
-// newReadRetryer is the client-wide retryer, which only reads end up using:
-// a few quick attempts, and no client-side retry quota, whose exhaustion
-// would surface as an unrelated error under load.
-func newReadRetryer() aws.Retryer {
-	return retry.NewStandard(func(o *retry.StandardOptions) {
-		o.MaxAttempts = readAttempts
-		o.MaxBackoff = readMaxBackoff
-		o.RateLimiter = ratelimit.None
-	})
-}
-
-// singleAttempt disables SDK retries for one write: a retry after an attempt
-// whose answer was lost can observe that attempt's own effect (a 412 for a
-// put that was applied, a CAS that looks lost). One attempt keeps every
-// unknown outcome visible as ErrAmbiguous.
+// singleAttempt disables SDK retries for one write, whose retry could observe
+// its own lost attempt's effect; every unknown outcome stays ErrAmbiguous.
 func singleAttempt(o *awss3.Options) {
 	o.Retryer = aws.NopRetryer{}
 	o.RetryMaxAttempts = 1
 }
 
-// attemptTimeoutClient bounds each HTTP attempt, body included, by timeout.
-// A per-attempt bound (rather than one deadline on the whole call) lets a
-// retried read get a full attempt after a slow one.
+// attemptTimeoutClient bounds each HTTP attempt, body included, by timeout,
+// so a retried read gets a full attempt after a slow one.
 type attemptTimeoutClient struct {
 	next    awss3.HTTPClient
 	timeout time.Duration
@@ -224,8 +191,7 @@ func (b *cancelOnClose) Close() error {
 	return err
 }
 
-// objectKey returns the bucket key of a storage key, rejecting keys that are
-// invalid or too long once the prefix is added.
+// objectKey returns the bucket key of a valid storage key, not too long with the prefix.
 func (s *Store) objectKey(op, key string) (string, error) {
 	if err := storage.CheckKey(op, key); err != nil {
 		return "", err
@@ -237,8 +203,7 @@ func (s *Store) objectKey(op, key string) (string, error) {
 	return full, nil
 }
 
-// request returns the bucket key of a request of op on key whose context is
-// not done yet.
+// request is objectKey for a request whose context is not done.
 func (s *Store) request(ctx context.Context, op, key string, write bool) (string, error) {
 	full, err := s.objectKey(op, key)
 	if err == nil && ctx.Err() != nil {
@@ -248,8 +213,7 @@ func (s *Store) request(ctx context.Context, op, key string, write bool) (string
 }
 
 // noAnswer is the error of a write that succeeded without naming what it
-// made: it landed, but a caller that needs the answer must settle it like
-// any other unknown outcome.
+// made: the caller settles it like any unknown outcome.
 func noAnswer(op, key, what string) error {
 	return &storage.Error{Op: op, Key: key, Code: storage.CodeAmbiguous, Status: http.StatusOK, Err: fmt.Errorf("response has no %s", what)}
 }
@@ -259,17 +223,13 @@ func (s *Store) storageKey(objectKey string) (string, bool) {
 	return strings.CutPrefix(objectKey, s.keyPrefix)
 }
 
-// Get implements storage.Store.
 func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
 	const op = "get"
 	full, err := s.request(ctx, op, key, false)
 	if err != nil {
 		return storage.Object{}, err
 	}
-	out, err := s.client.GetObject(ctx, &awss3.GetObjectInput{
-		Bucket: aws.String(s.bucket),
-		Key:    aws.String(full),
-	})
+	out, err := s.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(full)})
 	if err != nil {
 		return storage.Object{}, newError(ctx, op, key, read, err)
 	}
@@ -285,30 +245,28 @@ func objectInfo(key string, size int64, etag *string, modified *time.Time) stora
 	return storage.ObjectInfo{Key: key, Size: size, ETag: aws.ToString(etag), LastModified: aws.ToTime(modified)}
 }
 
-// Head implements storage.Store.
 func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error) {
 	const op = "head"
 	full, err := s.request(ctx, op, key, false)
 	if err != nil {
 		return storage.ObjectInfo{}, err
 	}
-	out, err := s.client.HeadObject(ctx, &awss3.HeadObjectInput{
-		Bucket: aws.String(s.bucket),
-		Key:    aws.String(full),
-	})
+	out, err := s.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(full)})
 	if err != nil {
 		return storage.ObjectInfo{}, newError(ctx, op, key, read, err)
 	}
 	return objectInfo(key, aws.ToInt64(out.ContentLength), out.ETag, out.LastModified), nil
 }
 
-// Put implements storage.Store.
 func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
 	const op = "put"
-	if err := storage.CheckPut(key, opts); err != nil {
-		return storage.PutResult{}, err
+	full, err := s.objectKey(op, key)
+	if err == nil {
+		err = storage.CheckPut(key, opts)
 	}
-	full, err := s.request(ctx, op, key, true)
+	if err == nil && ctx.Err() != nil {
+		err = storage.ContextError(op, key, true, ctx.Err())
+	}
 	if err != nil {
 		return storage.PutResult{}, err
 	}
@@ -336,7 +294,6 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.P
 	return storage.PutResult{ETag: aws.ToString(out.ETag)}, nil
 }
 
-// List implements storage.Store.
 func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.ListPage, error) {
 	const op = "list"
 	limit, err := storage.PageLimit(op, "", opts.Limit)
@@ -346,10 +303,7 @@ func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.Lis
 	if err := ctx.Err(); err != nil {
 		return storage.ListPage{}, storage.ContextError(op, "", false, err)
 	}
-	in := &awss3.ListObjectsV2Input{
-		Bucket:  aws.String(s.bucket),
-		MaxKeys: aws.Int32(int32(limit)),
-	}
+	in := &awss3.ListObjectsV2Input{Bucket: aws.String(s.bucket), MaxKeys: aws.Int32(int32(limit))}
 	if p := s.keyPrefix + opts.Prefix; p != "" {
 		in.Prefix = aws.String(p)
 	}
@@ -360,10 +314,7 @@ func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.Lis
 	if err != nil {
 		return storage.ListPage{}, newError(ctx, op, "", read, err)
 	}
-	page := storage.ListPage{
-		Objects:   make([]storage.ObjectInfo, 0, len(out.Contents)),
-		Truncated: aws.ToBool(out.IsTruncated),
-	}
+	page := storage.ListPage{Objects: make([]storage.ObjectInfo, 0, len(out.Contents)), Truncated: aws.ToBool(out.IsTruncated)}
 	for _, o := range out.Contents {
 		key, ok := s.storageKey(aws.ToString(o.Key))
 		if !ok {
@@ -374,20 +325,15 @@ func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.Lis
 	return page, nil
 }
 
-// Delete implements storage.Store.
 func (s *Store) Delete(ctx context.Context, key string) error {
 	const op = "delete"
 	full, err := s.request(ctx, op, key, true)
 	if err != nil {
 		return err
 	}
-	_, err = s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{
-		Bucket: aws.String(s.bucket),
-		Key:    aws.String(full),
-	}, singleAttempt)
+	_, err = s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(full)}, singleAttempt)
 	if err != nil {
-		// S3 answers 204 for a missing key; some servers answer 404, which
-		// means the same thing for an idempotent delete.
+		// S3 answers 204 for a missing key, some servers 404: the same here.
 		if code, _ := classify(err, read); code == storage.CodeNotFound {
 			return nil
 		}
@@ -396,7 +342,6 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
-// DeleteBatch implements storage.Store.
 func (s *Store) DeleteBatch(ctx context.Context, keys []string) error {
 	const op = "delete_batch"
 	if err := storage.CheckBatch(keys); err != nil {
@@ -421,9 +366,7 @@ func (s *Store) DeleteBatch(ctx context.Context, keys []string) error {
 	if err := ctx.Err(); err != nil {
 		return storage.ContextError(op, "", true, err)
 	}
-	// DeleteObjects must carry a body checksum (Content-MD5 or an
-	// x-amz-checksum-* header); the SDK adds a CRC32 header by default,
-	// which AWS, versitygw and gofakes3 all accept.
+	// DeleteObjects needs a body checksum: the SDK's default CRC32 header.
 	out, err := s.client.DeleteObjects(ctx, &awss3.DeleteObjectsInput{
 		Bucket: aws.String(s.bucket),
 		Delete: &types.Delete{Objects: objects, Quiet: aws.Bool(true)},

@@ -1,18 +1,11 @@
 // Package storagetest is the conformance suite every storage.Store backend
-// runs, so that each is proven to keep one contract rather than trusted on
-// its own. A backend's TestConformance calls Run (and RunMultipart); each case
-// gets a fresh, empty store from newStore.
-//
-// Invariants the suite checks for every backend:
-//   - every error a backend returns is a *storage.Error whose Code (read with
-//     storage.CodeOf) and sentinel (matched with errors.Is) agree;
-//   - of any number of racing conditional writers exactly one wins and every
-//     loser gets ErrPreconditionFailed;
-//   - listings are in ascending byte order of key, respect the '/' boundary of
-//     a prefix and page correctly;
-//   - a request made with an already-cancelled context is never reported as a
-//     success: reads fail with ErrUnavailable, writes with ErrAmbiguous, and
-//     both still match context.Canceled.
+// runs (Run, RunMultipart), each case on a fresh, empty store. It checks that
+// every error is a *storage.Error whose Code and sentinel agree; that exactly
+// one of racing conditional writers wins, the others getting
+// ErrPreconditionFailed; that listings are in byte order, respect a prefix's
+// '/' boundary and page correctly; and that a request with a cancelled
+// context is ErrUnavailable (reads) or ErrAmbiguous (writes), matching
+// context.Canceled.
 package storagetest
 
 import (

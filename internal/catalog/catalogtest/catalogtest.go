@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -50,32 +51,28 @@ func Open(t testing.TB) *catalog.Catalog {
 func NewSchema(t testing.TB) string {
 	t.Helper()
 	schema := schemaName()
-	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, DatabaseURL())
-	if err != nil {
-		t.Fatalf("connect to %s: %v", catalog.RedactURL(DatabaseURL()), err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+	if err := execSetup("CREATE SCHEMA " + pgx.Identifier{schema}.Sanitize()); err != nil {
 		t.Fatalf("create schema %s: %v", schema, err)
 	}
-	t.Cleanup(func() { dropSchema(t, schema) })
+	t.Cleanup(func() {
+		if err := execSetup("DROP SCHEMA IF EXISTS " + pgx.Identifier{schema}.Sanitize() + " CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
 	return schema
 }
 
-func dropSchema(t testing.TB, schema string) {
+// execSetup runs one statement on a connection of its own, within setupTimeout.
+func execSetup(sql string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, DatabaseURL())
 	if err != nil {
-		t.Errorf("drop schema %s: %v", schema, err)
-		return
+		return fmt.Errorf("connect to %s: %w", catalog.RedactURL(DatabaseURL()), err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-		t.Errorf("drop schema %s: %v", schema, err)
-	}
+	_, err = conn.Exec(ctx, sql)
+	return err
 }
 
 // UnreachablePassword is the password UnreachableURL carries, so a test can check that no
