@@ -110,7 +110,7 @@ func (p *Process) Exited() bool {
 }
 
 // Stop ends the process group: SIGTERM, then SIGKILL after grace.
-func (p *Process) Stop(grace time.Duration) error {
+func (p *Process) Stop(grace time.Duration) {
 	p.stopOnce.Do(func() {
 		pgid := p.cmd.Process.Pid
 		_ = syscall.Kill(-pgid, syscall.SIGTERM)
@@ -121,7 +121,6 @@ func (p *Process) Stop(grace time.Duration) error {
 			<-p.done
 		}
 	})
-	return nil
 }
 
 // Kill ends the process group at once with SIGKILL, as a crash or an OOM
