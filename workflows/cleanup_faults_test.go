@@ -27,9 +27,7 @@ import (
 // that are applied but whose answers are lost are re-sent; deleting what is already gone
 // succeeds, so the sweep finishes and the counts come out exact.
 func TestCleanup_LostDeleteAcknowledgements_SweepFinishesWithExactCounts(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	junk := r.garbage([]string{"t", "u"}, 120)
 	r.store.Add(faults.Rule{Op: faults.OpDeleteBatch, Mode: faults.ApplyLoseAnswer, Times: 3})
 
@@ -89,9 +87,7 @@ func TestCleanup_WorkerStoppedMidSweep_NewWorkerFinishes(t *testing.T) {
 // TestCleanup_ManyBatches_ContinuesAsNewAndFinishes: a sweep longer than one execution's
 // budget continues as new, carrying its figures, and finishes.
 func TestCleanup_ManyBatches_ContinuesAsNewAndFinishes(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	junk := r.garbage([]string{"t", "u", "w"}, 40)
 	res := r.cleanupRecorded(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeSweep, GuardWindow: noGuard(),
 		Tuning: &workflows.CleanupTuning{BatchSize: 10, BatchesPerActivity: 1, ActivitiesPerRun: 3, Parallelism: 2}}, "cleanup_continued_as_new")
@@ -181,9 +177,7 @@ func TestCleanup_CreateFromOldCommitRacingSweep_CreatedIntactOrRefused(t *testin
 // cleanup finds the run orphaned, deletes the rest of its plan, finishes it, and then
 // does its own run.
 func TestCleanup_WorkflowTerminatedMidSweep_NextCleanupFinishesItsRun(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	old := r.main
 	r.commitAt("t", "v2", time.Now())
 	junk := r.garbage([]string{"t", "u"}, 200)
@@ -225,9 +219,7 @@ func TestCleanup_WorkflowTerminatedMidSweep_NextCleanupFinishesItsRun(t *testing
 // mid-sweep waits for its sweep activities to stop, then records its run failed; no key
 // is deleted after that, when the run no longer refuses pins.
 func TestCleanup_CancelledMidSweep_RunEndsFailedAfterItsLastDeletion(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	junk := r.garbage([]string{"t", "u"}, 600)
 	r.store.Add(faults.Rule{Op: faults.OpDeleteBatch, Mode: faults.Delay, Delay: 200 * time.Millisecond})
 	h, err := r.gc.StartCleanup(r.ctx, r.sweepInBatches())
@@ -263,9 +255,7 @@ func TestCleanup_CancelledMidSweep_RunEndsFailedAfterItsLastDeletion(t *testing.
 // run ends done — it does not retry for ever, holding the graph. A create (which pins)
 // proceeds, and the next cleanup starts, condemns the key again and reports it again.
 func TestCleanup_OneDeleteRefusedForGood_RunFinishesReportingIt_LaterRunsAndPinsProceed(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	junk := r.garbage([]string{"t", "u"}, 60)
 	locked := junk[17]
 	refuse := func(op faults.Op) faults.Rule {
@@ -360,9 +350,7 @@ func resetTo(t *testing.T, r *rig, workflowID, runID string, at int64, reason st
 // conflict naming that run — it does not adopt it — and the reset execution finishes
 // the run with everything deleted.
 func TestCleanup_ResetByOperator_TheNewExecutionDrivesItsRun_NoOtherRunAdoptsIt(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	junk := r.garbage([]string{"t", "u"}, 200)
 	removeDelay := r.store.Add(faults.Rule{Op: faults.OpDeleteBatch, Mode: faults.Delay, Delay: 300 * time.Millisecond})
 	h, err := r.gc.StartCleanup(r.ctx, r.sweepInBatches())
@@ -415,9 +403,7 @@ func TestCleanup_ResetByOperator_TheNewExecutionDrivesItsRun_NoOtherRunAdoptsIt(
 // run's end: the run is done, not left running (which would block every later run of
 // the graph and keep refusing pins).
 func TestCleanup_CancelledInsideItsFinish_RunDoesNotStayRunning(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	r.garbage([]string{"t"}, 30)
 	removeDelay := r.store.Add(faults.Rule{Op: faults.OpDeleteBatch, Mode: faults.Delay, Delay: 300 * time.Millisecond})
 	h, err := r.gc.StartCleanup(r.ctx, client.CleanupRequest{Graph: r.graph, KeepNewest: 1, Mode: workflows.CleanupModeSweep,

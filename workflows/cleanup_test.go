@@ -118,9 +118,7 @@ func TestCleanup_InDoubtCreate_KeepOne_BranchOpensAfterHeldRefLands(t *testing.T
 // TestCleanup_RefLessTree_FenceLosesToLiveRef_BranchKept: when a live ref lands at the
 // tree's ref key before the collector's fence, the branch is live and kept whole.
 func TestCleanup_RefLessTree_FenceLosesToLiveRef_BranchKept(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	fork := r.handBranch("late", r.main, time.Now(), false)
 	native := format.NativeName("late", fork.ID.Tree)
 	refKey := format.BranchRefKey(r.graph, native)
@@ -160,9 +158,7 @@ func TestCleanup_RefLessTree_FenceLosesToLiveRef_BranchKept(t *testing.T) {
 // outcome stays unknown proves nothing, so the tree is skipped and reported; once a live
 // ref wins the key the next run keeps the branch by policy.
 func TestCleanup_RefLessTree_FencePutAmbiguous_TreeSkippedAndReported(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	fork := r.handBranch("murky", r.main, time.Now(), false)
 	native := format.NativeName("murky", fork.ID.Tree)
 	refKey := format.BranchRefKey(r.graph, native)
@@ -256,9 +252,7 @@ func TestCleanup_Policies(t *testing.T) {
 // reclaim — counts, bytes, keys — and leaves the bucket and the ledger's condemned set
 // untouched; it writes no fence either.
 func TestCleanup_DryRun_ChangesNothingAndListsThePlan(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	r.commitAt("t", "v2", time.Now())
 	r.commitAt("t", "v3", time.Now())
 	orphan := r.handBranch("orphan", r.main, time.Now(), false)
@@ -302,9 +296,7 @@ func TestCleanup_DryRun_ChangesNothingAndListsThePlan(t *testing.T) {
 // and deletes nothing; a later sweep of that plan deletes its keys — except those a
 // create has since come to need, because a finished plan no longer refuses pins.
 func TestCleanup_MarkThenSweepThatPlan_DeletesOnlyWhatIsStillGarbage(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	c1 := r.main
 	c2 := r.commitAt("t", "v2", time.Now())
 	r.commitAt("t", "v3", time.Now())
@@ -351,9 +343,7 @@ func TestCleanup_RetentionRoots(t *testing.T) {
 	sweep := client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()}
 
 	t.Run("Head", func(t *testing.T) {
-		t.Parallel()
-		r := newRig(t)
-		r.startWorker()
+		r := runningRig(t)
 		old := r.main
 		v1, objs := r.dataKeys(old, "t")
 		head := r.commitAt("t", "v2", time.Now())
@@ -367,9 +357,7 @@ func TestCleanup_RetentionRoots(t *testing.T) {
 	})
 
 	t.Run("Tag", func(t *testing.T) {
-		t.Parallel()
-		r := newRig(t)
-		r.startWorker()
+		r := runningRig(t)
 		tagged := r.main
 		r.commitAt("t", "v2", time.Now())
 		r.commitAt("t", "v3", time.Now())
@@ -383,9 +371,7 @@ func TestCleanup_RetentionRoots(t *testing.T) {
 	})
 
 	t.Run("InFlightPin", func(t *testing.T) {
-		t.Parallel()
-		r := newRig(t)
-		r.startWorker()
+		r := runningRig(t)
 		pinned := r.main
 		r.commitAt("t", "v2", time.Now())
 		op, err := r.cat.OperationInsert(r.ctx, catalog.OperationInsertParams{ID: catalog.NewID(), Kind: catalog.OpRestore, Graph: r.graph})
@@ -412,9 +398,7 @@ func TestCleanup_RetentionRoots(t *testing.T) {
 	})
 
 	t.Run("GuardWindow", func(t *testing.T) {
-		t.Parallel()
-		r := newRig(t)
-		r.startWorker()
+		r := runningRig(t)
 		old := r.main
 		r.commitAt("t", "v2", time.Now())
 		// The default guard window: everything here was written a moment ago.
@@ -440,9 +424,7 @@ func TestCleanup_RetentionRoots(t *testing.T) {
 // TestCleanup_AnotherRunActive_Conflict: the ledger allows one condemning run per graph;
 // a cleanup that finds another running ends with conflict, naming it, before reading.
 func TestCleanup_AnotherRunActive_Conflict(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	other, err := r.cat.CleanupRunInsert(r.ctx, catalog.CleanupRunInsertParams{ID: catalog.NewID(), Graph: r.graph, Mode: catalog.CleanupSweep})
 	if err != nil {
 		t.Fatalf("insert run: %v", err)
@@ -577,9 +559,7 @@ func TestReconcile_CleanupClosedBeforeItsRunBegan_FinishedFailedNextCleanupRuns(
 // again (which updates it instead of failing), described, paused and resumed, triggered
 // (the run it starts cleans the graph), and deleted.
 func TestCleanupSchedule_Lifecycle(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	old := r.main
 	r.commitAt("t", "v2", time.Now())
 	t.Cleanup(func() { _ = r.gc.CleanupScheduleDelete(r.ctx, r.graph) })
@@ -682,9 +662,7 @@ func (r *rig) reportedMergeBases(runID string) int64 {
 // root, with the version it pins, and reclaims the rest of both histories; merging
 // feature into main then succeeds from it.
 func TestCleanup_FeatureForkedFromOldMain_KeepsForkPoint_MergeSucceeds(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	m1 := r.main
 	forkPoint := r.write(&r.main, "t", "t2")
 	r.write(&r.main, "b", "b1")
@@ -729,9 +707,7 @@ func TestCleanup_FeatureForkedFromOldMain_KeepsForkPoint_MergeSucceeds(t *testin
 // (x-1 although its tree is retired) and reclaims x-2, which no merge of the live
 // branches can read; the merge then succeeds from x-1.
 func TestCleanup_BaseInDeletedBranch_KeptAndNextCommitOfItReclaimed(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	featFork := r.write(&r.main, "t", "t2")
 	feat := r.createFrom("feature", r.main)
 	r.write(&feat, "a", "a1")

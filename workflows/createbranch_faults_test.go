@@ -70,9 +70,7 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 	}
 
 	t.Run("1_RefAppliedAnswerLost_IsCreated", func(t *testing.T) {
-		t.Parallel()
-		r := newRig(t)
-		r.startWorker()
+		r := runningRig(t)
 		r.store.Add(liveRefRule(r, faults.ApplyLoseAnswer, 1))
 		h := startCreate(t, r)
 		res, err := h.WaitFinal(r.ctx)
@@ -90,9 +88,7 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 	})
 
 	t.Run("2_RefLandsDuringReread_IsCreated", func(t *testing.T) {
-		t.Parallel()
-		r := newRig(t)
-		r.startWorker()
+		r := runningRig(t)
 		r.store.Add(liveRefRule(r, faults.Hold, 1))
 		h := startCreate(t, r)
 		wctx, cancel := context.WithTimeout(r.ctx, time.Minute)
@@ -121,9 +117,7 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 	})
 
 	t.Run("3_RefLost_InDoubtThenSettledByReissue_IsCreated", func(t *testing.T) {
-		t.Parallel()
-		r := newRig(t)
-		r.startWorker()
+		r := runningRig(t)
 		r.faultThenSettleSlowly(liveRefRule(r, faults.FailBeforeSend, 1))
 		h := startCreate(t, r)
 		_, err := h.WaitCreateBranch(r.ctx)
@@ -150,9 +144,7 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 	})
 
 	t.Run("4_RefHeld_OperatorAbandons_FenceWins_HeldPutFails", func(t *testing.T) {
-		t.Parallel()
-		r := newRig(t)
-		r.startWorker()
+		r := runningRig(t)
 		r.store.Add(liveRefRule(r, faults.Hold, 0)) // every live-ref put, first and re-issues
 		h := startCreate(t, r)
 		if _, err := h.WaitCreateBranch(r.ctx); !errors.Is(err, outcome.ErrInDoubt) {
@@ -184,9 +176,7 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 	})
 
 	t.Run("5_RefHeldReleasedAfterSettleStarted_IsCreatedOnce", func(t *testing.T) {
-		t.Parallel()
-		r := newRig(t)
-		r.startWorker()
+		r := runningRig(t)
 		r.store.Add(liveRefRule(r, faults.Hold, 1))
 		lost := liveRefRule(r, faults.FailBeforeSend, 0) // every re-issue is lost
 		lost.Skip = 1
@@ -212,9 +202,7 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 	})
 
 	t.Run("6_RefRefused_NoFenceNeeded_ReclaimedThenRetriedUnderFreshName", func(t *testing.T) {
-		t.Parallel()
-		r := newRig(t)
-		r.startWorker()
+		r := runningRig(t)
 		rule := liveRefRule(r, faults.Refuse, 1)
 		rule.Status = 403
 		r.store.Add(rule)
@@ -250,9 +238,7 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 	})
 
 	t.Run("7_ClonePutsLost_RefNeverSent_Unpublished", func(t *testing.T) {
-		t.Parallel()
-		r := newRig(t)
-		r.startWorker()
+		r := runningRig(t)
 		r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: r.graph + "/trees/", Mode: faults.FailBeforeSend})
 		res, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch})
 		if !errors.Is(err, outcome.ErrUnpublished) {
@@ -317,9 +303,7 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 	})
 
 	t.Run("9_SecondCreateOfInDoubtName_AttachesToFirst", func(t *testing.T) {
-		t.Parallel()
-		r := newRig(t)
-		r.startWorker()
+		r := runningRig(t)
 		r.store.Add(liveRefRule(r, faults.Hold, 0))
 		_, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch, IdempotencyKey: "first"})
 		var first *outcome.Error

@@ -23,9 +23,7 @@ import (
 )
 
 func TestInitGraph_Twice_SecondFindsItsOwnGraph(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	g := randomName("n")
 
 	first, err := r.gc.InitGraph(r.ctx, client.InitGraphRequest{Graph: g, Author: "ana"})
@@ -72,9 +70,7 @@ func TestInitGraph_Twice_SecondFindsItsOwnGraph(t *testing.T) {
 }
 
 func TestInitGraph_GraphExistsWithOtherBytes_IsConflictAndWritesNothing(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	before := r.store.Count(faults.OpPut).Attempted
 	res, err := r.gc.InitGraph(r.ctx, client.InitGraphRequest{Graph: r.graph})
 	if !errors.Is(err, outcome.ErrConflict) || res.Outcome != outcome.Conflict {
@@ -92,9 +88,7 @@ func TestInitGraph_GraphExistsWithOtherBytes_IsConflictAndWritesNothing(t *testi
 }
 
 func TestInitGraph_InvalidName_IsInvalidBeforeAnyRequest(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	if _, err := r.gc.InitGraph(r.ctx, client.InitGraphRequest{Graph: "Not A Name"}); !errors.Is(err, outcome.ErrInvalid) {
 		t.Fatalf("client: %v, want invalid", err)
 	}
@@ -115,9 +109,7 @@ func TestInitGraph_InvalidName_IsInvalidBeforeAnyRequest(t *testing.T) {
 }
 
 func TestOps_ListShowWait(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	ops := r.ops(r.gc)
 	g := randomName("n")
 	init, err := r.gc.InitGraph(r.ctx, client.InitGraphRequest{Graph: g})
@@ -177,9 +169,7 @@ func TestOps_ListShowWait(t *testing.T) {
 // the way docs/workflows.md shows a non-Go service doing it: by name, with
 // a JSON input, through the Temporal CLI.
 func TestInitGraph_StartedByTheTemporalCLI_AsDocumented(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	bin, err := tools.Temporal.Ensure(r.ctx)
 	if err != nil {
 		t.Fatal(err)

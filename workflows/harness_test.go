@@ -82,6 +82,14 @@ func randomName(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
+// runningRig is a parallel test's rig with its worker started.
+func runningRig(t *testing.T) *rig {
+	t.Parallel()
+	r := newRig(t)
+	r.startWorker()
+	return r
+}
+
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	r := newBareRig(t)

@@ -94,9 +94,7 @@ func actions(res workflows.MergeResult) map[string]string {
 }
 
 func TestMerge_TargetIsAncestor_AdoptedCommitOnTarget(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	before := r.main
 	feat := r.fork("feat", r.main)
 	r.write(&feat, "t", "t2")
@@ -118,9 +116,7 @@ func TestMerge_TargetIsAncestor_AdoptedCommitOnTarget(t *testing.T) {
 }
 
 func TestMerge_DisjointTablesChangedOnBothSides_Merged(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	base := r.main
 	feat := r.fork("feat", r.main)
 	r.write(&feat, "a", "a1")
@@ -165,9 +161,7 @@ func TestMerge_DisjointTablesChangedOnBothSides_Merged(t *testing.T) {
 }
 
 func TestMerge_Conflict_PublishesNothingAndListsEveryConflict(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	// Both sides put different objects under one name in t and in u: a conflict on that
 	// name in each; v only feat changed.
 	feat := r.fork("feat", r.main)
@@ -197,9 +191,7 @@ func TestMerge_Conflict_PublishesNothingAndListsEveryConflict(t *testing.T) {
 }
 
 func TestMerge_SourceAlreadyInTarget_AlreadyUpToDateWritesNothing(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	feat := r.fork("feat", r.main)
 	r.write(&feat, "u", "u1")
 	r.store.ResetCounts()
@@ -213,9 +205,7 @@ func TestMerge_SourceAlreadyInTarget_AlreadyUpToDateWritesNothing(t *testing.T) 
 }
 
 func TestMerge_Preview_ReturnsThePlanAndWritesNothing(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	feat := r.fork("feat", r.main)
 	r.write(&feat, "a", "a1")
 	r.write(&r.main, "b", "b1")
@@ -253,9 +243,7 @@ func (r *rig) moveDuringPut(target *graph.CommitView) {
 
 func TestMerge_TargetMovedDuringPut(t *testing.T) {
 	t.Run("WithoutExpectedHead_Replanned", func(t *testing.T) {
-		t.Parallel()
-		r := newRig(t)
-		r.startWorker()
+		r := runningRig(t)
 		feat := r.fork("feat", r.main)
 		r.write(&feat, "a", "a1")
 		r.write(&r.main, "b", "b1")
@@ -274,9 +262,7 @@ func TestMerge_TargetMovedDuringPut(t *testing.T) {
 		checkInvariants(t, r)
 	})
 	t.Run("WithExpectedHead_Conflict", func(t *testing.T) {
-		t.Parallel()
-		r := newRig(t)
-		r.startWorker()
+		r := runningRig(t)
 		feat := r.fork("feat", r.main)
 		r.write(&feat, "a", "a1")
 		r.write(&r.main, "b", "b1")
@@ -369,9 +355,7 @@ func TestMerge_CommitPutFaults_EachEndsDefinitively(t *testing.T) {
 // while a merge's commit is in doubt keeps the merge base, which nothing but
 // the merge's pins holds.
 func TestMerge_CleanupDuringInDoubtMerge_KeepsTheMergeInputs(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	base := r.main
 	feat := r.fork("feat", r.main)
 	r.write(&feat, "a", "a1")

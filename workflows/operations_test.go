@@ -301,9 +301,7 @@ func TestInDoubtPublishBehindMovedHead_ReplannedOnTheRealHead(t *testing.T) {
 // A graph initialised through graft.InitGraph: main's root is a commit
 // named by main's ref, and a write lands on it.
 func TestInitGraphFormat2_ThenWrite_Done(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	name := randomName("g")
 	init, err := r.gc.InitGraph(r.ctx, client.InitGraphRequest{Graph: name})
 	if err != nil || init.Outcome != outcome.Done {

@@ -30,9 +30,7 @@ func (r *rig) createBranch(logical string) string {
 }
 
 func TestDeleteBranch_RetiredRefFencesLatePutAndNameCanBeCreatedAgain(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	native := r.createBranch("feat")
 	// The swap's answer is lost: read-back settles it as ours.
 	r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: r.refPrefix("feat"), Mode: faults.ApplyLoseAnswer, Times: 1})
@@ -64,9 +62,7 @@ func TestDeleteBranch_RetiredRefFencesLatePutAndNameCanBeCreatedAgain(t *testing
 }
 
 func TestDeleteBranch_Main_IsInvalid(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	res, err := r.gc.DeleteBranch(r.ctx, client.DeleteBranchRequest{Graph: r.graph, Branch: "main", Force: true})
 	if !errors.Is(err, outcome.ErrInvalid) || len(r.liveNatives("main")) != 1 {
 		t.Fatalf("delete main: %+v, %v; want invalid with main still live", res, err)
@@ -74,9 +70,7 @@ func TestDeleteBranch_Main_IsInvalid(t *testing.T) {
 }
 
 func TestDeleteBranch_TagPinned_ConflictUnlessForced_TagKeepsTheCommit(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	r.createBranch("feat")
 	feat := r.headOf("feat")
 	tagged := r.write(&feat, "t", "t-feat")
@@ -121,9 +115,7 @@ func (r *rig) handWrittenIncarnation(branch string) (string, []byte) {
 }
 
 func TestRepairBranch_TwoLiveIncarnations_ListRefusesThenRepairKeepsOne(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	reader := client.NewReader(r.inner)
 	keep, _ := r.handWrittenIncarnation("dup")
 	retire, retireBytes := r.handWrittenIncarnation("dup")
@@ -182,9 +174,7 @@ func TestRepairBranch_TwoLiveIncarnations_ListRefusesThenRepairKeepsOne(t *testi
 }
 
 func TestRepairBranch_KeepNotLive_IsInvalidAndRetiresNothing(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	a, _ := r.handWrittenIncarnation("dup")
 	b, _ := r.handWrittenIncarnation("dup")
 	_, err := r.gc.RepairBranch(r.ctx, client.RepairBranchRequest{Graph: r.graph, Branch: "dup", Keep: format.NativeName("dup", ulid.Make())})
@@ -228,9 +218,7 @@ func TestReader_ShowBranchAndGraph(t *testing.T) {
 }
 
 func TestCreateTag_RepeatIsIdempotent_OtherCommitConflicts_DeletedNameNeverReused(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	first, err := r.gc.CreateTag(r.ctx, client.CreateTagRequest{Graph: r.graph, Name: "v1"})
 	if err != nil || first.Outcome != outcome.Created || first.Existing || first.Commit != r.main.ID.String() {
 		t.Fatalf("create: %+v, %v; want created on main's head", first, err)
@@ -276,9 +264,7 @@ func TestCreateTag_RepeatIsIdempotent_OtherCommitConflicts_DeletedNameNeverReuse
 }
 
 func TestCreateTag_TagIsACleanupRoot_UntilDeleted(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	tagged := r.main
 	if _, err := r.gc.CreateTag(r.ctx, client.CreateTagRequest{Graph: r.graph, Name: "release/1", Commit: tagged.ID.String()}); err != nil {
 		t.Fatal(err)
@@ -298,9 +284,7 @@ func TestCreateTag_TagIsACleanupRoot_UntilDeleted(t *testing.T) {
 }
 
 func TestCreateTag_PutNeverAnswered_InDoubtThenSettled(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	r.faultThenSettleSlowly(faults.Rule{Op: faults.OpPut, KeyPrefix: format.TagsPrefix(r.graph), Mode: faults.FailBeforeSend, Times: 3})
 	res, err := r.gc.CreateTag(r.ctx, client.CreateTagRequest{Graph: r.graph, Name: "v1"})
 	var oe *outcome.Error

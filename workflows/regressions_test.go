@@ -30,9 +30,7 @@ import (
 // A step after a storage effect has no total deadline: a ref put stalled past its
 // step's StartToClose leaves the create settling, and it ends created — never failed.
 func TestKernel_RefPutStalledPastItsStepTimeout_SettlesCreatedNeverFailed(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	const branch = "stalled"
 	r.names = append(r.names, branch)
 	r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: r.refPrefix(branch), Body: isLiveRef, Mode: faults.Delay, Delay: 40 * time.Second, Times: 1})
@@ -52,9 +50,7 @@ func TestKernel_RefPutStalledPastItsStepTimeout_SettlesCreatedNeverFailed(t *tes
 // An after-effect step whose fast path keeps failing continues as
 // an ordinary activity, with no total deadline, until it is answered.
 func TestKernel_AfterEffectStepKeepsFailing_ContinuesAsOrdinaryActivityUntilAnswered(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	obj := r.upload("u", "durable")
 	// Every read of main's head commit fails for a while: the commit's plan step, after
 	// the version was written, returns errors (not verdicts) until it passes.
@@ -85,9 +81,7 @@ func TestKernel_AfterEffectStepKeepsFailing_ContinuesAsOrdinaryActivityUntilAnsw
 // Every input is checked before the first ledger write: a message over the limit
 // ends invalid with nothing recorded, and the name stays free.
 func TestKernel_CreateWithInvalidMessage_InvalidBeforeAnyLedgerWrite(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	opID := randomName("long-")
 	run := r.startOp(workflows.CreateBranchName, workflows.CreateBranchInput{Graph: r.graph, Branch: "b", OpID: opID, Message: strings.Repeat("m", 5000)})
 	var res workflows.CreateBranchResult
@@ -108,9 +102,7 @@ func TestKernel_CreateWithInvalidMessage_InvalidBeforeAnyLedgerWrite(t *testing.
 // An early outcome after the witness settles the request's own witness: the name can
 // be created again at once.
 func TestKernel_NotRetainedAfterWitness_WitnessSettledNameFree(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	r.names = append(r.names, "late")
 	// The probe of the source head (a branch head: witnessed in the same transaction as
 	// the pins) finds it gone.
@@ -165,9 +157,7 @@ func TestKernel_SameOpIDSecondRequestsPrepareKeepsFailing_FirstsRowUntouched(t *
 // A store that refuses every write: the create ends refused at once — a definitely
 // refused put cannot land and needs no fence — never a fence loop.
 func TestKernel_StoreRefusesEveryWrite_CreateRefusedWithoutAFenceLoop(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	r.names = append(r.names, "denied")
 	remove := r.store.Add(faults.Rule{Op: faults.OpPut, Mode: faults.Refuse, Status: 403})
 	ctx, cancel := context.WithTimeout(r.ctx, time.Minute)
@@ -192,9 +182,7 @@ func TestKernel_StoreRefusesEveryWrite_CreateRefusedWithoutAFenceLoop(t *testing
 // A fence the store refuses parks the operation — in doubt, phase parked, visible —
 // with a durable backoff, not a hot loop; once allowed, the fence lands.
 func TestKernel_FenceRefused_ParkedVisibleThenFenced(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	r.names = append(r.names, "parked")
 	isFence := func(b []byte) bool {
 		ref, err := format.DecodeBranchRef(b)
@@ -241,9 +229,7 @@ func TestKernel_FenceRefused_ParkedVisibleThenFenced(t *testing.T) {
 // compare-and-swap is in doubt completes the swap (a retire is fenced by completing it),
 // records deleted, and the name can be created again.
 func TestKernel_DeleteCancelledWithItsSwapInDoubt_RecordsDeletedNameFree(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	r.names = append(r.names, "doomed")
 	created, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: "doomed"})
 	if err != nil {
@@ -287,9 +273,7 @@ func TestKernel_DeleteCancelledWithItsSwapInDoubt_RecordsDeletedNameFree(t *test
 // A terminated workflow leaves nothing behind once the reconciler ran: an in-doubt
 // create is fenced and reclaimed, its witness and pins settled; the late put fails.
 func TestKernel_CreateTerminatedInDoubt_ReconcilerFencesReclaimsAndFinishes(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	r.names = append(r.names, "orphan")
 	hold := r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: r.refPrefix("orphan"), Body: isLiveRef, Mode: faults.Hold})
 	opID := randomName("orphan-")
@@ -362,9 +346,7 @@ func TestKernel_RestorePlanRerunAfterItsCommitLanded_RecognisesItNeverReapplies(
 // A restore's backup tag never names a deleted commit: the head it read is probed
 // after its pin; found reclaimed, the restore plans again on the new head.
 func TestKernel_RestoreHeadGoneAfterItsPin_ReplansNeverTagsAMissingCommit(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	target := r.main
 	r.commitAt("t", "v2", time.Now())
 	headKey := format.CommitIDKey(r.graph, r.main.ID)
@@ -385,9 +367,7 @@ func TestKernel_RestoreHeadGoneAfterItsPin_ReplansNeverTagsAMissingCommit(t *tes
 // PlanCommit compares the expected head with the real head — conflict, no refilled key,
 // nothing lost.
 func TestKernel_StaleExpectedHeadAfterCleanupGap_ConflictNoRefill(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	at := time.Now().Add(-time.Hour)
 	var chain []graph.CommitView
 	chain = append(chain, r.main) // seq 1
@@ -530,9 +510,7 @@ func TestReconcile_WorkerKilledMidPass_AnotherWorkerFinishesThePass(t *testing.T
 // deleted nothing) and its operation ends. Mark and sweep orphans stay the next
 // cleanup's to finish (docs/cleanup.md).
 func TestReconcile_TerminatedDryRunCleanup_AbortedNotLeftRunning(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	stall := r.store.Add(faults.Rule{Op: faults.OpList, KeyPrefix: r.graph + "/", Mode: faults.Delay, Delay: time.Hour})
 	id := ulid.Make().String()
 	h, err := r.gc.StartCleanup(r.ctx, client.CleanupRequest{Graph: r.graph, KeepNewest: 1, Mode: workflows.CleanupModeDryRun, RunID: id})
@@ -562,9 +540,7 @@ func TestReconcile_TerminatedDryRunCleanup_AbortedNotLeftRunning(t *testing.T) {
 // so the new run repeats the steps after that point — ends with the outcome the earlier
 // run recorded (created), and leaves storage and the ledger as they were.
 func TestCreateBranch_ResetAfterItEnded_NewRunReportsTheRecordedOutcome(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	r.names = append(r.names, "reset/me")
 	opID := randomName("reset-")
 	run := r.startOp(workflows.CreateBranchName, workflows.CreateBranchInput{Graph: r.graph, Branch: "reset/me", OpID: opID})
@@ -597,9 +573,7 @@ func TestCreateBranch_ResetAfterItEnded_NewRunReportsTheRecordedOutcome(t *testi
 // execution left it. A reset past the begin step used to retry its refused condemn step
 // until it gave up and fail without an outcome.
 func TestCleanup_ResetAfterItsRunEnded_EndsDefinitivelyRecordKept(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	r.commitAt("t", "v2", time.Now())
 	resetCleanupAtEveryTask(t, r, workflows.CleanupModeSweep)
 }

@@ -29,9 +29,7 @@ func (r *rig) tag(name string) (format.Tag, bool) {
 }
 
 func TestRestore_ToCommit_BackupTagThenCommitWithTheCommitsPins(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	old := r.main
 	r.write(&r.main, "t", "t2")
 	r.write(&r.main, "u", "u1")
@@ -56,9 +54,7 @@ func TestRestore_ToCommit_BackupTagThenCommitWithTheCommitsPins(t *testing.T) {
 }
 
 func TestRestore_ToTag_WithoutBackup(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	release := r.main
 	if _, err := r.gc.CreateTag(r.ctx, client.CreateTagRequest{Graph: r.graph, Name: "release/1", Branch: "main"}); err != nil {
 		t.Fatalf("tag: %v", err)
@@ -79,9 +75,7 @@ func TestRestore_ToTag_WithoutBackup(t *testing.T) {
 }
 
 func TestRestore_TargetReclaimedByCleanup_NotRetainedAndNothingWritten(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	old := r.main
 	r.write(&r.main, "t", "t2")
 	// A commit cleanup reclaimed, from a tree that still has later commits: the ledger
@@ -102,9 +96,7 @@ func TestRestore_TargetReclaimedByCleanup_NotRetainedAndNothingWritten(t *testin
 }
 
 func TestRestore_CommitPutNeverAnswered_InDoubtThenSettled(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	old := r.main
 	r.write(&r.main, "t", "t2")
 	rule := r.treePutsOf(r.main)

@@ -42,9 +42,7 @@ func (r *rig) treePuts() faults.Rule {
 }
 
 func TestWriteTable_TwoFiles_BranchHeadPinsTheNewVersion(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	res, err := r.gc.WriteTable(r.ctx, r.inner, client.WriteTableRequest{
 		Graph: r.graph, Branch: "main", Table: "u", Files: writeFiles(t, "alpha", "beta-beta"), Author: "ana", Message: "two parts",
 	})
@@ -87,9 +85,7 @@ func TestWriteTable_TwoFiles_BranchHeadPinsTheNewVersion(t *testing.T) {
 }
 
 func TestWriteTable_StaleExpectedHead_IsConflictAndHeadUnchanged(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	stale := r.main.Parents[0].String() // main's root: one commit behind
 	res, err := r.gc.WriteTable(r.ctx, r.inner, client.WriteTableRequest{
 		Graph: r.graph, Branch: "main", Table: "u", Files: writeFiles(t, "x"), ExpectedHead: stale,
@@ -113,9 +109,7 @@ func TestWriteTable_StaleExpectedHead_IsConflictAndHeadUnchanged(t *testing.T) {
 }
 
 func TestWriteTable_CommitAnswerLost_CommittedExactlyOnce(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	rule := r.treePuts()
 	rule.Mode, rule.Times = faults.ApplyLoseAnswer, 1
 	r.store.Add(rule)
@@ -137,9 +131,7 @@ func TestWriteTable_CommitAnswerLost_CommittedExactlyOnce(t *testing.T) {
 }
 
 func TestWriteTable_CommitPutsNeverAnswered_InDoubtThenSettled(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	rule := r.treePuts()
 	rule.Mode, rule.Times = faults.FailBeforeSend, 3 // every put of the first PutCommit
 	r.faultThenSettleSlowly(rule)
@@ -169,9 +161,7 @@ func TestWriteTable_CommitPutsNeverAnswered_InDoubtThenSettled(t *testing.T) {
 }
 
 func TestWriteTable_SameIdempotencyKeyTwice_AttachesAndUploadsNothing(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	req := client.WriteTableRequest{Graph: r.graph, Branch: "main", Table: "u", Files: writeFiles(t, "x"), IdempotencyKey: randomName("k-")}
 	first, err := r.gc.WriteTable(r.ctx, r.inner, req)
 	if err != nil {
@@ -191,9 +181,7 @@ func TestWriteTable_SameIdempotencyKeyTwice_AttachesAndUploadsNothing(t *testing
 }
 
 func TestWriteTable_UnknownBranch_IsNotFoundBeforeUpload(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.startWorker()
+	r := runningRig(t)
 	counting := faults.Wrap(r.inner)
 	_, err := r.gc.WriteTable(r.ctx, counting, client.WriteTableRequest{Graph: r.graph, Branch: "nope", Table: "u", Files: writeFiles(t, "x")})
 	if !errors.Is(err, outcome.ErrNotFound) {
