@@ -3,393 +3,330 @@ package workflows_test
 import (
 	"context"
 	"errors"
-	"fmt"
+	"os"
+	"os/exec"
+	"slices"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/mock"
-	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/testsuite"
-
-	"github.com/graftworks/graft/activities"
 	"github.com/graftworks/graft/client"
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/workflows"
 )
 
-// Unit tier: CreateBranch's decisions with every activity mocked
-// (go.temporal.io/sdk/testsuite). The real-stack tier is createbranch_faults_test.go.
+// TestCreateBranchFaultMatrix drives CreateBranch through every way its ref
+// put (and clone) can fail, on the real stack: Temporal dev server, versitygw
+// behind graft's fault wrapper, and Postgres. Each case asserts the outcome,
+// the ledger, what is in the bucket afterwards, and how many ref puts were sent.
+func TestCreateBranchFaultMatrix(t *testing.T) {
+	const branch = "feature/x"
 
-type createSuite struct {
-	t     *testing.T
-	env   *testsuite.TestWorkflowEnvironment
-	calls map[string]int
-	// last holds the arguments of each activity's latest call.
-	last map[string][]any
-	// all holds the arguments of every call, by activity.
-	all map[string][][]any
-}
-
-func newCreateSuite(t *testing.T) *createSuite {
-	env := newTestEnv()
-	s := &createSuite{t: t, env: env, calls: map[string]int{}, last: map[string][]any{}, all: map[string][][]any{}}
-	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, args []any) {
-		s.calls[info.ActivityType.Name]++
-		s.last[info.ActivityType.Name] = args
-		s.all[info.ActivityType.Name] = append(s.all[info.ActivityType.Name], args)
-	})
-	// Every attempt prepares a fresh native name; clones succeed unless a test says otherwise.
-	attempt := 0
-	env.OnActivity(a.PrepareCreate, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.PrepareCreateInput) (activities.PrepareCreateResult, error) {
-			attempt++
-			n := "feature.01JAAAAAAAAAAAAAAAAAAAAAA" + string(rune('0'+attempt))
-			return activities.PrepareCreateResult{Owned: true, Native: n, SourceCommit: "01JBBBBBBBBBBBBBBBBBBBBBBB-3", ForkID: n[8:] + "-0",
-				ForkBytes: []byte("fork"), RefBytes: []byte("ref-" + n)}, nil
-		}).Maybe()
-	env.OnActivity(a.Finish, mock.Anything, mock.Anything).Return(activities.FinishResult{Owned: true}, nil).Maybe()
-	env.OnActivity(a.Progress, mock.Anything, mock.Anything).Return(nil).Maybe()
-	env.OnActivity(a.ReclaimClone, mock.Anything, mock.Anything).Return(nil).Maybe()
-	return s
-}
-
-// inDoubtMarks counts the Progress calls that recorded the create in doubt.
-func (s *createSuite) inDoubtMarks() int {
-	n := 0
-	for _, args := range s.all["Progress"] {
-		if in, ok := args[0].(activities.ProgressInput); ok && in.InDoubt && in.Phase == "settle" {
-			n++
+	// assertCreated checks the end state of a create that succeeded with res.
+	assertCreated := func(t *testing.T, r *rig, res workflows.CreateBranchResult) {
+		t.Helper()
+		if res.Outcome != outcome.Created {
+			t.Fatalf("outcome %q (%s), want created", res.Outcome, res.Message)
+		}
+		if live := r.liveNatives(branch); !slices.Equal(live, []string{res.Native}) {
+			t.Fatalf("live refs %v, want exactly [%s]", live, res.Native)
+		}
+		if commits := r.treeCommits(res.Native); len(commits) != 1 {
+			t.Fatalf("tree of %s holds %v, want its fork commit", res.Native, commits)
+		}
+		if inc := r.incarnation(res.Native); inc.State != catalog.IncarnationLive {
+			t.Fatalf("witness of %s is %s, want live", res.Native, inc.State)
+		}
+		if op := r.operation(res.OpID); op.State != catalog.OperationDone || op.Outcome != catalog.OutcomeCreated {
+			t.Fatalf("operation %s is %s/%s, want done/created", res.OpID, op.State, op.Outcome)
 		}
 	}
-	return n
-}
-
-// finished returns the inputs of every Finish call.
-func (s *createSuite) finished() []activities.FinishInput {
-	var out []activities.FinishInput
-	for _, args := range s.all["Finish"] {
-		out = append(out, args[0].(activities.FinishInput))
-	}
-	return out
-}
-
-func (s *createSuite) clone(states ...activities.CloneState) {
-	for _, st := range states {
-		s.env.OnActivity(a.CloneTree, mock.Anything, mock.Anything).Return(activities.CloneResult{State: st}, nil).Once()
-	}
-}
-
-func (s *createSuite) onRef(fn any, states ...activities.WriteState) {
-	for _, st := range states {
-		s.env.OnActivity(fn, mock.Anything, mock.Anything).Return(activities.Verdict{State: st, Message: string(st), Recorded: st == activities.Landed}, nil).Once()
-	}
-}
-
-func (s *createSuite) run() workflows.CreateBranchResult {
-	s.t.Helper()
-	s.env.ExecuteWorkflow(workflows.CreateBranchName, workflows.CreateBranchInput{Graph: "g", Branch: "feature", OpID: "op1"})
-	if !s.env.IsWorkflowCompleted() {
-		s.t.Fatalf("workflow did not complete")
-	}
-	var res workflows.CreateBranchResult
-	if err := workflowEnd(s.env, &res); err != nil {
-		s.t.Fatalf("workflow error: %v", err)
-	}
-	return res
-}
-
-// workflowEnd decodes a workflow's result, from its completion or — for an outcome
-// that is not a success — from the ApplicationError it failed with, whose type must be
-// the outcome (docs/workflows.md). Any other failure is returned.
-func workflowEnd(env *testsuite.TestWorkflowEnvironment, res *workflows.CreateBranchResult) error {
-	err := env.GetWorkflowError()
-	if err == nil {
-		return env.GetWorkflowResult(res)
-	}
-	var app *temporal.ApplicationError
-	if !errors.As(err, &app) || !outcome.Outcome(app.Type()).Valid() {
-		return err
-	}
-	if derr := app.Details(res); derr != nil {
-		return derr
-	}
-	if string(res.Outcome) != app.Type() || res.Outcome.Success() || !app.NonRetryable() {
-		return fmt.Errorf("failed with type %s (non-retryable %v) carrying outcome %s", app.Type(), app.NonRetryable(), res.Outcome)
-	}
-	return nil
-}
-
-func (s *createSuite) called(fn string) int { return s.calls[fn] }
-
-// What the clone and the ref put answer decides the create: its outcome, how many
-// incarnations it took, and what it reclaimed or fenced on the way.
-func TestCreateBranch_CloneAndRefAnswers_DecideOutcomeIncarnationsReclaimsAndFences(t *testing.T) {
-	const (
-		C = activities.CloneCommitted
-		L = activities.Landed
-		A = activities.Ambiguous
-	)
-	for _, c := range []struct {
-		name                    string
-		clones                  []activities.CloneState
-		writes, rereads, fences []activities.WriteState
-		want                    outcome.Outcome
-		incarnations            int // 0: not checked
-		calls                   map[string]int
-		decidedWithoutDoubt     bool
-	}{
-		{name: "RefPutSucceeds_CreatedWithoutRereadOrReclaim", clones: []activities.CloneState{C}, writes: []activities.WriteState{L},
-			want: outcome.Created, incarnations: 1, calls: map[string]int{"ReadBack": 0, "ReclaimClone": 0, "Fence": 0}},
-		{name: "RefHeldByAnotherWriter_ConflictAndNothingReclaimed", clones: []activities.CloneState{C}, writes: []activities.WriteState{activities.Other},
-			want: outcome.Conflict, calls: map[string]int{"ReclaimClone": 0, "Fence": 0}},
-		// A definitely refused put cannot land: no fence.
-		{name: "RefRefused_ReclaimsWithoutAFenceAndRetriesOnce", clones: []activities.CloneState{C, C}, writes: []activities.WriteState{activities.Refused, L},
-			want: outcome.Created, incarnations: 2, calls: map[string]int{"ReclaimClone": 1, "Fence": 0}},
-		{name: "RefusedTwice_RefusedAfterOneRetryNeverFenced", clones: []activities.CloneState{C, C}, writes: []activities.WriteState{activities.Refused, activities.Refused},
-			want: outcome.Refused, incarnations: 2, calls: map[string]int{"ReclaimClone": 2, "Fence": 0}},
-		{name: "CloneRefused_RefusedNothingSentOrFenced", clones: []activities.CloneState{activities.CloneRefused},
-			want: outcome.Refused, incarnations: 1, calls: map[string]int{"Write": 0, "Fence": 0, "ReclaimClone": 0}},
-		{name: "CloneNeverCommitted_RefNeverSent", clones: []activities.CloneState{activities.CloneUnknown, activities.CloneUnknown},
-			fences: []activities.WriteState{activities.Fenced, activities.Fenced}, want: outcome.Unpublished, incarnations: 2, calls: map[string]int{"Write": 0}},
-		{name: "AmbiguousPut_RereadFindsOurs_CreatedNeverInDoubt", clones: []activities.CloneState{C}, writes: []activities.WriteState{A},
-			rereads: []activities.WriteState{A, L}, want: outcome.Created, decidedWithoutDoubt: true},
-		{name: "AmbiguousPut_RereadFindsOther_ConflictNothingReclaimed", clones: []activities.CloneState{C}, writes: []activities.WriteState{A},
-			rereads: []activities.WriteState{activities.Other}, want: outcome.Conflict, calls: map[string]int{"ReclaimClone": 0}},
-		{name: "AmbiguousPut_RereadFindsFence_ReclaimedAndRetriedUnderAFreshName", clones: []activities.CloneState{C, C}, writes: []activities.WriteState{A, L},
-			rereads: []activities.WriteState{activities.Fenced}, want: outcome.Created, incarnations: 2, calls: map[string]int{"ReclaimClone": 1}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			s := newCreateSuite(t)
-			s.clone(c.clones...)
-			s.onRef(a.Write, c.writes...)
-			s.onRef(a.ReadBack, c.rereads...)
-			s.onRef(a.Fence, c.fences...)
-			res := s.run()
-			if res.Outcome != c.want || c.incarnations != 0 && res.Incarnations != c.incarnations {
-				t.Fatalf("got %+v, want %s after %d incarnations", res, c.want, c.incarnations)
-			}
-			for fn, n := range c.calls {
-				if s.called(fn) != n {
-					t.Fatalf("%s called %d times, want %d: %v", fn, s.called(fn), n, s.calls)
-				}
-			}
-			if c.decidedWithoutDoubt && (res.SettleAttempts != 0 || s.inDoubtMarks() != 0) {
-				t.Fatalf("got %+v, marked in doubt %d times; want it decided during the read-back", res, s.inDoubtMarks())
-			}
-		})
-	}
-}
-
-func TestCreateBranch_PrepareEndsEarly_OutcomePassedThroughNothingWritten(t *testing.T) {
-	for _, o := range []outcome.Outcome{outcome.Invalid, outcome.NotFound, outcome.NotRetained, outcome.Conflict} {
-		t.Run(string(o), func(t *testing.T) {
-			env := newTestEnv()
-			env.OnActivity(a.PrepareCreate, mock.Anything, mock.Anything).Return(activities.PrepareCreateResult{Owned: true, Outcome: o, Message: "why"}, nil).Once()
-			env.OnActivity(a.Finish, mock.Anything, mock.MatchedBy(func(in activities.FinishInput) bool { return in.Outcome == o })).Return(activities.FinishResult{Owned: true}, nil).Once()
-			env.ExecuteWorkflow(workflows.CreateBranchName, workflows.CreateBranchInput{Graph: "g", Branch: "feature"})
-			var res workflows.CreateBranchResult
-			if err := workflowEnd(env, &res); err != nil || res.Outcome != o || res.Message != "why" {
-				t.Fatalf("got %+v, %v; want %s", res, err, o)
-			}
-			env.AssertExpectations(t)
-		})
-	}
-}
-
-func TestCreateBranch_StillAbsentAfterRereads_InDoubtThenSettledByReissue(t *testing.T) {
-	s := newCreateSuite(t)
-	s.clone(activities.CloneCommitted)
-	s.onRef(a.Write, activities.Ambiguous, activities.Ambiguous, activities.Landed)
-	s.onRef(a.ReadBack, activities.Ambiguous, activities.Ambiguous, activities.Ambiguous, activities.Ambiguous)
-	res := s.run()
-	if res.Outcome != outcome.Created || res.SettleAttempts != 2 {
-		t.Fatalf("got %+v, want created at the second settle re-issue", res)
-	}
-	if s.called("ReadBack") != len(workflows.RereadPauses) || s.inDoubtMarks() != 1 {
-		t.Fatalf("rereads %d (want %d), in-doubt marks %d (want 1)", s.called("ReadBack"), len(workflows.RereadPauses), s.inDoubtMarks())
-	}
-}
-
-func TestCreateBranch_InDoubt_OperatorAbandons_FenceWins_Unpublished(t *testing.T) {
-	s := newCreateSuite(t)
-	s.clone(activities.CloneCommitted)
-	s.env.OnActivity(a.Write, mock.Anything, mock.Anything).Return(activities.Verdict{State: activities.Ambiguous}, nil)
-	s.env.OnActivity(a.ReadBack, mock.Anything, mock.Anything).Return(activities.Verdict{State: activities.Ambiguous}, nil)
-	s.onRef(a.Fence, activities.Fenced)
-	s.env.RegisterDelayedCallback(func() {
-		s.env.SignalWorkflow(workflows.AbandonSignalName, workflows.AbandonRequest{Reason: "operator"})
-	}, 30*time.Second)
-	res := s.run()
-	if res.Outcome != outcome.Unpublished || res.Incarnations != 1 {
-		t.Fatalf("got %+v, want unpublished with no retry", res)
-	}
-	if s.called("ReclaimClone") != 1 {
-		t.Fatalf("clone not reclaimed after the fence won")
-	}
-}
-
-func TestCreateBranch_InDoubt_AbandonFenceLosesToOurRef_Created(t *testing.T) {
-	s := newCreateSuite(t)
-	s.clone(activities.CloneCommitted)
-	s.env.OnActivity(a.Write, mock.Anything, mock.Anything).Return(activities.Verdict{State: activities.Ambiguous}, nil)
-	s.env.OnActivity(a.ReadBack, mock.Anything, mock.Anything).Return(activities.Verdict{State: activities.Ambiguous}, nil)
-	s.onRef(a.Fence, activities.Landed)
-	s.env.RegisterDelayedCallback(func() {
-		s.env.SignalWorkflow(workflows.AbandonSignalName, workflows.AbandonRequest{Reason: "operator"})
-	}, 10*time.Second)
-	if res := s.run(); res.Outcome != outcome.Created {
-		t.Fatalf("got %+v, want created (the fence lost to our own ref)", res)
-	}
-	if s.called("ReclaimClone") != 0 {
-		t.Fatalf("reclaimed the clone of a created branch")
-	}
-}
-
-func TestCreateBranch_SettleAttemptsExhausted_FencesInsteadOfWaitingForever(t *testing.T) {
-	s := newCreateSuite(t)
-	s.clone(activities.CloneCommitted)
-	s.env.OnActivity(a.Write, mock.Anything, mock.Anything).Return(activities.Verdict{State: activities.Ambiguous}, nil)
-	s.env.OnActivity(a.ReadBack, mock.Anything, mock.Anything).Return(activities.Verdict{State: activities.Ambiguous}, nil)
-	s.onRef(a.Fence, activities.Ambiguous, activities.Fenced) // the first fence put is itself unknown
-	res := s.run()
-	if res.Outcome != outcome.Unpublished || res.SettleAttempts != workflows.MaxSettleAttempts {
-		t.Fatalf("got %+v, want unpublished after %d re-issues", res, workflows.MaxSettleAttempts)
-	}
-	if s.called("Fence") != 2 {
-		t.Fatalf("fence attempts %d, want 2 (retried after an unknown answer)", s.called("Fence"))
-	}
-}
-
-func TestCreateBranch_PrepareFails_WorkflowFailsAndRecordsIt(t *testing.T) {
-	env := newTestEnv()
-	env.OnActivity(a.PrepareCreate, mock.Anything, mock.Anything).Return(activities.PrepareCreateResult{}, errors.New("postgres down"))
-	env.OnActivity(a.Finish, mock.Anything, mock.MatchedBy(func(in activities.FinishInput) bool { return in.Outcome == "" })).Return(activities.FinishResult{}, nil).Once()
-	env.ExecuteWorkflow(workflows.CreateBranchName, workflows.CreateBranchInput{Graph: "g", Branch: "feature"})
-	if err := env.GetWorkflowError(); err == nil {
-		t.Fatalf("workflow succeeded although prepare kept failing")
-	}
-	env.AssertExpectations(t)
-}
-
-func TestCreateBranch_CancelledWhileInDoubt_FencesReclaimsAndRecordsUnpublished(t *testing.T) {
-	s := newCreateSuite(t)
-	s.clone(activities.CloneCommitted)
-	s.env.OnActivity(a.Write, mock.Anything, mock.Anything).Return(activities.Verdict{State: activities.Ambiguous}, nil)
-	s.env.OnActivity(a.ReadBack, mock.Anything, mock.Anything).Return(activities.Verdict{State: activities.Ambiguous}, nil)
-	s.onRef(a.Fence, activities.Fenced)
-	s.env.RegisterDelayedCallback(s.env.CancelWorkflow, 30*time.Second)
-	s.env.ExecuteWorkflow(workflows.CreateBranchName, workflows.CreateBranchInput{Graph: "g", Branch: "feature", OpID: "op1"})
-	if err := s.env.GetWorkflowError(); err == nil {
-		t.Fatalf("a cancelled create completed as if nothing happened")
-	}
-	if s.called("Fence") != 1 || s.called("ReclaimClone") != 1 {
-		t.Fatalf("fences %d, reclaims %d; want the in-doubt incarnation fenced and reclaimed", s.called("Fence"), s.called("ReclaimClone"))
-	}
-	fin := s.finished()
-	if len(fin) != 1 || fin[0].Outcome != outcome.Unpublished || fin[0].Owner.OpID != "op1" {
-		t.Fatalf("ledger told %+v, want unpublished for op1, once", fin)
-	}
-}
-
-func TestCreateBranch_CancelledDuringPrepare_RecordsTheEndWithoutAFence(t *testing.T) {
-	env := newTestEnv()
-	env.OnActivity(a.PrepareCreate, mock.Anything, mock.Anything).Return(activities.PrepareCreateResult{}, errors.New("postgres down"))
-	var finished *activities.FinishInput
-	env.OnActivity(a.Finish, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.FinishInput) (activities.FinishResult, error) {
-		finished = &in
-		return activities.FinishResult{}, nil
-	})
-	fenced := 0
-	env.OnActivity(a.Fence, mock.Anything, mock.Anything).Return(func(context.Context, activities.WriteInput) (activities.Verdict, error) {
-		fenced++
-		return activities.Verdict{State: activities.Fenced}, nil
-	}).Maybe()
-	env.RegisterDelayedCallback(env.CancelWorkflow, 20*time.Second)
-	env.ExecuteWorkflow(workflows.CreateBranchName, workflows.CreateBranchInput{Graph: "g", Branch: "feature", OpID: "op2"})
-	if err := env.GetWorkflowError(); err == nil {
-		t.Fatalf("a cancelled create completed")
-	}
-	if finished == nil || finished.Outcome != "" || finished.Owner.OpID != "op2" {
-		t.Fatalf("ledger told %+v, want the operation recorded as failed", finished)
-	}
-	if fenced != 0 {
-		t.Fatalf("fenced %d times although no incarnation was prepared", fenced)
-	}
-}
-
-// TestCreateBranch_NameChecks proves a create refuses names that storage or
-// the ledger already holds, on the real stack.
-func TestCreateBranch_NameChecks(t *testing.T) {
-	r := newRig(t)
-	r.startWorker()
-
-	t.Run("LiveInStorageButUnknownToLedger_Conflict", func(t *testing.T) {
-		// A live branch written by another tool: the ledger never saw it.
-		fork := r.handBranch("legacy", r.main, time.Now(), true)
-		native := format.NativeName("legacy", fork.ID.Tree)
-		_, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: "legacy"})
-		if !errors.Is(err, outcome.ErrConflict) {
-			t.Fatalf("create over a live ref unknown to the ledger: %v, want conflict", err)
+	// assertUnpublished checks that native can never be live and left no tree behind.
+	assertUnpublished := func(t *testing.T, r *rig, native string) {
+		t.Helper()
+		if ref, ok := r.refs(branch)[native]; !ok || ref.State != format.RefFence {
+			t.Fatalf("ref key of %s holds %+v (present %v), want a fence", native, ref, ok)
 		}
-		if live := r.liveNatives("legacy"); len(live) != 1 || live[0] != native {
-			t.Fatalf("live refs %v, want only the existing %s", live, native)
+		if commits := r.treeCommits(native); len(commits) != 0 {
+			t.Fatalf("tree of unpublished %s still holds %v", native, commits)
 		}
-		if incs := r.incarnations("legacy"); len(incs) != 0 {
-			t.Fatalf("witnesses %v written for a refused create", incs)
+		if inc := r.incarnation(native); inc.State != catalog.IncarnationUnpublished {
+			t.Fatalf("witness of %s is %s, want unpublished", native, inc.State)
 		}
-	})
-
-	t.Run("PrefixRelativesOfLiveBranches_Conflict", func(t *testing.T) {
-		for _, name := range []string{"team", "proj/x"} {
-			if _, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: name}); err != nil {
-				t.Fatalf("create %s: %v", name, err)
-			}
-		}
-		for _, name := range []string{"team/a", "proj"} { // a descendant and an ancestor
-			_, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: name})
-			if !errors.Is(err, outcome.ErrConflict) {
-				t.Fatalf("create %s beside a live prefix relative: %v, want conflict", name, err)
-			}
-			if live := r.liveNatives(name); len(live) != 0 {
-				t.Fatalf("%s went live: %v", name, live)
-			}
-		}
-		// Names that merely share characters are fine.
-		if _, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: "teammate"}); err != nil {
-			t.Fatalf("create teammate beside team: %v", err)
-		}
-	})
-
-	t.Run("ExistingBranch_Conflict", func(t *testing.T) {
-		if _, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: "twice"}); err != nil {
-			t.Fatal(err)
-		}
-		_, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: "twice"})
-		if !errors.Is(err, outcome.ErrConflict) {
-			t.Fatalf("second create: %v, want conflict", err)
-		}
-		if live := r.liveNatives("twice"); len(live) != 1 {
-			t.Fatalf("live refs %v, want one", live)
-		}
-	})
-
-	t.Run("OperationIdOfAnotherRequest_ConflictAndTheirRecordKept", func(t *testing.T) {
-		first, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: "one", IdempotencyKey: "shared-key"})
+	}
+	// liveRefRule meets the live ref puts of branch with mode, times times (0: every time).
+	liveRefRule := func(r *rig, mode faults.Mode, times int) faults.Rule {
+		return faults.Rule{Op: faults.OpPut, KeyPrefix: r.refPrefix(branch), Body: isLiveRef, Mode: mode, Times: times}
+	}
+	startCreate := func(t *testing.T, r *rig) *client.Handle {
+		t.Helper()
+		h, err := r.gc.StartCreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch})
 		if err != nil {
+			t.Fatalf("start: %v", err)
+		}
+		return h
+	}
+
+	t.Run("1_RefAppliedAnswerLost_IsCreated", func(t *testing.T) {
+		r := runningRig(t)
+		r.store.Add(liveRefRule(r, faults.ApplyLoseAnswer, 1))
+		h := startCreate(t, r)
+		res, err := h.WaitFinal(r.ctx)
+		if err != nil {
+			t.Fatalf("create: %v", err)
+		}
+		assertCreated(t, r, res)
+		recordHistory(t, r, h.WorkflowID, h.RunID, "createbranch_lost_ack")
+		if n := r.liveRefPuts(branch); n != 1 {
+			t.Fatalf("%d ref puts sent, want 1 (the lost acknowledgement is proven by read-back)", n)
+		}
+		if res.SettleAttempts != 0 || res.Incarnations != 1 {
+			t.Fatalf("settle attempts %d, incarnations %d; want 0 and 1", res.SettleAttempts, res.Incarnations)
+		}
+	})
+
+	t.Run("2_RefLandsDuringReread_IsCreated", func(t *testing.T) {
+		r := runningRig(t)
+		r.store.Add(liveRefRule(r, faults.Hold, 1))
+		h := startCreate(t, r)
+		wctx, cancel := context.WithTimeout(r.ctx, time.Minute)
+		defer cancel()
+		if err := r.store.WaitHeld(wctx, 1); err != nil {
 			t.Fatal(err)
 		}
-		_, err = r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: "two", IdempotencyKey: "shared-key"})
-		if !errors.Is(err, outcome.ErrConflict) {
-			t.Fatalf("reused key: %v, want conflict", err)
+		// Land the held put after the first read-back found nothing.
+		r.waitFor("a ref read-back", 30*time.Second, func() bool {
+			return r.store.CountMatching(faults.Rule{Op: faults.OpGet, KeyPrefix: r.refPrefix(branch)}).Sent >= 1
+		})
+		if _, err := r.store.Held()[0].Release(r.ctx); err != nil {
+			t.Fatalf("release held ref put: %v", err)
 		}
-		if op := r.operation(first.OpID); op.Outcome != catalog.OutcomeCreated {
-			t.Fatalf("the first request's record became %s, want created", op.Outcome)
+		res, err := h.WaitFinal(r.ctx)
+		if err != nil {
+			t.Fatalf("create: %v", err)
 		}
-		if live := r.liveNatives("two"); len(live) != 0 {
-			t.Fatalf("two went live: %v", live)
+		assertCreated(t, r, res)
+		if n := r.liveRefPuts(branch); n != 1 {
+			t.Fatalf("%d ref puts sent, want 1", n)
+		}
+		if res.SettleAttempts != 0 {
+			t.Fatalf("settled with %d re-issues; the read-back should have decided", res.SettleAttempts)
+		}
+	})
+
+	t.Run("3_RefLost_InDoubtThenSettledByReissue_IsCreated", func(t *testing.T) {
+		r := runningRig(t)
+		r.faultThenSettleSlowly(liveRefRule(r, faults.FailBeforeSend, 1))
+		h := startCreate(t, r)
+		_, err := h.WaitCreateBranch(r.ctx)
+		var oe *outcome.Error
+		if !errors.Is(err, outcome.ErrInDoubt) || !errors.As(err, &oe) || oe.OpID == "" {
+			t.Fatalf("caller got %v, want in_doubt with an operation id", err)
+		}
+		res, err := h.WaitFinal(r.ctx)
+		if err != nil {
+			t.Fatalf("settle: %v", err)
+		}
+		assertCreated(t, r, res)
+		recordHistory(t, r, h.WorkflowID, h.RunID, "createbranch_in_doubt_settled")
+		if res.OpID != oe.OpID {
+			t.Fatalf("in_doubt named operation %s, the result %s", oe.OpID, res.OpID)
+		}
+		if res.SettleAttempts < 1 {
+			t.Fatalf("created without a settle re-issue")
+		}
+		tally := r.store.CountMatching(faults.Rule{Op: faults.OpPut, KeyPrefix: r.refPrefix(branch), Body: isLiveRef})
+		if tally.Attempted != 2 || tally.Sent != 1 {
+			t.Fatalf("ref puts %+v, want 2 attempted and 1 sent (the lost one never reached the store)", tally)
+		}
+	})
+
+	t.Run("4_RefHeld_OperatorAbandons_FenceWins_HeldPutFails", func(t *testing.T) {
+		r := runningRig(t)
+		r.store.Add(liveRefRule(r, faults.Hold, 0)) // every live-ref put, first and re-issues
+		h := startCreate(t, r)
+		if _, err := h.WaitCreateBranch(r.ctx); !errors.Is(err, outcome.ErrInDoubt) {
+			t.Fatalf("caller got %v, want in_doubt", err)
+		}
+		if err := r.gc.AbandonCreate(r.ctx, r.graph, branch, "test operator"); err != nil {
+			t.Fatalf("abandon: %v", err)
+		}
+		res, err := h.WaitFinal(r.ctx)
+		if !errors.Is(err, outcome.ErrUnpublished) || res.Outcome != outcome.Unpublished {
+			t.Fatalf("after abandon: %+v, %v; want unpublished", res, err)
+		}
+		recordHistory(t, r, h.WorkflowID, h.RunID, "createbranch_abandoned")
+		held := r.store.Held()
+		if len(held) == 0 {
+			t.Fatalf("no ref put was held")
+		}
+		wantLateRefused(t, r.ctx, "late ref put after the fence", held)
+		assertUnpublished(t, r, res.Native)
+		if live := r.liveNatives(branch); len(live) != 0 {
+			t.Fatalf("live refs %v after abandon, want none", live)
+		}
+		if op := r.operation(res.OpID); op.Outcome != catalog.OutcomeUnpublished {
+			t.Fatalf("operation outcome %s, want unpublished", op.Outcome)
+		}
+		if n := r.liveRefPuts(branch); n != len(held) {
+			t.Fatalf("%d live ref puts sent, %d held", n, len(held))
+		}
+	})
+
+	t.Run("5_RefHeldReleasedAfterSettleStarted_IsCreatedOnce", func(t *testing.T) {
+		r := runningRig(t)
+		r.store.Add(liveRefRule(r, faults.Hold, 1))
+		lost := liveRefRule(r, faults.FailBeforeSend, 0) // every re-issue is lost
+		lost.Skip = 1
+		r.store.Add(lost)
+		h := startCreate(t, r)
+		if _, err := h.WaitCreateBranch(r.ctx); !errors.Is(err, outcome.ErrInDoubt) {
+			t.Fatalf("caller got %v, want in_doubt", err)
+		}
+		r.waitFor("a settle re-issue", 30*time.Second, func() bool {
+			return r.store.CountMatching(faults.Rule{Op: faults.OpPut, KeyPrefix: r.refPrefix(branch), Body: isLiveRef}).Attempted >= 2
+		})
+		if _, err := r.store.Held()[0].Release(r.ctx); err != nil {
+			t.Fatalf("release held ref put: %v", err)
+		}
+		res, err := h.WaitFinal(r.ctx)
+		if err != nil {
+			t.Fatalf("settle: %v", err)
+		}
+		assertCreated(t, r, res)
+		if n := r.liveRefPuts(branch); n != 1 {
+			t.Fatalf("%d live ref puts reached the store, want 1 (the held one)", n)
+		}
+	})
+
+	t.Run("6_RefRefused_NoFenceNeeded_ReclaimedThenRetriedUnderFreshName", func(t *testing.T) {
+		r := runningRig(t)
+		rule := liveRefRule(r, faults.Refuse, 1)
+		rule.Status = 403
+		r.store.Add(rule)
+		res, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch})
+		if err != nil {
+			t.Fatalf("create: %v", err)
+		}
+		assertCreated(t, r, res)
+		if res.Incarnations != 2 {
+			t.Fatalf("%d incarnations tried, want 2 (one retry)", res.Incarnations)
+		}
+		var first string
+		for native := range r.refs(branch) {
+			if native != res.Native {
+				first = native
+			}
+		}
+		if first != "" {
+			t.Fatalf("the refused incarnation's ref key holds %+v: a definitely refused put needs no fence", r.refs(branch)[first])
+		}
+		var refused catalog.Incarnation
+		for _, inc := range r.incarnations(branch) {
+			if inc.Native != res.Native {
+				refused = inc
+			}
+		}
+		if refused.State != catalog.IncarnationUnpublished || len(r.treeCommits(refused.Native)) != 0 {
+			t.Fatalf("refused incarnation %+v (tree %v), want unpublished with its clone reclaimed", refused, r.treeCommits(refused.Native))
+		}
+		if n := r.liveRefPuts(branch); n != 2 {
+			t.Fatalf("%d live ref puts sent, want 2 (refused, then the retry)", n)
+		}
+	})
+
+	t.Run("7_ClonePutsLost_RefNeverSent_Unpublished", func(t *testing.T) {
+		r := runningRig(t)
+		r.store.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: r.graph + "/trees/", Mode: faults.FailBeforeSend})
+		res, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch})
+		if !errors.Is(err, outcome.ErrUnpublished) {
+			t.Fatalf("create: %+v, %v; want unpublished", res, err)
+		}
+		if tally := r.store.CountMatching(faults.Rule{Op: faults.OpPut, KeyPrefix: r.refPrefix(branch), Body: isLiveRef}); tally.Attempted != 0 {
+			t.Fatalf("ref puts %+v, want none: the clone never committed", tally)
+		}
+		refs := r.refs(branch)
+		if len(refs) != res.Incarnations {
+			t.Fatalf("refs %v for %d incarnations", refs, res.Incarnations)
+		}
+		for native := range refs {
+			assertUnpublished(t, r, native)
+		}
+		if op := r.operation(res.OpID); op.Outcome != catalog.OutcomeUnpublished {
+			t.Fatalf("operation outcome %s, want unpublished", op.Outcome)
+		}
+	})
+
+	t.Run("8_WorkerKilledBetweenCloneAndRef_NewWorkerFinishes", func(t *testing.T) {
+		t.Parallel()
+		r := newRig(t)
+		child := exec.Command(os.Args[0], "-test.run=^$")
+		child.Env = append(os.Environ(), childWorkerEnv+"=1",
+			"GRAFT_CHILD_S3_ENDPOINT="+r.s3cfg.Endpoint, "GRAFT_CHILD_S3_BUCKET="+r.s3cfg.Bucket,
+			"GRAFT_CHILD_S3_ACCESS="+r.s3cfg.AccessKeyID, "GRAFT_CHILD_S3_SECRET="+r.s3cfg.SecretAccessKey,
+			"GRAFT_CHILD_REF_PREFIX="+r.refPrefix(branch), "GRAFT_CHILD_DB_SCHEMA="+r.cat.Schema(),
+			"GRAFT_CHILD_TEMPORAL="+testenvTemporal(t), "GRAFT_CHILD_TASK_QUEUE="+r.taskQueue)
+		child.Stdout, child.Stderr = os.Stderr, os.Stderr
+		if err := child.Start(); err != nil {
+			t.Fatalf("start child worker: %v", err)
+		}
+		killed := false
+		t.Cleanup(func() {
+			if !killed {
+				child.Process.Kill()
+				child.Wait()
+			}
+		})
+		h := startCreate(t, r)
+		r.waitFor("the clone to be stored, its witness and ref put recorded", time.Minute, func() bool {
+			incs := r.incarnations(branch)
+			return len(incs) == 1 && incs[0].State == catalog.IncarnationIntent &&
+				len(r.treeCommits(incs[0].Native)) == 1 && len(r.operation(incs[0].OpID).Pending) > 0
+		})
+		time.Sleep(200 * time.Millisecond) // the child is now stalled before the ref put
+		child.Process.Kill()
+		child.Wait()
+		killed = true
+		if n := r.refs(branch); len(n) != 0 {
+			t.Fatalf("ref written before the kill: %v", n)
+		}
+		r.startWorker()
+		ctx, cancel := context.WithTimeout(r.ctx, 90*time.Second)
+		defer cancel()
+		res, err := h.WaitFinal(ctx)
+		if err != nil {
+			t.Fatalf("create after worker death: %v", err)
+		}
+		assertCreated(t, r, res)
+	})
+
+	t.Run("9_SecondCreateOfInDoubtName_AttachesToFirst", func(t *testing.T) {
+		r := runningRig(t)
+		r.store.Add(liveRefRule(r, faults.Hold, 0))
+		_, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch, IdempotencyKey: "first"})
+		var first *outcome.Error
+		if !errors.As(err, &first) || first.Outcome != outcome.InDoubt {
+			t.Fatalf("first create: %v, want in_doubt", err)
+		}
+		h2, err := r.gc.StartCreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: branch, IdempotencyKey: "second"})
+		if err != nil {
+			t.Fatalf("second create: %v", err)
+		}
+		_, err = h2.WaitCreateBranch(r.ctx)
+		var second *outcome.Error
+		if !errors.As(err, &second) || second.Outcome != outcome.InDoubt || second.OpID != first.OpID {
+			t.Fatalf("second create: %v, want in_doubt of operation %s", err, first.OpID)
+		}
+		if incs := r.incarnations(branch); len(incs) != 1 {
+			t.Fatalf("ledger holds %d incarnations of %s, want 1 (no second ULID)", len(incs), branch)
+		}
+		if err := r.gc.AbandonCreate(r.ctx, r.graph, branch, "end of test"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h2.WaitFinal(r.ctx); !errors.Is(err, outcome.ErrUnpublished) {
+			t.Fatalf("after abandon: %v", err)
 		}
 	})
 }
