@@ -6,7 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 	"unicode/utf8"
 )
@@ -55,17 +56,7 @@ type fieldSet struct {
 }
 
 func (f fieldSet) has(name string) bool {
-	for _, n := range f.required {
-		if n == name {
-			return true
-		}
-	}
-	for _, n := range f.optional {
-		if n == name {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(f.required, name) || slices.Contains(f.optional, name)
 }
 
 // decodeEnvelope runs every check common to all kinds and returns the
@@ -125,12 +116,7 @@ func decodeEnvelope(b []byte, kind Kind, fields fieldSet) (map[string]json.RawMe
 // checkFields checks an object's field names exactly (encoding/json matches
 // names case-insensitively, so this is what rejects "Format" or "ID").
 func checkFields(kind Kind, prefix string, m map[string]json.RawMessage, fields fieldSet) error {
-	names := make([]string, 0, len(m))
-	for k := range m {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if !fields.has(k) {
 			return malformed(kind, prefix+k, "unknown field")
 		}
@@ -148,8 +134,6 @@ func checkFields(kind Kind, prefix string, m map[string]json.RawMessage, fields 
 	return nil
 }
 
-// unmarshalWire decodes b into a wire struct whose field names checkFields
-// has already verified, reporting type mismatches by field.
 // decodeWire checks b's envelope and unmarshals it into a W.
 func decodeWire[W any](b []byte, kind Kind, fields fieldSet) (W, error) {
 	var w W
@@ -159,6 +143,8 @@ func decodeWire[W any](b []byte, kind Kind, fields fieldSet) (W, error) {
 	return w, unmarshalWire(kind, b, &w)
 }
 
+// unmarshalWire decodes b into a wire struct whose field names checkFields
+// has already verified, reporting type mismatches by field.
 func unmarshalWire(kind Kind, b []byte, wire any) error {
 	if err := json.Unmarshal(b, wire); err != nil {
 		var typeErr *json.UnmarshalTypeError
@@ -264,34 +250,12 @@ func scanJSON(b []byte) (jsonReport, error) {
 }
 
 // ValidateOp checks an operation id (see checkOp); the error is a NameError.
-func ValidateOp(op string) error {
-	if why := checkOp(op); why != "" {
-		return &NameError{What: "operation id", Name: op, Reason: why}
-	}
-	return nil
-}
+func ValidateOp(op string) error { return nameErr("operation id", op, checkOp(op)) }
 
 // checkOp returns why op is not a valid operation id, or "". Operation ids
 // are 1..MaxOpLen bytes of [A-Za-z0-9._:/+=@-] starting with [A-Za-z0-9]:
 // no character of them needs escaping in JSON, which keeps size limits exact.
-func checkOp(op string) string {
-	if op == "" {
-		return "empty"
-	}
-	if len(op) > MaxOpLen {
-		return fmt.Sprintf("longer than %d bytes", MaxOpLen)
-	}
-	if !isAlnum(op[0]) {
-		return "must start with [A-Za-z0-9]"
-	}
-	for i := 1; i < len(op); i++ {
-		c := op[i]
-		if !isAlnum(c) && !bytes.ContainsRune([]byte("._:/+=@-"), rune(c)) {
-			return "may contain only [A-Za-z0-9._:/+=@-]"
-		}
-	}
-	return ""
-}
+func checkOp(op string) string { return checkChars(op, MaxOpLen, "[A-Za-z0-9]", "[A-Za-z0-9._:/+=@-]") }
 
 // checkText returns why s is not valid free text of at most max bytes, or "".
 // Control characters other than newline and tab (when multiline) are refused.
@@ -318,23 +282,7 @@ func checkText(s string, max int, multiline bool) string {
 
 // checkReason returns why a fence reason is invalid, or "": 1..MaxReasonLen
 // bytes of [a-z0-9_-] starting with [a-z].
-func checkReason(s string) string {
-	if s == "" {
-		return "empty"
-	}
-	if len(s) > MaxReasonLen {
-		return fmt.Sprintf("longer than %d bytes", MaxReasonLen)
-	}
-	if s[0] < 'a' || s[0] > 'z' {
-		return "must start with [a-z]"
-	}
-	for i := 1; i < len(s); i++ {
-		if c := s[i]; !isLowerAlnum(c) && c != '_' && c != '-' {
-			return "may contain only [a-z0-9_-]"
-		}
-	}
-	return ""
-}
+func checkReason(s string) string { return checkChars(s, MaxReasonLen, "[a-z]", "[a-z0-9_-]") }
 
 // ValidateTime checks that t can be written: not zero, year 0001..9999 in UTC.
 func ValidateTime(t time.Time) error {

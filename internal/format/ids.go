@@ -3,6 +3,7 @@ package format
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -81,19 +82,32 @@ func ParseCommitID(s string) (CommitID, error) {
 
 func parseDigest(s string) (Digest, string) {
 	var d Digest
-	if len(s) != 2*len(d) {
-		return d, "not 32 hex digits"
+	why := parseHex(d[:], s, "digest")
+	return d, why
+}
+
+// parseHex decodes 2*len(dst) lower-case hex digits, not all zero, into dst,
+// or returns why it cannot.
+func parseHex(dst []byte, s, what string) string {
+	switch {
+	case len(s) != 2*len(dst):
+		return fmt.Sprintf("not %d hex digits", 2*len(dst))
+	case !isLowerHex(s):
+		return "not lower-case hex"
+	case strings.Trim(s, "0") == "":
+		return "zero " + what
 	}
+	hex.Decode(dst, []byte(s))
+	return ""
+}
+
+func isLowerHex(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return d, "not lower-case hex"
+			return false
 		}
 	}
-	hex.Decode(d[:], []byte(s))
-	if d.IsZero() {
-		return d, "zero digest"
-	}
-	return d, ""
+	return true
 }
 
 // Hash is the SHA-256 of a chunk's bytes, which names the chunk's key.
@@ -111,20 +125,8 @@ func HashOf(b []byte) Hash { return sha256.Sum256(b) }
 // ParseHash parses 64 lower-case hex digits that are not all zero.
 func ParseHash(s string) (Hash, error) {
 	var h Hash
-	bad := func(why string) error { return &NameError{What: "chunk hash", Name: s, Reason: why} }
-	if len(s) != 64 {
-		return h, bad("not 64 hex digits")
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return h, bad("not lower-case hex")
-		}
-	}
-	hex.Decode(h[:], []byte(s))
-	if h.IsZero() {
-		return h, bad("zero hash")
-	}
-	return h, nil
+	why := parseHex(h[:], s, "hash")
+	return h, nameErr("chunk hash", s, why)
 }
 
 // TimeLayout is how every time is written: RFC 3339 in UTC with exactly

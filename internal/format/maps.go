@@ -198,8 +198,25 @@ type MapSpec[E any] struct {
 // Key returns an entry's key.
 func (m MapSpec[E]) Key(e E) string { return m.key(e) }
 
-// CheckKey reports why s is not a valid key of this map kind, or "".
-func (m MapSpec[E]) CheckKey(s string) string { return m.checkKey(s) }
+// decodeAll makes a MapSpec.decodeAll from a conversion of one wire entry,
+// which names the field it failed on.
+func decodeAll[W, E any](conv func(W) (E, string, error)) func([]byte) ([]E, int, string, error) {
+	return func(raw []byte) ([]E, int, string, error) {
+		var ws []W
+		if err := json.Unmarshal(raw, &ws); err != nil {
+			return nil, -1, "", err
+		}
+		out := make([]E, len(ws))
+		for i, w := range ws {
+			e, field, err := conv(w)
+			if err != nil {
+				return nil, i, field, err
+			}
+			out[i] = e
+		}
+		return out, 0, "", nil
+	}
+}
 
 // ManifestMap is the map of a table version's entries.
 var ManifestMap = MapSpec[ManifestEntry]{
@@ -215,25 +232,13 @@ var ManifestMap = MapSpec[ManifestEntry]{
 		return w
 	},
 	fields: fieldSet{required: []string{"name", "size"}, optional: []string{"object", "external", "sha256", "etag"}},
-	decodeAll: func(raw []byte) ([]ManifestEntry, int, string, error) {
-		var ws []manifestEntryWire
-		if err := json.Unmarshal(raw, &ws); err != nil {
-			return nil, -1, "", err
+	decodeAll: decodeAll(func(w manifestEntryWire) (e ManifestEntry, _ string, err error) {
+		e = ManifestEntry{Name: w.Name, External: w.External, Size: w.Size, SHA256: w.SHA256, ETag: w.ETag}
+		if w.Object != "" {
+			e.Object, err = ParseULID(w.Object)
 		}
-		out := make([]ManifestEntry, len(ws))
-		for i, w := range ws {
-			e := ManifestEntry{Name: w.Name, External: w.External, Size: w.Size, SHA256: w.SHA256, ETag: w.ETag}
-			if w.Object != "" {
-				id, err := ParseULID(w.Object)
-				if err != nil {
-					return nil, i, "object", err
-				}
-				e.Object = id
-			}
-			out[i] = e
-		}
-		return out, 0, "", nil
-	},
+		return e, "object", err
+	}),
 }
 
 type manifestEntryWire struct {
@@ -266,21 +271,10 @@ var PinsMap = MapSpec[PinEntry]{
 	},
 	wire:   func(e PinEntry) any { return pinEntryWire{Table: e.Table, Version: e.Version.String()} },
 	fields: fieldSet{required: []string{"table", "version"}},
-	decodeAll: func(raw []byte) ([]PinEntry, int, string, error) {
-		var ws []pinEntryWire
-		if err := json.Unmarshal(raw, &ws); err != nil {
-			return nil, -1, "", err
-		}
-		out := make([]PinEntry, len(ws))
-		for i, w := range ws {
-			v, err := ParseULID(w.Version)
-			if err != nil {
-				return nil, i, "version", err
-			}
-			out[i] = PinEntry{Table: w.Table, Version: v}
-		}
-		return out, 0, "", nil
-	},
+	decodeAll: decodeAll(func(w pinEntryWire) (PinEntry, string, error) {
+		v, err := ParseULID(w.Version)
+		return PinEntry{Table: w.Table, Version: v}, "version", err
+	}),
 }
 
 type pinEntryWire struct {
@@ -312,25 +306,14 @@ var LineageMap = MapSpec[LineageEntry]{
 		return lineageEntryWire{Tree: e.Tree.String(), Seq: e.Seq, Digest: e.Digest.String()}
 	},
 	fields: fieldSet{required: []string{"tree", "seq", "digest"}},
-	decodeAll: func(raw []byte) ([]LineageEntry, int, string, error) {
-		var ws []lineageEntryWire
-		if err := json.Unmarshal(raw, &ws); err != nil {
-			return nil, -1, "", err
+	decodeAll: decodeAll(func(w lineageEntryWire) (LineageEntry, string, error) {
+		t, err := ParseULID(w.Tree)
+		if err != nil {
+			return LineageEntry{}, "tree", err
 		}
-		out := make([]LineageEntry, len(ws))
-		for i, w := range ws {
-			t, err := ParseULID(w.Tree)
-			if err != nil {
-				return nil, i, "tree", err
-			}
-			d, why := parseDigest(w.Digest)
-			if why != "" {
-				return nil, i, "digest", &NameError{What: "digest", Name: w.Digest, Reason: why}
-			}
-			out[i] = LineageEntry{Tree: t, Seq: w.Seq, Digest: d}
-		}
-		return out, 0, "", nil
-	},
+		d, why := parseDigest(w.Digest)
+		return LineageEntry{Tree: t, Seq: w.Seq, Digest: d}, "digest", nameErr("digest", w.Digest, why)
+	}),
 }
 
 type lineageEntryWire struct {
@@ -367,12 +350,7 @@ func checkEntryName(s string) string {
 }
 
 // ValidateEntryName checks a manifest entry name.
-func ValidateEntryName(name string) error {
-	if why := checkEntryName(name); why != "" {
-		return &NameError{What: "entry name", Name: name, Reason: why}
-	}
-	return nil
-}
+func ValidateEntryName(name string) error { return nameErr("entry name", name, checkEntryName(name)) }
 
 func validateManifestEntry(e ManifestEntry) (string, string) {
 	if why := checkEntryName(e.Name); why != "" {
@@ -459,14 +437,8 @@ func (m MapSpec[E]) wires(entries []E) []any {
 // every entry are checked exactly (encoding/json matches names in any letter
 // case), then the array is decoded in one pass.
 func (m MapSpec[E]) decodeEntries(kind Kind, field string, raw json.RawMessage) ([]E, error) {
-	var items []map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, &MalformedError{Kind: kind, Field: field, Reason: "not an array of objects", Err: err}
-	}
-	for i, item := range items {
-		if err := checkFields(kind, field+"["+strconv.Itoa(i)+"].", item, m.fields); err != nil {
-			return nil, err
-		}
+	if err := checkItems(kind, field, raw, m.fields); err != nil {
+		return nil, err
 	}
 	out, i, sub, err := m.decodeAll(raw)
 	if err != nil {
@@ -483,6 +455,20 @@ func (m MapSpec[E]) decodeEntries(kind Kind, field string, raw json.RawMessage) 
 		return nil, err
 	}
 	return out, nil
+}
+
+// checkItems checks that raw is an array of objects of exactly fields.
+func checkItems(kind Kind, field string, raw json.RawMessage, fields fieldSet) error {
+	var items []map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return &MalformedError{Kind: kind, Field: field, Reason: "not an array of objects", Err: err}
+	}
+	for i, item := range items {
+		if err := checkFields(kind, field+"["+strconv.Itoa(i)+"].", item, fields); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 type leafWire struct {
@@ -510,7 +496,11 @@ func (m MapSpec[E]) EncodeLeaf(entries []E) ([]byte, error) {
 // entries, and the separator each entry after the first adds: a leaf of
 // entries e1..en encodes to LeafOverhead + len(e1) + … + len(en) + (n-1).
 func (m MapSpec[E]) LeafOverhead() int {
-	b, _ := json.Marshal(leafWire{Format: Version, Kind: KindMapLeaf, Map: m.Kind, Entries: []any{}})
+	return encodedLen(leafWire{Format: Version, Kind: KindMapLeaf, Map: m.Kind, Entries: []any{}})
+}
+
+func encodedLen(v any) int {
+	b, _ := json.Marshal(v)
 	return len(b)
 }
 
@@ -606,14 +596,12 @@ func (m MapSpec[E]) EncodeNode(n MapNode) ([]byte, error) {
 // NodeOverhead is the encoded size of a node of this kind at level without
 // its children (see LeafOverhead).
 func (m MapSpec[E]) NodeOverhead(level int) int {
-	b, _ := json.Marshal(nodeWire{Format: Version, Kind: KindMapNode, Map: m.Kind, Level: level, Children: []childWire{}})
-	return len(b)
+	return encodedLen(nodeWire{Format: Version, Kind: KindMapNode, Map: m.Kind, Level: level, Children: []childWire{}})
 }
 
 // ChildSize is the encoded size of one child reference in a node.
 func (m MapSpec[E]) ChildSize(c ChildRef) int {
-	b, _ := json.Marshal(childWire{Last: c.Last, Count: c.Count, Chunk: c.Chunk.String()})
-	return len(b)
+	return encodedLen(childWire{Last: c.Last, Count: c.Count, Chunk: c.Chunk.String()})
 }
 
 // DecodeNode strictly decodes a node chunk of this kind.
@@ -626,14 +614,8 @@ func (m MapSpec[E]) DecodeNode(b []byte) (MapNode, error) {
 	if err := m.checkMapField(k, top); err != nil {
 		return MapNode{}, err
 	}
-	var items []map[string]json.RawMessage
-	if err := json.Unmarshal(top["children"], &items); err != nil {
-		return MapNode{}, &MalformedError{Kind: k, Field: "children", Reason: "not an array of objects", Err: err}
-	}
-	for i, item := range items {
-		if err := checkFields(k, "children["+strconv.Itoa(i)+"].", item, childFields); err != nil {
-			return MapNode{}, err
-		}
+	if err := checkItems(k, "children", top["children"], childFields); err != nil {
+		return MapNode{}, err
 	}
 	var w nodeWire
 	if err := unmarshalWire(k, b, &w); err != nil {
@@ -682,8 +664,7 @@ func (m MapSpec[E]) InlineFits(entries []E) bool {
 func (m MapSpec[E]) inlineSize(entries []E) int {
 	n := 2 + max(len(entries)-1, 0) // [ ] and commas
 	for _, e := range entries {
-		b, _ := json.Marshal(m.wire(e))
-		n += len(b)
+		n += encodedLen(m.wire(e))
 	}
 	return n
 }

@@ -113,14 +113,4 @@ func DecodeTableVersion(b []byte) (TableVersion, error) {
 	return v, nil
 }
 
-func isSHA256Hex(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
+func isSHA256Hex(s string) bool { return len(s) == 64 && isLowerHex(s) }
