@@ -3,7 +3,6 @@ package format
 import (
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // Sentinel errors; match them with errors.Is. Each is carried by a struct
@@ -54,25 +53,27 @@ type MalformedError struct {
 }
 
 func (e *MalformedError) Error() string {
-	var b strings.Builder
-	b.WriteString("format: malformed ")
+	s := "format: malformed "
 	if e.Kind != "" {
-		b.WriteString(string(e.Kind))
-		b.WriteString(" ")
+		s += string(e.Kind) + " "
 	}
-	b.WriteString("object")
+	s += "object"
 	if e.Field != "" {
-		fmt.Fprintf(&b, ": field %q", e.Field)
+		s += fmt.Sprintf(": field %q", e.Field)
 	}
-	if e.Reason != "" {
-		b.WriteString(": ")
-		b.WriteString(e.Reason)
+	for _, d := range []string{e.Reason, errText(e.Err)} {
+		if d != "" {
+			s += ": " + d
+		}
 	}
-	if e.Err != nil {
-		b.WriteString(": ")
-		b.WriteString(e.Err.Error())
+	return s
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
 	}
-	return b.String()
+	return err.Error()
 }
 
 // Is matches ErrMalformed.
