@@ -99,19 +99,8 @@ func (spec CommitSpec) check() error {
 			return invalidf("DropPins", "table %s is both set and dropped", table)
 		}
 	}
-	if err := format.ValidateOp(spec.Op); err != nil {
-		return invalid("Op", err)
-	}
-	if err := format.ValidateTime(spec.Time); err != nil {
-		return invalid("Time", err)
-	}
-	if err := format.ValidateAuthor(spec.Author); err != nil {
-		return invalid("Author", err)
-	}
-	if err := format.ValidateMessage(spec.Message); err != nil {
-		return invalid("Message", err)
-	}
-	return nil
+	return checkParams(param{"Op", format.ValidateOp(spec.Op)}, param{"Time", format.ValidateTime(spec.Time)},
+		param{"Author", format.ValidateAuthor(spec.Author)}, param{"Message", format.ValidateMessage(spec.Message)})
 }
 
 // PlanAppend reads the branch's head (BranchHead: its refs, then the head

@@ -174,11 +174,9 @@ func (r NameRefs) UnreadableKeys() []string {
 // readable live ref it is not the branch; without one, the name's state is
 // unknown). Storage errors are errors.
 func ReadBranchRefs(ctx context.Context, s storage.Store, graph, logical string) (NameRefs, error) {
-	if err := format.ValidateGraphName(graph); err != nil {
-		return NameRefs{}, invalid("Graph", err)
-	}
-	if err := format.ValidateBranchName(logical); err != nil {
-		return NameRefs{}, invalid("Branch", err)
+	if err := checkParams(param{"Graph", format.ValidateGraphName(graph)},
+		param{"Branch", format.ValidateBranchName(logical)}); err != nil {
+		return NameRefs{}, err
 	}
 	refs, err := readNameRefs(ctx, s, graph, logical)
 	if err != nil {
@@ -269,11 +267,8 @@ type RetireResult struct {
 // ErrRefChanged). Still unknown at the end is an *InDoubtError; calling
 // RetireRef again settles it.
 func RetireRef(ctx context.Context, s storage.Store, graph, native, etag, retiredOp string) (RetireResult, error) {
-	if err := format.ValidateGraphName(graph); err != nil {
-		return RetireResult{}, fmt.Errorf("retire ref: %w", invalid("Graph", err))
-	}
-	if err := format.ValidateNative(native); err != nil {
-		return RetireResult{}, fmt.Errorf("retire ref: %w", invalid("Native", err))
+	if err := checkParams(param{"Graph", format.ValidateGraphName(graph)}, param{"Native", format.ValidateNative(native)}); err != nil {
+		return RetireResult{}, fmt.Errorf("retire ref: %w", err)
 	}
 	if etag == "" {
 		return RetireResult{}, fmt.Errorf("retire ref: %w", invalidf("ETag", "empty"))

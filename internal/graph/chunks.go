@@ -20,22 +20,16 @@ func putChunks(ctx context.Context, s storage.Store, chunks []Chunk) error {
 		return nil
 	}
 	errs := make([]error, len(chunks))
-	sem := make(chan struct{}, chunkWriteConcurrency)
-	var wg sync.WaitGroup
-	for i, c := range chunks {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			put, err := PutIfAbsent(ctx, s, c.Key, c.Body)
-			switch {
-			case err != nil:
-				errs[i] = fmt.Errorf("put chunk %s: %w", c.Key, err)
-			case put.Outcome == PutTaken:
-				errs[i] = fmt.Errorf("put chunk %s: %w: %w", c.Key, ErrCorrupt, &KeyTakenError{Key: c.Key})
-			}
-		})
-	}
-	wg.Wait()
+	parallel(len(chunks), chunkWriteConcurrency, func(i int) {
+		c := chunks[i]
+		put, err := PutIfAbsent(ctx, s, c.Key, c.Body)
+		switch {
+		case err != nil:
+			errs[i] = fmt.Errorf("put chunk %s: %w", c.Key, err)
+		case put.Outcome == PutTaken:
+			errs[i] = fmt.Errorf("put chunk %s: %w: %w", c.Key, ErrCorrupt, &KeyTakenError{Key: c.Key})
+		}
+	})
 	for _, err := range errs {
 		if err != nil {
 			return err
@@ -48,4 +42,18 @@ func putChunks(ctx context.Context, s storage.Store, chunks []Chunk) error {
 // already there with its bytes is the same chunk. Callers pin them first (mark.go).
 func (g *Graph) PutChunks(ctx context.Context, chunks []Chunk) error {
 	return putChunks(ctx, g.S, chunks)
+}
+
+// parallel calls fn(0), ..., fn(n-1), at most limit at a time, and waits for them.
+func parallel(n, limit int, fn func(i int)) {
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			fn(i)
+		})
+	}
+	wg.Wait()
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/storage"
 )
@@ -167,6 +169,32 @@ func (e *InDoubtError) Is(target error) bool { return target == storage.ErrAmbig
 
 // Unwrap returns the last storage error.
 func (e *InDoubtError) Unwrap() error { return e.Err }
+
+// param is one parameter's check: its field, and its failure or nil.
+type param struct {
+	field string
+	err   error
+}
+
+// checkParams returns the first failed check as a *ParamError.
+func checkParams(ps ...param) error {
+	for _, p := range ps {
+		if p.err != nil {
+			return invalid(p.field, p.err)
+		}
+	}
+	return nil
+}
+
+var errZeroULID = errors.New("zero ULID")
+
+// nonZero fails a zero ULID.
+func nonZero(id ulid.ULID) error {
+	if id.IsZero() {
+		return errZeroULID
+	}
+	return nil
+}
 
 // invalid wraps a validation failure of one parameter.
 func invalid(field string, err error) error {

@@ -82,11 +82,8 @@ func (g *Graph) PlanForkOn(ctx context.Context, spec ForkSpec, src Commit) (Fork
 
 // check validates a fork's spec and returns its source's id.
 func (spec ForkSpec) check() (format.CommitID, error) {
-	if err := format.ValidateBranchName(spec.Branch); err != nil {
-		return format.CommitID{}, invalid("Branch", err)
-	}
-	if spec.Tree.IsZero() {
-		return format.CommitID{}, invalidf("Tree", "zero ULID")
+	if err := checkParams(param{"Branch", format.ValidateBranchName(spec.Branch)}, param{"Tree", nonZero(spec.Tree)}); err != nil {
+		return format.CommitID{}, err
 	}
 	source, err := format.ParseCommitID(spec.Source)
 	if err != nil {
@@ -95,16 +92,8 @@ func (spec ForkSpec) check() (format.CommitID, error) {
 	if source.Tree == spec.Tree {
 		return format.CommitID{}, invalidf("Source", "%s is in the new tree", source)
 	}
-	for _, check := range []struct {
-		field string
-		err   error
-	}{{"Op", format.ValidateOp(spec.Op)}, {"Time", format.ValidateTime(spec.Time)},
-		{"Author", format.ValidateAuthor(spec.Author)}, {"Message", format.ValidateMessage(spec.Message)}} {
-		if check.err != nil {
-			return format.CommitID{}, invalid(check.field, check.err)
-		}
-	}
-	return source, nil
+	return source, checkParams(param{"Op", format.ValidateOp(spec.Op)}, param{"Time", format.ValidateTime(spec.Time)},
+		param{"Author", format.ValidateAuthor(spec.Author)}, param{"Message", format.ValidateMessage(spec.Message)})
 }
 
 func (g *Graph) planForkOn(ctx context.Context, spec ForkSpec, src Commit) (ForkPlan, error) {

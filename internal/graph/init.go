@@ -119,17 +119,9 @@ func Init(ctx context.Context, s storage.Store, p InitParams) (InitResult, error
 }
 
 func buildInit(p InitParams) (InitResult, []byte, []byte, []byte, error) {
-	if err := format.ValidateGraphName(p.Graph); err != nil {
-		return InitResult{}, nil, nil, nil, invalid("Graph", err)
-	}
-	if p.MainTree.IsZero() {
-		return InitResult{}, nil, nil, nil, invalidf("MainTree", "zero ULID")
-	}
-	if err := format.ValidateOp(p.Op); err != nil {
-		return InitResult{}, nil, nil, nil, invalid("Op", err)
-	}
-	if err := format.ValidateTime(p.Time); err != nil {
-		return InitResult{}, nil, nil, nil, invalid("Time", err)
+	if err := checkParams(param{"Graph", format.ValidateGraphName(p.Graph)}, param{"MainTree", nonZero(p.MainTree)},
+		param{"Op", format.ValidateOp(p.Op)}, param{"Time", format.ValidateTime(p.Time)}); err != nil {
+		return InitResult{}, nil, nil, nil, err
 	}
 	author := p.Author
 	if author == "" {

@@ -638,13 +638,10 @@ func (g *Graph) mergeObjects(ctx context.Context, line *TableMerge, plan *MergeP
 		return nil
 	}
 	if spec.NewVersionID == nil {
-		return fmt.Errorf("%w", invalidf("NewVersionID", "needed to merge table %s at object level", line.Table))
+		return invalidf("NewVersionID", "needed to merge table %s at object level", line.Table)
 	}
-	if err := format.ValidateOp(spec.Op); err != nil {
-		return invalid("Op", err)
-	}
-	if err := format.ValidateTime(spec.Time); err != nil {
-		return invalid("Time", err)
+	if err := checkParams(param{"Op", format.ValidateOp(spec.Op)}, param{"Time", format.ValidateTime(spec.Time)}); err != nil {
+		return err
 	}
 	ref, chunks, err := g.manifestOf(target).apply(ctx, edits)
 	if err != nil {

@@ -77,14 +77,9 @@ type UploadResult struct {
 // failure aborts the upload before returning, so no parts are left behind
 // but what a crash leaves, which the collector aborts (IncompleteUploads).
 func UploadObject(ctx context.Context, s storage.Store, graph, table string, id ulid.ULID, r io.Reader, size int64, opts UploadOptions) (UploadResult, error) {
-	if err := format.ValidateGraphName(graph); err != nil {
-		return UploadResult{}, invalid("Graph", err)
-	}
-	if err := format.ValidateTableName(table); err != nil {
-		return UploadResult{}, invalid("Table", err)
-	}
-	if id.IsZero() {
-		return UploadResult{}, invalidf("ID", "zero ULID")
+	if err := checkParams(param{"Graph", format.ValidateGraphName(graph)},
+		param{"Table", format.ValidateTableName(table)}, param{"ID", nonZero(id)}); err != nil {
+		return UploadResult{}, err
 	}
 	if size < 0 || size > storage.MaxObjectSize {
 		return UploadResult{}, invalid("Size", &ObjectTooLargeError{Object: id.String(), Size: size, Limit: storage.MaxObjectSize})

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/storage"
@@ -95,22 +94,15 @@ func CheckImportKeys(ctx context.Context, s storage.Store, graph string, keys []
 	records = slices.Compact(records)
 	exists := make([]bool, len(records))
 	errs := make([]error, len(records))
-	sem := make(chan struct{}, importConcurrency)
-	var wg sync.WaitGroup
-	for i, rec := range records {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			_, err := s.Head(ctx, rec)
-			switch {
-			case err == nil:
-				exists[i] = true
-			case !errors.Is(err, storage.ErrNotFound):
-				errs[i] = fmt.Errorf("read graph record %s: %w", rec, err)
-			}
-		})
-	}
-	wg.Wait()
+	parallel(len(records), importConcurrency, func(i int) {
+		_, err := s.Head(ctx, records[i])
+		switch {
+		case err == nil:
+			exists[i] = true
+		case !errors.Is(err, storage.ErrNotFound):
+			errs[i] = fmt.Errorf("read graph record %s: %w", records[i], err)
+		}
+	})
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/oklog/ulid/v2"
 
@@ -77,11 +76,9 @@ const refReadConcurrency = 8
 // format) error, never ErrBranchNotFound: the branch may be live through the
 // ref that could not be read.
 func ResolveBranch(ctx context.Context, s storage.Store, graph, logical string) (Branch, error) {
-	if err := format.ValidateGraphName(graph); err != nil {
-		return Branch{}, invalid("Graph", err)
-	}
-	if err := format.ValidateBranchName(logical); err != nil {
-		return Branch{}, invalid("Branch", err)
+	if err := checkParams(param{"Graph", format.ValidateGraphName(graph)},
+		param{"Branch", format.ValidateBranchName(logical)}); err != nil {
+		return Branch{}, err
 	}
 	refs, err := readNameRefs(ctx, s, graph, logical)
 	if err != nil {
@@ -126,11 +123,9 @@ func ResolveBranch(ctx context.Context, s storage.Store, graph, logical string) 
 // does not. Readers without a ledger (and ListBranches, and the oracle) read
 // every ref.
 func ResolveBranchHinted(ctx context.Context, s storage.Store, graph, logical, hint string) (Branch, error) {
-	if err := format.ValidateGraphName(graph); err != nil {
-		return Branch{}, invalid("Graph", err)
-	}
-	if err := format.ValidateBranchName(logical); err != nil {
-		return Branch{}, invalid("Branch", err)
+	if err := checkParams(param{"Graph", format.ValidateGraphName(graph)},
+		param{"Branch", format.ValidateBranchName(logical)}); err != nil {
+		return Branch{}, err
 	}
 	if hint != "" {
 		b, ok, err := ReadLiveRef(ctx, s, graph, logical, hint)
@@ -175,18 +170,7 @@ func ReadLiveRef(ctx context.Context, s storage.Store, graph, logical, native st
 func getAll(ctx context.Context, s storage.Store, keys []string) ([]storage.Object, []error) {
 	objs := make([]storage.Object, len(keys))
 	errs := make([]error, len(keys))
-	sem := make(chan struct{}, refReadConcurrency)
-	var wg sync.WaitGroup
-	for i, key := range keys {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			objs[i], errs[i] = s.Get(ctx, key)
-		}()
-	}
-	wg.Wait()
+	parallel(len(keys), refReadConcurrency, func(i int) { objs[i], errs[i] = s.Get(ctx, keys[i]) })
 	return objs, errs
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -54,11 +53,8 @@ func (g *Graph) manifestOf(v Version) mapTree[format.ManifestEntry] {
 
 // Version reads a table version: one GET.
 func (g *Graph) Version(ctx context.Context, table string, id ulid.ULID) (Version, error) {
-	if err := format.ValidateTableName(table); err != nil {
-		return Version{}, invalid("Table", err)
-	}
-	if id.IsZero() {
-		return Version{}, invalidf("Version", "zero ULID")
+	if err := checkParams(param{"Table", format.ValidateTableName(table)}, param{"Version", nonZero(id)}); err != nil {
+		return Version{}, err
 	}
 	key := format.TableVersionKey(g.Name, table, id)
 	obj, err := g.S.Get(ctx, key)
@@ -162,11 +158,8 @@ func (g *Graph) PlanVersion(ctx context.Context, spec VersionSpec) (VersionPlan,
 	if spec.VersionID.IsZero() || spec.VersionID == spec.Base {
 		return fail(invalidf("VersionID", "zero, or the base's"))
 	}
-	if err := format.ValidateOp(spec.Op); err != nil {
-		return fail(invalid("Op", err))
-	}
-	if err := format.ValidateTime(spec.Time); err != nil {
-		return fail(invalid("Time", err))
+	if err := checkParams(param{"Op", format.ValidateOp(spec.Op)}, param{"Time", format.ValidateTime(spec.Time)}); err != nil {
+		return fail(err)
 	}
 	edits := make([]mapEdit[format.ManifestEntry], 0, len(spec.Put)+len(spec.Delete))
 	names := make(map[string]bool, len(spec.Put)+len(spec.Delete))
@@ -317,21 +310,14 @@ func ImportEntries(ctx context.Context, s storage.Store, graph string, refs []Im
 		return nil, err
 	}
 	errs := make([]error, len(refs))
-	sem := make(chan struct{}, importConcurrency)
-	var wg sync.WaitGroup
-	for i := range out {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			info, err := s.Head(ctx, out[i].External)
-			if err != nil {
-				errs[i] = fmt.Errorf("import %s: %w", out[i].External, err)
-				return
-			}
-			out[i].Size, out[i].ETag = info.Size, info.ETag
-		})
-	}
-	wg.Wait()
+	parallel(len(out), importConcurrency, func(i int) {
+		info, err := s.Head(ctx, out[i].External)
+		if err != nil {
+			errs[i] = fmt.Errorf("import %s: %w", out[i].External, err)
+			return
+		}
+		out[i].Size, out[i].ETag = info.Size, info.ETag
+	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

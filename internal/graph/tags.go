@@ -29,11 +29,9 @@ type TagParams struct {
 
 // TagBytes returns the exact bytes of the live tag p describes.
 func TagBytes(p TagParams) ([]byte, error) {
-	if err := format.ValidateGraphName(p.Graph); err != nil {
-		return nil, invalid("Graph", err)
-	}
-	if err := format.ValidateTagName(p.Name); err != nil {
-		return nil, invalid("Name", err)
+	if err := checkParams(param{"Graph", format.ValidateGraphName(p.Graph)},
+		param{"Name", format.ValidateTagName(p.Name)}); err != nil {
+		return nil, err
 	}
 	id, err := format.ParseCommitID(p.Commit)
 	if err != nil {
@@ -110,11 +108,8 @@ type TagEntry struct {
 
 // ReadTag reads one tag, live or retired: one GET. A missing tag is ErrTagNotFound.
 func ReadTag(ctx context.Context, s storage.Store, graph, name string) (TagEntry, error) {
-	if err := format.ValidateGraphName(graph); err != nil {
-		return TagEntry{}, invalid("Graph", err)
-	}
-	if err := format.ValidateTagName(name); err != nil {
-		return TagEntry{}, invalid("Name", err)
+	if err := checkParams(param{"Graph", format.ValidateGraphName(graph)}, param{"Name", format.ValidateTagName(name)}); err != nil {
+		return TagEntry{}, err
 	}
 	key := format.TagKey(graph, name)
 	obj, err := s.Get(ctx, key)
@@ -209,11 +204,8 @@ func (e *TagChangedError) Is(target error) bool { return target == ErrTagChanged
 // MaxPutAttempts puts in all); anything else → *TagChangedError. Still
 // unknown at the end is an *InDoubtError; calling RetireTag again settles it.
 func RetireTag(ctx context.Context, s storage.Store, graph, name, etag, retiredOp string) (PutOutcome, error) {
-	if err := format.ValidateGraphName(graph); err != nil {
-		return 0, fmt.Errorf("retire tag: %w", invalid("Graph", err))
-	}
-	if err := format.ValidateTagName(name); err != nil {
-		return 0, fmt.Errorf("retire tag: %w", invalid("Name", err))
+	if err := checkParams(param{"Graph", format.ValidateGraphName(graph)}, param{"Name", format.ValidateTagName(name)}); err != nil {
+		return 0, fmt.Errorf("retire tag: %w", err)
 	}
 	if etag == "" {
 		return 0, fmt.Errorf("retire tag: %w", invalidf("ETag", "empty"))

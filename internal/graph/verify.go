@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"github.com/graftworks/graft/storage"
@@ -33,32 +32,26 @@ func VerifyObjects(ctx context.Context, s storage.Store, refs []ObjectRef, progr
 	problems := make([]*ObjectProblem, len(refs))
 	errs := make([]error, len(refs))
 	var done atomic.Int64
-	sem := make(chan struct{}, verifyConcurrency)
-	var wg sync.WaitGroup
-	for i, ref := range refs {
+	parallel(len(refs), verifyConcurrency, func(i int) {
+		ref := refs[i]
 		if ctx.Err() != nil {
-			break
+			return
 		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			info, err := s.Head(ctx, ref.Key)
-			switch {
-			case errors.Is(err, storage.ErrNotFound):
-				problems[i] = &ObjectProblem{Index: i, Ref: ref, Missing: true, Reason: "missing"}
-			case err != nil:
-				errs[i] = fmt.Errorf("verify %s: %w", ref.Key, err)
-			case info.Size != ref.Size:
-				problems[i] = &ObjectProblem{Index: i, Ref: ref, Reason: fmt.Sprintf("%d bytes, the entry says %d", info.Size, ref.Size)}
-			case ref.ETag != "" && info.ETag != ref.ETag:
-				problems[i] = &ObjectProblem{Index: i, Ref: ref, Reason: fmt.Sprintf("ETag %s, imported as %s", info.ETag, ref.ETag)}
-			}
-			if n := done.Add(1); progress != nil {
-				progress(n)
-			}
-		})
-	}
-	wg.Wait()
+		info, err := s.Head(ctx, ref.Key)
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			problems[i] = &ObjectProblem{Index: i, Ref: ref, Missing: true, Reason: "missing"}
+		case err != nil:
+			errs[i] = fmt.Errorf("verify %s: %w", ref.Key, err)
+		case info.Size != ref.Size:
+			problems[i] = &ObjectProblem{Index: i, Ref: ref, Reason: fmt.Sprintf("%d bytes, the entry says %d", info.Size, ref.Size)}
+		case ref.ETag != "" && info.ETag != ref.ETag:
+			problems[i] = &ObjectProblem{Index: i, Ref: ref, Reason: fmt.Sprintf("ETag %s, imported as %s", info.ETag, ref.ETag)}
+		}
+		if n := done.Add(1); progress != nil {
+			progress(n)
+		}
+	})
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
