@@ -138,7 +138,7 @@ func newBuilder[E any](spec format.MapSpec[E], key func(format.Hash) string) *bu
 
 func (b *builder[E]) level(k int) *levelBuilder[E] {
 	for len(b.levels) <= k {
-		b.levels = append(b.levels, &levelBuilder[E]{level: len(b.levels)})
+		b.levels = append(b.levels, &levelBuilder[E]{})
 	}
 	return b.levels[k]
 }
@@ -294,22 +294,17 @@ func (t mapTree[E]) allEntries(ctx context.Context) ([]E, error) {
 func (t mapTree[E]) each(ctx context.Context, fn func(E) error) error {
 	c := newCursor(t)
 	for {
-		it, err := c.peek(ctx)
-		if err != nil {
-			return err
-		}
-		switch {
+		var err error
+		switch it := c.peek(); {
 		case it.end:
 			return nil
 		case it.isEntry:
-			if err := fn(it.entry); err != nil {
-				return err
-			}
-			c.advance()
+			err = c.step(fn, it.entry)
 		default:
-			if err := c.expand(ctx); err != nil {
-				return err
-			}
+			err = c.expand(ctx)
+		}
+		if err != nil {
+			return err
 		}
 	}
 }
@@ -595,7 +590,6 @@ type cursor[E any] struct {
 	t     mapTree[E]
 	stack []*frame[E]
 	low   string // the last key passed
-	root  bool   // the root frame has not been expanded
 }
 
 type frame[E any] struct {
@@ -624,32 +618,23 @@ func newCursor[E any](t mapTree[E]) *cursor[E] {
 		c.stack = []*frame[E]{{entries: t.ref.Entries}}
 	} else {
 		c.stack = []*frame[E]{{children: []format.ChildRef{{Last: maxKey, Count: t.ref.Count, Chunk: t.ref.Root}}, level: -1}}
-		c.root = true
 	}
 	return c
 }
 
-func (c *cursor[E]) peek(ctx context.Context) (item[E], error) {
+func (c *cursor[E]) peek() item[E] {
 	for len(c.stack) > 0 {
 		f := c.stack[len(c.stack)-1]
 		if f.children != nil {
 			if f.i < len(f.children) {
-				return item[E]{ref: f.children[f.i], level: f.level}, nil
+				return item[E]{ref: f.children[f.i], level: f.level}
 			}
 		} else if f.i < len(f.entries) {
-			return item[E]{isEntry: true, entry: f.entries[f.i]}, nil
+			return item[E]{isEntry: true, entry: f.entries[f.i]}
 		}
 		c.stack = c.stack[:len(c.stack)-1]
 	}
-	return item[E]{end: true}, nil
-}
-
-// key returns the current item's key: an entry's, or a subtree's last.
-func (c *cursor[E]) key(it item[E]) string {
-	if it.isEntry {
-		return c.t.r.spec.Key(it.entry)
-	}
-	return it.ref.Last
+	return item[E]{end: true}
 }
 
 // advance passes the current item.
@@ -661,6 +646,15 @@ func (c *cursor[E]) advance() {
 		c.low = c.t.r.spec.Key(f.entries[f.i])
 	}
 	f.i++
+}
+
+// step passes the current entry e, giving it to fn when fn is set.
+func (c *cursor[E]) step(fn func(E) error, e E) error {
+	c.advance()
+	if fn == nil {
+		return nil
+	}
+	return fn(e)
 }
 
 // expand replaces the current subtree item by its chunk's items.
@@ -685,46 +679,48 @@ func (c *cursor[E]) expand(ctx context.Context) error {
 
 // walkFuncs receive what walkMaps finds. Any of them may be nil.
 type walkFuncs[E any] struct {
-	// onlyA and onlyB get entries of one map whose key the other lacks.
-	// When nil, runs of such entries are skipped without reading them
-	// where the walk can tell (a subtree wholly before the other map's
-	// next key).
+	// onlyA and onlyB get entries of one map whose key the other lacks; when
+	// nil, runs of such entries are skipped unread where the walk can tell.
 	onlyA, onlyB func(E) error
-	// both gets the entries of a key both maps hold (equal or not) that
-	// were read; entries inside a shared subtree are not read.
+	// both gets the entries of a key both maps hold that were read.
 	both func(a, b E) error
-	// shared gets each subtree both maps hold identically; its entries
-	// are equal in both and are not read. sharedAt gets it with its level
-	// and the key before it.
+	// shared gets each subtree both maps hold identically (its entries are
+	// not read); sharedAt gets it with its level and the key before it.
 	shared   func(format.ChildRef) error
 	sharedAt func(c format.ChildRef, level int, low string) error
 }
 
+func (fn walkFuncs[E]) share(c format.ChildRef, level int, low string) error {
+	if fn.shared != nil {
+		if err := fn.shared(c); err != nil {
+			return err
+		}
+	}
+	if fn.sharedAt != nil {
+		return fn.sharedAt(c, level, low)
+	}
+	return nil
+}
+
 // walkMaps walks a and b in key order together, skipping the subtrees they
-// share: its reads are the chunks in which they differ (and, where only one
-// side's entries are wanted, the chunks of that side around them).
+// share: it reads the chunks in which they differ (and, where only one side's
+// entries are wanted, that side's chunks around them).
 func walkMaps[E any](ctx context.Context, a, b mapTree[E], fn walkFuncs[E]) error {
 	if !a.ref.IsInline() && !b.ref.IsInline() && a.ref.Root == b.ref.Root && !a.sub && !b.sub {
-		whole := format.ChildRef{Last: maxKey, Count: a.ref.Count, Chunk: a.ref.Root}
-		if fn.shared != nil {
-			return fn.shared(whole)
-		}
-		if fn.sharedAt != nil {
-			return fn.sharedAt(whole, -1, "")
-		}
-		return nil
+		return fn.share(format.ChildRef{Last: maxKey, Count: a.ref.Count, Chunk: a.ref.Root}, -1, "")
 	}
 	ca, cb := newCursor(a), newCursor(b)
 	spec := a.r.spec
+	// height orders subtrees for opening: a root is higher than anything.
+	height := func(level int) int {
+		if level < 0 {
+			return format.MaxMapLevel + 1
+		}
+		return level
+	}
 	for {
-		ia, err := ca.peek(ctx)
-		if err != nil {
-			return err
-		}
-		ib, err := cb.peek(ctx)
-		if err != nil {
-			return err
-		}
+		ia, ib := ca.peek(), cb.peek()
+		var err error
 		switch {
 		case ia.end && ib.end:
 			return nil
@@ -737,94 +733,58 @@ func walkMaps[E any](ctx context.Context, a, b mapTree[E], fn walkFuncs[E]) erro
 				return nil
 			}
 			if it.isEntry {
-				if err := only(it.entry); err != nil {
-					return err
-				}
-				c.advance()
-			} else if err := c.expand(ctx); err != nil {
-				return err
+				err = c.step(only, it.entry)
+			} else {
+				err = c.expand(ctx)
 			}
 		case !ia.isEntry && fn.onlyA == nil && ia.level >= 0 && ia.ref.Last <= cb.low:
 			ca.advance() // wholly before b's next key: only a's entries
 		case !ib.isEntry && fn.onlyB == nil && ib.level >= 0 && ib.ref.Last <= ca.low:
 			cb.advance()
 		case !ia.isEntry && !ib.isEntry && ia.level >= 0 && ia.level == ib.level && ia.ref.Chunk == ib.ref.Chunk:
-			if fn.shared != nil {
-				if err := fn.shared(ia.ref); err != nil {
-					return err
-				}
-			}
-			if fn.sharedAt != nil {
-				if err := fn.sharedAt(ia.ref, ia.level, ca.low); err != nil {
-					return err
-				}
-			}
+			err = fn.share(ia.ref, ia.level, ca.low)
 			ca.advance()
 			cb.advance()
 		case ia.isEntry && ib.isEntry:
-			ka, kb := spec.Key(ia.entry), spec.Key(ib.entry)
-			switch {
+			switch ka, kb := spec.Key(ia.entry), spec.Key(ib.entry); {
 			case ka < kb:
-				if fn.onlyA != nil {
-					if err := fn.onlyA(ia.entry); err != nil {
-						return err
-					}
-				}
-				ca.advance()
+				err = ca.step(fn.onlyA, ia.entry)
 			case kb < ka:
-				if fn.onlyB != nil {
-					if err := fn.onlyB(ib.entry); err != nil {
-						return err
-					}
-				}
-				cb.advance()
+				err = cb.step(fn.onlyB, ib.entry)
 			default:
-				if fn.both != nil {
-					if err := fn.both(ia.entry, ib.entry); err != nil {
-						return err
-					}
-				}
 				ca.advance()
 				cb.advance()
+				if fn.both != nil {
+					err = fn.both(ia.entry, ib.entry)
+				}
 			}
 		case ia.isEntry: // b is a subtree
 			if ib.ref.Last < spec.Key(ia.entry) && fn.onlyB == nil && ib.level >= 0 {
 				cb.advance() // wholly before a's next key: only b's entries
-			} else if err := cb.expand(ctx); err != nil {
-				return err
+			} else {
+				err = cb.expand(ctx)
 			}
 		case ib.isEntry: // a is a subtree
 			if ia.ref.Last < spec.Key(ib.entry) && fn.onlyA == nil && ia.level >= 0 {
 				ca.advance()
-			} else if err := ca.expand(ctx); err != nil {
-				return err
+			} else {
+				err = ca.expand(ctx)
 			}
-		default: // two different subtrees: open the higher one; at one level, the one that ends first, or both
-			la, lb := ca.key(ia), cb.key(ib)
-			ha, hb := ia.level, ib.level
-			if ha < 0 {
-				ha = format.MaxMapLevel + 1 // a root: higher than anything
-			}
-			if hb < 0 {
-				hb = format.MaxMapLevel + 1
-			}
+		default: // two subtrees: open the higher; at one height, the one that ends first, or both
+			ha, hb, la, lb := height(ia.level), height(ib.level), ia.ref.Last, ib.ref.Last
 			switch {
-			case ha > hb:
+			case ha > hb || ha == hb && la < lb:
 				err = ca.expand(ctx)
-			case hb > ha:
-				err = cb.expand(ctx)
-			case la < lb:
-				err = ca.expand(ctx)
-			case lb < la:
+			case hb > ha || lb < la:
 				err = cb.expand(ctx)
 			default:
 				if err = ca.expand(ctx); err == nil {
 					err = cb.expand(ctx)
 				}
 			}
-			if err != nil {
-				return err
-			}
+		}
+		if err != nil {
+			return err
 		}
 	}
 }
