@@ -11,10 +11,8 @@ import (
 // chunkWriteConcurrency bounds the parallel puts of putChunks.
 const chunkWriteConcurrency = 8
 
-// putChunks writes chunks with put-if-absent, in parallel. A chunk's key is
-// the hash of its bytes, so a chunk already there is the same chunk (from an
-// earlier attempt or another version that shares it); other bytes at its key
-// mean corruption and are an error.
+// putChunks writes chunks put-if-absent, in parallel: a chunk's key is its
+// hash, so one already there is the same chunk; other bytes are corruption.
 func putChunks(ctx context.Context, s storage.Store, chunks []Chunk) error {
 	if len(chunks) == 0 {
 		return nil
@@ -38,8 +36,7 @@ func putChunks(ctx context.Context, s storage.Store, chunks []Chunk) error {
 	return nil
 }
 
-// PutChunks writes chunks put-if-absent, several at once: content-addressed, so a chunk
-// already there with its bytes is the same chunk. Callers pin them first (mark.go).
+// PutChunks writes chunks as putChunks does; callers pin them first.
 func (g *Graph) PutChunks(ctx context.Context, chunks []Chunk) error {
 	return putChunks(ctx, g.S, chunks)
 }

@@ -17,16 +17,14 @@ var (
 	ErrInvalid = errors.New("graph: invalid input")
 	// ErrGraphNotFound reports a graph without a graph record.
 	ErrGraphNotFound = errors.New("graph: graph not found")
-	// ErrGraphExists reports an init that met a different graph (or a
-	// different init) already at the graph's keys.
+	// ErrGraphExists reports an init that met another graph or init at its keys.
 	ErrGraphExists = errors.New("graph: graph exists with different contents")
 	// ErrBranchNotFound reports a logical branch with no live incarnation.
 	ErrBranchNotFound = errors.New("graph: branch not found")
-	// ErrMultipleLive reports a logical branch with more than one live
-	// incarnation, which the format forbids; see MultipleLiveError.
+	// ErrMultipleLive reports a logical branch with several live incarnations,
+	// which the format forbids; see MultipleLiveError.
 	ErrMultipleLive = errors.New("graph: more than one live incarnation")
-	// ErrStaleHead reports an append whose expected head is no longer the
-	// tree's head: another commit took the next seq.
+	// ErrStaleHead reports an append whose expected head is no longer the head.
 	ErrStaleHead = errors.New("graph: stale expected head")
 	// ErrCommitNotFound reports a commit (or a tree's head) that does not exist.
 	ErrCommitNotFound = errors.New("graph: commit not found")
@@ -34,15 +32,14 @@ var (
 	ErrTableNotPinned = errors.New("graph: table not pinned by commit")
 	// ErrVersionNotFound reports a table version manifest that does not exist.
 	ErrVersionNotFound = errors.New("graph: table version not found")
-	// ErrKeyTaken reports a put-if-absent that found other bytes at its key:
-	// an object, version or fork commit id minted twice.
+	// ErrKeyTaken reports a put-if-absent that found other bytes at its key.
 	ErrKeyTaken = errors.New("graph: key holds different bytes")
 	// ErrObjectTooLarge reports a data object over MaxDataObjectSize.
 	ErrObjectTooLarge = errors.New("graph: data object too large")
 )
 
-// ParamError reports an invalid parameter. It matches ErrInvalid and
-// whatever Err matches (format.ErrInvalidName, format.ErrTooLarge, ...).
+// ParamError reports an invalid parameter. It matches ErrInvalid and whatever
+// Err matches.
 type ParamError struct {
 	Field  string // the parameter, e.g. "Graph", "ExpectedHead", "Objects[2].ID"
 	Reason string
@@ -85,17 +82,15 @@ func (e *MultipleLiveError) Error() string {
 // Is matches ErrMultipleLive.
 func (e *MultipleLiveError) Is(target error) bool { return target == ErrMultipleLive }
 
-// StaleHeadError reports that a branch's head is not the one a caller
-// expected, or that a planned commit never became the head. It matches
-// ErrStaleHead.
+// StaleHeadError reports a head other than the one a caller expected, or a
+// planned commit that never became the head. It matches ErrStaleHead.
 type StaleHeadError struct {
 	Graph    string
 	Expected format.CommitID // the head the caller expected
 	// Key is the ref's key.
 	Key string
-	// Found is the head the ref names now (zero for a fence), Planned the
-	// commit that will never be the head, State the ref's state, Walked the
-	// commits read to rule Planned out.
+	// Found is the head the ref names now (zero for a fence), Planned the commit
+	// that will never be the head, State the ref's state, Walked the commits read.
 	Found   format.CommitID
 	Planned format.CommitID
 	State   format.RefState
@@ -143,20 +138,16 @@ func (e *ObjectTooLargeError) Error() string {
 // Is matches ErrObjectTooLarge.
 func (e *ObjectTooLargeError) Is(target error) bool { return target == ErrObjectTooLarge }
 
-// InDoubtError reports a put-if-absent whose outcome is still unknown after
-// MaxPutAttempts: the put may have landed, may land later, or never. It
-// matches storage.ErrAmbiguous. Settle it by re-issuing Body at Key (PutIfAbsent),
-// or, for a commit, with SettleAppend(ctx, s, Graph, *Commit).
+// InDoubtError reports a put whose outcome is still unknown after
+// MaxPutAttempts. It matches storage.ErrAmbiguous. Settle it by re-issuing
+// Body at Key, or a head swap with (*Graph).SettlePublish(*Publish).
 type InDoubtError struct {
 	Key      string
 	Body     []byte // the exact bytes; any re-issue must send these
 	Attempts int
-	Err      error // the last storage error seen
-	// Graph and Commit are set when the put was a commit.
-	Graph  string
-	Commit *format.Commit
-	// Publish is set when the put was a head swap; settle it with
-	// (*Graph).SettlePublish.
+	Err      error  // the last storage error seen
+	Graph    string // set on a head swap
+	// Publish is set when the put was a head swap.
 	Publish *Publish
 }
 
@@ -206,8 +197,7 @@ func invalidf(field, format string, args ...any) error {
 }
 
 // invalidObject wraps a failure to encode an object built from parameters,
-// naming the parameter behind the object's offending field (fields maps
-// JSON field to parameter).
+// naming the parameter (fields: JSON field → parameter) behind its field.
 func invalidObject(err error, fields map[string]string) error {
 	field := "parameters"
 	var me *format.MalformedError

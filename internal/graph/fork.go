@@ -12,8 +12,7 @@ import (
 
 // ForkSpec is a new branch incarnation starting at a commit.
 type ForkSpec struct {
-	// Branch is the new incarnation's logical name; Tree its tree (the
-	// native name is "{Branch}.{Tree}").
+	// Branch is the new incarnation's logical name; Tree its tree.
 	Branch string
 	Tree   ulid.ULID
 	// Source is the id of the commit the branch starts from.
@@ -27,9 +26,8 @@ type ForkSpec struct {
 // ForkPlan is a branch create decided before anything is written.
 type ForkPlan struct {
 	Source Commit
-	// Commit is the fork commit (seq 0 of the new tree): Source's pins as
-	// they stand (the same map, so nothing is copied), and its lineage plus
-	// Source's own position.
+	// Commit is the fork commit (seq 0): Source's pins map as it stands, and its
+	// lineage plus Source's own position.
 	Commit     format.Commit
 	CommitKey  string
 	CommitBody []byte
@@ -50,10 +48,8 @@ func (p ForkPlan) Keys() []string {
 	return append(keys, p.CommitKey)
 }
 
-// PlanFork reads the source commit and plans the new incarnation: one GET,
-// plus the chunks on the path where the source's tree joins its lineage.
-// It writes nothing; whatever the graph's size, a create writes one commit,
-// O(height) lineage chunks (none for small lineages) and one ref.
+// PlanFork reads the source commit and plans the new incarnation, writing
+// nothing: a create writes one commit, O(height) lineage chunks and one ref.
 func (g *Graph) PlanFork(ctx context.Context, spec ForkSpec) (ForkPlan, error) {
 	source, err := spec.check()
 	if err != nil {
@@ -66,9 +62,8 @@ func (g *Graph) PlanFork(ctx context.Context, spec ForkSpec) (ForkPlan, error) {
 	return g.planForkOn(ctx, spec, src)
 }
 
-// PlanForkOn is PlanFork on a source commit the caller has read already: the plan costs
-// no read of it. A src that is not the commit spec.Source names is read again, as
-// PlanFork reads it.
+// PlanForkOn is PlanFork on a source commit already read; a src that is not
+// spec.Source's commit is read again.
 func (g *Graph) PlanForkOn(ctx context.Context, spec ForkSpec, src Commit) (ForkPlan, error) {
 	source, err := spec.check()
 	if err != nil {
@@ -152,16 +147,14 @@ func (g *Graph) WriteFork(ctx context.Context, p ForkPlan) error {
 	return nil
 }
 
-// PutForkRef puts the fork's live ref with put-if-absent, settled by
-// read-back (PutIfAbsent): PutTaken means another writer's ref (or a fence)
-// holds the key. Nothing a create settles is decided here.
+// PutForkRef puts the fork's live ref (PutIfAbsent); PutTaken means another
+// ref or a fence holds the key.
 func (g *Graph) PutForkRef(ctx context.Context, p ForkPlan) (PutResult, error) {
 	return PutIfAbsent(ctx, g.S, p.RefKey, p.RefBody)
 }
 
-// CreateBranch plans, writes and publishes a fork in one call (for tools
-// and tests; workflows run the steps separately). A ref key that holds
-// other bytes is a *KeyTakenError.
+// CreateBranch plans, writes and publishes a fork in one call (for tools and
+// tests); a ref key holding other bytes is a *KeyTakenError.
 func (g *Graph) CreateBranch(ctx context.Context, spec ForkSpec) (ForkPlan, error) {
 	p, err := g.PlanFork(ctx, spec)
 	if err != nil {
