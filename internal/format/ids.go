@@ -11,15 +11,10 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// CommitID names a commit: the ULID of its tree, its sequence number in
-// that tree (0 is the tree's first commit: main's root commit or a branch's
-// fork commit) and the digest of its content. Its string form
-// "{tree}-{seq}-{digest}" (32 lower-case hex digits of the digest) locates
-// the commit object in one GET (CommitIDKey).
-//
-// An id names exactly one byte string, whatever happens to its key: the
-// digest is a hash of the commit's content, which decoding checks. The zero
-// CommitID means "no commit".
+// CommitID names a commit: its tree's ULID, its seq in the tree (0 is the
+// tree's first commit) and the digest of its content, "{tree}-{seq}-{digest}".
+// It locates the commit in one GET, and names one byte string only: decoding
+// checks the digest. The zero CommitID means "no commit".
 type CommitID struct {
 	Tree   ulid.ULID
 	Seq    int64
@@ -29,15 +24,13 @@ type CommitID struct {
 // Digest is the 128-bit content digest in a commit id.
 type Digest [16]byte
 
-// IsZero reports whether d is the zero digest (no digest yet: a commit
-// SealCommit has not sealed).
+// IsZero reports whether d is zero (an unsealed commit).
 func (d Digest) IsZero() bool { return d == Digest{} }
 
 // String returns d as 32 lower-case hex digits.
 func (d Digest) String() string { return hex.EncodeToString(d[:]) }
 
-// String returns "{tree}-{seq}-{digest}" ("{tree}-{seq}" while the
-// digest is zero, as in an unsealed commit's id).
+// String returns "{tree}-{seq}-{digest}" ("{tree}-{seq}" while unsealed).
 func (c CommitID) String() string {
 	s := c.Tree.String() + "-" + strconv.FormatInt(c.Seq, 10)
 	if !c.Digest.IsZero() {
@@ -52,9 +45,8 @@ func (c CommitID) IsZero() bool { return c == CommitID{} }
 // valid reports whether c can name a commit: a tree, a seq ≥ 0 and a digest.
 func (c CommitID) valid() bool { return !c.Tree.IsZero() && c.Seq >= 0 && !c.Digest.IsZero() }
 
-// ParseCommitID parses "{tree}-{seq}-{digest}": a canonical non-zero ULID,
-// '-', a non-negative decimal without sign or leading zeros, '-' and 32
-// lower-case hex digits that are not all zero.
+// ParseCommitID parses "{tree}-{seq}-{digest}": a canonical non-zero ULID, a
+// canonical non-negative decimal and 32 lower-case hex digits, not all zero.
 func ParseCommitID(s string) (CommitID, error) {
 	bad := func(why string) error { return &NameError{What: "commit id", Name: s, Reason: why} }
 	tree, rest, ok := strings.Cut(s, "-")
@@ -87,7 +79,7 @@ func parseDigest(s string) (Digest, string) {
 }
 
 // parseHex decodes 2*len(dst) lower-case hex digits, not all zero, into dst,
-// or returns why it cannot.
+// or says why not.
 func parseHex(dst []byte, s, what string) string {
 	switch {
 	case len(s) != 2*len(dst):
@@ -129,8 +121,8 @@ func ParseHash(s string) (Hash, error) {
 	return h, nameErr("chunk hash", s, why)
 }
 
-// TimeLayout is how every time is written: RFC 3339 in UTC with exactly
-// nine fractional digits, e.g. "2025-01-02T03:04:05.000000000Z".
+// TimeLayout is how every time is written: RFC 3339 in UTC with nine
+// fractional digits.
 const TimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 
 // FormatTime returns t in TimeLayout, converted to UTC.

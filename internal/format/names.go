@@ -20,8 +20,8 @@ const (
 	MaxNativeNameLen = MaxBranchNameLen + 1 + ulid.EncodedSize
 )
 
-// ValidateGraphName checks a graph name: one segment of 1..63 bytes from
-// [a-z0-9._-], starting with [a-z0-9] and not ending in '.'.
+// ValidateGraphName checks a graph name: 1..63 bytes of [a-z0-9._-], starting
+// with [a-z0-9], not ending in '.'.
 func ValidateGraphName(name string) error {
 	why := checkChars(name, MaxGraphNameLen, "[a-z0-9]", "[a-z0-9._-]")
 	if why == "" && strings.HasSuffix(name, ".") {
@@ -30,8 +30,8 @@ func ValidateGraphName(name string) error {
 	return nameErr("graph name", name, why)
 }
 
-// ValidateTableName checks a table name: 1..64 bytes from [a-z0-9_-],
-// starting with [a-z0-9_].
+// ValidateTableName checks a table name: 1..64 bytes of [a-z0-9_-], starting
+// with [a-z0-9_].
 func ValidateTableName(name string) error {
 	return nameErr("table name", name, checkChars(name, MaxTableNameLen, "[a-z0-9_]", "[a-z0-9_-]"))
 }
@@ -44,9 +44,9 @@ func nameErr(what, name, why string) error {
 	return &NameError{What: what, Name: name, Reason: why}
 }
 
-// checkChars returns why s is not 1..max bytes, the first in class first and
-// the others in class rest, or "". A class is a bracket expression of ranges
-// (a-z) and single characters ('-' last).
+// checkChars returns why s is not 1..max bytes with its first byte in class
+// first and the rest in class rest, or "". Classes are bracket expressions of
+// ranges and single characters ('-' last).
 func checkChars(s string, max int, first, rest string) string {
 	switch {
 	case s == "":
@@ -85,11 +85,10 @@ func ValidateBranchName(name string) error { return validatePathName("branch nam
 // ValidateTagName checks a tag name; tags follow the branch-name rules.
 func ValidateTagName(name string) error { return validatePathName("tag name", name) }
 
-// validatePathName checks a '/'-separated name: at most 128 bytes, no empty
-// segment, no "..", each segment [A-Za-z0-9][A-Za-z0-9._-]* not ending in
-// '.', no segment ending in ".json" or ".lock" (any case), no segment that is
-// ULID-shaped or ends in "." followed by a ULID-shaped string (so a logical
-// name never looks like a native name).
+// validatePathName checks a '/'-separated name: at most 128 bytes, no "..",
+// segments of [A-Za-z0-9][A-Za-z0-9._-]* not ending in '.', ".json" or ".lock"
+// (any case), and not ULID-shaped or ending in "." and one (so a logical name
+// never looks native).
 func validatePathName(what, name string) error {
 	bad := func(why string) error { return &NameError{What: what, Name: name, Reason: why} }
 	if name == "" {
@@ -131,8 +130,7 @@ func NativeName(logical string, tree ulid.ULID) string {
 	return logical + "." + tree.String()
 }
 
-// ParseNative splits a native branch name into its logical name and the
-// ULID of its tree, validating both.
+// ParseNative splits and validates a native name: logical name and tree ULID.
 func ParseNative(native string) (logical string, tree ulid.ULID, err error) {
 	bad := func(why string) error { return &NameError{What: "native branch name", Name: native, Reason: why} }
 	i := strings.LastIndexByte(native, '.')
@@ -156,8 +154,7 @@ func ValidateNative(native string) error {
 	return err
 }
 
-// ParseULID parses a ULID as this format writes it: 26 canonical upper-case
-// Crockford base32 characters, not the zero ULID.
+// ParseULID parses a canonical upper-case, non-zero ULID.
 func ParseULID(s string) (ulid.ULID, error) {
 	id, why := parseULID(s)
 	return id, nameErr("ULID", s, why)
@@ -181,8 +178,7 @@ func parseULID(s string) (ulid.ULID, string) {
 }
 
 // PrefixDisjoint reports whether two logical names can both be live: they
-// differ and neither is the other followed by '/' and more ("a" and "a/b"
-// are not disjoint; "a" and "ab" are).
+// differ and neither is the other plus "/…" ("a" and "ab" are disjoint).
 func PrefixDisjoint(a, b string) bool {
 	if a == b {
 		return false

@@ -6,9 +6,7 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// TableVersion is a table version at TableVersionKey: its entries are a
-// map (inline or chunked, under the table's chunks/), so a version has no
-// ceiling on its objects.
+// TableVersion is a table version at TableVersionKey; its entries are a map.
 type TableVersion struct {
 	Table string
 	ID    ulid.ULID
