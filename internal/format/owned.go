@@ -5,9 +5,9 @@ import "strings"
 // GraftShaped reports whether key, at any depth, has the shape of a key graft
 // writes for a graph (docs/format.md, *Ownership*), naming the shape:
 //
-// 	*/graph.json
-// 	*/tables/*/objects/*, */tables/*/chunks/*, */tables/*/versions/*
-// 	*/trees/*, */refs/*, */chunks/*
+//	*/graph.json
+//	*/tables/*/objects/*, */tables/*/chunks/*, */tables/*/versions/*
+//	*/trees/*, */refs/*, */chunks/*
 //
 // (leading and trailing * one or more segments, the table one). Such a key is
 // never imported by reference, whether or not a graph exists there now.
