@@ -11,14 +11,14 @@ import (
 
 // Key builders assume valid inputs; parsers validate.
 //
-// 	{graph}/graph.json                                         graph record
-// 	{graph}/tables/{table}/versions/{ULID}.json                table version
-// 	{graph}/tables/{table}/chunks/{sha256}.json                manifest chunk
-// 	{graph}/tables/{table}/objects/{ULID}                      data object
-// 	{graph}/trees/{tree ULID}/commits/{invseq}-{digest}.json   commit
-// 	{graph}/chunks/{sha256}.json                               pins and lineage chunk
-// 	{graph}/refs/branches/{native}.json                        branch ref
-// 	{graph}/refs/tags/{name}.json                              tag
+//	{graph}/graph.json                                         graph record
+//	{graph}/tables/{table}/versions/{ULID}.json                table version
+//	{graph}/tables/{table}/chunks/{sha256}.json                manifest chunk
+//	{graph}/tables/{table}/objects/{ULID}                      data object
+//	{graph}/trees/{tree ULID}/commits/{invseq}-{digest}.json   commit
+//	{graph}/chunks/{sha256}.json                               pins and lineage chunk
+//	{graph}/refs/branches/{native}.json                        branch ref
+//	{graph}/refs/tags/{name}.json                              tag
 
 // GraphPrefix is the prefix of every key of graph: "{graph}/".
 func GraphPrefix(graph string) string { return graph + "/" }
