@@ -57,12 +57,15 @@ type AppendPlan struct {
 // Keys returns the keys the append writes, chunks first, for an operation to
 // pin before writing (an existing chunk may be shared with versions cleanup
 // is reclaiming: the pin keeps it, not the put).
-func (p AppendPlan) Keys() []string {
-	keys := make([]string, 0, len(p.Chunks)+1)
-	for _, c := range p.Chunks {
+func (p AppendPlan) Keys() []string { return chunkKeys(p.Chunks, p.CommitKey) }
+
+// chunkKeys returns the chunks' keys, then last.
+func chunkKeys(chunks []Chunk, last string) []string {
+	keys := make([]string, 0, len(chunks)+1)
+	for _, c := range chunks {
 		keys = append(keys, c.Key)
 	}
-	return append(keys, p.CommitKey)
+	return append(keys, last)
 }
 
 func (spec CommitSpec) check() error {
@@ -166,19 +169,9 @@ func (g *Graph) PlanAppendOn(ctx context.Context, head Head, spec CommitSpec) (A
 	if err != nil {
 		return fail(fmt.Errorf("lineage: %w", err))
 	}
-	fork := head.Commit.Fork
-	c := format.Commit{
-		ID:      format.CommitID{Tree: head.Tree, Seq: head.Commit.ID.Seq + 1},
-		Branch:  spec.Branch,
-		Parents: []format.CommitID{head.Commit.ID},
-		Fork:    fork,
-		Pins:    newPins,
-		Lineage: lineage,
-		Author:  spec.Author,
-		Message: spec.Message,
-		Time:    spec.Time.UTC(),
-		Op:      spec.Op,
-	}
+	c := format.Commit{ID: format.CommitID{Tree: head.Tree, Seq: head.Commit.ID.Seq + 1}, Branch: spec.Branch,
+		Parents: []format.CommitID{head.Commit.ID}, Fork: head.Commit.Fork, Pins: newPins, Lineage: lineage,
+		Author: spec.Author, Message: spec.Message, Time: spec.Time.UTC(), Op: spec.Op}
 	if len(parents) == 2 {
 		c.Parents = append(c.Parents, parents[1].ID)
 	}
@@ -208,11 +201,15 @@ func (g *Graph) PlanAppendOn(ctx context.Context, head Head, spec CommitSpec) (A
 // commit's key is unique to its bytes (other bytes there are ErrCorrupt), so a
 // late put writes the same bytes; nothing shows on the branch until Publish.
 func (g *Graph) WriteAppend(ctx context.Context, p AppendPlan) error {
-	if err := putChunks(ctx, g.S, p.Chunks); err != nil {
-		return fmt.Errorf("write append %s: %w", p.Commit.ID, err)
+	return g.writeCommit(ctx, "append", p.Commit.ID, p.Chunks, p.CommitKey, p.CommitBody)
+}
+
+func (g *Graph) writeCommit(ctx context.Context, what string, id format.CommitID, chunks []Chunk, key string, body []byte) error {
+	if err := putChunks(ctx, g.S, chunks); err != nil {
+		return fmt.Errorf("write %s %s: %w", what, id, err)
 	}
-	if err := putObject(ctx, g.S, p.CommitKey, p.CommitBody); err != nil {
-		return fmt.Errorf("write append %s: put commit: %w", p.Commit.ID, err)
+	if err := putObject(ctx, g.S, key, body); err != nil {
+		return fmt.Errorf("write %s %s: put commit: %w", what, id, err)
 	}
 	return nil
 }

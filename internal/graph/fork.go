@@ -40,39 +40,52 @@ type ForkPlan struct {
 }
 
 // Keys returns the keys the fork writes before its ref: pin them first.
-func (p ForkPlan) Keys() []string {
-	keys := make([]string, 0, len(p.Chunks)+1)
-	for _, c := range p.Chunks {
-		keys = append(keys, c.Key)
-	}
-	return append(keys, p.CommitKey)
-}
+func (p ForkPlan) Keys() []string { return chunkKeys(p.Chunks, p.CommitKey) }
 
 // PlanFork reads the source commit and plans the new incarnation, writing
 // nothing: a create writes one commit, O(height) lineage chunks and one ref.
 func (g *Graph) PlanFork(ctx context.Context, spec ForkSpec) (ForkPlan, error) {
-	source, err := spec.check()
-	if err != nil {
-		return ForkPlan{}, fmt.Errorf("plan fork of %s: %w", spec.Branch, err)
-	}
-	src, err := g.Commit(ctx, source)
-	if err != nil {
-		return ForkPlan{}, fmt.Errorf("plan fork of %s: read source: %w", spec.Branch, err)
-	}
-	return g.planForkOn(ctx, spec, src)
+	return g.PlanForkOn(ctx, spec, Commit{})
 }
 
 // PlanForkOn is PlanFork on a source commit already read; a src that is not
 // spec.Source's commit is read again.
 func (g *Graph) PlanForkOn(ctx context.Context, spec ForkSpec, src Commit) (ForkPlan, error) {
-	source, err := spec.check()
-	if err != nil {
+	fail := func(err error) (ForkPlan, error) {
 		return ForkPlan{}, fmt.Errorf("plan fork of %s: %w", spec.Branch, err)
 	}
-	if src.ID != source {
-		return g.PlanFork(ctx, spec)
+	source, err := spec.check()
+	if err != nil {
+		return fail(err)
 	}
-	return g.planForkOn(ctx, spec, src)
+	if src.ID != source {
+		if src, err = g.Commit(ctx, source); err != nil {
+			return fail(fmt.Errorf("read source: %w", err))
+		}
+	}
+	// The fork names the source's pins map as it stands.
+	pins, pinChunks, err := mapTree[format.PinEntry]{r: g.pins, ref: src.Pins}.apply(ctx, nil)
+	if err != nil {
+		return fail(err)
+	}
+	lineage, chunks, err := g.childLineage(ctx, spec.Tree, src)
+	if err != nil {
+		return fail(fmt.Errorf("lineage: %w", err))
+	}
+	c, body, err := format.SealCommit(format.Commit{ID: format.CommitID{Tree: spec.Tree}, Branch: spec.Branch,
+		Parents: []format.CommitID{src.ID}, Fork: src.ID, Pins: pins, Lineage: lineage,
+		Author: spec.Author, Message: spec.Message, Time: spec.Time.UTC(), Op: spec.Op})
+	if err != nil {
+		return fail(invalidObject(err, commitParamFields))
+	}
+	native := format.NativeName(spec.Branch, spec.Tree)
+	ref := format.BranchRef{State: format.RefLive, Branch: spec.Branch, Native: native, Tree: spec.Tree, Head: c.ID, Op: spec.Op}
+	refBody, err := format.EncodeBranchRef(ref)
+	if err != nil {
+		return fail(invalid("Op", err))
+	}
+	return ForkPlan{Source: src, Commit: c, CommitKey: format.CommitIDKey(g.Name, c.ID), CommitBody: body,
+		Chunks: append(pinChunks, chunks...), Ref: ref, RefKey: format.BranchRefKey(g.Name, native), RefBody: refBody}, nil
 }
 
 // check validates a fork's spec and returns its source's id.
@@ -91,60 +104,9 @@ func (spec ForkSpec) check() (format.CommitID, error) {
 		param{"Author", format.ValidateAuthor(spec.Author)}, param{"Message", format.ValidateMessage(spec.Message)})
 }
 
-func (g *Graph) planForkOn(ctx context.Context, spec ForkSpec, src Commit) (ForkPlan, error) {
-	fail := func(err error) (ForkPlan, error) {
-		return ForkPlan{}, fmt.Errorf("plan fork of %s: %w", spec.Branch, err)
-	}
-	// The fork names the source's pins map as it stands.
-	pins, pinChunks, err := mapTree[format.PinEntry]{r: g.pins, ref: src.Pins}.apply(ctx, nil)
-	if err != nil {
-		return fail(err)
-	}
-	return g.finishFork(ctx, spec, src, pins, pinChunks)
-}
-
-func (g *Graph) finishFork(ctx context.Context, spec ForkSpec, src Commit, pins format.MapRef[format.PinEntry], pinChunks []Chunk) (ForkPlan, error) {
-	fail := func(err error) (ForkPlan, error) {
-		return ForkPlan{}, fmt.Errorf("plan fork of %s: %w", spec.Branch, err)
-	}
-	lineage, chunks, err := g.childLineage(ctx, spec.Tree, src)
-	if err != nil {
-		return fail(fmt.Errorf("lineage: %w", err))
-	}
-	c, body, err := format.SealCommit(format.Commit{
-		ID:      format.CommitID{Tree: spec.Tree},
-		Branch:  spec.Branch,
-		Parents: []format.CommitID{src.ID},
-		Fork:    src.ID,
-		Pins:    pins,
-		Lineage: lineage,
-		Author:  spec.Author,
-		Message: spec.Message,
-		Time:    spec.Time.UTC(),
-		Op:      spec.Op,
-	})
-	if err != nil {
-		return fail(invalidObject(err, commitParamFields))
-	}
-	native := format.NativeName(spec.Branch, spec.Tree)
-	ref := format.BranchRef{State: format.RefLive, Branch: spec.Branch, Native: native, Tree: spec.Tree, Head: c.ID, Op: spec.Op}
-	refBody, err := format.EncodeBranchRef(ref)
-	if err != nil {
-		return fail(invalid("Op", err))
-	}
-	return ForkPlan{Source: src, Commit: c, CommitKey: format.CommitIDKey(g.Name, c.ID), CommitBody: body,
-		Chunks: append(pinChunks, chunks...), Ref: ref, RefKey: format.BranchRefKey(g.Name, native), RefBody: refBody}, nil
-}
-
 // WriteFork writes the fork's chunks, then its commit, put-if-absent.
 func (g *Graph) WriteFork(ctx context.Context, p ForkPlan) error {
-	if err := putChunks(ctx, g.S, p.Chunks); err != nil {
-		return fmt.Errorf("write fork %s: %w", p.Commit.ID, err)
-	}
-	if err := putObject(ctx, g.S, p.CommitKey, p.CommitBody); err != nil {
-		return fmt.Errorf("write fork %s: put commit: %w", p.Commit.ID, err)
-	}
-	return nil
+	return g.writeCommit(ctx, "fork", p.Commit.ID, p.Chunks, p.CommitKey, p.CommitBody)
 }
 
 // PutForkRef puts the fork's live ref (PutIfAbsent); PutTaken means another

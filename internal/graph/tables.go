@@ -130,13 +130,7 @@ type VersionPlan struct {
 }
 
 // Keys returns the keys the version writes: its chunks, then itself.
-func (p VersionPlan) Keys() []string {
-	keys := make([]string, 0, len(p.Chunks)+1)
-	for _, c := range p.Chunks {
-		keys = append(keys, c.Key)
-	}
-	return append(keys, p.Key)
-}
+func (p VersionPlan) Keys() []string { return chunkKeys(p.Chunks, p.Key) }
 
 // PlanVersion reads the base version and the manifest chunks on the edited
 // paths and computes the new version, writing nothing: appending k entries
