@@ -18,8 +18,7 @@ type CommitSpec struct {
 	Branch string
 	// ExpectedHead, when set, is the commit id the head must be.
 	ExpectedHead string
-	// PinsFrom, when set, is a commit whose pins replace the head's before
-	// SetPins and DropPins apply (a restore).
+	// PinsFrom, when set, is a commit whose pins replace the head's (a restore).
 	PinsFrom string
 	// SetPins pins tables to versions; DropPins unpins tables.
 	SetPins  map[string]ulid.ULID
@@ -34,8 +33,7 @@ type CommitSpec struct {
 	Op           string
 }
 
-// commitParamFields maps a commit's JSON fields to the CommitSpec fields
-// behind them.
+// commitParamFields maps commit JSON fields to the CommitSpec fields behind them.
 var commitParamFields = map[string]string{
 	"pins": "Pins", "author": "Author", "message": "Message", "time": "Time", "op": "Op", "branch": "Branch",
 }
@@ -232,8 +230,7 @@ type AppendResult struct {
 	Publish PublishResult
 }
 
-// Append runs PlanAppend, WriteAppend and Publish. A head that moved is a
-// *StaleHeadError; an unknown outcome an *InDoubtError carrying the Publish.
+// Append runs PlanAppend, WriteAppend and Publish.
 func (g *Graph) Append(ctx context.Context, spec CommitSpec) (AppendResult, error) {
 	p, err := g.PlanAppend(ctx, spec)
 	if err != nil {

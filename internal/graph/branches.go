@@ -11,12 +11,10 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// ErrRefChanged reports a ref a compare-and-swap expected that changed or is
-// gone. See RefChangedError.
+// ErrRefChanged reports a ref that changed under a compare-and-swap.
 var ErrRefChanged = errors.New("graph: ref changed")
 
-// RefChangedError reports that the ref at Key no longer has the ETag the
-// caller gave. It matches ErrRefChanged.
+// RefChangedError reports a ref without the caller's ETag; it matches ErrRefChanged.
 type RefChangedError struct {
 	Key  string
 	ETag string // the ETag the caller expected
@@ -135,8 +133,7 @@ type UnreadableRef struct {
 	Err error
 }
 
-// Err is nil when every ref was readable; otherwise it names the first
-// unreadable key, wraps its error and counts the others.
+// Err names the first unreadable ref and counts the others; nil if none.
 func (r NameRefs) Err() error {
 	if len(r.Unreadable) == 0 {
 		return nil
@@ -209,8 +206,7 @@ func decodeRefAt(native string, obj storage.Object) (Incarnation, error) {
 	return Incarnation{Native: native, Ref: ref, ETag: obj.ETag}, nil
 }
 
-// readRefs GETs and strictly decodes the refs at keys (of natives), skipping
-// keys deleted since the listing.
+// readRefs GETs and decodes the refs at keys, skipping keys since deleted.
 func readRefs(ctx context.Context, s storage.Store, keys, natives []string) ([]Incarnation, error) {
 	objs, errs := getAll(ctx, s, keys)
 	out := make([]Incarnation, 0, len(keys))
@@ -232,8 +228,7 @@ func readRefs(ctx context.Context, s storage.Store, keys, natives []string) ([]I
 
 // RetireResult is how a RetireRef settled.
 type RetireResult struct {
-	// Outcome: PutCreated when this call retired the ref, PutAlreadyOurs when it
-	// already held our retired bytes.
+	// Outcome: PutCreated, or PutAlreadyOurs when our retired bytes were there.
 	Outcome PutOutcome
 	// Ref is the retired ref now at the key.
 	Ref format.BranchRef
@@ -299,8 +294,7 @@ func RetireRef(ctx context.Context, s storage.Store, graph, native, etag, retire
 		}
 		out := ref
 		out.State, out.RetiredOp = format.RefRetired, retiredOp
-		// The retired ref keeps the live head: its bytes are a function of the
-		// live ref and retiredOp.
+		// The retired ref keeps the live head, so its bytes are a re-issue's.
 		if retired, err = format.EncodeBranchRef(out); err != nil {
 			return RetireResult{}, fmt.Errorf("retire ref %s: %w", native, invalid("RetiredOp", err))
 		}
@@ -317,8 +311,7 @@ func RetireRef(ctx context.Context, s storage.Store, graph, native, etag, retire
 	}
 }
 
-// listKeys lists the keys under prefix that parse accepts, with their names,
-// in key order; others are skipped (no writer of this format makes one).
+// listKeys lists the keys under prefix that parse accepts, with their names.
 func listKeys(ctx context.Context, s storage.Store, prefix string, parse func(key string) (string, error)) (keys, names []string, err error) {
 	err = storage.ListAll(ctx, s, prefix, func(o storage.ObjectInfo) error {
 		name, err := parse(o.Key)

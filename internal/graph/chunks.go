@@ -11,8 +11,7 @@ import (
 // chunkWriteConcurrency bounds the parallel puts of putChunks.
 const chunkWriteConcurrency = 8
 
-// putChunks writes chunks put-if-absent, in parallel: a chunk's key is its
-// hash, so one already there is the same chunk; other bytes are corruption.
+// putChunks writes content-addressed chunks put-if-absent, in parallel.
 func putChunks(ctx context.Context, s storage.Store, chunks []Chunk) error {
 	if len(chunks) == 0 {
 		return nil

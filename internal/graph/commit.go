@@ -105,8 +105,7 @@ func (g *Graph) EachPin(ctx context.Context, c Commit, fn func(format.PinEntry) 
 	return mapTree[format.PinEntry]{r: g.pins, ref: c.Pins}.each(ctx, fn)
 }
 
-// Graph reads and writes one graph's objects through one store, sharing a
-// chunk cache. It is safe for concurrent use.
+// Graph reads and writes one graph through one store; safe for concurrent use.
 type Graph struct {
 	S       storage.Store
 	Name    string
@@ -148,8 +147,7 @@ func (g *Graph) ancestorAt(ctx context.Context, c Commit, tree ulid.ULID) (forma
 	return e.ID(), true, nil
 }
 
-// IsAncestorOf reports whether id is c or its ancestor; id must be a commit
-// on its tree's history.
+// IsAncestorOf reports whether id (on its tree's history) is c or its ancestor.
 func (g *Graph) IsAncestorOf(ctx context.Context, id format.CommitID, c Commit) (bool, error) {
 	at, ok, err := g.ancestorAt(ctx, c, id.Tree)
 	if err != nil || !ok {

@@ -21,8 +21,7 @@ var (
 	ErrGraphExists = errors.New("graph: graph exists with different contents")
 	// ErrBranchNotFound reports a logical branch with no live incarnation.
 	ErrBranchNotFound = errors.New("graph: branch not found")
-	// ErrMultipleLive reports a logical branch with several live incarnations,
-	// which the format forbids; see MultipleLiveError.
+	// ErrMultipleLive reports several live incarnations of one logical branch.
 	ErrMultipleLive = errors.New("graph: more than one live incarnation")
 	// ErrStaleHead reports an append whose expected head is no longer the head.
 	ErrStaleHead = errors.New("graph: stale expected head")
@@ -38,8 +37,7 @@ var (
 	ErrObjectTooLarge = errors.New("graph: data object too large")
 )
 
-// ParamError reports an invalid parameter. It matches ErrInvalid and whatever
-// Err matches.
+// ParamError reports an invalid parameter; it matches ErrInvalid and Err.
 type ParamError struct {
 	Field  string // the parameter, e.g. "Graph", "ExpectedHead", "Objects[2].ID"
 	Reason string
@@ -67,8 +65,7 @@ func (e *ParamError) Is(target error) bool { return target == ErrInvalid }
 // Unwrap returns the underlying error.
 func (e *ParamError) Unwrap() error { return e.Err }
 
-// MultipleLiveError names every live incarnation of one logical branch. It
-// matches ErrMultipleLive.
+// MultipleLiveError names every live incarnation of one logical branch.
 type MultipleLiveError struct {
 	Graph   string
 	Branch  string
@@ -82,15 +79,14 @@ func (e *MultipleLiveError) Error() string {
 // Is matches ErrMultipleLive.
 func (e *MultipleLiveError) Is(target error) bool { return target == ErrMultipleLive }
 
-// StaleHeadError reports a head other than the one a caller expected, or a
-// planned commit that never became the head. It matches ErrStaleHead.
+// StaleHeadError reports a head other than the expected one, or a planned
+// commit that never became the head.
 type StaleHeadError struct {
 	Graph    string
 	Expected format.CommitID // the head the caller expected
 	// Key is the ref's key.
 	Key string
-	// Found is the head the ref names now (zero for a fence), Planned the commit
-	// that will never be the head, State the ref's state, Walked the commits read.
+	// Found is the ref's head now, Planned the commit that will never be it.
 	Found   format.CommitID
 	Planned format.CommitID
 	State   format.RefState
@@ -196,8 +192,8 @@ func invalidf(field, format string, args ...any) error {
 	return &ParamError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
-// invalidObject wraps a failure to encode an object built from parameters,
-// naming the parameter (fields: JSON field → parameter) behind its field.
+// invalidObject wraps an encoding failure, naming the parameter behind the
+// object's field (fields: JSON field → parameter).
 func invalidObject(err error, fields map[string]string) error {
 	field := "parameters"
 	var me *format.MalformedError

@@ -26,8 +26,7 @@ type ForkSpec struct {
 // ForkPlan is a branch create decided before anything is written.
 type ForkPlan struct {
 	Source Commit
-	// Commit is the fork commit (seq 0): Source's pins map as it stands, and its
-	// lineage plus Source's own position.
+	// Commit is the fork commit (seq 0), naming Source's pins map as it stands.
 	Commit     format.Commit
 	CommitKey  string
 	CommitBody []byte
@@ -42,14 +41,12 @@ type ForkPlan struct {
 // Keys returns the keys the fork writes before its ref: pin them first.
 func (p ForkPlan) Keys() []string { return chunkKeys(p.Chunks, p.CommitKey) }
 
-// PlanFork reads the source commit and plans the new incarnation, writing
-// nothing: a create writes one commit, O(height) lineage chunks and one ref.
+// PlanFork reads the source commit and plans the new incarnation.
 func (g *Graph) PlanFork(ctx context.Context, spec ForkSpec) (ForkPlan, error) {
 	return g.PlanForkOn(ctx, spec, Commit{})
 }
 
-// PlanForkOn is PlanFork on a source commit already read; a src that is not
-// spec.Source's commit is read again.
+// PlanForkOn is PlanFork on src, read again if it is not spec.Source.
 func (g *Graph) PlanForkOn(ctx context.Context, spec ForkSpec, src Commit) (ForkPlan, error) {
 	fail := func(err error) (ForkPlan, error) {
 		return ForkPlan{}, fmt.Errorf("plan fork of %s: %w", spec.Branch, err)
@@ -109,14 +106,12 @@ func (g *Graph) WriteFork(ctx context.Context, p ForkPlan) error {
 	return g.writeCommit(ctx, "fork", p.Commit.ID, p.Chunks, p.CommitKey, p.CommitBody)
 }
 
-// PutForkRef puts the fork's live ref (PutIfAbsent); PutTaken means another
-// ref or a fence holds the key.
+// PutForkRef puts the fork's live ref (PutIfAbsent).
 func (g *Graph) PutForkRef(ctx context.Context, p ForkPlan) (PutResult, error) {
 	return PutIfAbsent(ctx, g.S, p.RefKey, p.RefBody)
 }
 
-// CreateBranch plans, writes and publishes a fork in one call (for tools and
-// tests); a ref key holding other bytes is a *KeyTakenError.
+// CreateBranch plans, writes and publishes a fork in one call.
 func (g *Graph) CreateBranch(ctx context.Context, spec ForkSpec) (ForkPlan, error) {
 	p, err := g.PlanFork(ctx, spec)
 	if err != nil {

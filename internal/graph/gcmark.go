@@ -7,11 +7,9 @@ import (
 	"github.com/graftworks/graft/internal/format"
 )
 
-// Helpers of cleanup's mark (docs/format.md, *Cleanup*): the tree phase marks
-// commits and hands the versions they pin to the per-table phase.
+// Helpers of cleanup's mark (docs/format.md, *Cleanup*).
 
-// CommitOnly marks a retained commit and its pins and lineage chunks, passing
-// to pinned every pin under chunks not visited before (no version is read).
+// CommitOnly marks a commit and its chunks, passing newly seen pins to pinned.
 func (m *Marker) CommitOnly(ctx context.Context, c Commit, pinned func(format.PinEntry) error) error {
 	key := format.CommitIDKey(m.g.Name, c.ID)
 	if m.commits[key] {

@@ -16,12 +16,10 @@ import (
 // DefaultBranch is the logical name of every graph's first branch.
 const DefaultBranch = "main"
 
-// FenceReasonUnpublished is the reason of the fence Init puts on its main ref
-// after losing the graph record to another init.
+// FenceReasonUnpublished is the reason of the fence a losing Init leaves.
 const FenceReasonUnpublished = "unpublished"
 
-// InitParams are the inputs of Init; every byte it writes is a function of
-// them, so a re-run is idempotent.
+// InitParams are the inputs of Init, which writes a function of them alone.
 type InitParams struct {
 	// Graph is the new graph's name.
 	Graph string
@@ -142,8 +140,7 @@ func buildInit(p InitParams) (InitResult, []byte, []byte, []byte, error) {
 	return InitResult{Graph: g, Root: root, MainRef: ref}, rootBytes, refBytes, rec, nil
 }
 
-// swapOwnRef swaps our bytes at key for next (compare-and-swap); next already
-// there is success, anything else an error.
+// swapOwnRef swaps our bytes at key for next by compare-and-swap.
 func swapOwnRef(ctx context.Context, s storage.Store, key string, ours, next []byte) error {
 	s = reissue(s)
 	for attempt := 1; attempt <= MaxPutAttempts; attempt++ {

@@ -12,14 +12,12 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// Chunked maps (format/maps.go): build, edit (only the chunks on the edited
-// paths), look up, iterate, and walk two maps skipping shared subtrees.
+// Chunked maps (format/maps.go): build, edit, look up, iterate and diff.
 
 // ErrChunkNotFound reports a map chunk that is not in storage.
 var ErrChunkNotFound = errors.New("graph: map chunk not found")
 
-// ErrCorrupt reports a chunk whose bytes do not hash to its key, or whose
-// counts or keys disagree with what names it.
+// ErrCorrupt reports a chunk that disagrees with its hash or its parent.
 var ErrCorrupt = errors.New("graph: corrupt map")
 
 // Chunk is one chunk of a map to be written: its key and exact bytes.
@@ -35,8 +33,7 @@ const maxKey = "\xff"
 // chunkCacheSize bounds the decoded chunks a mapReader keeps.
 const chunkCacheSize = 2048
 
-// mapReader reads, hash-checks and caches the chunks of one kind of map of
-// one graph (and table, for manifests). It is safe for concurrent use.
+// mapReader reads, checks and caches chunks of one map kind; concurrency-safe.
 type mapReader[E any] struct {
 	s     storage.Store
 	spec  format.MapSpec[E]
@@ -143,8 +140,7 @@ func (b *builder[E]) level(k int) *levelBuilder[E] {
 	return b.levels[k]
 }
 
-// fresh reports whether levels 0..k hold nothing pending: a chunk of level k
-// from an old tree can then be reused whole.
+// fresh reports whether levels 0..k hold nothing pending.
 func (b *builder[E]) fresh(k int) bool {
 	for i := 0; i <= k && i < len(b.levels); i++ {
 		if lb := b.levels[i]; len(lb.entries) > 0 || len(lb.children) > 0 {
@@ -243,8 +239,7 @@ func (b *builder[E]) flush(k int) error {
 	return b.addChild(k+1, ref)
 }
 
-// finish ends every pending chunk and returns the root: the one item of the
-// lowest level above which nothing was built, or no root for an empty map.
+// finish flushes every level and returns the root (none for an empty map).
 func (b *builder[E]) finish() (format.ChildRef, bool, error) {
 	for k := 0; k < len(b.levels); k++ {
 		lb := b.levels[k]
@@ -277,8 +272,7 @@ type mapTree[E any] struct {
 	subLow   string
 }
 
-// subtree returns the subtree c (a chunk of level, after key low) of a map
-// read through r.
+// subtree returns the subtree c, a chunk of level after key low, of r's map.
 func subtree[E any](r *mapReader[E], c format.ChildRef, level int, low string) mapTree[E] {
 	return mapTree[E]{r: r, ref: format.MapRef[E]{Root: c.Chunk, Count: c.Count}, sub: true, subLevel: level, subLast: c.Last, subLow: low}
 }
@@ -414,8 +408,7 @@ func (t mapTree[E]) result(ctx context.Context, b *builder[E]) (format.MapRef[E]
 	}
 	t.r.seed(b.chunks)
 	defer t.r.unseed(b.chunks)
-	// A root node with one child is replaced by the child (a rule, so every
-	// build of the same entries agrees).
+	// A root node with one child is replaced by the child.
 	dropped := map[format.Hash]bool{}
 	for {
 		c, err := t.r.chunk(ctx, root.Chunk)
@@ -448,8 +441,7 @@ func (t mapTree[E]) result(ctx context.Context, b *builder[E]) (format.MapRef[E]
 	return format.MapRef[E]{Root: root.Chunk, Count: root.Count}, chunks, nil
 }
 
-// seed makes unwritten chunks readable to the build that made them; unseed
-// forgets them.
+// seed makes unwritten chunks readable to their build; unseed forgets them.
 func (r *mapReader[E]) seed(chunks []Chunk) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -531,8 +523,7 @@ func (t mapTree[E]) visit(ctx context.Context, b *builder[E], ref format.ChildRe
 		if !last {
 			childNext = node.Children[i+1].Last
 		}
-		// The chunk after this one at the child's level is under the next
-		// child, or past this node: under whatever holds this node's next.
+		// The chunk after this one at its level is under the next child, or next.
 		if mine, err = t.visit(ctx, b, child, node.Level-1, prev, childNext, rightmost && last, mine); err != nil {
 			return nil, err
 		}
@@ -544,8 +535,7 @@ func (t mapTree[E]) visit(ctx context.Context, b *builder[E], ref format.ChildRe
 	return rest, nil
 }
 
-// checkChunk checks chunk c against ref, which names it as a chunk of level
-// (-1: the root, of any level) holding keys after low.
+// checkChunk checks chunk c against ref, naming it at level (-1: root) after low.
 func checkChunk[E any](spec format.MapSpec[E], ref format.ChildRef, level int, low string, c decodedChunk[E]) error {
 	bad := func(format string, args ...any) error { return corrupt(spec.Kind, ref.Chunk, format, args...) }
 	root := level < 0
@@ -584,8 +574,7 @@ func checkChunk[E any](spec format.MapSpec[E], ref format.ChildRef, level int, l
 
 // ---- cursors and walks ----
 
-// cursor steps through a map in key order, item by item: an item is an
-// entry, or a whole subtree that can be skipped or expanded.
+// cursor steps through a map in key order by entries and whole subtrees.
 type cursor[E any] struct {
 	t     mapTree[E]
 	stack []*frame[E]
@@ -679,13 +668,12 @@ func (c *cursor[E]) expand(ctx context.Context) error {
 
 // walkFuncs receive what walkMaps finds. Any of them may be nil.
 type walkFuncs[E any] struct {
-	// onlyA and onlyB get entries of one map whose key the other lacks; when
-	// nil, runs of such entries are skipped unread where the walk can tell.
+	// onlyA and onlyB get entries only one map holds; when nil, such runs are
+	// skipped unread where the walk can tell.
 	onlyA, onlyB func(E) error
 	// both gets the entries of a key both maps hold that were read.
 	both func(a, b E) error
-	// shared gets each subtree both maps hold identically (its entries are
-	// not read); sharedAt gets it with its level and the key before it.
+	// shared gets each subtree both hold (unread); sharedAt also its level and low.
 	shared   func(format.ChildRef) error
 	sharedAt func(c format.ChildRef, level int, low string) error
 }

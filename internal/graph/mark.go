@@ -122,8 +122,7 @@ func (m *Marker) Version(ctx context.Context, table string, id ulid.ULID) error 
 	})
 }
 
-// markChunks visits every chunk of a map not visited before and passes their
-// entries to each; a subtree visited before is skipped whole.
+// markChunks visits a map's unvisited chunks, passing their entries to each.
 func markChunks[E any](ctx context.Context, m *Marker, t mapTree[E], kind MarkKind, table string, each func(E) error) error {
 	if t.ref.IsInline() {
 		if each == nil {

@@ -23,8 +23,7 @@ import (
 // walked side by side, so shared subtrees are not read, and are ruled out
 // wholesale against a known common ancestor that shares them too.
 
-// maxForkProbes bounds how far up a chain of forks (a branch of a branch of
-// ...) the search looks for a common ancestor to rule candidates out with.
+// maxForkProbes bounds how far up a chain of forks the search looks.
 const maxForkProbes = 8
 
 // BaseSearch is what FindBases found.
@@ -34,8 +33,7 @@ type BaseSearch struct {
 	// adoptable, else the common ancestors no other one descends from (none
 	// for unrelated heads, several after criss-cross merges).
 	Bases []Commit
-	// Candidates counts the candidates considered one by one; Reads the
-	// commits read.
+	// Candidates counts the candidates considered; Reads the commits read.
 	Candidates, Reads int
 }
 
@@ -102,8 +100,7 @@ func (bs *baseSearch) readCommit(ctx context.Context, id format.CommitID) (Commi
 
 func (bs *baseSearch) run(ctx context.Context, source, target Commit) (BaseSearch, error) {
 	g := bs.g
-	// The candidates in the heads' own trees: the latest commit of each
-	// that the other has.
+	// The candidates in the heads' own trees.
 	var own []format.CommitID
 	for _, p := range [][2]Commit{{target, source}, {source, target}} {
 		at, ok, err := g.ancestorAt(ctx, p[0], p[1].ID.Tree)
@@ -114,8 +111,7 @@ func (bs *baseSearch) run(ctx context.Context, source, target Commit) (BaseSearc
 			own = append(own, at)
 		}
 	}
-	// The trees both lineages hold: entries read where they differ, shared
-	// subtrees kept as blocks.
+	// The trees both lineages hold; shared subtrees become blocks.
 	err := walkMaps(ctx, g.lineageOf(source), g.lineageOf(target), walkFuncs[format.LineageEntry]{
 		both: func(a, b format.LineageEntry) error { bs.addCand(lower(a.ID(), b.ID())); return nil },
 		sharedAt: func(c format.ChildRef, level int, low string) error {
@@ -153,8 +149,7 @@ func (bs *baseSearch) run(ctx context.Context, source, target Commit) (BaseSearc
 			return BaseSearch{}, err
 		}
 	}
-	// Shared lineage subtrees: ruled out where a dominator's lineage shares
-	// them too; the rest become candidates.
+	// Shared subtrees: ruled out where a dominator shares them; the rest are candidates.
 	for _, b := range bs.blocks {
 		var against *Commit
 		if len(dominators) > 0 {
@@ -215,8 +210,7 @@ func (bs *baseSearch) nextUnread() (format.CommitID, bool) {
 	return best, found
 }
 
-// forkProbes reads the forks up each head's chain of forks that are common
-// ancestors of both heads.
+// forkProbes reads the forks up each head's chain that are common ancestors.
 func (bs *baseSearch) forkProbes(ctx context.Context, source, target Commit) ([]Commit, error) {
 	var out []Commit
 	seen := map[format.CommitID]bool{}
@@ -246,8 +240,7 @@ func (bs *baseSearch) forkProbes(ctx context.Context, source, target Commit) ([]
 	return out, nil
 }
 
-// prune drops every candidate that common ancestor d descends from (but d
-// itself, when d is a candidate).
+// prune drops every candidate (but d) that common ancestor d descends from.
 func (bs *baseSearch) prune(ctx context.Context, d Commit) error {
 	for t, id := range bs.cands {
 		if bs.dropped[t] || id == d.ID {
@@ -311,8 +304,7 @@ type TableAction string
 const (
 	// TableUnchanged: both sides pin the same version, or neither pins it.
 	TableUnchanged TableAction = "unchanged"
-	// TableAdopt: only the source changed the table; the target takes its
-	// version (or drops the table).
+	// TableAdopt: only the source changed the table; the target takes its version.
 	TableAdopt TableAction = "adopt"
 	// TableKeep: only the target changed the table.
 	TableKeep TableAction = "keep"
@@ -322,8 +314,7 @@ const (
 	TableMerged TableAction = "merged"
 )
 
-// ObjectConflict is one object both sides changed differently since the
-// base. A nil entry means absent on that side (never added, or removed).
+// ObjectConflict is an object both sides changed differently (nil: absent).
 type ObjectConflict struct {
 	Name                 string
 	Base, Source, Target *format.ManifestEntry
@@ -338,8 +329,7 @@ type TableMerge struct {
 	BaseAmbiguous        bool
 	// Added, Removed and Replaced count the changes to the target's entries.
 	Added, Removed, Replaced int64
-	// Conflicts lists up to MergeSpec.MaxListedConflicts of the objects both
-	// sides changed differently; ConflictCount counts them all.
+	// Conflicts lists up to MaxListedConflicts; ConflictCount counts them all.
 	Conflicts     []ObjectConflict
 	ConflictCount int64
 	// Why says, for a table-level conflict, what the two sides did.
@@ -361,14 +351,12 @@ type MergeSpec struct {
 type MergePlan struct {
 	Relation Relation
 	Bases    []format.CommitID
-	// Tables has a line per table the merge changes, by name; Unchanged
-	// counts the others.
+	// Tables has a line per table the merge changes; Unchanged counts the others.
 	Tables    []TableMerge
 	Unchanged int64
 	// Conflicts counts the tables in conflict.
 	Conflicts int
-	// SetPins and DropPins edit the target's pins (when adoptable, PinsFrom
-	// names the source head instead).
+	// SetPins and DropPins edit the target's pins, or PinsFrom replaces them.
 	SetPins  map[string]ulid.ULID
 	DropPins []string
 	PinsFrom format.CommitID
@@ -503,8 +491,7 @@ type change struct {
 	old, new *format.ManifestEntry // nil: absent
 }
 
-// diffVersions returns the entries that differ from a to b, by name; a zero
-// id is an empty table.
+// diffVersions returns the entries that differ from a to b (zero: empty table).
 func (g *Graph) diffVersions(ctx context.Context, table string, a, b ulid.ULID) ([]change, Version, Version, error) {
 	load := func(id ulid.ULID) (Version, error) {
 		if id.IsZero() {
@@ -669,8 +656,7 @@ type MergeResult struct {
 	Append AppendResult
 }
 
-// Merge runs every step of a merge in one call (for tools and tests): a
-// conflict is returned in the plan with nothing written.
+// Merge runs a whole merge in one call; a conflict writes nothing.
 func (g *Graph) Merge(ctx context.Context, sourceBranch, targetBranch string, spec MergeSpec, author, message string) (MergeResult, error) {
 	src, err := g.BranchHead(ctx, sourceBranch)
 	if err != nil {

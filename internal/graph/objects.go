@@ -18,8 +18,7 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// Data objects up to storage.MaxObjectSize: one put-if-absent up to a
-// threshold, a multipart upload above it.
+// Data objects: one put-if-absent up to a threshold, multipart above it.
 
 // Upload defaults.
 const (
@@ -33,14 +32,12 @@ const (
 	abortTimeout = 30 * time.Second
 )
 
-// MaxDataObjectSize bounds a data object written with one put: Put holds the
-// body in memory, and a conditional PUT's failure must stay a clean 412.
+// MaxDataObjectSize bounds a one-put object: Put holds it in memory.
 const MaxDataObjectSize = 64 << 20
 
 // UploadOptions tune UploadObject. The zero value uses the defaults.
 type UploadOptions struct {
-	// Threshold is the largest object sent as one put (default
-	// DefaultMultipartThreshold, at most MaxDataObjectSize).
+	// Threshold is the largest one-put object (at most MaxDataObjectSize).
 	Threshold int64
 	// PartSize is the size of every part but the last (see PartSizeFor).
 	PartSize int64
@@ -48,8 +45,7 @@ type UploadOptions struct {
 	Concurrency int
 }
 
-// ErrMultipartUnsupported reports an object too large for one put on a store
-// without multipart uploads.
+// ErrMultipartUnsupported reports a large object on a store without multipart.
 var ErrMultipartUnsupported = errors.New("graph: the store has no multipart uploads")
 
 // UploadResult is what UploadObject stored.
@@ -174,8 +170,7 @@ func (u *uploader) run(ctx context.Context, r io.Reader) (string, int, error) {
 	return sum, nparts, nil
 }
 
-// abort aborts the upload on a context of its own, repeating while it is
-// still listed (a part in flight can bring it back, as S3 documents).
+// abort aborts the upload, again while listed (in-flight parts revive it).
 func (u *uploader) abort(ctx context.Context) error {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
 	defer cancel()
@@ -213,8 +208,7 @@ func (u *uploader) sendParts(ctx context.Context, r io.Reader, partSize int64, n
 	if workers <= 0 {
 		workers = DefaultUploadConcurrency
 	}
-	// After a failure no new part is sent, but parts in flight are awaited:
-	// one still being written can outlive the abort.
+	// After a failure parts in flight are awaited: they can outlive the abort.
 	stop := make(chan struct{})
 	h := sha256.New()
 	parts := make([]storage.Part, nparts)
@@ -303,8 +297,7 @@ func (u *uploader) sendPart(ctx context.Context, n int, body []byte) (storage.Pa
 	return storage.Part{}, fmt.Errorf("upload part %d: %w", n, last)
 }
 
-// complete finishes the upload, settling an unknown answer by HEAD: our size
-// at the key is done.
+// complete finishes the upload; an unknown answer is settled by HEAD.
 func (u *uploader) complete(ctx context.Context, parts []storage.Part) error {
 	var last error
 	for attempt := 1; attempt <= MaxPutAttempts; attempt++ {
@@ -374,8 +367,7 @@ func (u *uploader) confirm(ctx context.Context) error {
 		u.key, confirmReads, last, storage.ErrAmbiguous)
 }
 
-// IncompleteUpload is a multipart upload of a graph's object never completed
-// or aborted.
+// IncompleteUpload is an object's multipart upload never completed or aborted.
 type IncompleteUpload struct {
 	storage.Upload
 	Table string

@@ -15,12 +15,10 @@ import (
 // init refuses a prefix holding anything else, and import refuses keys a graph
 // owns or may come to own.
 
-// ErrPrefixTaken reports an init whose prefix holds an object graft did not
-// write for the graph; nothing was written. See PrefixTakenError.
+// ErrPrefixTaken reports an init whose prefix holds objects not its own.
 var ErrPrefixTaken = errors.New("graph: the graph's prefix holds objects graft did not write for it")
 
-// PrefixTakenError names an object under an initialising graph's prefix that
-// graft did not write for it. It matches ErrPrefixTaken.
+// PrefixTakenError names such an object; it matches ErrPrefixTaken.
 type PrefixTakenError struct {
 	Graph, Key string
 }
@@ -55,8 +53,7 @@ func CheckInitPrefix(ctx context.Context, s storage.Store, graph string, own fun
 	}
 }
 
-// ImportKeyOwned says, without reading the store, why key must not be
-// imported into graph (under its prefix, or graft-shaped), or "".
+// ImportKeyOwned says why key must not be imported into graph, or "".
 func ImportKeyOwned(graph, key string) string {
 	if strings.HasPrefix(key, format.GraphPrefix(graph)) {
 		return "under the graph's own prefix"

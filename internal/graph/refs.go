@@ -67,8 +67,7 @@ func (g *Graph) RefHead(ctx context.Context, native string) (Incarnation, Commit
 	return inc, c, err
 }
 
-// Publish is the compare-and-swap that makes a planned commit its branch's
-// head: all a settle needs.
+// Publish is the compare-and-swap that makes a planned commit the head.
 type Publish struct {
 	Native string
 	// IfMatch is the ETag of the ref version the plan read.
@@ -85,8 +84,7 @@ type PublishOutcome string
 const (
 	// Published: this call's swap made the commit the head.
 	Published PublishOutcome = "published"
-	// AlreadyPublished: an earlier swap of these bytes landed; the commit is the
-	// head or its ancestor.
+	// AlreadyPublished: an earlier swap of these bytes landed.
 	AlreadyPublished PublishOutcome = "already_published"
 )
 
@@ -169,8 +167,7 @@ func (g *Graph) publish(ctx context.Context, p Publish, putFirst bool) (PublishR
 	}
 }
 
-// settleMoved decides a publish whose ref moved on: landed and superseded, or
-// never landed.
+// settleMoved decides a publish whose ref moved on.
 func (g *Graph) settleMoved(ctx context.Context, p Publish, key string, ref format.BranchRef) (PublishResult, error) {
 	stale := &StaleHeadError{Graph: g.Name, Key: key, Found: ref.Head, Planned: p.Commit, State: ref.State}
 	if ref.Head.IsZero() || ref.Head.Tree != p.Commit.Tree {
@@ -187,8 +184,7 @@ func (g *Graph) settleMoved(ctx context.Context, p Publish, key string, ref form
 	return PublishResult{Outcome: AlreadyPublished, Head: ref.Head, Walked: walked}, nil
 }
 
-// onChain reports whether id is on head's first-parent chain, reading one
-// commit per seq between them.
+// onChain reports whether id is on head's first-parent chain.
 func (g *Graph) onChain(ctx context.Context, head, id format.CommitID) (bool, int, error) {
 	if head.Tree != id.Tree || head.Seq < id.Seq {
 		return false, 0, nil

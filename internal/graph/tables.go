@@ -244,8 +244,7 @@ func (g *Graph) PutVersion(ctx context.Context, spec VersionSpec) (VersionPlan, 
 	return p, g.WriteVersion(ctx, p)
 }
 
-// ErrExternalChanged reports an external object whose size or ETag changed
-// since it was imported.
+// ErrExternalChanged reports an external object changed since its import.
 var ErrExternalChanged = errors.New("graph: external object changed since it was imported")
 
 // ImportRef names an existing object of the store to register by reference.
@@ -309,8 +308,7 @@ func ImportEntries(ctx context.Context, s storage.Store, graph string, refs []Im
 	return out, nil
 }
 
-// CheckExternal reports ErrExternalChanged for an external entry whose
-// object's size or ETag differ from the entry's.
+// CheckExternal reports ErrExternalChanged for a changed external object.
 func CheckExternal(ctx context.Context, s storage.Store, e format.ManifestEntry) error {
 	if !e.IsExternal() {
 		return nil

@@ -166,8 +166,7 @@ func decodeTagAt(key, name string, body []byte) (format.Tag, error) {
 // ErrTagChanged reports a tag a compare-and-swap expected that changed.
 var ErrTagChanged = errors.New("graph: tag changed")
 
-// TagChangedError reports that the tag at Key no longer has the caller's ETag:
-// retired by another operation, or gone. It matches ErrTagChanged.
+// TagChangedError reports a tag without the caller's ETag; it matches ErrTagChanged.
 type TagChangedError struct {
 	Key  string
 	ETag string

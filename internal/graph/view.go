@@ -11,8 +11,7 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// CommitView is a commit as views show it: its pins read into a map, no
-// lineage. Nothing that writes uses it.
+// CommitView is a commit as views show it: pins as a map, no lineage.
 type CommitView struct {
 	ID           format.CommitID
 	Branch       string
