@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -152,7 +153,7 @@ func (g *Graph) PlanAppendOn(ctx context.Context, head Head, spec CommitSpec) (A
 		pins = from.Pins
 	}
 	var edits []mapEdit[format.PinEntry]
-	for _, table := range sortedKeysOf(spec.SetPins) {
+	for _, table := range slices.Sorted(maps.Keys(spec.SetPins)) {
 		e := format.PinEntry{Table: table, Version: spec.SetPins[table]}
 		edits = append(edits, mapEdit[format.PinEntry]{Key: table, Entry: &e})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -59,34 +60,26 @@ func ListBranches(ctx context.Context, s storage.Store, graph string) ([]Branch,
 	if err != nil {
 		return nil, fmt.Errorf("list branches of graph %q: list refs: %w", graph, err)
 	}
-	refs, err := readRefs(ctx, s, keys, natives)
+	refs, err := readRefs(ctx, s, keys, natives, true)
 	if err != nil {
 		return nil, fmt.Errorf("list branches of graph %q: %w", graph, err)
 	}
 	live := map[string][]Branch{}
-	for _, r := range refs {
+	for _, r := range refs.Incarnations {
 		if r.Ref.State != format.RefLive {
 			continue
 		}
 		live[r.Ref.Branch] = append(live[r.Ref.Branch], Branch{Logical: r.Ref.Branch, Native: r.Native, Tree: r.Ref.Tree, Ref: r.Ref, ETag: r.ETag})
 	}
-	names := make([]string, 0, len(live))
-	for name := range live {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	out := make([]Branch, 0, len(names))
+	out := make([]Branch, 0, len(live))
 	var broken []error
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(live)) {
 		bs := live[name]
 		if len(bs) == 1 {
 			out = append(out, bs[0])
 			continue
 		}
-		e := &MultipleLiveError{Graph: graph, Branch: name}
-		for _, b := range bs {
-			e.Natives = append(e.Natives, b.Native)
-		}
+		e := multipleLive(graph, name, bs)
 		broken = append(broken, fmt.Errorf("list branches of graph %q: %w; %s", graph, e, e.RepairHint()))
 	}
 	if len(broken) > 0 {
@@ -175,23 +168,7 @@ func readNameRefs(ctx context.Context, s storage.Store, graph, logical string) (
 	if err != nil {
 		return NameRefs{}, fmt.Errorf("list refs: %w", err)
 	}
-	objs, errs := getAll(ctx, s, keys)
-	out := NameRefs{Incarnations: make([]Incarnation, 0, len(keys))}
-	for i, key := range keys {
-		if errors.Is(errs[i], storage.ErrNotFound) {
-			continue // gone since the listing
-		}
-		if errs[i] != nil {
-			return NameRefs{}, fmt.Errorf("read ref: %w", errs[i])
-		}
-		inc, err := decodeRefAt(natives[i], objs[i])
-		if err != nil {
-			out.Unreadable = append(out.Unreadable, UnreadableRef{Key: key, Native: natives[i], Err: err})
-			continue
-		}
-		out.Incarnations = append(out.Incarnations, inc)
-	}
-	return out, nil
+	return readRefs(ctx, s, keys, natives, false)
 }
 
 // decodeRefAt strictly decodes the ref at the key of native.
@@ -206,24 +183,39 @@ func decodeRefAt(native string, obj storage.Object) (Incarnation, error) {
 	return Incarnation{Native: native, Ref: ref, ETag: obj.ETag}, nil
 }
 
-// readRefs GETs and decodes the refs at keys, skipping keys since deleted.
-func readRefs(ctx context.Context, s storage.Store, keys, natives []string) ([]Incarnation, error) {
+// readRefs GETs and decodes the refs at keys (of natives), skipping keys
+// since deleted (cleanup may delete a fence). An unreadable ref is an error
+// when strict, else it is listed in Unreadable.
+func readRefs(ctx context.Context, s storage.Store, keys, natives []string, strict bool) (NameRefs, error) {
 	objs, errs := getAll(ctx, s, keys)
-	out := make([]Incarnation, 0, len(keys))
+	out := NameRefs{Incarnations: make([]Incarnation, 0, len(keys))}
 	for i, key := range keys {
 		if errors.Is(errs[i], storage.ErrNotFound) {
-			continue // deleted since the listing; graft never deletes a ref, cleanup may delete a fence
+			continue
 		}
 		if errs[i] != nil {
-			return nil, fmt.Errorf("read ref: %w", errs[i])
+			return NameRefs{}, fmt.Errorf("read ref: %w", errs[i])
 		}
 		inc, err := decodeRefAt(natives[i], objs[i])
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", key, err)
+		switch {
+		case err != nil && strict:
+			return NameRefs{}, fmt.Errorf("%s: %w", key, err)
+		case err != nil:
+			out.Unreadable = append(out.Unreadable, UnreadableRef{Key: key, Native: natives[i], Err: err})
+		default:
+			out.Incarnations = append(out.Incarnations, inc)
 		}
-		out = append(out, inc)
 	}
 	return out, nil
+}
+
+// multipleLive is the error of a name with the live branches bs.
+func multipleLive(graph, name string, bs []Branch) *MultipleLiveError {
+	e := &MultipleLiveError{Graph: graph, Branch: name}
+	for _, b := range bs {
+		e.Natives = append(e.Natives, b.Native)
+	}
+	return e
 }
 
 // RetireResult is how a RetireRef settled.

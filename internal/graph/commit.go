@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -50,15 +49,6 @@ func (c Commit) MergedParent() format.CommitID {
 func commitFrom(c format.Commit) Commit {
 	return Commit{ID: c.ID, Branch: c.Branch, Parents: c.Parents, Fork: c.Fork, Pins: c.Pins,
 		Lineage: c.Lineage, RestoredFrom: c.RestoredFrom, Author: c.Author, Message: c.Message, Time: c.Time, Op: c.Op}
-}
-
-func sortedKeysOf[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // ReadCommit reads the commit with the given id: one GET.

@@ -45,18 +45,14 @@ type ParamError struct {
 }
 
 func (e *ParamError) Error() string {
-	var b strings.Builder
-	b.WriteString("graph: invalid ")
-	b.WriteString(e.Field)
+	s := "graph: invalid " + e.Field
 	if e.Reason != "" {
-		b.WriteString(": ")
-		b.WriteString(e.Reason)
+		s += ": " + e.Reason
 	}
 	if e.Err != nil {
-		b.WriteString(": ")
-		b.WriteString(e.Err.Error())
+		s += ": " + e.Err.Error()
 	}
-	return b.String()
+	return s
 }
 
 // Is matches ErrInvalid.

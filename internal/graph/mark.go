@@ -124,16 +124,19 @@ func (m *Marker) Version(ctx context.Context, table string, id ulid.ULID) error 
 
 // markChunks visits a map's unvisited chunks, passing their entries to each.
 func markChunks[E any](ctx context.Context, m *Marker, t mapTree[E], kind MarkKind, table string, each func(E) error) error {
-	if t.ref.IsInline() {
-		if each == nil {
-			return nil
-		}
-		for _, e := range t.ref.Entries {
+	eachOf := func(entries []E) error {
+		for _, e := range entries {
 			if err := each(e); err != nil {
 				return err
 			}
 		}
 		return nil
+	}
+	if each == nil {
+		eachOf = func([]E) error { return nil }
+	}
+	if t.ref.IsInline() {
+		return eachOf(t.ref.Entries)
 	}
 	var walk func(h format.Hash) error
 	walk = func(h format.Hash) error {
@@ -149,19 +152,11 @@ func markChunks[E any](ctx context.Context, m *Marker, t mapTree[E], kind MarkKi
 			return err
 		}
 		m.Reads++
-		if c.node != nil {
-			for _, child := range c.node.Children {
-				if err := walk(child.Chunk); err != nil {
-					return err
-				}
-			}
-			return nil
+		if c.node == nil {
+			return eachOf(c.leaf)
 		}
-		if each == nil {
-			return nil
-		}
-		for _, e := range c.leaf {
-			if err := each(e); err != nil {
+		for _, child := range c.node.Children {
+			if err := walk(child.Chunk); err != nil {
 				return err
 			}
 		}

@@ -24,15 +24,10 @@ const (
 )
 
 func (o PutOutcome) String() string {
-	switch o {
-	case PutCreated:
-		return "created"
-	case PutAlreadyOurs:
-		return "already_ours"
-	case PutTaken:
-		return "taken"
+	if o < PutCreated || o > PutTaken {
+		return "unknown"
 	}
-	return "unknown"
+	return [...]string{"created", "already_ours", "taken"}[o-PutCreated]
 }
 
 // PutResult is how a PutIfAbsent settled.

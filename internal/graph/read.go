@@ -90,11 +90,7 @@ func ResolveBranch(ctx context.Context, s storage.Store, graph, logical string) 
 		b.Unreadable = refs.UnreadableKeys()
 		return b, nil
 	}
-	e := &MultipleLiveError{Graph: graph, Branch: logical}
-	for _, b := range live {
-		e.Natives = append(e.Natives, b.Native)
-	}
-	return Branch{}, fmt.Errorf("resolve branch %q: %w", logical, e)
+	return Branch{}, fmt.Errorf("resolve branch %q: %w", logical, multipleLive(graph, logical, live))
 }
 
 // ResolveBranchHinted is ResolveBranch with a hint: the native name the
