@@ -284,20 +284,22 @@ func ValidateTime(t time.Time) error {
 
 // ValidateAuthor checks a commit author: 1..MaxAuthorLen bytes of text.
 func ValidateAuthor(author string) error {
+	why := checkText(author, MaxAuthorLen, false)
 	if author == "" {
-		return &MalformedError{Kind: KindCommit, Field: "author", Reason: "empty"}
+		why = "empty"
 	}
-	if why := checkText(author, MaxAuthorLen, false); why != "" {
-		return &MalformedError{Kind: KindCommit, Field: "author", Reason: why}
-	}
-	return nil
+	return commitText("author", why)
 }
 
 // ValidateMessage checks a commit message: up to MaxMessageLen bytes of
 // multiline text.
 func ValidateMessage(message string) error {
-	if why := checkText(message, MaxMessageLen, true); why != "" {
-		return &MalformedError{Kind: KindCommit, Field: "message", Reason: why}
+	return commitText("message", checkText(message, MaxMessageLen, true))
+}
+
+func commitText(field, why string) error {
+	if why == "" {
+		return nil
 	}
-	return nil
+	return &MalformedError{Kind: KindCommit, Field: field, Reason: why}
 }

@@ -126,11 +126,7 @@ func (bs *baseSearch) run(ctx context.Context, source, target Commit) (BaseSearc
 	var dominators []Commit
 	ownCommits := make([]Commit, len(own))
 	errs := make([]error, len(own))
-	var wg sync.WaitGroup
-	for i, id := range own {
-		wg.Go(func() { ownCommits[i], errs[i] = bs.readCommit(ctx, id) })
-	}
-	wg.Wait()
+	parallel(len(own), 2, func(i int) { ownCommits[i], errs[i] = bs.readCommit(ctx, own[i]) })
 	if err := errors.Join(errs...); err != nil {
 		return BaseSearch{}, err
 	}
@@ -528,16 +524,23 @@ func (g *Graph) countChange(ctx context.Context, line *TableMerge) error {
 		return err
 	}
 	for _, c := range changes {
-		switch {
-		case c.old == nil:
-			line.Added++
-		case c.new == nil:
-			line.Removed++
-		default:
-			line.Replaced++
-		}
+		line.count(c)
 	}
 	return nil
+}
+
+// count adds c to the line's counts and returns its change in bytes.
+func (line *TableMerge) count(c change) int64 {
+	switch {
+	case c.old == nil:
+		line.Added++
+		return c.new.Size
+	case c.new == nil:
+		line.Removed++
+		return -c.old.Size
+	}
+	line.Replaced++
+	return c.new.Size - c.old.Size
 }
 
 // mergeObjects merges a table both sides changed, object by object.
@@ -557,19 +560,8 @@ func (g *Graph) mergeObjects(ctx context.Context, line *TableMerge, plan *MergeP
 		switch {
 		case j == len(dt) || i < len(ds) && ds[i].name < dt[j].name:
 			// Only the source changed it: the target still has the base's.
-			c := ds[i]
-			edits = append(edits, mapEdit[format.ManifestEntry]{Key: c.name, Entry: c.new})
-			switch {
-			case c.old == nil:
-				line.Added++
-				bytes += c.new.Size
-			case c.new == nil:
-				line.Removed++
-				bytes -= c.old.Size
-			default:
-				line.Replaced++
-				bytes += c.new.Size - c.old.Size
-			}
+			edits = append(edits, mapEdit[format.ManifestEntry]{Key: ds[i].name, Entry: ds[i].new})
+			bytes += line.count(ds[i])
 			i++
 		case i == len(ds) || dt[j].name < ds[i].name:
 			j++ // only the target changed it: kept
