@@ -485,11 +485,8 @@ func encodedLen(v any) int {
 // DecodeLeaf strictly decodes a leaf chunk of this kind.
 func (m MapSpec[E]) DecodeLeaf(b []byte) ([]E, error) {
 	const k = KindMapLeaf
-	top, err := decodeEnvelope(b, k, leafFields)
+	top, err := m.decodeChunk(b, k, leafFields)
 	if err != nil {
-		return nil, err
-	}
-	if err := m.checkMapField(k, top); err != nil {
 		return nil, err
 	}
 	entries, err := m.decodeEntries(k, "entries", top["entries"])
@@ -502,15 +499,20 @@ func (m MapSpec[E]) DecodeLeaf(b []byte) ([]E, error) {
 	return entries, nil
 }
 
-func (m MapSpec[E]) checkMapField(k Kind, top map[string]json.RawMessage) error {
+// decodeChunk checks a chunk's envelope and that it is of this map kind.
+func (m MapSpec[E]) decodeChunk(b []byte, k Kind, fields fieldSet) (map[string]json.RawMessage, error) {
+	top, err := decodeEnvelope(b, k, fields)
+	if err != nil {
+		return nil, err
+	}
 	var got MapKind
 	if err := json.Unmarshal(top["map"], &got); err != nil {
-		return malformed(k, "map", "not a string")
+		return nil, malformed(k, "map", "not a string")
 	}
 	if got != m.Kind {
-		return malformed(k, "map", fmt.Sprintf("is %q, want %q", got, m.Kind))
+		return nil, malformed(k, "map", fmt.Sprintf("is %q, want %q", got, m.Kind))
 	}
-	return nil
+	return top, nil
 }
 
 type childWire struct {
@@ -584,11 +586,8 @@ func (m MapSpec[E]) ChildSize(c ChildRef) int {
 // DecodeNode strictly decodes a node chunk of this kind.
 func (m MapSpec[E]) DecodeNode(b []byte) (MapNode, error) {
 	const k = KindMapNode
-	top, err := decodeEnvelope(b, k, nodeFields)
+	top, err := m.decodeChunk(b, k, nodeFields)
 	if err != nil {
-		return MapNode{}, err
-	}
-	if err := m.checkMapField(k, top); err != nil {
 		return MapNode{}, err
 	}
 	if err := checkItems(k, "children", top["children"], childFields); err != nil {
