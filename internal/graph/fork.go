@@ -38,9 +38,6 @@ type ForkPlan struct {
 	RefBody []byte
 }
 
-// Keys returns the keys the fork writes before its ref: pin them first.
-func (p ForkPlan) Keys() []string { return chunkKeys(p.Chunks, p.CommitKey) }
-
 // PlanFork reads the source commit and plans the new incarnation.
 func (g *Graph) PlanFork(ctx context.Context, spec ForkSpec) (ForkPlan, error) {
 	return g.PlanForkOn(ctx, spec, Commit{})
