@@ -50,7 +50,6 @@ func mustInit(t *testing.T, s storage.Store) InitResult {
 	return res
 }
 
-
 // dump returns every object of the store.
 func dump(t *testing.T, s storage.Store) map[string]string {
 	t.Helper()
