@@ -5,8 +5,8 @@ import "github.com/oklog/ulid/v2"
 // RefState is the state a branch ref records.
 type RefState string
 
-// The states of a branch ref. Only a live ref makes its incarnation live;
-// retired and fence refs exist so that no later put of the key can land.
+// The states of a branch ref: only live makes its incarnation live; retired
+// and fence refs keep any later put from landing at the key.
 const (
 	RefLive    RefState = "live"
 	RefRetired RefState = "retired" // replaced a live ref by compare-and-swap
@@ -22,11 +22,9 @@ type BranchRef struct {
 	Op     string    // the operation that wrote this ref
 	// RetiredOp is the operation that retired the branch; set iff State is RefRetired.
 	RetiredOp string
-	// Reason says why a fence was written ("abandon", "cleanup",
-	// "unpublished"); set iff State is RefFence.
+	// Reason says why a fence was written; set iff State is RefFence.
 	Reason string
-	// Head is the commit a live or retired ref names as its tree's head;
-	// zero in a fence.
+	// Head is the head a live or retired ref names (its tree's); zero in a fence.
 	Head CommitID
 }
 
@@ -48,8 +46,7 @@ var branchRefFields = fieldSet{
 	optional: []string{"branch", "tree", "head", "retired_op", "reason"},
 }
 
-// Validate reports the first invalid field of r. A live or retired ref
-// names its tree's head (a commit of the ref's own tree); a fence does not.
+// Validate reports the first invalid field of r.
 func (r BranchRef) Validate() error {
 	const k = KindBranchRef
 	switch r.State {

@@ -6,20 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 	"unicode/utf8"
 )
 
-// Version is the format version every control object carries in its
-// "format" field (docs/format.md). A decoder reads this version only: an
-// object of any other version is an UnsupportedFormatError naming it, and
-// nothing else of the object is read.
+// Version is the format version every control object carries in "format"; an
+// object of another version is an UnsupportedFormatError, read no further.
 const Version = 2
 
-// MaxObjectSize bounds every encoded control object, in bytes (64 KiB).
-// Keeping control objects small keeps every conditional PUT's failure a clean
-// 412 (S3 servers may reset the connection on large bodies) and every read cheap.
+// MaxObjectSize bounds every encoded control object (64 KiB), keeping every
+// conditional PUT's failure a clean 412 and every read cheap.
 const MaxObjectSize = 64 << 10
 
 // Kind names the type of a control object; it is the object's "kind" field.
@@ -47,30 +45,19 @@ const (
 )
 
 // fieldSet lists the JSON fields of one object shape. Optional fields are
-// strings that, when present, must not be empty (so every value has exactly
-// one spelling: absent or non-empty).
+// strings that, when present, must not be empty (one spelling per value).
 type fieldSet struct {
 	required []string
 	optional []string
 }
 
 func (f fieldSet) has(name string) bool {
-	for _, n := range f.required {
-		if n == name {
-			return true
-		}
-	}
-	for _, n := range f.optional {
-		if n == name {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(f.required, name) || slices.Contains(f.optional, name)
 }
 
-// decodeEnvelope runs every check common to all kinds and returns the
-// object's top-level fields: size, UTF-8, exactly one JSON object, format
-// version, no duplicate keys or nulls anywhere, kind, exact field names.
+// decodeEnvelope runs the checks common to all kinds (size, UTF-8, one JSON
+// object, version, no duplicate keys or nulls, kind, exact field names) and
+// returns the top-level fields.
 func decodeEnvelope(b []byte, kind Kind, fields fieldSet) (map[string]json.RawMessage, error) {
 	if len(b) > MaxObjectSize {
 		return nil, &TooLargeError{Kind: kind, What: "encoded size in bytes", Size: int64(len(b)), Limit: MaxObjectSize}
@@ -86,8 +73,7 @@ func decodeEnvelope(b []byte, kind Kind, fields fieldSet) (map[string]json.RawMe
 	if err := json.Unmarshal(b, &top); err != nil {
 		return nil, &MalformedError{Kind: kind, Reason: "invalid JSON", Err: err}
 	}
-	// The version is checked before anything version-specific, so an object
-	// of another format reports ErrUnsupportedFormat rather than its fields.
+	// The version comes first: another format is ErrUnsupportedFormat.
 	raw, ok := top["format"]
 	if !ok {
 		return nil, malformed(kind, "format", "missing required field")
@@ -122,15 +108,9 @@ func decodeEnvelope(b []byte, kind Kind, fields fieldSet) (map[string]json.RawMe
 	return top, nil
 }
 
-// checkFields checks an object's field names exactly (encoding/json matches
-// names case-insensitively, so this is what rejects "Format" or "ID").
+// checkFields checks field names exactly (encoding/json ignores case).
 func checkFields(kind Kind, prefix string, m map[string]json.RawMessage, fields fieldSet) error {
-	names := make([]string, 0, len(m))
-	for k := range m {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if !fields.has(k) {
 			return malformed(kind, prefix+k, "unknown field")
 		}
@@ -148,8 +128,6 @@ func checkFields(kind Kind, prefix string, m map[string]json.RawMessage, fields 
 	return nil
 }
 
-// unmarshalWire decodes b into a wire struct whose field names checkFields
-// has already verified, reporting type mismatches by field.
 // decodeWire checks b's envelope and unmarshals it into a W.
 func decodeWire[W any](b []byte, kind Kind, fields fieldSet) (W, error) {
 	var w W
@@ -159,6 +137,7 @@ func decodeWire[W any](b []byte, kind Kind, fields fieldSet) (W, error) {
 	return w, unmarshalWire(kind, b, &w)
 }
 
+// unmarshalWire decodes b into a wire struct, reporting type errors by field.
 func unmarshalWire(kind Kind, b []byte, wire any) error {
 	if err := json.Unmarshal(b, wire); err != nil {
 		var typeErr *json.UnmarshalTypeError
@@ -170,8 +149,7 @@ func unmarshalWire(kind Kind, b []byte, wire any) error {
 	return nil
 }
 
-// encodeWire marshals a wire struct (fixed field order; encoding/json sorts
-// map keys) and enforces MaxObjectSize.
+// encodeWire marshals a wire struct and enforces MaxObjectSize.
 func encodeWire(kind Kind, wire any) ([]byte, error) {
 	b, err := json.Marshal(wire)
 	if err != nil {
@@ -189,8 +167,8 @@ type jsonReport struct {
 	null      bool   // some value is null
 }
 
-// scanJSON checks that b is exactly one JSON object with nothing after it,
-// and reports duplicate keys and null values anywhere inside.
+// scanJSON checks that b is one JSON object with nothing after it, and reports
+// duplicate keys and nulls anywhere inside.
 func scanJSON(b []byte) (jsonReport, error) {
 	type frame struct {
 		object  bool
@@ -264,37 +242,14 @@ func scanJSON(b []byte) (jsonReport, error) {
 }
 
 // ValidateOp checks an operation id (see checkOp); the error is a NameError.
-func ValidateOp(op string) error {
-	if why := checkOp(op); why != "" {
-		return &NameError{What: "operation id", Name: op, Reason: why}
-	}
-	return nil
-}
+func ValidateOp(op string) error { return nameErr("operation id", op, checkOp(op)) }
 
-// checkOp returns why op is not a valid operation id, or "". Operation ids
-// are 1..MaxOpLen bytes of [A-Za-z0-9._:/+=@-] starting with [A-Za-z0-9]:
-// no character of them needs escaping in JSON, which keeps size limits exact.
-func checkOp(op string) string {
-	if op == "" {
-		return "empty"
-	}
-	if len(op) > MaxOpLen {
-		return fmt.Sprintf("longer than %d bytes", MaxOpLen)
-	}
-	if !isAlnum(op[0]) {
-		return "must start with [A-Za-z0-9]"
-	}
-	for i := 1; i < len(op); i++ {
-		c := op[i]
-		if !isAlnum(c) && !bytes.ContainsRune([]byte("._:/+=@-"), rune(c)) {
-			return "may contain only [A-Za-z0-9._:/+=@-]"
-		}
-	}
-	return ""
-}
+// checkOp returns why op is not a valid operation id, or "": 1..MaxOpLen bytes
+// of [A-Za-z0-9._:/+=@-] starting with [A-Za-z0-9], none needing JSON escapes.
+func checkOp(op string) string { return checkChars(op, MaxOpLen, "[A-Za-z0-9]", "[A-Za-z0-9._:/+=@-]") }
 
-// checkText returns why s is not valid free text of at most max bytes, or "".
-// Control characters other than newline and tab (when multiline) are refused.
+// checkText returns why s is not free text of at most max bytes without
+// control characters (but newline and tab when multiline), or "".
 func checkText(s string, max int, multiline bool) string {
 	if len(s) > max {
 		return fmt.Sprintf("longer than %d bytes", max)
@@ -316,25 +271,8 @@ func checkText(s string, max int, multiline bool) string {
 	return ""
 }
 
-// checkReason returns why a fence reason is invalid, or "": 1..MaxReasonLen
-// bytes of [a-z0-9_-] starting with [a-z].
-func checkReason(s string) string {
-	if s == "" {
-		return "empty"
-	}
-	if len(s) > MaxReasonLen {
-		return fmt.Sprintf("longer than %d bytes", MaxReasonLen)
-	}
-	if s[0] < 'a' || s[0] > 'z' {
-		return "must start with [a-z]"
-	}
-	for i := 1; i < len(s); i++ {
-		if c := s[i]; !isLowerAlnum(c) && c != '_' && c != '-' {
-			return "may contain only [a-z0-9_-]"
-		}
-	}
-	return ""
-}
+// checkReason returns why a fence reason is invalid, or "".
+func checkReason(s string) string { return checkChars(s, MaxReasonLen, "[a-z]", "[a-z0-9_-]") }
 
 // ValidateTime checks that t can be written: not zero, year 0001..9999 in UTC.
 func ValidateTime(t time.Time) error {
@@ -344,23 +282,24 @@ func ValidateTime(t time.Time) error {
 	return nil
 }
 
-// ValidateAuthor checks a commit author: 1..MaxAuthorLen bytes of UTF-8
-// without control characters.
+// ValidateAuthor checks a commit author: 1..MaxAuthorLen bytes of text.
 func ValidateAuthor(author string) error {
+	why := checkText(author, MaxAuthorLen, false)
 	if author == "" {
-		return &MalformedError{Kind: KindCommit, Field: "author", Reason: "empty"}
+		why = "empty"
 	}
-	if why := checkText(author, MaxAuthorLen, false); why != "" {
-		return &MalformedError{Kind: KindCommit, Field: "author", Reason: why}
-	}
-	return nil
+	return commitText("author", why)
 }
 
-// ValidateMessage checks a commit message: at most MaxMessageLen bytes of
-// UTF-8 without control characters other than newline and tab.
+// ValidateMessage checks a commit message: up to MaxMessageLen bytes of
+// multiline text.
 func ValidateMessage(message string) error {
-	if why := checkText(message, MaxMessageLen, true); why != "" {
-		return &MalformedError{Kind: KindCommit, Field: "message", Reason: why}
+	return commitText("message", checkText(message, MaxMessageLen, true))
+}
+
+func commitText(field, why string) error {
+	if why == "" {
+		return nil
 	}
-	return nil
+	return &MalformedError{Kind: KindCommit, Field: field, Reason: why}
 }

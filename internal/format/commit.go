@@ -11,30 +11,24 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// Commit is a commit at CommitIDKey(graph, ID). Its id carries a
-// digest of its content, so the id names these bytes and no others: a late
-// or re-issued put of a commit can only write the same bytes at the same
-// key, even after cleanup removed it. Its pins and lineage are maps (inline
-// or chunked), so neither has a ceiling.
+// Commit is a commit at CommitIDKey(graph, ID). Its id carries its content's
+// digest, so a late or re-issued put writes the same bytes at the same key.
+// Its pins and lineage are maps, so neither has a ceiling.
 type Commit struct {
 	// ID is the commit's tree, seq and digest; SealCommit computes the digest.
 	ID     CommitID
 	Branch string // logical name of the branch the tree belongs to
-	// Parents are 0..2 commits: the first parent, then an optional merged
-	// parent. Seq 0 has no parent (main's root commit) or one in another
-	// tree (a fork commit); seq n > 0 has first parent {Tree, n-1}.
+	// Parents: the first parent, then an optional merged parent. Seq 0 has none
+	// (main's root) or one in another tree (a fork); seq n has first {Tree, n-1}.
 	Parents []CommitID
-	// Fork is the commit the tree was forked from: the fork commit's
-	// parent, carried by every commit of the tree so a merge can start its
-	// base search there without reading back to seq 0. Zero for a tree
-	// that starts with a root commit (main's first tree).
+	// Fork is the commit the tree was forked from, on every commit of the tree so
+	// a merge's base search starts there; zero for main's first tree.
 	Fork CommitID
 	// Pins maps table name to the version of it this commit reads.
 	Pins MapRef[PinEntry]
 	// RestoredFrom is the commit whose pins a restore copied; zero if none.
 	RestoredFrom CommitID
-	// Lineage maps every other tree with an ancestor of this commit to the
-	// highest seq of that tree that is an ancestor; it never holds ID.Tree.
+	// Lineage maps every other tree with an ancestor to its highest ancestor seq.
 	Lineage MapRef[LineageEntry]
 	Author  string
 	Message string
@@ -65,8 +59,7 @@ var commitFields = fieldSet{
 	optional: []string{"fork", "restored_from"},
 }
 
-// Validate reports the first invalid field of c (its digest aside, which
-// SealCommit computes and DecodeCommit checks).
+// Validate reports the first invalid field of c (not its digest).
 func (c Commit) Validate() error {
 	const k = KindCommit
 	if c.ID.Tree.IsZero() {
@@ -118,9 +111,8 @@ func (c Commit) Validate() error {
 		return err
 	}
 	if c.Lineage.IsInline() {
-		// Checkable only when the lineage is at hand: it never holds the
-		// commit's own tree, and covers every parent in another tree and
-		// the fork.
+		// Checkable when inline: the lineage never holds the commit's own tree and
+		// covers every parent in another tree and the fork.
 		seqs := make(map[ulid.ULID]LineageEntry, len(c.Lineage.Entries))
 		for _, e := range c.Lineage.Entries {
 			if e.Tree == c.ID.Tree {
@@ -184,8 +176,7 @@ func (c Commit) wire() commitWire {
 	return w
 }
 
-// commitDigest is the digest of a commit's canonical encoding without its
-// "id" field.
+// commitDigest is the digest of a commit's canonical encoding without "id".
 func commitDigest(w commitWire) (Digest, error) {
 	w.ID = ""
 	b, err := json.Marshal(w)
@@ -198,9 +189,8 @@ func commitDigest(w commitWire) (Digest, error) {
 	return d, nil
 }
 
-// SealCommit computes c's digest from its content, and returns c with its
-// full id and the commit's canonical bytes. Whatever c.ID.Digest held is
-// replaced.
+// SealCommit computes c's digest and returns c with its full id and its
+// canonical bytes.
 func SealCommit(c Commit) (Commit, []byte, error) {
 	if err := c.Validate(); err != nil {
 		return Commit{}, nil, err
@@ -219,8 +209,7 @@ func SealCommit(c Commit) (Commit, []byte, error) {
 	return c, b, nil
 }
 
-// DecodeCommit strictly decodes a commit and checks that its id's
-// digest is the digest of its content.
+// DecodeCommit strictly decodes a commit and checks its id's digest.
 func DecodeCommit(b []byte) (Commit, error) {
 	const k = KindCommit
 	top, err := decodeEnvelope(b, k, commitFields)
@@ -292,15 +281,13 @@ func DecodeCommit(b []byte) (Commit, error) {
 		return Commit{}, err
 	}
 	if sealed.ID != id || !bytes.Equal(again, b) {
-		// Either the digest does not match the content, or the bytes are not
-		// the canonical encoding (which the digest is taken over).
+		// The digest does not match, or the bytes are not canonical.
 		return Commit{}, malformed(k, "id", "digest does not match the commit's content, or the bytes are not canonical")
 	}
 	return c, nil
 }
 
-// stripFields re-marshals top without the named fields, for decoding the
-// plain fields of an object whose other fields are decoded separately.
+// stripFields re-marshals top without the named fields.
 func stripFields(top map[string]json.RawMessage, names ...string) []byte {
 	rest := make(map[string]json.RawMessage, len(top))
 	for k, v := range top {

@@ -3,32 +3,23 @@ package format
 import (
 	"errors"
 	"fmt"
-	"strings"
 )
 
-// Sentinel errors; match them with errors.Is. Each is carried by a struct
-// error with the detail (NameError, MalformedError, UnsupportedFormatError,
-// TooLargeError).
+// Sentinel errors, for errors.Is; struct errors below carry the detail.
 var (
-	// ErrInvalidName reports a graph, table, branch, tag or native name, or a
-	// commit id or ULID, that breaks the name rules.
+	// ErrInvalidName reports a name, commit id or ULID breaking its rules.
 	ErrInvalidName = errors.New("format: invalid name")
-	// ErrMalformed reports bytes or a value that is not a valid control
-	// object: bad JSON, wrong shape or kind, trailing data, an unknown,
-	// duplicate, missing, null or invalid field.
+	// ErrMalformed reports bytes or a value that is not a valid control object.
 	ErrMalformed = errors.New("format: malformed object")
-	// ErrUnsupportedFormat reports a control object whose "format" is not
-	// the version its decoder reads.
+	// ErrUnsupportedFormat reports a control object of another format version.
 	ErrUnsupportedFormat = errors.New("format: unsupported format version")
-	// ErrTooLarge reports a control object over MaxObjectSize bytes, or a
-	// value over one of the per-field limits.
+	// ErrTooLarge reports an object over MaxObjectSize, or a value over a limit.
 	ErrTooLarge = errors.New("format: too large")
 )
 
 // NameError reports an invalid name or identifier. It matches ErrInvalidName.
 type NameError struct {
-	// What names the kind of name: "graph name", "table name", "branch name",
-	// "tag name", "native branch name", "commit id", "ULID", ...
+	// What names the kind of name: "graph name", "commit id", "ULID", ...
 	What string
 	// Name is the offending value.
 	Name string
@@ -44,8 +35,7 @@ func (e *NameError) Error() string {
 func (e *NameError) Is(target error) bool { return target == ErrInvalidName }
 
 // MalformedError reports an invalid control object or value. It matches
-// ErrMalformed, and whatever its Err matches (a NameError for a bad name
-// inside an object).
+// ErrMalformed and whatever Err matches.
 type MalformedError struct {
 	Kind   Kind   // the kind being encoded or decoded
 	Field  string // the offending JSON field ("" for the whole object)
@@ -54,25 +44,27 @@ type MalformedError struct {
 }
 
 func (e *MalformedError) Error() string {
-	var b strings.Builder
-	b.WriteString("format: malformed ")
+	s := "format: malformed "
 	if e.Kind != "" {
-		b.WriteString(string(e.Kind))
-		b.WriteString(" ")
+		s += string(e.Kind) + " "
 	}
-	b.WriteString("object")
+	s += "object"
 	if e.Field != "" {
-		fmt.Fprintf(&b, ": field %q", e.Field)
+		s += fmt.Sprintf(": field %q", e.Field)
 	}
-	if e.Reason != "" {
-		b.WriteString(": ")
-		b.WriteString(e.Reason)
+	for _, d := range []string{e.Reason, errText(e.Err)} {
+		if d != "" {
+			s += ": " + d
+		}
 	}
-	if e.Err != nil {
-		b.WriteString(": ")
-		b.WriteString(e.Err.Error())
+	return s
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
 	}
-	return b.String()
+	return err.Error()
 }
 
 // Is matches ErrMalformed.

@@ -2,8 +2,8 @@ package format
 
 import "time"
 
-// Graph is the graph record at GraphKey: written last by graph init, so its
-// presence means the graph's root commit and main ref exist.
+// Graph is the graph record at GraphKey, written last by init: its presence
+// means the root commit and main ref exist.
 type Graph struct {
 	Name          string
 	CreatedAt     time.Time

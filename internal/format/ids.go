@@ -3,6 +3,7 @@ package format
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -10,15 +11,10 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// CommitID names a commit: the ULID of its tree, its sequence number in
-// that tree (0 is the tree's first commit: main's root commit or a branch's
-// fork commit) and the digest of its content. Its string form
-// "{tree}-{seq}-{digest}" (32 lower-case hex digits of the digest) locates
-// the commit object in one GET (CommitIDKey).
-//
-// An id names exactly one byte string, whatever happens to its key: the
-// digest is a hash of the commit's content, which decoding checks. The zero
-// CommitID means "no commit".
+// CommitID names a commit: its tree's ULID, its seq in the tree (0 is the
+// tree's first commit) and the digest of its content, "{tree}-{seq}-{digest}".
+// It locates the commit in one GET, and names one byte string only: decoding
+// checks the digest. The zero CommitID means "no commit".
 type CommitID struct {
 	Tree   ulid.ULID
 	Seq    int64
@@ -28,15 +24,13 @@ type CommitID struct {
 // Digest is the 128-bit content digest in a commit id.
 type Digest [16]byte
 
-// IsZero reports whether d is the zero digest (no digest yet: a commit
-// SealCommit has not sealed).
+// IsZero reports whether d is zero (an unsealed commit).
 func (d Digest) IsZero() bool { return d == Digest{} }
 
 // String returns d as 32 lower-case hex digits.
 func (d Digest) String() string { return hex.EncodeToString(d[:]) }
 
-// String returns "{tree}-{seq}-{digest}" ("{tree}-{seq}" while the
-// digest is zero, as in an unsealed commit's id).
+// String returns "{tree}-{seq}-{digest}" ("{tree}-{seq}" while unsealed).
 func (c CommitID) String() string {
 	s := c.Tree.String() + "-" + strconv.FormatInt(c.Seq, 10)
 	if !c.Digest.IsZero() {
@@ -51,9 +45,8 @@ func (c CommitID) IsZero() bool { return c == CommitID{} }
 // valid reports whether c can name a commit: a tree, a seq ≥ 0 and a digest.
 func (c CommitID) valid() bool { return !c.Tree.IsZero() && c.Seq >= 0 && !c.Digest.IsZero() }
 
-// ParseCommitID parses "{tree}-{seq}-{digest}": a canonical non-zero ULID,
-// '-', a non-negative decimal without sign or leading zeros, '-' and 32
-// lower-case hex digits that are not all zero.
+// ParseCommitID parses "{tree}-{seq}-{digest}": a canonical non-zero ULID, a
+// canonical non-negative decimal and 32 lower-case hex digits, not all zero.
 func ParseCommitID(s string) (CommitID, error) {
 	bad := func(why string) error { return &NameError{What: "commit id", Name: s, Reason: why} }
 	tree, rest, ok := strings.Cut(s, "-")
@@ -81,19 +74,32 @@ func ParseCommitID(s string) (CommitID, error) {
 
 func parseDigest(s string) (Digest, string) {
 	var d Digest
-	if len(s) != 2*len(d) {
-		return d, "not 32 hex digits"
+	why := parseHex(d[:], s, "digest")
+	return d, why
+}
+
+// parseHex decodes 2*len(dst) lower-case hex digits, not all zero, into dst,
+// or says why not.
+func parseHex(dst []byte, s, what string) string {
+	switch {
+	case len(s) != 2*len(dst):
+		return fmt.Sprintf("not %d hex digits", 2*len(dst))
+	case !isLowerHex(s):
+		return "not lower-case hex"
+	case strings.Trim(s, "0") == "":
+		return "zero " + what
 	}
+	hex.Decode(dst, []byte(s))
+	return ""
+}
+
+func isLowerHex(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return d, "not lower-case hex"
+			return false
 		}
 	}
-	hex.Decode(d[:], []byte(s))
-	if d.IsZero() {
-		return d, "zero digest"
-	}
-	return d, ""
+	return true
 }
 
 // Hash is the SHA-256 of a chunk's bytes, which names the chunk's key.
@@ -111,24 +117,12 @@ func HashOf(b []byte) Hash { return sha256.Sum256(b) }
 // ParseHash parses 64 lower-case hex digits that are not all zero.
 func ParseHash(s string) (Hash, error) {
 	var h Hash
-	bad := func(why string) error { return &NameError{What: "chunk hash", Name: s, Reason: why} }
-	if len(s) != 64 {
-		return h, bad("not 64 hex digits")
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return h, bad("not lower-case hex")
-		}
-	}
-	hex.Decode(h[:], []byte(s))
-	if h.IsZero() {
-		return h, bad("zero hash")
-	}
-	return h, nil
+	why := parseHex(h[:], s, "hash")
+	return h, nameErr("chunk hash", s, why)
 }
 
-// TimeLayout is how every time is written: RFC 3339 in UTC with exactly
-// nine fractional digits, e.g. "2025-01-02T03:04:05.000000000Z".
+// TimeLayout is how every time is written: RFC 3339 in UTC with nine
+// fractional digits.
 const TimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 
 // FormatTime returns t in TimeLayout, converted to UTC.

@@ -9,8 +9,7 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// Key builders. Every key lives under "{graph}/". Builders assume their
-// inputs are valid (Validate*, ParseNative, ParseCommitID); parsers validate.
+// Key builders assume valid inputs; parsers validate.
 //
 //	{graph}/graph.json                                         graph record
 //	{graph}/tables/{table}/versions/{ULID}.json                table version
@@ -55,27 +54,24 @@ func TreePrefix(graph string, tree ulid.ULID) string {
 	return graph + "/trees/" + tree.String() + "/"
 }
 
-// TreeCommitsPrefix is the prefix of a tree's commits. Listing it returns
-// the newest commit first (see InvSeq).
+// TreeCommitsPrefix is the prefix of a tree's commits, which list newest first.
 func TreeCommitsPrefix(graph string, tree ulid.ULID) string {
 	return TreePrefix(graph, tree) + "commits/"
 }
 
-// InvSeq is the key segment of commit seq: MaxInt64-seq as 19 decimal
-// digits, so that keys of newer commits sort first.
+// InvSeq is commit seq's key segment: MaxInt64-seq in 19 digits, newest first.
 func InvSeq(seq int64) string {
 	return fmt.Sprintf("%019d", math.MaxInt64-seq)
 }
 
-// CommitIDKey is the key of the commit id names: "{invseq}-{digest}.json"
-// under TreeCommitsPrefix, so every commit of a tree lists there, newest seq
-// first.
+// CommitIDKey is the key of commit id: "{invseq}-{digest}.json" under
+// TreeCommitsPrefix.
 func CommitIDKey(graph string, id CommitID) string {
 	return TreeCommitsPrefix(graph, id.Tree) + InvSeq(id.Seq) + "-" + id.Digest.String() + ".json"
 }
 
-// ParseCommitKey returns the commit id a key of graph names, or a NameError
-// when key is not a commit key of graph.
+// ParseCommitKey returns the commit id a commit key of graph names, or a
+// NameError.
 func ParseCommitKey(graph, key string) (CommitID, error) {
 	bad := func(why string) error { return &NameError{What: "commit key", Name: key, Reason: why} }
 	rest, ok := strings.CutPrefix(key, graph+"/trees/")
@@ -125,10 +121,9 @@ func BranchRefKey(graph, native string) string {
 	return BranchRefsPrefix(graph) + native + ".json"
 }
 
-// BranchRefPrefix is the listing prefix for the refs of every incarnation of
-// logical: "{graph}/refs/branches/{logical}.". It also matches refs of other
-// logical names that start with logical + "." (e.g. "a.b" for "a"); filter
-// with ParseBranchRefKey.
+// BranchRefPrefix lists the refs of logical's incarnations:
+// "{graph}/refs/branches/{logical}.". It also matches longer names such as
+// "a.b" for "a": filter with ParseBranchRefKey.
 func BranchRefPrefix(graph, logical string) string {
 	return BranchRefsPrefix(graph) + logical + "."
 }
@@ -172,9 +167,8 @@ func ChunksPrefix(graph string) string { return graph + "/chunks/" }
 // TableChunksPrefix is the prefix of a table's manifest chunks.
 func TableChunksPrefix(graph, table string) string { return TablePrefix(graph, table) + "chunks/" }
 
-// ChunkKey is the key of a chunk of a map of kind: manifest chunks live
-// under their table, pins and lineage chunks under the graph (table is
-// ignored for them).
+// ChunkKey is the key of a chunk of a map of kind: manifest chunks under their
+// table, pins and lineage chunks under the graph (table ignored).
 func ChunkKey(graph string, kind MapKind, table string, h Hash) string {
 	if kind == MapManifest {
 		return TableChunksPrefix(graph, table) + h.String() + ".json"
@@ -182,8 +176,7 @@ func ChunkKey(graph string, kind MapKind, table string, h Hash) string {
 	return ChunksPrefix(graph) + h.String() + ".json"
 }
 
-// ParseChunkKey returns the hash a chunk key under prefix (ChunksPrefix or
-// TableChunksPrefix) names.
+// ParseChunkKey returns the hash a chunk key under prefix names.
 func ParseChunkKey(prefix, key string) (Hash, error) {
 	rest, ok := strings.CutPrefix(key, prefix)
 	if !ok {

@@ -13,18 +13,12 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// The format keeps every list that can grow without bound — a table version's
-// objects, a commit's pins, a commit's lineage — as a *map*: entries sorted
-// by a string key, stored either inline in the object that names the map
-// (when small) or as a tree of chunks. A chunk is a leaf (entries) or a node
-// (references to the chunks of the level below, with the last key and entry
-// count of each). Chunks are content-addressed (their key is the SHA-256 of
-// their bytes) and written put-if-absent, so re-issues are byte-identical and
-// versions that share entries share chunks.
-//
-// Where chunks split is a function of the entries alone (see BoundaryAfter),
-// not of the order they were added in, so equal maps are equal trees and
-// two versions of a map can be diffed by skipping the chunks they share.
+// Every list that can grow without bound (a version's entries, a commit's
+// pins and lineage) is a map: entries sorted by key, inline in the object
+// that names it when small, else a tree of content-addressed chunks (leaves of
+// entries, nodes naming the chunks below with their last key and count).
+// Where chunks split depends on the entries alone (BoundaryAfter), so equal
+// maps are equal trees and versions diff by skipping shared chunks.
 
 // MapKind names what a map holds; it is the "map" field of its chunks.
 type MapKind string
@@ -35,8 +29,7 @@ const (
 	MapManifest MapKind = "manifest"
 	// MapPins: a commit's table versions, by table name.
 	MapPins MapKind = "pins"
-	// MapLineage: for every other tree with an ancestor of a commit, the
-	// highest seq of that tree that is an ancestor, by tree ULID.
+	// MapLineage: per other tree with an ancestor, its highest ancestor seq.
 	MapLineage MapKind = "lineage"
 )
 
@@ -46,17 +39,13 @@ const (
 	KindMapNode Kind = "map_node"
 )
 
-// Map shape parameters. They are part of the format: they decide where
-// chunks split, hence every chunk's bytes.
+// Map shape parameters: part of the format, they decide every chunk's bytes.
 const (
-	// MapInlineMaxEntries and MapInlineMaxBytes bound an inline map: a map
-	// is written inline exactly when it has at most this many entries and
-	// its entries encode to at most this many bytes (the JSON array,
-	// brackets and commas included); otherwise as chunks.
+	// A map is inline exactly when it has at most MapInlineMaxEntries entries
+	// encoding to at most MapInlineMaxBytes (the JSON array included).
 	MapInlineMaxEntries = 64
 	MapInlineMaxBytes   = 8 << 10
-	// MapBoundaryModulus is the expected number of items per chunk: an item
-	// ends its chunk when the boundary hash of its key is 0 modulo this.
+	// MapBoundaryModulus is the expected items per chunk (see BoundaryAfter).
 	MapBoundaryModulus = 128
 	// MaxMapLevel bounds a node's level (a leaf is level 0).
 	MaxMapLevel = 40
@@ -66,12 +55,11 @@ const (
 	MaxETagLen = 256
 )
 
-// BoundaryAfter reports whether a chunk at level ends after the item whose
-// key (for a node, its child's last key) is key, by the format's rule:
-// the first 8 bytes of SHA-256("graft-map-boundary" 0x00 level key), read
-// little-endian, are 0 modulo MapBoundaryModulus. A chunk also ends before
-// an item that would push its encoding over MaxObjectSize, and at the end of
-// the map; nothing else ends a chunk.
+// BoundaryAfter reports whether a chunk at level ends after the item with key
+// (a node's child's last key): when the first 8 bytes of SHA-256(
+// "graft-map-boundary" 0x00 level key), little-endian, are 0 modulo
+// MapBoundaryModulus. A chunk also ends before an item that would take it over
+// MaxObjectSize, and at the end of the map; nothing else ends a chunk.
 func BoundaryAfter(level int, key string) bool {
 	h := sha256.New()
 	h.Write([]byte("graft-map-boundary\x00"))
@@ -84,24 +72,20 @@ func BoundaryAfter(level int, key string) bool {
 
 // ManifestEntry is one entry of a table version: a named data object.
 type ManifestEntry struct {
-	// Name is the entry's key in the table: 1..MaxEntryNameLen bytes of
-	// '/'-separated segments (no empty, "." or ".." segment, no control
-	// character or backslash).
+	// Name is the entry's key: 1..MaxEntryNameLen bytes of '/'-separated segments
+	// (none empty, "." or "..", no control character or backslash).
 	Name string
-	// Object is set for an object graft wrote, at ObjectKey(graph, table,
-	// Object). Exactly one of Object and External is set.
+	// Object is set for an object graft wrote, at ObjectKey(graph, table, Object);
+	// exactly one of Object and External is set.
 	Object ulid.ULID
-	// External is set for an object imported by reference: a key of the
-	// store that graft did not write and never deletes. It is never under
-	// the graph's own prefix.
+	// External is the key of an object imported by reference, which graft did not
+	// write, never deletes, and which is never under the graph's prefix.
 	External string
 	// Size is the object's size in bytes, 0..5 TiB.
 	Size int64
-	// SHA256 is the lower-case hex SHA-256 of the object's bytes: required
-	// for an object graft wrote, optional for an external one.
+	// SHA256 is the hex SHA-256 of the bytes: required unless External.
 	SHA256 string
-	// ETag is the ETag a HEAD of an external object returned when it was
-	// imported; set exactly for external objects.
+	// ETag is what a HEAD of an external object returned at import; external only.
 	ETag string
 }
 
@@ -111,8 +95,7 @@ const MaxEntrySize = 5 << 40
 // IsExternal reports whether e names an object graft did not write.
 func (e ManifestEntry) IsExternal() bool { return e.External != "" }
 
-// Same reports whether e and o name the same bytes: the same object,
-// size and checksums.
+// Same reports whether e and o name the same bytes.
 func (e ManifestEntry) Same(o ManifestEntry) bool { return e == o }
 
 // PinEntry is one entry of a commit's pins: the version of a table.
@@ -121,9 +104,8 @@ type PinEntry struct {
 	Version ulid.ULID
 }
 
-// LineageEntry is one entry of a commit's lineage: the highest commit of
-// another tree that is an ancestor. It carries that commit's digest, so a
-// merge can read a merge-base candidate by id.
+// LineageEntry is one entry of a commit's lineage: the highest ancestor in
+// another tree, with its digest so the commit can be read by id.
 type LineageEntry struct {
 	Tree   ulid.ULID
 	Seq    int64
@@ -154,8 +136,8 @@ type MapNode struct {
 	Children []ChildRef
 }
 
-// MapRef is how an object names a map: inline entries, or the root chunk of
-// a tree with its entry count. The zero MapRef is the empty inline map.
+// MapRef is how an object names a map: inline entries, or a root chunk and an
+// entry count. The zero MapRef is the empty inline map.
 type MapRef[E any] struct {
 	// Entries are the map's entries when inline (Root zero).
 	Entries []E
@@ -176,8 +158,8 @@ func (r MapRef[E]) Len() int64 {
 	return r.Count
 }
 
-// MapSpec is the encoding of one kind of map: its entries' keys, wire form
-// and validation. ManifestMap, PinsMap and LineageMap are the three.
+// MapSpec is one kind of map's keys, wire form and validation (ManifestMap,
+// PinsMap, LineageMap).
 type MapSpec[E any] struct {
 	Kind MapKind
 	// key returns an entry's key.
@@ -190,16 +172,33 @@ type MapSpec[E any] struct {
 	wire func(E) any
 	// fields are the entry's JSON fields.
 	fields fieldSet
-	// decodeAll turns a JSON array of entries (fields already checked)
-	// into entries, in one pass; on failure it names the entry and field.
+	// decodeAll decodes a JSON array of entries (fields checked) in one pass; on
+	// failure it names the entry and field.
 	decodeAll func(raw []byte) ([]E, int, string, error)
 }
 
 // Key returns an entry's key.
 func (m MapSpec[E]) Key(e E) string { return m.key(e) }
 
-// CheckKey reports why s is not a valid key of this map kind, or "".
-func (m MapSpec[E]) CheckKey(s string) string { return m.checkKey(s) }
+// decodeAll makes a MapSpec.decodeAll from a conversion of one wire entry that
+// names the field it failed on.
+func decodeAll[W, E any](conv func(W) (E, string, error)) func([]byte) ([]E, int, string, error) {
+	return func(raw []byte) ([]E, int, string, error) {
+		var ws []W
+		if err := json.Unmarshal(raw, &ws); err != nil {
+			return nil, -1, "", err
+		}
+		out := make([]E, len(ws))
+		for i, w := range ws {
+			e, field, err := conv(w)
+			if err != nil {
+				return nil, i, field, err
+			}
+			out[i] = e
+		}
+		return out, 0, "", nil
+	}
+}
 
 // ManifestMap is the map of a table version's entries.
 var ManifestMap = MapSpec[ManifestEntry]{
@@ -215,25 +214,13 @@ var ManifestMap = MapSpec[ManifestEntry]{
 		return w
 	},
 	fields: fieldSet{required: []string{"name", "size"}, optional: []string{"object", "external", "sha256", "etag"}},
-	decodeAll: func(raw []byte) ([]ManifestEntry, int, string, error) {
-		var ws []manifestEntryWire
-		if err := json.Unmarshal(raw, &ws); err != nil {
-			return nil, -1, "", err
+	decodeAll: decodeAll(func(w manifestEntryWire) (e ManifestEntry, _ string, err error) {
+		e = ManifestEntry{Name: w.Name, External: w.External, Size: w.Size, SHA256: w.SHA256, ETag: w.ETag}
+		if w.Object != "" {
+			e.Object, err = ParseULID(w.Object)
 		}
-		out := make([]ManifestEntry, len(ws))
-		for i, w := range ws {
-			e := ManifestEntry{Name: w.Name, External: w.External, Size: w.Size, SHA256: w.SHA256, ETag: w.ETag}
-			if w.Object != "" {
-				id, err := ParseULID(w.Object)
-				if err != nil {
-					return nil, i, "object", err
-				}
-				e.Object = id
-			}
-			out[i] = e
-		}
-		return out, 0, "", nil
-	},
+		return e, "object", err
+	}),
 }
 
 type manifestEntryWire struct {
@@ -266,21 +253,10 @@ var PinsMap = MapSpec[PinEntry]{
 	},
 	wire:   func(e PinEntry) any { return pinEntryWire{Table: e.Table, Version: e.Version.String()} },
 	fields: fieldSet{required: []string{"table", "version"}},
-	decodeAll: func(raw []byte) ([]PinEntry, int, string, error) {
-		var ws []pinEntryWire
-		if err := json.Unmarshal(raw, &ws); err != nil {
-			return nil, -1, "", err
-		}
-		out := make([]PinEntry, len(ws))
-		for i, w := range ws {
-			v, err := ParseULID(w.Version)
-			if err != nil {
-				return nil, i, "version", err
-			}
-			out[i] = PinEntry{Table: w.Table, Version: v}
-		}
-		return out, 0, "", nil
-	},
+	decodeAll: decodeAll(func(w pinEntryWire) (PinEntry, string, error) {
+		v, err := ParseULID(w.Version)
+		return PinEntry{Table: w.Table, Version: v}, "version", err
+	}),
 }
 
 type pinEntryWire struct {
@@ -312,25 +288,14 @@ var LineageMap = MapSpec[LineageEntry]{
 		return lineageEntryWire{Tree: e.Tree.String(), Seq: e.Seq, Digest: e.Digest.String()}
 	},
 	fields: fieldSet{required: []string{"tree", "seq", "digest"}},
-	decodeAll: func(raw []byte) ([]LineageEntry, int, string, error) {
-		var ws []lineageEntryWire
-		if err := json.Unmarshal(raw, &ws); err != nil {
-			return nil, -1, "", err
+	decodeAll: decodeAll(func(w lineageEntryWire) (LineageEntry, string, error) {
+		t, err := ParseULID(w.Tree)
+		if err != nil {
+			return LineageEntry{}, "tree", err
 		}
-		out := make([]LineageEntry, len(ws))
-		for i, w := range ws {
-			t, err := ParseULID(w.Tree)
-			if err != nil {
-				return nil, i, "tree", err
-			}
-			d, why := parseDigest(w.Digest)
-			if why != "" {
-				return nil, i, "digest", &NameError{What: "digest", Name: w.Digest, Reason: why}
-			}
-			out[i] = LineageEntry{Tree: t, Seq: w.Seq, Digest: d}
-		}
-		return out, 0, "", nil
-	},
+		d, why := parseDigest(w.Digest)
+		return LineageEntry{Tree: t, Seq: w.Seq, Digest: d}, "digest", nameErr("digest", w.Digest, why)
+	}),
 }
 
 type lineageEntryWire struct {
@@ -339,8 +304,7 @@ type lineageEntryWire struct {
 	Digest string `json:"digest"`
 }
 
-// checkEntryName returns why s is not a valid manifest entry name (or
-// external key), or "".
+// checkEntryName returns why s is not a valid entry name or external key, or "".
 func checkEntryName(s string) string {
 	switch {
 	case s == "":
@@ -367,12 +331,7 @@ func checkEntryName(s string) string {
 }
 
 // ValidateEntryName checks a manifest entry name.
-func ValidateEntryName(name string) error {
-	if why := checkEntryName(name); why != "" {
-		return &NameError{What: "entry name", Name: name, Reason: why}
-	}
-	return nil
-}
+func ValidateEntryName(name string) error { return nameErr("entry name", name, checkEntryName(name)) }
 
 func validateManifestEntry(e ManifestEntry) (string, string) {
 	if why := checkEntryName(e.Name); why != "" {
@@ -420,8 +379,7 @@ func checkETag(s string) string {
 	return ""
 }
 
-// EncodeEntry returns the canonical bytes of one entry, as it appears in a
-// leaf or an inline map.
+// EncodeEntry returns the canonical bytes of one entry.
 func (m MapSpec[E]) EncodeEntry(e E) ([]byte, error) {
 	if field, why := m.validate(e); why != "" {
 		return nil, malformed(KindMapLeaf, "entries."+field, why)
@@ -455,18 +413,11 @@ func (m MapSpec[E]) wires(entries []E) []any {
 	return out
 }
 
-// decodeEntries strictly decodes a JSON array of entries: the field names of
-// every entry are checked exactly (encoding/json matches names in any letter
-// case), then the array is decoded in one pass.
+// decodeEntries strictly decodes a JSON array of entries, checking every
+// entry's field names exactly (encoding/json ignores case).
 func (m MapSpec[E]) decodeEntries(kind Kind, field string, raw json.RawMessage) ([]E, error) {
-	var items []map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, &MalformedError{Kind: kind, Field: field, Reason: "not an array of objects", Err: err}
-	}
-	for i, item := range items {
-		if err := checkFields(kind, field+"["+strconv.Itoa(i)+"].", item, m.fields); err != nil {
-			return nil, err
-		}
+	if err := checkItems(kind, field, raw, m.fields); err != nil {
+		return nil, err
 	}
 	out, i, sub, err := m.decodeAll(raw)
 	if err != nil {
@@ -485,6 +436,20 @@ func (m MapSpec[E]) decodeEntries(kind Kind, field string, raw json.RawMessage) 
 	return out, nil
 }
 
+// checkItems checks that raw is an array of objects of exactly fields.
+func checkItems(kind Kind, field string, raw json.RawMessage, fields fieldSet) error {
+	var items []map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return &MalformedError{Kind: kind, Field: field, Reason: "not an array of objects", Err: err}
+	}
+	for i, item := range items {
+		if err := checkFields(kind, field+"["+strconv.Itoa(i)+"].", item, fields); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 type leafWire struct {
 	Format  int     `json:"format"`
 	Kind    Kind    `json:"kind"`
@@ -494,7 +459,7 @@ type leafWire struct {
 
 var leafFields = fieldSet{required: []string{"format", "kind", "map", "entries"}}
 
-// EncodeLeaf returns the canonical bytes of a leaf chunk: 1 or more entries,
+// EncodeLeaf returns the canonical bytes of a leaf: 1 or more entries,
 // strictly ascending by key.
 func (m MapSpec[E]) EncodeLeaf(entries []E) ([]byte, error) {
 	if len(entries) == 0 {
@@ -506,22 +471,22 @@ func (m MapSpec[E]) EncodeLeaf(entries []E) ([]byte, error) {
 	return encodeWire(KindMapLeaf, leafWire{Format: Version, Kind: KindMapLeaf, Map: m.Kind, Entries: m.wires(entries)})
 }
 
-// LeafOverhead is the encoded size of a leaf of this kind without its
-// entries, and the separator each entry after the first adds: a leaf of
-// entries e1..en encodes to LeafOverhead + len(e1) + … + len(en) + (n-1).
+// LeafOverhead is the encoded size of a leaf without entries: a leaf of
+// e1..en encodes to LeafOverhead + len(e1) + … + len(en) + (n-1).
 func (m MapSpec[E]) LeafOverhead() int {
-	b, _ := json.Marshal(leafWire{Format: Version, Kind: KindMapLeaf, Map: m.Kind, Entries: []any{}})
+	return encodedLen(leafWire{Format: Version, Kind: KindMapLeaf, Map: m.Kind, Entries: []any{}})
+}
+
+func encodedLen(v any) int {
+	b, _ := json.Marshal(v)
 	return len(b)
 }
 
 // DecodeLeaf strictly decodes a leaf chunk of this kind.
 func (m MapSpec[E]) DecodeLeaf(b []byte) ([]E, error) {
 	const k = KindMapLeaf
-	top, err := decodeEnvelope(b, k, leafFields)
+	top, err := m.decodeChunk(b, k, leafFields)
 	if err != nil {
-		return nil, err
-	}
-	if err := m.checkMapField(k, top); err != nil {
 		return nil, err
 	}
 	entries, err := m.decodeEntries(k, "entries", top["entries"])
@@ -534,15 +499,20 @@ func (m MapSpec[E]) DecodeLeaf(b []byte) ([]E, error) {
 	return entries, nil
 }
 
-func (m MapSpec[E]) checkMapField(k Kind, top map[string]json.RawMessage) error {
+// decodeChunk checks a chunk's envelope and that it is of this map kind.
+func (m MapSpec[E]) decodeChunk(b []byte, k Kind, fields fieldSet) (map[string]json.RawMessage, error) {
+	top, err := decodeEnvelope(b, k, fields)
+	if err != nil {
+		return nil, err
+	}
 	var got MapKind
 	if err := json.Unmarshal(top["map"], &got); err != nil {
-		return malformed(k, "map", "not a string")
+		return nil, malformed(k, "map", "not a string")
 	}
 	if got != m.Kind {
-		return malformed(k, "map", fmt.Sprintf("is %q, want %q", got, m.Kind))
+		return nil, malformed(k, "map", fmt.Sprintf("is %q, want %q", got, m.Kind))
 	}
-	return nil
+	return top, nil
 }
 
 type childWire struct {
@@ -603,37 +573,25 @@ func (m MapSpec[E]) EncodeNode(n MapNode) ([]byte, error) {
 	return encodeWire(KindMapNode, w)
 }
 
-// NodeOverhead is the encoded size of a node of this kind at level without
-// its children (see LeafOverhead).
+// NodeOverhead is the encoded size of a node at level without children.
 func (m MapSpec[E]) NodeOverhead(level int) int {
-	b, _ := json.Marshal(nodeWire{Format: Version, Kind: KindMapNode, Map: m.Kind, Level: level, Children: []childWire{}})
-	return len(b)
+	return encodedLen(nodeWire{Format: Version, Kind: KindMapNode, Map: m.Kind, Level: level, Children: []childWire{}})
 }
 
 // ChildSize is the encoded size of one child reference in a node.
 func (m MapSpec[E]) ChildSize(c ChildRef) int {
-	b, _ := json.Marshal(childWire{Last: c.Last, Count: c.Count, Chunk: c.Chunk.String()})
-	return len(b)
+	return encodedLen(childWire{Last: c.Last, Count: c.Count, Chunk: c.Chunk.String()})
 }
 
 // DecodeNode strictly decodes a node chunk of this kind.
 func (m MapSpec[E]) DecodeNode(b []byte) (MapNode, error) {
 	const k = KindMapNode
-	top, err := decodeEnvelope(b, k, nodeFields)
+	top, err := m.decodeChunk(b, k, nodeFields)
 	if err != nil {
 		return MapNode{}, err
 	}
-	if err := m.checkMapField(k, top); err != nil {
+	if err := checkItems(k, "children", top["children"], childFields); err != nil {
 		return MapNode{}, err
-	}
-	var items []map[string]json.RawMessage
-	if err := json.Unmarshal(top["children"], &items); err != nil {
-		return MapNode{}, &MalformedError{Kind: k, Field: "children", Reason: "not an array of objects", Err: err}
-	}
-	for i, item := range items {
-		if err := checkFields(k, "children["+strconv.Itoa(i)+"].", item, childFields); err != nil {
-			return MapNode{}, err
-		}
 	}
 	var w nodeWire
 	if err := unmarshalWire(k, b, &w); err != nil {
@@ -653,8 +611,7 @@ func (m MapSpec[E]) DecodeNode(b []byte) (MapNode, error) {
 	return n, nil
 }
 
-// DecodeChunk decodes a chunk of this kind that may be a leaf or a node:
-// exactly one of the results is set.
+// DecodeChunk decodes a leaf or a node chunk; exactly one result is set.
 func (m MapSpec[E]) DecodeChunk(b []byte) ([]E, *MapNode, error) {
 	var probe struct {
 		Kind Kind `json:"kind"`
@@ -682,14 +639,13 @@ func (m MapSpec[E]) InlineFits(entries []E) bool {
 func (m MapSpec[E]) inlineSize(entries []E) int {
 	n := 2 + max(len(entries)-1, 0) // [ ] and commas
 	for _, e := range entries {
-		b, _ := json.Marshal(m.wire(e))
-		n += len(b)
+		n += encodedLen(m.wire(e))
 	}
 	return n
 }
 
-// mapRefJSON is a map ref on the wire: an object with "entries" (inline) or
-// "root" and "count" (chunked). An empty inline map is {"entries":[]}.
+// mapRefJSON is a map ref on the wire: {"entries":[…]} inline, or "root" and
+// "count" chunked.
 type mapRefJSON struct {
 	inline  bool
 	entries []any
@@ -733,8 +689,8 @@ func (m MapSpec[E]) refWire(kind Kind, field string, r MapRef[E]) (mapRefJSON, e
 	if len(r.Entries) != 0 {
 		return mapRefJSON{}, malformed(kind, field, "both inline entries and a root")
 	}
-	// Whether a small chunked map should have been inline depends on its
-	// entries' sizes, which the ref does not carry: the writer decides.
+	// Whether a small chunked map should be inline depends on entry sizes the
+	// ref does not carry: the writer decides.
 	return mapRefJSON{root: r.Root.String(), count: r.Count}, nil
 }
 

@@ -1,6 +1,7 @@
 package format
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -19,51 +20,63 @@ const (
 	MaxNativeNameLen = MaxBranchNameLen + 1 + ulid.EncodedSize
 )
 
-// ValidateGraphName checks a graph name: one segment of 1..63 bytes from
-// [a-z0-9._-], starting with [a-z0-9] and not ending in '.'.
+// ValidateGraphName checks a graph name: 1..63 bytes of [a-z0-9._-], starting
+// with [a-z0-9], not ending in '.'.
 func ValidateGraphName(name string) error {
-	bad := func(why string) error { return &NameError{What: "graph name", Name: name, Reason: why} }
-	if name == "" {
-		return bad("empty")
+	why := checkChars(name, MaxGraphNameLen, "[a-z0-9]", "[a-z0-9._-]")
+	if why == "" && strings.HasSuffix(name, ".") {
+		why = "must not end in '.'"
 	}
-	if len(name) > MaxGraphNameLen {
-		return bad("longer than 63 bytes")
-	}
-	if !isLowerAlnum(name[0]) {
-		return bad("must start with [a-z0-9]")
-	}
-	for i := 1; i < len(name); i++ {
-		c := name[i]
-		if !isLowerAlnum(c) && c != '.' && c != '_' && c != '-' {
-			return bad("may contain only [a-z0-9._-]")
-		}
-	}
-	if strings.HasSuffix(name, ".") {
-		return bad("must not end in '.'")
-	}
-	return nil
+	return nameErr("graph name", name, why)
 }
 
-// ValidateTableName checks a table name: 1..64 bytes from [a-z0-9_-],
-// starting with [a-z0-9_].
+// ValidateTableName checks a table name: 1..64 bytes of [a-z0-9_-], starting
+// with [a-z0-9_].
 func ValidateTableName(name string) error {
-	bad := func(why string) error { return &NameError{What: "table name", Name: name, Reason: why} }
-	if name == "" {
-		return bad("empty")
+	return nameErr("table name", name, checkChars(name, MaxTableNameLen, "[a-z0-9_]", "[a-z0-9_-]"))
+}
+
+// nameErr is a *NameError when why is not "", else nil.
+func nameErr(what, name, why string) error {
+	if why == "" {
+		return nil
 	}
-	if len(name) > MaxTableNameLen {
-		return bad("longer than 64 bytes")
+	return &NameError{What: what, Name: name, Reason: why}
+}
+
+// checkChars returns why s is not 1..max bytes with its first byte in class
+// first and the rest in class rest, or "". Classes are bracket expressions of
+// ranges and single characters ('-' last).
+func checkChars(s string, max int, first, rest string) string {
+	switch {
+	case s == "":
+		return "empty"
+	case len(s) > max:
+		return fmt.Sprintf("longer than %d bytes", max)
+	case !inClass(s[0], first):
+		return "must start with " + first
 	}
-	if !isLowerAlnum(name[0]) && name[0] != '_' {
-		return bad("must start with [a-z0-9_]")
-	}
-	for i := 1; i < len(name); i++ {
-		c := name[i]
-		if !isLowerAlnum(c) && c != '_' && c != '-' {
-			return bad("may contain only [a-z0-9_-]")
+	for i := 1; i < len(s); i++ {
+		if !inClass(s[i], rest) {
+			return "may contain only " + rest
 		}
 	}
-	return nil
+	return ""
+}
+
+func inClass(c byte, class string) bool {
+	set := class[1 : len(class)-1]
+	for i := 0; i < len(set); i++ {
+		if i+2 < len(set) && set[i+1] == '-' {
+			if set[i] <= c && c <= set[i+2] {
+				return true
+			}
+			i += 2
+		} else if c == set[i] {
+			return true
+		}
+	}
+	return false
 }
 
 // ValidateBranchName checks a logical branch name (see validatePathName).
@@ -72,11 +85,10 @@ func ValidateBranchName(name string) error { return validatePathName("branch nam
 // ValidateTagName checks a tag name; tags follow the branch-name rules.
 func ValidateTagName(name string) error { return validatePathName("tag name", name) }
 
-// validatePathName checks a '/'-separated name: at most 128 bytes, no empty
-// segment, no "..", each segment [A-Za-z0-9][A-Za-z0-9._-]* not ending in
-// '.', no segment ending in ".json" or ".lock" (any case), no segment that is
-// ULID-shaped or ends in "." followed by a ULID-shaped string (so a logical
-// name never looks like a native name).
+// validatePathName checks a '/'-separated name: at most 128 bytes, no "..",
+// segments of [A-Za-z0-9][A-Za-z0-9._-]* not ending in '.', ".json" or ".lock"
+// (any case), and not ULID-shaped or ending in "." and one (so a logical name
+// never looks native).
 func validatePathName(what, name string) error {
 	bad := func(why string) error { return &NameError{What: what, Name: name, Reason: why} }
 	if name == "" {
@@ -93,14 +105,8 @@ func validatePathName(what, name string) error {
 		if seg == "" {
 			return bad("segment " + strconv.Itoa(n) + " is empty")
 		}
-		if !isAlnum(seg[0]) {
-			return bad("segment " + strconv.Itoa(n) + " must start with [A-Za-z0-9]")
-		}
-		for j := 1; j < len(seg); j++ {
-			c := seg[j]
-			if !isAlnum(c) && c != '.' && c != '_' && c != '-' {
-				return bad("segment " + strconv.Itoa(n) + " may contain only [A-Za-z0-9._-]")
-			}
+		if why := checkChars(seg, len(seg), "[A-Za-z0-9]", "[A-Za-z0-9._-]"); why != "" {
+			return bad("segment " + strconv.Itoa(n) + " " + why)
 		}
 		if strings.HasSuffix(seg, ".") {
 			return bad("segment " + strconv.Itoa(n) + " must not end in '.'")
@@ -124,8 +130,7 @@ func NativeName(logical string, tree ulid.ULID) string {
 	return logical + "." + tree.String()
 }
 
-// ParseNative splits a native branch name into its logical name and the
-// ULID of its tree, validating both.
+// ParseNative splits and validates a native name: logical name and tree ULID.
 func ParseNative(native string) (logical string, tree ulid.ULID, err error) {
 	bad := func(why string) error { return &NameError{What: "native branch name", Name: native, Reason: why} }
 	i := strings.LastIndexByte(native, '.')
@@ -149,14 +154,10 @@ func ValidateNative(native string) error {
 	return err
 }
 
-// ParseULID parses a ULID as this format writes it: 26 canonical upper-case
-// Crockford base32 characters, not the zero ULID.
+// ParseULID parses a canonical upper-case, non-zero ULID.
 func ParseULID(s string) (ulid.ULID, error) {
 	id, why := parseULID(s)
-	if why != "" {
-		return ulid.ULID{}, &NameError{What: "ULID", Name: s, Reason: why}
-	}
-	return id, nil
+	return id, nameErr("ULID", s, why)
 }
 
 func parseULID(s string) (ulid.ULID, string) {
@@ -177,8 +178,7 @@ func parseULID(s string) (ulid.ULID, string) {
 }
 
 // PrefixDisjoint reports whether two logical names can both be live: they
-// differ and neither is the other followed by '/' and more ("a" and "a/b"
-// are not disjoint; "a" and "ab" are).
+// differ and neither is the other plus "/…" ("a" and "ab" are disjoint).
 func PrefixDisjoint(a, b string) bool {
 	if a == b {
 		return false
@@ -205,7 +205,3 @@ func isULIDShaped(s string) bool {
 	}
 	return true
 }
-
-func isLowerAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
-
-func isAlnum(c byte) bool { return isLowerAlnum(c) || c >= 'A' && c <= 'Z' }

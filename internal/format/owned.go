@@ -2,17 +2,15 @@ package format
 
 import "strings"
 
-// GraftShaped reports whether key has the shape of a key graft writes for a graph
-// (docs/format.md, *Ownership*), at any depth — a store shared by deployments may hold
-// graphs under a prefix of its own — and names the shape it matched:
+// GraftShaped reports whether key, at any depth, has the shape of a key graft
+// writes for a graph (docs/format.md, *Ownership*), naming the shape:
 //
 //	*/graph.json
 //	*/tables/*/objects/*, */tables/*/chunks/*, */tables/*/versions/*
 //	*/trees/*, */refs/*, */chunks/*
 //
-// where the leading * is one or more segments, the table one segment, and the trailing
-// * one or more segments. Such a key may be graft's whether or not a graph exists at its
-// prefix now, so it is never imported by reference.
+// (leading and trailing * one or more segments, the table one). Such a key is
+// never imported by reference, whether or not a graph exists there now.
 func GraftShaped(key string) (string, bool) {
 	segs := strings.Split(key, "/")
 	n := len(segs)
@@ -35,10 +33,8 @@ func GraftShaped(key string) (string, bool) {
 	return "", false
 }
 
-// GraphPrefixesOf returns the prefixes of key, shortest first, at which a graph could
-// own it: every "{p}/" before key's last segment whose own last segment is a valid
-// graph name (a graph is "{name}/" in its store, which may itself sit under a prefix of
-// a store another deployment shares).
+// GraphPrefixesOf returns the prefixes "{p}/" of key, shortest first, whose
+// last segment is a valid graph name: where a graph could own key.
 func GraphPrefixesOf(key string) []string {
 	var out []string
 	for i := 0; i < len(key); i++ {

@@ -6,9 +6,7 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// TableVersion is a table version at TableVersionKey: its entries are a
-// map (inline or chunked, under the table's chunks/), so a version has no
-// ceiling on its objects.
+// TableVersion is a table version at TableVersionKey; its entries are a map.
 type TableVersion struct {
 	Table string
 	ID    ulid.ULID
@@ -113,14 +111,4 @@ func DecodeTableVersion(b []byte) (TableVersion, error) {
 	return v, nil
 }
 
-func isSHA256Hex(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
+func isSHA256Hex(s string) bool { return len(s) == 64 && isLowerHex(s) }

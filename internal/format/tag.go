@@ -5,15 +5,13 @@ import "time"
 // TagState is the state a tag records.
 type TagState string
 
-// The states of a tag. A retired tag keeps its key so the name is never
-// re-pointed by a late put.
+// The states of a tag; a retired tag keeps the key so no late put re-points it.
 const (
 	TagLive    TagState = "live"
 	TagRetired TagState = "retired"
 )
 
-// Tag is the object at TagKey(graph, Name): an immutable, graph-wide name
-// for a commit, and a retention root while live.
+// Tag is the object at TagKey: an immutable, graph-wide name for a commit.
 type Tag struct {
 	State     TagState
 	Name      string

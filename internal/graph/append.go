@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -12,23 +13,18 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// CommitSpec says what a new commit on a branch changes; PlanAppend places
-// it on the branch's head.
+// CommitSpec says what a new commit on a branch changes.
 type CommitSpec struct {
 	// Branch is the logical branch the commit is appended to.
 	Branch string
-	// ExpectedHead, when set, is the commit id the branch's head must be;
-	// PlanAppend compares it with the real head. Defaults to "" (whatever
-	// the head is).
+	// ExpectedHead, when set, is the commit id the head must be.
 	ExpectedHead string
-	// PinsFrom, when set, is a commit whose pins replace the head's before
-	// SetPins and DropPins apply (a restore). Defaults to "" (the head's).
+	// PinsFrom, when set, is a commit whose pins replace the head's (a restore).
 	PinsFrom string
 	// SetPins pins tables to versions; DropPins unpins tables.
 	SetPins  map[string]ulid.ULID
 	DropPins []string
-	// MergedParent is a commit of another tree to record as the second
-	// parent. Defaults to "" (none).
+	// MergedParent, when set, is a commit of another tree: the second parent.
 	MergedParent string
 	// RestoredFrom records the commit a restore copied. Defaults to "".
 	RestoredFrom string
@@ -38,14 +34,12 @@ type CommitSpec struct {
 	Op           string
 }
 
-// commitParamFields maps a commit's JSON fields to the CommitSpec fields
-// they come from, for the errors of an invalid spec.
+// commitParamFields maps commit JSON fields to the CommitSpec fields behind them.
 var commitParamFields = map[string]string{
 	"pins": "Pins", "author": "Author", "message": "Message", "time": "Time", "op": "Op", "branch": "Branch",
 }
 
-// AppendPlan is a commit placed on a head: everything the append writes,
-// decided before anything is written.
+// AppendPlan is everything an append writes, decided before any write.
 type AppendPlan struct {
 	// Head is the branch and head the plan read.
 	Head Head
@@ -59,16 +53,18 @@ type AppendPlan struct {
 	Publish Publish
 }
 
-// Keys returns every key the append writes, chunks first and the commit
-// last: what an operation pins before it writes them (a chunk that already
-// exists is shared with versions cleanup may be reclaiming, so the pin, not
-// the put, is what keeps it).
-func (p AppendPlan) Keys() []string {
-	keys := make([]string, 0, len(p.Chunks)+1)
-	for _, c := range p.Chunks {
+// Keys returns the keys the append writes, chunks first, for an operation to
+// pin before writing (an existing chunk may be shared with versions cleanup
+// is reclaiming: the pin keeps it, not the put).
+func (p AppendPlan) Keys() []string { return chunkKeys(p.Chunks, p.CommitKey) }
+
+// chunkKeys returns the chunks' keys, then last.
+func chunkKeys(chunks []Chunk, last string) []string {
+	keys := make([]string, 0, len(chunks)+1)
+	for _, c := range chunks {
 		keys = append(keys, c.Key)
 	}
-	return append(keys, p.CommitKey)
+	return append(keys, last)
 }
 
 func (spec CommitSpec) check() error {
@@ -99,23 +95,11 @@ func (spec CommitSpec) check() error {
 			return invalidf("DropPins", "table %s is both set and dropped", table)
 		}
 	}
-	if err := format.ValidateOp(spec.Op); err != nil {
-		return invalid("Op", err)
-	}
-	if err := format.ValidateTime(spec.Time); err != nil {
-		return invalid("Time", err)
-	}
-	if err := format.ValidateAuthor(spec.Author); err != nil {
-		return invalid("Author", err)
-	}
-	if err := format.ValidateMessage(spec.Message); err != nil {
-		return invalid("Message", err)
-	}
-	return nil
+	return checkParams(param{"Op", format.ValidateOp(spec.Op)}, param{"Time", format.ValidateTime(spec.Time)},
+		param{"Author", format.ValidateAuthor(spec.Author)}, param{"Message", format.ValidateMessage(spec.Message)})
 }
 
-// PlanAppend reads the branch's head (BranchHead: its refs, then the head
-// commit) and places spec on it. It writes nothing.
+// PlanAppend reads the branch's head and places spec on it, writing nothing.
 func (g *Graph) PlanAppend(ctx context.Context, spec CommitSpec) (AppendPlan, error) {
 	if err := spec.check(); err != nil {
 		return AppendPlan{}, fmt.Errorf("plan append: %w", err)
@@ -127,11 +111,9 @@ func (g *Graph) PlanAppend(ctx context.Context, spec CommitSpec) (AppendPlan, er
 	return g.PlanAppendOn(ctx, head, spec)
 }
 
-// PlanAppendOn places spec on a head already read. An ExpectedHead other
-// than the head is a *StaleHeadError: the expected head is compared with the
-// real head, never read as if it were the head. It writes nothing; the reads
-// are of the merged parent, of PinsFrom, and the chunks on the paths the new
-// pins and lineage change.
+// PlanAppendOn places spec on a head already read, writing nothing. An
+// ExpectedHead other than the head is a *StaleHeadError. It reads the merged
+// parent, PinsFrom, and the chunks on the changed paths of pins and lineage.
 func (g *Graph) PlanAppendOn(ctx context.Context, head Head, spec CommitSpec) (AppendPlan, error) {
 	fail := func(err error) (AppendPlan, error) {
 		return AppendPlan{}, fmt.Errorf("plan append to %s: %w", spec.Branch, err)
@@ -171,7 +153,7 @@ func (g *Graph) PlanAppendOn(ctx context.Context, head Head, spec CommitSpec) (A
 		pins = from.Pins
 	}
 	var edits []mapEdit[format.PinEntry]
-	for _, table := range sortedKeysOf(spec.SetPins) {
+	for _, table := range slices.Sorted(maps.Keys(spec.SetPins)) {
 		e := format.PinEntry{Table: table, Version: spec.SetPins[table]}
 		edits = append(edits, mapEdit[format.PinEntry]{Key: table, Entry: &e})
 	}
@@ -186,19 +168,9 @@ func (g *Graph) PlanAppendOn(ctx context.Context, head Head, spec CommitSpec) (A
 	if err != nil {
 		return fail(fmt.Errorf("lineage: %w", err))
 	}
-	fork := head.Commit.Fork
-	c := format.Commit{
-		ID:      format.CommitID{Tree: head.Tree, Seq: head.Commit.ID.Seq + 1},
-		Branch:  spec.Branch,
-		Parents: []format.CommitID{head.Commit.ID},
-		Fork:    fork,
-		Pins:    newPins,
-		Lineage: lineage,
-		Author:  spec.Author,
-		Message: spec.Message,
-		Time:    spec.Time.UTC(),
-		Op:      spec.Op,
-	}
+	c := format.Commit{ID: format.CommitID{Tree: head.Tree, Seq: head.Commit.ID.Seq + 1}, Branch: spec.Branch,
+		Parents: []format.CommitID{head.Commit.ID}, Fork: head.Commit.Fork, Pins: newPins, Lineage: lineage,
+		Author: spec.Author, Message: spec.Message, Time: spec.Time.UTC(), Op: spec.Op}
 	if len(parents) == 2 {
 		c.Parents = append(c.Parents, parents[1].ID)
 	}
@@ -224,23 +196,24 @@ func (g *Graph) PlanAppendOn(ctx context.Context, head Head, spec CommitSpec) (A
 	}, nil
 }
 
-// WriteAppend writes a plan's chunks, then its commit, each put-if-absent.
-// The commit's key is unique to its content, so it cannot hold other bytes
-// (that would be corruption, ErrCorrupt); a put that lands late, or after
-// cleanup removed the commit, writes these same bytes. Nothing of the
-// commit is visible on the branch until Publish.
+// WriteAppend writes a plan's chunks, then its commit, put-if-absent. The
+// commit's key is unique to its bytes (other bytes there are ErrCorrupt), so a
+// late put writes the same bytes; nothing shows on the branch until Publish.
 func (g *Graph) WriteAppend(ctx context.Context, p AppendPlan) error {
-	if err := putChunks(ctx, g.S, p.Chunks); err != nil {
-		return fmt.Errorf("write append %s: %w", p.Commit.ID, err)
+	return g.writeCommit(ctx, "append", p.Commit.ID, p.Chunks, p.CommitKey, p.CommitBody)
+}
+
+func (g *Graph) writeCommit(ctx context.Context, what string, id format.CommitID, chunks []Chunk, key string, body []byte) error {
+	if err := putChunks(ctx, g.S, chunks); err != nil {
+		return fmt.Errorf("write %s %s: %w", what, id, err)
 	}
-	if err := putObject(ctx, g.S, p.CommitKey, p.CommitBody); err != nil {
-		return fmt.Errorf("write append %s: put commit: %w", p.Commit.ID, err)
+	if err := putObject(ctx, g.S, key, body); err != nil {
+		return fmt.Errorf("write %s %s: put commit: %w", what, id, err)
 	}
 	return nil
 }
 
-// putObject puts a content-addressed object: its bytes already there are
-// success, other bytes corruption.
+// putObject puts a content-addressed object; other bytes there are corruption.
 func putObject(ctx context.Context, s storage.Store, key string, body []byte) error {
 	put, err := PutIfAbsent(ctx, s, key, body)
 	if err != nil {
@@ -258,10 +231,7 @@ type AppendResult struct {
 	Publish PublishResult
 }
 
-// Append plans spec on the branch's head, writes the plan and publishes it:
-// PlanAppend, WriteAppend, Publish. A head that moved is a *StaleHeadError
-// (from the plan or the swap); an outcome still unknown an *InDoubtError
-// carrying the Publish to settle.
+// Append runs PlanAppend, WriteAppend and Publish.
 func (g *Graph) Append(ctx context.Context, spec CommitSpec) (AppendResult, error) {
 	p, err := g.PlanAppend(ctx, spec)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -11,12 +12,10 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// ErrRefChanged reports a ref that is no longer the one a compare-and-swap
-// expected: another writer changed it (or it is gone). See RefChangedError.
+// ErrRefChanged reports a ref that changed under a compare-and-swap.
 var ErrRefChanged = errors.New("graph: ref changed")
 
-// RefChangedError reports that the ref at Key no longer holds the bytes whose
-// ETag the caller gave. It matches ErrRefChanged.
+// RefChangedError reports a ref without the caller's ETag; it matches ErrRefChanged.
 type RefChangedError struct {
 	Key  string
 	ETag string // the ETag the caller expected
@@ -36,26 +35,21 @@ func (e *RefChangedError) Error() string {
 // Is matches ErrRefChanged.
 func (e *RefChangedError) Is(target error) bool { return target == ErrRefChanged }
 
-// RepairCommand is the CLI step that makes e's branch live through exactly
-// one incarnation again: keep one native name, retire the others.
+// RepairCommand is the CLI step that leaves e's branch one live incarnation.
 func (e *MultipleLiveError) RepairCommand() string {
 	return fmt.Sprintf("graft branch repair %s %s --keep <native>", e.Graph, e.Branch)
 }
 
-// RepairHint says, for a person, how to repair e, naming every native the
-// operator can keep.
+// RepairHint says how to repair e, naming every native that can be kept.
 func (e *MultipleLiveError) RepairHint() string {
 	return fmt.Sprintf("keep one incarnation and retire the others with `%s` (<native> one of: %s)",
 		e.RepairCommand(), strings.Join(e.Natives, ", "))
 }
 
-// ListBranches returns the live incarnation of every logical branch of
-// graph, sorted by logical name: one listing of the graph's branch refs (one
-// LIST per thousand refs) and one GET per ref, read with bounded parallelism.
-// Retired refs and fences are skipped. A logical name with two or more live
-// refs makes the whole listing refuse with a *MultipleLiveError (matching
-// ErrMultipleLive) whose message names the repair step; with several broken
-// names the errors are joined, in name order.
+// ListBranches returns the live incarnation of every logical branch of graph,
+// by name: one listing and a parallel GET per ref. A name with several live
+// refs fails the listing with a *MultipleLiveError naming the repair step
+// (several such names: joined, in name order).
 func ListBranches(ctx context.Context, s storage.Store, graph string) ([]Branch, error) {
 	if err := format.ValidateGraphName(graph); err != nil {
 		return nil, invalid("Graph", err)
@@ -66,34 +60,26 @@ func ListBranches(ctx context.Context, s storage.Store, graph string) ([]Branch,
 	if err != nil {
 		return nil, fmt.Errorf("list branches of graph %q: list refs: %w", graph, err)
 	}
-	refs, err := readRefs(ctx, s, keys, natives)
+	refs, err := readRefs(ctx, s, keys, natives, true)
 	if err != nil {
 		return nil, fmt.Errorf("list branches of graph %q: %w", graph, err)
 	}
 	live := map[string][]Branch{}
-	for _, r := range refs {
+	for _, r := range refs.Incarnations {
 		if r.Ref.State != format.RefLive {
 			continue
 		}
 		live[r.Ref.Branch] = append(live[r.Ref.Branch], Branch{Logical: r.Ref.Branch, Native: r.Native, Tree: r.Ref.Tree, Ref: r.Ref, ETag: r.ETag})
 	}
-	names := make([]string, 0, len(live))
-	for name := range live {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	out := make([]Branch, 0, len(names))
+	out := make([]Branch, 0, len(live))
 	var broken []error
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(live)) {
 		bs := live[name]
 		if len(bs) == 1 {
 			out = append(out, bs[0])
 			continue
 		}
-		e := &MultipleLiveError{Graph: graph, Branch: name}
-		for _, b := range bs {
-			e.Natives = append(e.Natives, b.Native)
-		}
+		e := multipleLive(graph, name, bs)
 		broken = append(broken, fmt.Errorf("list branches of graph %q: %w; %s", graph, e, e.RepairHint()))
 	}
 	if len(broken) > 0 {
@@ -110,11 +96,9 @@ type Incarnation struct {
 	ETag string
 }
 
-// ReadBranchIncarnations reads every ref of one logical name — live,
-// retired or fence — in key order: one listing of BranchRefPrefix and one
-// GET per ref. Unlike ResolveBranch and ListBranches it does not refuse a
-// name with several live refs; it is what a repair reads. A ref that cannot
-// be read is an error (see ReadBranchRefs for a read that reports it instead).
+// ReadBranchIncarnations reads every ref of one logical name, any state, in
+// key order, without refusing several live ones (what a repair reads). An
+// unreadable ref is an error (ReadBranchRefs reports it instead).
 func ReadBranchIncarnations(ctx context.Context, s storage.Store, graph, logical string) ([]Incarnation, error) {
 	refs, err := ReadBranchRefs(ctx, s, graph, logical)
 	if err != nil {
@@ -130,23 +114,19 @@ func ReadBranchIncarnations(ctx context.Context, s storage.Store, graph, logical
 type NameRefs struct {
 	// Incarnations are the refs read, in key order.
 	Incarnations []Incarnation
-	// Unreadable are the refs that could not be read as a ref of their key's
-	// native, in key order.
+	// Unreadable are the refs not readable as refs of their key's native.
 	Unreadable []UnreadableRef
 }
 
-// UnreadableRef is a ref key whose bytes could not be read as a ref of the
-// native the key names.
+// UnreadableRef is a ref key whose bytes are not a ref of its native.
 type UnreadableRef struct {
 	Key    string
 	Native string
-	// Err says why: a typed format error (format.ErrMalformed,
-	// format.ErrUnsupportedFormat, format.ErrTooLarge).
+	// Err is the typed format error that says why.
 	Err error
 }
 
-// Err is nil when every ref was readable, and otherwise an error naming the
-// first unreadable key that wraps its error (and counts the others).
+// Err names the first unreadable ref and counts the others; nil if none.
 func (r NameRefs) Err() error {
 	if len(r.Unreadable) == 0 {
 		return nil
@@ -167,18 +147,13 @@ func (r NameRefs) UnreadableKeys() []string {
 	return keys
 }
 
-// ReadBranchRefs reads every ref of one logical name, as
-// ReadBranchIncarnations does (one listing, one GET per ref), but reports a
-// ref it cannot read in NameRefs.Unreadable rather than failing: the caller
-// decides what an unreadable ref means for it (ResolveBranch's rule: with one
-// readable live ref it is not the branch; without one, the name's state is
-// unknown). Storage errors are errors.
+// ReadBranchRefs reads every ref of one logical name like
+// ReadBranchIncarnations but reports unreadable refs in NameRefs.Unreadable
+// for the caller to judge. Storage errors are errors.
 func ReadBranchRefs(ctx context.Context, s storage.Store, graph, logical string) (NameRefs, error) {
-	if err := format.ValidateGraphName(graph); err != nil {
-		return NameRefs{}, invalid("Graph", err)
-	}
-	if err := format.ValidateBranchName(logical); err != nil {
-		return NameRefs{}, invalid("Branch", err)
+	if err := checkParams(param{"Graph", format.ValidateGraphName(graph)},
+		param{"Branch", format.ValidateBranchName(logical)}); err != nil {
+		return NameRefs{}, err
 	}
 	refs, err := readNameRefs(ctx, s, graph, logical)
 	if err != nil {
@@ -187,30 +162,13 @@ func ReadBranchRefs(ctx context.Context, s storage.Store, graph, logical string)
 	return refs, nil
 }
 
-// readNameRefs lists the refs of one logical name and GETs each, in
-// parallel; it is the loop ResolveBranch and ReadBranchRefs share.
+// readNameRefs lists the refs of one logical name and GETs each in parallel.
 func readNameRefs(ctx context.Context, s storage.Store, graph, logical string) (NameRefs, error) {
 	keys, natives, err := listNameRefs(ctx, s, graph, logical)
 	if err != nil {
 		return NameRefs{}, fmt.Errorf("list refs: %w", err)
 	}
-	objs, errs := getAll(ctx, s, keys)
-	out := NameRefs{Incarnations: make([]Incarnation, 0, len(keys))}
-	for i, key := range keys {
-		if errors.Is(errs[i], storage.ErrNotFound) {
-			continue // gone since the listing
-		}
-		if errs[i] != nil {
-			return NameRefs{}, fmt.Errorf("read ref: %w", errs[i])
-		}
-		inc, err := decodeRefAt(natives[i], objs[i])
-		if err != nil {
-			out.Unreadable = append(out.Unreadable, UnreadableRef{Key: key, Native: natives[i], Err: err})
-			continue
-		}
-		out.Incarnations = append(out.Incarnations, inc)
-	}
-	return out, nil
+	return readRefs(ctx, s, keys, natives, false)
 }
 
 // decodeRefAt strictly decodes the ref at the key of native.
@@ -225,32 +183,44 @@ func decodeRefAt(native string, obj storage.Object) (Incarnation, error) {
 	return Incarnation{Native: native, Ref: ref, ETag: obj.ETag}, nil
 }
 
-// readRefs GETs and strictly decodes the refs at keys (natives[i] is the
-// native name keys[i] names), skipping keys deleted since they were listed.
-func readRefs(ctx context.Context, s storage.Store, keys, natives []string) ([]Incarnation, error) {
+// readRefs GETs and decodes the refs at keys (of natives), skipping keys
+// since deleted (cleanup may delete a fence). An unreadable ref is an error
+// when strict, else it is listed in Unreadable.
+func readRefs(ctx context.Context, s storage.Store, keys, natives []string, strict bool) (NameRefs, error) {
 	objs, errs := getAll(ctx, s, keys)
-	out := make([]Incarnation, 0, len(keys))
+	out := NameRefs{Incarnations: make([]Incarnation, 0, len(keys))}
 	for i, key := range keys {
 		if errors.Is(errs[i], storage.ErrNotFound) {
-			continue // deleted since the listing; graft never deletes a ref, cleanup may delete a fence
+			continue
 		}
 		if errs[i] != nil {
-			return nil, fmt.Errorf("read ref: %w", errs[i])
+			return NameRefs{}, fmt.Errorf("read ref: %w", errs[i])
 		}
 		inc, err := decodeRefAt(natives[i], objs[i])
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", key, err)
+		switch {
+		case err != nil && strict:
+			return NameRefs{}, fmt.Errorf("%s: %w", key, err)
+		case err != nil:
+			out.Unreadable = append(out.Unreadable, UnreadableRef{Key: key, Native: natives[i], Err: err})
+		default:
+			out.Incarnations = append(out.Incarnations, inc)
 		}
-		out = append(out, inc)
 	}
 	return out, nil
 }
 
+// multipleLive is the error of a name with the live branches bs.
+func multipleLive(graph, name string, bs []Branch) *MultipleLiveError {
+	e := &MultipleLiveError{Graph: graph, Branch: name}
+	for _, b := range bs {
+		e.Natives = append(e.Natives, b.Native)
+	}
+	return e
+}
+
 // RetireResult is how a RetireRef settled.
 type RetireResult struct {
-	// Outcome is PutCreated when this call's compare-and-swap retired the
-	// ref, PutAlreadyOurs when the ref already held our retired bytes (a
-	// retry after a lost answer, or a repeated call).
+	// Outcome: PutCreated, or PutAlreadyOurs when our retired bytes were there.
 	Outcome PutOutcome
 	// Ref is the retired ref now at the key.
 	Ref format.BranchRef
@@ -258,22 +228,15 @@ type RetireResult struct {
 	ETag string
 }
 
-// RetireRef replaces the live ref of native, which must still have ETag
-// etag, by a retired ref naming retiredOp, with compare-and-swap (If-Match).
-// The retired ref keeps every field of the live one, so its bytes are a
-// function of the live ref and retiredOp and a re-issue is byte-identical;
-// it stays at the key as a fence, so a late put-if-absent of the live ref
-// can never land. An ambiguous or failed put is settled by reading back: our
-// retired bytes → done; still the live ref with etag → re-issue (at most
-// MaxPutAttempts puts in all); anything else → *RefChangedError (matching
-// ErrRefChanged). Still unknown at the end is an *InDoubtError; calling
-// RetireRef again settles it.
+// RetireRef replaces the live ref of native, which must still have ETag etag,
+// by a retired ref naming retiredOp (compare-and-swap). The retired ref keeps
+// every other field, so a re-issue is byte-identical, and stays as a fence a
+// late put of the live ref cannot pass. Answers are settled by reading back:
+// our bytes → done; still etag → re-issue (at most MaxPutAttempts puts);
+// else *RefChangedError. Still unknown at the end: *InDoubtError.
 func RetireRef(ctx context.Context, s storage.Store, graph, native, etag, retiredOp string) (RetireResult, error) {
-	if err := format.ValidateGraphName(graph); err != nil {
-		return RetireResult{}, fmt.Errorf("retire ref: %w", invalid("Graph", err))
-	}
-	if err := format.ValidateNative(native); err != nil {
-		return RetireResult{}, fmt.Errorf("retire ref: %w", invalid("Native", err))
+	if err := checkParams(param{"Graph", format.ValidateGraphName(graph)}, param{"Native", format.ValidateNative(native)}); err != nil {
+		return RetireResult{}, fmt.Errorf("retire ref: %w", err)
 	}
 	if etag == "" {
 		return RetireResult{}, fmt.Errorf("retire ref: %w", invalidf("ETag", "empty"))
@@ -305,8 +268,7 @@ func RetireRef(ctx context.Context, s storage.Store, graph, native, etag, retire
 		}
 		if obj.ETag != etag {
 			if ref.State == format.RefRetired && ref.RetiredOp == retiredOp {
-				// Our compare-and-swap landed (its answer was lost) or an
-				// earlier call of this operation retired it.
+				// Our swap landed (its answer lost), or an earlier call retired it.
 				return RetireResult{Outcome: PutAlreadyOurs, Ref: ref, ETag: obj.ETag}, nil
 			}
 			found := &RefChangedError{Key: key, ETag: etag, Found: ref.State, Op: ref.Op}
@@ -319,14 +281,12 @@ func RetireRef(ctx context.Context, s storage.Store, graph, native, etag, retire
 			return RetireResult{}, fmt.Errorf("retire ref %s: %w", native, invalidf("ETag", "names a %s ref, not a live one", ref.State))
 		}
 		if puts == MaxPutAttempts || (puts > 0 && ctx.Err() != nil) {
-			// Still the live ref after every put we may send: none has
-			// landed yet, but one may still.
+			// Still live after every put we may send: one may still land.
 			return RetireResult{}, fmt.Errorf("retire ref %s: %w", native, &InDoubtError{Key: key, Body: retired, Attempts: puts, Err: errors.Join(last, ctx.Err())})
 		}
 		out := ref
 		out.State, out.RetiredOp = format.RefRetired, retiredOp
-		// A retired ref keeps the live ref's head, so its bytes are a
-		// function of the live ref and retiredOp.
+		// The retired ref keeps the live head, so its bytes are a re-issue's.
 		if retired, err = format.EncodeBranchRef(out); err != nil {
 			return RetireResult{}, fmt.Errorf("retire ref %s: %w", native, invalid("RetiredOp", err))
 		}
@@ -343,9 +303,7 @@ func RetireRef(ctx context.Context, s storage.Store, graph, native, etag, retire
 	}
 }
 
-// listKeys lists the keys under prefix that parse accepts, with the name it
-// returns for each, in key order. A key parse refuses is skipped: no writer of
-// this format makes one.
+// listKeys lists the keys under prefix that parse accepts, with their names.
 func listKeys(ctx context.Context, s storage.Store, prefix string, parse func(key string) (string, error)) (keys, names []string, err error) {
 	err = storage.ListAll(ctx, s, prefix, func(o storage.ObjectInfo) error {
 		name, err := parse(o.Key)
@@ -359,8 +317,7 @@ func listKeys(ctx context.Context, s storage.Store, prefix string, parse func(ke
 	return keys, names, err
 }
 
-// listNameRefs lists the refs of exactly one logical name, skipping those of
-// longer names the prefix also matches ("a.b" when listing "a").
+// listNameRefs lists the refs of exactly one logical name (not "a.b" for "a").
 func listNameRefs(ctx context.Context, s storage.Store, graph, logical string) (keys, natives []string, err error) {
 	return listKeys(ctx, s, format.BranchRefPrefix(graph, logical), func(key string) (string, error) {
 		native, err := format.ParseBranchRefKey(graph, key)

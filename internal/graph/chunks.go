@@ -11,31 +11,22 @@ import (
 // chunkWriteConcurrency bounds the parallel puts of putChunks.
 const chunkWriteConcurrency = 8
 
-// putChunks writes chunks with put-if-absent, in parallel. A chunk's key is
-// the hash of its bytes, so a chunk already there is the same chunk (from an
-// earlier attempt or another version that shares it); other bytes at its key
-// mean corruption and are an error.
+// putChunks writes content-addressed chunks put-if-absent, in parallel.
 func putChunks(ctx context.Context, s storage.Store, chunks []Chunk) error {
 	if len(chunks) == 0 {
 		return nil
 	}
 	errs := make([]error, len(chunks))
-	sem := make(chan struct{}, chunkWriteConcurrency)
-	var wg sync.WaitGroup
-	for i, c := range chunks {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			put, err := PutIfAbsent(ctx, s, c.Key, c.Body)
-			switch {
-			case err != nil:
-				errs[i] = fmt.Errorf("put chunk %s: %w", c.Key, err)
-			case put.Outcome == PutTaken:
-				errs[i] = fmt.Errorf("put chunk %s: %w: %w", c.Key, ErrCorrupt, &KeyTakenError{Key: c.Key})
-			}
-		})
-	}
-	wg.Wait()
+	parallel(len(chunks), chunkWriteConcurrency, func(i int) {
+		c := chunks[i]
+		put, err := PutIfAbsent(ctx, s, c.Key, c.Body)
+		switch {
+		case err != nil:
+			errs[i] = fmt.Errorf("put chunk %s: %w", c.Key, err)
+		case put.Outcome == PutTaken:
+			errs[i] = fmt.Errorf("put chunk %s: %w: %w", c.Key, ErrCorrupt, &KeyTakenError{Key: c.Key})
+		}
+	})
 	for _, err := range errs {
 		if err != nil {
 			return err
@@ -44,8 +35,21 @@ func putChunks(ctx context.Context, s storage.Store, chunks []Chunk) error {
 	return nil
 }
 
-// PutChunks writes chunks put-if-absent, several at once: content-addressed, so a chunk
-// already there with its bytes is the same chunk. Callers pin them first (mark.go).
+// PutChunks writes chunks as putChunks does; callers pin them first.
 func (g *Graph) PutChunks(ctx context.Context, chunks []Chunk) error {
 	return putChunks(ctx, g.S, chunks)
+}
+
+// parallel calls fn(0), ..., fn(n-1), at most limit at a time, and waits for them.
+func parallel(n, limit int, fn func(i int)) {
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			fn(i)
+		})
+	}
+	wg.Wait()
 }

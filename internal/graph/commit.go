@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -20,8 +19,7 @@ type Commit struct {
 	Branch string
 	// Parents: the first parent, then an optional merged parent.
 	Parents []format.CommitID
-	// Fork is the commit the tree was forked from (zero for main's first
-	// tree).
+	// Fork is the commit the tree was forked from (zero for main's first tree).
 	Fork         format.CommitID
 	Pins         format.MapRef[format.PinEntry]
 	Lineage      format.MapRef[format.LineageEntry]
@@ -51,15 +49,6 @@ func (c Commit) MergedParent() format.CommitID {
 func commitFrom(c format.Commit) Commit {
 	return Commit{ID: c.ID, Branch: c.Branch, Parents: c.Parents, Fork: c.Fork, Pins: c.Pins,
 		Lineage: c.Lineage, RestoredFrom: c.RestoredFrom, Author: c.Author, Message: c.Message, Time: c.Time, Op: c.Op}
-}
-
-func sortedKeysOf[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // ReadCommit reads the commit with the given id: one GET.
@@ -106,8 +95,7 @@ func (g *Graph) EachPin(ctx context.Context, c Commit, fn func(format.PinEntry) 
 	return mapTree[format.PinEntry]{r: g.pins, ref: c.Pins}.each(ctx, fn)
 }
 
-// Graph reads and writes the objects of one graph through one
-// store, sharing a chunk cache across calls. It is safe for concurrent use.
+// Graph reads and writes one graph through one store; safe for concurrent use.
 type Graph struct {
 	S       storage.Store
 	Name    string
@@ -137,8 +125,7 @@ func (g *Graph) lineageOf(c Commit) mapTree[format.LineageEntry] {
 	return mapTree[format.LineageEntry]{r: g.lineage, ref: c.Lineage}
 }
 
-// ancestorAt returns the commit of tree that is c or c's highest ancestor in
-// that tree, from c's id and lineage (O(height of the lineage) chunk reads).
+// ancestorAt returns c, or c's highest ancestor in tree, from c's lineage.
 func (g *Graph) ancestorAt(ctx context.Context, c Commit, tree ulid.ULID) (format.CommitID, bool, error) {
 	if tree == c.ID.Tree {
 		return c.ID, true, nil
@@ -150,26 +137,22 @@ func (g *Graph) ancestorAt(ctx context.Context, c Commit, tree ulid.ULID) (forma
 	return e.ID(), true, nil
 }
 
-// IsAncestorOf reports whether id is c or one of c's ancestors. id must be a
-// commit on its tree's history (any commit a ref or a lineage ever named).
+// IsAncestorOf reports whether id (on its tree's history) is c or its ancestor.
 func (g *Graph) IsAncestorOf(ctx context.Context, id format.CommitID, c Commit) (bool, error) {
 	at, ok, err := g.ancestorAt(ctx, c, id.Tree)
 	if err != nil || !ok {
 		return false, err
 	}
 	if at.Seq == id.Seq {
-		// One position on a tree's history is one commit: another id there
-		// is a commit that never made it onto the history.
+		// One position on a tree's history is one commit.
 		return at == id, nil
 	}
 	return id.Seq < at.Seq, nil
 }
 
-// childLineage returns the lineage of a commit in tree with the given
-// parents (first parent first): the max-union of every parent's ancestry
-// (lineage plus its own position) without tree, and the new chunks it needs.
-// An ordinary append reuses its parent's lineage as is; a fork adds one
-// entry; a merge combines two lineages, reading only where they differ.
+// childLineage returns the lineage of a commit in tree with the given parents
+// (first first): the max-union of the parents' ancestries without tree, and
+// the new chunks; a merge reads only where the lineages differ.
 func (g *Graph) childLineage(ctx context.Context, tree ulid.ULID, parents ...Commit) (format.MapRef[format.LineageEntry], []Chunk, error) {
 	if len(parents) == 0 {
 		return format.MapRef[format.LineageEntry]{}, nil, nil

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/storage"
 )
@@ -15,16 +17,13 @@ var (
 	ErrInvalid = errors.New("graph: invalid input")
 	// ErrGraphNotFound reports a graph without a graph record.
 	ErrGraphNotFound = errors.New("graph: graph not found")
-	// ErrGraphExists reports an init that met a different graph (or a
-	// different init) already at the graph's keys.
+	// ErrGraphExists reports an init that met another graph or init at its keys.
 	ErrGraphExists = errors.New("graph: graph exists with different contents")
 	// ErrBranchNotFound reports a logical branch with no live incarnation.
 	ErrBranchNotFound = errors.New("graph: branch not found")
-	// ErrMultipleLive reports a logical branch with more than one live
-	// incarnation, which the format forbids; see MultipleLiveError.
+	// ErrMultipleLive reports several live incarnations of one logical branch.
 	ErrMultipleLive = errors.New("graph: more than one live incarnation")
-	// ErrStaleHead reports an append whose expected head is no longer the
-	// tree's head: another commit took the next seq.
+	// ErrStaleHead reports an append whose expected head is no longer the head.
 	ErrStaleHead = errors.New("graph: stale expected head")
 	// ErrCommitNotFound reports a commit (or a tree's head) that does not exist.
 	ErrCommitNotFound = errors.New("graph: commit not found")
@@ -32,15 +31,13 @@ var (
 	ErrTableNotPinned = errors.New("graph: table not pinned by commit")
 	// ErrVersionNotFound reports a table version manifest that does not exist.
 	ErrVersionNotFound = errors.New("graph: table version not found")
-	// ErrKeyTaken reports a put-if-absent that found other bytes at its key:
-	// an object, version or fork commit id minted twice.
+	// ErrKeyTaken reports a put-if-absent that found other bytes at its key.
 	ErrKeyTaken = errors.New("graph: key holds different bytes")
 	// ErrObjectTooLarge reports a data object over MaxDataObjectSize.
 	ErrObjectTooLarge = errors.New("graph: data object too large")
 )
 
-// ParamError reports an invalid parameter. It matches ErrInvalid and
-// whatever Err matches (format.ErrInvalidName, format.ErrTooLarge, ...).
+// ParamError reports an invalid parameter; it matches ErrInvalid and Err.
 type ParamError struct {
 	Field  string // the parameter, e.g. "Graph", "ExpectedHead", "Objects[2].ID"
 	Reason string
@@ -48,18 +45,14 @@ type ParamError struct {
 }
 
 func (e *ParamError) Error() string {
-	var b strings.Builder
-	b.WriteString("graph: invalid ")
-	b.WriteString(e.Field)
+	s := "graph: invalid " + e.Field
 	if e.Reason != "" {
-		b.WriteString(": ")
-		b.WriteString(e.Reason)
+		s += ": " + e.Reason
 	}
 	if e.Err != nil {
-		b.WriteString(": ")
-		b.WriteString(e.Err.Error())
+		s += ": " + e.Err.Error()
 	}
-	return b.String()
+	return s
 }
 
 // Is matches ErrInvalid.
@@ -68,8 +61,7 @@ func (e *ParamError) Is(target error) bool { return target == ErrInvalid }
 // Unwrap returns the underlying error.
 func (e *ParamError) Unwrap() error { return e.Err }
 
-// MultipleLiveError names every live incarnation of one logical branch. It
-// matches ErrMultipleLive.
+// MultipleLiveError names every live incarnation of one logical branch.
 type MultipleLiveError struct {
 	Graph   string
 	Branch  string
@@ -83,17 +75,14 @@ func (e *MultipleLiveError) Error() string {
 // Is matches ErrMultipleLive.
 func (e *MultipleLiveError) Is(target error) bool { return target == ErrMultipleLive }
 
-// StaleHeadError reports that a branch's head is not the one a caller
-// expected, or that a planned commit never became the head. It matches
-// ErrStaleHead.
+// StaleHeadError reports a head other than the expected one, or a planned
+// commit that never became the head.
 type StaleHeadError struct {
 	Graph    string
 	Expected format.CommitID // the head the caller expected
 	// Key is the ref's key.
 	Key string
-	// Found is the head the ref names now (zero for a fence), Planned the
-	// commit that will never be the head, State the ref's state, Walked the
-	// commits read to rule Planned out.
+	// Found is the ref's head now, Planned the commit that will never be it.
 	Found   format.CommitID
 	Planned format.CommitID
 	State   format.RefState
@@ -141,20 +130,16 @@ func (e *ObjectTooLargeError) Error() string {
 // Is matches ErrObjectTooLarge.
 func (e *ObjectTooLargeError) Is(target error) bool { return target == ErrObjectTooLarge }
 
-// InDoubtError reports a put-if-absent whose outcome is still unknown after
-// MaxPutAttempts: the put may have landed, may land later, or never. It
-// matches storage.ErrAmbiguous. Settle it by re-issuing Body at Key (PutIfAbsent),
-// or, for a commit, with SettleAppend(ctx, s, Graph, *Commit).
+// InDoubtError reports a put whose outcome is still unknown after
+// MaxPutAttempts. It matches storage.ErrAmbiguous. Settle it by re-issuing
+// Body at Key, or a head swap with (*Graph).SettlePublish(*Publish).
 type InDoubtError struct {
 	Key      string
 	Body     []byte // the exact bytes; any re-issue must send these
 	Attempts int
-	Err      error // the last storage error seen
-	// Graph and Commit are set when the put was a commit.
-	Graph  string
-	Commit *format.Commit
-	// Publish is set when the put was a head swap; settle it with
-	// (*Graph).SettlePublish.
+	Err      error  // the last storage error seen
+	Graph    string // set on a head swap
+	// Publish is set when the put was a head swap.
 	Publish *Publish
 }
 
@@ -168,6 +153,32 @@ func (e *InDoubtError) Is(target error) bool { return target == storage.ErrAmbig
 // Unwrap returns the last storage error.
 func (e *InDoubtError) Unwrap() error { return e.Err }
 
+// param is one parameter's check: its field, and its failure or nil.
+type param struct {
+	field string
+	err   error
+}
+
+// checkParams returns the first failed check as a *ParamError.
+func checkParams(ps ...param) error {
+	for _, p := range ps {
+		if p.err != nil {
+			return invalid(p.field, p.err)
+		}
+	}
+	return nil
+}
+
+var errZeroULID = errors.New("zero ULID")
+
+// nonZero fails a zero ULID.
+func nonZero(id ulid.ULID) error {
+	if id.IsZero() {
+		return errZeroULID
+	}
+	return nil
+}
+
 // invalid wraps a validation failure of one parameter.
 func invalid(field string, err error) error {
 	return &ParamError{Field: field, Err: err}
@@ -177,9 +188,8 @@ func invalidf(field, format string, args ...any) error {
 	return &ParamError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
-// invalidObject wraps a failure to encode an object built from parameters,
-// naming the parameter behind the object's offending field (fields maps
-// JSON field to parameter).
+// invalidObject wraps an encoding failure, naming the parameter behind the
+// object's field (fields: JSON field → parameter).
 func invalidObject(err error, fields map[string]string) error {
 	field := "parameters"
 	var me *format.MalformedError

@@ -12,8 +12,7 @@ import (
 
 // ForkSpec is a new branch incarnation starting at a commit.
 type ForkSpec struct {
-	// Branch is the new incarnation's logical name; Tree its tree (the
-	// native name is "{Branch}.{Tree}").
+	// Branch is the new incarnation's logical name; Tree its tree.
 	Branch string
 	Tree   ulid.ULID
 	// Source is the id of the commit the branch starts from.
@@ -27,9 +26,7 @@ type ForkSpec struct {
 // ForkPlan is a branch create decided before anything is written.
 type ForkPlan struct {
 	Source Commit
-	// Commit is the fork commit (seq 0 of the new tree): Source's pins as
-	// they stand (the same map, so nothing is copied), and its lineage plus
-	// Source's own position.
+	// Commit is the fork commit (seq 0), naming Source's pins map as it stands.
 	Commit     format.Commit
 	CommitKey  string
 	CommitBody []byte
@@ -41,104 +38,37 @@ type ForkPlan struct {
 	RefBody []byte
 }
 
-// Keys returns the keys the fork writes before its ref: pin them first.
-func (p ForkPlan) Keys() []string {
-	keys := make([]string, 0, len(p.Chunks)+1)
-	for _, c := range p.Chunks {
-		keys = append(keys, c.Key)
-	}
-	return append(keys, p.CommitKey)
-}
-
-// PlanFork reads the source commit and plans the new incarnation: one GET,
-// plus the chunks on the path where the source's tree joins its lineage.
-// It writes nothing; whatever the graph's size, a create writes one commit,
-// O(height) lineage chunks (none for small lineages) and one ref.
+// PlanFork reads the source commit and plans the new incarnation.
 func (g *Graph) PlanFork(ctx context.Context, spec ForkSpec) (ForkPlan, error) {
-	source, err := spec.check()
-	if err != nil {
-		return ForkPlan{}, fmt.Errorf("plan fork of %s: %w", spec.Branch, err)
-	}
-	src, err := g.Commit(ctx, source)
-	if err != nil {
-		return ForkPlan{}, fmt.Errorf("plan fork of %s: read source: %w", spec.Branch, err)
-	}
-	return g.planForkOn(ctx, spec, src)
+	return g.PlanForkOn(ctx, spec, Commit{})
 }
 
-// PlanForkOn is PlanFork on a source commit the caller has read already: the plan costs
-// no read of it. A src that is not the commit spec.Source names is read again, as
-// PlanFork reads it.
+// PlanForkOn is PlanFork on src, read again if it is not spec.Source.
 func (g *Graph) PlanForkOn(ctx context.Context, spec ForkSpec, src Commit) (ForkPlan, error) {
-	source, err := spec.check()
-	if err != nil {
-		return ForkPlan{}, fmt.Errorf("plan fork of %s: %w", spec.Branch, err)
-	}
-	if src.ID != source {
-		return g.PlanFork(ctx, spec)
-	}
-	return g.planForkOn(ctx, spec, src)
-}
-
-// check validates a fork's spec and returns its source's id.
-func (spec ForkSpec) check() (format.CommitID, error) {
-	if err := format.ValidateBranchName(spec.Branch); err != nil {
-		return format.CommitID{}, invalid("Branch", err)
-	}
-	if spec.Tree.IsZero() {
-		return format.CommitID{}, invalidf("Tree", "zero ULID")
-	}
-	source, err := format.ParseCommitID(spec.Source)
-	if err != nil {
-		return format.CommitID{}, invalid("Source", err)
-	}
-	if source.Tree == spec.Tree {
-		return format.CommitID{}, invalidf("Source", "%s is in the new tree", source)
-	}
-	for _, check := range []struct {
-		field string
-		err   error
-	}{{"Op", format.ValidateOp(spec.Op)}, {"Time", format.ValidateTime(spec.Time)},
-		{"Author", format.ValidateAuthor(spec.Author)}, {"Message", format.ValidateMessage(spec.Message)}} {
-		if check.err != nil {
-			return format.CommitID{}, invalid(check.field, check.err)
-		}
-	}
-	return source, nil
-}
-
-func (g *Graph) planForkOn(ctx context.Context, spec ForkSpec, src Commit) (ForkPlan, error) {
 	fail := func(err error) (ForkPlan, error) {
 		return ForkPlan{}, fmt.Errorf("plan fork of %s: %w", spec.Branch, err)
+	}
+	source, err := spec.check()
+	if err != nil {
+		return fail(err)
+	}
+	if src.ID != source {
+		if src, err = g.Commit(ctx, source); err != nil {
+			return fail(fmt.Errorf("read source: %w", err))
+		}
 	}
 	// The fork names the source's pins map as it stands.
 	pins, pinChunks, err := mapTree[format.PinEntry]{r: g.pins, ref: src.Pins}.apply(ctx, nil)
 	if err != nil {
 		return fail(err)
 	}
-	return g.finishFork(ctx, spec, src, pins, pinChunks)
-}
-
-func (g *Graph) finishFork(ctx context.Context, spec ForkSpec, src Commit, pins format.MapRef[format.PinEntry], pinChunks []Chunk) (ForkPlan, error) {
-	fail := func(err error) (ForkPlan, error) {
-		return ForkPlan{}, fmt.Errorf("plan fork of %s: %w", spec.Branch, err)
-	}
 	lineage, chunks, err := g.childLineage(ctx, spec.Tree, src)
 	if err != nil {
 		return fail(fmt.Errorf("lineage: %w", err))
 	}
-	c, body, err := format.SealCommit(format.Commit{
-		ID:      format.CommitID{Tree: spec.Tree},
-		Branch:  spec.Branch,
-		Parents: []format.CommitID{src.ID},
-		Fork:    src.ID,
-		Pins:    pins,
-		Lineage: lineage,
-		Author:  spec.Author,
-		Message: spec.Message,
-		Time:    spec.Time.UTC(),
-		Op:      spec.Op,
-	})
+	c, body, err := format.SealCommit(format.Commit{ID: format.CommitID{Tree: spec.Tree}, Branch: spec.Branch,
+		Parents: []format.CommitID{src.ID}, Fork: src.ID, Pins: pins, Lineage: lineage,
+		Author: spec.Author, Message: spec.Message, Time: spec.Time.UTC(), Op: spec.Op})
 	if err != nil {
 		return fail(invalidObject(err, commitParamFields))
 	}
@@ -152,27 +82,33 @@ func (g *Graph) finishFork(ctx context.Context, spec ForkSpec, src Commit, pins 
 		Chunks: append(pinChunks, chunks...), Ref: ref, RefKey: format.BranchRefKey(g.Name, native), RefBody: refBody}, nil
 }
 
-// WriteFork writes the fork's chunks, then its commit, put-if-absent.
-func (g *Graph) WriteFork(ctx context.Context, p ForkPlan) error {
-	if err := putChunks(ctx, g.S, p.Chunks); err != nil {
-		return fmt.Errorf("write fork %s: %w", p.Commit.ID, err)
+// check validates a fork's spec and returns its source's id.
+func (spec ForkSpec) check() (format.CommitID, error) {
+	if err := checkParams(param{"Branch", format.ValidateBranchName(spec.Branch)}, param{"Tree", nonZero(spec.Tree)}); err != nil {
+		return format.CommitID{}, err
 	}
-	if err := putObject(ctx, g.S, p.CommitKey, p.CommitBody); err != nil {
-		return fmt.Errorf("write fork %s: put commit: %w", p.Commit.ID, err)
+	source, err := format.ParseCommitID(spec.Source)
+	if err != nil {
+		return format.CommitID{}, invalid("Source", err)
 	}
-	return nil
+	if source.Tree == spec.Tree {
+		return format.CommitID{}, invalidf("Source", "%s is in the new tree", source)
+	}
+	return source, checkParams(param{"Op", format.ValidateOp(spec.Op)}, param{"Time", format.ValidateTime(spec.Time)},
+		param{"Author", format.ValidateAuthor(spec.Author)}, param{"Message", format.ValidateMessage(spec.Message)})
 }
 
-// PutForkRef puts the fork's live ref with put-if-absent, settled by
-// read-back (PutIfAbsent): PutTaken means another writer's ref (or a fence)
-// holds the key. Nothing a create settles is decided here.
+// WriteFork writes the fork's chunks, then its commit, put-if-absent.
+func (g *Graph) WriteFork(ctx context.Context, p ForkPlan) error {
+	return g.writeCommit(ctx, "fork", p.Commit.ID, p.Chunks, p.CommitKey, p.CommitBody)
+}
+
+// PutForkRef puts the fork's live ref (PutIfAbsent).
 func (g *Graph) PutForkRef(ctx context.Context, p ForkPlan) (PutResult, error) {
 	return PutIfAbsent(ctx, g.S, p.RefKey, p.RefBody)
 }
 
-// CreateBranch plans, writes and publishes a fork in one call (for tools
-// and tests; workflows run the steps separately). A ref key that holds
-// other bytes is a *KeyTakenError.
+// CreateBranch plans, writes and publishes a fork in one call.
 func (g *Graph) CreateBranch(ctx context.Context, spec ForkSpec) (ForkPlan, error) {
 	p, err := g.PlanFork(ctx, spec)
 	if err != nil {

@@ -7,15 +7,9 @@ import (
 	"github.com/graftworks/graft/internal/format"
 )
 
-// Helpers of cleanup's mark (activities/cleanup_mark.go; docs/format.md,
-// *Cleanup*): the tree phase marks commits — their own keys and their pins and
-// lineage chunks — and hands the versions they pin to the per-table phase,
-// which marks versions (Marker.Version) on its own worker.
+// Helpers of cleanup's mark (docs/format.md, *Cleanup*).
 
-// CommitOnly marks a retained commit's own keys — the commit, its pins chunks
-// and its lineage chunks — and passes every pin under chunks not visited
-// before to pinned, without reading any version. A pins subtree shared with a
-// commit marked earlier is skipped whole: its pins were passed then.
+// CommitOnly marks a commit and its chunks, passing newly seen pins to pinned.
 func (m *Marker) CommitOnly(ctx context.Context, c Commit, pinned func(format.PinEntry) error) error {
 	key := format.CommitIDKey(m.g.Name, c.ID)
 	if m.commits[key] {
@@ -34,8 +28,7 @@ func (m *Marker) CommitOnly(ctx context.Context, c Commit, pinned func(format.Pi
 	return nil
 }
 
-// EachLineage calls fn for every entry of c's lineage (the highest ancestor
-// of c in each other tree), in tree order, chunk by chunk.
+// EachLineage calls fn for every entry of c's lineage, in tree order.
 func (g *Graph) EachLineage(ctx context.Context, c Commit, fn func(format.LineageEntry) error) error {
 	return g.lineageOf(c).each(ctx, fn)
 }

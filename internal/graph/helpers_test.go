@@ -50,13 +50,6 @@ func mustInit(t *testing.T, s storage.Store) InitResult {
 	return res
 }
 
-func itoa(n int64) string {
-	if n < 10 {
-		return string(rune('0' + n))
-	}
-	return itoa(n/10) + string(rune('0'+n%10))
-}
-
 // dump returns every object of the store.
 func dump(t *testing.T, s storage.Store) map[string]string {
 	t.Helper()

@@ -16,17 +16,14 @@ import (
 // DefaultBranch is the logical name of every graph's first branch.
 const DefaultBranch = "main"
 
-// FenceReasonUnpublished is the reason Init writes on a main ref it fences
-// after losing the graph record to another init.
+// FenceReasonUnpublished is the reason of the fence a losing Init leaves.
 const FenceReasonUnpublished = "unpublished"
 
-// InitParams are the inputs of Init. Every byte Init writes is a function
-// of them, so a re-run with the same params is idempotent.
+// InitParams are the inputs of Init, which writes a function of them alone.
 type InitParams struct {
 	// Graph is the new graph's name.
 	Graph string
-	// MainTree is the ULID of main's first incarnation; its native name is
-	// "main.{MainTree}".
+	// MainTree is the ULID of main's first incarnation ("main.{MainTree}").
 	MainTree ulid.ULID
 	// Op is the operation id recorded on every object written.
 	Op string
@@ -34,8 +31,7 @@ type InitParams struct {
 	Time time.Time
 	// Author is the root commit's author. Defaults to "graft".
 	Author string
-	// PrefixChecked says the caller checked the graph's prefix already
-	// (CheckInitPrefix), so InitV2 does not list it again. Defaults to false.
+	// PrefixChecked says the caller already ran CheckInitPrefix.
 	PrefixChecked bool
 }
 
@@ -59,16 +55,12 @@ type InitResult struct {
 	Created bool
 }
 
-// Init creates a graph: main's root commit (seq 0, no parents, no
-// pins), then main's live ref naming it as head, then the graph record, each
-// put-if-absent, so the graph record exists only once the rest does. Every
-// byte is a function of p, so a re-run is idempotent. A graph that exists
-// with other bytes is ErrGraphExists; if this call got as
-// far as main's ref before losing the graph record to a different init, it
-// replaces its own ref by a fence (compare-and-swap), so the loser leaves no
-// live branch. Unless p.PrefixChecked, a prefix that holds any key but the
-// ones this init writes is a *PrefixTakenError (ErrPrefixTaken), and nothing
-// is written (CheckInitPrefix).
+// Init creates a graph: main's root commit, main's live ref, then the graph
+// record, each put-if-absent, so the record exists only once the rest does. A
+// re-run is idempotent; a graph with other bytes is ErrGraphExists, and an
+// init that lost the record after writing main's ref fences that ref, leaving
+// no live branch. Unless p.PrefixChecked, a prefix holding other keys is a
+// *PrefixTakenError and nothing is written.
 func Init(ctx context.Context, s storage.Store, p InitParams) (InitResult, error) {
 	res, root, ref, rec, err := buildInit(p)
 	if err != nil {
@@ -85,8 +77,7 @@ func Init(ctx context.Context, s storage.Store, p InitParams) (InitResult, error
 		return InitResult{}, fmt.Errorf("init graph %q: read graph record: %w", p.Graph, err)
 	}
 	rootKey, refKey := format.CommitIDKey(p.Graph, res.Root.ID), format.BranchRefKey(p.Graph, res.MainRef.Native)
-	// A graph owns its whole prefix: it never starts on keys it did not write. The keys
-	// an interrupted run of this same init wrote are its own.
+	// A graph owns its whole prefix; only an interrupted run's keys may be there.
 	if !p.PrefixChecked {
 		if err := CheckInitPrefix(ctx, s, p.Graph, func(k string) bool { return k == rootKey || k == refKey }); err != nil {
 			return InitResult{}, fmt.Errorf("init graph: %w", err)
@@ -119,17 +110,9 @@ func Init(ctx context.Context, s storage.Store, p InitParams) (InitResult, error
 }
 
 func buildInit(p InitParams) (InitResult, []byte, []byte, []byte, error) {
-	if err := format.ValidateGraphName(p.Graph); err != nil {
-		return InitResult{}, nil, nil, nil, invalid("Graph", err)
-	}
-	if p.MainTree.IsZero() {
-		return InitResult{}, nil, nil, nil, invalidf("MainTree", "zero ULID")
-	}
-	if err := format.ValidateOp(p.Op); err != nil {
-		return InitResult{}, nil, nil, nil, invalid("Op", err)
-	}
-	if err := format.ValidateTime(p.Time); err != nil {
-		return InitResult{}, nil, nil, nil, invalid("Time", err)
+	if err := checkParams(param{"Graph", format.ValidateGraphName(p.Graph)}, param{"MainTree", nonZero(p.MainTree)},
+		param{"Op", format.ValidateOp(p.Op)}, param{"Time", format.ValidateTime(p.Time)}); err != nil {
+		return InitResult{}, nil, nil, nil, err
 	}
 	author := p.Author
 	if author == "" {
@@ -157,8 +140,7 @@ func buildInit(p InitParams) (InitResult, []byte, []byte, []byte, error) {
 	return InitResult{Graph: g, Root: root, MainRef: ref}, rootBytes, refBytes, rec, nil
 }
 
-// swapOwnRef replaces our bytes at key by next with compare-and-swap; next
-// already there is success, anything else an error.
+// swapOwnRef swaps our bytes at key for next by compare-and-swap.
 func swapOwnRef(ctx context.Context, s storage.Store, key string, ours, next []byte) error {
 	s = reissue(s)
 	for attempt := 1; attempt <= MaxPutAttempts; attempt++ {

@@ -5,24 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/storage"
 )
 
-// The chunked maps (internal/format, maps.go): building one from
-// sorted entries, applying sorted edits to one (reading and writing only the
-// chunks on the edited paths), point lookups, streaming iteration, and
-// walking two maps side by side while skipping the subtrees they share.
+// Chunked maps (format/maps.go): build, edit, look up, iterate and diff.
 
-// ErrChunkNotFound reports a map chunk that is not in storage: reclaimed by
-// cleanup, or never written.
+// ErrChunkNotFound reports a map chunk that is not in storage.
 var ErrChunkNotFound = errors.New("graph: map chunk not found")
 
-// ErrCorrupt reports a map whose chunks disagree with each other or with
-// their hashes: a chunk's bytes are not the ones its key names, or a node's
-// counts or keys do not match its children.
+// ErrCorrupt reports a chunk that disagrees with its hash or its parent.
 var ErrCorrupt = errors.New("graph: corrupt map")
 
 // Chunk is one chunk of a map to be written: its key and exact bytes.
@@ -38,9 +33,7 @@ const maxKey = "\xff"
 // chunkCacheSize bounds the decoded chunks a mapReader keeps.
 const chunkCacheSize = 2048
 
-// mapReader reads the chunks of one kind of map of one graph (and, for
-// manifests, one table), verifying each chunk's hash and caching the decoded
-// chunks. It is safe for concurrent use.
+// mapReader reads, checks and caches chunks of one map kind; concurrency-safe.
 type mapReader[E any] struct {
 	s     storage.Store
 	spec  format.MapSpec[E]
@@ -49,8 +42,7 @@ type mapReader[E any] struct {
 
 	mu    sync.Mutex
 	cache map[format.Hash]decodedChunk[E]
-	// pending holds chunks built but not yet written, readable like stored
-	// ones until the build that made them is done with them.
+	// pending: chunks built but not yet written, readable during their build.
 	pending map[format.Hash][]byte
 }
 
@@ -114,18 +106,16 @@ func corrupt(kind format.MapKind, h format.Hash, format_ string, args ...any) er
 
 // ---- building ----
 
-// builder is the streaming chunker: entries go in in key order, chunks come
-// out where the format's boundary rule (format.BoundaryAfter, and the 64 KiB
-// cap) splits them, level by level. b.levels[k] accumulates the items of the
-// chunk of level k being built: entries at 0, child references above.
+// builder is the streaming chunker: entries go in in key order, and chunks
+// end where format.BoundaryAfter or the size cap says; levels[k] holds the
+// pending items of level k (entries at 0, child refs above).
 type builder[E any] struct {
 	spec   format.MapSpec[E]
 	key    func(format.Hash) string
 	levels []*levelBuilder[E]
 	chunks []Chunk
 	seen   map[format.Hash]bool
-	// old are the chunks of the map being edited that the build read; a
-	// chunk it makes again need not be written again.
+	// old: chunks of the edited map the build read; need not be rewritten.
 	old   map[format.Hash]bool
 	count int64
 }
@@ -145,15 +135,12 @@ func newBuilder[E any](spec format.MapSpec[E], key func(format.Hash) string) *bu
 
 func (b *builder[E]) level(k int) *levelBuilder[E] {
 	for len(b.levels) <= k {
-		l := len(b.levels)
-		lb := &levelBuilder[E]{level: l}
-		b.levels = append(b.levels, lb)
+		b.levels = append(b.levels, &levelBuilder[E]{})
 	}
 	return b.levels[k]
 }
 
-// fresh reports whether levels 0..k hold nothing pending: a chunk of level k
-// from an old tree can then be reused whole.
+// fresh reports whether levels 0..k hold nothing pending.
 func (b *builder[E]) fresh(k int) bool {
 	for i := 0; i <= k && i < len(b.levels); i++ {
 		if lb := b.levels[i]; len(lb.entries) > 0 || len(lb.children) > 0 {
@@ -163,12 +150,7 @@ func (b *builder[E]) fresh(k int) bool {
 	return true
 }
 
-func (b *builder[E]) pendingLen(lb *levelBuilder[E]) int {
-	if lb.level == 0 {
-		return len(lb.entries)
-	}
-	return len(lb.children)
-}
+func (lb *levelBuilder[E]) pending() int { return len(lb.entries) + len(lb.children) }
 
 func (b *builder[E]) overhead(level int) int {
 	if level == 0 {
@@ -187,42 +169,33 @@ func (b *builder[E]) addEntry(e E) error {
 	if n := len(lb.entries); n > 0 && b.spec.Key(lb.entries[n-1]) >= b.spec.Key(e) {
 		return fmt.Errorf("map entries out of order: %q after %q", b.spec.Key(e), b.spec.Key(lb.entries[n-1]))
 	}
-	if len(lb.entries) > 0 && b.overhead(0)+lb.size+1+len(enc) > format.MaxObjectSize {
-		if err := b.flush(0); err != nil {
-			return err
-		}
-	}
-	if len(lb.entries) > 0 {
-		lb.size++
-	}
-	lb.entries = append(lb.entries, e)
-	lb.size += len(enc)
-	lb.count++
-	lb.received++
 	b.count++
-	if format.BoundaryAfter(0, b.spec.Key(e)) {
-		return b.flush(0)
-	}
-	return nil
+	return b.push(0, len(enc), b.spec.Key(e), 1, func(lb *levelBuilder[E]) { lb.entries = append(lb.entries, e) })
 }
 
 // addChild adds a reference to a chunk of level k-1 to level k.
 func (b *builder[E]) addChild(k int, c format.ChildRef) error {
+	return b.push(k, b.spec.ChildSize(c), c.Last, c.Count, func(lb *levelBuilder[E]) { lb.children = append(lb.children, c) })
+}
+
+// push adds an item of encoded size n, ending at key last and holding count
+// entries, to level k: after flushing the pending chunk if the item would not
+// fit, and flushing after it on a boundary.
+func (b *builder[E]) push(k, n int, last string, count int64, add func(*levelBuilder[E])) error {
 	lb := b.level(k)
-	size := b.spec.ChildSize(c)
-	if n := len(lb.children); n > 0 && b.overhead(k)+lb.size+1+size > format.MaxObjectSize {
+	if lb.pending() > 0 && b.overhead(k)+lb.size+1+n > format.MaxObjectSize {
 		if err := b.flush(k); err != nil {
 			return err
 		}
 	}
-	if len(lb.children) > 0 {
+	if lb.pending() > 0 {
 		lb.size++
 	}
-	lb.children = append(lb.children, c)
-	lb.size += size
-	lb.count += c.Count
+	add(lb)
+	lb.size += n
+	lb.count += count
 	lb.received++
-	if format.BoundaryAfter(k, c.Last) {
+	if format.BoundaryAfter(k, last) {
 		return b.flush(k)
 	}
 	return nil
@@ -266,8 +239,7 @@ func (b *builder[E]) flush(k int) error {
 	return b.addChild(k+1, ref)
 }
 
-// finish ends every pending chunk and returns the root: the one item of the
-// lowest level above which nothing was built, or no root for an empty map.
+// finish flushes every level and returns the root (none for an empty map).
 func (b *builder[E]) finish() (format.ChildRef, bool, error) {
 	for k := 0; k < len(b.levels); k++ {
 		lb := b.levels[k]
@@ -275,7 +247,7 @@ func (b *builder[E]) finish() (format.ChildRef, bool, error) {
 		if k >= 1 && top && lb.received == 1 && len(lb.children) == 1 {
 			return lb.children[0], true, nil
 		}
-		if b.pendingLen(lb) == 0 {
+		if lb.pending() == 0 {
 			continue
 		}
 		if err := b.flush(k); err != nil {
@@ -300,8 +272,7 @@ type mapTree[E any] struct {
 	subLow   string
 }
 
-// subtree returns the subtree c (a chunk of level, after key low) of a map
-// read through r.
+// subtree returns the subtree c, a chunk of level after key low, of r's map.
 func subtree[E any](r *mapReader[E], c format.ChildRef, level int, low string) mapTree[E] {
 	return mapTree[E]{r: r, ref: format.MapRef[E]{Root: c.Chunk, Count: c.Count}, sub: true, subLevel: level, subLast: c.Last, subLow: low}
 }
@@ -317,22 +288,17 @@ func (t mapTree[E]) allEntries(ctx context.Context) ([]E, error) {
 func (t mapTree[E]) each(ctx context.Context, fn func(E) error) error {
 	c := newCursor(t)
 	for {
-		it, err := c.peek(ctx)
-		if err != nil {
-			return err
-		}
-		switch {
+		var err error
+		switch it := c.peek(); {
 		case it.end:
 			return nil
 		case it.isEntry:
-			if err := fn(it.entry); err != nil {
-				return err
-			}
-			c.advance()
+			err = c.step(fn, it.entry)
 		default:
-			if err := c.expand(ctx); err != nil {
-				return err
-			}
+			err = c.expand(ctx)
+		}
+		if err != nil {
+			return err
 		}
 	}
 }
@@ -340,43 +306,30 @@ func (t mapTree[E]) each(ctx context.Context, fn func(E) error) error {
 // get returns the entry with key, O(height) chunk reads.
 func (t mapTree[E]) get(ctx context.Context, key string) (E, bool, error) {
 	var zero E
-	spec := t.r.spec
-	if t.ref.IsInline() {
-		i, ok := slices.BinarySearchFunc(t.ref.Entries, key, func(e E, k string) int { return cmpString(spec.Key(e), k) })
+	find := func(entries []E) (E, bool, error) {
+		i, ok := slices.BinarySearchFunc(entries, key, func(e E, k string) int { return strings.Compare(t.r.spec.Key(e), k) })
 		if !ok {
 			return zero, false, nil
 		}
-		return t.ref.Entries[i], true, nil
+		return entries[i], true, nil
 	}
-	h := t.ref.Root
-	for {
+	if t.ref.IsInline() {
+		return find(t.ref.Entries)
+	}
+	for h := t.ref.Root; ; {
 		c, err := t.r.chunk(ctx, h)
 		if err != nil {
 			return zero, false, err
 		}
 		if c.node == nil {
-			i, ok := slices.BinarySearchFunc(c.leaf, key, func(e E, k string) int { return cmpString(spec.Key(e), k) })
-			if !ok {
-				return zero, false, nil
-			}
-			return c.leaf[i], true, nil
+			return find(c.leaf)
 		}
-		i, _ := slices.BinarySearchFunc(c.node.Children, key, func(ch format.ChildRef, k string) int { return cmpString(ch.Last, k) })
+		i, _ := slices.BinarySearchFunc(c.node.Children, key, func(ch format.ChildRef, k string) int { return strings.Compare(ch.Last, k) })
 		if i == len(c.node.Children) {
 			return zero, false, nil
 		}
 		h = c.node.Children[i].Chunk
 	}
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // mapEdit sets (Entry non-nil) or removes (nil) the entry of Key.
@@ -388,7 +341,7 @@ type mapEdit[E any] struct {
 // sortEdits sorts edits by key; a key edited twice keeps the last edit.
 func sortEdits[E any](edits []mapEdit[E]) []mapEdit[E] {
 	out := slices.Clone(edits)
-	slices.SortStableFunc(out, func(a, b mapEdit[E]) int { return cmpString(a.Key, b.Key) })
+	slices.SortStableFunc(out, func(a, b mapEdit[E]) int { return strings.Compare(a.Key, b.Key) })
 	j := 0
 	for i := range out {
 		if j > 0 && out[j-1].Key == out[i].Key {
@@ -401,17 +354,15 @@ func sortEdits[E any](edits []mapEdit[E]) []mapEdit[E] {
 	return out[:j]
 }
 
-// apply returns the map with edits applied and the chunks it needs that the
-// old map did not have (none when the result is inline). Unchanged subtrees
-// are reused whole, so the cost is the paths to the edited entries, the
-// right edge, and the chunks up to where the chunking falls back into step.
+// apply returns the edited map and the chunks it needs that the old one did
+// not have. Unchanged subtrees are reused whole: the cost is the paths to the
+// edits, the right edge, and the chunks until the chunking is back in step.
 func (t mapTree[E]) apply(ctx context.Context, edits []mapEdit[E]) (format.MapRef[E], []Chunk, error) {
 	edits = sortEdits(edits)
 	if len(edits) == 0 && (!t.ref.IsInline() || t.r.spec.InlineFits(t.ref.Entries)) {
 		return t.ref, nil, nil
 	}
-	// (An inline map too large to write inline is rebuilt into its canonical
-	// form even without edits.)
+	// (An inline map too large to be inline is rebuilt even without edits.)
 	spec := t.r.spec
 	for _, e := range edits {
 		if e.Entry != nil && spec.Key(*e.Entry) != e.Key {
@@ -424,9 +375,7 @@ func (t mapTree[E]) apply(ctx context.Context, edits []mapEdit[E]) (format.MapRe
 			return format.MapRef[E]{}, nil, err
 		}
 	} else {
-		rest := edits
-		var err error
-		rest, err = t.visit(ctx, b, format.ChildRef{Last: maxKey, Count: t.ref.Count, Chunk: t.ref.Root}, -1, "", "", true, rest)
+		rest, err := t.visit(ctx, b, format.ChildRef{Last: maxKey, Count: t.ref.Count, Chunk: t.ref.Root}, -1, "", "", true, edits)
 		if err != nil {
 			return format.MapRef[E]{}, nil, err
 		}
@@ -437,7 +386,7 @@ func (t mapTree[E]) apply(ctx context.Context, edits []mapEdit[E]) (format.MapRe
 	return t.result(ctx, b)
 }
 
-// build returns the map of entries (sorted, unique keys) and its chunks.
+// buildMap returns the map of entries (sorted, unique keys) and its chunks.
 func buildMap[E any](ctx context.Context, r *mapReader[E], entries []E) (format.MapRef[E], []Chunk, error) {
 	b := newBuilder(r.spec, r.key)
 	for _, e := range entries {
@@ -459,8 +408,7 @@ func (t mapTree[E]) result(ctx context.Context, b *builder[E]) (format.MapRef[E]
 	}
 	t.r.seed(b.chunks)
 	defer t.r.unseed(b.chunks)
-	// A root node with one child says nothing its child does not: the root
-	// is the child (a rule, so every build of the same entries agrees).
+	// A root node with one child is replaced by the child.
 	dropped := map[format.Hash]bool{}
 	for {
 		c, err := t.r.chunk(ctx, root.Chunk)
@@ -483,8 +431,7 @@ func (t mapTree[E]) result(ctx context.Context, b *builder[E]) (format.MapRef[E]
 			return format.MapRef[E]{Entries: entries}, nil, nil
 		}
 	}
-	// Every flushed chunk is final and named by the level above, so all of
-	// them are reachable from the root but the wrappers dropped above.
+	// Every flushed chunk is reachable from the root but the dropped wrappers.
 	chunks := b.chunks[:0:0]
 	for _, c := range b.chunks {
 		if !dropped[c.Hash] && !b.old[c.Hash] {
@@ -494,8 +441,7 @@ func (t mapTree[E]) result(ctx context.Context, b *builder[E]) (format.MapRef[E]
 	return format.MapRef[E]{Root: root.Chunk, Count: root.Count}, chunks, nil
 }
 
-// seed makes chunks not yet written readable, so a build can read what it
-// just made; unseed forgets them.
+// seed makes unwritten chunks readable to their build; unseed forgets them.
 func (r *mapReader[E]) seed(chunks []Chunk) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -519,28 +465,22 @@ func (r *mapReader[E]) unseed(chunks []Chunk) {
 func feedMerged[E any](b *builder[E], spec format.MapSpec[E], entries []E, edits []mapEdit[E]) error {
 	i, j := 0, 0
 	for i < len(entries) || j < len(edits) {
-		switch {
-		case j == len(edits) || i < len(entries) && spec.Key(entries[i]) < edits[j].Key:
+		if j == len(edits) || i < len(entries) && spec.Key(entries[i]) < edits[j].Key {
 			if err := b.addEntry(entries[i]); err != nil {
 				return err
 			}
 			i++
-		case i == len(entries) || edits[j].Key < spec.Key(entries[i]):
-			if edits[j].Entry != nil {
-				if err := b.addEntry(*edits[j].Entry); err != nil {
-					return err
-				}
-			}
-			j++
-		default: // same key: the edit wins
-			if edits[j].Entry != nil {
-				if err := b.addEntry(*edits[j].Entry); err != nil {
-					return err
-				}
-			}
-			i++
-			j++
+			continue
 		}
+		if i < len(entries) && spec.Key(entries[i]) == edits[j].Key {
+			i++ // same key: the edit wins
+		}
+		if e := edits[j].Entry; e != nil {
+			if err := b.addEntry(*e); err != nil {
+				return err
+			}
+		}
+		j++
 	}
 	return nil
 }
@@ -569,23 +509,13 @@ func (t mapTree[E]) visit(ctx context.Context, b *builder[E], ref format.ChildRe
 		return nil, err
 	}
 	b.old[ref.Chunk] = true
-	spec := t.r.spec
-	if c.node == nil {
-		if level > 0 {
-			return nil, corrupt(spec.Kind, ref.Chunk, "a leaf where a level-%d node was named", level)
-		}
-		if err := checkLeaf(spec, ref, low, c.leaf, level < 0); err != nil {
-			return nil, err
-		}
-		return rest, feedMerged(b, spec, c.leaf, mine)
-	}
-	node := c.node
-	if level >= 0 && node.Level != level {
-		return nil, corrupt(spec.Kind, ref.Chunk, "a level-%d node where level %d was named", node.Level, level)
-	}
-	if err := checkNode(spec, ref, low, node, level < 0); err != nil {
+	if err := checkChunk(t.r.spec, ref, level, low, c); err != nil {
 		return nil, err
 	}
+	if c.node == nil {
+		return rest, feedMerged(b, t.r.spec, c.leaf, mine)
+	}
+	node := c.node
 	prev := low
 	for i, child := range node.Children {
 		last := i == len(node.Children)-1
@@ -593,8 +523,7 @@ func (t mapTree[E]) visit(ctx context.Context, b *builder[E], ref format.ChildRe
 		if !last {
 			childNext = node.Children[i+1].Last
 		}
-		// The chunk after this one at the child's level is under the next
-		// child, or past this node: under whatever holds this node's next.
+		// The chunk after this one at its level is under the next child, or next.
 		if mine, err = t.visit(ctx, b, child, node.Level-1, prev, childNext, rightmost && last, mine); err != nil {
 			return nil, err
 		}
@@ -606,45 +535,50 @@ func (t mapTree[E]) visit(ctx context.Context, b *builder[E], ref format.ChildRe
 	return rest, nil
 }
 
-func checkLeaf[E any](spec format.MapSpec[E], ref format.ChildRef, low string, leaf []E, root bool) error {
-	if !root && (int64(len(leaf)) != ref.Count || spec.Key(leaf[len(leaf)-1]) != ref.Last) {
-		return corrupt(spec.Kind, ref.Chunk, "leaf of %d entries ending at %q, named with %d ending at %q", len(leaf), spec.Key(leaf[len(leaf)-1]), ref.Count, ref.Last)
+// checkChunk checks chunk c against ref, naming it at level (-1: root) after low.
+func checkChunk[E any](spec format.MapSpec[E], ref format.ChildRef, level int, low string, c decodedChunk[E]) error {
+	bad := func(format string, args ...any) error { return corrupt(spec.Kind, ref.Chunk, format, args...) }
+	root := level < 0
+	if leaf := c.leaf; c.node == nil {
+		last := spec.Key(leaf[len(leaf)-1])
+		switch {
+		case level > 0:
+			return bad("a leaf where a level-%d node was named", level)
+		case !root && (int64(len(leaf)) != ref.Count || last != ref.Last):
+			return bad("leaf of %d entries ending at %q, named with %d ending at %q", len(leaf), last, ref.Count, ref.Last)
+		case root && int64(len(leaf)) != ref.Count:
+			return bad("root leaf of %d entries, the map says %d", len(leaf), ref.Count)
+		case low != "" && spec.Key(leaf[0]) <= low:
+			return bad("leaf starts at %q, not after %q", spec.Key(leaf[0]), low)
+		}
+		return nil
 	}
-	if root && int64(len(leaf)) != ref.Count {
-		return corrupt(spec.Kind, ref.Chunk, "root leaf of %d entries, the map says %d", len(leaf), ref.Count)
-	}
-	if low != "" && spec.Key(leaf[0]) <= low {
-		return corrupt(spec.Kind, ref.Chunk, "leaf starts at %q, not after %q", spec.Key(leaf[0]), low)
-	}
-	return nil
-}
-
-func checkNode[E any](spec format.MapSpec[E], ref format.ChildRef, low string, node *format.MapNode, root bool) error {
+	node := c.node
 	var sum int64
 	for _, c := range node.Children {
 		sum += c.Count
 	}
-	if sum != ref.Count {
-		return corrupt(spec.Kind, ref.Chunk, "node counts %d entries, named with %d", sum, ref.Count)
-	}
-	if !root && node.Children[len(node.Children)-1].Last != ref.Last {
-		return corrupt(spec.Kind, ref.Chunk, "node ends at %q, named ending at %q", node.Children[len(node.Children)-1].Last, ref.Last)
-	}
-	if low != "" && node.Children[0].Last <= low {
-		return corrupt(spec.Kind, ref.Chunk, "node's first child ends at %q, not after %q", node.Children[0].Last, low)
+	last := node.Children[len(node.Children)-1].Last
+	switch {
+	case !root && node.Level != level:
+		return bad("a level-%d node where level %d was named", node.Level, level)
+	case sum != ref.Count:
+		return bad("node counts %d entries, named with %d", sum, ref.Count)
+	case !root && last != ref.Last:
+		return bad("node ends at %q, named ending at %q", last, ref.Last)
+	case low != "" && node.Children[0].Last <= low:
+		return bad("node's first child ends at %q, not after %q", node.Children[0].Last, low)
 	}
 	return nil
 }
 
 // ---- cursors and walks ----
 
-// cursor steps through a map in key order, item by item: an item is an
-// entry, or a whole subtree that can be skipped or expanded.
+// cursor steps through a map in key order by entries and whole subtrees.
 type cursor[E any] struct {
 	t     mapTree[E]
 	stack []*frame[E]
 	low   string // the last key passed
-	root  bool   // the root frame has not been expanded
 }
 
 type frame[E any] struct {
@@ -673,32 +607,23 @@ func newCursor[E any](t mapTree[E]) *cursor[E] {
 		c.stack = []*frame[E]{{entries: t.ref.Entries}}
 	} else {
 		c.stack = []*frame[E]{{children: []format.ChildRef{{Last: maxKey, Count: t.ref.Count, Chunk: t.ref.Root}}, level: -1}}
-		c.root = true
 	}
 	return c
 }
 
-func (c *cursor[E]) peek(ctx context.Context) (item[E], error) {
+func (c *cursor[E]) peek() item[E] {
 	for len(c.stack) > 0 {
 		f := c.stack[len(c.stack)-1]
 		if f.children != nil {
 			if f.i < len(f.children) {
-				return item[E]{ref: f.children[f.i], level: f.level}, nil
+				return item[E]{ref: f.children[f.i], level: f.level}
 			}
 		} else if f.i < len(f.entries) {
-			return item[E]{isEntry: true, entry: f.entries[f.i]}, nil
+			return item[E]{isEntry: true, entry: f.entries[f.i]}
 		}
 		c.stack = c.stack[:len(c.stack)-1]
 	}
-	return item[E]{end: true}, nil
-}
-
-// key returns the current item's key: an entry's, or a subtree's last.
-func (c *cursor[E]) key(it item[E]) string {
-	if it.isEntry {
-		return c.t.r.spec.Key(it.entry)
-	}
-	return it.ref.Last
+	return item[E]{end: true}
 }
 
 // advance passes the current item.
@@ -712,6 +637,15 @@ func (c *cursor[E]) advance() {
 	f.i++
 }
 
+// step passes the current entry e, giving it to fn when fn is set.
+func (c *cursor[E]) step(fn func(E) error, e E) error {
+	c.advance()
+	if fn == nil {
+		return nil
+	}
+	return fn(e)
+}
+
 // expand replaces the current subtree item by its chunk's items.
 func (c *cursor[E]) expand(ctx context.Context) error {
 	f := c.stack[len(c.stack)-1]
@@ -720,24 +654,13 @@ func (c *cursor[E]) expand(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	spec := c.t.r.spec
-	root := level < 0
 	f.i++
+	if err := checkChunk(c.t.r.spec, ref, level, c.low, ch); err != nil {
+		return err
+	}
 	if ch.node == nil {
-		if level > 0 {
-			return corrupt(spec.Kind, ref.Chunk, "a leaf where a level-%d node was named", level)
-		}
-		if err := checkLeaf(spec, ref, c.low, ch.leaf, root); err != nil {
-			return err
-		}
 		c.stack = append(c.stack, &frame[E]{entries: ch.leaf})
 		return nil
-	}
-	if level >= 0 && ch.node.Level != level {
-		return corrupt(spec.Kind, ref.Chunk, "a level-%d node where level %d was named", ch.node.Level, level)
-	}
-	if err := checkNode(spec, ref, c.low, ch.node, root); err != nil {
-		return err
 	}
 	c.stack = append(c.stack, &frame[E]{children: ch.node.Children, level: ch.node.Level - 1})
 	return nil
@@ -745,46 +668,47 @@ func (c *cursor[E]) expand(ctx context.Context) error {
 
 // walkFuncs receive what walkMaps finds. Any of them may be nil.
 type walkFuncs[E any] struct {
-	// onlyA and onlyB get entries of one map whose key the other lacks.
-	// When nil, runs of such entries are skipped without reading them
-	// where the walk can tell (a subtree wholly before the other map's
-	// next key).
+	// onlyA and onlyB get entries only one map holds; when nil, such runs are
+	// skipped unread where the walk can tell.
 	onlyA, onlyB func(E) error
-	// both gets the entries of a key both maps hold (equal or not) that
-	// were read; entries inside a shared subtree are not read.
+	// both gets the entries of a key both maps hold that were read.
 	both func(a, b E) error
-	// shared gets each subtree both maps hold identically; its entries
-	// are equal in both and are not read. sharedAt gets it with its level
-	// and the key before it.
+	// shared gets each subtree both hold (unread); sharedAt also its level and low.
 	shared   func(format.ChildRef) error
 	sharedAt func(c format.ChildRef, level int, low string) error
 }
 
+func (fn walkFuncs[E]) share(c format.ChildRef, level int, low string) error {
+	if fn.shared != nil {
+		if err := fn.shared(c); err != nil {
+			return err
+		}
+	}
+	if fn.sharedAt != nil {
+		return fn.sharedAt(c, level, low)
+	}
+	return nil
+}
+
 // walkMaps walks a and b in key order together, skipping the subtrees they
-// share: its reads are the chunks in which they differ (and, where only one
-// side's entries are wanted, the chunks of that side around them).
+// share: it reads the chunks in which they differ (and, where only one side's
+// entries are wanted, that side's chunks around them).
 func walkMaps[E any](ctx context.Context, a, b mapTree[E], fn walkFuncs[E]) error {
 	if !a.ref.IsInline() && !b.ref.IsInline() && a.ref.Root == b.ref.Root && !a.sub && !b.sub {
-		whole := format.ChildRef{Last: maxKey, Count: a.ref.Count, Chunk: a.ref.Root}
-		if fn.shared != nil {
-			return fn.shared(whole)
-		}
-		if fn.sharedAt != nil {
-			return fn.sharedAt(whole, -1, "")
-		}
-		return nil
+		return fn.share(format.ChildRef{Last: maxKey, Count: a.ref.Count, Chunk: a.ref.Root}, -1, "")
 	}
 	ca, cb := newCursor(a), newCursor(b)
 	spec := a.r.spec
+	// height orders subtrees for opening: a root is higher than anything.
+	height := func(level int) int {
+		if level < 0 {
+			return format.MaxMapLevel + 1
+		}
+		return level
+	}
 	for {
-		ia, err := ca.peek(ctx)
-		if err != nil {
-			return err
-		}
-		ib, err := cb.peek(ctx)
-		if err != nil {
-			return err
-		}
+		ia, ib := ca.peek(), cb.peek()
+		var err error
 		switch {
 		case ia.end && ib.end:
 			return nil
@@ -797,94 +721,58 @@ func walkMaps[E any](ctx context.Context, a, b mapTree[E], fn walkFuncs[E]) erro
 				return nil
 			}
 			if it.isEntry {
-				if err := only(it.entry); err != nil {
-					return err
-				}
-				c.advance()
-			} else if err := c.expand(ctx); err != nil {
-				return err
+				err = c.step(only, it.entry)
+			} else {
+				err = c.expand(ctx)
 			}
 		case !ia.isEntry && fn.onlyA == nil && ia.level >= 0 && ia.ref.Last <= cb.low:
 			ca.advance() // wholly before b's next key: only a's entries
 		case !ib.isEntry && fn.onlyB == nil && ib.level >= 0 && ib.ref.Last <= ca.low:
 			cb.advance()
 		case !ia.isEntry && !ib.isEntry && ia.level >= 0 && ia.level == ib.level && ia.ref.Chunk == ib.ref.Chunk:
-			if fn.shared != nil {
-				if err := fn.shared(ia.ref); err != nil {
-					return err
-				}
-			}
-			if fn.sharedAt != nil {
-				if err := fn.sharedAt(ia.ref, ia.level, ca.low); err != nil {
-					return err
-				}
-			}
+			err = fn.share(ia.ref, ia.level, ca.low)
 			ca.advance()
 			cb.advance()
 		case ia.isEntry && ib.isEntry:
-			ka, kb := spec.Key(ia.entry), spec.Key(ib.entry)
-			switch {
+			switch ka, kb := spec.Key(ia.entry), spec.Key(ib.entry); {
 			case ka < kb:
-				if fn.onlyA != nil {
-					if err := fn.onlyA(ia.entry); err != nil {
-						return err
-					}
-				}
-				ca.advance()
+				err = ca.step(fn.onlyA, ia.entry)
 			case kb < ka:
-				if fn.onlyB != nil {
-					if err := fn.onlyB(ib.entry); err != nil {
-						return err
-					}
-				}
-				cb.advance()
+				err = cb.step(fn.onlyB, ib.entry)
 			default:
-				if fn.both != nil {
-					if err := fn.both(ia.entry, ib.entry); err != nil {
-						return err
-					}
-				}
 				ca.advance()
 				cb.advance()
+				if fn.both != nil {
+					err = fn.both(ia.entry, ib.entry)
+				}
 			}
 		case ia.isEntry: // b is a subtree
 			if ib.ref.Last < spec.Key(ia.entry) && fn.onlyB == nil && ib.level >= 0 {
 				cb.advance() // wholly before a's next key: only b's entries
-			} else if err := cb.expand(ctx); err != nil {
-				return err
+			} else {
+				err = cb.expand(ctx)
 			}
 		case ib.isEntry: // a is a subtree
 			if ia.ref.Last < spec.Key(ib.entry) && fn.onlyA == nil && ia.level >= 0 {
 				ca.advance()
-			} else if err := ca.expand(ctx); err != nil {
-				return err
+			} else {
+				err = ca.expand(ctx)
 			}
-		default: // two different subtrees: open the higher one; at one level, the one that ends first, or both
-			la, lb := ca.key(ia), cb.key(ib)
-			ha, hb := ia.level, ib.level
-			if ha < 0 {
-				ha = format.MaxMapLevel + 1 // a root: higher than anything
-			}
-			if hb < 0 {
-				hb = format.MaxMapLevel + 1
-			}
+		default: // two subtrees: open the higher; at one height, the one that ends first, or both
+			ha, hb, la, lb := height(ia.level), height(ib.level), ia.ref.Last, ib.ref.Last
 			switch {
-			case ha > hb:
+			case ha > hb || ha == hb && la < lb:
 				err = ca.expand(ctx)
-			case hb > ha:
-				err = cb.expand(ctx)
-			case la < lb:
-				err = ca.expand(ctx)
-			case lb < la:
+			case hb > ha || lb < la:
 				err = cb.expand(ctx)
 			default:
 				if err = ca.expand(ctx); err == nil {
 					err = cb.expand(ctx)
 				}
 			}
-			if err != nil {
-				return err
-			}
+		}
+		if err != nil {
+			return err
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/graftworks/graft/internal/format"
@@ -245,7 +246,7 @@ func TestWalkMaps_MatchesNaiveComparison_RandomMaps(t *testing.T) {
 			for i := 0; i < rng.IntN(4000); i++ {
 				other = append(other, entryN(i*3+rng.IntN(3), i))
 			}
-			slices.SortFunc(other, func(x, y format.ManifestEntry) int { return cmpString(x.Name, y.Name) })
+			slices.SortFunc(other, func(x, y format.ManifestEntry) int { return strings.Compare(x.Name, y.Name) })
 			other = slices.CompactFunc(other, func(x, y format.ManifestEntry) bool { return x.Name == y.Name })
 			bRef = mustBuild(t, r, other)
 		} else {

@@ -12,25 +12,20 @@ import (
 	"github.com/graftworks/graft/internal/format"
 )
 
-// Cleanup's mark (activities/cleanup_mark.go): a streaming walk over everything a retained commit or version names.
+// Cleanup's mark (activities/cleanup_mark.go): a streaming walk over what the
+// retained commits and versions name.
 //
-// Retention rule. A key is retained when a retained root reaches it: a
-// retained commit keeps its pins chunks, its lineage chunks and every
-// version it pins; a retained version keeps its manifest chunks and every
-// object its entries name that graft wrote. A chunk shared by several roots
-// is kept if any of them is retained — chunks are content-addressed, so the
-// same chunk serves every version with those entries — and an unreferenced
-// chunk is garbage like any other unreferenced object. Keys an in-flight
-// operation pins are kept whatever the walk says (a writer pins the chunks it
-// is about to write or reuse before it writes them: a put-if-absent that
-// finds a chunk already there is a new reference to it), and so are keys
-// younger than the guard window. External objects are never deleted: the
-// walk reports them (MarkExternal) only so a caller can check them.
+// Retention: a retained commit keeps its pins and lineage chunks and the
+// versions it pins; a retained version keeps its manifest chunks and the
+// objects graft wrote that it names. A chunk is kept if any retained root
+// reaches it. Keys an in-flight operation pins (a writer pins chunks before it
+// writes or reuses them) and keys younger than the guard window are kept
+// whatever the walk says. External objects are never deleted (MarkExternal
+// only reports them).
 //
-// Deletion order, so a probe that finds a referrer after pinning it proves
-// its referents are there: commits, then pins and lineage chunks, then table
-// versions, then manifest chunks, then data objects: an operation that pins a
-// commit and then finds it probes everything the commit reaches.
+// Deletion order, so a probe that pins a referrer and then finds it proves its
+// referents are there: commits, pins and lineage chunks, versions, manifest
+// chunks, data objects.
 
 // MarkKind says what a marked key is.
 type MarkKind string
@@ -57,13 +52,9 @@ type Mark struct {
 }
 
 // Marker walks retained roots, calling visit for every key they name: each
-// commit, version and chunk once however many roots share it, and each
-// object once per leaf chunk that lists it (a leaf a later version rewrote
-// lists some objects again; a set such as ObjectFilter absorbs that). It
-// holds the hashes of the
-// chunks it visited and the keys of the versions, so its memory grows with
-// the number of distinct chunks (one per ~128 entries), never with a table's
-// entries. Not safe for concurrent use.
+// commit, version and chunk once, each object once per leaf that lists it (a
+// set such as ObjectFilter absorbs repeats). Its memory grows with the
+// distinct chunks, not with entries. Not safe for concurrent use.
 type Marker struct {
 	g     *Graph
 	visit func(Mark) error
@@ -80,8 +71,7 @@ func (g *Graph) NewMarker(visit func(Mark) error) *Marker {
 	return &Marker{g: g, visit: visit, chunks: map[format.Hash]bool{}, versions: map[string]bool{}, commits: map[string]bool{}}
 }
 
-// Commit marks a retained commit: itself, its pins and lineage chunks, and
-// every version it pins (Version).
+// Commit marks a retained commit, its chunks and every version it pins.
 func (m *Marker) Commit(ctx context.Context, c Commit) error {
 	var pinned []format.PinEntry
 	err := m.CommitOnly(ctx, c, func(e format.PinEntry) error {
@@ -109,8 +99,7 @@ func (m *Marker) versionsOf(ctx context.Context, pins []format.PinEntry) error {
 	return nil
 }
 
-// Version marks a retained table version: itself, its manifest chunks and
-// the objects its entries name.
+// Version marks a retained version, its manifest chunks and its objects.
 func (m *Marker) Version(ctx context.Context, table string, id ulid.ULID) error {
 	key := format.TableVersionKey(m.g.Name, table, id)
 	if m.versions[key] {
@@ -133,20 +122,21 @@ func (m *Marker) Version(ctx context.Context, table string, id ulid.ULID) error 
 	})
 }
 
-// markChunks visits every chunk of a map not visited before, and passes the
-// entries under them to each; a subtree already visited is skipped whole
-// (its entries were passed then).
+// markChunks visits a map's unvisited chunks, passing their entries to each.
 func markChunks[E any](ctx context.Context, m *Marker, t mapTree[E], kind MarkKind, table string, each func(E) error) error {
-	if t.ref.IsInline() {
-		if each == nil {
-			return nil
-		}
-		for _, e := range t.ref.Entries {
+	eachOf := func(entries []E) error {
+		for _, e := range entries {
 			if err := each(e); err != nil {
 				return err
 			}
 		}
 		return nil
+	}
+	if each == nil {
+		eachOf = func([]E) error { return nil }
+	}
+	if t.ref.IsInline() {
+		return eachOf(t.ref.Entries)
 	}
 	var walk func(h format.Hash) error
 	walk = func(h format.Hash) error {
@@ -162,19 +152,11 @@ func markChunks[E any](ctx context.Context, m *Marker, t mapTree[E], kind MarkKi
 			return err
 		}
 		m.Reads++
-		if c.node != nil {
-			for _, child := range c.node.Children {
-				if err := walk(child.Chunk); err != nil {
-					return err
-				}
-			}
-			return nil
+		if c.node == nil {
+			return eachOf(c.leaf)
 		}
-		if each == nil {
-			return nil
-		}
-		for _, e := range c.leaf {
-			if err := each(e); err != nil {
+		for _, child := range c.node.Children {
+			if err := walk(child.Chunk); err != nil {
 				return err
 			}
 		}
@@ -183,27 +165,21 @@ func markChunks[E any](ctx context.Context, m *Marker, t mapTree[E], kind MarkKi
 	return walk(t.ref.Root)
 }
 
-// ObjectFilter is a Bloom filter over keys: a set in bounded memory with no
-// false negatives, for a mark that must tell, for each listed object,
-// whether a retained version names it. A false positive keeps a garbage
-// object one more run (a later run, with another seed, reclaims it); a
-// false negative cannot happen, so nothing named is ever condemned for it.
+// ObjectFilter is a Bloom filter over keys: no false negatives, so nothing a
+// retained version names is condemned; a false positive keeps a garbage object
+// until a later run with another seed.
 type ObjectFilter struct {
 	bits []uint64
 	k    int
 	seed uint64
 }
 
-// minFilterBits is the least a filter holds. The sizing formula assumes
-// independent hash positions; over a filter of a few words, double hashing
-// repeats positions across keys and the real rate is hundreds of times the
-// asked one (a one-key filter of 64 bits answered yes to 1 key in 1,000).
-// 64 Kib (8 KiB) per table marked costs nothing and keeps small filters
-// exact in practice.
+// minFilterBits is the least a filter holds: on a filter of a few words double
+// hashing repeats positions and the real false-positive rate is hundreds of
+// times the asked one; 8 KiB per table keeps small filters exact in practice.
 const minFilterBits = 1 << 16
 
-// NewObjectFilter sizes a filter for n keys at false-positive rate p
-// (0 < p < 1), hashing with seed.
+// NewObjectFilter sizes a filter for n keys at false-positive rate p, seeded.
 func NewObjectFilter(n int, p float64, seed uint64) *ObjectFilter {
 	n = max(n, 1)
 	p = min(max(p, 1e-9), 0.5)
@@ -233,8 +209,7 @@ func (f *ObjectFilter) Add(key string) {
 	}
 }
 
-// MayContain reports whether key may have been added: always true for a
-// key that was.
+// MayContain reports whether key may have been added (always true if it was).
 func (f *ObjectFilter) MayContain(key string) bool {
 	h1, h2 := f.hashes(key)
 	n := uint64(len(f.bits) * 64)

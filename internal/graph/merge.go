@@ -13,36 +13,27 @@ import (
 	"github.com/graftworks/graft/internal/format"
 )
 
-// Merges: the merge-base search over chunked lineages, and the
-// object-level three-way merge of tables changed on both sides.
+// Merges: the merge-base search over chunked lineages, and the object-level
+// three-way merge of tables changed on both sides.
 //
-// A commit's ancestry is a vector: its lineage (for every other tree with an
-// ancestor, the highest such commit) plus its own position. The common
-// ancestors of two commits are described by the element-wise minimum of their
-// vectors over the trees both hold — one candidate per such tree — and the
-// merge bases are the candidates no other candidate descends from. Lineages
-// are chunked maps, so the two vectors are intersected by walking them side by
-// side: where they share a subtree the entries are equal and are not read; the
-// shared subtrees are then ruled out wholesale against a commit known to be a
-// common ancestor whose lineage shares them too (the fork a branch was made
-// from, or a candidate in either head's own tree). The reads are the
-// candidates the search cannot rule out without reading, and the chunks in
-// which the lineages differ — never more with a longer history.
+// A commit's ancestry is its lineage plus its own position. The common
+// ancestors of two commits are bounded by the element-wise minimum of their
+// ancestries over the trees both hold (one candidate per tree); the merge
+// bases are the candidates no other candidate descends from. The lineages are
+// walked side by side, so shared subtrees are not read, and are ruled out
+// wholesale against a known common ancestor that shares them too.
 
-// maxForkProbes bounds how far up a chain of forks (a branch of a branch of
-// ...) the search looks for a common ancestor to rule candidates out with.
+// maxForkProbes bounds how far up a chain of forks the search looks.
 const maxForkProbes = 8
 
 // BaseSearch is what FindBases found.
 type BaseSearch struct {
 	Relation Relation
-	// Bases are the merge bases: the source head when up to date, the target
-	// head when adoptable; otherwise the common ancestors no other common
-	// ancestor descends from (one in histories of forks and merges, several
-	// after criss-cross merges, none for unrelated heads).
+	// Bases: the source head when up to date, the target head when
+	// adoptable, else the common ancestors no other one descends from (none
+	// for unrelated heads, several after criss-cross merges).
 	Bases []Commit
-	// Candidates counts the candidates the search had to consider one by
-	// one; Reads the commits it read.
+	// Candidates counts the candidates considered; Reads the commits read.
 	Candidates, Reads int
 }
 
@@ -109,23 +100,18 @@ func (bs *baseSearch) readCommit(ctx context.Context, id format.CommitID) (Commi
 
 func (bs *baseSearch) run(ctx context.Context, source, target Commit) (BaseSearch, error) {
 	g := bs.g
-	// The candidates in the two heads' own trees: the latest commit of each
-	// that the other has.
+	// The candidates in the heads' own trees.
 	var own []format.CommitID
-	if at, ok, err := g.ancestorAt(ctx, target, source.ID.Tree); err != nil {
-		return BaseSearch{}, err
-	} else if ok {
-		bs.addCand(at)
-		own = append(own, at)
+	for _, p := range [][2]Commit{{target, source}, {source, target}} {
+		at, ok, err := g.ancestorAt(ctx, p[0], p[1].ID.Tree)
+		if err != nil {
+			return BaseSearch{}, err
+		} else if ok {
+			bs.addCand(at)
+			own = append(own, at)
+		}
 	}
-	if at, ok, err := g.ancestorAt(ctx, source, target.ID.Tree); err != nil {
-		return BaseSearch{}, err
-	} else if ok {
-		bs.addCand(at)
-		own = append(own, at)
-	}
-	// The trees both lineages hold: entries read where they differ,
-	// subtrees they share kept as blocks.
+	// The trees both lineages hold; shared subtrees become blocks.
 	err := walkMaps(ctx, g.lineageOf(source), g.lineageOf(target), walkFuncs[format.LineageEntry]{
 		both: func(a, b format.LineageEntry) error { bs.addCand(lower(a.ID(), b.ID())); return nil },
 		sharedAt: func(c format.ChildRef, level int, low string) error {
@@ -140,19 +126,14 @@ func (bs *baseSearch) run(ctx context.Context, source, target Commit) (BaseSearc
 	var dominators []Commit
 	ownCommits := make([]Commit, len(own))
 	errs := make([]error, len(own))
-	var wg sync.WaitGroup
-	for i, id := range own {
-		wg.Go(func() { ownCommits[i], errs[i] = bs.readCommit(ctx, id) })
-	}
-	wg.Wait()
+	parallel(len(own), 2, func(i int) { ownCommits[i], errs[i] = bs.readCommit(ctx, own[i]) })
 	if err := errors.Join(errs...); err != nil {
 		return BaseSearch{}, err
 	}
 	for i := range ownCommits {
 		bs.read[ownCommits[i].ID.Tree] = &ownCommits[i]
 	}
-	// Probes: the forks the heads' trees were made from, up the chain, when
-	// they are common ancestors. They rule out whatever they descend from.
+	// Probes: the forks up the heads' chains that are common ancestors.
 	probes, err := bs.forkProbes(ctx, source, target)
 	if err != nil {
 		return BaseSearch{}, err
@@ -164,8 +145,7 @@ func (bs *baseSearch) run(ctx context.Context, source, target Commit) (BaseSearc
 			return BaseSearch{}, err
 		}
 	}
-	// Shared lineage subtrees: ruled out wholesale where a dominator's
-	// lineage shares them too; what is left becomes candidates.
+	// Shared subtrees: ruled out where a dominator shares them; the rest are candidates.
 	for _, b := range bs.blocks {
 		var against *Commit
 		if len(dominators) > 0 {
@@ -180,8 +160,7 @@ func (bs *baseSearch) run(ctx context.Context, source, target Commit) (BaseSearc
 			}
 		}
 	}
-	// Whatever is left, one at a time, oldest tree first (main, the trunk
-	// most branches share, is normally the oldest).
+	// What is left, one at a time, oldest tree first (normally main's).
 	for {
 		next, ok := bs.nextUnread()
 		if !ok {
@@ -227,8 +206,7 @@ func (bs *baseSearch) nextUnread() (format.CommitID, bool) {
 	return best, found
 }
 
-// forkProbes reads the forks up each head's chain of forks that are common
-// ancestors of both heads.
+// forkProbes reads the forks up each head's chain that are common ancestors.
 func (bs *baseSearch) forkProbes(ctx context.Context, source, target Commit) ([]Commit, error) {
 	var out []Commit
 	seen := map[format.CommitID]bool{}
@@ -258,8 +236,7 @@ func (bs *baseSearch) forkProbes(ctx context.Context, source, target Commit) ([]
 	return out, nil
 }
 
-// prune drops every candidate that common ancestor d descends from (but d
-// itself, when d is a candidate).
+// prune drops every candidate (but d) that common ancestor d descends from.
 func (bs *baseSearch) prune(ctx context.Context, d Commit) error {
 	for t, id := range bs.cands {
 		if bs.dropped[t] || id == d.ID {
@@ -276,16 +253,15 @@ func (bs *baseSearch) prune(ctx context.Context, d Commit) error {
 	return nil
 }
 
-// resolveBlock turns a shared lineage subtree into the candidates in it that
-// d (a common ancestor) does not descend from; with no d, all of them.
-// Where d's lineage holds the same subtree, nothing is read.
+// resolveBlock makes candidates of the entries of a shared lineage subtree
+// that common ancestor d (if any) does not descend from, reading nothing where
+// d's lineage holds the same subtree.
 func (bs *baseSearch) resolveBlock(ctx context.Context, b block, d *Commit) error {
 	tree := subtree(bs.g.lineage, b.ref, b.level, b.low)
 	undominated := func(e format.LineageEntry) {
-		if bs.dropped[e.Tree] {
-			return
+		if !bs.dropped[e.Tree] {
+			bs.addCand(e.ID())
 		}
-		bs.addCand(e.ID())
 	}
 	if d == nil {
 		return tree.each(ctx, func(e format.LineageEntry) error { undominated(e); return nil })
@@ -310,11 +286,9 @@ func (bs *baseSearch) resolveBlock(ctx context.Context, b block, d *Commit) erro
 type Relation string
 
 const (
-	// RelationUpToDate: the source head is the target head or one of its
-	// ancestors; the target has everything the source has.
+	// RelationUpToDate: the source head is the target head or its ancestor.
 	RelationUpToDate Relation = "up_to_date"
-	// RelationAdoptable: the target head is a proper ancestor of the source
-	// head; the target can take the source's state wholesale.
+	// RelationAdoptable: the target head is a proper ancestor of the source's.
 	RelationAdoptable Relation = "adoptable"
 	// RelationDiverged: each head has commits the other lacks.
 	RelationDiverged Relation = "diverged"
@@ -324,24 +298,19 @@ const (
 type TableAction string
 
 const (
-	// TableUnchanged: source and target pin the same version (or neither pins it).
+	// TableUnchanged: both sides pin the same version, or neither pins it.
 	TableUnchanged TableAction = "unchanged"
-	// TableAdopt: only the source changed the table since the base; the
-	// target takes the source's version (or drops the table, if the source did).
+	// TableAdopt: only the source changed the table; the target takes its version.
 	TableAdopt TableAction = "adopt"
-	// TableKeep: only the target changed the table; it keeps its version.
+	// TableKeep: only the target changed the table.
 	TableKeep TableAction = "keep"
-	// TableConflict: both changed the table, to different versions — or the
-	// merge bases disagree about it and the two sides differ.
+	// TableConflict: both changed it differently, or the bases disagree.
 	TableConflict TableAction = "conflict"
+	// TableMerged: both changed different objects; a new version has both.
+	TableMerged TableAction = "merged"
 )
 
-// TableMerged: both sides changed the table and their changes touch
-// different objects; the merge writes a new version with both.
-const TableMerged TableAction = "merged"
-
-// ObjectConflict is one object both sides changed differently since the
-// base. A nil entry means absent on that side (never added, or removed).
+// ObjectConflict is an object both sides changed differently (nil: absent).
 type ObjectConflict struct {
 	Name                 string
 	Base, Source, Target *format.ManifestEntry
@@ -351,15 +320,12 @@ type ObjectConflict struct {
 type TableMerge struct {
 	Table  string
 	Action TableAction
-	// Base, Source and Target are the versions each side pins; zero when
-	// that side does not pin the table.
+	// Base, Source and Target are the versions each side pins (zero: none).
 	Base, Source, Target ulid.ULID
 	BaseAmbiguous        bool
-	// Added, Removed and Replaced count what the merge changes in the
-	// target's entries (adopt and merged).
+	// Added, Removed and Replaced count the changes to the target's entries.
 	Added, Removed, Replaced int64
-	// Conflicts lists, up to MergeSpec.MaxListedConflicts, the objects
-	// changed differently on both sides; ConflictCount counts them all.
+	// Conflicts lists up to MaxListedConflicts; ConflictCount counts them all.
 	Conflicts     []ObjectConflict
 	ConflictCount int64
 	// Why says, for a table-level conflict, what the two sides did.
@@ -368,8 +334,7 @@ type TableMerge struct {
 
 // MergeSpec parameterises PlanMerge.
 type MergeSpec struct {
-	// NewVersionID mints the id of the version a table merged at object
-	// level gets (called once per such table, in table order).
+	// NewVersionID mints the id of each table merged at object level.
 	NewVersionID func(table string) ulid.ULID
 	// Time and Op go into the merged versions.
 	Time time.Time
@@ -382,14 +347,12 @@ type MergeSpec struct {
 type MergePlan struct {
 	Relation Relation
 	Bases    []format.CommitID
-	// Tables has a line for every table the merge does not leave unchanged,
-	// by name; Unchanged counts the others.
+	// Tables has a line per table the merge changes; Unchanged counts the others.
 	Tables    []TableMerge
 	Unchanged int64
 	// Conflicts counts the tables in conflict.
 	Conflicts int
-	// SetPins and DropPins are the merge commit's edits of the target's
-	// pins (or, when adoptable, PinsFrom names the source head).
+	// SetPins and DropPins edit the target's pins, or PinsFrom replaces them.
 	SetPins  map[string]ulid.ULID
 	DropPins []string
 	PinsFrom format.CommitID
@@ -397,14 +360,12 @@ type MergePlan struct {
 	Versions []VersionPlan
 }
 
-// Writes reports whether the merge changes the target: no conflict and
-// something to take.
+// Writes reports whether the merge has no conflict and something to take.
 func (p MergePlan) Writes() bool {
 	return p.Conflicts == 0 && (len(p.SetPins) > 0 || len(p.DropPins) > 0 || !p.PinsFrom.IsZero())
 }
 
-// Spec returns the commit spec of the merge commit on the target's head
-// (merged parent: the source head).
+// Spec returns the merge commit's spec on the target's head.
 func (p MergePlan) Spec(target Head, source Commit, author, message string, at time.Time, op string) CommitSpec {
 	sp := CommitSpec{Branch: target.Logical, ExpectedHead: target.Commit.ID.String(), SetPins: p.SetPins, DropPins: p.DropPins,
 		MergedParent: source.ID.String(), Author: author, Message: message, Time: at, Op: op}
@@ -414,15 +375,11 @@ func (p MergePlan) Spec(target Head, source Commit, author, message string, at t
 	return sp
 }
 
-// PlanMerge classifies every table the two heads pin differently — the
-// pins maps are walked side by side, so tables in shared chunks are not
-// read — by the three-way rule: a table only the source changed since the
-// base is adopted, one only the target changed is kept, and one both changed
-// is merged object by object: the source's changes to objects the target did
-// not touch are applied to the target's entries, and only objects both sides
-// added, removed or replaced differently conflict. Its cost is the chunks in
-// which the versions differ, never the size of a table. It writes nothing;
-// the merged versions are in Versions.
+// PlanMerge classifies every table the heads pin differently (walking the
+// pins side by side) by the three-way rule: changed by the source only →
+// adopt; by the target only → keep; by both → merged object by object, only
+// objects both changed differently conflicting. Its cost is the chunks in
+// which the versions differ. It writes nothing.
 func (g *Graph) PlanMerge(ctx context.Context, source, target Commit, bases BaseSearch, spec MergeSpec) (MergePlan, error) {
 	plan := MergePlan{Relation: bases.Relation, SetPins: map[string]ulid.ULID{}}
 	for _, b := range bases.Bases {
@@ -530,8 +487,7 @@ type change struct {
 	old, new *format.ManifestEntry // nil: absent
 }
 
-// diffVersions returns the entries that differ from a to b, by name,
-// reading only the chunks in which they differ. A zero id is an empty table.
+// diffVersions returns the entries that differ from a to b (zero: empty table).
 func (g *Graph) diffVersions(ctx context.Context, table string, a, b ulid.ULID) ([]change, Version, Version, error) {
 	load := func(id ulid.ULID) (Version, error) {
 		if id.IsZero() {
@@ -561,24 +517,30 @@ func (g *Graph) diffVersions(ctx context.Context, table string, a, b ulid.ULID) 
 	return out, va, vb, err
 }
 
-// countChange counts what adopting the source's version changes in the
-// target's entries.
+// countChange counts what adopting the source's version changes.
 func (g *Graph) countChange(ctx context.Context, line *TableMerge) error {
 	changes, _, _, err := g.diffVersions(ctx, line.Table, line.Target, line.Source)
 	if err != nil {
 		return err
 	}
 	for _, c := range changes {
-		switch {
-		case c.old == nil:
-			line.Added++
-		case c.new == nil:
-			line.Removed++
-		default:
-			line.Replaced++
-		}
+		line.count(c)
 	}
 	return nil
+}
+
+// count adds c to the line's counts and returns its change in bytes.
+func (line *TableMerge) count(c change) int64 {
+	switch {
+	case c.old == nil:
+		line.Added++
+		return c.new.Size
+	case c.new == nil:
+		line.Removed++
+		return -c.old.Size
+	}
+	line.Replaced++
+	return c.new.Size - c.old.Size
 }
 
 // mergeObjects merges a table both sides changed, object by object.
@@ -598,19 +560,8 @@ func (g *Graph) mergeObjects(ctx context.Context, line *TableMerge, plan *MergeP
 		switch {
 		case j == len(dt) || i < len(ds) && ds[i].name < dt[j].name:
 			// Only the source changed it: the target still has the base's.
-			c := ds[i]
-			edits = append(edits, mapEdit[format.ManifestEntry]{Key: c.name, Entry: c.new})
-			switch {
-			case c.old == nil:
-				line.Added++
-				bytes += c.new.Size
-			case c.new == nil:
-				line.Removed++
-				bytes -= c.old.Size
-			default:
-				line.Replaced++
-				bytes += c.new.Size - c.old.Size
-			}
+			edits = append(edits, mapEdit[format.ManifestEntry]{Key: ds[i].name, Entry: ds[i].new})
+			bytes += line.count(ds[i])
 			i++
 		case i == len(ds) || dt[j].name < ds[i].name:
 			j++ // only the target changed it: kept
@@ -638,13 +589,10 @@ func (g *Graph) mergeObjects(ctx context.Context, line *TableMerge, plan *MergeP
 		return nil
 	}
 	if spec.NewVersionID == nil {
-		return fmt.Errorf("%w", invalidf("NewVersionID", "needed to merge table %s at object level", line.Table))
+		return invalidf("NewVersionID", "needed to merge table %s at object level", line.Table)
 	}
-	if err := format.ValidateOp(spec.Op); err != nil {
-		return invalid("Op", err)
-	}
-	if err := format.ValidateTime(spec.Time); err != nil {
-		return invalid("Time", err)
+	if err := checkParams(param{"Op", format.ValidateOp(spec.Op)}, param{"Time", format.ValidateTime(spec.Time)}); err != nil {
+		return err
 	}
 	ref, chunks, err := g.manifestOf(target).apply(ctx, edits)
 	if err != nil {
@@ -673,8 +621,7 @@ func sameEntry(a, b *format.ManifestEntry) bool {
 	return *a == *b
 }
 
-// Keys returns every key the merge writes before its commit (the merged
-// versions' chunks and objects), to pin first.
+// Keys returns the keys the merge writes before its commit, to pin first.
 func (p MergePlan) Keys() []string {
 	var keys []string
 	for _, v := range p.Versions {
@@ -701,11 +648,7 @@ type MergeResult struct {
 	Append AppendResult
 }
 
-// Merge merges source's head into target's in one call (for tools and
-// tests; workflows run the steps separately): read both heads, find the
-// bases, plan, and — when the plan writes — write the merged versions and
-// append the merge commit. A conflict is returned in the plan with nothing
-// written.
+// Merge runs a whole merge in one call; a conflict writes nothing.
 func (g *Graph) Merge(ctx context.Context, sourceBranch, targetBranch string, spec MergeSpec, author, message string) (MergeResult, error) {
 	src, err := g.BranchHead(ctx, sourceBranch)
 	if err != nil {

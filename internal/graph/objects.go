@@ -18,43 +18,34 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// Data objects of any size up to storage.MaxObjectSize (5 TiB): one
-// put-if-absent up to a threshold, a multipart upload above it.
+// Data objects: one put-if-absent up to a threshold, multipart above it.
 
 // Upload defaults.
 const (
 	// DefaultMultipartThreshold: larger objects are uploaded in parts.
 	DefaultMultipartThreshold = 64 << 20
-	// DefaultPartSize is the part size, raised as needed to stay within the
-	// backend's part count (S3: 10,000 parts, so 525 MiB parts at 5 TiB).
+	// DefaultPartSize is the part size, raised to stay within the backend's parts.
 	DefaultPartSize = 64 << 20
-	// DefaultUploadConcurrency is how many parts are in flight at once; the
-	// upload holds that many parts in memory.
+	// DefaultUploadConcurrency is the parts in flight (and in memory) at once.
 	DefaultUploadConcurrency = 4
 	// abortTimeout bounds the abort of a failed upload.
 	abortTimeout = 30 * time.Second
 )
 
-// MaxDataObjectSize bounds a data object written with one put (64 MiB):
-// Store.Put takes the whole body in memory, and a conditional PUT's failure
-// must still come back as a clean 412. Larger objects are multipart uploads.
+// MaxDataObjectSize bounds a one-put object: Put holds it in memory.
 const MaxDataObjectSize = 64 << 20
 
 // UploadOptions tune UploadObject. The zero value uses the defaults.
 type UploadOptions struct {
-	// Threshold is the largest object sent as one put. Defaults to
-	// DefaultMultipartThreshold; never above MaxDataObjectSize.
+	// Threshold is the largest one-put object (at most MaxDataObjectSize).
 	Threshold int64
-	// PartSize is the size of every part but the last. Defaults to
-	// DefaultPartSize; at least the backend's MinPartSize, and raised so
-	// the object needs at most the backend's MaxParts.
+	// PartSize is the size of every part but the last (see PartSizeFor).
 	PartSize int64
 	// Concurrency is the parts in flight. Defaults to DefaultUploadConcurrency.
 	Concurrency int
 }
 
-// ErrMultipartUnsupported reports an object above the single-put limit on a
-// store without multipart uploads.
+// ErrMultipartUnsupported reports a large object on a store without multipart.
 var ErrMultipartUnsupported = errors.New("graph: the store has no multipart uploads")
 
 // UploadResult is what UploadObject stored.
@@ -67,24 +58,16 @@ type UploadResult struct {
 	UploadID string
 }
 
-// UploadObject writes size bytes read from r as data object id of table,
-// computing its SHA-256 as it goes, and returns its manifest entry. Up to
-// the threshold it is one put-if-absent (PutIfAbsent's settling: our bytes
-// already there is success, other bytes a *KeyTakenError). Above it, a
-// multipart upload: parts are read in order and sent Concurrency at a time,
-// each retried on an unknown outcome (re-sending a part replaces it); the
-// complete is put-if-absent and settled by HEAD (the size tells). Any
-// failure aborts the upload before returning, so no parts are left behind
-// but what a crash leaves, which the collector aborts (IncompleteUploads).
+// UploadObject writes size bytes from r as data object id of table, hashing
+// them, and returns its manifest entry. Up to the threshold it is one
+// PutIfAbsent (other bytes: *KeyTakenError); above it a multipart upload whose
+// parts are sent Concurrency at a time, each retried on an unknown outcome, and
+// whose complete is settled by HEAD (the size tells). A failure aborts the
+// upload; what a crash leaves, the collector aborts (IncompleteUploads).
 func UploadObject(ctx context.Context, s storage.Store, graph, table string, id ulid.ULID, r io.Reader, size int64, opts UploadOptions) (UploadResult, error) {
-	if err := format.ValidateGraphName(graph); err != nil {
-		return UploadResult{}, invalid("Graph", err)
-	}
-	if err := format.ValidateTableName(table); err != nil {
-		return UploadResult{}, invalid("Table", err)
-	}
-	if id.IsZero() {
-		return UploadResult{}, invalidf("ID", "zero ULID")
+	if err := checkParams(param{"Graph", format.ValidateGraphName(graph)},
+		param{"Table", format.ValidateTableName(table)}, param{"ID", nonZero(id)}); err != nil {
+		return UploadResult{}, err
 	}
 	if size < 0 || size > storage.MaxObjectSize {
 		return UploadResult{}, invalid("Size", &ObjectTooLargeError{Object: id.String(), Size: size, Limit: storage.MaxObjectSize})
@@ -124,9 +107,9 @@ func UploadObject(ctx context.Context, s storage.Store, graph, table string, id 
 	return UploadResult{Entry: entry, Parts: parts, UploadID: u.id}, nil
 }
 
-// PartSizeFor returns the part size UploadObject uses for an object of size
-// bytes: the requested size (or the default), at least limits.MinPartSize,
-// and at least size / limits.MaxParts rounded up to a MiB.
+// PartSizeFor returns UploadObject's part size for size bytes: the requested
+// (or default) size, at least limits.MinPartSize and size/limits.MaxParts
+// rounded up to a MiB, at most limits.MaxPartSize.
 func PartSizeFor(size, requested int64, limits storage.MultipartLimits) int64 {
 	ps := requested
 	if ps <= 0 {
@@ -169,8 +152,7 @@ func (u *uploader) run(ctx context.Context, r io.Reader) (string, int, error) {
 		if err == nil {
 			break
 		}
-		// An ambiguous create may have left an upload nobody knows the id
-		// of: the collector aborts it (IncompleteUploads).
+		// An ambiguous create may leave an unknown upload: the collector aborts it.
 		if attempt == MaxPutAttempts || !retryable(err) || ctx.Err() != nil {
 			return "", 0, fmt.Errorf("create multipart upload: %w", err)
 		}
@@ -188,9 +170,7 @@ func (u *uploader) run(ctx context.Context, r io.Reader) (string, int, error) {
 	return sum, nparts, nil
 }
 
-// abort aborts the upload, on a context of its own (the caller's may be
-// what failed), and again while it is still listed: a part that was in
-// flight can bring it back (S3 documents that an abort may need repeating).
+// abort aborts the upload, again while listed (in-flight parts revive it).
 func (u *uploader) abort(ctx context.Context) error {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
 	defer cancel()
@@ -222,16 +202,13 @@ func retryable(err error) bool {
 	return false
 }
 
-// sendParts reads the parts in order, hashing them, and uploads them with
-// bounded concurrency.
+// sendParts reads and hashes the parts in order and uploads them concurrently.
 func (u *uploader) sendParts(ctx context.Context, r io.Reader, partSize int64, nparts int) (string, []storage.Part, error) {
 	workers := u.opts.Concurrency
 	if workers <= 0 {
 		workers = DefaultUploadConcurrency
 	}
-	// On a failure no new part is sent, but parts in flight are not
-	// cancelled: a part the server is still writing when the abort comes
-	// can outlive the abort (S3 says so), so the abort waits for them.
+	// After a failure parts in flight are awaited: they can outlive the abort.
 	stop := make(chan struct{})
 	h := sha256.New()
 	parts := make([]storage.Part, nparts)
@@ -320,8 +297,7 @@ func (u *uploader) sendPart(ctx context.Context, n int, body []byte) (storage.Pa
 	return storage.Part{}, fmt.Errorf("upload part %d: %w", n, last)
 }
 
-// complete finishes the upload, settling an unknown answer by HEAD: the key
-// holding an object of our size is done.
+// complete finishes the upload; an unknown answer is settled by HEAD.
 func (u *uploader) complete(ctx context.Context, parts []storage.Part) error {
 	var last error
 	for attempt := 1; attempt <= MaxPutAttempts; attempt++ {
@@ -337,8 +313,7 @@ func (u *uploader) complete(ctx context.Context, parts []storage.Part) error {
 		info, herr := u.s.Head(ctx, u.key)
 		switch {
 		case herr == nil && info.Size == u.size:
-			// Ours landed (or an earlier run of this same upload: the key is
-			// this object's own ULID).
+			// Ours landed (the key is this object's own ULID).
 			return nil
 		case herr == nil:
 			return fmt.Errorf("complete upload: %w", &KeyTakenError{Key: u.key})
@@ -352,20 +327,16 @@ func (u *uploader) complete(ctx context.Context, parts []storage.Part) error {
 	return fmt.Errorf("complete upload: %w", last)
 }
 
-// confirmReads bounds confirm's reads; between them it pauses confirmPause,
-// doubling.
+// confirmReads bounds confirm's reads; the pause between them doubles.
 const (
 	confirmReads = 8
 	confirmPause = 50 * time.Millisecond
 )
 
-// confirm reads the completed object back before the upload is reported done:
-// a backend may answer a complete (a re-sent one above all, after the first
-// outlived its request timeout) before the object is visible at the key —
-// versitygw does for big objects (docs/format.md, "Table versions and data
-// objects"). Our size at
-// the key is done; another size is another writer's object; still absent
-// after confirmReads reads is ErrAmbiguous, for the caller to settle later.
+// confirm reads the completed object back before reporting done: a backend
+// (versitygw, for big objects) may answer a complete before the object is
+// visible. Our size is done; another size is another writer's; still absent
+// after confirmReads reads is ErrAmbiguous, for the caller to settle.
 func (u *uploader) confirm(ctx context.Context) error {
 	pause := confirmPause
 	var last error
@@ -396,22 +367,17 @@ func (u *uploader) confirm(ctx context.Context) error {
 		u.key, confirmReads, last, storage.ErrAmbiguous)
 }
 
-// IncompleteUpload is a multipart upload under a graph's object keys that
-// was never completed or aborted.
+// IncompleteUpload is an object's multipart upload never completed or aborted.
 type IncompleteUpload struct {
 	storage.Upload
 	Table string
 }
 
-// IncompleteUploads lists the incomplete multipart uploads of graph's data
-// objects started before olderThan: what a crashed writer left. The
-// collector's rule (phase 2 wires it into cleanup): abort each one that no
-// in-flight operation pins, after the guard window — an upload's key is a
-// fresh object ULID that only its own operation ever completes, and an
-// operation that is still running pins its object keys, so an upload no
-// operation pins and older than the guard will never be completed. Aborting
-// frees its parts; nothing at the key is touched. Uploads of keys outside
-// {graph}/tables/*/objects/ are never listed.
+// IncompleteUploads lists the incomplete uploads of graph's data objects
+// started before olderThan. The collector aborts each that no operation pins,
+// after the guard window: an upload's key is a fresh object ULID only its own
+// running operation completes. Keys outside {graph}/tables/*/objects/ are
+// never listed.
 func IncompleteUploads(ctx context.Context, s storage.Store, graph string, olderThan time.Time) ([]IncompleteUpload, error) {
 	if err := format.ValidateGraphName(graph); err != nil {
 		return nil, invalid("Graph", err)
@@ -443,8 +409,7 @@ func IncompleteUploads(ctx context.Context, s storage.Store, graph string, older
 	return out, nil
 }
 
-// AbortUploads aborts uploads (IncompleteUploads' result, less the pinned
-// ones); an upload already gone is not an error.
+// AbortUploads aborts uploads; an upload already gone is not an error.
 func AbortUploads(ctx context.Context, s storage.Store, uploads []IncompleteUpload) error {
 	m, ok := storage.AsMultipart(s)
 	if !ok {

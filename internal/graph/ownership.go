@@ -6,22 +6,19 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/storage"
 )
 
-// A graph owns its whole prefix, and only its prefix (docs/format.md, *Ownership*):
-// init refuses a prefix that holds anything graft did not write for the graph, and an
-// import refuses a key that a graph owns or may come to own.
+// A graph owns its whole prefix, and only it (docs/format.md, *Ownership*):
+// init refuses a prefix holding anything else, and import refuses keys a graph
+// owns or may come to own.
 
-// ErrPrefixTaken reports an init whose graph's prefix already holds an object graft
-// did not write for that graph; nothing was written. See PrefixTakenError.
+// ErrPrefixTaken reports an init whose prefix holds objects not its own.
 var ErrPrefixTaken = errors.New("graph: the graph's prefix holds objects graft did not write for it")
 
-// PrefixTakenError names one object under the prefix of a graph being initialised that
-// graft did not write for it. It matches ErrPrefixTaken.
+// PrefixTakenError names such an object; it matches ErrPrefixTaken.
 type PrefixTakenError struct {
 	Graph, Key string
 }
@@ -34,11 +31,9 @@ func (e *PrefixTakenError) Error() string {
 // Is matches ErrPrefixTaken.
 func (e *PrefixTakenError) Is(target error) bool { return target == ErrPrefixTaken }
 
-// CheckInitPrefix lists the prefix of a graph about to be initialised and returns a
-// *PrefixTakenError naming the first key there that own does not accept: a graph owns
-// its whole prefix, so it never starts on objects another graph or tool wrote. own
-// accepts the keys an earlier, interrupted run of the same init wrote. It reads at
-// most a page of a few keys unless own accepts them all.
+// CheckInitPrefix lists a new graph's prefix and returns a *PrefixTakenError
+// for the first key own does not accept (own accepts an interrupted run's
+// keys). It reads a page of a few keys unless own accepts them all.
 func CheckInitPrefix(ctx context.Context, s storage.Store, graph string, own func(key string) bool) error {
 	opts := storage.ListOptions{Prefix: format.GraphPrefix(graph), Limit: 4}
 	for {
@@ -58,9 +53,7 @@ func CheckInitPrefix(ctx context.Context, s storage.Store, graph string, own fun
 	}
 }
 
-// ImportKeyOwned says why key must not be imported by reference into graph, without
-// reading the store — "under the graph's own prefix", or "shaped like a key graft
-// writes …" (format.GraftShaped) — or "" when neither.
+// ImportKeyOwned says why key must not be imported into graph, or "".
 func ImportKeyOwned(graph, key string) string {
 	if strings.HasPrefix(key, format.GraphPrefix(graph)) {
 		return "under the graph's own prefix"
@@ -74,13 +67,10 @@ func ImportKeyOwned(graph, key string) string {
 // importHint is what a refused import's message tells the user to do.
 const importHint = "import only objects outside every graph's prefix (copy the object there first)"
 
-// CheckImportKeys refuses, as a *ParamError matching ErrInvalid on field(i), the first
-// key a graph owns or may come to own: one ImportKeyOwned names, or one under the
-// prefix of a graph that exists ("{p}/graph.json" present, for every prefix of the key
-// that could be a graph's). A graph owns its prefix and its cleanup reclaims what it
-// wrote there; an entry of another graph naming such a key could outlive the object.
-// It HEADs each distinct candidate graph record once, several at a time, and writes
-// nothing.
+// CheckImportKeys refuses, as a *ParamError on field(i), the first key a graph
+// owns or may own: one ImportKeyOwned names, or one under the prefix of an
+// existing graph (whose cleanup could delete it under another graph's entry).
+// It HEADs each candidate graph record once, in parallel, and writes nothing.
 func CheckImportKeys(ctx context.Context, s storage.Store, graph string, keys []string, field func(i int) string) error {
 	var records []string
 	for i, k := range keys {
@@ -95,22 +85,15 @@ func CheckImportKeys(ctx context.Context, s storage.Store, graph string, keys []
 	records = slices.Compact(records)
 	exists := make([]bool, len(records))
 	errs := make([]error, len(records))
-	sem := make(chan struct{}, importConcurrency)
-	var wg sync.WaitGroup
-	for i, rec := range records {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			_, err := s.Head(ctx, rec)
-			switch {
-			case err == nil:
-				exists[i] = true
-			case !errors.Is(err, storage.ErrNotFound):
-				errs[i] = fmt.Errorf("read graph record %s: %w", rec, err)
-			}
-		})
-	}
-	wg.Wait()
+	parallel(len(records), importConcurrency, func(i int) {
+		_, err := s.Head(ctx, records[i])
+		switch {
+		case err == nil:
+			exists[i] = true
+		case !errors.Is(err, storage.ErrNotFound):
+			errs[i] = fmt.Errorf("read graph record %s: %w", records[i], err)
+		}
+	})
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

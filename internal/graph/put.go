@@ -8,8 +8,7 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// MaxPutAttempts bounds the puts one PutIfAbsent sends (the first and its
-// byte-identical re-issues).
+// MaxPutAttempts bounds the puts of one write: the first and its re-issues.
 const MaxPutAttempts = 3
 
 // PutOutcome says how a PutIfAbsent settled.
@@ -18,41 +17,32 @@ type PutOutcome int
 const (
 	// PutCreated: a put of this call succeeded.
 	PutCreated PutOutcome = iota + 1
-	// PutAlreadyOurs: the key holds exactly our bytes, put there by an
-	// earlier attempt whose answer was lost, or by an identical re-run.
+	// PutAlreadyOurs: the key holds our bytes (a lost answer, or a re-run).
 	PutAlreadyOurs
 	// PutTaken: the key holds other bytes; another writer got there first.
 	PutTaken
 )
 
 func (o PutOutcome) String() string {
-	switch o {
-	case PutCreated:
-		return "created"
-	case PutAlreadyOurs:
-		return "already_ours"
-	case PutTaken:
-		return "taken"
+	if o < PutCreated || o > PutTaken {
+		return "unknown"
 	}
-	return "unknown"
+	return [...]string{"created", "already_ours", "taken"}[o-PutCreated]
 }
 
 // PutResult is how a PutIfAbsent settled.
 type PutResult struct {
 	Outcome PutOutcome
-	// ETag of the bytes now at the key, when known (empty after a lost
-	// acknowledgement settled by a read that returned none).
+	// ETag of the bytes now at the key, when known.
 	ETag string
 	// Existing holds the other writer's bytes when Outcome is PutTaken.
 	Existing []byte
 }
 
-// PutIfAbsent writes body at key with put-if-absent and settles the outcome
-// definitively when it can: on a failed condition or an ambiguous answer it
-// reads the key back (ours → PutAlreadyOurs, other → PutTaken, absent →
-// re-issue the same bytes), sending at most MaxPutAttempts puts. A definite
-// refusal (storage.ErrRefused, ErrInvalidKey, ...) is returned as is: the put
-// was not applied. Still unknown at the end is an *InDoubtError.
+// PutIfAbsent writes body at key put-if-absent, settling a failed condition
+// or an unknown answer by reading back: ours → PutAlreadyOurs, other →
+// PutTaken, absent → re-issue, at most MaxPutAttempts puts. A definite refusal
+// is returned as is; still unknown at the end is an *InDoubtError.
 func PutIfAbsent(ctx context.Context, s storage.Store, key string, body []byte) (PutResult, error) {
 	var last error
 	s = reissue(s)
@@ -74,8 +64,7 @@ func PutIfAbsent(ctx context.Context, s storage.Store, key string, body []byte) 
 		case err == nil:
 			return PutResult{Outcome: PutTaken, ETag: obj.ETag, Existing: obj.Body}, nil
 		case errors.Is(err, storage.ErrNotFound):
-			// Not landed (yet): re-issue. If the first put lands later, its
-			// condition fails or it writes these same bytes.
+			// Not landed yet: re-issue; a late first put fails or writes these bytes.
 		default:
 			last = err
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/oklog/ulid/v2"
 
@@ -42,14 +41,11 @@ type Branch struct {
 	Native  string
 	Tree    ulid.ULID
 	Ref     format.BranchRef
-	// ETag of the live ref, for a later compare-and-swap (retire, or the
-	// head's advance).
+	// ETag of the live ref, for a later compare-and-swap.
 	ETag string
-	// Unreadable lists the keys of the name's other refs that a full resolve
-	// could not read as refs (bytes that do not decode, or a ref naming
-	// another native) and resolved past, because this ref is live
-	// (ResolveBranch). Nil when every ref read was readable, and on a
-	// hinted resolve that read this ref alone.
+	// Unreadable lists the keys of the name's other refs that ResolveBranch
+	// could not read as refs and resolved past because this one is live; nil
+	// when all were readable, and on a hinted resolve.
 	Unreadable []string
 }
 
@@ -57,31 +53,21 @@ type Branch struct {
 const refReadConcurrency = 8
 
 // ResolveBranch finds the live incarnation of logical from storage alone: one
-// listing of BranchRefPrefix (one LIST unless the name has over a thousand
-// refs) and a GET of each ref of that logical name, live, retired or fence,
-// read in parallel. Exactly one live ref → its Branch; none →
-// ErrBranchNotFound; more → *MultipleLiveError. The cost grows with the
-// number of incarnations the name has ever had, since retired refs stay as
-// fences; a caller with a ledger resolves through ResolveBranchHinted.
+// listing of BranchRefPrefix and a parallel GET of each ref of the name. One
+// live ref → its Branch; none → ErrBranchNotFound; more → *MultipleLiveError.
+// The cost grows with the refs the name ever had (ResolveBranchHinted saves it).
 //
-// A ref that cannot be read as a ref of its key's native (bytes that do not
-// decode, an unknown format version, a ref naming another native) does not
-// make the name unresolvable when another ref of the name is live: that one is
-// returned, with the unreadable keys in Branch.Unreadable. This is safe
-// because one live ref per logical name is the format's invariant (the oracle
-// checks it, and a create checks storage before it publishes): when a readable
-// ref is live, an unreadable one is either not live or a second live ref —
-// a violation the format forbids and repair handles — never the branch in
-// place of the readable one. When no readable ref is live and some could not
-// be read, the answer is an error that wraps the first read's (typed
-// format) error, never ErrBranchNotFound: the branch may be live through the
-// ref that could not be read.
+// A ref that cannot be read as a ref of its key's native does not stop the
+// resolve when another ref is live: that one is returned, with the unreadable
+// keys in Branch.Unreadable. This is safe because one live ref per name is the
+// format's invariant: an unreadable ref is then not live, or a violation that
+// repair handles. With no readable live ref and an unreadable one, the error
+// wraps the first unreadable ref's format error, never ErrBranchNotFound: the
+// branch may be live through it.
 func ResolveBranch(ctx context.Context, s storage.Store, graph, logical string) (Branch, error) {
-	if err := format.ValidateGraphName(graph); err != nil {
-		return Branch{}, invalid("Graph", err)
-	}
-	if err := format.ValidateBranchName(logical); err != nil {
-		return Branch{}, invalid("Branch", err)
+	if err := checkParams(param{"Graph", format.ValidateGraphName(graph)},
+		param{"Branch", format.ValidateBranchName(logical)}); err != nil {
+		return Branch{}, err
 	}
 	refs, err := readNameRefs(ctx, s, graph, logical)
 	if err != nil {
@@ -104,33 +90,19 @@ func ResolveBranch(ctx context.Context, s storage.Store, graph, logical string) 
 		b.Unreadable = refs.UnreadableKeys()
 		return b, nil
 	}
-	e := &MultipleLiveError{Graph: graph, Branch: logical}
-	for _, b := range live {
-		e.Natives = append(e.Natives, b.Native)
-	}
-	return Branch{}, fmt.Errorf("resolve branch %q: %w", logical, e)
+	return Branch{}, fmt.Errorf("resolve branch %q: %w", logical, multipleLive(graph, logical, live))
 }
 
-// ResolveBranchHinted is ResolveBranch for a caller that has a hint: the
-// native name of the incarnation it believes live (a worker's ledger names
-// the name's open incarnation). It reads that one ref — one GET — and when
-// storage says it is a live ref of logical, that is the branch. Any other
-// answer (no hint, a hint of another name, the key empty, the ref retired or a
-// fence, bytes that do not decode) falls back to ResolveBranch, so "not found"
-// and "several live" are only ever storage's answers: the hint saves requests,
-// it never decides. A storage error reading the hinted ref is returned.
-//
-// What the hint cannot show is a second live ref of the name that the hint's
-// source does not know of (one written outside the ledger): ResolveBranch
-// reports those as *MultipleLiveError, a hinted resolve whose hint is live
-// does not. Readers without a ledger (and ListBranches, and the oracle) read
-// every ref.
+// ResolveBranchHinted is ResolveBranch with a hint: the native name the
+// caller (a worker's ledger) believes live. It reads that one ref, and when it
+// is a live ref of logical that is the branch; any other answer falls back to
+// ResolveBranch, so "not found" and "several live" are only storage's answers.
+// A storage error reading the hinted ref is returned. A hinted resolve cannot
+// see a second live ref its hint's source does not know of; ResolveBranch can.
 func ResolveBranchHinted(ctx context.Context, s storage.Store, graph, logical, hint string) (Branch, error) {
-	if err := format.ValidateGraphName(graph); err != nil {
-		return Branch{}, invalid("Graph", err)
-	}
-	if err := format.ValidateBranchName(logical); err != nil {
-		return Branch{}, invalid("Branch", err)
+	if err := checkParams(param{"Graph", format.ValidateGraphName(graph)},
+		param{"Branch", format.ValidateBranchName(logical)}); err != nil {
+		return Branch{}, err
 	}
 	if hint != "" {
 		b, ok, err := ReadLiveRef(ctx, s, graph, logical, hint)
@@ -144,12 +116,10 @@ func ResolveBranchHinted(ctx context.Context, s storage.Store, graph, logical, h
 	return ResolveBranch(ctx, s, graph, logical)
 }
 
-// ReadLiveRef reads the ref of one native incarnation of logical — one GET —
-// and reports whether it is a live ref of logical; when it is, the Branch is
-// what ResolveBranch would return for it. A native of another logical name,
-// an empty key, a retired ref or fence, or bytes that do not decode are not
-// live (false, nil); only a storage error other than not-found is an error.
-// It says nothing about the name's other refs.
+// ReadLiveRef reads the ref of native (one GET) and reports whether it is a
+// live ref of logical, as ResolveBranch would return it. Anything else (another
+// name, no key, retired, fence, undecodable) is (false, nil); only a storage
+// error other than not-found is an error.
 func ReadLiveRef(ctx context.Context, s storage.Store, graph, logical, native string) (Branch, bool, error) {
 	if err := format.ValidateGraphName(graph); err != nil {
 		return Branch{}, false, invalid("Graph", err)
@@ -175,18 +145,7 @@ func ReadLiveRef(ctx context.Context, s storage.Store, graph, logical, native st
 func getAll(ctx context.Context, s storage.Store, keys []string) ([]storage.Object, []error) {
 	objs := make([]storage.Object, len(keys))
 	errs := make([]error, len(keys))
-	sem := make(chan struct{}, refReadConcurrency)
-	var wg sync.WaitGroup
-	for i, key := range keys {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			objs[i], errs[i] = s.Get(ctx, key)
-		}()
-	}
-	wg.Wait()
+	parallel(len(keys), refReadConcurrency, func(i int) { objs[i], errs[i] = s.Get(ctx, keys[i]) })
 	return objs, errs
 }
 
@@ -200,10 +159,9 @@ type ObjectRef struct {
 	ETag string
 }
 
-// ListTableObjects returns the entries of table as of commit commitID: the
-// commit, the pins lookup, the version, then its entries chunk by chunk. A
-// table the commit does not pin is ErrTableNotPinned. An external entry's Key
-// is its own key and its ID is zero.
+// ListTableObjects returns the entries of table as of commit commitID, chunk by
+// chunk; an unpinned table is ErrTableNotPinned. An external entry's Key is its
+// own key and its ID is zero.
 func ListTableObjects(ctx context.Context, s storage.Store, graph, commitID, table string) ([]ObjectRef, error) {
 	if err := format.ValidateTableName(table); err != nil {
 		return nil, invalid("Table", err)

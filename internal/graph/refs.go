@@ -10,17 +10,11 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// A live ref is its tree's head pointer. An append puts its
-// commit at the commit's own key (content-addressed, put-if-absent) and then
-// swaps the ref from the version it read (If-Match: that version's ETag) to
-// one naming the new commit. The swap is the append's linearisation point,
-// and it compares the head the plan built on with the real head by
-// construction: if anything moved the ref since the plan read it, the swap
-// fails. A failed swap can never succeed later, because a ref's bytes never
-// repeat (each names a different head; a retired ref names its head and the
-// operation that retired it), so neither does its ETag, on any backend whose
-// ETag is a function of the bytes (the MD5 of the bytes on the local store,
-// versitygw and S3 single-part puts).
+// A live ref is its tree's head pointer. An append puts its commit
+// (content-addressed, put-if-absent), then swaps the ref If-Match the ETag the
+// plan read: the swap is its linearisation point, and fails if the ref moved.
+// A failed swap can never succeed later: a ref's bytes never repeat, so
+// neither does its ETag where the ETag is a function of the bytes.
 
 // Head is a branch's live incarnation and its head commit.
 type Head struct {
@@ -29,9 +23,7 @@ type Head struct {
 	Commit Commit
 }
 
-// BranchHead resolves a logical branch and reads its head: one listing of
-// the name's refs and a GET of each (ResolveBranch), then one GET of the head
-// commit.
+// BranchHead resolves a logical branch (ResolveBranch) and reads its head.
 func (g *Graph) BranchHead(ctx context.Context, logical string) (Head, error) {
 	b, err := ResolveBranch(ctx, g.S, g.Name, logical)
 	if err != nil {
@@ -53,8 +45,7 @@ func (g *Graph) HeadOf(ctx context.Context, b Branch) (Head, error) {
 	return Head{Branch: b, Commit: c}, nil
 }
 
-// RefHead reads the ref of one native incarnation (any state) and, when it
-// names one, its head commit.
+// RefHead reads the ref of native (any state) and the head it names, if any.
 func (g *Graph) RefHead(ctx context.Context, native string) (Incarnation, Commit, error) {
 	if err := format.ValidateNative(native); err != nil {
 		return Incarnation{}, Commit{}, invalid("Native", err)
@@ -76,8 +67,7 @@ func (g *Graph) RefHead(ctx context.Context, native string) (Incarnation, Commit
 	return inc, c, err
 }
 
-// Publish is the compare-and-swap that makes a planned commit its branch's
-// head: the plan's record of it, all a settle needs.
+// Publish is the compare-and-swap that makes a planned commit the head.
 type Publish struct {
 	Native string
 	// IfMatch is the ETag of the ref version the plan read.
@@ -94,8 +84,7 @@ type PublishOutcome string
 const (
 	// Published: this call's swap made the commit the head.
 	Published PublishOutcome = "published"
-	// AlreadyPublished: an earlier swap of the same bytes landed (its answer
-	// was lost); the commit is the head, or an ancestor of it on the tree.
+	// AlreadyPublished: an earlier swap of these bytes landed.
 	AlreadyPublished PublishOutcome = "already_published"
 )
 
@@ -110,26 +99,18 @@ type PublishResult struct {
 	Walked int
 }
 
-// Publish swaps the ref to p.Body if it still has ETag p.IfMatch, and
-// settles every answer by reading the ref back:
-//   - the ref holds our bytes → published (a lost acknowledgement);
-//   - it still has p.IfMatch → nothing landed: re-issue the same swap (at
-//     most MaxPutAttempts in all);
-//   - it names another head → walk first parents from that head back to our
-//     commit's seq: ours there → already published (landed, then
-//     superseded); otherwise → *StaleHeadError (ours never lands: the ref's
-//     bytes never return to p.IfMatch);
-//   - it is retired or a fence → the same walk from a retired ref's head, or
-//     stale.
-//
-// A definite refusal is returned as is. Still unknown at the end is an
-// *InDoubtError carrying p; call SettlePublish with it later.
+// Publish swaps the ref to p.Body If-Match p.IfMatch, settling every answer by
+// reading the ref back: our bytes → published; still p.IfMatch → re-issue (at
+// most MaxPutAttempts puts); another head, or retired → walk first parents
+// from its head to our seq: ours there → already published, otherwise
+// *StaleHeadError (the ref's bytes never return to p.IfMatch). A definite
+// refusal is returned as is; still unknown at the end is an *InDoubtError
+// carrying p, for SettlePublish.
 func (g *Graph) Publish(ctx context.Context, p Publish) (PublishResult, error) {
 	return g.publish(ctx, p, true)
 }
 
-// SettlePublish settles a Publish left in doubt: it reads the ref first and
-// re-issues the swap only if nothing has changed.
+// SettlePublish settles a Publish left in doubt, reading the ref first.
 func (g *Graph) SettlePublish(ctx context.Context, p Publish) (PublishResult, error) {
 	return g.publish(ctx, p, false)
 }
@@ -186,8 +167,7 @@ func (g *Graph) publish(ctx context.Context, p Publish, putFirst bool) (PublishR
 	}
 }
 
-// settleMoved decides a publish whose ref moved on: ours landed and was
-// superseded, or never landed.
+// settleMoved decides a publish whose ref moved on.
 func (g *Graph) settleMoved(ctx context.Context, p Publish, key string, ref format.BranchRef) (PublishResult, error) {
 	stale := &StaleHeadError{Graph: g.Name, Key: key, Found: ref.Head, Planned: p.Commit, State: ref.State}
 	if ref.Head.IsZero() || ref.Head.Tree != p.Commit.Tree {
@@ -204,9 +184,7 @@ func (g *Graph) settleMoved(ctx context.Context, p Publish, key string, ref form
 	return PublishResult{Outcome: AlreadyPublished, Head: ref.Head, Walked: walked}, nil
 }
 
-// onChain reports whether id is on the first-parent chain from head (within
-// id's tree), reading the commits from head back to id's seq: one GET per
-// commit between them.
+// onChain reports whether id is on head's first-parent chain.
 func (g *Graph) onChain(ctx context.Context, head, id format.CommitID) (bool, int, error) {
 	if head.Tree != id.Tree || head.Seq < id.Seq {
 		return false, 0, nil
@@ -229,12 +207,9 @@ func (g *Graph) onChain(ctx context.Context, head, id format.CommitID) (bool, in
 	return at == id, walked, nil
 }
 
-// CheckPublish reads where a Publish stands without writing: the ref holds
-// our bytes, or names a head whose first-parent chain holds our commit →
-// AlreadyPublished; the ref still has p.IfMatch → pending (the swap has not
-// landed and still may); anything else → *StaleHeadError (ours never lands),
-// or *RefChangedError when the ref is gone. One GET of the ref, then one GET
-// per commit between the ref's head and ours.
+// CheckPublish reads, without writing, where p stands: our bytes or our commit
+// behind the head → AlreadyPublished; still p.IfMatch → pending; the ref gone
+// → *RefChangedError; else *StaleHeadError.
 func (g *Graph) CheckPublish(ctx context.Context, p Publish) (res PublishResult, pending bool, err error) {
 	if err := format.ValidateNative(p.Native); err != nil {
 		return PublishResult{}, false, fmt.Errorf("check publish: %w", invalid("Native", err))
@@ -259,14 +234,10 @@ func (g *Graph) CheckPublish(ctx context.Context, p Publish) (res PublishResult,
 	return res, false, err
 }
 
-// FencePublish makes a pending Publish unable to land: it swaps the ref, if
-// it still has p.IfMatch, to the same head with op set to the fencing
-// operation — a version of the ref nobody else writes, so the plan's ETag
-// never returns and p's swap fails forever, while readers see the same head.
-// It returns what CheckPublish says afterwards: pending false and
-// AlreadyPublished when our swap had landed after all, a *StaleHeadError
-// when the ref moved (by the fence or anyone else). A fence whose answer is
-// lost is checked again on the next call.
+// FencePublish makes a pending Publish unable to land: if the ref still has
+// p.IfMatch, it swaps in the same head with op as its operation (bytes nobody
+// else writes, so p.IfMatch never returns). It returns what CheckPublish then
+// says; a fence whose answer is lost is checked again on the next call.
 func (g *Graph) FencePublish(ctx context.Context, p Publish, op string) (PublishResult, bool, error) {
 	if err := format.ValidateOp(op); err != nil {
 		return PublishResult{}, false, fmt.Errorf("fence publish: %w", invalid("Op", err))

@@ -7,18 +7,12 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// reissuing wraps the store for one write that is settled by re-issuing it (a
-// put-if-absent, a head swap, a retire, a fence): once a put of that write has
-// answered ambiguously it may still land — it was applied and the answer lost,
-// or it is still in flight and lands later — so a later put's definite refusal
-// (403, say) proves nothing about the write. reissuing reports such a refusal as
-// ambiguous, and the caller settles the write instead of ending it as refused
-// while its earlier put lands after the operation ended and released its pins
-// (soak, localfs seed 1002188: a head swap held, its re-issue refused, the write
-// reported refused; the held swap landed after a sweep had reclaimed the commit
-// it names). Every loop in this package that re-sends a conditional put of one
-// write sends it through reissuing; a precondition failure is left as it is: the
-// loops read back after one.
+// reissuing wraps the store for one write settled by re-issuing it: once a put
+// of the write answered ambiguously it may still land, so a later put's
+// definite refusal proves nothing, and reissuing reports it as ambiguous. The
+// caller then settles the write instead of reporting it refused while the
+// earlier put lands after its pins are released. Every re-issue loop here puts
+// through it; a precondition failure is left as is (the loops read back).
 type reissuing struct {
 	storage.Store
 	// sentAmbiguous: a put of this write answered ambiguously.
@@ -30,12 +24,10 @@ func reissue(s storage.Store) *reissuing { return &reissuing{Store: s} }
 
 type ambiguousPutsKey struct{}
 
-// WithAmbiguousPuts returns a context under which every re-issue loop of this package
-// calls observe with the key of each put that answers ambiguously — a put that may still
-// be delivered later, whatever its re-issues settle. A caller that may delete the key
-// later (cleanup) must not let such a key be emptied while the put may still land
-// (activities records it: catalog.PinsHoldForLatePut). observe may be called from
-// several goroutines at once.
+// WithAmbiguousPuts returns a context under which every re-issue loop calls
+// observe (possibly concurrently) with the key of each put answering
+// ambiguously: a put that may still land later. A caller that may delete the
+// key (cleanup) must keep it while the put may land (catalog.PinsHoldForLatePut).
 func WithAmbiguousPuts(ctx context.Context, observe func(key string)) context.Context {
 	return context.WithValue(ctx, ambiguousPutsKey{}, observe)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -15,8 +14,7 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// Version is a table version as this package reads and writes it
-// (format.TableVersion).
+// Version is a table version (format.TableVersion).
 type Version struct {
 	Table     string
 	ID        ulid.ULID
@@ -54,11 +52,8 @@ func (g *Graph) manifestOf(v Version) mapTree[format.ManifestEntry] {
 
 // Version reads a table version: one GET.
 func (g *Graph) Version(ctx context.Context, table string, id ulid.ULID) (Version, error) {
-	if err := format.ValidateTableName(table); err != nil {
-		return Version{}, invalid("Table", err)
-	}
-	if id.IsZero() {
-		return Version{}, invalidf("Version", "zero ULID")
+	if err := checkParams(param{"Table", format.ValidateTableName(table)}, param{"Version", nonZero(id)}); err != nil {
+		return Version{}, err
 	}
 	key := format.TableVersionKey(g.Name, table, id)
 	obj, err := g.S.Get(ctx, key)
@@ -80,8 +75,7 @@ func (g *Graph) Version(ctx context.Context, table string, id ulid.ULID) (Versio
 	return v, nil
 }
 
-// TableAt reads the version of table that commit c pins: a pins lookup and
-// one GET. A table c does not pin is ErrTableNotPinned.
+// TableAt reads the version of table that c pins; unpinned: ErrTableNotPinned.
 func (g *Graph) TableAt(ctx context.Context, c Commit, table string) (Version, error) {
 	id, ok, err := g.Pin(ctx, c, table)
 	if err != nil {
@@ -93,8 +87,7 @@ func (g *Graph) TableAt(ctx context.Context, c Commit, table string) (Version, e
 	return g.Version(ctx, table, id)
 }
 
-// EachEntry calls fn for every entry of v in name order, reading one chunk
-// at a time: a table of any size streams in bounded memory.
+// EachEntry calls fn for every entry of v in name order, a chunk at a time.
 func (g *Graph) EachEntry(ctx context.Context, v Version, fn func(format.ManifestEntry) error) error {
 	return g.manifestOf(v).each(ctx, fn)
 }
@@ -104,8 +97,7 @@ func (g *Graph) Entry(ctx context.Context, v Version, name string) (format.Manif
 	return g.manifestOf(v).get(ctx, name)
 }
 
-// ObjectKeyOf returns where an entry's bytes are: the graph's object key,
-// or the external key it was imported from.
+// ObjectKeyOf returns where an entry's bytes are: its object key or external key.
 func ObjectKeyOf(graph, table string, e format.ManifestEntry) string {
 	if e.IsExternal() {
 		return e.External
@@ -131,27 +123,18 @@ type VersionPlan struct {
 	Version format.TableVersion
 	Key     string
 	Body    []byte
-	// Chunks are the manifest chunks the version names that its base did
-	// not (a few per append, whatever the table's size).
+	// Chunks are the manifest chunks the version names that its base did not.
 	Chunks []Chunk
 	// Added, Replaced and Removed count the entries changed from the base.
 	Added, Replaced, Removed int64
 }
 
 // Keys returns the keys the version writes: its chunks, then itself.
-func (p VersionPlan) Keys() []string {
-	keys := make([]string, 0, len(p.Chunks)+1)
-	for _, c := range p.Chunks {
-		keys = append(keys, c.Key)
-	}
-	return append(keys, p.Key)
-}
+func (p VersionPlan) Keys() []string { return chunkKeys(p.Chunks, p.Key) }
 
-// PlanVersion reads the base version (one GET) and the manifest chunks on
-// the paths the edits touch, and computes the new version: appending k
-// entries to n writes O(k) entries in O(1) chunks when the new names sort
-// after the old ones (ULID names always do), and O(k) chunks at most. It
-// writes nothing.
+// PlanVersion reads the base version and the manifest chunks on the edited
+// paths and computes the new version, writing nothing: appending k entries
+// writes O(k) chunks at most, O(1) when the new names sort last (ULIDs do).
 func (g *Graph) PlanVersion(ctx context.Context, spec VersionSpec) (VersionPlan, error) {
 	fail := func(err error) (VersionPlan, error) {
 		return VersionPlan{}, fmt.Errorf("plan version of table %s: %w", spec.Table, err)
@@ -162,11 +145,8 @@ func (g *Graph) PlanVersion(ctx context.Context, spec VersionSpec) (VersionPlan,
 	if spec.VersionID.IsZero() || spec.VersionID == spec.Base {
 		return fail(invalidf("VersionID", "zero, or the base's"))
 	}
-	if err := format.ValidateOp(spec.Op); err != nil {
-		return fail(invalid("Op", err))
-	}
-	if err := format.ValidateTime(spec.Time); err != nil {
-		return fail(invalid("Time", err))
+	if err := checkParams(param{"Op", format.ValidateOp(spec.Op)}, param{"Time", format.ValidateTime(spec.Time)}); err != nil {
+		return fail(err)
 	}
 	edits := make([]mapEdit[format.ManifestEntry], 0, len(spec.Put)+len(spec.Delete))
 	names := make(map[string]bool, len(spec.Put)+len(spec.Delete))
@@ -238,10 +218,9 @@ func (g *Graph) PlanVersion(ctx context.Context, spec VersionSpec) (VersionPlan,
 	return plan, nil
 }
 
-// WriteVersion writes a plan's chunks, then the version, put-if-absent, so
-// a version is never visible before its chunks. The version's key is its
-// caller-minted ULID: other bytes there are a *KeyTakenError (the ULID was
-// minted twice).
+// WriteVersion writes a plan's chunks, then the version, put-if-absent, so a
+// version is never visible before its chunks; other bytes at its key (a ULID
+// minted twice) are a *KeyTakenError.
 func (g *Graph) WriteVersion(ctx context.Context, p VersionPlan) error {
 	if err := putChunks(ctx, g.S, p.Chunks); err != nil {
 		return fmt.Errorf("write version %s: %w", p.Version.ID, err)
@@ -265,14 +244,12 @@ func (g *Graph) PutVersion(ctx context.Context, spec VersionSpec) (VersionPlan, 
 	return p, g.WriteVersion(ctx, p)
 }
 
-// ErrExternalChanged reports an external object whose size or ETag is no
-// longer what its entry recorded when it was imported.
+// ErrExternalChanged reports an external object changed since its import.
 var ErrExternalChanged = errors.New("graph: external object changed since it was imported")
 
 // ImportRef names an existing object of the store to register by reference.
 type ImportRef struct {
-	// Key is the object's key in the store; never one a graph owns or may come
-	// to own (CheckImportKeys).
+	// Key is the object's key; never one a graph owns or may own (CheckImportKeys).
 	Key string
 	// Name is the entry's name in the table. Defaults to Key.
 	Name string
@@ -281,12 +258,11 @@ type ImportRef struct {
 // importConcurrency bounds the parallel HEADs of ImportEntries.
 const importConcurrency = 8
 
-// ImportEntries HEADs each referenced object (in parallel) and returns the
-// external entries to put in a version: size and ETag as the store reports
-// them, nothing copied. Graft never writes or deletes an external object;
-// cleanup leaves it alone (the entry marks it), and readers can check it is
-// unchanged (CheckExternal). A missing object is ErrNotFound; a key a graph owns
-// or may come to own is invalid (CheckImportKeys), before any object is read.
+// ImportEntries HEADs each referenced object in parallel and returns external
+// entries with the size and ETag the store reports; nothing is copied, and
+// graft never writes or deletes an external object. A missing object is
+// ErrNotFound; a key a graph owns or may own is invalid (CheckImportKeys),
+// before any object is read.
 func ImportEntries(ctx context.Context, s storage.Store, graph string, refs []ImportRef) ([]format.ManifestEntry, error) {
 	if err := format.ValidateGraphName(graph); err != nil {
 		return nil, invalid("Graph", err)
@@ -317,21 +293,14 @@ func ImportEntries(ctx context.Context, s storage.Store, graph string, refs []Im
 		return nil, err
 	}
 	errs := make([]error, len(refs))
-	sem := make(chan struct{}, importConcurrency)
-	var wg sync.WaitGroup
-	for i := range out {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			info, err := s.Head(ctx, out[i].External)
-			if err != nil {
-				errs[i] = fmt.Errorf("import %s: %w", out[i].External, err)
-				return
-			}
-			out[i].Size, out[i].ETag = info.Size, info.ETag
-		})
-	}
-	wg.Wait()
+	parallel(len(out), importConcurrency, func(i int) {
+		info, err := s.Head(ctx, out[i].External)
+		if err != nil {
+			errs[i] = fmt.Errorf("import %s: %w", out[i].External, err)
+			return
+		}
+		out[i].Size, out[i].ETag = info.Size, info.ETag
+	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -339,8 +308,7 @@ func ImportEntries(ctx context.Context, s storage.Store, graph string, refs []Im
 	return out, nil
 }
 
-// CheckExternal HEADs an external entry's object and reports
-// ErrExternalChanged when its size or ETag differ from the entry's.
+// CheckExternal reports ErrExternalChanged for a changed external object.
 func CheckExternal(ctx context.Context, s storage.Store, e format.ManifestEntry) error {
 	if !e.IsExternal() {
 		return nil

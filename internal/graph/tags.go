@@ -10,10 +10,9 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// Tags: immutable, graph-wide names for commits. A tag is written once with
-// put-if-absent and never re-pointed; deleting it replaces it, by
-// compare-and-swap, with a retired tag that keeps the key, so a late put of
-// the live tag can never land and the name is never reused.
+// Tags: immutable, graph-wide names for commits, written once put-if-absent.
+// Deleting one swaps in a retired tag that keeps the key, so a late put of the
+// live tag never lands and the name is never reused.
 
 // ErrTagNotFound reports a tag name with no tag object.
 var ErrTagNotFound = errors.New("graph: tag not found")
@@ -29,11 +28,9 @@ type TagParams struct {
 
 // TagBytes returns the exact bytes of the live tag p describes.
 func TagBytes(p TagParams) ([]byte, error) {
-	if err := format.ValidateGraphName(p.Graph); err != nil {
-		return nil, invalid("Graph", err)
-	}
-	if err := format.ValidateTagName(p.Name); err != nil {
-		return nil, invalid("Name", err)
+	if err := checkParams(param{"Graph", format.ValidateGraphName(p.Graph)},
+		param{"Name", format.ValidateTagName(p.Name)}); err != nil {
+		return nil, err
 	}
 	id, err := format.ParseCommitID(p.Commit)
 	if err != nil {
@@ -52,11 +49,9 @@ type TagPutOutcome string
 const (
 	// TagCreated: this call's put (or an earlier one of the same bytes) made the tag.
 	TagCreated TagPutOutcome = "created"
-	// TagExists: a live tag of another operation already names the same
-	// commit; creating a tag is idempotent, so this is success.
+	// TagExists: a live tag of another operation names the same commit (success).
 	TagExists TagPutOutcome = "exists"
-	// TagTaken: the name holds a live tag naming another commit, or a
-	// retired tag (names are never reused).
+	// TagTaken: the name holds a live tag of another commit, or a retired tag.
 	TagTaken TagPutOutcome = "taken"
 )
 
@@ -67,11 +62,9 @@ type TagPutResult struct {
 	Tag format.Tag
 }
 
-// PutTag writes the live tag body (TagBytes or TagBytes) at the tag's key with
-// put-if-absent, settled by read-back (PutIfAbsent): our bytes → TagCreated;
-// a live tag of the same commit → TagExists; anything else → TagTaken. A
-// definite refusal is returned as is; an outcome still unknown is an
-// *InDoubtError — call PutTag again with the same body to settle it.
+// PutTag writes a live tag body (TagBytes) put-if-absent, settled by read-back:
+// ours → TagCreated; a live tag of the same commit → TagExists; else TagTaken.
+// Still unknown is an *InDoubtError: call PutTag again with the same body.
 func PutTag(ctx context.Context, s storage.Store, graph string, body []byte) (TagPutResult, error) {
 	if err := format.ValidateGraphName(graph); err != nil {
 		return TagPutResult{}, fmt.Errorf("put tag: %w", invalid("Graph", err))
@@ -110,11 +103,8 @@ type TagEntry struct {
 
 // ReadTag reads one tag, live or retired: one GET. A missing tag is ErrTagNotFound.
 func ReadTag(ctx context.Context, s storage.Store, graph, name string) (TagEntry, error) {
-	if err := format.ValidateGraphName(graph); err != nil {
-		return TagEntry{}, invalid("Graph", err)
-	}
-	if err := format.ValidateTagName(name); err != nil {
-		return TagEntry{}, invalid("Name", err)
+	if err := checkParams(param{"Graph", format.ValidateGraphName(graph)}, param{"Name", format.ValidateTagName(name)}); err != nil {
+		return TagEntry{}, err
 	}
 	key := format.TagKey(graph, name)
 	obj, err := s.Get(ctx, key)
@@ -131,8 +121,7 @@ func ReadTag(ctx context.Context, s storage.Store, graph, name string) (TagEntry
 	return TagEntry{Tag: t, ETag: obj.ETag}, nil
 }
 
-// ListTags reads every tag of graph, live and retired, sorted by name: one
-// LIST per thousand tags and one GET per tag, read with bounded parallelism.
+// ListTags reads every tag of graph, any state, by name (parallel GETs).
 func ListTags(ctx context.Context, s storage.Store, graph string) ([]TagEntry, error) {
 	if err := format.ValidateGraphName(graph); err != nil {
 		return nil, invalid("Graph", err)
@@ -174,13 +163,10 @@ func decodeTagAt(key, name string, body []byte) (format.Tag, error) {
 	return t, nil
 }
 
-// ErrTagChanged reports a tag that is no longer the one a compare-and-swap
-// expected. See TagChangedError.
+// ErrTagChanged reports a tag a compare-and-swap expected that changed.
 var ErrTagChanged = errors.New("graph: tag changed")
 
-// TagChangedError reports that the tag at Key no longer has the ETag the
-// caller gave: it was retired by another operation, or is gone. It matches
-// ErrTagChanged.
+// TagChangedError reports a tag without the caller's ETag; it matches ErrTagChanged.
 type TagChangedError struct {
 	Key  string
 	ETag string
@@ -200,20 +186,13 @@ func (e *TagChangedError) Error() string {
 // Is matches ErrTagChanged.
 func (e *TagChangedError) Is(target error) bool { return target == ErrTagChanged }
 
-// RetireTag replaces the live tag name, which must still have ETag etag, by
-// a retired tag naming retiredOp, with compare-and-swap (If-Match). The
-// retired tag keeps every other field, so its bytes are a function of the
-// live tag and retiredOp and a re-issue is byte-identical. An ambiguous or
-// failed put is settled by reading back: our retired bytes → done
-// (PutAlreadyOurs); still the live tag with etag → re-issue (at most
-// MaxPutAttempts puts in all); anything else → *TagChangedError. Still
-// unknown at the end is an *InDoubtError; calling RetireTag again settles it.
+// RetireTag replaces the live tag name, which must still have ETag etag, by a
+// retired tag naming retiredOp, as RetireRef does for refs: PutAlreadyOurs
+// when ours already landed, *TagChangedError on another change, *InDoubtError
+// when still unknown (call again to settle).
 func RetireTag(ctx context.Context, s storage.Store, graph, name, etag, retiredOp string) (PutOutcome, error) {
-	if err := format.ValidateGraphName(graph); err != nil {
-		return 0, fmt.Errorf("retire tag: %w", invalid("Graph", err))
-	}
-	if err := format.ValidateTagName(name); err != nil {
-		return 0, fmt.Errorf("retire tag: %w", invalid("Name", err))
+	if err := checkParams(param{"Graph", format.ValidateGraphName(graph)}, param{"Name", format.ValidateTagName(name)}); err != nil {
+		return 0, fmt.Errorf("retire tag: %w", err)
 	}
 	if etag == "" {
 		return 0, fmt.Errorf("retire tag: %w", invalidf("ETag", "empty"))

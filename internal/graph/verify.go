@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"github.com/graftworks/graft/storage"
@@ -18,47 +17,38 @@ type ObjectProblem struct {
 	// Index is the object's position in the refs given to VerifyObjects.
 	Index int
 	Ref   ObjectRef
-	// Missing: nothing is at the key. Otherwise the object there differs from the
-	// entry (Reason says how): another size, or for an external object another ETag.
+	// Missing: nothing at the key; otherwise Reason says how the object differs.
 	Missing bool
 	Reason  string
 }
 
-// VerifyObjects HEADs every object refs name, verifyConcurrency at a time, and returns
-// the ones missing or changed, in refs' order: how an operator notices that an object a
-// head names is gone (docs/format.md, *Ownership*). Listing a version's objects never
-// HEADs them; this is the one read that does, one request per object. progress, when
-// set, is called with the number of objects checked so far, from several goroutines.
+// VerifyObjects HEADs every object refs name, in parallel, and returns the
+// missing or changed ones in refs' order: the one read that checks objects.
+// progress, when set, gets the count checked so far, from several goroutines.
 func VerifyObjects(ctx context.Context, s storage.Store, refs []ObjectRef, progress func(done int64)) ([]ObjectProblem, error) {
 	problems := make([]*ObjectProblem, len(refs))
 	errs := make([]error, len(refs))
 	var done atomic.Int64
-	sem := make(chan struct{}, verifyConcurrency)
-	var wg sync.WaitGroup
-	for i, ref := range refs {
+	parallel(len(refs), verifyConcurrency, func(i int) {
+		ref := refs[i]
 		if ctx.Err() != nil {
-			break
+			return
 		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			info, err := s.Head(ctx, ref.Key)
-			switch {
-			case errors.Is(err, storage.ErrNotFound):
-				problems[i] = &ObjectProblem{Index: i, Ref: ref, Missing: true, Reason: "missing"}
-			case err != nil:
-				errs[i] = fmt.Errorf("verify %s: %w", ref.Key, err)
-			case info.Size != ref.Size:
-				problems[i] = &ObjectProblem{Index: i, Ref: ref, Reason: fmt.Sprintf("%d bytes, the entry says %d", info.Size, ref.Size)}
-			case ref.ETag != "" && info.ETag != ref.ETag:
-				problems[i] = &ObjectProblem{Index: i, Ref: ref, Reason: fmt.Sprintf("ETag %s, imported as %s", info.ETag, ref.ETag)}
-			}
-			if n := done.Add(1); progress != nil {
-				progress(n)
-			}
-		})
-	}
-	wg.Wait()
+		info, err := s.Head(ctx, ref.Key)
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			problems[i] = &ObjectProblem{Index: i, Ref: ref, Missing: true, Reason: "missing"}
+		case err != nil:
+			errs[i] = fmt.Errorf("verify %s: %w", ref.Key, err)
+		case info.Size != ref.Size:
+			problems[i] = &ObjectProblem{Index: i, Ref: ref, Reason: fmt.Sprintf("%d bytes, the entry says %d", info.Size, ref.Size)}
+		case ref.ETag != "" && info.ETag != ref.ETag:
+			problems[i] = &ObjectProblem{Index: i, Ref: ref, Reason: fmt.Sprintf("ETag %s, imported as %s", info.ETag, ref.ETag)}
+		}
+		if n := done.Add(1); progress != nil {
+			progress(n)
+		}
+	})
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

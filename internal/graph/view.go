@@ -11,9 +11,7 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// CommitView is a commit as a view of it shows it (the client's log, branch and tag
-// views): its pins read into a map — O(tables) reads when they are chunked, which
-// showing them needs anyway — and no lineage. Nothing that writes uses it.
+// CommitView is a commit as views show it: pins as a map, no lineage.
 type CommitView struct {
 	ID           format.CommitID
 	Branch       string
