@@ -300,7 +300,6 @@ func (r *rig) operation(id string) catalog.Operation {
 	return op
 }
 
-// waitFor polls cond until it holds or the deadline passes.
 // faultThenSettleSlowly adds rule, then holds the first request after its faults
 // for settleHold: the settle re-issue that follows an in-doubt write waits, so a
 // caller that polls the status sees in_doubt before the settle ends, however
@@ -315,6 +314,7 @@ func (r *rig) faultThenSettleSlowly(rule faults.Rule) {
 // settleHold is longer than two of the client's longest status polls.
 const settleHold = 12 * time.Second
 
+// waitFor polls cond until it holds or the deadline passes.
 func (r *rig) waitFor(what string, d time.Duration, cond func() bool) {
 	r.t.Helper()
 	deadline := time.Now().Add(d)
