@@ -57,9 +57,14 @@ cat .cache/buildtools.log
 # Every package, the seeded soak among them (cmd/internal/soak TestSoak,
 # docs/testing.md): GRAFT_SOAK_SEEDS seeds (200) on each backend, many schedules
 # at once against one stack, the oracle after each; it prints its totals.
+# go test starts packages in the order named, two at a time: the longest
+# (the soak, the workflows' real-server tiers, the CLI's end to end) go first so
+# that the short ones fill the other slot instead of one long package running
+# alone at the end.
 step "go test ./... (the soak: ${GRAFT_SOAK_SEEDS:-200} seeds on each backend)"
 set +e
-GRAFT_SOAK_SEEDS="${GRAFT_SOAK_SEEDS:-200}" go test -count=1 -p 2 -parallel 4 -timeout 45m -v ./... 2>&1 | tee -a "$log"
+GRAFT_SOAK_SEEDS="${GRAFT_SOAK_SEEDS:-200}" go test -count=1 -p 2 -parallel 4 -timeout 45m -v \
+	./cmd/internal/soak ./workflows ./cmd/starter ./cmd/internal/prodtier ./... 2>&1 | tee -a "$log"
 test_rc=${PIPESTATUS[0]}
 set -e
 
