@@ -1,6 +1,7 @@
 package soak
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -487,8 +489,14 @@ func (r *runner) runOp(o Op) {
 		out = classify(string(res.Outcome), err)
 	case OpRepair:
 		keep := format.NativeName(o.Branch, ulid.Make())
-		if natives := liveNatives(r.ctx, r.st.Inner, r.graph, o.Branch); len(natives) > 0 {
-			keep = natives[0]
+		var natives []string
+		for _, ref := range liveRefs(r.ctx, r.st.Inner, format.BranchRefPrefix(r.graph, o.Branch)) {
+			if ref.Branch == o.Branch {
+				natives = append(natives, ref.Native)
+			}
+		}
+		if len(natives) > 0 {
+			keep = slices.Min(natives)
 		}
 		r.started(o, client.RepairBranchWorkflowID(r.graph, o.Branch))
 		res, err := r.gc.RepairBranch(ctx, client.RepairBranchRequest{Graph: r.graph, Branch: o.Branch, Keep: keep, IdempotencyKey: key})
@@ -584,20 +592,19 @@ func outcomeOf(o string, err error) string {
 	return "error"
 }
 
-func liveNatives(ctx context.Context, s storage.Store, g, branch string) []string {
-	var out []string
-	storage.ListAll(ctx, s, format.BranchRefPrefix(g, branch), func(o storage.ObjectInfo) error {
+// liveRefs returns the live branch refs under prefix that read back.
+func liveRefs(ctx context.Context, s storage.Store, prefix string) []format.BranchRef {
+	var out []format.BranchRef
+	storage.ListAll(ctx, s, prefix, func(o storage.ObjectInfo) error {
 		obj, err := s.Get(ctx, o.Key)
 		if err != nil {
 			return nil
 		}
-		ref, err := format.DecodeBranchRef(obj.Body)
-		if err == nil && ref.State == format.RefLive && ref.Branch == branch {
-			out = append(out, ref.Native)
+		if ref, err := format.DecodeBranchRef(obj.Body); err == nil && ref.State == format.RefLive {
+			out = append(out, ref)
 		}
 		return nil
 	})
-	sort.Strings(out)
 	return out
 }
 
@@ -605,47 +612,36 @@ func liveNatives(ctx context.Context, s storage.Store, g, branch string) []strin
 func (r *runner) addStorageFault(f Fault) {
 	g := r.graph
 	rule := faults.Rule{Name: f.ID, Op: f.Op, Skip: f.Skip, Times: f.Times}
-	switch f.Target {
-	case "refs":
-		rule.KeyPrefix = format.BranchRefsPrefix(g)
-	case "tags":
-		rule.KeyPrefix = format.TagsPrefix(g)
-	case "commits":
-		rule.KeyPrefix = g + "/trees/"
-	case "tables":
-		rule.KeyPrefix = g + "/tables/"
-	case "graph":
-		rule.KeyPrefix = format.GraphKey(g)
-	default:
-		rule.KeyPrefix = format.GraphPrefix(g)
-	}
-	switch f.Kind {
-	case "lose_answer":
-		rule.Mode = faults.ApplyLoseAnswer
-	case "fail_before_send":
-		rule.Mode = faults.FailBeforeSend
-	case "hold_late", "hold_never":
-		rule.Mode = faults.Hold
-		if f.Kind == "hold_late" {
-			r.mu.Lock()
-			r.holdLate[f.ID] = true
-			r.mu.Unlock()
-		}
-	case "refuse_412":
-		rule.Mode, rule.Status = faults.Refuse, 412
-	case "refuse_403":
-		rule.Mode, rule.Status = faults.Refuse, 403
-	case "refuse_503":
-		rule.Mode, rule.Status = faults.Refuse, 503
-	case "delay":
-		rule.Mode, rule.Delay = faults.Delay, 200*time.Millisecond
-	case "stall":
-		rule.Mode, rule.Delay = faults.Delay, StallFor
+	rule.KeyPrefix = cmp.Or(map[string]string{"refs": format.BranchRefsPrefix(g), "tags": format.TagsPrefix(g), "commits": g + "/trees/",
+		"tables": g + "/tables/", "graph": format.GraphKey(g)}[f.Target], format.GraphPrefix(g))
+	m := storageFaults[f.Kind]
+	rule.Mode, rule.Status, rule.Delay = m.mode, m.status, m.delay
+	if f.Kind == "hold_late" {
+		r.mu.Lock()
+		r.holdLate[f.ID] = true
+		r.mu.Unlock()
 	}
 	rm := r.fs.Add(rule)
 	r.mu.Lock()
 	r.removes = append(r.removes, rm)
 	r.mu.Unlock()
+}
+
+// storageFaults are the rules of the storage fault kinds.
+var storageFaults = map[string]struct {
+	mode   faults.Mode
+	status int
+	delay  time.Duration
+}{
+	"lose_answer":      {mode: faults.ApplyLoseAnswer},
+	"fail_before_send": {mode: faults.FailBeforeSend},
+	"hold_late":        {mode: faults.Hold},
+	"hold_never":       {mode: faults.Hold},
+	"refuse_412":       {mode: faults.Refuse, status: 412},
+	"refuse_403":       {mode: faults.Refuse, status: 403},
+	"refuse_503":       {mode: faults.Refuse, status: 503},
+	"delay":            {mode: faults.Delay, delay: 200 * time.Millisecond},
+	"stall":            {mode: faults.Delay, delay: StallFor},
 }
 
 // recordStorageFaults counts the faults the store injected, by mode and status.
@@ -751,15 +747,7 @@ func (r *runner) waitClosed() error {
 			if errors.As(err, &nf) {
 				break
 			}
-			if err != nil {
-				if ctx.Err() != nil {
-					r.violate("every-op-ended", "workflow %s still running %s after the schedule's faults ended", id, quiesceTimeout)
-					return nil
-				}
-				time.Sleep(200 * time.Millisecond)
-				continue
-			}
-			if st := d.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			if st := d.GetWorkflowExecutionInfo().GetStatus(); err == nil && st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 				r.endedDefinitively(ctx, id, st)
 				break
 			}
@@ -868,7 +856,11 @@ func (r *runner) nextCleanup() {
 // '/'-relative (a and a/b) is not free: live names are prefix-disjoint.
 func (r *runner) namesAgain() {
 	for _, b := range r.s.Branches {
-		if blockedBy := liveRelative(r.ctx, r.st.Inner, r.graph, b); blockedBy != "" {
+		var live []string
+		for _, ref := range liveRefs(r.ctx, r.st.Inner, format.BranchRefsPrefix(r.graph)) {
+			live = append(live, ref.Branch)
+		}
+		if !disjoint(b, live) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
@@ -881,27 +873,6 @@ func (r *runner) namesAgain() {
 			r.violateUnlessDown(err, "name-reusable", "branch %s is free but creating it again ended %s: %v", b, res.Outcome, err)
 		}
 	}
-}
-
-// liveRelative returns a live branch that is name itself or a '/'-relative of it.
-func liveRelative(ctx context.Context, s storage.Store, g, name string) string {
-	found := ""
-	storage.ListAll(ctx, s, format.BranchRefsPrefix(g), func(o storage.ObjectInfo) error {
-		obj, err := s.Get(ctx, o.Key)
-		if err != nil {
-			return nil
-		}
-		ref, err := format.DecodeBranchRef(obj.Body)
-		if err != nil || ref.State != format.RefLive {
-			return nil
-		}
-		b := ref.Branch
-		if b == name || strings.HasPrefix(b, name+"/") || strings.HasPrefix(name, b+"/") {
-			found = b
-		}
-		return nil
-	})
-	return found
 }
 
 // check runs the oracle and the soak's own checks (internal/oracle/soak.go).
