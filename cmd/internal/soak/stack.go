@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/url"
 	"os"
 	"os/exec"
@@ -23,7 +21,6 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/jackc/pgx/v5"
 	sdkclient "go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/graftworks/graft/activities"
@@ -200,7 +197,7 @@ func Start(ctx context.Context, cfg StackConfig) (*Stack, error) {
 	if st.cfg.Namespace == "" {
 		st.cfg.Namespace = "default"
 	}
-	tc, err := sdkclient.DialContext(ctx, sdkclient.Options{HostPort: st.cfg.TemporalHostPort, Namespace: st.cfg.Namespace, Logger: quietLogger()})
+	tc, err := sdkclient.DialContext(ctx, sdkclient.Options{HostPort: st.cfg.TemporalHostPort, Namespace: st.cfg.Namespace, Logger: devstack.QuietLogger})
 	if err != nil {
 		return nil, err
 	}
@@ -390,7 +387,7 @@ func runChild() int {
 		return fail("catalog", err)
 	}
 	defer cat.Close()
-	tc, err := sdkclient.DialContext(ctx, sdkclient.Options{HostPort: env("TEMPORAL"), Namespace: env("NAMESPACE"), Logger: quietLogger()})
+	tc, err := sdkclient.DialContext(ctx, sdkclient.Options{HostPort: env("TEMPORAL"), Namespace: env("NAMESPACE"), Logger: devstack.QuietLogger})
 	if err != nil {
 		return fail("temporal", err)
 	}
@@ -430,10 +427,6 @@ func nonce(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-func quietLogger() sdklog.Logger {
-	return sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
 func createBucket(ctx context.Context, c s3.Config) error {
