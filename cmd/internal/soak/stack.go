@@ -44,8 +44,6 @@ type StackConfig struct {
 	TemporalHostPort, Namespace string
 	// S3 is a running versitygw (Bucket is created); zero starts one.
 	S3 s3.Config
-	// DatabaseURL is Postgres. Defaults to catalog.DefaultURL().
-	DatabaseURL string
 	// Restartable starts the servers the stack starts itself so Restart can restart
 	// them: the Temporal dev server with its state in a file, on a fixed port. Defaults
 	// to false.
@@ -147,10 +145,7 @@ func Start(ctx context.Context, cfg StackConfig) (*Stack, error) {
 		return nil, fmt.Errorf("soak: unknown backend %q (localfs or versitygw)", cfg.Backend)
 	}
 
-	st.dbURL = cfg.DatabaseURL
-	if st.dbURL == "" {
-		st.dbURL = catalog.DefaultURL()
-	}
+	st.dbURL = catalog.DefaultURL()
 	st.schema = "graft_soak_" + nonce(5)
 	st.appName = "graft-soak-" + nonce(5)
 	if err := execSQL(ctx, st.dbURL, "CREATE SCHEMA "+pgx.Identifier{st.schema}.Sanitize()); err != nil {
