@@ -269,7 +269,7 @@ func StartTemporalServer(ctx context.Context, o TemporalServerOptions) (*Tempora
 			}
 			env[k] = strconv.Itoa(p)
 		}
-		s := &TemporalServer{HostPort: hostPort(mustAtoi(env["FRONTEND_GRPC_PORT"])), Namespace: o.Namespace, o: o, env: env}
+		s := &TemporalServer{HostPort: net.JoinHostPort("127.0.0.1", env["FRONTEND_GRPC_PORT"]), Namespace: o.Namespace, o: o, env: env}
 		if err := s.writeConfig(ctx); err != nil {
 			return nil, err
 		}
@@ -298,14 +298,6 @@ func freeMembershipPort() (int, error) {
 		return p, nil
 	}
 	return 0, errors.New("no free port between 20000 and 32767")
-}
-
-func mustAtoi(s string) int {
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		panic(err)
-	}
-	return n
 }
 
 // writeConfig renders config/docker.yaml and the dynamic config into Dir.

@@ -429,15 +429,10 @@ func (r *runner) runOp(o Op) {
 	defer cancel()
 	r.count(r.res.Ops, o.label())
 	key := r.key(o)
-	var out string
-	var unclassified error
-	classify := func(o string, err error) string {
-		c := outcomeOf(o, err)
-		if c == "error" {
-			unclassified = err
-		}
-		return c
-	}
+	var (
+		oc  outcome.Outcome
+		err error
+	)
 	switch o.Kind {
 	case OpWrite:
 		var files []string
@@ -448,45 +443,45 @@ func (r *runner) runOp(o Op) {
 			files = append(files, f)
 		}
 		r.started(o, client.WriteTableWorkflowID(r.graph, o.Branch, key))
-		res, err := r.gc.WriteTable(ctx, r.fs, client.WriteTableRequest{Graph: r.graph, Branch: o.Branch, Table: o.Table, Files: files,
+		res, e := r.gc.WriteTable(ctx, r.fs, client.WriteTableRequest{Graph: r.graph, Branch: o.Branch, Table: o.Table, Files: files,
 			Append: o.Append, IdempotencyKey: key})
-		out = classify(string(res.Outcome), err)
-		if err == nil && res.Outcome == outcome.Done {
+		oc, err = res.Outcome, e
+		if e == nil && res.Outcome == outcome.Done {
 			r.noteCommit(o.Branch, res.Commit)
 		}
 	case OpCreate:
 		fb, fc, ft := r.source(o.Source)
 		r.started(o, client.CreateBranchWorkflowID(r.graph, o.Branch))
-		res, err := r.gc.CreateBranch(ctx, client.CreateBranchRequest{Graph: r.graph, Branch: o.Branch, FromBranch: fb, FromCommit: fc, FromTag: ft, IdempotencyKey: key})
-		out = classify(string(res.Outcome), err)
+		res, e := r.gc.CreateBranch(ctx, client.CreateBranchRequest{Graph: r.graph, Branch: o.Branch, FromBranch: fb, FromCommit: fc, FromTag: ft, IdempotencyKey: key})
+		oc, err = res.Outcome, e
 	case OpMerge:
 		src := strings.TrimPrefix(o.Source, "branch:")
 		r.started(o, client.MergeWorkflowID(r.graph, o.Branch, key))
-		res, err := r.gc.Merge(ctx, client.MergeRequest{Graph: r.graph, Source: src, Target: o.Branch, IdempotencyKey: key})
-		out = classify(string(res.Outcome), err)
-		if err == nil && (res.Outcome == outcome.Merged || res.Outcome == outcome.Adopted) {
+		res, e := r.gc.Merge(ctx, client.MergeRequest{Graph: r.graph, Source: src, Target: o.Branch, IdempotencyKey: key})
+		oc, err = res.Outcome, e
+		if e == nil && (res.Outcome == outcome.Merged || res.Outcome == outcome.Adopted) {
 			r.noteCommit(o.Branch, res.Commit)
 		}
 	case OpRestore:
 		_, fc, ft := r.source(o.Source)
 		r.started(o, client.RestoreWorkflowID(r.graph, o.Branch, key))
-		res, err := r.gc.Restore(ctx, client.RestoreRequest{Graph: r.graph, Branch: o.Branch, ToCommit: fc, ToTag: ft, IdempotencyKey: key})
-		out = classify(string(res.Outcome), err)
-		if err == nil && res.Outcome == outcome.Done {
+		res, e := r.gc.Restore(ctx, client.RestoreRequest{Graph: r.graph, Branch: o.Branch, ToCommit: fc, ToTag: ft, IdempotencyKey: key})
+		oc, err = res.Outcome, e
+		if e == nil && res.Outcome == outcome.Done {
 			r.noteCommit(o.Branch, res.Commit)
 		}
 	case OpTagCreate:
 		r.started(o, client.CreateTagWorkflowID(r.graph, o.Tag))
-		res, err := r.gc.CreateTag(ctx, client.CreateTagRequest{Graph: r.graph, Name: o.Tag, Branch: o.Branch, IdempotencyKey: key})
-		out = classify(string(res.Outcome), err)
+		res, e := r.gc.CreateTag(ctx, client.CreateTagRequest{Graph: r.graph, Name: o.Tag, Branch: o.Branch, IdempotencyKey: key})
+		oc, err = res.Outcome, e
 	case OpTagDelete:
 		r.started(o, client.DeleteTagWorkflowID(r.graph, o.Tag))
-		res, err := r.gc.DeleteTag(ctx, client.DeleteTagRequest{Graph: r.graph, Name: o.Tag, IdempotencyKey: key})
-		out = classify(string(res.Outcome), err)
+		res, e := r.gc.DeleteTag(ctx, client.DeleteTagRequest{Graph: r.graph, Name: o.Tag, IdempotencyKey: key})
+		oc, err = res.Outcome, e
 	case OpBranchDelete:
 		r.started(o, client.DeleteBranchWorkflowID(r.graph, o.Branch))
-		res, err := r.gc.DeleteBranch(ctx, client.DeleteBranchRequest{Graph: r.graph, Branch: o.Branch, Force: r.s.Seed%2 == 0, IdempotencyKey: key})
-		out = classify(string(res.Outcome), err)
+		res, e := r.gc.DeleteBranch(ctx, client.DeleteBranchRequest{Graph: r.graph, Branch: o.Branch, Force: r.s.Seed%2 == 0, IdempotencyKey: key})
+		oc, err = res.Outcome, e
 	case OpRepair:
 		keep := format.NativeName(o.Branch, ulid.Make())
 		var natives []string
@@ -499,11 +494,11 @@ func (r *runner) runOp(o Op) {
 			keep = slices.Min(natives)
 		}
 		r.started(o, client.RepairBranchWorkflowID(r.graph, o.Branch))
-		res, err := r.gc.RepairBranch(ctx, client.RepairBranchRequest{Graph: r.graph, Branch: o.Branch, Keep: keep, IdempotencyKey: key})
-		out = classify(string(res.Outcome), err)
+		res, e := r.gc.RepairBranch(ctx, client.RepairBranchRequest{Graph: r.graph, Branch: o.Branch, Keep: keep, IdempotencyKey: key})
+		oc, err = res.Outcome, e
 	case OpAbandon:
 		r.started(o, client.CreateBranchWorkflowID(r.graph, o.Branch))
-		out = classify("done", r.gc.AbandonCreate(ctx, r.graph, o.Branch, "soak"))
+		oc, err = "done", r.gc.AbandonCreate(ctx, r.graph, o.Branch, "soak")
 	case OpCleanup:
 		req := client.CleanupRequest{Graph: r.graph, KeepNewest: o.KeepNewest, KeepNewerThan: o.KeepNewerThan, RunID: key}
 		if o.NoGuard {
@@ -526,17 +521,18 @@ func (r *runner) runOp(o Op) {
 			req.Mode = workflows.CleanupModeSweep
 		}
 		r.started(o, client.CleanupWorkflowID(r.graph))
-		res, err := r.gc.Cleanup(ctx, req)
-		out = classify(string(res.Outcome), err)
-		if err == nil && o.Mode == "mark" && res.Outcome == outcome.Done {
+		res, e := r.gc.Cleanup(ctx, req)
+		oc, err = res.Outcome, e
+		if e == nil && o.Mode == "mark" && res.Outcome == outcome.Done {
 			r.mu.Lock()
 			r.lastMark = res.RunID
 			r.mu.Unlock()
 		}
 	}
+	out := outcomeOf(string(oc), err)
 	r.count(r.res.Outcomes, o.label()+":"+out)
-	if unclassified != nil {
-		r.count(r.res.Unclassified, o.label()+": "+errorShape(unclassified, r.graph))
+	if out == "error" {
+		r.count(r.res.Unclassified, o.label()+": "+errorShape(err, r.graph))
 	}
 }
 
