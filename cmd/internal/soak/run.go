@@ -208,10 +208,8 @@ func (r *runner) run() error {
 			r.runOp(o)
 		})
 	}
-	faultsDone := make(chan struct{})
-	var fwg sync.WaitGroup
 	for _, f := range r.s.Faults {
-		fwg.Go(func() {
+		wg.Go(func() {
 			sleep(r.ctx, f.At)
 			switch f.Class {
 			case ClassStorage:
@@ -238,9 +236,7 @@ func (r *runner) run() error {
 			}
 		})
 	}
-	go func() { fwg.Wait(); close(faultsDone) }()
 	wg.Wait()
-	<-faultsDone
 
 	// Quiescence: faults off, held puts released (late) or discarded, every workflow
 	// closed, the reconciler run.
