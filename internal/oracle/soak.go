@@ -5,7 +5,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/storage"
@@ -41,12 +42,7 @@ func CheckSoak(ctx context.Context, cfg SoakConfig) ([]Violation, error) {
 	add := func(rule, f string, args ...any) {
 		out = append(out, Violation{Rule: rule, Detail: fmt.Sprintf(f, args...)})
 	}
-	keys := make([]string, 0, len(cfg.Immutable))
-	for k := range cfg.Immutable {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(cfg.Immutable)) {
 		obj, err := cfg.Store.Get(ctx, k)
 		switch {
 		case errors.Is(err, storage.ErrNotFound):

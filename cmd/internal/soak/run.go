@@ -6,13 +6,13 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -726,12 +726,8 @@ func (r *runner) waitClosed() error {
 	ctx, cancel := context.WithTimeout(r.ctx, quiesceTimeout)
 	defer cancel()
 	r.mu.Lock()
-	var ids []string
-	for id := range r.wids {
-		ids = append(ids, id)
-	}
+	ids := slices.Sorted(maps.Keys(r.wids))
 	r.mu.Unlock()
-	sort.Strings(ids)
 	for _, id := range ids {
 		for {
 			d, err := r.st.TC.DescribeWorkflowExecution(ctx, id, "")
@@ -897,10 +893,7 @@ func (r *runner) check() error {
 		keep = append(keep, rc)
 	}
 	names := append([]string{"main"}, r.s.Branches...)
-	var opIDs []string
-	for _, k := range keys {
-		opIDs = append(opIDs, k)
-	}
+	opIDs := slices.Collect(maps.Values(keys))
 	vs, err := oracle.Check(r.ctx, oracle.Config{Store: r.st.Inner, Catalog: r.st.Oracle, Graph: r.graph,
 		Workflows: worker.TemporalWorkflows(r.st.TC), Names: names, Reported: keep})
 	if err != nil {
