@@ -42,7 +42,7 @@ type StackConfig struct {
 	Dir string
 	// TemporalHostPort is a running Temporal server; "" starts a dev server.
 	TemporalHostPort, Namespace string
-	// S3 is a running versitygw (Bucket is created); zero starts one.
+	// S3 is a running versitygw, in which a bucket is created; zero starts one.
 	S3 s3.Config
 	// Restartable starts the servers the stack starts itself so Restart can restart
 	// them: the Temporal dev server with its state in a file, on a fixed port. Defaults
@@ -127,12 +127,7 @@ func Start(ctx context.Context, cfg StackConfig) (*Stack, error) {
 			st.cfg.S3 = s3.Config{Endpoint: gw.Endpoint, Region: gw.Region, AccessKeyID: gw.AccessKey, SecretAccessKey: gw.SecretKey}
 		}
 		st.cfg.S3.PathStyle = true
-		if st.cfg.S3.Bucket == "" {
-			st.cfg.S3.Bucket = "graft-soak-" + nonce(6)
-		}
-		if err := os.MkdirAll(filepath.Join(dir, "versitygw"), 0o755); err != nil {
-			return nil, err
-		}
+		st.cfg.S3.Bucket = "graft-soak-" + nonce(6)
 		if err := createBucket(ctx, st.cfg.S3); err != nil {
 			return nil, err
 		}
