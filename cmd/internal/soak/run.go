@@ -646,20 +646,11 @@ func (r *runner) recordStorageFaults() {
 		if q.Fault == faults.Refuse {
 			k += fmt.Sprintf("_%d", q.Status)
 		}
-		if q.Fault == faults.Delay && r.isStall(q.Rule) {
+		if q.Fault == faults.Delay && slices.ContainsFunc(r.s.Faults, func(f Fault) bool { return f.ID == q.Rule && f.Kind == "stall" }) {
 			k = "storage:stall"
 		}
 		r.count(r.res.Faults, k)
 	}
-}
-
-func (r *runner) isStall(rule string) bool {
-	for _, f := range r.s.Faults {
-		if f.ID == rule {
-			return f.Kind == "stall"
-		}
-	}
-	return false
 }
 
 // operator cancels, terminates or resets the victim's workflow.
@@ -824,11 +815,7 @@ func (r *runner) reconcile() error {
 // (or, for a mark or dry run, aborts) a run whose workflow ended without finishing it
 // (docs/cleanup.md). A dry run does not look for such runs.
 func (r *runner) nextCleanup() {
-	ran := false
-	for _, o := range r.s.Ops {
-		ran = ran || o.Kind == OpCleanup
-	}
-	if !ran {
+	if !slices.ContainsFunc(r.s.Ops, func(o Op) bool { return o.Kind == OpCleanup }) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
