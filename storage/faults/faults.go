@@ -139,12 +139,7 @@ func (r *Rule) selects(op Op, keys []string, body []byte) bool {
 	if len(keys) == 0 { // an empty delete_batch has no key to select
 		return r.KeyGlob == "" && r.KeyPrefix == "" && r.Match == nil && r.Body == nil
 	}
-	for _, k := range keys {
-		if r.selectsKey(op, k) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(keys, func(k string) bool { return r.selectsKey(op, k) })
 }
 
 func (r *Rule) selectsKey(op Op, key string) bool {
@@ -259,11 +254,8 @@ func (s *Store) Add(r Rule) (remove func()) {
 	return func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		for i, x := range s.rules {
-			if x == ar {
-				s.rules = append(s.rules[:i:i], s.rules[i+1:]...)
-				return
-			}
+		if i := slices.Index(s.rules, ar); i >= 0 {
+			s.rules = slices.Delete(s.rules, i, i+1)
 		}
 	}
 }
