@@ -304,12 +304,9 @@ func Generate(seed uint64, backend Backend) Schedule {
 // disjoint reports whether b is no '/'-relative of any of names (live branch names are
 // prefix-disjoint).
 func disjoint(b string, names []string) bool {
-	for _, n := range names {
-		if n == b || strings.HasPrefix(n, b+"/") || strings.HasPrefix(b, n+"/") {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(names, func(n string) bool {
+		return n == b || strings.HasPrefix(n, b+"/") || strings.HasPrefix(b, n+"/")
+	})
 }
 
 // Keep returns the schedule with only the ops and faults whose ids are in keep (nil
