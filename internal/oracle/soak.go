@@ -71,12 +71,8 @@ func CheckSoak(ctx context.Context, cfg SoakConfig) ([]Violation, error) {
 	if err != nil {
 		return out, err
 	}
-	seen := map[string]bool{}
-	for _, id := range cfg.OpIDs {
-		seen[id] = true
-	}
 	for _, op := range unfinished {
-		if !seen[op.ID] {
+		if !slices.Contains(cfg.OpIDs, op.ID) {
 			add("every-op-ended", "operation %s (%s) is %s after quiescence and a reconciler pass (phase %q, waiting %q)", op.ID, op.Kind, op.State, op.Phase, op.Waiting)
 		}
 	}
