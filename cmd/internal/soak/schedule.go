@@ -255,8 +255,6 @@ func Generate(seed uint64, backend Backend) Schedule {
 			prev := s.Ops[r.IntN(i)]
 			if prev.Kind == o.Kind && o.Kind != OpAbandon {
 				o.SameIDAs = prev.ID
-			} else if prev.Kind == OpCleanup && o.Kind == OpCleanup {
-				o.SameIDAs = prev.ID
 			}
 		}
 		if o.Kind == OpCleanup && r.IntN(6) == 0 && i > 0 {
