@@ -76,22 +76,13 @@ func (p *Process) Output() string {
 // tailFile returns about the last n bytes of path, from a line's start, so a
 // failure to start reports why (a taken port, a schema error) where a test or
 // CI prints it, not only in a file that is gone with the run's temporary directory.
-func tailFile(path string, n int64) string {
-	f, err := os.Open(path)
+func tailFile(path string, n int) string {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return ""
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return ""
-	}
-	off := max(st.Size()-n, 0)
-	b := make([]byte, st.Size()-off)
-	if _, err := f.ReadAt(b, off); err != nil {
-		return ""
-	}
-	if off > 0 {
+	if len(b) > n {
+		b = b[len(b)-n:]
 		if i := bytes.IndexByte(b, '\n'); i >= 0 {
 			b = b[i+1:]
 		}
