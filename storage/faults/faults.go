@@ -54,8 +54,6 @@ func (op Op) isWrite() bool {
 	return op != OpGet && op != OpHead && op != OpList && op != OpListMultipart
 }
 
-func (op Op) valid() bool { return slices.Contains(Ops, op) || slices.Contains(MultipartOps, op) }
-
 // Mode is what a fault does to a request.
 type Mode int
 
@@ -160,7 +158,7 @@ func (r *Rule) validate() {
 	bad := func(format string, args ...any) {
 		panic(fmt.Sprintf("faults: rule %q (%s): %s", r.Name, r.Mode, fmt.Sprintf(format, args...)))
 	}
-	if r.Op != "" && !r.Op.valid() {
+	if r.Op != "" && !slices.Contains(Ops, r.Op) && !slices.Contains(MultipartOps, r.Op) {
 		bad("unknown Op %q", r.Op)
 	}
 	if r.KeyGlob != "" {
