@@ -113,25 +113,21 @@ func CheckPart(key string, number int, size int64, limits MultipartLimits) error
 // CheckParts checks a CompleteMultipart part list against limits, so every
 // backend refuses the same lists.
 func CheckParts(key string, parts []Part, limits MultipartLimits) error {
-	if err := checkParts(parts, limits); err != nil {
-		return NewError("complete_multipart", key, CodeInvalidArgument, err)
+	bad := func(format string, args ...any) error {
+		return NewError("complete_multipart", key, CodeInvalidArgument, fmt.Errorf(format, args...))
 	}
-	return nil
-}
-
-func checkParts(parts []Part, limits MultipartLimits) error {
 	if len(parts) == 0 {
-		return fmt.Errorf("no parts")
+		return bad("no parts")
 	}
 	for i, p := range parts {
 		if p.Number < 1 || (limits.MaxParts > 0 && p.Number > limits.MaxParts) {
-			return fmt.Errorf("part number %d outside 1..%d", p.Number, limits.MaxParts)
+			return bad("part number %d outside 1..%d", p.Number, limits.MaxParts)
 		}
 		if i > 0 && parts[i-1].Number >= p.Number {
-			return fmt.Errorf("part numbers not strictly ascending at %d", p.Number)
+			return bad("part numbers not strictly ascending at %d", p.Number)
 		}
 		if i < len(parts)-1 && p.Size < limits.MinPartSize {
-			return fmt.Errorf("part %d is %d bytes, below the minimum %d", p.Number, p.Size, limits.MinPartSize)
+			return bad("part %d is %d bytes, below the minimum %d", p.Number, p.Size, limits.MinPartSize)
 		}
 	}
 	return nil

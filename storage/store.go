@@ -266,6 +266,15 @@ func PageLimit(op, prefix string, limit int) (int, error) {
 	return limit, nil
 }
 
+// CheckList fails a listing whose context is done (ContextError) or whose
+// limit PageLimit refuses; else it returns the page size.
+func CheckList(ctx context.Context, op, prefix string, limit int) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, ContextError(op, prefix, false, err)
+	}
+	return PageLimit(op, prefix, limit)
+}
+
 // ContextError is the error of a request whose context ended before it was
 // sent: ErrUnavailable for a read, ErrAmbiguous for a write, so that every
 // cancelled write is settled by reading back.

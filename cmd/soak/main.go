@@ -39,9 +39,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "soak:", err)
 		os.Exit(2)
 	}
-	cfg := soak.Config{Backend: soak.Backend(*backend), From: *from, Seeds: *seeds, Parallel: *parallel, NoShrink: *noShrink, RestartEvery: *restartEvery, Out: os.Stdout}
-	cfg.Keep = soak.ParseKeep(*keep)
-	tot := soak.Soak(ctx, st, cfg)
+	tot := soak.Soak(ctx, st, soak.Config{Backend: soak.Backend(*backend), From: *from, Seeds: *seeds, Parallel: *parallel,
+		Keep: soak.ParseKeep(*keep), NoShrink: *noShrink, RestartEvery: *restartEvery, Out: os.Stdout})
 	st.Close()
 	fmt.Print(tot.Summary())
 	if len(tot.Failures) > 0 {

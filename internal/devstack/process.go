@@ -64,39 +64,25 @@ func startProcess(name, path string, args, env []string, logFile, dir string) (*
 	return p, nil
 }
 
-// Output returns what the process printed: the in-memory buffer, or the last
-// lines of its log file.
+// Output returns what the process printed: the in-memory buffer, or about
+// the last 4 KiB of its log file from a line's start, so a failure to start
+// reports why (a taken port, a schema error) where a test or CI prints it, not
+// only in a file that is gone with the run's temporary directory.
 func (p *Process) Output() string {
 	if p.logFile == "" {
 		return p.log.String()
 	}
-	return tailFile(p.logFile, 4<<10)
-}
-
-// tailFile returns about the last n bytes of path, from a line's start, so a
-// failure to start reports why (a taken port, a schema error) where a test or
-// CI prints it, not only in a file that is gone with the run's temporary directory.
-func tailFile(path string, n int64) string {
-	f, err := os.Open(path)
+	b, err := os.ReadFile(p.logFile)
 	if err != nil {
 		return ""
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return ""
-	}
-	off := max(st.Size()-n, 0)
-	b := make([]byte, st.Size()-off)
-	if _, err := f.ReadAt(b, off); err != nil {
-		return ""
-	}
-	if off > 0 {
+	if len(b) > 4<<10 {
+		b = b[len(b)-4<<10:]
 		if i := bytes.IndexByte(b, '\n'); i >= 0 {
 			b = b[i+1:]
 		}
 	}
-	return "last lines of " + path + ":\n" + string(b)
+	return "last lines of " + p.logFile + ":\n" + string(b)
 }
 
 // Exited reports whether the process has ended.

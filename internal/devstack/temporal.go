@@ -3,11 +3,13 @@ package devstack
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/graftworks/graft/internal/searchattr"
 	"github.com/graftworks/graft/internal/tools"
@@ -126,7 +128,7 @@ func StartTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 }
 
 func probeTemporal(ctx context.Context, hostPort, namespace string) error {
-	c, err := client.DialContext(ctx, client.Options{HostPort: hostPort, Namespace: namespace, Logger: quietLogger{}})
+	c, err := client.DialContext(ctx, client.Options{HostPort: hostPort, Namespace: namespace, Logger: QuietLogger})
 	if err != nil {
 		return err
 	}
@@ -143,10 +145,6 @@ func probeTemporal(ctx context.Context, hostPort, namespace string) error {
 	return err
 }
 
-// quietLogger drops the SDK's log lines while probing a server that is still starting.
-type quietLogger struct{}
-
-func (quietLogger) Debug(string, ...interface{}) {}
-func (quietLogger) Info(string, ...interface{})  {}
-func (quietLogger) Warn(string, ...interface{})  {}
-func (quietLogger) Error(string, ...interface{}) {}
+// QuietLogger drops the SDK's log lines, e.g. while probing a server that is
+// still starting.
+var QuietLogger = sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))

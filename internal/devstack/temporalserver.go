@@ -39,12 +39,9 @@ type TemporalServerOptions struct {
 	// Dir holds the rendered configuration and is the server's working
 	// directory, as /etc/temporal is the image's. Required.
 	Dir string
-	// PostgresAddr is host:port of the Postgres server. Defaults to 127.0.0.1:5432.
-	PostgresAddr string
-	// PostgresUser and PostgresPassword log in to it. Default to "postgres" and "".
-	PostgresUser, PostgresPassword string
-	// Database and VisibilityDatabase hold the server's state and its
-	// visibility records; CreateTemporalDatabases makes them. Required.
+	// Database and VisibilityDatabase, on the Postgres at 127.0.0.1:5432 (user
+	// postgres), hold the server's state and its visibility records;
+	// CreateTemporalDatabases makes them. Required.
 	Database, VisibilityDatabase string
 	// Env is the environment the config template is rendered with. Defaults
 	// to DB=postgres12; DB must name a Postgres plugin.
@@ -54,16 +51,9 @@ type TemporalServerOptions struct {
 	// DynamicConfigYAML(); with no DYNAMIC_CONFIG_FILE_PATH in Env it goes
 	// to config/dynamicconfig/graft.yaml.
 	DynamicConfig []byte
-	// Namespace is registered at start, with graft's search attributes.
-	// Defaults to "default".
+	// Namespace is registered at start, with graft's search attributes and
+	// auto-setup's DEFAULT_NAMESPACE_RETENTION, 24h. Defaults to "default".
 	Namespace string
-	// Retention of the namespace's closed workflows. Defaults to 24h
-	// (auto-setup's DEFAULT_NAMESPACE_RETENTION).
-	Retention time.Duration
-	// Port is the frontend's gRPC port at 127.0.0.1. Defaults to a free port.
-	Port int
-	// LogLevel of the server's log. Defaults to "warn".
-	LogLevel string
 	// LogFile receives the server's output. Defaults to an in-memory buffer.
 	LogFile string
 }
@@ -110,20 +100,8 @@ func (o *TemporalServerOptions) defaults() error {
 	if o.Dir == "" || o.Database == "" || o.VisibilityDatabase == "" {
 		return errors.New("temporal server: Dir, Database and VisibilityDatabase are required")
 	}
-	if o.PostgresAddr == "" {
-		o.PostgresAddr = "127.0.0.1:5432"
-	}
-	if o.PostgresUser == "" {
-		o.PostgresUser = "postgres"
-	}
 	if o.Namespace == "" {
 		o.Namespace = "default"
-	}
-	if o.Retention == 0 {
-		o.Retention = 24 * time.Hour
-	}
-	if o.LogLevel == "" {
-		o.LogLevel = "warn"
 	}
 	if o.DynamicConfig == nil {
 		o.DynamicConfig = DynamicConfigYAML()
@@ -136,17 +114,16 @@ func (o *TemporalServerOptions) defaults() error {
 	return nil
 }
 
+// The Postgres the server persists to.
+const (
+	postgresHost = "127.0.0.1"
+	postgresPort = "5432"
+	postgresUser = "postgres"
+)
+
 // sqlToolArgs are the temporal-sql-tool flags that reach database db.
-func (o TemporalServerOptions) sqlToolArgs(db string) ([]string, error) {
-	host, port, err := net.SplitHostPort(o.PostgresAddr)
-	if err != nil {
-		return nil, fmt.Errorf("temporal server: PostgresAddr %q: %w", o.PostgresAddr, err)
-	}
-	args := []string{"--plugin", o.Env["DB"], "--endpoint", host, "--port", port, "--user", o.PostgresUser, "--database", db}
-	if o.PostgresPassword != "" {
-		args = append(args, "--password", o.PostgresPassword)
-	}
-	return args, nil
+func (o TemporalServerOptions) sqlToolArgs(db string) []string {
+	return []string{"--plugin", o.Env["DB"], "--endpoint", postgresHost, "--port", postgresPort, "--user", postgresUser, "--database", db}
 }
 
 // Embedded schemas of the pinned server, the ones auto-setup applies for postgres12.
@@ -167,10 +144,7 @@ func CreateTemporalDatabases(ctx context.Context, o TemporalServerOptions) error
 		return err
 	}
 	for _, d := range []struct{ db, schema string }{{o.Database, temporalSchema}, {o.VisibilityDatabase, visibilitySchema}} {
-		conn, err := o.sqlToolArgs(d.db)
-		if err != nil {
-			return err
-		}
+		conn := o.sqlToolArgs(d.db)
 		for _, step := range [][]string{
 			{"create-database"},
 			{"setup-schema", "--version", "0.0"},
@@ -196,11 +170,7 @@ func DropTemporalDatabases(ctx context.Context, o TemporalServerOptions) error {
 	}
 	var errs []error
 	for _, db := range []string{o.Database, o.VisibilityDatabase} {
-		conn, err := o.sqlToolArgs(db)
-		if err != nil {
-			return err
-		}
-		if err := runSQLTool(ctx, bin, append(conn, "drop-database", "--force")); err != nil {
+		if err := runSQLTool(ctx, bin, append(o.sqlToolArgs(db), "drop-database", "--force")); err != nil {
 			errs = append(errs, fmt.Errorf("drop %s: %w", db, err))
 		}
 	}
@@ -280,15 +250,11 @@ func StartTemporalServer(ctx context.Context, o TemporalServerOptions) (*Tempora
 	default:
 		return nil, fmt.Errorf("temporal server: DB=%q; the harness runs Postgres only", o.Env["DB"])
 	}
-	host, port, err := net.SplitHostPort(o.PostgresAddr)
-	if err != nil {
-		return nil, fmt.Errorf("temporal server: PostgresAddr %q: %w", o.PostgresAddr, err)
-	}
 	env := o.Env
 	maps.Copy(env, map[string]string{
-		"POSTGRES_SEEDS": host, "DB_PORT": port, "POSTGRES_USER": o.PostgresUser, "POSTGRES_PWD": o.PostgresPassword,
+		"POSTGRES_SEEDS": postgresHost, "DB_PORT": postgresPort, "POSTGRES_USER": postgresUser, "POSTGRES_PWD": "",
 		"DBNAME": o.Database, "VISIBILITY_DBNAME": o.VisibilityDatabase,
-		"BIND_ON_IP": "127.0.0.1", "TEMPORAL_BROADCAST_ADDRESS": "127.0.0.1", "LOG_LEVEL": o.LogLevel,
+		"BIND_ON_IP": "127.0.0.1", "TEMPORAL_BROADCAST_ADDRESS": "127.0.0.1", "LOG_LEVEL": "warn",
 	})
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ { // a free port can be taken between probe and bind
@@ -303,10 +269,7 @@ func StartTemporalServer(ctx context.Context, o TemporalServerOptions) (*Tempora
 			}
 			env[k] = strconv.Itoa(p)
 		}
-		if o.Port != 0 {
-			env["FRONTEND_GRPC_PORT"] = strconv.Itoa(o.Port)
-		}
-		s := &TemporalServer{HostPort: hostPort(mustAtoi(env["FRONTEND_GRPC_PORT"])), Namespace: o.Namespace, o: o, env: env}
+		s := &TemporalServer{HostPort: net.JoinHostPort("127.0.0.1", env["FRONTEND_GRPC_PORT"]), Namespace: o.Namespace, o: o, env: env}
 		if err := s.writeConfig(ctx); err != nil {
 			return nil, err
 		}
@@ -316,9 +279,6 @@ func StartTemporalServer(ctx context.Context, o TemporalServerOptions) (*Tempora
 			}
 			s.Stop(30 * time.Second)
 			return nil, lastErr // the server ran: not a port clash
-		}
-		if o.Port != 0 {
-			break
 		}
 	}
 	return nil, lastErr
@@ -338,14 +298,6 @@ func freeMembershipPort() (int, error) {
 		return p, nil
 	}
 	return 0, errors.New("no free port between 20000 and 32767")
-}
-
-func mustAtoi(s string) int {
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		panic(err)
-	}
-	return n
 }
 
 // writeConfig renders config/docker.yaml and the dynamic config into Dir.
@@ -391,7 +343,7 @@ func (s *TemporalServer) start(ctx context.Context) error {
 		return err
 	}
 	err = p.waitReady(ctx, 2*time.Minute, func(ctx context.Context) error {
-		c, err := client.DialContext(ctx, client.Options{HostPort: s.HostPort, Namespace: "temporal-system", Logger: quietLogger{}})
+		c, err := client.DialContext(ctx, client.Options{HostPort: s.HostPort, Namespace: "temporal-system", Logger: QuietLogger})
 		if err != nil {
 			return err
 		}
@@ -411,7 +363,7 @@ func (s *TemporalServer) start(ctx context.Context) error {
 // (each only if missing, so a restarted server keeps what it had), then waits
 // until a visibility query on them is accepted.
 func (s *TemporalServer) registerNamespace(ctx context.Context) error {
-	c, err := client.DialContext(ctx, client.Options{HostPort: s.HostPort, Namespace: s.Namespace, Logger: quietLogger{}})
+	c, err := client.DialContext(ctx, client.Options{HostPort: s.HostPort, Namespace: s.Namespace, Logger: QuietLogger})
 	if err != nil {
 		return fmt.Errorf("temporal server %s: %w", s.HostPort, err)
 	}
@@ -435,7 +387,7 @@ func (s *TemporalServer) registerNamespace(ctx context.Context) error {
 		_, err := c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
 			Namespace:                        s.Namespace,
 			Description:                      "graft",
-			WorkflowExecutionRetentionPeriod: durationpb.New(s.o.Retention),
+			WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
 		})
 		var exists *serviceerror.NamespaceAlreadyExists
 		if errors.As(err, &exists) {

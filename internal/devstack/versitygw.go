@@ -15,10 +15,6 @@ type VersityOptions struct {
 	Dir string
 	// Port to listen on at 127.0.0.1. Defaults to a free port.
 	Port int
-	// AccessKey and SecretKey are the root credentials. Default to "graft" and "graft-secret".
-	AccessKey, SecretKey string
-	// LogFile receives the server's output. Defaults to an in-memory buffer.
-	LogFile string
 }
 
 // VersityGW is a running versitygw server.
@@ -34,12 +30,7 @@ func StartVersityGW(ctx context.Context, o VersityOptions) (*VersityGW, error) {
 	if o.Dir == "" {
 		return nil, fmt.Errorf("start versitygw: Dir is required")
 	}
-	if o.AccessKey == "" {
-		o.AccessKey = "graft"
-	}
-	if o.SecretKey == "" {
-		o.SecretKey = "graft-secret"
-	}
+	const accessKey, secretKey = "graft", "graft-secret" // the root credentials
 	bin, err := tools.VersityGW.Ensure(ctx)
 	if err != nil {
 		return nil, err
@@ -57,8 +48,7 @@ func StartVersityGW(ctx context.Context, o VersityOptions) (*VersityGW, error) {
 		}
 		p, err := startProcess("versitygw", bin,
 			[]string{"--port", hostPort(port), "posix", o.Dir},
-			[]string{"ROOT_ACCESS_KEY=" + o.AccessKey, "ROOT_SECRET_KEY=" + o.SecretKey},
-			o.LogFile, "")
+			[]string{"ROOT_ACCESS_KEY=" + accessKey, "ROOT_SECRET_KEY=" + secretKey}, "", "")
 		if err != nil {
 			return nil, err
 		}
@@ -68,7 +58,7 @@ func StartVersityGW(ctx context.Context, o VersityOptions) (*VersityGW, error) {
 			return err
 		})
 		if err == nil {
-			return &VersityGW{Process: p, Endpoint: endpoint, Region: "us-east-1", AccessKey: o.AccessKey, SecretKey: o.SecretKey}, nil
+			return &VersityGW{Process: p, Endpoint: endpoint, Region: "us-east-1", AccessKey: accessKey, SecretKey: secretKey}, nil
 		}
 		p.Stop(5 * time.Second)
 		lastErr = err

@@ -133,17 +133,10 @@ func (c *checker) add(rule, f string, args ...any) {
 func (c *checker) refsAndCommits() error {
 	c.live = map[string][]string{}
 	g := c.cfg.Graph
-	err := storage.ListAll(c.ctx, c.cfg.Store, format.BranchRefsPrefix(g), func(o storage.ObjectInfo) error {
-		obj, err := c.cfg.Store.Get(c.ctx, o.Key)
-		if errors.Is(err, storage.ErrNotFound) {
-			return nil
-		}
+	err := c.eachObject(format.BranchRefsPrefix(g), func(key string, body []byte) error {
+		ref, err := format.DecodeBranchRef(body)
 		if err != nil {
-			return err
-		}
-		ref, err := format.DecodeBranchRef(obj.Body)
-		if err != nil {
-			c.add("ref-readable", "%s: %v", o.Key, err)
+			c.add("ref-readable", "%s: %v", key, err)
 			return nil
 		}
 		if ref.State != format.RefLive {
@@ -165,8 +158,23 @@ func (c *checker) refsAndCommits() error {
 }
 
 func (c *checker) tags() error {
-	g := c.cfg.Graph
-	return storage.ListAll(c.ctx, c.cfg.Store, format.TagsPrefix(g), func(o storage.ObjectInfo) error {
+	return c.eachObject(format.TagsPrefix(c.cfg.Graph), func(key string, body []byte) error {
+		tag, err := format.DecodeTag(body)
+		if err != nil {
+			c.add("tag-readable", "%s: %v", key, err)
+			return nil
+		}
+		if tag.State == format.TagLive {
+			return c.walk("tag "+tag.Name, tag.Commit, true)
+		}
+		return nil
+	})
+}
+
+// eachObject calls fn with the key and bytes of every object under prefix that
+// is still there when read.
+func (c *checker) eachObject(prefix string, fn func(key string, body []byte) error) error {
+	return storage.ListAll(c.ctx, c.cfg.Store, prefix, func(o storage.ObjectInfo) error {
 		obj, err := c.cfg.Store.Get(c.ctx, o.Key)
 		if errors.Is(err, storage.ErrNotFound) {
 			return nil
@@ -174,15 +182,7 @@ func (c *checker) tags() error {
 		if err != nil {
 			return err
 		}
-		tag, err := format.DecodeTag(obj.Body)
-		if err != nil {
-			c.add("tag-readable", "%s: %v", o.Key, err)
-			return nil
-		}
-		if tag.State == format.TagLive {
-			return c.walk("tag "+tag.Name, tag.Commit, true)
-		}
-		return nil
+		return fn(o.Key, obj.Body)
 	})
 }
 
@@ -421,19 +421,8 @@ func (c *checker) ledger() error {
 			c.add("witness-of-ended-operation", "witness %s is %s but its operation %s ended %s", inc.Native, inc.State, o.ID, o.Outcome)
 		}
 	}
-	for logical, list := range open {
-		var live []string
-		for _, inc := range list {
-			if inc.State == catalog.IncarnationLive {
-				live = append(live, inc.Native)
-			}
-		}
-		if len(live) > 1 {
-			c.add("one-live-incarnation", "the ledger has %d live incarnations of %s: %v", len(live), logical, live)
-		}
-	}
-	// Every name used can be created again: free, or live through the one incarnation
-	// storage and the ledger agree on.
+	// At most one live incarnation per name, and every name used can be created again:
+	// free, or live through the one incarnation storage and the ledger agree on.
 	names := map[string]bool{}
 	for _, n := range c.cfg.Names {
 		names[n] = true
@@ -450,6 +439,9 @@ func (c *checker) ledger() error {
 			} else if o, err := op(inc.OpID); err == nil && o.State == catalog.OperationDone {
 				blocked = inc.Native + " (" + string(inc.State) + ")"
 			}
+		}
+		if len(ledgerLive) > 1 {
+			c.add("one-live-incarnation", "the ledger has %d live incarnations of %s: %v", len(ledgerLive), name, ledgerLive)
 		}
 		storeLive := c.live[name]
 		switch {

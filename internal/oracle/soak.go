@@ -5,7 +5,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/storage"
@@ -41,12 +42,7 @@ func CheckSoak(ctx context.Context, cfg SoakConfig) ([]Violation, error) {
 	add := func(rule, f string, args ...any) {
 		out = append(out, Violation{Rule: rule, Detail: fmt.Sprintf(f, args...)})
 	}
-	keys := make([]string, 0, len(cfg.Immutable))
-	for k := range cfg.Immutable {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(cfg.Immutable)) {
 		obj, err := cfg.Store.Get(ctx, k)
 		switch {
 		case errors.Is(err, storage.ErrNotFound):
@@ -75,12 +71,8 @@ func CheckSoak(ctx context.Context, cfg SoakConfig) ([]Violation, error) {
 	if err != nil {
 		return out, err
 	}
-	seen := map[string]bool{}
-	for _, id := range cfg.OpIDs {
-		seen[id] = true
-	}
 	for _, op := range unfinished {
-		if !seen[op.ID] {
+		if !slices.Contains(cfg.OpIDs, op.ID) {
 			add("every-op-ended", "operation %s (%s) is %s after quiescence and a reconciler pass (phase %q, waiting %q)", op.ID, op.Kind, op.State, op.Phase, op.Waiting)
 		}
 	}

@@ -106,7 +106,7 @@ func (s *S3Server) NewBucket(t testing.TB) string {
 	t.Helper()
 	var b [6]byte
 	rand.Read(b[:])
-	name := "graft-" + strings.ToLower(sanitize(t.Name())) + "-" + hex.EncodeToString(b[:])
+	name := "graft-" + sanitize(t.Name()) + "-" + hex.EncodeToString(b[:])
 	if len(name) > 63 {
 		name = name[len(name)-63:]
 		name = "g" + strings.TrimLeft(name[1:], "-.")
@@ -141,16 +141,12 @@ func (s *S3Server) removeBucket(name string) {
 }
 
 func sanitize(s string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(s) {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('-')
+	out := strings.Trim(strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
 		}
-	}
-	out := strings.Trim(b.String(), "-")
+		return '-'
+	}, strings.ToLower(s)), "-")
 	if len(out) > 30 {
 		out = out[len(out)-30:]
 	}

@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
@@ -116,15 +117,10 @@ func (t Tool) File(name string) (string, error) {
 
 // ready reports whether t's binary and every one of its Files are in place.
 func (t Tool) ready(path string) bool {
-	if !isExecutable(path) {
-		return false
-	}
-	for _, f := range t.Files {
-		if _, err := os.Stat(filepath.Join(filepath.Dir(path), filepath.Base(f))); err != nil {
-			return false
-		}
-	}
-	return true
+	return isExecutable(path) && !slices.ContainsFunc(t.Files, func(f string) bool {
+		_, err := os.Stat(filepath.Join(filepath.Dir(path), filepath.Base(f)))
+		return err != nil
+	})
 }
 
 // Ensure returns the path of t's binary, building it first if it is missing.

@@ -54,8 +54,6 @@ func (op Op) isWrite() bool {
 	return op != OpGet && op != OpHead && op != OpList && op != OpListMultipart
 }
 
-func (op Op) valid() bool { return slices.Contains(Ops, op) || slices.Contains(MultipartOps, op) }
-
 // Mode is what a fault does to a request.
 type Mode int
 
@@ -139,12 +137,7 @@ func (r *Rule) selects(op Op, keys []string, body []byte) bool {
 	if len(keys) == 0 { // an empty delete_batch has no key to select
 		return r.KeyGlob == "" && r.KeyPrefix == "" && r.Match == nil && r.Body == nil
 	}
-	for _, k := range keys {
-		if r.selectsKey(op, k) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(keys, func(k string) bool { return r.selectsKey(op, k) })
 }
 
 func (r *Rule) selectsKey(op Op, key string) bool {
@@ -165,7 +158,7 @@ func (r *Rule) validate() {
 	bad := func(format string, args ...any) {
 		panic(fmt.Sprintf("faults: rule %q (%s): %s", r.Name, r.Mode, fmt.Sprintf(format, args...)))
 	}
-	if r.Op != "" && !r.Op.valid() {
+	if r.Op != "" && !slices.Contains(Ops, r.Op) && !slices.Contains(MultipartOps, r.Op) {
 		bad("unknown Op %q", r.Op)
 	}
 	if r.KeyGlob != "" {
@@ -259,11 +252,8 @@ func (s *Store) Add(r Rule) (remove func()) {
 	return func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		for i, x := range s.rules {
-			if x == ar {
-				s.rules = append(s.rules[:i:i], s.rules[i+1:]...)
-				return
-			}
+		if i := slices.Index(s.rules, ar); i >= 0 {
+			s.rules = slices.Delete(s.rules, i, i+1)
 		}
 	}
 }
@@ -347,29 +337,6 @@ func injected(op Op, key string, code storage.Code, status int, rule, format str
 		Err: fmt.Errorf("%w by rule %q: "+format, append([]any{ErrInjected, rule}, args...)...)}
 }
 
-// failure is the error of a request faulted before the inner store.
-func (f fault) failure(op Op, key string) error {
-	switch f.mode {
-	case FailBeforeSend:
-		return injected(op, key, unanswered(op), 0, f.rule, "failed before send")
-	case Refuse:
-		return injected(op, key, refusal(op, f.status), f.status, f.rule, "refused with HTTP %d", f.status)
-	case Hold:
-		return injected(op, key, storage.CodeAmbiguous, 0, f.rule, "put held until released")
-	}
-	panic("faults: no failure for mode " + f.mode.String())
-}
-
-// lost is an ApplyLoseAnswer's error; the inner result is in the message
-// only, so it cannot be mistaken for the answer.
-func (f fault) lost(op Op, key string, innerErr error) error {
-	inner := "ok"
-	if innerErr != nil {
-		inner = innerErr.Error()
-	}
-	return injected(op, key, unanswered(op), 0, f.rule, "answer lost after send (inner result: %s)", inner)
-}
-
 // through sends one valid request through its fault; invalid, the error of
 // its validation, fails it first. keys are what rules match (default: key);
 // hold keeps a put in flight.
@@ -386,14 +353,20 @@ func through[T any](ctx context.Context, s *Store, invalid error, op Op, key str
 		return zero, err
 	}
 	switch {
-	case f.mode == FailBeforeSend, f.mode == Refuse:
-		return zero, f.failure(op, key)
+	case f.mode == FailBeforeSend:
+		return zero, injected(op, key, unanswered(op), 0, f.rule, "failed before send")
+	case f.mode == Refuse:
+		return zero, injected(op, key, refusal(op, f.status), f.status, f.rule, "refused with HTTP %d", f.status)
 	case f.mode == ApplyLoseAnswer:
-		_, err := send()
-		return zero, f.lost(op, key, err)
+		// The inner result is in the message only, so it cannot be mistaken for the answer.
+		inner := "ok"
+		if _, err := send(); err != nil {
+			inner = err.Error()
+		}
+		return zero, injected(op, key, unanswered(op), 0, f.rule, "answer lost after send (inner result: %s)", inner)
 	case f.mode == Hold && hold != nil:
 		hold(f.rule)
-		return zero, f.failure(op, key)
+		return zero, injected(op, key, storage.CodeAmbiguous, 0, f.rule, "put held until released")
 	}
 	return send()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/graftworks/graft/storage"
 )
@@ -56,14 +57,13 @@ func (s *Store) hold(key string, body []byte, opts storage.PutOptions, rule stri
 func (s *Store) unhold(h *HeldPut) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for i, x := range s.held {
-		if x == h {
-			s.held = append(s.held[:i:i], s.held[i+1:]...)
-			s.notifyLocked()
-			return true
-		}
+	i := slices.Index(s.held, h)
+	if i < 0 {
+		return false
 	}
-	return false
+	s.held = slices.Delete(s.held, i, i+1)
+	s.notifyLocked()
+	return true
 }
 
 func (s *Store) notifyLocked() {

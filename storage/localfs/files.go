@@ -81,7 +81,7 @@ func hashFile(f *os.File) (string, error) {
 // cacheETag records etag on f for fi's size and mtime; without user extended
 // attributes readers hash the file instead.
 func cacheETag(f *os.File, fi fs.FileInfo, etag string) {
-	value := etag + " " + strconv.FormatInt(fi.Size(), 10) + " " + strconv.FormatInt(fi.ModTime().UnixNano(), 10)
+	value := etag + " " + stamp(fi)
 	_ = withFd(f, func(fd int) error { return unix.Fsetxattr(fd, etagXattr, []byte(value), 0) })
 }
 
@@ -98,14 +98,16 @@ func cachedETag(f *os.File, fi fs.FileInfo) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	fields := strings.Fields(string(buf[:n]))
-	if len(fields) != 3 {
+	etag, rest, ok := strings.Cut(string(buf[:n]), " ")
+	if !ok || etag == "" || rest != stamp(fi) {
 		return "", false
 	}
-	if fields[1] != strconv.FormatInt(fi.Size(), 10) || fields[2] != strconv.FormatInt(fi.ModTime().UnixNano(), 10) {
-		return "", false
-	}
-	return fields[0], true
+	return etag, true
+}
+
+// stamp is the size and mtime an ETag is cached with.
+func stamp(fi fs.FileInfo) string {
+	return strconv.FormatInt(fi.Size(), 10) + " " + strconv.FormatInt(fi.ModTime().UnixNano(), 10)
 }
 
 // createTemp creates a new, empty temp file in dir whose name List skips.

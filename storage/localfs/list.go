@@ -20,10 +20,7 @@ var errPageFull = errors.New("page full")
 // List returns one page of the keys under opts.Prefix; see storage.Store.
 func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.ListPage, error) {
 	const op = "list"
-	if err := ctx.Err(); err != nil {
-		return storage.ListPage{}, storage.ContextError(op, opts.Prefix, false, err)
-	}
-	limit, err := storage.PageLimit(op, opts.Prefix, opts.Limit)
+	limit, err := storage.CheckList(ctx, op, opts.Prefix, opts.Limit)
 	if err != nil {
 		return storage.ListPage{}, err
 	}

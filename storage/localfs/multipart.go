@@ -275,10 +275,7 @@ func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error 
 // ListMultipart reads every upload record.
 func (s *Store) ListMultipart(ctx context.Context, opts storage.ListMultipartOptions) (storage.MultipartPage, error) {
 	const op = "list_multipart"
-	if err := ctx.Err(); err != nil {
-		return storage.MultipartPage{}, storage.ContextError(op, opts.Prefix, false, err)
-	}
-	limit, err := storage.PageLimit(op, opts.Prefix, opts.Limit)
+	limit, err := storage.CheckList(ctx, op, opts.Prefix, opts.Limit)
 	if err != nil {
 		return storage.MultipartPage{}, err
 	}

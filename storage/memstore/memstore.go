@@ -123,10 +123,7 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.P
 }
 
 func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.ListPage, error) {
-	if err := ctx.Err(); err != nil {
-		return storage.ListPage{}, storage.ContextError("list", opts.Prefix, false, err)
-	}
-	limit, err := storage.PageLimit("list", opts.Prefix, opts.Limit)
+	limit, err := storage.CheckList(ctx, "list", opts.Prefix, opts.Limit)
 	if err != nil {
 		return storage.ListPage{}, err
 	}
@@ -275,10 +272,7 @@ func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error 
 }
 
 func (s *Store) ListMultipart(ctx context.Context, opts storage.ListMultipartOptions) (storage.MultipartPage, error) {
-	if err := ctx.Err(); err != nil {
-		return storage.MultipartPage{}, storage.ContextError("list_multipart", opts.Prefix, false, err)
-	}
-	limit, err := storage.PageLimit("list_multipart", opts.Prefix, opts.Limit)
+	limit, err := storage.CheckList(ctx, "list_multipart", opts.Prefix, opts.Limit)
 	if err != nil {
 		return storage.MultipartPage{}, err
 	}

@@ -9,7 +9,23 @@ import (
 )
 
 var cancelCases = []conformanceCase{
-	{"CancelledContext_ReadsAreUnavailableWritesAreAmbiguous", testCancelledContext},
+	{"CancelledContext_ReadsAreUnavailableWritesAreAmbiguous", func(t *testing.T, s storage.Store) {
+		// testCancelledContext pins down the classification of a request made with
+		// an already-cancelled context: a read changed nothing and is unavailable; a
+		// write is ambiguous, because in general a backend cannot promise that a
+		// cancelled write was not sent. Either way it is never a success.
+		const key = "cancel/object"
+		mustPut(t, s, key, []byte("x"), storage.PutOptions{IfNoneMatch: true})
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+
+		requireCancelled(t, errOf(s.Get(ctx, key)), storage.CodeUnavailable, "get")
+		requireCancelled(t, errOf(s.Head(ctx, key)), storage.CodeUnavailable, "head")
+		requireCancelled(t, errOf(s.List(ctx, storage.ListOptions{Prefix: "cancel/"})), storage.CodeUnavailable, "list")
+		requireCancelled(t, errOf(s.Put(ctx, "cancel/new", []byte("y"), storage.PutOptions{IfNoneMatch: true})), storage.CodeAmbiguous, "put-if-absent")
+		requireCancelled(t, errOf(s.Put(ctx, key, []byte("y"), storage.PutOptions{})), storage.CodeAmbiguous, "put")
+		requireCancelled(t, s.Delete(ctx, key), storage.CodeAmbiguous, "delete")
+	}},
 }
 
 // requireCancelled fails t unless err is a *storage.Error of code want that
@@ -20,28 +36,4 @@ func requireCancelled(t *testing.T, err error, want storage.Code, what string) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("%s: errors.Is(%v, context.Canceled) = false", what, err)
 	}
-}
-
-// testCancelledContext pins down the classification of a request made with
-// an already-cancelled context: a read changed nothing and is unavailable; a
-// write is ambiguous, because in general a backend cannot promise that a
-// cancelled write was not sent. Either way it is never a success.
-func testCancelledContext(t *testing.T, s storage.Store) {
-	const key = "cancel/object"
-	mustPut(t, s, key, []byte("x"), storage.PutOptions{IfNoneMatch: true})
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-
-	_, err := s.Get(ctx, key)
-	requireCancelled(t, err, storage.CodeUnavailable, "get")
-	_, err = s.Head(ctx, key)
-	requireCancelled(t, err, storage.CodeUnavailable, "head")
-	_, err = s.List(ctx, storage.ListOptions{Prefix: "cancel/"})
-	requireCancelled(t, err, storage.CodeUnavailable, "list")
-	_, err = s.Put(ctx, "cancel/new", []byte("y"), storage.PutOptions{IfNoneMatch: true})
-	requireCancelled(t, err, storage.CodeAmbiguous, "put-if-absent")
-	_, err = s.Put(ctx, key, []byte("y"), storage.PutOptions{})
-	requireCancelled(t, err, storage.CodeAmbiguous, "put")
-	err = s.Delete(ctx, key)
-	requireCancelled(t, err, storage.CodeAmbiguous, "delete")
 }

@@ -132,6 +132,18 @@ func mustGet(t *testing.T, s storage.Store, key string) storage.Object {
 	return obj
 }
 
+// requireObject fails t unless key holds body and, when given, ETag etag.
+func requireObject(t *testing.T, s storage.Store, key, body string, etag ...string) {
+	t.Helper()
+	obj := mustGet(t, s, key)
+	if string(obj.Body) != body || len(etag) > 0 && obj.ETag != etag[0] {
+		t.Fatalf("get %q = {Body:%q ETag:%q}, want {Body:%q ETag:%q}", key, obj.Body, obj.ETag, body, etag)
+	}
+}
+
+// errOf is the error of a call's two results.
+func errOf[T any](_ T, err error) error { return err }
+
 // Keys returns every key under prefix through storage.ListAll, failing t on
 // error.
 func Keys(t testing.TB, s storage.Store, prefix string) []string {

@@ -78,7 +78,6 @@ func Soak(ctx context.Context, st *Stack, cfg Config) Totals {
 	var mu sync.Mutex
 	seeds := make(chan uint64)
 	var wg sync.WaitGroup
-	done := 0
 	for range cfg.Parallel {
 		wg.Go(func() {
 			for seed := range seeds {
@@ -96,22 +95,20 @@ func Soak(ctx context.Context, st *Stack, cfg Config) Totals {
 					f.Repro = fmt.Sprintf("go run ./cmd/soak -backend %s -from %d -seeds 1 -keep %s", cfg.Backend, seed, keepArg(f.Minimal))
 				}
 				mu.Lock()
-				done++
 				t.Ran++
 				add(t.Ops, res.Ops)
 				add(t.Outcomes, res.Outcomes)
 				add(t.Faults, res.Faults)
 				add(t.Unclassified, res.Unclassified)
 				t.Classes[classes(s)]++
-				switch {
-				case f != nil:
+				if f != nil {
 					t.Failures = append(t.Failures, *f)
 					fmt.Fprint(cfg.Out, f.String())
-				default:
+				} else {
 					t.Passed++
 				}
-				if done%50 == 0 {
-					fmt.Fprintf(cfg.Out, "soak %s: %d/%d seeds, %d failed, %s\n", cfg.Backend, done, cfg.Seeds, len(t.Failures), time.Since(start).Round(time.Second))
+				if t.Ran%50 == 0 {
+					fmt.Fprintf(cfg.Out, "soak %s: %d/%d seeds, %d failed, %s\n", cfg.Backend, t.Ran, cfg.Seeds, len(t.Failures), time.Since(start).Round(time.Second))
 				}
 				mu.Unlock()
 			}

@@ -1,16 +1,18 @@
 package soak
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -206,10 +208,8 @@ func (r *runner) run() error {
 			r.runOp(o)
 		})
 	}
-	faultsDone := make(chan struct{})
-	var fwg sync.WaitGroup
 	for _, f := range r.s.Faults {
-		fwg.Go(func() {
+		wg.Go(func() {
 			sleep(r.ctx, f.At)
 			switch f.Class {
 			case ClassStorage:
@@ -236,9 +236,7 @@ func (r *runner) run() error {
 			}
 		})
 	}
-	go func() { fwg.Wait(); close(faultsDone) }()
 	wg.Wait()
-	<-faultsDone
 
 	// Quiescence: faults off, held puts released (late) or discarded, every workflow
 	// closed, the reconciler run.
@@ -427,15 +425,10 @@ func (r *runner) runOp(o Op) {
 	defer cancel()
 	r.count(r.res.Ops, o.label())
 	key := r.key(o)
-	var out string
-	var unclassified error
-	classify := func(o string, err error) string {
-		c := outcomeOf(o, err)
-		if c == "error" {
-			unclassified = err
-		}
-		return c
-	}
+	var (
+		oc  outcome.Outcome
+		err error
+	)
 	switch o.Kind {
 	case OpWrite:
 		var files []string
@@ -446,56 +439,62 @@ func (r *runner) runOp(o Op) {
 			files = append(files, f)
 		}
 		r.started(o, client.WriteTableWorkflowID(r.graph, o.Branch, key))
-		res, err := r.gc.WriteTable(ctx, r.fs, client.WriteTableRequest{Graph: r.graph, Branch: o.Branch, Table: o.Table, Files: files,
+		res, e := r.gc.WriteTable(ctx, r.fs, client.WriteTableRequest{Graph: r.graph, Branch: o.Branch, Table: o.Table, Files: files,
 			Append: o.Append, IdempotencyKey: key})
-		out = classify(string(res.Outcome), err)
-		if err == nil && res.Outcome == outcome.Done {
+		oc, err = res.Outcome, e
+		if e == nil && res.Outcome == outcome.Done {
 			r.noteCommit(o.Branch, res.Commit)
 		}
 	case OpCreate:
 		fb, fc, ft := r.source(o.Source)
 		r.started(o, client.CreateBranchWorkflowID(r.graph, o.Branch))
-		res, err := r.gc.CreateBranch(ctx, client.CreateBranchRequest{Graph: r.graph, Branch: o.Branch, FromBranch: fb, FromCommit: fc, FromTag: ft, IdempotencyKey: key})
-		out = classify(string(res.Outcome), err)
+		res, e := r.gc.CreateBranch(ctx, client.CreateBranchRequest{Graph: r.graph, Branch: o.Branch, FromBranch: fb, FromCommit: fc, FromTag: ft, IdempotencyKey: key})
+		oc, err = res.Outcome, e
 	case OpMerge:
 		src := strings.TrimPrefix(o.Source, "branch:")
 		r.started(o, client.MergeWorkflowID(r.graph, o.Branch, key))
-		res, err := r.gc.Merge(ctx, client.MergeRequest{Graph: r.graph, Source: src, Target: o.Branch, IdempotencyKey: key})
-		out = classify(string(res.Outcome), err)
-		if err == nil && (res.Outcome == outcome.Merged || res.Outcome == outcome.Adopted) {
+		res, e := r.gc.Merge(ctx, client.MergeRequest{Graph: r.graph, Source: src, Target: o.Branch, IdempotencyKey: key})
+		oc, err = res.Outcome, e
+		if e == nil && (res.Outcome == outcome.Merged || res.Outcome == outcome.Adopted) {
 			r.noteCommit(o.Branch, res.Commit)
 		}
 	case OpRestore:
 		_, fc, ft := r.source(o.Source)
 		r.started(o, client.RestoreWorkflowID(r.graph, o.Branch, key))
-		res, err := r.gc.Restore(ctx, client.RestoreRequest{Graph: r.graph, Branch: o.Branch, ToCommit: fc, ToTag: ft, IdempotencyKey: key})
-		out = classify(string(res.Outcome), err)
-		if err == nil && res.Outcome == outcome.Done {
+		res, e := r.gc.Restore(ctx, client.RestoreRequest{Graph: r.graph, Branch: o.Branch, ToCommit: fc, ToTag: ft, IdempotencyKey: key})
+		oc, err = res.Outcome, e
+		if e == nil && res.Outcome == outcome.Done {
 			r.noteCommit(o.Branch, res.Commit)
 		}
 	case OpTagCreate:
 		r.started(o, client.CreateTagWorkflowID(r.graph, o.Tag))
-		res, err := r.gc.CreateTag(ctx, client.CreateTagRequest{Graph: r.graph, Name: o.Tag, Branch: o.Branch, IdempotencyKey: key})
-		out = classify(string(res.Outcome), err)
+		res, e := r.gc.CreateTag(ctx, client.CreateTagRequest{Graph: r.graph, Name: o.Tag, Branch: o.Branch, IdempotencyKey: key})
+		oc, err = res.Outcome, e
 	case OpTagDelete:
 		r.started(o, client.DeleteTagWorkflowID(r.graph, o.Tag))
-		res, err := r.gc.DeleteTag(ctx, client.DeleteTagRequest{Graph: r.graph, Name: o.Tag, IdempotencyKey: key})
-		out = classify(string(res.Outcome), err)
+		res, e := r.gc.DeleteTag(ctx, client.DeleteTagRequest{Graph: r.graph, Name: o.Tag, IdempotencyKey: key})
+		oc, err = res.Outcome, e
 	case OpBranchDelete:
 		r.started(o, client.DeleteBranchWorkflowID(r.graph, o.Branch))
-		res, err := r.gc.DeleteBranch(ctx, client.DeleteBranchRequest{Graph: r.graph, Branch: o.Branch, Force: r.s.Seed%2 == 0, IdempotencyKey: key})
-		out = classify(string(res.Outcome), err)
+		res, e := r.gc.DeleteBranch(ctx, client.DeleteBranchRequest{Graph: r.graph, Branch: o.Branch, Force: r.s.Seed%2 == 0, IdempotencyKey: key})
+		oc, err = res.Outcome, e
 	case OpRepair:
 		keep := format.NativeName(o.Branch, ulid.Make())
-		if natives := liveNatives(r.ctx, r.st.Inner, r.graph, o.Branch); len(natives) > 0 {
-			keep = natives[0]
+		var natives []string
+		for _, ref := range liveRefs(r.ctx, r.st.Inner, format.BranchRefPrefix(r.graph, o.Branch)) {
+			if ref.Branch == o.Branch {
+				natives = append(natives, ref.Native)
+			}
+		}
+		if len(natives) > 0 {
+			keep = slices.Min(natives)
 		}
 		r.started(o, client.RepairBranchWorkflowID(r.graph, o.Branch))
-		res, err := r.gc.RepairBranch(ctx, client.RepairBranchRequest{Graph: r.graph, Branch: o.Branch, Keep: keep, IdempotencyKey: key})
-		out = classify(string(res.Outcome), err)
+		res, e := r.gc.RepairBranch(ctx, client.RepairBranchRequest{Graph: r.graph, Branch: o.Branch, Keep: keep, IdempotencyKey: key})
+		oc, err = res.Outcome, e
 	case OpAbandon:
 		r.started(o, client.CreateBranchWorkflowID(r.graph, o.Branch))
-		out = classify("done", r.gc.AbandonCreate(ctx, r.graph, o.Branch, "soak"))
+		oc, err = "done", r.gc.AbandonCreate(ctx, r.graph, o.Branch, "soak")
 	case OpCleanup:
 		req := client.CleanupRequest{Graph: r.graph, KeepNewest: o.KeepNewest, KeepNewerThan: o.KeepNewerThan, RunID: key}
 		if o.NoGuard {
@@ -518,17 +517,18 @@ func (r *runner) runOp(o Op) {
 			req.Mode = workflows.CleanupModeSweep
 		}
 		r.started(o, client.CleanupWorkflowID(r.graph))
-		res, err := r.gc.Cleanup(ctx, req)
-		out = classify(string(res.Outcome), err)
-		if err == nil && o.Mode == "mark" && res.Outcome == outcome.Done {
+		res, e := r.gc.Cleanup(ctx, req)
+		oc, err = res.Outcome, e
+		if e == nil && o.Mode == "mark" && res.Outcome == outcome.Done {
 			r.mu.Lock()
 			r.lastMark = res.RunID
 			r.mu.Unlock()
 		}
 	}
+	out := outcomeOf(string(oc), err)
 	r.count(r.res.Outcomes, o.label()+":"+out)
-	if unclassified != nil {
-		r.count(r.res.Unclassified, o.label()+": "+errorShape(unclassified, r.graph))
+	if out == "error" {
+		r.count(r.res.Unclassified, o.label()+": "+errorShape(err, r.graph))
 	}
 }
 
@@ -584,20 +584,19 @@ func outcomeOf(o string, err error) string {
 	return "error"
 }
 
-func liveNatives(ctx context.Context, s storage.Store, g, branch string) []string {
-	var out []string
-	storage.ListAll(ctx, s, format.BranchRefPrefix(g, branch), func(o storage.ObjectInfo) error {
+// liveRefs returns the live branch refs under prefix that read back.
+func liveRefs(ctx context.Context, s storage.Store, prefix string) []format.BranchRef {
+	var out []format.BranchRef
+	storage.ListAll(ctx, s, prefix, func(o storage.ObjectInfo) error {
 		obj, err := s.Get(ctx, o.Key)
 		if err != nil {
 			return nil
 		}
-		ref, err := format.DecodeBranchRef(obj.Body)
-		if err == nil && ref.State == format.RefLive && ref.Branch == branch {
-			out = append(out, ref.Native)
+		if ref, err := format.DecodeBranchRef(obj.Body); err == nil && ref.State == format.RefLive {
+			out = append(out, ref)
 		}
 		return nil
 	})
-	sort.Strings(out)
 	return out
 }
 
@@ -605,47 +604,36 @@ func liveNatives(ctx context.Context, s storage.Store, g, branch string) []strin
 func (r *runner) addStorageFault(f Fault) {
 	g := r.graph
 	rule := faults.Rule{Name: f.ID, Op: f.Op, Skip: f.Skip, Times: f.Times}
-	switch f.Target {
-	case "refs":
-		rule.KeyPrefix = format.BranchRefsPrefix(g)
-	case "tags":
-		rule.KeyPrefix = format.TagsPrefix(g)
-	case "commits":
-		rule.KeyPrefix = g + "/trees/"
-	case "tables":
-		rule.KeyPrefix = g + "/tables/"
-	case "graph":
-		rule.KeyPrefix = format.GraphKey(g)
-	default:
-		rule.KeyPrefix = format.GraphPrefix(g)
-	}
-	switch f.Kind {
-	case "lose_answer":
-		rule.Mode = faults.ApplyLoseAnswer
-	case "fail_before_send":
-		rule.Mode = faults.FailBeforeSend
-	case "hold_late", "hold_never":
-		rule.Mode = faults.Hold
-		if f.Kind == "hold_late" {
-			r.mu.Lock()
-			r.holdLate[f.ID] = true
-			r.mu.Unlock()
-		}
-	case "refuse_412":
-		rule.Mode, rule.Status = faults.Refuse, 412
-	case "refuse_403":
-		rule.Mode, rule.Status = faults.Refuse, 403
-	case "refuse_503":
-		rule.Mode, rule.Status = faults.Refuse, 503
-	case "delay":
-		rule.Mode, rule.Delay = faults.Delay, 200*time.Millisecond
-	case "stall":
-		rule.Mode, rule.Delay = faults.Delay, StallFor
+	rule.KeyPrefix = cmp.Or(map[string]string{"refs": format.BranchRefsPrefix(g), "tags": format.TagsPrefix(g), "commits": g + "/trees/",
+		"tables": g + "/tables/", "graph": format.GraphKey(g)}[f.Target], format.GraphPrefix(g))
+	m := storageFaults[f.Kind]
+	rule.Mode, rule.Status, rule.Delay = m.mode, m.status, m.delay
+	if f.Kind == "hold_late" {
+		r.mu.Lock()
+		r.holdLate[f.ID] = true
+		r.mu.Unlock()
 	}
 	rm := r.fs.Add(rule)
 	r.mu.Lock()
 	r.removes = append(r.removes, rm)
 	r.mu.Unlock()
+}
+
+// storageFaults are the rules of the storage fault kinds.
+var storageFaults = map[string]struct {
+	mode   faults.Mode
+	status int
+	delay  time.Duration
+}{
+	"lose_answer":      {mode: faults.ApplyLoseAnswer},
+	"fail_before_send": {mode: faults.FailBeforeSend},
+	"hold_late":        {mode: faults.Hold},
+	"hold_never":       {mode: faults.Hold},
+	"refuse_412":       {mode: faults.Refuse, status: 412},
+	"refuse_403":       {mode: faults.Refuse, status: 403},
+	"refuse_503":       {mode: faults.Refuse, status: 503},
+	"delay":            {mode: faults.Delay, delay: 200 * time.Millisecond},
+	"stall":            {mode: faults.Delay, delay: StallFor},
 }
 
 // recordStorageFaults counts the faults the store injected, by mode and status.
@@ -658,20 +646,11 @@ func (r *runner) recordStorageFaults() {
 		if q.Fault == faults.Refuse {
 			k += fmt.Sprintf("_%d", q.Status)
 		}
-		if q.Fault == faults.Delay && r.isStall(q.Rule) {
+		if q.Fault == faults.Delay && slices.ContainsFunc(r.s.Faults, func(f Fault) bool { return f.ID == q.Rule && f.Kind == "stall" }) {
 			k = "storage:stall"
 		}
 		r.count(r.res.Faults, k)
 	}
-}
-
-func (r *runner) isStall(rule string) bool {
-	for _, f := range r.s.Faults {
-		if f.ID == rule {
-			return f.Kind == "stall"
-		}
-	}
-	return false
 }
 
 // operator cancels, terminates or resets the victim's workflow.
@@ -738,12 +717,8 @@ func (r *runner) waitClosed() error {
 	ctx, cancel := context.WithTimeout(r.ctx, quiesceTimeout)
 	defer cancel()
 	r.mu.Lock()
-	var ids []string
-	for id := range r.wids {
-		ids = append(ids, id)
-	}
+	ids := slices.Sorted(maps.Keys(r.wids))
 	r.mu.Unlock()
-	sort.Strings(ids)
 	for _, id := range ids {
 		for {
 			d, err := r.st.TC.DescribeWorkflowExecution(ctx, id, "")
@@ -751,15 +726,7 @@ func (r *runner) waitClosed() error {
 			if errors.As(err, &nf) {
 				break
 			}
-			if err != nil {
-				if ctx.Err() != nil {
-					r.violate("every-op-ended", "workflow %s still running %s after the schedule's faults ended", id, quiesceTimeout)
-					return nil
-				}
-				time.Sleep(200 * time.Millisecond)
-				continue
-			}
-			if st := d.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			if st := d.GetWorkflowExecutionInfo().GetStatus(); err == nil && st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 				r.endedDefinitively(ctx, id, st)
 				break
 			}
@@ -848,11 +815,7 @@ func (r *runner) reconcile() error {
 // (or, for a mark or dry run, aborts) a run whose workflow ended without finishing it
 // (docs/cleanup.md). A dry run does not look for such runs.
 func (r *runner) nextCleanup() {
-	ran := false
-	for _, o := range r.s.Ops {
-		ran = ran || o.Kind == OpCleanup
-	}
-	if !ran {
+	if !slices.ContainsFunc(r.s.Ops, func(o Op) bool { return o.Kind == OpCleanup }) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
@@ -868,7 +831,11 @@ func (r *runner) nextCleanup() {
 // '/'-relative (a and a/b) is not free: live names are prefix-disjoint.
 func (r *runner) namesAgain() {
 	for _, b := range r.s.Branches {
-		if blockedBy := liveRelative(r.ctx, r.st.Inner, r.graph, b); blockedBy != "" {
+		var live []string
+		for _, ref := range liveRefs(r.ctx, r.st.Inner, format.BranchRefsPrefix(r.graph)) {
+			live = append(live, ref.Branch)
+		}
+		if !disjoint(b, live) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
@@ -881,27 +848,6 @@ func (r *runner) namesAgain() {
 			r.violateUnlessDown(err, "name-reusable", "branch %s is free but creating it again ended %s: %v", b, res.Outcome, err)
 		}
 	}
-}
-
-// liveRelative returns a live branch that is name itself or a '/'-relative of it.
-func liveRelative(ctx context.Context, s storage.Store, g, name string) string {
-	found := ""
-	storage.ListAll(ctx, s, format.BranchRefsPrefix(g), func(o storage.ObjectInfo) error {
-		obj, err := s.Get(ctx, o.Key)
-		if err != nil {
-			return nil
-		}
-		ref, err := format.DecodeBranchRef(obj.Body)
-		if err != nil || ref.State != format.RefLive {
-			return nil
-		}
-		b := ref.Branch
-		if b == name || strings.HasPrefix(b, name+"/") || strings.HasPrefix(name, b+"/") {
-			found = b
-		}
-		return nil
-	})
-	return found
 }
 
 // check runs the oracle and the soak's own checks (internal/oracle/soak.go).
@@ -934,10 +880,7 @@ func (r *runner) check() error {
 		keep = append(keep, rc)
 	}
 	names := append([]string{"main"}, r.s.Branches...)
-	var opIDs []string
-	for _, k := range keys {
-		opIDs = append(opIDs, k)
-	}
+	opIDs := slices.Collect(maps.Values(keys))
 	vs, err := oracle.Check(r.ctx, oracle.Config{Store: r.st.Inner, Catalog: r.st.Oracle, Graph: r.graph,
 		Workflows: worker.TemporalWorkflows(r.st.TC), Names: names, Reported: keep})
 	if err != nil {

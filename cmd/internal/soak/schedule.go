@@ -255,8 +255,6 @@ func Generate(seed uint64, backend Backend) Schedule {
 			prev := s.Ops[r.IntN(i)]
 			if prev.Kind == o.Kind && o.Kind != OpAbandon {
 				o.SameIDAs = prev.ID
-			} else if prev.Kind == OpCleanup && o.Kind == OpCleanup {
-				o.SameIDAs = prev.ID
 			}
 		}
 		if o.Kind == OpCleanup && r.IntN(6) == 0 && i > 0 {
@@ -304,12 +302,9 @@ func Generate(seed uint64, backend Backend) Schedule {
 // disjoint reports whether b is no '/'-relative of any of names (live branch names are
 // prefix-disjoint).
 func disjoint(b string, names []string) bool {
-	for _, n := range names {
-		if n == b || strings.HasPrefix(n, b+"/") || strings.HasPrefix(b, n+"/") {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(names, func(n string) bool {
+		return n == b || strings.HasPrefix(n, b+"/") || strings.HasPrefix(b, n+"/")
+	})
 }
 
 // Keep returns the schedule with only the ops and faults whose ids are in keep (nil

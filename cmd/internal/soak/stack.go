@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/url"
 	"os"
 	"os/exec"
@@ -23,7 +21,6 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/jackc/pgx/v5"
 	sdkclient "go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/graftworks/graft/activities"
@@ -45,10 +42,8 @@ type StackConfig struct {
 	Dir string
 	// TemporalHostPort is a running Temporal server; "" starts a dev server.
 	TemporalHostPort, Namespace string
-	// S3 is a running versitygw (Bucket is created); zero starts one.
+	// S3 is a running versitygw, in which a bucket is created; zero starts one.
 	S3 s3.Config
-	// DatabaseURL is Postgres. Defaults to catalog.DefaultURL().
-	DatabaseURL string
 	// Restartable starts the servers the stack starts itself so Restart can restart
 	// them: the Temporal dev server with its state in a file, on a fixed port. Defaults
 	// to false.
@@ -132,12 +127,7 @@ func Start(ctx context.Context, cfg StackConfig) (*Stack, error) {
 			st.cfg.S3 = s3.Config{Endpoint: gw.Endpoint, Region: gw.Region, AccessKeyID: gw.AccessKey, SecretAccessKey: gw.SecretKey}
 		}
 		st.cfg.S3.PathStyle = true
-		if st.cfg.S3.Bucket == "" {
-			st.cfg.S3.Bucket = "graft-soak-" + nonce(6)
-		}
-		if err := os.MkdirAll(filepath.Join(dir, "versitygw"), 0o755); err != nil {
-			return nil, err
-		}
+		st.cfg.S3.Bucket = "graft-soak-" + nonce(6)
 		if err := createBucket(ctx, st.cfg.S3); err != nil {
 			return nil, err
 		}
@@ -150,10 +140,7 @@ func Start(ctx context.Context, cfg StackConfig) (*Stack, error) {
 		return nil, fmt.Errorf("soak: unknown backend %q (localfs or versitygw)", cfg.Backend)
 	}
 
-	st.dbURL = cfg.DatabaseURL
-	if st.dbURL == "" {
-		st.dbURL = catalog.DefaultURL()
-	}
+	st.dbURL = catalog.DefaultURL()
 	st.schema = "graft_soak_" + nonce(5)
 	st.appName = "graft-soak-" + nonce(5)
 	if err := execSQL(ctx, st.dbURL, "CREATE SCHEMA "+pgx.Identifier{st.schema}.Sanitize()); err != nil {
@@ -200,7 +187,7 @@ func Start(ctx context.Context, cfg StackConfig) (*Stack, error) {
 	if st.cfg.Namespace == "" {
 		st.cfg.Namespace = "default"
 	}
-	tc, err := sdkclient.DialContext(ctx, sdkclient.Options{HostPort: st.cfg.TemporalHostPort, Namespace: st.cfg.Namespace, Logger: quietLogger()})
+	tc, err := sdkclient.DialContext(ctx, sdkclient.Options{HostPort: st.cfg.TemporalHostPort, Namespace: st.cfg.Namespace, Logger: devstack.QuietLogger})
 	if err != nil {
 		return nil, err
 	}
@@ -390,7 +377,7 @@ func runChild() int {
 		return fail("catalog", err)
 	}
 	defer cat.Close()
-	tc, err := sdkclient.DialContext(ctx, sdkclient.Options{HostPort: env("TEMPORAL"), Namespace: env("NAMESPACE"), Logger: quietLogger()})
+	tc, err := sdkclient.DialContext(ctx, sdkclient.Options{HostPort: env("TEMPORAL"), Namespace: env("NAMESPACE"), Logger: devstack.QuietLogger})
 	if err != nil {
 		return fail("temporal", err)
 	}
@@ -430,10 +417,6 @@ func nonce(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-func quietLogger() sdklog.Logger {
-	return sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
 func createBucket(ctx context.Context, c s3.Config) error {
