@@ -220,42 +220,11 @@ func versionString(v ulid.ULID) string {
 	return v.String()
 }
 
-// commitPins are the pins that keep commits, and so everything they reach (cleanup keeps
-// what a pinned commit reaches).
-func commitPins(graphName string, commits ...format.CommitID) []catalog.Pin {
-	var pins []catalog.Pin
-	seen := map[string]bool{}
-	add := func(kind catalog.ObjectKind, key string) {
-		if !seen[key] {
-			seen[key] = true
-			pins = append(pins, catalog.Pin{Kind: kind, Key: key})
-		}
-	}
-	for _, id := range commits {
-		add(catalog.ObjectCommit, format.CommitIDKey(graphName, id))
-	}
-	return pins
-}
-
-// recorded is how recordWithPins left the ledger.
-type recorded struct {
-	op catalog.Operation
-	// owned: the row is this run's (p.Owner's).
-	owned bool
-	// outcome, when set, ends the operation: not_retained (a pin was
-	// refused), conflict (the id belongs to another request or another
-	// workflow; the row is left alone), or the outcome of an operation that
-	// already finished.
-	outcome outcome.Outcome
-	message string
-}
-
 // recordWithPins claims the operation for p.Owner and registers its pins in
 // one ledger transaction. A pin a running cleanup has condemned refuses the
 // whole transaction; the operation is then claimed on its own and ends
 // not_retained.
-func (a *Activities) recordWithPins(ctx context.Context, p catalog.OperationInsertParams, pins []catalog.Pin) (recorded, error) {
-	var r recorded
+func (a *Activities) recordWithPins(ctx context.Context, p catalog.OperationInsertParams, pins []catalog.Pin) (claimed, error) {
 	var c claimed
 	err := a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
 		var err error
@@ -268,13 +237,40 @@ func (a *Activities) recordWithPins(ctx context.Context, p catalog.OperationInse
 	case errors.Is(err, catalog.ErrCondemned):
 		condemned := err
 		if c, err = a.claim(ctx, nil, p); err != nil || !c.owned {
-			return recorded{outcome: c.outcome, message: c.message}, err
+			return claimed{outcome: c.outcome, message: c.message}, err
 		}
-		return recorded{op: c.op, owned: true, outcome: outcome.NotRetained, message: fmt.Sprintf("condemned by a running cleanup: %v", condemned)}, nil
+		return claimed{op: c.op, owned: true, outcome: outcome.NotRetained, message: fmt.Sprintf("condemned by a running cleanup: %v", condemned)}, nil
 	case err != nil:
-		return r, fmt.Errorf("record operation and pins: %w", err)
+		return claimed{}, fmt.Errorf("record operation and pins: %w", err)
 	}
-	return recorded{op: c.op, owned: c.owned, outcome: c.outcome, message: c.message}, nil
+	return c, nil
+}
+
+// claimCommit claims an operation that reads commit id: with o set, one that ends with o
+// before any pin; otherwise with the commit pinned (recordWithPins), then probed. The
+// commit's pin keeps what it reaches; the commit found after the pin has it all (cleanup
+// deletes referrers before referents). note ends the message of a commit reclaimed.
+func (a *Activities) claimCommit(ctx context.Context, rec catalog.OperationInsertParams, id format.CommitID, o outcome.Outcome, msg, note string) (claimed, error) {
+	key := format.CommitIDKey(rec.Graph, id)
+	if o != "" {
+		c, err := a.claim(ctx, nil, rec)
+		if c.owned {
+			c.outcome, c.message = o, msg
+		}
+		return c, err
+	}
+	c, err := a.recordWithPins(ctx, rec, keyPins(catalog.ObjectCommit, key))
+	if err != nil || c.outcome != "" {
+		return c, err
+	}
+	missing, err := a.probeKeys(ctx, key)
+	if err != nil {
+		return claimed{}, err
+	}
+	if missing != "" {
+		c.outcome, c.message = outcome.NotRetained, fmt.Sprintf("commit %s needs %s, which cleanup has reclaimed%s", id, missing, note)
+	}
+	return c, nil
 }
 
 // probeKeys HEADs keys in parallel after their pins are registered, and
@@ -353,7 +349,7 @@ func (a *Activities) planMerge(ctx context.Context, in PlanMergeInput, rec catal
 	// The merged versions' bytes carry the operation's time, known once it is recorded;
 	// a preview records nothing and plans with the time now.
 	at := a.now().UTC()
-	var r recorded
+	var r claimed
 	if !in.Preview && search.Relation != graph.RelationUpToDate {
 		pins := []catalog.Pin{}
 		for _, c := range append([]graph.Commit{source, target}, search.Bases...) {

@@ -84,37 +84,15 @@ func (a *Activities) PrepareRestore(ctx context.Context, in PrepareRestoreInput)
 	if err != nil {
 		return PrepareRestoreResult{}, err
 	}
-	if o != "" {
-		r, err := a.recordOnly(ctx, rec)
-		if err != nil || !r.owned {
-			return PrepareRestoreResult{Outcome: r.outcome, Message: r.message}, err
-		}
-		return PrepareRestoreResult{Outcome: o, Message: msg, Owned: true}, nil
-	}
-	r, err := a.recordWithPins(ctx, rec, commitPins(in.Graph, target.ID))
+	c, err := a.claimCommit(ctx, rec, target.ID, o, msg, "; nothing was restored")
 	if err != nil {
 		return PrepareRestoreResult{}, err
 	}
-	res := PrepareRestoreResult{Owned: r.owned, Target: target.ID.String(), Time: r.op.CreatedAt.UTC()}
-	if r.outcome != "" {
-		res.Outcome, res.Message = r.outcome, r.message
-		return res, nil
-	}
-	// The commit's pin keeps what it reaches; the commit found after the pin has it all
-	// (cleanup deletes referrers before referents).
-	missing, err := a.probeKeys(ctx, format.CommitIDKey(in.Graph, target.ID))
-	if err != nil {
-		return PrepareRestoreResult{}, err
-	}
-	if missing != "" {
-		res.Outcome, res.Message = outcome.NotRetained, fmt.Sprintf("commit %s needs %s, which cleanup has reclaimed; nothing was restored", target.ID, missing)
+	res := PrepareRestoreResult{Outcome: c.outcome, Message: c.message, Owned: c.owned}
+	if o == "" {
+		res.Target, res.Time = target.ID.String(), c.op.CreatedAt.UTC()
 	}
 	return res, nil
-}
-
-// recordOnly records an operation that ends before any pin.
-func (a *Activities) recordOnly(ctx context.Context, p catalog.OperationInsertParams) (recorded, error) {
-	return a.recordWithPins(ctx, p, nil)
 }
 
 // resolveCommit reads the commit named by id, or by a live tag.
