@@ -208,19 +208,9 @@ func (a *Activities) PlanRestore(ctx context.Context, in PlanRestoreInput) (Plan
 		}
 		return PlanRestoreResult{Committed: own.landed, Commit: own.commit.ID.String(), Head: firstParent(own.commit), Spec: own.spec}, nil
 	}
-	bh, o, msg, err := a.readBranchHead(ctx, in.Graph, in.Branch)
+	head, o, msg, err := a.readBranchHead(ctx, in.Graph, in.Branch)
 	if err != nil || o != "" {
 		return PlanRestoreResult{Outcome: o, Message: msg}, err
-	}
-	return a.planRestore(ctx, in, graph.Head{Branch: bh.branch, Commit: bh.head}, targetID)
-}
-
-// planRestore plans a restore on the head its live ref names (an expected head must be
-// it), pinned then probed: the backup tag of that head, and the restore commit — first parent the head, the target's pins map as it stands,
-// restored_from the target — planned by graph.PlanAppendOn and written as a publish.
-func (a *Activities) planRestore(ctx context.Context, in PlanRestoreInput, head graph.Head, targetID format.CommitID) (PlanRestoreResult, error) {
-	end := func(o outcome.Outcome, f string, args ...any) (PlanRestoreResult, error) {
-		return PlanRestoreResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
 	}
 	g, err := a.graphOf(in.Graph)
 	if err != nil {

@@ -358,9 +358,10 @@ type PlanCommitResult struct {
 	PendingRecorded bool `json:",omitempty"`
 }
 
-// PlanCommit reads the branch's real head — an expected head must be it —
-// and computes the commit that pins the new version on top of it: the head's
-// pins with the table's version replaced. It writes nothing to storage. An
+// PlanCommit reads the branch's real head — an expected head must be it (a mismatch is
+// conflict, never a plan on the expected commit) — and computes the commit that pins the
+// new version on top of it: the head's pins with the table's version replaced. It pins
+// every key the plan writes, and writes nothing to storage. An
 // earlier attempt's commit, recorded in the ledger as the operation's pending
 // write, is recognised first: stored → committed; possibly in flight → the
 // same commit again (the kernel re-issues it, or finds it stale).
@@ -384,118 +385,6 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 			return PlanCommitResult{}, err
 		}
 		return end(out, "%s", msg)
-	}
-	return a.planCommit(ctx, in, b, version)
-}
-
-func firstParent(c format.Commit) string {
-	if len(c.Parents) == 0 {
-		return ""
-	}
-	return c.Parents[0].String()
-}
-
-// ownCommit is an operation's own commit write found in the ledger.
-type ownCommit struct {
-	spec   WriteSpec
-	commit format.Commit
-	// landed: the commit is stored at its key.
-	landed bool
-}
-
-// ownPendingCommit finds the commit write this operation recorded as pending
-// before sending it, if any, and whether it landed — so a plan re-run after
-// a worker crash recognises its own effect instead of planning a second
-// commit on a newer head. A pending commit that can no longer land (another
-// commit holds its seq, or the head is past it) is not returned: the caller
-// plans anew.
-func (a *Activities) ownPendingCommit(ctx context.Context, o Owner, graphName string) (ownCommit, bool, error) {
-	op, err := a.Catalog.OperationGet(ctx, catalog.OperationGetParams{ID: o.OpID})
-	if errors.Is(err, catalog.ErrNotFound) {
-		return ownCommit{}, false, nil
-	}
-	if err != nil {
-		return ownCommit{}, false, fmt.Errorf("read operation: %w", err)
-	}
-	if len(op.Pending) == 0 || op.OwnerRun != o.Run {
-		return ownCommit{}, false, nil
-	}
-	var spec WriteSpec
-	if err := json.Unmarshal(op.Pending, &spec); err != nil || spec.Graph != graphName {
-		return ownCommit{}, false, nil
-	}
-	if spec.Kind != WritePublish {
-		return ownCommit{}, false, nil
-	}
-	return a.ownPendingPublish(ctx, spec)
-}
-
-// manifestEntries are a write's uploaded objects as manifest entries, named by their ULIDs.
-func manifestEntries(entries []objectEntry) []format.ManifestEntry {
-	out := make([]format.ManifestEntry, 0, len(entries))
-	for _, e := range entries {
-		out = append(out, format.ManifestEntry{Name: e.ID.String(), Object: e.ID, Size: e.Size, SHA256: e.SHA256})
-	}
-	return out
-}
-
-// writeManifest plans the version, pins its new manifest chunks, and writes the chunks
-// then the version, put-if-absent (graph.WriteVersion): its bytes are a function of the
-// input, so a retry re-sends the same version.
-func (a *Activities) writeManifest(ctx context.Context, in WriteManifestInput, version ulid.ULID, entries []objectEntry) (WriteManifestResult, error) {
-	if in.Edit.onHead() {
-		return WriteManifestResult{}, nil // the plan writes the version, on the head's
-	}
-	g, err := a.graphOf(in.Graph)
-	if err != nil {
-		return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
-	}
-	spec := graph.VersionSpec{Table: in.Table, VersionID: version, Put: versionEntries(entries, in.Edit.Imports), Time: in.Time.UTC(), Op: in.OpID}
-	if in.Edit.Staged != "" {
-		// The staged version lists the objects: the new one is it plus the imports, and
-		// shares every chunk with it (PrepareWrite pinned and probed them).
-		if spec.Base, err = format.ParseULID(in.Edit.Staged); err != nil {
-			return WriteManifestResult{Outcome: outcome.Invalid, Message: "staged: " + err.Error()}, nil
-		}
-	}
-	plan, err := g.PlanVersion(ctx, spec)
-	switch {
-	case errors.Is(err, graph.ErrInvalid):
-		return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
-	case errors.Is(err, graph.ErrVersionNotFound), errors.Is(err, graph.ErrChunkNotFound):
-		return WriteManifestResult{Outcome: outcome.NotRetained, Message: "the staged version was reclaimed: " + err.Error()}, nil
-	case err != nil:
-		return WriteManifestResult{}, fmt.Errorf("plan version: %w", err)
-	}
-	var chunks []string
-	for _, c := range plan.Chunks {
-		chunks = append(chunks, c.Key)
-	}
-	if o, msg, err := a.pinKeys(ctx, Owner{OpID: in.OpID}, in.Graph, catalog.ObjectTableVersion, chunks); err != nil || o != "" {
-		return WriteManifestResult{Outcome: o, Message: msg}, err
-	}
-	err = g.WriteVersion(ctx, plan)
-	switch {
-	case errors.Is(err, graph.ErrKeyTaken):
-		return WriteManifestResult{Outcome: outcome.Conflict, Message: plan.Key + " already holds another manifest"}, nil
-	case errors.Is(err, storage.ErrRefused):
-		return WriteManifestResult{Outcome: outcome.Refused, Message: err.Error()}, nil
-	case err != nil:
-		return WriteManifestResult{}, fmt.Errorf("put manifest: %w", err)
-	}
-	return WriteManifestResult{}, nil
-}
-
-// maxPreChunks is the most manifest chunks an append's publish carries in its record (the
-// ledger's pending write); an append of more — a staged list — writes them in the plan.
-const maxPreChunks = 16
-
-// planCommit plans the commit pinning version on the branch's real head: its live ref's
-// head, compared with an expected head (a mismatch is conflict, never a plan on the
-// expected commit), and pins every key the plan writes before it is written.
-func (a *Activities) planCommit(ctx context.Context, in PlanCommitInput, b graph.Branch, version ulid.ULID) (PlanCommitResult, error) {
-	end := func(o outcome.Outcome, f string, args ...any) (PlanCommitResult, error) {
-		return PlanCommitResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
 	}
 	if in.ExpectedHead != "" {
 		id, err := format.ParseCommitID(in.ExpectedHead)
@@ -601,25 +490,107 @@ func (a *Activities) planCommit(ctx context.Context, in PlanCommitInput, b graph
 	return res, nil
 }
 
-// ownPendingPublish is ownPendingCommit for a publish: published (the ref's head
-// is our commit or descends from it) → landed; the ref still what the plan read → the same
-// publish again; moved without it → not returned (the caller plans anew).
-func (a *Activities) ownPendingPublish(ctx context.Context, spec WriteSpec) (ownCommit, bool, error) {
+func firstParent(c format.Commit) string {
+	if len(c.Parents) == 0 {
+		return ""
+	}
+	return c.Parents[0].String()
+}
+
+// ownCommit is an operation's own commit write found in the ledger.
+type ownCommit struct {
+	spec   WriteSpec
+	commit format.Commit
+	// landed: the commit is stored at its key.
+	landed bool
+}
+
+// ownPendingCommit finds the commit write this operation recorded as pending
+// before sending it, if any, and whether it landed — so a plan re-run after
+// a worker crash recognises its own effect instead of planning a second
+// commit on a newer head. Published (the ref's head is the commit or descends from it) →
+// landed; the ref still what the plan read → the same publish again. A pending commit
+// that can no longer land (another commit holds its seq, or the head moved past it) is
+// not returned: the caller plans anew.
+func (a *Activities) ownPendingCommit(ctx context.Context, o Owner, graphName string) (ownCommit, bool, error) {
+	op, err := a.Catalog.OperationGet(ctx, catalog.OperationGetParams{ID: o.OpID})
+	if errors.Is(err, catalog.ErrNotFound) {
+		return ownCommit{}, false, nil
+	}
+	if err != nil {
+		return ownCommit{}, false, fmt.Errorf("read operation: %w", err)
+	}
+	spec, ok := pendingSpec(op)
+	if !ok || op.OwnerRun != o.Run || spec.Graph != graphName || spec.Kind != WritePublish {
+		return ownCommit{}, false, nil
+	}
 	p, err := publishOf(spec)
 	if err != nil {
 		return ownCommit{}, false, nil
 	}
-	own := ownCommit{spec: spec, commit: format.Commit{ID: p.Commit.ID, Parents: p.Commit.Parents}}
 	v, err := a.readPublish(ctx, spec)
-	if err != nil {
+	if err != nil || (v.State != Landed && v.State != Ambiguous) {
 		return ownCommit{}, false, err
 	}
-	switch v.State {
-	case Landed:
-		own.landed = true
-		return own, true, nil
-	case Ambiguous:
-		return own, true, nil
-	}
-	return ownCommit{}, false, nil
+	return ownCommit{spec: spec, commit: p.Commit, landed: v.State == Landed}, true, nil
 }
+
+// manifestEntries are a write's uploaded objects as manifest entries, named by their ULIDs.
+func manifestEntries(entries []objectEntry) []format.ManifestEntry {
+	out := make([]format.ManifestEntry, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, format.ManifestEntry{Name: e.ID.String(), Object: e.ID, Size: e.Size, SHA256: e.SHA256})
+	}
+	return out
+}
+
+// writeManifest plans the version, pins its new manifest chunks, and writes the chunks
+// then the version, put-if-absent (graph.WriteVersion): its bytes are a function of the
+// input, so a retry re-sends the same version.
+func (a *Activities) writeManifest(ctx context.Context, in WriteManifestInput, version ulid.ULID, entries []objectEntry) (WriteManifestResult, error) {
+	if in.Edit.onHead() {
+		return WriteManifestResult{}, nil // the plan writes the version, on the head's
+	}
+	g, err := a.graphOf(in.Graph)
+	if err != nil {
+		return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
+	}
+	spec := graph.VersionSpec{Table: in.Table, VersionID: version, Put: versionEntries(entries, in.Edit.Imports), Time: in.Time.UTC(), Op: in.OpID}
+	if in.Edit.Staged != "" {
+		// The staged version lists the objects: the new one is it plus the imports, and
+		// shares every chunk with it (PrepareWrite pinned and probed them).
+		if spec.Base, err = format.ParseULID(in.Edit.Staged); err != nil {
+			return WriteManifestResult{Outcome: outcome.Invalid, Message: "staged: " + err.Error()}, nil
+		}
+	}
+	plan, err := g.PlanVersion(ctx, spec)
+	switch {
+	case errors.Is(err, graph.ErrInvalid):
+		return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
+	case errors.Is(err, graph.ErrVersionNotFound), errors.Is(err, graph.ErrChunkNotFound):
+		return WriteManifestResult{Outcome: outcome.NotRetained, Message: "the staged version was reclaimed: " + err.Error()}, nil
+	case err != nil:
+		return WriteManifestResult{}, fmt.Errorf("plan version: %w", err)
+	}
+	var chunks []string
+	for _, c := range plan.Chunks {
+		chunks = append(chunks, c.Key)
+	}
+	if o, msg, err := a.pinKeys(ctx, Owner{OpID: in.OpID}, in.Graph, catalog.ObjectTableVersion, chunks); err != nil || o != "" {
+		return WriteManifestResult{Outcome: o, Message: msg}, err
+	}
+	err = g.WriteVersion(ctx, plan)
+	switch {
+	case errors.Is(err, graph.ErrKeyTaken):
+		return WriteManifestResult{Outcome: outcome.Conflict, Message: plan.Key + " already holds another manifest"}, nil
+	case errors.Is(err, storage.ErrRefused):
+		return WriteManifestResult{Outcome: outcome.Refused, Message: err.Error()}, nil
+	case err != nil:
+		return WriteManifestResult{}, fmt.Errorf("put manifest: %w", err)
+	}
+	return WriteManifestResult{}, nil
+}
+
+// maxPreChunks is the most manifest chunks an append's publish carries in its record (the
+// ledger's pending write); an append of more — a staged list — writes them in the plan.
+const maxPreChunks = 16

@@ -64,9 +64,9 @@ func (a *Activities) PrepareTag(ctx context.Context, in PrepareTagInput) (Prepar
 		if branch == "" {
 			branch = graph.DefaultBranch
 		}
-		var bh branchHead
-		bh, o, msg, err = a.readBranchHead(ctx, in.Graph, branch)
-		c = bh.head
+		var h graph.Head
+		h, o, msg, err = a.readBranchHead(ctx, in.Graph, branch)
+		c = h.Commit
 	}
 	if err != nil {
 		return PrepareTagResult{}, err
