@@ -477,11 +477,10 @@ func (a *Activities) CleanupUploads(ctx context.Context, in CleanupUploadsInput)
 	if len(ups) == 0 {
 		return res, nil
 	}
-	list, err := a.Catalog.PinsList(ctx, catalog.PinsListParams{Graph: in.Graph, RunID: in.RunID})
+	pins, err := listPins(ctx, a.Catalog, in.Graph, in.RunID)
 	if err != nil {
-		return res, fmt.Errorf("list pins: %w", err)
+		return res, err
 	}
-	pins := newPinSet(list)
 	origin, err := readOrigin(ctx, a.Store, in.Graph)
 	if err != nil {
 		return res, err

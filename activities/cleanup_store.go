@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/storage"
 )
 
@@ -149,4 +150,23 @@ func heartbeat(ctx context.Context, details any) {
 		return
 	}
 	activity.RecordHeartbeat(ctx, details)
+}
+
+// ticker returns a func that heartbeats (heartbeat) every 1000th time it is called.
+func ticker(ctx context.Context) func() {
+	n := 0
+	return func() {
+		if n++; n%1000 == 0 {
+			heartbeat(ctx, nil)
+		}
+	}
+}
+
+// listPins reads the graph's pins, for a check of a dry run's own (pinSet).
+func listPins(ctx context.Context, cat *catalog.Catalog, graphName, runID string) (pinSet, error) {
+	pins, err := cat.PinsList(ctx, catalog.PinsListParams{Graph: graphName, RunID: runID})
+	if err != nil {
+		return pinSet{}, fmt.Errorf("list pins: %w", err)
+	}
+	return newPinSet(pins), nil
 }
