@@ -159,7 +159,7 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 		return stop(PlanMergeResult{}, out, "%s", msg)
 	}
 	src, dst := heads[0], heads[1]
-	g, err := a.graphOf(in.Graph)
+	g, err := graph.Open(a.Store, in.Graph)
 	if err != nil {
 		return stop(PlanMergeResult{}, outcome.Invalid, "%v", err)
 	}
@@ -285,10 +285,7 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 	}
 	spec := publishSpec(in.Graph, ap, res.Kind)
 	for _, v := range plan.Versions {
-		for _, c := range v.Chunks {
-			spec.Pre = append(spec.Pre, ChunkPut{Key: c.Key, Body: c.Body})
-		}
-		spec.Pre = append(spec.Pre, ChunkPut{Key: v.Key, Body: v.Body})
+		spec.Pre = append(append(spec.Pre, chunkPuts(v.Chunks)...), ChunkPut{Key: v.Key, Body: v.Body})
 	}
 	// Pin what the merge commit newly names — the adopted versions, the merged versions
 	// and their chunks, the commit and its chunks — and record the publish as the
@@ -356,7 +353,7 @@ func (a *Activities) readBranchHead(ctx context.Context, graphName, name string)
 		}
 		return graph.Head{}, out, msg, err
 	}
-	g, err := a.graphOf(graphName)
+	g, err := graph.Open(a.Store, graphName)
 	if err != nil {
 		return graph.Head{}, outcome.Invalid, err.Error(), nil
 	}

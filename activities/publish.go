@@ -28,19 +28,19 @@ type ChunkPut struct {
 	Body []byte `json:"body"`
 }
 
-// graphOf opens a graph.
-func (a *Activities) graphOf(name string) (*graph.Graph, error) {
-	return graph.Open(a.Store, name)
-}
-
 // publishSpec builds the kernel's write of a planned append.
 func publishSpec(graphName string, p graph.AppendPlan, landed outcome.Outcome) WriteSpec {
-	w := WriteSpec{Kind: WritePublish, Graph: graphName, Body: p.CommitBody, Ref: p.Publish.Body,
+	return WriteSpec{Kind: WritePublish, Graph: graphName, Body: p.CommitBody, Ref: p.Publish.Body, Chunks: chunkPuts(p.Chunks),
 		Native: p.Publish.Native, ETag: p.Publish.IfMatch, Landed: landed, Subject: p.Commit.ID.String()}
-	for _, c := range p.Chunks {
-		w.Chunks = append(w.Chunks, ChunkPut{Key: c.Key, Body: c.Body})
+}
+
+// chunkPuts are chunks as a write carries them.
+func chunkPuts(chunks []graph.Chunk) []ChunkPut {
+	var out []ChunkPut
+	for _, c := range chunks {
+		out = append(out, ChunkPut{Key: c.Key, Body: c.Body})
 	}
-	return w
+	return out
 }
 
 // publishOf decodes a publish spec back into the plan it was built from.
@@ -151,7 +151,7 @@ func (a *Activities) openPublish(w WriteSpec) (graph.AppendPlan, *graph.Graph, *
 	if err != nil {
 		return p, nil, &Verdict{State: Invalid, Message: "not a publishable commit: " + err.Error()}
 	}
-	g, err := a.graphOf(w.Graph)
+	g, err := graph.Open(a.Store, w.Graph)
 	if err != nil {
 		return p, nil, &Verdict{State: Invalid, Message: err.Error()}
 	}

@@ -322,7 +322,7 @@ func (r *resolveRig) handWrittenLive(logical string) string {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	g, err := r.a.graphOf(r.graph)
+	g, err := graph.Open(r.a.Store, r.graph)
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -123,21 +123,27 @@ func (a *Activities) resolveCommit(ctx context.Context, graphName, id, tag strin
 	case errors.Is(err, graph.ErrCommitNotFound) && tag != "":
 		return graph.Commit{}, outcome.NotRetained, fmt.Sprintf("tag %q names commit %s, which no longer exists", tag, id), nil
 	case errors.Is(err, graph.ErrCommitNotFound):
-		// The ledger's record of a cleanup's deletion proves it existed.
-		run, reclaimed, lerr := a.Catalog.KeyReclaimed(ctx, catalog.KeyReclaimedParams{Graph: graphName, Key: format.CommitIDKey(graphName, cid)})
-		if lerr != nil {
-			return graph.Commit{}, "", "", fmt.Errorf("look up reclaimed commit: %w", lerr)
-		}
-		if reclaimed {
-			return graph.Commit{}, outcome.NotRetained, fmt.Sprintf("commit %s was reclaimed by cleanup run %s", id, run), nil
-		}
-		return graph.Commit{}, outcome.NotFound, fmt.Sprintf("commit %s does not exist", id), nil
+		o, msg, err := a.missingCommit(ctx, graphName, id, cid)
+		return graph.Commit{}, o, msg, err
 	case isUnreadableObject(err):
 		return graph.Commit{}, outcome.Conflict, err.Error(), nil
 	case err != nil:
 		return graph.Commit{}, "", "", fmt.Errorf("read commit: %w", err)
 	}
 	return c, "", "", nil
+}
+
+// missingCommit says why commit id (cid parsed) is not found: the ledger's record of a
+// cleanup's deletion proves it existed (not_retained); otherwise it never did (not_found).
+func (a *Activities) missingCommit(ctx context.Context, graphName, id string, cid format.CommitID) (outcome.Outcome, string, error) {
+	run, reclaimed, err := a.Catalog.KeyReclaimed(ctx, catalog.KeyReclaimedParams{Graph: graphName, Key: format.CommitIDKey(graphName, cid)})
+	switch {
+	case err != nil:
+		return "", "", fmt.Errorf("look up reclaimed commit: %w", err)
+	case reclaimed:
+		return outcome.NotRetained, fmt.Sprintf("commit %s was reclaimed by cleanup run %s", id, run), nil
+	}
+	return outcome.NotFound, fmt.Sprintf("commit %s does not exist", id), nil
 }
 
 // BackupTagName is the default name of the backup tag a restore takes of
@@ -212,7 +218,7 @@ func (a *Activities) PlanRestore(ctx context.Context, in PlanRestoreInput) (Plan
 	if err != nil || o != "" {
 		return PlanRestoreResult{Outcome: o, Message: msg}, err
 	}
-	g, err := a.graphOf(in.Graph)
+	g, err := graph.Open(a.Store, in.Graph)
 	if err != nil {
 		return end(outcome.Invalid, "%v", err)
 	}

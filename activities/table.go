@@ -395,7 +395,7 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 			return end(outcome.Conflict, "expected head %s is not on %s, the live incarnation of %q", in.ExpectedHead, b.Native, in.Branch)
 		}
 	}
-	g, err := a.graphOf(in.Graph)
+	g, err := graph.Open(a.Store, in.Graph)
 	if err != nil {
 		return end(outcome.Invalid, "%v", err)
 	}
@@ -477,10 +477,7 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 	spec := publishSpec(in.Graph, plan, outcome.Done)
 	res := PlanCommitResult{Commit: plan.Commit.ID.String(), Parent: head.Commit.ID.String()}
 	if edited != nil {
-		for _, c := range edited.Chunks {
-			spec.Pre = append(spec.Pre, ChunkPut{Key: c.Key, Body: c.Body})
-		}
-		spec.Pre = append(spec.Pre, ChunkPut{Key: edited.Key, Body: edited.Body})
+		spec.Pre = append(append(spec.Pre, chunkPuts(edited.Chunks)...), ChunkPut{Key: edited.Key, Body: edited.Body})
 		res.Version = version.String()
 	}
 	if o, msg, err := a.pinAndRecord(ctx, in.Owner, in.Graph, keyPins(catalog.ObjectCommit, plan.Keys()...), spec); err != nil || o != "" {
@@ -551,7 +548,7 @@ func (a *Activities) writeManifest(ctx context.Context, in WriteManifestInput, v
 	if in.Edit.onHead() {
 		return WriteManifestResult{}, nil // the plan writes the version, on the head's
 	}
-	g, err := a.graphOf(in.Graph)
+	g, err := graph.Open(a.Store, in.Graph)
 	if err != nil {
 		return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
 	}
