@@ -35,14 +35,10 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 	if len(slices.DeleteFunc([]string{in.SourceBranch, in.SourceCommit, in.SourceTag}, func(s string) bool { return s == "" })) > 1 {
 		return end(outcome.Invalid, "give at most one source: a branch, a commit or a tag")
 	}
-	inputs, _ := json.Marshal(map[string]string{
+	opParams := opRecord(catalog.OpCreateBranch, in.OpID, in.Graph, in.WorkflowID, in.RunID, map[string]string{
 		"branch": in.Branch, "source_branch": in.SourceBranch, "source_commit": in.SourceCommit,
 		"source_tag": in.SourceTag, "author": in.Author, "message": in.Message,
 	})
-	opParams := catalog.OperationInsertParams{
-		ID: in.OpID, Kind: catalog.OpCreateBranch, Graph: in.Graph, Inputs: inputs,
-		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID,
-	}
 
 	source, probe, res, err := a.resolveSource(ctx, in)
 	if err == nil && res.Outcome == outcome.NotFound {

@@ -99,9 +99,7 @@ func (a *Activities) PrepareDeleteBranch(ctx context.Context, in PrepareDeleteBr
 	if in.Branch == graph.DefaultBranch {
 		return PrepareDeleteBranchResult{Outcome: outcome.Invalid, Message: "main cannot be deleted: it is every graph's default branch"}, nil
 	}
-	inputs, _ := json.Marshal(map[string]any{"action": "delete", "branch": in.Branch, "force": in.Force})
-	rec := catalog.OperationInsertParams{ID: in.OpID, Kind: catalog.OpDeleteBranch, Graph: in.Graph,
-		Inputs: inputs, WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID}
+	rec := opRecord(catalog.OpDeleteBranch, in.OpID, in.Graph, in.WorkflowID, in.RunID, map[string]any{"action": "delete", "branch": in.Branch, "force": in.Force})
 	// Decide from storage first (reads only), then claim the operation — and, when it
 	// retires a ref, record the retire as its pending write — in one transaction.
 	res, err := a.decideDelete(ctx, in)

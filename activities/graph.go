@@ -2,7 +2,6 @@ package activities
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -59,11 +58,7 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 	if res, err := a.checkInitPrefix(ctx, in); err != nil || res.Outcome != "" {
 		return res, err
 	}
-	inputs, _ := json.Marshal(map[string]string{"author": in.Author})
-	c, err := a.claim(ctx, nil, catalog.OperationInsertParams{
-		ID: in.OpID, Kind: catalog.OpInitGraph, Graph: in.Graph, Inputs: inputs,
-		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID,
-	})
+	c, err := a.claim(ctx, nil, opRecord(catalog.OpInitGraph, in.OpID, in.Graph, in.WorkflowID, in.RunID, map[string]string{"author": in.Author}))
 	if err != nil {
 		return InitGraphResult{}, err
 	}

@@ -2,7 +2,6 @@ package activities
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -119,11 +118,9 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 			return end(outcome.Invalid, "expected head: %v", err)
 		}
 	}
-	inputs, _ := json.Marshal(map[string]string{
+	rec := opRecord(catalog.OpMerge, in.OpID, in.Graph, in.WorkflowID, in.RunID, map[string]string{
 		"source": in.Source, "target": in.Target, "expected_head": in.ExpectedHead, "author": in.Author, "message": in.Message,
 	})
-	rec := catalog.OperationInsertParams{ID: in.OpID, Kind: catalog.OpMerge, Graph: in.Graph, Inputs: inputs,
-		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID}
 	// stop ends the merge with an outcome, claiming the operation first
 	// (unless previewing) so the kernel can finish it in the ledger.
 	stop := func(res PlanMergeResult, o outcome.Outcome, f string, args ...any) (PlanMergeResult, error) {

@@ -2,7 +2,6 @@ package activities
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -65,11 +64,7 @@ func (a *Activities) PrepareRepair(ctx context.Context, in PrepareRepairInput) (
 	if logical != in.Branch {
 		return end(outcome.Invalid, "keep: %s is an incarnation of %q, not of %q", in.Keep, logical, in.Branch)
 	}
-	inputs, _ := json.Marshal(map[string]string{"action": "repair", "branch": in.Branch, "keep": in.Keep})
-	c, err := a.claim(ctx, nil, catalog.OperationInsertParams{
-		ID: in.OpID, Kind: catalog.OpDeleteBranch, Graph: in.Graph, Inputs: inputs,
-		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID,
-	})
+	c, err := a.claim(ctx, nil, opRecord(catalog.OpDeleteBranch, in.OpID, in.Graph, in.WorkflowID, in.RunID, map[string]string{"action": "repair", "branch": in.Branch, "keep": in.Keep}))
 	if err != nil || !c.owned {
 		return PrepareRepairResult{Outcome: c.outcome, Message: c.message}, err
 	}

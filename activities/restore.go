@@ -2,7 +2,6 @@ package activities
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -69,12 +68,10 @@ func (a *Activities) PrepareRestore(ctx context.Context, in PrepareRestoreInput)
 			return end(outcome.Invalid, "backup tag: %v", err)
 		}
 	}
-	inputs, _ := json.Marshal(map[string]any{
+	rec := opRecord(catalog.OpRestore, in.OpID, in.Graph, in.WorkflowID, in.RunID, map[string]any{
 		"branch": in.Branch, "to_commit": in.ToCommit, "to_tag": in.ToTag, "expected_head": in.ExpectedHead,
 		"no_backup": in.NoBackup, "backup_tag": in.BackupTag, "author": in.Author, "message": in.Message,
 	})
-	rec := catalog.OperationInsertParams{ID: in.OpID, Kind: catalog.OpRestore, Graph: in.Graph, Inputs: inputs,
-		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID}
 
 	target, o, msg, err := a.resolveCommit(ctx, in.Graph, in.ToCommit, in.ToTag)
 	if err == nil && o == "" {

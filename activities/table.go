@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -112,11 +111,7 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 	if !in.Edit.empty() {
 		fields["edit_sha256"] = in.Edit.digest()
 	}
-	inputs, _ := json.Marshal(fields)
-	c, err := a.claim(ctx, nil, catalog.OperationInsertParams{
-		ID: in.OpID, Kind: catalog.OpWriteTable, Graph: in.Graph, Inputs: inputs,
-		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID,
-	})
+	c, err := a.claim(ctx, nil, opRecord(catalog.OpWriteTable, in.OpID, in.Graph, in.WorkflowID, in.RunID, fields))
 	if err != nil || !c.owned {
 		return PrepareWriteResult{Outcome: c.outcome, Message: c.message}, err
 	}

@@ -2,7 +2,6 @@ package activities
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -47,9 +46,7 @@ func (a *Activities) PrepareTag(ctx context.Context, in PrepareTagInput) (Prepar
 	if in.Commit != "" && in.Branch != "" {
 		return end(outcome.Invalid, "give a commit id or a branch, not both")
 	}
-	inputs, _ := json.Marshal(map[string]string{"action": "create", "tag": in.Name, "commit": in.Commit, "branch": in.Branch})
-	rec := catalog.OperationInsertParams{ID: in.OpID, Kind: catalog.OpTag, Graph: in.Graph, Inputs: inputs,
-		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID}
+	rec := opRecord(catalog.OpTag, in.OpID, in.Graph, in.WorkflowID, in.RunID, map[string]string{"action": "create", "tag": in.Name, "commit": in.Commit, "branch": in.Branch})
 
 	var (
 		c   graph.Commit
@@ -123,9 +120,7 @@ func (a *Activities) PrepareDeleteTag(ctx context.Context, in PrepareDeleteTagIn
 	if err := firstError(format.ValidateGraphName(in.Graph), format.ValidateTagName(in.Name), format.ValidateOp(in.OpID)); err != nil {
 		return PrepareDeleteTagResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
 	}
-	inputs, _ := json.Marshal(map[string]string{"action": "delete", "tag": in.Name})
-	r, err := a.claim(ctx, nil, catalog.OperationInsertParams{ID: in.OpID, Kind: catalog.OpTag, Graph: in.Graph, Inputs: inputs,
-		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID})
+	r, err := a.claim(ctx, nil, opRecord(catalog.OpTag, in.OpID, in.Graph, in.WorkflowID, in.RunID, map[string]string{"action": "delete", "tag": in.Name}))
 	if err != nil {
 		return PrepareDeleteTagResult{}, err
 	}
