@@ -3,7 +3,6 @@ package activities
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -94,10 +93,6 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 	// which bytes, so the reconciler can settle it — one commit for both, before the
 	// clone is sent, instead of one before each put (docs/workflows.md).
 	refSpec := WriteSpec{Kind: WriteRef, Graph: in.Graph, Body: plan.RefBody, Branch: in.Branch, Landed: outcome.Created, Subject: native}
-	pending, err := json.Marshal(refSpec)
-	if err != nil {
-		return PrepareCreateResult{}, fmt.Errorf("encode pending ref put: %w", err)
-	}
 	// One ledger transaction claims the operation, records its pins and —
 	// when no probe must come between them — the witness of the intent.
 	var c claimed
@@ -116,9 +111,7 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 		if err != nil {
 			return err
 		}
-		_, err = a.Catalog.OperationProgressTx(ctx, tx, catalog.OperationProgressParams{ID: in.OpID, Owner: in.RunID,
-			Pending: pending, Phase: "write", Waiting: refSpec.Describe()})
-		return err
+		return a.recordPendingTx(ctx, tx, Owner{OpID: in.OpID, Run: in.RunID}, refSpec)
 	}
 	err = a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
 		held = nil

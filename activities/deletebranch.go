@@ -2,7 +2,6 @@ package activities
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -106,16 +105,11 @@ func (a *Activities) PrepareDeleteBranch(ctx context.Context, in PrepareDeleteBr
 	if err != nil {
 		return PrepareDeleteBranchResult{}, err
 	}
-	var pending []byte
-	if res.Outcome == "" && !res.Retired {
-		if pending, err = json.Marshal(res.Spec); err != nil {
-			return PrepareDeleteBranchResult{}, fmt.Errorf("encode pending retire: %w", err)
-		}
-	}
+	pending := res.Outcome == "" && !res.Retired
 	var c claimed
 	err = a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		if c, err = a.claim(ctx, tx, rec); err != nil || !c.owned || c.outcome != "" {
+		if c, err = a.claim(ctx, tx, rec); err != nil || !c.owned {
 			return err
 		}
 		if res.Retired {
@@ -125,22 +119,18 @@ func (a *Activities) PrepareDeleteBranch(ctx context.Context, in PrepareDeleteBr
 			_, err = a.retireWitnessTx(ctx, tx, in.Graph, res.Native)
 			return err
 		}
-		if pending == nil {
+		if !pending {
 			return nil
 		}
-		_, err = a.Catalog.OperationProgressTx(ctx, tx, catalog.OperationProgressParams{ID: in.OpID, Owner: in.RunID,
-			Pending: pending, Phase: "write", Waiting: res.Spec.Describe()})
-		return err
+		return a.recordPendingTx(ctx, tx, Owner{OpID: in.OpID, Run: in.RunID}, res.Spec)
 	})
 	switch {
 	case err != nil:
 		return PrepareDeleteBranchResult{}, err
 	case !c.owned:
 		return PrepareDeleteBranchResult{Outcome: c.outcome, Message: c.message}, nil
-	case c.outcome != "":
-		return PrepareDeleteBranchResult{Owned: true, Outcome: c.outcome, Message: c.message}, nil
 	}
-	res.Owned, res.PendingRecorded = true, pending != nil
+	res.Owned, res.PendingRecorded = true, pending
 	return res, nil
 }
 

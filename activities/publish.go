@@ -85,17 +85,11 @@ func (a *Activities) pinKeys(ctx context.Context, o Owner, graphName string, kin
 // and witnesses the write itself with one commit, and the kernel's first attempt then only
 // checks it (WriteInput.PendingRecorded). Outcomes as pinKeys'.
 func (a *Activities) pinAndRecord(ctx context.Context, o Owner, graphName string, pins []catalog.Pin, spec WriteSpec) (outcome.Outcome, string, error) {
-	pending, err := json.Marshal(spec)
-	if err != nil {
-		return "", "", fmt.Errorf("encode pending write: %w", err)
-	}
-	err = a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
+	err := a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
 		if err := a.Catalog.PinsRegisterTx(ctx, tx, catalog.PinsRegisterParams{OpID: o.OpID, Graph: graphName, Pins: pins, Owner: o.Run}); err != nil {
 			return err
 		}
-		_, err := a.Catalog.OperationProgressTx(ctx, tx, catalog.OperationProgressParams{ID: o.OpID, Owner: o.Run,
-			Pending: pending, Phase: "write", Waiting: spec.Describe()})
-		return err
+		return a.recordPendingTx(ctx, tx, o, spec)
 	})
 	switch {
 	case errors.Is(err, catalog.ErrCondemned):
@@ -106,6 +100,18 @@ func (a *Activities) pinAndRecord(ctx context.Context, o Owner, graphName string
 		return "", "", fmt.Errorf("pin keys and record the write: %w", err)
 	}
 	return "", "", nil
+}
+
+// recordPendingTx records spec as o's pending write, in tx: the operation is in its write
+// phase, waiting on it.
+func (a *Activities) recordPendingTx(ctx context.Context, tx pgx.Tx, o Owner, spec WriteSpec) error {
+	pending, err := json.Marshal(spec)
+	if err != nil {
+		return fmt.Errorf("encode pending write: %w", err)
+	}
+	_, err = a.Catalog.OperationProgressTx(ctx, tx, catalog.OperationProgressParams{ID: o.OpID, Owner: o.Run,
+		Pending: pending, Phase: "write", Waiting: spec.Describe()})
+	return err
 }
 
 // keyPins pins keys as kind.
