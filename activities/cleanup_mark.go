@@ -394,46 +394,34 @@ func (m *treeMark) readCommits(ctx context.Context, keys []string) error {
 		}
 	}
 	m.mu.Unlock()
-	sem := make(chan struct{}, 16)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
+	tick := ticker(ctx)
 	var first error
-	for i, key := range need {
-		if i%1000 == 999 {
-			heartbeat(ctx, nil)
+	parallel(len(need), getConcurrency, func(i int) {
+		key := need[i]
+		id, perr := format.ParseCommitKey(m.in.Graph, key)
+		var c graph.Commit
+		var err error
+		if perr == nil {
+			c, err = m.g.Commit(ctx, id)
 		}
-		id, err := format.ParseCommitKey(m.in.Graph, key)
-		if err != nil {
-			m.mu.Lock()
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		tick()
+		switch {
+		case perr != nil:
+			m.unreadable[key] = perr.Error()
+		case errors.Is(err, graph.ErrCommitNotFound):
+		case err != nil && (errors.Is(err, graph.ErrCorrupt) || isUnreadableObject(err)):
 			m.unreadable[key] = err.Error()
-			m.mu.Unlock()
-			continue
-		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			c, err := m.g.Commit(ctx, id)
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			switch {
-			case errors.Is(err, graph.ErrCommitNotFound):
-			case err != nil && (errors.Is(err, graph.ErrCorrupt) || errors.Is(err, format.ErrMalformed) ||
-				errors.Is(err, format.ErrUnsupportedFormat) || errors.Is(err, format.ErrTooLarge)):
-				m.unreadable[key] = err.Error()
-			case err != nil:
-				mu.Lock()
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-				delete(m.commits, key) // not read: a retry reads it again
-			default:
-				m.commits[key] = &c
+		case err != nil:
+			if first == nil {
+				first = err
 			}
-		}()
-	}
-	wg.Wait()
+			delete(m.commits, key) // not read: a retry reads it again
+		default:
+			m.commits[key] = &c
+		}
+	})
 	if first != nil {
 		return fmt.Errorf("read commits: %w", first)
 	}

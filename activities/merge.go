@@ -424,20 +424,18 @@ func (a *Activities) claimCommit(ctx context.Context, rec catalog.OperationInser
 	return c, nil
 }
 
+// headAll HEADs keys, objectProbeConcurrency at a time.
+func (a *Activities) headAll(ctx context.Context, keys []string) ([]storage.ObjectInfo, []error) {
+	infos := make([]storage.ObjectInfo, len(keys))
+	errs := make([]error, len(keys))
+	parallel(len(keys), objectProbeConcurrency, func(i int) { infos[i], errs[i] = a.Store.Head(ctx, keys[i]) })
+	return infos, errs
+}
+
 // probeKeys HEADs keys in parallel after their pins are registered, and
 // returns the first that is missing (reclaimed), or "".
 func (a *Activities) probeKeys(ctx context.Context, keys ...string) (string, error) {
-	errs := make([]error, len(keys))
-	sem := make(chan struct{}, objectProbeConcurrency)
-	var wg sync.WaitGroup
-	for i, key := range keys {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			_, errs[i] = a.Store.Head(ctx, key)
-		})
-	}
-	wg.Wait()
+	_, errs := a.headAll(ctx, keys)
 	for i, err := range errs {
 		switch {
 		case errors.Is(err, storage.ErrNotFound):

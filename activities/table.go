@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -256,20 +255,11 @@ func objectsDigest(entries []objectEntry) string {
 
 // probeObjects HEADs every object: each must exist with its listed size.
 func (a *Activities) probeObjects(ctx context.Context, graphName, table string, entries []objectEntry) (outcome.Outcome, string, error) {
-	infos := make([]storage.ObjectInfo, len(entries))
-	errs := make([]error, len(entries))
-	sem := make(chan struct{}, objectProbeConcurrency)
-	var wg sync.WaitGroup
+	keys := make([]string, len(entries))
 	for i, e := range entries {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			infos[i], errs[i] = a.Store.Head(ctx, format.ObjectKey(graphName, table, e.ID))
-		}()
+		keys[i] = format.ObjectKey(graphName, table, e.ID)
 	}
-	wg.Wait()
+	infos, errs := a.headAll(ctx, keys)
 	for i, e := range entries {
 		switch {
 		case errors.Is(errs[i], storage.ErrNotFound):
