@@ -176,8 +176,7 @@ func (a *Activities) decideDelete(ctx context.Context, in PrepareDeleteBranchInp
 		}
 		for _, w := range ws {
 			if !w.State.Settled() {
-				return stop(outcome.Conflict, "the create of %s is still settling (%s, operation %s); wait for it with `graft op wait %s`, then delete",
-					w.Native, w.State, w.OpID, w.OpID)
+				return stop(outcome.Conflict, "%s, then delete", settling(w))
 			}
 		}
 		return stop(outcome.NotFound, "branch %q does not exist in graph %q", in.Branch, in.Graph)
@@ -198,8 +197,7 @@ func (a *Activities) decideDelete(ctx context.Context, in PrepareDeleteBranchInp
 	case err != nil:
 		return PrepareDeleteBranchResult{}, fmt.Errorf("read witness: %w", err)
 	case !w.State.Settled():
-		return stop(outcome.Conflict, "the create of %s is still settling (%s, operation %s); wait for it with `graft op wait %s`, then delete",
-			b.Native, w.State, w.OpID, w.OpID)
+		return stop(outcome.Conflict, "%s, then delete", settling(w))
 	}
 	// The ref names its head; the retired ref keeps it.
 	res.Head = b.Ref.Head.String()

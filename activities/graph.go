@@ -119,18 +119,16 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 	init, err := graph.Init(ctx, a.Store, params)
 	res.Root = init.Root.ID.String()
 	switch {
-	case errors.Is(err, graph.ErrGraphExists):
+	case errors.Is(err, graph.ErrGraphExists), errors.Is(err, graph.ErrInvalid):
 		// Nothing of ours is live: either nothing was sent, or Init
 		// fenced our main ref after losing the graph record.
 		if werr := a.moveWitness(ctx, in.Graph, res.Main, catalog.IncarnationUnpublished); werr != nil {
 			return InitGraphResult{}, werr
 		}
-		return conflict("%v", err)
-	case errors.Is(err, graph.ErrInvalid):
-		if werr := a.moveWitness(ctx, in.Graph, res.Main, catalog.IncarnationUnpublished); werr != nil {
-			return InitGraphResult{}, werr
+		res.Outcome, res.Message = outcome.Conflict, err.Error()
+		if errors.Is(err, graph.ErrInvalid) {
+			res.Outcome = outcome.Invalid
 		}
-		res.Outcome, res.Message = outcome.Invalid, err.Error()
 		return res, nil
 	case errors.Is(err, storage.ErrRefused):
 		// A refused put may follow puts that landed; the witness stays
