@@ -110,14 +110,6 @@ func validAuthor(author string) error {
 	return format.ValidateAuthor(author)
 }
 
-// orDefault is s, or def when s is "" (a commit's author and message).
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
 // opRecord is the ledger record of an operation this run claims (OperationInsertParams with
 // Owner the run): inputs are the request as the ledger compares a repeated one.
 func opRecord(kind catalog.OperationKind, opID, graphName, workflowID, runID string, inputs any) catalog.OperationInsertParams {

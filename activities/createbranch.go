@@ -2,6 +2,7 @@ package activities
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,7 +58,7 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 	// ledger hears of it.
 	tree := nativeULID(in.OpID, in.Attempt, in.Time)
 	native := format.NativeName(in.Branch, tree)
-	author, message := orDefault(in.Author, "graft"), orDefault(in.Message, fmt.Sprintf("create branch %s from %s", in.Branch, source.ID))
+	author, message := cmp.Or(in.Author, "graft"), cmp.Or(in.Message, fmt.Sprintf("create branch %s from %s", in.Branch, source.ID))
 	// The fork names the source's pins map as it stands; the ref names the fork commit as
 	// its head (docs/format.md, "Branch create").
 	g, err := graph.Open(a.Store, in.Graph)

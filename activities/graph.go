@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
@@ -219,13 +218,6 @@ func (a *Activities) moveWitness(ctx context.Context, graphName, native string, 
 		return fmt.Errorf("witness %s: %w", to, err)
 	}
 	return nil
-}
-
-// observeWriteSettled tells the observer an in-doubt write settled after since.
-func (a *Activities) observeWriteSettled(kind string, since time.Time) {
-	if a.Observer != nil {
-		a.Observer.Settled(kind, a.since(since))
-	}
 }
 
 // isUnreadableObject reports an object that exists but cannot be read as format v1.

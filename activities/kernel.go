@@ -728,7 +728,9 @@ func (a *Activities) Finish(ctx context.Context, in FinishInput) (FinishResult, 
 	}
 	if before.State == catalog.OperationInDoubt && in.Kind != catalog.OpCreateBranch {
 		// A create's doubt is its witness's, reported as the witness settles.
-		a.observeWriteSettled(string(in.Kind), before.UpdatedAt)
+		if a.Observer != nil {
+			a.Observer.Settled(string(in.Kind), a.now().Sub(before.UpdatedAt))
+		}
 	}
 	a.observeFinished(string(in.Kind), string(out))
 	return FinishResult{Owned: true}, nil
@@ -765,6 +767,3 @@ func (a *Activities) logVerdict(ctx context.Context, in WriteInput, step string,
 	a.logger(ctx).Info("graft "+step+" verdict", "op_id", in.Owner.OpID, "write", in.Spec.Describe(),
 		"attempt", in.Attempt, "verdict", string(v.State), "detail", v.Message)
 }
-
-// since reports how long ago t was, by the Activities' clock.
-func (a *Activities) since(t time.Time) time.Duration { return a.now().Sub(t) }

@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -221,7 +222,8 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 			// another, so no version key is ever asked to hold two byte strings.
 			return nativeULID(in.OpID+"/merge/"+target.ID.String()+"/"+table, 0, at)
 		},
-		Time: at, Op: mergeVersionOp(in),
+		// A preview writes nothing, but its versions' op must validate.
+		Time: at, Op: cmp.Or(in.OpID, "preview"),
 	})
 	switch {
 	case errors.Is(err, graph.ErrVersionNotFound), errors.Is(err, graph.ErrCommitNotFound):
@@ -264,7 +266,7 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 		return stop(res, res.Kind, "%d tables to change on %q from %q", len(plan.Tables)-countKept(plan.Tables), in.Target, in.Source)
 	}
 
-	author, message := orDefault(in.Author, "graft"), orDefault(in.Message, fmt.Sprintf("merge %s into %s", in.Source, in.Target))
+	author, message := cmp.Or(in.Author, "graft"), cmp.Or(in.Message, fmt.Sprintf("merge %s into %s", in.Source, in.Target))
 	ap, err := g.PlanAppendOn(ctx, dst, plan.Spec(dst, source, author, message, at, in.OpID))
 	var stale *graph.StaleHeadError
 	switch {
@@ -445,15 +447,6 @@ func (a *Activities) probeKeys(ctx context.Context, keys ...string) (string, err
 		}
 	}
 	return "", nil
-}
-
-// mergeVersionOp is the op recorded in a merge's new versions: the merge's operation, or
-// for a preview (which writes nothing) a placeholder that validates.
-func mergeVersionOp(in PlanMergeInput) string {
-	if in.OpID != "" {
-		return in.OpID
-	}
-	return "preview"
 }
 
 func countKept(lines []graph.TableMerge) int {

@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -248,7 +249,7 @@ func (a *Activities) PlanRestore(ctx context.Context, in PlanRestoreInput) (Plan
 		}
 		res.Tag = WriteSpec{Kind: WriteTag, Graph: in.Graph, Body: body, Subject: res.BackupTag}
 	}
-	author, message := orDefault(in.Author, "graft"), orDefault(in.Message, fmt.Sprintf("restore %s to %s", in.Branch, targetID))
+	author, message := cmp.Or(in.Author, "graft"), cmp.Or(in.Message, fmt.Sprintf("restore %s to %s", in.Branch, targetID))
 	plan, err := g.PlanAppendOn(ctx, head, graph.CommitSpec{Branch: in.Branch, ExpectedHead: in.ExpectedHead,
 		PinsFrom: targetID.String(), RestoredFrom: targetID.String(), Author: author, Message: message, Time: in.Time.UTC(), Op: in.Owner.OpID})
 	var stale *graph.StaleHeadError

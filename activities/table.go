@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -445,7 +446,7 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 		}
 		edited, version = &vp, vp.Version.ID
 	}
-	author, message := orDefault(in.Author, "graft"), orDefault(in.Message, fmt.Sprintf("write table %s version %s", in.Table, version))
+	author, message := cmp.Or(in.Author, "graft"), cmp.Or(in.Message, fmt.Sprintf("write table %s version %s", in.Table, version))
 	plan, err := g.PlanAppendOn(ctx, head, graph.CommitSpec{Branch: in.Branch, ExpectedHead: in.ExpectedHead,
 		SetPins: map[string]ulid.ULID{in.Table: version}, Author: author, Message: message, Time: in.Time.UTC(), Op: in.Owner.OpID})
 	var stale *graph.StaleHeadError
