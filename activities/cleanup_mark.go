@@ -1,9 +1,11 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -509,15 +511,11 @@ func (m *treeMark) run(ctx context.Context) error {
 // tree that is or may become a branch — and only then which commits stay, a live tree's
 // taken along its head's first-parent chain.
 func (m *treeMark) decideTrees(ctx context.Context) ([]catalog.Condemned, error) {
-	trees := make([]ulid.ULID, 0, len(m.trees))
-	for t := range m.trees {
-		trees = append(trees, t)
-	}
-	slices.SortFunc(trees, func(a, b ulid.ULID) int { return a.Compare(b) })
+	trees := slices.SortedFunc(maps.Keys(m.trees), func(a, b ulid.ULID) int { return a.Compare(b) })
 	classes := make(map[ulid.ULID]treeClass, len(trees))
 	reasons := make(map[ulid.ULID]string, len(trees))
 	for _, t := range trees {
-		sortNewestFirst(m.trees[t])
+		slices.SortFunc(m.trees[t], func(a, b treeCommit) int { return cmp.Compare(b.Seq, a.Seq) }) // newest first
 		f := treeFacts{Witness: m.witnesses[t.String()]}
 		if r := m.refs[t]; r != nil {
 			f.Refs, f.RefUnreadable = r.Refs, r.RefUnreadable
@@ -857,12 +855,7 @@ func (m *treeMark) retainPins(ctx context.Context) error {
 		}
 	}
 	for table, vs := range retained {
-		ids := make([]string, 0, len(vs))
-		for v := range vs {
-			ids = append(ids, v)
-		}
-		sort.Strings(ids)
-		m.res.Retained[table] = ids
+		m.res.Retained[table] = slices.Sorted(maps.Keys(vs))
 	}
 
 	// The pins and lineage chunks no kept commit reaches, older than the guard window.

@@ -2,7 +2,6 @@ package activities
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -94,11 +93,6 @@ type treeCommit struct {
 	Seq      int64
 	Size     int64
 	Modified time.Time
-}
-
-// sortNewestFirst orders commits by seq, newest first.
-func sortNewestFirst(cs []treeCommit) {
-	sort.Slice(cs, func(i, j int) bool { return cs[i].Seq > cs[j].Seq })
 }
 
 // pinSet answers whether a key is pinned, with the ledger's rule: equal keys, or one of
