@@ -97,11 +97,8 @@ type WriteSpec struct {
 // Describe names the write for people: phases, logs, the ledger's waiting column.
 func (w WriteSpec) Describe() string {
 	subject := w.Subject
-	switch {
-	case subject == "" && w.Kind == WriteRetireRef:
-		subject = w.Native
-	case subject == "" && w.Kind == WriteRetireTag:
-		subject = w.Name
+	if subject == "" && (w.Kind == WriteRetireRef || w.Kind == WriteRetireTag) {
+		subject = w.Native + w.Name // a retire names one of them
 	}
 	what := map[WriteKind]string{WriteRef: "ref put", WriteTag: "tag put",
 		WriteRetireRef: "retire", WriteRetireTag: "retire of tag", WritePublish: "commit publish"}[w.Kind]
@@ -380,8 +377,6 @@ func putVerdict(err error) Verdict {
 	return Verdict{State: Ambiguous, Message: err.Error()}
 }
 
-// --- tags ---
-
 func (a *Activities) putTag(ctx context.Context, w WriteSpec) (Verdict, error) {
 	put, err := graph.PutTag(ctx, a.Store, w.Graph, w.Body)
 	switch {
@@ -470,8 +465,6 @@ func (a *Activities) fenceTag(ctx context.Context, in WriteInput) (Verdict, erro
 	return Verdict{}, fmt.Errorf("fence tag %s: %w", want.Name, err)
 }
 
-// --- retires ---
-
 func (a *Activities) retireRef(ctx context.Context, o Owner, w WriteSpec) (Verdict, error) {
 	_, err := graph.RetireRef(ctx, a.Store, w.Graph, w.Native, w.ETag, o.OpID)
 	var changed *graph.RefChangedError
@@ -528,8 +521,6 @@ func (a *Activities) retireWitnessOwned(ctx context.Context, o Owner, graphName,
 		return err
 	})
 }
-
-// --- the ledger side: claim, progress, finish ---
 
 // claim records an operation as this run's (OperationInsert with Owner), in tx when one is
 // given. It says whether the run owns the row; a row of another request (foreign) or run by
@@ -745,8 +736,6 @@ func finishDerivable(op catalog.Operation, out outcome.Outcome) bool {
 	spec, ok := pendingSpec(op)
 	return ok && out != "" && spec.Landed == out
 }
-
-// --- logging ---
 
 // logger returns the activity's logger, or the Activities' own outside an activity.
 func (a *Activities) logger(ctx context.Context) sdklog.Logger {

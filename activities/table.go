@@ -367,10 +367,7 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 	}
 	b, out, msg, err := a.resolveWriteBranch(ctx, in.Graph, in.Branch)
 	if err != nil || out != "" {
-		if err != nil {
-			return PlanCommitResult{}, err
-		}
-		return end(out, "%s", msg)
+		return PlanCommitResult{Outcome: out, Message: msg}, err
 	}
 	if in.ExpectedHead != "" {
 		id, err := format.ParseCommitID(in.ExpectedHead)
