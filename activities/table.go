@@ -291,22 +291,62 @@ type WriteManifestResult struct {
 	Message string
 }
 
-// WriteManifest puts the new version's manifest with put-if-absent, after
-// its data objects exist (PrepareWrite probed them). Its bytes are a
+// WriteManifest puts the new version's manifest with put-if-absent, after its data
+// objects exist (PrepareWrite probed them): it plans the version, pins its new manifest
+// chunks, and writes the chunks then the version (graph.WriteVersion). Its bytes are a
 // function of the input, so a retry re-sends the same manifest.
 func (a *Activities) WriteManifest(ctx context.Context, in WriteManifestInput) (WriteManifestResult, error) {
 	version, err := format.ParseULID(in.Version)
 	if err != nil {
 		return WriteManifestResult{Outcome: outcome.Invalid, Message: "version: " + err.Error()}, nil
 	}
-	if in.Edit.Staged != "" {
-		return a.writeManifest(ctx, in, version, nil) // on the staged version: it lists them
+	var entries []objectEntry
+	if in.Edit.Staged == "" { // else the staged version lists them
+		if entries, _, err = objectEntries(in.Objects, storage.MaxObjectSize); err != nil {
+			return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
+		}
 	}
-	entries, _, err := objectEntries(in.Objects, storage.MaxObjectSize)
+	if in.Edit.onHead() {
+		return WriteManifestResult{}, nil // the plan writes the version, on the head's
+	}
+	g, err := graph.Open(a.Store, in.Graph)
 	if err != nil {
 		return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
 	}
-	return a.writeManifest(ctx, in, version, entries)
+	spec := graph.VersionSpec{Table: in.Table, VersionID: version, Put: versionEntries(entries, in.Edit.Imports), Time: in.Time.UTC(), Op: in.OpID}
+	if in.Edit.Staged != "" {
+		// The staged version lists the objects: the new one is it plus the imports, and
+		// shares every chunk with it (PrepareWrite pinned and probed them).
+		if spec.Base, err = format.ParseULID(in.Edit.Staged); err != nil {
+			return WriteManifestResult{Outcome: outcome.Invalid, Message: "staged: " + err.Error()}, nil
+		}
+	}
+	plan, err := g.PlanVersion(ctx, spec)
+	switch {
+	case errors.Is(err, graph.ErrInvalid):
+		return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
+	case errors.Is(err, graph.ErrVersionNotFound), errors.Is(err, graph.ErrChunkNotFound):
+		return WriteManifestResult{Outcome: outcome.NotRetained, Message: "the staged version was reclaimed: " + err.Error()}, nil
+	case err != nil:
+		return WriteManifestResult{}, fmt.Errorf("plan version: %w", err)
+	}
+	var chunks []string
+	for _, c := range plan.Chunks {
+		chunks = append(chunks, c.Key)
+	}
+	if o, msg, err := a.pinKeys(ctx, Owner{OpID: in.OpID}, in.Graph, catalog.ObjectTableVersion, chunks); err != nil || o != "" {
+		return WriteManifestResult{Outcome: o, Message: msg}, err
+	}
+	err = g.WriteVersion(ctx, plan)
+	switch {
+	case errors.Is(err, graph.ErrKeyTaken):
+		return WriteManifestResult{Outcome: outcome.Conflict, Message: plan.Key + " already holds another manifest"}, nil
+	case errors.Is(err, storage.ErrRefused):
+		return WriteManifestResult{Outcome: outcome.Refused, Message: err.Error()}, nil
+	case err != nil:
+		return WriteManifestResult{}, fmt.Errorf("put manifest: %w", err)
+	}
+	return WriteManifestResult{}, nil
 }
 
 // PlanCommitInput is the input of PlanCommit.
@@ -522,53 +562,6 @@ func manifestEntries(entries []objectEntry) []format.ManifestEntry {
 		out = append(out, format.ManifestEntry{Name: e.ID.String(), Object: e.ID, Size: e.Size, SHA256: e.SHA256})
 	}
 	return out
-}
-
-// writeManifest plans the version, pins its new manifest chunks, and writes the chunks
-// then the version, put-if-absent (graph.WriteVersion): its bytes are a function of the
-// input, so a retry re-sends the same version.
-func (a *Activities) writeManifest(ctx context.Context, in WriteManifestInput, version ulid.ULID, entries []objectEntry) (WriteManifestResult, error) {
-	if in.Edit.onHead() {
-		return WriteManifestResult{}, nil // the plan writes the version, on the head's
-	}
-	g, err := graph.Open(a.Store, in.Graph)
-	if err != nil {
-		return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
-	}
-	spec := graph.VersionSpec{Table: in.Table, VersionID: version, Put: versionEntries(entries, in.Edit.Imports), Time: in.Time.UTC(), Op: in.OpID}
-	if in.Edit.Staged != "" {
-		// The staged version lists the objects: the new one is it plus the imports, and
-		// shares every chunk with it (PrepareWrite pinned and probed them).
-		if spec.Base, err = format.ParseULID(in.Edit.Staged); err != nil {
-			return WriteManifestResult{Outcome: outcome.Invalid, Message: "staged: " + err.Error()}, nil
-		}
-	}
-	plan, err := g.PlanVersion(ctx, spec)
-	switch {
-	case errors.Is(err, graph.ErrInvalid):
-		return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
-	case errors.Is(err, graph.ErrVersionNotFound), errors.Is(err, graph.ErrChunkNotFound):
-		return WriteManifestResult{Outcome: outcome.NotRetained, Message: "the staged version was reclaimed: " + err.Error()}, nil
-	case err != nil:
-		return WriteManifestResult{}, fmt.Errorf("plan version: %w", err)
-	}
-	var chunks []string
-	for _, c := range plan.Chunks {
-		chunks = append(chunks, c.Key)
-	}
-	if o, msg, err := a.pinKeys(ctx, Owner{OpID: in.OpID}, in.Graph, catalog.ObjectTableVersion, chunks); err != nil || o != "" {
-		return WriteManifestResult{Outcome: o, Message: msg}, err
-	}
-	err = g.WriteVersion(ctx, plan)
-	switch {
-	case errors.Is(err, graph.ErrKeyTaken):
-		return WriteManifestResult{Outcome: outcome.Conflict, Message: plan.Key + " already holds another manifest"}, nil
-	case errors.Is(err, storage.ErrRefused):
-		return WriteManifestResult{Outcome: outcome.Refused, Message: err.Error()}, nil
-	case err != nil:
-		return WriteManifestResult{}, fmt.Errorf("put manifest: %w", err)
-	}
-	return WriteManifestResult{}, nil
 }
 
 // maxPreChunks is the most manifest chunks an append's publish carries in its record (the
