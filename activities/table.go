@@ -555,15 +555,6 @@ func (a *Activities) ownPendingCommit(ctx context.Context, o Owner, graphName st
 	return ownCommit{spec: spec, commit: p.Commit, landed: v.State == Landed}, true, nil
 }
 
-// manifestEntries are a write's uploaded objects as manifest entries, named by their ULIDs.
-func manifestEntries(entries []objectEntry) []format.ManifestEntry {
-	out := make([]format.ManifestEntry, 0, len(entries))
-	for _, e := range entries {
-		out = append(out, format.ManifestEntry{Name: e.ID.String(), Object: e.ID, Size: e.Size, SHA256: e.SHA256})
-	}
-	return out
-}
-
 // maxPreChunks is the most manifest chunks an append's publish carries in its record (the
 // ledger's pending write); an append of more — a staged list — writes them in the plan.
 const maxPreChunks = 16
