@@ -983,10 +983,7 @@ type judged struct {
 // when not graft's, unsettled under retainAll, referenced, guard when younger than
 // j.young, unknown when older than the graph — and condemns the rest.
 func (c *condemner) judge(ctx context.Context, s storage.Store, j judged) error {
-	kind := j.kind
-	if kind == "" {
-		kind = catalog.ObjectData
-	}
+	kind := cmp.Or(j.kind, catalog.ObjectData)
 	err := storage.ListAll(ctx, s, j.prefix, func(o storage.ObjectInfo) error {
 		if c.tick != nil {
 			c.tick()

@@ -323,10 +323,7 @@ func (a *Activities) resolveSource(ctx context.Context, in PrepareCreateInput) (
 		}
 		return c, true, PrepareCreateResult{}, nil
 	default:
-		name := in.SourceBranch
-		if name == "" {
-			name = "main"
-		}
+		name := cmp.Or(in.SourceBranch, "main")
 		b, err := a.resolveBranch(ctx, in.Graph, name)
 		if errors.Is(err, graph.ErrBranchNotFound) {
 			return end(outcome.NotFound, "source branch %q does not exist", name)

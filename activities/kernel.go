@@ -2,6 +2,7 @@ package activities
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -100,11 +101,8 @@ func (w WriteSpec) Describe() string {
 	if subject == "" && (w.Kind == WriteRetireRef || w.Kind == WriteRetireTag) {
 		subject = w.Native + w.Name // a retire names one of them
 	}
-	what := map[WriteKind]string{WriteRef: "ref put", WriteTag: "tag put",
-		WriteRetireRef: "retire", WriteRetireTag: "retire of tag", WritePublish: "commit publish"}[w.Kind]
-	if what == "" {
-		what = string(w.Kind) + " write"
-	}
+	what := cmp.Or(map[WriteKind]string{WriteRef: "ref put", WriteTag: "tag put",
+		WriteRetireRef: "retire", WriteRetireTag: "retire of tag", WritePublish: "commit publish"}[w.Kind], string(w.Kind)+" write")
 	if subject == "" {
 		return what
 	}
@@ -658,10 +656,7 @@ type FinishResult struct {
 // that is not this run's. Callers (the kernel) only finish once nothing the operation sent
 // may still land.
 func (a *Activities) Finish(ctx context.Context, in FinishInput) (FinishResult, error) {
-	out := catalog.Outcome(in.Outcome)
-	if in.Outcome == "" {
-		out = catalog.OutcomeFailed
-	}
+	out := cmp.Or(catalog.Outcome(in.Outcome), catalog.OutcomeFailed)
 	if in.Recorded {
 		a.observeFinished(string(in.Kind), string(out))
 		return FinishResult{Owned: true}, nil

@@ -239,10 +239,7 @@ func (a *Activities) PlanRestore(ctx context.Context, in PlanRestoreInput) (Plan
 	}
 	res := PlanRestoreResult{Head: head.Commit.ID.String()}
 	if !in.NoBackup {
-		res.BackupTag = in.BackupTag
-		if res.BackupTag == "" {
-			res.BackupTag = BackupTagName(in.Branch, res.Head)
-		}
+		res.BackupTag = cmp.Or(in.BackupTag, BackupTagName(in.Branch, res.Head))
 		body, err := graph.TagBytes(graph.TagParams{Graph: in.Graph, Name: res.BackupTag, Commit: res.Head, Op: in.Owner.OpID, Time: in.Time})
 		if err != nil {
 			return end(outcome.Invalid, "backup tag: %v", err)

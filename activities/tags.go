@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,23 +49,16 @@ func (a *Activities) PrepareTag(ctx context.Context, in PrepareTagInput) (Prepar
 	}
 	rec := opRecord(catalog.OpTag, in.OpID, in.Graph, in.WorkflowID, in.RunID, map[string]string{"action": "create", "tag": in.Name, "commit": in.Commit, "branch": in.Branch})
 
-	var (
-		c   graph.Commit
-		o   outcome.Outcome
-		msg string
-		err error
-	)
+	var h graph.Head
+	var o outcome.Outcome
+	var msg string
+	var err error
 	if in.Commit != "" {
-		c, o, msg, err = a.resolveCommit(ctx, in.Graph, in.Commit, "")
+		h.Commit, o, msg, err = a.resolveCommit(ctx, in.Graph, in.Commit, "")
 	} else {
-		branch := in.Branch
-		if branch == "" {
-			branch = graph.DefaultBranch
-		}
-		var h graph.Head
-		h, o, msg, err = a.readBranchHead(ctx, in.Graph, branch)
-		c = h.Commit
+		h, o, msg, err = a.readBranchHead(ctx, in.Graph, cmp.Or(in.Branch, graph.DefaultBranch))
 	}
+	c := h.Commit
 	if err != nil {
 		return PrepareTagResult{}, err
 	}
