@@ -144,8 +144,8 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 			if err != nil {
 				return PlanMergeResult{}, err
 			}
-			return PlanMergeResult{Owned: true, Committed: own.landed, Commit: own.commit.ID.String(), Spec: own.spec, Kind: own.spec.Landed,
-				TargetHead: firstParent(own.commit)}, nil
+			return PlanMergeResult{Owned: true, Committed: own.landed, Commit: own.id, Spec: own.spec, Kind: own.spec.Landed,
+				TargetHead: own.parent}, nil
 		}
 	}
 

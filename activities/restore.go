@@ -210,7 +210,7 @@ func (a *Activities) PlanRestore(ctx context.Context, in PlanRestoreInput) (Plan
 		if err != nil {
 			return PlanRestoreResult{}, err
 		}
-		return PlanRestoreResult{Committed: own.landed, Commit: own.commit.ID.String(), Head: firstParent(own.commit), Spec: own.spec}, nil
+		return PlanRestoreResult{Committed: own.landed, Commit: own.id, Head: own.parent, Spec: own.spec}, nil
 	}
 	head, o, msg, err := a.readBranchHead(ctx, in.Graph, in.Branch)
 	if err != nil || o != "" {

@@ -403,7 +403,7 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 		if err != nil {
 			return PlanCommitResult{}, err
 		}
-		return PlanCommitResult{Committed: own.landed, Commit: own.commit.ID.String(), Parent: firstParent(own.commit), Spec: own.spec}, nil
+		return PlanCommitResult{Committed: own.landed, Commit: own.id, Parent: own.parent, Spec: own.spec}, nil
 	}
 	b, out, msg, err := a.resolveWriteBranch(ctx, in.Graph, in.Branch)
 	if err != nil || out != "" {
@@ -510,17 +510,11 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 	return res, nil
 }
 
-func firstParent(c format.Commit) string {
-	if len(c.Parents) == 0 {
-		return ""
-	}
-	return c.Parents[0].String()
-}
-
-// ownCommit is an operation's own commit write found in the ledger.
+// ownCommit is an operation's own commit write found in the ledger: the commit's id and
+// its first parent's.
 type ownCommit struct {
-	spec   WriteSpec
-	commit format.Commit
+	spec       WriteSpec
+	id, parent string
 	// landed: the commit is stored at its key.
 	landed bool
 }
@@ -552,7 +546,11 @@ func (a *Activities) ownPendingCommit(ctx context.Context, o Owner, graphName st
 	if err != nil || (v.State != Landed && v.State != Ambiguous) {
 		return ownCommit{}, false, err
 	}
-	return ownCommit{spec: spec, commit: p.Commit, landed: v.State == Landed}, true, nil
+	own := ownCommit{spec: spec, id: p.Commit.ID.String(), landed: v.State == Landed}
+	if len(p.Commit.Parents) > 0 {
+		own.parent = p.Commit.Parents[0].String()
+	}
+	return own, true, nil
 }
 
 // maxPreChunks is the most manifest chunks an append's publish carries in its record (the
