@@ -12,7 +12,6 @@ import (
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
-	"github.com/graftworks/graft/storage"
 )
 
 // The commit write (docs/format.md, "Appending a commit"): the plan's new chunks
@@ -143,11 +142,7 @@ func publishVerdict(res graph.PublishResult, pending bool, err error) (Verdict, 
 		// land on what a reader sees.
 		return Verdict{State: Other, Message: err.Error()}, nil
 	}
-	switch storage.CodeOf(err) {
-	case storage.CodeRefused, storage.CodeInvalidKey, storage.CodeInvalidArgument:
-		return Verdict{State: Refused, Message: err.Error()}, nil
-	}
-	return Verdict{State: Ambiguous, Message: err.Error()}, nil
+	return putFailed(err), nil
 }
 
 // openPublish decodes a publish spec and opens its graph; a non-nil Verdict (Invalid)
