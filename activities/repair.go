@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -87,16 +88,14 @@ func (a *Activities) PrepareRepair(ctx context.Context, in PrepareRepairInput) (
 		return PrepareRepairResult{}, fmt.Errorf("read incarnations: %w", err)
 	}
 	var live []string
-	keepLive := false
 	for _, inc := range incs {
 		switch {
-		case inc.Ref.State == format.RefLive && inc.Native == in.Keep:
-			keepLive = true
-			live = append(live, inc.Native)
 		case inc.Ref.State == format.RefLive:
 			live = append(live, inc.Native)
-			res.Retire = append(res.Retire, RetireTarget{Native: inc.Native,
-				Spec: WriteSpec{Kind: WriteRetireRef, Graph: in.Graph, Native: inc.Native, ETag: inc.ETag}})
+			if inc.Native != in.Keep {
+				res.Retire = append(res.Retire, RetireTarget{Native: inc.Native,
+					Spec: WriteSpec{Kind: WriteRetireRef, Graph: in.Graph, Native: inc.Native, ETag: inc.ETag}})
+			}
 		case inc.Ref.State == format.RefRetired && inc.Ref.RetiredOp == in.OpID:
 			res.AlreadyRetired = append(res.AlreadyRetired, inc.Native)
 		}
@@ -104,7 +103,7 @@ func (a *Activities) PrepareRepair(ctx context.Context, in PrepareRepairInput) (
 	switch {
 	case len(live) == 0 && len(res.AlreadyRetired) == 0:
 		return stop(outcome.NotFound, "branch %q has no live incarnation in graph %q", in.Branch, in.Graph)
-	case !keepLive:
+	case !slices.Contains(live, in.Keep):
 		return stop(outcome.Invalid, "%s is not a live incarnation of %q; live: %s", in.Keep, in.Branch, strings.Join(live, ", "))
 	}
 	for _, t := range res.Retire {
