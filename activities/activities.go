@@ -14,6 +14,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -109,10 +110,9 @@ func validAuthor(author string) error {
 	return format.ValidateAuthor(author)
 }
 
-// orDefault is s, or def when s is "" (a commit's author and message).
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
+// opRecord is the ledger record of an operation this run claims (OperationInsertParams with
+// Owner the run): inputs are the request as the ledger compares a repeated one.
+func opRecord(kind catalog.OperationKind, opID, graphName, workflowID, runID string, inputs any) catalog.OperationInsertParams {
+	in, _ := json.Marshal(inputs)
+	return catalog.OperationInsertParams{ID: opID, Kind: kind, Graph: graphName, Inputs: in, WorkflowID: workflowID, RunID: runID, Owner: runID}
 }

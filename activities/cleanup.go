@@ -213,20 +213,18 @@ func (a *Activities) CleanupSweep(ctx context.Context, in CleanupSweepInput) (Cl
 		}
 	}
 	record := func(b sweepBatch) error {
-		gone, goneBytes := b.keys, b.bytes
-		if len(b.refused) > 0 {
-			gone, goneBytes = nil, 0
-			for i, k := range b.keys {
-				if reason, refused := b.refused[k]; refused {
-					p.Refused++
-					if len(p.RefusedKeys) < maxRefusedListed {
-						p.RefusedKeys = append(p.RefusedKeys, RefusedKey{Key: k, Reason: reason})
-					}
-					continue
+		var gone []string
+		var goneBytes int64
+		for i, k := range b.keys {
+			if reason, refused := b.refused[k]; refused {
+				p.Refused++
+				if len(p.RefusedKeys) < maxRefusedListed {
+					p.RefusedKeys = append(p.RefusedKeys, RefusedKey{Key: k, Reason: reason})
 				}
-				gone = append(gone, k)
-				goneBytes += b.sizes[i]
+				continue
 			}
+			gone = append(gone, k)
+			goneBytes += b.sizes[i]
 		}
 		if len(gone) > 0 {
 			n, err := a.Catalog.CondemnedMarkDeleted(ctx, catalog.CondemnedMarkDeletedParams{RunID: in.RunID, Keys: gone})
@@ -300,7 +298,6 @@ func (a *Activities) CleanupSweep(ctx context.Context, in CleanupSweepInput) (Cl
 type sweepBatch struct {
 	keys  []string
 	sizes []int64 // of keys, in order
-	bytes int64
 	// refused maps the keys the store refused to delete to why.
 	refused map[string]string
 	// last is the last key examined (the cursor), "" when the page was empty.
@@ -337,7 +334,6 @@ func (a *Activities) nextSweepBatch(ctx context.Context, in CleanupSweepInput, a
 		if in.Kind == "" || string(e.Kind) == in.Kind {
 			b.keys = append(b.keys, e.Key)
 			b.sizes = append(b.sizes, e.Size)
-			b.bytes += e.Size
 		}
 	}
 	return b, nil
@@ -477,11 +473,10 @@ func (a *Activities) CleanupUploads(ctx context.Context, in CleanupUploadsInput)
 	if len(ups) == 0 {
 		return res, nil
 	}
-	list, err := a.Catalog.PinsList(ctx, catalog.PinsListParams{Graph: in.Graph, RunID: in.RunID})
+	pins, err := listPins(ctx, a.Catalog, in.Graph, in.RunID)
 	if err != nil {
-		return res, fmt.Errorf("list pins: %w", err)
+		return res, err
 	}
-	pins := newPinSet(list)
 	origin, err := readOrigin(ctx, a.Store, in.Graph)
 	if err != nil {
 		return res, err

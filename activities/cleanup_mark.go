@@ -1,9 +1,11 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -138,11 +140,9 @@ func (m *treeMark) dryRun() bool { return m.in.Mode == CleanupModeDryRun }
 // listTrees lists every commit key under {graph}/trees/, grouped by tree.
 func (m *treeMark) listTrees(ctx context.Context) error {
 	m.trees = map[ulid.ULID][]treeCommit{}
-	n := 0
+	tick := ticker(ctx)
 	err := storage.ListAll(ctx, m.s, m.in.Graph+"/trees/", func(o storage.ObjectInfo) error {
-		if n++; n%1000 == 0 {
-			heartbeat(ctx, nil)
-		}
+		tick()
 		id, err := format.ParseCommitKey(m.in.Graph, o.Key)
 		if err != nil {
 			m.res.Kept.Unknown++
@@ -277,20 +277,9 @@ func (m *treeMark) decideNotLive(t ulid.ULID, class treeClass, reason string, fe
 
 // keepMergeBases keeps the merge-base candidates no window or tag kept, counting one
 // that an operation pins as pinned: pin is the earlier root. They never reach the
-// ledger's condemned set, so its own pin check cannot tell; the ledger's pin list
-// (the dry run's, or one read here) does. It only attributes the count: each key is kept
-// either way.
-func (m *treeMark) keepMergeBases(ctx context.Context, keys []string) error {
-	if len(keys) == 0 {
-		return nil
-	}
-	if m.pins.exact == nil {
-		pins, err := m.cat.PinsList(ctx, catalog.PinsListParams{Graph: m.in.Graph, RunID: m.in.RunID})
-		if err != nil {
-			return fmt.Errorf("list pins: %w", err)
-		}
-		m.pins = newPinSet(pins)
-	}
+// ledger's condemned set, so its own pin check cannot tell; the ledger's pin list, read
+// when the mark began, does. It only attributes the count: each key is kept either way.
+func (m *treeMark) keepMergeBases(keys []string) {
 	for _, k := range keys {
 		if m.pins.pinned(k) {
 			m.keep(k, &m.res.Kept.Pin)
@@ -298,7 +287,6 @@ func (m *treeMark) keepMergeBases(ctx context.Context, keys []string) error {
 			m.keep(k, &m.res.Kept.MergeBase)
 		}
 	}
-	return nil
 }
 
 // unsettled reports a tree left alone.
@@ -352,93 +340,16 @@ func (m *treeMark) fence(ctx context.Context, t ulid.ULID, cs []treeCommit) (tre
 }
 
 // condemn condemns the candidate commits (or, in a dry run, plans them), restricted to
-// the reviewed plan when there is one. Pinned commits are kept and their pins retained.
+// the reviewed plan when there is one. Pinned commits are kept and their pins retained,
+// and so are commits the reviewed plan did not list.
 func (m *treeMark) condemn(ctx context.Context, candidates []catalog.Condemned) error {
-	accepted, skipped, dropped, err := condemnEntries(ctx, m.cat, m.in.RunID, m.in.Mode, m.in.PlanRunID, m.pins, candidates)
-	if err != nil {
+	c := m.condemner()
+	c.batch = candidates
+	if err := c.flush(ctx, func(catalog.Condemned) { m.res.Condemned.Commits++ }); err != nil {
 		return err
 	}
-	m.res.NotInPlan += int64(len(dropped))
-	// A commit the reviewed plan did not list stays, and so do its pins.
-	m.kept = append(m.kept, dropped...)
-	for _, k := range skipped {
-		m.keep(k, &m.res.Kept.Pin)
-	}
-	for _, e := range accepted {
-		m.res.Condemned.Commits++
-		m.res.Condemned.Bytes += e.Size
-		m.sample.add(e.Key)
-	}
+	m.kept = append(m.kept, c.stay...)
 	return nil
-}
-
-// condemnEntries hands candidates to the ledger in chunks and returns the entries it
-// condemned, the keys it refused because an operation pins them, and the candidates the
-// reviewed plan (planRunID) did not list, which stay. A dry run condemns nothing: it
-// checks the pins itself and returns what a condemning run would have condemned.
-func condemnEntries(ctx context.Context, cat *catalog.Catalog, runID, mode, planRunID string, pins pinSet,
-	candidates []catalog.Condemned) (accepted []catalog.Condemned, skipped, dropped []string, err error) {
-	for start := 0; start < len(candidates); start += condemnChunk {
-		chunk := candidates[start:min(start+condemnChunk, len(candidates))]
-		if planRunID != "" {
-			keys := make([]string, len(chunk))
-			for i, e := range chunk {
-				keys[i] = e.Key
-			}
-			inPlan, err := cat.CondemnedAmong(ctx, catalog.CondemnedAmongParams{RunID: planRunID, Keys: keys})
-			if err != nil {
-				return nil, nil, nil, fmt.Errorf("read reviewed plan: %w", err)
-			}
-			planned := make(map[string]bool, len(inPlan))
-			for _, k := range inPlan {
-				planned[k] = true
-			}
-			kept := chunk[:0:0]
-			for _, e := range chunk {
-				if planned[e.Key] {
-					kept = append(kept, e)
-				} else {
-					dropped = append(dropped, e.Key)
-				}
-			}
-			chunk = kept
-		}
-		if mode == CleanupModeDryRun {
-			for _, e := range chunk {
-				if pins.pinned(e.Key) {
-					skipped = append(skipped, e.Key)
-				} else {
-					accepted = append(accepted, e)
-				}
-			}
-			continue
-		}
-		if len(chunk) == 0 {
-			continue
-		}
-		res, err := cat.CondemnedAdd(ctx, catalog.CondemnedAddParams{RunID: runID, Entries: chunk})
-		if errors.Is(err, catalog.ErrStateConflict) {
-			// The run ended (an earlier execution of this workflow finished it before an
-			// operator reset it): retrying cannot help.
-			return nil, nil, nil, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("cleanup run %s has ended: %v", runID, err), CleanupRunEndedError, err)
-		}
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("condemn: %w", err)
-		}
-		refused := make(map[string]bool, len(res.SkippedPinned))
-		for _, k := range res.SkippedPinned {
-			refused[k] = true
-		}
-		skipped = append(skipped, res.SkippedPinned...)
-		for _, e := range chunk {
-			if !refused[e.Key] {
-				accepted = append(accepted, e)
-			}
-		}
-		heartbeat(ctx, nil)
-	}
-	return accepted, skipped, dropped, nil
 }
 
 // markError names the mark step in its error, keeping a non-retryable ApplicationError
@@ -485,46 +396,34 @@ func (m *treeMark) readCommits(ctx context.Context, keys []string) error {
 		}
 	}
 	m.mu.Unlock()
-	sem := make(chan struct{}, 16)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
+	tick := ticker(ctx)
 	var first error
-	for i, key := range need {
-		if i%1000 == 999 {
-			heartbeat(ctx, nil)
+	parallel(len(need), getConcurrency, func(i int) {
+		key := need[i]
+		id, perr := format.ParseCommitKey(m.in.Graph, key)
+		var c graph.Commit
+		var err error
+		if perr == nil {
+			c, err = m.g.Commit(ctx, id)
 		}
-		id, err := format.ParseCommitKey(m.in.Graph, key)
-		if err != nil {
-			m.mu.Lock()
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		tick()
+		switch {
+		case perr != nil:
+			m.unreadable[key] = perr.Error()
+		case errors.Is(err, graph.ErrCommitNotFound):
+		case err != nil && (errors.Is(err, graph.ErrCorrupt) || isUnreadableObject(err)):
 			m.unreadable[key] = err.Error()
-			m.mu.Unlock()
-			continue
-		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			c, err := m.g.Commit(ctx, id)
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			switch {
-			case errors.Is(err, graph.ErrCommitNotFound):
-			case err != nil && (errors.Is(err, graph.ErrCorrupt) || errors.Is(err, format.ErrMalformed) ||
-				errors.Is(err, format.ErrUnsupportedFormat) || errors.Is(err, format.ErrTooLarge)):
-				m.unreadable[key] = err.Error()
-			case err != nil:
-				mu.Lock()
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-				delete(m.commits, key) // not read: a retry reads it again
-			default:
-				m.commits[key] = &c
+		case err != nil:
+			if first == nil {
+				first = err
 			}
-		}()
-	}
-	wg.Wait()
+			delete(m.commits, key) // not read: a retry reads it again
+		default:
+			m.commits[key] = &c
+		}
+	})
 	if first != nil {
 		return fmt.Errorf("read commits: %w", first)
 	}
@@ -554,11 +453,9 @@ func (m *treeMark) run(ctx context.Context) error {
 	if m.origin, err = readOrigin(ctx, m.s, m.in.Graph); err != nil {
 		return err
 	}
-	pins, err := m.cat.PinsList(ctx, catalog.PinsListParams{Graph: m.in.Graph, RunID: m.in.RunID})
-	if err != nil {
-		return fmt.Errorf("list pins: %w", err)
+	if m.pins, err = listPins(ctx, m.cat, m.in.Graph, m.in.RunID); err != nil {
+		return err
 	}
-	m.pins = newPinSet(pins)
 	if err := m.listTrees(ctx); err != nil {
 		return err
 	}
@@ -566,8 +463,8 @@ func (m *treeMark) run(ctx context.Context) error {
 	// later is the ledger's to refuse or to keep (CondemnedAdd), and a chain it needs is
 	// the head's, which is kept.
 	m.pinnedSeq = map[ulid.ULID]int64{}
-	for _, p := range pins {
-		if id, err := format.ParseCommitKey(m.in.Graph, p.Key); err == nil {
+	for key := range m.pins.exact {
+		if id, err := format.ParseCommitKey(m.in.Graph, key); err == nil {
 			if cur, ok := m.pinnedSeq[id.Tree]; !ok || id.Seq < cur {
 				m.pinnedSeq[id.Tree] = id.Seq
 			}
@@ -614,15 +511,11 @@ func (m *treeMark) run(ctx context.Context) error {
 // tree that is or may become a branch — and only then which commits stay, a live tree's
 // taken along its head's first-parent chain.
 func (m *treeMark) decideTrees(ctx context.Context) ([]catalog.Condemned, error) {
-	trees := make([]ulid.ULID, 0, len(m.trees))
-	for t := range m.trees {
-		trees = append(trees, t)
-	}
-	slices.SortFunc(trees, func(a, b ulid.ULID) int { return a.Compare(b) })
+	trees := slices.SortedFunc(maps.Keys(m.trees), func(a, b ulid.ULID) int { return a.Compare(b) })
 	classes := make(map[ulid.ULID]treeClass, len(trees))
 	reasons := make(map[ulid.ULID]string, len(trees))
 	for _, t := range trees {
-		sortNewestFirst(m.trees[t])
+		slices.SortFunc(m.trees[t], func(a, b treeCommit) int { return cmp.Compare(b.Seq, a.Seq) }) // newest first
 		f := treeFacts{Witness: m.witnesses[t.String()]}
 		if r := m.refs[t]; r != nil {
 			f.Refs, f.RefUnreadable = r.Refs, r.RefUnreadable
@@ -789,9 +682,7 @@ func (m *treeMark) decideTrees(ctx context.Context) ([]catalog.Condemned, error)
 			m.decideNotLive(t, classes[t], reasons[t], fenceTried[t], cs, candidate)
 		}
 	}
-	if err := m.keepMergeBases(ctx, baseKept); err != nil {
-		return nil, err
-	}
+	m.keepMergeBases(baseKept)
 	return candidates, nil
 }
 
@@ -934,7 +825,7 @@ func (m *treeMark) retainPins(ctx context.Context) error {
 		}
 		return nil
 	})
-	n := 0
+	tick := ticker(ctx)
 	for _, k := range m.kept {
 		if why, bad := m.unreadable[k]; bad {
 			if !m.res.RetainAllData {
@@ -947,9 +838,7 @@ func (m *treeMark) retainPins(ctx context.Context) error {
 			continue
 		}
 		err := marker.CommitOnly(ctx, *c, func(p format.PinEntry) error {
-			if n++; n%1000 == 0 {
-				heartbeat(ctx, nil)
-			}
+			tick()
 			if retained[p.Table] == nil {
 				retained[p.Table] = map[string]bool{}
 			}
@@ -966,24 +855,22 @@ func (m *treeMark) retainPins(ctx context.Context) error {
 		}
 	}
 	for table, vs := range retained {
-		ids := make([]string, 0, len(vs))
-		for v := range vs {
-			ids = append(ids, v)
-		}
-		sort.Strings(ids)
-		m.res.Retained[table] = ids
+		m.res.Retained[table] = slices.Sorted(maps.Keys(vs))
 	}
 
 	// The pins and lineage chunks no kept commit reaches, older than the guard window.
-	c := &condemner{cat: m.cat, runID: m.in.RunID, mode: m.in.Mode, planRunID: m.in.PlanRunID, pins: m.pins,
-		kept: &m.res.Kept, condemned: &m.res.Condemned, notInPlan: &m.res.NotInPlan, sample: &m.sample}
 	prefix := format.ChunksPrefix(m.in.Graph)
-	return c.judge(ctx, m.s, judged{what: "chunks", prefix: prefix, parse: chunkKey(prefix), retainAll: m.res.RetainAllData,
+	return m.condemner().judge(ctx, m.s, judged{what: "chunks", prefix: prefix, parse: chunkKey(prefix), retainAll: m.res.RetainAllData,
 		referenced: func(k string, _ ulid.ULID) bool { return chunks[k] }, young: m.res.Now.Add(-m.in.GuardWindow), origin: m.origin,
 		counted: func(catalog.Condemned) { m.res.Condemned.Objects++; m.res.GraphChunks++ }})
 }
 
-// condemner condemns listed garbage in batches (condemnEntries): keys an operation pins
+func (m *treeMark) condemner() *condemner {
+	return &condemner{cat: m.cat, runID: m.in.RunID, mode: m.in.Mode, planRunID: m.in.PlanRunID, pins: m.pins,
+		kept: &m.res.Kept, condemned: &m.res.Condemned, notInPlan: &m.res.NotInPlan, sample: &m.sample}
+}
+
+// condemner condemns listed garbage in batches (flush): keys an operation pins
 // count as kept by a pin, keys the reviewed plan did not list as not in the plan; both
 // are added to stay. Accepted keys count in condemned and are sampled for the plan.
 type condemner struct {
@@ -999,21 +886,81 @@ type condemner struct {
 	tick                   func()
 }
 
-// flush condemns the batch, counting each accepted entry with counted.
+// flush hands the batch to the ledger in chunks of condemnChunk, counting each entry it
+// condemned with counted. A dry run condemns nothing: it checks the pins itself and
+// counts what a condemning run would have condemned.
 func (c *condemner) flush(ctx context.Context, counted func(catalog.Condemned)) error {
-	accepted, skipped, dropped, err := condemnEntries(ctx, c.cat, c.runID, c.mode, c.planRunID, c.pins, c.batch)
-	if err != nil {
-		return err
-	}
-	c.batch = c.batch[:0]
-	*c.notInPlan += int64(len(dropped))
-	c.kept.Pin += int64(len(skipped))
-	c.stay = append(append(c.stay, skipped...), dropped...)
-	for _, e := range accepted {
+	accept := func(e catalog.Condemned) {
 		counted(e)
 		c.condemned.Bytes += e.Size
 		c.sample.add(e.Key)
 	}
+	skip := func(key string) {
+		c.kept.Pin++
+		c.stay = append(c.stay, key)
+	}
+	for start := 0; start < len(c.batch); start += condemnChunk {
+		chunk := c.batch[start:min(start+condemnChunk, len(c.batch))]
+		if c.planRunID != "" {
+			keys := make([]string, len(chunk))
+			for i, e := range chunk {
+				keys[i] = e.Key
+			}
+			inPlan, err := c.cat.CondemnedAmong(ctx, catalog.CondemnedAmongParams{RunID: c.planRunID, Keys: keys})
+			if err != nil {
+				return fmt.Errorf("read reviewed plan: %w", err)
+			}
+			planned := make(map[string]bool, len(inPlan))
+			for _, k := range inPlan {
+				planned[k] = true
+			}
+			kept := chunk[:0:0]
+			for _, e := range chunk {
+				if planned[e.Key] {
+					kept = append(kept, e)
+				} else {
+					*c.notInPlan++
+					c.stay = append(c.stay, e.Key)
+				}
+			}
+			chunk = kept
+		}
+		if c.mode == CleanupModeDryRun {
+			for _, e := range chunk {
+				if c.pins.pinned(e.Key) {
+					skip(e.Key)
+				} else {
+					accept(e)
+				}
+			}
+			continue
+		}
+		if len(chunk) == 0 {
+			continue
+		}
+		res, err := c.cat.CondemnedAdd(ctx, catalog.CondemnedAddParams{RunID: c.runID, Entries: chunk})
+		if errors.Is(err, catalog.ErrStateConflict) {
+			// The run ended (an earlier execution of this workflow finished it before an
+			// operator reset it): retrying cannot help.
+			return temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("cleanup run %s has ended: %v", c.runID, err), CleanupRunEndedError, err)
+		}
+		if err != nil {
+			return fmt.Errorf("condemn: %w", err)
+		}
+		refused := make(map[string]bool, len(res.SkippedPinned))
+		for _, k := range res.SkippedPinned {
+			refused[k] = true
+			skip(k)
+		}
+		for _, e := range chunk {
+			if !refused[e.Key] {
+				accept(e)
+			}
+		}
+		heartbeat(ctx, nil)
+	}
+	c.batch = c.batch[:0]
 	return nil
 }
 
@@ -1036,10 +983,7 @@ type judged struct {
 // when not graft's, unsettled under retainAll, referenced, guard when younger than
 // j.young, unknown when older than the graph — and condemns the rest.
 func (c *condemner) judge(ctx context.Context, s storage.Store, j judged) error {
-	kind := j.kind
-	if kind == "" {
-		kind = catalog.ObjectData
-	}
+	kind := cmp.Or(j.kind, catalog.ObjectData)
 	err := storage.ListAll(ctx, s, j.prefix, func(o storage.ObjectInfo) error {
 		if c.tick != nil {
 			c.tick()
@@ -1097,11 +1041,9 @@ func markTable(ctx context.Context, cat *catalog.Catalog, s storage.Store, in Cl
 	}
 	var pins pinSet
 	if in.Mode == CleanupModeDryRun {
-		list, err := cat.PinsList(ctx, catalog.PinsListParams{Graph: in.Graph, RunID: in.RunID})
-		if err != nil {
-			return res, fmt.Errorf("list pins: %w", err)
+		if pins, err = listPins(ctx, cat, in.Graph, in.RunID); err != nil {
+			return res, err
 		}
-		pins = newPinSet(list)
 	}
 	origin, err := readOrigin(ctx, s, in.Graph)
 	if err != nil {
@@ -1112,12 +1054,7 @@ func markTable(ctx context.Context, cat *catalog.Catalog, s storage.Store, in Cl
 	for _, v := range in.Retained {
 		retained[v] = true
 	}
-	n := 0
-	tick := func() {
-		if n++; n%1000 == 0 {
-			heartbeat(ctx, nil)
-		}
-	}
+	tick := ticker(ctx)
 	c := &condemner{cat: cat, runID: in.RunID, mode: in.Mode, planRunID: in.PlanRunID, pins: pins,
 		kept: &res.Kept, condemned: &res.Condemned, notInPlan: &res.NotInPlan, sample: &sample, tick: tick}
 

@@ -2,7 +2,6 @@ package activities
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -33,22 +32,6 @@ const (
 	// collector itself wins a fence at the tree's ref key.
 	treeNeedsFence
 )
-
-func (c treeClass) String() string {
-	switch c {
-	case treeLive:
-		return "live"
-	case treeCondemnable:
-		return "condemnable"
-	case treeInFlight:
-		return "in_flight"
-	case treeUnsettled:
-		return "unsettled"
-	case treeNeedsFence:
-		return "needs_fence"
-	}
-	return fmt.Sprintf("treeClass(%d)", int(c))
-}
 
 // treeFacts is what storage and the ledger say about one tree.
 type treeFacts struct {
@@ -112,43 +95,6 @@ type treeCommit struct {
 	Modified time.Time
 }
 
-// sortNewestFirst orders commits by seq, newest first.
-func sortNewestFirst(cs []treeCommit) {
-	sort.Slice(cs, func(i, j int) bool { return cs[i].Seq > cs[j].Seq })
-}
-
-// windowDecision is why a live tree's commit is kept, or that it is not.
-type windowDecision int
-
-const (
-	windowOutside windowDecision = iota
-	windowHead
-	windowInside
-)
-
-// liveWindow decides, for the commits of a live tree sorted newest first, which are kept:
-// the head always, the newest keepNewest by seq, and — when cutoff is not zero — every
-// commit whose time is after cutoff. A commit goes only when it is outside every window.
-// timeOf returns a commit's time, or ok false when it cannot be read (then it is kept:
-// an unreadable time proves nothing). It is called only for commits the count window
-// does not keep, and only with an age window.
-func liveWindow(cs []treeCommit, keepNewest int, cutoff time.Time, timeOf func(i int) (t time.Time, ok bool)) []windowDecision {
-	out := make([]windowDecision, len(cs))
-	for i := range cs {
-		switch {
-		case i == 0:
-			out[i] = windowHead
-		case i < keepNewest:
-			out[i] = windowInside
-		case !cutoff.IsZero():
-			if t, ok := timeOf(i); !ok || t.After(cutoff) {
-				out[i] = windowInside
-			}
-		}
-	}
-	return out
-}
-
 // pinSet answers whether a key is pinned, with the ledger's rule: equal keys, or one of
 // them ends in "/" and is a prefix of the other. A dry run uses it in place of the
 // ledger's own check, which only a condemning run may make.
@@ -203,19 +149,6 @@ func parseIDKey(prefix, suffix, key string) (ulid.ULID, bool) {
 		return ulid.ULID{}, false
 	}
 	return u, true
-}
-
-// tableOfKey returns the table a key under "{graph}/tables/" belongs to.
-func tableOfKey(graph, key string) (string, bool) {
-	rest, ok := strings.CutPrefix(key, graph+"/tables/")
-	if !ok {
-		return "", false
-	}
-	table, _, ok := strings.Cut(rest, "/")
-	if !ok || format.ValidateTableName(table) != nil {
-		return "", false
-	}
-	return table, true
 }
 
 // planSample keeps the first max keys of a plan.

@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/storage"
 )
 
@@ -80,63 +81,47 @@ func getListed(ctx context.Context, s storage.Store, prefix, what string, fn fun
 func getEach(ctx context.Context, s storage.Store, keys []string, fn func(key string, obj storage.Object, err error) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	type answer struct {
-		key string
-		obj storage.Object
-		err error
-	}
-	work := make(chan string)
-	answers := make(chan answer)
-	var wg sync.WaitGroup
-	for range min(getConcurrency, len(keys)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for key := range work {
-				obj, err := s.Get(ctx, key)
-				select {
-				case answers <- answer{key, obj, err}:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
-	}
-	go func() {
-		defer close(work)
-		for _, k := range keys {
-			select {
-			case work <- k:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	go func() { wg.Wait(); close(answers) }()
+	var mu sync.Mutex
 	var first error
 	n := 0
-	for a := range answers {
+	parallel(len(keys), getConcurrency, func(i int) {
+		if ctx.Err() != nil {
+			return
+		}
+		obj, err := s.Get(ctx, keys[i])
+		mu.Lock()
+		defer mu.Unlock()
 		if first != nil {
-			continue
+			return
 		}
-		if a.err != nil && !errors.Is(a.err, storage.ErrNotFound) {
-			first = a.err
-			cancel()
-			continue
+		if err == nil || errors.Is(err, storage.ErrNotFound) {
+			err = fn(keys[i], obj, err)
 		}
-		if err := fn(a.key, a.obj, a.err); err != nil {
+		if err != nil {
 			first = err
 			cancel()
-			continue
-		}
-		if n++; n%256 == 0 {
+		} else if n++; n%256 == 0 {
 			heartbeat(ctx, nil)
 		}
-	}
+	})
 	if first == nil && ctx.Err() != nil {
 		first = ctx.Err()
 	}
 	return first
+}
+
+// parallel calls fn(i) for every i below n, at most limit at a time, and waits for them.
+func parallel(n, limit int, fn func(i int)) {
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			fn(i)
+		})
+	}
+	wg.Wait()
 }
 
 // heartbeat records a heartbeat when ctx is an activity's (the SDK throttles them).
@@ -149,4 +134,23 @@ func heartbeat(ctx context.Context, details any) {
 		return
 	}
 	activity.RecordHeartbeat(ctx, details)
+}
+
+// ticker returns a func that heartbeats (heartbeat) every 1000th time it is called.
+func ticker(ctx context.Context) func() {
+	n := 0
+	return func() {
+		if n++; n%1000 == 0 {
+			heartbeat(ctx, nil)
+		}
+	}
+}
+
+// listPins reads the graph's pins, for a check of a dry run's own (pinSet).
+func listPins(ctx context.Context, cat *catalog.Catalog, graphName, runID string) (pinSet, error) {
+	pins, err := cat.PinsList(ctx, catalog.PinsListParams{Graph: graphName, RunID: runID})
+	if err != nil {
+		return pinSet{}, fmt.Errorf("list pins: %w", err)
+	}
+	return newPinSet(pins), nil
 }

@@ -2,10 +2,11 @@ package activities
 
 import (
 	"bytes"
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -31,23 +32,13 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 		format.ValidateOp(in.OpID), format.ValidateMessage(in.Message), validAuthor(in.Author)); err != nil {
 		return end(outcome.Invalid, "%v", err)
 	}
-	sources := 0
-	for _, s := range []string{in.SourceBranch, in.SourceCommit, in.SourceTag} {
-		if s != "" {
-			sources++
-		}
-	}
-	if sources > 1 {
+	if len(slices.DeleteFunc([]string{in.SourceBranch, in.SourceCommit, in.SourceTag}, func(s string) bool { return s == "" })) > 1 {
 		return end(outcome.Invalid, "give at most one source: a branch, a commit or a tag")
 	}
-	inputs, _ := json.Marshal(map[string]string{
+	opParams := opRecord(catalog.OpCreateBranch, in.OpID, in.Graph, in.WorkflowID, in.RunID, map[string]string{
 		"branch": in.Branch, "source_branch": in.SourceBranch, "source_commit": in.SourceCommit,
 		"source_tag": in.SourceTag, "author": in.Author, "message": in.Message,
 	})
-	opParams := catalog.OperationInsertParams{
-		ID: in.OpID, Kind: catalog.OpCreateBranch, Graph: in.Graph, Inputs: inputs,
-		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID,
-	}
 
 	source, probe, res, err := a.resolveSource(ctx, in)
 	if err == nil && res.Outcome == outcome.NotFound {
@@ -67,10 +58,10 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 	// ledger hears of it.
 	tree := nativeULID(in.OpID, in.Attempt, in.Time)
 	native := format.NativeName(in.Branch, tree)
-	author, message := orDefault(in.Author, "graft"), orDefault(in.Message, fmt.Sprintf("create branch %s from %s", in.Branch, source.ID))
+	author, message := cmp.Or(in.Author, "graft"), cmp.Or(in.Message, fmt.Sprintf("create branch %s from %s", in.Branch, source.ID))
 	// The fork names the source's pins map as it stands; the ref names the fork commit as
 	// its head (docs/format.md, "Branch create").
-	g, err := a.graphOf(in.Graph)
+	g, err := graph.Open(a.Store, in.Graph)
 	if err != nil {
 		return end(outcome.Invalid, "%v", err)
 	}
@@ -83,12 +74,6 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 		return end(outcome.NotRetained, "source commit %s no longer exists", source.ID)
 	case err != nil:
 		return PrepareCreateResult{}, fmt.Errorf("plan fork: %w", err)
-	}
-	fork := plan.Commit
-	forkBytes, refBytes := plan.CommitBody, plan.RefBody
-	var forkChunks []ChunkPut
-	for _, c := range plan.Chunks {
-		forkChunks = append(forkChunks, ChunkPut{Key: c.Key, Body: c.Body})
 	}
 
 	if res, err := a.checkNameFree(ctx, in.Graph, in.Branch, native); err != nil || res.Outcome != "" {
@@ -108,11 +93,7 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 	// the witness: the witness says the tree's ref may land, the pending write says with
 	// which bytes, so the reconciler can settle it — one commit for both, before the
 	// clone is sent, instead of one before each put (docs/workflows.md).
-	refSpec := WriteSpec{Kind: WriteRef, Graph: in.Graph, Body: refBytes, Branch: in.Branch, Landed: outcome.Created, Subject: native}
-	pending, err := json.Marshal(refSpec)
-	if err != nil {
-		return PrepareCreateResult{}, fmt.Errorf("encode pending ref put: %w", err)
-	}
+	refSpec := WriteSpec{Kind: WriteRef, Graph: in.Graph, Body: plan.RefBody, Branch: in.Branch, Landed: outcome.Created, Subject: native}
 	// One ledger transaction claims the operation, records its pins and —
 	// when no probe must come between them — the witness of the intent.
 	var c claimed
@@ -131,9 +112,7 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 		if err != nil {
 			return err
 		}
-		_, err = a.Catalog.OperationProgressTx(ctx, tx, catalog.OperationProgressParams{ID: in.OpID, Owner: in.RunID,
-			Pending: pending, Phase: "write", Waiting: refSpec.Describe()})
-		return err
+		return a.recordPendingTx(ctx, tx, Owner{OpID: in.OpID, Run: in.RunID}, refSpec)
 	}
 	err = a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
 		held = nil
@@ -192,8 +171,8 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 		return r, nil
 	}
 	return PrepareCreateResult{
-		Owned: true, Native: native, SourceCommit: source.ID.String(), ForkID: fork.ID.String(),
-		ForkBytes: forkBytes, RefBytes: refBytes, ForkChunks: forkChunks, RefSpec: &refSpec,
+		Owned: true, Native: native, SourceCommit: source.ID.String(), ForkID: plan.Commit.ID.String(),
+		ForkBytes: plan.CommitBody, RefBytes: plan.RefBody, ForkChunks: chunkPuts(plan.Chunks), RefSpec: &refSpec,
 	}, nil
 }
 
@@ -310,14 +289,8 @@ func (a *Activities) resolveSource(ctx context.Context, in PrepareCreateInput) (
 		}
 		c, err := graph.ReadCommit(ctx, a.Store, in.Graph, in.SourceCommit)
 		if errors.Is(err, graph.ErrCommitNotFound) {
-			run, reclaimed, lerr := a.Catalog.KeyReclaimed(ctx, catalog.KeyReclaimedParams{Graph: in.Graph, Key: format.CommitIDKey(in.Graph, id)})
-			if lerr != nil {
-				return graph.Commit{}, false, PrepareCreateResult{}, fmt.Errorf("look up reclaimed commit: %w", lerr)
-			}
-			if reclaimed {
-				return end(outcome.NotRetained, "commit %s was reclaimed by cleanup run %s", in.SourceCommit, run)
-			}
-			return end(outcome.NotFound, "commit %s does not exist", in.SourceCommit)
+			o, msg, err := a.missingCommit(ctx, in.Graph, in.SourceCommit, id)
+			return graph.Commit{}, false, PrepareCreateResult{Outcome: o, Message: msg}, err
 		}
 		if err != nil {
 			return fail(err, "read source commit")
@@ -350,10 +323,7 @@ func (a *Activities) resolveSource(ctx context.Context, in PrepareCreateInput) (
 		}
 		return c, true, PrepareCreateResult{}, nil
 	default:
-		name := in.SourceBranch
-		if name == "" {
-			name = "main"
-		}
+		name := cmp.Or(in.SourceBranch, "main")
 		b, err := a.resolveBranch(ctx, in.Graph, name)
 		if errors.Is(err, graph.ErrBranchNotFound) {
 			return end(outcome.NotFound, "source branch %q does not exist", name)
@@ -364,7 +334,7 @@ func (a *Activities) resolveSource(ctx context.Context, in PrepareCreateInput) (
 		if err != nil {
 			return fail(err, "resolve source branch")
 		}
-		g, err := a.graphOf(in.Graph)
+		g, err := graph.Open(a.Store, in.Graph)
 		if err != nil {
 			return fail(err, "open graph")
 		}
@@ -493,21 +463,7 @@ func (a *Activities) refIsOurs(ctx context.Context, in WriteInput) (Verdict, err
 	if err != nil {
 		return Verdict{State: Invalid, Message: err.Error()}, nil
 	}
-	var settled catalog.IncarnationSettleResult
-	// Recoverable: lost in a crash of Postgres, this leaves the witness unsettled beside a
-	// ref key holding our bytes, which the reconciler's fence finds and finishes again.
-	err = a.Catalog.InTxRecoverable(ctx, func(tx pgx.Tx) error {
-		if _, err := a.Catalog.OperationLockOwnedTx(ctx, tx, in.Owner.OpID, in.Owner.Run); err != nil {
-			return err
-		}
-		var err error
-		settled, err = a.Catalog.IncarnationSettleTx(ctx, tx, catalog.IncarnationSettleParams{Graph: in.Spec.Graph, Native: ref.Native, To: catalog.IncarnationLive})
-		if err != nil {
-			return err
-		}
-		_, err = a.Catalog.OperationFinishTx(ctx, tx, catalog.OperationFinishParams{ID: in.Owner.OpID, Outcome: catalog.OutcomeCreated, Owner: in.Owner.Run})
-		return err
-	})
+	settled, err := a.settleWitness(ctx, in.Owner, in.Spec.Graph, ref.Native, catalog.IncarnationLive)
 	switch {
 	case errors.Is(err, catalog.ErrNotOwner), errors.Is(err, catalog.ErrStateConflict):
 		return Verdict{State: Landed, Message: "the ref is ours; the ledger row is not this run's to finish"}, nil
@@ -519,6 +475,26 @@ func (a *Activities) refIsOurs(ctx context.Context, in WriteInput) (Verdict, err
 		a.observeFinished("create_branch", string(catalog.OutcomeCreated))
 	}
 	return Verdict{State: Landed, Recorded: true}, nil
+}
+
+// settleWitness settles the witness of native to `to` under o's guard, in one ledger
+// transaction; settled live, the create finishes created in it too, releasing its pins.
+// Recoverable: lost in a crash of Postgres, this leaves the witness unsettled beside a ref
+// key holding our bytes or a fence, which the reconciler's fence finds and finishes again.
+func (a *Activities) settleWitness(ctx context.Context, o Owner, graphName, native string, to catalog.IncarnationState) (catalog.IncarnationSettleResult, error) {
+	var settled catalog.IncarnationSettleResult
+	err := a.Catalog.InTxRecoverable(ctx, func(tx pgx.Tx) error {
+		if _, err := a.Catalog.OperationLockOwnedTx(ctx, tx, o.OpID, o.Run); err != nil {
+			return err
+		}
+		var err error
+		if settled, err = a.Catalog.IncarnationSettleTx(ctx, tx, catalog.IncarnationSettleParams{Graph: graphName, Native: native, To: to}); err != nil || to != catalog.IncarnationLive {
+			return err
+		}
+		_, err = a.Catalog.OperationFinishTx(ctx, tx, catalog.OperationFinishParams{ID: o.OpID, Outcome: catalog.OutcomeCreated, Owner: o.Run})
+		return err
+	})
+	return settled, err
 }
 
 // observeSettled tells the Observer an in-doubt incarnation was settled.
@@ -593,17 +569,7 @@ func (a *Activities) ReclaimClone(ctx context.Context, in ReclaimInput) error {
 			a.logger(ctx).Info("graft clone delete refused; left for cleanup", "op_id", in.Owner.OpID, "native", in.Native, "detail", err.Error())
 		}
 	}
-	var settled catalog.IncarnationSettleResult
-	// Recoverable: lost in a crash of Postgres, this leaves the witness unsettled beside a
-	// ref key holding our bytes, which the reconciler's fence finds and finishes again.
-	err := a.Catalog.InTxRecoverable(ctx, func(tx pgx.Tx) error {
-		if _, err := a.Catalog.OperationLockOwnedTx(ctx, tx, in.Owner.OpID, in.Owner.Run); err != nil {
-			return err
-		}
-		var err error
-		settled, err = a.Catalog.IncarnationSettleTx(ctx, tx, catalog.IncarnationSettleParams{Graph: in.Graph, Native: in.Native, To: catalog.IncarnationUnpublished})
-		return err
-	})
+	settled, err := a.settleWitness(ctx, in.Owner, in.Graph, in.Native, catalog.IncarnationUnpublished)
 	switch {
 	case errors.Is(err, catalog.ErrNotOwner), errors.Is(err, catalog.ErrStateConflict):
 		return nil

@@ -2,7 +2,6 @@ package activities
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -99,25 +98,18 @@ func (a *Activities) PrepareDeleteBranch(ctx context.Context, in PrepareDeleteBr
 	if in.Branch == graph.DefaultBranch {
 		return PrepareDeleteBranchResult{Outcome: outcome.Invalid, Message: "main cannot be deleted: it is every graph's default branch"}, nil
 	}
-	inputs, _ := json.Marshal(map[string]any{"action": "delete", "branch": in.Branch, "force": in.Force})
-	rec := catalog.OperationInsertParams{ID: in.OpID, Kind: catalog.OpDeleteBranch, Graph: in.Graph,
-		Inputs: inputs, WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID}
+	rec := opRecord(catalog.OpDeleteBranch, in.OpID, in.Graph, in.WorkflowID, in.RunID, map[string]any{"action": "delete", "branch": in.Branch, "force": in.Force})
 	// Decide from storage first (reads only), then claim the operation — and, when it
 	// retires a ref, record the retire as its pending write — in one transaction.
 	res, err := a.decideDelete(ctx, in)
 	if err != nil {
 		return PrepareDeleteBranchResult{}, err
 	}
-	var pending []byte
-	if res.Outcome == "" && !res.Retired {
-		if pending, err = json.Marshal(res.Spec); err != nil {
-			return PrepareDeleteBranchResult{}, fmt.Errorf("encode pending retire: %w", err)
-		}
-	}
+	pending := res.Outcome == "" && !res.Retired
 	var c claimed
 	err = a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		if c, err = a.claim(ctx, tx, rec); err != nil || !c.owned || c.outcome != "" {
+		if c, err = a.claim(ctx, tx, rec); err != nil || !c.owned {
 			return err
 		}
 		if res.Retired {
@@ -127,22 +119,18 @@ func (a *Activities) PrepareDeleteBranch(ctx context.Context, in PrepareDeleteBr
 			_, err = a.retireWitnessTx(ctx, tx, in.Graph, res.Native)
 			return err
 		}
-		if pending == nil {
+		if !pending {
 			return nil
 		}
-		_, err = a.Catalog.OperationProgressTx(ctx, tx, catalog.OperationProgressParams{ID: in.OpID, Owner: in.RunID,
-			Pending: pending, Phase: "write", Waiting: res.Spec.Describe()})
-		return err
+		return a.recordPendingTx(ctx, tx, Owner{OpID: in.OpID, Run: in.RunID}, res.Spec)
 	})
 	switch {
 	case err != nil:
 		return PrepareDeleteBranchResult{}, err
 	case !c.owned:
 		return PrepareDeleteBranchResult{Outcome: c.outcome, Message: c.message}, nil
-	case c.outcome != "":
-		return PrepareDeleteBranchResult{Owned: true, Outcome: c.outcome, Message: c.message}, nil
 	}
-	res.Owned, res.PendingRecorded = true, pending != nil
+	res.Owned, res.PendingRecorded = true, pending
 	return res, nil
 }
 
@@ -188,8 +176,7 @@ func (a *Activities) decideDelete(ctx context.Context, in PrepareDeleteBranchInp
 		}
 		for _, w := range ws {
 			if !w.State.Settled() {
-				return stop(outcome.Conflict, "the create of %s is still settling (%s, operation %s); wait for it with `graft op wait %s`, then delete",
-					w.Native, w.State, w.OpID, w.OpID)
+				return stop(outcome.Conflict, "%s, then delete", settling(w))
 			}
 		}
 		return stop(outcome.NotFound, "branch %q does not exist in graph %q", in.Branch, in.Graph)
@@ -210,8 +197,7 @@ func (a *Activities) decideDelete(ctx context.Context, in PrepareDeleteBranchInp
 	case err != nil:
 		return PrepareDeleteBranchResult{}, fmt.Errorf("read witness: %w", err)
 	case !w.State.Settled():
-		return stop(outcome.Conflict, "the create of %s is still settling (%s, operation %s); wait for it with `graft op wait %s`, then delete",
-			b.Native, w.State, w.OpID, w.OpID)
+		return stop(outcome.Conflict, "%s, then delete", settling(w))
 	}
 	// The ref names its head; the retired ref keeps it.
 	res.Head = b.Ref.Head.String()

@@ -2,10 +2,8 @@ package activities
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
@@ -59,11 +57,7 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 	if res, err := a.checkInitPrefix(ctx, in); err != nil || res.Outcome != "" {
 		return res, err
 	}
-	inputs, _ := json.Marshal(map[string]string{"author": in.Author})
-	c, err := a.claim(ctx, nil, catalog.OperationInsertParams{
-		ID: in.OpID, Kind: catalog.OpInitGraph, Graph: in.Graph, Inputs: inputs,
-		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID,
-	})
+	c, err := a.claim(ctx, nil, opRecord(catalog.OpInitGraph, in.OpID, in.Graph, in.WorkflowID, in.RunID, map[string]string{"author": in.Author}))
 	if err != nil {
 		return InitGraphResult{}, err
 	}
@@ -124,18 +118,16 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 	init, err := graph.Init(ctx, a.Store, params)
 	res.Root = init.Root.ID.String()
 	switch {
-	case errors.Is(err, graph.ErrGraphExists):
+	case errors.Is(err, graph.ErrGraphExists), errors.Is(err, graph.ErrInvalid):
 		// Nothing of ours is live: either nothing was sent, or Init
 		// fenced our main ref after losing the graph record.
 		if werr := a.moveWitness(ctx, in.Graph, res.Main, catalog.IncarnationUnpublished); werr != nil {
 			return InitGraphResult{}, werr
 		}
-		return conflict("%v", err)
-	case errors.Is(err, graph.ErrInvalid):
-		if werr := a.moveWitness(ctx, in.Graph, res.Main, catalog.IncarnationUnpublished); werr != nil {
-			return InitGraphResult{}, werr
+		res.Outcome, res.Message = outcome.Conflict, err.Error()
+		if errors.Is(err, graph.ErrInvalid) {
+			res.Outcome = outcome.Invalid
 		}
-		res.Outcome, res.Message = outcome.Invalid, err.Error()
 		return res, nil
 	case errors.Is(err, storage.ErrRefused):
 		// A refused put may follow puts that landed; the witness stays
@@ -226,13 +218,6 @@ func (a *Activities) moveWitness(ctx context.Context, graphName, native string, 
 		return fmt.Errorf("witness %s: %w", to, err)
 	}
 	return nil
-}
-
-// observeWriteSettled tells the observer an in-doubt write settled after since.
-func (a *Activities) observeWriteSettled(kind string, since time.Time) {
-	if a.Observer != nil {
-		a.Observer.Settled(kind, a.since(since))
-	}
 }
 
 // isUnreadableObject reports an object that exists but cannot be read as format v1.

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -97,17 +98,11 @@ type WriteSpec struct {
 // Describe names the write for people: phases, logs, the ledger's waiting column.
 func (w WriteSpec) Describe() string {
 	subject := w.Subject
-	switch {
-	case subject == "" && w.Kind == WriteRetireRef:
-		subject = w.Native
-	case subject == "" && w.Kind == WriteRetireTag:
-		subject = w.Name
+	if subject == "" && (w.Kind == WriteRetireRef || w.Kind == WriteRetireTag) {
+		subject = w.Native + w.Name // a retire names one of them
 	}
-	what := map[WriteKind]string{WriteRef: "ref put", WriteTag: "tag put",
-		WriteRetireRef: "retire", WriteRetireTag: "retire of tag", WritePublish: "commit publish"}[w.Kind]
-	if what == "" {
-		what = string(w.Kind) + " write"
-	}
+	what := cmp.Or(map[WriteKind]string{WriteRef: "ref put", WriteTag: "tag put",
+		WriteRetireRef: "retire", WriteRetireTag: "retire of tag", WritePublish: "commit publish"}[w.Kind], string(w.Kind)+" write")
 	if subject == "" {
 		return what
 	}
@@ -380,8 +375,6 @@ func putVerdict(err error) Verdict {
 	return Verdict{State: Ambiguous, Message: err.Error()}
 }
 
-// --- tags ---
-
 func (a *Activities) putTag(ctx context.Context, w WriteSpec) (Verdict, error) {
 	put, err := graph.PutTag(ctx, a.Store, w.Graph, w.Body)
 	switch {
@@ -470,8 +463,6 @@ func (a *Activities) fenceTag(ctx context.Context, in WriteInput) (Verdict, erro
 	return Verdict{}, fmt.Errorf("fence tag %s: %w", want.Name, err)
 }
 
-// --- retires ---
-
 func (a *Activities) retireRef(ctx context.Context, o Owner, w WriteSpec) (Verdict, error) {
 	_, err := graph.RetireRef(ctx, a.Store, w.Graph, w.Native, w.ETag, o.OpID)
 	var changed *graph.RefChangedError
@@ -528,8 +519,6 @@ func (a *Activities) retireWitnessOwned(ctx context.Context, o Owner, graphName,
 		return err
 	})
 }
-
-// --- the ledger side: claim, progress, finish ---
 
 // claim records an operation as this run's (OperationInsert with Owner), in tx when one is
 // given. It says whether the run owns the row; a row of another request (foreign) or run by
@@ -667,10 +656,7 @@ type FinishResult struct {
 // that is not this run's. Callers (the kernel) only finish once nothing the operation sent
 // may still land.
 func (a *Activities) Finish(ctx context.Context, in FinishInput) (FinishResult, error) {
-	out := catalog.Outcome(in.Outcome)
-	if in.Outcome == "" {
-		out = catalog.OutcomeFailed
-	}
+	out := cmp.Or(catalog.Outcome(in.Outcome), catalog.OutcomeFailed)
 	if in.Recorded {
 		a.observeFinished(string(in.Kind), string(out))
 		return FinishResult{Owned: true}, nil
@@ -728,7 +714,9 @@ func (a *Activities) Finish(ctx context.Context, in FinishInput) (FinishResult, 
 	}
 	if before.State == catalog.OperationInDoubt && in.Kind != catalog.OpCreateBranch {
 		// A create's doubt is its witness's, reported as the witness settles.
-		a.observeWriteSettled(string(in.Kind), before.UpdatedAt)
+		if a.Observer != nil {
+			a.Observer.Settled(string(in.Kind), a.now().Sub(before.UpdatedAt))
+		}
 	}
 	a.observeFinished(string(in.Kind), string(out))
 	return FinishResult{Owned: true}, nil
@@ -743,8 +731,6 @@ func finishDerivable(op catalog.Operation, out outcome.Outcome) bool {
 	spec, ok := pendingSpec(op)
 	return ok && out != "" && spec.Landed == out
 }
-
-// --- logging ---
 
 // logger returns the activity's logger, or the Activities' own outside an activity.
 func (a *Activities) logger(ctx context.Context) sdklog.Logger {
@@ -765,6 +751,3 @@ func (a *Activities) logVerdict(ctx context.Context, in WriteInput, step string,
 	a.logger(ctx).Info("graft "+step+" verdict", "op_id", in.Owner.OpID, "write", in.Spec.Describe(),
 		"attempt", in.Attempt, "verdict", string(v.State), "detail", v.Message)
 }
-
-// since reports how long ago t was, by the Activities' clock.
-func (a *Activities) since(t time.Time) time.Duration { return a.now().Sub(t) }

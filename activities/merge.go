@@ -1,8 +1,8 @@
 package activities
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -85,10 +85,16 @@ type PlanMergeResult struct {
 	Spec   WriteSpec
 }
 
-// PlanMerge reads the source and target heads and plans the merge
-// (planMerge). A conflict, or nothing to adopt, ends the merge with nothing
-// written. It writes nothing to storage but what the plan's publish names,
-// so the workflow holds the planned bytes before any put is sent.
+// PlanMerge reads the source and target heads and plans the merge (docs/format.md,
+// "Merges"): their merge bases (graph.FindBases), the object-level three-way plan
+// (graph.PlanMerge: a table both sides changed merges when their changes touch different
+// objects; only objects changed differently on both sides conflict, and are named), then
+// — recorded, its inputs pinned, the source head probed — the merged versions and the
+// merge commit on the target's head, written as one publish (the versions, chunks first,
+// before the commit; the swap of the target's ref is the head check). A conflict, or
+// nothing to adopt, ends the merge with nothing written. It writes nothing to storage but
+// what the plan's publish names, so the workflow holds the planned bytes before any put
+// is sent.
 func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMergeResult, error) {
 	end := func(o outcome.Outcome, f string, args ...any) (PlanMergeResult, error) {
 		return PlanMergeResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
@@ -113,11 +119,9 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 			return end(outcome.Invalid, "expected head: %v", err)
 		}
 	}
-	inputs, _ := json.Marshal(map[string]string{
+	rec := opRecord(catalog.OpMerge, in.OpID, in.Graph, in.WorkflowID, in.RunID, map[string]string{
 		"source": in.Source, "target": in.Target, "expected_head": in.ExpectedHead, "author": in.Author, "message": in.Message,
 	})
-	rec := catalog.OperationInsertParams{ID: in.OpID, Kind: catalog.OpMerge, Graph: in.Graph, Inputs: inputs,
-		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID}
 	// stop ends the merge with an outcome, claiming the operation first
 	// (unless previewing) so the kernel can finish it in the ledger.
 	stop := func(res PlanMergeResult, o outcome.Outcome, f string, args ...any) (PlanMergeResult, error) {
@@ -140,8 +144,8 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 			if err != nil {
 				return PlanMergeResult{}, err
 			}
-			return PlanMergeResult{Owned: true, Committed: own.landed, Commit: own.commit.ID.String(), Spec: own.spec, Kind: own.spec.Landed,
-				TargetHead: firstParent(own.commit)}, nil
+			return PlanMergeResult{Owned: true, Committed: own.landed, Commit: own.id, Spec: own.spec, Kind: own.spec.Landed,
+				TargetHead: own.parent}, nil
 		}
 	}
 
@@ -152,165 +156,8 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 	if out != "" {
 		return stop(PlanMergeResult{}, out, "%s", msg)
 	}
-	return a.planMerge(ctx, in, rec, graph.Head{Branch: heads[0].branch, Commit: heads[0].head},
-		graph.Head{Branch: heads[1].branch, Commit: heads[1].head}, stop)
-}
-
-// readMergeHeads resolves the source and the target and reads their heads,
-// both at once: per branch the resolve (resolveBranch: one ledger query and
-// one GET of the ref it names, when that ref is live), then one GET of the
-// head.
-func (a *Activities) readMergeHeads(ctx context.Context, graphName string, names ...string) ([]branchHead, outcome.Outcome, string, error) {
-	heads := make([]branchHead, len(names))
-	outs := make([]outcome.Outcome, len(names))
-	msgs := make([]string, len(names))
-	errs := make([]error, len(names))
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Go(func() { heads[i], outs[i], msgs[i], errs[i] = a.readBranchHead(ctx, graphName, name) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, "", "", err
-	}
-	for i := range names {
-		if outs[i] != "" {
-			return nil, outs[i], msgs[i], nil
-		}
-	}
-	return heads, "", "", nil
-}
-
-// branchHead is a branch's live incarnation and its head commit.
-type branchHead struct {
-	branch graph.Branch
-	head   graph.Commit
-}
-
-// readBranchHead resolves a logical branch and reads its head, or says
-// which outcome ends the operation (not_found names a missing graph).
-func (a *Activities) readBranchHead(ctx context.Context, graphName, name string) (branchHead, outcome.Outcome, string, error) {
-	b, out, msg, err := a.resolveWriteBranch(ctx, graphName, name)
-	if err != nil || out != "" {
-		if out == outcome.NotFound {
-			if _, gerr := graph.ReadGraph(ctx, a.Store, graphName); errors.Is(gerr, graph.ErrGraphNotFound) {
-				msg = fmt.Sprintf("graph %q does not exist; create it with `graft graph init %s`", graphName, graphName)
-			}
-		}
-		return branchHead{}, out, msg, err
-	}
-	g, err := a.graphOf(graphName)
-	if err != nil {
-		return branchHead{}, outcome.Invalid, err.Error(), nil
-	}
-	h, err := g.HeadOf(ctx, b)
-	switch {
-	case isUnreadableObject(err), errors.Is(err, graph.ErrCommitNotFound):
-		return branchHead{}, outcome.Conflict, fmt.Sprintf("read head of %s: %v", b.Native, err), nil
-	case err != nil:
-		return branchHead{}, "", "", fmt.Errorf("read head of %s: %w", b.Native, err)
-	}
-	return branchHead{branch: b, head: h.Commit}, "", "", nil
-}
-
-func versionString(v ulid.ULID) string {
-	if v.IsZero() {
-		return ""
-	}
-	return v.String()
-}
-
-// commitPins are the pins that keep commits, and so everything they reach (cleanup keeps
-// what a pinned commit reaches).
-func commitPins(graphName string, commits ...format.CommitID) []catalog.Pin {
-	var pins []catalog.Pin
-	seen := map[string]bool{}
-	add := func(kind catalog.ObjectKind, key string) {
-		if !seen[key] {
-			seen[key] = true
-			pins = append(pins, catalog.Pin{Kind: kind, Key: key})
-		}
-	}
-	for _, id := range commits {
-		add(catalog.ObjectCommit, format.CommitIDKey(graphName, id))
-	}
-	return pins
-}
-
-// recorded is how recordWithPins left the ledger.
-type recorded struct {
-	op catalog.Operation
-	// owned: the row is this run's (p.Owner's).
-	owned bool
-	// outcome, when set, ends the operation: not_retained (a pin was
-	// refused), conflict (the id belongs to another request or another
-	// workflow; the row is left alone), or the outcome of an operation that
-	// already finished.
-	outcome outcome.Outcome
-	message string
-}
-
-// recordWithPins claims the operation for p.Owner and registers its pins in
-// one ledger transaction. A pin a running cleanup has condemned refuses the
-// whole transaction; the operation is then claimed on its own and ends
-// not_retained.
-func (a *Activities) recordWithPins(ctx context.Context, p catalog.OperationInsertParams, pins []catalog.Pin) (recorded, error) {
-	var r recorded
-	var c claimed
-	err := a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		if c, err = a.claim(ctx, tx, p); err != nil || !c.owned {
-			return err
-		}
-		return a.Catalog.PinsRegisterTx(ctx, tx, catalog.PinsRegisterParams{OpID: p.ID, Graph: p.Graph, Pins: pins, Owner: p.Owner})
-	})
-	switch {
-	case errors.Is(err, catalog.ErrCondemned):
-		condemned := err
-		if c, err = a.claim(ctx, nil, p); err != nil || !c.owned {
-			return recorded{outcome: c.outcome, message: c.message}, err
-		}
-		return recorded{op: c.op, owned: true, outcome: outcome.NotRetained, message: fmt.Sprintf("condemned by a running cleanup: %v", condemned)}, nil
-	case err != nil:
-		return r, fmt.Errorf("record operation and pins: %w", err)
-	}
-	return recorded{op: c.op, owned: c.owned, outcome: c.outcome, message: c.message}, nil
-}
-
-// probeKeys HEADs keys in parallel after their pins are registered, and
-// returns the first that is missing (reclaimed), or "".
-func (a *Activities) probeKeys(ctx context.Context, keys ...string) (string, error) {
-	errs := make([]error, len(keys))
-	sem := make(chan struct{}, objectProbeConcurrency)
-	var wg sync.WaitGroup
-	for i, key := range keys {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			_, errs[i] = a.Store.Head(ctx, key)
-		})
-	}
-	wg.Wait()
-	for i, err := range errs {
-		switch {
-		case errors.Is(err, storage.ErrNotFound):
-			return keys[i], nil
-		case err != nil:
-			return "", fmt.Errorf("probe %s: %w", keys[i], err)
-		}
-	}
-	return "", nil
-}
-
-// planMerge plans a merge (docs/format.md, "Merges"): given the heads the two refs name, their merge bases (graph.FindBases), the object-level three-way plan
-// (graph.PlanMerge: a table both sides changed merges when their changes touch different
-// objects; only objects changed differently on both sides conflict, and are named), then
-// — recorded, its inputs pinned, the source head probed — the merged versions and the
-// merge commit on the target's head, written as one publish (the versions, chunks first,
-// before the commit; the swap of the target's ref is the head check).
-func (a *Activities) planMerge(ctx context.Context, in PlanMergeInput, rec catalog.OperationInsertParams, src, dst graph.Head,
-	stop func(PlanMergeResult, outcome.Outcome, string, ...any) (PlanMergeResult, error)) (PlanMergeResult, error) {
-	g, err := a.graphOf(in.Graph)
+	src, dst := heads[0], heads[1]
+	g, err := graph.Open(a.Store, in.Graph)
 	if err != nil {
 		return stop(PlanMergeResult{}, outcome.Invalid, "%v", err)
 	}
@@ -353,7 +200,7 @@ func (a *Activities) planMerge(ctx context.Context, in PlanMergeInput, rec catal
 	// The merged versions' bytes carry the operation's time, known once it is recorded;
 	// a preview records nothing and plans with the time now.
 	at := a.now().UTC()
-	var r recorded
+	var r claimed
 	if !in.Preview && search.Relation != graph.RelationUpToDate {
 		pins := []catalog.Pin{}
 		for _, c := range append([]graph.Commit{source, target}, search.Bases...) {
@@ -375,7 +222,8 @@ func (a *Activities) planMerge(ctx context.Context, in PlanMergeInput, rec catal
 			// another, so no version key is ever asked to hold two byte strings.
 			return nativeULID(in.OpID+"/merge/"+target.ID.String()+"/"+table, 0, at)
 		},
-		Time: at, Op: mergeVersionOp(in),
+		// A preview writes nothing, but its versions' op must validate.
+		Time: at, Op: cmp.Or(in.OpID, "preview"),
 	})
 	switch {
 	case errors.Is(err, graph.ErrVersionNotFound), errors.Is(err, graph.ErrCommitNotFound):
@@ -418,7 +266,7 @@ func (a *Activities) planMerge(ctx context.Context, in PlanMergeInput, rec catal
 		return stop(res, res.Kind, "%d tables to change on %q from %q", len(plan.Tables)-countKept(plan.Tables), in.Target, in.Source)
 	}
 
-	author, message := orDefault(in.Author, "graft"), orDefault(in.Message, fmt.Sprintf("merge %s into %s", in.Source, in.Target))
+	author, message := cmp.Or(in.Author, "graft"), cmp.Or(in.Message, fmt.Sprintf("merge %s into %s", in.Source, in.Target))
 	ap, err := g.PlanAppendOn(ctx, dst, plan.Spec(dst, source, author, message, at, in.OpID))
 	var stale *graph.StaleHeadError
 	switch {
@@ -436,10 +284,7 @@ func (a *Activities) planMerge(ctx context.Context, in PlanMergeInput, rec catal
 	}
 	spec := publishSpec(in.Graph, ap, res.Kind)
 	for _, v := range plan.Versions {
-		for _, c := range v.Chunks {
-			spec.Pre = append(spec.Pre, ChunkPut{Key: c.Key, Body: c.Body})
-		}
-		spec.Pre = append(spec.Pre, ChunkPut{Key: v.Key, Body: v.Body})
+		spec.Pre = append(append(spec.Pre, chunkPuts(v.Chunks)...), ChunkPut{Key: v.Key, Body: v.Body})
 	}
 	// Pin what the merge commit newly names — the adopted versions, the merged versions
 	// and their chunks, the commit and its chunks — and record the publish as the
@@ -470,13 +315,138 @@ func (a *Activities) planMerge(ctx context.Context, in PlanMergeInput, rec catal
 	return res, nil
 }
 
-// mergeVersionOp is the op recorded in a merge's new versions: the merge's operation, or
-// for a preview (which writes nothing) a placeholder that validates.
-func mergeVersionOp(in PlanMergeInput) string {
-	if in.OpID != "" {
-		return in.OpID
+// readMergeHeads resolves the source and the target and reads their heads,
+// both at once: per branch the resolve (resolveBranch: one ledger query and
+// one GET of the ref it names, when that ref is live), then one GET of the
+// head.
+func (a *Activities) readMergeHeads(ctx context.Context, graphName string, names ...string) ([]graph.Head, outcome.Outcome, string, error) {
+	heads := make([]graph.Head, len(names))
+	outs := make([]outcome.Outcome, len(names))
+	msgs := make([]string, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() { heads[i], outs[i], msgs[i], errs[i] = a.readBranchHead(ctx, graphName, name) })
 	}
-	return "preview"
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, "", "", err
+	}
+	for i := range names {
+		if outs[i] != "" {
+			return nil, outs[i], msgs[i], nil
+		}
+	}
+	return heads, "", "", nil
+}
+
+// readBranchHead resolves a logical branch and reads its head, or says
+// which outcome ends the operation (not_found names a missing graph).
+func (a *Activities) readBranchHead(ctx context.Context, graphName, name string) (graph.Head, outcome.Outcome, string, error) {
+	b, out, msg, err := a.resolveWriteBranch(ctx, graphName, name)
+	if err != nil || out != "" {
+		if out == outcome.NotFound {
+			if _, gerr := graph.ReadGraph(ctx, a.Store, graphName); errors.Is(gerr, graph.ErrGraphNotFound) {
+				msg = fmt.Sprintf("graph %q does not exist; create it with `graft graph init %s`", graphName, graphName)
+			}
+		}
+		return graph.Head{}, out, msg, err
+	}
+	g, err := graph.Open(a.Store, graphName)
+	if err != nil {
+		return graph.Head{}, outcome.Invalid, err.Error(), nil
+	}
+	h, err := g.HeadOf(ctx, b)
+	switch {
+	case isUnreadableObject(err), errors.Is(err, graph.ErrCommitNotFound):
+		return graph.Head{}, outcome.Conflict, fmt.Sprintf("read head of %s: %v", b.Native, err), nil
+	case err != nil:
+		return graph.Head{}, "", "", fmt.Errorf("read head of %s: %w", b.Native, err)
+	}
+	return h, "", "", nil
+}
+
+func versionString(v ulid.ULID) string {
+	if v.IsZero() {
+		return ""
+	}
+	return v.String()
+}
+
+// recordWithPins claims the operation for p.Owner and registers its pins in
+// one ledger transaction. A pin a running cleanup has condemned refuses the
+// whole transaction; the operation is then claimed on its own and ends
+// not_retained.
+func (a *Activities) recordWithPins(ctx context.Context, p catalog.OperationInsertParams, pins []catalog.Pin) (claimed, error) {
+	var c claimed
+	err := a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if c, err = a.claim(ctx, tx, p); err != nil || !c.owned {
+			return err
+		}
+		return a.Catalog.PinsRegisterTx(ctx, tx, catalog.PinsRegisterParams{OpID: p.ID, Graph: p.Graph, Pins: pins, Owner: p.Owner})
+	})
+	switch {
+	case errors.Is(err, catalog.ErrCondemned):
+		condemned := err
+		if c, err = a.claim(ctx, nil, p); err != nil || !c.owned {
+			return claimed{outcome: c.outcome, message: c.message}, err
+		}
+		return claimed{op: c.op, owned: true, outcome: outcome.NotRetained, message: fmt.Sprintf("condemned by a running cleanup: %v", condemned)}, nil
+	case err != nil:
+		return claimed{}, fmt.Errorf("record operation and pins: %w", err)
+	}
+	return c, nil
+}
+
+// claimCommit claims an operation that reads commit id: with o set, one that ends with o
+// before any pin; otherwise with the commit pinned (recordWithPins), then probed. The
+// commit's pin keeps what it reaches; the commit found after the pin has it all (cleanup
+// deletes referrers before referents). note ends the message of a commit reclaimed.
+func (a *Activities) claimCommit(ctx context.Context, rec catalog.OperationInsertParams, id format.CommitID, o outcome.Outcome, msg, note string) (claimed, error) {
+	key := format.CommitIDKey(rec.Graph, id)
+	if o != "" {
+		c, err := a.claim(ctx, nil, rec)
+		if c.owned {
+			c.outcome, c.message = o, msg
+		}
+		return c, err
+	}
+	c, err := a.recordWithPins(ctx, rec, keyPins(catalog.ObjectCommit, key))
+	if err != nil || c.outcome != "" {
+		return c, err
+	}
+	missing, err := a.probeKeys(ctx, key)
+	if err != nil {
+		return claimed{}, err
+	}
+	if missing != "" {
+		c.outcome, c.message = outcome.NotRetained, fmt.Sprintf("commit %s needs %s, which cleanup has reclaimed%s", id, missing, note)
+	}
+	return c, nil
+}
+
+// headAll HEADs keys, objectProbeConcurrency at a time.
+func (a *Activities) headAll(ctx context.Context, keys []string) ([]storage.ObjectInfo, []error) {
+	infos := make([]storage.ObjectInfo, len(keys))
+	errs := make([]error, len(keys))
+	parallel(len(keys), objectProbeConcurrency, func(i int) { infos[i], errs[i] = a.Store.Head(ctx, keys[i]) })
+	return infos, errs
+}
+
+// probeKeys HEADs keys in parallel after their pins are registered, and
+// returns the first that is missing (reclaimed), or "".
+func (a *Activities) probeKeys(ctx context.Context, keys ...string) (string, error) {
+	_, errs := a.headAll(ctx, keys)
+	for i, err := range errs {
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			return keys[i], nil
+		case err != nil:
+			return "", fmt.Errorf("probe %s: %w", keys[i], err)
+		}
+	}
+	return "", nil
 }
 
 func countKept(lines []graph.TableMerge) int {

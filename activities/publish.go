@@ -12,7 +12,6 @@ import (
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
-	"github.com/graftworks/graft/storage"
 )
 
 // The commit write (docs/format.md, "Appending a commit"): the plan's new chunks
@@ -28,19 +27,19 @@ type ChunkPut struct {
 	Body []byte `json:"body"`
 }
 
-// graphOf opens a graph.
-func (a *Activities) graphOf(name string) (*graph.Graph, error) {
-	return graph.Open(a.Store, name)
-}
-
 // publishSpec builds the kernel's write of a planned append.
 func publishSpec(graphName string, p graph.AppendPlan, landed outcome.Outcome) WriteSpec {
-	w := WriteSpec{Kind: WritePublish, Graph: graphName, Body: p.CommitBody, Ref: p.Publish.Body,
+	return WriteSpec{Kind: WritePublish, Graph: graphName, Body: p.CommitBody, Ref: p.Publish.Body, Chunks: chunkPuts(p.Chunks),
 		Native: p.Publish.Native, ETag: p.Publish.IfMatch, Landed: landed, Subject: p.Commit.ID.String()}
-	for _, c := range p.Chunks {
-		w.Chunks = append(w.Chunks, ChunkPut{Key: c.Key, Body: c.Body})
+}
+
+// chunkPuts are chunks as a write carries them.
+func chunkPuts(chunks []graph.Chunk) []ChunkPut {
+	var out []ChunkPut
+	for _, c := range chunks {
+		out = append(out, ChunkPut{Key: c.Key, Body: c.Body})
 	}
-	return w
+	return out
 }
 
 // publishOf decodes a publish spec back into the plan it was built from.
@@ -85,17 +84,11 @@ func (a *Activities) pinKeys(ctx context.Context, o Owner, graphName string, kin
 // and witnesses the write itself with one commit, and the kernel's first attempt then only
 // checks it (WriteInput.PendingRecorded). Outcomes as pinKeys'.
 func (a *Activities) pinAndRecord(ctx context.Context, o Owner, graphName string, pins []catalog.Pin, spec WriteSpec) (outcome.Outcome, string, error) {
-	pending, err := json.Marshal(spec)
-	if err != nil {
-		return "", "", fmt.Errorf("encode pending write: %w", err)
-	}
-	err = a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
+	err := a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
 		if err := a.Catalog.PinsRegisterTx(ctx, tx, catalog.PinsRegisterParams{OpID: o.OpID, Graph: graphName, Pins: pins, Owner: o.Run}); err != nil {
 			return err
 		}
-		_, err := a.Catalog.OperationProgressTx(ctx, tx, catalog.OperationProgressParams{ID: o.OpID, Owner: o.Run,
-			Pending: pending, Phase: "write", Waiting: spec.Describe()})
-		return err
+		return a.recordPendingTx(ctx, tx, o, spec)
 	})
 	switch {
 	case errors.Is(err, catalog.ErrCondemned):
@@ -106,6 +99,18 @@ func (a *Activities) pinAndRecord(ctx context.Context, o Owner, graphName string
 		return "", "", fmt.Errorf("pin keys and record the write: %w", err)
 	}
 	return "", "", nil
+}
+
+// recordPendingTx records spec as o's pending write, in tx: the operation is in its write
+// phase, waiting on it.
+func (a *Activities) recordPendingTx(ctx context.Context, tx pgx.Tx, o Owner, spec WriteSpec) error {
+	pending, err := json.Marshal(spec)
+	if err != nil {
+		return fmt.Errorf("encode pending write: %w", err)
+	}
+	_, err = a.Catalog.OperationProgressTx(ctx, tx, catalog.OperationProgressParams{ID: o.OpID, Owner: o.Run,
+		Pending: pending, Phase: "write", Waiting: spec.Describe()})
+	return err
 }
 
 // keyPins pins keys as kind.
@@ -137,11 +142,7 @@ func publishVerdict(res graph.PublishResult, pending bool, err error) (Verdict, 
 		// land on what a reader sees.
 		return Verdict{State: Other, Message: err.Error()}, nil
 	}
-	switch storage.CodeOf(err) {
-	case storage.CodeRefused, storage.CodeInvalidKey, storage.CodeInvalidArgument:
-		return Verdict{State: Refused, Message: err.Error()}, nil
-	}
-	return Verdict{State: Ambiguous, Message: err.Error()}, nil
+	return putFailed(err), nil
 }
 
 // openPublish decodes a publish spec and opens its graph; a non-nil Verdict (Invalid)
@@ -151,7 +152,7 @@ func (a *Activities) openPublish(w WriteSpec) (graph.AppendPlan, *graph.Graph, *
 	if err != nil {
 		return p, nil, &Verdict{State: Invalid, Message: "not a publishable commit: " + err.Error()}
 	}
-	g, err := a.graphOf(w.Graph)
+	g, err := graph.Open(a.Store, w.Graph)
 	if err != nil {
 		return p, nil, &Verdict{State: Invalid, Message: err.Error()}
 	}

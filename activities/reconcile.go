@@ -294,7 +294,6 @@ func pendingSpec(op catalog.Operation) (WriteSpec, bool) {
 	return spec, true
 }
 
-// liveRefSpec rebuilds the ref write a create would have sent for inc: the same bytes
 // liveRefSpec is the live ref put of an incarnation whose create recorded no pending
 // write: the ref naming its tree's fork commit, found by listing the tree. A tree with no
 // commit has no ref put to fence either: the kernel sends the ref only after the clone.
@@ -303,28 +302,29 @@ func (a *Activities) liveRefSpec(ctx context.Context, op catalog.Operation, inc 
 	if err != nil {
 		return WriteSpec{}, false
 	}
-	forks, err := a.treeCommits(ctx, op.Graph, tree)
-	if err != nil || len(forks) == 0 {
+	fork, err := a.forkOf(ctx, op.Graph, tree)
+	if err != nil || fork.IsZero() {
 		return WriteSpec{}, false
 	}
 	body, err := format.EncodeBranchRef(format.BranchRef{State: format.RefLive, Branch: logical, Native: inc.Native, Tree: tree,
-		Head: forks[len(forks)-1], Op: op.ID})
+		Head: fork, Op: op.ID})
 	if err != nil {
 		return WriteSpec{}, false
 	}
 	return WriteSpec{Kind: WriteRef, Graph: op.Graph, Body: body, Branch: logical, Landed: outcome.Created, Subject: inc.Native}, true
 }
 
-// treeCommits lists the commit ids stored in tree, newest seq first.
-func (a *Activities) treeCommits(ctx context.Context, graphName string, tree ulid.ULID) ([]format.CommitID, error) {
-	var ids []format.CommitID
+// forkOf is the last commit id listed in tree (zero when none is): a clone's fork commit,
+// in a tree whose ref never landed, so that no commit was appended.
+func (a *Activities) forkOf(ctx context.Context, graphName string, tree ulid.ULID) (format.CommitID, error) {
+	var fork format.CommitID
 	err := storage.ListAll(ctx, a.Store, format.TreeCommitsPrefix(graphName, tree), func(o storage.ObjectInfo) error {
 		if id, err := format.ParseCommitKey(graphName, o.Key); err == nil {
-			ids = append(ids, id)
+			fork = id
 		}
 		return nil
 	})
-	return ids, err
+	return fork, err
 }
 
 // reclaimClones deletes the fork commit of every unsettled incarnation of a create whose
@@ -340,15 +340,15 @@ func (a *Activities) reclaimClones(ctx context.Context, owner Owner, op catalog.
 		}
 		// The tree's commits are the clone's fork commit, if it was written: a tree whose
 		// ref key is fenced never had a commit appended.
-		forks, err := a.treeCommits(ctx, op.Graph, tree)
+		fork, err := a.forkOf(ctx, op.Graph, tree)
 		if err != nil {
 			return fmt.Errorf("list clone %s: %w", inc.Native, err)
 		}
-		fork := ""
-		if len(forks) > 0 {
-			fork = forks[len(forks)-1].String()
+		var forkID string
+		if !fork.IsZero() {
+			forkID = fork.String()
 		}
-		if err := a.ReclaimClone(ctx, ReclaimInput{Owner: owner, Graph: op.Graph, Native: inc.Native, Fork: fork, Reason: "its workflow closed"}); err != nil {
+		if err := a.ReclaimClone(ctx, ReclaimInput{Owner: owner, Graph: op.Graph, Native: inc.Native, Fork: forkID, Reason: "its workflow closed"}); err != nil {
 			return err
 		}
 	}

@@ -2,9 +2,9 @@ package activities
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -65,11 +65,7 @@ func (a *Activities) PrepareRepair(ctx context.Context, in PrepareRepairInput) (
 	if logical != in.Branch {
 		return end(outcome.Invalid, "keep: %s is an incarnation of %q, not of %q", in.Keep, logical, in.Branch)
 	}
-	inputs, _ := json.Marshal(map[string]string{"action": "repair", "branch": in.Branch, "keep": in.Keep})
-	c, err := a.claim(ctx, nil, catalog.OperationInsertParams{
-		ID: in.OpID, Kind: catalog.OpDeleteBranch, Graph: in.Graph, Inputs: inputs,
-		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID,
-	})
+	c, err := a.claim(ctx, nil, opRecord(catalog.OpDeleteBranch, in.OpID, in.Graph, in.WorkflowID, in.RunID, map[string]string{"action": "repair", "branch": in.Branch, "keep": in.Keep}))
 	if err != nil || !c.owned {
 		return PrepareRepairResult{Outcome: c.outcome, Message: c.message}, err
 	}
@@ -92,16 +88,14 @@ func (a *Activities) PrepareRepair(ctx context.Context, in PrepareRepairInput) (
 		return PrepareRepairResult{}, fmt.Errorf("read incarnations: %w", err)
 	}
 	var live []string
-	keepLive := false
 	for _, inc := range incs {
 		switch {
-		case inc.Ref.State == format.RefLive && inc.Native == in.Keep:
-			keepLive = true
-			live = append(live, inc.Native)
 		case inc.Ref.State == format.RefLive:
 			live = append(live, inc.Native)
-			res.Retire = append(res.Retire, RetireTarget{Native: inc.Native,
-				Spec: WriteSpec{Kind: WriteRetireRef, Graph: in.Graph, Native: inc.Native, ETag: inc.ETag}})
+			if inc.Native != in.Keep {
+				res.Retire = append(res.Retire, RetireTarget{Native: inc.Native,
+					Spec: WriteSpec{Kind: WriteRetireRef, Graph: in.Graph, Native: inc.Native, ETag: inc.ETag}})
+			}
 		case inc.Ref.State == format.RefRetired && inc.Ref.RetiredOp == in.OpID:
 			res.AlreadyRetired = append(res.AlreadyRetired, inc.Native)
 		}
@@ -109,7 +103,7 @@ func (a *Activities) PrepareRepair(ctx context.Context, in PrepareRepairInput) (
 	switch {
 	case len(live) == 0 && len(res.AlreadyRetired) == 0:
 		return stop(outcome.NotFound, "branch %q has no live incarnation in graph %q", in.Branch, in.Graph)
-	case !keepLive:
+	case !slices.Contains(live, in.Keep):
 		return stop(outcome.Invalid, "%s is not a live incarnation of %q; live: %s", in.Keep, in.Branch, strings.Join(live, ", "))
 	}
 	for _, t := range res.Retire {
@@ -121,11 +115,15 @@ func (a *Activities) PrepareRepair(ctx context.Context, in PrepareRepairInput) (
 			return PrepareRepairResult{}, fmt.Errorf("read witness: %w", err)
 		}
 		if !w.State.Settled() {
-			return stop(outcome.Conflict, "the create of %s is still settling (%s, operation %s); wait for it with `graft op wait %s`, then repair",
-				t.Native, w.State, w.OpID, w.OpID)
+			return stop(outcome.Conflict, "%s, then repair", settling(w))
 		}
 	}
 	return res, nil
+}
+
+// settling says that the create of w's incarnation is still settling, and how to wait.
+func settling(w catalog.Incarnation) string {
+	return fmt.Sprintf("the create of %s is still settling (%s, operation %s); wait for it with `graft op wait %s`", w.Native, w.State, w.OpID, w.OpID)
 }
 
 // retireRefused says why a RetireRef error proves the swap did not and will not happen:
@@ -180,21 +178,16 @@ type AdoptKeptResult struct {
 // a witness for it, under the repair's operation, when it was written outside
 // this ledger — before the kernel finishes the repair as done.
 func (a *Activities) AdoptKept(ctx context.Context, in AdoptKeptInput) (AdoptKeptResult, error) {
-	note, err := a.adoptKept(ctx, in)
-	return AdoptKeptResult{Note: note}, err
-}
-
-func (a *Activities) adoptKept(ctx context.Context, in AdoptKeptInput) (string, error) {
 	_, tree, err := format.ParseNative(in.Keep)
 	if err != nil {
-		return "", fmt.Errorf("adopt %s: %w", in.Keep, err)
+		return AdoptKeptResult{}, fmt.Errorf("adopt %s: %w", in.Keep, err)
 	}
 	w, err := a.Catalog.IncarnationGetByNative(ctx, catalog.IncarnationGetByNativeParams{Graph: in.Graph, Native: in.Keep})
 	switch {
 	case err == nil && w.OpID != in.Owner.OpID:
-		return "", nil // the ledger knows it already (live, or a create still settling it)
+		return AdoptKeptResult{}, nil // the ledger knows it already (live, or a create still settling it)
 	case err != nil && !errors.Is(err, catalog.ErrNotFound):
-		return "", fmt.Errorf("read witness: %w", err)
+		return AdoptKeptResult{}, fmt.Errorf("read witness: %w", err)
 	}
 	inc, err := a.Catalog.IncarnationInsert(ctx, catalog.IncarnationInsertParams{
 		Graph: in.Graph, Logical: in.Branch, Native: in.Keep, Tree: tree.String(), OpID: in.Owner.OpID,
@@ -202,15 +195,15 @@ func (a *Activities) adoptKept(ctx context.Context, in AdoptKeptInput) (string, 
 	var exists *catalog.IncarnationExistsError
 	switch {
 	case errors.As(err, &exists):
-		return fmt.Sprintf("%s has no witness and %s holds the name in the ledger (%s)", in.Keep, exists.Existing.Native, exists.Existing.State), nil
+		return AdoptKeptResult{Note: fmt.Sprintf("%s has no witness and %s holds the name in the ledger (%s)", in.Keep, exists.Existing.Native, exists.Existing.State)}, nil
 	case err != nil:
-		return "", fmt.Errorf("witness %s: %w", in.Keep, err)
+		return AdoptKeptResult{}, fmt.Errorf("witness %s: %w", in.Keep, err)
 	case inc.State == catalog.IncarnationIntent:
 		if _, err := a.Catalog.IncarnationSetState(ctx, catalog.IncarnationSetStateParams{
 			Graph: in.Graph, Native: in.Keep, From: catalog.IncarnationIntent, To: catalog.IncarnationLive,
 		}); err != nil {
-			return "", fmt.Errorf("witness %s live: %w", in.Keep, err)
+			return AdoptKeptResult{}, fmt.Errorf("witness %s live: %w", in.Keep, err)
 		}
 	}
-	return "recorded " + in.Keep + " live in the ledger", nil
+	return AdoptKeptResult{Note: "recorded " + in.Keep + " live in the ledger"}, nil
 }

@@ -162,7 +162,7 @@ func TestWorkerResolve_NameRecreated1000Times_CostsTheRequestsOfANameCreatedOnce
 			if err != nil || o != "" {
 				t.Fatalf("read head of %s: %s %s %v", branch, o, msg, err)
 			}
-			return h.branch.Native
+			return h.Native
 		}},
 		{"merge plan (preview)", func(branch string) string {
 			res, err := r.a.PlanMerge(r.ctx, PlanMergeInput{Graph: r.graph, Source: branch, Target: "main", Preview: true})
@@ -322,7 +322,7 @@ func (r *resolveRig) handWrittenLive(logical string) string {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	g, err := r.a.graphOf(r.graph)
+	g, err := graph.Open(r.a.Store, r.graph)
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -1,8 +1,8 @@
 package activities
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -69,12 +69,10 @@ func (a *Activities) PrepareRestore(ctx context.Context, in PrepareRestoreInput)
 			return end(outcome.Invalid, "backup tag: %v", err)
 		}
 	}
-	inputs, _ := json.Marshal(map[string]any{
+	rec := opRecord(catalog.OpRestore, in.OpID, in.Graph, in.WorkflowID, in.RunID, map[string]any{
 		"branch": in.Branch, "to_commit": in.ToCommit, "to_tag": in.ToTag, "expected_head": in.ExpectedHead,
 		"no_backup": in.NoBackup, "backup_tag": in.BackupTag, "author": in.Author, "message": in.Message,
 	})
-	rec := catalog.OperationInsertParams{ID: in.OpID, Kind: catalog.OpRestore, Graph: in.Graph, Inputs: inputs,
-		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID}
 
 	target, o, msg, err := a.resolveCommit(ctx, in.Graph, in.ToCommit, in.ToTag)
 	if err == nil && o == "" {
@@ -84,37 +82,15 @@ func (a *Activities) PrepareRestore(ctx context.Context, in PrepareRestoreInput)
 	if err != nil {
 		return PrepareRestoreResult{}, err
 	}
-	if o != "" {
-		r, err := a.recordOnly(ctx, rec)
-		if err != nil || !r.owned {
-			return PrepareRestoreResult{Outcome: r.outcome, Message: r.message}, err
-		}
-		return PrepareRestoreResult{Outcome: o, Message: msg, Owned: true}, nil
-	}
-	r, err := a.recordWithPins(ctx, rec, commitPins(in.Graph, target.ID))
+	c, err := a.claimCommit(ctx, rec, target.ID, o, msg, "; nothing was restored")
 	if err != nil {
 		return PrepareRestoreResult{}, err
 	}
-	res := PrepareRestoreResult{Owned: r.owned, Target: target.ID.String(), Time: r.op.CreatedAt.UTC()}
-	if r.outcome != "" {
-		res.Outcome, res.Message = r.outcome, r.message
-		return res, nil
-	}
-	// The commit's pin keeps what it reaches; the commit found after the pin has it all
-	// (cleanup deletes referrers before referents).
-	missing, err := a.probeKeys(ctx, format.CommitIDKey(in.Graph, target.ID))
-	if err != nil {
-		return PrepareRestoreResult{}, err
-	}
-	if missing != "" {
-		res.Outcome, res.Message = outcome.NotRetained, fmt.Sprintf("commit %s needs %s, which cleanup has reclaimed; nothing was restored", target.ID, missing)
+	res := PrepareRestoreResult{Outcome: c.outcome, Message: c.message, Owned: c.owned}
+	if o == "" {
+		res.Target, res.Time = target.ID.String(), c.op.CreatedAt.UTC()
 	}
 	return res, nil
-}
-
-// recordOnly records an operation that ends before any pin.
-func (a *Activities) recordOnly(ctx context.Context, p catalog.OperationInsertParams) (recorded, error) {
-	return a.recordWithPins(ctx, p, nil)
 }
 
 // resolveCommit reads the commit named by id, or by a live tag.
@@ -145,21 +121,27 @@ func (a *Activities) resolveCommit(ctx context.Context, graphName, id, tag strin
 	case errors.Is(err, graph.ErrCommitNotFound) && tag != "":
 		return graph.Commit{}, outcome.NotRetained, fmt.Sprintf("tag %q names commit %s, which no longer exists", tag, id), nil
 	case errors.Is(err, graph.ErrCommitNotFound):
-		// The ledger's record of a cleanup's deletion proves it existed.
-		run, reclaimed, lerr := a.Catalog.KeyReclaimed(ctx, catalog.KeyReclaimedParams{Graph: graphName, Key: format.CommitIDKey(graphName, cid)})
-		if lerr != nil {
-			return graph.Commit{}, "", "", fmt.Errorf("look up reclaimed commit: %w", lerr)
-		}
-		if reclaimed {
-			return graph.Commit{}, outcome.NotRetained, fmt.Sprintf("commit %s was reclaimed by cleanup run %s", id, run), nil
-		}
-		return graph.Commit{}, outcome.NotFound, fmt.Sprintf("commit %s does not exist", id), nil
+		o, msg, err := a.missingCommit(ctx, graphName, id, cid)
+		return graph.Commit{}, o, msg, err
 	case isUnreadableObject(err):
 		return graph.Commit{}, outcome.Conflict, err.Error(), nil
 	case err != nil:
 		return graph.Commit{}, "", "", fmt.Errorf("read commit: %w", err)
 	}
 	return c, "", "", nil
+}
+
+// missingCommit says why commit id (cid parsed) is not found: the ledger's record of a
+// cleanup's deletion proves it existed (not_retained); otherwise it never did (not_found).
+func (a *Activities) missingCommit(ctx context.Context, graphName, id string, cid format.CommitID) (outcome.Outcome, string, error) {
+	run, reclaimed, err := a.Catalog.KeyReclaimed(ctx, catalog.KeyReclaimedParams{Graph: graphName, Key: format.CommitIDKey(graphName, cid)})
+	switch {
+	case err != nil:
+		return "", "", fmt.Errorf("look up reclaimed commit: %w", err)
+	case reclaimed:
+		return outcome.NotRetained, fmt.Sprintf("commit %s was reclaimed by cleanup run %s", id, run), nil
+	}
+	return outcome.NotFound, fmt.Sprintf("commit %s does not exist", id), nil
 }
 
 // BackupTagName is the default name of the backup tag a restore takes of
@@ -228,23 +210,13 @@ func (a *Activities) PlanRestore(ctx context.Context, in PlanRestoreInput) (Plan
 		if err != nil {
 			return PlanRestoreResult{}, err
 		}
-		return PlanRestoreResult{Committed: own.landed, Commit: own.commit.ID.String(), Head: firstParent(own.commit), Spec: own.spec}, nil
+		return PlanRestoreResult{Committed: own.landed, Commit: own.id, Head: own.parent, Spec: own.spec}, nil
 	}
-	bh, o, msg, err := a.readBranchHead(ctx, in.Graph, in.Branch)
+	head, o, msg, err := a.readBranchHead(ctx, in.Graph, in.Branch)
 	if err != nil || o != "" {
 		return PlanRestoreResult{Outcome: o, Message: msg}, err
 	}
-	return a.planRestore(ctx, in, graph.Head{Branch: bh.branch, Commit: bh.head}, targetID)
-}
-
-// planRestore plans a restore on the head its live ref names (an expected head must be
-// it), pinned then probed: the backup tag of that head, and the restore commit — first parent the head, the target's pins map as it stands,
-// restored_from the target — planned by graph.PlanAppendOn and written as a publish.
-func (a *Activities) planRestore(ctx context.Context, in PlanRestoreInput, head graph.Head, targetID format.CommitID) (PlanRestoreResult, error) {
-	end := func(o outcome.Outcome, f string, args ...any) (PlanRestoreResult, error) {
-		return PlanRestoreResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
-	}
-	g, err := a.graphOf(in.Graph)
+	g, err := graph.Open(a.Store, in.Graph)
 	if err != nil {
 		return end(outcome.Invalid, "%v", err)
 	}
@@ -267,17 +239,14 @@ func (a *Activities) planRestore(ctx context.Context, in PlanRestoreInput, head 
 	}
 	res := PlanRestoreResult{Head: head.Commit.ID.String()}
 	if !in.NoBackup {
-		res.BackupTag = in.BackupTag
-		if res.BackupTag == "" {
-			res.BackupTag = BackupTagName(in.Branch, res.Head)
-		}
+		res.BackupTag = cmp.Or(in.BackupTag, BackupTagName(in.Branch, res.Head))
 		body, err := graph.TagBytes(graph.TagParams{Graph: in.Graph, Name: res.BackupTag, Commit: res.Head, Op: in.Owner.OpID, Time: in.Time})
 		if err != nil {
 			return end(outcome.Invalid, "backup tag: %v", err)
 		}
 		res.Tag = WriteSpec{Kind: WriteTag, Graph: in.Graph, Body: body, Subject: res.BackupTag}
 	}
-	author, message := orDefault(in.Author, "graft"), orDefault(in.Message, fmt.Sprintf("restore %s to %s", in.Branch, targetID))
+	author, message := cmp.Or(in.Author, "graft"), cmp.Or(in.Message, fmt.Sprintf("restore %s to %s", in.Branch, targetID))
 	plan, err := g.PlanAppendOn(ctx, head, graph.CommitSpec{Branch: in.Branch, ExpectedHead: in.ExpectedHead,
 		PinsFrom: targetID.String(), RestoredFrom: targetID.String(), Author: author, Message: message, Time: in.Time.UTC(), Op: in.Owner.OpID})
 	var stale *graph.StaleHeadError

@@ -1,14 +1,13 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -112,11 +111,7 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 	if !in.Edit.empty() {
 		fields["edit_sha256"] = in.Edit.digest()
 	}
-	inputs, _ := json.Marshal(fields)
-	c, err := a.claim(ctx, nil, catalog.OperationInsertParams{
-		ID: in.OpID, Kind: catalog.OpWriteTable, Graph: in.Graph, Inputs: inputs,
-		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID,
-	})
+	c, err := a.claim(ctx, nil, opRecord(catalog.OpWriteTable, in.OpID, in.Graph, in.WorkflowID, in.RunID, fields))
 	if err != nil || !c.owned {
 		return PrepareWriteResult{Outcome: c.outcome, Message: c.message}, err
 	}
@@ -261,20 +256,11 @@ func objectsDigest(entries []objectEntry) string {
 
 // probeObjects HEADs every object: each must exist with its listed size.
 func (a *Activities) probeObjects(ctx context.Context, graphName, table string, entries []objectEntry) (outcome.Outcome, string, error) {
-	infos := make([]storage.ObjectInfo, len(entries))
-	errs := make([]error, len(entries))
-	sem := make(chan struct{}, objectProbeConcurrency)
-	var wg sync.WaitGroup
+	keys := make([]string, len(entries))
 	for i, e := range entries {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			infos[i], errs[i] = a.Store.Head(ctx, format.ObjectKey(graphName, table, e.ID))
-		}()
+		keys[i] = format.ObjectKey(graphName, table, e.ID)
 	}
-	wg.Wait()
+	infos, errs := a.headAll(ctx, keys)
 	for i, e := range entries {
 		switch {
 		case errors.Is(errs[i], storage.ErrNotFound):
@@ -305,148 +291,25 @@ type WriteManifestResult struct {
 	Message string
 }
 
-// WriteManifest puts the new version's manifest with put-if-absent, after
-// its data objects exist (PrepareWrite probed them). Its bytes are a
+// WriteManifest puts the new version's manifest with put-if-absent, after its data
+// objects exist (PrepareWrite probed them): it plans the version, pins its new manifest
+// chunks, and writes the chunks then the version (graph.WriteVersion). Its bytes are a
 // function of the input, so a retry re-sends the same manifest.
 func (a *Activities) WriteManifest(ctx context.Context, in WriteManifestInput) (WriteManifestResult, error) {
 	version, err := format.ParseULID(in.Version)
 	if err != nil {
 		return WriteManifestResult{Outcome: outcome.Invalid, Message: "version: " + err.Error()}, nil
 	}
-	if in.Edit.Staged != "" {
-		return a.writeManifest(ctx, in, version, nil) // on the staged version: it lists them
-	}
-	entries, _, err := objectEntries(in.Objects, storage.MaxObjectSize)
-	if err != nil {
-		return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
-	}
-	return a.writeManifest(ctx, in, version, entries)
-}
-
-// PlanCommitInput is the input of PlanCommit.
-type PlanCommitInput struct {
-	Owner                         Owner
-	Graph, Branch, Table, Version string
-	// ExpectedHead is the caller's expected head, or "" for the current head.
-	ExpectedHead    string
-	Author, Message string
-	Time            time.Time
-	// Objects and Edit: an append or a remove plans the version on the
-	// head's version of the table (and writes it with the commit).
-	Objects []TableObject
-	Edit    TableEdit
-}
-
-// PlanCommitResult is the commit PlanCommit computed, or the outcome that
-// ends the write.
-type PlanCommitResult struct {
-	Outcome outcome.Outcome
-	Message string
-	// Committed reports that this operation's commit is stored already (an
-	// earlier attempt landed, and its answer was lost with its worker).
-	Committed bool
-	// Commit is the new commit's id; Parent its first parent.
-	Commit, Parent string
-	// Version, when set, is the version the commit pins (an append or a remove, planned on
-	// the head's version); otherwise the prepared one.
-	Version string
-	// Spec is the commit write to issue: its exact bytes, which every put and
-	// re-issue sends.
-	Spec WriteSpec
-	// PendingRecorded: Spec is recorded as the operation's pending write already, with
-	// the pins of what it names (WriteInput.PendingRecorded).
-	PendingRecorded bool `json:",omitempty"`
-}
-
-// PlanCommit reads the branch's real head — an expected head must be it —
-// and computes the commit that pins the new version on top of it: the head's
-// pins with the table's version replaced. It writes nothing to storage. An
-// earlier attempt's commit, recorded in the ledger as the operation's pending
-// write, is recognised first: stored → committed; possibly in flight → the
-// same commit again (the kernel re-issues it, or finds it stale).
-func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCommitResult, error) {
-	end := func(o outcome.Outcome, f string, args ...any) (PlanCommitResult, error) {
-		return PlanCommitResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
-	}
-	version, err := format.ParseULID(in.Version)
-	if err != nil {
-		return end(outcome.Invalid, "version: %v", err)
-	}
-	if own, ok, err := a.ownPendingCommit(ctx, in.Owner, in.Graph); err != nil || ok {
-		if err != nil {
-			return PlanCommitResult{}, err
+	var entries []objectEntry
+	if in.Edit.Staged == "" { // else the staged version lists them
+		if entries, _, err = objectEntries(in.Objects, storage.MaxObjectSize); err != nil {
+			return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
 		}
-		return PlanCommitResult{Committed: own.landed, Commit: own.commit.ID.String(), Parent: firstParent(own.commit), Spec: own.spec}, nil
 	}
-	b, out, msg, err := a.resolveWriteBranch(ctx, in.Graph, in.Branch)
-	if err != nil || out != "" {
-		if err != nil {
-			return PlanCommitResult{}, err
-		}
-		return end(out, "%s", msg)
-	}
-	return a.planCommit(ctx, in, b, version)
-}
-
-func firstParent(c format.Commit) string {
-	if len(c.Parents) == 0 {
-		return ""
-	}
-	return c.Parents[0].String()
-}
-
-// ownCommit is an operation's own commit write found in the ledger.
-type ownCommit struct {
-	spec   WriteSpec
-	commit format.Commit
-	// landed: the commit is stored at its key.
-	landed bool
-}
-
-// ownPendingCommit finds the commit write this operation recorded as pending
-// before sending it, if any, and whether it landed — so a plan re-run after
-// a worker crash recognises its own effect instead of planning a second
-// commit on a newer head. A pending commit that can no longer land (another
-// commit holds its seq, or the head is past it) is not returned: the caller
-// plans anew.
-func (a *Activities) ownPendingCommit(ctx context.Context, o Owner, graphName string) (ownCommit, bool, error) {
-	op, err := a.Catalog.OperationGet(ctx, catalog.OperationGetParams{ID: o.OpID})
-	if errors.Is(err, catalog.ErrNotFound) {
-		return ownCommit{}, false, nil
-	}
-	if err != nil {
-		return ownCommit{}, false, fmt.Errorf("read operation: %w", err)
-	}
-	if len(op.Pending) == 0 || op.OwnerRun != o.Run {
-		return ownCommit{}, false, nil
-	}
-	var spec WriteSpec
-	if err := json.Unmarshal(op.Pending, &spec); err != nil || spec.Graph != graphName {
-		return ownCommit{}, false, nil
-	}
-	if spec.Kind != WritePublish {
-		return ownCommit{}, false, nil
-	}
-	return a.ownPendingPublish(ctx, spec)
-}
-
-// manifestEntries are a write's uploaded objects as manifest entries, named by their ULIDs.
-func manifestEntries(entries []objectEntry) []format.ManifestEntry {
-	out := make([]format.ManifestEntry, 0, len(entries))
-	for _, e := range entries {
-		out = append(out, format.ManifestEntry{Name: e.ID.String(), Object: e.ID, Size: e.Size, SHA256: e.SHA256})
-	}
-	return out
-}
-
-// writeManifest plans the version, pins its new manifest chunks, and writes the chunks
-// then the version, put-if-absent (graph.WriteVersion): its bytes are a function of the
-// input, so a retry re-sends the same version.
-func (a *Activities) writeManifest(ctx context.Context, in WriteManifestInput, version ulid.ULID, entries []objectEntry) (WriteManifestResult, error) {
 	if in.Edit.onHead() {
 		return WriteManifestResult{}, nil // the plan writes the version, on the head's
 	}
-	g, err := a.graphOf(in.Graph)
+	g, err := graph.Open(a.Store, in.Graph)
 	if err != nil {
 		return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
 	}
@@ -486,16 +349,65 @@ func (a *Activities) writeManifest(ctx context.Context, in WriteManifestInput, v
 	return WriteManifestResult{}, nil
 }
 
-// maxPreChunks is the most manifest chunks an append's publish carries in its record (the
-// ledger's pending write); an append of more — a staged list — writes them in the plan.
-const maxPreChunks = 16
+// PlanCommitInput is the input of PlanCommit.
+type PlanCommitInput struct {
+	Owner                         Owner
+	Graph, Branch, Table, Version string
+	// ExpectedHead is the caller's expected head, or "" for the current head.
+	ExpectedHead    string
+	Author, Message string
+	Time            time.Time
+	// Objects and Edit: an append or a remove plans the version on the
+	// head's version of the table (and writes it with the commit).
+	Objects []TableObject
+	Edit    TableEdit
+}
 
-// planCommit plans the commit pinning version on the branch's real head: its live ref's
-// head, compared with an expected head (a mismatch is conflict, never a plan on the
-// expected commit), and pins every key the plan writes before it is written.
-func (a *Activities) planCommit(ctx context.Context, in PlanCommitInput, b graph.Branch, version ulid.ULID) (PlanCommitResult, error) {
+// PlanCommitResult is the commit PlanCommit computed, or the outcome that
+// ends the write.
+type PlanCommitResult struct {
+	Outcome outcome.Outcome
+	Message string
+	// Committed reports that this operation's commit is stored already (an
+	// earlier attempt landed, and its answer was lost with its worker).
+	Committed bool
+	// Commit is the new commit's id; Parent its first parent.
+	Commit, Parent string
+	// Version, when set, is the version the commit pins (an append or a remove, planned on
+	// the head's version); otherwise the prepared one.
+	Version string
+	// Spec is the commit write to issue: its exact bytes, which every put and
+	// re-issue sends.
+	Spec WriteSpec
+	// PendingRecorded: Spec is recorded as the operation's pending write already, with
+	// the pins of what it names (WriteInput.PendingRecorded).
+	PendingRecorded bool `json:",omitempty"`
+}
+
+// PlanCommit reads the branch's real head — an expected head must be it (a mismatch is
+// conflict, never a plan on the expected commit) — and computes the commit that pins the
+// new version on top of it: the head's pins with the table's version replaced. It pins
+// every key the plan writes, and writes nothing to storage. An
+// earlier attempt's commit, recorded in the ledger as the operation's pending
+// write, is recognised first: stored → committed; possibly in flight → the
+// same commit again (the kernel re-issues it, or finds it stale).
+func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCommitResult, error) {
 	end := func(o outcome.Outcome, f string, args ...any) (PlanCommitResult, error) {
 		return PlanCommitResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
+	}
+	version, err := format.ParseULID(in.Version)
+	if err != nil {
+		return end(outcome.Invalid, "version: %v", err)
+	}
+	if own, ok, err := a.ownPendingCommit(ctx, in.Owner, in.Graph); err != nil || ok {
+		if err != nil {
+			return PlanCommitResult{}, err
+		}
+		return PlanCommitResult{Committed: own.landed, Commit: own.id, Parent: own.parent, Spec: own.spec}, nil
+	}
+	b, out, msg, err := a.resolveWriteBranch(ctx, in.Graph, in.Branch)
+	if err != nil || out != "" {
+		return PlanCommitResult{Outcome: out, Message: msg}, err
 	}
 	if in.ExpectedHead != "" {
 		id, err := format.ParseCommitID(in.ExpectedHead)
@@ -506,7 +418,7 @@ func (a *Activities) planCommit(ctx context.Context, in PlanCommitInput, b graph
 			return end(outcome.Conflict, "expected head %s is not on %s, the live incarnation of %q", in.ExpectedHead, b.Native, in.Branch)
 		}
 	}
-	g, err := a.graphOf(in.Graph)
+	g, err := graph.Open(a.Store, in.Graph)
 	if err != nil {
 		return end(outcome.Invalid, "%v", err)
 	}
@@ -571,7 +483,7 @@ func (a *Activities) planCommit(ctx context.Context, in PlanCommitInput, b graph
 		}
 		edited, version = &vp, vp.Version.ID
 	}
-	author, message := orDefault(in.Author, "graft"), orDefault(in.Message, fmt.Sprintf("write table %s version %s", in.Table, version))
+	author, message := cmp.Or(in.Author, "graft"), cmp.Or(in.Message, fmt.Sprintf("write table %s version %s", in.Table, version))
 	plan, err := g.PlanAppendOn(ctx, head, graph.CommitSpec{Branch: in.Branch, ExpectedHead: in.ExpectedHead,
 		SetPins: map[string]ulid.ULID{in.Table: version}, Author: author, Message: message, Time: in.Time.UTC(), Op: in.Owner.OpID})
 	var stale *graph.StaleHeadError
@@ -588,10 +500,7 @@ func (a *Activities) planCommit(ctx context.Context, in PlanCommitInput, b graph
 	spec := publishSpec(in.Graph, plan, outcome.Done)
 	res := PlanCommitResult{Commit: plan.Commit.ID.String(), Parent: head.Commit.ID.String()}
 	if edited != nil {
-		for _, c := range edited.Chunks {
-			spec.Pre = append(spec.Pre, ChunkPut{Key: c.Key, Body: c.Body})
-		}
-		spec.Pre = append(spec.Pre, ChunkPut{Key: edited.Key, Body: edited.Body})
+		spec.Pre = append(append(spec.Pre, chunkPuts(edited.Chunks)...), ChunkPut{Key: edited.Key, Body: edited.Body})
 		res.Version = version.String()
 	}
 	if o, msg, err := a.pinAndRecord(ctx, in.Owner, in.Graph, keyPins(catalog.ObjectCommit, plan.Keys()...), spec); err != nil || o != "" {
@@ -601,25 +510,49 @@ func (a *Activities) planCommit(ctx context.Context, in PlanCommitInput, b graph
 	return res, nil
 }
 
-// ownPendingPublish is ownPendingCommit for a publish: published (the ref's head
-// is our commit or descends from it) → landed; the ref still what the plan read → the same
-// publish again; moved without it → not returned (the caller plans anew).
-func (a *Activities) ownPendingPublish(ctx context.Context, spec WriteSpec) (ownCommit, bool, error) {
+// ownCommit is an operation's own commit write found in the ledger: the commit's id and
+// its first parent's.
+type ownCommit struct {
+	spec       WriteSpec
+	id, parent string
+	// landed: the commit is stored at its key.
+	landed bool
+}
+
+// ownPendingCommit finds the commit write this operation recorded as pending
+// before sending it, if any, and whether it landed — so a plan re-run after
+// a worker crash recognises its own effect instead of planning a second
+// commit on a newer head. Published (the ref's head is the commit or descends from it) →
+// landed; the ref still what the plan read → the same publish again. A pending commit
+// that can no longer land (another commit holds its seq, or the head moved past it) is
+// not returned: the caller plans anew.
+func (a *Activities) ownPendingCommit(ctx context.Context, o Owner, graphName string) (ownCommit, bool, error) {
+	op, err := a.Catalog.OperationGet(ctx, catalog.OperationGetParams{ID: o.OpID})
+	if errors.Is(err, catalog.ErrNotFound) {
+		return ownCommit{}, false, nil
+	}
+	if err != nil {
+		return ownCommit{}, false, fmt.Errorf("read operation: %w", err)
+	}
+	spec, ok := pendingSpec(op)
+	if !ok || op.OwnerRun != o.Run || spec.Graph != graphName || spec.Kind != WritePublish {
+		return ownCommit{}, false, nil
+	}
 	p, err := publishOf(spec)
 	if err != nil {
 		return ownCommit{}, false, nil
 	}
-	own := ownCommit{spec: spec, commit: format.Commit{ID: p.Commit.ID, Parents: p.Commit.Parents}}
 	v, err := a.readPublish(ctx, spec)
-	if err != nil {
+	if err != nil || (v.State != Landed && v.State != Ambiguous) {
 		return ownCommit{}, false, err
 	}
-	switch v.State {
-	case Landed:
-		own.landed = true
-		return own, true, nil
-	case Ambiguous:
-		return own, true, nil
+	own := ownCommit{spec: spec, id: p.Commit.ID.String(), landed: v.State == Landed}
+	if len(p.Commit.Parents) > 0 {
+		own.parent = p.Commit.Parents[0].String()
 	}
-	return ownCommit{}, false, nil
+	return own, true, nil
 }
+
+// maxPreChunks is the most manifest chunks an append's publish carries in its record (the
+// ledger's pending write); an append of more — a staged list — writes them in the plan.
+const maxPreChunks = 16

@@ -89,9 +89,13 @@ func (e TableEdit) digest() string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// versionEntries are a write's objects and imports as manifest entries, by name.
+// versionEntries are a write's objects (named by their ULIDs) and imports as manifest
+// entries, by name.
 func versionEntries(entries []objectEntry, imports []TableImport) []format.ManifestEntry {
-	out := manifestEntries(entries)
+	out := make([]format.ManifestEntry, 0, len(entries)+len(imports))
+	for _, e := range entries {
+		out = append(out, format.ManifestEntry{Name: e.ID.String(), Object: e.ID, Size: e.Size, SHA256: e.SHA256})
+	}
 	for _, im := range imports {
 		out = append(out, im.entry())
 	}

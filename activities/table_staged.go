@@ -48,7 +48,7 @@ func (a *Activities) readStaged(ctx context.Context, graphName, table, opID, id 
 	if err != nil {
 		return fail(outcome.Invalid, "%v", err)
 	}
-	g, err := a.graphOf(graphName)
+	g, err := graph.Open(a.Store, graphName)
 	if err != nil {
 		return fail(outcome.Invalid, "%v", err)
 	}

@@ -1,8 +1,8 @@
 package activities
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -47,27 +47,18 @@ func (a *Activities) PrepareTag(ctx context.Context, in PrepareTagInput) (Prepar
 	if in.Commit != "" && in.Branch != "" {
 		return end(outcome.Invalid, "give a commit id or a branch, not both")
 	}
-	inputs, _ := json.Marshal(map[string]string{"action": "create", "tag": in.Name, "commit": in.Commit, "branch": in.Branch})
-	rec := catalog.OperationInsertParams{ID: in.OpID, Kind: catalog.OpTag, Graph: in.Graph, Inputs: inputs,
-		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID}
+	rec := opRecord(catalog.OpTag, in.OpID, in.Graph, in.WorkflowID, in.RunID, map[string]string{"action": "create", "tag": in.Name, "commit": in.Commit, "branch": in.Branch})
 
-	var (
-		c   graph.Commit
-		o   outcome.Outcome
-		msg string
-		err error
-	)
+	var h graph.Head
+	var o outcome.Outcome
+	var msg string
+	var err error
 	if in.Commit != "" {
-		c, o, msg, err = a.resolveCommit(ctx, in.Graph, in.Commit, "")
+		h.Commit, o, msg, err = a.resolveCommit(ctx, in.Graph, in.Commit, "")
 	} else {
-		branch := in.Branch
-		if branch == "" {
-			branch = graph.DefaultBranch
-		}
-		var bh branchHead
-		bh, o, msg, err = a.readBranchHead(ctx, in.Graph, branch)
-		c = bh.head
+		h, o, msg, err = a.readBranchHead(ctx, in.Graph, cmp.Or(in.Branch, graph.DefaultBranch))
 	}
+	c := h.Commit
 	if err != nil {
 		return PrepareTagResult{}, err
 	}
@@ -77,30 +68,16 @@ func (a *Activities) PrepareTag(ctx context.Context, in PrepareTagInput) (Prepar
 			o, msg = outcome.Invalid, err.Error()
 		}
 	}
-	if o != "" {
-		r, err := a.recordOnly(ctx, rec)
-		if err != nil || !r.owned {
-			return PrepareTagResult{Outcome: r.outcome, Message: r.message}, err
-		}
-		return PrepareTagResult{Outcome: o, Message: msg, Owned: true}, nil
-	}
-	r, err := a.recordWithPins(ctx, rec, commitPins(in.Graph, c.ID))
+	r, err := a.claimCommit(ctx, rec, c.ID, o, msg, "")
 	if err != nil {
 		return PrepareTagResult{}, err
 	}
-	res := PrepareTagResult{Owned: r.owned, Commit: c.ID.String()}
-	if r.outcome != "" {
-		res.Outcome, res.Message = r.outcome, r.message
+	res := PrepareTagResult{Outcome: r.outcome, Message: r.message, Owned: r.owned}
+	if o != "" {
 		return res, nil
 	}
-	// The commit's pin keeps what it reaches; the commit found after the pin has it all
-	// (cleanup deletes referrers before referents).
-	missing, err := a.probeKeys(ctx, format.CommitIDKey(in.Graph, c.ID))
-	if err != nil {
-		return PrepareTagResult{}, err
-	}
-	if missing != "" {
-		res.Outcome, res.Message = outcome.NotRetained, fmt.Sprintf("commit %s needs %s, which cleanup has reclaimed", c.ID, missing)
+	res.Commit = c.ID.String()
+	if r.outcome != "" {
 		return res, nil
 	}
 	body, err := graph.TagBytes(graph.TagParams{Graph: in.Graph, Name: in.Name, Commit: res.Commit, Op: in.OpID, Time: r.op.CreatedAt})
@@ -137,9 +114,7 @@ func (a *Activities) PrepareDeleteTag(ctx context.Context, in PrepareDeleteTagIn
 	if err := firstError(format.ValidateGraphName(in.Graph), format.ValidateTagName(in.Name), format.ValidateOp(in.OpID)); err != nil {
 		return PrepareDeleteTagResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
 	}
-	inputs, _ := json.Marshal(map[string]string{"action": "delete", "tag": in.Name})
-	r, err := a.recordOnly(ctx, catalog.OperationInsertParams{ID: in.OpID, Kind: catalog.OpTag, Graph: in.Graph, Inputs: inputs,
-		WorkflowID: in.WorkflowID, RunID: in.RunID, Owner: in.RunID})
+	r, err := a.claim(ctx, nil, opRecord(catalog.OpTag, in.OpID, in.Graph, in.WorkflowID, in.RunID, map[string]string{"action": "delete", "tag": in.Name}))
 	if err != nil {
 		return PrepareDeleteTagResult{}, err
 	}
@@ -150,9 +125,6 @@ func (a *Activities) PrepareDeleteTag(ctx context.Context, in PrepareDeleteTagIn
 	stop := func(o outcome.Outcome, f string, args ...any) (PrepareDeleteTagResult, error) {
 		res.Outcome, res.Message = o, fmt.Sprintf(f, args...)
 		return res, nil
-	}
-	if r.outcome != "" {
-		return stop(r.outcome, "%s", r.message)
 	}
 	t, err := graph.ReadTag(ctx, a.Store, in.Graph, in.Name)
 	switch {
