@@ -58,18 +58,10 @@ func (c *Client) StartRestore(ctx context.Context, req RestoreRequest) (*Restore
 	if to == "" {
 		to = "tag " + req.ToTag
 	}
-	h, err := startOperation[workflows.RestoreResult](ctx, c, operationStart{
+	return startOperation(ctx, c, operationStart{
 		Kind: "restore",
 		ID:   RestoreWorkflowID(req.Graph, req.Branch, key), Workflow: workflows.RestoreName, Input: in,
 		Summary: fmt.Sprintf("restore %s in %s to %s", req.Branch, req.Graph, to), Graph: req.Graph, Branch: req.Branch, OpID: key,
-		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE, Request: requestOf(in),
-	})
-	if err != nil {
-		return nil, err
-	}
-	h.fromStatus = func(st Status) workflows.RestoreResult {
-		return workflows.RestoreResult{Outcome: st.Outcome, OpID: st.OpID, Graph: req.Graph, Branch: req.Branch,
-			Commit: st.Commit, Message: st.Pending, SettleAttempts: st.SettleAttempts}
-	}
-	return h, nil
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+	}, workflows.RestoreResult{Graph: req.Graph, Branch: req.Branch})
 }

@@ -321,19 +321,12 @@ func Cleanup(ctx workflow.Context, in CleanupInput) (CleanupResult, error) {
 		return r.sweepAndFinish(ctx)
 	}
 
-	mode := in.Mode
-	if mode == "" && in.SweepRunID != "" {
-		mode = CleanupModeSweep
-	}
-	guard := DefaultGuardWindow
-	if in.GuardWindow != nil {
-		guard = *in.GuardWindow
-	}
+	mode := in.mode()
 	r.res = CleanupResult{Graph: in.Graph, Mode: mode, PlanRunID: in.SweepRunID, StartedAt: workflow.Now(ctx),
-		Policy: CleanupPolicy{KeepNewest: in.KeepNewest, KeepNewerThan: in.KeepNewerThan, GuardWindow: guard}}
-	if msg := validateCleanup(in, mode, guard); msg != "" {
-		r.res.Outcome, r.res.Message = outcome.Invalid, msg
-		return r.res, outcomeError(r.res.Outcome, msg, r.res)
+		Policy: CleanupPolicy{KeepNewest: in.KeepNewest, KeepNewerThan: in.KeepNewerThan, GuardWindow: in.guard()}}
+	if err := in.Validate(); err != nil {
+		r.res.Outcome, r.res.Message = outcome.Invalid, err.Error()
+		return r.res, outcomeError(r.res.Outcome, r.res.Message, r.res)
 	}
 	r.res.RunID = in.RunID
 	if r.res.RunID == "" {
@@ -437,30 +430,46 @@ func (r *cleanupRun) adopt(ctx workflow.Context, o activities.CleanupOrphan) err
 	return untilAnsweredStep(ctx, "finish the orphaned run", a.CleanupFinish, finish, nil)
 }
 
-// validateCleanup returns why the input is invalid, or "".
-func validateCleanup(in CleanupInput, mode CleanupMode, guard time.Duration) string {
-	switch {
+// mode is the input's mode: sweep when it names a mark run to sweep and no mode.
+func (in CleanupInput) mode() CleanupMode {
+	if in.Mode == "" && in.SweepRunID != "" {
+		return CleanupModeSweep
+	}
+	return in.Mode
+}
+
+// guard is the input's guard window, DefaultGuardWindow when it sets none.
+func (in CleanupInput) guard() time.Duration {
+	if in.GuardWindow == nil {
+		return DefaultGuardWindow
+	}
+	return *in.GuardWindow
+}
+
+// Validate says why Cleanup would end the input invalid before anything runs, or nil.
+func (in CleanupInput) Validate() error {
+	switch mode := in.mode(); {
 	case in.Graph == "":
-		return "graph is required"
+		return errors.New("graph is required")
 	case mode != CleanupModeDryRun && mode != CleanupModeMark && mode != CleanupModeSweep:
-		return fmt.Sprintf("mode must be dry_run, mark or sweep, not %q", mode)
+		return fmt.Errorf("mode must be dry_run, mark or sweep, not %q", mode)
 	case in.SweepRunID != "" && mode != CleanupModeSweep:
-		return "sweep_run_id needs mode sweep"
+		return errors.New("sweep_run_id needs mode sweep")
 	case in.KeepNewest < 0 || in.KeepNewerThan < 0:
-		return "keep_newest and keep_newer_than must not be negative"
+		return errors.New("keep_newest and keep_newer_than must not be negative")
 	case in.KeepNewest == 0 && in.KeepNewerThan == 0:
-		return "give keep_newest, keep_newer_than or both: a cleanup without a window would keep only heads"
-	case guard < 0:
-		return "guard_window must not be negative"
+		return errors.New("give keep_newest, keep_newer_than or both: a cleanup without a window would keep only heads")
+	case in.guard() < 0:
+		return errors.New("guard_window must not be negative")
 	case in.Tuning != nil && (in.Tuning.BatchSize < 0 || in.Tuning.BatchSize > 1000):
-		return "tuning.batch_size must be 1..1000"
+		return errors.New("tuning.batch_size must be 1..1000")
 	}
 	if in.RunID != "" {
 		if err := format.ValidateOp(in.RunID); err != nil {
-			return fmt.Sprintf("run_id: %v", err)
+			return fmt.Errorf("run_id: %v", err)
 		}
 	}
-	return ""
+	return nil
 }
 
 // mark runs the tree phase, then the table phase on every table in parallel.
