@@ -293,14 +293,11 @@ type cleanupRun struct {
 	tuning   CleanupTuning
 	res      CleanupResult
 	progress CleanupProgress
-	// Sweep state.
-	commitsPending bool
-	commitsAfter   string
-	chunksPending  bool
-	chunksAfter    string
-	lanes          []CleanupLane
-	chunks         int // sweep activities completed in this execution
-	sweepStarted   time.Time
+	// sweep is what remains to delete (its Result and Progress are filled only to
+	// continue as new).
+	sweep        CleanupResume
+	chunks       int // sweep activities completed in this execution
+	sweepStarted time.Time
 }
 
 // Cleanup reclaims what no root of a graph needs any more: it inserts its run in the
@@ -315,9 +312,7 @@ func Cleanup(ctx workflow.Context, in CleanupInput) (CleanupResult, error) {
 	}
 	_ = workflow.UpsertTypedSearchAttributes(ctx, searchattr.Graph.ValueSet(in.Graph), searchattr.Operation.ValueSet("cleanup"))
 	if in.Resume != nil {
-		r.res, r.progress = in.Resume.Result, in.Resume.Progress
-		r.commitsPending, r.commitsAfter, r.lanes = in.Resume.CommitsPending, in.Resume.CommitsAfter, in.Resume.Lanes
-		r.chunksPending, r.chunksAfter = in.Resume.GraphChunksPending, in.Resume.GraphChunksAfter
+		r.res, r.progress, r.sweep = in.Resume.Result, in.Resume.Progress, *in.Resume
 		return r.sweepAndFinish(ctx)
 	}
 
@@ -498,8 +493,8 @@ func (r *cleanupRun) mark(ctx workflow.Context) error {
 	r.res.Tables = len(trees.Tables)
 	r.progress.TablesTotal = len(trees.Tables)
 	r.progress.Condemned = r.res.Condemned.Keys()
-	r.commitsPending = trees.Condemned.Commits > 0
-	r.chunksPending = trees.GraphChunks > 0
+	r.sweep.CommitsPending = trees.Condemned.Commits > 0
+	r.sweep.GraphChunksPending = trees.GraphChunks > 0
 	r.res.Objects.GraphChunks = trees.GraphChunks
 	seed := runSeed(r.res.RunID)
 
@@ -527,7 +522,7 @@ func (r *cleanupRun) mark(ctx workflow.Context) error {
 			r.res.Objects.ManifestChunks += t.Chunks
 			r.res.Objects.External += t.External
 			if t.Condemned.Versions > 0 || t.Condemned.Objects > 0 {
-				r.lanes = append(r.lanes, CleanupLane{Table: table, Versions: t.Condemned.Versions > 0, Chunks: t.Chunks > 0,
+				r.sweep.Lanes = append(r.sweep.Lanes, CleanupLane{Table: table, Versions: t.Condemned.Versions > 0, Chunks: t.Chunks > 0,
 					Objects: t.Condemned.Objects > t.Chunks})
 			}
 			r.progress.TablesDone++
@@ -591,37 +586,32 @@ func (r *cleanupRun) sweepAndFinish(ctx workflow.Context) (CleanupResult, error)
 		r.res.addRefused(p, r.tuning.MaxPlanKeys)
 		r.progress.Refused = r.res.Refused
 	}
-	// Commits first: a commit must never outlive a version it pins.
-	for r.commitsPending {
-		if r.shouldContinueAsNew(ctx) {
-			return r.continueAsNew(ctx)
+	// Commits first: a commit must never outlive a version it pins. Then the pins and
+	// lineage chunks: no commit left names them.
+	for _, s := range []struct {
+		pending            *bool
+		after              *string
+		prefix, kind, what string
+	}{
+		{&r.sweep.CommitsPending, &r.sweep.CommitsAfter, r.in.Graph + "/trees/", "commit", "commits"},
+		{&r.sweep.GraphChunksPending, &r.sweep.GraphChunksAfter, format.ChunksPrefix(r.in.Graph), "", "pins and lineage chunks"},
+	} {
+		for *s.pending {
+			if r.shouldContinueAsNew(ctx) {
+				return r.continueAsNew(ctx)
+			}
+			r.setPhase(ctx, "sweep", fmt.Sprintf("deleting %s: %d keys deleted of %d", s.what, r.progress.Deleted, r.progress.Condemned))
+			var p activities.CleanupSweepProgress
+			if err := workflow.ExecuteActivity(actx, a.CleanupSweep, input(s.prefix, s.kind, *s.after)).Get(ctx, &p); err != nil {
+				return r.fail(ctx, fmt.Errorf("sweep %s: %w", s.what, err))
+			}
+			record(p)
+			*s.after, *s.pending = p.After, !p.Done
 		}
-		r.setPhase(ctx, "sweep", fmt.Sprintf("deleting commits: %d keys deleted of %d", r.progress.Deleted, r.progress.Condemned))
-		var p activities.CleanupSweepProgress
-		if err := workflow.ExecuteActivity(actx, a.CleanupSweep, input(r.in.Graph+"/trees/", "commit", r.commitsAfter)).Get(ctx, &p); err != nil {
-			return r.fail(ctx, fmt.Errorf("sweep commits: %w", err))
-		}
-		record(p)
-		r.commitsAfter = p.After
-		r.commitsPending = !p.Done
-	}
-	// Then the pins and lineage chunks: no commit left names them.
-	for r.chunksPending {
-		if r.shouldContinueAsNew(ctx) {
-			return r.continueAsNew(ctx)
-		}
-		r.setPhase(ctx, "sweep", fmt.Sprintf("deleting pins and lineage chunks: %d keys deleted of %d", r.progress.Deleted, r.progress.Condemned))
-		var p activities.CleanupSweepProgress
-		if err := workflow.ExecuteActivity(actx, a.CleanupSweep, input(format.ChunksPrefix(r.in.Graph), "", r.chunksAfter)).Get(ctx, &p); err != nil {
-			return r.fail(ctx, fmt.Errorf("sweep chunks: %w", err))
-		}
-		record(p)
-		r.chunksAfter = p.After
-		r.chunksPending = !p.Done
 	}
 	// Then each table: its versions before its objects.
-	queue := r.lanes
-	r.lanes = nil
+	queue := r.sweep.Lanes
+	r.sweep.Lanes = nil
 	err := runQueue(ctx, r.tuning.Parallelism, &queue,
 		func(l CleanupLane) workflow.Future {
 			return workflow.ExecuteActivity(actx, a.CleanupSweep, input(l.prefix(r.in.Graph), "", l.After))
@@ -647,7 +637,7 @@ func (r *cleanupRun) sweepAndFinish(ctx workflow.Context) (CleanupResult, error)
 		return r.fail(ctx, err)
 	}
 	if len(queue) > 0 {
-		r.lanes = queue
+		r.sweep.Lanes = queue
 		return r.continueAsNew(ctx)
 	}
 	r.res.Sweep.Duration += workflow.Now(ctx).Sub(r.sweepStarted)
@@ -666,9 +656,8 @@ func (r *cleanupRun) continueAsNew(ctx workflow.Context) (CleanupResult, error) 
 	r.res.Sweep.Duration += workflow.Now(ctx).Sub(r.sweepStarted)
 	next := r.in
 	next.RunID = r.res.RunID
-	next.Resume = &CleanupResume{Result: r.res, Progress: r.progress,
-		CommitsPending: r.commitsPending, CommitsAfter: r.commitsAfter, Lanes: r.lanes,
-		GraphChunksPending: r.chunksPending, GraphChunksAfter: r.chunksAfter}
+	r.sweep.Result, r.sweep.Progress = r.res, r.progress
+	next.Resume = &r.sweep
 	return CleanupResult{}, workflow.NewContinueAsNewError(ctx, CleanupName, next)
 }
 

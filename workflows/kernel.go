@@ -397,7 +397,7 @@ func (r *opRun) run(ctx workflow.Context, res result, body func(ctx workflow.Con
 	if err == nil {
 		res.setEnd(e.out, e.msg)
 		r.finish(ctx, e)
-		return endError(e.out, e.msg, res)
+		return outcomeError(e.out, e.msg, res)
 	}
 	cancelled := temporal.IsCanceledError(err) || ctx.Err() != nil
 	fctx := ctx
@@ -447,7 +447,7 @@ func (r *opRun) run(ctx workflow.Context, res result, body func(ctx workflow.Con
 		return err
 	}
 	if e.out != "" {
-		return endError(e.out, e.msg, res)
+		return outcomeError(e.out, e.msg, res)
 	}
 	return err
 }
@@ -484,17 +484,12 @@ func abandonedMessage(reason string) string {
 	return "abandoned by an operator: " + reason
 }
 
-// endError is a workflow's error for its definitive outcome (docs/workflows.md): nil for
-// a success, so the workflow completes with its result; otherwise a non-retryable
+// outcomeError is a workflow's error for its definitive outcome (docs/workflows.md): nil
+// for a success, so the workflow completes with its result; otherwise a non-retryable
 // ApplicationError whose type is the outcome, whose message is the result's, and whose
 // first detail is the whole result, so the workflow fails — red in the UI — and a client
-// still decodes the result.
-func endError(out outcome.Outcome, msg string, res result) error {
-	return outcomeError(out, msg, res)
-}
-
-// outcomeError is endError for any result value: cleanup, which owns its ledger row
-// outside the kernel, ends the same way.
+// still decodes the result. Cleanup, which owns its ledger row outside the kernel, ends
+// the same way.
 func outcomeError(out outcome.Outcome, msg string, res any) error {
 	if out == "" || out.Success() {
 		return nil
