@@ -143,19 +143,12 @@ func (c *Client) Cleanup(ctx context.Context, req CleanupRequest) (workflows.Cle
 // flight have reported in their heartbeats.
 func (h *CleanupHandle) Progress(ctx context.Context) (workflows.CleanupProgress, error) {
 	var p workflows.CleanupProgress
-	qctx, cancel := context.WithTimeout(ctx, h.c.opts.QueryTimeout)
+	if err := h.c.query(ctx, h.WorkflowID, "", workflows.CleanupProgressQueryName, &p); err != nil || p.Phase != "sweep" {
+		return p, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, h.c.opts.QueryTimeout)
 	defer cancel()
-	v, err := h.c.tc.QueryWorkflow(qctx, h.WorkflowID, "", workflows.CleanupProgressQueryName)
-	if err != nil {
-		return p, fmt.Errorf("query cleanup progress: %w", err)
-	}
-	if err := v.Get(&p); err != nil {
-		return p, fmt.Errorf("decode cleanup progress: %w", err)
-	}
-	if p.Phase != "sweep" {
-		return p, nil
-	}
-	desc, err := h.c.tc.DescribeWorkflowExecution(qctx, h.WorkflowID, "")
+	desc, err := h.c.tc.DescribeWorkflowExecution(dctx, h.WorkflowID, "")
 	if err != nil {
 		return p, nil // the query's figures stand on their own
 	}

@@ -99,9 +99,9 @@ func (h *OperationHandle[R]) Wait(ctx context.Context) (R, error) {
 	var early func(context.Context) (R, bool, error)
 	if h.fromStatus != nil {
 		early = func(qctx context.Context) (R, bool, error) {
-			var zero R
-			var st Status
-			if err := h.c.queryStatus(qctx, h.WorkflowID, h.RunID, &st); err != nil || !st.InDoubt() {
+			st, err := h.Status(qctx)
+			if err != nil || !st.InDoubt() {
+				var zero R
 				return zero, false, err
 			}
 			return h.fromStatus(st), true, nil
@@ -267,7 +267,7 @@ func (c *Client) startRun(ctx context.Context, s operationStart) (sdkclient.Work
 	}
 	run, err := c.tc.ExecuteWorkflow(ctx, opts, s.Workflow, s.Input)
 	if exists := (*serviceerror.WorkflowExecutionAlreadyStarted)(nil); req != nil && errors.As(err, &exists) {
-		return c.attachSame(ctx, s.ID, exists.RunId, s.OpID, *req)
+		return c.attachSame(ctx, s.ID, exists.RunId, s.OpID, *req, false)
 	}
 	if err != nil {
 		if s.What == "" {

@@ -113,7 +113,7 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 			if err != nil {
 				return nil, err
 			}
-			run, _, err := c.attachSame(ctx, id, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), key, ours)
+			run, _, err := c.attachSame(ctx, id, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), key, ours, false)
 			if err != nil {
 				return nil, err
 			}
