@@ -489,7 +489,7 @@ func (r *cleanupRun) mark(ctx workflow.Context) error {
 	r.res.Fenced, r.res.WouldFence = trees.Fenced, trees.WouldFence
 	r.res.RetainAllData = trees.RetainAllReason
 	r.res.Mark.Requests.Add(trees.Requests)
-	r.addPlanKeys(trees.PlanKeys)
+	r.res.PlanKeys = appendUpTo(r.res.PlanKeys, trees.PlanKeys, r.tuning.MaxPlanKeys)
 	r.res.Tables = len(trees.Tables)
 	r.progress.TablesTotal = len(trees.Tables)
 	r.progress.Condemned = r.res.Condemned.Keys()
@@ -518,7 +518,7 @@ func (r *cleanupRun) mark(ctx workflow.Context) error {
 			r.res.Condemned.Add(t.Condemned)
 			r.res.NotInPlan += t.NotInPlan
 			r.res.Mark.Requests.Add(t.Requests)
-			r.addPlanKeys(t.PlanKeys)
+			r.res.PlanKeys = appendUpTo(r.res.PlanKeys, t.PlanKeys, r.tuning.MaxPlanKeys)
 			r.res.Objects.ManifestChunks += t.Chunks
 			r.res.Objects.External += t.External
 			if t.Condemned.Versions > 0 || t.Condemned.Objects > 0 {
@@ -555,15 +555,6 @@ func runSeed(runID string) uint64 {
 		h *= 1099511628211
 	}
 	return h
-}
-
-func (r *cleanupRun) addPlanKeys(keys []string) {
-	for _, k := range keys {
-		if len(r.res.PlanKeys) >= r.tuning.MaxPlanKeys {
-			return
-		}
-		r.res.PlanKeys = append(r.res.PlanKeys, k)
-	}
 }
 
 // sweepAndFinish deletes the condemned commits, then every table's condemned versions

@@ -117,7 +117,10 @@ func Merge(ctx workflow.Context, in MergeInput) (MergeResult, error) {
 			}
 			res.SourceHead, res.TargetHead, res.Bases = plan.SourceHead, plan.TargetHead, plan.Bases
 			res.Unchanged, res.Conflicts = plan.Unchanged, plan.Conflicts
-			res.Tables = mergeTables(plan.Tables) // a re-plan replaces the whole plan
+			res.Tables = plan.Tables // a re-plan replaces the whole plan
+			if res.Tables == nil {
+				res.Tables = []MergeTable{}
+			}
 			res.Commit, r.status.Commit = plan.Commit, plan.Commit
 			return plannedCommit{out: plan.Outcome, msg: plan.Message, committed: plan.Committed, spec: plan.Spec, recorded: plan.PendingRecorded, success: plan.Kind}, nil
 		})

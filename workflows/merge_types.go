@@ -16,11 +16,3 @@ const (
 	MergeConflict  = contract.MergeConflict
 	MergeMerged    = contract.MergeMerged
 )
-
-// mergeTables is the plan step's lines as the result's; never nil.
-func mergeTables(in []MergeTable) []MergeTable {
-	if in == nil {
-		return []MergeTable{}
-	}
-	return in
-}
