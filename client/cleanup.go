@@ -14,8 +14,6 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/oklog/ulid/v2"
-
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/searchattr"
 	"github.com/graftworks/graft/workflows"
@@ -78,9 +76,7 @@ func (c *Client) StartCleanup(ctx context.Context, req CleanupRequest) (*Cleanup
 		return nil, err
 	}
 	given := req.RunID != ""
-	if !given {
-		req.RunID = ulid.Make().String()
-	}
+	req.RunID = keyOrNew(req.RunID)
 	in := req.input()
 	// A given run id names one run: the one that ended under it is attached
 	// to or a conflict, never started again.

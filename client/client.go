@@ -14,6 +14,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,9 +56,7 @@ type Client struct {
 
 // New returns a Client over an existing Temporal client.
 func New(tc sdkclient.Client, o Options) *Client {
-	if o.TaskQueue == "" {
-		o.TaskQueue = "graft"
-	}
+	o.TaskQueue = cmp.Or(o.TaskQueue, "graft")
 	if o.PollInterval <= 0 {
 		o.PollInterval = time.Second
 	}

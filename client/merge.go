@@ -127,10 +127,7 @@ func (h *OperationHandle[R]) wait(ctx context.Context, early func(context.Contex
 	if out.Success() {
 		return res, nil
 	}
-	if opID == "" {
-		opID = h.OpID
-	}
-	return res, &outcome.Error{Outcome: out, OpID: opID, Message: msg}
+	return res, &outcome.Error{Outcome: out, OpID: cmp.Or(opID, h.OpID), Message: msg}
 }
 
 // startWait waits for the operation a Start method returned.
@@ -270,19 +267,11 @@ func (c *Client) startRun(ctx context.Context, s operationStart) (sdkclient.Work
 		return c.attachSame(ctx, s.ID, exists.RunId, s.OpID, *req, false)
 	}
 	if err != nil {
-		if s.What == "" {
-			s.What = "start " + s.Summary
-		}
-		return nil, "", unanswered(ctx, s.What, s.ID, s.OpID, err)
+		return nil, "", unanswered(ctx, cmp.Or(s.What, "start "+s.Summary), s.ID, s.OpID, err)
 	}
 	return run, s.OpID, nil
 }
 
 // keyOrNew is the caller's idempotency key (checked by the request's
 // Validate), or a fresh one.
-func keyOrNew(key string) string {
-	if key == "" {
-		return ulid.Make().String()
-	}
-	return key
-}
+func keyOrNew(key string) string { return cmp.Or(key, ulid.Make().String()) }

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -54,10 +55,7 @@ func (c *Client) StartRestore(ctx context.Context, req RestoreRequest) (*Restore
 	key := keyOrNew(req.IdempotencyKey)
 	in := workflows.RestoreInput{Graph: req.Graph, Branch: req.Branch, To: workflows.RestoreTarget{Commit: req.ToCommit, Tag: req.ToTag},
 		ExpectedHead: req.ExpectedHead, NoBackup: req.NoBackup, BackupTag: req.BackupTag, OpID: key, Author: req.Author, Message: req.Message}
-	to := req.ToCommit
-	if to == "" {
-		to = "tag " + req.ToTag
-	}
+	to := cmp.Or(req.ToCommit, "tag "+req.ToTag)
 	return startOperation(ctx, c, operationStart{
 		Kind: "restore",
 		ID:   RestoreWorkflowID(req.Graph, req.Branch, key), Workflow: workflows.RestoreName, Input: in,

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -151,9 +152,7 @@ func (c *Client) describeInto(ctx context.Context, d *OperationDetail) {
 		if st.Pending != "" {
 			d.WaitsFor = st.Pending
 		}
-		if d.Native == "" {
-			d.Native = st.Native
-		}
+		d.Native = cmp.Or(d.Native, st.Native)
 		d.Workflow = "running"
 	}
 	dctx, cancel := context.WithTimeout(ctx, c.opts.QueryTimeout)

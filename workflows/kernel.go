@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -138,18 +139,12 @@ type runSpec struct {
 // run), the abandon signal, search attributes and the status query.
 func startOp(ctx workflow.Context, s runSpec) (*opRun, error) {
 	info := workflow.GetInfo(ctx)
-	if s.opID == "" {
-		s.opID = info.WorkflowExecution.ID
-	}
+	s.opID = cmp.Or(s.opID, info.WorkflowExecution.ID)
 	r := &opRun{kind: s.kind, owner: activities.Owner{OpID: s.opID, Run: info.WorkflowExecution.RunID},
 		wfID: info.WorkflowExecution.ID, graph: s.graph, branch: s.branch, subject: s.subject}
 	r.status.OpID = s.opID
 	r.abandonC = workflow.GetSignalChannel(ctx, AbandonSignalName)
-	attr := s.operationAttr
-	if attr == "" {
-		attr = string(s.kind)
-	}
-	attrs := []temporal.SearchAttributeUpdate{searchattr.Graph.ValueSet(s.graph), searchattr.Operation.ValueSet(attr)}
+	attrs := []temporal.SearchAttributeUpdate{searchattr.Graph.ValueSet(s.graph), searchattr.Operation.ValueSet(cmp.Or(s.operationAttr, string(s.kind)))}
 	if s.branch != "" {
 		attrs = append(attrs, searchattr.Branch.ValueSet(s.branch))
 	}
@@ -428,10 +423,7 @@ func (r *opRun) run(ctx workflow.Context, res result, body func(ctx workflow.Con
 		case ferr != nil:
 			e.msg = ferr.Error()
 		case v.State == activities.Landed:
-			e.out, e.msg, e.recorded = w.Landed, "the "+w.Describe()+" landed before the operation ended", v.Recorded
-			if e.out == "" {
-				e.out = outcome.Unpublished
-			}
+			e.out, e.msg, e.recorded = cmp.Or(w.Landed, outcome.Unpublished), "the "+w.Describe()+" landed before the operation ended", v.Recorded
 		default:
 			e.out, e.msg = outcome.Unpublished, "the "+w.Describe()+" is fenced and never lands ("+reason+")"
 			if r.onFenced != nil && w.Kind == activities.WriteRef {
@@ -494,10 +486,7 @@ func outcomeError(out outcome.Outcome, msg string, res any) error {
 	if out == "" || out.Success() {
 		return nil
 	}
-	if msg == "" {
-		msg = string(out)
-	}
-	return temporal.NewNonRetryableApplicationError(msg, string(out), nil, res)
+	return temporal.NewNonRetryableApplicationError(cmp.Or(msg, string(out)), string(out), nil, res)
 }
 
 // setDetails shows the phase, its subject and what is pending in the UI.
