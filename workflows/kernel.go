@@ -73,12 +73,6 @@ type OperationStatus struct {
 // InDoubt reports whether the status says a write may still land.
 func (s OperationStatus) InDoubt() bool { return s.Outcome == outcome.InDoubt }
 
-// runStatus is the status an operation reports, and the settle attempts already recorded.
-type runStatus struct {
-	OperationStatus
-	settleAttemptsRecorded int
-}
-
 // result is a workflow's result struct: the kernel records the end in it.
 type result interface {
 	setEnd(out outcome.Outcome, message string)
@@ -104,7 +98,9 @@ type opRun struct {
 	graph   string
 	branch  string
 	subject string
-	status  runStatus
+	status  OperationStatus
+	// attemptsRecorded: the settle attempts the ledger has.
+	attemptsRecorded int
 	// foreign: the operation id is another request's (or another workflow's): the
 	// kernel never writes its row.
 	foreign bool
@@ -149,7 +145,7 @@ func startOp(ctx workflow.Context, s runSpec) (*opRun, error) {
 		attrs = append(attrs, searchattr.Branch.ValueSet(s.branch))
 	}
 	_ = workflow.UpsertTypedSearchAttributes(ctx, attrs...)
-	return r, workflow.SetQueryHandler(ctx, StatusQueryName, func() (OperationStatus, error) { return r.status.OperationStatus, nil })
+	return r, workflow.SetQueryHandler(ctx, StatusQueryName, func() (OperationStatus, error) { return r.status, nil })
 }
 
 func (r *opRun) setPhase(ctx workflow.Context, phase, pending string) {
@@ -305,12 +301,12 @@ func (r *opRun) settle(ctx workflow.Context, w activities.WriteSpec, v activitie
 // recordAttempts records the re-issues so far in the ledger, once settled.
 func (r *opRun) recordAttempts(ctx workflow.Context) {
 	var a *activities.Activities
-	if r.status.SettleAttempts == r.status.settleAttemptsRecorded {
+	if r.status.SettleAttempts == r.attemptsRecorded {
 		return
 	}
 	if r.step(ctx, "record settle attempts", a.Progress, activities.ProgressInput{Owner: r.owner,
 		SettleAttempts: r.status.SettleAttempts}, nil) == nil {
-		r.status.settleAttemptsRecorded = r.status.SettleAttempts
+		r.attemptsRecorded = r.status.SettleAttempts
 	}
 }
 
