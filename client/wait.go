@@ -151,13 +151,7 @@ func resultOfFailure[R any](err error) (R, bool) {
 		return res, false
 	}
 	ae, ok := wee.Unwrap().(*temporal.ApplicationError) // the workflow's own failure, not a step's
-	if !ok {
-		return res, false
-	}
-	if o := outcome.Outcome(ae.Type()); !o.Valid() || !ae.HasDetails() {
-		return res, false
-	}
-	if ae.Details(&res) != nil {
+	if !ok || !outcome.Outcome(ae.Type()).Valid() || !ae.HasDetails() || ae.Details(&res) != nil {
 		return res, false
 	}
 	return res, true
@@ -177,8 +171,7 @@ func workflowError(w waitTarget, err error) error {
 		e.Status = "canceled"
 	case errors.As(err, &to):
 		e.Status, e.Cause = "timed_out", to.Error()
-	}
-	if e.Status == "failed" {
+	default:
 		e.Cause = rootCause(err)
 		e.Dependency = dependencyOf(e.Cause)
 	}
