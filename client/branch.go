@@ -45,12 +45,12 @@ func (c *Client) RepairBranch(ctx context.Context, req RepairBranchRequest) (wor
 	}
 	key := keyOrNew(req.IdempotencyKey)
 	in := workflows.RepairBranchInput{Graph: req.Graph, Branch: req.Branch, Keep: req.Keep, OpID: key}
-	h, err := startOperation[workflows.RepairBranchResult](ctx, c, operationStart{
+	h, err := startOperation(ctx, c, operationStart{
 		Kind: "repair_branch",
 		ID:   RepairBranchWorkflowID(req.Graph, req.Branch), Workflow: workflows.RepairBranchName, Input: in,
 		Summary: fmt.Sprintf("repair branch %s in %s, keeping %s", req.Branch, req.Graph, req.Keep), Graph: req.Graph, Branch: req.Branch, OpID: key,
-		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, Request: requestOf(in), Finished: req.IdempotencyKey != "",
-	})
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, Finished: req.IdempotencyKey != "",
+	}, workflows.RepairBranchResult{})
 	if err != nil {
 		return workflows.RepairBranchResult{}, fmt.Errorf("start repair of %s/%s: %w", req.Graph, req.Branch, err)
 	}

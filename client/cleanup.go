@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,8 +13,6 @@ import (
 	sdkclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
-
-	"github.com/oklog/ulid/v2"
 
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/searchattr"
@@ -49,16 +48,12 @@ func CleanupWorkflowID(graph string) string { return "graft/cleanup/" + graph }
 // CleanupScheduleID is the id of graph's cleanup schedule.
 func CleanupScheduleID(graph string) string { return "graft-cleanup-" + graph }
 
-// CleanupHandle is a started cleanup.
+// CleanupHandle is a started cleanup. RunID is the Temporal run id of the
+// workflow's first execution; OpID the cleanup's operation id in the ledger,
+// "" when the attached run has not said it yet (OperationID asks again). Wait
+// waits for its result through any continue-as-new.
 type CleanupHandle struct {
-	c          *Client
-	WorkflowID string
-	// RunID is the Temporal run id of the workflow's first execution.
-	RunID string
-	// OpID is the cleanup's operation id in the ledger; "" when the attached
-	// run has not said it yet (OperationID asks again).
-	OpID string
-	run  sdkclient.WorkflowRun
+	*OperationHandle[workflows.CleanupResult]
 }
 
 func (r CleanupRequest) input() workflows.CleanupInput {
@@ -70,31 +65,7 @@ func (r CleanupRequest) input() workflows.CleanupInput {
 
 // Validate checks the request as graft.Cleanup would, without contacting anything.
 func (r CleanupRequest) Validate() error {
-	if err := checkGraph(r.Graph); err != nil {
-		return err
-	}
-	switch r.Mode {
-	case "":
-		if r.SweepRunID == "" {
-			return outcome.Errorf(outcome.Invalid, "", "mode must be dry_run, mark or sweep")
-		}
-	case workflows.CleanupModeDryRun, workflows.CleanupModeMark, workflows.CleanupModeSweep:
-	default:
-		return outcome.Errorf(outcome.Invalid, "", "mode must be dry_run, mark or sweep, not %q", r.Mode)
-	}
-	switch {
-	case r.SweepRunID != "" && r.Mode != "" && r.Mode != workflows.CleanupModeSweep:
-		return outcome.Errorf(outcome.Invalid, "", "a sweep of a mark run's plan needs mode sweep, not %q", r.Mode)
-	case r.KeepNewest < 0 || r.KeepNewerThan < 0:
-		return outcome.Errorf(outcome.Invalid, "", "keep newest and keep newer than must not be negative")
-	case r.KeepNewest == 0 && r.KeepNewerThan == 0:
-		return outcome.Errorf(outcome.Invalid, "", "give keep newest, keep newer than or both: a cleanup without a window would keep only heads")
-	case r.GuardWindow != nil && *r.GuardWindow < 0:
-		return outcome.Errorf(outcome.Invalid, "", "guard window must not be negative")
-	case r.Tuning != nil && (r.Tuning.BatchSize < 0 || r.Tuning.BatchSize > 1000):
-		return outcome.Errorf(outcome.Invalid, "", "tuning batch size must be 1..1000")
-	}
-	return firstInvalid(checkKey(r.SweepRunID), checkOp("run id", r.RunID))
+	return firstInvalid(checkGraph(r.Graph), invalid("", r.input().Validate()), checkKey(r.SweepRunID))
 }
 
 // StartCleanup starts a cleanup of req.Graph, or attaches to the one running
@@ -105,9 +76,7 @@ func (c *Client) StartCleanup(ctx context.Context, req CleanupRequest) (*Cleanup
 		return nil, err
 	}
 	given := req.RunID != ""
-	if !given {
-		req.RunID = ulid.Make().String()
-	}
+	req.RunID = keyOrNew(req.RunID)
 	in := req.input()
 	// A given run id names one run: the one that ended under it is attached
 	// to or a conflict, never started again.
@@ -115,14 +84,14 @@ func (c *Client) StartCleanup(ctx context.Context, req CleanupRequest) (*Cleanup
 		Kind: "cleanup",
 		ID:   CleanupWorkflowID(req.Graph), Workflow: workflows.CleanupName, Input: in,
 		Summary: fmt.Sprintf("cleanup (%s) of %s", req.Mode, req.Graph), Graph: req.Graph, OpID: req.RunID,
-		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, Request: requestOf(in), Finished: given,
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, Finished: given,
 		What: "start cleanup of " + req.Graph, NoEager: true,
 	})
 	if err != nil {
 		return nil, err
 	}
 	// An attached run has its own ledger id: from its input, or asked.
-	h := &CleanupHandle{c: c, WorkflowID: run.GetID(), RunID: run.GetRunID(), OpID: opID, run: run}
+	h := &CleanupHandle{&OperationHandle[workflows.CleanupResult]{c: c, WorkflowID: run.GetID(), RunID: run.GetRunID(), OpID: opID, run: run}}
 	if h.OpID == "" {
 		if p, err := h.Progress(ctx); err == nil {
 			h.OpID = p.RunID
@@ -135,7 +104,7 @@ func (c *Client) StartCleanup(ctx context.Context, req CleanupRequest) (*Cleanup
 // runID "" follows its latest run.
 func (c *Client) AttachCleanup(ctx context.Context, workflowID, runID string) *CleanupHandle {
 	run := c.tc.GetWorkflow(ctx, workflowID, runID)
-	return &CleanupHandle{c: c, WorkflowID: workflowID, RunID: run.GetRunID(), run: run}
+	return &CleanupHandle{&OperationHandle[workflows.CleanupResult]{c: c, WorkflowID: workflowID, RunID: run.GetRunID(), run: run}}
 }
 
 // OperationID returns the cleanup's ledger id, asking the workflow when
@@ -165,41 +134,17 @@ func (c *Client) Cleanup(ctx context.Context, req CleanupRequest) (workflows.Cle
 	return h.Wait(ctx)
 }
 
-// Wait waits for the cleanup's result, through any continue-as-new; a run
-// that ends without one is a *WorkflowError.
-func (h *CleanupHandle) Wait(ctx context.Context) (workflows.CleanupResult, error) {
-	res, err := await[workflows.CleanupResult](ctx, h.c, waitTarget{workflowID: h.WorkflowID, runID: h.RunID, opID: h.OpID, run: h.run}, nil)
-	if err != nil {
-		var we *WorkflowError
-		if errors.As(err, &we) {
-			return res, err
-		}
-		return res, fmt.Errorf("cleanup: %w", err)
-	}
-	if res.Outcome != outcome.Done {
-		return res, &outcome.Error{Outcome: res.Outcome, OpID: res.RunID, Message: res.Message}
-	}
-	return res, nil
-}
-
 // Progress asks the running cleanup how far it got, bounded by
 // Options.QueryTimeout. Deleted includes what sweep activities still in
 // flight have reported in their heartbeats.
 func (h *CleanupHandle) Progress(ctx context.Context) (workflows.CleanupProgress, error) {
 	var p workflows.CleanupProgress
-	qctx, cancel := context.WithTimeout(ctx, h.c.opts.QueryTimeout)
+	if err := h.c.query(ctx, h.WorkflowID, "", workflows.CleanupProgressQueryName, &p); err != nil || p.Phase != "sweep" {
+		return p, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, h.c.opts.QueryTimeout)
 	defer cancel()
-	v, err := h.c.tc.QueryWorkflow(qctx, h.WorkflowID, "", workflows.CleanupProgressQueryName)
-	if err != nil {
-		return p, fmt.Errorf("query cleanup progress: %w", err)
-	}
-	if err := v.Get(&p); err != nil {
-		return p, fmt.Errorf("decode cleanup progress: %w", err)
-	}
-	if p.Phase != "sweep" {
-		return p, nil
-	}
-	desc, err := h.c.tc.DescribeWorkflowExecution(qctx, h.WorkflowID, "")
+	desc, err := h.c.tc.DescribeWorkflowExecution(dctx, h.WorkflowID, "")
 	if err != nil {
 		return p, nil // the query's figures stand on their own
 	}
@@ -266,22 +211,17 @@ type CleanupScheduleRun struct {
 // given (the server turns cron into calendar specs).
 const cronMemo = "graft_cleanup_cron"
 
+// input is the input of every cleanup the schedule starts.
+func (r CleanupScheduleRequest) input() workflows.CleanupInput {
+	return workflows.CleanupInput{Graph: r.Graph, KeepNewest: r.KeepNewest, KeepNewerThan: r.KeepNewerThan,
+		Mode: cmp.Or(r.Mode, workflows.CleanupModeSweep), GuardWindow: r.GuardWindow}
+}
+
 func (r CleanupScheduleRequest) check() error {
-	if r.Graph == "" {
-		return outcome.Errorf(outcome.Invalid, "", "graph is required")
-	}
 	if r.Every <= 0 && r.Cron == "" {
 		return outcome.Errorf(outcome.Invalid, "", "give an interval (every) or a cron expression")
 	}
-	if r.KeepNewest <= 0 && r.KeepNewerThan <= 0 {
-		return outcome.Errorf(outcome.Invalid, "", "give keep_newest, keep_newer_than or both")
-	}
-	switch r.Mode {
-	case "", workflows.CleanupModeDryRun, workflows.CleanupModeMark, workflows.CleanupModeSweep:
-	default:
-		return outcome.Errorf(outcome.Invalid, "", "mode must be dry_run, mark or sweep, not %q", r.Mode)
-	}
-	return nil
+	return invalid("", r.input().Validate())
 }
 
 func (c *Client) scheduleParts(r CleanupScheduleRequest) (sdkclient.ScheduleSpec, *sdkclient.ScheduleWorkflowAction) {
@@ -292,18 +232,13 @@ func (c *Client) scheduleParts(r CleanupScheduleRequest) (sdkclient.ScheduleSpec
 	if r.Cron != "" {
 		spec.CronExpressions = []string{r.Cron}
 	}
-	mode := r.Mode
-	if mode == "" {
-		mode = workflows.CleanupModeSweep
-	}
-	in := workflows.CleanupInput{Graph: r.Graph, KeepNewest: r.KeepNewest, KeepNewerThan: r.KeepNewerThan,
-		Mode: mode, GuardWindow: r.GuardWindow}
+	in := r.input()
 	action := &sdkclient.ScheduleWorkflowAction{
 		ID:            CleanupWorkflowID(r.Graph),
 		Workflow:      workflows.CleanupName,
 		Args:          []any{in},
 		TaskQueue:     c.opts.TaskQueue,
-		StaticSummary: fmt.Sprintf("scheduled cleanup (%s) of %s", mode, r.Graph),
+		StaticSummary: fmt.Sprintf("scheduled cleanup (%s) of %s", in.Mode, r.Graph),
 		Memo:          map[string]any{cronMemo: r.Cron},
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			searchattr.Graph.ValueSet(r.Graph), searchattr.Operation.ValueSet("cleanup")),

@@ -14,6 +14,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,9 +56,7 @@ type Client struct {
 
 // New returns a Client over an existing Temporal client.
 func New(tc sdkclient.Client, o Options) *Client {
-	if o.TaskQueue == "" {
-		o.TaskQueue = "graft"
-	}
+	o.TaskQueue = cmp.Or(o.TaskQueue, "graft")
 	if o.PollInterval <= 0 {
 		o.PollInterval = time.Second
 	}
@@ -104,24 +103,16 @@ func (c *Client) StartCreateBranch(ctx context.Context, req CreateBranchRequest)
 		Source: workflows.Source{Branch: req.FromBranch, Commit: req.FromCommit, Tag: req.FromTag},
 		OpID:   opID, Author: req.Author, Message: req.Message,
 	}
-	h, err := startOperation[workflows.CreateBranchResult](ctx, c, operationStart{
+	h, err := startOperation(ctx, c, operationStart{
 		Kind: "create_branch",
 		ID:   CreateBranchWorkflowID(req.Graph, req.Branch), Workflow: workflows.CreateBranchName, Input: in,
 		Summary: fmt.Sprintf("create branch %s in %s", req.Branch, req.Graph), Graph: req.Graph, Branch: req.Branch, OpID: opID,
-		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, Request: requestOf(in), Finished: req.IdempotencyKey != "",
-	})
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, Finished: req.IdempotencyKey != "",
+	}, workflows.CreateBranchResult{Graph: req.Graph, Branch: req.Branch})
 	if err != nil {
 		return nil, fmt.Errorf("start create of %s/%s: %w", req.Graph, req.Branch, err)
 	}
-	h.fromStatus = createFromStatus(req.Graph, req.Branch)
 	return &Handle{h}, nil
-}
-
-func createFromStatus(graph, branch string) func(Status) workflows.CreateBranchResult {
-	return func(st Status) workflows.CreateBranchResult {
-		return workflows.CreateBranchResult{Outcome: st.Outcome, OpID: st.OpID, Graph: graph, Branch: branch, Native: st.Native,
-			Message: st.Pending, SettleAttempts: st.SettleAttempts}
-	}
 }
 
 // AttachCreateBranch returns a handle on the create of (graph, branch) that
@@ -130,7 +121,7 @@ func (c *Client) AttachCreateBranch(ctx context.Context, graph, branch string) *
 	id := CreateBranchWorkflowID(graph, branch)
 	run := c.tc.GetWorkflow(ctx, id, "")
 	return &Handle{&OperationHandle[workflows.CreateBranchResult]{c: c, WorkflowID: id, RunID: run.GetRunID(), run: run,
-		fromStatus: createFromStatus(graph, branch)}}
+		fromStatus: inDoubtResult(workflows.CreateBranchResult{Graph: graph, Branch: branch})}}
 }
 
 // CreateBranch creates a branch and waits for its outcome (OperationHandle.Wait).

@@ -44,18 +44,10 @@ func (c *Client) StartDeleteBranch(ctx context.Context, req DeleteBranchRequest)
 	}
 	key := keyOrNew(req.IdempotencyKey)
 	in := workflows.DeleteBranchInput{Graph: req.Graph, Branch: req.Branch, Force: req.Force, OpID: key}
-	h, err := startOperation[workflows.DeleteBranchResult](ctx, c, operationStart{
+	return startOperation(ctx, c, operationStart{
 		Kind: "delete_branch",
 		ID:   DeleteBranchWorkflowID(req.Graph, req.Branch), Workflow: workflows.DeleteBranchName, Input: in,
 		Summary: fmt.Sprintf("delete branch %s in %s", req.Branch, req.Graph), Graph: req.Graph, Branch: req.Branch, OpID: key,
-		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, Request: requestOf(in), Finished: req.IdempotencyKey != "",
-	})
-	if err != nil {
-		return nil, err
-	}
-	h.fromStatus = func(st Status) workflows.DeleteBranchResult {
-		return workflows.DeleteBranchResult{Outcome: st.Outcome, OpID: st.OpID, Graph: req.Graph, Branch: req.Branch,
-			Message: st.Pending, SettleAttempts: st.SettleAttempts}
-	}
-	return h, nil
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, Finished: req.IdempotencyKey != "",
+	}, workflows.DeleteBranchResult{Graph: req.Graph, Branch: req.Branch})
 }

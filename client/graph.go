@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -32,21 +33,14 @@ func (c *Client) InitGraph(ctx context.Context, req InitGraphRequest) (workflows
 		return workflows.InitGraphResult{}, err
 	}
 	in := workflows.InitGraphInput{Graph: req.Graph, OpID: req.IdempotencyKey, Author: req.Author}
-	h, err := startOperation[workflows.InitGraphResult](ctx, c, operationStart{
+	h, err := startOperation(ctx, c, operationStart{
 		Kind: "init_graph",
 		ID:   InitGraphWorkflowID(req.Graph), Workflow: workflows.InitGraphName, Input: in,
-		Summary: "init graph " + req.Graph, Graph: req.Graph, OpID: initOpID(req),
-		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, Request: requestOf(in),
-	})
+		Summary: "init graph " + req.Graph, Graph: req.Graph, OpID: cmp.Or(req.IdempotencyKey, InitGraphWorkflowID(req.Graph)),
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	}, workflows.InitGraphResult{})
 	if err != nil {
 		return workflows.InitGraphResult{}, fmt.Errorf("start init of %s: %w", req.Graph, err)
 	}
 	return h.WaitFinal(ctx)
-}
-
-func initOpID(req InitGraphRequest) string {
-	if req.IdempotencyKey != "" {
-		return req.IdempotencyKey
-	}
-	return InitGraphWorkflowID(req.Graph)
 }

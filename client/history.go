@@ -208,14 +208,9 @@ func (r *Reader) Diff(ctx context.Context, graphName string, from, to Ref) (Diff
 		return Diff{}, err
 	}
 	d := Diff{Graph: graphName, From: a.ref, To: b.ref, Tables: []TableChange{}}
-	names := slices.Sorted(maps.Keys(a.commit.Pins))
-	for name := range b.commit.Pins {
-		if _, ok := a.commit.Pins[name]; !ok {
-			names = append(names, name)
-		}
-	}
+	names := append(slices.Collect(maps.Keys(a.commit.Pins)), slices.Collect(maps.Keys(b.commit.Pins))...)
 	slices.Sort(names)
-	for _, name := range names {
+	for _, name := range slices.Compact(names) {
 		va, inA := a.commit.Pins[name]
 		vb, inB := b.commit.Pins[name]
 		switch {

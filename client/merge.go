@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -70,19 +71,11 @@ func (c *Client) StartMerge(ctx context.Context, req MergeRequest) (*MergeHandle
 		in.OpID = ""
 		id, summary = MergePreviewWorkflowID(req.Graph, req.Target, key), "preview of "+summary
 	}
-	h, err := startOperation[workflows.MergeResult](ctx, c, operationStart{
+	return startOperation(ctx, c, operationStart{
 		Kind: "merge",
 		ID:   id, Workflow: workflows.MergeName, Input: in, Summary: summary, Graph: req.Graph, Branch: req.Target, OpID: in.OpID,
-		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE, Request: requestOf(in),
-	})
-	if err != nil {
-		return nil, err
-	}
-	h.fromStatus = func(st Status) workflows.MergeResult {
-		return workflows.MergeResult{Outcome: st.Outcome, OpID: st.OpID, Graph: req.Graph, Source: req.Source, Target: req.Target,
-			Commit: st.Commit, Message: st.Pending, SettleAttempts: st.SettleAttempts}
-	}
-	return h, nil
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+	}, workflows.MergeResult{Graph: req.Graph, Source: req.Source, Target: req.Target})
 }
 
 // OperationHandle is a started operation whose result is R.
@@ -93,7 +86,8 @@ type OperationHandle[R any] struct {
 	// OpID is the operation's id in the ledger ("" for a merge preview).
 	OpID string
 	run  sdkclient.WorkflowRun
-	// fromStatus, when set, builds the in-doubt result from a status query.
+	// fromStatus, when set, builds the in-doubt result from a status query
+	// (inDoubtResult).
 	fromStatus func(Status) R
 }
 
@@ -105,9 +99,9 @@ func (h *OperationHandle[R]) Wait(ctx context.Context) (R, error) {
 	var early func(context.Context) (R, bool, error)
 	if h.fromStatus != nil {
 		early = func(qctx context.Context) (R, bool, error) {
-			var zero R
-			var st Status
-			if err := h.c.queryStatus(qctx, h.WorkflowID, h.RunID, &st); err != nil || !st.InDoubt() {
+			st, err := h.Status(qctx)
+			if err != nil || !st.InDoubt() {
+				var zero R
 				return zero, false, err
 			}
 			return h.fromStatus(st), true, nil
@@ -133,10 +127,7 @@ func (h *OperationHandle[R]) wait(ctx context.Context, early func(context.Contex
 	if out.Success() {
 		return res, nil
 	}
-	if opID == "" {
-		opID = h.OpID
-	}
-	return res, &outcome.Error{Outcome: out, OpID: opID, Message: msg}
+	return res, &outcome.Error{Outcome: out, OpID: cmp.Or(opID, h.OpID), Message: msg}
 }
 
 // startWait waits for the operation a Start method returned.
@@ -164,8 +155,8 @@ func (h *OperationHandle[R]) Attached(res R) bool {
 }
 
 // resultEnd reads the outcome, operation id and message that every
-// operation's result carries under the same JSON names; a reconcile pass has
-// no outcome and is done when it returns.
+// operation's result carries under the same JSON names (a cleanup's id is its
+// run_id); a reconcile pass has no outcome and is done when it returns.
 func resultEnd(res any) (outcome.Outcome, string, string) {
 	if _, ok := res.(ReconcileResult); ok {
 		return outcome.Done, "", ""
@@ -173,11 +164,12 @@ func resultEnd(res any) (outcome.Outcome, string, string) {
 	var e struct {
 		Outcome outcome.Outcome `json:"outcome"`
 		OpID    string          `json:"op_id"`
+		RunID   string          `json:"run_id"`
 		Message string          `json:"message"`
 	}
 	b, _ := json.Marshal(res)
 	_ = json.Unmarshal(b, &e)
-	return e.Outcome, e.OpID, e.Message
+	return e.Outcome, cmp.Or(e.OpID, e.RunID), e.Message
 }
 
 // operationStart is how startOperation starts a workflow.
@@ -192,12 +184,7 @@ type operationStart struct {
 	// ReusePolicy after a finished run of the id: REJECT_DUPLICATE finds that
 	// run (an idempotency key is used once), ALLOW_DUPLICATE starts anew.
 	ReusePolicy enumspb.WorkflowIdReusePolicy
-	// Request is the input's canonical request: a run of the id found
-	// (running, or finished under REJECT_DUPLICATE) is attached to only when
-	// it is this request, and is a *RequestConflictError otherwise. nil
-	// attaches to any running run of the id.
-	Request *workflows.Request
-	// Finished, with Request, looks up the id's latest run first: one that
+	// Finished, for an input with a canonical request, looks up the id's latest run first: one that
 	// ended under this OpID is attached to (or a conflict) rather than
 	// started anew (ALLOW_DUPLICATE), which would find the ledger's row
 	// finished and report its outcome without its result. Set when the
@@ -210,18 +197,43 @@ type operationStart struct {
 }
 
 // startOperation starts a workflow, or attaches to the run of the same id it
-// finds when that run is the same request.
-func startOperation[R any](ctx context.Context, c *Client, s operationStart) (*OperationHandle[R], error) {
+// finds when that run is the same request; base is the result an in-doubt
+// status fills (inDoubtResult).
+func startOperation[R any](ctx context.Context, c *Client, s operationStart, base R) (*OperationHandle[R], error) {
 	run, _, err := c.startRun(ctx, s)
 	if err != nil {
 		return nil, err
 	}
-	return &OperationHandle[R]{c: c, WorkflowID: run.GetID(), RunID: run.GetRunID(), OpID: s.OpID, run: run}, nil
+	return &OperationHandle[R]{c: c, WorkflowID: run.GetID(), RunID: run.GetRunID(), OpID: s.OpID, run: run, fromStatus: inDoubtResult(base)}, nil
+}
+
+// inDoubtResult builds an in-doubt result from a status query: base with the
+// status's fields under the JSON names every result shares (outcome, op_id,
+// settle_attempts; native, commit and version when the status reports them),
+// and what the operation waits for as its message.
+func inDoubtResult[R any](base R) func(Status) R {
+	return func(st Status) R {
+		res := base
+		b, _ := json.Marshal(st)
+		_ = json.Unmarshal(b, &res)
+		b, _ = json.Marshal(map[string]string{"message": st.Pending})
+		_ = json.Unmarshal(b, &res)
+		return res
+	}
 }
 
 // startRun is startOperation's start; it also returns the operation id of
 // the run, which is another's when it attached to a run of the same request.
+// An input with a canonical request (workflows.Request) attaches to a run of
+// the id it finds (running, or finished under REJECT_DUPLICATE) only when that
+// run is this request, and is a *RequestConflictError otherwise; an input
+// without one attaches to any running run of the id.
 func (c *Client) startRun(ctx context.Context, s operationStart) (sdkclient.WorkflowRun, string, error) {
+	var req *workflows.Request
+	if in, ok := s.Input.(interface{ Request() workflows.Request }); ok {
+		r := in.Request()
+		req = &r
+	}
 	var attrs []temporal.SearchAttributeUpdate
 	if s.Graph != "" {
 		attrs = append(attrs, searchattr.Graph.ValueSet(s.Graph))
@@ -241,38 +253,25 @@ func (c *Client) startRun(ctx context.Context, s operationStart) (sdkclient.Work
 		StaticSummary:            s.Summary,
 		TypedSearchAttributes:    temporal.NewSearchAttributes(attrs...),
 	}
-	if s.Request != nil {
+	if req != nil {
 		opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
 		opts.WorkflowExecutionErrorWhenAlreadyStarted = true
 	}
-	if s.Request != nil && s.Finished {
-		if run, err := c.finishedSame(ctx, s.ID, s.OpID, *s.Request); err != nil || run != nil {
+	if req != nil && s.Finished {
+		if run, err := c.finishedSame(ctx, s.ID, s.OpID, *req); err != nil || run != nil {
 			return run, s.OpID, err
 		}
 	}
 	run, err := c.tc.ExecuteWorkflow(ctx, opts, s.Workflow, s.Input)
-	if exists := (*serviceerror.WorkflowExecutionAlreadyStarted)(nil); s.Request != nil && errors.As(err, &exists) {
-		return c.attachSame(ctx, s.ID, exists.RunId, s.OpID, *s.Request)
+	if exists := (*serviceerror.WorkflowExecutionAlreadyStarted)(nil); req != nil && errors.As(err, &exists) {
+		return c.attachSame(ctx, s.ID, exists.RunId, s.OpID, *req, false)
 	}
 	if err != nil {
-		if s.What == "" {
-			s.What = "start " + s.Summary
-		}
-		return nil, "", unanswered(ctx, s.What, s.ID, s.OpID, err)
+		return nil, "", unanswered(ctx, cmp.Or(s.What, "start "+s.Summary), s.ID, s.OpID, err)
 	}
 	return run, s.OpID, nil
 }
 
-func requestOf(in interface{ Request() workflows.Request }) *workflows.Request {
-	r := in.Request()
-	return &r
-}
-
 // keyOrNew is the caller's idempotency key (checked by the request's
 // Validate), or a fresh one.
-func keyOrNew(key string) string {
-	if key == "" {
-		return ulid.Make().String()
-	}
-	return key
-}
+func keyOrNew(key string) string { return cmp.Or(key, ulid.Make().String()) }

@@ -40,11 +40,11 @@ func (c *Client) Reconcile(ctx context.Context, req ReconcileRequest) (Reconcile
 	if err := req.Validate(); err != nil {
 		return ReconcileResult{}, err
 	}
-	h, err := startOperation[ReconcileResult](ctx, c, operationStart{
+	h, err := startOperation(ctx, c, operationStart{
 		ID: ReconcileWorkflowID, Workflow: ReconcileWorkflowName, Input: workflows.ReconcileInput{Graph: req.Graph},
 		Summary: "reconcile the ledger with Temporal", Graph: req.Graph,
 		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-	})
+	}, ReconcileResult{})
 	if err != nil {
 		return ReconcileResult{}, err
 	}

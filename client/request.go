@@ -47,13 +47,16 @@ func (e *RequestConflictError) Unwrap() error {
 
 // attachSame returns the run a start found under its workflow id, and its
 // operation id, when its own input holds the request ours (so a run any SDK
-// started compares too), and a *RequestConflictError when not.
-func (c *Client) attachSame(ctx context.Context, workflowID, runID, key string, ours workflows.Request) (sdkclient.WorkflowRun, string, error) {
+// started compares too), and a *RequestConflictError when not. With onlyKey,
+// a run of another operation than key is neither: it returns nil.
+func (c *Client) attachSame(ctx context.Context, workflowID, runID, key string, ours workflows.Request, onlyKey bool) (sdkclient.WorkflowRun, string, error) {
 	first, opID, err := c.startedRequest(ctx, workflowID, runID)
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, "", unanswered(ctx, "read the request of "+workflowID, workflowID, key, err)
-	}
-	if !ours.Same(first) {
+	case onlyKey && opID != key:
+		return nil, "", nil
+	case !ours.Same(first):
 		return nil, "", &RequestConflictError{Key: key, OpID: opID, WorkflowID: workflowID, RunID: runID, Differences: ours.Differences(first)}
 	}
 	return c.tc.GetWorkflow(ctx, workflowID, runID), opID, nil
@@ -78,17 +81,8 @@ func (c *Client) finishedSame(ctx context.Context, workflowID, key string, ours 
 	if st := info.GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED && st != enumspb.WORKFLOW_EXECUTION_STATUS_FAILED {
 		return nil, nil
 	}
-	runID := info.GetExecution().GetRunId()
-	first, opID, err := c.startedRequest(ctx, workflowID, runID)
-	switch {
-	case err != nil:
-		return nil, unanswered(ctx, "read the request of "+workflowID, workflowID, key, err)
-	case opID != key:
-		return nil, nil
-	case !ours.Same(first):
-		return nil, &RequestConflictError{Key: key, OpID: opID, WorkflowID: workflowID, RunID: runID, Differences: ours.Differences(first)}
-	}
-	return c.tc.GetWorkflow(ctx, workflowID, runID), nil
+	run, _, err := c.attachSame(ctx, workflowID, info.GetExecution().GetRunId(), key, ours, true)
+	return run, err
 }
 
 // startedRequest reads the request a run was started with (its first event's

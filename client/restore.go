@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -54,22 +55,11 @@ func (c *Client) StartRestore(ctx context.Context, req RestoreRequest) (*Restore
 	key := keyOrNew(req.IdempotencyKey)
 	in := workflows.RestoreInput{Graph: req.Graph, Branch: req.Branch, To: workflows.RestoreTarget{Commit: req.ToCommit, Tag: req.ToTag},
 		ExpectedHead: req.ExpectedHead, NoBackup: req.NoBackup, BackupTag: req.BackupTag, OpID: key, Author: req.Author, Message: req.Message}
-	to := req.ToCommit
-	if to == "" {
-		to = "tag " + req.ToTag
-	}
-	h, err := startOperation[workflows.RestoreResult](ctx, c, operationStart{
+	to := cmp.Or(req.ToCommit, "tag "+req.ToTag)
+	return startOperation(ctx, c, operationStart{
 		Kind: "restore",
 		ID:   RestoreWorkflowID(req.Graph, req.Branch, key), Workflow: workflows.RestoreName, Input: in,
 		Summary: fmt.Sprintf("restore %s in %s to %s", req.Branch, req.Graph, to), Graph: req.Graph, Branch: req.Branch, OpID: key,
-		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE, Request: requestOf(in),
-	})
-	if err != nil {
-		return nil, err
-	}
-	h.fromStatus = func(st Status) workflows.RestoreResult {
-		return workflows.RestoreResult{Outcome: st.Outcome, OpID: st.OpID, Graph: req.Graph, Branch: req.Branch,
-			Commit: st.Commit, Message: st.Pending, SettleAttempts: st.SettleAttempts}
-	}
-	return h, nil
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+	}, workflows.RestoreResult{Graph: req.Graph, Branch: req.Branch})
 }

@@ -113,11 +113,12 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 			if err != nil {
 				return nil, err
 			}
-			run, _, err := c.attachSame(ctx, id, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), key, ours)
+			run, _, err := c.attachSame(ctx, id, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), key, ours, false)
 			if err != nil {
 				return nil, err
 			}
-			return &WriteTableHandle{c: c, WorkflowID: id, RunID: run.GetRunID(), OpID: key, run: run, fromStatus: writeFromStatus}, nil
+			return &WriteTableHandle{c: c, WorkflowID: id, RunID: run.GetRunID(), OpID: key, run: run,
+				fromStatus: inDoubtResult(workflows.WriteTableResult{})}, nil
 		case !errors.As(err, &nf):
 			return nil, unanswered(ctx, "look up write "+id, id, key, err)
 		}
@@ -156,8 +157,6 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 
 	in := writeInput(req, objects, imports)
 	in.OpID = key
-	count := len(objects)
-	request := in.Request()
 	if len(objects) > workflows.MaxInlineObjects {
 		if in.Staged, err = stageObjects(ctx, store, req.Graph, req.Table, key, objects); err != nil {
 			return nil, err
@@ -166,17 +165,16 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 	}
 	// A key is used once: a write with this id that started meanwhile, or
 	// finished, is attached to when it is this request.
-	h, err := startOperation[workflows.WriteTableResult](ctx, c, operationStart{
+	h, err := startOperation(ctx, c, operationStart{
 		Kind: "write_table",
 		ID:   id, Workflow: workflows.WriteTableName, Input: in,
-		Summary: fmt.Sprintf("write table %s on %s in %s (%d objects)", req.Table, req.Branch, req.Graph, count),
+		Summary: fmt.Sprintf("write table %s on %s in %s (%d objects)", req.Table, req.Branch, req.Graph, len(objects)),
 		Graph:   req.Graph, Branch: req.Branch, OpID: key,
-		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE, Request: &request,
-	})
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+	}, workflows.WriteTableResult{})
 	if err != nil {
 		return nil, fmt.Errorf("start write of %s/%s: %w", req.Graph, req.Table, err)
 	}
-	h.fromStatus = writeFromStatus
 	return h, nil
 }
 
@@ -219,11 +217,6 @@ func fileSum(path string) (workflows.TableObject, error) {
 		return workflows.TableObject{}, fmt.Errorf("read %s: %w", path, err)
 	}
 	return workflows.TableObject{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
-}
-
-func writeFromStatus(st Status) workflows.WriteTableResult {
-	return workflows.WriteTableResult{Outcome: st.Outcome, OpID: st.OpID, Version: st.Version, Commit: st.Commit,
-		Message: st.Pending, SettleAttempts: st.SettleAttempts}
 }
 
 // Validate checks the request as graft.WriteTable would, and that every file
@@ -306,21 +299,15 @@ func stageObjects(ctx context.Context, store storage.Store, graphName, table, op
 // few files at a time.
 func uploadFiles(ctx context.Context, store storage.Store, graphName, table string, files []string, opts UploadOptions) ([]workflows.TableObject, error) {
 	objects := make([]workflows.TableObject, len(files))
-	errs := make([]error, len(files))
-	sem := make(chan struct{}, uploadConcurrency)
-	var wg sync.WaitGroup
-	for i, path := range files {
-		id := ulid.Make()
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			objects[i], errs[i] = uploadFile(ctx, store, graphName, table, id, path, opts)
-		}()
+	ids := make([]ulid.ULID, len(files)) // minted in the files' order
+	for i := range ids {
+		ids[i] = ulid.Make()
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	err := parallel(len(files), uploadConcurrency, func(i int) (err error) {
+		objects[i], err = uploadFile(ctx, store, graphName, table, ids[i], files[i], opts)
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
 	return objects, nil

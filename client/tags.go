@@ -41,20 +41,13 @@ func (c *Client) CreateTag(ctx context.Context, req CreateTagRequest) (workflows
 	}
 	key := keyOrNew(req.IdempotencyKey)
 	in := workflows.CreateTagInput{Graph: req.Graph, Name: req.Name, Commit: req.Commit, Branch: req.Branch, OpID: key}
-	h, err := startOperation[workflows.CreateTagResult](ctx, c, operationStart{
+	h, err := startOperation(ctx, c, operationStart{
 		Kind: "tag",
 		ID:   CreateTagWorkflowID(req.Graph, req.Name), Workflow: workflows.CreateTagName, Input: in,
 		Summary: fmt.Sprintf("create tag %s in %s", req.Name, req.Graph), Graph: req.Graph, Branch: req.Branch, OpID: key,
-		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, Request: requestOf(in), Finished: req.IdempotencyKey != "",
-	})
-	if err != nil {
-		return workflows.CreateTagResult{}, err
-	}
-	h.fromStatus = func(st Status) workflows.CreateTagResult {
-		return workflows.CreateTagResult{Outcome: st.Outcome, OpID: st.OpID, Graph: req.Graph, Name: req.Name,
-			Message: st.Pending, SettleAttempts: st.SettleAttempts}
-	}
-	return h.Wait(ctx)
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, Finished: req.IdempotencyKey != "",
+	}, workflows.CreateTagResult{Graph: req.Graph, Name: req.Name})
+	return startWait(ctx, h, err)
 }
 
 // DeleteTagRequest asks to delete a tag.
@@ -69,26 +62,18 @@ type DeleteTagRequest struct {
 // or was deleted already; in doubt as OperationHandle.Wait says. A deleted
 // tag's name is never reused.
 func (c *Client) DeleteTag(ctx context.Context, req DeleteTagRequest) (workflows.DeleteTagResult, error) {
-	graphName, name := req.Graph, req.Name
 	if err := req.Validate(); err != nil {
 		return workflows.DeleteTagResult{}, err
 	}
 	key := keyOrNew(req.IdempotencyKey)
-	in := workflows.DeleteTagInput{Graph: graphName, Name: name, OpID: key}
-	h, err := startOperation[workflows.DeleteTagResult](ctx, c, operationStart{
+	in := workflows.DeleteTagInput{Graph: req.Graph, Name: req.Name, OpID: key}
+	h, err := startOperation(ctx, c, operationStart{
 		Kind: "tag",
-		ID:   DeleteTagWorkflowID(graphName, name), Workflow: workflows.DeleteTagName, Input: in,
-		Summary: fmt.Sprintf("delete tag %s in %s", name, graphName), Graph: graphName, OpID: key,
-		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, Request: requestOf(in), Finished: req.IdempotencyKey != "",
-	})
-	if err != nil {
-		return workflows.DeleteTagResult{}, err
-	}
-	h.fromStatus = func(st Status) workflows.DeleteTagResult {
-		return workflows.DeleteTagResult{Outcome: st.Outcome, OpID: st.OpID, Graph: graphName, Name: name,
-			Message: st.Pending, SettleAttempts: st.SettleAttempts}
-	}
-	return h.Wait(ctx)
+		ID:   DeleteTagWorkflowID(req.Graph, req.Name), Workflow: workflows.DeleteTagName, Input: in,
+		Summary: fmt.Sprintf("delete tag %s in %s", req.Name, req.Graph), Graph: req.Graph, OpID: key,
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, Finished: req.IdempotencyKey != "",
+	}, workflows.DeleteTagResult{Graph: req.Graph, Name: req.Name})
+	return startWait(ctx, h, err)
 }
 
 // TagInfo is one tag as storage holds it.

@@ -171,11 +171,7 @@ func (r DeleteTagRequest) Validate() error {
 
 // Validate checks the request as graft.InitGraph would, without contacting anything.
 func (r InitGraphRequest) Validate() error {
-	var author error
-	if r.Author != "" {
-		author = invalid("", format.ValidateAuthor(r.Author))
-	}
-	return firstInvalid(checkGraph(r.Graph), author, checkKey(r.IdempotencyKey))
+	return firstInvalid(checkGraph(r.Graph), checkCommitText(r.Author, ""), checkKey(r.IdempotencyKey))
 }
 
 // Validate checks the request as graft.RepairBranch would, without contacting anything.

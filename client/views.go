@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -146,15 +147,12 @@ func ledgerStory(d OperationDetail) string {
 // query, then its description (how it closed; when it could not answer, the
 // pending step's last failure or a task no worker picked up).
 func (c *Client) describeInto(ctx context.Context, d *OperationDetail) {
-	var st Status
-	if err := c.queryStatus(ctx, d.WorkflowID, "", &st); err == nil && st.Phase != "" {
+	if st, err := c.Status(ctx, d.WorkflowID, ""); err == nil && st.Phase != "" {
 		d.Phase, d.From = st.Phase, "workflow"
 		if st.Pending != "" {
 			d.WaitsFor = st.Pending
 		}
-		if d.Native == "" {
-			d.Native = st.Native
-		}
+		d.Native = cmp.Or(d.Native, st.Native)
 		d.Workflow = "running"
 	}
 	dctx, cancel := context.WithTimeout(ctx, c.opts.QueryTimeout)

@@ -106,7 +106,7 @@ func await[R any](ctx context.Context, c *Client, w waitTarget, early func(conte
 		done <- answer{res, err}
 	}()
 
-	watch := c.newWatcher(w)
+	watch := &watcher{c: c, w: w, told: map[string]bool{}, began: time.Now()}
 	interval := c.opts.PollInterval
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
@@ -151,13 +151,7 @@ func resultOfFailure[R any](err error) (R, bool) {
 		return res, false
 	}
 	ae, ok := wee.Unwrap().(*temporal.ApplicationError) // the workflow's own failure, not a step's
-	if !ok {
-		return res, false
-	}
-	if o := outcome.Outcome(ae.Type()); !o.Valid() || !ae.HasDetails() {
-		return res, false
-	}
-	if ae.Details(&res) != nil {
+	if !ok || !outcome.Outcome(ae.Type()).Valid() || !ae.HasDetails() || ae.Details(&res) != nil {
 		return res, false
 	}
 	return res, true
@@ -177,8 +171,7 @@ func workflowError(w waitTarget, err error) error {
 		e.Status = "canceled"
 	case errors.As(err, &to):
 		e.Status, e.Cause = "timed_out", to.Error()
-	}
-	if e.Status == "failed" {
+	default:
 		e.Cause = rootCause(err)
 		e.Dependency = dependencyOf(e.Cause)
 	}
@@ -253,10 +246,6 @@ type watcher struct {
 	began      time.Time
 }
 
-func (c *Client) newWatcher(w waitTarget) *watcher {
-	return &watcher{c: c, w: w, told: map[string]bool{}, began: time.Now()}
-}
-
 func (wt *watcher) tell(n Notice) {
 	if wt.c.opts.Notify == nil || wt.told[n.Kind] {
 		return
@@ -317,20 +306,21 @@ func (wt *watcher) look(ctx context.Context) {
 	}
 }
 
-func (c *Client) queryStatus(ctx context.Context, workflowID, runID string, into any) error {
+// query asks a workflow's query name into v, bounded by Options.QueryTimeout.
+func (c *Client) query(ctx context.Context, workflowID, runID, name string, v any) error {
 	qctx, cancel := context.WithTimeout(ctx, c.opts.QueryTimeout)
 	defer cancel()
-	v, err := c.tc.QueryWorkflow(qctx, workflowID, runID, workflows.StatusQueryName)
+	res, err := c.tc.QueryWorkflow(qctx, workflowID, runID, name)
 	if err != nil {
 		return fmt.Errorf("query %s: %w", workflowID, err)
 	}
-	return v.Get(into)
+	return res.Get(v)
 }
 
 // Status asks a running operation's workflow which phase it is in, bounded by
 // Options.QueryTimeout. runID "" asks the latest run.
 func (c *Client) Status(ctx context.Context, workflowID, runID string) (Status, error) {
 	var st Status
-	err := c.queryStatus(ctx, workflowID, runID, &st)
+	err := c.query(ctx, workflowID, runID, workflows.StatusQueryName, &st)
 	return st, err
 }

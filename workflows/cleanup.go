@@ -293,14 +293,11 @@ type cleanupRun struct {
 	tuning   CleanupTuning
 	res      CleanupResult
 	progress CleanupProgress
-	// Sweep state.
-	commitsPending bool
-	commitsAfter   string
-	chunksPending  bool
-	chunksAfter    string
-	lanes          []CleanupLane
-	chunks         int // sweep activities completed in this execution
-	sweepStarted   time.Time
+	// sweep is what remains to delete (its Result and Progress are filled only to
+	// continue as new).
+	sweep        CleanupResume
+	chunks       int // sweep activities completed in this execution
+	sweepStarted time.Time
 }
 
 // Cleanup reclaims what no root of a graph needs any more: it inserts its run in the
@@ -315,25 +312,16 @@ func Cleanup(ctx workflow.Context, in CleanupInput) (CleanupResult, error) {
 	}
 	_ = workflow.UpsertTypedSearchAttributes(ctx, searchattr.Graph.ValueSet(in.Graph), searchattr.Operation.ValueSet("cleanup"))
 	if in.Resume != nil {
-		r.res, r.progress = in.Resume.Result, in.Resume.Progress
-		r.commitsPending, r.commitsAfter, r.lanes = in.Resume.CommitsPending, in.Resume.CommitsAfter, in.Resume.Lanes
-		r.chunksPending, r.chunksAfter = in.Resume.GraphChunksPending, in.Resume.GraphChunksAfter
+		r.res, r.progress, r.sweep = in.Resume.Result, in.Resume.Progress, *in.Resume
 		return r.sweepAndFinish(ctx)
 	}
 
-	mode := in.Mode
-	if mode == "" && in.SweepRunID != "" {
-		mode = CleanupModeSweep
-	}
-	guard := DefaultGuardWindow
-	if in.GuardWindow != nil {
-		guard = *in.GuardWindow
-	}
+	mode := in.mode()
 	r.res = CleanupResult{Graph: in.Graph, Mode: mode, PlanRunID: in.SweepRunID, StartedAt: workflow.Now(ctx),
-		Policy: CleanupPolicy{KeepNewest: in.KeepNewest, KeepNewerThan: in.KeepNewerThan, GuardWindow: guard}}
-	if msg := validateCleanup(in, mode, guard); msg != "" {
-		r.res.Outcome, r.res.Message = outcome.Invalid, msg
-		return r.res, outcomeError(r.res.Outcome, msg, r.res)
+		Policy: CleanupPolicy{KeepNewest: in.KeepNewest, KeepNewerThan: in.KeepNewerThan, GuardWindow: in.guard()}}
+	if err := in.Validate(); err != nil {
+		r.res.Outcome, r.res.Message = outcome.Invalid, err.Error()
+		return r.res, outcomeError(r.res.Outcome, r.res.Message, r.res)
 	}
 	r.res.RunID = in.RunID
 	if r.res.RunID == "" {
@@ -437,30 +425,46 @@ func (r *cleanupRun) adopt(ctx workflow.Context, o activities.CleanupOrphan) err
 	return untilAnsweredStep(ctx, "finish the orphaned run", a.CleanupFinish, finish, nil)
 }
 
-// validateCleanup returns why the input is invalid, or "".
-func validateCleanup(in CleanupInput, mode CleanupMode, guard time.Duration) string {
-	switch {
+// mode is the input's mode: sweep when it names a mark run to sweep and no mode.
+func (in CleanupInput) mode() CleanupMode {
+	if in.Mode == "" && in.SweepRunID != "" {
+		return CleanupModeSweep
+	}
+	return in.Mode
+}
+
+// guard is the input's guard window, DefaultGuardWindow when it sets none.
+func (in CleanupInput) guard() time.Duration {
+	if in.GuardWindow == nil {
+		return DefaultGuardWindow
+	}
+	return *in.GuardWindow
+}
+
+// Validate says why Cleanup would end the input invalid before anything runs, or nil.
+func (in CleanupInput) Validate() error {
+	switch mode := in.mode(); {
 	case in.Graph == "":
-		return "graph is required"
+		return errors.New("graph is required")
 	case mode != CleanupModeDryRun && mode != CleanupModeMark && mode != CleanupModeSweep:
-		return fmt.Sprintf("mode must be dry_run, mark or sweep, not %q", mode)
+		return fmt.Errorf("mode must be dry_run, mark or sweep, not %q", mode)
 	case in.SweepRunID != "" && mode != CleanupModeSweep:
-		return "sweep_run_id needs mode sweep"
+		return errors.New("sweep_run_id needs mode sweep")
 	case in.KeepNewest < 0 || in.KeepNewerThan < 0:
-		return "keep_newest and keep_newer_than must not be negative"
+		return errors.New("keep_newest and keep_newer_than must not be negative")
 	case in.KeepNewest == 0 && in.KeepNewerThan == 0:
-		return "give keep_newest, keep_newer_than or both: a cleanup without a window would keep only heads"
-	case guard < 0:
-		return "guard_window must not be negative"
+		return errors.New("give keep_newest, keep_newer_than or both: a cleanup without a window would keep only heads")
+	case in.guard() < 0:
+		return errors.New("guard_window must not be negative")
 	case in.Tuning != nil && (in.Tuning.BatchSize < 0 || in.Tuning.BatchSize > 1000):
-		return "tuning.batch_size must be 1..1000"
+		return errors.New("tuning.batch_size must be 1..1000")
 	}
 	if in.RunID != "" {
 		if err := format.ValidateOp(in.RunID); err != nil {
-			return fmt.Sprintf("run_id: %v", err)
+			return fmt.Errorf("run_id: %v", err)
 		}
 	}
-	return ""
+	return nil
 }
 
 // mark runs the tree phase, then the table phase on every table in parallel.
@@ -485,12 +489,12 @@ func (r *cleanupRun) mark(ctx workflow.Context) error {
 	r.res.Fenced, r.res.WouldFence = trees.Fenced, trees.WouldFence
 	r.res.RetainAllData = trees.RetainAllReason
 	r.res.Mark.Requests.Add(trees.Requests)
-	r.addPlanKeys(trees.PlanKeys)
+	r.res.PlanKeys = appendUpTo(r.res.PlanKeys, trees.PlanKeys, r.tuning.MaxPlanKeys)
 	r.res.Tables = len(trees.Tables)
 	r.progress.TablesTotal = len(trees.Tables)
 	r.progress.Condemned = r.res.Condemned.Keys()
-	r.commitsPending = trees.Condemned.Commits > 0
-	r.chunksPending = trees.GraphChunks > 0
+	r.sweep.CommitsPending = trees.Condemned.Commits > 0
+	r.sweep.GraphChunksPending = trees.GraphChunks > 0
 	r.res.Objects.GraphChunks = trees.GraphChunks
 	seed := runSeed(r.res.RunID)
 
@@ -514,11 +518,11 @@ func (r *cleanupRun) mark(ctx workflow.Context) error {
 			r.res.Condemned.Add(t.Condemned)
 			r.res.NotInPlan += t.NotInPlan
 			r.res.Mark.Requests.Add(t.Requests)
-			r.addPlanKeys(t.PlanKeys)
+			r.res.PlanKeys = appendUpTo(r.res.PlanKeys, t.PlanKeys, r.tuning.MaxPlanKeys)
 			r.res.Objects.ManifestChunks += t.Chunks
 			r.res.Objects.External += t.External
 			if t.Condemned.Versions > 0 || t.Condemned.Objects > 0 {
-				r.lanes = append(r.lanes, CleanupLane{Table: table, Versions: t.Condemned.Versions > 0, Chunks: t.Chunks > 0,
+				r.sweep.Lanes = append(r.sweep.Lanes, CleanupLane{Table: table, Versions: t.Condemned.Versions > 0, Chunks: t.Chunks > 0,
 					Objects: t.Condemned.Objects > t.Chunks})
 			}
 			r.progress.TablesDone++
@@ -553,15 +557,6 @@ func runSeed(runID string) uint64 {
 	return h
 }
 
-func (r *cleanupRun) addPlanKeys(keys []string) {
-	for _, k := range keys {
-		if len(r.res.PlanKeys) >= r.tuning.MaxPlanKeys {
-			return
-		}
-		r.res.PlanKeys = append(r.res.PlanKeys, k)
-	}
-}
-
 // sweepAndFinish deletes the condemned commits, then every table's condemned versions
 // and objects, several tables at a time, continuing as new before history grows large.
 func (r *cleanupRun) sweepAndFinish(ctx workflow.Context) (CleanupResult, error) {
@@ -582,37 +577,32 @@ func (r *cleanupRun) sweepAndFinish(ctx workflow.Context) (CleanupResult, error)
 		r.res.addRefused(p, r.tuning.MaxPlanKeys)
 		r.progress.Refused = r.res.Refused
 	}
-	// Commits first: a commit must never outlive a version it pins.
-	for r.commitsPending {
-		if r.shouldContinueAsNew(ctx) {
-			return r.continueAsNew(ctx)
+	// Commits first: a commit must never outlive a version it pins. Then the pins and
+	// lineage chunks: no commit left names them.
+	for _, s := range []struct {
+		pending            *bool
+		after              *string
+		prefix, kind, what string
+	}{
+		{&r.sweep.CommitsPending, &r.sweep.CommitsAfter, r.in.Graph + "/trees/", "commit", "commits"},
+		{&r.sweep.GraphChunksPending, &r.sweep.GraphChunksAfter, format.ChunksPrefix(r.in.Graph), "", "pins and lineage chunks"},
+	} {
+		for *s.pending {
+			if r.shouldContinueAsNew(ctx) {
+				return r.continueAsNew(ctx)
+			}
+			r.setPhase(ctx, "sweep", fmt.Sprintf("deleting %s: %d keys deleted of %d", s.what, r.progress.Deleted, r.progress.Condemned))
+			var p activities.CleanupSweepProgress
+			if err := workflow.ExecuteActivity(actx, a.CleanupSweep, input(s.prefix, s.kind, *s.after)).Get(ctx, &p); err != nil {
+				return r.fail(ctx, fmt.Errorf("sweep %s: %w", s.what, err))
+			}
+			record(p)
+			*s.after, *s.pending = p.After, !p.Done
 		}
-		r.setPhase(ctx, "sweep", fmt.Sprintf("deleting commits: %d keys deleted of %d", r.progress.Deleted, r.progress.Condemned))
-		var p activities.CleanupSweepProgress
-		if err := workflow.ExecuteActivity(actx, a.CleanupSweep, input(r.in.Graph+"/trees/", "commit", r.commitsAfter)).Get(ctx, &p); err != nil {
-			return r.fail(ctx, fmt.Errorf("sweep commits: %w", err))
-		}
-		record(p)
-		r.commitsAfter = p.After
-		r.commitsPending = !p.Done
-	}
-	// Then the pins and lineage chunks: no commit left names them.
-	for r.chunksPending {
-		if r.shouldContinueAsNew(ctx) {
-			return r.continueAsNew(ctx)
-		}
-		r.setPhase(ctx, "sweep", fmt.Sprintf("deleting pins and lineage chunks: %d keys deleted of %d", r.progress.Deleted, r.progress.Condemned))
-		var p activities.CleanupSweepProgress
-		if err := workflow.ExecuteActivity(actx, a.CleanupSweep, input(format.ChunksPrefix(r.in.Graph), "", r.chunksAfter)).Get(ctx, &p); err != nil {
-			return r.fail(ctx, fmt.Errorf("sweep chunks: %w", err))
-		}
-		record(p)
-		r.chunksAfter = p.After
-		r.chunksPending = !p.Done
 	}
 	// Then each table: its versions before its objects.
-	queue := r.lanes
-	r.lanes = nil
+	queue := r.sweep.Lanes
+	r.sweep.Lanes = nil
 	err := runQueue(ctx, r.tuning.Parallelism, &queue,
 		func(l CleanupLane) workflow.Future {
 			return workflow.ExecuteActivity(actx, a.CleanupSweep, input(l.prefix(r.in.Graph), "", l.After))
@@ -638,7 +628,7 @@ func (r *cleanupRun) sweepAndFinish(ctx workflow.Context) (CleanupResult, error)
 		return r.fail(ctx, err)
 	}
 	if len(queue) > 0 {
-		r.lanes = queue
+		r.sweep.Lanes = queue
 		return r.continueAsNew(ctx)
 	}
 	r.res.Sweep.Duration += workflow.Now(ctx).Sub(r.sweepStarted)
@@ -657,9 +647,8 @@ func (r *cleanupRun) continueAsNew(ctx workflow.Context) (CleanupResult, error) 
 	r.res.Sweep.Duration += workflow.Now(ctx).Sub(r.sweepStarted)
 	next := r.in
 	next.RunID = r.res.RunID
-	next.Resume = &CleanupResume{Result: r.res, Progress: r.progress,
-		CommitsPending: r.commitsPending, CommitsAfter: r.commitsAfter, Lanes: r.lanes,
-		GraphChunksPending: r.chunksPending, GraphChunksAfter: r.chunksAfter}
+	r.sweep.Result, r.sweep.Progress = r.res, r.progress
+	next.Resume = &r.sweep
 	return CleanupResult{}, workflow.NewContinueAsNewError(ctx, CleanupName, next)
 }
 

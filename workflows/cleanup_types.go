@@ -18,12 +18,12 @@ type (
 // addRefused adds a sweep call's refused keys to the result, listing at most max.
 func (r *CleanupResult) addRefused(p activities.CleanupSweepProgress, max int) {
 	r.Refused += p.Refused
-	for _, k := range p.RefusedKeys {
-		if len(r.RefusedKeys) >= max {
-			return
-		}
-		r.RefusedKeys = append(r.RefusedKeys, k)
-	}
+	r.RefusedKeys = appendUpTo(r.RefusedKeys, p.RefusedKeys, max)
+}
+
+// appendUpTo appends to list the items that fit in max.
+func appendUpTo[T any](list, items []T, max int) []T {
+	return append(list, items[:min(len(items), max-min(len(list), max))]...)
 }
 
 // CleanupObjectStats counts, apart, the objects a run decided that are neither commits,

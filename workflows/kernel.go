@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -72,12 +73,6 @@ type OperationStatus struct {
 // InDoubt reports whether the status says a write may still land.
 func (s OperationStatus) InDoubt() bool { return s.Outcome == outcome.InDoubt }
 
-// runStatus is the status an operation reports, and the settle attempts already recorded.
-type runStatus struct {
-	OperationStatus
-	settleAttemptsRecorded int
-}
-
 // result is a workflow's result struct: the kernel records the end in it.
 type result interface {
 	setEnd(out outcome.Outcome, message string)
@@ -103,7 +98,9 @@ type opRun struct {
 	graph   string
 	branch  string
 	subject string
-	status  runStatus
+	status  OperationStatus
+	// attemptsRecorded: the settle attempts the ledger has.
+	attemptsRecorded int
 	// foreign: the operation id is another request's (or another workflow's): the
 	// kernel never writes its row.
 	foreign bool
@@ -138,23 +135,17 @@ type runSpec struct {
 // run), the abandon signal, search attributes and the status query.
 func startOp(ctx workflow.Context, s runSpec) (*opRun, error) {
 	info := workflow.GetInfo(ctx)
-	if s.opID == "" {
-		s.opID = info.WorkflowExecution.ID
-	}
+	s.opID = cmp.Or(s.opID, info.WorkflowExecution.ID)
 	r := &opRun{kind: s.kind, owner: activities.Owner{OpID: s.opID, Run: info.WorkflowExecution.RunID},
 		wfID: info.WorkflowExecution.ID, graph: s.graph, branch: s.branch, subject: s.subject}
 	r.status.OpID = s.opID
 	r.abandonC = workflow.GetSignalChannel(ctx, AbandonSignalName)
-	attr := s.operationAttr
-	if attr == "" {
-		attr = string(s.kind)
-	}
-	attrs := []temporal.SearchAttributeUpdate{searchattr.Graph.ValueSet(s.graph), searchattr.Operation.ValueSet(attr)}
+	attrs := []temporal.SearchAttributeUpdate{searchattr.Graph.ValueSet(s.graph), searchattr.Operation.ValueSet(cmp.Or(s.operationAttr, string(s.kind)))}
 	if s.branch != "" {
 		attrs = append(attrs, searchattr.Branch.ValueSet(s.branch))
 	}
 	_ = workflow.UpsertTypedSearchAttributes(ctx, attrs...)
-	return r, workflow.SetQueryHandler(ctx, StatusQueryName, func() (OperationStatus, error) { return r.status.OperationStatus, nil })
+	return r, workflow.SetQueryHandler(ctx, StatusQueryName, func() (OperationStatus, error) { return r.status, nil })
 }
 
 func (r *opRun) setPhase(ctx workflow.Context, phase, pending string) {
@@ -310,12 +301,12 @@ func (r *opRun) settle(ctx workflow.Context, w activities.WriteSpec, v activitie
 // recordAttempts records the re-issues so far in the ledger, once settled.
 func (r *opRun) recordAttempts(ctx workflow.Context) {
 	var a *activities.Activities
-	if r.status.SettleAttempts == r.status.settleAttemptsRecorded {
+	if r.status.SettleAttempts == r.attemptsRecorded {
 		return
 	}
 	if r.step(ctx, "record settle attempts", a.Progress, activities.ProgressInput{Owner: r.owner,
 		SettleAttempts: r.status.SettleAttempts}, nil) == nil {
-		r.status.settleAttemptsRecorded = r.status.SettleAttempts
+		r.attemptsRecorded = r.status.SettleAttempts
 	}
 }
 
@@ -397,7 +388,7 @@ func (r *opRun) run(ctx workflow.Context, res result, body func(ctx workflow.Con
 	if err == nil {
 		res.setEnd(e.out, e.msg)
 		r.finish(ctx, e)
-		return endError(e.out, e.msg, res)
+		return outcomeError(e.out, e.msg, res)
 	}
 	cancelled := temporal.IsCanceledError(err) || ctx.Err() != nil
 	fctx := ctx
@@ -428,10 +419,7 @@ func (r *opRun) run(ctx workflow.Context, res result, body func(ctx workflow.Con
 		case ferr != nil:
 			e.msg = ferr.Error()
 		case v.State == activities.Landed:
-			e.out, e.msg, e.recorded = w.Landed, "the "+w.Describe()+" landed before the operation ended", v.Recorded
-			if e.out == "" {
-				e.out = outcome.Unpublished
-			}
+			e.out, e.msg, e.recorded = cmp.Or(w.Landed, outcome.Unpublished), "the "+w.Describe()+" landed before the operation ended", v.Recorded
 		default:
 			e.out, e.msg = outcome.Unpublished, "the "+w.Describe()+" is fenced and never lands ("+reason+")"
 			if r.onFenced != nil && w.Kind == activities.WriteRef {
@@ -447,7 +435,7 @@ func (r *opRun) run(ctx workflow.Context, res result, body func(ctx workflow.Con
 		return err
 	}
 	if e.out != "" {
-		return endError(e.out, e.msg, res)
+		return outcomeError(e.out, e.msg, res)
 	}
 	return err
 }
@@ -484,25 +472,17 @@ func abandonedMessage(reason string) string {
 	return "abandoned by an operator: " + reason
 }
 
-// endError is a workflow's error for its definitive outcome (docs/workflows.md): nil for
-// a success, so the workflow completes with its result; otherwise a non-retryable
+// outcomeError is a workflow's error for its definitive outcome (docs/workflows.md): nil
+// for a success, so the workflow completes with its result; otherwise a non-retryable
 // ApplicationError whose type is the outcome, whose message is the result's, and whose
 // first detail is the whole result, so the workflow fails — red in the UI — and a client
-// still decodes the result.
-func endError(out outcome.Outcome, msg string, res result) error {
-	return outcomeError(out, msg, res)
-}
-
-// outcomeError is endError for any result value: cleanup, which owns its ledger row
-// outside the kernel, ends the same way.
+// still decodes the result. Cleanup, which owns its ledger row outside the kernel, ends
+// the same way.
 func outcomeError(out outcome.Outcome, msg string, res any) error {
 	if out == "" || out.Success() {
 		return nil
 	}
-	if msg == "" {
-		msg = string(out)
-	}
-	return temporal.NewNonRetryableApplicationError(msg, string(out), nil, res)
+	return temporal.NewNonRetryableApplicationError(cmp.Or(msg, string(out)), string(out), nil, res)
 }
 
 // setDetails shows the phase, its subject and what is pending in the UI.

@@ -6,6 +6,7 @@ import (
 	"github.com/graftworks/graft/activities"
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/workflows/contract"
 )
 
 // MergeName is the registered name of Merge. Stable.
@@ -18,6 +19,21 @@ const (
 	OutcomeAdopted         = activities.OutcomeAdopted
 	OutcomeAlreadyUpToDate = activities.OutcomeAlreadyUpToDate
 	OutcomeDeleted         = activities.OutcomeDeleted
+)
+
+// MergeAction and MergeTable are declared in package contract (the plan step fills them).
+type (
+	MergeAction = contract.MergeAction
+	MergeTable  = contract.MergeTable
+)
+
+// The merge actions (docs/merge-restore-tags.md).
+const (
+	MergeUnchanged = contract.MergeUnchanged
+	MergeAdopt     = contract.MergeAdopt
+	MergeKeep      = contract.MergeKeep
+	MergeConflict  = contract.MergeConflict
+	MergeMerged    = contract.MergeMerged
 )
 
 // MergeInput is the input of graft.Merge.
@@ -117,7 +133,10 @@ func Merge(ctx workflow.Context, in MergeInput) (MergeResult, error) {
 			}
 			res.SourceHead, res.TargetHead, res.Bases = plan.SourceHead, plan.TargetHead, plan.Bases
 			res.Unchanged, res.Conflicts = plan.Unchanged, plan.Conflicts
-			res.Tables = mergeTables(plan.Tables) // a re-plan replaces the whole plan
+			res.Tables = plan.Tables // a re-plan replaces the whole plan
+			if res.Tables == nil {
+				res.Tables = []MergeTable{}
+			}
 			res.Commit, r.status.Commit = plan.Commit, plan.Commit
 			return plannedCommit{out: plan.Outcome, msg: plan.Message, committed: plan.Committed, spec: plan.Spec, recorded: plan.PendingRecorded, success: plan.Kind}, nil
 		})

@@ -193,10 +193,6 @@ func (in RepairBranchInput) Request() Request {
 // Request is the cleanup's canonical request: graph, mode, the mark run swept, the
 // windows, the guard window and the tuning. A run's continuation state is not part of it.
 func (in CleanupInput) Request() Request {
-	mode := in.Mode
-	if mode == "" && in.SweepRunID != "" {
-		mode = CleanupModeSweep
-	}
 	guard := "default"
 	if in.GuardWindow != nil {
 		guard = in.GuardWindow.String()
@@ -207,7 +203,7 @@ func (in CleanupInput) Request() Request {
 		tuning = string(b)
 	}
 	return Request{Workflow: CleanupName, Fields: map[string]string{
-		"graph": in.Graph, "mode": string(mode), "sweep_run_id": in.SweepRunID,
+		"graph": in.Graph, "mode": string(in.mode()), "sweep_run_id": in.SweepRunID,
 		"keep_newest": strconv.Itoa(in.KeepNewest), "keep_newer_than": in.KeepNewerThan.String(),
 		"guard_window": guard, "tuning": tuning,
 	}}
