@@ -36,6 +36,22 @@ type Commit struct {
 	Op      string
 }
 
+// FirstParent returns the commit's first parent, zero for a root commit.
+func (c Commit) FirstParent() CommitID {
+	if len(c.Parents) == 0 {
+		return CommitID{}
+	}
+	return c.Parents[0]
+}
+
+// MergedParent returns the commit's merged parent, zero if none.
+func (c Commit) MergedParent() CommitID {
+	if len(c.Parents) < 2 {
+		return CommitID{}
+	}
+	return c.Parents[1]
+}
+
 type commitWire struct {
 	Format       int        `json:"format"`
 	Kind         Kind       `json:"kind"`

@@ -18,6 +18,9 @@ type TableVersion struct {
 	Op        string
 }
 
+// Len returns the number of entries.
+func (v TableVersion) Len() int64 { return v.Entries.Len() }
+
 type tableVersionWire struct {
 	Format    int        `json:"format"`
 	Kind      Kind       `json:"kind"`

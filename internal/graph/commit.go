@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/oklog/ulid/v2"
 
@@ -13,43 +12,8 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// Commit is a commit as this package reads and writes it (format.Commit).
-type Commit struct {
-	ID     format.CommitID
-	Branch string
-	// Parents: the first parent, then an optional merged parent.
-	Parents []format.CommitID
-	// Fork is the commit the tree was forked from (zero for main's first tree).
-	Fork         format.CommitID
-	Pins         format.MapRef[format.PinEntry]
-	Lineage      format.MapRef[format.LineageEntry]
-	RestoredFrom format.CommitID
-	Author       string
-	Message      string
-	Time         time.Time
-	Op           string
-}
-
-// FirstParent returns the commit's first parent, zero for a root commit.
-func (c Commit) FirstParent() format.CommitID {
-	if len(c.Parents) == 0 {
-		return format.CommitID{}
-	}
-	return c.Parents[0]
-}
-
-// MergedParent returns the commit's merged parent, zero if none.
-func (c Commit) MergedParent() format.CommitID {
-	if len(c.Parents) < 2 {
-		return format.CommitID{}
-	}
-	return c.Parents[1]
-}
-
-func commitFrom(c format.Commit) Commit {
-	return Commit{ID: c.ID, Branch: c.Branch, Parents: c.Parents, Fork: c.Fork, Pins: c.Pins,
-		Lineage: c.Lineage, RestoredFrom: c.RestoredFrom, Author: c.Author, Message: c.Message, Time: c.Time, Op: c.Op}
-}
+// Commit is a commit as this package reads and writes it.
+type Commit = format.Commit
 
 // ReadCommit reads the commit with the given id: one GET.
 func ReadCommit(ctx context.Context, s storage.Store, graph, commitID string) (Commit, error) {
@@ -81,7 +45,7 @@ func readCommit(ctx context.Context, s storage.Store, graph string, id format.Co
 		return Commit{}, fmt.Errorf("read commit %s: %s: %w", id, key,
 			&format.MalformedError{Kind: format.KindCommit, Field: "id", Reason: "is " + c.ID.String() + ", not the commit its key names"})
 	}
-	return commitFrom(c), nil
+	return c, nil
 }
 
 // Pin returns the version of table that c pins, or false.
