@@ -232,25 +232,14 @@ func DecodeCommit(b []byte) (Commit, error) {
 	if err != nil {
 		return Commit{}, err
 	}
-	var w struct {
-		ID           string   `json:"id"`
-		Tree         string   `json:"tree"`
-		Seq          int64    `json:"seq"`
-		Branch       string   `json:"branch"`
-		Parents      []string `json:"parents"`
-		Fork         string   `json:"fork"`
-		RestoredFrom string   `json:"restored_from"`
-		Author       string   `json:"author"`
-		Message      string   `json:"message"`
-		Time         string   `json:"time"`
-		Op           string   `json:"op"`
-	}
 	for _, f := range []string{"pins", "lineage"} {
 		if raw := top[f]; len(raw) == 0 || raw[0] != '{' {
 			return Commit{}, malformed(k, f, "not an object")
 		}
 	}
-	if err := unmarshalWire(k, stripFields(top, "pins", "lineage"), &w); err != nil {
+	// pins and lineage are decoded from top (mapRefJSON takes nothing from JSON).
+	var w commitWire
+	if err := unmarshalWire(k, b, &w); err != nil {
 		return Commit{}, err
 	}
 	id, err := ParseCommitID(w.ID)
@@ -301,17 +290,4 @@ func DecodeCommit(b []byte) (Commit, error) {
 		return Commit{}, malformed(k, "id", "digest does not match the commit's content, or the bytes are not canonical")
 	}
 	return c, nil
-}
-
-// stripFields re-marshals top without the named fields.
-func stripFields(top map[string]json.RawMessage, names ...string) []byte {
-	rest := make(map[string]json.RawMessage, len(top))
-	for k, v := range top {
-		rest[k] = v
-	}
-	for _, n := range names {
-		delete(rest, n)
-	}
-	b, _ := json.Marshal(rest)
-	return b
 }

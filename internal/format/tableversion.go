@@ -87,14 +87,8 @@ func DecodeTableVersion(b []byte) (TableVersion, error) {
 	if raw := top["entries"]; len(raw) == 0 || raw[0] != '{' {
 		return TableVersion{}, malformed(k, "entries", "not an object")
 	}
-	var w struct {
-		Table     string `json:"table"`
-		ID        string `json:"id"`
-		Bytes     int64  `json:"bytes"`
-		CreatedAt string `json:"created_at"`
-		Op        string `json:"op"`
-	}
-	if err := unmarshalWire(k, stripFields(top, "entries"), &w); err != nil {
+	var w tableVersionWire // entries are decoded from top
+	if err := unmarshalWire(k, b, &w); err != nil {
 		return TableVersion{}, err
 	}
 	v := TableVersion{Table: w.Table, Bytes: w.Bytes, Op: w.Op}
