@@ -137,12 +137,10 @@ func (g *Graph) publish(ctx context.Context, p Publish, putFirst bool) (PublishR
 			if err == nil {
 				return PublishResult{Outcome: Published, Head: p.Commit, ETag: res.ETag}, nil
 			}
-			switch storage.CodeOf(err) {
-			case storage.CodePreconditionFailed, storage.CodeAmbiguous, storage.CodeUnknown:
-				last = err
-			default:
+			if !unsettled(err) {
 				return PublishResult{}, fmt.Errorf("publish %s on %s: %w", p.Commit, p.Native, err)
 			}
+			last = err
 		}
 		putFirst = true
 		obj, err := g.S.Get(ctx, key)
@@ -267,12 +265,8 @@ func (g *Graph) FencePublish(ctx context.Context, p Publish, op string) (Publish
 	if err != nil {
 		return PublishResult{}, true, fmt.Errorf("fence publish: %w", invalid("Op", err))
 	}
-	if _, err = g.S.Put(ctx, key, body, storage.PutOptions{IfMatch: p.IfMatch}); err != nil {
-		switch storage.CodeOf(err) {
-		case storage.CodePreconditionFailed, storage.CodeAmbiguous, storage.CodeUnknown:
-		default:
-			return PublishResult{}, true, fmt.Errorf("fence publish %s on %s: %w", p.Commit, p.Native, err)
-		}
+	if _, err = g.S.Put(ctx, key, body, storage.PutOptions{IfMatch: p.IfMatch}); err != nil && !unsettled(err) {
+		return PublishResult{}, true, fmt.Errorf("fence publish %s on %s: %w", p.Commit, p.Native, err)
 	}
 	return g.CheckPublish(ctx, p)
 }
