@@ -156,13 +156,7 @@ func (c Commit) Validate() error {
 	if err := ValidateMessage(c.Message); err != nil {
 		return err
 	}
-	if why := checkTime(c.Time); why != "" {
-		return malformed(k, "time", why)
-	}
-	if why := checkOp(c.Op); why != "" {
-		return malformed(k, "op", why)
-	}
-	return nil
+	return firstBad(k, fieldCheck{"time", checkTime(c.Time), nil}, fieldCheck{"op", checkOp(c.Op), nil})
 }
 
 func (c Commit) wire() commitWire {

@@ -58,13 +58,7 @@ func (v TableVersion) Validate() error {
 			return malformed(k, "bytes", "not the total size of the entries")
 		}
 	}
-	if why := checkTime(v.CreatedAt); why != "" {
-		return malformed(k, "created_at", why)
-	}
-	if why := checkOp(v.Op); why != "" {
-		return malformed(k, "op", why)
-	}
-	return nil
+	return firstBad(k, fieldCheck{"created_at", checkTime(v.CreatedAt), nil}, fieldCheck{"op", checkOp(v.Op), nil})
 }
 
 // EncodeTableVersion returns the canonical bytes of v.
