@@ -2,7 +2,6 @@ package graph
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -30,16 +29,9 @@ func ReadCommit(ctx context.Context, s storage.Store, graph, commitID string) (C
 // readCommit reads a commit by id and checks it is the one the id names.
 func readCommit(ctx context.Context, s storage.Store, graph string, id format.CommitID) (Commit, error) {
 	key := format.CommitIDKey(graph, id)
-	obj, err := s.Get(ctx, key)
-	if errors.Is(err, storage.ErrNotFound) {
-		return Commit{}, fmt.Errorf("read commit %s: %w: %w", id, ErrCommitNotFound, err)
-	}
+	c, err := getDecoded(ctx, s, key, "read commit "+id.String(), ErrCommitNotFound, format.DecodeCommit)
 	if err != nil {
-		return Commit{}, fmt.Errorf("read commit %s: %w", id, err)
-	}
-	c, err := format.DecodeCommit(obj.Body)
-	if err != nil {
-		return Commit{}, fmt.Errorf("read commit %s: %s: %w", id, key, err)
+		return Commit{}, err
 	}
 	if c.ID != id {
 		return Commit{}, fmt.Errorf("read commit %s: %s: %w", id, key,

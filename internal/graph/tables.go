@@ -42,16 +42,9 @@ func (g *Graph) Version(ctx context.Context, table string, id ulid.ULID) (Versio
 		return Version{}, err
 	}
 	key := format.TableVersionKey(g.Name, table, id)
-	obj, err := g.S.Get(ctx, key)
-	if errors.Is(err, storage.ErrNotFound) {
-		return Version{}, fmt.Errorf("read table %s version %s: %w: %w", table, id, ErrVersionNotFound, err)
-	}
+	v, err := getDecoded(ctx, g.S, key, fmt.Sprintf("read table %s version %s", table, id), ErrVersionNotFound, format.DecodeTableVersion)
 	if err != nil {
-		return Version{}, fmt.Errorf("read table %s version %s: %w", table, id, err)
-	}
-	v, err := format.DecodeTableVersion(obj.Body)
-	if err != nil {
-		return Version{}, fmt.Errorf("read table %s version %s: %s: %w", table, id, key, err)
+		return Version{}, err
 	}
 	if v.Table != table || v.ID != id {
 		return Version{}, fmt.Errorf("read table %s version %s: %s: %w", table, id, key,
