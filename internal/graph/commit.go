@@ -42,13 +42,13 @@ func readCommit(ctx context.Context, s storage.Store, graph string, id format.Co
 
 // Pin returns the version of table that c pins, or false.
 func (g *Graph) Pin(ctx context.Context, c Commit, table string) (ulid.ULID, bool, error) {
-	e, ok, err := mapTree[format.PinEntry]{r: g.pins, ref: c.Pins}.get(ctx, table)
+	e, ok, err := g.pinsOf(c).get(ctx, table)
 	return e.Version, ok, err
 }
 
 // EachPin calls fn for every table c pins, in name order, chunk by chunk.
 func (g *Graph) EachPin(ctx context.Context, c Commit, fn func(format.PinEntry) error) error {
-	return mapTree[format.PinEntry]{r: g.pins, ref: c.Pins}.each(ctx, fn)
+	return g.pinsOf(c).each(ctx, fn)
 }
 
 // Graph reads and writes one graph through one store; safe for concurrent use.
@@ -75,6 +75,10 @@ func Open(s storage.Store, graph string) (*Graph, error) {
 // Commit reads a commit by id: one GET.
 func (g *Graph) Commit(ctx context.Context, id format.CommitID) (Commit, error) {
 	return readCommit(ctx, g.S, g.Name, id)
+}
+
+func (g *Graph) pinsOf(c Commit) mapTree[format.PinEntry] {
+	return mapTree[format.PinEntry]{r: g.pins, ref: c.Pins}
 }
 
 func (g *Graph) lineageOf(c Commit) mapTree[format.LineageEntry] {
