@@ -40,26 +40,20 @@ func (c *Catalog) IncarnationSettleTx(ctx context.Context, tx pgx.Tx, p Incarnat
 	}
 	var from IncarnationState
 	var fromSince time.Time
-	row := tx.QueryRow(ctx, `
+	inc, err := scanIncarnation(extraRow{Row: tx.QueryRow(ctx, `
 		UPDATE incarnations AS i
 		SET state = $3, updated_at = now(), settled_at = coalesce(i.settled_at, now())
 		FROM (SELECT native AS n, state AS prev, updated_at AS prev_at FROM incarnations
 		      WHERE graph = $1 AND native = $2 FOR UPDATE) AS o
 		WHERE i.graph = $1 AND i.native = o.n AND i.state IN ('intent', 'cloned', 'in_doubt')
-		RETURNING o.prev, o.prev_at, i.graph, i.logical, i.native, i.tree, i.state, i.op_id, i.created_at, i.updated_at, i.settled_at`,
-		p.Graph, p.Native, p.To)
-	var inc Incarnation
-	var settled *time.Time
-	err := row.Scan(&from, &fromSince, &inc.Graph, &inc.Logical, &inc.Native, &inc.Tree, &inc.State, &inc.OpID,
-		&inc.CreatedAt, &inc.UpdatedAt, &settled)
+		RETURNING `+incarnationColumns+`, o.prev, o.prev_at`,
+		p.Graph, p.Native, p.To), extra: []any{&from, &fromSince}})
 	if errors.Is(err, pgx.ErrNoRows) {
 		inc, err = getIncarnation(ctx, tx, p.Graph, p.Native)
 		if err == nil && inc.State != p.To {
 			err = &StateConflictError{Entity: "incarnation", ID: p.Native, Expected: "intent, cloned or in_doubt", Current: string(inc.State)}
 		}
 		from = inc.State
-	} else {
-		inc.SettledAt = timeOrZero(settled)
 	}
 	if err != nil {
 		return IncarnationSettleResult{}, c.wrap(what, err)

@@ -75,24 +75,10 @@ func (r BranchRef) Validate() error {
 	case r.State != RefFence && (r.Head.Tree != r.Tree || !r.Head.valid()):
 		return malformed(k, "head", "not a commit of the ref's tree")
 	}
-	if why := checkOp(r.Op); why != "" {
-		return malformed(k, "op", why)
-	}
-	if r.State == RefRetired {
-		if why := checkOp(r.RetiredOp); why != "" {
-			return malformed(k, "retired_op", why)
-		}
-	} else if r.RetiredOp != "" {
-		return malformed(k, "retired_op", "set on a "+string(r.State)+" ref")
-	}
-	if r.State == RefFence {
-		if why := checkReason(r.Reason); why != "" {
-			return malformed(k, "reason", why)
-		}
-	} else if r.Reason != "" {
-		return malformed(k, "reason", "set on a "+string(r.State)+" ref")
-	}
-	return nil
+	setOn := string(r.State) + " ref"
+	return firstBad(k, fieldCheck{"op", checkOp(r.Op), nil},
+		fieldCheck{"retired_op", onlyIf(r.State == RefRetired, r.RetiredOp, checkOp, setOn), nil},
+		fieldCheck{"reason", onlyIf(r.State == RefFence, r.Reason, checkReason, setOn), nil})
 }
 
 // EncodeBranchRef returns the canonical bytes of r.

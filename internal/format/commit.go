@@ -36,6 +36,22 @@ type Commit struct {
 	Op      string
 }
 
+// FirstParent returns the commit's first parent, zero for a root commit.
+func (c Commit) FirstParent() CommitID {
+	if len(c.Parents) == 0 {
+		return CommitID{}
+	}
+	return c.Parents[0]
+}
+
+// MergedParent returns the commit's merged parent, zero if none.
+func (c Commit) MergedParent() CommitID {
+	if len(c.Parents) < 2 {
+		return CommitID{}
+	}
+	return c.Parents[1]
+}
+
 type commitWire struct {
 	Format       int        `json:"format"`
 	Kind         Kind       `json:"kind"`
@@ -140,13 +156,7 @@ func (c Commit) Validate() error {
 	if err := ValidateMessage(c.Message); err != nil {
 		return err
 	}
-	if why := checkTime(c.Time); why != "" {
-		return malformed(k, "time", why)
-	}
-	if why := checkOp(c.Op); why != "" {
-		return malformed(k, "op", why)
-	}
-	return nil
+	return firstBad(k, fieldCheck{"time", checkTime(c.Time), nil}, fieldCheck{"op", checkOp(c.Op), nil})
 }
 
 func (c Commit) wire() commitWire {
@@ -216,25 +226,14 @@ func DecodeCommit(b []byte) (Commit, error) {
 	if err != nil {
 		return Commit{}, err
 	}
-	var w struct {
-		ID           string   `json:"id"`
-		Tree         string   `json:"tree"`
-		Seq          int64    `json:"seq"`
-		Branch       string   `json:"branch"`
-		Parents      []string `json:"parents"`
-		Fork         string   `json:"fork"`
-		RestoredFrom string   `json:"restored_from"`
-		Author       string   `json:"author"`
-		Message      string   `json:"message"`
-		Time         string   `json:"time"`
-		Op           string   `json:"op"`
-	}
 	for _, f := range []string{"pins", "lineage"} {
 		if raw := top[f]; len(raw) == 0 || raw[0] != '{' {
 			return Commit{}, malformed(k, f, "not an object")
 		}
 	}
-	if err := unmarshalWire(k, stripFields(top, "pins", "lineage"), &w); err != nil {
+	// pins and lineage are decoded from top (mapRefJSON takes nothing from JSON).
+	var w commitWire
+	if err := unmarshalWire(k, b, &w); err != nil {
 		return Commit{}, err
 	}
 	id, err := ParseCommitID(w.ID)
@@ -285,17 +284,4 @@ func DecodeCommit(b []byte) (Commit, error) {
 		return Commit{}, malformed(k, "id", "digest does not match the commit's content, or the bytes are not canonical")
 	}
 	return c, nil
-}
-
-// stripFields re-marshals top without the named fields.
-func stripFields(top map[string]json.RawMessage, names ...string) []byte {
-	rest := make(map[string]json.RawMessage, len(top))
-	for k, v := range top {
-		rest[k] = v
-	}
-	for _, n := range names {
-		delete(rest, n)
-	}
-	b, _ := json.Marshal(rest)
-	return b
 }

@@ -104,6 +104,37 @@ func (e *TooLargeError) Error() string {
 // Is matches ErrTooLarge.
 func (e *TooLargeError) Is(target error) bool { return target == ErrTooLarge }
 
+// fieldCheck is one field's check: the reason or the error it fails with, if any.
+type fieldCheck struct {
+	field, why string
+	err        error
+}
+
+// firstBad returns the first failed check of a kind k object as a *MalformedError.
+func firstBad(k Kind, checks ...fieldCheck) error {
+	for _, c := range checks {
+		switch {
+		case c.err != nil:
+			return malformedErr(k, c.field, c.err)
+		case c.why != "":
+			return malformed(k, c.field, c.why)
+		}
+	}
+	return nil
+}
+
+// onlyIf returns why value, which must be set iff set, is wrong: check's
+// reason when set, else "set on a {what}" when it is there.
+func onlyIf(set bool, value string, check func(string) string, what string) string {
+	switch {
+	case set:
+		return check(value)
+	case value != "":
+		return "set on a " + what
+	}
+	return ""
+}
+
 func malformed(kind Kind, field, reason string) error {
 	return &MalformedError{Kind: kind, Field: field, Reason: reason}
 }

@@ -24,19 +24,8 @@ var graphFields = fieldSet{required: []string{"format", "kind", "name", "created
 
 // Validate reports the first invalid field of g.
 func (g Graph) Validate() error {
-	if err := ValidateGraphName(g.Name); err != nil {
-		return malformedErr(KindGraph, "name", err)
-	}
-	if why := checkTime(g.CreatedAt); why != "" {
-		return malformed(KindGraph, "created_at", why)
-	}
-	if why := checkOp(g.Op); why != "" {
-		return malformed(KindGraph, "op", why)
-	}
-	if err := ValidateBranchName(g.DefaultBranch); err != nil {
-		return malformedErr(KindGraph, "default_branch", err)
-	}
-	return nil
+	return firstBad(KindGraph, fieldCheck{"name", "", ValidateGraphName(g.Name)}, fieldCheck{"created_at", checkTime(g.CreatedAt), nil},
+		fieldCheck{"op", checkOp(g.Op), nil}, fieldCheck{"default_branch", "", ValidateBranchName(g.DefaultBranch)})
 }
 
 // EncodeGraph returns the canonical bytes of g.

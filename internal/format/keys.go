@@ -90,21 +90,17 @@ func ParseCommitKey(graph, key string) (CommitID, error) {
 	if !ok {
 		return CommitID{}, bad("name does not end in \".json\"")
 	}
+	const shape = "name is not 19 digits, '-', a digest and \".json\""
 	inv, digestText, ok := strings.Cut(inv, "-")
 	if !ok {
-		return CommitID{}, bad("name is not 19 digits, '-', a digest and \".json\"")
+		return CommitID{}, bad(shape)
 	}
 	digest, why := parseDigest(digestText)
 	if why != "" {
 		return CommitID{}, bad("digest: " + why)
 	}
-	if len(inv) != 19 {
-		return CommitID{}, bad("name is not 19 digits, '-', a digest and \".json\"")
-	}
-	for i := 0; i < len(inv); i++ {
-		if inv[i] < '0' || inv[i] > '9' {
-			return CommitID{}, bad("name is not 19 digits, '-', a digest and \".json\"")
-		}
+	if len(inv) != 19 || strings.Trim(inv, "0123456789") != "" {
+		return CommitID{}, bad(shape)
 	}
 	n, err := strconv.ParseInt(inv, 10, 64)
 	if err != nil {

@@ -104,21 +104,15 @@ type PinEntry struct {
 	Version ulid.ULID
 }
 
-// LineageEntry is one entry of a commit's lineage: the highest ancestor in
-// another tree, with its digest so the commit can be read by id.
-type LineageEntry struct {
-	Tree   ulid.ULID
-	Seq    int64
-	Digest Digest
-}
+// LineageEntry is one entry of a commit's lineage: the id of the highest
+// ancestor in another tree, so the commit can be read by id.
+type LineageEntry CommitID
 
 // ID returns the id of the commit the entry names.
-func (e LineageEntry) ID() CommitID { return CommitID{Tree: e.Tree, Seq: e.Seq, Digest: e.Digest} }
+func (e LineageEntry) ID() CommitID { return CommitID(e) }
 
 // LineageOf returns the lineage entry naming commit id.
-func LineageOf(id CommitID) LineageEntry {
-	return LineageEntry{Tree: id.Tree, Seq: id.Seq, Digest: id.Digest}
-}
+func LineageOf(id CommitID) LineageEntry { return LineageEntry(id) }
 
 // ChildRef is a node's reference to one chunk of the level below.
 type ChildRef struct {

@@ -18,6 +18,9 @@ type TableVersion struct {
 	Op        string
 }
 
+// Len returns the number of entries.
+func (v TableVersion) Len() int64 { return v.Entries.Len() }
+
 type tableVersionWire struct {
 	Format    int        `json:"format"`
 	Kind      Kind       `json:"kind"`
@@ -55,13 +58,7 @@ func (v TableVersion) Validate() error {
 			return malformed(k, "bytes", "not the total size of the entries")
 		}
 	}
-	if why := checkTime(v.CreatedAt); why != "" {
-		return malformed(k, "created_at", why)
-	}
-	if why := checkOp(v.Op); why != "" {
-		return malformed(k, "op", why)
-	}
-	return nil
+	return firstBad(k, fieldCheck{"created_at", checkTime(v.CreatedAt), nil}, fieldCheck{"op", checkOp(v.Op), nil})
 }
 
 // EncodeTableVersion returns the canonical bytes of v.
@@ -84,14 +81,8 @@ func DecodeTableVersion(b []byte) (TableVersion, error) {
 	if raw := top["entries"]; len(raw) == 0 || raw[0] != '{' {
 		return TableVersion{}, malformed(k, "entries", "not an object")
 	}
-	var w struct {
-		Table     string `json:"table"`
-		ID        string `json:"id"`
-		Bytes     int64  `json:"bytes"`
-		CreatedAt string `json:"created_at"`
-		Op        string `json:"op"`
-	}
-	if err := unmarshalWire(k, stripFields(top, "entries"), &w); err != nil {
+	var w tableVersionWire // entries are decoded from top
+	if err := unmarshalWire(k, b, &w); err != nil {
 		return TableVersion{}, err
 	}
 	v := TableVersion{Table: w.Table, Bytes: w.Bytes, Op: w.Op}

@@ -44,26 +44,13 @@ func (t Tag) Validate() error {
 	if t.State != TagLive && t.State != TagRetired {
 		return malformed(k, "state", "not live or retired")
 	}
-	if err := ValidateTagName(t.Name); err != nil {
-		return malformedErr(k, "name", err)
-	}
+	commit := ""
 	if !t.Commit.valid() {
-		return malformed(k, "commit", "not a commit id")
+		commit = "not a commit id"
 	}
-	if why := checkOp(t.Op); why != "" {
-		return malformed(k, "op", why)
-	}
-	if why := checkTime(t.CreatedAt); why != "" {
-		return malformed(k, "created_at", why)
-	}
-	if t.State == TagRetired {
-		if why := checkOp(t.RetiredOp); why != "" {
-			return malformed(k, "retired_op", why)
-		}
-	} else if t.RetiredOp != "" {
-		return malformed(k, "retired_op", "set on a live tag")
-	}
-	return nil
+	return firstBad(k, fieldCheck{"name", "", ValidateTagName(t.Name)}, fieldCheck{"commit", commit, nil},
+		fieldCheck{"op", checkOp(t.Op), nil}, fieldCheck{"created_at", checkTime(t.CreatedAt), nil},
+		fieldCheck{"retired_op", onlyIf(t.State == TagRetired, t.RetiredOp, checkOp, "live tag"), nil})
 }
 
 // EncodeTag returns the canonical bytes of t.

@@ -235,71 +235,83 @@ type RetireResult struct {
 // our bytes → done; still etag → re-issue (at most MaxPutAttempts puts);
 // else *RefChangedError. Still unknown at the end: *InDoubtError.
 func RetireRef(ctx context.Context, s storage.Store, graph, native, etag, retiredOp string) (RetireResult, error) {
-	if err := checkParams(param{"Graph", format.ValidateGraphName(graph)}, param{"Native", format.ValidateNative(native)}); err != nil {
+	if err := checkParams(param{"Graph", format.ValidateGraphName(graph)}, param{"Native", format.ValidateNative(native)},
+		param{"ETag", nonEmpty(etag)}, param{"RetiredOp", format.ValidateOp(retiredOp)}); err != nil {
 		return RetireResult{}, fmt.Errorf("retire ref: %w", err)
 	}
-	if etag == "" {
-		return RetireResult{}, fmt.Errorf("retire ref: %w", invalidf("ETag", "empty"))
-	}
-	if err := format.ValidateOp(retiredOp); err != nil {
-		return RetireResult{}, fmt.Errorf("retire ref: %w", invalid("RetiredOp", err))
-	}
 	key := format.BranchRefKey(graph, native)
+	var res RetireResult
+	outcome, now, err := retire(ctx, s, "ref", key, etag, &RefChangedError{Key: key, ETag: etag}, func(obj storage.Object) ([]byte, bool, error) {
+		inc, err := decodeRefAt(native, obj)
+		if err != nil {
+			return nil, false, fmt.Errorf("%s: %w", key, err)
+		}
+		res.Ref = inc.Ref
+		if obj.ETag != etag {
+			if res.Ref.State == format.RefRetired && res.Ref.RetiredOp == retiredOp {
+				// Our swap landed (its answer lost), or an earlier call retired it.
+				return nil, true, nil
+			}
+			found := &RefChangedError{Key: key, ETag: etag, Found: res.Ref.State, Op: res.Ref.Op}
+			if res.Ref.State == format.RefRetired {
+				found.Op = res.Ref.RetiredOp
+			}
+			return nil, false, found
+		}
+		if res.Ref.State != format.RefLive {
+			return nil, false, invalidf("ETag", "names a %s ref, not a live one", res.Ref.State)
+		}
+		res.Ref.State, res.Ref.RetiredOp = format.RefRetired, retiredOp
+		// The retired ref keeps the live head, so its bytes are a re-issue's.
+		body, err := format.EncodeBranchRef(res.Ref)
+		if err != nil {
+			return nil, false, invalid("RetiredOp", err)
+		}
+		return body, false, nil
+	})
+	if err != nil {
+		return RetireResult{}, fmt.Errorf("retire ref %s: %w", native, err)
+	}
+	res.Outcome, res.ETag = outcome, now
+	return res, nil
+}
+
+// retire is the compare-and-swap loop of RetireRef and RetireTag at key,
+// whose object must still have ETag etag; gone is the error of an empty key.
+// check judges the object read: an error, done (our retired bytes are
+// there), or the retired bytes to put. It returns the outcome and the ETag now.
+func retire(ctx context.Context, s storage.Store, what, key, etag string, gone error,
+	check func(obj storage.Object) (retired []byte, done bool, err error)) (PutOutcome, string, error) {
 	var (
-		last    error
-		retired []byte
+		last error
+		sent []byte
 	)
 	s = reissue(s)
 	for puts := 0; ; puts++ {
 		obj, err := s.Get(ctx, key)
 		if errors.Is(err, storage.ErrNotFound) {
-			return RetireResult{}, fmt.Errorf("retire ref %s: %w", native, &RefChangedError{Key: key, ETag: etag})
+			return 0, "", gone
 		}
 		if err != nil {
-			return RetireResult{}, fmt.Errorf("retire ref %s: read ref: %w", native, err)
+			return 0, "", fmt.Errorf("read %s: %w", what, err)
 		}
-		ref, err := format.DecodeBranchRef(obj.Body)
-		if err != nil {
-			return RetireResult{}, fmt.Errorf("retire ref %s: %s: %w", native, key, err)
-		}
-		if ref.Native != native {
-			return RetireResult{}, fmt.Errorf("retire ref %s: %s: %w", native, key,
-				&format.MalformedError{Kind: format.KindBranchRef, Field: "native", Reason: "is " + ref.Native + ", not the native name its key names"})
-		}
-		if obj.ETag != etag {
-			if ref.State == format.RefRetired && ref.RetiredOp == retiredOp {
-				// Our swap landed (its answer lost), or an earlier call retired it.
-				return RetireResult{Outcome: PutAlreadyOurs, Ref: ref, ETag: obj.ETag}, nil
-			}
-			found := &RefChangedError{Key: key, ETag: etag, Found: ref.State, Op: ref.Op}
-			if ref.State == format.RefRetired {
-				found.Op = ref.RetiredOp
-			}
-			return RetireResult{}, fmt.Errorf("retire ref %s: %w", native, found)
-		}
-		if ref.State != format.RefLive {
-			return RetireResult{}, fmt.Errorf("retire ref %s: %w", native, invalidf("ETag", "names a %s ref, not a live one", ref.State))
+		retired, done, err := check(obj)
+		if err != nil || done {
+			return PutAlreadyOurs, obj.ETag, err
 		}
 		if puts == MaxPutAttempts || (puts > 0 && ctx.Err() != nil) {
 			// Still live after every put we may send: one may still land.
-			return RetireResult{}, fmt.Errorf("retire ref %s: %w", native, &InDoubtError{Key: key, Body: retired, Attempts: puts, Err: errors.Join(last, ctx.Err())})
+			return 0, "", &InDoubtError{Key: key, Body: sent, Attempts: puts, Err: errors.Join(last, ctx.Err())}
 		}
-		out := ref
-		out.State, out.RetiredOp = format.RefRetired, retiredOp
-		// The retired ref keeps the live head, so its bytes are a re-issue's.
-		if retired, err = format.EncodeBranchRef(out); err != nil {
-			return RetireResult{}, fmt.Errorf("retire ref %s: %w", native, invalid("RetiredOp", err))
-		}
-		put, err := s.Put(ctx, key, retired, storage.PutOptions{IfMatch: etag})
+		sent = retired
+		put, err := s.Put(ctx, key, sent, storage.PutOptions{IfMatch: etag})
 		if err == nil {
-			return RetireResult{Outcome: PutCreated, Ref: out, ETag: put.ETag}, nil
+			return PutCreated, put.ETag, nil
 		}
-		switch storage.CodeOf(err) {
-		case storage.CodePreconditionFailed, storage.CodeAmbiguous, storage.CodeUnknown:
-			last = err // read back: our retired bytes, still live, or another change
-		default:
-			return RetireResult{}, fmt.Errorf("retire ref %s: put retired ref: %w", native, err)
+		if !unsettled(err) {
+			return 0, "", fmt.Errorf("put retired %s: %w", what, err)
 		}
+		last = err // read back: our retired bytes, still live, or another change
 	}
 }
 

@@ -2,10 +2,8 @@ package graph
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/oklog/ulid/v2"
 
@@ -13,43 +11,8 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// Commit is a commit as this package reads and writes it (format.Commit).
-type Commit struct {
-	ID     format.CommitID
-	Branch string
-	// Parents: the first parent, then an optional merged parent.
-	Parents []format.CommitID
-	// Fork is the commit the tree was forked from (zero for main's first tree).
-	Fork         format.CommitID
-	Pins         format.MapRef[format.PinEntry]
-	Lineage      format.MapRef[format.LineageEntry]
-	RestoredFrom format.CommitID
-	Author       string
-	Message      string
-	Time         time.Time
-	Op           string
-}
-
-// FirstParent returns the commit's first parent, zero for a root commit.
-func (c Commit) FirstParent() format.CommitID {
-	if len(c.Parents) == 0 {
-		return format.CommitID{}
-	}
-	return c.Parents[0]
-}
-
-// MergedParent returns the commit's merged parent, zero if none.
-func (c Commit) MergedParent() format.CommitID {
-	if len(c.Parents) < 2 {
-		return format.CommitID{}
-	}
-	return c.Parents[1]
-}
-
-func commitFrom(c format.Commit) Commit {
-	return Commit{ID: c.ID, Branch: c.Branch, Parents: c.Parents, Fork: c.Fork, Pins: c.Pins,
-		Lineage: c.Lineage, RestoredFrom: c.RestoredFrom, Author: c.Author, Message: c.Message, Time: c.Time, Op: c.Op}
-}
+// Commit is a commit as this package reads and writes it.
+type Commit = format.Commit
 
 // ReadCommit reads the commit with the given id: one GET.
 func ReadCommit(ctx context.Context, s storage.Store, graph, commitID string) (Commit, error) {
@@ -66,33 +29,26 @@ func ReadCommit(ctx context.Context, s storage.Store, graph, commitID string) (C
 // readCommit reads a commit by id and checks it is the one the id names.
 func readCommit(ctx context.Context, s storage.Store, graph string, id format.CommitID) (Commit, error) {
 	key := format.CommitIDKey(graph, id)
-	obj, err := s.Get(ctx, key)
-	if errors.Is(err, storage.ErrNotFound) {
-		return Commit{}, fmt.Errorf("read commit %s: %w: %w", id, ErrCommitNotFound, err)
-	}
+	c, err := getDecoded(ctx, s, key, "read commit "+id.String(), ErrCommitNotFound, format.DecodeCommit)
 	if err != nil {
-		return Commit{}, fmt.Errorf("read commit %s: %w", id, err)
-	}
-	c, err := format.DecodeCommit(obj.Body)
-	if err != nil {
-		return Commit{}, fmt.Errorf("read commit %s: %s: %w", id, key, err)
+		return Commit{}, err
 	}
 	if c.ID != id {
 		return Commit{}, fmt.Errorf("read commit %s: %s: %w", id, key,
 			&format.MalformedError{Kind: format.KindCommit, Field: "id", Reason: "is " + c.ID.String() + ", not the commit its key names"})
 	}
-	return commitFrom(c), nil
+	return c, nil
 }
 
 // Pin returns the version of table that c pins, or false.
 func (g *Graph) Pin(ctx context.Context, c Commit, table string) (ulid.ULID, bool, error) {
-	e, ok, err := mapTree[format.PinEntry]{r: g.pins, ref: c.Pins}.get(ctx, table)
+	e, ok, err := g.pinsOf(c).get(ctx, table)
 	return e.Version, ok, err
 }
 
 // EachPin calls fn for every table c pins, in name order, chunk by chunk.
 func (g *Graph) EachPin(ctx context.Context, c Commit, fn func(format.PinEntry) error) error {
-	return mapTree[format.PinEntry]{r: g.pins, ref: c.Pins}.each(ctx, fn)
+	return g.pinsOf(c).each(ctx, fn)
 }
 
 // Graph reads and writes one graph through one store; safe for concurrent use.
@@ -119,6 +75,10 @@ func Open(s storage.Store, graph string) (*Graph, error) {
 // Commit reads a commit by id: one GET.
 func (g *Graph) Commit(ctx context.Context, id format.CommitID) (Commit, error) {
 	return readCommit(ctx, g.S, g.Name, id)
+}
+
+func (g *Graph) pinsOf(c Commit) mapTree[format.PinEntry] {
+	return mapTree[format.PinEntry]{r: g.pins, ref: c.Pins}
 }
 
 func (g *Graph) lineageOf(c Commit) mapTree[format.LineageEntry] {

@@ -169,7 +169,18 @@ func checkParams(ps ...param) error {
 	return nil
 }
 
-var errZeroULID = errors.New("zero ULID")
+var (
+	errZeroULID = errors.New("zero ULID")
+	errEmpty    = errors.New("empty")
+)
+
+// nonEmpty fails "".
+func nonEmpty(s string) error {
+	if s == "" {
+		return errEmpty
+	}
+	return nil
+}
 
 // nonZero fails a zero ULID.
 func nonZero(id ulid.ULID) error {

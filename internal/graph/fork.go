@@ -58,7 +58,7 @@ func (g *Graph) PlanForkOn(ctx context.Context, spec ForkSpec, src Commit) (Fork
 		}
 	}
 	// The fork names the source's pins map as it stands.
-	pins, pinChunks, err := mapTree[format.PinEntry]{r: g.pins, ref: src.Pins}.apply(ctx, nil)
+	pins, pinChunks, err := g.pinsOf(src).apply(ctx, nil)
 	if err != nil {
 		return fail(err)
 	}

@@ -19,10 +19,10 @@ func (m *Marker) CommitOnly(ctx context.Context, c Commit, pinned func(format.Pi
 	if err := m.visit(Mark{Kind: MarkCommit, Key: key}); err != nil {
 		return err
 	}
-	if err := markChunks(ctx, m, mapTree[format.LineageEntry]{r: m.g.lineage, ref: c.Lineage}, MarkLineageChunk, "", nil); err != nil {
+	if err := markChunks(ctx, m, m.g.lineageOf(c), MarkLineageChunk, "", nil); err != nil {
 		return fmt.Errorf("mark lineage of %s: %w", c.ID, err)
 	}
-	if err := markChunks(ctx, m, mapTree[format.PinEntry]{r: m.g.pins, ref: c.Pins}, MarkPinsChunk, "", pinned); err != nil {
+	if err := markChunks(ctx, m, m.g.pinsOf(c), MarkPinsChunk, "", pinned); err != nil {
 		return fmt.Errorf("mark pins of %s: %w", c.ID, err)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/localfs"
 )
@@ -190,3 +191,14 @@ func (f *faultyStore) Get(ctx context.Context, key string) (storage.Object, erro
 }
 
 func storageOpts() storage.PutOptions { return storage.PutOptions{} }
+
+// buildMap returns the map of entries (sorted, unique keys) and its chunks.
+func buildMap[E any](ctx context.Context, r *mapReader[E], entries []E) (format.MapRef[E], []Chunk, error) {
+	b := newBuilder(r.spec, r.key)
+	for _, e := range entries {
+		if err := b.addEntry(e); err != nil {
+			return format.MapRef[E]{}, nil, err
+		}
+	}
+	return mapTree[E]{r: r}.result(ctx, b)
+}

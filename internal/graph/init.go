@@ -154,15 +154,12 @@ func swapOwnRef(ctx context.Context, s storage.Store, key string, ours, next []b
 		case !bytes.Equal(obj.Body, ours):
 			return fmt.Errorf("ref %s holds neither our ref nor its replacement", key)
 		}
-		_, err = s.Put(ctx, key, next, storage.PutOptions{IfMatch: obj.ETag})
-		if err == nil {
+		switch _, err = s.Put(ctx, key, next, storage.PutOptions{IfMatch: obj.ETag}); {
+		case err == nil:
 			return nil
+		case !unsettled(err):
+			return fmt.Errorf("swap ref: %w", err)
 		}
-		switch storage.CodeOf(err) {
-		case storage.CodePreconditionFailed, storage.CodeAmbiguous, storage.CodeUnknown:
-			continue
-		}
-		return fmt.Errorf("swap ref: %w", err)
 	}
 	return fmt.Errorf("swap ref: %w", storage.ErrAmbiguous)
 }

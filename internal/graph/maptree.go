@@ -386,17 +386,6 @@ func (t mapTree[E]) apply(ctx context.Context, edits []mapEdit[E]) (format.MapRe
 	return t.result(ctx, b)
 }
 
-// buildMap returns the map of entries (sorted, unique keys) and its chunks.
-func buildMap[E any](ctx context.Context, r *mapReader[E], entries []E) (format.MapRef[E], []Chunk, error) {
-	b := newBuilder(r.spec, r.key)
-	for _, e := range entries {
-		if err := b.addEntry(e); err != nil {
-			return format.MapRef[E]{}, nil, err
-		}
-	}
-	return mapTree[E]{r: r}.result(ctx, b)
-}
-
 // result finishes b: inline when the entries fit, chunks otherwise.
 func (t mapTree[E]) result(ctx context.Context, b *builder[E]) (format.MapRef[E], []Chunk, error) {
 	root, ok, err := b.finish()

@@ -393,9 +393,7 @@ func (g *Graph) PlanMerge(ctx context.Context, source, target Commit, bases Base
 		spec.MaxListedConflicts = 100
 	}
 	var lines []TableMerge
-	sourcePins := mapTree[format.PinEntry]{r: g.pins, ref: source.Pins}
-	targetPins := mapTree[format.PinEntry]{r: g.pins, ref: target.Pins}
-	err := walkMaps(ctx, sourcePins, targetPins, walkFuncs[format.PinEntry]{
+	err := walkMaps(ctx, g.pinsOf(source), g.pinsOf(target), walkFuncs[format.PinEntry]{
 		onlyA: func(e format.PinEntry) error {
 			lines = append(lines, TableMerge{Table: e.Table, Source: e.Version})
 			return nil

@@ -146,17 +146,12 @@ func (u *uploader) run(ctx context.Context, r io.Reader) (string, int, error) {
 	if limits.MaxParts > 0 && nparts > limits.MaxParts {
 		return "", 0, fmt.Errorf("%d parts needed, the store allows %d", nparts, limits.MaxParts)
 	}
-	var err error
-	for attempt := 1; ; attempt++ {
-		u.id, err = u.m.CreateMultipart(ctx, u.key)
-		if err == nil {
-			break
-		}
-		// An ambiguous create may leave an unknown upload: the collector aborts it.
-		if attempt == MaxPutAttempts || !retryable(err) || ctx.Err() != nil {
-			return "", 0, fmt.Errorf("create multipart upload: %w", err)
-		}
+	// An ambiguous create may leave an unknown upload: the collector aborts it.
+	id, err := retried(ctx, func() (string, error) { return u.m.CreateMultipart(ctx, u.key) })
+	if err != nil {
+		return "", 0, fmt.Errorf("create multipart upload: %w", err)
 	}
+	u.id = id
 	sum, parts, err := u.sendParts(ctx, r, partSize, nparts)
 	if err == nil {
 		err = u.complete(ctx, parts)
@@ -192,6 +187,17 @@ func (u *uploader) abort(ctx context.Context) error {
 		}
 	}
 	return err
+}
+
+// retried calls fn until it succeeds, at most MaxPutAttempts times while it
+// fails retryably.
+func retried[T any](ctx context.Context, fn func() (T, error)) (T, error) {
+	for attempt := 1; ; attempt++ {
+		v, err := fn()
+		if err == nil || attempt == MaxPutAttempts || !retryable(err) || ctx.Err() != nil {
+			return v, err
+		}
+	}
 }
 
 func retryable(err error) bool {
@@ -283,18 +289,13 @@ func (u *uploader) sendParts(ctx context.Context, r io.Reader, partSize int64, n
 }
 
 func (u *uploader) sendPart(ctx context.Context, n int, body []byte) (storage.Part, error) {
-	var last error
-	for attempt := 1; attempt <= MaxPutAttempts; attempt++ {
-		p, err := u.m.UploadPart(ctx, u.key, u.id, n, bytes.NewReader(body), int64(len(body)))
-		if err == nil {
-			return p, nil
-		}
-		last = err
-		if !retryable(err) || ctx.Err() != nil {
-			break
-		}
+	p, err := retried(ctx, func() (storage.Part, error) {
+		return u.m.UploadPart(ctx, u.key, u.id, n, bytes.NewReader(body), int64(len(body)))
+	})
+	if err != nil {
+		return storage.Part{}, fmt.Errorf("upload part %d: %w", n, err)
 	}
-	return storage.Part{}, fmt.Errorf("upload part %d: %w", n, last)
+	return p, nil
 }
 
 // complete finishes the upload; an unknown answer is settled by HEAD.

@@ -51,9 +51,7 @@ func PutIfAbsent(ctx context.Context, s storage.Store, key string, body []byte) 
 		if err == nil {
 			return PutResult{Outcome: PutCreated, ETag: res.ETag}, nil
 		}
-		switch storage.CodeOf(err) {
-		case storage.CodePreconditionFailed, storage.CodeAmbiguous, storage.CodeUnknown:
-		default:
+		if !unsettled(err) {
 			return PutResult{}, err
 		}
 		last = err
@@ -73,4 +71,14 @@ func PutIfAbsent(ctx context.Context, s storage.Store, key string, body []byte) 
 		}
 	}
 	return PutResult{}, &InDoubtError{Key: key, Body: body, Attempts: MaxPutAttempts, Err: last}
+}
+
+// unsettled reports a put answer that only a read-back settles: a failed
+// condition, or an unknown outcome.
+func unsettled(err error) bool {
+	switch storage.CodeOf(err) {
+	case storage.CodePreconditionFailed, storage.CodeAmbiguous, storage.CodeUnknown:
+		return true
+	}
+	return false
 }

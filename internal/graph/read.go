@@ -17,22 +17,33 @@ func ReadGraph(ctx context.Context, s storage.Store, graph string) (format.Graph
 		return format.Graph{}, invalid("Graph", err)
 	}
 	key := format.GraphKey(graph)
-	obj, err := s.Get(ctx, key)
-	if errors.Is(err, storage.ErrNotFound) {
-		return format.Graph{}, fmt.Errorf("read graph %q: %w: %w", graph, ErrGraphNotFound, err)
-	}
+	g, err := getDecoded(ctx, s, key, fmt.Sprintf("read graph %q", graph), ErrGraphNotFound, format.DecodeGraph)
 	if err != nil {
-		return format.Graph{}, fmt.Errorf("read graph %q: %w", graph, err)
-	}
-	g, err := format.DecodeGraph(obj.Body)
-	if err != nil {
-		return format.Graph{}, fmt.Errorf("read graph %q: %s: %w", graph, key, err)
+		return format.Graph{}, err
 	}
 	if g.Name != graph {
 		return format.Graph{}, fmt.Errorf("read graph %q: %s: %w", graph, key,
 			&format.MalformedError{Kind: format.KindGraph, Field: "name", Reason: "names graph " + g.Name})
 	}
 	return g, nil
+}
+
+// getDecoded GETs key and decodes it, prefixing every error with what (and a
+// decoding error with the key too); an absent key is notFound.
+func getDecoded[T any](ctx context.Context, s storage.Store, key, what string, notFound error, decode func([]byte) (T, error)) (T, error) {
+	var zero T
+	obj, err := s.Get(ctx, key)
+	if errors.Is(err, storage.ErrNotFound) {
+		return zero, fmt.Errorf("%s: %w: %w", what, notFound, err)
+	}
+	if err != nil {
+		return zero, fmt.Errorf("%s: %w", what, err)
+	}
+	v, err := decode(obj.Body)
+	if err != nil {
+		return zero, fmt.Errorf("%s: %s: %w", what, key, err)
+	}
+	return v, nil
 }
 
 // Branch is the one live incarnation of a logical branch.

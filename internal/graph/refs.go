@@ -137,34 +137,43 @@ func (g *Graph) publish(ctx context.Context, p Publish, putFirst bool) (PublishR
 			if err == nil {
 				return PublishResult{Outcome: Published, Head: p.Commit, ETag: res.ETag}, nil
 			}
-			switch storage.CodeOf(err) {
-			case storage.CodePreconditionFailed, storage.CodeAmbiguous, storage.CodeUnknown:
-				last = err
-			default:
+			if !unsettled(err) {
 				return PublishResult{}, fmt.Errorf("publish %s on %s: %w", p.Commit, p.Native, err)
 			}
+			last = err
 		}
 		putFirst = true
-		obj, err := g.S.Get(ctx, key)
-		if errors.Is(err, storage.ErrNotFound) {
-			return PublishResult{}, fmt.Errorf("publish %s on %s: %w", p.Commit, p.Native, &RefChangedError{Key: key, ETag: p.IfMatch})
+		res, pending, err := g.readBack(ctx, p, key, "publish")
+		if !pending {
+			return res, err
 		}
 		if err != nil {
-			last = err
-			continue // cannot tell yet: re-issuing is safe (the condition decides)
+			last = err // cannot tell yet: re-issuing is safe (the condition decides)
 		}
-		if bytes.Equal(obj.Body, p.Body) {
-			return PublishResult{Outcome: AlreadyPublished, Head: p.Commit, ETag: obj.ETag}, nil
-		}
-		if obj.ETag == p.IfMatch {
-			continue // unchanged: nothing landed yet; re-issue
-		}
-		ref, err := format.DecodeBranchRef(obj.Body)
-		if err != nil {
-			return PublishResult{}, fmt.Errorf("publish %s on %s: %s: %w", p.Commit, p.Native, key, err)
-		}
-		return g.settleMoved(ctx, p, key, ref)
 	}
+}
+
+// readBack reads the ref p swaps and says where p stands: our bytes →
+// AlreadyPublished; still p.IfMatch, or unreadable for now (the read's error)
+// → pending; gone → *RefChangedError; else as settleMoved decides.
+func (g *Graph) readBack(ctx context.Context, p Publish, key, what string) (PublishResult, bool, error) {
+	obj, err := g.S.Get(ctx, key)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return PublishResult{}, false, fmt.Errorf("%s %s on %s: %w", what, p.Commit, p.Native, &RefChangedError{Key: key, ETag: p.IfMatch})
+	case err != nil:
+		return PublishResult{}, true, err
+	case bytes.Equal(obj.Body, p.Body):
+		return PublishResult{Outcome: AlreadyPublished, Head: p.Commit, ETag: obj.ETag}, false, nil
+	case obj.ETag == p.IfMatch:
+		return PublishResult{}, true, nil
+	}
+	ref, err := format.DecodeBranchRef(obj.Body)
+	if err != nil {
+		return PublishResult{}, false, fmt.Errorf("%s %s on %s: %s: %w", what, p.Commit, p.Native, key, err)
+	}
+	res, err := g.settleMoved(ctx, p, key, ref)
+	return res, false, err
 }
 
 // settleMoved decides a publish whose ref moved on.
@@ -214,24 +223,11 @@ func (g *Graph) CheckPublish(ctx context.Context, p Publish) (res PublishResult,
 	if err := format.ValidateNative(p.Native); err != nil {
 		return PublishResult{}, false, fmt.Errorf("check publish: %w", invalid("Native", err))
 	}
-	key := format.BranchRefKey(g.Name, p.Native)
-	obj, err := g.S.Get(ctx, key)
-	switch {
-	case errors.Is(err, storage.ErrNotFound):
-		return PublishResult{}, false, fmt.Errorf("check publish %s on %s: %w", p.Commit, p.Native, &RefChangedError{Key: key, ETag: p.IfMatch})
-	case err != nil:
+	res, pending, err = g.readBack(ctx, p, format.BranchRefKey(g.Name, p.Native), "check publish")
+	if pending && err != nil {
 		return PublishResult{}, false, fmt.Errorf("check publish %s on %s: %w", p.Commit, p.Native, err)
-	case bytes.Equal(obj.Body, p.Body):
-		return PublishResult{Outcome: AlreadyPublished, Head: p.Commit, ETag: obj.ETag}, false, nil
-	case obj.ETag == p.IfMatch:
-		return PublishResult{}, true, nil
 	}
-	ref, err := format.DecodeBranchRef(obj.Body)
-	if err != nil {
-		return PublishResult{}, false, fmt.Errorf("check publish %s on %s: %s: %w", p.Commit, p.Native, key, err)
-	}
-	res, err = g.settleMoved(ctx, p, key, ref)
-	return res, false, err
+	return res, pending, err
 }
 
 // FencePublish makes a pending Publish unable to land: if the ref still has
@@ -267,12 +263,8 @@ func (g *Graph) FencePublish(ctx context.Context, p Publish, op string) (Publish
 	if err != nil {
 		return PublishResult{}, true, fmt.Errorf("fence publish: %w", invalid("Op", err))
 	}
-	if _, err = g.S.Put(ctx, key, body, storage.PutOptions{IfMatch: p.IfMatch}); err != nil {
-		switch storage.CodeOf(err) {
-		case storage.CodePreconditionFailed, storage.CodeAmbiguous, storage.CodeUnknown:
-		default:
-			return PublishResult{}, true, fmt.Errorf("fence publish %s on %s: %w", p.Commit, p.Native, err)
-		}
+	if _, err = g.S.Put(ctx, key, body, storage.PutOptions{IfMatch: p.IfMatch}); err != nil && !unsettled(err) {
+		return PublishResult{}, true, fmt.Errorf("fence publish %s on %s: %w", p.Commit, p.Native, err)
 	}
 	return g.CheckPublish(ctx, p)
 }

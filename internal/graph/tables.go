@@ -14,22 +14,8 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// Version is a table version (format.TableVersion).
-type Version struct {
-	Table     string
-	ID        ulid.ULID
-	Entries   format.MapRef[format.ManifestEntry]
-	Bytes     int64
-	CreatedAt time.Time
-	Op        string
-}
-
-// Len returns the number of entries.
-func (v Version) Len() int64 { return v.Entries.Len() }
-
-func versionFrom(v format.TableVersion) Version {
-	return Version{Table: v.Table, ID: v.ID, Entries: v.Entries, Bytes: v.Bytes, CreatedAt: v.CreatedAt, Op: v.Op}
-}
+// Version is a table version.
+type Version = format.TableVersion
 
 // manifests returns the chunk reader of table's manifests, shared by calls.
 func (g *Graph) manifests(table string) *mapReader[format.ManifestEntry] {
@@ -56,18 +42,10 @@ func (g *Graph) Version(ctx context.Context, table string, id ulid.ULID) (Versio
 		return Version{}, err
 	}
 	key := format.TableVersionKey(g.Name, table, id)
-	obj, err := g.S.Get(ctx, key)
-	if errors.Is(err, storage.ErrNotFound) {
-		return Version{}, fmt.Errorf("read table %s version %s: %w: %w", table, id, ErrVersionNotFound, err)
-	}
+	v, err := getDecoded(ctx, g.S, key, fmt.Sprintf("read table %s version %s", table, id), ErrVersionNotFound, format.DecodeTableVersion)
 	if err != nil {
-		return Version{}, fmt.Errorf("read table %s version %s: %w", table, id, err)
+		return Version{}, err
 	}
-	decoded, err := format.DecodeTableVersion(obj.Body)
-	if err != nil {
-		return Version{}, fmt.Errorf("read table %s version %s: %s: %w", table, id, key, err)
-	}
-	v := versionFrom(decoded)
 	if v.Table != table || v.ID != id {
 		return Version{}, fmt.Errorf("read table %s version %s: %s: %w", table, id, key,
 			&format.MalformedError{Kind: format.KindTableVersion, Reason: "is version " + v.ID.String() + " of table " + v.Table + ", not the one its key names"})

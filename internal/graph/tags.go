@@ -191,59 +191,32 @@ func (e *TagChangedError) Is(target error) bool { return target == ErrTagChanged
 // when ours already landed, *TagChangedError on another change, *InDoubtError
 // when still unknown (call again to settle).
 func RetireTag(ctx context.Context, s storage.Store, graph, name, etag, retiredOp string) (PutOutcome, error) {
-	if err := checkParams(param{"Graph", format.ValidateGraphName(graph)}, param{"Name", format.ValidateTagName(name)}); err != nil {
+	if err := checkParams(param{"Graph", format.ValidateGraphName(graph)}, param{"Name", format.ValidateTagName(name)},
+		param{"ETag", nonEmpty(etag)}, param{"RetiredOp", format.ValidateOp(retiredOp)}); err != nil {
 		return 0, fmt.Errorf("retire tag: %w", err)
 	}
-	if etag == "" {
-		return 0, fmt.Errorf("retire tag: %w", invalidf("ETag", "empty"))
-	}
-	if err := format.ValidateOp(retiredOp); err != nil {
-		return 0, fmt.Errorf("retire tag: %w", invalid("RetiredOp", err))
-	}
 	key := format.TagKey(graph, name)
-	var (
-		last    error
-		retired []byte
-	)
-	s = reissue(s)
-	for puts := 0; ; puts++ {
-		obj, err := s.Get(ctx, key)
-		if errors.Is(err, storage.ErrNotFound) {
-			return 0, fmt.Errorf("retire tag %s: %w", name, &TagChangedError{Key: key, ETag: etag})
-		}
-		if err != nil {
-			return 0, fmt.Errorf("retire tag %s: read tag: %w", name, err)
-		}
+	outcome, _, err := retire(ctx, s, "tag", key, etag, &TagChangedError{Key: key, ETag: etag}, func(obj storage.Object) ([]byte, bool, error) {
 		t, err := decodeTagAt(key, name, obj.Body)
+		switch {
+		case err != nil:
+			return nil, false, err
+		case obj.ETag != etag && t.State == format.TagRetired && t.RetiredOp == retiredOp:
+			return nil, true, nil
+		case obj.ETag != etag:
+			return nil, false, &TagChangedError{Key: key, ETag: etag, Found: t.State, Op: t.RetiredOp}
+		case t.State != format.TagLive:
+			return nil, false, invalidf("ETag", "names a %s tag, not a live one", t.State)
+		}
+		t.State, t.RetiredOp = format.TagRetired, retiredOp
+		body, err := format.EncodeTag(t)
 		if err != nil {
-			return 0, fmt.Errorf("retire tag %s: %w", name, err)
+			return nil, false, invalid("RetiredOp", err)
 		}
-		if obj.ETag != etag {
-			if t.State == format.TagRetired && t.RetiredOp == retiredOp {
-				return PutAlreadyOurs, nil
-			}
-			return 0, fmt.Errorf("retire tag %s: %w", name, &TagChangedError{Key: key, ETag: etag, Found: t.State, Op: t.RetiredOp})
-		}
-		if t.State != format.TagLive {
-			return 0, fmt.Errorf("retire tag %s: %w", name, invalidf("ETag", "names a %s tag, not a live one", t.State))
-		}
-		if puts == MaxPutAttempts || (puts > 0 && ctx.Err() != nil) {
-			return 0, fmt.Errorf("retire tag %s: %w", name, &InDoubtError{Key: key, Body: retired, Attempts: puts, Err: errors.Join(last, ctx.Err())})
-		}
-		out := t
-		out.State, out.RetiredOp = format.TagRetired, retiredOp
-		if retired, err = format.EncodeTag(out); err != nil {
-			return 0, fmt.Errorf("retire tag %s: %w", name, invalid("RetiredOp", err))
-		}
-		_, err = s.Put(ctx, key, retired, storage.PutOptions{IfMatch: etag})
-		if err == nil {
-			return PutCreated, nil
-		}
-		switch storage.CodeOf(err) {
-		case storage.CodePreconditionFailed, storage.CodeAmbiguous, storage.CodeUnknown:
-			last = err
-		default:
-			return 0, fmt.Errorf("retire tag %s: put retired tag: %w", name, err)
-		}
+		return body, false, nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("retire tag %s: %w", name, err)
 	}
+	return outcome, nil
 }

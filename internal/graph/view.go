@@ -3,7 +3,6 @@ package graph
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/oklog/ulid/v2"
 
@@ -11,17 +10,10 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// CommitView is a commit as views show it: pins as a map, no lineage.
+// CommitView is a commit as views show it, with its pins as a map.
 type CommitView struct {
-	ID           format.CommitID
-	Branch       string
-	Parents      []format.CommitID
-	Pins         map[string]ulid.ULID
-	RestoredFrom format.CommitID
-	Author       string
-	Message      string
-	Time         time.Time
-	Op           string
+	Commit
+	Pins map[string]ulid.ULID
 }
 
 // ReadCommitView reads a commit by id, with its pins.
@@ -47,8 +39,7 @@ func BranchHeadView(ctx context.Context, s storage.Store, graph string, b Branch
 }
 
 func (g *Graph) view(ctx context.Context, c Commit) (CommitView, error) {
-	out := CommitView{ID: c.ID, Branch: c.Branch, Parents: c.Parents, Pins: map[string]ulid.ULID{}, RestoredFrom: c.RestoredFrom,
-		Author: c.Author, Message: c.Message, Time: c.Time, Op: c.Op}
+	out := CommitView{Commit: c, Pins: map[string]ulid.ULID{}}
 	if err := g.EachPin(ctx, c, func(p format.PinEntry) error { out.Pins[p.Table] = p.Version; return nil }); err != nil {
 		return CommitView{}, fmt.Errorf("read pins of %s: %w", c.ID, err)
 	}
