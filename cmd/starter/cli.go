@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -187,6 +189,22 @@ func writeJSON(w io.Writer, v any) error {
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
 }
+
+// newTable is the tabwriter every text view aligns its columns with.
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
+
+// rows writes label and value pairs as table rows, leaving out a row whose
+// value is empty.
+func rows(w io.Writer, kv ...string) {
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			fmt.Fprintf(w, "%s\t%s\n", kv[i], kv[i+1])
+		}
+	}
+}
+
+// stamp is how a view shows a time.
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 func quoteAll(ss []string) []string {
 	out := make([]string, len(ss))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -49,6 +50,14 @@ type nextStepError struct {
 
 func (e *nextStepError) Error() string { return e.err.Error() }
 func (e *nextStepError) Unwrap() error { return e.err }
+
+// nextOn is withNext when err's outcome is o, else err.
+func nextOn(err error, o outcome.Outcome, format string, args ...any) error {
+	if got, ok := outcome.Of(err); ok && got == o {
+		return withNext(err, format, args...)
+	}
+	return err
+}
 
 // withNext returns err carrying next, or nil when err is nil.
 func withNext(err error, format string, args ...any) error {
@@ -254,13 +263,43 @@ func (a *app) ledgerHas(ctx context.Context, opID string) (recorded, known bool)
 // describeInvalid says what is wrong with a value, for a person: the rule it
 // breaks, without the format package's prefix.
 func describeInvalid(err error) string {
-	var ne *format.NameError
-	if errors.As(err, &ne) {
-		return fmt.Sprintf("invalid %s %q: %s", ne.What, ne.Name, ne.Reason)
-	}
-	var me *format.MalformedError
-	if errors.As(err, &me) && me.Field != "" {
-		return fmt.Sprintf("%s %s", me.Field, me.Reason)
+	if me := (*format.MalformedError)(nil); errors.As(err, &me) && me.Field != "" {
+		return me.Field + " " + me.Reason
 	}
 	return strings.TrimPrefix(err.Error(), "format: ")
 }
+
+// ifGiven is check(value) when value is given, else nil.
+func ifGiven(value string, check func(string) error) error {
+	if value == "" {
+		return nil
+	}
+	return check(value)
+}
+
+// checkFlag validates a flag's value, when given.
+func checkFlag(flag, value string, validate func(string) error) error {
+	return ifGiven(value, func(v string) error { return invalidAs(flag, validate(v)) })
+}
+
+// invalidAs is a validation error as the outcome invalid, naming what was invalid.
+func invalidAs(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return outcome.Errorf(outcome.Invalid, "", "%s: %s", what, describeInvalid(err))
+}
+
+func validCommit(s string) error {
+	_, err := format.ParseCommitID(s)
+	return err
+}
+
+// checkCommitText validates a commit's author and message, when given.
+func checkCommitText(author, message string) error {
+	return cmp.Or(checkFlag("--author", author, format.ValidateAuthor), checkFlag("--message", message, format.ValidateMessage))
+}
+
+func checkOpKey(key string) error { return checkFlag("--idempotency-key", key, format.ValidateOp) }
+
+func checkOpID(id string) error { return invalidAs("operation id", format.ValidateOp(id)) }

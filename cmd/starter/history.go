@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -51,7 +49,7 @@ where cleanup reclaimed older commits.`,
 }
 
 func printLog(w io.Writer, l client.Log) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	for i, e := range l.Entries {
 		var marks []string
 		if e.Merged != "" {
@@ -70,7 +68,7 @@ func printLog(w io.Writer, l client.Log) error {
 		if len(marks) > 0 {
 			mark = " (" + strings.Join(marks, "; ") + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s%s\n", e.Commit, e.Time.UTC().Format(time.RFC3339), e.Author, firstLine(e.Message), mark)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s%s\n", e.Commit, stamp(e.Time), e.Author, firstLine(e.Message), mark)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -108,7 +106,7 @@ table), removed (only FROM does) and changed (they pin different versions).
 			}
 			return a.emit(cmd, d, func(w io.Writer) error {
 				fmt.Fprintf(w, "%s %s (%s) .. %s %s (%s)\n", d.From.Kind, d.From.Ref, d.From.Commit, d.To.Kind, d.To.Ref, d.To.Commit)
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				tw := newTable(w)
 				for _, c := range d.Tables {
 					sign := map[string]string{"added": "+", "removed": "-", "changed": "~"}[c.Change]
 					fmt.Fprintf(tw, "%s %s\t%s\t%s -> %s\n", sign, c.Table, c.Change, orDash(c.From), orDash(c.To))

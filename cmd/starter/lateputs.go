@@ -1,10 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -29,17 +28,7 @@ cleanup emptied. Once no such put can arrive any more (see docs/operations.md,
 "Late-put pins"), release them with ` + "`graft op release-late-puts OP_ID`" + `.`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if f.Graph != "" {
-				if err := checkGraph(f.Graph); err != nil {
-					return err
-				}
-			}
-			if f.OpID != "" {
-				if err := checkOpID(f.OpID); err != nil {
-					return err
-				}
-			}
-			ops, err := a.ops(cmd.Context(), false)
+			ops, err := a.ledgerAfter(cmd.Context(), cmp.Or(ifGiven(f.Graph, checkGraph), ifGiven(f.OpID, checkOpID)))
 			if err != nil {
 				return err
 			}
@@ -64,10 +53,10 @@ func printLatePuts(w io.Writer, res latePutList) error {
 		_, err := fmt.Fprintln(w, "no key is held for a late put")
 		return err
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "OPERATION\tGRAPH\tKIND\tKEY\tHELD SINCE")
 	for _, p := range res.LatePuts {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.OpID, p.Graph, p.Kind, p.Key, p.HeldSince.UTC().Format(time.RFC3339))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.OpID, p.Graph, p.Kind, p.Key, stamp(p.HeldSince))
 	}
 	return tw.Flush()
 }
