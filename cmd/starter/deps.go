@@ -209,7 +209,7 @@ func (a *app) openStore(ctx context.Context) (storage.Store, error) {
 		return a.store, nil
 	}
 	if a.cfg.S3.Bucket == "" {
-		abs, _ := filepath.Abs(a.cfg.StoreDir)
+		abs := a.storeDir()
 		if info, err := os.Stat(abs); err != nil || !info.IsDir() {
 			return nil, withNext(outcome.Errorf(outcome.NotFound, "", "the store directory %s does not exist (%s)",
 				abs, a.settingName(conncfg.FlagStoreDir)), "%s", a.storeNext())
@@ -242,11 +242,18 @@ func (a *app) settingName(flag string) string {
 	return "the default of --" + flag
 }
 
+// storeDir is the local store's directory, absolute when it can be made so.
+func (a *app) storeDir() string {
+	if abs, err := filepath.Abs(a.cfg.StoreDir); err == nil {
+		return abs
+	}
+	return a.cfg.StoreDir
+}
+
 func (a *app) storeNext() string {
 	if a.cfg.S3.Bucket == "" {
-		abs, _ := filepath.Abs(a.cfg.StoreDir)
 		return fmt.Sprintf("point --store-dir ($GRAFT_STORE_DIR) at the directory the workers use; this command read %s (%s)",
-			abs, a.settingName(conncfg.FlagStoreDir))
+			a.storeDir(), a.settingName(conncfg.FlagStoreDir))
 	}
 	return "check that the S3 endpoint answers and the bucket exists (--s3-endpoint, --s3-bucket), " +
 		"and that the AWS SDK finds credentials (AWS_ACCESS_KEY_ID, AWS_PROFILE, an instance role)"

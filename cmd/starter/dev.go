@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -204,7 +206,7 @@ wait:
 			fmt.Fprintln(stderr, "graft dev: stopping: waiting for running activities, then Temporal")
 			break wait
 		case err := <-workerDone:
-			runErr = fmt.Errorf("the worker stopped: %w", cmpErr(err, errors.New("no error given")))
+			runErr = fmt.Errorf("the worker stopped: %w", cmp.Or(err, errors.New("no error given")))
 			workerDone <- nil
 			break wait
 		case <-tick.C:
@@ -223,13 +225,6 @@ wait:
 		fmt.Fprintln(stderr, "graft dev: stopped")
 	}
 	return runErr
-}
-
-func cmpErr(err, fallback error) error {
-	if err != nil {
-		return err
-	}
-	return fallback
 }
 
 // devDir is where the stack keeps Temporal's database and its logs.
@@ -297,7 +292,7 @@ func waitHealthy(ctx context.Context, url string, workerDone chan error) error {
 		select {
 		case err := <-workerDone:
 			workerDone <- err
-			return cmpErr(err, errors.New("the worker stopped before it was ready"))
+			return cmp.Or(err, errors.New("the worker stopped before it was ready"))
 		case <-ctx.Done():
 			return fmt.Errorf("not polling after %s: %w", readyTimeout, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
@@ -313,11 +308,7 @@ func (a *app) tryCommand(hostPort string) string {
 		args = append(args, "--temporal-address", hostPort)
 	}
 	if a.cfg.S3.Bucket == "" && a.cfg.StoreDir != workercmd.DefaultStoreDir {
-		dir, err := filepath.Abs(a.cfg.StoreDir)
-		if err != nil {
-			dir = a.cfg.StoreDir
-		}
-		args = append(args, "--store-dir", dir)
+		args = append(args, "--store-dir", a.storeDir())
 	}
 	if a.cfg.DBSchema != "" {
 		args = append(args, "--db-schema", a.cfg.DBSchema)
@@ -334,26 +325,16 @@ func (a *app) profileValues(hostPort, namespace string) map[string]string {
 		conncfg.FlagDBSchema:        a.cfg.DBSchema,
 		conncfg.ProfileDatabaseURL:  a.cfg.DatabaseURL,
 	}
-	if a.cfg.DBSchema == "" {
-		delete(v, conncfg.FlagDBSchema)
-	}
 	if a.cfg.S3.Bucket == "" {
-		dir, err := filepath.Abs(a.cfg.StoreDir)
-		if err != nil {
-			dir = a.cfg.StoreDir
-		}
-		v[conncfg.FlagStoreDir] = dir
-		return v
-	}
-	for flag, val := range map[string]string{conncfg.FlagS3Bucket: a.cfg.S3.Bucket, conncfg.FlagS3Endpoint: a.cfg.S3.Endpoint,
-		conncfg.FlagS3Prefix: a.cfg.S3.Prefix, conncfg.FlagS3Region: a.cfg.S3.Region} {
-		if val != "" {
-			v[flag] = val
-		}
+		v[conncfg.FlagStoreDir] = a.storeDir()
+	} else {
+		maps.Copy(v, map[string]string{conncfg.FlagS3Bucket: a.cfg.S3.Bucket, conncfg.FlagS3Endpoint: a.cfg.S3.Endpoint,
+			conncfg.FlagS3Prefix: a.cfg.S3.Prefix, conncfg.FlagS3Region: a.cfg.S3.Region})
 	}
 	if a.cfg.S3.PathStyle {
 		v[conncfg.FlagS3PathStyle] = "true"
 	}
+	maps.DeleteFunc(v, func(_, val string) bool { return val == "" })
 	return v
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -217,17 +218,9 @@ func (a *app) verifyTableObjects(cmd *cobra.Command, r *client.Reader, graph, re
 
 // locator turns a store key into the URI an engine reads it at.
 func (a *app) locator() func(string) string {
+	base := "file://" + filepath.ToSlash(a.storeDir()) + "/"
 	if a.cfg.S3.Bucket != "" {
-		base := "s3://" + a.cfg.S3.Bucket + "/"
-		if a.cfg.S3.Prefix != "" {
-			base += a.cfg.S3.Prefix + "/"
-		}
-		return func(key string) string { return base + key }
+		base = "s3://" + path.Join(a.cfg.S3.Bucket, a.cfg.S3.Prefix) + "/"
 	}
-	dir, err := filepath.Abs(a.cfg.StoreDir)
-	if err != nil {
-		dir = a.cfg.StoreDir
-	}
-	base := "file://" + filepath.ToSlash(dir) + "/"
 	return func(key string) string { return base + key }
 }
