@@ -304,10 +304,10 @@ func waitHealthy(ctx context.Context, url string, workerDone chan error) error {
 // when no profile points at it and the stack is not on the defaults.
 func (a *app) tryCommand(hostPort string) string {
 	args := []string{"graft"}
-	if hostPort != workercmd.DefaultTemporalAddress {
+	if hostPort != conncfg.DefaultTemporalAddress {
 		args = append(args, "--temporal-address", hostPort)
 	}
-	if a.cfg.S3.Bucket == "" && a.cfg.StoreDir != workercmd.DefaultStoreDir {
+	if a.cfg.S3.Bucket == "" && a.cfg.StoreDir != conncfg.DefaultStoreDir {
 		args = append(args, "--store-dir", a.storeDir())
 	}
 	if a.cfg.DBSchema != "" {
