@@ -276,10 +276,7 @@ name the candidates when a branch needs repair (they report a conflict).`,
 			if res.Retired == nil {
 				res.Retired = []string{}
 			}
-			retired := strings.Join(res.Retired, ", ")
-			if retired == "" {
-				retired = "(none: it was live through one already)"
-			}
+			retired := cmp.Or(strings.Join(res.Retired, ", "), "(none: it was live through one already)")
 			return a.emitf(cmd, res, "repaired branch %s in %s\n  kept     %s\n  retired  %s\n  op       %s\n",
 				res.Branch, res.Graph, res.Kept, retired, res.OpID)
 		},

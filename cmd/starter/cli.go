@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/cmd/internal/conncfg"
 )
 
 // Main runs graft with args (without the program name) and returns the exit
@@ -55,7 +56,7 @@ type app struct {
 	lookup         LookupEnv
 	stdout, stderr io.Writer
 	resolved       bool
-	res            resolution
+	src            *conncfg.Sources // where each setting came from
 	// startedOp is the operation this invocation started (or attached to),
 	// so an interrupted or failed wait can point at it.
 	startedOp string
@@ -136,8 +137,8 @@ func (a *app) prepare(cmd *cobra.Command, _ []string) error {
 	if cmd.Name() == "help" || cmd.Name() == "completion" || (cmd.Parent() != nil && cmd.Parent().Name() == "completion") {
 		return nil
 	}
-	res, err := resolveConfig(cmd.Flags(), &a.cfg, a.lookup)
-	a.res = res
+	src, err := resolveConfig(cmd.Flags(), &a.cfg, a.lookup)
+	a.src = src
 	if err != nil {
 		return usageError{err}
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,12 +56,8 @@ func (a *app) temporal(ctx context.Context) (sdkclient.Client, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, &unavailableError{
-			what: "Temporal",
-			next: fmt.Sprintf("check that Temporal is running at %s (--temporal-address, $GRAFT_TEMPORAL_ADDRESS); "+
-				"for a local stack run `graft dev`", a.cfg.TemporalAddress),
-			err: err,
-		}
+		return nil, unavailable(err, "check that Temporal is running at %s (--temporal-address, $GRAFT_TEMPORAL_ADDRESS); "+
+			"for a local stack run `graft dev`", a.cfg.TemporalAddress)
 	}
 	a.tc = tc
 	a.closer = append(a.closer, tc.Close)
@@ -156,17 +153,9 @@ func (a *app) ops(ctx context.Context, withTemporal bool) (*client.Ops, error) {
 func (a *app) ledgerError(err error) error {
 	switch {
 	case errors.Is(err, client.ErrLedgerUnavailable):
-		return &unavailableError{
-			what: "Postgres",
-			next: fmt.Sprintf("check that Postgres is running at %s and that $DATABASE_URL is right",
-				catalog.RedactURL(a.cfg.DatabaseURL)),
-			err: err,
-		}
+		return unavailable(err, "check that Postgres is running at %s and that $DATABASE_URL is right", catalog.RedactURL(a.cfg.DatabaseURL))
 	case errors.Is(err, client.ErrLedgerNotMigrated):
-		schema := a.cfg.DBSchema
-		if schema == "" {
-			schema = "the connection's default (public)"
-		}
+		schema := cmp.Or(a.cfg.DBSchema, "the connection's default (public)")
 		return withNext(err, "the ledger's tables are not in schema %s (%s) of %s: if the workers use another schema, set --db-schema "+
 			"($GRAFT_DB_SCHEMA, or the profile `graft dev` writes); if nothing applied the migrations, run `graft-worker migrate`",
 			schema, a.settingName(conncfg.FlagDBSchema), catalog.RedactURL(a.cfg.DatabaseURL))
@@ -221,7 +210,7 @@ func (a *app) openStore(ctx context.Context) (storage.Store, error) {
 			return nil, ctx.Err()
 		}
 		if errors.Is(err, storage.ErrUnavailable) {
-			return nil, &unavailableError{what: "the store", next: a.storeNext(), err: err}
+			return nil, unavailable(err, "%s", a.storeNext())
 		}
 		return nil, withNext(err, "%s", a.storeNext())
 	}
@@ -232,9 +221,8 @@ func (a *app) openStore(ctx context.Context) (storage.Store, error) {
 // settingName says where a setting's value came from: the flag or variable,
 // the profile, or the default (with the value).
 func (a *app) settingName(flag string) string {
-	src := a.res.src
-	if src != nil && src.Given(flag) {
-		return "from " + src.Name(flag)
+	if a.src.Given(flag) {
+		return "from " + a.src.Name(flag)
 	}
 	if f := conncfg.EnvNames()[flag]; f != "" {
 		return fmt.Sprintf("the default of --%s; $%s or the profile `graft dev` writes set it", flag, f)

@@ -112,8 +112,7 @@ func (a *app) runDev(cmd *cobra.Command, o devOptions) error {
 	// The ledger first: it is the quickest dependency to find missing.
 	if _, err := migrations.Apply(ctx, a.cfg.DatabaseURL, a.cfg.DBSchema); err != nil {
 		if errors.Is(err, catalog.ErrUnavailable) {
-			return &unavailableError{what: "Postgres", err: err,
-				next: fmt.Sprintf("start Postgres at %s, or point $DATABASE_URL at one", catalog.RedactURL(a.cfg.DatabaseURL))}
+			return unavailable(err, "start Postgres at %s, or point $DATABASE_URL at one", catalog.RedactURL(a.cfg.DatabaseURL))
 		}
 		return err // migrations' errors name the step and the database
 	}
@@ -155,7 +154,10 @@ func (a *app) runDev(cmd *cobra.Command, o devOptions) error {
 	}
 	defer ts.Stop(10 * time.Second)
 
-	wcfg := a.cfg.workerConfig()
+	// The worker runs on the invocation's store, ledger and Temporal settings,
+	// TLS off: it dials the dev stack's own Temporal, which speaks plain TCP.
+	wcfg := workercmd.DefaultConfig()
+	wcfg.Settings, wcfg.TLS = a.cfg.Settings, conncfg.TLSFiles{}
 	wcfg.TemporalAddress = ts.HostPort
 	wcfg.Namespace = ts.Namespace
 	wcfg.Migrate = false // applied above
@@ -339,10 +341,7 @@ func (a *app) profileValues(hostPort, namespace string) map[string]string {
 }
 
 func printDevBanner(w io.Writer, d devStarted) error {
-	schema := d.DBSchema
-	if schema == "" {
-		schema = "(default)"
-	}
+	schema := cmp.Or(d.DBSchema, "(default)")
 	_, err := fmt.Fprintf(w, `graft dev is running; Ctrl-C stops everything.
   Temporal   %s (namespace %s, task queue %s)
   Web UI     %s

@@ -33,9 +33,13 @@ func (e usageError) Unwrap() error { return e.err }
 
 // unavailableError is a dependency graft could not reach: exit 9.
 type unavailableError struct {
-	what string // "Temporal", "Postgres", "the store"
 	next string
 	err  error
+}
+
+// unavailable is err, from a dependency graft could not reach, with the next step.
+func unavailable(err error, format string, args ...any) error {
+	return &unavailableError{next: fmt.Sprintf(format, args...), err: err}
 }
 
 func (e *unavailableError) Error() string { return e.err.Error() }
@@ -213,10 +217,7 @@ func (a *app) refineNext(ctx context.Context, r *Report, err error) {
 	if !errors.As(err, &we) && !interrupted {
 		return
 	}
-	opID := r.OpID
-	if opID == "" {
-		opID = a.startedOp
-	}
+	opID := cmp.Or(r.OpID, a.startedOp)
 	if ua := (*client.UnansweredError)(nil); opID == "" && errors.As(err, &ua) {
 		opID = ua.OpID // interrupted inside the start: it may have started
 	}
