@@ -143,7 +143,7 @@ returns; with --wait it shows progress on stderr and prints the result.`,
 
 // waitWithProgress waits for the cleanup's result while feeding pr from the
 // workflow's progress query; the last line is drawn from the result itself.
-func waitWithProgress(ctx context.Context, h *client.CleanupHandle, pr progressReporter) (workflows.CleanupResult, error) {
+func waitWithProgress(ctx context.Context, h *client.CleanupHandle, pr *lineProgress) (workflows.CleanupResult, error) {
 	pctx, stop := context.WithCancel(ctx)
 	polled := make(chan struct{})
 	go func() {
@@ -175,7 +175,7 @@ func waitWithProgress(ctx context.Context, h *client.CleanupHandle, pr progressR
 
 // showProgress draws the cleanup's progress as its query reports it; a
 // failed query draws nothing.
-func showProgress(ctx context.Context, h *client.CleanupHandle, pr progressReporter) {
+func showProgress(ctx context.Context, h *client.CleanupHandle, pr *lineProgress) {
 	p, err := h.Progress(ctx)
 	if err != nil || ctx.Err() != nil {
 		return
