@@ -46,7 +46,6 @@ func inDoubtNext(opID, graph, branch string) string {
 		opID, opID, graph, branch)
 }
 
-// startedCreate is branch create --detach's result.
 type startedCreate struct {
 	Graph      string `json:"graph"`
 	Branch     string `json:"branch"`
@@ -180,7 +179,6 @@ already landed. --no-wait returns once the signal is delivered.`,
 	return cmd
 }
 
-// branchList is branch list's JSON result.
 type branchList struct {
 	Graph    string              `json:"graph"`
 	Branches []client.BranchInfo `json:"branches"`
@@ -329,7 +327,6 @@ their commits. A branch whose create is still settling is a conflict too.`,
 	return cmd
 }
 
-// branchDeleteError adds the next step to a failed branch delete.
 func branchDeleteError(req client.DeleteBranchRequest, res workflows.DeleteBranchResult, err error) error {
 	if len(res.Tags) > 0 && !req.Force {
 		err = nextOn(err, outcome.Conflict, "delete the tags first (`graft tag delete %s NAME`), or run `graft branch delete %s %s --force`: the tags keep their commits",

@@ -19,7 +19,6 @@ type Config struct {
 	Output string
 }
 
-// Output formats.
 const (
 	outputText = "text"
 	outputJSON = "json"
@@ -39,7 +38,6 @@ var envNames = conncfg.EnvNames().With(conncfg.Env{flagOutput: "GRAFT_OUTPUT"})
 // LookupEnv reads one environment variable, like os.LookupEnv.
 type LookupEnv = conncfg.LookupEnv
 
-// addGlobalFlags adds the flags every command takes.
 func addGlobalFlags(fs *pflag.FlagSet, c *Config) {
 	c.AddTemporalFlags(fs)
 	c.AddStoreFlags(fs)

@@ -64,7 +64,6 @@ func (a *app) temporal(ctx context.Context) (sdkclient.Client, error) {
 	return tc, nil
 }
 
-// client returns graft's Go client over the invocation's Temporal connection.
 func (a *app) client(ctx context.Context) (*client.Client, error) {
 	tc, err := a.temporal(ctx)
 	if err != nil {
@@ -180,7 +179,6 @@ func (a *app) clientAfter(ctx context.Context, check error) (*client.Client, err
 	return a.client(ctx)
 }
 
-// storeAfter returns the command's store once its local check passed.
 func (a *app) storeAfter(ctx context.Context, check error) (storage.Store, error) {
 	if check != nil {
 		return nil, check

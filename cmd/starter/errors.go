@@ -296,7 +296,6 @@ func validCommit(s string) error {
 	return err
 }
 
-// checkCommitText validates a commit's author and message, when given.
 func checkCommitText(author, message string) error {
 	return cmp.Or(checkFlag("--author", author, format.ValidateAuthor), checkFlag("--message", message, format.ValidateMessage))
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/graftworks/graft/client"
 )
 
-// latePutList is what `graft op late-puts` prints.
 type latePutList struct {
 	LatePuts []client.LatePut `json:"late_puts"`
 }
@@ -61,7 +60,6 @@ func printLatePuts(w io.Writer, res latePutList) error {
 	return tw.Flush()
 }
 
-// latePutRelease is what `graft op release-late-puts` prints.
 type latePutRelease struct {
 	OpID     string `json:"op_id"`
 	Released int    `json:"released"`

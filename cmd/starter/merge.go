@@ -131,7 +131,6 @@ func mergeError(req client.MergeRequest, res workflows.MergeResult, err error) e
 	return err
 }
 
-// printMerge writes a merge's (or a preview's) result as text.
 func printMerge(w io.Writer, res workflows.MergeResult) error {
 	switch {
 	case res.Preview:

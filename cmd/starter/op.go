@@ -99,7 +99,6 @@ func opOutcomeExit(o outcome.Outcome) int {
 	return outcome.ExitOK
 }
 
-// opList is op list's JSON result.
 type opList struct {
 	Operations []opView `json:"operations"`
 }

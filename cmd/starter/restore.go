@@ -82,7 +82,6 @@ makes the restore a conflict (exit 5) unless BRANCH's head is that commit.`,
 	return cmd
 }
 
-// restoreError adds the next step to a failed restore.
 func restoreError(req client.RestoreRequest, err error) error {
 	notFound := fmt.Sprintf("check the names and the commit id; `graft branch list %s` lists the graph's branches", req.Graph)
 	if req.ToTag != "" {

@@ -91,7 +91,6 @@ given.`,
 	return cmd
 }
 
-// tableWriteError adds the next step to a failed table write.
 func tableWriteError(req client.WriteTableRequest, err error) error {
 	return nextOn(settlingNext(err, "the write"), outcome.Conflict,
 		"the branch moved; look at it with `graft branch show %s %s`, then write again", req.Graph, req.Branch)

@@ -64,7 +64,6 @@ answered ambiguously and the workflow is settling it.`,
 	return cmd
 }
 
-// tagCreateError adds the next step to a failed tag create.
 func tagCreateError(req client.CreateTagRequest, err error) error {
 	err = nextOn(err, outcome.Conflict, "a tag is never re-pointed and a deleted name never reused; `graft tag show %s %s` shows what it names, "+
 		"or pick another name", req.Graph, req.Name)
@@ -72,7 +71,6 @@ func tagCreateError(req client.CreateTagRequest, err error) error {
 		"check the graph, the branch or the commit id; `graft branch list %s` lists the graph's branches", req.Graph)
 }
 
-// tagList is tag list's JSON result.
 type tagList struct {
 	Graph string           `json:"graph"`
 	Tags  []client.TagInfo `json:"tags"`
