@@ -43,7 +43,10 @@ func Execute(ctx context.Context, args []string, lookup LookupEnv, stdout, stder
 		return 0
 	}
 	r := classify(err)
-	r.Next = strings.ReplaceAll(r.Next, "graft <command>", commandPath(ran, root))
+	if ran == nil { // the command line named no command
+		ran = root
+	}
+	r.Next = strings.ReplaceAll(r.Next, "graft <command>", ran.CommandPath())
 	a.refineNext(ctx, &r, err)
 	a.close()
 	a.writeError(r)
@@ -108,7 +111,10 @@ func asGroup(cmd *cobra.Command) *cobra.Command {
 		}
 		err := fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
 		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
-			err = fmt.Errorf("%w; did you mean %s?", err, strings.Join(quoteAll(s), " or "))
+			for i := range s {
+				s[i] = strconv.Quote(s[i])
+			}
+			err = fmt.Errorf("%w; did you mean %s?", err, strings.Join(s, " or "))
 		}
 		return usageError{err}
 	}
@@ -206,23 +212,6 @@ func rows(w io.Writer, kv ...string) {
 
 // stamp is how a view shows a time.
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
-
-func quoteAll(ss []string) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = strconv.Quote(s)
-	}
-	return out
-}
-
-// commandPath names the command a hint points at: the one that ran, or
-// "graft" when the command line did not name one.
-func commandPath(ran, root *cobra.Command) string {
-	if ran == nil {
-		return root.Name()
-	}
-	return ran.CommandPath()
-}
 
 // usageTemplate is cobra's, with the global flags listed only by `graft
 // --help`: under every other command one line points at them, so a

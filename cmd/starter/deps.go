@@ -252,15 +252,12 @@ func (a *app) storeRead(err error, graph string) error {
 	if !graphMissing(err, graph) {
 		return err
 	}
-	return withNext(err, "`graft graph init %s` creates it. This command read %s (%s); if the workers use another store, point the store settings at it",
-		graph, a.cfg.DescribeStore(), a.settingName(storeSetting(a.cfg)))
-}
-
-func storeSetting(c Config) string {
-	if c.S3.Bucket != "" {
-		return conncfg.FlagS3Bucket
+	setting := conncfg.FlagStoreDir
+	if a.cfg.S3.Bucket != "" {
+		setting = conncfg.FlagS3Bucket
 	}
-	return conncfg.FlagStoreDir
+	return withNext(err, "`graft graph init %s` creates it. This command read %s (%s); if the workers use another store, point the store settings at it",
+		graph, a.cfg.DescribeStore(), a.settingName(setting))
 }
 
 // graphMissing reports whether err is a read's not_found for graph itself.

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+
 	"github.com/spf13/cobra"
 
 	"github.com/graftworks/graft/client"
@@ -34,10 +36,7 @@ them, and nothing is written or recorded.`,
 			if err := req.Validate(); err != nil {
 				return err
 			}
-			a.startedOp = req.IdempotencyKey
-			if a.startedOp == "" {
-				a.startedOp = client.InitGraphWorkflowID(req.Graph)
-			}
+			a.startedOp = cmp.Or(req.IdempotencyKey, client.InitGraphWorkflowID(req.Graph))
 			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err
