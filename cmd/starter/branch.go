@@ -199,9 +199,7 @@ func (a *app) branchListCommand() *cobra.Command {
 			if err != nil {
 				return a.storeRead(err, graph)
 			}
-			if bs == nil {
-				bs = []client.BranchInfo{}
-			}
+			bs = append([]client.BranchInfo{}, bs...) // [] in JSON, not null
 			return a.emit(cmd, branchList{Graph: graph, Branches: bs}, func(w io.Writer) error {
 				tw := newTable(w)
 				fmt.Fprintln(tw, "BRANCH\tHEAD\tHEAD TIME\tTABLES\tNATIVE")
@@ -271,9 +269,7 @@ name the candidates when a branch needs repair (they report a conflict).`,
 			if err != nil {
 				return err
 			}
-			if res.Retired == nil {
-				res.Retired = []string{}
-			}
+			res.Retired = append([]string{}, res.Retired...)
 			retired := cmp.Or(strings.Join(res.Retired, ", "), "(none: it was live through one already)")
 			return a.emitf(cmd, res, "repaired branch %s in %s\n  kept     %s\n  retired  %s\n  op       %s\n",
 				res.Branch, res.Graph, res.Kept, retired, res.OpID)

@@ -341,7 +341,10 @@ func (a *app) profileValues(hostPort, namespace string) map[string]string {
 }
 
 func printDevBanner(w io.Writer, d devStarted) error {
-	schema := cmp.Or(d.DBSchema, "(default)")
+	schema, profile := cmp.Or(d.DBSchema, "(default)"), ""
+	if d.Profile != "" {
+		profile = "  profile    " + d.Profile + " (graft commands in any directory use this stack)\n"
+	}
 	_, err := fmt.Fprintf(w, `graft dev is running; Ctrl-C stops everything.
   Temporal   %s (namespace %s, task queue %s)
   Web UI     %s
@@ -352,13 +355,6 @@ func printDevBanner(w io.Writer, d devStarted) error {
 %s
 Try, in another shell:
   %s
-`, d.TemporalAddress, d.Namespace, d.TaskQueue, d.UI, d.Store, d.Database, schema, d.Metrics, d.DevDir, profileLine(d), d.TryCommand)
+`, d.TemporalAddress, d.Namespace, d.TaskQueue, d.UI, d.Store, d.Database, schema, d.Metrics, d.DevDir, profile, d.TryCommand)
 	return err
-}
-
-func profileLine(d devStarted) string {
-	if d.Profile == "" {
-		return ""
-	}
-	return "  profile    " + d.Profile + " (graft commands in any directory use this stack)\n"
 }

@@ -69,7 +69,8 @@ func printLog(w io.Writer, l client.Log) error {
 		if len(marks) > 0 {
 			mark = " (" + strings.Join(marks, "; ") + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s%s\n", e.Commit, stamp(e.Time), e.Author, firstLine(e.Message), mark)
+		message, _, _ := strings.Cut(e.Message, "\n") // its first line
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s%s\n", e.Commit, stamp(e.Time), e.Author, message, mark)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -79,11 +80,6 @@ func printLog(w io.Writer, l client.Log) error {
 		return err
 	}
 	return nil
-}
-
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
 }
 
 func (a *app) diffCommand() *cobra.Command {

@@ -35,29 +35,24 @@ cleanup emptied. Once no such put can arrive any more (see docs/operations.md,
 			if err != nil {
 				return err
 			}
-			res := latePutList{LatePuts: list}
-			if res.LatePuts == nil {
-				res.LatePuts = []client.LatePut{}
-			}
-			return a.emit(cmd, res, func(w io.Writer) error { return printLatePuts(w, res) })
+			res := latePutList{LatePuts: append([]client.LatePut{}, list...)}
+			return a.emit(cmd, res, func(w io.Writer) error {
+				if len(res.LatePuts) == 0 {
+					_, err := fmt.Fprintln(w, "no key is held for a late put")
+					return err
+				}
+				tw := newTable(w)
+				fmt.Fprintln(tw, "OPERATION\tGRAPH\tKIND\tKEY\tHELD SINCE")
+				for _, p := range res.LatePuts {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.OpID, p.Graph, p.Kind, p.Key, stamp(p.HeldSince))
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	cmd.Flags().StringVar(&f.Graph, "graph", "", "only this graph's keys")
 	cmd.Flags().StringVar(&f.OpID, "op", "", "only this operation's keys")
 	return cmd
-}
-
-func printLatePuts(w io.Writer, res latePutList) error {
-	if len(res.LatePuts) == 0 {
-		_, err := fmt.Fprintln(w, "no key is held for a late put")
-		return err
-	}
-	tw := newTable(w)
-	fmt.Fprintln(tw, "OPERATION\tGRAPH\tKIND\tKEY\tHELD SINCE")
-	for _, p := range res.LatePuts {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.OpID, p.Graph, p.Kind, p.Key, stamp(p.HeldSince))
-	}
-	return tw.Flush()
 }
 
 type latePutRelease struct {

@@ -86,19 +86,6 @@ func viewDetail(d client.OperationDetail) opView {
 	return v
 }
 
-// opOutcomeExit is the exit code of a finished operation's outcome: the
-// vocabulary's (merged, adopted, already_up_to_date and deleted are
-// successes like created and done); the ledger's failed is a failure.
-func opOutcomeExit(o outcome.Outcome) int {
-	if o.Valid() {
-		return o.ExitCode()
-	}
-	if o == client.OutcomeFailed {
-		return outcome.ExitFailure
-	}
-	return outcome.ExitOK
-}
-
 type opList struct {
 	Operations []opView `json:"operations"`
 }
@@ -143,7 +130,14 @@ pending step or from the ledger.`,
 				for i, op := range list {
 					res.Operations[i] = viewOp(op)
 				}
-				return a.emit(cmd, res, func(w io.Writer) error { return printOpList(w, res) })
+				return a.emit(cmd, res, func(w io.Writer) error {
+					tw := newTable(w)
+					fmt.Fprintln(tw, "ID\tKIND\tGRAPH\tSTATE\tOUTCOME\tCREATED")
+					for _, op := range res.Operations {
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", op.ID, op.Kind, op.Graph, op.State, op.Outcome, stamp(op.CreatedAt))
+					}
+					return tw.Flush()
+				})
 			}
 			list, err := ops.Stuck(cmd.Context(), client.StuckFilter{Graph: f.Graph, RunningFor: runningFor, Limit: f.Limit})
 			if err != nil {
@@ -163,15 +157,6 @@ pending step or from the ledger.`,
 	cmd.Flags().BoolVar(&stuck, "stuck", false, "only operations in doubt, parked, or running longer than --running-for, with what each waits for")
 	cmd.Flags().DurationVar(&runningFor, "running-for", 10*time.Minute, "with --stuck: how long a running operation may run before it is listed")
 	return cmd
-}
-
-func printOpList(w io.Writer, res opList) error {
-	tw := newTable(w)
-	fmt.Fprintln(tw, "ID\tKIND\tGRAPH\tSTATE\tOUTCOME\tCREATED")
-	for _, op := range res.Operations {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", op.ID, op.Kind, op.Graph, op.State, op.Outcome, stamp(op.CreatedAt))
-	}
-	return tw.Flush()
 }
 
 func printStuck(w io.Writer, res opList, note string) error {
@@ -249,7 +234,10 @@ operation and exits with its outcome's exit code (docs/outcomes.md).`,
 					"`graft op reconcile` settles an operation whose workflow ended without finishing it", args[0])
 			}
 			v := viewOp(op)
-			if code := opOutcomeExit(op.Outcome); code != outcome.ExitOK {
+			// A finished operation exits with its outcome's code: the vocabulary's
+			// (merged, adopted, already_up_to_date and deleted are successes like
+			// created and done); the ledger's failed is a failure.
+			if op.Outcome.Valid() && op.Outcome.ExitCode() != outcome.ExitOK || op.Outcome == client.OutcomeFailed {
 				msg := cmp.Or(op.Error, fmt.Sprintf("operation %s ended %s", op.ID, op.Outcome))
 				if op.Outcome.Valid() {
 					return &outcome.Error{Outcome: op.Outcome, OpID: op.ID, Message: msg}

@@ -92,9 +92,7 @@ func (a *app) tagListCommand() *cobra.Command {
 			if err != nil {
 				return a.storeRead(err, graph)
 			}
-			if tags == nil {
-				tags = []client.TagInfo{}
-			}
+			tags = append([]client.TagInfo{}, tags...) // [] in JSON, not null
 			return a.emit(cmd, tagList{Graph: graph, Tags: tags}, func(w io.Writer) error {
 				tw := newTable(w)
 				fmt.Fprintln(tw, "TAG\tCOMMIT\tSTATE\tCREATED\tOP")
