@@ -83,7 +83,7 @@ func printLog(w io.Writer, l client.Log) error {
 }
 
 func (a *app) diffCommand() *cobra.Command {
-	cmd := &cobra.Command{
+	return &cobra.Command{
 		Use:   "diff GRAPH FROM TO",
 		Short: "Show the tables added, changed and removed from one commit, branch or tag to another",
 		Long: `diff compares the table versions two commits pin: added (only TO pins the
@@ -113,7 +113,6 @@ table), removed (only FROM does) and changed (they pin different versions).
 			})
 		},
 	}
-	return cmd
 }
 
 func (a *app) tableObjectsCommand() *cobra.Command {
