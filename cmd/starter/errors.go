@@ -32,21 +32,18 @@ func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
 // unavailableError is a dependency graft could not reach: exit 9.
-type unavailableError struct {
-	next string
-	err  error
-}
+type unavailableError struct{ err error }
 
 // unavailable is err, from a dependency graft could not reach, with the next step.
 func unavailable(err error, format string, args ...any) error {
-	return &unavailableError{next: fmt.Sprintf(format, args...), err: err}
+	return withNext(&unavailableError{err}, format, args...)
 }
 
 func (e *unavailableError) Error() string { return e.err.Error() }
 func (e *unavailableError) Unwrap() error { return e.err }
 
-// nextStepError attaches the next step an operator should take to err; the
-// innermost one wins, so a command can be more specific than the default.
+// nextStepError attaches the next step an operator should take to err, in
+// place of the default for its outcome; the outermost one wins.
 type nextStepError struct {
 	next string
 	err  error
@@ -105,7 +102,7 @@ func classify(err error) Report {
 		r.Message = oe.Message
 		r.Next = defaultNext(oe)
 	case errors.As(err, &unav):
-		r.Outcome, r.ExitCode, r.Next = outcomeUnavailable, outcome.ExitUnavailable, unav.next
+		r.Outcome, r.ExitCode = outcomeUnavailable, outcome.ExitUnavailable
 	case errors.As(err, &ua) && !errors.Is(err, context.Canceled):
 		r.Outcome, r.ExitCode, r.OpID, r.Next = outcomeUnavailable, outcome.ExitUnavailable, ua.OpID, unansweredNext(ua)
 	case errors.As(err, &we):
