@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/oklog/ulid/v2"
@@ -96,12 +97,7 @@ func mergeError(req client.MergeRequest, res workflows.MergeResult, err error) e
 	case outcome.InDoubt:
 		return settlingNext(err, "the merge commit")
 	case outcome.Conflict:
-		var conflicts []workflows.MergeTable
-		for _, t := range res.Tables {
-			if t.Action == workflows.MergeConflict {
-				conflicts = append(conflicts, t)
-			}
-		}
+		conflicts := slices.DeleteFunc(slices.Clone(res.Tables), func(t workflows.MergeTable) bool { return t.Action != workflows.MergeConflict })
 		if len(conflicts) == 0 {
 			return withNext(err, "look at %s with `graft branch show %s %s`, then merge again", req.Target, req.Graph, req.Target)
 		}
