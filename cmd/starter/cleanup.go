@@ -121,8 +121,7 @@ returns; with --wait it shows progress on stderr and prints the result.`,
 					req.Mode, req.Graph, orDash(opID), h.WorkflowID, follow)
 			}
 			a.startedOp = h.OpID
-			pr := a.progress(cmd)
-			res, err := waitWithProgress(cmd.Context(), h, pr)
+			res, err := waitWithProgress(cmd.Context(), h, a.progress(cmd))
 			if err != nil {
 				if res.ActiveRunID == "" {
 					return err

@@ -147,7 +147,18 @@ pending step or from the ledger.`,
 			for i, d := range list {
 				res.Operations[i] = viewDetail(d)
 			}
-			return a.emit(cmd, res, func(w io.Writer) error { return printStuck(w, res, a.temporalNote()) })
+			return a.emit(cmd, res, func(w io.Writer) error {
+				if len(res.Operations) == 0 {
+					_, err := fmt.Fprintln(w, "no operation is in doubt, parked or running long")
+					return err
+				}
+				tw := newTable(w)
+				fmt.Fprintln(tw, "ID\tKIND\tGRAPH\tSTATE\tFOR\tPHASE\tWAITS FOR")
+				for _, op := range res.Operations {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", op.ID, op.Kind, op.Graph, op.State, op.InStateFor, orDash(op.Phase), op.WaitsFor)
+				}
+				return flushNote(tw, w, a.temporalNote())
+			})
 		},
 	}
 	cmd.Flags().StringVar(&f.Graph, "graph", "", "only this graph's operations")
@@ -157,19 +168,6 @@ pending step or from the ledger.`,
 	cmd.Flags().BoolVar(&stuck, "stuck", false, "only operations in doubt, parked, or running longer than --running-for, with what each waits for")
 	cmd.Flags().DurationVar(&runningFor, "running-for", 10*time.Minute, "with --stuck: how long a running operation may run before it is listed")
 	return cmd
-}
-
-func printStuck(w io.Writer, res opList, note string) error {
-	if len(res.Operations) == 0 {
-		_, err := fmt.Fprintln(w, "no operation is in doubt, parked or running long")
-		return err
-	}
-	tw := newTable(w)
-	fmt.Fprintln(tw, "ID\tKIND\tGRAPH\tSTATE\tFOR\tPHASE\tWAITS FOR")
-	for _, op := range res.Operations {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", op.ID, op.Kind, op.Graph, op.State, op.InStateFor, orDash(op.Phase), op.WaitsFor)
-	}
-	return flushNote(tw, w, note)
 }
 
 func (a *app) opShowCommand() *cobra.Command {
