@@ -1,12 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -27,32 +27,17 @@ func (a *app) branchCommand() *cobra.Command {
 	return cmd
 }
 
-// checkGraph validates a graph name locally with the workflows' own rules, so a
-// typo is invalid (exit 2) before anything is contacted.
-func checkGraph(graph string) error { return invalidName(format.ValidateGraphName(graph)) }
+// checkGraph, checkBranch and checkTag validate names locally with the
+// workflows' own rules, through the client's requests, so a typo is invalid
+// (exit 2) before anything is contacted.
+func checkGraph(graph string) error { return client.InitGraphRequest{Graph: graph}.Validate() }
 
-// checkBranch validates a graph and a branch name the same way.
 func checkBranch(graph, branch string) error {
-	return checkIn(graph, format.ValidateBranchName(branch))
+	return client.DeleteBranchRequest{Graph: graph, Branch: branch}.Validate()
 }
 
-// checkIn is checkGraph, then a name's validation error as the outcome invalid.
-func checkIn(graph string, nameErr error) error {
-	if err := checkGraph(graph); err != nil {
-		return err
-	}
-	return invalidName(nameErr)
-}
-
-// checkTable validates a table name the same way.
-func checkTable(table string) error { return invalidName(format.ValidateTableName(table)) }
-
-// invalidName is a name's validation error as the outcome invalid.
-func invalidName(err error) error {
-	if err == nil {
-		return nil
-	}
-	return outcome.Errorf(outcome.Invalid, "", "%s", describeInvalid(err))
+func checkTag(graph, name string) error {
+	return client.DeleteTagRequest{Graph: graph, Name: name}.Validate()
 }
 
 // inDoubtNext is the next step for a create of graph/branch that is settling.
@@ -61,7 +46,6 @@ func inDoubtNext(opID, graph, branch string) string {
 		opID, opID, graph, branch)
 }
 
-// startedCreate is branch create --detach's result.
 type startedCreate struct {
 	Graph      string `json:"graph"`
 	Branch     string `json:"branch"`
@@ -125,51 +109,30 @@ request under a key already used.`,
 	return cmd
 }
 
+// checkSource names the --from-* flag of a bad source.
 func checkSource(req client.CreateBranchRequest) error {
-	n := 0
-	for _, s := range []string{req.FromBranch, req.FromCommit, req.FromTag} {
-		if s != "" {
-			n++
-		}
-	}
-	if n > 1 {
+	if len(slices.DeleteFunc([]string{req.FromBranch, req.FromCommit, req.FromTag}, func(s string) bool { return s == "" })) > 1 {
 		return usageError{errors.New("give at most one of --from-branch, --from-commit, --from-tag")}
 	}
-	for _, f := range []struct{ flag, value string }{{"--from-branch", req.FromBranch}, {"--from-commit", req.FromCommit}, {"--from-tag", req.FromTag}} {
-		if f.value == "" {
-			continue
-		}
-		one := client.CreateBranchRequest{Graph: req.Graph, Branch: req.Branch}
-		switch f.flag {
-		case "--from-branch":
-			one.FromBranch = f.value
-		case "--from-commit":
-			one.FromCommit = f.value
-		default:
-			one.FromTag = f.value
-		}
-		if err := one.Validate(); err != nil {
-			return outcome.Errorf(outcome.Invalid, "", "%s: %s", f.flag, strings.TrimPrefix(err.(*outcome.Error).Message, "source "))
-		}
-	}
-	return nil
+	return cmp.Or(checkFlag("--from-branch", req.FromBranch, format.ValidateBranchName),
+		checkFlag("--from-commit", req.FromCommit, validCommit), checkFlag("--from-tag", req.FromTag, format.ValidateTagName))
 }
 
 // createResult prints a create's result, or returns its outcome error with
 // the next step for this graph and branch.
 func (a *app) createResult(cmd *cobra.Command, graph, branch string, res workflows.CreateBranchResult, err error) error {
-	if err != nil {
-		var oe *outcome.Error
-		if errors.As(err, &oe) && oe.Outcome == outcome.InDoubt {
+	if oe := (*outcome.Error)(nil); errors.As(err, &oe) {
+		switch oe.Outcome {
+		case outcome.InDoubt:
 			return withNext(err, "%s", inDoubtNext(oe.OpID, graph, branch))
-		}
-		if errors.As(err, &oe) && oe.Outcome == outcome.NotFound {
+		case outcome.NotFound:
 			return withNext(err, "check the graph and the source; `graft branch list %s` lists the graph's branches", graph)
-		}
-		if errors.As(err, &oe) && oe.Outcome == outcome.Unpublished {
+		case outcome.Unpublished:
 			return withNext(err, "branch %s was not created and never will be by operation %s; run `graft branch create %s %s` again",
 				branch, oe.OpID, graph, branch)
 		}
+	}
+	if err != nil {
 		return err
 	}
 	return a.emitf(cmd, res, "%s branch %s in %s\n  native  %s\n  head    %s\n  from    %s\n  op      %s\n",
@@ -197,17 +160,14 @@ already landed. --no-wait returns once the signal is delivered.`,
 				return err
 			}
 			if err := c.AbandonCreate(cmd.Context(), graph, branch, reason); err != nil {
-				if o, ok := outcome.Of(err); ok && o == outcome.NotFound {
-					return withNext(err, "nothing to abandon; `graft branch show %s %s` says whether the branch exists", graph, branch)
-				}
-				return err
+				return nextOn(err, outcome.NotFound, "nothing to abandon; `graft branch show %s %s` says whether the branch exists", graph, branch)
 			}
 			if noWait {
 				return a.emitf(cmd, map[string]string{"graph": graph, "branch": branch, "workflow_id": client.CreateBranchWorkflowID(graph, branch)},
 					"abandon sent to the create of %s in %s\n", branch, graph)
 			}
 			res, err := c.AttachCreateBranch(cmd.Context(), graph, branch).WaitFinal(cmd.Context())
-			if o, ok := outcome.Of(err); ok && o == outcome.Unpublished {
+			if o, _ := outcome.Of(err); o == outcome.Unpublished {
 				return withNext(err, "the branch does not exist and this create will never publish it; "+
 					"run `graft branch create %s %s` to try again", graph, branch)
 			}
@@ -219,7 +179,6 @@ already landed. --no-wait returns once the signal is delivered.`,
 	return cmd
 }
 
-// branchList is branch list's JSON result.
 type branchList struct {
 	Graph    string              `json:"graph"`
 	Branches []client.BranchInfo `json:"branches"`
@@ -240,14 +199,12 @@ func (a *app) branchListCommand() *cobra.Command {
 			if err != nil {
 				return a.storeRead(err, graph)
 			}
-			if bs == nil {
-				bs = []client.BranchInfo{}
-			}
+			bs = append([]client.BranchInfo{}, bs...) // [] in JSON, not null
 			return a.emit(cmd, branchList{Graph: graph, Branches: bs}, func(w io.Writer) error {
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				tw := newTable(w)
 				fmt.Fprintln(tw, "BRANCH\tHEAD\tHEAD TIME\tTABLES\tNATIVE")
 				for _, b := range bs {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", b.Branch, b.Head, b.HeadTime.UTC().Format(time.RFC3339), b.Tables, b.Native)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", b.Branch, b.Head, stamp(b.HeadTime), b.Tables, b.Native)
 				}
 				return tw.Flush()
 			})
@@ -270,26 +227,18 @@ func (a *app) branchShowCommand() *cobra.Command {
 			if graphMissing(err, graph) {
 				return a.storeRead(err, graph)
 			}
-			if o, ok := outcome.Of(err); ok && o == outcome.NotFound {
-				return withNext(err, "`graft branch list %s` lists the live branches; a create still running shows in `graft op list --graph %s`", graph, graph)
-			}
 			if err != nil {
-				return err
+				return nextOn(err, outcome.NotFound, "`graft branch list %s` lists the live branches; a create still running shows in `graft op list --graph %s`", graph, graph)
 			}
 			return a.emit(cmd, d, func(w io.Writer) error {
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				tw := newTable(w)
 				fmt.Fprintf(tw, "branch\t%s (graph %s)\n", d.Branch, d.Graph)
 				fmt.Fprintf(tw, "native\t%s\n", d.Native)
 				fmt.Fprintf(tw, "ref\t%s (%s, op %s)\n", d.Ref.Key, d.Ref.State, d.Ref.Op)
-				fmt.Fprintf(tw, "head\t%s\n", d.Head)
-				fmt.Fprintf(tw, "time\t%s\n", d.HeadTime.UTC().Format(time.RFC3339))
-				fmt.Fprintf(tw, "author\t%s\n", d.Author)
-				fmt.Fprintf(tw, "message\t%s\n", d.Message)
-				fmt.Fprintf(tw, "op\t%s\n", d.Op)
+				fmt.Fprintf(tw, "head\t%s\ntime\t%s\n", d.Head, stamp(d.HeadTime))
+				fmt.Fprintf(tw, "author\t%s\nmessage\t%s\nop\t%s\n", d.Author, d.Message, d.Op)
 				fmt.Fprintf(tw, "parents\t%s\n", strings.Join(d.Parents, ", "))
-				if d.RestoredFrom != "" {
-					fmt.Fprintf(tw, "restored from\t%s\n", d.RestoredFrom)
-				}
+				rows(tw, "restored from", d.RestoredFrom)
 				printPins(tw, d.Pins)
 				return tw.Flush()
 			})
@@ -308,11 +257,9 @@ name the candidates when a branch needs repair (they report a conflict).`,
 		Args: exactArgs("GRAPH", "BRANCH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Graph, req.Branch = args[0], args[1]
-			var keep error
+			keep := checkFlag("--keep", req.Keep, format.ValidateNative)
 			if req.Keep == "" {
 				keep = usageError{errors.New("--keep NATIVE is required: the incarnation to keep live")}
-			} else if err := format.ValidateNative(req.Keep); err != nil {
-				keep = outcome.Errorf(outcome.Invalid, "", "--keep: %s", describeInvalid(err))
 			}
 			c, err := a.begin(cmd.Context(), &req.IdempotencyKey, checkBranch(req.Graph, req.Branch), keep, req.Validate())
 			if err != nil {
@@ -322,13 +269,8 @@ name the candidates when a branch needs repair (they report a conflict).`,
 			if err != nil {
 				return err
 			}
-			if res.Retired == nil {
-				res.Retired = []string{}
-			}
-			retired := strings.Join(res.Retired, ", ")
-			if retired == "" {
-				retired = "(none: it was live through one already)"
-			}
+			res.Retired = append([]string{}, res.Retired...)
+			retired := cmp.Or(strings.Join(res.Retired, ", "), "(none: it was live through one already)")
 			return a.emitf(cmd, res, "repaired branch %s in %s\n  kept     %s\n  retired  %s\n  op       %s\n",
 				res.Branch, res.Graph, res.Kept, retired, res.OpID)
 		},
@@ -369,13 +311,9 @@ their commits. A branch whose create is still settling is a conflict too.`,
 			}
 			return a.emit(cmd, res, func(w io.Writer) error {
 				fmt.Fprintf(w, "deleted branch %s in %s\n", res.Branch, res.Graph)
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintf(tw, "  native\t%s (its ref is now a fence)\n", res.Native)
-				fmt.Fprintf(tw, "  head\t%s\n", res.Head)
-				if len(res.Tags) > 0 {
-					fmt.Fprintf(tw, "  kept by tags\t%s\n", strings.Join(res.Tags, ", "))
-				}
-				fmt.Fprintf(tw, "  op\t%s\n", res.OpID)
+				tw := newTable(w)
+				rows(tw, "  native", res.Native+" (its ref is now a fence)", "  head", res.Head,
+					"  kept by tags", strings.Join(res.Tags, ", "), "  op", res.OpID)
 				return tw.Flush()
 			})
 		},
@@ -385,19 +323,12 @@ their commits. A branch whose create is still settling is a conflict too.`,
 	return cmd
 }
 
-// branchDeleteError adds the next step to a failed branch delete.
 func branchDeleteError(req client.DeleteBranchRequest, res workflows.DeleteBranchResult, err error) error {
-	o, _ := outcome.Of(err)
-	switch {
-	case o == outcome.InDoubt:
-		return settlingNext(err, "the delete")
-	case o == outcome.Conflict && len(res.Tags) > 0 && !req.Force:
-		return withNext(err, "delete the tags first (`graft tag delete %s NAME`), or run `graft branch delete %s %s --force`: the tags keep their commits",
+	if len(res.Tags) > 0 && !req.Force {
+		err = nextOn(err, outcome.Conflict, "delete the tags first (`graft tag delete %s NAME`), or run `graft branch delete %s %s --force`: the tags keep their commits",
 			req.Graph, req.Graph, req.Branch)
-	case o == outcome.NotFound:
-		return withNext(err, "`graft branch list %s` lists the graph's live branches", req.Graph)
 	}
-	return err
+	return nextOn(settlingNext(err, "the delete"), outcome.NotFound, "`graft branch list %s` lists the graph's live branches", req.Graph)
 }
 
 // firstRow is label on a view's first row of a list, "" on the others.

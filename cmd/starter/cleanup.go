@@ -1,12 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -87,20 +87,11 @@ returns; with --wait it shows progress on stderr and prints the result.`,
 		Args: exactArgs("GRAPH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := client.CleanupRequest{Graph: args[0], KeepNewest: pol.keepNewest, KeepNewerThan: pol.keepNewerThan}
-			if err := checkGraph(req.Graph); err != nil {
+			if err := cmp.Or(checkGraph(req.Graph), pol.check()); err != nil {
 				return err
-			}
-			if err := pol.check(); err != nil {
-				return err
-			}
-			modes := 0
-			for _, on := range []bool{dryRun, mark, sweepRun != ""} {
-				if on {
-					modes++
-				}
 			}
 			switch {
-			case modes > 1:
+			case dryRun && mark || sweepRun != "" && (dryRun || mark):
 				return usageError{errors.New("give at most one of --dry-run, --mark, --sweep RUN")}
 			case dryRun:
 				req.Mode = workflows.CleanupModeDryRun
@@ -119,10 +110,7 @@ returns; with --wait it shows progress on stderr and prints the result.`,
 				return err
 			}
 			if !wait {
-				opID, err := h.OperationID(cmd.Context())
-				if err != nil {
-					opID = ""
-				}
+				opID, _ := h.OperationID(cmd.Context()) // "" until the run has named itself
 				a.startedOp = opID
 				st := map[string]string{"graph": req.Graph, "mode": string(req.Mode), "op_id": opID, "workflow_id": h.WorkflowID, "run_id": h.RunID}
 				follow := "follow it in the Web UI"
@@ -133,15 +121,13 @@ returns; with --wait it shows progress on stderr and prints the result.`,
 					req.Mode, req.Graph, orDash(opID), h.WorkflowID, follow)
 			}
 			a.startedOp = h.OpID
-			pr := a.progress(cmd)
-			res, err := waitWithProgress(cmd.Context(), h, pr)
+			res, err := waitWithProgress(cmd.Context(), h, a.progress(cmd))
 			if err != nil {
-				var oe *outcome.Error
-				if errors.As(err, &oe) && oe.Outcome == outcome.Conflict && res.ActiveRunID != "" {
-					return withNext(err, "cleanup run %s of %s is still active; wait for it with `graft op wait %s`",
-						res.ActiveRunID, req.Graph, res.ActiveRunID)
+				if res.ActiveRunID == "" {
+					return err
 				}
-				return err
+				return nextOn(err, outcome.Conflict, "cleanup run %s of %s is still active; wait for it with `graft op wait %s`",
+					res.ActiveRunID, req.Graph, res.ActiveRunID)
 			}
 			return a.emit(cmd, viewCleanup(res), func(w io.Writer) error { return printCleanupResult(w, res) })
 		},
@@ -156,7 +142,7 @@ returns; with --wait it shows progress on stderr and prints the result.`,
 
 // waitWithProgress waits for the cleanup's result while feeding pr from the
 // workflow's progress query; the last line is drawn from the result itself.
-func waitWithProgress(ctx context.Context, h *client.CleanupHandle, pr progressReporter) (workflows.CleanupResult, error) {
+func waitWithProgress(ctx context.Context, h *client.CleanupHandle, pr *lineProgress) (workflows.CleanupResult, error) {
 	pctx, stop := context.WithCancel(ctx)
 	polled := make(chan struct{})
 	go func() {
@@ -188,7 +174,7 @@ func waitWithProgress(ctx context.Context, h *client.CleanupHandle, pr progressR
 
 // showProgress draws the cleanup's progress as its query reports it; a
 // failed query draws nothing.
-func showProgress(ctx context.Context, h *client.CleanupHandle, pr progressReporter) {
+func showProgress(ctx context.Context, h *client.CleanupHandle, pr *lineProgress) {
 	p, err := h.Progress(ctx)
 	if err != nil || ctx.Err() != nil {
 		return
@@ -237,12 +223,9 @@ func viewCleanup(r workflows.CleanupResult) cleanupView {
 }
 
 func printCleanupResult(w io.Writer, r workflows.CleanupResult) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintf(tw, "cleanup (%s) of %s: %s\n", r.Mode, r.Graph, r.Outcome)
-	fmt.Fprintf(tw, "  run\t%s\n", r.RunID)
-	if r.PlanRunID != "" {
-		fmt.Fprintf(tw, "  plan of\t%s\n", r.PlanRunID)
-	}
+	rows(tw, "  run", r.RunID, "  plan of", r.PlanRunID)
 	fmt.Fprintf(tw, "  policy\tkeep newest %d, newer than %s, guard %s\n", r.Policy.KeepNewest, r.Policy.KeepNewerThan, r.Policy.GuardWindow)
 	k := r.Kept
 	fmt.Fprintf(tw, "  kept\thead %d, live window %d, merge base %d, tag %d, pinned %d, guard %d, in flight %d, unsettled %d, referenced %d, unknown %d\n",
@@ -251,20 +234,18 @@ func printCleanupResult(w io.Writer, r workflows.CleanupResult) error {
 	if r.Mode == workflows.CleanupModeDryRun {
 		verb = "would condemn"
 	}
-	c := r.Condemned
+	c, d := r.Condemned, r.Deleted
 	fmt.Fprintf(tw, "  %s\t%d commits, %d versions, %d objects (%d bytes)\n", verb, c.Commits, c.Versions, c.Objects, c.Bytes)
-	d := r.Deleted
 	fmt.Fprintf(tw, "  deleted\t%d commits, %d versions, %d objects (%d bytes)\n", d.Commits, d.Versions, d.Objects, d.Bytes)
 	if r.Refused > 0 {
 		keys := make([]string, len(r.RefusedKeys))
 		for i, k := range r.RefusedKeys {
 			keys[i] = k.Key
 		}
-		more := ""
+		more, why := "", ""
 		if int64(len(keys)) < r.Refused {
 			more = fmt.Sprintf(" and %d more", r.Refused-int64(len(keys)))
 		}
-		why := ""
 		if len(r.RefusedKeys) > 0 {
 			why = "; the store said: " + r.RefusedKeys[0].Reason
 		}
@@ -275,15 +256,7 @@ func printCleanupResult(w io.Writer, r workflows.CleanupResult) error {
 		fmt.Fprintf(tw, "  left alone\t%d tree(s) a pending operation may still name; settle them (`graft op wait`, `graft branch abandon`) to reclaim them\n",
 			len(r.SkippedUnsettled))
 	}
-	if r.RetainAllData != "" {
-		fmt.Fprintf(tw, "  data kept\t%s\n", r.RetainAllData)
-	}
-	if len(r.WouldFence) > 0 {
-		fmt.Fprintf(tw, "  would fence\t%s\n", strings.Join(r.WouldFence, ", "))
-	}
-	if len(r.Fenced) > 0 {
-		fmt.Fprintf(tw, "  fenced\t%s\n", strings.Join(r.Fenced, ", "))
-	}
+	rows(tw, "  data kept", r.RetainAllData, "  would fence", strings.Join(r.WouldFence, ", "), "  fenced", strings.Join(r.Fenced, ", "))
 	if r.Mode == workflows.CleanupModeMark {
 		fmt.Fprintf(tw, "  next\treview the plan, then `graft cleanup run %s --sweep %s` with the same policy\n", r.Graph, r.RunID)
 	}
@@ -319,7 +292,7 @@ type scheduleRunView struct {
 func viewSchedule(i client.CleanupScheduleInfo) scheduleView {
 	v := scheduleView{
 		ID: i.ID, Graph: i.Graph, Cron: i.Cron, Mode: string(i.Mode), KeepNewest: i.KeepNewest,
-		Paused: i.Paused, Note: i.Note, NextRuns: i.NextRuns, Running: i.Running,
+		Paused: i.Paused, Note: i.Note, NextRuns: append([]time.Time{}, i.NextRuns...), Running: append([]string{}, i.Running...),
 		Actions: i.Actions, SkippedOverlap: i.SkippedOverlap, RecentRuns: []scheduleRunView{},
 	}
 	if i.Every > 0 {
@@ -331,12 +304,6 @@ func viewSchedule(i client.CleanupScheduleInfo) scheduleView {
 	if i.GuardWindow != nil {
 		v.GuardWindow = i.GuardWindow.String()
 	}
-	if v.NextRuns == nil {
-		v.NextRuns = []time.Time{}
-	}
-	if v.Running == nil {
-		v.Running = []string{}
-	}
 	for _, r := range i.RecentRuns {
 		v.RecentRuns = append(v.RecentRuns, scheduleRunView(r))
 	}
@@ -344,7 +311,7 @@ func viewSchedule(i client.CleanupScheduleInfo) scheduleView {
 }
 
 func printSchedule(w io.Writer, v scheduleView) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintf(tw, "schedule\t%s (graph %s)\n", v.ID, v.Graph)
 	when := []string{}
 	if v.Every != "" {
@@ -364,14 +331,11 @@ func printSchedule(w io.Writer, v scheduleView) error {
 		state += " (" + v.Note + ")"
 	}
 	fmt.Fprintf(tw, "state\t%s\n", state)
-	for i, t := range v.NextRuns {
-		if i == shownNextRuns {
-			break
-		}
-		fmt.Fprintf(tw, "%s\t%s\n", firstRow(i, "next runs"), t.UTC().Format(time.RFC3339))
+	for i, t := range v.NextRuns[:min(len(v.NextRuns), shownNextRuns)] {
+		fmt.Fprintf(tw, "%s\t%s\n", firstRow(i, "next runs"), stamp(t))
 	}
 	for i, r := range v.RecentRuns {
-		fmt.Fprintf(tw, "%s\t%s  %s\n", firstRow(i, "recent runs"), r.StartedAt.UTC().Format(time.RFC3339), r.WorkflowID)
+		fmt.Fprintf(tw, "%s\t%s  %s\n", firstRow(i, "recent runs"), stamp(r.StartedAt), r.WorkflowID)
 	}
 	fmt.Fprintf(tw, "started\t%d (skipped while one ran: %d)\n", v.Actions, v.SkippedOverlap)
 	return tw.Flush()
@@ -416,10 +380,7 @@ func (a *app) describeAndEmit(cmd *cobra.Command, c *client.Client, graph string
 }
 
 func scheduleNotFound(err error, graph string) error {
-	if o, ok := outcome.Of(err); ok && o == outcome.NotFound {
-		return withNext(err, "create it with `graft cleanup schedule create %s --every 24h --keep-newer-than 168h`", graph)
-	}
-	return err
+	return nextOn(err, outcome.NotFound, "create it with `graft cleanup schedule create %s --every 24h --keep-newer-than 168h`", graph)
 }
 
 func (a *app) scheduleWriteCommand(verb, short string) *cobra.Command {
@@ -440,10 +401,7 @@ deletes; dry_run only reports. ` + verb + ` prints the schedule as it now stands
 		Args: exactArgs("GRAPH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Graph = args[0]
-			if err := checkGraph(req.Graph); err != nil {
-				return err
-			}
-			if err := pol.check(); err != nil {
+			if err := cmp.Or(checkGraph(req.Graph), pol.check()); err != nil {
 				return err
 			}
 			if req.Every <= 0 && req.Cron == "" {

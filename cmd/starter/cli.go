@@ -10,10 +10,13 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/cmd/internal/conncfg"
 )
 
 // Main runs graft with args (without the program name) and returns the exit
@@ -40,7 +43,10 @@ func Execute(ctx context.Context, args []string, lookup LookupEnv, stdout, stder
 		return 0
 	}
 	r := classify(err)
-	r.Next = strings.ReplaceAll(r.Next, "graft <command>", commandPath(ran, root))
+	if ran == nil { // the command line named no command
+		ran = root
+	}
+	r.Next = strings.ReplaceAll(r.Next, "graft <command>", ran.CommandPath())
 	a.refineNext(ctx, &r, err)
 	a.close()
 	a.writeError(r)
@@ -53,7 +59,7 @@ type app struct {
 	lookup         LookupEnv
 	stdout, stderr io.Writer
 	resolved       bool
-	res            resolution
+	src            *conncfg.Sources // where each setting came from
 	// startedOp is the operation this invocation started (or attached to),
 	// so an interrupted or failed wait can point at it.
 	startedOp string
@@ -105,7 +111,10 @@ func asGroup(cmd *cobra.Command) *cobra.Command {
 		}
 		err := fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
 		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
-			err = fmt.Errorf("%w; did you mean %s?", err, strings.Join(quoteAll(s), " or "))
+			for i := range s {
+				s[i] = strconv.Quote(s[i])
+			}
+			err = fmt.Errorf("%w; did you mean %s?", err, strings.Join(s, " or "))
 		}
 		return usageError{err}
 	}
@@ -134,8 +143,8 @@ func (a *app) prepare(cmd *cobra.Command, _ []string) error {
 	if cmd.Name() == "help" || cmd.Name() == "completion" || (cmd.Parent() != nil && cmd.Parent().Name() == "completion") {
 		return nil
 	}
-	res, err := resolveConfig(cmd.Flags(), &a.cfg, a.lookup)
-	a.res = res
+	src, err := resolveConfig(cmd.Flags(), &a.cfg, a.lookup)
+	a.src = src
 	if err != nil {
 		return usageError{err}
 	}
@@ -188,22 +197,21 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func quoteAll(ss []string) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = strconv.Quote(s)
+// newTable is the tabwriter every text view aligns its columns with.
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
+
+// rows writes label and value pairs as table rows, leaving out a row whose
+// value is empty.
+func rows(w io.Writer, kv ...string) {
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			fmt.Fprintf(w, "%s\t%s\n", kv[i], kv[i+1])
+		}
 	}
-	return out
 }
 
-// commandPath names the command a hint points at: the one that ran, or
-// "graft" when the command line did not name one.
-func commandPath(ran, root *cobra.Command) string {
-	if ran == nil {
-		return root.Name()
-	}
-	return ran.CommandPath()
-}
+// stamp is how a view shows a time.
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // usageTemplate is cobra's, with the global flags listed only by `graft
 // --help`: under every other command one line points at them, so a

@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/graftworks/graft/cmd/internal/conncfg"
-	"github.com/graftworks/graft/cmd/internal/workercmd"
 )
 
 // Config is the resolved global configuration of one graft invocation. Flag
@@ -20,7 +19,6 @@ type Config struct {
 	Output string
 }
 
-// Output formats.
 const (
 	outputText = "text"
 	outputJSON = "json"
@@ -40,7 +38,6 @@ var envNames = conncfg.EnvNames().With(conncfg.Env{flagOutput: "GRAFT_OUTPUT"})
 // LookupEnv reads one environment variable, like os.LookupEnv.
 type LookupEnv = conncfg.LookupEnv
 
-// addGlobalFlags adds the flags every command takes.
 func addGlobalFlags(fs *pflag.FlagSet, c *Config) {
 	c.AddTemporalFlags(fs)
 	c.AddStoreFlags(fs)
@@ -48,29 +45,22 @@ func addGlobalFlags(fs *pflag.FlagSet, c *Config) {
 	fs.StringVarP(&c.Output, flagOutput, "o", c.Output, envNames.Usage(flagOutput, "output format: text or json"))
 }
 
-// resolution is where the configuration's values came from.
-type resolution struct {
-	src *conncfg.Sources
-	// profile is the profile file read, nil when there was none.
-	profile *conncfg.Profile
-}
-
 // resolveConfig applies the environment, then the profile (the file `graft
 // dev` writes, found without a flag), to c and checks it. Every error names
 // the flag, variable or profile setting it came from. TLS files are read only
 // when Temporal is dialled, so a command that does not need Temporal does not
-// need them.
-func resolveConfig(fs *pflag.FlagSet, c *Config, lookup LookupEnv) (resolution, error) {
+// need them. The sources say where each value came from.
+func resolveConfig(fs *pflag.FlagSet, c *Config, lookup LookupEnv) (*conncfg.Sources, error) {
 	s, err := envNames.Bind(fs, lookup)
 	if err != nil {
-		return resolution{src: s}, err
+		return s, err
 	}
 	prof, err := conncfg.ReadProfile(conncfg.DefaultProfilePath(lookup))
 	if err != nil {
-		return resolution{src: s}, err
+		return s, err
 	}
 	if err := prof.Apply(fs, s); err != nil {
-		return resolution{src: s, profile: prof}, err
+		return s, err
 	}
 	if u := prof.DatabaseURL(); u != "" {
 		c.DatabaseURL = u
@@ -81,16 +71,5 @@ func resolveConfig(fs *pflag.FlagSet, c *Config, lookup LookupEnv) (resolution, 
 		errs = append(errs, fmt.Errorf("%s: want text or json, got %q", s.Name(flagOutput), c.Output))
 	}
 	errs = append(errs, c.ValidateTemporal(s), c.ValidateLedger(s), c.ValidateStore(s))
-	return resolution{src: s, profile: prof}, errors.Join(errs...)
-}
-
-// workerConfig is the worker configuration `graft dev` runs in process: the
-// invocation's store, ledger and Temporal settings on the worker's defaults.
-// TLS stays off: the worker dials the dev stack's own Temporal, which speaks
-// plain TCP.
-func (c Config) workerConfig() workercmd.Config {
-	w := workercmd.DefaultConfig()
-	w.Settings = c.Settings
-	w.TLS = conncfg.TLSFiles{}
-	return w
+	return s, errors.Join(errs...)
 }

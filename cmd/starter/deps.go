@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,19 +56,14 @@ func (a *app) temporal(ctx context.Context) (sdkclient.Client, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, &unavailableError{
-			what: "Temporal",
-			next: fmt.Sprintf("check that Temporal is running at %s (--temporal-address, $GRAFT_TEMPORAL_ADDRESS); "+
-				"for a local stack run `graft dev`", a.cfg.TemporalAddress),
-			err: err,
-		}
+		return nil, unavailable(err, "check that Temporal is running at %s (--temporal-address, $GRAFT_TEMPORAL_ADDRESS); "+
+			"for a local stack run `graft dev`", a.cfg.TemporalAddress)
 	}
 	a.tc = tc
 	a.closer = append(a.closer, tc.Close)
 	return tc, nil
 }
 
-// client returns graft's Go client over the invocation's Temporal connection.
 func (a *app) client(ctx context.Context) (*client.Client, error) {
 	tc, err := a.temporal(ctx)
 	if err != nil {
@@ -156,17 +152,9 @@ func (a *app) ops(ctx context.Context, withTemporal bool) (*client.Ops, error) {
 func (a *app) ledgerError(err error) error {
 	switch {
 	case errors.Is(err, client.ErrLedgerUnavailable):
-		return &unavailableError{
-			what: "Postgres",
-			next: fmt.Sprintf("check that Postgres is running at %s and that $DATABASE_URL is right",
-				catalog.RedactURL(a.cfg.DatabaseURL)),
-			err: err,
-		}
+		return unavailable(err, "check that Postgres is running at %s and that $DATABASE_URL is right", catalog.RedactURL(a.cfg.DatabaseURL))
 	case errors.Is(err, client.ErrLedgerNotMigrated):
-		schema := a.cfg.DBSchema
-		if schema == "" {
-			schema = "the connection's default (public)"
-		}
+		schema := cmp.Or(a.cfg.DBSchema, "the connection's default (public)")
 		return withNext(err, "the ledger's tables are not in schema %s (%s) of %s: if the workers use another schema, set --db-schema "+
 			"($GRAFT_DB_SCHEMA, or the profile `graft dev` writes); if nothing applied the migrations, run `graft-worker migrate`",
 			schema, a.settingName(conncfg.FlagDBSchema), catalog.RedactURL(a.cfg.DatabaseURL))
@@ -191,7 +179,6 @@ func (a *app) clientAfter(ctx context.Context, check error) (*client.Client, err
 	return a.client(ctx)
 }
 
-// storeAfter returns the command's store once its local check passed.
 func (a *app) storeAfter(ctx context.Context, check error) (storage.Store, error) {
 	if check != nil {
 		return nil, check
@@ -209,7 +196,7 @@ func (a *app) openStore(ctx context.Context) (storage.Store, error) {
 		return a.store, nil
 	}
 	if a.cfg.S3.Bucket == "" {
-		abs, _ := filepath.Abs(a.cfg.StoreDir)
+		abs := a.storeDir()
 		if info, err := os.Stat(abs); err != nil || !info.IsDir() {
 			return nil, withNext(outcome.Errorf(outcome.NotFound, "", "the store directory %s does not exist (%s)",
 				abs, a.settingName(conncfg.FlagStoreDir)), "%s", a.storeNext())
@@ -221,7 +208,7 @@ func (a *app) openStore(ctx context.Context) (storage.Store, error) {
 			return nil, ctx.Err()
 		}
 		if errors.Is(err, storage.ErrUnavailable) {
-			return nil, &unavailableError{what: "the store", next: a.storeNext(), err: err}
+			return nil, unavailable(err, "%s", a.storeNext())
 		}
 		return nil, withNext(err, "%s", a.storeNext())
 	}
@@ -232,9 +219,8 @@ func (a *app) openStore(ctx context.Context) (storage.Store, error) {
 // settingName says where a setting's value came from: the flag or variable,
 // the profile, or the default (with the value).
 func (a *app) settingName(flag string) string {
-	src := a.res.src
-	if src != nil && src.Given(flag) {
-		return "from " + src.Name(flag)
+	if a.src.Given(flag) {
+		return "from " + a.src.Name(flag)
 	}
 	if f := conncfg.EnvNames()[flag]; f != "" {
 		return fmt.Sprintf("the default of --%s; $%s or the profile `graft dev` writes set it", flag, f)
@@ -242,11 +228,18 @@ func (a *app) settingName(flag string) string {
 	return "the default of --" + flag
 }
 
+// storeDir is the local store's directory, absolute when it can be made so.
+func (a *app) storeDir() string {
+	if abs, err := filepath.Abs(a.cfg.StoreDir); err == nil {
+		return abs
+	}
+	return a.cfg.StoreDir
+}
+
 func (a *app) storeNext() string {
 	if a.cfg.S3.Bucket == "" {
-		abs, _ := filepath.Abs(a.cfg.StoreDir)
 		return fmt.Sprintf("point --store-dir ($GRAFT_STORE_DIR) at the directory the workers use; this command read %s (%s)",
-			abs, a.settingName(conncfg.FlagStoreDir))
+			a.storeDir(), a.settingName(conncfg.FlagStoreDir))
 	}
 	return "check that the S3 endpoint answers and the bucket exists (--s3-endpoint, --s3-bucket), " +
 		"and that the AWS SDK finds credentials (AWS_ACCESS_KEY_ID, AWS_PROFILE, an instance role)"
@@ -259,15 +252,12 @@ func (a *app) storeRead(err error, graph string) error {
 	if !graphMissing(err, graph) {
 		return err
 	}
-	return withNext(err, "`graft graph init %s` creates it. This command read %s (%s); if the workers use another store, point the store settings at it",
-		graph, a.cfg.DescribeStore(), a.settingName(storeSetting(a.cfg)))
-}
-
-func storeSetting(c Config) string {
-	if c.S3.Bucket != "" {
-		return conncfg.FlagS3Bucket
+	setting := conncfg.FlagStoreDir
+	if a.cfg.S3.Bucket != "" {
+		setting = conncfg.FlagS3Bucket
 	}
-	return conncfg.FlagStoreDir
+	return withNext(err, "`graft graph init %s` creates it. This command read %s (%s); if the workers use another store, point the store settings at it",
+		graph, a.cfg.DescribeStore(), a.settingName(setting))
 }
 
 // graphMissing reports whether err is a read's not_found for graph itself.

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -110,8 +112,7 @@ func (a *app) runDev(cmd *cobra.Command, o devOptions) error {
 	// The ledger first: it is the quickest dependency to find missing.
 	if _, err := migrations.Apply(ctx, a.cfg.DatabaseURL, a.cfg.DBSchema); err != nil {
 		if errors.Is(err, catalog.ErrUnavailable) {
-			return &unavailableError{what: "Postgres", err: err,
-				next: fmt.Sprintf("start Postgres at %s, or point $DATABASE_URL at one", catalog.RedactURL(a.cfg.DatabaseURL))}
+			return unavailable(err, "start Postgres at %s, or point $DATABASE_URL at one", catalog.RedactURL(a.cfg.DatabaseURL))
 		}
 		return err // migrations' errors name the step and the database
 	}
@@ -153,7 +154,10 @@ func (a *app) runDev(cmd *cobra.Command, o devOptions) error {
 	}
 	defer ts.Stop(10 * time.Second)
 
-	wcfg := a.cfg.workerConfig()
+	// The worker runs on the invocation's store, ledger and Temporal settings,
+	// TLS off: it dials the dev stack's own Temporal, which speaks plain TCP.
+	wcfg := workercmd.DefaultConfig()
+	wcfg.Settings, wcfg.TLS = a.cfg.Settings, conncfg.TLSFiles{}
 	wcfg.TemporalAddress = ts.HostPort
 	wcfg.Namespace = ts.Namespace
 	wcfg.Migrate = false // applied above
@@ -204,7 +208,7 @@ wait:
 			fmt.Fprintln(stderr, "graft dev: stopping: waiting for running activities, then Temporal")
 			break wait
 		case err := <-workerDone:
-			runErr = fmt.Errorf("the worker stopped: %w", cmpErr(err, errors.New("no error given")))
+			runErr = fmt.Errorf("the worker stopped: %w", cmp.Or(err, errors.New("no error given")))
 			workerDone <- nil
 			break wait
 		case <-tick.C:
@@ -223,13 +227,6 @@ wait:
 		fmt.Fprintln(stderr, "graft dev: stopped")
 	}
 	return runErr
-}
-
-func cmpErr(err, fallback error) error {
-	if err != nil {
-		return err
-	}
-	return fallback
 }
 
 // devDir is where the stack keeps Temporal's database and its logs.
@@ -297,7 +294,7 @@ func waitHealthy(ctx context.Context, url string, workerDone chan error) error {
 		select {
 		case err := <-workerDone:
 			workerDone <- err
-			return cmpErr(err, errors.New("the worker stopped before it was ready"))
+			return cmp.Or(err, errors.New("the worker stopped before it was ready"))
 		case <-ctx.Done():
 			return fmt.Errorf("not polling after %s: %w", readyTimeout, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
@@ -309,15 +306,11 @@ func waitHealthy(ctx context.Context, url string, workerDone chan error) error {
 // when no profile points at it and the stack is not on the defaults.
 func (a *app) tryCommand(hostPort string) string {
 	args := []string{"graft"}
-	if hostPort != workercmd.DefaultTemporalAddress {
+	if hostPort != conncfg.DefaultTemporalAddress {
 		args = append(args, "--temporal-address", hostPort)
 	}
-	if a.cfg.S3.Bucket == "" && a.cfg.StoreDir != workercmd.DefaultStoreDir {
-		dir, err := filepath.Abs(a.cfg.StoreDir)
-		if err != nil {
-			dir = a.cfg.StoreDir
-		}
-		args = append(args, "--store-dir", dir)
+	if a.cfg.S3.Bucket == "" && a.cfg.StoreDir != conncfg.DefaultStoreDir {
+		args = append(args, "--store-dir", a.storeDir())
 	}
 	if a.cfg.DBSchema != "" {
 		args = append(args, "--db-schema", a.cfg.DBSchema)
@@ -334,33 +327,23 @@ func (a *app) profileValues(hostPort, namespace string) map[string]string {
 		conncfg.FlagDBSchema:        a.cfg.DBSchema,
 		conncfg.ProfileDatabaseURL:  a.cfg.DatabaseURL,
 	}
-	if a.cfg.DBSchema == "" {
-		delete(v, conncfg.FlagDBSchema)
-	}
 	if a.cfg.S3.Bucket == "" {
-		dir, err := filepath.Abs(a.cfg.StoreDir)
-		if err != nil {
-			dir = a.cfg.StoreDir
-		}
-		v[conncfg.FlagStoreDir] = dir
-		return v
-	}
-	for flag, val := range map[string]string{conncfg.FlagS3Bucket: a.cfg.S3.Bucket, conncfg.FlagS3Endpoint: a.cfg.S3.Endpoint,
-		conncfg.FlagS3Prefix: a.cfg.S3.Prefix, conncfg.FlagS3Region: a.cfg.S3.Region} {
-		if val != "" {
-			v[flag] = val
-		}
+		v[conncfg.FlagStoreDir] = a.storeDir()
+	} else {
+		maps.Copy(v, map[string]string{conncfg.FlagS3Bucket: a.cfg.S3.Bucket, conncfg.FlagS3Endpoint: a.cfg.S3.Endpoint,
+			conncfg.FlagS3Prefix: a.cfg.S3.Prefix, conncfg.FlagS3Region: a.cfg.S3.Region})
 	}
 	if a.cfg.S3.PathStyle {
 		v[conncfg.FlagS3PathStyle] = "true"
 	}
+	maps.DeleteFunc(v, func(_, val string) bool { return val == "" })
 	return v
 }
 
 func printDevBanner(w io.Writer, d devStarted) error {
-	schema := d.DBSchema
-	if schema == "" {
-		schema = "(default)"
+	schema, profile := cmp.Or(d.DBSchema, "(default)"), ""
+	if d.Profile != "" {
+		profile = "  profile    " + d.Profile + " (graft commands in any directory use this stack)\n"
 	}
 	_, err := fmt.Fprintf(w, `graft dev is running; Ctrl-C stops everything.
   Temporal   %s (namespace %s, task queue %s)
@@ -372,13 +355,6 @@ func printDevBanner(w io.Writer, d devStarted) error {
 %s
 Try, in another shell:
   %s
-`, d.TemporalAddress, d.Namespace, d.TaskQueue, d.UI, d.Store, d.Database, schema, d.Metrics, d.DevDir, profileLine(d), d.TryCommand)
+`, d.TemporalAddress, d.Namespace, d.TaskQueue, d.UI, d.Store, d.Database, schema, d.Metrics, d.DevDir, profile, d.TryCommand)
 	return err
-}
-
-func profileLine(d devStarted) string {
-	if d.Profile == "" {
-		return ""
-	}
-	return "  profile    " + d.Profile + " (graft commands in any directory use this stack)\n"
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,17 +32,18 @@ func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
 // unavailableError is a dependency graft could not reach: exit 9.
-type unavailableError struct {
-	what string // "Temporal", "Postgres", "the store"
-	next string
-	err  error
+type unavailableError struct{ err error }
+
+// unavailable is err, from a dependency graft could not reach, with the next step.
+func unavailable(err error, format string, args ...any) error {
+	return withNext(&unavailableError{err}, format, args...)
 }
 
 func (e *unavailableError) Error() string { return e.err.Error() }
 func (e *unavailableError) Unwrap() error { return e.err }
 
-// nextStepError attaches the next step an operator should take to err; the
-// innermost one wins, so a command can be more specific than the default.
+// nextStepError attaches the next step an operator should take to err, in
+// place of the default for its outcome; the outermost one wins.
 type nextStepError struct {
 	next string
 	err  error
@@ -49,6 +51,14 @@ type nextStepError struct {
 
 func (e *nextStepError) Error() string { return e.err.Error() }
 func (e *nextStepError) Unwrap() error { return e.err }
+
+// nextOn is withNext when err's outcome is o, else err.
+func nextOn(err error, o outcome.Outcome, format string, args ...any) error {
+	if got, ok := outcome.Of(err); ok && got == o {
+		return withNext(err, format, args...)
+	}
+	return err
+}
 
 // withNext returns err carrying next, or nil when err is nil.
 func withNext(err error, format string, args ...any) error {
@@ -92,7 +102,7 @@ func classify(err error) Report {
 		r.Message = oe.Message
 		r.Next = defaultNext(oe)
 	case errors.As(err, &unav):
-		r.Outcome, r.ExitCode, r.Next = outcomeUnavailable, outcome.ExitUnavailable, unav.next
+		r.Outcome, r.ExitCode = outcomeUnavailable, outcome.ExitUnavailable
 	case errors.As(err, &ua) && !errors.Is(err, context.Canceled):
 		r.Outcome, r.ExitCode, r.OpID, r.Next = outcomeUnavailable, outcome.ExitUnavailable, ua.OpID, unansweredNext(ua)
 	case errors.As(err, &we):
@@ -204,10 +214,7 @@ func (a *app) refineNext(ctx context.Context, r *Report, err error) {
 	if !errors.As(err, &we) && !interrupted {
 		return
 	}
-	opID := r.OpID
-	if opID == "" {
-		opID = a.startedOp
-	}
+	opID := cmp.Or(r.OpID, a.startedOp)
 	if ua := (*client.UnansweredError)(nil); opID == "" && errors.As(err, &ua) {
 		opID = ua.OpID // interrupted inside the start: it may have started
 	}
@@ -254,13 +261,42 @@ func (a *app) ledgerHas(ctx context.Context, opID string) (recorded, known bool)
 // describeInvalid says what is wrong with a value, for a person: the rule it
 // breaks, without the format package's prefix.
 func describeInvalid(err error) string {
-	var ne *format.NameError
-	if errors.As(err, &ne) {
-		return fmt.Sprintf("invalid %s %q: %s", ne.What, ne.Name, ne.Reason)
-	}
-	var me *format.MalformedError
-	if errors.As(err, &me) && me.Field != "" {
-		return fmt.Sprintf("%s %s", me.Field, me.Reason)
+	if me := (*format.MalformedError)(nil); errors.As(err, &me) && me.Field != "" {
+		return me.Field + " " + me.Reason
 	}
 	return strings.TrimPrefix(err.Error(), "format: ")
 }
+
+// ifGiven is check(value) when value is given, else nil.
+func ifGiven(value string, check func(string) error) error {
+	if value == "" {
+		return nil
+	}
+	return check(value)
+}
+
+// checkFlag validates a flag's value, when given.
+func checkFlag(flag, value string, validate func(string) error) error {
+	return ifGiven(value, func(v string) error { return invalidAs(flag, validate(v)) })
+}
+
+// invalidAs is a validation error as the outcome invalid, naming what was invalid.
+func invalidAs(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return outcome.Errorf(outcome.Invalid, "", "%s: %s", what, describeInvalid(err))
+}
+
+func validCommit(s string) error {
+	_, err := format.ParseCommitID(s)
+	return err
+}
+
+func checkCommitText(author, message string) error {
+	return cmp.Or(checkFlag("--author", author, format.ValidateAuthor), checkFlag("--message", message, format.ValidateMessage))
+}
+
+func checkOpKey(key string) error { return checkFlag("--idempotency-key", key, format.ValidateOp) }
+
+func checkOpID(id string) error { return invalidAs("operation id", format.ValidateOp(id)) }

@@ -137,7 +137,7 @@ func TestClassify_EveryOutcomeError_ExitsWithItsDocumentedCode(t *testing.T) {
 		"postgres down":     {fmt.Errorf("open: %w", catalog.ErrUnavailable), "unavailable", 9},
 		"store down":        {fmt.Errorf("list: %w", storage.ErrUnavailable), "unavailable", 9},
 		"store refused":     {fmt.Errorf("put: %w", storage.ErrRefused), "refused", 8},
-		"temporal down":     {&unavailableError{what: "Temporal", next: "n", err: errors.New("dial")}, "unavailable", 9},
+		"temporal down":     {unavailable(errors.New("dial"), "n"), "unavailable", 9},
 		"not migrated":      {fmt.Errorf("open: %w", catalog.ErrNotMigrated), "failure", 1},
 		"interrupted":       {fmt.Errorf("wait: %w", context.Canceled), "failure", 1},
 		"anything else":     {errors.New("boom"), "failure", 1},

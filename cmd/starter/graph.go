@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+
 	"github.com/spf13/cobra"
 
 	"github.com/graftworks/graft/client"
@@ -34,24 +36,18 @@ them, and nothing is written or recorded.`,
 			if err := req.Validate(); err != nil {
 				return err
 			}
-			a.startedOp = req.IdempotencyKey
-			if a.startedOp == "" {
-				a.startedOp = client.InitGraphWorkflowID(req.Graph)
-			}
+			a.startedOp = cmp.Or(req.IdempotencyKey, client.InitGraphWorkflowID(req.Graph))
 			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err
 			}
 			res, err := c.InitGraph(cmd.Context(), req)
-			if o, ok := outcome.Of(err); ok && o == outcome.Conflict && res.ForeignKey != "" {
-				return withNext(err, "a graph owns its whole prefix %s/: move the objects there that graft did not write (such as %s) elsewhere, then run the init again; or init a graph of another name",
+			if err != nil && res.ForeignKey != "" {
+				return nextOn(err, outcome.Conflict, "a graph owns its whole prefix %s/: move the objects there that graft did not write (such as %s) elsewhere, then run the init again; or init a graph of another name",
 					req.Graph, res.ForeignKey)
 			}
-			if o, ok := outcome.Of(err); ok && o == outcome.Conflict {
-				return withNext(err, "graph %s already exists; `graft branch list %s` shows its branches", req.Graph, req.Graph)
-			}
 			if err != nil {
-				return err
+				return nextOn(err, outcome.Conflict, "graph %s already exists; `graft branch list %s` shows its branches", req.Graph, req.Graph)
 			}
 			verb := "created graph"
 			if !res.Created {

@@ -3,11 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -51,7 +50,7 @@ where cleanup reclaimed older commits.`,
 }
 
 func printLog(w io.Writer, l client.Log) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	for i, e := range l.Entries {
 		var marks []string
 		if e.Merged != "" {
@@ -70,7 +69,8 @@ func printLog(w io.Writer, l client.Log) error {
 		if len(marks) > 0 {
 			mark = " (" + strings.Join(marks, "; ") + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s%s\n", e.Commit, e.Time.UTC().Format(time.RFC3339), e.Author, firstLine(e.Message), mark)
+		message, _, _ := strings.Cut(e.Message, "\n") // its first line
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s%s\n", e.Commit, stamp(e.Time), e.Author, message, mark)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -82,13 +82,8 @@ func printLog(w io.Writer, l client.Log) error {
 	return nil
 }
 
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
-}
-
 func (a *app) diffCommand() *cobra.Command {
-	cmd := &cobra.Command{
+	return &cobra.Command{
 		Use:   "diff GRAPH FROM TO",
 		Short: "Show the tables added, changed and removed from one commit, branch or tag to another",
 		Long: `diff compares the table versions two commits pin: added (only TO pins the
@@ -108,7 +103,7 @@ table), removed (only FROM does) and changed (they pin different versions).
 			}
 			return a.emit(cmd, d, func(w io.Writer) error {
 				fmt.Fprintf(w, "%s %s (%s) .. %s %s (%s)\n", d.From.Kind, d.From.Ref, d.From.Commit, d.To.Kind, d.To.Ref, d.To.Commit)
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				tw := newTable(w)
 				for _, c := range d.Tables {
 					sign := map[string]string{"added": "+", "removed": "-", "changed": "~"}[c.Change]
 					fmt.Fprintf(tw, "%s %s\t%s\t%s -> %s\n", sign, c.Table, c.Change, orDash(c.From), orDash(c.To))
@@ -118,7 +113,6 @@ table), removed (only FROM does) and changed (they pin different versions).
 			})
 		},
 	}
-	return cmd
 }
 
 func (a *app) tableObjectsCommand() *cobra.Command {
@@ -219,17 +213,9 @@ func (a *app) verifyTableObjects(cmd *cobra.Command, r *client.Reader, graph, re
 
 // locator turns a store key into the URI an engine reads it at.
 func (a *app) locator() func(string) string {
+	base := "file://" + filepath.ToSlash(a.storeDir()) + "/"
 	if a.cfg.S3.Bucket != "" {
-		base := "s3://" + a.cfg.S3.Bucket + "/"
-		if a.cfg.S3.Prefix != "" {
-			base += a.cfg.S3.Prefix + "/"
-		}
-		return func(key string) string { return base + key }
+		base = "s3://" + path.Join(a.cfg.S3.Bucket, a.cfg.S3.Prefix) + "/"
 	}
-	dir, err := filepath.Abs(a.cfg.StoreDir)
-	if err != nil {
-		dir = a.cfg.StoreDir
-	}
-	base := "file://" + filepath.ToSlash(dir) + "/"
 	return func(key string) string { return base + key }
 }

@@ -1,17 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/graftworks/graft/client"
 )
 
-// latePutList is what `graft op late-puts` prints.
 type latePutList struct {
 	LatePuts []client.LatePut `json:"late_puts"`
 }
@@ -29,17 +27,7 @@ cleanup emptied. Once no such put can arrive any more (see docs/operations.md,
 "Late-put pins"), release them with ` + "`graft op release-late-puts OP_ID`" + `.`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if f.Graph != "" {
-				if err := checkGraph(f.Graph); err != nil {
-					return err
-				}
-			}
-			if f.OpID != "" {
-				if err := checkOpID(f.OpID); err != nil {
-					return err
-				}
-			}
-			ops, err := a.ops(cmd.Context(), false)
+			ops, err := a.ledgerAfter(cmd.Context(), cmp.Or(ifGiven(f.Graph, checkGraph), ifGiven(f.OpID, checkOpID)))
 			if err != nil {
 				return err
 			}
@@ -47,11 +35,19 @@ cleanup emptied. Once no such put can arrive any more (see docs/operations.md,
 			if err != nil {
 				return err
 			}
-			res := latePutList{LatePuts: list}
-			if res.LatePuts == nil {
-				res.LatePuts = []client.LatePut{}
-			}
-			return a.emit(cmd, res, func(w io.Writer) error { return printLatePuts(w, res) })
+			res := latePutList{LatePuts: append([]client.LatePut{}, list...)}
+			return a.emit(cmd, res, func(w io.Writer) error {
+				if len(res.LatePuts) == 0 {
+					_, err := fmt.Fprintln(w, "no key is held for a late put")
+					return err
+				}
+				tw := newTable(w)
+				fmt.Fprintln(tw, "OPERATION\tGRAPH\tKIND\tKEY\tHELD SINCE")
+				for _, p := range res.LatePuts {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.OpID, p.Graph, p.Kind, p.Key, stamp(p.HeldSince))
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	cmd.Flags().StringVar(&f.Graph, "graph", "", "only this graph's keys")
@@ -59,20 +55,6 @@ cleanup emptied. Once no such put can arrive any more (see docs/operations.md,
 	return cmd
 }
 
-func printLatePuts(w io.Writer, res latePutList) error {
-	if len(res.LatePuts) == 0 {
-		_, err := fmt.Fprintln(w, "no key is held for a late put")
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "OPERATION\tGRAPH\tKIND\tKEY\tHELD SINCE")
-	for _, p := range res.LatePuts {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.OpID, p.Graph, p.Kind, p.Key, p.HeldSince.UTC().Format(time.RFC3339))
-	}
-	return tw.Flush()
-}
-
-// latePutRelease is what `graft op release-late-puts` prints.
 type latePutRelease struct {
 	OpID     string `json:"op_id"`
 	Released int    `json:"released"`

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/oklog/ulid/v2"
 	"github.com/spf13/cobra"
@@ -48,8 +48,8 @@ head is that commit.`,
 			if req.Source == req.Target {
 				itself = outcome.Errorf(outcome.Invalid, "", "cannot merge %q into itself; name another target with --into", req.Source)
 			}
-			c, err := a.begin(cmd.Context(), &req.IdempotencyKey, checkBranch(req.Graph, req.Source), checkBranchFlag("--into", req.Target),
-				itself, checkCommitFlag("--expected-head", req.ExpectedHead), checkCommitText(req.Author, req.Message),
+			c, err := a.begin(cmd.Context(), &req.IdempotencyKey, checkBranch(req.Graph, req.Source), checkFlag("--into", req.Target, format.ValidateBranchName),
+				itself, checkFlag("--expected-head", req.ExpectedHead, validCommit), checkCommitText(req.Author, req.Message),
 				checkOpKey(req.IdempotencyKey), req.Validate())
 			if err != nil {
 				return err
@@ -97,12 +97,7 @@ func mergeError(req client.MergeRequest, res workflows.MergeResult, err error) e
 	case outcome.InDoubt:
 		return settlingNext(err, "the merge commit")
 	case outcome.Conflict:
-		var conflicts []workflows.MergeTable
-		for _, t := range res.Tables {
-			if t.Action == workflows.MergeConflict {
-				conflicts = append(conflicts, t)
-			}
-		}
+		conflicts := slices.DeleteFunc(slices.Clone(res.Tables), func(t workflows.MergeTable) bool { return t.Action != workflows.MergeConflict })
 		if len(conflicts) == 0 {
 			return withNext(err, "look at %s with `graft branch show %s %s`, then merge again", req.Target, req.Graph, req.Target)
 		}
@@ -132,7 +127,6 @@ func mergeError(req client.MergeRequest, res workflows.MergeResult, err error) e
 	return err
 }
 
-// printMerge writes a merge's (or a preview's) result as text.
 func printMerge(w io.Writer, res workflows.MergeResult) error {
 	switch {
 	case res.Preview:
@@ -142,77 +136,35 @@ func printMerge(w io.Writer, res workflows.MergeResult) error {
 	default:
 		fmt.Fprintf(w, "%s %s into %s in %s\n", res.Outcome, res.Source, res.Target, res.Graph)
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	if res.Commit != "" {
-		fmt.Fprintf(tw, "  commit\t%s\n", res.Commit)
-	}
-	fmt.Fprintf(tw, "  source head\t%s\n", res.SourceHead)
-	fmt.Fprintf(tw, "  target head\t%s\n", res.TargetHead)
+	tw := newTable(w)
+	rows(tw, "  commit", res.Commit)
+	fmt.Fprintf(tw, "  source head\t%s\n  target head\t%s\n", res.SourceHead, res.TargetHead)
 	fmt.Fprintf(tw, "  bases\t%s\n", strings.Join(res.Bases, ", "))
-	if res.OpID != "" {
-		fmt.Fprintf(tw, "  op\t%s\n", res.OpID)
-	}
+	rows(tw, "  op", res.OpID)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	objects := false // per-table object counts
+	tw = newTable(w)
+	objects := "" // the column of per-table object counts, when any table has one
 	for _, t := range res.Tables {
-		objects = objects || t.Added != 0 || t.Removed != 0 || t.Replaced != 0 || t.ConflictCount != 0
+		if t.Added != 0 || t.Removed != 0 || t.Replaced != 0 || t.ConflictCount != 0 {
+			objects = "OBJECTS\t"
+		}
 	}
-	if len(res.Tables) > 0 && objects {
-		fmt.Fprintln(tw, "TABLE\tACTION\tOBJECTS\tBASE\tSOURCE\tTARGET")
-		for _, t := range res.Tables {
-			counts := fmt.Sprintf("+%d -%d ~%d", t.Added, t.Removed, t.Replaced)
-			if t.ConflictCount > 0 {
-				counts = fmt.Sprintf("%d in conflict", t.ConflictCount)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Table, t.Action, counts, orDash(t.Base), orDash(t.Source), orDash(t.Target))
+	if len(res.Tables) > 0 {
+		fmt.Fprintln(tw, "TABLE\tACTION\t"+objects+"BASE\tSOURCE\tTARGET")
+	}
+	for _, t := range res.Tables {
+		counts := ""
+		if t.ConflictCount > 0 {
+			counts = fmt.Sprintf("%d in conflict\t", t.ConflictCount)
+		} else if objects != "" {
+			counts = fmt.Sprintf("+%d -%d ~%d\t", t.Added, t.Removed, t.Replaced)
 		}
-	} else if len(res.Tables) > 0 {
-		fmt.Fprintln(tw, "TABLE\tACTION\tBASE\tSOURCE\tTARGET")
-		for _, t := range res.Tables {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Table, t.Action, orDash(t.Base), orDash(t.Source), orDash(t.Target))
-		}
+		fmt.Fprintf(tw, "%s\t%s\t%s%s\t%s\t%s\n", t.Table, t.Action, counts, orDash(t.Base), orDash(t.Source), orDash(t.Target))
 	}
 	fmt.Fprintf(tw, "%d table(s) unchanged\n", res.Unchanged)
 	return tw.Flush()
-}
-
-// checkBranchFlag validates a branch name given by a flag.
-func checkBranchFlag(flag, branch string) error {
-	if err := format.ValidateBranchName(branch); err != nil {
-		return outcome.Errorf(outcome.Invalid, "", "%s: %v", flag, err)
-	}
-	return nil
-}
-
-// checkFlag validates a flag's value, when given.
-func checkFlag(flag, value string, validate func(string) error) error {
-	if value == "" {
-		return nil
-	}
-	if err := validate(value); err != nil {
-		return outcome.Errorf(outcome.Invalid, "", "%s: %v", flag, err)
-	}
-	return nil
-}
-
-func checkCommitFlag(flag, commit string) error {
-	return checkFlag(flag, commit, func(s string) error { _, err := format.ParseCommitID(s); return err })
-}
-
-// checkCommitText validates a commit's author and message, when given.
-func checkCommitText(author, message string) error {
-	if author != "" {
-		if err := format.ValidateAuthor(author); err != nil {
-			return outcome.Errorf(outcome.Invalid, "", "--author: %s", describeInvalid(err))
-		}
-	}
-	if err := format.ValidateMessage(message); err != nil {
-		return outcome.Errorf(outcome.Invalid, "", "--message: %s", describeInvalid(err))
-	}
-	return nil
 }
 
 // begin ends a mutating command's local checks: the first failed check, in
@@ -245,17 +197,6 @@ func waitFor[R any](ctx context.Context, final bool, wait, waitFinal func(contex
 func notBoth(both bool, a, b string) error {
 	if both {
 		return usageError{fmt.Errorf("%s and %s are mutually exclusive", a, b)}
-	}
-	return nil
-}
-
-// checkOpKey validates an --idempotency-key, when given.
-func checkOpKey(key string) error {
-	if key == "" {
-		return nil
-	}
-	if err := format.ValidateOp(key); err != nil {
-		return outcome.Errorf(outcome.Invalid, "", "--idempotency-key: %s", describeInvalid(err))
 	}
 	return nil
 }

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,7 +16,6 @@ import (
 
 	"github.com/graftworks/graft/client"
 	"github.com/graftworks/graft/client/outcome"
-	"github.com/graftworks/graft/internal/format"
 )
 
 func (a *app) opCommand() *cobra.Command {
@@ -85,20 +86,6 @@ func viewDetail(d client.OperationDetail) opView {
 	return v
 }
 
-// opOutcomeExit is the exit code of a finished operation's outcome: the
-// vocabulary's (merged, adopted, already_up_to_date and deleted are
-// successes like created and done); the ledger's failed is a failure.
-func opOutcomeExit(o outcome.Outcome) int {
-	if o.Valid() {
-		return o.ExitCode()
-	}
-	if o == client.OutcomeFailed {
-		return outcome.ExitFailure
-	}
-	return outcome.ExitOK
-}
-
-// opList is op list's JSON result.
 type opList struct {
 	Operations []opView `json:"operations"`
 }
@@ -121,10 +108,8 @@ what it waits for, from the running workflow when it answers, else from its
 pending step or from the ledger.`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if f.Graph != "" {
-				if err := checkGraph(f.Graph); err != nil {
-					return err
-				}
+			if err := ifGiven(f.Graph, checkGraph); err != nil {
+				return err
 			}
 			if !stuck && cmd.Flags().Changed("running-for") {
 				return usageError{errors.New("--running-for goes with --stuck")}
@@ -145,7 +130,14 @@ pending step or from the ledger.`,
 				for i, op := range list {
 					res.Operations[i] = viewOp(op)
 				}
-				return a.emit(cmd, res, func(w io.Writer) error { return printOpList(w, res) })
+				return a.emit(cmd, res, func(w io.Writer) error {
+					tw := newTable(w)
+					fmt.Fprintln(tw, "ID\tKIND\tGRAPH\tSTATE\tOUTCOME\tCREATED")
+					for _, op := range res.Operations {
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", op.ID, op.Kind, op.Graph, op.State, op.Outcome, stamp(op.CreatedAt))
+					}
+					return tw.Flush()
+				})
 			}
 			list, err := ops.Stuck(cmd.Context(), client.StuckFilter{Graph: f.Graph, RunningFor: runningFor, Limit: f.Limit})
 			if err != nil {
@@ -155,7 +147,18 @@ pending step or from the ledger.`,
 			for i, d := range list {
 				res.Operations[i] = viewDetail(d)
 			}
-			return a.emit(cmd, res, func(w io.Writer) error { return printStuck(w, res, a.temporalNote()) })
+			return a.emit(cmd, res, func(w io.Writer) error {
+				if len(res.Operations) == 0 {
+					_, err := fmt.Fprintln(w, "no operation is in doubt, parked or running long")
+					return err
+				}
+				tw := newTable(w)
+				fmt.Fprintln(tw, "ID\tKIND\tGRAPH\tSTATE\tFOR\tPHASE\tWAITS FOR")
+				for _, op := range res.Operations {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", op.ID, op.Kind, op.Graph, op.State, op.InStateFor, orDash(op.Phase), op.WaitsFor)
+				}
+				return flushNote(tw, w, a.temporalNote())
+			})
 		},
 	}
 	cmd.Flags().StringVar(&f.Graph, "graph", "", "only this graph's operations")
@@ -165,29 +168,6 @@ pending step or from the ledger.`,
 	cmd.Flags().BoolVar(&stuck, "stuck", false, "only operations in doubt, parked, or running longer than --running-for, with what each waits for")
 	cmd.Flags().DurationVar(&runningFor, "running-for", 10*time.Minute, "with --stuck: how long a running operation may run before it is listed")
 	return cmd
-}
-
-func printOpList(w io.Writer, res opList) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tKIND\tGRAPH\tSTATE\tOUTCOME\tCREATED")
-	for _, op := range res.Operations {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", op.ID, op.Kind, op.Graph, op.State, op.Outcome,
-			op.CreatedAt.UTC().Format(time.RFC3339))
-	}
-	return tw.Flush()
-}
-
-func printStuck(w io.Writer, res opList, note string) error {
-	if len(res.Operations) == 0 {
-		_, err := fmt.Fprintln(w, "no operation is in doubt, parked or running long")
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tKIND\tGRAPH\tSTATE\tFOR\tPHASE\tWAITS FOR")
-	for _, op := range res.Operations {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", op.ID, op.Kind, op.Graph, op.State, op.InStateFor, orDash(op.Phase), op.WaitsFor)
-	}
-	return flushNote(tw, w, note)
 }
 
 func (a *app) opShowCommand() *cobra.Command {
@@ -252,11 +232,11 @@ operation and exits with its outcome's exit code (docs/outcomes.md).`,
 					"`graft op reconcile` settles an operation whose workflow ended without finishing it", args[0])
 			}
 			v := viewOp(op)
-			if code := opOutcomeExit(op.Outcome); code != outcome.ExitOK {
-				msg := op.Error
-				if msg == "" {
-					msg = fmt.Sprintf("operation %s ended %s", op.ID, op.Outcome)
-				}
+			// A finished operation exits with its outcome's code: the vocabulary's
+			// (merged, adopted, already_up_to_date and deleted are successes like
+			// created and done); the ledger's failed is a failure.
+			if op.Outcome.Valid() && op.Outcome.ExitCode() != outcome.ExitOK || op.Outcome == client.OutcomeFailed {
+				msg := cmp.Or(op.Error, fmt.Sprintf("operation %s ended %s", op.ID, op.Outcome))
 				if op.Outcome.Valid() {
 					return &outcome.Error{Outcome: op.Outcome, OpID: op.ID, Message: msg}
 				}
@@ -292,20 +272,16 @@ worker also runs it on a schedule.`,
 				return err
 			}
 			return a.emit(cmd, res, func(w io.Writer) error {
-				if _, err := fmt.Fprintf(w, "reconciled: %d unfinished operation(s) examined, %d still running, %d settled or parked\n",
-					res.Examined, res.Open, len(res.Settled)); err != nil {
-					return err
-				}
+				_, err := fmt.Fprintf(w, "reconciled: %d unfinished operation(s) examined, %d still running, %d settled or parked\n",
+					res.Examined, res.Open, len(res.Settled))
 				for _, op := range res.Settled {
 					state := string(op.Outcome)
 					if op.Parked {
 						state = "parked (in doubt; the next pass tries again)"
 					}
-					if _, err := fmt.Fprintf(w, "  %s  %s  %s  %s\n", op.OpID, op.Kind, state, op.Message); err != nil {
-						return err
-					}
+					fmt.Fprintf(w, "  %s  %s  %s  %s\n", op.OpID, op.Kind, state, op.Message)
 				}
-				return nil
+				return err
 			})
 		},
 	}
@@ -315,65 +291,41 @@ worker also runs it on a schedule.`,
 
 // opNotFound points an unknown operation id at the listing.
 func opNotFound(err error) error {
-	if o, ok := outcome.Of(err); ok && o == outcome.NotFound {
-		return withNext(err, "`graft op list` lists recent operations (--graph, --kind and --state narrow it)")
-	}
-	return err
+	return nextOn(err, outcome.NotFound, "`graft op list` lists recent operations (--graph, --kind and --state narrow it)")
 }
 
 func printOp(w io.Writer, v opView, note string) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "operation\t%s\n", v.ID)
-	fmt.Fprintf(tw, "kind\t%s\n", v.Kind)
-	fmt.Fprintf(tw, "graph\t%s\n", v.Graph)
+	tw := newTable(w)
+	fmt.Fprintf(tw, "operation\t%s\nkind\t%s\ngraph\t%s\n", v.ID, v.Kind, v.Graph)
 	state := v.State
 	if v.InStateFor != "" {
 		state += " for " + v.InStateFor
 	}
-	fmt.Fprintf(tw, "state\t%s\n", state)
-	if v.Outcome != "" {
-		fmt.Fprintf(tw, "outcome\t%s\n", v.Outcome)
-	}
-	if v.Error != "" {
-		fmt.Fprintf(tw, "error\t%s\n", v.Error)
-	}
-	if v.Phase != "" {
-		fmt.Fprintf(tw, "phase\t%s\n", v.Phase)
-	}
-	if v.Native != "" {
-		witness := v.Native
-		if v.WitnessState != "" {
-			witness += " (" + v.WitnessState + ")"
-		}
-		fmt.Fprintf(tw, "native\t%s\n", witness)
+	witness, waits := v.Native, ""
+	if v.Native != "" && v.WitnessState != "" {
+		witness += " (" + v.WitnessState + ")"
 	}
 	if v.WaitsFor != "" {
-		fmt.Fprintf(tw, "waits for\t%s (from the %s)\n", v.WaitsFor, v.From)
+		waits = fmt.Sprintf("%s (from the %s)", v.WaitsFor, v.From)
 	}
+	fmt.Fprintf(tw, "state\t%s\n", state)
+	rows(tw, "outcome", v.Outcome, "error", v.Error, "phase", v.Phase, "native", witness, "waits for", waits)
 	fmt.Fprintf(tw, "workflow\t%s (run %s)", v.WorkflowID, v.RunID)
 	if v.Workflow != "" {
 		fmt.Fprintf(tw, ", %s", v.Workflow)
 	}
-	fmt.Fprintln(tw)
-	fmt.Fprintf(tw, "created\t%s\n", v.CreatedAt.UTC().Format(time.RFC3339))
+	fmt.Fprintf(tw, "\ncreated\t%s\n", stamp(v.CreatedAt))
 	if v.FinishedAt != nil {
-		fmt.Fprintf(tw, "finished\t%s\n", v.FinishedAt.UTC().Format(time.RFC3339))
+		fmt.Fprintf(tw, "finished\t%s\n", stamp(*v.FinishedAt))
 	}
 	if v.PendingWrite != "" {
 		fmt.Fprintf(tw, "pending write\t%s (re-issued %d times)\n", v.PendingWrite, v.SettleAttempts)
 	}
 	for _, p := range v.LatePuts {
-		fmt.Fprintf(tw, "late-put pin\t%s %s, held since %s\n", p.Kind, p.Key, p.HeldSince.UTC().Format(time.RFC3339))
+		fmt.Fprintf(tw, "late-put pin\t%s %s, held since %s\n", p.Kind, p.Key, stamp(p.HeldSince))
 	}
-	if len(v.Inputs) > 0 {
-		fmt.Fprintf(tw, "inputs\t%s\n", v.Inputs)
-	}
-	keys := make([]string, 0, len(v.Extra))
-	for k := range v.Extra {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	rows(tw, "inputs", string(v.Inputs))
+	for _, k := range slices.Sorted(maps.Keys(v.Extra)) {
 		fmt.Fprintf(tw, "%s\t%s\n", strings.ReplaceAll(k, "_", " "), v.Extra[k])
 	}
 	if len(v.LatePuts) > 0 && v.State == string(client.OperationDone) {
@@ -391,14 +343,6 @@ func flushNote(tw *tabwriter.Writer, w io.Writer, note string) error {
 	if note != "" {
 		_, err := fmt.Fprintln(w, note)
 		return err
-	}
-	return nil
-}
-
-// checkOpID validates an operation id locally.
-func checkOpID(id string) error {
-	if err := format.ValidateOp(id); err != nil {
-		return outcome.Errorf(outcome.Invalid, "", "operation id: %s", describeInvalid(err))
 	}
 	return nil
 }

@@ -11,19 +11,11 @@ import (
 	"golang.org/x/term"
 )
 
-// progressReporter shows a long command's progress on stderr.
-type progressReporter interface {
-	// Update shows done of total units in phase; total 0 means unknown.
-	Update(phase string, done, total int64)
-	// Finish ends the display, leaving the last state on its own line.
-	Finish()
-}
-
 // newProgress returns the reporter long commands draw on w: one line
 // redrawn in place on a terminal, plain lines — one per phase, and one every
 // plainEvery while a phase lasts — anywhere else (a pipe, a log file), so no
 // control character ends up in a log.
-func newProgress(w io.Writer) progressReporter {
+func newProgress(w io.Writer) *lineProgress {
 	return &lineProgress{w: w, tty: isTerminal(w), now: time.Now}
 }
 
@@ -32,20 +24,14 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// progress is the reporter of a long command: newProgress on stderr, none
-// in json mode.
-func (a *app) progress(cmd *cobra.Command) progressReporter {
+// progress is the reporter of a long command: newProgress on stderr, nil,
+// which draws nothing, in json mode.
+func (a *app) progress(cmd *cobra.Command) *lineProgress {
 	if a.cfg.Output != outputText {
-		return noProgress{}
+		return nil
 	}
 	return newProgress(cmd.ErrOrStderr())
 }
-
-// noProgress draws nothing (json output).
-type noProgress struct{}
-
-func (noProgress) Update(string, int64, int64) {}
-func (noProgress) Finish()                     {}
 
 // lineProgress draws the current phase and its count. It holds no goroutine:
 // a line is drawn only by Update, so nothing of an earlier phase is drawn
@@ -68,7 +54,11 @@ const (
 	plainEvery = 10 * time.Second
 )
 
+// Update shows done of total units in phase; total 0 means unknown.
 func (p *lineProgress) Update(phase string, done, total int64) {
+	if p == nil {
+		return
+	}
 	if total > 0 && done > total {
 		done = total
 	}
@@ -112,7 +102,11 @@ func (p *lineProgress) line(now time.Time) string {
 	return b.String()
 }
 
+// Finish ends the display, leaving the last state on its own line.
 func (p *lineProgress) Finish() {
+	if p == nil {
+		return
+	}
 	if p.tty && p.drawn {
 		fmt.Fprintln(p.w)
 	}

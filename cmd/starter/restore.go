@@ -1,10 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -42,8 +42,8 @@ makes the restore a conflict (exit 5) unless BRANCH's head is that commit.`,
 			}
 			c, err := a.begin(cmd.Context(), &req.IdempotencyKey, checkBranch(req.Graph, req.Branch), which,
 				notBoth(req.NoBackup && req.BackupTag != "", "--no-backup", "--backup-tag"),
-				checkCommitFlag("--commit", req.ToCommit), checkFlag("--tag", req.ToTag, format.ValidateTagName),
-				checkCommitFlag("--expected-head", req.ExpectedHead), checkFlag("--backup-tag", req.BackupTag, format.ValidateTagName),
+				checkFlag("--commit", req.ToCommit, validCommit), checkFlag("--tag", req.ToTag, format.ValidateTagName),
+				checkFlag("--expected-head", req.ExpectedHead, validCommit), checkFlag("--backup-tag", req.BackupTag, format.ValidateTagName),
 				checkCommitText(req.Author, req.Message), checkOpKey(req.IdempotencyKey), req.Validate())
 			if err != nil {
 				return err
@@ -62,16 +62,9 @@ makes the restore a conflict (exit 5) unless BRANCH's head is that commit.`,
 					to = "tag " + req.ToTag
 				}
 				fmt.Fprintf(w, "restored %s in %s to %s\n", res.Branch, res.Graph, to)
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintf(tw, "  commit\t%s\n", res.Commit)
-				fmt.Fprintf(tw, "  restored from\t%s\n", res.RestoredFrom)
-				fmt.Fprintf(tw, "  previous head\t%s\n", res.PreviousHead)
-				backup := res.BackupTag
-				if backup == "" {
-					backup = "(none: --no-backup)"
-				}
-				fmt.Fprintf(tw, "  backup tag\t%s\n", backup)
-				fmt.Fprintf(tw, "  op\t%s\n", res.OpID)
+				tw := newTable(w)
+				rows(tw, "  commit", res.Commit, "  restored from", res.RestoredFrom, "  previous head", res.PreviousHead,
+					"  backup tag", cmp.Or(res.BackupTag, "(none: --no-backup)"), "  op", res.OpID)
 				return tw.Flush()
 			})
 		},
@@ -89,23 +82,15 @@ makes the restore a conflict (exit 5) unless BRANCH's head is that commit.`,
 	return cmd
 }
 
-// restoreError adds the next step to a failed restore.
 func restoreError(req client.RestoreRequest, err error) error {
-	o, _ := outcome.Of(err)
-	switch o {
-	case outcome.InDoubt:
-		return settlingNext(err, "the restore")
-	case outcome.Conflict:
-		return withNext(err, "look at %s with `graft branch show %s %s` (and the backup tag with `graft tag list %s`), then restore again",
-			req.Branch, req.Graph, req.Branch, req.Graph)
-	case outcome.NotFound:
-		if req.ToTag != "" {
-			return withNext(err, "check the names; `graft tag list %s --all` lists the graph's tags, `graft branch list %s` its branches",
-				req.Graph, req.Graph)
-		}
-		return withNext(err, "check the names and the commit id; `graft branch list %s` lists the graph's branches", req.Graph)
-	case outcome.NotRetained:
-		return withNext(err, "cleanup reclaimed what that commit pins; restore a newer commit, or one a tag names (tags are retention roots)")
+	notFound := fmt.Sprintf("check the names and the commit id; `graft branch list %s` lists the graph's branches", req.Graph)
+	if req.ToTag != "" {
+		notFound = fmt.Sprintf("check the names; `graft tag list %s --all` lists the graph's tags, `graft branch list %s` its branches",
+			req.Graph, req.Graph)
 	}
-	return err
+	err = nextOn(err, outcome.Conflict, "look at %s with `graft branch show %s %s` (and the backup tag with `graft tag list %s`), then restore again",
+		req.Branch, req.Graph, req.Branch, req.Graph)
+	err = nextOn(err, outcome.NotFound, "%s", notFound)
+	err = nextOn(err, outcome.NotRetained, "cleanup reclaimed what that commit pins; restore a newer commit, or one a tag names (tags are retention roots)")
+	return settlingNext(err, "the restore")
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"errors"
-
 	"github.com/spf13/cobra"
 
 	"github.com/graftworks/graft/client"
@@ -52,8 +50,7 @@ given.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Graph, req.Branch, req.Table, req.Files = args[0], args[1], args[2], args[3:]
-			c, err := a.begin(cmd.Context(), &req.IdempotencyKey, checkBranch(req.Graph, req.Branch), checkTable(req.Table),
-				notBoth(detach && final, "--detach", "--wait-settled"), req.Validate())
+			c, err := a.begin(cmd.Context(), &req.IdempotencyKey, req.Validate(), notBoth(detach && final, "--detach", "--wait-settled"))
 			if err != nil {
 				return err
 			}
@@ -94,16 +91,7 @@ given.`,
 	return cmd
 }
 
-// writeError adds the next step to a failed table write.
 func tableWriteError(req client.WriteTableRequest, err error) error {
-	o, _ := outcome.Of(err)
-	var oe *outcome.Error
-	errors.As(err, &oe)
-	switch o {
-	case outcome.InDoubt:
-		return withNext(err, "operation %s is settling; watch it with `graft op wait %s`", oe.OpID, oe.OpID)
-	case outcome.Conflict:
-		return withNext(err, "the branch moved; look at it with `graft branch show %s %s`, then write again", req.Graph, req.Branch)
-	}
-	return err
+	return nextOn(settlingNext(err, "the write"), outcome.Conflict,
+		"the branch moved; look at it with `graft branch show %s %s`, then write again", req.Graph, req.Branch)
 }

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -26,9 +24,6 @@ never re-pointed and a deleted tag's name is never reused.`,
 	return cmd
 }
 
-// checkTag validates a graph and a tag name locally.
-func checkTag(graph, name string) error { return checkIn(graph, format.ValidateTagName(name)) }
-
 func (a *app) tagCreateCommand() *cobra.Command {
 	var req client.CreateTagRequest
 	cmd := &cobra.Command{
@@ -47,7 +42,7 @@ answered ambiguously and the workflow is settling it.`,
 				which = usageError{errors.New("give at most one of --commit and --branch")}
 			}
 			c, err := a.begin(cmd.Context(), &req.IdempotencyKey, checkTag(req.Graph, req.Name), which,
-				checkCommitFlag("--commit", req.Commit), checkFlag("--branch", req.Branch, format.ValidateBranchName),
+				checkFlag("--commit", req.Commit, validCommit), checkFlag("--branch", req.Branch, format.ValidateBranchName),
 				checkOpKey(req.IdempotencyKey), req.Validate())
 			if err != nil {
 				return err
@@ -56,15 +51,10 @@ answered ambiguously and the workflow is settling it.`,
 			if err != nil {
 				return tagCreateError(req, err)
 			}
-			return a.emit(cmd, res, func(w io.Writer) error {
-				var err error
-				if res.Existing {
-					_, err = fmt.Fprintf(w, "tag %s in %s already names %s: nothing was written\n  op      %s\n", res.Name, res.Graph, res.Commit, res.OpID)
-				} else {
-					_, err = fmt.Fprintf(w, "created tag %s in %s\n  commit  %s\n  op      %s\n", res.Name, res.Graph, res.Commit, res.OpID)
-				}
-				return err
-			})
+			if res.Existing {
+				return a.emitf(cmd, res, "tag %s in %s already names %s: nothing was written\n  op      %s\n", res.Name, res.Graph, res.Commit, res.OpID)
+			}
+			return a.emitf(cmd, res, "created tag %s in %s\n  commit  %s\n  op      %s\n", res.Name, res.Graph, res.Commit, res.OpID)
 		},
 	}
 	f := cmd.Flags()
@@ -74,22 +64,13 @@ answered ambiguously and the workflow is settling it.`,
 	return cmd
 }
 
-// tagCreateError adds the next step to a failed tag create.
 func tagCreateError(req client.CreateTagRequest, err error) error {
-	o, _ := outcome.Of(err)
-	switch o {
-	case outcome.InDoubt:
-		return settlingNext(err, "the tag")
-	case outcome.Conflict:
-		return withNext(err, "a tag is never re-pointed and a deleted name never reused; `graft tag show %s %s` shows what it names, "+
-			"or pick another name", req.Graph, req.Name)
-	case outcome.NotFound:
-		return withNext(err, "check the graph, the branch or the commit id; `graft branch list %s` lists the graph's branches", req.Graph)
-	}
-	return err
+	err = nextOn(err, outcome.Conflict, "a tag is never re-pointed and a deleted name never reused; `graft tag show %s %s` shows what it names, "+
+		"or pick another name", req.Graph, req.Name)
+	return nextOn(settlingNext(err, "the tag"), outcome.NotFound,
+		"check the graph, the branch or the commit id; `graft branch list %s` lists the graph's branches", req.Graph)
 }
 
-// tagList is tag list's JSON result.
 type tagList struct {
 	Graph string           `json:"graph"`
 	Tags  []client.TagInfo `json:"tags"`
@@ -111,14 +92,12 @@ func (a *app) tagListCommand() *cobra.Command {
 			if err != nil {
 				return a.storeRead(err, graph)
 			}
-			if tags == nil {
-				tags = []client.TagInfo{}
-			}
+			tags = append([]client.TagInfo{}, tags...) // [] in JSON, not null
 			return a.emit(cmd, tagList{Graph: graph, Tags: tags}, func(w io.Writer) error {
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				tw := newTable(w)
 				fmt.Fprintln(tw, "TAG\tCOMMIT\tSTATE\tCREATED\tOP")
 				for _, t := range tags {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Commit, t.State, t.CreatedAt.UTC().Format(time.RFC3339), t.Op)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Commit, t.State, stamp(t.CreatedAt), t.Op)
 				}
 				return tw.Flush()
 			})
@@ -140,27 +119,22 @@ func (a *app) tagShowCommand() *cobra.Command {
 				return err
 			}
 			d, err := client.NewReader(store).ShowTag(cmd.Context(), graph, name)
-			if o, ok := outcome.Of(err); ok && o == outcome.NotFound {
-				return withNext(err, "`graft tag list %s --all` lists the graph's tags", graph)
-			}
 			if err != nil {
-				return err
+				return nextOn(err, outcome.NotFound, "`graft tag list %s --all` lists the graph's tags", graph)
 			}
 			return a.emit(cmd, d, func(w io.Writer) error {
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				tw := newTable(w)
 				fmt.Fprintf(tw, "tag\t%s (graph %s)\n", d.Name, graph)
 				fmt.Fprintf(tw, "state\t%s\n", d.State)
 				fmt.Fprintf(tw, "commit\t%s\n", d.Commit)
-				fmt.Fprintf(tw, "created\t%s (op %s)\n", d.CreatedAt.UTC().Format(time.RFC3339), d.Op)
-				if d.RetiredOp != "" {
-					fmt.Fprintf(tw, "deleted by\t%s\n", d.RetiredOp)
-				}
+				fmt.Fprintf(tw, "created\t%s (op %s)\n", stamp(d.CreatedAt), d.Op)
+				rows(tw, "deleted by", d.RetiredOp)
 				if !d.Retained {
 					fmt.Fprintf(tw, "retained\tno: cleanup reclaimed the commit\n")
 					return tw.Flush()
 				}
 				fmt.Fprintf(tw, "branch\t%s\n", d.Branch)
-				fmt.Fprintf(tw, "time\t%s\n", d.Time.UTC().Format(time.RFC3339))
+				fmt.Fprintf(tw, "time\t%s\n", stamp(d.Time))
 				fmt.Fprintf(tw, "author\t%s\n", d.Author)
 				fmt.Fprintf(tw, "message\t%s\n", d.Message)
 				printPins(tw, d.Pins)
@@ -186,11 +160,9 @@ not_found (exit 6) when there is no such tag or it was deleted already.`,
 				return err
 			}
 			res, err := c.DeleteTag(cmd.Context(), req)
-			if o, ok := outcome.Of(err); ok && o == outcome.NotFound {
-				return withNext(err, "`graft tag list %s --all` lists the graph's tags, deleted ones too", req.Graph)
-			}
 			if err != nil {
-				return settlingNext(err, "the tag's delete")
+				return nextOn(settlingNext(err, "the tag's delete"), outcome.NotFound,
+					"`graft tag list %s --all` lists the graph's tags, deleted ones too", req.Graph)
 			}
 			return a.emitf(cmd, res, "deleted tag %s in %s\n  commit  %s\n  op      %s\n", res.Name, res.Graph, res.Commit, res.OpID)
 		},

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 
 	"github.com/spf13/pflag"
 )
@@ -73,14 +72,11 @@ func ReadProfile(path string) (*Profile, error) {
 	if err := json.Unmarshal(b, &values); err != nil {
 		return nil, fmt.Errorf("profile %s ($%s): want a JSON object of setting names to strings: %v", path, EnvProfile, err)
 	}
-	var unknown []string
-	for k := range values {
-		if _, ok := sharedEnv[k]; !ok && k != ProfileDatabaseURL {
-			unknown = append(unknown, k)
-		}
-	}
+	unknown := slices.DeleteFunc(slices.Sorted(maps.Keys(values)), func(k string) bool {
+		_, ok := sharedEnv[k]
+		return ok || k == ProfileDatabaseURL
+	})
 	if len(unknown) > 0 {
-		sort.Strings(unknown)
 		return nil, fmt.Errorf("profile %s: unknown setting(s) %q; the settings are the global flags' names and %q",
 			path, unknown, ProfileDatabaseURL)
 	}

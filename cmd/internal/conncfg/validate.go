@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -74,12 +75,8 @@ func (s Settings) ValidateTLSFiles(src *Sources) error {
 // ValidateStore checks that the store is either a local directory or S3,
 // and the S3 settings' values.
 func (s Settings) ValidateStore(src *Sources) error {
-	var s3Given []string
-	for _, f := range []string{FlagS3Bucket, FlagS3Endpoint, FlagS3Prefix, FlagS3Region, FlagS3PathStyle} {
-		if src.Given(f) {
-			s3Given = append(s3Given, f)
-		}
-	}
+	s3Given := slices.DeleteFunc([]string{FlagS3Bucket, FlagS3Endpoint, FlagS3Prefix, FlagS3Region, FlagS3PathStyle},
+		func(f string) bool { return !src.Given(f) })
 	if len(s3Given) == 0 {
 		if strings.TrimSpace(s.StoreDir) == "" {
 			return fmt.Errorf("%s: must not be empty", src.Name(FlagStoreDir))

@@ -189,10 +189,7 @@ func (a *app) migrate(cmd *cobra.Command, _ []string) error {
 	}
 	a.log.Info("migrations applied", "database", catalog.RedactURL(a.cfg.DatabaseURL),
 		"db_schema", a.cfg.DBSchema, "applied", applied)
-	if applied == nil {
-		applied = []int64{}
-	}
-	res := migrateResult{Schema: a.cfg.DBSchema, Applied: applied, Current: migrations.Latest()}
+	res := migrateResult{Schema: a.cfg.DBSchema, Applied: append([]int64{}, applied...), Current: migrations.Latest()}
 	if a.output == outputJSON {
 		return writeJSON(a.stdout, res)
 	}

@@ -37,21 +37,11 @@ type Config struct {
 	ShutdownTimeout time.Duration
 }
 
-// TLSFiles configures TLS to Temporal; see conncfg.TLSFiles.
-type TLSFiles = conncfg.TLSFiles
-
-// S3Config selects an S3-compatible store; see conncfg.S3Config.
-type S3Config = conncfg.S3Config
-
 // LookupEnv reads one environment variable, like os.LookupEnv.
 type LookupEnv = conncfg.LookupEnv
 
-// Defaults of the command line; the connection settings' are conncfg's.
+// Defaults of the worker's own settings; the connection settings' are conncfg's.
 const (
-	DefaultTemporalAddress = conncfg.DefaultTemporalAddress
-	DefaultNamespace       = conncfg.DefaultNamespace
-	DefaultStoreDir        = conncfg.DefaultStoreDir
-	DefaultDialTimeout     = conncfg.DefaultDialTimeout
 	DefaultMetricsAddr     = "127.0.0.1:9464"
 	DefaultShutdownTimeout = 30 * time.Second
 )

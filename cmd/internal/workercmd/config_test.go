@@ -70,7 +70,7 @@ func TestLoadConfig_FlagWinsOverEnv_EnvWinsOverDefault(t *testing.T) {
 	if got.ShutdownTimeout != 5*time.Second {
 		t.Errorf("ShutdownTimeout = %s, want the environment's 5s", got.ShutdownTimeout)
 	}
-	if got.TemporalAddress != DefaultTemporalAddress {
+	if got.TemporalAddress != conncfg.DefaultTemporalAddress {
 		t.Errorf("TemporalAddress = %q, want the default", got.TemporalAddress)
 	}
 }
@@ -106,11 +106,11 @@ func TestLoadConfig_EveryEnvironmentVariable_SetsItsField(t *testing.T) {
 		Settings: conncfg.Settings{
 			TemporalAddress: "temporal.internal:7233",
 			Namespace:       "prod",
-			TLS:             TLSFiles{Enabled: true, ServerName: "temporal.example"},
+			TLS:             conncfg.TLSFiles{Enabled: true, ServerName: "temporal.example"},
 			DialTimeout:     3 * time.Second,
 			TaskQueue:       "tq",
-			StoreDir:        DefaultStoreDir,
-			S3:              S3Config{Endpoint: "http://127.0.0.1:7070", Bucket: "bucket", Prefix: "pre/fix", Region: "eu-west-1", PathStyle: true},
+			StoreDir:        conncfg.DefaultStoreDir,
+			S3:              conncfg.S3Config{Endpoint: "http://127.0.0.1:7070", Bucket: "bucket", Prefix: "pre/fix", Region: "eu-west-1", PathStyle: true},
 			DatabaseURL:     "postgres://graft@db.internal:5432/graft",
 			DBSchema:        "ledger",
 		},
@@ -229,7 +229,7 @@ func TestLoadConfig_S3BucketAlone_SelectsS3WithDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("LoadConfig: %v", err)
 	}
-	want := S3Config{Endpoint: "https://s3.example", Bucket: "graft", PathStyle: true}
+	want := conncfg.S3Config{Endpoint: "https://s3.example", Bucket: "graft", PathStyle: true}
 	if got.S3 != want {
 		t.Errorf("S3 = %+v, want %+v", got.S3, want)
 	}

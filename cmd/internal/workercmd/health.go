@@ -42,18 +42,15 @@ func (h *health) setState(s workerState) { h.state.Store(int32(s)) }
 func (h *health) check(ctx context.Context) (healthReport, bool) {
 	state := workerState(h.state.Load())
 	r := healthReport{Status: "unavailable", Worker: state.String(), Catalog: "not open"}
-	pinged := false
 	if c := h.catalog.Load(); c != nil {
 		ctx, cancel := context.WithTimeout(ctx, healthPingTimeout)
 		defer cancel()
 		r.Catalog = "ok"
 		if err := c.Ping(ctx); err != nil {
 			r.Catalog = err.Error()
-		} else {
-			pinged = true
 		}
 	}
-	ok := state == stateRunning && pinged
+	ok := state == stateRunning && r.Catalog == "ok"
 	if ok {
 		r.Status = "ok"
 	}

@@ -83,9 +83,6 @@ func (m *Metrics) AttachLedger(cat LedgerReader) { m.ledger.attach(cat) }
 // then appear in this registry.
 func (m *Metrics) SDKHandler() client.MetricsHandler { return m.sdk.root() }
 
-// Registry returns the underlying registry.
-func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
-
 // Handler serves the registry in the Prometheus exposition format. A metric
 // that fails to collect is left out and the rest still served.
 func (m *Metrics) Handler() http.Handler {

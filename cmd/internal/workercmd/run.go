@@ -1,7 +1,6 @@
 package workercmd
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,10 +24,8 @@ import (
 // RunOptions adjust Run for tests and embedding.
 type RunOptions struct {
 	// Logger receives the worker's logs and the Temporal SDK's. Defaults to
-	// JSON lines on Stderr at Config.LogLevel.
+	// JSON lines on os.Stderr at Config.LogLevel.
 	Logger *slog.Logger
-	// Stderr receives the default logger's output. Defaults to os.Stderr.
-	Stderr io.Writer
 	// Register registers more workflows and activities on the worker, beside
 	// graft's. Defaults to nil (graft's only).
 	Register func(sdkworker.Registry)
@@ -46,7 +43,7 @@ const metricsShutdownTimeout = 5 * time.Second
 func Run(ctx context.Context, cfg Config, opts RunOptions) error {
 	log := opts.Logger
 	if log == nil {
-		log = NewLogger(cmp.Or[io.Writer](opts.Stderr, os.Stderr), cfg.LogLevel)
+		log = NewLogger(os.Stderr, cfg.LogLevel)
 	}
 	err := run(ctx, cfg, opts, log)
 	if err != nil && ctx.Err() != nil {

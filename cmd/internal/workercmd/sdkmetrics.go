@@ -174,50 +174,38 @@ func (h *sdkHandler) WithTags(tags map[string]string) client.MetricsHandler {
 }
 
 func (h *sdkHandler) Counter(name string) client.MetricsCounter {
-	s := h.c.series(sdkCounter, name, h)
-	return counterFunc(func(d int64) {
-		if s != nil && d > 0 { // a Prometheus counter never goes down
-			s.value.Add(uint64(d))
-		}
-	})
+	return h.c.series(sdkCounter, name, h)
+}
+func (h *sdkHandler) Gauge(name string) client.MetricsGauge { return h.c.series(sdkGauge, name, h) }
+func (h *sdkHandler) Timer(name string) client.MetricsTimer { return h.c.series(sdkTimer, name, h) }
+
+// A series is the SDK's counter, gauge or timer; a nil one, dropped, records
+// nothing.
+
+func (s *sdkSeries) Inc(d int64) {
+	if s != nil && d > 0 { // a Prometheus counter never goes down
+		s.value.Add(uint64(d))
+	}
 }
 
-func (h *sdkHandler) Gauge(name string) client.MetricsGauge {
-	s := h.c.series(sdkGauge, name, h)
-	return gaugeFunc(func(v float64) {
-		if s != nil {
-			s.value.Store(math.Float64bits(v))
-		}
-	})
+func (s *sdkSeries) Update(v float64) {
+	if s != nil {
+		s.value.Store(math.Float64bits(v))
+	}
 }
 
-func (h *sdkHandler) Timer(name string) client.MetricsTimer {
-	s := h.c.series(sdkTimer, name, h)
-	return timerFunc(func(d time.Duration) {
-		if s == nil {
-			return
-		}
-		v := d.Seconds()
-		i := sort.SearchFloat64s(sdkTimerBuckets, v) // first bucket with ub >= v
-		s.mu.Lock()
-		s.buckets[i]++
-		s.count++
-		s.sum += v
-		s.mu.Unlock()
-	})
+func (s *sdkSeries) Record(d time.Duration) {
+	if s == nil {
+		return
+	}
+	v := d.Seconds()
+	i := sort.SearchFloat64s(sdkTimerBuckets, v) // first bucket with ub >= v
+	s.mu.Lock()
+	s.buckets[i]++
+	s.count++
+	s.sum += v
+	s.mu.Unlock()
 }
-
-type counterFunc func(int64)
-
-func (f counterFunc) Inc(d int64) { f(d) }
-
-type gaugeFunc func(float64)
-
-func (f gaugeFunc) Update(v float64) { f(v) }
-
-type timerFunc func(time.Duration)
-
-func (f timerFunc) Record(d time.Duration) { f(d) }
 
 // tagKey encodes a tag set canonically: sorted by name, each name and value
 // length-prefixed so no value can imitate a separator.

@@ -13,7 +13,7 @@ import (
 // cannot be gathered consistently.
 func scrape(t *testing.T, m *Metrics) string {
 	t.Helper()
-	if _, err := m.Registry().Gather(); err != nil {
+	if _, err := m.registry.Gather(); err != nil {
 		t.Fatalf("gather: %v", err)
 	}
 	rec := httptest.NewRecorder()
