@@ -153,7 +153,7 @@ func (r *Reader) resolve(ctx context.Context, graphName string, ref Ref) (resolv
 		}
 	}
 	if err := format.ValidateTagName(name); err != nil {
-		return resolvedCommit{}, outcome.Errorf(outcome.Invalid, "", "%q is not a commit id, a branch or a tag name: %s", ref, describeInvalid(err))
+		return resolvedCommit{}, outcome.Errorf(outcome.Invalid, "", "%q is not a commit id, a branch or a tag name: %s", ref, format.Describe(err))
 	}
 	t, err := graph.ReadTag(ctx, r.store, graphName, name)
 	switch {

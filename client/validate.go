@@ -1,10 +1,6 @@
 package client
 
 import (
-	"errors"
-	"fmt"
-	"strings"
-
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/format"
 )
@@ -17,25 +13,11 @@ func invalid(field string, err error) error {
 	if err == nil {
 		return nil
 	}
-	msg := describeInvalid(err)
+	msg := format.Describe(err)
 	if field != "" {
 		msg = field + ": " + msg
 	}
 	return outcome.Errorf(outcome.Invalid, "", "%s", msg)
-}
-
-// describeInvalid says what is wrong with a value, for a person: the rule
-// broken, without the format package's prefix.
-func describeInvalid(err error) string {
-	var ne *format.NameError
-	if errors.As(err, &ne) {
-		return fmt.Sprintf("invalid %s %q: %s", ne.What, ne.Name, ne.Reason)
-	}
-	var me *format.MalformedError
-	if errors.As(err, &me) && me.Field != "" {
-		return fmt.Sprintf("%s %s", me.Field, me.Reason)
-	}
-	return strings.TrimPrefix(err.Error(), "format: ")
 }
 
 func firstInvalid(errs ...error) error {

@@ -258,15 +258,6 @@ func (a *app) ledgerHas(ctx context.Context, opID string) (recorded, known bool)
 	return err == nil, err == nil
 }
 
-// describeInvalid says what is wrong with a value, for a person: the rule it
-// breaks, without the format package's prefix.
-func describeInvalid(err error) string {
-	if me := (*format.MalformedError)(nil); errors.As(err, &me) && me.Field != "" {
-		return me.Field + " " + me.Reason
-	}
-	return strings.TrimPrefix(err.Error(), "format: ")
-}
-
 // ifGiven is check(value) when value is given, else nil.
 func ifGiven(value string, check func(string) error) error {
 	if value == "" {
@@ -285,7 +276,7 @@ func invalidAs(what string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return outcome.Errorf(outcome.Invalid, "", "%s: %s", what, describeInvalid(err))
+	return outcome.Errorf(outcome.Invalid, "", "%s: %s", what, format.Describe(err))
 }
 
 func validCommit(s string) error {

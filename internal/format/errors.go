@@ -3,6 +3,7 @@ package format
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Sentinel errors, for errors.Is; struct errors below carry the detail.
@@ -141,4 +142,18 @@ func malformed(kind Kind, field, reason string) error {
 
 func malformedErr(kind Kind, field string, err error) error {
 	return &MalformedError{Kind: kind, Field: field, Err: err}
+}
+
+// Describe says what is wrong with a value, for a person: the rule it breaks,
+// without this package's prefix.
+func Describe(err error) string {
+	var ne *NameError
+	if errors.As(err, &ne) {
+		return fmt.Sprintf("invalid %s %q: %s", ne.What, ne.Name, ne.Reason)
+	}
+	var me *MalformedError
+	if errors.As(err, &me) && me.Field != "" {
+		return me.Field + " " + me.Reason
+	}
+	return strings.TrimPrefix(err.Error(), "format: ")
 }
