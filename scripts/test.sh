@@ -15,7 +15,9 @@ mkdir -p .cache
 log=.cache/test.log
 : >"$log"
 
-step() { printf '\n==> %s  [%ds]\n' "$*" "$SECONDS"; }
+# cpu: the CPU seconds (user + system) of every finished child so far.
+cpu() { times | tail -1 | awk '{n = 0; for (i = 1; i <= 2; i++) { split($i, t, /[ms]/); n += t[1] * 60 + t[2] }; printf "%d", n}'; }
+step() { printf '\n==> %s  [%ds wall, %ss CPU]\n' "$*" "$SECONDS" "$(cpu)"; }
 
 # Two slow set-ups need no compiled graft and mostly wait on the network or a
 # linker, so they start first and run beside the build, vet and checks below:
@@ -134,7 +136,7 @@ if [ "$passed" -eq 0 ] && [ "$failed" -eq 0 ]; then
 	echo "no test ran"
 	exit 1
 fi
-echo "test command wall time: ${SECONDS}s"
+echo "test command wall time: ${SECONDS}s (CPU of its children: $(cpu)s)"
 echo "$passed passed, $failed failed"
 if [ "$test_rc" -ne 0 ] || [ "$fuzz_rc" -ne 0 ]; then
 	exit 1
