@@ -15,9 +15,14 @@ mkdir -p .cache
 log=.cache/test.log
 : >"$log"
 
-# cpu: the CPU seconds (user + system) of every finished child so far.
-cpu() { times | tail -1 | awk '{n = 0; for (i = 1; i <= 2; i++) { split($i, t, /[ms]/); n += t[1] * 60 + t[2] }; printf "%d", n}'; }
-step() { printf '\n==> %s  [%ds wall, %ss CPU]\n' "$*" "$SECONDS" "$(cpu)"; }
+# cpu: the CPU seconds (user + system) of every finished child so far, from
+# `times >.cache/times` run just before in this shell (in a subshell, times
+# would see no children).
+cpu() { awk 'NR == 2 {n = 0; for (i = 1; i <= 2; i++) { split($i, t, /[ms]/); n += t[1] * 60 + t[2] }; printf "%d", n}' .cache/times; }
+step() {
+	times >.cache/times
+	printf '\n==> %s  [%ds wall, %ss CPU]\n' "$*" "$SECONDS" "$(cpu)"
+}
 
 # Two slow set-ups need no compiled graft and mostly wait on the network or a
 # linker, so they start first and run beside the build, vet and checks below:
@@ -136,6 +141,7 @@ if [ "$passed" -eq 0 ] && [ "$failed" -eq 0 ]; then
 	echo "no test ran"
 	exit 1
 fi
+times >.cache/times
 echo "test command wall time: ${SECONDS}s (CPU of its children: $(cpu)s)"
 echo "$passed passed, $failed failed"
 if [ "$test_rc" -ne 0 ] || [ "$fuzz_rc" -ne 0 ]; then
