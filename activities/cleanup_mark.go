@@ -15,6 +15,7 @@ import (
 	"github.com/oklog/ulid/v2"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/graftworks/graft/internal/bounded"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
@@ -398,7 +399,7 @@ func (m *treeMark) readCommits(ctx context.Context, keys []string) error {
 	m.mu.Unlock()
 	tick := ticker(ctx)
 	var first error
-	parallel(len(need), getConcurrency, func(i int) {
+	bounded.Each(len(need), getConcurrency, func(i int) {
 		key := need[i]
 		id, perr := format.ParseCommitKey(m.in.Graph, key)
 		var c graph.Commit

@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/graftworks/graft/internal/bounded"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/storage"
 )
@@ -84,7 +85,7 @@ func getEach(ctx context.Context, s storage.Store, keys []string, fn func(key st
 	var mu sync.Mutex
 	var first error
 	n := 0
-	parallel(len(keys), getConcurrency, func(i int) {
+	bounded.Each(len(keys), getConcurrency, func(i int) {
 		if ctx.Err() != nil {
 			return
 		}
@@ -108,20 +109,6 @@ func getEach(ctx context.Context, s storage.Store, keys []string, fn func(key st
 		first = ctx.Err()
 	}
 	return first
-}
-
-// parallel calls fn(i) for every i below n, at most limit at a time, and waits for them.
-func parallel(n, limit int, fn func(i int)) {
-	sem := make(chan struct{}, limit)
-	var wg sync.WaitGroup
-	for i := range n {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			fn(i)
-		})
-	}
-	wg.Wait()
 }
 
 // heartbeat records a heartbeat when ctx is an activity's (the SDK throttles them).

@@ -12,6 +12,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/internal/bounded"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
@@ -430,7 +431,7 @@ func (a *Activities) claimCommit(ctx context.Context, rec catalog.OperationInser
 func (a *Activities) headAll(ctx context.Context, keys []string) ([]storage.ObjectInfo, []error) {
 	infos := make([]storage.ObjectInfo, len(keys))
 	errs := make([]error, len(keys))
-	parallel(len(keys), objectProbeConcurrency, func(i int) { infos[i], errs[i] = a.Store.Head(ctx, keys[i]) })
+	bounded.Each(len(keys), objectProbeConcurrency, func(i int) { infos[i], errs[i] = a.Store.Head(ctx, keys[i]) })
 	return infos, errs
 }
 

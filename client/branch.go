@@ -13,6 +13,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/internal/bounded"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/storage"
@@ -121,7 +122,7 @@ func (r *Reader) ListBranches(ctx context.Context, graphName string) ([]BranchIn
 		return nil, readError(err, graphName, "")
 	}
 	out := make([]BranchInfo, len(bs))
-	err = parallel(len(bs), headReadConcurrency, func(i int) error {
+	err = bounded.EachErr(len(bs), headReadConcurrency, func(i int) error {
 		b := bs[i]
 		head, err := graph.BranchHeadView(ctx, r.store, graphName, b)
 		if err != nil {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -16,6 +15,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/internal/bounded"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/storage"
@@ -182,7 +182,7 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 // SHA-256s, without uploading anything.
 func fileRequest(req WriteTableRequest) (workflows.Request, error) {
 	objects := make([]workflows.TableObject, len(req.Files))
-	err := parallel(len(req.Files), uploadConcurrency, func(i int) (err error) {
+	err := bounded.EachErr(len(req.Files), uploadConcurrency, func(i int) (err error) {
 		objects[i], err = fileSum(req.Files[i])
 		return err
 	})
@@ -303,7 +303,7 @@ func uploadFiles(ctx context.Context, store storage.Store, graphName, table stri
 	for i := range ids {
 		ids[i] = ulid.Make()
 	}
-	err := parallel(len(files), uploadConcurrency, func(i int) (err error) {
+	err := bounded.EachErr(len(files), uploadConcurrency, func(i int) (err error) {
 		objects[i], err = uploadFile(ctx, store, graphName, table, ids[i], files[i], opts)
 		return err
 	})
@@ -311,24 +311,6 @@ func uploadFiles(ctx context.Context, store storage.Store, graphName, table stri
 		return nil, err
 	}
 	return objects, nil
-}
-
-// parallel runs do(i) for every i < n, at most limit at once, and joins their errors.
-func parallel(n, limit int, do func(i int) error) error {
-	errs := make([]error, n)
-	sem := make(chan struct{}, limit)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			errs[i] = do(i)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
 }
 
 func uploadFile(ctx context.Context, store storage.Store, graphName, table string, id ulid.ULID, path string, opts UploadOptions) (workflows.TableObject, error) {

@@ -3,8 +3,8 @@ package graph
 import (
 	"context"
 	"fmt"
-	"sync"
 
+	"github.com/graftworks/graft/internal/bounded"
 	"github.com/graftworks/graft/storage"
 )
 
@@ -17,7 +17,7 @@ func putChunks(ctx context.Context, s storage.Store, chunks []Chunk) error {
 		return nil
 	}
 	errs := make([]error, len(chunks))
-	parallel(len(chunks), chunkWriteConcurrency, func(i int) {
+	bounded.Each(len(chunks), chunkWriteConcurrency, func(i int) {
 		c := chunks[i]
 		put, err := PutIfAbsent(ctx, s, c.Key, c.Body)
 		switch {
@@ -38,18 +38,4 @@ func putChunks(ctx context.Context, s storage.Store, chunks []Chunk) error {
 // PutChunks writes chunks as putChunks does; callers pin them first.
 func (g *Graph) PutChunks(ctx context.Context, chunks []Chunk) error {
 	return putChunks(ctx, g.S, chunks)
-}
-
-// parallel calls fn(0), ..., fn(n-1), at most limit at a time, and waits for them.
-func parallel(n, limit int, fn func(i int)) {
-	sem := make(chan struct{}, limit)
-	var wg sync.WaitGroup
-	for i := range n {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			fn(i)
-		})
-	}
-	wg.Wait()
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/graftworks/graft/internal/bounded"
 	"github.com/graftworks/graft/internal/format"
 )
 
@@ -126,7 +127,7 @@ func (bs *baseSearch) run(ctx context.Context, source, target Commit) (BaseSearc
 	var dominators []Commit
 	ownCommits := make([]Commit, len(own))
 	errs := make([]error, len(own))
-	parallel(len(own), 2, func(i int) { ownCommits[i], errs[i] = bs.readCommit(ctx, own[i]) })
+	bounded.Each(len(own), 2, func(i int) { ownCommits[i], errs[i] = bs.readCommit(ctx, own[i]) })
 	if err := errors.Join(errs...); err != nil {
 		return BaseSearch{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/graftworks/graft/internal/bounded"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/storage"
 )
@@ -85,7 +86,7 @@ func CheckImportKeys(ctx context.Context, s storage.Store, graph string, keys []
 	records = slices.Compact(records)
 	exists := make([]bool, len(records))
 	errs := make([]error, len(records))
-	parallel(len(records), importConcurrency, func(i int) {
+	bounded.Each(len(records), importConcurrency, func(i int) {
 		_, err := s.Head(ctx, records[i])
 		switch {
 		case err == nil:

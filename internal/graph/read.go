@@ -7,6 +7,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/graftworks/graft/internal/bounded"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/storage"
 )
@@ -156,7 +157,7 @@ func ReadLiveRef(ctx context.Context, s storage.Store, graph, logical, native st
 func getAll(ctx context.Context, s storage.Store, keys []string) ([]storage.Object, []error) {
 	objs := make([]storage.Object, len(keys))
 	errs := make([]error, len(keys))
-	parallel(len(keys), refReadConcurrency, func(i int) { objs[i], errs[i] = s.Get(ctx, keys[i]) })
+	bounded.Each(len(keys), refReadConcurrency, func(i int) { objs[i], errs[i] = s.Get(ctx, keys[i]) })
 	return objs, errs
 }
 

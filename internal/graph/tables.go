@@ -10,6 +10,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/graftworks/graft/internal/bounded"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/storage"
 )
@@ -271,7 +272,7 @@ func ImportEntries(ctx context.Context, s storage.Store, graph string, refs []Im
 		return nil, err
 	}
 	errs := make([]error, len(refs))
-	parallel(len(out), importConcurrency, func(i int) {
+	bounded.Each(len(out), importConcurrency, func(i int) {
 		info, err := s.Head(ctx, out[i].External)
 		if err != nil {
 			errs[i] = fmt.Errorf("import %s: %w", out[i].External, err)

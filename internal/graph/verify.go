@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/graftworks/graft/internal/bounded"
 	"github.com/graftworks/graft/storage"
 )
 
@@ -29,7 +30,7 @@ func VerifyObjects(ctx context.Context, s storage.Store, refs []ObjectRef, progr
 	problems := make([]*ObjectProblem, len(refs))
 	errs := make([]error, len(refs))
 	var done atomic.Int64
-	parallel(len(refs), verifyConcurrency, func(i int) {
+	bounded.Each(len(refs), verifyConcurrency, func(i int) {
 		ref := refs[i]
 		if ctx.Err() != nil {
 			return
