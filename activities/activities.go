@@ -27,29 +27,22 @@ import (
 
 // Activities performs graft's storage phases against one store and ledger.
 type Activities struct {
-	// Store holds every graph, each under its own prefix. Required.
-	Store storage.Store
-	// Catalog is the ledger. Required.
-	Catalog *catalog.Catalog
-	// Observer receives phase outcomes for metrics. Defaults to none.
-	Observer Observer
+	Store    storage.Store    // every graph, each under its own prefix; required
+	Catalog  *catalog.Catalog // the ledger; required
+	Observer Observer         // receives phase outcomes for metrics; optional
 	// Now is the clock for age checks (cleanup's guard window). Defaults to time.Now.
 	Now func() time.Time
-	// Workflows answers whether a workflow has closed, for the reconciler. Defaults to
-	// nil: the reconciler then settles nothing (it cannot tell a closed workflow from a
-	// running one).
+	// Workflows answers whether a workflow has closed; without it the reconciler settles
+	// nothing.
 	Workflows WorkflowStatus
-	// Logger receives the logs of code run outside an activity (tests, tools); inside
-	// one the activity's logger is used. Defaults to none.
+	// Logger receives the logs of code run outside an activity (tests, tools). Optional.
 	Logger sdklog.Logger
 }
 
-// WorkflowStatus tells the reconciler whether a workflow has closed. The worker wires it
-// to the Temporal client (worker.TemporalWorkflows).
+// WorkflowStatus tells the reconciler whether a workflow has closed (worker.TemporalWorkflows).
 type WorkflowStatus interface {
-	// WorkflowClosed reports whether the workflow with this id has no open run:
-	// completed, failed, cancelled, terminated, timed out, continued into a run that
-	// has closed too, or unknown to Temporal (its history expired: lost).
+	// WorkflowClosed reports whether the workflow has no open run, or is unknown to Temporal
+	// (its history expired: lost).
 	WorkflowClosed(ctx context.Context, workflowID string) (bool, error)
 }
 
@@ -60,14 +53,11 @@ func (a *Activities) now() time.Time {
 	return time.Now()
 }
 
-// Observer is told what each phase proved, so a worker can export metrics
-// without the activities importing a metrics library. Counts of what is in
-// doubt or was swept are read from the ledger, which every worker shares.
+// Observer is told what each phase proved, so a worker can export metrics without the
+// activities importing a metrics library (counts in doubt or swept come from the ledger).
 type Observer interface {
-	// OperationFinished is called once an operation has a definitive outcome.
-	OperationFinished(kind, outcome string)
-	// Settled is called when an in-doubt step was settled, with how long it was in doubt.
-	Settled(kind string, after time.Duration)
+	OperationFinished(kind, outcome string)   // an operation has a definitive outcome
+	Settled(kind string, after time.Duration) // an in-doubt step settled after this long
 }
 
 func (a *Activities) observeFinished(kind, out string) {
@@ -76,16 +66,10 @@ func (a *Activities) observeFinished(kind, out string) {
 	}
 }
 
-// nativeULID derives an incarnation's ULID from its operation and attempt, so
-// a retried prepare mints the same native name rather than a second one. The
-// time part is the operation's start; the entropy is a hash of op and attempt.
+// nativeULID derives an incarnation's ULID from its operation (the time part, its start)
+// and attempt, so a retried prepare mints the same native name rather than a second one.
 func nativeULID(opID string, attempt int, t time.Time) ulid.ULID {
-	h := sha256.New()
-	h.Write([]byte(opID))
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(attempt))
-	h.Write(b[:])
-	sum := h.Sum(nil)
+	sum := sha256.Sum256(binary.BigEndian.AppendUint64([]byte(opID), uint64(attempt)))
 	var id ulid.ULID
 	_ = id.SetTime(ulid.Timestamp(t))
 	_ = id.SetEntropy(sum[:10])
@@ -102,6 +86,15 @@ func firstError(errs ...error) error {
 	return nil
 }
 
+// mapped is f of each of xs, nil when xs is empty.
+func mapped[T, U any](xs []T, f func(T) U) []U {
+	var out []U
+	for _, x := range xs {
+		out = append(out, f(x))
+	}
+	return out
+}
+
 // validAuthor checks an author when one is given; "" takes the default.
 func validAuthor(author string) error {
 	if author == "" {
@@ -110,8 +103,8 @@ func validAuthor(author string) error {
 	return format.ValidateAuthor(author)
 }
 
-// opRecord is the ledger record of an operation this run claims (OperationInsertParams with
-// Owner the run): inputs are the request as the ledger compares a repeated one.
+// opRecord is the ledger record of an operation this run claims: inputs are the request as
+// the ledger compares a repeated one.
 func opRecord(kind catalog.OperationKind, opID, graphName, workflowID, runID string, inputs any) catalog.OperationInsertParams {
 	in, _ := json.Marshal(inputs)
 	return catalog.OperationInsertParams{ID: opID, Kind: kind, Graph: graphName, Inputs: in, WorkflowID: workflowID, RunID: runID, Owner: runID}

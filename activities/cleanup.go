@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,8 +25,8 @@ import (
 // accepted are deleted, each deletion is recorded with CondemnedMarkDeleted, and the run
 // is finished only after its last deletion.
 
-// CleanupBegin records the cleanup operation and inserts its run, before anything is
-// read. Another running mark or sweep run of the graph ends this one with conflict.
+// CleanupBegin records the cleanup operation and inserts its run before anything is read;
+// another running mark or sweep run of the graph ends it with conflict.
 func (a *Activities) CleanupBegin(ctx context.Context, in CleanupBeginInput) (CleanupBeginResult, error) {
 	end := func(o outcome.Outcome, f string, args ...any) (CleanupBeginResult, error) {
 		return CleanupBeginResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
@@ -33,12 +34,10 @@ func (a *Activities) CleanupBegin(ctx context.Context, in CleanupBeginInput) (Cl
 	if err := format.ValidateGraphName(in.Graph); err != nil {
 		return end(outcome.Invalid, "%v", err)
 	}
-	_, gerr := graph.ReadGraph(ctx, a.Store, in.Graph)
-	if gerr != nil {
-		if errors.Is(gerr, graph.ErrGraphNotFound) {
-			return end(outcome.NotFound, "graph %q does not exist", in.Graph)
-		}
-		return CleanupBeginResult{}, fmt.Errorf("read graph: %w", gerr)
+	if _, err := graph.ReadGraph(ctx, a.Store, in.Graph); errors.Is(err, graph.ErrGraphNotFound) {
+		return end(outcome.NotFound, "graph %q does not exist", in.Graph)
+	} else if err != nil {
+		return CleanupBeginResult{}, fmt.Errorf("read graph: %w", err)
 	}
 	if in.PlanRunID != "" {
 		plan, err := a.Catalog.CleanupRunGet(ctx, catalog.CleanupRunGetParams{ID: in.PlanRunID})
@@ -65,10 +64,8 @@ func (a *Activities) CleanupBegin(ctx context.Context, in CleanupBeginInput) (Cl
 	if err != nil {
 		return CleanupBeginResult{}, fmt.Errorf("record operation: %w", err)
 	}
-	// A run id names one run: one that ended is never run again (its mark would run
-	// under a finished run), and a run of another mode under the same id (a dry run and a
-	// sweep, say) is another request — neither adopts the other, and neither's ledger
-	// row is touched.
+	// A run id names one run: one that ended is never run again, and a run of another mode
+	// under the same id is another request; neither adopts the other, nor touches its row.
 	if op.State == catalog.OperationDone {
 		return end(outcome.Conflict, "cleanup run %s already ended %s; a run id names one run", in.RunID, op.Outcome)
 	}
@@ -114,12 +111,10 @@ func (a *Activities) CleanupBegin(ctx context.Context, in CleanupBeginInput) (Cl
 	return CleanupBeginResult{}, nil
 }
 
-// orphanedRun reports whether a running run's workflow has ended (terminated, timed out,
-// failed) without finishing it. It follows the workflow's chain from the execution
-// recorded with the run's operation: continue-as-new, and an operator's reset (the
-// terminated execution names the one that replaced it), so a run a reset execution
-// still drives is never taken for an orphan. A run it cannot trace to a workflow (no
-// operation row, no Temporal client) is never called orphaned.
+// orphanedRun reports whether a running run's workflow has ended without finishing it. It
+// follows the chain from the execution recorded with the run's operation through
+// continue-as-new and an operator's reset, so a run a reset execution still drives is
+// never an orphan; nor is one it cannot trace to a workflow (no operation, no client).
 func (a *Activities) orphanedRun(ctx context.Context, run catalog.CleanupRun) (*CleanupOrphan, error) {
 	op, err := a.Catalog.OperationGet(ctx, catalog.OperationGetParams{ID: run.ID})
 	if errors.Is(err, catalog.ErrNotFound) {
@@ -147,8 +142,7 @@ func (a *Activities) orphanedRun(ctx context.Context, run catalog.CleanupRun) (*
 			return nil, fmt.Errorf("describe workflow of run %s: %w", run.ID, err)
 		}
 		status := desc.GetWorkflowExecutionInfo().GetStatus()
-		// An operator's reset terminates this execution and goes on in a new
-		// one that drives the same run: follow it, as a continue-as-new.
+		// A reset terminates this execution and goes on in a new one: follow it.
 		if reset := desc.GetWorkflowExtendedInfo().GetResetRunId(); reset != "" && reset != execution &&
 			status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			execution = reset
@@ -188,24 +182,15 @@ const (
 )
 
 // CleanupSweep deletes the run's condemned keys under in.Prefix in key order, in batches
-// of at most 1000: each batch is deleted, then recorded deleted in the ledger, then
-// reported in a heartbeat. A repeated or lost batch is harmless — deleting a missing key
-// succeeds, and recording it twice changes nothing — so an attempt that died anywhere is
-// simply resumed by the next from its last heartbeat. It stops after in.MaxBatches
-// batches, or when the range holds no condemned key any more (Done).
+// of at most 1000, each deleted, recorded deleted, then reported in a heartbeat. A repeated
+// or lost batch is harmless, so a dead attempt is resumed from its last heartbeat. It stops
+// after in.MaxBatches batches, or when no condemned key of the range is left (Done).
 //
-// The ledger work of one batch (recording the previous batch, listing the next) runs
-// while the store deletes it, so the store is kept busy; the activity never returns
-// while a deletion it started is still in flight.
+// The ledger work of one batch (recording the previous, listing the next) runs while the
+// store deletes it; the activity never returns while a deletion it started is in flight.
 func (a *Activities) CleanupSweep(ctx context.Context, in CleanupSweepInput) (CleanupSweepProgress, error) {
-	batchSize := in.BatchSize
-	if batchSize <= 0 || batchSize > storage.MaxBatchDelete {
-		batchSize = storage.MaxBatchDelete
-	}
-	maxBatches := in.MaxBatches
-	if maxBatches <= 0 {
-		maxBatches = 50
-	}
+	batchSize := cmp.Or(min(max(in.BatchSize, 0), storage.MaxBatchDelete), storage.MaxBatchDelete)
+	maxBatches := cmp.Or(max(in.MaxBatches, 0), 50)
 	var p CleanupSweepProgress
 	if activity.IsActivity(ctx) && activity.HasHeartbeatDetails(ctx) {
 		if err := activity.GetHeartbeatDetails(ctx, &p); err != nil {
@@ -276,18 +261,12 @@ func (a *Activities) CleanupSweep(ctx context.Context, in CleanupSweepInput) (Cl
 		if recErr != nil {
 			return p, recErr
 		}
-		if nextErr != nil {
+		if nextErr != nil || !more {
 			if err := record(cur); err != nil {
 				return p, err
 			}
+			p.Done = nextErr == nil && cur.final
 			return p, nextErr
-		}
-		if !more {
-			if err := record(cur); err != nil {
-				return p, err
-			}
-			p.Done = cur.final
-			return p, nil
 		}
 		done := cur
 		prev, cur = &done, next
@@ -296,19 +275,16 @@ func (a *Activities) CleanupSweep(ctx context.Context, in CleanupSweepInput) (Cl
 
 // sweepBatch is one page of a run's condemned keys to delete.
 type sweepBatch struct {
-	keys  []string
-	sizes []int64 // of keys, in order
-	// refused maps the keys the store refused to delete to why.
-	refused map[string]string
-	// last is the last key examined (the cursor), "" when the page was empty.
-	last string
-	// final reports that no condemned key of the range follows.
-	final bool
+	keys    []string
+	sizes   []int64           // of keys, in order
+	refused map[string]string // keys the store refused to delete, with why
+	last    string            // the cursor: the last key examined, "" for an empty page
+	final   bool              // no condemned key of the range follows
 }
 
-// nextSweepBatch lists the next page of the run's condemned keys after after, checking
-// first that the run is still running: once it is not, its condemned set no longer
-// refuses pins, and deleting could remove a key an operation has since pinned.
+// nextSweepBatch lists the run's condemned keys after after, checking first that the run
+// is still running: once it is not, its condemned set no longer refuses pins, and deleting
+// could remove a key an operation has since pinned.
 func (a *Activities) nextSweepBatch(ctx context.Context, in CleanupSweepInput, after string, batchSize int) (sweepBatch, error) {
 	run, err := a.Catalog.CleanupRunGet(ctx, catalog.CleanupRunGetParams{ID: in.RunID})
 	if err != nil {
@@ -339,11 +315,10 @@ func (a *Activities) nextSweepBatch(ctx context.Context, in CleanupSweepInput, a
 	return b, nil
 }
 
-// deleteBatch deletes keys, re-sending what an ambiguous answer or a partial failure
-// left unknown. Deleting a key that is already gone succeeds, so a re-send is harmless.
-// A key the store definitely refuses to delete (a 403, an object lock) is not re-sent:
-// it is returned in refused, with why, and the sweep moves past it — one such key must
-// never hold the run (and the graph's next runs, and every pin) forever.
+// deleteBatch deletes keys, re-sending (harmlessly) what an ambiguous answer or a partial
+// failure left unknown. A key the store definitely refuses to delete (a 403, an object
+// lock) is returned in refused and the sweep moves past it: it must never hold the run,
+// the graph's next runs and every pin forever.
 func (a *Activities) deleteBatch(ctx context.Context, keys []string) (refused map[string]string, err error) {
 	refuse := func(k string, why error) {
 		if refused == nil {
@@ -374,8 +349,7 @@ func (a *Activities) deleteBatch(ctx context.Context, keys []string) (refused ma
 				return refused, nil
 			}
 		case errors.Is(err, storage.ErrRefused):
-			// The whole request was refused: one key may be locked, or the
-			// credentials may not delete at all. Ask key by key.
+			// One key may be locked, or the credentials may not delete at all: ask key by key.
 			for _, k := range keys {
 				kerr := a.Store.Delete(ctx, k)
 				switch {
@@ -402,8 +376,8 @@ func (a *Activities) deleteBatch(ctx context.Context, keys []string) (refused ma
 	return refused, fmt.Errorf("delete %d condemned keys: %w", len(keys), err)
 }
 
-// CleanupSummarize counts the run's condemned set from the ledger: exact whatever
-// happened to the workers that swept it.
+// CleanupSummarize counts the run's condemned set from the ledger: exact whatever happened
+// to the workers that swept it.
 func (a *Activities) CleanupSummarize(ctx context.Context, in CleanupSummarizeInput) (CleanupSummary, error) {
 	var s CleanupSummary
 	tallies, err := a.Catalog.CondemnedSummary(ctx, catalog.CondemnedSummaryParams{RunID: in.RunID})
@@ -437,9 +411,8 @@ func (a *Activities) CleanupSummarize(ctx context.Context, in CleanupSummarizeIn
 	return s, nil
 }
 
-// CleanupFinish ends the run — after its last deletion — with its report, and records the
-// operation's outcome. From then on its condemned set refuses no pin. Finishing a run
-// someone else already ended is not an error.
+// CleanupFinish ends the run, after its last deletion, with its report and records the
+// operation's outcome; its condemned set then refuses no pin. A run ended already is fine.
 func (a *Activities) CleanupFinish(ctx context.Context, in CleanupFinishInput) error {
 	state, out := catalog.CleanupDone, catalog.OutcomeDone
 	switch {
@@ -461,17 +434,14 @@ func (a *Activities) CleanupFinish(ctx context.Context, in CleanupFinishInput) e
 }
 
 // CleanupUploads finds the incomplete multipart uploads under the graph's object keys
-// started before the guard window that no operation pins, and (with Abort) aborts them,
-// which frees their parts (docs/format.md, *Cleanup*: an upload's key is a fresh object
-// ULID only its own operation completes, and a running operation pins its object keys).
+// started before the guard window that no operation pins and, with Abort, aborts them
+// (docs/format.md, *Cleanup*: only an upload's own operation completes it, and a running
+// operation pins its object keys).
 func (a *Activities) CleanupUploads(ctx context.Context, in CleanupUploadsInput) (CleanupUploadsResult, error) {
 	var res CleanupUploadsResult
 	ups, err := graph.IncompleteUploads(ctx, a.Store, in.Graph, in.Now.Add(-in.GuardWindow))
-	if err != nil {
+	if err != nil || len(ups) == 0 {
 		return res, err
-	}
-	if len(ups) == 0 {
-		return res, nil
 	}
 	pins, err := listPins(ctx, a.Catalog, in.Graph, in.RunID)
 	if err != nil {

@@ -27,19 +27,18 @@ import (
 // operator then reset): the workflow ends conflict instead of failing.
 const CleanupRunEndedError = "CleanupRunEnded"
 
-// condemnChunk bounds the entries of one CondemnedAdd call (one short transaction under
-// the graph lock) and of one plan lookup.
+// condemnChunk bounds the entries of one CondemnedAdd call (one short transaction under the
+// graph lock) and of one plan lookup.
 const condemnChunk = 2000
 
-// CleanupMarkTrees is the first phase of a cleanup mark: it reads the graph's roots from
-// storage and the ledger, decides for every tree which commits stay, fences ref-less
-// trees nobody can settle otherwise, keeps every commit a merge between two branches may
-// read as its merge base, and condemns the rest of the commits. It returns, per table,
-// the versions kept commits pin, for CleanupMarkTable.
+// CleanupMarkTrees is the first phase of a cleanup mark: from the graph's roots in storage
+// and the ledger it decides which commits of every tree stay, fences ref-less trees nobody
+// can settle otherwise, keeps every commit a merge may read as its merge base, condemns
+// the rest, and returns per table the versions kept commits pin, for CleanupMarkTable.
 //
-// It reads in this order, after the run was inserted: trees, then witnesses, then refs.
-// A create writes its witness before its fork commit and its ref after, so a tree seen
-// in the listing has its witness visible, and a ref that landed meanwhile is seen.
+// It reads, after the run was inserted, trees, then witnesses, then refs: a create writes
+// its witness before its fork commit and its ref after, so a listed tree has its witness
+// visible, and a ref that landed meanwhile is seen.
 func (a *Activities) CleanupMarkTrees(ctx context.Context, in CleanupMarkTreesInput) (CleanupMarkTreesResult, error) {
 	m := &treeMark{
 		in:         in,
@@ -58,7 +57,6 @@ func (a *Activities) CleanupMarkTrees(ctx context.Context, in CleanupMarkTreesIn
 	return m.res, nil
 }
 
-// treeMark is one CleanupMarkTrees call's state.
 type treeMark struct {
 	in     CleanupMarkTreesInput
 	cat    *catalog.Catalog
@@ -66,27 +64,22 @@ type treeMark struct {
 	res    CleanupMarkTreesResult
 	sample planSample
 
-	pins      pinSet // the ledger's pins: read by a dry run, and to count merge bases
-	trees     map[ulid.ULID][]treeCommit
-	witnesses map[string]*catalog.Incarnation // by tree ULID
-	refs      map[ulid.ULID]*treeFacts
-	tagged    map[string]bool // commit keys live tags name
-	tagsBad   string          // why tags could not all be read
-	// mergeBases are the commit keys a merge between two of the run's heads may read as
-	// merge-base candidates.
-	mergeBases map[string]bool
+	pins       pinSet // the ledger's pins: read by a dry run, and to count merge bases
+	trees      map[ulid.ULID][]treeCommit
+	witnesses  map[string]*catalog.Incarnation // by tree ULID
+	refs       map[ulid.ULID]treeFacts         // refs only: Witness unset
+	tagged     map[string]bool                 // commit keys live tags name
+	tagsBad    string                          // why tags could not all be read
+	mergeBases map[string]bool                 // commit keys a merge of two of the run's heads may read
 
 	g          *graph.Graph
-	mu         sync.Mutex               // guards commits
-	commits    map[string]*graph.Commit // decoded commits, by key; nil when missing
-	unreadable map[string]string        // commit keys that do not decode, with why
-	kept       []string                 // commit keys kept, whose pins are retained
-	// liveHeads are the heads live refs name, by tree.
-	liveHeads map[ulid.ULID]format.CommitID
-	// pinnedSeq is, per tree, the lowest seq of a commit an operation pins.
-	pinnedSeq map[ulid.ULID]int64
-	// origin tells keys the graph's own from keys older than the graph.
-	origin graphOrigin
+	mu         sync.Mutex                    // guards commits
+	commits    map[string]*graph.Commit      // decoded commits, by key; nil when missing
+	unreadable map[string]string             // commit keys that do not decode, with why
+	kept       []string                      // commit keys kept, whose pins are retained
+	liveHeads  map[ulid.ULID]format.CommitID // the heads live refs name
+	pinnedSeq  map[ulid.ULID]int64           // per tree, the lowest seq of a commit an operation pins
+	origin     graphOrigin
 }
 
 // graphOrigin is what a mark reads of the graph record to tell the keys graft wrote for
@@ -99,7 +92,6 @@ type graphOrigin struct{ created time.Time }
 // the graph may name a time: ULIDs are minted on the writer's clock, not the ledger's.
 const originULIDSkew = time.Hour
 
-// readOrigin reads the graph record's creation time.
 func readOrigin(ctx context.Context, s storage.Store, graphName string) (graphOrigin, error) {
 	rec, err := graph.ReadGraph(ctx, s, graphName)
 	if err != nil {
@@ -136,9 +128,6 @@ func (m *treeMark) foreignTree(t ulid.ULID, cs []treeCommit) bool {
 	return false
 }
 
-func (m *treeMark) dryRun() bool { return m.in.Mode == CleanupModeDryRun }
-
-// listTrees lists every commit key under {graph}/trees/, grouped by tree.
 func (m *treeMark) listTrees(ctx context.Context) error {
 	m.trees = map[ulid.ULID][]treeCommit{}
 	tick := ticker(ctx)
@@ -158,33 +147,24 @@ func (m *treeMark) listTrees(ctx context.Context) error {
 	return nil
 }
 
-// readRefs reads every branch ref of the graph: live, retired and fence.
 func (m *treeMark) readRefs(ctx context.Context) error {
-	m.refs = map[ulid.ULID]*treeFacts{}
-	facts := func(tree ulid.ULID) *treeFacts {
-		f := m.refs[tree]
-		if f == nil {
-			f = &treeFacts{}
-			m.refs[tree] = f
-		}
-		return f
-	}
+	m.refs, m.liveHeads = map[ulid.ULID]treeFacts{}, map[ulid.ULID]format.CommitID{}
 	return getListed(ctx, m.s, format.BranchRefsPrefix(m.in.Graph), "refs", func(key string, obj storage.Object, err error) error {
 		native, perr := format.ParseBranchRefKey(m.in.Graph, key)
-		if perr != nil {
-			return nil // not a ref key of this format: names no tree
+		if perr != nil || err != nil { // not a ref key of this format, or gone since the listing
+			return nil
 		}
 		_, tree, _ := format.ParseNative(native)
-		if err != nil { // gone since the listing; graft never deletes refs
-			return nil
+		f := m.refs[tree]
+		if ref, derr := format.DecodeBranchRef(obj.Body); derr != nil || ref.Native != native {
+			f.RefUnreadable = true
+		} else {
+			f.Refs = append(f.Refs, ref)
+			if ref.State == format.RefLive && !ref.Head.IsZero() {
+				m.liveHeads[tree] = ref.Head
+			}
 		}
-		ref, derr := format.DecodeBranchRef(obj.Body)
-		if derr != nil || ref.Native != native {
-			facts(tree).RefUnreadable = true
-			return nil
-		}
-		f := facts(tree)
-		f.Refs = append(f.Refs, ref)
+		m.refs[tree] = f
 		return nil
 	})
 }
@@ -245,52 +225,11 @@ type errUnreadable struct{ err error }
 func (e errUnreadable) Error() string { return e.err.Error() }
 func (e errUnreadable) Unwrap() error { return e.err }
 
-// keep records a kept commit whose pins stay retained.
 func (m *treeMark) keep(key string, counter *int64) {
 	*counter++
 	m.kept = append(m.kept, key)
 }
 
-// decideNotLive decides the commits of a tree that is not live: a
-// condemnable tree's are candidates; an in-flight or unsettled tree's are kept, and
-// reported unsettled (an unsettled one only if no fence was tried on it this run,
-// which reported it already).
-func (m *treeMark) decideNotLive(t ulid.ULID, class treeClass, reason string, fenceTried bool, cs []treeCommit, candidate func(treeCommit)) {
-	switch class {
-	case treeCondemnable:
-		for _, c := range cs {
-			candidate(c)
-		}
-	case treeInFlight:
-		m.unsettled(t, "", reason, cs)
-		for _, c := range cs {
-			m.keep(c.Key, &m.res.Kept.InFlightTree)
-		}
-	case treeUnsettled:
-		if !fenceTried {
-			m.unsettled(t, "", reason, cs)
-		}
-		for _, c := range cs {
-			m.keep(c.Key, &m.res.Kept.Unsettled)
-		}
-	}
-}
-
-// keepMergeBases keeps the merge-base candidates no window or tag kept, counting one
-// that an operation pins as pinned: pin is the earlier root. They never reach the
-// ledger's condemned set, so its own pin check cannot tell; the ledger's pin list, read
-// when the mark began, does. It only attributes the count: each key is kept either way.
-func (m *treeMark) keepMergeBases(keys []string) {
-	for _, k := range keys {
-		if m.pins.pinned(k) {
-			m.keep(k, &m.res.Kept.Pin)
-		} else {
-			m.keep(k, &m.res.Kept.MergeBase)
-		}
-	}
-}
-
-// unsettled reports a tree left alone.
 func (m *treeMark) unsettled(t ulid.ULID, native, reason string, cs []treeCommit) {
 	u := UnsettledTree{Tree: t.String(), Native: native, Reason: reason, Commits: int64(len(cs))}
 	if w := m.witnesses[t.String()]; w != nil {
@@ -299,12 +238,19 @@ func (m *treeMark) unsettled(t ulid.ULID, native, reason string, cs []treeCommit
 	m.res.Unsettled = append(m.res.Unsettled, u)
 }
 
-// fence wins the ref key of a tree that has no ref and no unsettled witness — a fence
-// named by the branch of its newest commit — so that no late put can ever publish it;
-// only then may the tree be condemned. Losing to a live ref means the branch is live
-// after all.
+// fence wins the ref key of a tree with no ref and no unsettled witness (a fence named by
+// its newest commit's branch), so that no late put can ever publish it; only then may the
+// tree be condemned. Losing to a live ref means the branch is live after all.
 func (m *treeMark) fence(ctx context.Context, t ulid.ULID, cs []treeCommit) (treeClass, string, string, error) {
 	c, err := m.newestCommit(ctx, t, cs)
+	if m.in.Mode == CleanupModeDryRun {
+		native := ""
+		if c != nil {
+			native = format.NativeName(c.Branch, t)
+		}
+		m.res.WouldFence = append(m.res.WouldFence, native)
+		return treeCondemnable, native, "would be fenced", nil
+	}
 	var bad errUnreadable
 	switch {
 	case errors.As(err, &bad):
@@ -340,19 +286,6 @@ func (m *treeMark) fence(ctx context.Context, t ulid.ULID, cs []treeCommit) (tre
 	return treeCondemnable, native, "already " + string(ref.State), nil
 }
 
-// condemn condemns the candidate commits (or, in a dry run, plans them), restricted to
-// the reviewed plan when there is one. Pinned commits are kept and their pins retained,
-// and so are commits the reviewed plan did not list.
-func (m *treeMark) condemn(ctx context.Context, candidates []catalog.Condemned) error {
-	c := m.condemner()
-	c.batch = candidates
-	if err := c.flush(ctx, func(catalog.Condemned) { m.res.Condemned.Commits++ }); err != nil {
-		return err
-	}
-	m.kept = append(m.kept, c.stay...)
-	return nil
-}
-
 // markError names the mark step in its error, keeping a non-retryable ApplicationError
 // (the run ended: CleanupRunEndedError) typed and non-retryable: Temporal reports an
 // activity's error by its own type, so one wrapped by fmt.Errorf would be retried and
@@ -366,11 +299,10 @@ func markError(err error, f string, args ...any) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// CleanupMarkTable is the second phase of a cleanup mark, for one table: it condemns
-// the table versions that no kept commit pins and that are older than the guard window,
-// then the data objects that no kept version lists and that are older than the guard
-// window. Versions are condemned first, so that a version an operation pins meanwhile
-// is either refused to the operation or kept here together with its objects.
+// CleanupMarkTable is the second phase of a cleanup mark, for one table: it condemns the
+// versions no kept commit pins, then the data objects no kept version lists, each older
+// than the guard window. Versions go first, so a version an operation pins meanwhile is
+// either refused to the operation or kept here with its objects.
 func (a *Activities) CleanupMarkTable(ctx context.Context, in CleanupMarkTableInput) (CleanupMarkTableResult, error) {
 	s := &countingStore{inner: a.Store}
 	res, err := markTable(ctx, a.Catalog, s, in)
@@ -385,8 +317,8 @@ func (a *Activities) CleanupMarkTable(ctx context.Context, in CleanupMarkTableIn
 // chunks and uploads*.
 
 // readCommits reads the commits at keys not read yet, several at a time, through the graph
-// API (which checks that a commit names its key and its digest). A
-// missing commit is cached as nil; one that does not decode is recorded in m.unreadable.
+// API (which checks a commit's key and digest). A missing commit is cached as nil; one
+// that does not decode is recorded in m.unreadable.
 func (m *treeMark) readCommits(ctx context.Context, keys []string) error {
 	var need []string
 	m.mu.Lock()
@@ -431,7 +363,7 @@ func (m *treeMark) readCommits(ctx context.Context, keys []string) error {
 	return nil
 }
 
-// commit returns the commit id names, reading it if needed (nil when missing).
+// commit returns the commit id names (nil when missing).
 func (m *treeMark) commit(ctx context.Context, id format.CommitID) (*graph.Commit, error) {
 	key := format.CommitIDKey(m.in.Graph, id)
 	if err := m.readCommits(ctx, []string{key}); err != nil {
@@ -482,14 +414,6 @@ func (m *treeMark) run(ctx context.Context) error {
 	if err := m.readRefs(ctx); err != nil {
 		return err
 	}
-	m.liveHeads = map[ulid.ULID]format.CommitID{}
-	for tree, f := range m.refs {
-		for _, r := range f.Refs {
-			if r.State == format.RefLive && !r.Head.IsZero() {
-				m.liveHeads[tree] = r.Head
-			}
-		}
-	}
 	if err := m.readTags(ctx); err != nil {
 		return err
 	}
@@ -500,27 +424,29 @@ func (m *treeMark) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := m.condemn(ctx, candidates); err != nil {
+	// Condemn (a dry run: plan) the candidates; pinned ones, and ones the reviewed plan did
+	// not list, are kept, and their pins retained.
+	c := m.condemner()
+	c.batch = candidates
+	if err := c.flush(ctx, func(catalog.Condemned) { m.res.Condemned.Commits++ }); err != nil {
 		return err
 	}
+	m.kept = append(m.kept, c.stay...)
 	return m.retainPins(ctx)
 }
 
 // decideTrees classifies every tree and returns the commits that may be condemned, in
-// three passes: first how each tree stands (fencing ref-less trees), then which commits
-// a merge between two branches may read as its merge base — from the heads of every
-// tree that is or may become a branch — and only then which commits stay, a live tree's
-// taken along its head's first-parent chain.
+// three passes: how each tree stands (fencing ref-less trees), which commits a merge may
+// read as its merge base (from the heads of every tree that is or may become a branch),
+// and only then which commits stay, a live tree's along its head's first-parent chain.
 func (m *treeMark) decideTrees(ctx context.Context) ([]catalog.Condemned, error) {
 	trees := slices.SortedFunc(maps.Keys(m.trees), func(a, b ulid.ULID) int { return a.Compare(b) })
 	classes := make(map[ulid.ULID]treeClass, len(trees))
 	reasons := make(map[ulid.ULID]string, len(trees))
 	for _, t := range trees {
 		slices.SortFunc(m.trees[t], func(a, b treeCommit) int { return cmp.Compare(b.Seq, a.Seq) }) // newest first
-		f := treeFacts{Witness: m.witnesses[t.String()]}
-		if r := m.refs[t]; r != nil {
-			f.Refs, f.RefUnreadable = r.Refs, r.RefUnreadable
-		}
+		f := m.refs[t]
+		f.Witness = m.witnesses[t.String()]
 		classes[t], reasons[t] = classifyTree(f)
 	}
 	// A tree no ref names and the ledger never witnessed is accounted for by nothing of
@@ -543,20 +469,9 @@ func (m *treeMark) decideTrees(ctx context.Context) ([]catalog.Condemned, error)
 		}
 		fenceTried[t] = true
 		cs := m.trees[t]
-		var class treeClass
-		var native, reason string
-		if m.dryRun() {
-			c, _ := m.newestCommit(ctx, t, cs)
-			if c != nil {
-				native = format.NativeName(c.Branch, t)
-			}
-			class, reason = treeCondemnable, "would be fenced"
-			m.res.WouldFence = append(m.res.WouldFence, native)
-		} else {
-			var err error
-			if class, native, reason, err = m.fence(ctx, t, cs); err != nil {
-				return nil, err
-			}
+		class, native, reason, err := m.fence(ctx, t, cs)
+		if err != nil {
+			return nil, err
 		}
 		switch class {
 		case treeUnsettled:
@@ -570,9 +485,7 @@ func (m *treeMark) decideTrees(ctx context.Context) ([]catalog.Condemned, error)
 	// The head of every tree that is or may become a branch.
 	heads := map[ulid.ULID]*graph.Commit{}
 	for _, t := range trees {
-		switch classes[t] {
-		case treeLive, treeInFlight, treeUnsettled:
-		default:
+		if c := classes[t]; c != treeLive && c != treeInFlight && c != treeUnsettled {
 			continue
 		}
 		var c *graph.Commit
@@ -632,12 +545,9 @@ func (m *treeMark) decideTrees(ctx context.Context) ([]catalog.Condemned, error)
 			if landed[t] || head == nil {
 				// A ref that landed while this run decided, or a head that is gone: keep the
 				// whole tree; the next run applies the policy.
-				for i, c := range cs {
-					if i == 0 {
-						m.keep(c.Key, &m.res.Kept.Head)
-					} else {
-						m.keep(c.Key, &m.res.Kept.LiveWindow)
-					}
+				m.keep(cs[0].Key, &m.res.Kept.Head) // cs is newest first, never empty
+				for _, c := range cs[1:] {
+					m.keep(c.Key, &m.res.Kept.LiveWindow)
 				}
 				continue
 			}
@@ -645,29 +555,14 @@ func (m *treeMark) decideTrees(ctx context.Context) ([]catalog.Condemned, error)
 			if err != nil {
 				return nil, err
 			}
-			// A chain commit this run keeps but did not list — the head a publish swapped
-			// in after the listing, above all — is kept all the same: what it pins is
-			// retained (retainPins marks from the kept commits), or a sweep would reclaim
-			// versions the branch's head names.
-			listed := make(map[string]bool, len(cs))
 			for _, c := range cs {
-				listed[c.Key] = true
-			}
-			for key, counter := range decided {
-				if counter != nil && !listed[key] {
-					m.keep(key, counter)
-				}
-			}
-			for _, c := range cs {
-				if counter, ok := decided[c.Key]; ok {
-					if counter != nil {
-						m.keep(c.Key, counter)
-					} else {
-						candidate(c)
-					}
-					continue
-				}
+				counter, onChain := decided[c.Key]
+				delete(decided, c.Key)
 				switch {
+				case onChain && counter != nil:
+					m.keep(c.Key, counter)
+				case onChain:
+					candidate(c)
 				case below >= 0 && c.Seq < below:
 					// Under a chain commit that does not decode: nothing below it is decided.
 					m.keep(c.Key, &m.res.Kept.Unsettled)
@@ -679,19 +574,50 @@ func (m *treeMark) decideTrees(ctx context.Context) ([]catalog.Condemned, error)
 					candidate(c)
 				}
 			}
-		default:
-			m.decideNotLive(t, classes[t], reasons[t], fenceTried[t], cs, candidate)
+			// A chain commit this run keeps but did not list (the head a publish swapped in
+			// after the listing, above all) is kept all the same: what it pins is retained,
+			// or a sweep would reclaim versions the branch's head names.
+			for key, counter := range decided {
+				if counter != nil {
+					m.keep(key, counter)
+				}
+			}
+		case treeCondemnable:
+			for _, c := range cs {
+				candidate(c)
+			}
+		case treeInFlight, treeUnsettled:
+			// Kept and reported unsettled (an unsettled tree only if no fence tried this run
+			// reported it already).
+			counter := &m.res.Kept.InFlightTree
+			if classes[t] == treeUnsettled {
+				counter = &m.res.Kept.Unsettled
+			}
+			if classes[t] == treeInFlight || !fenceTried[t] {
+				m.unsettled(t, "", reasons[t], cs)
+			}
+			for _, c := range cs {
+				m.keep(c.Key, counter)
+			}
 		}
 	}
-	m.keepMergeBases(baseKept)
+	// The merge-base candidates no window or tag kept, counting one an operation pins (per
+	// the pin list read when the mark began: they never reach the ledger's pin check) as
+	// pinned, the earlier root.
+	for _, k := range baseKept {
+		if m.pins.pinned(k) {
+			m.keep(k, &m.res.Kept.Pin)
+		} else {
+			m.keep(k, &m.res.Kept.MergeBase)
+		}
+	}
 	return candidates, nil
 }
 
-// chainDecisions walks a live tree's chain from its head by first parents and decides
-// each commit on it: the counter of the root that keeps it, or nil for a commit outside
-// every window. It walks as far as a window or an in-flight pin needs (the whole chain
-// with an age window). below is the seq of a chain commit that does not decode (what is
-// under it stays undecided and kept), or -1.
+// chainDecisions walks a live tree's first-parent chain from its head, as far as a window
+// or an in-flight pin needs, and maps each commit to the counter of the root that keeps it,
+// or nil outside every window. below is the seq of a chain commit that does not decode
+// (what is under it stays undecided and kept), or -1.
 func (m *treeMark) chainDecisions(ctx context.Context, t ulid.ULID, head graph.Commit, cutoff time.Time) (map[string]*int64, int64, error) {
 	out := map[string]*int64{}
 	lowPin, pinned := m.pinnedSeq[t]
@@ -750,10 +676,9 @@ func (m *treeMark) newestCommit(ctx context.Context, t ulid.ULID, cs []treeCommi
 	return nil, nil
 }
 
-// findMergeBases records in m.mergeBases every commit a merge between two of heads may
-// read: the candidates of each pair (per tree, the lower of the two heads' positions:
-// every position but a highest one only one head holds), and the forks up each head's
-// chain of forks (the search reads them to rule candidates out).
+// findMergeBases records in m.mergeBases every commit a merge of two of heads may read:
+// the candidates of each pair (per tree, every position but a highest one only one head
+// holds) and the forks up each head's chain of forks (read to rule candidates out).
 func (m *treeMark) findMergeBases(ctx context.Context, trees []ulid.ULID, heads map[ulid.ULID]*graph.Commit) error {
 	m.mergeBases = map[string]bool{}
 	byTree := map[ulid.ULID][]format.CommitID{}
@@ -803,13 +728,10 @@ func (m *treeMark) findMergeBases(ctx context.Context, trees []ulid.ULID, heads 
 	return nil
 }
 
-// maxForkProbes is how far up a chain of forks the merge-base search reads
-// (graph's maxForkProbes).
-const maxForkProbes = 8
+const maxForkProbes = 8 // how far up a chain of forks the merge-base search reads (as graph's)
 
-// retainPins marks every kept commit — its pins and lineage chunks — collecting, per
-// table, the versions it pins; then condemns the pins and lineage chunks no kept commit
-// reaches.
+// retainPins marks every kept commit's pins and lineage chunks, collecting per table the
+// versions it pins, then condemns the pins and lineage chunks no kept commit reaches.
 func (m *treeMark) retainPins(ctx context.Context) error {
 	if m.tagsBad != "" {
 		m.res.RetainAllData, m.res.RetainAllReason = true, m.tagsBad
@@ -871,9 +793,9 @@ func (m *treeMark) condemner() *condemner {
 		kept: &m.res.Kept, condemned: &m.res.Condemned, notInPlan: &m.res.NotInPlan, sample: &m.sample}
 }
 
-// condemner condemns listed garbage in batches (flush): keys an operation pins
-// count as kept by a pin, keys the reviewed plan did not list as not in the plan; both
-// are added to stay. Accepted keys count in condemned and are sampled for the plan.
+// condemner condemns listed garbage in batches (flush): keys an operation pins count as
+// kept by a pin, keys the reviewed plan did not list as not in the plan, both added to
+// stay; accepted keys count in condemned and are sampled for the plan.
 type condemner struct {
 	cat                    *catalog.Catalog
 	runID, mode, planRunID string
@@ -887,9 +809,9 @@ type condemner struct {
 	tick                   func()
 }
 
-// flush hands the batch to the ledger in chunks of condemnChunk, counting each entry it
-// condemned with counted. A dry run condemns nothing: it checks the pins itself and
-// counts what a condemning run would have condemned.
+// flush hands the batch to the ledger in chunks of condemnChunk, telling counted of each
+// entry condemned. A dry run condemns nothing: it checks the pins itself and counts what a
+// condemning run would have condemned.
 func (c *condemner) flush(ctx context.Context, counted func(catalog.Condemned)) error {
 	accept := func(e catalog.Condemned) {
 		counted(e)
@@ -903,10 +825,7 @@ func (c *condemner) flush(ctx context.Context, counted func(catalog.Condemned)) 
 	for start := 0; start < len(c.batch); start += condemnChunk {
 		chunk := c.batch[start:min(start+condemnChunk, len(c.batch))]
 		if c.planRunID != "" {
-			keys := make([]string, len(chunk))
-			for i, e := range chunk {
-				keys[i] = e.Key
-			}
+			keys := mapped(chunk, func(e catalog.Condemned) string { return e.Key })
 			inPlan, err := c.cat.CondemnedAmong(ctx, catalog.CondemnedAmongParams{RunID: c.planRunID, Keys: keys})
 			if err != nil {
 				return fmt.Errorf("read reviewed plan: %w", err)
@@ -959,7 +878,7 @@ func (c *condemner) flush(ctx context.Context, counted func(catalog.Condemned)) 
 				accept(e)
 			}
 		}
-		heartbeat(ctx, nil)
+		heartbeat(ctx)
 	}
 	c.batch = c.batch[:0]
 	return nil
@@ -980,9 +899,9 @@ type judged struct {
 	kept func(ulid.ULID)
 }
 
-// judge lists j.prefix and counts each key under the first root that keeps it — unknown
-// when not graft's, unsettled under retainAll, referenced, guard when younger than
-// j.young, unknown when older than the graph — and condemns the rest.
+// judge lists j.prefix and counts each key under the first root that keeps it (unknown
+// when not graft's, unsettled, referenced, guard when younger than j.young, unknown when
+// older than the graph) and condemns the rest.
 func (c *condemner) judge(ctx context.Context, s storage.Store, j judged) error {
 	kind := cmp.Or(j.kind, catalog.ObjectData)
 	err := storage.ListAll(ctx, s, j.prefix, func(o storage.ObjectInfo) error {
@@ -1031,8 +950,8 @@ func chunkKey(prefix string) func(string) (ulid.ULID, bool) {
 	}
 }
 
-// markTable decides one table: versions, then manifest chunks, then objects, each
-// condemned only after what could name it was decided.
+// markTable decides one table's versions, manifest chunks, then objects, each condemned
+// only after what could name it was decided.
 func markTable(ctx context.Context, cat *catalog.Catalog, s storage.Store, in CleanupMarkTableInput) (CleanupMarkTableResult, error) {
 	var res CleanupMarkTableResult
 	sample := planSample{max: in.MaxPlanKeys}

@@ -35,24 +35,15 @@ const (
 
 // treeFacts is what storage and the ledger say about one tree.
 type treeFacts struct {
-	// Refs are the decoded refs at ref keys whose native names the tree.
-	Refs []format.BranchRef
-	// RefUnreadable is set when a ref key naming the tree holds bytes that do not decode.
-	RefUnreadable bool
-	// Witness is the tree's incarnation row, nil when the ledger has none.
-	Witness *catalog.Incarnation
+	Refs          []format.BranchRef   // the decoded refs at ref keys naming the tree
+	RefUnreadable bool                 // a ref key naming the tree does not decode
+	Witness       *catalog.Incarnation // nil when the ledger has none
 }
 
 // unsettledWitness reports whether the witness says the tree's ref may still be put.
 func unsettledWitness(w *catalog.Incarnation) bool {
-	if w == nil {
-		return false
-	}
-	switch w.State {
-	case catalog.IncarnationIntent, catalog.IncarnationCloned, catalog.IncarnationInDoubt:
-		return true
-	}
-	return false
+	return w != nil && (w.State == catalog.IncarnationIntent || w.State == catalog.IncarnationCloned ||
+		w.State == catalog.IncarnationInDoubt)
 }
 
 // classifyTree decides how a tree stands. Storage is the authority for refs; the witness
@@ -89,10 +80,9 @@ func classifyTree(f treeFacts) (treeClass, string) {
 
 // treeCommit is one listed commit key of a tree.
 type treeCommit struct {
-	Key      string
-	Seq      int64
-	Size     int64
-	Modified time.Time
+	Key       string
+	Seq, Size int64
+	Modified  time.Time
 }
 
 // pinSet answers whether a key is pinned, with the ledger's rule: equal keys, or one of
@@ -136,16 +126,10 @@ func (s pinSet) pinned(key string) bool {
 // parseIDKey returns the ULID of key when it is prefix, a canonical ULID, then suffix:
 // a table's versions/ take ".json", its objects/ nothing.
 func parseIDKey(prefix, suffix, key string) (ulid.ULID, bool) {
-	name, ok := strings.CutPrefix(key, prefix)
-	if !ok {
-		return ulid.ULID{}, false
-	}
-	id, ok := strings.CutSuffix(name, suffix)
-	if !ok {
-		return ulid.ULID{}, false
-	}
+	name, okPrefix := strings.CutPrefix(key, prefix)
+	id, okSuffix := strings.CutSuffix(name, suffix)
 	u, err := format.ParseULID(id)
-	if err != nil || u.String() != id {
+	if !okPrefix || !okSuffix || err != nil || u.String() != id {
 		return ulid.ULID{}, false
 	}
 	return u, true
@@ -157,11 +141,8 @@ type planSample struct {
 	keys []string
 }
 
-func (p *planSample) add(keys ...string) {
-	for _, k := range keys {
-		if len(p.keys) >= p.max {
-			return
-		}
-		p.keys = append(p.keys, k)
+func (p *planSample) add(key string) {
+	if len(p.keys) < p.max {
+		p.keys = append(p.keys, key)
 	}
 }

@@ -20,8 +20,6 @@ type countingStore struct {
 	list, get, head, put, dels atomic.Int64
 }
 
-var _ storage.Store = (*countingStore)(nil)
-
 func (s *countingStore) requests() StoreRequests {
 	return StoreRequests{List: s.list.Load(), Get: s.get.Load(), Head: s.head.Load(), Put: s.put.Load(), Delete: s.dels.Load()}
 }
@@ -59,8 +57,7 @@ func (s *countingStore) DeleteBatch(ctx context.Context, keys []string) error {
 // getConcurrency bounds the parallel GETs of a cleanup activity.
 const getConcurrency = 16
 
-// getListed lists prefix, then GETs every key listed as getEach does; what names the
-// keys in errors.
+// getListed lists prefix, then GETs every key listed (getEach); what names them in errors.
 func getListed(ctx context.Context, s storage.Store, prefix, what string, fn func(key string, obj storage.Object, err error) error) error {
 	var keys []string
 	err := storage.ListAll(ctx, s, prefix, func(o storage.ObjectInfo) error {
@@ -102,7 +99,7 @@ func getEach(ctx context.Context, s storage.Store, keys []string, fn func(key st
 			first = err
 			cancel()
 		} else if n++; n%256 == 0 {
-			heartbeat(ctx, nil)
+			heartbeat(ctx)
 		}
 	})
 	if first == nil && ctx.Err() != nil {
@@ -112,15 +109,10 @@ func getEach(ctx context.Context, s storage.Store, keys []string, fn func(key st
 }
 
 // heartbeat records a heartbeat when ctx is an activity's (the SDK throttles them).
-func heartbeat(ctx context.Context, details any) {
-	if !activity.IsActivity(ctx) {
-		return
+func heartbeat(ctx context.Context, details ...any) {
+	if activity.IsActivity(ctx) {
+		activity.RecordHeartbeat(ctx, details...)
 	}
-	if details == nil {
-		activity.RecordHeartbeat(ctx)
-		return
-	}
-	activity.RecordHeartbeat(ctx, details)
 }
 
 // ticker returns a func that heartbeats (heartbeat) every 1000th time it is called.
@@ -128,12 +120,12 @@ func ticker(ctx context.Context) func() {
 	n := 0
 	return func() {
 		if n++; n%1000 == 0 {
-			heartbeat(ctx, nil)
+			heartbeat(ctx)
 		}
 	}
 }
 
-// listPins reads the graph's pins, for a check of a dry run's own (pinSet).
+// listPins reads the graph's pins, for a dry run's own check (pinSet).
 func listPins(ctx context.Context, cat *catalog.Catalog, graphName, runID string) (pinSet, error) {
 	pins, err := cat.PinsList(ctx, catalog.PinsListParams{Graph: graphName, RunID: runID})
 	if err != nil {

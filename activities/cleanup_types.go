@@ -37,9 +37,8 @@ type CleanupBeginInput struct {
 }
 
 // CleanupBeginResult says whether the run may go on. A non-empty Outcome ends it before
-// anything is read: invalid, not_found, or conflict when another run is active. A
-// non-nil Orphan means another run is still recorded running but its workflow has ended:
-// the caller finishes that run first (see CleanupOrphan), then begins again.
+// anything is read. A non-nil Orphan is another run whose workflow ended without finishing
+// it: the caller finishes that run first (see CleanupOrphan), then begins again.
 type CleanupBeginResult struct {
 	Outcome outcome.Outcome
 	Message string
@@ -60,29 +59,27 @@ type CleanupMarkTreesInput struct {
 	RunID, Graph, Mode string
 	// KeepNewest keeps each live tree's newest commits by seq; 0 is no count window.
 	KeepNewest int
-	// KeepNewerThan keeps commits whose time is after the reference time minus it; 0 is no
-	// age window.
+	// KeepNewerThan keeps commits newer than the reference time minus it; 0 is no age window.
 	KeepNewerThan time.Duration
 	// PlanRunID restricts condemnation to keys that run condemned. Defaults to "": no limit.
 	PlanRunID string
 	// MaxPlanKeys bounds CleanupMarkTreesResult.PlanKeys.
 	MaxPlanKeys int
-	// GuardWindow: pins and lineage chunks, and commits above a live tree's
-	// head that no swap published yet, modified less than this before Now are kept.
+	// GuardWindow keeps pins and lineage chunks, and commits above a live tree's head,
+	// modified less than this before Now.
 	GuardWindow time.Duration
 }
 
 // CleanupMarkTreesResult is what the tree phase of a mark decided.
 type CleanupMarkTreesResult struct {
-	// Now is the reference time of the whole mark: age windows and the guard window
-	// count back from it.
+	// Now is the reference time of the whole mark, which every window counts back from.
 	Now time.Time
 	// Tables lists every table with a key under the graph's tables/ prefix.
 	Tables []string
 	// Retained maps each table to the versions (ULIDs) that kept commits pin.
 	Retained map[string][]string
-	// RetainAllData is set when a kept commit could not be read: nothing under tables/
-	// may be condemned this run. RetainAllReason says why.
+	// RetainAllData: a kept commit could not be read, so nothing under tables/ may be
+	// condemned this run (RetainAllReason says why).
 	RetainAllData   bool
 	RetainAllReason string
 	Kept            CleanupKept
@@ -91,13 +88,12 @@ type CleanupMarkTreesResult struct {
 	// NotInPlan counts garbage left alone because the reviewed plan did not list it.
 	NotInPlan int64
 	Unsettled []UnsettledTree
-	// Fenced lists the natives whose ref key this run fenced; WouldFence those a dry run
-	// would have fenced.
+	// Fenced lists the natives whose ref key this run fenced (a dry run: would have).
 	Fenced, WouldFence []string
 	PlanKeys           []string
 	Requests           StoreRequests
-	// GraphChunks counts the pins and lineage chunks condemned (also counted in
-	// Condemned.Objects). The sweep deletes them after the commits.
+	// GraphChunks counts the pins and lineage chunks condemned (in Condemned.Objects too),
+	// which the sweep deletes after the commits.
 	GraphChunks int64
 }
 
@@ -113,8 +109,7 @@ type CleanupMarkTableInput struct {
 	Now         time.Time
 	PlanRunID   string
 	MaxPlanKeys int
-	// Seed seeds the run's object filter, so a false positive of one run is
-	// not one of the next.
+	// Seed seeds the run's object filter, so one run's false positive is not the next's.
 	Seed uint64
 }
 
@@ -125,11 +120,11 @@ type CleanupMarkTableResult struct {
 	NotInPlan int64
 	PlanKeys  []string
 	Requests  StoreRequests
-	// Chunks counts the manifest chunks condemned (also counted in
-	// Condemned.Objects). The sweep deletes them after the versions, before the objects.
+	// Chunks counts the manifest chunks condemned (in Condemned.Objects too), which the
+	// sweep deletes after the versions, before the objects.
 	Chunks int64
-	// External counts the entries of kept versions that name objects graft did not
-	// write (imported by reference): never condemned, never deleted.
+	// External counts kept versions' entries naming objects graft did not write: never
+	// condemned, never deleted.
 	External int64
 }
 
@@ -144,8 +139,8 @@ type CleanupSweepInput struct {
 	After string
 	// BatchSize is the keys per DeleteBatch, at most 1000. Defaults to 1000.
 	BatchSize int
-	// MaxBatches ends the call after this many batches, so a workflow sees progress and
-	// can continue as new. Defaults to 50.
+	// MaxBatches ends the call after this many batches, so a workflow sees progress and can
+	// continue as new. Defaults to 50.
 	MaxBatches int
 }
 
@@ -158,9 +153,8 @@ type CleanupSweepProgress struct {
 	Deleted int64 `json:"deleted"`
 	Bytes   int64 `json:"bytes"`
 	Batches int   `json:"batches"`
-	// Refused counts the keys the store definitely refused to delete (a 403,
-	// an object lock): they stay condemned but undeleted, and the sweep
-	// moves past them. RefusedKeys lists the first maxRefusedListed of them.
+	// Refused counts the keys the store definitely refused to delete: they stay condemned
+	// but undeleted. RefusedKeys lists the first maxRefusedListed of them.
 	Refused     int64        `json:"refused,omitempty"`
 	RefusedKeys []RefusedKey `json:"refused_keys,omitempty"`
 	// Done reports that no condemned key of the range is left.
@@ -188,8 +182,8 @@ type CleanupSummary struct {
 // CleanupFinishInput is the input of CleanupFinish.
 type CleanupFinishInput struct {
 	RunID, Graph string
-	// Failed finishes the run failed (and its operation failed) instead of done; Aborted
-	// finishes it aborted (an orphaned run that deleted nothing).
+	// Failed finishes the run (and operation) failed instead of done; Aborted finishes it
+	// aborted (an orphaned run that deleted nothing).
 	Failed, Aborted bool
 	Message         string
 	// Report is the run's summary, stored with the run.
@@ -201,8 +195,7 @@ type CleanupUploadsInput struct {
 	RunID, Graph string
 	// Abort aborts the uploads found; false only counts them (dry run, mark).
 	Abort bool
-	// Uploads started before Now less GuardWindow are garbage unless an operation pins
-	// their object key.
+	// Uploads started before Now less GuardWindow are garbage unless an operation pins them.
 	Now         time.Time
 	GuardWindow time.Duration
 	MaxPlanKeys int
@@ -210,8 +203,7 @@ type CleanupUploadsInput struct {
 
 // CleanupUploadsResult is what CleanupUploads found and did.
 type CleanupUploadsResult struct {
-	// Found counts the incomplete uploads older than the guard window that no operation
-	// pins; Aborted those aborted; Pinned those an operation pins (kept).
+	// Found counts the garbage uploads; Aborted those aborted; Pinned those kept by a pin.
 	Found, Aborted, Pinned int64
 	// Keys lists up to MaxPlanKeys of the found uploads' object keys.
 	Keys []string

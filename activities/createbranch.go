@@ -18,12 +18,10 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// PrepareCreate validates the request, resolves the source commit, mints the
-// native name and encodes the fork commit and the ref — all before any ledger
-// write, so bad input (a message over the limit, a tab in the author, lineage
-// at its cap) ends invalid with nothing recorded. It then claims the operation
-// for this run, pins the source against cleanup and witnesses the intent, and
-// probes the source. Every later put re-sends exactly the bytes computed here.
+// PrepareCreate validates the request, resolves the source commit, mints the native name
+// and encodes the fork commit and the ref before any ledger write, so bad input ends
+// invalid with nothing recorded. It then claims the operation, pins the source, witnesses
+// the intent and probes the source. Every later put re-sends exactly these bytes.
 func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (PrepareCreateResult, error) {
 	end := func(o outcome.Outcome, msg string, args ...any) (PrepareCreateResult, error) {
 		return PrepareCreateResult{Outcome: o, Message: fmt.Sprintf(msg, args...)}, nil
@@ -54,8 +52,6 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 		return a.recordEarly(ctx, opParams, res)
 	}
 
-	// Every byte the create will write, computed and validated before the
-	// ledger hears of it.
 	tree := nativeULID(in.OpID, in.Attempt, in.Time)
 	native := format.NativeName(in.Branch, tree)
 	author, message := cmp.Or(in.Author, "graft"), cmp.Or(in.Message, fmt.Sprintf("create branch %s from %s", in.Branch, source.ID))
@@ -83,19 +79,17 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 		return a.recordEarly(ctx, opParams, res)
 	}
 
-	// Pin the source commit, then check it still exists: a cleanup that condemned it
-	// first refuses the pin (not_retained); one that marks later sees the pin and keeps
-	// it, and what it reaches; one that finished before the pin deleted the commit before
-	// its chunks, versions and objects (docs/format.md: referrers before referents), so a
-	// source commit the probe finds has them all.
+	// Pin the source commit, then check it still exists: a cleanup that condemned it first
+	// refuses the pin (not_retained); one that marks later keeps it and what it reaches; one
+	// that finished before deleted referrers before referents (docs/format.md), so a source
+	// commit the probe finds has them all.
 	pins := []catalog.Pin{{Kind: catalog.ObjectCommit, Key: format.CommitIDKey(in.Graph, source.ID)}}
-	// The ref put the kernel will send, recorded as the operation's pending write with
-	// the witness: the witness says the tree's ref may land, the pending write says with
-	// which bytes, so the reconciler can settle it — one commit for both, before the
-	// clone is sent, instead of one before each put (docs/workflows.md).
+	// The ref put the kernel will send, recorded as the pending write with the witness (the
+	// witness says the ref may land, the pending write with which bytes, for the reconciler)
+	// in one commit before the clone is sent (docs/workflows.md).
 	refSpec := WriteSpec{Kind: WriteRef, Graph: in.Graph, Body: plan.RefBody, Branch: in.Branch, Landed: outcome.Created, Subject: native}
-	// One ledger transaction claims the operation, records its pins and —
-	// when no probe must come between them — the witness of the intent.
+	// One transaction claims the operation, records its pins and, when no probe must come
+	// between them, the witness of the intent.
 	var c claimed
 	var held *catalog.Incarnation
 	witness := func(tx pgx.Tx) error {
@@ -176,36 +170,29 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 	}, nil
 }
 
-// recordEarly records (claims) a create that ends before any pin or witness,
-// so the ledger's audit log has it and the kernel's finish records res's
-// outcome; a row of another request is left alone.
+// recordEarly claims a create that ends before any pin or witness, so the ledger has it and
+// the kernel's finish records res's outcome; another request's row is left alone.
 func (a *Activities) recordEarly(ctx context.Context, p catalog.OperationInsertParams, res PrepareCreateResult) (PrepareCreateResult, error) {
 	c, err := a.claim(ctx, nil, p)
-	if err != nil {
-		return PrepareCreateResult{}, err
-	}
-	if !c.owned {
-		return PrepareCreateResult{Outcome: c.outcome, Message: c.message}, nil
+	if err != nil || !c.owned {
+		return PrepareCreateResult{Outcome: c.outcome, Message: c.message}, err
 	}
 	res.Owned = true
 	return res, nil
 }
 
-// checkNameFree asks storage — the authority on what is live — whether the name or a
+// checkNameFree asks storage, the authority on what is live, whether the name or a
 // '/'-prefix relative of it is a live branch: one LIST for the name and its descendants,
 // one per ancestor, then a GET of each ref found unless the ledger witnessed it retired
-// (docs/format.md, *Known limits*). The ledger's own check, under its lock, covers creates
-// racing each other; this one covers refs the ledger never saw.
+// (docs/format.md, *Known limits*). The ledger's check covers creates racing each other;
+// this one, refs the ledger never saw.
 //
-// Skipping refs the ledger records retired is safe: it records one retired only after
-// storage answered that the ref was retired, and a retired ref never changes and its
-// native name is never reused. Every other ref is read — "unpublished" included, since a
-// create reset after its ref landed can settle its witness unpublished while the ref is
-// live.
+// Skipping refs the ledger records retired is safe: it does so only after storage said so,
+// and a retired ref never changes nor is its native reused. "unpublished" ones are read: a
+// create reset after its ref landed can settle its witness unpublished beside a live ref.
 //
-// own is the native name this create minted: a live ref of it is this operation's own,
-// sent by an earlier run reset before its finish was recorded; the create goes on and
-// ends created instead of conflict.
+// own is the native this create minted: a live ref of it is this operation's own (an
+// earlier run reset before its finish), so the create goes on and ends created.
 func (a *Activities) checkNameFree(ctx context.Context, graphName, logical, own string) (PrepareCreateResult, error) {
 	prefixes := []string{format.BranchRefsPrefix(graphName) + logical}
 	for i := 0; i < len(logical); i++ {
@@ -235,10 +222,7 @@ func (a *Activities) checkNameFree(ctx context.Context, graphName, logical, own 
 	if len(refs) == 0 {
 		return PrepareCreateResult{}, nil
 	}
-	natives := make([]string, len(refs))
-	for i, r := range refs {
-		natives[i] = r.native
-	}
+	natives := mapped(refs, func(r found) string { return r.native })
 	witnessed, err := a.Catalog.IncarnationListByNatives(ctx, catalog.IncarnationListByNativesParams{Graph: graphName, Natives: natives})
 	if err != nil {
 		return PrepareCreateResult{}, fmt.Errorf("check branch name: %w", err)
@@ -271,12 +255,10 @@ func (a *Activities) checkNameFree(ctx context.Context, graphName, logical, own 
 	return PrepareCreateResult{}, nil
 }
 
-// resolveSource reads the commit a new branch starts from. probe reports
-// whether it must be checked after it is pinned: a branch head is a retention
-// root and needs no check; an arbitrary commit or tag may be older than
-// cleanup's windows. The pin the create registers is the source commit's key
-// alone (docs/format.md: cleanup deletes referrers before referents, so a
-// source commit present after its pin has its chunks, versions and objects).
+// resolveSource reads the commit a new branch starts from. probe reports whether it must
+// be checked after it is pinned: a branch head is a retention root; an arbitrary commit or
+// tag may be older than cleanup's windows. The create pins the source commit's key alone
+// (cleanup deletes referrers before referents, so a commit present after it has the rest).
 func (a *Activities) resolveSource(ctx context.Context, in PrepareCreateInput) (graph.Commit, bool, PrepareCreateResult, error) {
 	end := func(o outcome.Outcome, f string, args ...any) (graph.Commit, bool, PrepareCreateResult, error) {
 		return graph.Commit{}, false, PrepareCreateResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
@@ -347,59 +329,49 @@ func (a *Activities) resolveSource(ctx context.Context, in PrepareCreateInput) (
 }
 
 func fail(err error, what string) (graph.Commit, bool, PrepareCreateResult, error) {
-	if errors.Is(err, format.ErrMalformed) || errors.Is(err, format.ErrUnsupportedFormat) || errors.Is(err, format.ErrTooLarge) {
+	if isUnreadableObject(err) {
 		return graph.Commit{}, false, PrepareCreateResult{Outcome: outcome.Invalid, Message: fmt.Sprintf("%s: %v", what, err)}, nil
 	}
 	return graph.Commit{}, false, PrepareCreateResult{}, fmt.Errorf("%s: %w", what, err)
 }
 
-// CloneTree writes the new tree's fork commit with put-if-absent, settling an
-// ambiguous answer by read-back and byte-identical re-issue. It records nothing:
-// the prepare's witness already says the tree and its ref may exist, and recorded
-// the ref put beside it (an incarnation goes from intent to live; "cloned" is a
-// state only older creates recorded).
+// CloneTree writes the new tree's fork commit with put-if-absent, settling an ambiguous
+// answer by read-back and re-issue. It records nothing: the prepare's witness already says
+// the tree and its ref may exist ("cloned" is a state only older creates recorded).
 func (a *Activities) CloneTree(ctx context.Context, in CloneInput) (CloneResult, error) {
 	id, err := format.ParseCommitID(in.ForkID)
 	if err != nil {
 		return CloneResult{State: CloneNotCommitted, Message: err.Error()}, nil
 	}
-	for _, c := range in.ForkChunks {
-		// Content-addressed chunks of a fork, before the commit that names them.
-		put, err := graph.PutIfAbsent(ctx, a.Store, c.Key, c.Body)
+	// The fork's content-addressed chunks, then the commit that names them.
+	puts := append(slices.Clone(in.ForkChunks), ChunkPut{Key: format.CommitIDKey(in.Graph, id), Body: in.ForkBytes})
+	for i, p := range puts {
+		what := "chunk " + p.Key
+		if i == len(puts)-1 {
+			what = "the fork commit's key"
+		}
+		put, err := graph.PutIfAbsent(ctx, a.Store, p.Key, p.Body)
+		res, log := CloneResult{State: CloneUnknown}, "graft clone answered ambiguously"
 		switch {
 		case err == nil && put.Outcome == graph.PutTaken:
-			return CloneResult{State: CloneNotCommitted, Message: "chunk " + c.Key + " holds other bytes"}, nil
+			return CloneResult{State: CloneNotCommitted, Message: what + " holds other bytes"}, nil
+		case err == nil:
+			continue
 		case errors.Is(err, storage.ErrAmbiguous):
-			return CloneResult{State: CloneUnknown, Message: err.Error()}, nil
 		case errors.Is(err, storage.ErrRefused), errors.Is(err, storage.ErrInvalidKey), errors.Is(err, storage.ErrInvalidArgument):
-			return CloneResult{State: CloneRefused, Message: err.Error()}, nil
-		case err != nil:
-			return CloneResult{}, fmt.Errorf("put fork chunk: %w", err)
+			res.State, log = CloneRefused, "graft clone refused"
+		default:
+			return CloneResult{}, fmt.Errorf("put %s: %w", what, err)
 		}
-	}
-	res, err := graph.PutIfAbsent(ctx, a.Store, format.CommitIDKey(in.Graph, id), in.ForkBytes)
-	switch {
-	case err == nil && res.Outcome == graph.PutTaken:
-		return CloneResult{State: CloneNotCommitted, Message: "the fork commit's key holds other bytes"}, nil
-	case err == nil:
-	case errors.Is(err, storage.ErrAmbiguous):
-		a.logger(ctx).Info("graft clone answered ambiguously", "op_id", in.Owner.OpID, "native", in.Native, "detail", err.Error())
-		return CloneResult{State: CloneUnknown, Message: err.Error()}, nil
-	case errors.Is(err, storage.ErrRefused), errors.Is(err, storage.ErrInvalidKey), errors.Is(err, storage.ErrInvalidArgument):
-		a.logger(ctx).Info("graft clone refused", "op_id", in.Owner.OpID, "native", in.Native, "detail", err.Error())
-		return CloneResult{State: CloneRefused, Message: err.Error()}, nil
-	case errors.Is(err, storage.ErrPreconditionFailed):
-		return CloneResult{State: CloneNotCommitted, Message: err.Error()}, nil
-	default:
-		return CloneResult{}, fmt.Errorf("put fork commit: %w", err)
+		res.Message = err.Error()
+		a.logger(ctx).Info(log, "op_id", in.Owner.OpID, "native", in.Native, "key", p.Key, "detail", res.Message)
+		return res, nil
 	}
 	return CloneResult{State: CloneCommitted}, nil
 }
 
-// putRef sends the incarnation's ref with put-if-absent; a failed condition
-// is settled here by reading the key: our bytes (a lost acknowledgement), a
-// fence, or another writer's bytes. A re-issue whose answer is ambiguous reads
-// the key too: a held put may have landed since.
+// putRef sends the incarnation's ref with put-if-absent; a failed condition, or an
+// ambiguous re-issue (a held put may have landed since), is settled by reading the key.
 func (a *Activities) putRef(ctx context.Context, in WriteInput) (Verdict, error) {
 	key, err := refKey(in.Spec)
 	if err != nil {
@@ -431,7 +403,6 @@ func refKey(w WriteSpec) (string, error) {
 	return format.BranchRefKey(w.Graph, ref.Native), nil
 }
 
-// readRef reads the incarnation's ref key and says whose bytes it holds.
 func (a *Activities) readRef(ctx context.Context, in WriteInput) (Verdict, error) {
 	key, err := refKey(in.Spec)
 	if err != nil {
@@ -454,10 +425,8 @@ func (a *Activities) readRef(ctx context.Context, in WriteInput) (Verdict, error
 	return Verdict{State: Other, Message: fmt.Sprintf("another writer's ref holds the key (%d bytes)", len(obj.Body))}, nil
 }
 
-// refIsOurs records that the ref is published: in one ledger transaction,
-// guarded by the owner, the witness goes live and the operation finishes as
-// created, releasing its pins. A run that no longer owns the row records
-// nothing: the ref landed all the same.
+// refIsOurs records that the ref is published: the witness goes live and the operation
+// finishes created (settleWitness). A run that no longer owns the row records nothing.
 func (a *Activities) refIsOurs(ctx context.Context, in WriteInput) (Verdict, error) {
 	ref, err := format.DecodeBranchRef(in.Spec.Body)
 	if err != nil {
@@ -477,10 +446,9 @@ func (a *Activities) refIsOurs(ctx context.Context, in WriteInput) (Verdict, err
 	return Verdict{State: Landed, Recorded: true}, nil
 }
 
-// settleWitness settles the witness of native to `to` under o's guard, in one ledger
-// transaction; settled live, the create finishes created in it too, releasing its pins.
-// Recoverable: lost in a crash of Postgres, this leaves the witness unsettled beside a ref
-// key holding our bytes or a fence, which the reconciler's fence finds and finishes again.
+// settleWitness settles the witness of native to `to` under o's guard; settled live, the
+// create finishes created in the same transaction. Recoverable: lost in a Postgres crash,
+// it leaves the witness unsettled beside our ref or a fence, which the reconciler finds.
 func (a *Activities) settleWitness(ctx context.Context, o Owner, graphName, native string, to catalog.IncarnationState) (catalog.IncarnationSettleResult, error) {
 	var settled catalog.IncarnationSettleResult
 	err := a.Catalog.InTxRecoverable(ctx, func(tx pgx.Tx) error {
@@ -497,17 +465,14 @@ func (a *Activities) settleWitness(ctx context.Context, o Owner, graphName, nati
 	return settled, err
 }
 
-// observeSettled tells the Observer an in-doubt incarnation was settled.
 func (a *Activities) observeWitnessSettled(s catalog.IncarnationSettleResult) {
 	if s.From == catalog.IncarnationInDoubt && a.Observer != nil {
 		a.Observer.Settled("create_branch", s.Incarnation.UpdatedAt.Sub(s.FromSince))
 	}
 }
 
-// fenceRef wins the incarnation's ref key with a fence (put-if-absent), so no
-// late put of the ref can ever land. Losing to our own ref means the create
-// happened after all. A refused fence is Refused: nothing is fenced, and the
-// kernel parks the create rather than guessing.
+// fenceRef wins the incarnation's ref key with a fence (put-if-absent), so no late put of
+// the ref can land; losing to our own ref means the create happened after all.
 func (a *Activities) fenceRef(ctx context.Context, in WriteInput) (Verdict, error) {
 	ref, err := format.DecodeBranchRef(in.Spec.Body)
 	if err != nil {
@@ -520,12 +485,8 @@ func (a *Activities) fenceRef(ctx context.Context, in WriteInput) (Verdict, erro
 	}
 	res, err := graph.PutIfAbsent(ctx, a.Store, format.BranchRefKey(in.Spec.Graph, ref.Native), fence)
 	switch {
-	case errors.Is(err, storage.ErrAmbiguous):
-		return Verdict{State: Ambiguous, Message: err.Error()}, nil
-	case errors.Is(err, storage.ErrRefused), errors.Is(err, storage.ErrInvalidKey):
-		return Verdict{State: Refused, Message: err.Error()}, nil
 	case err != nil:
-		return Verdict{}, fmt.Errorf("put fence: %w", err)
+		return storeVerdict(err, "put fence")
 	case res.Outcome != graph.PutTaken:
 		return Verdict{State: Fenced, Message: "fence won"}, nil
 	}
@@ -551,11 +512,9 @@ func fenceReason(reason string) string {
 	}
 }
 
-// ReclaimClone deletes the fork commit of an incarnation no ref can ever
-// publish (a fence holds its ref key, or its ref put was definitely refused),
-// and witnesses it unpublished. A fork commit that lands later (its put was
-// ambiguous) is garbage for the next cleanup; so is one whose delete the store
-// refuses: the witness, settled, lets cleanup reclaim the tree.
+// ReclaimClone deletes the fork commit of an incarnation no ref can ever publish, and
+// witnesses it unpublished. A fork commit that lands later, or whose delete the store
+// refuses, is garbage for cleanup: the settled witness lets it reclaim the tree.
 func (a *Activities) ReclaimClone(ctx context.Context, in ReclaimInput) error {
 	if in.Fork != "" { // "": no fork commit was written
 		id, err := format.ParseCommitID(in.Fork)

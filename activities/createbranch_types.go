@@ -12,40 +12,31 @@ type PrepareCreateInput struct {
 	// At most one source; all empty means the head of main.
 	SourceBranch, SourceCommit, SourceTag string
 	Author, Message                       string
-	// Time is the operation's start time; it goes into the fork commit, so a
-	// re-issue is byte-identical.
+	// Time is the operation's start, in the fork commit: a re-issue is byte-identical.
 	Time time.Time
 	// Attempt is 1, or 2 for the retry under a fresh native name.
-	Attempt int
-	// WorkflowID and RunID are the workflow's; RunID claims the ledger row.
-	WorkflowID, RunID string
+	Attempt           int
+	WorkflowID, RunID string // the workflow's; RunID claims the ledger row
 }
 
-// PrepareCreateResult is what PrepareCreate decided. A non-empty Outcome ends
-// the create before any storage effect (invalid, not_found, not_retained,
-// conflict, or in_doubt when another operation's create of the name is in doubt).
+// PrepareCreateResult is what PrepareCreate decided. A non-empty Outcome ends the create
+// before any storage effect (in_doubt: another operation's create of the name is in doubt).
 type PrepareCreateResult struct {
 	Outcome    outcome.Outcome
 	Message    string
 	ExistingOp string // with Outcome in_doubt or conflict: the operation holding the name
-	// Owned reports that the ledger row is this run's: the kernel finishes it.
-	// False when the operation id belongs to another request, or the create ended
-	// before anything was recorded.
-	Owned bool
+	Owned      bool   // the ledger row is this run's: the kernel finishes it
 
 	Native       string
 	SourceCommit string
 	ForkID       string
-	// ForkBytes and RefBytes are computed once, here; every put and re-issue
-	// sends exactly these bytes.
+	// ForkBytes and RefBytes are what every put and re-issue sends.
 	ForkBytes []byte
 	RefBytes  []byte
-	// ForkChunks are the chunks the fork commit names that its source's did
-	// not, put before it.
+	// ForkChunks are the chunks the fork commit names that its source's did not.
 	ForkChunks []ChunkPut
-	// RefSpec is the ref put, recorded as the operation's pending write with the
-	// witness; the kernel sends it as it is (WriteInput.PendingRecorded). Nil from a
-	// prepare that recorded no pending write (an older worker's).
+	// RefSpec is the ref put, recorded as the pending write with the witness
+	// (WriteInput.PendingRecorded); nil from an older worker's prepare.
 	RefSpec *WriteSpec `json:",omitempty"`
 }
 
@@ -64,8 +55,7 @@ type CloneInput struct {
 	Owner                 Owner
 	Graph, Native, ForkID string
 	ForkBytes             []byte
-	// ForkChunks are put, put-if-absent, before the fork commit.
-	ForkChunks []ChunkPut
+	ForkChunks            []ChunkPut // put before the fork commit
 }
 
 // CloneResult is the output of CloneTree.

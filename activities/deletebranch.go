@@ -17,19 +17,16 @@ import (
 // PrepareDeleteBranchInput is the input of PrepareDeleteBranch.
 type PrepareDeleteBranchInput struct {
 	OpID, Graph, Branch string
-	// Force deletes a branch even though live tags name commits of its
-	// tree. It never deletes main.
-	Force bool
-	// WorkflowID and RunID are the workflow's; RunID claims the ledger row.
-	WorkflowID, RunID string
+	// Force deletes a branch even though live tags name commits of its tree (never main).
+	Force             bool
+	WorkflowID, RunID string // the workflow's; RunID claims the ledger row
 }
 
 // PrepareDeleteBranchResult is the ref to retire, or the outcome that ends the delete.
 type PrepareDeleteBranchResult struct {
 	Outcome outcome.Outcome
 	Message string
-	// Owned: the ledger row is this run's; the kernel finishes it.
-	Owned bool
+	Owned   bool // the ledger row is this run's: the kernel finishes it
 	// Native names the live ref, and Spec the compare-and-swap that retires it.
 	Native string
 	Spec   WriteSpec
@@ -39,19 +36,15 @@ type PrepareDeleteBranchResult struct {
 	Tags []string
 	// Retired: this operation retired the branch already (a repeated request).
 	Retired bool
-	// PendingRecorded: Spec is recorded as the operation's pending write already
-	// (WriteInput.PendingRecorded).
+	// PendingRecorded: Spec is recorded as the pending write (WriteInput.PendingRecorded).
 	PendingRecorded bool `json:",omitempty"`
 }
 
-// readDeleteTarget finds the live ref a delete retires: the ledger's open incarnation of
-// the name read first — one GET, when storage says it is live — and otherwise every ref
-// of the name (graph.ReadBranchRefs: one LIST, one GET per incarnation it ever had),
-// which also reports a ref this operation retired already (retiredBy) and the refs that
-// could not be read. The hint is used only while the operation has no pending write: the
-// kernel records a write as pending before it sends it, so until then this operation
-// cannot have retired anything, and the live ref the hint names is the one to retire.
-// Once a retire may have been sent (a new run of the operation after a reset, say), the
+// readDeleteTarget finds the live ref a delete retires: the ref of the ledger's open
+// incarnation of the name (one GET) when it is live, else every ref of the name
+// (graph.ReadBranchRefs), which also finds a ref this operation retired (retiredBy). The
+// hint is used only while the operation has no pending write: until then it cannot have
+// retired anything. Once a retire may have been sent (a new run after a reset, say), the
 // full read looks for it, so a repeated delete never retires a later create's ref.
 func (a *Activities) readDeleteTarget(ctx context.Context, op catalog.Operation, graphName, logical string) (live []graph.Incarnation, retiredBy string, refs graph.NameRefs, err error) {
 	if len(op.Pending) == 0 {
@@ -84,13 +77,9 @@ func (a *Activities) readDeleteTarget(ctx context.Context, op catalog.Operation,
 	return live, retiredBy, refs, nil
 }
 
-// PrepareDeleteBranch records a branch delete and decides whether it may
-// go ahead: main is never deleted (invalid); a branch whose tree a live tag
-// names is deleted only with Force (conflict otherwise) — the tags keep
-// those commits for cleanup either way; a branch whose create is still
-// settling in the ledger waits for that create (conflict). It reads the
-// name's live ref (readDeleteTarget: one GET of the ref the ledger names, or
-// one LIST and one GET per incarnation; the ref names the head) and the graph's tags (one LIST, one GET per tag).
+// PrepareDeleteBranch records a branch delete and decides whether it may go ahead: main
+// never (invalid); a branch whose tree a live tag names only with Force (the tags keep
+// those commits either way); a branch whose create is still settling, not yet (conflict).
 func (a *Activities) PrepareDeleteBranch(ctx context.Context, in PrepareDeleteBranchInput) (PrepareDeleteBranchResult, error) {
 	if err := firstError(format.ValidateGraphName(in.Graph), format.ValidateBranchName(in.Branch), format.ValidateOp(in.OpID)); err != nil {
 		return PrepareDeleteBranchResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
@@ -99,8 +88,8 @@ func (a *Activities) PrepareDeleteBranch(ctx context.Context, in PrepareDeleteBr
 		return PrepareDeleteBranchResult{Outcome: outcome.Invalid, Message: "main cannot be deleted: it is every graph's default branch"}, nil
 	}
 	rec := opRecord(catalog.OpDeleteBranch, in.OpID, in.Graph, in.WorkflowID, in.RunID, map[string]any{"action": "delete", "branch": in.Branch, "force": in.Force})
-	// Decide from storage first (reads only), then claim the operation — and, when it
-	// retires a ref, record the retire as its pending write — in one transaction.
+	// Decide from storage (reads only), then claim the operation and record the retire, if
+	// any, as its pending write in one transaction.
 	res, err := a.decideDelete(ctx, in)
 	if err != nil {
 		return PrepareDeleteBranchResult{}, err
@@ -113,9 +102,8 @@ func (a *Activities) PrepareDeleteBranch(ctx context.Context, in PrepareDeleteBr
 			return err
 		}
 		if res.Retired {
-			// An earlier run of this operation retired the ref; it may have stopped (its
-			// worker killed, its workflow reset) before it recorded the witness retired.
-			// Record it now, or the ledger would keep the name live for good.
+			// An earlier run retired the ref but may have stopped before it recorded the
+			// witness retired: record it now, or the ledger keeps the name live for good.
 			_, err = a.retireWitnessTx(ctx, tx, in.Graph, res.Native)
 			return err
 		}
@@ -134,9 +122,8 @@ func (a *Activities) PrepareDeleteBranch(ctx context.Context, in PrepareDeleteBr
 	return res, nil
 }
 
-// decideDelete reads what a delete needs — the name's refs, the witness of its live
-// incarnation, its head and the graph's tags — and decides: the retire to send, or the
-// outcome that ends the delete. It writes nothing.
+// decideDelete reads the name's refs, its live incarnation's witness and the graph's tags,
+// and decides the retire to send, or the outcome that ends the delete. It writes nothing.
 func (a *Activities) decideDelete(ctx context.Context, in PrepareDeleteBranchInput) (PrepareDeleteBranchResult, error) {
 	var res PrepareDeleteBranchResult
 	stop := func(o outcome.Outcome, f string, args ...any) (PrepareDeleteBranchResult, error) {
@@ -144,8 +131,7 @@ func (a *Activities) decideDelete(ctx context.Context, in PrepareDeleteBranchInp
 		return res, nil
 	}
 
-	// The operation's row as an earlier run of it left it, if any: a pending write there
-	// means a retire may have been sent already (readDeleteTarget).
+	// A pending write left by an earlier run means a retire may have been sent already.
 	op, err := a.Catalog.OperationGet(ctx, catalog.OperationGetParams{ID: in.OpID})
 	switch {
 	case errors.Is(err, catalog.ErrNotFound):
@@ -168,8 +154,7 @@ func (a *Activities) decideDelete(ctx context.Context, in PrepareDeleteBranchInp
 		if _, gerr := graph.ReadGraph(ctx, a.Store, in.Graph); errors.Is(gerr, graph.ErrGraphNotFound) {
 			return stop(outcome.NotFound, "graph %q does not exist", in.Graph)
 		}
-		// No live ref yet, but a create whose ref put may still land: deleting
-		// now would race it (docs/outcomes.md: conflict, not not_found).
+		// A create whose ref put may still land would race a delete (docs/outcomes.md).
 		ws, err := a.Catalog.IncarnationListByLogical(ctx, catalog.IncarnationListByLogicalParams{Graph: in.Graph, Logical: in.Branch})
 		if err != nil {
 			return PrepareDeleteBranchResult{}, fmt.Errorf("read witnesses: %w", err)
@@ -181,10 +166,8 @@ func (a *Activities) decideDelete(ctx context.Context, in PrepareDeleteBranchInp
 		}
 		return stop(outcome.NotFound, "branch %q does not exist in graph %q", in.Branch, in.Graph)
 	case len(live) > 1:
-		e := &graph.MultipleLiveError{Graph: in.Graph, Branch: in.Branch}
-		for _, inc := range live {
-			e.Natives = append(e.Natives, inc.Native)
-		}
+		e := &graph.MultipleLiveError{Graph: in.Graph, Branch: in.Branch,
+			Natives: mapped(live, func(inc graph.Incarnation) string { return inc.Native })}
 		return stop(outcome.Conflict, "%v; %s", e, e.RepairHint())
 	}
 	b := live[0]
@@ -199,7 +182,6 @@ func (a *Activities) decideDelete(ctx context.Context, in PrepareDeleteBranchInp
 	case !w.State.Settled():
 		return stop(outcome.Conflict, "%s, then delete", settling(w))
 	}
-	// The ref names its head; the retired ref keeps it.
 	res.Head = b.Ref.Head.String()
 	tags, err := graph.ListTags(ctx, a.Store, in.Graph)
 	if isUnreadableObject(err) {

@@ -15,45 +15,35 @@ import (
 // InitGraphInput is the input of InitGraph.
 type InitGraphInput struct {
 	OpID, Graph, Author string
-	// WorkflowID and RunID are the workflow's; RunID claims the ledger row.
-	WorkflowID, RunID string
+	WorkflowID, RunID   string // the workflow's; RunID claims the ledger row
 }
 
-// InitGraphResult is what InitGraph proved. Outcome is done (the graph
-// exists with this operation's bytes), conflict (another graph record, or
-// another operation's main, holds the keys), invalid or refused.
+// InitGraphResult is what InitGraph proved: done (the graph exists with this operation's
+// bytes), conflict (another record, or another operation's main, holds the keys),
+// invalid or refused.
 type InitGraphResult struct {
 	Outcome outcome.Outcome
 	Message string
-	// Owned reports that the ledger row is this run's: the kernel finishes it.
-	Owned bool
-	Main  string // native name of main's first incarnation
-	Root  string // main's root commit id
+	Owned   bool   // the ledger row is this run's: the kernel finishes it
+	Main    string // native name of main's first incarnation
+	Root    string // main's root commit id
 	// Created is false when the graph was already there with our bytes.
 	Created bool
-	// ForeignKey, with outcome conflict, is a key under the graph's prefix that graft did
-	// not write for this graph (docs/format.md, *Ownership*): the init wrote nothing.
+	// ForeignKey, with conflict, is a key under the graph's prefix graft did not write for
+	// it (docs/format.md, *Ownership*): the init wrote nothing.
 	ForeignKey string
 }
 
-// InitGraph creates a graph: it records the operation, witnesses main's
-// first incarnation (intent), writes the root commit, main's ref and the
-// graph record (graph.Init), then records main live and the graph in
-// the ledger.
-//
-// Every byte written is a function of the operation id and the time the
-// ledger first recorded the operation, so any re-run under the same id —
-// a retried activity, or a new workflow run after one failed midway —
-// writes the same objects and finds its own graph.
+// InitGraph creates a graph: it records the operation, witnesses main's first incarnation,
+// writes the root commit, main's ref and the graph record (graph.Init), then records main
+// live and the graph in the ledger. Every byte is a function of the operation id and its
+// first recording, so any re-run under the same id writes the same objects.
 func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGraphResult, error) {
-	end := func(o outcome.Outcome, f string, args ...any) (InitGraphResult, error) {
-		return InitGraphResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
-	}
 	if err := firstError(format.ValidateGraphName(in.Graph), format.ValidateOp(in.OpID), validAuthor(in.Author)); err != nil {
-		return end(outcome.Invalid, "%v", err)
+		return InitGraphResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
 	}
-	// Checked before the operation is recorded, so that once the prefix is cleared the
-	// same init — the same default operation id — runs again (docs/format.md, *Ownership*).
+	// Checked before the operation is recorded, so the same init runs again once the
+	// prefix is cleared (docs/format.md, *Ownership*).
 	if res, err := a.checkInitPrefix(ctx, in); err != nil || res.Outcome != "" {
 		return res, err
 	}
@@ -80,10 +70,8 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 	existing, err := graph.ReadGraph(ctx, a.Store, in.Graph)
 	switch {
 	case err == nil && existing.Op == in.OpID:
-		// This operation initialised the graph already: make sure the
-		// ledger says so too, and report it as done, not created. The
-		// root's id carries its digest: the same init's bytes name it (a
-		// read, nothing written, when the record is ours).
+		// This operation initialised the graph already: make sure the ledger says so too.
+		// The root's id carries its digest, which the same init's bytes name (a read only).
 		again, err := graph.Init(ctx, a.Store, graph.InitParams{Graph: in.Graph, MainTree: tree, Op: in.OpID, Time: at, Author: in.Author})
 		if err != nil {
 			return InitGraphResult{}, fmt.Errorf("read back the root: %w", err)
@@ -119,8 +107,7 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 	res.Root = init.Root.ID.String()
 	switch {
 	case errors.Is(err, graph.ErrGraphExists), errors.Is(err, graph.ErrInvalid):
-		// Nothing of ours is live: either nothing was sent, or Init
-		// fenced our main ref after losing the graph record.
+		// Nothing of ours is live: nothing was sent, or Init fenced our main ref.
 		if werr := a.moveWitness(ctx, in.Graph, res.Main, catalog.IncarnationUnpublished); werr != nil {
 			return InitGraphResult{}, werr
 		}
@@ -130,8 +117,7 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 		}
 		return res, nil
 	case errors.Is(err, storage.ErrRefused):
-		// A refused put may follow puts that landed; the witness stays
-		// intent so a re-run of this operation finishes the same init.
+		// Puts may have landed before it: the witness stays intent for a re-run.
 		res.Outcome, res.Message = outcome.Refused, err.Error()
 		return res, nil
 	case err != nil:
@@ -144,14 +130,10 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 	return res, nil
 }
 
-// checkInitPrefix ends an init of a graph that does not exist yet as conflict when the
-// graph's prefix holds any key (graph.CheckInitPrefix), before the operation is recorded
-// or anything written, so a refused init leaves no trace and the same operation id runs
-// again once the prefix is cleared. It checks only an operation the ledger has not
-// recorded — nothing of it can be in the store yet; an attempt after that (a retried
-// step, which may find the root commit and main's ref it wrote) goes on unchecked, as
-// the first attempt's check stands for the operation. An existing graph record is left
-// to Init to judge.
+// checkInitPrefix ends an init of a missing graph as conflict when its prefix holds any key
+// (graph.CheckInitPrefix), before anything is recorded or written. Only an operation the
+// ledger has not recorded is checked: a later attempt may find the root and main's ref it
+// wrote, and the first check stands for it. An existing graph record is Init's to judge.
 func (a *Activities) checkInitPrefix(ctx context.Context, in InitGraphInput) (InitGraphResult, error) {
 	_, err := graph.ReadGraph(ctx, a.Store, in.Graph)
 	switch {
@@ -185,8 +167,7 @@ func (a *Activities) recordInitLedger(ctx context.Context, in InitGraphInput, ma
 	})
 	switch {
 	case errors.Is(err, catalog.ErrIncarnationExists):
-		// Another incarnation of main is open in the ledger (a repair
-		// adopted one, say): the ledger already names main's live one.
+		// Another incarnation of main is open (a repair adopted one): the ledger names it.
 	case err != nil:
 		return fmt.Errorf("witness main: %w", err)
 	case !inc.State.Settled():
@@ -202,8 +183,7 @@ func (a *Activities) recordInitLedger(ctx context.Context, in InitGraphInput, ma
 	return nil
 }
 
-// moveWitness moves an incarnation's witness from whatever state it is in
-// to to; a witness already in to is left as is.
+// moveWitness moves an incarnation's witness from whatever state it is in to to.
 func (a *Activities) moveWitness(ctx context.Context, graphName, native string, to catalog.IncarnationState) error {
 	inc, err := a.Catalog.IncarnationGetByNative(ctx, catalog.IncarnationGetByNativeParams{Graph: graphName, Native: native})
 	if err != nil {

@@ -23,15 +23,13 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// The kernel's half in activities: one verdict shape for every storage write an operation
-// makes (WriteState, Verdict), one description of such a write that this run or the
-// reconciler can re-issue, read back or fence (WriteSpec), and one set of ledger helpers —
-// claim, progress, finish — that every operation kind uses, each guarded by the run that
-// owns the operation's row (Owner).
+// The kernel's half in activities: one verdict shape for every storage write (WriteState,
+// Verdict), one description of a write that its run or the reconciler can re-issue, read
+// back or fence (WriteSpec), and the ledger helpers every operation kind uses (claim,
+// progress, finish), each guarded by the run that owns the operation's row (Owner).
 
-// Owner names an operation and the run that owns its ledger row. Every ledger write the
-// kernel makes for an operation carries it; a write of a row the run does not own (another
-// request's, or one the reconciler took over) does not land.
+// Owner names an operation and the run that owns its ledger row: a kernel write of a row
+// the run does not own (another request's, or the reconciler's) does not land.
 type Owner struct {
 	OpID string
 	// Run is the owning run: the workflow's run id, or "reconcile/{run id}".
@@ -44,29 +42,24 @@ type WriteKind string
 // The write kinds. Each is settled by re-issuing its exact bytes, and fenced so that a late
 // landing of an earlier attempt can never happen.
 const (
-	// WriteRef puts a new incarnation's live ref if absent (branch create). Its fence is a
-	// fence ref at the key.
+	// WriteRef puts a new incarnation's live ref if absent; fenced by a fence ref at the key.
 	WriteRef WriteKind = "ref"
-	// WriteTag puts a live tag if absent. Its fence is a retired tag of this operation at
-	// the key (a tag name is never reused).
+	// WriteTag puts a live tag if absent; fenced by a retired tag of this operation at the
+	// key (a tag name is never reused).
 	WriteTag WriteKind = "tag"
-	// WriteRetireRef replaces a live ref by a retired one by compare-and-swap. A late
-	// landing is the same retire, so its fence is completing it.
+	// WriteRetireRef and WriteRetireTag retire a live ref or tag by compare-and-swap. A late
+	// landing is the same retire, so the fence is completing it.
 	WriteRetireRef WriteKind = "retire_ref"
-	// WriteRetireTag replaces a live tag by a retired one by compare-and-swap; fenced, like
-	// WriteRetireRef, by completing it.
 	WriteRetireTag WriteKind = "retire_tag"
-	// WritePublish is an append (activities/publish.go): its chunks and its
-	// content-addressed commit put-if-absent, then the head swap of its branch's ref from
-	// the version the plan read (ETag) to Ref. Its fence rewrites the ref, same head, so
-	// the plan's ETag never returns.
+	// WritePublish is an append (publish.go): chunks and commit put-if-absent, then the swap
+	// of the branch's ref from the version the plan read (ETag) to Ref. Its fence rewrites
+	// the ref, same head, so the plan's ETag never returns.
 	WritePublish WriteKind = "publish"
 )
 
-// WriteSpec is one write of an operation: enough to re-issue it byte-identically, read it
-// back, or fence it — by the run that issued it, or by the reconciler after that run's
-// workflow closed. The kernel records it in the ledger (operations.pending) before the
-// write is first sent.
+// WriteSpec is one write of an operation: enough for its run, or the reconciler, to
+// re-issue it byte-identically, read it back, or fence it. The kernel records it in the
+// ledger (operations.pending) before the write is first sent.
 type WriteSpec struct {
 	Kind  WriteKind `json:"kind"`
 	Graph string    `json:"graph"`
@@ -86,12 +79,10 @@ type WriteSpec struct {
 	// Branch is the logical branch of a ref write (the fence names it).
 	Branch string `json:"branch,omitempty"`
 	// Landed is the operation's outcome when this write lands and ends it (for the
-	// reconciler): created, done, merged, adopted, deleted. "" when the write is not the
-	// operation's last (a restore's backup tag).
+	// reconciler); "" when the write is not the operation's last (a restore's backup tag).
 	Landed outcome.Outcome `json:"landed,omitempty"`
 	// Subject names what the write writes (a native name, a commit id, a tag name), for
-	// people. Set by the activity that builds the spec, so workflow code never decodes
-	// the bytes.
+	// people, so workflow code never decodes the bytes.
 	Subject string `json:"subject,omitempty"`
 }
 
@@ -109,13 +100,11 @@ func (w WriteSpec) Describe() string {
 	return what + " of " + subject
 }
 
-// WriteState is what a write step proved about its write: the one verdict shape of every
-// storage effect.
+// WriteState is what a write step proved about its write.
 type WriteState string
 
-// The verdicts. Landed, Other and Fenced are definitive; Refused is definitive only for a
-// write none of whose earlier attempts may still land (the kernel knows which); Ambiguous is
-// not.
+// The verdicts. Refused is definitive only for a write none of whose earlier attempts may
+// still land (the kernel knows which); Ambiguous never is.
 const (
 	// Landed: this operation's bytes are stored; the write happened.
 	Landed WriteState = "landed"
@@ -144,13 +133,11 @@ func (s WriteState) Definitive() bool {
 type Verdict struct {
 	State   WriteState
 	Message string
-	// Equivalent: a tag write found another operation's live tag of the same commit
-	// (Landed, since creating a tag is idempotent).
+	// Equivalent: a tag write found another operation's live tag of the same commit (Landed).
 	Equivalent bool
 	// Commit names the commit the tag now at the key names (tag writes).
 	Commit string
-	// Recorded: the step also recorded the operation's end in the ledger (a ref that
-	// landed finishes the create in the same transaction).
+	// Recorded: the step also recorded the operation's end (a landed ref finishes the create).
 	Recorded bool
 }
 
@@ -158,25 +145,23 @@ type Verdict struct {
 type WriteInput struct {
 	Owner Owner
 	Spec  WriteSpec
-	// Attempt is 0 for the first put and counts re-issues after it. The first records
-	// Spec as the operation's pending write before anything is sent.
+	// Attempt is 0 for the first put (which records Spec as pending first), then counts re-issues.
 	Attempt int
 	// Reason says why a fence is put (for the fence's bytes and the logs).
 	Reason string
-	// PendingRecorded: the step before recorded Spec as the operation's pending write
-	// (a create's prepare, with its witness), so the first attempt only checks that the
-	// row is still this run's and names it, and records nothing.
+	// PendingRecorded: the step before recorded Spec as the pending write (a create's
+	// prepare), so the first attempt only checks that the row is still this run's.
 	PendingRecorded bool
-	// StepRetried: earlier executions of this same step ran (the local attempts before
-	// the kernel continued the step as an ordinary activity), and any of them may have
-	// sent the write. A retry of the activity itself is known from its attempt number.
+	// StepRetried: earlier executions of this step (local attempts before the kernel made
+	// it an ordinary activity) may have sent the write; an activity retry is known from
+	// its attempt number.
 	StepRetried bool
 }
 
-// Write sends a write, or re-issues it, and says what its answer proves. The first attempt
-// records the write in the ledger as the operation's pending write (guarded by Owner)
-// before sending it. A commit is sent only while its tree's real head is its first parent:
-// behind a head that moved it is Other, never a refill of a key cleanup emptied.
+// Write sends a write, or re-issues it, and says what its answer proves; the first attempt
+// records it as the operation's pending write before sending it. A commit is sent only
+// while its tree's head is its first parent: behind a moved head it is Other, never a
+// refill of a key cleanup emptied.
 func (a *Activities) Write(ctx context.Context, in WriteInput) (Verdict, error) {
 	if in.Attempt == 0 {
 		record := a.recordPending
@@ -198,9 +183,8 @@ func (a *Activities) Write(ctx context.Context, in WriteInput) (Verdict, error) 
 	}
 	v, err := a.issue(ctx, in)
 	if putsCommit && (ambiguous.Load() || in.StepRetried || retriedAttempt(ctx)) {
-		// A put of the commit answered ambiguously here, or an earlier execution of this
-		// step may have sent one: it may be delivered whatever this write settles, and if
-		// cleanup emptied the key by then it would put the commit back on its branch
+		// A put of the commit answered ambiguously, or an earlier execution of this step may
+		// have sent one: delivered after cleanup emptied the key, it would put the commit back
 		// pinning versions already gone. Its pin outlives the operation instead.
 		if herr := a.holdForLatePut(ctx, in.Owner, commitKey); herr != nil {
 			return Verdict{}, herr
@@ -210,18 +194,16 @@ func (a *Activities) Write(ctx context.Context, in WriteInput) (Verdict, error) 
 		return v, err
 	}
 	if v.State == Refused && (in.StepRetried || retriedAttempt(ctx)) {
-		// This execution's put was refused, but an earlier execution of the step — one
-		// that timed out with its put in flight, or whose put was held — may have sent
-		// the write, and it may still land: the refusal proves nothing about the write.
+		// An earlier execution of the step (timed out with its put in flight, or held) may
+		// have sent the write, which may still land: this refusal proves nothing.
 		v = Verdict{State: Ambiguous, Message: "refused, but an earlier attempt of this step may still land: " + v.Message}
 	}
 	a.logVerdict(ctx, in, "write", v)
 	return v, nil
 }
 
-// commitKeyOf returns the key of the commit a publish puts: content-addressed, so a late
-// put of it can only write the same bytes (docs/format.md, "Why no commit key can be
-// refilled").
+// commitKeyOf returns the key of the commit a publish puts: content-addressed, so a late put
+// of it can only write the same bytes (docs/format.md, "Why no commit key can be refilled").
 func commitKeyOf(w WriteSpec) (string, bool) {
 	if w.Kind != WritePublish {
 		return "", false
@@ -234,31 +216,23 @@ func commitKeyOf(w WriteSpec) (string, bool) {
 }
 
 // holdForLatePut keeps the operation's pin of a commit key past its finish
-// (catalog.PinsHoldForLatePut), on a context a cancelled step does not cancel: the put it
-// guards may be in flight because the step's context ended.
+// (catalog.PinsHoldForLatePut), on a context a cancelled step does not cancel.
 func (a *Activities) holdForLatePut(ctx context.Context, o Owner, key string) error {
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	err := a.Catalog.PinsHoldForLatePut(hctx, catalog.PinsHoldForLatePutParams{OpID: o.OpID, Owner: o.Run,
 		Pin: catalog.Pin{Kind: catalog.ObjectCommit, Key: key}})
-	switch {
-	case errors.Is(err, catalog.ErrNotOwner), errors.Is(err, catalog.ErrStateConflict), errors.Is(err, catalog.ErrNotFound):
-		// The row is not this run's, or it is finished: its owner decides (the kernel's
-		// finish, or the reconciler's, which read the pending write).
-		return nil
-	case errors.Is(err, catalog.ErrCondemned):
-		// A running cleanup condemned the key: the commit was reclaimable before this put
-		// (a re-issue of a write whose commit a sweep already judged garbage); nothing
-		// pins it, and the put's late delivery is the sweep's to find as garbage.
-		return nil
-	case err != nil:
+	// Not this run's row, or finished: its owner decides (from the pending write). Or a
+	// running cleanup condemned the key: the commit was garbage before this put (a
+	// re-issue), and a late delivery is the sweep's to find as garbage.
+	if err != nil && !errors.Is(err, catalog.ErrNotOwner) && !errors.Is(err, catalog.ErrStateConflict) &&
+		!errors.Is(err, catalog.ErrNotFound) && !errors.Is(err, catalog.ErrCondemned) {
 		return fmt.Errorf("hold %s for a late put: %w", key, err)
 	}
 	return nil
 }
 
-// retriedAttempt reports whether ctx is an activity's (or a local activity's) retry: an
-// earlier attempt of the same step ran before it.
+// retriedAttempt reports whether ctx is an activity's (or local activity's) retry.
 func retriedAttempt(ctx context.Context) bool {
 	return activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt > 1
 }
@@ -280,9 +254,9 @@ func (a *Activities) recordPending(ctx context.Context, in WriteInput) (Verdict,
 	return Verdict{}, nil
 }
 
-// checkPending is recordPending for a write the step before recorded: a read, not a
-// commit. The row must still be this run's and unfinished (NotOwner otherwise, as a
-// refused record would be); one whose pending write is not in.Spec is recorded after all.
+// checkPending is recordPending for a write the step before recorded: a read, not a commit.
+// The row must still be this run's and unfinished (NotOwner otherwise); a pending write
+// other than in.Spec is recorded after all.
 func (a *Activities) checkPending(ctx context.Context, in WriteInput) (Verdict, error) {
 	op, err := a.Catalog.OperationGet(ctx, catalog.OperationGetParams{ID: in.Owner.OpID})
 	switch {
@@ -301,7 +275,6 @@ func (a *Activities) checkPending(ctx context.Context, in WriteInput) (Verdict, 
 	return a.recordPending(ctx, in)
 }
 
-// sameWrite reports whether two specs describe the same write, byte for byte.
 func sameWrite(a, b WriteSpec) bool {
 	ja, errA := json.Marshal(a)
 	jb, errB := json.Marshal(b)
@@ -309,36 +282,24 @@ func sameWrite(a, b WriteSpec) bool {
 }
 
 func (a *Activities) issue(ctx context.Context, in WriteInput) (Verdict, error) {
-	w := in.Spec
-	switch w.Kind {
-	case WriteRef:
-		return a.putRef(ctx, in)
-	case WriteTag:
-		return a.putTag(ctx, w)
-	case WriteRetireRef:
-		return a.retireRef(ctx, in.Owner, w)
-	case WriteRetireTag:
-		return a.retireTag(ctx, in.Owner, w)
-	case WritePublish:
-		return a.putPublish(ctx, in)
+	do, ok := map[WriteKind]writeStep{WriteRef: a.putRef, WriteTag: a.putTag, WriteRetireRef: a.retireRef,
+		WriteRetireTag: a.retireTag, WritePublish: a.putPublish}[in.Spec.Kind]
+	if !ok {
+		return Verdict{State: Invalid, Message: "unknown write kind " + string(in.Spec.Kind)}, nil
 	}
-	return Verdict{State: Invalid, Message: "unknown write kind " + string(w.Kind)}, nil
+	return do(ctx, in)
 }
 
 // ReadBack reads the key a write names and says what it holds, without writing.
 func (a *Activities) ReadBack(ctx context.Context, in WriteInput) (Verdict, error) {
 	return a.settle(ctx, in, "read back", map[WriteKind]writeStep{
-		WriteRef:     a.readRef,
-		WriteTag:     func(ctx context.Context, in WriteInput) (Verdict, error) { return a.readTag(ctx, in.Spec) },
-		WritePublish: func(ctx context.Context, in WriteInput) (Verdict, error) { return a.readPublish(ctx, in.Spec) },
-	})
+		WriteRef: a.readRef, WriteTag: a.readTag, WritePublish: a.readPublish})
 }
 
 // Fence makes sure a write can never land, or proves that it did: a fence ref at a ref's
-// key, a rewrite of a publish's ref that its planned swap can never match, a retired tag
-// at a tag's key. Landed means the write happened after all; Fenced or Other that it
-// never will; Refused or Ambiguous that the fence did not land (the kernel parks the
-// operation and tries again).
+// key, a rewrite of a publish's ref its planned swap can never match, a retired tag at a
+// tag's key. Landed: the write happened; Fenced or Other: it never will; Refused or
+// Ambiguous: the fence did not land (the kernel parks the operation and tries again).
 func (a *Activities) Fence(ctx context.Context, in WriteInput) (Verdict, error) {
 	return a.settle(ctx, in, "fence", map[WriteKind]writeStep{
 		WriteRef: a.fenceRef, WriteTag: a.fenceTag, WritePublish: a.fencePublish})
@@ -346,16 +307,13 @@ func (a *Activities) Fence(ctx context.Context, in WriteInput) (Verdict, error) 
 
 type writeStep func(context.Context, WriteInput) (Verdict, error)
 
-// settle runs byKind's step for in's write kind and logs its verdict. A retire is read
-// back and fenced by its re-issue: graph.RetireRef reads first and sends nothing when our
-// retired bytes are there, or the object changed.
+// settle runs byKind's step for in's write kind and logs its verdict. A retire (no step
+// of its own) is read back and fenced by its re-issue: graph.RetireRef reads first and
+// sends nothing when our retired bytes are there, or the object changed.
 func (a *Activities) settle(ctx context.Context, in WriteInput, step string, byKind map[WriteKind]writeStep) (Verdict, error) {
 	do, ok := byKind[in.Spec.Kind]
-	switch {
-	case in.Spec.Kind == WriteRetireRef || in.Spec.Kind == WriteRetireTag:
+	if !ok {
 		do = a.issue
-	case !ok:
-		return Verdict{State: Invalid, Message: "unknown write kind " + string(in.Spec.Kind)}, nil
 	}
 	v, err := do(ctx, in)
 	if err == nil {
@@ -364,7 +322,7 @@ func (a *Activities) settle(ctx context.Context, in WriteInput, step string, byK
 	return v, err
 }
 
-// putVerdict classifies a put's error: "" state means it needs a read-back.
+// putVerdict classifies a put's error; no state: it needs a read-back.
 func putVerdict(err error) Verdict {
 	switch storage.CodeOf(err) {
 	case storage.CodeRefused, storage.CodeInvalidKey, storage.CodeInvalidArgument:
@@ -375,22 +333,29 @@ func putVerdict(err error) Verdict {
 	return Verdict{State: Ambiguous, Message: err.Error()}
 }
 
-func (a *Activities) putTag(ctx context.Context, w WriteSpec) (Verdict, error) {
-	put, err := graph.PutTag(ctx, a.Store, w.Graph, w.Body)
+// storeVerdict is the verdict of a store's ambiguous or refused answer; any other error is
+// returned, wrapped with what, to be retried.
+func storeVerdict(err error, what string) (Verdict, error) {
 	switch {
-	case err == nil:
 	case errors.Is(err, storage.ErrAmbiguous):
 		return Verdict{State: Ambiguous, Message: err.Error()}, nil
 	case errors.Is(err, storage.ErrRefused), errors.Is(err, storage.ErrInvalidKey):
 		return Verdict{State: Refused, Message: err.Error()}, nil
+	}
+	return Verdict{}, fmt.Errorf("%s: %w", what, err)
+}
+
+func (a *Activities) putTag(ctx context.Context, in WriteInput) (Verdict, error) {
+	put, err := graph.PutTag(ctx, a.Store, in.Spec.Graph, in.Spec.Body)
+	switch {
+	case err == nil:
+		return tagVerdict(put.Outcome, put.Tag), nil
 	case errors.Is(err, graph.ErrInvalid):
 		return Verdict{State: Invalid, Message: err.Error()}, nil
 	case isUnreadableObject(err):
 		return Verdict{State: Other, Message: err.Error()}, nil
-	default:
-		return Verdict{}, fmt.Errorf("put tag: %w", err)
 	}
-	return tagVerdict(put.Outcome, put.Tag), nil
+	return storeVerdict(err, "put tag")
 }
 
 func tagVerdict(o graph.TagPutOutcome, t format.Tag) Verdict {
@@ -411,7 +376,8 @@ func tagVerdict(o graph.TagPutOutcome, t format.Tag) Verdict {
 	return v
 }
 
-func (a *Activities) readTag(ctx context.Context, w WriteSpec) (Verdict, error) {
+func (a *Activities) readTag(ctx context.Context, in WriteInput) (Verdict, error) {
+	w := in.Spec
 	want, err := format.DecodeTag(w.Body)
 	if err != nil {
 		return Verdict{State: Invalid, Message: err.Error()}, nil
@@ -451,20 +417,15 @@ func (a *Activities) fenceTag(ctx context.Context, in WriteInput) (Verdict, erro
 	if err != nil {
 		return Verdict{State: Invalid, Message: err.Error()}, nil
 	}
-	_, err = graph.PutIfAbsent(ctx, a.Store, format.TagKey(w.Graph, want.Name), body)
-	switch {
-	case err == nil:
-		return a.readTag(ctx, w)
-	case errors.Is(err, storage.ErrRefused), errors.Is(err, storage.ErrInvalidKey):
-		return Verdict{State: Refused, Message: err.Error()}, nil
-	case errors.Is(err, storage.ErrAmbiguous):
-		return Verdict{State: Ambiguous, Message: err.Error()}, nil
+	if _, err = graph.PutIfAbsent(ctx, a.Store, format.TagKey(w.Graph, want.Name), body); err == nil {
+		return a.readTag(ctx, in)
 	}
-	return Verdict{}, fmt.Errorf("fence tag %s: %w", want.Name, err)
+	return storeVerdict(err, "fence tag "+want.Name)
 }
 
-func (a *Activities) retireRef(ctx context.Context, o Owner, w WriteSpec) (Verdict, error) {
-	_, err := graph.RetireRef(ctx, a.Store, w.Graph, w.Native, w.ETag, o.OpID)
+func (a *Activities) retireRef(ctx context.Context, in WriteInput) (Verdict, error) {
+	w := in.Spec
+	_, err := graph.RetireRef(ctx, a.Store, w.Graph, w.Native, w.ETag, in.Owner.OpID)
 	var changed *graph.RefChangedError
 	if errors.As(err, &changed) && changed.Found != format.RefLive {
 		// Retired or fenced by another operation, or gone: it can never be live again.
@@ -473,16 +434,20 @@ func (a *Activities) retireRef(ctx context.Context, o Owner, w WriteSpec) (Verdi
 	if why, ok := retireRefused(err); ok {
 		return Verdict{State: Other, Message: why}, nil
 	}
-	switch {
-	case errors.Is(err, storage.ErrAmbiguous):
-		return Verdict{State: Ambiguous, Message: err.Error()}, nil
-	case errors.Is(err, storage.ErrRefused), errors.Is(err, storage.ErrInvalidKey):
-		return Verdict{State: Refused, Message: err.Error()}, nil
-	case err != nil:
-		return Verdict{}, fmt.Errorf("retire %s: %w", w.Native, err)
+	if err != nil {
+		return storeVerdict(err, "retire "+w.Native)
 	}
-	// The retire landed: the witness follows, under the owner's guard.
-	if err := a.retireWitnessOwned(ctx, o, w.Graph, w.Native); err != nil {
+	// The retire landed: the witness follows, under the owner's guard. Recoverable
+	// (catalog.InTxRecoverable): the retire stays the pending write until the finish, so the
+	// reconciler re-issues it (finding it landed) and records it again.
+	err = a.Catalog.InTxRecoverable(ctx, func(tx pgx.Tx) error {
+		if _, err := a.Catalog.OperationLockOwnedTx(ctx, tx, in.Owner.OpID, in.Owner.Run); err != nil {
+			return err
+		}
+		_, err := a.retireWitnessTx(ctx, tx, w.Graph, w.Native)
+		return err
+	})
+	if err != nil {
 		if errors.Is(err, catalog.ErrNotOwner) {
 			return Verdict{State: Landed, Message: "retired; the witness is another run's to record"}, nil
 		}
@@ -491,48 +456,30 @@ func (a *Activities) retireRef(ctx context.Context, o Owner, w WriteSpec) (Verdi
 	return Verdict{State: Landed}, nil
 }
 
-func (a *Activities) retireTag(ctx context.Context, o Owner, w WriteSpec) (Verdict, error) {
-	_, err := graph.RetireTag(ctx, a.Store, w.Graph, w.Name, w.ETag, o.OpID)
+func (a *Activities) retireTag(ctx context.Context, in WriteInput) (Verdict, error) {
+	w := in.Spec
+	_, err := graph.RetireTag(ctx, a.Store, w.Graph, w.Name, w.ETag, in.Owner.OpID)
 	switch {
 	case err == nil:
 		return Verdict{State: Landed}, nil
 	case errors.Is(err, graph.ErrTagChanged), errors.Is(err, graph.ErrInvalid), isUnreadableObject(err):
 		return Verdict{State: Other, Message: err.Error()}, nil
-	case errors.Is(err, storage.ErrAmbiguous):
-		return Verdict{State: Ambiguous, Message: err.Error()}, nil
-	case errors.Is(err, storage.ErrRefused), errors.Is(err, storage.ErrInvalidKey):
-		return Verdict{State: Refused, Message: err.Error()}, nil
 	}
-	return Verdict{}, fmt.Errorf("retire tag %s: %w", w.Name, err)
+	return storeVerdict(err, "retire tag "+w.Name)
 }
 
-// retireWitnessOwned records a retired ref's witness retired, when the ledger has one and
-// the operation is still the owner's. Recoverable (catalog.InTxRecoverable): it follows
-// the retire, which stays the operation's pending write until the finish, so the
-// reconciler re-issues the retire (finding it landed) and records it again.
-func (a *Activities) retireWitnessOwned(ctx context.Context, o Owner, graphName, native string) error {
-	return a.Catalog.InTxRecoverable(ctx, func(tx pgx.Tx) error {
-		if _, err := a.Catalog.OperationLockOwnedTx(ctx, tx, o.OpID, o.Run); err != nil {
-			return err
-		}
-		_, err := a.retireWitnessTx(ctx, tx, graphName, native)
-		return err
-	})
-}
-
-// claim records an operation as this run's (OperationInsert with Owner), in tx when one is
-// given. It says whether the run owns the row; a row of another request (foreign) or run by
-// another workflow ends the operation with conflict, and the row is left alone.
+// claimed is what claim found: whether the run owns the row, and an outcome that ends the
+// operation before anything is written: conflict (the id is another request's or another
+// workflow's), or the outcome of an operation that finished already.
 type claimed struct {
-	op    catalog.Operation
-	owned bool
-	// outcome, when set, ends the operation before anything is written: conflict (the id
-	// is another request's or another workflow's), or the outcome of an operation that
-	// finished already.
+	op      catalog.Operation
+	owned   bool
 	outcome outcome.Outcome
 	message string
 }
 
+// claim records an operation as this run's (OperationInsert with Owner), in tx when one is
+// given; another request's or workflow's row is left alone.
 func (a *Activities) claim(ctx context.Context, tx pgx.Tx, p catalog.OperationInsertParams) (claimed, error) {
 	var op catalog.Operation
 	var err error
@@ -579,16 +526,14 @@ type ProgressInput struct {
 	// Phase and Waiting say where the operation stands and what it waits for.
 	Phase, Waiting string
 	// InDoubt records the operation in_doubt (and, with Native, the create's witness).
-	InDoubt bool
-	Graph   string
-	Native  string
+	InDoubt       bool
+	Graph, Native string
 	// SettleAttempts, when positive, records the re-issues so far.
 	SettleAttempts int
 }
 
-// Progress records where an operation stands: its phase and what it waits for, that it is
-// in doubt (the witness of a create too), the re-issues so far. Guarded by Owner; a row
-// the run no longer owns is left alone.
+// Progress records where an operation stands, guarded by Owner; a row the run no longer
+// owns is left alone.
 func (a *Activities) Progress(ctx context.Context, in ProgressInput) error {
 	_, err := a.Catalog.OperationGet(ctx, catalog.OperationGetParams{ID: in.Owner.OpID})
 	if errors.Is(err, catalog.ErrNotFound) {
@@ -596,6 +541,9 @@ func (a *Activities) Progress(ctx context.Context, in ProgressInput) error {
 	}
 	if err != nil {
 		return fmt.Errorf("read operation: %w", err)
+	}
+	ignored := func(err error) bool {
+		return errors.Is(err, catalog.ErrNotOwner) || errors.Is(err, catalog.ErrStateConflict)
 	}
 	if in.InDoubt && in.Native != "" {
 		err := a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
@@ -613,16 +561,13 @@ func (a *Activities) Progress(ctx context.Context, in ProgressInput) error {
 			}
 			return err
 		})
-		if err != nil && !errors.Is(err, catalog.ErrNotOwner) && !errors.Is(err, catalog.ErrStateConflict) {
+		if err != nil && !ignored(err) {
 			return fmt.Errorf("witness in_doubt: %w", err)
 		}
 	}
 	_, err = a.Catalog.OperationProgress(ctx, catalog.OperationProgressParams{ID: in.Owner.OpID, Owner: in.Owner.Run,
 		Phase: in.Phase, Waiting: in.Waiting, InDoubt: in.InDoubt, SettleAttempts: in.SettleAttempts})
-	switch {
-	case errors.Is(err, catalog.ErrNotOwner), errors.Is(err, catalog.ErrStateConflict):
-		return nil
-	case err != nil:
+	if err != nil && !ignored(err) {
 		return fmt.Errorf("record progress: %w", err)
 	}
 	return nil
@@ -632,29 +577,26 @@ func (a *Activities) Progress(ctx context.Context, in ProgressInput) error {
 type FinishInput struct {
 	Owner Owner
 	Kind  catalog.OperationKind
-	// Outcome is the definitive outcome; "" when the workflow gave up on an
-	// infrastructure failure before any storage effect (the ledger's failed).
+	// Outcome is the definitive outcome; "" (the ledger's failed) when the workflow gave up on
+	// an infrastructure failure before any storage effect.
 	Outcome outcome.Outcome
 	Message string
 	// Graph, Branch and Native name a create's incarnation: its witness goes live on
 	// created, and every unsettled witness of the operation goes unpublished otherwise.
 	Graph, Branch, Native string
-	// Recorded: a step recorded the end already (the ledger write is skipped, the
-	// observer still told).
+	// Recorded: a step recorded the end already; only the observer is told.
 	Recorded bool
 }
 
 // FinishResult is the output of Finish.
 type FinishResult struct {
-	// Owned reports that the row was this run's and now records the outcome; false when
-	// the run never owned it (another request's, or never recorded) or lost it.
+	// Owned: the row was this run's and now records the outcome.
 	Owned bool
 }
 
-// Finish records an operation's definitive outcome, settles the witnesses it wrote and
-// releases its pins — one ledger transaction, guarded by Owner, so it never finishes a row
-// that is not this run's. Callers (the kernel) only finish once nothing the operation sent
-// may still land.
+// Finish records an operation's definitive outcome, settles its witnesses and releases its
+// pins in one transaction guarded by Owner. The kernel only finishes once nothing the
+// operation sent may still land.
 func (a *Activities) Finish(ctx context.Context, in FinishInput) (FinishResult, error) {
 	out := cmp.Or(catalog.Outcome(in.Outcome), catalog.OutcomeFailed)
 	if in.Recorded {
@@ -712,27 +654,23 @@ func (a *Activities) Finish(ctx context.Context, in FinishInput) (FinishResult, 
 	for _, s := range settled {
 		a.observeWitnessSettled(s)
 	}
-	if before.State == catalog.OperationInDoubt && in.Kind != catalog.OpCreateBranch {
-		// A create's doubt is its witness's, reported as the witness settles.
-		if a.Observer != nil {
-			a.Observer.Settled(string(in.Kind), a.now().Sub(before.UpdatedAt))
-		}
+	// A create's doubt is its witness's, reported as the witness settles.
+	if before.State == catalog.OperationInDoubt && in.Kind != catalog.OpCreateBranch && a.Observer != nil {
+		a.Observer.Settled(string(in.Kind), a.now().Sub(before.UpdatedAt))
 	}
 	a.observeFinished(string(in.Kind), string(out))
 	return FinishResult{Owned: true}, nil
 }
 
 // finishDerivable reports whether the reconciler would record out again if this finish
-// were lost: the operation's pending write is one whose landing ends it with out, and out
-// is only reported once it landed — so the reconciler's fence of that write finds it
-// landed and finishes with the same outcome. Such a finish commits without waiting for
-// the WAL flush (catalog.InTxRecoverable); every other finish waits.
+// were lost: the pending write's landing ends the operation with out, and out is only
+// reported once it landed, so the reconciler's fence finds it landed. Such a finish commits
+// without waiting for the WAL flush (catalog.InTxRecoverable); every other finish waits.
 func finishDerivable(op catalog.Operation, out outcome.Outcome) bool {
 	spec, ok := pendingSpec(op)
 	return ok && out != "" && spec.Landed == out
 }
 
-// logger returns the activity's logger, or the Activities' own outside an activity.
 func (a *Activities) logger(ctx context.Context) sdklog.Logger {
 	if activity.IsActivity(ctx) {
 		return activity.GetLogger(ctx)
@@ -743,7 +681,7 @@ func (a *Activities) logger(ctx context.Context) sdklog.Logger {
 	return sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
 }
 
-// logVerdict logs, at info, every answer of a write that is not plain success.
+// logVerdict logs every answer of a write that is not plain success.
 func (a *Activities) logVerdict(ctx context.Context, in WriteInput, step string, v Verdict) {
 	if v.State == Landed && step == "write" && in.Attempt == 0 {
 		return

@@ -5,8 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
-	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/oklog/ulid/v2"
@@ -20,23 +20,15 @@ import (
 	"github.com/graftworks/graft/workflows/contract"
 )
 
-// The outcomes of merges and deletes, from the ledger's vocabulary. Each is
-// a success: the CLI exits 0 on them.
+// The successful outcomes of merges and deletes (package outcome); the CLI exits 0 on them.
 const (
-	// OutcomeMerged: a merge commit with a merge base other than the target
-	// head was appended to the target.
-	OutcomeMerged = outcome.Merged
-	// OutcomeAdopted: the target head was an ancestor of the source head; a
-	// commit on the target took the source's tables.
-	OutcomeAdopted = outcome.Adopted
-	// OutcomeAlreadyUpToDate: merging would change nothing; nothing was written.
+	OutcomeMerged          = outcome.Merged
+	OutcomeAdopted         = outcome.Adopted
 	OutcomeAlreadyUpToDate = outcome.AlreadyUpToDate
-	// OutcomeDeleted: a branch or tag was retired.
-	OutcomeDeleted = outcome.Deleted
+	OutcomeDeleted         = outcome.Deleted
 )
 
-// MergeTable is one table's line in a merge plan, declared in package contract (the
-// workflow returns it).
+// MergeTable is one table's line in a merge plan (package contract).
 type MergeTable = contract.MergeTable
 
 // PlanMergeInput is the input of PlanMerge.
@@ -47,29 +39,24 @@ type PlanMergeInput struct {
 	// ExpectedHead, when set, is the commit the target's head must be.
 	ExpectedHead string
 	// Preview plans without recording, pinning or writing anything.
-	Preview         bool
-	Author, Message string
-	// WorkflowID and RunID are the workflow's; RunID claims the ledger row.
-	WorkflowID, RunID string
+	Preview           bool
+	Author, Message   string
+	WorkflowID, RunID string // the workflow's; RunID claims the ledger row
 }
 
-// PlanMergeResult is the plan of a merge and, when it writes, the exact
-// bytes of its commit.
+// PlanMergeResult is the plan of a merge and, when it writes, the exact bytes of its commit.
 type PlanMergeResult struct {
-	// Outcome, when set, ends the merge without a write: conflict,
-	// already_up_to_date, not_found, not_retained, invalid — or, for a
-	// preview, the outcome the merge would have (merged, adopted, ...).
+	// Outcome, when set, ends the merge without a write; for a preview it is the outcome
+	// the merge would have.
 	Outcome outcome.Outcome
 	Message string
-	// PendingRecorded: Spec is recorded as the operation's pending write already, with
-	// the pins of what it names (WriteInput.PendingRecorded).
+	// PendingRecorded: Spec is recorded as the pending write, with the pins of what it names.
 	PendingRecorded bool `json:",omitempty"`
-	// Owned: the ledger row is this run's; the kernel finishes it.
-	Owned      bool
-	Relation   graph.Relation
-	SourceHead string
-	TargetHead string
-	Bases      []string
+	Owned           bool // the ledger row is this run's: the kernel finishes it
+	Relation        graph.Relation
+	SourceHead      string
+	TargetHead      string
+	Bases           []string
 	// Tables lists every table the merge does not leave unchanged.
 	Tables    []MergeTable
 	Unchanged int
@@ -78,8 +65,7 @@ type PlanMergeResult struct {
 	BaseReads int
 	// Kind is the outcome once the commit is stored: merged or adopted.
 	Kind outcome.Outcome
-	// Committed: this operation's merge commit is stored already (an earlier
-	// attempt landed).
+	// Committed: this operation's merge commit is stored already.
 	Committed bool
 	// Commit is the merge commit's id; Spec the write of its exact bytes.
 	Commit string
@@ -88,28 +74,21 @@ type PlanMergeResult struct {
 
 // PlanMerge reads the source and target heads and plans the merge (docs/format.md,
 // "Merges"): their merge bases (graph.FindBases), the object-level three-way plan
-// (graph.PlanMerge: a table both sides changed merges when their changes touch different
-// objects; only objects changed differently on both sides conflict, and are named), then
-// — recorded, its inputs pinned, the source head probed — the merged versions and the
-// merge commit on the target's head, written as one publish (the versions, chunks first,
-// before the commit; the swap of the target's ref is the head check). A conflict, or
-// nothing to adopt, ends the merge with nothing written. It writes nothing to storage but
-// what the plan's publish names, so the workflow holds the planned bytes before any put
-// is sent.
+// (graph.PlanMerge), then, recorded, pinned and the source head probed, the merged
+// versions and the merge commit on the target's head as one publish. A conflict, or
+// nothing to adopt, ends the merge with nothing written. It writes nothing to storage:
+// the workflow holds the planned bytes before any put is sent.
 func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMergeResult, error) {
 	end := func(o outcome.Outcome, f string, args ...any) (PlanMergeResult, error) {
 		return PlanMergeResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
 	}
-	if err := firstError(format.ValidateGraphName(in.Graph), format.ValidateBranchName(in.Source),
-		format.ValidateBranchName(in.Target), format.ValidateMessage(in.Message)); err != nil {
-		return end(outcome.Invalid, "%v", err)
-	}
+	var opErr error
 	if !in.Preview {
-		if err := format.ValidateOp(in.OpID); err != nil {
-			return end(outcome.Invalid, "%v", err)
-		}
+		opErr = format.ValidateOp(in.OpID)
 	}
-	if err := validAuthor(in.Author); err != nil {
+	if err := firstError(format.ValidateGraphName(in.Graph), format.ValidateBranchName(in.Source),
+		format.ValidateBranchName(in.Target), format.ValidateMessage(in.Message), opErr,
+		validAuthor(in.Author)); err != nil {
 		return end(outcome.Invalid, "%v", err)
 	}
 	if in.Source == in.Target {
@@ -123,8 +102,7 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 	rec := opRecord(catalog.OpMerge, in.OpID, in.Graph, in.WorkflowID, in.RunID, map[string]string{
 		"source": in.Source, "target": in.Target, "expected_head": in.ExpectedHead, "author": in.Author, "message": in.Message,
 	})
-	// stop ends the merge with an outcome, claiming the operation first
-	// (unless previewing) so the kernel can finish it in the ledger.
+	// stop ends the merge with an outcome, claiming the operation first (unless previewing).
 	stop := func(res PlanMergeResult, o outcome.Outcome, f string, args ...any) (PlanMergeResult, error) {
 		res.Outcome, res.Message = o, fmt.Sprintf(f, args...)
 		if in.Preview {
@@ -139,23 +117,26 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 	}
 	owner := Owner{OpID: in.OpID, Run: in.RunID}
 	if !in.Preview {
-		// A merge commit this operation sent already (its answer lost with its
-		// worker) is recognised before anything is planned on a newer head.
+		// A merge commit this operation sent already is recognised before anything is planned.
 		if own, ok, err := a.ownPendingCommit(ctx, owner, in.Graph); err != nil || ok {
-			if err != nil {
-				return PlanMergeResult{}, err
-			}
-			return PlanMergeResult{Owned: true, Committed: own.landed, Commit: own.id, Spec: own.spec, Kind: own.spec.Landed,
-				TargetHead: own.parent}, nil
+			return PlanMergeResult{Owned: ok, Committed: own.landed, Commit: own.id, Spec: own.spec, Kind: own.spec.Landed,
+				TargetHead: own.parent}, err
 		}
 	}
 
-	heads, out, msg, err := a.readMergeHeads(ctx, in.Graph, in.Source, in.Target)
+	// The source's and the target's heads, read at once.
+	heads, outs, msgs := make([]graph.Head, 2), make([]outcome.Outcome, 2), make([]string, 2)
+	err := bounded.EachErr(2, 2, func(i int) (err error) {
+		heads[i], outs[i], msgs[i], err = a.readBranchHead(ctx, in.Graph, []string{in.Source, in.Target}[i])
+		return err
+	})
 	if err != nil {
 		return PlanMergeResult{}, err
 	}
-	if out != "" {
-		return stop(PlanMergeResult{}, out, "%s", msg)
+	for i, out := range outs {
+		if out != "" {
+			return stop(PlanMergeResult{}, out, "%s", msgs[i])
+		}
 	}
 	src, dst := heads[0], heads[1]
 	g, err := graph.Open(a.Store, in.Graph)
@@ -194,20 +175,17 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 		return PlanMergeResult{}, fmt.Errorf("find merge bases: %w", err)
 	}
 	res.Relation, res.BaseReads = search.Relation, search.Reads
-	for _, b := range search.Bases {
-		res.Bases = append(res.Bases, b.ID.String())
-	}
+	res.Bases = mapped(search.Bases, func(b graph.Commit) string { return b.ID.String() })
 
 	// The merged versions' bytes carry the operation's time, known once it is recorded;
 	// a preview records nothing and plans with the time now.
 	at := a.now().UTC()
 	var r claimed
 	if !in.Preview && search.Relation != graph.RelationUpToDate {
-		pins := []catalog.Pin{}
-		for _, c := range append([]graph.Commit{source, target}, search.Bases...) {
-			pins = append(pins, catalog.Pin{Kind: catalog.ObjectCommit, Key: format.CommitIDKey(in.Graph, c.ID)})
-		}
-		if r, err = a.recordWithPins(ctx, rec, pins); err != nil {
+		keys := mapped(append([]graph.Commit{source, target}, search.Bases...), func(c graph.Commit) string {
+			return format.CommitIDKey(in.Graph, c.ID)
+		})
+		if r, err = a.recordWithPins(ctx, rec, keyPins(catalog.ObjectCommit, keys...)); err != nil {
 			return PlanMergeResult{}, err
 		}
 		res.Owned = r.owned
@@ -240,10 +218,8 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 	for _, line := range plan.Tables {
 		mt := MergeTable{Table: line.Table, Action: contract.MergeAction(line.Action), Base: versionString(line.Base), Source: versionString(line.Source),
 			Target: versionString(line.Target), BaseAmbiguous: line.BaseAmbiguous, Added: line.Added, Removed: line.Removed,
-			Replaced: line.Replaced, ConflictCount: line.ConflictCount, Why: line.Why}
-		for _, c := range line.Conflicts {
-			mt.Conflicts = append(mt.Conflicts, c.Name)
-		}
+			Replaced: line.Replaced, ConflictCount: line.ConflictCount, Why: line.Why,
+			Conflicts: mapped(line.Conflicts, func(c graph.ObjectConflict) string { return c.Name })}
 		if len(mt.Conflicts) > 0 {
 			objectConflicts = append(objectConflicts, fmt.Sprintf("%s: %s", line.Table, strings.Join(mt.Conflicts, ", ")))
 		}
@@ -264,7 +240,9 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 	case !plan.Writes():
 		return stop(res, OutcomeAlreadyUpToDate, "%q has nothing %q lacks", in.Source, in.Target)
 	case in.Preview:
-		return stop(res, res.Kind, "%d tables to change on %q from %q", len(plan.Tables)-countKept(plan.Tables), in.Target, in.Source)
+		changed := slices.DeleteFunc(slices.Clone(plan.Tables),
+			func(l graph.TableMerge) bool { return l.Action == graph.TableKeep })
+		return stop(res, res.Kind, "%d tables to change on %q from %q", len(changed), in.Target, in.Source)
 	}
 
 	author, message := cmp.Or(in.Author, "graft"), cmp.Or(in.Message, fmt.Sprintf("merge %s into %s", in.Source, in.Target))
@@ -287,12 +265,10 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 	for _, v := range plan.Versions {
 		spec.Pre = append(append(spec.Pre, chunkPuts(v.Chunks)...), ChunkPut{Key: v.Key, Body: v.Body})
 	}
-	// Pin what the merge commit newly names — the adopted versions, the merged versions
-	// and their chunks, the commit and its chunks — and record the publish as the
-	// operation's pending write, in one transaction; then probe the source head (the
-	// merge commit names it as a parent, and a cleanup that finished before the pin may
-	// have reclaimed it; one present after the pins has what it names, since cleanup
-	// deletes referrers before referents).
+	// Pin what the merge commit newly names (adopted and merged versions, their chunks, the
+	// commit and its chunks) and record the publish, in one transaction; then probe the
+	// source head, a parent a cleanup finished before the pin may have reclaimed (one
+	// present after has what it names: cleanup deletes referrers before referents).
 	var adopted []string
 	for _, line := range plan.Tables {
 		if line.Action == graph.TableAdopt && !line.Source.IsZero() {
@@ -300,7 +276,7 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 		}
 	}
 	pins := append(keyPins(catalog.ObjectTableVersion, append(adopted, plan.Keys()...)...), keyPins(catalog.ObjectCommit, ap.Keys()...)...)
-	if o, msg, err := a.pinAndRecord(ctx, Owner{OpID: in.OpID, Run: in.RunID}, in.Graph, pins, spec); err != nil || o != "" {
+	if o, msg, err := a.pinAndRecord(ctx, Owner{OpID: in.OpID, Run: in.RunID}, in.Graph, pins, &spec); err != nil || o != "" {
 		res.Outcome, res.Message = o, msg
 		return res, err
 	}
@@ -316,33 +292,8 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 	return res, nil
 }
 
-// readMergeHeads resolves the source and the target and reads their heads,
-// both at once: per branch the resolve (resolveBranch: one ledger query and
-// one GET of the ref it names, when that ref is live), then one GET of the
-// head.
-func (a *Activities) readMergeHeads(ctx context.Context, graphName string, names ...string) ([]graph.Head, outcome.Outcome, string, error) {
-	heads := make([]graph.Head, len(names))
-	outs := make([]outcome.Outcome, len(names))
-	msgs := make([]string, len(names))
-	errs := make([]error, len(names))
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Go(func() { heads[i], outs[i], msgs[i], errs[i] = a.readBranchHead(ctx, graphName, name) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, "", "", err
-	}
-	for i := range names {
-		if outs[i] != "" {
-			return nil, outs[i], msgs[i], nil
-		}
-	}
-	return heads, "", "", nil
-}
-
-// readBranchHead resolves a logical branch and reads its head, or says
-// which outcome ends the operation (not_found names a missing graph).
+// readBranchHead resolves a logical branch and reads its head, or says which outcome ends
+// the operation (not_found names a missing graph).
 func (a *Activities) readBranchHead(ctx context.Context, graphName, name string) (graph.Head, outcome.Outcome, string, error) {
 	b, out, msg, err := a.resolveWriteBranch(ctx, graphName, name)
 	if err != nil || out != "" {
@@ -374,10 +325,8 @@ func versionString(v ulid.ULID) string {
 	return v.String()
 }
 
-// recordWithPins claims the operation for p.Owner and registers its pins in
-// one ledger transaction. A pin a running cleanup has condemned refuses the
-// whole transaction; the operation is then claimed on its own and ends
-// not_retained.
+// recordWithPins claims the operation for p.Owner and registers its pins in one
+// transaction; a pin a running cleanup condemned ends it not_retained, claimed on its own.
 func (a *Activities) recordWithPins(ctx context.Context, p catalog.OperationInsertParams, pins []catalog.Pin) (claimed, error) {
 	var c claimed
 	err := a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
@@ -401,9 +350,8 @@ func (a *Activities) recordWithPins(ctx context.Context, p catalog.OperationInse
 }
 
 // claimCommit claims an operation that reads commit id: with o set, one that ends with o
-// before any pin; otherwise with the commit pinned (recordWithPins), then probed. The
-// commit's pin keeps what it reaches; the commit found after the pin has it all (cleanup
-// deletes referrers before referents). note ends the message of a commit reclaimed.
+// before any pin; otherwise with the commit pinned (recordWithPins), then probed (found
+// after the pin, it has all it reaches). note ends the message of a commit reclaimed.
 func (a *Activities) claimCommit(ctx context.Context, rec catalog.OperationInsertParams, id format.CommitID, o outcome.Outcome, msg, note string) (claimed, error) {
 	key := format.CommitIDKey(rec.Graph, id)
 	if o != "" {
@@ -435,8 +383,7 @@ func (a *Activities) headAll(ctx context.Context, keys []string) ([]storage.Obje
 	return infos, errs
 }
 
-// probeKeys HEADs keys in parallel after their pins are registered, and
-// returns the first that is missing (reclaimed), or "".
+// probeKeys HEADs keys after their pins are registered and returns the first missing, or "".
 func (a *Activities) probeKeys(ctx context.Context, keys ...string) (string, error) {
 	_, errs := a.headAll(ctx, keys)
 	for i, err := range errs {
@@ -448,14 +395,4 @@ func (a *Activities) probeKeys(ctx context.Context, keys ...string) (string, err
 		}
 	}
 	return "", nil
-}
-
-func countKept(lines []graph.TableMerge) int {
-	n := 0
-	for _, l := range lines {
-		if l.Action == graph.TableKeep {
-			n++
-		}
-	}
-	return n
 }

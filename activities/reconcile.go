@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,53 +20,45 @@ import (
 
 // ReconcileInput is the input of Reconcile.
 type ReconcileInput struct {
-	// Run is the reconciler's own run id: the rows it takes over are owned by
-	// "reconcile/{Run}".
+	// Run is the reconciler's run id: the rows it takes over are owned by "reconcile/{Run}".
 	Run string
 	// Graph restricts the pass to one graph. Defaults to "" (every graph).
 	Graph string
 	// OpID restricts the pass to one operation. Defaults to "" (every one).
 	OpID string
-	// Limit bounds the unfinished operations examined per page; every page is
-	// examined. Defaults to 100.
+	// Limit bounds the unfinished operations read per page. Defaults to 100.
 	Limit int
 }
 
-// ReconciledOp and ReconcileResult are declared in package contract (the workflow returns them).
+// ReconciledOp and ReconcileResult are declared in package contract.
 type (
 	ReconciledOp    = contract.ReconciledOp
 	ReconcileResult = contract.ReconcileResult
 )
 
-// Reconcile finds unfinished operations whose workflow has closed without recording their
-// end — terminated, timed out, reset away, or lost — and settles each as its own workflow
-// would have: it takes the row over (a compare-and-swap of its owner, so a late activity of
-// the closed run never writes after it), settles the write the operation had pending (a
-// fence that finds it landed → the operation's success outcome; a fence that wins → it
-// never lands, and a create's clone is reclaimed), and finishes the operation, which
-// releases its pins. A fence the store refuses parks the operation in doubt for the next
-// pass. Cleanup runs are left to cleanup, which adopts its own orphaned runs; a cleanup
-// operation whose workflow closed before it inserted its run is finished here (no cleanup
-// would find it).
+// Reconcile settles each unfinished operation whose workflow closed without recording its
+// end as that workflow would have: it takes the row over (a compare-and-swap of its owner,
+// so a late activity of the closed run never writes after it), fences the pending write (a
+// fence finding it landed gives the success outcome; one that wins, unpublished, and a
+// create's clone is reclaimed), and finishes the operation. A refused fence parks the
+// operation in doubt for the next pass. Cleanup runs are cleanup's to adopt, bar the ones
+// no cleanup would find (reconcileCleanup).
 func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (ReconcileResult, error) {
 	if a.Workflows == nil {
 		return ReconcileResult{}, errors.New("reconcile: the worker has no Temporal client to ask whether workflows closed")
 	}
-	// A pass may wait long on one fence (a stalled store): it heartbeats while this
-	// worker runs it, so a worker that dies mid-pass is noticed within the heartbeat
-	// timeout and another worker takes the pass over.
+	// A pass may wait long on one fence (a stalled store): it heartbeats while this worker
+	// runs it, so another worker takes over a pass whose worker died.
 	if activity.IsActivity(ctx) {
 		if every := activity.GetInfo(ctx).HeartbeatTimeout / 3; every > 0 {
-			stop := make(chan struct{})
-			defer close(stop)
+			hctx, stop := context.WithCancel(ctx)
+			defer stop()
 			go func() {
 				t := time.NewTicker(every)
 				defer t.Stop()
 				for {
 					select {
-					case <-stop:
-						return
-					case <-ctx.Done():
+					case <-hctx.Done():
 						return
 					case <-t.C:
 						activity.RecordHeartbeat(ctx)
@@ -75,10 +68,7 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 		}
 	}
 	res := ReconcileResult{Settled: []ReconciledOp{}}
-	limit := in.Limit
-	if limit <= 0 {
-		limit = 100
-	}
+	limit := cmp.Or(max(in.Limit, 0), 100)
 	var ops []catalog.Operation
 	for after := (catalog.Operation{}); ; after = ops[len(ops)-1] {
 		page, err := a.Catalog.OperationListUnfinished(ctx, catalog.OperationListUnfinishedParams{Graph: in.Graph, Limit: limit, After: after})
@@ -128,22 +118,20 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 	return res, nil
 }
 
-// reconcileCleanup settles the cleanup rows no cleanup would find. A dry run whose
-// workflow ended without finishing it is aborted: the next mark or sweep finishes an
-// orphaned mark or sweep run (a sweep's plan must still be deleted, docs/cleanup.md), but
-// a dry run blocks no other cleanup, so none would ever find it; it deleted nothing, so
-// aborting it is all there is to do. An operation whose workflow ended before it inserted
-// its run (terminated, its worker killed between the two) read and deleted nothing; it is
-// finished failed. Any other cleanup row is left alone.
+// reconcileCleanup settles the cleanup rows no cleanup would find. An orphaned dry run
+// blocks no other cleanup, so none would find it; it deleted nothing, so it is aborted (the
+// next mark or sweep finishes an orphaned mark or sweep run, docs/cleanup.md). An operation
+// whose workflow ended before it inserted its run read and deleted nothing: it is finished
+// failed (catalog.CleanupOperationAbandon). Any other cleanup row is left alone.
 func (a *Activities) reconcileCleanup(ctx context.Context, op catalog.Operation) (ReconciledOp, error) {
 	run, err := a.Catalog.CleanupRunGet(ctx, catalog.CleanupRunGetParams{ID: op.ID})
-	if errors.Is(err, catalog.ErrNotFound) {
-		return a.reconcileUnbegunCleanup(ctx, op)
-	}
-	if err != nil {
+	unbegun := errors.Is(err, catalog.ErrNotFound)
+	switch {
+	case unbegun:
+		run = catalog.CleanupRun{ID: op.ID, Graph: op.Graph}
+	case err != nil:
 		return ReconciledOp{}, err
-	}
-	if run.Mode != catalog.CleanupDryRun || run.State != catalog.CleanupRunning {
+	case run.Mode != catalog.CleanupDryRun || run.State != catalog.CleanupRunning:
 		return ReconciledOp{}, nil
 	}
 	orphan, err := a.orphanedRun(ctx, run)
@@ -151,26 +139,17 @@ func (a *Activities) reconcileCleanup(ctx context.Context, op catalog.Operation)
 		return ReconciledOp{}, err
 	}
 	msg := fmt.Sprintf("aborted by the reconciler: its workflow %s ended without finishing it", orphan.WorkflowID)
-	if err := a.CleanupFinish(ctx, CleanupFinishInput{RunID: run.ID, Graph: run.Graph, Aborted: true, Message: msg}); err != nil {
+	if unbegun {
+		msg = fmt.Sprintf("its workflow %s ended before the run began; nothing was read or deleted", orphan.WorkflowID)
+		done, err := a.Catalog.CleanupOperationAbandon(ctx, catalog.CleanupOperationAbandonParams{OpID: op.ID, Message: msg})
+		if err != nil || !done {
+			return ReconciledOp{}, err
+		}
+		a.observeFinished(string(op.Kind), string(catalog.OutcomeFailed))
+	} else if err := a.CleanupFinish(ctx, CleanupFinishInput{RunID: run.ID, Graph: run.Graph, Aborted: true,
+		Message: msg}); err != nil {
 		return ReconciledOp{}, err
 	}
-	return ReconciledOp{OpID: op.ID, Kind: string(op.Kind), Message: msg}, nil
-}
-
-// reconcileUnbegunCleanup finishes a cleanup operation whose workflow ended before its run
-// was inserted (catalog.CleanupOperationAbandon); one whose workflow still runs, or that
-// cannot be traced to a workflow, is left alone.
-func (a *Activities) reconcileUnbegunCleanup(ctx context.Context, op catalog.Operation) (ReconciledOp, error) {
-	orphan, err := a.orphanedRun(ctx, catalog.CleanupRun{ID: op.ID, Graph: op.Graph})
-	if err != nil || orphan == nil {
-		return ReconciledOp{}, err
-	}
-	msg := fmt.Sprintf("its workflow %s ended before the run began; nothing was read or deleted", orphan.WorkflowID)
-	done, err := a.Catalog.CleanupOperationAbandon(ctx, catalog.CleanupOperationAbandonParams{OpID: op.ID, Message: msg})
-	if err != nil || !done {
-		return ReconciledOp{}, err
-	}
-	a.observeFinished(string(op.Kind), string(catalog.OutcomeFailed))
 	return ReconciledOp{OpID: op.ID, Kind: string(op.Kind), Message: msg}, nil
 }
 
@@ -196,9 +175,8 @@ func (a *Activities) reconcileOne(ctx context.Context, op catalog.Operation, own
 			return r, err
 		}
 		if !hasPending {
-			// The ref was never sent (the kernel records it before sending), but fence
-			// every unsettled incarnation's ref key all the same: nothing can publish
-			// it now, and unpublished always leaves a fence.
+			// The ref was never sent (the kernel records it first), but fence every
+			// unsettled incarnation's ref key all the same: unpublished leaves a fence.
 			for _, inc := range incs {
 				if !inc.State.Settled() {
 					if spec, hasPending = a.liveRefSpec(ctx, op, inc); hasPending {
@@ -225,9 +203,8 @@ func (a *Activities) reconcileOne(ctx context.Context, op catalog.Operation, own
 			return r, nil
 		case Landed:
 			if key, ok := commitKeyOf(spec); ok {
-				// The closed run's puts of the commit may still be in flight — nothing
-				// says which of them answered — and the commit is on its branch now: a
-				// late one must never refill its key after cleanup emptied it.
+				// The closed run's puts of the commit may still be in flight, and the
+				// commit is on its branch now: a late one must never refill its key.
 				if err := a.holdForLatePut(ctx, owner, key); err != nil {
 					return r, err
 				}
@@ -282,7 +259,6 @@ func (a *Activities) reconcileOne(ctx context.Context, op catalog.Operation, own
 	return r, nil
 }
 
-// pendingSpec decodes the write an operation recorded as pending.
 func pendingSpec(op catalog.Operation) (WriteSpec, bool) {
 	if len(op.Pending) == 0 {
 		return WriteSpec{}, false
@@ -294,9 +270,8 @@ func pendingSpec(op catalog.Operation) (WriteSpec, bool) {
 	return spec, true
 }
 
-// liveRefSpec is the live ref put of an incarnation whose create recorded no pending
-// write: the ref naming its tree's fork commit, found by listing the tree. A tree with no
-// commit has no ref put to fence either: the kernel sends the ref only after the clone.
+// liveRefSpec is the live ref put of an incarnation whose create recorded no pending write:
+// the ref naming its tree's fork commit (none without a commit: the ref follows the clone).
 func (a *Activities) liveRefSpec(ctx context.Context, op catalog.Operation, inc catalog.Incarnation) (WriteSpec, bool) {
 	logical, tree, err := format.ParseNative(inc.Native)
 	if err != nil {
@@ -315,7 +290,7 @@ func (a *Activities) liveRefSpec(ctx context.Context, op catalog.Operation, inc 
 }
 
 // forkOf is the last commit id listed in tree (zero when none is): a clone's fork commit,
-// in a tree whose ref never landed, so that no commit was appended.
+// in a tree whose ref never landed.
 func (a *Activities) forkOf(ctx context.Context, graphName string, tree ulid.ULID) (format.CommitID, error) {
 	var fork format.CommitID
 	err := storage.ListAll(ctx, a.Store, format.TreeCommitsPrefix(graphName, tree), func(o storage.ObjectInfo) error {
@@ -338,8 +313,6 @@ func (a *Activities) reclaimClones(ctx context.Context, owner Owner, op catalog.
 		if err != nil {
 			continue
 		}
-		// The tree's commits are the clone's fork commit, if it was written: a tree whose
-		// ref key is fenced never had a commit appended.
 		fork, err := a.forkOf(ctx, op.Graph, tree)
 		if err != nil {
 			return fmt.Errorf("list clone %s: %w", inc.Native, err)

@@ -19,9 +19,8 @@ import (
 type PrepareRepairInput struct {
 	OpID, Graph, Branch string
 	// Keep is the native name of the live incarnation to keep.
-	Keep string
-	// WorkflowID and RunID are the workflow's; RunID claims the ledger row.
-	WorkflowID, RunID string
+	Keep              string
+	WorkflowID, RunID string // the workflow's; RunID claims the ledger row
 }
 
 // RetireTarget is a live ref a repair retires.
@@ -31,26 +30,21 @@ type RetireTarget struct {
 	Spec WriteSpec
 }
 
-// PrepareRepairResult is what PrepareRepair decided. A non-empty Outcome
-// ends the repair before any storage effect.
+// PrepareRepairResult is what PrepareRepair decided; an Outcome ends the repair.
 type PrepareRepairResult struct {
 	Outcome outcome.Outcome
 	Message string
-	// Owned: the ledger row is this run's; the kernel finishes it.
-	Owned bool
-	// Retire lists the live refs other than Keep, with the ETags to
-	// compare-and-swap against.
+	Owned   bool // the ledger row is this run's: the kernel finishes it
+	// Retire lists the live refs other than Keep.
 	Retire []RetireTarget
 	// AlreadyRetired lists refs this operation retired in an earlier attempt.
 	AlreadyRetired []string
 }
 
-// PrepareRepair records the repair (as a delete_branch operation: it
-// retires incarnations the way a branch delete does) and reads the refs of
-// the one logical name directly — not through the listing that refuses a
-// name with several live refs. Keep must be one of the live natives. A
-// live ref whose create is still settling in the ledger is not retired:
-// that create must end first.
+// PrepareRepair records the repair (a delete_branch operation: it retires incarnations as
+// a delete does) and reads the name's refs directly, not through the listing that refuses
+// several live refs. Keep must be a live native; a ref whose create is still settling is
+// not retired until that create ends.
 func (a *Activities) PrepareRepair(ctx context.Context, in PrepareRepairInput) (PrepareRepairResult, error) {
 	end := func(o outcome.Outcome, f string, args ...any) (PrepareRepairResult, error) {
 		return PrepareRepairResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
@@ -74,10 +68,9 @@ func (a *Activities) PrepareRepair(ctx context.Context, in PrepareRepairInput) (
 		res.Outcome, res.Message = o, fmt.Sprintf(f, args...)
 		return res, nil
 	}
-	if _, err := graph.ReadGraph(ctx, a.Store, in.Graph); err != nil {
-		if errors.Is(err, graph.ErrGraphNotFound) {
-			return stop(outcome.NotFound, "graph %q does not exist", in.Graph)
-		}
+	if _, err := graph.ReadGraph(ctx, a.Store, in.Graph); errors.Is(err, graph.ErrGraphNotFound) {
+		return stop(outcome.NotFound, "graph %q does not exist", in.Graph)
+	} else if err != nil {
 		return PrepareRepairResult{}, fmt.Errorf("read graph: %w", err)
 	}
 	incs, err := graph.ReadBranchIncarnations(ctx, a.Store, in.Graph, in.Branch)
@@ -121,14 +114,12 @@ func (a *Activities) PrepareRepair(ctx context.Context, in PrepareRepairInput) (
 	return res, nil
 }
 
-// settling says that the create of w's incarnation is still settling, and how to wait.
 func settling(w catalog.Incarnation) string {
 	return fmt.Sprintf("the create of %s is still settling (%s, operation %s); wait for it with `graft op wait %s`", w.Native, w.State, w.OpID, w.OpID)
 }
 
-// retireRefused says why a RetireRef error proves the swap did not and will not happen:
-// another writer changed the ref (still live, or no longer live), or it is not a ref
-// this format can swap; false for any other error.
+// retireRefused says why a RetireRef error proves the swap did not and will not happen
+// (another writer changed the ref, or it is not a ref this format can swap), or false.
 func retireRefused(err error) (string, bool) {
 	var changed *graph.RefChangedError
 	switch {
@@ -140,9 +131,8 @@ func retireRefused(err error) (string, bool) {
 	return "", false
 }
 
-// retireWitnessTx records a retired ref's witness, if the ledger has one, as retired, in
-// the caller's transaction. A witness in another state than live or retired is left as
-// is, and the returned note says so.
+// retireWitnessTx records a retired ref's witness, if any, retired, in tx; one neither live
+// nor retired is left as is, and the returned note says so.
 func (a *Activities) retireWitnessTx(ctx context.Context, tx pgx.Tx, graphName, native string) (string, error) {
 	w, err := a.Catalog.IncarnationGetByNativeTx(ctx, tx, catalog.IncarnationGetByNativeParams{Graph: graphName, Native: native})
 	switch {
@@ -170,13 +160,11 @@ type AdoptKeptInput struct {
 
 // AdoptKeptResult is the output of AdoptKept.
 type AdoptKeptResult struct {
-	// Note says what happened to the kept incarnation's witness, if anything.
-	Note string
+	Note string // what happened to the kept incarnation's witness, if anything
 }
 
-// AdoptKept makes the ledger name a repair's kept incarnation live — recording
-// a witness for it, under the repair's operation, when it was written outside
-// this ledger — before the kernel finishes the repair as done.
+// AdoptKept makes the ledger name a repair's kept incarnation live, recording a witness for
+// it under the repair's operation when it was written outside this ledger.
 func (a *Activities) AdoptKept(ctx context.Context, in AdoptKeptInput) (AdoptKeptResult, error) {
 	_, tree, err := format.ParseNative(in.Keep)
 	if err != nil {

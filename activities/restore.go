@@ -21,33 +21,26 @@ type PrepareRestoreInput struct {
 	// ExpectedHead, when set, is the commit the branch's head must be.
 	ExpectedHead string
 	// NoBackup skips the backup tag of the pre-restore head.
-	NoBackup bool
-	// BackupTag names the backup tag; "" means BackupTagName's default.
-	BackupTag       string
-	Author, Message string
-	// WorkflowID and RunID are the workflow's; RunID claims the ledger row.
-	WorkflowID, RunID string
+	NoBackup          bool
+	BackupTag         string // "" for BackupTagName's
+	Author, Message   string
+	WorkflowID, RunID string // the workflow's; RunID claims the ledger row
 }
 
-// PrepareRestoreResult is what PrepareRestore decided. A non-empty Outcome
-// ends the restore before any storage effect.
+// PrepareRestoreResult is what PrepareRestore decided; an Outcome ends the restore.
 type PrepareRestoreResult struct {
 	Outcome outcome.Outcome
 	Message string
-	// Owned: the ledger row is this run's; the kernel finishes it.
-	Owned bool
+	Owned   bool // the ledger row is this run's: the kernel finishes it
 	// Target is the id of the commit whose pins the restore copies.
 	Target string
-	// Time is the operation's time; it goes into the backup tag and the
-	// commit, so re-issues are byte-identical.
+	// Time is the operation's time, in the backup tag and the commit: re-issues are identical.
 	Time time.Time
 }
 
-// PrepareRestore validates a restore, resolves the commit to restore (by id
-// or through a tag) and the branch, records the operation and pins the
-// target commit and every version it pins — one ledger transaction — and
-// then probes that each of them still exists: anything missing is
-// not_retained, with nothing written.
+// PrepareRestore validates a restore, resolves the commit to restore (by id or tag) and the
+// branch, records the operation with the target pinned, then probes it still exists
+// (not_retained otherwise, nothing written).
 func (a *Activities) PrepareRestore(ctx context.Context, in PrepareRestoreInput) (PrepareRestoreResult, error) {
 	end := func(o outcome.Outcome, f string, args ...any) (PrepareRestoreResult, error) {
 		return PrepareRestoreResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
@@ -76,7 +69,6 @@ func (a *Activities) PrepareRestore(ctx context.Context, in PrepareRestoreInput)
 
 	target, o, msg, err := a.resolveCommit(ctx, in.Graph, in.ToCommit, in.ToTag)
 	if err == nil && o == "" {
-		// The branch must exist (a missing branch or graph ends the restore unrecorded).
 		_, o, msg, err = a.readBranchHead(ctx, in.Graph, in.Branch)
 	}
 	if err != nil {
@@ -131,8 +123,8 @@ func (a *Activities) resolveCommit(ctx context.Context, graphName, id, tag strin
 	return c, "", "", nil
 }
 
-// missingCommit says why commit id (cid parsed) is not found: the ledger's record of a
-// cleanup's deletion proves it existed (not_retained); otherwise it never did (not_found).
+// missingCommit says why commit id (cid parsed) is not found: reclaimed by a cleanup, as
+// the ledger records (not_retained), or never there (not_found).
 func (a *Activities) missingCommit(ctx context.Context, graphName, id string, cid format.CommitID) (outcome.Outcome, string, error) {
 	run, reclaimed, err := a.Catalog.KeyReclaimed(ctx, catalog.KeyReclaimedParams{Graph: graphName, Key: format.CommitIDKey(graphName, cid)})
 	switch {
@@ -144,12 +136,9 @@ func (a *Activities) missingCommit(ctx context.Context, graphName, id string, ci
 	return outcome.NotFound, fmt.Sprintf("commit %s does not exist", id), nil
 }
 
-// BackupTagName is the default name of the backup tag a restore takes of
-// head, the branch's head before the restore: "backup/{branch}/{head}", or
-// "backup/{head}" when the branch name is too long for that. The name is a
-// function of the head, so a restore that re-plans on a moved head backs up
-// each head it replaces under its own name, and two restores of the same
-// head share one backup.
+// BackupTagName is the default backup tag of the head a restore replaces:
+// "backup/{branch}/{head}", or "backup/{head}" when that is too long. A function of the
+// head, so a re-plan on a moved head backs up each head under its own name.
 func BackupTagName(branch, head string) string {
 	name := "backup/" + branch + "/" + head
 	if format.ValidateTagName(name) != nil {
@@ -171,18 +160,16 @@ type PlanRestoreInput struct {
 	Time            time.Time
 }
 
-// PlanRestoreResult is the restore commit planned on the current head, and
-// the backup tag of that head, or the outcome that ends the restore.
+// PlanRestoreResult is the restore commit planned on the current head and that head's
+// backup tag, or the outcome that ends the restore.
 type PlanRestoreResult struct {
 	Outcome outcome.Outcome
 	Message string
 	// Committed: this operation's restore commit is stored already.
 	Committed bool
-	// Moved: the head read moved on (cleanup reclaimed it before its pin was
-	// registered): plan again on the new head.
+	// Moved: cleanup reclaimed the head read before its pin: plan again on the new head.
 	Moved bool
-	// Head is the head the restore replaces.
-	Head string
+	Head  string // the head the restore replaces
 	// BackupTag is the backup tag's name and Tag its write; empty without a backup.
 	BackupTag string
 	Tag       WriteSpec
@@ -191,13 +178,10 @@ type PlanRestoreResult struct {
 	Spec   WriteSpec
 }
 
-// PlanRestore reads the branch's real head (which must be the expected head,
-// if one was given), pins it — the backup tag will name it — then probes it
-// still exists, and computes the backup tag and the restore commit: first
-// parent the head, the target's pins, restored_from the target. It writes
-// nothing to storage. A restore commit this operation sent already (recorded
-// as its pending write) is recognised first, so a plan re-run after a worker
-// crash never appends the restore again on a newer head.
+// PlanRestore reads the branch's real head (the expected one, if given), pins it for the
+// backup tag, probes it, and computes the backup tag and the restore commit (first parent
+// the head, the target's pins). It writes nothing to storage. A restore commit this
+// operation sent already is recognised first, so it is never appended twice.
 func (a *Activities) PlanRestore(ctx context.Context, in PlanRestoreInput) (PlanRestoreResult, error) {
 	end := func(o outcome.Outcome, f string, args ...any) (PlanRestoreResult, error) {
 		return PlanRestoreResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
@@ -207,10 +191,7 @@ func (a *Activities) PlanRestore(ctx context.Context, in PlanRestoreInput) (Plan
 		return end(outcome.Invalid, "target: %v", err)
 	}
 	if own, ok, err := a.ownPendingCommit(ctx, in.Owner, in.Graph); err != nil || ok {
-		if err != nil {
-			return PlanRestoreResult{}, err
-		}
-		return PlanRestoreResult{Committed: own.landed, Commit: own.id, Head: own.parent, Spec: own.spec}, nil
+		return PlanRestoreResult{Committed: own.landed, Commit: own.id, Head: own.parent, Spec: own.spec}, err
 	}
 	head, o, msg, err := a.readBranchHead(ctx, in.Graph, in.Branch)
 	if err != nil || o != "" {
@@ -227,7 +208,7 @@ func (a *Activities) PlanRestore(ctx context.Context, in PlanRestoreInput) (Plan
 		return end(outcome.Conflict, "the head of %q is %s, not the expected %s", in.Branch, head.Commit.ID, in.ExpectedHead)
 	}
 	headKey := format.CommitIDKey(in.Graph, head.Commit.ID)
-	if o, msg, err := a.pinKeys(ctx, in.Owner, in.Graph, catalog.ObjectCommit, []string{headKey}); err != nil || o != "" {
+	if o, msg, err := a.pinAndRecord(ctx, in.Owner, in.Graph, keyPins(catalog.ObjectCommit, headKey), nil); err != nil || o != "" {
 		return PlanRestoreResult{Outcome: o, Message: msg}, err
 	}
 	if missing, err := a.probeKeys(ctx, headKey); err != nil || missing != "" {
@@ -262,7 +243,7 @@ func (a *Activities) PlanRestore(ctx context.Context, in PlanRestoreInput) (Plan
 	case err != nil:
 		return PlanRestoreResult{}, fmt.Errorf("plan restore: %w", err)
 	}
-	if o, msg, err := a.pinKeys(ctx, in.Owner, in.Graph, catalog.ObjectCommit, plan.Keys()); err != nil || o != "" {
+	if o, msg, err := a.pinAndRecord(ctx, in.Owner, in.Graph, keyPins(catalog.ObjectCommit, plan.Keys()...), nil); err != nil || o != "" {
 		return PlanRestoreResult{Outcome: o, Message: msg}, err
 	}
 	res.Commit, res.Spec = plan.Commit.ID.String(), publishSpec(in.Graph, plan, outcome.Done)

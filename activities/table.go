@@ -19,8 +19,7 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// TableObject is one data object of a new table version, already uploaded
-// by the client under format.ObjectKey(graph, table, ID).
+// TableObject is one data object of a new table version, uploaded under format.ObjectKey.
 type TableObject struct {
 	ID     string // ULID
 	Size   int64
@@ -31,43 +30,34 @@ type TableObject struct {
 type PrepareWriteInput struct {
 	OpID, Graph, Branch, Table string
 	Objects                    []TableObject
-	// Edit (docs/workflows.md): see TableEdit.
-	Edit TableEdit
-	// ExpectedHead is the commit the caller expects the branch's head to be;
-	// "" means whatever the head is when the commit is appended.
-	ExpectedHead    string
-	Author, Message string
-	// WorkflowID and RunID are the workflow's; RunID claims the ledger row.
-	WorkflowID, RunID string
+	Edit                       TableEdit
+	// ExpectedHead is the commit the branch's head must be; "" for whatever it is.
+	ExpectedHead      string
+	Author, Message   string
+	WorkflowID, RunID string // the workflow's; RunID claims the ledger row
 }
 
-// PrepareWriteResult is what PrepareWrite decided. A non-empty Outcome ends
-// the write before any storage effect.
+// PrepareWriteResult is what PrepareWrite decided; an Outcome ends the write.
 type PrepareWriteResult struct {
 	Outcome outcome.Outcome
 	Message string
-	// Owned reports that the ledger row is this run's: the kernel finishes it.
-	Owned bool
-	// Time is the operation's time (its first recording in the ledger); it
-	// goes into the manifest and the commit, so re-issues are byte-identical.
-	Time time.Time
-	// Version is the new table version's ULID.
-	Version string
-	// Objects counts the write's uploaded objects, inline or staged.
-	Objects int
-	// Native is the branch's live incarnation when the write started.
-	Native string
-	Bytes  int64
+	Owned   bool // the ledger row is this run's: the kernel finishes it
+	// Time is the operation's first recording, in the manifest and the commit: re-issues
+	// are byte-identical.
+	Time    time.Time
+	Version string // the new table version's ULID
+	Objects int    // the write's uploaded objects, inline or staged
+	Native  string // the branch's live incarnation when the write started
+	Bytes   int64
 }
 
-// objectProbeConcurrency bounds the parallel HEADs of PrepareWrite.
+// objectProbeConcurrency bounds the parallel HEADs of a probe.
 const objectProbeConcurrency = 8
 
-// PrepareWrite validates a table write, records the operation, checks that
-// the graph and branch exist, pins the new version and its data objects
-// against cleanup, and then probes that every object was uploaded with its
-// size — in that order (pin, then probe), so a cleanup either sees the pins
-// or refuses them (not_retained).
+// PrepareWrite validates a table write, records the operation, checks that the graph and
+// branch exist, pins the new version and its data objects, then probes that every object
+// was uploaded with its size: pin, then probe, so a cleanup either sees the pins or
+// refuses them (not_retained).
 func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (PrepareWriteResult, error) {
 	end := func(o outcome.Outcome, f string, args ...any) (PrepareWriteResult, error) {
 		return PrepareWriteResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
@@ -85,9 +75,8 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 	if err := in.Edit.check(); err != nil {
 		return end(outcome.Invalid, "%v", err)
 	}
-	// A key a graph owns or may come to own is never imported (docs/format.md, *Ownership*),
-	// whichever client started the write: its shape is checked here, a graph at its prefix
-	// once the graph's format is known.
+	// A key a graph owns or may come to own is never imported (docs/format.md, *Ownership*):
+	// its shape is checked here, a graph at its prefix once the graph's format is known.
 	for i, im := range in.Edit.Imports {
 		if why := graph.ImportKeyOwned(in.Graph, im.Key); why != "" {
 			return end(outcome.Invalid, "imports[%d]: %s is %s; import only objects outside every graph's prefix", i, im.Key, why)
@@ -123,20 +112,16 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 	}
 	res.Version = nativeULID(in.OpID+"/version", 0, res.Time).String()
 
-	if _, err := graph.ReadGraph(ctx, a.Store, in.Graph); err != nil {
-		if errors.Is(err, graph.ErrGraphNotFound) {
-			return stop(outcome.NotFound, "graph %q does not exist; create it with `graft graph init %s`", in.Graph, in.Graph)
-		}
-		if isUnreadableObject(err) {
-			return stop(outcome.Conflict, "graph %q: its graph record is unreadable: %v", in.Graph, err)
-		}
+	switch _, err := graph.ReadGraph(ctx, a.Store, in.Graph); {
+	case errors.Is(err, graph.ErrGraphNotFound):
+		return stop(outcome.NotFound, "graph %q does not exist; create it with `graft graph init %s`", in.Graph, in.Graph)
+	case isUnreadableObject(err):
+		return stop(outcome.Conflict, "graph %q: its graph record is unreadable: %v", in.Graph, err)
+	case err != nil:
 		return PrepareWriteResult{}, fmt.Errorf("read graph: %w", err)
 	}
 	if len(in.Edit.Imports) > 0 {
-		keys := make([]string, len(in.Edit.Imports))
-		for i, im := range in.Edit.Imports {
-			keys[i] = im.Key
-		}
+		keys := mapped(in.Edit.Imports, func(im TableImport) string { return im.Key })
 		err := graph.CheckImportKeys(ctx, a.Store, in.Graph, keys, func(i int) string { return fmt.Sprintf("imports[%d]", i) })
 		switch {
 		case errors.Is(err, graph.ErrInvalid):
@@ -163,13 +148,9 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 	}
 
 	version, _ := ulid.Parse(res.Version)
-	pins := []catalog.Pin{{Kind: catalog.ObjectTableVersion, Key: format.TableVersionKey(in.Graph, in.Table, version)}}
-	for _, e := range entries {
-		pins = append(pins, catalog.Pin{Kind: catalog.ObjectData, Key: format.ObjectKey(in.Graph, in.Table, e.ID)})
-	}
-	for _, k := range st.keys {
-		pins = append(pins, catalog.Pin{Kind: catalog.ObjectTableVersion, Key: k})
-	}
+	pins := append(keyPins(catalog.ObjectTableVersion, format.TableVersionKey(in.Graph, in.Table, version)),
+		keyPins(catalog.ObjectData, objectKeys(in.Graph, in.Table, entries)...)...)
+	pins = append(pins, keyPins(catalog.ObjectTableVersion, st.keys...)...)
 	if err := a.Catalog.PinsRegister(ctx, catalog.PinsRegisterParams{OpID: in.OpID, Graph: in.Graph, Pins: pins, Owner: in.RunID}); err != nil {
 		if errors.Is(err, catalog.ErrCondemned) {
 			return stop(outcome.NotRetained, "uploaded objects are condemned by a running cleanup: %v", err)
@@ -190,9 +171,8 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 	return res, nil
 }
 
-// resolveWriteBranch finds the live incarnation a write appends to, or the
-// outcome that ends the write: the ledger's open incarnation of the name read
-// first (resolveBranch), every ref of the name only when that is not live.
+// resolveWriteBranch finds the live incarnation a write appends to (resolveBranch), or the
+// outcome that ends the write.
 func (a *Activities) resolveWriteBranch(ctx context.Context, graphName, branch string) (graph.Branch, outcome.Outcome, string, error) {
 	b, err := a.resolveBranch(ctx, graphName, branch)
 	var ml *graph.MultipleLiveError
@@ -216,8 +196,8 @@ type objectEntry struct {
 	SHA256 string
 }
 
-// objectEntries validates a version's object list and returns it sorted by
-// ID, with the total size.
+// objectEntries validates a version's object list and returns it sorted by ID, with the
+// total size.
 func objectEntries(objs []TableObject, maxSize int64) ([]objectEntry, int64, error) {
 	entries := make([]objectEntry, 0, len(objs))
 	seen := make(map[ulid.ULID]bool, len(objs))
@@ -244,8 +224,7 @@ func objectEntries(objs []TableObject, maxSize int64) ([]objectEntry, int64, err
 	return entries, total, nil
 }
 
-// objectsDigest identifies an object list in the ledger's record of the
-// operation's inputs, without storing every entry there.
+// objectsDigest identifies an object list in the ledger's record of the inputs.
 func objectsDigest(entries []objectEntry) string {
 	h := sha256.New()
 	for _, e := range entries {
@@ -254,13 +233,13 @@ func objectsDigest(entries []objectEntry) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+func objectKeys(graphName, table string, entries []objectEntry) []string {
+	return mapped(entries, func(e objectEntry) string { return format.ObjectKey(graphName, table, e.ID) })
+}
+
 // probeObjects HEADs every object: each must exist with its listed size.
 func (a *Activities) probeObjects(ctx context.Context, graphName, table string, entries []objectEntry) (outcome.Outcome, string, error) {
-	keys := make([]string, len(entries))
-	for i, e := range entries {
-		keys[i] = format.ObjectKey(graphName, table, e.ID)
-	}
-	infos, errs := a.headAll(ctx, keys)
+	infos, errs := a.headAll(ctx, objectKeys(graphName, table, entries))
 	for i, e := range entries {
 		switch {
 		case errors.Is(errs[i], storage.ErrNotFound):
@@ -279,21 +258,18 @@ type WriteManifestInput struct {
 	OpID, Graph, Table, Version string
 	Objects                     []TableObject
 	Time                        time.Time
-	// Edit: imports join the version; an append or a remove edits the head's
-	// version, so the plan writes it instead (nothing is written here).
+	// Edit: imports join the version; an append or a remove is the plan's to write.
 	Edit TableEdit
 }
 
-// WriteManifestResult is the output of WriteManifest: an empty Outcome
-// means the manifest is stored with our bytes.
+// WriteManifestResult is the output of WriteManifest: no Outcome, the manifest is stored.
 type WriteManifestResult struct {
 	Outcome outcome.Outcome
 	Message string
 }
 
-// WriteManifest puts the new version's manifest with put-if-absent, after its data
-// objects exist (PrepareWrite probed them): it plans the version, pins its new manifest
-// chunks, and writes the chunks then the version (graph.WriteVersion). Its bytes are a
+// WriteManifest plans the new version, pins its new manifest chunks and puts the chunks then
+// the version (graph.WriteVersion), after PrepareWrite probed its objects. Its bytes are a
 // function of the input, so a retry re-sends the same manifest.
 func (a *Activities) WriteManifest(ctx context.Context, in WriteManifestInput) (WriteManifestResult, error) {
 	version, err := format.ParseULID(in.Version)
@@ -315,8 +291,7 @@ func (a *Activities) WriteManifest(ctx context.Context, in WriteManifestInput) (
 	}
 	spec := graph.VersionSpec{Table: in.Table, VersionID: version, Put: versionEntries(entries, in.Edit.Imports), Time: in.Time.UTC(), Op: in.OpID}
 	if in.Edit.Staged != "" {
-		// The staged version lists the objects: the new one is it plus the imports, and
-		// shares every chunk with it (PrepareWrite pinned and probed them).
+		// The new version is the staged one plus the imports, sharing its chunks.
 		if spec.Base, err = format.ParseULID(in.Edit.Staged); err != nil {
 			return WriteManifestResult{Outcome: outcome.Invalid, Message: "staged: " + err.Error()}, nil
 		}
@@ -330,11 +305,8 @@ func (a *Activities) WriteManifest(ctx context.Context, in WriteManifestInput) (
 	case err != nil:
 		return WriteManifestResult{}, fmt.Errorf("plan version: %w", err)
 	}
-	var chunks []string
-	for _, c := range plan.Chunks {
-		chunks = append(chunks, c.Key)
-	}
-	if o, msg, err := a.pinKeys(ctx, Owner{OpID: in.OpID}, in.Graph, catalog.ObjectTableVersion, chunks); err != nil || o != "" {
+	pins := keyPins(catalog.ObjectTableVersion, mapped(plan.Chunks, func(c graph.Chunk) string { return c.Key })...)
+	if o, msg, err := a.pinAndRecord(ctx, Owner{OpID: in.OpID}, in.Graph, pins, nil); err != nil || o != "" {
 		return WriteManifestResult{Outcome: o, Message: msg}, err
 	}
 	err = g.WriteVersion(ctx, plan)
@@ -353,44 +325,37 @@ func (a *Activities) WriteManifest(ctx context.Context, in WriteManifestInput) (
 type PlanCommitInput struct {
 	Owner                         Owner
 	Graph, Branch, Table, Version string
-	// ExpectedHead is the caller's expected head, or "" for the current head.
-	ExpectedHead    string
-	Author, Message string
-	Time            time.Time
-	// Objects and Edit: an append or a remove plans the version on the
-	// head's version of the table (and writes it with the commit).
+	ExpectedHead                  string
+	Author, Message               string
+	Time                          time.Time
+	// Objects and Edit: an append or a remove plans the version on the head's (and writes
+	// it with the commit).
 	Objects []TableObject
 	Edit    TableEdit
 }
 
-// PlanCommitResult is the commit PlanCommit computed, or the outcome that
-// ends the write.
+// PlanCommitResult is the commit PlanCommit computed, or the outcome that ends the write.
 type PlanCommitResult struct {
 	Outcome outcome.Outcome
 	Message string
-	// Committed reports that this operation's commit is stored already (an
-	// earlier attempt landed, and its answer was lost with its worker).
+	// Committed: this operation's commit is stored already.
 	Committed bool
 	// Commit is the new commit's id; Parent its first parent.
 	Commit, Parent string
 	// Version, when set, is the version the commit pins (an append or a remove, planned on
 	// the head's version); otherwise the prepared one.
 	Version string
-	// Spec is the commit write to issue: its exact bytes, which every put and
-	// re-issue sends.
+	// Spec is the commit write to issue, with the exact bytes every put and re-issue sends.
 	Spec WriteSpec
-	// PendingRecorded: Spec is recorded as the operation's pending write already, with
-	// the pins of what it names (WriteInput.PendingRecorded).
+	// PendingRecorded: Spec is recorded as the pending write, with the pins of what it names.
 	PendingRecorded bool `json:",omitempty"`
 }
 
-// PlanCommit reads the branch's real head — an expected head must be it (a mismatch is
-// conflict, never a plan on the expected commit) — and computes the commit that pins the
-// new version on top of it: the head's pins with the table's version replaced. It pins
-// every key the plan writes, and writes nothing to storage. An
-// earlier attempt's commit, recorded in the ledger as the operation's pending
-// write, is recognised first: stored → committed; possibly in flight → the
-// same commit again (the kernel re-issues it, or finds it stale).
+// PlanCommit reads the branch's real head (an expected head must be it: a mismatch is
+// conflict, never a plan on the expected commit) and computes the commit on top of it
+// with the table's version replaced, pinning every key the plan writes; it writes nothing
+// to storage. An earlier attempt's pending commit is recognised first: stored, committed;
+// possibly in flight, the same commit again (the kernel re-issues it, or finds it stale).
 func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCommitResult, error) {
 	end := func(o outcome.Outcome, f string, args ...any) (PlanCommitResult, error) {
 		return PlanCommitResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
@@ -400,23 +365,15 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 		return end(outcome.Invalid, "version: %v", err)
 	}
 	if own, ok, err := a.ownPendingCommit(ctx, in.Owner, in.Graph); err != nil || ok {
-		if err != nil {
-			return PlanCommitResult{}, err
-		}
-		return PlanCommitResult{Committed: own.landed, Commit: own.id, Parent: own.parent, Spec: own.spec}, nil
+		return PlanCommitResult{Committed: own.landed, Commit: own.id, Parent: own.parent, Spec: own.spec}, err
 	}
 	b, out, msg, err := a.resolveWriteBranch(ctx, in.Graph, in.Branch)
 	if err != nil || out != "" {
 		return PlanCommitResult{Outcome: out, Message: msg}, err
 	}
-	if in.ExpectedHead != "" {
-		id, err := format.ParseCommitID(in.ExpectedHead)
-		if err != nil {
-			return end(outcome.Invalid, "expected head: %v", err)
-		}
-		if id.Tree != b.Tree {
-			return end(outcome.Conflict, "expected head %s is not on %s, the live incarnation of %q", in.ExpectedHead, b.Native, in.Branch)
-		}
+	// PrepareWrite checked the expected head's shape; the branch may be another incarnation now.
+	if id, _ := format.ParseCommitID(in.ExpectedHead); in.ExpectedHead != "" && id.Tree != b.Tree {
+		return end(outcome.Conflict, "expected head %s is not on %s, the live incarnation of %q", in.ExpectedHead, b.Native, in.Branch)
 	}
 	g, err := graph.Open(a.Store, in.Graph)
 	if err != nil {
@@ -440,8 +397,8 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 	}
 	var edited *graph.VersionPlan
 	if in.Edit.onHead() {
-		// The version edits the one the head pins; its id is a function of the operation
-		// and the head, so a re-plan on a moved head mints another.
+		// The version edits the head's; its id is a function of the operation and the head,
+		// so a re-plan on a moved head mints another.
 		base, _, err := g.Pin(ctx, head.Commit, in.Table)
 		if err != nil {
 			return PlanCommitResult{}, fmt.Errorf("read the head's version: %w", err)
@@ -467,12 +424,11 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 		case err != nil:
 			return PlanCommitResult{}, fmt.Errorf("plan version: %w", err)
 		}
-		if o, msg, err := a.pinKeys(ctx, in.Owner, in.Graph, catalog.ObjectTableVersion, vp.Keys()); err != nil || o != "" {
+		if o, msg, err := a.pinAndRecord(ctx, in.Owner, in.Graph, keyPins(catalog.ObjectTableVersion, vp.Keys()...), nil); err != nil || o != "" {
 			return PlanCommitResult{Outcome: o, Message: msg}, err
 		}
 		if len(vp.Chunks) > maxPreChunks {
-			// Too many to carry in the publish's record (a staged append): write them now,
-			// pinned, put-if-absent; the publish carries only the version.
+			// Too many to carry in the publish's record (a staged append): write them now.
 			if err := g.PutChunks(ctx, vp.Chunks); err != nil {
 				if errors.Is(err, storage.ErrRefused) {
 					return end(outcome.Refused, "write the appended version's chunks: %v", err)
@@ -503,29 +459,24 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 		spec.Pre = append(append(spec.Pre, chunkPuts(edited.Chunks)...), ChunkPut{Key: edited.Key, Body: edited.Body})
 		res.Version = version.String()
 	}
-	if o, msg, err := a.pinAndRecord(ctx, in.Owner, in.Graph, keyPins(catalog.ObjectCommit, plan.Keys()...), spec); err != nil || o != "" {
+	if o, msg, err := a.pinAndRecord(ctx, in.Owner, in.Graph, keyPins(catalog.ObjectCommit, plan.Keys()...), &spec); err != nil || o != "" {
 		return PlanCommitResult{Outcome: o, Message: msg}, err
 	}
 	res.Spec, res.PendingRecorded = spec, true
 	return res, nil
 }
 
-// ownCommit is an operation's own commit write found in the ledger: the commit's id and
-// its first parent's.
+// ownCommit is an operation's own commit write found in the ledger.
 type ownCommit struct {
 	spec       WriteSpec
-	id, parent string
-	// landed: the commit is stored at its key.
-	landed bool
+	id, parent string // the commit's and its first parent's ids
+	landed     bool
 }
 
-// ownPendingCommit finds the commit write this operation recorded as pending
-// before sending it, if any, and whether it landed — so a plan re-run after
-// a worker crash recognises its own effect instead of planning a second
-// commit on a newer head. Published (the ref's head is the commit or descends from it) →
-// landed; the ref still what the plan read → the same publish again. A pending commit
-// that can no longer land (another commit holds its seq, or the head moved past it) is
-// not returned: the caller plans anew.
+// ownPendingCommit finds the commit write this operation recorded as pending, if any, and
+// whether it landed, so a plan re-run after a worker crash recognises its own effect
+// instead of planning a second commit on a newer head. One that can no longer land (the
+// head moved past it) is not returned: the caller plans anew.
 func (a *Activities) ownPendingCommit(ctx context.Context, o Owner, graphName string) (ownCommit, bool, error) {
 	op, err := a.Catalog.OperationGet(ctx, catalog.OperationGetParams{ID: o.OpID})
 	if errors.Is(err, catalog.ErrNotFound) {
@@ -542,7 +493,7 @@ func (a *Activities) ownPendingCommit(ctx context.Context, o Owner, graphName st
 	if err != nil {
 		return ownCommit{}, false, nil
 	}
-	v, err := a.readPublish(ctx, spec)
+	v, err := a.readPublish(ctx, WriteInput{Spec: spec})
 	if err != nil || (v.State != Landed && v.State != Ambiguous) {
 		return ownCommit{}, false, err
 	}
@@ -554,5 +505,5 @@ func (a *Activities) ownPendingCommit(ctx context.Context, o Owner, graphName st
 }
 
 // maxPreChunks is the most manifest chunks an append's publish carries in its record (the
-// ledger's pending write); an append of more — a staged list — writes them in the plan.
+// ledger's pending write); an append of more writes them in the plan.
 const maxPreChunks = 16

@@ -15,9 +15,9 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// TableImport is an object of the store registered in a table by reference (zero copy,
-// docs/format.md "Zero-copy import"): its key, its entry name, and the size and ETag a
-// HEAD gave when the client imported it. Graft never writes or deletes it.
+// TableImport is an object of the store registered in a table by reference (docs/format.md
+// "Zero-copy import"), with the size and ETag a HEAD gave the client. Graft never writes or
+// deletes it.
 type TableImport struct {
 	Name   string `json:"name"`
 	Key    string `json:"key"`
@@ -26,16 +26,15 @@ type TableImport struct {
 	SHA256 string `json:"sha256,omitempty"`
 }
 
-// TableEdit says how a table write changes the table: by default the new
-// version is exactly the write's objects and imports; with Append it is the version the
-// branch's head pins plus them, and Remove drops entries by name from that version (a
-// remove implies editing the head's version).
+// TableEdit says how a table write changes the table: by default the new version is
+// exactly the write's objects and imports; with Append, the head's version plus them;
+// Remove drops entries by name from the head's version.
 type TableEdit struct {
 	Append  bool          `json:"append,omitempty"`
 	Remove  []string      `json:"remove,omitempty"`
 	Imports []TableImport `json:"imports,omitempty"`
-	// Staged names a staged version listing the write's uploaded objects in place of an
-	// inline list (table_staged.go): a request of more than MaxInlineObjects.
+	// Staged names a staged version listing the write's objects in place of an inline list
+	// (table_staged.go).
 	Staged string `json:"staged,omitempty"`
 }
 
@@ -43,7 +42,7 @@ func (e TableEdit) empty() bool {
 	return !e.Append && len(e.Remove) == 0 && len(e.Imports) == 0 && e.Staged == ""
 }
 
-// onHead reports whether the new version edits the head's version.
+// onHead reports whether the new version edits the head's.
 func (e TableEdit) onHead() bool { return e.Append || len(e.Remove) > 0 }
 
 func (e TableEdit) check() error {
@@ -73,7 +72,6 @@ func (im TableImport) entry() format.ManifestEntry {
 	return format.ManifestEntry{Name: im.Name, External: im.Key, Size: im.Size, ETag: im.ETag, SHA256: im.SHA256}
 }
 
-// digest identifies an edit in the ledger's record of the inputs.
 func (e TableEdit) digest() string {
 	h := sha256.New()
 	fmt.Fprintf(h, "append %v\n", e.Append)
@@ -90,7 +88,7 @@ func (e TableEdit) digest() string {
 }
 
 // versionEntries are a write's objects (named by their ULIDs) and imports as manifest
-// entries, by name.
+// entries, sorted by name.
 func versionEntries(entries []objectEntry, imports []TableImport) []format.ManifestEntry {
 	out := make([]format.ManifestEntry, 0, len(entries)+len(imports))
 	for _, e := range entries {
@@ -103,8 +101,7 @@ func versionEntries(entries []objectEntry, imports []TableImport) []format.Manif
 	return out
 }
 
-// probeImports HEADs every imported object: it must still be what the client imported
-// (size and ETag), or the write ends before anything is written.
+// probeImports checks every imported object is still what the client imported.
 func (a *Activities) probeImports(ctx context.Context, imports []TableImport) (outcome.Outcome, string, error) {
 	for _, im := range imports {
 		err := graph.CheckExternal(ctx, a.Store, im.entry())

@@ -14,32 +14,25 @@ import (
 )
 
 // A write of many objects names them through a staged version (docs/format.md, "Staged
-// object lists"): a table version of exactly the uploaded objects that the client
-// writes before it starts the workflow, and that no commit pins. The request then carries
-// only its id, so no workflow history or ledger record holds the list, whatever its length.
-// The write pins the staged version, its manifest chunks and every object it lists, then
-// probes them all — pin, then probe, as for objects listed inline — and builds the new
-// version on it (sharing every chunk). A staged version no write pins is garbage to cleanup
-// like any other version no commit pins.
+// object lists"): a table version of exactly the uploaded objects, written by the client
+// before the workflow starts, so no workflow history or ledger record holds the list. The
+// write pins it, its chunks and its objects, probes them all, and builds the new version
+// on it. A staged version no write pins is garbage to cleanup like any other.
 
-// MaxInlineObjects is the most objects a write request lists inline. A request of more
-// names a staged version instead (TableEdit.Staged); the client stages one by itself. At
-// most this many entries of the longest table name, operation id and sizes fit in one
-// 64 KiB control object, so an inline list never makes a workflow input or a ledger
-// record larger than one.
+// MaxInlineObjects is the most objects a write request lists inline (more: a staged
+// version). At most this many entries of the longest names and sizes fit in one 64 KiB
+// control object, so an inline list never makes a workflow input or ledger record larger.
 const MaxInlineObjects = 469
 
 // staged is a staged version as a write reads it.
 type staged struct {
 	id      ulid.ULID
 	objects []TableObject
-	// keys are the version's key and its manifest chunks' keys.
-	keys []string
+	keys    []string // the version's key and its manifest chunks'
 }
 
-// readStaged reads the staged version id of table: it must be one this operation staged,
-// listing only objects graft wrote under their ULID names. A missing one is not_retained
-// (never written, or reclaimed by cleanup); one that is not a staged list is invalid.
+// readStaged reads the staged version id of table: one this operation staged, listing only
+// objects graft wrote under their ULID names (invalid otherwise; not_retained if missing).
 func (a *Activities) readStaged(ctx context.Context, graphName, table, opID, id string) (staged, outcome.Outcome, string, error) {
 	fail := func(o outcome.Outcome, f string, args ...any) (staged, outcome.Outcome, string, error) {
 		return staged{}, o, fmt.Sprintf("staged version %s of table %q: ", id, table) + fmt.Sprintf(f, args...), nil
@@ -97,9 +90,8 @@ func (a *Activities) readStaged(ctx context.Context, graphName, table, opID, id 
 
 var errNotStaged = errors.New("not a staged object")
 
-// probeStaged HEADs a staged version's own keys once the write pinned them (its objects
-// are probed with the write's): pinned first, so a cleanup either saw the pins or refused
-// them, and a key missing now was reclaimed before.
+// probeStaged HEADs a staged version's own keys once the write pinned them, so a key
+// missing now was reclaimed before (its objects are probed with the write's).
 func (a *Activities) probeStaged(ctx context.Context, s staged) (outcome.Outcome, string, error) {
 	for _, k := range s.keys {
 		if _, err := a.Store.Head(ctx, k); err != nil {
@@ -112,9 +104,8 @@ func (a *Activities) probeStaged(ctx context.Context, s staged) (outcome.Outcome
 	return "", "", nil
 }
 
-// writeObjects is a write's uploaded objects: those listed inline (at most
-// MaxInlineObjects), or those its staged version lists. An outcome says why there are
-// none: invalid (end the write before recording it), or not_retained (record it first).
+// writeObjects is a write's uploaded objects, listed inline or by its staged version, or
+// the outcome that says why there are none.
 func (a *Activities) writeObjects(ctx context.Context, graphName, table, opID string, inline []TableObject, e TableEdit) ([]TableObject, staged, outcome.Outcome, string, error) {
 	switch {
 	case e.Staged == "" && len(inline) > MaxInlineObjects:

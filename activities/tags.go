@@ -15,37 +15,29 @@ import (
 // PrepareTagInput is the input of PrepareTag.
 type PrepareTagInput struct {
 	OpID, Graph, Name string
-	// Commit or Branch (at most one) names what to tag: a commit id, or a
-	// branch's head. Both empty means the head of main.
-	Commit, Branch string
-	// WorkflowID and RunID are the workflow's; RunID claims the ledger row.
-	WorkflowID, RunID string
+	// Commit or Branch (at most one) names what to tag; neither: the head of main.
+	Commit, Branch    string
+	WorkflowID, RunID string // the workflow's; RunID claims the ledger row
 }
 
 // PrepareTagResult is the tag to put, or the outcome that ends the create.
 type PrepareTagResult struct {
 	Outcome outcome.Outcome
 	Message string
-	// Owned: the ledger row is this run's; the kernel finishes it.
-	Owned bool
+	Owned   bool // the ledger row is this run's: the kernel finishes it
 	// Commit is the id of the commit to tag; Spec the write of the tag's exact bytes.
 	Commit string
 	Spec   WriteSpec
 }
 
-// PrepareTag validates a tag create, resolves the commit, records the
-// operation and pins the commit and its versions (one ledger transaction),
-// probes that the commit — and, when it was named by id, every version it
-// pins — still exists, and computes the tag's bytes.
+// PrepareTag validates a tag create, resolves the commit, records the operation with the
+// commit pinned, probes it, and computes the tag's bytes.
 func (a *Activities) PrepareTag(ctx context.Context, in PrepareTagInput) (PrepareTagResult, error) {
-	end := func(o outcome.Outcome, f string, args ...any) (PrepareTagResult, error) {
-		return PrepareTagResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
-	}
 	if err := firstError(format.ValidateGraphName(in.Graph), format.ValidateTagName(in.Name), format.ValidateOp(in.OpID)); err != nil {
-		return end(outcome.Invalid, "%v", err)
+		return PrepareTagResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
 	}
 	if in.Commit != "" && in.Branch != "" {
-		return end(outcome.Invalid, "give a commit id or a branch, not both")
+		return PrepareTagResult{Outcome: outcome.Invalid, Message: "give a commit id or a branch, not both"}, nil
 	}
 	rec := opRecord(catalog.OpTag, in.OpID, in.Graph, in.WorkflowID, in.RunID, map[string]string{"action": "create", "tag": in.Name, "commit": in.Commit, "branch": in.Branch})
 
@@ -63,7 +55,6 @@ func (a *Activities) PrepareTag(ctx context.Context, in PrepareTagInput) (Prepar
 		return PrepareTagResult{}, err
 	}
 	if o == "" {
-		// Every input checked before the first ledger write.
 		if _, err := graph.TagBytes(graph.TagParams{Graph: in.Graph, Name: in.Name, Commit: c.ID.String(), Op: in.OpID, Time: c.Time}); err != nil {
 			o, msg = outcome.Invalid, err.Error()
 		}
@@ -92,16 +83,14 @@ func (a *Activities) PrepareTag(ctx context.Context, in PrepareTagInput) (Prepar
 // PrepareDeleteTagInput is the input of PrepareDeleteTag.
 type PrepareDeleteTagInput struct {
 	OpID, Graph, Name string
-	// WorkflowID and RunID are the workflow's; RunID claims the ledger row.
-	WorkflowID, RunID string
+	WorkflowID, RunID string // the workflow's; RunID claims the ledger row
 }
 
 // PrepareDeleteTagResult is the tag to retire, or the outcome that ends the delete.
 type PrepareDeleteTagResult struct {
 	Outcome outcome.Outcome
 	Message string
-	// Owned: the ledger row is this run's; the kernel finishes it.
-	Owned bool
+	Owned   bool // the ledger row is this run's: the kernel finishes it
 	// Commit is the commit the tag names; Spec the compare-and-swap that retires it.
 	Commit string
 	Spec   WriteSpec
@@ -115,11 +104,8 @@ func (a *Activities) PrepareDeleteTag(ctx context.Context, in PrepareDeleteTagIn
 		return PrepareDeleteTagResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
 	}
 	r, err := a.claim(ctx, nil, opRecord(catalog.OpTag, in.OpID, in.Graph, in.WorkflowID, in.RunID, map[string]string{"action": "delete", "tag": in.Name}))
-	if err != nil {
-		return PrepareDeleteTagResult{}, err
-	}
-	if !r.owned {
-		return PrepareDeleteTagResult{Outcome: r.outcome, Message: r.message}, nil
+	if err != nil || !r.owned {
+		return PrepareDeleteTagResult{Outcome: r.outcome, Message: r.message}, err
 	}
 	res := PrepareDeleteTagResult{Owned: true}
 	stop := func(o outcome.Outcome, f string, args ...any) (PrepareDeleteTagResult, error) {
