@@ -33,7 +33,7 @@ func defaultConfig() Config {
 const flagOutput = "output"
 
 // envNames maps each global flag to its environment variable.
-var envNames = conncfg.EnvNames().With(conncfg.Env{flagOutput: "GRAFT_OUTPUT"})
+var envNames = conncfg.EnvNames(flagOutput)
 
 // LookupEnv reads one environment variable, like os.LookupEnv.
 type LookupEnv = conncfg.LookupEnv

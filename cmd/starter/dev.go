@@ -171,7 +171,7 @@ func (a *app) runDev(cmd *cobra.Command, o devOptions) error {
 	defer stopWorker()
 	workerDone := make(chan error, 1)
 	go func() {
-		workerDone <- workercmd.Run(wctx, wcfg, workercmd.RunOptions{Logger: workercmd.NewLogger(logFile, wcfg.LogLevel)})
+		workerDone <- workercmd.Run(wctx, wcfg, workercmd.NewLogger(logFile, wcfg.LogLevel), nil)
 	}()
 	if err := waitHealthy(ctx, "http://"+wcfg.MetricsAddr+"/healthz", workerDone); err != nil {
 		stopWorker()
