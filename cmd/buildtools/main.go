@@ -20,21 +20,13 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "buildtools:", err)
-		os.Exit(1)
-	}
-}
-
-func run() error {
-	ctx := context.Background()
 	errs := make([]error, len(tools.Lanes))
 	var wg sync.WaitGroup
 	for i, lane := range tools.Lanes {
 		wg.Go(func() {
 			for _, t := range lane {
 				start := time.Now()
-				path, err := t.Ensure(ctx)
+				path, err := t.Ensure(context.Background())
 				if err != nil {
 					errs[i] = err
 					return
@@ -44,5 +36,8 @@ func run() error {
 		})
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		fmt.Fprintln(os.Stderr, "buildtools:", err)
+		os.Exit(1)
+	}
 }

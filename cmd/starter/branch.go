@@ -40,7 +40,6 @@ func checkTag(graph, name string) error {
 	return client.DeleteTagRequest{Graph: graph, Name: name}.Validate()
 }
 
-// inDoubtNext is the next step for a create of graph/branch that is settling.
 func inDoubtNext(opID, graph, branch string) string {
 	return fmt.Sprintf("operation %s is settling; watch it with `graft op wait %s` or settle it now with `graft branch abandon %s %s`",
 		opID, opID, graph, branch)
@@ -76,7 +75,7 @@ request under a key already used.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Graph, req.Branch = args[0], args[1]
 			c, err := a.begin(cmd.Context(), &req.IdempotencyKey, checkBranch(req.Graph, req.Branch), checkSource(req),
-				notBoth(detach && final, "--detach", "--wait-settled"), req.Validate())
+				usageIf(detach && final, "--detach and --wait-settled are mutually exclusive"), req.Validate())
 			if err != nil {
 				return err
 			}
@@ -109,12 +108,11 @@ request under a key already used.`,
 	return cmd
 }
 
-// checkSource names the --from-* flag of a bad source.
 func checkSource(req client.CreateBranchRequest) error {
-	if len(slices.DeleteFunc([]string{req.FromBranch, req.FromCommit, req.FromTag}, func(s string) bool { return s == "" })) > 1 {
-		return usageError{errors.New("give at most one of --from-branch, --from-commit, --from-tag")}
-	}
-	return cmp.Or(checkFlag("--from-branch", req.FromBranch, format.ValidateBranchName),
+	given := slices.DeleteFunc([]string{req.FromBranch, req.FromCommit, req.FromTag},
+		func(s string) bool { return s == "" })
+	return cmp.Or(usageIf(len(given) > 1, "give at most one of --from-branch, --from-commit, --from-tag"),
+		checkFlag("--from-branch", req.FromBranch, format.ValidateBranchName),
 		checkFlag("--from-commit", req.FromCommit, validCommit), checkFlag("--from-tag", req.FromTag, format.ValidateTagName))
 }
 
@@ -155,7 +153,7 @@ already landed. --no-wait returns once the signal is delivered.`,
 		Args: exactArgs("GRAPH", "BRANCH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			graph, branch := args[0], args[1]
-			c, err := a.clientAfter(cmd.Context(), checkBranch(graph, branch))
+			c, err := a.client(cmd.Context(), checkBranch(graph, branch))
 			if err != nil {
 				return err
 			}
@@ -191,22 +189,20 @@ func (a *app) branchListCommand() *cobra.Command {
 		Args:  exactArgs("GRAPH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			graph := args[0]
-			store, err := a.storeAfter(cmd.Context(), checkGraph(graph))
+			r, err := a.reader(cmd.Context(), checkGraph(graph))
 			if err != nil {
 				return err
 			}
-			bs, err := client.NewReader(store).ListBranches(cmd.Context(), graph)
+			bs, err := r.ListBranches(cmd.Context(), graph)
 			if err != nil {
 				return a.storeRead(err, graph)
 			}
 			bs = append([]client.BranchInfo{}, bs...) // [] in JSON, not null
-			return a.emit(cmd, branchList{Graph: graph, Branches: bs}, func(w io.Writer) error {
-				tw := newTable(w)
+			return a.emitTable(cmd, branchList{Graph: graph, Branches: bs}, func(tw io.Writer) {
 				fmt.Fprintln(tw, "BRANCH\tHEAD\tHEAD TIME\tTABLES\tNATIVE")
 				for _, b := range bs {
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", b.Branch, b.Head, stamp(b.HeadTime), b.Tables, b.Native)
 				}
-				return tw.Flush()
 			})
 		},
 	}
@@ -219,19 +215,18 @@ func (a *app) branchShowCommand() *cobra.Command {
 		Args:  exactArgs("GRAPH", "BRANCH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			graph, branch := args[0], args[1]
-			store, err := a.storeAfter(cmd.Context(), checkBranch(graph, branch))
+			r, err := a.reader(cmd.Context(), checkBranch(graph, branch))
 			if err != nil {
 				return err
 			}
-			d, err := client.NewReader(store).ShowBranch(cmd.Context(), graph, branch)
+			d, err := r.ShowBranch(cmd.Context(), graph, branch)
 			if graphMissing(err, graph) {
 				return a.storeRead(err, graph)
 			}
 			if err != nil {
 				return nextOn(err, outcome.NotFound, "`graft branch list %s` lists the live branches; a create still running shows in `graft op list --graph %s`", graph, graph)
 			}
-			return a.emit(cmd, d, func(w io.Writer) error {
-				tw := newTable(w)
+			return a.emitTable(cmd, d, func(tw io.Writer) {
 				fmt.Fprintf(tw, "branch\t%s (graph %s)\n", d.Branch, d.Graph)
 				fmt.Fprintf(tw, "native\t%s\n", d.Native)
 				fmt.Fprintf(tw, "ref\t%s (%s, op %s)\n", d.Ref.Key, d.Ref.State, d.Ref.Op)
@@ -240,7 +235,6 @@ func (a *app) branchShowCommand() *cobra.Command {
 				fmt.Fprintf(tw, "parents\t%s\n", strings.Join(d.Parents, ", "))
 				rows(tw, "restored from", d.RestoredFrom)
 				printPins(tw, d.Pins)
-				return tw.Flush()
 			})
 		},
 	}
@@ -257,11 +251,9 @@ name the candidates when a branch needs repair (they report a conflict).`,
 		Args: exactArgs("GRAPH", "BRANCH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Graph, req.Branch = args[0], args[1]
-			keep := checkFlag("--keep", req.Keep, format.ValidateNative)
-			if req.Keep == "" {
-				keep = usageError{errors.New("--keep NATIVE is required: the incarnation to keep live")}
-			}
-			c, err := a.begin(cmd.Context(), &req.IdempotencyKey, checkBranch(req.Graph, req.Branch), keep, req.Validate())
+			c, err := a.begin(cmd.Context(), &req.IdempotencyKey, checkBranch(req.Graph, req.Branch),
+				usageIf(req.Keep == "", "--keep NATIVE is required: the incarnation to keep live"),
+				checkFlag("--keep", req.Keep, format.ValidateNative), req.Validate())
 			if err != nil {
 				return err
 			}
@@ -309,12 +301,10 @@ their commits. A branch whose create is still settling is a conflict too.`,
 			if err != nil {
 				return branchDeleteError(req, res, err)
 			}
-			return a.emit(cmd, res, func(w io.Writer) error {
-				fmt.Fprintf(w, "deleted branch %s in %s\n", res.Branch, res.Graph)
-				tw := newTable(w)
+			return a.emitTable(cmd, res, func(tw io.Writer) {
+				fmt.Fprintf(tw, "deleted branch %s in %s\n", res.Branch, res.Graph)
 				rows(tw, "  native", res.Native+" (its ref is now a fence)", "  head", res.Head,
 					"  kept by tags", strings.Join(res.Tags, ", "), "  op", res.OpID)
-				return tw.Flush()
 			})
 		},
 	}
@@ -331,7 +321,6 @@ func branchDeleteError(req client.DeleteBranchRequest, res workflows.DeleteBranc
 	return nextOn(settlingNext(err, "the delete"), outcome.NotFound, "`graft branch list %s` lists the graph's live branches", req.Graph)
 }
 
-// firstRow is label on a view's first row of a list, "" on the others.
 func firstRow(i int, label string) string {
 	if i == 0 {
 		return label
@@ -339,7 +328,6 @@ func firstRow(i int, label string) string {
 	return ""
 }
 
-// printPins writes a commit's pins as table rows, the first labelled "tables".
 func printPins(w io.Writer, pins []client.TablePin) {
 	for i, p := range pins {
 		fmt.Fprintf(w, "%s\t%s @ %s\n", firstRow(i, "tables"), p.Table, p.Version)

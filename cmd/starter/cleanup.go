@@ -3,9 +3,9 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,7 +29,6 @@ func (a *app) cleanupCommand() *cobra.Command {
 	return cmd
 }
 
-// policyFlags are the retention policy every cleanup applies.
 type policyFlags struct {
 	keepNewest    int
 	keepNewerThan time.Duration
@@ -44,13 +43,10 @@ func (p *policyFlags) add(fs *pflag.FlagSet) {
 }
 
 func (p *policyFlags) check() error {
-	if p.keepNewest < 0 || p.keepNewerThan < 0 || p.guardWindow < 0 {
-		return usageError{errors.New("--keep-newest, --keep-newer-than and --guard-window must not be negative")}
-	}
-	if p.keepNewest == 0 && p.keepNewerThan == 0 {
-		return usageError{errors.New("give a retention window: --keep-newest N, --keep-newer-than DURATION, or both")}
-	}
-	return nil
+	return cmp.Or(usageIf(p.keepNewest < 0 || p.keepNewerThan < 0 || p.guardWindow < 0,
+		"--keep-newest, --keep-newer-than and --guard-window must not be negative"),
+		usageIf(p.keepNewest == 0 && p.keepNewerThan == 0,
+			"give a retention window: --keep-newest N, --keep-newer-than DURATION, or both"))
 }
 
 // guard is --guard-window when given, else nil: the workflow's default.
@@ -86,22 +82,16 @@ name is ever deleted. Without --wait, run prints the run's workflow id and
 returns; with --wait it shows progress on stderr and prints the result.`,
 		Args: exactArgs("GRAPH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := client.CleanupRequest{Graph: args[0], KeepNewest: pol.keepNewest, KeepNewerThan: pol.keepNewerThan}
-			if err := cmp.Or(checkGraph(req.Graph), pol.check()); err != nil {
-				return err
-			}
+			req := client.CleanupRequest{Graph: args[0], KeepNewest: pol.keepNewest, KeepNewerThan: pol.keepNewerThan,
+				Mode: workflows.CleanupModeSweep, SweepRunID: sweepRun, GuardWindow: pol.guard(cmd)}
 			switch {
-			case dryRun && mark || sweepRun != "" && (dryRun || mark):
-				return usageError{errors.New("give at most one of --dry-run, --mark, --sweep RUN")}
 			case dryRun:
 				req.Mode = workflows.CleanupModeDryRun
 			case mark:
 				req.Mode = workflows.CleanupModeMark
-			default:
-				req.Mode, req.SweepRunID = workflows.CleanupModeSweep, sweepRun
 			}
-			req.GuardWindow = pol.guard(cmd)
-			c, err := a.client(cmd.Context())
+			c, err := a.client(cmd.Context(), checkGraph(req.Graph), pol.check(),
+				usageIf(dryRun && mark || sweepRun != "" && (dryRun || mark), "give at most one of --dry-run, --mark, --sweep RUN"))
 			if err != nil {
 				return err
 			}
@@ -141,7 +131,8 @@ returns; with --wait it shows progress on stderr and prints the result.`,
 }
 
 // waitWithProgress waits for the cleanup's result while feeding pr from the
-// workflow's progress query; the last line is drawn from the result itself.
+// workflow's progress query (a failed query draws nothing); the last line is
+// drawn from the result itself.
 func waitWithProgress(ctx context.Context, h *client.CleanupHandle, pr *lineProgress) (workflows.CleanupResult, error) {
 	pctx, stop := context.WithCancel(ctx)
 	polled := make(chan struct{})
@@ -150,7 +141,17 @@ func waitWithProgress(ctx context.Context, h *client.CleanupHandle, pr *lineProg
 		tick := time.NewTicker(progressInterval)
 		defer tick.Stop()
 		for {
-			showProgress(pctx, h, pr)
+			if p, err := h.Progress(pctx); err == nil && pctx.Err() == nil {
+				switch p.Phase {
+				case "mark":
+					pr.Update("mark", int64(p.TablesDone), int64(p.TablesTotal))
+				case "sweep":
+					pr.Update("sweep", p.Deleted, p.Condemned)
+				case "done": // drawn from the result
+				default:
+					pr.Update(p.Phase, 0, 0)
+				}
+			}
 			select {
 			case <-pctx.Done():
 				return
@@ -170,24 +171,6 @@ func waitWithProgress(ctx context.Context, h *client.CleanupHandle, pr *lineProg
 	}
 	pr.Finish()
 	return res, err
-}
-
-// showProgress draws the cleanup's progress as its query reports it; a
-// failed query draws nothing.
-func showProgress(ctx context.Context, h *client.CleanupHandle, pr *lineProgress) {
-	p, err := h.Progress(ctx)
-	if err != nil || ctx.Err() != nil {
-		return
-	}
-	switch p.Phase {
-	case "mark":
-		pr.Update("mark", int64(p.TablesDone), int64(p.TablesTotal))
-	case "sweep":
-		pr.Update("sweep", p.Deleted, p.Condemned)
-	case "done": // drawn from the result
-	default:
-		pr.Update(p.Phase, 0, 0)
-	}
 }
 
 // cleanupView is a cleanup's result as -o json prints it: the workflow's
@@ -263,7 +246,6 @@ func printCleanupResult(w io.Writer, r workflows.CleanupResult) error {
 	return tw.Flush()
 }
 
-// scheduleView is a cleanup schedule as the CLI shows it.
 type scheduleView struct {
 	ID             string            `json:"id"`
 	Graph          string            `json:"graph"`
@@ -369,7 +351,6 @@ func (a *app) cleanupScheduleCommand() *cobra.Command {
 	return cmd
 }
 
-// describeAndEmit prints the schedule as it now stands.
 func (a *app) describeAndEmit(cmd *cobra.Command, c *client.Client, graph string) error {
 	info, err := c.CleanupScheduleDescribe(cmd.Context(), graph)
 	if err != nil {
@@ -400,22 +381,12 @@ while the previous one still runs is skipped. --mode sweep (the default)
 deletes; dry_run only reports. ` + verb + ` prints the schedule as it now stands.`,
 		Args: exactArgs("GRAPH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req.Graph = args[0]
-			if err := cmp.Or(checkGraph(req.Graph), pol.check()); err != nil {
-				return err
-			}
-			if req.Every <= 0 && req.Cron == "" {
-				return usageError{errors.New("give --every DURATION, --cron EXPR, or both")}
-			}
-			switch workflows.CleanupMode(mode) {
-			case workflows.CleanupModeDryRun, workflows.CleanupModeMark, workflows.CleanupModeSweep:
-				req.Mode = workflows.CleanupMode(mode)
-			default:
-				return usageError{fmt.Errorf("--mode: want dry_run, mark or sweep, got %q", mode)}
-			}
+			req.Graph, req.Mode, req.GuardWindow = args[0], workflows.CleanupMode(mode), pol.guard(cmd)
 			req.KeepNewest, req.KeepNewerThan, req.Paused = pol.keepNewest, pol.keepNewerThan, paused
-			req.GuardWindow = pol.guard(cmd)
-			c, err := a.client(cmd.Context())
+			modes := []workflows.CleanupMode{workflows.CleanupModeDryRun, workflows.CleanupModeMark, workflows.CleanupModeSweep}
+			c, err := a.client(cmd.Context(), checkGraph(req.Graph), pol.check(),
+				usageIf(req.Every <= 0 && req.Cron == "", "give --every DURATION, --cron EXPR, or both"),
+				usageIf(!slices.Contains(modes, req.Mode), fmt.Sprintf("--mode: want dry_run, mark or sweep, got %q", mode)))
 			if err != nil {
 				return err
 			}
@@ -447,7 +418,7 @@ func (a *app) scheduleCommand(use, short string, run func(*cobra.Command, *clien
 		Short: short,
 		Args:  exactArgs("GRAPH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.clientAfter(cmd.Context(), checkGraph(args[0]))
+			c, err := a.client(cmd.Context(), checkGraph(args[0]))
 			if err != nil {
 				return err
 			}

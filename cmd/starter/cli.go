@@ -29,9 +29,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return Execute(ctx, args, os.LookupEnv, stdout, stderr)
 }
 
-// Execute runs the command line with the environment read through lookup and
-// returns the exit code.
-func Execute(ctx context.Context, args []string, lookup LookupEnv, stdout, stderr io.Writer) int {
+// Execute runs the command line with the environment read through lookup.
+func Execute(ctx context.Context, args []string, lookup conncfg.LookupEnv, stdout, stderr io.Writer) int {
 	a := &app{cfg: defaultConfig(), lookup: lookup, stdout: stdout, stderr: stderr}
 	root := a.rootCommand()
 	root.SetArgs(args)
@@ -56,7 +55,7 @@ func Execute(ctx context.Context, args []string, lookup LookupEnv, stdout, stder
 // app is one invocation's state, shared by its commands.
 type app struct {
 	cfg            Config
-	lookup         LookupEnv
+	lookup         conncfg.LookupEnv
 	stdout, stderr io.Writer
 	resolved       bool
 	src            *conncfg.Sources // where each setting came from
@@ -125,9 +124,7 @@ func asGroup(cmd *cobra.Command) *cobra.Command {
 // exactArgs requires one argument per name, and names them in the error.
 func exactArgs(names ...string) cobra.PositionalArgs { return countArgs("", names) }
 
-// minArgs requires at least len(names) arguments.
-func minArgs(names ...string) cobra.PositionalArgs { return countArgs("at least ", names) }
-
+// countArgs requires len(names) arguments, or more when atLeast is "at least ".
 func countArgs(atLeast string, names []string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) == len(names) || (atLeast != "" && len(args) > len(names)) {
@@ -138,7 +135,6 @@ func countArgs(atLeast string, names []string) cobra.PositionalArgs {
 	}
 }
 
-// prepare resolves the configuration before any command runs.
 func (a *app) prepare(cmd *cobra.Command, _ []string) error {
 	if cmd.Name() == "help" || cmd.Name() == "completion" || (cmd.Parent() != nil && cmd.Parent().Name() == "completion") {
 		return nil
@@ -170,7 +166,15 @@ func (a *app) emit(cmd *cobra.Command, v any, text func(w io.Writer) error) erro
 	return text(cmd.OutOrStdout())
 }
 
-// emitf is emit with a text result of one format.
+// emitTable is emit with a text result in aligned columns.
+func (a *app) emitTable(cmd *cobra.Command, v any, text func(tw io.Writer)) error {
+	return a.emit(cmd, v, func(w io.Writer) error {
+		tw := newTable(w)
+		text(tw)
+		return tw.Flush()
+	})
+}
+
 func (a *app) emitf(cmd *cobra.Command, v any, format string, args ...any) error {
 	return a.emit(cmd, v, func(w io.Writer) error {
 		_, err := fmt.Fprintf(w, format, args...)
@@ -178,7 +182,6 @@ func (a *app) emitf(cmd *cobra.Command, v any, format string, args ...any) error
 	})
 }
 
-// writeError shows a failed command's report on stderr.
 func (a *app) writeError(r Report) {
 	if a.jsonMode() {
 		_ = writeJSON(a.stderr, r)
@@ -197,7 +200,6 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// newTable is the tabwriter every text view aligns its columns with.
 func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
 
 // rows writes label and value pairs as table rows, leaving out a row whose
@@ -210,7 +212,6 @@ func rows(w io.Writer, kv ...string) {
 	}
 }
 
-// stamp is how a view shows a time.
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // usageTemplate is cobra's, with the global flags listed only by `graft

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/spf13/pflag"
 
@@ -12,11 +11,8 @@ import (
 // Config is the resolved global configuration of one graft invocation. Flag
 // and environment names are graft-worker's, so one environment configures both.
 type Config struct {
-	// Settings reach Temporal, the store and the ledger; conncfg.Settings
-	// names each field's flag and variable. Defaults to conncfg.Defaults().
 	conncfg.Settings
-	// Output is text or json (--output/-o, GRAFT_OUTPUT). Defaults to text.
-	Output string
+	Output string // text or json (--output/-o, GRAFT_OUTPUT)
 }
 
 const (
@@ -24,7 +20,6 @@ const (
 	outputJSON = "json"
 )
 
-// defaultConfig is where every invocation starts; the defaults are the worker's.
 func defaultConfig() Config {
 	return Config{Settings: conncfg.Defaults(), Output: outputText}
 }
@@ -32,11 +27,7 @@ func defaultConfig() Config {
 // flagOutput is the one global flag graft-worker does not share.
 const flagOutput = "output"
 
-// envNames maps each global flag to its environment variable.
-var envNames = conncfg.EnvNames().With(conncfg.Env{flagOutput: "GRAFT_OUTPUT"})
-
-// LookupEnv reads one environment variable, like os.LookupEnv.
-type LookupEnv = conncfg.LookupEnv
+var envNames = conncfg.EnvNames(flagOutput)
 
 func addGlobalFlags(fs *pflag.FlagSet, c *Config) {
 	c.AddTemporalFlags(fs)
@@ -46,11 +37,10 @@ func addGlobalFlags(fs *pflag.FlagSet, c *Config) {
 }
 
 // resolveConfig applies the environment, then the profile (the file `graft
-// dev` writes, found without a flag), to c and checks it. Every error names
-// the flag, variable or profile setting it came from. TLS files are read only
-// when Temporal is dialled, so a command that does not need Temporal does not
-// need them. The sources say where each value came from.
-func resolveConfig(fs *pflag.FlagSet, c *Config, lookup LookupEnv) (*conncfg.Sources, error) {
+// dev` writes, found without a flag), to c and checks it; every error names
+// where its setting came from. TLS files are read only when Temporal is
+// dialled, so a command that does not need Temporal does not need them.
+func resolveConfig(fs *pflag.FlagSet, c *Config, lookup conncfg.LookupEnv) (*conncfg.Sources, error) {
 	s, err := envNames.Bind(fs, lookup)
 	if err != nil {
 		return s, err
@@ -66,10 +56,7 @@ func resolveConfig(fs *pflag.FlagSet, c *Config, lookup LookupEnv) (*conncfg.Sou
 		c.DatabaseURL = u
 	}
 	c.ReadDatabaseURL(lookup) // $DATABASE_URL wins over the profile
-	var errs []error
-	if c.Output != outputText && c.Output != outputJSON {
-		errs = append(errs, fmt.Errorf("%s: want text or json, got %q", s.Name(flagOutput), c.Output))
-	}
-	errs = append(errs, c.ValidateTemporal(s), c.ValidateLedger(s), c.ValidateStore(s))
-	return s, errors.Join(errs...)
+	badOutput := c.Output != outputText && c.Output != outputJSON
+	return s, errors.Join(s.Check(badOutput, flagOutput, "want text or json, got %q", c.Output),
+		c.ValidateTemporal(s), c.ValidateLedger(s), c.ValidateStore(s))
 }

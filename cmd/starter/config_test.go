@@ -9,10 +9,11 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/graftworks/graft/cmd/internal/conncfg"
 	"github.com/graftworks/graft/internal/catalog"
 )
 
-func envOf(m map[string]string) LookupEnv {
+func envOf(m map[string]string) conncfg.LookupEnv {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
 

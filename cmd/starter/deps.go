@@ -40,7 +40,6 @@ func (a *app) close() {
 	a.closer = nil
 }
 
-// temporal dials Temporal, bounded by --dial-timeout.
 func (a *app) temporal(ctx context.Context) (sdkclient.Client, error) {
 	if a.tc != nil {
 		return a.tc, nil
@@ -64,7 +63,12 @@ func (a *app) temporal(ctx context.Context) (sdkclient.Client, error) {
 	return tc, nil
 }
 
-func (a *app) client(ctx context.Context) (*client.Client, error) {
+// client is the command's client once its local checks passed: the first
+// failed check is the command's error, before anything is contacted.
+func (a *app) client(ctx context.Context, checks ...error) (*client.Client, error) {
+	if err := cmp.Or(checks...); err != nil {
+		return nil, err
+	}
 	tc, err := a.temporal(ctx)
 	if err != nil {
 		return nil, err
@@ -95,8 +99,7 @@ func (a *app) notify(n client.Notice) {
 	fmt.Fprintf(a.stderr, "graft: waiting: %s.\n  Ctrl-C stops waiting; the operation keeps running in Temporal%s.\n", msg, follow)
 }
 
-// storeDown says that the configured store does not answer, or "" when it
-// does (or cannot be told).
+// storeDown says that the configured S3 store does not answer, or "".
 func (a *app) storeDown() string {
 	if a.cfg.S3.Bucket == "" { // a local directory answers, or is a configuration error
 		return ""
@@ -116,19 +119,14 @@ func (a *app) storeDown() string {
 	return fmt.Sprintf("the store %s does not answer from here either", a.cfg.DescribeStore())
 }
 
-// ledgerAfter returns the ledger's operations, without Temporal, once the
-// command's local check passed.
-func (a *app) ledgerAfter(ctx context.Context, check error) (*client.Ops, error) {
-	if check != nil {
-		return nil, check
+// ops opens the ledger at $DATABASE_URL (--db-schema) once checks passed.
+// withTemporal also dials Temporal, so waits and the views can ask the
+// workflows; when Temporal does not answer, the ledger-only Ops is returned
+// and tcErr says why.
+func (a *app) ops(ctx context.Context, withTemporal bool, checks ...error) (*client.Ops, error) {
+	if err := cmp.Or(checks...); err != nil {
+		return nil, err
 	}
-	return a.ops(ctx, false)
-}
-
-// ops opens the ledger at $DATABASE_URL (--db-schema). withTemporal also
-// dials Temporal, so waits and the views can ask the workflows; when
-// Temporal does not answer, the ledger-only Ops is returned and tcErr says why.
-func (a *app) ops(ctx context.Context, withTemporal bool) (*client.Ops, error) {
 	if a.ledger == nil {
 		ops, err := client.OpenOps(ctx, client.LedgerConfig{DatabaseURL: a.cfg.DatabaseURL, Schema: a.cfg.DBSchema, MaxConns: 2}, nil)
 		if err != nil {
@@ -148,7 +146,6 @@ func (a *app) ops(ctx context.Context, withTemporal bool) (*client.Ops, error) {
 	return a.ledger.WithClient(c), nil
 }
 
-// ledgerError names the setting to check when the ledger cannot be opened.
 func (a *app) ledgerError(err error) error {
 	switch {
 	case errors.Is(err, client.ErrLedgerUnavailable):
@@ -170,20 +167,16 @@ func (a *app) temporalNote() string {
 	return "(Temporal did not answer, so phases come from the ledger alone: " + classify(a.tcErr).Message + ")"
 }
 
-// clientAfter returns the command's client once its local check passed: a
-// failed check is the command's error, before anything is contacted.
-func (a *app) clientAfter(ctx context.Context, check error) (*client.Client, error) {
-	if check != nil {
-		return nil, check
+// reader reads the configured store once checks passed.
+func (a *app) reader(ctx context.Context, checks ...error) (*client.Reader, error) {
+	if err := cmp.Or(checks...); err != nil {
+		return nil, err
 	}
-	return a.client(ctx)
-}
-
-func (a *app) storeAfter(ctx context.Context, check error) (storage.Store, error) {
-	if check != nil {
-		return nil, check
+	st, err := a.openStore(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return a.openStore(ctx)
+	return client.NewReader(st), nil
 }
 
 // openStore opens the configured store and checks that it answers a listing,
@@ -228,7 +221,6 @@ func (a *app) settingName(flag string) string {
 	return "the default of --" + flag
 }
 
-// storeDir is the local store's directory, absolute when it can be made so.
 func (a *app) storeDir() string {
 	if abs, err := filepath.Abs(a.cfg.StoreDir); err == nil {
 		return abs
@@ -260,7 +252,6 @@ func (a *app) storeRead(err error, graph string) error {
 		graph, a.cfg.DescribeStore(), a.settingName(setting))
 }
 
-// graphMissing reports whether err is a read's not_found for graph itself.
 func graphMissing(err error, graph string) bool {
 	o, ok := outcome.Of(err)
 	return ok && o == outcome.NotFound && strings.Contains(err.Error(), fmt.Sprintf("graph %q does not exist", graph))

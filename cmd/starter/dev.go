@@ -101,9 +101,14 @@ stack from any directory.`,
 func (a *app) runDev(cmd *cobra.Command, o devOptions) error {
 	ctx := cmd.Context()
 	stderr := cmd.ErrOrStderr()
-	devDir, err := a.devDir(o)
+	// The stack's state: --dev-dir, else inside the local store's directory.
+	devDir := o.devDir
+	if devDir == "" && a.cfg.S3.Bucket == "" {
+		devDir = filepath.Join(a.cfg.StoreDir, devDirName)
+	}
+	devDir, err := filepath.Abs(cmp.Or(devDir, devDirName))
 	if err != nil {
-		return err
+		return fmt.Errorf("resolve --dev-dir: %w", err)
 	}
 	if err := os.MkdirAll(devDir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", devDir, err)
@@ -117,8 +122,13 @@ func (a *app) runDev(cmd *cobra.Command, o devOptions) error {
 		return err // migrations' errors name the step and the database
 	}
 
-	if err := ensureBinDir(devDir); err != nil {
-		return err
+	// The pinned tools build outside a checkout of graft too: with no go.mod
+	// above the working directory and no $GRAFT_BIN_DIR, under the dev
+	// directory. The tools package reads its location from the environment only.
+	if _, err := tools.BinDir(); err != nil {
+		if err := os.Setenv("GRAFT_BIN_DIR", filepath.Join(devDir, "bin")); err != nil {
+			return fmt.Errorf("set GRAFT_BIN_DIR: %w", err)
+		}
 	}
 	if bin, err := tools.Temporal.Path(); err == nil {
 		if _, err := os.Stat(bin); err != nil {
@@ -171,7 +181,7 @@ func (a *app) runDev(cmd *cobra.Command, o devOptions) error {
 	defer stopWorker()
 	workerDone := make(chan error, 1)
 	go func() {
-		workerDone <- workercmd.Run(wctx, wcfg, workercmd.RunOptions{Logger: workercmd.NewLogger(logFile, wcfg.LogLevel)})
+		workerDone <- workercmd.Run(wctx, wcfg, workercmd.NewLogger(logFile, wcfg.LogLevel), nil)
 	}()
 	if err := waitHealthy(ctx, "http://"+wcfg.MetricsAddr+"/healthz", workerDone); err != nil {
 		stopWorker()
@@ -227,37 +237,6 @@ wait:
 		fmt.Fprintln(stderr, "graft dev: stopped")
 	}
 	return runErr
-}
-
-// devDir is where the stack keeps Temporal's database and its logs.
-func (a *app) devDir(o devOptions) (string, error) {
-	dir := o.devDir
-	switch {
-	case dir != "":
-	case a.cfg.S3.Bucket == "":
-		dir = filepath.Join(a.cfg.StoreDir, devDirName)
-	default:
-		dir = devDirName
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", fmt.Errorf("resolve --dev-dir: %w", err)
-	}
-	return abs, nil
-}
-
-// ensureBinDir lets the pinned tools build outside a checkout of graft: with
-// no go.mod above the working directory and no $GRAFT_BIN_DIR, they go under
-// the dev directory.
-func ensureBinDir(devDir string) error {
-	if _, err := tools.BinDir(); err == nil {
-		return nil
-	}
-	// The tools package reads its location from the environment only.
-	if err := os.Setenv("GRAFT_BIN_DIR", filepath.Join(devDir, "bin")); err != nil {
-		return fmt.Errorf("set GRAFT_BIN_DIR: %w", err)
-	}
-	return nil
 }
 
 // pickPort returns the port asked for, else def when it is free, else 0 (the
@@ -318,7 +297,6 @@ func (a *app) tryCommand(hostPort string) string {
 	return strings.Join(append(args, "graph", "init", "demo"), " ")
 }
 
-// profileValues are the settings other commands need to reach this stack.
 func (a *app) profileValues(hostPort, namespace string) map[string]string {
 	v := map[string]string{
 		conncfg.FlagTemporalAddress: hostPort,

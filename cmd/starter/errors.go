@@ -31,10 +31,17 @@ type usageError struct{ err error }
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
+// usageIf is the usage error msg when bad holds, else nil.
+func usageIf(bad bool, msg string) error {
+	if !bad {
+		return nil
+	}
+	return usageError{errors.New(msg)}
+}
+
 // unavailableError is a dependency graft could not reach: exit 9.
 type unavailableError struct{ err error }
 
-// unavailable is err, from a dependency graft could not reach, with the next step.
 func unavailable(err error, format string, args ...any) error {
 	return withNext(&unavailableError{err}, format, args...)
 }
@@ -43,16 +50,18 @@ func (e *unavailableError) Error() string { return e.err.Error() }
 func (e *unavailableError) Unwrap() error { return e.err }
 
 // nextStepError attaches the next step an operator should take to err, in
-// place of the default for its outcome; the outermost one wins.
+// place of the default for its outcome; the outermost one wins. tables are a
+// merge conflict's, for the JSON error object's "conflicts".
 type nextStepError struct {
-	next string
-	err  error
+	next   string
+	tables []workflows.MergeTable
+	err    error
 }
 
 func (e *nextStepError) Error() string { return e.err.Error() }
 func (e *nextStepError) Unwrap() error { return e.err }
 
-// nextOn is withNext when err's outcome is o, else err.
+// nextOn is withNext when err's outcome is o.
 func nextOn(err error, o outcome.Outcome, format string, args ...any) error {
 	if got, ok := outcome.Of(err); ok && got == o {
 		return withNext(err, format, args...)
@@ -60,7 +69,6 @@ func nextOn(err error, o outcome.Outcome, format string, args ...any) error {
 	return err
 }
 
-// withNext returns err carrying next, or nil when err is nil.
 func withNext(err error, format string, args ...any) error {
 	if err == nil {
 		return nil
@@ -81,7 +89,6 @@ type Report struct {
 	Conflicts []workflows.MergeTable `json:"conflicts,omitempty"`
 }
 
-// classify turns a command's error into its report and exit code.
 func classify(err error) Report {
 	r := Report{Message: err.Error()}
 	var (
@@ -99,8 +106,10 @@ func classify(err error) Report {
 		r.Next = "fix the command line; see `graft <command> --help`"
 	case errors.As(err, &oe):
 		r.Outcome, r.ExitCode, r.OpID = string(oe.Outcome), oe.Outcome.ExitCode(), oe.OpID
-		r.Message = oe.Message
-		r.Next = defaultNext(oe)
+		r.Message, r.Next = oe.Message, defaultNexts[oe.Outcome]
+		if oe.Outcome == outcome.InDoubt {
+			r.Next = fmt.Sprintf("operation %s is settling on its own; watch it with `graft op wait %s`", oe.OpID, oe.OpID)
+		}
 	case errors.As(err, &unav):
 		r.Outcome, r.ExitCode = outcomeUnavailable, outcome.ExitUnavailable
 	case errors.As(err, &ua) && !errors.Is(err, context.Canceled):
@@ -138,7 +147,7 @@ func classify(err error) Report {
 	}
 	var ne *nextStepError
 	if errors.As(err, &ne) {
-		r.Next = ne.next
+		r.Next, r.Conflicts = ne.next, ne.tables
 	}
 	// A request that met another request's operation: whatever the command's next step
 	// for a conflict, the key (or the name) is what stands in the way.
@@ -149,32 +158,18 @@ func classify(err error) Report {
 	case oe != nil && oe.Outcome == outcome.Conflict && strings.Contains(oe.Message, "was already used for a different request"):
 		r.Next = keyUsedNext(oe.OpID)
 	}
-	var ct *conflictTablesError
-	if errors.As(err, &ct) {
-		r.Conflicts = ct.tables
-	}
 	return r
 }
 
-// defaultNext is the next step for an outcome when the command gave none.
-func defaultNext(e *outcome.Error) string {
-	switch e.Outcome {
-	case outcome.InDoubt:
-		return fmt.Sprintf("operation %s is settling on its own; watch it with `graft op wait %s`", e.OpID, e.OpID)
-	case outcome.Unpublished:
-		return "nothing was published and nothing will be; run the command again to retry"
-	case outcome.Conflict:
-		return "another writer's state stands in the way; look at it (`graft branch show`), then retry"
-	case outcome.NotFound:
-		return "check the names; `graft branch list <graph>` shows a graph's branches"
-	case outcome.NotRetained:
-		return "cleanup reclaimed something this needs; start from a newer commit, a tag or a live branch"
-	case outcome.Invalid:
-		return "fix the input; see `graft <command> --help`"
-	case outcome.Refused:
-		return "the store refused the request: check the bucket's permissions and policy for the worker's credentials"
-	}
-	return ""
+// defaultNexts are the next steps for outcomes when the command gave none;
+// in_doubt's names the operation (classify).
+var defaultNexts = map[outcome.Outcome]string{
+	outcome.Unpublished: "nothing was published and nothing will be; run the command again to retry",
+	outcome.Conflict:    "another writer's state stands in the way; look at it (`graft branch show`), then retry",
+	outcome.NotFound:    "check the names; `graft branch list <graph>` shows a graph's branches",
+	outcome.NotRetained: "cleanup reclaimed something this needs; start from a newer commit, a tag or a live branch",
+	outcome.Invalid:     "fix the input; see `graft <command> --help`",
+	outcome.Refused:     "the store refused the request: check the bucket's permissions and policy for the worker's credentials",
 }
 
 // requestConflictNext is what to do after a request met an operation started for a
@@ -186,7 +181,6 @@ func requestConflictNext(rc *client.RequestConflictError) string {
 	return fmt.Sprintf("operation %s runs a different request of the same name; wait for it with `graft op wait %s`, then run this one again", rc.OpID, rc.OpID)
 }
 
-// keyUsedNext is what to do after an idempotency key named an earlier, different request.
 func keyUsedNext(opID string) string {
 	return fmt.Sprintf("the key names an earlier request, which `graft op show %s` shows; run this one with a fresh --idempotency-key (or none)", opID)
 }
@@ -258,7 +252,6 @@ func (a *app) ledgerHas(ctx context.Context, opID string) (recorded, known bool)
 	return err == nil, err == nil
 }
 
-// ifGiven is check(value) when value is given, else nil.
 func ifGiven(value string, check func(string) error) error {
 	if value == "" {
 		return nil
@@ -266,12 +259,11 @@ func ifGiven(value string, check func(string) error) error {
 	return check(value)
 }
 
-// checkFlag validates a flag's value, when given.
 func checkFlag(flag, value string, validate func(string) error) error {
 	return ifGiven(value, func(v string) error { return invalidAs(flag, validate(v)) })
 }
 
-// invalidAs is a validation error as the outcome invalid, naming what was invalid.
+// invalidAs is err as the outcome invalid, naming what was invalid.
 func invalidAs(what string, err error) error {
 	if err == nil {
 		return nil

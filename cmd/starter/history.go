@@ -34,11 +34,11 @@ where cleanup reclaimed older commits.`,
 		Args: exactArgs("GRAPH", "BRANCH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			graph, branch := args[0], args[1]
-			store, err := a.storeAfter(cmd.Context(), checkBranch(graph, branch))
+			r, err := a.reader(cmd.Context(), checkBranch(graph, branch))
 			if err != nil {
 				return err
 			}
-			log, err := client.NewReader(store).Log(cmd.Context(), graph, branch, limit)
+			log, err := r.Log(cmd.Context(), graph, branch, limit)
 			if err != nil {
 				return a.storeRead(err, graph)
 			}
@@ -93,23 +93,21 @@ table), removed (only FROM does) and changed (they pin different versions).
 		Args: exactArgs("GRAPH", "FROM", "TO"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			graph := args[0]
-			store, err := a.storeAfter(cmd.Context(), checkGraph(graph))
+			r, err := a.reader(cmd.Context(), checkGraph(graph))
 			if err != nil {
 				return err
 			}
-			d, err := client.NewReader(store).Diff(cmd.Context(), graph, args[1], args[2])
+			d, err := r.Diff(cmd.Context(), graph, args[1], args[2])
 			if err != nil {
 				return a.storeRead(err, graph)
 			}
-			return a.emit(cmd, d, func(w io.Writer) error {
-				fmt.Fprintf(w, "%s %s (%s) .. %s %s (%s)\n", d.From.Kind, d.From.Ref, d.From.Commit, d.To.Kind, d.To.Ref, d.To.Commit)
-				tw := newTable(w)
+			return a.emitTable(cmd, d, func(tw io.Writer) {
+				fmt.Fprintf(tw, "%s %s (%s) .. %s %s (%s)\n", d.From.Kind, d.From.Ref, d.From.Commit, d.To.Kind, d.To.Ref, d.To.Commit)
 				for _, c := range d.Tables {
 					sign := map[string]string{"added": "+", "removed": "-", "changed": "~"}[c.Change]
 					fmt.Fprintf(tw, "%s %s\t%s\t%s -> %s\n", sign, c.Table, c.Change, orDash(c.From), orDash(c.To))
 				}
 				fmt.Fprintf(tw, "%d table(s) changed, %d unchanged\n", len(d.Tables), d.Unchanged)
-				return tw.Flush()
 			})
 		},
 	}
@@ -138,11 +136,10 @@ that a branch names an object that was deleted.
 		Args: exactArgs("GRAPH", "REF", "TABLE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			graph := args[0]
-			store, err := a.storeAfter(cmd.Context(), checkGraph(graph))
+			r, err := a.reader(cmd.Context(), checkGraph(graph))
 			if err != nil {
 				return err
 			}
-			r := client.NewReader(store)
 			r.Locator = a.locator()
 			if verify {
 				return a.verifyTableObjects(cmd, r, graph, args[1], args[2])
@@ -173,15 +170,13 @@ const verifyListMax = 10
 func (a *app) verifyTableObjects(cmd *cobra.Command, r *client.Reader, graph, ref, table string) error {
 	pr := a.progress(cmd)
 	var mu sync.Mutex
-	var objects int64
 	v, err := r.VerifyTableObjects(cmd.Context(), graph, ref, table, func(done, total int64) {
 		mu.Lock()
 		defer mu.Unlock()
-		objects = total
 		pr.Update("verify objects", done, total)
 	})
-	if err == nil {
-		pr.Update("checked", objects, objects) // the last line, also where lines are drawn only now and then
+	if n := int64(v.Objects); err == nil {
+		pr.Update("checked", n, n) // the last line, also where lines are drawn only now and then
 	}
 	pr.Finish()
 	if err != nil {
@@ -211,7 +206,6 @@ func (a *app) verifyTableObjects(cmd *cobra.Command, r *client.Reader, graph, re
 	return a.emitf(cmd, v, "verified %d of %d objects of %s: all there\n", v.Verified, v.Objects, at)
 }
 
-// locator turns a store key into the URI an engine reads it at.
 func (a *app) locator() func(string) string {
 	base := "file://" + filepath.ToSlash(a.storeDir()) + "/"
 	if a.cfg.S3.Bucket != "" {

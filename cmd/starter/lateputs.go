@@ -27,7 +27,7 @@ cleanup emptied. Once no such put can arrive any more (see docs/operations.md,
 "Late-put pins"), release them with ` + "`graft op release-late-puts OP_ID`" + `.`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ops, err := a.ledgerAfter(cmd.Context(), cmp.Or(ifGiven(f.Graph, checkGraph), ifGiven(f.OpID, checkOpID)))
+			ops, err := a.ops(cmd.Context(), false, cmp.Or(ifGiven(f.Graph, checkGraph), ifGiven(f.OpID, checkOpID)))
 			if err != nil {
 				return err
 			}
@@ -71,7 +71,7 @@ then reclaim the keys as it judges them. An unfinished operation is refused
 (conflict): its end decides its pins. Releasing twice releases nothing.`,
 		Args: exactArgs("OP_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ops, err := a.ledgerAfter(cmd.Context(), checkOpID(args[0]))
+			ops, err := a.ops(cmd.Context(), false, checkOpID(args[0]))
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -76,16 +77,6 @@ head is that commit.`,
 	return cmd
 }
 
-// conflictTablesError is a merge conflict with the tables both sides
-// changed; classify puts them in the JSON error object's "conflicts".
-type conflictTablesError struct {
-	tables []workflows.MergeTable
-	err    error
-}
-
-func (e *conflictTablesError) Error() string { return e.err.Error() }
-func (e *conflictTablesError) Unwrap() error { return e.err }
-
 // mergeError adds the next step to a failed merge and, for a conflict over
 // tables, names every one of them.
 func mergeError(req client.MergeRequest, res workflows.MergeResult, err error) error {
@@ -114,10 +105,10 @@ func mergeError(req client.MergeRequest, res workflows.MergeResult, err error) e
 		}
 		e := &outcome.Error{Outcome: oe.Outcome, OpID: oe.OpID,
 			Message: fmt.Sprintf("%s; conflicting tables: %s", oe.Message, strings.Join(names, ", "))}
-		return withNext(&conflictTablesError{tables: conflicts, err: e},
+		return &nextStepError{tables: conflicts, err: e, next: fmt.Sprintf(
 			"write the version each conflicting table should have on %s or %s, then merge again "+
 				"(`graft merge %s %s --into %s --preview` shows the plan and writes nothing)",
-			req.Source, req.Target, req.Graph, req.Source, req.Target)
+			req.Source, req.Target, req.Graph, req.Source, req.Target)}
 	case outcome.NotFound:
 		return withNext(err, "check the graph and both branches; `graft branch list %s` lists the graph's branches", req.Graph)
 	case outcome.NotRetained:
@@ -172,10 +163,8 @@ func printMerge(w io.Writer, res workflows.MergeResult) error {
 // gets a fresh operation id when it has none — the operation the command
 // reports if it is interrupted (refineNext) — and the command its client.
 func (a *app) begin(ctx context.Context, key *string, checks ...error) (*client.Client, error) {
-	for _, err := range checks {
-		if err != nil {
-			return nil, err
-		}
+	if err := cmp.Or(checks...); err != nil {
+		return nil, err
 	}
 	if *key == "" {
 		*key = ulid.Make().String()
@@ -193,15 +182,6 @@ func waitFor[R any](ctx context.Context, final bool, wait, waitFinal func(contex
 	return wait(ctx)
 }
 
-// notBoth is the usage error for two flags given together that exclude each other.
-func notBoth(both bool, a, b string) error {
-	if both {
-		return usageError{fmt.Errorf("%s and %s are mutually exclusive", a, b)}
-	}
-	return nil
-}
-
-// settlingNext is the next step for an operation that is in doubt.
 func settlingNext(err error, what string) error {
 	var oe *outcome.Error
 	if errors.As(err, &oe) && oe.Outcome == outcome.InDoubt {

@@ -28,7 +28,6 @@ func (a *app) opCommand() *cobra.Command {
 	return cmd
 }
 
-// opView is an operation as the CLI shows it.
 type opView struct {
 	ID         string          `json:"id"`
 	Kind       string          `json:"kind"`
@@ -41,7 +40,7 @@ type opView struct {
 	Inputs     json.RawMessage `json:"inputs,omitempty"`
 	CreatedAt  time.Time       `json:"created_at"`
 	UpdatedAt  time.Time       `json:"updated_at"`
-	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+	FinishedAt time.Time       `json:"finished_at,omitzero"`
 
 	// What an unfinished operation is doing (op show, op list --stuck).
 	Stuck          string                     `json:"stuck,omitempty"`
@@ -63,15 +62,11 @@ type opView struct {
 }
 
 func viewOp(op client.Operation) opView {
-	v := opView{
+	return opView{
 		ID: op.ID, Kind: op.Kind, Graph: op.Graph, State: string(op.State), Outcome: string(op.Outcome),
 		Error: op.Error, WorkflowID: op.WorkflowID, RunID: op.RunID, Inputs: op.Inputs, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt,
+		FinishedAt: op.FinishedAt,
 	}
-	if !op.FinishedAt.IsZero() {
-		t := op.FinishedAt
-		v.FinishedAt = &t
-	}
-	return v
 }
 
 func viewDetail(d client.OperationDetail) opView {
@@ -108,16 +103,10 @@ what it waits for, from the running workflow when it answers, else from its
 pending step or from the ledger.`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := ifGiven(f.Graph, checkGraph); err != nil {
-				return err
-			}
-			if !stuck && cmd.Flags().Changed("running-for") {
-				return usageError{errors.New("--running-for goes with --stuck")}
-			}
-			if stuck && (f.Kind != "" || f.State != "") {
-				return usageError{errors.New("--stuck lists unfinished operations of every kind: drop --kind and --state")}
-			}
-			ops, err := a.ops(cmd.Context(), stuck)
+			ops, err := a.ops(cmd.Context(), stuck, ifGiven(f.Graph, checkGraph),
+				usageIf(!stuck && cmd.Flags().Changed("running-for"), "--running-for goes with --stuck"),
+				usageIf(stuck && (f.Kind != "" || f.State != ""),
+					"--stuck lists unfinished operations of every kind: drop --kind and --state"))
 			if err != nil {
 				return err
 			}
@@ -130,13 +119,11 @@ pending step or from the ledger.`,
 				for i, op := range list {
 					res.Operations[i] = viewOp(op)
 				}
-				return a.emit(cmd, res, func(w io.Writer) error {
-					tw := newTable(w)
+				return a.emitTable(cmd, res, func(tw io.Writer) {
 					fmt.Fprintln(tw, "ID\tKIND\tGRAPH\tSTATE\tOUTCOME\tCREATED")
 					for _, op := range res.Operations {
 						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", op.ID, op.Kind, op.Graph, op.State, op.Outcome, stamp(op.CreatedAt))
 					}
-					return tw.Flush()
 				})
 			}
 			list, err := ops.Stuck(cmd.Context(), client.StuckFilter{Graph: f.Graph, RunningFor: runningFor, Limit: f.Limit})
@@ -176,7 +163,7 @@ func (a *app) opShowCommand() *cobra.Command {
 		Short: "Show one operation from the ledger; an unfinished one with its phase and what it waits for",
 		Args:  exactArgs("OP_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ops, err := a.ledgerAfter(cmd.Context(), checkOpID(args[0]))
+			ops, err := a.ops(cmd.Context(), false, checkOpID(args[0]))
 			if err != nil {
 				return err
 			}
@@ -213,7 +200,7 @@ func (a *app) opWaitCommand() *cobra.Command {
 operation and exits with its outcome's exit code (docs/outcomes.md).`,
 		Args: exactArgs("OP_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ops, err := a.ledgerAfter(cmd.Context(), checkOpID(args[0]))
+			ops, err := a.ops(cmd.Context(), false, checkOpID(args[0]))
 			if err != nil {
 				return err
 			}
@@ -289,7 +276,6 @@ worker also runs it on a schedule.`,
 	return cmd
 }
 
-// opNotFound points an unknown operation id at the listing.
 func opNotFound(err error) error {
 	return nextOn(err, outcome.NotFound, "`graft op list` lists recent operations (--graph, --kind and --state narrow it)")
 }
@@ -315,8 +301,8 @@ func printOp(w io.Writer, v opView, note string) error {
 		fmt.Fprintf(tw, ", %s", v.Workflow)
 	}
 	fmt.Fprintf(tw, "\ncreated\t%s\n", stamp(v.CreatedAt))
-	if v.FinishedAt != nil {
-		fmt.Fprintf(tw, "finished\t%s\n", stamp(*v.FinishedAt))
+	if !v.FinishedAt.IsZero() {
+		fmt.Fprintf(tw, "finished\t%s\n", stamp(v.FinishedAt))
 	}
 	if v.PendingWrite != "" {
 		fmt.Fprintf(tw, "pending write\t%s (re-issued %d times)\n", v.PendingWrite, v.SettleAttempts)
@@ -335,7 +321,6 @@ func printOp(w io.Writer, v opView, note string) error {
 	return flushNote(tw, w, note)
 }
 
-// flushNote flushes tw, then writes note on its own line when there is one.
 func flushNote(tw *tabwriter.Writer, w io.Writer, note string) error {
 	if err := tw.Flush(); err != nil {
 		return err

@@ -16,12 +16,8 @@ import (
 // plainEvery while a phase lasts — anywhere else (a pipe, a log file), so no
 // control character ends up in a log.
 func newProgress(w io.Writer) *lineProgress {
-	return &lineProgress{w: w, tty: isTerminal(w), now: time.Now}
-}
-
-func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
+	return &lineProgress{w: w, tty: ok && term.IsTerminal(int(f.Fd())), now: time.Now}
 }
 
 // progress is the reporter of a long command: newProgress on stderr, nil,

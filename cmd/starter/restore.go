@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"io"
 
@@ -36,12 +35,10 @@ makes the restore a conflict (exit 5) unless BRANCH's head is that commit.`,
 		Args: exactArgs("GRAPH", "BRANCH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Graph, req.Branch = args[0], args[1]
-			var which error
-			if (req.ToCommit == "") == (req.ToTag == "") {
-				which = usageError{errors.New("give exactly one of --commit and --tag: the commit to restore")}
-			}
-			c, err := a.begin(cmd.Context(), &req.IdempotencyKey, checkBranch(req.Graph, req.Branch), which,
-				notBoth(req.NoBackup && req.BackupTag != "", "--no-backup", "--backup-tag"),
+			c, err := a.begin(cmd.Context(), &req.IdempotencyKey, checkBranch(req.Graph, req.Branch),
+				usageIf((req.ToCommit == "") == (req.ToTag == ""),
+					"give exactly one of --commit and --tag: the commit to restore"),
+				usageIf(req.NoBackup && req.BackupTag != "", "--no-backup and --backup-tag are mutually exclusive"),
 				checkFlag("--commit", req.ToCommit, validCommit), checkFlag("--tag", req.ToTag, format.ValidateTagName),
 				checkFlag("--expected-head", req.ExpectedHead, validCommit), checkFlag("--backup-tag", req.BackupTag, format.ValidateTagName),
 				checkCommitText(req.Author, req.Message), checkOpKey(req.IdempotencyKey), req.Validate())
@@ -56,16 +53,14 @@ makes the restore a conflict (exit 5) unless BRANCH's head is that commit.`,
 			if err != nil {
 				return restoreError(req, err)
 			}
-			return a.emit(cmd, res, func(w io.Writer) error {
+			return a.emitTable(cmd, res, func(tw io.Writer) {
 				to := req.ToCommit
 				if req.ToTag != "" {
 					to = "tag " + req.ToTag
 				}
-				fmt.Fprintf(w, "restored %s in %s to %s\n", res.Branch, res.Graph, to)
-				tw := newTable(w)
+				fmt.Fprintf(tw, "restored %s in %s to %s\n", res.Branch, res.Graph, to)
 				rows(tw, "  commit", res.Commit, "  restored from", res.RestoredFrom, "  previous head", res.PreviousHead,
 					"  backup tag", cmp.Or(res.BackupTag, "(none: --no-backup)"), "  op", res.OpID)
-				return tw.Flush()
 			})
 		},
 	}

@@ -46,11 +46,12 @@ given.`,
 			if len(args) >= 3 && (len(req.Import) > 0 || len(req.Remove) > 0) {
 				return nil
 			}
-			return minArgs("GRAPH", "BRANCH", "TABLE", "FILE")(cmd, args)
+			return countArgs("at least ", []string{"GRAPH", "BRANCH", "TABLE", "FILE"})(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Graph, req.Branch, req.Table, req.Files = args[0], args[1], args[2], args[3:]
-			c, err := a.begin(cmd.Context(), &req.IdempotencyKey, req.Validate(), notBoth(detach && final, "--detach", "--wait-settled"))
+			c, err := a.begin(cmd.Context(), &req.IdempotencyKey, req.Validate(),
+				usageIf(detach && final, "--detach and --wait-settled are mutually exclusive"))
 			if err != nil {
 				return err
 			}

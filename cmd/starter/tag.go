@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 
@@ -37,11 +36,8 @@ answered ambiguously and the workflow is settling it.`,
 		Args: exactArgs("GRAPH", "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Graph, req.Name = args[0], args[1]
-			var which error
-			if req.Commit != "" && req.Branch != "" {
-				which = usageError{errors.New("give at most one of --commit and --branch")}
-			}
-			c, err := a.begin(cmd.Context(), &req.IdempotencyKey, checkTag(req.Graph, req.Name), which,
+			c, err := a.begin(cmd.Context(), &req.IdempotencyKey, checkTag(req.Graph, req.Name),
+				usageIf(req.Commit != "" && req.Branch != "", "give at most one of --commit and --branch"),
 				checkFlag("--commit", req.Commit, validCommit), checkFlag("--branch", req.Branch, format.ValidateBranchName),
 				checkOpKey(req.IdempotencyKey), req.Validate())
 			if err != nil {
@@ -84,22 +80,20 @@ func (a *app) tagListCommand() *cobra.Command {
 		Args:  exactArgs("GRAPH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			graph := args[0]
-			store, err := a.storeAfter(cmd.Context(), checkGraph(graph))
+			r, err := a.reader(cmd.Context(), checkGraph(graph))
 			if err != nil {
 				return err
 			}
-			tags, err := client.NewReader(store).ListTags(cmd.Context(), graph, all)
+			tags, err := r.ListTags(cmd.Context(), graph, all)
 			if err != nil {
 				return a.storeRead(err, graph)
 			}
 			tags = append([]client.TagInfo{}, tags...) // [] in JSON, not null
-			return a.emit(cmd, tagList{Graph: graph, Tags: tags}, func(w io.Writer) error {
-				tw := newTable(w)
+			return a.emitTable(cmd, tagList{Graph: graph, Tags: tags}, func(tw io.Writer) {
 				fmt.Fprintln(tw, "TAG\tCOMMIT\tSTATE\tCREATED\tOP")
 				for _, t := range tags {
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Commit, t.State, stamp(t.CreatedAt), t.Op)
 				}
-				return tw.Flush()
 			})
 		},
 	}
@@ -114,31 +108,25 @@ func (a *app) tagShowCommand() *cobra.Command {
 		Args:  exactArgs("GRAPH", "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			graph, name := args[0], args[1]
-			store, err := a.storeAfter(cmd.Context(), checkTag(graph, name))
+			r, err := a.reader(cmd.Context(), checkTag(graph, name))
 			if err != nil {
 				return err
 			}
-			d, err := client.NewReader(store).ShowTag(cmd.Context(), graph, name)
+			d, err := r.ShowTag(cmd.Context(), graph, name)
 			if err != nil {
 				return nextOn(err, outcome.NotFound, "`graft tag list %s --all` lists the graph's tags", graph)
 			}
-			return a.emit(cmd, d, func(w io.Writer) error {
-				tw := newTable(w)
-				fmt.Fprintf(tw, "tag\t%s (graph %s)\n", d.Name, graph)
-				fmt.Fprintf(tw, "state\t%s\n", d.State)
-				fmt.Fprintf(tw, "commit\t%s\n", d.Commit)
+			return a.emitTable(cmd, d, func(tw io.Writer) {
+				fmt.Fprintf(tw, "tag\t%s (graph %s)\nstate\t%s\ncommit\t%s\n", d.Name, graph, d.State, d.Commit)
 				fmt.Fprintf(tw, "created\t%s (op %s)\n", stamp(d.CreatedAt), d.Op)
 				rows(tw, "deleted by", d.RetiredOp)
 				if !d.Retained {
 					fmt.Fprintf(tw, "retained\tno: cleanup reclaimed the commit\n")
-					return tw.Flush()
+					return
 				}
-				fmt.Fprintf(tw, "branch\t%s\n", d.Branch)
-				fmt.Fprintf(tw, "time\t%s\n", stamp(d.Time))
-				fmt.Fprintf(tw, "author\t%s\n", d.Author)
-				fmt.Fprintf(tw, "message\t%s\n", d.Message)
+				fmt.Fprintf(tw, "branch\t%s\ntime\t%s\n", d.Branch, stamp(d.Time))
+				fmt.Fprintf(tw, "author\t%s\nmessage\t%s\n", d.Author, d.Message)
 				printPins(tw, d.Pins)
-				return tw.Flush()
 			})
 		},
 	}

@@ -12,20 +12,6 @@
 //   - Head discovery costs a fixed number of requests whatever the history
 //     length (docs/format.md). The benchmarks only report the figures;
 //     TestHeadRead_SameRequestsAtEveryDepth is the guarantee, run in the
-//     ordinary test suite on both backends, and it checks the counts below.
+//     ordinary test suite on both backends, and it checks the request counts
+//     head_test.go names.
 package bench
-
-// Request counts of finding a branch's head (docs/format.md, "Read costs"),
-// where a live ref names its tree's head and nothing is
-// listed to find it. The tests assert them at depth 0, 64 and 10,000.
-const (
-	// ReadHeadGets is the cost of reading the head of a known incarnation
-	// (graph.Graph.RefHead): one GET of its ref and one GET of the commit
-	// the ref names. No LIST.
-	ReadHeadGets = 2
-	// HeadDiscoveryLists and HeadDiscoveryGets are the cost of finding
-	// it from the logical name (graph.Graph.BranchHead) for a branch with
-	// one incarnation: ResolveBranch lists the name's refs (one LIST) and
-	// GETs the one ref, then one GET of the commit the ref names.
-	HeadDiscoveryLists, HeadDiscoveryGets = 1, 2
-)

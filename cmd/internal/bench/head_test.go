@@ -17,6 +17,20 @@ import (
 // Head reads (docs/format.md, "Read costs"): a live ref names its tree's
 // head, so reading a branch's head never lists its tree.
 
+// Request counts of finding a branch's head; the tests assert them at depth
+// 0, 64 and 10,000.
+const (
+	// ReadHeadGets is the cost of reading the head of a known incarnation
+	// (graph.Graph.RefHead): one GET of its ref and one GET of the commit
+	// the ref names. No LIST.
+	ReadHeadGets = 2
+	// HeadDiscoveryLists and HeadDiscoveryGets are the cost of finding
+	// it from the logical name (graph.Graph.BranchHead) for a branch with
+	// one incarnation: ResolveBranch lists the name's refs (one LIST) and
+	// GETs the one ref, then one GET of the commit the ref names.
+	HeadDiscoveryLists, HeadDiscoveryGets = 1, 2
+)
+
 // headDepths are the history depths the head reads are
 // benchmarked at: the targets ask for the same requests, and a time within
 // 1.2 ×, at depth 64 and 10,000 as at depth 0.

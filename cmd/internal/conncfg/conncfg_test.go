@@ -101,13 +101,13 @@ func TestBind_UnparseableVariable_ErrorNamesVariableAndValue(t *testing.T) {
 	wantContains(t, err, `GRAFT_DIAL_TIMEOUT="soon"`, `GRAFT_TLS="perhaps"`)
 }
 
-func TestEnvNames_WithExtends_SharedTableUnchanged(t *testing.T) {
-	e := EnvNames().With(Env{"output": "GRAFT_OUTPUT"})
+func TestEnvNames_MoreFlags_SharedTableUnchanged(t *testing.T) {
+	e := EnvNames("output")
 	if e["output"] != "GRAFT_OUTPUT" || e[FlagS3Bucket] != "GRAFT_S3_BUCKET" {
 		t.Errorf("extended table %v", e)
 	}
 	if _, ok := EnvNames()["output"]; ok {
-		t.Errorf("With changed the shared table")
+		t.Errorf("EnvNames(\"output\") changed the shared table")
 	}
 	if got := e.Usage("output", "format"); got != "format [$GRAFT_OUTPUT]" {
 		t.Errorf("Usage = %q", got)

@@ -41,28 +41,19 @@ func (t TLSFiles) load(src *Sources) (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	if t.CAFile != "" {
-		roots, err := loadRoots(t.CAFile)
+		cfg.RootCAs = x509.NewCertPool()
+		pem, err := os.ReadFile(t.CAFile)
+		if err == nil && !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			err = fmt.Errorf("no PEM certificate in %s", t.CAFile)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", src.Name(FlagTLSCA), err))
 		}
-		cfg.RootCAs = roots
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return cfg, nil
-}
-
-func loadRoots(file string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("no PEM certificate in %s", file)
-	}
-	return pool, nil
 }
 
 // ClientOptions returns opts with the Temporal address, namespace and TLS of
@@ -79,8 +70,7 @@ func (s Settings) ClientOptions(opts sdkclient.Options) (sdkclient.Options, erro
 }
 
 // DialTemporal connects to Temporal with opts (from ClientOptions), giving
-// up after s.DialTimeout. Its error names the address, and says when the
-// dial timed out rather than failed.
+// up after s.DialTimeout; its error names the address.
 func (s Settings) DialTemporal(ctx context.Context, opts sdkclient.Options) (sdkclient.Client, error) {
 	dctx, cancel := context.WithTimeout(ctx, s.DialTimeout)
 	defer cancel()
@@ -95,25 +85,18 @@ func (s Settings) DialTemporal(ctx context.Context, opts sdkclient.Options) (sdk
 	return tc, nil
 }
 
-// OpenStore opens the store s selects, a local directory or S3, and checks
-// within s.DialTimeout that it answers a listing, so a wrong directory,
-// endpoint, bucket or credential shows before any work. Its errors name the
-// store (DescribeStore).
+// OpenStore opens the store s selects and checks within s.DialTimeout that
+// it answers a listing, so a wrong directory, endpoint, bucket or credential
+// shows before any work.
 func (s Settings) OpenStore(ctx context.Context) (storage.Store, error) {
-	var (
-		st  storage.Store
-		err error
-	)
+	var st storage.Store
+	var err error
 	if s.S3.Bucket == "" {
 		st, err = localfs.Open(s.StoreDir)
 	} else {
-		st, err = s3.New(ctx, s3.Config{
-			Endpoint:  s.S3.Endpoint,
-			Region:    s.S3.Region,
-			Bucket:    s.S3.Bucket,
-			Prefix:    s.S3.Prefix,
-			PathStyle: s.S3.PathStyle,
-		})
+		c := s.S3
+		st, err = s3.New(ctx, s3.Config{Endpoint: c.Endpoint, Region: c.Region, Bucket: c.Bucket, Prefix: c.Prefix,
+			PathStyle: c.PathStyle})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", s.DescribeStore(), err)

@@ -3,7 +3,6 @@ package conncfg
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -16,15 +15,14 @@ type LookupEnv func(name string) (string, bool)
 // Env maps each flag that has an environment variable to the variable's name.
 type Env map[string]string
 
-// EnvNames returns the environment variables of the shared flags; the map
-// is the caller's to extend.
-func EnvNames() Env { return maps.Clone(sharedEnv) }
-
-// With returns a copy of e extended by more.
-func (e Env) With(more Env) Env {
-	out := maps.Clone(e)
-	maps.Copy(out, more)
-	return out
+// EnvNames returns the environment variables of the shared flags and of
+// more: GRAFT_ and the flag's name in upper case, '_' for '-'.
+func EnvNames(more ...string) Env {
+	e := Env{}
+	for _, f := range slices.Concat(sharedFlags, more) {
+		e[f] = "GRAFT_" + strings.ToUpper(strings.ReplaceAll(f, "-", "_"))
+	}
+	return e
 }
 
 // Usage appends flag's environment variable to its usage text.
@@ -33,11 +31,8 @@ func (e Env) Usage(flag, usage string) string {
 }
 
 // Bind fills every flag of fs not given on the command line from its
-// environment variable in e, so a flag wins over its variable, which wins
-// over the default. An empty variable counts as unset, except for the flags
-// named in emptyIsValue, where "" is a value. The returned Sources say where
-// each value came from; the error names each variable whose value did not
-// parse.
+// variable in e. An empty variable counts as unset, except for the flags in
+// emptyIsValue. The error names each variable whose value did not parse.
 func (e Env) Bind(fs *pflag.FlagSet, lookup LookupEnv, emptyIsValue ...string) (*Sources, error) {
 	s := &Sources{from: map[string]string{}, env: e}
 	var errs []error
@@ -83,6 +78,15 @@ func (s *Sources) Name(flag string) string {
 		return "--" + flag + " (or " + env + ")"
 	}
 	return "--" + flag
+}
+
+// Check is the error "NAME: message" about flag, NAME as Name gives it, when
+// bad holds; else nil.
+func (s *Sources) Check(bad bool, flag, format string, args ...any) error {
+	if !bad {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", s.Name(flag), fmt.Errorf(format, args...))
 }
 
 // Given reports whether the command line or the environment set flag.

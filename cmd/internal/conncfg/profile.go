@@ -32,10 +32,8 @@ const ProfileDatabaseURL = "database-url"
 
 // Profile is a profile file's settings.
 type Profile struct {
-	// Path is the file read.
-	Path string
-	// Values maps flag names (and ProfileDatabaseURL) to values.
-	Values map[string]string
+	Path   string            // the file read
+	Values map[string]string // flag names (and ProfileDatabaseURL) to values
 }
 
 // DefaultProfilePath is where the profile is looked for: $GRAFT_CONFIG, else
@@ -85,14 +83,12 @@ func ReadProfile(path string) (*Profile, error) {
 
 // WriteProfile writes values as the profile at path, replacing it whole and
 // creating its directory; the file is readable by its owner only.
-func WriteProfile(path string, values map[string]string) error {
-	if err := writeProfile(path, values); err != nil {
-		return fmt.Errorf("write profile %s: %w", path, err)
-	}
-	return nil
-}
-
-func writeProfile(path string, values map[string]string) error {
+func WriteProfile(path string, values map[string]string) (err error) {
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("write profile %s: %w", path, err)
+		}
+	}()
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}

@@ -10,31 +10,21 @@ import (
 )
 
 // Settings say how a command reaches Temporal, the store and the ledger.
-// sharedEnv names each field's flag and environment variable; Defaults gives
-// the values a command line starts from.
+// Defaults gives the values a command line starts from.
 type Settings struct {
-	// TemporalAddress is the Temporal frontend's host:port. Defaults to 127.0.0.1:7233.
-	TemporalAddress string
-	// Namespace is the Temporal namespace. Defaults to "default".
-	Namespace string
-	// TaskQueue is the task queue graft's workers poll. Defaults to "graft".
-	TaskQueue string
-	// DialTimeout bounds connecting to Temporal and the store's first
-	// listing. Defaults to 10s.
+	TemporalAddress string // the Temporal frontend's host:port
+	Namespace       string
+	TaskQueue       string // the task queue graft's workers poll
+	// DialTimeout bounds connecting to Temporal and the store's first listing.
 	DialTimeout time.Duration
-	// TLS configures TLS to Temporal. Defaults to plain TCP.
-	TLS TLSFiles
-	// StoreDir is the local-directory store, used when S3.Bucket is "".
-	// Defaults to "./.graft-data".
-	StoreDir string
-	// S3 selects an S3 store when S3.Bucket is set. Defaults to none.
-	S3 S3Config
+	TLS         TLSFiles // TLS to Temporal; plain TCP when none is set
+	StoreDir    string   // the local-directory store, used when S3.Bucket is ""
+	S3          S3Config // an S3 store, selected by S3.Bucket
 	// DatabaseURL is the ledger's Postgres, from DATABASE_URL only: it may
-	// carry a password, which must not show in ps. Defaults to
-	// catalog.DefaultDatabaseURL.
+	// carry a password, which must not show in ps.
 	DatabaseURL string
-	// DBSchema holds the ledger's tables. Defaults to "", the connection's
-	// default (normally public).
+	// DBSchema holds the ledger's tables; "" is the connection's default
+	// (normally public).
 	DBSchema string
 }
 
@@ -60,11 +50,9 @@ func (t TLSFiles) On() bool {
 // here: the AWS SDK's standard chain supplies them (AWS_ACCESS_KEY_ID,
 // AWS_PROFILE, an instance role).
 type S3Config struct {
-	Endpoint string // "" is AWS
-	// Bucket holds every object; setting it selects S3.
-	Bucket string
-	// Prefix is a key prefix inside the bucket, without leading or trailing '/'.
-	Prefix    string
+	Endpoint  string // "" is AWS
+	Bucket    string // holds every object; setting it selects S3
+	Prefix    string // a key prefix inside the bucket, without leading or trailing '/'
 	Region    string // signing region; "" is us-east-1
 	PathStyle bool   // address the bucket in the URL path
 }
@@ -112,28 +100,13 @@ const (
 // EnvDatabaseURL is the only source of the database URL.
 const EnvDatabaseURL = catalog.DatabaseURLEnv
 
-// sharedEnv maps each shared flag to its environment variable.
-var sharedEnv = Env{
-	FlagTemporalAddress: "GRAFT_TEMPORAL_ADDRESS",
-	FlagNamespace:       "GRAFT_NAMESPACE",
-	FlagTaskQueue:       "GRAFT_TASK_QUEUE",
-	FlagDialTimeout:     "GRAFT_DIAL_TIMEOUT",
-	FlagTLS:             "GRAFT_TLS",
-	FlagTLSCert:         "GRAFT_TLS_CERT",
-	FlagTLSKey:          "GRAFT_TLS_KEY",
-	FlagTLSCA:           "GRAFT_TLS_CA",
-	FlagTLSServerName:   "GRAFT_TLS_SERVER_NAME",
-	FlagStoreDir:        "GRAFT_STORE_DIR",
-	FlagS3Endpoint:      "GRAFT_S3_ENDPOINT",
-	FlagS3Bucket:        "GRAFT_S3_BUCKET",
-	FlagS3Prefix:        "GRAFT_S3_PREFIX",
-	FlagS3Region:        "GRAFT_S3_REGION",
-	FlagS3PathStyle:     "GRAFT_S3_PATH_STYLE",
-	FlagDBSchema:        "GRAFT_DB_SCHEMA",
-}
+var sharedFlags = []string{FlagTemporalAddress, FlagNamespace, FlagTaskQueue, FlagDialTimeout, FlagTLS, FlagTLSCert,
+	FlagTLSKey, FlagTLSCA, FlagTLSServerName, FlagStoreDir, FlagS3Endpoint, FlagS3Bucket, FlagS3Prefix, FlagS3Region,
+	FlagS3PathStyle, FlagDBSchema}
 
-// AddTemporalFlags adds the flags of the Temporal settings (address,
-// namespace, task queue, dial timeout, TLS) to fs, bound to s.
+var sharedEnv = EnvNames()
+
+// AddTemporalFlags adds the flags of the Temporal settings to fs, bound to s.
 func (s *Settings) AddTemporalFlags(fs *pflag.FlagSet) {
 	u := sharedEnv.Usage
 	fs.StringVar(&s.TemporalAddress, FlagTemporalAddress, s.TemporalAddress, u(FlagTemporalAddress, "Temporal frontend host:port"))
@@ -152,8 +125,7 @@ func (s *Settings) AddTemporalFlags(fs *pflag.FlagSet) {
 		u(FlagTLSServerName, "server name expected in Temporal's certificate (default: the address's host)"))
 }
 
-// AddStoreFlags adds the flags of the store settings (a local directory or
-// S3) to fs, bound to s.
+// AddStoreFlags adds the flags of the store settings to fs, bound to s.
 func (s *Settings) AddStoreFlags(fs *pflag.FlagSet) {
 	u := sharedEnv.Usage
 	fs.StringVar(&s.StoreDir, FlagStoreDir, s.StoreDir, u(FlagStoreDir, "local directory store (exclusive with --s3-*)"))
@@ -167,8 +139,8 @@ func (s *Settings) AddStoreFlags(fs *pflag.FlagSet) {
 		u(FlagS3PathStyle, "address the bucket in the URL path (MinIO, versitygw)"))
 }
 
-// AddLedgerFlags adds the flag of the ledger settings to fs, bound to s. The
-// database itself has no flag: it comes only from DATABASE_URL.
+// AddLedgerFlags adds --db-schema to fs, bound to s; the database itself
+// has no flag.
 func (s *Settings) AddLedgerFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.DBSchema, FlagDBSchema, s.DBSchema, sharedEnv.Usage(FlagDBSchema,
 		"Postgres schema holding the ledger's tables; empty means the connection's default (public); "+

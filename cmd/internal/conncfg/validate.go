@@ -32,32 +32,18 @@ func (s Settings) ValidateLedger(src *Sources) error {
 	if _, err := pgconn.ParseConfig(s.DatabaseURL); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %v", EnvDatabaseURL, err))
 	}
-	if err := catalog.ValidateSchema(s.DBSchema); err != nil {
-		errs = append(errs, fmt.Errorf("%s: %v", src.Name(FlagDBSchema), err))
-	}
-	return errors.Join(errs...)
+	err := catalog.ValidateSchema(s.DBSchema)
+	return errors.Join(append(errs, src.Check(err != nil, FlagDBSchema, "%v", err))...)
 }
 
-// ValidateTemporal checks the Temporal settings' values: the address, the
-// namespace, the task queue, the dial timeout, and that a client certificate
-// comes with its key. It reads no file; ValidateTLSFiles does.
+// ValidateTemporal checks the Temporal settings' values; it reads no file,
+// ValidateTLSFiles does.
 func (s Settings) ValidateTemporal(src *Sources) error {
-	var errs []error
-	bad := func(flag, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", src.Name(flag), fmt.Sprintf(format, args...)))
-	}
-	if err := CheckHostPort(s.TemporalAddress); err != nil {
-		bad(FlagTemporalAddress, "%v", err)
-	}
-	if strings.TrimSpace(s.Namespace) == "" {
-		bad(FlagNamespace, "must not be empty")
-	}
-	if strings.TrimSpace(s.TaskQueue) == "" {
-		bad(FlagTaskQueue, "must not be empty")
-	}
-	if s.DialTimeout <= 0 {
-		bad(FlagDialTimeout, "must be positive, got %s", s.DialTimeout)
-	}
+	addr := CheckHostPort(s.TemporalAddress)
+	errs := []error{src.Check(addr != nil, FlagTemporalAddress, "%v", addr),
+		src.Check(strings.TrimSpace(s.Namespace) == "", FlagNamespace, "must not be empty"),
+		src.Check(strings.TrimSpace(s.TaskQueue) == "", FlagTaskQueue, "must not be empty"),
+		src.Check(s.DialTimeout <= 0, FlagDialTimeout, "must be positive, got %s", s.DialTimeout)}
 	if (s.TLS.CertFile == "") != (s.TLS.KeyFile == "") {
 		errs = append(errs, fmt.Errorf("%s and %s must be given together", src.Name(FlagTLSCert), src.Name(FlagTLSKey)))
 	}
@@ -78,10 +64,7 @@ func (s Settings) ValidateStore(src *Sources) error {
 	s3Given := slices.DeleteFunc([]string{FlagS3Bucket, FlagS3Endpoint, FlagS3Prefix, FlagS3Region, FlagS3PathStyle},
 		func(f string) bool { return !src.Given(f) })
 	if len(s3Given) == 0 {
-		if strings.TrimSpace(s.StoreDir) == "" {
-			return fmt.Errorf("%s: must not be empty", src.Name(FlagStoreDir))
-		}
-		return nil
+		return src.Check(strings.TrimSpace(s.StoreDir) == "", FlagStoreDir, "must not be empty")
 	}
 	var errs []error
 	if src.Given(FlagStoreDir) {
@@ -93,15 +76,13 @@ func (s Settings) ValidateStore(src *Sources) error {
 		return errors.Join(errs...)
 	}
 	if s.S3.Prefix != "" {
-		if err := storage.ValidateKey(s.S3.Prefix); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %v", src.Name(FlagS3Prefix), err))
-		}
+		err := storage.ValidateKey(s.S3.Prefix)
+		errs = append(errs, src.Check(err != nil, FlagS3Prefix, "%v", err))
 	}
 	if s.S3.Endpoint != "" {
 		u, err := url.Parse(s.S3.Endpoint)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("%s: want an http:// or https:// URL, got %q", src.Name(FlagS3Endpoint), s.S3.Endpoint))
-		}
+		errs = append(errs, src.Check(err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "",
+			FlagS3Endpoint, "want an http:// or https:// URL, got %q", s.S3.Endpoint))
 	}
 	return errors.Join(errs...)
 }

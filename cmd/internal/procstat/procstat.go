@@ -69,12 +69,7 @@ func Take(child func(comm string) string) Sample {
 		s.Load = strings.Join(strings.Fields(string(b))[:3], " ")
 	}
 	self := os.Getpid()
-	type proc struct {
-		pid, ppid int
-		comm      string
-		cpu       time.Duration
-	}
-	var all []proc
+	ours, backends := map[int]bool{}, map[int]time.Duration{}
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, d := range dirs {
 		pid, _ := strconv.Atoi(filepath.Base(d))
@@ -95,37 +90,34 @@ func Take(child func(comm string) string) Sample {
 		ppid, _ := strconv.Atoi(rest[1])
 		ut, _ := strconv.ParseInt(rest[11], 10, 64)
 		stm, _ := strconv.ParseInt(rest[12], 10, 64)
-		all = append(all, proc{pid, ppid, st[open+1 : closing], time.Duration(ut+stm) * time.Second / 100}) // USER_HZ
-	}
-	ours := map[int]bool{}
-	for _, p := range all {
+		comm, cpu := st[open+1:closing], time.Duration(ut+stm)*time.Second/100 // USER_HZ
 		group := ""
 		switch {
-		case p.pid == self:
+		case pid == self:
 			group = "bench"
-		case p.ppid == self:
-			group = child(p.comm)
+		case ppid == self:
+			group = child(comm)
 		}
 		if group != "" {
-			s.Procs[p.pid] = Proc{group, p.cpu}
-			ours[p.pid] = true
+			s.Procs[pid] = Proc{group, cpu}
+			ours[pid] = true
+		}
+		if comm == "postgres" {
+			backends[pid] = cpu
 		}
 	}
 	// A backend's title is "postgres: user db 127.0.0.1(PORT) state", PORT
 	// the client's: ours when one of our processes holds that port.
 	ports := clientPorts(ours)
 	backend := regexp.MustCompile(`\((\d+)\)`)
-	for _, p := range all {
-		if p.comm != "postgres" {
-			continue
-		}
-		title, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.pid))
+	for pid, cpu := range backends {
+		title, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		if err != nil {
 			continue
 		}
 		if m := backend.FindSubmatch(title); m != nil {
 			if port, _ := strconv.Atoi(string(m[1])); ports[port] {
-				s.Procs[p.pid] = Proc{"postgres", p.cpu}
+				s.Procs[pid] = Proc{"postgres", cpu}
 			}
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/graftworks/graft/cmd/internal/conncfg"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/migrations"
 )
@@ -33,15 +34,13 @@ const (
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	// After the first signal, restore the default action so a second one kills.
-	context.AfterFunc(ctx, stop)
+	context.AfterFunc(ctx, stop) // after the first signal, the default action again
 	return Execute(ctx, args, os.LookupEnv, stdout, stderr)
 }
 
-// Execute runs the command line with the environment read through lookup and
-// returns the exit code; cancelling ctx stops a running worker gracefully.
-// Usage errors go to stderr as text; runtime errors as a JSON log line.
-func Execute(ctx context.Context, args []string, lookup LookupEnv, stdout, stderr io.Writer) int {
+// Execute runs the command line with the environment read through lookup;
+// usage errors go to stderr as text, runtime errors as a JSON log line.
+func Execute(ctx context.Context, args []string, lookup conncfg.LookupEnv, stdout, stderr io.Writer) int {
 	a := &app{cfg: DefaultConfig(), lookup: lookup, stdout: stdout, stderr: stderr, output: outputText}
 	root := a.rootCommand()
 	root.SetArgs(args)
@@ -69,10 +68,9 @@ const (
 	outputJSON = "json"
 )
 
-// app is one invocation's state, shared by its commands.
 type app struct {
 	cfg            Config
-	lookup         LookupEnv
+	lookup         conncfg.LookupEnv
 	stdout, stderr io.Writer
 	log            *slog.Logger
 	output         string
@@ -154,8 +152,6 @@ func noArgs(cmd *cobra.Command, args []string) error {
 	return usageError{fmt.Errorf("%q takes no arguments, got %q", cmd.CommandPath(), args)}
 }
 
-// prepare resolves the configuration of the command about to run and makes
-// the logger.
 func (a *app) prepare(cmd *cobra.Command, _ []string) error {
 	if cmd.Name() == "help" {
 		return nil // help needs no configuration, however broken
@@ -172,10 +168,9 @@ func (a *app) prepare(cmd *cobra.Command, _ []string) error {
 }
 
 func (a *app) run(cmd *cobra.Command, _ []string) error {
-	return Run(cmd.Context(), a.cfg, RunOptions{Logger: a.log})
+	return Run(cmd.Context(), a.cfg, a.log, nil)
 }
 
-// migrateResult is migrate's JSON output.
 type migrateResult struct {
 	Schema  string  `json:"schema"`
 	Applied []int64 `json:"applied"`
@@ -198,11 +193,8 @@ func (a *app) migrate(cmd *cobra.Command, _ []string) error {
 		_, err = fmt.Fprintf(a.stdout, "schema %s: already at version %d\n", schema, res.Current)
 		return err
 	}
-	vs := make([]string, len(applied))
-	for i, v := range applied {
-		vs[i] = fmt.Sprint(v)
-	}
-	_, err = fmt.Fprintf(a.stdout, "schema %s: applied %s; now at version %d\n", schema, strings.Join(vs, ", "), res.Current)
+	vs := strings.ReplaceAll(strings.Trim(fmt.Sprint(applied), "[]"), " ", ", ")
+	_, err = fmt.Fprintf(a.stdout, "schema %s: applied %s; now at version %d\n", schema, vs, res.Current)
 	return err
 }
 

@@ -13,47 +13,29 @@ import (
 	"github.com/graftworks/graft/cmd/internal/conncfg"
 )
 
-// Config is a resolved worker configuration. DefaultConfig gives the values
-// the command line starts from; envNames names each field's flag and
-// environment variable.
+// Config is a resolved worker configuration; DefaultConfig gives the values
+// the command line starts from.
 type Config struct {
-	// Settings reach Temporal, the store and the ledger. Defaults to conncfg.Defaults().
 	conncfg.Settings
-	// MaxConcurrentActivities, MaxConcurrentLocalActivities and
-	// MaxConcurrentWorkflowTasks bound what runs at once; 0 is the SDK's
-	// default (1000), and 1 workflow task is not allowed. Default to 0.
+	// The Max fields bound what runs at once; 0 is the SDK's default (1000),
+	// and 1 workflow task is not allowed.
 	MaxConcurrentActivities      int
 	MaxConcurrentLocalActivities int
 	MaxConcurrentWorkflowTasks   int
-	// Migrate applies the ledger's migrations before starting. Defaults to true.
-	Migrate bool
-	// MetricsAddr serves /metrics and /healthz; "" disables the server.
-	// Defaults to 127.0.0.1:9464.
-	MetricsAddr string
-	// LogLevel is the lowest level logged. Defaults to info.
-	LogLevel slog.Level
-	// ShutdownTimeout is how long a stopping worker waits for running
-	// activities. Defaults to 30s.
-	ShutdownTimeout time.Duration
+	Migrate                      bool          // apply the ledger's migrations before starting
+	MetricsAddr                  string        // serves /metrics and /healthz; "" disables the server
+	LogLevel                     slog.Level    // the lowest level logged
+	ShutdownTimeout              time.Duration // how long a stopping worker waits for running activities
 }
-
-// LookupEnv reads one environment variable, like os.LookupEnv.
-type LookupEnv = conncfg.LookupEnv
-
-// Defaults of the worker's own settings; the connection settings' are conncfg's.
-const (
-	DefaultMetricsAddr     = "127.0.0.1:9464"
-	DefaultShutdownTimeout = 30 * time.Second
-)
 
 // DefaultConfig returns the configuration the command line starts from.
 func DefaultConfig() Config {
 	return Config{
 		Settings:        conncfg.Defaults(),
 		Migrate:         true,
-		MetricsAddr:     DefaultMetricsAddr,
+		MetricsAddr:     "127.0.0.1:9464",
 		LogLevel:        slog.LevelInfo,
-		ShutdownTimeout: DefaultShutdownTimeout,
+		ShutdownTimeout: 30 * time.Second,
 	}
 }
 
@@ -68,25 +50,16 @@ const (
 	flagShutdownTimeout  = "shutdown-timeout"
 )
 
-// envNames maps each flag that has an environment variable to it.
-var envNames = conncfg.EnvNames().With(conncfg.Env{
-	flagMaxActivities:    "GRAFT_MAX_CONCURRENT_ACTIVITIES",
-	flagMaxLocal:         "GRAFT_MAX_CONCURRENT_LOCAL_ACTIVITIES",
-	flagMaxWorkflowTasks: "GRAFT_MAX_CONCURRENT_WORKFLOW_TASKS",
-	flagMigrate:          "GRAFT_MIGRATE",
-	flagMetricsAddr:      "GRAFT_METRICS_ADDR",
-	flagLogLevel:         "GRAFT_LOG_LEVEL",
-	flagShutdownTimeout:  "GRAFT_SHUTDOWN_TIMEOUT",
-})
+// envNames maps each flag to its environment variable.
+var envNames = conncfg.EnvNames(flagMaxActivities, flagMaxLocal, flagMaxWorkflowTasks, flagMigrate, flagMetricsAddr,
+	flagLogLevel, flagShutdownTimeout)
 
-// addCommonFlags adds the flags every command takes.
 func addCommonFlags(fs *pflag.FlagSet, c *Config) {
 	c.AddLedgerFlags(fs)
 	fs.Var((*levelValue)(&c.LogLevel), flagLogLevel,
 		envNames.Usage(flagLogLevel, "lowest level logged: debug, info, warn or error"))
 }
 
-// addRunFlags adds the flags of the run command.
 func addRunFlags(fs *pflag.FlagSet, c *Config) {
 	c.AddTemporalFlags(fs)
 	c.AddStoreFlags(fs)
@@ -108,8 +81,6 @@ func addRunFlags(fs *pflag.FlagSet, c *Config) {
 // levelValue is a slog.Level as a pflag.Value.
 type levelValue slog.Level
 
-var _ pflag.Value = (*levelValue)(nil)
-
 func (l *levelValue) String() string { return strings.ToLower(slog.Level(*l).String()) }
 func (l *levelValue) Type() string   { return "level" }
 func (l *levelValue) Set(s string) error {
@@ -121,36 +92,9 @@ func (l *levelValue) Set(s string) error {
 	return nil
 }
 
-// resolveRun checks the settings of the run command. Every error names the
-// flag or environment variable it came from.
-func resolveRun(c *Config, s *conncfg.Sources) error {
-	errs := []error{c.ValidateTemporal(s), c.ValidateTLSFiles(s), c.ValidateStore(s)}
-	bad := func(flag, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", s.Name(flag), fmt.Sprintf(format, args...)))
-	}
-	if c.ShutdownTimeout < 0 {
-		bad(flagShutdownTimeout, "must not be negative, got %s", c.ShutdownTimeout)
-	}
-	if c.MaxConcurrentActivities < 0 {
-		bad(flagMaxActivities, "must be 0 (the SDK's default) or positive, got %d", c.MaxConcurrentActivities)
-	}
-	if c.MaxConcurrentLocalActivities < 0 {
-		bad(flagMaxLocal, "must be 0 (the SDK's default) or positive, got %d", c.MaxConcurrentLocalActivities)
-	}
-	if c.MaxConcurrentWorkflowTasks < 0 || c.MaxConcurrentWorkflowTasks == 1 {
-		bad(flagMaxWorkflowTasks, "must be 0 (the SDK's default) or at least 2, got %d", c.MaxConcurrentWorkflowTasks)
-	}
-	if c.MetricsAddr != "" {
-		if err := conncfg.CheckHostPort(c.MetricsAddr); err != nil {
-			bad(flagMetricsAddr, "%v", err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // LoadConfig resolves the run command's configuration from args (flags only,
 // no subcommand) and the environment, the way graft-worker run does.
-func LoadConfig(args []string, lookup LookupEnv) (Config, error) {
+func LoadConfig(args []string, lookup conncfg.LookupEnv) (Config, error) {
 	c := DefaultConfig()
 	fs := pflag.NewFlagSet("graft-worker run", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -168,9 +112,10 @@ func LoadConfig(args []string, lookup LookupEnv) (Config, error) {
 	return c, nil
 }
 
-// resolve applies the environment and checks c; run adds the run command's
-// checks. An empty GRAFT_METRICS_ADDR is a value: it disables the server.
-func resolve(fs *pflag.FlagSet, c *Config, lookup LookupEnv, run bool) error {
+// resolve applies the environment and checks c, and with run the run
+// command's settings; every error names the flag or variable it came from.
+// An empty GRAFT_METRICS_ADDR is a value: it disables the server.
+func resolve(fs *pflag.FlagSet, c *Config, lookup conncfg.LookupEnv, run bool) error {
 	s, err := envNames.Bind(fs, lookup, flagMetricsAddr)
 	if err != nil {
 		return usageError{err}
@@ -178,7 +123,20 @@ func resolve(fs *pflag.FlagSet, c *Config, lookup LookupEnv, run bool) error {
 	c.ReadDatabaseURL(lookup)
 	errs := []error{c.ValidateLedger(s)}
 	if run {
-		errs = append(errs, resolveRun(c, s))
+		var addr error
+		if c.MetricsAddr != "" {
+			addr = conncfg.CheckHostPort(c.MetricsAddr)
+		}
+		const sdkDefault = "must be 0 (the SDK's default) or "
+		errs = append(errs, c.ValidateTemporal(s), c.ValidateTLSFiles(s), c.ValidateStore(s),
+			s.Check(c.ShutdownTimeout < 0, flagShutdownTimeout, "must not be negative, got %s", c.ShutdownTimeout),
+			s.Check(c.MaxConcurrentActivities < 0, flagMaxActivities, sdkDefault+"positive, got %d",
+				c.MaxConcurrentActivities),
+			s.Check(c.MaxConcurrentLocalActivities < 0, flagMaxLocal, sdkDefault+"positive, got %d",
+				c.MaxConcurrentLocalActivities),
+			s.Check(c.MaxConcurrentWorkflowTasks < 0 || c.MaxConcurrentWorkflowTasks == 1, flagMaxWorkflowTasks,
+				sdkDefault+"at least 2, got %d", c.MaxConcurrentWorkflowTasks),
+			s.Check(addr != nil, flagMetricsAddr, "%v", addr))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return usageError{err}

@@ -13,20 +13,10 @@ import (
 // healthPingTimeout bounds the ledger ping of one /healthz request.
 const healthPingTimeout = 2 * time.Second
 
-type workerState int32
-
-const (
-	stateStarting workerState = iota
-	stateRunning
-	stateStopping
-)
-
-func (s workerState) String() string { return [...]string{"starting", "running", "stopping"}[s] }
-
 // health answers /healthz: 200 only while the worker polls and the ledger
 // answers a ping, 503 otherwise; the JSON body says which part is not ready.
 type health struct {
-	state   atomic.Int32
+	worker  atomic.Value // "running", then "stopping"; unset while starting
 	catalog atomic.Pointer[catalog.Catalog]
 }
 
@@ -37,34 +27,25 @@ type healthReport struct {
 	Catalog string `json:"catalog"` // "ok", "not open", or the ping's error
 }
 
-func (h *health) setState(s workerState) { h.state.Store(int32(s)) }
-
-func (h *health) check(ctx context.Context) (healthReport, bool) {
-	state := workerState(h.state.Load())
-	r := healthReport{Status: "unavailable", Worker: state.String(), Catalog: "not open"}
+func (h *health) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	r := healthReport{Status: "unavailable", Worker: "starting", Catalog: "not open"}
+	if s, ok := h.worker.Load().(string); ok {
+		r.Worker = s
+	}
 	if c := h.catalog.Load(); c != nil {
-		ctx, cancel := context.WithTimeout(ctx, healthPingTimeout)
+		ctx, cancel := context.WithTimeout(req.Context(), healthPingTimeout)
 		defer cancel()
 		r.Catalog = "ok"
 		if err := c.Ping(ctx); err != nil {
 			r.Catalog = err.Error()
 		}
 	}
-	ok := state == stateRunning && r.Catalog == "ok"
-	if ok {
-		r.Status = "ok"
+	code := http.StatusServiceUnavailable
+	if r.Worker == "running" && r.Catalog == "ok" {
+		r.Status, code = "ok", http.StatusOK
 	}
-	return r, ok
-}
-
-func (h *health) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	r, ok := h.check(req.Context())
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	code := http.StatusServiceUnavailable
-	if ok {
-		code = http.StatusOK
-	}
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(r)
 }

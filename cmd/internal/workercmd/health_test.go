@@ -32,7 +32,7 @@ func TestHealthz_OKOnlyWhileRunningWithALedgerThatPings(t *testing.T) {
 	if code, r := getHealth(t, h); code != http.StatusServiceUnavailable || r.Worker != "starting" || r.Catalog != "ok" {
 		t.Errorf("ledger open, worker starting: %d %+v, want 503 starting / ok", code, r)
 	}
-	h.setState(stateRunning)
+	h.worker.Store("running")
 	if code, r := getHealth(t, h); code != http.StatusOK || r.Status != "ok" || r.Worker != "running" || r.Catalog != "ok" {
 		t.Errorf("running: %d %+v, want 200 ok / running / ok", code, r)
 	}
@@ -40,7 +40,7 @@ func TestHealthz_OKOnlyWhileRunningWithALedgerThatPings(t *testing.T) {
 	if code, r := getHealth(t, h); code != http.StatusServiceUnavailable || r.Worker != "running" || r.Catalog == "ok" {
 		t.Errorf("ledger closed: %d %+v, want 503 with the ping's error", code, r)
 	}
-	h.setState(stateStopping)
+	h.worker.Store("stopping")
 	if code, r := getHealth(t, h); code != http.StatusServiceUnavailable || r.Worker != "stopping" {
 		t.Errorf("stopping: %d %+v, want 503 stopping", code, r)
 	}

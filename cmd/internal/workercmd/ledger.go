@@ -10,28 +10,19 @@ import (
 	"github.com/graftworks/graft/internal/catalog"
 )
 
-// LedgerReader is what a scrape asks the ledger: *catalog.Catalog.
-type LedgerReader interface {
-	OperationUnfinishedTally(ctx context.Context) ([]catalog.UnfinishedTally, error)
-	IncarnationUnsettledTally(ctx context.Context) ([]catalog.WitnessTally, error)
-	CondemnedDeletedTally(ctx context.Context) ([]catalog.DeletedTally, error)
-}
-
 // scrapeTimeout bounds the ledger queries of one scrape.
 const scrapeTimeout = 3 * time.Second
 
-// deletedEvery spaces the counts of deleted keys.
+// deletedEvery spaces the counts of deleted keys: they count a table that
+// only grows, while the other figures are over unfinished rows.
 const deletedEvery = time.Minute
 
 // ledgerCollector reads its figures from the ledger on each scrape: the same
 // from every worker (alert on max, not sum), and right after a restart.
 type ledgerCollector struct {
-	mu  sync.Mutex
-	cat LedgerReader
-	now func() time.Time
-	// deleted is read at most every deletedEvery: it counts a table that
-	// only grows, while the other figures are over unfinished rows.
-	deletedTally []catalog.DeletedTally
+	mu           sync.Mutex
+	cat          *catalog.Catalog
+	deletedTally []catalog.DeletedTally // read at most every deletedEvery
 	deletedAt    time.Time
 
 	up, inDoubt, inDoubtOldest, unfinished, witnesses, deleted, swept *prometheus.Desc
@@ -39,8 +30,7 @@ type ledgerCollector struct {
 
 func newLedgerCollector() *ledgerCollector {
 	return &ledgerCollector{
-		now: time.Now,
-		up:  prometheus.NewDesc("graft_ledger_up", "1 when this scrape could read the ledger's figures, else 0.", nil, nil),
+		up: prometheus.NewDesc("graft_ledger_up", "1 when this scrape could read the ledger's figures, else 0.", nil, nil),
 		inDoubt: prometheus.NewDesc("graft_in_doubt",
 			"Operations in doubt in the ledger (a write may still land; the workflow settles it), by kind. The same from every worker.",
 			[]string{"kind"}, nil),
@@ -57,7 +47,7 @@ func newLedgerCollector() *ledgerCollector {
 	}
 }
 
-func (l *ledgerCollector) attach(cat LedgerReader) {
+func (l *ledgerCollector) attach(cat *catalog.Catalog) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.cat, l.deletedTally = cat, nil
@@ -69,44 +59,50 @@ func (l *ledgerCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-func (l *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
+// read asks the ledger for a scrape's figures; false when it is detached or
+// does not answer.
+func (l *ledgerCollector) read() (
+	ops []catalog.UnfinishedTally, wits []catalog.WitnessTally, dels []catalog.DeletedTally, ok bool,
+) {
 	l.mu.Lock()
-	cat := l.cat
+	cat, dels, at := l.cat, l.deletedTally, l.deletedAt
 	l.mu.Unlock()
-	up := func(v float64) { ch <- prometheus.MustNewConstMetric(l.up, prometheus.GaugeValue, v) }
 	if cat == nil {
-		up(0)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
-	ops, err := cat.OperationUnfinishedTally(ctx)
-	if err != nil {
-		up(0)
+	var err error
+	if ops, err = cat.OperationUnfinishedTally(ctx); err != nil {
 		return
 	}
-	wits, err := cat.IncarnationUnsettledTally(ctx)
-	if err != nil {
-		up(0)
+	if wits, err = cat.IncarnationUnsettledTally(ctx); err != nil {
 		return
 	}
-	l.mu.Lock()
-	dels, at := l.deletedTally, l.deletedAt
-	l.mu.Unlock()
-	if dels == nil || l.now().Sub(at) >= deletedEvery {
+	if dels == nil || time.Since(at) >= deletedEvery {
 		fresh, err := cat.CondemnedDeletedTally(ctx)
 		if err != nil {
-			up(0)
 			return
 		}
 		dels = append([]catalog.DeletedTally{}, fresh...)
 		l.mu.Lock()
-		l.deletedTally, l.deletedAt = dels, l.now()
+		l.deletedTally, l.deletedAt = dels, time.Now()
 		l.mu.Unlock()
 	}
-	up(1)
+	return ops, wits, dels, true
+}
 
-	now := l.now()
+func (l *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
+	ops, wits, dels, ok := l.read()
+	up := 0.0
+	if ok {
+		up = 1
+	}
+	ch <- prometheus.MustNewConstMetric(l.up, prometheus.GaugeValue, up)
+	if !ok {
+		return
+	}
+	now := time.Now()
 	inDoubt := map[catalog.OperationKind]float64{}
 	oldest := map[catalog.OperationKind]float64{}
 	for _, k := range catalog.OperationKinds { // every kind has a series, 0 when none is in doubt

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/graftworks/graft/cmd/internal/conncfg"
 	"github.com/graftworks/graft/internal/testenv"
 )
 
@@ -67,8 +68,8 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-// envMap is a LookupEnv over a fixed map.
-func envMap(m map[string]string) LookupEnv {
+// envMap is a conncfg.LookupEnv over a fixed map.
+func envMap(m map[string]string) conncfg.LookupEnv {
 	return func(name string) (string, bool) {
 		v, ok := m[name]
 		return v, ok

@@ -65,22 +65,19 @@ func NewMetrics() *Metrics {
 	return m
 }
 
-// OperationFinished counts an operation's definitive outcome.
 func (m *Metrics) OperationFinished(kind, outcome string) {
 	m.operations.WithLabelValues(kind, outcome).Inc()
 }
 
-// Settled records how long an in-doubt step of kind was in doubt.
 func (m *Metrics) Settled(kind string, after time.Duration) {
 	m.settle.WithLabelValues(kind).Observe(after.Seconds())
 }
 
 // AttachLedger makes every scrape read the ledger's figures from cat; nil
 // detaches it (the figures are then left out, and graft_ledger_up is 0).
-func (m *Metrics) AttachLedger(cat LedgerReader) { m.ledger.attach(cat) }
+func (m *Metrics) AttachLedger(cat *catalog.Catalog) { m.ledger.attach(cat) }
 
-// SDKHandler returns the handler to give the Temporal client, whose metrics
-// then appear in this registry.
+// SDKHandler is the Temporal client's handler of its metrics into this registry.
 func (m *Metrics) SDKHandler() client.MetricsHandler { return m.sdk.root() }
 
 // Handler serves the registry in the Prometheus exposition format. A metric

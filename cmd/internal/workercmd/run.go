@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -21,16 +20,6 @@ import (
 	"github.com/graftworks/graft/worker"
 )
 
-// RunOptions adjust Run for tests and embedding.
-type RunOptions struct {
-	// Logger receives the worker's logs and the Temporal SDK's. Defaults to
-	// JSON lines on os.Stderr at Config.LogLevel.
-	Logger *slog.Logger
-	// Register registers more workflows and activities on the worker, beside
-	// graft's. Defaults to nil (graft's only).
-	Register func(sdkworker.Registry)
-}
-
 // metricsShutdownTimeout bounds closing the metrics server's connections.
 const metricsShutdownTimeout = 5 * time.Second
 
@@ -40,12 +29,10 @@ const metricsShutdownTimeout = 5 * time.Second
 // returns nil after a graceful stop, including a cancellation during startup,
 // and an error naming what failed when the worker could not start or stopped
 // on a fatal error. cfg is expected to be valid (LoadConfig checks it).
-func Run(ctx context.Context, cfg Config, opts RunOptions) error {
-	log := opts.Logger
-	if log == nil {
-		log = NewLogger(os.Stderr, cfg.LogLevel)
-	}
-	err := run(ctx, cfg, opts, log)
+// register, when not nil, registers more workflows and activities beside
+// graft's.
+func Run(ctx context.Context, cfg Config, log *slog.Logger, register func(sdkworker.Registry)) error {
+	err := run(ctx, cfg, log, register)
 	if err != nil && ctx.Err() != nil {
 		log.Info("stopped during startup", "reason", context.Cause(ctx).Error(), "startup_error", err.Error())
 		return nil
@@ -53,15 +40,12 @@ func Run(ctx context.Context, cfg Config, opts RunOptions) error {
 	return err
 }
 
-// NewLogger returns a JSON logger writing to w (io.Discard when nil).
+// NewLogger returns a JSON logger writing to w.
 func NewLogger(w io.Writer, level slog.Level) *slog.Logger {
-	if w == nil {
-		w = io.Discard
-	}
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
-func run(ctx context.Context, cfg Config, opts RunOptions, log *slog.Logger) error {
+func run(ctx context.Context, cfg Config, log *slog.Logger, register func(sdkworker.Registry)) error {
 	metrics := NewMetrics()
 	health := &health{}
 	log.Info("starting graft worker",
@@ -127,14 +111,14 @@ func run(ctx context.Context, cfg Config, opts RunOptions, log *slog.Logger) err
 		},
 	})
 	worker.Register(w, &activities.Activities{Store: store, Catalog: cat, Observer: metrics, Workflows: worker.TemporalWorkflows(tc)})
-	if opts.Register != nil {
-		opts.Register(w)
+	if register != nil {
+		register(w)
 	}
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker on %s, namespace %s, task queue %s: %w",
 			cfg.TemporalAddress, cfg.Namespace, cfg.TaskQueue, err)
 	}
-	health.setState(stateRunning)
+	health.worker.Store("running")
 	log.Info("worker started", "task_queue", cfg.TaskQueue)
 	if err := worker.EnsureSchedules(ctx, tc, worker.ScheduleOptions{TaskQueue: cfg.TaskQueue}); err != nil {
 		log.Warn("could not create graft's schedules; the reconciler runs only on demand", "err", err.Error())
@@ -149,15 +133,14 @@ func run(ctx context.Context, cfg Config, opts RunOptions, log *slog.Logger) err
 		runErr = fmt.Errorf("worker stopped on a fatal error: %w", err)
 		log.Error("stopping on a fatal error", "err", err.Error())
 	}
-	health.setState(stateStopping)
+	health.worker.Store("stopping")
 	began := time.Now()
 	w.Stop()
 	log.Info("worker stopped", "took", time.Since(began).String())
 	return runErr
 }
 
-// serveMetrics serves /metrics and /healthz on addr until the returned stop
-// is called.
+// serveMetrics serves /metrics and /healthz on addr until stop is called.
 func serveMetrics(addr string, m *Metrics, h *health, log *slog.Logger) (stop func(), err error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -79,7 +79,7 @@ func startRun(t *testing.T, cfg Config, register func(sdkworker.Registry)) (stop
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg, RunOptions{Logger: testLogger(t), Register: register}) }()
+	go func() { done <- Run(ctx, cfg, testLogger(t), register) }()
 	var err error
 	stopped := false
 	stop = func() error {
@@ -277,7 +277,7 @@ func TestRun_CancelledDuringStartup_ReturnsNil(t *testing.T) {
 	cfg.DBSchema = catalogtest.NewSchema(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // SIGTERM before the worker got going
-	if err := Run(ctx, cfg, RunOptions{Logger: testLogger(t)}); err != nil {
+	if err := Run(ctx, cfg, testLogger(t), nil); err != nil {
 		t.Errorf("Run = %v, want nil: a stop requested during startup is graceful", err)
 	}
 }

@@ -2,13 +2,11 @@ package workercmd
 
 import (
 	"maps"
-	"math"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,10 +38,13 @@ const (
 	sdkTimer
 )
 
+// sdkSuffix ends the exported name of each kind's metrics.
+var sdkSuffix = [...]string{sdkCounter: "_total", sdkGauge: "", sdkTimer: "_seconds"}
+
 // sdkCollector holds every series the SDK reported; it is an unchecked
 // prometheus.Collector, since its metrics are not known in advance.
 type sdkCollector struct {
-	mu       sync.Mutex
+	mu       sync.Mutex            // guards the families and every series' figures
 	families map[string]*sdkFamily // by exported name
 }
 
@@ -52,22 +53,21 @@ type sdkFamily struct {
 	series map[string]*sdkSeries // by tagKey
 }
 
+// sdkSeries is the SDK's counter, gauge or timer under one tag set; a nil
+// one, dropped, records nothing.
 type sdkSeries struct {
-	tags  map[string]string
-	value atomic.Uint64 // counter: count; gauge: math.Float64bits
-
-	mu      sync.Mutex // timer only
-	buckets []uint64   // per-bucket, not cumulative; the last is +Inf
+	mu      *sync.Mutex // the collector's
+	tags    map[string]string
+	value   float64  // counter: count; gauge: last value
+	buckets []uint64 // timer: per bucket, not cumulative; the last is +Inf
 	count   uint64
 	sum     float64
 }
 
-func newSDKCollector() *sdkCollector {
-	return &sdkCollector{families: map[string]*sdkFamily{}}
-}
+func newSDKCollector() *sdkCollector { return &sdkCollector{families: map[string]*sdkFamily{}} }
 
 func (c *sdkCollector) root() client.MetricsHandler {
-	return &sdkHandler{c: c, tags: map[string]string{}, key: ""}
+	return &sdkHandler{c: c, tags: map[string]string{}}
 }
 
 // Describe sends nothing, which makes the collector unchecked.
@@ -75,56 +75,48 @@ func (c *sdkCollector) Describe(chan<- *prometheus.Desc) {}
 
 // Collect exports every series, each metric with the union of its label names.
 func (c *sdkCollector) Collect(ch chan<- prometheus.Metric) {
+	var out []prometheus.Metric
 	c.mu.Lock()
-	type snapshot struct {
-		name   string
-		kind   sdkKind
-		series []*sdkSeries
-	}
-	snaps := make([]snapshot, 0, len(c.families))
 	for name, f := range c.families {
-		snaps = append(snaps, snapshot{name, f.kind, slices.Collect(maps.Values(f.series))})
-	}
-	c.mu.Unlock()
-
-	for _, snap := range snaps {
 		labelSet := map[string]bool{}
-		for _, s := range snap.series {
+		for _, s := range f.series {
 			for k := range s.tags {
 				labelSet[k] = true
 			}
 		}
 		labels := slices.Sorted(maps.Keys(labelSet))
-		desc := prometheus.NewDesc(snap.name, "Temporal SDK metric.", labels, nil)
-		for _, s := range snap.series {
+		desc := prometheus.NewDesc(name, "Temporal SDK metric.", labels, nil)
+		for _, s := range f.series {
 			values := make([]string, len(labels))
 			for i, l := range labels {
 				values[i] = s.tags[l]
 			}
-			ch <- s.metric(desc, snap.kind, values)
+			out = append(out, s.metric(desc, f.kind, values))
 		}
+	}
+	c.mu.Unlock()
+	for _, m := range out {
+		ch <- m
 	}
 }
 
+// metric is the series' figures as a constant metric; the collector's lock is held.
 func (s *sdkSeries) metric(desc *prometheus.Desc, kind sdkKind, values []string) prometheus.Metric {
 	var m prometheus.Metric
 	var err error
 	switch kind {
 	case sdkCounter:
-		m, err = prometheus.NewConstMetric(desc, prometheus.CounterValue, float64(s.value.Load()), values...)
+		m, err = prometheus.NewConstMetric(desc, prometheus.CounterValue, s.value, values...)
 	case sdkGauge:
-		m, err = prometheus.NewConstMetric(desc, prometheus.GaugeValue, math.Float64frombits(s.value.Load()), values...)
+		m, err = prometheus.NewConstMetric(desc, prometheus.GaugeValue, s.value, values...)
 	default:
-		s.mu.Lock()
 		cumulative := make(map[float64]uint64, len(sdkTimerBuckets))
 		var total uint64
 		for i, ub := range sdkTimerBuckets {
 			total += s.buckets[i]
 			cumulative[ub] = total
 		}
-		count, sum := s.count, s.sum
-		s.mu.Unlock()
-		m, err = prometheus.NewConstHistogram(desc, count, sum, cumulative, values...)
+		m, err = prometheus.NewConstHistogram(desc, s.count, s.sum, cumulative, values...)
 	}
 	if err != nil {
 		return prometheus.NewInvalidMetric(desc, err)
@@ -134,7 +126,10 @@ func (s *sdkSeries) metric(desc *prometheus.Desc, kind sdkKind, values []string)
 
 // series returns the series of name under the handler's tags, creating it.
 func (c *sdkCollector) series(kind sdkKind, name string, h *sdkHandler) *sdkSeries {
-	name = exportedName(kind, name)
+	name = sanitizeName(name)
+	if !strings.HasSuffix(name, sdkSuffix[kind]) {
+		name += sdkSuffix[kind]
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	f, ok := c.families[name]
@@ -147,7 +142,7 @@ func (c *sdkCollector) series(kind sdkKind, name string, h *sdkHandler) *sdkSeri
 	}
 	s, ok := f.series[h.key]
 	if !ok {
-		s = &sdkSeries{tags: h.tags}
+		s = &sdkSeries{mu: &c.mu, tags: h.tags}
 		if kind == sdkTimer {
 			s.buckets = make([]uint64, len(sdkTimerBuckets)+1)
 		}
@@ -179,32 +174,31 @@ func (h *sdkHandler) Counter(name string) client.MetricsCounter {
 func (h *sdkHandler) Gauge(name string) client.MetricsGauge { return h.c.series(sdkGauge, name, h) }
 func (h *sdkHandler) Timer(name string) client.MetricsTimer { return h.c.series(sdkTimer, name, h) }
 
-// A series is the SDK's counter, gauge or timer; a nil one, dropped, records
-// nothing.
-
 func (s *sdkSeries) Inc(d int64) {
-	if s != nil && d > 0 { // a Prometheus counter never goes down
-		s.value.Add(uint64(d))
+	if d > 0 { // a Prometheus counter never goes down
+		s.update(func() { s.value += float64(d) })
 	}
 }
 
-func (s *sdkSeries) Update(v float64) {
-	if s != nil {
-		s.value.Store(math.Float64bits(v))
-	}
-}
+func (s *sdkSeries) Update(v float64) { s.update(func() { s.value = v }) }
 
 func (s *sdkSeries) Record(d time.Duration) {
-	if s == nil {
-		return
-	}
 	v := d.Seconds()
 	i := sort.SearchFloat64s(sdkTimerBuckets, v) // first bucket with ub >= v
-	s.mu.Lock()
-	s.buckets[i]++
-	s.count++
-	s.sum += v
-	s.mu.Unlock()
+	s.update(func() {
+		s.buckets[i]++
+		s.count++
+		s.sum += v
+	})
+}
+
+// update changes the series' figures under the collector's lock.
+func (s *sdkSeries) update(change func()) {
+	if s != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		change()
+	}
 }
 
 // tagKey encodes a tag set canonically: sorted by name, each name and value
@@ -219,21 +213,6 @@ func tagKey(tags map[string]string) string {
 		}
 	}
 	return b.String()
-}
-
-func exportedName(kind sdkKind, name string) string {
-	name = sanitizeName(name)
-	switch kind {
-	case sdkCounter:
-		if !strings.HasSuffix(name, "_total") {
-			name += "_total"
-		}
-	case sdkTimer:
-		if !strings.HasSuffix(name, "_seconds") {
-			name += "_seconds"
-		}
-	}
-	return name
 }
 
 // sanitizeName makes s a valid Prometheus metric or label name.
