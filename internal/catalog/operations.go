@@ -89,11 +89,8 @@ func (c *Catalog) OperationInsertTx(ctx context.Context, tx pgx.Tx, p OperationI
 		ON CONFLICT (id) DO NOTHING
 		RETURNING `+operationColumns,
 		p.ID, p.Kind, p.Graph, string(inputs), p.WorkflowID, p.RunID, p.Owner))
-	if err == nil {
-		return op, nil
-	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return Operation{}, c.wrap(what, err)
+		return wrapped[Operation](c, what)(op, err)
 	}
 	// The id exists: a retry of this insert, or a clash.
 	var same bool
@@ -160,10 +157,7 @@ func (c *Catalog) OperationSetState(ctx context.Context, p OperationSetStatePara
 			err = &NotOwnerError{ID: p.ID, Owner: op.OwnerRun, Caller: p.Owner}
 		}
 	}
-	if err != nil {
-		return Operation{}, c.wrap(what, err)
-	}
-	return op, nil
+	return wrapped[Operation](c, what)(op, err)
 }
 
 // OperationFinishParams records an operation's definitive outcome.
@@ -190,11 +184,8 @@ func (c *Catalog) OperationFinishTx(ctx context.Context, tx pgx.Tx, p OperationF
 	if !slices.Contains(Outcomes, p.Outcome) {
 		return Operation{}, c.wrap(what, invalid("unknown outcome %q", p.Outcome))
 	}
-	graph, err := c.operationGraph(ctx, tx, p.ID)
+	graph, err := lockGraphOf(ctx, tx, "operation", p.ID, shared)
 	if err != nil {
-		return Operation{}, c.wrap(what, err)
-	}
-	if err := lockGraph(ctx, tx, graph, shared); err != nil {
 		return Operation{}, c.wrap(what, err)
 	}
 	op, err := scanOperation(tx.QueryRow(ctx, `
@@ -212,30 +203,27 @@ func (c *Catalog) OperationFinishTx(ctx context.Context, tx pgx.Tx, p OperationF
 			err = &StateConflictError{Entity: "operation", ID: p.ID,
 				Expected: "running or in_doubt", Current: fmt.Sprintf("done (%s)", op.Outcome)}
 		}
-		if err != nil {
-			return Operation{}, c.wrap(what, err)
-		}
-		return op, nil
+		return wrapped[Operation](c, what)(op, err)
 	}
-	if err != nil {
-		return Operation{}, c.wrap(what, err)
+	if err == nil {
+		err = releasePins(ctx, tx, p.ID, graph)
 	}
-	if err := releasePins(ctx, tx, p.ID, graph); err != nil {
-		return Operation{}, c.wrap(what, err)
-	}
-	return op, nil
+	return wrapped[Operation](c, what)(op, err)
 }
 
-// operationGraph returns the graph of an operation, or ErrNotFound.
-func (c *Catalog) operationGraph(ctx context.Context, tx pgx.Tx, id string) (string, error) {
+// lockGraphOf returns the graph of the operation or cleanup run (entity) id, or
+// ErrNotFound, and takes its lock (lockGraph) in mode.
+func lockGraphOf(ctx context.Context, tx pgx.Tx, entity, id string, mode lockMode) (string, error) {
 	var graph string
-	if err := tx.QueryRow(ctx, `SELECT graph FROM operations WHERE id = $1`, id).Scan(&graph); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return "", fmt.Errorf("%w: operation %q", ErrNotFound, id)
-		}
-		return "", err
+	table := map[string]string{"operation": "operations", "cleanup run": "cleanup_runs"}[entity]
+	err := tx.QueryRow(ctx, `SELECT graph FROM `+table+` WHERE id = $1`, id).Scan(&graph)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("%w: %s %q", ErrNotFound, entity, id)
 	}
-	return graph, nil
+	if err == nil {
+		err = lockGraph(ctx, tx, graph, mode)
+	}
+	return graph, err
 }
 
 // OperationListParams filters the audit log; empty fields do not filter. Limit caps the

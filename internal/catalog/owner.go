@@ -93,10 +93,7 @@ func (c *Catalog) OperationProgressTx(ctx context.Context, q Querier, p Operatio
 		}
 		return op, c.wrap(what, err)
 	}
-	if err != nil {
-		return Operation{}, c.wrap(what, err)
-	}
-	return op, nil
+	return wrapped[Operation](c, what)(op, err)
 }
 
 // OperationTakeOverParams moves an unfinished operation from owner From, found closed,
@@ -131,10 +128,7 @@ func (c *Catalog) OperationTakeOver(ctx context.Context, p OperationTakeOverPara
 		}
 		return op, c.wrap(what, err)
 	}
-	if err != nil {
-		return Operation{}, c.wrap(what, err)
-	}
-	return op, nil
+	return wrapped[Operation](c, what)(op, err)
 }
 
 // OperationListUnfinishedParams selects unfinished operations of Graph ("": every one),

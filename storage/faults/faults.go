@@ -262,9 +262,9 @@ func (s *Store) Add(r Rule) (remove func()) {
 func (s *Store) decide(op Op, keys []string, body []byte) fault {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	req := &Request{Op: op, Sent: true, body: body}
+	req := &Request{Op: op, Sent: true, body: body, keys: slices.Clone(keys)}
 	if op == OpDeleteBatch {
-		req.Keys = append([]string(nil), keys...)
+		req.Keys = req.keys
 	} else {
 		req.Key = keys[0]
 	}

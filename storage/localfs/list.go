@@ -117,7 +117,7 @@ func (w *walker) walk(dir string) error {
 		if storage.ValidateKey(c.key) != nil {
 			continue // a file an operator placed whose name is no key
 		}
-		info, err := statObject(w.store.path(c.key), c.key)
+		info, err := statObject(w.store.path(c.key), c.key, true)
 		if isNotFound(err) {
 			continue // deleted or replaced by a directory since we read the directory
 		}

@@ -12,10 +12,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"sync"
 	"testing"
 
+	"github.com/graftworks/graft/internal/bounded"
 	"github.com/graftworks/graft/storage"
 )
 
@@ -40,38 +41,24 @@ func Run(t *testing.T, newStore func(t *testing.T) storage.Store) {
 }
 
 // PutMany writes every object of objects with put-if-absent, using at most
-// workers concurrent puts, and returns the ETag each put reported. It stops
-// handing out work at the first error and returns that error.
+// workers concurrent puts, and returns the ETag of each put that succeeded
+// and the errors of the others, joined.
 func PutMany(ctx context.Context, s storage.Store, objects map[string][]byte, workers int) (map[string]string, error) {
-	var (
-		mu       sync.Mutex
-		etags    = make(map[string]string, len(objects))
-		firstErr error
-		wg       sync.WaitGroup
-	)
-	slots := make(chan struct{}, max(workers, 1))
-	for key, body := range objects {
-		slots <- struct{}{}
-		mu.Lock()
-		failed := firstErr != nil
-		mu.Unlock()
-		if failed {
-			break
+	keys := slices.Collect(maps.Keys(objects))
+	results := make([]storage.PutResult, len(keys))
+	err := bounded.EachErr(len(keys), max(workers, 1), func(i int) (err error) {
+		if results[i], err = s.Put(ctx, keys[i], objects[keys[i]], storage.PutOptions{IfNoneMatch: true}); err != nil {
+			return fmt.Errorf("put %q: %w", keys[i], err)
 		}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			res, err := s.Put(ctx, key, body, storage.PutOptions{IfNoneMatch: true})
-			mu.Lock()
-			defer mu.Unlock()
-			if err == nil {
-				etags[key] = res.ETag
-			} else if firstErr == nil {
-				firstErr = fmt.Errorf("put %q: %w", key, err)
-			}
-		})
+		return nil
+	})
+	etags := make(map[string]string, len(keys))
+	for i, res := range results {
+		if res.ETag != "" {
+			etags[keys[i]] = res.ETag
+		}
 	}
-	wg.Wait()
-	return etags, firstErr
+	return etags, err
 }
 
 // sentinelOf maps a Code to the sentinel errors.Is must match.
