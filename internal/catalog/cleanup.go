@@ -118,13 +118,9 @@ type CleanupRunListParams struct {
 // CleanupRunList returns a graph's cleanup runs, newest first.
 func (c *Catalog) CleanupRunList(ctx context.Context, p CleanupRunListParams) ([]CleanupRun, error) {
 	what := fmt.Sprintf("list cleanup runs of graph %q", p.Graph)
-	limit, err := listLimit(p.Limit, defaultListLimit, maxListLimit)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	return queryAll(ctx, c, c.pool, what, scanned(scanCleanupRun), `
+	return queryPage(ctx, c, what, p.Limit, listPage, scanned(scanCleanupRun), `
 		SELECT `+cleanupRunColumns+` FROM cleanup_runs WHERE graph = $1
-		ORDER BY started_at DESC, id DESC LIMIT $2`, p.Graph, limit)
+		ORDER BY started_at DESC, id DESC LIMIT $2`, p.Graph)
 }
 
 // CleanupRunFinishParams ends a cleanup run.
@@ -278,11 +274,7 @@ type CondemnedListParams struct {
 // CondemnedList returns a run's condemned entries in bytewise key order.
 func (c *Catalog) CondemnedList(ctx context.Context, p CondemnedListParams) ([]CondemnedEntry, error) {
 	what := fmt.Sprintf("list condemned keys of cleanup run %q", p.RunID)
-	limit, err := listLimit(p.Limit, 1000, 10000)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	return queryAll(ctx, c, c.pool, what, func(row pgx.CollectableRow) (CondemnedEntry, error) {
+	return queryPage(ctx, c, what, p.Limit, condemnedPage, func(row pgx.CollectableRow) (CondemnedEntry, error) {
 		var e CondemnedEntry
 		var deleted *time.Time
 		err := row.Scan(&e.RunID, &e.Graph, &e.Key, &e.Kind, &e.Size, &e.State, &e.CondemnedAt, &deleted)
@@ -291,7 +283,7 @@ func (c *Catalog) CondemnedList(ctx context.Context, p CondemnedListParams) ([]C
 	}, `
 		SELECT run_id, graph, key, kind, size, state, condemned_at, deleted_at FROM cleanup_condemned
 		WHERE run_id = $1 AND ($2 = '' OR state = $2) AND key > $3
-		ORDER BY key LIMIT $4`, p.RunID, p.State, p.After, limit)
+		ORDER BY key LIMIT $4`, p.RunID, p.State, p.After)
 }
 
 // CondemnedMarkDeletedParams records keys the sweep has deleted.

@@ -235,33 +235,31 @@ type OperationListParams struct {
 	Limit int
 }
 
-const (
-	defaultListLimit = 100
-	maxListLimit     = 1000
-)
+// pageSize is a list's page size when none is asked for, and the largest it takes.
+type pageSize struct{ def, most int }
+
+var listPage, condemnedPage = pageSize{def: 100, most: 1000}, pageSize{def: 1000, most: 10000}
 
 // OperationList returns operations matching the filters, newest first.
 func (c *Catalog) OperationList(ctx context.Context, p OperationListParams) ([]Operation, error) {
-	limit, err := listLimit(p.Limit, defaultListLimit, maxListLimit)
-	if err != nil {
-		return nil, c.wrap("list operations", err)
-	}
-	return queryAll(ctx, c, c.pool, "list operations", scanned(scanOperation), `
+	return queryPage(ctx, c, "list operations", p.Limit, listPage, scanned(scanOperation), `
 		SELECT `+operationColumns+` FROM operations
 		WHERE ($1 = '' OR graph = $1) AND ($2 = '' OR kind = $2) AND ($3 = '' OR state = $3)
 		ORDER BY created_at DESC, id DESC
-		LIMIT $4`, p.Graph, p.Kind, p.State, limit)
+		LIMIT $4`, p.Graph, p.Kind, p.State)
 }
 
-// listLimit applies a list's default and bound.
-func listLimit(limit, def, most int) (int, error) {
+// queryPage is queryAll on the pool for one page of a list, whose size, limit or else
+// size.def, is the query's last argument.
+func queryPage[T any](ctx context.Context, c *Catalog, what string, limit int, size pageSize,
+	scan pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
 	switch {
 	case limit == 0:
-		return def, nil
-	case limit < 0 || limit > most:
-		return 0, invalid("limit must be between 1 and %d, got %d", most, limit)
+		limit = size.def
+	case limit < 0 || limit > size.most:
+		return nil, c.wrap(what, invalid("limit must be between 1 and %d, got %d", size.most, limit))
 	}
-	return limit, nil
+	return queryAll(ctx, c, c.pool, what, scan, sql, append(args, limit)...)
 }
 
 // requestDifferences names, for people, how a request (kind, graph, inputs) differs from

@@ -3,7 +3,6 @@ package localfs
 import (
 	"crypto/md5"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -98,15 +97,7 @@ func stamp(fi fs.FileInfo) string {
 
 // createTemp creates a new, empty temp file in dir whose name List skips.
 func createTemp(dir string) (*os.File, error) {
-	for {
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		f, err := os.OpenFile(filepath.Join(dir, tempPrefix+hex.EncodeToString(b[:])), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
-		if errors.Is(err, fs.ErrExist) {
-			continue // a 128-bit collision; draw again
-		}
-		return f, err
-	}
+	return os.OpenFile(filepath.Join(dir, tempPrefix+rand.Text()), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 }
 
 // syncDir fsyncs a directory so that entries added or removed survive a crash.

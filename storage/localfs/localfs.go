@@ -397,14 +397,15 @@ func (s *Store) ensureDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	var parentsToSync []string
 	cur := s.root
 	for _, seg := range strings.Split(rel, string(filepath.Separator)) {
 		next := filepath.Join(cur, seg)
 		err := os.Mkdir(next, 0o755)
 		switch {
 		case err == nil:
-			parentsToSync = append(parentsToSync, cur)
+			if err := syncDir(cur); err != nil {
+				return fmt.Errorf("sync new directory: %w", err)
+			}
 		case errors.Is(err, fs.ErrExist):
 			fi, err := os.Lstat(next)
 			if err != nil {
@@ -417,11 +418,6 @@ func (s *Store) ensureDir(dir string) error {
 			return err
 		}
 		cur = next
-	}
-	for _, d := range parentsToSync {
-		if err := syncDir(d); err != nil {
-			return fmt.Errorf("sync new directory: %w", err)
-		}
 	}
 	return nil
 }

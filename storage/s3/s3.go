@@ -91,10 +91,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Bucket == "" {
 		return nil, errors.New("new s3 store: Config.Bucket is required")
 	}
-	if cfg.Prefix != "" {
-		if err := storage.ValidateKey(cfg.Prefix); err != nil {
-			return nil, fmt.Errorf("new s3 store: Config.Prefix: %w", err)
-		}
+	if err := storage.ValidateKey(cfg.Prefix); cfg.Prefix != "" && err != nil {
+		return nil, fmt.Errorf("new s3 store: Config.Prefix: %w", err)
 	}
 	if (cfg.AccessKeyID == "") != (cfg.SecretAccessKey == "") {
 		return nil, errors.New("new s3 store: Config.AccessKeyID and Config.SecretAccessKey must be set together")

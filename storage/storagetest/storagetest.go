@@ -26,18 +26,13 @@ type conformanceCase struct {
 	run  func(t *testing.T, s storage.Store)
 }
 
-func runCases(t *testing.T, cases []conformanceCase, newStore func(t *testing.T) storage.Store) {
-	t.Helper()
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.run(t, newStore(t)) })
-	}
-}
-
 // Run runs the conformance suite as subtests of t. newStore returns a fresh,
 // empty store (its own bucket/dir/prefix) and registers its own cleanup on t.
 func Run(t *testing.T, newStore func(t *testing.T) storage.Store) {
 	t.Helper()
-	runCases(t, slices.Concat(readWriteCases, conditionalCases, keyCases, listCases, deleteCases, cancelCases), newStore)
+	for _, c := range slices.Concat(readWriteCases, conditionalCases, keyCases, listCases, deleteCases, cancelCases) {
+		t.Run(c.name, func(t *testing.T) { c.run(t, newStore(t)) })
+	}
 }
 
 // PutMany writes every object of objects with put-if-absent, using at most
