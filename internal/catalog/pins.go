@@ -80,15 +80,13 @@ func (c *Catalog) PinsRegisterTx(ctx context.Context, tx pgx.Tx, p PinsRegisterP
 	}
 	exact, prefixes := conflictProbes(keys)
 	graph, err := c.openOperationGraph(ctx, tx, p.OpID, p.Graph)
+	if err == nil && p.Owner != "" {
+		_, err = c.OperationLockOwnedTx(ctx, tx, p.OpID, p.Owner)
+	}
+	if err == nil {
+		err = lockGraph(ctx, tx, graph, shared)
+	}
 	if err != nil {
-		return c.wrap(what, err)
-	}
-	if p.Owner != "" {
-		if _, err := c.OperationLockOwnedTx(ctx, tx, p.OpID, p.Owner); err != nil {
-			return c.wrap(what, err)
-		}
-	}
-	if err := lockGraph(ctx, tx, graph, shared); err != nil {
 		return c.wrap(what, err)
 	}
 	// With no condemning run of the graph running (the common case, true until commit

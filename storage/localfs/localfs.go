@@ -424,12 +424,7 @@ func (s *Store) ensureDir(dir string) error {
 
 // isReserved reports whether a segment of key is one of the store's own names.
 func isReserved(key string) bool {
-	for seg := range strings.SplitSeq(key, "/") {
-		if strings.HasPrefix(seg, reservedPrefix) {
-			return true
-		}
-	}
-	return false
+	return strings.HasPrefix(key, reservedPrefix) || strings.Contains(key, "/"+reservedPrefix)
 }
 
 var errNotObject = errors.New("not a regular file")

@@ -322,14 +322,11 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	_, err = s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(full)}, singleAttempt)
-	if err != nil {
-		// S3 answers 204 for a missing key, some servers 404: the same here.
-		if code, _ := classify(err, read); code == storage.CodeNotFound {
-			return nil
-		}
-		return newError(ctx, op, key, write, err)
+	// S3 answers 204 for a missing key, some servers 404: the same here.
+	if code, _ := classify(err, read); err == nil || code == storage.CodeNotFound {
+		return nil
 	}
-	return nil
+	return newError(ctx, op, key, write, err)
 }
 
 func (s *Store) DeleteBatch(ctx context.Context, keys []string) error {
