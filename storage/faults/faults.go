@@ -245,7 +245,7 @@ func (s *Store) Add(r Rule) (remove func()) {
 func (s *Store) decide(op Op, keys []string, body []byte) fault {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	req := &Request{Op: op, Sent: true, body: body, keys: slices.Clone(keys)}
+	req := &Request{Op: op, body: body, keys: slices.Clone(keys)}
 	if op == OpDeleteBatch {
 		req.Keys = req.keys
 	} else {
@@ -270,10 +270,7 @@ func (s *Store) decide(op Op, keys []string, body []byte) fault {
 		}
 		f.mode, f.rule, f.status, f.delay = mode, r.Name, status, delay
 	}
-	req.Fault, req.Rule, req.Status = f.mode, f.rule, f.status
-	if f.mode == FailBeforeSend {
-		req.Sent = false
-	}
+	req.Fault, req.Rule, req.Status, req.Sent = f.mode, f.rule, f.status, f.mode != FailBeforeSend
 	return f
 }
 
