@@ -251,20 +251,12 @@ func inTx[T any](ctx context.Context, c *Catalog, fn func(tx pgx.Tx) (T, error))
 }
 
 func inTxOpts[T any](ctx context.Context, c *Catalog, opts pgx.TxOptions, fn func(tx pgx.Tx) (T, error)) (T, error) {
-	var zero T
 	tx, err := c.pool.BeginTx(ctx, opts)
 	if err != nil {
+		var zero T
 		return zero, c.translate(err)
 	}
-	defer rollback(ctx, tx)
-	v, err := fn(tx)
-	if err != nil {
-		return zero, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return zero, c.translate(err)
-	}
-	return v, nil
+	return commit(ctx, tx, fn, c.translate)
 }
 
 // rollback ends tx (or a savepoint) unless it was committed, even when ctx is cancelled.
@@ -276,18 +268,25 @@ func rollback(ctx context.Context, tx pgx.Tx) {
 
 // savepoint runs fn in a savepoint of tx, so a constraint violation leaves tx usable.
 func savepoint[T any](ctx context.Context, tx pgx.Tx, fn func(sp pgx.Tx) (T, error)) (T, error) {
-	var zero T
 	sp, err := tx.Begin(ctx)
 	if err != nil {
+		var zero T
 		return zero, err
 	}
-	defer rollback(ctx, sp)
-	v, err := fn(sp)
+	return commit(ctx, sp, fn, func(err error) error { return err })
+}
+
+// commit runs fn in tx (or a savepoint) and commits it, rolling it back when fn fails.
+// fn's error is returned as is, the commit's through translate.
+func commit[T any](ctx context.Context, tx pgx.Tx, fn func(tx pgx.Tx) (T, error), translate func(error) error) (T, error) {
+	var zero T
+	defer rollback(ctx, tx)
+	v, err := fn(tx)
 	if err != nil {
 		return zero, err
 	}
-	if err := sp.Commit(ctx); err != nil {
-		return zero, err
+	if err := tx.Commit(ctx); err != nil {
+		return zero, translate(err)
 	}
 	return v, nil
 }

@@ -72,10 +72,8 @@ func cacheETag(f *os.File, fi fs.FileInfo, etag string) {
 
 // cachedETag returns the ETag cached on f if recorded for its size and mtime now.
 func cachedETag(f *os.File, fi fs.FileInfo) (string, bool) {
-	var (
-		buf [128]byte
-		n   int
-	)
+	var buf [128]byte
+	var n int
 	err := withFd(f, func(fd int) (err error) {
 		n, err = unix.Fgetxattr(fd, etagXattr, buf[:])
 		return err
