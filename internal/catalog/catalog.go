@@ -278,7 +278,8 @@ func savepoint[T any](ctx context.Context, tx pgx.Tx, fn func(sp pgx.Tx) (T, err
 
 // commit runs fn in tx (or a savepoint) and commits it, rolling it back when fn fails.
 // fn's error is returned as is, the commit's through translate.
-func commit[T any](ctx context.Context, tx pgx.Tx, fn func(tx pgx.Tx) (T, error), translate func(error) error) (T, error) {
+func commit[T any](ctx context.Context, tx pgx.Tx, fn func(tx pgx.Tx) (T, error),
+	translate func(error) error) (T, error) {
 	var zero T
 	defer rollback(ctx, tx)
 	v, err := fn(tx)

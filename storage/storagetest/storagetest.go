@@ -42,7 +42,8 @@ func PutMany(ctx context.Context, s storage.Store, objects map[string][]byte, wo
 	keys := slices.Collect(maps.Keys(objects))
 	results := make([]storage.PutResult, len(keys))
 	err := bounded.EachErr(len(keys), max(workers, 1), func(i int) (err error) {
-		if results[i], err = s.Put(ctx, keys[i], objects[keys[i]], storage.PutOptions{IfNoneMatch: true}); err != nil {
+		results[i], err = s.Put(ctx, keys[i], objects[keys[i]], storage.PutOptions{IfNoneMatch: true})
+		if err != nil {
 			return fmt.Errorf("put %q: %w", keys[i], err)
 		}
 		return nil
