@@ -21,7 +21,7 @@ func downAll(ctx context.Context, databaseURL, schema string, fsys fs.FS) error 
 	if err != nil {
 		return err
 	}
-	defer s.close()
+	defer s.db.Close()
 	_, err = s.provider.DownTo(ctx, 0)
 	return err
 }

@@ -40,9 +40,6 @@ import (
 //go:embed *.sql
 var embedded embed.FS
 
-// versionTable is goose's bookkeeping table, created in the target schema.
-const versionTable = goose.DefaultTablename
-
 // defaultConnectTimeout bounds a connection attempt when the URL sets no connect_timeout.
 const defaultConnectTimeout = 5 * time.Second
 
@@ -120,7 +117,7 @@ func apply(ctx context.Context, databaseURL, schema string, fsys fs.FS) ([]int64
 	if err != nil {
 		return nil, fmt.Errorf("apply migrations: %w", err)
 	}
-	defer s.close()
+	defer s.db.Close()
 	results, err := s.provider.Up(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("apply migrations: %w", s.translate(ctx, err))
@@ -137,7 +134,7 @@ func status(ctx context.Context, databaseURL, schema string, fsys fs.FS) (Report
 	if err != nil {
 		return Report{}, fmt.Errorf("migration status: %w", err)
 	}
-	defer s.close()
+	defer s.db.Close()
 	list, err := s.provider.Status(ctx)
 	if err != nil {
 		return Report{}, fmt.Errorf("migration status: %w", s.translate(ctx, err))
@@ -166,8 +163,6 @@ type session struct {
 	latest   int64
 }
 
-func (s *session) close() { s.db.Close() }
-
 // open validates the migration set, connects with search_path set to schema, creates the
 // schema when missing, refuses a database newer than fsys, and builds the provider.
 func open(ctx context.Context, databaseURL, schema string, fsys fs.FS) (*session, error) {
@@ -187,16 +182,14 @@ func open(ctx context.Context, databaseURL, schema string, fsys fs.FS) (*session
 	if schema != "" {
 		cfg.RuntimeParams["search_path"] = schema
 	}
-	if cfg.ConnectTimeout == 0 {
-		cfg.ConnectTimeout = defaultConnectTimeout
-	}
+	cfg.ConnectTimeout = cmp.Or(cfg.ConnectTimeout, defaultConnectTimeout)
 	s := &session{
 		db:     stdlib.OpenDB(*cfg),
 		where:  catalog.RedactURL(databaseURL),
 		latest: versions[len(versions)-1],
 	}
 	if err := s.prepare(ctx, schema, fsys); err != nil {
-		s.close()
+		s.db.Close()
 		return nil, err
 	}
 	return s, nil

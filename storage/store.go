@@ -215,10 +215,8 @@ func CheckKey(op, key string) error {
 			return bad("dot segment")
 		}
 	}
-	for _, r := range key {
-		if r < 0x20 || r == 0x7f || r == '\\' {
-			return bad("control character or backslash")
-		}
+	if strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }) {
+		return bad("control character or backslash")
 	}
 	return nil
 }

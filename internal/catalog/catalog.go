@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -135,9 +136,7 @@ func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 	if _, ok := poolCfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		poolCfg.ConnConfig.RuntimeParams["application_name"] = "graft"
 	}
-	if poolCfg.ConnConfig.ConnectTimeout == 0 {
-		poolCfg.ConnConfig.ConnectTimeout = cfg.ConnectTimeout
-	}
+	poolCfg.ConnConfig.ConnectTimeout = cmp.Or(poolCfg.ConnConfig.ConnectTimeout, cfg.ConnectTimeout)
 	stats := &counter{}
 	poolCfg.ConnConfig.Tracer = stats
 	where := describe(&poolCfg.ConnConfig.Config)
@@ -192,24 +191,23 @@ type Querier interface {
 
 // queryAll runs one query on q and scans every row; queryOne one row.
 func queryAll[T any](ctx context.Context, c *Catalog, q Querier, what string, scan pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
-	rows, err := q.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	all, err := pgx.CollectRows(rows, scan)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	return all, nil
+	rows, _ := q.Query(ctx, sql, args...) // a failed query's rows carry its error
+	return wrapped[[]T](c, what)(pgx.CollectRows(rows, scan))
 }
 
 func queryOne[T any](ctx context.Context, c *Catalog, q Querier, what string, scan func(pgx.Row) (T, error), sql string, args ...any) (T, error) {
-	v, err := scan(q.QueryRow(ctx, sql, args...))
-	if err != nil {
-		var zero T
-		return zero, c.wrap(what, err)
+	return wrapped[T](c, what)(scan(q.QueryRow(ctx, sql, args...)))
+}
+
+// wrapped returns a func passing on a result, or the zero T and its error wrapped with what.
+func wrapped[T any](c *Catalog, what string) func(T, error) (T, error) {
+	return func(v T, err error) (T, error) {
+		if err != nil {
+			var zero T
+			return zero, c.wrap(what, err)
+		}
+		return v, nil
 	}
-	return v, nil
 }
 
 // scanned adapts a one-row scanner to pgx.CollectRows.
@@ -241,10 +239,8 @@ func (c *Catalog) InTxRecoverable(ctx context.Context, fn func(tx pgx.Tx) error)
 // MarkRecoverableTx makes tx's commit InTxRecoverable's, for a transaction that learns
 // after it began that what it records is derivable again.
 func (c *Catalog) MarkRecoverableTx(ctx context.Context, tx pgx.Tx) error {
-	if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit TO OFF"); err != nil {
-		return c.wrap("mark transaction recoverable", err)
-	}
-	return nil
+	_, err := tx.Exec(ctx, "SET LOCAL synchronous_commit TO OFF")
+	return c.wrap("mark transaction recoverable", err)
 }
 
 // recoverableTx turns synchronous_commit off in the round trip of its BEGIN.
@@ -255,20 +251,12 @@ func inTx[T any](ctx context.Context, c *Catalog, fn func(tx pgx.Tx) (T, error))
 }
 
 func inTxOpts[T any](ctx context.Context, c *Catalog, opts pgx.TxOptions, fn func(tx pgx.Tx) (T, error)) (T, error) {
-	var zero T
 	tx, err := c.pool.BeginTx(ctx, opts)
 	if err != nil {
+		var zero T
 		return zero, c.translate(err)
 	}
-	defer rollback(ctx, tx)
-	v, err := fn(tx)
-	if err != nil {
-		return zero, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return zero, c.translate(err)
-	}
-	return v, nil
+	return commit(ctx, tx, fn, c.translate)
 }
 
 // rollback ends tx (or a savepoint) unless it was committed, even when ctx is cancelled.
@@ -280,18 +268,26 @@ func rollback(ctx context.Context, tx pgx.Tx) {
 
 // savepoint runs fn in a savepoint of tx, so a constraint violation leaves tx usable.
 func savepoint[T any](ctx context.Context, tx pgx.Tx, fn func(sp pgx.Tx) (T, error)) (T, error) {
-	var zero T
 	sp, err := tx.Begin(ctx)
 	if err != nil {
+		var zero T
 		return zero, err
 	}
-	defer rollback(ctx, sp)
-	v, err := fn(sp)
+	return commit(ctx, sp, fn, func(err error) error { return err })
+}
+
+// commit runs fn in tx (or a savepoint) and commits it, rolling it back when fn fails.
+// fn's error is returned as is, the commit's through translate.
+func commit[T any](ctx context.Context, tx pgx.Tx, fn func(tx pgx.Tx) (T, error),
+	translate func(error) error) (T, error) {
+	var zero T
+	defer rollback(ctx, tx)
+	v, err := fn(tx)
 	if err != nil {
 		return zero, err
 	}
-	if err := sp.Commit(ctx); err != nil {
-		return zero, err
+	if err := tx.Commit(ctx); err != nil {
+		return zero, translate(err)
 	}
 	return v, nil
 }
@@ -325,30 +321,18 @@ func lockNameRoot(ctx context.Context, tx pgx.Tx, graph, logical string) error {
 	return err
 }
 
-// wrap prefixes a translated error with a short verb phrase.
+// wrap prefixes err with a short verb phrase, translated unless it is the catalog's own
+// (pgx never wraps the catalog's sentinels).
 func (c *Catalog) wrap(what string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("%s: %w", what, c.translateOnce(err))
-}
-
-// translateOnce translates err unless it is the catalog's own (pgx never wraps its sentinels).
-func (c *Catalog) translateOnce(err error) error {
-	if isCatalogError(err) {
-		return err
+	own := []error{ErrNotFound, ErrDuplicate, ErrStateConflict, ErrCondemned,
+		ErrInvalid, ErrUnavailable, ErrNotMigrated, ErrNotOwner, ErrOwned}
+	if !slices.ContainsFunc(own, func(s error) bool { return errors.Is(err, s) }) {
+		err = c.translate(err)
 	}
-	return c.translate(err)
-}
-
-func isCatalogError(err error) bool {
-	for _, s := range []error{ErrNotFound, ErrDuplicate, ErrStateConflict, ErrCondemned,
-		ErrInvalid, ErrUnavailable, ErrNotMigrated, ErrNotOwner, ErrOwned} {
-		if errors.Is(err, s) {
-			return true
-		}
-	}
-	return false
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 func invalid(format string, args ...any) error {

@@ -60,7 +60,7 @@ func (c *Catalog) CleanupRunInsert(ctx context.Context, p CleanupRunInsertParams
 	if !json.Valid(policy) {
 		return CleanupRun{}, c.wrap(what, invalid("policy is not valid JSON"))
 	}
-	run, err := inTx(ctx, c, func(tx pgx.Tx) (CleanupRun, error) {
+	return wrapped[CleanupRun](c, what)(inTx(ctx, c, func(tx pgx.Tx) (CleanupRun, error) {
 		// The operation row first (OperationFinish's lock order): a run is never inserted
 		// under an operation that ended (CleanupOperationAbandon).
 		var state OperationState
@@ -82,32 +82,20 @@ func (c *Catalog) CleanupRunInsert(ctx context.Context, p CleanupRunInsertParams
 				RETURNING `+cleanupRunColumns, p.ID, p.Graph, p.Mode, string(policy)))
 		})
 		switch {
-		case err == nil:
-			return run, nil
 		case constraintOf(err, codeUniqueViolation) == cleanupRunsOneActive:
 			var active string
-			if err := tx.QueryRow(ctx, `SELECT id FROM cleanup_runs WHERE graph = $1 AND state = 'running' AND mode <> 'dry_run'`,
-				p.Graph).Scan(&active); err != nil {
-				return CleanupRun{}, err
+			if err = tx.QueryRow(ctx, `SELECT id FROM cleanup_runs WHERE graph = $1 AND state = 'running' AND mode <> 'dry_run'`,
+				p.Graph).Scan(&active); err == nil {
+				err = fmt.Errorf("%w: cleanup run %s is already running on graph %q", ErrDuplicate, active, p.Graph)
 			}
-			return CleanupRun{}, fmt.Errorf("%w: cleanup run %s is already running on graph %q", ErrDuplicate, active, p.Graph)
 		case errors.Is(err, pgx.ErrNoRows):
-			existing, err := getCleanupRun(ctx, tx, p.ID)
-			if err != nil {
-				return CleanupRun{}, err
+			run, err = getCleanupRun(ctx, tx, p.ID)
+			if err == nil && (run.Graph != p.Graph || run.Mode != p.Mode) {
+				err = fmt.Errorf("%w: cleanup run %s exists as a %s run on graph %q", ErrDuplicate, p.ID, run.Mode, run.Graph)
 			}
-			if existing.Graph != p.Graph || existing.Mode != p.Mode {
-				return CleanupRun{}, fmt.Errorf("%w: cleanup run %s exists as a %s run on graph %q",
-					ErrDuplicate, p.ID, existing.Mode, existing.Graph)
-			}
-			return existing, nil
 		}
-		return CleanupRun{}, err
-	})
-	if err != nil {
-		return CleanupRun{}, c.wrap(what, err)
-	}
-	return run, nil
+		return run, err
+	}))
 }
 
 // CleanupRunGetParams names a cleanup run.
@@ -130,13 +118,9 @@ type CleanupRunListParams struct {
 // CleanupRunList returns a graph's cleanup runs, newest first.
 func (c *Catalog) CleanupRunList(ctx context.Context, p CleanupRunListParams) ([]CleanupRun, error) {
 	what := fmt.Sprintf("list cleanup runs of graph %q", p.Graph)
-	limit, err := listLimit(p.Limit, defaultListLimit, maxListLimit)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	return queryAll(ctx, c, c.pool, what, scanned(scanCleanupRun), `
+	return queryPage(ctx, c, what, p.Limit, listPage, scanned(scanCleanupRun), `
 		SELECT `+cleanupRunColumns+` FROM cleanup_runs WHERE graph = $1
-		ORDER BY started_at DESC, id DESC LIMIT $2`, p.Graph, limit)
+		ORDER BY started_at DESC, id DESC LIMIT $2`, p.Graph)
 }
 
 // CleanupRunFinishParams ends a cleanup run.
@@ -162,43 +146,26 @@ func (c *Catalog) CleanupRunFinish(ctx context.Context, p CleanupRunFinishParams
 		s := string(p.Report)
 		report = &s
 	}
-	run, err := inTx(ctx, c, func(tx pgx.Tx) (CleanupRun, error) {
-		graph, err := c.cleanupRunGraph(ctx, tx, p.ID)
+	return wrapped[CleanupRun](c, what)(inTx(ctx, c, func(tx pgx.Tx) (CleanupRun, error) {
+		graph, err := lockGraphOf(ctx, tx, "cleanup run", p.ID, exclusive)
 		if err != nil {
-			return CleanupRun{}, err
-		}
-		if err := lockGraph(ctx, tx, graph, exclusive); err != nil {
 			return CleanupRun{}, err
 		}
 		run, err := scanCleanupRun(tx.QueryRow(ctx, `
 			UPDATE cleanup_runs SET state = $2, report = coalesce($3::jsonb, report), finished_at = now()
 			WHERE id = $1 AND state = 'running'
 			RETURNING `+cleanupRunColumns, p.ID, p.State, report))
-		if errors.Is(err, pgx.ErrNoRows) {
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
 			run, err = getCleanupRun(ctx, tx, p.ID)
 			if err == nil && run.State != p.State {
 				err = &StateConflictError{Entity: "cleanup run", ID: p.ID, Expected: string(CleanupRunning), Current: string(run.State)}
 			}
-			return run, err
+		case err == nil:
+			err = prunePins(ctx, tx, graph)
 		}
-		if err != nil {
-			return CleanupRun{}, err
-		}
-		return run, prunePins(ctx, tx, graph)
-	})
-	if err != nil {
-		return CleanupRun{}, c.wrap(what, err)
-	}
-	return run, nil
-}
-
-func (c *Catalog) cleanupRunGraph(ctx context.Context, tx pgx.Tx, id string) (string, error) {
-	var graph string
-	err := tx.QueryRow(ctx, `SELECT graph FROM cleanup_runs WHERE id = $1`, id).Scan(&graph)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", fmt.Errorf("%w: cleanup run %q", ErrNotFound, id)
-	}
-	return graph, err
+		return run, err
+	}))
 }
 
 // CondemnedAddParams condemns keys in a running cleanup run.
@@ -233,12 +200,9 @@ func (c *Catalog) CondemnedAdd(ctx context.Context, p CondemnedAddParams) (Conde
 			entries = append(entries, e)
 		}
 	}
-	res, err := inTx(ctx, c, func(tx pgx.Tx) (CondemnedAddResult, error) {
-		graph, err := c.cleanupRunGraph(ctx, tx, p.RunID)
+	return wrapped[CondemnedAddResult](c, what)(inTx(ctx, c, func(tx pgx.Tx) (CondemnedAddResult, error) {
+		graph, err := lockGraphOf(ctx, tx, "cleanup run", p.RunID, exclusive)
 		if err != nil {
-			return CondemnedAddResult{}, err
-		}
-		if err := lockGraph(ctx, tx, graph, exclusive); err != nil {
 			return CondemnedAddResult{}, err
 		}
 		var state CleanupRunState
@@ -272,25 +236,21 @@ func (c *Catalog) CondemnedAdd(ctx context.Context, p CondemnedAddParams) (Conde
 		}
 		res.Condemned = len(keys)
 		return res, nil
-	})
-	if err != nil {
-		return CondemnedAddResult{}, c.wrap(what, err)
-	}
-	return res, nil
+	}))
 }
 
 // pinnedAmong returns the pin keys of graph, held or released after startSeq, that
 // conflict with entries' keys.
 func pinnedAmong(ctx context.Context, tx pgx.Tx, graph string, startSeq int64, entries []Condemned) ([]string, error) {
-	keys := make([]string, len(entries))
-	for i, e := range entries {
-		keys[i] = e.Key
+	var keys []string
+	for _, e := range entries {
+		keys = append(keys, e.Key)
 	}
 	exact, prefixes := conflictProbes(keys)
 	if len(exact) == 0 {
 		return nil, nil
 	}
-	rows, err := tx.Query(ctx, `
+	rows, _ := tx.Query(ctx, `
 		SELECT key FROM op_pins
 		WHERE graph = $1 AND (released_seq IS NULL OR released_seq > $2) AND key = ANY($3::text[])
 		UNION
@@ -298,9 +258,6 @@ func pinnedAmong(ctx context.Context, tx pgx.Tx, graph string, startSeq int64, e
 		JOIN op_pins o ON o.graph = $1 AND o.key >= p.prefix AND o.key < left(p.prefix, -1) || '0'
 		WHERE o.released_seq IS NULL OR o.released_seq > $2`,
 		graph, startSeq, exact, prefixes)
-	if err != nil {
-		return nil, err
-	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
@@ -317,11 +274,7 @@ type CondemnedListParams struct {
 // CondemnedList returns a run's condemned entries in bytewise key order.
 func (c *Catalog) CondemnedList(ctx context.Context, p CondemnedListParams) ([]CondemnedEntry, error) {
 	what := fmt.Sprintf("list condemned keys of cleanup run %q", p.RunID)
-	limit, err := listLimit(p.Limit, 1000, 10000)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
-	return queryAll(ctx, c, c.pool, what, func(row pgx.CollectableRow) (CondemnedEntry, error) {
+	return queryPage(ctx, c, what, p.Limit, condemnedPage, func(row pgx.CollectableRow) (CondemnedEntry, error) {
 		var e CondemnedEntry
 		var deleted *time.Time
 		err := row.Scan(&e.RunID, &e.Graph, &e.Key, &e.Kind, &e.Size, &e.State, &e.CondemnedAt, &deleted)
@@ -330,7 +283,7 @@ func (c *Catalog) CondemnedList(ctx context.Context, p CondemnedListParams) ([]C
 	}, `
 		SELECT run_id, graph, key, kind, size, state, condemned_at, deleted_at FROM cleanup_condemned
 		WHERE run_id = $1 AND ($2 = '' OR state = $2) AND key > $3
-		ORDER BY key LIMIT $4`, p.RunID, p.State, p.After, limit)
+		ORDER BY key LIMIT $4`, p.RunID, p.State, p.After)
 }
 
 // CondemnedMarkDeletedParams records keys the sweep has deleted.

@@ -64,8 +64,5 @@ func (c *Catalog) CleanupRunActive(ctx context.Context, p CleanupRunActiveParams
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = fmt.Errorf("%w: no cleanup run is running on graph %q", ErrNotFound, p.Graph)
 	}
-	if err != nil {
-		return CleanupRun{}, c.wrap(fmt.Sprintf("get active cleanup run of graph %q", p.Graph), err)
-	}
-	return run, nil
+	return wrapped[CleanupRun](c, fmt.Sprintf("get active cleanup run of graph %q", p.Graph))(run, err)
 }

@@ -24,21 +24,13 @@ func (c *Catalog) GraphInsert(ctx context.Context, p GraphInsertParams) (Graph, 
 		INSERT INTO graphs (name, locator) VALUES ($1, $2)
 		ON CONFLICT (name) DO NOTHING
 		RETURNING name, locator, created_at`, p.Name, p.Locator))
-	if err == nil {
-		return g, nil
+	if errors.Is(err, pgx.ErrNoRows) { // registered already
+		g, err = scanGraph(c.pool.QueryRow(ctx, `SELECT name, locator, created_at FROM graphs WHERE name = $1`, p.Name))
+		if err == nil && g.Locator != p.Locator {
+			err = fmt.Errorf("%w: graph %q is registered at %q, not %q", ErrDuplicate, p.Name, g.Locator, p.Locator)
+		}
 	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return Graph{}, c.wrap("insert graph", err)
-	}
-	existing, err := scanGraph(c.pool.QueryRow(ctx, `SELECT name, locator, created_at FROM graphs WHERE name = $1`, p.Name))
-	if err != nil {
-		return Graph{}, c.wrap("insert graph", err)
-	}
-	if existing.Locator != p.Locator {
-		return Graph{}, c.wrap("insert graph", fmt.Errorf("%w: graph %q is registered at %q, not %q",
-			ErrDuplicate, p.Name, existing.Locator, p.Locator))
-	}
-	return existing, nil
+	return wrapped[Graph](c, "insert graph")(g, err)
 }
 
 // GraphGetParams names a graph.
@@ -49,11 +41,6 @@ type GraphGetParams struct {
 // GraphGet returns a registered graph, or ErrNotFound.
 func (c *Catalog) GraphGet(ctx context.Context, p GraphGetParams) (Graph, error) {
 	return queryOne(ctx, c, c.pool, fmt.Sprintf("get graph %q", p.Name), scanGraph, `SELECT name, locator, created_at FROM graphs WHERE name = $1`, p.Name)
-}
-
-// GraphList returns every registered graph, by name.
-func (c *Catalog) GraphList(ctx context.Context) ([]Graph, error) {
-	return queryAll(ctx, c, c.pool, "list graphs", scanned(scanGraph), `SELECT name, locator, created_at FROM graphs ORDER BY name`)
 }
 
 func scanGraph(row pgx.Row) (Graph, error) {

@@ -68,28 +68,21 @@ func (c *Catalog) IncarnationInsertTx(ctx context.Context, tx pgx.Tx, p Incarnat
 			RETURNING `+incarnationColumns, p.Graph, p.Logical, p.Native, tree, p.OpID))
 	})
 	switch {
-	case err == nil:
-		return inc, nil
 	case constraintOf(err, codeUniqueViolation) == incarnationsOneOpen:
 		exists := &IncarnationExistsError{Graph: p.Graph, Logical: p.Logical}
-		open, lookupErr := scanIncarnation(tx.QueryRow(ctx, openIncarnationSQL, p.Graph, p.Logical))
-		if lookupErr == nil {
+		if open, err := scanIncarnation(tx.QueryRow(ctx, openIncarnationSQL, p.Graph, p.Logical)); err == nil {
 			exists.Existing = open
 		}
-		return Incarnation{}, c.wrap(what, exists)
+		err = exists
 	case errors.Is(err, pgx.ErrNoRows):
 		// The native name exists: a retry of this insert, or a clash.
-		existing, err := getIncarnation(ctx, tx, p.Graph, p.Native)
-		if err != nil {
-			return Incarnation{}, c.wrap(what, err)
+		inc, err = getIncarnation(ctx, tx, p.Graph, p.Native)
+		if err == nil && (inc.Logical != p.Logical || inc.Tree != tree || inc.OpID != p.OpID) {
+			err = fmt.Errorf("%w: incarnation %s exists for branch %q, operation %s",
+				ErrDuplicate, p.Native, inc.Logical, inc.OpID)
 		}
-		if existing.Logical != p.Logical || existing.Tree != tree || existing.OpID != p.OpID {
-			return Incarnation{}, c.wrap(what, fmt.Errorf("%w: incarnation %s exists for branch %q, operation %s",
-				ErrDuplicate, p.Native, existing.Logical, existing.OpID))
-		}
-		return existing, nil
 	}
-	return Incarnation{}, c.wrap(what, err)
+	return wrapped[Incarnation](c, what)(inc, err)
 }
 
 // IncarnationGetByNativeParams names an incarnation.
@@ -210,8 +203,5 @@ func (c *Catalog) IncarnationSetStateTx(ctx context.Context, tx pgx.Tx, p Incarn
 			err = &StateConflictError{Entity: "incarnation", ID: p.Native, Expected: string(p.From), Current: string(inc.State)}
 		}
 	}
-	if err != nil {
-		return Incarnation{}, c.wrap(what, err)
-	}
-	return inc, nil
+	return wrapped[Incarnation](c, what)(inc, err)
 }

@@ -89,11 +89,8 @@ func (c *Catalog) OperationInsertTx(ctx context.Context, tx pgx.Tx, p OperationI
 		ON CONFLICT (id) DO NOTHING
 		RETURNING `+operationColumns,
 		p.ID, p.Kind, p.Graph, string(inputs), p.WorkflowID, p.RunID, p.Owner))
-	if err == nil {
-		return op, nil
-	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return Operation{}, c.wrap(what, err)
+		return wrapped[Operation](c, what)(op, err)
 	}
 	// The id exists: a retry of this insert, or a clash.
 	var same bool
@@ -160,10 +157,7 @@ func (c *Catalog) OperationSetState(ctx context.Context, p OperationSetStatePara
 			err = &NotOwnerError{ID: p.ID, Owner: op.OwnerRun, Caller: p.Owner}
 		}
 	}
-	if err != nil {
-		return Operation{}, c.wrap(what, err)
-	}
-	return op, nil
+	return wrapped[Operation](c, what)(op, err)
 }
 
 // OperationFinishParams records an operation's definitive outcome.
@@ -190,11 +184,8 @@ func (c *Catalog) OperationFinishTx(ctx context.Context, tx pgx.Tx, p OperationF
 	if !slices.Contains(Outcomes, p.Outcome) {
 		return Operation{}, c.wrap(what, invalid("unknown outcome %q", p.Outcome))
 	}
-	graph, err := c.operationGraph(ctx, tx, p.ID)
+	graph, err := lockGraphOf(ctx, tx, "operation", p.ID, shared)
 	if err != nil {
-		return Operation{}, c.wrap(what, err)
-	}
-	if err := lockGraph(ctx, tx, graph, shared); err != nil {
 		return Operation{}, c.wrap(what, err)
 	}
 	op, err := scanOperation(tx.QueryRow(ctx, `
@@ -212,30 +203,27 @@ func (c *Catalog) OperationFinishTx(ctx context.Context, tx pgx.Tx, p OperationF
 			err = &StateConflictError{Entity: "operation", ID: p.ID,
 				Expected: "running or in_doubt", Current: fmt.Sprintf("done (%s)", op.Outcome)}
 		}
-		if err != nil {
-			return Operation{}, c.wrap(what, err)
-		}
-		return op, nil
+		return wrapped[Operation](c, what)(op, err)
 	}
-	if err != nil {
-		return Operation{}, c.wrap(what, err)
+	if err == nil {
+		err = releasePins(ctx, tx, p.ID, graph)
 	}
-	if err := releasePins(ctx, tx, p.ID, graph); err != nil {
-		return Operation{}, c.wrap(what, err)
-	}
-	return op, nil
+	return wrapped[Operation](c, what)(op, err)
 }
 
-// operationGraph returns the graph of an operation, or ErrNotFound.
-func (c *Catalog) operationGraph(ctx context.Context, tx pgx.Tx, id string) (string, error) {
+// lockGraphOf returns the graph of the operation or cleanup run (entity) id, or
+// ErrNotFound, and takes its lock (lockGraph) in mode.
+func lockGraphOf(ctx context.Context, tx pgx.Tx, entity, id string, mode lockMode) (string, error) {
 	var graph string
-	if err := tx.QueryRow(ctx, `SELECT graph FROM operations WHERE id = $1`, id).Scan(&graph); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return "", fmt.Errorf("%w: operation %q", ErrNotFound, id)
-		}
-		return "", err
+	table := map[string]string{"operation": "operations", "cleanup run": "cleanup_runs"}[entity]
+	err := tx.QueryRow(ctx, `SELECT graph FROM `+table+` WHERE id = $1`, id).Scan(&graph)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("%w: %s %q", ErrNotFound, entity, id)
 	}
-	return graph, nil
+	if err == nil {
+		err = lockGraph(ctx, tx, graph, mode)
+	}
+	return graph, err
 }
 
 // OperationListParams filters the audit log; empty fields do not filter. Limit caps the
@@ -247,33 +235,31 @@ type OperationListParams struct {
 	Limit int
 }
 
-const (
-	defaultListLimit = 100
-	maxListLimit     = 1000
-)
+// pageSize is a list's page size when none is asked for, and the largest it takes.
+type pageSize struct{ def, most int }
+
+var listPage, condemnedPage = pageSize{def: 100, most: 1000}, pageSize{def: 1000, most: 10000}
 
 // OperationList returns operations matching the filters, newest first.
 func (c *Catalog) OperationList(ctx context.Context, p OperationListParams) ([]Operation, error) {
-	limit, err := listLimit(p.Limit, defaultListLimit, maxListLimit)
-	if err != nil {
-		return nil, c.wrap("list operations", err)
-	}
-	return queryAll(ctx, c, c.pool, "list operations", scanned(scanOperation), `
+	return queryPage(ctx, c, "list operations", p.Limit, listPage, scanned(scanOperation), `
 		SELECT `+operationColumns+` FROM operations
 		WHERE ($1 = '' OR graph = $1) AND ($2 = '' OR kind = $2) AND ($3 = '' OR state = $3)
 		ORDER BY created_at DESC, id DESC
-		LIMIT $4`, p.Graph, p.Kind, p.State, limit)
+		LIMIT $4`, p.Graph, p.Kind, p.State)
 }
 
-// listLimit applies a list's default and bound.
-func listLimit(limit, def, most int) (int, error) {
+// queryPage is queryAll on the pool for one page of a list, whose size, limit or else
+// size.def, is the query's last argument.
+func queryPage[T any](ctx context.Context, c *Catalog, what string, limit int, size pageSize,
+	scan pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
 	switch {
 	case limit == 0:
-		return def, nil
-	case limit < 0 || limit > most:
-		return 0, invalid("limit must be between 1 and %d, got %d", most, limit)
+		limit = size.def
+	case limit < 0 || limit > size.most:
+		return nil, c.wrap(what, invalid("limit must be between 1 and %d, got %d", size.most, limit))
 	}
-	return limit, nil
+	return queryAll(ctx, c, c.pool, what, scan, sql, append(args, limit)...)
 }
 
 // requestDifferences names, for people, how a request (kind, graph, inputs) differs from

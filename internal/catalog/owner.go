@@ -93,10 +93,7 @@ func (c *Catalog) OperationProgressTx(ctx context.Context, q Querier, p Operatio
 		}
 		return op, c.wrap(what, err)
 	}
-	if err != nil {
-		return Operation{}, c.wrap(what, err)
-	}
-	return op, nil
+	return wrapped[Operation](c, what)(op, err)
 }
 
 // OperationTakeOverParams moves an unfinished operation from owner From, found closed,
@@ -131,10 +128,7 @@ func (c *Catalog) OperationTakeOver(ctx context.Context, p OperationTakeOverPara
 		}
 		return op, c.wrap(what, err)
 	}
-	if err != nil {
-		return Operation{}, c.wrap(what, err)
-	}
-	return op, nil
+	return wrapped[Operation](c, what)(op, err)
 }
 
 // OperationListUnfinishedParams selects unfinished operations of Graph ("": every one),
@@ -147,16 +141,12 @@ type OperationListUnfinishedParams struct {
 
 // OperationListUnfinished returns running and in_doubt operations, oldest first.
 func (c *Catalog) OperationListUnfinished(ctx context.Context, p OperationListUnfinishedParams) ([]Operation, error) {
-	limit, err := listLimit(p.Limit, defaultListLimit, maxListLimit)
-	if err != nil {
-		return nil, c.wrap("list unfinished operations", err)
-	}
-	return queryAll(ctx, c, c.pool, "list unfinished operations", scanned(scanOperation), `
+	return queryPage(ctx, c, "list unfinished operations", p.Limit, listPage, scanned(scanOperation), `
 		SELECT `+operationColumns+` FROM operations
 		WHERE state <> 'done' AND ($1 = '' OR graph = $1)
-		  AND ($3 = '' OR (created_at, id) > ($4, $3))
+		  AND ($2 = '' OR (created_at, id) > ($3, $2))
 		ORDER BY created_at, id
-		LIMIT $2`, p.Graph, limit, p.After.ID, p.After.CreatedAt)
+		LIMIT $4`, p.Graph, p.After.ID, p.After.CreatedAt)
 }
 
 // IncarnationListByOpParams names an operation.

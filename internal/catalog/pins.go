@@ -80,20 +80,18 @@ func (c *Catalog) PinsRegisterTx(ctx context.Context, tx pgx.Tx, p PinsRegisterP
 	}
 	exact, prefixes := conflictProbes(keys)
 	graph, err := c.openOperationGraph(ctx, tx, p.OpID, p.Graph)
+	if err == nil && p.Owner != "" {
+		_, err = c.OperationLockOwnedTx(ctx, tx, p.OpID, p.Owner)
+	}
+	if err == nil {
+		err = lockGraph(ctx, tx, graph, shared)
+	}
 	if err != nil {
-		return c.wrap(what, err)
-	}
-	if p.Owner != "" {
-		if _, err := c.OperationLockOwnedTx(ctx, tx, p.OpID, p.Owner); err != nil {
-			return c.wrap(what, err)
-		}
-	}
-	if err := lockGraph(ctx, tx, graph, shared); err != nil {
 		return c.wrap(what, err)
 	}
 	// With no condemning run of the graph running (the common case, true until commit
 	// under the lock) the EXISTS filter skips both probes of the condemned set.
-	rows, err := tx.Query(ctx, `
+	rows, _ := tx.Query(ctx, `
 		SELECT c.key FROM cleanup_condemned c
 		JOIN cleanup_runs r ON r.id = c.run_id AND r.state = 'running' AND r.mode <> 'dry_run'
 		WHERE EXISTS (SELECT 1 FROM cleanup_runs WHERE graph = $1 AND state = 'running' AND mode <> 'dry_run')
@@ -104,9 +102,6 @@ func (c *Catalog) PinsRegisterTx(ctx context.Context, tx pgx.Tx, p PinsRegisterP
 		JOIN cleanup_runs r ON r.id = c.run_id AND r.state = 'running' AND r.mode <> 'dry_run'
 		WHERE EXISTS (SELECT 1 FROM cleanup_runs WHERE graph = $1 AND state = 'running' AND mode <> 'dry_run')`,
 		graph, exact, prefixes)
-	if err != nil {
-		return c.wrap(what, err)
-	}
 	condemned, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return c.wrap(what, err)
@@ -158,21 +153,13 @@ type PinsReleaseParams struct {
 // PinsRelease releases every pin the operation holds; a cleanup run that started before
 // keeps treating them as pinned. Releasing twice, or no pins, succeeds.
 func (c *Catalog) PinsRelease(ctx context.Context, p PinsReleaseParams) error {
-	return c.InTx(ctx, func(tx pgx.Tx) error { return c.PinsReleaseTx(ctx, tx, p) })
-}
-
-// PinsReleaseTx is PinsRelease inside the caller's transaction, which holds the graph
-// lock (shared) until it ends.
-func (c *Catalog) PinsReleaseTx(ctx context.Context, tx pgx.Tx, p PinsReleaseParams) error {
-	what := fmt.Sprintf("release pins of operation %q", p.OpID)
-	graph, err := c.operationGraph(ctx, tx, p.OpID)
-	if err != nil {
-		return c.wrap(what, err)
-	}
-	if err := lockGraph(ctx, tx, graph, shared); err != nil {
-		return c.wrap(what, err)
-	}
-	return c.wrap(what, releasePins(ctx, tx, p.OpID, graph))
+	return c.InTx(ctx, func(tx pgx.Tx) error {
+		graph, err := lockGraphOf(ctx, tx, "operation", p.OpID, shared)
+		if err == nil {
+			err = releasePins(ctx, tx, p.OpID, graph)
+		}
+		return c.wrap(fmt.Sprintf("release pins of operation %q", p.OpID), err)
+	})
 }
 
 // releasePins releases an operation's held pins but its late-put ones, then forgets the
@@ -255,13 +242,10 @@ func (c *Catalog) PinsReleaseLatePuts(ctx context.Context, p PinsReleaseLatePuts
 			return 0, c.wrap(what, err)
 		}
 		tag, err := tx.Exec(ctx, `UPDATE op_pins SET late_put = false WHERE op_id = $1 AND late_put AND released_seq IS NULL`, p.OpID)
-		if err != nil {
-			return 0, c.wrap(what, err)
+		if err == nil {
+			err = releasePins(ctx, tx, p.OpID, op.Graph)
 		}
-		if err := releasePins(ctx, tx, p.OpID, op.Graph); err != nil {
-			return 0, c.wrap(what, err)
-		}
-		return int(tag.RowsAffected()), nil
+		return wrapped[int](c, what)(int(tag.RowsAffected()), err)
 	})
 }
 
@@ -277,16 +261,15 @@ func (c *Catalog) PinsList(ctx context.Context, p PinsListParams) ([]PinRecord, 
 	what := fmt.Sprintf("list pins of graph %q", p.Graph)
 	var startSeq *int64
 	if p.RunID != "" {
-		var seq int64
+		startSeq = new(int64)
 		err := c.pool.QueryRow(ctx, `SELECT start_seq FROM cleanup_runs WHERE id = $1 AND graph = $2`,
-			p.RunID, p.Graph).Scan(&seq)
+			p.RunID, p.Graph).Scan(startSeq)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, c.wrap(what, fmt.Errorf("%w: cleanup run %q of graph %q", ErrNotFound, p.RunID, p.Graph))
+			err = fmt.Errorf("%w: cleanup run %q of graph %q", ErrNotFound, p.RunID, p.Graph)
 		}
 		if err != nil {
 			return nil, c.wrap(what, err)
 		}
-		startSeq = &seq
 	}
 	return queryAll(ctx, c, c.pool, what, scanPin, `
 		SELECT op_id, graph, kind, key, created_at, released_at, late_put FROM op_pins

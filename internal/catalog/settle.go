@@ -38,27 +38,25 @@ func (c *Catalog) IncarnationSettleTx(ctx context.Context, tx pgx.Tx, p Incarnat
 	if p.To != IncarnationLive && p.To != IncarnationUnpublished {
 		return IncarnationSettleResult{}, c.wrap(what, invalid("an incarnation settles to live or unpublished, not %q", p.To))
 	}
-	var from IncarnationState
-	var fromSince time.Time
-	inc, err := scanIncarnation(extraRow{Row: tx.QueryRow(ctx, `
+	var r IncarnationSettleResult
+	var err error
+	r.Incarnation, err = scanIncarnation(extraRow{Row: tx.QueryRow(ctx, `
 		UPDATE incarnations AS i
 		SET state = $3, updated_at = now(), settled_at = coalesce(i.settled_at, now())
 		FROM (SELECT native AS n, state AS prev, updated_at AS prev_at FROM incarnations
 		      WHERE graph = $1 AND native = $2 FOR UPDATE) AS o
 		WHERE i.graph = $1 AND i.native = o.n AND i.state IN ('intent', 'cloned', 'in_doubt')
 		RETURNING `+incarnationColumns+`, o.prev, o.prev_at`,
-		p.Graph, p.Native, p.To), extra: []any{&from, &fromSince}})
+		p.Graph, p.Native, p.To), extra: []any{&r.From, &r.FromSince}})
 	if errors.Is(err, pgx.ErrNoRows) {
-		inc, err = getIncarnation(ctx, tx, p.Graph, p.Native)
-		if err == nil && inc.State != p.To {
-			err = &StateConflictError{Entity: "incarnation", ID: p.Native, Expected: "intent, cloned or in_doubt", Current: string(inc.State)}
+		r.Incarnation, err = getIncarnation(ctx, tx, p.Graph, p.Native)
+		if err == nil && r.Incarnation.State != p.To {
+			err = &StateConflictError{Entity: "incarnation", ID: p.Native,
+				Expected: "intent, cloned or in_doubt", Current: string(r.Incarnation.State)}
 		}
-		from = inc.State
+		r.From = r.Incarnation.State
 	}
-	if err != nil {
-		return IncarnationSettleResult{}, c.wrap(what, err)
-	}
-	return IncarnationSettleResult{Incarnation: inc, From: from, FromSince: fromSince}, nil
+	return wrapped[IncarnationSettleResult](c, what)(r, err)
 }
 
 // KeyReclaimedParams asks whether cleanup reclaimed a key.

@@ -53,21 +53,18 @@ func (n *counter) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.
 	n.statements.Add(1)
 	sql := strings.TrimSpace(data.SQL)
 	word, _, _ := strings.Cut(sql, " ")
-	word = strings.TrimSuffix(word, ";") // "BEGIN; SET LOCAL …" begins a transaction too
+	word = strings.ToLower(strings.TrimSuffix(word, ";")) // "BEGIN; SET LOCAL …" begins a transaction too
 	custom := conn.PgConn().CustomData()
 	inTx, _ := custom[inTxKey].(bool)
 	noFlush := strings.Contains(strings.ToLower(sql), "synchronous_commit to off")
-	switch strings.ToLower(word) {
+	switch word {
 	case "begin":
-		custom[inTxKey] = true
-		custom[noFlushKey] = noFlush
+		custom[inTxKey], custom[noFlushKey] = true, noFlush
 		n.transactions.Add(1)
-	case "commit":
-		if off, _ := custom[noFlushKey].(bool); !off {
+	case "commit", "rollback":
+		if off, _ := custom[noFlushKey].(bool); !off && word == "commit" {
 			n.flushes.Add(1)
 		}
-		custom[inTxKey], custom[noFlushKey] = false, false
-	case "rollback":
 		custom[inTxKey], custom[noFlushKey] = false, false
 	case "savepoint":
 		n.savepoints.Add(1)
@@ -77,7 +74,7 @@ func (n *counter) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.
 			custom[noFlushKey] = true
 		case !inTx:
 			n.transactions.Add(1)
-			if strings.ToLower(word) != "select" {
+			if word != "select" {
 				n.flushes.Add(1)
 			}
 		}

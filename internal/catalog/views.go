@@ -92,18 +92,14 @@ const DefaultStuckAfter = 10 * time.Minute
 // (in doubt, or a later migration's state) or running for longer than p.RunningFor.
 func (c *Catalog) OperationStuckList(ctx context.Context, p OperationStuckParams) ([]OperationView, error) {
 	what := "list stuck operations"
-	limit, err := listLimit(p.Limit, defaultListLimit, maxListLimit)
-	if err != nil {
-		return nil, c.wrap(what, err)
-	}
 	after := p.RunningFor
 	if after <= 0 {
 		after = DefaultStuckAfter
 	}
-	return queryAll(ctx, c, c.pool, what, scanned(scanOperationView), operationViewQuery(`
+	return queryPage(ctx, c, what, p.Limit, listPage, scanned(scanOperationView), operationViewQuery(`
 			state <> 'done' AND ($2 = '' OR graph = $2)
 			AND (state <> 'running' OR created_at < now() - make_interval(secs => $3))
-		ORDER BY created_at, id LIMIT $4`), knownOperationColumns, p.Graph, after.Seconds(), limit)
+		ORDER BY created_at, id LIMIT $4`), knownOperationColumns, p.Graph, after.Seconds())
 }
 
 // UnfinishedTally counts a kind's unfinished operations in one state, with the oldest

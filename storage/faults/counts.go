@@ -9,7 +9,8 @@ type Request struct {
 	Fault  Mode
 	Rule   string
 	Status int
-	body   []byte // a put's, for rules that select on it
+	body   []byte   // a put's, for rules that select on it
+	keys   []string // the keys rules select on
 	// Sent: the request went on (a held put is in flight); false only after
 	// FailBeforeSend or a Delay cut short by the context.
 	Sent bool
@@ -74,11 +75,7 @@ func (s *Store) CountMatching(sel Rule) Tally {
 	defer s.mu.Unlock()
 	var t Tally
 	for _, r := range s.log {
-		keys := r.Keys
-		if r.Op != OpDeleteBatch {
-			keys = []string{r.Key}
-		}
-		if sel.selects(r.Op, keys, r.body) {
+		if sel.selects(r.Op, r.keys, r.body) {
 			t.add(r)
 		}
 	}

@@ -125,31 +125,21 @@ type Rule struct {
 
 // selects reports whether r's selection fields match the request.
 func (r *Rule) selects(op Op, keys []string, body []byte) bool {
-	if r.Op != "" && r.Op != op {
+	switch {
+	case r.Op != "" && r.Op != op, r.Op == "" && r.Mode == Hold && op != OpPut:
 		return false
-	}
-	if r.Body != nil && (op != OpPut || !r.Body(body)) {
+	case r.Body != nil && (op != OpPut || !r.Body(body)):
 		return false
-	}
-	if r.Op == "" && r.Mode == Hold && op != OpPut {
-		return false
-	}
-	if len(keys) == 0 { // an empty delete_batch has no key to select
+	case len(keys) == 0: // an empty delete_batch has no key to select
 		return r.KeyGlob == "" && r.KeyPrefix == "" && r.Match == nil && r.Body == nil
 	}
 	return slices.ContainsFunc(keys, func(k string) bool { return r.selectsKey(op, k) })
 }
 
 func (r *Rule) selectsKey(op Op, key string) bool {
-	if r.KeyPrefix != "" && !strings.HasPrefix(key, r.KeyPrefix) {
-		return false
-	}
-	if r.KeyGlob != "" {
-		if ok, _ := path.Match(r.KeyGlob, key); !ok {
-			return false
-		}
-	}
-	return r.Match == nil || r.Match(op, key)
+	globbed, _ := path.Match(r.KeyGlob, key)
+	return strings.HasPrefix(key, r.KeyPrefix) && (r.KeyGlob == "" || globbed) &&
+		(r.Match == nil || r.Match(op, key))
 }
 
 // validate panics on a meaningless rule: a typo should stop the test, not
@@ -172,23 +162,16 @@ func (r *Rule) validate() {
 	if r.seeded != nil {
 		return
 	}
-	switch r.Mode {
-	case None:
+	switch {
+	case r.Mode == None:
 		bad("no Mode")
-	case FailBeforeSend, ApplyLoseAnswer:
-	case Hold:
-		if r.Op != "" && r.Op != OpPut {
-			bad("Hold applies to puts only, not %q", r.Op)
-		}
-	case Refuse:
-		if r.Status < 400 || r.Status > 599 {
-			bad("Refuse needs a Status in 400..599, not %d", r.Status)
-		}
-	case Delay:
-		if r.Delay <= 0 {
-			bad("Delay mode needs a positive Delay")
-		}
-	default:
+	case r.Mode == Hold && r.Op != "" && r.Op != OpPut:
+		bad("Hold applies to puts only, not %q", r.Op)
+	case r.Mode == Refuse && (r.Status < 400 || r.Status > 599):
+		bad("Refuse needs a Status in 400..599, not %d", r.Status)
+	case r.Mode == Delay && r.Delay <= 0:
+		bad("Delay mode needs a positive Delay")
+	case r.Mode < None || r.Mode > Delay:
 		bad("unknown Mode %d", int(r.Mode))
 	}
 }
@@ -262,9 +245,9 @@ func (s *Store) Add(r Rule) (remove func()) {
 func (s *Store) decide(op Op, keys []string, body []byte) fault {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	req := &Request{Op: op, Sent: true, body: body}
+	req := &Request{Op: op, body: body, keys: slices.Clone(keys)}
 	if op == OpDeleteBatch {
-		req.Keys = append([]string(nil), keys...)
+		req.Keys = req.keys
 	} else {
 		req.Key = keys[0]
 	}
@@ -287,10 +270,7 @@ func (s *Store) decide(op Op, keys []string, body []byte) fault {
 		}
 		f.mode, f.rule, f.status, f.delay = mode, r.Name, status, delay
 	}
-	req.Fault, req.Rule, req.Status = f.mode, f.rule, f.status
-	if f.mode == FailBeforeSend {
-		req.Sent = false
-	}
+	req.Fault, req.Rule, req.Status, req.Sent = f.mode, f.rule, f.status, f.mode != FailBeforeSend
 	return f
 }
 

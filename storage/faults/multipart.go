@@ -47,10 +47,8 @@ func (s *Store) MultipartLimits() storage.MultipartLimits {
 
 // multipartOf validates key and returns the inner store's multipart uploads.
 func (s *Store) multipartOf(op Op, key string) (storage.Multipart, error) {
-	if err := storage.CheckKey(string(op), key); err != nil {
-		return nil, err
-	}
-	return s.innerMultipart(op, key)
+	m, err := s.innerMultipart(op, key)
+	return m, cmp.Or(storage.CheckKey(string(op), key), err)
 }
 
 func (s *Store) CreateMultipart(ctx context.Context, key string) (string, error) {

@@ -4,8 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"time"
 )
 
@@ -59,15 +60,10 @@ func Seeded(seed int64, p Probabilities) Rule {
 	addOutcome(p.FailBeforeSend, FailBeforeSend, 0)
 	addOutcome(p.ApplyLoseAnswer, ApplyLoseAnswer, 0)
 	addOutcome(p.Hold, Hold, 0)
-	statuses := make([]int, 0, len(p.Refuse))
-	for st := range p.Refuse {
+	for _, st := range slices.Sorted(maps.Keys(p.Refuse)) { // map order must not change the schedule
 		if st < 400 || st > 599 {
 			panic(fmt.Sprintf("faults: seeded: Refuse status %d outside 400..599", st))
 		}
-		statuses = append(statuses, st)
-	}
-	sort.Ints(statuses) // map order must not change the schedule
-	for _, st := range statuses {
 		addOutcome(p.Refuse[st], Refuse, st)
 	}
 	addOutcome(p.Delay, Delay, 0)

@@ -3,7 +3,6 @@ package localfs
 import (
 	"crypto/md5"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -43,39 +42,25 @@ func openObject(path string) (*os.File, fs.FileInfo, error) {
 }
 
 // statObject returns the metadata of the object at path, with the cached ETag
-// when still valid.
-func statObject(path, key string) (storage.ObjectInfo, error) {
+// when still valid if cached is set; a compare-and-swap decides on the bytes
+// really there, so it hashes them.
+func statObject(path, key string, cached bool) (storage.ObjectInfo, error) {
 	f, fi, err := openObject(path)
 	if err != nil {
 		return storage.ObjectInfo{}, err
 	}
 	defer f.Close()
-	etag, ok := cachedETag(f, fi)
-	if !ok {
-		if etag, err = hashFile(f); err != nil {
-			return storage.ObjectInfo{}, err
-		}
+	info := storage.ObjectInfo{Key: key, Size: fi.Size(), LastModified: fi.ModTime()}
+	if etag, ok := cachedETag(f, fi); ok && cached {
+		info.ETag = etag
+		return info, nil
 	}
-	return storage.ObjectInfo{Key: key, Size: fi.Size(), ETag: etag, LastModified: fi.ModTime()}, nil
-}
-
-// etagOnDisk hashes the object at path, ignoring the cache: a compare-and-swap
-// decides on what is really there.
-func etagOnDisk(path string) (string, error) {
-	f, _, err := openObject(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	return hashFile(f)
-}
-
-func hashFile(f *os.File) (string, error) {
 	h := md5.New()
 	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("hash object: %w", err)
+		return storage.ObjectInfo{}, fmt.Errorf("hash object: %w", err)
 	}
-	return storage.QuoteSum(h.Sum(nil)), nil
+	info.ETag = storage.QuoteSum(h.Sum(nil))
+	return info, nil
 }
 
 // cacheETag records etag on f for fi's size and mtime; without user extended
@@ -87,10 +72,8 @@ func cacheETag(f *os.File, fi fs.FileInfo, etag string) {
 
 // cachedETag returns the ETag cached on f if recorded for its size and mtime now.
 func cachedETag(f *os.File, fi fs.FileInfo) (string, bool) {
-	var (
-		buf [128]byte
-		n   int
-	)
+	var buf [128]byte
+	var n int
 	err := withFd(f, func(fd int) (err error) {
 		n, err = unix.Fgetxattr(fd, etagXattr, buf[:])
 		return err
@@ -112,15 +95,7 @@ func stamp(fi fs.FileInfo) string {
 
 // createTemp creates a new, empty temp file in dir whose name List skips.
 func createTemp(dir string) (*os.File, error) {
-	for {
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		f, err := os.OpenFile(filepath.Join(dir, tempPrefix+hex.EncodeToString(b[:])), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
-		if errors.Is(err, fs.ErrExist) {
-			continue // a 128-bit collision; draw again
-		}
-		return f, err
-	}
+	return os.OpenFile(filepath.Join(dir, tempPrefix+rand.Text()), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 }
 
 // syncDir fsyncs a directory so that entries added or removed survive a crash.

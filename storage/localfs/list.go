@@ -1,6 +1,7 @@
 package localfs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,15 +31,11 @@ func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.Lis
 	}
 	w := walker{ctx: ctx, store: s, prefix: opts.Prefix, startAfter: opts.StartAfter, want: limit + 1}
 	if err := w.walk(startDir); err != nil && !errors.Is(err, errPageFull) {
-		if ctx.Err() != nil {
-			err = ctx.Err()
-		}
-		return storage.ListPage{}, newError(op, opts.Prefix, storage.CodeUnavailable, err)
+		return storage.ListPage{}, newError(op, opts.Prefix, storage.CodeUnavailable, cmp.Or(ctx.Err(), err))
 	}
 	page := storage.ListPage{Objects: w.found}
 	if len(page.Objects) > limit {
-		page.Objects = page.Objects[:limit]
-		page.Truncated = true
+		page.Objects, page.Truncated = page.Objects[:limit], true
 	}
 	return page, nil
 }
@@ -117,7 +114,7 @@ func (w *walker) walk(dir string) error {
 		if storage.ValidateKey(c.key) != nil {
 			continue // a file an operator placed whose name is no key
 		}
-		info, err := statObject(w.store.path(c.key), c.key)
+		info, err := statObject(w.store.path(c.key), c.key, true)
 		if isNotFound(err) {
 			continue // deleted or replaced by a directory since we read the directory
 		}

@@ -32,6 +32,7 @@ package localfs
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -104,7 +105,7 @@ func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error
 	if err := check(ctx, op, key, false); err != nil {
 		return storage.ObjectInfo{}, err
 	}
-	info, err := statObject(s.path(key), key)
+	info, err := statObject(s.path(key), key, true)
 	if err != nil {
 		return storage.ObjectInfo{}, readError(op, key, err)
 	}
@@ -113,10 +114,7 @@ func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error
 
 func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
 	const op = "put"
-	if err := check(ctx, op, key, true); err != nil {
-		return storage.PutResult{}, err
-	}
-	if err := storage.CheckPut(key, opts); err != nil {
+	if err := cmp.Or(check(ctx, op, key, true), storage.CheckPut(key, opts)); err != nil {
 		return storage.PutResult{}, err
 	}
 	unlock, err := s.lock(key)
@@ -161,14 +159,14 @@ func checkCondition(op, key, path string, opts storage.PutOptions) error {
 		return newError(op, key, storage.CodeRefused, fmt.Errorf("check condition: %w", err))
 	}
 	if opts.IfMatch != "" {
-		current, err := etagOnDisk(path)
+		current, err := statObject(path, key, false)
 		switch {
 		case isNotFound(err):
 			return failed("key absent, If-Match %s", opts.IfMatch)
 		case err != nil:
 			return refused(err)
-		case current != opts.IfMatch:
-			return failed("ETag is %s, If-Match %s", current, opts.IfMatch)
+		case current.ETag != opts.IfMatch:
+			return failed("ETag is %s, If-Match %s", current.ETag, opts.IfMatch)
 		}
 		return nil
 	}
@@ -399,14 +397,15 @@ func (s *Store) ensureDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	var parentsToSync []string
 	cur := s.root
 	for _, seg := range strings.Split(rel, string(filepath.Separator)) {
 		next := filepath.Join(cur, seg)
 		err := os.Mkdir(next, 0o755)
 		switch {
 		case err == nil:
-			parentsToSync = append(parentsToSync, cur)
+			if err := syncDir(cur); err != nil {
+				return fmt.Errorf("sync new directory: %w", err)
+			}
 		case errors.Is(err, fs.ErrExist):
 			fi, err := os.Lstat(next)
 			if err != nil {
@@ -420,22 +419,12 @@ func (s *Store) ensureDir(dir string) error {
 		}
 		cur = next
 	}
-	for _, d := range parentsToSync {
-		if err := syncDir(d); err != nil {
-			return fmt.Errorf("sync new directory: %w", err)
-		}
-	}
 	return nil
 }
 
 // isReserved reports whether a segment of key is one of the store's own names.
 func isReserved(key string) bool {
-	for seg := range strings.SplitSeq(key, "/") {
-		if strings.HasPrefix(seg, reservedPrefix) {
-			return true
-		}
-	}
-	return false
+	return strings.HasPrefix(key, reservedPrefix) || strings.Contains(key, "/"+reservedPrefix)
 }
 
 var errNotObject = errors.New("not a regular file")

@@ -1,6 +1,7 @@
 package localfs
 
 import (
+	"cmp"
 	"context"
 	"crypto/md5"
 	"crypto/rand"
@@ -21,6 +22,8 @@ import (
 // the key and start time, "part-<number>" holds each part. CompleteMultipart
 // concatenates the parts into a temp file and links it into place under the
 // key's lock, as a put-if-absent does; the ETag is the MD5 of all the bytes.
+// The lock of uploadsDirName/<upload id> serialises adding parts with
+// assembling and removing them.
 
 const (
 	uploadsDirName = reservedPrefix + "uploads"
@@ -39,11 +42,6 @@ func (s *Store) MultipartLimits() storage.MultipartLimits { return storage.Local
 
 func (s *Store) uploadDir(id string) string {
 	return filepath.Join(s.root, uploadsDirName, id)
-}
-
-// lockUpload takes an upload's lock, serialising adding parts with assembling and removing them.
-func (s *Store) lockUpload(id string) (func(), error) {
-	return s.lock(uploadsDirName + "/" + id)
 }
 
 // validUploadID reports whether id is 32 lower-case hex digits, as
@@ -111,10 +109,7 @@ func (s *Store) checkUpload(op, key, id string) error {
 
 func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int, body io.ReadSeeker, size int64) (storage.Part, error) {
 	const op = "upload_part"
-	if err := check(ctx, op, key, true); err != nil {
-		return storage.Part{}, err
-	}
-	if err := storage.CheckPart(key, number, size, storage.LocalMultipartLimits); err != nil {
+	if err := cmp.Or(check(ctx, op, key, true), storage.CheckPart(key, number, size, s.MultipartLimits())); err != nil {
 		return storage.Part{}, err
 	}
 	if err := s.checkUpload(op, key, uploadID); err != nil {
@@ -144,7 +139,7 @@ func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int
 		return storage.Part{}, newError(op, key, storage.CodeRefused, fmt.Errorf("write part: %w", err))
 	}
 	defer os.Remove(tmp) // gone after the rename
-	unlock, err := s.lockUpload(uploadID)
+	unlock, err := s.lock(uploadsDirName + "/" + uploadID)
 	if err != nil {
 		return storage.Part{}, newError(op, key, storage.CodeRefused, err)
 	}
@@ -165,10 +160,7 @@ func partName(number int) string { return fmt.Sprintf("%s%05d", partPrefix, numb
 
 func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, parts []storage.Part) (storage.PutResult, error) {
 	const op = "complete_multipart"
-	if err := check(ctx, op, key, true); err != nil {
-		return storage.PutResult{}, err
-	}
-	if err := storage.CheckParts(key, parts, storage.LocalMultipartLimits); err != nil {
+	if err := cmp.Or(check(ctx, op, key, true), storage.CheckParts(key, parts, s.MultipartLimits())); err != nil {
 		return storage.PutResult{}, err
 	}
 	// Assemble under the upload's lock, publish under the key's; never both.
@@ -204,7 +196,7 @@ func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, par
 // assemble checks an upload's parts against parts and concatenates them into
 // a temp file in the key's directory.
 func (s *Store) assemble(op, key, uploadID string, parts []storage.Part) (string, string, error) {
-	unlock, err := s.lockUpload(uploadID)
+	unlock, err := s.lock(uploadsDirName + "/" + uploadID)
 	if err != nil {
 		return "", "", newError(op, key, storage.CodeRefused, err)
 	}
@@ -239,7 +231,7 @@ func (s *Store) assemble(op, key, uploadID string, parts []storage.Part) (string
 
 // removeUpload deletes an upload's directory under its lock.
 func (s *Store) removeUpload(id string) error {
-	unlock, err := s.lockUpload(id)
+	unlock, err := s.lock(uploadsDirName + "/" + id)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ package memstore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/md5"
 	"crypto/rand"
@@ -102,10 +103,7 @@ func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error
 }
 
 func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
-	if err := storage.CheckRequest(ctx, "put", key, true); err != nil {
-		return storage.PutResult{}, err
-	}
-	if err := storage.CheckPut(key, opts); err != nil {
+	if err := cmp.Or(storage.CheckRequest(ctx, "put", key, true), storage.CheckPut(key, opts)); err != nil {
 		return storage.PutResult{}, err
 	}
 	s.mu.Lock()
@@ -201,10 +199,8 @@ func (s *Store) uploadOf(op, key, id string) (*upload, error) {
 
 func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int, body io.ReadSeeker, size int64) (storage.Part, error) {
 	const op = "upload_part"
-	if err := storage.CheckRequest(ctx, op, key, true); err != nil {
-		return storage.Part{}, err
-	}
-	if err := storage.CheckPart(key, number, size, s.limits); err != nil {
+	err := cmp.Or(storage.CheckRequest(ctx, op, key, true), storage.CheckPart(key, number, size, s.limits))
+	if err != nil {
 		return storage.Part{}, err
 	}
 	if _, err := body.Seek(0, io.SeekStart); err != nil {
@@ -227,10 +223,7 @@ func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int
 
 func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, parts []storage.Part) (storage.PutResult, error) {
 	const op = "complete_multipart"
-	if err := storage.CheckRequest(ctx, op, key, true); err != nil {
-		return storage.PutResult{}, err
-	}
-	if err := storage.CheckParts(key, parts, s.limits); err != nil {
+	if err := cmp.Or(storage.CheckRequest(ctx, op, key, true), storage.CheckParts(key, parts, s.limits)); err != nil {
 		return storage.PutResult{}, err
 	}
 	s.mu.Lock()

@@ -11,22 +11,11 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// S3 error codes told apart. A HeadObject 404 has no body: the SDK reports "NotFound".
+// S3 error codes of a missing key. A HeadObject 404 has no body: the SDK reports "NotFound".
 const (
-	codeNoSuchKey                  = "NoSuchKey"
-	codeNotFound                   = "NotFound"
-	codeNoSuchBucket               = "NoSuchBucket"
-	codePreconditionFailed         = "PreconditionFailed"
-	codeConditionalRequestConflict = "ConditionalRequestConflict"
-	codeObjectParentIsFile         = "ObjectParentIsFile"
-	codeExistingObjectIsDirectory  = "ExistingObjectIsDirectory"
+	codeNoSuchKey = "NoSuchKey"
+	codeNotFound  = "NotFound"
 )
-
-// httpStatusError is an error that arrived with an HTTP response.
-type httpStatusError interface {
-	error
-	HTTPStatusCode() int
-}
 
 // opKind says whether a failed request could have changed the store.
 type opKind int
@@ -46,8 +35,9 @@ const (
 // other than a missing key is Unavailable.
 func classify(err error, kind opKind) (storage.Code, int) {
 	status := 0
-	if respErr, ok := errors.AsType[httpStatusError](err); ok {
-		status = respErr.HTTPStatusCode()
+	var resp interface{ HTTPStatusCode() int } // an error that came with an HTTP response
+	if errors.As(err, &resp) {
+		status = resp.HTTPStatusCode()
 	}
 	code := apiCode(err)
 	if kind == read {
@@ -70,7 +60,7 @@ func classifyRead(status int, code string) storage.Code {
 	switch code {
 	case codeNoSuchKey, codeNotFound:
 		return storage.CodeNotFound
-	case codeNoSuchBucket:
+	case "NoSuchBucket":
 		// A misconfiguration: NotFound would say the object is absent.
 		return storage.CodeUnavailable
 	}
@@ -82,12 +72,12 @@ func classifyRead(status int, code string) storage.Code {
 
 func classifyWrite(status int, code string) storage.Code {
 	switch code {
-	case codePreconditionFailed:
+	case "PreconditionFailed":
 		return storage.CodePreconditionFailed
-	case codeConditionalRequestConflict:
+	case "ConditionalRequestConflict":
 		// 409: a conflicting conditional write raced this one.
 		return storage.CodeAmbiguous
-	case codeObjectParentIsFile, codeExistingObjectIsDirectory:
+	case "ObjectParentIsFile", "ExistingObjectIsDirectory":
 		// versitygw's posix backend refuses "a" beside "a/b" before acting.
 		return storage.CodeRefused
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
@@ -75,10 +76,7 @@ func (s *Store) CreateMultipart(ctx context.Context, key string) (string, error)
 	if err != nil {
 		return "", newError(ctx, op, key, write, err)
 	}
-	if aws.ToString(out.UploadId) == "" {
-		return "", noAnswer(op, key, "upload id")
-	}
-	return aws.ToString(out.UploadId), nil
+	return answered(op, key, "upload id", out.UploadId)
 }
 
 func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int, body io.ReadSeeker, size int64) (storage.Part, error) {
@@ -100,10 +98,11 @@ func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int
 	if err != nil {
 		return storage.Part{}, multipartError(ctx, op, key, err)
 	}
-	if aws.ToString(out.ETag) == "" {
-		return storage.Part{}, noAnswer(op, key, "ETag")
+	etag, err := answered(op, key, "ETag", out.ETag)
+	if err != nil {
+		return storage.Part{}, err
 	}
-	return storage.Part{Number: number, ETag: aws.ToString(out.ETag), Size: size}, nil
+	return storage.Part{Number: number, ETag: etag, Size: size}, nil
 }
 
 // readerAt adapts a ReadSeeker to io.ReaderAt for a section reader, which
@@ -140,10 +139,8 @@ func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, par
 	if err != nil {
 		return storage.PutResult{}, multipartError(ctx, op, key, err)
 	}
-	if aws.ToString(out.ETag) == "" {
-		return storage.PutResult{}, noAnswer(op, key, "ETag")
-	}
-	return storage.PutResult{ETag: aws.ToString(out.ETag)}, nil
+	etag, err := answered(op, key, "ETag", out.ETag)
+	return storage.PutResult{ETag: etag}, err
 }
 
 func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error {
@@ -165,12 +162,9 @@ func (s *Store) ListMultipart(ctx context.Context, opts storage.ListMultipartOpt
 	if mp == nil {
 		return storage.MultipartPage{}, errNoMultipart(op, "")
 	}
-	limit, err := storage.PageLimit(op, "", opts.Limit)
+	limit, err := storage.CheckList(ctx, op, "", opts.Limit)
 	if err != nil {
 		return storage.MultipartPage{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return storage.MultipartPage{}, storage.ContextError(op, "", false, err)
 	}
 	in := &awss3.ListMultipartUploadsInput{Bucket: aws.String(s.bucket), MaxUploads: aws.Int32(int32(limit))}
 	if p := s.keyPrefix + opts.Prefix; p != "" {
@@ -188,7 +182,7 @@ func (s *Store) ListMultipart(ctx context.Context, opts storage.ListMultipartOpt
 	}
 	page := storage.MultipartPage{Truncated: aws.ToBool(out.IsTruncated)}
 	for _, u := range out.Uploads {
-		key, ok := s.storageKey(aws.ToString(u.Key))
+		key, ok := strings.CutPrefix(aws.ToString(u.Key), s.keyPrefix)
 		if !ok {
 			continue
 		}

@@ -91,10 +91,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Bucket == "" {
 		return nil, errors.New("new s3 store: Config.Bucket is required")
 	}
-	if cfg.Prefix != "" {
-		if err := storage.ValidateKey(cfg.Prefix); err != nil {
-			return nil, fmt.Errorf("new s3 store: Config.Prefix: %w", err)
-		}
+	if err := storage.ValidateKey(cfg.Prefix); cfg.Prefix != "" && err != nil {
+		return nil, fmt.Errorf("new s3 store: Config.Prefix: %w", err)
 	}
 	if (cfg.AccessKeyID == "") != (cfg.SecretAccessKey == "") {
 		return nil, errors.New("new s3 store: Config.AccessKeyID and Config.SecretAccessKey must be set together")
@@ -212,15 +210,14 @@ func (s *Store) request(ctx context.Context, op, key string, write bool) (string
 	return full, err
 }
 
-// noAnswer is the error of a write that succeeded without naming what it
-// made: the caller settles it like any unknown outcome.
-func noAnswer(op, key, what string) error {
-	return &storage.Error{Op: op, Key: key, Code: storage.CodeAmbiguous, Status: http.StatusOK, Err: fmt.Errorf("response has no %s", what)}
-}
-
-// storageKey is the inverse of objectKey for keys the bucket returns.
-func (s *Store) storageKey(objectKey string) (string, bool) {
-	return strings.CutPrefix(objectKey, s.keyPrefix)
+// answered returns what a successful write names (what, e.g. its ETag); a
+// success naming nothing is ambiguous, settled like any unknown outcome.
+func answered(op, key, what string, v *string) (string, error) {
+	if aws.ToString(v) == "" {
+		return "", &storage.Error{Op: op, Key: key, Code: storage.CodeAmbiguous, Status: http.StatusOK,
+			Err: fmt.Errorf("response has no %s", what)}
+	}
+	return *v, nil
 }
 
 func (s *Store) Get(ctx context.Context, key string) (storage.Object, error) {
@@ -261,9 +258,7 @@ func (s *Store) Head(ctx context.Context, key string) (storage.ObjectInfo, error
 func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
 	const op = "put"
 	full, err := s.objectKey(op, key)
-	if err == nil {
-		err = storage.CheckPut(key, opts)
-	}
+	err = cmp.Or(err, storage.CheckPut(key, opts))
 	if err == nil && ctx.Err() != nil {
 		err = storage.ContextError(op, key, true, ctx.Err())
 	}
@@ -288,20 +283,15 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.P
 	if err != nil {
 		return storage.PutResult{}, newError(ctx, op, key, kind, err)
 	}
-	if aws.ToString(out.ETag) == "" {
-		return storage.PutResult{}, noAnswer(op, key, "ETag")
-	}
-	return storage.PutResult{ETag: aws.ToString(out.ETag)}, nil
+	etag, err := answered(op, key, "ETag", out.ETag)
+	return storage.PutResult{ETag: etag}, err
 }
 
 func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.ListPage, error) {
 	const op = "list"
-	limit, err := storage.PageLimit(op, "", opts.Limit)
+	limit, err := storage.CheckList(ctx, op, "", opts.Limit)
 	if err != nil {
 		return storage.ListPage{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return storage.ListPage{}, storage.ContextError(op, "", false, err)
 	}
 	in := &awss3.ListObjectsV2Input{Bucket: aws.String(s.bucket), MaxKeys: aws.Int32(int32(limit))}
 	if p := s.keyPrefix + opts.Prefix; p != "" {
@@ -316,7 +306,7 @@ func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.Lis
 	}
 	page := storage.ListPage{Objects: make([]storage.ObjectInfo, 0, len(out.Contents)), Truncated: aws.ToBool(out.IsTruncated)}
 	for _, o := range out.Contents {
-		key, ok := s.storageKey(aws.ToString(o.Key))
+		key, ok := strings.CutPrefix(aws.ToString(o.Key), s.keyPrefix)
 		if !ok {
 			continue
 		}
@@ -332,14 +322,11 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	_, err = s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(full)}, singleAttempt)
-	if err != nil {
-		// S3 answers 204 for a missing key, some servers 404: the same here.
-		if code, _ := classify(err, read); code == storage.CodeNotFound {
-			return nil
-		}
-		return newError(ctx, op, key, write, err)
+	// S3 answers 204 for a missing key, some servers 404: the same here.
+	if code, _ := classify(err, read); err == nil || code == storage.CodeNotFound {
+		return nil
 	}
-	return nil
+	return newError(ctx, op, key, write, err)
 }
 
 func (s *Store) DeleteBatch(ctx context.Context, keys []string) error {
@@ -380,10 +367,7 @@ func (s *Store) DeleteBatch(ctx context.Context, keys []string) error {
 		if gone {
 			continue
 		}
-		key, ok := s.storageKey(aws.ToString(e.Key))
-		if !ok {
-			key = aws.ToString(e.Key)
-		}
+		key, _ := strings.CutPrefix(aws.ToString(e.Key), s.keyPrefix) // a key outside the prefix as it is
 		failed[key] = &storage.Error{Op: op, Key: key, Code: code,
 			Err: fmt.Errorf("%s: %s", aws.ToString(e.Code), aws.ToString(e.Message))}
 	}

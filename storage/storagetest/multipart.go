@@ -24,20 +24,28 @@ func RunMultipart(t *testing.T, newStore func(t *testing.T) storage.Store, opts 
 	t.Helper()
 	cases := multipartCases
 	if !opts.NoConditionalComplete {
-		cases = append(cases[:len(cases):len(cases)], conformanceCase{"Multipart_CompleteOverExistingKey_IsPreconditionFailedAndKeepsUpload", completeOverExisting})
+		cases = append(cases[:len(cases):len(cases)], multipartCase{"Multipart_CompleteOverExistingKey_IsPreconditionFailedAndKeepsUpload", completeOverExisting})
 	}
-	runCases(t, cases, func(t *testing.T) storage.Store {
-		s := newStore(t)
-		if _, ok := storage.AsMultipart(s); !ok {
-			t.Fatalf("store %T has no multipart uploads", s)
-		}
-		return s
-	})
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := newStore(t)
+			m, ok := storage.AsMultipart(s)
+			if !ok {
+				t.Fatalf("store %T has no multipart uploads", s)
+			}
+			c.run(t, s, m)
+		})
+	}
 }
 
-var multipartCases = []conformanceCase{
-	{"Multipart_DozenParts_CompleteIsTheConcatenationAndUnlisted", func(t *testing.T, s storage.Store) {
-		m := mp(t, s)
+// multipartCase is a conformanceCase that also takes the store's multipart uploads.
+type multipartCase struct {
+	name string
+	run  func(t *testing.T, s storage.Store, m storage.Multipart)
+}
+
+var multipartCases = []multipartCase{
+	{"Multipart_DozenParts_CompleteIsTheConcatenationAndUnlisted", func(t *testing.T, s storage.Store, m storage.Multipart) {
 		const key = "tables/t/objects/big"
 		size := partSize(m)
 		id := mustCreate(t, m, key)
@@ -76,8 +84,7 @@ var multipartCases = []conformanceCase{
 			t.Fatalf("uploads listed after complete: %+v", ups)
 		}
 	}},
-	{"Multipart_SamePartTwice_LastUploadWins", func(t *testing.T, s storage.Store) {
-		m := mp(t, s)
+	{"Multipart_SamePartTwice_LastUploadWins", func(t *testing.T, s storage.Store, m storage.Multipart) {
 		const key = "tables/t/objects/twice"
 		size := partSize(m)
 		id := mustCreate(t, m, key)
@@ -92,16 +99,14 @@ var multipartCases = []conformanceCase{
 			t.Fatalf("object holds %d bytes, not the second upload of part 1 and part 2", len(obj.Body))
 		}
 	}},
-	{"Multipart_CompleteUnknownUpload_IsNotFound", func(t *testing.T, s storage.Store) {
-		m := mp(t, s)
+	{"Multipart_CompleteUnknownUpload_IsNotFound", func(t *testing.T, s storage.Store, m storage.Multipart) {
 		const key = "tables/t/objects/unknown"
 		id := mustCreate(t, m, "tables/t/objects/other")
 		p := mustUploadPart(t, m, "tables/t/objects/other", id, 1, []byte("x"))
 		requireCode(t, errOf(m.CompleteMultipart(t.Context(), key, id, []storage.Part{p})), storage.CodeNotFound, "complete with another key's upload id")
 		mustAbort(t, m, "tables/t/objects/other", id)
 	}},
-	{"Multipart_Abort_DiscardsAndRepeats_CompleteAfterIsNotFound", func(t *testing.T, s storage.Store) {
-		m := mp(t, s)
+	{"Multipart_Abort_DiscardsAndRepeats_CompleteAfterIsNotFound", func(t *testing.T, s storage.Store, m storage.Multipart) {
 		const key = "tables/t/objects/aborted"
 		id := mustCreate(t, m, key)
 		p := mustUploadPart(t, m, key, id, 1, []byte("doomed"))
@@ -113,8 +118,7 @@ var multipartCases = []conformanceCase{
 		requireCode(t, errOf(m.CompleteMultipart(t.Context(), key, id, []storage.Part{p})), storage.CodeNotFound, "complete after abort")
 		requireCode(t, errOf(s.Head(t.Context(), key)), storage.CodeNotFound, "head after abort")
 	}},
-	{"Multipart_CompleteWithWrongPartETag_IsRefused", func(t *testing.T, s storage.Store) {
-		m := mp(t, s)
+	{"Multipart_CompleteWithWrongPartETag_IsRefused", func(t *testing.T, s storage.Store, m storage.Multipart) {
 		const key = "tables/t/objects/wrong"
 		id := mustCreate(t, m, key)
 		p := mustUploadPart(t, m, key, id, 1, []byte("right"))
@@ -125,8 +129,7 @@ var multipartCases = []conformanceCase{
 		requireCode(t, errOf(s.Head(t.Context(), key)), storage.CodeNotFound, "head after refused completes")
 		mustAbort(t, m, key, id)
 	}},
-	{"Multipart_CompleteWithBadPartList_IsInvalidArgument", func(t *testing.T, s storage.Store) {
-		m := mp(t, s)
+	{"Multipart_CompleteWithBadPartList_IsInvalidArgument", func(t *testing.T, s storage.Store, m storage.Multipart) {
 		const key = "tables/t/objects/badlist"
 		id := mustCreate(t, m, key)
 		p1 := mustUploadPart(t, m, key, id, 1, partBody(1, partSize(m)))
@@ -147,8 +150,7 @@ var multipartCases = []conformanceCase{
 		}
 		mustAbort(t, m, key, id)
 	}},
-	{"Multipart_List_ByPrefixInKeyOrderAndPaged", func(t *testing.T, s storage.Store) {
-		m := mp(t, s)
+	{"Multipart_List_ByPrefixInKeyOrderAndPaged", func(t *testing.T, s storage.Store, m storage.Multipart) {
 		keys := []string{"a/objects/3", "a/objects/1", "a/objects/2", "b/objects/1"}
 		ids := map[string]string{}
 		for _, k := range keys {
@@ -179,8 +181,7 @@ var multipartCases = []conformanceCase{
 			mustAbort(t, m, k, id)
 		}
 	}},
-	{"Multipart_CancelledContext_WritesAmbiguousListUnavailable", func(t *testing.T, s storage.Store) {
-		m := mp(t, s)
+	{"Multipart_CancelledContext_WritesAmbiguousListUnavailable", func(t *testing.T, s storage.Store, m storage.Multipart) {
 		const key = "tables/t/objects/cancel"
 		id := mustCreate(t, m, key)
 		p := mustUploadPart(t, m, key, id, 1, []byte("x"))
@@ -193,12 +194,6 @@ var multipartCases = []conformanceCase{
 		requireCancelled(t, errOf(m.ListMultipart(ctx, storage.ListMultipartOptions{})), storage.CodeUnavailable, "list")
 		mustAbort(t, m, key, id)
 	}},
-}
-
-func mp(t *testing.T, s storage.Store) storage.Multipart {
-	t.Helper()
-	m, _ := storage.AsMultipart(s)
-	return m
 }
 
 // partSize is the smallest part the backend takes, at least 1 KiB.
@@ -258,8 +253,7 @@ func uploadsUnder(t *testing.T, m storage.Multipart, prefix string) []storage.Up
 	return out
 }
 
-func completeOverExisting(t *testing.T, s storage.Store) {
-	m := mp(t, s)
+func completeOverExisting(t *testing.T, s storage.Store, m storage.Multipart) {
 	const key = "tables/t/objects/taken"
 	mustPut(t, s, key, []byte("first"), storage.PutOptions{IfNoneMatch: true})
 	id := mustCreate(t, m, key)

@@ -12,10 +12,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"sync"
 	"testing"
 
+	"github.com/graftworks/graft/internal/bounded"
 	"github.com/graftworks/graft/storage"
 )
 
@@ -25,53 +26,35 @@ type conformanceCase struct {
 	run  func(t *testing.T, s storage.Store)
 }
 
-func runCases(t *testing.T, cases []conformanceCase, newStore func(t *testing.T) storage.Store) {
-	t.Helper()
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.run(t, newStore(t)) })
-	}
-}
-
 // Run runs the conformance suite as subtests of t. newStore returns a fresh,
 // empty store (its own bucket/dir/prefix) and registers its own cleanup on t.
 func Run(t *testing.T, newStore func(t *testing.T) storage.Store) {
 	t.Helper()
-	runCases(t, slices.Concat(readWriteCases, conditionalCases, keyCases, listCases, deleteCases, cancelCases), newStore)
+	for _, c := range slices.Concat(readWriteCases, conditionalCases, keyCases, listCases, deleteCases, cancelCases) {
+		t.Run(c.name, func(t *testing.T) { c.run(t, newStore(t)) })
+	}
 }
 
 // PutMany writes every object of objects with put-if-absent, using at most
-// workers concurrent puts, and returns the ETag each put reported. It stops
-// handing out work at the first error and returns that error.
+// workers concurrent puts, and returns the ETag of each put that succeeded
+// and the errors of the others, joined.
 func PutMany(ctx context.Context, s storage.Store, objects map[string][]byte, workers int) (map[string]string, error) {
-	var (
-		mu       sync.Mutex
-		etags    = make(map[string]string, len(objects))
-		firstErr error
-		wg       sync.WaitGroup
-	)
-	slots := make(chan struct{}, max(workers, 1))
-	for key, body := range objects {
-		slots <- struct{}{}
-		mu.Lock()
-		failed := firstErr != nil
-		mu.Unlock()
-		if failed {
-			break
+	keys := slices.Collect(maps.Keys(objects))
+	results := make([]storage.PutResult, len(keys))
+	err := bounded.EachErr(len(keys), max(workers, 1), func(i int) (err error) {
+		results[i], err = s.Put(ctx, keys[i], objects[keys[i]], storage.PutOptions{IfNoneMatch: true})
+		if err != nil {
+			return fmt.Errorf("put %q: %w", keys[i], err)
 		}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			res, err := s.Put(ctx, key, body, storage.PutOptions{IfNoneMatch: true})
-			mu.Lock()
-			defer mu.Unlock()
-			if err == nil {
-				etags[key] = res.ETag
-			} else if firstErr == nil {
-				firstErr = fmt.Errorf("put %q: %w", key, err)
-			}
-		})
+		return nil
+	})
+	etags := make(map[string]string, len(keys))
+	for i, res := range results {
+		if res.ETag != "" {
+			etags[keys[i]] = res.ETag
+		}
 	}
-	wg.Wait()
-	return etags, firstErr
+	return etags, err
 }
 
 // sentinelOf maps a Code to the sentinel errors.Is must match.

@@ -7,7 +7,6 @@ package catalogtest
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
@@ -104,9 +103,5 @@ func schemaName() string {
 	if len(pkg) > 32 {
 		pkg = pkg[:32]
 	}
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err) // crypto/rand does not fail on supported platforms
-	}
-	return "graft_test_" + pkg + "_" + hex.EncodeToString(b[:])
+	return "graft_test_" + pkg + "_" + strings.ToLower(rand.Text()[:12])
 }
