@@ -3,8 +3,6 @@ package graph
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -143,12 +141,12 @@ func (g *Graph) PlanAppendOn(ctx context.Context, head Head, spec CommitSpec) (A
 		}
 		pins = from.Pins
 	}
-	var edits []mapEdit[format.PinEntry]
-	for _, table := range slices.Sorted(maps.Keys(spec.SetPins)) {
-		e := format.PinEntry{Table: table, Version: spec.SetPins[table]}
+	var edits []mapEdit[format.PinEntry] // apply sorts them
+	for table, v := range spec.SetPins {
+		e := format.PinEntry{Table: table, Version: v}
 		edits = append(edits, mapEdit[format.PinEntry]{Key: table, Entry: &e})
 	}
-	for _, table := range slices.Sorted(slices.Values(spec.DropPins)) {
+	for _, table := range spec.DropPins {
 		edits = append(edits, mapEdit[format.PinEntry]{Key: table})
 	}
 	newPins, pinChunks, err := mapTree[format.PinEntry]{r: g.pins, ref: pins}.apply(ctx, edits)
