@@ -10,6 +10,8 @@ import (
 	"slices"
 	"time"
 	"unicode/utf8"
+
+	"github.com/oklog/ulid/v2"
 )
 
 // Version is the format version every control object carries in "format"; an
@@ -34,14 +36,10 @@ const (
 
 // Text limits, in bytes.
 const (
-	// MaxOpLen bounds an operation id.
-	MaxOpLen = 128
-	// MaxAuthorLen bounds a commit's author.
-	MaxAuthorLen = 256
-	// MaxMessageLen bounds a commit's message.
-	MaxMessageLen = 4096
-	// MaxReasonLen bounds a fence's reason.
-	MaxReasonLen = 64
+	MaxOpLen      = 128  // bounds an operation id
+	MaxAuthorLen  = 256  // bounds a commit's author
+	MaxMessageLen = 4096 // bounds a commit's message
+	MaxReasonLen  = 64   // bounds a fence's reason
 )
 
 // fieldSet lists the JSON fields of one object shape. Optional fields are
@@ -74,13 +72,9 @@ func decodeEnvelope(b []byte, kind Kind, fields fieldSet) (map[string]json.RawMe
 		return nil, &MalformedError{Kind: kind, Reason: "invalid JSON", Err: err}
 	}
 	// The version comes first: another format is ErrUnsupportedFormat.
-	raw, ok := top["format"]
-	if !ok {
-		return nil, malformed(kind, "format", "missing required field")
-	}
 	var version int64
-	if err := json.Unmarshal(raw, &version); err != nil {
-		return nil, malformed(kind, "format", "not an integer")
+	if err := topField(kind, top, "format", &version, "not an integer"); err != nil {
+		return nil, err
 	}
 	if version != Version {
 		return nil, &UnsupportedFormatError{Kind: kind, Version: version, Want: Version}
@@ -91,13 +85,9 @@ func decodeEnvelope(b []byte, kind Kind, fields fieldSet) (map[string]json.RawMe
 	if report.null {
 		return nil, malformed(kind, "", "null value (no field is nullable)")
 	}
-	raw, ok = top["kind"]
-	if !ok {
-		return nil, malformed(kind, "kind", "missing required field")
-	}
 	var got string
-	if err := json.Unmarshal(raw, &got); err != nil {
-		return nil, malformed(kind, "kind", "not a string")
+	if err := topField(kind, top, "kind", &got, "not a string"); err != nil {
+		return nil, err
 	}
 	if Kind(got) != kind {
 		return nil, malformed(kind, "kind", fmt.Sprintf("is %q, want %q", got, kind))
@@ -106,6 +96,18 @@ func decodeEnvelope(b []byte, kind Kind, fields fieldSet) (map[string]json.RawMe
 		return nil, err
 	}
 	return top, nil
+}
+
+// topField decodes the required top-level field name into v, or is why not.
+func topField(kind Kind, top map[string]json.RawMessage, name string, v any, wrongType string) error {
+	raw, ok := top[name]
+	if !ok {
+		return malformed(kind, name, "missing required field")
+	}
+	if json.Unmarshal(raw, v) != nil {
+		return malformed(kind, name, wrongType)
+	}
+	return nil
 }
 
 // checkFields checks field names exactly (encoding/json ignores case).
@@ -149,8 +151,12 @@ func unmarshalWire(kind Kind, b []byte, wire any) error {
 	return nil
 }
 
-// encodeWire marshals a wire struct and enforces MaxObjectSize.
-func encodeWire(kind Kind, wire any) ([]byte, error) {
+// encodeWire marshals the wire struct of a value, unless invalid (its
+// Validate's error), and enforces MaxObjectSize.
+func encodeWire(kind Kind, invalid error, wire any) ([]byte, error) {
+	if invalid != nil {
+		return nil, invalid
+	}
 	b, err := json.Marshal(wire)
 	if err != nil {
 		return nil, &MalformedError{Kind: kind, Reason: "encode", Err: err}
@@ -159,6 +165,58 @@ func encodeWire(kind Kind, wire any) ([]byte, error) {
 		return nil, &TooLargeError{Kind: kind, What: "encoded size in bytes", Size: int64(len(b)), Limit: MaxObjectSize}
 	}
 	return b, nil
+}
+
+// validated returns v if it decoded (err nil) and is valid, else the error.
+func validated[T interface{ Validate() error }](v T, err error) (T, error) {
+	if err == nil {
+		err = v.Validate()
+	}
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return v, nil
+}
+
+// fieldParser parses a wire object's text fields, keeping the first error.
+type fieldParser struct {
+	k   Kind
+	err error
+}
+
+func (p *fieldParser) fail(field string, err error) {
+	if p.err == nil && err != nil {
+		p.err = malformedErr(p.k, field, err)
+	}
+}
+
+func (p *fieldParser) time(field, s string) time.Time {
+	t, why := parseTime(s)
+	if p.err == nil && why != "" {
+		p.err = malformed(p.k, field, why)
+	}
+	return t
+}
+
+// commitID parses a commit id; an optional one may be "", the zero id.
+func (p *fieldParser) commitID(field, s string, optional bool) CommitID {
+	if optional && s == "" {
+		return CommitID{}
+	}
+	id, err := ParseCommitID(s)
+	p.fail(field, err)
+	return id
+}
+
+// ulid parses a ULID; an optional one may be "", the zero ULID.
+func (p *fieldParser) ulid(field, s string, optional bool) ulid.ULID {
+	if optional && s == "" {
+		return ulid.ULID{}
+	}
+	id, err := ParseULID(s)
+	p.fail(field, err)
+	return id
 }
 
 // jsonReport is what scanJSON found that is valid JSON but not valid here.
@@ -170,75 +228,62 @@ type jsonReport struct {
 // scanJSON checks that b is one JSON object with nothing after it, and reports
 // duplicate keys and nulls anywhere inside.
 func scanJSON(b []byte) (jsonReport, error) {
-	type frame struct {
-		object  bool
-		keys    map[string]bool
-		wantKey bool
-	}
-	var (
-		report jsonReport
-		stack  []*frame
-		seen   bool
-	)
-	valueDone := func() {
-		if n := len(stack); n > 0 && stack[n-1].object {
-			stack[n-1].wantKey = true
-		}
-	}
+	var r jsonReport
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
-	for {
-		tok, err := dec.Token()
+	tok, err := dec.Token()
+	switch {
+	case err == io.EOF:
+		return r, errors.New("empty input")
+	case err != nil:
+		return r, err
+	case tok != json.Delim('{'):
+		return r, errors.New("not a JSON object")
+	}
+	if err := r.scan(dec, tok); err != nil {
 		if err == io.EOF {
-			switch {
-			case !seen:
-				return report, errors.New("empty input")
-			case len(stack) > 0:
-				return report, io.ErrUnexpectedEOF
-			}
-			return report, nil
+			err = io.ErrUnexpectedEOF
 		}
+		return r, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		if err == nil {
+			err = errors.New("trailing data after the object")
+		}
+		return r, err
+	}
+	return r, nil
+}
+
+// scan reads the rest of the value tok starts.
+func (r *jsonReport) scan(dec *json.Decoder, tok json.Token) error {
+	r.null = r.null || tok == nil
+	if tok != json.Delim('{') && tok != json.Delim('[') {
+		return nil
+	}
+	keys := map[string]bool{}
+	for dec.More() {
+		if tok == json.Delim('{') {
+			k, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			key, _ := k.(string)
+			if keys[key] && r.duplicate == "" {
+				r.duplicate = key
+			}
+			keys[key] = true
+		}
+		next, err := dec.Token()
 		if err != nil {
-			return report, err
+			return err
 		}
-		if !seen {
-			if tok != json.Delim('{') {
-				return report, errors.New("not a JSON object")
-			}
-			seen = true
-		} else if len(stack) == 0 {
-			return report, errors.New("trailing data after the object")
-		}
-		if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].wantKey {
-			top := stack[n-1]
-			if tok == json.Delim('}') {
-				stack = stack[:n-1]
-				valueDone()
-				continue
-			}
-			key, _ := tok.(string)
-			if top.keys[key] && report.duplicate == "" {
-				report.duplicate = key
-			}
-			top.keys[key] = true
-			top.wantKey = false
-			continue
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, &frame{object: true, keys: map[string]bool{}, wantKey: true})
-		case json.Delim('['):
-			stack = append(stack, &frame{})
-		case json.Delim(']'):
-			stack = stack[:len(stack)-1]
-			valueDone()
-		case nil:
-			report.null = true
-			valueDone()
-		default:
-			valueDone()
+		if err := r.scan(dec, next); err != nil {
+			return err
 		}
 	}
+	_, err := dec.Token() // the closing delimiter
+	return err
 }
 
 // ValidateOp checks an operation id (see checkOp); the error is a NameError.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -15,25 +16,21 @@ import (
 // digest, so a late or re-issued put writes the same bytes at the same key.
 // Its pins and lineage are maps, so neither has a ceiling.
 type Commit struct {
-	// ID is the commit's tree, seq and digest; SealCommit computes the digest.
-	ID     CommitID
-	Branch string // logical name of the branch the tree belongs to
+	ID     CommitID // the commit's tree, seq and digest; SealCommit computes the digest
+	Branch string   // logical name of the branch the tree belongs to
 	// Parents: the first parent, then an optional merged parent. Seq 0 has none
 	// (main's root) or one in another tree (a fork); seq n has first {Tree, n-1}.
 	Parents []CommitID
 	// Fork is the commit the tree was forked from, on every commit of the tree so
 	// a merge's base search starts there; zero for main's first tree.
-	Fork CommitID
-	// Pins maps table name to the version of it this commit reads.
-	Pins MapRef[PinEntry]
-	// RestoredFrom is the commit whose pins a restore copied; zero if none.
-	RestoredFrom CommitID
-	// Lineage maps every other tree with an ancestor to its highest ancestor seq.
-	Lineage MapRef[LineageEntry]
-	Author  string
-	Message string
-	Time    time.Time
-	Op      string
+	Fork         CommitID
+	Pins         MapRef[PinEntry]     // table name → the version of it this commit reads
+	RestoredFrom CommitID             // the commit whose pins a restore copied; zero if none
+	Lineage      MapRef[LineageEntry] // every other tree with an ancestor → its highest ancestor seq
+	Author       string
+	Message      string
+	Time         time.Time
+	Op           string
 }
 
 // FirstParent returns the commit's first parent, zero for a root commit.
@@ -136,12 +133,8 @@ func (c Commit) Validate() error {
 			}
 			seqs[e.Tree] = e
 		}
-		covered := append([]CommitID{}, c.Parents...)
-		if !c.Fork.IsZero() {
-			covered = append(covered, c.Fork)
-		}
-		for _, p := range covered {
-			if p.Tree == c.ID.Tree {
+		for _, p := range append(slices.Clip(c.Parents), c.Fork) {
+			if p.IsZero() || p.Tree == c.ID.Tree {
 				continue
 			}
 			e, ok := seqs[p.Tree]
@@ -160,30 +153,24 @@ func (c Commit) Validate() error {
 }
 
 func (c Commit) wire() commitWire {
-	w := commitWire{
-		Format:  Version,
-		Kind:    KindCommit,
-		Tree:    c.ID.Tree.String(),
-		Seq:     c.ID.Seq,
-		Branch:  c.Branch,
-		Parents: make([]string, 0, len(c.Parents)),
-		Author:  c.Author,
-		Message: c.Message,
-		Time:    FormatTime(c.Time),
-		Op:      c.Op,
-	}
+	w := commitWire{Format: Version, Kind: KindCommit, Tree: c.ID.Tree.String(), Seq: c.ID.Seq,
+		Branch: c.Branch, Parents: make([]string, 0, len(c.Parents)), Fork: optionalID(c.Fork),
+		RestoredFrom: optionalID(c.RestoredFrom), Author: c.Author, Message: c.Message,
+		Time: FormatTime(c.Time), Op: c.Op}
 	for _, p := range c.Parents {
 		w.Parents = append(w.Parents, p.String())
-	}
-	if !c.Fork.IsZero() {
-		w.Fork = c.Fork.String()
-	}
-	if !c.RestoredFrom.IsZero() {
-		w.RestoredFrom = c.RestoredFrom.String()
 	}
 	w.Pins, _ = PinsMap.refWire(KindCommit, "pins", c.Pins)
 	w.Lineage, _ = LineageMap.refWire(KindCommit, "lineage", c.Lineage)
 	return w
+}
+
+// optionalID is id's text, "" for the zero id (an omitted field).
+func optionalID(id CommitID) string {
+	if id.IsZero() {
+		return ""
+	}
+	return id.String()
 }
 
 // commitDigest is the digest of a commit's canonical encoding without "id".
@@ -194,9 +181,7 @@ func commitDigest(w commitWire) (Digest, error) {
 		return Digest{}, &MalformedError{Kind: KindCommit, Reason: "encode", Err: err}
 	}
 	sum := sha256.Sum256(b)
-	var d Digest
-	copy(d[:], sum[:len(d)])
-	return d, nil
+	return Digest(sum[:len(Digest{})]), nil
 }
 
 // SealCommit computes c's digest and returns c with its full id and its
@@ -212,11 +197,8 @@ func SealCommit(c Commit) (Commit, []byte, error) {
 	}
 	c.ID.Digest = d
 	w.ID = c.ID.String()
-	b, err := encodeWire(KindCommit, w)
-	if err != nil {
-		return Commit{}, nil, err
-	}
-	return c, b, nil
+	b, err := encodeWire(KindCommit, nil, w)
+	return c, b, err
 }
 
 // DecodeCommit strictly decodes a commit and checks its id's digest.
@@ -236,34 +218,19 @@ func DecodeCommit(b []byte) (Commit, error) {
 	if err := unmarshalWire(k, b, &w); err != nil {
 		return Commit{}, err
 	}
-	id, err := ParseCommitID(w.ID)
-	if err != nil {
-		return Commit{}, malformedErr(k, "id", err)
-	}
-	tree, err := ParseULID(w.Tree)
-	if err != nil {
-		return Commit{}, malformedErr(k, "tree", err)
-	}
-	if id.Tree != tree || id.Seq != w.Seq {
-		return Commit{}, malformed(k, "id", "does not match tree and seq")
+	p := fieldParser{k: k}
+	id, tree := p.commitID("id", w.ID, false), p.ulid("tree", w.Tree, false)
+	if p.err == nil && (id.Tree != tree || id.Seq != w.Seq) {
+		p.err = malformed(k, "id", "does not match tree and seq")
 	}
 	c := Commit{ID: id, Branch: w.Branch, Author: w.Author, Message: w.Message, Op: w.Op}
-	for _, p := range w.Parents {
-		pid, err := ParseCommitID(p)
-		if err != nil {
-			return Commit{}, malformedErr(k, "parents", err)
-		}
-		c.Parents = append(c.Parents, pid)
+	for _, parent := range w.Parents {
+		c.Parents = append(c.Parents, p.commitID("parents", parent, false))
 	}
-	if w.Fork != "" {
-		if c.Fork, err = ParseCommitID(w.Fork); err != nil {
-			return Commit{}, malformedErr(k, "fork", err)
-		}
-	}
-	if w.RestoredFrom != "" {
-		if c.RestoredFrom, err = ParseCommitID(w.RestoredFrom); err != nil {
-			return Commit{}, malformedErr(k, "restored_from", err)
-		}
+	c.Fork = p.commitID("fork", w.Fork, true)
+	c.RestoredFrom = p.commitID("restored_from", w.RestoredFrom, true)
+	if p.err != nil {
+		return Commit{}, p.err
 	}
 	if c.Pins, err = PinsMap.decodeRef(k, "pins", top["pins"]); err != nil {
 		return Commit{}, err
@@ -271,16 +238,14 @@ func DecodeCommit(b []byte) (Commit, error) {
 	if c.Lineage, err = LineageMap.decodeRef(k, "lineage", top["lineage"]); err != nil {
 		return Commit{}, err
 	}
-	var why string
-	if c.Time, why = parseTime(w.Time); why != "" {
-		return Commit{}, malformed(k, "time", why)
+	if c.Time = p.time("time", w.Time); p.err != nil {
+		return Commit{}, p.err
 	}
 	sealed, again, err := SealCommit(c)
 	if err != nil {
 		return Commit{}, err
 	}
 	if sealed.ID != id || !bytes.Equal(again, b) {
-		// The digest does not match, or the bytes are not canonical.
 		return Commit{}, malformed(k, "id", "digest does not match the commit's content, or the bytes are not canonical")
 	}
 	return c, nil

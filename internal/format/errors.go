@@ -20,12 +20,9 @@ var (
 
 // NameError reports an invalid name or identifier. It matches ErrInvalidName.
 type NameError struct {
-	// What names the kind of name: "graph name", "commit id", "ULID", ...
-	What string
-	// Name is the offending value.
-	Name string
-	// Reason says which rule it breaks.
-	Reason string
+	What   string // the kind of name: "graph name", "commit id", "ULID", ...
+	Name   string // the offending value
+	Reason string // the rule it breaks
 }
 
 func (e *NameError) Error() string {
@@ -53,25 +50,18 @@ func (e *MalformedError) Error() string {
 	if e.Field != "" {
 		s += fmt.Sprintf(": field %q", e.Field)
 	}
-	for _, d := range []string{e.Reason, errText(e.Err)} {
-		if d != "" {
-			s += ": " + d
-		}
+	if e.Reason != "" {
+		s += ": " + e.Reason
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
 	}
 	return s
-}
-
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }
 
 // Is matches ErrMalformed.
 func (e *MalformedError) Is(target error) bool { return target == ErrMalformed }
 
-// Unwrap returns the underlying error.
 func (e *MalformedError) Unwrap() error { return e.Err }
 
 // UnsupportedFormatError reports a control object of a format version this
@@ -79,8 +69,7 @@ func (e *MalformedError) Unwrap() error { return e.Err }
 type UnsupportedFormatError struct {
 	Kind    Kind // the kind that was expected
 	Version int64
-	// Want is the version the decoder reads (Version).
-	Want int64
+	Want    int64 // the version the decoder reads (Version)
 }
 
 func (e *UnsupportedFormatError) Error() string {

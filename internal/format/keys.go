@@ -30,9 +30,7 @@ func GraphKey(graph string) string { return graph + "/graph.json" }
 func TablePrefix(graph, table string) string { return graph + "/tables/" + table + "/" }
 
 // TableVersionsPrefix is the prefix of a table's versions.
-func TableVersionsPrefix(graph, table string) string {
-	return TablePrefix(graph, table) + "versions/"
-}
+func TableVersionsPrefix(graph, table string) string { return TablePrefix(graph, table) + "versions/" }
 
 // TableVersionKey is the key of a table version.
 func TableVersionKey(graph, table string, version ulid.ULID) string {
@@ -40,9 +38,7 @@ func TableVersionKey(graph, table string, version ulid.ULID) string {
 }
 
 // TableObjectsPrefix is the prefix of a table's data objects.
-func TableObjectsPrefix(graph, table string) string {
-	return TablePrefix(graph, table) + "objects/"
-}
+func TableObjectsPrefix(graph, table string) string { return TablePrefix(graph, table) + "objects/" }
 
 // ObjectKey is the key of a data object.
 func ObjectKey(graph, table string, object ulid.ULID) string {
@@ -50,9 +46,7 @@ func ObjectKey(graph, table string, object ulid.ULID) string {
 }
 
 // TreePrefix is the prefix of every key of one tree.
-func TreePrefix(graph string, tree ulid.ULID) string {
-	return graph + "/trees/" + tree.String() + "/"
-}
+func TreePrefix(graph string, tree ulid.ULID) string { return graph + "/trees/" + tree.String() + "/" }
 
 // TreeCommitsPrefix is the prefix of a tree's commits, which list newest first.
 func TreeCommitsPrefix(graph string, tree ulid.ULID) string {
@@ -60,9 +54,7 @@ func TreeCommitsPrefix(graph string, tree ulid.ULID) string {
 }
 
 // InvSeq is commit seq's key segment: MaxInt64-seq in 19 digits, newest first.
-func InvSeq(seq int64) string {
-	return fmt.Sprintf("%019d", math.MaxInt64-seq)
-}
+func InvSeq(seq int64) string { return fmt.Sprintf("%019d", math.MaxInt64-seq) }
 
 // CommitIDKey is the key of commit id: "{invseq}-{digest}.json" under
 // TreeCommitsPrefix.
@@ -113,16 +105,12 @@ func ParseCommitKey(graph, key string) (CommitID, error) {
 func BranchRefsPrefix(graph string) string { return graph + "/refs/branches/" }
 
 // BranchRefKey is the key of the ref of a native branch.
-func BranchRefKey(graph, native string) string {
-	return BranchRefsPrefix(graph) + native + ".json"
-}
+func BranchRefKey(graph, native string) string { return BranchRefsPrefix(graph) + native + ".json" }
 
 // BranchRefPrefix lists the refs of logical's incarnations:
 // "{graph}/refs/branches/{logical}.". It also matches longer names such as
 // "a.b" for "a": filter with ParseBranchRefKey.
-func BranchRefPrefix(graph, logical string) string {
-	return BranchRefsPrefix(graph) + logical + "."
-}
+func BranchRefPrefix(graph, logical string) string { return BranchRefsPrefix(graph) + logical + "." }
 
 // ParseBranchRefKey returns the native name a ref key of graph names.
 func ParseBranchRefKey(graph, key string) (native string, err error) {
@@ -151,8 +139,8 @@ func parseJSONKey(what, prefix, key string, validate func(string) error) (string
 	if !ok {
 		return "", bad("missing \".json\" suffix")
 	}
-	if err := validate(name); err != nil {
-		return "", bad(err.(*NameError).Reason)
+	if why := reason(validate(name)); why != "" {
+		return "", bad(why)
 	}
 	return name, nil
 }
@@ -174,13 +162,56 @@ func ChunkKey(graph string, kind MapKind, table string, h Hash) string {
 
 // ParseChunkKey returns the hash a chunk key under prefix names.
 func ParseChunkKey(prefix, key string) (Hash, error) {
-	rest, ok := strings.CutPrefix(key, prefix)
-	if !ok {
-		return Hash{}, &NameError{What: "chunk key", Name: key, Reason: "not under " + prefix}
-	}
-	name, ok := strings.CutSuffix(rest, ".json")
-	if !ok {
-		return Hash{}, &NameError{What: "chunk key", Name: key, Reason: "missing \".json\" suffix"}
+	name, err := parseJSONKey("chunk key", prefix, key, func(string) error { return nil })
+	if err != nil {
+		return Hash{}, err
 	}
 	return ParseHash(name)
+}
+
+// GraftShaped reports whether key, at any depth, has the shape of a key graft
+// writes for a graph (docs/format.md, *Ownership*), naming the shape:
+//
+//	*/graph.json
+//	*/tables/*/objects/*, */tables/*/chunks/*, */tables/*/versions/*
+//	*/trees/*, */refs/*, */chunks/*
+//
+// (leading and trailing * one or more segments, the table one). Such a key is
+// never imported by reference, whether or not a graph exists there now.
+func GraftShaped(key string) (string, bool) {
+	segs := strings.Split(key, "/")
+	n := len(segs)
+	if n >= 2 && segs[n-1] == "graph.json" {
+		return "*/graph.json", true
+	}
+	for i := 1; i < n-1; i++ {
+		switch segs[i] {
+		case "tables":
+			if i+3 < n {
+				switch segs[i+2] {
+				case "objects", "chunks", "versions":
+					return "*/tables/*/" + segs[i+2] + "/*", true
+				}
+			}
+		case "trees", "refs", "chunks":
+			return "*/" + segs[i] + "/*", true
+		}
+	}
+	return "", false
+}
+
+// GraphPrefixesOf returns the prefixes "{p}/" of key, shortest first, whose
+// last segment is a valid graph name: where a graph could own key.
+func GraphPrefixesOf(key string) []string {
+	var out []string
+	for i := 0; i < len(key); i++ {
+		if key[i] != '/' {
+			continue
+		}
+		start := strings.LastIndexByte(key[:i], '/') + 1
+		if ValidateGraphName(key[start:i]) == nil {
+			out = append(out, key[:i+1])
+		}
+	}
+	return out
 }

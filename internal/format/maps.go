@@ -25,12 +25,9 @@ type MapKind string
 
 // The kinds of map.
 const (
-	// MapManifest: a table version's entries, by name.
-	MapManifest MapKind = "manifest"
-	// MapPins: a commit's table versions, by table name.
-	MapPins MapKind = "pins"
-	// MapLineage: per other tree with an ancestor, its highest ancestor seq.
-	MapLineage MapKind = "lineage"
+	MapManifest MapKind = "manifest" // a table version's entries, by name
+	MapPins     MapKind = "pins"     // a commit's table versions, by table name
+	MapLineage  MapKind = "lineage"  // per other tree with an ancestor, its highest ancestor seq
 )
 
 // The kinds of chunk object.
@@ -45,14 +42,10 @@ const (
 	// encoding to at most MapInlineMaxBytes (the JSON array included).
 	MapInlineMaxEntries = 64
 	MapInlineMaxBytes   = 8 << 10
-	// MapBoundaryModulus is the expected items per chunk (see BoundaryAfter).
-	MapBoundaryModulus = 128
-	// MaxMapLevel bounds a node's level (a leaf is level 0).
-	MaxMapLevel = 40
-	// MaxEntryNameLen bounds a manifest entry's name and an external key.
-	MaxEntryNameLen = 1024
-	// MaxETagLen bounds an external object's ETag.
-	MaxETagLen = 256
+	MapBoundaryModulus  = 128  // the expected items per chunk (see BoundaryAfter)
+	MaxMapLevel         = 40   // bounds a node's level (a leaf is level 0)
+	MaxEntryNameLen     = 1024 // bounds a manifest entry's name and an external key
+	MaxETagLen          = 256  // bounds an external object's ETag
 )
 
 // BoundaryAfter reports whether a chunk at level ends after the item with key
@@ -70,23 +63,19 @@ func BoundaryAfter(level int, key string) bool {
 	return binary.LittleEndian.Uint64(sum[:8])%MapBoundaryModulus == 0
 }
 
-// ManifestEntry is one entry of a table version: a named data object.
+// ManifestEntry is one entry of a table version: a named data object, either
+// one graft wrote at ObjectKey(graph, table, Object) or External, the key of
+// an object imported by reference, which graft did not write, never deletes,
+// and which is never under the graph's prefix; exactly one of them is set.
 type ManifestEntry struct {
 	// Name is the entry's key: 1..MaxEntryNameLen bytes of '/'-separated segments
 	// (none empty, "." or "..", no control character or backslash).
-	Name string
-	// Object is set for an object graft wrote, at ObjectKey(graph, table, Object);
-	// exactly one of Object and External is set.
-	Object ulid.ULID
-	// External is the key of an object imported by reference, which graft did not
-	// write, never deletes, and which is never under the graph's prefix.
+	Name     string
+	Object   ulid.ULID
 	External string
-	// Size is the object's size in bytes, 0..5 TiB.
-	Size int64
-	// SHA256 is the hex SHA-256 of the bytes: required unless External.
-	SHA256 string
-	// ETag is what a HEAD of an external object returned at import; external only.
-	ETag string
+	Size     int64  // 0..MaxEntrySize
+	SHA256   string // hex SHA-256 of the bytes: required unless External
+	ETag     string // what a HEAD of an external object returned at import; external only
 }
 
 // MaxEntrySize is the largest object size an entry may name: 5 TiB.
@@ -94,9 +83,6 @@ const MaxEntrySize = 5 << 40
 
 // IsExternal reports whether e names an object graft did not write.
 func (e ManifestEntry) IsExternal() bool { return e.External != "" }
-
-// Same reports whether e and o name the same bytes.
-func (e ManifestEntry) Same(o ManifestEntry) bool { return e == o }
 
 // PinEntry is one entry of a commit's pins: the version of a table.
 type PinEntry struct {
@@ -116,12 +102,9 @@ func LineageOf(id CommitID) LineageEntry { return LineageEntry(id) }
 
 // ChildRef is a node's reference to one chunk of the level below.
 type ChildRef struct {
-	// Last is the key of the last entry under the child.
-	Last string
-	// Count is the number of entries under the child, at least 1.
-	Count int64
-	// Chunk is the hash (and so the key) of the child chunk.
-	Chunk Hash
+	Last  string // the key of the last entry under the child
+	Count int64  // the entries under the child, at least 1
+	Chunk Hash   // the hash (and so the key) of the child chunk
 }
 
 // MapNode is a non-leaf chunk: the chunks of level Level-1, in key order.
@@ -130,15 +113,12 @@ type MapNode struct {
 	Children []ChildRef
 }
 
-// MapRef is how an object names a map: inline entries, or a root chunk and an
-// entry count. The zero MapRef is the empty inline map.
+// MapRef is how an object names a map: inline Entries (Root zero), or the
+// Root chunk and Count entries. The zero MapRef is the empty inline map.
 type MapRef[E any] struct {
-	// Entries are the map's entries when inline (Root zero).
 	Entries []E
-	// Root is the root chunk of a chunked map; zero when inline.
-	Root Hash
-	// Count is the number of entries of a chunked map (len(Entries) when inline).
-	Count int64
+	Root    Hash
+	Count   int64
 }
 
 // IsInline reports whether r holds its entries itself.
@@ -155,24 +135,16 @@ func (r MapRef[E]) Len() int64 {
 // MapSpec is one kind of map's keys, wire form and validation (ManifestMap,
 // PinsMap, LineageMap).
 type MapSpec[E any] struct {
-	Kind MapKind
-	// key returns an entry's key.
-	key func(E) string
-	// checkKey returns why s is not a valid key of this kind, or "".
-	checkKey func(s string) string
-	// validate checks one entry (field names are relative to the entry).
-	validate func(E) (field, why string)
-	// wire returns the entry's JSON wire value (fixed field order).
-	wire func(E) any
-	// fields are the entry's JSON fields.
-	fields fieldSet
+	Kind     MapKind
+	Key      func(E) string
+	checkKey func(s string) string       // why s is not a valid key, or ""
+	validate func(E) (field, why string) // field names are relative to the entry
+	wire     func(E) any                 // the entry's JSON wire value (fixed field order)
+	fields   fieldSet                    // the entry's JSON fields
 	// decodeAll decodes a JSON array of entries (fields checked) in one pass; on
 	// failure it names the entry and field.
 	decodeAll func(raw []byte) ([]E, int, string, error)
 }
-
-// Key returns an entry's key.
-func (m MapSpec[E]) Key(e E) string { return m.key(e) }
 
 // decodeAll makes a MapSpec.decodeAll from a conversion of one wire entry that
 // names the field it failed on.
@@ -197,7 +169,7 @@ func decodeAll[W, E any](conv func(W) (E, string, error)) func([]byte) ([]E, int
 // ManifestMap is the map of a table version's entries.
 var ManifestMap = MapSpec[ManifestEntry]{
 	Kind:     MapManifest,
-	key:      func(e ManifestEntry) string { return e.Name },
+	Key:      func(e ManifestEntry) string { return e.Name },
 	checkKey: checkEntryName,
 	validate: validateManifestEntry,
 	wire: func(e ManifestEntry) any {
@@ -228,14 +200,9 @@ type manifestEntryWire struct {
 
 // PinsMap is the map of a commit's table versions.
 var PinsMap = MapSpec[PinEntry]{
-	Kind: MapPins,
-	key:  func(e PinEntry) string { return e.Table },
-	checkKey: func(s string) string {
-		if err := ValidateTableName(s); err != nil {
-			return err.(*NameError).Reason
-		}
-		return ""
-	},
+	Kind:     MapPins,
+	Key:      func(e PinEntry) string { return e.Table },
+	checkKey: func(s string) string { return reason(ValidateTableName(s)) },
 	validate: func(e PinEntry) (string, string) {
 		if err := ValidateTableName(e.Table); err != nil {
 			return "table", err.Error()
@@ -261,7 +228,7 @@ type pinEntryWire struct {
 // LineageMap is the map of a commit's lineage.
 var LineageMap = MapSpec[LineageEntry]{
 	Kind: MapLineage,
-	key:  func(e LineageEntry) string { return e.Tree.String() },
+	Key:  func(e LineageEntry) string { return e.Tree.String() },
 	checkKey: func(s string) string {
 		_, why := parseULID(s)
 		return why
@@ -307,11 +274,8 @@ func checkEntryName(s string) string {
 		return fmt.Sprintf("longer than %d bytes", MaxEntryNameLen)
 	case !utf8.ValidString(s):
 		return "invalid UTF-8"
-	}
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || r == '\\' {
-			return "contains a control character or backslash"
-		}
+	case strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }):
+		return "contains a control character or backslash"
 	}
 	for seg := range strings.SplitSeq(s, "/") {
 		switch seg {
@@ -328,47 +292,34 @@ func checkEntryName(s string) string {
 func ValidateEntryName(name string) error { return nameErr("entry name", name, checkEntryName(name)) }
 
 func validateManifestEntry(e ManifestEntry) (string, string) {
-	if why := checkEntryName(e.Name); why != "" {
-		return "name", why
-	}
+	ext := e.External != ""
 	switch {
-	case e.Object.IsZero() == (e.External == ""):
+	case checkEntryName(e.Name) != "":
+		return "name", checkEntryName(e.Name)
+	case e.Object.IsZero() == !ext:
 		return "object", "exactly one of object and external must be set"
 	case e.Size < 0 || e.Size > MaxEntrySize:
 		return "size", fmt.Sprintf("outside 0..%d", int64(MaxEntrySize))
-	}
-	if e.External != "" {
-		if why := checkEntryName(e.External); why != "" {
-			return "external", why
-		}
-		if e.ETag == "" {
-			return "etag", "required for an external object"
-		}
-		if why := checkETag(e.ETag); why != "" {
-			return "etag", why
-		}
-		if e.SHA256 != "" && !isSHA256Hex(e.SHA256) {
-			return "sha256", "not 64 lower-case hex digits"
-		}
-		return "", ""
-	}
-	if !isSHA256Hex(e.SHA256) {
+	case ext && checkEntryName(e.External) != "":
+		return "external", checkEntryName(e.External)
+	case ext && e.ETag == "":
+		return "etag", "required for an external object"
+	case ext && checkETag(e.ETag) != "":
+		return "etag", checkETag(e.ETag)
+	case (!ext || e.SHA256 != "") && !isSHA256Hex(e.SHA256):
 		return "sha256", "not 64 lower-case hex digits"
-	}
-	if e.ETag != "" {
+	case !ext && e.ETag != "":
 		return "etag", "set on an object graft wrote"
 	}
 	return "", ""
 }
 
 func checkETag(s string) string {
-	if len(s) > MaxETagLen {
+	switch {
+	case len(s) > MaxETagLen:
 		return fmt.Sprintf("longer than %d bytes", MaxETagLen)
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x21 || c > 0x7e || c == '\\' {
-			return "not printable ASCII without spaces or backslashes"
-		}
+	case strings.ContainsFunc(s, func(r rune) bool { return r < 0x21 || r > 0x7e || r == '\\' }):
+		return "not printable ASCII without spaces or backslashes"
 	}
 	return ""
 }
@@ -392,7 +343,7 @@ func (m MapSpec[E]) checkEntries(kind Kind, field string, entries []E) error {
 		if ef, why := m.validate(e); why != "" {
 			return malformed(kind, f+"."+ef, why)
 		}
-		if i > 0 && m.key(entries[i-1]) >= m.key(e) {
+		if i > 0 && m.Key(entries[i-1]) >= m.Key(e) {
 			return malformed(kind, f, "entries not strictly ascending by key")
 		}
 	}
@@ -459,10 +410,8 @@ func (m MapSpec[E]) EncodeLeaf(entries []E) ([]byte, error) {
 	if len(entries) == 0 {
 		return nil, malformed(KindMapLeaf, "entries", "a leaf has at least one entry")
 	}
-	if err := m.checkEntries(KindMapLeaf, "entries", entries); err != nil {
-		return nil, err
-	}
-	return encodeWire(KindMapLeaf, leafWire{Format: Version, Kind: KindMapLeaf, Map: m.Kind, Entries: m.wires(entries)})
+	return encodeWire(KindMapLeaf, m.checkEntries(KindMapLeaf, "entries", entries),
+		leafWire{Format: Version, Kind: KindMapLeaf, Map: m.Kind, Entries: m.wires(entries)})
 }
 
 // LeafOverhead is the encoded size of a leaf without entries: a leaf of
@@ -557,14 +506,11 @@ func (m MapSpec[E]) validateNode(n MapNode) error {
 
 // EncodeNode returns the canonical bytes of a node chunk.
 func (m MapSpec[E]) EncodeNode(n MapNode) ([]byte, error) {
-	if err := m.validateNode(n); err != nil {
-		return nil, err
-	}
 	w := nodeWire{Format: Version, Kind: KindMapNode, Map: m.Kind, Level: n.Level, Children: make([]childWire, len(n.Children))}
 	for i, c := range n.Children {
 		w.Children[i] = childWire{Last: c.Last, Count: c.Count, Chunk: c.Chunk.String()}
 	}
-	return encodeWire(KindMapNode, w)
+	return encodeWire(KindMapNode, m.validateNode(n), w)
 }
 
 // NodeOverhead is the encoded size of a node at level without children.
@@ -627,15 +573,11 @@ func (m MapSpec[E]) InlineFits(entries []E) bool {
 	if len(entries) > MapInlineMaxEntries {
 		return false
 	}
-	return m.inlineSize(entries) <= MapInlineMaxBytes
-}
-
-func (m MapSpec[E]) inlineSize(entries []E) int {
 	n := 2 + max(len(entries)-1, 0) // [ ] and commas
 	for _, e := range entries {
 		n += encodedLen(m.wire(e))
 	}
-	return n
+	return n <= MapInlineMaxBytes
 }
 
 // mapRefJSON is a map ref on the wire: {"entries":[…]} inline, or "root" and
@@ -648,14 +590,10 @@ type mapRefJSON struct {
 }
 
 func (r mapRefJSON) MarshalJSON() ([]byte, error) {
-	if r.inline {
-		entries := r.entries
-		if entries == nil {
-			entries = []any{}
-		}
+	if r.inline { // r.entries is never nil: an empty map is []
 		return json.Marshal(struct {
 			Entries []any `json:"entries"`
-		}{entries})
+		}{r.entries})
 	}
 	return json.Marshal(struct {
 		Root  string `json:"root"`

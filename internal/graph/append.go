@@ -3,30 +3,23 @@ package graph
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/oklog/ulid/v2"
 
 	"github.com/graftworks/graft/internal/format"
-	"github.com/graftworks/graft/storage"
 )
 
-// CommitSpec says what a new commit on a branch changes.
+// CommitSpec says what a new commit on a branch changes. ExpectedHead,
+// PinsFrom (a restore: its pins replace the head's), MergedParent (of another
+// tree) and RestoredFrom are commit ids, optional.
 type CommitSpec struct {
-	// Branch is the logical branch the commit is appended to.
-	Branch string
-	// ExpectedHead, when set, is the commit id the head must be.
+	Branch       string
 	ExpectedHead string
-	// PinsFrom, when set, is a commit whose pins replace the head's (a restore).
-	PinsFrom string
-	// SetPins pins tables to versions; DropPins unpins tables.
-	SetPins  map[string]ulid.ULID
-	DropPins []string
-	// MergedParent, when set, is a commit of another tree: the second parent.
+	PinsFrom     string
+	SetPins      map[string]ulid.ULID
+	DropPins     []string
 	MergedParent string
-	// RestoredFrom records the commit a restore copied. Defaults to "".
 	RestoredFrom string
 	Author       string
 	Message      string
@@ -39,18 +32,16 @@ var commitParamFields = map[string]string{
 	"pins": "Pins", "author": "Author", "message": "Message", "time": "Time", "op": "Op", "branch": "Branch",
 }
 
-// AppendPlan is everything an append writes, decided before any write.
+// AppendPlan is everything an append writes, decided before any write: the
+// head it read, the new commit (CommitBody at CommitKey), the new pins and
+// lineage chunks it names, and the head swap that makes it the head.
 type AppendPlan struct {
-	// Head is the branch and head the plan read.
-	Head Head
-	// Commit is the new commit; CommitBody its exact bytes at CommitKey.
+	Head       Head
 	Commit     format.Commit
 	CommitKey  string
 	CommitBody []byte
-	// Chunks are the new pins and lineage chunks the commit names.
-	Chunks []Chunk
-	// Publish is the head swap that makes Commit the head.
-	Publish Publish
+	Chunks     []Chunk
+	Publish    Publish
 }
 
 // Keys returns the keys the append writes, chunks first, for an operation to
@@ -58,7 +49,6 @@ type AppendPlan struct {
 // is reclaiming: the pin keeps it, not the put).
 func (p AppendPlan) Keys() []string { return chunkKeys(p.Chunks, p.CommitKey) }
 
-// chunkKeys returns the chunks' keys, then last.
 func chunkKeys(chunks []Chunk, last string) []string {
 	keys := make([]string, 0, len(chunks)+1)
 	for _, c := range chunks {
@@ -95,8 +85,7 @@ func (spec CommitSpec) check() error {
 			return invalidf("DropPins", "table %s is both set and dropped", table)
 		}
 	}
-	return checkParams(param{"Op", format.ValidateOp(spec.Op)}, param{"Time", format.ValidateTime(spec.Time)},
-		param{"Author", format.ValidateAuthor(spec.Author)}, param{"Message", format.ValidateMessage(spec.Message)})
+	return checkCommitParams(spec.Op, spec.Time, spec.Author, spec.Message)
 }
 
 // PlanAppend reads the branch's head and places spec on it, writing nothing.
@@ -152,12 +141,12 @@ func (g *Graph) PlanAppendOn(ctx context.Context, head Head, spec CommitSpec) (A
 		}
 		pins = from.Pins
 	}
-	var edits []mapEdit[format.PinEntry]
-	for _, table := range slices.Sorted(maps.Keys(spec.SetPins)) {
-		e := format.PinEntry{Table: table, Version: spec.SetPins[table]}
+	var edits []mapEdit[format.PinEntry] // apply sorts them
+	for table, v := range spec.SetPins {
+		e := format.PinEntry{Table: table, Version: v}
 		edits = append(edits, mapEdit[format.PinEntry]{Key: table, Entry: &e})
 	}
-	for _, table := range slices.Sorted(slices.Values(spec.DropPins)) {
+	for _, table := range spec.DropPins {
 		edits = append(edits, mapEdit[format.PinEntry]{Key: table})
 	}
 	newPins, pinChunks, err := mapTree[format.PinEntry]{r: g.pins, ref: pins}.apply(ctx, edits)
@@ -186,14 +175,9 @@ func (g *Graph) PlanAppendOn(ctx context.Context, head Head, spec CommitSpec) (A
 	if err != nil {
 		return fail(invalid("Op", err))
 	}
-	return AppendPlan{
-		Head:       head,
-		Commit:     sealed,
-		CommitKey:  format.CommitIDKey(g.Name, sealed.ID),
-		CommitBody: body,
-		Chunks:     append(pinChunks, linChunks...),
-		Publish:    Publish{Native: head.Native, IfMatch: head.ETag, Body: refBody, Commit: sealed.ID},
-	}, nil
+	return AppendPlan{Head: head, Commit: sealed, CommitKey: format.CommitIDKey(g.Name, sealed.ID),
+		CommitBody: body, Chunks: append(pinChunks, linChunks...),
+		Publish: Publish{Native: head.Native, IfMatch: head.ETag, Body: refBody, Commit: sealed.ID}}, nil
 }
 
 // WriteAppend writes a plan's chunks, then its commit, put-if-absent. The
@@ -204,23 +188,11 @@ func (g *Graph) WriteAppend(ctx context.Context, p AppendPlan) error {
 }
 
 func (g *Graph) writeCommit(ctx context.Context, what string, id format.CommitID, chunks []Chunk, key string, body []byte) error {
-	if err := putChunks(ctx, g.S, chunks); err != nil {
+	if err := g.PutChunks(ctx, chunks); err != nil {
 		return fmt.Errorf("write %s %s: %w", what, id, err)
 	}
-	if err := putObject(ctx, g.S, key, body); err != nil {
+	if err := putNew(ctx, g.S, key, body, true); err != nil {
 		return fmt.Errorf("write %s %s: put commit: %w", what, id, err)
-	}
-	return nil
-}
-
-// putObject puts a content-addressed object; other bytes there are corruption.
-func putObject(ctx context.Context, s storage.Store, key string, body []byte) error {
-	put, err := PutIfAbsent(ctx, s, key, body)
-	if err != nil {
-		return err
-	}
-	if put.Outcome == PutTaken {
-		return fmt.Errorf("%w: %w", ErrCorrupt, &KeyTakenError{Key: key})
 	}
 	return nil
 }
@@ -242,4 +214,133 @@ func (g *Graph) Append(ctx context.Context, spec CommitSpec) (AppendResult, erro
 	}
 	res, err := g.Publish(ctx, p.Publish)
 	return AppendResult{Plan: p, Publish: res}, err
+}
+
+// ForkSpec is a new branch incarnation (logical name Branch, tree Tree)
+// starting at the commit whose id is Source.
+type ForkSpec struct {
+	Branch  string
+	Tree    ulid.ULID
+	Source  string
+	Author  string
+	Message string
+	Time    time.Time
+	Op      string
+}
+
+// ForkPlan is a branch create decided before anything is written: the fork
+// commit (seq 0, naming Source's pins map as it stands), the new pins and
+// lineage chunks, and the live ref naming the commit as head.
+type ForkPlan struct {
+	Source     Commit
+	Commit     format.Commit
+	CommitKey  string
+	CommitBody []byte
+	Chunks     []Chunk
+	Ref        format.BranchRef
+	RefKey     string
+	RefBody    []byte
+}
+
+// PlanFork reads the source commit and plans the new incarnation.
+func (g *Graph) PlanFork(ctx context.Context, spec ForkSpec) (ForkPlan, error) {
+	return g.PlanForkOn(ctx, spec, Commit{})
+}
+
+// PlanForkOn is PlanFork on src, read again if it is not spec.Source.
+func (g *Graph) PlanForkOn(ctx context.Context, spec ForkSpec, src Commit) (ForkPlan, error) {
+	fail := func(err error) (ForkPlan, error) {
+		return ForkPlan{}, fmt.Errorf("plan fork of %s: %w", spec.Branch, err)
+	}
+	source, err := spec.check()
+	if err != nil {
+		return fail(err)
+	}
+	if src.ID != source {
+		if src, err = g.Commit(ctx, source); err != nil {
+			return fail(fmt.Errorf("read source: %w", err))
+		}
+	}
+	pins, pinChunks, err := g.pinsOf(src).apply(ctx, nil)
+	if err != nil {
+		return fail(err)
+	}
+	lineage, chunks, err := g.childLineage(ctx, spec.Tree, src)
+	if err != nil {
+		return fail(fmt.Errorf("lineage: %w", err))
+	}
+	c, body, err := format.SealCommit(format.Commit{ID: format.CommitID{Tree: spec.Tree}, Branch: spec.Branch,
+		Parents: []format.CommitID{src.ID}, Fork: src.ID, Pins: pins, Lineage: lineage,
+		Author: spec.Author, Message: spec.Message, Time: spec.Time.UTC(), Op: spec.Op})
+	if err != nil {
+		return fail(invalidObject(err, commitParamFields))
+	}
+	native := format.NativeName(spec.Branch, spec.Tree)
+	ref := format.BranchRef{State: format.RefLive, Branch: spec.Branch, Native: native, Tree: spec.Tree, Head: c.ID, Op: spec.Op}
+	refBody, _ := format.EncodeBranchRef(ref) // checked fields and a sealed commit of the tree encode
+	return ForkPlan{Source: src, Commit: c, CommitKey: format.CommitIDKey(g.Name, c.ID), CommitBody: body,
+		Chunks: append(pinChunks, chunks...), Ref: ref, RefKey: format.BranchRefKey(g.Name, native), RefBody: refBody}, nil
+}
+
+// check validates a fork's spec and returns its source's id.
+func (spec ForkSpec) check() (format.CommitID, error) {
+	if err := checkParams(param{"Branch", format.ValidateBranchName(spec.Branch)}, param{"Tree", nonZero(spec.Tree)}); err != nil {
+		return format.CommitID{}, err
+	}
+	source, err := format.ParseCommitID(spec.Source)
+	if err != nil {
+		return format.CommitID{}, invalid("Source", err)
+	}
+	if source.Tree == spec.Tree {
+		return format.CommitID{}, invalidf("Source", "%s is in the new tree", source)
+	}
+	return source, checkCommitParams(spec.Op, spec.Time, spec.Author, spec.Message)
+}
+
+// checkCommitParams checks the parameters every new commit has.
+func checkCommitParams(op string, at time.Time, author, message string) error {
+	return checkParams(param{"Op", format.ValidateOp(op)}, param{"Time", format.ValidateTime(at)},
+		param{"Author", format.ValidateAuthor(author)}, param{"Message", format.ValidateMessage(message)})
+}
+
+// WriteFork writes the fork's chunks, then its commit, put-if-absent.
+func (g *Graph) WriteFork(ctx context.Context, p ForkPlan) error {
+	return g.writeCommit(ctx, "fork", p.Commit.ID, p.Chunks, p.CommitKey, p.CommitBody)
+}
+
+// PutForkRef puts the fork's live ref (PutIfAbsent).
+func (g *Graph) PutForkRef(ctx context.Context, p ForkPlan) (PutResult, error) {
+	return PutIfAbsent(ctx, g.S, p.RefKey, p.RefBody)
+}
+
+// CreateBranch plans, writes and publishes a fork in one call.
+func (g *Graph) CreateBranch(ctx context.Context, spec ForkSpec) (ForkPlan, error) {
+	p, err := g.PlanFork(ctx, spec)
+	if err != nil {
+		return ForkPlan{}, err
+	}
+	if err := g.WriteFork(ctx, p); err != nil {
+		return p, err
+	}
+	put, err := g.PutForkRef(ctx, p)
+	if err != nil {
+		return p, fmt.Errorf("create branch %s: put ref: %w", p.Ref.Native, err)
+	}
+	if put.Outcome == PutTaken {
+		return p, fmt.Errorf("create branch %s: %w", p.Ref.Native, &KeyTakenError{Key: p.RefKey})
+	}
+	return p, nil
+}
+
+// FenceBytes returns the bytes of a fence at native's ref key.
+func FenceBytes(native, op, reason string) ([]byte, error) {
+	logical, tree, err := format.ParseNative(native)
+	if err != nil {
+		return nil, invalid("Native", err)
+	}
+	b, err := format.EncodeBranchRef(format.BranchRef{State: format.RefFence, Branch: logical, Native: native, Tree: tree, Op: op, Reason: reason})
+	if err != nil {
+		return nil, invalidObject(err, map[string]string{"op": "Op", "reason": "Reason"})
+	}
+	return b, nil
 }

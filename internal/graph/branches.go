@@ -15,14 +15,14 @@ import (
 // ErrRefChanged reports a ref that changed under a compare-and-swap.
 var ErrRefChanged = errors.New("graph: ref changed")
 
-// RefChangedError reports a ref without the caller's ETag; it matches ErrRefChanged.
+// RefChangedError reports a ref without the caller's ETag; it matches
+// ErrRefChanged. Found is the state of the ref now at Key ("" when the key is
+// empty) and Op the operation that wrote it (RetiredOp for a retired ref).
 type RefChangedError struct {
-	Key  string
-	ETag string // the ETag the caller expected
-	// Found is the state of the ref now at Key, or "" when the key is empty.
+	Key   string
+	ETag  string // the ETag the caller expected
 	Found format.RefState
-	// Op is the operation that wrote the ref now at Key (RetiredOp for a retired ref).
-	Op string
+	Op    string
 }
 
 func (e *RefChangedError) Error() string {
@@ -66,10 +66,9 @@ func ListBranches(ctx context.Context, s storage.Store, graph string) ([]Branch,
 	}
 	live := map[string][]Branch{}
 	for _, r := range refs.Incarnations {
-		if r.Ref.State != format.RefLive {
-			continue
+		if r.Ref.State == format.RefLive {
+			live[r.Ref.Branch] = append(live[r.Ref.Branch], r.branch())
 		}
-		live[r.Ref.Branch] = append(live[r.Ref.Branch], Branch{Logical: r.Ref.Branch, Native: r.Native, Tree: r.Ref.Tree, Ref: r.Ref, ETag: r.ETag})
 	}
 	out := make([]Branch, 0, len(live))
 	var broken []error
@@ -88,12 +87,17 @@ func ListBranches(ctx context.Context, s storage.Store, graph string) ([]Branch,
 	return out, nil
 }
 
-// Incarnation is one ref of a logical branch, whatever its state.
+// Incarnation is one ref of a logical branch, whatever its state, with its
+// ETag for a compare-and-swap (RetireRef).
 type Incarnation struct {
 	Native string
 	Ref    format.BranchRef
-	// ETag of the ref, for a compare-and-swap (RetireRef).
-	ETag string
+	ETag   string
+}
+
+func (inc Incarnation) branch() Branch {
+	r := inc.Ref
+	return Branch{Logical: r.Branch, Native: inc.Native, Tree: r.Tree, Ref: r, ETag: inc.ETag}
 }
 
 // ReadBranchIncarnations reads every ref of one logical name, any state, in
@@ -110,20 +114,19 @@ func ReadBranchIncarnations(ctx context.Context, s storage.Store, graph, logical
 	return refs.Incarnations, nil
 }
 
-// NameRefs is every ref of one logical name that a read found.
+// NameRefs is every ref of one logical name that a read found, in key order,
+// and the refs not readable as refs of their key's native.
 type NameRefs struct {
-	// Incarnations are the refs read, in key order.
 	Incarnations []Incarnation
-	// Unreadable are the refs not readable as refs of their key's native.
-	Unreadable []UnreadableRef
+	Unreadable   []UnreadableRef
 }
 
-// UnreadableRef is a ref key whose bytes are not a ref of its native.
+// UnreadableRef is a ref key whose bytes are not a ref of its native, and the
+// typed format error that says why.
 type UnreadableRef struct {
 	Key    string
 	Native string
-	// Err is the typed format error that says why.
-	Err error
+	Err    error
 }
 
 // Err names the first unreadable ref and counts the others; nil if none.
@@ -138,21 +141,11 @@ func (r NameRefs) Err() error {
 	return fmt.Errorf("%s: %w", u.Key, u.Err)
 }
 
-// UnreadableKeys lists the unreadable refs' keys, nil when there are none.
-func (r NameRefs) UnreadableKeys() []string {
-	var keys []string
-	for _, u := range r.Unreadable {
-		keys = append(keys, u.Key)
-	}
-	return keys
-}
-
 // ReadBranchRefs reads every ref of one logical name like
 // ReadBranchIncarnations but reports unreadable refs in NameRefs.Unreadable
 // for the caller to judge. Storage errors are errors.
 func ReadBranchRefs(ctx context.Context, s storage.Store, graph, logical string) (NameRefs, error) {
-	if err := checkParams(param{"Graph", format.ValidateGraphName(graph)},
-		param{"Branch", format.ValidateBranchName(logical)}); err != nil {
+	if err := checkBranchParams(graph, logical); err != nil {
 		return NameRefs{}, err
 	}
 	refs, err := readNameRefs(ctx, s, graph, logical)
@@ -177,10 +170,9 @@ func decodeRefAt(native string, obj storage.Object) (Incarnation, error) {
 	if err != nil {
 		return Incarnation{}, err
 	}
-	if ref.Native != native {
-		return Incarnation{}, &format.MalformedError{Kind: format.KindBranchRef, Field: "native", Reason: "is " + ref.Native + ", not the native name its key names"}
-	}
-	return Incarnation{Native: native, Ref: ref, ETag: obj.ETag}, nil
+	why := "is " + ref.Native + ", not the native name its key names"
+	inc := Incarnation{Native: native, Ref: ref, ETag: obj.ETag}
+	return inc, misnamed(ref.Native != native, format.KindBranchRef, "native", why)
 }
 
 // readRefs GETs and decodes the refs at keys (of natives), skipping keys
@@ -218,14 +210,13 @@ func multipleLive(graph, name string, bs []Branch) *MultipleLiveError {
 	return e
 }
 
-// RetireResult is how a RetireRef settled.
+// RetireResult is how a RetireRef settled: PutCreated, or PutAlreadyOurs when
+// our retired bytes were there; the retired ref now at the key, and its ETag
+// when known.
 type RetireResult struct {
-	// Outcome: PutCreated, or PutAlreadyOurs when our retired bytes were there.
 	Outcome PutOutcome
-	// Ref is the retired ref now at the key.
-	Ref format.BranchRef
-	// ETag of the retired ref, when known.
-	ETag string
+	Ref     format.BranchRef
+	ETag    string
 }
 
 // RetireRef replaces the live ref of native, which must still have ETag etag,
@@ -262,11 +253,9 @@ func RetireRef(ctx context.Context, s storage.Store, graph, native, etag, retire
 			return nil, false, invalidf("ETag", "names a %s ref, not a live one", res.Ref.State)
 		}
 		res.Ref.State, res.Ref.RetiredOp = format.RefRetired, retiredOp
-		// The retired ref keeps the live head, so its bytes are a re-issue's.
-		body, err := format.EncodeBranchRef(res.Ref)
-		if err != nil {
-			return nil, false, invalid("RetiredOp", err)
-		}
+		// The retired ref keeps the live head, so its bytes are a re-issue's; a
+		// valid live ref with a checked op encodes.
+		body, _ := format.EncodeBranchRef(res.Ref)
 		return body, false, nil
 	})
 	if err != nil {

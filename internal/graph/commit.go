@@ -23,21 +23,16 @@ func ReadCommit(ctx context.Context, s storage.Store, graph, commitID string) (C
 	if err != nil {
 		return Commit{}, invalid("CommitID", err)
 	}
-	return readCommit(ctx, s, graph, id)
+	return (&Graph{S: s, Name: graph}).Commit(ctx, id)
 }
 
-// readCommit reads a commit by id and checks it is the one the id names.
-func readCommit(ctx context.Context, s storage.Store, graph string, id format.CommitID) (Commit, error) {
-	key := format.CommitIDKey(graph, id)
-	c, err := getDecoded(ctx, s, key, "read commit "+id.String(), ErrCommitNotFound, format.DecodeCommit)
-	if err != nil {
-		return Commit{}, err
-	}
-	if c.ID != id {
-		return Commit{}, fmt.Errorf("read commit %s: %s: %w", id, key,
-			&format.MalformedError{Kind: format.KindCommit, Field: "id", Reason: "is " + c.ID.String() + ", not the commit its key names"})
-	}
-	return c, nil
+// Commit reads a commit by id: one GET.
+func (g *Graph) Commit(ctx context.Context, id format.CommitID) (Commit, error) {
+	return getDecoded(ctx, g.S, format.CommitIDKey(g.Name, id), "read commit "+id.String(), ErrCommitNotFound,
+		format.DecodeCommit, func(c Commit) error {
+			why := "is " + c.ID.String() + ", not the commit its key names"
+			return misnamed(c.ID != id, format.KindCommit, "id", why)
+		})
 }
 
 // Pin returns the version of table that c pins, or false.
@@ -70,11 +65,6 @@ func Open(s storage.Store, graph string) (*Graph, error) {
 	return &Graph{S: s, Name: graph,
 		pins:    newMapReader(s, format.PinsMap, graph, ""),
 		lineage: newMapReader(s, format.LineageMap, graph, "")}, nil
-}
-
-// Commit reads a commit by id: one GET.
-func (g *Graph) Commit(ctx context.Context, id format.CommitID) (Commit, error) {
-	return readCommit(ctx, g.S, g.Name, id)
 }
 
 func (g *Graph) pinsOf(c Commit) mapTree[format.PinEntry] {

@@ -13,26 +13,20 @@ import (
 
 // Sentinel errors; match them with errors.Is.
 var (
-	// ErrInvalid reports bad input; nothing was sent to storage.
-	ErrInvalid = errors.New("graph: invalid input")
-	// ErrGraphNotFound reports a graph without a graph record.
-	ErrGraphNotFound = errors.New("graph: graph not found")
+	ErrInvalid       = errors.New("graph: invalid input")   // reports bad input; nothing was sent to storage
+	ErrGraphNotFound = errors.New("graph: graph not found") // reports a graph without a graph record
 	// ErrGraphExists reports an init that met another graph or init at its keys.
 	ErrGraphExists = errors.New("graph: graph exists with different contents")
 	// ErrBranchNotFound reports a logical branch with no live incarnation.
 	ErrBranchNotFound = errors.New("graph: branch not found")
-	// ErrMultipleLive reports several live incarnations of one logical branch.
-	ErrMultipleLive = errors.New("graph: more than one live incarnation")
+	ErrMultipleLive   = errors.New("graph: more than one live incarnation")
 	// ErrStaleHead reports an append whose expected head is no longer the head.
 	ErrStaleHead = errors.New("graph: stale expected head")
 	// ErrCommitNotFound reports a commit (or a tree's head) that does not exist.
-	ErrCommitNotFound = errors.New("graph: commit not found")
-	// ErrTableNotPinned reports a table that a commit does not pin.
-	ErrTableNotPinned = errors.New("graph: table not pinned by commit")
-	// ErrVersionNotFound reports a table version manifest that does not exist.
+	ErrCommitNotFound  = errors.New("graph: commit not found")
+	ErrTableNotPinned  = errors.New("graph: table not pinned by commit")
 	ErrVersionNotFound = errors.New("graph: table version not found")
-	// ErrKeyTaken reports a put-if-absent that found other bytes at its key.
-	ErrKeyTaken = errors.New("graph: key holds different bytes")
+	ErrKeyTaken        = errors.New("graph: key holds different bytes")
 	// ErrObjectTooLarge reports a data object over MaxDataObjectSize.
 	ErrObjectTooLarge = errors.New("graph: data object too large")
 )
@@ -58,7 +52,6 @@ func (e *ParamError) Error() string {
 // Is matches ErrInvalid.
 func (e *ParamError) Is(target error) bool { return target == ErrInvalid }
 
-// Unwrap returns the underlying error.
 func (e *ParamError) Unwrap() error { return e.Err }
 
 // MultipleLiveError names every live incarnation of one logical branch.
@@ -76,17 +69,16 @@ func (e *MultipleLiveError) Error() string {
 func (e *MultipleLiveError) Is(target error) bool { return target == ErrMultipleLive }
 
 // StaleHeadError reports a head other than the expected one, or a planned
-// commit that never became the head.
+// commit that never became the head: Found is the head now at the ref's Key,
+// Planned the commit that will never be it.
 type StaleHeadError struct {
 	Graph    string
 	Expected format.CommitID // the head the caller expected
-	// Key is the ref's key.
-	Key string
-	// Found is the ref's head now, Planned the commit that will never be it.
-	Found   format.CommitID
-	Planned format.CommitID
-	State   format.RefState
-	Walked  int
+	Key      string
+	Found    format.CommitID
+	Planned  format.CommitID
+	State    format.RefState
+	Walked   int
 }
 
 func (e *StaleHeadError) Error() string {
@@ -137,10 +129,9 @@ type InDoubtError struct {
 	Key      string
 	Body     []byte // the exact bytes; any re-issue must send these
 	Attempts int
-	Err      error  // the last storage error seen
-	Graph    string // set on a head swap
-	// Publish is set when the put was a head swap.
-	Publish *Publish
+	Err      error    // the last storage error seen
+	Graph    string   // set on a head swap
+	Publish  *Publish // set on a head swap
 }
 
 func (e *InDoubtError) Error() string {
@@ -150,7 +141,6 @@ func (e *InDoubtError) Error() string {
 // Is matches storage.ErrAmbiguous.
 func (e *InDoubtError) Is(target error) bool { return target == storage.ErrAmbiguous }
 
-// Unwrap returns the last storage error.
 func (e *InDoubtError) Unwrap() error { return e.Err }
 
 // param is one parameter's check: its field, and its failure or nil.
@@ -169,12 +159,16 @@ func checkParams(ps ...param) error {
 	return nil
 }
 
+func checkBranchParams(graph, logical string) error {
+	return checkParams(param{"Graph", format.ValidateGraphName(graph)},
+		param{"Branch", format.ValidateBranchName(logical)})
+}
+
 var (
 	errZeroULID = errors.New("zero ULID")
 	errEmpty    = errors.New("empty")
 )
 
-// nonEmpty fails "".
 func nonEmpty(s string) error {
 	if s == "" {
 		return errEmpty
@@ -182,7 +176,6 @@ func nonEmpty(s string) error {
 	return nil
 }
 
-// nonZero fails a zero ULID.
 func nonZero(id ulid.ULID) error {
 	if id.IsZero() {
 		return errZeroULID
@@ -190,7 +183,6 @@ func nonZero(id ulid.ULID) error {
 	return nil
 }
 
-// invalid wraps a validation failure of one parameter.
 func invalid(field string, err error) error {
 	return &ParamError{Field: field, Err: err}
 }

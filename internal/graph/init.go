@@ -21,18 +21,12 @@ const FenceReasonUnpublished = "unpublished"
 
 // InitParams are the inputs of Init, which writes a function of them alone.
 type InitParams struct {
-	// Graph is the new graph's name.
-	Graph string
-	// MainTree is the ULID of main's first incarnation ("main.{MainTree}").
-	MainTree ulid.ULID
-	// Op is the operation id recorded on every object written.
-	Op string
-	// Time is the graph's creation time and the root commit's time.
-	Time time.Time
-	// Author is the root commit's author. Defaults to "graft".
-	Author string
-	// PrefixChecked says the caller already ran CheckInitPrefix.
-	PrefixChecked bool
+	Graph         string
+	MainTree      ulid.ULID // main's first incarnation, "main.{MainTree}"
+	Op            string    // recorded on every object written
+	Time          time.Time // the graph's creation time and the root commit's time
+	Author        string    // the root commit's author; defaults to "graft"
+	PrefixChecked bool      // the caller already ran CheckInitPrefix
 }
 
 // putOwn puts body at key, treating other bytes there as ErrGraphExists.
@@ -96,11 +90,8 @@ func Init(ctx context.Context, s storage.Store, p InitParams) (InitResult, error
 	if put.Outcome == PutTaken {
 		fence := res.MainRef
 		fence.State, fence.Head, fence.Reason = format.RefFence, format.CommitID{}, FenceReasonUnpublished
-		fenceBytes, ferr := format.EncodeBranchRef(fence)
-		if ferr == nil {
-			ferr = swapOwnRef(ctx, s, refKey, ref, fenceBytes)
-		}
-		if ferr != nil {
+		fenceBytes, _ := format.EncodeBranchRef(fence) // our valid ref, fenced, encodes
+		if ferr := swapOwnRef(ctx, s, refKey, ref, fenceBytes); ferr != nil {
 			return InitResult{}, fmt.Errorf("init graph %q: lost graph record to another init: %w (and fence main ref %s: %v)", p.Graph, ErrGraphExists, res.MainRef.Native, ferr)
 		}
 		return InitResult{}, fmt.Errorf("init graph %q: lost graph record to another init, fenced main ref %s: %w", p.Graph, res.MainRef.Native, ErrGraphExists)
@@ -118,25 +109,20 @@ func buildInit(p InitParams) (InitResult, []byte, []byte, []byte, error) {
 	if author == "" {
 		author = "graft"
 	}
-	fields := map[string]string{"author": "Author", "time": "Time", "created_at": "Time"}
 	root, rootBytes, err := format.SealCommit(format.Commit{
 		ID: format.CommitID{Tree: p.MainTree}, Branch: DefaultBranch,
 		Author: author, Message: "initialize graph " + p.Graph, Time: p.Time.UTC(), Op: p.Op,
 	})
 	if err != nil {
-		return InitResult{}, nil, nil, nil, invalidObject(err, fields)
+		err = invalidObject(err, map[string]string{"author": "Author", "time": "Time"})
+		return InitResult{}, nil, nil, nil, err
 	}
+	// The ref and the record hold only checked parameters: they encode.
 	ref := format.BranchRef{State: format.RefLive, Branch: DefaultBranch, Native: format.NativeName(DefaultBranch, p.MainTree),
 		Tree: p.MainTree, Head: root.ID, Op: p.Op}
-	refBytes, err := format.EncodeBranchRef(ref)
-	if err != nil {
-		return InitResult{}, nil, nil, nil, invalidObject(err, fields)
-	}
+	refBytes, _ := format.EncodeBranchRef(ref)
 	g := format.Graph{Name: p.Graph, CreatedAt: p.Time.UTC(), Op: p.Op, DefaultBranch: DefaultBranch}
-	rec, err := format.EncodeGraph(g)
-	if err != nil {
-		return InitResult{}, nil, nil, nil, invalidObject(err, fields)
-	}
+	rec, _ := format.EncodeGraph(g)
 	return InitResult{Graph: g, Root: root, MainRef: ref}, rootBytes, refBytes, rec, nil
 }
 

@@ -40,10 +40,9 @@ type mapReader[E any] struct {
 	graph string
 	table string
 
-	mu    sync.Mutex
-	cache map[format.Hash]decodedChunk[E]
-	// pending: chunks built but not yet written, readable during their build.
-	pending map[format.Hash][]byte
+	mu      sync.Mutex
+	cache   map[format.Hash]decodedChunk[E]
+	pending map[format.Hash][]byte // chunks built but not yet written, readable during their build
 }
 
 type decodedChunk[E any] struct {
@@ -100,12 +99,6 @@ func (r *mapReader[E]) chunk(ctx context.Context, h format.Hash) (decodedChunk[E
 	return c, nil
 }
 
-func corrupt(kind format.MapKind, h format.Hash, format_ string, args ...any) error {
-	return fmt.Errorf("%s chunk %s: %w: %s", kind, h, ErrCorrupt, fmt.Sprintf(format_, args...))
-}
-
-// ---- building ----
-
 // builder is the streaming chunker: entries go in in key order, and chunks
 // end where format.BoundaryAfter or the size cap says; levels[k] holds the
 // pending items of level k (entries at 0, child refs above).
@@ -115,9 +108,8 @@ type builder[E any] struct {
 	levels []*levelBuilder[E]
 	chunks []Chunk
 	seen   map[format.Hash]bool
-	// old: chunks of the edited map the build read; need not be rewritten.
-	old   map[format.Hash]bool
-	count int64
+	old    map[format.Hash]bool // chunks of the edited map the build read; need not be rewritten
+	count  int64
 }
 
 type levelBuilder[E any] struct {
@@ -201,28 +193,21 @@ func (b *builder[E]) push(k, n int, last string, count int64, add func(*levelBui
 	return nil
 }
 
-// reuse adds an existing chunk of level k (and its entries) as it stands.
-func (b *builder[E]) reuse(k int, c format.ChildRef) error {
-	b.count += c.Count
-	return b.addChild(k+1, c)
-}
-
 // flush ends the chunk pending at level k and adds it to level k+1.
 func (b *builder[E]) flush(k int) error {
 	lb := b.level(k)
-	var body []byte
-	var last string
-	var err error
+	if lb.pending() == 0 {
+		return nil
+	}
+	var (
+		body []byte
+		last string
+		err  error
+	)
 	if k == 0 {
-		if len(lb.entries) == 0 {
-			return nil
-		}
 		body, err = b.spec.EncodeLeaf(lb.entries)
 		last = b.spec.Key(lb.entries[len(lb.entries)-1])
 	} else {
-		if len(lb.children) == 0 {
-			return nil
-		}
 		body, err = b.spec.EncodeNode(format.MapNode{Level: k, Children: lb.children})
 		last = lb.children[len(lb.children)-1].Last
 	}
@@ -247,17 +232,12 @@ func (b *builder[E]) finish() (format.ChildRef, bool, error) {
 		if k >= 1 && top && lb.received == 1 && len(lb.children) == 1 {
 			return lb.children[0], true, nil
 		}
-		if lb.pending() == 0 {
-			continue
-		}
 		if err := b.flush(k); err != nil {
 			return format.ChildRef{}, false, err
 		}
 	}
 	return format.ChildRef{}, false, nil
 }
-
-// ---- map handle ----
 
 // mapTree is one map of one kind, read through a mapReader.
 type mapTree[E any] struct {
@@ -332,7 +312,7 @@ func (t mapTree[E]) get(ctx context.Context, key string) (E, bool, error) {
 	}
 }
 
-// mapEdit sets (Entry non-nil) or removes (nil) the entry of Key.
+// mapEdit sets (Entry non-nil, whose key is Key) or removes (nil) the entry of Key.
 type mapEdit[E any] struct {
 	Key   string
 	Entry *E
@@ -341,17 +321,9 @@ type mapEdit[E any] struct {
 // sortEdits sorts edits by key; a key edited twice keeps the last edit.
 func sortEdits[E any](edits []mapEdit[E]) []mapEdit[E] {
 	out := slices.Clone(edits)
+	slices.Reverse(out) // the last edit of a key sorts first, and compacting keeps it
 	slices.SortStableFunc(out, func(a, b mapEdit[E]) int { return strings.Compare(a.Key, b.Key) })
-	j := 0
-	for i := range out {
-		if j > 0 && out[j-1].Key == out[i].Key {
-			out[j-1] = out[i]
-			continue
-		}
-		out[j] = out[i]
-		j++
-	}
-	return out[:j]
+	return slices.CompactFunc(out, func(a, b mapEdit[E]) bool { return a.Key == b.Key })
 }
 
 // apply returns the edited map and the chunks it needs that the old one did
@@ -364,11 +336,6 @@ func (t mapTree[E]) apply(ctx context.Context, edits []mapEdit[E]) (format.MapRe
 	}
 	// (An inline map too large to be inline is rebuilt even without edits.)
 	spec := t.r.spec
-	for _, e := range edits {
-		if e.Entry != nil && spec.Key(*e.Entry) != e.Key {
-			return format.MapRef[E]{}, nil, fmt.Errorf("map edit of %q holds an entry of %q", e.Key, spec.Key(*e.Entry))
-		}
-	}
 	b := newBuilder(spec, t.r.key)
 	if t.ref.IsInline() {
 		if err := feedMerged(b, spec, t.ref.Entries, edits); err != nil {
@@ -491,7 +458,8 @@ func (t mapTree[E]) visit(ctx context.Context, b *builder[E], ref format.ChildRe
 	// because the next item did not fit, if that item is unchanged.
 	if len(mine) == 0 && level >= 0 && b.fresh(level) &&
 		(format.BoundaryAfter(level, ref.Last) || rightmost || len(rest) == 0 || rest[0].Key > next && next != "") {
-		return rest, b.reuse(level, ref)
+		b.count += ref.Count
+		return rest, b.addChild(level+1, ref)
 	}
 	c, err := t.r.chunk(ctx, ref.Chunk)
 	if err != nil {
@@ -526,7 +494,9 @@ func (t mapTree[E]) visit(ctx context.Context, b *builder[E], ref format.ChildRe
 
 // checkChunk checks chunk c against ref, naming it at level (-1: root) after low.
 func checkChunk[E any](spec format.MapSpec[E], ref format.ChildRef, level int, low string, c decodedChunk[E]) error {
-	bad := func(format string, args ...any) error { return corrupt(spec.Kind, ref.Chunk, format, args...) }
+	bad := func(f string, args ...any) error {
+		return fmt.Errorf("%s chunk %s: %w: %s", spec.Kind, ref.Chunk, ErrCorrupt, fmt.Sprintf(f, args...))
+	}
 	root := level < 0
 	if leaf := c.leaf; c.node == nil {
 		last := spec.Key(leaf[len(leaf)-1])
@@ -560,8 +530,6 @@ func checkChunk[E any](spec format.MapSpec[E], ref format.ChildRef, level int, l
 	}
 	return nil
 }
-
-// ---- cursors and walks ----
 
 // cursor steps through a map in key order by entries and whole subtrees.
 type cursor[E any] struct {
@@ -660,23 +628,16 @@ type walkFuncs[E any] struct {
 	// onlyA and onlyB get entries only one map holds; when nil, such runs are
 	// skipped unread where the walk can tell.
 	onlyA, onlyB func(E) error
-	// both gets the entries of a key both maps hold that were read.
-	both func(a, b E) error
-	// shared gets each subtree both hold (unread); sharedAt also its level and low.
-	shared   func(format.ChildRef) error
-	sharedAt func(c format.ChildRef, level int, low string) error
+	both         func(a, b E) error // the entries of a key both maps hold that were read
+	// shared gets each subtree both hold (unread), its level and low.
+	shared func(c format.ChildRef, level int, low string) error
 }
 
 func (fn walkFuncs[E]) share(c format.ChildRef, level int, low string) error {
-	if fn.shared != nil {
-		if err := fn.shared(c); err != nil {
-			return err
-		}
+	if fn.shared == nil {
+		return nil
 	}
-	if fn.sharedAt != nil {
-		return fn.sharedAt(c, level, low)
-	}
-	return nil
+	return fn.shared(c, level, low)
 }
 
 // walkMaps walks a and b in key order together, skipping the subtrees they

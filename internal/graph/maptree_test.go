@@ -29,7 +29,7 @@ func mustBuild(t *testing.T, r *mapReader[format.ManifestEntry], entries []forma
 	if err != nil {
 		t.Fatalf("build: %v", err)
 	}
-	if err := putChunks(context.Background(), r.s, chunks); err != nil {
+	if err := (&Graph{S: r.s}).PutChunks(context.Background(), chunks); err != nil {
 		t.Fatalf("put chunks: %v", err)
 	}
 	return ref
@@ -80,7 +80,7 @@ func TestMapApply_EqualsFreshBuild_ForRandomEdits(t *testing.T) {
 			if err != nil {
 				t.Fatalf("round %d: apply: %v", round, err)
 			}
-			if err := putChunks(ctx, s, chunks); err != nil {
+			if err := (&Graph{S: s}).PutChunks(ctx, chunks); err != nil {
 				t.Fatal(err)
 			}
 			var want []format.ManifestEntry
@@ -171,7 +171,7 @@ func TestWalkMaps_FindsTheDifferencesAndSkipsSharedChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	putChunks(ctx, s, chunks)
+	(&Graph{S: s}).PutChunks(ctx, chunks)
 	r2 := newManifestReader(s) // cold cache: count the walk's reads
 	var onlyA, onlyB, diff []string
 	var shared int64
@@ -186,7 +186,7 @@ func TestWalkMaps_FindsTheDifferencesAndSkipsSharedChunks(t *testing.T) {
 			}
 			return nil
 		},
-		shared: func(c format.ChildRef) error { shared += c.Count; return nil },
+		shared: func(c format.ChildRef, _ int, _ string) error { shared += c.Count; return nil },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -266,7 +266,7 @@ func TestWalkMaps_MatchesNaiveComparison_RandomMaps(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			putChunks(ctx, s, chunks)
+			(&Graph{S: s}).PutChunks(ctx, chunks)
 		}
 		aAll, bAll := allOf(t, r, aRef), allOf(t, r, bRef)
 		am, bm := map[string]format.ManifestEntry{}, map[string]format.ManifestEntry{}
@@ -288,7 +288,7 @@ func TestWalkMaps_MatchesNaiveComparison_RandomMaps(t *testing.T) {
 					}
 					return nil
 				},
-				shared: func(c format.ChildRef) error { sharedCount += c.Count; return nil },
+				shared: func(c format.ChildRef, _ int, _ string) error { sharedCount += c.Count; return nil },
 			}
 			if mode&1 != 0 {
 				fn.onlyA = func(e format.ManifestEntry) error { onlyA = append(onlyA, e.Name); return nil }

@@ -43,12 +43,10 @@ const (
 
 // Mark is one key a retained root names.
 type Mark struct {
-	Kind MarkKind
-	Key  string
-	// Table is set for versions, manifest chunks and objects.
-	Table string
-	// Size is an object's size from its entry (0 for control objects).
-	Size int64
+	Kind  MarkKind
+	Key   string
+	Table string // set for versions, manifest chunks and objects
+	Size  int64  // an object's size from its entry (0 for control objects)
 }
 
 // Marker walks retained roots, calling visit for every key they name: each
@@ -62,8 +60,7 @@ type Marker struct {
 	chunks   map[format.Hash]bool
 	versions map[string]bool
 	commits  map[string]bool
-	// Reads counts the objects the walk read.
-	Reads int
+	Reads    int // the objects the walk read
 }
 
 // NewMarker returns a Marker over g that reports to visit.
@@ -74,29 +71,25 @@ func (g *Graph) NewMarker(visit func(Mark) error) *Marker {
 // Commit marks a retained commit, its chunks and every version it pins.
 func (m *Marker) Commit(ctx context.Context, c Commit) error {
 	var pinned []format.PinEntry
-	err := m.CommitOnly(ctx, c, func(e format.PinEntry) error {
-		pinned = append(pinned, e)
-		if len(pinned) >= 1024 {
-			if err := m.versionsOf(ctx, pinned); err != nil {
+	versions := func() error {
+		for _, p := range pinned {
+			if err := m.Version(ctx, p.Table, p.Version); err != nil {
 				return err
 			}
-			pinned = pinned[:0]
 		}
+		pinned = pinned[:0]
 		return nil
+	}
+	err := m.CommitOnly(ctx, c, func(e format.PinEntry) error {
+		if pinned = append(pinned, e); len(pinned) < 1024 {
+			return nil
+		}
+		return versions()
 	})
 	if err != nil {
 		return err
 	}
-	return m.versionsOf(ctx, pinned)
-}
-
-func (m *Marker) versionsOf(ctx context.Context, pins []format.PinEntry) error {
-	for _, p := range pins {
-		if err := m.Version(ctx, p.Table, p.Version); err != nil {
-			return err
-		}
-	}
-	return nil
+	return versions()
 }
 
 // Version marks a retained version, its manifest chunks and its objects.
@@ -133,7 +126,7 @@ func markChunks[E any](ctx context.Context, m *Marker, t mapTree[E], kind MarkKi
 		return nil
 	}
 	if each == nil {
-		eachOf = func([]E) error { return nil }
+		each = func(E) error { return nil }
 	}
 	if t.ref.IsInline() {
 		return eachOf(t.ref.Entries)
@@ -189,38 +182,56 @@ func NewObjectFilter(n int, p float64, seed uint64) *ObjectFilter {
 	return &ObjectFilter{bits: make([]uint64, (m+63)/64), k: k, seed: seed}
 }
 
-func (f *ObjectFilter) hashes(key string) (uint64, uint64) {
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], f.seed)
+// eachBit calls fn with the word and mask of each of key's k bits while fn says go on.
+func (f *ObjectFilter) eachBit(key string, fn func(word *uint64, mask uint64) bool) {
 	h := sha256.New()
-	h.Write(b[:])
+	h.Write(binary.LittleEndian.AppendUint64(nil, f.seed))
 	h.Write([]byte(key))
 	sum := h.Sum(nil)
-	return binary.LittleEndian.Uint64(sum[:8]), binary.LittleEndian.Uint64(sum[8:16]) | 1
+	h1, h2 := binary.LittleEndian.Uint64(sum[:8]), binary.LittleEndian.Uint64(sum[8:16])|1
+	n := uint64(len(f.bits) * 64)
+	for i := 0; i < f.k; i++ {
+		bit := (h1 + uint64(i)*h2) % n
+		if !fn(&f.bits[bit/64], 1<<(bit%64)) {
+			return
+		}
+	}
 }
 
 // Add adds key.
 func (f *ObjectFilter) Add(key string) {
-	h1, h2 := f.hashes(key)
-	n := uint64(len(f.bits) * 64)
-	for i := 0; i < f.k; i++ {
-		bit := (h1 + uint64(i)*h2) % n
-		f.bits[bit/64] |= 1 << (bit % 64)
-	}
+	f.eachBit(key, func(w *uint64, mask uint64) bool { *w |= mask; return true })
 }
 
 // MayContain reports whether key may have been added (always true if it was).
-func (f *ObjectFilter) MayContain(key string) bool {
-	h1, h2 := f.hashes(key)
-	n := uint64(len(f.bits) * 64)
-	for i := 0; i < f.k; i++ {
-		bit := (h1 + uint64(i)*h2) % n
-		if f.bits[bit/64]&(1<<(bit%64)) == 0 {
-			return false
-		}
-	}
-	return true
+func (f *ObjectFilter) MayContain(key string) (in bool) {
+	in = true
+	f.eachBit(key, func(w *uint64, mask uint64) bool { in = *w&mask != 0; return in })
+	return in
 }
 
-// Bytes is the filter's size in memory.
-func (f *ObjectFilter) Bytes() int { return len(f.bits) * 8 }
+// Helpers of cleanup's mark (docs/format.md, *Cleanup*).
+
+// CommitOnly marks a commit and its chunks, passing newly seen pins to pinned.
+func (m *Marker) CommitOnly(ctx context.Context, c Commit, pinned func(format.PinEntry) error) error {
+	key := format.CommitIDKey(m.g.Name, c.ID)
+	if m.commits[key] {
+		return nil
+	}
+	m.commits[key] = true
+	if err := m.visit(Mark{Kind: MarkCommit, Key: key}); err != nil {
+		return err
+	}
+	if err := markChunks(ctx, m, m.g.lineageOf(c), MarkLineageChunk, "", nil); err != nil {
+		return fmt.Errorf("mark lineage of %s: %w", c.ID, err)
+	}
+	if err := markChunks(ctx, m, m.g.pinsOf(c), MarkPinsChunk, "", pinned); err != nil {
+		return fmt.Errorf("mark pins of %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// EachLineage calls fn for every entry of c's lineage, in tree order.
+func (g *Graph) EachLineage(ctx context.Context, c Commit, fn func(format.LineageEntry) error) error {
+	return g.lineageOf(c).each(ctx, fn)
+}

@@ -144,3 +144,6 @@ func TestObjectFilter_FewKeys_FalsePositivesNearTheAskedRate(t *testing.T) {
 		}
 	}
 }
+
+// Bytes is the filter's size in memory.
+func (f *ObjectFilter) Bytes() int { return len(f.bits) * 8 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -27,15 +28,13 @@ import (
 // maxForkProbes bounds how far up a chain of forks the search looks.
 const maxForkProbes = 8
 
-// BaseSearch is what FindBases found.
+// BaseSearch is what FindBases found. Bases: the source head when up to
+// date, the target head when adoptable, else the common ancestors no other one
+// descends from (none for unrelated heads, several after criss-cross merges).
 type BaseSearch struct {
-	Relation Relation
-	// Bases: the source head when up to date, the target head when
-	// adoptable, else the common ancestors no other one descends from (none
-	// for unrelated heads, several after criss-cross merges).
-	Bases []Commit
-	// Candidates counts the candidates considered; Reads the commits read.
-	Candidates, Reads int
+	Relation          Relation
+	Bases             []Commit
+	Candidates, Reads int // candidates considered, commits read
 }
 
 // FindBases relates source to target and finds their merge bases.
@@ -101,8 +100,7 @@ func (bs *baseSearch) readCommit(ctx context.Context, id format.CommitID) (Commi
 
 func (bs *baseSearch) run(ctx context.Context, source, target Commit) (BaseSearch, error) {
 	g := bs.g
-	// The candidates in the heads' own trees.
-	var own []format.CommitID
+	var own []format.CommitID // the candidates in the heads' own trees
 	for _, p := range [][2]Commit{{target, source}, {source, target}} {
 		at, ok, err := g.ancestorAt(ctx, p[0], p[1].ID.Tree)
 		if err != nil {
@@ -115,7 +113,7 @@ func (bs *baseSearch) run(ctx context.Context, source, target Commit) (BaseSearc
 	// The trees both lineages hold; shared subtrees become blocks.
 	err := walkMaps(ctx, g.lineageOf(source), g.lineageOf(target), walkFuncs[format.LineageEntry]{
 		both: func(a, b format.LineageEntry) error { bs.addCand(lower(a.ID(), b.ID())); return nil },
-		sharedAt: func(c format.ChildRef, level int, low string) error {
+		shared: func(c format.ChildRef, level int, low string) error {
 			bs.blocks = append(bs.blocks, block{ref: c, level: level, low: low})
 			return nil
 		},
@@ -123,8 +121,6 @@ func (bs *baseSearch) run(ctx context.Context, source, target Commit) (BaseSearc
 	if err != nil {
 		return BaseSearch{}, err
 	}
-	// Read the own-tree candidates together.
-	var dominators []Commit
 	ownCommits := make([]Commit, len(own))
 	errs := make([]error, len(own))
 	bounded.Each(len(own), 2, func(i int) { ownCommits[i], errs[i] = bs.readCommit(ctx, own[i]) })
@@ -139,12 +135,9 @@ func (bs *baseSearch) run(ctx context.Context, source, target Commit) (BaseSearc
 	if err != nil {
 		return BaseSearch{}, err
 	}
-	dominators = append(dominators, probes...)
-	dominators = append(dominators, ownCommits...)
-	for _, d := range dominators {
-		if err := bs.prune(ctx, d); err != nil {
-			return BaseSearch{}, err
-		}
+	dominators := append(probes, ownCommits...)
+	if err := bs.prune(ctx, dominators...); err != nil {
+		return BaseSearch{}, err
 	}
 	// Shared subtrees: ruled out where a dominator shares them; the rest are candidates.
 	for _, b := range bs.blocks {
@@ -155,18 +148,12 @@ func (bs *baseSearch) run(ctx context.Context, source, target Commit) (BaseSearc
 		if err := bs.resolveBlock(ctx, b, against); err != nil {
 			return BaseSearch{}, err
 		}
-		for _, d := range dominators[min(1, len(dominators)):] {
-			if err := bs.prune(ctx, d); err != nil {
-				return BaseSearch{}, err
-			}
+		if err := bs.prune(ctx, dominators[min(1, len(dominators)):]...); err != nil {
+			return BaseSearch{}, err
 		}
 	}
 	// What is left, one at a time, oldest tree first (normally main's).
-	for {
-		next, ok := bs.nextUnread()
-		if !ok {
-			break
-		}
+	for next, ok := bs.nextUnread(); ok; next, ok = bs.nextUnread() {
 		c, err := bs.readCommit(ctx, next)
 		if err != nil {
 			return BaseSearch{}, err
@@ -177,12 +164,7 @@ func (bs *baseSearch) run(ctx context.Context, source, target Commit) (BaseSearc
 		}
 	}
 	res := BaseSearch{Relation: RelationDiverged, Candidates: bs.seen, Reads: bs.reads}
-	trees := make([]ulid.ULID, 0, len(bs.read))
-	for t := range bs.read {
-		trees = append(trees, t)
-	}
-	slices.SortFunc(trees, func(a, b ulid.ULID) int { return a.Compare(b) })
-	for _, t := range trees {
+	for _, t := range slices.SortedFunc(maps.Keys(bs.read), ulid.ULID.Compare) {
 		if c := bs.read[t]; !bs.dropped[t] && bs.cands[t] == c.ID {
 			res.Bases = append(res.Bases, *c)
 		}
@@ -192,19 +174,15 @@ func (bs *baseSearch) run(ctx context.Context, source, target Commit) (BaseSearc
 
 func (bs *baseSearch) nextUnread() (format.CommitID, bool) {
 	var best format.CommitID
-	found := false
 	for t, id := range bs.cands {
-		if bs.dropped[t] {
+		if c := bs.read[t]; bs.dropped[t] || c != nil && c.ID == id {
 			continue
 		}
-		if c := bs.read[t]; c != nil && c.ID == id {
-			continue
-		}
-		if !found || t.Compare(best.Tree) < 0 {
-			best, found = id, true
+		if best.IsZero() || t.Compare(best.Tree) < 0 {
+			best = id
 		}
 	}
-	return best, found
+	return best, !best.IsZero()
 }
 
 // forkProbes reads the forks up each head's chain that are common ancestors.
@@ -237,18 +215,20 @@ func (bs *baseSearch) forkProbes(ctx context.Context, source, target Commit) ([]
 	return out, nil
 }
 
-// prune drops every candidate (but d) that common ancestor d descends from.
-func (bs *baseSearch) prune(ctx context.Context, d Commit) error {
-	for t, id := range bs.cands {
-		if bs.dropped[t] || id == d.ID {
-			continue
-		}
-		at, ok, err := bs.g.ancestorAt(ctx, d, t)
-		if err != nil {
-			return err
-		}
-		if ok && at.Seq >= id.Seq {
-			bs.dropped[t] = true
+// prune drops every candidate (but d) that a common ancestor d descends from.
+func (bs *baseSearch) prune(ctx context.Context, ds ...Commit) error {
+	for _, d := range ds {
+		for t, id := range bs.cands {
+			if bs.dropped[t] || id == d.ID {
+				continue
+			}
+			at, ok, err := bs.g.ancestorAt(ctx, d, t)
+			if err != nil {
+				return err
+			}
+			if ok && at.Seq >= id.Seq {
+				bs.dropped[t] = true
+			}
 		}
 	}
 	return nil
@@ -287,28 +267,20 @@ func (bs *baseSearch) resolveBlock(ctx context.Context, b block, d *Commit) erro
 type Relation string
 
 const (
-	// RelationUpToDate: the source head is the target head or its ancestor.
-	RelationUpToDate Relation = "up_to_date"
-	// RelationAdoptable: the target head is a proper ancestor of the source's.
-	RelationAdoptable Relation = "adoptable"
-	// RelationDiverged: each head has commits the other lacks.
-	RelationDiverged Relation = "diverged"
+	RelationUpToDate  Relation = "up_to_date" // the source head is the target head or its ancestor
+	RelationAdoptable Relation = "adoptable"  // the target head is a proper ancestor of the source's
+	RelationDiverged  Relation = "diverged"   // each head has commits the other lacks
 )
 
 // TableAction is what a merge does with one table.
 type TableAction string
 
 const (
-	// TableUnchanged: both sides pin the same version, or neither pins it.
-	TableUnchanged TableAction = "unchanged"
-	// TableAdopt: only the source changed the table; the target takes its version.
-	TableAdopt TableAction = "adopt"
-	// TableKeep: only the target changed the table.
-	TableKeep TableAction = "keep"
-	// TableConflict: both changed it differently, or the bases disagree.
-	TableConflict TableAction = "conflict"
-	// TableMerged: both changed different objects; a new version has both.
-	TableMerged TableAction = "merged"
+	TableUnchanged TableAction = "unchanged" // both sides pin the same version, or neither pins it
+	TableAdopt     TableAction = "adopt"     // only the source changed it; the target takes its version
+	TableKeep      TableAction = "keep"      // only the target changed the table
+	TableConflict  TableAction = "conflict"  // both changed it differently, or the bases disagree
+	TableMerged    TableAction = "merged"    // both changed different objects; a new version has both
 )
 
 // ObjectConflict is an object both sides changed differently (nil: absent).
@@ -317,48 +289,43 @@ type ObjectConflict struct {
 	Base, Source, Target *format.ManifestEntry
 }
 
-// TableMerge is one table's line in a merge plan.
+// TableMerge is one table's line in a merge plan: the versions each side pins
+// (zero: none), the changes to the target's entries, up to MaxListedConflicts
+// of ConflictCount conflicts, and for a table-level conflict Why.
 type TableMerge struct {
-	Table  string
-	Action TableAction
-	// Base, Source and Target are the versions each side pins (zero: none).
-	Base, Source, Target ulid.ULID
-	BaseAmbiguous        bool
-	// Added, Removed and Replaced count the changes to the target's entries.
+	Table                    string
+	Action                   TableAction
+	Base, Source, Target     ulid.ULID
+	BaseAmbiguous            bool
 	Added, Removed, Replaced int64
-	// Conflicts lists up to MaxListedConflicts; ConflictCount counts them all.
-	Conflicts     []ObjectConflict
-	ConflictCount int64
-	// Why says, for a table-level conflict, what the two sides did.
-	Why string
+	Conflicts                []ObjectConflict
+	ConflictCount            int64
+	Why                      string
 }
 
-// MergeSpec parameterises PlanMerge.
+// MergeSpec parameterises PlanMerge: NewVersionID mints each table merged at
+// object level, with Time and Op; MaxListedConflicts defaults to 100.
 type MergeSpec struct {
-	// NewVersionID mints the id of each table merged at object level.
-	NewVersionID func(table string) ulid.ULID
-	// Time and Op go into the merged versions.
-	Time time.Time
-	Op   string
-	// MaxListedConflicts bounds each table's Conflicts. Defaults to 100.
+	NewVersionID       func(table string) ulid.ULID
+	Time               time.Time
+	Op                 string
 	MaxListedConflicts int
 }
 
-// MergePlan is what merging source into target would do.
+// MergePlan is what merging source into target would do: a line per table it
+// changes (Unchanged counts the others), Conflicts tables in conflict, the
+// edits of the target's pins (or PinsFrom replacing them), and the merged
+// tables' new versions, written before the commit.
 type MergePlan struct {
-	Relation Relation
-	Bases    []format.CommitID
-	// Tables has a line per table the merge changes; Unchanged counts the others.
+	Relation  Relation
+	Bases     []format.CommitID
 	Tables    []TableMerge
 	Unchanged int64
-	// Conflicts counts the tables in conflict.
 	Conflicts int
-	// SetPins and DropPins edit the target's pins, or PinsFrom replaces them.
-	SetPins  map[string]ulid.ULID
-	DropPins []string
-	PinsFrom format.CommitID
-	// Versions are the merged tables' new versions, written before the commit.
-	Versions []VersionPlan
+	SetPins   map[string]ulid.ULID
+	DropPins  []string
+	PinsFrom  format.CommitID
+	Versions  []VersionPlan
 }
 
 // Writes reports whether the merge has no conflict and something to take.
@@ -411,7 +378,7 @@ func (g *Graph) PlanMerge(ctx context.Context, source, target Commit, bases Base
 			}
 			return nil
 		},
-		shared: func(c format.ChildRef) error { plan.Unchanged += c.Count; return nil },
+		shared: func(c format.ChildRef, _ int, _ string) error { plan.Unchanged += c.Count; return nil },
 	})
 	if err != nil {
 		return MergePlan{}, fmt.Errorf("plan merge: compare pins: %w", err)
@@ -473,8 +440,7 @@ func (g *Graph) classify(ctx context.Context, line *TableMerge, plan *MergePlan,
 		line.Action = TableKeep
 		return nil
 	case line.Source.IsZero() || line.Target.IsZero():
-		line.Action = TableConflict
-		line.Why = "one side dropped the table, the other changed it"
+		line.Action, line.Why = TableConflict, "one side dropped the table, the other changed it"
 		return nil
 	}
 	return g.mergeObjects(ctx, line, plan, spec)
@@ -487,23 +453,19 @@ type change struct {
 }
 
 // diffVersions returns the entries that differ from a to b (zero: empty table).
-func (g *Graph) diffVersions(ctx context.Context, table string, a, b ulid.ULID) ([]change, Version, Version, error) {
-	load := func(id ulid.ULID) (Version, error) {
-		if id.IsZero() {
-			return Version{Table: table}, nil
+func (g *Graph) diffVersions(ctx context.Context, table string, a, b ulid.ULID) ([]change, error) {
+	var vs [2]Version
+	for i, id := range []ulid.ULID{a, b} {
+		vs[i] = Version{Table: table}
+		if !id.IsZero() {
+			var err error
+			if vs[i], err = g.Version(ctx, table, id); err != nil {
+				return nil, err
+			}
 		}
-		return g.Version(ctx, table, id)
-	}
-	va, err := load(a)
-	if err != nil {
-		return nil, va, Version{}, err
-	}
-	vb, err := load(b)
-	if err != nil {
-		return nil, va, vb, err
 	}
 	var out []change
-	err = walkMaps(ctx, g.manifestOf(va), g.manifestOf(vb), walkFuncs[format.ManifestEntry]{
+	err := walkMaps(ctx, g.manifestOf(vs[0]), g.manifestOf(vs[1]), walkFuncs[format.ManifestEntry]{
 		onlyA: func(e format.ManifestEntry) error { out = append(out, change{name: e.Name, old: &e}); return nil },
 		onlyB: func(e format.ManifestEntry) error { out = append(out, change{name: e.Name, new: &e}); return nil },
 		both: func(x, y format.ManifestEntry) error {
@@ -513,12 +475,12 @@ func (g *Graph) diffVersions(ctx context.Context, table string, a, b ulid.ULID) 
 			return nil
 		},
 	})
-	return out, va, vb, err
+	return out, err
 }
 
 // countChange counts what adopting the source's version changes.
 func (g *Graph) countChange(ctx context.Context, line *TableMerge) error {
-	changes, _, _, err := g.diffVersions(ctx, line.Table, line.Target, line.Source)
+	changes, err := g.diffVersions(ctx, line.Table, line.Target, line.Source)
 	if err != nil {
 		return err
 	}
@@ -528,39 +490,39 @@ func (g *Graph) countChange(ctx context.Context, line *TableMerge) error {
 	return nil
 }
 
-// count adds c to the line's counts and returns its change in bytes.
-func (line *TableMerge) count(c change) int64 {
+func (line *TableMerge) count(c change) {
 	switch {
 	case c.old == nil:
 		line.Added++
-		return c.new.Size
 	case c.new == nil:
 		line.Removed++
-		return -c.old.Size
+	default:
+		line.Replaced++
 	}
-	line.Replaced++
-	return c.new.Size - c.old.Size
 }
 
 // mergeObjects merges a table both sides changed, object by object.
 func (g *Graph) mergeObjects(ctx context.Context, line *TableMerge, plan *MergePlan, spec MergeSpec) error {
-	ds, _, _, err := g.diffVersions(ctx, line.Table, line.Base, line.Source)
+	ds, err := g.diffVersions(ctx, line.Table, line.Base, line.Source)
 	if err != nil {
 		return err
 	}
-	dt, _, target, err := g.diffVersions(ctx, line.Table, line.Base, line.Target)
+	dt, err := g.diffVersions(ctx, line.Table, line.Base, line.Target)
 	if err != nil {
 		return err
 	}
-	var edits []mapEdit[format.ManifestEntry]
-	bytes := target.Bytes
+	edit := VersionSpec{Table: line.Table, Base: line.Target, Time: spec.Time, Op: spec.Op}
 	i, j := 0, 0
 	for i < len(ds) || j < len(dt) {
 		switch {
 		case j == len(dt) || i < len(ds) && ds[i].name < dt[j].name:
 			// Only the source changed it: the target still has the base's.
-			edits = append(edits, mapEdit[format.ManifestEntry]{Key: ds[i].name, Entry: ds[i].new})
-			bytes += line.count(ds[i])
+			if ds[i].new == nil {
+				edit.Delete = append(edit.Delete, ds[i].name)
+			} else {
+				edit.Put = append(edit.Put, *ds[i].new)
+			}
+			line.count(ds[i])
 			i++
 		case i == len(ds) || dt[j].name < ds[i].name:
 			j++ // only the target changed it: kept
@@ -576,48 +538,34 @@ func (g *Graph) mergeObjects(ctx context.Context, line *TableMerge, plan *MergeP
 			j++
 		}
 	}
-	if line.ConflictCount > 0 {
+	switch {
+	case line.ConflictCount > 0:
 		line.Action = TableConflict
 		line.Why = fmt.Sprintf("%d objects changed differently on both sides", line.ConflictCount)
 		return nil
-	}
-	line.Action = TableMerged
-	if len(edits) == 0 {
-		// Both sides made the same changes: the target's version has them.
-		line.Action = TableKeep
+	case len(edit.Put)+len(edit.Delete) == 0:
+		line.Action = TableKeep // both sides made the same changes: the target's version has them
 		return nil
 	}
+	line.Action = TableMerged
 	if spec.NewVersionID == nil {
 		return invalidf("NewVersionID", "needed to merge table %s at object level", line.Table)
 	}
-	if err := checkParams(param{"Op", format.ValidateOp(spec.Op)}, param{"Time", format.ValidateTime(spec.Time)}); err != nil {
-		return err
-	}
-	ref, chunks, err := g.manifestOf(target).apply(ctx, edits)
+	edit.VersionID = spec.NewVersionID(line.Table)
+	vp, err := g.PlanVersion(ctx, edit)
 	if err != nil {
 		return err
 	}
-	id := spec.NewVersionID(line.Table)
-	v := format.TableVersion{Table: line.Table, ID: id, Entries: ref, Bytes: bytes, CreatedAt: spec.Time.UTC(), Op: spec.Op}
-	body, err := format.EncodeTableVersion(v)
-	if err != nil {
-		return err
-	}
-	vp := VersionPlan{Version: v, Key: format.TableVersionKey(g.Name, line.Table, id), Body: body, Chunks: chunks,
-		Added: line.Added, Removed: line.Removed, Replaced: line.Replaced}
 	plan.Versions = append(plan.Versions, vp)
 	if plan.SetPins == nil {
 		plan.SetPins = map[string]ulid.ULID{}
 	}
-	plan.SetPins[line.Table] = id
+	plan.SetPins[line.Table] = edit.VersionID
 	return nil
 }
 
 func sameEntry(a, b *format.ManifestEntry) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	return *a == *b
+	return a == b || a != nil && b != nil && *a == *b
 }
 
 // Keys returns the keys the merge writes before its commit, to pin first.
@@ -629,22 +577,11 @@ func (p MergePlan) Keys() []string {
 	return keys
 }
 
-// WriteMergedVersions writes the plan's merged versions (chunks first).
-func (g *Graph) WriteMergedVersions(ctx context.Context, p MergePlan) error {
-	for _, v := range p.Versions {
-		if err := g.WriteVersion(ctx, v); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // MergeResult is what Merge did.
 type MergeResult struct {
 	Search BaseSearch
 	Plan   MergePlan
-	// Append is the merge commit's append; zero when nothing was written.
-	Append AppendResult
+	Append AppendResult // the merge commit's append; zero when nothing was written
 }
 
 // Merge runs a whole merge in one call; a conflict writes nothing.
@@ -669,8 +606,10 @@ func (g *Graph) Merge(ctx context.Context, sourceBranch, targetBranch string, sp
 	if !plan.Writes() {
 		return res, nil
 	}
-	if err := g.WriteMergedVersions(ctx, plan); err != nil {
-		return res, err
+	for _, v := range plan.Versions {
+		if err := g.WriteVersion(ctx, v); err != nil {
+			return res, err
+		}
 	}
 	ap, err := g.PlanAppendOn(ctx, dst, plan.Spec(dst, src.Commit, author, message, spec.Time, spec.Op))
 	if err != nil {

@@ -319,10 +319,10 @@ func TestMergeCost_FlatIn10kAnd100kMergedTrees(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		putChunks(ctx, s, chunks)
+		(&Graph{S: s}).PutChunks(ctx, chunks)
 		c, body, _ := format.SealCommit(format.Commit{ID: format.CommitID{Tree: treeMain, Seq: 1}, Branch: "main", Parents: []format.CommitID{init.Root.ID},
 			Lineage: ref, Author: "t", Message: "after many merges", Time: t0, Op: "op-many"})
-		putObject(ctx, s, format.CommitIDKey("sales", c.ID), body)
+		putNew(ctx, s, format.CommitIDKey("sales", c.ID), body, true)
 		h := headOf(t, g, "main")
 		refBody, _ := format.EncodeBranchRef(format.BranchRef{State: format.RefLive, Branch: "main", Native: h.Native, Tree: treeMain, Head: c.ID, Op: "op-many"})
 		if _, err := g.Publish(ctx, Publish{Native: h.Native, IfMatch: h.ETag, Body: refBody, Commit: c.ID}); err != nil {

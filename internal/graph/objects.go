@@ -8,28 +8,28 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/graftworks/graft/internal/bounded"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/storage"
 )
 
 // Data objects: one put-if-absent up to a threshold, multipart above it.
 
-// Upload defaults.
+// Upload defaults: objects over the threshold go in parts of DefaultPartSize
+// (raised to stay within the backend's parts), so many in flight and in memory.
 const (
-	// DefaultMultipartThreshold: larger objects are uploaded in parts.
 	DefaultMultipartThreshold = 64 << 20
-	// DefaultPartSize is the part size, raised to stay within the backend's parts.
-	DefaultPartSize = 64 << 20
-	// DefaultUploadConcurrency is the parts in flight (and in memory) at once.
-	DefaultUploadConcurrency = 4
-	// abortTimeout bounds the abort of a failed upload.
-	abortTimeout = 30 * time.Second
+	DefaultPartSize           = 64 << 20
+	DefaultUploadConcurrency  = 4
+	abortTimeout              = 30 * time.Second // bounds the abort of a failed upload
 )
 
 // MaxDataObjectSize bounds a one-put object: Put holds it in memory.
@@ -37,24 +37,19 @@ const MaxDataObjectSize = 64 << 20
 
 // UploadOptions tune UploadObject. The zero value uses the defaults.
 type UploadOptions struct {
-	// Threshold is the largest one-put object (at most MaxDataObjectSize).
-	Threshold int64
-	// PartSize is the size of every part but the last (see PartSizeFor).
-	PartSize int64
-	// Concurrency is the parts in flight. Defaults to DefaultUploadConcurrency.
-	Concurrency int
+	Threshold   int64 // the largest one-put object (at most MaxDataObjectSize)
+	PartSize    int64 // the size of every part but the last (see PartSizeFor)
+	Concurrency int   // the parts in flight
 }
 
 // ErrMultipartUnsupported reports a large object on a store without multipart.
 var ErrMultipartUnsupported = errors.New("graph: the store has no multipart uploads")
 
-// UploadResult is what UploadObject stored.
+// UploadResult is what UploadObject stored: the object's manifest entry, named
+// by its ULID, and its parts and multipart upload (0 and "" for a single put).
 type UploadResult struct {
-	// Entry is the object's manifest entry, named by its ULID.
-	Entry format.ManifestEntry
-	// Parts is the number of parts (0 for a single put).
-	Parts int
-	// UploadID is the multipart upload's id, "" for a single put.
+	Entry    format.ManifestEntry
+	Parts    int
 	UploadID string
 }
 
@@ -86,12 +81,8 @@ func UploadObject(ctx context.Context, s storage.Store, graph, table string, id 
 		}
 		sum := sha256.Sum256(body)
 		entry.SHA256 = hex.EncodeToString(sum[:])
-		put, err := PutIfAbsent(ctx, s, key, body)
-		if err != nil {
+		if err := putNew(ctx, s, key, body, false); err != nil {
 			return UploadResult{}, fmt.Errorf("upload object %s: %w", id, err)
-		}
-		if put.Outcome == PutTaken {
-			return UploadResult{}, fmt.Errorf("upload object %s: %w", id, &KeyTakenError{Key: key})
 		}
 		return UploadResult{Entry: entry}, nil
 	}
@@ -139,10 +130,7 @@ type uploader struct {
 func (u *uploader) run(ctx context.Context, r io.Reader) (string, int, error) {
 	limits := u.m.MultipartLimits()
 	partSize := PartSizeFor(u.size, u.opts.PartSize, limits)
-	nparts := int((u.size + partSize - 1) / partSize)
-	if nparts == 0 {
-		nparts = 1
-	}
+	nparts := max(1, int((u.size+partSize-1)/partSize))
 	if limits.MaxParts > 0 && nparts > limits.MaxParts {
 		return "", 0, fmt.Errorf("%d parts needed, the store allows %d", nparts, limits.MaxParts)
 	}
@@ -178,11 +166,7 @@ func (u *uploader) abort(ctx context.Context) error {
 		if lerr != nil {
 			return nil // aborted; whether a straggler revived it is the collector's to find
 		}
-		still := false
-		for _, up := range page.Uploads {
-			still = still || up.UploadID == u.id
-		}
-		if !still {
+		if !slices.ContainsFunc(page.Uploads, func(up storage.Upload) bool { return up.UploadID == u.id }) {
 			return nil
 		}
 	}
@@ -201,101 +185,62 @@ func retried[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 }
 
 func retryable(err error) bool {
-	switch storage.CodeOf(err) {
-	case storage.CodeAmbiguous, storage.CodeUnavailable, storage.CodeUnknown:
-		return true
-	}
-	return false
+	code := storage.CodeOf(err)
+	return code == storage.CodeAmbiguous || code == storage.CodeUnavailable || code == storage.CodeUnknown
 }
 
-// sendParts reads and hashes the parts in order and uploads them concurrently.
+// sendParts reads and hashes the parts in order and uploads them, at most
+// Concurrency in flight (and in memory). After a failure it reads no more and
+// awaits the parts in flight: they can outlive the abort.
 func (u *uploader) sendParts(ctx context.Context, r io.Reader, partSize int64, nparts int) (string, []storage.Part, error) {
 	workers := u.opts.Concurrency
 	if workers <= 0 {
 		workers = DefaultUploadConcurrency
 	}
-	// After a failure parts in flight are awaited: they can outlive the abort.
-	stop := make(chan struct{})
 	h := sha256.New()
 	parts := make([]storage.Part, nparts)
-	type job struct {
-		n    int
-		body []byte
-	}
-	jobs := make(chan job)
+	errs := make([]error, nparts)
+	sem := make(chan struct{}, workers)
 	var (
-		mu       sync.Mutex
-		firstErr error
-		wg       sync.WaitGroup
+		wg      sync.WaitGroup
+		failed  atomic.Bool
+		readErr error
 	)
-	fail := func(err error) {
-		mu.Lock()
-		if firstErr == nil {
-			firstErr = err
-			close(stop)
-		}
-		mu.Unlock()
-	}
-	stopped := func() bool {
-		select {
-		case <-stop:
-			return true
-		default:
-			return ctx.Err() != nil
-		}
-	}
-	for range workers {
-		wg.Go(func() {
-			for j := range jobs {
-				if stopped() {
-					continue
-				}
-				p, err := u.sendPart(ctx, j.n, j.body)
-				if err != nil {
-					fail(err)
-					continue
-				}
-				parts[j.n-1] = p
-			}
-		})
-	}
-	var readErr error
-	for n := 1; n <= nparts && !stopped(); n++ {
-		size := min(partSize, u.size-int64(n-1)*partSize)
-		body := make([]byte, size)
+	for n := 1; n <= nparts && !failed.Load() && ctx.Err() == nil; n++ {
+		body := make([]byte, min(partSize, u.size-int64(n-1)*partSize))
 		if _, err := io.ReadFull(r, body); err != nil {
 			readErr = fmt.Errorf("read part %d: %w", n, err)
 			break
 		}
 		h.Write(body)
-		select {
-		case jobs <- job{n: n, body: body}:
-		case <-stop:
-		case <-ctx.Done():
-		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if failed.Load() || ctx.Err() != nil {
+				return
+			}
+			parts[n-1], errs[n-1] = retried(ctx, func() (storage.Part, error) {
+				return u.m.UploadPart(ctx, u.key, u.id, n, bytes.NewReader(body), int64(len(body)))
+			})
+			if errs[n-1] != nil {
+				errs[n-1] = fmt.Errorf("upload part %d: %w", n, errs[n-1])
+				failed.Store(true)
+			}
+		})
 	}
-	close(jobs)
 	wg.Wait()
 	if readErr != nil {
 		return "", nil, readErr
 	}
-	if firstErr != nil {
-		return "", nil, firstErr
+	for _, err := range errs {
+		if err != nil {
+			return "", nil, err
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return "", nil, err
 	}
 	return hex.EncodeToString(h.Sum(nil)), parts, nil
-}
-
-func (u *uploader) sendPart(ctx context.Context, n int, body []byte) (storage.Part, error) {
-	p, err := retried(ctx, func() (storage.Part, error) {
-		return u.m.UploadPart(ctx, u.key, u.id, n, bytes.NewReader(body), int64(len(body)))
-	})
-	if err != nil {
-		return storage.Part{}, fmt.Errorf("upload part %d: %w", n, err)
-	}
-	return p, nil
 }
 
 // complete finishes the upload; an unknown answer is settled by HEAD.
@@ -308,13 +253,12 @@ func (u *uploader) complete(ctx context.Context, parts []storage.Part) error {
 		}
 		last = err
 		code := storage.CodeOf(err)
-		if code != storage.CodeAmbiguous && code != storage.CodeUnknown && code != storage.CodeNotFound && code != storage.CodePreconditionFailed {
+		if !unsettled(err) && code != storage.CodeNotFound {
 			return fmt.Errorf("complete upload: %w", err)
 		}
 		info, herr := u.s.Head(ctx, u.key)
 		switch {
-		case herr == nil && info.Size == u.size:
-			// Ours landed (the key is this object's own ULID).
+		case herr == nil && info.Size == u.size: // ours landed (the key is this object's own ULID)
 			return nil
 		case herr == nil:
 			return fmt.Errorf("complete upload: %w", &KeyTakenError{Key: u.key})
@@ -390,18 +334,12 @@ func IncompleteUploads(ctx context.Context, s storage.Store, graph string, older
 	var out []IncompleteUpload
 	prefix := graph + "/tables/"
 	err := storage.ListAllMultipart(ctx, m, prefix, func(u storage.Upload) error {
-		rest := strings.TrimPrefix(u.Key, prefix)
-		table, obj, ok := strings.Cut(rest, "/objects/")
-		if !ok || format.ValidateTableName(table) != nil || strings.Contains(obj, "/") {
-			return nil
+		table, obj, ok := strings.Cut(strings.TrimPrefix(u.Key, prefix), "/objects/")
+		_, err := format.ParseULID(obj) // no '/' in a ULID
+		old := !u.Initiated.IsZero() && u.Initiated.Before(olderThan)
+		if ok && err == nil && format.ValidateTableName(table) == nil && old {
+			out = append(out, IncompleteUpload{Upload: u, Table: table})
 		}
-		if _, err := format.ParseULID(obj); err != nil {
-			return nil
-		}
-		if u.Initiated.IsZero() || !u.Initiated.Before(olderThan) {
-			return nil
-		}
-		out = append(out, IncompleteUpload{Upload: u, Table: table})
 		return nil
 	})
 	if err != nil {
@@ -423,4 +361,54 @@ func AbortUploads(ctx context.Context, s storage.Store, uploads []IncompleteUplo
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ObjectProblem is an object a table version names that is not what its entry says.
+type ObjectProblem struct {
+	Index   int // the object's position in the refs given to VerifyObjects
+	Ref     ObjectRef
+	Missing bool // nothing at the key; otherwise Reason says how the object differs
+	Reason  string
+}
+
+// VerifyObjects HEADs every object refs name, in parallel, and returns the
+// missing or changed ones in refs' order: the one read that checks objects.
+// progress, when set, gets the count checked so far, from several goroutines.
+func VerifyObjects(ctx context.Context, s storage.Store, refs []ObjectRef, progress func(done int64)) ([]ObjectProblem, error) {
+	problems := make([]*ObjectProblem, len(refs))
+	errs := make([]error, len(refs))
+	var done atomic.Int64
+	bounded.Each(len(refs), parallelism, func(i int) {
+		ref := refs[i]
+		if ctx.Err() != nil {
+			return
+		}
+		info, err := s.Head(ctx, ref.Key)
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			problems[i] = &ObjectProblem{Index: i, Ref: ref, Missing: true, Reason: "missing"}
+		case err != nil:
+			errs[i] = fmt.Errorf("verify %s: %w", ref.Key, err)
+		case info.Size != ref.Size:
+			problems[i] = &ObjectProblem{Index: i, Ref: ref, Reason: fmt.Sprintf("%d bytes, the entry says %d", info.Size, ref.Size)}
+		case ref.ETag != "" && info.ETag != ref.ETag:
+			problems[i] = &ObjectProblem{Index: i, Ref: ref, Reason: fmt.Sprintf("ETag %s, imported as %s", info.ETag, ref.ETag)}
+		}
+		if n := done.Add(1); progress != nil {
+			progress(n)
+		}
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	var out []ObjectProblem
+	for _, p := range problems {
+		if p != nil {
+			out = append(out, *p)
+		}
+	}
+	return out, nil
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 
+	"github.com/graftworks/graft/internal/bounded"
 	"github.com/graftworks/graft/storage"
 )
 
@@ -15,8 +17,7 @@ const MaxPutAttempts = 3
 type PutOutcome int
 
 const (
-	// PutCreated: a put of this call succeeded.
-	PutCreated PutOutcome = iota + 1
+	PutCreated PutOutcome = iota + 1 // a put of this call succeeded
 	// PutAlreadyOurs: the key holds our bytes (a lost answer, or a re-run).
 	PutAlreadyOurs
 	// PutTaken: the key holds other bytes; another writer got there first.
@@ -32,11 +33,9 @@ func (o PutOutcome) String() string {
 
 // PutResult is how a PutIfAbsent settled.
 type PutResult struct {
-	Outcome PutOutcome
-	// ETag of the bytes now at the key, when known.
-	ETag string
-	// Existing holds the other writer's bytes when Outcome is PutTaken.
-	Existing []byte
+	Outcome  PutOutcome
+	ETag     string // of the bytes now at the key, when known
+	Existing []byte // the other writer's bytes when Outcome is PutTaken
 }
 
 // PutIfAbsent writes body at key put-if-absent, settling a failed condition
@@ -76,9 +75,82 @@ func PutIfAbsent(ctx context.Context, s storage.Store, key string, body []byte) 
 // unsettled reports a put answer that only a read-back settles: a failed
 // condition, or an unknown outcome.
 func unsettled(err error) bool {
-	switch storage.CodeOf(err) {
-	case storage.CodePreconditionFailed, storage.CodeAmbiguous, storage.CodeUnknown:
-		return true
+	code := storage.CodeOf(err)
+	return code == storage.CodePreconditionFailed || code == storage.CodeAmbiguous ||
+		code == storage.CodeUnknown
+}
+
+// parallelism bounds the requests one call sends at once (chunk puts, ref
+// GETs, HEADs of objects and graph records).
+const parallelism = 8
+
+// PutChunks writes content-addressed chunks put-if-absent, in parallel;
+// callers pin them first.
+func (g *Graph) PutChunks(ctx context.Context, chunks []Chunk) error {
+	errs := make([]error, len(chunks))
+	bounded.Each(len(chunks), parallelism, func(i int) {
+		if err := putNew(ctx, g.S, chunks[i].Key, chunks[i].Body, true); err != nil {
+			errs[i] = fmt.Errorf("put chunk %s: %w", chunks[i].Key, err)
+		}
+	})
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
 	}
-	return false
+	return nil
+}
+
+// putNew puts body at key put-if-absent; other bytes there are a
+// *KeyTakenError, and ErrCorrupt where the key is a function of the bytes.
+func putNew(ctx context.Context, s storage.Store, key string, body []byte, corrupt bool) error {
+	put, err := PutIfAbsent(ctx, s, key, body)
+	switch {
+	case err != nil || put.Outcome != PutTaken:
+		return err
+	case corrupt:
+		return fmt.Errorf("%w: %w", ErrCorrupt, &KeyTakenError{Key: key})
+	}
+	return &KeyTakenError{Key: key}
+}
+
+// reissuing wraps the store for one write settled by re-issuing it: once a put
+// of the write answered ambiguously it may still land, so a later put's
+// definite refusal proves nothing, and reissuing reports it as ambiguous. The
+// caller then settles the write instead of reporting it refused while the
+// earlier put lands after its pins are released. Every re-issue loop here puts
+// through it; a precondition failure is left as is (the loops read back).
+type reissuing struct {
+	storage.Store
+	sentAmbiguous bool // a put of this write answered ambiguously
+}
+
+func reissue(s storage.Store) *reissuing { return &reissuing{Store: s} }
+
+type ambiguousPutsKey struct{}
+
+// WithAmbiguousPuts returns a context under which every re-issue loop calls
+// observe (possibly concurrently) with the key of each put answering
+// ambiguously: a put that may still land later. A caller that may delete the
+// key (cleanup) must keep it while the put may land (catalog.PinsHoldForLatePut).
+func WithAmbiguousPuts(ctx context.Context, observe func(key string)) context.Context {
+	return context.WithValue(ctx, ambiguousPutsKey{}, observe)
+}
+
+// Put sends the put; after an earlier ambiguous answer, a refusal is ambiguous too.
+func (r *reissuing) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
+	res, err := r.Store.Put(ctx, key, body, opts)
+	switch code := storage.CodeOf(err); {
+	case err == nil, code == storage.CodePreconditionFailed:
+	case code == storage.CodeAmbiguous || code == storage.CodeUnknown:
+		r.sentAmbiguous = true
+		if observe, ok := ctx.Value(ambiguousPutsKey{}).(func(string)); ok {
+			observe(key)
+		}
+	case r.sentAmbiguous:
+		// Not wrapped: errors.Is must not find the refusal under the ambiguity.
+		return res, &storage.Error{Op: "put", Key: key, Code: storage.CodeAmbiguous,
+			Err: errors.New("an earlier put of this write answered ambiguously and may still land; this one was refused: " + err.Error())}
+	}
+	return res, err
 }

@@ -17,21 +17,17 @@ func ReadGraph(ctx context.Context, s storage.Store, graph string) (format.Graph
 	if err := format.ValidateGraphName(graph); err != nil {
 		return format.Graph{}, invalid("Graph", err)
 	}
-	key := format.GraphKey(graph)
-	g, err := getDecoded(ctx, s, key, fmt.Sprintf("read graph %q", graph), ErrGraphNotFound, format.DecodeGraph)
-	if err != nil {
-		return format.Graph{}, err
-	}
-	if g.Name != graph {
-		return format.Graph{}, fmt.Errorf("read graph %q: %s: %w", graph, key,
-			&format.MalformedError{Kind: format.KindGraph, Field: "name", Reason: "names graph " + g.Name})
-	}
-	return g, nil
+	return getDecoded(ctx, s, format.GraphKey(graph), fmt.Sprintf("read graph %q", graph), ErrGraphNotFound,
+		format.DecodeGraph, func(g format.Graph) error {
+			return misnamed(g.Name != graph, format.KindGraph, "name", "names graph "+g.Name)
+		})
 }
 
-// getDecoded GETs key and decodes it, prefixing every error with what (and a
-// decoding error with the key too); an absent key is notFound.
-func getDecoded[T any](ctx context.Context, s storage.Store, key, what string, notFound error, decode func([]byte) (T, error)) (T, error) {
+// getDecoded GETs key, decodes it and checks it is the object key names,
+// prefixing every error with what (and a decoding error with the key too); an
+// absent key is notFound.
+func getDecoded[T any](ctx context.Context, s storage.Store, key, what string, notFound error,
+	decode func([]byte) (T, error), check func(T) error) (T, error) {
 	var zero T
 	obj, err := s.Get(ctx, key)
 	if errors.Is(err, storage.ErrNotFound) {
@@ -41,28 +37,35 @@ func getDecoded[T any](ctx context.Context, s storage.Store, key, what string, n
 		return zero, fmt.Errorf("%s: %w", what, err)
 	}
 	v, err := decode(obj.Body)
+	if err == nil {
+		err = check(v)
+	}
 	if err != nil {
 		return zero, fmt.Errorf("%s: %s: %w", what, key, err)
 	}
 	return v, nil
 }
 
-// Branch is the one live incarnation of a logical branch.
-type Branch struct {
-	Logical string
-	Native  string
-	Tree    ulid.ULID
-	Ref     format.BranchRef
-	// ETag of the live ref, for a later compare-and-swap.
-	ETag string
-	// Unreadable lists the keys of the name's other refs that ResolveBranch
-	// could not read as refs and resolved past because this one is live; nil
-	// when all were readable, and on a hinted resolve.
-	Unreadable []string
+// misnamed is, when bad, the error of an object that is not the one its key names.
+func misnamed(bad bool, kind format.Kind, field, reason string) error {
+	if !bad {
+		return nil
+	}
+	return &format.MalformedError{Kind: kind, Field: field, Reason: reason}
 }
 
-// refReadConcurrency bounds the parallel GETs of ResolveBranch.
-const refReadConcurrency = 8
+// Branch is the one live incarnation of a logical branch, with the ETag of its
+// ref for a later compare-and-swap. Unreadable lists the keys of the name's
+// other refs that ResolveBranch could not read as refs and resolved past
+// because this one is live; nil when all were readable, and on a hinted resolve.
+type Branch struct {
+	Logical    string
+	Native     string
+	Tree       ulid.ULID
+	Ref        format.BranchRef
+	ETag       string
+	Unreadable []string
+}
 
 // ResolveBranch finds the live incarnation of logical from storage alone: one
 // listing of BranchRefPrefix and a parallel GET of each ref of the name. One
@@ -77,8 +80,7 @@ const refReadConcurrency = 8
 // wraps the first unreadable ref's format error, never ErrBranchNotFound: the
 // branch may be live through it.
 func ResolveBranch(ctx context.Context, s storage.Store, graph, logical string) (Branch, error) {
-	if err := checkParams(param{"Graph", format.ValidateGraphName(graph)},
-		param{"Branch", format.ValidateBranchName(logical)}); err != nil {
+	if err := checkBranchParams(graph, logical); err != nil {
 		return Branch{}, err
 	}
 	refs, err := readNameRefs(ctx, s, graph, logical)
@@ -88,7 +90,7 @@ func ResolveBranch(ctx context.Context, s storage.Store, graph, logical string) 
 	var live []Branch
 	for _, inc := range refs.Incarnations {
 		if inc.Ref.State == format.RefLive {
-			live = append(live, Branch{Logical: logical, Native: inc.Native, Tree: inc.Ref.Tree, Ref: inc.Ref, ETag: inc.ETag})
+			live = append(live, inc.branch())
 		}
 	}
 	switch len(live) {
@@ -99,7 +101,9 @@ func ResolveBranch(ctx context.Context, s storage.Store, graph, logical string) 
 		return Branch{}, fmt.Errorf("resolve branch %q: %w", logical, ErrBranchNotFound)
 	case 1:
 		b := live[0]
-		b.Unreadable = refs.UnreadableKeys()
+		for _, u := range refs.Unreadable {
+			b.Unreadable = append(b.Unreadable, u.Key)
+		}
 		return b, nil
 	}
 	return Branch{}, fmt.Errorf("resolve branch %q: %w", logical, multipleLive(graph, logical, live))
@@ -112,8 +116,7 @@ func ResolveBranch(ctx context.Context, s storage.Store, graph, logical string) 
 // A storage error reading the hinted ref is returned. A hinted resolve cannot
 // see a second live ref its hint's source does not know of; ResolveBranch can.
 func ResolveBranchHinted(ctx context.Context, s storage.Store, graph, logical, hint string) (Branch, error) {
-	if err := checkParams(param{"Graph", format.ValidateGraphName(graph)},
-		param{"Branch", format.ValidateBranchName(logical)}); err != nil {
+	if err := checkBranchParams(graph, logical); err != nil {
 		return Branch{}, err
 	}
 	if hint != "" {
@@ -146,29 +149,29 @@ func ReadLiveRef(ctx context.Context, s storage.Store, graph, logical, native st
 	case err != nil:
 		return Branch{}, false, fmt.Errorf("read ref %s: %w", native, err)
 	}
-	ref, err := format.DecodeBranchRef(obj.Body)
-	if err != nil || ref.Native != native || ref.State != format.RefLive || ref.Branch != logical {
+	inc, err := decodeRefAt(native, obj)
+	if err != nil || inc.Ref.State != format.RefLive || inc.Ref.Branch != logical {
 		return Branch{}, false, nil
 	}
-	return Branch{Logical: logical, Native: native, Tree: ref.Tree, Ref: ref, ETag: obj.ETag}, true, nil
+	return inc.branch(), true, nil
 }
 
 // getAll GETs keys with bounded parallelism; results are in key order.
 func getAll(ctx context.Context, s storage.Store, keys []string) ([]storage.Object, []error) {
 	objs := make([]storage.Object, len(keys))
 	errs := make([]error, len(keys))
-	bounded.Each(len(keys), refReadConcurrency, func(i int) { objs[i], errs[i] = s.Get(ctx, keys[i]) })
+	bounded.Each(len(keys), parallelism, func(i int) { objs[i], errs[i] = s.Get(ctx, keys[i]) })
 	return objs, errs
 }
 
-// ObjectRef locates one data object of a table version.
+// ObjectRef locates one data object of a table version; ETag is an external
+// entry's when it was imported, "" for graft's objects.
 type ObjectRef struct {
 	ID     ulid.ULID
 	Key    string
 	Size   int64
 	SHA256 string // lower-case hex
-	// ETag is an external entry's ETag when it was imported; "" for graft's objects.
-	ETag string
+	ETag   string
 }
 
 // ListTableObjects returns the entries of table as of commit commitID, chunk by
@@ -203,4 +206,29 @@ func ListTableObjects(ctx context.Context, s storage.Store, graph, commitID, tab
 		return nil, fmt.Errorf("list table objects: %w", err)
 	}
 	return refs, nil
+}
+
+// CommitView is a commit as views show it, with its pins as a map.
+type CommitView struct {
+	Commit
+	Pins map[string]ulid.ULID
+}
+
+// ReadCommitView reads a commit by id, with its pins.
+func ReadCommitView(ctx context.Context, s storage.Store, graph, commitID string) (CommitView, error) {
+	c, err := ReadCommit(ctx, s, graph, commitID)
+	if err != nil {
+		return CommitView{}, err
+	}
+	g, _ := Open(s, graph) // ReadCommit checked the name
+	out := CommitView{Commit: c, Pins: map[string]ulid.ULID{}}
+	if err := g.EachPin(ctx, c, func(p format.PinEntry) error { out.Pins[p.Table] = p.Version; return nil }); err != nil {
+		return CommitView{}, fmt.Errorf("read pins of %s: %w", c.ID, err)
+	}
+	return out, nil
+}
+
+// BranchHeadView reads the head of a resolved branch, with its pins.
+func BranchHeadView(ctx context.Context, s storage.Store, graph string, b Branch) (CommitView, error) {
+	return ReadCommitView(ctx, s, graph, b.Ref.Head.String())
 }

@@ -16,10 +16,9 @@ import (
 // A failed swap can never succeed later: a ref's bytes never repeat, so
 // neither does its ETag where the ETag is a function of the bytes.
 
-// Head is a branch's live incarnation and its head commit.
+// Head is a branch's live incarnation and its head commit, the one the ref names.
 type Head struct {
 	Branch
-	// Commit is the head: the commit the ref names.
 	Commit Commit
 }
 
@@ -55,48 +54,42 @@ func (g *Graph) RefHead(ctx context.Context, native string) (Incarnation, Commit
 	if err != nil {
 		return Incarnation{}, Commit{}, fmt.Errorf("read ref %s: %w", native, err)
 	}
-	ref, err := format.DecodeBranchRef(obj.Body)
+	inc, err := decodeRefAt(native, obj)
 	if err != nil {
 		return Incarnation{}, Commit{}, fmt.Errorf("read ref %s: %s: %w", native, key, err)
 	}
-	inc := Incarnation{Native: native, Ref: ref, ETag: obj.ETag}
-	if ref.Head.IsZero() {
+	if inc.Ref.Head.IsZero() {
 		return inc, Commit{}, nil
 	}
-	c, err := g.Commit(ctx, ref.Head)
+	c, err := g.Commit(ctx, inc.Ref.Head)
 	return inc, c, err
 }
 
-// Publish is the compare-and-swap that makes a planned commit the head.
+// Publish is the compare-and-swap that makes a planned commit the head: from
+// the ref version the plan read (IfMatch) to Body, the new ref's exact bytes,
+// live and naming Commit as head.
 type Publish struct {
-	Native string
-	// IfMatch is the ETag of the ref version the plan read.
+	Native  string
 	IfMatch string
-	// Body is the new ref's exact bytes: live, naming Commit as head.
-	Body []byte
-	// Commit is the commit the new ref names.
-	Commit format.CommitID
+	Body    []byte
+	Commit  format.CommitID
 }
 
 // PublishOutcome says how a Publish settled.
 type PublishOutcome string
 
 const (
-	// Published: this call's swap made the commit the head.
-	Published PublishOutcome = "published"
-	// AlreadyPublished: an earlier swap of these bytes landed.
-	AlreadyPublished PublishOutcome = "already_published"
+	Published        PublishOutcome = "published"         // this call's swap made the commit the head
+	AlreadyPublished PublishOutcome = "already_published" // an earlier swap of these bytes landed
 )
 
-// PublishResult is how a Publish settled.
+// PublishResult is how a Publish settled: the ref's head now, its ETag when
+// it is ours, and the commits read to find ours behind a newer head.
 type PublishResult struct {
 	Outcome PublishOutcome
-	// Head is the ref's head now.
-	Head format.CommitID
-	// ETag of the ref now, when it is ours.
-	ETag string
-	// Walked counts the commits read to find ours behind a newer head.
-	Walked int
+	Head    format.CommitID
+	ETag    string
+	Walked  int
 }
 
 // Publish swaps the ref to p.Body If-Match p.IfMatch, settling every answer by
@@ -155,7 +148,8 @@ func (g *Graph) publish(ctx context.Context, p Publish, putFirst bool) (PublishR
 
 // readBack reads the ref p swaps and says where p stands: our bytes →
 // AlreadyPublished; still p.IfMatch, or unreadable for now (the read's error)
-// → pending; gone → *RefChangedError; else as settleMoved decides.
+// → pending; gone → *RefChangedError; our commit behind its head →
+// AlreadyPublished; else *StaleHeadError.
 func (g *Graph) readBack(ctx context.Context, p Publish, key, what string) (PublishResult, bool, error) {
 	obj, err := g.S.Get(ctx, key)
 	switch {
@@ -172,25 +166,18 @@ func (g *Graph) readBack(ctx context.Context, p Publish, key, what string) (Publ
 	if err != nil {
 		return PublishResult{}, false, fmt.Errorf("%s %s on %s: %s: %w", what, p.Commit, p.Native, key, err)
 	}
-	res, err := g.settleMoved(ctx, p, key, ref)
-	return res, false, err
-}
-
-// settleMoved decides a publish whose ref moved on.
-func (g *Graph) settleMoved(ctx context.Context, p Publish, key string, ref format.BranchRef) (PublishResult, error) {
-	stale := &StaleHeadError{Graph: g.Name, Key: key, Found: ref.Head, Planned: p.Commit, State: ref.State}
-	if ref.Head.IsZero() || ref.Head.Tree != p.Commit.Tree {
-		return PublishResult{}, fmt.Errorf("publish %s on %s: %w", p.Commit, p.Native, stale)
-	}
 	found, walked, err := g.onChain(ctx, ref.Head, p.Commit)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("find it behind head %s: %w", ref.Head, err)
+	case !found:
+		err = &StaleHeadError{Graph: g.Name, Key: key, Found: ref.Head, Planned: p.Commit, State: ref.State,
+			Walked: walked}
+	}
 	if err != nil {
-		return PublishResult{}, fmt.Errorf("publish %s on %s: find it behind head %s: %w", p.Commit, p.Native, ref.Head, err)
+		return PublishResult{}, false, fmt.Errorf("publish %s on %s: %w", p.Commit, p.Native, err)
 	}
-	if !found {
-		stale.Walked = walked
-		return PublishResult{}, fmt.Errorf("publish %s on %s: %w", p.Commit, p.Native, stale)
-	}
-	return PublishResult{Outcome: AlreadyPublished, Head: ref.Head, Walked: walked}, nil
+	return PublishResult{Outcome: AlreadyPublished, Head: ref.Head, Walked: walked}, false, nil
 }
 
 // onChain reports whether id is on head's first-parent chain.
@@ -259,10 +246,7 @@ func (g *Graph) FencePublish(ctx context.Context, p Publish, op string) (Publish
 			invalidf("Op", "the ref read was written by the fencing operation %s", op))
 	}
 	ref.Op = op
-	body, err := format.EncodeBranchRef(ref)
-	if err != nil {
-		return PublishResult{}, true, fmt.Errorf("fence publish: %w", invalid("Op", err))
-	}
+	body, _ := format.EncodeBranchRef(ref) // a valid live ref with a checked op encodes
 	if _, err = g.S.Put(ctx, key, body, storage.PutOptions{IfMatch: p.IfMatch}); err != nil && !unsettled(err) {
 		return PublishResult{}, true, fmt.Errorf("fence publish %s on %s: %w", p.Commit, p.Native, err)
 	}

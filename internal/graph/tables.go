@@ -42,16 +42,12 @@ func (g *Graph) Version(ctx context.Context, table string, id ulid.ULID) (Versio
 	if err := checkParams(param{"Table", format.ValidateTableName(table)}, param{"Version", nonZero(id)}); err != nil {
 		return Version{}, err
 	}
-	key := format.TableVersionKey(g.Name, table, id)
-	v, err := getDecoded(ctx, g.S, key, fmt.Sprintf("read table %s version %s", table, id), ErrVersionNotFound, format.DecodeTableVersion)
-	if err != nil {
-		return Version{}, err
-	}
-	if v.Table != table || v.ID != id {
-		return Version{}, fmt.Errorf("read table %s version %s: %s: %w", table, id, key,
-			&format.MalformedError{Kind: format.KindTableVersion, Reason: "is version " + v.ID.String() + " of table " + v.Table + ", not the one its key names"})
-	}
-	return v, nil
+	what := fmt.Sprintf("read table %s version %s", table, id)
+	return getDecoded(ctx, g.S, format.TableVersionKey(g.Name, table, id), what, ErrVersionNotFound,
+		format.DecodeTableVersion, func(v Version) error {
+			return misnamed(v.Table != table || v.ID != id, format.KindTableVersion, "",
+				"is version "+v.ID.String()+" of table "+v.Table+", not the one its key names")
+		})
 }
 
 // TableAt reads the version of table that c pins; unpinned: ErrTableNotPinned.
@@ -88,24 +84,20 @@ func ObjectKeyOf(graph, table string, e format.ManifestEntry) string {
 type VersionSpec struct {
 	Table     string
 	VersionID ulid.ULID
-	// Base is the version the new one edits; zero for an empty start.
-	Base ulid.ULID
-	// Put adds or replaces entries by name; Delete removes names the base has.
-	Put    []format.ManifestEntry
-	Delete []string
-	Time   time.Time
-	Op     string
+	Base      ulid.ULID              // the version the new one edits; zero for an empty start
+	Put       []format.ManifestEntry // adds or replaces entries by name
+	Delete    []string               // removes names the base has
+	Time      time.Time
+	Op        string
 }
 
 // VersionPlan is a table version decided before anything is written.
 type VersionPlan struct {
-	Version format.TableVersion
-	Key     string
-	Body    []byte
-	// Chunks are the manifest chunks the version names that its base did not.
-	Chunks []Chunk
-	// Added, Replaced and Removed count the entries changed from the base.
-	Added, Replaced, Removed int64
+	Version                  format.TableVersion
+	Key                      string
+	Body                     []byte
+	Chunks                   []Chunk // the manifest chunks the version names that its base did not
+	Added, Replaced, Removed int64   // the entries changed from the base
 }
 
 // Keys returns the keys the version writes: its chunks, then itself.
@@ -201,15 +193,11 @@ func (g *Graph) PlanVersion(ctx context.Context, spec VersionSpec) (VersionPlan,
 // version is never visible before its chunks; other bytes at its key (a ULID
 // minted twice) are a *KeyTakenError.
 func (g *Graph) WriteVersion(ctx context.Context, p VersionPlan) error {
-	if err := putChunks(ctx, g.S, p.Chunks); err != nil {
+	if err := g.PutChunks(ctx, p.Chunks); err != nil {
 		return fmt.Errorf("write version %s: %w", p.Version.ID, err)
 	}
-	put, err := PutIfAbsent(ctx, g.S, p.Key, p.Body)
-	if err != nil {
+	if err := putNew(ctx, g.S, p.Key, p.Body, false); err != nil {
 		return fmt.Errorf("write version %s: %w", p.Version.ID, err)
-	}
-	if put.Outcome == PutTaken {
-		return fmt.Errorf("write version %s: %w", p.Version.ID, &KeyTakenError{Key: p.Key})
 	}
 	return nil
 }
@@ -228,14 +216,9 @@ var ErrExternalChanged = errors.New("graph: external object changed since it was
 
 // ImportRef names an existing object of the store to register by reference.
 type ImportRef struct {
-	// Key is the object's key; never one a graph owns or may own (CheckImportKeys).
-	Key string
-	// Name is the entry's name in the table. Defaults to Key.
-	Name string
+	Key  string // the object's key; never one a graph owns or may own (CheckImportKeys)
+	Name string // the entry's name in the table; defaults to Key
 }
-
-// importConcurrency bounds the parallel HEADs of ImportEntries.
-const importConcurrency = 8
 
 // ImportEntries HEADs each referenced object in parallel and returns external
 // entries with the size and ETag the store reports; nothing is copied, and
@@ -247,6 +230,7 @@ func ImportEntries(ctx context.Context, s storage.Store, graph string, refs []Im
 		return nil, invalid("Graph", err)
 	}
 	out := make([]format.ManifestEntry, len(refs))
+	keys := make([]string, len(refs))
 	for i, r := range refs {
 		field := fmt.Sprintf("Refs[%d]", i)
 		if err := storage.ValidateKey(r.Key); err != nil {
@@ -262,17 +246,13 @@ func ImportEntries(ctx context.Context, s storage.Store, graph string, refs []Im
 		if err := format.ValidateEntryName(r.Key); err != nil {
 			return nil, invalid(field+".Key", err)
 		}
-		out[i] = format.ManifestEntry{Name: name, External: r.Key}
-	}
-	keys := make([]string, len(refs))
-	for i, r := range refs {
-		keys[i] = r.Key
+		out[i], keys[i] = format.ManifestEntry{Name: name, External: r.Key}, r.Key
 	}
 	if err := CheckImportKeys(ctx, s, graph, keys, func(i int) string { return fmt.Sprintf("Refs[%d].Key", i) }); err != nil {
 		return nil, err
 	}
 	errs := make([]error, len(refs))
-	bounded.Each(len(out), importConcurrency, func(i int) {
+	bounded.Each(len(out), parallelism, func(i int) {
 		info, err := s.Head(ctx, out[i].External)
 		if err != nil {
 			errs[i] = fmt.Errorf("import %s: %w", out[i].External, err)
@@ -299,6 +279,103 @@ func CheckExternal(ctx context.Context, s storage.Store, e format.ManifestEntry)
 	if info.Size != e.Size || info.ETag != e.ETag {
 		return fmt.Errorf("check external %s: %w: now %d bytes, ETag %s; imported as %d bytes, ETag %s",
 			e.External, ErrExternalChanged, info.Size, info.ETag, e.Size, e.ETag)
+	}
+	return nil
+}
+
+// A graph owns its whole prefix, and only it (docs/format.md, *Ownership*):
+// init refuses a prefix holding anything else, and import refuses keys a graph
+// owns or may come to own.
+
+// ErrPrefixTaken reports an init whose prefix holds objects not its own.
+var ErrPrefixTaken = errors.New("graph: the graph's prefix holds objects graft did not write for it")
+
+// PrefixTakenError names such an object; it matches ErrPrefixTaken.
+type PrefixTakenError struct {
+	Graph, Key string
+}
+
+func (e *PrefixTakenError) Error() string {
+	return fmt.Sprintf("graph %q: its prefix %s already holds %s, which graft did not write for this graph",
+		e.Graph, format.GraphPrefix(e.Graph), e.Key)
+}
+
+// Is matches ErrPrefixTaken.
+func (e *PrefixTakenError) Is(target error) bool { return target == ErrPrefixTaken }
+
+// CheckInitPrefix lists a new graph's prefix and returns a *PrefixTakenError
+// for the first key own does not accept (own accepts an interrupted run's
+// keys). It reads a page of a few keys unless own accepts them all.
+func CheckInitPrefix(ctx context.Context, s storage.Store, graph string, own func(key string) bool) error {
+	opts := storage.ListOptions{Prefix: format.GraphPrefix(graph), Limit: 4}
+	for {
+		page, err := s.List(ctx, opts)
+		if err != nil {
+			return fmt.Errorf("list prefix %s: %w", opts.Prefix, err)
+		}
+		for _, o := range page.Objects {
+			if !own(o.Key) {
+				return &PrefixTakenError{Graph: graph, Key: o.Key}
+			}
+		}
+		if !page.Truncated || len(page.Objects) == 0 {
+			return nil
+		}
+		opts.StartAfter = page.Objects[len(page.Objects)-1].Key
+	}
+}
+
+// ImportKeyOwned says why key must not be imported into graph, or "".
+func ImportKeyOwned(graph, key string) string {
+	if strings.HasPrefix(key, format.GraphPrefix(graph)) {
+		return "under the graph's own prefix"
+	}
+	if shape, ok := format.GraftShaped(key); ok {
+		return fmt.Sprintf("shaped like a key graft writes for a graph (%s), whether or not a graph exists there now", shape)
+	}
+	return ""
+}
+
+// importHint is what a refused import's message tells the user to do.
+const importHint = "import only objects outside every graph's prefix (copy the object there first)"
+
+// CheckImportKeys refuses, as a *ParamError on field(i), the first key a graph
+// owns or may own: one ImportKeyOwned names, or one under the prefix of an
+// existing graph (whose cleanup could delete it under another graph's entry).
+// It HEADs each candidate graph record once, in parallel, and writes nothing.
+func CheckImportKeys(ctx context.Context, s storage.Store, graph string, keys []string, field func(i int) string) error {
+	var records []string
+	for i, k := range keys {
+		if why := ImportKeyOwned(graph, k); why != "" {
+			return invalidf(field(i), "%s is %s; %s", k, why, importHint)
+		}
+		for _, p := range format.GraphPrefixesOf(k) {
+			records = append(records, p+"graph.json")
+		}
+	}
+	slices.Sort(records)
+	records = slices.Compact(records)
+	exists := make([]bool, len(records))
+	errs := make([]error, len(records))
+	bounded.Each(len(records), parallelism, func(i int) {
+		_, err := s.Head(ctx, records[i])
+		switch {
+		case err == nil:
+			exists[i] = true
+		case !errors.Is(err, storage.ErrNotFound):
+			errs[i] = fmt.Errorf("read graph record %s: %w", records[i], err)
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for i, k := range keys {
+		for _, p := range format.GraphPrefixesOf(k) {
+			if j, ok := slices.BinarySearch(records, p+"graph.json"); ok && exists[j] {
+				return invalidf(field(i), "%s is under the prefix %s of a graph (%sgraph.json exists), which owns every key there; %s",
+					k, p, p, importHint)
+			}
+		}
 	}
 	return nil
 }

@@ -17,13 +17,12 @@ import (
 // ErrTagNotFound reports a tag name with no tag object.
 var ErrTagNotFound = errors.New("graph: tag not found")
 
-// TagParams are the inputs of TagBytes and PutTag.
+// TagParams are the inputs of TagBytes; Commit is the tagged commit's id.
 type TagParams struct {
 	Graph, Name string
-	// Commit is the id of the tagged commit.
-	Commit string
-	Op     string
-	Time   time.Time
+	Commit      string
+	Op          string
+	Time        time.Time
 }
 
 // TagBytes returns the exact bytes of the live tag p describes.
@@ -47,19 +46,15 @@ func TagBytes(p TagParams) ([]byte, error) {
 type TagPutOutcome string
 
 const (
-	// TagCreated: this call's put (or an earlier one of the same bytes) made the tag.
-	TagCreated TagPutOutcome = "created"
-	// TagExists: a live tag of another operation names the same commit (success).
-	TagExists TagPutOutcome = "exists"
-	// TagTaken: the name holds a live tag of another commit, or a retired tag.
-	TagTaken TagPutOutcome = "taken"
+	TagCreated TagPutOutcome = "created" // this call's put (or an earlier one of the same bytes) made the tag
+	TagExists  TagPutOutcome = "exists"  // a live tag of another operation names the same commit (success)
+	TagTaken   TagPutOutcome = "taken"   // the name holds a live tag of another commit, or a retired tag
 )
 
-// TagPutResult is how a PutTag settled.
+// TagPutResult is how a PutTag settled, and the tag now at the key.
 type TagPutResult struct {
 	Outcome TagPutOutcome
-	// Tag is the tag now at the key.
-	Tag format.Tag
+	Tag     format.Tag
 }
 
 // PutTag writes a live tag body (TagBytes) put-if-absent, settled by read-back:
@@ -94,10 +89,9 @@ func PutTag(ctx context.Context, s storage.Store, graph string, body []byte) (Ta
 	return TagPutResult{Outcome: TagTaken, Tag: have}, nil
 }
 
-// TagEntry is a tag read from storage.
+// TagEntry is a tag read from storage, with its ETag for RetireTag.
 type TagEntry struct {
-	Tag format.Tag
-	// ETag of the tag object, for a compare-and-swap (RetireTag).
+	Tag  format.Tag
 	ETag string
 }
 
@@ -153,12 +147,11 @@ func ListTags(ctx context.Context, s storage.Store, graph string) ([]TagEntry, e
 // decodeTagAt strictly decodes the tag at key and checks it is the one the key names.
 func decodeTagAt(key, name string, body []byte) (format.Tag, error) {
 	t, err := format.DecodeTag(body)
+	if err == nil {
+		err = misnamed(t.Name != name, format.KindTag, "name", "is "+t.Name+", not the tag its key names")
+	}
 	if err != nil {
 		return format.Tag{}, fmt.Errorf("%s: %w", key, err)
-	}
-	if t.Name != name {
-		return format.Tag{}, fmt.Errorf("%s: %w", key,
-			&format.MalformedError{Kind: format.KindTag, Field: "name", Reason: "is " + t.Name + ", not the tag its key names"})
 	}
 	return t, nil
 }
@@ -166,14 +159,14 @@ func decodeTagAt(key, name string, body []byte) (format.Tag, error) {
 // ErrTagChanged reports a tag a compare-and-swap expected that changed.
 var ErrTagChanged = errors.New("graph: tag changed")
 
-// TagChangedError reports a tag without the caller's ETag; it matches ErrTagChanged.
+// TagChangedError reports a tag without the caller's ETag; it matches
+// ErrTagChanged. Found is its state now ("" when the key is empty), Op the
+// operation that retired it.
 type TagChangedError struct {
-	Key  string
-	ETag string
-	// Found is the tag's state now, "" when the key is empty.
+	Key   string
+	ETag  string
 	Found format.TagState
-	// Op is the operation that retired it, when Found is retired.
-	Op string
+	Op    string
 }
 
 func (e *TagChangedError) Error() string {
@@ -209,10 +202,7 @@ func RetireTag(ctx context.Context, s storage.Store, graph, name, etag, retiredO
 			return nil, false, invalidf("ETag", "names a %s tag, not a live one", t.State)
 		}
 		t.State, t.RetiredOp = format.TagRetired, retiredOp
-		body, err := format.EncodeTag(t)
-		if err != nil {
-			return nil, false, invalid("RetiredOp", err)
-		}
+		body, _ := format.EncodeTag(t) // a valid live tag with a checked op encodes
 		return body, false, nil
 	})
 	if err != nil {
