@@ -98,11 +98,7 @@ func (s *S3Server) NewBucket(t testing.TB) string {
 	t.Helper()
 	var b [6]byte
 	rand.Read(b[:])
-	name := "graft-" + sanitize(t.Name()) + "-" + hex.EncodeToString(b[:])
-	if len(name) > 63 {
-		name = name[len(name)-63:]
-		name = "g" + strings.TrimLeft(name[1:], "-.")
-	}
+	name := "graft-" + sanitize(t.Name()) + "-" + hex.EncodeToString(b[:]) // at most 49 bytes
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := devstack.CreateBucket(ctx, s.Endpoint, s.Region, s.AccessKey, s.SecretKey, name); err != nil {
