@@ -30,14 +30,11 @@ func BuildGraftWorker(ctx context.Context, dir string) (string, error) {
 
 // GraftWorkerOptions configure a graft-worker process.
 type GraftWorkerOptions struct {
-	// Binary is the graft-worker executable (BuildGraftWorker). Required.
-	Binary string
-	// Env configures the worker, as docker-compose.yml does: GRAFT_*,
-	// DATABASE_URL, AWS_* variables. GRAFT_METRICS_ADDR is set by the
-	// harness (a free port on 127.0.0.1).
-	Env []string
-	// LogFile receives the worker's JSON log lines. Defaults to an in-memory buffer.
-	LogFile string
+	Binary string // the graft-worker executable (BuildGraftWorker); required
+	// Env configures the worker as docker-compose.yml does (GRAFT_*, DATABASE_URL,
+	// AWS_*); the harness sets GRAFT_METRICS_ADDR to a free port on 127.0.0.1.
+	Env     []string
+	LogFile string // receives the JSON log lines; defaults to an in-memory buffer
 }
 
 // GraftWorker is a running graft-worker process.
@@ -64,33 +61,27 @@ func (w *GraftWorker) Start(ctx context.Context) error {
 	if w.Process != nil && !w.Exited() {
 		return fmt.Errorf("graft-worker (pid %d) is still running", w.Pid())
 	}
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ {
+	_, err := retryPorts(true, func(bool) (*Process, error) {
 		port, err := FreePort()
 		if err != nil {
-			return fmt.Errorf("start graft-worker: %w", err)
+			return nil, fmt.Errorf("start graft-worker: %w", err)
 		}
 		addr := hostPort(port)
-		p, err := startProcess("graft-worker", w.o.Binary, []string{"run"},
-			append(append([]string(nil), w.o.Env...), "GRAFT_METRICS_ADDR="+addr), w.o.LogFile, "")
-		if err != nil {
-			return err
-		}
-		err = p.waitReady(ctx, time.Minute, func(ctx context.Context) error {
-			resp, err := get(ctx, "http://"+addr+"/healthz")
-			if err == nil && resp.StatusCode != http.StatusOK {
-				err = fmt.Errorf("/healthz: %s", resp.Status)
-			}
-			return err
-		})
+		p, err := startProcess(ctx, "graft-worker", w.o.Binary, []string{"run"},
+			append(append([]string(nil), w.o.Env...), "GRAFT_METRICS_ADDR="+addr), w.o.LogFile, "", time.Minute,
+			func(ctx context.Context) error {
+				resp, err := get(ctx, "http://"+addr+"/healthz")
+				if err == nil && resp.StatusCode != http.StatusOK {
+					err = fmt.Errorf("/healthz: %s", resp.Status)
+				}
+				return err
+			})
 		if err == nil {
 			w.Process, w.MetricsAddr = p, addr
-			return nil
 		}
-		p.Stop(10 * time.Second)
-		lastErr = err
-	}
-	return lastErr
+		return p, err
+	})
+	return err
 }
 
 // Terminate sends SIGTERM, as an orchestrator stopping a replica does, and

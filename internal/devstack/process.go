@@ -36,9 +36,11 @@ type Process struct {
 }
 
 // startProcess runs path with args and env in its own process group, in dir
-// ("" for the current directory). Output goes to logFile when set, else to an
+// ("" for the current directory), and waits up to ready for probe to pass; a
+// process that does not is stopped. Output goes to logFile when set, else to an
 // in-memory buffer reported on failure.
-func startProcess(name, path string, args, env []string, logFile, dir string) (*Process, error) {
+func startProcess(ctx context.Context, name, path string, args, env []string, logFile, dir string,
+	ready time.Duration, probe func(context.Context) error) (*Process, error) {
 	cmd := exec.Command(path, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Dir = dir
@@ -61,7 +63,22 @@ func startProcess(name, path string, args, env []string, logFile, dir string) (*
 		p.waitErr = cmd.Wait()
 		close(p.done)
 	}()
+	if err := p.waitReady(ctx, ready, probe); err != nil {
+		p.Stop(10 * time.Second)
+		return nil, err
+	}
 	return p, nil
+}
+
+// retryPorts calls start up to three times while it fails and retry allows: a free
+// port can be taken between FreePort and the server's bind. first tells the first call.
+func retryPorts[T any](retry bool, start func(first bool) (T, error)) (t T, err error) {
+	for i := range 3 {
+		if t, err = start(i == 0); err == nil || !retry {
+			break
+		}
+	}
+	return t, err
 }
 
 // Output returns what the process printed: the in-memory buffer, or about
@@ -96,10 +113,16 @@ func (p *Process) Exited() bool {
 }
 
 // Stop ends the process group: SIGTERM, then SIGKILL after grace.
-func (p *Process) Stop(grace time.Duration) {
+func (p *Process) Stop(grace time.Duration) { p.end(syscall.SIGTERM, grace) }
+
+// Kill ends the process group at once with SIGKILL, as a crash or an OOM
+// kill would, and waits for the process to be gone.
+func (p *Process) Kill() { p.end(syscall.SIGKILL, 0) }
+
+func (p *Process) end(sig syscall.Signal, grace time.Duration) {
 	p.stopOnce.Do(func() {
 		pgid := p.cmd.Process.Pid
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		_ = syscall.Kill(-pgid, sig)
 		select {
 		case <-p.done:
 		case <-time.After(grace):
@@ -109,22 +132,11 @@ func (p *Process) Stop(grace time.Duration) {
 	})
 }
 
-// Kill ends the process group at once with SIGKILL, as a crash or an OOM
-// kill would, and waits for the process to be gone.
-func (p *Process) Kill() {
-	p.stopOnce.Do(func() {
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-	})
-}
-
 // Wait waits for the process to end, up to timeout, and returns how it
 // ended (nil for exit status 0).
 func (p *Process) Wait(timeout time.Duration) error {
-	select {
-	case <-p.done:
+	if p.Exited() {
 		return p.waitErr
-	default:
 	}
 	select {
 	case <-p.done:

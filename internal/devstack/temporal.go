@@ -1,6 +1,7 @@
 package devstack
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -17,25 +18,18 @@ import (
 
 // TemporalOptions configure a Temporal CLI dev server.
 type TemporalOptions struct {
-	// Port is the frontend gRPC port at 127.0.0.1, insisted on: a server that
-	// cannot start on it is an error. Defaults to a free port.
-	Port int
-	// UIPort serves the Web UI when Headless is false, insisted on like Port.
-	// Defaults to a free port.
-	UIPort int
-	// PreferredPort and PreferredUIPort are tried first when Port and UIPort
-	// are 0; a server that does not start on them is started again on free
-	// ports (the port may have been taken between the check and the start).
-	// Defaults to none.
+	// Port (the frontend's gRPC port at 127.0.0.1) and UIPort (the Web UI's, unless
+	// Headless) are insisted on: a server that cannot start on them is an error.
+	// Default: free ports.
+	Port, UIPort int
+	// PreferredPort and PreferredUIPort are tried first when Port and UIPort are 0; a
+	// server that does not start on them (taken since the check) starts on free ports.
 	PreferredPort, PreferredUIPort int
-	// Headless turns the Web UI off. Defaults to false.
-	Headless bool
-	// DBFile persists the server's state in SQLite. Defaults to "" (in memory).
-	DBFile string
-	// Namespace is created at start. Defaults to "default".
-	Namespace string
-	// LogFile receives the server's output. Defaults to an in-memory buffer.
-	LogFile string
+
+	Headless  bool   // no Web UI
+	DBFile    string // persists the server's state in SQLite; "" keeps it in memory
+	Namespace string // created at start; defaults to "default"
+	LogFile   string // receives the output; defaults to an in-memory buffer
 }
 
 // Temporal is a running dev server.
@@ -57,44 +51,32 @@ var DynamicConfig = []string{
 // StartTemporal builds the Temporal CLI if needed, starts its dev server with
 // graft's search attributes registered, and waits until the namespace answers.
 func StartTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
-	if o.Namespace == "" {
-		o.Namespace = "default"
-	}
+	o.Namespace = cmp.Or(o.Namespace, "default")
 	bin, err := tools.Temporal.Ensure(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ {
-		ports := make([]int, 3)
+	insisted := o.Port != 0 || (o.UIPort != 0 && !o.Headless)
+	return retryPorts(!insisted, func(first bool) (*Temporal, error) {
+		ports := make([]int, 4)
 		for i := range ports {
 			if ports[i], err = FreePort(); err != nil {
 				return nil, fmt.Errorf("start temporal: %w", err)
 			}
 		}
-		port, httpPort, metricsPort := ports[0], ports[1], ports[2]
-		if o.Port != 0 {
-			port = o.Port
-		} else if attempt == 0 && o.PreferredPort != 0 {
-			port = o.PreferredPort
+		pref, prefUI := o.PreferredPort, o.PreferredUIPort
+		if !first {
+			pref, prefUI = 0, 0
 		}
+		port, ui := cmp.Or(o.Port, pref, ports[0]), cmp.Or(o.UIPort, prefUI, ports[3])
 		args := []string{"server", "start-dev",
 			"--ip", "127.0.0.1", "--port", fmt.Sprint(port),
-			"--http-port", fmt.Sprint(httpPort), "--metrics-port", fmt.Sprint(metricsPort),
+			"--http-port", fmt.Sprint(ports[1]), "--metrics-port", fmt.Sprint(ports[2]),
 			"--namespace", o.Namespace, "--log-level", "warn"}
 		uiAddr := ""
 		if o.Headless {
 			args = append(args, "--headless")
 		} else {
-			ui := o.UIPort
-			if ui == 0 && attempt == 0 {
-				ui = o.PreferredUIPort
-			}
-			if ui == 0 {
-				if ui, err = FreePort(); err != nil {
-					return nil, fmt.Errorf("start temporal: %w", err)
-				}
-			}
 			args = append(args, "--ui-ip", "127.0.0.1", "--ui-port", fmt.Sprint(ui))
 			uiAddr = "http://" + hostPort(ui)
 		}
@@ -107,24 +89,14 @@ func StartTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 		for _, dc := range DynamicConfig {
 			args = append(args, "--dynamic-config-value", dc)
 		}
-		p, err := startProcess("temporal", bin, args, nil, o.LogFile, "")
+		hp := hostPort(port)
+		p, err := startProcess(ctx, "temporal", bin, args, nil, o.LogFile, "", time.Minute,
+			func(ctx context.Context) error { return probeTemporal(ctx, hp, o.Namespace) })
 		if err != nil {
 			return nil, err
 		}
-		hp := hostPort(port)
-		err = p.waitReady(ctx, 60*time.Second, func(ctx context.Context) error {
-			return probeTemporal(ctx, hp, o.Namespace)
-		})
-		if err == nil {
-			return &Temporal{Process: p, HostPort: hp, Namespace: o.Namespace, UIAddress: uiAddr}, nil
-		}
-		p.Stop(10 * time.Second)
-		lastErr = err
-		if o.Port != 0 || (o.UIPort != 0 && !o.Headless) {
-			break
-		}
-	}
-	return nil, lastErr
+		return &Temporal{Process: p, HostPort: hp, Namespace: o.Namespace, UIAddress: uiAddr}, nil
+	})
 }
 
 func probeTemporal(ctx context.Context, hostPort, namespace string) error {

@@ -40,22 +40,20 @@ type TemporalServerOptions struct {
 	// directory, as /etc/temporal is the image's. Required.
 	Dir string
 	// Database and VisibilityDatabase, on the Postgres at 127.0.0.1:5432 (user
-	// postgres), hold the server's state and its visibility records;
-	// CreateTemporalDatabases makes them. Required.
+	// postgres), hold the server's state and its visibility records
+	// (CreateTemporalDatabases makes them). Required.
 	Database, VisibilityDatabase string
-	// Env is the environment the config template is rendered with. Defaults
-	// to DB=postgres12; DB must name a Postgres plugin.
+	// Env renders the config template. Defaults to DB=postgres12; DB must name a
+	// Postgres plugin.
 	Env map[string]string
-	// DynamicConfig is the content of the dynamic config file, written where
-	// Env's DYNAMIC_CONFIG_FILE_PATH points (relative to Dir). Defaults to
-	// DynamicConfigYAML(); with no DYNAMIC_CONFIG_FILE_PATH in Env it goes
-	// to config/dynamicconfig/graft.yaml.
+	// DynamicConfig is the dynamic config file, written where Env's
+	// DYNAMIC_CONFIG_FILE_PATH (relative to Dir; default DefaultDynamicConfigPath)
+	// points. Defaults to DynamicConfigYAML().
 	DynamicConfig []byte
 	// Namespace is registered at start, with graft's search attributes and
 	// auto-setup's DEFAULT_NAMESPACE_RETENTION, 24h. Defaults to "default".
 	Namespace string
-	// LogFile receives the server's output. Defaults to an in-memory buffer.
-	LogFile string
+	LogFile   string // receives the output; defaults to an in-memory buffer
 }
 
 // TemplateOverrides are the keys of Env the harness sets itself: where
@@ -92,8 +90,7 @@ type TemporalServer struct {
 	*Process
 	HostPort  string
 	Namespace string
-	o         TemporalServerOptions // resolved: ports fixed, so a restart binds the same ones
-	env       map[string]string
+	o         TemporalServerOptions // resolved: ports fixed in Env, so a restart binds the same ones
 }
 
 func (o *TemporalServerOptions) defaults() error {
@@ -121,17 +118,6 @@ const (
 	postgresUser = "postgres"
 )
 
-// sqlToolArgs are the temporal-sql-tool flags that reach database db.
-func (o TemporalServerOptions) sqlToolArgs(db string) []string {
-	return []string{"--plugin", o.Env["DB"], "--endpoint", postgresHost, "--port", postgresPort, "--user", postgresUser, "--database", db}
-}
-
-// Embedded schemas of the pinned server, the ones auto-setup applies for postgres12.
-const (
-	temporalSchema   = "postgresql/v12/temporal"
-	visibilitySchema = "postgresql/v12/visibility"
-)
-
 // CreateTemporalDatabases creates o's two databases and brings their schemas
 // to the pinned server's version with temporal-sql-tool, the steps
 // auto-setup takes: create-database, setup-schema -v 0.0, update-schema.
@@ -139,19 +125,17 @@ func CreateTemporalDatabases(ctx context.Context, o TemporalServerOptions) error
 	if err := o.defaults(); err != nil {
 		return err
 	}
-	bin, err := tools.TemporalSQLTool.Ensure(ctx)
-	if err != nil {
-		return err
-	}
-	for _, d := range []struct{ db, schema string }{{o.Database, temporalSchema}, {o.VisibilityDatabase, visibilitySchema}} {
-		conn := o.sqlToolArgs(d.db)
+	// The embedded schemas of the pinned server, the ones auto-setup applies for postgres12.
+	for _, d := range [][2]string{{o.Database, "postgresql/v12/temporal"},
+		{o.VisibilityDatabase, "postgresql/v12/visibility"}} {
+		db := d[0]
 		for _, step := range [][]string{
 			{"create-database"},
 			{"setup-schema", "--version", "0.0"},
-			{"update-schema", "--schema-name", d.schema},
+			{"update-schema", "--schema-name", d[1]},
 		} {
-			if err := runSQLTool(ctx, bin, append(conn, step...)); err != nil {
-				return fmt.Errorf("temporal schema of %s: %w", d.db, err)
+			if err := o.sqlTool(ctx, db, step...); err != nil {
+				return fmt.Errorf("temporal schema of %s: %w", db, err)
 			}
 		}
 	}
@@ -164,22 +148,24 @@ func DropTemporalDatabases(ctx context.Context, o TemporalServerOptions) error {
 	if err := o.defaults(); err != nil {
 		return err
 	}
-	bin, err := tools.TemporalSQLTool.Ensure(ctx)
-	if err != nil {
-		return err
-	}
 	var errs []error
 	for _, db := range []string{o.Database, o.VisibilityDatabase} {
-		if err := runSQLTool(ctx, bin, append(o.sqlToolArgs(db), "drop-database", "--force")); err != nil {
+		if err := o.sqlTool(ctx, db, "drop-database", "--force"); err != nil {
 			errs = append(errs, fmt.Errorf("drop %s: %w", db, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func runSQLTool(ctx context.Context, bin string, args []string) error {
-	cmd := exec.CommandContext(ctx, bin, args...)
-	out, err := cmd.CombinedOutput()
+// sqlTool runs temporal-sql-tool with args on database db.
+func (o TemporalServerOptions) sqlTool(ctx context.Context, db string, args ...string) error {
+	bin, err := tools.TemporalSQLTool.Ensure(ctx)
+	if err != nil {
+		return err
+	}
+	args = append([]string{"--plugin", o.Env["DB"], "--endpoint", postgresHost, "--port", postgresPort,
+		"--user", postgresUser, "--database", db}, args...)
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("temporal-sql-tool %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
@@ -256,8 +242,7 @@ func StartTemporalServer(ctx context.Context, o TemporalServerOptions) (*Tempora
 		"DBNAME": o.Database, "VISIBILITY_DBNAME": o.VisibilityDatabase,
 		"BIND_ON_IP": "127.0.0.1", "TEMPORAL_BROADCAST_ADDRESS": "127.0.0.1", "LOG_LEVEL": "warn",
 	})
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ { // a free port can be taken between probe and bind
+	s, err := retryPorts(true, func(bool) (*TemporalServer, error) {
 		for _, k := range portKeys {
 			free := FreePort
 			if strings.HasSuffix(k, "_MEMBERSHIP_PORT") {
@@ -269,19 +254,21 @@ func StartTemporalServer(ctx context.Context, o TemporalServerOptions) (*Tempora
 			}
 			env[k] = strconv.Itoa(p)
 		}
-		s := &TemporalServer{HostPort: net.JoinHostPort("127.0.0.1", env["FRONTEND_GRPC_PORT"]), Namespace: o.Namespace, o: o, env: env}
+		s := &TemporalServer{HostPort: net.JoinHostPort("127.0.0.1", env["FRONTEND_GRPC_PORT"]), Namespace: o.Namespace, o: o}
 		if err := s.writeConfig(ctx); err != nil {
 			return nil, err
 		}
-		if lastErr = s.start(ctx); lastErr == nil {
-			if lastErr = s.registerNamespace(ctx); lastErr == nil {
-				return s, nil
-			}
-			s.Stop(30 * time.Second)
-			return nil, lastErr // the server ran: not a port clash
-		}
+		return s, s.start(ctx)
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, lastErr
+	// The server ran: a failure now is not a port clash.
+	if err := s.registerNamespace(ctx); err != nil {
+		s.Stop(30 * time.Second)
+		return nil, err
+	}
+	return s, nil
 }
 
 // freeMembershipPort finds a free TCP port on 127.0.0.1 below 32768: the
@@ -302,11 +289,11 @@ func freeMembershipPort() (int, error) {
 
 // writeConfig renders config/docker.yaml and the dynamic config into Dir.
 func (s *TemporalServer) writeConfig(ctx context.Context) error {
-	rel := filepath.FromSlash(s.env["DYNAMIC_CONFIG_FILE_PATH"])
+	rel := filepath.FromSlash(s.o.Env["DYNAMIC_CONFIG_FILE_PATH"])
 	if filepath.IsAbs(rel) {
 		return fmt.Errorf("temporal server: DYNAMIC_CONFIG_FILE_PATH %q must be relative to Dir", rel)
 	}
-	cfg, err := RenderTemporalConfig(ctx, s.env)
+	cfg, err := RenderTemporalConfig(ctx, s.o.Env)
 	if err != nil {
 		return err
 	}
@@ -337,22 +324,17 @@ func (s *TemporalServer) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := startProcess("temporal-server", bin, []string{"--root", s.o.Dir, "--config", "config", "--env", "docker", "start"},
-		nil, s.o.LogFile, s.o.Dir)
-	if err != nil {
-		return err
-	}
-	err = p.waitReady(ctx, 2*time.Minute, func(ctx context.Context) error {
-		c, err := client.DialContext(ctx, client.Options{HostPort: s.HostPort, Namespace: "temporal-system", Logger: QuietLogger})
-		if err != nil {
+	p, err := startProcess(ctx, "temporal-server", bin, []string{"--root", s.o.Dir, "--config", "config", "--env", "docker", "start"},
+		nil, s.o.LogFile, s.o.Dir, 2*time.Minute, func(ctx context.Context) error {
+			c, err := client.DialContext(ctx, client.Options{HostPort: s.HostPort, Namespace: "temporal-system", Logger: QuietLogger})
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			_, err = c.WorkflowService().GetSystemInfo(ctx, &workflowservice.GetSystemInfoRequest{})
 			return err
-		}
-		defer c.Close()
-		_, err = c.WorkflowService().GetSystemInfo(ctx, &workflowservice.GetSystemInfoRequest{})
-		return err
-	})
+		})
 	if err != nil {
-		p.Stop(30 * time.Second)
 		return err
 	}
 	s.Process = p
@@ -368,40 +350,25 @@ func (s *TemporalServer) registerNamespace(ctx context.Context) error {
 		return fmt.Errorf("temporal server %s: %w", s.HostPort, err)
 	}
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	retry := func(what string, fn func() error) error {
-		var last error
-		for {
-			if last = fn(); last == nil {
-				return nil
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("temporal server %s: %s: %w\n%s", s.HostPort, what, last, s.Output())
-			case <-time.After(250 * time.Millisecond):
-			}
-		}
+	// The frontend learns of a namespace and its attributes on its cache's
+	// next refresh; a query naming every attribute proves it has.
+	var q []string
+	for _, sa := range searchattr.All {
+		q = append(q, fmt.Sprintf("%s = 'probe'", sa.Name))
 	}
-	err = retry("register namespace "+s.Namespace, func() error {
+	register := func() error {
 		_, err := c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
 			Namespace:                        s.Namespace,
 			Description:                      "graft",
 			WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
 		})
 		var exists *serviceerror.NamespaceAlreadyExists
-		if errors.As(err, &exists) {
-			return nil
+		if err != nil && !errors.As(err, &exists) {
+			return fmt.Errorf("register namespace %s: %w", s.Namespace, err)
 		}
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	err = retry("register graft's search attributes", func() error {
 		have, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: s.Namespace})
 		if err != nil {
-			return err
+			return fmt.Errorf("list search attributes: %w", err)
 		}
 		missing := map[string]enumspb.IndexedValueType{}
 		for _, sa := range searchattr.All {
@@ -409,32 +376,36 @@ func (s *TemporalServer) registerNamespace(ctx context.Context) error {
 				missing[sa.Name] = enumspb.IndexedValueType(enumspb.IndexedValueType_value["INDEXED_VALUE_TYPE_"+strings.ToUpper(sa.Type)])
 			}
 		}
-		if len(missing) == 0 {
-			return nil
+		if len(missing) > 0 {
+			_, err = c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+				Namespace: s.Namespace, SearchAttributes: missing,
+			})
+			if err == nil {
+				err = errors.New("added; checking again")
+			}
+			return fmt.Errorf("register graft's search attributes: %w", err)
 		}
-		_, err = c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
-			Namespace: s.Namespace, SearchAttributes: missing,
-		})
-		if err != nil {
-			return err
-		}
-		return errors.New("added; checking again")
-	})
-	if err != nil {
-		return err
-	}
-	// The frontend learns of a namespace and its attributes on its cache's
-	// next refresh; a query naming every attribute proves it has.
-	var q []string
-	for _, sa := range searchattr.All {
-		q = append(q, fmt.Sprintf("%s = 'probe'", sa.Name))
-	}
-	return retry("query graft's search attributes", func() error {
-		_, err := c.WorkflowService().ListWorkflowExecutions(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		_, err = c.WorkflowService().ListWorkflowExecutions(ctx, &workflowservice.ListWorkflowExecutionsRequest{
 			Namespace: s.Namespace, Query: strings.Join(q, " AND "), PageSize: 1,
 		})
-		return err
-	})
+		if err != nil {
+			return fmt.Errorf("query graft's search attributes: %w", err)
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for {
+		err := register()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("temporal server %s: %w\n%s", s.HostPort, err, s.Output())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // Restart stops the server gracefully and starts it again on the same ports,
@@ -448,4 +419,4 @@ func (s *TemporalServer) Restart(ctx context.Context) error {
 }
 
 // Env returns the environment the configuration was rendered with.
-func (s *TemporalServer) Env() map[string]string { return maps.Clone(s.env) }
+func (s *TemporalServer) Env() map[string]string { return maps.Clone(s.o.Env) }

@@ -24,7 +24,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/graftworks/graft/internal/catalog"
@@ -47,29 +48,30 @@ type ReportedCommit struct {
 
 // Config says what to check.
 type Config struct {
-	// Store holds the graph; read directly, never through fault injection. Required.
-	Store storage.Store
-	// Catalog is the ledger. Required.
+	// Store holds the graph; read directly, never through fault injection. Required,
+	// with the ledger (Catalog) and the graph's name.
+	Store   storage.Store
 	Catalog *catalog.Catalog
-	// Graph is the graph's name. Required.
-	Graph string
+	Graph   string
 	// Workflows, when set, checks that no unfinished operation's workflow is closed.
-	// Defaults to nil (not checked).
 	Workflows WorkflowStatus
-	// Reported lists commits writes reported done; each must be on its branch.
-	// Defaults to none.
-	Reported []ReportedCommit
-	// Names lists logical branch names the caller used; each must be free or live.
-	// Defaults to none (every name the ledger knows is checked anyway).
+	Reported  []ReportedCommit // commits writes reported done; each must be on its branch
+	// Names lists logical branch names the caller used; each must be free or live
+	// (as every name the ledger knows must anyway).
 	Names []string
-	// SkipChecksums skips reading data objects back (sizes are still checked by HEAD).
-	// Defaults to false.
-	SkipChecksums bool
 	// CommitDigests, when set, records the SHA-256 of every commit key's bytes the check
 	// reads, and a key whose bytes differ from what an earlier check (sharing the map)
 	// recorded is a violation: a commit id names one byte string forever. Defaults to nil
 	// (within one check only).
 	CommitDigests map[string]string
+	// Quiesced runs the soak's checks (soak.go): every operation, of OpIDs (the ids
+	// the caller used) or of the graph, has ended; and every Immutable key (of a commit,
+	// table version or data object an operation reported) still holds the bytes whose
+	// sha256 it maps to, or is gone when Reclaimed (a sweeping cleanup ran).
+	Quiesced  bool
+	OpIDs     []string
+	Immutable map[string][32]byte
+	Reclaimed bool
 }
 
 // Violation is one broken promise.
@@ -103,8 +105,8 @@ func Check(ctx context.Context, cfg Config) ([]Violation, error) {
 	if cfg.CommitDigests == nil {
 		cfg.CommitDigests = map[string]string{}
 	}
-	c := &checker{cfg: cfg, ctx: ctx, g: g, seen: map[format.CommitID]bool{}, missing: map[format.CommitID]bool{}, objects: map[string]bool{}}
-	for _, step := range []func() error{c.refsAndCommits, c.tags, c.reported, c.ledger} {
+	c := &checker{cfg: cfg, ctx: ctx, g: g, missing: map[format.CommitID]bool{}, objects: map[string]bool{}}
+	for _, step := range []func() error{c.refsAndCommits, c.tags, c.reported, c.ledger, c.quiesced} {
 		if err := step(); err != nil {
 			return c.out, err
 		}
@@ -113,13 +115,12 @@ func Check(ctx context.Context, cfg Config) ([]Violation, error) {
 }
 
 type checker struct {
-	cfg  Config
-	ctx  context.Context
-	g    *graph.Graph
-	out  []Violation
-	seen map[format.CommitID]bool
-	// missing lists commits walk found absent, so a root visited after it reached them
-	// as an ancestor is still reported.
+	cfg Config
+	ctx context.Context
+	g   *graph.Graph
+	out []Violation
+	// missing holds every commit walk visited, true when it found it absent, so a root
+	// visited after it reached them as an ancestor is still reported.
 	missing map[format.CommitID]bool
 	objects map[string]bool
 	// live maps logical → natives with a live ref in storage.
@@ -150,7 +151,7 @@ func (c *checker) refsAndCommits() error {
 	}
 	for logical, natives := range c.live {
 		if len(natives) > 1 {
-			sort.Strings(natives)
+			slices.Sort(natives)
 			c.add("one-live-incarnation", "branch %s has %d live refs: %v", logical, len(natives), natives)
 		}
 	}
@@ -189,19 +190,18 @@ func (c *checker) eachObject(prefix string, fn func(key string, body []byte) err
 // walk checks a commit reachable from a root and everything it pins, then its parents. A
 // parent that is missing is an ancestor cleanup reclaimed: nothing needs it.
 func (c *checker) walk(from string, id format.CommitID, root bool) error {
-	if c.seen[id] {
-		if root && c.missing[id] {
-			c.add("root-commit", "%s names commit %s, which does not exist", from, id)
-		}
-		return nil
+	missing, seen := c.missing[id]
+	var cm graph.Commit
+	var err error
+	if !seen {
+		cm, err = c.commit(id)
+		missing = errors.Is(err, graph.ErrCommitNotFound)
+		c.missing[id] = missing
 	}
-	c.seen[id] = true
-	cm, err := c.commit(id)
-	if errors.Is(err, graph.ErrCommitNotFound) {
-		c.missing[id] = true
-		if root {
-			c.add("root-commit", "%s names commit %s, which does not exist", from, id)
-		}
+	if root && missing {
+		c.add("root-commit", "%s names commit %s, which does not exist", from, id)
+	}
+	if seen || missing {
 		return nil
 	}
 	if err != nil {
@@ -247,18 +247,6 @@ func (c *checker) version(from string, commit format.CommitID, table, version st
 				c.add("external-object", "version %s of %s (from %s) imports %s: %v", version, table, from, okey, err)
 			} else if err != nil {
 				return fmt.Errorf("head %s: %w", okey, err)
-			}
-			return nil
-		}
-		if c.cfg.SkipChecksums {
-			info, err := c.cfg.Store.Head(c.ctx, okey)
-			switch {
-			case errors.Is(err, storage.ErrNotFound):
-				c.add("data-object", "version %s of %s (from %s) lists %s, which is missing", version, table, from, okey)
-			case err != nil:
-				return fmt.Errorf("head %s: %w", okey, err)
-			case info.Size != o.Size:
-				c.add("data-object", "%s holds %d bytes, its version lists %d", okey, info.Size, o.Size)
 			}
 			return nil
 		}
@@ -423,14 +411,9 @@ func (c *checker) ledger() error {
 	}
 	// At most one live incarnation per name, and every name used can be created again:
 	// free, or live through the one incarnation storage and the ledger agree on.
-	names := map[string]bool{}
-	for _, n := range c.cfg.Names {
-		names[n] = true
-	}
-	for logical := range open {
-		names[logical] = true
-	}
-	for name := range names {
+	names := append(slices.Collect(maps.Keys(open)), c.cfg.Names...)
+	slices.Sort(names)
+	for _, name := range slices.Compact(names) {
 		var ledgerLive []string
 		blocked := ""
 		for _, inc := range open[name] {

@@ -261,12 +261,6 @@ func TestOracle_HealthyGraphWithBranchTagAndTableVersion_NoViolation(t *testing.
 	if vs, err := oracle.Check(f.ctx, f.config()); err != nil || len(vs) != 0 {
 		t.Fatalf("healthy graph: %v, %v", err, oracle.Error(vs))
 	}
-	// Sizes only (HEAD), as a fast check runs: still healthy.
-	cfg := f.config()
-	cfg.SkipChecksums = true
-	if vs, err := oracle.Check(f.ctx, cfg); err != nil || len(vs) != 0 {
-		t.Fatalf("healthy graph, sizes only: %v, %v", err, oracle.Error(vs))
-	}
 }
 
 func TestOracle_TwoLiveRefsOfOneName_IsOneLiveIncarnation(t *testing.T) {
@@ -300,9 +294,6 @@ func TestOracle_DataObjectALiveCommitPinsDeleted_IsDataObject(t *testing.T) {
 	if d := detailOf(vs, "data-object"); !strings.Contains(d, key) || !strings.Contains(d, "missing") {
 		t.Fatalf("detail %q does not say %s is missing", d, key)
 	}
-	cfg := f.config()
-	cfg.SkipChecksums = true
-	f.expect(cfg, "data-object")
 }
 
 func TestOracle_KeyAnInFlightOperationPinsDeleted_IsPinnedKey(t *testing.T) {
@@ -325,10 +316,6 @@ func TestOracle_DataObjectWithOtherBytesOfItsSize_IsDataObjectByChecksum(t *test
 	if d := detailOf(vs, "data-object"); !strings.Contains(d, "sha256") {
 		t.Fatalf("detail %q does not name the checksum", d)
 	}
-	// A sizes-only check cannot see it; that is what SkipChecksums gives up.
-	cfg := f.config()
-	cfg.SkipChecksums = true
-	f.expect(cfg)
 }
 
 func TestOracle_DataObjectOfAnotherSize_IsDataObjectBySize(t *testing.T) {
@@ -336,10 +323,7 @@ func TestOracle_DataObjectOfAnotherSize_IsDataObjectBySize(t *testing.T) {
 	f := newFixture(t)
 	key := format.ObjectKey(f.graph, "orders", f.v1.Objects[0])
 	f.overwrite(key, []byte("id,qty\n1,30\n"))
-	f.expect(f.config(), "data-object")
-	cfg := f.config()
-	cfg.SkipChecksums = true
-	vs := f.expect(cfg, "data-object")
+	vs := f.expect(f.config(), "data-object")
 	if d := detailOf(vs, "data-object"); !strings.Contains(d, "bytes") {
 		t.Fatalf("detail %q does not name the sizes", d)
 	}

@@ -12,27 +12,21 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-
 	"github.com/graftworks/graft/internal/devstack"
 )
 
 var (
-	mu       sync.Mutex
+	mu       sync.Mutex // guards everything below
 	stops    []func()
 	tmpDirs  []string
-	versity  *S3Server
-	versErr  error
-	temporal *TemporalServer
-	tempErr  error
+	versity  = sync.OnceValues(startVersity)
+	temporal = sync.OnceValues(startTemporal)
 )
 
 // Main runs the package's tests, then stops every server they started.
@@ -54,27 +48,31 @@ func StopAll() {
 		os.RemoveAll(d)
 	}
 	tmpDirs = nil
-	versity, versErr, temporal, tempErr = nil, nil, nil, nil
+	versity, temporal = sync.OnceValues(startVersity), sync.OnceValues(startTemporal)
+}
+
+// shared returns the server start gives, which starts it on first use.
+func shared[T any](t testing.TB, what string, start func() (T, error)) T {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	s, err := start()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return s
 }
 
 // S3Server is a running S3-compatible server.
 type S3Server struct {
 	Endpoint, Region, AccessKey, SecretKey string
-	client                                 *awss3.Client
+	dir                                    string
 }
 
 // VersityGW returns the binary's shared versitygw server, starting it on first use.
 func VersityGW(t testing.TB) *S3Server {
 	t.Helper()
-	mu.Lock()
-	defer mu.Unlock()
-	if versity == nil && versErr == nil {
-		versity, versErr = startVersity()
-	}
-	if versErr != nil {
-		t.Fatalf("versitygw: %v", versErr)
-	}
-	return versity
+	return shared(t, "versitygw", versity)
 }
 
 func startVersity() (*S3Server, error) {
@@ -90,14 +88,8 @@ func startVersity() (*S3Server, error) {
 		return nil, err
 	}
 	stops = append(stops, func() { gw.Stop(5 * time.Second) })
-	s := &S3Server{Endpoint: gw.Endpoint, Region: gw.Region, AccessKey: gw.AccessKey, SecretKey: gw.SecretKey}
-	s.client = awss3.New(awss3.Options{
-		BaseEndpoint: aws.String(s.Endpoint),
-		Region:       s.Region,
-		UsePathStyle: true,
-		Credentials:  credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, ""),
-	})
-	return s, nil
+	return &S3Server{Endpoint: gw.Endpoint, Region: gw.Region, AccessKey: gw.AccessKey, SecretKey: gw.SecretKey,
+		dir: dir}, nil
 }
 
 // NewBucket creates a fresh, empty bucket for one test and removes it, with
@@ -106,38 +98,15 @@ func (s *S3Server) NewBucket(t testing.TB) string {
 	t.Helper()
 	var b [6]byte
 	rand.Read(b[:])
-	name := "graft-" + sanitize(t.Name()) + "-" + hex.EncodeToString(b[:])
-	if len(name) > 63 {
-		name = name[len(name)-63:]
-		name = "g" + strings.TrimLeft(name[1:], "-.")
-	}
+	name := "graft-" + sanitize(t.Name()) + "-" + hex.EncodeToString(b[:]) // at most 49 bytes
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := s.client.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
+	if err := devstack.CreateBucket(ctx, s.Endpoint, s.Region, s.AccessKey, s.SecretKey, name); err != nil {
 		t.Fatalf("create bucket %s: %v", name, err)
 	}
-	t.Cleanup(func() { s.removeBucket(name) })
+	// versitygw's posix backend keeps a bucket, objects and uploads, as a directory.
+	t.Cleanup(func() { os.RemoveAll(filepath.Join(s.dir, name)) })
 	return name
-}
-
-func (s *S3Server) removeBucket(name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	p := awss3.NewListObjectsV2Paginator(s.client, &awss3.ListObjectsV2Input{Bucket: aws.String(name)})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			break
-		}
-		var ids []types.ObjectIdentifier
-		for _, o := range page.Contents {
-			ids = append(ids, types.ObjectIdentifier{Key: o.Key})
-		}
-		if len(ids) > 0 {
-			s.client.DeleteObjects(ctx, &awss3.DeleteObjectsInput{Bucket: aws.String(name), Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)}})
-		}
-	}
-	s.client.DeleteBucket(ctx, &awss3.DeleteBucketInput{Bucket: aws.String(name)})
 }
 
 func sanitize(s string) string {
@@ -162,15 +131,7 @@ type TemporalServer struct {
 // graft's search attributes registered), starting it on first use.
 func Temporal(t testing.TB) *TemporalServer {
 	t.Helper()
-	mu.Lock()
-	defer mu.Unlock()
-	if temporal == nil && tempErr == nil {
-		temporal, tempErr = startTemporal()
-	}
-	if tempErr != nil {
-		t.Fatalf("temporal dev server: %v", tempErr)
-	}
-	return temporal
+	return shared(t, "temporal dev server", temporal)
 }
 
 func startTemporal() (*TemporalServer, error) {

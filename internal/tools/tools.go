@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -128,69 +129,77 @@ func (t Tool) ready(path string) bool {
 // Temporal server's).
 func (t Tool) Ensure(ctx context.Context) (string, error) {
 	path, err := t.Path()
-	if err != nil {
-		return "", err
+	if err != nil || t.ready(path) {
+		return path, err
 	}
-	if t.ready(path) {
-		return path, nil
-	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("build %s: %w", t.Name, err)
-	}
-	lock, err := os.OpenFile(filepath.Join(filepath.Dir(dir), "."+t.Name+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return "", fmt.Errorf("build %s: lock: %w", t.Name, err)
-	}
-	defer lock.Close()
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
-		return "", fmt.Errorf("build %s: lock: %w", t.Name, err)
-	}
-	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN)
-	if t.ready(path) { // another process built it while we waited
-		return path, nil
-	}
-	// The files first: a binary in place means they are too.
-	if err := t.copyFiles(ctx, dir); err != nil {
-		return "", err
-	}
-	if isExecutable(path) {
-		return path, nil
-	}
-	if t.BuildIn != "" {
-		if err := t.buildInContext(ctx, path); err != nil {
-			return "", err
-		}
-		return path, nil
-	}
-	// No symbol table or DWARF: nothing debugs these binaries, and the linker
-	// of a large one spends much of its time writing them.
-	cmd := exec.CommandContext(ctx, "go", "install", "-ldflags=-s -w", t.Module+"@"+t.Version)
-	cmd.Env = append(os.Environ(), "GOBIN="+dir)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("build %s@%s: %w\n%s", t.Module, t.Version, err, out)
-	}
-	if !isExecutable(path) {
-		return "", fmt.Errorf("build %s@%s: no binary at %s", t.Module, t.Version, path)
+	if err := t.build(ctx, path); err != nil {
+		return "", fmt.Errorf("build %s@%s: %w", t.Name, t.Version, err)
 	}
 	return path, nil
 }
 
-// buildInContext builds t.Module into path in a module whose requirements
-// are t.BuildIn's: its go.mod (renamed) and go.sum, in a directory of the
-// build's own next to the binary.
-func (t Tool) buildInContext(ctx context.Context, path string) error {
-	dir, err := moduleDir(ctx, t.BuildIn)
-	if err != nil {
-		return fmt.Errorf("build %s: %w", t.Name, err)
+func (t Tool) build(ctx context.Context, path string) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
 	}
-	work := filepath.Join(filepath.Dir(path), "module")
+	lock, err := os.OpenFile(filepath.Join(filepath.Dir(dir), "."+t.Name+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("lock: %w", err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		return fmt.Errorf("lock: %w", err)
+	}
+	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+	if t.ready(path) { // another process built it while we waited
+		return nil
+	}
+	// The files first: a binary in place means they are too.
+	if err := t.copyFiles(ctx, dir); err != nil || isExecutable(path) {
+		return err
+	}
+	// No symbol table or DWARF: nothing debugs these binaries, and the linker
+	// of a large one spends much of its time writing them.
+	var cmd *exec.Cmd
+	if t.BuildIn == "" {
+		cmd = exec.CommandContext(ctx, "go", "install", "-ldflags=-s -w", t.Module+"@"+t.Version)
+		cmd.Env = append(os.Environ(), "GOBIN="+dir)
+	} else {
+		work, err := t.contextModule(ctx, dir)
+		if err != nil {
+			return err
+		}
+		// -mod=mod: a package the context module's own build never needed may
+		// want a go.sum line the copy lacks.
+		cmd = exec.CommandContext(ctx, "go", "build", "-mod=mod", "-ldflags=-s -w", "-o", path+".tmp", t.Module)
+		cmd.Dir = work
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s: %w\n%s", strings.Join(cmd.Args[1:], " "), err, out)
+	}
+	if t.BuildIn != "" {
+		return os.Rename(path+".tmp", path)
+	}
+	if !isExecutable(path) {
+		return fmt.Errorf("no binary at %s", path)
+	}
+	return nil
+}
+
+// contextModule writes a module whose requirements are t.BuildIn's — its go.mod
+// (renamed) and go.sum — into a directory of the build's own in dir.
+func (t Tool) contextModule(ctx context.Context, dir string) (string, error) {
+	src, err := moduleDir(ctx, t.BuildIn)
+	if err != nil {
+		return "", err
+	}
+	work := filepath.Join(dir, "module")
 	if err := os.MkdirAll(work, 0o755); err != nil {
-		return fmt.Errorf("build %s: %w", t.Name, err)
+		return "", err
 	}
 	for _, f := range []string{"go.mod", "go.sum"} {
-		b, err := os.ReadFile(filepath.Join(dir, f))
+		b, err := os.ReadFile(filepath.Join(src, f))
 		if err == nil && f == "go.mod" {
 			b = moduleLine.ReplaceAll(b, []byte("module graft.local/tools/"+t.Name))
 		}
@@ -198,20 +207,10 @@ func (t Tool) buildInContext(ctx context.Context, path string) error {
 			err = os.WriteFile(filepath.Join(work, f), b, 0o644)
 		}
 		if err != nil {
-			return fmt.Errorf("build %s: %w", t.Name, err)
+			return "", err
 		}
 	}
-	// -mod=mod: a package the context module's own build never needed may
-	// want a go.sum line the copy lacks.
-	cmd := exec.CommandContext(ctx, "go", "build", "-mod=mod", "-ldflags=-s -w", "-o", path+".tmp", t.Module)
-	cmd.Dir = work
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build %s@%s in %s: %w\n%s", t.Module, t.Version, t.BuildIn, err, out)
-	}
-	if err := os.Rename(path+".tmp", path); err != nil {
-		return fmt.Errorf("build %s: %w", t.Name, err)
-	}
-	return nil
+	return work, nil
 }
 
 var moduleLine = regexp.MustCompile(`(?m)^module .*$`)
@@ -239,19 +238,19 @@ func (t Tool) copyFiles(ctx context.Context, dir string) error {
 	}
 	src, err := moduleDir(ctx, t.ModulePath+"@"+t.Version)
 	if err != nil {
-		return fmt.Errorf("build %s: %w", t.Name, err)
+		return err
 	}
 	for _, f := range t.Files {
 		b, err := os.ReadFile(filepath.Join(src, filepath.FromSlash(f)))
-		if err != nil {
-			return fmt.Errorf("build %s: %w", t.Name, err)
-		}
 		dst := filepath.Join(dir, filepath.Base(f))
-		if err := os.WriteFile(dst+".tmp", b, 0o644); err != nil {
-			return fmt.Errorf("build %s: %w", t.Name, err)
+		if err == nil {
+			err = os.WriteFile(dst+".tmp", b, 0o644)
 		}
-		if err := os.Rename(dst+".tmp", dst); err != nil {
-			return fmt.Errorf("build %s: %w", t.Name, err)
+		if err == nil {
+			err = os.Rename(dst+".tmp", dst)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil

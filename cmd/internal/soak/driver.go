@@ -22,16 +22,14 @@ type Config struct {
 	// and fault stores). Defaults to 4.
 	Parallel int
 	// Keep, when set, runs only these op and fault ids of each schedule (a shrunk
-	// schedule printed by an earlier failure). Defaults to nil: everything.
-	Keep map[string]bool
-	// NoShrink skips shrinking a failing schedule. Defaults to false.
-	NoShrink bool
+	// schedule printed by an earlier failure).
+	Keep     map[string]bool
+	NoShrink bool // keep a failing schedule whole
 	// RestartEvery restarts a server of a restartable stack (StackConfig.Restartable)
 	// after every this many seeds are handed out, taking turns: versitygw (on that
 	// backend) and the Temporal dev server. Defaults to 0: never.
 	RestartEvery int
-	// Out receives failures as they happen and progress lines. Defaults to io.Discard.
-	Out io.Writer
+	Out          io.Writer // failures as they happen and progress lines; defaults to io.Discard
 }
 
 // Failure is a schedule that broke a promise (or could not be judged), with the
@@ -52,11 +50,7 @@ type Totals struct {
 	Ran      int
 	Passed   int
 	Failures []Failure
-	Ops      map[string]int
-	Outcomes map[string]int
-	Faults   map[string]int
-	// Unclassified counts client errors outside the vocabulary by kind and message shape.
-	Unclassified map[string]int
+	Counts
 	// Classes counts seeds by the fault classes their schedule had (e.g. "storage+operator", "none").
 	Classes map[string]int
 	Wall    time.Duration
@@ -73,7 +67,7 @@ func Soak(ctx context.Context, st *Stack, cfg Config) Totals {
 	if cfg.Out == nil {
 		cfg.Out = io.Discard
 	}
-	t := Totals{Backend: cfg.Backend, From: cfg.From, Seeds: cfg.Seeds, Ops: map[string]int{}, Outcomes: map[string]int{}, Faults: map[string]int{}, Unclassified: map[string]int{}, Classes: map[string]int{}}
+	t := Totals{Backend: cfg.Backend, From: cfg.From, Seeds: cfg.Seeds, Counts: newCounts(), Classes: map[string]int{}}
 	start := time.Now()
 	var mu sync.Mutex
 	seeds := make(chan uint64)
@@ -96,10 +90,7 @@ func Soak(ctx context.Context, st *Stack, cfg Config) Totals {
 				}
 				mu.Lock()
 				t.Ran++
-				add(t.Ops, res.Ops)
-				add(t.Outcomes, res.Outcomes)
-				add(t.Faults, res.Faults)
-				add(t.Unclassified, res.Unclassified)
+				t.add(res.Counts)
 				t.Classes[classes(s)]++
 				if f != nil {
 					t.Failures = append(t.Failures, *f)
@@ -147,12 +138,6 @@ func Soak(ctx context.Context, st *Stack, cfg Config) Totals {
 	t.Wall = time.Since(start)
 	sort.Slice(t.Failures, func(i, j int) bool { return t.Failures[i].Result.Seed < t.Failures[j].Result.Seed })
 	return t
-}
-
-func add(into, from map[string]int) {
-	for k, v := range from {
-		into[k] += v
-	}
 }
 
 func classes(s Schedule) string {

@@ -43,18 +43,29 @@ type Result struct {
 	Graph   string
 	// Violations are broken promises.
 	Violations []oracle.Violation
-	// Ops counts the ops run by kind; Outcomes by "kind:outcome".
-	Ops      map[string]int
-	Outcomes map[string]int
-	// Faults counts faults injected by kind: storage faults by mode (and status) as the
-	// fault store recorded them, operator and process faults by kind when applied.
-	Faults map[string]int
-	// Unclassified counts, by "kind: message shape", the client errors outside the
-	// outcome vocabulary and the known kinds of outcomeOf (counted "error" in Outcomes),
-	// so a soak shows what they were, not just how many.
-	Unclassified map[string]int
+	Counts
 	// Err is an infrastructure failure (the stack did not answer): no verdict.
 	Err error
+}
+
+// Counts tally what schedules did: Ops the ops run by kind; Outcomes by "kind:outcome";
+// Faults the faults injected, storage ones by mode (and status) as the fault store
+// recorded them; Unclassified, by "kind: message shape", the client errors outcomeOf
+// calls "error", so a soak shows what they were, not just how many.
+type Counts struct{ Ops, Outcomes, Faults, Unclassified map[string]int }
+
+func newCounts() Counts {
+	return Counts{map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}}
+}
+
+func (c Counts) add(o Counts) {
+	pairs := [][2]map[string]int{{c.Ops, o.Ops}, {c.Outcomes, o.Outcomes}, {c.Faults, o.Faults},
+		{c.Unclassified, o.Unclassified}}
+	for _, m := range pairs {
+		for k, v := range m[1] {
+			m[0][k] += v
+		}
+	}
 }
 
 // Failed reports whether the schedule broke a promise or could not be judged.
@@ -93,7 +104,7 @@ type runner struct {
 // Run runs schedule s on the stack and checks the result.
 func (st *Stack) Run(ctx context.Context, s Schedule) Result {
 	graphName := fmt.Sprintf("s%d-%s-%s", s.Seed, string(s.Backend)[:2], nonce(3))
-	res := &Result{Seed: s.Seed, Backend: s.Backend, Graph: graphName, Ops: map[string]int{}, Outcomes: map[string]int{}, Faults: map[string]int{}, Unclassified: map[string]int{}}
+	res := &Result{Seed: s.Seed, Backend: s.Backend, Graph: graphName, Counts: newCounts()}
 	r := &runner{st: st, s: s, ctx: ctx, graph: graphName, tq: "soak-" + graphName, fs: faults.Wrap(st.Inner), res: res,
 		keys: map[string]string{}, wids: map[string]bool{}, victims: map[string]string{}, immut: map[string][32]byte{}, holdLate: map[string]bool{}, operated: map[string]bool{}}
 	r.gc = client.New(st.TC, client.Options{TaskQueue: r.tq, PollInterval: 100 * time.Millisecond})
@@ -104,9 +115,14 @@ func (st *Stack) Run(ctx context.Context, s Schedule) Result {
 }
 
 func (r *runner) violate(rule, f string, args ...any) {
+	r.record(oracle.Violation{Rule: rule, Detail: fmt.Sprintf(f, args...)})
+}
+
+// record files the oracle's violations as broken promises.
+func (r *runner) record(vs ...oracle.Violation) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.res.Violations = append(r.res.Violations, oracle.Violation{Rule: rule, Detail: fmt.Sprintf(f, args...)})
+	r.res.Violations = append(r.res.Violations, vs...)
 }
 
 // violateUnlessDown files a violation of rule, unless err — the error of the call
@@ -290,14 +306,13 @@ func (r *runner) setup() error {
 	r.count(r.res.Ops, string(OpInit))
 	if r.s.InitFaulted {
 		rr := rand.New(rand.NewPCG(r.s.Seed, 7))
-		rule := faults.Rule{Name: "init", Op: faults.OpPut, Times: 1}
+		rule := faults.Rule{Name: "init", Op: faults.OpPut, Times: 1,
+			KeyPrefix: format.GraphKey(r.graph), Mode: faults.Refuse, Status: 403}
 		switch rr.IntN(3) {
 		case 0:
-			rule.KeyPrefix, rule.Mode = format.GraphKey(r.graph), faults.ApplyLoseAnswer
+			rule.Mode, rule.Status = faults.ApplyLoseAnswer, 0
 		case 1:
-			rule.KeyPrefix, rule.Mode, rule.Status = format.BranchRefsPrefix(r.graph), faults.Refuse, 403
-		default:
-			rule.KeyPrefix, rule.Mode, rule.Status = format.GraphKey(r.graph), faults.Refuse, 403
+			rule.KeyPrefix = format.BranchRefsPrefix(r.graph)
 		}
 		remove := r.fs.Add(rule)
 		res, err := r.gc.InitGraph(ctx, client.InitGraphRequest{Graph: r.graph, IdempotencyKey: key})
@@ -315,22 +330,18 @@ func (r *runner) setup() error {
 	r.count(r.res.Outcomes, "init:done")
 	r.root = res.Root
 	r.wids[client.InitGraphWorkflowID(r.graph)] = true
-	w, err := r.write(ctx, "main", "t", "setup")
-	if err != nil || w.Outcome != outcome.Done {
-		return fmt.Errorf("setup write: %s, %w", w.Outcome, err)
+	if err := r.setupWrite(ctx, "main", "t"); err != nil {
+		return err
 	}
-	r.noteCommit("main", w.Commit)
 	for _, b := range r.s.Setup {
 		r.wids[client.CreateBranchWorkflowID(r.graph, b)] = true
 		res, err := r.gc.CreateBranch(ctx, client.CreateBranchRequest{Graph: r.graph, Branch: b})
 		if err != nil || res.Outcome != outcome.Created {
 			return fmt.Errorf("setup create %s: %s, %w", b, res.Outcome, err)
 		}
-		w, err := r.write(ctx, b, "u", "setup-"+b)
-		if err != nil || w.Outcome != outcome.Done {
-			return fmt.Errorf("setup write on %s: %s, %w", b, w.Outcome, err)
+		if err := r.setupWrite(ctx, b, "u"); err != nil {
+			return err
 		}
-		r.noteCommit(b, w.Commit)
 	}
 	if r.s.SetupTag != "" {
 		r.wids[client.CreateTagWorkflowID(r.graph, r.s.SetupTag)] = true
@@ -342,13 +353,30 @@ func (r *runner) setup() error {
 	return nil
 }
 
-func (r *runner) write(ctx context.Context, branch, table, body string) (workflows.WriteTableResult, error) {
-	f := filepath.Join(r.st.cfg.Dir, "data-"+ulid.Make().String()+".csv")
-	if err := os.WriteFile(f, []byte("id,v\n1,"+body+"\n"), 0o644); err != nil {
-		return workflows.WriteTableResult{}, err
+func (r *runner) setupWrite(ctx context.Context, branch, table string) error {
+	files, remove := r.dataFiles(1, "setup-"+branch)
+	defer remove()
+	w, err := r.gc.WriteTable(ctx, r.fs, client.WriteTableRequest{Graph: r.graph, Branch: branch, Table: table, Files: files})
+	if err != nil || w.Outcome != outcome.Done {
+		return fmt.Errorf("setup write on %s: %s, %w", branch, w.Outcome, err)
 	}
-	defer os.Remove(f)
-	return r.gc.WriteTable(ctx, r.fs, client.WriteTableRequest{Graph: r.graph, Branch: branch, Table: table, Files: []string{f}})
+	r.noteCommit(branch, w.Commit)
+	return nil
+}
+
+// dataFiles writes n one-row CSV files for a write; remove deletes them. A file that
+// cannot be written fails the write that reads it.
+func (r *runner) dataFiles(n int, body string) (files []string, remove func()) {
+	for i := range n {
+		f := filepath.Join(r.st.cfg.Dir, "data-"+ulid.Make().String()+".csv")
+		os.WriteFile(f, fmt.Appendf(nil, "id,v\n%d,%s\n", i, body), 0o644)
+		files = append(files, f)
+	}
+	return files, func() {
+		for _, f := range files {
+			os.Remove(f)
+		}
+	}
 }
 
 // noteCommit records a commit an op reported: it must stay on its branch (unless the
@@ -375,13 +403,10 @@ func (r *runner) noteCommit(branch, commit string) {
 func (r *runner) key(o Op) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if o.SameIDAs != "" {
-		if k, ok := r.keys[o.SameIDAs]; ok {
-			r.keys[o.ID] = k
-			return k
-		}
+	k, ok := r.keys[o.SameIDAs] // no op has the id ""
+	if !ok {
+		k = ulid.Make().String()
 	}
-	k := ulid.Make().String()
 	r.keys[o.ID] = k
 	return k
 }
@@ -426,25 +451,18 @@ func (r *runner) runOp(o Op) {
 	r.count(r.res.Ops, o.label())
 	key := r.key(o)
 	var (
-		oc  outcome.Outcome
-		err error
+		oc     outcome.Outcome
+		commit string // a commit the op reported on o.Branch
+		err    error
 	)
 	switch o.Kind {
 	case OpWrite:
-		var files []string
-		for i := range max(o.Files, 1) {
-			f := filepath.Join(r.st.cfg.Dir, "data-"+ulid.Make().String()+".csv")
-			os.WriteFile(f, []byte(fmt.Sprintf("id,v\n%d,%s\n", i, o.ID)), 0o644)
-			defer os.Remove(f)
-			files = append(files, f)
-		}
+		files, remove := r.dataFiles(max(o.Files, 1), o.ID)
+		defer remove()
 		r.started(o, client.WriteTableWorkflowID(r.graph, o.Branch, key))
 		res, e := r.gc.WriteTable(ctx, r.fs, client.WriteTableRequest{Graph: r.graph, Branch: o.Branch, Table: o.Table, Files: files,
 			Append: o.Append, IdempotencyKey: key})
-		oc, err = res.Outcome, e
-		if e == nil && res.Outcome == outcome.Done {
-			r.noteCommit(o.Branch, res.Commit)
-		}
+		oc, commit, err = res.Outcome, res.Commit, e
 	case OpCreate:
 		fb, fc, ft := r.source(o.Source)
 		r.started(o, client.CreateBranchWorkflowID(r.graph, o.Branch))
@@ -454,18 +472,12 @@ func (r *runner) runOp(o Op) {
 		src := strings.TrimPrefix(o.Source, "branch:")
 		r.started(o, client.MergeWorkflowID(r.graph, o.Branch, key))
 		res, e := r.gc.Merge(ctx, client.MergeRequest{Graph: r.graph, Source: src, Target: o.Branch, IdempotencyKey: key})
-		oc, err = res.Outcome, e
-		if e == nil && (res.Outcome == outcome.Merged || res.Outcome == outcome.Adopted) {
-			r.noteCommit(o.Branch, res.Commit)
-		}
+		oc, commit, err = res.Outcome, res.Commit, e
 	case OpRestore:
 		_, fc, ft := r.source(o.Source)
 		r.started(o, client.RestoreWorkflowID(r.graph, o.Branch, key))
 		res, e := r.gc.Restore(ctx, client.RestoreRequest{Graph: r.graph, Branch: o.Branch, ToCommit: fc, ToTag: ft, IdempotencyKey: key})
-		oc, err = res.Outcome, e
-		if e == nil && res.Outcome == outcome.Done {
-			r.noteCommit(o.Branch, res.Commit)
-		}
+		oc, commit, err = res.Outcome, res.Commit, e
 	case OpTagCreate:
 		r.started(o, client.CreateTagWorkflowID(r.graph, o.Tag))
 		res, e := r.gc.CreateTag(ctx, client.CreateTagRequest{Graph: r.graph, Name: o.Tag, Branch: o.Branch, IdempotencyKey: key})
@@ -501,20 +513,15 @@ func (r *runner) runOp(o Op) {
 			zero := time.Duration(0)
 			req.GuardWindow = &zero
 		}
-		switch o.Mode {
-		case "dry_run":
-			req.Mode = workflows.CleanupModeDryRun
-		case "mark":
-			req.Mode = workflows.CleanupModeMark
-		case "sweep_run":
+		req.Mode = cmp.Or(map[string]workflows.CleanupMode{"dry_run": workflows.CleanupModeDryRun,
+			"mark": workflows.CleanupModeMark}[o.Mode], workflows.CleanupModeSweep)
+		if o.Mode == "sweep_run" {
 			r.mu.Lock()
 			req.SweepRunID = r.lastMark
 			r.mu.Unlock()
-			if req.SweepRunID == "" {
-				req.Mode = workflows.CleanupModeSweep
+			if req.SweepRunID != "" {
+				req.Mode = "" // sweep the last mark's plan
 			}
-		default:
-			req.Mode = workflows.CleanupModeSweep
 		}
 		r.started(o, client.CleanupWorkflowID(r.graph))
 		res, e := r.gc.Cleanup(ctx, req)
@@ -524,6 +531,10 @@ func (r *runner) runOp(o Op) {
 			r.lastMark = res.RunID
 			r.mu.Unlock()
 		}
+	}
+	// Every outcome that lands a commit on o.Branch; the others report none.
+	if err == nil && (oc == outcome.Done || oc == outcome.Merged || oc == outcome.Adopted) {
+		r.noteCommit(o.Branch, commit)
 	}
 	out := outcomeOf(string(oc), err)
 	r.count(r.res.Outcomes, o.label()+":"+out)
@@ -603,37 +614,28 @@ func liveRefs(ctx context.Context, s storage.Store, prefix string) []format.Bran
 // addStorageFault adds f's rule to the schedule's fault store.
 func (r *runner) addStorageFault(f Fault) {
 	g := r.graph
-	rule := faults.Rule{Name: f.ID, Op: f.Op, Skip: f.Skip, Times: f.Times}
+	rule := storageFaults[f.Kind]
+	rule.Name, rule.Op, rule.Skip, rule.Times = f.ID, f.Op, f.Skip, f.Times
 	rule.KeyPrefix = cmp.Or(map[string]string{"refs": format.BranchRefsPrefix(g), "tags": format.TagsPrefix(g), "commits": g + "/trees/",
 		"tables": g + "/tables/", "graph": format.GraphKey(g)}[f.Target], format.GraphPrefix(g))
-	m := storageFaults[f.Kind]
-	rule.Mode, rule.Status, rule.Delay = m.mode, m.status, m.delay
-	if f.Kind == "hold_late" {
-		r.mu.Lock()
-		r.holdLate[f.ID] = true
-		r.mu.Unlock()
-	}
 	rm := r.fs.Add(rule)
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.holdLate[f.ID] = f.Kind == "hold_late"
 	r.removes = append(r.removes, rm)
-	r.mu.Unlock()
 }
 
 // storageFaults are the rules of the storage fault kinds.
-var storageFaults = map[string]struct {
-	mode   faults.Mode
-	status int
-	delay  time.Duration
-}{
-	"lose_answer":      {mode: faults.ApplyLoseAnswer},
-	"fail_before_send": {mode: faults.FailBeforeSend},
-	"hold_late":        {mode: faults.Hold},
-	"hold_never":       {mode: faults.Hold},
-	"refuse_412":       {mode: faults.Refuse, status: 412},
-	"refuse_403":       {mode: faults.Refuse, status: 403},
-	"refuse_503":       {mode: faults.Refuse, status: 503},
-	"delay":            {mode: faults.Delay, delay: 200 * time.Millisecond},
-	"stall":            {mode: faults.Delay, delay: StallFor},
+var storageFaults = map[string]faults.Rule{
+	"lose_answer":      {Mode: faults.ApplyLoseAnswer},
+	"fail_before_send": {Mode: faults.FailBeforeSend},
+	"hold_late":        {Mode: faults.Hold},
+	"hold_never":       {Mode: faults.Hold},
+	"refuse_412":       {Mode: faults.Refuse, Status: 412},
+	"refuse_403":       {Mode: faults.Refuse, Status: 403},
+	"refuse_503":       {Mode: faults.Refuse, Status: 503},
+	"delay":            {Mode: faults.Delay, Delay: 200 * time.Millisecond},
+	"stall":            {Mode: faults.Delay, Delay: StallFor},
 }
 
 // recordStorageFaults counts the faults the store injected, by mode and status.
@@ -850,7 +852,7 @@ func (r *runner) namesAgain() {
 	}
 }
 
-// check runs the oracle and the soak's own checks (internal/oracle/soak.go).
+// check runs the oracle, with the soak's own checks (internal/oracle/soak.go).
 func (r *runner) check() error {
 	r.mu.Lock()
 	reported, immut, keys := r.reported, r.immut, r.keys
@@ -879,28 +881,14 @@ func (r *runner) check() error {
 		}
 		keep = append(keep, rc)
 	}
-	names := append([]string{"main"}, r.s.Branches...)
-	opIDs := slices.Collect(maps.Values(keys))
 	vs, err := oracle.Check(r.ctx, oracle.Config{Store: r.st.Inner, Catalog: r.st.Oracle, Graph: r.graph,
-		Workflows: worker.TemporalWorkflows(r.st.TC), Names: names, Reported: keep})
+		Workflows: worker.TemporalWorkflows(r.st.TC), Names: append([]string{"main"}, r.s.Branches...), Reported: keep,
+		Quiesced: true, Immutable: immut, OpIDs: slices.Collect(maps.Values(keys)), Reclaimed: swept})
+	// What the oracle found before it could not go on is still found: a seed with a
+	// violation is violated, whatever else stopped its check.
+	r.record(vs...)
 	if err != nil {
-		// What the oracle found before it could not go on is still found: a seed with a
-		// violation is violated, whatever else stopped its check.
-		r.record(vs)
 		return fmt.Errorf("oracle: %w", err)
 	}
-	more, err := oracle.CheckSoak(r.ctx, oracle.SoakConfig{Store: r.st.Inner, Catalog: r.st.Oracle, Graph: r.graph,
-		Immutable: immut, OpIDs: opIDs, Reclaimed: swept})
-	r.record(append(vs, more...))
-	if err != nil {
-		return fmt.Errorf("soak oracle: %w", err)
-	}
 	return nil
-}
-
-// record files the oracle's violations as broken promises.
-func (r *runner) record(vs []oracle.Violation) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.res.Violations = append(r.res.Violations, vs...)
 }

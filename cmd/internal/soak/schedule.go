@@ -153,12 +153,11 @@ func Generate(seed uint64, backend Backend) Schedule {
 	for _, i := range perm[:nb] {
 		s.Branches = append(s.Branches, branchPool[i])
 	}
-	// Always include a '/'-relative pair in most seeds.
-	if r.IntN(4) != 0 && !slices.Contains(s.Branches, "a") {
-		s.Branches = append(s.Branches, "a")
-	}
-	if r.IntN(4) != 0 && !slices.Contains(s.Branches, "a/b") {
-		s.Branches = append(s.Branches, "a/b")
+	// Most seeds include the '/'-relative pair a and a/b.
+	for _, b := range []string{"a", "a/b"} {
+		if r.IntN(4) != 0 && !slices.Contains(s.Branches, b) {
+			s.Branches = append(s.Branches, b)
+		}
 	}
 	s.Tags = tagPool[:1+r.IntN(len(tagPool))]
 	s.InitFaulted = r.IntN(8) == 0
@@ -191,8 +190,7 @@ func Generate(seed uint64, backend Backend) Schedule {
 		}
 		return "tag:" + tag()
 	}
-	nops := 3 + r.IntN(5)
-	for i := range nops {
+	for i := range 3 + r.IntN(5) {
 		o := Op{ID: fmt.Sprintf("o%d", i), At: time.Duration(r.IntN(2000)) * time.Millisecond}
 		// Creates, writes and cleanups are the common case; everything else appears too.
 		switch x := r.IntN(20); {
@@ -268,15 +266,12 @@ func Generate(seed uint64, backend Backend) Schedule {
 		}
 		s.Ops = append(s.Ops, o)
 	}
-	nf := r.IntN(4)
-	for i := range nf {
+	for i := range r.IntN(4) {
 		f := Fault{ID: fmt.Sprintf("f%d", i), At: time.Duration(r.IntN(1500)) * time.Millisecond, Class: ClassStorage}
 		f.Kind = []string{"lose_answer", "lose_answer", "fail_before_send", "hold_late", "hold_never", "refuse_412", "refuse_403", "refuse_503", "delay", "stall"}[r.IntN(10)]
 		f.Target = []string{"refs", "refs", "tags", "commits", "commits", "tables", "graph", "any"}[r.IntN(8)]
-		switch {
-		case strings.HasPrefix(f.Kind, "hold"):
-			f.Op = faults.OpPut
-		default:
+		f.Op = faults.OpPut // held puts
+		if !strings.HasPrefix(f.Kind, "hold") {
 			f.Op = []faults.Op{faults.OpPut, faults.OpPut, faults.OpPut, faults.OpGet, faults.OpList, faults.OpDeleteBatch, ""}[r.IntN(7)]
 		}
 		f.Skip, f.Times = r.IntN(3), 1+r.IntN(2)
@@ -315,15 +310,13 @@ func (s Schedule) Keep(keep map[string]bool) Schedule {
 	}
 	out := s
 	out.Ops, out.Faults = nil, nil
-	ops := map[string]bool{}
 	for _, o := range s.Ops {
 		if keep[o.ID] {
 			out.Ops = append(out.Ops, o)
-			ops[o.ID] = true
 		}
 	}
 	for _, f := range s.Faults {
-		if keep[f.ID] && (f.Victim == "" || ops[f.Victim]) {
+		if keep[f.ID] && (f.Victim == "" || keep[f.Victim]) {
 			out.Faults = append(out.Faults, f)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -16,9 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/jackc/pgx/v5"
 	sdkclient "go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -45,8 +43,7 @@ type StackConfig struct {
 	// S3 is a running versitygw, in which a bucket is created; zero starts one.
 	S3 s3.Config
 	// Restartable starts the servers the stack starts itself so Restart can restart
-	// them: the Temporal dev server with its state in a file, on a fixed port. Defaults
-	// to false.
+	// them: the Temporal dev server with its state in a file, on a fixed port.
 	Restartable bool
 }
 
@@ -103,11 +100,6 @@ func Start(ctx context.Context, cfg StackConfig) (*Stack, error) {
 	dir := st.cfg.Dir
 	switch cfg.Backend {
 	case LocalFS:
-		s, err := localfs.Open(filepath.Join(dir, "store"))
-		if err != nil {
-			return nil, err
-		}
-		st.Inner = s
 	case VersityGW:
 		if st.cfg.S3.Endpoint == "" {
 			st.gwOpts = devstack.VersityOptions{Dir: filepath.Join(dir, "versitygw")}
@@ -128,22 +120,23 @@ func Start(ctx context.Context, cfg StackConfig) (*Stack, error) {
 		}
 		st.cfg.S3.PathStyle = true
 		st.cfg.S3.Bucket = "graft-soak-" + nonce(6)
-		if err := createBucket(ctx, st.cfg.S3); err != nil {
+		c := st.cfg.S3
+		if err := devstack.CreateBucket(ctx, c.Endpoint, c.Region, c.AccessKeyID, c.SecretAccessKey,
+			c.Bucket); err != nil {
 			return nil, err
 		}
-		s, err := s3.New(ctx, st.cfg.S3)
-		if err != nil {
-			return nil, err
-		}
-		st.Inner = s
 	default:
 		return nil, fmt.Errorf("soak: unknown backend %q (localfs or versitygw)", cfg.Backend)
+	}
+	var err error
+	if st.Inner, err = openStore(ctx, cfg.Backend, dir, st.cfg.S3); err != nil {
+		return nil, err
 	}
 
 	st.dbURL = catalog.DefaultURL()
 	st.schema = "graft_soak_" + nonce(5)
 	st.appName = "graft-soak-" + nonce(5)
-	if err := execSQL(ctx, st.dbURL, "CREATE SCHEMA "+pgx.Identifier{st.schema}.Sanitize()); err != nil {
+	if _, err := execSQL(ctx, st.dbURL, "CREATE SCHEMA "+pgx.Identifier{st.schema}.Sanitize()); err != nil {
 		return nil, fmt.Errorf("create ledger schema: %w", err)
 	}
 	st.stops = append(st.stops, func() {
@@ -237,16 +230,9 @@ func (st *Stack) Restart(ctx context.Context, which string) (bool, error) {
 
 // TerminateBackends ends every Postgres backend of the stack's ledger pool
 // (pg_terminate_backend), whatever transaction it is in, and returns how many.
-func (st *Stack) TerminateBackends(ctx context.Context) (int, error) {
-	conn, err := pgx.Connect(ctx, st.dbURL)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	var n int
-	err = conn.QueryRow(ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-		WHERE application_name = $1 AND pid <> pg_backend_pid()) t`, st.appName).Scan(&n)
-	return n, err
+func (st *Stack) TerminateBackends(ctx context.Context) (int64, error) {
+	return execSQL(ctx, st.dbURL, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE application_name = $1 AND pid <> pg_backend_pid()`, st.appName)
 }
 
 // startWorker runs an in-process worker of a schedule and stands in for the supervisor
@@ -298,8 +284,24 @@ func (st *Stack) startWorker(taskQueue string, store storage.Store, onFatal func
 	}, nil
 }
 
-// childEnv makes a soak binary (cmd/soak or the test binary) serve as a bare worker.
+// childEnv makes a soak binary (cmd/soak or the test binary) serve as a bare worker; it
+// holds the worker's childConfig as JSON.
 const childEnv = "GRAFT_SOAK_CHILD_WORKER"
+
+type childConfig struct {
+	Backend                                     Backend
+	Dir, DB, Schema, Temporal, Namespace, Queue string
+	S3                                          s3.Config
+}
+
+// openStore opens the stack's store: the local one in dir, or cfg's bucket.
+func openStore(ctx context.Context, b Backend, dir string, cfg s3.Config) (storage.Store, error) {
+	if b == LocalFS {
+		s, err := localfs.Open(filepath.Join(dir, "store"))
+		return s, err
+	}
+	return s3.New(ctx, cfg)
+}
 
 // startChild runs a worker process on taskQueue, with no faults, that the schedule can
 // kill -9. Its output goes to a log file in the stack's directory.
@@ -308,32 +310,24 @@ func (st *Stack) startChild(taskQueue string) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg, err := json.Marshal(childConfig{Backend: st.cfg.Backend, Dir: st.cfg.Dir, S3: st.cfg.S3,
+		DB: withAppName(st.dbURL, st.appName), Schema: st.schema, Temporal: st.cfg.TemporalHostPort,
+		Namespace: st.cfg.Namespace, Queue: taskQueue})
+	if err != nil {
+		return nil, err
+	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(),
-		childEnv+"=1",
-		"GRAFT_SOAK_BACKEND="+string(st.cfg.Backend),
-		"GRAFT_SOAK_DIR="+st.cfg.Dir,
-		"GRAFT_SOAK_S3_ENDPOINT="+st.cfg.S3.Endpoint,
-		"GRAFT_SOAK_S3_BUCKET="+st.cfg.S3.Bucket,
-		"GRAFT_SOAK_S3_ACCESS="+st.cfg.S3.AccessKeyID,
-		"GRAFT_SOAK_S3_SECRET="+st.cfg.S3.SecretAccessKey,
-		"GRAFT_SOAK_S3_REGION="+st.cfg.S3.Region,
-		"GRAFT_SOAK_DB="+withAppName(st.dbURL, st.appName),
-		"GRAFT_SOAK_SCHEMA="+st.schema,
-		"GRAFT_SOAK_TEMPORAL="+st.cfg.TemporalHostPort,
-		"GRAFT_SOAK_NAMESPACE="+st.cfg.Namespace,
-		"GRAFT_SOAK_TASK_QUEUE="+taskQueue,
-	)
+	cmd.Env = append(os.Environ(), childEnv+"="+string(cfg))
 	logf, err := os.Create(filepath.Join(st.cfg.Dir, "child-"+strings.ReplaceAll(taskQueue, "/", "_")+".log"))
 	if err != nil {
 		return nil, err
 	}
+	defer logf.Close() // the child has its own descriptor
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
-		logf.Close()
 		return nil, err
 	}
-	go func() { cmd.Wait(); logf.Close() }()
+	go cmd.Wait()
 	return cmd, nil
 }
 
@@ -351,38 +345,29 @@ func runChild() int {
 	StepKnobs()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	env := func(k string) string { return os.Getenv("GRAFT_SOAK_" + k) }
 	fail := func(what string, err error) int {
 		fmt.Fprintf(os.Stderr, "soak child: %s: %v\n", what, err)
 		return 1
 	}
-	var store storage.Store
-	switch Backend(env("BACKEND")) {
-	case LocalFS:
-		s, err := localfs.Open(filepath.Join(env("DIR"), "store"))
-		if err != nil {
-			return fail("localfs", err)
-		}
-		store = s
-	default:
-		s, err := s3.New(ctx, s3.Config{Endpoint: env("S3_ENDPOINT"), Region: env("S3_REGION"), Bucket: env("S3_BUCKET"), PathStyle: true,
-			AccessKeyID: env("S3_ACCESS"), SecretAccessKey: env("S3_SECRET")})
-		if err != nil {
-			return fail("s3", err)
-		}
-		store = s
+	var c childConfig
+	if err := json.Unmarshal([]byte(os.Getenv(childEnv)), &c); err != nil {
+		return fail("config", err)
 	}
-	cat, err := catalog.Open(ctx, catalog.Config{DatabaseURL: env("DB"), Schema: env("SCHEMA"), MaxConns: 4})
+	store, err := openStore(ctx, c.Backend, c.Dir, c.S3)
+	if err != nil {
+		return fail("store", err)
+	}
+	cat, err := catalog.Open(ctx, catalog.Config{DatabaseURL: c.DB, Schema: c.Schema, MaxConns: 4})
 	if err != nil {
 		return fail("catalog", err)
 	}
 	defer cat.Close()
-	tc, err := sdkclient.DialContext(ctx, sdkclient.Options{HostPort: env("TEMPORAL"), Namespace: env("NAMESPACE"), Logger: devstack.QuietLogger})
+	tc, err := sdkclient.DialContext(ctx, sdkclient.Options{HostPort: c.Temporal, Namespace: c.Namespace, Logger: devstack.QuietLogger})
 	if err != nil {
 		return fail("temporal", err)
 	}
 	defer tc.Close()
-	w := sdkworker.New(tc, env("TASK_QUEUE"), sdkworker.Options{})
+	w := sdkworker.New(tc, c.Queue, sdkworker.Options{})
 	worker.Register(w, &activities.Activities{Store: store, Catalog: cat, Workflows: worker.TemporalWorkflows(tc)})
 	interrupt := make(chan any)
 	go func() { <-ctx.Done(); close(interrupt) }()
@@ -403,29 +388,20 @@ func withAppName(dbURL, app string) string {
 	return u.String()
 }
 
-func execSQL(ctx context.Context, dbURL, sql string) error {
+// execSQL runs sql on a connection of its own and returns the rows it affected (or
+// selected).
+func execSQL(ctx context.Context, dbURL, sql string, args ...any) (int64, error) {
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	_, err = conn.Exec(ctx, sql)
-	return err
+	tag, err := conn.Exec(ctx, sql, args...)
+	return tag.RowsAffected(), err
 }
 
 func nonce(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-func createBucket(ctx context.Context, c s3.Config) error {
-	cl := awss3.New(awss3.Options{
-		BaseEndpoint: aws.String(c.Endpoint),
-		Region:       c.Region,
-		UsePathStyle: true,
-		Credentials:  credentials.NewStaticCredentialsProvider(c.AccessKeyID, c.SecretAccessKey, ""),
-	})
-	_, err := cl.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(c.Bucket)})
-	return err
 }
