@@ -23,78 +23,66 @@ import (
 // RepairBranchRequest asks to make Branch live through Keep alone.
 type RepairBranchRequest struct {
 	Graph, Branch string
-	// Keep is the native name ({branch}.{ULID}) of the live incarnation to
-	// keep; the error of a refused listing names the candidates.
+	// Keep is the native name ({branch}.{ULID}) of the live incarnation to keep; the error
+	// of a refused listing names the candidates.
 	Keep string
 	// IdempotencyKey identifies the operation. Defaults to a fresh ULID.
 	IdempotencyKey string
 }
 
-// RepairBranchWorkflowID is the workflow id of a repair of (graph, branch):
-// one in-flight repair per logical name.
+// RepairBranchWorkflowID is the workflow id of a repair: one in flight per branch name.
 func RepairBranchWorkflowID(graph, branch string) string {
 	return "graft/repair-branch/" + graph + "/" + branch
 }
 
 // RepairBranch retires every live incarnation of req.Branch but req.Keep, by
-// compare-and-swap, and waits for the outcome. Done comes back with a nil
-// error and the retired natives; invalid when Keep is not live; any other
-// outcome is an *outcome.Error.
+// compare-and-swap, and waits for the outcome: done with a nil error and the retired
+// natives; invalid when Keep is not live.
 func (c *Client) RepairBranch(ctx context.Context, req RepairBranchRequest) (workflows.RepairBranchResult, error) {
-	if err := req.Validate(); err != nil {
-		return workflows.RepairBranchResult{}, err
-	}
 	key := keyOrNew(req.IdempotencyKey)
 	in := workflows.RepairBranchInput{Graph: req.Graph, Branch: req.Branch, Keep: req.Keep, OpID: key}
 	h, err := startOperation(ctx, c, operationStart{
-		Kind: "repair_branch",
-		ID:   RepairBranchWorkflowID(req.Graph, req.Branch), Workflow: workflows.RepairBranchName, Input: in,
+		Check: req.Validate(), Kind: "repair_branch", Wrap: "start repair of " + req.Graph + "/" + req.Branch,
+		ID: RepairBranchWorkflowID(req.Graph, req.Branch), Workflow: workflows.RepairBranchName, Input: in,
 		Summary: fmt.Sprintf("repair branch %s in %s, keeping %s", req.Branch, req.Graph, req.Keep), Graph: req.Graph, Branch: req.Branch, OpID: key,
 		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, Finished: req.IdempotencyKey != "",
 	}, workflows.RepairBranchResult{})
 	if err != nil {
-		return workflows.RepairBranchResult{}, fmt.Errorf("start repair of %s/%s: %w", req.Graph, req.Branch, err)
+		return workflows.RepairBranchResult{}, err
 	}
 	return h.WaitFinal(ctx)
 }
 
-// Reader answers read-only questions straight from the store: no workflow,
-// no ledger. Errors that are outcomes are *outcome.Error (not_found for a
-// missing graph or branch, conflict for a branch with several live
-// incarnations — its message names the repair step — invalid for bad names).
+// Reader answers read-only questions straight from the store: no workflow, no ledger.
+// Errors that are outcomes are *outcome.Error (not_found for a missing graph or branch,
+// conflict for a branch with several live incarnations — its message names the repair
+// step — invalid for bad names).
 type Reader struct {
 	store storage.Store
-	// Locator, when set, turns a store key into the URI an engine reads it
-	// at (s3://bucket/prefix/key, file:///dir/key): TableObjects fills
-	// TableObject.URI with it. Defaults to nil (keys only).
+	// Locator, when set, turns a store key into the URI an engine reads it at
+	// (s3://bucket/prefix/key, file:///dir/key), for TableObject.URI.
 	Locator func(key string) string
 }
 
 // NewReader returns a Reader over the store graft's workers use.
 func NewReader(store storage.Store) *Reader { return &Reader{store: store} }
 
-// headReadConcurrency bounds the parallel head reads of ListBranches.
-const headReadConcurrency = 8
-
 // BranchInfo is one live branch in a listing.
 type BranchInfo struct {
 	Branch string `json:"branch"`
-	// Native is the branch's live incarnation.
-	Native string `json:"native"`
-	// Head is the id of the branch's newest commit.
+	// Native is the branch's live incarnation; Tables counts the tables its head pins.
+	Native   string    `json:"native"`
 	Head     string    `json:"head"`
 	HeadTime time.Time `json:"head_time"`
-	// Tables counts the tables the head pins.
-	Tables int `json:"tables"`
+	Tables   int       `json:"tables"`
 }
 
 // GraphInfo is a graph's record.
 type GraphInfo struct {
 	Name      string    `json:"name"`
 	CreatedAt time.Time `json:"created_at"`
-	// Op is the operation that created the graph.
-	Op string `json:"op"`
-	// DefaultBranch is the graph's default branch, main.
+	// Op is the operation that created the graph; DefaultBranch is main.
+	Op            string `json:"op"`
 	DefaultBranch string `json:"default_branch"`
 }
 
@@ -110,9 +98,9 @@ func (r *Reader) Graph(ctx context.Context, graphName string) (GraphInfo, error)
 	return GraphInfo{Name: g.Name, CreatedAt: g.CreatedAt, Op: g.Op, DefaultBranch: g.DefaultBranch}, nil
 }
 
-// ListBranches lists the live branches of a graph, by name, with their
-// heads: a GET of the graph record, a listing of the refs, then per branch
-// a GET of the ref and a head read (LIST + GET), in parallel.
+// ListBranches lists the live branches of a graph, by name, with their heads: a GET of
+// the graph record, a listing of the refs, then per branch a GET of the ref and a head
+// read (LIST + GET), 8 at a time.
 func (r *Reader) ListBranches(ctx context.Context, graphName string) ([]BranchInfo, error) {
 	if _, err := r.Graph(ctx, graphName); err != nil {
 		return nil, err
@@ -122,7 +110,7 @@ func (r *Reader) ListBranches(ctx context.Context, graphName string) ([]BranchIn
 		return nil, readError(err, graphName, "")
 	}
 	out := make([]BranchInfo, len(bs))
-	err = bounded.EachErr(len(bs), headReadConcurrency, func(i int) error {
+	err = bounded.EachErr(len(bs), 8, func(i int) error {
 		b := bs[i]
 		head, err := graph.BranchHeadView(ctx, r.store, graphName, b)
 		if err != nil {
@@ -137,13 +125,12 @@ func (r *Reader) ListBranches(ctx context.Context, graphName string) ([]BranchIn
 	return out, nil
 }
 
-// RefInfo describes a branch's live ref.
+// RefInfo describes a branch's live ref and the operation that wrote it.
 type RefInfo struct {
 	Key   string `json:"key"`
 	State string `json:"state"`
-	// Op is the operation that wrote the ref.
-	Op   string `json:"op"`
-	ETag string `json:"etag"`
+	Op    string `json:"op"`
+	ETag  string `json:"etag"`
 }
 
 // TablePin is one table a commit pins.
@@ -183,8 +170,7 @@ func (r *Reader) ShowBranch(ctx context.Context, graphName, branch string) (Bran
 	}, nil
 }
 
-// branchHead reads the graph's record, then branch's live incarnation and
-// its head commit.
+// branchHead reads the graph's record, then branch's live incarnation and its head.
 func (r *Reader) branchHead(ctx context.Context, graphName, branch string) (graph.Branch, graph.CommitView, error) {
 	if _, err := r.Graph(ctx, graphName); err != nil {
 		return graph.Branch{}, graph.CommitView{}, err
@@ -200,9 +186,8 @@ func (r *Reader) branchHead(ctx context.Context, graphName, branch string) (grap
 	return b, head, nil
 }
 
-// readError turns a read's error into an *outcome.Error when it is an
-// outcome, and returns anything else (an unreachable store, a malformed
-// object) as is.
+// readError turns a read's error into an *outcome.Error when it is an outcome, and
+// returns anything else (an unreachable store, a malformed object) as is.
 func readError(err error, graphName, branch string) error {
 	var ml *graph.MultipleLiveError
 	switch {

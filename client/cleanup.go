@@ -40,18 +40,17 @@ type CleanupRequest struct {
 	RunID string
 }
 
-// CleanupWorkflowID is the workflow id of an on-demand cleanup of graph: one
-// at a time per graph. (Scheduled runs get it with the scheduled time
-// appended; the ledger lets only one of them condemn at once.)
+// CleanupWorkflowID is the workflow id of an on-demand cleanup of graph: one at a time per
+// graph. (Scheduled runs get it with the scheduled time appended; the ledger lets only
+// one of them condemn at once.)
 func CleanupWorkflowID(graph string) string { return "graft/cleanup/" + graph }
 
 // CleanupScheduleID is the id of graph's cleanup schedule.
 func CleanupScheduleID(graph string) string { return "graft-cleanup-" + graph }
 
-// CleanupHandle is a started cleanup. RunID is the Temporal run id of the
-// workflow's first execution; OpID the cleanup's operation id in the ledger,
-// "" when the attached run has not said it yet (OperationID asks again). Wait
-// waits for its result through any continue-as-new.
+// CleanupHandle is a started cleanup. RunID is the Temporal run id of the workflow's first
+// execution; OpID the cleanup's operation id in the ledger, "" when the attached run has
+// not said it yet (OperationID asks again). Wait follows any continue-as-new.
 type CleanupHandle struct {
 	*OperationHandle[workflows.CleanupResult]
 }
@@ -68,21 +67,20 @@ func (r CleanupRequest) Validate() error {
 	return firstInvalid(checkGraph(r.Graph), invalid("", r.input().Validate()), checkKey(r.SweepRunID))
 }
 
-// StartCleanup starts a cleanup of req.Graph, or attaches to the one running
-// when it is the same request (the run id aside), and returns at once; a
-// running cleanup of another request is a *RequestConflictError.
+// StartCleanup starts a cleanup of req.Graph, or attaches to the one running when it is
+// the same request (the run id aside), and returns at once; a running cleanup of another
+// request is a *RequestConflictError.
 func (c *Client) StartCleanup(ctx context.Context, req CleanupRequest) (*CleanupHandle, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
 	given := req.RunID != ""
 	req.RunID = keyOrNew(req.RunID)
-	in := req.input()
-	// A given run id names one run: the one that ended under it is attached
-	// to or a conflict, never started again.
+	// A given run id names one run: the one that ended under it is attached to or a
+	// conflict, never started again.
 	run, opID, err := c.startRun(ctx, operationStart{
 		Kind: "cleanup",
-		ID:   CleanupWorkflowID(req.Graph), Workflow: workflows.CleanupName, Input: in,
+		ID:   CleanupWorkflowID(req.Graph), Workflow: workflows.CleanupName, Input: req.input(),
 		Summary: fmt.Sprintf("cleanup (%s) of %s", req.Mode, req.Graph), Graph: req.Graph, OpID: req.RunID,
 		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, Finished: given,
 		What: "start cleanup of " + req.Graph, NoEager: true,
@@ -92,23 +90,19 @@ func (c *Client) StartCleanup(ctx context.Context, req CleanupRequest) (*Cleanup
 	}
 	// An attached run has its own ledger id: from its input, or asked.
 	h := &CleanupHandle{&OperationHandle[workflows.CleanupResult]{c: c, WorkflowID: run.GetID(), RunID: run.GetRunID(), OpID: opID, run: run}}
-	if h.OpID == "" {
-		if p, err := h.Progress(ctx); err == nil {
-			h.OpID = p.RunID
-		}
-	}
+	_, _ = h.OperationID(ctx)
 	return h, nil
 }
 
-// AttachCleanup returns a handle on a cleanup workflow that runs, or ran;
-// runID "" follows its latest run.
+// AttachCleanup returns a handle on a cleanup workflow that runs, or ran; runID "" follows
+// its latest run.
 func (c *Client) AttachCleanup(ctx context.Context, workflowID, runID string) *CleanupHandle {
 	run := c.tc.GetWorkflow(ctx, workflowID, runID)
 	return &CleanupHandle{&OperationHandle[workflows.CleanupResult]{c: c, WorkflowID: workflowID, RunID: run.GetRunID(), run: run}}
 }
 
-// OperationID returns the cleanup's ledger id, asking the workflow when
-// StartCleanup could not tell.
+// OperationID returns the cleanup's ledger id, asking the workflow when StartCleanup could
+// not tell.
 func (h *CleanupHandle) OperationID(ctx context.Context) (string, error) {
 	if h.OpID != "" {
 		return h.OpID, nil
@@ -124,8 +118,8 @@ func (h *CleanupHandle) OperationID(ctx context.Context) (string, error) {
 	return h.OpID, nil
 }
 
-// Cleanup runs a cleanup and waits for its result; an outcome other than
-// done is an *outcome.Error.
+// Cleanup runs a cleanup and waits for its result; an outcome other than done is an
+// *outcome.Error.
 func (c *Client) Cleanup(ctx context.Context, req CleanupRequest) (workflows.CleanupResult, error) {
 	h, err := c.StartCleanup(ctx, req)
 	if err != nil {
@@ -134,9 +128,8 @@ func (c *Client) Cleanup(ctx context.Context, req CleanupRequest) (workflows.Cle
 	return h.Wait(ctx)
 }
 
-// Progress asks the running cleanup how far it got, bounded by
-// Options.QueryTimeout. Deleted includes what sweep activities still in
-// flight have reported in their heartbeats.
+// Progress asks the running cleanup how far it got, bounded by Options.QueryTimeout.
+// Deleted includes what sweep activities still in flight reported in their heartbeats.
 func (h *CleanupHandle) Progress(ctx context.Context) (workflows.CleanupProgress, error) {
 	var p workflows.CleanupProgress
 	if err := h.c.query(ctx, h.WorkflowID, "", workflows.CleanupProgressQueryName, &p); err != nil || p.Phase != "sweep" {
@@ -189,14 +182,12 @@ type CleanupScheduleInfo struct {
 	ID string
 	// The schedule as configured.
 	CleanupScheduleRequest
-	// NextRuns are the next times the schedule will start a cleanup.
-	NextRuns []time.Time
-	// RecentRuns are the latest cleanups it started, oldest first.
+	// NextRuns are the next times the schedule starts a cleanup; RecentRuns the latest it
+	// started, oldest first; Running the workflow ids of those still running.
+	NextRuns   []time.Time
 	RecentRuns []CleanupScheduleRun
-	// Running lists the workflow ids of its cleanups still running.
-	Running []string
-	// Actions counts the cleanups started; SkippedOverlap those skipped while
-	// one ran.
+	Running    []string
+	// Actions counts the cleanups started; SkippedOverlap those skipped while one ran.
 	Actions, SkippedOverlap int
 	CreatedAt, UpdatedAt    time.Time
 }
@@ -207,8 +198,8 @@ type CleanupScheduleRun struct {
 	WorkflowID, RunID      string
 }
 
-// cronMemo is the start action's memo key keeping the cron expression as
-// given (the server turns cron into calendar specs).
+// cronMemo is the start action's memo key keeping the cron expression as given (the
+// server turns cron into calendar specs).
 const cronMemo = "graft_cleanup_cron"
 
 // input is the input of every cleanup the schedule starts.
@@ -246,8 +237,8 @@ func (c *Client) scheduleParts(r CleanupScheduleRequest) (sdkclient.ScheduleSpec
 	return spec, action
 }
 
-// CleanupScheduleCreate creates graph's cleanup schedule (a run due while the
-// previous one runs is skipped), or updates it to req when it exists.
+// CleanupScheduleCreate creates graph's cleanup schedule (a run due while the previous one
+// runs is skipped), or updates it to req when it exists.
 func (c *Client) CleanupScheduleCreate(ctx context.Context, req CleanupScheduleRequest) error {
 	if err := req.check(); err != nil {
 		return err
@@ -267,8 +258,8 @@ func (c *Client) CleanupScheduleCreate(ctx context.Context, req CleanupScheduleR
 	return nil
 }
 
-// CleanupScheduleUpdate replaces the spec, policy and paused state of graph's
-// cleanup schedule; a missing one is an *outcome.Error with outcome not_found.
+// CleanupScheduleUpdate replaces the spec, policy and paused state of graph's cleanup
+// schedule; a missing one is not_found.
 func (c *Client) CleanupScheduleUpdate(ctx context.Context, req CleanupScheduleRequest) error {
 	if err := req.check(); err != nil {
 		return err
@@ -306,8 +297,8 @@ func (c *Client) CleanupSchedulePause(ctx context.Context, graph string, paused 
 	return c.scheduleError(err, "pause", graph)
 }
 
-// CleanupScheduleTrigger starts a cleanup from graph's schedule now (skipped
-// while one is still running).
+// CleanupScheduleTrigger starts a cleanup from graph's schedule now (skipped while one
+// is still running).
 func (c *Client) CleanupScheduleTrigger(ctx context.Context, graph string) error {
 	h := c.tc.ScheduleClient().GetHandle(ctx, CleanupScheduleID(graph))
 	return c.scheduleError(h.Trigger(ctx, sdkclient.ScheduleTriggerOptions{Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP}), "trigger", graph)

@@ -32,19 +32,17 @@ import (
 type Options struct {
 	// TaskQueue graft's workers poll. Defaults to "graft".
 	TaskQueue string
-	// EagerStart hands a new workflow's first task straight to a worker in
-	// this process (one that runs a graft worker on the same Temporal
-	// client), saving a round trip. Defaults to false.
+	// EagerStart hands a new workflow's first task straight to a worker in this process
+	// (one that runs a graft worker on the same Temporal client), saving a round trip.
 	EagerStart bool
-	// PollInterval is the first pause between the status queries of a wait
-	// (is the operation in doubt?); it doubles up to 5s. Defaults to 1s.
+	// PollInterval is the first pause between the status queries of a wait (is the
+	// operation in doubt?); it doubles up to 5s. Defaults to 1s.
 	PollInterval time.Duration
-	// QueryTimeout bounds every status query and description: a workflow
-	// whose task is held (a step retrying) cannot answer, and a wait must not
-	// hang on it. Defaults to 5s.
+	// QueryTimeout bounds every status query and description: a workflow whose task is
+	// held (a step retrying) cannot answer, and a wait must not hang on it. Defaults to 5s.
 	QueryTimeout time.Duration
-	// Notify, when set, is told from the waiting goroutine why a wait is
-	// taking long (Notice), at most once per reason and wait.
+	// Notify, when set, is told from the waiting goroutine why a wait is taking long
+	// (Notice), at most once per reason and wait.
 	Notify func(Notice)
 }
 
@@ -76,13 +74,12 @@ type CreateBranchRequest struct {
 	// At most one source; all empty means the head of main.
 	FromBranch, FromCommit, FromTag string
 	Author, Message                 string
-	// IdempotencyKey identifies the operation: the same request under it
-	// attaches, another is a conflict. Defaults to a fresh ULID.
+	// IdempotencyKey identifies the operation: the same request under it attaches, another
+	// is a conflict. Defaults to a fresh ULID.
 	IdempotencyKey string
 }
 
-// CreateBranchWorkflowID is the workflow id of a create of (graph, branch):
-// one in-flight create per logical name.
+// CreateBranchWorkflowID is the workflow id of a create: one in flight per branch name.
 func CreateBranchWorkflowID(graph, branch string) string {
 	return "graft/create-branch/" + graph + "/" + branch
 }
@@ -94,9 +91,6 @@ type Handle struct {
 
 // StartCreateBranch starts (or attaches to) the create of req.Branch and returns at once.
 func (c *Client) StartCreateBranch(ctx context.Context, req CreateBranchRequest) (*Handle, error) {
-	if err := req.Validate(); err != nil {
-		return nil, err
-	}
 	opID := keyOrNew(req.IdempotencyKey)
 	in := workflows.CreateBranchInput{
 		Graph: req.Graph, Branch: req.Branch,
@@ -104,19 +98,19 @@ func (c *Client) StartCreateBranch(ctx context.Context, req CreateBranchRequest)
 		OpID:   opID, Author: req.Author, Message: req.Message,
 	}
 	h, err := startOperation(ctx, c, operationStart{
-		Kind: "create_branch",
-		ID:   CreateBranchWorkflowID(req.Graph, req.Branch), Workflow: workflows.CreateBranchName, Input: in,
+		Check: req.Validate(), Kind: "create_branch", Wrap: "start create of " + req.Graph + "/" + req.Branch,
+		ID: CreateBranchWorkflowID(req.Graph, req.Branch), Workflow: workflows.CreateBranchName, Input: in,
 		Summary: fmt.Sprintf("create branch %s in %s", req.Branch, req.Graph), Graph: req.Graph, Branch: req.Branch, OpID: opID,
 		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, Finished: req.IdempotencyKey != "",
 	}, workflows.CreateBranchResult{Graph: req.Graph, Branch: req.Branch})
 	if err != nil {
-		return nil, fmt.Errorf("start create of %s/%s: %w", req.Graph, req.Branch, err)
+		return nil, err
 	}
 	return &Handle{h}, nil
 }
 
-// AttachCreateBranch returns a handle on the create of (graph, branch) that
-// is running, or that ran last.
+// AttachCreateBranch returns a handle on the create of (graph, branch) that is running,
+// or that ran last.
 func (c *Client) AttachCreateBranch(ctx context.Context, graph, branch string) *Handle {
 	id := CreateBranchWorkflowID(graph, branch)
 	run := c.tc.GetWorkflow(ctx, id, "")
@@ -138,8 +132,8 @@ func (h *Handle) WaitCreateBranch(ctx context.Context) (workflows.CreateBranchRe
 	return h.Wait(ctx)
 }
 
-// AbandonCreate asks an in-doubt create of (graph, branch) to settle by
-// fencing its ref key instead of waiting for the put to land.
+// AbandonCreate asks an in-doubt create of (graph, branch) to settle by fencing its ref
+// key instead of waiting for the put to land.
 func (c *Client) AbandonCreate(ctx context.Context, graph, branch, reason string) error {
 	id := CreateBranchWorkflowID(graph, branch)
 	err := c.tc.SignalWorkflow(ctx, id, "", workflows.AbandonSignalName, workflows.AbandonRequest{Reason: reason})

@@ -12,15 +12,14 @@ import (
 // DeleteBranchRequest asks to delete a branch.
 type DeleteBranchRequest struct {
 	Graph, Branch string
-	// Force deletes the branch although live tags name commits of it (the
-	// tags keep those commits). main is never deleted. Defaults to false.
+	// Force deletes the branch although live tags name commits of it (the tags keep those
+	// commits). main is never deleted.
 	Force bool
 	// IdempotencyKey identifies the operation. Defaults to a fresh ULID.
 	IdempotencyKey string
 }
 
-// DeleteBranchWorkflowID is the workflow id of a delete of (graph, branch):
-// one in-flight delete per logical name.
+// DeleteBranchWorkflowID is the workflow id of a delete: one in flight per branch name.
 func DeleteBranchWorkflowID(graph, branch string) string {
 	return "graft/delete-branch/" + graph + "/" + branch
 }
@@ -28,10 +27,10 @@ func DeleteBranchWorkflowID(graph, branch string) string {
 // DeleteBranchHandle is a started branch delete.
 type DeleteBranchHandle = OperationHandle[workflows.DeleteBranchResult]
 
-// DeleteBranch deletes req.Branch through graft.DeleteBranch — its live ref
-// retired by compare-and-swap into a fence — and waits for the outcome:
-// deleted with a nil error; invalid for main; conflict for a branch live tags
-// name (unless Force); in doubt as OperationHandle.Wait says.
+// DeleteBranch deletes req.Branch through graft.DeleteBranch — its live ref retired by
+// compare-and-swap into a fence — and waits for the outcome: deleted with a nil error;
+// invalid for main; conflict for a branch live tags name (unless Force); in doubt as
+// OperationHandle.Wait says.
 func (c *Client) DeleteBranch(ctx context.Context, req DeleteBranchRequest) (workflows.DeleteBranchResult, error) {
 	h, err := c.StartDeleteBranch(ctx, req)
 	return startWait(ctx, h, err)
@@ -39,14 +38,11 @@ func (c *Client) DeleteBranch(ctx context.Context, req DeleteBranchRequest) (wor
 
 // StartDeleteBranch starts (or attaches to) a branch delete and returns at once.
 func (c *Client) StartDeleteBranch(ctx context.Context, req DeleteBranchRequest) (*DeleteBranchHandle, error) {
-	if err := req.Validate(); err != nil {
-		return nil, err
-	}
 	key := keyOrNew(req.IdempotencyKey)
 	in := workflows.DeleteBranchInput{Graph: req.Graph, Branch: req.Branch, Force: req.Force, OpID: key}
 	return startOperation(ctx, c, operationStart{
-		Kind: "delete_branch",
-		ID:   DeleteBranchWorkflowID(req.Graph, req.Branch), Workflow: workflows.DeleteBranchName, Input: in,
+		Check: req.Validate(), Kind: "delete_branch",
+		ID: DeleteBranchWorkflowID(req.Graph, req.Branch), Workflow: workflows.DeleteBranchName, Input: in,
 		Summary: fmt.Sprintf("delete branch %s in %s", req.Branch, req.Graph), Graph: req.Graph, Branch: req.Branch, OpID: key,
 		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, Finished: req.IdempotencyKey != "",
 	}, workflows.DeleteBranchResult{Graph: req.Graph, Branch: req.Branch})

@@ -3,7 +3,6 @@ package client
 import (
 	"cmp"
 	"context"
-	"fmt"
 
 	enumspb "go.temporal.io/api/enums/v1"
 
@@ -13,34 +12,30 @@ import (
 // InitGraphRequest asks for a new graph.
 type InitGraphRequest struct {
 	Graph string
-	// IdempotencyKey identifies the operation: the same init under it finds
-	// its own graph and succeeds; another request is a conflict. Defaults to
-	// InitGraphWorkflowID(Graph), so a repeated init of a graph is idempotent.
+	// IdempotencyKey identifies the operation: the same init under it finds its own graph
+	// and succeeds; another request is a conflict. Defaults to InitGraphWorkflowID(Graph),
+	// so a repeated init of a graph is idempotent.
 	IdempotencyKey string
 	// Author of main's root commit. Defaults to "graft".
 	Author string
 }
 
-// InitGraphWorkflowID is the workflow id of an init of graph: one in-flight
-// init per graph.
+// InitGraphWorkflowID is the workflow id of an init of graph: one in flight per graph.
 func InitGraphWorkflowID(graph string) string { return "graft/init-graph/" + graph }
 
-// InitGraph creates a graph (main's root commit, main's ref, the graph
-// record) and waits for the outcome: done with a nil error — Created false
-// when the same operation made it already; conflict when another did.
+// InitGraph creates a graph (main's root commit, main's ref, the graph record) and waits
+// for the outcome: done with a nil error — Created false when the same operation made it
+// already; conflict when another did.
 func (c *Client) InitGraph(ctx context.Context, req InitGraphRequest) (workflows.InitGraphResult, error) {
-	if err := req.Validate(); err != nil {
-		return workflows.InitGraphResult{}, err
-	}
 	in := workflows.InitGraphInput{Graph: req.Graph, OpID: req.IdempotencyKey, Author: req.Author}
 	h, err := startOperation(ctx, c, operationStart{
-		Kind: "init_graph",
-		ID:   InitGraphWorkflowID(req.Graph), Workflow: workflows.InitGraphName, Input: in,
+		Check: req.Validate(), Wrap: "start init of " + req.Graph, Kind: "init_graph",
+		ID: InitGraphWorkflowID(req.Graph), Workflow: workflows.InitGraphName, Input: in,
 		Summary: "init graph " + req.Graph, Graph: req.Graph, OpID: cmp.Or(req.IdempotencyKey, InitGraphWorkflowID(req.Graph)),
 		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 	}, workflows.InitGraphResult{})
 	if err != nil {
-		return workflows.InitGraphResult{}, fmt.Errorf("start init of %s: %w", req.Graph, err)
+		return workflows.InitGraphResult{}, err
 	}
 	return h.WaitFinal(ctx)
 }

@@ -14,9 +14,8 @@ import (
 	"github.com/graftworks/graft/internal/graph"
 )
 
-// Ref names a commit: a commit id, a branch (its head) or a tag. "branch:X"
-// and "tag:X" say which; a bare name is a commit id if it parses as one,
-// else a branch, else a tag.
+// Ref names a commit: a commit id, a branch (its head) or a tag. "branch:X" and "tag:X"
+// say which; a bare name is a commit id if it parses as one, else a branch, else a tag.
 type Ref = string
 
 // ResolvedRef is a Ref and the commit it names.
@@ -34,12 +33,11 @@ type LogEntry struct {
 	Author  string    `json:"author"`
 	Message string    `json:"message"`
 	Op      string    `json:"op"` // the operation that wrote the commit
-	// Branch is the branch the commit was written on (a fork commit's is the
-	// new branch; its parent is on the source).
+	// Branch is the branch the commit was written on (a fork commit's is the new branch;
+	// its parent is on the source).
 	Branch  string   `json:"branch"`
 	Parents []string `json:"parents"` // first parent first
-	// Merged is a merge commit's merged parent; RestoredFrom the commit a
-	// restore copied the tables of.
+	// Merged is a merge commit's merged parent; RestoredFrom the commit a restore copied.
 	Merged       string `json:"merged,omitempty"`
 	RestoredFrom string `json:"restored_from,omitempty"`
 	Tables       int    `json:"tables"` // how many the commit pins
@@ -50,16 +48,16 @@ type Log struct {
 	Graph   string     `json:"graph"`
 	Branch  string     `json:"branch"`
 	Entries []LogEntry `json:"entries"`
-	// Truncated says why the history stops before the graph's root commit:
-	// the limit, or an ancestor cleanup reclaimed ("" when it reached the root).
+	// Truncated says why the history stops before the graph's root commit: the limit, or
+	// an ancestor cleanup reclaimed ("" when it reached the root).
 	Truncated string `json:"truncated,omitempty"`
 }
 
 // DefaultLogLimit is how many commits Log returns when asked for none.
 const DefaultLogLimit = 50
 
-// Log walks branch's first parents from its head, newest first, up to limit
-// commits (DefaultLogLimit when limit <= 0): one GET per commit.
+// Log walks branch's first parents from its head, newest first, up to limit commits
+// (DefaultLogLimit when limit <= 0): one GET per commit.
 func (r *Reader) Log(ctx context.Context, graphName, branch string, limit int) (Log, error) {
 	if err := firstInvalid(checkGraph(graphName), checkBranch(branch)); err != nil {
 		return Log{}, err
@@ -173,11 +171,10 @@ func (r *Reader) resolve(ctx context.Context, graphName string, ref Ref) (resolv
 	return c, err
 }
 
-// TableChange is one table that differs between two commits. From or To is
-// "" when that side does not pin the table.
+// TableChange is one table that differs between two commits: added, removed or changed.
+// From or To is "" when that side does not pin the table.
 type TableChange struct {
-	Table string `json:"table"`
-	// Change is added, removed or changed.
+	Table  string `json:"table"`
 	Change string `json:"change"`
 	From   string `json:"from,omitempty"`
 	To     string `json:"to,omitempty"`
@@ -185,16 +182,15 @@ type TableChange struct {
 
 // Diff is what changed from one commit to another, table by table.
 type Diff struct {
-	Graph string      `json:"graph"`
-	From  ResolvedRef `json:"from"`
-	To    ResolvedRef `json:"to"`
-	// Tables lists the tables added, removed or changed, by name.
-	Tables    []TableChange `json:"tables"`
+	Graph     string        `json:"graph"`
+	From      ResolvedRef   `json:"from"`
+	To        ResolvedRef   `json:"to"`
+	Tables    []TableChange `json:"tables"` // by name
 	Unchanged int           `json:"unchanged"`
 }
 
-// Diff compares the tables the commits from and to pin: two commit reads
-// after resolving the refs.
+// Diff compares the tables the commits from and to pin: two commit reads after resolving
+// the refs.
 func (r *Reader) Diff(ctx context.Context, graphName string, from, to Ref) (Diff, error) {
 	if _, err := r.Graph(ctx, graphName); err != nil {
 		return Diff{}, err
@@ -231,8 +227,7 @@ func (r *Reader) Diff(ctx context.Context, graphName string, from, to Ref) (Diff
 type TableObject struct {
 	ID  string `json:"id"`
 	Key string `json:"key"`
-	// URI is where an engine reads the object (s3://…, file://…), when the
-	// Reader knows the store's locator (Reader.Locator).
+	// URI is where an engine reads the object (s3://…, file://…), with Reader.Locator set.
 	URI    string `json:"uri,omitempty"`
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
@@ -248,8 +243,8 @@ type TableListing struct {
 	Bytes   int64         `json:"bytes"`
 }
 
-// TableObjects lists the data objects of table as of ref, with their URIs
-// when Locator is set: three GETs after resolving the ref.
+// TableObjects lists the data objects of table as of ref, with their URIs when Locator is
+// set: three GETs after resolving the ref.
 func (r *Reader) TableObjects(ctx context.Context, graphName string, ref Ref, table string) (TableListing, error) {
 	l, _, err := r.tableObjects(ctx, graphName, ref, table)
 	return l, err
@@ -291,12 +286,11 @@ type TableVerification struct {
 	Ref     ResolvedRef `json:"ref"`
 	Table   string      `json:"table"`
 	Version string      `json:"version"`
-	// Objects counts the version's objects; Verified those there as their
-	// entries say.
+	// Objects counts the version's objects; Verified those there as their entries say.
 	Objects  int `json:"objects"`
 	Verified int `json:"verified"`
-	// Missing are the objects whose keys hold nothing; Changed, those whose
-	// size (or, for an imported object, ETag) differs from the entry's.
+	// Missing are the objects whose keys hold nothing; Changed, those whose size (or, for
+	// an imported object, ETag) differs from the entry's.
 	Missing []TableObject   `json:"missing"`
 	Changed []ChangedObject `json:"changed"`
 }
@@ -307,11 +301,10 @@ type ChangedObject struct {
 	Reason string `json:"reason"`
 }
 
-// VerifyTableObjects lists the objects of table as of ref, as TableObjects
-// does, then HEADs every one (8 at a time) to check it is there with the size
-// its entry records: one request per object. progress, when set, is called
-// from several goroutines with the objects checked so far and their total.
-// Missing or changed objects are in the result, not an error.
+// VerifyTableObjects lists the objects of table as of ref, as TableObjects does, then
+// HEADs every one (8 at a time) to check it is there with the size its entry records.
+// progress, when set, is called from several goroutines with the objects checked so far
+// and their total. Missing or changed objects are in the result, not an error.
 func (r *Reader) VerifyTableObjects(ctx context.Context, graphName string, ref Ref, table string, progress func(done, total int64)) (TableVerification, error) {
 	l, objs, err := r.tableObjects(ctx, graphName, ref, table)
 	if err != nil {

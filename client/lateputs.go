@@ -10,18 +10,16 @@ import (
 	"github.com/graftworks/graft/internal/catalog"
 )
 
-// LatePut is a key an operation put with an answer that was ambiguous — the put
-// may still be delivered, whatever the operation settled — and that the ledger
-// therefore keeps pinned past the operation's end: cleanup keeps the key and
-// what it pins, so a late delivery can never refill a key cleanup emptied
-// (docs/operations.md, "Late-put pins").
+// LatePut is a key an operation put with an answer that was ambiguous — the put may still
+// be delivered, whatever the operation settled — and that the ledger therefore keeps
+// pinned past the operation's end: cleanup keeps the key and what it pins, so a late
+// delivery can never refill a key cleanup emptied (docs/operations.md, "Late-put pins").
 type LatePut struct {
 	OpID  string `json:"op_id"`
 	Graph string `json:"graph"`
-	// Kind is the kind of object the key holds (commit).
-	Kind string `json:"kind"`
-	Key  string `json:"key"`
-	// HeldSince is when the pin was taken.
+	// Kind is the kind of object the key holds (commit); HeldSince when the pin was taken.
+	Kind      string    `json:"kind"`
+	Key       string    `json:"key"`
 	HeldSince time.Time `json:"held_since"`
 }
 
@@ -44,12 +42,11 @@ func (o *Ops) LatePuts(ctx context.Context, f LatePutsFilter) ([]LatePut, error)
 	return out, nil
 }
 
-// ReleaseLatePuts releases the late-put pins of a finished operation and
-// returns how many it released: the caller's word that no put the operation
-// sent can be delivered any more (every connection that carried one is closed,
-// or the store's own request timeout has passed). Cleanup may then reclaim the
-// keys as it judges them. An unknown operation is an *outcome.Error with
-// outcome not_found; an unfinished one, conflict (its end decides).
+// ReleaseLatePuts releases the late-put pins of a finished operation and returns how many
+// it released: the caller's word that no put the operation sent can be delivered any more
+// (every connection that carried one is closed, or the store's own request timeout has
+// passed). Cleanup may then reclaim the keys as it judges them. An unknown operation is
+// not_found; an unfinished one, conflict (its end decides).
 func (o *Ops) ReleaseLatePuts(ctx context.Context, opID string) (int, error) {
 	n, err := o.cat.PinsReleaseLatePuts(ctx, catalog.PinsReleaseLatePutsParams{OpID: opID})
 	var conflict *catalog.StateConflictError

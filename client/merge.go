@@ -21,18 +21,16 @@ import (
 // MergeRequest asks to merge Source into Target.
 type MergeRequest struct {
 	Graph, Source, Target string
-	// ExpectedHead, when set, makes the merge a conflict unless Target's
-	// head is this commit id. Defaults to "" (merge into the current head).
+	// ExpectedHead, when set, makes the merge a conflict unless Target's head is this
+	// commit id. Defaults to "" (merge into the current head).
 	ExpectedHead string
-	// Preview returns the plan and writes nothing. Defaults to false.
+	// Preview returns the plan and writes nothing.
 	Preview bool
-	// Author of the merge commit. Defaults to "graft".
-	Author string
-	// Message of the merge commit. Defaults to "merge {source} into {target}".
-	Message string
-	// IdempotencyKey identifies the operation: the same request under it
-	// attaches to the first, running or finished; another is a
-	// *RequestConflictError. Defaults to a fresh ULID.
+	// Author and Message of the merge commit. Default to "graft" and
+	// "merge {source} into {target}".
+	Author, Message string
+	// IdempotencyKey identifies the operation: the same request under it attaches to the
+	// first, running or finished; another is a *RequestConflictError. Defaults to a fresh ULID.
 	IdempotencyKey string
 }
 
@@ -49,10 +47,9 @@ func MergePreviewWorkflowID(graph, target, key string) string {
 // MergeHandle is a started merge.
 type MergeHandle = OperationHandle[workflows.MergeResult]
 
-// Merge merges req.Source into req.Target through graft.Merge and waits for
-// the outcome: merged, adopted and already_up_to_date (a preview's too) with
-// a nil error; conflict with the result's Tables listing every conflict; in
-// doubt as OperationHandle.Wait says.
+// Merge merges req.Source into req.Target through graft.Merge and waits for the outcome:
+// merged, adopted and already_up_to_date (a preview's too) with a nil error; conflict
+// with the result's Tables listing every conflict; in doubt as OperationHandle.Wait says.
 func (c *Client) Merge(ctx context.Context, req MergeRequest) (workflows.MergeResult, error) {
 	h, err := c.StartMerge(ctx, req)
 	return startWait(ctx, h, err)
@@ -60,9 +57,6 @@ func (c *Client) Merge(ctx context.Context, req MergeRequest) (workflows.MergeRe
 
 // StartMerge starts (or attaches to) a merge and returns at once.
 func (c *Client) StartMerge(ctx context.Context, req MergeRequest) (*MergeHandle, error) {
-	if err := req.Validate(); err != nil {
-		return nil, err
-	}
 	key := keyOrNew(req.IdempotencyKey)
 	in := workflows.MergeInput{Graph: req.Graph, Source: req.Source, Target: req.Target, ExpectedHead: req.ExpectedHead,
 		Preview: req.Preview, OpID: key, Author: req.Author, Message: req.Message}
@@ -72,8 +66,8 @@ func (c *Client) StartMerge(ctx context.Context, req MergeRequest) (*MergeHandle
 		id, summary = MergePreviewWorkflowID(req.Graph, req.Target, key), "preview of "+summary
 	}
 	return startOperation(ctx, c, operationStart{
-		Kind: "merge",
-		ID:   id, Workflow: workflows.MergeName, Input: in, Summary: summary, Graph: req.Graph, Branch: req.Target, OpID: in.OpID,
+		Check: req.Validate(), Kind: "merge",
+		ID: id, Workflow: workflows.MergeName, Input: in, Summary: summary, Graph: req.Graph, Branch: req.Target, OpID: in.OpID,
 		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 	}, workflows.MergeResult{Graph: req.Graph, Source: req.Source, Target: req.Target})
 }
@@ -86,15 +80,14 @@ type OperationHandle[R any] struct {
 	// OpID is the operation's id in the ledger ("" for a merge preview).
 	OpID string
 	run  sdkclient.WorkflowRun
-	// fromStatus, when set, builds the in-doubt result from a status query
-	// (inDoubtResult).
+	// fromStatus, when set, builds the in-doubt result from a status query (inDoubtResult).
 	fromStatus func(Status) R
 }
 
-// Wait waits for the operation's definitive outcome, or for it to be in
-// doubt: then the result carries outcome in_doubt and the error matches
-// outcome.ErrInDoubt, with the operation id. An outcome other than success is
-// an *outcome.Error; a workflow that ends without one is a *WorkflowError.
+// Wait waits for the operation's definitive outcome, or for it to be in doubt: then the
+// result carries outcome in_doubt and the error matches outcome.ErrInDoubt, with the
+// operation id. An outcome other than success is an *outcome.Error; a workflow that ends
+// without one is a *WorkflowError.
 func (h *OperationHandle[R]) Wait(ctx context.Context) (R, error) {
 	var early func(context.Context) (R, bool, error)
 	if h.fromStatus != nil {
@@ -110,8 +103,7 @@ func (h *OperationHandle[R]) Wait(ctx context.Context) (R, error) {
 	return h.wait(ctx, early)
 }
 
-// WaitFinal waits for the operation's definitive outcome, even through a
-// long settle (in_doubt is never returned).
+// WaitFinal waits for the operation's definitive outcome, even through a long settle.
 func (h *OperationHandle[R]) WaitFinal(ctx context.Context) (R, error) { return h.wait(ctx, nil) }
 
 func (h *OperationHandle[R]) wait(ctx context.Context, early func(context.Context) (R, bool, error)) (R, error) {
@@ -139,24 +131,22 @@ func startWait[R any](ctx context.Context, h *OperationHandle[R], err error) (R,
 	return h.Wait(ctx)
 }
 
-// Status asks the running operation which phase it is in, bounded by
-// Options.QueryTimeout.
+// Status asks the running operation its phase, bounded by Options.QueryTimeout.
 func (h *OperationHandle[R]) Status(ctx context.Context) (Status, error) {
 	return h.c.Status(ctx, h.WorkflowID, h.RunID)
 }
 
-// Attached reports whether res belongs to another request's operation: the
-// start found an operation of the same workflow id running (one create per
-// branch name, say) and followed it, so this request's idempotency key was
-// not used and res carries the other operation's id.
+// Attached reports whether res belongs to another request's operation: the start found
+// one of the same workflow id running (one create per branch name, say) and followed it,
+// so this request's idempotency key was not used and res carries the other's id.
 func (h *OperationHandle[R]) Attached(res R) bool {
 	_, opID, _ := resultEnd(res)
 	return h.OpID != "" && opID != "" && opID != h.OpID
 }
 
-// resultEnd reads the outcome, operation id and message that every
-// operation's result carries under the same JSON names (a cleanup's id is its
-// run_id); a reconcile pass has no outcome and is done when it returns.
+// resultEnd reads the outcome, operation id and message every operation's result carries
+// under the same JSON names (a cleanup's id is its run_id); a reconcile pass has no
+// outcome and is done when it returns.
 func resultEnd(res any) (outcome.Outcome, string, string) {
 	if _, ok := res.(ReconcileResult); ok {
 		return outcome.Done, "", ""
@@ -174,21 +164,24 @@ func resultEnd(res any) (outcome.Outcome, string, string) {
 
 // operationStart is how startOperation starts a workflow.
 type operationStart struct {
+	// Check is the request's Validate: an error ends the start before anything is contacted.
+	Check error
+	// Wrap, when set, prefixes an error of the start itself.
+	Wrap         string
 	ID, Workflow string
 	Input        any
 	Summary      string
-	// Graph, Branch and Kind are the GraftGraph, GraftBranch and
-	// GraftOperation search attributes; "" sets none.
+	// Graph, Branch and Kind are the GraftGraph, GraftBranch and GraftOperation search
+	// attributes; "" sets none.
 	Graph, Branch, Kind string
 	OpID                string
-	// ReusePolicy after a finished run of the id: REJECT_DUPLICATE finds that
-	// run (an idempotency key is used once), ALLOW_DUPLICATE starts anew.
+	// ReusePolicy after a finished run of the id: REJECT_DUPLICATE finds that run (an
+	// idempotency key is used once), ALLOW_DUPLICATE starts anew.
 	ReusePolicy enumspb.WorkflowIdReusePolicy
-	// Finished, for an input with a canonical request, looks up the id's latest run first: one that
-	// ended under this OpID is attached to (or a conflict) rather than
-	// started anew (ALLOW_DUPLICATE), which would find the ledger's row
-	// finished and report its outcome without its result. Set when the
-	// caller gave the key.
+	// Finished, for an input with a canonical request, looks up the id's latest run first:
+	// one that ended under this OpID is attached to (or a conflict) rather than started
+	// anew (ALLOW_DUPLICATE), which would find the ledger's row finished and report its
+	// outcome without its result. Set when the caller gave the key.
 	Finished bool
 	// What names the start in an *UnansweredError; defaults to "start "+Summary.
 	What string
@@ -196,21 +189,25 @@ type operationStart struct {
 	NoEager bool
 }
 
-// startOperation starts a workflow, or attaches to the run of the same id it
-// finds when that run is the same request; base is the result an in-doubt
-// status fills (inDoubtResult).
+// startOperation starts a workflow, or attaches to the run of the same id it finds when
+// that run is the same request; base is the result an in-doubt status fills.
 func startOperation[R any](ctx context.Context, c *Client, s operationStart, base R) (*OperationHandle[R], error) {
+	if s.Check != nil {
+		return nil, s.Check
+	}
 	run, _, err := c.startRun(ctx, s)
-	if err != nil {
+	switch {
+	case err != nil && s.Wrap != "":
+		return nil, fmt.Errorf("%s: %w", s.Wrap, err)
+	case err != nil:
 		return nil, err
 	}
 	return &OperationHandle[R]{c: c, WorkflowID: run.GetID(), RunID: run.GetRunID(), OpID: s.OpID, run: run, fromStatus: inDoubtResult(base)}, nil
 }
 
-// inDoubtResult builds an in-doubt result from a status query: base with the
-// status's fields under the JSON names every result shares (outcome, op_id,
-// settle_attempts; native, commit and version when the status reports them),
-// and what the operation waits for as its message.
+// inDoubtResult builds an in-doubt result from a status query: base with the status's
+// fields under the JSON names every result shares (outcome, op_id, settle_attempts;
+// native, commit and version when reported), and what it waits for as its message.
 func inDoubtResult[R any](base R) func(Status) R {
 	return func(st Status) R {
 		res := base
@@ -222,12 +219,11 @@ func inDoubtResult[R any](base R) func(Status) R {
 	}
 }
 
-// startRun is startOperation's start; it also returns the operation id of
-// the run, which is another's when it attached to a run of the same request.
-// An input with a canonical request (workflows.Request) attaches to a run of
-// the id it finds (running, or finished under REJECT_DUPLICATE) only when that
-// run is this request, and is a *RequestConflictError otherwise; an input
-// without one attaches to any running run of the id.
+// startRun is startOperation's start; it also returns the run's operation id, another's
+// when it attached to a run of the same request. An input with a canonical request
+// (workflows.Request) attaches to a run of the id it finds (running, or finished under
+// REJECT_DUPLICATE) only when that run is this request, and is a *RequestConflictError
+// otherwise; an input without one attaches to any running run of the id.
 func (c *Client) startRun(ctx context.Context, s operationStart) (sdkclient.WorkflowRun, string, error) {
 	var req *workflows.Request
 	if in, ok := s.Input.(interface{ Request() workflows.Request }); ok {
@@ -272,6 +268,5 @@ func (c *Client) startRun(ctx context.Context, s operationStart) (sdkclient.Work
 	return run, s.OpID, nil
 }
 
-// keyOrNew is the caller's idempotency key (checked by the request's
-// Validate), or a fresh one.
+// keyOrNew is the caller's idempotency key (checked by the request's Validate), or a fresh one.
 func keyOrNew(key string) string { return cmp.Or(key, ulid.Make().String()) }

@@ -16,34 +16,34 @@ import (
 
 // LedgerConfig says how Ops reaches the ledger (graft's Postgres database).
 type LedgerConfig struct {
-	// DatabaseURL is the Postgres connection string. Defaults to
-	// $DATABASE_URL, or postgres://postgres@127.0.0.1:5432/test?sslmode=disable.
+	// DatabaseURL is the Postgres connection string. Defaults to $DATABASE_URL, or
+	// postgres://postgres@127.0.0.1:5432/test?sslmode=disable.
 	DatabaseURL string
-	// Schema holds the ledger's tables (the workers' --db-schema). Defaults
-	// to "", the connection's own search_path (normally public).
+	// Schema holds the ledger's tables (the workers' --db-schema). Defaults to "", the
+	// connection's own search_path (normally public).
 	Schema string
 	// MaxConns bounds the connection pool. Defaults to 4.
 	MaxConns int
 }
 
-// Ops reads graft's operations from the ledger — the audit log every
-// workflow writes — and waits on their workflows.
+// Ops reads graft's operations from the ledger — the audit log every workflow writes —
+// and waits on their workflows.
 type Ops struct {
 	cat *catalog.Catalog
 	c   *Client
 }
 
-// The ledger's failures: OpenOps's and every Ops method's errors match them
-// with errors.Is when that was the cause.
+// The ledger's failures: OpenOps's and every Ops method's errors match them with
+// errors.Is when that was the cause.
 var (
 	ErrLedgerUnavailable = errors.New("graft: the ledger (Postgres) is unavailable")
-	// ErrLedgerNotMigrated: the schema holds no ledger tables; apply the
-	// migrations (graft-worker migrate) or name the workers' schema.
+	// ErrLedgerNotMigrated: the schema holds no ledger tables; apply the migrations
+	// (graft-worker migrate) or name the workers' schema.
 	ErrLedgerNotMigrated = errors.New("graft: the ledger's schema is not migrated")
 )
 
-// ledgerErr makes a ledger error match the client's sentinels, so a caller
-// never needs graft's internal packages.
+// ledgerErr makes a ledger error match the client's sentinels, so a caller never needs
+// graft's internal packages.
 func ledgerErr(err error) error {
 	switch {
 	case err == nil:
@@ -61,9 +61,9 @@ type ledgerError struct{ err, kind error }
 func (e *ledgerError) Error() string   { return e.err.Error() }
 func (e *ledgerError) Unwrap() []error { return []error{e.err, e.kind} }
 
-// OpenOps connects to the ledger. c lets Wait follow an operation's workflow
-// and Stuck and Detail ask running workflows what they wait for; with c nil,
-// Wait polls the ledger and the views say only what the ledger holds.
+// OpenOps connects to the ledger. c lets Wait follow an operation's workflow and Stuck
+// and Detail ask running workflows what they wait for; with c nil, Wait polls the
+// ledger and the views say only what the ledger holds.
 func OpenOps(ctx context.Context, cfg LedgerConfig, c *Client) (*Ops, error) {
 	maxConns := cfg.MaxConns
 	if maxConns <= 0 {
@@ -79,8 +79,8 @@ func OpenOps(ctx context.Context, cfg LedgerConfig, c *Client) (*Ops, error) {
 // Close closes the ledger's connections.
 func (o *Ops) Close() { o.cat.Close() }
 
-// OperationState is where an operation stands: running, in_doubt (a write
-// may still land; the workflow settles it), then done.
+// OperationState is where an operation stands: running, in_doubt (a write may still
+// land; the workflow settles it), then done.
 type OperationState string
 
 // The operation states.
@@ -94,8 +94,7 @@ const (
 var OperationKinds = []string{"create_branch", "init_graph", "write_table", "cleanup", "merge", "restore", "delete_branch", "tag"}
 
 // OutcomeFailed is the ledger's outcome of an operation that gave up on an
-// infrastructure error (its Error says why); it is not in the outcome
-// vocabulary and exits 1.
+// infrastructure error (its Error says why); not in the vocabulary, it exits 1.
 const OutcomeFailed outcome.Outcome = "failed"
 
 // Operation is one row of the ledger's audit log.
@@ -105,8 +104,7 @@ type Operation struct {
 	Graph  string          `json:"graph"`
 	Inputs json.RawMessage `json:"inputs,omitempty"` // as its workflow recorded them
 	State  OperationState  `json:"state"`
-	// Outcome is set once State is done: an outcome of the vocabulary, or
-	// OutcomeFailed.
+	// Outcome is set once State is done: an outcome of the vocabulary, or OutcomeFailed.
 	Outcome    outcome.Outcome `json:"outcome,omitempty"`
 	Error      string          `json:"error,omitempty"`
 	WorkflowID string          `json:"workflow_id,omitempty"`
@@ -140,8 +138,7 @@ type OpsFilter struct {
 	Limit int
 }
 
-// List returns the operations matching f, newest first. A bad filter is an
-// *outcome.Error with outcome invalid.
+// List returns the operations matching f, newest first; a bad filter is invalid.
 func (o *Ops) List(ctx context.Context, f OpsFilter) ([]Operation, error) {
 	if f.Kind != "" && !slices.Contains(OperationKinds, f.Kind) {
 		return nil, outcome.Errorf(outcome.Invalid, "", "unknown operation kind %q; one of %v", f.Kind, OperationKinds)
@@ -166,8 +163,7 @@ func (o *Ops) List(ctx context.Context, f OpsFilter) ([]Operation, error) {
 	return out, nil
 }
 
-// Show returns one operation; an unknown id is an *outcome.Error with
-// outcome not_found.
+// Show returns one operation; an unknown id is not_found.
 func (o *Ops) Show(ctx context.Context, id string) (Operation, error) {
 	op, err := o.cat.OperationGet(ctx, catalog.OperationGetParams{ID: id})
 	if errors.Is(err, catalog.ErrNotFound) {
@@ -179,10 +175,10 @@ func (o *Ops) Show(ctx context.Context, id string) (Operation, error) {
 	return operationOf(op), nil
 }
 
-// Wait waits until the operation's workflow completes — through any in-doubt
-// settling — and returns its ledger row then; without a workflow to follow
-// it polls the ledger. A workflow that ended while its row is not done
-// (terminated, say: the reconciler settles such rows) is an error.
+// Wait waits until the operation's workflow completes — through any in-doubt settling —
+// and returns its ledger row then; without a workflow to follow it polls the ledger. A
+// workflow that ended while its row is not done (terminated, say: the reconciler
+// settles such rows) is an error.
 func (o *Ops) Wait(ctx context.Context, id string) (Operation, error) {
 	op, err := o.Show(ctx, id)
 	if err != nil || op.State == OperationDone {
@@ -207,8 +203,8 @@ func (o *Ops) Wait(ctx context.Context, id string) (Operation, error) {
 		case werr != nil:
 			return op, fmt.Errorf("operation %s is %s: waiting for its workflow %s: %w", id, op.State, op.WorkflowID, werr)
 		}
-		// The workflow finished its row in the same step that ended it; the
-		// ledger may lag the history by a moment.
+		// The workflow finished its row in the step that ended it; the ledger may lag the
+		// history by a moment.
 	}
 	interval := time.Second
 	if o.c != nil {
@@ -229,6 +225,6 @@ func (o *Ops) Wait(ctx context.Context, id string) (Operation, error) {
 	return op, nil
 }
 
-// WithClient returns Ops over the same ledger connections that waits and
-// describes through c. Closing either closes both.
+// WithClient returns Ops over the same ledger connections that waits and describes
+// through c. Closing either closes both.
 func (o *Ops) WithClient(c *Client) *Ops { return &Ops{cat: o.cat, c: c} }

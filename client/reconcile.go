@@ -8,10 +8,9 @@ import (
 	"github.com/graftworks/graft/workflows"
 )
 
-// The reconciler settles ledger rows whose workflow closed without recording
-// the operation's end (terminated, timed out, reset, lost) as that workflow
-// would have. The worker schedules it; Reconcile runs it once now, one at a
-// time (a second request attaches).
+// The reconciler settles ledger rows whose workflow closed without recording the
+// operation's end (terminated, timed out, reset, lost) as that workflow would have. The
+// worker schedules it; Reconcile runs it once now, one at a time (a second request attaches).
 const (
 	ReconcileWorkflowName = workflows.ReconcileName
 	ReconcileWorkflowID   = workflows.ReconcileWorkflowID
@@ -28,19 +27,15 @@ type ReconcileResult = workflows.ReconcileResult
 
 // Validate checks the request without contacting anything.
 func (r ReconcileRequest) Validate() error {
-	if r.Graph == "" {
-		return nil
+	if r.Graph != "" {
+		return checkGraph(r.Graph)
 	}
-	return checkGraph(r.Graph)
+	return nil
 }
 
-// Reconcile runs one reconcile pass now (or attaches to the one running)
-// and waits for its result.
+// Reconcile runs one reconcile pass now (or attaches to the one running) and waits for it.
 func (c *Client) Reconcile(ctx context.Context, req ReconcileRequest) (ReconcileResult, error) {
-	if err := req.Validate(); err != nil {
-		return ReconcileResult{}, err
-	}
-	h, err := startOperation(ctx, c, operationStart{
+	h, err := startOperation(ctx, c, operationStart{Check: req.Validate(),
 		ID: ReconcileWorkflowID, Workflow: ReconcileWorkflowName, Input: workflows.ReconcileInput{Graph: req.Graph},
 		Summary: "reconcile the ledger with Temporal", Graph: req.Graph,
 		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,

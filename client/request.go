@@ -16,19 +16,17 @@ import (
 	"github.com/graftworks/graft/workflows"
 )
 
-// RequestConflictError is a request whose idempotency key (or, for an
-// operation that runs once per name, whose workflow id) names an operation
-// started for a different request. It is not attached, so that operation's
-// result is never reported as its own; it was not started, and a table write
-// uploaded nothing for it. It unwraps to an *outcome.Error with outcome
-// conflict and the first operation's id.
+// RequestConflictError is a request whose idempotency key (or, for an operation that runs
+// once per name, whose workflow id) names an operation started for a different request.
+// It is not attached, so that operation's result is never reported as its own; it was not
+// started, and a table write uploaded nothing for it. It unwraps to an *outcome.Error
+// with outcome conflict and the first operation's id.
 type RequestConflictError struct {
 	// Key is the idempotency key the request gave.
 	Key string
 	// OpID is the operation found, WorkflowID and RunID its run.
 	OpID, WorkflowID, RunID string
-	// Differences names each field in which this request differs from the
-	// first (workflows.Request.Differences).
+	// Differences names each field in which this request differs from the first.
 	Differences []string
 }
 
@@ -45,10 +43,10 @@ func (e *RequestConflictError) Unwrap() error {
 	return &outcome.Error{Outcome: outcome.Conflict, OpID: e.OpID, Message: e.Error()}
 }
 
-// attachSame returns the run a start found under its workflow id, and its
-// operation id, when its own input holds the request ours (so a run any SDK
-// started compares too), and a *RequestConflictError when not. With onlyKey,
-// a run of another operation than key is neither: it returns nil.
+// attachSame returns the run a start found under its workflow id, and its operation id,
+// when its own input holds the request ours (so a run any SDK started compares too), and
+// a *RequestConflictError when not. With onlyKey, a run of another operation than key is
+// neither: it returns nil.
 func (c *Client) attachSame(ctx context.Context, workflowID, runID, key string, ours workflows.Request, onlyKey bool) (sdkclient.WorkflowRun, string, error) {
 	first, opID, err := c.startedRequest(ctx, workflowID, runID)
 	switch {
@@ -62,12 +60,11 @@ func (c *Client) attachSame(ctx context.Context, workflowID, runID, key string, 
 	return c.tc.GetWorkflow(ctx, workflowID, runID), opID, nil
 }
 
-// finishedSame looks up the latest run of workflowID: when it ended —
-// completed, or failed with its outcome — under operation key, it returns that
-// run if it is the request ours, and a *RequestConflictError if not.
-// Otherwise (no run, one still going — the start meets it — another
-// operation's, or one terminated, cancelled or timed out, whose row the
-// reconciler finishes) it returns nil.
+// finishedSame looks up the latest run of workflowID: when it ended — completed, or
+// failed with its outcome — under operation key, it returns that run if it is the request
+// ours, and a *RequestConflictError if not. Otherwise (no run, one still going — the
+// start meets it — another operation's, or one terminated, cancelled or timed out, whose
+// row the reconciler finishes) it returns nil.
 func (c *Client) finishedSame(ctx context.Context, workflowID, key string, ours workflows.Request) (sdkclient.WorkflowRun, error) {
 	desc, err := c.tc.DescribeWorkflowExecution(ctx, workflowID, "")
 	var nf *serviceerror.NotFound
@@ -85,9 +82,8 @@ func (c *Client) finishedSame(ctx context.Context, workflowID, key string, ours 
 	return run, err
 }
 
-// startedRequest reads the request a run was started with (its first event's
-// input) and its operation id (the workflow id when the input names none;
-// "" for a cleanup that names none).
+// startedRequest reads the request a run was started with (its first event's input) and
+// its operation id (the workflow id when the input names none; "" for a cleanup).
 func (c *Client) startedRequest(ctx context.Context, workflowID, runID string) (workflows.Request, string, error) {
 	name, p, err := c.startInput(ctx, workflowID, runID)
 	if err != nil {

@@ -22,59 +22,49 @@ import (
 	"github.com/graftworks/graft/workflows"
 )
 
-// uploadConcurrency bounds the files read and uploaded at once (each is
-// held in memory, up to graph.MaxDataObjectSize).
+// uploadConcurrency bounds the files read and uploaded at once (each is held in memory, up
+// to graph.MaxDataObjectSize).
 const uploadConcurrency = 4
 
-// WriteTableRequest asks for a new version of a table on a branch, made of
-// local files (one data object each).
+// WriteTableRequest asks for a new version of a table on a branch, made of local files.
 type WriteTableRequest struct {
 	Graph, Branch, Table string
-	// Files are local paths, one data object each: at least one (or an
-	// import or a remove); past workflows.MaxInlineObjects the list is staged
-	// in the store (docs/format.md, "Staged object lists").
+	// Files are local paths, one data object each: at least one (or an import or a
+	// remove); past workflows.MaxInlineObjects the list is staged in the store
+	// (docs/format.md, "Staged object lists").
 	Files []string
-	// ExpectedHead, when set, makes the write conflict unless the branch's
-	// head is this commit id. Defaults to "" (append to the current head).
+	// ExpectedHead, when set, makes the write conflict unless the branch's head is this
+	// commit id. Defaults to "" (append to the current head).
 	ExpectedHead string
-	// Author of the commit. Defaults to "graft".
-	Author string
-	// Message of the commit. Defaults to "write table {table} version {ULID}".
-	Message string
+	// Author and Message of the commit. Default to "graft" and
+	// "write table {table} version {ULID}".
+	Author, Message string
 	// IdempotencyKey identifies the operation: the same request under it
-	// (workflows.WriteTableInput.Request: the files' sizes and SHA-256s, read
-	// first, and every other field) attaches to the first, running or
-	// finished, and uploads nothing; another is a *RequestConflictError.
-	// Defaults to a fresh ULID.
+	// (workflows.WriteTableInput.Request: the files' sizes and SHA-256s, read first, and
+	// every other field) attaches to the first, running or finished, and uploads
+	// nothing; another is a *RequestConflictError. Defaults to a fresh ULID.
 	IdempotencyKey string
 	Upload         UploadOptions
-	// Append makes the new version the one the head pins plus the files and
-	// imports; Remove drops entries by name from it; Import registers objects
-	// already in the store by key, zero copy, with the size and ETag a HEAD
-	// gives now (graft never writes or deletes them). Defaults: a version of
-	// exactly the files.
+	// Append makes the new version the one the head pins plus the files and imports;
+	// Remove drops entries by name from it; Import registers objects already in the store
+	// by key, zero copy, with the size and ETag a HEAD gives now (graft never writes or
+	// deletes them). Defaults: a version of exactly the files.
 	Append bool
 	Remove []string
 	Import []string
 }
 
-// UploadOptions tune the upload of a table write's files to a graph:
-// a file above Threshold bytes is a multipart upload of PartSize parts, at
-// most Concurrency in flight (each held in memory), completed put-if-absent
-// and aborted on failure.
+// UploadOptions tune the upload of a table write's files: a file above Threshold bytes is
+// a multipart upload of PartSize parts, at most Concurrency in flight (each held in
+// memory), completed put-if-absent and aborted on failure.
 type UploadOptions struct {
 	// Threshold is the largest file sent as one put. Defaults to 0: 64 MiB.
 	Threshold int64
-	// PartSize is the size of every part but the last. Defaults to 0: 64 MiB,
-	// raised to the store's minimum and so an object needs at most the
-	// store's part count.
+	// PartSize is the size of every part but the last. Defaults to 0: 64 MiB, raised to
+	// the store's minimum and so an object needs at most the store's part count.
 	PartSize int64
 	// Concurrency is the parts in flight. Defaults to 0: 4.
 	Concurrency int
-}
-
-func (o UploadOptions) graph() graph.UploadOptions {
-	return graph.UploadOptions{Threshold: o.Threshold, PartSize: o.PartSize, Concurrency: o.Concurrency}
 }
 
 // WriteTableWorkflowID is the workflow id of a table write.
@@ -85,19 +75,18 @@ func WriteTableWorkflowID(graph, branch, key string) string {
 // WriteTableHandle is a started table write.
 type WriteTableHandle = OperationHandle[workflows.WriteTableResult]
 
-// WriteTable uploads req.Files to store, then publishes them as a new
-// version of req.Table on req.Branch through graft.WriteTable, and waits for
-// the outcome (OperationHandle.Wait).
+// WriteTable uploads req.Files to store, then publishes them as a new version of
+// req.Table on req.Branch through graft.WriteTable, and waits for the outcome.
 func (c *Client) WriteTable(ctx context.Context, store storage.Store, req WriteTableRequest) (workflows.WriteTableResult, error) {
 	h, err := c.StartWriteTable(ctx, store, req)
 	return startWait(ctx, h, err)
 }
 
-// StartWriteTable uploads the files — each put-if-absent straight to the
-// store; the workflow's history carries only ids, sizes and checksums — and
-// starts graft.WriteTable. When the key's workflow exists it uploads
-// nothing: it attaches when the files' sizes and SHA-256s and the other
-// fields make the same request, and is a *RequestConflictError otherwise.
+// StartWriteTable uploads the files — each put-if-absent straight to the store; the
+// workflow's history carries only ids, sizes and checksums — and starts
+// graft.WriteTable. When the key's workflow exists it uploads nothing: it attaches when
+// the files' sizes and SHA-256s and the other fields make the same request, and is a
+// *RequestConflictError otherwise.
 func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req WriteTableRequest) (*WriteTableHandle, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
@@ -163,23 +152,18 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 		}
 		in.Objects, in.ObjectsSHA256 = nil, workflows.ObjectsSHA256(objects)
 	}
-	// A key is used once: a write with this id that started meanwhile, or
-	// finished, is attached to when it is this request.
-	h, err := startOperation(ctx, c, operationStart{
-		Kind: "write_table",
-		ID:   id, Workflow: workflows.WriteTableName, Input: in,
+	// A key is used once: a write with this id that started meanwhile, or finished, is
+	// attached to when it is this request.
+	return startOperation(ctx, c, operationStart{
+		Wrap: fmt.Sprintf("start write of %s/%s", req.Graph, req.Table), Kind: "write_table",
+		ID: id, Workflow: workflows.WriteTableName, Input: in,
 		Summary: fmt.Sprintf("write table %s on %s in %s (%d objects)", req.Table, req.Branch, req.Graph, len(objects)),
 		Graph:   req.Graph, Branch: req.Branch, OpID: key,
 		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 	}, workflows.WriteTableResult{})
-	if err != nil {
-		return nil, fmt.Errorf("start write of %s/%s: %w", req.Graph, req.Table, err)
-	}
-	return h, nil
 }
 
-// fileRequest is a write's canonical request, from its files' sizes and
-// SHA-256s, without uploading anything.
+// fileRequest is a write's canonical request, from its files' sizes and SHA-256s.
 func fileRequest(req WriteTableRequest) (workflows.Request, error) {
 	objects := make([]workflows.TableObject, len(req.Files))
 	err := bounded.EachErr(len(req.Files), uploadConcurrency, func(i int) (err error) {
@@ -219,8 +203,8 @@ func fileSum(path string) (workflows.TableObject, error) {
 	return workflows.TableObject{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
-// Validate checks the request as graft.WriteTable would, and that every file
-// can be read as a data object, without contacting anything.
+// Validate checks the request as graft.WriteTable would, and that every file can be read
+// as a data object, without contacting anything.
 func (req WriteTableRequest) Validate() error {
 	if err := firstInvalid(checkGraph(req.Graph), checkBranch(req.Branch), invalid("", format.ValidateTableName(req.Table)),
 		checkCommit("expected head", req.ExpectedHead), checkKey(req.IdempotencyKey), checkCommitText(req.Author, req.Message)); err != nil {
@@ -295,8 +279,7 @@ func stageObjects(ctx context.Context, store storage.Store, graphName, table, op
 	return p.Version.ID.String(), nil
 }
 
-// uploadFiles uploads each file under a fresh ULID (graph.UploadObject), a
-// few files at a time.
+// uploadFiles uploads each file under a fresh ULID (graph.UploadObject), a few at a time.
 func uploadFiles(ctx context.Context, store storage.Store, graphName, table string, files []string, opts UploadOptions) ([]workflows.TableObject, error) {
 	objects := make([]workflows.TableObject, len(files))
 	ids := make([]ulid.ULID, len(files)) // minted in the files' order
@@ -323,7 +306,7 @@ func uploadFile(ctx context.Context, store storage.Store, graphName, table strin
 	if err != nil || !info.Mode().IsRegular() {
 		return workflows.TableObject{}, outcome.Errorf(outcome.Invalid, "", "file %s is not a readable regular file (%v)", path, err)
 	}
-	res, err := graph.UploadObject(ctx, store, graphName, table, id, f, info.Size(), opts.graph())
+	res, err := graph.UploadObject(ctx, store, graphName, table, id, f, info.Size(), graph.UploadOptions(opts))
 	switch {
 	case errors.Is(err, graph.ErrInvalid), errors.Is(err, graph.ErrObjectTooLarge), errors.Is(err, graph.ErrMultipartUnsupported):
 		return workflows.TableObject{}, outcome.Errorf(outcome.Invalid, "", "upload %s: %v", path, err)

@@ -17,33 +17,28 @@ import (
 // CreateTagRequest asks for an immutable tag on a commit.
 type CreateTagRequest struct {
 	Graph, Name string
-	// Commit or Branch (at most one) names what to tag: a commit id, or a
-	// branch's head. Both empty means the head of main.
+	// Commit or Branch (at most one) names what to tag: a commit id, or a branch's head.
+	// Both empty means the head of main.
 	Commit, Branch string
 	// IdempotencyKey identifies the operation. Defaults to a fresh ULID.
 	IdempotencyKey string
 }
 
-// CreateTagWorkflowID is the workflow id of a create of tag name: one
-// in-flight create per name.
+// CreateTagWorkflowID is the workflow id of a create of tag name: one in flight per name.
 func CreateTagWorkflowID(graph, name string) string { return "graft/create-tag/" + graph + "/" + name }
 
 // DeleteTagWorkflowID is the workflow id of a delete of tag name.
 func DeleteTagWorkflowID(graph, name string) string { return "graft/delete-tag/" + graph + "/" + name }
 
-// CreateTag creates a tag through graft.CreateTag and waits for the
-// outcome: created with a nil error (Existing when the tag already named that
-// commit); conflict when the name names another commit or was deleted; in
-// doubt as OperationHandle.Wait says.
+// CreateTag creates a tag through graft.CreateTag and waits for the outcome: created
+// with a nil error (Existing when the tag already named that commit); conflict when the
+// name names another commit or was deleted; in doubt as OperationHandle.Wait says.
 func (c *Client) CreateTag(ctx context.Context, req CreateTagRequest) (workflows.CreateTagResult, error) {
-	if err := req.Validate(); err != nil {
-		return workflows.CreateTagResult{}, err
-	}
 	key := keyOrNew(req.IdempotencyKey)
 	in := workflows.CreateTagInput{Graph: req.Graph, Name: req.Name, Commit: req.Commit, Branch: req.Branch, OpID: key}
 	h, err := startOperation(ctx, c, operationStart{
-		Kind: "tag",
-		ID:   CreateTagWorkflowID(req.Graph, req.Name), Workflow: workflows.CreateTagName, Input: in,
+		Check: req.Validate(), Kind: "tag",
+		ID: CreateTagWorkflowID(req.Graph, req.Name), Workflow: workflows.CreateTagName, Input: in,
 		Summary: fmt.Sprintf("create tag %s in %s", req.Name, req.Graph), Graph: req.Graph, Branch: req.Branch, OpID: key,
 		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, Finished: req.IdempotencyKey != "",
 	}, workflows.CreateTagResult{Graph: req.Graph, Name: req.Name})
@@ -57,19 +52,15 @@ type DeleteTagRequest struct {
 	IdempotencyKey string
 }
 
-// DeleteTag retires a tag through graft.DeleteTag and waits for the
-// outcome: deleted with a nil error; not_found for a tag that does not exist
-// or was deleted already; in doubt as OperationHandle.Wait says. A deleted
-// tag's name is never reused.
+// DeleteTag retires a tag through graft.DeleteTag and waits for the outcome: deleted
+// with a nil error; not_found for a tag that does not exist or was deleted already; in
+// doubt as OperationHandle.Wait says. A deleted tag's name is never reused.
 func (c *Client) DeleteTag(ctx context.Context, req DeleteTagRequest) (workflows.DeleteTagResult, error) {
-	if err := req.Validate(); err != nil {
-		return workflows.DeleteTagResult{}, err
-	}
 	key := keyOrNew(req.IdempotencyKey)
 	in := workflows.DeleteTagInput{Graph: req.Graph, Name: req.Name, OpID: key}
 	h, err := startOperation(ctx, c, operationStart{
-		Kind: "tag",
-		ID:   DeleteTagWorkflowID(req.Graph, req.Name), Workflow: workflows.DeleteTagName, Input: in,
+		Check: req.Validate(), Kind: "tag",
+		ID: DeleteTagWorkflowID(req.Graph, req.Name), Workflow: workflows.DeleteTagName, Input: in,
 		Summary: fmt.Sprintf("delete tag %s in %s", req.Name, req.Graph), Graph: req.Graph, OpID: key,
 		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, Finished: req.IdempotencyKey != "",
 	}, workflows.DeleteTagResult{Graph: req.Graph, Name: req.Name})
@@ -78,9 +69,8 @@ func (c *Client) DeleteTag(ctx context.Context, req DeleteTagRequest) (workflows
 
 // TagInfo is one tag as storage holds it.
 type TagInfo struct {
-	Name  string `json:"name"`
-	State string `json:"state"` // live or retired
-	// Commit is the tagged commit's id.
+	Name      string    `json:"name"`
+	State     string    `json:"state"` // live or retired
 	Commit    string    `json:"commit"`
 	Op        string    `json:"op"`
 	CreatedAt time.Time `json:"created_at"`
@@ -104,9 +94,8 @@ func tagInfo(t format.Tag) TagInfo {
 	return TagInfo{Name: t.Name, State: string(t.State), Commit: t.Commit.String(), Op: t.Op, CreatedAt: t.CreatedAt, RetiredOp: t.RetiredOp}
 }
 
-// ListTags lists a graph's tags by name: the live ones, or with all set
-// the retired ones too. One GET of the graph record, one LIST per thousand
-// tags and one GET per tag.
+// ListTags lists a graph's tags by name: the live ones, or with all set the retired ones
+// too. One GET of the graph record, one LIST per thousand tags and one GET per tag.
 func (r *Reader) ListTags(ctx context.Context, graphName string, all bool) ([]TagInfo, error) {
 	if _, err := r.Graph(ctx, graphName); err != nil {
 		return nil, err

@@ -29,11 +29,9 @@ func firstInvalid(errs ...error) error {
 	return nil
 }
 
-func checkGraph(graph string) error   { return invalid("", format.ValidateGraphName(graph)) }
-func checkBranch(branch string) error { return invalid("", format.ValidateBranchName(branch)) }
-func checkTag(field, tag string) error {
-	return invalid(field, format.ValidateTagName(tag))
-}
+func checkGraph(graph string) error    { return invalid("", format.ValidateGraphName(graph)) }
+func checkBranch(branch string) error  { return invalid("", format.ValidateBranchName(branch)) }
+func checkTag(field, tag string) error { return invalid(field, format.ValidateTagName(tag)) }
 
 // checkCommit checks a commit id, when given.
 func checkCommit(field, id string) error {
@@ -44,37 +42,26 @@ func checkCommit(field, id string) error {
 	return invalid(field, err)
 }
 
-// checkCommitText checks a commit's author and message, when given.
+// checkCommitText checks a commit's author, when given, and message.
 func checkCommitText(author, message string) error {
+	var err error
 	if author != "" {
-		if err := invalid("", format.ValidateAuthor(author)); err != nil {
-			return err
-		}
+		err = format.ValidateAuthor(author)
 	}
-	return invalid("", format.ValidateMessage(message))
+	return invalid("", firstInvalid(err, format.ValidateMessage(message)))
 }
 
-// checkOp checks an operation id, when given.
-func checkOp(field, id string) error {
-	if id == "" {
+// checkKey checks an idempotency key (an operation id), when given.
+func checkKey(key string) error {
+	if key == "" {
 		return nil
 	}
-	return invalid(field, format.ValidateOp(id))
+	return invalid("idempotency key", format.ValidateOp(key))
 }
 
-func checkKey(key string) error { return checkOp("idempotency key", key) }
-
-// Validate checks the request as graft.CreateBranch would, without contacting
-// anything: names, at most one source, a source commit's id, a source tag's
-// name, the author and message of the fork commit, the idempotency key.
+// Validate checks the request as graft.CreateBranch would, without contacting anything.
 func (r CreateBranchRequest) Validate() error {
-	n := 0
-	for _, s := range []string{r.FromBranch, r.FromCommit, r.FromTag} {
-		if s != "" {
-			n++
-		}
-	}
-	if n > 1 {
+	if r.FromBranch != "" && (r.FromCommit != "" || r.FromTag != "") || r.FromCommit != "" && r.FromTag != "" {
 		return outcome.Errorf(outcome.Invalid, "", "give at most one source: a branch, a commit or a tag")
 	}
 	var from error

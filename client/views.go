@@ -15,35 +15,32 @@ import (
 	"github.com/graftworks/graft/internal/catalog"
 )
 
-// OperationDetail is an operation with the phase it is in and what it waits
-// for, from the ledger and — while its workflow runs — the workflow itself.
+// OperationDetail is an operation with the phase it is in and what it waits for, from the
+// ledger and — while its workflow runs — the workflow itself.
 type OperationDetail struct {
 	Operation
-	// Stuck says why Stuck lists it: in_doubt, parked (another unfinished
-	// state) or running_long; "" from Detail.
+	// Stuck says why Stuck lists it: in_doubt, parked (another unfinished state) or
+	// running_long; "" from Detail.
 	Stuck string `json:"stuck,omitempty"`
-	// Age is how long ago the operation was recorded; InStateFor how long it
-	// has been in its state.
+	// Age is how long ago the operation was recorded; InStateFor how long it has been in
+	// its state.
 	Age        time.Duration `json:"age"`
 	InStateFor time.Duration `json:"in_state_for"`
 	// Phase is the step the workflow reports (prepare, publish, settle, …).
 	Phase string `json:"phase,omitempty"`
-	// Native and WitnessState are a create's newest incarnation and its
-	// witness state (intent, cloned, in_doubt, live, …).
+	// Native and WitnessState are a create's newest incarnation and its witness state
+	// (intent, cloned, in_doubt, live, …).
 	Native       string `json:"native,omitempty"`
 	WitnessState string `json:"witness_state,omitempty"`
 	// WaitsFor says what the operation waits for, for a person.
 	WaitsFor string `json:"waits_for,omitempty"`
-	// From says where Phase and WaitsFor came from: "workflow" (its status
-	// query), "history" (its pending step or task, when the workflow could
-	// not answer), or "ledger".
+	// From says where Phase and WaitsFor came from: "workflow" (its status query),
+	// "history" (its pending step or task, when the workflow could not answer), or "ledger".
 	From string `json:"from,omitempty"`
-	// Workflow is the workflow's status when it could be described
-	// (running, completed, failed, terminated, …).
+	// Workflow is the workflow's status when it could be described (running, failed, …).
 	Workflow string `json:"workflow,omitempty"`
-	// PendingWrite names the write the operation issued whose outcome the
-	// ledger has not recorded yet ("ref feature/x.01J…", "commit …"), and
-	// SettleAttempts how often it was re-issued.
+	// PendingWrite names the write the operation issued whose outcome the ledger has not
+	// recorded yet ("ref feature/x.01J…", "commit …"); SettleAttempts its re-issues.
 	PendingWrite   string `json:"pending_write,omitempty"`
 	SettleAttempts int    `json:"settle_attempts,omitempty"`
 	// Extra holds ledger columns this client does not know, by name.
@@ -53,16 +50,16 @@ type OperationDetail struct {
 // StuckFilter selects the operations Stuck lists.
 type StuckFilter struct {
 	Graph string
-	// RunningFor is how long a running operation may run before it is
-	// listed. Defaults to 10 minutes.
+	// RunningFor is how long a running operation may run before it is listed. Defaults to
+	// 10 minutes.
 	RunningFor time.Duration
 	// Limit caps the operations returned, oldest first. Defaults to 100.
 	Limit int
 }
 
-// Stuck lists, oldest first, the operations that are not moving on by
-// themselves, or not quickly: in doubt, parked, or running longer than
-// f.RunningFor — each with its phase and what it waits for.
+// Stuck lists, oldest first, the operations that are not moving on by themselves, or not
+// quickly: in doubt, parked, or running longer than f.RunningFor — each with its phase
+// and what it waits for.
 func (o *Ops) Stuck(ctx context.Context, f StuckFilter) ([]OperationDetail, error) {
 	if f.RunningFor < 0 {
 		return nil, outcome.Errorf(outcome.Invalid, "", "running-for must not be negative, got %s", f.RunningFor)
@@ -89,8 +86,8 @@ func (o *Ops) Stuck(ctx context.Context, f StuckFilter) ([]OperationDetail, erro
 	return out, nil
 }
 
-// Detail returns one operation with its phase and what it waits for; an
-// unknown id is an *outcome.Error with outcome not_found.
+// Detail returns one operation with its phase and what it waits for; an unknown id is
+// not_found.
 func (o *Ops) Detail(ctx context.Context, id string) (OperationDetail, error) {
 	v, err := o.cat.OperationViewGet(ctx, id)
 	if errors.Is(err, catalog.ErrNotFound) {
@@ -122,10 +119,9 @@ func (o *Ops) detail(ctx context.Context, v catalog.OperationView) OperationDeta
 	if d.WaitsFor == "" {
 		d.WaitsFor, d.From = ledgerStory(d), "ledger"
 	}
-	if o.c == nil || d.WorkflowID == "" {
-		return d
+	if o.c != nil && d.WorkflowID != "" {
+		o.c.describeInto(ctx, &d)
 	}
-	o.c.describeInto(ctx, &d)
 	return d
 }
 
@@ -143,9 +139,9 @@ func ledgerStory(d OperationDetail) string {
 	return fmt.Sprintf("the ledger has it %s", d.State)
 }
 
-// describeInto asks the operation's workflow what it is doing: its status
-// query, then its description (how it closed; when it could not answer, the
-// pending step's last failure or a task no worker picked up).
+// describeInto asks the operation's workflow what it is doing: its status query, then its
+// description (how it closed; when it could not answer, the pending step's last failure
+// or a task no worker picked up).
 func (c *Client) describeInto(ctx context.Context, d *OperationDetail) {
 	if st, err := c.Status(ctx, d.WorkflowID, ""); err == nil && st.Phase != "" {
 		d.Phase, d.From = st.Phase, "workflow"

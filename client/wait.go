@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,8 +17,8 @@ import (
 	"github.com/graftworks/graft/workflows"
 )
 
-// How a wait paces the status queries and descriptions it asks beside the
-// one long poll (WorkflowRun.Get) that brings the result.
+// How a wait paces the status queries and descriptions it asks beside the one long poll
+// (WorkflowRun.Get) that brings the result.
 const (
 	maxPollInterval = 5 * time.Second  // cap of the backoff between status queries
 	describeEvery   = 5 * time.Second  // between descriptions looking for a Notice
@@ -36,8 +37,7 @@ type Notice struct {
 	OpID string
 	// Kind is NoticeNoWorker, NoticeRetrying or NoticeNoStatus.
 	Kind string
-	// Dependency names what a retrying step cannot reach ("the store",
-	// "Postgres"), when its failure says so; "" otherwise.
+	// Dependency names what a retrying step cannot reach ("the store", "Postgres"), or "".
 	Dependency string
 	// Message says it in a line, for a person.
 	Message string
@@ -47,15 +47,13 @@ type Notice struct {
 const (
 	NoticeNoWorker = "no_worker" // nothing polls the task queue, so the workflow does not start
 	NoticeRetrying = "retrying"  // a step keeps failing and is being retried
-	// NoticeNoStatus: the workflow does not answer its status query (a step
-	// holds its task, typically while a dependency does not answer the worker).
+	// NoticeNoStatus: the workflow does not answer its status query (a step holds its
+	// task, typically while a dependency does not answer the worker).
 	NoticeNoStatus = "no_status"
 )
 
-// WorkflowError is an operation whose workflow ended without a definitive
-// outcome: it failed on an infrastructure error, timed out, or was
-// terminated or cancelled. A definitive outcome other than success is an
-// *outcome.Error instead.
+// WorkflowError is an operation whose workflow ended without a definitive outcome: it
+// failed on an infrastructure error, timed out, or was terminated or cancelled.
 type WorkflowError struct {
 	WorkflowID, RunID string
 	// OpID is the operation's ledger id, "" when unknown.
@@ -64,8 +62,7 @@ type WorkflowError struct {
 	Status string
 	// Cause is the innermost failure's message, in one line.
 	Cause string
-	// Dependency names what could not be reached ("the store", "Postgres")
-	// when the cause says so; "" otherwise.
+	// Dependency names what could not be reached ("the store", "Postgres"), or "".
 	Dependency string
 	// Err is the whole failure as the SDK reported it.
 	Err error
@@ -85,12 +82,12 @@ type waitTarget struct {
 	run                     sdkclient.WorkflowRun
 }
 
-// await follows w.run until its workflow closes and returns its result: from
-// the completion, or — a definitive outcome other than success, contract 2 of
-// docs/workflows.md — from the failure's ApplicationError, whose first detail
-// is the result. An infrastructure failure is a *WorkflowError. early, when
-// set, is asked every poll under Options.QueryTimeout: true ends the wait
-// with its result (in doubt); its error means the workflow did not answer.
+// await follows w.run until its workflow closes and returns its result: from the
+// completion, or — a definitive outcome other than success, contract 2 of
+// docs/workflows.md — from the failure's ApplicationError, whose first detail is the
+// result. An infrastructure failure is a *WorkflowError. early, when set, is asked every
+// poll under Options.QueryTimeout: true ends the wait with its result (in doubt); its
+// error means the workflow did not answer.
 func await[R any](ctx context.Context, c *Client, w waitTarget, early func(context.Context) (R, bool, error)) (R, error) {
 	var zero R
 	gctx, cancel := context.WithCancel(ctx)
@@ -142,8 +139,8 @@ func await[R any](ctx context.Context, c *Client, w waitTarget, early func(conte
 	}
 }
 
-// resultOfFailure decodes a workflow failure whose ApplicationError is a
-// definitive outcome: Type an outcome string, first detail the result.
+// resultOfFailure decodes a workflow failure whose ApplicationError is a definitive
+// outcome: Type an outcome string, first detail the result.
 func resultOfFailure[R any](err error) (R, bool) {
 	var res R
 	var wee *temporal.WorkflowExecutionError
@@ -178,9 +175,8 @@ func workflowError(w waitTarget, err error) error {
 	return e
 }
 
-// rootCause is the failed step's own message — the error its activity
-// returned, without the SDK's wrapping — named by the step; or the
-// workflow's own failure message when no step failed; or err's text.
+// rootCause is the failed step's own message, without the SDK's wrapping, named by the
+// step; or the workflow's own failure message when no step failed; or err's text.
 func rootCause(err error) string {
 	var act *temporal.ActivityError
 	if errors.As(err, &act) {
@@ -200,21 +196,17 @@ func rootCause(err error) string {
 	return oneLine(err.Error())
 }
 
-// oneLine folds a message onto one line and drops a repeated tail: an error
-// chain that names the same cause twice says it once.
+// oneLine folds a message onto one line and drops repeated parts: an error chain that
+// names the same cause twice says it once.
 func oneLine(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
-	parts := strings.Split(s, ": ")
-	out := parts[:0]
-	seen := map[string]bool{}
-	for _, p := range parts {
-		if seen[p] {
-			continue
+	var parts []string
+	for _, p := range strings.Split(s, ": ") {
+		if !slices.Contains(parts, p) {
+			parts = append(parts, p)
 		}
-		seen[p] = true
-		out = append(out, p)
 	}
-	s = strings.Join(out, ": ")
+	s = strings.Join(parts, ": ")
 	const maxLen = 400
 	if len(s) > maxLen {
 		s = s[:maxLen] + "…"
@@ -224,8 +216,7 @@ func oneLine(s string) string {
 
 var storageUnavailable = regexp.MustCompile(`storage(: | [a-z_]+( "[^"]*")?: )unavailable`)
 
-// dependencyOf names the dependency a failure message says could not be
-// reached, or "".
+// dependencyOf names the dependency a failure message says could not be reached, or "".
 func dependencyOf(msg string) string {
 	switch {
 	case storageUnavailable.MatchString(msg):
@@ -317,8 +308,8 @@ func (c *Client) query(ctx context.Context, workflowID, runID, name string, v an
 	return res.Get(v)
 }
 
-// Status asks a running operation's workflow which phase it is in, bounded by
-// Options.QueryTimeout. runID "" asks the latest run.
+// Status asks a running operation's workflow its phase, bounded by Options.QueryTimeout;
+// runID "" asks the latest run.
 func (c *Client) Status(ctx context.Context, workflowID, runID string) (Status, error) {
 	var st Status
 	err := c.query(ctx, workflowID, runID, workflows.StatusQueryName, &st)

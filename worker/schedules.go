@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,9 +16,8 @@ import (
 	"github.com/graftworks/graft/workflows"
 )
 
-// TemporalWorkflows answers activities.WorkflowStatus through a Temporal client: a
-// workflow is closed when the latest run of its id is not running, or Temporal no longer
-// knows it (its history expired).
+// TemporalWorkflows answers activities.WorkflowStatus through a Temporal client: a workflow
+// is closed when the latest run of its id is not running, or Temporal no longer knows it.
 func TemporalWorkflows(tc sdkclient.Client) activities.WorkflowStatus { return temporalWorkflows{tc} }
 
 type temporalWorkflows struct{ tc sdkclient.Client }
@@ -38,19 +38,15 @@ func (t temporalWorkflows) WorkflowClosed(ctx context.Context, workflowID string
 type ScheduleOptions struct {
 	// TaskQueue the scheduled workflows run on. Defaults to DefaultTaskQueue.
 	TaskQueue string
-	// ReconcileEvery is the reconciler's interval. Defaults to
-	// workflows.DefaultReconcileInterval.
+	// ReconcileEvery is the reconciler's interval. Defaults to workflows.DefaultReconcileInterval.
 	ReconcileEvery time.Duration
 }
 
 // EnsureSchedules creates the schedules every graft deployment runs, unless they exist:
-// the reconciler (workflows.ReconcileScheduleID), which settles operations whose
-// workflow closed without recording their end. An existing schedule is left as an
+// the reconciler (workflows.ReconcileScheduleID). An existing schedule is left as an
 // operator configured it.
 func EnsureSchedules(ctx context.Context, tc sdkclient.Client, o ScheduleOptions) error {
-	if o.TaskQueue == "" {
-		o.TaskQueue = DefaultTaskQueue
-	}
+	o.TaskQueue = cmp.Or(o.TaskQueue, DefaultTaskQueue)
 	if o.ReconcileEvery <= 0 {
 		o.ReconcileEvery = workflows.DefaultReconcileInterval
 	}

@@ -9,13 +9,11 @@ import (
 	"github.com/graftworks/graft/workflows"
 )
 
-// DefaultTaskQueue is the task queue graft's workflows and activities use
-// unless configured otherwise.
+// DefaultTaskQueue is the task queue graft's workflows and activities use by default.
 const DefaultTaskQueue = "graft"
 
-// Register registers graft's workflows and activities on w. Activity type
-// names are the method names of activities.Activities (e.g. "PutRef"), which
-// workflows resolve through a typed nil pointer.
+// Register registers graft's workflows and activities on w. Activity type names are the
+// method names of activities.Activities, which workflows resolve through a typed nil pointer.
 func Register(w sdkworker.Registry, acts *activities.Activities) {
 	workflows.Register(w)
 	w.RegisterActivity(acts)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
 	"time"
@@ -18,8 +19,7 @@ import (
 	"github.com/graftworks/graft/internal/searchattr"
 )
 
-// Registered names of Cleanup and its query. Stable: renaming a Go function never
-// renames them.
+// Registered names of Cleanup and its query. Stable.
 const (
 	CleanupName              = "graft.Cleanup"
 	CleanupProgressQueryName = "graft.cleanup.progress"
@@ -49,47 +49,43 @@ const DefaultGuardWindow = time.Hour
 // CleanupInput is the input of graft.Cleanup.
 type CleanupInput struct {
 	Graph string `json:"graph"`
-	// KeepNewest keeps the newest N commits (by seq) of every live branch's tree. 0 is no
+	// KeepNewest keeps the newest N commits (by seq) of every live branch's tree; 0 is no
 	// count window.
 	KeepNewest int `json:"keep_newest,omitempty"`
-	// KeepNewerThan keeps every commit of a live branch whose time is less than this old.
-	// 0 is no age window. At least one window is required; a commit goes only when it is
-	// outside every window. A live branch's head is always kept.
+	// KeepNewerThan keeps every commit of a live branch younger than this; 0 is no age
+	// window. At least one window is required; a commit goes only when it is outside
+	// every window. A live branch's head is always kept.
 	KeepNewerThan time.Duration `json:"keep_newer_than,omitempty"`
-	// Mode is dry_run, mark or sweep. Defaults to sweep when SweepRunID is set; required
-	// otherwise.
+	// Mode is dry_run, mark or sweep: sweep by default with SweepRunID, required otherwise.
 	Mode CleanupMode `json:"mode,omitempty"`
 	// SweepRunID sweeps the plan of that earlier mark run: this run marks afresh and
-	// deletes only keys that are garbage now and were in that plan. Defaults to "".
+	// deletes only keys that are garbage now and were in that plan.
 	SweepRunID string `json:"sweep_run_id,omitempty"`
 	// GuardWindow keeps table versions and data objects younger than it. nil means
 	// DefaultGuardWindow; a pointer to 0 disables it (tests, or a quiesced graph).
 	GuardWindow *time.Duration `json:"guard_window,omitempty"`
 	// RunID names the run in the ledger (and the cleanup operation). Defaults to a fresh ULID.
-	RunID string `json:"run_id,omitempty"`
-	// Tuning adjusts batch sizes and fan-out. Defaults to DefaultCleanupTuning.
+	RunID  string         `json:"run_id,omitempty"`
 	Tuning *CleanupTuning `json:"tuning,omitempty"`
 	// Resume carries a sweep across continue-as-new; callers leave it nil.
 	Resume *CleanupResume `json:"resume,omitempty"`
 }
 
-// CleanupTuning adjusts how a cleanup spreads its work. Zero fields take the defaults.
+// CleanupTuning adjusts how a cleanup spreads its work; zero fields take
+// DefaultCleanupTuning's.
 type CleanupTuning struct {
-	// BatchSize is the keys per delete request, 1..1000. Defaults to 1000.
+	// BatchSize is the keys per delete request, 1..1000.
 	BatchSize int `json:"batch_size,omitempty"`
-	// BatchesPerActivity is the batches one sweep activity deletes before it reports
-	// back. Defaults to 50.
+	// BatchesPerActivity is the batches one sweep activity deletes before it reports back.
 	BatchesPerActivity int `json:"batches_per_activity,omitempty"`
-	// ActivitiesPerRun is the sweep activities one workflow execution runs before it
-	// continues as new. Defaults to 200.
+	// ActivitiesPerRun is the sweep activities one execution runs before it continues as new.
 	ActivitiesPerRun int `json:"activities_per_run,omitempty"`
-	// Parallelism bounds the tables marked or swept at once (each by its own activity,
-	// on any worker). Defaults to 8.
+	// Parallelism bounds the tables marked or swept at once (each by its own activity).
 	Parallelism int `json:"parallelism,omitempty"`
 	// HeartbeatTimeout is how long a mark or sweep activity may go without a heartbeat
-	// before another worker takes it over. Defaults to 30s.
+	// before another worker takes it over.
 	HeartbeatTimeout time.Duration `json:"heartbeat_timeout,omitempty"`
-	// MaxPlanKeys bounds the keys a result lists. Defaults to 1000.
+	// MaxPlanKeys bounds the keys a result lists.
 	MaxPlanKeys int `json:"max_plan_keys,omitempty"`
 }
 
@@ -109,7 +105,6 @@ func (t *CleanupTuning) withDefaults() CleanupTuning {
 		HeartbeatTimeout: orDefault(t.HeartbeatTimeout, d.HeartbeatTimeout), MaxPlanKeys: orDefault(t.MaxPlanKeys, d.MaxPlanKeys)}
 }
 
-// orDefault is v when set (above zero), else d.
 func orDefault[T int | time.Duration](v, d T) T {
 	if v > 0 {
 		return v
@@ -199,8 +194,7 @@ type CleanupProgress struct {
 	Condemned    int64 `json:"condemned"`
 	Deleted      int64 `json:"deleted"`
 	BytesDeleted int64 `json:"bytes_deleted"`
-	// Refused counts the keys the store refused to delete so far.
-	Refused int64 `json:"refused,omitempty"`
+	Refused      int64 `json:"refused,omitempty"`
 }
 
 // CleanupResume is a sweep's state carried across continue-as-new.
@@ -259,32 +253,20 @@ func (l *CleanupLane) advance() {
 // markOptions: listing and deciding, with heartbeats, on any worker. A mark that keeps
 // failing ends the run failed — nothing was deleted, so that is safe.
 func markOptions(t CleanupTuning) workflow.ActivityOptions {
-	return workflow.ActivityOptions{
-		StartToCloseTimeout: 2 * time.Hour,
-		HeartbeatTimeout:    t.HeartbeatTimeout,
-		WaitForCancellation: true,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 10,
-		},
-	}
+	return workflow.ActivityOptions{StartToCloseTimeout: 2 * time.Hour, HeartbeatTimeout: t.HeartbeatTimeout,
+		WaitForCancellation: true, RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second,
+			BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 10}}
 }
 
 // sweepOptions: a sweep retries until it is done. Once keys are condemned the run must
 // not end while a deletion may still be in flight, and every deletion is idempotent.
 func sweepOptions(t CleanupTuning) workflow.ActivityOptions {
-	return workflow.ActivityOptions{
-		StartToCloseTimeout: time.Hour,
-		HeartbeatTimeout:    t.HeartbeatTimeout,
-		WaitForCancellation: true,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
-			NonRetryableErrorTypes: []string{"CleanupRunNotRunning"},
-		},
-	}
+	return workflow.ActivityOptions{StartToCloseTimeout: time.Hour, HeartbeatTimeout: t.HeartbeatTimeout,
+		WaitForCancellation: true, RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
+			MaximumInterval: time.Minute, NonRetryableErrorTypes: []string{"CleanupRunNotRunning"}}}
 }
 
-// maxHistoryEvents is the history length past which a sweep continues as new even when
-// the server has not suggested it.
+// maxHistoryEvents is the history length past which a sweep continues as new unasked.
 const maxHistoryEvents = 10000
 
 // cleanupRun is one execution's state.
@@ -293,8 +275,7 @@ type cleanupRun struct {
 	tuning   CleanupTuning
 	res      CleanupResult
 	progress CleanupProgress
-	// sweep is what remains to delete (its Result and Progress are filled only to
-	// continue as new).
+	// sweep is what remains to delete (Result and Progress filled only to continue as new).
 	sweep        CleanupResume
 	chunks       int // sweep activities completed in this execution
 	sweepStarted time.Time
@@ -307,9 +288,7 @@ type cleanupRun struct {
 // ref may still land.
 func Cleanup(ctx workflow.Context, in CleanupInput) (CleanupResult, error) {
 	r := &cleanupRun{in: in, tuning: in.Tuning.withDefaults()}
-	if err := workflow.SetQueryHandler(ctx, CleanupProgressQueryName, func() (CleanupProgress, error) { return r.progress, nil }); err != nil {
-		return CleanupResult{}, err
-	}
+	_ = workflow.SetQueryHandler(ctx, CleanupProgressQueryName, func() (CleanupProgress, error) { return r.progress, nil })
 	_ = workflow.UpsertTypedSearchAttributes(ctx, searchattr.Graph.ValueSet(in.Graph), searchattr.Operation.ValueSet("cleanup"))
 	if in.Resume != nil {
 		r.res, r.progress, r.sweep = in.Resume.Result, in.Resume.Progress, *in.Resume
@@ -383,8 +362,7 @@ func Cleanup(ctx workflow.Context, in CleanupInput) (CleanupResult, error) {
 // adopt finishes a run whose workflow ended without finishing it. Its condemned set has
 // refused pins all along, so a sweep run's remaining keys are still safe to delete, in
 // the usual order: commits, pins and lineage chunks, then versions, then manifest chunks
-// and objects. A mark or dry run deleted
-// nothing and is aborted.
+// and objects. A mark or dry run deleted nothing and is aborted.
 func (r *cleanupRun) adopt(ctx workflow.Context, o activities.CleanupOrphan) error {
 	var a *activities.Activities
 	r.setPhase(ctx, "begin", fmt.Sprintf("finishing run %s, left running by %s", o.RunID, o.WorkflowID))
@@ -433,7 +411,6 @@ func (in CleanupInput) mode() CleanupMode {
 	return in.Mode
 }
 
-// guard is the input's guard window, DefaultGuardWindow when it sets none.
 func (in CleanupInput) guard() time.Duration {
 	if in.GuardWindow == nil {
 		return DefaultGuardWindow
@@ -496,7 +473,10 @@ func (r *cleanupRun) mark(ctx workflow.Context) error {
 	r.sweep.CommitsPending = trees.Condemned.Commits > 0
 	r.sweep.GraphChunksPending = trees.GraphChunks > 0
 	r.res.Objects.GraphChunks = trees.GraphChunks
-	seed := runSeed(r.res.RunID)
+	// The run's object filters take their seed from its id, so that a false positive of
+	// one run (a garbage object kept) is not one of the next.
+	seed := fnv.New64a()
+	_, _ = seed.Write([]byte(r.res.RunID))
 
 	queue := append([]string(nil), trees.Tables...)
 	err := runQueue(ctx, r.tuning.Parallelism, &queue,
@@ -506,7 +486,7 @@ func (r *cleanupRun) mark(ctx workflow.Context) error {
 				Retained: trees.Retained[table], RetainAll: trees.RetainAllData,
 				GuardWindow: r.res.Policy.GuardWindow, Now: trees.Now,
 				PlanRunID: r.in.SweepRunID, MaxPlanKeys: r.tuning.MaxPlanKeys,
-				Seed: seed,
+				Seed: seed.Sum64(),
 			})
 		},
 		func(table string, f workflow.Future) error {
@@ -544,17 +524,6 @@ func (r *cleanupRun) mark(ctx workflow.Context) error {
 	r.res.Mark.Duration = workflow.Now(ctx).Sub(started)
 	r.res.PlanKeyCount = r.res.Condemned.Keys()
 	return err
-}
-
-// runSeed derives the seed of a run's object filters from its id, so that a false
-// positive of one run (a garbage object kept) is not one of the next.
-func runSeed(runID string) uint64 {
-	var h uint64 = 14695981039346656037
-	for i := 0; i < len(runID); i++ {
-		h ^= uint64(runID[i])
-		h *= 1099511628211
-	}
-	return h
 }
 
 // sweepAndFinish deletes the condemned commits, then every table's condemned versions
@@ -710,12 +679,10 @@ func (r *cleanupRun) fail(ctx workflow.Context, cause error) (CleanupResult, err
 	_ = untilAnsweredStep(ctx, "finish: record the failure",
 		a.CleanupFinish, activities.CleanupFinishInput{RunID: r.res.RunID, Graph: r.in.Graph, Failed: true,
 			Message: cause.Error(), Report: report}, nil)
-	_ = workflow.UpsertTypedSearchAttributes(ctx, searchattr.Outcome.ValueSet(string(catalogFailed)))
+	// "failed" is the ledger's outcome of a run that gave up.
+	_ = workflow.UpsertTypedSearchAttributes(ctx, searchattr.Outcome.ValueSet("failed"))
 	return r.res, cause
 }
-
-// catalogFailed is the ledger's outcome of an operation that gave up.
-const catalogFailed = "failed"
 
 func (r *cleanupRun) setPhase(ctx workflow.Context, phase, detail string) {
 	r.progress.Phase = phase

@@ -11,15 +11,15 @@ import (
 	"github.com/graftworks/graft/internal/catalog"
 )
 
-// CreateBranchName is the registered name of CreateBranch. Stable: renaming a Go
-// function never renames it.
+// CreateBranchName is the registered name of CreateBranch. Stable: renaming a Go function
+// never renames it.
 const CreateBranchName = "graft.CreateBranch"
 
 // maxIncarnations is one create plus one retry under a fresh native name.
 const maxIncarnations = 2
 
-// Source names what a new branch starts from: exactly one of Branch, Commit
-// or Tag. All empty means the head of main.
+// Source names what a new branch starts from: at most one of Branch, Commit or Tag. All
+// empty means the head of main.
 type Source struct {
 	Branch string `json:"branch,omitempty"`
 	Commit string `json:"commit,omitempty"`
@@ -64,30 +64,26 @@ func (r *CreateBranchResult) setEnd(out outcome.Outcome, msg string) {
 type createRun struct {
 	*opRun
 	in CreateBranchInput
-	// prep is the current attempt's prepared incarnation, nil before prepare
-	// returns: what a cancellation's fence needs to reclaim.
+	// prep is the current attempt's prepared incarnation, nil before prepare returns: what
+	// a cancellation's fence needs to reclaim.
 	prep *activities.PrepareCreateResult
 }
 
-// CreateBranch creates a branch: prepare (validate, resolve the source, mint a
-// native name, encode every byte, claim the operation, pin, witness the
-// intent), clone (the new tree's fork commit), publish the ref through the
-// kernel — which settles an ambiguous put before anything is reclaimed — and,
-// when the ref can never land, reclaim the clone.
+// CreateBranch creates a branch: prepare (validate, resolve the source, mint a native
+// name, encode every byte, claim the operation, pin, witness the intent), clone (the new
+// tree's fork commit), publish the ref through the kernel — which settles an ambiguous
+// put before anything is reclaimed — and, when the ref can never land, reclaim the clone.
 func CreateBranch(ctx workflow.Context, in CreateBranchInput) (CreateBranchResult, error) {
 	info := workflow.GetInfo(ctx)
-	op, err := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpCreateBranch, graph: in.Graph, branch: in.Branch, subject: in.Branch})
-	if err != nil {
-		return CreateBranchResult{}, err
-	}
+	op := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpCreateBranch, graph: in.Graph, branch: in.Branch, subject: in.Branch})
 	r := &createRun{in: in, opRun: op}
 	r.onFenced = r.reclaimAfterFence
 	res := CreateBranchResult{OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch}
-	// The execution's start time, not the task's: a workflow whose first task
-	// died with its worker restarts with the same time, so prepare mints the
-	// same native name and finds its own witness.
+	// The execution's start time, not the task's: a workflow whose first task died with its
+	// worker restarts with the same time, so prepare mints the same native name and finds
+	// its own witness.
 	started := info.WorkflowStartTime
-	err = r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
+	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		for attempt := 1; ; attempt++ {
 			res.Incarnations = attempt
 			e, retry, err := r.createOnce(ctx, attempt, started, &res)
@@ -100,8 +96,8 @@ func CreateBranch(ctx workflow.Context, in CreateBranchInput) (CreateBranchResul
 	return res, err
 }
 
-// createOnce is one incarnation's attempt; retry reports an unpublished attempt
-// whose ref could never land for a reason a fresh native name avoids.
+// createOnce is one incarnation's attempt; retry reports an unpublished attempt whose ref
+// could never land for a reason a fresh native name avoids.
 func (r *createRun) createOnce(ctx workflow.Context, attempt int, started time.Time, res *CreateBranchResult) (ending, bool, error) {
 	var a *activities.Activities
 	r.status.Native = ""
@@ -146,8 +142,8 @@ func (r *createRun) createOnce(ctx workflow.Context, attempt int, started time.T
 	case activities.CloneNotCommitted:
 		return ending{out: outcome.Conflict, msg: "clone not committed: " + clone.Message}, false, nil
 	case activities.CloneUnknown:
-		// The fork commit may land later; the ref was never sent. A fence at the ref
-		// key makes the tree unreachable for good, then it is reclaimed.
+		// The fork commit may land later; the ref was never sent. A fence at the ref key
+		// makes the tree unreachable for good, then it is reclaimed.
 		e, err := r.fenceAndReclaim(ctx, refSpec, "clone answer unknown: "+clone.Message)
 		return e, err == nil && e.out == outcome.Unpublished, err
 	}
@@ -178,8 +174,8 @@ func (r *createRun) createOnce(ctx workflow.Context, attempt int, started time.T
 	if err := r.reclaim(ctx, "a fence holds the ref key: "+v.Message); err != nil {
 		return ending{}, false, err
 	}
-	// A fence found at once (not one this run put after settling) is worth a retry
-	// under a fresh native name.
+	// A fence found at once (not one this run put after settling) is worth a retry under a
+	// fresh native name.
 	return ending{out: outcome.Unpublished, msg: "a fence holds the ref key of " + prep.Native + ": " + v.Message}, r.status.SettleAttempts == 0 && r.abandon == nil, nil
 }
 

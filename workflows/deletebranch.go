@@ -15,26 +15,25 @@ const DeleteBranchName = "graft.DeleteBranch"
 type DeleteBranchInput struct {
 	Graph  string `json:"graph"`
 	Branch string `json:"branch"`
-	// Force deletes a branch although live tags name commits of it; the
-	// tags keep those commits. main is never deleted. Defaults to false.
+	// Force deletes a branch although live tags name commits of it; the tags keep those
+	// commits. main is never deleted.
 	Force bool `json:"force,omitempty"`
 	// OpID identifies the operation in the ledger. Defaults to the workflow id.
 	OpID string `json:"op_id,omitempty"`
 }
 
-// DeleteBranchResult is the result of graft.DeleteBranch. Outcome deleted
-// means Native's ref is retired: a fence no late put can pass, and the
-// name free for a new create. Its commits stay until cleanup reclaims
-// them (those a tag names stay for good).
+// DeleteBranchResult is the result of graft.DeleteBranch. Outcome deleted means Native's
+// ref is retired: a fence no late put can pass, and the name free for a new create. Its
+// commits stay until cleanup reclaims them (those a tag names stay for good).
 type DeleteBranchResult struct {
 	Outcome outcome.Outcome `json:"outcome"`
 	OpID    string          `json:"op_id"`
 	Graph   string          `json:"graph"`
 	Branch  string          `json:"branch"`
 	Native  string          `json:"native,omitempty"`
-	// Head is the branch's head when it was deleted.
-	Head string `json:"head,omitempty"`
-	// Tags are the live tags naming commits of the branch (a forced delete).
+	// Head is the branch's head when it was deleted; Tags the live tags naming commits of
+	// it (a forced delete).
+	Head           string   `json:"head,omitempty"`
 	Tags           []string `json:"tags,omitempty"`
 	Message        string   `json:"message,omitempty"`
 	SettleAttempts int      `json:"settle_attempts,omitempty"`
@@ -42,19 +41,15 @@ type DeleteBranchResult struct {
 
 func (r *DeleteBranchResult) setEnd(out outcome.Outcome, msg string) { r.Outcome, r.Message = out, msg }
 
-// DeleteBranch deletes a branch: prepare (refuse main, a tag-pinned branch
-// without Force, a create still settling; claim the operation), then retire
-// the live ref by compare-and-swap into a retired ref that stays at the key
-// as a fence, through the kernel, and record the incarnation retired.
-// Physical reclaim is cleanup's.
+// DeleteBranch deletes a branch: prepare (refuse main, a tag-pinned branch without Force,
+// a create still settling; claim the operation), then retire the live ref by
+// compare-and-swap into a retired ref that stays at the key as a fence, through the
+// kernel, and record the incarnation retired. Physical reclaim is cleanup's.
 func DeleteBranch(ctx workflow.Context, in DeleteBranchInput) (DeleteBranchResult, error) {
 	var a *activities.Activities
-	r, err := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpDeleteBranch, graph: in.Graph, branch: in.Branch, subject: in.Branch})
-	if err != nil {
-		return DeleteBranchResult{}, err
-	}
+	r := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpDeleteBranch, graph: in.Graph, branch: in.Branch, subject: in.Branch})
 	res := DeleteBranchResult{OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch}
-	err = r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
+	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		var prep activities.PrepareDeleteBranchResult
 		if err := r.prepare(ctx, "reading the refs and tags of "+in.Branch, "read the refs, head and tags", a.PrepareDeleteBranch,
 			activities.PrepareDeleteBranchInput{OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Force: in.Force,

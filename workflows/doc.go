@@ -20,15 +20,12 @@ type Registry interface {
 
 // Register registers every graft workflow under its stable name.
 func Register(r Registry) {
-	r.RegisterWorkflowWithOptions(CreateBranch, workflow.RegisterOptions{Name: CreateBranchName})
-	r.RegisterWorkflowWithOptions(Cleanup, workflow.RegisterOptions{Name: CleanupName})
-	r.RegisterWorkflowWithOptions(InitGraph, workflow.RegisterOptions{Name: InitGraphName})
-	r.RegisterWorkflowWithOptions(WriteTable, workflow.RegisterOptions{Name: WriteTableName})
-	r.RegisterWorkflowWithOptions(RepairBranch, workflow.RegisterOptions{Name: RepairBranchName})
-	r.RegisterWorkflowWithOptions(Merge, workflow.RegisterOptions{Name: MergeName})
-	r.RegisterWorkflowWithOptions(Restore, workflow.RegisterOptions{Name: RestoreName})
-	r.RegisterWorkflowWithOptions(DeleteBranch, workflow.RegisterOptions{Name: DeleteBranchName})
-	r.RegisterWorkflowWithOptions(CreateTag, workflow.RegisterOptions{Name: CreateTagName})
-	r.RegisterWorkflowWithOptions(DeleteTag, workflow.RegisterOptions{Name: DeleteTagName})
-	r.RegisterWorkflowWithOptions(Reconcile, workflow.RegisterOptions{Name: ReconcileName})
+	for name, wf := range map[string]any{
+		CreateBranchName: CreateBranch, CleanupName: Cleanup, InitGraphName: InitGraph,
+		WriteTableName: WriteTable, RepairBranchName: RepairBranch, MergeName: Merge, RestoreName: Restore,
+		DeleteBranchName: DeleteBranch, CreateTagName: CreateTag, DeleteTagName: DeleteTag,
+		ReconcileName: Reconcile,
+	} {
+		r.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: name})
+	}
 }

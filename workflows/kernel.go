@@ -41,12 +41,12 @@ var (
 	ParkBackoffMax = 10 * time.Minute
 )
 
-// AbandonSignalName is the signal every graft operation workflow takes: settle an
+// The signal and query every graft operation workflow takes. graft.abandon settles an
 // in-doubt write now by fencing it instead of waiting for it to land.
-const AbandonSignalName = "graft.abandon"
-
-// StatusQueryName is the query every graft operation workflow answers while it runs.
-const StatusQueryName = "graft.status"
+const (
+	AbandonSignalName = "graft.abandon"
+	StatusQueryName   = "graft.status"
+)
 
 // AbandonRequest is the payload of graft.abandon.
 type AbandonRequest struct {
@@ -78,14 +78,13 @@ type result interface {
 	setEnd(out outcome.Outcome, message string)
 }
 
-// ending is how an operation's phases ended.
+// ending is how an operation's phases ended. recorded: a step recorded the end in the
+// ledger already; native: a create's incarnation that went live.
 type ending struct {
-	out outcome.Outcome
-	msg string
-	// recorded: a step recorded the end in the ledger already.
+	out      outcome.Outcome
+	msg      string
 	recorded bool
-	// native: a create's incarnation that went live.
-	native string
+	native   string
 }
 
 func end(out outcome.Outcome, msg string) (ending, error) { return ending{out: out, msg: msg}, nil }
@@ -122,7 +121,7 @@ type opRun struct {
 	pendingRecorded bool
 }
 
-// runSpec names an operation for newOpRun.
+// runSpec names an operation for startOp.
 type runSpec struct {
 	opID          string
 	kind          catalog.OperationKind
@@ -133,7 +132,7 @@ type runSpec struct {
 
 // startOp starts an operation's run: op id (the workflow id by default), owner (this
 // run), the abandon signal, search attributes and the status query.
-func startOp(ctx workflow.Context, s runSpec) (*opRun, error) {
+func startOp(ctx workflow.Context, s runSpec) *opRun {
 	info := workflow.GetInfo(ctx)
 	s.opID = cmp.Or(s.opID, info.WorkflowExecution.ID)
 	r := &opRun{kind: s.kind, owner: activities.Owner{OpID: s.opID, Run: info.WorkflowExecution.RunID},
@@ -145,7 +144,9 @@ func startOp(ctx workflow.Context, s runSpec) (*opRun, error) {
 		attrs = append(attrs, searchattr.Branch.ValueSet(s.branch))
 	}
 	_ = workflow.UpsertTypedSearchAttributes(ctx, attrs...)
-	return r, workflow.SetQueryHandler(ctx, StatusQueryName, func() (OperationStatus, error) { return r.status, nil })
+	// A valid handler under a name without the reserved "__" prefix is never refused.
+	_ = workflow.SetQueryHandler(ctx, StatusQueryName, func() (OperationStatus, error) { return r.status, nil })
+	return r
 }
 
 func (r *opRun) setPhase(ctx workflow.Context, phase, pending string) {
@@ -161,20 +162,10 @@ func (r *opRun) log(ctx workflow.Context, msg string, kv ...any) {
 	workflow.GetLogger(ctx).Info(msg, append([]any{"op_id", r.owner.OpID, "kind", string(r.kind)}, kv...)...)
 }
 
-// before runs a step that precedes every storage effect: bounded, and its failure ends
-// the operation (the kernel's finish then settles what the request wrote).
-func (r *opRun) before(ctx workflow.Context, summary string, fn, in, out any) error {
-	o := beforeEffect
-	o.Summary = summary
-	o.StartToCloseTimeout, o.ScheduleToCloseTimeout = StepTimeout, BeforeEffectBudget
-	return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, o), fn, in).Get(ctx, out)
-}
-
-// prepare runs an operation's prepare step (it claims the operation) in phase prepare,
-// showing pending: a step before every effect.
+// prepare runs an operation's prepare step (it claims the operation), showing pending.
 func (r *opRun) prepare(ctx workflow.Context, pending, summary string, fn, in, out any) error {
 	r.setPhase(ctx, "prepare", pending)
-	if err := r.before(ctx, "prepare: "+summary, fn, in, out); err != nil {
+	if err := beforeEffect(ctx, "prepare: "+summary, fn, in, out); err != nil {
 		return fmt.Errorf("prepare: %w", err)
 	}
 	return nil
@@ -233,7 +224,7 @@ func (r *opRun) write(ctx workflow.Context, w activities.WriteSpec) (activities.
 	return v, err
 }
 
-// writeIn is write in phase, showing pending, that counts the settle attempts into attempts.
+// writeIn is write in phase, showing pending, counting the settle attempts into attempts.
 func (r *opRun) writeIn(ctx workflow.Context, phase, pending string, w activities.WriteSpec, attempts *int) (activities.Verdict, error) {
 	r.setPhase(ctx, phase, pending)
 	v, err := r.write(ctx, w)
@@ -272,9 +263,12 @@ func (r *opRun) settle(ctx workflow.Context, w activities.WriteSpec, v activitie
 			return v, temporal.NewCanceledError()
 		}
 		backoff = min(2*backoff, SettleBackoffMax)
-		if reason, ok := r.abandonRequested(); ok {
-			r.log(ctx, "graft settle: abandoned by operator; fencing", "write", what, "reason", reason)
-			return r.fence(ctx, w, abandonedMessage(reason))
+		if r.abandoned() {
+			r.log(ctx, "graft settle: abandoned by operator; fencing", "write", what, "reason", r.abandon.Reason)
+			if reason := strings.TrimSpace(r.abandon.Reason); reason != "" {
+				return r.fence(ctx, w, "abandoned by an operator: "+reason)
+			}
+			return r.fence(ctx, w, "abandoned by an operator")
 		}
 		if attempt > MaxSettleAttempts {
 			r.log(ctx, "graft settle: re-issues exhausted; fencing", "write", what, "reissues", MaxSettleAttempts)
@@ -349,22 +343,18 @@ func (r *opRun) fence(ctx workflow.Context, w activities.WriteSpec, reason strin
 	}
 }
 
-func (r *opRun) abandonRequested() (string, bool) {
-	if r.abandon == nil {
-		var req AbandonRequest
-		if r.abandonC.ReceiveAsync(&req) {
-			r.abandon = &req
-		}
+// abandoned reports whether an operator's abandon arrived (r.abandon holds it).
+func (r *opRun) abandoned() bool {
+	var req AbandonRequest
+	if r.abandon == nil && r.abandonC.ReceiveAsync(&req) {
+		r.abandon = &req
 	}
-	if r.abandon == nil {
-		return "", false
-	}
-	return r.abandon.Reason, true
+	return r.abandon != nil
 }
 
 // waitOrAbandon sleeps d on a durable timer, waking early on an abandon signal.
 func (r *opRun) waitOrAbandon(ctx workflow.Context, d time.Duration) {
-	if _, ok := r.abandonRequested(); ok {
+	if r.abandoned() {
 		return
 	}
 	tctx, cancel := workflow.WithCancel(ctx)
@@ -391,13 +381,10 @@ func (r *opRun) run(ctx workflow.Context, res result, body func(ctx workflow.Con
 		return outcomeError(e.out, e.msg, res)
 	}
 	cancelled := temporal.IsCanceledError(err) || ctx.Err() != nil
-	fctx := ctx
+	fctx, e, reason := ctx, ending{msg: err.Error()}, "abandoned after a failure: "+err.Error()
 	if cancelled {
 		fctx, _ = workflow.NewDisconnectedContext(ctx)
-	}
-	e = ending{msg: err.Error()}
-	if cancelled {
-		e.msg = "cancelled: " + err.Error()
+		e.msg, reason = "cancelled: "+err.Error(), "cancelled"
 	}
 	if r.pending == nil && r.drive != nil {
 		r.log(fctx, "graft operation ends with an effect step running; running it to its end")
@@ -409,10 +396,6 @@ func (r *opRun) run(ctx workflow.Context, res result, body func(ctx workflow.Con
 	}
 	if r.pending != nil {
 		w := *r.pending
-		reason := "cancelled"
-		if !cancelled {
-			reason = "abandoned after a failure: " + err.Error()
-		}
 		r.log(fctx, "graft operation ends with a write pending; fencing it", "write", w.Describe(), "reason", reason)
 		v, ferr := r.fence(fctx, w, reason)
 		switch {
@@ -431,13 +414,10 @@ func (r *opRun) run(ctx workflow.Context, res result, body func(ctx workflow.Con
 	}
 	res.setEnd(e.out, e.msg)
 	r.finish(fctx, e)
-	if cancelled {
+	if cancelled || e.out == "" {
 		return err
 	}
-	if e.out != "" {
-		return outcomeError(e.out, e.msg, res)
-	}
-	return err
+	return outcomeError(e.out, e.msg, res)
 }
 
 // finish records the operation's end: in the ledger — the outcome, the witnesses the
@@ -461,15 +441,6 @@ func (r *opRun) finish(ctx workflow.Context, e ending) {
 		_ = workflow.UpsertTypedSearchAttributes(ctx, searchattr.Outcome.ValueSet(string(e.out)))
 	}
 	r.log(ctx, "graft operation ended", "outcome", string(e.out), "detail", e.msg)
-}
-
-// abandonedMessage is the end message of an operation an operator abandoned, with the
-// reason the operator gave, if any.
-func abandonedMessage(reason string) string {
-	if reason = strings.TrimSpace(reason); reason == "" {
-		return "abandoned by an operator"
-	}
-	return "abandoned by an operator: " + reason
 }
 
 // outcomeError is a workflow's error for its definitive outcome (docs/workflows.md): nil

@@ -12,8 +12,7 @@ import (
 // MergeName is the registered name of Merge. Stable.
 const MergeName = "graft.Merge"
 
-// The success outcomes of Merge, DeleteBranch and DeleteTag (the ledger's
-// vocabulary; the CLI exits 0 on each).
+// The success outcomes of Merge, DeleteBranch and DeleteTag (the CLI exits 0 on each).
 const (
 	OutcomeMerged          = activities.OutcomeMerged
 	OutcomeAdopted         = activities.OutcomeAdopted
@@ -39,13 +38,11 @@ const (
 // MergeInput is the input of graft.Merge.
 type MergeInput struct {
 	Graph string `json:"graph"`
-	// Source is the branch merged; Target the branch the merge commit is
-	// appended to.
+	// Source is the branch merged; Target the branch the merge commit is appended to.
 	Source string `json:"source"`
 	Target string `json:"target"`
-	// ExpectedHead, when set, makes the merge a conflict unless the
-	// target's head is this commit. Defaults to "" (merge into whatever
-	// the head is, re-planning up to MaxHeadRetries times if it moves).
+	// ExpectedHead, when set, makes the merge a conflict unless the target's head is this
+	// commit. Defaults to "" (re-plan up to MaxHeadRetries times if it moves).
 	ExpectedHead string `json:"expected_head,omitempty"`
 	// Preview returns the plan and writes nothing: no commit, no ledger row.
 	Preview bool `json:"preview,omitempty"`
@@ -57,10 +54,9 @@ type MergeInput struct {
 
 // MergeResult is the result of graft.Merge.
 type MergeResult struct {
-	// Outcome is merged, adopted or already_up_to_date on success; conflict
-	// (with Tables listing every conflict, and nothing written), not_found,
-	// not_retained, invalid or refused otherwise. A preview's outcome is
-	// the one the merge would have.
+	// Outcome is merged, adopted or already_up_to_date on success; conflict (with Tables
+	// listing every conflict, and nothing written), not_found, not_retained, invalid or
+	// refused otherwise. A preview's outcome is the one the merge would have.
 	Outcome outcome.Outcome `json:"outcome"`
 	OpID    string          `json:"op_id,omitempty"`
 	Graph   string          `json:"graph"`
@@ -91,25 +87,21 @@ func (r *MergeResult) setEnd(out outcome.Outcome, msg string) {
 	}
 }
 
-// Merge merges a source branch into a target branch by adoption: plan (read
-// both heads, find the merge base from their lineages, classify every
-// table), then — with no conflict and something to adopt — append one
-// commit to the target with first parent the target head and merged parent
-// the source head, through the kernel's append loop. A target that moved is
-// re-planned, or is a conflict when the caller gave an expected head. The
+// Merge merges a source branch into a target branch by adoption: plan (read both heads,
+// find the merge base from their lineages, classify every table), then — with no conflict
+// and something to adopt — append one commit to the target with first parent the target
+// head and merged parent the source head, through the kernel's append loop. A target
+// that moved is re-planned, or is a conflict when the caller gave an expected head. The
 // inputs stay pinned until the outcome is definitive.
 func Merge(ctx workflow.Context, in MergeInput) (MergeResult, error) {
 	var a *activities.Activities
-	r, err := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpMerge, graph: in.Graph, branch: in.Target, subject: in.Source + " → " + in.Target})
-	if err != nil {
-		return MergeResult{}, err
-	}
+	r := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpMerge, graph: in.Graph, branch: in.Target, subject: in.Source + " → " + in.Target})
 	if in.Preview {
 		// A preview is not an operation of the ledger.
 		r.owner.OpID, r.status.OpID, r.foreign = in.OpID, in.OpID, true
 	}
 	res := MergeResult{OpID: r.owner.OpID, Graph: in.Graph, Source: in.Source, Target: in.Target, Preview: in.Preview, Tables: []MergeTable{}}
-	err = r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
+	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		return appendCommit(ctx, r, in.ExpectedHead, in.Target, &res.HeadRetries, &res.SettleAttempts, func(ctx workflow.Context) (plannedCommit, error) {
 			r.setPhase(ctx, "plan", "reading the heads of "+in.Source+" and "+in.Target)
 			var plan activities.PlanMergeResult
@@ -120,7 +112,7 @@ func Merge(ctx workflow.Context, in MergeInput) (MergeResult, error) {
 			}
 			var err error
 			if in.Preview || res.HeadRetries == 0 && r.status.SettleAttempts == 0 && r.pending == nil && !r.planned {
-				err = r.before(ctx, "plan: read heads, find the merge base, classify tables", a.PlanMerge, pin, &plan)
+				err = beforeEffect(ctx, "plan: read heads, find the merge base, classify tables", a.PlanMerge, pin, &plan)
 			} else {
 				err = r.step(ctx, "re-plan: read heads, find the merge base, classify tables", a.PlanMerge, pin, &plan)
 			}

@@ -9,70 +9,60 @@ import (
 	"github.com/graftworks/graft/activities"
 )
 
-// Step timing the kernel applies to every step (docs/workflows.md). A workflow reads them
-// when it schedules a step; tests of long stalls lower them.
+// Step timing the kernel applies to every step (docs/workflows.md); tests of long stalls
+// lower them.
 var (
-	// StepTimeout bounds one attempt of a step (its StartToCloseTimeout). Defaults to 30s.
+	// StepTimeout bounds one attempt of a step (its StartToCloseTimeout).
 	StepTimeout = 30 * time.Second
-	// BeforeEffectBudget bounds a step that precedes every storage effect, retries
-	// included. Defaults to 2 minutes.
+	// BeforeEffectBudget bounds a step that precedes every storage effect, retries included.
 	BeforeEffectBudget = 2 * time.Minute
 	// FastPathBudget bounds the local-activity fast path of an after-effect step, after
-	// which the step continues as an ordinary activity with no total deadline. Defaults
-	// to 2 minutes.
+	// which the step continues as an ordinary activity with no total deadline.
 	FastPathBudget = 2 * time.Minute
 )
 
-// The kinds of step every graft workflow is made of; the kernel (kernel.go) runs each
-// step with one of them, its timeouts taken from the variables above.
-var (
-	// untilAnswered retries a step until the store and the ledger answer: a step that may
-	// follow a storage effect is never given up, or the operation would be left half-done.
-	untilAnswered = &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second}
+// untilAnswered retries a step until the store and the ledger answer: a step that may
+// follow a storage effect is never given up, or the operation would be left half-done.
+var untilAnswered = &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 2,
+	MaximumInterval: 30 * time.Second}
 
-	// beforeEffect runs a short step that precedes every storage effect of its operation
-	// (validate, resolve, record, pin, probe). One that keeps failing ends the operation
-	// after BeforeEffectBudget, and the kernel's finish settles what the request wrote.
-	beforeEffect = workflow.LocalActivityOptions{RetryPolicy: localRetry(0)}
+// localStep runs fn as a local activity — free of an ordinary activity's matching round
+// trip — for at most budget; maxAttempts 0 is unlimited within it.
+func localStep(ctx workflow.Context, summary string, budget time.Duration, maxAttempts int32,
+	fn, in any) workflow.Future {
+	return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		Summary: summary, StartToCloseTimeout: StepTimeout, ScheduleToCloseTimeout: budget,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 2,
+			MaximumInterval: 5 * time.Second, MaximumAttempts: maxAttempts},
+	}), fn, in)
+}
 
-	// afterEffectFast is the fast path of a step that may follow a storage effect: a local
-	// activity, free of an ordinary activity's matching round trip, for a few attempts.
-	// Its deadline never ends the operation: the step then continues as afterEffectDurable.
-	afterEffectFast = workflow.LocalActivityOptions{RetryPolicy: localRetry(4)}
-
-	// afterEffectDurable continues an after-effect step whose fast path kept failing: an
-	// ordinary activity with no total deadline and unlimited retries. It does not hold the
-	// workflow task, so status queries and the current details stay answerable, and the UI
-	// shows it pending with its last error.
-	afterEffectDurable = workflow.ActivityOptions{RetryPolicy: untilAnswered}
-)
-
-// localRetry is the retry policy of a local step; maxAttempts 0 is unlimited (within its budget).
-func localRetry(maxAttempts int32) *temporal.RetryPolicy {
-	return &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 5 * time.Second, MaximumAttempts: maxAttempts}
+// beforeEffect runs a short step that precedes every storage effect of its operation
+// (validate, resolve, record, pin, probe). One that keeps failing ends the operation
+// after BeforeEffectBudget, and the kernel's finish settles what the request wrote.
+func beforeEffect(ctx workflow.Context, summary string, fn, in, out any) error {
+	return localStep(ctx, summary, BeforeEffectBudget, 0, fn, in).Get(ctx, out)
 }
 
 // untilAnsweredStep runs a step that may follow a storage effect and must not be given up:
-// a local activity for a few attempts, then the same step as an ordinary activity with no
-// total deadline, until it is answered; only cancellation ends it early. A dependency that
-// does not answer (the store, Postgres) so shows as a pending activity retrying with its
-// last failure, which the client's wait names (docs/outcomes.md). kv goes into its log.
+// a local activity for a few attempts, then — its deadline never ends the operation — the
+// same step as an ordinary activity with no total deadline and unlimited retries, until it
+// is answered; only cancellation ends it early. That activity does not hold the workflow
+// task, so status queries stay answerable, and a dependency that does not answer (the
+// store, Postgres) shows as a pending activity retrying with its last failure, which the
+// client's wait names (docs/outcomes.md). kv goes into its log.
 func untilAnsweredStep(ctx workflow.Context, summary string, fn, in, out any, kv ...any) error {
-	o := afterEffectFast
-	o.Summary = summary
-	o.StartToCloseTimeout, o.ScheduleToCloseTimeout = StepTimeout, FastPathBudget
-	err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, o), fn, in).Get(ctx, out)
+	err := localStep(ctx, summary, FastPathBudget, 4, fn, in).Get(ctx, out)
 	if err == nil || temporal.IsCanceledError(err) || ctx.Err() != nil {
 		return err
 	}
 	workflow.GetLogger(ctx).Info("graft step continues as an ordinary activity", append(kv, "step", summary, "error", err.Error())...)
-	d := afterEffectDurable
-	d.Summary = summary + " (until answered)"
-	d.StartToCloseTimeout = 2 * StepTimeout
 	if w, ok := in.(activities.WriteInput); ok {
 		// The local attempts may have sent the write: a refusal of a later one proves nothing.
 		w.StepRetried = true
 		in = w
 	}
-	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, d), fn, in).Get(ctx, out)
+	o := workflow.ActivityOptions{Summary: summary + " (until answered)", StartToCloseTimeout: 2 * StepTimeout,
+		RetryPolicy: untilAnswered}
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), fn, in).Get(ctx, out)
 }

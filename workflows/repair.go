@@ -24,8 +24,8 @@ type RepairBranchInput struct {
 	OpID string `json:"op_id,omitempty"`
 }
 
-// RepairBranchResult is the result of graft.RepairBranch. Outcome done means
-// Keep is the branch's only live incarnation.
+// RepairBranchResult is the result of graft.RepairBranch. Outcome done means Keep is the
+// branch's only live incarnation.
 type RepairBranchResult struct {
 	Outcome outcome.Outcome `json:"outcome"`
 	OpID    string          `json:"op_id"`
@@ -44,20 +44,16 @@ func (r *RepairBranchResult) setEnd(out outcome.Outcome, msg string) {
 	}
 }
 
-// RepairBranch makes a logical branch that has several live incarnations
-// (written by an older tool, say) live through exactly one again: it reads
-// that name's refs directly, then retires every live ref but Keep's by
-// compare-and-swap, one kernel write per ref. A retired ref stays at its key
-// as a fence, so a late put of it can never land.
+// RepairBranch makes a logical branch that has several live incarnations (written by an
+// older tool, say) live through exactly one again: it reads that name's refs directly,
+// then retires every live ref but Keep's by compare-and-swap, one kernel write per ref. A
+// retired ref stays at its key as a fence, so a late put of it can never land.
 func RepairBranch(ctx workflow.Context, in RepairBranchInput) (RepairBranchResult, error) {
 	var a *activities.Activities
-	r, err := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpDeleteBranch, operationAttr: "repair_branch",
+	r := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpDeleteBranch, operationAttr: "repair_branch",
 		graph: in.Graph, branch: in.Branch, subject: in.Branch})
-	if err != nil {
-		return RepairBranchResult{}, err
-	}
 	res := RepairBranchResult{OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Retired: []string{}}
-	err = r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
+	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		var prep activities.PrepareRepairResult
 		if err := r.prepare(ctx, "reading the refs of "+in.Branch, "read the refs of "+in.Branch, a.PrepareRepair, activities.PrepareRepairInput{
 			OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Keep: in.Keep, WorkflowID: r.wfID, RunID: r.owner.Run,

@@ -51,14 +51,9 @@ func (r Request) Differences(first Request) []string {
 		return []string{fmt.Sprintf("the operation is %s, the first request's %s", r.Workflow, first.Workflow)}
 	}
 	var out []string
-	keys := slices.Collect(maps.Keys(r.Fields))
-	for k := range first.Fields {
-		if _, ok := r.Fields[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
+	keys := append(slices.Collect(maps.Keys(r.Fields)), slices.Collect(maps.Keys(first.Fields))...)
 	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Compact(keys) {
 		a, b := r.Fields[k], first.Fields[k]
 		switch {
 		case a == b:
@@ -109,9 +104,7 @@ func ObjectsSHA256(objects []TableObject) string {
 
 func boolField(b bool) string { return strconv.FormatBool(b) }
 
-// Request is the write's canonical request: graph, branch, table, the objects' sizes and
-// SHA-256s (ObjectsSHA256), append, the names removed, the keys imported, expected head,
-// author and message.
+// Request is the write's canonical request.
 func (in WriteTableInput) Request() Request {
 	imports := make([]string, len(in.Imports))
 	for i, im := range in.Imports {
@@ -132,12 +125,12 @@ func (in WriteTableInput) Request() Request {
 	}}
 }
 
-// Request is the init's canonical request: graph and author.
+// Request is the init's canonical request.
 func (in InitGraphInput) Request() Request {
 	return Request{Workflow: InitGraphName, Fields: map[string]string{"graph": in.Graph, "author": in.Author}}
 }
 
-// Request is the create's canonical request: graph, branch, source, author and message.
+// Request is the create's canonical request.
 func (in CreateBranchInput) Request() Request {
 	return Request{Workflow: CreateBranchName, Fields: map[string]string{
 		"graph": in.Graph, "branch": in.Branch, "source.branch": in.Source.Branch, "source.commit": in.Source.Commit,
@@ -145,8 +138,7 @@ func (in CreateBranchInput) Request() Request {
 	}}
 }
 
-// Request is the merge's canonical request: graph, source, target, preview, expected
-// head, author and message.
+// Request is the merge's canonical request.
 func (in MergeInput) Request() Request {
 	return Request{Workflow: MergeName, Fields: map[string]string{
 		"graph": in.Graph, "source": in.Source, "target": in.Target, "preview": boolField(in.Preview),
@@ -154,8 +146,7 @@ func (in MergeInput) Request() Request {
 	}}
 }
 
-// Request is the restore's canonical request: graph, branch, the commit or tag restored,
-// expected head, the backup tag's choice, author and message.
+// Request is the restore's canonical request.
 func (in RestoreInput) Request() Request {
 	return Request{Workflow: RestoreName, Fields: map[string]string{
 		"graph": in.Graph, "branch": in.Branch, "to.commit": in.To.Commit, "to.tag": in.To.Tag,
@@ -164,34 +155,33 @@ func (in RestoreInput) Request() Request {
 	}}
 }
 
-// Request is the tag create's canonical request: graph, name, and the commit or branch.
+// Request is the tag create's canonical request.
 func (in CreateTagInput) Request() Request {
 	return Request{Workflow: CreateTagName, Fields: map[string]string{
 		"graph": in.Graph, "name": in.Name, "commit": in.Commit, "branch": in.Branch,
 	}}
 }
 
-// Request is the tag delete's canonical request: graph and name.
+// Request is the tag delete's canonical request.
 func (in DeleteTagInput) Request() Request {
 	return Request{Workflow: DeleteTagName, Fields: map[string]string{"graph": in.Graph, "name": in.Name}}
 }
 
-// Request is the branch delete's canonical request: graph, branch and force.
+// Request is the branch delete's canonical request.
 func (in DeleteBranchInput) Request() Request {
 	return Request{Workflow: DeleteBranchName, Fields: map[string]string{
 		"graph": in.Graph, "branch": in.Branch, "force": boolField(in.Force),
 	}}
 }
 
-// Request is the repair's canonical request: graph, branch and the incarnation kept.
+// Request is the repair's canonical request.
 func (in RepairBranchInput) Request() Request {
 	return Request{Workflow: RepairBranchName, Fields: map[string]string{
 		"graph": in.Graph, "branch": in.Branch, "keep": in.Keep,
 	}}
 }
 
-// Request is the cleanup's canonical request: graph, mode, the mark run swept, the
-// windows, the guard window and the tuning. A run's continuation state is not part of it.
+// Request is the cleanup's canonical request; a run's continuation state is not part of it.
 func (in CleanupInput) Request() Request {
 	guard := "default"
 	if in.GuardWindow != nil {

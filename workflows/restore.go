@@ -23,15 +23,12 @@ type RestoreInput struct {
 	Branch string `json:"branch"`
 	// To names the commit whose pins the branch gets back.
 	To RestoreTarget `json:"to"`
-	// ExpectedHead, when set, makes the restore a conflict unless the
-	// branch's head is this commit. Defaults to "" (restore on top of
-	// whatever the head is, re-planning up to MaxHeadRetries times).
+	// ExpectedHead, when set, makes the restore a conflict unless the branch's head is
+	// this commit. Defaults to "" (re-plan up to MaxHeadRetries times if it moves).
 	ExpectedHead string `json:"expected_head,omitempty"`
-	// NoBackup skips the backup tag of the pre-restore head. Defaults to
-	// false: a backup tag is taken.
+	// NoBackup skips the backup tag of the pre-restore head.
 	NoBackup bool `json:"no_backup,omitempty"`
-	// BackupTag names the backup tag. Defaults to
-	// "backup/{branch}/{head commit id}" (activities.BackupTagName).
+	// BackupTag names the backup tag. Defaults to "backup/{branch}/{head commit id}".
 	BackupTag string `json:"backup_tag,omitempty"`
 	// OpID identifies the operation in the ledger. Defaults to the workflow id.
 	OpID    string `json:"op_id,omitempty"`
@@ -39,9 +36,8 @@ type RestoreInput struct {
 	Message string `json:"message,omitempty"`
 }
 
-// RestoreResult is the result of graft.Restore. Outcome done means Commit
-// is the branch's head, pins what RestoredFrom pins, and BackupTag (unless
-// turned off) names PreviousHead.
+// RestoreResult is the result of graft.Restore. Outcome done means Commit is the branch's
+// head, pins what RestoredFrom pins, and BackupTag (unless turned off) names PreviousHead.
 type RestoreResult struct {
 	Outcome outcome.Outcome `json:"outcome"`
 	OpID    string          `json:"op_id"`
@@ -53,8 +49,8 @@ type RestoreResult struct {
 	PreviousHead string `json:"previous_head,omitempty"`
 	BackupTag    string `json:"backup_tag,omitempty"`
 	Message      string `json:"message,omitempty"`
-	// HeadRetries counts re-plans after the branch's head moved; each
-	// re-plan backs up the head it then replaces under that head's name.
+	// HeadRetries counts re-plans after the branch's head moved; each re-plan backs up the
+	// head it then replaces under that head's name.
 	HeadRetries    int `json:"head_retries,omitempty"`
 	SettleAttempts int `json:"settle_attempts,omitempty"`
 }
@@ -66,20 +62,16 @@ func (r *RestoreResult) setEnd(out outcome.Outcome, msg string) {
 	}
 }
 
-// Restore gives a branch back the table versions of an earlier commit:
-// prepare (resolve the commit by id or tag, claim, pin it and every version it
-// pins, probe that they all still exist — else not_retained with nothing
-// written), then per head: a backup tag of the head (immutable, settled
-// before anything else), then a commit on top of the head with the
-// commit's pins and restored_from, with expected-head semantics.
+// Restore gives a branch back the table versions of an earlier commit: prepare (resolve
+// the commit by id or tag, claim, pin it and every version it pins, probe that they all
+// still exist — else not_retained with nothing written), then per head: a backup tag of
+// the head (immutable, settled before anything else), then a commit on top of the head
+// with the commit's pins and restored_from, with expected-head semantics.
 func Restore(ctx workflow.Context, in RestoreInput) (RestoreResult, error) {
 	var a *activities.Activities
-	r, err := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpRestore, graph: in.Graph, branch: in.Branch, subject: in.Branch})
-	if err != nil {
-		return RestoreResult{}, err
-	}
+	r := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpRestore, graph: in.Graph, branch: in.Branch, subject: in.Branch})
 	res := RestoreResult{OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch}
-	err = r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
+	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		var prep activities.PrepareRestoreResult
 		if err := r.prepare(ctx, "resolving, pinning and probing the commit to restore", "resolve, claim, pin and probe the commit to restore",
 			a.PrepareRestore, activities.PrepareRestoreInput{OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch,

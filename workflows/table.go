@@ -13,8 +13,8 @@ import (
 // WriteTableName is the registered name of WriteTable. Stable.
 const WriteTableName = "graft.WriteTable"
 
-// MaxHeadRetries bounds how many times a write without an expected head
-// re-reads a branch head that moved under it before giving up with conflict.
+// MaxHeadRetries bounds how many times a write without an expected head re-reads a branch
+// head that moved under it before giving up with conflict.
 var MaxHeadRetries = 5
 
 // TableObject is one uploaded data object of a new table version.
@@ -25,38 +25,34 @@ type TableObject struct {
 	SHA256 string `json:"sha256"` // lower-case hex
 }
 
-// WriteTableInput is the input of graft.WriteTable. The data objects are
-// already in the store (the client uploads them put-if-absent); the input
-// carries only their ids, sizes and checksums.
+// WriteTableInput is the input of graft.WriteTable. The data objects are already in the
+// store (the client uploads them put-if-absent); the input carries only their ids, sizes
+// and checksums.
 type WriteTableInput struct {
 	Graph   string        `json:"graph"`
 	Branch  string        `json:"branch"`
 	Table   string        `json:"table"`
 	Objects []TableObject `json:"objects"`
-	// ExpectedHead, when set, makes the write conflict unless the branch's
-	// head is this commit. Defaults to "" (append to whatever the head is,
-	// re-reading it up to MaxHeadRetries times if it moves).
+	// ExpectedHead, when set, makes the write conflict unless the branch's head is this
+	// commit. Defaults to "" (re-read it up to MaxHeadRetries times if it moves).
 	ExpectedHead string `json:"expected_head,omitempty"`
 	// OpID identifies the operation in the ledger. Defaults to the workflow id.
 	OpID    string `json:"op_id,omitempty"`
 	Author  string `json:"author,omitempty"`
 	Message string `json:"message,omitempty"`
-	// Append makes the new version
-	// the one the branch's head pins plus Objects and Imports; Remove drops entries by
-	// name from it (and so also edits the head's version); Imports registers objects that
-	// already exist in the store by reference, without copying (docs/format.md,
-	// "Zero-copy import"). Defaults: a new version of exactly Objects.
+	// Append makes the new version the one the branch's head pins plus Objects and
+	// Imports; Remove drops entries by name from it (and so also edits the head's
+	// version); Imports registers objects that already exist in the store by reference,
+	// without copying (docs/format.md, "Zero-copy import"). Defaults: exactly Objects.
 	Append  bool          `json:"append,omitempty"`
 	Remove  []string      `json:"remove,omitempty"`
 	Imports []TableImport `json:"imports,omitempty"`
-	// Staged is the ULID of a staged version of Table listing the uploaded
-	// objects, in place of Objects: a write of more than MaxInlineObjects objects names
-	// them this way, so its history never holds the list (docs/format.md, "Staged object
-	// lists"). The client stages one by itself.
+	// Staged is the ULID of a staged version of Table listing the uploaded objects, in
+	// place of Objects: a write of more than MaxInlineObjects objects names them this way,
+	// so its history never holds the list (docs/format.md, "Staged object lists").
 	Staged string `json:"staged,omitempty"`
 	// ObjectsSHA256, with Staged, is ObjectsSHA256 of the staged objects: what names them
-	// in the write's Request, since the input does not list them. The Go client sets it.
-	// Defaults to "": the staged version's id names them.
+	// in the write's Request, since the input does not list them ("": the staged id does).
 	ObjectsSHA256 string `json:"objects_sha256,omitempty"`
 }
 
@@ -74,8 +70,8 @@ type TableImport struct {
 	SHA256 string `json:"sha256,omitempty"`
 }
 
-// WriteTableResult is the result of graft.WriteTable. Outcome done means
-// Commit is on the branch and pins Version of Table.
+// WriteTableResult is the result of graft.WriteTable. Outcome done means Commit is on the
+// branch and pins Version of Table.
 type WriteTableResult struct {
 	Outcome outcome.Outcome `json:"outcome"`
 	OpID    string          `json:"op_id"`
@@ -100,16 +96,13 @@ func (r *WriteTableResult) setEnd(out outcome.Outcome, msg string) {
 	}
 }
 
-// WriteTable publishes a new table version on a branch: prepare (validate,
-// claim, pin, probe the uploaded objects), write the manifest, then plan and
-// append a commit that pins it on the branch's real head, with expected-head
-// semantics — the kernel settling an in-doubt commit put rather than guessing.
+// WriteTable publishes a new table version on a branch: prepare (validate, claim, pin,
+// probe the uploaded objects), write the manifest, then plan and append a commit that
+// pins it on the branch's real head, with expected-head semantics — the kernel settling
+// an in-doubt commit put rather than guessing.
 func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, error) {
 	var a *activities.Activities
-	r, err := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpWriteTable, graph: in.Graph, branch: in.Branch, subject: in.Table + "@" + in.Branch})
-	if err != nil {
-		return WriteTableResult{}, err
-	}
+	r := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpWriteTable, graph: in.Graph, branch: in.Branch, subject: in.Table + "@" + in.Branch})
 	res := WriteTableResult{OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Table: in.Table, Objects: len(in.Objects)}
 	var objs []activities.TableObject
 	for _, o := range in.Objects {
@@ -120,7 +113,7 @@ func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, err
 	for _, im := range in.Imports {
 		edit.Imports = append(edit.Imports, activities.TableImport{Name: im.Name, Key: im.Key, Size: im.Size, ETag: im.ETag, SHA256: im.SHA256})
 	}
-	err = r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
+	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		var prep activities.PrepareWriteResult
 		if err := r.prepare(ctx, fmt.Sprintf("recording the write, pinning and probing %d objects", len(in.Objects)),
 			"validate, claim, pin and probe the uploaded objects", a.PrepareWrite, activities.PrepareWriteInput{

@@ -19,17 +19,17 @@ type CreateTagInput struct {
 	Graph string `json:"graph"`
 	// Name is the tag's name: '/'-separated segments, like a branch name.
 	Name string `json:"name"`
-	// Commit or Branch (at most one) names what to tag: a commit id, or a
-	// branch's head. Both empty means the head of main.
+	// Commit or Branch (at most one) names what to tag: a commit id, or a branch's head.
+	// Both empty means the head of main.
 	Commit string `json:"commit,omitempty"`
 	Branch string `json:"branch,omitempty"`
 	// OpID identifies the operation in the ledger. Defaults to the workflow id.
 	OpID string `json:"op_id,omitempty"`
 }
 
-// CreateTagResult is the result of graft.CreateTag. Outcome created means
-// the tag names Commit; Existing says it did already (the same create
-// repeated, or another create of the same name on the same commit).
+// CreateTagResult is the result of graft.CreateTag. Outcome created means the tag names
+// Commit; Existing says it did already (the same create repeated, or another create of
+// the same name on the same commit).
 type CreateTagResult struct {
 	Outcome  outcome.Outcome `json:"outcome"`
 	OpID     string          `json:"op_id"`
@@ -44,17 +44,14 @@ type CreateTagResult struct {
 
 func (r *CreateTagResult) setEnd(out outcome.Outcome, msg string) { r.Outcome, r.Message = out, msg }
 
-// CreateTag creates an immutable tag: prepare (resolve the commit, claim, pin
-// it, probe it), then put the tag with put-if-absent through the kernel. A
-// name that already names another commit, or was deleted, is a conflict.
+// CreateTag creates an immutable tag: prepare (resolve the commit, claim, pin it, probe
+// it), then put the tag with put-if-absent through the kernel. A name that already names
+// another commit, or was deleted, is a conflict.
 func CreateTag(ctx workflow.Context, in CreateTagInput) (CreateTagResult, error) {
 	var a *activities.Activities
-	r, err := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpTag, graph: in.Graph, branch: in.Branch, subject: "tag " + in.Name})
-	if err != nil {
-		return CreateTagResult{}, err
-	}
+	r := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpTag, graph: in.Graph, branch: in.Branch, subject: "tag " + in.Name})
 	res := CreateTagResult{OpID: r.owner.OpID, Graph: in.Graph, Name: in.Name}
-	err = r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
+	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		var prep activities.PrepareTagResult
 		if err := r.prepare(ctx, "resolving and pinning the commit to tag", "resolve, claim, pin and probe the commit", a.PrepareTag,
 			activities.PrepareTagInput{OpID: r.owner.OpID, Graph: in.Graph, Name: in.Name, Commit: in.Commit, Branch: in.Branch,
@@ -94,32 +91,27 @@ type DeleteTagInput struct {
 	OpID string `json:"op_id,omitempty"`
 }
 
-// DeleteTagResult is the result of graft.DeleteTag. Outcome deleted means
-// a retired tag now holds the name for good: the commit is no longer kept
-// by it, and the name is never reused.
+// DeleteTagResult is the result of graft.DeleteTag. Outcome deleted means a retired tag
+// now holds the name for good: the commit is no longer kept by it, and the name is never
+// reused.
 type DeleteTagResult struct {
-	Outcome outcome.Outcome `json:"outcome"`
-	OpID    string          `json:"op_id"`
-	Graph   string          `json:"graph"`
-	Name    string          `json:"name"`
-	// Commit is the commit the tag named.
-	Commit         string `json:"commit,omitempty"`
-	Message        string `json:"message,omitempty"`
-	SettleAttempts int    `json:"settle_attempts,omitempty"`
+	Outcome        outcome.Outcome `json:"outcome"`
+	OpID           string          `json:"op_id"`
+	Graph          string          `json:"graph"`
+	Name           string          `json:"name"`
+	Commit         string          `json:"commit,omitempty"` // the commit the tag named
+	Message        string          `json:"message,omitempty"`
+	SettleAttempts int             `json:"settle_attempts,omitempty"`
 }
 
 func (r *DeleteTagResult) setEnd(out outcome.Outcome, msg string) { r.Outcome, r.Message = out, msg }
 
-// DeleteTag retires a tag by compare-and-swap into a retired tag that keeps
-// the key, through the kernel.
+// DeleteTag retires a tag by compare-and-swap into a retired tag that keeps the key.
 func DeleteTag(ctx workflow.Context, in DeleteTagInput) (DeleteTagResult, error) {
 	var a *activities.Activities
-	r, err := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpTag, graph: in.Graph, subject: "tag " + in.Name})
-	if err != nil {
-		return DeleteTagResult{}, err
-	}
+	r := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpTag, graph: in.Graph, subject: "tag " + in.Name})
 	res := DeleteTagResult{OpID: r.owner.OpID, Graph: in.Graph, Name: in.Name}
-	err = r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
+	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		var prep activities.PrepareDeleteTagResult
 		if err := r.prepare(ctx, "reading tag "+in.Name, "read the tag", a.PrepareDeleteTag, activities.PrepareDeleteTagInput{
 			OpID: r.owner.OpID, Graph: in.Graph, Name: in.Name, WorkflowID: r.wfID, RunID: r.owner.Run}, &prep); err != nil {

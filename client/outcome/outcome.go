@@ -36,8 +36,8 @@ const (
 var All = []Outcome{Created, Unpublished, InDoubt, Conflict, NotFound, NotRetained, Invalid, Refused, Done,
 	Merged, Adopted, AlreadyUpToDate, Deleted}
 
-// Exit codes of the graft CLI. 1 is any failure that is not an outcome
-// (unreachable Temporal, Postgres or storage; a bug).
+// Exit codes of the graft CLI. 1 is any failure that is not an outcome (unreachable
+// Temporal, Postgres or storage; a bug).
 const (
 	ExitOK          = 0
 	ExitFailure     = 1
@@ -51,25 +51,17 @@ const (
 	ExitUnavailable = 9
 )
 
+// exitCodes are the exit codes of the outcomes that are not a success.
+var exitCodes = map[Outcome]int{Unpublished: ExitUnpublished, InDoubt: ExitInDoubt, Conflict: ExitConflict,
+	NotFound: ExitNotFound, NotRetained: ExitNotRetained, Invalid: ExitInvalid, Refused: ExitRefused}
+
 // ExitCode returns the CLI exit code for o.
 func (o Outcome) ExitCode() int {
-	switch o {
-	case Created, Done, Merged, Adopted, AlreadyUpToDate, Deleted:
+	if code, ok := exitCodes[o]; ok {
+		return code
+	}
+	if o.Valid() {
 		return ExitOK
-	case Unpublished:
-		return ExitUnpublished
-	case InDoubt:
-		return ExitInDoubt
-	case Conflict:
-		return ExitConflict
-	case NotFound:
-		return ExitNotFound
-	case NotRetained:
-		return ExitNotRetained
-	case Invalid:
-		return ExitInvalid
-	case Refused:
-		return ExitRefused
 	}
 	return ExitFailure
 }
@@ -77,9 +69,8 @@ func (o Outcome) ExitCode() int {
 // Valid reports whether o is one of the vocabulary's outcomes.
 func (o Outcome) Valid() bool { return slices.Contains(All, o) }
 
-// Success reports whether o is one of the outcomes that mean the operation did
-// what was asked.
-func (o Outcome) Success() bool { return o.ExitCode() == ExitOK && o.Valid() }
+// Success reports whether o means the operation did what was asked.
+func (o Outcome) Success() bool { return o.ExitCode() == ExitOK }
 
 // Sentinels, one per outcome that is not a success; match with errors.Is.
 var (
@@ -102,24 +93,21 @@ var sentinel = map[Outcome]error{
 	Refused:     ErrRefused,
 }
 
-// Error is an operation that ended (or paused, for InDoubt) without success.
+// Error is an operation that ended (or paused, for InDoubt) without success. OpID
+// identifies the operation (with InDoubt, what an operator watches or abandons);
+// Message says what happened, for a person.
 type Error struct {
-	Outcome Outcome
-	// OpID identifies the operation; with InDoubt it is what an operator
-	// watches or abandons.
-	OpID string
-	// Message says what happened, for a person.
-	Message string
+	Outcome       Outcome
+	OpID, Message string
 }
 
 func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s%s", e.Outcome, e.Message, OpSuffix(e.Message, e.OpID))
 }
 
-// OpSuffix is how a message names the operation it is about: " (operation
-// ID)", or — when the message already names another operation, as a
-// conflict with another request does — "; this request is operation ID".
-// It is "" without an id.
+// OpSuffix is how a message names the operation it is about: " (operation ID)", or — when
+// the message already names another operation, as a conflict with another request does —
+// "; this request is operation ID". It is "" without an id.
 func OpSuffix(message, opID string) string {
 	switch {
 	case opID == "":

@@ -5,11 +5,10 @@ package contract
 
 import "github.com/graftworks/graft/client/outcome"
 
-// CleanupKept counts the keys a cleanup run kept, each under the first root that kept
-// it. Keys are commits, table versions and data objects.
+// CleanupKept counts the keys (commits, table versions and data objects) a cleanup run
+// kept, each under the first root that kept it.
 type CleanupKept struct {
-	// Head counts the head commit of every live branch.
-	Head int64 `json:"head"`
+	Head int64 `json:"head"` // the head commit of every live branch
 	// LiveWindow counts other commits of live branches inside a policy window (or of a
 	// branch whose ref landed while the run was deciding).
 	LiveWindow int64 `json:"live_window"`
@@ -77,10 +76,9 @@ type UnsettledTree struct {
 	// State is the witness's state (intent, cloned, in_doubt, …), or "" without a witness.
 	State string `json:"state,omitempty"`
 	// OpID is the operation the witness belongs to; settle or abandon it to free the tree.
-	OpID   string `json:"op_id,omitempty"`
-	Reason string `json:"reason"`
-	// Commits counts the tree's commits left in place.
-	Commits int64 `json:"commits"`
+	OpID    string `json:"op_id,omitempty"`
+	Reason  string `json:"reason"`
+	Commits int64  `json:"commits"` // the tree's commits left in place
 }
 
 // StoreRequests counts the storage requests an activity sent.
@@ -117,21 +115,21 @@ type MergeAction string
 const (
 	// MergeUnchanged: source and target pin the same version (or neither pins it).
 	MergeUnchanged MergeAction = "unchanged"
-	// MergeAdopt: only the source changed the table since the base; the
-	// target takes the source's version (or drops the table, if the source did).
+	// MergeAdopt: only the source changed the table since the base; the target takes the
+	// source's version (or drops the table, if the source did).
 	MergeAdopt MergeAction = "adopt"
 	// MergeKeep: only the target changed the table; it keeps its version.
 	MergeKeep MergeAction = "keep"
-	// MergeConflict: both changed the table, to different versions — or the
-	// merge bases disagree about it and the two sides differ.
+	// MergeConflict: both changed the table, to different versions — or the merge bases
+	// disagree about it and the two sides differ.
 	MergeConflict MergeAction = "conflict"
-	// MergeMerged: both changed the table, touching different objects; the
-	// target gets a new version with both sides' changes.
+	// MergeMerged: both changed the table, touching different objects; the target gets a
+	// new version with both sides' changes.
 	MergeMerged MergeAction = "merged"
 )
 
-// MergeTable is one table's line in a merge plan. Versions are ULIDs; an empty one
-// means that side does not pin the table.
+// MergeTable is one table's line in a merge plan. Versions are ULIDs; an empty one means
+// that side does not pin the table.
 type MergeTable struct {
 	Table  string      `json:"table"`
 	Action MergeAction `json:"action"`
@@ -140,10 +138,10 @@ type MergeTable struct {
 	Target string      `json:"target,omitempty"`
 	// BaseAmbiguous: several merge bases pin different versions of the table.
 	BaseAmbiguous bool `json:"base_ambiguous,omitempty"`
-	// Added, Removed and Replaced count the entries the merge changes in the
-	// target's version (adopt and merged; docs/format.md, "Merges"); Conflicts names
-	// up to 100 entries both sides changed differently, ConflictCount counts them; Why
-	// says what the sides did in a table-level conflict.
+	// Added, Removed and Replaced count the entries the merge changes in the target's
+	// version (adopt and merged; docs/format.md, "Merges"); Conflicts names up to 100
+	// entries both sides changed differently, ConflictCount counts them; Why says what the
+	// sides did in a table-level conflict.
 	Added         int64    `json:"added,omitempty"`
 	Removed       int64    `json:"removed,omitempty"`
 	Replaced      int64    `json:"replaced,omitempty"`
@@ -165,8 +163,8 @@ type ReconciledOp struct {
 
 // ReconcileResult is the result of a reconcile pass.
 type ReconcileResult struct {
-	// Examined counts the unfinished operations looked at; Open those whose workflow
-	// is still running (left alone).
+	// Examined counts the unfinished operations looked at; Open those whose workflow is
+	// still running (left alone).
 	Examined int `json:"examined"`
 	Open     int `json:"open"`
 	// Settled lists the operations this pass finished or parked; never null.
