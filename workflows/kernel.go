@@ -265,10 +265,7 @@ func (r *opRun) settle(ctx workflow.Context, w activities.WriteSpec, v activitie
 		backoff = min(2*backoff, SettleBackoffMax)
 		if r.abandoned() {
 			r.log(ctx, "graft settle: abandoned by operator; fencing", "write", what, "reason", r.abandon.Reason)
-			if reason := strings.TrimSpace(r.abandon.Reason); reason != "" {
-				return r.fence(ctx, w, "abandoned by an operator: "+reason)
-			}
-			return r.fence(ctx, w, "abandoned by an operator")
+			return r.fence(ctx, w, abandonedMessage(r.abandon.Reason))
 		}
 		if attempt > MaxSettleAttempts {
 			r.log(ctx, "graft settle: re-issues exhausted; fencing", "write", what, "reissues", MaxSettleAttempts)
@@ -441,6 +438,15 @@ func (r *opRun) finish(ctx workflow.Context, e ending) {
 		_ = workflow.UpsertTypedSearchAttributes(ctx, searchattr.Outcome.ValueSet(string(e.out)))
 	}
 	r.log(ctx, "graft operation ended", "outcome", string(e.out), "detail", e.msg)
+}
+
+// abandonedMessage is the end message of an operation an operator abandoned, with the
+// reason the operator gave, if any.
+func abandonedMessage(reason string) string {
+	if reason = strings.TrimSpace(reason); reason == "" {
+		return "abandoned by an operator"
+	}
+	return "abandoned by an operator: " + reason
 }
 
 // outcomeError is a workflow's error for its definitive outcome (docs/workflows.md): nil
