@@ -41,8 +41,8 @@ type (
 // so a late activity of the closed run never writes after it), fences the pending write (a
 // fence finding it landed gives the success outcome; one that wins, unpublished, and a
 // create's clone is reclaimed), and finishes the operation. A refused fence parks the
-// operation in doubt for the next pass. Cleanup runs are cleanup's to adopt, bar the ones
-// no cleanup would find (reconcileCleanup).
+// operation in doubt for the next pass. An orphaned sweep is the next cleanup's to finish
+// (reconcileCleanup).
 func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (ReconcileResult, error) {
 	if a.Workflows == nil {
 		return ReconcileResult{}, errors.New("reconcile: the worker has no Temporal client to ask whether workflows closed")
@@ -118,11 +118,11 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 	return res, nil
 }
 
-// reconcileCleanup settles the cleanup rows no cleanup would find. An orphaned dry run
-// blocks no other cleanup, so none would find it; it deleted nothing, so it is aborted (the
-// next mark or sweep finishes an orphaned mark or sweep run, docs/cleanup.md). An operation
-// whose workflow ended before it inserted its run read and deleted nothing: it is finished
-// failed (catalog.CleanupOperationAbandon). Any other cleanup row is left alone.
+// reconcileCleanup settles the cleanup rows of workflows that ended. An orphaned dry run or
+// mark deleted nothing and no sweep follows an unfinished plan, so it is aborted; an
+// orphaned sweep is left to the next cleanup, which deletes the rest of its plan
+// (docs/cleanup.md). An operation whose workflow ended before it inserted its run read and
+// deleted nothing: it is finished failed (catalog.CleanupOperationAbandon).
 func (a *Activities) reconcileCleanup(ctx context.Context, op catalog.Operation) (ReconciledOp, error) {
 	run, err := a.Catalog.CleanupRunGet(ctx, catalog.CleanupRunGetParams{ID: op.ID})
 	unbegun := errors.Is(err, catalog.ErrNotFound)
@@ -131,7 +131,7 @@ func (a *Activities) reconcileCleanup(ctx context.Context, op catalog.Operation)
 		run = catalog.CleanupRun{ID: op.ID, Graph: op.Graph}
 	case err != nil:
 		return ReconciledOp{}, err
-	case run.Mode != catalog.CleanupDryRun || run.State != catalog.CleanupRunning:
+	case run.Mode == catalog.CleanupSweep || run.State != catalog.CleanupRunning:
 		return ReconciledOp{}, nil
 	}
 	orphan, err := a.orphanedRun(ctx, run)

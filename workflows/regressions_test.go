@@ -505,34 +505,39 @@ func TestReconcile_WorkerKilledMidPass_AnotherWorkerFinishesThePass(t *testing.T
 	}
 }
 
-// A dry-run cleanup terminated mid-plan does not stay running: a dry run blocks no other
-// cleanup, so no later cleanup finds it as an orphan; the reconciler aborts it (it
-// deleted nothing) and its operation ends. Mark and sweep orphans stay the next
+// A dry run or mark terminated mid-plan does not stay running: it deleted nothing and no
+// sweep follows an unfinished plan, so the reconciler aborts it and its operation ends. A
+// dry run blocks no other cleanup, so no later cleanup would find it; a mark's operation
+// would otherwise stay running until the next cleanup. Orphaned sweeps stay the next
 // cleanup's to finish (docs/cleanup.md).
-func TestReconcile_TerminatedDryRunCleanup_AbortedNotLeftRunning(t *testing.T) {
-	r := runningRig(t)
-	stall := r.store.Add(faults.Rule{Op: faults.OpList, KeyPrefix: r.graph + "/", Mode: faults.Delay, Delay: time.Hour})
-	id := ulid.Make().String()
-	h, err := r.gc.StartCleanup(r.ctx, client.CleanupRequest{Graph: r.graph, KeepNewest: 1, Mode: workflows.CleanupModeDryRun, RunID: id})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.waitFor("the dry run's run row", time.Minute, func() bool {
-		run, err := r.cat.CleanupRunGet(r.ctx, catalog.CleanupRunGetParams{ID: id})
-		return err == nil && run.State == catalog.CleanupRunning
-	})
-	r.terminate(r.tc.GetWorkflow(r.ctx, h.WorkflowID, h.RunID))
-	stall()
-	res := r.reconcile()
-	if len(res.Settled) != 1 || res.Settled[0].OpID != id {
-		t.Fatalf("reconcile %+v, want the dry run %s aborted", res, id)
-	}
-	run, err := r.cat.CleanupRunGet(r.ctx, catalog.CleanupRunGetParams{ID: id})
-	if err != nil || run.State != catalog.CleanupAborted {
-		t.Fatalf("run row %+v, %v; want aborted", run, err)
-	}
-	if op := r.operation(id); op.State != catalog.OperationDone {
-		t.Fatalf("operation %s is %s, want done", id, op.State)
+func TestReconcile_TerminatedPlanningCleanup_AbortedNotLeftRunning(t *testing.T) {
+	for _, mode := range []workflows.CleanupMode{workflows.CleanupModeDryRun, workflows.CleanupModeMark} {
+		t.Run(string(mode), func(t *testing.T) {
+			r := runningRig(t)
+			stall := r.store.Add(faults.Rule{Op: faults.OpList, KeyPrefix: r.graph + "/", Mode: faults.Delay, Delay: time.Hour})
+			id := ulid.Make().String()
+			h, err := r.gc.StartCleanup(r.ctx, client.CleanupRequest{Graph: r.graph, KeepNewest: 1, Mode: mode, RunID: id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.waitFor("the run row", time.Minute, func() bool {
+				run, err := r.cat.CleanupRunGet(r.ctx, catalog.CleanupRunGetParams{ID: id})
+				return err == nil && run.State == catalog.CleanupRunning
+			})
+			r.terminate(r.tc.GetWorkflow(r.ctx, h.WorkflowID, h.RunID))
+			stall()
+			res := r.reconcile()
+			if len(res.Settled) != 1 || res.Settled[0].OpID != id {
+				t.Fatalf("reconcile %+v, want the %s run %s aborted", res, mode, id)
+			}
+			run, err := r.cat.CleanupRunGet(r.ctx, catalog.CleanupRunGetParams{ID: id})
+			if err != nil || run.State != catalog.CleanupAborted {
+				t.Fatalf("run row %+v, %v; want aborted", run, err)
+			}
+			if op := r.operation(id); op.State != catalog.OperationDone {
+				t.Fatalf("operation %s is %s, want done", id, op.State)
+			}
+		})
 	}
 }
 

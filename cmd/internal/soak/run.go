@@ -275,6 +275,13 @@ func (r *runner) run() error {
 	if err := r.waitClosed(); err != nil {
 		return err
 	}
+	// A step of a closed workflow may still run (a stalled read) and record an operation
+	// after the reconciler looked: the worker stops once its steps returned, and a fresh
+	// one runs what follows.
+	stopWorker()
+	if err := startInProcess(); err != nil {
+		return err
+	}
 	if err := r.reconcile(); err != nil {
 		return err
 	}

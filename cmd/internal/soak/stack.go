@@ -249,7 +249,8 @@ func (st *Stack) startWorker(taskQueue string, store storage.Store, onFatal func
 	)
 	var start func() error
 	start = func() error {
-		w := sdkworker.New(st.TC, taskQueue, sdkworker.Options{OnFatalError: func(err error) {
+		// Stopping waits for the steps in flight (a stall ends within StallFor).
+		w := sdkworker.New(st.TC, taskQueue, sdkworker.Options{WorkerStopTimeout: time.Minute, OnFatalError: func(err error) {
 			onFatal(err)
 			go func() {
 				mu.Lock()
