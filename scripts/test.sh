@@ -3,7 +3,7 @@
 # the pinned tools (built once into .bin/, beside the build), every test against the real servers
 # (versitygw, the Temporal dev server and, for cmd/internal/prodtier, the Temporal
 # server and graft-worker processes are started by the tests themselves; Postgres from
-# DATABASE_URL or 127.0.0.1:5432), then each fuzz target briefly.
+# DATABASE_URL or 127.0.0.1:5432), and each fuzz target briefly.
 #
 #   FUZZTIME=5s   how long each fuzz target runs (0 skips fuzzing)
 set -euo pipefail
@@ -55,6 +55,42 @@ step "workflowcheck (workflow code is deterministic)"
 # Pinned; its configuration is scripts/workflowcheck.yaml.
 go run go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0 -config scripts/workflowcheck.yaml ./workflows/...
 
+# Each fuzz target runs for a fixed time and needs no pinned tool, so the fuzzing
+# goes before the wait for the tools: on a fresh machine it overlaps their build.
+fuzz_rc=0
+if [ "$FUZZTIME" != "0" ]; then
+	step "fuzz targets, $FUZZTIME each"
+	while read -r file; do
+		pkg="./$(dirname "$file")"
+		for target in $(grep -oE '^func (Fuzz[A-Za-z0-9_]+)' "$file" | awk '{print $2}'); do
+			echo "--- fuzz $pkg $target"
+			ok=0
+			for try in 1 2; do
+				if go test -run='^$' -fuzz="^${target}\$" -fuzztime="$FUZZTIME" "$pkg" >.cache/fuzz.out 2>&1; then
+					ok=1; break
+				fi
+				# A crasher is written to testdata/fuzz and is a real failure; a fuzz
+				# engine hiccup on a loaded 2-core machine (no input saved, e.g. "context
+				# deadline exceeded" as -fuzztime ends) gets one retry. The hiccup's output
+				# is shown with its FAIL lines (--- FAIL, FAIL, FAIL <pkg>) renamed, so a
+				# reader of the closing lines counts only the target's verdict below.
+				if [ "$try" = 2 ] || grep -q "Failing input written to" .cache/fuzz.out; then
+					cat .cache/fuzz.out; break
+				fi
+				echo "(fuzz engine failed without a failing input; retrying once; its output:)"
+				sed -e 's/--- FAIL/--- (engine hiccup)/' -e 's/^FAIL/(engine hiccup, retried) fail/' .cache/fuzz.out
+			done
+			if [ "$ok" = 1 ]; then
+				echo "--- PASS: $target (fuzz $FUZZTIME)" | tee -a "$log"
+			else
+				echo "--- FAIL: $target (fuzz $FUZZTIME)" | tee -a "$log"
+				fuzz_rc=1
+			fi
+		done
+	done < <(grep -lE '^func Fuzz' $(find . -name '*_test.go' -not -path './.bin/*' -not -path './.cache/*') | sed 's|^\./||' | sort)
+fi
+
+
 step "pinned tools (waiting for the background build)"
 if ! wait "$tools_pid"; then
 	cat .cache/buildtools.log; echo "building the pinned tools failed"; exit 1
@@ -100,39 +136,6 @@ if command -v chromium >/dev/null 2>&1; then
 	if [ "$webui_rc" -ne 0 ]; then test_rc=1; fi
 else
 	echo "Web UI check: NOT RUN (chromium is not installed; apt-get install chromium, then scripts/webui-check.sh)"
-fi
-
-fuzz_rc=0
-if [ "$FUZZTIME" != "0" ]; then
-	step "fuzz targets, $FUZZTIME each"
-	while read -r file; do
-		pkg="./$(dirname "$file")"
-		for target in $(grep -oE '^func (Fuzz[A-Za-z0-9_]+)' "$file" | awk '{print $2}'); do
-			echo "--- fuzz $pkg $target"
-			ok=0
-			for try in 1 2; do
-				if go test -run='^$' -fuzz="^${target}\$" -fuzztime="$FUZZTIME" "$pkg" >.cache/fuzz.out 2>&1; then
-					ok=1; break
-				fi
-				# A crasher is written to testdata/fuzz and is a real failure; a fuzz
-				# engine hiccup on a loaded 2-core machine (no input saved, e.g. "context
-				# deadline exceeded" as -fuzztime ends) gets one retry. The hiccup's output
-				# is shown with its FAIL lines (--- FAIL, FAIL, FAIL <pkg>) renamed, so a
-				# reader of the closing lines counts only the target's verdict below.
-				if [ "$try" = 2 ] || grep -q "Failing input written to" .cache/fuzz.out; then
-					cat .cache/fuzz.out; break
-				fi
-				echo "(fuzz engine failed without a failing input; retrying once; its output:)"
-				sed -e 's/--- FAIL/--- (engine hiccup)/' -e 's/^FAIL/(engine hiccup, retried) fail/' .cache/fuzz.out
-			done
-			if [ "$ok" = 1 ]; then
-				echo "--- PASS: $target (fuzz $FUZZTIME)" | tee -a "$log"
-			else
-				echo "--- FAIL: $target (fuzz $FUZZTIME)" | tee -a "$log"
-				fuzz_rc=1
-			fi
-		done
-	done < <(grep -lE '^func Fuzz' $(find . -name '*_test.go' -not -path './.bin/*' -not -path './.cache/*') | sed 's|^\./||' | sort)
 fi
 
 passed=$(grep -cE '^\s*--- PASS' "$log" || true)
