@@ -98,8 +98,7 @@ func (c *Catalog) IncarnationGetByNative(ctx context.Context, p IncarnationGetBy
 
 // IncarnationGetByNativeTx is IncarnationGetByNative on q, the pool or the caller's transaction.
 func (c *Catalog) IncarnationGetByNativeTx(ctx context.Context, q Querier, p IncarnationGetByNativeParams) (Incarnation, error) {
-	return queryOne(ctx, c, q, fmt.Sprintf("get incarnation %q", p.Native), scanIncarnation,
-		`SELECT `+incarnationColumns+` FROM incarnations WHERE graph = $1 AND native = $2`, p.Graph, p.Native)
+	return wrapped[Incarnation](c, fmt.Sprintf("get incarnation %q", p.Native))(getIncarnation(ctx, q, p.Graph, p.Native))
 }
 
 // IncarnationListByLogicalParams names a logical branch.

@@ -76,19 +76,16 @@ func (c *Catalog) OperationInsertTx(ctx context.Context, tx pgx.Tx, p OperationI
 	if !slices.Contains(OperationKinds, p.Kind) {
 		return Operation{}, c.wrap(what, invalid("unknown operation kind %q", p.Kind))
 	}
-	inputs := p.Inputs
-	if len(inputs) == 0 {
-		inputs = json.RawMessage(`{}`)
-	}
-	if !json.Valid(inputs) {
-		return Operation{}, c.wrap(what, invalid("inputs are not valid JSON"))
+	inputs, err := jsonArg(p.Inputs, `{}`, "inputs are")
+	if err != nil {
+		return Operation{}, c.wrap(what, err)
 	}
 	op, err := scanOperation(tx.QueryRow(ctx, `
 		INSERT INTO operations (id, kind, graph, inputs, workflow_id, run_id, owner_run, fingerprint)
 		VALUES ($1, $2, $3, $4::jsonb, NULLIF($5, ''), NULLIF($6, ''), NULLIF($7, ''), `+fingerprintSQL+`)
 		ON CONFLICT (id) DO NOTHING
 		RETURNING `+operationColumns,
-		p.ID, p.Kind, p.Graph, string(inputs), p.WorkflowID, p.RunID, p.Owner))
+		p.ID, p.Kind, p.Graph, inputs, p.WorkflowID, p.RunID, p.Owner))
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return wrapped[Operation](c, what)(op, err)
 	}
@@ -96,14 +93,14 @@ func (c *Catalog) OperationInsertTx(ctx context.Context, tx pgx.Tx, p OperationI
 	var same bool
 	existing, err := getOperation(ctx, tx, p.ID)
 	if err == nil {
-		err = tx.QueryRow(ctx, `SELECT inputs = $2::jsonb FROM operations WHERE id = $1`, p.ID, string(inputs)).Scan(&same)
+		err = tx.QueryRow(ctx, `SELECT inputs = $2::jsonb FROM operations WHERE id = $1`, p.ID, inputs).Scan(&same)
 	}
 	if err != nil {
 		return Operation{}, c.wrap(what, err)
 	}
 	if existing.Kind != p.Kind || existing.Graph != p.Graph || !same {
 		return Operation{}, c.wrap(what, &OperationReusedError{ID: p.ID, Kind: existing.Kind, Graph: existing.Graph,
-			Differences: requestDifferences(existing, p.Kind, p.Graph, inputs)})
+			Differences: requestDifferences(existing, p.Kind, p.Graph, json.RawMessage(*inputs))})
 	}
 	if p.Owner == "" || existing.State == OperationDone || existing.OwnerRun == p.Owner {
 		return existing, nil
@@ -124,7 +121,7 @@ type OperationGetParams struct {
 
 // OperationGet returns an operation, or ErrNotFound.
 func (c *Catalog) OperationGet(ctx context.Context, p OperationGetParams) (Operation, error) {
-	return queryOne(ctx, c, c.pool, fmt.Sprintf("get operation %q", p.ID), scanOperation, `SELECT `+operationColumns+` FROM operations WHERE id = $1`, p.ID)
+	return wrapped[Operation](c, fmt.Sprintf("get operation %q", p.ID))(getOperation(ctx, c.pool, p.ID))
 }
 
 // OperationSetStateParams moves an unfinished operation From the state it must be in To
