@@ -30,7 +30,6 @@ func scanCleanupRun(row pgx.Row) (CleanupRun, error) {
 	return run, err
 }
 
-// getCleanupRun reads a cleanup run's row on q.
 func getCleanupRun(ctx context.Context, q Querier, id string) (CleanupRun, error) {
 	return scanCleanupRun(q.QueryRow(ctx, `SELECT `+cleanupRunColumns+` FROM cleanup_runs WHERE id = $1`, id))
 }

@@ -26,7 +26,6 @@ func scanIncarnation(row pgx.Row) (Incarnation, error) {
 	return inc, err
 }
 
-// getIncarnation reads an incarnation's row on q.
 func getIncarnation(ctx context.Context, q Querier, graph, native string) (Incarnation, error) {
 	return scanIncarnation(q.QueryRow(ctx, `SELECT `+incarnationColumns+` FROM incarnations WHERE graph = $1 AND native = $2`, graph, native))
 }
@@ -160,14 +159,10 @@ type IncarnationListByGraphParams struct {
 // name then age.
 func (c *Catalog) IncarnationListByGraph(ctx context.Context, p IncarnationListByGraphParams) ([]Incarnation, error) {
 	what := fmt.Sprintf("list incarnations of graph %q", p.Graph)
-	states := make([]string, len(p.States))
-	for i, s := range p.States {
-		states[i] = string(s)
-	}
 	return queryAll(ctx, c, c.pool, what, scanned(scanIncarnation), `
 		SELECT `+incarnationColumns+` FROM incarnations
-		WHERE graph = $1 AND (cardinality($2::text[]) = 0 OR state = ANY($2))
-		ORDER BY logical, created_at, native`, p.Graph, states)
+		WHERE graph = $1 AND (coalesce(cardinality($2::text[]), 0) = 0 OR state = ANY($2))
+		ORDER BY logical, created_at, native`, p.Graph, p.States)
 }
 
 // IncarnationSetStateParams moves an incarnation from one state to another.

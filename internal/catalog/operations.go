@@ -37,7 +37,6 @@ func scanOperation(row pgx.Row) (Operation, error) {
 	return op, err
 }
 
-// getOperation reads an operation's row on q.
 func getOperation(ctx context.Context, q Querier, id string) (Operation, error) {
 	return scanOperation(q.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE id = $1`, id))
 }

@@ -81,10 +81,9 @@ func retryPorts[T any](retry bool, start func(first bool) (T, error)) (t T, err 
 	return t, err
 }
 
-// Output returns what the process printed: the in-memory buffer, or about
-// the last 4 KiB of its log file from a line's start, so a failure to start
-// reports why (a taken port, a schema error) where a test or CI prints it, not
-// only in a file that is gone with the run's temporary directory.
+// Output returns what the process printed: the in-memory buffer, or about the last
+// 4 KiB of its log file from a line's start, so a failure to start reports why (a
+// taken port, a schema error) even when the file goes with the run's temp directory.
 func (p *Process) Output() string {
 	if p.logFile == "" {
 		return p.log.String()

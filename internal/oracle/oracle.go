@@ -313,11 +313,10 @@ func (c *checker) reported() error {
 			continue
 		}
 		h, err := c.g.HeadOf(c.ctx, b)
-		if err != nil && isStorageErr(err) {
+		switch {
+		case isStorageErr(err):
 			return fmt.Errorf("read head of %s: %w", rc.Branch, err)
-		}
-		if err != nil {
-			// The store answered: the live ref names a head it does not hold.
+		case err != nil: // the store answered: the live ref names a head it does not hold
 			c.add("reported-commit", "commit %s reported done on %s: its head cannot be read: %v", id, rc.Branch, err)
 			continue
 		}
