@@ -171,13 +171,11 @@ func (p *Process) waitReady(ctx context.Context, timeout time.Duration, probe fu
 	}
 }
 
-// FreePort asks the kernel for a free TCP port on 127.0.0.1 and keeps the
-// kernel from handing it to anyone else's bind(:0) for a while: it connects to
-// the port and closes the accepted side first, which leaves the port in
-// TIME_WAIT (60 s on Linux). A server told the port explicitly can still bind
-// it (Go sets SO_REUSEADDR), but the Temporal dev server's own internal
-// services, which pick ephemeral ports, cannot collide with it — a collision
-// made a start exit before it was ready.
+// FreePort returns a free TCP port on 127.0.0.1 that the kernel will not hand to another
+// bind(:0) for a while: closing the accepted side of a connection to it first leaves it
+// in TIME_WAIT (60 s on Linux). A server told the port can still bind it (Go sets
+// SO_REUSEADDR), but the ephemeral ports the Temporal dev server's own services pick
+// cannot collide with it, as one did, making a start exit before it was ready.
 func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
