@@ -44,7 +44,7 @@ type TemporalServerOptions struct {
 	// Postgres plugin.
 	Env map[string]string
 	// DynamicConfig is the dynamic config file, written where Env's
-	// DYNAMIC_CONFIG_FILE_PATH (relative to Dir; default DefaultDynamicConfigPath)
+	// DYNAMIC_CONFIG_FILE_PATH (relative to Dir; default config/dynamicconfig/graft.yaml)
 	// points. Defaults to DynamicConfigYAML().
 	DynamicConfig []byte
 	// Namespace is registered at start, with graft's search attributes and
@@ -67,9 +67,6 @@ var portKeys = []string{
 	"MATCHING_GRPC_PORT", "MATCHING_MEMBERSHIP_PORT", "HISTORY_GRPC_PORT", "HISTORY_MEMBERSHIP_PORT",
 	"WORKER_GRPC_PORT", "WORKER_MEMBERSHIP_PORT",
 }
-
-// DefaultDynamicConfigPath is where the dynamic config goes when Env names none.
-const DefaultDynamicConfigPath = "config/dynamicconfig/graft.yaml"
 
 // DynamicConfigYAML renders DynamicConfig as the server's dynamic config
 // file, the form docker-compose.yml mounts.
@@ -103,7 +100,7 @@ func (o *TemporalServerOptions) defaults() error {
 	env := map[string]string{}
 	maps.Copy(env, o.Env)
 	env["DB"] = cmp.Or(env["DB"], "postgres12")
-	env["DYNAMIC_CONFIG_FILE_PATH"] = cmp.Or(env["DYNAMIC_CONFIG_FILE_PATH"], DefaultDynamicConfigPath)
+	env["DYNAMIC_CONFIG_FILE_PATH"] = cmp.Or(env["DYNAMIC_CONFIG_FILE_PATH"], "config/dynamicconfig/graft.yaml")
 	o.Env = env
 	return nil
 }
