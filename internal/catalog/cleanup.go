@@ -18,14 +18,9 @@ const cleanupRunColumns = `id, graph, mode, policy, state, started_at, finished_
 const cleanupRunsOneActive = "cleanup_runs_one_active_per_graph"
 
 func scanCleanupRun(row pgx.Row) (CleanupRun, error) {
-	var (
-		run            CleanupRun
-		policy, report []byte
-		finished       *time.Time
-	)
-	err := row.Scan(&run.ID, &run.Graph, &run.Mode, &policy, &run.State, &run.StartedAt, &finished, &report)
-	run.Policy = json.RawMessage(policy)
-	run.Report = json.RawMessage(report)
+	var run CleanupRun
+	var finished *time.Time
+	err := row.Scan(&run.ID, &run.Graph, &run.Mode, &run.Policy, &run.State, &run.StartedAt, &finished, &run.Report)
 	run.FinishedAt = timeOrZero(finished)
 	return run, err
 }

@@ -16,10 +16,8 @@ const incarnationColumns = `graph, logical, native, tree, state, op_id, created_
 const incarnationsOneOpen = "incarnations_one_open_per_logical"
 
 func scanIncarnation(row pgx.Row) (Incarnation, error) {
-	var (
-		inc     Incarnation
-		settled *time.Time
-	)
+	var inc Incarnation
+	var settled *time.Time
 	err := row.Scan(&inc.Graph, &inc.Logical, &inc.Native, &inc.Tree, &inc.State, &inc.OpID,
 		&inc.CreatedAt, &inc.UpdatedAt, &settled)
 	inc.SettledAt = timeOrZero(settled)

@@ -20,19 +20,11 @@ const operationColumns = `id, kind, graph, inputs, state, coalesce(outcome, ''),
 const fingerprintSQL = `encode(sha256(convert_to($2 || E'\n' || $3 || E'\n' || $4::jsonb::text, 'UTF8')), 'hex')`
 
 func scanOperation(row pgx.Row) (Operation, error) {
-	var (
-		op       Operation
-		inputs   []byte
-		pending  []byte
-		finished *time.Time
-	)
-	err := row.Scan(&op.ID, &op.Kind, &op.Graph, &inputs, &op.State, &op.Outcome, &op.Error,
+	var op Operation
+	var finished *time.Time
+	err := row.Scan(&op.ID, &op.Kind, &op.Graph, &op.Inputs, &op.State, &op.Outcome, &op.Error,
 		&op.WorkflowID, &op.RunID, &op.CreatedAt, &op.UpdatedAt, &finished,
-		&op.Fingerprint, &op.OwnerRun, &op.Phase, &op.Waiting, &pending, &op.SettleAttempts)
-	op.Inputs = json.RawMessage(inputs)
-	if len(pending) > 0 {
-		op.Pending = json.RawMessage(pending)
-	}
+		&op.Fingerprint, &op.OwnerRun, &op.Phase, &op.Waiting, &op.Pending, &op.SettleAttempts)
 	op.FinishedAt = timeOrZero(finished)
 	return op, err
 }

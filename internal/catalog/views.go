@@ -52,10 +52,8 @@ func operationViewQuery(where string) string {
 }
 
 func scanOperationView(row pgx.Row) (OperationView, error) {
-	var (
-		v     OperationView
-		extra []byte
-	)
+	var v OperationView
+	var extra []byte
 	op, err := scanOperation(extraRow{Row: row, extra: []any{&extra, &v.Native, &v.WitnessState}})
 	if err != nil {
 		return OperationView{}, err
