@@ -182,7 +182,8 @@ func (c *Catalog) OperationFinishTx(ctx context.Context, tx pgx.Tx, p OperationF
 		    pending = NULL, phase = 'done', waiting = NULL
 		WHERE id = $1 AND state <> 'done' AND ($4 = '' OR owner_run = $4)
 		RETURNING `+operationColumns, p.ID, p.Outcome, p.Error, p.Owner))
-	if errors.Is(err, pgx.ErrNoRows) {
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
 		op, err = getOperation(ctx, tx, p.ID)
 		if err == nil && p.Owner != "" && op.OwnerRun != p.Owner {
 			err = &NotOwnerError{ID: p.ID, Owner: op.OwnerRun, Caller: p.Owner}
@@ -191,9 +192,7 @@ func (c *Catalog) OperationFinishTx(ctx context.Context, tx pgx.Tx, p OperationF
 			err = &StateConflictError{Entity: "operation", ID: p.ID,
 				Expected: "running or in_doubt", Current: fmt.Sprintf("done (%s)", op.Outcome)}
 		}
-		return wrapped[Operation](c, what)(op, err)
-	}
-	if err == nil {
+	case err == nil:
 		err = releasePins(ctx, tx, p.ID, graph)
 	}
 	return wrapped[Operation](c, what)(op, err)

@@ -91,9 +91,7 @@ func (o *TemporalServerOptions) defaults() error {
 	if o.Dir == "" || o.Database == "" || o.VisibilityDatabase == "" {
 		return errors.New("temporal server: Dir, Database and VisibilityDatabase are required")
 	}
-	if o.Namespace == "" {
-		o.Namespace = "default"
-	}
+	o.Namespace = cmp.Or(o.Namespace, "default")
 	if o.DynamicConfig == nil {
 		o.DynamicConfig = DynamicConfigYAML()
 	}

@@ -224,9 +224,7 @@ func (s *Store) Add(r Rule) (remove func()) {
 	defer s.mu.Unlock()
 	s.nextID++
 	ar := &activeRule{Rule: r, id: s.nextID}
-	if ar.Name == "" {
-		ar.Name = fmt.Sprintf("%s#%d", r.Mode, ar.id)
-	}
+	ar.Name = cmp.Or(ar.Name, fmt.Sprintf("%s#%d", r.Mode, ar.id))
 	if r.seeded != nil {
 		ar.Mode, ar.Status, ar.Delay = None, 0, 0 // the schedule chooses these
 		ar.seen = make(map[string]int)
