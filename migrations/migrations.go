@@ -54,14 +54,10 @@ func Apply(ctx context.Context, databaseURL string, schema string) ([]int64, err
 
 // Report is the state of one schema's migrations, for an operator's `migrate status`.
 type Report struct {
-	// Schema is the schema inspected ("" is the connection's default).
-	Schema string `json:"schema"`
-	// Current is the highest version applied; 0 when none is.
-	Current int64 `json:"current"`
-	// Latest is the highest version this binary embeds.
-	Latest int64 `json:"latest"`
-	// Migrations lists every embedded migration, ascending.
-	Migrations []MigrationStatus `json:"migrations"`
+	Schema     string            `json:"schema"`     // the schema inspected ("" is the connection's default)
+	Current    int64             `json:"current"`    // the highest version applied; 0 when none is
+	Latest     int64             `json:"latest"`     // the highest version this binary embeds
+	Migrations []MigrationStatus `json:"migrations"` // every embedded migration, ascending
 }
 
 // MigrationStatus is one migration's state in one schema.
@@ -183,11 +179,8 @@ func open(ctx context.Context, databaseURL, schema string, fsys fs.FS) (*session
 		cfg.RuntimeParams["search_path"] = schema
 	}
 	cfg.ConnectTimeout = cmp.Or(cfg.ConnectTimeout, defaultConnectTimeout)
-	s := &session{
-		db:     stdlib.OpenDB(*cfg),
-		where:  catalog.RedactURL(databaseURL),
-		latest: versions[len(versions)-1],
-	}
+	s := &session{db: stdlib.OpenDB(*cfg), where: catalog.RedactURL(databaseURL),
+		latest: versions[len(versions)-1]}
 	if err := s.prepare(ctx, schema, fsys); err != nil {
 		s.db.Close()
 		return nil, err
@@ -204,10 +197,8 @@ func (s *session) prepare(ctx context.Context, schema string, fsys fs.FS) error 
 			return err
 		}
 	}
-	locker, err := lock.NewPostgresSessionLocker(
-		lock.WithLockID(lockID(schema)),
-		lock.WithLockTimeout(1, 300), // poll each second for up to five minutes
-	)
+	// Poll the lock each second for up to five minutes.
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(lockID(schema)), lock.WithLockTimeout(1, 300))
 	if err != nil {
 		return fmt.Errorf("build migration lock: %w", err)
 	}

@@ -22,6 +22,7 @@
 package storage
 
 import (
+	"cmp"
 	"context"
 	"crypto/md5"
 	"encoding/hex"
@@ -258,10 +259,7 @@ func PageLimit(op, prefix string, limit int) (int, error) {
 	if limit < 0 || limit > 1000 {
 		return 0, NewError(op, prefix, CodeInvalidArgument, fmt.Errorf("limit %d outside 1..1000", limit))
 	}
-	if limit == 0 {
-		return 1000, nil
-	}
-	return limit, nil
+	return cmp.Or(limit, 1000), nil
 }
 
 // CheckList fails a listing whose context is done (ContextError) or whose

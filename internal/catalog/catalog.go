@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -337,6 +338,19 @@ func (c *Catalog) wrap(what string, err error) error {
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// jsonArg is raw as a SQL text argument, def when raw is empty (nil, SQL NULL, when def is
+// ""); raw that is not JSON is ErrInvalid: "<subject> not valid JSON".
+func jsonArg(raw json.RawMessage, def, subject string) (*string, error) {
+	s := cmp.Or(string(raw), def)
+	switch {
+	case s == "":
+		return nil, nil
+	case !json.Valid([]byte(s)):
+		return nil, invalid("%s not valid JSON", subject)
+	}
+	return &s, nil
 }
 
 // timeOrZero converts a nullable timestamp.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -17,19 +18,13 @@ const cleanupRunColumns = `id, graph, mode, policy, state, started_at, finished_
 const cleanupRunsOneActive = "cleanup_runs_one_active_per_graph"
 
 func scanCleanupRun(row pgx.Row) (CleanupRun, error) {
-	var (
-		run            CleanupRun
-		policy, report []byte
-		finished       *time.Time
-	)
-	err := row.Scan(&run.ID, &run.Graph, &run.Mode, &policy, &run.State, &run.StartedAt, &finished, &report)
-	run.Policy = json.RawMessage(policy)
-	run.Report = json.RawMessage(report)
+	var run CleanupRun
+	var finished *time.Time
+	err := row.Scan(&run.ID, &run.Graph, &run.Mode, &run.Policy, &run.State, &run.StartedAt, &finished, &run.Report)
 	run.FinishedAt = timeOrZero(finished)
 	return run, err
 }
 
-// getCleanupRun reads a cleanup run's row on q.
 func getCleanupRun(ctx context.Context, q Querier, id string) (CleanupRun, error) {
 	return scanCleanupRun(q.QueryRow(ctx, `SELECT `+cleanupRunColumns+` FROM cleanup_runs WHERE id = $1`, id))
 }
@@ -53,12 +48,9 @@ func (c *Catalog) CleanupRunInsert(ctx context.Context, p CleanupRunInsertParams
 	if !slices.Contains([]CleanupMode{CleanupDryRun, CleanupMark, CleanupSweep}, p.Mode) {
 		return CleanupRun{}, c.wrap(what, invalid("unknown cleanup mode %q", p.Mode))
 	}
-	policy := p.Policy
-	if len(policy) == 0 {
-		policy = json.RawMessage(`{}`)
-	}
-	if !json.Valid(policy) {
-		return CleanupRun{}, c.wrap(what, invalid("policy is not valid JSON"))
+	policy, err := jsonArg(p.Policy, `{}`, "policy is")
+	if err != nil {
+		return CleanupRun{}, c.wrap(what, err)
 	}
 	return wrapped[CleanupRun](c, what)(inTx(ctx, c, func(tx pgx.Tx) (CleanupRun, error) {
 		// The operation row first (OperationFinish's lock order): a run is never inserted
@@ -79,7 +71,7 @@ func (c *Catalog) CleanupRunInsert(ctx context.Context, p CleanupRunInsertParams
 				INSERT INTO cleanup_runs (id, graph, mode, policy, start_seq)
 				VALUES ($1, $2, $3, $4::jsonb, nextval('ledger_epoch'))
 				ON CONFLICT (id) DO NOTHING
-				RETURNING `+cleanupRunColumns, p.ID, p.Graph, p.Mode, string(policy)))
+				RETURNING `+cleanupRunColumns, p.ID, p.Graph, p.Mode, policy))
 		})
 		switch {
 		case constraintOf(err, codeUniqueViolation) == cleanupRunsOneActive:
@@ -105,7 +97,7 @@ type CleanupRunGetParams struct {
 
 // CleanupRunGet returns a cleanup run, or ErrNotFound.
 func (c *Catalog) CleanupRunGet(ctx context.Context, p CleanupRunGetParams) (CleanupRun, error) {
-	return queryOne(ctx, c, c.pool, fmt.Sprintf("get cleanup run %q", p.ID), scanCleanupRun, `SELECT `+cleanupRunColumns+` FROM cleanup_runs WHERE id = $1`, p.ID)
+	return wrapped[CleanupRun](c, fmt.Sprintf("get cleanup run %q", p.ID))(getCleanupRun(ctx, c.pool, p.ID))
 }
 
 // CleanupRunListParams selects a graph's cleanup runs; Limit caps them, newest first
@@ -138,13 +130,9 @@ func (c *Catalog) CleanupRunFinish(ctx context.Context, p CleanupRunFinishParams
 	if !slices.Contains([]CleanupRunState{CleanupDone, CleanupFailed, CleanupAborted}, p.State) {
 		return CleanupRun{}, c.wrap(what, invalid("a run finishes done, failed or aborted, not %q", p.State))
 	}
-	var report *string
-	if len(p.Report) > 0 {
-		if !json.Valid(p.Report) {
-			return CleanupRun{}, c.wrap(what, invalid("report is not valid JSON"))
-		}
-		s := string(p.Report)
-		report = &s
+	report, err := jsonArg(p.Report, "", "report is")
+	if err != nil {
+		return CleanupRun{}, c.wrap(what, err)
 	}
 	return wrapped[CleanupRun](c, what)(inTx(ctx, c, func(tx pgx.Tx) (CleanupRun, error) {
 		graph, err := lockGraphOf(ctx, tx, "cleanup run", p.ID, exclusive)
@@ -213,7 +201,7 @@ func (c *Catalog) CondemnedAdd(ctx context.Context, p CondemnedAddParams) (Conde
 		if state != CleanupRunning {
 			return CondemnedAddResult{}, &StateConflictError{Entity: "cleanup run", ID: p.RunID, Expected: string(CleanupRunning), Current: string(state)}
 		}
-		pinned, err := pinnedAmong(ctx, tx, graph, startSeq, entries)
+		pinned, err := pinnedAmong(ctx, tx, graph, startSeq, slices.Collect(maps.Keys(seen)))
 		if err != nil {
 			return CondemnedAddResult{}, err
 		}
@@ -240,12 +228,8 @@ func (c *Catalog) CondemnedAdd(ctx context.Context, p CondemnedAddParams) (Conde
 }
 
 // pinnedAmong returns the pin keys of graph, held or released after startSeq, that
-// conflict with entries' keys.
-func pinnedAmong(ctx context.Context, tx pgx.Tx, graph string, startSeq int64, entries []Condemned) ([]string, error) {
-	var keys []string
-	for _, e := range entries {
-		keys = append(keys, e.Key)
-	}
+// conflict with keys.
+func pinnedAmong(ctx context.Context, tx pgx.Tx, graph string, startSeq int64, keys []string) ([]string, error) {
 	exact, prefixes := conflictProbes(keys)
 	if len(exact) == 0 {
 		return nil, nil

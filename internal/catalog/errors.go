@@ -178,17 +178,13 @@ func translateError(err error, where string) error {
 		}
 		return fmt.Errorf("postgres: %s (SQLSTATE %s)", detail, pgErr.Code)
 	}
+	// A connect timeout is a context deadline inside pgconn: still unavailable.
 	ctxErr := contextCause(err)
-	var connectErr *pgconn.ConnectError
-	if errors.As(err, &connectErr) {
-		// A connect timeout is a context deadline inside pgconn: still unavailable.
-		return &unavailableError{msg: fmt.Sprintf("%s: %s: %s", ErrUnavailable, where, err.Error()), cause: ctxErr}
-	}
-	if ctxErr != nil {
+	if ctxErr != nil && !errors.As(err, new(*pgconn.ConnectError)) {
 		return ctxErr
 	}
 	if Unreachable(err) {
-		return &unavailableError{msg: fmt.Sprintf("%s: %s: %s", ErrUnavailable, where, err.Error())}
+		return &unavailableError{msg: fmt.Sprintf("%s: %s: %s", ErrUnavailable, where, err.Error()), cause: ctxErr}
 	}
 	return errors.New(err.Error())
 }

@@ -25,7 +25,7 @@ func (c *Catalog) GraphInsert(ctx context.Context, p GraphInsertParams) (Graph, 
 		ON CONFLICT (name) DO NOTHING
 		RETURNING name, locator, created_at`, p.Name, p.Locator))
 	if errors.Is(err, pgx.ErrNoRows) { // registered already
-		g, err = scanGraph(c.pool.QueryRow(ctx, `SELECT name, locator, created_at FROM graphs WHERE name = $1`, p.Name))
+		g, err = scanGraph(c.pool.QueryRow(ctx, graphSQL, p.Name))
 		if err == nil && g.Locator != p.Locator {
 			err = fmt.Errorf("%w: graph %q is registered at %q, not %q", ErrDuplicate, p.Name, g.Locator, p.Locator)
 		}
@@ -40,8 +40,10 @@ type GraphGetParams struct {
 
 // GraphGet returns a registered graph, or ErrNotFound.
 func (c *Catalog) GraphGet(ctx context.Context, p GraphGetParams) (Graph, error) {
-	return queryOne(ctx, c, c.pool, fmt.Sprintf("get graph %q", p.Name), scanGraph, `SELECT name, locator, created_at FROM graphs WHERE name = $1`, p.Name)
+	return queryOne(ctx, c, c.pool, fmt.Sprintf("get graph %q", p.Name), scanGraph, graphSQL, p.Name)
 }
+
+const graphSQL = `SELECT name, locator, created_at FROM graphs WHERE name = $1`
 
 func scanGraph(row pgx.Row) (Graph, error) {
 	var g Graph

@@ -16,17 +16,14 @@ const incarnationColumns = `graph, logical, native, tree, state, op_id, created_
 const incarnationsOneOpen = "incarnations_one_open_per_logical"
 
 func scanIncarnation(row pgx.Row) (Incarnation, error) {
-	var (
-		inc     Incarnation
-		settled *time.Time
-	)
+	var inc Incarnation
+	var settled *time.Time
 	err := row.Scan(&inc.Graph, &inc.Logical, &inc.Native, &inc.Tree, &inc.State, &inc.OpID,
 		&inc.CreatedAt, &inc.UpdatedAt, &settled)
 	inc.SettledAt = timeOrZero(settled)
 	return inc, err
 }
 
-// getIncarnation reads an incarnation's row on q.
 func getIncarnation(ctx context.Context, q Querier, graph, native string) (Incarnation, error) {
 	return scanIncarnation(q.QueryRow(ctx, `SELECT `+incarnationColumns+` FROM incarnations WHERE graph = $1 AND native = $2`, graph, native))
 }
@@ -98,8 +95,7 @@ func (c *Catalog) IncarnationGetByNative(ctx context.Context, p IncarnationGetBy
 
 // IncarnationGetByNativeTx is IncarnationGetByNative on q, the pool or the caller's transaction.
 func (c *Catalog) IncarnationGetByNativeTx(ctx context.Context, q Querier, p IncarnationGetByNativeParams) (Incarnation, error) {
-	return queryOne(ctx, c, q, fmt.Sprintf("get incarnation %q", p.Native), scanIncarnation,
-		`SELECT `+incarnationColumns+` FROM incarnations WHERE graph = $1 AND native = $2`, p.Graph, p.Native)
+	return wrapped[Incarnation](c, fmt.Sprintf("get incarnation %q", p.Native))(getIncarnation(ctx, q, p.Graph, p.Native))
 }
 
 // IncarnationListByLogicalParams names a logical branch.
@@ -161,14 +157,10 @@ type IncarnationListByGraphParams struct {
 // name then age.
 func (c *Catalog) IncarnationListByGraph(ctx context.Context, p IncarnationListByGraphParams) ([]Incarnation, error) {
 	what := fmt.Sprintf("list incarnations of graph %q", p.Graph)
-	states := make([]string, len(p.States))
-	for i, s := range p.States {
-		states[i] = string(s)
-	}
 	return queryAll(ctx, c, c.pool, what, scanned(scanIncarnation), `
 		SELECT `+incarnationColumns+` FROM incarnations
-		WHERE graph = $1 AND (cardinality($2::text[]) = 0 OR state = ANY($2))
-		ORDER BY logical, created_at, native`, p.Graph, states)
+		WHERE graph = $1 AND (coalesce(cardinality($2::text[]), 0) = 0 OR state = ANY($2))
+		ORDER BY logical, created_at, native`, p.Graph, p.States)
 }
 
 // IncarnationSetStateParams moves an incarnation from one state to another.

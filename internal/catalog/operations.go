@@ -20,24 +20,15 @@ const operationColumns = `id, kind, graph, inputs, state, coalesce(outcome, ''),
 const fingerprintSQL = `encode(sha256(convert_to($2 || E'\n' || $3 || E'\n' || $4::jsonb::text, 'UTF8')), 'hex')`
 
 func scanOperation(row pgx.Row) (Operation, error) {
-	var (
-		op       Operation
-		inputs   []byte
-		pending  []byte
-		finished *time.Time
-	)
-	err := row.Scan(&op.ID, &op.Kind, &op.Graph, &inputs, &op.State, &op.Outcome, &op.Error,
+	var op Operation
+	var finished *time.Time
+	err := row.Scan(&op.ID, &op.Kind, &op.Graph, &op.Inputs, &op.State, &op.Outcome, &op.Error,
 		&op.WorkflowID, &op.RunID, &op.CreatedAt, &op.UpdatedAt, &finished,
-		&op.Fingerprint, &op.OwnerRun, &op.Phase, &op.Waiting, &pending, &op.SettleAttempts)
-	op.Inputs = json.RawMessage(inputs)
-	if len(pending) > 0 {
-		op.Pending = json.RawMessage(pending)
-	}
+		&op.Fingerprint, &op.OwnerRun, &op.Phase, &op.Waiting, &op.Pending, &op.SettleAttempts)
 	op.FinishedAt = timeOrZero(finished)
 	return op, err
 }
 
-// getOperation reads an operation's row on q.
 func getOperation(ctx context.Context, q Querier, id string) (Operation, error) {
 	return scanOperation(q.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE id = $1`, id))
 }
@@ -76,19 +67,16 @@ func (c *Catalog) OperationInsertTx(ctx context.Context, tx pgx.Tx, p OperationI
 	if !slices.Contains(OperationKinds, p.Kind) {
 		return Operation{}, c.wrap(what, invalid("unknown operation kind %q", p.Kind))
 	}
-	inputs := p.Inputs
-	if len(inputs) == 0 {
-		inputs = json.RawMessage(`{}`)
-	}
-	if !json.Valid(inputs) {
-		return Operation{}, c.wrap(what, invalid("inputs are not valid JSON"))
+	inputs, err := jsonArg(p.Inputs, `{}`, "inputs are")
+	if err != nil {
+		return Operation{}, c.wrap(what, err)
 	}
 	op, err := scanOperation(tx.QueryRow(ctx, `
 		INSERT INTO operations (id, kind, graph, inputs, workflow_id, run_id, owner_run, fingerprint)
 		VALUES ($1, $2, $3, $4::jsonb, NULLIF($5, ''), NULLIF($6, ''), NULLIF($7, ''), `+fingerprintSQL+`)
 		ON CONFLICT (id) DO NOTHING
 		RETURNING `+operationColumns,
-		p.ID, p.Kind, p.Graph, string(inputs), p.WorkflowID, p.RunID, p.Owner))
+		p.ID, p.Kind, p.Graph, inputs, p.WorkflowID, p.RunID, p.Owner))
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return wrapped[Operation](c, what)(op, err)
 	}
@@ -96,14 +84,14 @@ func (c *Catalog) OperationInsertTx(ctx context.Context, tx pgx.Tx, p OperationI
 	var same bool
 	existing, err := getOperation(ctx, tx, p.ID)
 	if err == nil {
-		err = tx.QueryRow(ctx, `SELECT inputs = $2::jsonb FROM operations WHERE id = $1`, p.ID, string(inputs)).Scan(&same)
+		err = tx.QueryRow(ctx, `SELECT inputs = $2::jsonb FROM operations WHERE id = $1`, p.ID, inputs).Scan(&same)
 	}
 	if err != nil {
 		return Operation{}, c.wrap(what, err)
 	}
 	if existing.Kind != p.Kind || existing.Graph != p.Graph || !same {
 		return Operation{}, c.wrap(what, &OperationReusedError{ID: p.ID, Kind: existing.Kind, Graph: existing.Graph,
-			Differences: requestDifferences(existing, p.Kind, p.Graph, inputs)})
+			Differences: requestDifferences(existing, p.Kind, p.Graph, json.RawMessage(*inputs))})
 	}
 	if p.Owner == "" || existing.State == OperationDone || existing.OwnerRun == p.Owner {
 		return existing, nil
@@ -124,7 +112,7 @@ type OperationGetParams struct {
 
 // OperationGet returns an operation, or ErrNotFound.
 func (c *Catalog) OperationGet(ctx context.Context, p OperationGetParams) (Operation, error) {
-	return queryOne(ctx, c, c.pool, fmt.Sprintf("get operation %q", p.ID), scanOperation, `SELECT `+operationColumns+` FROM operations WHERE id = $1`, p.ID)
+	return wrapped[Operation](c, fmt.Sprintf("get operation %q", p.ID))(getOperation(ctx, c.pool, p.ID))
 }
 
 // OperationSetStateParams moves an unfinished operation From the state it must be in To
@@ -194,7 +182,8 @@ func (c *Catalog) OperationFinishTx(ctx context.Context, tx pgx.Tx, p OperationF
 		    pending = NULL, phase = 'done', waiting = NULL
 		WHERE id = $1 AND state <> 'done' AND ($4 = '' OR owner_run = $4)
 		RETURNING `+operationColumns, p.ID, p.Outcome, p.Error, p.Owner))
-	if errors.Is(err, pgx.ErrNoRows) {
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
 		op, err = getOperation(ctx, tx, p.ID)
 		if err == nil && p.Owner != "" && op.OwnerRun != p.Owner {
 			err = &NotOwnerError{ID: p.ID, Owner: op.OwnerRun, Caller: p.Owner}
@@ -203,9 +192,7 @@ func (c *Catalog) OperationFinishTx(ctx context.Context, tx pgx.Tx, p OperationF
 			err = &StateConflictError{Entity: "operation", ID: p.ID,
 				Expected: "running or in_doubt", Current: fmt.Sprintf("done (%s)", op.Outcome)}
 		}
-		return wrapped[Operation](c, what)(op, err)
-	}
-	if err == nil {
+	case err == nil:
 		err = releasePins(ctx, tx, p.ID, graph)
 	}
 	return wrapped[Operation](c, what)(op, err)

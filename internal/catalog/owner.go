@@ -63,13 +63,9 @@ func (c *Catalog) OperationProgressTx(ctx context.Context, q Querier, p Operatio
 	if p.Owner == "" {
 		return Operation{}, c.wrap(what, invalid("owner is required"))
 	}
-	var pending *string
-	if len(p.Pending) > 0 {
-		if !json.Valid(p.Pending) {
-			return Operation{}, c.wrap(what, invalid("pending is not valid JSON"))
-		}
-		s := string(p.Pending)
-		pending = &s
+	pending, err := jsonArg(p.Pending, "", "pending is")
+	if err != nil {
+		return Operation{}, c.wrap(what, err)
 	}
 	op, err := scanOperation(q.QueryRow(ctx, `
 		UPDATE operations SET

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -51,10 +52,8 @@ func operationViewQuery(where string) string {
 }
 
 func scanOperationView(row pgx.Row) (OperationView, error) {
-	var (
-		v     OperationView
-		extra []byte
-	)
+	var v OperationView
+	var extra []byte
 	op, err := scanOperation(extraRow{Row: row, extra: []any{&extra, &v.Native, &v.WitnessState}})
 	if err != nil {
 		return OperationView{}, err
@@ -91,12 +90,8 @@ const DefaultStuckAfter = 10 * time.Minute
 // OperationStuckList returns, oldest first, every unfinished operation not running
 // (in doubt, or a later migration's state) or running for longer than p.RunningFor.
 func (c *Catalog) OperationStuckList(ctx context.Context, p OperationStuckParams) ([]OperationView, error) {
-	what := "list stuck operations"
-	after := p.RunningFor
-	if after <= 0 {
-		after = DefaultStuckAfter
-	}
-	return queryPage(ctx, c, what, p.Limit, listPage, scanned(scanOperationView), operationViewQuery(`
+	after := cmp.Or(max(p.RunningFor, 0), DefaultStuckAfter)
+	return queryPage(ctx, c, "list stuck operations", p.Limit, listPage, scanned(scanOperationView), operationViewQuery(`
 			state <> 'done' AND ($2 = '' OR graph = $2)
 			AND (state <> 'running' OR created_at < now() - make_interval(secs => $3))
 		ORDER BY created_at, id LIMIT $4`), knownOperationColumns, p.Graph, after.Seconds())

@@ -81,10 +81,9 @@ func retryPorts[T any](retry bool, start func(first bool) (T, error)) (t T, err 
 	return t, err
 }
 
-// Output returns what the process printed: the in-memory buffer, or about
-// the last 4 KiB of its log file from a line's start, so a failure to start
-// reports why (a taken port, a schema error) where a test or CI prints it, not
-// only in a file that is gone with the run's temporary directory.
+// Output returns what the process printed: the in-memory buffer, or about the last
+// 4 KiB of its log file from a line's start, so a failure to start reports why (a
+// taken port, a schema error) even when the file goes with the run's temp directory.
 func (p *Process) Output() string {
 	if p.logFile == "" {
 		return p.log.String()
@@ -172,13 +171,11 @@ func (p *Process) waitReady(ctx context.Context, timeout time.Duration, probe fu
 	}
 }
 
-// FreePort asks the kernel for a free TCP port on 127.0.0.1 and keeps the
-// kernel from handing it to anyone else's bind(:0) for a while: it connects to
-// the port and closes the accepted side first, which leaves the port in
-// TIME_WAIT (60 s on Linux). A server told the port explicitly can still bind
-// it (Go sets SO_REUSEADDR), but the Temporal dev server's own internal
-// services, which pick ephemeral ports, cannot collide with it — a collision
-// made a start exit before it was ready.
+// FreePort returns a free TCP port on 127.0.0.1 that the kernel will not hand to another
+// bind(:0) for a while: closing the accepted side of a connection to it first leaves it
+// in TIME_WAIT (60 s on Linux). A server told the port can still bind it (Go sets
+// SO_REUSEADDR), but the ephemeral ports the Temporal dev server's own services pick
+// cannot collide with it, as one did, making a start exit before it was ready.
 func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -28,13 +28,10 @@ import (
 	"github.com/graftworks/graft/internal/tools"
 )
 
-// TemporalServerOptions configure a Temporal server — the production server
-// (tools.TemporalServer), not the CLI's dev server — persisting to Postgres,
-// with SQL visibility in a second database. Its configuration is rendered
-// from the server's own docker/config_template.yaml, the template the
-// temporalio/auto-setup image renders, from Env: the same environment
-// docker-compose.yml gives that image, with the addresses replaced (see
-// TemplateOverrides).
+// TemporalServerOptions configure a Temporal server (tools.TemporalServer, not the
+// CLI's dev server) persisting to Postgres, with SQL visibility in a second database.
+// Its configuration is rendered (RenderTemporalConfig) from Env: the environment
+// docker-compose.yml gives the temporalio/auto-setup image, but for TemplateOverrides.
 type TemporalServerOptions struct {
 	// Dir holds the rendered configuration and is the server's working
 	// directory, as /etc/temporal is the image's. Required.
@@ -47,7 +44,7 @@ type TemporalServerOptions struct {
 	// Postgres plugin.
 	Env map[string]string
 	// DynamicConfig is the dynamic config file, written where Env's
-	// DYNAMIC_CONFIG_FILE_PATH (relative to Dir; default DefaultDynamicConfigPath)
+	// DYNAMIC_CONFIG_FILE_PATH (relative to Dir; default config/dynamicconfig/graft.yaml)
 	// points. Defaults to DynamicConfigYAML().
 	DynamicConfig []byte
 	// Namespace is registered at start, with graft's search attributes and
@@ -70,9 +67,6 @@ var portKeys = []string{
 	"MATCHING_GRPC_PORT", "MATCHING_MEMBERSHIP_PORT", "HISTORY_GRPC_PORT", "HISTORY_MEMBERSHIP_PORT",
 	"WORKER_GRPC_PORT", "WORKER_MEMBERSHIP_PORT",
 }
-
-// DefaultDynamicConfigPath is where the dynamic config goes when Env names none.
-const DefaultDynamicConfigPath = "config/dynamicconfig/graft.yaml"
 
 // DynamicConfigYAML renders DynamicConfig as the server's dynamic config
 // file, the form docker-compose.yml mounts.
@@ -97,16 +91,14 @@ func (o *TemporalServerOptions) defaults() error {
 	if o.Dir == "" || o.Database == "" || o.VisibilityDatabase == "" {
 		return errors.New("temporal server: Dir, Database and VisibilityDatabase are required")
 	}
-	if o.Namespace == "" {
-		o.Namespace = "default"
-	}
+	o.Namespace = cmp.Or(o.Namespace, "default")
 	if o.DynamicConfig == nil {
 		o.DynamicConfig = DynamicConfigYAML()
 	}
 	env := map[string]string{}
 	maps.Copy(env, o.Env)
 	env["DB"] = cmp.Or(env["DB"], "postgres12")
-	env["DYNAMIC_CONFIG_FILE_PATH"] = cmp.Or(env["DYNAMIC_CONFIG_FILE_PATH"], DefaultDynamicConfigPath)
+	env["DYNAMIC_CONFIG_FILE_PATH"] = cmp.Or(env["DYNAMIC_CONFIG_FILE_PATH"], "config/dynamicconfig/graft.yaml")
 	o.Env = env
 	return nil
 }
@@ -231,9 +223,7 @@ func StartTemporalServer(ctx context.Context, o TemporalServerOptions) (*Tempora
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	switch o.Env["DB"] {
-	case "postgres12", "postgres12_pgx":
-	default:
+	if db := o.Env["DB"]; db != "postgres12" && db != "postgres12_pgx" {
 		return nil, fmt.Errorf("temporal server: DB=%q; the harness runs Postgres only", o.Env["DB"])
 	}
 	env := o.Env
@@ -300,14 +290,12 @@ func (s *TemporalServer) writeConfig(ctx context.Context) error {
 	for _, f := range []struct {
 		path string
 		body []byte
-	}{
-		{filepath.Join(s.o.Dir, rel), s.o.DynamicConfig},
-		{s.ConfigFile(), cfg},
-	} {
-		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
-			return fmt.Errorf("temporal server config: %w", err)
+	}{{filepath.Join(s.o.Dir, rel), s.o.DynamicConfig}, {s.ConfigFile(), cfg}} {
+		err := os.MkdirAll(filepath.Dir(f.path), 0o755)
+		if err == nil {
+			err = os.WriteFile(f.path, f.body, 0o644)
 		}
-		if err := os.WriteFile(f.path, f.body, 0o644); err != nil {
+		if err != nil {
 			return fmt.Errorf("temporal server config: %w", err)
 		}
 	}

@@ -59,10 +59,8 @@ type Config struct {
 	// Names lists logical branch names the caller used; each must be free or live
 	// (as every name the ledger knows must anyway).
 	Names []string
-	// CommitDigests, when set, records the SHA-256 of every commit key's bytes the check
-	// reads, and a key whose bytes differ from what an earlier check (sharing the map)
-	// recorded is a violation: a commit id names one byte string forever. Defaults to nil
-	// (within one check only).
+	// CommitDigests, when set, keeps the SHA-256 of every commit key's bytes read across
+	// the checks sharing it (nil: within one check): a commit id names one byte string.
 	CommitDigests map[string]string
 	// Quiesced runs the soak's checks (soak.go): every operation, of OpIDs (the ids
 	// the caller used) or of the graph, has ended; and every Immutable key (of a commit,
@@ -277,8 +275,7 @@ func isStorageErr(err error) bool {
 		errors.Is(err, context.DeadlineExceeded)
 }
 
-// commit reads a commit and records its key's bytes: a key whose bytes
-// differ from what this or an earlier check (sharing CommitDigests) read is a violation.
+// commit reads a commit, checking its key's bytes against CommitDigests.
 func (c *checker) commit(id format.CommitID) (graph.Commit, error) {
 	key := format.CommitIDKey(c.cfg.Graph, id)
 	obj, err := c.cfg.Store.Get(c.ctx, key)
@@ -313,11 +310,10 @@ func (c *checker) reported() error {
 			continue
 		}
 		h, err := c.g.HeadOf(c.ctx, b)
-		if err != nil && isStorageErr(err) {
+		switch {
+		case isStorageErr(err):
 			return fmt.Errorf("read head of %s: %w", rc.Branch, err)
-		}
-		if err != nil {
-			// The store answered: the live ref names a head it does not hold.
+		case err != nil: // the store answered: the live ref names a head it does not hold
 			c.add("reported-commit", "commit %s reported done on %s: its head cannot be read: %v", id, rc.Branch, err)
 			continue
 		}
@@ -367,9 +363,8 @@ func (c *checker) ledger() error {
 	}
 	for _, p := range pins {
 		if p.LatePut {
-			// Held for a put that may still land (catalog.PinsHoldForLatePut), after the
-			// operation too, until an operator releases it; the key exists only if the put
-			// did land, and then cleanup keeps it and what it pins.
+			// A late put's pin outlives its operation until an operator releases it
+			// (catalog.PinsHoldForLatePut); its key exists only if the put landed.
 			continue
 		}
 		o, err := op(p.OpID)
@@ -409,8 +404,7 @@ func (c *checker) ledger() error {
 			c.add("witness-of-ended-operation", "witness %s is %s but its operation %s ended %s", inc.Native, inc.State, o.ID, o.Outcome)
 		}
 	}
-	// At most one live incarnation per name, and every name used can be created again:
-	// free, or live through the one incarnation storage and the ledger agree on.
+	// Every name used can be created again (see the package doc).
 	names := append(slices.Collect(maps.Keys(open)), c.cfg.Names...)
 	slices.Sort(names)
 	for _, name := range slices.Compact(names) {

@@ -1,18 +1,15 @@
-// Package tools pins the external programs graft's tests and local stack run
-// as separate processes — the Temporal CLI (its dev server), versitygw (an
-// S3 server), and the Temporal server with its SQL schema tool (the
-// production-shape tier, cmd/internal/prodtier) — and builds each once, from the
-// Go module proxy, into the repository's ignored .bin/ directory, keyed by
-// version. A build is guarded by a file lock so parallel test binaries never
-// build the same tool twice.
+// Package tools pins the external programs graft's tests and local stack run as
+// separate processes — the Temporal CLI (its dev server), versitygw (an S3 server),
+// and the Temporal server with its SQL schema tool (the production-shape tier,
+// cmd/internal/prodtier) — and builds each once, from the Go module proxy, into the
+// repository's ignored .bin/ directory, keyed by version, under a file lock so that
+// parallel test binaries never build the same tool twice.
 //
-// No tool is built through graft's go.mod: the Temporal server's dependencies
-// (its own go.temporal.io/api and grpc) need not agree with the SDK's. Each is
-// built by `go install module@version` in its own module context, except the
-// Temporal server and its schema tool, which are built in the Temporal CLI's
-// module context: the CLI embeds the same server version, so after the CLI's
-// build every package the server needs is already compiled, and the server
-// links in seconds instead of compiling for minutes.
+// No tool is built through graft's go.mod: the Temporal server's dependencies (its
+// own go.temporal.io/api and grpc) need not agree with the SDK's. Each is built by
+// `go install module@version`, except the Temporal server and its schema tool, built
+// in the Temporal CLI's module context: the CLI embeds the same server version, so
+// after its build the server links in seconds instead of compiling for minutes.
 package tools
 
 import (

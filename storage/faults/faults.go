@@ -91,7 +91,7 @@ func (m Mode) String() string {
 
 // Rule selects requests and the fault they get. A request is selected when
 // it matches every selection field set (Op, KeyGlob, KeyPrefix, Match, Body);
-// a list's key is its prefix, and a delete_batch is selected when any key is.
+// a listing's key is its prefix, and a delete_batch is selected when any key is.
 //
 // Of the requests it selects a rule faults the (Skip+1)th to the
 // (Skip+Times)th (Times 0: every one from the (Skip+1)th). Every rule counts
@@ -224,9 +224,7 @@ func (s *Store) Add(r Rule) (remove func()) {
 	defer s.mu.Unlock()
 	s.nextID++
 	ar := &activeRule{Rule: r, id: s.nextID}
-	if ar.Name == "" {
-		ar.Name = fmt.Sprintf("%s#%d", r.Mode, ar.id)
-	}
+	ar.Name = cmp.Or(ar.Name, fmt.Sprintf("%s#%d", r.Mode, ar.id))
 	if r.seeded != nil {
 		ar.Mode, ar.Status, ar.Delay = None, 0, 0 // the schedule chooses these
 		ar.seen = make(map[string]int)
@@ -377,7 +375,6 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.P
 	return through(ctx, s, invalid, OpPut, key, nil, body, hold, func() (storage.PutResult, error) { return s.inner.Put(ctx, key, body, opts) })
 }
 
-// List is a request on key opts.Prefix for rules and counts.
 func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.ListPage, error) {
 	return through(ctx, s, pageError(OpList, opts.Prefix, opts.Limit), OpList, opts.Prefix, nil, nil, nil, func() (storage.ListPage, error) { return s.inner.List(ctx, opts) })
 }

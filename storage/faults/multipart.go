@@ -9,7 +9,7 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// The multipart operations; a list_multipart's key is its prefix.
+// The multipart operations.
 const (
 	OpCreateMultipart   Op = "create_multipart"
 	OpUploadPart        Op = "upload_part"
@@ -75,7 +75,6 @@ func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error 
 	return throughErr(ctx, s, err, OpAbortMultipart, key, nil, func() error { return m.AbortMultipart(ctx, key, uploadID) })
 }
 
-// ListMultipart is a request on key opts.Prefix for rules and counts.
 func (s *Store) ListMultipart(ctx context.Context, opts storage.ListMultipartOptions) (storage.MultipartPage, error) {
 	m, err := s.innerMultipart(OpListMultipart, opts.Prefix)
 	return through(ctx, s, cmp.Or(pageError(OpListMultipart, opts.Prefix, opts.Limit), err), OpListMultipart, opts.Prefix, nil, nil, nil,

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
@@ -42,10 +43,7 @@ type outcome struct {
 // fields; Mode, Status and Delay are ignored. It panics on probabilities
 // outside [0, 1] or summing above 1, or a Refuse status outside 400..599.
 func Seeded(seed int64, p Probabilities) Rule {
-	sch := &schedule{seed: seed, delayFor: p.DelayFor}
-	if sch.delayFor <= 0 {
-		sch.delayFor = 10 * time.Millisecond
-	}
+	sch := &schedule{seed: seed, delayFor: cmp.Or(max(p.DelayFor, 0), 10*time.Millisecond)}
 	sum := 0.0
 	addOutcome := func(chance float64, mode Mode, status int) {
 		if chance < 0 || chance > 1 || math.IsNaN(chance) {

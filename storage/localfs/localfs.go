@@ -21,9 +21,7 @@
 //   - Keys "a" and "a/b" cannot both exist; a Put that would need that is
 //     ErrRefused.
 //   - A write failing before its commit changed nothing (ErrRefused); one
-//     whose directory fsync fails after it is ErrAmbiguous. A cancelled
-//     context is checked first: ErrUnavailable for reads, ErrAmbiguous for
-//     writes, wrapping the context's error.
+//     whose directory fsync fails after it is ErrAmbiguous.
 //   - Delete prunes parent directories left empty, never the root. List reads
 //     only the directories a prefix can reach, in byte order of key, and
 //     every entry of each (a huge directory pages slowly).
@@ -218,14 +216,10 @@ func place(op, key, tmp, path string, exclusive bool) error {
 	return nil
 }
 
-// writeTemp creates a temp file in dir (creating dir), fills it with write,
-// caches the ETag write returns ("" for none), makes it durable, and returns
-// its path and the ETag.
+// writeTemp creates a temp file in dir (creating dir) and fills it (fillTemp).
 func (s *Store) writeTemp(dir string, write func(io.Writer) (string, error)) (string, string, error) {
-	var (
-		f   *os.File
-		err error
-	)
+	var f *os.File
+	var err error
 	for attempt := 0; ; attempt++ {
 		if err = s.ensureDir(dir); err == nil {
 			f, err = createTemp(dir)
@@ -244,7 +238,8 @@ func (s *Store) writeTemp(dir string, write func(io.Writer) (string, error)) (st
 	return fillTemp(f, write)
 }
 
-// fillTemp is writeTemp on a created temp file, which it removes on failure.
+// fillTemp fills f with write, caches the ETag write returns ("" for none), makes
+// f durable, and returns its path and the ETag; it removes f on failure.
 func fillTemp(f *os.File, write func(io.Writer) (string, error)) (string, string, error) {
 	etag, err := write(f)
 	if err == nil && etag != "" {

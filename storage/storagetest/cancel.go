@@ -10,10 +10,8 @@ import (
 
 var cancelCases = []conformanceCase{
 	{"CancelledContext_ReadsAreUnavailableWritesAreAmbiguous", func(t *testing.T, s storage.Store) {
-		// testCancelledContext pins down the classification of a request made with
-		// an already-cancelled context: a read changed nothing and is unavailable; a
-		// write is ambiguous, because in general a backend cannot promise that a
-		// cancelled write was not sent. Either way it is never a success.
+		// A read changed nothing and is unavailable; a write is ambiguous, since a
+		// backend cannot in general promise that a cancelled write was not sent.
 		const key = "cancel/object"
 		mustPut(t, s, key, []byte("x"), storage.PutOptions{IfNoneMatch: true})
 		ctx, cancel := context.WithCancel(t.Context())

@@ -44,10 +44,7 @@ var readWriteCases = []conformanceCase{
 			t.Fatalf("get LastModified = %v, head says %v", obj.LastModified, head.LastModified)
 		}
 
-		page, err := s.List(t.Context(), storage.ListOptions{Prefix: "roundtrip/"})
-		if err != nil {
-			t.Fatalf("list: %v", err)
-		}
+		page := listPage(t, s, storage.ListOptions{Prefix: "roundtrip/"})
 		if len(page.Objects) != 1 || page.Truncated {
 			t.Fatalf("list = %d objects (truncated %v), want exactly 1", len(page.Objects), page.Truncated)
 		}
