@@ -27,8 +27,7 @@ type InitGraphResult struct {
 	Owned   bool   // the ledger row is this run's: the kernel finishes it
 	Main    string // native name of main's first incarnation
 	Root    string // main's root commit id
-	// Created is false when the graph was already there with our bytes.
-	Created bool
+	Created bool   // false when the graph was already there with our bytes
 	// ForeignKey, with conflict, is a key under the graph's prefix graft did not write for
 	// it (docs/format.md, *Ownership*): the init wrote nothing.
 	ForeignKey string
@@ -36,8 +35,7 @@ type InitGraphResult struct {
 
 // InitGraph creates a graph: it records the operation, witnesses main's first incarnation,
 // writes the root commit, main's ref and the graph record (graph.Init), then records main
-// live and the graph in the ledger. Every byte is a function of the operation id and its
-// first recording, so any re-run under the same id writes the same objects.
+// live and the graph in the ledger. Every byte is a function of the operation's id and time.
 func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGraphResult, error) {
 	if err := firstError(format.ValidateGraphName(in.Graph), format.ValidateOp(in.OpID), validAuthor(in.Author)); err != nil {
 		return InitGraphResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
