@@ -284,9 +284,8 @@ func (m *treeMark) fence(ctx context.Context, t ulid.ULID, cs []treeCommit) (tre
 	return treeCondemnable, native, "already " + string(ref.State), nil
 }
 
-// markError names the mark step in its error, keeping a non-retryable ApplicationError
-// (CleanupRunEndedError) so: wrapped by fmt.Errorf it would be retried and reach the
-// workflow untyped.
+// markError names the mark step in its error, keeping a non-retryable ApplicationError so
+// (wrapped by fmt.Errorf it would be retried and reach the workflow untyped).
 func markError(err error, f string, args ...any) error {
 	what := fmt.Sprintf(f, args...)
 	var app *temporal.ApplicationError
@@ -311,9 +310,8 @@ func (a *Activities) CleanupMarkTable(ctx context.Context, in CleanupMarkTableIn
 }
 
 // readCommits reads the commits at keys not read yet, several at a time, through the graph
-// API (which checks a commit's key and digest; docs/cleanup.md, *Chains, chunks and
-// uploads*). A missing commit is cached as nil; one that does not decode is recorded in
-// m.unreadable.
+// API (which checks a commit's key and digest). A missing commit is cached as nil; one that
+// does not decode is recorded in m.unreadable.
 func (m *treeMark) readCommits(ctx context.Context, keys []string) error {
 	var need []string
 	m.mu.Lock()
@@ -593,9 +591,8 @@ func (m *treeMark) decideTrees(ctx context.Context) ([]catalog.Condemned, error)
 			}
 		}
 	}
-	// The merge-base candidates no window or tag kept, counting one an operation pins (per
-	// the pin list read when the mark began: they never reach the ledger's pin check) as
-	// pinned, the earlier root.
+	// The merge-base candidates no window or tag kept; one an operation pins (per the pins
+	// read when the mark began: these never reach the ledger's check) counts as pinned.
 	for _, k := range baseKept {
 		if m.pins.pinned(k) {
 			m.keep(k, &m.res.Kept.Pin)
@@ -800,8 +797,7 @@ type condemner struct {
 }
 
 // flush hands the batch to the ledger in chunks of condemnChunk, telling counted of each
-// entry condemned. A dry run condemns nothing: it checks the pins itself and counts what a
-// condemning run would have condemned.
+// entry condemned. A dry run condemns nothing: it checks the pins itself.
 func (c *condemner) flush(ctx context.Context, counted func(catalog.Condemned)) error {
 	for start := 0; start < len(c.batch); start += condemnChunk {
 		chunk := c.batch[start:min(start+condemnChunk, len(c.batch))]

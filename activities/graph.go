@@ -19,8 +19,7 @@ type InitGraphInput struct {
 }
 
 // InitGraphResult is what InitGraph proved: done (the graph exists with this operation's
-// bytes), conflict (another record, or another operation's main, holds the keys),
-// invalid or refused.
+// bytes), conflict (another record or operation's main holds the keys), invalid or refused.
 type InitGraphResult struct {
 	Outcome outcome.Outcome
 	Message string
@@ -128,10 +127,9 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 	return res, nil
 }
 
-// checkInitPrefix ends an init of a missing graph as conflict when its prefix holds any key
-// (graph.CheckInitPrefix), before anything is recorded or written. Only an operation the
-// ledger has not recorded is checked: a later attempt may find the root and main's ref it
-// wrote, and the first check stands for it. An existing graph record is Init's to judge.
+// checkInitPrefix ends an init of a missing graph as conflict when its prefix holds any key,
+// before anything is recorded or written. Only an operation the ledger has not recorded is
+// checked: a later attempt may find the root and main's ref it wrote.
 func (a *Activities) checkInitPrefix(ctx context.Context, in InitGraphInput) (InitGraphResult, error) {
 	_, err := graph.ReadGraph(ctx, a.Store, in.Graph)
 	switch {

@@ -203,9 +203,8 @@ func (a *Activities) holdForLatePut(ctx context.Context, o Owner, key string) er
 	defer cancel()
 	err := a.Catalog.PinsHoldForLatePut(hctx, catalog.PinsHoldForLatePutParams{OpID: o.OpID, Owner: o.Run,
 		Pin: catalog.Pin{Kind: catalog.ObjectCommit, Key: key}})
-	// Not this run's row, or finished: its owner decides (from the pending write). Or a
-	// running cleanup condemned the key: the commit was garbage before this put (a
-	// re-issue), and a late delivery is the sweep's to find as garbage.
+	// Not this run's row, or finished: its owner decides. Or a running cleanup condemned the
+	// key: the commit was garbage before this re-issue, and so is a late delivery.
 	if err != nil && !errors.Is(err, catalog.ErrNotOwner) && !errors.Is(err, catalog.ErrStateConflict) &&
 		!errors.Is(err, catalog.ErrNotFound) && !errors.Is(err, catalog.ErrCondemned) {
 		return fmt.Errorf("hold %s for a late put: %w", key, err)
@@ -272,9 +271,8 @@ func (a *Activities) ReadBack(ctx context.Context, in WriteInput) (Verdict, erro
 		WriteRef: a.readRef, WriteTag: a.readTag, WritePublish: a.readPublish})
 }
 
-// Fence makes sure a write can never land, or proves that it did: a fence ref at a ref's
-// key, a rewrite of a publish's ref its planned swap can never match, a retired tag at a
-// tag's key. Landed: the write happened; Fenced or Other: it never will; Refused or
+// Fence makes sure a write can never land (a fence ref at a ref's key, a rewrite of a
+// publish's ref, a retired tag at a tag's key), or proves that it did (Landed). Refused or
 // Ambiguous: the fence did not land (the kernel parks the operation and tries again).
 func (a *Activities) Fence(ctx context.Context, in WriteInput) (Verdict, error) {
 	return a.settle(ctx, in, "fence", map[WriteKind]writeStep{
