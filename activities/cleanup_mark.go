@@ -167,16 +167,12 @@ func (m *treeMark) readRefs(ctx context.Context) error {
 func (m *treeMark) readTags(ctx context.Context) error {
 	m.tagged = map[string]bool{}
 	return getListed(ctx, m.s, format.TagsPrefix(m.in.Graph), "tags", func(key string, obj storage.Object, err error) error {
-		if err != nil {
-			return nil // deleted since the listing
-		}
 		tag, derr := format.DecodeTag(obj.Body)
-		if derr != nil {
-			// A tag we cannot read may name any commit: keep them all.
+		switch {
+		case err != nil: // deleted since the listing
+		case derr != nil: // a tag we cannot read may name any commit: keep them all
 			m.tagsBad = fmt.Sprintf("tag %s does not decode: %v", key, derr)
-			return nil
-		}
-		if tag.State == format.TagLive {
+		case tag.State == format.TagLive:
 			m.tagged[format.CommitIDKey(m.in.Graph, tag.Commit)] = true
 		}
 		return nil
@@ -296,9 +292,8 @@ func markError(err error, f string, args ...any) error {
 }
 
 // CleanupMarkTable is the second phase of a cleanup mark, for one table: it condemns the
-// versions no kept commit pins, then the data objects no kept version lists, each older
-// than the guard window. Versions go first, so a version an operation pins meanwhile is
-// either refused to the operation or kept here with its objects.
+// versions no kept commit pins, then the data objects no kept version lists, each older than
+// the guard window. Versions go first: one an operation pins meanwhile is refused to it or kept.
 func (a *Activities) CleanupMarkTable(ctx context.Context, in CleanupMarkTableInput) (CleanupMarkTableResult, error) {
 	s := &countingStore{inner: a.Store}
 	res, err := markTable(ctx, a.Catalog, s, in)

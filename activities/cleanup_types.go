@@ -43,9 +43,8 @@ type CleanupBeginResult struct {
 	Orphan      *CleanupOrphan
 }
 
-// CleanupOrphan is a run left running by a workflow that ended without finishing it
-// (terminated, say). Its condemned set still refuses pins, so a sweep run's plan is
-// still safe to delete; a mark or dry run deleted nothing and can simply be aborted.
+// CleanupOrphan is a run left running by a workflow that ended without finishing it. Its
+// condemned set still refuses pins, so a sweep run's plan is still safe to delete.
 type CleanupOrphan struct {
 	RunID, Mode, WorkflowID string
 }
@@ -67,8 +66,7 @@ type CleanupMarkTreesResult struct {
 	Now      time.Time           // the reference time every window of the mark counts back from
 	Tables   []string            // every table with a key under the graph's tables/ prefix
 	Retained map[string][]string // each table's versions (ULIDs) that kept commits pin
-	// RetainAllData: a kept commit could not be read, so nothing under tables/ may be
-	// condemned this run (RetainAllReason says why).
+	// RetainAllData: a kept commit could not be read: nothing under tables/ is condemned.
 	RetainAllData   bool
 	RetainAllReason string
 	Kept            CleanupKept
@@ -106,10 +104,8 @@ type CleanupMarkTableResult struct {
 	Requests  StoreRequests
 	// Chunks counts the manifest chunks condemned (in Condemned.Objects too), which the
 	// sweep deletes after the versions, before the objects.
-	Chunks int64
-	// External counts kept versions' entries naming objects graft did not write: never
-	// condemned, never deleted.
-	External int64
+	Chunks   int64
+	External int64 // kept versions' entries naming objects graft did not write (never deleted)
 }
 
 // CleanupSweepInput is the input of CleanupSweep: delete the run's condemned keys under

@@ -18,10 +18,9 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// PrepareCreate validates the request, resolves the source commit, mints the native name
-// and encodes the fork commit and the ref before any ledger write, so bad input ends
-// invalid with nothing recorded. It then claims the operation, pins the source, witnesses
-// the intent and probes the source. Every later put re-sends exactly these bytes.
+// PrepareCreate validates the request, resolves the source commit, mints the native name and
+// encodes the fork commit and the ref (every later put re-sends these bytes) before any ledger
+// write, then claims the operation, pins the source, witnesses the intent and probes the source.
 func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (PrepareCreateResult, error) {
 	end := func(o outcome.Outcome, msg string, args ...any) (PrepareCreateResult, error) {
 		return PrepareCreateResult{Outcome: o, Message: fmt.Sprintf(msg, args...)}, nil
@@ -244,10 +243,9 @@ func (a *Activities) checkNameFree(ctx context.Context, graphName, logical, own 
 	return PrepareCreateResult{}, nil
 }
 
-// resolveSource reads the commit a new branch starts from. probe reports whether it must
-// be checked after it is pinned: a branch head is a retention root; an arbitrary commit or
-// tag may be older than cleanup's windows. The create pins the source commit's key alone
-// (cleanup deletes referrers before referents, so a commit present after it has the rest).
+// resolveSource reads the commit a new branch starts from. probe reports whether it must be
+// checked after it is pinned: a branch head is a retention root; an arbitrary commit or tag
+// may be older than cleanup's windows.
 func (a *Activities) resolveSource(ctx context.Context, in PrepareCreateInput) (graph.Commit, bool, PrepareCreateResult, error) {
 	end := func(o outcome.Outcome, f string, args ...any) (graph.Commit, bool, PrepareCreateResult, error) {
 		return graph.Commit{}, false, PrepareCreateResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil

@@ -27,8 +27,7 @@ type InitGraphResult struct {
 	Main    string // native name of main's first incarnation
 	Root    string // main's root commit id
 	Created bool   // false when the graph was already there with our bytes
-	// ForeignKey, with conflict, is a key under the graph's prefix graft did not write for
-	// it (docs/format.md, *Ownership*): the init wrote nothing.
+	// ForeignKey, with conflict, is a key under the graph's prefix graft did not write for it.
 	ForeignKey string
 }
 

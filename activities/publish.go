@@ -15,9 +15,8 @@ import (
 )
 
 // The commit write (docs/format.md, "Appending a commit"): the plan's new chunks and its
-// content-addressed commit, put-if-absent (pinned by the plan step), then the head swap,
-// the ref's compare-and-swap from the version the plan read. The swap is the head check:
-// a stale plan or a late re-issue is Other, never a commit behind the head.
+// commit, put-if-absent, then the ref's compare-and-swap from the version the plan read,
+// which is the head check: a stale plan or a late re-issue is Other.
 
 // ChunkPut is one content-addressed chunk a write puts before the object that names it.
 type ChunkPut struct {
