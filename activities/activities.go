@@ -95,6 +95,15 @@ func mapped[T, U any](xs []T, f func(T) U) []U {
 	return out
 }
 
+// setOf is the set of xs.
+func setOf[K comparable](xs []K) map[K]bool {
+	set := make(map[K]bool, len(xs))
+	for _, x := range xs {
+		set[x] = true
+	}
+	return set
+}
+
 // validAuthor checks an author when one is given; "" takes the default.
 func validAuthor(author string) error {
 	if author == "" {

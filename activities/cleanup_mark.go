@@ -22,9 +22,8 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// CleanupRunEndedError is the type of the non-retryable error a mark step returns when
-// its run has ended (finished by an earlier execution of the same workflow, which an
-// operator then reset): the workflow ends conflict instead of failing.
+// CleanupRunEndedError is the type of the non-retryable error a mark step returns when its
+// run has ended (an earlier execution of the workflow finished it): the workflow ends conflict.
 const CleanupRunEndedError = "CleanupRunEnded"
 
 // condemnChunk bounds the entries of one CondemnedAdd call (one short transaction under the
@@ -33,12 +32,10 @@ const condemnChunk = 2000
 
 // CleanupMarkTrees is the first phase of a cleanup mark: from the graph's roots in storage
 // and the ledger it decides which commits of every tree stay, fences ref-less trees nobody
-// can settle otherwise, keeps every commit a merge may read as its merge base, condemns
-// the rest, and returns per table the versions kept commits pin, for CleanupMarkTable.
-//
-// It reads, after the run was inserted, trees, then witnesses, then refs: a create writes
-// its witness before its fork commit and its ref after, so a listed tree has its witness
-// visible, and a ref that landed meanwhile is seen.
+// can settle otherwise, keeps every commit a merge may read as its merge base, condemns the
+// rest, and returns per table the versions kept commits pin, for CleanupMarkTable. It reads
+// trees, then witnesses, then refs: a create writes its witness before its fork commit and
+// its ref after, so a listed tree has its witness visible, and a ref that landed is seen.
 func (a *Activities) CleanupMarkTrees(ctx context.Context, in CleanupMarkTreesInput) (CleanupMarkTreesResult, error) {
 	m := &treeMark{
 		in:         in,
@@ -82,10 +79,8 @@ type treeMark struct {
 	origin     graphOrigin
 }
 
-// graphOrigin is what a mark reads of the graph record to tell the keys graft wrote for
-// the graph from keys that only look like them (docs/format.md, *Ownership*): cleanup
-// deletes a key only when its shape is one graft writes, the graph's records do not keep
-// it, and nothing shows it is older than the graph.
+// graphOrigin is what a mark reads of the graph record to tell the keys graft wrote for the
+// graph from keys that only look like them (docs/format.md, *Ownership*).
 type graphOrigin struct{ created time.Time }
 
 // originULIDSkew is how far before the graph record's creation a ULID graft minted for
@@ -100,11 +95,10 @@ func readOrigin(ctx context.Context, s storage.Store, graphName string) (graphOr
 	return graphOrigin{created: rec.CreatedAt}, nil
 }
 
-// predates reports a key graft cannot have written for the graph: the store last
-// modified it before the graph record was created (to the whole second, the coarsest
-// time a store gives), or its ULID names a time more than originULIDSkew before that.
-// Such a key is left alone, whatever its shape, and counted as unknown. It only ever
-// turns a deletion into a key left alone, never a key kept into one deleted.
+// predates reports a key graft cannot have written for the graph: the store last modified
+// it before the graph record was created (to the whole second, the coarsest time a store
+// gives), or its ULID names a time more than originULIDSkew before that. Such a key is left
+// alone and counted as unknown: predates only ever turns a deletion into a key left alone.
 func (o graphOrigin) predates(modified time.Time, id ulid.ULID) bool {
 	if o.created.IsZero() {
 		return false
@@ -173,16 +167,12 @@ func (m *treeMark) readRefs(ctx context.Context) error {
 func (m *treeMark) readTags(ctx context.Context) error {
 	m.tagged = map[string]bool{}
 	return getListed(ctx, m.s, format.TagsPrefix(m.in.Graph), "tags", func(key string, obj storage.Object, err error) error {
-		if err != nil {
-			return nil // deleted since the listing
-		}
 		tag, derr := format.DecodeTag(obj.Body)
-		if derr != nil {
-			// A tag we cannot read may name any commit: keep them all.
+		switch {
+		case err != nil: // deleted since the listing
+		case derr != nil: // a tag we cannot read may name any commit: keep them all
 			m.tagsBad = fmt.Sprintf("tag %s does not decode: %v", key, derr)
-			return nil
-		}
-		if tag.State == format.TagLive {
+		case tag.State == format.TagLive:
 			m.tagged[format.CommitIDKey(m.in.Graph, tag.Commit)] = true
 		}
 		return nil
@@ -225,6 +215,11 @@ type errUnreadable struct{ err error }
 func (e errUnreadable) Error() string { return e.err.Error() }
 func (e errUnreadable) Unwrap() error { return e.err }
 
+func unreadable(err error) bool {
+	var bad errUnreadable
+	return errors.As(err, &bad)
+}
+
 func (m *treeMark) keep(key string, counter *int64) {
 	*counter++
 	m.kept = append(m.kept, key)
@@ -251,9 +246,8 @@ func (m *treeMark) fence(ctx context.Context, t ulid.ULID, cs []treeCommit) (tre
 		m.res.WouldFence = append(m.res.WouldFence, native)
 		return treeCondemnable, native, "would be fenced", nil
 	}
-	var bad errUnreadable
 	switch {
-	case errors.As(err, &bad):
+	case unreadable(err):
 		return treeUnsettled, "", "cannot learn the branch name: " + err.Error(), nil
 	case err != nil:
 		return 0, "", "", err
@@ -286,10 +280,8 @@ func (m *treeMark) fence(ctx context.Context, t ulid.ULID, cs []treeCommit) (tre
 	return treeCondemnable, native, "already " + string(ref.State), nil
 }
 
-// markError names the mark step in its error, keeping a non-retryable ApplicationError
-// (the run ended: CleanupRunEndedError) typed and non-retryable: Temporal reports an
-// activity's error by its own type, so one wrapped by fmt.Errorf would be retried and
-// reach the workflow untyped.
+// markError names the mark step in its error, keeping a non-retryable ApplicationError so
+// (wrapped by fmt.Errorf it would be retried and reach the workflow untyped).
 func markError(err error, f string, args ...any) error {
 	what := fmt.Sprintf(f, args...)
 	var app *temporal.ApplicationError
@@ -300,9 +292,8 @@ func markError(err error, f string, args ...any) error {
 }
 
 // CleanupMarkTable is the second phase of a cleanup mark, for one table: it condemns the
-// versions no kept commit pins, then the data objects no kept version lists, each older
-// than the guard window. Versions go first, so a version an operation pins meanwhile is
-// either refused to the operation or kept here with its objects.
+// versions no kept commit pins, then the data objects no kept version lists, each older than
+// the guard window. Versions go first: one an operation pins meanwhile is refused to it or kept.
 func (a *Activities) CleanupMarkTable(ctx context.Context, in CleanupMarkTableInput) (CleanupMarkTableResult, error) {
 	s := &countingStore{inner: a.Store}
 	res, err := markTable(ctx, a.Catalog, s, in)
@@ -313,12 +304,9 @@ func (a *Activities) CleanupMarkTable(ctx context.Context, in CleanupMarkTableIn
 	return res, nil
 }
 
-// What a tree's commits are and what a retained root reaches: docs/cleanup.md, *Chains,
-// chunks and uploads*.
-
 // readCommits reads the commits at keys not read yet, several at a time, through the graph
-// API (which checks a commit's key and digest). A missing commit is cached as nil; one
-// that does not decode is recorded in m.unreadable.
+// API (which checks a commit's key and digest). A missing commit is cached as nil; one that
+// does not decode is recorded in m.unreadable.
 func (m *treeMark) readCommits(ctx context.Context, keys []string) error {
 	var need []string
 	m.mu.Lock()
@@ -392,9 +380,8 @@ func (m *treeMark) run(ctx context.Context) error {
 	if err := m.listTrees(ctx); err != nil {
 		return err
 	}
-	// Pins read before the listing may name commits of trees listed now; a pin taken
-	// later is the ledger's to refuse or to keep (CondemnedAdd), and a chain it needs is
-	// the head's, which is kept.
+	// Pins read before the listing may name commits of trees listed now; a pin taken later
+	// is the ledger's to refuse or keep (CondemnedAdd), and a chain it needs is the head's.
 	m.pinnedSeq = map[ulid.ULID]int64{}
 	for key := range m.pins.exact {
 		if id, err := format.ParseCommitKey(m.in.Graph, key); err == nil {
@@ -424,8 +411,8 @@ func (m *treeMark) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Condemn (a dry run: plan) the candidates; pinned ones, and ones the reviewed plan did
-	// not list, are kept, and their pins retained.
+	// Condemn (a dry run: plan) the candidates; pinned ones and ones the reviewed plan did
+	// not list are kept, and their pins retained.
 	c := m.condemner()
 	c.batch = candidates
 	if err := c.flush(ctx, func(catalog.Condemned) { m.res.Condemned.Commits++ }); err != nil {
@@ -449,9 +436,8 @@ func (m *treeMark) decideTrees(ctx context.Context) ([]catalog.Condemned, error)
 		f.Witness = m.witnesses[t.String()]
 		classes[t], reasons[t] = classifyTree(f)
 	}
-	// A tree no ref names and the ledger never witnessed is accounted for by nothing of
-	// the graph's; one that is older than the graph is not the graph's at all: neither
-	// fenced nor condemned.
+	// A tree no ref names and the ledger never witnessed, older than the graph, is not the
+	// graph's at all: neither fenced nor condemned.
 	trees = slices.DeleteFunc(trees, func(t ulid.ULID) bool {
 		if classes[t] != treeNeedsFence || m.witnesses[t.String()] != nil || !m.foreignTree(t, m.trees[t]) {
 			return false
@@ -495,9 +481,8 @@ func (m *treeMark) decideTrees(ctx context.Context) ([]catalog.Condemned, error)
 		} else {
 			c, err = m.newestCommit(ctx, t, m.trees[t])
 		}
-		var bad errUnreadable
 		switch {
-		case errors.As(err, &bad):
+		case unreadable(err):
 			if classes[t] == treeLive {
 				classes[t], reasons[t] = treeUnsettled, "its head does not decode: "+err.Error()
 				m.unsettled(t, "", reasons[t], m.trees[t])
@@ -601,9 +586,8 @@ func (m *treeMark) decideTrees(ctx context.Context) ([]catalog.Condemned, error)
 			}
 		}
 	}
-	// The merge-base candidates no window or tag kept, counting one an operation pins (per
-	// the pin list read when the mark began: they never reach the ledger's pin check) as
-	// pinned, the earlier root.
+	// The merge-base candidates no window or tag kept; one an operation pins (per the pins
+	// read when the mark began: these never reach the ledger's check) counts as pinned.
 	for _, k := range baseKept {
 		if m.pins.pinned(k) {
 			m.keep(k, &m.res.Kept.Pin)
@@ -642,9 +626,8 @@ func (m *treeMark) chainDecisions(ctx context.Context, t ulid.ULID, head graph.C
 			return out, -1, nil
 		}
 		next, err := m.commit(ctx, p)
-		var bad errUnreadable
 		switch {
-		case errors.As(err, &bad):
+		case unreadable(err):
 			return out, p.Seq + 1, nil
 		case err != nil:
 			return nil, 0, err
@@ -701,8 +684,7 @@ func (m *treeMark) findMergeBases(ctx context.Context, trees []ulid.ULID, heads 
 			forks[fork] = true
 			m.mergeBases[format.CommitIDKey(m.in.Graph, fork)] = true
 			c, err := m.commit(ctx, fork)
-			var bad errUnreadable
-			if errors.As(err, &bad) || c == nil {
+			if unreadable(err) || c == nil {
 				break
 			}
 			if err != nil {
@@ -810,18 +792,8 @@ type condemner struct {
 }
 
 // flush hands the batch to the ledger in chunks of condemnChunk, telling counted of each
-// entry condemned. A dry run condemns nothing: it checks the pins itself and counts what a
-// condemning run would have condemned.
+// entry condemned. A dry run condemns nothing: it checks the pins itself.
 func (c *condemner) flush(ctx context.Context, counted func(catalog.Condemned)) error {
-	accept := func(e catalog.Condemned) {
-		counted(e)
-		c.condemned.Bytes += e.Size
-		c.sample.add(e.Key)
-	}
-	skip := func(key string) {
-		c.kept.Pin++
-		c.stay = append(c.stay, key)
-	}
 	for start := 0; start < len(c.batch); start += condemnChunk {
 		chunk := c.batch[start:min(start+condemnChunk, len(c.batch))]
 		if c.planRunID != "" {
@@ -830,55 +802,44 @@ func (c *condemner) flush(ctx context.Context, counted func(catalog.Condemned)) 
 			if err != nil {
 				return fmt.Errorf("read reviewed plan: %w", err)
 			}
-			planned := make(map[string]bool, len(inPlan))
-			for _, k := range inPlan {
-				planned[k] = true
-			}
-			kept := chunk[:0:0]
-			for _, e := range chunk {
-				if planned[e.Key] {
-					kept = append(kept, e)
-				} else {
+			planned := setOf(inPlan)
+			chunk = slices.DeleteFunc(slices.Clone(chunk), func(e catalog.Condemned) bool {
+				if !planned[e.Key] {
 					*c.notInPlan++
 					c.stay = append(c.stay, e.Key)
 				}
+				return !planned[e.Key]
+			})
+		}
+		pinned := c.pins.pinned
+		if c.mode != CleanupModeDryRun {
+			if len(chunk) == 0 {
+				continue
 			}
-			chunk = kept
-		}
-		if c.mode == CleanupModeDryRun {
-			for _, e := range chunk {
-				if c.pins.pinned(e.Key) {
-					skip(e.Key)
-				} else {
-					accept(e)
-				}
+			res, err := c.cat.CondemnedAdd(ctx, catalog.CondemnedAddParams{RunID: c.runID, Entries: chunk})
+			if errors.Is(err, catalog.ErrStateConflict) {
+				// The run ended (an earlier execution of this workflow finished it before an
+				// operator reset it): retrying cannot help.
+				return temporal.NewNonRetryableApplicationError(
+					fmt.Sprintf("cleanup run %s has ended: %v", c.runID, err), CleanupRunEndedError, err)
 			}
-			continue
-		}
-		if len(chunk) == 0 {
-			continue
-		}
-		res, err := c.cat.CondemnedAdd(ctx, catalog.CondemnedAddParams{RunID: c.runID, Entries: chunk})
-		if errors.Is(err, catalog.ErrStateConflict) {
-			// The run ended (an earlier execution of this workflow finished it before an
-			// operator reset it): retrying cannot help.
-			return temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("cleanup run %s has ended: %v", c.runID, err), CleanupRunEndedError, err)
-		}
-		if err != nil {
-			return fmt.Errorf("condemn: %w", err)
-		}
-		refused := make(map[string]bool, len(res.SkippedPinned))
-		for _, k := range res.SkippedPinned {
-			refused[k] = true
-			skip(k)
+			if err != nil {
+				return fmt.Errorf("condemn: %w", err)
+			}
+			refused := setOf(res.SkippedPinned)
+			pinned = func(key string) bool { return refused[key] }
+			heartbeat(ctx)
 		}
 		for _, e := range chunk {
-			if !refused[e.Key] {
-				accept(e)
+			if pinned(e.Key) {
+				c.kept.Pin++
+				c.stay = append(c.stay, e.Key)
+			} else {
+				counted(e)
+				c.condemned.Bytes += e.Size
+				c.sample.add(e.Key)
 			}
 		}
-		heartbeat(ctx)
 	}
 	c.batch = c.batch[:0]
 	return nil
@@ -970,10 +931,7 @@ func markTable(ctx context.Context, cat *catalog.Catalog, s storage.Store, in Cl
 		return res, err
 	}
 	young := in.Now.Add(-in.GuardWindow)
-	retained := make(map[string]bool, len(in.Retained))
-	for _, v := range in.Retained {
-		retained[v] = true
-	}
+	retained := setOf(in.Retained)
 	tick := ticker(ctx)
 	c := &condemner{cat: cat, runID: in.RunID, mode: in.Mode, planRunID: in.PlanRunID, pins: pins,
 		kept: &res.Kept, condemned: &res.Condemned, notInPlan: &res.NotInPlan, sample: &sample, tick: tick}

@@ -27,29 +27,24 @@ type (
 // CleanupBeginInput is the input of CleanupBegin.
 type CleanupBeginInput struct {
 	RunID, Graph string
-	// Mode is CleanupModeDryRun, CleanupModeMark or CleanupModeSweep.
-	Mode string
-	// Policy is recorded with the run and the operation.
-	Policy json.RawMessage
+	Mode         string          // CleanupModeDryRun, CleanupModeMark or CleanupModeSweep
+	Policy       json.RawMessage // recorded with the run and the operation
 	// PlanRunID names a finished mark run whose plan this run is limited to.
 	PlanRunID                 string
 	WorkflowID, WorkflowRunID string
 }
 
-// CleanupBeginResult says whether the run may go on. A non-empty Outcome ends it before
-// anything is read. A non-nil Orphan is another run whose workflow ended without finishing
-// it: the caller finishes that run first (see CleanupOrphan), then begins again.
+// CleanupBeginResult says whether the run may go on: a non-empty Outcome ends it before
+// anything is read; a non-nil Orphan is a run the caller finishes first, then begins again.
 type CleanupBeginResult struct {
-	Outcome outcome.Outcome
-	Message string
-	// ActiveRunID names the running run that blocked this one (with Outcome conflict).
-	ActiveRunID string
+	Outcome     outcome.Outcome
+	Message     string
+	ActiveRunID string // the running run that blocked this one (with Outcome conflict)
 	Orphan      *CleanupOrphan
 }
 
-// CleanupOrphan is a run left running by a workflow that ended without finishing it
-// (terminated, say). Its condemned set still refuses pins, so a sweep run's plan is
-// still safe to delete; a mark or dry run deleted nothing and can simply be aborted.
+// CleanupOrphan is a run left running by a workflow that ended without finishing it. Its
+// condemned set still refuses pins, so a sweep run's plan is still safe to delete.
 type CleanupOrphan struct {
 	RunID, Mode, WorkflowID string
 }
@@ -57,14 +52,10 @@ type CleanupOrphan struct {
 // CleanupMarkTreesInput is the input of CleanupMarkTrees.
 type CleanupMarkTreesInput struct {
 	RunID, Graph, Mode string
-	// KeepNewest keeps each live tree's newest commits by seq; 0 is no count window.
-	KeepNewest int
-	// KeepNewerThan keeps commits newer than the reference time minus it; 0 is no age window.
-	KeepNewerThan time.Duration
-	// PlanRunID restricts condemnation to keys that run condemned. Defaults to "": no limit.
-	PlanRunID string
-	// MaxPlanKeys bounds CleanupMarkTreesResult.PlanKeys.
-	MaxPlanKeys int
+	KeepNewest         int           // each live tree's newest commits by seq kept; 0 is no count window
+	KeepNewerThan      time.Duration // commits newer than the reference time minus it kept; 0: no age window
+	PlanRunID          string        // restricts condemnation to keys that run condemned; "": no limit
+	MaxPlanKeys        int           // bounds CleanupMarkTreesResult.PlanKeys
 	// GuardWindow keeps pins and lineage chunks, and commits above a live tree's head,
 	// modified less than this before Now.
 	GuardWindow time.Duration
@@ -72,22 +63,16 @@ type CleanupMarkTreesInput struct {
 
 // CleanupMarkTreesResult is what the tree phase of a mark decided.
 type CleanupMarkTreesResult struct {
-	// Now is the reference time of the whole mark, which every window counts back from.
-	Now time.Time
-	// Tables lists every table with a key under the graph's tables/ prefix.
-	Tables []string
-	// Retained maps each table to the versions (ULIDs) that kept commits pin.
-	Retained map[string][]string
-	// RetainAllData: a kept commit could not be read, so nothing under tables/ may be
-	// condemned this run (RetainAllReason says why).
+	Now      time.Time           // the reference time every window of the mark counts back from
+	Tables   []string            // every table with a key under the graph's tables/ prefix
+	Retained map[string][]string // each table's versions (ULIDs) that kept commits pin
+	// RetainAllData: a kept commit could not be read: nothing under tables/ is condemned.
 	RetainAllData   bool
 	RetainAllReason string
 	Kept            CleanupKept
-	// Condemned counts the commits condemned (planned, in a dry run).
-	Condemned CleanupCounts
-	// NotInPlan counts garbage left alone because the reviewed plan did not list it.
-	NotInPlan int64
-	Unsettled []UnsettledTree
+	Condemned       CleanupCounts // the commits condemned (planned, in a dry run)
+	NotInPlan       int64         // garbage left alone because the reviewed plan did not list it
+	Unsettled       []UnsettledTree
 	// Fenced lists the natives whose ref key this run fenced (a dry run: would have).
 	Fenced, WouldFence []string
 	PlanKeys           []string
@@ -100,15 +85,12 @@ type CleanupMarkTreesResult struct {
 // CleanupMarkTableInput is the input of CleanupMarkTable.
 type CleanupMarkTableInput struct {
 	RunID, Graph, Table, Mode string
-	// Retained are the versions (ULIDs) of the table that kept commits pin.
-	Retained []string
-	// RetainAll keeps every key of the table (see CleanupMarkTreesResult.RetainAllData).
-	RetainAll bool
-	// GuardWindow keeps versions and objects modified after Now minus it.
-	GuardWindow time.Duration
-	Now         time.Time
-	PlanRunID   string
-	MaxPlanKeys int
+	Retained                  []string      // the versions (ULIDs) of the table that kept commits pin
+	RetainAll                 bool          // keeps every key (CleanupMarkTreesResult.RetainAllData)
+	GuardWindow               time.Duration // keeps versions and objects modified after Now minus it
+	Now                       time.Time
+	PlanRunID                 string
+	MaxPlanKeys               int
 	// Seed seeds the run's object filter, so one run's false positive is not the next's.
 	Seed uint64
 }
@@ -122,10 +104,8 @@ type CleanupMarkTableResult struct {
 	Requests  StoreRequests
 	// Chunks counts the manifest chunks condemned (in Condemned.Objects too), which the
 	// sweep deletes after the versions, before the objects.
-	Chunks int64
-	// External counts kept versions' entries naming objects graft did not write: never
-	// condemned, never deleted.
-	External int64
+	Chunks   int64
+	External int64 // kept versions' entries naming objects graft did not write (never deleted)
 }
 
 // CleanupSweepInput is the input of CleanupSweep: delete the run's condemned keys under
@@ -133,12 +113,9 @@ type CleanupMarkTableResult struct {
 type CleanupSweepInput struct {
 	RunID, Graph string
 	Prefix       string
-	// Kind keeps only entries of this catalog object kind. Defaults to "": every kind.
-	Kind string
-	// After resumes after this key. Defaults to "": from Prefix.
-	After string
-	// BatchSize is the keys per DeleteBatch, at most 1000. Defaults to 1000.
-	BatchSize int
+	Kind         string // keeps only entries of this catalog object kind; "": every kind
+	After        string // resumes after this key; "": from Prefix
+	BatchSize    int    // the keys per DeleteBatch, at most 1000; 0: 1000
 	// MaxBatches ends the call after this many batches, so a workflow sees progress and can
 	// continue as new. Defaults to 50.
 	MaxBatches int
@@ -147,8 +124,7 @@ type CleanupSweepInput struct {
 // CleanupSweepProgress is the heartbeat of CleanupSweep, and its result: a retried
 // attempt resumes from it.
 type CleanupSweepProgress struct {
-	// After is the last key the sweep has finished with.
-	After string `json:"after"`
+	After string `json:"after"` // the last key the sweep has finished with
 	// Deleted and Bytes count the keys this call recorded deleted.
 	Deleted int64 `json:"deleted"`
 	Bytes   int64 `json:"bytes"`
@@ -157,8 +133,7 @@ type CleanupSweepProgress struct {
 	// but undeleted. RefusedKeys lists the first maxRefusedListed of them.
 	Refused     int64        `json:"refused,omitempty"`
 	RefusedKeys []RefusedKey `json:"refused_keys,omitempty"`
-	// Done reports that no condemned key of the range is left.
-	Done bool `json:"done"`
+	Done        bool         `json:"done"` // no condemned key of the range is left
 }
 
 // maxRefusedListed bounds the refused keys one sweep call reports by name.
@@ -166,17 +141,15 @@ const maxRefusedListed = 100
 
 // CleanupSummarizeInput is the input of CleanupSummarize.
 type CleanupSummarizeInput struct {
-	RunID string
-	// PlanRunID is the mark run whose plan the run was limited to, if any.
-	PlanRunID string
+	RunID     string
+	PlanRunID string // the mark run whose plan the run was limited to, if any
 }
 
 // CleanupSummary is the ledger's exact count of a run's condemned set.
 type CleanupSummary struct {
 	// Condemned counts every key the run condemned; Deleted those recorded deleted.
 	Condemned, Deleted CleanupCounts
-	// PlanKeys counts the keys of the reviewed plan (with PlanRunID).
-	PlanKeys int64
+	PlanKeys           int64 // the keys of the reviewed plan (with PlanRunID)
 }
 
 // CleanupFinishInput is the input of CleanupFinish.
@@ -186,15 +159,13 @@ type CleanupFinishInput struct {
 	// aborted (an orphaned run that deleted nothing).
 	Failed, Aborted bool
 	Message         string
-	// Report is the run's summary, stored with the run.
-	Report json.RawMessage
+	Report          json.RawMessage // the run's summary, stored with the run
 }
 
 // CleanupUploadsInput is the input of CleanupUploads.
 type CleanupUploadsInput struct {
 	RunID, Graph string
-	// Abort aborts the uploads found; false only counts them (dry run, mark).
-	Abort bool
+	Abort        bool // aborts the uploads found; false only counts them (dry run, mark)
 	// Uploads started before Now less GuardWindow are garbage unless an operation pins them.
 	Now         time.Time
 	GuardWindow time.Duration
@@ -205,6 +176,5 @@ type CleanupUploadsInput struct {
 type CleanupUploadsResult struct {
 	// Found counts the garbage uploads; Aborted those aborted; Pinned those kept by a pin.
 	Found, Aborted, Pinned int64
-	// Keys lists up to MaxPlanKeys of the found uploads' object keys.
-	Keys []string
+	Keys                   []string // up to MaxPlanKeys of the found uploads' object keys
 }

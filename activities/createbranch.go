@@ -18,10 +18,9 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// PrepareCreate validates the request, resolves the source commit, mints the native name
-// and encodes the fork commit and the ref before any ledger write, so bad input ends
-// invalid with nothing recorded. It then claims the operation, pins the source, witnesses
-// the intent and probes the source. Every later put re-sends exactly these bytes.
+// PrepareCreate validates the request, resolves the source commit, mints the native name and
+// encodes the fork commit and the ref (every later put re-sends these bytes) before any ledger
+// write, then claims the operation, pins the source, witnesses the intent and probes the source.
 func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (PrepareCreateResult, error) {
 	end := func(o outcome.Outcome, msg string, args ...any) (PrepareCreateResult, error) {
 		return PrepareCreateResult{Outcome: o, Message: fmt.Sprintf(msg, args...)}, nil
@@ -80,13 +79,11 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 	}
 
 	// Pin the source commit, then check it still exists: a cleanup that condemned it first
-	// refuses the pin (not_retained); one that marks later keeps it and what it reaches; one
-	// that finished before deleted referrers before referents (docs/format.md), so a source
-	// commit the probe finds has them all.
-	pins := []catalog.Pin{{Kind: catalog.ObjectCommit, Key: format.CommitIDKey(in.Graph, source.ID)}}
-	// The ref put the kernel will send, recorded as the pending write with the witness (the
-	// witness says the ref may land, the pending write with which bytes, for the reconciler)
-	// in one commit before the clone is sent (docs/workflows.md).
+	// refuses the pin; one that finished before deleted referrers before referents
+	// (docs/format.md), so a source commit the probe finds has them all.
+	pins := keyPins(catalog.ObjectCommit, format.CommitIDKey(in.Graph, source.ID))
+	// The ref put the kernel will send, recorded as the pending write with the witness in one
+	// commit before the clone is sent (docs/workflows.md).
 	refSpec := WriteSpec{Kind: WriteRef, Graph: in.Graph, Body: plan.RefBody, Branch: in.Branch, Landed: outcome.Created, Subject: native}
 	// One transaction claims the operation, records its pins and, when no probe must come
 	// between them, the witness of the intent.
@@ -132,7 +129,7 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 		return PrepareCreateResult{Outcome: c.outcome, Message: c.message}, nil
 	}
 
-	if missing, err := a.probeKeys(ctx, format.CommitIDKey(in.Graph, source.ID)); err != nil || missing != "" {
+	if missing, err := a.probeKeys(ctx, pins[0].Key); err != nil || missing != "" {
 		if err != nil {
 			return PrepareCreateResult{}, fmt.Errorf("probe source: %w", err)
 		}
@@ -184,15 +181,10 @@ func (a *Activities) recordEarly(ctx context.Context, p catalog.OperationInsertP
 // checkNameFree asks storage, the authority on what is live, whether the name or a
 // '/'-prefix relative of it is a live branch: one LIST for the name and its descendants,
 // one per ancestor, then a GET of each ref found unless the ledger witnessed it retired
-// (docs/format.md, *Known limits*). The ledger's check covers creates racing each other;
-// this one, refs the ledger never saw.
-//
-// Skipping refs the ledger records retired is safe: it does so only after storage said so,
-// and a retired ref never changes nor is its native reused. "unpublished" ones are read: a
-// create reset after its ref landed can settle its witness unpublished beside a live ref.
-//
-// own is the native this create minted: a live ref of it is this operation's own (an
-// earlier run reset before its finish), so the create goes on and ends created.
+// (docs/format.md, *Known limits*): a retired ref never changes nor is its native reused.
+// "unpublished" ones are read: a create reset after its ref landed can settle its witness
+// unpublished beside a live ref. A live ref of own, the native this create minted, is this
+// operation's (an earlier run reset before its finish): the create goes on.
 func (a *Activities) checkNameFree(ctx context.Context, graphName, logical, own string) (PrepareCreateResult, error) {
 	prefixes := []string{format.BranchRefsPrefix(graphName) + logical}
 	for i := 0; i < len(logical); i++ {
@@ -227,12 +219,8 @@ func (a *Activities) checkNameFree(ctx context.Context, graphName, logical, own 
 	if err != nil {
 		return PrepareCreateResult{}, fmt.Errorf("check branch name: %w", err)
 	}
-	retired := make(map[string]bool, len(witnessed))
-	for _, w := range witnessed {
-		if w.State == catalog.IncarnationRetired {
-			retired[w.Native] = true
-		}
-	}
+	witnessed = slices.DeleteFunc(witnessed, func(w catalog.Incarnation) bool { return w.State != catalog.IncarnationRetired })
+	retired := setOf(mapped(witnessed, func(w catalog.Incarnation) string { return w.Native }))
 	for _, r := range refs {
 		if retired[r.native] || r.native == own {
 			continue
@@ -255,10 +243,9 @@ func (a *Activities) checkNameFree(ctx context.Context, graphName, logical, own 
 	return PrepareCreateResult{}, nil
 }
 
-// resolveSource reads the commit a new branch starts from. probe reports whether it must
-// be checked after it is pinned: a branch head is a retention root; an arbitrary commit or
-// tag may be older than cleanup's windows. The create pins the source commit's key alone
-// (cleanup deletes referrers before referents, so a commit present after it has the rest).
+// resolveSource reads the commit a new branch starts from. probe reports whether it must be
+// checked after it is pinned: a branch head is a retention root; an arbitrary commit or tag
+// may be older than cleanup's windows.
 func (a *Activities) resolveSource(ctx context.Context, in PrepareCreateInput) (graph.Commit, bool, PrepareCreateResult, error) {
 	end := func(o outcome.Outcome, f string, args ...any) (graph.Commit, bool, PrepareCreateResult, error) {
 		return graph.Commit{}, false, PrepareCreateResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
@@ -335,9 +322,8 @@ func fail(err error, what string) (graph.Commit, bool, PrepareCreateResult, erro
 	return graph.Commit{}, false, PrepareCreateResult{}, fmt.Errorf("%s: %w", what, err)
 }
 
-// CloneTree writes the new tree's fork commit with put-if-absent, settling an ambiguous
-// answer by read-back and re-issue. It records nothing: the prepare's witness already says
-// the tree and its ref may exist ("cloned" is a state only older creates recorded).
+// CloneTree writes the new tree's fork commit with put-if-absent. It records nothing: the
+// prepare's witness already says the tree and its ref may exist.
 func (a *Activities) CloneTree(ctx context.Context, in CloneInput) (CloneResult, error) {
 	id, err := format.ParseCommitID(in.ForkID)
 	if err != nil {
@@ -513,8 +499,8 @@ func fenceReason(reason string) string {
 }
 
 // ReclaimClone deletes the fork commit of an incarnation no ref can ever publish, and
-// witnesses it unpublished. A fork commit that lands later, or whose delete the store
-// refuses, is garbage for cleanup: the settled witness lets it reclaim the tree.
+// witnesses it unpublished; a fork commit that lands later, or whose delete the store
+// refuses, is garbage for cleanup.
 func (a *Activities) ReclaimClone(ctx context.Context, in ReclaimInput) error {
 	if in.Fork != "" { // "": no fork commit was written
 		id, err := format.ParseCommitID(in.Fork)

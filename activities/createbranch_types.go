@@ -27,14 +27,9 @@ type PrepareCreateResult struct {
 	ExistingOp string // with Outcome in_doubt or conflict: the operation holding the name
 	Owned      bool   // the ledger row is this run's: the kernel finishes it
 
-	Native       string
-	SourceCommit string
-	ForkID       string
-	// ForkBytes and RefBytes are what every put and re-issue sends.
-	ForkBytes []byte
-	RefBytes  []byte
-	// ForkChunks are the chunks the fork commit names that its source's did not.
-	ForkChunks []ChunkPut
+	Native, SourceCommit, ForkID string
+	ForkBytes, RefBytes          []byte     // what every put and re-issue sends
+	ForkChunks                   []ChunkPut // the chunks the fork commit names that its source's did not
 	// RefSpec is the ref put, recorded as the pending write with the witness
 	// (WriteInput.PendingRecorded); nil from an older worker's prepare.
 	RefSpec *WriteSpec `json:",omitempty"`

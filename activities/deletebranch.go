@@ -28,24 +28,20 @@ type PrepareDeleteBranchResult struct {
 	Message string
 	Owned   bool // the ledger row is this run's: the kernel finishes it
 	// Native names the live ref, and Spec the compare-and-swap that retires it.
-	Native string
-	Spec   WriteSpec
-	// Head is the branch's head when it was read.
-	Head string
-	// Tags are the live tags naming commits of the branch's tree.
-	Tags []string
-	// Retired: this operation retired the branch already (a repeated request).
-	Retired bool
+	Native  string
+	Spec    WriteSpec
+	Head    string   // the branch's head when it was read
+	Tags    []string // the live tags naming commits of the branch's tree
+	Retired bool     // this operation retired the branch already (a repeated request)
 	// PendingRecorded: Spec is recorded as the pending write (WriteInput.PendingRecorded).
 	PendingRecorded bool `json:",omitempty"`
 }
 
 // readDeleteTarget finds the live ref a delete retires: the ref of the ledger's open
-// incarnation of the name (one GET) when it is live, else every ref of the name
-// (graph.ReadBranchRefs), which also finds a ref this operation retired (retiredBy). The
-// hint is used only while the operation has no pending write: until then it cannot have
-// retired anything. Once a retire may have been sent (a new run after a reset, say), the
-// full read looks for it, so a repeated delete never retires a later create's ref.
+// incarnation of the name (one GET) when it is live, else every ref of the name, which also
+// finds a ref this operation retired (retiredBy). The hint is used only while the operation
+// has no pending write (it cannot have retired anything), so a repeated delete never
+// retires a later create's ref.
 func (a *Activities) readDeleteTarget(ctx context.Context, op catalog.Operation, graphName, logical string) (live []graph.Incarnation, retiredBy string, refs graph.NameRefs, err error) {
 	if len(op.Pending) == 0 {
 		w, ok, err := a.openIncarnation(ctx, graphName, logical)

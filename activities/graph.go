@@ -19,25 +19,21 @@ type InitGraphInput struct {
 }
 
 // InitGraphResult is what InitGraph proved: done (the graph exists with this operation's
-// bytes), conflict (another record, or another operation's main, holds the keys),
-// invalid or refused.
+// bytes), conflict (another record or operation's main holds the keys), invalid or refused.
 type InitGraphResult struct {
 	Outcome outcome.Outcome
 	Message string
 	Owned   bool   // the ledger row is this run's: the kernel finishes it
 	Main    string // native name of main's first incarnation
 	Root    string // main's root commit id
-	// Created is false when the graph was already there with our bytes.
-	Created bool
-	// ForeignKey, with conflict, is a key under the graph's prefix graft did not write for
-	// it (docs/format.md, *Ownership*): the init wrote nothing.
+	Created bool   // false when the graph was already there with our bytes
+	// ForeignKey, with conflict, is a key under the graph's prefix graft did not write for it.
 	ForeignKey string
 }
 
 // InitGraph creates a graph: it records the operation, witnesses main's first incarnation,
 // writes the root commit, main's ref and the graph record (graph.Init), then records main
-// live and the graph in the ledger. Every byte is a function of the operation id and its
-// first recording, so any re-run under the same id writes the same objects.
+// live and the graph in the ledger. Every byte is a function of the operation's id and time.
 func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGraphResult, error) {
 	if err := firstError(format.ValidateGraphName(in.Graph), format.ValidateOp(in.OpID), validAuthor(in.Author)); err != nil {
 		return InitGraphResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
@@ -130,10 +126,9 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 	return res, nil
 }
 
-// checkInitPrefix ends an init of a missing graph as conflict when its prefix holds any key
-// (graph.CheckInitPrefix), before anything is recorded or written. Only an operation the
-// ledger has not recorded is checked: a later attempt may find the root and main's ref it
-// wrote, and the first check stands for it. An existing graph record is Init's to judge.
+// checkInitPrefix ends an init of a missing graph as conflict when its prefix holds any key,
+// before anything is recorded or written. Only an operation the ledger has not recorded is
+// checked: a later attempt may find the root and main's ref it wrote.
 func (a *Activities) checkInitPrefix(ctx context.Context, in InitGraphInput) (InitGraphResult, error) {
 	_, err := graph.ReadGraph(ctx, a.Store, in.Graph)
 	switch {

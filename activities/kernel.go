@@ -23,17 +23,11 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// The kernel's half in activities: one verdict shape for every storage write (WriteState,
-// Verdict), one description of a write that its run or the reconciler can re-issue, read
-// back or fence (WriteSpec), and the ledger helpers every operation kind uses (claim,
-// progress, finish), each guarded by the run that owns the operation's row (Owner).
-
 // Owner names an operation and the run that owns its ledger row: a kernel write of a row
 // the run does not own (another request's, or the reconciler's) does not land.
 type Owner struct {
 	OpID string
-	// Run is the owning run: the workflow's run id, or "reconcile/{run id}".
-	Run string
+	Run  string // the workflow's run id, or "reconcile/{run id}"
 }
 
 // WriteKind names a kind of storage write the kernel settles.
@@ -44,8 +38,7 @@ type WriteKind string
 const (
 	// WriteRef puts a new incarnation's live ref if absent; fenced by a fence ref at the key.
 	WriteRef WriteKind = "ref"
-	// WriteTag puts a live tag if absent; fenced by a retired tag of this operation at the
-	// key (a tag name is never reused).
+	// WriteTag puts a live tag if absent; fenced by a retired tag of this operation at the key.
 	WriteTag WriteKind = "tag"
 	// WriteRetireRef and WriteRetireTag retire a live ref or tag by compare-and-swap. A late
 	// landing is the same retire, so the fence is completing it.
@@ -63,8 +56,7 @@ const (
 type WriteSpec struct {
 	Kind  WriteKind `json:"kind"`
 	Graph string    `json:"graph"`
-	// Body is the exact bytes of a ref or tag put, or of a publish's commit.
-	Body []byte `json:"body,omitempty"`
+	Body  []byte    `json:"body,omitempty"` // the exact bytes of a ref or tag, or a publish's commit
 	// Ref (publish) is the new ref's exact bytes; Chunks the chunks the commit names that
 	// its parent's did not.
 	Ref    []byte     `json:"ref,omitempty"`
@@ -76,8 +68,7 @@ type WriteSpec struct {
 	Native string `json:"native,omitempty"`
 	Name   string `json:"name,omitempty"`
 	ETag   string `json:"etag,omitempty"`
-	// Branch is the logical branch of a ref write (the fence names it).
-	Branch string `json:"branch,omitempty"`
+	Branch string `json:"branch,omitempty"` // the logical branch of a ref write (its fence names it)
 	// Landed is the operation's outcome when this write lands and ends it (for the
 	// reconciler); "" when the write is not the operation's last (a restore's backup tag).
 	Landed outcome.Outcome `json:"landed,omitempty"`
@@ -106,19 +97,14 @@ type WriteState string
 // The verdicts. Refused is definitive only for a write none of whose earlier attempts may
 // still land (the kernel knows which); Ambiguous never is.
 const (
-	// Landed: this operation's bytes are stored; the write happened.
-	Landed WriteState = "landed"
+	Landed WriteState = "landed" // this operation's bytes are stored; the write happened
 	// Other: another writer's bytes hold the key, or the branch moved past the commit's
 	// seq: this write never lands.
-	Other WriteState = "other"
-	// Fenced: a fence holds the key: this write never lands.
-	Fenced WriteState = "fenced"
-	// Refused: the store definitely refused this request; it applied nothing.
-	Refused WriteState = "refused"
-	// Ambiguous: the outcome is unknown; the write may still land.
-	Ambiguous WriteState = "ambiguous"
-	// Invalid: the bytes are not a valid object of their kind.
-	Invalid WriteState = "invalid"
+	Other     WriteState = "other"
+	Fenced    WriteState = "fenced"    // a fence holds the key: this write never lands
+	Refused   WriteState = "refused"   // the store definitely refused this request; it applied nothing
+	Ambiguous WriteState = "ambiguous" // the outcome is unknown; the write may still land
+	Invalid   WriteState = "invalid"   // the bytes are not a valid object of their kind
 	// NotOwner: the operation's ledger row is not this run's any more (the reconciler took
 	// it over): the run must stop writing.
 	NotOwner WriteState = "not_owner"
@@ -135,8 +121,7 @@ type Verdict struct {
 	Message string
 	// Equivalent: a tag write found another operation's live tag of the same commit (Landed).
 	Equivalent bool
-	// Commit names the commit the tag now at the key names (tag writes).
-	Commit string
+	Commit     string // the commit the tag now at the key names (tag writes)
 	// Recorded: the step also recorded the operation's end (a landed ref finishes the create).
 	Recorded bool
 }
@@ -147,14 +132,12 @@ type WriteInput struct {
 	Spec  WriteSpec
 	// Attempt is 0 for the first put (which records Spec as pending first), then counts re-issues.
 	Attempt int
-	// Reason says why a fence is put (for the fence's bytes and the logs).
-	Reason string
+	Reason  string // why a fence is put (for the fence's bytes and the logs)
 	// PendingRecorded: the step before recorded Spec as the pending write (a create's
 	// prepare), so the first attempt only checks that the row is still this run's.
 	PendingRecorded bool
-	// StepRetried: earlier executions of this step (local attempts before the kernel made
-	// it an ordinary activity) may have sent the write; an activity retry is known from
-	// its attempt number.
+	// StepRetried: earlier executions of this step (local attempts) may have sent the write;
+	// an activity retry is known from its attempt number.
 	StepRetried bool
 }
 
@@ -183,9 +166,8 @@ func (a *Activities) Write(ctx context.Context, in WriteInput) (Verdict, error) 
 	}
 	v, err := a.issue(ctx, in)
 	if putsCommit && (ambiguous.Load() || in.StepRetried || retriedAttempt(ctx)) {
-		// A put of the commit answered ambiguously, or an earlier execution of this step may
-		// have sent one: delivered after cleanup emptied the key, it would put the commit back
-		// pinning versions already gone. Its pin outlives the operation instead.
+		// A put of the commit may still be delivered after cleanup emptied the key, putting the
+		// commit back pinning versions already gone: its pin outlives the operation instead.
 		if herr := a.holdForLatePut(ctx, in.Owner, commitKey); herr != nil {
 			return Verdict{}, herr
 		}
@@ -194,8 +176,7 @@ func (a *Activities) Write(ctx context.Context, in WriteInput) (Verdict, error) 
 		return v, err
 	}
 	if v.State == Refused && (in.StepRetried || retriedAttempt(ctx)) {
-		// An earlier execution of the step (timed out with its put in flight, or held) may
-		// have sent the write, which may still land: this refusal proves nothing.
+		// An earlier execution of the step may have sent the write, which may still land.
 		v = Verdict{State: Ambiguous, Message: "refused, but an earlier attempt of this step may still land: " + v.Message}
 	}
 	a.logVerdict(ctx, in, "write", v)
@@ -222,9 +203,8 @@ func (a *Activities) holdForLatePut(ctx context.Context, o Owner, key string) er
 	defer cancel()
 	err := a.Catalog.PinsHoldForLatePut(hctx, catalog.PinsHoldForLatePutParams{OpID: o.OpID, Owner: o.Run,
 		Pin: catalog.Pin{Kind: catalog.ObjectCommit, Key: key}})
-	// Not this run's row, or finished: its owner decides (from the pending write). Or a
-	// running cleanup condemned the key: the commit was garbage before this put (a
-	// re-issue), and a late delivery is the sweep's to find as garbage.
+	// Not this run's row, or finished: its owner decides. Or a running cleanup condemned the
+	// key: the commit was garbage before this re-issue, and so is a late delivery.
 	if err != nil && !errors.Is(err, catalog.ErrNotOwner) && !errors.Is(err, catalog.ErrStateConflict) &&
 		!errors.Is(err, catalog.ErrNotFound) && !errors.Is(err, catalog.ErrCondemned) {
 		return fmt.Errorf("hold %s for a late put: %w", key, err)
@@ -239,12 +219,7 @@ func retriedAttempt(ctx context.Context) bool {
 
 // recordPending records in.Spec as the operation's pending write.
 func (a *Activities) recordPending(ctx context.Context, in WriteInput) (Verdict, error) {
-	spec, err := json.Marshal(in.Spec)
-	if err != nil {
-		return Verdict{}, fmt.Errorf("encode pending write: %w", err)
-	}
-	_, err = a.Catalog.OperationProgress(ctx, catalog.OperationProgressParams{
-		ID: in.Owner.OpID, Owner: in.Owner.Run, Pending: spec, Phase: "write", Waiting: in.Spec.Describe()})
+	err := a.Catalog.InTx(ctx, func(tx pgx.Tx) error { return a.recordPendingTx(ctx, tx, in.Owner, in.Spec) })
 	switch {
 	case errors.Is(err, catalog.ErrNotOwner), errors.Is(err, catalog.ErrStateConflict), errors.Is(err, catalog.ErrNotFound):
 		return Verdict{State: NotOwner, Message: err.Error()}, nil
@@ -296,9 +271,8 @@ func (a *Activities) ReadBack(ctx context.Context, in WriteInput) (Verdict, erro
 		WriteRef: a.readRef, WriteTag: a.readTag, WritePublish: a.readPublish})
 }
 
-// Fence makes sure a write can never land, or proves that it did: a fence ref at a ref's
-// key, a rewrite of a publish's ref its planned swap can never match, a retired tag at a
-// tag's key. Landed: the write happened; Fenced or Other: it never will; Refused or
+// Fence makes sure a write can never land (a fence ref at a ref's key, a rewrite of a
+// publish's ref, a retired tag at a tag's key), or proves that it did (Landed). Refused or
 // Ambiguous: the fence did not land (the kernel parks the operation and tries again).
 func (a *Activities) Fence(ctx context.Context, in WriteInput) (Verdict, error) {
 	return a.settle(ctx, in, "fence", map[WriteKind]writeStep{
@@ -307,9 +281,9 @@ func (a *Activities) Fence(ctx context.Context, in WriteInput) (Verdict, error) 
 
 type writeStep func(context.Context, WriteInput) (Verdict, error)
 
-// settle runs byKind's step for in's write kind and logs its verdict. A retire (no step
-// of its own) is read back and fenced by its re-issue: graph.RetireRef reads first and
-// sends nothing when our retired bytes are there, or the object changed.
+// settle runs byKind's step for in's write kind and logs its verdict. A retire is read back
+// and fenced by its re-issue: graph.RetireRef reads first and sends nothing when our
+// retired bytes are there, or the object changed.
 func (a *Activities) settle(ctx context.Context, in WriteInput, step string, byKind map[WriteKind]writeStep) (Verdict, error) {
 	do, ok := byKind[in.Spec.Kind]
 	if !ok {
@@ -437,9 +411,8 @@ func (a *Activities) retireRef(ctx context.Context, in WriteInput) (Verdict, err
 	if err != nil {
 		return storeVerdict(err, "retire "+w.Native)
 	}
-	// The retire landed: the witness follows, under the owner's guard. Recoverable
-	// (catalog.InTxRecoverable): the retire stays the pending write until the finish, so the
-	// reconciler re-issues it (finding it landed) and records it again.
+	// The retire landed: the witness follows, under the owner's guard. Recoverable: the
+	// reconciler re-issues the pending retire (finding it landed) and records it again.
 	err = a.Catalog.InTxRecoverable(ctx, func(tx pgx.Tx) error {
 		if _, err := a.Catalog.OperationLockOwnedTx(ctx, tx, in.Owner.OpID, in.Owner.Run); err != nil {
 			return err
@@ -469,8 +442,7 @@ func (a *Activities) retireTag(ctx context.Context, in WriteInput) (Verdict, err
 }
 
 // claimed is what claim found: whether the run owns the row, and an outcome that ends the
-// operation before anything is written: conflict (the id is another request's or another
-// workflow's), or the outcome of an operation that finished already.
+// operation before anything is written (conflict, or the outcome of a finished operation).
 type claimed struct {
 	op      catalog.Operation
 	owned   bool
@@ -481,13 +453,13 @@ type claimed struct {
 // claim records an operation as this run's (OperationInsert with Owner), in tx when one is
 // given; another request's or workflow's row is left alone.
 func (a *Activities) claim(ctx context.Context, tx pgx.Tx, p catalog.OperationInsertParams) (claimed, error) {
-	var op catalog.Operation
-	var err error
+	insert := a.Catalog.OperationInsert
 	if tx != nil {
-		op, err = a.Catalog.OperationInsertTx(ctx, tx, p)
-	} else {
-		op, err = a.Catalog.OperationInsert(ctx, p)
+		insert = func(ctx context.Context, p catalog.OperationInsertParams) (catalog.Operation, error) {
+			return a.Catalog.OperationInsertTx(ctx, tx, p)
+		}
 	}
+	op, err := insert(ctx, p)
 	var owned *catalog.OwnedError
 	switch {
 	case errors.As(err, &owned):
@@ -522,14 +494,12 @@ func reusedMessage(opID string, err error) string {
 
 // ProgressInput is the input of Progress.
 type ProgressInput struct {
-	Owner Owner
-	// Phase and Waiting say where the operation stands and what it waits for.
-	Phase, Waiting string
+	Owner          Owner
+	Phase, Waiting string // where the operation stands and what it waits for
 	// InDoubt records the operation in_doubt (and, with Native, the create's witness).
-	InDoubt       bool
-	Graph, Native string
-	// SettleAttempts, when positive, records the re-issues so far.
-	SettleAttempts int
+	InDoubt        bool
+	Graph, Native  string
+	SettleAttempts int // when positive, the re-issues so far
 }
 
 // Progress records where an operation stands, guarded by Owner; a row the run no longer
@@ -552,12 +522,13 @@ func (a *Activities) Progress(ctx context.Context, in ProgressInput) error {
 			}
 			// A create's witness is intent until it settles (cloned for creates an older
 			// worker began): either moves to in_doubt.
-			_, err := a.Catalog.IncarnationSetStateTx(ctx, tx, catalog.IncarnationSetStateParams{
-				Graph: in.Graph, Native: in.Native, From: catalog.IncarnationIntent, To: catalog.IncarnationInDoubt})
+			set := catalog.IncarnationSetStateParams{Graph: in.Graph, Native: in.Native,
+				From: catalog.IncarnationIntent, To: catalog.IncarnationInDoubt}
+			_, err := a.Catalog.IncarnationSetStateTx(ctx, tx, set)
 			var conflict *catalog.StateConflictError
 			if errors.As(err, &conflict) && conflict.Current == string(catalog.IncarnationCloned) {
-				_, err = a.Catalog.IncarnationSetStateTx(ctx, tx, catalog.IncarnationSetStateParams{
-					Graph: in.Graph, Native: in.Native, From: catalog.IncarnationCloned, To: catalog.IncarnationInDoubt})
+				set.From = catalog.IncarnationCloned
+				_, err = a.Catalog.IncarnationSetStateTx(ctx, tx, set)
 			}
 			return err
 		})
@@ -584,14 +555,12 @@ type FinishInput struct {
 	// Graph, Branch and Native name a create's incarnation: its witness goes live on
 	// created, and every unsettled witness of the operation goes unpublished otherwise.
 	Graph, Branch, Native string
-	// Recorded: a step recorded the end already; only the observer is told.
-	Recorded bool
+	Recorded              bool // a step recorded the end already; only the observer is told
 }
 
 // FinishResult is the output of Finish.
 type FinishResult struct {
-	// Owned: the row was this run's and now records the outcome.
-	Owned bool
+	Owned bool // the row was this run's and now records the outcome
 }
 
 // Finish records an operation's definitive outcome, settles its witnesses and releases its
@@ -663,9 +632,8 @@ func (a *Activities) Finish(ctx context.Context, in FinishInput) (FinishResult, 
 }
 
 // finishDerivable reports whether the reconciler would record out again if this finish
-// were lost: the pending write's landing ends the operation with out, and out is only
-// reported once it landed, so the reconciler's fence finds it landed. Such a finish commits
-// without waiting for the WAL flush (catalog.InTxRecoverable); every other finish waits.
+// were lost (the pending write's landing ends the operation with out, and out is reported
+// only once it landed): such a finish commits as catalog.InTxRecoverable.
 func finishDerivable(op catalog.Operation, out outcome.Outcome) bool {
 	spec, ok := pendingSpec(op)
 	return ok && out != "" && spec.Landed == out

@@ -51,33 +51,25 @@ type PlanMergeResult struct {
 	Outcome outcome.Outcome
 	Message string
 	// PendingRecorded: Spec is recorded as the pending write, with the pins of what it names.
-	PendingRecorded bool `json:",omitempty"`
-	Owned           bool // the ledger row is this run's: the kernel finishes it
-	Relation        graph.Relation
-	SourceHead      string
-	TargetHead      string
-	Bases           []string
-	// Tables lists every table the merge does not leave unchanged.
-	Tables    []MergeTable
-	Unchanged int
-	Conflicts int
-	// BaseReads counts the merge-base candidates read.
-	BaseReads int
-	// Kind is the outcome once the commit is stored: merged or adopted.
-	Kind outcome.Outcome
-	// Committed: this operation's merge commit is stored already.
-	Committed bool
+	PendingRecorded        bool `json:",omitempty"`
+	Owned                  bool // the ledger row is this run's: the kernel finishes it
+	Relation               graph.Relation
+	SourceHead, TargetHead string
+	Bases                  []string
+	Tables                 []MergeTable // every table the merge does not leave unchanged
+	Unchanged, Conflicts   int
+	BaseReads              int             // the merge-base candidates read
+	Kind                   outcome.Outcome // the outcome once the commit is stored: merged or adopted
+	Committed              bool            // this operation's merge commit is stored already
 	// Commit is the merge commit's id; Spec the write of its exact bytes.
 	Commit string
 	Spec   WriteSpec
 }
 
 // PlanMerge reads the source and target heads and plans the merge (docs/format.md,
-// "Merges"): their merge bases (graph.FindBases), the object-level three-way plan
-// (graph.PlanMerge), then, recorded, pinned and the source head probed, the merged
-// versions and the merge commit on the target's head as one publish. A conflict, or
-// nothing to adopt, ends the merge with nothing written. It writes nothing to storage:
-// the workflow holds the planned bytes before any put is sent.
+// "Merges"): their merge bases, the object-level three-way plan, then, recorded, pinned and
+// the source head probed, the merged versions and the merge commit on the target's head as
+// one publish. It writes nothing to storage; a conflict, or nothing to adopt, ends it.
 func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMergeResult, error) {
 	end := func(o outcome.Outcome, f string, args ...any) (PlanMergeResult, error) {
 		return PlanMergeResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
@@ -177,8 +169,7 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 	res.Relation, res.BaseReads = search.Relation, search.Reads
 	res.Bases = mapped(search.Bases, func(b graph.Commit) string { return b.ID.String() })
 
-	// The merged versions' bytes carry the operation's time, known once it is recorded;
-	// a preview records nothing and plans with the time now.
+	// The merged versions' bytes carry the operation's time; a preview plans with now.
 	at := a.now().UTC()
 	var r claimed
 	if !in.Preview && search.Relation != graph.RelationUpToDate {
@@ -265,9 +256,8 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 	for _, v := range plan.Versions {
 		spec.Pre = append(append(spec.Pre, chunkPuts(v.Chunks)...), ChunkPut{Key: v.Key, Body: v.Body})
 	}
-	// Pin what the merge commit newly names (adopted and merged versions, their chunks, the
-	// commit and its chunks) and record the publish, in one transaction; then probe the
-	// source head, a parent a cleanup finished before the pin may have reclaimed (one
+	// Pin what the merge commit newly names and record the publish, in one transaction; then
+	// probe the source head, which a cleanup finished before the pin may have reclaimed (one
 	// present after has what it names: cleanup deletes referrers before referents).
 	var adopted []string
 	for _, line := range plan.Tables {
@@ -276,7 +266,7 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 		}
 	}
 	pins := append(keyPins(catalog.ObjectTableVersion, append(adopted, plan.Keys()...)...), keyPins(catalog.ObjectCommit, ap.Keys()...)...)
-	if o, msg, err := a.pinAndRecord(ctx, Owner{OpID: in.OpID, Run: in.RunID}, in.Graph, pins, &spec); err != nil || o != "" {
+	if o, msg, err := a.pinAndRecord(ctx, owner, in.Graph, pins, &spec); err != nil || o != "" {
 		res.Outcome, res.Message = o, msg
 		return res, err
 	}

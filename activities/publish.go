@@ -15,9 +15,8 @@ import (
 )
 
 // The commit write (docs/format.md, "Appending a commit"): the plan's new chunks and its
-// content-addressed commit, put-if-absent (pinned by the plan step), then the head swap,
-// the ref's compare-and-swap from the version the plan read. The swap is the head check:
-// a stale plan or a late re-issue is Other, never a commit behind the head.
+// commit, put-if-absent, then the ref's compare-and-swap from the version the plan read,
+// which is the head check: a stale plan or a late re-issue is Other.
 
 // ChunkPut is one content-addressed chunk a write puts before the object that names it.
 type ChunkPut struct {
@@ -49,10 +48,9 @@ func publishOf(w WriteSpec) (graph.AppendPlan, error) {
 	return p, nil
 }
 
-// pinAndRecord pins every key a plan writes for the operation before anything is written
-// (a chunk that exists already may be shared with what a cleanup is reclaiming, so the pin
-// keeps it) and, with spec, records spec as the pending write: one ledger transaction
-// guarded by o, so the kernel's first attempt only checks it (WriteInput.PendingRecorded).
+// pinAndRecord pins every key a plan writes before anything is written (a chunk that exists
+// already may be shared with what a cleanup is reclaiming) and, with spec, records spec as
+// the pending write: one ledger transaction guarded by o (WriteInput.PendingRecorded).
 // Manifest chunks are pinned as table versions; pins and lineage chunks and commits as commits.
 func (a *Activities) pinAndRecord(ctx context.Context, o Owner, graphName string, pins []catalog.Pin, spec *WriteSpec) (outcome.Outcome, string, error) {
 	if len(pins) == 0 && spec == nil {

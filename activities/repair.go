@@ -18,33 +18,28 @@ import (
 // PrepareRepairInput is the input of PrepareRepair.
 type PrepareRepairInput struct {
 	OpID, Graph, Branch string
-	// Keep is the native name of the live incarnation to keep.
-	Keep              string
-	WorkflowID, RunID string // the workflow's; RunID claims the ledger row
+	Keep                string // the native name of the live incarnation to keep
+	WorkflowID, RunID   string // the workflow's; RunID claims the ledger row
 }
 
 // RetireTarget is a live ref a repair retires.
 type RetireTarget struct {
 	Native string
-	// Spec is the compare-and-swap that retires it.
-	Spec WriteSpec
+	Spec   WriteSpec // the compare-and-swap that retires it
 }
 
 // PrepareRepairResult is what PrepareRepair decided; an Outcome ends the repair.
 type PrepareRepairResult struct {
-	Outcome outcome.Outcome
-	Message string
-	Owned   bool // the ledger row is this run's: the kernel finishes it
-	// Retire lists the live refs other than Keep.
-	Retire []RetireTarget
-	// AlreadyRetired lists refs this operation retired in an earlier attempt.
-	AlreadyRetired []string
+	Outcome        outcome.Outcome
+	Message        string
+	Owned          bool           // the ledger row is this run's: the kernel finishes it
+	Retire         []RetireTarget // the live refs other than Keep
+	AlreadyRetired []string       // refs this operation retired in an earlier attempt
 }
 
-// PrepareRepair records the repair (a delete_branch operation: it retires incarnations as
-// a delete does) and reads the name's refs directly, not through the listing that refuses
-// several live refs. Keep must be a live native; a ref whose create is still settling is
-// not retired until that create ends.
+// PrepareRepair records the repair (a delete_branch operation) and reads the name's refs
+// directly, not through the listing that refuses several live refs. Keep must be a live
+// native; a ref whose create is still settling is not retired until that create ends.
 func (a *Activities) PrepareRepair(ctx context.Context, in PrepareRepairInput) (PrepareRepairResult, error) {
 	end := func(o outcome.Outcome, f string, args ...any) (PrepareRepairResult, error) {
 		return PrepareRepairResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil

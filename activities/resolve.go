@@ -9,12 +9,10 @@ import (
 	"github.com/graftworks/graft/internal/graph"
 )
 
-// resolveBranch finds the live incarnation of logical (docs/format.md, "Read costs").
-// Storage is the authority on what is live; the ledger's open incarnation of the name (at
-// most one) is the hint: its ref is read (one GET) and, when live, is the branch. Any
-// other answer falls back to reading every ref of the name, so "not found" and "several
-// live" are storage's answers, and a name re-created a thousand times costs one query and
-// one GET, not one GET per incarnation it ever had (graph.ResolveBranchHinted).
+// resolveBranch finds the live incarnation of logical (docs/format.md, "Read costs"). The
+// ledger's open incarnation of the name is the hint: its ref is read (one GET) and, when
+// live, is the branch; any other answer falls back to reading every ref of the name, so
+// "not found" and "several live" are storage's answers (graph.ResolveBranchHinted).
 func (a *Activities) resolveBranch(ctx context.Context, graphName, logical string) (graph.Branch, error) {
 	hint, _, err := a.openIncarnation(ctx, graphName, logical)
 	if err != nil {

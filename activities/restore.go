@@ -16,26 +16,21 @@ import (
 // PrepareRestoreInput is the input of PrepareRestore.
 type PrepareRestoreInput struct {
 	OpID, Graph, Branch string
-	// ToCommit or ToTag (exactly one) names the commit whose pins to restore.
-	ToCommit, ToTag string
-	// ExpectedHead, when set, is the commit the branch's head must be.
-	ExpectedHead string
-	// NoBackup skips the backup tag of the pre-restore head.
-	NoBackup          bool
-	BackupTag         string // "" for BackupTagName's
-	Author, Message   string
-	WorkflowID, RunID string // the workflow's; RunID claims the ledger row
+	ToCommit, ToTag     string // exactly one names the commit whose pins to restore
+	ExpectedHead        string // when set, the commit the branch's head must be
+	NoBackup            bool   // skips the backup tag of the pre-restore head
+	BackupTag           string // "" for BackupTagName's
+	Author, Message     string
+	WorkflowID, RunID   string // the workflow's; RunID claims the ledger row
 }
 
 // PrepareRestoreResult is what PrepareRestore decided; an Outcome ends the restore.
 type PrepareRestoreResult struct {
 	Outcome outcome.Outcome
 	Message string
-	Owned   bool // the ledger row is this run's: the kernel finishes it
-	// Target is the id of the commit whose pins the restore copies.
-	Target string
-	// Time is the operation's time, in the backup tag and the commit: re-issues are identical.
-	Time time.Time
+	Owned   bool      // the ledger row is this run's: the kernel finishes it
+	Target  string    // the id of the commit whose pins the restore copies
+	Time    time.Time // the operation's time, in the backup tag and the commit
 }
 
 // PrepareRestore validates a restore, resolves the commit to restore (by id or tag) and the
@@ -167,9 +162,8 @@ type PlanRestoreResult struct {
 	Message string
 	// Committed: this operation's restore commit is stored already.
 	Committed bool
-	// Moved: cleanup reclaimed the head read before its pin: plan again on the new head.
-	Moved bool
-	Head  string // the head the restore replaces
+	Moved     bool   // cleanup reclaimed the head read before its pin: plan again on the new head
+	Head      string // the head the restore replaces
 	// BackupTag is the backup tag's name and Tag its write; empty without a backup.
 	BackupTag string
 	Tag       WriteSpec
@@ -178,10 +172,9 @@ type PlanRestoreResult struct {
 	Spec   WriteSpec
 }
 
-// PlanRestore reads the branch's real head (the expected one, if given), pins it for the
-// backup tag, probes it, and computes the backup tag and the restore commit (first parent
-// the head, the target's pins). It writes nothing to storage. A restore commit this
-// operation sent already is recognised first, so it is never appended twice.
+// PlanRestore reads the branch's real head, pins it for the backup tag, probes it, and
+// computes the backup tag and the restore commit (first parent the head, the target's
+// pins); it writes nothing. A restore commit this operation sent already is recognised.
 func (a *Activities) PlanRestore(ctx context.Context, in PlanRestoreInput) (PlanRestoreResult, error) {
 	end := func(o outcome.Outcome, f string, args ...any) (PlanRestoreResult, error) {
 		return PlanRestoreResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil

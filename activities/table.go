@@ -42,8 +42,7 @@ type PrepareWriteResult struct {
 	Outcome outcome.Outcome
 	Message string
 	Owned   bool // the ledger row is this run's: the kernel finishes it
-	// Time is the operation's first recording, in the manifest and the commit: re-issues
-	// are byte-identical.
+	// Time is the operation's first recording, in the manifest and the commit.
 	Time    time.Time
 	Version string // the new table version's ULID
 	Objects int    // the write's uploaded objects, inline or staged
@@ -56,8 +55,7 @@ const objectProbeConcurrency = 8
 
 // PrepareWrite validates a table write, records the operation, checks that the graph and
 // branch exist, pins the new version and its data objects, then probes that every object
-// was uploaded with its size: pin, then probe, so a cleanup either sees the pins or
-// refuses them (not_retained).
+// was uploaded with its size: a cleanup either sees the pins or refuses them.
 func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (PrepareWriteResult, error) {
 	end := func(o outcome.Outcome, f string, args ...any) (PrepareWriteResult, error) {
 		return PrepareWriteResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
@@ -196,8 +194,7 @@ type objectEntry struct {
 	SHA256 string
 }
 
-// objectEntries validates a version's object list and returns it sorted by ID, with the
-// total size.
+// objectEntries validates a version's object list and returns it sorted by ID, with its size.
 func objectEntries(objs []TableObject, maxSize int64) ([]objectEntry, int64, error) {
 	entries := make([]objectEntry, 0, len(objs))
 	seen := make(map[ulid.ULID]bool, len(objs))
@@ -269,8 +266,7 @@ type WriteManifestResult struct {
 }
 
 // WriteManifest plans the new version, pins its new manifest chunks and puts the chunks then
-// the version (graph.WriteVersion), after PrepareWrite probed its objects. Its bytes are a
-// function of the input, so a retry re-sends the same manifest.
+// the version, after PrepareWrite probed its objects. Its bytes are a function of the input.
 func (a *Activities) WriteManifest(ctx context.Context, in WriteManifestInput) (WriteManifestResult, error) {
 	version, err := format.ParseULID(in.Version)
 	if err != nil {
@@ -336,26 +332,22 @@ type PlanCommitInput struct {
 
 // PlanCommitResult is the commit PlanCommit computed, or the outcome that ends the write.
 type PlanCommitResult struct {
-	Outcome outcome.Outcome
-	Message string
-	// Committed: this operation's commit is stored already.
-	Committed bool
-	// Commit is the new commit's id; Parent its first parent.
-	Commit, Parent string
+	Outcome        outcome.Outcome
+	Message        string
+	Committed      bool   // this operation's commit is stored already
+	Commit, Parent string // the new commit's id and its first parent's
 	// Version, when set, is the version the commit pins (an append or a remove, planned on
 	// the head's version); otherwise the prepared one.
 	Version string
-	// Spec is the commit write to issue, with the exact bytes every put and re-issue sends.
-	Spec WriteSpec
+	Spec    WriteSpec // the commit write, with the exact bytes every put and re-issue sends
 	// PendingRecorded: Spec is recorded as the pending write, with the pins of what it names.
 	PendingRecorded bool `json:",omitempty"`
 }
 
-// PlanCommit reads the branch's real head (an expected head must be it: a mismatch is
-// conflict, never a plan on the expected commit) and computes the commit on top of it
-// with the table's version replaced, pinning every key the plan writes; it writes nothing
-// to storage. An earlier attempt's pending commit is recognised first: stored, committed;
-// possibly in flight, the same commit again (the kernel re-issues it, or finds it stale).
+// PlanCommit reads the branch's real head (an expected head must be it) and computes the
+// commit on top of it with the table's version replaced, pinning every key the plan
+// writes; it writes nothing to storage. An earlier attempt's pending commit is recognised
+// first: stored, committed; possibly in flight, the same commit again.
 func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCommitResult, error) {
 	end := func(o outcome.Outcome, f string, args ...any) (PlanCommitResult, error) {
 		return PlanCommitResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
@@ -397,8 +389,7 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 	}
 	var edited *graph.VersionPlan
 	if in.Edit.onHead() {
-		// The version edits the head's; its id is a function of the operation and the head,
-		// so a re-plan on a moved head mints another.
+		// The version edits the head's; a re-plan on a moved head mints another id.
 		base, _, err := g.Pin(ctx, head.Commit, in.Table)
 		if err != nil {
 			return PlanCommitResult{}, fmt.Errorf("read the head's version: %w", err)
@@ -474,9 +465,8 @@ type ownCommit struct {
 }
 
 // ownPendingCommit finds the commit write this operation recorded as pending, if any, and
-// whether it landed, so a plan re-run after a worker crash recognises its own effect
-// instead of planning a second commit on a newer head. One that can no longer land (the
-// head moved past it) is not returned: the caller plans anew.
+// whether it landed, so a re-run plan never plans a second commit on a newer head. One that
+// can no longer land (the head moved past it) is not returned: the caller plans anew.
 func (a *Activities) ownPendingCommit(ctx context.Context, o Owner, graphName string) (ownCommit, bool, error) {
 	op, err := a.Catalog.OperationGet(ctx, catalog.OperationGetParams{ID: o.OpID})
 	if errors.Is(err, catalog.ErrNotFound) {

@@ -16,8 +16,7 @@ import (
 )
 
 // TableImport is an object of the store registered in a table by reference (docs/format.md
-// "Zero-copy import"), with the size and ETag a HEAD gave the client. Graft never writes or
-// deletes it.
+// "Zero-copy import"), with the size and ETag a HEAD gave the client; graft never writes it.
 type TableImport struct {
 	Name   string `json:"name"`
 	Key    string `json:"key"`
@@ -33,8 +32,7 @@ type TableEdit struct {
 	Append  bool          `json:"append,omitempty"`
 	Remove  []string      `json:"remove,omitempty"`
 	Imports []TableImport `json:"imports,omitempty"`
-	// Staged names a staged version listing the write's objects in place of an inline list
-	// (table_staged.go).
+	// Staged names a staged version listing the write's objects (table_staged.go).
 	Staged string `json:"staged,omitempty"`
 }
 

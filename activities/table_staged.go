@@ -15,9 +15,7 @@ import (
 
 // A write of many objects names them through a staged version (docs/format.md, "Staged
 // object lists"): a table version of exactly the uploaded objects, written by the client
-// before the workflow starts, so no workflow history or ledger record holds the list. The
-// write pins it, its chunks and its objects, probes them all, and builds the new version
-// on it. A staged version no write pins is garbage to cleanup like any other.
+// before the workflow starts, so no workflow history or ledger record holds the list.
 
 // MaxInlineObjects is the most objects a write request lists inline (more: a staged
 // version). At most this many entries of the longest names and sizes fit in one 64 KiB

@@ -15,8 +15,7 @@ import (
 // PrepareTagInput is the input of PrepareTag.
 type PrepareTagInput struct {
 	OpID, Graph, Name string
-	// Commit or Branch (at most one) names what to tag; neither: the head of main.
-	Commit, Branch    string
+	Commit, Branch    string // at most one names what to tag; neither: the head of main
 	WorkflowID, RunID string // the workflow's; RunID claims the ledger row
 }
 
@@ -92,10 +91,9 @@ type PrepareDeleteTagResult struct {
 	Message string
 	Owned   bool // the ledger row is this run's: the kernel finishes it
 	// Commit is the commit the tag names; Spec the compare-and-swap that retires it.
-	Commit string
-	Spec   WriteSpec
-	// Retired: this operation retired the tag already (a repeated request).
-	Retired bool
+	Commit  string
+	Spec    WriteSpec
+	Retired bool // this operation retired the tag already (a repeated request)
 }
 
 // PrepareDeleteTag records a tag delete and reads the tag: one GET.
