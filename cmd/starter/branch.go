@@ -17,16 +17,6 @@ import (
 	"github.com/graftworks/graft/workflows"
 )
 
-func (a *app) branchCommand() *cobra.Command {
-	cmd := asGroup(&cobra.Command{
-		Use:   "branch",
-		Short: "Create, list, show, delete, repair and abandon branches",
-	})
-	cmd.AddCommand(a.branchCreateCommand(), a.branchListCommand(), a.branchShowCommand(),
-		a.branchDeleteCommand(), a.branchRepairCommand(), a.branchAbandonCommand())
-	return cmd
-}
-
 // checkGraph, checkBranch and checkTag validate names locally with the
 // workflows' own rules, through the client's requests, so a typo is invalid
 // (exit 2) before anything is contacted.

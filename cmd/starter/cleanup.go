@@ -20,15 +20,6 @@ import (
 // progressInterval is how often cleanup run --wait asks the workflow how far it got.
 const progressInterval = 500 * time.Millisecond
 
-func (a *app) cleanupCommand() *cobra.Command {
-	cmd := asGroup(&cobra.Command{
-		Use:   "cleanup",
-		Short: "Reclaim what no live branch, tag or running operation can reach; schedule it per graph",
-	})
-	cmd.AddCommand(a.cleanupRunCommand(), a.cleanupScheduleCommand())
-	return cmd
-}
-
 type policyFlags struct {
 	keepNewest    int
 	keepNewerThan time.Duration
@@ -334,21 +325,15 @@ func orDash(s string) string {
 }
 
 func (a *app) cleanupScheduleCommand() *cobra.Command {
-	cmd := asGroup(&cobra.Command{
-		Use:   "schedule",
-		Short: "Manage a graph's cleanup schedule (a Temporal Schedule)",
-	})
-	cmd.AddCommand(
+	return asGroup(&cobra.Command{Use: "schedule", Short: "Manage a graph's cleanup schedule (a Temporal Schedule)"},
 		a.scheduleWriteCommand("create", "Create a graph's cleanup schedule (an existing one is updated)"),
 		a.scheduleWriteCommand("update", "Replace a graph's cleanup schedule: timing, policy and state"),
 		a.schedulePauseCommand(true), a.schedulePauseCommand(false),
 		a.scheduleSimpleCommand("trigger", "Start a scheduled cleanup now (skipped while one runs)",
-			func(ctx context.Context, c *client.Client, g string) error { return c.CleanupScheduleTrigger(ctx, g) }),
+			(*client.Client).CleanupScheduleTrigger),
 		a.scheduleSimpleCommand("delete", "Delete a graph's cleanup schedule; running cleanups go on",
-			func(ctx context.Context, c *client.Client, g string) error { return c.CleanupScheduleDelete(ctx, g) }),
-		a.scheduleCommand("describe", "Show a graph's cleanup schedule: timing, policy, state, next and recent runs", a.describeAndEmit),
-	)
-	return cmd
+			(*client.Client).CleanupScheduleDelete),
+		a.scheduleCommand("describe", "Show a graph's cleanup schedule: timing, policy, state, next and recent runs", a.describeAndEmit))
 }
 
 func (a *app) describeAndEmit(cmd *cobra.Command, c *client.Client, graph string) error {
@@ -390,12 +375,11 @@ deletes; dry_run only reports. ` + verb + ` prints the schedule as it now stands
 			if err != nil {
 				return err
 			}
+			write := c.CleanupScheduleUpdate
 			if verb == "create" {
-				err = c.CleanupScheduleCreate(cmd.Context(), req)
-			} else {
-				err = c.CleanupScheduleUpdate(cmd.Context(), req)
+				write = c.CleanupScheduleCreate
 			}
-			if err != nil {
+			if err := write(cmd.Context(), req); err != nil {
 				return scheduleNotFound(err, req.Graph)
 			}
 			return a.describeAndEmit(cmd, c, req.Graph)
@@ -443,9 +427,9 @@ func (a *app) schedulePauseCommand(pause bool) *cobra.Command {
 	return cmd
 }
 
-func (a *app) scheduleSimpleCommand(verb, short string, do func(context.Context, *client.Client, string) error) *cobra.Command {
+func (a *app) scheduleSimpleCommand(verb, short string, do func(*client.Client, context.Context, string) error) *cobra.Command {
 	return a.scheduleCommand(verb, short, func(cmd *cobra.Command, c *client.Client, graph string) error {
-		if err := do(cmd.Context(), c, graph); err != nil {
+		if err := do(c, cmd.Context(), graph); err != nil {
 			return err
 		}
 		res := map[string]string{"graph": graph, "schedule_id": client.CleanupScheduleID(graph), "done": verb}

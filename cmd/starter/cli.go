@@ -91,18 +91,36 @@ func (a *app) rootCommand() *cobra.Command {
 		SilenceUsage:      true,
 		PersistentPreRunE: a.prepare,
 	}
-	asGroup(root)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.SetUsageTemplate(usageTemplate)
 	addGlobalFlags(root.PersistentFlags(), &a.cfg)
-	root.AddCommand(a.graphCommand(), a.tableCommand(), a.branchCommand(), a.mergeCommand(), a.restoreCommand(), a.tagCommand(),
-		a.logCommand(), a.diffCommand(), a.cleanupCommand(), a.opCommand(), a.devCommand())
-	return root
+	return asGroup(root,
+		asGroup(&cobra.Command{Use: "graph", Short: "Create graphs"}, a.graphInitCommand()),
+		asGroup(&cobra.Command{Use: "table", Short: "Write table versions; list a version's objects"},
+			a.tableWriteCommand(), a.tableObjectsCommand()),
+		asGroup(&cobra.Command{Use: "branch", Short: "Create, list, show, delete, repair and abandon branches"},
+			a.branchCreateCommand(), a.branchListCommand(), a.branchShowCommand(),
+			a.branchDeleteCommand(), a.branchRepairCommand(), a.branchAbandonCommand()),
+		a.mergeCommand(), a.restoreCommand(),
+		asGroup(&cobra.Command{Use: "tag", Short: "Create, list, show and delete tags: immutable names for commits",
+			Long: `A tag is an immutable, graph-wide name for a commit, and keeps that commit
+(and every table version it pins) from cleanup while it is live. A tag is
+never re-pointed and a deleted tag's name is never reused.`},
+			a.tagCreateCommand(), a.tagListCommand(), a.tagShowCommand(), a.tagDeleteCommand()),
+		a.logCommand(), a.diffCommand(),
+		asGroup(&cobra.Command{Use: "cleanup",
+			Short: "Reclaim what no live branch, tag or running operation can reach; schedule it per graph"},
+			a.cleanupRunCommand(), a.cleanupScheduleCommand()),
+		asGroup(&cobra.Command{Use: "op", Short: "List, show, wait for and reconcile operations recorded in the ledger"},
+			a.opListCommand(), a.opShowCommand(), a.opWaitCommand(), a.opReconcileCommand(),
+			a.opLatePutsCommand(), a.opReleaseLatePutsCommand()),
+		a.devCommand())
 }
 
-// asGroup makes cmd a group: without a subcommand it prints its help; an
-// unknown subcommand is a usage error.
-func asGroup(cmd *cobra.Command) *cobra.Command {
+// asGroup makes cmd the group of subs: without a subcommand it prints its
+// help; an unknown subcommand is a usage error.
+func asGroup(cmd *cobra.Command, subs ...*cobra.Command) *cobra.Command {
+	cmd.AddCommand(subs...)
 	cmd.SuggestionsMinimumDistance = 2
 	cmd.Args = func(cmd *cobra.Command, args []string) error {
 		if len(args) == 0 {

@@ -90,7 +90,8 @@ type Report struct {
 }
 
 func classify(err error) Report {
-	r := Report{Message: err.Error()}
+	r := Report{Message: err.Error(), Outcome: outcomeFailure, ExitCode: outcome.ExitFailure}
+	unavailable := func(next string) { r.Outcome, r.ExitCode, r.Next = outcomeUnavailable, outcome.ExitUnavailable, next }
 	var (
 		ue    usageError
 		oe    *outcome.Error
@@ -111,39 +112,32 @@ func classify(err error) Report {
 			r.Next = fmt.Sprintf("operation %s is settling on its own; watch it with `graft op wait %s`", oe.OpID, oe.OpID)
 		}
 	case errors.As(err, &unav):
-		r.Outcome, r.ExitCode = outcomeUnavailable, outcome.ExitUnavailable
+		unavailable("")
 	case errors.As(err, &ua) && !errors.Is(err, context.Canceled):
-		r.Outcome, r.ExitCode, r.OpID, r.Next = outcomeUnavailable, outcome.ExitUnavailable, ua.OpID, unansweredNext(ua)
+		r.OpID = ua.OpID
+		unavailable(unansweredNext(ua))
 	case errors.As(err, &we):
-		r.Outcome, r.ExitCode, r.OpID, r.Message = outcomeFailure, outcome.ExitFailure, we.OpID, we.Error()
+		r.OpID, r.Message = we.OpID, we.Error()
 		if we.Dependency != "" {
 			r.Outcome, r.ExitCode = outcomeUnavailable, outcome.ExitUnavailable
 			r.Message = fmt.Sprintf("the worker could not reach %s, so workflow %s %s: %s", we.Dependency, we.WorkflowID, we.Status, we.Cause)
 		}
 		r.Next = fmt.Sprintf("the workflow %s in the Web UI shows each step's failure", we.WorkflowID)
 	case errors.Is(err, catalog.ErrUnavailable):
-		r.Outcome, r.ExitCode = outcomeUnavailable, outcome.ExitUnavailable
-		r.Next = "check that Postgres is running and that $DATABASE_URL points at it"
+		unavailable("check that Postgres is running and that $DATABASE_URL points at it")
 	case errors.Is(err, storage.ErrUnavailable):
-		r.Outcome, r.ExitCode = outcomeUnavailable, outcome.ExitUnavailable
-		r.Next = "check that the store is reachable (--store-dir, or --s3-endpoint and the AWS credentials)"
+		unavailable("check that the store is reachable (--store-dir, or --s3-endpoint and the AWS credentials)")
 	case errors.As(err, &sunav):
-		r.Outcome, r.ExitCode = outcomeUnavailable, outcome.ExitUnavailable
-		r.Next = "check that Temporal is running and reachable at --temporal-address"
+		unavailable("check that Temporal is running and reachable at --temporal-address")
 	case errors.Is(err, storage.ErrRefused):
 		r.Outcome, r.ExitCode = string(outcome.Refused), outcome.ExitRefused
 		r.Next = "the store refused the request: check the bucket's permissions and policy for these credentials"
 	case errors.Is(err, catalog.ErrNotMigrated):
-		r.Outcome, r.ExitCode = outcomeFailure, outcome.ExitFailure
 		r.Next = "apply the ledger's migrations: `graft-worker migrate` (a worker also applies them at start)"
 	case errors.As(err, &nf):
 		r.Outcome, r.ExitCode = string(outcome.NotFound), outcome.ExitNotFound
 	case errors.Is(err, context.Canceled):
-		r.Outcome, r.ExitCode = outcomeFailure, outcome.ExitFailure
-		r.Message = "interrupted: " + r.Message
-		r.Next = "nothing was started"
-	default:
-		r.Outcome, r.ExitCode = outcomeFailure, outcome.ExitFailure
+		r.Message, r.Next = "interrupted: "+r.Message, "nothing was started"
 	}
 	var ne *nextStepError
 	if errors.As(err, &ne) {

@@ -9,15 +9,6 @@ import (
 	"github.com/graftworks/graft/client/outcome"
 )
 
-func (a *app) graphCommand() *cobra.Command {
-	cmd := asGroup(&cobra.Command{
-		Use:   "graph",
-		Short: "Create graphs",
-	})
-	cmd.AddCommand(a.graphInitCommand())
-	return cmd
-}
-
 func (a *app) graphInitCommand() *cobra.Command {
 	var req client.InitGraphRequest
 	cmd := &cobra.Command{
@@ -33,11 +24,8 @@ them, and nothing is written or recorded.`,
 		Args: exactArgs("GRAPH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Graph = args[0]
-			if err := req.Validate(); err != nil {
-				return err
-			}
 			a.startedOp = cmp.Or(req.IdempotencyKey, client.InitGraphWorkflowID(req.Graph))
-			c, err := a.client(cmd.Context())
+			c, err := a.client(cmd.Context(), req.Validate())
 			if err != nil {
 				return err
 			}

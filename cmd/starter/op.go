@@ -18,16 +18,6 @@ import (
 	"github.com/graftworks/graft/client/outcome"
 )
 
-func (a *app) opCommand() *cobra.Command {
-	cmd := asGroup(&cobra.Command{
-		Use:   "op",
-		Short: "List, show, wait for and reconcile operations recorded in the ledger",
-	})
-	cmd.AddCommand(a.opListCommand(), a.opShowCommand(), a.opWaitCommand(), a.opReconcileCommand(),
-		a.opLatePutsCommand(), a.opReleaseLatePutsCommand())
-	return cmd
-}
-
 type opView struct {
 	ID         string          `json:"id"`
 	Kind       string          `json:"kind"`
@@ -247,10 +237,7 @@ finished — and pins are released only once the outcome is definitive. The
 worker also runs it on a schedule.`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := req.Validate(); err != nil {
-				return err
-			}
-			c, err := a.client(cmd.Context())
+			c, err := a.client(cmd.Context(), req.Validate())
 			if err != nil {
 				return err
 			}

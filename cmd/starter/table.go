@@ -7,15 +7,6 @@ import (
 	"github.com/graftworks/graft/client/outcome"
 )
 
-func (a *app) tableCommand() *cobra.Command {
-	cmd := asGroup(&cobra.Command{
-		Use:   "table",
-		Short: "Write table versions; list a version's objects",
-	})
-	cmd.AddCommand(a.tableWriteCommand(), a.tableObjectsCommand())
-	return cmd
-}
-
 func (a *app) tableWriteCommand() *cobra.Command {
 	var (
 		req           client.WriteTableRequest

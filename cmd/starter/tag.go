@@ -11,18 +11,6 @@ import (
 	"github.com/graftworks/graft/internal/format"
 )
 
-func (a *app) tagCommand() *cobra.Command {
-	cmd := asGroup(&cobra.Command{
-		Use:   "tag",
-		Short: "Create, list, show and delete tags: immutable names for commits",
-		Long: `A tag is an immutable, graph-wide name for a commit, and keeps that commit
-(and every table version it pins) from cleanup while it is live. A tag is
-never re-pointed and a deleted tag's name is never reused.`,
-	})
-	cmd.AddCommand(a.tagCreateCommand(), a.tagListCommand(), a.tagShowCommand(), a.tagDeleteCommand())
-	return cmd
-}
-
 func (a *app) tagCreateCommand() *cobra.Command {
 	var req client.CreateTagRequest
 	cmd := &cobra.Command{
