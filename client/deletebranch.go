@@ -33,7 +33,7 @@ type DeleteBranchHandle = OperationHandle[workflows.DeleteBranchResult]
 // OperationHandle.Wait says.
 func (c *Client) DeleteBranch(ctx context.Context, req DeleteBranchRequest) (workflows.DeleteBranchResult, error) {
 	h, err := c.StartDeleteBranch(ctx, req)
-	return startWait(ctx, h, err)
+	return startWait(ctx, h, err, false)
 }
 
 // StartDeleteBranch starts (or attaches to) a branch delete and returns at once.

@@ -52,7 +52,7 @@ type MergeHandle = OperationHandle[workflows.MergeResult]
 // with the result's Tables listing every conflict; in doubt as OperationHandle.Wait says.
 func (c *Client) Merge(ctx context.Context, req MergeRequest) (workflows.MergeResult, error) {
 	h, err := c.StartMerge(ctx, req)
-	return startWait(ctx, h, err)
+	return startWait(ctx, h, err, false)
 }
 
 // StartMerge starts (or attaches to) a merge and returns at once.
@@ -122,11 +122,15 @@ func (h *OperationHandle[R]) wait(ctx context.Context, early func(context.Contex
 	return res, &outcome.Error{Outcome: out, OpID: cmp.Or(opID, h.OpID), Message: msg}
 }
 
-// startWait waits for the operation a Start method returned.
-func startWait[R any](ctx context.Context, h *OperationHandle[R], err error) (R, error) {
-	if err != nil {
+// startWait waits for the operation a Start method returned: as Wait, or with final as
+// WaitFinal.
+func startWait[R any](ctx context.Context, h *OperationHandle[R], err error, final bool) (R, error) {
+	switch {
+	case err != nil:
 		var zero R
 		return zero, err
+	case final:
+		return h.WaitFinal(ctx)
 	}
 	return h.Wait(ctx)
 }

@@ -41,7 +41,7 @@ type RestoreHandle = OperationHandle[workflows.RestoreResult]
 // written then); in doubt as OperationHandle.Wait says.
 func (c *Client) Restore(ctx context.Context, req RestoreRequest) (workflows.RestoreResult, error) {
 	h, err := c.StartRestore(ctx, req)
-	return startWait(ctx, h, err)
+	return startWait(ctx, h, err, false)
 }
 
 // StartRestore starts (or attaches to) a restore and returns at once.

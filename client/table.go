@@ -79,7 +79,7 @@ type WriteTableHandle = OperationHandle[workflows.WriteTableResult]
 // req.Table on req.Branch through graft.WriteTable, and waits for the outcome.
 func (c *Client) WriteTable(ctx context.Context, store storage.Store, req WriteTableRequest) (workflows.WriteTableResult, error) {
 	h, err := c.StartWriteTable(ctx, store, req)
-	return startWait(ctx, h, err)
+	return startWait(ctx, h, err, false)
 }
 
 // StartWriteTable uploads the files — each put-if-absent straight to the store; the

@@ -99,13 +99,12 @@ func CreateBranch(ctx workflow.Context, in CreateBranchInput) (CreateBranchResul
 // createOnce is one incarnation's attempt; retry reports an unpublished attempt whose ref
 // could never land for a reason a fresh native name avoids.
 func (r *createRun) createOnce(ctx workflow.Context, attempt int, started time.Time, res *CreateBranchResult) (ending, bool, error) {
-	var a *activities.Activities
 	r.status.Native = ""
 	r.prep = nil
 	r.pendingRecorded = false
 	var prep activities.PrepareCreateResult
 	if err := r.prepare(ctx, "", "validate, resolve source, mint native name, claim, witness intent",
-		a.PrepareCreate, activities.PrepareCreateInput{
+		acts.PrepareCreate, activities.PrepareCreateInput{
 			OpID: r.owner.OpID, Graph: r.in.Graph, Branch: r.in.Branch,
 			SourceBranch: r.in.Source.Branch, SourceCommit: r.in.Source.Commit, SourceTag: r.in.Source.Tag,
 			Author: r.in.Author, Message: r.in.Message, Time: started, Attempt: attempt, WorkflowID: r.wfID, RunID: r.owner.Run,
@@ -125,7 +124,7 @@ func (r *createRun) createOnce(ctx workflow.Context, attempt int, started time.T
 
 	r.setPhase(ctx, "clone", "writing the fork commit "+prep.ForkID)
 	var clone activities.CloneResult
-	if err := r.step(ctx, "clone: put-if-absent fork commit "+prep.ForkID, a.CloneTree, activities.CloneInput{
+	if err := r.step(ctx, "clone: put-if-absent fork commit "+prep.ForkID, acts.CloneTree, activities.CloneInput{
 		Owner: r.owner, Graph: r.in.Graph, Native: prep.Native, ForkID: prep.ForkID, ForkBytes: prep.ForkBytes, ForkChunks: prep.ForkChunks}, &clone); err != nil {
 		return ending{}, false, fmt.Errorf("clone: %w", err)
 	}
@@ -201,9 +200,8 @@ func (r *createRun) fenceAndReclaim(ctx workflow.Context, refSpec activities.Wri
 
 // reclaim deletes the clone of an incarnation no ref can ever publish.
 func (r *createRun) reclaim(ctx workflow.Context, reason string) error {
-	var a *activities.Activities
 	r.setPhase(ctx, "reclaim", reason)
-	if err := r.step(ctx, "reclaim the clone", a.ReclaimClone, activities.ReclaimInput{Owner: r.owner, Graph: r.in.Graph,
+	if err := r.step(ctx, "reclaim the clone", acts.ReclaimClone, activities.ReclaimInput{Owner: r.owner, Graph: r.in.Graph,
 		Native: r.prep.Native, Fork: r.prep.ForkID, Reason: reason}, nil); err != nil {
 		return fmt.Errorf("reclaim clone: %w", err)
 	}

@@ -94,7 +94,6 @@ func (r *MergeResult) setEnd(out outcome.Outcome, msg string) {
 // that moved is re-planned, or is a conflict when the caller gave an expected head. The
 // inputs stay pinned until the outcome is definitive.
 func Merge(ctx workflow.Context, in MergeInput) (MergeResult, error) {
-	var a *activities.Activities
 	r := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpMerge, graph: in.Graph, branch: in.Target, subject: in.Source + " → " + in.Target})
 	if in.Preview {
 		// A preview is not an operation of the ledger.
@@ -112,9 +111,9 @@ func Merge(ctx workflow.Context, in MergeInput) (MergeResult, error) {
 			}
 			var err error
 			if in.Preview || res.HeadRetries == 0 && r.status.SettleAttempts == 0 && r.pending == nil && !r.planned {
-				err = beforeEffect(ctx, "plan: read heads, find the merge base, classify tables", a.PlanMerge, pin, &plan)
+				err = beforeEffect(ctx, "plan: read heads, find the merge base, classify tables", acts.PlanMerge, pin, &plan)
 			} else {
-				err = r.step(ctx, "re-plan: read heads, find the merge base, classify tables", a.PlanMerge, pin, &plan)
+				err = r.step(ctx, "re-plan: read heads, find the merge base, classify tables", acts.PlanMerge, pin, &plan)
 			}
 			if err != nil {
 				return plannedCommit{}, err

@@ -21,6 +21,10 @@ var (
 	FastPathBudget = 2 * time.Minute
 )
 
+// acts names the activities a workflow runs, by method: a typed nil, whose methods
+// workflow code never calls itself.
+var acts *activities.Activities
+
 // untilAnswered retries a step until the store and the ledger answer: a step that may
 // follow a storage effect is never given up, or the operation would be left half-done.
 var untilAnswered = &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 2,

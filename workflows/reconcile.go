@@ -53,7 +53,6 @@ var reconcileOptions = workflow.ActivityOptions{
 // finish for a commit, tag or retire; pins released only once the end is definitive. An
 // operation whose fence the store refuses stays parked, in doubt, for the next pass.
 func Reconcile(ctx workflow.Context, in ReconcileInput) (ReconcileResult, error) {
-	var a *activities.Activities
 	info := workflow.GetInfo(ctx)
 	setDetails(ctx, "reconcile", in.Graph, "looking for operations whose workflow closed")
 	o := reconcileOptions
@@ -62,7 +61,7 @@ func Reconcile(ctx workflow.Context, in ReconcileInput) (ReconcileResult, error)
 	// mid-pass is noticed after one step timeout, not after the pass's whole timeout.
 	o.HeartbeatTimeout = StepTimeout
 	var res ReconcileResult
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), a.Reconcile, activities.ReconcileInput{
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), acts.Reconcile, activities.ReconcileInput{
 		Run: info.WorkflowExecution.RunID, Graph: in.Graph, OpID: in.OpID, Limit: in.Limit}).Get(ctx, &res)
 	if res.Settled == nil {
 		res.Settled = []ReconciledOp{}

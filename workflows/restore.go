@@ -68,13 +68,12 @@ func (r *RestoreResult) setEnd(out outcome.Outcome, msg string) {
 // the head (immutable, settled before anything else), then a commit on top of the head
 // with the commit's pins and restored_from, with expected-head semantics.
 func Restore(ctx workflow.Context, in RestoreInput) (RestoreResult, error) {
-	var a *activities.Activities
 	r := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpRestore, graph: in.Graph, branch: in.Branch, subject: in.Branch})
 	res := RestoreResult{OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch}
 	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		var prep activities.PrepareRestoreResult
 		if err := r.prepare(ctx, "resolving, pinning and probing the commit to restore", "resolve, claim, pin and probe the commit to restore",
-			a.PrepareRestore, activities.PrepareRestoreInput{OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch,
+			acts.PrepareRestore, activities.PrepareRestoreInput{OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch,
 				ToCommit: in.To.Commit, ToTag: in.To.Tag, ExpectedHead: in.ExpectedHead, NoBackup: in.NoBackup, BackupTag: in.BackupTag,
 				Author: in.Author, Message: in.Message, WorkflowID: r.wfID, RunID: r.owner.Run}, &prep); err != nil {
 			return ending{}, err
@@ -87,7 +86,7 @@ func Restore(ctx workflow.Context, in RestoreInput) (RestoreResult, error) {
 		return appendCommit(ctx, r, in.ExpectedHead, in.Branch, &res.HeadRetries, &res.SettleAttempts, func(ctx workflow.Context) (plannedCommit, error) {
 			r.setPhase(ctx, "plan", "reading the head of "+in.Branch)
 			var plan activities.PlanRestoreResult
-			if err := r.step(ctx, "plan: read the head, compute backup tag and commit", a.PlanRestore, activities.PlanRestoreInput{
+			if err := r.step(ctx, "plan: read the head, compute backup tag and commit", acts.PlanRestore, activities.PlanRestoreInput{
 				Owner: r.owner, Graph: in.Graph, Branch: in.Branch, Target: prep.Target, ExpectedHead: in.ExpectedHead,
 				NoBackup: in.NoBackup, BackupTag: in.BackupTag, Author: in.Author, Message: in.Message, Time: prep.Time,
 			}, &plan); err != nil {

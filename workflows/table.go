@@ -101,7 +101,6 @@ func (r *WriteTableResult) setEnd(out outcome.Outcome, msg string) {
 // pins it on the branch's real head, with expected-head semantics — the kernel settling
 // an in-doubt commit put rather than guessing.
 func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, error) {
-	var a *activities.Activities
 	r := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpWriteTable, graph: in.Graph, branch: in.Branch, subject: in.Table + "@" + in.Branch})
 	res := WriteTableResult{OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Table: in.Table, Objects: len(in.Objects)}
 	var objs []activities.TableObject
@@ -116,7 +115,7 @@ func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, err
 	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		var prep activities.PrepareWriteResult
 		if err := r.prepare(ctx, fmt.Sprintf("recording the write, pinning and probing %d objects", len(in.Objects)),
-			"validate, claim, pin and probe the uploaded objects", a.PrepareWrite, activities.PrepareWriteInput{
+			"validate, claim, pin and probe the uploaded objects", acts.PrepareWrite, activities.PrepareWriteInput{
 				OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Table: in.Table, Objects: objs, Edit: edit,
 				ExpectedHead: in.ExpectedHead, Author: in.Author, Message: in.Message, WorkflowID: r.wfID, RunID: r.owner.Run,
 			}, &prep); err != nil {
@@ -133,7 +132,7 @@ func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, err
 
 		r.setPhase(ctx, "manifest", "put-if-absent of version "+prep.Version)
 		var man activities.WriteManifestResult
-		if err := r.step(ctx, "manifest: put-if-absent version "+prep.Version, a.WriteManifest, activities.WriteManifestInput{
+		if err := r.step(ctx, "manifest: put-if-absent version "+prep.Version, acts.WriteManifest, activities.WriteManifestInput{
 			OpID: r.owner.OpID, Graph: in.Graph, Table: in.Table, Version: prep.Version, Objects: objs, Time: prep.Time, Edit: edit,
 		}, &man); err != nil {
 			return ending{}, fmt.Errorf("manifest: %w", err)
@@ -144,7 +143,7 @@ func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, err
 		return appendCommit(ctx, r, in.ExpectedHead, in.Branch, &res.HeadRetries, &res.SettleAttempts, func(ctx workflow.Context) (plannedCommit, error) {
 			r.setPhase(ctx, "plan", "reading the head of "+in.Branch)
 			var plan activities.PlanCommitResult
-			err := r.step(ctx, "plan: read the head, compute the commit", a.PlanCommit, activities.PlanCommitInput{
+			err := r.step(ctx, "plan: read the head, compute the commit", acts.PlanCommit, activities.PlanCommitInput{
 				Owner: r.owner, Graph: in.Graph, Branch: in.Branch, Table: in.Table, Version: prep.Version,
 				ExpectedHead: in.ExpectedHead, Author: in.Author, Message: in.Message, Time: prep.Time,
 				Objects: objs, Edit: edit,
