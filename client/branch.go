@@ -25,8 +25,7 @@ type RepairBranchRequest struct {
 	Graph, Branch string
 	// Keep is the native name ({branch}.{ULID}) of the live incarnation to keep; the error
 	// of a refused listing names the candidates.
-	Keep string
-	// IdempotencyKey identifies the operation. Defaults to a fresh ULID.
+	Keep           string
 	IdempotencyKey string
 }
 

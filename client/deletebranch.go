@@ -14,8 +14,7 @@ type DeleteBranchRequest struct {
 	Graph, Branch string
 	// Force deletes the branch although live tags name commits of it (the tags keep those
 	// commits). main is never deleted.
-	Force bool
-	// IdempotencyKey identifies the operation. Defaults to a fresh ULID.
+	Force          bool
 	IdempotencyKey string
 }
 

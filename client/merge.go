@@ -29,9 +29,7 @@ type MergeRequest struct {
 	// Author and Message of the merge commit. Default to "graft" and
 	// "merge {source} into {target}".
 	Author, Message string
-	// IdempotencyKey identifies the operation: the same request under it attaches to the
-	// first, running or finished; another is a *RequestConflictError. Defaults to a fresh ULID.
-	IdempotencyKey string
+	IdempotencyKey  string
 }
 
 // MergeWorkflowID is the workflow id of a merge into target.

@@ -23,9 +23,7 @@ type RestoreRequest struct {
 	NoBackup        bool
 	BackupTag       string
 	Author, Message string
-	// IdempotencyKey identifies the operation: the same request under it attaches to the
-	// first, another is a *RequestConflictError. Defaults to a fresh ULID.
-	IdempotencyKey string
+	IdempotencyKey  string
 }
 
 // RestoreWorkflowID is the workflow id of a restore of branch.

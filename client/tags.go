@@ -20,7 +20,6 @@ type CreateTagRequest struct {
 	// Commit or Branch (at most one) names what to tag: a commit id, or a branch's head.
 	// Both empty means the head of main.
 	Commit, Branch string
-	// IdempotencyKey identifies the operation. Defaults to a fresh ULID.
 	IdempotencyKey string
 }
 
@@ -47,8 +46,7 @@ func (c *Client) CreateTag(ctx context.Context, req CreateTagRequest) (workflows
 
 // DeleteTagRequest asks to delete a tag.
 type DeleteTagRequest struct {
-	Graph, Name string
-	// IdempotencyKey identifies the operation. Defaults to a fresh ULID.
+	Graph, Name    string
 	IdempotencyKey string
 }
 

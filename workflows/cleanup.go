@@ -374,10 +374,8 @@ func (r *cleanupRun) adopt(ctx workflow.Context, o activities.CleanupOrphan) err
 		}
 		for _, lane := range lanes {
 			for p := (activities.CleanupSweepProgress{}); !p.Done; {
-				if err := workflow.ExecuteActivity(actx, acts.CleanupSweep, activities.CleanupSweepInput{
-					RunID: o.RunID, Graph: r.in.Graph, Prefix: lane.prefix, Kind: lane.kind, After: p.After,
-					BatchSize: r.tuning.BatchSize, MaxBatches: r.tuning.BatchesPerActivity,
-				}).Get(ctx, &p); err != nil {
+				in := r.sweepInput(o.RunID, lane.prefix, lane.kind, p.After)
+				if err := workflow.ExecuteActivity(actx, acts.CleanupSweep, in).Get(ctx, &p); err != nil {
 					return err
 				}
 				report.addRefused(p, r.tuning.MaxPlanKeys)
@@ -526,10 +524,6 @@ func (r *cleanupRun) sweepAndFinish(ctx workflow.Context) (CleanupResult, error)
 		r.sweepStarted = workflow.Now(ctx)
 	}
 	actx := workflow.WithActivityOptions(ctx, sweepOptions(r.tuning))
-	input := func(prefix, kind, after string) activities.CleanupSweepInput {
-		return activities.CleanupSweepInput{RunID: r.res.RunID, Graph: r.in.Graph, Prefix: prefix, Kind: kind, After: after,
-			BatchSize: r.tuning.BatchSize, MaxBatches: r.tuning.BatchesPerActivity}
-	}
 	record := func(p activities.CleanupSweepProgress) {
 		r.chunks++
 		r.res.Sweep.Activities++
@@ -554,7 +548,8 @@ func (r *cleanupRun) sweepAndFinish(ctx workflow.Context) (CleanupResult, error)
 			}
 			r.setPhase(ctx, "sweep", fmt.Sprintf("deleting %s: %d keys deleted of %d", s.what, r.progress.Deleted, r.progress.Condemned))
 			var p activities.CleanupSweepProgress
-			if err := workflow.ExecuteActivity(actx, acts.CleanupSweep, input(s.prefix, s.kind, *s.after)).Get(ctx, &p); err != nil {
+			in := r.sweepInput(r.res.RunID, s.prefix, s.kind, *s.after)
+			if err := workflow.ExecuteActivity(actx, acts.CleanupSweep, in).Get(ctx, &p); err != nil {
 				return r.fail(ctx, fmt.Errorf("sweep %s: %w", s.what, err))
 			}
 			record(p)
@@ -566,7 +561,7 @@ func (r *cleanupRun) sweepAndFinish(ctx workflow.Context) (CleanupResult, error)
 	r.sweep.Lanes = nil
 	err := runQueue(ctx, r.tuning.Parallelism, &queue,
 		func(l CleanupLane) workflow.Future {
-			return workflow.ExecuteActivity(actx, acts.CleanupSweep, input(l.prefix(r.in.Graph), "", l.After))
+			return workflow.ExecuteActivity(actx, acts.CleanupSweep, r.sweepInput(r.res.RunID, l.prefix(r.in.Graph), "", l.After))
 		},
 		func(l CleanupLane, f workflow.Future) error {
 			var p activities.CleanupSweepProgress
@@ -594,6 +589,13 @@ func (r *cleanupRun) sweepAndFinish(ctx workflow.Context) (CleanupResult, error)
 	}
 	r.res.Sweep.Duration += workflow.Now(ctx).Sub(r.sweepStarted)
 	return r.finish(ctx)
+}
+
+// sweepInput asks one sweep activity to delete run's condemned keys of kind under prefix,
+// from after on.
+func (r *cleanupRun) sweepInput(run, prefix, kind, after string) activities.CleanupSweepInput {
+	return activities.CleanupSweepInput{RunID: run, Graph: r.in.Graph, Prefix: prefix, Kind: kind, After: after,
+		BatchSize: r.tuning.BatchSize, MaxBatches: r.tuning.BatchesPerActivity}
 }
 
 func (r *cleanupRun) shouldContinueAsNew(ctx workflow.Context) bool {

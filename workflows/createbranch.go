@@ -28,10 +28,9 @@ type Source struct {
 
 // CreateBranchInput is the input of graft.CreateBranch.
 type CreateBranchInput struct {
-	Graph  string `json:"graph"`
-	Branch string `json:"branch"`
-	Source Source `json:"source"`
-	// OpID identifies the operation in the ledger. Defaults to the workflow id.
+	Graph   string `json:"graph"`
+	Branch  string `json:"branch"`
+	Source  Source `json:"source"`
 	OpID    string `json:"op_id,omitempty"`
 	Author  string `json:"author,omitempty"`
 	Message string `json:"message,omitempty"`
@@ -48,8 +47,7 @@ type CreateBranchResult struct {
 	SourceCommit string          `json:"source_commit,omitempty"`
 	Message      string          `json:"message,omitempty"`
 	// Incarnations counts native names tried (2 after a retry).
-	Incarnations int `json:"incarnations"`
-	// SettleAttempts counts re-issues of an in-doubt ref put.
+	Incarnations   int `json:"incarnations"`
 	SettleAttempts int `json:"settle_attempts,omitempty"`
 }
 

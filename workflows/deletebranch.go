@@ -17,9 +17,8 @@ type DeleteBranchInput struct {
 	Branch string `json:"branch"`
 	// Force deletes a branch although live tags name commits of it; the tags keep those
 	// commits. main is never deleted.
-	Force bool `json:"force,omitempty"`
-	// OpID identifies the operation in the ledger. Defaults to the workflow id.
-	OpID string `json:"op_id,omitempty"`
+	Force bool   `json:"force,omitempty"`
+	OpID  string `json:"op_id,omitempty"`
 }
 
 // DeleteBranchResult is the result of graft.DeleteBranch. Outcome deleted means Native's

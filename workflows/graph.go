@@ -16,8 +16,7 @@ const InitGraphName = "graft.InitGraph"
 // InitGraphInput is the input of graft.InitGraph.
 type InitGraphInput struct {
 	Graph string `json:"graph"`
-	// OpID identifies the operation in the ledger. Defaults to the workflow id.
-	OpID string `json:"op_id,omitempty"`
+	OpID  string `json:"op_id,omitempty"`
 	// Author of main's root commit. Defaults to "graft".
 	Author string `json:"author,omitempty"`
 }

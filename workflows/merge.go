@@ -45,8 +45,7 @@ type MergeInput struct {
 	// commit. Defaults to "" (re-plan up to MaxHeadRetries times if it moves).
 	ExpectedHead string `json:"expected_head,omitempty"`
 	// Preview returns the plan and writes nothing: no commit, no ledger row.
-	Preview bool `json:"preview,omitempty"`
-	// OpID identifies the operation in the ledger. Defaults to the workflow id.
+	Preview bool   `json:"preview,omitempty"`
 	OpID    string `json:"op_id,omitempty"`
 	Author  string `json:"author,omitempty"`
 	Message string `json:"message,omitempty"`
@@ -70,14 +69,12 @@ type MergeResult struct {
 	// Bases are the merge bases found from the heads' lineages.
 	Bases []string `json:"bases,omitempty"`
 	// Tables lists every table the merge does not leave unchanged.
-	Tables    []MergeTable `json:"tables"`
-	Unchanged int          `json:"unchanged"`
-	Conflicts int          `json:"conflicts"`
-	Message   string       `json:"message,omitempty"`
-	// HeadRetries counts re-plans after the target's head moved.
-	HeadRetries int `json:"head_retries,omitempty"`
-	// SettleAttempts counts re-issues of in-doubt writes.
-	SettleAttempts int `json:"settle_attempts,omitempty"`
+	Tables         []MergeTable `json:"tables"`
+	Unchanged      int          `json:"unchanged"`
+	Conflicts      int          `json:"conflicts"`
+	Message        string       `json:"message,omitempty"`
+	HeadRetries    int          `json:"head_retries,omitempty"`
+	SettleAttempts int          `json:"settle_attempts,omitempty"`
 }
 
 func (r *MergeResult) setEnd(out outcome.Outcome, msg string) {

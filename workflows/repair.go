@@ -20,7 +20,6 @@ type RepairBranchInput struct {
 	Branch string `json:"branch"`
 	// Keep is the native name ({branch}.{ULID}) of the live incarnation to keep.
 	Keep string `json:"keep"`
-	// OpID identifies the operation in the ledger. Defaults to the workflow id.
 	OpID string `json:"op_id,omitempty"`
 }
 

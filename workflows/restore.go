@@ -30,10 +30,9 @@ type RestoreInput struct {
 	NoBackup bool `json:"no_backup,omitempty"`
 	// BackupTag names the backup tag. Defaults to "backup/{branch}/{head commit id}".
 	BackupTag string `json:"backup_tag,omitempty"`
-	// OpID identifies the operation in the ledger. Defaults to the workflow id.
-	OpID    string `json:"op_id,omitempty"`
-	Author  string `json:"author,omitempty"`
-	Message string `json:"message,omitempty"`
+	OpID      string `json:"op_id,omitempty"`
+	Author    string `json:"author,omitempty"`
+	Message   string `json:"message,omitempty"`
 }
 
 // RestoreResult is the result of graft.Restore. Outcome done means Commit is the branch's
@@ -49,8 +48,7 @@ type RestoreResult struct {
 	PreviousHead string `json:"previous_head,omitempty"`
 	BackupTag    string `json:"backup_tag,omitempty"`
 	Message      string `json:"message,omitempty"`
-	// HeadRetries counts re-plans after the branch's head moved; each re-plan backs up the
-	// head it then replaces under that head's name.
+	// Each re-plan (HeadRetries) backs up the head it then replaces under that head's name.
 	HeadRetries    int `json:"head_retries,omitempty"`
 	SettleAttempts int `json:"settle_attempts,omitempty"`
 }

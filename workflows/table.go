@@ -36,10 +36,9 @@ type WriteTableInput struct {
 	// ExpectedHead, when set, makes the write conflict unless the branch's head is this
 	// commit. Defaults to "" (re-read it up to MaxHeadRetries times if it moves).
 	ExpectedHead string `json:"expected_head,omitempty"`
-	// OpID identifies the operation in the ledger. Defaults to the workflow id.
-	OpID    string `json:"op_id,omitempty"`
-	Author  string `json:"author,omitempty"`
-	Message string `json:"message,omitempty"`
+	OpID         string `json:"op_id,omitempty"`
+	Author       string `json:"author,omitempty"`
+	Message      string `json:"message,omitempty"`
 	// Append makes the new version the one the branch's head pins plus Objects and
 	// Imports; Remove drops entries by name from it (and so also edits the head's
 	// version); Imports registers objects that already exist in the store by reference,
@@ -73,20 +72,18 @@ type TableImport struct {
 // WriteTableResult is the result of graft.WriteTable. Outcome done means Commit is on the
 // branch and pins Version of Table.
 type WriteTableResult struct {
-	Outcome outcome.Outcome `json:"outcome"`
-	OpID    string          `json:"op_id"`
-	Graph   string          `json:"graph"`
-	Branch  string          `json:"branch"`
-	Table   string          `json:"table"`
-	Version string          `json:"version,omitempty"`
-	Commit  string          `json:"commit,omitempty"`
-	Objects int             `json:"objects"`
-	Bytes   int64           `json:"bytes"`
-	Message string          `json:"message,omitempty"`
-	// HeadRetries counts re-plans after the head moved.
-	HeadRetries int `json:"head_retries,omitempty"`
-	// SettleAttempts counts re-issues of an in-doubt commit put.
-	SettleAttempts int `json:"settle_attempts,omitempty"`
+	Outcome        outcome.Outcome `json:"outcome"`
+	OpID           string          `json:"op_id"`
+	Graph          string          `json:"graph"`
+	Branch         string          `json:"branch"`
+	Table          string          `json:"table"`
+	Version        string          `json:"version,omitempty"`
+	Commit         string          `json:"commit,omitempty"`
+	Objects        int             `json:"objects"`
+	Bytes          int64           `json:"bytes"`
+	Message        string          `json:"message,omitempty"`
+	HeadRetries    int             `json:"head_retries,omitempty"`
+	SettleAttempts int             `json:"settle_attempts,omitempty"`
 }
 
 func (r *WriteTableResult) setEnd(out outcome.Outcome, msg string) {

@@ -23,23 +23,21 @@ type CreateTagInput struct {
 	// Both empty means the head of main.
 	Commit string `json:"commit,omitempty"`
 	Branch string `json:"branch,omitempty"`
-	// OpID identifies the operation in the ledger. Defaults to the workflow id.
-	OpID string `json:"op_id,omitempty"`
+	OpID   string `json:"op_id,omitempty"`
 }
 
 // CreateTagResult is the result of graft.CreateTag. Outcome created means the tag names
 // Commit; Existing says it did already (the same create repeated, or another create of
 // the same name on the same commit).
 type CreateTagResult struct {
-	Outcome  outcome.Outcome `json:"outcome"`
-	OpID     string          `json:"op_id"`
-	Graph    string          `json:"graph"`
-	Name     string          `json:"name"`
-	Commit   string          `json:"commit,omitempty"`
-	Existing bool            `json:"existing,omitempty"`
-	Message  string          `json:"message,omitempty"`
-	// SettleAttempts counts re-issues of an in-doubt tag put.
-	SettleAttempts int `json:"settle_attempts,omitempty"`
+	Outcome        outcome.Outcome `json:"outcome"`
+	OpID           string          `json:"op_id"`
+	Graph          string          `json:"graph"`
+	Name           string          `json:"name"`
+	Commit         string          `json:"commit,omitempty"`
+	Existing       bool            `json:"existing,omitempty"`
+	Message        string          `json:"message,omitempty"`
+	SettleAttempts int             `json:"settle_attempts,omitempty"`
 }
 
 func (r *CreateTagResult) setEnd(out outcome.Outcome, msg string) { r.Outcome, r.Message = out, msg }
@@ -86,8 +84,7 @@ func CreateTag(ctx workflow.Context, in CreateTagInput) (CreateTagResult, error)
 type DeleteTagInput struct {
 	Graph string `json:"graph"`
 	Name  string `json:"name"`
-	// OpID identifies the operation in the ledger. Defaults to the workflow id.
-	OpID string `json:"op_id,omitempty"`
+	OpID  string `json:"op_id,omitempty"`
 }
 
 // DeleteTagResult is the result of graft.DeleteTag. Outcome deleted means a retired tag
