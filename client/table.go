@@ -82,11 +82,9 @@ func (c *Client) WriteTable(ctx context.Context, store storage.Store, req WriteT
 	return startWait(ctx, h, err, false)
 }
 
-// StartWriteTable uploads the files — each put-if-absent straight to the store; the
-// workflow's history carries only ids, sizes and checksums — and starts
-// graft.WriteTable. When the key's workflow exists it uploads nothing: it attaches when
-// the files' sizes and SHA-256s and the other fields make the same request, and is a
-// *RequestConflictError otherwise.
+// StartWriteTable uploads the files, each put-if-absent straight to the store (the
+// workflow's history carries only ids, sizes and checksums), and starts graft.WriteTable;
+// under a key already used it uploads nothing (WriteTableRequest.IdempotencyKey).
 func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req WriteTableRequest) (*WriteTableHandle, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
@@ -152,8 +150,6 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 		}
 		in.Objects, in.ObjectsSHA256 = nil, workflows.ObjectsSHA256(objects)
 	}
-	// A key is used once: a write with this id that started meanwhile, or finished, is
-	// attached to when it is this request.
 	return startOperation(ctx, c, operationStart{
 		Wrap: fmt.Sprintf("start write of %s/%s", req.Graph, req.Table), Kind: "write_table",
 		ID: id, Workflow: workflows.WriteTableName, Input: in,

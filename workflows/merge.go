@@ -87,9 +87,8 @@ func (r *MergeResult) setEnd(out outcome.Outcome, msg string) {
 // Merge merges a source branch into a target branch by adoption: plan (read both heads,
 // find the merge base from their lineages, classify every table), then — with no conflict
 // and something to adopt — append one commit to the target with first parent the target
-// head and merged parent the source head, through the kernel's append loop. A target
-// that moved is re-planned, or is a conflict when the caller gave an expected head. The
-// inputs stay pinned until the outcome is definitive.
+// head and merged parent the source head, through appendCommit. The inputs stay pinned
+// until the outcome is definitive.
 func Merge(ctx workflow.Context, in MergeInput) (MergeResult, error) {
 	r := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpMerge, graph: in.Graph, branch: in.Target, subject: in.Source + " → " + in.Target})
 	if in.Preview {
