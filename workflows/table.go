@@ -59,15 +59,9 @@ type WriteTableInput struct {
 // stages them (WriteTableInput.Staged).
 const MaxInlineObjects = activities.MaxInlineObjects
 
-// TableImport is an existing object of the store registered in a table by reference:
-// its key, its entry name, and the size and ETag a HEAD gave at import.
-type TableImport struct {
-	Name   string `json:"name"`
-	Key    string `json:"key"`
-	Size   int64  `json:"size"`
-	ETag   string `json:"etag"`
-	SHA256 string `json:"sha256,omitempty"`
-}
+// TableImport is an existing object of the store registered in a table by reference: its
+// key, its entry name, and the size and ETag a HEAD gave at import.
+type TableImport = activities.TableImport
 
 // WriteTableResult is the result of graft.WriteTable. Outcome done means Commit is on the
 // branch and pins Version of Table.
@@ -105,10 +99,7 @@ func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, err
 		objs = append(objs, activities.TableObject{ID: o.ID, Size: o.Size, SHA256: o.SHA256})
 		res.Bytes += o.Size
 	}
-	edit := activities.TableEdit{Append: in.Append, Remove: in.Remove, Staged: in.Staged}
-	for _, im := range in.Imports {
-		edit.Imports = append(edit.Imports, activities.TableImport{Name: im.Name, Key: im.Key, Size: im.Size, ETag: im.ETag, SHA256: im.SHA256})
-	}
+	edit := activities.TableEdit{Append: in.Append, Remove: in.Remove, Imports: in.Imports, Staged: in.Staged}
 	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		var prep activities.PrepareWriteResult
 		if err := r.prepare(ctx, fmt.Sprintf("recording the write, pinning and probing %d objects", len(in.Objects)),
