@@ -11,7 +11,8 @@
 // it. Any other request is a *RequestConflictError and nothing is uploaded or
 // started for it: a result is never another request's. Repeating a request
 // after an *UnansweredError with its OpID attaches (docs/outcomes.md). A request's
-// IdempotencyKey is its operation id; it defaults to a fresh ULID.
+// IdempotencyKey is its operation id; it defaults to a fresh ULID. An ExpectedHead, when
+// set, makes the request a conflict unless the branch's head is that commit id.
 package client
 
 import (

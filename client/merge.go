@@ -21,9 +21,7 @@ import (
 // MergeRequest asks to merge Source into Target.
 type MergeRequest struct {
 	Graph, Source, Target string
-	// ExpectedHead, when set, makes the merge a conflict unless Target's head is this
-	// commit id. Defaults to "" (merge into the current head).
-	ExpectedHead string
+	ExpectedHead          string
 	// Preview returns the plan and writes nothing.
 	Preview bool
 	// Author and Message of the merge commit. Default to "graft" and

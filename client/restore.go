@@ -15,9 +15,7 @@ import (
 type RestoreRequest struct {
 	Graph, Branch   string
 	ToCommit, ToTag string
-	// ExpectedHead, when set, makes the restore a conflict unless Branch's head is this
-	// commit id. Defaults to "" (restore on the current head).
-	ExpectedHead string
+	ExpectedHead    string
 	// NoBackup skips the backup tag of the pre-restore head, otherwise tagged
 	// "backup/{branch}/{head}" first, or BackupTag when set.
 	NoBackup        bool

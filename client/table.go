@@ -32,9 +32,7 @@ type WriteTableRequest struct {
 	// Files are local paths, one data object each: at least one (or an import or a
 	// remove); past workflows.MaxInlineObjects the list is staged in the store
 	// (docs/format.md, "Staged object lists").
-	Files []string
-	// ExpectedHead, when set, makes the write conflict unless the branch's head is this
-	// commit id. Defaults to "" (append to the current head).
+	Files        []string
 	ExpectedHead string
 	// Author and Message of the commit. Default to "graft" and
 	// "write table {table} version {ULID}".

@@ -411,11 +411,10 @@ func (r *opRun) finish(ctx workflow.Context, e ending) {
 	r.status.Outcome, r.status.Pending = e.out, e.msg
 	r.setPhase(ctx, "done", string(e.out))
 	if !r.foreign {
-		var fin activities.FinishResult
 		if err := r.step(ctx, "finish: record outcome "+string(e.out), acts.Finish, activities.FinishInput{
 			Owner: r.owner, Kind: r.kind, Outcome: e.out, Message: e.msg, Graph: r.graph, Branch: r.branch,
 			Native: e.native, Recorded: e.recorded,
-		}, &fin); err != nil {
+		}, nil); err != nil {
 			r.log(ctx, "graft finish failed", "error", err.Error())
 		}
 	}

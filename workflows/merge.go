@@ -39,10 +39,8 @@ const (
 type MergeInput struct {
 	Graph string `json:"graph"`
 	// Source is the branch merged; Target the branch the merge commit is appended to.
-	Source string `json:"source"`
-	Target string `json:"target"`
-	// ExpectedHead, when set, makes the merge a conflict unless the target's head is this
-	// commit. Defaults to "" (re-plan up to MaxHeadRetries times if it moves).
+	Source       string `json:"source"`
+	Target       string `json:"target"`
 	ExpectedHead string `json:"expected_head,omitempty"`
 	// Preview returns the plan and writes nothing: no commit, no ledger row.
 	Preview bool   `json:"preview,omitempty"`

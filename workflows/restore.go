@@ -22,10 +22,8 @@ type RestoreInput struct {
 	Graph  string `json:"graph"`
 	Branch string `json:"branch"`
 	// To names the commit whose pins the branch gets back.
-	To RestoreTarget `json:"to"`
-	// ExpectedHead, when set, makes the restore a conflict unless the branch's head is
-	// this commit. Defaults to "" (re-plan up to MaxHeadRetries times if it moves).
-	ExpectedHead string `json:"expected_head,omitempty"`
+	To           RestoreTarget `json:"to"`
+	ExpectedHead string        `json:"expected_head,omitempty"`
 	// NoBackup skips the backup tag of the pre-restore head.
 	NoBackup bool `json:"no_backup,omitempty"`
 	// BackupTag names the backup tag. Defaults to "backup/{branch}/{head commit id}".

@@ -29,16 +29,14 @@ type TableObject struct {
 // store (the client uploads them put-if-absent); the input carries only their ids, sizes
 // and checksums.
 type WriteTableInput struct {
-	Graph   string        `json:"graph"`
-	Branch  string        `json:"branch"`
-	Table   string        `json:"table"`
-	Objects []TableObject `json:"objects"`
-	// ExpectedHead, when set, makes the write conflict unless the branch's head is this
-	// commit. Defaults to "" (re-read it up to MaxHeadRetries times if it moves).
-	ExpectedHead string `json:"expected_head,omitempty"`
-	OpID         string `json:"op_id,omitempty"`
-	Author       string `json:"author,omitempty"`
-	Message      string `json:"message,omitempty"`
+	Graph        string        `json:"graph"`
+	Branch       string        `json:"branch"`
+	Table        string        `json:"table"`
+	Objects      []TableObject `json:"objects"`
+	ExpectedHead string        `json:"expected_head,omitempty"`
+	OpID         string        `json:"op_id,omitempty"`
+	Author       string        `json:"author,omitempty"`
+	Message      string        `json:"message,omitempty"`
 	// Append makes the new version the one the branch's head pins plus Objects and
 	// Imports; Remove drops entries by name from it (and so also edits the head's
 	// version); Imports registers objects that already exist in the store by reference,
