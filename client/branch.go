@@ -25,8 +25,7 @@ type RepairBranchRequest struct {
 	Graph, Branch string
 	// Keep is the native name ({branch}.{ULID}) of the live incarnation to keep; the error
 	// of a refused listing names the candidates.
-	Keep string
-	// IdempotencyKey identifies the operation. Defaults to a fresh ULID.
+	Keep           string
 	IdempotencyKey string
 }
 
@@ -47,10 +46,7 @@ func (c *Client) RepairBranch(ctx context.Context, req RepairBranchRequest) (wor
 		Summary: fmt.Sprintf("repair branch %s in %s, keeping %s", req.Branch, req.Graph, req.Keep), Graph: req.Graph, Branch: req.Branch, OpID: key,
 		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, Finished: req.IdempotencyKey != "",
 	}, workflows.RepairBranchResult{})
-	if err != nil {
-		return workflows.RepairBranchResult{}, err
-	}
-	return h.WaitFinal(ctx)
+	return startWait(ctx, h, err, true)
 }
 
 // Reader answers read-only questions straight from the store: no workflow, no ledger.

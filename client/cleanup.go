@@ -19,25 +19,18 @@ import (
 	"github.com/graftworks/graft/workflows"
 )
 
-// CleanupRequest asks for one cleanup of a graph.
+// CleanupRequest asks for one cleanup of a graph. Each field means what the field of
+// workflows.CleanupInput of the same name does (at least one window is required); RunID,
+// the cleanup's operation id in the ledger, defaults to a fresh ULID.
 type CleanupRequest struct {
-	Graph string
-	// KeepNewest keeps the newest N commits of every live branch; 0 is no count window.
-	KeepNewest int
-	// KeepNewerThan keeps commits younger than this; 0 is no age window. At least one
-	// window is required.
+	Graph         string
+	KeepNewest    int
 	KeepNewerThan time.Duration
-	// Mode is dry_run, mark or sweep. Defaults to sweep with SweepRunID; required otherwise.
-	Mode workflows.CleanupMode
-	// SweepRunID sweeps what is still garbage of that mark run's plan.
-	SweepRunID string
-	// GuardWindow keeps versions and objects younger than it. Defaults (nil) to
-	// workflows.DefaultGuardWindow; a pointer to 0 disables it.
-	GuardWindow *time.Duration
-	// Tuning adjusts batch sizes and fan-out. Defaults to workflows.DefaultCleanupTuning.
-	Tuning *workflows.CleanupTuning
-	// RunID is the cleanup's operation id in the ledger. Defaults to a fresh ULID.
-	RunID string
+	Mode          workflows.CleanupMode
+	SweepRunID    string
+	GuardWindow   *time.Duration
+	Tuning        *workflows.CleanupTuning
+	RunID         string
 }
 
 // CleanupWorkflowID is the workflow id of an on-demand cleanup of graph: one at a time per
@@ -76,8 +69,6 @@ func (c *Client) StartCleanup(ctx context.Context, req CleanupRequest) (*Cleanup
 	}
 	given := req.RunID != ""
 	req.RunID = keyOrNew(req.RunID)
-	// A given run id names one run: the one that ended under it is attached to or a
-	// conflict, never started again.
 	run, opID, err := c.startRun(ctx, operationStart{
 		Kind: "cleanup",
 		ID:   CleanupWorkflowID(req.Graph), Workflow: workflows.CleanupName, Input: req.input(),
@@ -271,13 +262,9 @@ func (c *Client) CleanupScheduleUpdate(ctx context.Context, req CleanupScheduleR
 			s := in.Description.Schedule
 			s.Spec = &spec
 			s.Action = action
-			if s.Policy == nil {
-				s.Policy = &sdkclient.SchedulePolicies{}
-			}
+			s.Policy = cmp.Or(s.Policy, &sdkclient.SchedulePolicies{})
 			s.Policy.Overlap = enumspb.SCHEDULE_OVERLAP_POLICY_SKIP
-			if s.State == nil {
-				s.State = &sdkclient.ScheduleState{}
-			}
+			s.State = cmp.Or(s.State, &sdkclient.ScheduleState{})
 			s.State.Paused, s.State.Note = req.Paused, req.Note
 			return &sdkclient.ScheduleUpdate{Schedule: &s}, nil
 		},
@@ -323,12 +310,10 @@ func (c *Client) CleanupScheduleDescribe(ctx context.Context, graph string) (Cle
 		info.Every = s.Intervals[0].Every
 	}
 	if a, ok := d.Schedule.Action.(*sdkclient.ScheduleWorkflowAction); ok {
+		var in workflows.CleanupInput
 		if len(a.Args) > 0 {
-			if p, ok := a.Args[0].(*commonpb.Payload); ok {
-				var in workflows.CleanupInput
-				if err := dc.FromPayload(p, &in); err == nil {
-					info.KeepNewest, info.KeepNewerThan, info.GuardWindow, info.Mode = in.KeepNewest, in.KeepNewerThan, in.GuardWindow, in.Mode
-				}
+			if p, ok := a.Args[0].(*commonpb.Payload); ok && dc.FromPayload(p, &in) == nil {
+				info.KeepNewest, info.KeepNewerThan, info.GuardWindow, info.Mode = in.KeepNewest, in.KeepNewerThan, in.GuardWindow, in.Mode
 			}
 		}
 		if p, ok := a.Memo[cronMemo].(*commonpb.Payload); ok {

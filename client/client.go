@@ -10,7 +10,9 @@
 // holds the same canonical request (workflows.Request), whichever SDK started
 // it. Any other request is a *RequestConflictError and nothing is uploaded or
 // started for it: a result is never another request's. Repeating a request
-// after an *UnansweredError with its OpID attaches (docs/outcomes.md).
+// after an *UnansweredError with its OpID attaches (docs/outcomes.md). A request's
+// IdempotencyKey is its operation id; it defaults to a fresh ULID. An ExpectedHead, when
+// set, makes the request a conflict unless the branch's head is that commit id.
 package client
 
 import (
@@ -74,9 +76,7 @@ type CreateBranchRequest struct {
 	// At most one source; all empty means the head of main.
 	FromBranch, FromCommit, FromTag string
 	Author, Message                 string
-	// IdempotencyKey identifies the operation: the same request under it attaches, another
-	// is a conflict. Defaults to a fresh ULID.
-	IdempotencyKey string
+	IdempotencyKey                  string
 }
 
 // CreateBranchWorkflowID is the workflow id of a create: one in flight per branch name.

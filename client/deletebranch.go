@@ -14,8 +14,7 @@ type DeleteBranchRequest struct {
 	Graph, Branch string
 	// Force deletes the branch although live tags name commits of it (the tags keep those
 	// commits). main is never deleted.
-	Force bool
-	// IdempotencyKey identifies the operation. Defaults to a fresh ULID.
+	Force          bool
 	IdempotencyKey string
 }
 
@@ -33,7 +32,7 @@ type DeleteBranchHandle = OperationHandle[workflows.DeleteBranchResult]
 // OperationHandle.Wait says.
 func (c *Client) DeleteBranch(ctx context.Context, req DeleteBranchRequest) (workflows.DeleteBranchResult, error) {
 	h, err := c.StartDeleteBranch(ctx, req)
-	return startWait(ctx, h, err)
+	return startWait(ctx, h, err, false)
 }
 
 // StartDeleteBranch starts (or attaches to) a branch delete and returns at once.

@@ -34,8 +34,5 @@ func (c *Client) InitGraph(ctx context.Context, req InitGraphRequest) (workflows
 		Summary: "init graph " + req.Graph, Graph: req.Graph, OpID: cmp.Or(req.IdempotencyKey, InitGraphWorkflowID(req.Graph)),
 		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 	}, workflows.InitGraphResult{})
-	if err != nil {
-		return workflows.InitGraphResult{}, err
-	}
-	return h.WaitFinal(ctx)
+	return startWait(ctx, h, err, true)
 }

@@ -21,17 +21,13 @@ import (
 // MergeRequest asks to merge Source into Target.
 type MergeRequest struct {
 	Graph, Source, Target string
-	// ExpectedHead, when set, makes the merge a conflict unless Target's head is this
-	// commit id. Defaults to "" (merge into the current head).
-	ExpectedHead string
+	ExpectedHead          string
 	// Preview returns the plan and writes nothing.
 	Preview bool
 	// Author and Message of the merge commit. Default to "graft" and
 	// "merge {source} into {target}".
 	Author, Message string
-	// IdempotencyKey identifies the operation: the same request under it attaches to the
-	// first, running or finished; another is a *RequestConflictError. Defaults to a fresh ULID.
-	IdempotencyKey string
+	IdempotencyKey  string
 }
 
 // MergeWorkflowID is the workflow id of a merge into target.
@@ -52,7 +48,7 @@ type MergeHandle = OperationHandle[workflows.MergeResult]
 // with the result's Tables listing every conflict; in doubt as OperationHandle.Wait says.
 func (c *Client) Merge(ctx context.Context, req MergeRequest) (workflows.MergeResult, error) {
 	h, err := c.StartMerge(ctx, req)
-	return startWait(ctx, h, err)
+	return startWait(ctx, h, err, false)
 }
 
 // StartMerge starts (or attaches to) a merge and returns at once.
@@ -122,11 +118,15 @@ func (h *OperationHandle[R]) wait(ctx context.Context, early func(context.Contex
 	return res, &outcome.Error{Outcome: out, OpID: cmp.Or(opID, h.OpID), Message: msg}
 }
 
-// startWait waits for the operation a Start method returned.
-func startWait[R any](ctx context.Context, h *OperationHandle[R], err error) (R, error) {
-	if err != nil {
+// startWait waits for the operation a Start method returned: as Wait, or with final as
+// WaitFinal.
+func startWait[R any](ctx context.Context, h *OperationHandle[R], err error, final bool) (R, error) {
+	switch {
+	case err != nil:
 		var zero R
 		return zero, err
+	case final:
+		return h.WaitFinal(ctx)
 	}
 	return h.Wait(ctx)
 }

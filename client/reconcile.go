@@ -40,8 +40,5 @@ func (c *Client) Reconcile(ctx context.Context, req ReconcileRequest) (Reconcile
 		Summary: "reconcile the ledger with Temporal", Graph: req.Graph,
 		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 	}, ReconcileResult{})
-	if err != nil {
-		return ReconcileResult{}, err
-	}
-	return h.WaitFinal(ctx)
+	return startWait(ctx, h, err, true)
 }

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -105,13 +106,10 @@ func (c *Client) startedRequest(ctx context.Context, workflowID, runID string) (
 	if err := converter.GetDefaultDataConverter().FromPayload(p, &ids); err != nil {
 		return workflows.Request{}, "", fmt.Errorf("decode the run's input: %w", err)
 	}
-	switch {
-	case name == workflows.CleanupName:
+	if name == workflows.CleanupName {
 		return req, ids.RunID, nil
-	case ids.OpID == "":
-		return req, workflowID, nil
 	}
-	return req, ids.OpID, nil
+	return req, cmp.Or(ids.OpID, workflowID), nil
 }
 
 // inputRequests decode each graft workflow's input into its canonical request.

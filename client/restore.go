@@ -15,17 +15,13 @@ import (
 type RestoreRequest struct {
 	Graph, Branch   string
 	ToCommit, ToTag string
-	// ExpectedHead, when set, makes the restore a conflict unless Branch's head is this
-	// commit id. Defaults to "" (restore on the current head).
-	ExpectedHead string
+	ExpectedHead    string
 	// NoBackup skips the backup tag of the pre-restore head, otherwise tagged
 	// "backup/{branch}/{head}" first, or BackupTag when set.
 	NoBackup        bool
 	BackupTag       string
 	Author, Message string
-	// IdempotencyKey identifies the operation: the same request under it attaches to the
-	// first, another is a *RequestConflictError. Defaults to a fresh ULID.
-	IdempotencyKey string
+	IdempotencyKey  string
 }
 
 // RestoreWorkflowID is the workflow id of a restore of branch.
@@ -41,7 +37,7 @@ type RestoreHandle = OperationHandle[workflows.RestoreResult]
 // written then); in doubt as OperationHandle.Wait says.
 func (c *Client) Restore(ctx context.Context, req RestoreRequest) (workflows.RestoreResult, error) {
 	h, err := c.StartRestore(ctx, req)
-	return startWait(ctx, h, err)
+	return startWait(ctx, h, err, false)
 }
 
 // StartRestore starts (or attaches to) a restore and returns at once.

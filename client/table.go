@@ -32,9 +32,7 @@ type WriteTableRequest struct {
 	// Files are local paths, one data object each: at least one (or an import or a
 	// remove); past workflows.MaxInlineObjects the list is staged in the store
 	// (docs/format.md, "Staged object lists").
-	Files []string
-	// ExpectedHead, when set, makes the write conflict unless the branch's head is this
-	// commit id. Defaults to "" (append to the current head).
+	Files        []string
 	ExpectedHead string
 	// Author and Message of the commit. Default to "graft" and
 	// "write table {table} version {ULID}".
@@ -79,14 +77,12 @@ type WriteTableHandle = OperationHandle[workflows.WriteTableResult]
 // req.Table on req.Branch through graft.WriteTable, and waits for the outcome.
 func (c *Client) WriteTable(ctx context.Context, store storage.Store, req WriteTableRequest) (workflows.WriteTableResult, error) {
 	h, err := c.StartWriteTable(ctx, store, req)
-	return startWait(ctx, h, err)
+	return startWait(ctx, h, err, false)
 }
 
-// StartWriteTable uploads the files — each put-if-absent straight to the store; the
-// workflow's history carries only ids, sizes and checksums — and starts
-// graft.WriteTable. When the key's workflow exists it uploads nothing: it attaches when
-// the files' sizes and SHA-256s and the other fields make the same request, and is a
-// *RequestConflictError otherwise.
+// StartWriteTable uploads the files, each put-if-absent straight to the store (the
+// workflow's history carries only ids, sizes and checksums), and starts graft.WriteTable;
+// under a key already used it uploads nothing (WriteTableRequest.IdempotencyKey).
 func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req WriteTableRequest) (*WriteTableHandle, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
@@ -152,8 +148,6 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 		}
 		in.Objects, in.ObjectsSHA256 = nil, workflows.ObjectsSHA256(objects)
 	}
-	// A key is used once: a write with this id that started meanwhile, or finished, is
-	// attached to when it is this request.
 	return startOperation(ctx, c, operationStart{
 		Wrap: fmt.Sprintf("start write of %s/%s", req.Graph, req.Table), Kind: "write_table",
 		ID: id, Workflow: workflows.WriteTableName, Input: in,

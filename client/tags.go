@@ -20,7 +20,6 @@ type CreateTagRequest struct {
 	// Commit or Branch (at most one) names what to tag: a commit id, or a branch's head.
 	// Both empty means the head of main.
 	Commit, Branch string
-	// IdempotencyKey identifies the operation. Defaults to a fresh ULID.
 	IdempotencyKey string
 }
 
@@ -42,13 +41,12 @@ func (c *Client) CreateTag(ctx context.Context, req CreateTagRequest) (workflows
 		Summary: fmt.Sprintf("create tag %s in %s", req.Name, req.Graph), Graph: req.Graph, Branch: req.Branch, OpID: key,
 		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, Finished: req.IdempotencyKey != "",
 	}, workflows.CreateTagResult{Graph: req.Graph, Name: req.Name})
-	return startWait(ctx, h, err)
+	return startWait(ctx, h, err, false)
 }
 
 // DeleteTagRequest asks to delete a tag.
 type DeleteTagRequest struct {
-	Graph, Name string
-	// IdempotencyKey identifies the operation. Defaults to a fresh ULID.
+	Graph, Name    string
 	IdempotencyKey string
 }
 
@@ -64,7 +62,7 @@ func (c *Client) DeleteTag(ctx context.Context, req DeleteTagRequest) (workflows
 		Summary: fmt.Sprintf("delete tag %s in %s", req.Name, req.Graph), Graph: req.Graph, OpID: key,
 		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, Finished: req.IdempotencyKey != "",
 	}, workflows.DeleteTagResult{Graph: req.Graph, Name: req.Name})
-	return startWait(ctx, h, err)
+	return startWait(ctx, h, err, false)
 }
 
 // TagInfo is one tag as storage holds it.

@@ -74,17 +74,13 @@ func (o *Ops) Stuck(ctx context.Context, f StuckFilter) ([]OperationDetail, erro
 	out := make([]OperationDetail, len(views))
 	for i, v := range views {
 		out[i] = o.detail(ctx, v)
-		switch out[i].State {
-		case OperationInDoubt:
-			out[i].Stuck = "in_doubt"
-		case OperationRunning:
-			out[i].Stuck = "running_long"
-		default:
-			out[i].Stuck = "parked"
-		}
+		out[i].Stuck = cmp.Or(stuckReasons[out[i].State], "parked")
 	}
 	return out, nil
 }
+
+// stuckReasons are the Stuck values of the states other than parked.
+var stuckReasons = map[OperationState]string{OperationInDoubt: "in_doubt", OperationRunning: "running_long"}
 
 // Detail returns one operation with its phase and what it waits for; an unknown id is
 // not_found.

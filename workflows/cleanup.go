@@ -246,9 +246,8 @@ func (l *CleanupLane) advance() {
 	l.After = ""
 }
 
-// Activity options, at the top where a reader looks for them. The ledger steps (begin,
-// summarise, finish) are short and idempotent and the run must end recorded: each runs
-// until answered (untilAnsweredStep), never given up on a clock.
+// The ledger steps (begin, summarise, finish) are short and idempotent and the run must
+// end recorded: each runs until answered (untilAnsweredStep), never given up on a clock.
 
 // markOptions: listing and deciding, with heartbeats, on any worker. A mark that keeps
 // failing ends the run failed — nothing was deleted, so that is safe.
@@ -311,15 +310,12 @@ func Cleanup(ctx workflow.Context, in CleanupInput) (CleanupResult, error) {
 	r.progress.RunID = r.res.RunID
 
 	r.setPhase(ctx, "begin", "insert the run in the ledger")
-	var a *activities.Activities
 	policy, _ := json.Marshal(r.res.Policy)
 	info := workflow.GetInfo(ctx)
 	var begin activities.CleanupBeginResult
 	for {
-		// Until answered, and visibly: a store or ledger that does not answer begin shows
-		// as a retrying activity the waiting client names (untilAnsweredStep).
 		if err := untilAnsweredStep(ctx, "begin: record the run",
-			a.CleanupBegin, activities.CleanupBeginInput{
+			acts.CleanupBegin, activities.CleanupBeginInput{
 				RunID: r.res.RunID, Graph: in.Graph, Mode: string(mode), Policy: policy, PlanRunID: in.SweepRunID,
 				WorkflowID: info.WorkflowExecution.ID, WorkflowRunID: info.WorkflowExecution.RunID,
 			}, &begin); err != nil {
@@ -364,7 +360,6 @@ func Cleanup(ctx workflow.Context, in CleanupInput) (CleanupResult, error) {
 // the usual order: commits, pins and lineage chunks, then versions, then manifest chunks
 // and objects. A mark or dry run deleted nothing and is aborted.
 func (r *cleanupRun) adopt(ctx workflow.Context, o activities.CleanupOrphan) error {
-	var a *activities.Activities
 	r.setPhase(ctx, "begin", fmt.Sprintf("finishing run %s, left running by %s", o.RunID, o.WorkflowID))
 	report := CleanupResult{Outcome: outcome.Done, RunID: o.RunID, Graph: r.in.Graph, Mode: CleanupMode(o.Mode),
 		Message: fmt.Sprintf("finished by run %s after its workflow %s ended", r.res.RunID, o.WorkflowID)}
@@ -379,10 +374,8 @@ func (r *cleanupRun) adopt(ctx workflow.Context, o activities.CleanupOrphan) err
 		}
 		for _, lane := range lanes {
 			for p := (activities.CleanupSweepProgress{}); !p.Done; {
-				if err := workflow.ExecuteActivity(actx, a.CleanupSweep, activities.CleanupSweepInput{
-					RunID: o.RunID, Graph: r.in.Graph, Prefix: lane.prefix, Kind: lane.kind, After: p.After,
-					BatchSize: r.tuning.BatchSize, MaxBatches: r.tuning.BatchesPerActivity,
-				}).Get(ctx, &p); err != nil {
+				in := r.sweepInput(o.RunID, lane.prefix, lane.kind, p.After)
+				if err := workflow.ExecuteActivity(actx, acts.CleanupSweep, in).Get(ctx, &p); err != nil {
 					return err
 				}
 				report.addRefused(p, r.tuning.MaxPlanKeys)
@@ -390,7 +383,7 @@ func (r *cleanupRun) adopt(ctx workflow.Context, o activities.CleanupOrphan) err
 		}
 		var sum activities.CleanupSummary
 		if err := untilAnsweredStep(ctx, "summarise the orphaned run",
-			a.CleanupSummarize, activities.CleanupSummarizeInput{RunID: o.RunID}, &sum); err != nil {
+			acts.CleanupSummarize, activities.CleanupSummarizeInput{RunID: o.RunID}, &sum); err != nil {
 			return err
 		}
 		report.Condemned, report.Deleted = sum.Condemned, sum.Deleted
@@ -400,7 +393,7 @@ func (r *cleanupRun) adopt(ctx workflow.Context, o activities.CleanupOrphan) err
 	}
 	report.FinishedAt = workflow.Now(ctx)
 	finish.Report, _ = json.Marshal(report)
-	return untilAnsweredStep(ctx, "finish the orphaned run", a.CleanupFinish, finish, nil)
+	return untilAnsweredStep(ctx, "finish the orphaned run", acts.CleanupFinish, finish, nil)
 }
 
 // mode is the input's mode: sweep when it names a mark run to sweep and no mode.
@@ -446,12 +439,11 @@ func (in CleanupInput) Validate() error {
 
 // mark runs the tree phase, then the table phase on every table in parallel.
 func (r *cleanupRun) mark(ctx workflow.Context) error {
-	var a *activities.Activities
 	started := workflow.Now(ctx)
 	actx := workflow.WithActivityOptions(ctx, markOptions(r.tuning))
 	r.setPhase(ctx, "mark", "reading roots and deciding every tree")
 	var trees activities.CleanupMarkTreesResult
-	if err := workflow.ExecuteActivity(actx, a.CleanupMarkTrees, activities.CleanupMarkTreesInput{
+	if err := workflow.ExecuteActivity(actx, acts.CleanupMarkTrees, activities.CleanupMarkTreesInput{
 		RunID: r.res.RunID, Graph: r.in.Graph, Mode: string(r.res.Mode),
 		KeepNewest: r.in.KeepNewest, KeepNewerThan: r.in.KeepNewerThan,
 		PlanRunID: r.in.SweepRunID, MaxPlanKeys: r.tuning.MaxPlanKeys,
@@ -467,8 +459,7 @@ func (r *cleanupRun) mark(ctx workflow.Context) error {
 	r.res.RetainAllData = trees.RetainAllReason
 	r.res.Mark.Requests.Add(trees.Requests)
 	r.res.PlanKeys = appendUpTo(r.res.PlanKeys, trees.PlanKeys, r.tuning.MaxPlanKeys)
-	r.res.Tables = len(trees.Tables)
-	r.progress.TablesTotal = len(trees.Tables)
+	r.res.Tables, r.progress.TablesTotal = len(trees.Tables), len(trees.Tables)
 	r.progress.Condemned = r.res.Condemned.Keys()
 	r.sweep.CommitsPending = trees.Condemned.Commits > 0
 	r.sweep.GraphChunksPending = trees.GraphChunks > 0
@@ -481,7 +472,7 @@ func (r *cleanupRun) mark(ctx workflow.Context) error {
 	queue := append([]string(nil), trees.Tables...)
 	err := runQueue(ctx, r.tuning.Parallelism, &queue,
 		func(table string) workflow.Future {
-			return workflow.ExecuteActivity(actx, a.CleanupMarkTable, activities.CleanupMarkTableInput{
+			return workflow.ExecuteActivity(actx, acts.CleanupMarkTable, activities.CleanupMarkTableInput{
 				RunID: r.res.RunID, Graph: r.in.Graph, Table: table, Mode: string(r.res.Mode),
 				Retained: trees.Retained[table], RetainAll: trees.RetainAllData,
 				GuardWindow: r.res.Policy.GuardWindow, Now: trees.Now,
@@ -514,7 +505,7 @@ func (r *cleanupRun) mark(ctx workflow.Context) error {
 	if err == nil {
 		// Incomplete multipart uploads: aborted by a sweep, counted otherwise.
 		var up activities.CleanupUploadsResult
-		err = workflow.ExecuteActivity(actx, a.CleanupUploads, activities.CleanupUploadsInput{
+		err = workflow.ExecuteActivity(actx, acts.CleanupUploads, activities.CleanupUploadsInput{
 			RunID: r.res.RunID, Graph: r.in.Graph, Abort: r.res.Mode == CleanupModeSweep,
 			Now: trees.Now, GuardWindow: r.res.Policy.GuardWindow, MaxPlanKeys: r.tuning.MaxPlanKeys,
 		}).Get(ctx, &up)
@@ -529,15 +520,10 @@ func (r *cleanupRun) mark(ctx workflow.Context) error {
 // sweepAndFinish deletes the condemned commits, then every table's condemned versions
 // and objects, several tables at a time, continuing as new before history grows large.
 func (r *cleanupRun) sweepAndFinish(ctx workflow.Context) (CleanupResult, error) {
-	var a *activities.Activities
 	if r.sweepStarted.IsZero() {
 		r.sweepStarted = workflow.Now(ctx)
 	}
 	actx := workflow.WithActivityOptions(ctx, sweepOptions(r.tuning))
-	input := func(prefix, kind, after string) activities.CleanupSweepInput {
-		return activities.CleanupSweepInput{RunID: r.res.RunID, Graph: r.in.Graph, Prefix: prefix, Kind: kind, After: after,
-			BatchSize: r.tuning.BatchSize, MaxBatches: r.tuning.BatchesPerActivity}
-	}
 	record := func(p activities.CleanupSweepProgress) {
 		r.chunks++
 		r.res.Sweep.Activities++
@@ -562,7 +548,8 @@ func (r *cleanupRun) sweepAndFinish(ctx workflow.Context) (CleanupResult, error)
 			}
 			r.setPhase(ctx, "sweep", fmt.Sprintf("deleting %s: %d keys deleted of %d", s.what, r.progress.Deleted, r.progress.Condemned))
 			var p activities.CleanupSweepProgress
-			if err := workflow.ExecuteActivity(actx, a.CleanupSweep, input(s.prefix, s.kind, *s.after)).Get(ctx, &p); err != nil {
+			in := r.sweepInput(r.res.RunID, s.prefix, s.kind, *s.after)
+			if err := workflow.ExecuteActivity(actx, acts.CleanupSweep, in).Get(ctx, &p); err != nil {
 				return r.fail(ctx, fmt.Errorf("sweep %s: %w", s.what, err))
 			}
 			record(p)
@@ -574,7 +561,7 @@ func (r *cleanupRun) sweepAndFinish(ctx workflow.Context) (CleanupResult, error)
 	r.sweep.Lanes = nil
 	err := runQueue(ctx, r.tuning.Parallelism, &queue,
 		func(l CleanupLane) workflow.Future {
-			return workflow.ExecuteActivity(actx, a.CleanupSweep, input(l.prefix(r.in.Graph), "", l.After))
+			return workflow.ExecuteActivity(actx, acts.CleanupSweep, r.sweepInput(r.res.RunID, l.prefix(r.in.Graph), "", l.After))
 		},
 		func(l CleanupLane, f workflow.Future) error {
 			var p activities.CleanupSweepProgress
@@ -604,6 +591,13 @@ func (r *cleanupRun) sweepAndFinish(ctx workflow.Context) (CleanupResult, error)
 	return r.finish(ctx)
 }
 
+// sweepInput asks one sweep activity to delete run's condemned keys of kind under prefix,
+// from after on.
+func (r *cleanupRun) sweepInput(run, prefix, kind, after string) activities.CleanupSweepInput {
+	return activities.CleanupSweepInput{RunID: run, Graph: r.in.Graph, Prefix: prefix, Kind: kind, After: after,
+		BatchSize: r.tuning.BatchSize, MaxBatches: r.tuning.BatchesPerActivity}
+}
+
 func (r *cleanupRun) shouldContinueAsNew(ctx workflow.Context) bool {
 	info := workflow.GetInfo(ctx)
 	return r.chunks >= r.tuning.ActivitiesPerRun || info.GetContinueAsNewSuggested() ||
@@ -625,12 +619,11 @@ func (r *cleanupRun) continueAsNew(ctx workflow.Context) (CleanupResult, error) 
 // It runs on a disconnected context: it is reached only once nothing is left to delete,
 // and a cleanup cancelled now must still record its end rather than stay running.
 func (r *cleanupRun) finish(ctx workflow.Context) (CleanupResult, error) {
-	var a *activities.Activities
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	r.setPhase(ctx, "finish", "recording the report")
 	var sum activities.CleanupSummary
 	if err := untilAnsweredStep(ctx, "summarise the condemned set",
-		a.CleanupSummarize, activities.CleanupSummarizeInput{RunID: r.res.RunID, PlanRunID: r.res.PlanRunID}, &sum); err != nil {
+		acts.CleanupSummarize, activities.CleanupSummarizeInput{RunID: r.res.RunID, PlanRunID: r.res.PlanRunID}, &sum); err != nil {
 		return r.res, fmt.Errorf("summarise: %w", err)
 	}
 	if r.res.Mode != CleanupModeDryRun {
@@ -645,7 +638,7 @@ func (r *cleanupRun) finish(ctx workflow.Context) (CleanupResult, error) {
 	r.res.FinishedAt = workflow.Now(ctx)
 	report, _ := json.Marshal(r.res)
 	if err := untilAnsweredStep(ctx, "finish: record the report",
-		a.CleanupFinish, activities.CleanupFinishInput{RunID: r.res.RunID, Graph: r.in.Graph, Report: report}, nil); err != nil {
+		acts.CleanupFinish, activities.CleanupFinishInput{RunID: r.res.RunID, Graph: r.in.Graph, Report: report}, nil); err != nil {
 		return r.res, fmt.Errorf("finish: %w", err)
 	}
 	r.progress.Deleted, r.progress.BytesDeleted = sum.Deleted.Keys(), sum.Deleted.Bytes
@@ -659,7 +652,6 @@ func (r *cleanupRun) finish(ctx workflow.Context) (CleanupResult, error) {
 // happen after the run stops refusing pins. It runs on a disconnected context, so a
 // cancelled cleanup still records its end.
 func (r *cleanupRun) fail(ctx workflow.Context, cause error) (CleanupResult, error) {
-	var a *activities.Activities
 	var ended *temporal.ApplicationError
 	if errors.As(cause, &ended) && (ended.Type() == activities.CleanupRunEndedError ||
 		ended.Type() == "CleanupRunNotRunning" && strings.Contains(ended.Error(), " is done;")) {
@@ -677,7 +669,7 @@ func (r *cleanupRun) fail(ctx workflow.Context, cause error) (CleanupResult, err
 	r.res.FinishedAt = workflow.Now(ctx)
 	report, _ := json.Marshal(r.res)
 	_ = untilAnsweredStep(ctx, "finish: record the failure",
-		a.CleanupFinish, activities.CleanupFinishInput{RunID: r.res.RunID, Graph: r.in.Graph, Failed: true,
+		acts.CleanupFinish, activities.CleanupFinishInput{RunID: r.res.RunID, Graph: r.in.Graph, Failed: true,
 			Message: cause.Error(), Report: report}, nil)
 	// "failed" is the ledger's outcome of a run that gave up.
 	_ = workflow.UpsertTypedSearchAttributes(ctx, searchattr.Outcome.ValueSet("failed"))

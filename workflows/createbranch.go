@@ -28,10 +28,9 @@ type Source struct {
 
 // CreateBranchInput is the input of graft.CreateBranch.
 type CreateBranchInput struct {
-	Graph  string `json:"graph"`
-	Branch string `json:"branch"`
-	Source Source `json:"source"`
-	// OpID identifies the operation in the ledger. Defaults to the workflow id.
+	Graph   string `json:"graph"`
+	Branch  string `json:"branch"`
+	Source  Source `json:"source"`
 	OpID    string `json:"op_id,omitempty"`
 	Author  string `json:"author,omitempty"`
 	Message string `json:"message,omitempty"`
@@ -48,8 +47,7 @@ type CreateBranchResult struct {
 	SourceCommit string          `json:"source_commit,omitempty"`
 	Message      string          `json:"message,omitempty"`
 	// Incarnations counts native names tried (2 after a retry).
-	Incarnations int `json:"incarnations"`
-	// SettleAttempts counts re-issues of an in-doubt ref put.
+	Incarnations   int `json:"incarnations"`
 	SettleAttempts int `json:"settle_attempts,omitempty"`
 }
 
@@ -99,13 +97,12 @@ func CreateBranch(ctx workflow.Context, in CreateBranchInput) (CreateBranchResul
 // createOnce is one incarnation's attempt; retry reports an unpublished attempt whose ref
 // could never land for a reason a fresh native name avoids.
 func (r *createRun) createOnce(ctx workflow.Context, attempt int, started time.Time, res *CreateBranchResult) (ending, bool, error) {
-	var a *activities.Activities
 	r.status.Native = ""
 	r.prep = nil
 	r.pendingRecorded = false
 	var prep activities.PrepareCreateResult
 	if err := r.prepare(ctx, "", "validate, resolve source, mint native name, claim, witness intent",
-		a.PrepareCreate, activities.PrepareCreateInput{
+		acts.PrepareCreate, activities.PrepareCreateInput{
 			OpID: r.owner.OpID, Graph: r.in.Graph, Branch: r.in.Branch,
 			SourceBranch: r.in.Source.Branch, SourceCommit: r.in.Source.Commit, SourceTag: r.in.Source.Tag,
 			Author: r.in.Author, Message: r.in.Message, Time: started, Attempt: attempt, WorkflowID: r.wfID, RunID: r.owner.Run,
@@ -125,7 +122,7 @@ func (r *createRun) createOnce(ctx workflow.Context, attempt int, started time.T
 
 	r.setPhase(ctx, "clone", "writing the fork commit "+prep.ForkID)
 	var clone activities.CloneResult
-	if err := r.step(ctx, "clone: put-if-absent fork commit "+prep.ForkID, a.CloneTree, activities.CloneInput{
+	if err := r.step(ctx, "clone: put-if-absent fork commit "+prep.ForkID, acts.CloneTree, activities.CloneInput{
 		Owner: r.owner, Graph: r.in.Graph, Native: prep.Native, ForkID: prep.ForkID, ForkBytes: prep.ForkBytes, ForkChunks: prep.ForkChunks}, &clone); err != nil {
 		return ending{}, false, fmt.Errorf("clone: %w", err)
 	}
@@ -201,9 +198,8 @@ func (r *createRun) fenceAndReclaim(ctx workflow.Context, refSpec activities.Wri
 
 // reclaim deletes the clone of an incarnation no ref can ever publish.
 func (r *createRun) reclaim(ctx workflow.Context, reason string) error {
-	var a *activities.Activities
 	r.setPhase(ctx, "reclaim", reason)
-	if err := r.step(ctx, "reclaim the clone", a.ReclaimClone, activities.ReclaimInput{Owner: r.owner, Graph: r.in.Graph,
+	if err := r.step(ctx, "reclaim the clone", acts.ReclaimClone, activities.ReclaimInput{Owner: r.owner, Graph: r.in.Graph,
 		Native: r.prep.Native, Fork: r.prep.ForkID, Reason: reason}, nil); err != nil {
 		return fmt.Errorf("reclaim clone: %w", err)
 	}

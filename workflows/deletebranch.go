@@ -17,9 +17,8 @@ type DeleteBranchInput struct {
 	Branch string `json:"branch"`
 	// Force deletes a branch although live tags name commits of it; the tags keep those
 	// commits. main is never deleted.
-	Force bool `json:"force,omitempty"`
-	// OpID identifies the operation in the ledger. Defaults to the workflow id.
-	OpID string `json:"op_id,omitempty"`
+	Force bool   `json:"force,omitempty"`
+	OpID  string `json:"op_id,omitempty"`
 }
 
 // DeleteBranchResult is the result of graft.DeleteBranch. Outcome deleted means Native's
@@ -46,12 +45,11 @@ func (r *DeleteBranchResult) setEnd(out outcome.Outcome, msg string) { r.Outcome
 // compare-and-swap into a retired ref that stays at the key as a fence, through the
 // kernel, and record the incarnation retired. Physical reclaim is cleanup's.
 func DeleteBranch(ctx workflow.Context, in DeleteBranchInput) (DeleteBranchResult, error) {
-	var a *activities.Activities
 	r := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpDeleteBranch, graph: in.Graph, branch: in.Branch, subject: in.Branch})
 	res := DeleteBranchResult{OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch}
 	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		var prep activities.PrepareDeleteBranchResult
-		if err := r.prepare(ctx, "reading the refs and tags of "+in.Branch, "read the refs, head and tags", a.PrepareDeleteBranch,
+		if err := r.prepare(ctx, "reading the refs and tags of "+in.Branch, "read the refs, head and tags", acts.PrepareDeleteBranch,
 			activities.PrepareDeleteBranchInput{OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Force: in.Force,
 				WorkflowID: r.wfID, RunID: r.owner.Run}, &prep); err != nil {
 			return ending{}, err

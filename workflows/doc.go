@@ -6,7 +6,11 @@
 //
 // Names are registered explicitly and are part of graft's public contract
 // (docs/workflows.md): services in any language start these workflows by
-// name with JSON payloads.
+// name with JSON payloads. An operation input's OpID (op_id) is the operation's id in the
+// ledger; it defaults to the workflow id. A result's SettleAttempts counts the re-issues
+// of its in-doubt writes, HeadRetries its re-plans after the branch's head moved. An
+// input's ExpectedHead, when set, makes the operation a conflict unless the branch's head
+// is that commit; without it, a head that moves is re-planned up to MaxHeadRetries times.
 package workflows
 
 import (

@@ -16,8 +16,7 @@ const InitGraphName = "graft.InitGraph"
 // InitGraphInput is the input of graft.InitGraph.
 type InitGraphInput struct {
 	Graph string `json:"graph"`
-	// OpID identifies the operation in the ledger. Defaults to the workflow id.
-	OpID string `json:"op_id,omitempty"`
+	OpID  string `json:"op_id,omitempty"`
 	// Author of main's root commit. Defaults to "graft".
 	Author string `json:"author,omitempty"`
 }
@@ -46,13 +45,12 @@ func (r *InitGraphResult) setEnd(out outcome.Outcome, msg string) { r.Outcome, r
 // operation id, so its one step runs until the store and the ledger answer; a store that
 // definitely refuses ends it as refused.
 func InitGraph(ctx workflow.Context, in InitGraphInput) (InitGraphResult, error) {
-	var a *activities.Activities
 	r := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpInitGraph, graph: in.Graph, branch: "main", subject: in.Graph})
 	res := InitGraphResult{OpID: r.owner.OpID, Graph: in.Graph}
 	initOnce := func(ctx workflow.Context) (ending, error) {
 		r.setPhase(ctx, "init", "writing the root commit, main's ref and the graph record")
 		var init activities.InitGraphResult
-		if err := r.step(ctx, "init: root commit, main ref, graph record", a.InitGraph, activities.InitGraphInput{
+		if err := r.step(ctx, "init: root commit, main ref, graph record", acts.InitGraph, activities.InitGraphInput{
 			OpID: r.owner.OpID, Graph: in.Graph, Author: in.Author, WorkflowID: r.wfID, RunID: r.owner.Run,
 		}, &init); err != nil {
 			return ending{}, fmt.Errorf("init graph: %w", err)

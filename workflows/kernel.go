@@ -16,14 +16,9 @@ import (
 )
 
 // The operation kernel: every graft operation but cleanup runs through one opRun. The
-// operation's own code is its phases — prepare, plan, and the writes it issues; the kernel
-// owns how each step runs (before an effect: bounded; after one: no total deadline), how a
-// write is settled (read back, bounded re-issue, then a fence or an operator's abandon; a
-// fence the store refuses parks the operation), cancellation, and the one finish that
-// records every end in the ledger — guarded by the run that owns the row, on a
-// disconnected context, releasing pins only once nothing the operation sent may still
-// land — and shapes the workflow's end (docs/workflows.md: a non-success outcome fails the
-// workflow with an ApplicationError whose type is the outcome).
+// operation's own code is its phases (prepare, plan, the writes it issues); the kernel owns
+// how each step runs, how a write is settled (write, settle, fence), cancellation (run),
+// and the one finish that records every end in the ledger (finish, outcomeError).
 
 // Timing of the kernel's settling (docs/workflows.md).
 var (
@@ -41,8 +36,8 @@ var (
 	ParkBackoffMax = 10 * time.Minute
 )
 
-// The signal and query every graft operation workflow takes. graft.abandon settles an
-// in-doubt write now by fencing it instead of waiting for it to land.
+// The signal and query every graft operation workflow takes. graft.abandon fences an
+// in-doubt write now instead of waiting for it to land.
 const (
 	AbandonSignalName = "graft.abandon"
 	StatusQueryName   = "graft.status"
@@ -78,12 +73,11 @@ type result interface {
 	setEnd(out outcome.Outcome, message string)
 }
 
-// ending is how an operation's phases ended. recorded: a step recorded the end in the
-// ledger already; native: a create's incarnation that went live.
+// ending is how an operation's phases ended; native is a create's live incarnation.
 type ending struct {
 	out      outcome.Outcome
 	msg      string
-	recorded bool
+	recorded bool // a step recorded the end in the ledger already
 	native   string
 }
 
@@ -100,11 +94,10 @@ type opRun struct {
 	status  OperationStatus
 	// attemptsRecorded: the settle attempts the ledger has.
 	attemptsRecorded int
-	// foreign: the operation id is another request's (or another workflow's): the
-	// kernel never writes its row.
+	// foreign: the operation id is another request's: the kernel never writes its row.
 	foreign bool
-	// pending is a write issued whose verdict is not definitive yet: what a
-	// cancellation or an infrastructure failure must settle first.
+	// pending is a write issued whose verdict is not definitive yet: what a cancellation
+	// or an infrastructure failure must settle first.
 	pending *activities.WriteSpec
 	// onFenced runs after pending was fenced on a cancellation (a create reclaims its clone).
 	onFenced func(ctx workflow.Context) error
@@ -123,11 +116,10 @@ type opRun struct {
 
 // runSpec names an operation for startOp.
 type runSpec struct {
-	opID          string
-	kind          catalog.OperationKind
-	operationAttr string // GraftOperation; defaults to kind
-	graph, branch string
-	subject       string
+	opID                   string
+	kind                   catalog.OperationKind
+	operationAttr          string // GraftOperation; defaults to kind
+	graph, branch, subject string
 }
 
 // startOp starts an operation's run: op id (the workflow id by default), owner (this
@@ -178,20 +170,15 @@ func (r *opRun) step(ctx workflow.Context, summary string, fn, in, out any) erro
 
 // write issues w and drives it to a definitive verdict: Landed, Other, Fenced or Invalid
 // — or Refused, when the store definitely refused its first attempt (nothing of it can
-// land). An ambiguous answer is read back after short pauses; still unknown, the
-// operation is recorded in doubt and the write is re-issued, byte-identical, on a
-// durable backoff, at most MaxSettleAttempts times; then — or at once on an operator's
-// abandon — it is fenced. A refused re-issue proves nothing about the earlier attempt, so
-// it does not end the settling.
+// land). An ambiguous answer is read back after short pauses; still unknown, it settles.
 func (r *opRun) write(ctx workflow.Context, w activities.WriteSpec) (activities.Verdict, error) {
-	var a *activities.Activities
 	what := w.Describe()
 	r.pending = &w
 	in := activities.WriteInput{Owner: r.owner, Spec: w, PendingRecorded: r.pendingRecorded}
 	r.pendingRecorded = false
 	r.setPhase(ctx, "write", what)
 	var v activities.Verdict
-	if err := r.step(ctx, "write: "+what, a.Write, in, &v); err != nil {
+	if err := r.step(ctx, "write: "+what, acts.Write, in, &v); err != nil {
 		return v, fmt.Errorf("%s: %w", what, err)
 	}
 	if v.State != activities.Ambiguous {
@@ -208,7 +195,7 @@ func (r *opRun) write(ctx workflow.Context, w activities.WriteSpec) (activities.
 			return v, err
 		}
 		var rb activities.Verdict
-		if err := r.step(ctx, "read back: "+what, a.ReadBack, in, &rb); err != nil {
+		if err := r.step(ctx, "read back: "+what, acts.ReadBack, in, &rb); err != nil {
 			return rb, fmt.Errorf("read back %s: %w", what, err)
 		}
 		if rb.State.Definitive() {
@@ -239,16 +226,17 @@ func (r *opRun) settled(v activities.Verdict) {
 	}
 }
 
-// settle records the operation in doubt and re-issues w until the store proves what
-// happened, at most MaxSettleAttempts times; then, or on an operator's abandon, it fences.
+// settle records the operation in doubt and re-issues w, byte-identical, on a durable
+// backoff until the store proves what happened, at most MaxSettleAttempts times; then, or
+// on an operator's abandon, it fences. A refused re-issue proves nothing about the earlier
+// attempt, so it does not end the settling.
 func (r *opRun) settle(ctx workflow.Context, w activities.WriteSpec, v activities.Verdict) (activities.Verdict, error) {
-	var a *activities.Activities
 	what := w.Describe()
 	native := ""
 	if w.Kind == activities.WriteRef {
 		native = r.status.Native
 	}
-	if err := r.step(ctx, "record in_doubt", a.Progress, activities.ProgressInput{Owner: r.owner, Phase: "settle",
+	if err := r.step(ctx, "record in_doubt", acts.Progress, activities.ProgressInput{Owner: r.owner, Phase: "settle",
 		Waiting: what + " in doubt: " + v.Message, InDoubt: true, Graph: r.graph, Native: native}, nil); err != nil {
 		return v, fmt.Errorf("record in doubt: %w", err)
 	}
@@ -274,13 +262,12 @@ func (r *opRun) settle(ctx workflow.Context, w activities.WriteSpec, v activitie
 		r.status.SettleAttempts++
 		r.setPhase(ctx, "settle", fmt.Sprintf("%s in doubt: re-issue %d of %d", what, attempt, MaxSettleAttempts))
 		var err error
-		if err = r.step(ctx, "settle: re-issue "+what, a.Write, activities.WriteInput{Owner: r.owner, Spec: w, Attempt: attempt}, &v); err != nil {
+		if err = r.step(ctx, "settle: re-issue "+what, acts.Write, activities.WriteInput{Owner: r.owner, Spec: w, Attempt: attempt}, &v); err != nil {
 			return v, fmt.Errorf("settle %s: %w", what, err)
 		}
 		if v.State.Definitive() {
 			r.log(ctx, "graft settle: re-issue settled the write", "write", what, "verdict", string(v.State), "reissues", attempt)
-			r.status.Outcome = ""
-			r.recordAttempts(ctx)
+			r.leaveDoubt(ctx)
 			return v, nil
 		}
 		if v.State == activities.Refused {
@@ -289,13 +276,14 @@ func (r *opRun) settle(ctx workflow.Context, w activities.WriteSpec, v activitie
 	}
 }
 
-// recordAttempts records the re-issues so far in the ledger, once settled.
-func (r *opRun) recordAttempts(ctx workflow.Context) {
-	var a *activities.Activities
+// leaveDoubt clears the in-doubt status of a settled write and records the re-issues so
+// far in the ledger.
+func (r *opRun) leaveDoubt(ctx workflow.Context) {
+	r.status.Outcome = ""
 	if r.status.SettleAttempts == r.attemptsRecorded {
 		return
 	}
-	if r.step(ctx, "record settle attempts", a.Progress, activities.ProgressInput{Owner: r.owner,
+	if r.step(ctx, "record settle attempts", acts.Progress, activities.ProgressInput{Owner: r.owner,
 		SettleAttempts: r.status.SettleAttempts}, nil) == nil {
 		r.attemptsRecorded = r.status.SettleAttempts
 	}
@@ -305,27 +293,25 @@ func (r *opRun) recordAttempts(ctx workflow.Context) {
 // does not answer parks the operation — in doubt, phase parked, visible — and is tried
 // again on a durable backoff up to ParkBackoffMax: never a hot loop, never a guess.
 func (r *opRun) fence(ctx workflow.Context, w activities.WriteSpec, reason string) (activities.Verdict, error) {
-	var a *activities.Activities
 	what := w.Describe()
 	backoff := SettleBackoff
 	parked := false
 	for {
 		r.setPhase(ctx, "fence", "fencing the "+what+": "+reason)
 		var v activities.Verdict
-		if err := r.step(ctx, "fence: "+what, a.Fence, activities.WriteInput{Owner: r.owner, Spec: w, Reason: reason}, &v); err != nil {
+		if err := r.step(ctx, "fence: "+what, acts.Fence, activities.WriteInput{Owner: r.owner, Spec: w, Reason: reason}, &v); err != nil {
 			return v, fmt.Errorf("fence %s: %w", what, err)
 		}
 		if v.State.Definitive() {
 			r.log(ctx, "graft fence settled the write", "write", what, "verdict", string(v.State), "detail", v.Message)
-			r.status.Outcome = ""
-			r.recordAttempts(ctx)
+			r.leaveDoubt(ctx)
 			return v, nil
 		}
 		waiting := fmt.Sprintf("fence of the %s did not land (%s: %s); next try in %s", what, v.State, v.Message, backoff)
 		r.log(ctx, "graft fence did not land; parked", "write", what, "verdict", string(v.State), "detail", v.Message, "retry_in", backoff.String())
 		if !parked {
 			parked = true
-			if err := r.step(ctx, "record parked", a.Progress, activities.ProgressInput{Owner: r.owner, Phase: "parked",
+			if err := r.step(ctx, "record parked", acts.Progress, activities.ProgressInput{Owner: r.owner, Phase: "parked",
 				Waiting: waiting, InDoubt: true}, nil); err != nil {
 				return v, fmt.Errorf("record parked: %w", err)
 			}
@@ -422,15 +408,13 @@ func (r *opRun) run(ctx workflow.Context, res result, body func(ctx workflow.Con
 // ownership — and in visibility. "" records the ledger's failed. It retries until the
 // ledger answers: an end is never left unrecorded.
 func (r *opRun) finish(ctx workflow.Context, e ending) {
-	var a *activities.Activities
 	r.status.Outcome, r.status.Pending = e.out, e.msg
 	r.setPhase(ctx, "done", string(e.out))
 	if !r.foreign {
-		var fin activities.FinishResult
-		if err := r.step(ctx, "finish: record outcome "+string(e.out), a.Finish, activities.FinishInput{
+		if err := r.step(ctx, "finish: record outcome "+string(e.out), acts.Finish, activities.FinishInput{
 			Owner: r.owner, Kind: r.kind, Outcome: e.out, Message: e.msg, Graph: r.graph, Branch: r.branch,
 			Native: e.native, Recorded: e.recorded,
-		}, &fin); err != nil {
+		}, nil); err != nil {
 			r.log(ctx, "graft finish failed", "error", err.Error())
 		}
 	}
@@ -450,11 +434,9 @@ func abandonedMessage(reason string) string {
 }
 
 // outcomeError is a workflow's error for its definitive outcome (docs/workflows.md): nil
-// for a success, so the workflow completes with its result; otherwise a non-retryable
-// ApplicationError whose type is the outcome, whose message is the result's, and whose
-// first detail is the whole result, so the workflow fails — red in the UI — and a client
-// still decodes the result. Cleanup, which owns its ledger row outside the kernel, ends
-// the same way.
+// for a success; otherwise a non-retryable ApplicationError typed by the outcome whose
+// first detail is the whole result, so the workflow fails (red in the UI) and a client
+// still decodes the result. Cleanup ends the same way.
 func outcomeError(out outcome.Outcome, msg string, res any) error {
 	if out == "" || out.Success() {
 		return nil

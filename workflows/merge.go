@@ -39,14 +39,11 @@ const (
 type MergeInput struct {
 	Graph string `json:"graph"`
 	// Source is the branch merged; Target the branch the merge commit is appended to.
-	Source string `json:"source"`
-	Target string `json:"target"`
-	// ExpectedHead, when set, makes the merge a conflict unless the target's head is this
-	// commit. Defaults to "" (re-plan up to MaxHeadRetries times if it moves).
+	Source       string `json:"source"`
+	Target       string `json:"target"`
 	ExpectedHead string `json:"expected_head,omitempty"`
 	// Preview returns the plan and writes nothing: no commit, no ledger row.
-	Preview bool `json:"preview,omitempty"`
-	// OpID identifies the operation in the ledger. Defaults to the workflow id.
+	Preview bool   `json:"preview,omitempty"`
 	OpID    string `json:"op_id,omitempty"`
 	Author  string `json:"author,omitempty"`
 	Message string `json:"message,omitempty"`
@@ -70,14 +67,12 @@ type MergeResult struct {
 	// Bases are the merge bases found from the heads' lineages.
 	Bases []string `json:"bases,omitempty"`
 	// Tables lists every table the merge does not leave unchanged.
-	Tables    []MergeTable `json:"tables"`
-	Unchanged int          `json:"unchanged"`
-	Conflicts int          `json:"conflicts"`
-	Message   string       `json:"message,omitempty"`
-	// HeadRetries counts re-plans after the target's head moved.
-	HeadRetries int `json:"head_retries,omitempty"`
-	// SettleAttempts counts re-issues of in-doubt writes.
-	SettleAttempts int `json:"settle_attempts,omitempty"`
+	Tables         []MergeTable `json:"tables"`
+	Unchanged      int          `json:"unchanged"`
+	Conflicts      int          `json:"conflicts"`
+	Message        string       `json:"message,omitempty"`
+	HeadRetries    int          `json:"head_retries,omitempty"`
+	SettleAttempts int          `json:"settle_attempts,omitempty"`
 }
 
 func (r *MergeResult) setEnd(out outcome.Outcome, msg string) {
@@ -90,11 +85,9 @@ func (r *MergeResult) setEnd(out outcome.Outcome, msg string) {
 // Merge merges a source branch into a target branch by adoption: plan (read both heads,
 // find the merge base from their lineages, classify every table), then — with no conflict
 // and something to adopt — append one commit to the target with first parent the target
-// head and merged parent the source head, through the kernel's append loop. A target
-// that moved is re-planned, or is a conflict when the caller gave an expected head. The
-// inputs stay pinned until the outcome is definitive.
+// head and merged parent the source head, through appendCommit. The inputs stay pinned
+// until the outcome is definitive.
 func Merge(ctx workflow.Context, in MergeInput) (MergeResult, error) {
-	var a *activities.Activities
 	r := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpMerge, graph: in.Graph, branch: in.Target, subject: in.Source + " → " + in.Target})
 	if in.Preview {
 		// A preview is not an operation of the ledger.
@@ -112,9 +105,9 @@ func Merge(ctx workflow.Context, in MergeInput) (MergeResult, error) {
 			}
 			var err error
 			if in.Preview || res.HeadRetries == 0 && r.status.SettleAttempts == 0 && r.pending == nil && !r.planned {
-				err = beforeEffect(ctx, "plan: read heads, find the merge base, classify tables", a.PlanMerge, pin, &plan)
+				err = beforeEffect(ctx, "plan: read heads, find the merge base, classify tables", acts.PlanMerge, pin, &plan)
 			} else {
-				err = r.step(ctx, "re-plan: read heads, find the merge base, classify tables", a.PlanMerge, pin, &plan)
+				err = r.step(ctx, "re-plan: read heads, find the merge base, classify tables", acts.PlanMerge, pin, &plan)
 			}
 			if err != nil {
 				return plannedCommit{}, err

@@ -21,6 +21,10 @@ var (
 	FastPathBudget = 2 * time.Minute
 )
 
+// acts names the activities a workflow runs, by method: a typed nil, whose methods
+// workflow code never calls itself.
+var acts *activities.Activities
+
 // untilAnswered retries a step until the store and the ledger answer: a step that may
 // follow a storage effect is never given up, or the operation would be left half-done.
 var untilAnswered = &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 2,
@@ -45,12 +49,11 @@ func beforeEffect(ctx workflow.Context, summary string, fn, in, out any) error {
 }
 
 // untilAnsweredStep runs a step that may follow a storage effect and must not be given up:
-// a local activity for a few attempts, then — its deadline never ends the operation — the
-// same step as an ordinary activity with no total deadline and unlimited retries, until it
-// is answered; only cancellation ends it early. That activity does not hold the workflow
-// task, so status queries stay answerable, and a dependency that does not answer (the
-// store, Postgres) shows as a pending activity retrying with its last failure, which the
-// client's wait names (docs/outcomes.md). kv goes into its log.
+// a local activity for a few attempts, then the same step as an ordinary activity with
+// no total deadline, retried until answered; only cancellation ends it early. That
+// activity does not hold the workflow task, so status queries stay answerable and a
+// dependency that does not answer shows as a pending activity retrying with its last
+// failure, which the client's wait names (docs/outcomes.md). kv goes into its log.
 func untilAnsweredStep(ctx workflow.Context, summary string, fn, in, out any, kv ...any) error {
 	err := localStep(ctx, summary, FastPathBudget, 4, fn, in).Get(ctx, out)
 	if err == nil || temporal.IsCanceledError(err) || ctx.Err() != nil {

@@ -40,29 +40,21 @@ type (
 	ReconcileResult = contract.ReconcileResult
 )
 
-// reconcileOptions: the pass is an ordinary activity with no total deadline — it may
-// fence writes, which follows storage effects — retried until it answers.
-var reconcileOptions = workflow.ActivityOptions{
-	StartToCloseTimeout: 10 * time.Minute,
-	RetryPolicy:         untilAnswered,
-}
-
 // Reconcile settles operations whose workflow closed without recording their end —
 // terminated, timed out, reset away or lost — as their own workflow would have
 // (activities.Reconcile): fence then reclaim for a create, read back (by fencing) and
 // finish for a commit, tag or retire; pins released only once the end is definitive. An
 // operation whose fence the store refuses stays parked, in doubt, for the next pass.
 func Reconcile(ctx workflow.Context, in ReconcileInput) (ReconcileResult, error) {
-	var a *activities.Activities
 	info := workflow.GetInfo(ctx)
 	setDetails(ctx, "reconcile", in.Graph, "looking for operations whose workflow closed")
-	o := reconcileOptions
-	o.Summary = "reconcile: settle operations whose workflow closed"
-	// The pass heartbeats while it runs (activities.Reconcile): a worker that dies
-	// mid-pass is noticed after one step timeout, not after the pass's whole timeout.
-	o.HeartbeatTimeout = StepTimeout
+	// The pass is an ordinary activity with no total deadline (it may fence writes, which
+	// follows storage effects), retried until it answers. It heartbeats while it runs: a
+	// worker that dies mid-pass is noticed after one step timeout, not the pass's.
+	o := workflow.ActivityOptions{Summary: "reconcile: settle operations whose workflow closed",
+		StartToCloseTimeout: 10 * time.Minute, HeartbeatTimeout: StepTimeout, RetryPolicy: untilAnswered}
 	var res ReconcileResult
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), a.Reconcile, activities.ReconcileInput{
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), acts.Reconcile, activities.ReconcileInput{
 		Run: info.WorkflowExecution.RunID, Graph: in.Graph, OpID: in.OpID, Limit: in.Limit}).Get(ctx, &res)
 	if res.Settled == nil {
 		res.Settled = []ReconciledOp{}

@@ -20,7 +20,6 @@ type RepairBranchInput struct {
 	Branch string `json:"branch"`
 	// Keep is the native name ({branch}.{ULID}) of the live incarnation to keep.
 	Keep string `json:"keep"`
-	// OpID identifies the operation in the ledger. Defaults to the workflow id.
 	OpID string `json:"op_id,omitempty"`
 }
 
@@ -49,13 +48,12 @@ func (r *RepairBranchResult) setEnd(out outcome.Outcome, msg string) {
 // then retires every live ref but Keep's by compare-and-swap, one kernel write per ref. A
 // retired ref stays at its key as a fence, so a late put of it can never land.
 func RepairBranch(ctx workflow.Context, in RepairBranchInput) (RepairBranchResult, error) {
-	var a *activities.Activities
 	r := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpDeleteBranch, operationAttr: "repair_branch",
 		graph: in.Graph, branch: in.Branch, subject: in.Branch})
 	res := RepairBranchResult{OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Retired: []string{}}
 	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		var prep activities.PrepareRepairResult
-		if err := r.prepare(ctx, "reading the refs of "+in.Branch, "read the refs of "+in.Branch, a.PrepareRepair, activities.PrepareRepairInput{
+		if err := r.prepare(ctx, "reading the refs of "+in.Branch, "read the refs of "+in.Branch, acts.PrepareRepair, activities.PrepareRepairInput{
 			OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Keep: in.Keep, WorkflowID: r.wfID, RunID: r.owner.Run,
 		}, &prep); err != nil {
 			return ending{}, err
@@ -88,7 +86,7 @@ func RepairBranch(ctx workflow.Context, in RepairBranchInput) (RepairBranchResul
 			return end(outcome.Conflict, "refs changed while repairing, run the repair again: "+strings.Join(changed, "; "))
 		}
 		var kept activities.AdoptKeptResult
-		if err := r.step(ctx, "adopt the kept incarnation in the ledger", a.AdoptKept, activities.AdoptKeptInput{
+		if err := r.step(ctx, "adopt the kept incarnation in the ledger", acts.AdoptKept, activities.AdoptKeptInput{
 			Owner: r.owner, Graph: in.Graph, Branch: in.Branch, Keep: in.Keep}, &kept); err != nil {
 			return ending{}, fmt.Errorf("adopt %s: %w", in.Keep, err)
 		}

@@ -14,14 +14,10 @@ import (
 // Request is an operation's request in canonical form: its workflow type and every field
 // of its input that decides what the operation does, by name, with a list folded into one
 // SHA-256. The operation id is not part of it: it names a request, it does not shape it.
-//
-// A request under an operation id (idempotency key) that names an operation already is
-// the same request only when the two digests are equal; then it attaches to that
-// operation and reports its result. Any other request under that id is a conflict: it is
-// never attached, and nothing is uploaded, started or written for it (docs/outcomes.md).
-// The Go client compares the request of the run it would attach to — read from the run's
-// own input, so a run started by any SDK is compared too — and the ledger refuses an
-// operation id recorded for other inputs (docs/workflows.md).
+// A request under an operation id that names an operation already attaches to it only
+// when the two digests are equal; any other is a conflict, and nothing is uploaded,
+// started or written for it (docs/outcomes.md). The ledger refuses an operation id
+// recorded for other inputs (docs/workflows.md).
 type Request struct {
 	// Workflow is the workflow type (graft.WriteTable, …).
 	Workflow string `json:"workflow"`

@@ -22,18 +22,15 @@ type RestoreInput struct {
 	Graph  string `json:"graph"`
 	Branch string `json:"branch"`
 	// To names the commit whose pins the branch gets back.
-	To RestoreTarget `json:"to"`
-	// ExpectedHead, when set, makes the restore a conflict unless the branch's head is
-	// this commit. Defaults to "" (re-plan up to MaxHeadRetries times if it moves).
-	ExpectedHead string `json:"expected_head,omitempty"`
+	To           RestoreTarget `json:"to"`
+	ExpectedHead string        `json:"expected_head,omitempty"`
 	// NoBackup skips the backup tag of the pre-restore head.
 	NoBackup bool `json:"no_backup,omitempty"`
 	// BackupTag names the backup tag. Defaults to "backup/{branch}/{head commit id}".
 	BackupTag string `json:"backup_tag,omitempty"`
-	// OpID identifies the operation in the ledger. Defaults to the workflow id.
-	OpID    string `json:"op_id,omitempty"`
-	Author  string `json:"author,omitempty"`
-	Message string `json:"message,omitempty"`
+	OpID      string `json:"op_id,omitempty"`
+	Author    string `json:"author,omitempty"`
+	Message   string `json:"message,omitempty"`
 }
 
 // RestoreResult is the result of graft.Restore. Outcome done means Commit is the branch's
@@ -49,8 +46,7 @@ type RestoreResult struct {
 	PreviousHead string `json:"previous_head,omitempty"`
 	BackupTag    string `json:"backup_tag,omitempty"`
 	Message      string `json:"message,omitempty"`
-	// HeadRetries counts re-plans after the branch's head moved; each re-plan backs up the
-	// head it then replaces under that head's name.
+	// Each re-plan (HeadRetries) backs up the head it then replaces under that head's name.
 	HeadRetries    int `json:"head_retries,omitempty"`
 	SettleAttempts int `json:"settle_attempts,omitempty"`
 }
@@ -68,13 +64,12 @@ func (r *RestoreResult) setEnd(out outcome.Outcome, msg string) {
 // the head (immutable, settled before anything else), then a commit on top of the head
 // with the commit's pins and restored_from, with expected-head semantics.
 func Restore(ctx workflow.Context, in RestoreInput) (RestoreResult, error) {
-	var a *activities.Activities
 	r := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpRestore, graph: in.Graph, branch: in.Branch, subject: in.Branch})
 	res := RestoreResult{OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch}
 	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		var prep activities.PrepareRestoreResult
 		if err := r.prepare(ctx, "resolving, pinning and probing the commit to restore", "resolve, claim, pin and probe the commit to restore",
-			a.PrepareRestore, activities.PrepareRestoreInput{OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch,
+			acts.PrepareRestore, activities.PrepareRestoreInput{OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch,
 				ToCommit: in.To.Commit, ToTag: in.To.Tag, ExpectedHead: in.ExpectedHead, NoBackup: in.NoBackup, BackupTag: in.BackupTag,
 				Author: in.Author, Message: in.Message, WorkflowID: r.wfID, RunID: r.owner.Run}, &prep); err != nil {
 			return ending{}, err
@@ -87,7 +82,7 @@ func Restore(ctx workflow.Context, in RestoreInput) (RestoreResult, error) {
 		return appendCommit(ctx, r, in.ExpectedHead, in.Branch, &res.HeadRetries, &res.SettleAttempts, func(ctx workflow.Context) (plannedCommit, error) {
 			r.setPhase(ctx, "plan", "reading the head of "+in.Branch)
 			var plan activities.PlanRestoreResult
-			if err := r.step(ctx, "plan: read the head, compute backup tag and commit", a.PlanRestore, activities.PlanRestoreInput{
+			if err := r.step(ctx, "plan: read the head, compute backup tag and commit", acts.PlanRestore, activities.PlanRestoreInput{
 				Owner: r.owner, Graph: in.Graph, Branch: in.Branch, Target: prep.Target, ExpectedHead: in.ExpectedHead,
 				NoBackup: in.NoBackup, BackupTag: in.BackupTag, Author: in.Author, Message: in.Message, Time: prep.Time,
 			}, &plan); err != nil {

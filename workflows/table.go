@@ -29,17 +29,14 @@ type TableObject struct {
 // store (the client uploads them put-if-absent); the input carries only their ids, sizes
 // and checksums.
 type WriteTableInput struct {
-	Graph   string        `json:"graph"`
-	Branch  string        `json:"branch"`
-	Table   string        `json:"table"`
-	Objects []TableObject `json:"objects"`
-	// ExpectedHead, when set, makes the write conflict unless the branch's head is this
-	// commit. Defaults to "" (re-read it up to MaxHeadRetries times if it moves).
-	ExpectedHead string `json:"expected_head,omitempty"`
-	// OpID identifies the operation in the ledger. Defaults to the workflow id.
-	OpID    string `json:"op_id,omitempty"`
-	Author  string `json:"author,omitempty"`
-	Message string `json:"message,omitempty"`
+	Graph        string        `json:"graph"`
+	Branch       string        `json:"branch"`
+	Table        string        `json:"table"`
+	Objects      []TableObject `json:"objects"`
+	ExpectedHead string        `json:"expected_head,omitempty"`
+	OpID         string        `json:"op_id,omitempty"`
+	Author       string        `json:"author,omitempty"`
+	Message      string        `json:"message,omitempty"`
 	// Append makes the new version the one the branch's head pins plus Objects and
 	// Imports; Remove drops entries by name from it (and so also edits the head's
 	// version); Imports registers objects that already exist in the store by reference,
@@ -60,33 +57,25 @@ type WriteTableInput struct {
 // stages them (WriteTableInput.Staged).
 const MaxInlineObjects = activities.MaxInlineObjects
 
-// TableImport is an existing object of the store registered in a table by reference:
-// its key, its entry name, and the size and ETag a HEAD gave at import.
-type TableImport struct {
-	Name   string `json:"name"`
-	Key    string `json:"key"`
-	Size   int64  `json:"size"`
-	ETag   string `json:"etag"`
-	SHA256 string `json:"sha256,omitempty"`
-}
+// TableImport is an existing object of the store registered in a table by reference: its
+// key, its entry name, and the size and ETag a HEAD gave at import.
+type TableImport = activities.TableImport
 
 // WriteTableResult is the result of graft.WriteTable. Outcome done means Commit is on the
 // branch and pins Version of Table.
 type WriteTableResult struct {
-	Outcome outcome.Outcome `json:"outcome"`
-	OpID    string          `json:"op_id"`
-	Graph   string          `json:"graph"`
-	Branch  string          `json:"branch"`
-	Table   string          `json:"table"`
-	Version string          `json:"version,omitempty"`
-	Commit  string          `json:"commit,omitempty"`
-	Objects int             `json:"objects"`
-	Bytes   int64           `json:"bytes"`
-	Message string          `json:"message,omitempty"`
-	// HeadRetries counts re-plans after the head moved.
-	HeadRetries int `json:"head_retries,omitempty"`
-	// SettleAttempts counts re-issues of an in-doubt commit put.
-	SettleAttempts int `json:"settle_attempts,omitempty"`
+	Outcome        outcome.Outcome `json:"outcome"`
+	OpID           string          `json:"op_id"`
+	Graph          string          `json:"graph"`
+	Branch         string          `json:"branch"`
+	Table          string          `json:"table"`
+	Version        string          `json:"version,omitempty"`
+	Commit         string          `json:"commit,omitempty"`
+	Objects        int             `json:"objects"`
+	Bytes          int64           `json:"bytes"`
+	Message        string          `json:"message,omitempty"`
+	HeadRetries    int             `json:"head_retries,omitempty"`
+	SettleAttempts int             `json:"settle_attempts,omitempty"`
 }
 
 func (r *WriteTableResult) setEnd(out outcome.Outcome, msg string) {
@@ -101,7 +90,6 @@ func (r *WriteTableResult) setEnd(out outcome.Outcome, msg string) {
 // pins it on the branch's real head, with expected-head semantics — the kernel settling
 // an in-doubt commit put rather than guessing.
 func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, error) {
-	var a *activities.Activities
 	r := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpWriteTable, graph: in.Graph, branch: in.Branch, subject: in.Table + "@" + in.Branch})
 	res := WriteTableResult{OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Table: in.Table, Objects: len(in.Objects)}
 	var objs []activities.TableObject
@@ -109,14 +97,11 @@ func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, err
 		objs = append(objs, activities.TableObject{ID: o.ID, Size: o.Size, SHA256: o.SHA256})
 		res.Bytes += o.Size
 	}
-	edit := activities.TableEdit{Append: in.Append, Remove: in.Remove, Staged: in.Staged}
-	for _, im := range in.Imports {
-		edit.Imports = append(edit.Imports, activities.TableImport{Name: im.Name, Key: im.Key, Size: im.Size, ETag: im.ETag, SHA256: im.SHA256})
-	}
+	edit := activities.TableEdit{Append: in.Append, Remove: in.Remove, Imports: in.Imports, Staged: in.Staged}
 	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		var prep activities.PrepareWriteResult
 		if err := r.prepare(ctx, fmt.Sprintf("recording the write, pinning and probing %d objects", len(in.Objects)),
-			"validate, claim, pin and probe the uploaded objects", a.PrepareWrite, activities.PrepareWriteInput{
+			"validate, claim, pin and probe the uploaded objects", acts.PrepareWrite, activities.PrepareWriteInput{
 				OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Table: in.Table, Objects: objs, Edit: edit,
 				ExpectedHead: in.ExpectedHead, Author: in.Author, Message: in.Message, WorkflowID: r.wfID, RunID: r.owner.Run,
 			}, &prep); err != nil {
@@ -133,7 +118,7 @@ func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, err
 
 		r.setPhase(ctx, "manifest", "put-if-absent of version "+prep.Version)
 		var man activities.WriteManifestResult
-		if err := r.step(ctx, "manifest: put-if-absent version "+prep.Version, a.WriteManifest, activities.WriteManifestInput{
+		if err := r.step(ctx, "manifest: put-if-absent version "+prep.Version, acts.WriteManifest, activities.WriteManifestInput{
 			OpID: r.owner.OpID, Graph: in.Graph, Table: in.Table, Version: prep.Version, Objects: objs, Time: prep.Time, Edit: edit,
 		}, &man); err != nil {
 			return ending{}, fmt.Errorf("manifest: %w", err)
@@ -144,7 +129,7 @@ func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, err
 		return appendCommit(ctx, r, in.ExpectedHead, in.Branch, &res.HeadRetries, &res.SettleAttempts, func(ctx workflow.Context) (plannedCommit, error) {
 			r.setPhase(ctx, "plan", "reading the head of "+in.Branch)
 			var plan activities.PlanCommitResult
-			err := r.step(ctx, "plan: read the head, compute the commit", a.PlanCommit, activities.PlanCommitInput{
+			err := r.step(ctx, "plan: read the head, compute the commit", acts.PlanCommit, activities.PlanCommitInput{
 				Owner: r.owner, Graph: in.Graph, Branch: in.Branch, Table: in.Table, Version: prep.Version,
 				ExpectedHead: in.ExpectedHead, Author: in.Author, Message: in.Message, Time: prep.Time,
 				Objects: objs, Edit: edit,

@@ -23,23 +23,21 @@ type CreateTagInput struct {
 	// Both empty means the head of main.
 	Commit string `json:"commit,omitempty"`
 	Branch string `json:"branch,omitempty"`
-	// OpID identifies the operation in the ledger. Defaults to the workflow id.
-	OpID string `json:"op_id,omitempty"`
+	OpID   string `json:"op_id,omitempty"`
 }
 
 // CreateTagResult is the result of graft.CreateTag. Outcome created means the tag names
 // Commit; Existing says it did already (the same create repeated, or another create of
 // the same name on the same commit).
 type CreateTagResult struct {
-	Outcome  outcome.Outcome `json:"outcome"`
-	OpID     string          `json:"op_id"`
-	Graph    string          `json:"graph"`
-	Name     string          `json:"name"`
-	Commit   string          `json:"commit,omitempty"`
-	Existing bool            `json:"existing,omitempty"`
-	Message  string          `json:"message,omitempty"`
-	// SettleAttempts counts re-issues of an in-doubt tag put.
-	SettleAttempts int `json:"settle_attempts,omitempty"`
+	Outcome        outcome.Outcome `json:"outcome"`
+	OpID           string          `json:"op_id"`
+	Graph          string          `json:"graph"`
+	Name           string          `json:"name"`
+	Commit         string          `json:"commit,omitempty"`
+	Existing       bool            `json:"existing,omitempty"`
+	Message        string          `json:"message,omitempty"`
+	SettleAttempts int             `json:"settle_attempts,omitempty"`
 }
 
 func (r *CreateTagResult) setEnd(out outcome.Outcome, msg string) { r.Outcome, r.Message = out, msg }
@@ -48,12 +46,11 @@ func (r *CreateTagResult) setEnd(out outcome.Outcome, msg string) { r.Outcome, r
 // it), then put the tag with put-if-absent through the kernel. A name that already names
 // another commit, or was deleted, is a conflict.
 func CreateTag(ctx workflow.Context, in CreateTagInput) (CreateTagResult, error) {
-	var a *activities.Activities
 	r := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpTag, graph: in.Graph, branch: in.Branch, subject: "tag " + in.Name})
 	res := CreateTagResult{OpID: r.owner.OpID, Graph: in.Graph, Name: in.Name}
 	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		var prep activities.PrepareTagResult
-		if err := r.prepare(ctx, "resolving and pinning the commit to tag", "resolve, claim, pin and probe the commit", a.PrepareTag,
+		if err := r.prepare(ctx, "resolving and pinning the commit to tag", "resolve, claim, pin and probe the commit", acts.PrepareTag,
 			activities.PrepareTagInput{OpID: r.owner.OpID, Graph: in.Graph, Name: in.Name, Commit: in.Commit, Branch: in.Branch,
 				WorkflowID: r.wfID, RunID: r.owner.Run}, &prep); err != nil {
 			return ending{}, err
@@ -87,8 +84,7 @@ func CreateTag(ctx workflow.Context, in CreateTagInput) (CreateTagResult, error)
 type DeleteTagInput struct {
 	Graph string `json:"graph"`
 	Name  string `json:"name"`
-	// OpID identifies the operation in the ledger. Defaults to the workflow id.
-	OpID string `json:"op_id,omitempty"`
+	OpID  string `json:"op_id,omitempty"`
 }
 
 // DeleteTagResult is the result of graft.DeleteTag. Outcome deleted means a retired tag
@@ -108,12 +104,11 @@ func (r *DeleteTagResult) setEnd(out outcome.Outcome, msg string) { r.Outcome, r
 
 // DeleteTag retires a tag by compare-and-swap into a retired tag that keeps the key.
 func DeleteTag(ctx workflow.Context, in DeleteTagInput) (DeleteTagResult, error) {
-	var a *activities.Activities
 	r := startOp(ctx, runSpec{opID: in.OpID, kind: catalog.OpTag, graph: in.Graph, subject: "tag " + in.Name})
 	res := DeleteTagResult{OpID: r.owner.OpID, Graph: in.Graph, Name: in.Name}
 	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		var prep activities.PrepareDeleteTagResult
-		if err := r.prepare(ctx, "reading tag "+in.Name, "read the tag", a.PrepareDeleteTag, activities.PrepareDeleteTagInput{
+		if err := r.prepare(ctx, "reading tag "+in.Name, "read the tag", acts.PrepareDeleteTag, activities.PrepareDeleteTagInput{
 			OpID: r.owner.OpID, Graph: in.Graph, Name: in.Name, WorkflowID: r.wfID, RunID: r.owner.Run}, &prep); err != nil {
 			return ending{}, err
 		}

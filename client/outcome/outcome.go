@@ -51,14 +51,10 @@ const (
 	ExitUnavailable = 9
 )
 
-// exitCodes are the exit codes of the outcomes that are not a success.
-var exitCodes = map[Outcome]int{Unpublished: ExitUnpublished, InDoubt: ExitInDoubt, Conflict: ExitConflict,
-	NotFound: ExitNotFound, NotRetained: ExitNotRetained, Invalid: ExitInvalid, Refused: ExitRefused}
-
 // ExitCode returns the CLI exit code for o.
 func (o Outcome) ExitCode() int {
-	if code, ok := exitCodes[o]; ok {
-		return code
+	if f, ok := failures[o]; ok {
+		return f.code
 	}
 	if o.Valid() {
 		return ExitOK
@@ -83,14 +79,14 @@ var (
 	ErrRefused     = errors.New("refused")
 )
 
-var sentinel = map[Outcome]error{
-	Unpublished: ErrUnpublished,
-	InDoubt:     ErrInDoubt,
-	Conflict:    ErrConflict,
-	NotFound:    ErrNotFound,
-	NotRetained: ErrNotRetained,
-	Invalid:     ErrInvalid,
-	Refused:     ErrRefused,
+// failures are the outcomes that are not a success, with their exit code and sentinel.
+var failures = map[Outcome]struct {
+	code int
+	err  error
+}{
+	Unpublished: {ExitUnpublished, ErrUnpublished}, InDoubt: {ExitInDoubt, ErrInDoubt}, Conflict: {ExitConflict, ErrConflict},
+	NotFound: {ExitNotFound, ErrNotFound}, NotRetained: {ExitNotRetained, ErrNotRetained}, Invalid: {ExitInvalid, ErrInvalid},
+	Refused: {ExitRefused, ErrRefused},
 }
 
 // Error is an operation that ended (or paused, for InDoubt) without success. OpID
@@ -119,7 +115,7 @@ func OpSuffix(message, opID string) string {
 }
 
 // Is matches the sentinel of e's outcome.
-func (e *Error) Is(target error) bool { return sentinel[e.Outcome] == target }
+func (e *Error) Is(target error) bool { return failures[e.Outcome].err == target }
 
 // Errorf builds an *Error for o.
 func Errorf(o Outcome, opID, format string, args ...any) *Error {
