@@ -125,7 +125,16 @@ func onlyIf(set bool, value string, check func(string) string, what string) stri
 	return ""
 }
 
+// whyIf returns why when bad, else "".
+func whyIf(bad bool, why string) string {
+	if bad {
+		return why
+	}
+	return ""
+}
+
 func malformed(kind Kind, field, reason string) error {
+
 	return &MalformedError{Kind: kind, Field: field, Reason: reason}
 }
 

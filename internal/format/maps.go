@@ -13,24 +13,20 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// Every list that can grow without bound (a version's entries, a commit's
-// pins and lineage) is a map: entries sorted by key, inline in the object
-// that names it when small, else a tree of content-addressed chunks (leaves of
-// entries, nodes naming the chunks below with their last key and count).
-// Where chunks split depends on the entries alone (BoundaryAfter), so equal
-// maps are equal trees and versions diff by skipping shared chunks.
+// A map (a version's entries, a commit's pins and lineage) is sorted entries,
+// inline when small, else a tree of content-addressed chunks: leaves of entries,
+// nodes naming chunks below by last key and count. Chunks split by the entries
+// alone (BoundaryAfter), so equal maps are equal trees and diffs skip shared chunks.
 
 // MapKind names what a map holds; it is the "map" field of its chunks.
 type MapKind string
 
-// The kinds of map.
 const (
 	MapManifest MapKind = "manifest" // a table version's entries, by name
 	MapPins     MapKind = "pins"     // a commit's table versions, by table name
 	MapLineage  MapKind = "lineage"  // per other tree with an ancestor, its highest ancestor seq
 )
 
-// The kinds of chunk object.
 const (
 	KindMapLeaf Kind = "map_leaf"
 	KindMapNode Kind = "map_node"
@@ -78,8 +74,7 @@ type ManifestEntry struct {
 	ETag     string // what a HEAD of an external object returned at import; external only
 }
 
-// MaxEntrySize is the largest object size an entry may name: 5 TiB.
-const MaxEntrySize = 5 << 40
+const MaxEntrySize = 5 << 40 // the largest object an entry may name: 5 TiB
 
 // IsExternal reports whether e names an object graft did not write.
 func (e ManifestEntry) IsExternal() bool { return e.External != "" }
@@ -146,8 +141,7 @@ type MapSpec[E any] struct {
 	decodeAll func(raw []byte) ([]E, int, string, error)
 }
 
-// decodeAll makes a MapSpec.decodeAll from a conversion of one wire entry that
-// names the field it failed on.
+// decodeAll makes a MapSpec.decodeAll from a conversion of one wire entry.
 func decodeAll[W, E any](conv func(W) (E, string, error)) func([]byte) ([]E, int, string, error) {
 	return func(raw []byte) ([]E, int, string, error) {
 		var ws []W
@@ -207,10 +201,7 @@ var PinsMap = MapSpec[PinEntry]{
 		if err := ValidateTableName(e.Table); err != nil {
 			return "table", err.Error()
 		}
-		if e.Version.IsZero() {
-			return "version", "zero ULID"
-		}
-		return "", ""
+		return "version", whyIf(e.Version.IsZero(), "zero ULID")
 	},
 	wire:   func(e PinEntry) any { return pinEntryWire{Table: e.Table, Version: e.Version.String()} },
 	fields: fieldSet{required: []string{"table", "version"}},
@@ -234,17 +225,15 @@ var LineageMap = MapSpec[LineageEntry]{
 		return why
 	},
 	validate: func(e LineageEntry) (string, string) {
-		if e.Tree.IsZero() {
+		switch {
+		case e.Tree.IsZero():
 			return "tree", "zero ULID"
-		}
-		if e.Seq < 0 {
+		case e.Seq < 0:
 			return "seq", "negative"
 		}
-		if e.Digest.IsZero() {
-			return "digest", "zero digest"
-		}
-		return "", ""
+		return "digest", whyIf(e.Digest.IsZero(), "zero digest")
 	},
+
 	wire: func(e LineageEntry) any {
 		return lineageEntryWire{Tree: e.Tree.String(), Seq: e.Seq, Digest: e.Digest.String()}
 	},

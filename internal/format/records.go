@@ -91,11 +91,9 @@ func (t Tag) Validate() error {
 	if t.State != TagLive && t.State != TagRetired {
 		return malformed(k, "state", "not live or retired")
 	}
-	commit := ""
-	if !t.Commit.valid() {
-		commit = "not a commit id"
-	}
-	return firstBad(k, fieldCheck{"name", "", ValidateTagName(t.Name)}, fieldCheck{"commit", commit, nil},
+	return firstBad(k, fieldCheck{"name", "", ValidateTagName(t.Name)},
+		fieldCheck{"commit", whyIf(!t.Commit.valid(), "not a commit id"), nil},
+
 		fieldCheck{"op", checkOp(t.Op), nil}, fieldCheck{"created_at", checkTime(t.CreatedAt), nil},
 		fieldCheck{"retired_op", onlyIf(t.State == TagRetired, t.RetiredOp, checkOp, "live tag"), nil})
 }

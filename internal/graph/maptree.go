@@ -267,20 +267,12 @@ func (t mapTree[E]) allEntries(ctx context.Context) ([]E, error) {
 // each calls fn for every entry in key order, reading chunk by chunk.
 func (t mapTree[E]) each(ctx context.Context, fn func(E) error) error {
 	c := newCursor(t)
-	for {
-		var err error
-		switch it := c.peek(); {
-		case it.end:
-			return nil
-		case it.isEntry:
-			err = c.step(fn, it.entry)
-		default:
-			err = c.expand(ctx)
-		}
-		if err != nil {
+	for it := c.peek(); !it.end; it = c.peek() {
+		if err := c.take(ctx, it, fn); err != nil {
 			return err
 		}
 	}
+	return nil
 }
 
 // get returns the entry with key, O(height) chunk reads.
@@ -342,7 +334,8 @@ func (t mapTree[E]) apply(ctx context.Context, edits []mapEdit[E]) (format.MapRe
 			return format.MapRef[E]{}, nil, err
 		}
 	} else {
-		rest, err := t.visit(ctx, b, format.ChildRef{Last: maxKey, Count: t.ref.Count, Chunk: t.ref.Root}, -1, "", "", true, edits)
+		rest, err := t.visit(ctx, b, t.rootRef(), -1, "", "", true, edits)
+
 		if err != nil {
 			return format.MapRef[E]{}, nil, err
 		}
@@ -554,18 +547,19 @@ type item[E any] struct {
 }
 
 func newCursor[E any](t mapTree[E]) *cursor[E] {
-	c := &cursor[E]{t: t}
-	if t.sub {
-		c.stack = []*frame[E]{{children: []format.ChildRef{{Last: t.subLast, Count: t.ref.Count, Chunk: t.ref.Root}}, level: t.subLevel}}
-		c.low = t.subLow
-		return c
+	switch {
+	case t.sub:
+		top := &frame[E]{children: []format.ChildRef{{Last: t.subLast, Count: t.ref.Count, Chunk: t.ref.Root}}, level: t.subLevel}
+		return &cursor[E]{t: t, stack: []*frame[E]{top}, low: t.subLow}
+	case t.ref.IsInline():
+		return &cursor[E]{t: t, stack: []*frame[E]{{entries: t.ref.Entries}}}
 	}
-	if t.ref.IsInline() {
-		c.stack = []*frame[E]{{entries: t.ref.Entries}}
-	} else {
-		c.stack = []*frame[E]{{children: []format.ChildRef{{Last: maxKey, Count: t.ref.Count, Chunk: t.ref.Root}}, level: -1}}
-	}
-	return c
+	return &cursor[E]{t: t, stack: []*frame[E]{{children: []format.ChildRef{t.rootRef()}, level: -1}}}
+}
+
+// rootRef names the root chunk of a chunked map.
+func (t mapTree[E]) rootRef() format.ChildRef {
+	return format.ChildRef{Last: maxKey, Count: t.ref.Count, Chunk: t.ref.Root}
 }
 
 func (c *cursor[E]) peek() item[E] {
@@ -603,6 +597,14 @@ func (c *cursor[E]) step(fn func(E) error, e E) error {
 	return fn(e)
 }
 
+// take steps past the current item it if an entry, else opens its subtree.
+func (c *cursor[E]) take(ctx context.Context, it item[E], fn func(E) error) error {
+	if it.isEntry {
+		return c.step(fn, it.entry)
+	}
+	return c.expand(ctx)
+}
+
 // expand replaces the current subtree item by its chunk's items.
 func (c *cursor[E]) expand(ctx context.Context) error {
 	f := c.stack[len(c.stack)-1]
@@ -617,9 +619,9 @@ func (c *cursor[E]) expand(ctx context.Context) error {
 	}
 	if ch.node == nil {
 		c.stack = append(c.stack, &frame[E]{entries: ch.leaf})
-		return nil
+	} else {
+		c.stack = append(c.stack, &frame[E]{children: ch.node.Children, level: ch.node.Level - 1})
 	}
-	c.stack = append(c.stack, &frame[E]{children: ch.node.Children, level: ch.node.Level - 1})
 	return nil
 }
 
@@ -645,7 +647,7 @@ func (fn walkFuncs[E]) share(c format.ChildRef, level int, low string) error {
 // entries are wanted, that side's chunks around them).
 func walkMaps[E any](ctx context.Context, a, b mapTree[E], fn walkFuncs[E]) error {
 	if !a.ref.IsInline() && !b.ref.IsInline() && a.ref.Root == b.ref.Root && !a.sub && !b.sub {
-		return fn.share(format.ChildRef{Last: maxKey, Count: a.ref.Count, Chunk: a.ref.Root}, -1, "")
+		return fn.share(a.rootRef(), -1, "")
 	}
 	ca, cb := newCursor(a), newCursor(b)
 	spec := a.r.spec
@@ -670,11 +672,7 @@ func walkMaps[E any](ctx context.Context, a, b mapTree[E], fn walkFuncs[E]) erro
 			if only == nil {
 				return nil
 			}
-			if it.isEntry {
-				err = c.step(only, it.entry)
-			} else {
-				err = c.expand(ctx)
-			}
+			err = c.take(ctx, it, only)
 		case !ia.isEntry && fn.onlyA == nil && ia.level >= 0 && ia.ref.Last <= cb.low:
 			ca.advance() // wholly before b's next key: only a's entries
 		case !ib.isEntry && fn.onlyB == nil && ib.level >= 0 && ib.ref.Last <= ca.low:
