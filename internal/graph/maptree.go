@@ -12,8 +12,6 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// Chunked maps (format/maps.go): build, edit, look up, iterate and diff.
-
 // ErrChunkNotFound reports a map chunk that is not in storage.
 var ErrChunkNotFound = errors.New("graph: map chunk not found")
 
@@ -171,8 +169,7 @@ func (b *builder[E]) addChild(k int, c format.ChildRef) error {
 }
 
 // push adds an item of encoded size n, ending at key last and holding count
-// entries, to level k: after flushing the pending chunk if the item would not
-// fit, and flushing after it on a boundary.
+// entries, to level k, flushing before it if it would not fit, after it on a boundary.
 func (b *builder[E]) push(k, n int, last string, count int64, add func(*levelBuilder[E])) error {
 	lb := b.level(k)
 	if lb.pending() > 0 && b.overhead(k)+lb.size+1+n > format.MaxObjectSize {
@@ -243,9 +240,8 @@ func (b *builder[E]) finish() (format.ChildRef, bool, error) {
 type mapTree[E any] struct {
 	r   *mapReader[E]
 	ref format.MapRef[E]
-	// sub, when set, makes the tree one subtree of a larger map: the chunk
-	// ref.Root of level subLevel, holding keys after subLow (and so
-	// comparable, chunk for chunk, with the map it came from).
+	// sub makes the tree the subtree ref.Root, of level subLevel, after subLow,
+	// of a larger map (so comparable, chunk for chunk, with that map).
 	sub      bool
 	subLevel int
 	subLast  string
@@ -434,11 +430,10 @@ func feedMerged[E any](b *builder[E], spec format.MapSpec[E], entries []E, edits
 	return nil
 }
 
-// visit feeds the subtree ref (a chunk of level, -1 when unknown: the root)
-// covering keys (low, ref.Last] — up to the end of the map when rightmost —
-// with the edits in that range applied, and returns the edits after it.
-// next is the last key of the subtree that holds the item following this
-// chunk at its level ("" when rightmost).
+// visit feeds the subtree ref (a chunk of level; -1: the root) covering keys
+// (low, ref.Last], or to the map's end when rightmost, with its edits applied, and
+// returns the edits after it. next is the last key of the subtree holding the item
+// after this chunk at its level ("" when rightmost).
 func (t mapTree[E]) visit(ctx context.Context, b *builder[E], ref format.ChildRef, level int, low, next string, rightmost bool, edits []mapEdit[E]) ([]mapEdit[E], error) {
 	n := 0
 	for n < len(edits) && (rightmost || edits[n].Key <= ref.Last) {
@@ -473,7 +468,6 @@ func (t mapTree[E]) visit(ctx context.Context, b *builder[E], ref format.ChildRe
 		if !last {
 			childNext = node.Children[i+1].Last
 		}
-		// The chunk after this one at its level is under the next child, or next.
 		if mine, err = t.visit(ctx, b, child, node.Level-1, prev, childNext, rightmost && last, mine); err != nil {
 			return nil, err
 		}
@@ -694,17 +688,15 @@ func walkMaps[E any](ctx context.Context, a, b mapTree[E], fn walkFuncs[E]) erro
 					err = fn.both(ia.entry, ib.entry)
 				}
 			}
-		case ia.isEntry: // b is a subtree
-			if ib.ref.Last < spec.Key(ia.entry) && fn.onlyB == nil && ib.level >= 0 {
-				cb.advance() // wholly before a's next key: only b's entries
-			} else {
-				err = cb.expand(ctx)
+		case ia.isEntry || ib.isEntry: // one is a subtree: skipped if wholly before the other's entry
+			c, sub, only, key := cb, ib, fn.onlyB, spec.Key(ia.entry)
+			if ib.isEntry {
+				c, sub, only, key = ca, ia, fn.onlyA, spec.Key(ib.entry)
 			}
-		case ib.isEntry: // a is a subtree
-			if ia.ref.Last < spec.Key(ib.entry) && fn.onlyA == nil && ia.level >= 0 {
-				ca.advance()
+			if sub.ref.Last < key && only == nil && sub.level >= 0 {
+				c.advance()
 			} else {
-				err = ca.expand(ctx)
+				err = c.expand(ctx)
 			}
 		default: // two subtrees: open the higher; at one height, the one that ends first, or both
 			ha, hb, la, lb := height(ia.level), height(ib.level), ia.ref.Last, ib.ref.Last
