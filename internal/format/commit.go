@@ -184,8 +184,7 @@ func commitDigest(w commitWire) (Digest, error) {
 	return Digest(sum[:len(Digest{})]), nil
 }
 
-// SealCommit computes c's digest and returns c with its full id and its
-// canonical bytes.
+// SealCommit computes c's digest and returns c with its full id and its canonical bytes.
 func SealCommit(c Commit) (Commit, []byte, error) {
 	if err := c.Validate(); err != nil {
 		return Commit{}, nil, err

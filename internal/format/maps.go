@@ -127,8 +127,7 @@ func (r MapRef[E]) Len() int64 {
 	return r.Count
 }
 
-// MapSpec is one kind of map's keys, wire form and validation (ManifestMap,
-// PinsMap, LineageMap).
+// MapSpec is one kind of map's keys, wire form and validation (ManifestMap, PinsMap, LineageMap).
 type MapSpec[E any] struct {
 	Kind     MapKind
 	Key      func(E) string
@@ -136,8 +135,7 @@ type MapSpec[E any] struct {
 	validate func(E) (field, why string) // field names are relative to the entry
 	wire     func(E) any                 // the entry's JSON wire value (fixed field order)
 	fields   fieldSet                    // the entry's JSON fields
-	// decodeAll decodes a JSON array of entries (fields checked) in one pass; on
-	// failure it names the entry and field.
+	// decodeAll decodes a JSON array of entries in one pass, naming the entry and field it fails on.
 	decodeAll func(raw []byte) ([]E, int, string, error)
 }
 
@@ -347,8 +345,7 @@ func (m MapSpec[E]) wires(entries []E) []any {
 	return out
 }
 
-// decodeEntries strictly decodes a JSON array of entries, checking every
-// entry's field names exactly (encoding/json ignores case).
+// decodeEntries strictly decodes a JSON array of entries, field names exactly (encoding/json ignores case).
 func (m MapSpec[E]) decodeEntries(kind Kind, field string, raw json.RawMessage) ([]E, error) {
 	if err := checkItems(kind, field, raw, m.fields); err != nil {
 		return nil, err
@@ -393,8 +390,7 @@ type leafWire struct {
 
 var leafFields = fieldSet{required: []string{"format", "kind", "map", "entries"}}
 
-// EncodeLeaf returns the canonical bytes of a leaf: 1 or more entries,
-// strictly ascending by key.
+// EncodeLeaf returns the canonical bytes of a leaf: 1 or more entries, strictly ascending by key.
 func (m MapSpec[E]) EncodeLeaf(entries []E) ([]byte, error) {
 	if len(entries) == 0 {
 		return nil, malformed(KindMapLeaf, "entries", "a leaf has at least one entry")
@@ -569,8 +565,7 @@ func (m MapSpec[E]) InlineFits(entries []E) bool {
 	return n <= MapInlineMaxBytes
 }
 
-// mapRefJSON is a map ref on the wire: {"entries":[…]} inline, or "root" and
-// "count" chunked.
+// mapRefJSON is a map ref on the wire: {"entries":[…]} inline, or "root" and "count" chunked.
 type mapRefJSON struct {
 	inline  bool
 	entries []any

@@ -29,8 +29,7 @@ func ValidateGraphName(name string) error {
 	return nameErr("graph name", name, why)
 }
 
-// ValidateTableName checks a table name: 1..64 bytes of [a-z0-9_-], starting
-// with [a-z0-9_].
+// ValidateTableName checks a table name: 1..64 bytes of [a-z0-9_-], starting with [a-z0-9_].
 func ValidateTableName(name string) error {
 	return nameErr("table name", name, checkChars(name, MaxTableNameLen, "[a-z0-9_]", "[a-z0-9_-]"))
 }

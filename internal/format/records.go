@@ -6,8 +6,7 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// Graph is the graph record at GraphKey, written last by init: its presence
-// means the root commit and main ref exist.
+// Graph is the graph record at GraphKey, written last by init: its presence means the rest exists.
 type Graph struct {
 	Name          string
 	CreatedAt     time.Time
@@ -214,8 +213,7 @@ func DecodeBranchRef(b []byte) (BranchRef, error) {
 	return validated(r, p.err)
 }
 
-// TableVersion is a table version at TableVersionKey: its entries, by name,
-// and the total size of their objects.
+// TableVersion is a table version at TableVersionKey: its entries by name, and their objects' total size.
 type TableVersion struct {
 	Table     string
 	ID        ulid.ULID

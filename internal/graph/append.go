@@ -213,8 +213,7 @@ func (g *Graph) Append(ctx context.Context, spec CommitSpec) (AppendResult, erro
 	return AppendResult{Plan: p, Publish: res}, err
 }
 
-// ForkSpec is a new branch incarnation (logical name Branch, tree Tree)
-// starting at the commit whose id is Source.
+// ForkSpec is a new branch incarnation (logical name Branch, tree Tree) starting at commit Source.
 type ForkSpec struct {
 	Branch  string
 	Tree    ulid.ULID

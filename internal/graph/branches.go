@@ -84,8 +84,7 @@ func ListBranches(ctx context.Context, s storage.Store, graph string) ([]Branch,
 	return out, nil
 }
 
-// Incarnation is one ref of a logical branch, whatever its state, with its
-// ETag for a compare-and-swap (RetireRef).
+// Incarnation is one ref of a logical branch, any state, with its ETag for a compare-and-swap.
 type Incarnation struct {
 	Native string
 	Ref    format.BranchRef
@@ -110,8 +109,7 @@ func ReadBranchIncarnations(ctx context.Context, s storage.Store, graph, logical
 	return refs.Incarnations, nil
 }
 
-// NameRefs is every ref of one logical name that a read found, in key order,
-// and the refs not readable as refs of their key's native.
+// NameRefs is every ref of one logical name a read found, in key order, and the unreadable ones.
 type NameRefs struct {
 	Incarnations []Incarnation
 	Unreadable   []UnreadableRef

@@ -13,10 +13,11 @@ import (
 
 // Sentinel errors; match them with errors.Is.
 var (
-	ErrInvalid         = errors.New("graph: invalid input") // nothing was sent to storage
-	ErrGraphNotFound   = errors.New("graph: graph not found")
-	ErrGraphExists     = errors.New("graph: graph exists with different contents") // another graph or init at its keys
-	ErrBranchNotFound  = errors.New("graph: branch not found")                     // no live incarnation
+	ErrInvalid       = errors.New("graph: invalid input") // nothing was sent to storage
+	ErrGraphNotFound = errors.New("graph: graph not found")
+	// ErrGraphExists: another graph or init at an init's keys.
+	ErrGraphExists     = errors.New("graph: graph exists with different contents")
+	ErrBranchNotFound  = errors.New("graph: branch not found") // no live incarnation
 	ErrMultipleLive    = errors.New("graph: more than one live incarnation")
 	ErrStaleHead       = errors.New("graph: stale expected head")
 	ErrCommitNotFound  = errors.New("graph: commit not found") // or a tree's head

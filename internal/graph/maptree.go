@@ -543,7 +543,8 @@ type item[E any] struct {
 func newCursor[E any](t mapTree[E]) *cursor[E] {
 	switch {
 	case t.sub:
-		top := &frame[E]{children: []format.ChildRef{{Last: t.subLast, Count: t.ref.Count, Chunk: t.ref.Root}}, level: t.subLevel}
+		top := &frame[E]{children: []format.ChildRef{{Last: t.subLast, Count: t.ref.Count, Chunk: t.ref.Root}},
+			level: t.subLevel}
 		return &cursor[E]{t: t, stack: []*frame[E]{top}, low: t.subLow}
 	case t.ref.IsInline():
 		return &cursor[E]{t: t, stack: []*frame[E]{{entries: t.ref.Entries}}}

@@ -269,7 +269,7 @@ const (
 
 // confirm reads the completed object back, as a backend (versitygw, for big
 // objects) may answer a complete before the object is visible: our size is done,
-// another another writer's; still absent is ErrAmbiguous, for the caller to settle.
+// another size another writer's; still absent is ErrAmbiguous, for the caller to settle.
 func (u *uploader) confirm(ctx context.Context) error {
 	pause := confirmPause
 	var last error

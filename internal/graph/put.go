@@ -74,14 +74,14 @@ func PutIfAbsent(ctx context.Context, s storage.Store, key string, body []byte) 
 // unsettled reports a put answer only a read-back settles: a failed condition, or an unknown outcome.
 func unsettled(err error) bool {
 	code := storage.CodeOf(err)
-	return code == storage.CodePreconditionFailed || code == storage.CodeAmbiguous || code == storage.CodeUnknown
+	return code == storage.CodePreconditionFailed || code == storage.CodeAmbiguous ||
+		code == storage.CodeUnknown
 }
 
 // parallelism bounds the requests one call sends at once.
 const parallelism = 8
 
-// PutChunks writes content-addressed chunks put-if-absent, in parallel;
-// callers pin them first.
+// PutChunks writes content-addressed chunks put-if-absent, in parallel; callers pin them first.
 func (g *Graph) PutChunks(ctx context.Context, chunks []Chunk) error {
 	errs := make([]error, len(chunks))
 	bounded.Each(len(chunks), parallelism, func(i int) {

@@ -53,8 +53,7 @@ func misnamed(bad bool, kind format.Kind, field, reason string) error {
 	return &format.MalformedError{Kind: kind, Field: field, Reason: reason}
 }
 
-// Branch is the one live incarnation of a logical branch, with its ref's ETag
-// for a later compare-and-swap.
+// Branch is the one live incarnation of a logical branch, with its ref's ETag for a compare-and-swap.
 type Branch struct {
 	Logical    string
 	Native     string

@@ -165,7 +165,8 @@ func (g *Graph) readBack(ctx context.Context, p Publish, key, what string) (Publ
 	case err != nil:
 		err = fmt.Errorf("find it behind head %s: %w", ref.Head, err)
 	case !found:
-		err = &StaleHeadError{Graph: g.Name, Key: key, Found: ref.Head, Planned: p.Commit, State: ref.State, Walked: walked}
+		err = &StaleHeadError{Graph: g.Name, Key: key, Found: ref.Head, Planned: p.Commit, State: ref.State,
+			Walked: walked}
 	}
 	if err != nil {
 		return PublishResult{}, false, fmt.Errorf("publish %s on %s: %w", p.Commit, p.Native, err)
