@@ -294,13 +294,10 @@ func checkText(s string, max int, multiline bool) string {
 		return "invalid UTF-8"
 	}
 	for _, r := range s {
-		if r == '\n' || r == '\t' {
-			if !multiline {
-				return "contains a newline or tab"
-			}
-			continue
-		}
-		if r < 0x20 || r == 0x7f {
+		switch tab := r == '\n' || r == '\t'; {
+		case tab && !multiline:
+			return "contains a newline or tab"
+		case r < 0x20 && !tab || r == 0x7f:
 			return "contains a control character"
 		}
 	}

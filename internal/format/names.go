@@ -95,13 +95,12 @@ func ValidateTagName(name string) error { return validatePathName("tag name", na
 // (any case), nor ULID-shaped or in "." and one (a logical name never looks native).
 func validatePathName(what, name string) error {
 	bad := func(why string) error { return &NameError{What: what, Name: name, Reason: why} }
-	if name == "" {
+	switch {
+	case name == "":
 		return bad("empty")
-	}
-	if len(name) > MaxBranchNameLen {
+	case len(name) > MaxBranchNameLen:
 		return bad("longer than 128 bytes")
-	}
-	if strings.Contains(name, "..") {
+	case strings.Contains(name, ".."):
 		return bad("contains \"..\"")
 	}
 	for i, seg := range strings.Split(name, "/") {

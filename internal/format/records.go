@@ -44,8 +44,7 @@ func DecodeGraph(b []byte) (Graph, error) {
 		return Graph{}, err
 	}
 	p := fieldParser{k: KindGraph}
-	created := p.time("created_at", w.CreatedAt)
-	g := Graph{Name: w.Name, CreatedAt: created, Op: w.Op, DefaultBranch: w.DefaultBranch}
+	g := Graph{Name: w.Name, CreatedAt: p.time("created_at", w.CreatedAt), Op: w.Op, DefaultBranch: w.DefaultBranch}
 	return validated(g, p.err)
 }
 
@@ -169,15 +168,12 @@ func (r BranchRef) Validate() error {
 	if err != nil {
 		return malformedErr(k, "native", err)
 	}
-	if r.State != RefFence || r.Branch != "" || !r.Tree.IsZero() {
-		if r.Branch != logical {
-			return malformed(k, "branch", "does not match native name "+r.Native)
-		}
-		if r.Tree != tree {
-			return malformed(k, "tree", "does not match native name "+r.Native)
-		}
-	}
+	bare := r.State == RefFence && r.Branch == "" && r.Tree.IsZero() // a fence may name neither
 	switch {
+	case !bare && r.Branch != logical:
+		return malformed(k, "branch", "does not match native name "+r.Native)
+	case !bare && r.Tree != tree:
+		return malformed(k, "tree", "does not match native name "+r.Native)
 	case r.State == RefFence && !r.Head.IsZero():
 		return malformed(k, "head", "set on a fence")
 	case r.State != RefFence && r.Head.IsZero():
@@ -251,17 +247,15 @@ func (v TableVersion) Validate() error {
 	if _, err := ManifestMap.refWire(k, "entries", v.Entries); err != nil {
 		return err
 	}
-	if v.Bytes < 0 {
-		return malformed(k, "bytes", "negative")
+	var sum int64
+	for _, e := range v.Entries.Entries {
+		sum += e.Size
 	}
-	if v.Entries.IsInline() {
-		var sum int64
-		for _, e := range v.Entries.Entries {
-			sum += e.Size
-		}
-		if sum != v.Bytes {
-			return malformed(k, "bytes", "not the total size of the entries")
-		}
+	switch {
+	case v.Bytes < 0:
+		return malformed(k, "bytes", "negative")
+	case v.Entries.IsInline() && sum != v.Bytes:
+		return malformed(k, "bytes", "not the total size of the entries")
 	}
 	return firstBad(k, fieldCheck{"created_at", checkTime(v.CreatedAt), nil}, fieldCheck{"op", checkOp(v.Op), nil})
 }
