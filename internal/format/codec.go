@@ -14,8 +14,7 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// Version is the format version every control object carries in "format"; an
-// object of another version is an UnsupportedFormatError, read no further.
+// Version is every control object's "format"; another is an UnsupportedFormatError, read no further.
 const Version = 2
 
 // MaxObjectSize bounds every encoded control object (64 KiB), keeping every
@@ -25,7 +24,6 @@ const MaxObjectSize = 64 << 10
 // Kind names the type of a control object; it is the object's "kind" field.
 type Kind string
 
-// The kinds of control object.
 const (
 	KindGraph        Kind = "graph"
 	KindTableVersion Kind = "table_version"
@@ -34,12 +32,12 @@ const (
 	KindTag          Kind = "tag"
 )
 
-// Text limits, in bytes.
+// Text limits, in bytes: of an operation id, a commit's author and message, a fence's reason.
 const (
-	MaxOpLen      = 128  // bounds an operation id
-	MaxAuthorLen  = 256  // bounds a commit's author
-	MaxMessageLen = 4096 // bounds a commit's message
-	MaxReasonLen  = 64   // bounds a fence's reason
+	MaxOpLen      = 128
+	MaxAuthorLen  = 256
+	MaxMessageLen = 4096
+	MaxReasonLen  = 64
 )
 
 // fieldSet lists the JSON fields of one object shape. Optional fields are
@@ -71,8 +69,7 @@ func decodeEnvelope(b []byte, kind Kind, fields fieldSet) (map[string]json.RawMe
 	if err := json.Unmarshal(b, &top); err != nil {
 		return nil, &MalformedError{Kind: kind, Reason: "invalid JSON", Err: err}
 	}
-	// The version comes first: another format is ErrUnsupportedFormat.
-	var version int64
+	var version int64 // first: another format is ErrUnsupportedFormat, whatever else is wrong
 	if err := topField(kind, top, "format", &version, "not an integer"); err != nil {
 		return nil, err
 	}
@@ -151,8 +148,7 @@ func unmarshalWire(kind Kind, b []byte, wire any) error {
 	return nil
 }
 
-// encodeWire marshals the wire struct of a value, unless invalid (its
-// Validate's error), and enforces MaxObjectSize.
+// encodeWire marshals a value's wire struct, unless invalid (Validate's error), within MaxObjectSize.
 func encodeWire(kind Kind, invalid error, wire any) ([]byte, error) {
 	if invalid != nil {
 		return nil, invalid
@@ -185,12 +181,6 @@ type fieldParser struct {
 	err error
 }
 
-func (p *fieldParser) fail(field string, err error) {
-	if p.err == nil && err != nil {
-		p.err = malformedErr(p.k, field, err)
-	}
-}
-
 func (p *fieldParser) time(field, s string) time.Time {
 	t, why := parseTime(s)
 	if p.err == nil && why != "" {
@@ -199,24 +189,25 @@ func (p *fieldParser) time(field, s string) time.Time {
 	return t
 }
 
-// commitID parses a commit id; an optional one may be "", the zero id.
 func (p *fieldParser) commitID(field, s string, optional bool) CommitID {
-	if optional && s == "" {
-		return CommitID{}
-	}
-	id, err := ParseCommitID(s)
-	p.fail(field, err)
-	return id
+	return parseField(p, field, s, optional, ParseCommitID)
 }
 
-// ulid parses a ULID; an optional one may be "", the zero ULID.
 func (p *fieldParser) ulid(field, s string, optional bool) ulid.ULID {
+	return parseField(p, field, s, optional, ParseULID)
+}
+
+// parseField parses s, keeping p's first error; an optional field may be "", the zero value.
+func parseField[T any](p *fieldParser, field, s string, optional bool, parse func(string) (T, error)) T {
+	var v T
 	if optional && s == "" {
-		return ulid.ULID{}
+		return v
 	}
-	id, err := ParseULID(s)
-	p.fail(field, err)
-	return id
+	v, err := parse(s)
+	if p.err == nil && err != nil {
+		p.err = malformedErr(p.k, field, err)
+	}
+	return v
 }
 
 // jsonReport is what scanJSON found that is valid JSON but not valid here.
@@ -289,8 +280,8 @@ func (r *jsonReport) scan(dec *json.Decoder, tok json.Token) error {
 // ValidateOp checks an operation id (see checkOp); the error is a NameError.
 func ValidateOp(op string) error { return nameErr("operation id", op, checkOp(op)) }
 
-// checkOp returns why op is not a valid operation id, or "": 1..MaxOpLen bytes
-// of [A-Za-z0-9._:/+=@-] starting with [A-Za-z0-9], none needing JSON escapes.
+// checkOp returns why op is not 1..MaxOpLen bytes of [A-Za-z0-9._:/+=@-]
+// starting with [A-Za-z0-9] (none needs a JSON escape), or "".
 func checkOp(op string) string { return checkChars(op, MaxOpLen, "[A-Za-z0-9]", "[A-Za-z0-9._:/+=@-]") }
 
 // checkText returns why s is not free text of at most max bytes without
@@ -303,13 +294,10 @@ func checkText(s string, max int, multiline bool) string {
 		return "invalid UTF-8"
 	}
 	for _, r := range s {
-		if r == '\n' || r == '\t' {
-			if !multiline {
-				return "contains a newline or tab"
-			}
-			continue
-		}
-		if r < 0x20 || r == 0x7f {
+		switch tab := r == '\n' || r == '\t'; {
+		case tab && !multiline:
+			return "contains a newline or tab"
+		case r < 0x20 && !tab || r == 0x7f:
 			return "contains a control character"
 		}
 	}
@@ -336,8 +324,7 @@ func ValidateAuthor(author string) error {
 	return commitText("author", why)
 }
 
-// ValidateMessage checks a commit message: up to MaxMessageLen bytes of
-// multiline text.
+// ValidateMessage checks a commit message: up to MaxMessageLen bytes of multiline text.
 func ValidateMessage(message string) error {
 	return commitText("message", checkText(message, MaxMessageLen, true))
 }

@@ -75,16 +75,14 @@ var commitFields = fieldSet{
 // Validate reports the first invalid field of c (not its digest).
 func (c Commit) Validate() error {
 	const k = KindCommit
-	if c.ID.Tree.IsZero() {
+	switch branchErr := ValidateBranchName(c.Branch); {
+	case c.ID.Tree.IsZero():
 		return malformed(k, "tree", "zero ULID")
-	}
-	if c.ID.Seq < 0 {
+	case c.ID.Seq < 0:
 		return malformed(k, "seq", "negative")
-	}
-	if err := ValidateBranchName(c.Branch); err != nil {
-		return malformedErr(k, "branch", err)
-	}
-	if len(c.Parents) > 2 {
+	case branchErr != nil:
+		return malformedErr(k, "branch", branchErr)
+	case len(c.Parents) > 2:
 		return malformed(k, "parents", "more than 2")
 	}
 	for i, p := range c.Parents {
@@ -111,10 +109,10 @@ func (c Commit) Validate() error {
 			return malformed(k, "parents", "merged parent must be in another tree")
 		}
 	}
-	if !c.Fork.IsZero() && (c.Fork.Tree == c.ID.Tree || !c.Fork.valid()) {
+	switch {
+	case !c.Fork.IsZero() && (c.Fork.Tree == c.ID.Tree || !c.Fork.valid()):
 		return malformed(k, "fork", "must be a commit of another tree")
-	}
-	if !c.RestoredFrom.IsZero() && !c.RestoredFrom.valid() {
+	case !c.RestoredFrom.IsZero() && !c.RestoredFrom.valid():
 		return malformed(k, "restored_from", "not a commit id")
 	}
 	if _, err := PinsMap.refWire(k, "pins", c.Pins); err != nil {
@@ -184,8 +182,7 @@ func commitDigest(w commitWire) (Digest, error) {
 	return Digest(sum[:len(Digest{})]), nil
 }
 
-// SealCommit computes c's digest and returns c with its full id and its
-// canonical bytes.
+// SealCommit computes c's digest and returns c with its full id and its canonical bytes.
 func SealCommit(c Commit) (Commit, []byte, error) {
 	if err := c.Validate(); err != nil {
 		return Commit{}, nil, err

@@ -32,8 +32,7 @@ func (e *NameError) Error() string {
 // Is matches ErrInvalidName.
 func (e *NameError) Is(target error) bool { return target == ErrInvalidName }
 
-// MalformedError reports an invalid control object or value. It matches
-// ErrMalformed and whatever Err matches.
+// MalformedError reports an invalid control object or value; it matches ErrMalformed and Err.
 type MalformedError struct {
 	Kind   Kind   // the kind being encoded or decoded
 	Field  string // the offending JSON field ("" for the whole object)
@@ -64,8 +63,7 @@ func (e *MalformedError) Is(target error) bool { return target == ErrMalformed }
 
 func (e *MalformedError) Unwrap() error { return e.Err }
 
-// UnsupportedFormatError reports a control object of a format version this
-// build cannot read. It matches ErrUnsupportedFormat.
+// UnsupportedFormatError reports a control object of a format version this build cannot read.
 type UnsupportedFormatError struct {
 	Kind    Kind // the kind that was expected
 	Version int64
@@ -125,7 +123,16 @@ func onlyIf(set bool, value string, check func(string) string, what string) stri
 	return ""
 }
 
+// whyIf returns why when bad, else "".
+func whyIf(bad bool, why string) string {
+	if bad {
+		return why
+	}
+	return ""
+}
+
 func malformed(kind Kind, field, reason string) error {
+
 	return &MalformedError{Kind: kind, Field: field, Reason: reason}
 }
 
@@ -133,8 +140,7 @@ func malformedErr(kind Kind, field string, err error) error {
 	return &MalformedError{Kind: kind, Field: field, Err: err}
 }
 
-// Describe says what is wrong with a value, for a person: the rule it breaks,
-// without this package's prefix.
+// Describe says what is wrong with a value, for a person: the rule it breaks, without a prefix.
 func Describe(err error) string {
 	var ne *NameError
 	if errors.As(err, &ne) {

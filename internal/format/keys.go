@@ -56,14 +56,12 @@ func TreeCommitsPrefix(graph string, tree ulid.ULID) string {
 // InvSeq is commit seq's key segment: MaxInt64-seq in 19 digits, newest first.
 func InvSeq(seq int64) string { return fmt.Sprintf("%019d", math.MaxInt64-seq) }
 
-// CommitIDKey is the key of commit id: "{invseq}-{digest}.json" under
-// TreeCommitsPrefix.
+// CommitIDKey is the key of commit id: "{invseq}-{digest}.json" under TreeCommitsPrefix.
 func CommitIDKey(graph string, id CommitID) string {
 	return TreeCommitsPrefix(graph, id.Tree) + InvSeq(id.Seq) + "-" + id.Digest.String() + ".json"
 }
 
-// ParseCommitKey returns the commit id a commit key of graph names, or a
-// NameError.
+// ParseCommitKey returns the commit id a commit key of graph names, or a NameError.
 func ParseCommitKey(graph, key string) (CommitID, error) {
 	bad := func(why string) error { return &NameError{What: "commit key", Name: key, Reason: why} }
 	rest, ok := strings.CutPrefix(key, graph+"/trees/")
@@ -151,8 +149,7 @@ func ChunksPrefix(graph string) string { return graph + "/chunks/" }
 // TableChunksPrefix is the prefix of a table's manifest chunks.
 func TableChunksPrefix(graph, table string) string { return TablePrefix(graph, table) + "chunks/" }
 
-// ChunkKey is the key of a chunk of a map of kind: manifest chunks under their
-// table, pins and lineage chunks under the graph (table ignored).
+// ChunkKey is a map chunk's key: a manifest's under its table, pins' and lineage's under the graph.
 func ChunkKey(graph string, kind MapKind, table string, h Hash) string {
 	if kind == MapManifest {
 		return TableChunksPrefix(graph, table) + h.String() + ".json"

@@ -13,24 +13,20 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// Every list that can grow without bound (a version's entries, a commit's
-// pins and lineage) is a map: entries sorted by key, inline in the object
-// that names it when small, else a tree of content-addressed chunks (leaves of
-// entries, nodes naming the chunks below with their last key and count).
-// Where chunks split depends on the entries alone (BoundaryAfter), so equal
-// maps are equal trees and versions diff by skipping shared chunks.
+// A map (a version's entries, a commit's pins and lineage) is sorted entries,
+// inline when small, else a tree of content-addressed chunks: leaves of entries,
+// nodes naming chunks below by last key and count. Chunks split by the entries
+// alone (BoundaryAfter), so equal maps are equal trees and diffs skip shared chunks.
 
 // MapKind names what a map holds; it is the "map" field of its chunks.
 type MapKind string
 
-// The kinds of map.
 const (
 	MapManifest MapKind = "manifest" // a table version's entries, by name
 	MapPins     MapKind = "pins"     // a commit's table versions, by table name
 	MapLineage  MapKind = "lineage"  // per other tree with an ancestor, its highest ancestor seq
 )
 
-// The kinds of chunk object.
 const (
 	KindMapLeaf Kind = "map_leaf"
 	KindMapNode Kind = "map_node"
@@ -78,8 +74,7 @@ type ManifestEntry struct {
 	ETag     string // what a HEAD of an external object returned at import; external only
 }
 
-// MaxEntrySize is the largest object size an entry may name: 5 TiB.
-const MaxEntrySize = 5 << 40
+const MaxEntrySize = 5 << 40 // the largest object an entry may name: 5 TiB
 
 // IsExternal reports whether e names an object graft did not write.
 func (e ManifestEntry) IsExternal() bool { return e.External != "" }
@@ -132,8 +127,7 @@ func (r MapRef[E]) Len() int64 {
 	return r.Count
 }
 
-// MapSpec is one kind of map's keys, wire form and validation (ManifestMap,
-// PinsMap, LineageMap).
+// MapSpec is one kind of map's keys, wire form and validation (ManifestMap, PinsMap, LineageMap).
 type MapSpec[E any] struct {
 	Kind     MapKind
 	Key      func(E) string
@@ -141,13 +135,11 @@ type MapSpec[E any] struct {
 	validate func(E) (field, why string) // field names are relative to the entry
 	wire     func(E) any                 // the entry's JSON wire value (fixed field order)
 	fields   fieldSet                    // the entry's JSON fields
-	// decodeAll decodes a JSON array of entries (fields checked) in one pass; on
-	// failure it names the entry and field.
+	// decodeAll decodes a JSON array of entries in one pass, naming the entry and field it fails on.
 	decodeAll func(raw []byte) ([]E, int, string, error)
 }
 
-// decodeAll makes a MapSpec.decodeAll from a conversion of one wire entry that
-// names the field it failed on.
+// decodeAll makes a MapSpec.decodeAll from a conversion of one wire entry.
 func decodeAll[W, E any](conv func(W) (E, string, error)) func([]byte) ([]E, int, string, error) {
 	return func(raw []byte) ([]E, int, string, error) {
 		var ws []W
@@ -207,10 +199,7 @@ var PinsMap = MapSpec[PinEntry]{
 		if err := ValidateTableName(e.Table); err != nil {
 			return "table", err.Error()
 		}
-		if e.Version.IsZero() {
-			return "version", "zero ULID"
-		}
-		return "", ""
+		return "version", whyIf(e.Version.IsZero(), "zero ULID")
 	},
 	wire:   func(e PinEntry) any { return pinEntryWire{Table: e.Table, Version: e.Version.String()} },
 	fields: fieldSet{required: []string{"table", "version"}},
@@ -234,17 +223,15 @@ var LineageMap = MapSpec[LineageEntry]{
 		return why
 	},
 	validate: func(e LineageEntry) (string, string) {
-		if e.Tree.IsZero() {
+		switch {
+		case e.Tree.IsZero():
 			return "tree", "zero ULID"
-		}
-		if e.Seq < 0 {
+		case e.Seq < 0:
 			return "seq", "negative"
 		}
-		if e.Digest.IsZero() {
-			return "digest", "zero digest"
-		}
-		return "", ""
+		return "digest", whyIf(e.Digest.IsZero(), "zero digest")
 	},
+
 	wire: func(e LineageEntry) any {
 		return lineageEntryWire{Tree: e.Tree.String(), Seq: e.Seq, Digest: e.Digest.String()}
 	},
@@ -358,8 +345,7 @@ func (m MapSpec[E]) wires(entries []E) []any {
 	return out
 }
 
-// decodeEntries strictly decodes a JSON array of entries, checking every
-// entry's field names exactly (encoding/json ignores case).
+// decodeEntries strictly decodes a JSON array of entries, field names exactly (encoding/json ignores case).
 func (m MapSpec[E]) decodeEntries(kind Kind, field string, raw json.RawMessage) ([]E, error) {
 	if err := checkItems(kind, field, raw, m.fields); err != nil {
 		return nil, err
@@ -404,8 +390,7 @@ type leafWire struct {
 
 var leafFields = fieldSet{required: []string{"format", "kind", "map", "entries"}}
 
-// EncodeLeaf returns the canonical bytes of a leaf: 1 or more entries,
-// strictly ascending by key.
+// EncodeLeaf returns the canonical bytes of a leaf: 1 or more entries, strictly ascending by key.
 func (m MapSpec[E]) EncodeLeaf(entries []E) ([]byte, error) {
 	if len(entries) == 0 {
 		return nil, malformed(KindMapLeaf, "entries", "a leaf has at least one entry")
@@ -580,8 +565,7 @@ func (m MapSpec[E]) InlineFits(entries []E) bool {
 	return n <= MapInlineMaxBytes
 }
 
-// mapRefJSON is a map ref on the wire: {"entries":[…]} inline, or "root" and
-// "count" chunked.
+// mapRefJSON is a map ref on the wire: {"entries":[…]} inline, or "root" and "count" chunked.
 type mapRefJSON struct {
 	inline  bool
 	entries []any

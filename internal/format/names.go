@@ -13,11 +13,10 @@ import (
 
 // Name limits, in bytes.
 const (
-	MaxGraphNameLen  = 63  // bounds a graph name
-	MaxTableNameLen  = 64  // bounds a table name
-	MaxBranchNameLen = 128 // bounds a logical branch name and a tag name
-	// MaxNativeNameLen bounds a native branch name: logical + "." + ULID.
-	MaxNativeNameLen = MaxBranchNameLen + 1 + ulid.EncodedSize
+	MaxGraphNameLen  = 63
+	MaxTableNameLen  = 64
+	MaxBranchNameLen = 128                                     // also a tag name's
+	MaxNativeNameLen = MaxBranchNameLen + 1 + ulid.EncodedSize // logical + "." + ULID
 )
 
 // ValidateGraphName checks a graph name: 1..63 bytes of [a-z0-9._-], starting
@@ -30,8 +29,7 @@ func ValidateGraphName(name string) error {
 	return nameErr("graph name", name, why)
 }
 
-// ValidateTableName checks a table name: 1..64 bytes of [a-z0-9_-], starting
-// with [a-z0-9_].
+// ValidateTableName checks a table name: 1..64 bytes of [a-z0-9_-], starting with [a-z0-9_].
 func ValidateTableName(name string) error {
 	return nameErr("table name", name, checkChars(name, MaxTableNameLen, "[a-z0-9_]", "[a-z0-9_-]"))
 }
@@ -52,9 +50,8 @@ func reason(err error) string {
 	return err.(*NameError).Reason
 }
 
-// checkChars returns why s is not 1..max bytes with its first byte in class
-// first and the rest in class rest, or "". Classes are bracket expressions of
-// ranges and single characters ('-' last).
+// checkChars returns why s is not 1..max bytes with its first byte in class first
+// and the rest in class rest, or "". A class is a bracket expression ('-' last).
 func checkChars(s string, max int, first, rest string) string {
 	switch {
 	case s == "":
@@ -95,17 +92,15 @@ func ValidateTagName(name string) error { return validatePathName("tag name", na
 
 // validatePathName checks a '/'-separated name: at most 128 bytes, no "..",
 // segments of [A-Za-z0-9][A-Za-z0-9._-]* not ending in '.', ".json" or ".lock"
-// (any case), and not ULID-shaped or ending in "." and one (so a logical name
-// never looks native).
+// (any case), nor ULID-shaped or in "." and one (a logical name never looks native).
 func validatePathName(what, name string) error {
 	bad := func(why string) error { return &NameError{What: what, Name: name, Reason: why} }
-	if name == "" {
+	switch {
+	case name == "":
 		return bad("empty")
-	}
-	if len(name) > MaxBranchNameLen {
+	case len(name) > MaxBranchNameLen:
 		return bad("longer than 128 bytes")
-	}
-	if strings.Contains(name, "..") {
+	case strings.Contains(name, ".."):
 		return bad("contains \"..\"")
 	}
 	for i, seg := range strings.Split(name, "/") {
@@ -171,13 +166,12 @@ func parseULID(s string) (ulid.ULID, string) {
 		return ulid.ULID{}, "not 26 characters"
 	}
 	id, err := ulid.ParseStrict(s)
-	if err != nil {
+	switch {
+	case err != nil:
 		return ulid.ULID{}, "not a ULID: " + err.Error()
-	}
-	if id.String() != s {
+	case id.String() != s:
 		return ulid.ULID{}, "not in canonical upper case"
-	}
-	if id.IsZero() {
+	case id.IsZero():
 		return ulid.ULID{}, "zero ULID"
 	}
 	return id, ""
@@ -200,10 +194,9 @@ func isULIDShaped(s string) bool {
 	return len(s) == ulid.EncodedSize && strings.Trim(s, ulid.Encoding+strings.ToLower(ulid.Encoding)) == ""
 }
 
-// CommitID names a commit: its tree's ULID, its seq in the tree (0 is the
-// tree's first commit) and the digest of its content, "{tree}-{seq}-{digest}".
-// It locates the commit in one GET, and names one byte string only: decoding
-// checks the digest. The zero CommitID means "no commit".
+// CommitID names a commit, "{tree}-{seq}-{digest}": its tree's ULID, its seq in
+// the tree (0 first) and its content's digest, so it locates the commit in one GET
+// and names one byte string only (decoding checks). The zero CommitID is no commit.
 type CommitID struct {
 	Tree   ulid.ULID
 	Seq    int64
@@ -267,8 +260,7 @@ func parseDigest(s string) (Digest, string) {
 	return d, why
 }
 
-// parseHex decodes 2*len(dst) lower-case hex digits, not all zero, into dst,
-// or says why not.
+// parseHex decodes 2*len(dst) lower-case hex digits, not all zero, into dst, or says why not.
 func parseHex(dst []byte, s, what string) string {
 	switch {
 	case len(s) != 2*len(dst):
@@ -303,8 +295,7 @@ func ParseHash(s string) (Hash, error) {
 	return h, nameErr("chunk hash", s, why)
 }
 
-// TimeLayout is how every time is written: RFC 3339 in UTC with nine
-// fractional digits.
+// TimeLayout is how every time is written: RFC 3339 in UTC with nine fractional digits.
 const TimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 
 // FormatTime returns t in TimeLayout, converted to UTC.
@@ -315,10 +306,7 @@ func checkTime(t time.Time) string {
 	if t.IsZero() {
 		return "zero time"
 	}
-	if y := t.UTC().Year(); y < 1 || y > 9999 {
-		return "year outside 0001..9999"
-	}
-	return ""
+	return whyIf(t.UTC().Year() < 1 || t.UTC().Year() > 9999, "year outside 0001..9999")
 }
 
 // parseTime parses a time written by FormatTime, rejecting any other spelling.

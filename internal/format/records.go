@@ -6,8 +6,7 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// Graph is the graph record at GraphKey, written last by init: its presence
-// means the root commit and main ref exist.
+// Graph is the graph record at GraphKey, written last by init: its presence means the rest exists.
 type Graph struct {
 	Name          string
 	CreatedAt     time.Time
@@ -45,8 +44,7 @@ func DecodeGraph(b []byte) (Graph, error) {
 		return Graph{}, err
 	}
 	p := fieldParser{k: KindGraph}
-	created := p.time("created_at", w.CreatedAt)
-	g := Graph{Name: w.Name, CreatedAt: created, Op: w.Op, DefaultBranch: w.DefaultBranch}
+	g := Graph{Name: w.Name, CreatedAt: p.time("created_at", w.CreatedAt), Op: w.Op, DefaultBranch: w.DefaultBranch}
 	return validated(g, p.err)
 }
 
@@ -91,11 +89,9 @@ func (t Tag) Validate() error {
 	if t.State != TagLive && t.State != TagRetired {
 		return malformed(k, "state", "not live or retired")
 	}
-	commit := ""
-	if !t.Commit.valid() {
-		commit = "not a commit id"
-	}
-	return firstBad(k, fieldCheck{"name", "", ValidateTagName(t.Name)}, fieldCheck{"commit", commit, nil},
+	return firstBad(k, fieldCheck{"name", "", ValidateTagName(t.Name)},
+		fieldCheck{"commit", whyIf(!t.Commit.valid(), "not a commit id"), nil},
+
 		fieldCheck{"op", checkOp(t.Op), nil}, fieldCheck{"created_at", checkTime(t.CreatedAt), nil},
 		fieldCheck{"retired_op", onlyIf(t.State == TagRetired, t.RetiredOp, checkOp, "live tag"), nil})
 }
@@ -172,15 +168,12 @@ func (r BranchRef) Validate() error {
 	if err != nil {
 		return malformedErr(k, "native", err)
 	}
-	if r.State != RefFence || r.Branch != "" || !r.Tree.IsZero() {
-		if r.Branch != logical {
-			return malformed(k, "branch", "does not match native name "+r.Native)
-		}
-		if r.Tree != tree {
-			return malformed(k, "tree", "does not match native name "+r.Native)
-		}
-	}
+	bare := r.State == RefFence && r.Branch == "" && r.Tree.IsZero() // a fence may name neither
 	switch {
+	case !bare && r.Branch != logical:
+		return malformed(k, "branch", "does not match native name "+r.Native)
+	case !bare && r.Tree != tree:
+		return malformed(k, "tree", "does not match native name "+r.Native)
 	case r.State == RefFence && !r.Head.IsZero():
 		return malformed(k, "head", "set on a fence")
 	case r.State != RefFence && r.Head.IsZero():
@@ -216,8 +209,7 @@ func DecodeBranchRef(b []byte) (BranchRef, error) {
 	return validated(r, p.err)
 }
 
-// TableVersion is a table version at TableVersionKey: its entries, by name,
-// and the total size of their objects.
+// TableVersion is a table version at TableVersionKey: its entries by name, and their objects' total size.
 type TableVersion struct {
 	Table     string
 	ID        ulid.ULID
@@ -255,17 +247,15 @@ func (v TableVersion) Validate() error {
 	if _, err := ManifestMap.refWire(k, "entries", v.Entries); err != nil {
 		return err
 	}
-	if v.Bytes < 0 {
-		return malformed(k, "bytes", "negative")
+	var sum int64
+	for _, e := range v.Entries.Entries {
+		sum += e.Size
 	}
-	if v.Entries.IsInline() {
-		var sum int64
-		for _, e := range v.Entries.Entries {
-			sum += e.Size
-		}
-		if sum != v.Bytes {
-			return malformed(k, "bytes", "not the total size of the entries")
-		}
+	switch {
+	case v.Bytes < 0:
+		return malformed(k, "bytes", "negative")
+	case v.Entries.IsInline() && sum != v.Bytes:
+		return malformed(k, "bytes", "not the total size of the entries")
 	}
 	return firstBad(k, fieldCheck{"created_at", checkTime(v.CreatedAt), nil}, fieldCheck{"op", checkOp(v.Op), nil})
 }

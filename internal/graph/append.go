@@ -32,9 +32,8 @@ var commitParamFields = map[string]string{
 	"pins": "Pins", "author": "Author", "message": "Message", "time": "Time", "op": "Op", "branch": "Branch",
 }
 
-// AppendPlan is everything an append writes, decided before any write: the
-// head it read, the new commit (CommitBody at CommitKey), the new pins and
-// lineage chunks it names, and the head swap that makes it the head.
+// AppendPlan is everything an append writes, decided before any write: the head
+// read, the commit, its new pins and lineage chunks, and the swap making it head.
 type AppendPlan struct {
 	Head       Head
 	Commit     format.Commit
@@ -100,9 +99,8 @@ func (g *Graph) PlanAppend(ctx context.Context, spec CommitSpec) (AppendPlan, er
 	return g.PlanAppendOn(ctx, head, spec)
 }
 
-// PlanAppendOn places spec on a head already read, writing nothing. An
-// ExpectedHead other than the head is a *StaleHeadError. It reads the merged
-// parent, PinsFrom, and the chunks on the changed paths of pins and lineage.
+// PlanAppendOn places spec on a head already read, writing nothing; an
+// ExpectedHead other than the head is a *StaleHeadError.
 func (g *Graph) PlanAppendOn(ctx context.Context, head Head, spec CommitSpec) (AppendPlan, error) {
 	fail := func(err error) (AppendPlan, error) {
 		return AppendPlan{}, fmt.Errorf("plan append to %s: %w", spec.Branch, err)
@@ -180,9 +178,8 @@ func (g *Graph) PlanAppendOn(ctx context.Context, head Head, spec CommitSpec) (A
 		Publish: Publish{Native: head.Native, IfMatch: head.ETag, Body: refBody, Commit: sealed.ID}}, nil
 }
 
-// WriteAppend writes a plan's chunks, then its commit, put-if-absent. The
-// commit's key is unique to its bytes (other bytes there are ErrCorrupt), so a
-// late put writes the same bytes; nothing shows on the branch until Publish.
+// WriteAppend writes a plan's chunks, then its commit, put-if-absent (its key is
+// unique to its bytes: other bytes there are ErrCorrupt); nothing shows until Publish.
 func (g *Graph) WriteAppend(ctx context.Context, p AppendPlan) error {
 	return g.writeCommit(ctx, "append", p.Commit.ID, p.Chunks, p.CommitKey, p.CommitBody)
 }
@@ -216,8 +213,7 @@ func (g *Graph) Append(ctx context.Context, spec CommitSpec) (AppendResult, erro
 	return AppendResult{Plan: p, Publish: res}, err
 }
 
-// ForkSpec is a new branch incarnation (logical name Branch, tree Tree)
-// starting at the commit whose id is Source.
+// ForkSpec is a new branch incarnation (logical name Branch, tree Tree) starting at commit Source.
 type ForkSpec struct {
 	Branch  string
 	Tree    ulid.ULID
@@ -228,9 +224,8 @@ type ForkSpec struct {
 	Op      string
 }
 
-// ForkPlan is a branch create decided before anything is written: the fork
-// commit (seq 0, naming Source's pins map as it stands), the new pins and
-// lineage chunks, and the live ref naming the commit as head.
+// ForkPlan is a branch create decided before anything is written: the fork commit
+// (seq 0, with Source's pins), its new chunks, and the live ref naming it head.
 type ForkPlan struct {
 	Source     Commit
 	Commit     format.Commit

@@ -15,14 +15,12 @@ import (
 // ErrRefChanged reports a ref that changed under a compare-and-swap.
 var ErrRefChanged = errors.New("graph: ref changed")
 
-// RefChangedError reports a ref without the caller's ETag; it matches
-// ErrRefChanged. Found is the state of the ref now at Key ("" when the key is
-// empty) and Op the operation that wrote it (RetiredOp for a retired ref).
+// RefChangedError reports a ref without the caller's ETag; it matches ErrRefChanged.
 type RefChangedError struct {
 	Key   string
-	ETag  string // the ETag the caller expected
-	Found format.RefState
-	Op    string
+	ETag  string          // the ETag the caller expected
+	Found format.RefState // the ref's state now ("" when the key is empty)
+	Op    string          // the operation that wrote it (RetiredOp for a retired ref)
 }
 
 func (e *RefChangedError) Error() string {
@@ -46,10 +44,9 @@ func (e *MultipleLiveError) RepairHint() string {
 		e.RepairCommand(), strings.Join(e.Natives, ", "))
 }
 
-// ListBranches returns the live incarnation of every logical branch of graph,
-// by name: one listing and a parallel GET per ref. A name with several live
-// refs fails the listing with a *MultipleLiveError naming the repair step
-// (several such names: joined, in name order).
+// ListBranches returns the live incarnation of every logical branch of graph, by
+// name: one listing and a parallel GET per ref. Each name with several live refs
+// is a *MultipleLiveError naming the repair step (joined, in name order).
 func ListBranches(ctx context.Context, s storage.Store, graph string) ([]Branch, error) {
 	if err := format.ValidateGraphName(graph); err != nil {
 		return nil, invalid("Graph", err)
@@ -87,8 +84,7 @@ func ListBranches(ctx context.Context, s storage.Store, graph string) ([]Branch,
 	return out, nil
 }
 
-// Incarnation is one ref of a logical branch, whatever its state, with its
-// ETag for a compare-and-swap (RetireRef).
+// Incarnation is one ref of a logical branch, any state, with its ETag for a compare-and-swap.
 type Incarnation struct {
 	Native string
 	Ref    format.BranchRef
@@ -100,9 +96,8 @@ func (inc Incarnation) branch() Branch {
 	return Branch{Logical: r.Branch, Native: inc.Native, Tree: r.Tree, Ref: r, ETag: inc.ETag}
 }
 
-// ReadBranchIncarnations reads every ref of one logical name, any state, in
-// key order, without refusing several live ones (what a repair reads). An
-// unreadable ref is an error (ReadBranchRefs reports it instead).
+// ReadBranchIncarnations reads every ref of one logical name, any state, in key
+// order, allowing several live ones (for a repair); an unreadable ref is an error.
 func ReadBranchIncarnations(ctx context.Context, s storage.Store, graph, logical string) ([]Incarnation, error) {
 	refs, err := ReadBranchRefs(ctx, s, graph, logical)
 	if err != nil {
@@ -114,15 +109,13 @@ func ReadBranchIncarnations(ctx context.Context, s storage.Store, graph, logical
 	return refs.Incarnations, nil
 }
 
-// NameRefs is every ref of one logical name that a read found, in key order,
-// and the refs not readable as refs of their key's native.
+// NameRefs is every ref of one logical name a read found, in key order, and the unreadable ones.
 type NameRefs struct {
 	Incarnations []Incarnation
 	Unreadable   []UnreadableRef
 }
 
-// UnreadableRef is a ref key whose bytes are not a ref of its native, and the
-// typed format error that says why.
+// UnreadableRef is a ref key whose bytes are not a ref of its native, and why.
 type UnreadableRef struct {
 	Key    string
 	Native string
@@ -141,9 +134,8 @@ func (r NameRefs) Err() error {
 	return fmt.Errorf("%s: %w", u.Key, u.Err)
 }
 
-// ReadBranchRefs reads every ref of one logical name like
-// ReadBranchIncarnations but reports unreadable refs in NameRefs.Unreadable
-// for the caller to judge. Storage errors are errors.
+// ReadBranchRefs is ReadBranchIncarnations reporting unreadable refs in
+// NameRefs.Unreadable, for the caller to judge.
 func ReadBranchRefs(ctx context.Context, s storage.Store, graph, logical string) (NameRefs, error) {
 	if err := checkBranchParams(graph, logical); err != nil {
 		return NameRefs{}, err
@@ -175,9 +167,8 @@ func decodeRefAt(native string, obj storage.Object) (Incarnation, error) {
 	return inc, misnamed(ref.Native != native, format.KindBranchRef, "native", why)
 }
 
-// readRefs GETs and decodes the refs at keys (of natives), skipping keys
-// since deleted (cleanup may delete a fence). An unreadable ref is an error
-// when strict, else it is listed in Unreadable.
+// readRefs GETs and decodes the refs at keys (of natives), skipping keys since
+// deleted (cleanup may delete a fence); an unreadable ref is an error if strict.
 func readRefs(ctx context.Context, s storage.Store, keys, natives []string, strict bool) (NameRefs, error) {
 	objs, errs := getAll(ctx, s, keys)
 	out := NameRefs{Incarnations: make([]Incarnation, 0, len(keys))}
@@ -210,21 +201,17 @@ func multipleLive(graph, name string, bs []Branch) *MultipleLiveError {
 	return e
 }
 
-// RetireResult is how a RetireRef settled: PutCreated, or PutAlreadyOurs when
-// our retired bytes were there; the retired ref now at the key, and its ETag
-// when known.
+// RetireResult is how a RetireRef settled (PutCreated, or PutAlreadyOurs), the
+// retired ref now at the key, and its ETag when known.
 type RetireResult struct {
 	Outcome PutOutcome
 	Ref     format.BranchRef
 	ETag    string
 }
 
-// RetireRef replaces the live ref of native, which must still have ETag etag,
-// by a retired ref naming retiredOp (compare-and-swap). The retired ref keeps
-// every other field, so a re-issue is byte-identical, and stays as a fence a
-// late put of the live ref cannot pass. Answers are settled by reading back:
-// our bytes → done; still etag → re-issue (at most MaxPutAttempts puts);
-// else *RefChangedError. Still unknown at the end: *InDoubtError.
+// RetireRef swaps the live ref of native, which must still have ETag etag, for a
+// retired ref naming retiredOp that keeps every other field, so a re-issue is
+// byte-identical and a late put of the live ref cannot pass. Settled by retire.
 func RetireRef(ctx context.Context, s storage.Store, graph, native, etag, retiredOp string) (RetireResult, error) {
 	if err := checkParams(param{"Graph", format.ValidateGraphName(graph)}, param{"Native", format.ValidateNative(native)},
 		param{"ETag", nonEmpty(etag)}, param{"RetiredOp", format.ValidateOp(retiredOp)}); err != nil {
@@ -253,9 +240,7 @@ func RetireRef(ctx context.Context, s storage.Store, graph, native, etag, retire
 			return nil, false, invalidf("ETag", "names a %s ref, not a live one", res.Ref.State)
 		}
 		res.Ref.State, res.Ref.RetiredOp = format.RefRetired, retiredOp
-		// The retired ref keeps the live head, so its bytes are a re-issue's; a
-		// valid live ref with a checked op encodes.
-		body, _ := format.EncodeBranchRef(res.Ref)
+		body, _ := format.EncodeBranchRef(res.Ref) // a valid live ref with a checked op encodes
 		return body, false, nil
 	})
 	if err != nil {
@@ -265,10 +250,11 @@ func RetireRef(ctx context.Context, s storage.Store, graph, native, etag, retire
 	return res, nil
 }
 
-// retire is the compare-and-swap loop of RetireRef and RetireTag at key,
-// whose object must still have ETag etag; gone is the error of an empty key.
-// check judges the object read: an error, done (our retired bytes are
-// there), or the retired bytes to put. It returns the outcome and the ETag now.
+// retire is the compare-and-swap loop of RetireRef and RetireTag at key, whose
+// object must still have ETag etag, settling answers by reading back: our retired
+// bytes → done; still etag → re-issue (at most MaxPutAttempts puts); else check's
+// error; still unknown at the end, an *InDoubtError. gone is an empty key's error;
+// check judges the object read. It returns the outcome and the ETag now.
 func retire(ctx context.Context, s storage.Store, what, key, etag string, gone error,
 	check func(obj storage.Object) (retired []byte, done bool, err error)) (PutOutcome, string, error) {
 	var (
@@ -319,7 +305,7 @@ func listKeys(ctx context.Context, s storage.Store, prefix string, parse func(ke
 }
 
 // listNameRefs lists the refs of exactly one logical name (not "a.b" for "a").
-func listNameRefs(ctx context.Context, s storage.Store, graph, logical string) (keys, natives []string, err error) {
+func listNameRefs(ctx context.Context, s storage.Store, graph, logical string) ([]string, []string, error) {
 	return listKeys(ctx, s, format.BranchRefPrefix(graph, logical), func(key string) (string, error) {
 		native, err := format.ParseBranchRefKey(graph, key)
 		if err != nil {

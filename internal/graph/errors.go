@@ -13,22 +13,18 @@ import (
 
 // Sentinel errors; match them with errors.Is.
 var (
-	ErrInvalid       = errors.New("graph: invalid input")   // reports bad input; nothing was sent to storage
-	ErrGraphNotFound = errors.New("graph: graph not found") // reports a graph without a graph record
-	// ErrGraphExists reports an init that met another graph or init at its keys.
-	ErrGraphExists = errors.New("graph: graph exists with different contents")
-	// ErrBranchNotFound reports a logical branch with no live incarnation.
-	ErrBranchNotFound = errors.New("graph: branch not found")
-	ErrMultipleLive   = errors.New("graph: more than one live incarnation")
-	// ErrStaleHead reports an append whose expected head is no longer the head.
-	ErrStaleHead = errors.New("graph: stale expected head")
-	// ErrCommitNotFound reports a commit (or a tree's head) that does not exist.
-	ErrCommitNotFound  = errors.New("graph: commit not found")
+	ErrInvalid       = errors.New("graph: invalid input") // nothing was sent to storage
+	ErrGraphNotFound = errors.New("graph: graph not found")
+	// ErrGraphExists: another graph or init at an init's keys.
+	ErrGraphExists     = errors.New("graph: graph exists with different contents")
+	ErrBranchNotFound  = errors.New("graph: branch not found") // no live incarnation
+	ErrMultipleLive    = errors.New("graph: more than one live incarnation")
+	ErrStaleHead       = errors.New("graph: stale expected head")
+	ErrCommitNotFound  = errors.New("graph: commit not found") // or a tree's head
 	ErrTableNotPinned  = errors.New("graph: table not pinned by commit")
 	ErrVersionNotFound = errors.New("graph: table version not found")
 	ErrKeyTaken        = errors.New("graph: key holds different bytes")
-	// ErrObjectTooLarge reports a data object over MaxDataObjectSize.
-	ErrObjectTooLarge = errors.New("graph: data object too large")
+	ErrObjectTooLarge  = errors.New("graph: data object too large")
 )
 
 // ParamError reports an invalid parameter; it matches ErrInvalid and Err.
@@ -68,9 +64,8 @@ func (e *MultipleLiveError) Error() string {
 // Is matches ErrMultipleLive.
 func (e *MultipleLiveError) Is(target error) bool { return target == ErrMultipleLive }
 
-// StaleHeadError reports a head other than the expected one, or a planned
-// commit that never became the head: Found is the head now at the ref's Key,
-// Planned the commit that will never be it.
+// StaleHeadError reports a head other than the expected one, or a planned commit
+// that never became the head: Found is the head now at the ref's Key.
 type StaleHeadError struct {
 	Graph    string
 	Expected format.CommitID // the head the caller expected
@@ -122,9 +117,8 @@ func (e *ObjectTooLargeError) Error() string {
 // Is matches ErrObjectTooLarge.
 func (e *ObjectTooLargeError) Is(target error) bool { return target == ErrObjectTooLarge }
 
-// InDoubtError reports a put whose outcome is still unknown after
-// MaxPutAttempts. It matches storage.ErrAmbiguous. Settle it by re-issuing
-// Body at Key, or a head swap with (*Graph).SettlePublish(*Publish).
+// InDoubtError reports a put still unknown after MaxPutAttempts; it matches
+// storage.ErrAmbiguous. Settle it by re-issuing Body at Key, or SettlePublish(*Publish).
 type InDoubtError struct {
 	Key      string
 	Body     []byte // the exact bytes; any re-issue must send these
@@ -191,8 +185,8 @@ func invalidf(field, format string, args ...any) error {
 	return &ParamError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
-// invalidObject wraps an encoding failure, naming the parameter behind the
-// object's field (fields: JSON field → parameter).
+// invalidObject wraps an encoding failure, naming the parameter behind its JSON
+// field by fields.
 func invalidObject(err error, fields map[string]string) error {
 	field := "parameters"
 	var me *format.MalformedError

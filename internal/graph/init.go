@@ -51,10 +51,9 @@ type InitResult struct {
 
 // Init creates a graph: main's root commit, main's live ref, then the graph
 // record, each put-if-absent, so the record exists only once the rest does. A
-// re-run is idempotent; a graph with other bytes is ErrGraphExists, and an
-// init that lost the record after writing main's ref fences that ref, leaving
-// no live branch. Unless p.PrefixChecked, a prefix holding other keys is a
-// *PrefixTakenError and nothing is written.
+// re-run is idempotent; other bytes are ErrGraphExists, and an init losing the
+// record fences its main ref. Unless p.PrefixChecked, a prefix holding other keys
+// is a *PrefixTakenError and nothing is written.
 func Init(ctx context.Context, s storage.Store, p InitParams) (InitResult, error) {
 	res, root, ref, rec, err := buildInit(p)
 	if err != nil {

@@ -12,8 +12,6 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// Chunked maps (format/maps.go): build, edit, look up, iterate and diff.
-
 // ErrChunkNotFound reports a map chunk that is not in storage.
 var ErrChunkNotFound = errors.New("graph: map chunk not found")
 
@@ -171,8 +169,7 @@ func (b *builder[E]) addChild(k int, c format.ChildRef) error {
 }
 
 // push adds an item of encoded size n, ending at key last and holding count
-// entries, to level k: after flushing the pending chunk if the item would not
-// fit, and flushing after it on a boundary.
+// entries, to level k, flushing before it if it would not fit, after it on a boundary.
 func (b *builder[E]) push(k, n int, last string, count int64, add func(*levelBuilder[E])) error {
 	lb := b.level(k)
 	if lb.pending() > 0 && b.overhead(k)+lb.size+1+n > format.MaxObjectSize {
@@ -243,9 +240,8 @@ func (b *builder[E]) finish() (format.ChildRef, bool, error) {
 type mapTree[E any] struct {
 	r   *mapReader[E]
 	ref format.MapRef[E]
-	// sub, when set, makes the tree one subtree of a larger map: the chunk
-	// ref.Root of level subLevel, holding keys after subLow (and so
-	// comparable, chunk for chunk, with the map it came from).
+	// sub makes the tree the subtree ref.Root, of level subLevel, after subLow,
+	// of a larger map (so comparable, chunk for chunk, with that map).
 	sub      bool
 	subLevel int
 	subLast  string
@@ -267,20 +263,12 @@ func (t mapTree[E]) allEntries(ctx context.Context) ([]E, error) {
 // each calls fn for every entry in key order, reading chunk by chunk.
 func (t mapTree[E]) each(ctx context.Context, fn func(E) error) error {
 	c := newCursor(t)
-	for {
-		var err error
-		switch it := c.peek(); {
-		case it.end:
-			return nil
-		case it.isEntry:
-			err = c.step(fn, it.entry)
-		default:
-			err = c.expand(ctx)
-		}
-		if err != nil {
+	for it := c.peek(); !it.end; it = c.peek() {
+		if err := c.take(ctx, it, fn); err != nil {
 			return err
 		}
 	}
+	return nil
 }
 
 // get returns the entry with key, O(height) chunk reads.
@@ -342,7 +330,8 @@ func (t mapTree[E]) apply(ctx context.Context, edits []mapEdit[E]) (format.MapRe
 			return format.MapRef[E]{}, nil, err
 		}
 	} else {
-		rest, err := t.visit(ctx, b, format.ChildRef{Last: maxKey, Count: t.ref.Count, Chunk: t.ref.Root}, -1, "", "", true, edits)
+		rest, err := t.visit(ctx, b, t.rootRef(), -1, "", "", true, edits)
+
 		if err != nil {
 			return format.MapRef[E]{}, nil, err
 		}
@@ -441,11 +430,10 @@ func feedMerged[E any](b *builder[E], spec format.MapSpec[E], entries []E, edits
 	return nil
 }
 
-// visit feeds the subtree ref (a chunk of level, -1 when unknown: the root)
-// covering keys (low, ref.Last] — up to the end of the map when rightmost —
-// with the edits in that range applied, and returns the edits after it.
-// next is the last key of the subtree that holds the item following this
-// chunk at its level ("" when rightmost).
+// visit feeds the subtree ref (a chunk of level; -1: the root) covering keys
+// (low, ref.Last], or to the map's end when rightmost, with its edits applied, and
+// returns the edits after it. next is the last key of the subtree holding the item
+// after this chunk at its level ("" when rightmost).
 func (t mapTree[E]) visit(ctx context.Context, b *builder[E], ref format.ChildRef, level int, low, next string, rightmost bool, edits []mapEdit[E]) ([]mapEdit[E], error) {
 	n := 0
 	for n < len(edits) && (rightmost || edits[n].Key <= ref.Last) {
@@ -480,7 +468,6 @@ func (t mapTree[E]) visit(ctx context.Context, b *builder[E], ref format.ChildRe
 		if !last {
 			childNext = node.Children[i+1].Last
 		}
-		// The chunk after this one at its level is under the next child, or next.
 		if mine, err = t.visit(ctx, b, child, node.Level-1, prev, childNext, rightmost && last, mine); err != nil {
 			return nil, err
 		}
@@ -554,18 +541,20 @@ type item[E any] struct {
 }
 
 func newCursor[E any](t mapTree[E]) *cursor[E] {
-	c := &cursor[E]{t: t}
-	if t.sub {
-		c.stack = []*frame[E]{{children: []format.ChildRef{{Last: t.subLast, Count: t.ref.Count, Chunk: t.ref.Root}}, level: t.subLevel}}
-		c.low = t.subLow
-		return c
+	switch {
+	case t.sub:
+		top := &frame[E]{children: []format.ChildRef{{Last: t.subLast, Count: t.ref.Count, Chunk: t.ref.Root}},
+			level: t.subLevel}
+		return &cursor[E]{t: t, stack: []*frame[E]{top}, low: t.subLow}
+	case t.ref.IsInline():
+		return &cursor[E]{t: t, stack: []*frame[E]{{entries: t.ref.Entries}}}
 	}
-	if t.ref.IsInline() {
-		c.stack = []*frame[E]{{entries: t.ref.Entries}}
-	} else {
-		c.stack = []*frame[E]{{children: []format.ChildRef{{Last: maxKey, Count: t.ref.Count, Chunk: t.ref.Root}}, level: -1}}
-	}
-	return c
+	return &cursor[E]{t: t, stack: []*frame[E]{{children: []format.ChildRef{t.rootRef()}, level: -1}}}
+}
+
+// rootRef names the root chunk of a chunked map.
+func (t mapTree[E]) rootRef() format.ChildRef {
+	return format.ChildRef{Last: maxKey, Count: t.ref.Count, Chunk: t.ref.Root}
 }
 
 func (c *cursor[E]) peek() item[E] {
@@ -603,6 +592,14 @@ func (c *cursor[E]) step(fn func(E) error, e E) error {
 	return fn(e)
 }
 
+// take steps past the current item it if an entry, else opens its subtree.
+func (c *cursor[E]) take(ctx context.Context, it item[E], fn func(E) error) error {
+	if it.isEntry {
+		return c.step(fn, it.entry)
+	}
+	return c.expand(ctx)
+}
+
 // expand replaces the current subtree item by its chunk's items.
 func (c *cursor[E]) expand(ctx context.Context) error {
 	f := c.stack[len(c.stack)-1]
@@ -617,9 +614,9 @@ func (c *cursor[E]) expand(ctx context.Context) error {
 	}
 	if ch.node == nil {
 		c.stack = append(c.stack, &frame[E]{entries: ch.leaf})
-		return nil
+	} else {
+		c.stack = append(c.stack, &frame[E]{children: ch.node.Children, level: ch.node.Level - 1})
 	}
-	c.stack = append(c.stack, &frame[E]{children: ch.node.Children, level: ch.node.Level - 1})
 	return nil
 }
 
@@ -645,7 +642,7 @@ func (fn walkFuncs[E]) share(c format.ChildRef, level int, low string) error {
 // entries are wanted, that side's chunks around them).
 func walkMaps[E any](ctx context.Context, a, b mapTree[E], fn walkFuncs[E]) error {
 	if !a.ref.IsInline() && !b.ref.IsInline() && a.ref.Root == b.ref.Root && !a.sub && !b.sub {
-		return fn.share(format.ChildRef{Last: maxKey, Count: a.ref.Count, Chunk: a.ref.Root}, -1, "")
+		return fn.share(a.rootRef(), -1, "")
 	}
 	ca, cb := newCursor(a), newCursor(b)
 	spec := a.r.spec
@@ -670,11 +667,7 @@ func walkMaps[E any](ctx context.Context, a, b mapTree[E], fn walkFuncs[E]) erro
 			if only == nil {
 				return nil
 			}
-			if it.isEntry {
-				err = c.step(only, it.entry)
-			} else {
-				err = c.expand(ctx)
-			}
+			err = c.take(ctx, it, only)
 		case !ia.isEntry && fn.onlyA == nil && ia.level >= 0 && ia.ref.Last <= cb.low:
 			ca.advance() // wholly before b's next key: only a's entries
 		case !ib.isEntry && fn.onlyB == nil && ib.level >= 0 && ib.ref.Last <= ca.low:
@@ -696,17 +689,15 @@ func walkMaps[E any](ctx context.Context, a, b mapTree[E], fn walkFuncs[E]) erro
 					err = fn.both(ia.entry, ib.entry)
 				}
 			}
-		case ia.isEntry: // b is a subtree
-			if ib.ref.Last < spec.Key(ia.entry) && fn.onlyB == nil && ib.level >= 0 {
-				cb.advance() // wholly before a's next key: only b's entries
-			} else {
-				err = cb.expand(ctx)
+		case ia.isEntry || ib.isEntry: // one is a subtree: skipped if wholly before the other's entry
+			c, sub, only, key := cb, ib, fn.onlyB, spec.Key(ia.entry)
+			if ib.isEntry {
+				c, sub, only, key = ca, ia, fn.onlyA, spec.Key(ib.entry)
 			}
-		case ib.isEntry: // a is a subtree
-			if ia.ref.Last < spec.Key(ib.entry) && fn.onlyA == nil && ia.level >= 0 {
-				ca.advance()
+			if sub.ref.Last < key && only == nil && sub.level >= 0 {
+				c.advance()
 			} else {
-				err = ca.expand(ctx)
+				err = c.expand(ctx)
 			}
 		default: // two subtrees: open the higher; at one height, the one that ends first, or both
 			ha, hb, la, lb := height(ia.level), height(ib.level), ia.ref.Last, ib.ref.Last

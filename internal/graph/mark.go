@@ -12,25 +12,19 @@ import (
 	"github.com/graftworks/graft/internal/format"
 )
 
-// Cleanup's mark (activities/cleanup_mark.go): a streaming walk over what the
-// retained commits and versions name.
-//
-// Retention: a retained commit keeps its pins and lineage chunks and the
-// versions it pins; a retained version keeps its manifest chunks and the
-// objects graft wrote that it names. A chunk is kept if any retained root
-// reaches it. Keys an in-flight operation pins (a writer pins chunks before it
-// writes or reuses them) and keys younger than the guard window are kept
-// whatever the walk says. External objects are never deleted (MarkExternal
-// only reports them).
-//
-// Deletion order, so a probe that pins a referrer and then finds it proves its
-// referents are there: commits, pins and lineage chunks, versions, manifest
-// chunks, data objects.
+// Cleanup's mark (activities/cleanup_mark.go, docs/format.md *Cleanup*): a
+// streaming walk over what retained commits and versions name. A retained commit
+// keeps its pins and lineage chunks and the versions it pins; a retained version
+// its manifest chunks and the objects graft wrote that it names. Keys an
+// in-flight operation pins (a writer pins chunks before it writes or reuses
+// them) and keys younger than the guard window are kept whatever the walk says;
+// external objects are never deleted. Deletion goes commits, pins and lineage
+// chunks, versions, manifest chunks, data objects, so a probe that pins a
+// referrer and then finds it proves its referents are there.
 
 // MarkKind says what a marked key is.
 type MarkKind string
 
-// The kinds of marked key.
 const (
 	MarkCommit        MarkKind = "commit"
 	MarkPinsChunk     MarkKind = "pins_chunk"
@@ -45,8 +39,8 @@ const (
 type Mark struct {
 	Kind  MarkKind
 	Key   string
-	Table string // set for versions, manifest chunks and objects
-	Size  int64  // an object's size from its entry (0 for control objects)
+	Table string // for versions, manifest chunks and objects
+	Size  int64  // an object's size from its entry
 }
 
 // Marker walks retained roots, calling visit for every key they name: each
@@ -118,15 +112,12 @@ func (m *Marker) Version(ctx context.Context, table string, id ulid.ULID) error 
 // markChunks visits a map's unvisited chunks, passing their entries to each.
 func markChunks[E any](ctx context.Context, m *Marker, t mapTree[E], kind MarkKind, table string, each func(E) error) error {
 	eachOf := func(entries []E) error {
-		for _, e := range entries {
-			if err := each(e); err != nil {
+		for i := 0; i < len(entries) && each != nil; i++ {
+			if err := each(entries[i]); err != nil {
 				return err
 			}
 		}
 		return nil
-	}
-	if each == nil {
-		each = func(E) error { return nil }
 	}
 	if t.ref.IsInline() {
 		return eachOf(t.ref.Entries)
@@ -167,9 +158,8 @@ type ObjectFilter struct {
 	seed uint64
 }
 
-// minFilterBits is the least a filter holds: on a filter of a few words double
-// hashing repeats positions and the real false-positive rate is hundreds of
-// times the asked one; 8 KiB per table keeps small filters exact in practice.
+// minFilterBits (8 KiB) is the least a filter holds: on a few words double hashing
+// repeats positions, for hundreds of times the asked false-positive rate.
 const minFilterBits = 1 << 16
 
 // NewObjectFilter sizes a filter for n keys at false-positive rate p, seeded.
@@ -209,8 +199,6 @@ func (f *ObjectFilter) MayContain(key string) (in bool) {
 	f.eachBit(key, func(w *uint64, mask uint64) bool { in = *w&mask != 0; return in })
 	return in
 }
-
-// Helpers of cleanup's mark (docs/format.md, *Cleanup*).
 
 // CommitOnly marks a commit and its chunks, passing newly seen pins to pinned.
 func (m *Marker) CommitOnly(ctx context.Context, c Commit, pinned func(format.PinEntry) error) error {

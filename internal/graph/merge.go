@@ -15,24 +15,22 @@ import (
 	"github.com/graftworks/graft/internal/format"
 )
 
-// Merges: the merge-base search over chunked lineages, and the object-level
-// three-way merge of tables changed on both sides.
+// Merges: the merge-base search over lineages, and the three-way merge of tables.
 //
-// A commit's ancestry is its lineage plus its own position. The common
-// ancestors of two commits are bounded by the element-wise minimum of their
-// ancestries over the trees both hold (one candidate per tree); the merge
-// bases are the candidates no other candidate descends from. The lineages are
-// walked side by side, so shared subtrees are not read, and are ruled out
-// wholesale against a known common ancestor that shares them too.
+// A commit's ancestry is its lineage plus its own position. Two commits' common
+// ancestors are bounded by the element-wise minimum of their ancestries over the
+// trees both hold (one candidate per tree); the merge bases are the candidates
+// no other descends from. The lineages are walked side by side, so shared
+// subtrees go unread, ruled out wholesale by a common ancestor sharing them too.
 
 // maxForkProbes bounds how far up a chain of forks the search looks.
 const maxForkProbes = 8
 
-// BaseSearch is what FindBases found. Bases: the source head when up to
-// date, the target head when adoptable, else the common ancestors no other one
-// descends from (none for unrelated heads, several after criss-cross merges).
+// BaseSearch is what FindBases found.
 type BaseSearch struct {
-	Relation          Relation
+	Relation Relation
+	// Bases: the source head when up to date, the target head when adoptable, else
+	// the common ancestors no other descends from (none if unrelated, several after criss-cross).
 	Bases             []Commit
 	Candidates, Reads int // candidates considered, commits read
 }
@@ -121,8 +119,7 @@ func (bs *baseSearch) run(ctx context.Context, source, target Commit) (BaseSearc
 	if err != nil {
 		return BaseSearch{}, err
 	}
-	ownCommits := make([]Commit, len(own))
-	errs := make([]error, len(own))
+	ownCommits, errs := make([]Commit, len(own)), make([]error, len(own))
 	bounded.Each(len(own), 2, func(i int) { ownCommits[i], errs[i] = bs.readCommit(ctx, own[i]) })
 	if err := errors.Join(errs...); err != nil {
 		return BaseSearch{}, err
@@ -234,9 +231,8 @@ func (bs *baseSearch) prune(ctx context.Context, ds ...Commit) error {
 	return nil
 }
 
-// resolveBlock makes candidates of the entries of a shared lineage subtree
-// that common ancestor d (if any) does not descend from, reading nothing where
-// d's lineage holds the same subtree.
+// resolveBlock makes candidates of a shared lineage subtree's entries that common
+// ancestor d (if any) does not descend from, reading nothing d's lineage shares.
 func (bs *baseSearch) resolveBlock(ctx context.Context, b block, d *Commit) error {
 	tree := subtree(bs.g.lineage, b.ref, b.level, b.low)
 	undominated := func(e format.LineageEntry) {
@@ -290,7 +286,7 @@ type ObjectConflict struct {
 }
 
 // TableMerge is one table's line in a merge plan: the versions each side pins
-// (zero: none), the changes to the target's entries, up to MaxListedConflicts
+// (zero: none), the changes to the target's entries, the first MaxListedConflicts
 // of ConflictCount conflicts, and for a table-level conflict Why.
 type TableMerge struct {
 	Table                    string
@@ -313,9 +309,8 @@ type MergeSpec struct {
 }
 
 // MergePlan is what merging source into target would do: a line per table it
-// changes (Unchanged counts the others), Conflicts tables in conflict, the
-// edits of the target's pins (or PinsFrom replacing them), and the merged
-// tables' new versions, written before the commit.
+// changes (Unchanged counts the others), the edits of the target's pins (or
+// PinsFrom replacing them), and the new versions to write before the commit.
 type MergePlan struct {
 	Relation  Relation
 	Bases     []format.CommitID
@@ -343,11 +338,10 @@ func (p MergePlan) Spec(target Head, source Commit, author, message string, at t
 	return sp
 }
 
-// PlanMerge classifies every table the heads pin differently (walking the
-// pins side by side) by the three-way rule: changed by the source only →
-// adopt; by the target only → keep; by both → merged object by object, only
-// objects both changed differently conflicting. Its cost is the chunks in
-// which the versions differ. It writes nothing.
+// PlanMerge classifies every table the heads pin differently by the three-way
+// rule: changed by the source only → adopt; by the target only → keep; by both →
+// merged object by object, objects both changed differently conflicting. It
+// reads the chunks in which the versions differ and writes nothing.
 func (g *Graph) PlanMerge(ctx context.Context, source, target Commit, bases BaseSearch, spec MergeSpec) (MergePlan, error) {
 	plan := MergePlan{Relation: bases.Relation, SetPins: map[string]ulid.ULID{}}
 	for _, b := range bases.Bases {
@@ -456,12 +450,9 @@ type change struct {
 func (g *Graph) diffVersions(ctx context.Context, table string, a, b ulid.ULID) ([]change, error) {
 	var vs [2]Version
 	for i, id := range []ulid.ULID{a, b} {
-		vs[i] = Version{Table: table}
-		if !id.IsZero() {
-			var err error
-			if vs[i], err = g.Version(ctx, table, id); err != nil {
-				return nil, err
-			}
+		var err error
+		if vs[i], err = g.versionOrEmpty(ctx, table, id); err != nil {
+			return nil, err
 		}
 	}
 	var out []change

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -20,8 +21,6 @@ import (
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/storage"
 )
-
-// Data objects: one put-if-absent up to a threshold, multipart above it.
 
 // Upload defaults: objects over the threshold go in parts of DefaultPartSize
 // (raised to stay within the backend's parts), so many in flight and in memory.
@@ -45,8 +44,8 @@ type UploadOptions struct {
 // ErrMultipartUnsupported reports a large object on a store without multipart.
 var ErrMultipartUnsupported = errors.New("graph: the store has no multipart uploads")
 
-// UploadResult is what UploadObject stored: the object's manifest entry, named
-// by its ULID, and its parts and multipart upload (0 and "" for a single put).
+// UploadResult is what UploadObject stored: the object's entry, named by its
+// ULID, and its parts and multipart upload (0 and "" for a single put).
 type UploadResult struct {
 	Entry    format.ManifestEntry
 	Parts    int
@@ -54,11 +53,10 @@ type UploadResult struct {
 }
 
 // UploadObject writes size bytes from r as data object id of table, hashing
-// them, and returns its manifest entry. Up to the threshold it is one
-// PutIfAbsent (other bytes: *KeyTakenError); above it a multipart upload whose
-// parts are sent Concurrency at a time, each retried on an unknown outcome, and
-// whose complete is settled by HEAD (the size tells). A failure aborts the
-// upload; what a crash leaves, the collector aborts (IncompleteUploads).
+// them: up to the threshold one PutIfAbsent (other bytes: *KeyTakenError), above
+// it a multipart upload, parts retried on an unknown outcome and the complete
+// settled by HEAD (the size tells). A failure aborts the upload; what a crash
+// leaves, the collector aborts (IncompleteUploads).
 func UploadObject(ctx context.Context, s storage.Store, graph, table string, id ulid.ULID, r io.Reader, size int64, opts UploadOptions) (UploadResult, error) {
 	if err := checkParams(param{"Graph", format.ValidateGraphName(graph)},
 		param{"Table", format.ValidateTableName(table)}, param{"ID", nonZero(id)}); err != nil {
@@ -98,9 +96,9 @@ func UploadObject(ctx context.Context, s storage.Store, graph, table string, id 
 	return UploadResult{Entry: entry, Parts: parts, UploadID: u.id}, nil
 }
 
-// PartSizeFor returns UploadObject's part size for size bytes: the requested
-// (or default) size, at least limits.MinPartSize and size/limits.MaxParts
-// rounded up to a MiB, at most limits.MaxPartSize.
+// PartSizeFor returns UploadObject's part size for size bytes: the requested (or
+// default) size, at least MinPartSize and size/MaxParts rounded up to a MiB, at
+// most MaxPartSize.
 func PartSizeFor(size, requested int64, limits storage.MultipartLimits) int64 {
 	ps := requested
 	if ps <= 0 {
@@ -173,8 +171,7 @@ func (u *uploader) abort(ctx context.Context) error {
 	return err
 }
 
-// retried calls fn until it succeeds, at most MaxPutAttempts times while it
-// fails retryably.
+// retried calls fn, at most MaxPutAttempts times while it fails retryably.
 func retried[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 	for attempt := 1; ; attempt++ {
 		v, err := fn()
@@ -189,9 +186,9 @@ func retryable(err error) bool {
 	return code == storage.CodeAmbiguous || code == storage.CodeUnavailable || code == storage.CodeUnknown
 }
 
-// sendParts reads and hashes the parts in order and uploads them, at most
-// Concurrency in flight (and in memory). After a failure it reads no more and
-// awaits the parts in flight: they can outlive the abort.
+// sendParts reads, hashes and uploads the parts in order, Concurrency in flight
+// (and in memory); after a failure it reads no more and awaits the parts in
+// flight, which could outlive the abort.
 func (u *uploader) sendParts(ctx context.Context, r io.Reader, partSize int64, nparts int) (string, []storage.Part, error) {
 	workers := u.opts.Concurrency
 	if workers <= 0 {
@@ -229,15 +226,7 @@ func (u *uploader) sendParts(ctx context.Context, r io.Reader, partSize int64, n
 		})
 	}
 	wg.Wait()
-	if readErr != nil {
-		return "", nil, readErr
-	}
-	for _, err := range errs {
-		if err != nil {
-			return "", nil, err
-		}
-	}
-	if err := ctx.Err(); err != nil {
+	if err := cmp.Or(readErr, cmp.Or(errs...), ctx.Err()); err != nil {
 		return "", nil, err
 	}
 	return hex.EncodeToString(h.Sum(nil)), parts, nil
@@ -278,10 +267,9 @@ const (
 	confirmPause = 50 * time.Millisecond
 )
 
-// confirm reads the completed object back before reporting done: a backend
-// (versitygw, for big objects) may answer a complete before the object is
-// visible. Our size is done; another size is another writer's; still absent
-// after confirmReads reads is ErrAmbiguous, for the caller to settle.
+// confirm reads the completed object back, as a backend (versitygw, for big
+// objects) may answer a complete before the object is visible: our size is done,
+// another size another writer's; still absent is ErrAmbiguous, for the caller to settle.
 func (u *uploader) confirm(ctx context.Context) error {
 	pause := confirmPause
 	var last error
@@ -319,10 +307,9 @@ type IncompleteUpload struct {
 }
 
 // IncompleteUploads lists the incomplete uploads of graph's data objects
-// started before olderThan. The collector aborts each that no operation pins,
-// after the guard window: an upload's key is a fresh object ULID only its own
-// running operation completes. Keys outside {graph}/tables/*/objects/ are
-// never listed.
+// ({graph}/tables/*/objects/ only) started before olderThan, for the collector
+// to abort those no operation pins: an upload's key is a fresh object ULID only
+// its own running operation completes.
 func IncompleteUploads(ctx context.Context, s storage.Store, graph string, olderThan time.Time) ([]IncompleteUpload, error) {
 	if err := format.ValidateGraphName(graph); err != nil {
 		return nil, invalid("Graph", err)
@@ -372,8 +359,8 @@ type ObjectProblem struct {
 }
 
 // VerifyObjects HEADs every object refs name, in parallel, and returns the
-// missing or changed ones in refs' order: the one read that checks objects.
-// progress, when set, gets the count checked so far, from several goroutines.
+// missing or changed ones in refs' order; progress, if set, gets the count
+// checked so far, from several goroutines.
 func VerifyObjects(ctx context.Context, s storage.Store, refs []ObjectRef, progress func(done int64)) ([]ObjectProblem, error) {
 	problems := make([]*ObjectProblem, len(refs))
 	errs := make([]error, len(refs))
@@ -398,10 +385,7 @@ func VerifyObjects(ctx context.Context, s storage.Store, refs []ObjectRef, progr
 			progress(n)
 		}
 	})
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := cmp.Or(ctx.Err(), errors.Join(errs...)); err != nil {
 		return nil, err
 	}
 	var out []ObjectProblem

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,11 +18,9 @@ const MaxPutAttempts = 3
 type PutOutcome int
 
 const (
-	PutCreated PutOutcome = iota + 1 // a put of this call succeeded
-	// PutAlreadyOurs: the key holds our bytes (a lost answer, or a re-run).
-	PutAlreadyOurs
-	// PutTaken: the key holds other bytes; another writer got there first.
-	PutTaken
+	PutCreated     PutOutcome = iota + 1 // a put of this call succeeded
+	PutAlreadyOurs                       // the key holds our bytes (a lost answer, or a re-run)
+	PutTaken                             // the key holds other bytes; another writer got there first
 )
 
 func (o PutOutcome) String() string {
@@ -72,20 +71,17 @@ func PutIfAbsent(ctx context.Context, s storage.Store, key string, body []byte) 
 	return PutResult{}, &InDoubtError{Key: key, Body: body, Attempts: MaxPutAttempts, Err: last}
 }
 
-// unsettled reports a put answer that only a read-back settles: a failed
-// condition, or an unknown outcome.
+// unsettled reports a put answer only a read-back settles: a failed condition, or an unknown outcome.
 func unsettled(err error) bool {
 	code := storage.CodeOf(err)
 	return code == storage.CodePreconditionFailed || code == storage.CodeAmbiguous ||
 		code == storage.CodeUnknown
 }
 
-// parallelism bounds the requests one call sends at once (chunk puts, ref
-// GETs, HEADs of objects and graph records).
+// parallelism bounds the requests one call sends at once.
 const parallelism = 8
 
-// PutChunks writes content-addressed chunks put-if-absent, in parallel;
-// callers pin them first.
+// PutChunks writes content-addressed chunks put-if-absent, in parallel; callers pin them first.
 func (g *Graph) PutChunks(ctx context.Context, chunks []Chunk) error {
 	errs := make([]error, len(chunks))
 	bounded.Each(len(chunks), parallelism, func(i int) {
@@ -93,12 +89,7 @@ func (g *Graph) PutChunks(ctx context.Context, chunks []Chunk) error {
 			errs[i] = fmt.Errorf("put chunk %s: %w", chunks[i].Key, err)
 		}
 	})
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return cmp.Or(errs...)
 }
 
 // putNew puts body at key put-if-absent; other bytes there are a
@@ -115,11 +106,10 @@ func putNew(ctx context.Context, s storage.Store, key string, body []byte, corru
 }
 
 // reissuing wraps the store for one write settled by re-issuing it: once a put
-// of the write answered ambiguously it may still land, so a later put's
-// definite refusal proves nothing, and reissuing reports it as ambiguous. The
-// caller then settles the write instead of reporting it refused while the
-// earlier put lands after its pins are released. Every re-issue loop here puts
-// through it; a precondition failure is left as is (the loops read back).
+// answered ambiguously it may still land, so a later put's definite refusal
+// proves nothing and is reported ambiguous, for the caller to settle rather than
+// report refused while the earlier put lands after its pins are released. Every
+// re-issue loop puts through it; a precondition failure is left as is.
 type reissuing struct {
 	storage.Store
 	sentAmbiguous bool // a put of this write answered ambiguously
@@ -130,9 +120,8 @@ func reissue(s storage.Store) *reissuing { return &reissuing{Store: s} }
 type ambiguousPutsKey struct{}
 
 // WithAmbiguousPuts returns a context under which every re-issue loop calls
-// observe (possibly concurrently) with the key of each put answering
-// ambiguously: a put that may still land later. A caller that may delete the
-// key (cleanup) must keep it while the put may land (catalog.PinsHoldForLatePut).
+// observe (possibly concurrently) with the key of each put answering ambiguously,
+// which a deleter (cleanup) must keep while it may land (catalog.PinsHoldForLatePut).
 func WithAmbiguousPuts(ctx context.Context, observe func(key string)) context.Context {
 	return context.WithValue(ctx, ambiguousPutsKey{}, observe)
 }

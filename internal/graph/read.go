@@ -23,9 +23,8 @@ func ReadGraph(ctx context.Context, s storage.Store, graph string) (format.Graph
 		})
 }
 
-// getDecoded GETs key, decodes it and checks it is the object key names,
-// prefixing every error with what (and a decoding error with the key too); an
-// absent key is notFound.
+// getDecoded GETs key, decodes and checks it; errors start with what (a decoding
+// one also names key); an absent key is notFound.
 func getDecoded[T any](ctx context.Context, s storage.Store, key, what string, notFound error,
 	decode func([]byte) (T, error), check func(T) error) (T, error) {
 	var zero T
@@ -54,17 +53,14 @@ func misnamed(bad bool, kind format.Kind, field, reason string) error {
 	return &format.MalformedError{Kind: kind, Field: field, Reason: reason}
 }
 
-// Branch is the one live incarnation of a logical branch, with the ETag of its
-// ref for a later compare-and-swap. Unreadable lists the keys of the name's
-// other refs that ResolveBranch could not read as refs and resolved past
-// because this one is live; nil when all were readable, and on a hinted resolve.
+// Branch is the one live incarnation of a logical branch, with its ref's ETag for a compare-and-swap.
 type Branch struct {
 	Logical    string
 	Native     string
 	Tree       ulid.ULID
 	Ref        format.BranchRef
 	ETag       string
-	Unreadable []string
+	Unreadable []string // keys of the name's other refs ResolveBranch could not read and resolved past
 }
 
 // ResolveBranch finds the live incarnation of logical from storage alone: one
@@ -72,13 +68,10 @@ type Branch struct {
 // live ref → its Branch; none → ErrBranchNotFound; more → *MultipleLiveError.
 // The cost grows with the refs the name ever had (ResolveBranchHinted saves it).
 //
-// A ref that cannot be read as a ref of its key's native does not stop the
-// resolve when another ref is live: that one is returned, with the unreadable
-// keys in Branch.Unreadable. This is safe because one live ref per name is the
-// format's invariant: an unreadable ref is then not live, or a violation that
-// repair handles. With no readable live ref and an unreadable one, the error
-// wraps the first unreadable ref's format error, never ErrBranchNotFound: the
-// branch may be live through it.
+// An unreadable ref does not stop the resolve when another is live: one live
+// ref per name is the format's invariant, so it is not live, or a violation
+// repair handles. With no readable live ref, the error wraps the first
+// unreadable ref's, never ErrBranchNotFound: the branch may be live through it.
 func ResolveBranch(ctx context.Context, s storage.Store, graph, logical string) (Branch, error) {
 	if err := checkBranchParams(graph, logical); err != nil {
 		return Branch{}, err
@@ -109,12 +102,11 @@ func ResolveBranch(ctx context.Context, s storage.Store, graph, logical string) 
 	return Branch{}, fmt.Errorf("resolve branch %q: %w", logical, multipleLive(graph, logical, live))
 }
 
-// ResolveBranchHinted is ResolveBranch with a hint: the native name the
-// caller (a worker's ledger) believes live. It reads that one ref, and when it
-// is a live ref of logical that is the branch; any other answer falls back to
-// ResolveBranch, so "not found" and "several live" are only storage's answers.
-// A storage error reading the hinted ref is returned. A hinted resolve cannot
-// see a second live ref its hint's source does not know of; ResolveBranch can.
+// ResolveBranchHinted is ResolveBranch reading first the one ref of hint, the
+// native the caller (a worker's ledger) believes live; any answer but a live ref
+// of logical (or a storage error) falls back to ResolveBranch, so "not found" and
+// "several live" are storage's answers. It cannot see a second live ref the hint's
+// source does not know of.
 func ResolveBranchHinted(ctx context.Context, s storage.Store, graph, logical, hint string) (Branch, error) {
 	if err := checkBranchParams(graph, logical); err != nil {
 		return Branch{}, err
@@ -131,10 +123,8 @@ func ResolveBranchHinted(ctx context.Context, s storage.Store, graph, logical, h
 	return ResolveBranch(ctx, s, graph, logical)
 }
 
-// ReadLiveRef reads the ref of native (one GET) and reports whether it is a
-// live ref of logical, as ResolveBranch would return it. Anything else (another
-// name, no key, retired, fence, undecodable) is (false, nil); only a storage
-// error other than not-found is an error.
+// ReadLiveRef reads the ref of native (one GET) and reports whether it is a live
+// ref of logical; anything else is (false, nil), a storage error an error.
 func ReadLiveRef(ctx context.Context, s storage.Store, graph, logical, native string) (Branch, bool, error) {
 	if err := format.ValidateGraphName(graph); err != nil {
 		return Branch{}, false, invalid("Graph", err)
@@ -174,9 +164,8 @@ type ObjectRef struct {
 	ETag   string
 }
 
-// ListTableObjects returns the entries of table as of commit commitID, chunk by
-// chunk; an unpinned table is ErrTableNotPinned. An external entry's Key is its
-// own key and its ID is zero.
+// ListTableObjects returns the entries of table as of commit commitID (an
+// external entry: its own Key, zero ID); an unpinned table is ErrTableNotPinned.
 func ListTableObjects(ctx context.Context, s storage.Store, graph, commitID, table string) ([]ObjectRef, error) {
 	if err := format.ValidateTableName(table); err != nil {
 		return nil, invalid("Table", err)

@@ -10,11 +10,9 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// A live ref is its tree's head pointer. An append puts its commit
-// (content-addressed, put-if-absent), then swaps the ref If-Match the ETag the
-// plan read: the swap is its linearisation point, and fails if the ref moved.
-// A failed swap can never succeed later: a ref's bytes never repeat, so
-// neither does its ETag where the ETag is a function of the bytes.
+// A live ref is its tree's head pointer. An append puts its commit, then swaps
+// the ref If-Match the ETag the plan read: the swap is its linearisation point.
+// A failed swap never succeeds later: a ref's bytes, so its ETag, never repeat.
 
 // Head is a branch's live incarnation and its head commit, the one the ref names.
 type Head struct {
@@ -65,9 +63,8 @@ func (g *Graph) RefHead(ctx context.Context, native string) (Incarnation, Commit
 	return inc, c, err
 }
 
-// Publish is the compare-and-swap that makes a planned commit the head: from
-// the ref version the plan read (IfMatch) to Body, the new ref's exact bytes,
-// live and naming Commit as head.
+// Publish is the compare-and-swap that makes a planned commit the head: from the
+// ref the plan read (IfMatch) to Body, the new live ref naming Commit as head.
 type Publish struct {
 	Native  string
 	IfMatch string
@@ -93,12 +90,9 @@ type PublishResult struct {
 }
 
 // Publish swaps the ref to p.Body If-Match p.IfMatch, settling every answer by
-// reading the ref back: our bytes → published; still p.IfMatch → re-issue (at
-// most MaxPutAttempts puts); another head, or retired → walk first parents
-// from its head to our seq: ours there → already published, otherwise
-// *StaleHeadError (the ref's bytes never return to p.IfMatch). A definite
-// refusal is returned as is; still unknown at the end is an *InDoubtError
-// carrying p, for SettlePublish.
+// reading back (readBack): still p.IfMatch → re-issue, at most MaxPutAttempts
+// puts. A definite refusal is returned as is; still unknown at the end is an
+// *InDoubtError carrying p, for SettlePublish.
 func (g *Graph) Publish(ctx context.Context, p Publish) (PublishResult, error) {
 	return g.publish(ctx, p, true)
 }
@@ -146,10 +140,10 @@ func (g *Graph) publish(ctx context.Context, p Publish, putFirst bool) (PublishR
 	}
 }
 
-// readBack reads the ref p swaps and says where p stands: our bytes →
-// AlreadyPublished; still p.IfMatch, or unreadable for now (the read's error)
-// → pending; gone → *RefChangedError; our commit behind its head →
-// AlreadyPublished; else *StaleHeadError.
+// readBack reads the ref p swaps and says where p stands: our bytes, or our
+// commit on its head's first-parent chain → AlreadyPublished; still p.IfMatch,
+// or unreadable for now (the read's error) → pending; gone → *RefChangedError;
+// else *StaleHeadError (the ref's bytes never return to p.IfMatch).
 func (g *Graph) readBack(ctx context.Context, p Publish, key, what string) (PublishResult, bool, error) {
 	obj, err := g.S.Get(ctx, key)
 	switch {
@@ -203,9 +197,7 @@ func (g *Graph) onChain(ctx context.Context, head, id format.CommitID) (bool, in
 	return at == id, walked, nil
 }
 
-// CheckPublish reads, without writing, where p stands: our bytes or our commit
-// behind the head → AlreadyPublished; still p.IfMatch → pending; the ref gone
-// → *RefChangedError; else *StaleHeadError.
+// CheckPublish reads, without writing, where p stands, as readBack says.
 func (g *Graph) CheckPublish(ctx context.Context, p Publish) (res PublishResult, pending bool, err error) {
 	if err := format.ValidateNative(p.Native); err != nil {
 		return PublishResult{}, false, fmt.Errorf("check publish: %w", invalid("Native", err))

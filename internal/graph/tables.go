@@ -50,6 +50,14 @@ func (g *Graph) Version(ctx context.Context, table string, id ulid.ULID) (Versio
 		})
 }
 
+// versionOrEmpty reads version id of table; the zero id is the empty table.
+func (g *Graph) versionOrEmpty(ctx context.Context, table string, id ulid.ULID) (Version, error) {
+	if id.IsZero() {
+		return Version{Table: table}, nil
+	}
+	return g.Version(ctx, table, id)
+}
+
 // TableAt reads the version of table that c pins; unpinned: ErrTableNotPinned.
 func (g *Graph) TableAt(ctx context.Context, c Commit, table string) (Version, error) {
 	id, ok, err := g.Pin(ctx, c, table)
@@ -103,9 +111,9 @@ type VersionPlan struct {
 // Keys returns the keys the version writes: its chunks, then itself.
 func (p VersionPlan) Keys() []string { return chunkKeys(p.Chunks, p.Key) }
 
-// PlanVersion reads the base version and the manifest chunks on the edited
-// paths and computes the new version, writing nothing: appending k entries
-// writes O(k) chunks at most, O(1) when the new names sort last (ULIDs do).
+// PlanVersion computes the new version from the base and the manifest chunks on
+// the edited paths, writing nothing: k edits make O(k) new chunks at most, O(1)
+// when the new names sort last (ULIDs do).
 func (g *Graph) PlanVersion(ctx context.Context, spec VersionSpec) (VersionPlan, error) {
 	fail := func(err error) (VersionPlan, error) {
 		return VersionPlan{}, fmt.Errorf("plan version of table %s: %w", spec.Table, err)
@@ -146,12 +154,9 @@ func (g *Graph) PlanVersion(ctx context.Context, spec VersionSpec) (VersionPlan,
 		names[name] = true
 		edits = append(edits, mapEdit[format.ManifestEntry]{Key: name})
 	}
-	base := Version{Table: spec.Table}
-	if !spec.Base.IsZero() {
-		var err error
-		if base, err = g.Version(ctx, spec.Table, spec.Base); err != nil {
-			return fail(fmt.Errorf("read base: %w", err))
-		}
+	base, err := g.versionOrEmpty(ctx, spec.Table, spec.Base)
+	if err != nil {
+		return fail(fmt.Errorf("read base: %w", err))
 	}
 	tree := g.manifestOf(base)
 	plan := VersionPlan{}
@@ -221,10 +226,9 @@ type ImportRef struct {
 }
 
 // ImportEntries HEADs each referenced object in parallel and returns external
-// entries with the size and ETag the store reports; nothing is copied, and
-// graft never writes or deletes an external object. A missing object is
-// ErrNotFound; a key a graph owns or may own is invalid (CheckImportKeys),
-// before any object is read.
+// entries with the size and ETag the store reports, copying nothing. A missing
+// object is ErrNotFound; a key a graph owns or may own is invalid
+// (CheckImportKeys), before any object is read.
 func ImportEntries(ctx context.Context, s storage.Store, graph string, refs []ImportRef) ([]format.ManifestEntry, error) {
 	if err := format.ValidateGraphName(graph); err != nil {
 		return nil, invalid("Graph", err)
@@ -283,9 +287,7 @@ func CheckExternal(ctx context.Context, s storage.Store, e format.ManifestEntry)
 	return nil
 }
 
-// A graph owns its whole prefix, and only it (docs/format.md, *Ownership*):
-// init refuses a prefix holding anything else, and import refuses keys a graph
-// owns or may come to own.
+// A graph owns its whole prefix, and only it (docs/format.md, *Ownership*).
 
 // ErrPrefixTaken reports an init whose prefix holds objects not its own.
 var ErrPrefixTaken = errors.New("graph: the graph's prefix holds objects graft did not write for it")
@@ -303,9 +305,8 @@ func (e *PrefixTakenError) Error() string {
 // Is matches ErrPrefixTaken.
 func (e *PrefixTakenError) Is(target error) bool { return target == ErrPrefixTaken }
 
-// CheckInitPrefix lists a new graph's prefix and returns a *PrefixTakenError
-// for the first key own does not accept (own accepts an interrupted run's
-// keys). It reads a page of a few keys unless own accepts them all.
+// CheckInitPrefix lists a new graph's prefix and returns a *PrefixTakenError for
+// the first key own (an interrupted run's keys) does not accept.
 func CheckInitPrefix(ctx context.Context, s storage.Store, graph string, own func(key string) bool) error {
 	opts := storage.ListOptions{Prefix: format.GraphPrefix(graph), Limit: 4}
 	for {

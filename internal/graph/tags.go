@@ -10,9 +10,9 @@ import (
 	"github.com/graftworks/graft/storage"
 )
 
-// Tags: immutable, graph-wide names for commits, written once put-if-absent.
-// Deleting one swaps in a retired tag that keeps the key, so a late put of the
-// live tag never lands and the name is never reused.
+// Tags: immutable, graph-wide names for commits, written once put-if-absent. Deleting
+// one swaps in a retired tag keeping the key, so a late put never lands and the name
+// is never reused.
 
 // ErrTagNotFound reports a tag name with no tag object.
 var ErrTagNotFound = errors.New("graph: tag not found")
@@ -57,9 +57,8 @@ type TagPutResult struct {
 	Tag     format.Tag
 }
 
-// PutTag writes a live tag body (TagBytes) put-if-absent, settled by read-back:
-// ours → TagCreated; a live tag of the same commit → TagExists; else TagTaken.
-// Still unknown is an *InDoubtError: call PutTag again with the same body.
+// PutTag writes a live tag body (TagBytes) put-if-absent, settled by read-back
+// (TagPutOutcome); still unknown is an *InDoubtError: call again with the same body.
 func PutTag(ctx context.Context, s storage.Store, graph string, body []byte) (TagPutResult, error) {
 	if err := format.ValidateGraphName(graph); err != nil {
 		return TagPutResult{}, fmt.Errorf("put tag: %w", invalid("Graph", err))
@@ -159,14 +158,12 @@ func decodeTagAt(key, name string, body []byte) (format.Tag, error) {
 // ErrTagChanged reports a tag a compare-and-swap expected that changed.
 var ErrTagChanged = errors.New("graph: tag changed")
 
-// TagChangedError reports a tag without the caller's ETag; it matches
-// ErrTagChanged. Found is its state now ("" when the key is empty), Op the
-// operation that retired it.
+// TagChangedError reports a tag without the caller's ETag; it matches ErrTagChanged.
 type TagChangedError struct {
 	Key   string
 	ETag  string
-	Found format.TagState
-	Op    string
+	Found format.TagState // its state now ("" when the key is empty)
+	Op    string          // the operation that retired it
 }
 
 func (e *TagChangedError) Error() string {
@@ -179,10 +176,8 @@ func (e *TagChangedError) Error() string {
 // Is matches ErrTagChanged.
 func (e *TagChangedError) Is(target error) bool { return target == ErrTagChanged }
 
-// RetireTag replaces the live tag name, which must still have ETag etag, by a
-// retired tag naming retiredOp, as RetireRef does for refs: PutAlreadyOurs
-// when ours already landed, *TagChangedError on another change, *InDoubtError
-// when still unknown (call again to settle).
+// RetireTag swaps the live tag name, which must still have ETag etag, for a
+// retired tag naming retiredOp, as RetireRef does for refs (call again to settle).
 func RetireTag(ctx context.Context, s storage.Store, graph, name, etag, retiredOp string) (PutOutcome, error) {
 	if err := checkParams(param{"Graph", format.ValidateGraphName(graph)}, param{"Name", format.ValidateTagName(name)},
 		param{"ETag", nonEmpty(etag)}, param{"RetiredOp", format.ValidateOp(retiredOp)}); err != nil {
