@@ -357,7 +357,7 @@ func TestLeastPrivilegePolicies_CLIKeysUploadAndRead_WorkerKeysPublishAndReclaim
 	r = run("cleanup", "run", g, "--keep-newest", "1", "--guard-window", "0", "--wait")
 	wantCode(t, r, 0)
 	cl := jsonOut[cleanupView](t, r)
-	if cl.Outcome != outcome.Done || cl.Deleted.Commits == 0 || cl.Deleted.Objects < int64(len(eventObjects)) {
+	if cl.Outcome != outcome.Done || cl.Refused != 0 || cl.Deleted.Commits == 0 || cl.Deleted.Objects < int64(len(eventObjects)) {
 		t.Fatalf("cleanup %+v", cl)
 	}
 	for _, o := range eventObjects {
