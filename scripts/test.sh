@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # graft's whole test suite, as CI runs it: build, vet, gofmt, workflowcheck,
 # the pinned tools (built once into .bin/, beside the build), every test against the real servers
-# (versitygw, the Temporal dev server and, for cmd/internal/prodtier, the Temporal
+# (versitygw, MinIO, the Temporal dev server and, for cmd/internal/prodtier, the Temporal
 # server and graft-worker processes are started by the tests themselves; Postgres from
 # DATABASE_URL or 127.0.0.1:5432), and each fuzz target briefly.
 #

@@ -20,10 +20,16 @@ import (
 //   - CompleteMultipart assembles the listed parts at key with put-if-absent:
 //     over an object it is ErrPreconditionFailed and leaves the upload in
 //     place. An upload id aborted or completed is ErrNotFound (versitygw
-//     answers a repeated complete with success). An unknown outcome is
-//     ErrAmbiguous: settle it by Head of key and ListMultipart.
+//     answers a repeated complete with success, MinIO with
+//     ErrPreconditionFailed, its put-if-absent seeing the object the first
+//     made). An unknown outcome is ErrAmbiguous: settle it by Head of key and
+//     ListMultipart.
 //   - AbortMultipart of an upload that does not exist is not an error.
-//   - ListMultipart lists incomplete uploads under a prefix in (key, upload id) order.
+//   - ListMultipart lists incomplete uploads under a prefix in key order, one
+//     key's uploads by upload id (the local stores) or as they started (S3
+//     servers). MinIO lists them only for a prefix that is one exact key: a
+//     caller that must work on every server lists one key's uploads at a time
+//     (ListKeyMultipart).
 type Multipart interface {
 	MultipartLimits() MultipartLimits
 	// CreateMultipart starts an upload of key and returns its id.
@@ -97,6 +103,18 @@ func ListAllMultipart(ctx context.Context, m Multipart, prefix string, fn func(U
 		page, err := m.ListMultipart(ctx, opts)
 		return page.Uploads, page.Truncated, err
 	}, func(last Upload) { opts.KeyMarker, opts.UploadIDMarker = last.Key, last.UploadID }, fn)
+}
+
+// ListKeyMultipart calls fn for every incomplete upload of key itself, page by
+// page: those ListMultipart lists under the prefix key, less those of longer
+// keys, which a server listing by prefix includes and MinIO does not.
+func ListKeyMultipart(ctx context.Context, m Multipart, key string, fn func(Upload) error) error {
+	return ListAllMultipart(ctx, m, key, func(u Upload) error {
+		if u.Key != key {
+			return nil
+		}
+		return fn(u)
+	})
 }
 
 // CheckPart checks an UploadPart's number and size against limits.

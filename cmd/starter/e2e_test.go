@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,24 +27,33 @@ import (
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog/catalogtest"
 	"github.com/graftworks/graft/internal/devstack"
+	"github.com/graftworks/graft/internal/testenv"
 	"github.com/graftworks/graft/internal/tools"
+	"github.com/graftworks/graft/storage"
+	"github.com/graftworks/graft/storage/s3"
 	"github.com/graftworks/graft/workflows"
 )
 
 // devStack is a `graft dev` subprocess on free ports, a fresh ledger schema
-// and a temporary store directory.
+// and a temporary store directory or a fresh bucket.
 type devStack struct {
 	info devStarted
 	// env points graft commands at this stack.
 	env      []string
-	storeDir string
+	storeDir string // "" on S3
+	bucket   string // the store's bucket, on S3
 	// profile is where dev writes the stack's settings (GRAFT_CONFIG).
 	profile string
 }
 
-// startDev starts `graft dev -o json` and waits for its ready object. When
-// the test ends it sends SIGTERM and checks that everything stopped cleanly.
-func startDev(t *testing.T, bin string) *devStack {
+// startDev starts `graft dev -o json` on a temporary store directory and
+// waits for its ready object. When the test ends it sends SIGTERM and checks
+// that everything stopped cleanly.
+func startDev(t *testing.T, bin string) *devStack { return startDevOn(t, bin, nil) }
+
+// startDevOn is startDev on a fresh bucket of srv, given to dev by its --s3-*
+// flags and to later commands by their variables; nil is a store directory.
+func startDevOn(t *testing.T, bin string, srv *testenv.S3Server) *devStack {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
@@ -61,12 +73,19 @@ func startDev(t *testing.T, bin string) *devStack {
 		ports[i] = fmt.Sprint(p)
 	}
 	schema := catalogtest.NewSchema(t) // dropped after the stack stops (cleanups run last-in first-out)
-	d := &devStack{storeDir: filepath.Join(t.TempDir(), "store"), profile: filepath.Join(t.TempDir(), "graft", "config.json")}
-	common := []string{
-		"DATABASE_URL=" + catalogtest.DatabaseURL(), "GRAFT_DB_SCHEMA=" + schema, "GRAFT_STORE_DIR=" + d.storeDir,
-		"GRAFT_CONFIG=" + d.profile,
+	d := &devStack{profile: filepath.Join(t.TempDir(), "graft", "config.json")}
+	common := []string{"DATABASE_URL=" + catalogtest.DatabaseURL(), "GRAFT_DB_SCHEMA=" + schema, "GRAFT_CONFIG=" + d.profile}
+	args := []string{"dev", "--port", ports[0], "--ui-port", ports[1], "--metrics-port", ports[2], "-o", "json"}
+	if srv == nil {
+		d.storeDir = filepath.Join(t.TempDir(), "store")
+		common = append(common, "GRAFT_STORE_DIR="+d.storeDir)
+	} else {
+		d.bucket = srv.NewBucket(t)
+		common = append(common, "AWS_ACCESS_KEY_ID="+srv.AccessKey, "AWS_SECRET_ACCESS_KEY="+srv.SecretKey)
+		args = append(args, "--s3-endpoint", srv.Endpoint, "--s3-bucket", d.bucket, "--s3-region", srv.Region,
+			"--s3-path-style", "--dev-dir", t.TempDir())
 	}
-	cmd := exec.Command(bin, "dev", "--port", ports[0], "--ui-port", ports[1], "--metrics-port", ports[2], "-o", "json")
+	cmd := exec.Command(bin, args...)
 	cmd.Env = graftEnv(append(common, "GRAFT_BIN_DIR="+binDir)...)
 	cmd.Dir = t.TempDir()
 	stdout, err := cmd.StdoutPipe()
@@ -108,6 +127,10 @@ func startDev(t *testing.T, bin string) *devStack {
 		t.Fatalf("graft dev not ready after 3 minutes:\n%s", stderr)
 	}
 	d.env = append(common, "GRAFT_TEMPORAL_ADDRESS="+d.info.TemporalAddress)
+	if srv != nil {
+		d.env = append(d.env, "GRAFT_S3_ENDPOINT="+srv.Endpoint, "GRAFT_S3_BUCKET="+d.bucket,
+			"GRAFT_S3_REGION="+srv.Region, "GRAFT_S3_PATH_STYLE=true")
+	}
 	return d
 }
 
@@ -319,6 +342,166 @@ func TestGraftBinary_EndToEnd_OnTheDevStack(t *testing.T) {
 	t.Run("a graph from another operation is a conflict (5)", func(t *testing.T) {
 		wantText(t, run("graph", "init", g, "--idempotency-key", ulid.Make().String()), 5, "conflict", "graft branch list "+g)
 	})
+}
+
+// TestGraftBinary_Tour_OnMinIO runs the tour's operations with the built
+// binary against `graft dev --s3-endpoint` on MinIO: init, a write, a
+// multipart write (above a lowered threshold), a branch with an append, a
+// merge, a tag, a write and a restore, a branch delete and a cleanup — each
+// outcome checked — and reads the bucket as another tool would: the
+// multipart object whole, in MinIO's multipart ETag form, with no upload of
+// its key left; after the cleanup, every object main and the tags name.
+func TestGraftBinary_Tour_OnMinIO(t *testing.T) {
+	bin := buildGraft(t)
+	srv := testenv.MinIO(t)
+	d := startDevOn(t, bin, srv)
+	run := func(args ...string) result { return runGraft(t, bin, d.env, args...) }
+	ctx := t.Context()
+	bucket, err := s3.New(ctx, s3.Config{Endpoint: srv.Endpoint, Region: srv.Region, Bucket: d.bucket, PathStyle: true,
+		AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "s3://" + d.bucket + " at " + srv.Endpoint; d.info.Store != want {
+		t.Fatalf("graft dev serves store %q, want %q", d.info.Store, want)
+	}
+
+	const g = "tour"
+	dir := t.TempDir()
+	write := func(branch, table, name string, body []byte, flags ...string) workflows.WriteTableResult {
+		t.Helper()
+		f := filepath.Join(dir, name)
+		if err := os.WriteFile(f, body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := run(append([]string{"table", "write", g, branch, table, f, "-o", "json"}, flags...)...)
+		wantCode(t, r, 0)
+		res := jsonOut[workflows.WriteTableResult](t, r)
+		if res.Outcome != outcome.Done || res.Commit == "" || res.Objects != 1 || res.Bytes != int64(len(body)) {
+			t.Fatalf("table write of %s on %s: %+v", name, branch, res)
+		}
+		return res
+	}
+	objects := func(ref, table string) client.TableListing {
+		t.Helper()
+		r := run("table", "objects", g, ref, table, "-o", "json")
+		wantCode(t, r, 0)
+		return jsonOut[client.TableListing](t, r)
+	}
+	head := func(branch string) string {
+		t.Helper()
+		r := run("branch", "show", g, branch, "-o", "json")
+		wantCode(t, r, 0)
+		return jsonOut[client.BranchDetail](t, r).Head
+	}
+
+	r := run("graph", "init", g, "-o", "json")
+	wantCode(t, r, 0)
+	if res := jsonOut[workflows.InitGraphResult](t, r); res.Outcome != outcome.Done || !res.Created {
+		t.Fatalf("graph init result %+v", res)
+	}
+	write("main", "people", "people.csv", []byte("id,name\n1,ada\n"))
+
+	// Above a 1 MiB threshold in 5 MiB parts (S3's least): two parts.
+	big := make([]byte, 6<<20+123)
+	for i := range big {
+		big[i] = byte(i*7 + i/4093)
+	}
+	bigWrite := write("main", "big", "big.csv", big, "--multipart-threshold", "1048576", "--part-size", "5242880")
+	bigObjects := objects("main", "big").Objects
+	sum := sha256.Sum256(big)
+	if len(bigObjects) != 1 || bigObjects[0].Size != int64(len(big)) || bigObjects[0].SHA256 != hex.EncodeToString(sum[:]) ||
+		!strings.HasPrefix(bigObjects[0].URI, "s3://"+d.bucket+"/") {
+		t.Fatalf("table objects of big: %+v; want one object of %d bytes in s3://%s", bigObjects, len(big), d.bucket)
+	}
+	key := bigObjects[0].Key
+	if obj, err := bucket.Get(ctx, key); err != nil || !bytes.Equal(obj.Body, big) || !strings.HasSuffix(obj.ETag, `-2"`) {
+		t.Fatalf("get %s: %d bytes, ETag %q, %v; want the file's bytes in two parts", key, len(obj.Body), obj.ETag, err)
+	}
+	if err := storage.ListKeyMultipart(ctx, bucket, key, func(u storage.Upload) error {
+		return fmt.Errorf("upload %s of %s left incomplete", u.UploadID, u.Key)
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	r = run("branch", "create", g, "feature/x", "-o", "json")
+	wantCode(t, r, 0)
+	if created := jsonOut[workflows.CreateBranchResult](t, r); created.Outcome != outcome.Created || created.SourceCommit != bigWrite.Commit {
+		t.Fatalf("branch create result %+v; want created from main's head %s", created, bigWrite.Commit)
+	}
+	appended := write("feature/x", "people", "more.csv", []byte("id,name\n2,grace\n"), "--append")
+	if n := len(objects("feature/x", "people").Objects); n != 2 {
+		t.Fatalf("people on feature/x after the append has %d objects, want 2", n)
+	}
+
+	r = run("merge", g, "feature/x", "--preview", "-o", "json")
+	wantCode(t, r, 0)
+	if preview := jsonOut[workflows.MergeResult](t, r); preview.Outcome != outcome.Adopted || preview.Commit != "" {
+		t.Fatalf("merge preview %+v; want adopted, nothing written", preview)
+	}
+	r = run("merge", g, "feature/x", "-o", "json")
+	wantCode(t, r, 0)
+	merged := jsonOut[workflows.MergeResult](t, r)
+	if merged.Outcome != outcome.Adopted || merged.Commit == "" || merged.SourceHead != appended.Commit || head("main") != merged.Commit {
+		t.Fatalf("merge result %+v; want adopted from %s and main's head", merged, appended.Commit)
+	}
+
+	r = run("tag", "create", g, "v1", "-o", "json")
+	wantCode(t, r, 0)
+	if tag := jsonOut[workflows.CreateTagResult](t, r); tag.Outcome != outcome.Created || tag.Commit != merged.Commit {
+		t.Fatalf("tag create result %+v; want v1 at main's head %s", tag, merged.Commit)
+	}
+
+	emptied := write("main", "people", "empty.csv", []byte("id,name\n"))
+	r = run("restore", g, "main", "--tag", "v1", "-o", "json")
+	wantCode(t, r, 0)
+	restored := jsonOut[workflows.RestoreResult](t, r)
+	if restored.Outcome != outcome.Done || restored.RestoredFrom != merged.Commit || restored.PreviousHead != emptied.Commit ||
+		restored.BackupTag != "backup/main/"+emptied.Commit || head("main") != restored.Commit {
+		t.Fatalf("restore result %+v; want main restored to %s, backing up %s", restored, merged.Commit, emptied.Commit)
+	}
+	if n := len(objects("main", "people").Objects); n != 2 {
+		t.Fatalf("people on main after the restore has %d objects, want v1's 2", n)
+	}
+
+	r = run("branch", "delete", g, "feature/x", "-o", "json")
+	wantCode(t, r, 0)
+	if del := jsonOut[workflows.DeleteBranchResult](t, r); del.Outcome != outcome.Deleted || del.Head != appended.Commit {
+		t.Fatalf("branch delete result %+v", del)
+	}
+	r = run("branch", "list", g, "-o", "json")
+	wantCode(t, r, 0)
+	if list := jsonOut[branchList](t, r); len(list.Branches) != 1 || list.Branches[0].Branch != "main" {
+		t.Fatalf("branch list after the delete: %+v", list)
+	}
+
+	// Only main's head and the two tags' commits are kept: the older commits
+	// of main and the deleted branch's go, and with them the first version of
+	// people, whose one object the appended version still names.
+	r = run("cleanup", "run", g, "--keep-newest", "1", "--guard-window", "0", "--wait", "-o", "json")
+	wantCode(t, r, 0)
+	cl := jsonOut[cleanupView](t, r)
+	if cl.Outcome != outcome.Done || cl.Mode != workflows.CleanupModeSweep || cl.Deleted.Commits == 0 ||
+		cl.Deleted != cl.Condemned || cl.Refused != 0 {
+		t.Fatalf("cleanup result %+v; want done, every condemned key deleted", cl)
+	}
+	for _, ref := range []string{"main", "v1", restored.BackupTag} {
+		for _, table := range []string{"people", "big"} {
+			for _, o := range objects(ref, table).Objects {
+				if info, err := bucket.Head(ctx, o.Key); err != nil || info.Size != o.Size {
+					t.Fatalf("after the cleanup, %s of %s on %s: %+v, %v; want %d bytes", o.Key, table, ref, info, err, o.Size)
+				}
+			}
+		}
+	}
+
+	r = run("op", "list", "--graph", g, "-o", "json")
+	wantCode(t, r, 0)
+	for _, op := range jsonOut[opList](t, r).Operations {
+		if op.State != "done" {
+			t.Errorf("operation %+v is not done", op)
+		}
+	}
 }
 
 // findInVisibility polls Temporal's visibility for the create of

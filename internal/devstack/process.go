@@ -1,7 +1,7 @@
 // Package devstack starts and stops the servers graft runs beside it on a
 // developer machine and in tests: the Temporal CLI's dev server and the
-// versitygw S3 server; for the production-shape tier, the Temporal server on
-// Postgres and graft-worker processes. Each is a separate process (the
+// versitygw and MinIO S3 servers; for the production-shape tier, the Temporal
+// server on Postgres and graft-worker processes. Each is a separate process (the
 // servers built by internal/tools), bound to 127.0.0.1 on free ports. Every
 // Start has a Stop that ends the whole process group, so nothing outlives the
 // test or the `graft dev` run that began it.

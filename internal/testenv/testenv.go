@@ -1,6 +1,6 @@
-// Package testenv gives integration tests real servers: versitygw (S3) and the
-// Temporal CLI dev server, each started once per test binary on first use and
-// stopped when the binary's tests end. Packages that use it declare
+// Package testenv gives integration tests real servers: versitygw and MinIO
+// (S3) and the Temporal CLI dev server, each started once per test binary on
+// first use and stopped when the binary's tests end. Packages that use it declare
 //
 //	func TestMain(m *testing.M) { testenv.Main(m) }
 //
@@ -26,6 +26,7 @@ var (
 	stops    []func()
 	tmpDirs  []string
 	versity  = sync.OnceValues(startVersity)
+	minio    = sync.OnceValues(startMinIO)
 	temporal = sync.OnceValues(startTemporal)
 )
 
@@ -48,7 +49,7 @@ func StopAll() {
 		os.RemoveAll(d)
 	}
 	tmpDirs = nil
-	versity, temporal = sync.OnceValues(startVersity), sync.OnceValues(startTemporal)
+	versity, minio, temporal = sync.OnceValues(startVersity), sync.OnceValues(startMinIO), sync.OnceValues(startTemporal)
 }
 
 // shared returns the server start gives, which starts it on first use.
@@ -66,7 +67,9 @@ func shared[T any](t testing.TB, what string, start func() (T, error)) T {
 // S3Server is a running S3-compatible server.
 type S3Server struct {
 	Endpoint, Region, AccessKey, SecretKey string
-	dir                                    string
+	// dir is the server's data directory, which holds each bucket as a
+	// directory of the bucket's name.
+	dir string
 }
 
 // VersityGW returns the binary's shared versitygw server, starting it on first use.
@@ -92,6 +95,29 @@ func startVersity() (*S3Server, error) {
 		dir: dir}, nil
 }
 
+// MinIO returns the binary's shared MinIO server, starting it on first use.
+func MinIO(t testing.TB) *S3Server {
+	t.Helper()
+	return shared(t, "minio", minio)
+}
+
+func startMinIO() (*S3Server, error) {
+	dir, err := os.MkdirTemp("", "graft-minio-")
+	if err != nil {
+		return nil, err
+	}
+	tmpDirs = append(tmpDirs, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute) // may build it cold
+	defer cancel()
+	m, err := devstack.StartMinIO(ctx, devstack.MinIOOptions{Dir: dir})
+	if err != nil {
+		return nil, err
+	}
+	stops = append(stops, func() { m.Stop(5 * time.Second) })
+	return &S3Server{Endpoint: m.Endpoint, Region: m.Region, AccessKey: m.AccessKey, SecretKey: m.SecretKey,
+		dir: dir}, nil
+}
+
 // NewBucket creates a fresh, empty bucket for one test and removes it, with
 // whatever is left in it, when the test ends.
 func (s *S3Server) NewBucket(t testing.TB) string {
@@ -104,7 +130,9 @@ func (s *S3Server) NewBucket(t testing.TB) string {
 	if err := devstack.CreateBucket(ctx, s.Endpoint, s.Region, s.AccessKey, s.SecretKey, name); err != nil {
 		t.Fatalf("create bucket %s: %v", name, err)
 	}
-	// versitygw's posix backend keeps a bucket, objects and uploads, as a directory.
+	// versitygw's posix backend keeps a bucket, objects and uploads, as a
+	// directory; MinIO keeps a bucket's objects in one too (its incomplete
+	// uploads stay elsewhere in its directory, removed when the server stops).
 	t.Cleanup(func() { os.RemoveAll(filepath.Join(s.dir, name)) })
 	return name
 }

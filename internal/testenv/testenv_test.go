@@ -27,6 +27,25 @@ func TestVersityGW_StartsAndCreatesBuckets(t *testing.T) {
 	}
 }
 
+func TestMinIO_StartsAndCreatesBuckets(t *testing.T) {
+	s := MinIO(t)
+	a, b := s.NewBucket(t), s.NewBucket(t)
+	if a == b {
+		t.Fatalf("two NewBucket calls returned the same bucket %q", a)
+	}
+	resp, err := http.Get(s.Endpoint + "/minio/health/live")
+	if err != nil {
+		t.Fatalf("minio not answering at %s: %v", s.Endpoint, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("minio health: %s", resp.Status)
+	}
+	if s2 := MinIO(t); s2 != s {
+		t.Fatalf("MinIO started a second server")
+	}
+}
+
 func TestTemporal_StartsWithNamespace(t *testing.T) {
 	ts := Temporal(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -1,9 +1,10 @@
 // Package tools pins the external programs graft's tests and local stack run as
-// separate processes — the Temporal CLI (its dev server), versitygw (an S3 server),
-// and the Temporal server with its SQL schema tool (the production-shape tier,
-// cmd/internal/prodtier) — and builds each once, from the Go module proxy, into the
-// repository's ignored .bin/ directory, keyed by version, under a file lock so that
-// parallel test binaries never build the same tool twice.
+// separate processes — the Temporal CLI (its dev server), versitygw and MinIO (S3
+// servers), and the Temporal server with its SQL schema tool (the
+// production-shape tier, cmd/internal/prodtier) — and builds each once, from the
+// Go module proxy, into the repository's ignored .bin/ directory, keyed by
+// version, under a file lock so that parallel test binaries never build the same
+// tool twice.
 //
 // No tool is built through graft's go.mod: the Temporal server's dependencies (its
 // own go.temporal.io/api and grpc) need not agree with the SDK's. Each is built by
@@ -47,6 +48,9 @@ type Tool struct {
 var (
 	Temporal  = Tool{Name: "temporal", Module: "github.com/temporalio/cli/cmd/temporal", Version: "v1.5.1"}
 	VersityGW = Tool{Name: "versitygw", Module: "github.com/versity/versitygw/cmd/versitygw", Version: "v1.8.0"}
+	// MinIO is the S3 server most users run. It is AGPL: graft only runs it
+	// as a separate process and imports none of its packages.
+	MinIO = Tool{Name: "minio", Module: "github.com/minio/minio", Version: "v0.0.0-20260212201848-7aac2a2c5b7c"}
 	// TemporalServer is the server docker-compose.yml runs (temporalio/auto-setup
 	// at the same version), kept with docker/config_template.yaml, the template
 	// the image renders its configuration from; TemporalSQLTool is its schema tool.
@@ -60,8 +64,9 @@ const temporalCLIModule = "github.com/temporalio/cli@v1.5.1"
 
 // Lanes lists every pinned tool in sequences of builds that can run at once.
 // The Temporal server and its schema tool follow the CLI in its lane, so they
-// reuse the packages the CLI's build compiled.
-var Lanes = [][]Tool{{Temporal, TemporalServer, TemporalSQLTool}, {VersityGW}}
+// reuse the packages the CLI's build compiled; the two S3 servers share the
+// other lane, which keeps the lanes' cold builds of about equal length.
+var Lanes = [][]Tool{{Temporal, TemporalServer, TemporalSQLTool}, {VersityGW, MinIO}}
 
 // BinDir returns the directory tools are built into: $GRAFT_BIN_DIR, or
 // .bin/ at the root of the module that contains the working directory.

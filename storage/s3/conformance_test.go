@@ -58,8 +58,8 @@ func (f *fakeS3) store(t *testing.T, bucket, prefix string) *Store {
 	return s
 }
 
-// versityStore returns a store on bucket of the shared versitygw server.
-func versityStore(t *testing.T, srv *testenv.S3Server, bucket, prefix string) *Store {
+// serverStore returns a store on bucket of a shared S3 server (versitygw, MinIO).
+func serverStore(t *testing.T, srv *testenv.S3Server, bucket, prefix string) *Store {
 	t.Helper()
 	s, err := New(t.Context(), Config{
 		Endpoint: srv.Endpoint, Region: srv.Region, Bucket: bucket, Prefix: prefix, PathStyle: true,
@@ -95,7 +95,13 @@ func TestConformance(t *testing.T) {
 	t.Run("versitygw", func(t *testing.T) {
 		srv := testenv.VersityGW(t)
 		storagetest.Run(t, func(t *testing.T) storage.Store {
-			return versityStore(t, srv, srv.NewBucket(t), "")
+			return serverStore(t, srv, srv.NewBucket(t), "")
+		})
+	})
+	t.Run("minio", func(t *testing.T) {
+		srv := testenv.MinIO(t)
+		storagetest.Run(t, func(t *testing.T) storage.Store {
+			return serverStore(t, srv, srv.NewBucket(t), "")
 		})
 	})
 }
@@ -111,8 +117,15 @@ func TestConformance_Multipart(t *testing.T) {
 	t.Run("versitygw", func(t *testing.T) {
 		srv := testenv.VersityGW(t)
 		storagetest.RunMultipart(t, func(t *testing.T) storage.Store {
-			return versityStore(t, srv, srv.NewBucket(t), "")
+			return serverStore(t, srv, srv.NewBucket(t), "")
 		}, storagetest.MultipartOptions{})
+	})
+	t.Run("minio", func(t *testing.T) {
+		// MinIO lists incomplete uploads only by one exact key.
+		srv := testenv.MinIO(t)
+		storagetest.RunMultipart(t, func(t *testing.T) storage.Store {
+			return serverStore(t, srv, srv.NewBucket(t), "")
+		}, storagetest.MultipartOptions{ExactKeyUploadListing: true})
 	})
 }
 
@@ -123,9 +136,9 @@ func TestConformance_Multipart(t *testing.T) {
 func TestPrefix_StoresSharingABucket_SeeOnlyTheirOwnKeys(t *testing.T) {
 	srv := testenv.VersityGW(t)
 	bucket := srv.NewBucket(t)
-	a := versityStore(t, srv, bucket, "graphs/a")
-	b := versityStore(t, srv, bucket, "graphs/b")
-	root := versityStore(t, srv, bucket, "")
+	a := serverStore(t, srv, bucket, "graphs/a")
+	b := serverStore(t, srv, bucket, "graphs/b")
+	root := serverStore(t, srv, bucket, "")
 	ctx := t.Context()
 
 	for _, k := range []string{"refs/main.json", "refs/dev.json"} {
@@ -205,8 +218,18 @@ func TestGet_ClosedPort_IsUnavailable(t *testing.T) {
 }
 
 func TestPut_VersityIfNoneMatchOnExistingKey_IsPreconditionFailed412(t *testing.T) {
-	srv := testenv.VersityGW(t)
-	s := versityStore(t, srv, srv.NewBucket(t), "")
+	requireIfNoneMatchOnExistingKey412(t, testenv.VersityGW(t))
+}
+
+func TestPut_MinIOIfNoneMatchOnExistingKey_IsPreconditionFailed412(t *testing.T) {
+	requireIfNoneMatchOnExistingKey412(t, testenv.MinIO(t))
+}
+
+// requireIfNoneMatchOnExistingKey412 checks that srv answers a put-if-absent
+// over an object with 412, never 409.
+func requireIfNoneMatchOnExistingKey412(t *testing.T, srv *testenv.S3Server) {
+	t.Helper()
+	s := serverStore(t, srv, srv.NewBucket(t), "")
 	if _, err := s.Put(t.Context(), "refs/a.json", []byte("first"), storage.PutOptions{IfNoneMatch: true}); err != nil {
 		t.Fatalf("first put: %v", err)
 	}
@@ -218,19 +241,33 @@ func TestPut_VersityIfNoneMatchOnExistingKey_IsPreconditionFailed412(t *testing.
 }
 
 func TestPut_VersityIfMatchOnMissingKey_IsPreconditionFailed(t *testing.T) {
-	// versitygw (like AWS) answers 404 NoSuchKey here, not 412.
-	srv := testenv.VersityGW(t)
-	s := versityStore(t, srv, srv.NewBucket(t), "")
+	requireIfMatchOnMissingKeyFailed(t, testenv.VersityGW(t))
+}
+
+func TestPut_MinIOIfMatchOnMissingKey_IsPreconditionFailed(t *testing.T) {
+	requireIfMatchOnMissingKeyFailed(t, testenv.MinIO(t))
+}
+
+// requireIfMatchOnMissingKeyFailed checks that a put-if-match of a missing
+// key is a failed condition on srv, which answers 404 NoSuchKey (versitygw,
+// MinIO and AWS alike), not 412.
+func requireIfMatchOnMissingKeyFailed(t *testing.T, srv *testenv.S3Server) {
+	t.Helper()
+	s := serverStore(t, srv, srv.NewBucket(t), "")
 	_, err := s.Put(t.Context(), "refs/a.json", []byte("x"), storage.PutOptions{IfMatch: `"0123456789abcdef0123456789abcdef"`})
-	if !errors.Is(err, storage.ErrPreconditionFailed) {
-		t.Fatalf("err = %v, want ErrPreconditionFailed", err)
+	var se *storage.Error
+	if !errors.Is(err, storage.ErrPreconditionFailed) || !errors.As(err, &se) || se.Status != 404 || apiCode(se.Err) != codeNoSuchKey {
+		t.Fatalf("err = %v, want ErrPreconditionFailed from a 404 NoSuchKey", err)
+	}
+	if _, err := s.Head(t.Context(), "refs/a.json"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("head after the failed put: %v, want ErrNotFound", err)
 	}
 }
 
 func TestPut_VersityKeyUnderExistingObject_IsRefused(t *testing.T) {
 	// versitygw's posix backend cannot hold both "a" and "a/b".
 	srv := testenv.VersityGW(t)
-	s := versityStore(t, srv, srv.NewBucket(t), "")
+	s := serverStore(t, srv, srv.NewBucket(t), "")
 	if _, err := s.Put(t.Context(), "a", []byte("x"), storage.PutOptions{IfNoneMatch: true}); err != nil {
 		t.Fatalf("put a: %v", err)
 	}
@@ -243,7 +280,18 @@ func TestPut_VersityKeyUnderExistingObject_IsRefused(t *testing.T) {
 const wrongSecret = "graft-wrong-secret-must-never-appear"
 
 func TestPut_VersityBadCredentials_IsRefusedAndHidesSecret(t *testing.T) {
-	srv := testenv.VersityGW(t)
+	requireBadCredentialsRefused(t, testenv.VersityGW(t))
+}
+
+func TestPut_MinIOBadCredentials_IsRefusedAndHidesSecret(t *testing.T) {
+	requireBadCredentialsRefused(t, testenv.MinIO(t))
+}
+
+// requireBadCredentialsRefused checks that srv refuses a put signed with a
+// wrong secret (403), that a get is unavailable, and that no error shows the
+// secret.
+func requireBadCredentialsRefused(t *testing.T, srv *testenv.S3Server) {
+	t.Helper()
 	bucket := srv.NewBucket(t)
 	s, err := New(t.Context(), Config{
 		Endpoint: srv.Endpoint, Region: srv.Region, Bucket: bucket, PathStyle: true,
@@ -289,11 +337,20 @@ func TestErrors_TransportFailure_HideSecret(t *testing.T) {
 }
 
 func TestPut_VersityFailedConditionOnLargeBody_IsNeverSuccessOrRefused(t *testing.T) {
-	// versitygw may answer a failed condition on a large body by resetting
-	// the connection while the body is still being sent; the client then
-	// cannot know the outcome, so Ambiguous is as correct as 412.
-	srv := testenv.VersityGW(t)
-	s := versityStore(t, srv, srv.NewBucket(t), "")
+	requireFailedConditionOnLargeBody(t, testenv.VersityGW(t))
+}
+
+func TestPut_MinIOFailedConditionOnLargeBody_IsNeverSuccessOrRefused(t *testing.T) {
+	requireFailedConditionOnLargeBody(t, testenv.MinIO(t))
+}
+
+// requireFailedConditionOnLargeBody checks that srv never takes or refuses a
+// 4 MiB put whose condition fails. versitygw may answer by resetting the
+// connection while the body is still being sent; the client then cannot know
+// the outcome, so Ambiguous is as correct as 412.
+func requireFailedConditionOnLargeBody(t *testing.T, srv *testenv.S3Server) {
+	t.Helper()
+	s := serverStore(t, srv, srv.NewBucket(t), "")
 	const key = "tables/t/objects/big"
 	big := make([]byte, 4<<20)
 	first, err := s.Put(t.Context(), key, big, storage.PutOptions{IfNoneMatch: true})
@@ -315,5 +372,72 @@ func TestPut_VersityFailedConditionOnLargeBody_IsNeverSuccessOrRefused(t *testin
 	head, err := s.Head(t.Context(), key)
 	if err != nil || head.ETag != first.ETag {
 		t.Fatalf("head = %+v, %v; want the first put's ETag %s", head, err, first.ETag)
+	}
+}
+
+// TestListMultipart_MinIOListsOnlyByExactKey shows the behaviour the MinIO
+// conformance run declares (storagetest.MultipartOptions.ExactKeyUploadListing):
+// a prefix of several keys lists no upload, one exact key lists that key's, and
+// the empty prefix lists every upload the server started since it began, in one
+// page whatever the limit.
+func TestListMultipart_MinIOListsOnlyByExactKey(t *testing.T) {
+	srv := testenv.MinIO(t)
+	s := serverStore(t, srv, srv.NewBucket(t), "")
+	ctx := t.Context()
+	keys := []string{"tables/t/objects/1", "tables/t/objects/2"}
+	ids := map[string]string{}
+	for _, k := range keys {
+		id, err := s.CreateMultipart(ctx, k)
+		if err != nil {
+			t.Fatalf("create %s: %v", k, err)
+		}
+		ids[k] = id
+		t.Cleanup(func() { _ = s.AbortMultipart(context.Background(), k, id) })
+	}
+	for _, prefix := range []string{"tables/", "tables/t/objects/"} {
+		page, err := s.ListMultipart(ctx, storage.ListMultipartOptions{Prefix: prefix})
+		if err != nil || len(page.Uploads) != 0 {
+			t.Fatalf("list under %q = %+v, %v; want nothing", prefix, page, err)
+		}
+	}
+	for _, k := range keys {
+		page, err := s.ListMultipart(ctx, storage.ListMultipartOptions{Prefix: k})
+		if err != nil || len(page.Uploads) != 1 || page.Uploads[0].UploadID != ids[k] || page.Truncated {
+			t.Fatalf("list by %q = %+v, %v; want its upload %s", k, page, err, ids[k])
+		}
+	}
+	page, err := s.ListMultipart(ctx, storage.ListMultipartOptions{Limit: 1})
+	if err != nil || len(page.Uploads) != len(keys) || page.Truncated {
+		t.Fatalf("list with no prefix and limit 1 = %+v, %v; want both uploads in one page", page, err)
+	}
+}
+
+// TestCompleteMultipart_MinIORepeated_IsPreconditionFailed: MinIO answers a
+// complete sent again after it succeeded with 412, as its put-if-absent sees
+// the object the first made — the answer it gives when another object holds
+// the key, so only reading the object tells the two apart.
+func TestCompleteMultipart_MinIORepeated_IsPreconditionFailed(t *testing.T) {
+	srv := testenv.MinIO(t)
+	s := serverStore(t, srv, srv.NewBucket(t), "")
+	const key = "tables/t/objects/again"
+	id, err := s.CreateMultipart(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.UploadPart(t.Context(), key, id, 1, strings.NewReader("once"), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.CompleteMultipart(t.Context(), key, id, []storage.Part{p})
+	if err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+	_, err = s.CompleteMultipart(t.Context(), key, id, []storage.Part{p})
+	var se *storage.Error
+	if !errors.As(err, &se) || se.Code != storage.CodePreconditionFailed || se.Status != 412 {
+		t.Fatalf("repeated complete: err = %v, want precondition_failed with HTTP 412", err)
+	}
+	if head, err := s.Head(t.Context(), key); err != nil || head.Size != 4 || head.ETag != first.ETag {
+		t.Fatalf("head = %+v, %v; want the first complete's object, ETag %s", head, err, first.ETag)
 	}
 }

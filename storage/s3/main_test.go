@@ -6,5 +6,5 @@ import (
 	"github.com/graftworks/graft/internal/testenv"
 )
 
-// TestMain stops the versitygw server the tests start, pass or fail.
+// TestMain stops the S3 servers the tests start, pass or fail.
 func TestMain(m *testing.M) { testenv.Main(m) }

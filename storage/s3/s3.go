@@ -1,5 +1,5 @@
 // Package s3 is graft's storage.Store backed by an S3-compatible object
-// store (AWS S3, versitygw, gofakes3, ...) through aws-sdk-go-v2.
+// store (AWS S3, versitygw, MinIO, gofakes3, ...) through aws-sdk-go-v2.
 //
 // Invariants:
 //   - Conditions go on the wire (If-None-Match: *, If-Match: <etag>): the
@@ -48,7 +48,7 @@ type Config struct {
 	Bucket   string // required
 	// Prefix is a key prefix inside the bucket, itself a valid storage key.
 	Prefix string
-	// PathStyle puts the bucket in the URL path (versitygw, gofakes3).
+	// PathStyle puts the bucket in the URL path (versitygw, MinIO, gofakes3).
 	PathStyle bool
 	// AccessKeyID and SecretAccessKey are static credentials, both or neither
 	// (then the SDK's default chain).
