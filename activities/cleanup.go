@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -14,6 +16,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/internal/bounded"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
@@ -433,14 +436,18 @@ func (a *Activities) CleanupFinish(ctx context.Context, in CleanupFinishInput) e
 	return nil
 }
 
-// CleanupUploads finds the incomplete multipart uploads under the graph's object keys
-// started before the guard window that no operation pins and, with Abort, aborts them
-// (docs/format.md, *Cleanup*: only an upload's own operation completes it, and a running
+// CleanupUploads finds the graph's incomplete multipart uploads by their upload records
+// (docs/format.md, *Upload records*), never by listing uploads under a prefix: every
+// upload graft starts is recorded before it exists. A record the store last wrote before
+// the guard window, whose object key no operation pins and that does not predate the
+// graph, has its object key's uploads found (graph.ReclaimUpload) and, with Abort, aborted;
+// then the record is deleted (only an upload's own operation completes it, and a running
 // operation pins its object keys).
 func (a *Activities) CleanupUploads(ctx context.Context, in CleanupUploadsInput) (CleanupUploadsResult, error) {
 	var res CleanupUploadsResult
-	ups, err := graph.IncompleteUploads(ctx, a.Store, in.Graph, in.Now.Add(-in.GuardWindow))
-	if err != nil || len(ups) == 0 {
+	olderThan := in.Now.Add(-in.GuardWindow)
+	recs, err := graph.UploadRecords(ctx, a.Store, in.Graph, olderThan)
+	if err != nil || len(recs) == 0 {
 		return res, err
 	}
 	pins, err := listPins(ctx, a.Catalog, in.Graph, in.RunID)
@@ -451,30 +458,43 @@ func (a *Activities) CleanupUploads(ctx context.Context, in CleanupUploadsInput)
 	if err != nil {
 		return res, err
 	}
-	var garbage []graph.IncompleteUpload
-	for _, u := range ups {
-		if pins.pinned(u.Key) {
+	var todo []graph.UploadRecord
+	for _, rec := range recs {
+		switch {
+		case pins.pinned(rec.ObjectKey):
 			res.Pinned++
-			continue
-		}
-		// An upload started before the graph existed, or of a key older than it, is not
-		// the graph's: left alone.
-		id, _ := format.ParseULID(u.Key[strings.LastIndexByte(u.Key, '/')+1:])
-		if origin.predates(u.Initiated, id) {
-			continue
-		}
-		garbage = append(garbage, u)
-		res.Found++
-		if len(res.Keys) < in.MaxPlanKeys {
-			res.Keys = append(res.Keys, u.Key)
+		case origin.predates(rec.Modified, rec.Object):
+			res.Unknown++ // not the graph's: left alone
+		default:
+			todo = append(todo, rec)
 		}
 	}
-	if !in.Abort || len(garbage) == 0 {
-		return res, nil
-	}
-	if err := graph.AbortUploads(ctx, a.Store, garbage); err != nil {
-		return res, err
-	}
-	res.Aborted = int64(len(garbage))
-	return res, nil
+	var (
+		mu   sync.Mutex
+		done int
+	)
+	err = bounded.EachErr(len(todo), getConcurrency, func(i int) error {
+		r, err := graph.ReclaimUpload(ctx, a.Store, todo[i], olderThan, in.Abort)
+		mu.Lock()
+		defer mu.Unlock()
+		if r.Unreadable != nil {
+			res.Unsettled++
+		}
+		res.Found += int64(len(r.Uploads))
+		res.Aborted += int64(r.Aborted)
+		for _, u := range r.Uploads {
+			if len(res.Keys) < in.MaxPlanKeys && !slices.Contains(res.Keys, u.Key) {
+				res.Keys = append(res.Keys, u.Key)
+			}
+		}
+		if r.Removed {
+			res.Removed++
+		}
+		if done++; done%64 == 0 {
+			heartbeat(ctx)
+		}
+		return err
+	})
+	slices.Sort(res.Keys)
+	return res, err
 }

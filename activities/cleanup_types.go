@@ -165,8 +165,11 @@ type CleanupFinishInput struct {
 // CleanupUploadsInput is the input of CleanupUploads.
 type CleanupUploadsInput struct {
 	RunID, Graph string
-	Abort        bool // aborts the uploads found; false only counts them (dry run, mark)
-	// Uploads started before Now less GuardWindow are garbage unless an operation pins them.
+	// Abort aborts the uploads found and deletes their records; false only counts them
+	// (dry run, mark).
+	Abort bool
+	// Upload records last written, and uploads started, before Now less GuardWindow are
+	// garbage unless an operation pins their object key.
 	Now         time.Time
 	GuardWindow time.Duration
 	MaxPlanKeys int
@@ -174,7 +177,11 @@ type CleanupUploadsInput struct {
 
 // CleanupUploadsResult is what CleanupUploads found and did.
 type CleanupUploadsResult struct {
-	// Found counts the garbage uploads; Aborted those aborted; Pinned those kept by a pin.
-	Found, Aborted, Pinned int64
-	Keys                   []string // up to MaxPlanKeys of the found uploads' object keys
+	// Found counts the garbage uploads; Aborted those aborted; Pinned the records kept by a
+	// pin of their object key; Removed the records deleted.
+	Found, Aborted, Pinned, Removed int64
+	// Unsettled counts records left alone unread (another format version, or not a record
+	// of their key's object); Unknown those older than the graph.
+	Unsettled, Unknown int64
+	Keys               []string // up to MaxPlanKeys of the found uploads' object keys, sorted
 }

@@ -503,14 +503,18 @@ func (r *cleanupRun) mark(ctx workflow.Context) error {
 		},
 		func() bool { return false })
 	if err == nil {
-		// Incomplete multipart uploads: aborted by a sweep, counted otherwise.
+		// Incomplete multipart uploads, found by their records: aborted by a sweep (which
+		// deletes the records), counted otherwise.
 		var up activities.CleanupUploadsResult
 		err = workflow.ExecuteActivity(actx, acts.CleanupUploads, activities.CleanupUploadsInput{
 			RunID: r.res.RunID, Graph: r.in.Graph, Abort: r.res.Mode == CleanupModeSweep,
 			Now: trees.Now, GuardWindow: r.res.Policy.GuardWindow, MaxPlanKeys: r.tuning.MaxPlanKeys,
 		}).Get(ctx, &up)
 		r.res.Objects.UploadsFound, r.res.Objects.UploadsAborted, r.res.Objects.UploadsPinned = up.Found, up.Aborted, up.Pinned
+		r.res.Objects.UploadRecordsRemoved = up.Removed
 		r.res.Objects.UploadKeys = up.Keys
+		r.res.Kept.Unsettled += up.Unsettled
+		r.res.Kept.Unknown += up.Unknown
 	}
 	r.res.Mark.Duration = workflow.Now(ctx).Sub(started)
 	r.res.PlanKeyCount = r.res.Condemned.Keys()

@@ -26,6 +26,7 @@ import (
 	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/internal/testenv"
 	"github.com/graftworks/graft/storage"
+	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/storage/localfs"
 	"github.com/graftworks/graft/storage/s3"
 	"github.com/graftworks/graft/storage/storagetest"
@@ -356,86 +357,133 @@ func TestCleanup_SharedChunkKept_UnreferencedChunkSwept_ExternalObjectSurvives(t
 	})
 }
 
-// A writer that crashed mid-upload leaves a multipart upload of a dozen parts: cleanup
-// leaves it alone inside the guard window, a dry run only reports it, and a sweep aborts
-// it — it is no longer listed and its parts are gone.
+// A writer that crashed mid-upload leaves a multipart upload of a dozen parts and its
+// upload record: cleanup leaves it alone inside the guard window, a dry run only reports
+// it, and a sweep aborts it and deletes the record — it is no longer listed and its parts
+// are gone. The same holds where the server lists uploads only for one exact key (MinIO),
+// emulated on each backend: cleanup finds uploads by their records, never by a prefix.
 func TestCleanup_InterruptedMultipartUpload_AbortedAndItsPartsGone(t *testing.T) {
 	t.Parallel()
-	eachStackStore(t, func(t *testing.T, r *stackRig) {
-		m, ok := storage.AsMultipart(r.store)
-		if !ok {
-			t.Fatal("the store has no multipart uploads")
-		}
-		const table = "big"
-		partSize := max(m.MultipartLimits().MinPartSize, 64<<10)
-		key := format.ObjectKey(r.graph, table, ulid.Make())
-		upID, err := m.CreateMultipart(r.ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body := bytes.Repeat([]byte{7}, int(partSize))
-		var parts []storage.Part
-		for n := 1; n <= 12; n++ {
-			p, err := m.UploadPart(r.ctx, key, upID, n, bytes.NewReader(body), partSize)
-			if err != nil {
-				t.Fatalf("part %d: %v", n, err)
+	for _, listing := range []struct {
+		name string
+		mode faults.MultipartListing
+	}{{"full_listing", faults.ListAllUploads}, {"exact_key_listing", faults.ListExactKeyUploads}} {
+		t.Run(listing.name, func(t *testing.T) {
+			t.Parallel()
+			for _, backend := range []string{"localfs", "versitygw"} {
+				t.Run(backend, func(t *testing.T) {
+					t.Parallel()
+					r := newStackRig(t, backend, false)
+					raw := r.store
+					w := faults.Wrap(raw)
+					w.SetMultipartListing(listing.mode)
+					r.store = w // the worker's store
+					r.startWorker()
+					interruptedUploadIsReclaimed(t, r, raw)
+				})
 			}
-			parts = append(parts, p)
-		}
-		// An upload outside the graph's object keys is never touched.
-		otherKey := "landing-" + r.graph + "/big.parquet"
-		otherID, err := m.CreateMultipart(r.ctx, otherKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		listed := func(k, id string) bool {
-			found := false
-			if err := storage.ListAllMultipart(r.ctx, m, k, func(u storage.Upload) error {
-				found = found || (u.Key == k && u.UploadID == id)
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-			return found
-		}
+		})
+	}
+}
 
-		guarded := r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeSweep})
-		if guarded.Objects.UploadsFound != 0 || !listed(key, upID) {
-			t.Fatalf("inside the guard window: found %d uploads, listed %v", guarded.Objects.UploadsFound, listed(key, upID))
-		}
-		dry := r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeDryRun, GuardWindow: noGuard()})
-		if dry.Objects.UploadsFound != 1 || dry.Objects.UploadsAborted != 0 || len(dry.Objects.UploadKeys) != 1 || dry.Objects.UploadKeys[0] != key || !listed(key, upID) {
-			t.Fatalf("dry run: %+v, still listed %v; want it reported and left", dry.Objects, listed(key, upID))
-		}
-		res := r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()})
-		if res.Objects.UploadsFound != 1 || res.Objects.UploadsAborted != 1 {
-			t.Fatalf("sweep: %+v, want the upload aborted", res.Objects)
-		}
-		if listed(key, upID) {
-			t.Fatal("the aborted upload is still listed")
-		}
-		if !listed(otherKey, otherID) {
-			t.Fatal("cleanup aborted an upload outside the graph's object keys")
-		}
-		// Its parts are gone: the upload can be neither continued nor completed.
-		if _, err := m.UploadPart(r.ctx, key, upID, 13, bytes.NewReader(body), partSize); err == nil {
-			t.Fatal("a part was accepted into the aborted upload")
-		}
-		if _, err := m.CompleteMultipart(r.ctx, key, upID, parts); err == nil {
-			t.Fatal("the aborted upload completed from its old parts")
-		}
-		if r.exists(key) {
-			t.Fatalf("%s exists after the abort", key)
-		}
-		if r.dir != "" {
-			if ents, err := os.ReadDir(filepath.Join(r.dir, ".graft-uploads", upID)); err == nil && len(ents) > 0 {
-				t.Fatalf("the local store still holds %d files of the aborted upload", len(ents))
-			}
-		}
-		if err := m.AbortMultipart(r.ctx, otherKey, otherID); err != nil {
+func interruptedUploadIsReclaimed(t *testing.T, r *stackRig, raw storage.Store) {
+	m, ok := storage.AsMultipart(raw)
+	if !ok {
+		t.Fatal("the store has no multipart uploads")
+	}
+	const table = "big"
+	partSize := max(m.MultipartLimits().MinPartSize, 64<<10)
+	id := ulid.Make()
+	key, recKey := format.ObjectKey(r.graph, table, id), format.UploadKey(r.graph, table, id)
+	// The writer sends all twelve parts, then dies before its complete: every complete and
+	// abort it sends is refused, so the upload stays as a crash leaves it.
+	writer := faults.Wrap(raw)
+	writer.Add(faults.Rule{Name: "crash", Op: faults.OpCompleteMultipart, Mode: faults.Refuse, Status: 403})
+	writer.Add(faults.Rule{Name: "crash", Op: faults.OpAbortMultipart, Mode: faults.Refuse, Status: 403})
+	size := 12 * partSize
+	_, err := graph.UploadObject(r.ctx, writer, r.graph, table, id, bytes.NewReader(bytes.Repeat([]byte{7}, int(size))), size,
+		graph.UploadOptions{Threshold: 1024, PartSize: partSize})
+	if !errors.Is(err, storage.ErrRefused) {
+		t.Fatalf("the crashing upload: %v", err)
+	}
+	if c := writer.Count(faults.OpUploadPart); c.Attempted != 12 {
+		t.Fatalf("%d parts sent, want 12", c.Attempted)
+	}
+	rec, err := raw.Get(r.ctx, recKey)
+	if err != nil {
+		t.Fatalf("the upload record: %v", err)
+	}
+	up, err := format.DecodeUpload(rec.Body)
+	if err != nil || up.UploadID == "" {
+		t.Fatalf("the upload record %s: %+v, %v", rec.Body, up, err)
+	}
+	upID := up.UploadID
+	// An upload outside the graph's object keys is never touched.
+	otherKey := "landing-" + r.graph + "/big.parquet"
+	otherID, err := m.CreateMultipart(r.ctx, otherKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := func(k, id string) bool {
+		found := false
+		if err := storage.ListAllMultipart(r.ctx, m, k, func(u storage.Upload) error {
+			found = found || (u.Key == k && u.UploadID == id)
+			return nil
+		}); err != nil {
 			t.Fatal(err)
 		}
-	})
+		return found
+	}
+
+	guarded := r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeSweep})
+	if guarded.Objects.UploadsFound != 0 || guarded.Objects.UploadRecordsRemoved != 0 || !listed(key, upID) || !r.exists(recKey) {
+		t.Fatalf("inside the guard window: %+v, listed %v", guarded.Objects, listed(key, upID))
+	}
+	dry := r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeDryRun, GuardWindow: noGuard()})
+	if dry.Objects.UploadsFound != 1 || dry.Objects.UploadsAborted != 0 || dry.Objects.UploadRecordsRemoved != 0 ||
+		len(dry.Objects.UploadKeys) != 1 || dry.Objects.UploadKeys[0] != key || !listed(key, upID) || !r.exists(recKey) {
+		t.Fatalf("dry run: %+v, still listed %v; want it reported and left", dry.Objects, listed(key, upID))
+	}
+	res := r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()})
+	if res.Objects.UploadsFound != 1 || res.Objects.UploadsAborted != 1 || res.Objects.UploadRecordsRemoved != 1 {
+		t.Fatalf("sweep: %+v, want the upload aborted and its record removed", res.Objects)
+	}
+	if listed(key, upID) {
+		t.Fatal("the aborted upload is still listed")
+	}
+	if r.exists(recKey) {
+		t.Fatal("the upload record survived the sweep")
+	}
+	if !listed(otherKey, otherID) {
+		t.Fatal("cleanup aborted an upload outside the graph's object keys")
+	}
+	// Its parts are gone: the upload can be neither continued nor completed.
+	body := bytes.Repeat([]byte{7}, int(partSize))
+	if _, err := m.UploadPart(r.ctx, key, upID, 13, bytes.NewReader(body), partSize); err == nil {
+		t.Fatal("a part was accepted into the aborted upload")
+	}
+	parts := make([]storage.Part, 12) // what the writer's parts were: each part's ETag is its MD5
+	for i := range parts {
+		parts[i] = storage.Part{Number: i + 1, ETag: storage.ETagOf(body), Size: partSize}
+	}
+	if _, err := m.CompleteMultipart(r.ctx, key, upID, parts); err == nil {
+		t.Fatal("the aborted upload completed from its old parts")
+	}
+	if r.exists(key) {
+		t.Fatalf("%s exists after the abort", key)
+	}
+	if r.dir != "" {
+		if ents, err := os.ReadDir(filepath.Join(r.dir, ".graft-uploads", upID)); err == nil && len(ents) > 0 {
+			t.Fatalf("the local store still holds %d files of the aborted upload", len(ents))
+		}
+	}
+	if again := r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()}); again.Objects.UploadsFound != 0 ||
+		again.Objects.UploadRecordsRemoved != 0 {
+		t.Fatalf("a second sweep: %+v, want nothing more", again.Objects)
+	}
+	if err := m.AbortMultipart(r.ctx, otherKey, otherID); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Retention over a tree's first-parent chain: keep-newest counts along main's

@@ -110,6 +110,7 @@ func newCleanupEnv(t *testing.T, s cleanupScript) *cleanupEnv {
 		func(_ context.Context, in activities.CleanupSummarizeInput) (activities.CleanupSummary, error) {
 			return s.summaries[in.RunID], nil
 		}).Maybe()
+	env.OnActivity(a.CleanupUploads, mock.Anything, mock.Anything).Return(activities.CleanupUploadsResult{}, nil).Maybe()
 	env.OnActivity(a.CleanupFinish, mock.Anything, mock.Anything).Return(nil).Maybe()
 	return c
 }

@@ -38,11 +38,14 @@ type CleanupObjectStats struct {
 	// External counts the entries of kept versions naming objects graft did not write:
 	// never condemned, never deleted.
 	External int64 `json:"external"`
-	// Uploads: incomplete multipart uploads under the graph's object keys older than the
-	// guard window that no operation pins (found), aborted (sweep only), and pinned ones
-	// left alone; UploadKeys lists up to max_plan_keys of the found ones' keys.
-	UploadsFound   int64    `json:"uploads_found"`
-	UploadsAborted int64    `json:"uploads_aborted"`
-	UploadsPinned  int64    `json:"uploads_pinned,omitempty"`
-	UploadKeys     []string `json:"upload_keys,omitempty"`
+	// Uploads: incomplete multipart uploads of the graph's object keys, found by their
+	// upload records, older than the guard window and of keys no operation pins (found),
+	// aborted (sweep only), and records of pinned keys left alone; UploadKeys lists up to
+	// max_plan_keys of the found ones' keys. UploadRecordsRemoved counts the upload
+	// records a sweep deleted: of aborted uploads and of completed ones.
+	UploadsFound         int64    `json:"uploads_found"`
+	UploadsAborted       int64    `json:"uploads_aborted"`
+	UploadsPinned        int64    `json:"uploads_pinned,omitempty"`
+	UploadRecordsRemoved int64    `json:"upload_records_removed,omitempty"`
+	UploadKeys           []string `json:"upload_keys,omitempty"`
 }

@@ -30,14 +30,17 @@ const (
 	KindCommit       Kind = "commit"
 	KindBranchRef    Kind = "branch_ref"
 	KindTag          Kind = "tag"
+	KindUpload       Kind = "upload"
 )
 
-// Text limits, in bytes: of an operation id, a commit's author and message, a fence's reason.
+// Text limits, in bytes: of an operation id, a commit's author and message, a fence's
+// reason, a multipart upload's id.
 const (
 	MaxOpLen      = 128
 	MaxAuthorLen  = 256
 	MaxMessageLen = 4096
 	MaxReasonLen  = 64
+	MaxUploadID   = 1024
 )
 
 // fieldSet lists the JSON fields of one object shape. Optional fields are

@@ -43,6 +43,7 @@ func codecs() []codec {
 	decodeCommit := func(b []byte) (any, error) { return DecodeCommit(b) }
 	decodeRef := func(b []byte) (any, error) { return DecodeBranchRef(b) }
 	decodeVersion := func(b []byte) (any, error) { return DecodeTableVersion(b) }
+	decodeUpload := func(b []byte) (any, error) { return DecodeUpload(b) }
 	return []codec{
 		{"graph", sampleGraph(), func() ([]byte, error) { return EncodeGraph(sampleGraph()) }, func(b []byte) (any, error) { return DecodeGraph(b) }},
 		{"commit", sealedValue(sampleCommit()), sealed(sampleCommit()), decodeCommit},
@@ -58,6 +59,8 @@ func codecs() []codec {
 		{"pins_leaf", sampleCommit().Pins.Entries, func() ([]byte, error) { return PinsMap.EncodeLeaf(sampleCommit().Pins.Entries) }, func(b []byte) (any, error) { return PinsMap.DecodeLeaf(b) }},
 		{"lineage_leaf", sampleLineage(), func() ([]byte, error) { return LineageMap.EncodeLeaf(sampleLineage()) }, func(b []byte) (any, error) { return LineageMap.DecodeLeaf(b) }},
 		{"manifest_node", sampleManifestNode(), func() ([]byte, error) { return ManifestMap.EncodeNode(sampleManifestNode()) }, func(b []byte) (any, error) { return ManifestMap.DecodeNode(b) }},
+		{"upload", sampleUpload(), func() ([]byte, error) { return EncodeUpload(sampleUpload()) }, decodeUpload},
+		{"upload_started", sampleStartedUpload(), func() ([]byte, error) { return EncodeUpload(sampleStartedUpload()) }, decodeUpload},
 	}
 }
 
@@ -163,6 +166,7 @@ func TestDecode_RejectsEachViolation_WithTypedError(t *testing.T) {
 	commit := func(b string) error { _, err := DecodeCommit([]byte(b)); return err }
 	graph := func(b string) error { _, err := DecodeGraph([]byte(b)); return err }
 	tag := func(b string) error { _, err := DecodeTag([]byte(b)); return err }
+	upload := func(b string) error { _, err := DecodeUpload([]byte(b)); return err }
 	feat3 := "01J0000000000000000000FEAT-3-dd040000000000000000000000000000"
 	cases := []struct {
 		name     string
@@ -234,6 +238,12 @@ func TestDecode_RejectsEachViolation_WithTypedError(t *testing.T) {
 		{"node level 0", node, golden(t, "manifest_node"), `"level":1`, `"level":0`, ErrMalformed, "level"},
 		{"node children unsorted", node, golden(t, "manifest_node"), `"part-00300.parquet"`, `"part-00001.parquet"`, ErrMalformed, "strictly ascending"},
 		{"node child count 0", node, golden(t, "manifest_node"), `"count":127`, `"count":0`, ErrMalformed, "less than 1"},
+		// Upload records.
+		{"upload of a key that is no data object", upload, golden(t, "upload"), `/objects/`, `/versions/`, ErrMalformed, `"object_key"`},
+		{"upload of an object key without a ULID", upload, golden(t, "upload"), `/objects/01J0000000000000000000BJB2`, `/objects/part-1`, ErrInvalidName, "object: not 26 characters"},
+		{"upload with an empty upload_id", upload, golden(t, "upload"), `"created_at"`, `"upload_id":"","created_at"`, ErrMalformed, "present but empty"},
+		{"upload_id with a control character", upload, golden(t, "upload_started"), `"upload_id":"2~`, `"upload_id":"\u0007`, ErrMalformed, "control character"},
+		{"upload without created_at", upload, golden(t, "upload"), `,"created_at":"2025-03-04T05:06:07.890000000Z"`, ``, ErrMalformed, `"created_at": missing`},
 		{"node chunk hash upper case", node, golden(t, "manifest_node"), sampleHash.String(), strings.ToUpper(sampleHash.String()), ErrInvalidName, "lower-case hex"},
 	}
 	for _, c := range cases {
@@ -271,6 +281,7 @@ func TestDecode_AnotherFormatVersion_IsUnsupportedFormatNamingIt_ForEveryKind(t 
 		{"commit", KindCommit, func(b []byte) error { _, err := DecodeCommit(b); return err }},
 		{"branch_ref_live", KindBranchRef, func(b []byte) error { _, err := DecodeBranchRef(b); return err }},
 		{"tag", KindTag, func(b []byte) error { _, err := DecodeTag(b); return err }},
+		{"upload_started", KindUpload, func(b []byte) error { _, err := DecodeUpload(b); return err }},
 		{"manifest_leaf", KindMapLeaf, func(b []byte) error { _, err := ManifestMap.DecodeLeaf(b); return err }},
 		{"manifest_node", KindMapNode, func(b []byte) error { _, err := ManifestMap.DecodeNode(b); return err }},
 	}
@@ -328,6 +339,12 @@ func TestEncode_InvalidValues_AreRejectedNamingTheField(t *testing.T) {
 	tg.RetiredOp = "op-x"
 	tg2 := sampleTag()
 	tg2.Commit.Digest = Digest{}
+	up1 := sampleUpload()
+	up1.ObjectKey = TableVersionKey("sales", "orders", versionA)
+	up2 := sampleStartedUpload()
+	up2.UploadID = "id\nsplit"
+	up3 := sampleUpload()
+	up3.CreatedAt = time.Time{}
 	cases := []tc{
 		{"three parents", seal(c1), "parents", ErrMalformed},
 		{"own tree in lineage", seal(c2), "lineage", ErrMalformed},
@@ -343,6 +360,9 @@ func TestEncode_InvalidValues_AreRejectedNamingTheField(t *testing.T) {
 		{"unsorted entries", errOnly(EncodeTableVersion(v1)), "entries", ErrMalformed},
 		{"retired_op on live tag", errOnly(EncodeTag(tg)), "retired_op", ErrMalformed},
 		{"tag of an id without digest", errOnly(EncodeTag(tg2)), "commit", ErrMalformed},
+		{"upload of a version key", errOnly(EncodeUpload(up1)), "object_key", ErrInvalidName},
+		{"upload id with a newline", errOnly(EncodeUpload(up2)), "upload_id", ErrMalformed},
+		{"upload without a time", errOnly(EncodeUpload(up3)), "created_at", ErrMalformed},
 	}
 	for _, c := range cases {
 		var me *MalformedError

@@ -132,6 +132,18 @@ func sampleManifestNode() MapNode {
 	}}
 }
 
+// sampleUpload is an upload record as first written, before its upload exists;
+// sampleStartedUpload the same record once the upload is created.
+func sampleUpload() Upload {
+	return Upload{ObjectKey: ObjectKey("sales", "orders", objectB), CreatedAt: sampleTime}
+}
+
+func sampleStartedUpload() Upload {
+	u := sampleUpload()
+	u.UploadID = "2~kq3Yw_rZ9vJx0uLd-Ve5hG7sTnYb1mPQ"
+	return u
+}
+
 // mustEncode returns a function that passes through encoded bytes and fails
 // t on an encode error: mustEncode(t)(EncodeTag(tg)).
 func mustEncode(t *testing.T) func([]byte, error) []byte {

@@ -63,6 +63,10 @@ func FuzzDecodeTag(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) { checkRoundTrip(t, b, DecodeTag, EncodeTag) })
 }
 
+func FuzzDecodeUpload(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte) { checkRoundTrip(t, b, DecodeUpload, EncodeUpload) })
+}
+
 func FuzzDecodeCommit(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		checkRoundTrip(t, b, DecodeCommit, func(c Commit) ([]byte, error) {

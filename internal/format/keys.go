@@ -19,6 +19,7 @@ import (
 //	{graph}/chunks/{sha256}.json                               pins and lineage chunk
 //	{graph}/refs/branches/{native}.json                        branch ref
 //	{graph}/refs/tags/{name}.json                              tag
+//	{graph}/uploads/{table}/{object ULID}.json                 upload record
 
 // GraphPrefix is the prefix of every key of graph: "{graph}/".
 func GraphPrefix(graph string) string { return graph + "/" }
@@ -43,6 +44,64 @@ func TableObjectsPrefix(graph, table string) string { return TablePrefix(graph, 
 // ObjectKey is the key of a data object.
 func ObjectKey(graph, table string, object ulid.ULID) string {
 	return TableObjectsPrefix(graph, table) + object.String()
+}
+
+// ParseObjectKey returns the graph, table and object ULID a data object key names.
+func ParseObjectKey(key string) (graph, table string, object ulid.ULID, err error) {
+	bad := func(why string) error { return &NameError{What: "data object key", Name: key, Reason: why} }
+	graph, rest, ok := strings.Cut(key, "/tables/")
+	if !ok {
+		return "", "", ulid.ULID{}, bad("missing /tables/")
+	}
+	table, name, ok := strings.Cut(rest, "/objects/")
+	if !ok {
+		return "", "", ulid.ULID{}, bad("missing /objects/")
+	}
+	if err := ValidateGraphName(graph); err != nil {
+		return "", "", ulid.ULID{}, bad("graph: " + reason(err))
+	}
+	if err := ValidateTableName(table); err != nil {
+		return "", "", ulid.ULID{}, bad("table: " + reason(err))
+	}
+	object, why := parseULID(name)
+	if why != "" {
+		return "", "", ulid.ULID{}, bad("object: " + why)
+	}
+	return graph, table, object, nil
+}
+
+// UploadsPrefix is the prefix of a graph's upload records.
+func UploadsPrefix(graph string) string { return graph + "/uploads/" }
+
+// UploadKey is the key of the record of a multipart upload of data object
+// object of table (docs/format.md, *Upload records*).
+func UploadKey(graph, table string, object ulid.ULID) string {
+	return UploadsPrefix(graph) + table + "/" + object.String() + ".json"
+}
+
+// ParseUploadKey returns the table and object ULID an upload record key of graph names.
+func ParseUploadKey(graph, key string) (table string, object ulid.ULID, err error) {
+	bad := func(why string) error { return &NameError{What: "upload record key", Name: key, Reason: why} }
+	rest, ok := strings.CutPrefix(key, UploadsPrefix(graph))
+	if !ok {
+		return "", ulid.ULID{}, bad("not under " + UploadsPrefix(graph))
+	}
+	table, name, ok := strings.Cut(rest, "/")
+	if !ok {
+		return "", ulid.ULID{}, bad("missing the table segment")
+	}
+	if err := ValidateTableName(table); err != nil {
+		return "", ulid.ULID{}, bad("table: " + reason(err))
+	}
+	name, ok = strings.CutSuffix(name, ".json")
+	if !ok {
+		return "", ulid.ULID{}, bad("name does not end in \".json\"")
+	}
+	object, why := parseULID(name)
+	if why != "" {
+		return "", ulid.ULID{}, bad("object: " + why)
+	}
+	return table, object, nil
 }
 
 // TreePrefix is the prefix of every key of one tree.
@@ -172,6 +231,7 @@ func ParseChunkKey(prefix, key string) (Hash, error) {
 //	*/graph.json
 //	*/tables/*/objects/*, */tables/*/chunks/*, */tables/*/versions/*
 //	*/trees/*, */refs/*, */chunks/*
+//	*/uploads/*/*.json
 //
 // (leading and trailing * one or more segments, the table one). Such a key is
 // never imported by reference, whether or not a graph exists there now.
@@ -192,6 +252,10 @@ func GraftShaped(key string) (string, bool) {
 			}
 		case "trees", "refs", "chunks":
 			return "*/" + segs[i] + "/*", true
+		case "uploads":
+			if i+2 < n && strings.HasSuffix(segs[n-1], ".json") {
+				return "*/uploads/*/*.json", true
+			}
 		}
 	}
 	return "", false

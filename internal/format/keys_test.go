@@ -88,6 +88,46 @@ func TestTagKey_ParsesBack(t *testing.T) {
 	}
 }
 
+func TestUploadKey_ParsesBack_AndNamesItsObject(t *testing.T) {
+	key := UploadKey("sales", "orders", objectA)
+	if key != "sales/uploads/orders/"+objectA.String()+".json" {
+		t.Fatalf("UploadKey = %s", key)
+	}
+	table, obj, err := ParseUploadKey("sales", key)
+	if err != nil || table != "orders" || obj != objectA {
+		t.Fatalf("ParseUploadKey(%s) = %q, %v, %v", key, table, obj, err)
+	}
+	if !strings.HasPrefix(key, UploadsPrefix("sales")) {
+		t.Fatalf("%s not under UploadsPrefix", key)
+	}
+	g, table, obj, err := ParseObjectKey(ObjectKey("sales", "orders", objectA))
+	if err != nil || g != "sales" || table != "orders" || obj != objectA {
+		t.Fatalf("ParseObjectKey = %q, %q, %v, %v", g, table, obj, err)
+	}
+	for _, bad := range []string{
+		"other/uploads/orders/" + objectA.String() + ".json",
+		"sales/uploads/" + objectA.String() + ".json",
+		"sales/uploads/Orders/" + objectA.String() + ".json",
+		"sales/uploads/orders/" + objectA.String(),
+		"sales/uploads/orders/x/" + objectA.String() + ".json",
+		"sales/uploads/orders/" + strings.ToLower(objectA.String()) + ".json",
+	} {
+		if _, _, err := ParseUploadKey("sales", bad); err == nil {
+			t.Errorf("ParseUploadKey(%s) succeeded, want error", bad)
+		}
+	}
+	for _, bad := range []string{
+		TableVersionKey("sales", "orders", versionA),
+		"sales/tables/orders/objects/" + objectA.String() + "/x",
+		"Sales/tables/orders/objects/" + objectA.String(),
+		"a/b/tables/orders/objects/" + objectA.String(),
+	} {
+		if _, _, _, err := ParseObjectKey(bad); err == nil {
+			t.Errorf("ParseObjectKey(%s) succeeded, want error", bad)
+		}
+	}
+}
+
 // No key may be another key's prefix followed by '/': some stores (versitygw
 // on a POSIX file system, localfs) cannot hold both "a" and "a/b".
 func TestKeys_NoKeyIsAnotherKeysDirectory(t *testing.T) {
@@ -101,7 +141,7 @@ func TestKeys_NoKeyIsAnotherKeysDirectory(t *testing.T) {
 		keys = append(keys, BranchRefKey(graph, NativeName(l, treeMain)), BranchRefKey(graph, NativeName(l, treeFeature)), TagKey(graph, l))
 	}
 	for _, table := range []string{"t", "t_1"} {
-		keys = append(keys, TableVersionKey(graph, table, versionA), ObjectKey(graph, table, objectA))
+		keys = append(keys, TableVersionKey(graph, table, versionA), ObjectKey(graph, table, objectA), UploadKey(graph, table, objectA))
 	}
 	keys = append(keys, GraphKey(graph), CommitIDKey(graph, CommitID{Tree: treeMain, Seq: 0, Digest: Digest{1}}), CommitIDKey(graph, CommitID{Tree: treeMain, Seq: 1, Digest: Digest{2}}))
 	for _, a := range keys {

@@ -19,6 +19,7 @@ func TestGraftShaped_EveryKeyGraftWrites_AtAnyDepth(t *testing.T) {
 		ChunksPrefix("b") + "abc.json",
 		BranchRefKey("b", NativeName("main", tree)),
 		"b/refs/tags/v1.json",
+		UploadKey("b", "t", obj),
 	}
 	for _, k := range keys {
 		for _, at := range []string{"", "staging/", "a/b/c/"} {
@@ -39,6 +40,8 @@ func TestGraftShaped_OtherKeys_AreNot(t *testing.T) {
 		"b/trees",                  // nothing under trees
 		"warehouse/b/graph.json.1", // not the record's name
 		"b/tablesx/t/objects/x",
+		"b/uploads/t/x.parquet", // data files under an uploads directory
+		"b/uploads/x.json",      // no table segment
 	} {
 		if shape, ok := GraftShaped(k); ok {
 			t.Errorf("GraftShaped(%q) = %q; want none", k, shape)

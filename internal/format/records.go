@@ -295,3 +295,47 @@ func DecodeTableVersion(b []byte) (TableVersion, error) {
 }
 
 func isSHA256Hex(s string) bool { return len(s) == 64 && isLowerHex(s) }
+
+// Upload is an upload record at UploadKey: written before its multipart upload
+// is created, so cleanup finds every upload graft starts by listing objects
+// (docs/format.md, *Upload records*).
+type Upload struct {
+	ObjectKey string // the data object the upload writes (ObjectKey)
+	UploadID  string // the multipart upload's id; "" until the upload is created
+	CreatedAt time.Time
+}
+
+type uploadWire struct {
+	Format    int    `json:"format"`
+	Kind      Kind   `json:"kind"`
+	ObjectKey string `json:"object_key"`
+	UploadID  string `json:"upload_id,omitempty"`
+	CreatedAt string `json:"created_at"`
+}
+
+var uploadFields = fieldSet{required: []string{"format", "kind", "object_key", "created_at"}, optional: []string{"upload_id"}}
+
+// Validate reports the first invalid field of u.
+func (u Upload) Validate() error {
+	_, _, _, keyErr := ParseObjectKey(u.ObjectKey)
+	return firstBad(KindUpload, fieldCheck{"object_key", "", keyErr},
+		fieldCheck{"upload_id", checkText(u.UploadID, MaxUploadID, false), nil},
+		fieldCheck{"created_at", checkTime(u.CreatedAt), nil})
+}
+
+// EncodeUpload returns the canonical bytes of u.
+func EncodeUpload(u Upload) ([]byte, error) {
+	return encodeWire(KindUpload, u.Validate(), uploadWire{Format: Version, Kind: KindUpload,
+		ObjectKey: u.ObjectKey, UploadID: u.UploadID, CreatedAt: FormatTime(u.CreatedAt)})
+}
+
+// DecodeUpload strictly decodes an upload record.
+func DecodeUpload(b []byte) (Upload, error) {
+	w, err := decodeWire[uploadWire](b, KindUpload, uploadFields)
+	if err != nil {
+		return Upload{}, err
+	}
+	p := fieldParser{k: KindUpload}
+	u := Upload{ObjectKey: w.ObjectKey, UploadID: w.UploadID, CreatedAt: p.time("created_at", w.CreatedAt)}
+	return validated(u, p.err)
+}

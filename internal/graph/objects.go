@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,8 +54,12 @@ type UploadResult struct {
 // UploadObject writes size bytes from r as data object id of table, hashing
 // them: up to the threshold one PutIfAbsent (other bytes: *KeyTakenError), above
 // it a multipart upload, parts retried on an unknown outcome and the complete
-// settled by HEAD (the size tells). A failure aborts the upload; what a crash
-// leaves, the collector aborts (IncompleteUploads).
+// settled by HEAD (the size tells). A multipart upload is recorded at UploadKey
+// before it is created and the record names its id before the first part is
+// sent, so cleanup finds it by listing objects (UploadRecords, ReclaimUpload);
+// a record that cannot be written fails the upload before it is created. A
+// failure aborts the upload; what a crash leaves, cleanup aborts. The record
+// stays either way: only cleanup deletes it.
 func UploadObject(ctx context.Context, s storage.Store, graph, table string, id ulid.ULID, r io.Reader, size int64, opts UploadOptions) (UploadResult, error) {
 	if err := checkParams(param{"Graph", format.ValidateGraphName(graph)},
 		param{"Table", format.ValidateTableName(table)}, param{"ID", nonZero(id)}); err != nil {
@@ -87,7 +90,7 @@ func UploadObject(ctx context.Context, s storage.Store, graph, table string, id 
 	if !hasMultipart {
 		return UploadResult{}, fmt.Errorf("upload object %s of %d bytes: %w", id, size, ErrMultipartUnsupported)
 	}
-	u := &uploader{s: s, m: m, key: key, size: size, opts: opts}
+	u := &uploader{s: s, m: m, key: key, record: format.UploadKey(graph, table, id), size: size, opts: opts}
 	sum, parts, err := u.run(ctx, r)
 	if err != nil {
 		return UploadResult{}, fmt.Errorf("upload object %s: %w", id, err)
@@ -117,12 +120,13 @@ func PartSizeFor(size, requested int64, limits storage.MultipartLimits) int64 {
 }
 
 type uploader struct {
-	s    storage.Store
-	m    storage.Multipart
-	key  string
-	size int64
-	opts UploadOptions
-	id   string
+	s      storage.Store
+	m      storage.Multipart
+	key    string // the object's
+	record string // the upload record's
+	size   int64
+	opts   UploadOptions
+	id     string // the upload's, once created
 }
 
 func (u *uploader) run(ctx context.Context, r io.Reader) (string, int, error) {
@@ -132,14 +136,37 @@ func (u *uploader) run(ctx context.Context, r io.Reader) (string, int, error) {
 	if limits.MaxParts > 0 && nparts > limits.MaxParts {
 		return "", 0, fmt.Errorf("%d parts needed, the store allows %d", nparts, limits.MaxParts)
 	}
-	// An ambiguous create may leave an unknown upload: the collector aborts it.
+	// The record exists before the upload does; its time is for people (cleanup
+	// goes by the store's last-modified time).
+	rec := format.Upload{ObjectKey: u.key, CreatedAt: time.Now().UTC()}
+	first, err := format.EncodeUpload(rec)
+	if err != nil {
+		return "", 0, fmt.Errorf("encode upload record: %w", err)
+	}
+	put, err := PutIfAbsent(ctx, u.s, u.record, first)
+	switch {
+	case err != nil:
+		return "", 0, fmt.Errorf("write upload record: %w", err)
+	case put.Outcome == PutTaken: // the key is this object's own ULID: another upload of it
+		return "", 0, fmt.Errorf("write upload record: %w", &KeyTakenError{Key: u.record})
+	}
+	// An ambiguous create may leave an upload whose id never reached us: cleanup
+	// lists the object key's uploads (ReclaimUpload).
 	id, err := retried(ctx, func() (string, error) { return u.m.CreateMultipart(ctx, u.key) })
 	if err != nil {
 		return "", 0, fmt.Errorf("create multipart upload: %w", err)
 	}
 	u.id = id
-	sum, parts, err := u.sendParts(ctx, r, partSize, nparts)
+	rec.UploadID = id
+	next, err := format.EncodeUpload(rec)
 	if err == nil {
+		err = swapOwn(ctx, u.s, u.record, put.ETag, first, next)
+	}
+	var sum string
+	var parts []storage.Part
+	if err != nil {
+		err = fmt.Errorf("record upload %s: %w", id, err)
+	} else if sum, parts, err = u.sendParts(ctx, r, partSize, nparts); err == nil {
 		err = u.complete(ctx, parts)
 	}
 	if err != nil {
@@ -162,13 +189,45 @@ func (u *uploader) abort(ctx context.Context) error {
 		}
 		page, lerr := u.m.ListMultipart(actx, storage.ListMultipartOptions{Prefix: u.key})
 		if lerr != nil {
-			return nil // aborted; whether a straggler revived it is the collector's to find
+			return nil // aborted; whether a straggler revived it is cleanup's to find
 		}
 		if !slices.ContainsFunc(page.Uploads, func(up storage.Upload) bool { return up.UploadID == u.id }) {
 			return nil
 		}
 	}
 	return err
+}
+
+// swapOwn replaces our bytes at key, whose ETag is etag ("" when unknown), with
+// next by compare-and-swap. An unsettled answer is settled by reading back: next
+// there is done, ours there is swapped again, anything else is an error.
+func swapOwn(ctx context.Context, s storage.Store, key, etag string, ours, next []byte) error {
+	s = reissue(s)
+	var last error
+	attempt := 1
+	for ; attempt <= MaxPutAttempts; attempt++ {
+		if etag == "" {
+			obj, err := s.Get(ctx, key)
+			switch {
+			case err != nil:
+				return fmt.Errorf("read %s back: %w", key, errors.Join(err, last))
+			case bytes.Equal(obj.Body, next):
+				return nil
+			case !bytes.Equal(obj.Body, ours):
+				return fmt.Errorf("%s holds neither our bytes nor their replacement", key)
+			}
+			etag = obj.ETag
+		}
+		_, err := s.Put(ctx, key, next, storage.PutOptions{IfMatch: etag})
+		if err == nil || !unsettled(err) {
+			return err
+		}
+		last, etag = err, ""
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return &InDoubtError{Key: key, Body: next, Attempts: min(attempt, MaxPutAttempts), Err: last}
 }
 
 // retried calls fn, at most MaxPutAttempts times while it fails retryably.
@@ -298,56 +357,6 @@ func (u *uploader) confirm(ctx context.Context) error {
 	}
 	return fmt.Errorf("complete upload: answered done, yet %s is not readable after %d reads (last: %v): %w",
 		u.key, confirmReads, last, storage.ErrAmbiguous)
-}
-
-// IncompleteUpload is an object's multipart upload never completed or aborted.
-type IncompleteUpload struct {
-	storage.Upload
-	Table string
-}
-
-// IncompleteUploads lists the incomplete uploads of graph's data objects
-// ({graph}/tables/*/objects/ only) started before olderThan, for the collector
-// to abort those no operation pins: an upload's key is a fresh object ULID only
-// its own running operation completes.
-func IncompleteUploads(ctx context.Context, s storage.Store, graph string, olderThan time.Time) ([]IncompleteUpload, error) {
-	if err := format.ValidateGraphName(graph); err != nil {
-		return nil, invalid("Graph", err)
-	}
-	m, ok := storage.AsMultipart(s)
-	if !ok {
-		return nil, nil
-	}
-	var out []IncompleteUpload
-	prefix := graph + "/tables/"
-	err := storage.ListAllMultipart(ctx, m, prefix, func(u storage.Upload) error {
-		table, obj, ok := strings.Cut(strings.TrimPrefix(u.Key, prefix), "/objects/")
-		_, err := format.ParseULID(obj) // no '/' in a ULID
-		old := !u.Initiated.IsZero() && u.Initiated.Before(olderThan)
-		if ok && err == nil && format.ValidateTableName(table) == nil && old {
-			out = append(out, IncompleteUpload{Upload: u, Table: table})
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list incomplete uploads of graph %q: %w", graph, err)
-	}
-	return out, nil
-}
-
-// AbortUploads aborts uploads; an upload already gone is not an error.
-func AbortUploads(ctx context.Context, s storage.Store, uploads []IncompleteUpload) error {
-	m, ok := storage.AsMultipart(s)
-	if !ok {
-		return nil
-	}
-	var errs []error
-	for _, u := range uploads {
-		if err := m.AbortMultipart(ctx, u.Key, u.UploadID); err != nil {
-			errs = append(errs, fmt.Errorf("abort %s upload %s: %w", u.Key, u.UploadID, err))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // ObjectProblem is an object a table version names that is not what its entry says.

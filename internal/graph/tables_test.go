@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/oklog/ulid/v2"
 
@@ -217,9 +216,8 @@ func patterned(n int64) []byte {
 
 // A multipart upload of a dozen parts (the smallest the backend allows),
 // read back whole with its checksum; an upload that fails part-way is
-// aborted, leaving no incomplete upload; a crashed one is listed for the
-// collector, which aborts it.
-func TestUploadObject_MultipartDozenParts_AbortOnFailure_CollectorRule(t *testing.T) {
+// aborted, leaving no incomplete upload, only its record for cleanup.
+func TestUploadObject_MultipartDozenParts_AbortOnFailure_LeavesOnlyTheRecord(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *faults.Store) {
 		ctx := context.Background()
 		m, _ := storage.AsMultipart(s)
@@ -242,45 +240,21 @@ func TestUploadObject_MultipartDozenParts_AbortOnFailure_CollectorRule(t *testin
 		if c := s.Count(faults.OpUploadPart); c.Attempted != 12 {
 			t.Fatalf("%d part uploads, want 12", c.Attempted)
 		}
-		// A part refused: the upload is aborted, nothing left.
+		// A part refused: the upload is aborted, nothing left but its record.
 		remove := s.Add(faults.Rule{Name: "refuse-part", Op: faults.OpUploadPart, Mode: faults.Refuse, Status: 403, Skip: 4, Times: 1})
 		_, err = UploadObject(ctx, s, "sales", "big", objID(43), bytes.NewReader(body), size, UploadOptions{Threshold: 1024, PartSize: partSize})
 		remove()
 		if !errors.Is(err, storage.ErrRefused) {
 			t.Fatalf("upload with a refused part: %v", err)
 		}
-		if ups, err := IncompleteUploads(ctx, s, "sales", time.Now().Add(time.Hour)); err != nil || len(ups) != 0 {
-			t.Fatalf("incomplete uploads after an aborted one: %+v, %v", ups, err)
+		if ups := uploadsUnder(t, m, "sales/"); len(ups) != 0 {
+			t.Fatalf("incomplete uploads after an aborted one: %+v", ups)
 		}
 		if _, err := s.Head(ctx, format.ObjectKey("sales", "big", objID(43))); !errors.Is(err, storage.ErrNotFound) {
 			t.Fatalf("object of a failed upload: %v", err)
 		}
-		// A crash mid-upload leaves an upload; the collector rule lists it
-		// once older than the guard, and aborts it.
-		key := format.ObjectKey("sales", "big", objID(44))
-		upID, err := m.CreateMultipart(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := m.UploadPart(ctx, key, upID, 1, bytes.NewReader(body[:partSize]), partSize); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := m.CreateMultipart(ctx, "landing/not-graft"); err != nil {
-			t.Fatal(err)
-		}
-		young, _ := IncompleteUploads(ctx, s, "sales", time.Now().Add(-time.Hour))
-		ups, err := IncompleteUploads(ctx, s, "sales", time.Now().Add(time.Hour))
-		if err != nil || len(young) != 0 || len(ups) != 1 || ups[0].Key != key || ups[0].Table != "big" {
-			t.Fatalf("incomplete uploads = %+v (young %+v), %v", ups, young, err)
-		}
-		if err := AbortUploads(ctx, s, ups); err != nil {
-			t.Fatal(err)
-		}
-		if left, _ := IncompleteUploads(ctx, s, "sales", time.Now().Add(time.Hour)); len(left) != 0 {
-			t.Fatalf("left after abort: %+v", left)
-		}
-		if all := uploadsUnder(t, m, "landing/"); len(all) != 1 {
-			t.Fatalf("the collector touched an upload outside the graph: %+v", all)
+		if rec := readUploadRecord(t, s, "big", objID(43)); rec.UploadID == "" {
+			t.Fatalf("the failed upload's record %+v names no upload", rec)
 		}
 	})
 }

@@ -11,6 +11,9 @@
 //   - Invalid requests fail validation before any rule is consulted: never
 //     faulted, never counted.
 //   - Every valid request is recorded (Requests, Counts) in arrival order.
+//   - ListMultipart lists what SetMultipartListing chose: all uploads under the
+//     prefix (S3), for a non-empty prefix only an exact key's (MinIO), or
+//     nothing, answering 501.
 //
 // A Store is safe for concurrent use, rules included.
 package faults
@@ -204,6 +207,7 @@ type Store struct {
 	log     []*Request
 	held    []*HeldPut
 	changed chan struct{} // closed and replaced whenever held changes
+	listing MultipartListing
 }
 
 var _ storage.Store = (*Store)(nil)

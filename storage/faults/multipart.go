@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 
 	"github.com/graftworks/graft/storage"
 )
@@ -75,8 +76,69 @@ func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error 
 	return throughErr(ctx, s, err, OpAbortMultipart, key, nil, func() error { return m.AbortMultipart(ctx, key, uploadID) })
 }
 
+// ListMultipart answers as the listing SetMultipartListing chose (ListAllUploads
+// by default), after the rules' faults.
 func (s *Store) ListMultipart(ctx context.Context, opts storage.ListMultipartOptions) (storage.MultipartPage, error) {
 	m, err := s.innerMultipart(OpListMultipart, opts.Prefix)
 	return through(ctx, s, cmp.Or(pageError(OpListMultipart, opts.Prefix, opts.Limit), err), OpListMultipart, opts.Prefix, nil, nil, nil,
-		func() (storage.MultipartPage, error) { return m.ListMultipart(ctx, opts) })
+		func() (storage.MultipartPage, error) {
+			switch s.multipartListing() {
+			case ListUploadsUnsupported:
+				return storage.MultipartPage{}, injected(OpListMultipart, opts.Prefix, storage.CodeUnavailable, http.StatusNotImplemented,
+					"multipart listing unsupported", "ListMultipartUploads not implemented")
+			case ListExactKeyUploads:
+				page, err := m.ListMultipart(ctx, opts)
+				return exactKeyPage(opts.Prefix, page), err
+			}
+			return m.ListMultipart(ctx, opts)
+		})
+}
+
+// MultipartListing is which uploads ListMultipart lists, to emulate servers
+// whose listing of uploads is narrower than S3's on any backend.
+type MultipartListing int
+
+const (
+	// ListAllUploads lists every upload whose key starts with the prefix (S3's
+	// ListMultipartUploads, versitygw, localfs, memstore).
+	ListAllUploads MultipartListing = iota
+	// ListExactKeyUploads lists uploads, for a prefix, only when it is one
+	// exact key, and only that key's (MinIO): any other prefix answers an empty
+	// page. An empty prefix still lists every upload, as on MinIO.
+	ListExactKeyUploads
+	// ListUploadsUnsupported answers every listing as a server without
+	// ListMultipartUploads does: HTTP 501, CodeUnavailable, nothing listed.
+	ListUploadsUnsupported
+)
+
+// SetMultipartListing chooses how ListMultipart answers from now on.
+func (s *Store) SetMultipartListing(l MultipartListing) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.listing = l
+}
+
+func (s *Store) multipartListing() MultipartListing {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listing
+}
+
+// exactKeyPage keeps the uploads of page whose key is prefix (all of them for
+// no prefix). Uploads list in key order and no other key starting with prefix
+// sorts before it, so once the page's last upload is of another key no upload
+// of prefix follows.
+func exactKeyPage(prefix string, page storage.MultipartPage) storage.MultipartPage {
+	if prefix == "" {
+		return page
+	}
+	var out storage.MultipartPage
+	for _, u := range page.Uploads {
+		if u.Key == prefix {
+			out.Uploads = append(out.Uploads, u)
+		}
+	}
+	n := len(page.Uploads)
+	out.Truncated = page.Truncated && n > 0 && page.Uploads[n-1].Key == prefix
+	return out
 }
