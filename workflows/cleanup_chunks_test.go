@@ -87,6 +87,9 @@ func newStackRig(t *testing.T, backend string, withWorker bool) *stackRig {
 		r.store = st
 	default:
 		srv := testenv.VersityGW(t)
+		if backend == "minio" {
+			srv = testenv.MinIO(t)
+		}
 		r.s3cfg = s3.Config{Endpoint: srv.Endpoint, Region: srv.Region, Bucket: srv.NewBucket(t), PathStyle: true,
 			AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey}
 		st, err := s3.New(ctx, r.s3cfg)
@@ -361,7 +364,8 @@ func TestCleanup_SharedChunkKept_UnreferencedChunkSwept_ExternalObjectSurvives(t
 // upload record: cleanup leaves it alone inside the guard window, a dry run only reports
 // it, and a sweep aborts it and deletes the record — it is no longer listed and its parts
 // are gone. The same holds where the server lists uploads only for one exact key (MinIO),
-// emulated on each backend: cleanup finds uploads by their records, never by a prefix.
+// emulated on each backend and on MinIO itself: cleanup finds uploads by their records,
+// never by a prefix.
 func TestCleanup_InterruptedMultipartUpload_AbortedAndItsPartsGone(t *testing.T) {
 	t.Parallel()
 	for _, listing := range []struct {
@@ -384,6 +388,13 @@ func TestCleanup_InterruptedMultipartUpload_AbortedAndItsPartsGone(t *testing.T)
 			}
 		})
 	}
+	// On MinIO itself, whose ListMultipartUploads answers only for one exact key.
+	t.Run("minio", func(t *testing.T) {
+		t.Parallel()
+		r := newStackRig(t, "minio", false)
+		r.startWorker()
+		interruptedUploadIsReclaimed(t, r, r.store)
+	})
 }
 
 func interruptedUploadIsReclaimed(t *testing.T, r *stackRig, raw storage.Store) {

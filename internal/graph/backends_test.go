@@ -68,3 +68,14 @@ func eachBackend(t *testing.T, fn func(t *testing.T, s *faults.Store)) {
 		t.Run(b.name, func(t *testing.T) { fn(t, faults.Wrap(b.open(t))) })
 	}
 }
+
+// minioStore is a store on a fresh bucket of the shared MinIO server.
+func minioStore(t testing.TB) storage.Store {
+	srv := testenv.MinIO(t)
+	st, err := s3.New(context.Background(), s3.Config{Endpoint: srv.Endpoint, Region: srv.Region, Bucket: srv.NewBucket(t),
+		PathStyle: true, AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}

@@ -282,6 +282,32 @@ func TestUploadObject_LostCompleteAnswer_IsSettled(t *testing.T) {
 	}
 }
 
+// On MinIO a complete sent again after the first landed answers 412, as if another
+// object held the key: the uploader settles it by HEAD like any unknown answer, and the
+// upload is done. Here the first complete's answer is lost and the object is not yet
+// readable on the first HEAD, so the complete is sent twice.
+func TestUploadObject_MinIORepeatedCompleteAnswers412_IsSettledAsDone(t *testing.T) {
+	s := faults.Wrap(minioStore(t))
+	id := objID(3)
+	key := format.ObjectKey("sales", "t", id)
+	s.Add(faults.Rule{Name: "lost", Op: faults.OpCompleteMultipart, Mode: faults.ApplyLoseAnswer, Times: 1})
+	s.Add(faults.Rule{Name: "lagging", Op: faults.OpHead, KeyPrefix: key, Mode: faults.Refuse, Status: 404, Times: 1})
+	const part = 5 << 20 // MinIO's smallest part
+	body := patterned(part + 1000)
+	res, err := UploadObject(context.Background(), s, "sales", "t", id, bytes.NewReader(body), int64(len(body)),
+		UploadOptions{Threshold: 1 << 20, PartSize: part})
+	if err != nil || res.Parts != 2 {
+		t.Fatalf("upload = %+v, %v; want done in 2 parts", res, err)
+	}
+	if c := s.Count(faults.OpCompleteMultipart); c.Attempted != 2 {
+		t.Fatalf("%d completes, want 2 (the second answered 412)", c.Attempted)
+	}
+	obj, err := s.Get(context.Background(), key)
+	if err != nil || !bytes.Equal(obj.Body, body) {
+		t.Fatalf("the object: %d bytes, %v; want the uploaded %d", len(obj.Body), err, len(body))
+	}
+}
+
 // A complete answered before the object is readable (versitygw, a re-sent
 // complete of a big object) is confirmed by reading it back: the upload is
 // done only once our size is at the key, and one that never appears is
