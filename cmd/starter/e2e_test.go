@@ -27,9 +27,12 @@ import (
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog/catalogtest"
 	"github.com/graftworks/graft/internal/devstack"
+	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/internal/testenv"
 	"github.com/graftworks/graft/internal/tools"
 	"github.com/graftworks/graft/storage"
+	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/storage/s3"
 	"github.com/graftworks/graft/workflows"
 )
@@ -475,6 +478,30 @@ func TestGraftBinary_Tour_OnMinIO(t *testing.T) {
 		t.Fatalf("branch list after the delete: %+v", list)
 	}
 
+	// A writer that crashed mid-upload: its upload record and two parts are in
+	// the store, and it sent neither a complete nor an abort. MinIO lists that
+	// upload only by its exact key, so cleanup finds it through the record.
+	crashID := ulid.Make()
+	crashKey := format.ObjectKey(g, "big", crashID)
+	crashed := faults.Wrap(bucket)
+	crashed.Add(faults.Rule{Name: "crash", Op: faults.OpCompleteMultipart, Mode: faults.Refuse, Status: 403})
+	crashed.Add(faults.Rule{Name: "crash", Op: faults.OpAbortMultipart, Mode: faults.Refuse, Status: 403})
+	if _, err := graph.UploadObject(ctx, crashed, g, "big", crashID, bytes.NewReader(big), int64(len(big)),
+		graph.UploadOptions{Threshold: 1 << 20, PartSize: 5 << 20}); !errors.Is(err, storage.ErrRefused) {
+		t.Fatalf("the crashing upload: %v", err)
+	}
+	incomplete := func() int {
+		t.Helper()
+		n := 0
+		if err := storage.ListKeyMultipart(ctx, bucket, crashKey, func(storage.Upload) error { n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := incomplete(); n != 1 {
+		t.Fatalf("the crashed writer left %d incomplete uploads of %s, want 1", n, crashKey)
+	}
+
 	// Only main's head and the two tags' commits are kept: the older commits
 	// of main and the deleted branch's go, and with them the first version of
 	// people, whose one object the appended version still names.
@@ -484,6 +511,19 @@ func TestGraftBinary_Tour_OnMinIO(t *testing.T) {
 	if cl.Outcome != outcome.Done || cl.Mode != workflows.CleanupModeSweep || cl.Deleted.Commits == 0 ||
 		cl.Deleted != cl.Condemned || cl.Refused != 0 {
 		t.Fatalf("cleanup result %+v; want done, every condemned key deleted", cl)
+	}
+	// Two records go: the crashed writer's and the completed big write's, whose
+	// record stays until a cleanup (a writer never deletes).
+	if cl.Objects.UploadsFound != 1 || cl.Objects.UploadsAborted != 1 || cl.Objects.UploadRecordsRemoved != 2 {
+		t.Fatalf("cleanup objects %+v; want the crashed writer's upload aborted and both upload records removed", cl.Objects)
+	}
+	if n := incomplete(); n != 0 {
+		t.Fatalf("%d incomplete uploads of %s after the cleanup", n, crashKey)
+	}
+	if err := storage.ListAll(ctx, bucket, format.UploadsPrefix(g), func(o storage.ObjectInfo) error {
+		return fmt.Errorf("upload record %s survived the cleanup", o.Key)
+	}); err != nil {
+		t.Fatal(err)
 	}
 	for _, ref := range []string{"main", "v1", restored.BackupTag} {
 		for _, table := range []string{"people", "big"} {
