@@ -49,15 +49,7 @@ func backends() []backend {
 			}
 			return st
 		}},
-		{"versitygw", func(t testing.TB) storage.Store {
-			srv := testenv.VersityGW(t)
-			st, err := s3.New(context.Background(), s3.Config{Endpoint: srv.Endpoint, Region: srv.Region, Bucket: srv.NewBucket(t),
-				PathStyle: true, AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return st
-		}},
+		{"versitygw", func(t testing.TB) storage.Store { return serverStore(t, testenv.VersityGW(t)) }},
 	}
 }
 
@@ -69,9 +61,8 @@ func eachBackend(t *testing.T, fn func(t *testing.T, s *faults.Store)) {
 	}
 }
 
-// minioStore is a store on a fresh bucket of the shared MinIO server.
-func minioStore(t testing.TB) storage.Store {
-	srv := testenv.MinIO(t)
+// serverStore is a store on a fresh bucket of the shared S3 server srv.
+func serverStore(t testing.TB, srv *testenv.S3Server) storage.Store {
 	st, err := s3.New(context.Background(), s3.Config{Endpoint: srv.Endpoint, Region: srv.Region, Bucket: srv.NewBucket(t),
 		PathStyle: true, AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey})
 	if err != nil {

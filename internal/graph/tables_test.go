@@ -12,6 +12,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/testenv"
 	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/storage/memstore"
@@ -287,7 +288,7 @@ func TestUploadObject_LostCompleteAnswer_IsSettled(t *testing.T) {
 // upload is done. Here the first complete's answer is lost and the object is not yet
 // readable on the first HEAD, so the complete is sent twice.
 func TestUploadObject_MinIORepeatedCompleteAnswers412_IsSettledAsDone(t *testing.T) {
-	s := faults.Wrap(minioStore(t))
+	s := faults.Wrap(serverStore(t, testenv.MinIO(t)))
 	id := objID(3)
 	key := format.ObjectKey("sales", "t", id)
 	s.Add(faults.Rule{Name: "lost", Op: faults.OpCompleteMultipart, Mode: faults.ApplyLoseAnswer, Times: 1})
