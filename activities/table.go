@@ -35,6 +35,9 @@ type PrepareWriteInput struct {
 	ExpectedHead      string
 	Author, Message   string
 	WorkflowID, RunID string // the workflow's; RunID claims the ledger row
+	// Planned: the objects are not uploaded yet (a pin-first write): pin them and probe
+	// nothing; the write prepares again, probing, once its client uploaded them.
+	Planned bool
 }
 
 // PrepareWriteResult is what PrepareWrite decided; an Outcome ends the write.
@@ -55,7 +58,9 @@ const objectProbeConcurrency = 8
 
 // PrepareWrite validates a table write, records the operation, checks that the graph and
 // branch exist, pins the new version and its data objects, then probes that every object
-// was uploaded with its size: a cleanup either sees the pins or refuses them.
+// was uploaded with its size: a cleanup either sees the pins or refuses them. A Planned
+// write stops after the pins: its objects are uploaded after them, so no cleanup may
+// reclaim one, whatever its guard window.
 func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (PrepareWriteResult, error) {
 	end := func(o outcome.Outcome, f string, args ...any) (PrepareWriteResult, error) {
 		return PrepareWriteResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
@@ -154,6 +159,9 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 			return stop(outcome.NotRetained, "uploaded objects are condemned by a running cleanup: %v", err)
 		}
 		return PrepareWriteResult{}, fmt.Errorf("pin version: %w", err)
+	}
+	if in.Planned {
+		return res, nil
 	}
 	for _, probe := range []func() (outcome.Outcome, string, error){
 		func() (outcome.Outcome, string, error) { return a.probeObjects(ctx, in.Graph, in.Table, entries) },
