@@ -88,8 +88,8 @@ func (c *Client) WriteTable(ctx context.Context, store storage.Store, req WriteT
 	return startWait(ctx, h, err, false)
 }
 
-// StartWriteTable hashes the files, plans a fresh ULID for each, and starts graft.WriteTable
-// with the update that pins the planned keys (Update-with-Start); once the pins are durable
+// StartWriteTable hashes the files, plans a fresh ULID for each, starts graft.WriteTable,
+// which pins the planned keys, and waits for the pins (graft.pinned); once they are durable
 // it uploads each file put-if-absent straight to the store (the workflow's history carries
 // only ids, sizes and checksums) and tells the workflow so. No cleanup can reclaim an object
 // of the write before it is published or the write ends (docs/workflows.md, "Pin first, then
@@ -179,26 +179,40 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 	return nil, unanswered(ctx, "tell write "+id+" its upload is done", id, key, err)
 }
 
-// startPinned starts graft.WriteTable with graft.pinned (Update-with-Start) and waits for
-// the pins: pinned reports that the client may upload now. A run of the id already there
-// is attached to when it is the same request (a *RequestConflictError otherwise), and
-// uploads nothing; so is a write that ended before pinning.
+// startPinned starts graft.WriteTable and waits for its pins through graft.pinned: pinned
+// reports that the client may upload now. A run of the id already there is attached to
+// when it is the same request (a *RequestConflictError otherwise), and uploads nothing;
+// so is a write that ended before pinning. Without Options.EagerStart the start carries
+// the update (Update-with-Start, one request); with it, an eager start then the update,
+// since Update-with-Start cannot start eagerly (docs/benchmarks.md, "Table writes"). The
+// workflow pins whether or not the update arrives.
 func (c *Client) startPinned(ctx context.Context, in workflows.WriteTableInput, id, key, summary string) (*WriteTableHandle, bool, error) {
 	opts := sdkclient.StartWorkflowOptions{
 		ID: id, TaskQueue: c.opts.TaskQueue,
 		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		EnableEagerStart:                         c.opts.EagerStart,
 		StaticSummary:                            summary,
 		TypedSearchAttributes: temporal.NewSearchAttributes(searchattr.Graph.ValueSet(in.Graph),
 			searchattr.Branch.ValueSet(in.Branch), searchattr.Operation.ValueSet("write_table")),
 	}
-	start := c.tc.NewWithStartWorkflowOperation(opts, workflows.WriteTableName, in)
-	uh, err := c.tc.UpdateWithStartWorkflow(ctx, sdkclient.UpdateWithStartWorkflowOptions{
-		StartWorkflowOperation: start,
-		UpdateOptions: sdkclient.UpdateWorkflowOptions{UpdateName: workflows.PinnedUpdateName,
-			WaitForStage: sdkclient.WorkflowUpdateStageCompleted},
-	})
+	pin := sdkclient.UpdateWorkflowOptions{UpdateName: workflows.PinnedUpdateName, WaitForStage: sdkclient.WorkflowUpdateStageCompleted}
+	var (
+		run sdkclient.WorkflowRun
+		uh  sdkclient.WorkflowUpdateHandle
+		err error
+	)
+	if c.opts.EagerStart {
+		run, err = c.tc.ExecuteWorkflow(ctx, opts, workflows.WriteTableName, in)
+	} else {
+		opts.EnableEagerStart = false
+		start := c.tc.NewWithStartWorkflowOperation(opts, workflows.WriteTableName, in)
+		uh, err = c.tc.UpdateWithStartWorkflow(ctx, sdkclient.UpdateWithStartWorkflowOptions{StartWorkflowOperation: start, UpdateOptions: pin})
+		if err == nil {
+			run = c.tc.GetWorkflow(ctx, id, uh.RunID())
+		}
+	}
 	if exists := (*serviceerror.WorkflowExecutionAlreadyStarted)(nil); errors.As(err, &exists) {
 		run, _, err := c.attachSame(ctx, id, exists.RunId, key, in.Request(), false)
 		if err != nil {
@@ -209,9 +223,15 @@ func (c *Client) startPinned(ctx context.Context, in workflows.WriteTableInput, 
 	if err != nil {
 		return nil, false, unanswered(ctx, "start "+summary, id, key, err)
 	}
+	h := c.writeHandle(id, key, run)
+	if uh == nil {
+		pin.WorkflowID, pin.RunID = id, run.GetRunID()
+		uh, err = c.tc.UpdateWorkflow(ctx, pin)
+	}
 	var pr workflows.PinnedResult
-	err = uh.Get(ctx, &pr)
-	h := c.writeHandle(id, key, c.tc.GetWorkflow(ctx, id, uh.RunID()))
+	if err == nil {
+		err = uh.Get(ctx, &pr)
+	}
 	if answered(ctx, err) {
 		// An error here is the workflow's: it closed before answering; its result says how.
 		return h, err == nil && pr.Outcome == "", nil
