@@ -36,7 +36,7 @@ type PrepareWriteInput struct {
 	Author, Message   string
 	WorkflowID, RunID string // the workflow's; RunID claims the ledger row
 	// Planned: the objects are not uploaded yet (a pin-first write): pin them and probe
-	// nothing; the write prepares again, probing, once its client uploaded them.
+	// nothing; the write probes them (ProbeWrite) once its client uploaded them.
 	Planned bool
 }
 
@@ -175,6 +175,33 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 		}
 	}
 	return res, nil
+}
+
+// ProbeWrite probes, after its client uploaded them, the objects a pin-first write
+// pinned (PrepareWrite, Planned): every object with its size, the staged version's keys,
+// the imports. An Outcome ends the write; the rest of the result is empty.
+func (a *Activities) ProbeWrite(ctx context.Context, in PrepareWriteInput) (PrepareWriteResult, error) {
+	end := func(o outcome.Outcome, msg string) (PrepareWriteResult, error) {
+		return PrepareWriteResult{Outcome: o, Message: msg}, nil
+	}
+	objs, st, stagedOut, stagedMsg, err := a.writeObjects(ctx, in.Graph, in.Table, in.OpID, in.Objects, in.Edit)
+	if err != nil || stagedOut != "" {
+		return PrepareWriteResult{Outcome: stagedOut, Message: stagedMsg}, err
+	}
+	entries, _, err := objectEntries(objs, storage.MaxObjectSize)
+	if err != nil {
+		return end(outcome.Invalid, err.Error())
+	}
+	for _, probe := range []func() (outcome.Outcome, string, error){
+		func() (outcome.Outcome, string, error) { return a.probeObjects(ctx, in.Graph, in.Table, entries) },
+		func() (outcome.Outcome, string, error) { return a.probeStaged(ctx, st) },
+		func() (outcome.Outcome, string, error) { return a.probeImports(ctx, in.Edit.Imports) },
+	} {
+		if o, msg, err := probe(); err != nil || o != "" {
+			return PrepareWriteResult{Outcome: o, Message: msg}, err
+		}
+	}
+	return PrepareWriteResult{}, nil
 }
 
 // resolveWriteBranch finds the live incarnation a write appends to (resolveBranch), or the

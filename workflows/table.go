@@ -180,17 +180,24 @@ func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, err
 	up.handle(ctx, in.AwaitUpload)
 	err := r.run(ctx, &res, func(ctx workflow.Context) (e ending, err error) {
 		defer func() { up.ended(e, err) }()
+		var prep activities.PrepareWriteResult
+		prepare := activities.PrepareWriteInput{
+			OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Table: in.Table, Objects: objs, Edit: edit,
+			ExpectedHead: in.ExpectedHead, Author: in.Author, Message: in.Message, WorkflowID: r.wfID, RunID: r.owner.Run,
+		}
 		if in.AwaitUpload {
-			if e, err := awaitUpload(ctx, r, in, objs, edit, &up); err != nil || e.out != "" {
+			e, err := awaitUpload(ctx, r, in, prepare, &up, &prep)
+			if err != nil || e.out != "" {
 				return e, err
 			}
-		}
-		var prep activities.PrepareWriteResult
-		if err := r.prepare(ctx, fmt.Sprintf("recording the write, pinning and probing %d objects", len(in.Objects)),
-			"validate, claim, pin and probe the uploaded objects", acts.PrepareWrite, activities.PrepareWriteInput{
-				OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Table: in.Table, Objects: objs, Edit: edit,
-				ExpectedHead: in.ExpectedHead, Author: in.Author, Message: in.Message, WorkflowID: r.wfID, RunID: r.owner.Run,
-			}, &prep); err != nil {
+			var probe activities.PrepareWriteResult
+			if err := r.prepare(ctx, fmt.Sprintf("probing %d uploaded objects", len(in.Objects)),
+				"probe the uploaded objects", acts.ProbeWrite, prepare, &probe); err != nil {
+				return ending{}, err
+			}
+			prep.Outcome, prep.Message = probe.Outcome, probe.Message
+		} else if err := r.prepare(ctx, fmt.Sprintf("recording the write, pinning and probing %d objects", len(in.Objects)),
+			"validate, claim, pin and probe the uploaded objects", acts.PrepareWrite, prepare, &prep); err != nil {
 			return ending{}, err
 		}
 		r.foreign = !prep.Owned
@@ -234,18 +241,15 @@ func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, err
 	return res, err
 }
 
-// awaitUpload pins a pin-first write's planned objects (PrepareWrite, Planned), answers
-// graft.pinned, then waits for graft.uploaded up to the write's deadline: past it the
-// write ends abandoned, and a cancellation meanwhile ends it the same way. Waiting for a
-// client follows no storage effect of the workflow's own, so a timer may end it.
-func awaitUpload(ctx workflow.Context, r *opRun, in WriteTableInput, objs []activities.TableObject, edit activities.TableEdit, up *uploadWait) (ending, error) {
-	var pin activities.PrepareWriteResult
+// awaitUpload pins a pin-first write's planned objects (PrepareWrite, Planned) into pin,
+// answers graft.pinned, then waits for graft.uploaded up to the write's deadline: past it
+// the write ends abandoned, and a cancellation meanwhile ends it the same way. Waiting for
+// a client follows no storage effect of the workflow's own, so a timer may end it. The
+// write then only probes (ProbeWrite): its claim and pins hold.
+func awaitUpload(ctx workflow.Context, r *opRun, in WriteTableInput, prepare activities.PrepareWriteInput, up *uploadWait, pin *activities.PrepareWriteResult) (ending, error) {
+	prepare.Planned = true
 	if err := r.prepare(ctx, fmt.Sprintf("recording the write and pinning %d planned objects", len(in.Objects)),
-		"validate, claim and pin the planned objects", acts.PrepareWrite, activities.PrepareWriteInput{
-			OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Table: in.Table, Objects: objs, Edit: edit,
-			ExpectedHead: in.ExpectedHead, Author: in.Author, Message: in.Message, WorkflowID: r.wfID, RunID: r.owner.Run,
-			Planned: true,
-		}, &pin); err != nil {
+		"validate, claim and pin the planned objects", acts.PrepareWrite, prepare, pin); err != nil {
 		return ending{}, err
 	}
 	r.foreign = !pin.Owned
