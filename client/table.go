@@ -209,8 +209,18 @@ func (c *Client) startPinned(ctx context.Context, in workflows.WriteTableInput, 
 		opts.EnableEagerStart = false
 		start := c.tc.NewWithStartWorkflowOperation(opts, workflows.WriteTableName, in)
 		uh, err = c.tc.UpdateWithStartWorkflow(ctx, sdkclient.UpdateWithStartWorkflowOptions{StartWorkflowOperation: start, UpdateOptions: pin})
-		if err == nil {
+		switch {
+		case err == nil:
 			run = c.tc.GetWorkflow(ctx, id, uh.RunID())
+		case answered(ctx, err):
+			// Started, then closed before it answered (terminated, reset): its result says
+			// how. A start that succeeded is known by now; one that did not never is.
+			gctx, cancel := context.WithTimeout(ctx, time.Second)
+			started, serr := start.Get(gctx)
+			cancel()
+			if serr == nil {
+				return c.writeHandle(id, key, started), false, nil
+			}
 		}
 	}
 	if exists := (*serviceerror.WorkflowExecutionAlreadyStarted)(nil); errors.As(err, &exists) {
