@@ -167,13 +167,14 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 		_ = c.tc.CancelWorkflow(cctx, h.WorkflowID, h.RunID)
 		return nil, err
 	}
-	uh, err := c.tc.UpdateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{WorkflowID: h.WorkflowID, RunID: h.RunID,
+	// To the workflow's current run: a reset run waits for it as well.
+	uh, err := c.tc.UpdateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{WorkflowID: h.WorkflowID,
 		UpdateName: workflows.UploadedUpdateName, WaitForStage: sdkclient.WorkflowUpdateStageCompleted})
 	if err == nil {
 		err = uh.Get(ctx, nil)
 	}
 	if answered(ctx, err) {
-		// Refused: the write no longer waits (its deadline passed): its result says how it ended.
+		// The workflow closed first (its deadline passed): its result says how the write ended.
 		return h, nil
 	}
 	return nil, unanswered(ctx, "tell write "+id+" its upload is done", id, key, err)

@@ -69,8 +69,9 @@ const (
 	// it ended before pinning: what the client waits for before its first byte (with
 	// Update-with-Start, in the same call that starts the workflow).
 	PinnedUpdateName = "graft.pinned"
-	// UploadedUpdateName tells the write its objects are uploaded. It is refused unless
-	// the write waits for its upload.
+	// UploadedUpdateName tells the write its objects are uploaded. A write started without
+	// AwaitUpload refuses it; one that has not begun to wait yet (a reset run pinning
+	// again) keeps it for its wait.
 	UploadedUpdateName = "graft.uploaded"
 )
 
@@ -85,13 +86,12 @@ type PinnedResult struct {
 	Message string          `json:"message,omitempty"`
 }
 
-// ErrNotWaitingForUpload refuses a graft.uploaded the write does not wait for.
-var ErrNotWaitingForUpload = errors.New("the write is not waiting for its upload")
+// ErrNotWaitingForUpload refuses a graft.uploaded to a write that never waits for one.
+var ErrNotWaitingForUpload = errors.New("the write was started with its objects uploaded: it waits for no upload")
 
 // uploadWait is the pin-first state of a write: what its update handlers read.
 type uploadWait struct {
 	pinned   *PinnedResult
-	waiting  bool
 	uploaded bool
 }
 
@@ -112,7 +112,7 @@ func (u *uploadWait) handle(ctx workflow.Context, await bool) {
 		u.uploaded = true
 		return nil
 	}, workflow.UpdateHandlerOptions{Validator: func() error {
-		if !u.waiting && !u.uploaded {
+		if !await {
 			return ErrNotWaitingForUpload
 		}
 		return nil
@@ -261,13 +261,11 @@ func awaitUpload(ctx workflow.Context, r *opRun, in WriteTableInput, prepare act
 	if in.UploadDeadlineSeconds > 0 {
 		deadline = time.Duration(in.UploadDeadlineSeconds) * time.Second
 	}
-	up.waiting = true
 	r.cancelEnding = &ending{out: outcome.Abandoned,
 		msg: "cancelled while waiting for its upload; nothing was published and its objects are released to cleanup"}
 	r.setPhase(ctx, "upload", fmt.Sprintf("waiting up to %s for the client to upload the objects and send %s", deadline, UploadedUpdateName))
 	ok, err := workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{Timeout: deadline,
 		TimerOptions: workflow.TimerOptions{Summary: "upload deadline"}}, func() bool { return up.uploaded })
-	up.waiting = false
 	if err != nil {
 		return ending{}, err
 	}
