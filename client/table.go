@@ -93,7 +93,8 @@ func (c *Client) WriteTable(ctx context.Context, store storage.Store, req WriteT
 // it uploads each file put-if-absent straight to the store (the workflow's history carries
 // only ids, sizes and checksums) and tells the workflow so. No cleanup can reclaim an object
 // of the write before it is published or the write ends (docs/workflows.md, "Pin first, then
-// upload"). A failed upload cancels the write: it ends abandoned. Under a key already used
+// upload"). A failed upload ends the write abandoned (graft.uploaded with Failed). Under
+// a key already used
 // it uploads nothing (WriteTableRequest.IdempotencyKey).
 func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req WriteTableRequest) (*WriteTableHandle, error) {
 	if err := req.Validate(); err != nil {
@@ -161,15 +162,18 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 		return h, err
 	}
 	if err := uploadPlanned(ctx, store, req.Graph, req.Table, req.Files, objects, req.Upload); err != nil {
-		// Release the pins now rather than at the deadline: a cancelled wait ends abandoned.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		// End the write now rather than at its deadline: it ends abandoned, its pins released.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		_ = c.tc.CancelWorkflow(cctx, h.WorkflowID, h.RunID)
+		_, _ = c.tc.UpdateWorkflow(fctx, sdkclient.UpdateWorkflowOptions{WorkflowID: h.WorkflowID,
+			UpdateName: workflows.UploadedUpdateName, Args: []any{workflows.UploadedRequest{Failed: err.Error()}},
+			WaitForStage: sdkclient.WorkflowUpdateStageAccepted})
 		return nil, err
 	}
 	// To the workflow's current run: a reset run waits for it as well.
 	uh, err := c.tc.UpdateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{WorkflowID: h.WorkflowID,
-		UpdateName: workflows.UploadedUpdateName, WaitForStage: sdkclient.WorkflowUpdateStageCompleted})
+		UpdateName: workflows.UploadedUpdateName, Args: []any{workflows.UploadedRequest{}},
+		WaitForStage: sdkclient.WorkflowUpdateStageCompleted})
 	if err == nil {
 		err = uh.Get(ctx, nil)
 	}

@@ -449,7 +449,7 @@ func (r *rig) startMatrix(k matrixKind, opID string) sdkclient.WorkflowRun {
 func (r *rig) sendUploaded(run sdkclient.WorkflowRun) {
 	for r.ctx.Err() == nil {
 		h, err := r.tc.UpdateWorkflow(r.ctx, sdkclient.UpdateWorkflowOptions{WorkflowID: run.GetID(), RunID: run.GetRunID(),
-			UpdateName: workflows.UploadedUpdateName, WaitForStage: sdkclient.WorkflowUpdateStageCompleted})
+			UpdateName: workflows.UploadedUpdateName, Args: []any{workflows.UploadedRequest{}}, WaitForStage: sdkclient.WorkflowUpdateStageCompleted})
 		if err == nil {
 			err = h.Get(r.ctx, nil)
 		}

@@ -301,7 +301,7 @@ func TestWriteTable_ClientDiesMidUpload_AbandonedAtDeadline_NoGuardCleanupLeaves
 	recordHistory(t, r, p.run.GetID(), p.run.GetRunID(), "writetable_upload_deadline_abandoned")
 	r.wantReleased(p.in.OpID, catalog.OutcomeAbandoned)
 	_, err := r.tc.UpdateWorkflow(r.ctx, sdkclient.UpdateWorkflowOptions{WorkflowID: p.run.GetID(), RunID: p.run.GetRunID(),
-		UpdateName: workflows.UploadedUpdateName, WaitForStage: sdkclient.WorkflowUpdateStageCompleted})
+		UpdateName: workflows.UploadedUpdateName, Args: []any{workflows.UploadedRequest{}}, WaitForStage: sdkclient.WorkflowUpdateStageCompleted})
 	if err == nil {
 		t.Fatal("graft.uploaded accepted after the write ended")
 	}
@@ -371,4 +371,24 @@ func TestWriteTable_SameKeyOtherBytes_RefusedAndNothingUploaded(t *testing.T) {
 	if n := counting.Count(faults.OpPut).Attempted; n != 0 {
 		t.Fatalf("%d puts sent, want none", n)
 	}
+}
+
+// A client whose upload fails (the store refuses the object's put) ends its write at once:
+// abandoned, with its pins released, rather than at its deadline.
+func TestWriteTable_UploadRefused_WriteEndsAbandonedAtOnce(t *testing.T) {
+	r := runningRig(t)
+	refusing := faults.Wrap(r.inner)
+	refusing.Add(faults.Rule{Op: faults.OpPut, KeyPrefix: format.TableObjectsPrefix(r.graph, "a"), Mode: faults.Refuse, Status: 403})
+	h := client.WriteTableWorkflowID(r.graph, "main", randomName("k-"))
+	key := h[strings.LastIndexByte(h, '/')+1:]
+	_, err := r.gc.WriteTable(r.ctx, refusing, client.WriteTableRequest{Graph: r.graph, Branch: "main", Table: "a",
+		Files: writeFiles(t, "refused"), IdempotencyKey: key})
+	if !errors.Is(err, outcome.ErrRefused) {
+		t.Fatalf("write with its upload refused: %v, want refused", err)
+	}
+	var res workflows.WriteTableResult
+	if err := endOf(r, r.tc.GetWorkflow(r.ctx, h, ""), &res); err != nil || res.Outcome != outcome.Abandoned {
+		t.Fatalf("the write's end: %+v, %v; want abandoned", res, err)
+	}
+	r.wantReleased(key, catalog.OutcomeAbandoned)
 }

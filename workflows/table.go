@@ -93,6 +93,13 @@ var ErrNotWaitingForUpload = errors.New("the write was started with its objects 
 type uploadWait struct {
 	pinned   *PinnedResult
 	uploaded bool
+	failed   string // the client's upload failed: why
+}
+
+// UploadedRequest is the argument of graft.uploaded: {} once every object is uploaded,
+// or Failed saying why the client gave up its upload (the write ends abandoned at once).
+type UploadedRequest struct {
+	Failed string `json:"failed,omitempty"`
 }
 
 // handle registers the write's updates; a write without AwaitUpload refuses both.
@@ -108,10 +115,12 @@ func (u *uploadWait) handle(ctx workflow.Context, await bool) {
 		}
 		return nil
 	}})
-	_ = workflow.SetUpdateHandlerWithOptions(ctx, UploadedUpdateName, func(ctx workflow.Context) error {
-		u.uploaded = true
+	_ = workflow.SetUpdateHandlerWithOptions(ctx, UploadedUpdateName, func(ctx workflow.Context, req UploadedRequest) error {
+		if !u.uploaded {
+			u.uploaded, u.failed = true, req.Failed
+		}
 		return nil
-	}, workflow.UpdateHandlerOptions{Validator: func() error {
+	}, workflow.UpdateHandlerOptions{Validator: func(UploadedRequest) error {
 		if !await {
 			return ErrNotWaitingForUpload
 		}
@@ -272,6 +281,9 @@ func awaitUpload(ctx workflow.Context, r *opRun, in WriteTableInput, prepare act
 	r.cancelEnding = nil
 	if !ok {
 		return end(outcome.Abandoned, fmt.Sprintf("the upload did not finish within %s; nothing was published and its objects are released to cleanup", deadline))
+	}
+	if up.failed != "" {
+		return end(outcome.Abandoned, "the client's upload failed ("+up.failed+"); nothing was published and its objects are released to cleanup")
 	}
 	return ending{}, nil
 }

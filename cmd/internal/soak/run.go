@@ -472,7 +472,8 @@ func (r *runner) runOp(o Op) {
 			Append: o.Append, IdempotencyKey: key}
 		if o.DiesMidUpload {
 			// The client hangs after its first object is stored, past the write's deadline;
-			// when it gives up it cancels the write, as an operator might.
+			// a client that gives up first ends the write abandoned, and an operator's
+			// cancel of the waiting write would too.
 			r.mu.Lock()
 			r.operated[wid] = true
 			r.mu.Unlock()
