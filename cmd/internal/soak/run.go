@@ -480,10 +480,11 @@ func (r *runner) runOp(o Op) {
 			req.UploadDeadline = time.Second
 			dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
 			defer dcancel()
-			_, e := r.gc.WriteTable(dctx, &hangingStore{Store: r.fs, prefix: r.graph + "/tables/"}, req)
-			oc, err = outcome.Abandoned, nil
-			if !errors.Is(e, context.DeadlineExceeded) && !errors.Is(e, outcome.ErrAbandoned) {
-				oc, err = "", e
+			// (A write attached to under a reused key uploads nothing, and ends as it ends.)
+			res, e := r.gc.WriteTable(dctx, &hangingStore{Store: r.fs, prefix: r.graph + "/tables/"}, req)
+			oc, commit, err = res.Outcome, res.Commit, e
+			if errors.Is(e, context.DeadlineExceeded) {
+				oc, err = outcome.Abandoned, nil
 			}
 			break
 		}
