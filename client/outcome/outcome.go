@@ -30,13 +30,11 @@ const (
 	Adopted         Outcome = "adopted"            // the target was behind the source; it now has the source's tables
 	AlreadyUpToDate Outcome = "already_up_to_date" // the merge would change nothing; nothing was written
 	Deleted         Outcome = "deleted"            // a branch or tag was retired; its ref stays as a fence
-
-	Abandoned Outcome = "abandoned" // a write's upload never finished: nothing was published, its pins are released
 )
 
 // All lists every outcome, in documentation order.
 var All = []Outcome{Created, Unpublished, InDoubt, Conflict, NotFound, NotRetained, Invalid, Refused, Done,
-	Merged, Adopted, AlreadyUpToDate, Deleted, Abandoned}
+	Merged, Adopted, AlreadyUpToDate, Deleted}
 
 // Exit codes of the graft CLI. 1 is any failure that is not an outcome (unreachable
 // Temporal, Postgres or storage; a bug).
@@ -51,7 +49,6 @@ const (
 	ExitNotRetained = 7
 	ExitRefused     = 8
 	ExitUnavailable = 9
-	ExitAbandoned   = 10
 )
 
 // ExitCode returns the CLI exit code for o.
@@ -80,7 +77,6 @@ var (
 	ErrNotRetained = errors.New("not retained")
 	ErrInvalid     = errors.New("invalid")
 	ErrRefused     = errors.New("refused")
-	ErrAbandoned   = errors.New("abandoned")
 )
 
 // failures are the outcomes that are not a success, with their exit code and sentinel.
@@ -90,7 +86,7 @@ var failures = map[Outcome]struct {
 }{
 	Unpublished: {ExitUnpublished, ErrUnpublished}, InDoubt: {ExitInDoubt, ErrInDoubt}, Conflict: {ExitConflict, ErrConflict},
 	NotFound: {ExitNotFound, ErrNotFound}, NotRetained: {ExitNotRetained, ErrNotRetained}, Invalid: {ExitInvalid, ErrInvalid},
-	Refused: {ExitRefused, ErrRefused}, Abandoned: {ExitAbandoned, ErrAbandoned},
+	Refused: {ExitRefused, ErrRefused},
 }
 
 // Error is an operation that ended (or paused, for InDoubt) without success. OpID

@@ -53,7 +53,6 @@ const (
 	OutcomeAdopted         Outcome = "adopted"
 	OutcomeAlreadyUpToDate Outcome = "already_up_to_date"
 	OutcomeDeleted         Outcome = "deleted"
-	OutcomeAbandoned       Outcome = "abandoned"
 	OutcomeFailed          Outcome = "failed" // gave up on an infrastructure error
 )
 
@@ -61,7 +60,7 @@ const (
 var Outcomes = []Outcome{
 	OutcomeCreated, OutcomeUnpublished, OutcomeInDoubt, OutcomeConflict, OutcomeNotFound,
 	OutcomeNotRetained, OutcomeInvalid, OutcomeRefused, OutcomeDone, OutcomeMerged,
-	OutcomeAdopted, OutcomeAlreadyUpToDate, OutcomeDeleted, OutcomeAbandoned, OutcomeFailed,
+	OutcomeAdopted, OutcomeAlreadyUpToDate, OutcomeDeleted, OutcomeFailed,
 }
 
 // IncarnationState is the witness's record of an incarnation. Live, unpublished and
