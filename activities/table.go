@@ -35,6 +35,9 @@ type PrepareWriteInput struct {
 	ExpectedHead      string
 	Author, Message   string
 	WorkflowID, RunID string // the workflow's; RunID claims the ledger row
+	// Planned: the objects are not uploaded yet (a pin-first write): pin them and probe
+	// nothing; the write probes them (ProbeWrite) once its client uploaded them.
+	Planned bool
 }
 
 // PrepareWriteResult is what PrepareWrite decided; an Outcome ends the write.
@@ -55,7 +58,9 @@ const objectProbeConcurrency = 8
 
 // PrepareWrite validates a table write, records the operation, checks that the graph and
 // branch exist, pins the new version and its data objects, then probes that every object
-// was uploaded with its size: a cleanup either sees the pins or refuses them.
+// was uploaded with its size: a cleanup either sees the pins or refuses them. A Planned
+// write stops after the pins: its objects are uploaded after them, so no cleanup may
+// reclaim one, whatever its guard window.
 func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (PrepareWriteResult, error) {
 	end := func(o outcome.Outcome, f string, args ...any) (PrepareWriteResult, error) {
 		return PrepareWriteResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
@@ -155,6 +160,9 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 		}
 		return PrepareWriteResult{}, fmt.Errorf("pin version: %w", err)
 	}
+	if in.Planned {
+		return res, nil
+	}
 	for _, probe := range []func() (outcome.Outcome, string, error){
 		func() (outcome.Outcome, string, error) { return a.probeObjects(ctx, in.Graph, in.Table, entries) },
 		func() (outcome.Outcome, string, error) { return a.probeStaged(ctx, st) },
@@ -167,6 +175,33 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 		}
 	}
 	return res, nil
+}
+
+// ProbeWrite probes, after its client uploaded them, the objects a pin-first write
+// pinned (PrepareWrite, Planned): every object with its size, the staged version's keys,
+// the imports. An Outcome ends the write; the rest of the result is empty.
+func (a *Activities) ProbeWrite(ctx context.Context, in PrepareWriteInput) (PrepareWriteResult, error) {
+	end := func(o outcome.Outcome, msg string) (PrepareWriteResult, error) {
+		return PrepareWriteResult{Outcome: o, Message: msg}, nil
+	}
+	objs, st, stagedOut, stagedMsg, err := a.writeObjects(ctx, in.Graph, in.Table, in.OpID, in.Objects, in.Edit)
+	if err != nil || stagedOut != "" {
+		return PrepareWriteResult{Outcome: stagedOut, Message: stagedMsg}, err
+	}
+	entries, _, err := objectEntries(objs, storage.MaxObjectSize)
+	if err != nil {
+		return end(outcome.Invalid, err.Error())
+	}
+	for _, probe := range []func() (outcome.Outcome, string, error){
+		func() (outcome.Outcome, string, error) { return a.probeObjects(ctx, in.Graph, in.Table, entries) },
+		func() (outcome.Outcome, string, error) { return a.probeStaged(ctx, st) },
+		func() (outcome.Outcome, string, error) { return a.probeImports(ctx, in.Edit.Imports) },
+	} {
+		if o, msg, err := probe(); err != nil || o != "" {
+			return PrepareWriteResult{Outcome: o, Message: msg}, err
+		}
+	}
+	return PrepareWriteResult{}, nil
 }
 
 // resolveWriteBranch finds the live incarnation a write appends to (resolveBranch), or the

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"time"
@@ -13,11 +14,14 @@ import (
 	"github.com/oklog/ulid/v2"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	sdkclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/bounded"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
+	"github.com/graftworks/graft/internal/searchattr"
 	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/workflows"
 )
@@ -43,6 +47,10 @@ type WriteTableRequest struct {
 	// nothing; another is a *RequestConflictError. Defaults to a fresh ULID.
 	IdempotencyKey string
 	Upload         UploadOptions
+	// UploadDeadline is how long the write waits for its upload once its objects are
+	// pinned: past it the write ends abandoned and releases them (a client killed
+	// mid-upload). Rounded to seconds; defaults to 0: workflows.DefaultUploadDeadline.
+	UploadDeadline time.Duration
 	// Append makes the new version the one the head pins plus the files and imports;
 	// Remove drops entries by name from it; Import registers objects already in the store
 	// by key, zero copy, with the size and ETag a HEAD gives now (graft never writes or
@@ -73,16 +81,21 @@ func WriteTableWorkflowID(graph, branch, key string) string {
 // WriteTableHandle is a started table write.
 type WriteTableHandle = OperationHandle[workflows.WriteTableResult]
 
-// WriteTable uploads req.Files to store, then publishes them as a new version of
-// req.Table on req.Branch through graft.WriteTable, and waits for the outcome.
+// WriteTable publishes req.Files as a new version of req.Table on req.Branch through
+// graft.WriteTable, pinning them before uploading them to store, and waits for the outcome.
 func (c *Client) WriteTable(ctx context.Context, store storage.Store, req WriteTableRequest) (workflows.WriteTableResult, error) {
 	h, err := c.StartWriteTable(ctx, store, req)
 	return startWait(ctx, h, err, false)
 }
 
-// StartWriteTable uploads the files, each put-if-absent straight to the store (the
-// workflow's history carries only ids, sizes and checksums), and starts graft.WriteTable;
-// under a key already used it uploads nothing (WriteTableRequest.IdempotencyKey).
+// StartWriteTable hashes the files, plans a fresh ULID for each, starts graft.WriteTable,
+// which pins the planned keys, and waits for the pins (graft.pinned); once they are durable
+// it uploads each file put-if-absent straight to the store (the workflow's history carries
+// only ids, sizes and checksums) and tells the workflow so. No cleanup can reclaim an object
+// of the write before it is published or the write ends (docs/workflows.md, "Pin first, then
+// upload"). A failed upload ends the write abandoned (graft.uploaded with Failed). Under
+// a key already used
+// it uploads nothing (WriteTableRequest.IdempotencyKey).
 func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req WriteTableRequest) (*WriteTableHandle, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
@@ -94,22 +107,13 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 		var nf *serviceerror.NotFound
 		switch {
 		case err == nil:
-			ours, err := fileRequest(req)
-			if err != nil {
-				return nil, err
-			}
-			run, _, err := c.attachSame(ctx, id, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), key, ours, false)
-			if err != nil {
-				return nil, err
-			}
-			return &WriteTableHandle{c: c, WorkflowID: id, RunID: run.GetRunID(), OpID: key, run: run,
-				fromStatus: inDoubtResult(workflows.WriteTableResult{})}, nil
+			return c.attachWrite(ctx, req, id, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), key)
 		case !errors.As(err, &nf):
 			return nil, unanswered(ctx, "look up write "+id, id, key, err)
 		}
 	}
 
-	// Fail before uploading anything when the graph or branch is missing.
+	// Fail before starting anything when the graph or branch is missing.
 	if _, err := graph.ReadGraph(ctx, store, req.Graph); err != nil {
 		return nil, readError(err, req.Graph, "")
 	}
@@ -135,26 +139,147 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 			imports = append(imports, workflows.TableImport{Name: e.Name, Key: e.External, Size: e.Size, ETag: e.ETag, SHA256: e.SHA256})
 		}
 	}
-	objects, err := uploadFiles(ctx, store, req.Graph, req.Table, req.Files, req.Upload)
+	objects, err := planFiles(req.Files)
 	if err != nil {
 		return nil, err
 	}
 
 	in := writeInput(req, objects, imports)
-	in.OpID = key
+	in.OpID, in.AwaitUpload = key, true
+	if req.UploadDeadline > 0 {
+		in.UploadDeadlineSeconds = int64(max(time.Second, req.UploadDeadline.Round(time.Second)) / time.Second)
+	}
 	if len(objects) > workflows.MaxInlineObjects {
+		// The staged list is put before the pins, so only its age protects it until the
+		// pin step (docs/cleanup.md); its objects are pinned before their first byte.
 		if in.Staged, err = stageObjects(ctx, store, req.Graph, req.Table, key, objects); err != nil {
 			return nil, err
 		}
 		in.Objects, in.ObjectsSHA256 = nil, workflows.ObjectsSHA256(objects)
 	}
-	return startOperation(ctx, c, operationStart{
-		Wrap: fmt.Sprintf("start write of %s/%s", req.Graph, req.Table), Kind: "write_table",
-		ID: id, Workflow: workflows.WriteTableName, Input: in,
-		Summary: fmt.Sprintf("write table %s on %s in %s (%d objects)", req.Table, req.Branch, req.Graph, len(objects)),
-		Graph:   req.Graph, Branch: req.Branch, OpID: key,
-		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-	}, workflows.WriteTableResult{})
+	h, pinned, err := c.startPinned(ctx, in, id, key, fmt.Sprintf("write table %s on %s in %s (%d objects)", req.Table, req.Branch, req.Graph, len(objects)))
+	if err != nil || !pinned {
+		return h, err
+	}
+	if err := uploadPlanned(ctx, store, req.Graph, req.Table, req.Files, objects, req.Upload); err != nil {
+		// End the write now rather than at its deadline: it ends abandoned, its pins released.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_, _ = c.tc.UpdateWorkflow(fctx, sdkclient.UpdateWorkflowOptions{WorkflowID: h.WorkflowID,
+			UpdateName: workflows.UploadedUpdateName, Args: []any{workflows.UploadedRequest{Failed: err.Error()}},
+			WaitForStage: sdkclient.WorkflowUpdateStageAccepted})
+		return nil, err
+	}
+	// To the workflow's current run: a reset run waits for it as well.
+	uh, err := c.tc.UpdateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{WorkflowID: h.WorkflowID,
+		UpdateName: workflows.UploadedUpdateName, Args: []any{workflows.UploadedRequest{}},
+		WaitForStage: sdkclient.WorkflowUpdateStageCompleted})
+	if err == nil {
+		err = uh.Get(ctx, nil)
+	}
+	if answered(ctx, err) {
+		// The workflow closed first (its deadline passed): its result says how the write ended.
+		return h, nil
+	}
+	return nil, unanswered(ctx, "tell write "+id+" its upload is done", id, key, err)
+}
+
+// startPinned starts graft.WriteTable and waits for its pins through graft.pinned: pinned
+// reports that the client may upload now. A run of the id already there is attached to
+// when it is the same request (a *RequestConflictError otherwise), and uploads nothing;
+// so is a write that ended before pinning. Without Options.EagerStart the start carries
+// the update (Update-with-Start, one request); with it, an eager start then the update,
+// since Update-with-Start cannot start eagerly (docs/benchmarks.md, "Table writes"). The
+// workflow pins whether or not the update arrives.
+func (c *Client) startPinned(ctx context.Context, in workflows.WriteTableInput, id, key, summary string) (*WriteTableHandle, bool, error) {
+	opts := sdkclient.StartWorkflowOptions{
+		ID: id, TaskQueue: c.opts.TaskQueue,
+		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		EnableEagerStart:                         c.opts.EagerStart,
+		StaticSummary:                            summary,
+		TypedSearchAttributes: temporal.NewSearchAttributes(searchattr.Graph.ValueSet(in.Graph),
+			searchattr.Branch.ValueSet(in.Branch), searchattr.Operation.ValueSet("write_table")),
+	}
+	pin := sdkclient.UpdateWorkflowOptions{UpdateName: workflows.PinnedUpdateName, WaitForStage: sdkclient.WorkflowUpdateStageCompleted}
+	var (
+		run sdkclient.WorkflowRun
+		uh  sdkclient.WorkflowUpdateHandle
+		err error
+	)
+	if c.opts.EagerStart {
+		run, err = c.tc.ExecuteWorkflow(ctx, opts, workflows.WriteTableName, in)
+	} else {
+		opts.EnableEagerStart = false
+		start := c.tc.NewWithStartWorkflowOperation(opts, workflows.WriteTableName, in)
+		uh, err = c.tc.UpdateWithStartWorkflow(ctx, sdkclient.UpdateWithStartWorkflowOptions{StartWorkflowOperation: start, UpdateOptions: pin})
+		switch {
+		case err == nil:
+			run = c.tc.GetWorkflow(ctx, id, uh.RunID())
+		case answered(ctx, err):
+			// Started, then closed before it answered (terminated, reset): its result says
+			// how. A start that succeeded is known by now; one that did not never is.
+			gctx, cancel := context.WithTimeout(ctx, time.Second)
+			started, serr := start.Get(gctx)
+			cancel()
+			if serr == nil {
+				return c.writeHandle(id, key, started), false, nil
+			}
+		}
+	}
+	if exists := (*serviceerror.WorkflowExecutionAlreadyStarted)(nil); errors.As(err, &exists) {
+		run, _, err := c.attachSame(ctx, id, exists.RunId, key, in.Request(), false)
+		if err != nil {
+			return nil, false, err
+		}
+		return c.writeHandle(id, key, run), false, nil
+	}
+	if err != nil {
+		return nil, false, unanswered(ctx, "start "+summary, id, key, err)
+	}
+	h := c.writeHandle(id, key, run)
+	if uh == nil {
+		pin.WorkflowID, pin.RunID = id, run.GetRunID()
+		uh, err = c.tc.UpdateWorkflow(ctx, pin)
+	}
+	var pr workflows.PinnedResult
+	if err == nil {
+		err = uh.Get(ctx, &pr)
+	}
+	if answered(ctx, err) {
+		// An error here is the workflow's: it closed before answering; its result says how.
+		return h, err == nil && pr.Outcome == "", nil
+	}
+	return nil, false, unanswered(ctx, "pin the objects of "+summary, id, key, err)
+}
+
+// attachWrite attaches to the run of a write under the caller's key when it is the same
+// request, and uploads nothing: a write whose client died before "uploaded" ends at its
+// deadline (docs/workflows.md, "Pin first, then upload").
+func (c *Client) attachWrite(ctx context.Context, req WriteTableRequest, id, runID, key string) (*WriteTableHandle, error) {
+	ours, err := fileRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	run, _, err := c.attachSame(ctx, id, runID, key, ours, false)
+	if err != nil {
+		return nil, err
+	}
+	return c.writeHandle(id, key, run), nil
+}
+
+func (c *Client) writeHandle(id, key string, run sdkclient.WorkflowRun) *WriteTableHandle {
+	return &WriteTableHandle{c: c, WorkflowID: id, RunID: run.GetRunID(), OpID: key, run: run,
+		fromStatus: inDoubtResult(workflows.WriteTableResult{})}
+}
+
+// answered reports an update's err as the workflow's answer (nil, a refusal, or a run
+// closed before it answered) rather than a request that got none.
+func answered(ctx context.Context, err error) bool {
+	var timeout *sdkclient.WorkflowUpdateServiceTimeoutOrCanceledError
+	var ue *UnansweredError
+	return err == nil || !errors.As(err, &timeout) && !errors.As(unanswered(ctx, "", "", "", err), &ue)
 }
 
 // fileRequest is a write's canonical request, from its files' sizes and SHA-256s.
@@ -273,15 +398,15 @@ func stageObjects(ctx context.Context, store storage.Store, graphName, table, op
 	return p.Version.ID.String(), nil
 }
 
-// uploadFiles uploads each file under a fresh ULID (graph.UploadObject), a few at a time.
-func uploadFiles(ctx context.Context, store storage.Store, graphName, table string, files []string, opts UploadOptions) ([]workflows.TableObject, error) {
+// planFiles hashes each file and plans it under a fresh ULID, minted in the files' order.
+func planFiles(files []string) ([]workflows.TableObject, error) {
 	objects := make([]workflows.TableObject, len(files))
-	ids := make([]ulid.ULID, len(files)) // minted in the files' order
-	for i := range ids {
-		ids[i] = ulid.Make()
+	for i := range objects {
+		objects[i].ID = ulid.Make().String()
 	}
-	err := bounded.EachErr(len(files), uploadConcurrency, func(i int) (err error) {
-		objects[i], err = uploadFile(ctx, store, graphName, table, ids[i], files[i], opts)
+	err := bounded.EachErr(len(files), uploadConcurrency, func(i int) error {
+		o, err := fileSum(files[i])
+		objects[i].Size, objects[i].SHA256 = o.Size, o.SHA256
 		return err
 	})
 	if err != nil {
@@ -290,24 +415,73 @@ func uploadFiles(ctx context.Context, store storage.Store, graphName, table stri
 	return objects, nil
 }
 
-func uploadFile(ctx context.Context, store storage.Store, graphName, table string, id ulid.ULID, path string, opts UploadOptions) (workflows.TableObject, error) {
+// uploadPlanned uploads each file under its planned ULID (graph.UploadObject), a few at a
+// time; a file whose bytes no longer hash to its plan is invalid, and none of it is put.
+func uploadPlanned(ctx context.Context, store storage.Store, graphName, table string, files []string, plan []workflows.TableObject, opts UploadOptions) error {
+	return bounded.EachErr(len(files), uploadConcurrency, func(i int) error {
+		return uploadFile(ctx, store, graphName, table, files[i], plan[i], opts)
+	})
+}
+
+func uploadFile(ctx context.Context, store storage.Store, graphName, table, path string, plan workflows.TableObject, opts UploadOptions) error {
+	id, err := format.ParseULID(plan.ID)
+	if err != nil {
+		return fmt.Errorf("upload %s: %w", path, err)
+	}
 	f, err := os.Open(path)
 	if err != nil {
-		return workflows.TableObject{}, outcome.Errorf(outcome.Invalid, "", "file %s: %v", path, err)
+		return outcome.Errorf(outcome.Invalid, "", "file %s: %v", path, err)
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil || !info.Mode().IsRegular() {
-		return workflows.TableObject{}, outcome.Errorf(outcome.Invalid, "", "file %s is not a readable regular file (%v)", path, err)
+		return outcome.Errorf(outcome.Invalid, "", "file %s is not a readable regular file (%v)", path, err)
 	}
-	res, err := graph.UploadObject(ctx, store, graphName, table, id, f, info.Size(), graph.UploadOptions(opts))
+	if info.Size() != plan.Size {
+		return outcome.Errorf(outcome.Invalid, "", "file %s changed since it was hashed: %d bytes, not %d", path, info.Size(), plan.Size)
+	}
+	r := &verifying{r: f, want: plan, h: sha256.New(), path: path}
+	_, err = graph.UploadObject(ctx, store, graphName, table, id, r, plan.Size, graph.UploadOptions(opts))
 	switch {
+	case r.err != nil:
+		return r.err
 	case errors.Is(err, graph.ErrInvalid), errors.Is(err, graph.ErrObjectTooLarge), errors.Is(err, graph.ErrMultipartUnsupported):
-		return workflows.TableObject{}, outcome.Errorf(outcome.Invalid, "", "upload %s: %v", path, err)
+		return outcome.Errorf(outcome.Invalid, "", "upload %s: %v", path, err)
 	case errors.Is(err, storage.ErrRefused):
-		return workflows.TableObject{}, outcome.Errorf(outcome.Refused, "", "upload %s: %v", path, err)
+		return outcome.Errorf(outcome.Refused, "", "upload %s: %v", path, err)
 	case err != nil:
-		return workflows.TableObject{}, fmt.Errorf("upload %s: %w", path, err)
+		return fmt.Errorf("upload %s: %w", path, err)
 	}
-	return workflows.TableObject{ID: id.String(), Size: res.Entry.Size, SHA256: res.Entry.SHA256}, nil
+	return nil
+}
+
+// verifying reads a file as it was hashed: the read that completes its planned size fails,
+// delivering none of its bytes, unless they hash to the plan, so a changed file is never
+// put (a put or the last part needs every byte).
+type verifying struct {
+	r    io.Reader
+	want workflows.TableObject
+	h    hash.Hash
+	n    int64
+	path string
+	err  error
+}
+
+func (v *verifying) Read(p []byte) (int, error) {
+	if v.err != nil {
+		return 0, v.err
+	}
+	n, err := v.r.Read(p)
+	v.h.Write(p[:n])
+	v.n += int64(n)
+	switch {
+	case v.n > v.want.Size:
+		v.err = outcome.Errorf(outcome.Invalid, "", "file %s changed since it was hashed: more than %d bytes", v.path, v.want.Size)
+	case v.n == v.want.Size && hex.EncodeToString(v.h.Sum(nil)) != v.want.SHA256:
+		v.err = outcome.Errorf(outcome.Invalid, "", "file %s changed since it was hashed: its SHA-256 is not %s", v.path, v.want.SHA256)
+	}
+	if v.err != nil {
+		return 0, v.err
+	}
+	return n, err
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/graftworks/graft/client/outcome"
@@ -14,6 +15,7 @@ import (
 	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/storage/localfs"
+	"github.com/graftworks/graft/workflows"
 )
 
 func TestStartWriteTable_BadRequests_AreInvalidBeforeAnyRequest(t *testing.T) {
@@ -43,6 +45,57 @@ func TestStartWriteTable_BadRequests_AreInvalidBeforeAnyRequest(t *testing.T) {
 		if _, err := c.StartWriteTable(context.Background(), nil, req); !errors.Is(err, outcome.ErrInvalid) {
 			t.Errorf("%s: %v, want invalid", name, err)
 		}
+	}
+}
+
+// uploadFiles plans the files, then uploads them under their plan, as StartWriteTable
+// does around its pin.
+func uploadFiles(ctx context.Context, s storage.Store, graphName, table string, files []string, opts UploadOptions) ([]workflows.TableObject, error) {
+	objs, err := planFiles(files)
+	if err != nil {
+		return nil, err
+	}
+	return objs, uploadPlanned(ctx, s, graphName, table, files, objs, opts)
+}
+
+// A file that changed between its hash and its upload is invalid, and none of its bytes
+// are stored: not as one put, not as a multipart upload's completion.
+func TestUploadPlanned_FileChangedSinceHashed_IsInvalidAndNothingStored(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts UploadOptions
+	}{{"one put", UploadOptions{}}, {"multipart", UploadOptions{Threshold: 1024, PartSize: 1024}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := localfs.Open(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			fs := faults.Wrap(s)
+			p := filepath.Join(t.TempDir(), "f")
+			body := make([]byte, 3000)
+			if err := os.WriteFile(p, body, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			plan, err := planFiles([]string{p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			body[2999] = 1 // same size, other bytes
+			if err := os.WriteFile(p, body, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			err = uploadPlanned(context.Background(), fs, "sales", "orders", []string{p}, plan, tc.opts)
+			if !errors.Is(err, outcome.ErrInvalid) || !strings.Contains(err.Error(), "changed since it was hashed") {
+				t.Fatalf("upload of a changed file: %v, want invalid", err)
+			}
+			id, _ := format.ParseULID(plan[0].ID)
+			if _, err := s.Head(context.Background(), format.ObjectKey("sales", "orders", id)); !errors.Is(err, storage.ErrNotFound) {
+				t.Fatalf("object of the changed file: %v, want not found", err)
+			}
+			if n := fs.Count(faults.OpCompleteMultipart).Sent + fs.CountMatching(faults.Rule{Op: faults.OpPut, KeyPrefix: format.TableObjectsPrefix("sales", "orders")}).Sent; n != 0 {
+				t.Fatalf("%d object puts or completes sent, want none", n)
+			}
+		})
 	}
 }
 

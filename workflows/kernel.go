@@ -112,6 +112,9 @@ type opRun struct {
 	// pendingRecorded: the step before recorded the next write as the operation's pending
 	// write; the write's first attempt only checks it (activities.WriteInput).
 	pendingRecorded bool
+	// cancelEnding, while set and no write is pending, is how a cancellation ends the
+	// operation (a write waiting for its upload: abandoned).
+	cancelEnding *ending
 }
 
 // runSpec names an operation for startOp.
@@ -368,6 +371,9 @@ func (r *opRun) run(ctx workflow.Context, res result, body func(ctx workflow.Con
 	if cancelled {
 		fctx, _ = workflow.NewDisconnectedContext(ctx)
 		e.msg, reason = "cancelled: "+err.Error(), "cancelled"
+	}
+	if cancelled && r.pending == nil && r.cancelEnding != nil {
+		e = *r.cancelEnding
 	}
 	if r.pending == nil && r.drive != nil {
 		r.log(fctx, "graft operation ends with an effect step running; running it to its end")

@@ -48,6 +48,9 @@ type matrixKind struct {
 	result func() any
 	// usable uses the graph once more, as the kind's users would after the case.
 	usable func(t *testing.T, r *rig)
+	// awaitsUpload: the workflow waits for graft.uploaded after its pins (a pin-first
+	// write); startMatrix sends it once the workflow waits.
+	awaitsUpload bool
 }
 
 // matrixCase is one way of ending an operation or misbehaving under it.
@@ -198,8 +201,8 @@ func matrixCases() []matrixCase {
 			r.startWorker()
 			stop, release := r.holdEffect(k)
 			opID := randomName("same-")
-			req, other := k.prepareOnce(r)
-			first := r.startOp(k.wf, req(opID))
+			_, other := k.prepareOnce(r)
+			first := r.startMatrix(k, opID)
 			r.waitInFlight(t, k, opID)
 			before, _ := r.cat.OperationGet(r.ctx, catalog.OperationGetParams{ID: opID})
 			second := r.startOp(k.wf, other(opID))
@@ -299,6 +302,16 @@ func matrixKinds() []matrixKind {
 						return workflows.WriteTableInput{Graph: r.graph, Branch: "main", Table: "u", Objects: objs, OpID: op}
 					}, func(op string) any {
 						return workflows.WriteTableInput{Graph: r.graph, Branch: "main", Table: "w", Objects: objs, OpID: op}
+					}
+			},
+			effect: nextCommit(mainHead), result: func() any { return &workflows.WriteTableResult{} }, usable: usable},
+		{name: "WriteTablePinFirst", wf: workflows.WriteTableName, kernel: true, success: []outcome.Outcome{outcome.Done}, awaitsUpload: true,
+			prepare: func(r *rig) (func(string) any, func(string) any) {
+				objs := objects(r)
+				return func(op string) any {
+						return workflows.WriteTableInput{Graph: r.graph, Branch: "main", Table: "u", Objects: objs, OpID: op, AwaitUpload: true}
+					}, func(op string) any {
+						return workflows.WriteTableInput{Graph: r.graph, Branch: "main", Table: "w", Objects: objs, OpID: op, AwaitUpload: true}
 					}
 			},
 			effect: nextCommit(mainHead), result: func() any { return &workflows.WriteTableResult{} }, usable: usable},
@@ -424,7 +437,31 @@ func (k matrixKind) prepareOnce(r *rig) (req, other func(opID string) any) {
 
 func (r *rig) startMatrix(k matrixKind, opID string) sdkclient.WorkflowRun {
 	req, _ := k.prepareOnce(r)
-	return r.startOp(k.wf, req(opID))
+	run := r.startOp(k.wf, req(opID))
+	if k.awaitsUpload {
+		go r.sendUploaded(run)
+	}
+	return run
+}
+
+// sendUploaded sends graft.uploaded to a pin-first write until it is accepted or the
+// workflow is gone: the update is refused until the write waits for its upload.
+func (r *rig) sendUploaded(run sdkclient.WorkflowRun) {
+	for r.ctx.Err() == nil {
+		h, err := r.tc.UpdateWorkflow(r.ctx, sdkclient.UpdateWorkflowOptions{WorkflowID: run.GetID(), RunID: run.GetRunID(),
+			UpdateName: workflows.UploadedUpdateName, Args: []any{workflows.UploadedRequest{}}, WaitForStage: sdkclient.WorkflowUpdateStageCompleted})
+		if err == nil {
+			err = h.Get(r.ctx, nil)
+		}
+		if err == nil {
+			return
+		}
+		if d, derr := r.tc.DescribeWorkflowExecution(r.ctx, run.GetID(), run.GetRunID()); derr != nil ||
+			d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // holdEffect keeps the kind's effect in flight: puts are held (Hold), cleanup's deletes

@@ -69,10 +69,12 @@ func TestCreateBranch_ReplaysRecordedHistories(t *testing.T) {
 
 // TestKernel_ReplaysRecordedHistories replays histories recorded from the kernel's own
 // paths — a parked fence, an operator's abandon of a commit, a cancelled delete completing
-// its swap, an in-doubt commit found stale, a reconcile pass — against today's code.
+// its swap, an in-doubt commit found stale, a reconcile pass, a pin-first write done and
+// one abandoned at its upload deadline — against today's code.
 func TestKernel_ReplaysRecordedHistories(t *testing.T) {
 	for _, name := range []string{"createbranch_parked_then_fenced", "writetable_abandoned_fenced", "deletebranch_cancelled_swap_completed",
-		"writetable_in_doubt_stale_replanned", "reconcile_settled_terminated_create"} {
+		"writetable_in_doubt_stale_replanned", "reconcile_settled_terminated_create", "writetable_pinfirst_done",
+		"writetable_upload_deadline_abandoned"} {
 		t.Run(name, func(t *testing.T) {
 			f := filepath.Join("testdata", name+".json")
 			if _, err := os.Stat(f); err != nil {

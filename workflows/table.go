@@ -1,7 +1,9 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -25,9 +27,11 @@ type TableObject struct {
 	SHA256 string `json:"sha256"` // lower-case hex
 }
 
-// WriteTableInput is the input of graft.WriteTable. The data objects are already in the
-// store (the client uploads them put-if-absent); the input carries only their ids, sizes
-// and checksums.
+// WriteTableInput is the input of graft.WriteTable. It carries only the data objects' ids,
+// sizes and checksums: with AwaitUpload the client uploads them once the workflow pinned
+// them (docs/workflows.md, "Pin first, then upload"); without, they are in the store
+// already (the client uploaded them put-if-absent) and only their age protects them from
+// a cleanup until the workflow's first step pins them.
 type WriteTableInput struct {
 	Graph        string        `json:"graph"`
 	Branch       string        `json:"branch"`
@@ -51,6 +55,89 @@ type WriteTableInput struct {
 	// ObjectsSHA256, with Staged, is ObjectsSHA256 of the staged objects: what names them
 	// in the write's Request, since the input does not list them ("": the staged id does).
 	ObjectsSHA256 string `json:"objects_sha256,omitempty"`
+	// AwaitUpload: the objects are planned, not uploaded. The workflow pins their keys
+	// first and answers the graft.pinned update once the pins are durable; the client then
+	// uploads them and sends graft.uploaded, and the write goes on. With no graft.uploaded
+	// within UploadDeadlineSeconds (0: DefaultUploadDeadline) the write ends abandoned.
+	AwaitUpload           bool  `json:"await_upload,omitempty"`
+	UploadDeadlineSeconds int64 `json:"upload_deadline_seconds,omitempty"`
+}
+
+// The updates of a pin-first write (WriteTableInput.AwaitUpload).
+const (
+	// PinnedUpdateName returns a PinnedResult once the write's pins are durable, or once
+	// it ended before pinning: what the client waits for before its first byte (with
+	// Update-with-Start, in the same call that starts the workflow).
+	PinnedUpdateName = "graft.pinned"
+	// UploadedUpdateName tells the write its objects are uploaded. A write started without
+	// AwaitUpload refuses it; one that has not begun to wait yet (a reset run pinning
+	// again) keeps it for its wait.
+	UploadedUpdateName = "graft.uploaded"
+)
+
+// DefaultUploadDeadline is how long a pin-first write waits for graft.uploaded when its
+// input names no deadline.
+const DefaultUploadDeadline = 24 * time.Hour
+
+// PinnedResult answers graft.pinned. An Outcome means the write ended without pinning
+// (its message says why): upload nothing.
+type PinnedResult struct {
+	Outcome outcome.Outcome `json:"outcome,omitempty"`
+	Message string          `json:"message,omitempty"`
+}
+
+// ErrNotWaitingForUpload refuses a graft.uploaded to a write that never waits for one.
+var ErrNotWaitingForUpload = errors.New("the write was started with its objects uploaded: it waits for no upload")
+
+// uploadWait is the pin-first state of a write: what its update handlers read.
+type uploadWait struct {
+	pinned   *PinnedResult
+	uploaded bool
+	failed   string // the client's upload failed: why
+}
+
+// UploadedRequest is the argument of graft.uploaded: {} once every object is uploaded,
+// or Failed saying why the client gave up its upload (the write ends abandoned at once).
+type UploadedRequest struct {
+	Failed string `json:"failed,omitempty"`
+}
+
+// handle registers the write's updates; a write without AwaitUpload refuses both.
+func (u *uploadWait) handle(ctx workflow.Context, await bool) {
+	_ = workflow.SetUpdateHandlerWithOptions(ctx, PinnedUpdateName, func(ctx workflow.Context) (PinnedResult, error) {
+		if err := workflow.Await(ctx, func() bool { return u.pinned != nil }); err != nil {
+			return PinnedResult{}, err
+		}
+		return *u.pinned, nil
+	}, workflow.UpdateHandlerOptions{Validator: func() error {
+		if !await {
+			return errors.New("the write was started with its objects uploaded: there is nothing to pin first")
+		}
+		return nil
+	}})
+	_ = workflow.SetUpdateHandlerWithOptions(ctx, UploadedUpdateName, func(ctx workflow.Context, req UploadedRequest) error {
+		if !u.uploaded {
+			u.uploaded, u.failed = true, req.Failed
+		}
+		return nil
+	}, workflow.UpdateHandlerOptions{Validator: func(UploadedRequest) error {
+		if !await {
+			return ErrNotWaitingForUpload
+		}
+		return nil
+	}})
+}
+
+// ended answers a graft.pinned still waiting when the write ends before its pins.
+func (u *uploadWait) ended(e ending, err error) {
+	if u.pinned != nil {
+		return
+	}
+	if err != nil {
+		u.pinned = &PinnedResult{Message: err.Error()}
+		return
+	}
+	u.pinned = &PinnedResult{Outcome: e.out, Message: e.msg}
 }
 
 // MaxInlineObjects is the most objects WriteTableInput.Objects lists; a write of more
@@ -98,13 +185,28 @@ func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, err
 		res.Bytes += o.Size
 	}
 	edit := activities.TableEdit{Append: in.Append, Remove: in.Remove, Imports: in.Imports, Staged: in.Staged}
-	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
+	var up uploadWait
+	up.handle(ctx, in.AwaitUpload)
+	err := r.run(ctx, &res, func(ctx workflow.Context) (e ending, err error) {
+		defer func() { up.ended(e, err) }()
 		var prep activities.PrepareWriteResult
-		if err := r.prepare(ctx, fmt.Sprintf("recording the write, pinning and probing %d objects", len(in.Objects)),
-			"validate, claim, pin and probe the uploaded objects", acts.PrepareWrite, activities.PrepareWriteInput{
-				OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Table: in.Table, Objects: objs, Edit: edit,
-				ExpectedHead: in.ExpectedHead, Author: in.Author, Message: in.Message, WorkflowID: r.wfID, RunID: r.owner.Run,
-			}, &prep); err != nil {
+		prepare := activities.PrepareWriteInput{
+			OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Table: in.Table, Objects: objs, Edit: edit,
+			ExpectedHead: in.ExpectedHead, Author: in.Author, Message: in.Message, WorkflowID: r.wfID, RunID: r.owner.Run,
+		}
+		if in.AwaitUpload {
+			e, err := awaitUpload(ctx, r, in, prepare, &up, &prep)
+			if err != nil || e.out != "" {
+				return e, err
+			}
+			var probe activities.PrepareWriteResult
+			if err := r.prepare(ctx, fmt.Sprintf("probing %d uploaded objects", len(in.Objects)),
+				"probe the uploaded objects", acts.ProbeWrite, prepare, &probe); err != nil {
+				return ending{}, err
+			}
+			prep.Outcome, prep.Message = probe.Outcome, probe.Message
+		} else if err := r.prepare(ctx, fmt.Sprintf("recording the write, pinning and probing %d objects", len(in.Objects)),
+			"validate, claim, pin and probe the uploaded objects", acts.PrepareWrite, prepare, &prep); err != nil {
 			return ending{}, err
 		}
 		r.foreign = !prep.Owned
@@ -141,7 +243,49 @@ func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, err
 			return plannedCommit{out: plan.Outcome, msg: plan.Message, committed: plan.Committed, spec: plan.Spec, recorded: plan.PendingRecorded, success: outcome.Done}, err
 		})
 	})
+	if in.AwaitUpload {
+		// graft.pinned answers before the workflow closes, whatever ended the write.
+		_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+	}
 	return res, err
+}
+
+// awaitUpload pins a pin-first write's planned objects (PrepareWrite, Planned) into pin,
+// answers graft.pinned, then waits for graft.uploaded up to the write's deadline: past it
+// the write ends abandoned, and a cancellation meanwhile ends it the same way. Waiting for
+// a client follows no storage effect of the workflow's own, so a timer may end it. The
+// write then only probes (ProbeWrite): its claim and pins hold.
+func awaitUpload(ctx workflow.Context, r *opRun, in WriteTableInput, prepare activities.PrepareWriteInput, up *uploadWait, pin *activities.PrepareWriteResult) (ending, error) {
+	prepare.Planned = true
+	if err := r.prepare(ctx, fmt.Sprintf("recording the write and pinning %d planned objects", len(in.Objects)),
+		"validate, claim and pin the planned objects", acts.PrepareWrite, prepare, pin); err != nil {
+		return ending{}, err
+	}
+	r.foreign = !pin.Owned
+	if pin.Outcome != "" {
+		return end(pin.Outcome, pin.Message)
+	}
+	up.pinned = &PinnedResult{}
+	deadline := DefaultUploadDeadline
+	if in.UploadDeadlineSeconds > 0 {
+		deadline = time.Duration(in.UploadDeadlineSeconds) * time.Second
+	}
+	r.cancelEnding = &ending{out: outcome.Abandoned,
+		msg: "cancelled while waiting for its upload; nothing was published and its objects are released to cleanup"}
+	r.setPhase(ctx, "upload", fmt.Sprintf("waiting up to %s for the client to upload the objects and send %s", deadline, UploadedUpdateName))
+	ok, err := workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{Timeout: deadline,
+		TimerOptions: workflow.TimerOptions{Summary: "upload deadline"}}, func() bool { return up.uploaded })
+	if err != nil {
+		return ending{}, err
+	}
+	r.cancelEnding = nil
+	if !ok {
+		return end(outcome.Abandoned, fmt.Sprintf("the upload did not finish within %s; nothing was published and its objects are released to cleanup", deadline))
+	}
+	if up.failed != "" {
+		return end(outcome.Abandoned, "the client's upload failed ("+up.failed+"); nothing was published and its objects are released to cleanup")
+	}
+	return ending{}, nil
 }
 
 // plannedCommit is what an operation's plan step decided about the commit it appends.

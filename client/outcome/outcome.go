@@ -30,11 +30,13 @@ const (
 	Adopted         Outcome = "adopted"            // the target was behind the source; it now has the source's tables
 	AlreadyUpToDate Outcome = "already_up_to_date" // the merge would change nothing; nothing was written
 	Deleted         Outcome = "deleted"            // a branch or tag was retired; its ref stays as a fence
+
+	Abandoned Outcome = "abandoned" // a write's upload never finished: nothing was published, its pins are released
 )
 
 // All lists every outcome, in documentation order.
 var All = []Outcome{Created, Unpublished, InDoubt, Conflict, NotFound, NotRetained, Invalid, Refused, Done,
-	Merged, Adopted, AlreadyUpToDate, Deleted}
+	Merged, Adopted, AlreadyUpToDate, Deleted, Abandoned}
 
 // Exit codes of the graft CLI. 1 is any failure that is not an outcome (unreachable
 // Temporal, Postgres or storage; a bug).
@@ -49,6 +51,7 @@ const (
 	ExitNotRetained = 7
 	ExitRefused     = 8
 	ExitUnavailable = 9
+	ExitAbandoned   = 10
 )
 
 // ExitCode returns the CLI exit code for o.
@@ -77,6 +80,7 @@ var (
 	ErrNotRetained = errors.New("not retained")
 	ErrInvalid     = errors.New("invalid")
 	ErrRefused     = errors.New("refused")
+	ErrAbandoned   = errors.New("abandoned")
 )
 
 // failures are the outcomes that are not a success, with their exit code and sentinel.
@@ -86,7 +90,7 @@ var failures = map[Outcome]struct {
 }{
 	Unpublished: {ExitUnpublished, ErrUnpublished}, InDoubt: {ExitInDoubt, ErrInDoubt}, Conflict: {ExitConflict, ErrConflict},
 	NotFound: {ExitNotFound, ErrNotFound}, NotRetained: {ExitNotRetained, ErrNotRetained}, Invalid: {ExitInvalid, ErrInvalid},
-	Refused: {ExitRefused, ErrRefused},
+	Refused: {ExitRefused, ErrRefused}, Abandoned: {ExitAbandoned, ErrAbandoned},
 }
 
 // Error is an operation that ended (or paused, for InDoubt) without success. OpID

@@ -78,7 +78,7 @@ AWS SDK's standard chain.
 With --output json (-o json) a result is one JSON object on stdout and an
 error one JSON object on stderr. Exit codes: 0 ok, 1 failure, 2 invalid input
 or bad flags, 3 unpublished, 4 in_doubt, 5 conflict, 6 not_found,
-7 not_retained, 8 refused, 9 unavailable (docs/outcomes.md).
+7 not_retained, 8 refused, 9 unavailable, 10 abandoned (docs/outcomes.md).
 
 Start here: graft dev`
 

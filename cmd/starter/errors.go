@@ -164,6 +164,7 @@ var defaultNexts = map[outcome.Outcome]string{
 	outcome.NotRetained: "cleanup reclaimed something this needs; start from a newer commit, a tag or a live branch",
 	outcome.Invalid:     "fix the input; see `graft <command> --help`",
 	outcome.Refused:     "the store refused the request: check the bucket's permissions and policy for the worker's credentials",
+	outcome.Abandoned:   "the upload did not finish in time and nothing was published; write again (a later cleanup reclaims what was uploaded)",
 }
 
 // requestConflictNext is what to do after a request met an operation started for a

@@ -15,11 +15,17 @@ func (a *app) tableWriteCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "write GRAPH BRANCH TABLE [FILE...]",
 		Short: "Upload local files as a new version of a table on a branch",
-		Long: `write uploads each FILE to the store as one data object (put-if-absent,
-straight from this machine), then starts graft.WriteTable, which publishes the
-objects as a new table version and commits it on BRANCH. It waits like
+		Long: `write hashes each FILE and starts graft.WriteTable, which pins the keys
+the files will have; then it uploads each FILE to the store as one data object
+(put-if-absent, straight from this machine), and the workflow publishes the
+objects as a new table version and commits it on BRANCH. No cleanup reclaims
+an object of the write while it runs, whatever its guard window. It waits like
 branch create: done (exit 0), or in_doubt (exit 4) with the operation id when
 the commit put answered ambiguously and the workflow is settling it.
+
+If the upload does not finish within --upload-deadline (this command killed,
+the network gone), the write ends abandoned (exit 10): nothing is published,
+and the next cleanup reclaims what it had put.
 
 The store flags must name the store the workers use. --expected-head makes
 the write a conflict (exit 5) unless BRANCH's head is that commit.
@@ -78,7 +84,8 @@ given.`,
 	f.BoolVar(&req.Append, "append", false, "add to the head's version of the table instead of replacing it")
 	f.StringArrayVar(&req.Remove, "remove", nil, "drop this entry name from the head's version (repeatable)")
 	f.StringArrayVar(&req.Import, "import", nil, "register the store's object at this key by reference, zero copy (repeatable)")
-	f.BoolVar(&detach, "detach", false, "return as soon as the workflow has started (the files are uploaded first)")
+	f.DurationVar(&req.UploadDeadline, "upload-deadline", 0, "end the write abandoned unless its upload finishes within this long of its pins (default 24h)")
+	f.BoolVar(&detach, "detach", false, "return once the files are uploaded and the workflow goes on to publish them")
 	f.BoolVar(&final, "wait-settled", false, "wait through an in-doubt settle for the definitive outcome")
 	return cmd
 }

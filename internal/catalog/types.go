@@ -53,6 +53,7 @@ const (
 	OutcomeAdopted         Outcome = "adopted"
 	OutcomeAlreadyUpToDate Outcome = "already_up_to_date"
 	OutcomeDeleted         Outcome = "deleted"
+	OutcomeAbandoned       Outcome = "abandoned"
 	OutcomeFailed          Outcome = "failed" // gave up on an infrastructure error
 )
 
@@ -60,7 +61,7 @@ const (
 var Outcomes = []Outcome{
 	OutcomeCreated, OutcomeUnpublished, OutcomeInDoubt, OutcomeConflict, OutcomeNotFound,
 	OutcomeNotRetained, OutcomeInvalid, OutcomeRefused, OutcomeDone, OutcomeMerged,
-	OutcomeAdopted, OutcomeAlreadyUpToDate, OutcomeDeleted, OutcomeFailed,
+	OutcomeAdopted, OutcomeAlreadyUpToDate, OutcomeDeleted, OutcomeAbandoned, OutcomeFailed,
 }
 
 // IncarnationState is the witness's record of an incarnation. Live, unpublished and

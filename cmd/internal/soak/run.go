@@ -466,9 +466,29 @@ func (r *runner) runOp(o Op) {
 	case OpWrite:
 		files, remove := r.dataFiles(max(o.Files, 1), o.ID)
 		defer remove()
-		r.started(o, client.WriteTableWorkflowID(r.graph, o.Branch, key))
-		res, e := r.gc.WriteTable(ctx, r.fs, client.WriteTableRequest{Graph: r.graph, Branch: o.Branch, Table: o.Table, Files: files,
-			Append: o.Append, IdempotencyKey: key})
+		wid := client.WriteTableWorkflowID(r.graph, o.Branch, key)
+		r.started(o, wid)
+		req := client.WriteTableRequest{Graph: r.graph, Branch: o.Branch, Table: o.Table, Files: files,
+			Append: o.Append, IdempotencyKey: key}
+		if o.DiesMidUpload {
+			// The client hangs after its first object is stored, past the write's deadline;
+			// a client that gives up first ends the write abandoned, and an operator's
+			// cancel of the waiting write would too.
+			r.mu.Lock()
+			r.operated[wid] = true
+			r.mu.Unlock()
+			req.UploadDeadline = time.Second
+			dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+			defer dcancel()
+			// (A write attached to under a reused key uploads nothing, and ends as it ends.)
+			res, e := r.gc.WriteTable(dctx, &hangingStore{Store: r.fs, prefix: r.graph + "/tables/"}, req)
+			oc, commit, err = res.Outcome, res.Commit, e
+			if errors.Is(e, context.DeadlineExceeded) {
+				oc, err = outcome.Abandoned, nil
+			}
+			break
+		}
+		res, e := r.gc.WriteTable(ctx, r.fs, req)
 		oc, commit, err = res.Outcome, res.Commit, e
 	case OpCreate:
 		fb, fc, ft := r.source(o.Source)
@@ -548,6 +568,22 @@ func (r *runner) runOp(o Op) {
 	if out == "error" {
 		r.count(r.res.Unclassified, o.label()+": "+errorShape(err, r.graph))
 	}
+}
+
+// hangingStore is a dying client's store: a put of a data object is stored, then never
+// answered until the client gives up.
+type hangingStore struct {
+	storage.Store
+	prefix string
+}
+
+func (h *hangingStore) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
+	res, err := h.Store.Put(ctx, key, body, opts)
+	if err != nil || !strings.HasPrefix(key, h.prefix) || !strings.Contains(key, "/objects/") {
+		return res, err
+	}
+	<-ctx.Done()
+	return res, ctx.Err()
 }
 
 // errorShape is err's message with what differs between seeds (the graph's name, ids,

@@ -74,6 +74,9 @@ type Op struct {
 	// client stages the list), appended to the head's version when Append is set.
 	Files  int
 	Append bool
+	// DiesMidUpload: the write's client stops answering once its first object is stored,
+	// as a killed client does; the write ends abandoned at its upload deadline.
+	DiesMidUpload bool
 }
 
 // label is the op's kind in the totals: a write's shape is told apart (write_append,
@@ -88,6 +91,9 @@ func (o Op) label() string {
 	}
 	if o.Append {
 		l += "_append"
+	}
+	if o.DiesMidUpload {
+		l += "_dies"
 	}
 	return l
 }
@@ -210,6 +216,7 @@ func Generate(seed uint64, backend Backend) Schedule {
 			if r.IntN(25) == 0 {
 				o.Files = workflows.MaxInlineObjects + 1 + r.IntN(40) // a staged list
 			}
+			o.DiesMidUpload = r.IntN(8) == 0
 		case OpCreate:
 			o.Branch, o.Source = branch(), source()
 		case OpMerge:
@@ -347,7 +354,7 @@ func (s Schedule) String() string {
 			}
 		}
 		if o.Kind == OpWrite {
-			fmt.Fprintf(&b, " files=%d append=%v", max(o.Files, 1), o.Append)
+			fmt.Fprintf(&b, " files=%d append=%v dies-mid-upload=%v", max(o.Files, 1), o.Append, o.DiesMidUpload)
 		}
 		if o.Kind == OpCleanup {
 			fmt.Fprintf(&b, " keep-newest=%d keep-newer-than=%v no-guard=%v", o.KeepNewest, o.KeepNewerThan, o.NoGuard)
