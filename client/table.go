@@ -165,20 +165,14 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 		// End the write now rather than at its deadline: it ends abandoned, its pins released.
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		_, _ = c.tc.UpdateWorkflow(fctx, sdkclient.UpdateWorkflowOptions{WorkflowID: h.WorkflowID,
-			UpdateName: workflows.UploadedUpdateName, Args: []any{workflows.UploadedRequest{Failed: err.Error()}},
-			WaitForStage: sdkclient.WorkflowUpdateStageAccepted})
+		_ = c.tc.SignalWorkflow(fctx, h.WorkflowID, "", workflows.UploadedSignalName, workflows.UploadedRequest{Failed: err.Error()})
 		return nil, err
 	}
-	// To the workflow's current run: a reset run waits for it as well.
-	uh, err := c.tc.UpdateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{WorkflowID: h.WorkflowID,
-		UpdateName: workflows.UploadedUpdateName, Args: []any{workflows.UploadedRequest{}},
-		WaitForStage: sdkclient.WorkflowUpdateStageCompleted})
-	if err == nil {
-		err = uh.Get(ctx, nil)
-	}
-	if answered(ctx, err) {
-		// The workflow closed first (its deadline passed): its result says how the write ended.
+	// To the workflow's current run, and as a signal: an operator's reset reapplies it, so a
+	// reset run learns of the upload too. A write that already closed (its deadline passed,
+	// or it was terminated) refuses it as not found: its result says how the write ended.
+	err = c.tc.SignalWorkflow(ctx, h.WorkflowID, "", workflows.UploadedSignalName, workflows.UploadedRequest{})
+	if nf := (*serviceerror.NotFound)(nil); err == nil || errors.As(err, &nf) {
 		return h, nil
 	}
 	return nil, unanswered(ctx, "tell write "+id+" its upload is done", id, key, err)

@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/graftworks/graft/client"
@@ -444,20 +446,13 @@ func (r *rig) startMatrix(k matrixKind, opID string) sdkclient.WorkflowRun {
 	return run
 }
 
-// sendUploaded sends graft.uploaded to a pin-first write until it is accepted or the
-// workflow is gone: the update is refused until the write waits for its upload.
+// sendUploaded sends graft.uploaded to a pin-first write, retrying only a request the
+// server did not answer: a signal waits in the workflow until it waits for its upload.
 func (r *rig) sendUploaded(run sdkclient.WorkflowRun) {
 	for r.ctx.Err() == nil {
-		h, err := r.tc.UpdateWorkflow(r.ctx, sdkclient.UpdateWorkflowOptions{WorkflowID: run.GetID(), RunID: run.GetRunID(),
-			UpdateName: workflows.UploadedUpdateName, Args: []any{workflows.UploadedRequest{}}, WaitForStage: sdkclient.WorkflowUpdateStageCompleted})
-		if err == nil {
-			err = h.Get(r.ctx, nil)
-		}
-		if err == nil {
-			return
-		}
-		if d, derr := r.tc.DescribeWorkflowExecution(r.ctx, run.GetID(), run.GetRunID()); derr != nil ||
-			d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		var unavailable *serviceerror.Unavailable
+		err := r.tc.SignalWorkflow(r.ctx, run.GetID(), run.GetRunID(), workflows.UploadedSignalName, workflows.UploadedRequest{})
+		if !errors.As(err, &unavailable) {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -300,8 +301,7 @@ func TestWriteTable_ClientDiesMidUpload_AbandonedAtDeadline_NoGuardCleanupLeaves
 	}
 	recordHistory(t, r, p.run.GetID(), p.run.GetRunID(), "writetable_upload_deadline_abandoned")
 	r.wantReleased(p.in.OpID, catalog.OutcomeAbandoned)
-	_, err := r.tc.UpdateWorkflow(r.ctx, sdkclient.UpdateWorkflowOptions{WorkflowID: p.run.GetID(), RunID: p.run.GetRunID(),
-		UpdateName: workflows.UploadedUpdateName, Args: []any{workflows.UploadedRequest{}}, WaitForStage: sdkclient.WorkflowUpdateStageCompleted})
+	err := r.tc.SignalWorkflow(r.ctx, p.run.GetID(), p.run.GetRunID(), workflows.UploadedSignalName, workflows.UploadedRequest{})
 	if err == nil {
 		t.Fatal("graft.uploaded accepted after the write ended")
 	}
@@ -391,4 +391,48 @@ func TestWriteTable_UploadRefused_WriteEndsAbandonedAtOnce(t *testing.T) {
 		t.Fatalf("the write's end: %+v, %v; want abandoned", res, err)
 	}
 	r.wantReleased(key, catalog.OutcomeAbandoned)
+}
+
+// A write whose client uploaded everything and sent graft.uploaded, reset by an operator
+// to its first workflow task — before its pins — while it writes its manifest, still ends
+// done: the reset reapplies the signal, so the reset run pins again and goes on instead of
+// waiting out its deadline.
+func TestWriteTable_UploadedThenResetBeforeItsPins_ResetRunEndsDone(t *testing.T) {
+	r := runningRig(t)
+	p := r.startPlanned(0)
+	for _, o := range []struct {
+		obj  workflows.TableObject
+		body []byte
+	}{{p.small, p.smallBody}, {p.large, bytes.Repeat([]byte{7}, int(p.largeSize))}} {
+		id, _ := ulid.Parse(o.obj.ID)
+		if _, err := graph.UploadObject(r.ctx, r.inner, r.graph, "p", id, bytes.NewReader(o.body), o.obj.Size, graph.UploadOptions{}); err != nil {
+			t.Fatalf("upload %s: %v", o.obj.ID, err)
+		}
+	}
+	manifest, once := make(chan struct{}), sync.Once{}
+	slow := r.store.Add(faults.Rule{KeyPrefix: format.TableVersionsPrefix(r.graph, "p"), Match: func(op faults.Op, _ string) bool {
+		once.Do(func() { close(manifest) })
+		return op == faults.OpPut
+	}, Mode: faults.Delay, Delay: 3 * time.Second})
+	defer slow()
+	if err := r.tc.SignalWorkflow(r.ctx, p.run.GetID(), p.run.GetRunID(), workflows.UploadedSignalName, workflows.UploadedRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	<-manifest
+	first := workflowTasksCompleted(t, r, p.run.GetID(), p.run.GetRunID())[0]
+	resetRun := resetTo(t, r, p.run.GetID(), p.run.GetRunID(), first, "operator reset before the pins")
+	slow()
+	ctx, cancel := context.WithTimeout(r.ctx, time.Minute)
+	defer cancel()
+	var res workflows.WriteTableResult
+	if err := endOfCtx(ctx, r, r.tc.GetWorkflow(r.ctx, p.run.GetID(), resetRun), &res); err != nil || res.Outcome != outcome.Done ||
+		res.Commit == "" || res.Message != "" {
+		t.Fatalf("the reset run: %+v, %v; want done with its commit", res, err)
+	}
+	if d, err := r.tc.DescribeWorkflowExecution(r.ctx, p.run.GetID(), p.run.GetRunID()); err != nil ||
+		d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED {
+		t.Fatalf("the first run: %v, %v; want terminated by the reset", d.GetWorkflowExecutionInfo().GetStatus(), err)
+	}
+	r.report("main", res.Commit)
+	r.wantReleased(p.in.OpID, catalog.OutcomeDone)
 }

@@ -63,16 +63,17 @@ type WriteTableInput struct {
 	UploadDeadlineSeconds int64 `json:"upload_deadline_seconds,omitempty"`
 }
 
-// The updates of a pin-first write (WriteTableInput.AwaitUpload).
+// The messages of a pin-first write (WriteTableInput.AwaitUpload).
 const (
 	// PinnedUpdateName returns a PinnedResult once the write's pins are durable, or once
 	// it ended before pinning: what the client waits for before its first byte (with
 	// Update-with-Start, in the same call that starts the workflow).
 	PinnedUpdateName = "graft.pinned"
-	// UploadedUpdateName tells the write its objects are uploaded. A write started without
-	// AwaitUpload refuses it; one that has not begun to wait yet (a reset run pinning
-	// again) keeps it for its wait.
-	UploadedUpdateName = "graft.uploaded"
+	// UploadedSignalName tells the write its objects are uploaded (an UploadedRequest). It
+	// is a signal, not an update, because an operator's reset reapplies signals: a reset
+	// run that pins again still learns that the client finished, however early the reset
+	// point lies. The first one counts; a write that waits for no upload ignores it.
+	UploadedSignalName = "graft.uploaded"
 )
 
 // DefaultUploadDeadline is how long a pin-first write waits for graft.uploaded when its
@@ -86,10 +87,7 @@ type PinnedResult struct {
 	Message string          `json:"message,omitempty"`
 }
 
-// ErrNotWaitingForUpload refuses a graft.uploaded to a write that never waits for one.
-var ErrNotWaitingForUpload = errors.New("the write was started with its objects uploaded: it waits for no upload")
-
-// uploadWait is the pin-first state of a write: what its update handlers read.
+// uploadWait is the pin-first state of a write: what its update handler reads.
 type uploadWait struct {
 	pinned   *PinnedResult
 	uploaded bool
@@ -102,7 +100,8 @@ type UploadedRequest struct {
 	Failed string `json:"failed,omitempty"`
 }
 
-// handle registers the write's updates; a write without AwaitUpload refuses both.
+// handle registers graft.pinned, which a write without AwaitUpload refuses, and, with
+// AwaitUpload, receives graft.uploaded.
 func (u *uploadWait) handle(ctx workflow.Context, await bool) {
 	_ = workflow.SetUpdateHandlerWithOptions(ctx, PinnedUpdateName, func(ctx workflow.Context) (PinnedResult, error) {
 		if err := workflow.Await(ctx, func() bool { return u.pinned != nil }); err != nil {
@@ -115,17 +114,21 @@ func (u *uploadWait) handle(ctx workflow.Context, await bool) {
 		}
 		return nil
 	}})
-	_ = workflow.SetUpdateHandlerWithOptions(ctx, UploadedUpdateName, func(ctx workflow.Context, req UploadedRequest) error {
-		if !u.uploaded {
-			u.uploaded, u.failed = true, req.Failed
+	if !await {
+		return
+	}
+	ch := workflow.GetSignalChannel(ctx, UploadedSignalName)
+	// Disconnected: a cancelled write still takes the first graft.uploaded, whatever came.
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	workflow.Go(dctx, func(ctx workflow.Context) {
+		for {
+			var req UploadedRequest
+			ch.Receive(ctx, &req)
+			if !u.uploaded {
+				u.uploaded, u.failed = true, req.Failed
+			}
 		}
-		return nil
-	}, workflow.UpdateHandlerOptions{Validator: func(UploadedRequest) error {
-		if !await {
-			return ErrNotWaitingForUpload
-		}
-		return nil
-	}})
+	})
 }
 
 // ended answers a graft.pinned still waiting when the write ends before its pins.
@@ -272,7 +275,7 @@ func awaitUpload(ctx workflow.Context, r *opRun, in WriteTableInput, prepare act
 	}
 	r.cancelEnding = &ending{out: outcome.Abandoned,
 		msg: "cancelled while waiting for its upload; nothing was published and its objects are released to cleanup"}
-	r.setPhase(ctx, "upload", fmt.Sprintf("waiting up to %s for the client to upload the objects and send %s", deadline, UploadedUpdateName))
+	r.setPhase(ctx, "upload", fmt.Sprintf("waiting up to %s for the client to upload the objects and send %s", deadline, UploadedSignalName))
 	ok, err := workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{Timeout: deadline,
 		TimerOptions: workflow.TimerOptions{Summary: "upload deadline"}}, func() bool { return up.uploaded })
 	if err != nil {
