@@ -182,9 +182,10 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 // reports that the client may upload now. A run of the id already there is attached to
 // when it is the same request (a *RequestConflictError otherwise), and uploads nothing;
 // so is a write that ended before pinning. Without Options.EagerStart the start carries
-// the update (Update-with-Start, one request); with it, an eager start then the update,
-// since Update-with-Start cannot start eagerly (docs/benchmarks.md, "Table writes"). The
-// workflow pins whether or not the update arrives.
+// the update (Update-with-Start, one request). With it, the start is eager (Update-with-
+// Start cannot be) and the client watches the run's history for the memo the pins set
+// (workflows.PinnedMemo): an update would cost a workflow task of its own
+// (docs/benchmarks.md, "Table writes"). The workflow pins whether or not anyone asks.
 func (c *Client) startPinned(ctx context.Context, in workflows.WriteTableInput, id, key, summary string) (*WriteTableHandle, bool, error) {
 	opts := sdkclient.StartWorkflowOptions{
 		ID: id, TaskQueue: c.opts.TaskQueue,
@@ -234,8 +235,11 @@ func (c *Client) startPinned(ctx context.Context, in workflows.WriteTableInput, 
 	}
 	h := c.writeHandle(id, key, run)
 	if uh == nil {
-		pin.WorkflowID, pin.RunID = id, run.GetRunID()
-		uh, err = c.tc.UpdateWorkflow(ctx, pin)
+		pinned, err := c.watchPinned(ctx, id, run.GetRunID())
+		if err != nil {
+			return nil, false, unanswered(ctx, "pin the objects of "+summary, id, key, err)
+		}
+		return h, pinned, nil
 	}
 	var pr workflows.PinnedResult
 	if err == nil {
@@ -246,6 +250,22 @@ func (c *Client) startPinned(ctx context.Context, in workflows.WriteTableInput, 
 		return h, err == nil && pr.Outcome == "", nil
 	}
 	return nil, false, unanswered(ctx, "pin the objects of "+summary, id, key, err)
+}
+
+// watchPinned follows a write run's history until the memo its pins set (true) or its end
+// (false: it ended before pinning; its result says how).
+func (c *Client) watchPinned(ctx context.Context, id, runID string) (bool, error) {
+	it := c.tc.GetWorkflowHistory(ctx, id, runID, true, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return false, err
+		}
+		if _, ok := ev.GetWorkflowPropertiesModifiedEventAttributes().GetUpsertedMemo().GetFields()[workflows.PinnedMemo]; ok {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // attachWrite attaches to the run of a write under the caller's key when it is the same

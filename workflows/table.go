@@ -74,6 +74,10 @@ const (
 	// run that pins again still learns that the client finished, however early the reset
 	// point lies. The first one counts; a write that waits for no upload ignores it.
 	UploadedSignalName = "graft.uploaded"
+	// PinnedMemo is the memo field a pin-first write sets to true in the workflow task that
+	// made its pins durable: a client that started the write eagerly watches the run's
+	// history for it instead of asking graft.pinned, which would cost a workflow task.
+	PinnedMemo = "graft.pinned"
 )
 
 // DefaultUploadDeadline is how long a pin-first write waits for graft.uploaded when its
@@ -269,6 +273,9 @@ func awaitUpload(ctx workflow.Context, r *opRun, in WriteTableInput, prepare act
 		return end(pin.Outcome, pin.Message)
 	}
 	up.pinned = &PinnedResult{}
+	if err := workflow.UpsertMemo(ctx, map[string]any{PinnedMemo: true}); err != nil {
+		return ending{}, err
+	}
 	deadline := DefaultUploadDeadline
 	if in.UploadDeadlineSeconds > 0 {
 		deadline = time.Duration(in.UploadDeadlineSeconds) * time.Second
