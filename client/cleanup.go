@@ -92,6 +92,22 @@ func (c *Client) AttachCleanup(ctx context.Context, workflowID, runID string) *C
 	return &CleanupHandle{&OperationHandle[workflows.CleanupResult]{c: c, WorkflowID: workflowID, RunID: run.GetRunID(), run: run}}
 }
 
+// WaitRecorded returns once the cleanup's first step has recorded its run in the ledger
+// (its phase is past begin), so that the ledger — `graft op show`, `graft op wait` —
+// knows the run's id; or with ctx's error when ctx ends first.
+func (h *CleanupHandle) WaitRecorded(ctx context.Context) error {
+	for {
+		if p, err := h.Progress(ctx); err == nil && p.Phase != "" && p.Phase != "begin" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // OperationID returns the cleanup's ledger id, asking the workflow when StartCleanup could
 // not tell.
 func (h *CleanupHandle) OperationID(ctx context.Context) (string, error) {

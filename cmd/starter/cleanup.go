@@ -17,6 +17,10 @@ import (
 	"github.com/graftworks/graft/workflows"
 )
 
+// recordedWait bounds how long cleanup run without --wait waits for its run to be in the
+// ledger before it returns.
+const recordedWait = 15 * time.Second
+
 // progressInterval is how often cleanup run --wait asks the workflow how far it got.
 const progressInterval = 500 * time.Millisecond
 
@@ -69,8 +73,9 @@ three modes:
   --sweep RUN    delete what is still garbage of mark run RUN's plan
 
 Nothing a live branch, a tag, or a running or in-doubt operation may still
-name is ever deleted. Without --wait, run prints the run's workflow id and
-returns; with --wait it shows progress on stderr and prints the result.`,
+name is ever deleted. Without --wait, run returns once the run is recorded
+in the ledger, printing its operation and workflow ids; with --wait it
+shows progress on stderr and prints the result.`,
 		Args: exactArgs("GRAPH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := client.CleanupRequest{Graph: args[0], KeepNewest: pol.keepNewest, KeepNewerThan: pol.keepNewerThan,
@@ -91,6 +96,11 @@ returns; with --wait it shows progress on stderr and prints the result.`,
 				return err
 			}
 			if !wait {
+				// Return once the run is in the ledger, so that `graft op wait` finds it at
+				// once; a run slow to record itself is still reported, with its workflow.
+				rctx, cancel := context.WithTimeout(cmd.Context(), recordedWait)
+				_ = h.WaitRecorded(rctx)
+				cancel()
 				opID, _ := h.OperationID(cmd.Context()) // "" until the run has named itself
 				a.startedOp = opID
 				st := map[string]string{"graph": req.Graph, "mode": string(req.Mode), "op_id": opID, "workflow_id": h.WorkflowID, "run_id": h.RunID}

@@ -234,13 +234,15 @@ func TestGraftBinary_EndToEnd_OnTheDevStack(t *testing.T) {
 	if strings.ContainsAny(r.stderr, "\r\x1b") || !strings.HasPrefix(lines[len(lines)-1], "done") {
 		t.Fatalf("progress on a pipe: want plain lines ending in the done state, got %q", r.stderr)
 	}
-	// Without --wait, run prints the run's operation id, which op wait follows.
+	// Without --wait, run returns once the run is in the ledger and prints its operation
+	// id, which op show finds at once and op wait follows.
 	r = run("cleanup", "run", g, "--dry-run", "--keep-newest", "1", "-o", "json")
 	wantCode(t, r, 0)
 	started := jsonOut[map[string]string](t, r)
 	if started["op_id"] == "" {
 		t.Fatalf("cleanup run without --wait: %v", started)
 	}
+	wantCode(t, run("op", "show", started["op_id"]), 0)
 	r = run("op", "wait", started["op_id"], "-o", "json")
 	wantCode(t, r, 0)
 	if op := jsonOut[opView](t, r); op.Kind != "cleanup" || op.Outcome != "done" {
