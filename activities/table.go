@@ -38,6 +38,9 @@ type PrepareWriteInput struct {
 	// Planned: the objects are not uploaded yet (a pin-first write): pin them and probe
 	// nothing; the write probes them (ProbeWrite) once its client uploaded them.
 	Planned bool
+	// StagedPlan, with Edit.Staged, is the staged list not put yet: Planned pins its keys
+	// and objects without reading it; ProbeWrite checks the list against it.
+	StagedPlan *StagedPlan
 }
 
 // PrepareWriteResult is what PrepareWrite decided; an Outcome ends the write.
@@ -85,20 +88,48 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 			return end(outcome.Invalid, "imports[%d]: %s is %s; import only objects outside every graph's prefix", i, im.Key, why)
 		}
 	}
-	objs, st, stagedOut, stagedMsg, err := a.writeObjects(ctx, in.Graph, in.Table, in.OpID, in.Objects, in.Edit)
-	if err != nil {
+	var (
+		objs      []TableObject
+		st        staged
+		stagedOut outcome.Outcome
+		stagedMsg string
+		planned   = in.Planned && in.StagedPlan != nil
+		err       error
+	)
+	if in.StagedPlan != nil && !in.Planned {
+		return end(outcome.Invalid, "a staged plan is for a write that awaits its upload (await_upload)")
+	}
+	if planned {
+		if in.Edit.Staged == "" || len(in.Objects) > 0 {
+			return end(outcome.Invalid, "a staged plan needs a staged version and no objects inline")
+		}
+		if st, err = plannedStaged(in.Graph, in.Table, in.Edit.Staged, *in.StagedPlan); err != nil {
+			return end(outcome.Invalid, "%v", err)
+		}
+		objs = st.objects
+	} else if objs, st, stagedOut, stagedMsg, err = a.writeObjects(ctx, in.Graph, in.Table, in.OpID, in.Objects, in.Edit); err != nil {
 		return PrepareWriteResult{}, err
 	}
 	if stagedOut == outcome.Invalid {
 		return end(stagedOut, "%s", stagedMsg)
 	}
-	entries, total, err := objectEntries(objs, storage.MaxObjectSize)
-	if err != nil {
-		return end(outcome.Invalid, "%v", err)
+	var (
+		entries []objectEntry
+		total   int64
+		digest  string
+	)
+	if planned { // by ULID only: their sizes and checksums are in the list, not put yet
+		entries = mapped(objs, func(o TableObject) objectEntry { return objectEntry{ID: ulid.MustParse(o.ID)} })
+		total, digest = in.StagedPlan.Bytes, in.StagedPlan.ObjectsSHA256
+	} else {
+		if entries, total, err = objectEntries(objs, storage.MaxObjectSize); err != nil {
+			return end(outcome.Invalid, "%v", err)
+		}
+		digest = objectsDigest(entries)
 	}
 	fields := map[string]any{
 		"branch": in.Branch, "table": in.Table, "expected_head": in.ExpectedHead, "author": in.Author,
-		"message": in.Message, "objects": len(entries), "bytes": total, "objects_sha256": objectsDigest(entries),
+		"message": in.Message, "objects": len(entries), "bytes": total, "objects_sha256": digest,
 	}
 	if !in.Edit.empty() {
 		fields["edit_sha256"] = in.Edit.digest()
@@ -187,6 +218,15 @@ func (a *Activities) ProbeWrite(ctx context.Context, in PrepareWriteInput) (Prep
 	objs, st, stagedOut, stagedMsg, err := a.writeObjects(ctx, in.Graph, in.Table, in.OpID, in.Objects, in.Edit)
 	if err != nil || stagedOut != "" {
 		return PrepareWriteResult{Outcome: stagedOut, Message: stagedMsg}, err
+	}
+	if in.StagedPlan != nil {
+		plan, err := plannedStaged(in.Graph, in.Table, in.Edit.Staged, *in.StagedPlan)
+		if err != nil {
+			return end(outcome.Invalid, err.Error())
+		}
+		if why := checkPlanned(st, plan, *in.StagedPlan); why != "" {
+			return end(outcome.Invalid, fmt.Sprintf("staged version %s is not the list the write planned: %s", st.id, why))
+		}
 	}
 	entries, _, err := objectEntries(objs, storage.MaxObjectSize)
 	if err != nil {

@@ -2,8 +2,11 @@ package activities
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/oklog/ulid/v2"
 
@@ -21,6 +24,83 @@ import (
 // version). At most this many entries of the longest names and sizes fit in one 64 KiB
 // control object, so an inline list never makes a workflow input or ledger record larger.
 const MaxInlineObjects = 469
+
+// StagedPlan is a pin-first write's staged list before it is put (workflows.StagedPlan):
+// its keys, its objects' count, ULIDs (FirstObject+i) and bytes, and ObjectsSHA256 of its
+// objects in order.
+type StagedPlan struct {
+	FirstObject   string   `json:"first_object"`
+	Objects       int      `json:"objects"`
+	Bytes         int64    `json:"bytes"`
+	Keys          []string `json:"keys"`
+	ObjectsSHA256 string   `json:"objects_sha256"`
+}
+
+// MaxStagedPlanKeys bounds a StagedPlan's keys: a staged list of a million objects has
+// about 8,000 manifest chunks.
+const MaxStagedPlanKeys = 20000
+
+// plannedStaged checks a staged plan against the write's staged version id and returns the
+// staged version its pins cover: its keys, and its objects by ULID with no size yet.
+func plannedStaged(graphName, table, id string, p StagedPlan) (staged, error) {
+	vid, err := format.ParseULID(id)
+	if err != nil {
+		return staged{}, fmt.Errorf("staged: %w", err)
+	}
+	first, err := format.ParseULID(p.FirstObject)
+	switch {
+	case err != nil:
+		return staged{}, fmt.Errorf("staged_plan.first_object: %w", err)
+	case p.Objects < 1 || p.Bytes < 0:
+		return staged{}, fmt.Errorf("staged_plan: %d objects of %d bytes; want at least one object", p.Objects, p.Bytes)
+	case len(p.Keys) > MaxStagedPlanKeys:
+		return staged{}, fmt.Errorf("staged_plan: %d keys, at most %d", len(p.Keys), MaxStagedPlanKeys)
+	case len(p.ObjectsSHA256) != 64:
+		return staged{}, fmt.Errorf("staged_plan: objects_sha256 %q is not a SHA-256", p.ObjectsSHA256)
+	}
+	s := staged{id: vid, keys: []string{format.TableVersionKey(graphName, table, vid)}}
+	for i, k := range p.Keys {
+		if k == s.keys[0] {
+			continue
+		}
+		if _, err := format.ParseChunkKey(format.TableChunksPrefix(graphName, table), k); err != nil {
+			return staged{}, fmt.Errorf("staged_plan.keys[%d]: %w", i, err)
+		}
+		s.keys = append(s.keys, k)
+	}
+	s.objects = make([]TableObject, p.Objects)
+	for i := range s.objects {
+		s.objects[i].ID = format.NthULID(first, uint64(i)).String()
+	}
+	return s, nil
+}
+
+// checkPlanned compares a staged version read from the store with the plan its write
+// pinned: the same objects in the same order, of the declared digest and bytes, and no key
+// the plan did not name (it would not be pinned). "" when they agree.
+func checkPlanned(s staged, plan staged, p StagedPlan) string {
+	if len(s.objects) != len(plan.objects) {
+		return fmt.Sprintf("it lists %d objects, not the %d planned", len(s.objects), len(plan.objects))
+	}
+	h := sha256.New()
+	var total int64
+	for i, o := range s.objects {
+		if o.ID != plan.objects[i].ID {
+			return fmt.Sprintf("entry %d is object %s, not the planned %s", i, o.ID, plan.objects[i].ID)
+		}
+		fmt.Fprintf(h, "%d %s\n", o.Size, o.SHA256)
+		total += o.Size
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != p.ObjectsSHA256 || total != p.Bytes {
+		return fmt.Sprintf("its objects' digest %s of %d bytes is not the planned %s of %d", got, total, p.ObjectsSHA256, p.Bytes)
+	}
+	for _, k := range s.keys {
+		if !slices.Contains(plan.keys, k) {
+			return fmt.Sprintf("%s is not among the keys the write pinned", k)
+		}
+	}
+	return ""
+}
 
 // staged is a staged version as a write reads it.
 type staged struct {

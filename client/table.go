@@ -149,19 +149,24 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 	if req.UploadDeadline > 0 {
 		in.UploadDeadlineSeconds = int64(max(time.Second, req.UploadDeadline.Round(time.Second)) / time.Second)
 	}
+	var staged *stagedList
 	if len(objects) > workflows.MaxInlineObjects {
-		// The staged list is put before the pins, so only its age protects it until the
-		// pin step (docs/cleanup.md); its objects are pinned before their first byte.
-		if in.Staged, err = stageObjects(ctx, store, req.Graph, req.Table, key, objects); err != nil {
+		// The staged list is planned, not put: the workflow pins its keys and its objects'
+		// (FirstObject+i) before the client puts a byte of either.
+		if staged, err = planStaged(ctx, store, req.Graph, req.Table, key, objects); err != nil {
 			return nil, err
 		}
-		in.Objects, in.ObjectsSHA256 = nil, workflows.ObjectsSHA256(objects)
+		in.Objects, in.Staged, in.ObjectsSHA256, in.StagedPlan = nil, staged.plan.Version.ID.String(), workflows.ObjectsSHA256(objects), &staged.pins
 	}
 	h, pinned, err := c.startPinned(ctx, in, id, key, fmt.Sprintf("write table %s on %s in %s (%d objects)", req.Table, req.Branch, req.Graph, len(objects)))
 	if err != nil || !pinned {
 		return h, err
 	}
-	if err := uploadPlanned(ctx, store, req.Graph, req.Table, req.Files, objects, req.Upload); err != nil {
+	err = staged.put(ctx)
+	if err == nil {
+		err = uploadPlanned(ctx, store, req.Graph, req.Table, req.Files, objects, req.Upload)
+	}
+	if err != nil {
 		// End the write now rather than at its deadline: it ends abandoned, its pins released.
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
@@ -382,34 +387,56 @@ func (req WriteTableRequest) Validate() error {
 	return nil
 }
 
-// stageObjects writes the staged version of a write of more objects than a request lists
-// inline (docs/format.md, "Staged object lists"): a table version of exactly the uploaded
-// objects, its chunks then itself put-if-absent, that no commit pins; the workflow pins it
-// and builds the new version on it. Its id is fresh and its operation is the write's.
-func stageObjects(ctx context.Context, store storage.Store, graphName, table, opID string, objects []workflows.TableObject) (string, error) {
+// stagedList is the staged version of a write of more objects than a request lists inline
+// (docs/format.md, "Staged object lists"), planned but not put: a table version of exactly
+// the write's objects, that no commit pins, its id fresh and its operation the write's.
+// Its objects' ULIDs are consecutive from the first, so the workflow can pin them, and
+// the list's keys, before either is put.
+type stagedList struct {
+	g    *graph.Graph
+	plan graph.VersionPlan
+	pins workflows.StagedPlan
+}
+
+// planStaged renames objects to consecutive ULIDs from a fresh one and plans their staged
+// version.
+func planStaged(ctx context.Context, store storage.Store, graphName, table, opID string, objects []workflows.TableObject) (*stagedList, error) {
 	g, err := graph.Open(store, graphName)
 	if err != nil {
-		return "", outcome.Errorf(outcome.Invalid, "", "%v", err)
+		return nil, outcome.Errorf(outcome.Invalid, "", "%v", err)
 	}
-	entries := make([]format.ManifestEntry, 0, len(objects))
-	for _, o := range objects {
-		id, err := format.ParseULID(o.ID)
-		if err != nil {
-			return "", fmt.Errorf("stage object %s: %w", o.ID, err)
-		}
-		entries = append(entries, format.ManifestEntry{Name: o.ID, Object: id, Size: o.Size, SHA256: o.SHA256})
+	first := ulid.Make()
+	s := &stagedList{g: g, pins: workflows.StagedPlan{FirstObject: first.String(), Objects: len(objects)}}
+	entries := make([]format.ManifestEntry, len(objects))
+	for i := range objects {
+		id := format.NthULID(first, uint64(i))
+		objects[i].ID = id.String()
+		entries[i] = format.ManifestEntry{Name: id.String(), Object: id, Size: objects[i].Size, SHA256: objects[i].SHA256}
+		s.pins.Bytes += objects[i].Size
 	}
-	p, err := g.PutVersion(ctx, graph.VersionSpec{Table: table, VersionID: ulid.Make(), Put: entries,
+	s.plan, err = g.PlanVersion(ctx, graph.VersionSpec{Table: table, VersionID: ulid.Make(), Put: entries,
 		Time: time.Now().UTC().Truncate(time.Millisecond), Op: opID})
-	switch {
-	case errors.Is(err, graph.ErrInvalid):
-		return "", outcome.Errorf(outcome.Invalid, "", "stage the object list: %v", err)
-	case errors.Is(err, storage.ErrRefused):
-		return "", outcome.Errorf(outcome.Refused, "", "stage the object list: %v", err)
-	case err != nil:
-		return "", fmt.Errorf("stage the object list of %d objects: %w", len(objects), err)
+	if err != nil {
+		return nil, outcome.Errorf(outcome.Invalid, "", "stage the object list: %v", err)
 	}
-	return p.Version.ID.String(), nil
+	s.pins.Keys = s.plan.Keys()
+	return s, nil
+}
+
+// put writes the planned staged version, its chunks then itself put-if-absent, once the
+// workflow pinned them; nil puts nothing.
+func (s *stagedList) put(ctx context.Context) error {
+	if s == nil {
+		return nil
+	}
+	err := s.g.WriteVersion(ctx, s.plan)
+	switch {
+	case errors.Is(err, storage.ErrRefused):
+		return outcome.Errorf(outcome.Refused, "", "stage the object list: %v", err)
+	case err != nil:
+		return fmt.Errorf("stage the object list of %d objects: %w", s.pins.Objects, err)
+	}
+	return nil
 }
 
 // planFiles hashes each file and plans it under a fresh ULID, minted in the files' order.

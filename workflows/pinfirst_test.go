@@ -436,3 +436,71 @@ func TestWriteTable_UploadedThenResetBeforeItsPins_ResetRunEndsDone(t *testing.T
 	r.report("main", res.Commit)
 	r.wantReleased(p.in.OpID, catalog.OutcomeDone)
 }
+
+// pinChecking is a client's store that records every put under a table's keys made while
+// no operation pinned the key, and holds data-object puts, stored but unanswered, until
+// the test releases them.
+type pinChecking struct {
+	storage.Store
+	r        *rig
+	table    string
+	mu       sync.Mutex
+	unpinned []string
+	once     sync.Once
+	first    chan struct{} // a data object is stored (its answer held)
+	release  chan struct{}
+}
+
+func (p *pinChecking) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
+	if strings.HasPrefix(key, format.TablePrefix(p.r.graph, p.table)) && !p.r.pinnedNow(key) {
+		p.mu.Lock()
+		p.unpinned = append(p.unpinned, key)
+		p.mu.Unlock()
+	}
+	res, err := p.Store.Put(ctx, key, body, opts)
+	if strings.HasPrefix(key, format.TableObjectsPrefix(p.r.graph, p.table)) {
+		p.once.Do(func() { close(p.first) })
+		select {
+		case <-p.release:
+		case <-ctx.Done():
+			return res, ctx.Err()
+		}
+	}
+	return res, err
+}
+
+// A write of more files than a request lists inline stages its list: the list's record
+// and chunks, and every object, are pinned before their first byte, so a cleanup with no
+// guard window while the objects are in flight keeps them all, and the write ends done
+// with every file on main.
+func TestWriteTable_StagedList_PinnedBeforeItsFirstByte_NoGuardCleanupBetween_WriteDone(t *testing.T) {
+	r := runningRig(t)
+	n := workflows.MaxInlineObjects + 1
+	files, bodies := make([]string, 0, n), make([]string, n)
+	for i := range bodies {
+		bodies[i] = fmt.Sprintf("staged-%d", i)
+	}
+	files = append(files, writeFiles(t, bodies...)...)
+	store := &pinChecking{Store: r.inner, r: r, table: "s", first: make(chan struct{}), release: make(chan struct{})}
+	type end struct {
+		res workflows.WriteTableResult
+		err error
+	}
+	ended := make(chan end, 1)
+	go func() {
+		res, err := r.gc.WriteTable(r.ctx, store, client.WriteTableRequest{Graph: r.graph, Branch: "main", Table: "s", Files: files})
+		ended <- end{res, err}
+	}()
+	<-store.first
+	cl := r.cleanup(client.CleanupRequest{KeepNewest: 1, Mode: workflows.CleanupModeSweep, GuardWindow: noGuard()})
+	close(store.release)
+	e := <-ended
+	if e.err != nil || e.res.Outcome != outcome.Done || e.res.Objects != n {
+		t.Fatalf("write: %+v, %v; want done with %d objects (cleanup beside it: %+v)", e.res, e.err, n, cl.Objects)
+	}
+	r.report("main", e.res.Commit)
+	if len(store.unpinned) != 0 {
+		t.Fatalf("%d keys put before their pin, among them %v", len(store.unpinned), store.unpinned[:min(3, len(store.unpinned))])
+	}
+	r.wantOnMain("s", bodies...)
+}

@@ -121,6 +121,7 @@ func TestWriteStagedWrongly_InvalidOrNotRetained_NothingPublished(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	digest := workflows.ObjectsSHA256(tooMany[:1])
 	for name, c := range map[string]struct {
 		in   workflows.WriteTableInput
 		want outcome.Outcome
@@ -129,6 +130,11 @@ func TestWriteStagedWrongly_InvalidOrNotRetained_NothingPublished(t *testing.T) 
 		"inline and staged":    {workflows.WriteTableInput{Objects: tooMany[:1], Staged: ulid.Make().String()}, outcome.Invalid},
 		"another op's staged":  {workflows.WriteTableInput{Staged: other.Version.ID.String()}, outcome.Invalid},
 		"staged never written": {workflows.WriteTableInput{Staged: ulid.Make().String()}, outcome.NotRetained},
+		"a staged plan without await_upload": {workflows.WriteTableInput{Staged: ulid.Make().String(), ObjectsSHA256: digest,
+			StagedPlan: &workflows.StagedPlan{FirstObject: ulid.Make().String(), Objects: 1, Bytes: 1}}, outcome.Invalid},
+		"a staged plan pinning a key outside its table": {workflows.WriteTableInput{AwaitUpload: true, Staged: ulid.Make().String(),
+			ObjectsSHA256: digest, StagedPlan: &workflows.StagedPlan{FirstObject: ulid.Make().String(), Objects: 1, Bytes: 1,
+				Keys: []string{format.BranchRefsPrefix(r.graph) + "main.json"}}}, outcome.Invalid},
 	} {
 		in := c.in
 		in.Graph, in.Branch, in.Table, in.OpID = r.graph, "main", "big", "staged-"+ulid.Make().String()
@@ -142,6 +148,33 @@ func TestWriteStagedWrongly_InvalidOrNotRetained_NothingPublished(t *testing.T) 
 		if !errors.As(err, &app) || app.Type() != string(c.want) {
 			t.Errorf("%s: %v (%+v); want %s", name, err, res, c.want)
 		}
+	}
+	// A planned staged list whose client puts another list under its id: the probe after
+	// the upload finds it is not what was pinned.
+	first := ulid.Make()
+	planned := []format.ManifestEntry{{Name: first.String(), Object: first, Size: 1, SHA256: strings.Repeat("0", 64)}}
+	spec := graph.VersionSpec{Table: "big", VersionID: ulid.Make(), Op: "staged-planned-" + ulid.Make().String(), Time: r.head.Time, Put: planned}
+	plan, err := r.g.PlanVersion(r.ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := workflows.WriteTableInput{Graph: r.graph, Branch: "main", Table: "big", OpID: spec.Op, AwaitUpload: true,
+		Staged: spec.VersionID.String(), ObjectsSHA256: workflows.ObjectsSHA256([]workflows.TableObject{{Size: 1, SHA256: planned[0].SHA256}}),
+		StagedPlan: &workflows.StagedPlan{FirstObject: first.String(), Objects: 1, Bytes: 1, Keys: plan.Keys()}}
+	run, err := r.tc.ExecuteWorkflow(r.ctx, sdkclient.StartWorkflowOptions{ID: in.OpID, TaskQueue: r.taskQueue}, workflows.WriteTableName, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Put = []format.ManifestEntry{{Name: first.String(), Object: first, Size: 2, SHA256: strings.Repeat("0", 64)}}
+	if _, err := r.g.PutVersion(r.ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.tc.SignalWorkflow(r.ctx, run.GetID(), run.GetRunID(), workflows.UploadedSignalName, workflows.UploadedRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	var app *temporal.ApplicationError
+	if err := run.Get(r.ctx, nil); !errors.As(err, &app) || app.Type() != string(outcome.Invalid) || !strings.Contains(err.Error(), "not the list the write planned") {
+		t.Errorf("a staged list other than its plan: %v; want invalid", err)
 	}
 	if now := r.branchHead("main"); now.ETag != before.ETag {
 		t.Fatalf("main moved to %s", now.Commit.ID)

@@ -61,6 +61,21 @@ type WriteTableInput struct {
 	// within UploadDeadlineSeconds (0: DefaultUploadDeadline) the write ends abandoned.
 	AwaitUpload           bool  `json:"await_upload,omitempty"`
 	UploadDeadlineSeconds int64 `json:"upload_deadline_seconds,omitempty"`
+	// StagedPlan, with AwaitUpload and Staged, describes a staged list that is not put yet,
+	// so that the first step can pin every key of it and of its objects before their first
+	// byte (docs/workflows.md, "Pin first, then upload").
+	StagedPlan *StagedPlan `json:"staged_plan,omitempty"`
+}
+
+// StagedPlan is a pin-first write's staged list before it is put: the keys of the staged
+// version (its record and its manifest chunks, as the client built it), and its objects,
+// whose ULIDs are FirstObject, FirstObject+1, … (as 128-bit big-endian integers) in the
+// list's order.
+type StagedPlan struct {
+	FirstObject string   `json:"first_object"`
+	Objects     int      `json:"objects"`
+	Bytes       int64    `json:"bytes"`
+	Keys        []string `json:"keys"`
 }
 
 // The messages of a pin-first write (WriteTableInput.AwaitUpload).
@@ -200,6 +215,10 @@ func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, err
 		prepare := activities.PrepareWriteInput{
 			OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Table: in.Table, Objects: objs, Edit: edit,
 			ExpectedHead: in.ExpectedHead, Author: in.Author, Message: in.Message, WorkflowID: r.wfID, RunID: r.owner.Run,
+		}
+		if p := in.StagedPlan; p != nil {
+			prepare.StagedPlan = &activities.StagedPlan{FirstObject: p.FirstObject, Objects: p.Objects, Bytes: p.Bytes,
+				Keys: p.Keys, ObjectsSHA256: in.ObjectsSHA256}
 		}
 		if in.AwaitUpload {
 			e, err := awaitUpload(ctx, r, in, prepare, &up, &prep)

@@ -155,6 +155,18 @@ func ValidateNative(native string) error {
 	return err
 }
 
+// NthULID is first+n as a 128-bit big-endian integer: the ULIDs of a planned staged list's
+// objects are first, NthULID(first, 1), … (docs/workflows.md, "Pin first, then upload").
+func NthULID(first ulid.ULID, n uint64) ulid.ULID {
+	id := first
+	for i := len(id) - 1; i >= 0 && n > 0; i-- {
+		sum := uint64(id[i]) + n&0xff
+		id[i] = byte(sum)
+		n = n>>8 + sum>>8
+	}
+	return id
+}
+
 // ParseULID parses a canonical upper-case, non-zero ULID.
 func ParseULID(s string) (ulid.ULID, error) {
 	id, why := parseULID(s)
