@@ -212,25 +212,11 @@ func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, err
 	err := r.run(ctx, &res, func(ctx workflow.Context) (e ending, err error) {
 		defer func() { up.ended(e, err) }()
 		var prep activities.PrepareWriteResult
-		prepare := activities.PrepareWriteInput{
-			OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Table: in.Table, Objects: objs, Edit: edit,
-			ExpectedHead: in.ExpectedHead, Author: in.Author, Message: in.Message, WorkflowID: r.wfID, RunID: r.owner.Run,
-		}
-		if p := in.StagedPlan; p != nil {
-			prepare.StagedPlan = &activities.StagedPlan{FirstObject: p.FirstObject, Objects: p.Objects, Bytes: p.Bytes,
-				Keys: p.Keys, ObjectsSHA256: in.ObjectsSHA256}
-		}
+		prepare := prepareInput(r, in, objs, edit)
 		if in.AwaitUpload {
-			e, err := awaitUpload(ctx, r, in, prepare, &up, &prep)
-			if err != nil || e.out != "" {
+			if e, err := awaitUpload(ctx, r, in, prepare, &up, &prep); err != nil || e.out != "" {
 				return e, err
 			}
-			var probe activities.PrepareWriteResult
-			if err := r.prepare(ctx, fmt.Sprintf("probing %d uploaded objects", len(in.Objects)),
-				"probe the uploaded objects", acts.ProbeWrite, prepare, &probe); err != nil {
-				return ending{}, err
-			}
-			prep.Outcome, prep.Message = probe.Outcome, probe.Message
 		} else if err := r.prepare(ctx, fmt.Sprintf("recording the write, pinning and probing %d objects", len(in.Objects)),
 			"validate, claim, pin and probe the uploaded objects", acts.PrepareWrite, prepare, &prep); err != nil {
 			return ending{}, err
@@ -276,12 +262,26 @@ func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, err
 	return res, err
 }
 
+// prepareInput is the input of a write's prepare steps.
+func prepareInput(r *opRun, in WriteTableInput, objs []activities.TableObject, edit activities.TableEdit) activities.PrepareWriteInput {
+	prepare := activities.PrepareWriteInput{
+		OpID: r.owner.OpID, Graph: in.Graph, Branch: in.Branch, Table: in.Table, Objects: objs, Edit: edit,
+		ExpectedHead: in.ExpectedHead, Author: in.Author, Message: in.Message, WorkflowID: r.wfID, RunID: r.owner.Run,
+	}
+	if p := in.StagedPlan; p != nil {
+		prepare.StagedPlan = &activities.StagedPlan{FirstObject: p.FirstObject, Objects: p.Objects, Bytes: p.Bytes,
+			Keys: p.Keys, ObjectsSHA256: in.ObjectsSHA256}
+	}
+	return prepare
+}
+
 // awaitUpload pins a pin-first write's planned objects (PrepareWrite, Planned) into pin,
 // answers graft.pinned, then waits for graft.uploaded up to the write's deadline: past it
 // the write ends abandoned, and a cancellation meanwhile ends it the same way. Waiting for
 // a client follows no storage effect of the workflow's own, so a timer may end it. The
-// write then only probes (ProbeWrite): its claim and pins hold.
+// write then only probes (ProbeWrite), whose outcome goes into pin: its claim and pins hold.
 func awaitUpload(ctx workflow.Context, r *opRun, in WriteTableInput, prepare activities.PrepareWriteInput, up *uploadWait, pin *activities.PrepareWriteResult) (ending, error) {
+	probe := prepare
 	prepare.Planned = true
 	if err := r.prepare(ctx, fmt.Sprintf("recording the write and pinning %d planned objects", len(in.Objects)),
 		"validate, claim and pin the planned objects", acts.PrepareWrite, prepare, pin); err != nil {
@@ -314,6 +314,12 @@ func awaitUpload(ctx workflow.Context, r *opRun, in WriteTableInput, prepare act
 	if up.failed != "" {
 		return end(outcome.Abandoned, "the client's upload failed ("+up.failed+"); nothing was published and its objects are released to cleanup")
 	}
+	var probed activities.PrepareWriteResult
+	if err := r.prepare(ctx, fmt.Sprintf("probing %d uploaded objects", pin.Objects),
+		"probe the uploaded objects", acts.ProbeWrite, probe, &probed); err != nil {
+		return ending{}, err
+	}
+	pin.Outcome, pin.Message = probed.Outcome, probed.Message
 	return ending{}, nil
 }
 
