@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/oklog/ulid/v2"
 
@@ -82,24 +81,38 @@ func checkPlanned(s staged, plan staged, p StagedPlan) string {
 	if len(s.objects) != len(plan.objects) {
 		return fmt.Sprintf("it lists %d objects, not the %d planned", len(s.objects), len(plan.objects))
 	}
-	h := sha256.New()
 	var total int64
 	for i, o := range s.objects {
 		if o.ID != plan.objects[i].ID {
 			return fmt.Sprintf("entry %d is object %s, not the planned %s", i, o.ID, plan.objects[i].ID)
 		}
-		fmt.Fprintf(h, "%d %s\n", o.Size, o.SHA256)
 		total += o.Size
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != p.ObjectsSHA256 || total != p.Bytes {
+	if got := ObjectsSHA256(s.objects); got != p.ObjectsSHA256 || total != p.Bytes {
 		return fmt.Sprintf("its objects' digest %s of %d bytes is not the planned %s of %d", got, total, p.ObjectsSHA256, p.Bytes)
 	}
+	pinned := make(map[string]bool, len(plan.keys))
+	for _, k := range plan.keys {
+		pinned[k] = true
+	}
 	for _, k := range s.keys {
-		if !slices.Contains(plan.keys, k) {
+		if !pinned[k] {
 			return fmt.Sprintf("%s is not among the keys the write pinned", k)
 		}
 	}
 	return ""
+}
+
+// ObjectsSHA256 is the digest of a table write's objects as its request names them: each
+// object's size and SHA-256, in order (an object's id is minted by its upload, so a
+// repeated request uploads the same bytes under other ids). A client computes it from its
+// files before uploading anything.
+func ObjectsSHA256(objects []TableObject) string {
+	h := sha256.New()
+	for _, o := range objects {
+		fmt.Fprintf(h, "%d %s\n", o.Size, o.SHA256)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // staged is a staged version as a write reads it.

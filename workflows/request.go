@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/graftworks/graft/activities"
 )
 
 // Request is an operation's request in canonical form: its workflow type and every field
@@ -86,16 +88,14 @@ func listDigest(items []string) string {
 	return digestPrefix + hex.EncodeToString(h.Sum(nil))
 }
 
-// ObjectsSHA256 is the digest of a table write's objects as its request names them: each
-// object's size and SHA-256, in order (an object's id is minted by its upload, so a
-// repeated request uploads the same bytes under other ids). A client computes it from its
-// files before uploading anything.
+// ObjectsSHA256 is activities.ObjectsSHA256 of a write's objects: what names them in its
+// request.
 func ObjectsSHA256(objects []TableObject) string {
-	h := sha256.New()
-	for _, o := range objects {
-		fmt.Fprintf(h, "%d %s\n", o.Size, o.SHA256)
+	objs := make([]activities.TableObject, len(objects))
+	for i, o := range objects {
+		objs[i] = activities.TableObject(o)
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	return activities.ObjectsSHA256(objs)
 }
 
 func boolField(b bool) string { return strconv.FormatBool(b) }
