@@ -94,8 +94,7 @@ func (c *Client) WriteTable(ctx context.Context, store storage.Store, req WriteT
 // only ids, sizes and checksums) and tells the workflow so. No cleanup can reclaim an object
 // of the write before it is published or the write ends (docs/workflows.md, "Pin first, then
 // upload"). A failed upload ends the write abandoned (graft.uploaded with Failed). Under
-// a key already used
-// it uploads nothing (WriteTableRequest.IdempotencyKey).
+// a key already used it uploads nothing (WriteTableRequest.IdempotencyKey).
 func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req WriteTableRequest) (*WriteTableHandle, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
