@@ -55,47 +55,76 @@ step "workflowcheck (workflow code is deterministic)"
 # Pinned; its configuration is scripts/workflowcheck.yaml.
 go run go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0 -config scripts/workflowcheck.yaml ./workflows/...
 
-# Each fuzz target runs for a fixed time and needs no pinned tool, so the fuzzing
-# goes before the wait for the tools: on a fresh machine it overlaps their build.
-fuzz_rc=0
-if [ "$FUZZTIME" != "0" ]; then
-	step "fuzz targets, $FUZZTIME each"
-	while read -r file; do
-		pkg="./$(dirname "$file")"
-		for target in $(grep -oE '^func (Fuzz[A-Za-z0-9_]+)' "$file" | awk '{print $2}'); do
-			echo "--- fuzz $pkg $target"
-			ok=0
-			for try in 1 2; do
-				if go test -run='^$' -fuzz="^${target}\$" -fuzztime="$FUZZTIME" "$pkg" >.cache/fuzz.out 2>&1; then
-					ok=1; break
-				fi
-				# A crasher is written to testdata/fuzz and is a real failure; a fuzz
-				# engine hiccup on a loaded 2-core machine (no input saved, e.g. "context
-				# deadline exceeded" as -fuzztime ends) gets one retry. The hiccup's output
-				# is shown with its FAIL lines (--- FAIL, FAIL, FAIL <pkg>) renamed, so a
-				# reader of the closing lines counts only the target's verdict below.
-				if [ "$try" = 2 ] || grep -q "Failing input written to" .cache/fuzz.out; then
-					cat .cache/fuzz.out; break
-				fi
-				echo "(fuzz engine failed without a failing input; retrying once; its output:)"
-				sed -e 's/--- FAIL/--- (engine hiccup)/' -e 's/^FAIL/(engine hiccup, retried) fail/' .cache/fuzz.out
-			done
-			if [ "$ok" = 1 ]; then
-				echo "--- PASS: $target (fuzz $FUZZTIME)" | tee -a "$log"
-			else
-				echo "--- FAIL: $target (fuzz $FUZZTIME)" | tee -a "$log"
-				fuzz_rc=1
-			fi
-		done
-	done < <(grep -lE '^func Fuzz' $(find . -name '*_test.go' -not -path './.bin/*' -not -path './.cache/*') | sed 's|^\./||' | sort)
-fi
-
-
 step "pinned tools (waiting for the background build)"
 if ! wait "$tools_pid"; then
 	cat .cache/buildtools.log; echo "building the pinned tools failed"; exit 1
 fi
 cat .cache/buildtools.log
+
+# Three checks that run beside `go test` once the tools are ready, one after
+# another in the background: the test phase leaves part of the second core
+# idle, and the tool phase before it has none to spare. Their output goes to
+# .cache/extras.out and is shown after go test's; the lines counted below go
+# to .cache/extras.log. Each fuzz target fuzzes with one worker for FUZZTIME.
+extras() {
+	set +e
+	local rc=0
+	if [ "$FUZZTIME" != "0" ]; then
+		echo "==> fuzz targets, $FUZZTIME each, one worker"
+		while read -r file; do
+			pkg="./$(dirname "$file")"
+			for target in $(grep -oE '^func (Fuzz[A-Za-z0-9_]+)' "$file" | awk '{print $2}'); do
+				echo "--- fuzz $pkg $target"
+				ok=0
+				for try in 1 2; do
+					if go test -run='^$' -fuzz="^${target}\$" -fuzztime="$FUZZTIME" -parallel 1 "$pkg" >.cache/fuzz.out 2>&1; then
+						ok=1; break
+					fi
+					# A crasher is written to testdata/fuzz and is a real failure; a fuzz
+					# engine hiccup on a loaded machine (no input saved, e.g. "context
+					# deadline exceeded" as -fuzztime ends) gets one retry.
+					if [ "$try" = 2 ] || grep -q "Failing input written to" .cache/fuzz.out; then
+						cat .cache/fuzz.out; break
+					fi
+					echo "(fuzz engine failed without a failing input; retrying once; its output:)"
+					sed -e 's/--- FAIL/--- (engine hiccup)/' -e 's/^FAIL/(engine hiccup, retried) fail/' .cache/fuzz.out
+				done
+				if [ "$ok" = 1 ]; then
+					echo "--- PASS: $target (fuzz $FUZZTIME)" | tee -a .cache/extras.log
+				else
+					echo "--- FAIL: $target (fuzz $FUZZTIME)" | tee -a .cache/extras.log
+					rc=1
+				fi
+			done
+		done < <(grep -lE '^func Fuzz' $(find . -name '*_test.go' -not -path './.bin/*' -not -path './.cache/*') | sed 's|^\./||' | sort)
+	fi
+
+	# A service in a module of its own (a replace points at this checkout): it
+	# must build against the public client alone, and its real-stack test runs
+	# graft dev on versitygw.
+	echo "==> examples/service (its own module): build, vet, test"
+	(cd examples/service && go build ./... && go vet ./... && go test -count=1 -timeout 15m -v ./...) 2>&1 | tee -a .cache/extras.log
+	if [ "${PIPESTATUS[0]}" -ne 0 ]; then rc=1; fi
+
+	# The Web UI check needs a real browser: Debian's chromium. Where it is not
+	# installed the check is reported as not run, never as passed.
+	echo "==> Web UI check (headless chromium)"
+	if [ -n "$chromium_pid" ]; then
+		while kill -0 "$chromium_pid" 2>/dev/null; do sleep 1; done # started by the parent shell
+	fi
+	if command -v chromium >/dev/null 2>&1; then
+		go test -count=1 -tags webui -run TestWebUI -v ./cmd/starter 2>&1 | tee -a .cache/extras.log
+		if [ "${PIPESTATUS[0]}" -ne 0 ]; then rc=1; fi
+	else
+		echo "Web UI check: NOT RUN (chromium is not installed; apt-get install chromium, then scripts/webui-check.sh)"
+		if [ -n "$chromium_pid" ]; then tail -3 .cache/chromium-install.log; fi
+	fi
+	return "$rc"
+}
+step "fuzz targets, examples/service and the Web UI check: started in the background"
+: >.cache/extras.log
+extras >.cache/extras.out 2>&1 &
+extras_pid=$!
 
 # Every package, the seeded soak among them (cmd/internal/soak TestSoak,
 # docs/testing.md): GRAFT_SOAK_SEEDS seeds (200) on each backend, many schedules
@@ -112,31 +141,12 @@ GRAFT_SOAK_SEEDS="${GRAFT_SOAK_SEEDS:-200}" go test -count=1 -vet=off -p 2 -para
 test_rc=${PIPESTATUS[0]}
 set -e
 
-# A service in a module of its own (a replace points at this checkout): it
-# must build against the public client alone, and its real-stack test runs
-# graft dev on versitygw.
-step "examples/service (its own module): build, vet, test"
-set +e
-(cd examples/service && go build ./... && go vet ./... && go test -count=1 -timeout 15m -v ./...) 2>&1 | tee -a "$log"
-example_rc=${PIPESTATUS[0]}
-set -e
-if [ "$example_rc" -ne 0 ]; then test_rc=1; fi
-
-# The Web UI check needs a real browser: Debian's chromium. Where it is not
-# installed the check is reported as not run, never as passed.
-step "Web UI check (headless chromium)"
-if [ -n "$chromium_pid" ] && ! wait "$chromium_pid"; then
-	echo "apt-get install chromium failed (log: .cache/chromium-install.log)"; tail -3 .cache/chromium-install.log
-fi
-if command -v chromium >/dev/null 2>&1; then
-	set +e
-	go test -count=1 -tags webui -run TestWebUI -v ./cmd/starter 2>&1 | tee -a "$log"
-	webui_rc=${PIPESTATUS[0]}
-	set -e
-	if [ "$webui_rc" -ne 0 ]; then test_rc=1; fi
-else
-	echo "Web UI check: NOT RUN (chromium is not installed; apt-get install chromium, then scripts/webui-check.sh)"
-fi
+step "fuzz targets, examples/service and the Web UI check (waiting for the background chain)"
+extras_rc=0
+wait "$extras_pid" || extras_rc=$?
+cat .cache/extras.out
+cat .cache/extras.log >>"$log"
+if [ "$extras_rc" -ne 0 ]; then test_rc=1; fi
 
 passed=$(grep -cE '^\s*--- PASS' "$log" || true)
 failed=$(grep -cE '^\s*--- FAIL' "$log" || true)
@@ -148,6 +158,6 @@ fi
 times >.cache/times
 echo "test command wall time: ${SECONDS}s (CPU of its children: $(cpu)s)"
 echo "$passed passed, $failed failed"
-if [ "$test_rc" -ne 0 ] || [ "$fuzz_rc" -ne 0 ]; then
+if [ "$test_rc" -ne 0 ]; then
 	exit 1
 fi
