@@ -62,7 +62,7 @@ func StartMinIO(ctx context.Context, o MinIOOptions) (*MinIO, error) {
 		}
 		endpoint := "http://" + hostPort(port)
 		env := append([]string{"MINIO_ROOT_USER=" + user, "MINIO_ROOT_PASSWORD=" + password}, minioEnv...)
-		p, err := startProcess(ctx, "minio", bin,
+		p, err := StartProcess(ctx, "minio", bin,
 			[]string{"server", "--quiet", "--address", hostPort(port), "--console-address", hostPort(console), o.Dir},
 			env, "", "", time.Minute,
 			func(ctx context.Context) error {

@@ -61,7 +61,7 @@ func StartVersityGW(ctx context.Context, o VersityOptions) (*VersityGW, error) {
 			}
 		}
 		endpoint := "http://" + hostPort(port)
-		p, err := startProcess(ctx, "versitygw", bin, append(append([]string{"--port", hostPort(port)}, iamArgs...), "posix", o.Dir),
+		p, err := StartProcess(ctx, "versitygw", bin, append(append([]string{"--port", hostPort(port)}, iamArgs...), "posix", o.Dir),
 			[]string{"ROOT_ACCESS_KEY=" + accessKey, "ROOT_SECRET_KEY=" + secretKey}, "", "", 30*time.Second,
 			func(ctx context.Context) error {
 				_, err := get(ctx, endpoint) // any HTTP answer (403 without credentials) means it is serving
