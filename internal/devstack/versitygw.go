@@ -28,12 +28,9 @@ type VersityOptions struct {
 
 // VersityGW is a running versitygw server.
 type VersityGW struct {
-	*Process
-	Endpoint             string // http://127.0.0.1:PORT
-	Region               string
-	AccessKey, SecretKey string
-	bin                  string
-	iam                  bool
+	S3Server
+	bin string
+	iam bool
 }
 
 // StartVersityGW builds versitygw if needed, starts it and waits until it answers HTTP.
@@ -70,8 +67,8 @@ func StartVersityGW(ctx context.Context, o VersityOptions) (*VersityGW, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &VersityGW{Process: p, Endpoint: endpoint, Region: "us-east-1", AccessKey: accessKey, SecretKey: secretKey,
-			bin: bin, iam: o.IAMDir != ""}, nil
+		return &VersityGW{S3Server{Process: p, Endpoint: endpoint, Region: "us-east-1", AccessKey: accessKey, SecretKey: secretKey},
+			bin, o.IAMDir != ""}, nil
 	})
 }
 
