@@ -67,7 +67,7 @@ func (w *GraftWorker) Start(ctx context.Context) error {
 			return nil, fmt.Errorf("start graft-worker: %w", err)
 		}
 		addr := hostPort(port)
-		p, err := startProcess(ctx, "graft-worker", w.o.Binary, []string{"run"},
+		p, err := StartProcess(ctx, "graft-worker", w.o.Binary, []string{"run"},
 			append(append([]string(nil), w.o.Env...), "GRAFT_METRICS_ADDR="+addr), w.o.LogFile, "", time.Minute,
 			func(ctx context.Context) error {
 				resp, err := get(ctx, "http://"+addr+"/healthz")

@@ -16,12 +16,12 @@ type MinIOOptions struct {
 	Port int    // of the S3 API at 127.0.0.1; defaults to a free port
 }
 
-// MinIO is a running MinIO server: one drive, one node.
-type MinIO struct {
+// S3Server is a running S3 server: MinIO (one drive, one node) or versitygw.
+type S3Server struct {
 	*Process
 	Endpoint             string // http://127.0.0.1:PORT
 	Region               string
-	AccessKey, SecretKey string
+	AccessKey, SecretKey string // the root account's
 }
 
 // minioEnv keeps MinIO offline and light: no update check, no console, no
@@ -38,7 +38,7 @@ var minioEnv = []string{
 
 // StartMinIO builds MinIO if needed, starts it on o.Dir and waits until its
 // object layer is up.
-func StartMinIO(ctx context.Context, o MinIOOptions) (*MinIO, error) {
+func StartMinIO(ctx context.Context, o MinIOOptions) (*S3Server, error) {
 	const user, password = "graft", "graft-secret" // the root credentials (a password has at least 8 bytes)
 	bin, err := tools.MinIO.Ensure(ctx)
 	if err != nil {
@@ -47,7 +47,7 @@ func StartMinIO(ctx context.Context, o MinIOOptions) (*MinIO, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("start minio: %w", err)
 	}
-	return retryPorts(o.Port == 0, func(bool) (*MinIO, error) {
+	return retryPorts(o.Port == 0, func(bool) (*S3Server, error) {
 		port := o.Port
 		if port == 0 {
 			if port, err = FreePort(); err != nil {
@@ -62,7 +62,7 @@ func StartMinIO(ctx context.Context, o MinIOOptions) (*MinIO, error) {
 		}
 		endpoint := "http://" + hostPort(port)
 		env := append([]string{"MINIO_ROOT_USER=" + user, "MINIO_ROOT_PASSWORD=" + password}, minioEnv...)
-		p, err := startProcess(ctx, "minio", bin,
+		p, err := StartProcess(ctx, "minio", bin,
 			[]string{"server", "--quiet", "--address", hostPort(port), "--console-address", hostPort(console), o.Dir},
 			env, "", "", time.Minute,
 			func(ctx context.Context) error {
@@ -76,6 +76,6 @@ func StartMinIO(ctx context.Context, o MinIOOptions) (*MinIO, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &MinIO{Process: p, Endpoint: endpoint, Region: "us-east-1", AccessKey: user, SecretKey: password}, nil
+		return &S3Server{Process: p, Endpoint: endpoint, Region: "us-east-1", AccessKey: user, SecretKey: password}, nil
 	})
 }

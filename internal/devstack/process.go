@@ -1,7 +1,7 @@
 // Package devstack starts and stops the servers graft runs beside it on a
-// developer machine and in tests: the Temporal CLI's dev server and the
-// versitygw and MinIO S3 servers; for the production-shape tier, the Temporal
-// server on Postgres and graft-worker processes. Each is a separate process (the
+// developer machine and in tests: the Temporal CLI's dev server, the versitygw
+// and MinIO S3 servers and graft-worker processes; StartProcess starts any other
+// (the production-shape tier's Temporal server). Each is a separate process (the
 // servers built by internal/tools), bound to 127.0.0.1 on free ports. Every
 // Start has a Stop that ends the whole process group, so nothing outlives the
 // test or the `graft dev` run that began it.
@@ -35,11 +35,11 @@ type Process struct {
 	waitErr  error
 }
 
-// startProcess runs path with args and env in its own process group, in dir
+// StartProcess runs path with args and env in its own process group, in dir
 // ("" for the current directory), and waits up to ready for probe to pass; a
 // process that does not is stopped. Output goes to logFile when set, else to an
 // in-memory buffer reported on failure.
-func startProcess(ctx context.Context, name, path string, args, env []string, logFile, dir string,
+func StartProcess(ctx context.Context, name, path string, args, env []string, logFile, dir string,
 	ready time.Duration, probe func(context.Context) error) (*Process, error) {
 	cmd := exec.Command(path, args...)
 	cmd.Env = append(os.Environ(), env...)

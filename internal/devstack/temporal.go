@@ -90,7 +90,7 @@ func StartTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 			args = append(args, "--dynamic-config-value", dc)
 		}
 		hp := hostPort(port)
-		p, err := startProcess(ctx, "temporal", bin, args, nil, o.LogFile, "", time.Minute,
+		p, err := StartProcess(ctx, "temporal", bin, args, nil, o.LogFile, "", time.Minute,
 			func(ctx context.Context) error { return probeTemporal(ctx, hp, o.Namespace) })
 		if err != nil {
 			return nil, err

@@ -28,12 +28,9 @@ type VersityOptions struct {
 
 // VersityGW is a running versitygw server.
 type VersityGW struct {
-	*Process
-	Endpoint             string // http://127.0.0.1:PORT
-	Region               string
-	AccessKey, SecretKey string
-	bin                  string
-	iam                  bool
+	S3Server
+	bin string
+	iam bool
 }
 
 // StartVersityGW builds versitygw if needed, starts it and waits until it answers HTTP.
@@ -61,7 +58,7 @@ func StartVersityGW(ctx context.Context, o VersityOptions) (*VersityGW, error) {
 			}
 		}
 		endpoint := "http://" + hostPort(port)
-		p, err := startProcess(ctx, "versitygw", bin, append(append([]string{"--port", hostPort(port)}, iamArgs...), "posix", o.Dir),
+		p, err := StartProcess(ctx, "versitygw", bin, append(append([]string{"--port", hostPort(port)}, iamArgs...), "posix", o.Dir),
 			[]string{"ROOT_ACCESS_KEY=" + accessKey, "ROOT_SECRET_KEY=" + secretKey}, "", "", 30*time.Second,
 			func(ctx context.Context) error {
 				_, err := get(ctx, endpoint) // any HTTP answer (403 without credentials) means it is serving
@@ -70,8 +67,8 @@ func StartVersityGW(ctx context.Context, o VersityOptions) (*VersityGW, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &VersityGW{Process: p, Endpoint: endpoint, Region: "us-east-1", AccessKey: accessKey, SecretKey: secretKey,
-			bin: bin, iam: o.IAMDir != ""}, nil
+		return &VersityGW{S3Server{Process: p, Endpoint: endpoint, Region: "us-east-1", AccessKey: accessKey, SecretKey: secretKey},
+			bin, o.IAMDir != ""}, nil
 	})
 }
 

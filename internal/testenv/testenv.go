@@ -66,7 +66,7 @@ func shared[T any](t testing.TB, what string, start func() (T, error)) T {
 
 // S3Server is a running S3-compatible server.
 type S3Server struct {
-	Endpoint, Region, AccessKey, SecretKey string
+	*devstack.S3Server
 	// dir is the server's data directory, which holds each bucket as a
 	// directory of the bucket's name.
 	dir string
@@ -79,20 +79,13 @@ func VersityGW(t testing.TB) *S3Server {
 }
 
 func startVersity() (*S3Server, error) {
-	dir, err := os.MkdirTemp("", "graft-versitygw-")
-	if err != nil {
-		return nil, err
-	}
-	tmpDirs = append(tmpDirs, dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // may build it cold
-	defer cancel()
-	gw, err := devstack.StartVersityGW(ctx, devstack.VersityOptions{Dir: dir})
-	if err != nil {
-		return nil, err
-	}
-	stops = append(stops, func() { gw.Stop(5 * time.Second) })
-	return &S3Server{Endpoint: gw.Endpoint, Region: gw.Region, AccessKey: gw.AccessKey, SecretKey: gw.SecretKey,
-		dir: dir}, nil
+	return startS3("versitygw", 10*time.Minute, func(ctx context.Context, dir string) (*devstack.S3Server, error) {
+		gw, err := devstack.StartVersityGW(ctx, devstack.VersityOptions{Dir: dir})
+		if err != nil {
+			return nil, err
+		}
+		return &gw.S3Server, nil
+	})
 }
 
 // MinIO returns the binary's shared MinIO server, starting it on first use.
@@ -102,20 +95,27 @@ func MinIO(t testing.TB) *S3Server {
 }
 
 func startMinIO() (*S3Server, error) {
-	dir, err := os.MkdirTemp("", "graft-minio-")
+	return startS3("minio", 30*time.Minute, func(ctx context.Context, dir string) (*devstack.S3Server, error) {
+		return devstack.StartMinIO(ctx, devstack.MinIOOptions{Dir: dir})
+	})
+}
+
+// startS3 starts an S3 server with start on a temporary data directory,
+// giving it up to timeout (it may build the server cold).
+func startS3(name string, timeout time.Duration, start func(context.Context, string) (*devstack.S3Server, error)) (*S3Server, error) {
+	dir, err := os.MkdirTemp("", "graft-"+name+"-")
 	if err != nil {
 		return nil, err
 	}
 	tmpDirs = append(tmpDirs, dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute) // may build it cold
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	m, err := devstack.StartMinIO(ctx, devstack.MinIOOptions{Dir: dir})
+	s, err := start(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
-	stops = append(stops, func() { m.Stop(5 * time.Second) })
-	return &S3Server{Endpoint: m.Endpoint, Region: m.Region, AccessKey: m.AccessKey, SecretKey: m.SecretKey,
-		dir: dir}, nil
+	stops = append(stops, func() { s.Stop(5 * time.Second) })
+	return &S3Server{S3Server: s, dir: dir}, nil
 }
 
 // NewBucket creates a fresh, empty bucket for one test and removes it, with
@@ -151,9 +151,7 @@ func sanitize(s string) string {
 }
 
 // TemporalServer is a running Temporal dev server.
-type TemporalServer struct {
-	HostPort, Namespace string
-}
+type TemporalServer = devstack.Temporal
 
 // Temporal returns the binary's shared Temporal dev server (headless, with
 // graft's search attributes registered), starting it on first use.
@@ -170,5 +168,5 @@ func startTemporal() (*TemporalServer, error) {
 		return nil, err
 	}
 	stops = append(stops, func() { ts.Stop(10 * time.Second) })
-	return &TemporalServer{HostPort: ts.HostPort, Namespace: ts.Namespace}, nil
+	return ts, nil
 }

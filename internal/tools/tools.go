@@ -108,16 +108,6 @@ func (t Tool) Path() (string, error) {
 	return filepath.Join(bin, t.Name+"-"+t.Version, t.Name), nil
 }
 
-// File returns where the copy of t's module file name (one of Files) lives
-// once built.
-func (t Tool) File(name string) (string, error) {
-	path, err := t.Path()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(filepath.Dir(path), filepath.Base(name)), nil
-}
-
 // ready reports whether t's binary and every one of its Files are in place.
 func (t Tool) ready(path string) bool {
 	return isExecutable(path) && !slices.ContainsFunc(t.Files, func(f string) bool {

@@ -13,7 +13,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/graftworks/graft/internal/devstack"
 	"github.com/graftworks/graft/internal/tools"
 )
 
@@ -93,7 +92,7 @@ func (f composeFile) temporalConfig(t testing.TB) (env map[string]string, dynami
 
 // addressPaths are the parts of the server's rendered configuration that
 // name where things are (hosts, ports, database names, credentials, log
-// level) — what the tier sets itself (devstack.TemplateOverrides).
+// level) — what the tier sets itself (TemplateOverrides).
 var addressPaths = [][]string{
 	{"log", "level"},
 	{"persistence", "datastores", "default", "sql", "databaseName"},
@@ -167,7 +166,7 @@ func TestCompose_TemporalIsTheServerTheTierRuns(t *testing.T) {
 	defer cancel()
 	inContainer := maps.Clone(env)
 	inContainer["BIND_ON_IP"], inContainer["TEMPORAL_BROADCAST_ADDRESS"] = "172.18.0.3", "172.18.0.3"
-	composeCfg, err := devstack.RenderTemporalConfig(ctx, inContainer)
+	composeCfg, err := RenderTemporalConfig(ctx, inContainer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +179,7 @@ func TestCompose_TemporalIsTheServerTheTierRuns(t *testing.T) {
 		t.Fatalf("the tier's server configuration differs from docker-compose.yml's beyond addresses:\ncompose:\n%s\ntier:\n%s", composeCfg, tierCfg)
 	}
 	for k, v := range env {
-		if got := srv.Env()[k]; got != v && !contains(devstack.TemplateOverrides, k) {
+		if got := srv.Env()[k]; got != v && !contains(TemplateOverrides, k) {
 			t.Errorf("the tier renders %s=%q, compose %q", k, got, v)
 		}
 	}
@@ -189,7 +188,7 @@ func TestCompose_TemporalIsTheServerTheTierRuns(t *testing.T) {
 	if err := yaml.Unmarshal(dc, &composeDC); err != nil {
 		t.Fatalf("compose dynamic config: %v", err)
 	}
-	if err := yaml.Unmarshal(devstack.DynamicConfigYAML(), &devDC); err != nil {
+	if err := yaml.Unmarshal(DynamicConfigYAML(), &devDC); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(composeDC, devDC) {

@@ -48,8 +48,8 @@ func TestMain(m *testing.M) {
 // the server-restart scenario restarts the shared server.
 var (
 	sharedMu   sync.Mutex
-	server     *devstack.TemporalServer
-	serverOpts devstack.TemporalServerOptions
+	server     *TemporalServer
+	serverOpts TemporalServerOptions
 	serverErr  error
 	serverDir  string
 	workerBin  string
@@ -66,11 +66,11 @@ func stopShared() {
 	}
 	if serverOpts.Database != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		if err := devstack.DropTemporalDatabases(ctx, serverOpts); err != nil {
+		if err := DropTemporalDatabases(ctx, serverOpts); err != nil {
 			fmt.Fprintln(os.Stderr, "prodtier:", err)
 		}
 		cancel()
-		serverOpts = devstack.TemporalServerOptions{}
+		serverOpts = TemporalServerOptions{}
 	}
 	for _, d := range sharedTemp {
 		os.RemoveAll(d)
@@ -87,7 +87,7 @@ func randomHex(n int) string {
 // sharedServer returns the binary's Temporal server, creating its databases
 // and starting it on first use, configured as docker-compose.yml configures
 // its temporal service.
-func sharedServer(t testing.TB) *devstack.TemporalServer {
+func sharedServer(t testing.TB) *TemporalServer {
 	t.Helper()
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
@@ -100,7 +100,7 @@ func sharedServer(t testing.TB) *devstack.TemporalServer {
 	return server
 }
 
-func startServer(t testing.TB) (*devstack.TemporalServer, error) {
+func startServer(t testing.TB) (*TemporalServer, error) {
 	env, dc := loadCompose(t).temporalConfig(t)
 	dir, err := os.MkdirTemp("", "graft-prodtier-temporal-")
 	if err != nil {
@@ -109,19 +109,19 @@ func startServer(t testing.TB) (*devstack.TemporalServer, error) {
 	sharedTemp = append(sharedTemp, dir)
 	serverDir = dir
 	db := "graft_prodtier_" + randomHex(4)
-	o := devstack.TemporalServerOptions{
+	o := TemporalServerOptions{
 		Dir: dir, Database: db, VisibilityDatabase: db + "_visibility",
 		Env: env, DynamicConfig: dc, Namespace: "default",
 		LogFile: filepath.Join(dir, "temporal-server.log"),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute) // may build the server cold
 	defer cancel()
-	if err := devstack.CreateTemporalDatabases(ctx, o); err != nil {
-		_ = devstack.DropTemporalDatabases(ctx, o) // whatever part was made
+	if err := CreateTemporalDatabases(ctx, o); err != nil {
+		_ = DropTemporalDatabases(ctx, o) // whatever part was made
 		return nil, err
 	}
 	serverOpts = o
-	return devstack.StartTemporalServer(ctx, o)
+	return StartTemporalServer(ctx, o)
 }
 
 // graftWorkerBinary builds cmd/worker once per test binary.
@@ -152,7 +152,7 @@ func graftWorkerBinary(t testing.TB) string {
 type stack struct {
 	t         testing.TB
 	ctx       context.Context
-	srv       *devstack.TemporalServer
+	srv       *TemporalServer
 	store     storage.Store // the bucket, straight to versitygw
 	cat       *catalog.Catalog
 	tc        sdkclient.Client

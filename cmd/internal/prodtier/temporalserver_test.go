@@ -1,4 +1,4 @@
-package devstack
+package prodtier
 
 import (
 	"bytes"
@@ -14,16 +14,21 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"testing"
 	"text/template"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/internal/devstack"
 	"github.com/graftworks/graft/internal/searchattr"
 	"github.com/graftworks/graft/internal/tools"
 )
@@ -72,7 +77,7 @@ var portKeys = []string{
 // file, the form docker-compose.yml mounts.
 func DynamicConfigYAML() []byte {
 	var b bytes.Buffer
-	for _, kv := range DynamicConfig {
+	for _, kv := range devstack.DynamicConfig {
 		k, v, _ := strings.Cut(kv, "=")
 		fmt.Fprintf(&b, "%s:\n  - value: %s\n", k, v)
 	}
@@ -81,7 +86,7 @@ func DynamicConfigYAML() []byte {
 
 // TemporalServer is a running Temporal server.
 type TemporalServer struct {
-	*Process
+	*devstack.Process
 	HostPort  string
 	Namespace string
 	o         TemporalServerOptions // resolved: ports fixed in Env, so a restart binds the same ones
@@ -172,14 +177,12 @@ func (o TemporalServerOptions) sqlTool(ctx context.Context, db string, args ...s
 // with env, as the image's entrypoint renders it (dockerize's template
 // functions: default, lower, split, trim).
 func RenderTemporalConfig(ctx context.Context, env map[string]string) ([]byte, error) {
-	if _, err := tools.TemporalServer.Ensure(ctx); err != nil {
-		return nil, err
-	}
-	path, err := tools.TemporalServer.File("docker/config_template.yaml")
+	bin, err := tools.TemporalServer.Ensure(ctx)
 	if err != nil {
 		return nil, err
 	}
-	src, err := os.ReadFile(path)
+	// The build copies the tool's Files next to its binary, at their base names.
+	src, err := os.ReadFile(filepath.Join(filepath.Dir(bin), "config_template.yaml"))
 	if err != nil {
 		return nil, fmt.Errorf("temporal server config template: %w", err)
 	}
@@ -232,9 +235,9 @@ func StartTemporalServer(ctx context.Context, o TemporalServerOptions) (*Tempora
 		"DBNAME": o.Database, "VISIBILITY_DBNAME": o.VisibilityDatabase,
 		"BIND_ON_IP": "127.0.0.1", "TEMPORAL_BROADCAST_ADDRESS": "127.0.0.1", "LOG_LEVEL": "warn",
 	})
-	s, err := retryPorts(true, func(bool) (*TemporalServer, error) {
+	start := func() (*TemporalServer, error) {
 		for _, k := range portKeys {
-			free := FreePort
+			free := devstack.FreePort
 			if strings.HasSuffix(k, "_MEMBERSHIP_PORT") {
 				free = freeMembershipPort
 			}
@@ -249,7 +252,12 @@ func StartTemporalServer(ctx context.Context, o TemporalServerOptions) (*Tempora
 			return nil, err
 		}
 		return s, s.start(ctx)
-	})
+	}
+	// A free port can be taken between choosing it and the server's bind.
+	s, err := start()
+	for try := 1; try < 3 && err != nil; try++ {
+		s, err = start()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +275,7 @@ func StartTemporalServer(ctx context.Context, o TemporalServerOptions) (*Tempora
 func freeMembershipPort() (int, error) {
 	for range 100 {
 		p := 20000 + mrand.IntN(32768-20000)
-		l, err := net.Listen("tcp", hostPort(p))
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
 		if err != nil {
 			continue
 		}
@@ -312,9 +320,9 @@ func (s *TemporalServer) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := startProcess(ctx, "temporal-server", bin, []string{"--root", s.o.Dir, "--config", "config", "--env", "docker", "start"},
+	p, err := devstack.StartProcess(ctx, "temporal-server", bin, []string{"--root", s.o.Dir, "--config", "config", "--env", "docker", "start"},
 		nil, s.o.LogFile, s.o.Dir, 2*time.Minute, func(ctx context.Context) error {
-			c, err := client.DialContext(ctx, client.Options{HostPort: s.HostPort, Namespace: "temporal-system", Logger: QuietLogger})
+			c, err := client.DialContext(ctx, client.Options{HostPort: s.HostPort, Namespace: "temporal-system", Logger: devstack.QuietLogger})
 			if err != nil {
 				return err
 			}
@@ -333,7 +341,7 @@ func (s *TemporalServer) start(ctx context.Context) error {
 // (each only if missing, so a restarted server keeps what it had), then waits
 // until a visibility query on them is accepted.
 func (s *TemporalServer) registerNamespace(ctx context.Context) error {
-	c, err := client.DialContext(ctx, client.Options{HostPort: s.HostPort, Namespace: s.Namespace, Logger: QuietLogger})
+	c, err := client.DialContext(ctx, client.Options{HostPort: s.HostPort, Namespace: s.Namespace, Logger: devstack.QuietLogger})
 	if err != nil {
 		return fmt.Errorf("temporal server %s: %w", s.HostPort, err)
 	}
@@ -408,3 +416,100 @@ func (s *TemporalServer) Restart(ctx context.Context) error {
 
 // Env returns the environment the configuration was rendered with.
 func (s *TemporalServer) Env() map[string]string { return maps.Clone(s.o.Env) }
+
+// TestTemporalServer_OnPostgres_RestartsAndDrops: the harness creates two
+// databases, starts the pinned server on them with graft's namespace and
+// search attributes, restarts it on the same databases (the namespace is
+// still there), stops it, and drops both databases.
+func TestTemporalServer_OnPostgres_RestartsAndDrops(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	db := "graft_tserver_" + randomHex(4)
+	o := TemporalServerOptions{Dir: t.TempDir(), Database: db, VisibilityDatabase: db + "_visibility", Namespace: "graft-test"}
+	if err := CreateTemporalDatabases(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	dropped := false
+	t.Cleanup(func() {
+		if !dropped {
+			_ = DropTemporalDatabases(context.Background(), o)
+		}
+	})
+	s, err := StartTemporalServer(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Stop(30 * time.Second) })
+
+	// The rendered configuration is Postgres persistence and SQL visibility
+	// in the two databases, every service on 127.0.0.1.
+	var cfg struct {
+		Persistence struct {
+			Datastores map[string]struct {
+				SQL struct {
+					PluginName   string `yaml:"pluginName"`
+					DatabaseName string `yaml:"databaseName"`
+				} `yaml:"sql"`
+			} `yaml:"datastores"`
+		} `yaml:"persistence"`
+	}
+	raw, err := os.ReadFile(s.ConfigFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		t.Fatalf("rendered config: %v", err)
+	}
+	ds := cfg.Persistence.Datastores
+	if ds["default"].SQL.PluginName != "postgres12" || ds["default"].SQL.DatabaseName != db ||
+		ds["visibility"].SQL.PluginName != "postgres12" || ds["visibility"].SQL.DatabaseName != db+"_visibility" {
+		t.Fatalf("rendered datastores %+v, want postgres12 on %s and %s_visibility", ds, db, db)
+	}
+	if strings.Contains(string(raw), "0.0.0.0") {
+		t.Fatalf("rendered config binds 0.0.0.0:\n%s", raw)
+	}
+
+	check := func(when string) {
+		t.Helper()
+		c, err := client.DialContext(ctx, client.Options{HostPort: s.HostPort, Namespace: s.Namespace})
+		if err != nil {
+			t.Fatalf("%s: dial: %v", when, err)
+		}
+		defer c.Close()
+		info, err := c.WorkflowService().GetSystemInfo(ctx, &workflowservice.GetSystemInfoRequest{})
+		if err != nil || info.GetServerVersion() != "1.29.1" {
+			t.Fatalf("%s: server version %q (%v), want 1.29.1", when, info.GetServerVersion(), err)
+		}
+		sas, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: s.Namespace})
+		if err != nil {
+			t.Fatalf("%s: list search attributes: %v", when, err)
+		}
+		for _, sa := range searchattr.All {
+			if got := sas.GetCustomAttributes()[sa.Name]; got != enumspb.INDEXED_VALUE_TYPE_KEYWORD {
+				t.Errorf("%s: search attribute %s is %q, want Keyword", when, sa.Name, got)
+			}
+		}
+	}
+	check("after start")
+	if err := s.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("after restart")
+	s.Stop(30 * time.Second)
+	if !s.Exited() {
+		t.Fatal("server still running after Stop")
+	}
+	if err := DropTemporalDatabases(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	dropped = true
+	conn, err := pgx.Connect(ctx, catalog.DefaultURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = $1 OR datname = $2", db, db+"_visibility").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d of the server's databases left after drop (%v)", n, err)
+	}
+}
