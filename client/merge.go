@@ -230,6 +230,25 @@ func (c *Client) startRun(ctx context.Context, s operationStart) (sdkclient.Work
 		r := in.Request()
 		req = &r
 	}
+	opts := c.startOptions(s, req != nil)
+	if req != nil && s.Finished {
+		if run, err := c.finishedSame(ctx, s.ID, s.OpID, *req); err != nil || run != nil {
+			return run, s.OpID, err
+		}
+	}
+	run, err := c.tc.ExecuteWorkflow(ctx, opts, s.Workflow, s.Input)
+	if exists := (*serviceerror.WorkflowExecutionAlreadyStarted)(nil); req != nil && errors.As(err, &exists) {
+		return c.attachSame(ctx, s.ID, exists.RunId, s.OpID, *req, false)
+	}
+	if err != nil {
+		return nil, "", unanswered(ctx, cmp.Or(s.What, "start "+s.Summary), s.ID, s.OpID, err)
+	}
+	return run, s.OpID, nil
+}
+
+// startOptions are the options s starts its workflow with; with canonical (its input has
+// a canonical request) a run of the id already there is an error for attachSame to judge.
+func (c *Client) startOptions(s operationStart, canonical bool) sdkclient.StartWorkflowOptions {
 	var attrs []temporal.SearchAttributeUpdate
 	if s.Graph != "" {
 		attrs = append(attrs, searchattr.Graph.ValueSet(s.Graph))
@@ -249,23 +268,11 @@ func (c *Client) startRun(ctx context.Context, s operationStart) (sdkclient.Work
 		StaticSummary:            s.Summary,
 		TypedSearchAttributes:    temporal.NewSearchAttributes(attrs...),
 	}
-	if req != nil {
+	if canonical {
 		opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
 		opts.WorkflowExecutionErrorWhenAlreadyStarted = true
 	}
-	if req != nil && s.Finished {
-		if run, err := c.finishedSame(ctx, s.ID, s.OpID, *req); err != nil || run != nil {
-			return run, s.OpID, err
-		}
-	}
-	run, err := c.tc.ExecuteWorkflow(ctx, opts, s.Workflow, s.Input)
-	if exists := (*serviceerror.WorkflowExecutionAlreadyStarted)(nil); req != nil && errors.As(err, &exists) {
-		return c.attachSame(ctx, s.ID, exists.RunId, s.OpID, *req, false)
-	}
-	if err != nil {
-		return nil, "", unanswered(ctx, cmp.Or(s.What, "start "+s.Summary), s.ID, s.OpID, err)
-	}
-	return run, s.OpID, nil
+	return opts
 }
 
 // keyOrNew is the caller's idempotency key (checked by the request's Validate), or a fresh one.

@@ -15,13 +15,11 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	sdkclient "go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/bounded"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
-	"github.com/graftworks/graft/internal/searchattr"
 	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/workflows"
 )
@@ -191,16 +189,8 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 // (workflows.PinnedMemo): an update would cost a workflow task of its own
 // (docs/benchmarks.md, "Table writes"). The workflow pins whether or not anyone asks.
 func (c *Client) startPinned(ctx context.Context, in workflows.WriteTableInput, id, key, summary string) (*WriteTableHandle, bool, error) {
-	opts := sdkclient.StartWorkflowOptions{
-		ID: id, TaskQueue: c.opts.TaskQueue,
-		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		EnableEagerStart:                         c.opts.EagerStart,
-		StaticSummary:                            summary,
-		TypedSearchAttributes: temporal.NewSearchAttributes(searchattr.Graph.ValueSet(in.Graph),
-			searchattr.Branch.ValueSet(in.Branch), searchattr.Operation.ValueSet("write_table")),
-	}
+	opts := c.startOptions(operationStart{ID: id, Summary: summary, Graph: in.Graph, Branch: in.Branch, Kind: "write_table",
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE}, true)
 	pin := sdkclient.UpdateWorkflowOptions{UpdateName: workflows.PinnedUpdateName, WaitForStage: sdkclient.WorkflowUpdateStageCompleted}
 	var (
 		run sdkclient.WorkflowRun
