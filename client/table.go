@@ -290,13 +290,10 @@ func answered(ctx context.Context, err error) bool {
 	return err == nil || !errors.As(err, &timeout) && !errors.As(unanswered(ctx, "", "", "", err), &ue)
 }
 
-// fileRequest is a write's canonical request, from its files' sizes and SHA-256s.
+// fileRequest is a write's canonical request, from its files' sizes and SHA-256s (the
+// ids planFiles mints are not part of it).
 func fileRequest(req WriteTableRequest) (workflows.Request, error) {
-	objects := make([]workflows.TableObject, len(req.Files))
-	err := bounded.EachErr(len(req.Files), uploadConcurrency, func(i int) (err error) {
-		objects[i], err = fileSum(req.Files[i])
-		return err
-	})
+	objects, err := planFiles(req.Files)
 	if err != nil {
 		return workflows.Request{}, err
 	}
