@@ -178,10 +178,10 @@ type operationStart struct {
 	// ReusePolicy after a finished run of the id: REJECT_DUPLICATE finds that run (an
 	// idempotency key is used once), ALLOW_DUPLICATE starts anew.
 	ReusePolicy enumspb.WorkflowIdReusePolicy
-	// Finished, for an input with a canonical request, looks up the id's latest run first:
-	// one that ended under this OpID is attached to (or a conflict) rather than started
-	// anew (ALLOW_DUPLICATE), which would find the ledger's row finished and report its
-	// outcome without its result. Set when the caller gave the key.
+	// Finished, for an input with a canonical request, looks up the id's latest run first
+	// (lookupSame): one that ended under this OpID is attached to (or a conflict) rather
+	// than started anew (ALLOW_DUPLICATE), which would find the ledger's row finished and
+	// report its outcome without its result. Set when the caller gave the key.
 	Finished bool
 	// What names the start in an *UnansweredError; defaults to "start "+Summary.
 	What string
@@ -232,7 +232,7 @@ func (c *Client) startRun(ctx context.Context, s operationStart) (sdkclient.Work
 	}
 	opts := c.startOptions(s, req != nil)
 	if req != nil && s.Finished {
-		if run, err := c.finishedSame(ctx, s.ID, s.OpID, *req); err != nil || run != nil {
+		if run, err := c.lookupSame(ctx, s.ID, s.OpID, true, func() (workflows.Request, error) { return *req, nil }); err != nil || run != nil {
 			return run, s.OpID, err
 		}
 	}

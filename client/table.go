@@ -100,13 +100,15 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 	key := keyOrNew(req.IdempotencyKey)
 	id := WriteTableWorkflowID(req.Graph, req.Branch, key)
 	if req.IdempotencyKey != "" {
-		desc, err := c.tc.DescribeWorkflowExecution(ctx, id, "")
-		var nf *serviceerror.NotFound
+		// A run under the caller's key is attached to when it is the same request, and
+		// nothing is uploaded: a write whose client died before "uploaded" ends at its
+		// deadline (docs/workflows.md, "Pin first, then upload").
+		run, err := c.lookupSame(ctx, id, key, false, func() (workflows.Request, error) { return fileRequest(req) })
 		switch {
-		case err == nil:
-			return c.attachWrite(ctx, req, id, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), key)
-		case !errors.As(err, &nf):
-			return nil, unanswered(ctx, "look up write "+id, id, key, err)
+		case err != nil:
+			return nil, err
+		case run != nil:
+			return c.writeHandle(id, key, run), nil
 		}
 	}
 
@@ -260,21 +262,6 @@ func (c *Client) watchPinned(ctx context.Context, id, runID string) (bool, error
 		}
 	}
 	return false, nil
-}
-
-// attachWrite attaches to the run of a write under the caller's key when it is the same
-// request, and uploads nothing: a write whose client died before "uploaded" ends at its
-// deadline (docs/workflows.md, "Pin first, then upload").
-func (c *Client) attachWrite(ctx context.Context, req WriteTableRequest, id, runID, key string) (*WriteTableHandle, error) {
-	ours, err := fileRequest(req)
-	if err != nil {
-		return nil, err
-	}
-	run, _, err := c.attachSame(ctx, id, runID, key, ours, false)
-	if err != nil {
-		return nil, err
-	}
-	return c.writeHandle(id, key, run), nil
 }
 
 func (c *Client) writeHandle(id, key string, run sdkclient.WorkflowRun) *WriteTableHandle {
