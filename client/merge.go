@@ -84,26 +84,13 @@ type OperationHandle[R any] struct {
 // result carries outcome in_doubt and the error matches outcome.ErrInDoubt, with the
 // operation id. An outcome other than success is an *outcome.Error; a workflow that ends
 // without one is a *WorkflowError.
-func (h *OperationHandle[R]) Wait(ctx context.Context) (R, error) {
-	var early func(context.Context) (R, bool, error)
-	if h.fromStatus != nil {
-		early = func(qctx context.Context) (R, bool, error) {
-			st, err := h.Status(qctx)
-			if err != nil || !st.InDoubt() {
-				var zero R
-				return zero, false, err
-			}
-			return h.fromStatus(st), true, nil
-		}
-	}
-	return h.wait(ctx, early)
-}
+func (h *OperationHandle[R]) Wait(ctx context.Context) (R, error) { return h.wait(ctx, h.fromStatus) }
 
 // WaitFinal waits for the operation's definitive outcome, even through a long settle.
 func (h *OperationHandle[R]) WaitFinal(ctx context.Context) (R, error) { return h.wait(ctx, nil) }
 
-func (h *OperationHandle[R]) wait(ctx context.Context, early func(context.Context) (R, bool, error)) (R, error) {
-	res, err := await(ctx, h.c, waitTarget{workflowID: h.WorkflowID, runID: h.RunID, opID: h.OpID, run: h.run}, early)
+func (h *OperationHandle[R]) wait(ctx context.Context, inDoubt func(Status) R) (R, error) {
+	res, err := await(ctx, h.c, waitTarget{workflowID: h.WorkflowID, runID: h.RunID, opID: h.OpID, run: h.run}, inDoubt)
 	var we *WorkflowError
 	switch {
 	case errors.As(err, &we):

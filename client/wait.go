@@ -85,10 +85,9 @@ type waitTarget struct {
 // await follows w.run until its workflow closes and returns its result: from the
 // completion, or — a definitive outcome other than success, contract 2 of
 // docs/workflows.md — from the failure's ApplicationError, whose first detail is the
-// result. An infrastructure failure is a *WorkflowError. early, when set, is asked every
-// poll under Options.QueryTimeout: true ends the wait with its result (in doubt); its
-// error means the workflow did not answer.
-func await[R any](ctx context.Context, c *Client, w waitTarget, early func(context.Context) (R, bool, error)) (R, error) {
+// result. An infrastructure failure is a *WorkflowError. With inDoubt set, every poll
+// asks the workflow's status: an in-doubt one ends the wait with inDoubt's result.
+func await[R any](ctx context.Context, c *Client, w waitTarget, inDoubt func(Status) R) (R, error) {
 	var zero R
 	gctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -124,12 +123,10 @@ func await[R any](ctx context.Context, c *Client, w waitTarget, early func(conte
 			return zero, ctx.Err()
 		case <-timer.C:
 		}
-		if early != nil {
-			qctx, qcancel := context.WithTimeout(ctx, c.opts.QueryTimeout)
-			res, stop, qerr := early(qctx)
-			qcancel()
-			if stop {
-				return res, nil
+		if inDoubt != nil {
+			st, qerr := c.Status(ctx, w.workflowID, w.runID)
+			if qerr == nil && st.InDoubt() {
+				return inDoubt(st), nil
 			}
 			watch.queried(ctx, qerr == nil)
 		}
