@@ -248,7 +248,7 @@ func (a *app) storeNext() string {
 // read and where that setting came from: the usual cause is a CLI and workers
 // on different stores.
 func (a *app) storeRead(err error, graph string) error {
-	if !graphMissing(err, graph) {
+	if o, _ := outcome.Of(err); o != outcome.NotFound || !strings.Contains(err.Error(), fmt.Sprintf("graph %q does not exist", graph)) {
 		return err
 	}
 	setting := conncfg.FlagStoreDir
@@ -257,9 +257,4 @@ func (a *app) storeRead(err error, graph string) error {
 	}
 	return withNext(err, "`graft graph init %s` creates it. This command read %s (%s); if the workers use another store, point the store settings at it",
 		graph, a.cfg.DescribeStore(), a.settingName(setting))
-}
-
-func graphMissing(err error, graph string) bool {
-	o, ok := outcome.Of(err)
-	return ok && o == outcome.NotFound && strings.Contains(err.Error(), fmt.Sprintf("graph %q does not exist", graph))
 }
