@@ -90,7 +90,7 @@ func (h *OperationHandle[R]) Wait(ctx context.Context) (R, error) { return h.wai
 func (h *OperationHandle[R]) WaitFinal(ctx context.Context) (R, error) { return h.wait(ctx, nil) }
 
 func (h *OperationHandle[R]) wait(ctx context.Context, inDoubt func(Status) R) (R, error) {
-	res, err := await(ctx, h.c, waitTarget{workflowID: h.WorkflowID, runID: h.RunID, opID: h.OpID, run: h.run}, inDoubt)
+	res, err := h.await(ctx, inDoubt)
 	var we *WorkflowError
 	switch {
 	case errors.As(err, &we):
