@@ -66,9 +66,6 @@ func New(tc sdkclient.Client, o Options) *Client {
 	return &Client{tc: tc, opts: o}
 }
 
-// Temporal returns the underlying Temporal client.
-func (c *Client) Temporal() sdkclient.Client { return c.tc }
-
 // CreateBranchRequest asks for a new branch.
 type CreateBranchRequest struct {
 	Graph  string

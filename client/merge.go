@@ -84,26 +84,13 @@ type OperationHandle[R any] struct {
 // result carries outcome in_doubt and the error matches outcome.ErrInDoubt, with the
 // operation id. An outcome other than success is an *outcome.Error; a workflow that ends
 // without one is a *WorkflowError.
-func (h *OperationHandle[R]) Wait(ctx context.Context) (R, error) {
-	var early func(context.Context) (R, bool, error)
-	if h.fromStatus != nil {
-		early = func(qctx context.Context) (R, bool, error) {
-			st, err := h.Status(qctx)
-			if err != nil || !st.InDoubt() {
-				var zero R
-				return zero, false, err
-			}
-			return h.fromStatus(st), true, nil
-		}
-	}
-	return h.wait(ctx, early)
-}
+func (h *OperationHandle[R]) Wait(ctx context.Context) (R, error) { return h.wait(ctx, h.fromStatus) }
 
 // WaitFinal waits for the operation's definitive outcome, even through a long settle.
 func (h *OperationHandle[R]) WaitFinal(ctx context.Context) (R, error) { return h.wait(ctx, nil) }
 
-func (h *OperationHandle[R]) wait(ctx context.Context, early func(context.Context) (R, bool, error)) (R, error) {
-	res, err := await(ctx, h.c, waitTarget{workflowID: h.WorkflowID, runID: h.RunID, opID: h.OpID, run: h.run}, early)
+func (h *OperationHandle[R]) wait(ctx context.Context, inDoubt func(Status) R) (R, error) {
+	res, err := h.await(ctx, inDoubt)
 	var we *WorkflowError
 	switch {
 	case errors.As(err, &we):
@@ -178,10 +165,10 @@ type operationStart struct {
 	// ReusePolicy after a finished run of the id: REJECT_DUPLICATE finds that run (an
 	// idempotency key is used once), ALLOW_DUPLICATE starts anew.
 	ReusePolicy enumspb.WorkflowIdReusePolicy
-	// Finished, for an input with a canonical request, looks up the id's latest run first:
-	// one that ended under this OpID is attached to (or a conflict) rather than started
-	// anew (ALLOW_DUPLICATE), which would find the ledger's row finished and report its
-	// outcome without its result. Set when the caller gave the key.
+	// Finished, for an input with a canonical request, looks up the id's latest run first
+	// (lookupSame): one that ended under this OpID is attached to (or a conflict) rather
+	// than started anew (ALLOW_DUPLICATE), which would find the ledger's row finished and
+	// report its outcome without its result. Set when the caller gave the key.
 	Finished bool
 	// What names the start in an *UnansweredError; defaults to "start "+Summary.
 	What string
@@ -230,6 +217,25 @@ func (c *Client) startRun(ctx context.Context, s operationStart) (sdkclient.Work
 		r := in.Request()
 		req = &r
 	}
+	opts := c.startOptions(s, req != nil)
+	if req != nil && s.Finished {
+		if run, err := c.lookupSame(ctx, s.ID, s.OpID, true, func() (workflows.Request, error) { return *req, nil }); err != nil || run != nil {
+			return run, s.OpID, err
+		}
+	}
+	run, err := c.tc.ExecuteWorkflow(ctx, opts, s.Workflow, s.Input)
+	if exists := (*serviceerror.WorkflowExecutionAlreadyStarted)(nil); req != nil && errors.As(err, &exists) {
+		return c.attachSame(ctx, s.ID, exists.RunId, s.OpID, *req, false)
+	}
+	if err != nil {
+		return nil, "", unanswered(ctx, cmp.Or(s.What, "start "+s.Summary), s.ID, s.OpID, err)
+	}
+	return run, s.OpID, nil
+}
+
+// startOptions are the options s starts its workflow with; with canonical (its input has
+// a canonical request) a run of the id already there is an error for attachSame to judge.
+func (c *Client) startOptions(s operationStart, canonical bool) sdkclient.StartWorkflowOptions {
 	var attrs []temporal.SearchAttributeUpdate
 	if s.Graph != "" {
 		attrs = append(attrs, searchattr.Graph.ValueSet(s.Graph))
@@ -249,23 +255,11 @@ func (c *Client) startRun(ctx context.Context, s operationStart) (sdkclient.Work
 		StaticSummary:            s.Summary,
 		TypedSearchAttributes:    temporal.NewSearchAttributes(attrs...),
 	}
-	if req != nil {
+	if canonical {
 		opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
 		opts.WorkflowExecutionErrorWhenAlreadyStarted = true
 	}
-	if req != nil && s.Finished {
-		if run, err := c.finishedSame(ctx, s.ID, s.OpID, *req); err != nil || run != nil {
-			return run, s.OpID, err
-		}
-	}
-	run, err := c.tc.ExecuteWorkflow(ctx, opts, s.Workflow, s.Input)
-	if exists := (*serviceerror.WorkflowExecutionAlreadyStarted)(nil); req != nil && errors.As(err, &exists) {
-		return c.attachSame(ctx, s.ID, exists.RunId, s.OpID, *req, false)
-	}
-	if err != nil {
-		return nil, "", unanswered(ctx, cmp.Or(s.What, "start "+s.Summary), s.ID, s.OpID, err)
-	}
-	return run, s.OpID, nil
+	return opts
 }
 
 // keyOrNew is the caller's idempotency key (checked by the request's Validate), or a fresh one.

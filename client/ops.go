@@ -185,8 +185,9 @@ func (o *Ops) Wait(ctx context.Context, id string) (Operation, error) {
 		return op, err
 	}
 	if o.c != nil && op.WorkflowID != "" {
-		run := o.c.tc.GetWorkflow(ctx, op.WorkflowID, op.RunID)
-		_, werr := await[json.RawMessage](ctx, o.c, waitTarget{workflowID: op.WorkflowID, runID: op.RunID, opID: op.ID, run: run}, nil)
+		h := &OperationHandle[json.RawMessage]{c: o.c, WorkflowID: op.WorkflowID, RunID: op.RunID, OpID: op.ID,
+			run: o.c.tc.GetWorkflow(ctx, op.WorkflowID, op.RunID)}
+		_, werr := h.await(ctx, nil)
 		if ctx.Err() != nil {
 			return op, ctx.Err()
 		}

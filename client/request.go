@@ -61,12 +61,12 @@ func (c *Client) attachSame(ctx context.Context, workflowID, runID, key string, 
 	return c.tc.GetWorkflow(ctx, workflowID, runID), opID, nil
 }
 
-// finishedSame looks up the latest run of workflowID: when it ended — completed, or
-// failed with its outcome — under operation key, it returns that run if it is the request
-// ours, and a *RequestConflictError if not. Otherwise (no run, one still going — the
-// start meets it — another operation's, or one terminated, cancelled or timed out, whose
-// row the reconciler finishes) it returns nil.
-func (c *Client) finishedSame(ctx context.Context, workflowID, key string, ours workflows.Request) (sdkclient.WorkflowRun, error) {
+// lookupSame looks up the latest run of workflowID and returns it if it is the request
+// ours, and a *RequestConflictError if not; nil when there is none. With finished, only a
+// run that ended — completed, or failed with its outcome — under operation key counts:
+// otherwise (one still going — the start meets it — another operation's, or one
+// terminated, cancelled or timed out, whose row the reconciler finishes) it returns nil.
+func (c *Client) lookupSame(ctx context.Context, workflowID, key string, finished bool, ours func() (workflows.Request, error)) (sdkclient.WorkflowRun, error) {
 	desc, err := c.tc.DescribeWorkflowExecution(ctx, workflowID, "")
 	var nf *serviceerror.NotFound
 	switch {
@@ -76,10 +76,14 @@ func (c *Client) finishedSame(ctx context.Context, workflowID, key string, ours 
 		return nil, unanswered(ctx, "look up "+workflowID, workflowID, key, err)
 	}
 	info := desc.GetWorkflowExecutionInfo()
-	if st := info.GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED && st != enumspb.WORKFLOW_EXECUTION_STATUS_FAILED {
+	if st := info.GetStatus(); finished && st != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED && st != enumspb.WORKFLOW_EXECUTION_STATUS_FAILED {
 		return nil, nil
 	}
-	run, _, err := c.attachSame(ctx, workflowID, info.GetExecution().GetRunId(), key, ours, true)
+	req, err := ours()
+	if err != nil {
+		return nil, err
+	}
+	run, _, err := c.attachSame(ctx, workflowID, info.GetExecution().GetRunId(), key, req, finished)
 	return run, err
 }
 

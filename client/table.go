@@ -15,13 +15,11 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	sdkclient "go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/bounded"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
-	"github.com/graftworks/graft/internal/searchattr"
 	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/workflows"
 )
@@ -102,13 +100,15 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 	key := keyOrNew(req.IdempotencyKey)
 	id := WriteTableWorkflowID(req.Graph, req.Branch, key)
 	if req.IdempotencyKey != "" {
-		desc, err := c.tc.DescribeWorkflowExecution(ctx, id, "")
-		var nf *serviceerror.NotFound
+		// A run under the caller's key is attached to when it is the same request, and
+		// nothing is uploaded: a write whose client died before "uploaded" ends at its
+		// deadline (docs/workflows.md, "Pin first, then upload").
+		run, err := c.lookupSame(ctx, id, key, false, func() (workflows.Request, error) { return fileRequest(req) })
 		switch {
-		case err == nil:
-			return c.attachWrite(ctx, req, id, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), key)
-		case !errors.As(err, &nf):
-			return nil, unanswered(ctx, "look up write "+id, id, key, err)
+		case err != nil:
+			return nil, err
+		case run != nil:
+			return c.writeHandle(id, key, run), nil
 		}
 	}
 
@@ -191,16 +191,8 @@ func (c *Client) StartWriteTable(ctx context.Context, store storage.Store, req W
 // (workflows.PinnedMemo): an update would cost a workflow task of its own
 // (docs/benchmarks.md, "Table writes"). The workflow pins whether or not anyone asks.
 func (c *Client) startPinned(ctx context.Context, in workflows.WriteTableInput, id, key, summary string) (*WriteTableHandle, bool, error) {
-	opts := sdkclient.StartWorkflowOptions{
-		ID: id, TaskQueue: c.opts.TaskQueue,
-		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		EnableEagerStart:                         c.opts.EagerStart,
-		StaticSummary:                            summary,
-		TypedSearchAttributes: temporal.NewSearchAttributes(searchattr.Graph.ValueSet(in.Graph),
-			searchattr.Branch.ValueSet(in.Branch), searchattr.Operation.ValueSet("write_table")),
-	}
+	opts := c.startOptions(operationStart{ID: id, Summary: summary, Graph: in.Graph, Branch: in.Branch, Kind: "write_table",
+		ReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE}, true)
 	pin := sdkclient.UpdateWorkflowOptions{UpdateName: workflows.PinnedUpdateName, WaitForStage: sdkclient.WorkflowUpdateStageCompleted}
 	var (
 		run sdkclient.WorkflowRun
@@ -272,21 +264,6 @@ func (c *Client) watchPinned(ctx context.Context, id, runID string) (bool, error
 	return false, nil
 }
 
-// attachWrite attaches to the run of a write under the caller's key when it is the same
-// request, and uploads nothing: a write whose client died before "uploaded" ends at its
-// deadline (docs/workflows.md, "Pin first, then upload").
-func (c *Client) attachWrite(ctx context.Context, req WriteTableRequest, id, runID, key string) (*WriteTableHandle, error) {
-	ours, err := fileRequest(req)
-	if err != nil {
-		return nil, err
-	}
-	run, _, err := c.attachSame(ctx, id, runID, key, ours, false)
-	if err != nil {
-		return nil, err
-	}
-	return c.writeHandle(id, key, run), nil
-}
-
 func (c *Client) writeHandle(id, key string, run sdkclient.WorkflowRun) *WriteTableHandle {
 	return &WriteTableHandle{c: c, WorkflowID: id, RunID: run.GetRunID(), OpID: key, run: run,
 		fromStatus: inDoubtResult(workflows.WriteTableResult{})}
@@ -300,13 +277,10 @@ func answered(ctx context.Context, err error) bool {
 	return err == nil || !errors.As(err, &timeout) && !errors.As(unanswered(ctx, "", "", "", err), &ue)
 }
 
-// fileRequest is a write's canonical request, from its files' sizes and SHA-256s.
+// fileRequest is a write's canonical request, from its files' sizes and SHA-256s (the
+// ids planFiles mints are not part of it).
 func fileRequest(req WriteTableRequest) (workflows.Request, error) {
-	objects := make([]workflows.TableObject, len(req.Files))
-	err := bounded.EachErr(len(req.Files), uploadConcurrency, func(i int) (err error) {
-		objects[i], err = fileSum(req.Files[i])
-		return err
-	})
+	objects, err := planFiles(req.Files)
 	if err != nil {
 		return workflows.Request{}, err
 	}

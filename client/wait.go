@@ -10,7 +10,6 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	sdkclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/graftworks/graft/client/outcome"
@@ -77,18 +76,12 @@ func (e *WorkflowError) Error() string {
 
 func (e *WorkflowError) Unwrap() error { return e.Err }
 
-type waitTarget struct {
-	workflowID, runID, opID string
-	run                     sdkclient.WorkflowRun
-}
-
-// await follows w.run until its workflow closes and returns its result: from the
+// await follows h's run until its workflow closes and returns its result: from the
 // completion, or — a definitive outcome other than success, contract 2 of
 // docs/workflows.md — from the failure's ApplicationError, whose first detail is the
-// result. An infrastructure failure is a *WorkflowError. early, when set, is asked every
-// poll under Options.QueryTimeout: true ends the wait with its result (in doubt); its
-// error means the workflow did not answer.
-func await[R any](ctx context.Context, c *Client, w waitTarget, early func(context.Context) (R, bool, error)) (R, error) {
+// result. An infrastructure failure is a *WorkflowError. With inDoubt set, every poll
+// asks the workflow's status: an in-doubt one ends the wait with inDoubt's result.
+func (h *OperationHandle[R]) await(ctx context.Context, inDoubt func(Status) R) (R, error) {
 	var zero R
 	gctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -99,11 +92,12 @@ func await[R any](ctx context.Context, c *Client, w waitTarget, early func(conte
 	done := make(chan answer, 1)
 	go func() {
 		var res R
-		err := w.run.Get(gctx, &res)
+		err := h.run.Get(gctx, &res)
 		done <- answer{res, err}
 	}()
 
-	watch := &watcher{c: c, w: w, told: map[string]bool{}, began: time.Now()}
+	c := h.c
+	watch := &watcher{c: c, workflowID: h.WorkflowID, opID: h.OpID, told: map[string]bool{}, began: time.Now()}
 	interval := c.opts.PollInterval
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
@@ -119,17 +113,15 @@ func await[R any](ctx context.Context, c *Client, w waitTarget, early func(conte
 			if ctx.Err() != nil {
 				return zero, ctx.Err()
 			}
-			return zero, workflowError(w, a.err)
+			return zero, workflowError(&WorkflowError{WorkflowID: h.WorkflowID, RunID: h.RunID, OpID: h.OpID}, a.err)
 		case <-ctx.Done():
 			return zero, ctx.Err()
 		case <-timer.C:
 		}
-		if early != nil {
-			qctx, qcancel := context.WithTimeout(ctx, c.opts.QueryTimeout)
-			res, stop, qerr := early(qctx)
-			qcancel()
-			if stop {
-				return res, nil
+		if inDoubt != nil {
+			st, qerr := h.Status(ctx)
+			if qerr == nil && st.InDoubt() {
+				return inDoubt(st), nil
 			}
 			watch.queried(ctx, qerr == nil)
 		}
@@ -154,8 +146,9 @@ func resultOfFailure[R any](err error) (R, bool) {
 	return res, true
 }
 
-func workflowError(w waitTarget, err error) error {
-	e := &WorkflowError{WorkflowID: w.workflowID, RunID: w.runID, OpID: w.opID, Status: "failed", Err: err}
+// workflowError fills e, which names the run, from the failure err.
+func workflowError(e *WorkflowError, err error) error {
+	e.Status, e.Err = "failed", err
 	var (
 		te *temporal.TerminatedError
 		ce *temporal.CanceledError
@@ -230,7 +223,8 @@ func dependencyOf(msg string) string {
 // watcher looks, while a wait goes on, for a Notice to tell the caller.
 type watcher struct {
 	c          *Client
-	w          waitTarget
+	workflowID string
+	opID       string
 	told       map[string]bool
 	lastLook   time.Time
 	failingFor time.Time // first of the current run of failed queries
@@ -242,7 +236,7 @@ func (wt *watcher) tell(n Notice) {
 		return
 	}
 	wt.told[n.Kind] = true
-	n.WorkflowID, n.OpID = wt.w.workflowID, wt.w.opID
+	n.WorkflowID, n.OpID = wt.workflowID, wt.opID
 	wt.c.opts.Notify(n)
 }
 
@@ -268,7 +262,7 @@ func (wt *watcher) look(ctx context.Context) {
 	wt.lastLook = time.Now()
 	dctx, cancel := context.WithTimeout(ctx, wt.c.opts.QueryTimeout)
 	defer cancel()
-	desc, err := wt.c.tc.DescribeWorkflowExecution(dctx, wt.w.workflowID, "")
+	desc, err := wt.c.tc.DescribeWorkflowExecution(dctx, wt.workflowID, "")
 	if err != nil {
 		return
 	}

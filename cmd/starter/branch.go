@@ -22,6 +22,9 @@ import (
 // (exit 2) before anything is contacted.
 func checkGraph(graph string) error { return client.InitGraphRequest{Graph: graph}.Validate() }
 
+// graphArg checks a command whose first argument is the graph.
+func graphArg(args []string) error { return checkGraph(args[0]) }
+
 func checkBranch(graph, branch string) error {
 	return client.DeleteBranchRequest{Graph: graph, Branch: branch}.Validate()
 }
@@ -173,61 +176,47 @@ type branchList struct {
 }
 
 func (a *app) branchListCommand() *cobra.Command {
-	return &cobra.Command{
+	return a.readCommand(&cobra.Command{
 		Use:   "list GRAPH",
 		Short: "List a graph's live branches with their heads (read from the store)",
 		Args:  exactArgs("GRAPH"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			graph := args[0]
-			r, err := a.reader(cmd.Context(), checkGraph(graph))
-			if err != nil {
-				return err
+	}, graphArg, func(cmd *cobra.Command, r *client.Reader, args []string) error {
+		bs, err := r.ListBranches(cmd.Context(), args[0])
+		if err != nil {
+			return err
+		}
+		bs = append([]client.BranchInfo{}, bs...) // [] in JSON, not null
+		return a.emitTable(cmd, branchList{Graph: args[0], Branches: bs}, func(tw io.Writer) {
+			fmt.Fprintln(tw, "BRANCH\tHEAD\tHEAD TIME\tTABLES\tNATIVE")
+			for _, b := range bs {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", b.Branch, b.Head, stamp(b.HeadTime), b.Tables, b.Native)
 			}
-			bs, err := r.ListBranches(cmd.Context(), graph)
-			if err != nil {
-				return a.storeRead(err, graph)
-			}
-			bs = append([]client.BranchInfo{}, bs...) // [] in JSON, not null
-			return a.emitTable(cmd, branchList{Graph: graph, Branches: bs}, func(tw io.Writer) {
-				fmt.Fprintln(tw, "BRANCH\tHEAD\tHEAD TIME\tTABLES\tNATIVE")
-				for _, b := range bs {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", b.Branch, b.Head, stamp(b.HeadTime), b.Tables, b.Native)
-				}
-			})
-		},
-	}
+		})
+	})
 }
 
 func (a *app) branchShowCommand() *cobra.Command {
-	return &cobra.Command{
+	return a.readCommand(&cobra.Command{
 		Use:   "show GRAPH BRANCH",
 		Short: "Show a branch: its live incarnation, ref and head commit (read from the store)",
 		Args:  exactArgs("GRAPH", "BRANCH"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			graph, branch := args[0], args[1]
-			r, err := a.reader(cmd.Context(), checkBranch(graph, branch))
-			if err != nil {
-				return err
-			}
-			d, err := r.ShowBranch(cmd.Context(), graph, branch)
-			if graphMissing(err, graph) {
-				return a.storeRead(err, graph)
-			}
-			if err != nil {
-				return nextOn(err, outcome.NotFound, "`graft branch list %s` lists the live branches; a create still running shows in `graft op list --graph %s`", graph, graph)
-			}
-			return a.emitTable(cmd, d, func(tw io.Writer) {
-				fmt.Fprintf(tw, "branch\t%s (graph %s)\n", d.Branch, d.Graph)
-				fmt.Fprintf(tw, "native\t%s\n", d.Native)
-				fmt.Fprintf(tw, "ref\t%s (%s, op %s)\n", d.Ref.Key, d.Ref.State, d.Ref.Op)
-				fmt.Fprintf(tw, "head\t%s\ntime\t%s\n", d.Head, stamp(d.HeadTime))
-				fmt.Fprintf(tw, "author\t%s\nmessage\t%s\nop\t%s\n", d.Author, d.Message, d.Op)
-				fmt.Fprintf(tw, "parents\t%s\n", strings.Join(d.Parents, ", "))
-				rows(tw, "restored from", d.RestoredFrom)
-				printPins(tw, d.Pins)
-			})
-		},
-	}
+	}, func(args []string) error { return checkBranch(args[0], args[1]) }, func(cmd *cobra.Command, r *client.Reader, args []string) error {
+		graph := args[0]
+		d, err := r.ShowBranch(cmd.Context(), graph, args[1])
+		if err != nil {
+			return nextOn(err, outcome.NotFound, "`graft branch list %s` lists the live branches; a create still running shows in `graft op list --graph %s`", graph, graph)
+		}
+		return a.emitTable(cmd, d, func(tw io.Writer) {
+			fmt.Fprintf(tw, "branch\t%s (graph %s)\n", d.Branch, d.Graph)
+			fmt.Fprintf(tw, "native\t%s\n", d.Native)
+			fmt.Fprintf(tw, "ref\t%s (%s, op %s)\n", d.Ref.Key, d.Ref.State, d.Ref.Op)
+			fmt.Fprintf(tw, "head\t%s\ntime\t%s\n", d.Head, stamp(d.HeadTime))
+			fmt.Fprintf(tw, "author\t%s\nmessage\t%s\nop\t%s\n", d.Author, d.Message, d.Op)
+			fmt.Fprintf(tw, "parents\t%s\n", strings.Join(d.Parents, ", "))
+			rows(tw, "restored from", d.RestoredFrom)
+			printPins(tw, d.Pins)
+		})
+	})
 }
 
 func (a *app) branchRepairCommand() *cobra.Command {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	sdkclient "go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
@@ -167,16 +168,22 @@ func (a *app) temporalNote() string {
 	return "(Temporal did not answer, so phases come from the ledger alone: " + classify(a.tcErr).Message + ")"
 }
 
-// reader reads the configured store once checks passed.
-func (a *app) reader(ctx context.Context, checks ...error) (*client.Reader, error) {
-	if err := cmp.Or(checks...); err != nil {
-		return nil, err
+// readCommand makes cmd read the configured store, its first argument the
+// graph: run gets a reader once check passed on the arguments (nothing is
+// contacted otherwise), and a graph it does not find is storeRead's error.
+func (a *app) readCommand(cmd *cobra.Command, check func(args []string) error,
+	run func(cmd *cobra.Command, r *client.Reader, args []string) error) *cobra.Command {
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := check(args); err != nil {
+			return err
+		}
+		st, err := a.openStore(cmd.Context())
+		if err != nil {
+			return err
+		}
+		return a.storeRead(run(cmd, client.NewReader(st), args), args[0])
 	}
-	st, err := a.openStore(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return client.NewReader(st), nil
+	return cmd
 }
 
 // openStore opens the configured store and checks that it answers a listing,
@@ -241,7 +248,7 @@ func (a *app) storeNext() string {
 // read and where that setting came from: the usual cause is a CLI and workers
 // on different stores.
 func (a *app) storeRead(err error, graph string) error {
-	if !graphMissing(err, graph) {
+	if o, _ := outcome.Of(err); o != outcome.NotFound || !strings.Contains(err.Error(), fmt.Sprintf("graph %q does not exist", graph)) {
 		return err
 	}
 	setting := conncfg.FlagStoreDir
@@ -250,9 +257,4 @@ func (a *app) storeRead(err error, graph string) error {
 	}
 	return withNext(err, "`graft graph init %s` creates it. This command read %s (%s); if the workers use another store, point the store settings at it",
 		graph, a.cfg.DescribeStore(), a.settingName(setting))
-}
-
-func graphMissing(err error, graph string) bool {
-	o, ok := outcome.Of(err)
-	return ok && o == outcome.NotFound && strings.Contains(err.Error(), fmt.Sprintf("graph %q does not exist", graph))
 }

@@ -22,7 +22,7 @@ const refHelp = `A REF is a commit id, a branch (its head) or a tag; "branch:NAM
 
 func (a *app) logCommand() *cobra.Command {
 	var limit int
-	cmd := &cobra.Command{
+	cmd := a.readCommand(&cobra.Command{
 		Use:   "log GRAPH BRANCH",
 		Short: "Show a branch's history: its first-parent commits, newest first, merges and restores marked",
 		Long: `log walks BRANCH's first parents from its head, newest first, as git log
@@ -32,19 +32,13 @@ restored. A fork commit is the first commit of a branch; its parent is on the
 source branch. History ends at the graph's root commit, at -n commits, or
 where cleanup reclaimed older commits.`,
 		Args: exactArgs("GRAPH", "BRANCH"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			graph, branch := args[0], args[1]
-			r, err := a.reader(cmd.Context(), checkBranch(graph, branch))
-			if err != nil {
-				return err
-			}
-			log, err := r.Log(cmd.Context(), graph, branch, limit)
-			if err != nil {
-				return a.storeRead(err, graph)
-			}
-			return a.emit(cmd, log, func(w io.Writer) error { return printLog(w, log) })
-		},
-	}
+	}, func(args []string) error { return checkBranch(args[0], args[1]) }, func(cmd *cobra.Command, r *client.Reader, args []string) error {
+		log, err := r.Log(cmd.Context(), args[0], args[1], limit)
+		if err != nil {
+			return err
+		}
+		return a.emit(cmd, log, func(w io.Writer) error { return printLog(w, log) })
+	})
 	cmd.Flags().IntVarP(&limit, "limit", "n", client.DefaultLogLimit, "at most this many commits")
 	return cmd
 }
@@ -83,7 +77,7 @@ func printLog(w io.Writer, l client.Log) error {
 }
 
 func (a *app) diffCommand() *cobra.Command {
-	return &cobra.Command{
+	return a.readCommand(&cobra.Command{
 		Use:   "diff GRAPH FROM TO",
 		Short: "Show the tables added, changed and removed from one commit, branch or tag to another",
 		Long: `diff compares the table versions two commits pin: added (only TO pins the
@@ -91,31 +85,25 @@ table), removed (only FROM does) and changed (they pin different versions).
 
 ` + refHelp,
 		Args: exactArgs("GRAPH", "FROM", "TO"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			graph := args[0]
-			r, err := a.reader(cmd.Context(), checkGraph(graph))
-			if err != nil {
-				return err
+	}, graphArg, func(cmd *cobra.Command, r *client.Reader, args []string) error {
+		d, err := r.Diff(cmd.Context(), args[0], args[1], args[2])
+		if err != nil {
+			return err
+		}
+		return a.emitTable(cmd, d, func(tw io.Writer) {
+			fmt.Fprintf(tw, "%s %s (%s) .. %s %s (%s)\n", d.From.Kind, d.From.Ref, d.From.Commit, d.To.Kind, d.To.Ref, d.To.Commit)
+			for _, c := range d.Tables {
+				sign := map[string]string{"added": "+", "removed": "-", "changed": "~"}[c.Change]
+				fmt.Fprintf(tw, "%s %s\t%s\t%s -> %s\n", sign, c.Table, c.Change, orDash(c.From), orDash(c.To))
 			}
-			d, err := r.Diff(cmd.Context(), graph, args[1], args[2])
-			if err != nil {
-				return a.storeRead(err, graph)
-			}
-			return a.emitTable(cmd, d, func(tw io.Writer) {
-				fmt.Fprintf(tw, "%s %s (%s) .. %s %s (%s)\n", d.From.Kind, d.From.Ref, d.From.Commit, d.To.Kind, d.To.Ref, d.To.Commit)
-				for _, c := range d.Tables {
-					sign := map[string]string{"added": "+", "removed": "-", "changed": "~"}[c.Change]
-					fmt.Fprintf(tw, "%s %s\t%s\t%s -> %s\n", sign, c.Table, c.Change, orDash(c.From), orDash(c.To))
-				}
-				fmt.Fprintf(tw, "%d table(s) changed, %d unchanged\n", len(d.Tables), d.Unchanged)
-			})
-		},
-	}
+			fmt.Fprintf(tw, "%d table(s) changed, %d unchanged\n", len(d.Tables), d.Unchanged)
+		})
+	})
 }
 
 func (a *app) tableObjectsCommand() *cobra.Command {
 	var verify bool
-	cmd := &cobra.Command{
+	cmd := a.readCommand(&cobra.Command{
 		Use:   "objects GRAPH REF TABLE",
 		Short: "List the data objects of a table as of a commit, branch or tag, with the URIs engines read them at",
 		Long: `objects lists the data objects of the version of TABLE that REF pins, one
@@ -134,30 +122,24 @@ that a branch names an object that was deleted.
 
 ` + refHelp,
 		Args: exactArgs("GRAPH", "REF", "TABLE"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			graph := args[0]
-			r, err := a.reader(cmd.Context(), checkGraph(graph))
-			if err != nil {
-				return err
-			}
-			r.Locator = a.locator()
-			if verify {
-				return a.verifyTableObjects(cmd, r, graph, args[1], args[2])
-			}
-			l, err := r.TableObjects(cmd.Context(), graph, args[1], args[2])
-			if err != nil {
-				return a.storeRead(err, graph)
-			}
-			return a.emit(cmd, l, func(w io.Writer) error {
-				for _, o := range l.Objects {
-					if _, err := fmt.Fprintln(w, o.URI); err != nil {
-						return err
-					}
+	}, graphArg, func(cmd *cobra.Command, r *client.Reader, args []string) error {
+		r.Locator = a.locator()
+		if verify {
+			return a.verifyTableObjects(cmd, r, args[0], args[1], args[2])
+		}
+		l, err := r.TableObjects(cmd.Context(), args[0], args[1], args[2])
+		if err != nil {
+			return err
+		}
+		return a.emit(cmd, l, func(w io.Writer) error {
+			for _, o := range l.Objects {
+				if _, err := fmt.Fprintln(w, o.URI); err != nil {
+					return err
 				}
-				return nil
-			})
-		},
-	}
+			}
+			return nil
+		})
+	})
 	cmd.Flags().BoolVar(&verify, "verify", false, "HEAD every object and report the missing or changed ones (one request per object)")
 	return cmd
 }
@@ -180,7 +162,7 @@ func (a *app) verifyTableObjects(cmd *cobra.Command, r *client.Reader, graph, re
 	}
 	pr.Finish()
 	if err != nil {
-		return a.storeRead(err, graph)
+		return err
 	}
 	name := func(n int, key func(int) string) string {
 		keys := make([]string, 0, verifyListMax)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,57 +17,26 @@ import (
 	"github.com/graftworks/graft/client/outcome"
 )
 
+// opView is an operation as the op commands print it: the client's, with
+// its ages as Go duration strings ("1m30s"), and the keys it keeps pinned
+// past its end for puts that may still land (op show only).
 type opView struct {
-	ID         string          `json:"id"`
-	Kind       string          `json:"kind"`
-	Graph      string          `json:"graph"`
-	State      string          `json:"state"`
-	Outcome    string          `json:"outcome,omitempty"`
-	Error      string          `json:"error,omitempty"`
-	WorkflowID string          `json:"workflow_id,omitempty"`
-	RunID      string          `json:"run_id,omitempty"`
-	Inputs     json.RawMessage `json:"inputs,omitempty"`
-	CreatedAt  time.Time       `json:"created_at"`
-	UpdatedAt  time.Time       `json:"updated_at"`
-	FinishedAt time.Time       `json:"finished_at,omitzero"`
-
-	// What an unfinished operation is doing (op show, op list --stuck).
-	Stuck          string                     `json:"stuck,omitempty"`
-	Age            string                     `json:"age,omitempty"`
-	InStateFor     string                     `json:"in_state_for,omitempty"`
-	Phase          string                     `json:"phase,omitempty"`
-	Native         string                     `json:"native,omitempty"`
-	WitnessState   string                     `json:"witness_state,omitempty"`
-	WaitsFor       string                     `json:"waits_for,omitempty"`
-	From           string                     `json:"from,omitempty"`
-	Workflow       string                     `json:"workflow,omitempty"`
-	PendingWrite   string                     `json:"pending_write,omitempty"`
-	SettleAttempts int                        `json:"settle_attempts,omitempty"`
-	Extra          map[string]json.RawMessage `json:"extra,omitempty"`
-
-	// LatePuts are the keys the operation keeps pinned past its end for puts
-	// that may still land (op show only).
-	LatePuts []client.LatePut `json:"late_puts,omitempty"`
+	client.OperationDetail
+	Age        string           `json:"age,omitempty"`
+	InStateFor string           `json:"in_state_for,omitempty"`
+	LatePuts   []client.LatePut `json:"late_puts,omitempty"`
 }
 
 func viewOp(op client.Operation) opView {
-	return opView{
-		ID: op.ID, Kind: op.Kind, Graph: op.Graph, State: string(op.State), Outcome: string(op.Outcome),
-		Error: op.Error, WorkflowID: op.WorkflowID, RunID: op.RunID, Inputs: op.Inputs, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt,
-		FinishedAt: op.FinishedAt,
-	}
+	return opView{OperationDetail: client.OperationDetail{Operation: op}}
 }
 
+// viewDetail is d's view; a finished operation's says only what the ledger row does.
 func viewDetail(d client.OperationDetail) opView {
-	v := viewOp(d.Operation)
 	if d.State == client.OperationDone {
-		return v
+		return viewOp(d.Operation)
 	}
-	v.Stuck, v.Phase, v.Native, v.WitnessState, v.WaitsFor, v.From, v.Workflow, v.Extra =
-		d.Stuck, d.Phase, d.Native, d.WitnessState, d.WaitsFor, d.From, d.Workflow, d.Extra
-	v.Age, v.InStateFor = d.Age.String(), d.InStateFor.String()
-	v.PendingWrite, v.SettleAttempts = d.PendingWrite, d.SettleAttempts
-	return v
+	return opView{OperationDetail: d, Age: d.Age.String(), InStateFor: d.InStateFor.String()}
 }
 
 type opList struct {
@@ -270,7 +238,7 @@ func opNotFound(err error) error {
 func printOp(w io.Writer, v opView, note string) error {
 	tw := newTable(w)
 	fmt.Fprintf(tw, "operation\t%s\nkind\t%s\ngraph\t%s\n", v.ID, v.Kind, v.Graph)
-	state := v.State
+	state := string(v.State)
 	if v.InStateFor != "" {
 		state += " for " + v.InStateFor
 	}
@@ -282,7 +250,7 @@ func printOp(w io.Writer, v opView, note string) error {
 		waits = fmt.Sprintf("%s (from the %s)", v.WaitsFor, v.From)
 	}
 	fmt.Fprintf(tw, "state\t%s\n", state)
-	rows(tw, "outcome", v.Outcome, "error", v.Error, "phase", v.Phase, "native", witness, "waits for", waits)
+	rows(tw, "outcome", string(v.Outcome), "error", v.Error, "phase", v.Phase, "native", witness, "waits for", waits)
 	fmt.Fprintf(tw, "workflow\t%s (run %s)", v.WorkflowID, v.RunID)
 	if v.Workflow != "" {
 		fmt.Fprintf(tw, ", %s", v.Workflow)
@@ -301,7 +269,7 @@ func printOp(w io.Writer, v opView, note string) error {
 	for _, k := range slices.Sorted(maps.Keys(v.Extra)) {
 		fmt.Fprintf(tw, "%s\t%s\n", strings.ReplaceAll(k, "_", " "), v.Extra[k])
 	}
-	if len(v.LatePuts) > 0 && v.State == string(client.OperationDone) {
+	if len(v.LatePuts) > 0 && v.State == client.OperationDone {
 		// the callers give a note only for an unfinished operation: none is lost
 		note = fmt.Sprintf("next: once no put of it can arrive any more, `graft op release-late-puts %s` (docs/operations.md, \"Late-put pins\")", v.ID)
 	}

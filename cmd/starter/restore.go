@@ -54,11 +54,7 @@ makes the restore a conflict (exit 5) unless BRANCH's head is that commit.`,
 				return restoreError(req, err)
 			}
 			return a.emitTable(cmd, res, func(tw io.Writer) {
-				to := req.ToCommit
-				if req.ToTag != "" {
-					to = "tag " + req.ToTag
-				}
-				fmt.Fprintf(tw, "restored %s in %s to %s\n", res.Branch, res.Graph, to)
+				fmt.Fprintf(tw, "restored %s in %s to %s\n", res.Branch, res.Graph, cmp.Or(req.ToCommit, "tag "+req.ToTag))
 				rows(tw, "  commit", res.Commit, "  restored from", res.RestoredFrom, "  previous head", res.PreviousHead,
 					"  backup tag", cmp.Or(res.BackupTag, "(none: --no-backup)"), "  op", res.OpID)
 			})

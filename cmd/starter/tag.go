@@ -62,62 +62,51 @@ type tagList struct {
 
 func (a *app) tagListCommand() *cobra.Command {
 	var all bool
-	cmd := &cobra.Command{
+	cmd := a.readCommand(&cobra.Command{
 		Use:   "list GRAPH",
 		Short: "List a graph's live tags by name (read from the store); --all adds deleted ones",
 		Args:  exactArgs("GRAPH"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			graph := args[0]
-			r, err := a.reader(cmd.Context(), checkGraph(graph))
-			if err != nil {
-				return err
+	}, graphArg, func(cmd *cobra.Command, r *client.Reader, args []string) error {
+		tags, err := r.ListTags(cmd.Context(), args[0], all)
+		if err != nil {
+			return err
+		}
+		tags = append([]client.TagInfo{}, tags...) // [] in JSON, not null
+		return a.emitTable(cmd, tagList{Graph: args[0], Tags: tags}, func(tw io.Writer) {
+			fmt.Fprintln(tw, "TAG\tCOMMIT\tSTATE\tCREATED\tOP")
+			for _, t := range tags {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Commit, t.State, stamp(t.CreatedAt), t.Op)
 			}
-			tags, err := r.ListTags(cmd.Context(), graph, all)
-			if err != nil {
-				return a.storeRead(err, graph)
-			}
-			tags = append([]client.TagInfo{}, tags...) // [] in JSON, not null
-			return a.emitTable(cmd, tagList{Graph: graph, Tags: tags}, func(tw io.Writer) {
-				fmt.Fprintln(tw, "TAG\tCOMMIT\tSTATE\tCREATED\tOP")
-				for _, t := range tags {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Commit, t.State, stamp(t.CreatedAt), t.Op)
-				}
-			})
-		},
-	}
+		})
+	})
 	cmd.Flags().BoolVar(&all, "all", false, "list deleted (retired) tags too")
 	return cmd
 }
 
 func (a *app) tagShowCommand() *cobra.Command {
-	return &cobra.Command{
+	return a.readCommand(&cobra.Command{
 		Use:   "show GRAPH NAME",
 		Short: "Show a tag, live or deleted, and the commit it names (read from the store)",
 		Args:  exactArgs("GRAPH", "NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			graph, name := args[0], args[1]
-			r, err := a.reader(cmd.Context(), checkTag(graph, name))
-			if err != nil {
-				return err
+	}, func(args []string) error { return checkTag(args[0], args[1]) }, func(cmd *cobra.Command, r *client.Reader, args []string) error {
+		graph := args[0]
+		d, err := r.ShowTag(cmd.Context(), graph, args[1])
+		if err != nil {
+			return nextOn(err, outcome.NotFound, "`graft tag list %s --all` lists the graph's tags", graph)
+		}
+		return a.emitTable(cmd, d, func(tw io.Writer) {
+			fmt.Fprintf(tw, "tag\t%s (graph %s)\nstate\t%s\ncommit\t%s\n", d.Name, graph, d.State, d.Commit)
+			fmt.Fprintf(tw, "created\t%s (op %s)\n", stamp(d.CreatedAt), d.Op)
+			rows(tw, "deleted by", d.RetiredOp)
+			if !d.Retained {
+				fmt.Fprintf(tw, "retained\tno: cleanup reclaimed the commit\n")
+				return
 			}
-			d, err := r.ShowTag(cmd.Context(), graph, name)
-			if err != nil {
-				return nextOn(err, outcome.NotFound, "`graft tag list %s --all` lists the graph's tags", graph)
-			}
-			return a.emitTable(cmd, d, func(tw io.Writer) {
-				fmt.Fprintf(tw, "tag\t%s (graph %s)\nstate\t%s\ncommit\t%s\n", d.Name, graph, d.State, d.Commit)
-				fmt.Fprintf(tw, "created\t%s (op %s)\n", stamp(d.CreatedAt), d.Op)
-				rows(tw, "deleted by", d.RetiredOp)
-				if !d.Retained {
-					fmt.Fprintf(tw, "retained\tno: cleanup reclaimed the commit\n")
-					return
-				}
-				fmt.Fprintf(tw, "branch\t%s\ntime\t%s\n", d.Branch, stamp(d.Time))
-				fmt.Fprintf(tw, "author\t%s\nmessage\t%s\n", d.Author, d.Message)
-				printPins(tw, d.Pins)
-			})
-		},
-	}
+			fmt.Fprintf(tw, "branch\t%s\ntime\t%s\n", d.Branch, stamp(d.Time))
+			fmt.Fprintf(tw, "author\t%s\nmessage\t%s\n", d.Author, d.Message)
+			printPins(tw, d.Pins)
+		})
+	})
 }
 
 func (a *app) tagDeleteCommand() *cobra.Command {
