@@ -383,7 +383,7 @@ func (m *treeMark) run(ctx context.Context) error {
 	// Pins read before the listing may name commits of trees listed now; a pin taken later
 	// is the ledger's to refuse or keep (CondemnedAdd), and a chain it needs is the head's.
 	m.pinnedSeq = map[ulid.ULID]int64{}
-	for key := range m.pins.exact {
+	for key := range m.pins {
 		if id, err := format.ParseCommitKey(m.in.Graph, key); err == nil {
 			if cur, ok := m.pinnedSeq[id.Tree]; !ok || id.Seq < cur {
 				m.pinnedSeq[id.Tree] = id.Seq

@@ -129,7 +129,7 @@ func ticker(ctx context.Context) func() {
 func listPins(ctx context.Context, cat *catalog.Catalog, graphName, runID string) (pinSet, error) {
 	pins, err := cat.PinsList(ctx, catalog.PinsListParams{Graph: graphName, RunID: runID})
 	if err != nil {
-		return pinSet{}, fmt.Errorf("list pins: %w", err)
+		return nil, fmt.Errorf("list pins: %w", err)
 	}
 	return newPinSet(pins), nil
 }

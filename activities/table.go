@@ -194,18 +194,25 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 	if in.Planned {
 		return res, nil
 	}
-	for _, probe := range []func() (outcome.Outcome, string, error){
-		func() (outcome.Outcome, string, error) { return a.probeObjects(ctx, in.Graph, in.Table, entries) },
-		func() (outcome.Outcome, string, error) { return a.probeStaged(ctx, st) },
-		func() (outcome.Outcome, string, error) { return a.probeImports(ctx, in.Edit.Imports) },
-	} {
-		if o, msg, err := probe(); err != nil {
+	if o, msg, err := a.probeWrite(ctx, in, entries, st); err != nil || o != "" {
+		if err != nil {
 			return PrepareWriteResult{}, err
-		} else if o != "" {
-			return stop(o, "%s", msg)
 		}
+		return stop(o, "%s", msg)
 	}
 	return res, nil
+}
+
+// probeWrite probes what a pinned write names: every object with its size, the staged
+// version's own keys, the imports.
+func (a *Activities) probeWrite(ctx context.Context, in PrepareWriteInput, entries []objectEntry, st staged) (outcome.Outcome, string, error) {
+	if o, msg, err := a.probeObjects(ctx, in.Graph, in.Table, entries); err != nil || o != "" {
+		return o, msg, err
+	}
+	if o, msg, err := a.probeStaged(ctx, st); err != nil || o != "" {
+		return o, msg, err
+	}
+	return a.probeImports(ctx, in.Edit.Imports)
 }
 
 // ProbeWrite probes, after its client uploaded them, the objects a pin-first write
@@ -232,16 +239,8 @@ func (a *Activities) ProbeWrite(ctx context.Context, in PrepareWriteInput) (Prep
 	if err != nil {
 		return end(outcome.Invalid, err.Error())
 	}
-	for _, probe := range []func() (outcome.Outcome, string, error){
-		func() (outcome.Outcome, string, error) { return a.probeObjects(ctx, in.Graph, in.Table, entries) },
-		func() (outcome.Outcome, string, error) { return a.probeStaged(ctx, st) },
-		func() (outcome.Outcome, string, error) { return a.probeImports(ctx, in.Edit.Imports) },
-	} {
-		if o, msg, err := probe(); err != nil || o != "" {
-			return PrepareWriteResult{Outcome: o, Message: msg}, err
-		}
-	}
-	return PrepareWriteResult{}, nil
+	o, msg, err := a.probeWrite(ctx, in, entries, st)
+	return PrepareWriteResult{Outcome: o, Message: msg}, err
 }
 
 // resolveWriteBranch finds the live incarnation a write appends to (resolveBranch), or the
@@ -434,24 +433,17 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 	if own, ok, err := a.ownPendingCommit(ctx, in.Owner, in.Graph); err != nil || ok {
 		return PlanCommitResult{Committed: own.landed, Commit: own.id, Parent: own.parent, Spec: own.spec}, err
 	}
-	b, out, msg, err := a.resolveWriteBranch(ctx, in.Graph, in.Branch)
+	head, out, msg, err := a.readBranchHead(ctx, in.Graph, in.Branch)
 	if err != nil || out != "" {
 		return PlanCommitResult{Outcome: out, Message: msg}, err
 	}
 	// PrepareWrite checked the expected head's shape; the branch may be another incarnation now.
-	if id, _ := format.ParseCommitID(in.ExpectedHead); in.ExpectedHead != "" && id.Tree != b.Tree {
-		return end(outcome.Conflict, "expected head %s is not on %s, the live incarnation of %q", in.ExpectedHead, b.Native, in.Branch)
+	if id, _ := format.ParseCommitID(in.ExpectedHead); in.ExpectedHead != "" && id.Tree != head.Tree {
+		return end(outcome.Conflict, "expected head %s is not on %s, the live incarnation of %q", in.ExpectedHead, head.Native, in.Branch)
 	}
 	g, err := graph.Open(a.Store, in.Graph)
 	if err != nil {
 		return end(outcome.Invalid, "%v", err)
-	}
-	head, err := g.HeadOf(ctx, b)
-	if isUnreadableObject(err) || errors.Is(err, graph.ErrCommitNotFound) {
-		return end(outcome.Conflict, "read head of %s: %v", b.Native, err)
-	}
-	if err != nil {
-		return PlanCommitResult{}, fmt.Errorf("read head: %w", err)
 	}
 	if head.Commit.Op == in.Owner.OpID {
 		// Our commit is the head already (an earlier attempt published it).
@@ -486,7 +478,7 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 		case errors.Is(err, graph.ErrVersionNotFound):
 			return end(outcome.NotRetained, "the head's version of %s was reclaimed: %v", in.Table, err)
 		case isUnreadableObject(err), errors.Is(err, graph.ErrCorrupt):
-			return end(outcome.Conflict, "plan version on %s: %v", b.Native, err)
+			return end(outcome.Conflict, "plan version on %s: %v", head.Native, err)
 		case err != nil:
 			return PlanCommitResult{}, fmt.Errorf("plan version: %w", err)
 		}
@@ -515,7 +507,7 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 	case errors.Is(err, graph.ErrInvalid):
 		return end(outcome.Invalid, "%v", err)
 	case isUnreadableObject(err), errors.Is(err, graph.ErrCorrupt):
-		return end(outcome.Conflict, "plan on %s: %v", b.Native, err)
+		return end(outcome.Conflict, "plan on %s: %v", head.Native, err)
 	case err != nil:
 		return PlanCommitResult{}, fmt.Errorf("plan commit: %w", err)
 	}

@@ -91,10 +91,7 @@ func checkPlanned(s staged, plan staged, p StagedPlan) string {
 	if got := ObjectsSHA256(s.objects); got != p.ObjectsSHA256 || total != p.Bytes {
 		return fmt.Sprintf("its objects' digest %s of %d bytes is not the planned %s of %d", got, total, p.ObjectsSHA256, p.Bytes)
 	}
-	pinned := make(map[string]bool, len(plan.keys))
-	for _, k := range plan.keys {
-		pinned[k] = true
-	}
+	pinned := setOf(plan.keys)
 	for _, k := range s.keys {
 		if !pinned[k] {
 			return fmt.Sprintf("%s is not among the keys the write pinned", k)
