@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -564,3 +565,126 @@ func (a *Activities) ownPendingCommit(ctx context.Context, o Owner, graphName st
 // maxPreChunks is the most manifest chunks an append's publish carries in its record (the
 // ledger's pending write); an append of more writes them in the plan.
 const maxPreChunks = 16
+
+// TableImport is an object of the store registered in a table by reference (docs/format.md
+// "Zero-copy import"), with the size and ETag a HEAD gave the client; graft never writes it.
+type TableImport struct {
+	Name   string `json:"name"`
+	Key    string `json:"key"`
+	Size   int64  `json:"size"`
+	ETag   string `json:"etag"`
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// TableEdit says how a table write changes the table: by default the new version is
+// exactly the write's objects and imports; with Append, the head's version plus them;
+// Remove drops entries by name from the head's version.
+type TableEdit struct {
+	Append  bool          `json:"append,omitempty"`
+	Remove  []string      `json:"remove,omitempty"`
+	Imports []TableImport `json:"imports,omitempty"`
+	// Staged names a staged version listing the write's objects (table_staged.go).
+	Staged string `json:"staged,omitempty"`
+}
+
+func (e TableEdit) empty() bool {
+	return !e.Append && len(e.Remove) == 0 && len(e.Imports) == 0 && e.Staged == ""
+}
+
+// onHead reports whether the new version edits the head's.
+func (e TableEdit) onHead() bool { return e.Append || len(e.Remove) > 0 }
+
+func (e TableEdit) check() error {
+	seen := map[string]bool{}
+	for i, n := range e.Remove {
+		if err := format.ValidateEntryName(n); err != nil {
+			return fmt.Errorf("remove[%d]: %w", i, err)
+		}
+		if seen[n] {
+			return fmt.Errorf("remove[%d]: %s listed twice", i, n)
+		}
+		seen[n] = true
+	}
+	for i, im := range e.Imports {
+		if _, err := format.ManifestMap.EncodeEntry(im.entry()); err != nil {
+			return fmt.Errorf("imports[%d]: %w", i, err)
+		}
+		if seen[im.Name] {
+			return fmt.Errorf("imports[%d]: %s is also imported or removed", i, im.Name)
+		}
+		seen[im.Name] = true
+	}
+	return nil
+}
+
+func (im TableImport) entry() format.ManifestEntry {
+	return format.ManifestEntry{Name: im.Name, External: im.Key, Size: im.Size, ETag: im.ETag, SHA256: im.SHA256}
+}
+
+func (e TableEdit) digest() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "append %v\n", e.Append)
+	if e.Staged != "" {
+		fmt.Fprintf(h, "staged %s\n", e.Staged)
+	}
+	for _, n := range e.Remove {
+		fmt.Fprintf(h, "remove %s\n", n)
+	}
+	for _, im := range e.Imports {
+		fmt.Fprintf(h, "import %s %s %d %s %s\n", im.Name, im.Key, im.Size, im.ETag, im.SHA256)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// versionEntries are a write's objects (named by their ULIDs) and imports as manifest
+// entries, sorted by name.
+func versionEntries(entries []objectEntry, imports []TableImport) []format.ManifestEntry {
+	out := make([]format.ManifestEntry, 0, len(entries)+len(imports))
+	for _, e := range entries {
+		out = append(out, format.ManifestEntry{Name: e.ID.String(), Object: e.ID, Size: e.Size, SHA256: e.SHA256})
+	}
+	for _, im := range imports {
+		out = append(out, im.entry())
+	}
+	slices.SortFunc(out, func(a, b format.ManifestEntry) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// probeImports checks every imported object is still what the client imported.
+func (a *Activities) probeImports(ctx context.Context, imports []TableImport) (outcome.Outcome, string, error) {
+	for _, im := range imports {
+		err := graph.CheckExternal(ctx, a.Store, im.entry())
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			return outcome.NotFound, fmt.Sprintf("imported object %s does not exist", im.Key), nil
+		case errors.Is(err, graph.ErrExternalChanged):
+			return outcome.Conflict, err.Error(), nil
+		case err != nil:
+			return "", "", fmt.Errorf("probe imported object %s: %w", im.Key, err)
+		}
+	}
+	return "", "", nil
+}
+
+// resolveBranch finds the live incarnation of logical (docs/format.md, "Read costs"). The
+// ledger's open incarnation of the name is the hint: its ref is read (one GET) and, when
+// live, is the branch; any other answer falls back to reading every ref of the name, so
+// "not found" and "several live" are storage's answers (graph.ResolveBranchHinted).
+func (a *Activities) resolveBranch(ctx context.Context, graphName, logical string) (graph.Branch, error) {
+	hint, _, err := a.openIncarnation(ctx, graphName, logical)
+	if err != nil {
+		return graph.Branch{}, err
+	}
+	return graph.ResolveBranchHinted(ctx, a.Store, graphName, logical, hint.Native)
+}
+
+func (a *Activities) openIncarnation(ctx context.Context, graphName, logical string) (catalog.Incarnation, bool, error) {
+	inc, err := a.Catalog.IncarnationOpen(ctx, catalog.IncarnationOpenParams{Graph: graphName, Logical: logical})
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+		return catalog.Incarnation{}, false, nil
+	case err != nil:
+		return catalog.Incarnation{}, false, fmt.Errorf("read the ledger's open incarnation of %q: %w", logical, err)
+	}
+	return inc, true, nil
+}
