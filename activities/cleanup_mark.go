@@ -715,8 +715,14 @@ const maxForkProbes = 8 // how far up a chain of forks the merge-base search rea
 // retainPins marks every kept commit's pins and lineage chunks, collecting per table the
 // versions it pins, then condemns the pins and lineage chunks no kept commit reaches.
 func (m *treeMark) retainPins(ctx context.Context) error {
+	// retainAll keeps every version and object, for the first reason found.
+	retainAll := func(why string) {
+		if !m.res.RetainAllData {
+			m.res.RetainAllData, m.res.RetainAllReason = true, why
+		}
+	}
 	if m.tagsBad != "" {
-		m.res.RetainAllData, m.res.RetainAllReason = true, m.tagsBad
+		retainAll(m.tagsBad)
 	}
 	if err := m.readCommits(ctx, m.kept); err != nil {
 		return err
@@ -733,9 +739,7 @@ func (m *treeMark) retainPins(ctx context.Context) error {
 	tick := ticker(ctx)
 	for _, k := range m.kept {
 		if why, bad := m.unreadable[k]; bad {
-			if !m.res.RetainAllData {
-				m.res.RetainAllData, m.res.RetainAllReason = true, fmt.Sprintf("kept commit %s does not decode: %s", k, why)
-			}
+			retainAll(fmt.Sprintf("kept commit %s does not decode: %s", k, why))
 			continue
 		}
 		c := m.commits[k]
@@ -754,9 +758,7 @@ func (m *treeMark) retainPins(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if !m.res.RetainAllData {
-				m.res.RetainAllData, m.res.RetainAllReason = true, fmt.Sprintf("kept commit %s: %v", k, err)
-			}
+			retainAll(fmt.Sprintf("kept commit %s: %v", k, err))
 		}
 	}
 	for table, vs := range retained {

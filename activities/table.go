@@ -123,7 +123,7 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 		entries = mapped(objs, func(o TableObject) objectEntry { return objectEntry{ID: ulid.MustParse(o.ID)} })
 		total, digest = in.StagedPlan.Bytes, in.StagedPlan.ObjectsSHA256
 	} else {
-		if entries, total, err = objectEntries(objs, storage.MaxObjectSize); err != nil {
+		if entries, total, err = objectEntries(objs); err != nil {
 			return end(outcome.Invalid, "%v", err)
 		}
 		digest = objectsDigest(entries)
@@ -236,7 +236,7 @@ func (a *Activities) ProbeWrite(ctx context.Context, in PrepareWriteInput) (Prep
 			return end(outcome.Invalid, fmt.Sprintf("staged version %s is not the list the write planned: %s", st.id, why))
 		}
 	}
-	entries, _, err := objectEntries(objs, storage.MaxObjectSize)
+	entries, _, err := objectEntries(objs)
 	if err != nil {
 		return end(outcome.Invalid, err.Error())
 	}
@@ -270,7 +270,7 @@ type objectEntry struct {
 }
 
 // objectEntries validates a version's object list and returns it sorted by ID, with its size.
-func objectEntries(objs []TableObject, maxSize int64) ([]objectEntry, int64, error) {
+func objectEntries(objs []TableObject) ([]objectEntry, int64, error) {
 	entries := make([]objectEntry, 0, len(objs))
 	seen := make(map[ulid.ULID]bool, len(objs))
 	var total int64
@@ -283,8 +283,8 @@ func objectEntries(objs []TableObject, maxSize int64) ([]objectEntry, int64, err
 			return nil, 0, fmt.Errorf("objects[%d].id: %s listed twice", i, id)
 		}
 		seen[id] = true
-		if o.Size < 0 || o.Size > maxSize {
-			return nil, 0, fmt.Errorf("objects[%d].size: %d is outside 0..%d", i, o.Size, maxSize)
+		if o.Size < 0 || o.Size > storage.MaxObjectSize {
+			return nil, 0, fmt.Errorf("objects[%d].size: %d is outside 0..%d", i, o.Size, storage.MaxObjectSize)
 		}
 		if b, err := hex.DecodeString(o.SHA256); err != nil || len(b) != sha256.Size || hex.EncodeToString(b) != o.SHA256 {
 			return nil, 0, fmt.Errorf("objects[%d].sha256: not 64 lower-case hex digits", i)
@@ -349,7 +349,7 @@ func (a *Activities) WriteManifest(ctx context.Context, in WriteManifestInput) (
 	}
 	var entries []objectEntry
 	if in.Edit.Staged == "" { // else the staged version lists them
-		if entries, _, err = objectEntries(in.Objects, storage.MaxObjectSize); err != nil {
+		if entries, _, err = objectEntries(in.Objects); err != nil {
 			return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
 		}
 	}
@@ -466,7 +466,7 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 		if err != nil || o != "" {
 			return PlanCommitResult{Outcome: o, Message: msg}, err
 		}
-		entries, _, err := objectEntries(objs, storage.MaxObjectSize)
+		entries, _, err := objectEntries(objs)
 		if err != nil {
 			return end(outcome.Invalid, "%v", err)
 		}
