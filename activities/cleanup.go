@@ -33,15 +33,6 @@ const (
 	CleanupModeSweep  = "sweep"
 )
 
-// The counts a cleanup reports, declared in package contract (workflows return them).
-type (
-	CleanupKept   = contract.CleanupKept
-	CleanupCounts = contract.CleanupCounts
-	UnsettledTree = contract.UnsettledTree
-	StoreRequests = contract.StoreRequests
-	RefusedKey    = contract.RefusedKey
-)
-
 // CleanupBeginInput is the input of CleanupBegin.
 type CleanupBeginInput struct {
 	RunID, Graph string
@@ -87,14 +78,14 @@ type CleanupMarkTreesResult struct {
 	// RetainAllData: a kept commit could not be read: nothing under tables/ is condemned.
 	RetainAllData   bool
 	RetainAllReason string
-	Kept            CleanupKept
-	Condemned       CleanupCounts // the commits condemned (planned, in a dry run)
-	NotInPlan       int64         // garbage left alone because the reviewed plan did not list it
-	Unsettled       []UnsettledTree
+	Kept            contract.CleanupKept
+	Condemned       contract.CleanupCounts // the commits condemned (planned, in a dry run)
+	NotInPlan       int64                  // garbage left alone because the reviewed plan did not list it
+	Unsettled       []contract.UnsettledTree
 	// Fenced lists the natives whose ref key this run fenced (a dry run: would have).
 	Fenced, WouldFence []string
 	PlanKeys           []string
-	Requests           StoreRequests
+	Requests           contract.StoreRequests
 	// GraphChunks counts the pins and lineage chunks condemned (in Condemned.Objects too),
 	// which the sweep deletes after the commits.
 	GraphChunks int64
@@ -115,11 +106,11 @@ type CleanupMarkTableInput struct {
 
 // CleanupMarkTableResult is what the table phase of a mark decided for one table.
 type CleanupMarkTableResult struct {
-	Kept      CleanupKept
-	Condemned CleanupCounts
+	Kept      contract.CleanupKept
+	Condemned contract.CleanupCounts
 	NotInPlan int64
 	PlanKeys  []string
-	Requests  StoreRequests
+	Requests  contract.StoreRequests
 	// Chunks counts the manifest chunks condemned (in Condemned.Objects too), which the
 	// sweep deletes after the versions, before the objects.
 	Chunks   int64
@@ -149,9 +140,9 @@ type CleanupSweepProgress struct {
 	Batches int   `json:"batches"`
 	// Refused counts the keys the store definitely refused to delete: they stay condemned
 	// but undeleted. RefusedKeys lists the first maxRefusedListed of them.
-	Refused     int64        `json:"refused,omitempty"`
-	RefusedKeys []RefusedKey `json:"refused_keys,omitempty"`
-	Done        bool         `json:"done"` // no condemned key of the range is left
+	Refused     int64                 `json:"refused,omitempty"`
+	RefusedKeys []contract.RefusedKey `json:"refused_keys,omitempty"`
+	Done        bool                  `json:"done"` // no condemned key of the range is left
 }
 
 // maxRefusedListed bounds the refused keys one sweep call reports by name.
@@ -166,7 +157,7 @@ type CleanupSummarizeInput struct {
 // CleanupSummary is the ledger's exact count of a run's condemned set.
 type CleanupSummary struct {
 	// Condemned counts every key the run condemned; Deleted those recorded deleted.
-	Condemned, Deleted CleanupCounts
+	Condemned, Deleted contract.CleanupCounts
 	PlanKeys           int64 // the keys of the reviewed plan (with PlanRunID)
 }
 
@@ -388,7 +379,7 @@ func (a *Activities) CleanupSweep(ctx context.Context, in CleanupSweepInput) (Cl
 			if reason, refused := b.refused[k]; refused {
 				p.Refused++
 				if len(p.RefusedKeys) < maxRefusedListed {
-					p.RefusedKeys = append(p.RefusedKeys, RefusedKey{Key: k, Reason: reason})
+					p.RefusedKeys = append(p.RefusedKeys, contract.RefusedKey{Key: k, Reason: reason})
 				}
 				continue
 			}
@@ -569,7 +560,7 @@ func (a *Activities) CleanupSummarize(ctx context.Context, in CleanupSummarizeIn
 		return CleanupSummary{}, fmt.Errorf("summarise cleanup run: %w", err)
 	}
 	for _, t := range tallies {
-		c := CleanupCounts{Bytes: t.Bytes}
+		c := contract.CleanupCounts{Bytes: t.Bytes}
 		switch t.Kind {
 		case catalog.ObjectCommit, catalog.ObjectTree:
 			c.Commits = t.Count
@@ -686,8 +677,8 @@ type countingStore struct {
 	list, get, head, put, dels atomic.Int64
 }
 
-func (s *countingStore) requests() StoreRequests {
-	return StoreRequests{List: s.list.Load(), Get: s.get.Load(), Head: s.head.Load(), Put: s.put.Load(), Delete: s.dels.Load()}
+func (s *countingStore) requests() contract.StoreRequests {
+	return contract.StoreRequests{List: s.list.Load(), Get: s.get.Load(), Head: s.head.Load(), Put: s.put.Load(), Delete: s.dels.Load()}
 }
 
 func (s *countingStore) Get(ctx context.Context, key string) (storage.Object, error) {

@@ -20,6 +20,7 @@ import (
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/storage"
+	"github.com/graftworks/graft/workflows/contract"
 )
 
 // CleanupRunEndedError is the type of the non-retryable error a mark step returns when its
@@ -226,7 +227,7 @@ func (m *treeMark) keep(key string, counter *int64) {
 }
 
 func (m *treeMark) unsettled(t ulid.ULID, native, reason string, cs []treeCommit) {
-	u := UnsettledTree{Tree: t.String(), Native: native, Reason: reason, Commits: int64(len(cs))}
+	u := contract.UnsettledTree{Tree: t.String(), Native: native, Reason: reason, Commits: int64(len(cs))}
 	if w := m.witnesses[t.String()]; w != nil {
 		u.Native, u.State, u.OpID = w.Native, string(w.State), w.OpID
 	}
@@ -715,14 +716,8 @@ const maxForkProbes = 8 // how far up a chain of forks the merge-base search rea
 // retainPins marks every kept commit's pins and lineage chunks, collecting per table the
 // versions it pins, then condemns the pins and lineage chunks no kept commit reaches.
 func (m *treeMark) retainPins(ctx context.Context) error {
-	// retainAll keeps every version and object, for the first reason found.
-	retainAll := func(why string) {
-		if !m.res.RetainAllData {
-			m.res.RetainAllData, m.res.RetainAllReason = true, why
-		}
-	}
 	if m.tagsBad != "" {
-		retainAll(m.tagsBad)
+		m.res.RetainAllData, m.res.RetainAllReason = true, m.tagsBad
 	}
 	if err := m.readCommits(ctx, m.kept); err != nil {
 		return err
@@ -739,7 +734,9 @@ func (m *treeMark) retainPins(ctx context.Context) error {
 	tick := ticker(ctx)
 	for _, k := range m.kept {
 		if why, bad := m.unreadable[k]; bad {
-			retainAll(fmt.Sprintf("kept commit %s does not decode: %s", k, why))
+			if !m.res.RetainAllData {
+				m.res.RetainAllData, m.res.RetainAllReason = true, fmt.Sprintf("kept commit %s does not decode: %s", k, why)
+			}
 			continue
 		}
 		c := m.commits[k]
@@ -758,7 +755,9 @@ func (m *treeMark) retainPins(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			retainAll(fmt.Sprintf("kept commit %s: %v", k, err))
+			if !m.res.RetainAllData {
+				m.res.RetainAllData, m.res.RetainAllReason = true, fmt.Sprintf("kept commit %s: %v", k, err)
+			}
 		}
 	}
 	for table, vs := range retained {
@@ -784,8 +783,8 @@ type condemner struct {
 	cat                    *catalog.Catalog
 	runID, mode, planRunID string
 	pins                   pinSet
-	kept                   *CleanupKept
-	condemned              *CleanupCounts
+	kept                   *contract.CleanupKept
+	condemned              *contract.CleanupCounts
 	notInPlan              *int64
 	sample                 *planSample
 	batch                  []catalog.Condemned
