@@ -3,11 +3,13 @@ package activities
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -21,7 +23,177 @@ import (
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/storage"
+	"github.com/graftworks/graft/workflows/contract"
 )
+
+// Cleanup modes, as the ledger spells them (catalog.CleanupMode).
+const (
+	CleanupModeDryRun = "dry_run"
+	CleanupModeMark   = "mark"
+	CleanupModeSweep  = "sweep"
+)
+
+// CleanupBeginInput is the input of CleanupBegin.
+type CleanupBeginInput struct {
+	RunID, Graph string
+	Mode         string          // CleanupModeDryRun, CleanupModeMark or CleanupModeSweep
+	Policy       json.RawMessage // recorded with the run and the operation
+	// PlanRunID names a finished mark run whose plan this run is limited to.
+	PlanRunID                 string
+	WorkflowID, WorkflowRunID string
+}
+
+// CleanupBeginResult says whether the run may go on: a non-empty Outcome ends it before
+// anything is read; a non-nil Orphan is a run the caller finishes first, then begins again.
+type CleanupBeginResult struct {
+	Outcome     outcome.Outcome
+	Message     string
+	ActiveRunID string // the running run that blocked this one (with Outcome conflict)
+	Orphan      *CleanupOrphan
+}
+
+// CleanupOrphan is a run left running by a workflow that ended without finishing it. Its
+// condemned set still refuses pins, so a sweep run's plan is still safe to delete.
+type CleanupOrphan struct {
+	RunID, Mode, WorkflowID string
+}
+
+// CleanupMarkTreesInput is the input of CleanupMarkTrees.
+type CleanupMarkTreesInput struct {
+	RunID, Graph, Mode string
+	KeepNewest         int           // each live tree's newest commits by seq kept; 0 is no count window
+	KeepNewerThan      time.Duration // commits newer than the reference time minus it kept; 0: no age window
+	PlanRunID          string        // restricts condemnation to keys that run condemned; "": no limit
+	MaxPlanKeys        int           // bounds CleanupMarkTreesResult.PlanKeys
+	// GuardWindow keeps pins and lineage chunks, and commits above a live tree's head,
+	// modified less than this before Now.
+	GuardWindow time.Duration
+}
+
+// CleanupMarkTreesResult is what the tree phase of a mark decided.
+type CleanupMarkTreesResult struct {
+	Now      time.Time           // the reference time every window of the mark counts back from
+	Tables   []string            // every table with a key under the graph's tables/ prefix
+	Retained map[string][]string // each table's versions (ULIDs) that kept commits pin
+	// RetainAllData: a kept commit could not be read: nothing under tables/ is condemned.
+	RetainAllData   bool
+	RetainAllReason string
+	Kept            contract.CleanupKept
+	Condemned       contract.CleanupCounts // the commits condemned (planned, in a dry run)
+	NotInPlan       int64                  // garbage left alone because the reviewed plan did not list it
+	Unsettled       []contract.UnsettledTree
+	// Fenced lists the natives whose ref key this run fenced (a dry run: would have).
+	Fenced, WouldFence []string
+	PlanKeys           []string
+	Requests           contract.StoreRequests
+	// GraphChunks counts the pins and lineage chunks condemned (in Condemned.Objects too),
+	// which the sweep deletes after the commits.
+	GraphChunks int64
+}
+
+// CleanupMarkTableInput is the input of CleanupMarkTable.
+type CleanupMarkTableInput struct {
+	RunID, Graph, Table, Mode string
+	Retained                  []string      // the versions (ULIDs) of the table that kept commits pin
+	RetainAll                 bool          // keeps every key (CleanupMarkTreesResult.RetainAllData)
+	GuardWindow               time.Duration // keeps versions and objects modified after Now minus it
+	Now                       time.Time
+	PlanRunID                 string
+	MaxPlanKeys               int
+	// Seed seeds the run's object filter, so one run's false positive is not the next's.
+	Seed uint64
+}
+
+// CleanupMarkTableResult is what the table phase of a mark decided for one table.
+type CleanupMarkTableResult struct {
+	Kept      contract.CleanupKept
+	Condemned contract.CleanupCounts
+	NotInPlan int64
+	PlanKeys  []string
+	Requests  contract.StoreRequests
+	// Chunks counts the manifest chunks condemned (in Condemned.Objects too), which the
+	// sweep deletes after the versions, before the objects.
+	Chunks   int64
+	External int64 // kept versions' entries naming objects graft did not write (never deleted)
+}
+
+// CleanupSweepInput is the input of CleanupSweep: delete the run's condemned keys under
+// Prefix (of Kind, when set), in key order.
+type CleanupSweepInput struct {
+	RunID, Graph string
+	Prefix       string
+	Kind         string // keeps only entries of this catalog object kind; "": every kind
+	After        string // resumes after this key; "": from Prefix
+	BatchSize    int    // the keys per DeleteBatch, at most 1000; 0: 1000
+	// MaxBatches ends the call after this many batches, so a workflow sees progress and can
+	// continue as new. Defaults to 50.
+	MaxBatches int
+}
+
+// CleanupSweepProgress is the heartbeat of CleanupSweep, and its result: a retried
+// attempt resumes from it.
+type CleanupSweepProgress struct {
+	After string `json:"after"` // the last key the sweep has finished with
+	// Deleted and Bytes count the keys this call recorded deleted.
+	Deleted int64 `json:"deleted"`
+	Bytes   int64 `json:"bytes"`
+	Batches int   `json:"batches"`
+	// Refused counts the keys the store definitely refused to delete: they stay condemned
+	// but undeleted. RefusedKeys lists the first maxRefusedListed of them.
+	Refused     int64                 `json:"refused,omitempty"`
+	RefusedKeys []contract.RefusedKey `json:"refused_keys,omitempty"`
+	Done        bool                  `json:"done"` // no condemned key of the range is left
+}
+
+// maxRefusedListed bounds the refused keys one sweep call reports by name.
+const maxRefusedListed = 100
+
+// CleanupSummarizeInput is the input of CleanupSummarize.
+type CleanupSummarizeInput struct {
+	RunID     string
+	PlanRunID string // the mark run whose plan the run was limited to, if any
+}
+
+// CleanupSummary is the ledger's exact count of a run's condemned set.
+type CleanupSummary struct {
+	// Condemned counts every key the run condemned; Deleted those recorded deleted.
+	Condemned, Deleted contract.CleanupCounts
+	PlanKeys           int64 // the keys of the reviewed plan (with PlanRunID)
+}
+
+// CleanupFinishInput is the input of CleanupFinish.
+type CleanupFinishInput struct {
+	RunID, Graph string
+	// Failed finishes the run (and operation) failed instead of done; Aborted finishes it
+	// aborted (an orphaned run that deleted nothing).
+	Failed, Aborted bool
+	Message         string
+	Report          json.RawMessage // the run's summary, stored with the run
+}
+
+// CleanupUploadsInput is the input of CleanupUploads.
+type CleanupUploadsInput struct {
+	RunID, Graph string
+	// Abort aborts the uploads found and deletes their records; false only counts them
+	// (dry run, mark).
+	Abort bool
+	// Upload records last written, and uploads started, before Now less GuardWindow are
+	// garbage unless an operation pins their object key.
+	Now         time.Time
+	GuardWindow time.Duration
+	MaxPlanKeys int
+}
+
+// CleanupUploadsResult is what CleanupUploads found and did.
+type CleanupUploadsResult struct {
+	// Found counts the garbage uploads; Aborted those aborted; Pinned the records kept by a
+	// pin of their object key; Removed the records deleted.
+	Found, Aborted, Pinned, Removed int64
+	// Unsettled counts records left alone unread (another format version, or not a record
+	// of their key's object); Unknown those older than the graph.
+	Unsettled, Unknown int64
+	Keys               []string // up to MaxPlanKeys of the found uploads' object keys, sorted
+}
 
 // Cleanup's activities. The online-safety rules they follow are the ledger's (see
 // package catalog): the run is inserted before any root is read, only keys CondemnedAdd
@@ -207,7 +379,7 @@ func (a *Activities) CleanupSweep(ctx context.Context, in CleanupSweepInput) (Cl
 			if reason, refused := b.refused[k]; refused {
 				p.Refused++
 				if len(p.RefusedKeys) < maxRefusedListed {
-					p.RefusedKeys = append(p.RefusedKeys, RefusedKey{Key: k, Reason: reason})
+					p.RefusedKeys = append(p.RefusedKeys, contract.RefusedKey{Key: k, Reason: reason})
 				}
 				continue
 			}
@@ -388,7 +560,7 @@ func (a *Activities) CleanupSummarize(ctx context.Context, in CleanupSummarizeIn
 		return CleanupSummary{}, fmt.Errorf("summarise cleanup run: %w", err)
 	}
 	for _, t := range tallies {
-		c := CleanupCounts{Bytes: t.Bytes}
+		c := contract.CleanupCounts{Bytes: t.Bytes}
 		switch t.Kind {
 		case catalog.ObjectCommit, catalog.ObjectTree:
 			c.Commits = t.Count
@@ -497,4 +669,124 @@ func (a *Activities) CleanupUploads(ctx context.Context, in CleanupUploadsInput)
 	})
 	slices.Sort(res.Keys)
 	return res, err
+}
+
+// countingStore counts the requests a cleanup activity sends, for its report.
+type countingStore struct {
+	inner                      storage.Store
+	list, get, head, put, dels atomic.Int64
+}
+
+func (s *countingStore) requests() contract.StoreRequests {
+	return contract.StoreRequests{List: s.list.Load(), Get: s.get.Load(), Head: s.head.Load(), Put: s.put.Load(), Delete: s.dels.Load()}
+}
+
+func (s *countingStore) Get(ctx context.Context, key string) (storage.Object, error) {
+	s.get.Add(1)
+	return s.inner.Get(ctx, key)
+}
+
+func (s *countingStore) Head(ctx context.Context, key string) (storage.ObjectInfo, error) {
+	s.head.Add(1)
+	return s.inner.Head(ctx, key)
+}
+
+func (s *countingStore) Put(ctx context.Context, key string, body []byte, opts storage.PutOptions) (storage.PutResult, error) {
+	s.put.Add(1)
+	return s.inner.Put(ctx, key, body, opts)
+}
+
+func (s *countingStore) List(ctx context.Context, opts storage.ListOptions) (storage.ListPage, error) {
+	s.list.Add(1)
+	return s.inner.List(ctx, opts)
+}
+
+func (s *countingStore) Delete(ctx context.Context, key string) error {
+	s.dels.Add(1)
+	return s.inner.Delete(ctx, key)
+}
+
+func (s *countingStore) DeleteBatch(ctx context.Context, keys []string) error {
+	s.dels.Add(1)
+	return s.inner.DeleteBatch(ctx, keys)
+}
+
+// getConcurrency bounds the parallel GETs of a cleanup activity.
+const getConcurrency = 16
+
+// getListed lists prefix, then GETs every key listed (getEach); what names them in errors.
+func getListed(ctx context.Context, s storage.Store, prefix, what string, fn func(key string, obj storage.Object, err error) error) error {
+	var keys []string
+	err := storage.ListAll(ctx, s, prefix, func(o storage.ObjectInfo) error {
+		keys = append(keys, o.Key)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("list %s: %w", what, err)
+	}
+	if err := getEach(ctx, s, keys, fn); err != nil {
+		return fmt.Errorf("read %s: %w", what, err)
+	}
+	return nil
+}
+
+// getEach GETs keys with bounded parallelism and calls fn for each, in no particular
+// order and never concurrently. A missing key is passed to fn as storage.ErrNotFound;
+// the first other error ends the walk and is returned.
+func getEach(ctx context.Context, s storage.Store, keys []string, fn func(key string, obj storage.Object, err error) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var mu sync.Mutex
+	var first error
+	n := 0
+	bounded.Each(len(keys), getConcurrency, func(i int) {
+		if ctx.Err() != nil {
+			return
+		}
+		obj, err := s.Get(ctx, keys[i])
+		mu.Lock()
+		defer mu.Unlock()
+		if first != nil {
+			return
+		}
+		if err == nil || errors.Is(err, storage.ErrNotFound) {
+			err = fn(keys[i], obj, err)
+		}
+		if err != nil {
+			first = err
+			cancel()
+		} else if n++; n%256 == 0 {
+			heartbeat(ctx)
+		}
+	})
+	if first == nil && ctx.Err() != nil {
+		first = ctx.Err()
+	}
+	return first
+}
+
+// heartbeat records a heartbeat when ctx is an activity's (the SDK throttles them).
+func heartbeat(ctx context.Context, details ...any) {
+	if activity.IsActivity(ctx) {
+		activity.RecordHeartbeat(ctx, details...)
+	}
+}
+
+// ticker returns a func that heartbeats (heartbeat) every 1000th time it is called.
+func ticker(ctx context.Context) func() {
+	n := 0
+	return func() {
+		if n++; n%1000 == 0 {
+			heartbeat(ctx)
+		}
+	}
+}
+
+// listPins reads the graph's pins, for a dry run's own check (pinSet).
+func listPins(ctx context.Context, cat *catalog.Catalog, graphName, runID string) (pinSet, error) {
+	pins, err := cat.PinsList(ctx, catalog.PinsListParams{Graph: graphName, RunID: runID})
+	if err != nil {
+		return nil, fmt.Errorf("list pins: %w", err)
+	}
+	return newPinSet(pins), nil
 }

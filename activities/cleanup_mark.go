@@ -20,6 +20,7 @@ import (
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/storage"
+	"github.com/graftworks/graft/workflows/contract"
 )
 
 // CleanupRunEndedError is the type of the non-retryable error a mark step returns when its
@@ -226,7 +227,7 @@ func (m *treeMark) keep(key string, counter *int64) {
 }
 
 func (m *treeMark) unsettled(t ulid.ULID, native, reason string, cs []treeCommit) {
-	u := UnsettledTree{Tree: t.String(), Native: native, Reason: reason, Commits: int64(len(cs))}
+	u := contract.UnsettledTree{Tree: t.String(), Native: native, Reason: reason, Commits: int64(len(cs))}
 	if w := m.witnesses[t.String()]; w != nil {
 		u.Native, u.State, u.OpID = w.Native, string(w.State), w.OpID
 	}
@@ -383,7 +384,7 @@ func (m *treeMark) run(ctx context.Context) error {
 	// Pins read before the listing may name commits of trees listed now; a pin taken later
 	// is the ledger's to refuse or keep (CondemnedAdd), and a chain it needs is the head's.
 	m.pinnedSeq = map[ulid.ULID]int64{}
-	for key := range m.pins.exact {
+	for key := range m.pins {
 		if id, err := format.ParseCommitKey(m.in.Graph, key); err == nil {
 			if cur, ok := m.pinnedSeq[id.Tree]; !ok || id.Seq < cur {
 				m.pinnedSeq[id.Tree] = id.Seq
@@ -782,8 +783,8 @@ type condemner struct {
 	cat                    *catalog.Catalog
 	runID, mode, planRunID string
 	pins                   pinSet
-	kept                   *CleanupKept
-	condemned              *CleanupCounts
+	kept                   *contract.CleanupKept
+	condemned              *contract.CleanupCounts
 	notInPlan              *int64
 	sample                 *planSample
 	batch                  []catalog.Condemned

@@ -88,33 +88,23 @@ type treeCommit struct {
 // pinSet answers whether a key is pinned, with the ledger's rule: equal keys, or one of
 // them ends in "/" and is a prefix of the other. A dry run uses it in place of the
 // ledger's own check, which only a condemning run may make.
-type pinSet struct {
-	exact    map[string]bool
-	prefixes []string
-}
+type pinSet map[string]bool
 
 func newPinSet(pins []catalog.PinRecord) pinSet {
-	s := pinSet{exact: make(map[string]bool, len(pins))}
-	for _, p := range pins {
-		s.exact[p.Key] = true
-		if strings.HasSuffix(p.Key, "/") {
-			s.prefixes = append(s.prefixes, p.Key)
-		}
-	}
-	return s
+	return setOf(mapped(pins, func(p catalog.PinRecord) string { return p.Key }))
 }
 
 func (s pinSet) pinned(key string) bool {
-	if s.exact[key] {
+	if s[key] {
 		return true
 	}
 	for i := 0; i < len(key)-1; i++ {
-		if key[i] == '/' && s.exact[key[:i+1]] {
+		if key[i] == '/' && s[key[:i+1]] {
 			return true
 		}
 	}
 	if strings.HasSuffix(key, "/") {
-		for k := range s.exact {
+		for k := range s {
 			if strings.HasPrefix(k, key) {
 				return true
 			}

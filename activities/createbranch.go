@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -17,6 +18,65 @@ import (
 	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/storage"
 )
+
+// PrepareCreateInput is the input of PrepareCreate.
+type PrepareCreateInput struct {
+	OpID, Graph, Branch string
+	// At most one source; all empty means the head of main.
+	SourceBranch, SourceCommit, SourceTag string
+	Author, Message                       string
+	// Time is the operation's start, in the fork commit: a re-issue is byte-identical.
+	Time time.Time
+	// Attempt is 1, or 2 for the retry under a fresh native name.
+	Attempt           int
+	WorkflowID, RunID string // the workflow's; RunID claims the ledger row
+}
+
+// PrepareCreateResult is what PrepareCreate decided. A non-empty Outcome ends the create
+// before any storage effect (in_doubt: another operation's create of the name is in doubt).
+type PrepareCreateResult struct {
+	Outcome    outcome.Outcome
+	Message    string
+	ExistingOp string // with Outcome in_doubt or conflict: the operation holding the name
+	Owned      bool   // the ledger row is this run's: the kernel finishes it
+
+	Native, SourceCommit, ForkID string
+	ForkBytes, RefBytes          []byte     // what every put and re-issue sends
+	ForkChunks                   []ChunkPut // the chunks the fork commit names that its source's did not
+	// RefSpec is the ref put, recorded as the pending write with the witness
+	// (WriteInput.PendingRecorded); nil from an older worker's prepare.
+	RefSpec *WriteSpec `json:",omitempty"`
+}
+
+// CloneState is what CloneTree proved about the fork commit.
+type CloneState string
+
+const (
+	CloneCommitted    CloneState = "committed"     // our bytes are stored
+	CloneNotCommitted CloneState = "not_committed" // definitely not stored (another writer's bytes)
+	CloneRefused      CloneState = "refused"       // the store definitely refused the put: nothing was stored
+	CloneUnknown      CloneState = "unknown"       // still ambiguous after re-issues; may land later
+)
+
+// CloneInput is the input of CloneTree.
+type CloneInput struct {
+	Owner                 Owner
+	Graph, Native, ForkID string
+	ForkBytes             []byte
+	ForkChunks            []ChunkPut // put before the fork commit
+}
+
+// CloneResult is the output of CloneTree.
+type CloneResult struct {
+	State   CloneState
+	Message string
+}
+
+// ReclaimInput is the input of ReclaimClone.
+type ReclaimInput struct {
+	Owner                       Owner
+	Graph, Native, Fork, Reason string
+}
 
 // PrepareCreate validates the request, resolves the source commit, mints the native name and
 // encodes the fork commit and the ref (every later put re-sends these bytes) before any ledger
@@ -37,18 +97,30 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 		"source_tag": in.SourceTag, "author": in.Author, "message": in.Message,
 	})
 
-	source, probe, res, err := a.resolveSource(ctx, in)
-	if err == nil && res.Outcome == outcome.NotFound {
-		// A missing graph deserves its own message.
-		if _, gerr := graph.ReadGraph(ctx, a.Store, in.Graph); errors.Is(gerr, graph.ErrGraphNotFound) {
-			res.Message = fmt.Sprintf("graph %q does not exist; create it with `graft graph init %s`", in.Graph, in.Graph)
+	// The commit the branch starts from. probe: check it once pinned, since a branch head is
+	// a retention root but an arbitrary commit or tag may be older than cleanup's windows.
+	var source graph.Commit
+	var o outcome.Outcome
+	var msg string
+	var err error
+	probe := in.SourceCommit != "" || in.SourceTag != ""
+	if probe {
+		source, o, msg, err = a.resolveCommit(ctx, in.Graph, in.SourceCommit, in.SourceTag)
+		if o == outcome.NotFound {
+			if _, gerr := graph.ReadGraph(ctx, a.Store, in.Graph); errors.Is(gerr, graph.ErrGraphNotFound) {
+				msg = fmt.Sprintf("graph %q does not exist; create it with `graft graph init %s`", in.Graph, in.Graph)
+			}
 		}
+	} else {
+		var h graph.Head
+		h, o, msg, err = a.readBranchHead(ctx, in.Graph, cmp.Or(in.SourceBranch, graph.DefaultBranch))
+		source = h.Commit
 	}
 	if err != nil {
-		return res, err
+		return PrepareCreateResult{}, err
 	}
-	if res.Outcome != "" {
-		return a.recordEarly(ctx, opParams, res)
+	if o != "" {
+		return a.recordEarly(ctx, opParams, PrepareCreateResult{Outcome: o, Message: msg})
 	}
 
 	tree := nativeULID(in.OpID, in.Attempt, in.Time)
@@ -241,85 +313,6 @@ func (a *Activities) checkNameFree(ctx context.Context, graphName, logical, own 
 		}
 	}
 	return PrepareCreateResult{}, nil
-}
-
-// resolveSource reads the commit a new branch starts from. probe reports whether it must be
-// checked after it is pinned: a branch head is a retention root; an arbitrary commit or tag
-// may be older than cleanup's windows.
-func (a *Activities) resolveSource(ctx context.Context, in PrepareCreateInput) (graph.Commit, bool, PrepareCreateResult, error) {
-	end := func(o outcome.Outcome, f string, args ...any) (graph.Commit, bool, PrepareCreateResult, error) {
-		return graph.Commit{}, false, PrepareCreateResult{Outcome: o, Message: fmt.Sprintf(f, args...)}, nil
-	}
-	switch {
-	case in.SourceCommit != "":
-		id, err := format.ParseCommitID(in.SourceCommit)
-		if err != nil {
-			return end(outcome.Invalid, "source commit: %v", err)
-		}
-		c, err := graph.ReadCommit(ctx, a.Store, in.Graph, in.SourceCommit)
-		if errors.Is(err, graph.ErrCommitNotFound) {
-			o, msg, err := a.missingCommit(ctx, in.Graph, in.SourceCommit, id)
-			return graph.Commit{}, false, PrepareCreateResult{Outcome: o, Message: msg}, err
-		}
-		if err != nil {
-			return fail(err, "read source commit")
-		}
-		return c, true, PrepareCreateResult{}, nil
-	case in.SourceTag != "":
-		if err := format.ValidateTagName(in.SourceTag); err != nil {
-			return end(outcome.Invalid, "source tag: %v", err)
-		}
-		obj, err := a.Store.Get(ctx, format.TagKey(in.Graph, in.SourceTag))
-		if errors.Is(err, storage.ErrNotFound) {
-			return end(outcome.NotFound, "tag %q does not exist", in.SourceTag)
-		}
-		if err != nil {
-			return fail(err, "read source tag")
-		}
-		tag, err := format.DecodeTag(obj.Body)
-		if err != nil {
-			return fail(err, "decode source tag")
-		}
-		if tag.State != format.TagLive {
-			return end(outcome.NotFound, "tag %q was deleted", in.SourceTag)
-		}
-		c, err := graph.ReadCommit(ctx, a.Store, in.Graph, tag.Commit.String())
-		if errors.Is(err, graph.ErrCommitNotFound) {
-			return end(outcome.NotRetained, "tag %q names commit %s, which no longer exists", in.SourceTag, tag.Commit)
-		}
-		if err != nil {
-			return fail(err, "read tagged commit")
-		}
-		return c, true, PrepareCreateResult{}, nil
-	default:
-		name := cmp.Or(in.SourceBranch, "main")
-		b, err := a.resolveBranch(ctx, in.Graph, name)
-		if errors.Is(err, graph.ErrBranchNotFound) {
-			return end(outcome.NotFound, "source branch %q does not exist", name)
-		}
-		if errors.Is(err, graph.ErrMultipleLive) {
-			return end(outcome.Conflict, "source branch %q has several live incarnations; run `graft branch repair %s %s --keep NATIVE`", name, in.Graph, name)
-		}
-		if err != nil {
-			return fail(err, "resolve source branch")
-		}
-		g, err := graph.Open(a.Store, in.Graph)
-		if err != nil {
-			return fail(err, "open graph")
-		}
-		h, err := g.HeadOf(ctx, b)
-		if err != nil {
-			return fail(err, "read source head")
-		}
-		return h.Commit, false, PrepareCreateResult{}, nil
-	}
-}
-
-func fail(err error, what string) (graph.Commit, bool, PrepareCreateResult, error) {
-	if isUnreadableObject(err) {
-		return graph.Commit{}, false, PrepareCreateResult{Outcome: outcome.Invalid, Message: fmt.Sprintf("%s: %v", what, err)}, nil
-	}
-	return graph.Commit{}, false, PrepareCreateResult{}, fmt.Errorf("%s: %w", what, err)
 }
 
 // CloneTree writes the new tree's fork commit with put-if-absent. It records nothing: the

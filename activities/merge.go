@@ -28,9 +28,6 @@ const (
 	OutcomeDeleted         = outcome.Deleted
 )
 
-// MergeTable is one table's line in a merge plan (package contract).
-type MergeTable = contract.MergeTable
-
 // PlanMergeInput is the input of PlanMerge.
 type PlanMergeInput struct {
 	OpID, Graph string
@@ -56,7 +53,7 @@ type PlanMergeResult struct {
 	Relation               graph.Relation
 	SourceHead, TargetHead string
 	Bases                  []string
-	Tables                 []MergeTable // every table the merge does not leave unchanged
+	Tables                 []contract.MergeTable // every table the merge does not leave unchanged
 	Unchanged, Conflicts   int
 	BaseReads              int             // the merge-base candidates read
 	Kind                   outcome.Outcome // the outcome once the commit is stored: merged or adopted
@@ -207,7 +204,7 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 	}
 	var objectConflicts []string
 	for _, line := range plan.Tables {
-		mt := MergeTable{Table: line.Table, Action: contract.MergeAction(line.Action), Base: versionString(line.Base), Source: versionString(line.Source),
+		mt := contract.MergeTable{Table: line.Table, Action: contract.MergeAction(line.Action), Base: versionString(line.Base), Source: versionString(line.Source),
 			Target: versionString(line.Target), BaseAmbiguous: line.BaseAmbiguous, Added: line.Added, Removed: line.Removed,
 			Replaced: line.Replaced, ConflictCount: line.ConflictCount, Why: line.Why,
 			Conflicts: mapped(line.Conflicts, func(c graph.ObjectConflict) string { return c.Name })}

@@ -30,12 +30,6 @@ type ReconcileInput struct {
 	Limit int
 }
 
-// ReconciledOp and ReconcileResult are declared in package contract.
-type (
-	ReconciledOp    = contract.ReconciledOp
-	ReconcileResult = contract.ReconcileResult
-)
-
 // Reconcile settles each unfinished operation whose workflow closed without recording its
 // end as that workflow would have: it takes the row over (a compare-and-swap of its owner,
 // so a late activity of the closed run never writes after it), fences the pending write (a
@@ -43,9 +37,9 @@ type (
 // create's clone is reclaimed), and finishes the operation. A refused fence parks the
 // operation in doubt for the next pass. An orphaned sweep is the next cleanup's to finish
 // (reconcileCleanup).
-func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (ReconcileResult, error) {
+func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (contract.ReconcileResult, error) {
 	if a.Workflows == nil {
-		return ReconcileResult{}, errors.New("reconcile: the worker has no Temporal client to ask whether workflows closed")
+		return contract.ReconcileResult{}, errors.New("reconcile: the worker has no Temporal client to ask whether workflows closed")
 	}
 	// A pass may wait long on one fence (a stalled store): it heartbeats while this worker
 	// runs it, so another worker takes over a pass whose worker died.
@@ -67,13 +61,13 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 			}()
 		}
 	}
-	res := ReconcileResult{Settled: []ReconciledOp{}}
+	res := contract.ReconcileResult{Settled: []contract.ReconciledOp{}}
 	limit := cmp.Or(max(in.Limit, 0), 100)
 	var ops []catalog.Operation
 	for after := (catalog.Operation{}); ; after = ops[len(ops)-1] {
 		page, err := a.Catalog.OperationListUnfinished(ctx, catalog.OperationListUnfinishedParams{Graph: in.Graph, Limit: limit, After: after})
 		if err != nil {
-			return ReconcileResult{}, err
+			return contract.ReconcileResult{}, err
 		}
 		ops = append(ops, page...)
 		if len(page) < limit {
@@ -123,48 +117,48 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 // orphaned sweep is left to the next cleanup, which deletes the rest of its plan
 // (docs/cleanup.md). An operation whose workflow ended before it inserted its run read and
 // deleted nothing: it is finished failed (catalog.CleanupOperationAbandon).
-func (a *Activities) reconcileCleanup(ctx context.Context, op catalog.Operation) (ReconciledOp, error) {
+func (a *Activities) reconcileCleanup(ctx context.Context, op catalog.Operation) (contract.ReconciledOp, error) {
 	run, err := a.Catalog.CleanupRunGet(ctx, catalog.CleanupRunGetParams{ID: op.ID})
 	unbegun := errors.Is(err, catalog.ErrNotFound)
 	switch {
 	case unbegun:
 		run = catalog.CleanupRun{ID: op.ID, Graph: op.Graph}
 	case err != nil:
-		return ReconciledOp{}, err
+		return contract.ReconciledOp{}, err
 	case run.Mode == catalog.CleanupSweep || run.State != catalog.CleanupRunning:
-		return ReconciledOp{}, nil
+		return contract.ReconciledOp{}, nil
 	}
 	orphan, err := a.orphanedRun(ctx, run)
 	if err != nil || orphan == nil {
-		return ReconciledOp{}, err
+		return contract.ReconciledOp{}, err
 	}
 	msg := fmt.Sprintf("aborted by the reconciler: its workflow %s ended without finishing it", orphan.WorkflowID)
 	if unbegun {
 		msg = fmt.Sprintf("its workflow %s ended before the run began; nothing was read or deleted", orphan.WorkflowID)
 		done, err := a.Catalog.CleanupOperationAbandon(ctx, catalog.CleanupOperationAbandonParams{OpID: op.ID, Message: msg})
 		if err != nil || !done {
-			return ReconciledOp{}, err
+			return contract.ReconciledOp{}, err
 		}
 		a.observeFinished(string(op.Kind), string(catalog.OutcomeFailed))
 	} else if err := a.CleanupFinish(ctx, CleanupFinishInput{RunID: run.ID, Graph: run.Graph, Aborted: true,
 		Message: msg}); err != nil {
-		return ReconciledOp{}, err
+		return contract.ReconciledOp{}, err
 	}
-	return ReconciledOp{OpID: op.ID, Kind: string(op.Kind), Message: msg}, nil
+	return contract.ReconciledOp{OpID: op.ID, Kind: string(op.Kind), Message: msg}, nil
 }
 
 // reconcileOne settles one operation whose workflow closed.
-func (a *Activities) reconcileOne(ctx context.Context, op catalog.Operation, owner Owner) (ReconciledOp, error) {
+func (a *Activities) reconcileOne(ctx context.Context, op catalog.Operation, owner Owner) (contract.ReconciledOp, error) {
 	log := a.logger(ctx)
 	if _, err := a.Catalog.OperationTakeOver(ctx, catalog.OperationTakeOverParams{ID: op.ID, From: op.OwnerRun, To: owner.Run}); err != nil {
 		if errors.Is(err, catalog.ErrNotOwner) || errors.Is(err, catalog.ErrStateConflict) {
-			return ReconciledOp{}, nil // claimed or finished meanwhile
+			return contract.ReconciledOp{}, nil // claimed or finished meanwhile
 		}
-		return ReconciledOp{}, err
+		return contract.ReconciledOp{}, err
 	}
 	log.Info("graft reconcile: taking over an operation whose workflow closed", "op_id", op.ID, "kind", string(op.Kind),
 		"workflow_id", op.WorkflowID, "previous_owner", op.OwnerRun)
-	r := ReconciledOp{OpID: op.ID, Kind: string(op.Kind)}
+	r := contract.ReconciledOp{OpID: op.ID, Kind: string(op.Kind)}
 	fin := FinishInput{Owner: owner, Kind: op.Kind, Graph: op.Graph}
 
 	spec, hasPending := pendingSpec(op)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -122,7 +123,7 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 		entries = mapped(objs, func(o TableObject) objectEntry { return objectEntry{ID: ulid.MustParse(o.ID)} })
 		total, digest = in.StagedPlan.Bytes, in.StagedPlan.ObjectsSHA256
 	} else {
-		if entries, total, err = objectEntries(objs, storage.MaxObjectSize); err != nil {
+		if entries, total, err = objectEntries(objs); err != nil {
 			return end(outcome.Invalid, "%v", err)
 		}
 		digest = objectsDigest(entries)
@@ -194,18 +195,25 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 	if in.Planned {
 		return res, nil
 	}
-	for _, probe := range []func() (outcome.Outcome, string, error){
-		func() (outcome.Outcome, string, error) { return a.probeObjects(ctx, in.Graph, in.Table, entries) },
-		func() (outcome.Outcome, string, error) { return a.probeStaged(ctx, st) },
-		func() (outcome.Outcome, string, error) { return a.probeImports(ctx, in.Edit.Imports) },
-	} {
-		if o, msg, err := probe(); err != nil {
+	if o, msg, err := a.probeWrite(ctx, in, entries, st); err != nil || o != "" {
+		if err != nil {
 			return PrepareWriteResult{}, err
-		} else if o != "" {
-			return stop(o, "%s", msg)
 		}
+		return stop(o, "%s", msg)
 	}
 	return res, nil
+}
+
+// probeWrite probes what a pinned write names: every object with its size, the staged
+// version's own keys, the imports.
+func (a *Activities) probeWrite(ctx context.Context, in PrepareWriteInput, entries []objectEntry, st staged) (outcome.Outcome, string, error) {
+	if o, msg, err := a.probeObjects(ctx, in.Graph, in.Table, entries); err != nil || o != "" {
+		return o, msg, err
+	}
+	if o, msg, err := a.probeStaged(ctx, st); err != nil || o != "" {
+		return o, msg, err
+	}
+	return a.probeImports(ctx, in.Edit.Imports)
 }
 
 // ProbeWrite probes, after its client uploaded them, the objects a pin-first write
@@ -228,20 +236,12 @@ func (a *Activities) ProbeWrite(ctx context.Context, in PrepareWriteInput) (Prep
 			return end(outcome.Invalid, fmt.Sprintf("staged version %s is not the list the write planned: %s", st.id, why))
 		}
 	}
-	entries, _, err := objectEntries(objs, storage.MaxObjectSize)
+	entries, _, err := objectEntries(objs)
 	if err != nil {
 		return end(outcome.Invalid, err.Error())
 	}
-	for _, probe := range []func() (outcome.Outcome, string, error){
-		func() (outcome.Outcome, string, error) { return a.probeObjects(ctx, in.Graph, in.Table, entries) },
-		func() (outcome.Outcome, string, error) { return a.probeStaged(ctx, st) },
-		func() (outcome.Outcome, string, error) { return a.probeImports(ctx, in.Edit.Imports) },
-	} {
-		if o, msg, err := probe(); err != nil || o != "" {
-			return PrepareWriteResult{Outcome: o, Message: msg}, err
-		}
-	}
-	return PrepareWriteResult{}, nil
+	o, msg, err := a.probeWrite(ctx, in, entries, st)
+	return PrepareWriteResult{Outcome: o, Message: msg}, err
 }
 
 // resolveWriteBranch finds the live incarnation a write appends to (resolveBranch), or the
@@ -270,7 +270,7 @@ type objectEntry struct {
 }
 
 // objectEntries validates a version's object list and returns it sorted by ID, with its size.
-func objectEntries(objs []TableObject, maxSize int64) ([]objectEntry, int64, error) {
+func objectEntries(objs []TableObject) ([]objectEntry, int64, error) {
 	entries := make([]objectEntry, 0, len(objs))
 	seen := make(map[ulid.ULID]bool, len(objs))
 	var total int64
@@ -283,8 +283,8 @@ func objectEntries(objs []TableObject, maxSize int64) ([]objectEntry, int64, err
 			return nil, 0, fmt.Errorf("objects[%d].id: %s listed twice", i, id)
 		}
 		seen[id] = true
-		if o.Size < 0 || o.Size > maxSize {
-			return nil, 0, fmt.Errorf("objects[%d].size: %d is outside 0..%d", i, o.Size, maxSize)
+		if o.Size < 0 || o.Size > storage.MaxObjectSize {
+			return nil, 0, fmt.Errorf("objects[%d].size: %d is outside 0..%d", i, o.Size, storage.MaxObjectSize)
 		}
 		if b, err := hex.DecodeString(o.SHA256); err != nil || len(b) != sha256.Size || hex.EncodeToString(b) != o.SHA256 {
 			return nil, 0, fmt.Errorf("objects[%d].sha256: not 64 lower-case hex digits", i)
@@ -349,7 +349,7 @@ func (a *Activities) WriteManifest(ctx context.Context, in WriteManifestInput) (
 	}
 	var entries []objectEntry
 	if in.Edit.Staged == "" { // else the staged version lists them
-		if entries, _, err = objectEntries(in.Objects, storage.MaxObjectSize); err != nil {
+		if entries, _, err = objectEntries(in.Objects); err != nil {
 			return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
 		}
 	}
@@ -434,24 +434,17 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 	if own, ok, err := a.ownPendingCommit(ctx, in.Owner, in.Graph); err != nil || ok {
 		return PlanCommitResult{Committed: own.landed, Commit: own.id, Parent: own.parent, Spec: own.spec}, err
 	}
-	b, out, msg, err := a.resolveWriteBranch(ctx, in.Graph, in.Branch)
+	head, out, msg, err := a.readBranchHead(ctx, in.Graph, in.Branch)
 	if err != nil || out != "" {
 		return PlanCommitResult{Outcome: out, Message: msg}, err
 	}
 	// PrepareWrite checked the expected head's shape; the branch may be another incarnation now.
-	if id, _ := format.ParseCommitID(in.ExpectedHead); in.ExpectedHead != "" && id.Tree != b.Tree {
-		return end(outcome.Conflict, "expected head %s is not on %s, the live incarnation of %q", in.ExpectedHead, b.Native, in.Branch)
+	if id, _ := format.ParseCommitID(in.ExpectedHead); in.ExpectedHead != "" && id.Tree != head.Tree {
+		return end(outcome.Conflict, "expected head %s is not on %s, the live incarnation of %q", in.ExpectedHead, head.Native, in.Branch)
 	}
 	g, err := graph.Open(a.Store, in.Graph)
 	if err != nil {
 		return end(outcome.Invalid, "%v", err)
-	}
-	head, err := g.HeadOf(ctx, b)
-	if isUnreadableObject(err) || errors.Is(err, graph.ErrCommitNotFound) {
-		return end(outcome.Conflict, "read head of %s: %v", b.Native, err)
-	}
-	if err != nil {
-		return PlanCommitResult{}, fmt.Errorf("read head: %w", err)
 	}
 	if head.Commit.Op == in.Owner.OpID {
 		// Our commit is the head already (an earlier attempt published it).
@@ -473,7 +466,7 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 		if err != nil || o != "" {
 			return PlanCommitResult{Outcome: o, Message: msg}, err
 		}
-		entries, _, err := objectEntries(objs, storage.MaxObjectSize)
+		entries, _, err := objectEntries(objs)
 		if err != nil {
 			return end(outcome.Invalid, "%v", err)
 		}
@@ -486,7 +479,7 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 		case errors.Is(err, graph.ErrVersionNotFound):
 			return end(outcome.NotRetained, "the head's version of %s was reclaimed: %v", in.Table, err)
 		case isUnreadableObject(err), errors.Is(err, graph.ErrCorrupt):
-			return end(outcome.Conflict, "plan version on %s: %v", b.Native, err)
+			return end(outcome.Conflict, "plan version on %s: %v", head.Native, err)
 		case err != nil:
 			return PlanCommitResult{}, fmt.Errorf("plan version: %w", err)
 		}
@@ -515,7 +508,7 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 	case errors.Is(err, graph.ErrInvalid):
 		return end(outcome.Invalid, "%v", err)
 	case isUnreadableObject(err), errors.Is(err, graph.ErrCorrupt):
-		return end(outcome.Conflict, "plan on %s: %v", b.Native, err)
+		return end(outcome.Conflict, "plan on %s: %v", head.Native, err)
 	case err != nil:
 		return PlanCommitResult{}, fmt.Errorf("plan commit: %w", err)
 	}
@@ -572,3 +565,319 @@ func (a *Activities) ownPendingCommit(ctx context.Context, o Owner, graphName st
 // maxPreChunks is the most manifest chunks an append's publish carries in its record (the
 // ledger's pending write); an append of more writes them in the plan.
 const maxPreChunks = 16
+
+// TableImport is an object of the store registered in a table by reference (docs/format.md
+// "Zero-copy import"), with the size and ETag a HEAD gave the client; graft never writes it.
+type TableImport struct {
+	Name   string `json:"name"`
+	Key    string `json:"key"`
+	Size   int64  `json:"size"`
+	ETag   string `json:"etag"`
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// TableEdit says how a table write changes the table: by default the new version is
+// exactly the write's objects and imports; with Append, the head's version plus them;
+// Remove drops entries by name from the head's version.
+type TableEdit struct {
+	Append  bool          `json:"append,omitempty"`
+	Remove  []string      `json:"remove,omitempty"`
+	Imports []TableImport `json:"imports,omitempty"`
+	// Staged names a staged version listing the write's objects (docs/format.md, "Staged object lists").
+	Staged string `json:"staged,omitempty"`
+}
+
+func (e TableEdit) empty() bool {
+	return !e.Append && len(e.Remove) == 0 && len(e.Imports) == 0 && e.Staged == ""
+}
+
+// onHead reports whether the new version edits the head's.
+func (e TableEdit) onHead() bool { return e.Append || len(e.Remove) > 0 }
+
+func (e TableEdit) check() error {
+	seen := map[string]bool{}
+	for i, n := range e.Remove {
+		if err := format.ValidateEntryName(n); err != nil {
+			return fmt.Errorf("remove[%d]: %w", i, err)
+		}
+		if seen[n] {
+			return fmt.Errorf("remove[%d]: %s listed twice", i, n)
+		}
+		seen[n] = true
+	}
+	for i, im := range e.Imports {
+		if _, err := format.ManifestMap.EncodeEntry(im.entry()); err != nil {
+			return fmt.Errorf("imports[%d]: %w", i, err)
+		}
+		if seen[im.Name] {
+			return fmt.Errorf("imports[%d]: %s is also imported or removed", i, im.Name)
+		}
+		seen[im.Name] = true
+	}
+	return nil
+}
+
+func (im TableImport) entry() format.ManifestEntry {
+	return format.ManifestEntry{Name: im.Name, External: im.Key, Size: im.Size, ETag: im.ETag, SHA256: im.SHA256}
+}
+
+func (e TableEdit) digest() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "append %v\n", e.Append)
+	if e.Staged != "" {
+		fmt.Fprintf(h, "staged %s\n", e.Staged)
+	}
+	for _, n := range e.Remove {
+		fmt.Fprintf(h, "remove %s\n", n)
+	}
+	for _, im := range e.Imports {
+		fmt.Fprintf(h, "import %s %s %d %s %s\n", im.Name, im.Key, im.Size, im.ETag, im.SHA256)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// versionEntries are a write's objects (named by their ULIDs) and imports as manifest
+// entries, sorted by name.
+func versionEntries(entries []objectEntry, imports []TableImport) []format.ManifestEntry {
+	out := make([]format.ManifestEntry, 0, len(entries)+len(imports))
+	for _, e := range entries {
+		out = append(out, format.ManifestEntry{Name: e.ID.String(), Object: e.ID, Size: e.Size, SHA256: e.SHA256})
+	}
+	for _, im := range imports {
+		out = append(out, im.entry())
+	}
+	slices.SortFunc(out, func(a, b format.ManifestEntry) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// probeImports checks every imported object is still what the client imported.
+func (a *Activities) probeImports(ctx context.Context, imports []TableImport) (outcome.Outcome, string, error) {
+	for _, im := range imports {
+		err := graph.CheckExternal(ctx, a.Store, im.entry())
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			return outcome.NotFound, fmt.Sprintf("imported object %s does not exist", im.Key), nil
+		case errors.Is(err, graph.ErrExternalChanged):
+			return outcome.Conflict, err.Error(), nil
+		case err != nil:
+			return "", "", fmt.Errorf("probe imported object %s: %w", im.Key, err)
+		}
+	}
+	return "", "", nil
+}
+
+// resolveBranch finds the live incarnation of logical (docs/format.md, "Read costs"). The
+// ledger's open incarnation of the name is the hint: its ref is read (one GET) and, when
+// live, is the branch; any other answer falls back to reading every ref of the name, so
+// "not found" and "several live" are storage's answers (graph.ResolveBranchHinted).
+func (a *Activities) resolveBranch(ctx context.Context, graphName, logical string) (graph.Branch, error) {
+	hint, _, err := a.openIncarnation(ctx, graphName, logical)
+	if err != nil {
+		return graph.Branch{}, err
+	}
+	return graph.ResolveBranchHinted(ctx, a.Store, graphName, logical, hint.Native)
+}
+
+func (a *Activities) openIncarnation(ctx context.Context, graphName, logical string) (catalog.Incarnation, bool, error) {
+	inc, err := a.Catalog.IncarnationOpen(ctx, catalog.IncarnationOpenParams{Graph: graphName, Logical: logical})
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+		return catalog.Incarnation{}, false, nil
+	case err != nil:
+		return catalog.Incarnation{}, false, fmt.Errorf("read the ledger's open incarnation of %q: %w", logical, err)
+	}
+	return inc, true, nil
+}
+
+// A write of many objects names them through a staged version (docs/format.md, "Staged
+// object lists"): a table version of exactly the uploaded objects, written by the client
+// before the workflow starts, so no workflow history or ledger record holds the list.
+
+// MaxInlineObjects is the most objects a write request lists inline (more: a staged
+// version). At most this many entries of the longest names and sizes fit in one 64 KiB
+// control object, so an inline list never makes a workflow input or ledger record larger.
+const MaxInlineObjects = 469
+
+// StagedPlan is a pin-first write's staged list before it is put (workflows.StagedPlan):
+// its keys, its objects' count, ULIDs (FirstObject+i) and bytes, and ObjectsSHA256 of its
+// objects in order.
+type StagedPlan struct {
+	FirstObject   string   `json:"first_object"`
+	Objects       int      `json:"objects"`
+	Bytes         int64    `json:"bytes"`
+	Keys          []string `json:"keys"`
+	ObjectsSHA256 string   `json:"objects_sha256"`
+}
+
+// MaxStagedPlanKeys bounds a StagedPlan's keys: a staged list of a million objects has
+// about 8,000 manifest chunks.
+const MaxStagedPlanKeys = 20000
+
+// plannedStaged checks a staged plan against the write's staged version id and returns the
+// staged version its pins cover: its keys, and its objects by ULID with no size yet.
+func plannedStaged(graphName, table, id string, p StagedPlan) (staged, error) {
+	vid, err := format.ParseULID(id)
+	if err != nil {
+		return staged{}, fmt.Errorf("staged: %w", err)
+	}
+	first, err := format.ParseULID(p.FirstObject)
+	switch {
+	case err != nil:
+		return staged{}, fmt.Errorf("staged_plan.first_object: %w", err)
+	case p.Objects < 1 || p.Bytes < 0:
+		return staged{}, fmt.Errorf("staged_plan: %d objects of %d bytes; want at least one object", p.Objects, p.Bytes)
+	case len(p.Keys) > MaxStagedPlanKeys:
+		return staged{}, fmt.Errorf("staged_plan: %d keys, at most %d", len(p.Keys), MaxStagedPlanKeys)
+	case len(p.ObjectsSHA256) != 64:
+		return staged{}, fmt.Errorf("staged_plan: objects_sha256 %q is not a SHA-256", p.ObjectsSHA256)
+	}
+	s := staged{id: vid, keys: []string{format.TableVersionKey(graphName, table, vid)}}
+	for i, k := range p.Keys {
+		if k == s.keys[0] {
+			continue
+		}
+		if _, err := format.ParseChunkKey(format.TableChunksPrefix(graphName, table), k); err != nil {
+			return staged{}, fmt.Errorf("staged_plan.keys[%d]: %w", i, err)
+		}
+		s.keys = append(s.keys, k)
+	}
+	s.objects = make([]TableObject, p.Objects)
+	for i := range s.objects {
+		s.objects[i].ID = format.NthULID(first, uint64(i)).String()
+	}
+	return s, nil
+}
+
+// checkPlanned compares a staged version read from the store with the plan its write
+// pinned: the same objects in the same order, of the declared digest and bytes, and no key
+// the plan did not name (it would not be pinned). "" when they agree.
+func checkPlanned(s staged, plan staged, p StagedPlan) string {
+	if len(s.objects) != len(plan.objects) {
+		return fmt.Sprintf("it lists %d objects, not the %d planned", len(s.objects), len(plan.objects))
+	}
+	var total int64
+	for i, o := range s.objects {
+		if o.ID != plan.objects[i].ID {
+			return fmt.Sprintf("entry %d is object %s, not the planned %s", i, o.ID, plan.objects[i].ID)
+		}
+		total += o.Size
+	}
+	if got := ObjectsSHA256(s.objects); got != p.ObjectsSHA256 || total != p.Bytes {
+		return fmt.Sprintf("its objects' digest %s of %d bytes is not the planned %s of %d", got, total, p.ObjectsSHA256, p.Bytes)
+	}
+	pinned := setOf(plan.keys)
+	for _, k := range s.keys {
+		if !pinned[k] {
+			return fmt.Sprintf("%s is not among the keys the write pinned", k)
+		}
+	}
+	return ""
+}
+
+// ObjectsSHA256 is the digest of a table write's objects as its request names them: each
+// object's size and SHA-256, in order (an object's id is minted by its upload, so a
+// repeated request uploads the same bytes under other ids). A client computes it from its
+// files before uploading anything.
+func ObjectsSHA256(objects []TableObject) string {
+	h := sha256.New()
+	for _, o := range objects {
+		fmt.Fprintf(h, "%d %s\n", o.Size, o.SHA256)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// staged is a staged version as a write reads it.
+type staged struct {
+	id      ulid.ULID
+	objects []TableObject
+	keys    []string // the version's key and its manifest chunks'
+}
+
+// readStaged reads the staged version id of table: one this operation staged, listing only
+// objects graft wrote under their ULID names (invalid otherwise; not_retained if missing).
+func (a *Activities) readStaged(ctx context.Context, graphName, table, opID, id string) (staged, outcome.Outcome, string, error) {
+	fail := func(o outcome.Outcome, f string, args ...any) (staged, outcome.Outcome, string, error) {
+		return staged{}, o, fmt.Sprintf("staged version %s of table %q: ", id, table) + fmt.Sprintf(f, args...), nil
+	}
+	vid, err := format.ParseULID(id)
+	if err != nil {
+		return fail(outcome.Invalid, "%v", err)
+	}
+	g, err := graph.Open(a.Store, graphName)
+	if err != nil {
+		return fail(outcome.Invalid, "%v", err)
+	}
+	v, err := g.Version(ctx, table, vid)
+	switch {
+	case errors.Is(err, graph.ErrVersionNotFound):
+		return fail(outcome.NotRetained, "missing: never written, or reclaimed by cleanup")
+	case isUnreadableObject(err), errors.Is(err, graph.ErrCorrupt):
+		return fail(outcome.Invalid, "%v", err)
+	case err != nil:
+		return staged{}, "", "", fmt.Errorf("read staged version %s: %w", id, err)
+	}
+	if v.Op != opID {
+		return fail(outcome.Invalid, "staged by operation %q, not by %q", v.Op, opID)
+	}
+	s := staged{id: vid, keys: []string{format.TableVersionKey(graphName, table, vid)}}
+	var bad string
+	err = g.EachEntry(ctx, v, func(e format.ManifestEntry) error {
+		if e.IsExternal() || e.Name != e.Object.String() {
+			bad = e.Name
+			return errNotStaged
+		}
+		s.objects = append(s.objects, TableObject{ID: e.Object.String(), Size: e.Size, SHA256: e.SHA256})
+		return nil
+	})
+	if err == nil {
+		err = g.NewMarker(func(m graph.Mark) error {
+			if m.Kind == graph.MarkManifestChunk {
+				s.keys = append(s.keys, m.Key)
+			}
+			return nil
+		}).Version(ctx, table, vid)
+	}
+	switch {
+	case errors.Is(err, errNotStaged):
+		return fail(outcome.Invalid, "entry %q is not an object graft wrote under its id: a staged list names uploads only", bad)
+	case errors.Is(err, graph.ErrChunkNotFound):
+		return fail(outcome.NotRetained, "a manifest chunk is missing (reclaimed by cleanup?): %v", err)
+	case isUnreadableObject(err), errors.Is(err, graph.ErrCorrupt):
+		return fail(outcome.Invalid, "%v", err)
+	case err != nil:
+		return staged{}, "", "", fmt.Errorf("read staged version %s: %w", id, err)
+	}
+	return s, "", "", nil
+}
+
+var errNotStaged = errors.New("not a staged object")
+
+// probeStaged HEADs a staged version's own keys once the write pinned them, so a key
+// missing now was reclaimed before (its objects are probed with the write's).
+func (a *Activities) probeStaged(ctx context.Context, s staged) (outcome.Outcome, string, error) {
+	for _, k := range s.keys {
+		if _, err := a.Store.Head(ctx, k); err != nil {
+			if errors.Is(err, storage.ErrNotFound) {
+				return outcome.NotRetained, fmt.Sprintf("%s of the staged version %s is missing: reclaimed by cleanup", k, s.id), nil
+			}
+			return "", "", fmt.Errorf("probe %s: %w", k, err)
+		}
+	}
+	return "", "", nil
+}
+
+// writeObjects is a write's uploaded objects, listed inline or by its staged version, or
+// the outcome that says why there are none.
+func (a *Activities) writeObjects(ctx context.Context, graphName, table, opID string, inline []TableObject, e TableEdit) ([]TableObject, staged, outcome.Outcome, string, error) {
+	switch {
+	case e.Staged == "" && len(inline) > MaxInlineObjects:
+		return nil, staged{}, outcome.Invalid, fmt.Sprintf("%d objects listed inline, at most %d: stage a longer list (docs/format.md, \"Staged object lists\")",
+			len(inline), MaxInlineObjects), nil
+	case e.Staged == "":
+		return inline, staged{}, "", "", nil
+	case len(inline) > 0:
+		return nil, staged{}, outcome.Invalid, fmt.Sprintf("%d objects listed inline and a staged version %s: one or the other", len(inline), e.Staged), nil
+	}
+	s, o, msg, err := a.readStaged(ctx, graphName, table, opID, e.Staged)
+	return s.objects, s, o, msg, err
+}

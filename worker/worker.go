@@ -3,6 +3,16 @@
 package worker
 
 import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	sdkclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/graftworks/graft/activities"
@@ -17,4 +27,55 @@ const DefaultTaskQueue = "graft"
 func Register(w sdkworker.Registry, acts *activities.Activities) {
 	workflows.Register(w)
 	w.RegisterActivity(acts)
+}
+
+// TemporalWorkflows answers activities.WorkflowStatus through a Temporal client: a workflow
+// is closed when the latest run of its id is not running, or Temporal no longer knows it.
+func TemporalWorkflows(tc sdkclient.Client) activities.WorkflowStatus { return temporalWorkflows{tc} }
+
+type temporalWorkflows struct{ tc sdkclient.Client }
+
+func (t temporalWorkflows) WorkflowClosed(ctx context.Context, workflowID string) (bool, error) {
+	d, err := t.tc.DescribeWorkflowExecution(ctx, workflowID, "")
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	return d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
+}
+
+// ScheduleOptions configure EnsureSchedules.
+type ScheduleOptions struct {
+	// TaskQueue the scheduled workflows run on. Defaults to DefaultTaskQueue.
+	TaskQueue string
+	// ReconcileEvery is the reconciler's interval. Defaults to workflows.DefaultReconcileInterval.
+	ReconcileEvery time.Duration
+}
+
+// EnsureSchedules creates the schedules every graft deployment runs, unless they exist:
+// the reconciler (workflows.ReconcileScheduleID). An existing schedule is left as an
+// operator configured it.
+func EnsureSchedules(ctx context.Context, tc sdkclient.Client, o ScheduleOptions) error {
+	o.TaskQueue = cmp.Or(o.TaskQueue, DefaultTaskQueue)
+	if o.ReconcileEvery <= 0 {
+		o.ReconcileEvery = workflows.DefaultReconcileInterval
+	}
+	_, err := tc.ScheduleClient().Create(ctx, sdkclient.ScheduleOptions{
+		ID:      workflows.ReconcileScheduleID,
+		Spec:    sdkclient.ScheduleSpec{Intervals: []sdkclient.ScheduleIntervalSpec{{Every: o.ReconcileEvery}}},
+		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
+		Action: &sdkclient.ScheduleWorkflowAction{
+			ID:        workflows.ReconcileWorkflowID + "/scheduled",
+			Workflow:  workflows.ReconcileName,
+			Args:      []any{workflows.ReconcileInput{}},
+			TaskQueue: o.TaskQueue,
+		},
+	})
+	if err != nil && !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
+		return fmt.Errorf("create schedule %s: %w", workflows.ReconcileScheduleID, err)
+	}
+	return nil
 }

@@ -156,12 +156,12 @@ func threeTables() cleanupScript {
 		begins: []activities.CleanupBeginResult{{}},
 		trees: activities.CleanupMarkTreesResult{Now: markNow, Tables: []string{"a", "b", "c"},
 			Retained:  map[string][]string{"a": {"VA1"}, "c": {"VC1"}},
-			Kept:      activities.CleanupKept{Head: 2, LiveWindow: 4},
-			Condemned: activities.CleanupCounts{Commits: 5, Bytes: 500}, PlanKeys: []string{"g/trees/x/1"}},
+			Kept:      workflows.CleanupKept{Head: 2, LiveWindow: 4},
+			Condemned: workflows.CleanupCounts{Commits: 5, Bytes: 500}, PlanKeys: []string{"g/trees/x/1"}},
 		tables: map[string]activities.CleanupMarkTableResult{
-			"a": {Kept: activities.CleanupKept{Referenced: 1}, Condemned: activities.CleanupCounts{Versions: 2, Objects: 3, Bytes: 50}},
-			"b": {Condemned: activities.CleanupCounts{Objects: 1, Bytes: 10}},
-			"c": {Kept: activities.CleanupKept{Referenced: 2}},
+			"a": {Kept: workflows.CleanupKept{Referenced: 1}, Condemned: workflows.CleanupCounts{Versions: 2, Objects: 3, Bytes: 50}},
+			"b": {Condemned: workflows.CleanupCounts{Objects: 1, Bytes: 10}},
+			"c": {Kept: workflows.CleanupKept{Referenced: 2}},
 		},
 		summaries: map[string]activities.CleanupSummary{},
 	}
@@ -201,7 +201,7 @@ func TestCleanupDecision_DryRun_NeverCallsSweep(t *testing.T) {
 	s := threeTables()
 	s.summaries[cleanupRunID] = activities.CleanupSummary{} // a dry run condemns nothing in the ledger
 	res, c := runCleanup(t, cleanupIn(workflows.CleanupModeDryRun), s)
-	wantCondemned := activities.CleanupCounts{Commits: 5, Versions: 2, Objects: 4, Bytes: 560}
+	wantCondemned := workflows.CleanupCounts{Commits: 5, Versions: 2, Objects: 4, Bytes: 560}
 	if res.Outcome != outcome.Done || res.Condemned != workflows.CleanupCounts(wantCondemned) || res.PlanKeyCount != 11 || res.Tables != 3 {
 		t.Fatalf("result %+v, want done reporting the mark's plan %+v", res, wantCondemned)
 	}
@@ -222,7 +222,7 @@ func TestCleanupDecision_DryRun_NeverCallsSweep(t *testing.T) {
 
 func TestCleanupDecision_Mark_PersistsThePlanWithoutSweeping(t *testing.T) {
 	s := threeTables()
-	ledger := activities.CleanupCounts{Commits: 5, Versions: 2, Objects: 3, Bytes: 550} // the ledger's exact count wins
+	ledger := workflows.CleanupCounts{Commits: 5, Versions: 2, Objects: 3, Bytes: 550} // the ledger's exact count wins
 	s.summaries[cleanupRunID] = activities.CleanupSummary{Condemned: ledger}
 	res, c := runCleanup(t, cleanupIn(workflows.CleanupModeMark), s)
 	if res.Outcome != outcome.Done || res.Condemned != workflows.CleanupCounts(ledger) || res.PlanKeyCount != ledger.Keys() || res.Deleted.Keys() != 0 {
@@ -244,7 +244,7 @@ func TestCleanupDecision_Sweep_CommitsBeforeVersionsBeforeObjects(t *testing.T) 
 		sweepKey(cleanupRunID, ao, ""):          {{After: "o2", Deleted: 2, Bytes: 20}, {After: "o3", Deleted: 1, Bytes: 10, Done: true}},
 		sweepKey(cleanupRunID, bo, ""):          {{After: "o1", Deleted: 1, Bytes: 10, Done: true}},
 	}
-	deleted := activities.CleanupCounts{Commits: 5, Versions: 2, Objects: 4, Bytes: 560}
+	deleted := workflows.CleanupCounts{Commits: 5, Versions: 2, Objects: 4, Bytes: 560}
 	s.summaries[cleanupRunID] = activities.CleanupSummary{Condemned: deleted, Deleted: deleted}
 	res, c := runCleanup(t, cleanupIn(workflows.CleanupModeSweep), s)
 	if res.Outcome != outcome.Done || res.Deleted != workflows.CleanupCounts(deleted) || res.Sweep.Activities != 6 || res.Sweep.ContinuedAsNew != 0 {
@@ -303,8 +303,8 @@ func TestCleanupDecision_MarkTables_GetTheTreesDecision(t *testing.T) {
 
 func TestCleanupDecision_SweepRunID_DefaultsToSweepAndLimitsToThePlan(t *testing.T) {
 	s := threeTables()
-	s.trees.Condemned, s.tables = activities.CleanupCounts{}, map[string]activities.CleanupMarkTableResult{"a": {}, "b": {}, "c": {}}
-	s.summaries[cleanupRunID] = activities.CleanupSummary{Condemned: activities.CleanupCounts{Objects: 4}, PlanKeys: 7}
+	s.trees.Condemned, s.tables = workflows.CleanupCounts{}, map[string]activities.CleanupMarkTableResult{"a": {}, "b": {}, "c": {}}
+	s.summaries[cleanupRunID] = activities.CleanupSummary{Condemned: workflows.CleanupCounts{Objects: 4}, PlanKeys: 7}
 	in := cleanupIn("")
 	in.SweepRunID = "01JPLANPLANPLANPLANPLANPLA"
 	res, c := runCleanup(t, in, s)
@@ -353,7 +353,7 @@ func TestCleanupDecision_OrphanedSweepRun_SweptAndFinishedBeforeThisRunBegins(t 
 		sweepKey("R0", "g/tables/", "table_version"): {{After: "v9", Deleted: 1}, {Done: true}},
 		sweepKey("R0", "g/tables/", "object"):        {{Done: true, Deleted: 4}},
 	}
-	orphanCounts := activities.CleanupCounts{Commits: 1, Versions: 1, Objects: 4}
+	orphanCounts := workflows.CleanupCounts{Commits: 1, Versions: 1, Objects: 4}
 	s.summaries["R0"] = activities.CleanupSummary{Condemned: orphanCounts, Deleted: orphanCounts}
 	res, c := runCleanup(t, cleanupIn(workflows.CleanupModeMark), s)
 	if res.Outcome != outcome.Done || !reflect.DeepEqual(res.Adopted, []string{"R0"}) {
@@ -479,7 +479,7 @@ func TestCleanupDecision_Resume_SweepsWhatIsLeftWithoutMarkingAgain(t *testing.T
 			sweepKey(cleanupRunID, "g/trees/", "commit"): {{After: "k5", Deleted: 2, Done: true}},
 			sweepKey(cleanupRunID, ao, ""):               {{After: "o9", Deleted: 4, Done: true}},
 		},
-		summaries: map[string]activities.CleanupSummary{cleanupRunID: {Deleted: activities.CleanupCounts{Commits: 5, Objects: 6}}},
+		summaries: map[string]activities.CleanupSummary{cleanupRunID: {Deleted: workflows.CleanupCounts{Commits: 5, Objects: 6}}},
 	}
 	in := cleanupIn(workflows.CleanupModeSweep)
 	in.Resume = &workflows.CleanupResume{
@@ -504,7 +504,7 @@ func TestCleanupDecision_Parallelism_BoundsTablesMarkedAtOnce(t *testing.T) {
 	for i := range 6 {
 		name := fmt.Sprintf("t%d", i)
 		s.trees.Tables = append(s.trees.Tables, name)
-		s.tables[name] = activities.CleanupMarkTableResult{Kept: activities.CleanupKept{Referenced: 1}}
+		s.tables[name] = activities.CleanupMarkTableResult{Kept: workflows.CleanupKept{Referenced: 1}}
 	}
 	s.markDelay = 50 * time.Millisecond
 	in := cleanupIn(workflows.CleanupModeMark)
@@ -521,7 +521,7 @@ func TestCleanupDecision_Parallelism_BoundsTablesMarkedAtOnce(t *testing.T) {
 func TestCleanupDecision_PlanKeys_CappedAtMaxPlanKeys(t *testing.T) {
 	s := threeTables()
 	s.trees.PlanKeys = []string{"k1", "k2"}
-	s.tables["a"] = activities.CleanupMarkTableResult{PlanKeys: []string{"k3", "k4"}, Condemned: activities.CleanupCounts{Versions: 2}}
+	s.tables["a"] = activities.CleanupMarkTableResult{PlanKeys: []string{"k3", "k4"}, Condemned: workflows.CleanupCounts{Versions: 2}}
 	in := cleanupIn(workflows.CleanupModeDryRun)
 	in.Tuning = &workflows.CleanupTuning{MaxPlanKeys: 3}
 	res, c := runCleanup(t, in, s)

@@ -1351,7 +1351,7 @@ var mergeInput = workflows.MergeInput{Graph: "g", Source: "feature", Target: "ma
 // mergePlan is a plan that writes commit (kind adopted), its body the commit's name.
 func mergePlan(commit string) activities.PlanMergeResult {
 	return activities.PlanMergeResult{Owned: true, SourceHead: "S-4", TargetHead: "T-1", Bases: []string{"T-1"},
-		Tables:    []activities.MergeTable{{Table: "t", Action: workflows.MergeAdopt, Source: "V2", Target: "V1"}},
+		Tables:    []workflows.MergeTable{{Table: "t", Action: workflows.MergeAdopt, Source: "V2", Target: "V1"}},
 		Unchanged: 2, Kind: outcome.Adopted, Commit: commit,
 		Spec: activities.WriteSpec{Kind: activities.WritePublish, Graph: "g", Body: []byte("body of " + commit), Landed: outcome.Adopted}}
 }
@@ -1374,7 +1374,7 @@ func runMerge(t *testing.T, in workflows.MergeInput, plans []activities.PlanMerg
 func TestMergeDecision_PlanHasConflicts_PublishesNothing(t *testing.T) {
 	plan := activities.PlanMergeResult{Outcome: outcome.Conflict, Message: "1 of 2 tables changed on both", Owned: true,
 		SourceHead: "S-4", TargetHead: "T-3", Bases: []string{"T-1"}, Conflicts: 1, Unchanged: 1,
-		Tables: []activities.MergeTable{{Table: "t", Action: workflows.MergeConflict, Base: "V1", Source: "V2", Target: "V3"}}}
+		Tables: []workflows.MergeTable{{Table: "t", Action: workflows.MergeConflict, Base: "V1", Source: "V2", Target: "V3"}}}
 	res, d := runMerge(t, mergeInput, []activities.PlanMergeResult{plan})
 	if res.Outcome != outcome.Conflict || res.Commit != "" || res.Conflicts != 1 || res.Message != plan.Message {
 		t.Fatalf("result %+v, want a conflict with no commit", res)
