@@ -141,7 +141,6 @@ func (g *Graph) PlanVersion(ctx context.Context, spec VersionSpec) (VersionPlan,
 			return fail(invalidf(field, "%s listed twice", e.Name))
 		}
 		names[e.Name] = true
-		e := e
 		edits = append(edits, mapEdit[format.ManifestEntry]{Key: e.Name, Entry: &e})
 	}
 	for i, name := range spec.Delete {
