@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"reflect"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -48,6 +50,21 @@ const (
 type fieldSet struct {
 	required []string
 	optional []string
+}
+
+// fieldsOf is the fieldSet of wire struct W: its "omitempty" fields optional, the rest required.
+func fieldsOf[W any]() fieldSet {
+	var f fieldSet
+	t := reflect.TypeFor[W]()
+	for i := range t.NumField() {
+		name, opts, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if opts == "omitempty" {
+			f.optional = append(f.optional, name)
+		} else {
+			f.required = append(f.required, name)
+		}
+	}
+	return f
 }
 
 func (f fieldSet) has(name string) bool {
@@ -130,10 +147,10 @@ func checkFields(kind Kind, prefix string, m map[string]json.RawMessage, fields 
 	return nil
 }
 
-// decodeWire checks b's envelope and unmarshals it into a W.
-func decodeWire[W any](b []byte, kind Kind, fields fieldSet) (W, error) {
+// decodeWire checks b's envelope, of W's fields, and unmarshals it into a W.
+func decodeWire[W any](b []byte, kind Kind) (W, error) {
 	var w W
-	if _, err := decodeEnvelope(b, kind, fields); err != nil {
+	if _, err := decodeEnvelope(b, kind, fieldsOf[W]()); err != nil {
 		return w, err
 	}
 	return w, unmarshalWire(kind, b, &w)

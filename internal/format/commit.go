@@ -67,6 +67,7 @@ type commitWire struct {
 	Op           string     `json:"op"`
 }
 
+// commitFields is not fieldsOf[commitWire]: "id" is omitted only from the bytes hashed.
 var commitFields = fieldSet{
 	required: []string{"format", "kind", "id", "tree", "seq", "branch", "parents", "pins", "lineage", "author", "message", "time", "op"},
 	optional: []string{"fork", "restored_from"},

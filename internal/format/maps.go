@@ -171,7 +171,7 @@ var ManifestMap = MapSpec[ManifestEntry]{
 		}
 		return w
 	},
-	fields: fieldSet{required: []string{"name", "size"}, optional: []string{"object", "external", "sha256", "etag"}},
+	fields: fieldsOf[manifestEntryWire](),
 	decodeAll: decodeAll(func(w manifestEntryWire) (e ManifestEntry, _ string, err error) {
 		e = ManifestEntry{Name: w.Name, External: w.External, Size: w.Size, SHA256: w.SHA256, ETag: w.ETag}
 		if w.Object != "" {
@@ -202,7 +202,7 @@ var PinsMap = MapSpec[PinEntry]{
 		return "version", whyIf(e.Version.IsZero(), "zero ULID")
 	},
 	wire:   func(e PinEntry) any { return pinEntryWire{Table: e.Table, Version: e.Version.String()} },
-	fields: fieldSet{required: []string{"table", "version"}},
+	fields: fieldsOf[pinEntryWire](),
 	decodeAll: decodeAll(func(w pinEntryWire) (PinEntry, string, error) {
 		v, err := ParseULID(w.Version)
 		return PinEntry{Table: w.Table, Version: v}, "version", err
@@ -235,7 +235,7 @@ var LineageMap = MapSpec[LineageEntry]{
 	wire: func(e LineageEntry) any {
 		return lineageEntryWire{Tree: e.Tree.String(), Seq: e.Seq, Digest: e.Digest.String()}
 	},
-	fields: fieldSet{required: []string{"tree", "seq", "digest"}},
+	fields: fieldsOf[lineageEntryWire](),
 	decodeAll: decodeAll(func(w lineageEntryWire) (LineageEntry, string, error) {
 		t, err := ParseULID(w.Tree)
 		if err != nil {
@@ -388,8 +388,6 @@ type leafWire struct {
 	Entries []any   `json:"entries"`
 }
 
-var leafFields = fieldSet{required: []string{"format", "kind", "map", "entries"}}
-
 // EncodeLeaf returns the canonical bytes of a leaf: 1 or more entries, strictly ascending by key.
 func (m MapSpec[E]) EncodeLeaf(entries []E) ([]byte, error) {
 	if len(entries) == 0 {
@@ -413,7 +411,7 @@ func encodedLen(v any) int {
 // DecodeLeaf strictly decodes a leaf chunk of this kind.
 func (m MapSpec[E]) DecodeLeaf(b []byte) ([]E, error) {
 	const k = KindMapLeaf
-	top, err := m.decodeChunk(b, k, leafFields)
+	top, err := m.decodeChunk(b, k, fieldsOf[leafWire]())
 	if err != nil {
 		return nil, err
 	}
@@ -456,11 +454,6 @@ type nodeWire struct {
 	Level    int         `json:"level"`
 	Children []childWire `json:"children"`
 }
-
-var (
-	nodeFields  = fieldSet{required: []string{"format", "kind", "map", "level", "children"}}
-	childFields = fieldSet{required: []string{"last", "count", "chunk"}}
-)
 
 // validateNode checks a node's fields.
 func (m MapSpec[E]) validateNode(n MapNode) error {
@@ -511,11 +504,11 @@ func (m MapSpec[E]) ChildSize(c ChildRef) int {
 // DecodeNode strictly decodes a node chunk of this kind.
 func (m MapSpec[E]) DecodeNode(b []byte) (MapNode, error) {
 	const k = KindMapNode
-	top, err := m.decodeChunk(b, k, nodeFields)
+	top, err := m.decodeChunk(b, k, fieldsOf[nodeWire]())
 	if err != nil {
 		return MapNode{}, err
 	}
-	if err := checkItems(k, "children", top["children"], childFields); err != nil {
+	if err := checkItems(k, "children", top["children"], fieldsOf[childWire]()); err != nil {
 		return MapNode{}, err
 	}
 	var w nodeWire

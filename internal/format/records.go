@@ -23,8 +23,6 @@ type graphWire struct {
 	DefaultBranch string `json:"default_branch"`
 }
 
-var graphFields = fieldSet{required: []string{"format", "kind", "name", "created_at", "op", "default_branch"}}
-
 // Validate reports the first invalid field of g.
 func (g Graph) Validate() error {
 	return firstBad(KindGraph, fieldCheck{"name", "", ValidateGraphName(g.Name)}, fieldCheck{"created_at", checkTime(g.CreatedAt), nil},
@@ -39,7 +37,7 @@ func EncodeGraph(g Graph) ([]byte, error) {
 
 // DecodeGraph strictly decodes a graph record.
 func DecodeGraph(b []byte) (Graph, error) {
-	w, err := decodeWire[graphWire](b, KindGraph, graphFields)
+	w, err := decodeWire[graphWire](b, KindGraph)
 	if err != nil {
 		return Graph{}, err
 	}
@@ -78,11 +76,6 @@ type tagWire struct {
 	RetiredOp string   `json:"retired_op,omitempty"`
 }
 
-var tagFields = fieldSet{
-	required: []string{"format", "kind", "state", "name", "commit", "op", "created_at"},
-	optional: []string{"retired_op"},
-}
-
 // Validate reports the first invalid field of t.
 func (t Tag) Validate() error {
 	const k = KindTag
@@ -105,7 +98,7 @@ func EncodeTag(t Tag) ([]byte, error) {
 
 // DecodeTag strictly decodes a tag.
 func DecodeTag(b []byte) (Tag, error) {
-	w, err := decodeWire[tagWire](b, KindTag, tagFields)
+	w, err := decodeWire[tagWire](b, KindTag)
 	if err != nil {
 		return Tag{}, err
 	}
@@ -151,11 +144,6 @@ type branchRefWire struct {
 	Reason    string   `json:"reason,omitempty"`
 }
 
-var branchRefFields = fieldSet{
-	required: []string{"format", "kind", "state", "native", "op"},
-	optional: []string{"branch", "tree", "head", "retired_op", "reason"},
-}
-
 // Validate reports the first invalid field of r.
 func (r BranchRef) Validate() error {
 	const k = KindBranchRef
@@ -199,7 +187,7 @@ func EncodeBranchRef(r BranchRef) ([]byte, error) {
 
 // DecodeBranchRef strictly decodes a branch ref.
 func DecodeBranchRef(b []byte) (BranchRef, error) {
-	w, err := decodeWire[branchRefWire](b, KindBranchRef, branchRefFields)
+	w, err := decodeWire[branchRefWire](b, KindBranchRef)
 	if err != nil {
 		return BranchRef{}, err
 	}
@@ -232,8 +220,6 @@ type tableVersionWire struct {
 	CreatedAt string     `json:"created_at"`
 	Op        string     `json:"op"`
 }
-
-var tableVersionFields = fieldSet{required: []string{"format", "kind", "table", "id", "entries", "bytes", "created_at", "op"}}
 
 // Validate reports the first invalid field of v.
 func (v TableVersion) Validate() error {
@@ -271,7 +257,7 @@ func EncodeTableVersion(v TableVersion) ([]byte, error) {
 // DecodeTableVersion strictly decodes a table version.
 func DecodeTableVersion(b []byte) (TableVersion, error) {
 	const k = KindTableVersion
-	top, err := decodeEnvelope(b, k, tableVersionFields)
+	top, err := decodeEnvelope(b, k, fieldsOf[tableVersionWire]())
 	if err != nil {
 		return TableVersion{}, err
 	}
@@ -313,8 +299,6 @@ type uploadWire struct {
 	CreatedAt string `json:"created_at"`
 }
 
-var uploadFields = fieldSet{required: []string{"format", "kind", "object_key", "created_at"}, optional: []string{"upload_id"}}
-
 // Validate reports the first invalid field of u.
 func (u Upload) Validate() error {
 	_, _, _, keyErr := ParseObjectKey(u.ObjectKey)
@@ -331,7 +315,7 @@ func EncodeUpload(u Upload) ([]byte, error) {
 
 // DecodeUpload strictly decodes an upload record.
 func DecodeUpload(b []byte) (Upload, error) {
-	w, err := decodeWire[uploadWire](b, KindUpload, uploadFields)
+	w, err := decodeWire[uploadWire](b, KindUpload)
 	if err != nil {
 		return Upload{}, err
 	}

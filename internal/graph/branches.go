@@ -170,24 +170,21 @@ func decodeRefAt(native string, obj storage.Object) (Incarnation, error) {
 // readRefs GETs and decodes the refs at keys (of natives), skipping keys since
 // deleted (cleanup may delete a fence); an unreadable ref is an error if strict.
 func readRefs(ctx context.Context, s storage.Store, keys, natives []string, strict bool) (NameRefs, error) {
-	objs, errs := getAll(ctx, s, keys)
 	out := NameRefs{Incarnations: make([]Incarnation, 0, len(keys))}
-	for i, key := range keys {
-		if errors.Is(errs[i], storage.ErrNotFound) {
-			continue
-		}
-		if errs[i] != nil {
-			return NameRefs{}, fmt.Errorf("read ref: %w", errs[i])
-		}
-		inc, err := decodeRefAt(natives[i], objs[i])
+	err := getEach(ctx, s, keys, "ref", func(i int, obj storage.Object) error {
+		inc, err := decodeRefAt(natives[i], obj)
 		switch {
 		case err != nil && strict:
-			return NameRefs{}, fmt.Errorf("%s: %w", key, err)
+			return fmt.Errorf("%s: %w", keys[i], err)
 		case err != nil:
-			out.Unreadable = append(out.Unreadable, UnreadableRef{Key: key, Native: natives[i], Err: err})
+			out.Unreadable = append(out.Unreadable, UnreadableRef{Key: keys[i], Native: natives[i], Err: err})
 		default:
 			out.Incarnations = append(out.Incarnations, inc)
 		}
+		return nil
+	})
+	if err != nil {
+		return NameRefs{}, err
 	}
 	return out, nil
 }

@@ -90,7 +90,7 @@ func Init(ctx context.Context, s storage.Store, p InitParams) (InitResult, error
 		fence := res.MainRef
 		fence.State, fence.Head, fence.Reason = format.RefFence, format.CommitID{}, FenceReasonUnpublished
 		fenceBytes, _ := format.EncodeBranchRef(fence) // our valid ref, fenced, encodes
-		if ferr := swapOwnRef(ctx, s, refKey, ref, fenceBytes); ferr != nil {
+		if ferr := swapOwn(ctx, s, refKey, "", ref, fenceBytes); ferr != nil {
 			return InitResult{}, fmt.Errorf("init graph %q: lost graph record to another init: %w (and fence main ref %s: %v)", p.Graph, ErrGraphExists, res.MainRef.Native, ferr)
 		}
 		return InitResult{}, fmt.Errorf("init graph %q: lost graph record to another init, fenced main ref %s: %w", p.Graph, res.MainRef.Native, ErrGraphExists)
@@ -123,28 +123,4 @@ func buildInit(p InitParams) (InitResult, []byte, []byte, []byte, error) {
 	g := format.Graph{Name: p.Graph, CreatedAt: p.Time.UTC(), Op: p.Op, DefaultBranch: DefaultBranch}
 	rec, _ := format.EncodeGraph(g)
 	return InitResult{Graph: g, Root: root, MainRef: ref}, rootBytes, refBytes, rec, nil
-}
-
-// swapOwnRef swaps our bytes at key for next by compare-and-swap.
-func swapOwnRef(ctx context.Context, s storage.Store, key string, ours, next []byte) error {
-	s = reissue(s)
-	for attempt := 1; attempt <= MaxPutAttempts; attempt++ {
-		obj, err := s.Get(ctx, key)
-		if err != nil {
-			return fmt.Errorf("read ref: %w", err)
-		}
-		switch {
-		case bytes.Equal(obj.Body, next):
-			return nil
-		case !bytes.Equal(obj.Body, ours):
-			return fmt.Errorf("ref %s holds neither our ref nor its replacement", key)
-		}
-		switch _, err = s.Put(ctx, key, next, storage.PutOptions{IfMatch: obj.ETag}); {
-		case err == nil:
-			return nil
-		case !unsettled(err):
-			return fmt.Errorf("swap ref: %w", err)
-		}
-	}
-	return fmt.Errorf("swap ref: %w", storage.ErrAmbiguous)
 }

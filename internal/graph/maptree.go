@@ -66,28 +66,26 @@ func (r *mapReader[E]) chunk(ctx context.Context, h format.Hash) (decodedChunk[E
 		return c, nil
 	}
 	key := r.key(h)
-	if isPending {
-		leaf, node, err := r.spec.DecodeChunk(body)
-		if err != nil {
-			return c, fmt.Errorf("read pending %s chunk %s: %w", r.spec.Kind, h, err)
+	if !isPending {
+		obj, err := r.s.Get(ctx, key)
+		if errors.Is(err, storage.ErrNotFound) {
+			return c, fmt.Errorf("read %s chunk %s: %w: %w", r.spec.Kind, h, ErrChunkNotFound, err)
 		}
-		return decodedChunk[E]{leaf: leaf, node: node}, nil
+		if err != nil {
+			return c, fmt.Errorf("read %s chunk %s: %w", r.spec.Kind, h, err)
+		}
+		if body = obj.Body; format.HashOf(body) != h {
+			return c, fmt.Errorf("read %s chunk %s: %w: its bytes hash to %s", r.spec.Kind, key, ErrCorrupt, format.HashOf(body))
+		}
 	}
-	obj, err := r.s.Get(ctx, key)
-	if errors.Is(err, storage.ErrNotFound) {
-		return c, fmt.Errorf("read %s chunk %s: %w: %w", r.spec.Kind, h, ErrChunkNotFound, err)
-	}
-	if err != nil {
-		return c, fmt.Errorf("read %s chunk %s: %w", r.spec.Kind, h, err)
-	}
-	if format.HashOf(obj.Body) != h {
-		return c, fmt.Errorf("read %s chunk %s: %w: its bytes hash to %s", r.spec.Kind, key, ErrCorrupt, format.HashOf(obj.Body))
-	}
-	leaf, node, err := r.spec.DecodeChunk(obj.Body)
+	leaf, node, err := r.spec.DecodeChunk(body)
 	if err != nil {
 		return c, fmt.Errorf("read %s chunk %s: %w", r.spec.Kind, key, err)
 	}
 	c = decodedChunk[E]{leaf: leaf, node: node}
+	if isPending {
+		return c, nil // not cached: it may never be written
+	}
 	r.mu.Lock()
 	if len(r.cache) >= chunkCacheSize {
 		clear(r.cache)
@@ -111,7 +109,6 @@ type builder[E any] struct {
 }
 
 type levelBuilder[E any] struct {
-	level    int
 	entries  []E
 	children []format.ChildRef
 	size     int   // encoded size of the chunk so far

@@ -111,42 +111,26 @@ func (m *Marker) Version(ctx context.Context, table string, id ulid.ULID) error 
 
 // markChunks visits a map's unvisited chunks, passing their entries to each.
 func markChunks[E any](ctx context.Context, m *Marker, t mapTree[E], kind MarkKind, table string, each func(E) error) error {
-	eachOf := func(entries []E) error {
-		for i := 0; i < len(entries) && each != nil; i++ {
-			if err := each(entries[i]); err != nil {
-				return err
+	c := newCursor(t)
+	for it := c.peek(); !it.end; it = c.peek() {
+		var err error
+		switch h := it.ref.Chunk; {
+		case it.isEntry:
+			err = c.step(each, it.entry)
+		case m.chunks[h]:
+			c.advance()
+		default:
+			m.chunks[h] = true
+			if err = m.visit(Mark{Kind: kind, Key: t.r.key(h), Table: table}); err == nil {
+				err = c.expand(ctx)
+				m.Reads++
 			}
 		}
-		return nil
-	}
-	if t.ref.IsInline() {
-		return eachOf(t.ref.Entries)
-	}
-	var walk func(h format.Hash) error
-	walk = func(h format.Hash) error {
-		if m.chunks[h] {
-			return nil
-		}
-		m.chunks[h] = true
-		if err := m.visit(Mark{Kind: kind, Key: t.r.key(h), Table: table}); err != nil {
-			return err
-		}
-		c, err := t.r.chunk(ctx, h)
 		if err != nil {
 			return err
 		}
-		m.Reads++
-		if c.node == nil {
-			return eachOf(c.leaf)
-		}
-		for _, child := range c.node.Children {
-			if err := walk(child.Chunk); err != nil {
-				return err
-			}
-		}
-		return nil
 	}
-	return walk(t.ref.Root)
+	return nil
 }
 
 // ObjectFilter is a Bloom filter over keys: no false negatives, so nothing a

@@ -2,7 +2,6 @@ package graph
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -119,9 +118,11 @@ func (bs *baseSearch) run(ctx context.Context, source, target Commit) (BaseSearc
 	if err != nil {
 		return BaseSearch{}, err
 	}
-	ownCommits, errs := make([]Commit, len(own)), make([]error, len(own))
-	bounded.Each(len(own), 2, func(i int) { ownCommits[i], errs[i] = bs.readCommit(ctx, own[i]) })
-	if err := errors.Join(errs...); err != nil {
+	ownCommits := make([]Commit, len(own))
+	if err := bounded.EachErr(len(own), 2, func(i int) (err error) {
+		ownCommits[i], err = bs.readCommit(ctx, own[i])
+		return err
+	}); err != nil {
 		return BaseSearch{}, err
 	}
 	for i := range ownCommits {

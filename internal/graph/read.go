@@ -146,12 +146,25 @@ func ReadLiveRef(ctx context.Context, s storage.Store, graph, logical, native st
 	return inc.branch(), true, nil
 }
 
-// getAll GETs keys with bounded parallelism; results are in key order.
-func getAll(ctx context.Context, s storage.Store, keys []string) ([]storage.Object, []error) {
+// getEach GETs keys with bounded parallelism and calls fn, in key order, with each
+// object still there (a key deleted since its listing is skipped); a failed GET
+// is "read {what}: …".
+func getEach(ctx context.Context, s storage.Store, keys []string, what string, fn func(i int, obj storage.Object) error) error {
 	objs := make([]storage.Object, len(keys))
 	errs := make([]error, len(keys))
 	bounded.Each(len(keys), parallelism, func(i int) { objs[i], errs[i] = s.Get(ctx, keys[i]) })
-	return objs, errs
+	for i := range keys {
+		switch {
+		case errors.Is(errs[i], storage.ErrNotFound):
+		case errs[i] != nil:
+			return fmt.Errorf("read %s: %w", what, errs[i])
+		default:
+			if err := fn(i, objs[i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // ObjectRef locates one data object of a table version; ETag is an external

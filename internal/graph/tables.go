@@ -141,7 +141,6 @@ func (g *Graph) PlanVersion(ctx context.Context, spec VersionSpec) (VersionPlan,
 			return fail(invalidf(field, "%s listed twice", e.Name))
 		}
 		names[e.Name] = true
-		e := e
 		edits = append(edits, mapEdit[format.ManifestEntry]{Key: e.Name, Entry: &e})
 	}
 	for i, name := range spec.Delete {
@@ -255,16 +254,14 @@ func ImportEntries(ctx context.Context, s storage.Store, graph string, refs []Im
 	if err := CheckImportKeys(ctx, s, graph, keys, func(i int) string { return fmt.Sprintf("Refs[%d].Key", i) }); err != nil {
 		return nil, err
 	}
-	errs := make([]error, len(refs))
-	bounded.Each(len(out), parallelism, func(i int) {
+	if err := bounded.EachErr(len(out), parallelism, func(i int) error {
 		info, err := s.Head(ctx, out[i].External)
 		if err != nil {
-			errs[i] = fmt.Errorf("import %s: %w", out[i].External, err)
-			return
+			return fmt.Errorf("import %s: %w", out[i].External, err)
 		}
 		out[i].Size, out[i].ETag = info.Size, info.ETag
-	})
-	if err := errors.Join(errs...); err != nil {
+		return nil
+	}); err != nil {
 		return nil, err
 	}
 	slices.SortFunc(out, func(a, b format.ManifestEntry) int { return strings.Compare(a.Name, b.Name) })
@@ -357,17 +354,14 @@ func CheckImportKeys(ctx context.Context, s storage.Store, graph string, keys []
 	slices.Sort(records)
 	records = slices.Compact(records)
 	exists := make([]bool, len(records))
-	errs := make([]error, len(records))
-	bounded.Each(len(records), parallelism, func(i int) {
+	if err := bounded.EachErr(len(records), parallelism, func(i int) error {
 		_, err := s.Head(ctx, records[i])
-		switch {
-		case err == nil:
-			exists[i] = true
-		case !errors.Is(err, storage.ErrNotFound):
-			errs[i] = fmt.Errorf("read graph record %s: %w", records[i], err)
+		exists[i] = err == nil
+		if err != nil && !errors.Is(err, storage.ErrNotFound) {
+			return fmt.Errorf("read graph record %s: %w", records[i], err)
 		}
-	})
-	if err := errors.Join(errs...); err != nil {
+		return nil
+	}); err != nil {
 		return err
 	}
 	for i, k := range keys {

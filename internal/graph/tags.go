@@ -125,20 +125,14 @@ func ListTags(ctx context.Context, s storage.Store, graph string) ([]TagEntry, e
 	if err != nil {
 		return nil, fmt.Errorf("list tags of graph %q: %w", graph, err)
 	}
-	objs, errs := getAll(ctx, s, keys)
 	out := make([]TagEntry, 0, len(keys))
-	for i, key := range keys {
-		if errors.Is(errs[i], storage.ErrNotFound) {
-			continue // deleted since the listing (graft never deletes a tag)
-		}
-		if errs[i] != nil {
-			return nil, fmt.Errorf("list tags of graph %q: read tag: %w", graph, errs[i])
-		}
-		t, err := decodeTagAt(key, names[i], objs[i].Body)
-		if err != nil {
-			return nil, fmt.Errorf("list tags of graph %q: %w", graph, err)
-		}
-		out = append(out, TagEntry{Tag: t, ETag: objs[i].ETag})
+	err = getEach(ctx, s, keys, "tag", func(i int, obj storage.Object) error {
+		t, err := decodeTagAt(keys[i], names[i], obj.Body)
+		out = append(out, TagEntry{Tag: t, ETag: obj.ETag})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list tags of graph %q: %w", graph, err)
 	}
 	return out, nil
 }

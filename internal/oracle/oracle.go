@@ -123,6 +123,8 @@ type checker struct {
 	objects map[string]bool
 	// live maps logical → natives with a live ref in storage.
 	live map[string][]string
+	// unfinished is the graph's unfinished operations, as the ledger check read them.
+	unfinished []catalog.Operation
 }
 
 func (c *checker) add(rule, f string, args ...any) {
@@ -428,11 +430,11 @@ func (c *checker) ledger() error {
 			c.add("name-reusable", "the ledger says %s is live through %s, storage through %v", name, ledgerLive[0], storeLive)
 		}
 	}
-	unfinished, err := cat.OperationListUnfinished(c.ctx, catalog.OperationListUnfinishedParams{Graph: g, Limit: 1000})
+	c.unfinished, err = cat.OperationListUnfinished(c.ctx, catalog.OperationListUnfinishedParams{Graph: g, Limit: 1000})
 	if err != nil {
 		return err
 	}
-	for _, o := range unfinished {
+	for _, o := range c.unfinished {
 		if c.cfg.Workflows == nil || o.WorkflowID == "" {
 			continue
 		}

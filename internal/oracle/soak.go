@@ -47,12 +47,7 @@ func (c *checker) quiesced() error {
 		}
 		unended(op)
 	}
-	unfinished, err := c.cfg.Catalog.OperationListUnfinished(c.ctx,
-		catalog.OperationListUnfinishedParams{Graph: c.cfg.Graph, Limit: 1000})
-	if err != nil {
-		return err
-	}
-	for _, op := range unfinished {
+	for _, op := range c.unfinished {
 		if !slices.Contains(c.cfg.OpIDs, op.ID) {
 			unended(op)
 		}
