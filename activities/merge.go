@@ -39,7 +39,14 @@ type PlanMergeInput struct {
 	Preview           bool
 	Author, Message   string
 	WorkflowID, RunID string // the workflow's; RunID claims the ledger row
+	// Cleared, when set, are the heads whose plan every check and approval of a protected
+	// target cleared: a plan of the same heads commits; a plan of others waits again.
+	Cleared *ClearedHeads `json:",omitempty"`
 }
+
+// ClearedHeads are the source and target heads a protected merge's checks and approvals
+// cleared.
+type ClearedHeads struct{ SourceHead, TargetHead string }
 
 // PlanMergeResult is the plan of a merge and, when it writes, the exact bytes of its commit.
 type PlanMergeResult struct {
@@ -61,6 +68,11 @@ type PlanMergeResult struct {
 	// Commit is the merge commit's id; Spec the write of its exact bytes.
 	Commit string
 	Spec   WriteSpec
+	// Gate, when set, is the rule of the protected target the plan must clear before it
+	// commits: nothing is recorded but the operation and the pins of its inputs. For a
+	// preview it says the merge would wait. Locator is where the ledger has the graph.
+	Gate    *contract.MergeRule `json:",omitempty"`
+	Locator string              `json:",omitempty"`
 }
 
 // PlanMerge reads the source and target heads and plans the merge (docs/format.md,
@@ -218,6 +230,14 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 	if plan.Relation == graph.RelationAdoptable {
 		res.Kind = OutcomeAdopted
 	}
+	if plan.Conflicts == 0 && plan.Writes() {
+		if res.Gate, res.Locator, err = a.mergeGate(ctx, in.Graph, in.Target); err != nil {
+			return PlanMergeResult{}, err
+		}
+		if res.Gate != nil && !in.Preview && (in.Cleared == nil || *in.Cleared != ClearedHeads{res.SourceHead, res.TargetHead}) {
+			return res, nil // the workflow waits for the checks and approvals of this plan
+		}
+	}
 	switch {
 	case plan.Conflicts > 0:
 		msg := fmt.Sprintf("%d of %d tables changed on both %q and %q in ways that conflict; nothing was merged", plan.Conflicts, len(plan.Tables), in.Source, in.Target)
@@ -230,7 +250,11 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 	case in.Preview:
 		changed := slices.DeleteFunc(slices.Clone(plan.Tables),
 			func(l graph.TableMerge) bool { return l.Action == graph.TableKeep })
-		return stop(res, res.Kind, "%d tables to change on %q from %q", len(changed), in.Target, in.Source)
+		msg := fmt.Sprintf("%d tables to change on %q from %q", len(changed), in.Target, in.Source)
+		if res.Gate != nil {
+			msg += fmt.Sprintf("; %q is protected: the merge would wait for %s", in.Target, contract.MergeWait{Rule: *res.Gate}.Summary())
+		}
+		return stop(res, res.Kind, "%s", msg)
 	}
 
 	author, message := cmp.Or(in.Author, "graft"), cmp.Or(in.Message, fmt.Sprintf("merge %s into %s", in.Source, in.Target))

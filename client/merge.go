@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -28,6 +29,9 @@ type MergeRequest struct {
 	// "merge {source} into {target}".
 	Author, Message string
 	IdempotencyKey  string
+	// WaitTimeout, when set, bounds how long a merge into a protected branch waits for its
+	// checks and approvals; then it ends rejected.
+	WaitTimeout time.Duration
 }
 
 // MergeWorkflowID is the workflow id of a merge into target.
@@ -55,7 +59,7 @@ func (c *Client) Merge(ctx context.Context, req MergeRequest) (workflows.MergeRe
 func (c *Client) StartMerge(ctx context.Context, req MergeRequest) (*MergeHandle, error) {
 	key := keyOrNew(req.IdempotencyKey)
 	in := workflows.MergeInput{Graph: req.Graph, Source: req.Source, Target: req.Target, ExpectedHead: req.ExpectedHead,
-		Preview: req.Preview, OpID: key, Author: req.Author, Message: req.Message}
+		Preview: req.Preview, OpID: key, Author: req.Author, Message: req.Message, WaitTimeout: req.WaitTimeout}
 	id, summary := MergeWorkflowID(req.Graph, req.Target, key), fmt.Sprintf("merge %s into %s in %s", req.Source, req.Target, req.Graph)
 	if req.Preview { // not an operation of the ledger
 		in.OpID = ""

@@ -113,6 +113,10 @@ type Operation struct {
 	UpdatedAt  time.Time       `json:"updated_at"`
 	// FinishedAt is zero until State is done.
 	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// Phase and Waiting say where an unfinished operation stands and what it waits for
+	// (a waiting merge: "checks: quality passed, schema running; approvals 0/1").
+	Phase   string `json:"phase,omitempty"`
+	Waiting string `json:"waiting,omitempty"`
 }
 
 func operationOf(op catalog.Operation) Operation {
@@ -120,6 +124,9 @@ func operationOf(op catalog.Operation) Operation {
 		ID: op.ID, Kind: string(op.Kind), Graph: op.Graph, State: OperationState(op.State), Outcome: outcome.Outcome(op.Outcome),
 		Error: op.Error, WorkflowID: op.WorkflowID, RunID: op.RunID, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt,
 		FinishedAt: op.FinishedAt,
+	}
+	if op.State != catalog.OperationDone {
+		o.Phase, o.Waiting = op.Phase, op.Waiting
 	}
 	if len(op.Inputs) > 0 && json.Valid(op.Inputs) {
 		o.Inputs = op.Inputs
@@ -134,6 +141,8 @@ type OpsFilter struct {
 	Kind string
 	// State is running, in_doubt or done.
 	State string
+	// Waiting selects merges waiting for checks and approvals.
+	Waiting bool
 	// Limit caps the operations returned, newest first. Defaults to 100; at most 1000.
 	Limit int
 }
@@ -149,6 +158,7 @@ func (o *Ops) List(ctx context.Context, f OpsFilter) ([]Operation, error) {
 	}
 	ops, err := o.cat.OperationList(ctx, catalog.OperationListParams{
 		Graph: f.Graph, Kind: catalog.OperationKind(f.Kind), State: catalog.OperationState(f.State), Limit: f.Limit,
+		Phase: map[bool]string{true: "waiting"}[f.Waiting],
 	})
 	if errors.Is(err, catalog.ErrInvalid) {
 		return nil, outcome.Errorf(outcome.Invalid, "", "%v", err)

@@ -85,6 +85,9 @@ func (r MergeRequest) Validate() error {
 	if r.Source == r.Target {
 		return outcome.Errorf(outcome.Invalid, "", "cannot merge %q into itself", r.Source)
 	}
+	if r.WaitTimeout < 0 {
+		return outcome.Errorf(outcome.Invalid, "", "wait timeout must not be negative")
+	}
 	return firstInvalid(checkCommit("expected head", r.ExpectedHead), checkCommitText(r.Author, r.Message), checkKey(r.IdempotencyKey))
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/searchattr"
+	"github.com/graftworks/graft/workflows/contract"
 )
 
 // The operation kernel: every graft operation but cleanup runs through one opRun. The
@@ -63,6 +64,8 @@ type OperationStatus struct {
 	// Pending says what the operation waits for, for a person.
 	Pending        string `json:"pending,omitempty"`
 	SettleAttempts int    `json:"settle_attempts,omitempty"`
+	// Wait is what a merge into a protected branch waits for.
+	Wait *contract.MergeWait `json:"wait,omitempty"`
 }
 
 // InDoubt reports whether the status says a write may still land.

@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"time"
+
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/graftworks/graft/activities"
@@ -47,6 +49,9 @@ type MergeInput struct {
 	OpID    string `json:"op_id,omitempty"`
 	Author  string `json:"author,omitempty"`
 	Message string `json:"message,omitempty"`
+	// WaitTimeout, when set, bounds how long a merge into a protected branch waits for
+	// its checks and approvals; then it ends rejected. Default: no deadline.
+	WaitTimeout time.Duration `json:"wait_timeout,omitempty"`
 }
 
 // MergeResult is the result of graft.Merge.
@@ -73,6 +78,10 @@ type MergeResult struct {
 	Message        string       `json:"message,omitempty"`
 	HeadRetries    int          `json:"head_retries,omitempty"`
 	SettleAttempts int          `json:"settle_attempts,omitempty"`
+	// Rule is the protected target's rule (a preview's too); Wait what the merge last
+	// waited for: its checks, reviews and approvals.
+	Rule *contract.MergeRule `json:"rule,omitempty"`
+	Wait *contract.MergeWait `json:"wait,omitempty"`
 }
 
 func (r *MergeResult) setEnd(out outcome.Outcome, msg string) {
@@ -94,36 +103,54 @@ func Merge(ctx workflow.Context, in MergeInput) (MergeResult, error) {
 		r.owner.OpID, r.status.OpID, r.foreign = in.OpID, in.OpID, true
 	}
 	res := MergeResult{OpID: r.owner.OpID, Graph: in.Graph, Source: in.Source, Target: in.Target, Preview: in.Preview, Tables: []MergeTable{}}
+	var g *gate
+	var cleared *activities.ClearedHeads
 	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		return appendCommit(ctx, r, in.ExpectedHead, in.Target, &res.HeadRetries, &res.SettleAttempts, func(ctx workflow.Context) (plannedCommit, error) {
-			r.setPhase(ctx, "plan", "reading the heads of "+in.Source+" and "+in.Target)
-			var plan activities.PlanMergeResult
-			pin := activities.PlanMergeInput{
-				OpID: r.owner.OpID, Graph: in.Graph, Source: in.Source, Target: in.Target, ExpectedHead: in.ExpectedHead,
-				Preview: in.Preview, Author: in.Author, Message: in.Message,
-				WorkflowID: r.wfID, RunID: r.owner.Run,
+			for {
+				r.setPhase(ctx, "plan", "reading the heads of "+in.Source+" and "+in.Target)
+				var plan activities.PlanMergeResult
+				pin := activities.PlanMergeInput{
+					OpID: r.owner.OpID, Graph: in.Graph, Source: in.Source, Target: in.Target, ExpectedHead: in.ExpectedHead,
+					Preview: in.Preview, Author: in.Author, Message: in.Message,
+					WorkflowID: r.wfID, RunID: r.owner.Run, Cleared: cleared,
+				}
+				var err error
+				if in.Preview || res.HeadRetries == 0 && r.status.SettleAttempts == 0 && r.pending == nil && !r.planned {
+					err = beforeEffect(ctx, "plan: read heads, find the merge base, classify tables", acts.PlanMerge, pin, &plan)
+				} else {
+					err = r.step(ctx, "re-plan: read heads, find the merge base, classify tables", acts.PlanMerge, pin, &plan)
+				}
+				if err != nil {
+					return plannedCommit{}, err
+				}
+				r.planned = true
+				if !in.Preview {
+					r.foreign = !plan.Owned
+				}
+				res.SourceHead, res.TargetHead, res.Bases = plan.SourceHead, plan.TargetHead, plan.Bases
+				res.Unchanged, res.Conflicts = plan.Unchanged, plan.Conflicts
+				res.Tables = plan.Tables // a re-plan replaces the whole plan
+				if res.Tables == nil {
+					res.Tables = []MergeTable{}
+				}
+				res.Commit, r.status.Commit, res.Rule = plan.Commit, plan.Commit, plan.Gate
+				if plan.Gate == nil || in.Preview || plan.Outcome != "" {
+					return plannedCommit{out: plan.Outcome, msg: plan.Message, committed: plan.Committed, spec: plan.Spec, recorded: plan.PendingRecorded, success: plan.Kind}, nil
+				}
+				if g == nil {
+					g = newGate(ctx, r, in)
+				}
+				ge, err := g.await(ctx, plan)
+				res.Wait = &g.wait
+				switch {
+				case err != nil:
+					return plannedCommit{}, err
+				case ge.end != nil:
+					return plannedCommit{out: ge.end.out, msg: ge.end.msg}, nil
+				}
+				cleared = ge.cleared // nil: a head moved, plan again
 			}
-			var err error
-			if in.Preview || res.HeadRetries == 0 && r.status.SettleAttempts == 0 && r.pending == nil && !r.planned {
-				err = beforeEffect(ctx, "plan: read heads, find the merge base, classify tables", acts.PlanMerge, pin, &plan)
-			} else {
-				err = r.step(ctx, "re-plan: read heads, find the merge base, classify tables", acts.PlanMerge, pin, &plan)
-			}
-			if err != nil {
-				return plannedCommit{}, err
-			}
-			r.planned = true
-			if !in.Preview {
-				r.foreign = !plan.Owned
-			}
-			res.SourceHead, res.TargetHead, res.Bases = plan.SourceHead, plan.TargetHead, plan.Bases
-			res.Unchanged, res.Conflicts = plan.Unchanged, plan.Conflicts
-			res.Tables = plan.Tables // a re-plan replaces the whole plan
-			if res.Tables == nil {
-				res.Tables = []MergeTable{}
-			}
-			res.Commit, r.status.Commit = plan.Commit, plan.Commit
-			return plannedCommit{out: plan.Outcome, msg: plan.Message, committed: plan.Committed, spec: plan.Spec, recorded: plan.PendingRecorded, success: plan.Kind}, nil
 		})
 	})
 	return res, err

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/graftworks/graft/activities"
 )
@@ -100,6 +101,14 @@ func ObjectsSHA256(objects []TableObject) string {
 
 func boolField(b bool) string { return strconv.FormatBool(b) }
 
+// durationField is d as a request field; "" for none.
+func durationField(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
+}
+
 // Request is the write's canonical request.
 func (in WriteTableInput) Request() Request {
 	imports := make([]string, len(in.Imports))
@@ -138,7 +147,7 @@ func (in CreateBranchInput) Request() Request {
 func (in MergeInput) Request() Request {
 	return Request{Workflow: MergeName, Fields: map[string]string{
 		"graph": in.Graph, "source": in.Source, "target": in.Target, "preview": boolField(in.Preview),
-		"expected_head": in.ExpectedHead, "author": in.Author, "message": in.Message,
+		"expected_head": in.ExpectedHead, "author": in.Author, "message": in.Message, "wait_timeout": durationField(in.WaitTimeout),
 	}}
 }
 

@@ -32,11 +32,12 @@ const (
 	Deleted         Outcome = "deleted"            // a branch or tag was retired; its ref stays as a fence
 
 	Abandoned Outcome = "abandoned" // a write's upload never finished: nothing was published, its pins are released
+	Rejected  Outcome = "rejected"  // a merge's check failed, a reviewer rejected it or its wait deadline passed: nothing was written
 )
 
 // All lists every outcome, in documentation order.
 var All = []Outcome{Created, Unpublished, InDoubt, Conflict, NotFound, NotRetained, Invalid, Refused, Done,
-	Merged, Adopted, AlreadyUpToDate, Deleted, Abandoned}
+	Merged, Adopted, AlreadyUpToDate, Deleted, Abandoned, Rejected}
 
 // Exit codes of the graft CLI. 1 is any failure that is not an outcome (unreachable
 // Temporal, Postgres or storage; a bug).
@@ -52,6 +53,7 @@ const (
 	ExitRefused     = 8
 	ExitUnavailable = 9
 	ExitAbandoned   = 10
+	ExitRejected    = 11
 )
 
 // ExitCode returns the CLI exit code for o.
@@ -81,6 +83,7 @@ var (
 	ErrInvalid     = errors.New("invalid")
 	ErrRefused     = errors.New("refused")
 	ErrAbandoned   = errors.New("abandoned")
+	ErrRejected    = errors.New("rejected")
 )
 
 // failures are the outcomes that are not a success, with their exit code and sentinel.
@@ -91,6 +94,7 @@ var failures = map[Outcome]struct {
 	Unpublished: {ExitUnpublished, ErrUnpublished}, InDoubt: {ExitInDoubt, ErrInDoubt}, Conflict: {ExitConflict, ErrConflict},
 	NotFound: {ExitNotFound, ErrNotFound}, NotRetained: {ExitNotRetained, ErrNotRetained}, Invalid: {ExitInvalid, ErrInvalid},
 	Refused: {ExitRefused, ErrRefused}, Abandoned: {ExitAbandoned, ErrAbandoned},
+	Rejected: {ExitRejected, ErrRejected},
 }
 
 // Error is an operation that ended (or paused, for InDoubt) without success. OpID

@@ -8,7 +8,7 @@ import (
 func TestExitCode_EveryOutcomeHasItsDocumentedCode(t *testing.T) {
 	want := map[Outcome]int{
 		Created: 0, Done: 0, Merged: 0, Adopted: 0, AlreadyUpToDate: 0, Deleted: 0,
-		Invalid: 2, Unpublished: 3, InDoubt: 4, Conflict: 5, NotFound: 6, NotRetained: 7, Refused: 8, Abandoned: 10,
+		Invalid: 2, Unpublished: 3, InDoubt: 4, Conflict: 5, NotFound: 6, NotRetained: 7, Refused: 8, Abandoned: 10, Rejected: 11,
 	}
 	if len(want) != len(All) {
 		t.Fatalf("All lists %d outcomes, the table %d", len(All), len(want))

@@ -219,6 +219,8 @@ type OperationListParams struct {
 	Graph string
 	Kind  OperationKind
 	State OperationState
+	// Phase, when set, selects unfinished operations in that phase ("waiting", say).
+	Phase string
 	Limit int
 }
 
@@ -232,8 +234,9 @@ func (c *Catalog) OperationList(ctx context.Context, p OperationListParams) ([]O
 	return queryPage(ctx, c, "list operations", p.Limit, listPage, scanned(scanOperation), `
 		SELECT `+operationColumns+` FROM operations
 		WHERE ($1 = '' OR graph = $1) AND ($2 = '' OR kind = $2) AND ($3 = '' OR state = $3)
+			AND ($4 = '' OR (phase = $4 AND state <> 'done'))
 		ORDER BY created_at DESC, id DESC
-		LIMIT $4`, p.Graph, p.Kind, p.State)
+		LIMIT $5`, p.Graph, p.Kind, p.State, p.Phase)
 }
 
 // queryPage is queryAll on the pool for one page of a list, whose size, limit or else

@@ -54,6 +54,7 @@ const (
 	OutcomeAlreadyUpToDate Outcome = "already_up_to_date"
 	OutcomeDeleted         Outcome = "deleted"
 	OutcomeAbandoned       Outcome = "abandoned"
+	OutcomeRejected        Outcome = "rejected"
 	OutcomeFailed          Outcome = "failed" // gave up on an infrastructure error
 )
 
@@ -61,7 +62,7 @@ const (
 var Outcomes = []Outcome{
 	OutcomeCreated, OutcomeUnpublished, OutcomeInDoubt, OutcomeConflict, OutcomeNotFound,
 	OutcomeNotRetained, OutcomeInvalid, OutcomeRefused, OutcomeDone, OutcomeMerged,
-	OutcomeAdopted, OutcomeAlreadyUpToDate, OutcomeDeleted, OutcomeAbandoned, OutcomeFailed,
+	OutcomeAdopted, OutcomeAlreadyUpToDate, OutcomeDeleted, OutcomeAbandoned, OutcomeRejected, OutcomeFailed,
 }
 
 // IncarnationState is the witness's record of an incarnation. Live, unpublished and

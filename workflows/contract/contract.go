@@ -3,7 +3,12 @@
 // activities record. It imports nothing internal.
 package contract
 
-import "github.com/graftworks/graft/client/outcome"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/graftworks/graft/client/outcome"
+)
 
 // CleanupKept counts the keys (commits, table versions and data objects) a cleanup run
 // kept, each under the first root that kept it.
@@ -169,4 +174,98 @@ type ReconcileResult struct {
 	Open     int `json:"open"`
 	// Settled lists the operations this pass finished or parked; never null.
 	Settled []ReconciledOp `json:"settled"`
+}
+
+// MergeCheck is a check a merge into a protected branch runs: the workflow type Name, on
+// the task queue TaskQueue a worker of the user's polls (docs/workflows.md, "Checks").
+type MergeCheck struct {
+	Name      string `json:"name"`
+	TaskQueue string `json:"task_queue"`
+}
+
+// MergeRule is what a merge into a protected branch waits for: every check passing on the
+// plan it would commit, and Approvals approvals of the source head it would merge.
+type MergeRule struct {
+	Checks    []MergeCheck `json:"checks"`
+	Approvals int          `json:"approvals"`
+}
+
+// CheckInput is the input graft starts a check workflow with: the merge, its plan, and
+// where a reader opens the graph.
+type CheckInput struct {
+	Graph string `json:"graph"`
+	// Locator is where the graph's objects live (a store URL or key prefix), as the
+	// ledger registered it; "" when it did not.
+	Locator string `json:"locator,omitempty"`
+	OpID    string `json:"op_id"`
+	Check   string `json:"check"`
+	Source  string `json:"source"`
+	Target  string `json:"target"`
+	// SourceHead and TargetHead are the commits the plan merges; Bases its merge bases.
+	SourceHead string   `json:"source_head"`
+	TargetHead string   `json:"target_head"`
+	Bases      []string `json:"bases"`
+	// Round counts the plans the merge has asked checks about: a moved head re-plans.
+	Round int `json:"round"`
+	// Tables lists every table the merge does not leave unchanged, with its action, its
+	// versions on each side and the object-level changes.
+	Tables []MergeTable `json:"tables"`
+}
+
+// CheckResult is what a check workflow returns. A check workflow that fails, times out
+// or is terminated counts as a check that did not pass.
+type CheckResult struct {
+	Pass    bool   `json:"pass"`
+	Message string `json:"message,omitempty"`
+}
+
+// CheckState is one check of a waiting merge: pending, running, passed or failed.
+type CheckState struct {
+	Name       string `json:"name"`
+	State      string `json:"state"`
+	Message    string `json:"message,omitempty"`
+	WorkflowID string `json:"workflow_id,omitempty"`
+}
+
+// Review is an approval or a rejection of a waiting merge.
+type Review struct {
+	Reviewer string `json:"reviewer"`
+	Approve  bool   `json:"approve"`
+	// Comment is an approval's comment or a rejection's reason.
+	Comment string `json:"comment,omitempty"`
+	// SourceHead is the source head the review is of; an approval counts only while the
+	// merge would merge it.
+	SourceHead string `json:"source_head,omitempty"`
+	At         string `json:"at,omitempty"`
+}
+
+// MergeWait is what a merge into a protected branch waits for, as it stands.
+type MergeWait struct {
+	Rule       MergeRule    `json:"rule"`
+	Round      int          `json:"round"`
+	SourceHead string       `json:"source_head"`
+	TargetHead string       `json:"target_head"`
+	Checks     []CheckState `json:"checks"`
+	// Approvals counts the approvals of SourceHead; Reviews lists every review received.
+	Approvals int      `json:"approvals"`
+	Reviews   []Review `json:"reviews,omitempty"`
+	// Deadline, when set, is when the merge stops waiting (RFC 3339).
+	Deadline string `json:"deadline,omitempty"`
+}
+
+// Summary says what the merge waits for, for a person: "checks: quality passed, schema
+// running; approvals 0/1".
+func (w MergeWait) Summary() string {
+	var parts []string
+	if len(w.Checks) > 0 {
+		cs := make([]string, len(w.Checks))
+		for i, c := range w.Checks {
+			cs[i] = c.Name + " " + c.State
+		}
+		parts = append(parts, "checks: "+strings.Join(cs, ", "))
+	}
+	if w.Rule.Approvals > 0 {
+		parts = append(parts, fmt.Sprintf("approvals %d/%d", w.Approvals, w.Rule.Approvals))
+	}
+	return strings.Join(parts, "; ")
 }
