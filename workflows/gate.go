@@ -173,7 +173,7 @@ func (g *gate) await(ctx workflow.Context, plan activities.PlanMergeResult) (gat
 	// The merge's end while it waits: a cancellation is an operator's rejection.
 	r.cancelEnding = &ending{out: outcome.Rejected, msg: "cancelled while waiting; nothing was written"}
 	g.waiting = true
-	e, err := g.watch(ctx, sel, plan, &failed)
+	e, err := g.watch(ctx, cctx, sel, plan, &failed)
 	g.waiting = false
 	if err == nil {
 		r.cancelEnding = nil
@@ -181,10 +181,11 @@ func (g *gate) await(ctx workflow.Context, plan activities.PlanMergeResult) (gat
 	return e, err
 }
 
-// watch runs a wait's events until one ends it, reading the heads on a doubling pause.
-func (g *gate) watch(ctx workflow.Context, sel workflow.Selector, plan activities.PlanMergeResult, failed **ending) (gateEnd, error) {
+// watch runs a wait's events until one ends it, reading the heads on a doubling pause;
+// cctx ends with the wait.
+func (g *gate) watch(ctx, cctx workflow.Context, sel workflow.Selector, plan activities.PlanMergeResult, failed **ending) (gateEnd, error) {
 	r := g.r
-	pause := GateWatchFirst
+	pause, timing, woke := GateWatchFirst, false, false
 	var heads activities.MergeHeadsResult
 	for {
 		if err := g.show(ctx); err != nil {
@@ -201,12 +202,14 @@ func (g *gate) watch(ctx workflow.Context, sel workflow.Selector, plan activitie
 		case g.cleared():
 			return gateEnd{cleared: &activities.ClearedHeads{SourceHead: plan.SourceHead, TargetHead: plan.TargetHead}}, nil
 		}
-		tctx, cancelTimer := workflow.WithCancel(ctx)
-		woke := false
-		sel.AddFuture(workflow.NewTimerWithOptions(tctx, pause, workflow.TimerOptions{Summary: "pause before reading the heads"}),
-			func(f workflow.Future) { woke = f.Get(ctx, nil) == nil }) // a cancelled pause wakes nothing
+		if !timing {
+			// One pause at a time: it ends the wait's Select when no other event does first.
+			timing = true
+			sel.AddFuture(workflow.NewTimerWithOptions(cctx, pause, workflow.TimerOptions{Summary: "pause before reading the heads"}),
+				func(workflow.Future) { timing, woke = false, true })
+		}
+		woke = false
 		sel.Select(ctx)
-		cancelTimer()
 		if ctx.Err() != nil {
 			return gateEnd{}, temporal.NewCanceledError()
 		}

@@ -103,7 +103,10 @@ func Merge(ctx workflow.Context, in MergeInput) (MergeResult, error) {
 		r.owner.OpID, r.status.OpID, r.foreign = in.OpID, in.OpID, true
 	}
 	res := MergeResult{OpID: r.owner.OpID, Graph: in.Graph, Source: in.Source, Target: in.Target, Preview: in.Preview, Tables: []MergeTable{}}
-	var g *gate
+	var g *gate // takes reviews from the start, and refuses them until the merge waits
+	if !in.Preview {
+		g = newGate(ctx, r, in)
+	}
 	var cleared *activities.ClearedHeads
 	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		return appendCommit(ctx, r, in.ExpectedHead, in.Target, &res.HeadRetries, &res.SettleAttempts, func(ctx workflow.Context) (plannedCommit, error) {
@@ -135,11 +138,8 @@ func Merge(ctx workflow.Context, in MergeInput) (MergeResult, error) {
 					res.Tables = []MergeTable{}
 				}
 				res.Commit, r.status.Commit, res.Rule = plan.Commit, plan.Commit, plan.Gate
-				if plan.Gate == nil || in.Preview || plan.Outcome != "" {
+				if plan.Gate == nil || in.Preview || plan.Outcome != "" || plan.PendingRecorded || plan.Committed {
 					return plannedCommit{out: plan.Outcome, msg: plan.Message, committed: plan.Committed, spec: plan.Spec, recorded: plan.PendingRecorded, success: plan.Kind}, nil
-				}
-				if g == nil {
-					g = newGate(ctx, r, in)
 				}
 				ge, err := g.await(ctx, plan)
 				res.Wait = &g.wait

@@ -257,11 +257,16 @@ type MergeWait struct {
 // running; approvals 0/1".
 func (w MergeWait) Summary() string {
 	var parts []string
-	if len(w.Checks) > 0 {
-		cs := make([]string, len(w.Checks))
-		for i, c := range w.Checks {
-			cs[i] = c.Name + " " + c.State
+	var cs []string
+	for _, c := range w.Checks {
+		cs = append(cs, c.Name+" "+c.State)
+	}
+	if len(w.Checks) == 0 { // a rule not yet waited for: its checks
+		for _, c := range w.Rule.Checks {
+			cs = append(cs, c.Name)
 		}
+	}
+	if len(cs) > 0 {
 		parts = append(parts, "checks: "+strings.Join(cs, ", "))
 	}
 	if w.Rule.Approvals > 0 {
