@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/workflow"
 	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/graftworks/graft/client"
 	"github.com/graftworks/graft/client/outcome"
