@@ -61,7 +61,7 @@ if ! wait "$tools_pid"; then
 fi
 cat .cache/buildtools.log
 
-# Three checks that run beside `go test` once the tools are ready, one after
+# Four checks that run beside `go test` once the tools are ready, one after
 # another in the background: the test phase leaves part of the second core
 # idle, and the tool phase before it has none to spare. Their output goes to
 # .cache/extras.out and is shown after go test's; the lines counted below go
@@ -106,6 +106,13 @@ extras() {
 	(cd examples/service && go build ./... && go vet ./... && go test -count=1 -timeout 15m -v ./...) 2>&1 | tee -a .cache/extras.log
 	if [ "${PIPESTATUS[0]}" -ne 0 ]; then rc=1; fi
 
+	# A merge check in a module of its own: a worker on its own task queue that a
+	# merge into a protected branch starts as a child workflow; its real-stack
+	# test runs graft dev and merges into a branch protected by it.
+	echo "==> examples/checks (its own module): build, vet, test"
+	(cd examples/checks && go build ./... && go vet ./... && go test -count=1 -timeout 15m -v ./...) 2>&1 | tee -a .cache/extras.log
+	if [ "${PIPESTATUS[0]}" -ne 0 ]; then rc=1; fi
+
 	# The Web UI check needs a real browser: Debian's chromium. Where it is not
 	# installed the check is reported as not run, never as passed.
 	echo "==> Web UI check (headless chromium)"
@@ -121,7 +128,7 @@ extras() {
 	fi
 	return "$rc"
 }
-step "fuzz targets, examples/service and the Web UI check: started in the background"
+step "fuzz targets, examples/service, examples/checks and the Web UI check: started in the background"
 : >.cache/extras.log
 extras >.cache/extras.out 2>&1 &
 extras_pid=$!
@@ -141,7 +148,7 @@ GRAFT_SOAK_SEEDS="${GRAFT_SOAK_SEEDS:-200}" go test -count=1 -vet=off -p 2 -para
 test_rc=${PIPESTATUS[0]}
 set -e
 
-step "fuzz targets, examples/service and the Web UI check (waiting for the background chain)"
+step "fuzz targets, examples/service, examples/checks and the Web UI check (waiting for the background chain)"
 extras_rc=0
 wait "$extras_pid" || extras_rc=$?
 cat .cache/extras.out
