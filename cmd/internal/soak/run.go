@@ -34,6 +34,7 @@ import (
 	"github.com/graftworks/graft/storage/faults"
 	"github.com/graftworks/graft/worker"
 	"github.com/graftworks/graft/workflows"
+	"github.com/graftworks/graft/workflows/contract"
 )
 
 // Result is what one schedule did and what the oracle found.
@@ -497,8 +498,20 @@ func (r *runner) runOp(o Op) {
 		oc, err = res.Outcome, e
 	case OpMerge:
 		src := strings.TrimPrefix(o.Source, "branch:")
-		r.started(o, client.MergeWorkflowID(r.graph, o.Branch, key))
-		res, e := r.gc.Merge(ctx, client.MergeRequest{Graph: r.graph, Source: src, Target: o.Branch, IdempotencyKey: key})
+		wid := client.MergeWorkflowID(r.graph, o.Branch, key)
+		r.started(o, wid)
+		req := client.MergeRequest{Graph: r.graph, Source: src, Target: o.Branch, IdempotencyKey: key, WaitTimeout: opTimeout / 2}
+		if o.Review != "" {
+			if _, e := r.st.Oracle.BranchRuleSet(ctx, catalog.BranchRule{Graph: r.graph, Branch: o.Branch, Approvals: 1, SetBy: "soak"}); e != nil {
+				err = fmt.Errorf("protect %s: %w", o.Branch, e)
+				break
+			}
+			if o.Review == "deadline" {
+				req.WaitTimeout = time.Second
+			}
+		}
+		go r.review(ctx, key, wid, o.Review)
+		res, e := r.gc.Merge(ctx, req)
 		oc, commit, err = res.Outcome, res.Commit, e
 	case OpRestore:
 		_, fc, ft := r.source(o.Source)
@@ -567,6 +580,30 @@ func (r *runner) runOp(o Op) {
 	r.count(r.res.Outcomes, o.label()+":"+out)
 	if out == "error" {
 		r.count(r.res.Unclassified, o.label()+": "+errorShape(err, r.graph))
+	}
+}
+
+// review ends the wait of merge key (workflow wid) once it waits: approve (also for a
+// merge without a review of its own, into a target another merge protected), reject,
+// or nothing ("deadline"). It gives up when the merge ends or ctx does.
+func (r *runner) review(ctx context.Context, key, wid, verdict string) {
+	if verdict == "deadline" {
+		return
+	}
+	for ; ctx.Err() == nil; sleep(ctx, 100*time.Millisecond) {
+		op, err := r.st.Oracle.OperationGet(ctx, catalog.OperationGetParams{ID: key})
+		switch {
+		case errors.Is(err, catalog.ErrNotFound) || err == nil && op.Phase != "waiting" && op.State != catalog.OperationDone:
+			continue
+		case err != nil || op.State == catalog.OperationDone:
+			return
+		}
+		rv := contract.Review{Reviewer: "soak", Approve: verdict != "reject", Comment: "soak " + cmp.Or(verdict, "approve")}
+		h, err := r.st.TC.UpdateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{WorkflowID: wid,
+			UpdateName: workflows.ReviewUpdateName, WaitForStage: sdkclient.WorkflowUpdateStageCompleted, Args: []any{rv}})
+		if err == nil && h.Get(ctx, nil) == nil {
+			return
+		}
 	}
 }
 

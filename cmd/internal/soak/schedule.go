@@ -77,11 +77,18 @@ type Op struct {
 	// DiesMidUpload: the write's client stops answering once its first object is stored,
 	// as a killed client does; the write ends abandoned at its upload deadline.
 	DiesMidUpload bool
+	// Review, for a merge, protects its target first (one approval) and says how the
+	// driver ends the wait: approve, reject, or deadline (none, with a short wait
+	// timeout). A merge without one into a target another merge protected is approved.
+	Review string
 }
 
 // label is the op's kind in the totals: a write's shape is told apart (write_append,
 // write_staged for a list past workflows.MaxInlineObjects, write_staged_append).
 func (o Op) label() string {
+	if o.Kind == OpMerge && o.Review != "" {
+		return "merge_protected_" + o.Review
+	}
 	if o.Kind != OpWrite {
 		return string(o.Kind)
 	}
@@ -224,6 +231,9 @@ func Generate(seed uint64, backend Backend) Schedule {
 			if r.IntN(3) == 0 || o.Source == "branch:"+o.Branch {
 				o.Branch, o.Source = branch(), "branch:main"
 			}
+			if r.IntN(3) == 0 {
+				o.Review = []string{"approve", "approve", "reject", "deadline"}[r.IntN(4)]
+			}
 		case OpRestore:
 			o.Branch = anyBranch()
 			o.Source = []string{"commit:root", "tag:" + tag(), "commit:head:" + anyBranch()}[r.IntN(3)]
@@ -348,7 +358,7 @@ func (s Schedule) String() string {
 	fmt.Fprintf(&b, "seed %d on %s: branches %v, tags %v, init faulted %v, set up %v and tag %q\n", s.Seed, s.Backend, s.Branches, s.Tags, s.InitFaulted, s.Setup, s.SetupTag)
 	for _, o := range s.Ops {
 		fmt.Fprintf(&b, "  %s +%v %s", o.ID, o.At, o.Kind)
-		for _, kv := range [][2]string{{"branch", o.Branch}, {"source", o.Source}, {"tag", o.Tag}, {"table", o.Table}, {"mode", o.Mode}, {"same-id-as", o.SameIDAs}} {
+		for _, kv := range [][2]string{{"branch", o.Branch}, {"source", o.Source}, {"tag", o.Tag}, {"table", o.Table}, {"mode", o.Mode}, {"same-id-as", o.SameIDAs}, {"review", o.Review}} {
 			if kv[1] != "" {
 				fmt.Fprintf(&b, " %s=%s", kv[0], kv[1])
 			}
