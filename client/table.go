@@ -9,6 +9,7 @@ import (
 	"hash"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -216,6 +217,13 @@ func (c *Client) startPinned(ctx context.Context, in workflows.WriteTableInput, 
 			cancel()
 			if serr == nil {
 				return c.writeHandle(id, key, started), false, nil
+			}
+			// A run closed before it accepted the update in this first call leaves the
+			// start unresolved. Temporal's answer (not found: "aborted by closing
+			// workflow") still proves the start created the run: under REJECT_DUPLICATE
+			// a run of the id already there fails the start instead. Its end says how.
+			if nf := (*serviceerror.NotFound)(nil); errors.As(err, &nf) && strings.Contains(nf.Message, "closing workflow") {
+				return c.writeHandle(id, key, c.tc.GetWorkflow(ctx, id, "")), false, nil
 			}
 		}
 	}

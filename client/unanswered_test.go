@@ -187,3 +187,37 @@ func TestStartCreateBranch_NamespaceUnknown_IsNotUnanswered(t *testing.T) {
 		t.Fatalf("err %v (%T), want a definitive error naming the start", err, err)
 	}
 }
+
+// TestStartWriteTable_TerminatedBeforeItPins_ReportsTheEndNotAStartError: a write whose
+// run an operator terminates before it accepts the client's pin update (here: no worker
+// polls its queue) ends as the workflow ended, not as an unanswered start.
+func TestStartWriteTable_TerminatedBeforeItPins_ReportsTheEndNotAStartError(t *testing.T) {
+	s := newStubStack(t, nil) // nothing polls the queue: the pin update is never accepted
+	store, _ := newGraph(t)
+	file := filepath.Join(t.TempDir(), "part-0.csv")
+	if err := os.WriteFile(file, []byte("id\n1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	key := ulid.Make().String()
+	wid := WriteTableWorkflowID("sales", "main", key)
+	go func() {
+		for range 200 {
+			if _, err := s.tc.DescribeWorkflowExecution(context.Background(), wid, ""); err == nil {
+				_ = s.tc.TerminateWorkflow(context.Background(), wid, "", "operator")
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := s.client(Options{}).WriteTable(ctx, store, WriteTableRequest{Graph: "sales", Branch: "main", Table: "t", Files: []string{file}, IdempotencyKey: key})
+	var we *WorkflowError
+	var ua *UnansweredError
+	if errors.As(err, &ua) || !errors.As(err, &we) || we.Status != "terminated" {
+		t.Fatalf("err %v (%T), want the terminated workflow's *WorkflowError", err, err)
+	}
+	if page, err := store.List(context.Background(), storage.ListOptions{Prefix: "sales/tables/"}); err != nil || len(page.Objects) != 0 {
+		t.Fatalf("store holds %v (%v), want nothing uploaded", page.Objects, err)
+	}
+}
