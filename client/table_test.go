@@ -142,7 +142,7 @@ func TestUploadFiles_PutsEachFileUnderAFreshObjectKey(t *testing.T) {
 // A file above the upload threshold goes to a graph as a multipart upload of the
 // configured part size — a dozen parts here — completed once, with the object's bytes and
 // checksum; a file below it is one put.
-func TestUploadFilesV2_BigFileInADozenParts_SmallFileOnePut(t *testing.T) {
+func TestUploadFiles_BigFileInADozenParts_SmallFileOnePut(t *testing.T) {
 	dir := t.TempDir()
 	s, err := localfs.Open(t.TempDir())
 	if err != nil {
