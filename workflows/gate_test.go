@@ -190,6 +190,7 @@ func TestProtectedMerge_ChecksPassAndApproved_MergesAndRecordsTheReview(t *testi
 		t.Fatalf("reviews %+v, %v", reviews, err)
 	}
 	r.wantOperation(h.OpID, catalog.OpMerge, outcome.Adopted)
+	recordHistory(t, r.rig, h.WorkflowID, "", "merge_protected_approved")
 	if _, err := r.ops.Review(r.ctx, client.ReviewRequest{OpID: h.OpID, Reviewer: "bo", Approve: true}); !errors.Is(err, outcome.ErrConflict) {
 		t.Fatalf("review of an ended merge: %v, want conflict", err)
 	}
@@ -264,6 +265,7 @@ func TestProtectedMerge_TargetMovesWhileWaiting_ReplansAndChecksAgain(t *testing
 		t.Fatalf("main's head %+v", head)
 	}
 	r.wantOperation(h.OpID, catalog.OpMerge, outcome.Merged)
+	recordHistory(t, r.rig, h.WorkflowID, "", "merge_protected_replanned")
 }
 
 func TestProtectedMerge_SourceMovesWhileWaiting_ApprovalsDroppedAndChecksRunAgain(t *testing.T) {
