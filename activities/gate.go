@@ -22,9 +22,9 @@ func (a *Activities) mergeGate(ctx context.Context, graphName, target string) (*
 	case !r.Protected():
 		return nil, "", nil
 	}
-	rule := &contract.MergeRule{Approvals: r.Approvals, Checks: mapped(r.Checks, func(c catalog.BranchCheck) contract.MergeCheck {
+	rule := &contract.MergeRule{Approvals: r.Approvals, Checks: append([]contract.MergeCheck{}, mapped(r.Checks, func(c catalog.BranchCheck) contract.MergeCheck {
 		return contract.MergeCheck{Name: c.Name, TaskQueue: c.TaskQueue}
-	})}
+	})...)}
 	locator := ""
 	if g, err := a.Catalog.GraphGet(ctx, catalog.GraphGetParams{Name: graphName}); err == nil {
 		locator = g.Locator

@@ -312,3 +312,168 @@ func printPins(w io.Writer, pins []client.TablePin) {
 		fmt.Fprintf(w, "%s\t%s @ %s\n", firstRow(i, "tables"), p.Table, p.Version)
 	}
 }
+
+// defaultCheckQueue is the task queue of a --check written without @QUEUE.
+const defaultCheckQueue = "graft-checks"
+
+func (a *app) branchProtectCommand() *cobra.Command {
+	var (
+		checks []string
+		queue  string
+		rule   client.BranchRule
+	)
+	cmd := &cobra.Command{
+		Use:   "protect GRAPH BRANCH --check NAME[@QUEUE]... [--approvals N]",
+		Short: "Protect a branch: merges into it wait for checks and approvals",
+		Long: `protect sets the rule of BRANCH in the ledger, replacing any it had; the
+branch need not exist yet. A merge into a protected branch plans as any merge,
+then waits: it starts every check of the rule as a child workflow on the
+plan, and commits once every check passed and --approvals reviewers approved
+its source head (graft merge approve). A failed check, a rejection (graft
+merge reject) or a passed --wait-timeout ends it rejected (exit 11), with
+nothing written. There is no override: to merge without the rule, remove it
+(graft branch unprotect).
+
+A check is the name of a Temporal workflow type, started on task queue QUEUE
+by a worker of your own (examples/checks is one); --check-queue gives the
+queue of every --check written without @QUEUE. A rule needs at least one
+check or one approval. --as records who set the rule, as they name
+themselves: graft does not authenticate it.`,
+		Args: exactArgs("GRAPH", "BRANCH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rule.Graph, rule.Branch = args[0], args[1]
+			rule.SetBy = cmp.Or(rule.SetBy, a.lookupOr("USER", "graft"))
+			rule.Checks = make([]client.BranchCheck, len(checks))
+			for i, c := range checks {
+				name, q, found := strings.Cut(c, "@")
+				if !found {
+					q = queue
+				}
+				rule.Checks[i] = client.BranchCheck{Name: name, TaskQueue: q}
+			}
+			ops, err := a.ops(cmd.Context(), false, checkBranch(rule.Graph, rule.Branch), rule.Validate())
+			if err != nil {
+				return err
+			}
+			got, err := ops.Protect(cmd.Context(), rule)
+			if err != nil {
+				return err
+			}
+			return a.emitTable(cmd, got, func(tw io.Writer) {
+				fmt.Fprintf(tw, "protected branch %s in %s\n", got.Branch, got.Graph)
+				printRule(tw, got)
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&checks, "check", nil, "a check: the workflow type NAME, started on task queue QUEUE (repeat for more)")
+	f.StringVar(&queue, "check-queue", defaultCheckQueue, "the task queue of a --check written without @QUEUE")
+	f.IntVar(&rule.Approvals, "approvals", 0, "approvals by distinct reviewers a merge needs")
+	f.StringVar(&rule.SetBy, "as", "", `who sets the rule, as recorded in the ledger (default: $USER, else "graft")`)
+	return cmd
+}
+
+// lookupOr is the environment variable name, or def when it is unset or empty.
+func (a *app) lookupOr(name, def string) string {
+	v, _ := a.lookup(name)
+	return cmp.Or(v, def)
+}
+
+type branchRules struct {
+	Graph string              `json:"graph"`
+	Rules []client.BranchRule `json:"rules"`
+}
+
+func (a *app) branchProtectionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "protection GRAPH [BRANCH]",
+		Short: "Show a branch's rule, or every rule of a graph (read from the ledger)",
+		Long: `protection shows the rule of BRANCH — its checks (NAME@QUEUE), the approvals
+it needs, who set it and when — and is not_found (exit 6) for a branch
+without one. Without BRANCH it lists every rule of GRAPH, by branch.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			return usageIf(len(args) < 1 || len(args) > 2,
+				fmt.Sprintf("%s takes GRAPH and optionally BRANCH, got %d argument(s)", cmd.CommandPath(), len(args)))
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			graph := args[0]
+			if len(args) == 1 {
+				ops, err := a.ops(cmd.Context(), false, checkGraph(graph))
+				if err != nil {
+					return err
+				}
+				rules, err := ops.Protections(cmd.Context(), graph)
+				if err != nil {
+					return err
+				}
+				return a.emitTable(cmd, branchRules{Graph: graph, Rules: rules}, func(tw io.Writer) {
+					if len(rules) == 0 {
+						fmt.Fprintf(tw, "no branch of %s is protected\n", graph)
+						return
+					}
+					fmt.Fprintln(tw, "BRANCH\tCHECKS\tAPPROVALS\tSET BY\tUPDATED")
+					for _, r := range rules {
+						fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.Branch, orDash(checkList(r)), r.Approvals, orDash(r.SetBy), stamp(r.UpdatedAt))
+					}
+				})
+			}
+			ops, err := a.ops(cmd.Context(), false, checkBranch(graph, args[1]))
+			if err != nil {
+				return err
+			}
+			r, err := ops.Protection(cmd.Context(), graph, args[1])
+			if err != nil {
+				return unprotectedNext(err, graph)
+			}
+			return a.emitTable(cmd, r, func(tw io.Writer) {
+				fmt.Fprintf(tw, "branch %s in %s is protected\n", r.Branch, r.Graph)
+				printRule(tw, r)
+			})
+		},
+	}
+}
+
+func (a *app) branchUnprotectCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "unprotect GRAPH BRANCH",
+		Short: "Remove a branch's rule: merges into it no longer wait",
+		Long: `unprotect deletes the rule of BRANCH from the ledger (not_found, exit 6, when
+it has none); the ledger keeps no record of the removal. A merge already
+waiting keeps the rule it planned with until it plans again: end it with
+graft merge reject and merge again.`,
+		Args: exactArgs("GRAPH", "BRANCH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			graph, branch := args[0], args[1]
+			ops, err := a.ops(cmd.Context(), false, checkBranch(graph, branch))
+			if err != nil {
+				return err
+			}
+			if err := ops.Unprotect(cmd.Context(), graph, branch); err != nil {
+				return unprotectedNext(err, graph)
+			}
+			return a.emitf(cmd, map[string]any{"graph": graph, "branch": branch, "protected": false},
+				"branch %s in %s is no longer protected\n", branch, graph)
+		},
+	}
+}
+
+func unprotectedNext(err error, graph string) error {
+	return nextOn(err, outcome.NotFound, "`graft branch protection %s` lists the graph's rules", graph)
+}
+
+// printRule writes a rule's rows.
+func printRule(tw io.Writer, r client.BranchRule) {
+	rows(tw, "  checks", checkList(r))
+	fmt.Fprintf(tw, "  approvals\t%d\n", r.Approvals)
+	rows(tw, "  set by", r.SetBy)
+	fmt.Fprintf(tw, "  updated\t%s\n", stamp(r.UpdatedAt))
+}
+
+// checkList is a rule's checks as --check takes them: NAME@QUEUE, ...
+func checkList(r client.BranchRule) string {
+	s := make([]string, len(r.Checks))
+	for i, c := range r.Checks {
+		s[i] = c.Name + "@" + c.TaskQueue
+	}
+	return strings.Join(s, ", ")
+}

@@ -78,7 +78,8 @@ AWS SDK's standard chain.
 With --output json (-o json) a result is one JSON object on stdout and an
 error one JSON object on stderr. Exit codes: 0 ok, 1 failure, 2 invalid input
 or bad flags, 3 unpublished, 4 in_doubt, 5 conflict, 6 not_found,
-7 not_retained, 8 refused, 9 unavailable, 10 abandoned (docs/outcomes.md).
+7 not_retained, 8 refused, 9 unavailable, 10 abandoned, 11 rejected
+(docs/outcomes.md).
 
 Start here: graft dev`
 
@@ -98,9 +99,10 @@ func (a *app) rootCommand() *cobra.Command {
 		asGroup(&cobra.Command{Use: "graph", Short: "Create graphs"}, a.graphInitCommand()),
 		asGroup(&cobra.Command{Use: "table", Short: "Write table versions; list a version's objects"},
 			a.tableWriteCommand(), a.tableObjectsCommand()),
-		asGroup(&cobra.Command{Use: "branch", Short: "Create, list, show, delete, repair and abandon branches"},
+		asGroup(&cobra.Command{Use: "branch", Short: "Create, list, show, delete, repair, abandon and protect branches"},
 			a.branchCreateCommand(), a.branchListCommand(), a.branchShowCommand(),
-			a.branchDeleteCommand(), a.branchRepairCommand(), a.branchAbandonCommand()),
+			a.branchDeleteCommand(), a.branchRepairCommand(), a.branchAbandonCommand(),
+			a.branchProtectCommand(), a.branchProtectionCommand(), a.branchUnprotectCommand()),
 		a.mergeCommand(), a.restoreCommand(),
 		asGroup(&cobra.Command{Use: "tag", Short: "Create, list, show and delete tags: immutable names for commits",
 			Long: `A tag is an immutable, graph-wide name for a commit, and keeps that commit

@@ -165,6 +165,8 @@ var defaultNexts = map[outcome.Outcome]string{
 	outcome.Invalid:     "fix the input; see `graft <command> --help`",
 	outcome.Refused:     "the store refused the request: check the bucket's permissions and policy for the worker's credentials",
 	outcome.Abandoned:   "the upload did not finish in time and nothing was published; write again (a later cleanup reclaims what was uploaded)",
+	outcome.Rejected: "the merge wrote nothing: `graft op show OP` lists its reviews and says why; fix it on the source branch and merge again " +
+		"(there is no override: `graft branch unprotect` removes the rule)",
 }
 
 // requestConflictNext is what to do after a request met an operation started for a

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +26,8 @@ type opView struct {
 	Age        string           `json:"age,omitempty"`
 	InStateFor string           `json:"in_state_for,omitempty"`
 	LatePuts   []client.LatePut `json:"late_puts,omitempty"`
+	// Reviews are a merge's approvals and rejections (op show only).
+	Reviews []client.Review `json:"reviews,omitempty"`
 }
 
 func viewOp(op client.Operation) opView {
@@ -58,11 +61,17 @@ func (a *app) opListCommand() *cobra.Command {
 themselves or not quickly: in doubt (a write may still land), parked, or
 running for longer than --running-for (default 10m) — each with its phase and
 what it waits for, from the running workflow when it answers, else from its
-pending step or from the ledger.`,
+pending step or from the ledger.
+
+--waiting lists the merges waiting now for a protected branch's checks and
+approvals, newest first, each with what it waits for ("checks: quality
+passed, schema running; approvals 0/1"); graft merge approve and graft
+merge reject review them.`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ops, err := a.ops(cmd.Context(), stuck, ifGiven(f.Graph, checkGraph),
 				usageIf(!stuck && cmd.Flags().Changed("running-for"), "--running-for goes with --stuck"),
+				usageIf(stuck && f.Waiting, "--stuck and --waiting are mutually exclusive"),
 				usageIf(stuck && (f.Kind != "" || f.State != ""),
 					"--stuck lists unfinished operations of every kind: drop --kind and --state"))
 			if err != nil {
@@ -76,6 +85,20 @@ pending step or from the ledger.`,
 				res := opList{Operations: make([]opView, len(list))}
 				for i, op := range list {
 					res.Operations[i] = viewOp(op)
+				}
+				if f.Waiting {
+					return a.emitTable(cmd, res, func(tw io.Writer) {
+						if len(list) == 0 {
+							fmt.Fprintln(tw, "no merge is waiting for checks or approvals")
+							return
+						}
+						fmt.Fprintln(tw, "ID\tGRAPH\tMERGE\tCREATED\tWAITS FOR")
+						for _, op := range list {
+							var in struct{ Source, Target string }
+							_ = json.Unmarshal(op.Inputs, &in)
+							fmt.Fprintf(tw, "%s\t%s\t%s into %s\t%s\t%s\n", op.ID, op.Graph, in.Source, in.Target, stamp(op.CreatedAt), op.Waiting)
+						}
+					})
 				}
 				return a.emitTable(cmd, res, func(tw io.Writer) {
 					fmt.Fprintln(tw, "ID\tKIND\tGRAPH\tSTATE\tOUTCOME\tCREATED")
@@ -110,6 +133,7 @@ pending step or from the ledger.`,
 	cmd.Flags().StringVar(&f.Kind, "kind", "", "only this kind: "+strings.Join(client.OperationKinds, ", "))
 	cmd.Flags().StringVar(&f.State, "state", "", "only this state: running, in_doubt or done")
 	cmd.Flags().IntVar(&f.Limit, "limit", 0, "at most this many (default 100, at most 1000)")
+	cmd.Flags().BoolVar(&f.Waiting, "waiting", false, "only merges waiting for a protected branch's checks and approvals, with what each waits for")
 	cmd.Flags().BoolVar(&stuck, "stuck", false, "only operations in doubt, parked, or running longer than --running-for, with what each waits for")
 	cmd.Flags().DurationVar(&runningFor, "running-for", 10*time.Minute, "with --stuck: how long a running operation may run before it is listed")
 	return cmd
@@ -144,6 +168,11 @@ func (a *app) opShowCommand() *cobra.Command {
 			// A finished operation may still hold keys for a put that can land late.
 			if v.LatePuts, err = ops.LatePuts(cmd.Context(), client.LatePutsFilter{OpID: op.ID}); err != nil {
 				return err
+			}
+			if op.Kind == "merge" {
+				if v.Reviews, err = ops.Reviews(cmd.Context(), op.ID); err != nil {
+					return err
+				}
 			}
 			return a.emit(cmd, v, func(w io.Writer) error { return printOp(w, v, note) })
 		},
@@ -264,6 +293,17 @@ func printOp(w io.Writer, v opView, note string) error {
 	}
 	for _, p := range v.LatePuts {
 		fmt.Fprintf(tw, "late-put pin\t%s %s, held since %s\n", p.Kind, p.Key, stamp(p.HeldSince))
+	}
+	for i, rv := range v.Reviews {
+		verdict, why := "approved", ""
+		if !rv.Approve {
+			verdict, why = "rejected", "because "
+		}
+		line := fmt.Sprintf("%s by %s at %s, of source head %s", verdict, rv.Reviewer, rv.At, rv.SourceHead)
+		if rv.Comment != "" {
+			line += ": " + why + rv.Comment
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", firstRow(i, "reviews"), line)
 	}
 	rows(tw, "inputs", string(v.Inputs))
 	for _, k := range slices.Sorted(maps.Keys(v.Extra)) {
