@@ -37,7 +37,7 @@ var (
 // Check states of contract.CheckState.
 const (
 	CheckRunning = "running"
-	CheckPassed  = "passed"
+	CheckPassed  = "passed" // contract.MergeWait.Cleared counts on it
 	CheckFailed  = "failed"
 )
 
@@ -103,12 +103,6 @@ func (g *gate) recount() {
 			g.wait.Approvals++
 		}
 	}
-}
-
-// cleared reports whether every check passed and the approvals are in.
-func (g *gate) cleared() bool {
-	return g.wait.Approvals >= g.wait.Rule.Approvals &&
-		!slices.ContainsFunc(g.wait.Checks, func(c contract.CheckState) bool { return c.State != CheckPassed })
 }
 
 // gateEnd is how a wait ended: cleared heads to commit, a re-plan, or an ending.
@@ -199,7 +193,7 @@ func (g *gate) watch(ctx, cctx workflow.Context, sel workflow.Selector, plan act
 		case heads.SourceHead != "" && (heads.SourceHead != plan.SourceHead || heads.TargetHead != plan.TargetHead):
 			r.log(ctx, "graft merge: a head moved while waiting; re-planning", "source_head", heads.SourceHead, "target_head", heads.TargetHead)
 			return gateEnd{}, nil
-		case g.cleared():
+		case g.wait.Cleared():
 			return gateEnd{cleared: &activities.ClearedHeads{SourceHead: plan.SourceHead, TargetHead: plan.TargetHead}}, nil
 		}
 		if !timing {

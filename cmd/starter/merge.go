@@ -181,7 +181,7 @@ command retries for a few seconds — is a conflict (exit 5). graft op list
 			switch {
 			case !req.Approve:
 				now = "it ends rejected and writes nothing"
-			case cleared(w):
+			case w.Cleared():
 				now = "nothing more: it commits now"
 			}
 			return a.emitf(cmd, rv, "%s merge %s as %s (source head %s)\n  %s\n", what, req.OpID, req.Reviewer, w.SourceHead, now)
@@ -232,16 +232,6 @@ func review(ctx context.Context, ops *client.Ops, req client.ReviewRequest) (cli
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-}
-
-// cleared reports whether every check of w passed and its approvals are in.
-func cleared(w client.MergeWait) bool {
-	for _, c := range w.Checks {
-		if c.State != workflows.CheckPassed {
-			return false
-		}
-	}
-	return w.Approvals >= w.Rule.Approvals
 }
 
 // mergeError adds the next step to a failed merge and, for a conflict over

@@ -253,6 +253,16 @@ type MergeWait struct {
 	Deadline string `json:"deadline,omitempty"`
 }
 
+// Cleared reports whether every check passed and the approvals are in.
+func (w MergeWait) Cleared() bool {
+	for _, c := range w.Checks {
+		if c.State != "passed" {
+			return false
+		}
+	}
+	return w.Approvals >= w.Rule.Approvals
+}
+
 // Summary says what the merge waits for, for a person: "checks: quality passed, schema
 // running; approvals 0/1".
 func (w MergeWait) Summary() string {
