@@ -135,34 +135,23 @@ shows progress on stderr and prints the result.`,
 // workflow's progress query (a failed query draws nothing); the last line is
 // drawn from the result itself.
 func waitWithProgress(ctx context.Context, h *client.CleanupHandle, pr *lineProgress) (workflows.CleanupResult, error) {
-	pctx, stop := context.WithCancel(ctx)
-	polled := make(chan struct{})
-	go func() {
-		defer close(polled)
-		tick := time.NewTicker(progressInterval)
-		defer tick.Stop()
-		for {
-			if p, err := h.Progress(pctx); err == nil && pctx.Err() == nil {
-				switch p.Phase {
-				case "mark":
-					pr.Update("mark", int64(p.TablesDone), int64(p.TablesTotal))
-				case "sweep":
-					pr.Update("sweep", p.Deleted, p.Condemned)
-				case "done": // drawn from the result
-				default:
-					pr.Update(p.Phase, 0, 0)
-				}
-			}
-			select {
-			case <-pctx.Done():
-				return
-			case <-tick.C:
-			}
+	stop := pollEvery(ctx, func(pctx context.Context) {
+		p, err := h.Progress(pctx)
+		if err != nil || pctx.Err() != nil {
+			return
 		}
-	}()
+		switch p.Phase {
+		case "mark":
+			pr.Update("mark", int64(p.TablesDone), int64(p.TablesTotal))
+		case "sweep":
+			pr.Update("sweep", p.Deleted, p.Condemned)
+		case "done": // drawn from the result
+		default:
+			pr.Update(p.Phase, 0, 0)
+		}
+	})
 	res, err := h.Wait(ctx)
 	stop()
-	<-polled
 	if err == nil {
 		if res.Mode == workflows.CleanupModeSweep {
 			pr.Update("done", res.Deleted.Keys(), res.Condemned.Keys())

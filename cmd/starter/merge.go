@@ -110,24 +110,12 @@ type startedMerge struct {
 // its target's checks and approvals, pr shows what it waits for.
 func waitMerge(ctx context.Context, h *client.MergeHandle, final bool, pr *lineProgress) (workflows.MergeResult, error) {
 	if pr != nil {
-		pctx, stop := context.WithCancel(ctx)
-		polled := make(chan struct{})
-		go func() {
-			defer close(polled)
-			tick := time.NewTicker(progressInterval)
-			defer tick.Stop()
-			for {
-				if st, err := h.Status(pctx); err == nil && st.Phase == waitingPhase {
-					pr.Update(waitingPhase+": "+st.Pending, 0, 0)
-				}
-				select {
-				case <-pctx.Done():
-					return
-				case <-tick.C:
-				}
+		stop := pollEvery(ctx, func(pctx context.Context) {
+			if st, err := h.Status(pctx); err == nil && st.Phase == waitingPhase {
+				pr.Update(waitingPhase+": "+st.Pending, 0, 0)
 			}
-		}()
-		defer func() { stop(); <-polled; pr.Finish() }()
+		})
+		defer func() { stop(); pr.Finish() }()
 	}
 	return waitFor(ctx, final, h.Wait, h.WaitFinal)
 }

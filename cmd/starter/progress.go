@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -107,4 +108,25 @@ func (p *lineProgress) Finish() {
 		fmt.Fprintln(p.w)
 	}
 	p.phase, p.done, p.total, p.drawn = "", 0, 0, false
+}
+
+// pollEvery calls fn at once and then every progressInterval, until the stop it returns
+// is called; stop returns once fn no longer runs.
+func pollEvery(ctx context.Context, fn func(ctx context.Context)) (stop func()) {
+	pctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(progressInterval)
+		defer tick.Stop()
+		for {
+			fn(pctx)
+			select {
+			case <-pctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
