@@ -187,12 +187,13 @@ const (
 	// and the base, and, once the plan is made, one transaction pinning what
 	// the merge commit newly names (versions, chunks, the commit) with the
 	// publish as the pending write — after reads of a pending write of its
-	// own and of each branch's open incarnation (one SELECT each); the write
-	// reads the row back (one SELECT); the finish is recoverable. The same
-	// at 121 tables as at 4: each pin set goes in one statement.
+	// own, of each branch's open incarnation and of the target's rule
+	// (docs/merge-restore-tags.md, "Protected branches"; one SELECT each); the
+	// write reads the row back (one SELECT); the finish is recoverable. The
+	// same at 121 tables as at 4: each pin set goes in one statement.
 	MergeLedgerFlushes      = 2
-	MergeLedgerTransactions = 7
-	MergeLedgerStatements   = 30
+	MergeLedgerTransactions = 8
+	MergeLedgerStatements   = 31
 )
 
 // DeleteSuccessPathRequests is what a branch delete costs in object-store
