@@ -172,6 +172,11 @@ func (g *gate) await(ctx workflow.Context, plan activities.PlanMergeResult) (gat
 	if err == nil {
 		r.cancelEnding = nil
 	}
+	if err == nil && e.end == nil {
+		// Cleared or moved: the merge plans again, and is no longer listed as waiting.
+		g.recorded = ""
+		err = r.step(ctx, "record planning", acts.Progress, activities.ProgressInput{Owner: r.owner, Phase: "plan"}, nil)
+	}
 	return e, err
 }
 
