@@ -12,6 +12,7 @@ import (
 
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/workflows"
 )
 
 // LedgerConfig says how Ops reaches the ledger (graft's Postgres database).
@@ -158,7 +159,7 @@ func (o *Ops) List(ctx context.Context, f OpsFilter) ([]Operation, error) {
 	}
 	ops, err := o.cat.OperationList(ctx, catalog.OperationListParams{
 		Graph: f.Graph, Kind: catalog.OperationKind(f.Kind), State: catalog.OperationState(f.State), Limit: f.Limit,
-		Phase: map[bool]string{true: "waiting"}[f.Waiting],
+		Phase: map[bool]string{true: workflows.PhaseWaiting}[f.Waiting],
 	})
 	if errors.Is(err, catalog.ErrInvalid) {
 		return nil, outcome.Errorf(outcome.Invalid, "", "%v", err)

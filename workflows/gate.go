@@ -26,6 +26,10 @@ import (
 // ReviewUpdateName is the update a waiting merge takes a review by (contract.Review).
 const ReviewUpdateName = "graft.review"
 
+// PhaseWaiting is the phase of a merge waiting for its checks and approvals, in its
+// status and in the ledger.
+const PhaseWaiting = "waiting"
+
 // Timing of a waiting merge's watch of its heads (docs/workflows.md); tests lower them.
 var (
 	// GateWatchFirst is the first pause between two reads of a waiting merge's heads; it
@@ -231,12 +235,12 @@ func (g *gate) show(ctx workflow.Context) error {
 	w.Checks = slices.Clone(w.Checks)
 	r.status.Wait = &w
 	summary := w.Summary()
-	r.setPhase(ctx, "waiting", summary)
+	r.setPhase(ctx, PhaseWaiting, summary)
 	if summary == g.recorded {
 		return nil
 	}
 	g.recorded = summary
-	return r.step(ctx, "record waiting: "+summary, acts.Progress, activities.ProgressInput{Owner: r.owner, Phase: "waiting", Waiting: summary}, nil)
+	return r.step(ctx, "record waiting: "+summary, acts.Progress, activities.ProgressInput{Owner: r.owner, Phase: PhaseWaiting, Waiting: summary}, nil)
 }
 
 // checkFailure says why a check workflow ended without a result, for a person.

@@ -111,17 +111,14 @@ type startedMerge struct {
 func waitMerge(ctx context.Context, h *client.MergeHandle, final bool, pr *lineProgress) (workflows.MergeResult, error) {
 	if pr != nil {
 		stop := pollEvery(ctx, func(pctx context.Context) {
-			if st, err := h.Status(pctx); err == nil && st.Phase == waitingPhase {
-				pr.Update(waitingPhase+": "+st.Pending, 0, 0)
+			if st, err := h.Status(pctx); err == nil && st.Phase == workflows.PhaseWaiting {
+				pr.Update(workflows.PhaseWaiting+": "+st.Pending, 0, 0)
 			}
 		})
 		defer func() { stop(); pr.Finish() }()
 	}
 	return waitFor(ctx, final, h.Wait, h.WaitFinal)
 }
-
-// waitingPhase is the phase of a merge waiting for its target's checks and approvals.
-const waitingPhase = "waiting"
 
 // reviewRetry bounds how long a review retries a merge that is not waiting (planning
 // again after a moved head) before it gives up.
