@@ -137,6 +137,10 @@ type MapSpec[E any] struct {
 	fields   fieldSet                    // the entry's JSON fields
 	// decodeAll decodes a JSON array of entries in one pass, naming the entry and field it fails on.
 	decodeAll func(raw []byte) ([]E, int, string, error)
+	// scan reads one entry as json.Marshal writes it (readLeaf), false for anything else.
+	scan func(s *leafScanner) (E, bool)
+	// append appends the entry's encoding: json.Marshal(wire(e)), without reflection.
+	append func(b []byte, e E) []byte
 }
 
 // decodeAll makes a MapSpec.decodeAll from a conversion of one wire entry.
@@ -171,14 +175,30 @@ var ManifestMap = MapSpec[ManifestEntry]{
 		}
 		return w
 	},
-	fields: fieldsOf[manifestEntryWire](),
-	decodeAll: decodeAll(func(w manifestEntryWire) (e ManifestEntry, _ string, err error) {
-		e = ManifestEntry{Name: w.Name, External: w.External, Size: w.Size, SHA256: w.SHA256, ETag: w.ETag}
-		if w.Object != "" {
-			e.Object, err = ParseULID(w.Object)
+	fields:    fieldsOf[manifestEntryWire](),
+	decodeAll: decodeAll(manifestFromWire),
+	append: func(b []byte, e ManifestEntry) []byte {
+		b = appendString(append(b, `{"name":`...), e.Name)
+		if !e.Object.IsZero() {
+			b = appendString(append(b, `,"object":`...), e.Object.String())
 		}
-		return e, "object", err
-	}),
+		b = appendOpt(b, `,"external":`, e.External)
+		b = strconv.AppendInt(append(b, `,"size":`...), e.Size, 10)
+		b = appendOpt(b, `,"sha256":`, e.SHA256)
+		return append(appendOpt(b, `,"etag":`, e.ETag), '}')
+	},
+	scan: scanWith(func(s *leafScanner, w *manifestEntryWire) bool {
+		return s.need(`{"name":`) && s.str(&w.Name) && s.opt(`,"object":`, &w.Object) && s.opt(`,"external":`, &w.External) &&
+			s.need(`,"size":`) && s.int(&w.Size) && s.opt(`,"sha256":`, &w.SHA256) && s.opt(`,"etag":`, &w.ETag) && s.need("}")
+	}, manifestFromWire),
+}
+
+func manifestFromWire(w manifestEntryWire) (e ManifestEntry, _ string, err error) {
+	e = ManifestEntry{Name: w.Name, External: w.External, Size: w.Size, SHA256: w.SHA256, ETag: w.ETag}
+	if w.Object != "" {
+		e.Object, err = ParseULID(w.Object)
+	}
+	return e, "object", err
 }
 
 type manifestEntryWire struct {
@@ -201,12 +221,21 @@ var PinsMap = MapSpec[PinEntry]{
 		}
 		return "version", whyIf(e.Version.IsZero(), "zero ULID")
 	},
-	wire:   func(e PinEntry) any { return pinEntryWire{Table: e.Table, Version: e.Version.String()} },
-	fields: fieldsOf[pinEntryWire](),
-	decodeAll: decodeAll(func(w pinEntryWire) (PinEntry, string, error) {
-		v, err := ParseULID(w.Version)
-		return PinEntry{Table: w.Table, Version: v}, "version", err
-	}),
+	wire:      func(e PinEntry) any { return pinEntryWire{Table: e.Table, Version: e.Version.String()} },
+	fields:    fieldsOf[pinEntryWire](),
+	decodeAll: decodeAll(pinFromWire),
+	append: func(b []byte, e PinEntry) []byte {
+		b = appendString(append(b, `{"table":`...), e.Table)
+		return append(appendString(append(b, `,"version":`...), e.Version.String()), '}')
+	},
+	scan: scanWith(func(s *leafScanner, w *pinEntryWire) bool {
+		return s.need(`{"table":`) && s.str(&w.Table) && s.need(`,"version":`) && s.str(&w.Version) && s.need("}")
+	}, pinFromWire),
+}
+
+func pinFromWire(w pinEntryWire) (PinEntry, string, error) {
+	v, err := ParseULID(w.Version)
+	return PinEntry{Table: w.Table, Version: v}, "version", err
 }
 
 type pinEntryWire struct {
@@ -235,15 +264,26 @@ var LineageMap = MapSpec[LineageEntry]{
 	wire: func(e LineageEntry) any {
 		return lineageEntryWire{Tree: e.Tree.String(), Seq: e.Seq, Digest: e.Digest.String()}
 	},
-	fields: fieldsOf[lineageEntryWire](),
-	decodeAll: decodeAll(func(w lineageEntryWire) (LineageEntry, string, error) {
-		t, err := ParseULID(w.Tree)
-		if err != nil {
-			return LineageEntry{}, "tree", err
-		}
-		d, why := parseDigest(w.Digest)
-		return LineageEntry{Tree: t, Seq: w.Seq, Digest: d}, "digest", nameErr("digest", w.Digest, why)
-	}),
+	fields:    fieldsOf[lineageEntryWire](),
+	decodeAll: decodeAll(lineageFromWire),
+	append: func(b []byte, e LineageEntry) []byte {
+		b = appendString(append(b, `{"tree":`...), e.Tree.String())
+		b = strconv.AppendInt(append(b, `,"seq":`...), e.Seq, 10)
+		return append(appendString(append(b, `,"digest":`...), e.Digest.String()), '}')
+	},
+	scan: scanWith(func(s *leafScanner, w *lineageEntryWire) bool {
+		return s.need(`{"tree":`) && s.str(&w.Tree) && s.need(`,"seq":`) && s.int(&w.Seq) &&
+			s.need(`,"digest":`) && s.str(&w.Digest) && s.need("}")
+	}, lineageFromWire),
+}
+
+func lineageFromWire(w lineageEntryWire) (LineageEntry, string, error) {
+	t, err := ParseULID(w.Tree)
+	if err != nil {
+		return LineageEntry{}, "tree", err
+	}
+	d, why := parseDigest(w.Digest)
+	return LineageEntry{Tree: t, Seq: w.Seq, Digest: d}, "digest", nameErr("digest", w.Digest, why)
 }
 
 type lineageEntryWire struct {
@@ -311,16 +351,23 @@ func checkETag(s string) string {
 	return ""
 }
 
-// EncodeEntry returns the canonical bytes of one entry.
-func (m MapSpec[E]) EncodeEntry(e E) ([]byte, error) {
+// ValidateEntry checks one entry, as EncodeEntry does.
+func (m MapSpec[E]) ValidateEntry(e E) error {
 	if field, why := m.validate(e); why != "" {
-		return nil, malformed(KindMapLeaf, "entries."+field, why)
+		return malformed(KindMapLeaf, "entries."+field, why)
 	}
-	b, err := json.Marshal(m.wire(e))
-	if err != nil {
-		return nil, &MalformedError{Kind: KindMapLeaf, Reason: "encode entry", Err: err}
+	return nil
+}
+
+// EncodeEntry returns the canonical bytes of one entry.
+func (m MapSpec[E]) EncodeEntry(e E) ([]byte, error) { return m.AppendEntry(nil, e) }
+
+// AppendEntry appends the canonical bytes of one entry to b.
+func (m MapSpec[E]) AppendEntry(b []byte, e E) ([]byte, error) {
+	if err := m.ValidateEntry(e); err != nil {
+		return b, err
 	}
-	return b, nil
+	return m.append(b, e), nil
 }
 
 // checkEntries validates a sorted entry list (of a leaf or inline map).
@@ -410,6 +457,14 @@ func encodedLen(v any) int {
 
 // DecodeLeaf strictly decodes a leaf chunk of this kind.
 func (m MapSpec[E]) DecodeLeaf(b []byte) ([]E, error) {
+	if entries, ok := m.readLeaf(b); ok {
+		return entries, nil
+	}
+	return m.decodeLeafStrict(b)
+}
+
+// decodeLeafStrict decodes a leaf in any spelling JSON allows, naming what is wrong.
+func (m MapSpec[E]) decodeLeafStrict(b []byte) ([]E, error) {
 	const k = KindMapLeaf
 	top, err := m.decodeChunk(b, k, fieldsOf[leafWire]())
 	if err != nil {
@@ -531,6 +586,9 @@ func (m MapSpec[E]) DecodeNode(b []byte) (MapNode, error) {
 
 // DecodeChunk decodes a leaf or a node chunk; exactly one result is set.
 func (m MapSpec[E]) DecodeChunk(b []byte) ([]E, *MapNode, error) {
+	if entries, ok := m.readLeaf(b); ok {
+		return entries, nil, nil
+	}
 	var probe struct {
 		Kind Kind `json:"kind"`
 	}
@@ -542,7 +600,7 @@ func (m MapSpec[E]) DecodeChunk(b []byte) ([]E, *MapNode, error) {
 		}
 		return nil, &n, nil
 	}
-	entries, err := m.DecodeLeaf(b)
+	entries, err := m.decodeLeafStrict(b)
 	return entries, nil, err
 }
 

@@ -286,7 +286,14 @@ func parseHex(dst []byte, s, what string) string {
 	return ""
 }
 
-func isLowerHex(s string) bool { return strings.Trim(s, "0123456789abcdef") == "" }
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // Hash is the SHA-256 of a chunk's bytes, which names the chunk's key.
 type Hash [32]byte
