@@ -606,7 +606,7 @@ func (e TableEdit) check() error {
 		seen[n] = true
 	}
 	for i, im := range e.Imports {
-		if _, err := format.ManifestMap.EncodeEntry(im.entry()); err != nil {
+		if err := format.ManifestMap.ValidateEntry(im.entry()); err != nil {
 			return fmt.Errorf("imports[%d]: %w", i, err)
 		}
 		if seen[im.Name] {

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -106,10 +107,13 @@ type builder[E any] struct {
 	seen   map[format.Hash]bool
 	old    map[format.Hash]bool // chunks of the edited map the build read; need not be rewritten
 	count  int64
+	sizes  []int  // the encoded size of an empty chunk of each level, once known
+	enc    []byte // the entry addEntry encodes, reused
 }
 
 type levelBuilder[E any] struct {
 	entries  []E
+	encoded  []byte // the entries' encodings, comma-separated: the leaf's entries as they are
 	children []format.ChildRef
 	size     int   // encoded size of the chunk so far
 	count    int64 // entries under the pending items
@@ -140,24 +144,34 @@ func (b *builder[E]) fresh(k int) bool {
 func (lb *levelBuilder[E]) pending() int { return len(lb.entries) + len(lb.children) }
 
 func (b *builder[E]) overhead(level int) int {
-	if level == 0 {
-		return b.spec.LeafOverhead()
+	for len(b.sizes) <= level {
+		if k := len(b.sizes); k == 0 {
+			b.sizes = append(b.sizes, b.spec.LeafOverhead())
+		} else {
+			b.sizes = append(b.sizes, b.spec.NodeOverhead(k))
+		}
 	}
-	return b.spec.NodeOverhead(level)
+	return b.sizes[level]
 }
 
 // addEntry adds the next entry (keys strictly ascending).
 func (b *builder[E]) addEntry(e E) error {
-	enc, err := b.spec.EncodeEntry(e)
+	enc, err := b.spec.AppendEntry(b.enc[:0], e)
 	if err != nil {
 		return err
 	}
+	b.enc = enc
 	lb := b.level(0)
 	if n := len(lb.entries); n > 0 && b.spec.Key(lb.entries[n-1]) >= b.spec.Key(e) {
 		return fmt.Errorf("map entries out of order: %q after %q", b.spec.Key(e), b.spec.Key(lb.entries[n-1]))
 	}
 	b.count++
-	return b.push(0, len(enc), b.spec.Key(e), 1, func(lb *levelBuilder[E]) { lb.entries = append(lb.entries, e) })
+	return b.push(0, len(enc), b.spec.Key(e), 1, func(lb *levelBuilder[E]) {
+		if len(lb.entries) > 0 {
+			lb.encoded = append(lb.encoded, ',')
+		}
+		lb.entries, lb.encoded = append(lb.entries, e), append(lb.encoded, enc...)
+	})
 }
 
 // addChild adds a reference to a chunk of level k-1 to level k.
@@ -199,7 +213,7 @@ func (b *builder[E]) flush(k int) error {
 		err  error
 	)
 	if k == 0 {
-		body, err = b.spec.EncodeLeaf(lb.entries)
+		body = b.spec.LeafOf(lb.encoded) // addEntry encoded and ordered them
 		last = b.spec.Key(lb.entries[len(lb.entries)-1])
 	} else {
 		body, err = b.spec.EncodeNode(format.MapNode{Level: k, Children: lb.children})
@@ -214,7 +228,8 @@ func (b *builder[E]) flush(k int) error {
 		b.chunks = append(b.chunks, Chunk{Key: b.key(h), Hash: h, Body: body})
 	}
 	ref := format.ChildRef{Last: last, Count: lb.count, Chunk: h}
-	lb.entries, lb.children, lb.size, lb.count = nil, nil, 0, 0
+	// The entries' slices are reused: the leaf's bytes hold them now.
+	lb.entries, lb.encoded, lb.children, lb.size, lb.count = lb.entries[:0], lb.encoded[:0], nil, 0, 0
 	return b.addChild(k+1, ref)
 }
 
@@ -257,9 +272,10 @@ func (t mapTree[E]) allEntries(ctx context.Context) ([]E, error) {
 	return out, err
 }
 
-// each calls fn for every entry in key order, reading chunk by chunk.
+// each calls fn for every entry in key order, reading the chunks ahead of it.
 func (t mapTree[E]) each(ctx context.Context, fn func(E) error) error {
 	c := newCursor(t)
+	c.readAhead(func(format.ChildRef) bool { return true })
 	for it := c.peek(); !it.end; it = c.peek() {
 		if err := c.take(ctx, it, fn); err != nil {
 			return err
@@ -305,6 +321,9 @@ type mapEdit[E any] struct {
 
 // sortEdits sorts edits by key; a key edited twice keeps the last edit.
 func sortEdits[E any](edits []mapEdit[E]) []mapEdit[E] {
+	if slices.IsSortedFunc(edits, func(a, b mapEdit[E]) int { return cmp.Or(strings.Compare(a.Key, b.Key), -1) }) {
+		return edits // strictly ascending already, as a table written in name order is
+	}
 	out := slices.Clone(edits)
 	slices.Reverse(out) // the last edit of a key sorts first, and compacting keeps it
 	slices.SortStableFunc(out, func(a, b mapEdit[E]) int { return strings.Compare(a.Key, b.Key) })
@@ -520,6 +539,54 @@ type cursor[E any] struct {
 	t     mapTree[E]
 	stack []*frame[E]
 	low   string // the last key passed
+
+	// ahead, when set, says which subtrees the cursor will open: opening one
+	// starts reading the next readAhead of them at its level, so a walk over
+	// a large map decodes on every core while the store answers.
+	ahead   func(format.ChildRef) bool
+	fetches map[format.Hash]*fetch[E]
+}
+
+// readAhead bounds the chunks one cursor reads before it opens them: the
+// memory of a walk is that many chunks, whatever the map's size.
+const readAhead = 16
+
+// fetch is a chunk read ahead of its opening.
+type fetch[E any] struct {
+	done  chan struct{}
+	chunk decodedChunk[E]
+	err   error
+}
+
+// readAhead makes the cursor read ahead the subtrees will says it will open.
+func (c *cursor[E]) readAhead(will func(format.ChildRef) bool) {
+	c.ahead, c.fetches = will, map[format.Hash]*fetch[E]{}
+}
+
+// open reads the chunk of ref, the next item of frame f, first starting the
+// reads of the items after it.
+func (c *cursor[E]) open(ctx context.Context, f *frame[E], ref format.ChildRef) (decodedChunk[E], error) {
+	if c.ahead == nil {
+		return c.t.r.chunk(ctx, ref.Chunk)
+	}
+	for _, next := range f.children[f.i:min(f.i+readAhead, len(f.children))] {
+		if _, started := c.fetches[next.Chunk]; started || !c.ahead(next) {
+			continue
+		}
+		ft := &fetch[E]{done: make(chan struct{})}
+		c.fetches[next.Chunk] = ft
+		go func() {
+			defer close(ft.done)
+			ft.chunk, ft.err = c.t.r.chunk(ctx, next.Chunk)
+		}()
+	}
+	ft, ok := c.fetches[ref.Chunk]
+	if !ok {
+		return c.t.r.chunk(ctx, ref.Chunk)
+	}
+	delete(c.fetches, ref.Chunk)
+	<-ft.done
+	return ft.chunk, ft.err
 }
 
 type frame[E any] struct {
@@ -601,7 +668,7 @@ func (c *cursor[E]) take(ctx context.Context, it item[E], fn func(E) error) erro
 func (c *cursor[E]) expand(ctx context.Context) error {
 	f := c.stack[len(c.stack)-1]
 	ref, level := f.children[f.i], f.level
-	ch, err := c.t.r.chunk(ctx, ref.Chunk)
+	ch, err := c.open(ctx, f, ref)
 	if err != nil {
 		return err
 	}

@@ -7,9 +7,12 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/memstore"
 )
 
@@ -324,4 +327,48 @@ func TestWalkMaps_MatchesNaiveComparison_RandomMaps(t *testing.T) {
 			}
 		}
 	}
+}
+
+// slowStore counts the GETs in flight, each taking a millisecond, so a test
+// sees how many a reader sends at once.
+type slowStore struct {
+	*memstore.Store
+	mu                  sync.Mutex
+	inFlight, max, gets int
+}
+
+func (s *slowStore) Get(ctx context.Context, key string) (storage.Object, error) {
+	s.mu.Lock()
+	s.inFlight++
+	s.gets++
+	s.max = max(s.max, s.inFlight)
+	s.mu.Unlock()
+	time.Sleep(time.Millisecond)
+	s.mu.Lock()
+	s.inFlight--
+	s.mu.Unlock()
+	return s.Store.Get(ctx, key)
+}
+
+// Reading every entry of a large map reads its chunks ahead of the entries it
+// gives, at most readAhead at a time, each chunk once, the entries in order.
+func TestEach_ReadsChunksAheadBoundedAndOnce(t *testing.T) {
+	ms := memstore.New()
+	var entries []format.ManifestEntry
+	for i := range 30000 {
+		entries = append(entries, entryN(i, i))
+	}
+	ref := mustBuild(t, newManifestReader(ms), entries)
+	s := &slowStore{Store: ms}
+	got := allOf(t, newMapReader(s, format.ManifestMap, "g", "t"), ref)
+	if !slices.EqualFunc(got, entries, func(a, b format.ManifestEntry) bool { return a == b }) {
+		t.Fatalf("read %d entries, not the %d written in order", len(got), len(entries))
+	}
+	if s.gets != ms.Len() { // the store holds the map's chunks alone
+		t.Fatalf("%d GETs for a map of %d chunks", s.gets, ms.Len())
+	}
+	if s.max < 2 || s.max > readAhead {
+		t.Fatalf("at most %d GETs at once; want 2..%d", s.max, readAhead)
+	}
+	t.Logf("%d chunks, up to %d read at once", s.gets, s.max)
 }

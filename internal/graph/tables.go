@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -128,30 +129,41 @@ func (g *Graph) PlanVersion(ctx context.Context, spec VersionSpec) (VersionPlan,
 		return fail(err)
 	}
 	edits := make([]mapEdit[format.ManifestEntry], 0, len(spec.Put)+len(spec.Delete))
-	names := make(map[string]bool, len(spec.Put)+len(spec.Delete))
-	for i, e := range spec.Put {
-		field := fmt.Sprintf("Put[%d]", i)
-		if _, err := format.ManifestMap.EncodeEntry(e); err != nil {
-			return fail(invalid(field, err))
+	fields := make([]int, 0, cap(edits)) // edit i is Put[fields[i]], or Delete[fields[i]-len(Put)]
+	field := func(i int) string {
+		if n := fields[i]; n < len(spec.Put) {
+			return fmt.Sprintf("Put[%d]", n)
+		}
+		return fmt.Sprintf("Delete[%d]", fields[i]-len(spec.Put))
+	}
+	for i := range spec.Put {
+		e := &spec.Put[i]
+		if err := format.ManifestMap.ValidateEntry(*e); err != nil {
+			return fail(invalid(fmt.Sprintf("Put[%d]", i), err))
 		}
 		if e.IsExternal() && strings.HasPrefix(e.External, format.GraphPrefix(g.Name)) {
-			return fail(invalidf(field, "external key %s is under the graph's own prefix", e.External))
+			return fail(invalidf(fmt.Sprintf("Put[%d]", i), "external key %s is under the graph's own prefix", e.External))
 		}
-		if names[e.Name] {
-			return fail(invalidf(field, "%s listed twice", e.Name))
-		}
-		names[e.Name] = true
-		edits = append(edits, mapEdit[format.ManifestEntry]{Key: e.Name, Entry: &e})
+		edits, fields = append(edits, mapEdit[format.ManifestEntry]{Key: e.Name, Entry: e}), append(fields, i)
 	}
 	for i, name := range spec.Delete {
 		if err := format.ValidateEntryName(name); err != nil {
 			return fail(invalid(fmt.Sprintf("Delete[%d]", i), err))
 		}
-		if names[name] {
-			return fail(invalidf(fmt.Sprintf("Delete[%d]", i), "%s listed twice", name))
+		edits, fields = append(edits, mapEdit[format.ManifestEntry]{Key: name}), append(fields, len(spec.Put)+i)
+	}
+	// A name listed twice is an error, named at its later listing.
+	order := make([]int, len(edits))
+	for i := range order {
+		order[i] = i
+	}
+	if !slices.IsSortedFunc(edits, func(a, b mapEdit[format.ManifestEntry]) int { return cmp.Or(strings.Compare(a.Key, b.Key), -1) }) {
+		slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(edits[a].Key, edits[b].Key) })
+	}
+	for i := 1; i < len(order); i++ {
+		if a, b := order[i-1], order[i]; edits[a].Key == edits[b].Key {
+			return fail(invalidf(field(b), "%s listed twice", edits[b].Key))
 		}
-		names[name] = true
-		edits = append(edits, mapEdit[format.ManifestEntry]{Key: name})
 	}
 	base, err := g.versionOrEmpty(ctx, spec.Table, spec.Base)
 	if err != nil {
