@@ -14,6 +14,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/testenv"
 	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/memstore"
 )
@@ -85,6 +86,7 @@ var _ storage.Multipart = (*meter)(nil)
 // "<name>-req", "<name>-bytes" and "<name>-ms", and logged as a table row.
 func step(b *testing.B, m *meter, name string, fn func() error) {
 	b.Helper()
+	testenv.ResetPeakRSS()
 	r0, w0, t0 := m.requests.Load(), m.written.Load(), time.Now()
 	if err := fn(); err != nil {
 		b.Fatalf("%s: %v", name, err)
@@ -100,7 +102,9 @@ func step(b *testing.B, m *meter, name string, fn func() error) {
 	b.ReportMetric(float64(req), unit+"-req")
 	b.ReportMetric(float64(written), unit+"-bytes")
 	b.ReportMetric(float64(d.Milliseconds()), unit+"-ms")
-	fmt.Printf("| %-28s | %9d | %13d | %10.1f |\n", name, req, written, float64(d.Microseconds())/1000)
+	rss := testenv.PeakRSSMiB()
+	b.ReportMetric(rss, unit+"-peak-rss-MiB")
+	fmt.Printf("| %-28s | %9d | %13d | %10.1f | %13.0f |\n", name, req, written, float64(d.Microseconds())/1000, rss)
 }
 
 func envInt(name string, def int64) int64 {
@@ -140,7 +144,7 @@ func benchMillion(b *testing.B, be backend, n int) {
 		b.Fatal(err)
 	}
 	g, _ := Open(m, "sales")
-	fmt.Printf("\n%s, a table of %d entries\n| %-28s | %9s | %13s | %10s |\n", be.name, n, "step", "requests", "bytes written", "ms")
+	fmt.Printf("\n%s, a table of %d entries\n| %-28s | %9s | %13s | %10s | %13s |\n", be.name, n, "step", "requests", "bytes written", "ms", "peak RSS MiB")
 	entries := make([]format.ManifestEntry, n)
 	for i := range entries {
 		entries[i] = objEntry(i)

@@ -103,7 +103,7 @@ func BenchmarkTablesCreateMerge(b *testing.B) {
 	for _, be := range benchBackends() {
 		b.Run(be.name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				fmt.Printf("\n%s, create and merge\n| %-28s | %9s | %13s | %10s |\n", be.name, "step", "requests", "bytes written", "ms")
+				fmt.Printf("\n%s, create and merge\n| %-28s | %9s | %13s | %10s | %13s |\n", be.name, "step", "requests", "bytes written", "ms", "peak RSS MiB")
 				for _, tables := range []int{4, big} {
 					benchTables(b, be, tables)
 				}
@@ -176,7 +176,7 @@ func benchMerges(b *testing.B, be backend, merges int) {
 		b.Fatal(err)
 	}
 	g, _ := Open(m, "sales")
-	fmt.Printf("\n%s, %d merges into main\n| %-28s | %9s | %13s | %10s |\n", be.name, merges, "step", "requests", "bytes written", "ms")
+	fmt.Printf("\n%s, %d merges into main\n| %-28s | %9s | %13s | %10s | %13s |\n", be.name, merges, "step", "requests", "bytes written", "ms", "peak RSS MiB")
 	measured := map[int]bool{10: true, 100: true, 1000: true, merges: true}
 	started := time.Now()
 	for i := 1; i <= merges; i++ {
