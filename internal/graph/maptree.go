@@ -276,6 +276,7 @@ func (t mapTree[E]) allEntries(ctx context.Context) ([]E, error) {
 func (t mapTree[E]) each(ctx context.Context, fn func(E) error) error {
 	c := newCursor(t)
 	c.readAhead(func(format.ChildRef) bool { return true })
+	defer c.close()
 	for it := c.peek(); !it.end; it = c.peek() {
 		if err := c.take(ctx, it, fn); err != nil {
 			return err
@@ -547,8 +548,9 @@ type cursor[E any] struct {
 	fetches map[format.Hash]*fetch[E]
 }
 
-// readAhead bounds the chunks one cursor reads before it opens them: the
-// memory of a walk is that many chunks, whatever the map's size.
+// readAhead bounds the chunks of one level a cursor reads before it opens
+// them: the memory of a walk is that many chunks per level of the map (three
+// levels at a million entries), whatever the map's size.
 const readAhead = 16
 
 // fetch is a chunk read ahead of its opening.
@@ -561,6 +563,14 @@ type fetch[E any] struct {
 // readAhead makes the cursor read ahead the subtrees will says it will open.
 func (c *cursor[E]) readAhead(will func(format.ChildRef) bool) {
 	c.ahead, c.fetches = will, map[format.Hash]*fetch[E]{}
+}
+
+// close waits for the reads started ahead that were not opened (the walk
+// ended early), so none outlives the walk.
+func (c *cursor[E]) close() {
+	for _, ft := range c.fetches {
+		<-ft.done
+	}
 }
 
 // open reads the chunk of ref, the next item of frame f, first starting the

@@ -113,6 +113,7 @@ func (m *Marker) Version(ctx context.Context, table string, id ulid.ULID) error 
 func markChunks[E any](ctx context.Context, m *Marker, t mapTree[E], kind MarkKind, table string, each func(E) error) error {
 	c := newCursor(t)
 	c.readAhead(func(ref format.ChildRef) bool { return !m.chunks[ref.Chunk] })
+	defer c.close()
 	for it := c.peek(); !it.end; it = c.peek() {
 		var err error
 		switch h := it.ref.Chunk; {
