@@ -10,10 +10,10 @@ import (
 // Leaves are most of a map's bytes: a table of a million entries is about
 // 7,800 leaves, 164 MB of JSON. Reading one costs one pass over its bytes:
 // readLeaf parses a leaf as json.Marshal writes it (no whitespace, fields in
-// wire order, strings without escapes) straight into entries. Anything else —
-// another spelling of the same JSON, an escaped string, bytes that are not a
-// valid leaf at all — falls to the strict decoder, which accepts exactly the
-// same leaves and names what is wrong with the rest. For every input readLeaf
+// wire order, integers without sign or exponent) straight into entries.
+// Anything else — another spelling of the same JSON, a surrogate escape, bytes
+// that are not a valid leaf at all — falls to the strict decoder, which
+// accepts exactly the same leaves and names what is wrong with the rest. For every input readLeaf
 // accepts, the strict decoder gives the same entries (the chunk fuzz targets
 // hold it).
 
