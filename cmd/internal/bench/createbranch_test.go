@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -363,12 +362,6 @@ func addStats(a, b catalog.Stats) catalog.Stats {
 // 100 per client (800 at 8 clients).
 func rowOps(b *testing.B, c int) int { return max(b.N, 100*c) }
 
-func peakRSSMiB() float64 {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return float64(ru.Maxrss) / 1024 // Linux reports KiB
-}
-
 // BenchmarkCreateBranch measures, in one run with interleaved passes,
 // creates through the engine (client.CreateBranch), the same steps called
 // directly (raw), and the Temporal floor (floorWorkflow), at concurrency 1
@@ -398,7 +391,7 @@ func BenchmarkCreateBranch(b *testing.B) {
 				interleave(b, st.store, st.cat, n, c, 2, raw, floor, eng)
 				b.StopTimer()
 				reportPaths(b, "create", eng, raw, floor)
-				b.ReportMetric(peakRSSMiB(), "peak-rss-MiB")
+				b.ReportMetric(testenv.PeakRSSMiB(), "peak-rss-MiB")
 			})
 		}
 	}
