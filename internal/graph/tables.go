@@ -128,14 +128,7 @@ func (g *Graph) PlanVersion(ctx context.Context, spec VersionSpec) (VersionPlan,
 	if err := checkParams(param{"Op", format.ValidateOp(spec.Op)}, param{"Time", format.ValidateTime(spec.Time)}); err != nil {
 		return fail(err)
 	}
-	edits := make([]mapEdit[format.ManifestEntry], 0, len(spec.Put)+len(spec.Delete))
-	fields := make([]int, 0, cap(edits)) // edit i is Put[fields[i]], or Delete[fields[i]-len(Put)]
-	field := func(i int) string {
-		if n := fields[i]; n < len(spec.Put) {
-			return fmt.Sprintf("Put[%d]", n)
-		}
-		return fmt.Sprintf("Delete[%d]", fields[i]-len(spec.Put))
-	}
+	edits := make([]mapEdit[format.ManifestEntry], 0, len(spec.Put)+len(spec.Delete)) // edit i is Put[i], or Delete[i-len(Put)]
 	for i := range spec.Put {
 		e := &spec.Put[i]
 		if err := format.ManifestMap.ValidateEntry(*e); err != nil {
@@ -144,25 +137,32 @@ func (g *Graph) PlanVersion(ctx context.Context, spec VersionSpec) (VersionPlan,
 		if e.IsExternal() && strings.HasPrefix(e.External, format.GraphPrefix(g.Name)) {
 			return fail(invalidf(fmt.Sprintf("Put[%d]", i), "external key %s is under the graph's own prefix", e.External))
 		}
-		edits, fields = append(edits, mapEdit[format.ManifestEntry]{Key: e.Name, Entry: e}), append(fields, i)
+		edits = append(edits, mapEdit[format.ManifestEntry]{Key: e.Name, Entry: e})
 	}
 	for i, name := range spec.Delete {
 		if err := format.ValidateEntryName(name); err != nil {
 			return fail(invalid(fmt.Sprintf("Delete[%d]", i), err))
 		}
-		edits, fields = append(edits, mapEdit[format.ManifestEntry]{Key: name}), append(fields, len(spec.Put)+i)
+		edits = append(edits, mapEdit[format.ManifestEntry]{Key: name})
 	}
-	// A name listed twice is an error, named at its later listing.
-	order := make([]int, len(edits))
-	for i := range order {
-		order[i] = i
-	}
+	// The edits in name order, as the map applies them (sorted once, here). A
+	// name listed twice is an error, named at its later listing.
+	sorted := edits
 	if !slices.IsSortedFunc(edits, func(a, b mapEdit[format.ManifestEntry]) int { return cmp.Or(strings.Compare(a.Key, b.Key), -1) }) {
+		order := make([]int, len(edits))
+		for i := range order {
+			order[i] = i
+		}
 		slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(edits[a].Key, edits[b].Key) })
-	}
-	for i := 1; i < len(order); i++ {
-		if a, b := order[i-1], order[i]; edits[a].Key == edits[b].Key {
-			return fail(invalidf(field(b), "%s listed twice", edits[b].Key))
+		sorted = make([]mapEdit[format.ManifestEntry], len(edits))
+		for i, j := range order {
+			if sorted[i] = edits[j]; i > 0 && sorted[i-1].Key == edits[j].Key {
+				field := fmt.Sprintf("Put[%d]", j)
+				if j >= len(spec.Put) {
+					field = fmt.Sprintf("Delete[%d]", j-len(spec.Put))
+				}
+				return fail(invalidf(field, "%s listed twice", edits[j].Key))
+			}
 		}
 	}
 	base, err := g.versionOrEmpty(ctx, spec.Table, spec.Base)
@@ -191,7 +191,7 @@ func (g *Graph) PlanVersion(ctx context.Context, spec VersionSpec) (VersionPlan,
 			bytes += e.Entry.Size
 		}
 	}
-	ref, chunks, err := tree.apply(ctx, edits)
+	ref, chunks, err := tree.apply(ctx, sorted)
 	if err != nil {
 		return fail(err)
 	}

@@ -348,3 +348,44 @@ func TestPartSizeFor_StaysWithinPartCountAndMinimum(t *testing.T) {
 		t.Fatalf("8 MiB parts: %d", ps)
 	}
 }
+
+// A name a version spec lists twice — put twice, or put and deleted — is
+// invalid, named at its later listing, whatever order the names come in;
+// names listed once in any order plan the same version.
+func TestPlanVersion_NameListedTwice_NamedAtItsLaterListing(t *testing.T) {
+	ctx := context.Background()
+	g, _ := mustInitGraph(t, memstore.New())
+	spec := func(put []int, del ...int) VersionSpec {
+		s := VersionSpec{Table: "events", VersionID: vid(1), Time: t0, Op: "op-v1"}
+		for _, i := range put {
+			s.Put = append(s.Put, objEntry(i))
+		}
+		for _, i := range del {
+			s.Delete = append(s.Delete, objEntry(i).Name)
+		}
+		return s
+	}
+	for _, c := range []struct {
+		spec  VersionSpec
+		field string
+	}{
+		{spec([]int{1, 2, 1}), "Put[2]"},
+		{spec([]int{3, 1, 2, 3}), "Put[3]"},
+		{spec([]int{2, 1}, 2), "Delete[0]"},
+		{spec([]int{1}, 3, 2, 3), "Delete[2]"},
+	} {
+		_, err := g.PlanVersion(ctx, c.spec)
+		var pe *ParamError
+		if !errors.As(err, &pe) || pe.Field != c.field {
+			t.Errorf("put %d, delete %v: %v; want invalid %s", len(c.spec.Put), c.spec.Delete, err, c.field)
+		}
+	}
+	inOrder, err := g.PlanVersion(ctx, spec([]int{1, 2, 3}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shuffled, err := g.PlanVersion(ctx, spec([]int{3, 1, 2}))
+	if err != nil || !bytes.Equal(shuffled.Body, inOrder.Body) {
+		t.Fatalf("the same names in another order: %v, a different version", err)
+	}
+}
