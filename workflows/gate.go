@@ -26,9 +26,13 @@ import (
 // ReviewUpdateName is the update a waiting merge takes a review by (contract.Review).
 const ReviewUpdateName = "graft.review"
 
-// PhaseWaiting is the phase of a merge waiting for its checks and approvals, in its
-// status and in the ledger.
-const PhaseWaiting = "waiting"
+// Phases an operation reports in its status and in the ledger: PhasePlan while
+// it reads the heads and plans; PhaseWaiting while a merge waits for its checks
+// and approvals.
+const (
+	PhasePlan    = "plan"
+	PhaseWaiting = "waiting"
+)
 
 // Timing of a waiting merge's watch of its heads (docs/workflows.md); tests lower them.
 var (
@@ -179,7 +183,7 @@ func (g *gate) await(ctx workflow.Context, plan activities.PlanMergeResult) (gat
 	if err == nil && e.end == nil {
 		// Cleared or moved: the merge plans again, and is no longer listed as waiting.
 		g.recorded = ""
-		err = r.step(ctx, "record planning", acts.Progress, activities.ProgressInput{Owner: r.owner, Phase: "plan"}, nil)
+		err = r.step(ctx, "record planning", acts.Progress, activities.ProgressInput{Owner: r.owner, Phase: PhasePlan}, nil)
 	}
 	return e, err
 }

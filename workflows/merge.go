@@ -111,7 +111,7 @@ func Merge(ctx workflow.Context, in MergeInput) (MergeResult, error) {
 	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
 		return appendCommit(ctx, r, in.ExpectedHead, in.Target, &res.HeadRetries, &res.SettleAttempts, func(ctx workflow.Context) (plannedCommit, error) {
 			for {
-				r.setPhase(ctx, "plan", "reading the heads of "+in.Source+" and "+in.Target)
+				r.setPhase(ctx, PhasePlan, "reading the heads of "+in.Source+" and "+in.Target)
 				var plan activities.PlanMergeResult
 				pin := activities.PlanMergeInput{
 					OpID: r.owner.OpID, Graph: in.Graph, Source: in.Source, Target: in.Target, ExpectedHead: in.ExpectedHead,

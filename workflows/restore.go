@@ -80,7 +80,7 @@ func Restore(ctx workflow.Context, in RestoreInput) (RestoreResult, error) {
 			return end(prep.Outcome, prep.Message)
 		}
 		return appendCommit(ctx, r, in.ExpectedHead, in.Branch, &res.HeadRetries, &res.SettleAttempts, func(ctx workflow.Context) (plannedCommit, error) {
-			r.setPhase(ctx, "plan", "reading the head of "+in.Branch)
+			r.setPhase(ctx, PhasePlan, "reading the head of "+in.Branch)
 			var plan activities.PlanRestoreResult
 			if err := r.step(ctx, "plan: read the head, compute backup tag and commit", acts.PlanRestore, activities.PlanRestoreInput{
 				Owner: r.owner, Graph: in.Graph, Branch: in.Branch, Target: prep.Target, ExpectedHead: in.ExpectedHead,

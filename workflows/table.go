@@ -241,7 +241,7 @@ func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, err
 			return end(man.Outcome, man.Message)
 		}
 		return appendCommit(ctx, r, in.ExpectedHead, in.Branch, &res.HeadRetries, &res.SettleAttempts, func(ctx workflow.Context) (plannedCommit, error) {
-			r.setPhase(ctx, "plan", "reading the head of "+in.Branch)
+			r.setPhase(ctx, PhasePlan, "reading the head of "+in.Branch)
 			var plan activities.PlanCommitResult
 			err := r.step(ctx, "plan: read the head, compute the commit", acts.PlanCommit, activities.PlanCommitInput{
 				Owner: r.owner, Graph: in.Graph, Branch: in.Branch, Table: in.Table, Version: prep.Version,
