@@ -30,8 +30,7 @@ func envInt(k string, def int) int {
 // (default 8), from GRAFT_SOAK_FROM (default 1): every schedule must quiesce with no
 // violation of the oracle (docs/testing.md). The backends soak at the same time, on one
 // Temporal server: a schedule spends most of its time waiting out stalls and timeouts,
-// so the second backend's schedules use CPU the first leaves idle (on two busy cores
-// the gain is small; docs/testing.md has the figures).
+// so two run in about the wall time of one.
 func TestSoak(t *testing.T) {
 	soak.StepKnobs()
 	seeds := envInt("GRAFT_SOAK_SEEDS", 200)
