@@ -320,10 +320,16 @@ type mapEdit[E any] struct {
 	Entry *E
 }
 
+// strictlyAscending reports whether edits' keys ascend with no key twice (equal
+// neighbours compare as out of order).
+func strictlyAscending[E any](edits []mapEdit[E]) bool {
+	return slices.IsSortedFunc(edits, func(a, b mapEdit[E]) int { return cmp.Or(strings.Compare(a.Key, b.Key), -1) })
+}
+
 // sortEdits sorts edits by key; a key edited twice keeps the last edit.
 func sortEdits[E any](edits []mapEdit[E]) []mapEdit[E] {
-	if slices.IsSortedFunc(edits, func(a, b mapEdit[E]) int { return cmp.Or(strings.Compare(a.Key, b.Key), -1) }) {
-		return edits // strictly ascending already, as a table written in name order is
+	if strictlyAscending(edits) {
+		return edits // as a table written in name order is
 	}
 	out := slices.Clone(edits)
 	slices.Reverse(out) // the last edit of a key sorts first, and compacting keeps it

@@ -1,7 +1,6 @@
 package graph
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -148,7 +147,7 @@ func (g *Graph) PlanVersion(ctx context.Context, spec VersionSpec) (VersionPlan,
 	// The edits in name order, as the map applies them (sorted once, here). A
 	// name listed twice is an error, named at its later listing.
 	sorted := edits
-	if !slices.IsSortedFunc(edits, func(a, b mapEdit[format.ManifestEntry]) int { return cmp.Or(strings.Compare(a.Key, b.Key), -1) }) {
+	if !strictlyAscending(edits) {
 		order := make([]int, len(edits))
 		for i := range order {
 			order[i] = i
