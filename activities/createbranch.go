@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -46,6 +47,9 @@ type PrepareCreateResult struct {
 	// RefSpec is the ref put, recorded as the pending write with the witness
 	// (WriteInput.PendingRecorded); nil from an older worker's prepare.
 	RefSpec *WriteSpec `json:",omitempty"`
+	// Recorded is the result this run recorded when it finished the operation, found
+	// when the step runs again after that end (docs/operations.md).
+	Recorded json.RawMessage `json:",omitempty"`
 }
 
 // CloneState is what CloneTree proved about the fork commit.
@@ -198,7 +202,7 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 	case err != nil:
 		return PrepareCreateResult{}, fmt.Errorf("record operation and pins: %w", err)
 	case !c.owned:
-		return PrepareCreateResult{Outcome: c.outcome, Message: c.message}, nil
+		return PrepareCreateResult{Outcome: c.outcome, Message: c.message, Recorded: c.recorded}, nil
 	}
 
 	if missing, err := a.probeKeys(ctx, pins[0].Key); err != nil || missing != "" {
@@ -244,7 +248,7 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 func (a *Activities) recordEarly(ctx context.Context, p catalog.OperationInsertParams, res PrepareCreateResult) (PrepareCreateResult, error) {
 	c, err := a.claim(ctx, nil, p)
 	if err != nil || !c.owned {
-		return PrepareCreateResult{Outcome: c.outcome, Message: c.message}, err
+		return PrepareCreateResult{Outcome: c.outcome, Message: c.message, Recorded: c.recorded}, err
 	}
 	res.Owned = true
 	return res, nil
@@ -411,7 +415,7 @@ func (a *Activities) refIsOurs(ctx context.Context, in WriteInput) (Verdict, err
 	if err != nil {
 		return Verdict{State: Invalid, Message: err.Error()}, nil
 	}
-	settled, err := a.settleWitness(ctx, in.Owner, in.Spec.Graph, ref.Native, catalog.IncarnationLive)
+	settled, err := a.settleWitness(ctx, in.Owner, in.Spec.Graph, ref.Native, catalog.IncarnationLive, in.Result)
 	switch {
 	case errors.Is(err, catalog.ErrNotOwner), errors.Is(err, catalog.ErrStateConflict):
 		return Verdict{State: Landed, Message: "the ref is ours; the ledger row is not this run's to finish"}, nil
@@ -428,7 +432,7 @@ func (a *Activities) refIsOurs(ctx context.Context, in WriteInput) (Verdict, err
 // settleWitness settles the witness of native to `to` under o's guard; settled live, the
 // create finishes created in the same transaction. Recoverable: lost in a Postgres crash,
 // it leaves the witness unsettled beside our ref or a fence, which the reconciler finds.
-func (a *Activities) settleWitness(ctx context.Context, o Owner, graphName, native string, to catalog.IncarnationState) (catalog.IncarnationSettleResult, error) {
+func (a *Activities) settleWitness(ctx context.Context, o Owner, graphName, native string, to catalog.IncarnationState, result json.RawMessage) (catalog.IncarnationSettleResult, error) {
 	var settled catalog.IncarnationSettleResult
 	err := a.Catalog.InTxRecoverable(ctx, func(tx pgx.Tx) error {
 		if _, err := a.Catalog.OperationLockOwnedTx(ctx, tx, o.OpID, o.Run); err != nil {
@@ -438,7 +442,7 @@ func (a *Activities) settleWitness(ctx context.Context, o Owner, graphName, nati
 		if settled, err = a.Catalog.IncarnationSettleTx(ctx, tx, catalog.IncarnationSettleParams{Graph: graphName, Native: native, To: to}); err != nil || to != catalog.IncarnationLive {
 			return err
 		}
-		_, err = a.Catalog.OperationFinishTx(ctx, tx, catalog.OperationFinishParams{ID: o.OpID, Outcome: catalog.OutcomeCreated, Owner: o.Run})
+		_, err = a.Catalog.OperationFinishTx(ctx, tx, catalog.OperationFinishParams{ID: o.OpID, Outcome: catalog.OutcomeCreated, Owner: o.Run, Result: result})
 		return err
 	})
 	return settled, err
@@ -507,7 +511,7 @@ func (a *Activities) ReclaimClone(ctx context.Context, in ReclaimInput) error {
 			a.logger(ctx).Info("graft clone delete refused; left for cleanup", "op_id", in.Owner.OpID, "native", in.Native, "detail", err.Error())
 		}
 	}
-	settled, err := a.settleWitness(ctx, in.Owner, in.Graph, in.Native, catalog.IncarnationUnpublished)
+	settled, err := a.settleWitness(ctx, in.Owner, in.Graph, in.Native, catalog.IncarnationUnpublished, nil)
 	switch {
 	case errors.Is(err, catalog.ErrNotOwner), errors.Is(err, catalog.ErrStateConflict):
 		return nil

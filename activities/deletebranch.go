@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -36,6 +37,9 @@ type PrepareDeleteBranchResult struct {
 	Retired bool     // this operation retired the branch already (a repeated request)
 	// PendingRecorded: Spec is recorded as the pending write (WriteInput.PendingRecorded).
 	PendingRecorded bool `json:",omitempty"`
+	// Recorded is the result this run recorded when it finished the operation, found
+	// when the step runs again after that end (docs/operations.md).
+	Recorded json.RawMessage `json:",omitempty"`
 }
 
 // readDeleteTarget finds the live ref a delete retires: the ref of the ledger's open
@@ -113,7 +117,7 @@ func (a *Activities) PrepareDeleteBranch(ctx context.Context, in PrepareDeleteBr
 	case err != nil:
 		return PrepareDeleteBranchResult{}, err
 	case !c.owned:
-		return PrepareDeleteBranchResult{Outcome: c.outcome, Message: c.message}, nil
+		return PrepareDeleteBranchResult{Outcome: c.outcome, Message: c.message, Recorded: c.recorded}, nil
 	}
 	res.Owned, res.PendingRecorded = true, pending
 	return res, nil
@@ -219,6 +223,9 @@ type PrepareRepairResult struct {
 	Owned          bool           // the ledger row is this run's: the kernel finishes it
 	Retire         []RetireTarget // the live refs other than Keep
 	AlreadyRetired []string       // refs this operation retired in an earlier attempt
+	// Recorded is the result this run recorded when it finished the operation, found
+	// when the step runs again after that end (docs/operations.md).
+	Recorded json.RawMessage `json:",omitempty"`
 }
 
 // PrepareRepair records the repair (a delete_branch operation) and reads the name's refs
@@ -240,7 +247,7 @@ func (a *Activities) PrepareRepair(ctx context.Context, in PrepareRepairInput) (
 	}
 	c, err := a.claim(ctx, nil, opRecord(catalog.OpDeleteBranch, in.OpID, in.Graph, in.WorkflowID, in.RunID, map[string]string{"action": "repair", "branch": in.Branch, "keep": in.Keep}))
 	if err != nil || !c.owned {
-		return PrepareRepairResult{Outcome: c.outcome, Message: c.message}, err
+		return PrepareRepairResult{Outcome: c.outcome, Message: c.message, Recorded: c.recorded}, err
 	}
 	res := PrepareRepairResult{Owned: true}
 	stop := func(o outcome.Outcome, f string, args ...any) (PrepareRepairResult, error) {

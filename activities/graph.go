@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -29,6 +30,9 @@ type InitGraphResult struct {
 	Created bool   // false when the graph was already there with our bytes
 	// ForeignKey, with conflict, is a key under the graph's prefix graft did not write for it.
 	ForeignKey string
+	// Recorded is the result this run recorded when it finished the operation, found
+	// when the step runs again after that end (docs/operations.md).
+	Recorded json.RawMessage `json:",omitempty"`
 }
 
 // InitGraph creates a graph: it records the operation, witnesses main's first incarnation,
@@ -49,7 +53,7 @@ func (a *Activities) InitGraph(ctx context.Context, in InitGraphInput) (InitGrap
 	}
 	op := c.op
 	if c.outcome != "" && op.ID == "" { // another request's id, or another workflow's run
-		return InitGraphResult{Outcome: c.outcome, Message: c.message}, nil
+		return InitGraphResult{Outcome: c.outcome, Message: c.message, Recorded: c.recorded}, nil
 	}
 	at := op.CreatedAt.UTC()
 	tree := nativeULID(in.OpID, 0, at)

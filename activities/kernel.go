@@ -139,6 +139,9 @@ type WriteInput struct {
 	// StepRetried: earlier executions of this step (local attempts) may have sent the write;
 	// an activity retry is known from its attempt number.
 	StepRetried bool
+	// Result, when set, is the operation's result should the write land; a step that
+	// records the operation's end with the landing (a create's ref) records it too.
+	Result json.RawMessage `json:",omitempty"`
 }
 
 // Write sends a write, or re-issues it, and says what its answer proves; the first attempt
@@ -448,6 +451,9 @@ type claimed struct {
 	owned   bool
 	outcome outcome.Outcome
 	message string
+	// recorded is the result the claiming run recorded when it finished the operation:
+	// set when the row is that run's and done (its steps ran again after its end).
+	recorded json.RawMessage
 }
 
 // claim records an operation as this run's (OperationInsert with Owner), in tx when one is
@@ -477,6 +483,9 @@ func (a *Activities) claim(ctx context.Context, tx pgx.Tx, p catalog.OperationIn
 			c.outcome = outcome.Conflict
 		}
 		c.message = fmt.Sprintf("operation %s already finished (%s): %s", p.ID, op.Outcome, op.Error)
+		if op.OwnerRun == p.Owner && p.Owner != "" && len(op.Result) > 0 {
+			c.recorded, c.message = op.Result, op.Error
+		}
 	}
 	return c, nil
 }
@@ -556,6 +565,8 @@ type FinishInput struct {
 	// created, and every unsettled witness of the operation goes unpublished otherwise.
 	Graph, Branch, Native string
 	Recorded              bool // a step recorded the end already; only the observer is told
+	// Result is the operation's result (JSON), recorded with the outcome.
+	Result json.RawMessage `json:",omitempty"`
 }
 
 // FinishResult is the output of Finish.
@@ -609,7 +620,7 @@ func (a *Activities) Finish(ctx context.Context, in FinishInput) (FinishResult, 
 			settled = append(settled, s)
 		}
 		_, err = a.Catalog.OperationFinishTx(ctx, tx, catalog.OperationFinishParams{
-			ID: in.Owner.OpID, Outcome: out, Error: in.Message, Owner: in.Owner.Run})
+			ID: in.Owner.OpID, Outcome: out, Error: in.Message, Owner: in.Owner.Run, Result: in.Result})
 		return err
 	})
 	switch {

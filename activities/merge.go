@@ -3,6 +3,7 @@ package activities
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -73,6 +74,9 @@ type PlanMergeResult struct {
 	// preview it says the merge would wait. Locator is where the ledger has the graph.
 	Gate    *contract.MergeRule `json:",omitempty"`
 	Locator string              `json:",omitempty"`
+	// Recorded is the result this run recorded when it finished the operation, found
+	// when the step runs again after that end (docs/operations.md).
+	Recorded json.RawMessage `json:",omitempty"`
 }
 
 // PlanMerge reads the source and target heads and plans the merge (docs/format.md,
@@ -111,7 +115,7 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 		}
 		c, err := a.claim(ctx, nil, rec)
 		if err != nil || !c.owned {
-			return PlanMergeResult{Outcome: c.outcome, Message: c.message}, err
+			return PlanMergeResult{Outcome: c.outcome, Message: c.message, Recorded: c.recorded}, err
 		}
 		res.Owned = true
 		return res, nil
@@ -150,7 +154,7 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 		// Our merge commit is the target's head already.
 		c, err := a.claim(ctx, nil, rec)
 		if err != nil || !c.owned {
-			return PlanMergeResult{Outcome: c.outcome, Message: c.message}, err
+			return PlanMergeResult{Outcome: c.outcome, Message: c.message, Recorded: c.recorded}, err
 		}
 		res.Committed, res.Commit, res.Owned = true, target.ID.String(), true
 		res.SourceHead, res.TargetHead = target.MergedParent().String(), target.FirstParent().String()
@@ -190,7 +194,7 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 		}
 		res.Owned = r.owned
 		if r.outcome != "" {
-			res.Outcome, res.Message = r.outcome, r.message
+			res.Outcome, res.Message, res.Recorded = r.outcome, r.message, r.recorded
 			return res, nil
 		}
 		at = r.op.CreatedAt.UTC()
@@ -351,7 +355,7 @@ func (a *Activities) recordWithPins(ctx context.Context, p catalog.OperationInse
 	case errors.Is(err, catalog.ErrCondemned):
 		condemned := err
 		if c, err = a.claim(ctx, nil, p); err != nil || !c.owned {
-			return claimed{outcome: c.outcome, message: c.message}, err
+			return claimed{outcome: c.outcome, message: c.message, recorded: c.recorded}, err
 		}
 		return claimed{op: c.op, owned: true, outcome: outcome.NotRetained, message: fmt.Sprintf("condemned by a running cleanup: %v", condemned)}, nil
 	case err != nil:

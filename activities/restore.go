@@ -3,6 +3,7 @@ package activities
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -31,6 +32,9 @@ type PrepareRestoreResult struct {
 	Owned   bool      // the ledger row is this run's: the kernel finishes it
 	Target  string    // the id of the commit whose pins the restore copies
 	Time    time.Time // the operation's time, in the backup tag and the commit
+	// Recorded is the result this run recorded when it finished the operation, found
+	// when the step runs again after that end (docs/operations.md).
+	Recorded json.RawMessage `json:",omitempty"`
 }
 
 // PrepareRestore validates a restore, resolves the commit to restore (by id or tag) and the
@@ -73,7 +77,7 @@ func (a *Activities) PrepareRestore(ctx context.Context, in PrepareRestoreInput)
 	if err != nil {
 		return PrepareRestoreResult{}, err
 	}
-	res := PrepareRestoreResult{Outcome: c.outcome, Message: c.message, Owned: c.owned}
+	res := PrepareRestoreResult{Outcome: c.outcome, Message: c.message, Owned: c.owned, Recorded: c.recorded}
 	if o == "" {
 		res.Target, res.Time = target.ID.String(), c.op.CreatedAt.UTC()
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -55,6 +56,9 @@ type PrepareWriteResult struct {
 	Objects int    // the write's uploaded objects, inline or staged
 	Native  string // the branch's live incarnation when the write started
 	Bytes   int64
+	// Recorded is the result this run recorded when it finished the operation, found
+	// when the step runs again after that end (docs/operations.md).
+	Recorded json.RawMessage `json:",omitempty"`
 }
 
 // objectProbeConcurrency bounds the parallel HEADs of a probe.
@@ -137,7 +141,7 @@ func (a *Activities) PrepareWrite(ctx context.Context, in PrepareWriteInput) (Pr
 	}
 	c, err := a.claim(ctx, nil, opRecord(catalog.OpWriteTable, in.OpID, in.Graph, in.WorkflowID, in.RunID, fields))
 	if err != nil || !c.owned {
-		return PrepareWriteResult{Outcome: c.outcome, Message: c.message}, err
+		return PrepareWriteResult{Outcome: c.outcome, Message: c.message, Recorded: c.recorded}, err
 	}
 	op := c.op
 	res := PrepareWriteResult{Owned: true, Time: op.CreatedAt.UTC(), Bytes: total, Objects: len(entries)}

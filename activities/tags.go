@@ -3,6 +3,7 @@ package activities
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -27,6 +28,9 @@ type PrepareTagResult struct {
 	// Commit is the id of the commit to tag; Spec the write of the tag's exact bytes.
 	Commit string
 	Spec   WriteSpec
+	// Recorded is the result this run recorded when it finished the operation, found
+	// when the step runs again after that end (docs/operations.md).
+	Recorded json.RawMessage `json:",omitempty"`
 }
 
 // PrepareTag validates a tag create, resolves the commit, records the operation with the
@@ -62,7 +66,7 @@ func (a *Activities) PrepareTag(ctx context.Context, in PrepareTagInput) (Prepar
 	if err != nil {
 		return PrepareTagResult{}, err
 	}
-	res := PrepareTagResult{Outcome: r.outcome, Message: r.message, Owned: r.owned}
+	res := PrepareTagResult{Outcome: r.outcome, Message: r.message, Owned: r.owned, Recorded: r.recorded}
 	if o != "" {
 		return res, nil
 	}
@@ -94,6 +98,9 @@ type PrepareDeleteTagResult struct {
 	Commit  string
 	Spec    WriteSpec
 	Retired bool // this operation retired the tag already (a repeated request)
+	// Recorded is the result this run recorded when it finished the operation, found
+	// when the step runs again after that end (docs/operations.md).
+	Recorded json.RawMessage `json:",omitempty"`
 }
 
 // PrepareDeleteTag records a tag delete and reads the tag: one GET.
@@ -103,7 +110,7 @@ func (a *Activities) PrepareDeleteTag(ctx context.Context, in PrepareDeleteTagIn
 	}
 	r, err := a.claim(ctx, nil, opRecord(catalog.OpTag, in.OpID, in.Graph, in.WorkflowID, in.RunID, map[string]string{"action": "delete", "tag": in.Name}))
 	if err != nil || !r.owned {
-		return PrepareDeleteTagResult{Outcome: r.outcome, Message: r.message}, err
+		return PrepareDeleteTagResult{Outcome: r.outcome, Message: r.message, Recorded: r.recorded}, err
 	}
 	res := PrepareDeleteTagResult{Owned: true}
 	stop := func(o outcome.Outcome, f string, args ...any) (PrepareDeleteTagResult, error) {

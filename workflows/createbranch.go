@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -110,7 +111,7 @@ func (r *createRun) createOnce(ctx workflow.Context, attempt int, started time.T
 		return ending{}, false, err
 	}
 	if prep.Outcome != "" {
-		r.foreign = !prep.Owned
+		r.claimed(prep.Owned, prep.Recorded)
 		if prep.Outcome == outcome.InDoubt { // attached to another operation's in-doubt create
 			res.OpID = prep.ExistingOp
 		}
@@ -146,7 +147,15 @@ func (r *createRun) createOnce(ctx workflow.Context, attempt int, started time.T
 	}
 
 	r.setPhase(ctx, "publish", "put-if-absent of the ref")
+	r.landedResult = func() json.RawMessage {
+		landed := *res
+		landed.setEnd(outcome.Created, "")
+		landed.SettleAttempts = r.status.SettleAttempts
+		b, _ := json.Marshal(landed)
+		return b
+	}
 	v, err := r.write(ctx, refSpec)
+	r.landedResult = nil
 	if err != nil {
 		return ending{}, false, err
 	}

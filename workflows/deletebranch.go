@@ -57,7 +57,7 @@ func DeleteBranch(ctx workflow.Context, in DeleteBranchInput) (DeleteBranchResul
 				WorkflowID: r.wfID, RunID: r.owner.Run}, &prep); err != nil {
 			return ending{}, err
 		}
-		r.foreign = !prep.Owned
+		r.claimed(prep.Owned, prep.Recorded)
 		res.Native, res.Head, res.Tags = prep.Native, prep.Head, prep.Tags
 		switch {
 		case prep.Outcome != "":
@@ -134,7 +134,7 @@ func RepairBranch(ctx workflow.Context, in RepairBranchInput) (RepairBranchResul
 		}, &prep); err != nil {
 			return ending{}, err
 		}
-		r.foreign = !prep.Owned
+		r.claimed(prep.Owned, prep.Recorded)
 		if prep.Outcome != "" {
 			return end(prep.Outcome, prep.Message)
 		}

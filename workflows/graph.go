@@ -55,7 +55,7 @@ func InitGraph(ctx workflow.Context, in InitGraphInput) (InitGraphResult, error)
 		}, &init); err != nil {
 			return ending{}, fmt.Errorf("init graph: %w", err)
 		}
-		r.foreign = !init.Owned
+		r.claimed(init.Owned, init.Recorded)
 		res.Main, res.Root, res.Created, res.ForeignKey = init.Main, init.Root, init.Created, init.ForeignKey
 		return end(init.Outcome, init.Message)
 	}

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -99,6 +100,9 @@ type opRun struct {
 	attemptsRecorded int
 	// foreign: the operation id is another request's: the kernel never writes its row.
 	foreign bool
+	// recorded, when set, is the result this run recorded when it finished, found by a
+	// step that ran again after the end was recorded (claimed).
+	recorded json.RawMessage
 	// pending is a write issued whose verdict is not definitive yet: what a cancellation
 	// or an infrastructure failure must settle first.
 	pending *activities.WriteSpec
@@ -118,6 +122,9 @@ type opRun struct {
 	// cancelEnding, while set and no write is pending, is how a cancellation ends the
 	// operation (a write waiting for its upload: abandoned).
 	cancelEnding *ending
+	// landedResult, when set, is the operation's result should the write now issued land:
+	// a step that records the end with the write's landing records it too.
+	landedResult func() json.RawMessage
 }
 
 // runSpec names an operation for startOp.
@@ -174,13 +181,32 @@ func (r *opRun) step(ctx workflow.Context, summary string, fn, in, out any) erro
 	return untilAnsweredStep(ctx, summary, fn, in, out, "op_id", r.owner.OpID, "kind", string(r.kind))
 }
 
+// claimed takes what a step that claims the operation found: whether the row is this
+// run's, and the result the run recorded if the row is this run's and finished already.
+func (r *opRun) claimed(owned bool, recorded json.RawMessage) {
+	r.foreign, r.recorded = !owned, recorded
+}
+
+// writeInput is the input of a step that issues, reads back or fences w.
+func (r *opRun) writeInput(w activities.WriteSpec, set ...func(*activities.WriteInput)) activities.WriteInput {
+	in := activities.WriteInput{Owner: r.owner, Spec: w}
+	if r.landedResult != nil {
+		in.Result = r.landedResult()
+	}
+	for _, f := range set {
+		f(&in)
+	}
+	return in
+}
+
 // write issues w and drives it to a definitive verdict: Landed, Other, Fenced or Invalid
 // — or Refused, when the store definitely refused its first attempt (nothing of it can
 // land). An ambiguous answer is read back after short pauses; still unknown, it settles.
 func (r *opRun) write(ctx workflow.Context, w activities.WriteSpec) (activities.Verdict, error) {
 	what := w.Describe()
 	r.pending = &w
-	in := activities.WriteInput{Owner: r.owner, Spec: w, PendingRecorded: r.pendingRecorded}
+	in := r.writeInput(w)
+	in.PendingRecorded = r.pendingRecorded
 	r.pendingRecorded = false
 	r.setPhase(ctx, "write", what)
 	var v activities.Verdict
@@ -268,7 +294,7 @@ func (r *opRun) settle(ctx workflow.Context, w activities.WriteSpec, v activitie
 		r.status.SettleAttempts++
 		r.setPhase(ctx, "settle", fmt.Sprintf("%s in doubt: re-issue %d of %d", what, attempt, MaxSettleAttempts))
 		var err error
-		if err = r.step(ctx, "settle: re-issue "+what, acts.Write, activities.WriteInput{Owner: r.owner, Spec: w, Attempt: attempt}, &v); err != nil {
+		if err = r.step(ctx, "settle: re-issue "+what, acts.Write, r.writeInput(w, func(in *activities.WriteInput) { in.Attempt = attempt }), &v); err != nil {
 			return v, fmt.Errorf("settle %s: %w", what, err)
 		}
 		if v.State.Definitive() {
@@ -305,7 +331,7 @@ func (r *opRun) fence(ctx workflow.Context, w activities.WriteSpec, reason strin
 	for {
 		r.setPhase(ctx, "fence", "fencing the "+what+": "+reason)
 		var v activities.Verdict
-		if err := r.step(ctx, "fence: "+what, acts.Fence, activities.WriteInput{Owner: r.owner, Spec: w, Reason: reason}, &v); err != nil {
+		if err := r.step(ctx, "fence: "+what, acts.Fence, r.writeInput(w, func(in *activities.WriteInput) { in.Reason = reason }), &v); err != nil {
 			return v, fmt.Errorf("fence %s: %w", what, err)
 		}
 		if v.State.Definitive() {
@@ -364,9 +390,17 @@ func (r *opRun) waitOrAbandon(ctx workflow.Context, d time.Duration) {
 // the workflow's error in the shape of docs/workflows.md.
 func (r *opRun) run(ctx workflow.Context, res result, body func(ctx workflow.Context) (ending, error)) error {
 	e, err := body(ctx)
+	if err == nil && r.recorded != nil && json.Unmarshal(r.recorded, res) == nil {
+		// The operation's steps ran again after this run recorded its end (its worker died
+		// before the workflow task completed): it reports the result it recorded.
+		r.status.Outcome, r.status.Pending = e.out, e.msg
+		r.setPhase(ctx, "done", string(e.out))
+		_ = workflow.UpsertTypedSearchAttributes(ctx, searchattr.Outcome.ValueSet(string(e.out)))
+		return outcomeError(e.out, e.msg, res)
+	}
 	if err == nil {
 		res.setEnd(e.out, e.msg)
-		r.finish(ctx, e)
+		r.finish(ctx, e, res)
 		return outcomeError(e.out, e.msg, res)
 	}
 	cancelled := temporal.IsCanceledError(err) || ctx.Err() != nil
@@ -405,7 +439,7 @@ func (r *opRun) run(ctx workflow.Context, res result, body func(ctx workflow.Con
 		}
 	}
 	res.setEnd(e.out, e.msg)
-	r.finish(fctx, e)
+	r.finish(fctx, e, res)
 	if cancelled || e.out == "" {
 		return err
 	}
@@ -416,13 +450,14 @@ func (r *opRun) run(ctx workflow.Context, res result, body func(ctx workflow.Con
 // request wrote, the release of its pins, in one transaction guarded by this run's
 // ownership — and in visibility. "" records the ledger's failed. It retries until the
 // ledger answers: an end is never left unrecorded.
-func (r *opRun) finish(ctx workflow.Context, e ending) {
+func (r *opRun) finish(ctx workflow.Context, e ending, res result) {
 	r.status.Outcome, r.status.Pending = e.out, e.msg
 	r.setPhase(ctx, "done", string(e.out))
 	if !r.foreign {
+		recorded, _ := json.Marshal(res)
 		if err := r.step(ctx, "finish: record outcome "+string(e.out), acts.Finish, activities.FinishInput{
 			Owner: r.owner, Kind: r.kind, Outcome: e.out, Message: e.msg, Graph: r.graph, Branch: r.branch,
-			Native: e.native, Recorded: e.recorded,
+			Native: e.native, Recorded: e.recorded, Result: recorded,
 		}, nil); err != nil {
 			r.log(ctx, "graft finish failed", "error", err.Error())
 		}

@@ -129,7 +129,7 @@ func Merge(ctx workflow.Context, in MergeInput) (MergeResult, error) {
 				}
 				r.planned = true
 				if !in.Preview {
-					r.foreign = !plan.Owned
+					r.claimed(plan.Owned, plan.Recorded)
 				}
 				res.SourceHead, res.TargetHead, res.Bases = plan.SourceHead, plan.TargetHead, plan.Bases
 				res.Unchanged, res.Conflicts = plan.Unchanged, plan.Conflicts

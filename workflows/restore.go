@@ -74,7 +74,7 @@ func Restore(ctx workflow.Context, in RestoreInput) (RestoreResult, error) {
 				Author: in.Author, Message: in.Message, WorkflowID: r.wfID, RunID: r.owner.Run}, &prep); err != nil {
 			return ending{}, err
 		}
-		r.foreign = !prep.Owned
+		r.claimed(prep.Owned, prep.Recorded)
 		res.RestoredFrom = prep.Target
 		if prep.Outcome != "" {
 			return end(prep.Outcome, prep.Message)

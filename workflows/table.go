@@ -221,7 +221,7 @@ func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, err
 			"validate, claim, pin and probe the uploaded objects", acts.PrepareWrite, prepare, &prep); err != nil {
 			return ending{}, err
 		}
-		r.foreign = !prep.Owned
+		r.claimed(prep.Owned, prep.Recorded)
 		if in.Staged != "" {
 			res.Objects, res.Bytes = prep.Objects, prep.Bytes
 		}
@@ -287,7 +287,7 @@ func awaitUpload(ctx workflow.Context, r *opRun, in WriteTableInput, prepare act
 		"validate, claim and pin the planned objects", acts.PrepareWrite, prepare, pin); err != nil {
 		return ending{}, err
 	}
-	r.foreign = !pin.Owned
+	r.claimed(pin.Owned, pin.Recorded)
 	if pin.Outcome != "" {
 		return end(pin.Outcome, pin.Message)
 	}

@@ -55,7 +55,7 @@ func CreateTag(ctx workflow.Context, in CreateTagInput) (CreateTagResult, error)
 				WorkflowID: r.wfID, RunID: r.owner.Run}, &prep); err != nil {
 			return ending{}, err
 		}
-		r.foreign = !prep.Owned
+		r.claimed(prep.Owned, prep.Recorded)
 		res.Commit = prep.Commit
 		if prep.Outcome != "" {
 			return end(prep.Outcome, prep.Message)
@@ -112,7 +112,7 @@ func DeleteTag(ctx workflow.Context, in DeleteTagInput) (DeleteTagResult, error)
 			OpID: r.owner.OpID, Graph: in.Graph, Name: in.Name, WorkflowID: r.wfID, RunID: r.owner.Run}, &prep); err != nil {
 			return ending{}, err
 		}
-		r.foreign = !prep.Owned
+		r.claimed(prep.Owned, prep.Recorded)
 		res.Commit = prep.Commit
 		switch {
 		case prep.Outcome != "":

@@ -14,7 +14,7 @@ import (
 
 const operationColumns = `id, kind, graph, inputs, state, coalesce(outcome, ''), coalesce(error, ''),
 	coalesce(workflow_id, ''), coalesce(run_id, ''), created_at, updated_at, finished_at,
-	coalesce(fingerprint, ''), coalesce(owner_run, ''), coalesce(phase, ''), coalesce(waiting, ''), pending, settle_attempts`
+	coalesce(fingerprint, ''), coalesce(owner_run, ''), coalesce(phase, ''), coalesce(waiting, ''), pending, settle_attempts, result`
 
 // fingerprintSQL computes a row's fingerprint from its kind, graph and inputs ($2, $3, $4).
 const fingerprintSQL = `encode(sha256(convert_to($2 || E'\n' || $3 || E'\n' || $4::jsonb::text, 'UTF8')), 'hex')`
@@ -24,7 +24,7 @@ func scanOperation(row pgx.Row) (Operation, error) {
 	var finished *time.Time
 	err := row.Scan(&op.ID, &op.Kind, &op.Graph, &op.Inputs, &op.State, &op.Outcome, &op.Error,
 		&op.WorkflowID, &op.RunID, &op.CreatedAt, &op.UpdatedAt, &finished,
-		&op.Fingerprint, &op.OwnerRun, &op.Phase, &op.Waiting, &op.Pending, &op.SettleAttempts)
+		&op.Fingerprint, &op.OwnerRun, &op.Phase, &op.Waiting, &op.Pending, &op.SettleAttempts, &op.Result)
 	op.FinishedAt = timeOrZero(finished)
 	return op, err
 }
@@ -156,6 +156,8 @@ type OperationFinishParams struct {
 	// Owner, when set, is the run that must own the row (*NotOwnerError otherwise; a
 	// row Owner finished with the same outcome is returned unchanged).
 	Owner string
+	// Result, when set, is the result the operation reported (JSON), kept with its outcome.
+	Result json.RawMessage
 }
 
 // OperationFinish moves a running or in_doubt operation to done with its outcome and, in
@@ -172,6 +174,10 @@ func (c *Catalog) OperationFinishTx(ctx context.Context, tx pgx.Tx, p OperationF
 	if !slices.Contains(Outcomes, p.Outcome) {
 		return Operation{}, c.wrap(what, invalid("unknown outcome %q", p.Outcome))
 	}
+	result, err := jsonArg(p.Result, "", "result is")
+	if err != nil {
+		return Operation{}, c.wrap(what, err)
+	}
 	graph, err := lockGraphOf(ctx, tx, "operation", p.ID, shared)
 	if err != nil {
 		return Operation{}, c.wrap(what, err)
@@ -179,9 +185,9 @@ func (c *Catalog) OperationFinishTx(ctx context.Context, tx pgx.Tx, p OperationF
 	op, err := scanOperation(tx.QueryRow(ctx, `
 		UPDATE operations
 		SET state = 'done', outcome = $2, error = NULLIF($3, ''), updated_at = now(), finished_at = now(),
-		    pending = NULL, phase = 'done', waiting = NULL
+		    pending = NULL, phase = 'done', waiting = NULL, result = $5::jsonb
 		WHERE id = $1 AND state <> 'done' AND ($4 = '' OR owner_run = $4)
-		RETURNING `+operationColumns, p.ID, p.Outcome, p.Error, p.Owner))
+		RETURNING `+operationColumns, p.ID, p.Outcome, p.Error, p.Owner, result))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		op, err = getOperation(ctx, tx, p.ID)

@@ -163,6 +163,8 @@ type Operation struct {
 	// write spec, as JSON), or nil.
 	Pending        json.RawMessage
 	SettleAttempts int // re-issues of an in-doubt write
+	// Result is the result the operation reported when it finished (JSON), or nil.
+	Result json.RawMessage
 }
 
 // Incarnation is one witness row.

@@ -1,0 +1,130 @@
+package workflows_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/interceptor"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/graftworks/graft/activities"
+	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/client/outcome"
+	"github.com/graftworks/graft/worker"
+)
+
+// An operation's steps are local activities: their results reach Temporal's history only
+// when the workflow task that ran them completes. A worker that dies after the operation
+// recorded its end in the ledger, before that task completed, leaves the next worker to
+// run the steps again on a ledger that says the operation is done, by this very run. The
+// operation must still report the result it recorded, not an attached request's
+// "already finished".
+
+// loseFinishedTask fails, once per workflow, the workflow task in which the Finish step
+// answered: as a worker dying before the task's completion reaches Temporal would.
+type loseFinishedTask struct {
+	interceptor.WorkerInterceptorBase
+	mu   sync.Mutex
+	lost map[string]bool // workflow ids whose task was failed
+}
+
+func (l *loseFinishedTask) InterceptWorkflow(ctx workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	return &loseFinishedInbound{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}, l: l}
+}
+
+type loseFinishedInbound struct {
+	interceptor.WorkflowInboundInterceptorBase
+	l *loseFinishedTask
+}
+
+func (i *loseFinishedInbound) Init(outbound interceptor.WorkflowOutboundInterceptor) error {
+	return i.Next.Init(&loseFinishedOutbound{WorkflowOutboundInterceptorBase: interceptor.WorkflowOutboundInterceptorBase{Next: outbound}, l: i.l})
+}
+
+type loseFinishedOutbound struct {
+	interceptor.WorkflowOutboundInterceptorBase
+	l *loseFinishedTask
+}
+
+func (o *loseFinishedOutbound) ExecuteLocalActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
+	f := o.Next.ExecuteLocalActivity(ctx, activityType, args...)
+	if activityType != "Finish" || workflow.IsReplaying(ctx) {
+		return f
+	}
+	return lostAfter{Future: f, lose: func() bool {
+		id := workflow.GetInfo(ctx).WorkflowExecution.ID
+		o.l.mu.Lock()
+		defer o.l.mu.Unlock()
+		if o.l.lost[id] {
+			return false
+		}
+		o.l.lost[id] = true
+		return true
+	}}
+}
+
+// lostAfter is a Finish step's future that, once it answered, fails the workflow task.
+type lostAfter struct {
+	workflow.Future
+	lose func() bool
+}
+
+func (f lostAfter) Get(ctx workflow.Context, out any) error {
+	err := f.Future.Get(ctx, out)
+	if err == nil && f.lose() {
+		panic("test: the workflow task's completion is lost after the operation finished")
+	}
+	return err
+}
+
+func TestLostTaskAfterFinish_EveryOperationReportsItsOwnResult(t *testing.T) {
+	r := newRig(t)
+	t.Parallel()
+	lose := &loseFinishedTask{lost: map[string]bool{}}
+	w := sdkworker.New(r.tc, r.taskQueue, sdkworker.Options{Interceptors: []interceptor.WorkerInterceptor{lose}})
+	worker.Register(w, &activities.Activities{Store: r.store, Catalog: r.cat, Workflows: worker.TemporalWorkflows(r.tc)})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	ctx, g := r.ctx, r.graph
+
+	created, err := r.gc.CreateBranch(ctx, client.CreateBranchRequest{Graph: g, Branch: "feat"})
+	if err != nil || created.Outcome != outcome.Created || created.Native == "" || created.Head == "" || created.Message != "" {
+		t.Fatalf("create: %+v, %v; want created with its native and head", created, err)
+	}
+	feat := r.headOf("feat")
+	r.commitOn(&feat, "t", "v2", time.Now())
+	merged, err := r.gc.Merge(ctx, client.MergeRequest{Graph: g, Source: "feat", Target: "main"})
+	if err != nil || merged.Outcome != outcome.Adopted || merged.Commit == "" || merged.SourceHead != feat.ID.String() ||
+		merged.TargetHead != r.main.ID.String() || merged.Message != "" {
+		t.Fatalf("merge: %+v, %v; want adopted with its commit and heads", merged, err)
+	}
+	written, err := r.gc.WriteTable(ctx, r.inner, client.WriteTableRequest{Graph: g, Branch: "main", Table: "w", Files: writeFiles(t, "w")})
+	if err != nil || written.Outcome != outcome.Done || written.Commit == "" || written.Version == "" || written.Objects != 1 || written.Message != "" {
+		t.Fatalf("write: %+v, %v; want done with its commit and version", written, err)
+	}
+	tag, err := r.gc.CreateTag(ctx, client.CreateTagRequest{Graph: g, Name: "before", Commit: r.main.ID.String()})
+	if err != nil || tag.Outcome != outcome.Created || tag.Commit != r.main.ID.String() || tag.Message != "" {
+		t.Fatalf("create tag: %+v, %v; want created naming its commit", tag, err)
+	}
+	restored, err := r.gc.Restore(ctx, client.RestoreRequest{Graph: g, Branch: "main", ToCommit: r.main.ID.String(), NoBackup: true})
+	if err != nil || restored.Outcome != outcome.Done || restored.Commit == "" || restored.PreviousHead != written.Commit || restored.Message != "" {
+		t.Fatalf("restore: %+v, %v; want done with its commit and the head it replaced", restored, err)
+	}
+	untagged, err := r.gc.DeleteTag(ctx, client.DeleteTagRequest{Graph: g, Name: "before"})
+	if err != nil || untagged.Outcome != outcome.Deleted || untagged.Commit != r.main.ID.String() || untagged.Message != "" {
+		t.Fatalf("delete tag: %+v, %v; want deleted naming its commit", untagged, err)
+	}
+	deleted, err := r.gc.DeleteBranch(ctx, client.DeleteBranchRequest{Graph: g, Branch: "feat"})
+	if err != nil || deleted.Outcome != outcome.Deleted || deleted.Native != created.Native || deleted.Message != "" {
+		t.Fatalf("delete: %+v, %v; want deleted naming the incarnation", deleted, err)
+	}
+	lose.mu.Lock()
+	defer lose.mu.Unlock()
+	if len(lose.lost) != 7 {
+		t.Fatalf("lost the finishing task of %d operations, want 7: %v", len(lose.lost), lose.lost)
+	}
+}
