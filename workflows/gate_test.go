@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -133,9 +134,15 @@ func (r *gateRig) verdict(w client.MergeWait, pass bool, msg string) {
 	r.t.Helper()
 	for _, c := range w.Checks {
 		if c.Name == checkGated {
-			if err := r.tc.SignalWorkflow(r.ctx, c.WorkflowID, "", "verdict", contract.CheckResult{Pass: pass, Message: msg}); err != nil {
-				r.t.Fatalf("signal check: %v", err)
-			}
+			// The wait names a check as the merge starts it: its workflow may not exist yet.
+			r.waitFor("check "+c.WorkflowID+" to start", time.Minute, func() bool {
+				err := r.tc.SignalWorkflow(r.ctx, c.WorkflowID, "", "verdict", contract.CheckResult{Pass: pass, Message: msg})
+				var notFound *serviceerror.NotFound
+				if err != nil && !errors.As(err, &notFound) {
+					r.t.Fatalf("signal check: %v", err)
+				}
+				return err == nil
+			})
 			return
 		}
 	}
