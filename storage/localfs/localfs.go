@@ -13,7 +13,8 @@
 //     link(2), which never replaces an existing file.
 //   - Writes are durable and all-or-nothing: a temp file in the target's
 //     directory is fsynced, linked or renamed into place, and the directory
-//     fsynced. A crash can leave a temp file, never listed.
+//     fsynced — by one fsync that began after the link, which puts into the
+//     same directory at once share. A crash can leave a temp file, never listed.
 //   - ETag is the quoted hex MD5 of the bytes (multipart objects too);
 //     LastModified is the mtime. A conditional Put hashes the bytes on disk;
 //     Head and List may use an ETag cached in an extended attribute while the
@@ -60,6 +61,8 @@ type Store struct {
 	root string
 	// stripes let only one goroutine per lock file wait in flock(2).
 	stripes [lockStripes]sync.Mutex
+	// dirs coalesces the directory fsyncs of puts into one directory.
+	dirs dirSyncs
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -137,7 +140,7 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, opts storage.P
 	if err := place(op, key, tmp, path, opts.IfNoneMatch); err != nil {
 		return storage.PutResult{}, err
 	}
-	if err := syncDir(dir); err != nil {
+	if err := s.dirs.sync(dir); err != nil {
 		return storage.PutResult{}, newError(op, key, storage.CodeAmbiguous, fmt.Errorf("sync directory after commit: %w", err))
 	}
 	return storage.PutResult{ETag: etag}, nil
