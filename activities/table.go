@@ -490,8 +490,8 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 		if o, msg, err := a.pinAndRecord(ctx, in.Owner, in.Graph, keyPins(catalog.ObjectTableVersion, vp.Keys()...), nil); err != nil || o != "" {
 			return PlanCommitResult{Outcome: o, Message: msg}, err
 		}
-		if len(vp.Chunks) > maxPreChunks {
-			// Too many to carry in the publish's record (a staged append): write them now.
+		if chunkBytes(vp.Chunks) > maxPreChunkBytes {
+			// Too large to carry in the publish's record (a staged append): write them now.
 			if err := g.PutChunks(ctx, vp.Chunks); err != nil {
 				if errors.Is(err, storage.ErrRefused) {
 					return end(outcome.Refused, "write the appended version's chunks: %v", err)
@@ -566,9 +566,10 @@ func (a *Activities) ownPendingCommit(ctx context.Context, o Owner, graphName st
 	return own, true, nil
 }
 
-// maxPreChunks is the most manifest chunks an append's publish carries in its record (the
-// ledger's pending write); an append of more writes them in the plan.
-const maxPreChunks = 16
+// maxPreChunkBytes bounds the manifest chunks an append's publish carries in its record
+// (the ledger's pending write, and the steps' inputs); an append of more writes them in
+// the plan.
+const maxPreChunkBytes = 1 << 20
 
 // TableImport is an object of the store registered in a table by reference (docs/format.md
 // "Zero-copy import"), with the size and ETag a HEAD gave the client; graft never writes it.
@@ -884,4 +885,12 @@ func (a *Activities) writeObjects(ctx context.Context, graphName, table, opID st
 	}
 	s, o, msg, err := a.readStaged(ctx, graphName, table, opID, e.Staged)
 	return s.objects, s, o, msg, err
+}
+
+// chunkBytes is the bytes of chunks.
+func chunkBytes(chunks []graph.Chunk) (n int) {
+	for _, c := range chunks {
+		n += len(c.Body)
+	}
+	return n
 }

@@ -17,11 +17,23 @@ import (
 )
 
 // Version is every control object's "format"; another is an UnsupportedFormatError, read no further.
-const Version = 2
+const Version = 3
 
-// MaxObjectSize bounds every encoded control object (64 KiB), keeping every
-// conditional PUT's failure a clean 412 and every read cheap.
+// MaxObjectSize bounds every encoded control object but a map's chunks (64 KiB),
+// keeping every conditional PUT's failure a clean 412 and every read cheap.
 const MaxObjectSize = 64 << 10
+
+// MaxChunkSize bounds a map's chunk (map_leaf, map_node): 512 KiB, so a big table
+// is a few large chunks rather than many small ones, each still one request.
+const MaxChunkSize = 512 << 10
+
+// maxSize is the bound of an encoded object of kind.
+func maxSize(kind Kind) int {
+	if kind == KindMapLeaf || kind == KindMapNode {
+		return MaxChunkSize
+	}
+	return MaxObjectSize
+}
 
 // Kind names the type of a control object; it is the object's "kind" field.
 type Kind string
@@ -75,8 +87,8 @@ func (f fieldSet) has(name string) bool {
 // object, version, no duplicate keys or nulls, kind, exact field names) and
 // returns the top-level fields.
 func decodeEnvelope(b []byte, kind Kind, fields fieldSet) (map[string]json.RawMessage, error) {
-	if len(b) > MaxObjectSize {
-		return nil, &TooLargeError{Kind: kind, What: "encoded size in bytes", Size: int64(len(b)), Limit: MaxObjectSize}
+	if len(b) > maxSize(kind) {
+		return nil, &TooLargeError{Kind: kind, What: "encoded size in bytes", Size: int64(len(b)), Limit: int64(maxSize(kind))}
 	}
 	if !utf8.Valid(b) {
 		return nil, malformed(kind, "", "invalid UTF-8")
@@ -168,7 +180,7 @@ func unmarshalWire(kind Kind, b []byte, wire any) error {
 	return nil
 }
 
-// encodeWire marshals a value's wire struct, unless invalid (Validate's error), within MaxObjectSize.
+// encodeWire marshals a value's wire struct, unless invalid (Validate's error), within its kind's bound.
 func encodeWire(kind Kind, invalid error, wire any) ([]byte, error) {
 	if invalid != nil {
 		return nil, invalid
@@ -177,8 +189,8 @@ func encodeWire(kind Kind, invalid error, wire any) ([]byte, error) {
 	if err != nil {
 		return nil, &MalformedError{Kind: kind, Reason: "encode", Err: err}
 	}
-	if len(b) > MaxObjectSize {
-		return nil, &TooLargeError{Kind: kind, What: "encoded size in bytes", Size: int64(len(b)), Limit: MaxObjectSize}
+	if len(b) > maxSize(kind) {
+		return nil, &TooLargeError{Kind: kind, What: "encoded size in bytes", Size: int64(len(b)), Limit: int64(maxSize(kind))}
 	}
 	return b, nil
 }

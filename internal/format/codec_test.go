@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -180,13 +181,13 @@ func TestDecode_RejectsEachViolation_WithTypedError(t *testing.T) {
 		{"empty input", commit, "", ``, ``, ErrMalformed, "empty input"},
 		{"not an object", commit, `[1]`, ``, ``, ErrMalformed, "not a JSON object"},
 		{"bare null", commit, `null`, ``, ``, ErrMalformed, "not a JSON object"},
-		{"truncated", commit, `{"format":2`, ``, ``, ErrMalformed, "invalid JSON"},
+		{"truncated", commit, `{"format":3`, ``, ``, ErrMalformed, "invalid JSON"},
 		{"trailing object", tag, golden(t, "tag") + `{}`, ``, ``, ErrMalformed, "trailing data"},
 		{"trailing garbage", tag, golden(t, "tag") + ` x`, ``, ``, ErrMalformed, "invalid JSON"},
 		{"invalid utf-8", tag, golden(t, "tag"), "release/v1", "release/\xff", ErrMalformed, "invalid UTF-8"},
-		{"format missing", tag, golden(t, "tag"), `"format":2,`, ``, ErrMalformed, `"format": missing`},
-		{"format string", tag, golden(t, "tag"), `"format":2`, `"format":"2"`, ErrMalformed, "not an integer"},
-		{"format float", tag, golden(t, "tag"), `"format":2`, `"format":2.0`, ErrMalformed, "not an integer"},
+		{"format missing", tag, golden(t, "tag"), `"format":3,`, ``, ErrMalformed, `"format": missing`},
+		{"format string", tag, golden(t, "tag"), `"format":3`, `"format":"2"`, ErrMalformed, "not an integer"},
+		{"format float", tag, golden(t, "tag"), `"format":3`, `"format":3.0`, ErrMalformed, "not an integer"},
 		{"wrong kind", commit, golden(t, "tag"), ``, ``, ErrMalformed, `is "tag", want "commit"`},
 		{"unknown field", tag, golden(t, "tag"), `"op":`, `"extra":"x","op":`, ErrMalformed, `"extra": unknown field`},
 		{"case-variant field", tag, golden(t, "tag"), `"op":`, `"OP":`, ErrMalformed, `"OP": unknown field`},
@@ -231,7 +232,7 @@ func TestDecode_RejectsEachViolation_WithTypedError(t *testing.T) {
 		{"bad sha", version, golden(t, "table_version"), sampleSHA, strings.ToUpper(sampleSHA), ErrMalformed, "hex"},
 		{"entry name dot segment", leaf, golden(t, "manifest_leaf"), `"raw/2025/03/04/events.parquet"`, `"raw/../events.parquet"`, ErrMalformed, `".."`},
 		{"entries unsorted", leaf, golden(t, "manifest_leaf"), `"part-00001.parquet"`, `"000-first"`, ErrMalformed, "strictly ascending"},
-		{"empty leaf", leaf, `{"format":2,"kind":"map_leaf","map":"manifest","entries":[]}`, ``, ``, ErrMalformed, "at least one entry"},
+		{"empty leaf", leaf, `{"format":3,"kind":"map_leaf","map":"manifest","entries":[]}`, ``, ``, ErrMalformed, "at least one entry"},
 		{"wrong map kind", leaf, golden(t, "pins_leaf"), ``, ``, ErrMalformed, `is "pins", want "manifest"`},
 		{"entry extra field", leaf, golden(t, "manifest_leaf"), `"size":0,`, `"size":0,"Size":0,`, ErrMalformed, "unknown field"},
 		{"lineage entry without digest", lineage, golden(t, "lineage_leaf"), `,"digest":"ff060000000000000000000000000000"`, ``, ErrMalformed, `digest": missing`},
@@ -286,9 +287,9 @@ func TestDecode_AnotherFormatVersion_IsUnsupportedFormatNamingIt_ForEveryKind(t 
 		{"manifest_node", KindMapNode, func(b []byte) error { _, err := ManifestMap.DecodeNode(b); return err }},
 	}
 	for _, d := range decoders {
-		for _, version := range []int64{0, 1, 3, 7} {
+		for _, version := range []int64{0, 1, 2, 7} {
 			t.Run(fmt.Sprintf("%s/format_%d", d.golden, version), func(t *testing.T) {
-				in := strings.Replace(golden(t, d.golden), `"format":2`, fmt.Sprintf(`"format":%d,"field_of_that_version":{"x":null}`, version), 1)
+				in := strings.Replace(golden(t, d.golden), `"format":3`, fmt.Sprintf(`"format":%d,"field_of_that_version":{"x":null}`, version), 1)
 				err := d.decode([]byte(in))
 				var ue *UnsupportedFormatError
 				if !errors.Is(err, ErrUnsupportedFormat) || !errors.As(err, &ue) || ue.Version != version || ue.Want != Version || ue.Kind != d.kind {
@@ -380,11 +381,14 @@ func itoa3(i int) string {
 
 // The boundary rule is part of the format: these keys split where they split.
 func TestBoundaryAfter_IsFixed(t *testing.T) {
-	var hits []string
+	var hits, manifest []string
 	for i := 0; i < 2000; i++ {
 		k := "part-" + itoa3(i)
-		if BoundaryAfter(0, k) {
+		if PinsMap.BoundaryAfter(0, k) {
 			hits = append(hits, k)
+		}
+		if ManifestMap.BoundaryAfter(0, k) {
+			manifest = append(manifest, k)
 		}
 	}
 	want := goldenBoundaries(t)
@@ -394,8 +398,17 @@ func TestBoundaryAfter_IsFixed(t *testing.T) {
 	if n := len(hits); n < 5 || n > 40 {
 		t.Fatalf("%d boundaries in 2000 keys, want about %d", n, 2000/MapBoundaryModulus)
 	}
-	if BoundaryAfter(0, "part-0007") == BoundaryAfter(1, "part-0007") && BoundaryAfter(0, "x") == BoundaryAfter(1, "x") &&
-		BoundaryAfter(0, hits[0]) == BoundaryAfter(1, hits[0]) && BoundaryAfter(0, hits[1]) == BoundaryAfter(1, hits[1]) {
+	// A manifest's modulus is a multiple of the others': its boundaries are some of theirs.
+	if n := len(manifest); n < 1 || n > 12 {
+		t.Fatalf("%d manifest boundaries in 2000 keys, want about %d", n, 2000/ManifestBoundaryModulus)
+	}
+	for _, k := range manifest {
+		if !slices.Contains(hits, k) {
+			t.Fatalf("manifest boundary %s is not a pins boundary", k)
+		}
+	}
+	if PinsMap.BoundaryAfter(0, "part-0007") == PinsMap.BoundaryAfter(1, "part-0007") && PinsMap.BoundaryAfter(0, "x") == PinsMap.BoundaryAfter(1, "x") &&
+		PinsMap.BoundaryAfter(0, hits[0]) == PinsMap.BoundaryAfter(1, hits[0]) && PinsMap.BoundaryAfter(0, hits[1]) == PinsMap.BoundaryAfter(1, hits[1]) {
 		t.Fatalf("levels do not change the boundary hash")
 	}
 }
@@ -406,7 +419,7 @@ func goldenBoundaries(t *testing.T) string {
 	if *update {
 		var hits []string
 		for i := 0; i < 2000; i++ {
-			if k := "part-" + itoa3(i); BoundaryAfter(0, k) {
+			if k := "part-" + itoa3(i); PinsMap.BoundaryAfter(0, k) {
 				hits = append(hits, k)
 			}
 		}

@@ -12,6 +12,7 @@
 //     unknown, duplicate, missing or null field, no trailing data, valid UTF-8
 //     and fields; anything else is a typed error naming field and reason.
 //   - Whatever decodes re-encodes to bytes that decode to an equal value.
-//   - Every control object is at most MaxObjectSize bytes, both ways.
+//   - Every control object is at most MaxObjectSize bytes, a map's chunk at
+//     most MaxChunkSize, both ways.
 //   - No key builder makes a key that is another key's prefix plus '/'.
 package format

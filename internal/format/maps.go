@@ -38,25 +38,38 @@ const (
 	// encoding to at most MapInlineMaxBytes (the JSON array included).
 	MapInlineMaxEntries = 64
 	MapInlineMaxBytes   = 8 << 10
-	MapBoundaryModulus  = 128  // the expected items per chunk (see BoundaryAfter)
-	MaxMapLevel         = 40   // bounds a node's level (a leaf is level 0)
-	MaxEntryNameLen     = 1024 // bounds a manifest entry's name and an external key
-	MaxETagLen          = 256  // bounds an external object's ETag
+	// The expected items per chunk (see BoundaryAfter): a manifest's, and a pins or
+	// lineage map's.
+	ManifestBoundaryModulus = 512
+	MapBoundaryModulus      = 128
+	MaxMapLevel             = 40   // bounds a node's level (a leaf is level 0)
+	MaxEntryNameLen         = 1024 // bounds a manifest entry's name and an external key
+	MaxETagLen              = 256  // bounds an external object's ETag
 )
 
-// BoundaryAfter reports whether a chunk at level ends after the item with key
-// (a node's child's last key): when the first 8 bytes of SHA-256(
-// "graft-map-boundary" 0x00 level key), little-endian, are 0 modulo
-// MapBoundaryModulus. A chunk also ends before an item that would take it over
-// MaxObjectSize, and at the end of the map; nothing else ends a chunk.
-func BoundaryAfter(level int, key string) bool {
+// BoundaryAfter reports whether a chunk of this map at level ends after the item
+// with key (a node's child's last key): when boundaryHash(level, key) is 0
+// modulo ManifestBoundaryModulus for a manifest, MapBoundaryModulus for pins and
+// lineage. A chunk also ends before an item that would take it over
+// MaxChunkSize, and at the end of the map; nothing else ends a chunk.
+func (m MapSpec[E]) BoundaryAfter(level int, key string) bool {
+	modulus := uint64(MapBoundaryModulus)
+	if m.Kind == MapManifest {
+		modulus = ManifestBoundaryModulus
+	}
+	return boundaryHash(level, key)%modulus == 0
+}
+
+// boundaryHash is the first 8 bytes of SHA-256("graft-map-boundary" 0x00 level
+// key), little-endian.
+func boundaryHash(level int, key string) uint64 {
 	h := sha256.New()
 	h.Write([]byte("graft-map-boundary\x00"))
 	h.Write([]byte{byte(level)})
 	h.Write([]byte(key))
 	var sum [sha256.Size]byte
 	h.Sum(sum[:0])
-	return binary.LittleEndian.Uint64(sum[:8])%MapBoundaryModulus == 0
+	return binary.LittleEndian.Uint64(sum[:8])
 }
 
 // ManifestEntry is one entry of a table version: a named data object, either

@@ -29,8 +29,9 @@ type Chunk struct {
 // maxKey sorts after every valid key (0xff never occurs in UTF-8).
 const maxKey = "\xff"
 
-// chunkCacheSize bounds the decoded chunks a mapReader keeps.
-const chunkCacheSize = 2048
+// chunkCacheSize bounds the decoded chunks a mapReader keeps: 512 manifest leaves
+// hold about 260,000 entries.
+const chunkCacheSize = 512
 
 // mapReader reads, checks and caches chunks of one map kind; concurrency-safe.
 type mapReader[E any] struct {
@@ -97,7 +98,7 @@ func (r *mapReader[E]) chunk(ctx context.Context, h format.Hash) (decodedChunk[E
 }
 
 // builder is the streaming chunker: entries go in in key order, and chunks
-// end where format.BoundaryAfter or the size cap says; levels[k] holds the
+// end where the map's BoundaryAfter or the size cap says; levels[k] holds the
 // pending items of level k (entries at 0, child refs above).
 type builder[E any] struct {
 	spec   format.MapSpec[E]
@@ -183,7 +184,7 @@ func (b *builder[E]) addChild(k int, c format.ChildRef) error {
 // entries, to level k, flushing before it if it would not fit, after it on a boundary.
 func (b *builder[E]) push(k, n int, last string, count int64, add func(*levelBuilder[E])) error {
 	lb := b.level(k)
-	if lb.pending() > 0 && b.overhead(k)+lb.size+1+n > format.MaxObjectSize {
+	if lb.pending() > 0 && b.overhead(k)+lb.size+1+n > format.MaxChunkSize {
 		if err := b.flush(k); err != nil {
 			return err
 		}
@@ -195,7 +196,7 @@ func (b *builder[E]) push(k, n int, last string, count int64, add func(*levelBui
 	lb.size += n
 	lb.count += count
 	lb.received++
-	if format.BoundaryAfter(k, last) {
+	if b.spec.BoundaryAfter(k, last) {
 		return b.flush(k)
 	}
 	return nil
@@ -468,7 +469,7 @@ func (t mapTree[E]) visit(ctx context.Context, b *builder[E], ref format.ChildRe
 	// a key boundary; at the end of the map, which it still is; or, ended
 	// because the next item did not fit, if that item is unchanged.
 	if len(mine) == 0 && level >= 0 && b.fresh(level) &&
-		(format.BoundaryAfter(level, ref.Last) || rightmost || len(rest) == 0 || rest[0].Key > next && next != "") {
+		(t.r.spec.BoundaryAfter(level, ref.Last) || rightmost || len(rest) == 0 || rest[0].Key > next && next != "") {
 		b.count += ref.Count
 		return rest, b.addChild(level+1, ref)
 	}

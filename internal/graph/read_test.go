@@ -149,7 +149,7 @@ func TestReads_BadObjectsAtKnownKeys_SurfaceTypedFormatErrors(t *testing.T) {
 		want error
 	}{
 		{"malformed", func(b []byte) []byte { return append(b, []byte(`{}`)...) }, format.ErrMalformed},
-		{"unknown format", func(b []byte) []byte { return bytes.Replace(b, []byte(`"format":2`), []byte(`"format":3`), 1) }, format.ErrUnsupportedFormat},
+		{"unknown format", func(b []byte) []byte { return bytes.Replace(b, []byte(`"format":3`), []byte(`"format":4`), 1) }, format.ErrUnsupportedFormat},
 		{"oversize", func(b []byte) []byte { return append(b, bytes.Repeat([]byte(" "), format.MaxObjectSize)...) }, format.ErrTooLarge},
 		{"unknown field", func(b []byte) []byte { return bytes.Replace(b, []byte(`"op":`), []byte(`"extra":1,"op":`), 1) }, format.ErrMalformed},
 	}

@@ -242,12 +242,12 @@ func TestReclaimUpload_UnreadableRecord_LeftAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v3 := bytes.Replace(body, []byte(`"format":2`), []byte(`"format":3`), 1)
+	otherFormat := bytes.Replace(body, []byte(`"format":3`), []byte(`"format":4`), 1)
 	elsewhere, err := format.EncodeUpload(format.Upload{ObjectKey: format.ObjectKey("sales", "big", objID(16)), CreatedAt: t0})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for key, b := range map[string][]byte{format.UploadKey("sales", "big", newer): v3, format.UploadKey("sales", "big", other): elsewhere,
+	for key, b := range map[string][]byte{format.UploadKey("sales", "big", newer): otherFormat, format.UploadKey("sales", "big", other): elsewhere,
 		format.UploadsPrefix("sales") + "big/notes.txt": []byte("not a record")} {
 		if _, err := s.Put(ctx, key, b, storage.PutOptions{IfNoneMatch: true}); err != nil {
 			t.Fatal(err)
