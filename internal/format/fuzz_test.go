@@ -3,12 +3,15 @@ package format
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/oklog/ulid/v2"
 
 	"github.com/graftworks/graft/storage"
 )
@@ -282,5 +285,25 @@ func TestFuzzCorpus_ValidSeedsDecodeAndInvalidSeedsFail(t *testing.T) {
 		if valid == 0 || invalid == 0 {
 			t.Errorf("%s: %d valid and %d invalid seeds, want some of each", target, valid, invalid)
 		}
+	}
+}
+
+// A manifest leaf over MaxObjectSize and within MaxChunkSize — as graft writes a big
+// table's — is read by the one-pass reader, not only by the strict decoder.
+func TestReadLeaf_ALeafOverMaxObjectSize_IsReadInOnePass(t *testing.T) {
+	var entries []ManifestEntry
+	for i := 0; i < 1500; i++ {
+		entries = append(entries, ManifestEntry{Name: fmt.Sprintf("part-%05d.parquet", i), Object: ulid.ULID{1, byte(i >> 8), byte(i)},
+			Size: int64(i), SHA256: strings.Repeat("ab", 32)})
+	}
+	b, err := ManifestMap.EncodeLeaf(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) <= MaxObjectSize || len(b) > MaxChunkSize {
+		t.Fatalf("leaf of %d bytes; want one over %d and within %d", len(b), MaxObjectSize, MaxChunkSize)
+	}
+	if got, ok := ManifestMap.readLeaf(b); !ok || !reflect.DeepEqual(got, entries) {
+		t.Fatalf("one-pass reader: ok %v, %d entries; want the %d encoded", ok, len(got), len(entries))
 	}
 }

@@ -25,7 +25,7 @@ func (m MapSpec[E]) leafPrefix() string {
 // readLeaf decodes b if it is a valid leaf of this kind spelled as
 // json.Marshal spells it; false means "ask the strict decoder", never "invalid".
 func (m MapSpec[E]) readLeaf(b []byte) ([]E, bool) {
-	if len(b) > MaxObjectSize || !utf8.Valid(b) {
+	if len(b) > MaxChunkSize || !utf8.Valid(b) {
 		return nil, false
 	}
 	s := leafScanner{b: b}
