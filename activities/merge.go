@@ -124,6 +124,9 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 	if !in.Preview {
 		// A merge commit this operation sent already is recognised before anything is planned.
 		if own, ok, err := a.ownPendingCommit(ctx, owner, in.Graph); err != nil || ok {
+			if own.ended {
+				return PlanMergeResult{Outcome: own.out, Message: own.msg, Recorded: own.recorded}, nil
+			}
 			return PlanMergeResult{Owned: ok, Committed: own.landed, Commit: own.id, Spec: own.spec, Kind: own.spec.Landed,
 				TargetHead: own.parent}, err
 		}

@@ -174,6 +174,9 @@ type PlanRestoreResult struct {
 	// Commit is the restore commit's id, Spec its write.
 	Commit string
 	Spec   WriteSpec
+	// Recorded is the result this run recorded when it finished the operation, found
+	// when the step runs again after that end (docs/operations.md).
+	Recorded json.RawMessage `json:",omitempty"`
 }
 
 // PlanRestore reads the branch's real head, pins it for the backup tag, probes it, and
@@ -188,6 +191,9 @@ func (a *Activities) PlanRestore(ctx context.Context, in PlanRestoreInput) (Plan
 		return end(outcome.Invalid, "target: %v", err)
 	}
 	if own, ok, err := a.ownPendingCommit(ctx, in.Owner, in.Graph); err != nil || ok {
+		if own.ended {
+			return PlanRestoreResult{Outcome: own.out, Message: own.msg, Recorded: own.recorded}, nil
+		}
 		return PlanRestoreResult{Committed: own.landed, Commit: own.id, Head: own.parent, Spec: own.spec}, err
 	}
 	head, o, msg, err := a.readBranchHead(ctx, in.Graph, in.Branch)

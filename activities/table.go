@@ -421,6 +421,9 @@ type PlanCommitResult struct {
 	Spec    WriteSpec // the commit write, with the exact bytes every put and re-issue sends
 	// PendingRecorded: Spec is recorded as the pending write, with the pins of what it names.
 	PendingRecorded bool `json:",omitempty"`
+	// Recorded is the result this run recorded when it finished the operation, found
+	// when the step runs again after that end (docs/operations.md).
+	Recorded json.RawMessage `json:",omitempty"`
 }
 
 // PlanCommit reads the branch's real head (an expected head must be it) and computes the
@@ -436,6 +439,9 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 		return end(outcome.Invalid, "version: %v", err)
 	}
 	if own, ok, err := a.ownPendingCommit(ctx, in.Owner, in.Graph); err != nil || ok {
+		if own.ended {
+			return PlanCommitResult{Outcome: own.out, Message: own.msg, Recorded: own.recorded}, nil
+		}
 		return PlanCommitResult{Committed: own.landed, Commit: own.id, Parent: own.parent, Spec: own.spec}, err
 	}
 	head, out, msg, err := a.readBranchHead(ctx, in.Graph, in.Branch)
@@ -534,6 +540,12 @@ type ownCommit struct {
 	spec       WriteSpec
 	id, parent string // the commit's and its first parent's ids
 	landed     bool
+	// ended: the run finished the operation already (its steps run again after its end
+	// was recorded); out, msg and recorded are that end.
+	ended    bool
+	out      outcome.Outcome
+	msg      string
+	recorded json.RawMessage
 }
 
 // ownPendingCommit finds the commit write this operation recorded as pending, if any, and
@@ -546,6 +558,9 @@ func (a *Activities) ownPendingCommit(ctx context.Context, o Owner, graphName st
 	}
 	if err != nil {
 		return ownCommit{}, false, fmt.Errorf("read operation: %w", err)
+	}
+	if op.State == catalog.OperationDone && op.OwnerRun == o.Run && len(op.Result) > 0 {
+		return ownCommit{ended: true, out: outcome.Outcome(op.Outcome), msg: op.Error, recorded: op.Result}, true, nil
 	}
 	spec, ok := pendingSpec(op)
 	if !ok || op.OwnerRun != o.Run || spec.Graph != graphName || spec.Kind != WritePublish {

@@ -28,6 +28,9 @@ type loseFinishedTask struct {
 	interceptor.WorkerInterceptorBase
 	mu   sync.Mutex
 	lost map[string]bool // workflow ids whose task was failed
+	// meanwhile, when set, runs before the task fails: what another writer does before
+	// the next worker runs the steps again.
+	meanwhile func()
 }
 
 func (l *loseFinishedTask) InterceptWorkflow(ctx workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
@@ -61,6 +64,9 @@ func (o *loseFinishedOutbound) ExecuteLocalActivity(ctx workflow.Context, activi
 			return false
 		}
 		o.l.lost[id] = true
+		if o.l.meanwhile != nil {
+			o.l.meanwhile()
+		}
 		return true
 	}}
 }
@@ -79,16 +85,22 @@ func (f lostAfter) Get(ctx workflow.Context, out any) error {
 	return err
 }
 
+// startLosingWorker starts the rig's worker with lose failing each workflow's finishing task.
+func startLosingWorker(r *rig, lose *loseFinishedTask) {
+	r.t.Helper()
+	w := sdkworker.New(r.tc, r.taskQueue, sdkworker.Options{Interceptors: []interceptor.WorkerInterceptor{lose}})
+	worker.Register(w, &activities.Activities{Store: r.store, Catalog: r.cat, Workflows: worker.TemporalWorkflows(r.tc)})
+	if err := w.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(w.Stop)
+}
+
 func TestLostTaskAfterFinish_EveryOperationReportsItsOwnResult(t *testing.T) {
 	r := newRig(t)
 	t.Parallel()
 	lose := &loseFinishedTask{lost: map[string]bool{}}
-	w := sdkworker.New(r.tc, r.taskQueue, sdkworker.Options{Interceptors: []interceptor.WorkerInterceptor{lose}})
-	worker.Register(w, &activities.Activities{Store: r.store, Catalog: r.cat, Workflows: worker.TemporalWorkflows(r.tc)})
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	startLosingWorker(r, lose)
 	ctx, g := r.ctx, r.graph
 
 	created, err := r.gc.CreateBranch(ctx, client.CreateBranchRequest{Graph: g, Branch: "feat"})
@@ -126,5 +138,29 @@ func TestLostTaskAfterFinish_EveryOperationReportsItsOwnResult(t *testing.T) {
 	defer lose.mu.Unlock()
 	if len(lose.lost) != 7 {
 		t.Fatalf("lost the finishing task of %d operations, want 7: %v", len(lose.lost), lose.lost)
+	}
+}
+
+// Another writer moves the branch after the write finished and before its steps run
+// again: they must not plan a second commit on the new head, nor call the write a conflict.
+func TestLostTaskAfterFinish_BranchMovedMeanwhile_TheWriteReportsItsOwnCommit(t *testing.T) {
+	r := newRig(t)
+	t.Parallel()
+	lose := &loseFinishedTask{lost: map[string]bool{}}
+	lose.meanwhile = func() {
+		head := r.headOf("main")
+		r.commitOn(&head, "other", "another-writer", time.Now())
+	}
+	startLosingWorker(r, lose)
+	written, err := r.gc.WriteTable(r.ctx, r.inner, client.WriteTableRequest{Graph: r.graph, Branch: "main", Table: "w", Files: writeFiles(t, "w")})
+	if err != nil || written.Outcome != outcome.Done || written.Commit == "" || written.Message != "" {
+		t.Fatalf("write: %+v, %v; want done with its commit", written, err)
+	}
+	head := r.headOf("main")
+	if len(head.Parents) != 1 || head.Parents[0].String() != written.Commit || head.Pins["other"].IsZero() {
+		t.Fatalf("main's head %+v; want the other writer's commit on the write's %s, and no second write", head, written.Commit)
+	}
+	if len(lose.lost) != 1 {
+		t.Fatalf("lost %d finishing tasks, want 1", len(lose.lost))
 	}
 }

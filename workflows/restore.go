@@ -88,6 +88,9 @@ func Restore(ctx workflow.Context, in RestoreInput) (RestoreResult, error) {
 			}, &plan); err != nil {
 				return plannedCommit{}, err
 			}
+			if plan.Recorded != nil {
+				r.claimed(false, plan.Recorded)
+			}
 			res.PreviousHead, res.Commit, r.status.Commit = plan.Head, plan.Commit, plan.Commit
 			p := plannedCommit{out: plan.Outcome, msg: plan.Message, committed: plan.Committed, moved: plan.Moved, spec: plan.Spec, success: outcome.Done}
 			if p.out != "" || p.committed || p.moved || plan.BackupTag == "" {

@@ -248,6 +248,9 @@ func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, err
 				ExpectedHead: in.ExpectedHead, Author: in.Author, Message: in.Message, Time: prep.Time,
 				Objects: objs, Edit: edit,
 			}, &plan)
+			if plan.Recorded != nil {
+				r.claimed(false, plan.Recorded)
+			}
 			res.Commit, r.status.Commit = plan.Commit, plan.Commit
 			if plan.Version != "" {
 				res.Version, r.status.Version = plan.Version, plan.Version
