@@ -156,6 +156,28 @@ func (r *stackRig) objects(table string, n int) []format.ManifestEntry {
 	return out
 }
 
+// leafNames returns n ascending entry names after every `every`-th of which, and only
+// there, a manifest leaf ends (format.ManifestMap's boundary rule): a chunking a test
+// can count on.
+func leafNames(n, every int) []string {
+	var out []string
+	for i := 0; len(out) < n; i++ {
+		name := fmt.Sprintf("part-%08d", i)
+		if format.ManifestMap.BoundaryAfter(0, name) == ((len(out)+1)%every == 0) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// named gives entries the names, in order.
+func named(entries []format.ManifestEntry, names []string) []format.ManifestEntry {
+	for i := range entries {
+		entries[i].Name = names[i]
+	}
+	return entries
+}
+
 // version writes a version of table: base's entries with put added and del removed.
 func (r *stackRig) version(table string, base ulid.ULID, put []format.ManifestEntry, del []string) ulid.ULID {
 	r.t.Helper()
@@ -282,7 +304,9 @@ func TestCleanup_SharedChunkKept_UnreferencedChunkSwept_ExternalObjectSurvives(t
 	t.Parallel()
 	eachStackStore(t, func(t *testing.T, r *stackRig) {
 		const table = "events"
-		ents := r.objects(table, 1000)
+		// Four leaves of 30 entries, then ten more: the middle leaves are shared.
+		names := leafNames(130, 30)
+		ents := named(r.objects(table, 120), names[:120])
 		extKey := "landing-" + r.graph + "/part-0.parquet"
 		if _, err := r.store.Put(r.ctx, extKey, []byte("not graft's"), storage.PutOptions{IfNoneMatch: true}); err != nil {
 			t.Fatal(err)
@@ -294,7 +318,7 @@ func TestCleanup_SharedChunkKept_UnreferencedChunkSwept_ExternalObjectSurvives(t
 		v1 := r.version(table, ulid.ULID{}, append(ents, ext...), nil)
 		old := r.appendOn("main", map[string]ulid.ULID{table: v1})
 		// v2: ten appended, the first five removed, the external entry dropped.
-		more := r.objects(table, 10)
+		more := named(r.objects(table, 10), names[120:])
 		del := []string{"imported/part-0.parquet"}
 		for _, e := range ents[:5] {
 			del = append(del, e.Name)
