@@ -226,6 +226,10 @@ func TestDecode_RejectsEachViolation_WithTypedError(t *testing.T) {
 		{"retired ref without retired_op", ref, golden(t, "branch_ref_retired"), `,"retired_op":"op-delete-3"`, ``, ErrMalformed, `"retired_op": empty`},
 		{"fence without reason", ref, golden(t, "branch_ref_fence"), `,"reason":"cleanup"`, ``, ErrMalformed, `"reason": empty`},
 		// Table versions and map chunks.
+		{"counts without a base", version, golden(t, "table_version"), `"op":`, `"added":1,"removed":0,"replaced":0,"op":`, ErrMalformed, `"base": missing beside`},
+		{"base without counts", version, golden(t, "table_version_chunked"), `,"replaced":0`, ``, ErrMalformed, "base without all of"},
+		{"negative count", version, golden(t, "table_version_chunked"), `"removed":2`, `"removed":-2`, ErrMalformed, "negative count"},
+		{"base is the version", version, golden(t, "table_version_chunked"), `"base":"01J000000000000000000VERA1"`, `"base":"01J000000000000000000VERB2"`, ErrMalformed, "the version itself"},
 		{"bytes not the sum", version, golden(t, "table_version"), `"bytes":1333`, `"bytes":1334`, ErrMalformed, "not the total size"},
 		{"entry with both object and external", version, golden(t, "table_version"), `"external":"landing`, `"object":"01J0000000000000000000BJA1","external":"landing`, ErrMalformed, "exactly one of object and external"},
 		{"external without etag", version, golden(t, "table_version"), `,"etag":"\"9a0364b9e99bb480dd25e1f0284c8555\""`, ``, ErrMalformed, "required for an external object"},

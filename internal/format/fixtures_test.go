@@ -122,6 +122,10 @@ func sampleChunkedTableVersion() TableVersion {
 		Bytes:     137438953472000,
 		CreatedAt: sampleTime,
 		Op:        "op-write-2",
+		Base:      versionA,
+		Added:     100,
+		Removed:   2,
+		Replaced:  0,
 	}
 }
 

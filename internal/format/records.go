@@ -205,6 +205,11 @@ type TableVersion struct {
 	Bytes     int64
 	CreatedAt time.Time
 	Op        string
+	// Base, when set, is the version this one was written on, and Added, Removed and
+	// Replaced the entries that differ from it: what a merge adopting this version over
+	// Base reports, without reading Base. Base may have been reclaimed since.
+	Base                     ulid.ULID
+	Added, Removed, Replaced int64
 }
 
 // Len returns the number of entries.
@@ -219,6 +224,11 @@ type tableVersionWire struct {
 	Bytes     int64      `json:"bytes"`
 	CreatedAt string     `json:"created_at"`
 	Op        string     `json:"op"`
+	// Base and the counts are all present or all absent.
+	Base     string `json:"base,omitempty"`
+	Added    *int64 `json:"added,omitempty"`
+	Removed  *int64 `json:"removed,omitempty"`
+	Replaced *int64 `json:"replaced,omitempty"`
 }
 
 // Validate reports the first invalid field of v.
@@ -242,6 +252,12 @@ func (v TableVersion) Validate() error {
 		return malformed(k, "bytes", "negative")
 	case v.Entries.IsInline() && sum != v.Bytes:
 		return malformed(k, "bytes", "not the total size of the entries")
+	case v.Base.IsZero() && v.Added|v.Removed|v.Replaced != 0:
+		return malformed(k, "added", "counts without a base")
+	case v.Base == v.ID:
+		return malformed(k, "base", "the version itself")
+	case v.Added < 0 || v.Removed < 0 || v.Replaced < 0:
+		return malformed(k, "added", "a negative count")
 	}
 	return firstBad(k, fieldCheck{"created_at", checkTime(v.CreatedAt), nil}, fieldCheck{"op", checkOp(v.Op), nil})
 }
@@ -250,8 +266,12 @@ func (v TableVersion) Validate() error {
 func EncodeTableVersion(v TableVersion) ([]byte, error) {
 	const k = KindTableVersion
 	entries, _ := ManifestMap.refWire(k, "entries", v.Entries)
-	return encodeWire(k, v.Validate(), tableVersionWire{Format: Version, Kind: k, Table: v.Table,
-		ID: v.ID.String(), Entries: entries, Bytes: v.Bytes, CreatedAt: FormatTime(v.CreatedAt), Op: v.Op})
+	w := tableVersionWire{Format: Version, Kind: k, Table: v.Table,
+		ID: v.ID.String(), Entries: entries, Bytes: v.Bytes, CreatedAt: FormatTime(v.CreatedAt), Op: v.Op}
+	if !v.Base.IsZero() {
+		w.Base, w.Added, w.Removed, w.Replaced = v.Base.String(), &v.Added, &v.Removed, &v.Replaced
+	}
+	return encodeWire(k, v.Validate(), w)
 }
 
 // DecodeTableVersion strictly decodes a table version.
@@ -277,6 +297,14 @@ func DecodeTableVersion(b []byte) (TableVersion, error) {
 		return TableVersion{}, err
 	}
 	v.CreatedAt = p.time("created_at", w.CreatedAt)
+	switch counts := w.Added != nil && w.Removed != nil && w.Replaced != nil; {
+	case w.Base == "" && (w.Added != nil || w.Removed != nil || w.Replaced != nil):
+		return TableVersion{}, malformed(k, "base", "missing beside added, removed and replaced")
+	case w.Base != "" && !counts:
+		return TableVersion{}, malformed(k, "added", "base without all of added, removed and replaced")
+	case w.Base != "":
+		v.Base, v.Added, v.Removed, v.Replaced = p.ulid("base", w.Base, false), *w.Added, *w.Removed, *w.Replaced
+	}
 	return validated(v, p.err)
 }
 

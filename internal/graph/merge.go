@@ -456,8 +456,13 @@ func (g *Graph) diffVersions(ctx context.Context, table string, a, b ulid.ULID) 
 			return nil, err
 		}
 	}
+	return g.diffRead(ctx, vs[0], vs[1])
+}
+
+// diffRead returns the entries that differ from version a to version b.
+func (g *Graph) diffRead(ctx context.Context, a, b Version) ([]change, error) {
 	var out []change
-	err := walkMaps(ctx, g.manifestOf(vs[0]), g.manifestOf(vs[1]), walkFuncs[format.ManifestEntry]{
+	err := walkMaps(ctx, g.manifestOf(a), g.manifestOf(b), walkFuncs[format.ManifestEntry]{
 		onlyA: func(e format.ManifestEntry) error { out = append(out, change{name: e.Name, old: &e}); return nil },
 		onlyB: func(e format.ManifestEntry) error { out = append(out, change{name: e.Name, new: &e}); return nil },
 		both: func(x, y format.ManifestEntry) error {
@@ -470,9 +475,22 @@ func (g *Graph) diffVersions(ctx context.Context, table string, a, b ulid.ULID) 
 	return out, err
 }
 
-// countChange counts what adopting the source's version changes.
+// countChange counts what adopting the source's version changes: from the source's
+// record when it was written on the target's version, else by diffing the two.
 func (g *Graph) countChange(ctx context.Context, line *TableMerge) error {
-	changes, err := g.diffVersions(ctx, line.Table, line.Target, line.Source)
+	source, err := g.versionOrEmpty(ctx, line.Table, line.Source)
+	if err != nil {
+		return err
+	}
+	if !line.Target.IsZero() && source.Base == line.Target {
+		line.Added, line.Removed, line.Replaced = source.Added, source.Removed, source.Replaced
+		return nil
+	}
+	target, err := g.versionOrEmpty(ctx, line.Table, line.Target)
+	if err != nil {
+		return err
+	}
+	changes, err := g.diffRead(ctx, target, source)
 	if err != nil {
 		return err
 	}

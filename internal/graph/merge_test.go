@@ -439,3 +439,59 @@ func TestCreateAndMergeCost_10kTablesVs4(t *testing.T) {
 		t.Fatalf("merge: %d requests at 4 tables, %d at 10,000", small.merge, large.merge)
 	}
 }
+
+// A version written on another records what changed from it. A merge adopting it over
+// that version reports the counts from the record, without reading the version it
+// replaces; the counts are the diff's, an entry put again unchanged not counted.
+func TestAdoptedTable_CountsFromTheVersionsRecord_SameAsTheDiff(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *faults.Store) {
+		ctx := context.Background()
+		g, _ := mustInitGraph(t, s)
+		var base []format.ManifestEntry
+		for i := 0; i < 200; i++ {
+			base = append(base, objEntry(i))
+		}
+		put := func(n int, baseID ulid.ULID, put []format.ManifestEntry, del []string) ulid.ULID {
+			t.Helper()
+			if _, err := g.PutVersion(ctx, VersionSpec{Table: "events", VersionID: version(n), Base: baseID, Put: put, Delete: del, Time: t0, Op: fmt.Sprintf("op-v%d", n)}); err != nil {
+				t.Fatal(err)
+			}
+			return version(n)
+		}
+		v0 := put(0, ulid.ULID{}, base, nil)
+		mustAppend(t, g, spec("main", 1, map[string]ulid.ULID{"events": v0}))
+		fork := headOf(t, g, "main").Commit
+		if _, err := g.CreateBranch(ctx, ForkSpec{Branch: "feature", Tree: treeFeature, Source: fork.ID.String(), Author: "a", Message: "f", Time: t0, Op: "op-f"}); err != nil {
+			t.Fatal(err)
+		}
+		changed := objEntry(5)
+		changed.Size++
+		edits := []format.ManifestEntry{changed, objEntry(7)} // 7 put again as it is
+		for i := 300; i < 310; i++ {
+			edits = append(edits, objEntry(i))
+		}
+		fv := put(1, v0, edits, []string{objEntry(3).Name})
+		rec, err := g.Version(ctx, "events", fv)
+		if err != nil || rec.Base != v0 || rec.Added != 10 || rec.Removed != 1 || rec.Replaced != 1 {
+			t.Fatalf("the version's record: %+v, %v; want base %s, +10 -1 ~1", rec, err, v0)
+		}
+		diff, err := g.diffVersions(ctx, "events", v0, fv)
+		if err != nil || len(diff) != 12 {
+			t.Fatalf("diff: %d changes, %v; want 12", len(diff), err)
+		}
+		mustAppend(t, g, spec("feature", 2, map[string]ulid.ULID{"events": fv}))
+
+		g2, _ := Open(s, "sales")
+		s.ResetCounts()
+		res, err := g2.Merge(ctx, "feature", "main", MergeSpec{Time: t0, Op: "op-merge"}, "a", "merge feature")
+		if err != nil || len(res.Plan.Tables) != 1 {
+			t.Fatalf("merge: %+v, %v", res.Plan, err)
+		}
+		if l := res.Plan.Tables[0]; l.Action != TableAdopt || l.Added != 10 || l.Removed != 1 || l.Replaced != 1 {
+			t.Fatalf("adopted table %+v; want +10 -1 ~1", l)
+		}
+		if n := s.CountMatching(faults.Rule{Op: faults.OpGet, KeyPrefix: format.TableVersionKey("sales", "events", v0)}).Attempted; n != 0 {
+			t.Fatalf("the merge read the replaced version %d times; the adopted one's record says what changed", n)
+		}
+	})
+}

@@ -183,7 +183,9 @@ func (g *Graph) PlanVersion(ctx context.Context, spec VersionSpec) (VersionPlan,
 			plan.Removed++
 			bytes -= old.Size
 		case had:
-			plan.Replaced++
+			if *e.Entry != old { // the same entry put again changes nothing
+				plan.Replaced++
+			}
 			bytes += e.Entry.Size - old.Size
 		default:
 			plan.Added++
@@ -195,6 +197,9 @@ func (g *Graph) PlanVersion(ctx context.Context, spec VersionSpec) (VersionPlan,
 		return fail(err)
 	}
 	v := format.TableVersion{Table: spec.Table, ID: spec.VersionID, Entries: ref, Bytes: bytes, CreatedAt: spec.Time.UTC(), Op: spec.Op}
+	if !spec.Base.IsZero() {
+		v.Base, v.Added, v.Removed, v.Replaced = spec.Base, plan.Added, plan.Removed, plan.Replaced
+	}
 	body, err := format.EncodeTableVersion(v)
 	if err != nil {
 		return fail(invalidObject(err, map[string]string{"created_at": "Time", "op": "Op"}))
