@@ -151,6 +151,8 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 	if err != nil {
 		return stop(PlanMergeResult{}, outcome.Invalid, "%v", err)
 	}
+	g.KeepCommits() // the plan reads the fork point and the heads more than once
+	g.Keep(src.Commit, dst.Commit)
 	source, target := src.Commit, dst.Commit
 	res := PlanMergeResult{SourceHead: source.ID.String(), TargetHead: target.ID.String()}
 	if target.Op == in.OpID && !in.Preview && len(target.Parents) == 2 {

@@ -26,13 +26,47 @@ func ReadCommit(ctx context.Context, s storage.Store, graph, commitID string) (C
 	return (&Graph{S: s, Name: graph}).Commit(ctx, id)
 }
 
-// Commit reads a commit by id: one GET.
+// Commit reads a commit by id: one GET, none for a commit this Graph keeps (KeepCommits).
 func (g *Graph) Commit(ctx context.Context, id format.CommitID) (Commit, error) {
-	return getDecoded(ctx, g.S, format.CommitIDKey(g.Name, id), "read commit "+id.String(), ErrCommitNotFound,
+	g.mu.Lock()
+	c, kept := g.commits[id]
+	g.mu.Unlock()
+	if kept {
+		return c, nil
+	}
+	c, err := getDecoded(ctx, g.S, format.CommitIDKey(g.Name, id), "read commit "+id.String(), ErrCommitNotFound,
 		format.DecodeCommit, func(c Commit) error {
 			why := "is " + c.ID.String() + ", not the commit its key names"
 			return misnamed(c.ID != id, format.KindCommit, "id", why)
 		})
+	if err == nil {
+		g.Keep(c)
+	}
+	return c, err
+}
+
+// KeepCommits makes g keep every commit it reads or is given (Keep) and answer
+// later reads of them without a request: for one step's reads, where a commit
+// read once need not be read again (a commit's bytes never change), never for a
+// Graph that outlives the step (a kept commit may be reclaimed meanwhile).
+func (g *Graph) KeepCommits() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.commits == nil {
+		g.commits = map[format.CommitID]Commit{}
+	}
+}
+
+// Keep gives g commits read elsewhere (a branch's head), when it keeps commits.
+func (g *Graph) Keep(cs ...Commit) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.commits == nil {
+		return
+	}
+	for _, c := range cs {
+		g.commits[c.ID] = c
+	}
 }
 
 // Pin returns the version of table that c pins, or false.
@@ -55,6 +89,8 @@ type Graph struct {
 
 	mu     sync.Mutex
 	tables map[string]*mapReader[format.ManifestEntry]
+	// commits, when not nil, are the commits read or given (KeepCommits).
+	commits map[format.CommitID]Commit
 }
 
 // Open returns the API of graph on s. It reads nothing.

@@ -220,7 +220,8 @@ func BenchmarkMerge(b *testing.B) {
 //     and its ref (one GET), and each head commit its ref names — 1 LIST,
 //     4 GETs;
 //   - the merge base (graph.Graph.FindBases): the branch's fork point on
-//     main, read twice, as a candidate and as the branch's fork — 2 GETs;
+//     main, read once though it is both a candidate and the branch's fork
+//     (the plan keeps the commits it reads) — 1 GET;
 //   - the tables (graph.Graph.PlanMerge): the two heads' pins maps walked
 //     side by side, reading only the chunks where they differ (each side's
 //     root and its leaves holding the changed tables: 6 chunks), and the
@@ -231,8 +232,8 @@ func BenchmarkMerge(b *testing.B) {
 //     removes and replaces (MergeVersionGets each) — 16 GETs;
 //   - HEAD the branch's head once it is pinned (a cleanup that finished
 //     before the pin may have reclaimed it) — 1 HEAD;
-//   - the branch's head once more, as the merge commit's merged parent
-//     (graph.Graph.PlanAppendOn) — 1 GET;
+//   - the branch's head as the merge commit's merged parent
+//     (graph.Graph.PlanAppendOn): kept from the heads, no request;
 //   - write: the merge commit's new pins chunks, put-if-absent — the leaf
 //     holding the adopted tables, which is the branch's own leaf and so
 //     already stored (a PUT answered 412, then a GET to compare its bytes),
@@ -240,9 +241,9 @@ func BenchmarkMerge(b *testing.B) {
 //   - the merge commit (PUT, put-if-absent) and the swap of main's ref to
 //     it (PUT, If-Match of the ETag the plan read) — 2 PUTs.
 //
-// 31 GETs, 1 LIST, 1 HEAD, 4 PUTs. The history is never read: the base
+// 29 GETs, 1 LIST, 1 HEAD, 4 PUTs. The history is never read: the base
 // comes from the heads' lineages and forks.
-const MergeSuccessPathRequests = 37
+const MergeSuccessPathRequests = 35
 
 // MergeVersionGets is what each table a merge adopts adds to its requests:
 // GETs of the table's version at the target and at the source (the
@@ -256,12 +257,12 @@ const MergeVersionGets = 2
 // tables: the heads (1 LIST, 4 GETs, as a three-way merge's); no base to read (main's head is the branch's fork, already read); the
 // pins walk (each side's root and the leaf holding the changed tables: 4
 // GETs); the 8 adopted tables' versions at main and at the branch (16
-// GETs); HEAD the branch's head once pinned; the branch's head twice more,
-// as the merged parent and as the commit whose pins the merge commit takes
-// (2 GETs); the merge commit (PUT; it names the branch's pins map as it
-// stands, so no chunk is written) and the swap of main's ref (PUT).
-// 26 GETs, 1 LIST, 1 HEAD, 2 PUTs.
-const MergeAdoptSuccessPathRequests = 30
+// GETs); HEAD the branch's head once pinned; the branch's head as the merged
+// parent and as the commit whose pins the merge commit takes (kept from the
+// heads, no request); the merge commit (PUT; it names the branch's pins map
+// as it stands, so no chunk is written) and the swap of main's ref (PUT).
+// 24 GETs, 1 LIST, 1 HEAD, 2 PUTs.
+const MergeAdoptSuccessPathRequests = 28
 
 // mergeRequests is a three-way merge's requests with changed tables
 // adopted: t000… share the leaf of the pins map that t000–t007 are in up
