@@ -483,11 +483,17 @@ func (a *Activities) claim(ctx context.Context, tx pgx.Tx, p catalog.OperationIn
 			c.outcome = outcome.Conflict
 		}
 		c.message = fmt.Sprintf("operation %s already finished (%s): %s", p.ID, op.Outcome, op.Error)
-		if op.OwnerRun == p.Owner && p.Owner != "" && len(op.Result) > 0 {
+		if recordedBy(op, p.Owner) {
 			c.recorded, c.message = op.Result, op.Error
 		}
 	}
 	return c, nil
+}
+
+// recordedBy reports whether run finished op and recorded its result: a step of run
+// that finds it is running again after that end.
+func recordedBy(op catalog.Operation, run string) bool {
+	return op.State == catalog.OperationDone && run != "" && op.OwnerRun == run && len(op.Result) > 0
 }
 
 // reusedMessage is the conflict of an operation id the ledger holds for another request

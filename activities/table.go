@@ -559,7 +559,7 @@ func (a *Activities) ownPendingCommit(ctx context.Context, o Owner, graphName st
 	if err != nil {
 		return ownCommit{}, false, fmt.Errorf("read operation: %w", err)
 	}
-	if op.State == catalog.OperationDone && op.OwnerRun == o.Run && len(op.Result) > 0 {
+	if recordedBy(op, o.Run) {
 		return ownCommit{ended: true, out: outcome.Outcome(op.Outcome), msg: op.Error, recorded: op.Result}, true, nil
 	}
 	spec, ok := pendingSpec(op)

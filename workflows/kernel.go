@@ -392,10 +392,9 @@ func (r *opRun) run(ctx workflow.Context, res result, body func(ctx workflow.Con
 	e, err := body(ctx)
 	if err == nil && r.recorded != nil && json.Unmarshal(r.recorded, res) == nil {
 		// The operation's steps ran again after this run recorded its end (its worker died
-		// before the workflow task completed): it reports the result it recorded.
-		r.status.Outcome, r.status.Pending = e.out, e.msg
-		r.setPhase(ctx, "done", string(e.out))
-		_ = workflow.UpsertTypedSearchAttributes(ctx, searchattr.Outcome.ValueSet(string(e.out)))
+		// before the workflow task completed): it reports the result it recorded. The row
+		// is not this run's to write again (foreign), so finish only reports the end.
+		r.finish(ctx, e, res)
 		return outcomeError(e.out, e.msg, res)
 	}
 	if err == nil {
