@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -206,6 +207,36 @@ func TestFindBases_MatchesBruteForce_OnRandomHistories(t *testing.T) {
 
 func version(n int) ulid.ULID { return vid(1000 + n) }
 
+// putEvents writes version n of table "events": base's entries with put added and del removed.
+func putEvents(t *testing.T, g *Graph, n int, base ulid.ULID, put []format.ManifestEntry, del []string) ulid.ULID {
+	t.Helper()
+	if _, err := g.PutVersion(context.Background(), VersionSpec{Table: "events", VersionID: version(n), Base: base, Put: put,
+		Delete: del, Time: t0, Op: fmt.Sprintf("op-v%d", n)}); err != nil {
+		t.Fatal(err)
+	}
+	return version(n)
+}
+
+// forkEvents writes version 0 of "events" (objects 0..199), commits it to main with the
+// other pins, and forks feature from that commit; it returns version 0.
+func forkEvents(t *testing.T, g *Graph, other map[string]ulid.ULID) ulid.ULID {
+	t.Helper()
+	var base []format.ManifestEntry
+	for i := 0; i < 200; i++ {
+		base = append(base, objEntry(i))
+	}
+	v0 := putEvents(t, g, 0, ulid.ULID{}, base, nil)
+	pins := map[string]ulid.ULID{"events": v0}
+	maps.Copy(pins, other)
+	mustAppend(t, g, spec("main", 1, pins))
+	fork := headOf(t, g, "main").Commit
+	if _, err := g.CreateBranch(context.Background(), ForkSpec{Branch: "feature", Tree: treeFeature, Source: fork.ID.String(),
+		Author: "a", Message: "f", Time: t0, Op: "op-f"}); err != nil {
+		t.Fatal(err)
+	}
+	return v0
+}
+
 // Both sides append to one table: merged, with the union of the objects;
 // a delete on one side of an object the other kept: merged; the same
 // object removed on one side and replaced on the other: a conflict naming
@@ -214,23 +245,7 @@ func TestObjectLevelMerge_OnEveryBackend(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *faults.Store) {
 		ctx := context.Background()
 		g, _ := mustInitGraph(t, s)
-		var base []format.ManifestEntry
-		for i := 0; i < 200; i++ {
-			base = append(base, objEntry(i))
-		}
-		mkVersion := func(n int, baseID ulid.ULID, put []format.ManifestEntry, del []string) ulid.ULID {
-			t.Helper()
-			if _, err := g.PutVersion(ctx, VersionSpec{Table: "events", VersionID: version(n), Base: baseID, Put: put, Delete: del, Time: t0, Op: fmt.Sprintf("op-v%d", n)}); err != nil {
-				t.Fatal(err)
-			}
-			return version(n)
-		}
-		v0 := mkVersion(0, ulid.ULID{}, base, nil)
-		mustAppend(t, g, spec("main", 1, map[string]ulid.ULID{"events": v0, "dims": vid(7)}))
-		fork := headOf(t, g, "main").Commit
-		if _, err := g.CreateBranch(ctx, ForkSpec{Branch: "feature", Tree: treeFeature, Source: fork.ID.String(), Author: "a", Message: "f", Time: t0, Op: "op-f"}); err != nil {
-			t.Fatal(err)
-		}
+		v0 := forkEvents(t, g, map[string]ulid.ULID{"dims": vid(7)})
 		// feature appends 300..309 and deletes object 3; main appends
 		// 400..404 and keeps 3.
 		var fput, mput []format.ManifestEntry
@@ -240,8 +255,8 @@ func TestObjectLevelMerge_OnEveryBackend(t *testing.T) {
 		for i := 400; i < 405; i++ {
 			mput = append(mput, objEntry(i))
 		}
-		fv := mkVersion(1, v0, fput, []string{objEntry(3).Name})
-		mv := mkVersion(2, v0, mput, nil)
+		fv := putEvents(t, g, 1, v0, fput, []string{objEntry(3).Name})
+		mv := putEvents(t, g, 2, v0, mput, nil)
 		mustAppend(t, g, spec("feature", 2, map[string]ulid.ULID{"events": fv}))
 		mustAppend(t, g, spec("main", 3, map[string]ulid.ULID{"events": mv}))
 		mspec := MergeSpec{NewVersionID: func(table string) ulid.ULID { return version(50) }, Time: t0.Add(time.Hour), Op: "op-merge"}
@@ -275,8 +290,8 @@ func TestObjectLevelMerge_OnEveryBackend(t *testing.T) {
 		// Now a real conflict: object 10 removed on feature, replaced on main.
 		repl := objEntry(10)
 		repl.Size = 999
-		fv2 := mkVersion(3, fv, nil, []string{objEntry(10).Name})
-		mv2 := mkVersion(4, version(50), []format.ManifestEntry{repl}, nil)
+		fv2 := putEvents(t, g, 3, fv, nil, []string{objEntry(10).Name})
+		mv2 := putEvents(t, g, 4, version(50), []format.ManifestEntry{repl}, nil)
 		mustAppend(t, g, spec("feature", 4, map[string]ulid.ULID{"events": fv2}))
 		mustAppend(t, g, spec("main", 5, map[string]ulid.ULID{"events": mv2}))
 		before := headOf(t, g, "main").Commit.ID
@@ -447,30 +462,14 @@ func TestAdoptedTable_CountsFromTheVersionsRecord_SameAsTheDiff(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *faults.Store) {
 		ctx := context.Background()
 		g, _ := mustInitGraph(t, s)
-		var base []format.ManifestEntry
-		for i := 0; i < 200; i++ {
-			base = append(base, objEntry(i))
-		}
-		put := func(n int, baseID ulid.ULID, put []format.ManifestEntry, del []string) ulid.ULID {
-			t.Helper()
-			if _, err := g.PutVersion(ctx, VersionSpec{Table: "events", VersionID: version(n), Base: baseID, Put: put, Delete: del, Time: t0, Op: fmt.Sprintf("op-v%d", n)}); err != nil {
-				t.Fatal(err)
-			}
-			return version(n)
-		}
-		v0 := put(0, ulid.ULID{}, base, nil)
-		mustAppend(t, g, spec("main", 1, map[string]ulid.ULID{"events": v0}))
-		fork := headOf(t, g, "main").Commit
-		if _, err := g.CreateBranch(ctx, ForkSpec{Branch: "feature", Tree: treeFeature, Source: fork.ID.String(), Author: "a", Message: "f", Time: t0, Op: "op-f"}); err != nil {
-			t.Fatal(err)
-		}
+		v0 := forkEvents(t, g, nil)
 		changed := objEntry(5)
 		changed.Size++
 		edits := []format.ManifestEntry{changed, objEntry(7)} // 7 put again as it is
 		for i := 300; i < 310; i++ {
 			edits = append(edits, objEntry(i))
 		}
-		fv := put(1, v0, edits, []string{objEntry(3).Name})
+		fv := putEvents(t, g, 1, v0, edits, []string{objEntry(3).Name})
 		rec, err := g.Version(ctx, "events", fv)
 		if err != nil || rec.Base != v0 || rec.Added != 10 || rec.Removed != 1 || rec.Replaced != 1 {
 			t.Fatalf("the version's record: %+v, %v; want base %s, +10 -1 ~1", rec, err, v0)
