@@ -146,20 +146,27 @@ func resultOfFailure[R any](err error) (R, bool) {
 	return res, true
 }
 
-// workflowError fills e, which names the run, from the failure err.
+// workflowError fills e, which names the run, from the failure err. The run timed
+// out only when its own failure is a timeout: a step that timed out, its attempts
+// spent, failed the run, and the step is named as the cause.
 func workflowError(e *WorkflowError, err error) error {
 	e.Status, e.Err = "failed", err
+	own := err
+	var wee *temporal.WorkflowExecutionError
+	if errors.As(err, &wee) {
+		own = wee.Unwrap()
+	}
 	var (
 		te *temporal.TerminatedError
 		ce *temporal.CanceledError
-		to *temporal.TimeoutError
 	)
+	to, timedOut := own.(*temporal.TimeoutError)
 	switch {
 	case errors.As(err, &te):
 		e.Status = "terminated"
 	case errors.As(err, &ce):
 		e.Status = "canceled"
-	case errors.As(err, &to):
+	case timedOut:
 		e.Status, e.Cause = "timed_out", to.Error()
 	default:
 		e.Cause = rootCause(err)

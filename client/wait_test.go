@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	sdkclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
@@ -129,6 +130,34 @@ func TestCreateBranch_WorkflowFails_ReturnsAtOnceWithTheFailure(t *testing.T) {
 	// The wait did not poll hot: queries back off from 50ms to at most 5s.
 	if q := s.calls.queries.Load(); q > 10 {
 		t.Fatalf("%d status queries in %s", q, took)
+	}
+}
+
+// TestWorkflowError_AStepThatTimedOut_FailedTheRun: a step whose every attempt
+// timed out fails its run; the caller is told the run failed, naming the step and
+// its timeout, not that the run itself timed out.
+func TestWorkflowError_AStepThatTimedOut_FailedTheRun(t *testing.T) {
+	const step = "graft.SlowStep"
+	s := newStubStack(t, func(w sdkworker.Worker) {
+		w.RegisterActivityWithOptions(func(ctx context.Context) error {
+			<-ctx.Done()
+			return ctx.Err()
+		}, activity.RegisterOptions{Name: step})
+		registerCreate(w, func(ctx workflow.Context, in workflows.CreateBranchInput) (workflows.CreateBranchResult, error) {
+			ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 200 * time.Millisecond,
+				RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}})
+			return workflows.CreateBranchResult{}, workflow.ExecuteActivity(ctx, step).Get(ctx, nil)
+		})
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := s.client(Options{PollInterval: 50 * time.Millisecond}).CreateBranch(ctx, CreateBranchRequest{Graph: "g", Branch: "slow"})
+	var we *WorkflowError
+	if !errors.As(err, &we) {
+		t.Fatalf("err %v (%T), want a *WorkflowError", err, err)
+	}
+	if we.Status != "failed" || !strings.Contains(we.Cause, step) || !strings.Contains(we.Cause, "StartToClose") {
+		t.Fatalf("workflow error %+v, want failed naming %s and its StartToClose timeout", we, step)
 	}
 }
 
