@@ -382,6 +382,7 @@ func (g *Graph) PlanMerge(ctx context.Context, source, target Commit, bases Base
 		plan.PinsFrom = source.ID
 		plan.SetPins = nil
 	}
+	var adopted []int // lines adopted, counted once all are classified
 	for i := range lines {
 		line := &lines[i]
 		for j, b := range bases.Bases {
@@ -400,9 +401,15 @@ func (g *Graph) PlanMerge(ctx context.Context, source, target Commit, bases Base
 		if err := g.classify(ctx, line, &plan, spec); err != nil {
 			return MergePlan{}, fmt.Errorf("plan merge: table %s: %w", line.Table, err)
 		}
-		if line.Action == TableConflict {
+		switch line.Action {
+		case TableConflict:
 			plan.Conflicts++
+		case TableAdopt:
+			adopted = append(adopted, i)
 		}
+	}
+	if err := g.countChanges(ctx, lines, adopted); err != nil {
+		return MergePlan{}, fmt.Errorf("plan merge: %w", err)
 	}
 	plan.Tables = lines
 	if plan.Conflicts > 0 {
@@ -421,7 +428,7 @@ func (g *Graph) classify(ctx context.Context, line *TableMerge, plan *MergePlan,
 				plan.SetPins[line.Table] = line.Source
 			}
 		}
-		return g.countChange(ctx, line)
+		return nil
 	}
 	switch {
 	case plan.Relation == RelationAdoptable:
@@ -473,6 +480,23 @@ func (g *Graph) diffRead(ctx context.Context, a, b Version) ([]change, error) {
 		},
 	})
 	return out, err
+}
+
+// mergeReads bounds the adopted tables a merge counts at once. Each count is a
+// version read or two, independent of the others: read one after another, they
+// made a merge's time grow with the tables it adopts by a store round trip each.
+const mergeReads = 8
+
+// countChanges counts what adopting each of lines[adopted] changes, mergeReads
+// at a time.
+func (g *Graph) countChanges(ctx context.Context, lines []TableMerge, adopted []int) error {
+	return bounded.EachErr(len(adopted), mergeReads, func(i int) error {
+		line := &lines[adopted[i]]
+		if err := g.countChange(ctx, line); err != nil {
+			return fmt.Errorf("table %s: %w", line.Table, err)
+		}
+		return nil
+	})
 }
 
 // countChange counts what adopting the source's version changes: from the source's
