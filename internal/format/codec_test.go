@@ -57,6 +57,7 @@ func codecs() []codec {
 		{"table_version", sampleTableVersion(), func() ([]byte, error) { return EncodeTableVersion(sampleTableVersion()) }, decodeVersion},
 		{"table_version_chunked", sampleChunkedTableVersion(), func() ([]byte, error) { return EncodeTableVersion(sampleChunkedTableVersion()) }, decodeVersion},
 		{"manifest_leaf", sampleEntries(), func() ([]byte, error) { return ManifestMap.EncodeLeaf(sampleEntries()) }, func(b []byte) (any, error) { return ManifestMap.DecodeLeaf(b) }},
+		{"pins_leaf_counted", sampleCountedPins(), func() ([]byte, error) { return PinsMap.EncodeLeaf(sampleCountedPins()) }, func(b []byte) (any, error) { return PinsMap.DecodeLeaf(b) }},
 		{"pins_leaf", sampleCommit().Pins.Entries, func() ([]byte, error) { return PinsMap.EncodeLeaf(sampleCommit().Pins.Entries) }, func(b []byte) (any, error) { return PinsMap.DecodeLeaf(b) }},
 		{"lineage_leaf", sampleLineage(), func() ([]byte, error) { return LineageMap.EncodeLeaf(sampleLineage()) }, func(b []byte) (any, error) { return LineageMap.DecodeLeaf(b) }},
 		{"manifest_node", sampleManifestNode(), func() ([]byte, error) { return ManifestMap.EncodeNode(sampleManifestNode()) }, func(b []byte) (any, error) { return ManifestMap.DecodeNode(b) }},
@@ -163,6 +164,7 @@ func TestDecode_RejectsEachViolation_WithTypedError(t *testing.T) {
 	version := func(b string) error { _, err := DecodeTableVersion([]byte(b)); return err }
 	leaf := func(b string) error { _, err := ManifestMap.DecodeLeaf([]byte(b)); return err }
 	lineage := func(b string) error { _, err := LineageMap.DecodeLeaf([]byte(b)); return err }
+	pins := func(b string) error { _, err := PinsMap.DecodeLeaf([]byte(b)); return err }
 	node := func(b string) error { _, err := ManifestMap.DecodeNode([]byte(b)); return err }
 	commit := func(b string) error { _, err := DecodeCommit([]byte(b)); return err }
 	graph := func(b string) error { _, err := DecodeGraph([]byte(b)); return err }
@@ -239,6 +241,10 @@ func TestDecode_RejectsEachViolation_WithTypedError(t *testing.T) {
 		{"empty leaf", leaf, `{"format":3,"kind":"map_leaf","map":"manifest","entries":[]}`, ``, ``, ErrMalformed, "at least one entry"},
 		{"wrong map kind", leaf, golden(t, "pins_leaf"), ``, ``, ErrMalformed, `is "pins", want "manifest"`},
 		{"entry extra field", leaf, golden(t, "manifest_leaf"), `"size":0,`, `"size":0,"Size":0,`, ErrMalformed, "unknown field"},
+		{"pin counts without a base", pins, golden(t, "pins_leaf"), `"version":"01J000000000000000000VERA1"`, `"version":"01J000000000000000000VERA1","added":1,"removed":0,"replaced":0`, ErrMalformed, `base": missing beside`},
+		{"pin base without counts", pins, golden(t, "pins_leaf_counted"), `,"replaced":2`, ``, ErrMalformed, "base without all of"},
+		{"pin negative count", pins, golden(t, "pins_leaf_counted"), `"removed":1`, `"removed":-1`, ErrMalformed, "negative count"},
+		{"pin base is the version", pins, golden(t, "pins_leaf_counted"), `"base":"01J000000000000000000VERA1"`, `"base":"01J000000000000000000VERB2"`, ErrMalformed, "the version itself"},
 		{"lineage entry without digest", lineage, golden(t, "lineage_leaf"), `,"digest":"ff060000000000000000000000000000"`, ``, ErrMalformed, `digest": missing`},
 		{"node level 0", node, golden(t, "manifest_node"), `"level":1`, `"level":0`, ErrMalformed, "level"},
 		{"node children unsorted", node, golden(t, "manifest_node"), `"part-00300.parquet"`, `"part-00001.parquet"`, ErrMalformed, "strictly ascending"},

@@ -159,3 +159,9 @@ func mustEncode(t *testing.T) func([]byte, error) []byte {
 		return b
 	}
 }
+
+// sampleCountedPins is a pins leaf whose second entry carries the counts of its
+// change from another version.
+func sampleCountedPins() []PinEntry {
+	return []PinEntry{{Table: "customers", Version: versionA}, PinEntry{Table: "orders", Version: versionB}.Change(versionA, 3, 1, 2)}
+}

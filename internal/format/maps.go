@@ -96,6 +96,19 @@ func (e ManifestEntry) IsExternal() bool { return e.External != "" }
 type PinEntry struct {
 	Table   string
 	Version ulid.ULID
+	// Base, when set, is another version of the table, and Added, Removed and Replaced
+	// the entries that differ from it to Version: what a merge adopting Version over a
+	// target that pins Base reports, without reading either version. The commit that
+	// set the pin counted them; Base may have been reclaimed since.
+	Base                     ulid.ULID
+	Added, Removed, Replaced int64
+}
+
+// Change returns the pin with its counts from base: e.Version's entries differ from
+// base's by added new names, removed dropped ones and replaced changed ones.
+func (e PinEntry) Change(base ulid.ULID, added, removed, replaced int64) PinEntry {
+	e.Base, e.Added, e.Removed, e.Replaced = base, added, removed, replaced
+	return e
 }
 
 // LineageEntry is one entry of a commit's lineage: the id of the highest
@@ -232,28 +245,81 @@ var PinsMap = MapSpec[PinEntry]{
 		if err := ValidateTableName(e.Table); err != nil {
 			return "table", err.Error()
 		}
-		return "version", whyIf(e.Version.IsZero(), "zero ULID")
+		switch {
+		case e.Version.IsZero():
+			return "version", "zero ULID"
+		case e.Base.IsZero() && e.Added|e.Removed|e.Replaced != 0:
+			return "added", "counts without a base"
+		case e.Base == e.Version:
+			return "base", "the version itself"
+		case e.Added < 0 || e.Removed < 0 || e.Replaced < 0:
+			return "added", "a negative count"
+		}
+		return "", ""
 	},
-	wire:      func(e PinEntry) any { return pinEntryWire{Table: e.Table, Version: e.Version.String()} },
+	wire: func(e PinEntry) any {
+		w := pinEntryWire{Table: e.Table, Version: e.Version.String()}
+		if !e.Base.IsZero() {
+			w.Base, w.Added, w.Removed, w.Replaced = e.Base.String(), &e.Added, &e.Removed, &e.Replaced
+		}
+		return w
+	},
 	fields:    fieldsOf[pinEntryWire](),
 	decodeAll: decodeAll(pinFromWire),
 	append: func(b []byte, e PinEntry) []byte {
 		b = appendString(append(b, `{"table":`...), e.Table)
-		return append(appendString(append(b, `,"version":`...), e.Version.String()), '}')
+		b = appendString(append(b, `,"version":`...), e.Version.String())
+		if !e.Base.IsZero() {
+			b = appendString(append(b, `,"base":`...), e.Base.String())
+			b = strconv.AppendInt(append(b, `,"added":`...), e.Added, 10)
+			b = strconv.AppendInt(append(b, `,"removed":`...), e.Removed, 10)
+			b = strconv.AppendInt(append(b, `,"replaced":`...), e.Replaced, 10)
+		}
+		return append(b, '}')
 	},
 	scan: scanWith(func(s *leafScanner, w *pinEntryWire) bool {
-		return s.need(`{"table":`) && s.str(&w.Table) && s.need(`,"version":`) && s.str(&w.Version) && s.need("}")
+		if !s.need(`{"table":`) || !s.str(&w.Table) || !s.need(`,"version":`) || !s.str(&w.Version) {
+			return false
+		}
+		if s.need(`,"base":`) {
+			w.Added, w.Removed, w.Replaced = new(int64), new(int64), new(int64)
+			if !s.str(&w.Base) || !s.need(`,"added":`) || !s.int(w.Added) || !s.need(`,"removed":`) || !s.int(w.Removed) ||
+				!s.need(`,"replaced":`) || !s.int(w.Replaced) {
+				return false
+			}
+		}
+		return s.need("}")
 	}, pinFromWire),
 }
 
 func pinFromWire(w pinEntryWire) (PinEntry, string, error) {
 	v, err := ParseULID(w.Version)
-	return PinEntry{Table: w.Table, Version: v}, "version", err
+	if err != nil {
+		return PinEntry{}, "version", err
+	}
+	e := PinEntry{Table: w.Table, Version: v}
+	switch counts := w.Added != nil && w.Removed != nil && w.Replaced != nil; {
+	case w.Base == "" && (w.Added != nil || w.Removed != nil || w.Replaced != nil):
+		return PinEntry{}, "base", errors.New("missing beside added, removed and replaced")
+	case w.Base != "" && !counts:
+		return PinEntry{}, "added", errors.New("base without all of added, removed and replaced")
+	case w.Base != "":
+		if e.Base, err = ParseULID(w.Base); err != nil {
+			return PinEntry{}, "base", err
+		}
+		e.Added, e.Removed, e.Replaced = *w.Added, *w.Removed, *w.Replaced
+	}
+	return e, "", nil
 }
 
 type pinEntryWire struct {
 	Table   string `json:"table"`
 	Version string `json:"version"`
+	// Base and the counts are all present or all absent.
+	Base     string `json:"base,omitempty"`
+	Added    *int64 `json:"added,omitempty"`
+	Removed  *int64 `json:"removed,omitempty"`
+	Replaced *int64 `json:"replaced,omitempty"`
 }
 
 // LineageMap is the map of a commit's lineage.
