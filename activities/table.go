@@ -509,8 +509,15 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 		edited, version = &vp, vp.Version.ID
 	}
 	author, message := cmp.Or(in.Author, "graft"), cmp.Or(in.Message, fmt.Sprintf("write table %s version %s", in.Table, version))
+	var changes map[string]graph.Change
+	if edited != nil {
+		if c, ok := graph.ChangeOf(edited.Version); ok {
+			// The pin records the edit's counts from the head's version, for merges.
+			changes = map[string]graph.Change{in.Table: c}
+		}
+	}
 	plan, err := g.PlanAppendOn(ctx, head, graph.CommitSpec{Branch: in.Branch, ExpectedHead: in.ExpectedHead,
-		SetPins: map[string]ulid.ULID{in.Table: version}, Author: author, Message: message, Time: in.Time.UTC(), Op: in.Owner.OpID})
+		SetPins: map[string]ulid.ULID{in.Table: version}, Changes: changes, Author: author, Message: message, Time: in.Time.UTC(), Op: in.Owner.OpID})
 	var stale *graph.StaleHeadError
 	switch {
 	case errors.As(err, &stale):

@@ -727,12 +727,22 @@ func TestWriteTable_AppendRemoveImport(t *testing.T) {
 		r.report("main", res.Commit)
 		return res
 	}
-	write(client.WriteTableRequest{Files: writeFiles(t, "a", "b")})
+	whole := write(client.WriteTableRequest{Files: writeFiles(t, "a", "b")})
 	first := r.entryNames(r.branchHead("main").Commit, "u")
 	write(client.WriteTableRequest{Files: writeFiles(t, "c"), Append: true})
 	appended := r.entryNames(r.branchHead("main").Commit, "u")
 	if len(appended) != 3 || appended[0] != first[0] || appended[1] != first[1] {
 		t.Fatalf("after append: %v; want %v plus one", appended, first)
+	}
+	// The append's pin records what it changed from the version it was written on.
+	var pin format.PinEntry
+	if err := r.g.EachPin(r.ctx, r.branchHead("main").Commit, func(p format.PinEntry) error {
+		if p.Table == "u" {
+			pin = p
+		}
+		return nil
+	}); err != nil || pin.Base.String() != whole.Version || pin.Added != 1 || pin.Removed != 0 || pin.Replaced != 0 {
+		t.Fatalf("the append's pin %+v, %v; want base %s, +1 -0 ~0", pin, err, whole.Version)
 	}
 	res := write(client.WriteTableRequest{Remove: []string{first[0]}})
 	if got := r.entryNames(r.branchHead("main").Commit, "u"); len(got) != 2 || got[0] != first[1] {

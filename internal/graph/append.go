@@ -18,6 +18,9 @@ type CommitSpec struct {
 	ExpectedHead string
 	PinsFrom     string
 	SetPins      map[string]ulid.ULID
+	// Changes, optional, gives for tables of SetPins what the version changes from
+	// another version of the table: the pin carries it (format.PinEntry).
+	Changes      map[string]Change
 	DropPins     []string
 	MergedParent string
 	RestoredFrom string
@@ -25,6 +28,21 @@ type CommitSpec struct {
 	Message      string
 	Time         time.Time
 	Op           string
+}
+
+// Change is what a version of a table changes from another version of it, Base:
+// the entries it adds, removes and replaces. A pin records it beside the version, so
+// a merge adopting the version into a branch that pins Base reports the counts
+// without reading either version.
+type Change struct {
+	Base                     ulid.ULID
+	Added, Removed, Replaced int64
+}
+
+// ChangeOf returns v's change from its base, as its record states it; ok is false
+// for a version written without a base.
+func ChangeOf(v format.TableVersion) (c Change, ok bool) {
+	return Change{Base: v.Base, Added: v.Added, Removed: v.Removed, Replaced: v.Replaced}, !v.Base.IsZero()
 }
 
 // commitParamFields maps commit JSON fields to the CommitSpec fields behind them.
@@ -74,6 +92,17 @@ func (spec CommitSpec) check() error {
 		}
 		if v.IsZero() {
 			return invalidf("SetPins", "table %s: zero version ULID", table)
+		}
+	}
+	for table, c := range spec.Changes {
+		v, ok := spec.SetPins[table]
+		switch {
+		case !ok:
+			return invalidf("Changes", "table %s is not set", table)
+		case c.Base.IsZero() || c.Base == v:
+			return invalidf("Changes", "table %s: the base is zero, or the version itself", table)
+		case c.Added < 0 || c.Removed < 0 || c.Replaced < 0:
+			return invalidf("Changes", "table %s: a negative count", table)
 		}
 	}
 	for _, table := range spec.DropPins {
@@ -142,6 +171,9 @@ func (g *Graph) PlanAppendOn(ctx context.Context, head Head, spec CommitSpec) (A
 	var edits []mapEdit[format.PinEntry] // apply sorts them
 	for table, v := range spec.SetPins {
 		e := format.PinEntry{Table: table, Version: v}
+		if c, ok := spec.Changes[table]; ok {
+			e = e.Change(c.Base, c.Added, c.Removed, c.Replaced)
+		}
 		edits = append(edits, mapEdit[format.PinEntry]{Key: table, Entry: &e})
 	}
 	for _, table := range spec.DropPins {

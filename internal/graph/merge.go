@@ -298,6 +298,8 @@ type TableMerge struct {
 	Conflicts                []ObjectConflict
 	ConflictCount            int64
 	Why                      string
+
+	sourcePin format.PinEntry // the source's pin of the table, with the change it records
 }
 
 // MergeSpec parameterises PlanMerge: NewVersionID mints each table merged at
@@ -319,6 +321,7 @@ type MergePlan struct {
 	Unchanged int64
 	Conflicts int
 	SetPins   map[string]ulid.ULID
+	Changes   map[string]Change // of SetPins, from the target's versions
 	DropPins  []string
 	PinsFrom  format.CommitID
 	Versions  []VersionPlan
@@ -331,7 +334,7 @@ func (p MergePlan) Writes() bool {
 
 // Spec returns the merge commit's spec on the target's head.
 func (p MergePlan) Spec(target Head, source Commit, author, message string, at time.Time, op string) CommitSpec {
-	sp := CommitSpec{Branch: target.Logical, ExpectedHead: target.Commit.ID.String(), SetPins: p.SetPins, DropPins: p.DropPins,
+	sp := CommitSpec{Branch: target.Logical, ExpectedHead: target.Commit.ID.String(), SetPins: p.SetPins, Changes: p.Changes, DropPins: p.DropPins,
 		MergedParent: source.ID.String(), Author: author, Message: message, Time: at, Op: op}
 	if !p.PinsFrom.IsZero() {
 		sp.PinsFrom = p.PinsFrom.String()
@@ -344,7 +347,7 @@ func (p MergePlan) Spec(target Head, source Commit, author, message string, at t
 // merged object by object, objects both changed differently conflicting. It
 // reads the chunks in which the versions differ and writes nothing.
 func (g *Graph) PlanMerge(ctx context.Context, source, target Commit, bases BaseSearch, spec MergeSpec) (MergePlan, error) {
-	plan := MergePlan{Relation: bases.Relation, SetPins: map[string]ulid.ULID{}}
+	plan := MergePlan{Relation: bases.Relation, SetPins: map[string]ulid.ULID{}, Changes: map[string]Change{}}
 	for _, b := range bases.Bases {
 		plan.Bases = append(plan.Bases, b.ID)
 	}
@@ -358,7 +361,7 @@ func (g *Graph) PlanMerge(ctx context.Context, source, target Commit, bases Base
 	var lines []TableMerge
 	err := walkMaps(ctx, g.pinsOf(source), g.pinsOf(target), walkFuncs[format.PinEntry]{
 		onlyA: func(e format.PinEntry) error {
-			lines = append(lines, TableMerge{Table: e.Table, Source: e.Version})
+			lines = append(lines, TableMerge{Table: e.Table, Source: e.Version, sourcePin: e})
 			return nil
 		},
 		onlyB: func(e format.PinEntry) error {
@@ -369,7 +372,7 @@ func (g *Graph) PlanMerge(ctx context.Context, source, target Commit, bases Base
 			if a.Version == b.Version {
 				plan.Unchanged++
 			} else {
-				lines = append(lines, TableMerge{Table: a.Table, Source: a.Version, Target: b.Version})
+				lines = append(lines, TableMerge{Table: a.Table, Source: a.Version, Target: b.Version, sourcePin: a})
 			}
 			return nil
 		},
@@ -380,7 +383,7 @@ func (g *Graph) PlanMerge(ctx context.Context, source, target Commit, bases Base
 	}
 	if bases.Relation == RelationAdoptable {
 		plan.PinsFrom = source.ID
-		plan.SetPins = nil
+		plan.SetPins, plan.Changes = nil, nil
 	}
 	var adopted []int // lines adopted, counted once all are classified
 	for i := range lines {
@@ -411,9 +414,17 @@ func (g *Graph) PlanMerge(ctx context.Context, source, target Commit, bases Base
 	if err := g.countChanges(ctx, lines, adopted); err != nil {
 		return MergePlan{}, fmt.Errorf("plan merge: %w", err)
 	}
+	for _, i := range adopted {
+		// The merge commit's pin of an adopted version records what it changes from the
+		// target's, as counted: a later merge of the target into a branch still on that
+		// version reads neither.
+		if line := lines[i]; plan.SetPins[line.Table] == line.Source && !line.Source.IsZero() && !line.Target.IsZero() {
+			plan.Changes[line.Table] = Change{Base: line.Target, Added: line.Added, Removed: line.Removed, Replaced: line.Replaced}
+		}
+	}
 	plan.Tables = lines
 	if plan.Conflicts > 0 {
-		plan.SetPins, plan.DropPins, plan.PinsFrom, plan.Versions = nil, nil, format.CommitID{}, nil
+		plan.SetPins, plan.Changes, plan.DropPins, plan.PinsFrom, plan.Versions = nil, nil, nil, format.CommitID{}, nil
 	}
 	return plan, nil
 }
@@ -500,8 +511,13 @@ func (g *Graph) countChanges(ctx context.Context, lines []TableMerge, adopted []
 }
 
 // countChange counts what adopting the source's version changes: from the source's
-// record when it was written on the target's version, else by diffing the two.
+// pin, or else its record, when either counted it from the target's version; else by
+// diffing the two.
 func (g *Graph) countChange(ctx context.Context, line *TableMerge) error {
+	if p := line.sourcePin; !line.Target.IsZero() && p.Base == line.Target {
+		line.Added, line.Removed, line.Replaced = p.Added, p.Removed, p.Replaced
+		return nil
+	}
 	source, err := g.versionOrEmpty(ctx, line.Table, line.Source)
 	if err != nil {
 		return err
@@ -592,9 +608,12 @@ func (g *Graph) mergeObjects(ctx context.Context, line *TableMerge, plan *MergeP
 	}
 	plan.Versions = append(plan.Versions, vp)
 	if plan.SetPins == nil {
-		plan.SetPins = map[string]ulid.ULID{}
+		plan.SetPins, plan.Changes = map[string]ulid.ULID{}, map[string]Change{}
 	}
 	plan.SetPins[line.Table] = edit.VersionID
+	if c, ok := ChangeOf(vp.Version); ok {
+		plan.Changes[line.Table] = c
+	}
 	return nil
 }
 

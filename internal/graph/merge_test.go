@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -493,4 +494,120 @@ func TestAdoptedTable_CountsFromTheVersionsRecord_SameAsTheDiff(t *testing.T) {
 			t.Fatalf("the merge read the replaced version %d times; the adopted one's record says what changed", n)
 		}
 	})
+}
+
+// pinOf returns c's pin of table, with the change it records.
+func pinOf(t *testing.T, g *Graph, c Commit, table string) format.PinEntry {
+	t.Helper()
+	var pin format.PinEntry
+	if err := g.EachPin(context.Background(), c, func(p format.PinEntry) error {
+		if p.Table == table {
+			pin = p
+		}
+		return nil
+	}); err != nil || pin.Table == "" {
+		t.Fatalf("pin of %s at %s: %+v, %v", table, c.ID, pin, err)
+	}
+	return pin
+}
+
+// A commit that pins an edit records, beside the pin, what the edit changed from the
+// version it was written on. A merge adopting that version into a branch still on it
+// counts from the pin and reads neither version; a three-way merge's commit pins the
+// version it adopts with the counts it made, so merging onwards reads none either.
+func TestAdoptedTable_CountsFromThePin_NeitherVersionRead_AndTheMergeCommitKeepsThem(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *faults.Store) {
+		ctx := context.Background()
+		g, _ := mustInitGraph(t, s)
+		other := func(n int) ulid.ULID {
+			if _, err := g.PutVersion(ctx, VersionSpec{Table: "other", VersionID: vid(n), Put: []format.ManifestEntry{objEntry(n)},
+				Time: t0, Op: fmt.Sprintf("op-o%d", n)}); err != nil {
+				t.Fatal(err)
+			}
+			return vid(n)
+		}
+		v0 := forkEvents(t, g, map[string]ulid.ULID{"other": other(7)})
+		changed := objEntry(5)
+		changed.Size++
+		edits := []format.ManifestEntry{changed}
+		for i := 300; i < 310; i++ {
+			edits = append(edits, objEntry(i))
+		}
+		fv := putEvents(t, g, 1, v0, edits, []string{objEntry(3).Name})
+		rec, err := g.Version(ctx, "events", fv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, ok := ChangeOf(rec)
+		if !ok || c != (Change{Base: v0, Added: 10, Removed: 1, Replaced: 1}) {
+			t.Fatalf("the version's change: %+v, %v", c, ok)
+		}
+		sp := spec("feature", 2, map[string]ulid.ULID{"events": fv})
+		sp.Changes = map[string]Change{"events": c}
+		mustAppend(t, g, sp)
+		if p := pinOf(t, g, headOf(t, g, "feature").Commit, "events"); p != (format.PinEntry{Table: "events", Version: fv}).Change(v0, 10, 1, 1) {
+			t.Fatalf("feature's pin %+v does not carry the edit's change", p)
+		}
+		mustAppend(t, g, spec("main", 3, map[string]ulid.ULID{"other": other(8)})) // a three-way merge
+
+		versionGets := func() int {
+			n := 0
+			for _, v := range []ulid.ULID{v0, fv} {
+				n += s.CountMatching(faults.Rule{Op: faults.OpGet, KeyPrefix: format.TableVersionKey("sales", "events", v)}).Attempted
+			}
+			return n
+		}
+		s.ResetCounts()
+		g2, _ := Open(s, "sales")
+		res, err := g2.Merge(ctx, "feature", "main", MergeSpec{Time: t0, Op: "op-merge"}, "a", "merge feature")
+		if err != nil || res.Plan.Relation != RelationDiverged || len(res.Plan.Tables) != 2 {
+			t.Fatalf("merge: %+v, %v", res.Plan, err)
+		}
+		if l := res.Plan.Tables[0]; l.Table != "events" || l.Action != TableAdopt || l.Added != 10 || l.Removed != 1 || l.Replaced != 1 {
+			t.Fatalf("adopted table %+v; want +10 -1 ~1", l)
+		}
+		if n := versionGets(); n != 0 {
+			t.Fatalf("the merge read a version of events %d times; the pin says what changed", n)
+		}
+		merged := headOf(t, g, "main").Commit
+		if p := pinOf(t, g, merged, "events"); p.Base != v0 || p.Added != 10 || p.Removed != 1 || p.Replaced != 1 {
+			t.Fatalf("the merge commit's pin %+v does not carry the adopted change", p)
+		}
+
+		// main, merged, into a branch forked before the merge: adopts events over v0 again.
+		if _, err := g.CreateBranch(ctx, ForkSpec{Branch: "late", Tree: vid(900), Source: res.Search.Bases[0].ID.String(),
+			Author: "a", Message: "f", Time: t0, Op: "op-late"}); err != nil {
+			t.Fatal(err)
+		}
+		s.ResetCounts()
+		res, err = g2.Merge(ctx, "main", "late", MergeSpec{Time: t0, Op: "op-merge-2"}, "a", "merge main")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range res.Plan.Tables {
+			if l.Table == "events" && (l.Action != TableAdopt || l.Added != 10 || l.Removed != 1 || l.Replaced != 1) {
+				t.Fatalf("adopted again: %+v; want +10 -1 ~1", l)
+			}
+		}
+		if n := versionGets(); n != 0 {
+			t.Fatalf("merging onwards read a version of events %d times", n)
+		}
+	})
+}
+
+// A commit's change must name a table it sets, from another version, with counts of
+// zero or more.
+func TestCommitSpec_ChangeOfATableNotSet_OrFromItself_IsInvalid(t *testing.T) {
+	for name, c := range map[string]map[string]Change{
+		"not set":        {"orders": {Base: vid(1), Added: 1}},
+		"from itself":    {"events": {Base: vid(2), Added: 1}},
+		"zero base":      {"events": {Added: 1}},
+		"negative count": {"events": {Base: vid(1), Removed: -1}},
+	} {
+		sp := spec("main", 1, map[string]ulid.ULID{"events": vid(2)})
+		sp.Changes = c
+		if err := sp.check(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
 }
