@@ -69,6 +69,27 @@ func (b *graphFixture) putVersion(tb testing.TB, table string, body []byte) ulid
 	return v.Version.ID
 }
 
+// editVersion writes a version of table on version base: base's entries and one
+// new object. It returns the version's id and its change from base.
+func (b *graphFixture) editVersion(tb testing.TB, table string, base ulid.ULID) (ulid.ULID, graph.Change) {
+	tb.Helper()
+	ctx := context.Background()
+	body := []byte("edit")
+	up, err := graph.UploadObject(ctx, b.g.S, b.g.Name, table, ulid.Make(), bytes.NewReader(body), int64(len(body)), graph.UploadOptions{})
+	if err != nil {
+		tb.Fatalf("upload object of %s: %v", table, err)
+	}
+	v, err := b.g.PutVersion(ctx, graph.VersionSpec{Table: table, VersionID: ulid.Make(), Base: base, Put: []format.ManifestEntry{up.Entry}, Time: b.at, Op: "edit"})
+	if err != nil {
+		tb.Fatalf("put version of %s on %s: %v", table, base, err)
+	}
+	c, ok := graph.ChangeOf(v.Version)
+	if !ok {
+		tb.Fatalf("version %s of %s records no change from %s", v.Version.ID, table, base)
+	}
+	return v.Version.ID, c
+}
+
 // spec is a commit on branch setting pins (nil: a commit that changes
 // nothing), with the next operation id.
 func (b *graphFixture) spec(branch string, pins map[string]ulid.ULID) graph.CommitSpec {
@@ -90,7 +111,15 @@ func (b *graphFixture) head(tb testing.TB, branch string) graph.Head {
 // the head the ref names, write, swap the ref).
 func (b *graphFixture) commit(tb testing.TB, branch string, pins map[string]ulid.ULID) {
 	tb.Helper()
-	if _, err := b.g.Append(context.Background(), b.spec(branch, pins)); err != nil {
+	b.commitChanges(tb, branch, pins, nil)
+}
+
+// commitChanges is commit with the pins recording changes.
+func (b *graphFixture) commitChanges(tb testing.TB, branch string, pins map[string]ulid.ULID, changes map[string]graph.Change) {
+	tb.Helper()
+	sp := b.spec(branch, pins)
+	sp.Changes = changes
+	if _, err := b.g.Append(context.Background(), sp); err != nil {
 		tb.Fatalf("append to %s: %v", branch, err)
 	}
 }

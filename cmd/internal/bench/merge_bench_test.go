@@ -31,6 +31,10 @@ type mergeStack struct {
 	*createStack
 	alt map[ulid.ULID]ulid.ULID // version → the table's other version
 	seq int
+	// edits makes a branch change each table by an edit of its version (a version
+	// written on it, one object added, its pin recording the change), as an append
+	// does, instead of toggling between two whole versions.
+	edits bool
 }
 
 func newMergeStack(tb testing.TB) *mergeStack {
@@ -55,20 +59,24 @@ func newMergeStackFrom(tb testing.TB, cs *createStack) *mergeStack {
 }
 
 // appendCommits appends depth commits that change nothing to branch, then
-// one that toggles tables, straight to the store.
+// one that toggles tables (or edits them: st.edits), straight to the store.
 func (st *mergeStack) appendCommits(tb testing.TB, branch string, depth int, tables []string) {
 	tb.Helper()
 	st.built.appendMany(tb, branch, depth)
 	head := st.built.head(tb, branch)
-	pins := map[string]ulid.ULID{}
+	pins, changes := map[string]ulid.ULID{}, map[string]graph.Change{}
 	for _, t := range tables {
 		v, ok, err := st.built.g.Pin(context.Background(), head.Commit, t)
 		if err != nil || !ok {
 			tb.Fatalf("pin of %s on %s: %v %v", t, branch, ok, err)
 		}
-		pins[t] = st.alt[v]
+		if st.edits {
+			pins[t], changes[t] = st.built.editVersion(tb, t, v)
+		} else {
+			pins[t] = st.alt[v]
+		}
 	}
-	st.built.commit(tb, branch, pins)
+	st.built.commitChanges(tb, branch, pins, changes)
 }
 
 // changedTables names the first n tables.
@@ -235,15 +243,14 @@ func BenchmarkMerge(b *testing.B) {
 //   - the branch's head as the merge commit's merged parent
 //     (graph.Graph.PlanAppendOn): kept from the heads, no request;
 //   - write: the merge commit's new pins chunks, put-if-absent — the leaf
-//     holding the adopted tables, which is the branch's own leaf and so
-//     already stored (a PUT answered 412, then a GET to compare its bytes),
-//     and a new root (a PUT) — 2 PUTs, 1 GET;
+//     holding the adopted tables, whose pins record what each adoption
+//     changes from main's version, and a new root — 2 PUTs;
 //   - the merge commit (PUT, put-if-absent) and the swap of main's ref to
 //     it (PUT, If-Match of the ETag the plan read) — 2 PUTs.
 //
-// 29 GETs, 1 LIST, 1 HEAD, 4 PUTs. The history is never read: the base
+// 28 GETs, 1 LIST, 1 HEAD, 4 PUTs. The history is never read: the base
 // comes from the heads' lineages and forks.
-const MergeSuccessPathRequests = 35
+const MergeSuccessPathRequests = 34
 
 // MergeVersionGets is what each table a merge adopts adds to its requests:
 // GETs of the table's version at the target and at the source (the
@@ -263,6 +270,21 @@ const MergeVersionGets = 2
 // as it stands, so no chunk is written) and the swap of main's ref (PUT).
 // 24 GETs, 1 LIST, 1 HEAD, 2 PUTs.
 const MergeAdoptSuccessPathRequests = 28
+
+// MergeEditsRequests is a three-way merge of the same shape whose branch
+// changed its tables by edits (appends, removals: each a version written on
+// the one the branch pinned), whatever the number changed: each pin records
+// what its edit changed, so no version is read — the heads (1 LIST, 4 GETs),
+// the base (1 GET), the pins walk (7 GETs), HEAD the branch's head; then the
+// leaf holding the adopted tables, now the branch's own leaf byte for byte
+// (a PUT answered 412, a GET to compare), the new root, the merge commit and
+// the ref swap (4 PUTs). 13 GETs, 1 LIST, 1 HEAD, 4 PUTs.
+const MergeEditsRequests = 19
+
+// MergeAdoptEditsRequests is a merge into an unmoved main of a branch that
+// edited 8 of 121 tables: MergeAdoptSuccessPathRequests without the 16
+// version GETs. 8 GETs, 1 LIST, 1 HEAD, 2 PUTs.
+const MergeAdoptEditsRequests = 12
 
 // mergeRequests is a three-way merge's requests with changed tables
 // adopted: t000… share the leaf of the pins map that t000–t007 are in up
@@ -303,6 +325,28 @@ func TestMerge_RequestsPerMerge_SameAcrossDepthAndChangedTables(t *testing.T) {
 		}
 		if n := totalRequests(st.store); n != MergeAdoptSuccessPathRequests {
 			t.Errorf("merge into an unmoved main: %d requests (%v), want %d", n, st.store.Counts(), MergeAdoptSuccessPathRequests)
+		}
+	}
+
+	// Tables changed by edits: each pin records its change, and the merge reads no version.
+	st.edits = true
+	for _, shape := range []struct{ depth, changed int }{{0, 1}, {0, 8}, {0, 29}, {64, 8}} {
+		source := st.prepare(t, shape.depth, shape.changed)
+		st.store.ResetCounts()
+		st.mergeOnce(t, source, shape.changed)
+		got := target{Store: st.store}.sent()
+		if sum(got) != MergeEditsRequests {
+			t.Errorf("edits, depth %d, %d changed: %d requests (%v), want %d", shape.depth, shape.changed, sum(got), got, MergeEditsRequests)
+		}
+	}
+	for range 2 {
+		source := st.prepareUnmoved(t, 8)
+		st.store.ResetCounts()
+		if err := st.mergeEngine(source, workflows.OutcomeAdopted); err != nil {
+			t.Fatal(err)
+		}
+		if n := totalRequests(st.store); n != MergeAdoptEditsRequests {
+			t.Errorf("edits, into an unmoved main: %d requests (%v), want %d", n, st.store.Counts(), MergeAdoptEditsRequests)
 		}
 	}
 }
