@@ -165,38 +165,52 @@ func (st *mergeStack) mergeRawOp(source string, want outcome.Outcome) error {
 // Temporal floor, interleaved in two passes of one run, one at a time, in a
 // graph of 121 tables with 8 changed on the branch, with main's
 // history 0, 64 and 10,000 commits deep (the targets ask for the time at
-// depth 64 and 10,000 within 1.2 × depth 0's). Each merge's branch — forked
+// depth 64 and 10,000 within 1.2 × depth 0's), the branch writing whole
+// versions of its tables; and at depth 0 the branch editing them, each pin
+// recording its change (whole and edited). Each merge's branch — forked
 // from main's head, one commit — is built untimed just before it. Before
 // measuring, a row merges mergesBefore branches of its kind, untimed.
 func BenchmarkMergeInto(b *testing.B) {
+	type row struct {
+		kind  string
+		edits bool // the branch edits its tables (edited) instead of writing whole versions (whole)
+		depth int
+	}
+	var rows []row
 	for _, kind := range []string{"unmoved-main", "three-way"} {
 		for _, depth := range []int{0, 64, deepHistory} {
-			b.Run(fmt.Sprintf("%s/depth=%d/tables=%d/changed=8", kind, depth, mergeTables), func(b *testing.B) {
-				st := newMergeStackFrom(b, newCreateStack(b, depth, mergeTables))
-				shape := mergeShape{name: kind, want: workflows.OutcomeAdopted, prepare: func(tb testing.TB) string { return st.prepareUnmoved(tb, 8) }}
-				if kind == "three-way" {
-					shape = mergeShape{name: kind, want: workflows.OutcomeMerged, prepare: func(tb testing.TB) string { return st.prepare(tb, 0, 8) }}
-				}
-				eng := &path{name: "engine", op: func(context.Context) error { return st.mergeEngine(shape.prepare(b), shape.want) }}
-				raw := &path{name: "raw", op: func(context.Context) error { return st.mergeRawOp(shape.prepare(b), shape.want) }}
-				floor := &path{name: "floor", op: st.floor}
-				for range mergesBefore {
-					if err := st.mergeRawOp(shape.prepare(b), shape.want); err != nil {
-						b.Fatal(err)
-					}
-				}
-				for _, p := range []*path{eng, raw, floor} { // warm up
-					if err := p.op(context.Background()); err != nil {
-						b.Fatal(err)
-					}
-				}
-				n := max(b.N, 100)
-				b.ResetTimer()
-				timedSerial(b, st, n, 2, shape, eng, raw, floor)
-				b.StopTimer()
-				reportPaths(b, "merge", eng, raw, floor)
-			})
+			rows = append(rows, row{kind, false, depth})
 		}
+		rows = append(rows, row{kind, true, 0})
+	}
+	for _, r := range rows {
+		kind, depth, tables := r.kind, r.depth, map[bool]string{false: "whole", true: "edited"}[r.edits]
+		b.Run(fmt.Sprintf("%s/%s/depth=%d/tables=%d/changed=8", kind, tables, depth, mergeTables), func(b *testing.B) {
+			st := newMergeStackFrom(b, newCreateStack(b, depth, mergeTables))
+			st.edits = r.edits
+			shape := mergeShape{name: kind, want: workflows.OutcomeAdopted, prepare: func(tb testing.TB) string { return st.prepareUnmoved(tb, 8) }}
+			if kind == "three-way" {
+				shape = mergeShape{name: kind, want: workflows.OutcomeMerged, prepare: func(tb testing.TB) string { return st.prepare(tb, 0, 8) }}
+			}
+			eng := &path{name: "engine", op: func(context.Context) error { return st.mergeEngine(shape.prepare(b), shape.want) }}
+			raw := &path{name: "raw", op: func(context.Context) error { return st.mergeRawOp(shape.prepare(b), shape.want) }}
+			floor := &path{name: "floor", op: st.floor}
+			for range mergesBefore {
+				if err := st.mergeRawOp(shape.prepare(b), shape.want); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for _, p := range []*path{eng, raw, floor} { // warm up
+				if err := p.op(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			n := max(b.N, 100)
+			b.ResetTimer()
+			timedSerial(b, st, n, 2, shape, eng, raw, floor)
+			b.StopTimer()
+			reportPaths(b, "merge", eng, raw, floor)
+		})
 	}
 	runtime.GC()
 }
