@@ -190,11 +190,23 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 	// The merged versions' bytes carry the operation's time; a preview plans with now.
 	at := a.now().UTC()
 	var r claimed
+	var gate *contract.MergeRule // the target's protection, if any
+	var locator string
+	if search.Relation != graph.RelationUpToDate {
+		if gate, locator, err = a.mergeGate(ctx, in.Graph, in.Target); err != nil {
+			return PlanMergeResult{}, err
+		}
+	}
 	if !in.Preview && search.Relation != graph.RelationUpToDate {
 		keys := mapped(append([]graph.Commit{source, target}, search.Bases...), func(c graph.Commit) string {
 			return format.CommitIDKey(in.Graph, c.ID)
 		})
-		if r, err = a.recordWithPins(ctx, rec, keyPins(catalog.ObjectCommit, keys...)); err != nil {
+		// Unless the merge may wait, recoverable: it goes on to pinAndRecord before its
+		// write, or to a finish that is not recoverable (an outcome that writes nothing);
+		// both commit synchronously, so a Postgres crash loses this claim only with all
+		// after it, and the step runs again. A merge that may wait for checks and
+		// approvals keeps its claim durable while it waits.
+		if r, err = a.recordWithPins(ctx, rec, keyPins(catalog.ObjectCommit, keys...), gate == nil); err != nil {
 			return PlanMergeResult{}, err
 		}
 		res.Owned = r.owned
@@ -240,9 +252,7 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 		res.Kind = OutcomeAdopted
 	}
 	if plan.Conflicts == 0 && plan.Writes() {
-		if res.Gate, res.Locator, err = a.mergeGate(ctx, in.Graph, in.Target); err != nil {
-			return PlanMergeResult{}, err
-		}
+		res.Gate, res.Locator = gate, locator
 		if res.Gate != nil && !in.Preview && (in.Cleared == nil || *in.Cleared != ClearedHeads{res.SourceHead, res.TargetHead}) {
 			return res, nil // the workflow waits for the checks and approvals of this plan
 		}
@@ -347,9 +357,16 @@ func versionString(v ulid.ULID) string {
 
 // recordWithPins claims the operation for p.Owner and registers its pins in one
 // transaction; a pin a running cleanup condemned ends it not_retained, claimed on its own.
-func (a *Activities) recordWithPins(ctx context.Context, p catalog.OperationInsertParams, pins []catalog.Pin) (claimed, error) {
+// recoverable commits it without waiting for the WAL flush (catalog.InTxRecoverable): for
+// a caller whose every way on passes a synchronous commit before anything is written or
+// reported, which flushes this one too.
+func (a *Activities) recordWithPins(ctx context.Context, p catalog.OperationInsertParams, pins []catalog.Pin, recoverable bool) (claimed, error) {
 	var c claimed
-	err := a.Catalog.InTx(ctx, func(tx pgx.Tx) error {
+	inTx := a.Catalog.InTx
+	if recoverable {
+		inTx = a.Catalog.InTxRecoverable
+	}
+	err := inTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		if c, err = a.claim(ctx, tx, p); err != nil || !c.owned {
 			return err
@@ -381,7 +398,7 @@ func (a *Activities) claimCommit(ctx context.Context, rec catalog.OperationInser
 		}
 		return c, err
 	}
-	c, err := a.recordWithPins(ctx, rec, keyPins(catalog.ObjectCommit, key))
+	c, err := a.recordWithPins(ctx, rec, keyPins(catalog.ObjectCommit, key), false)
 	if err != nil || c.outcome != "" {
 		return c, err
 	}

@@ -183,15 +183,17 @@ const (
 	DeleteLedgerFlushes      = 1
 	DeleteLedgerTransactions = 7
 	DeleteLedgerStatements   = 23
-	// Merge: two flushed commits — the claim with the pins of the two heads
-	// and the base, and, once the plan is made, one transaction pinning what
-	// the merge commit newly names (versions, chunks, the commit) with the
-	// publish as the pending write — after reads of a pending write of its
-	// own, of each branch's open incarnation and of the target's rule
+	// Merge: one flushed commit — once the plan is made, the transaction
+	// pinning what the merge commit newly names (versions, chunks, the
+	// commit) with the publish as the pending write, which also flushes the
+	// claim made before it with the pins of the two heads and the base
+	// (recoverable: an unprotected target's merge goes on to a synchronous
+	// commit either way) — after reads of a pending write of its own, of each
+	// branch's open incarnation and of the target's rule
 	// (docs/merge-restore-tags.md, "Protected branches"; one SELECT each); the
 	// write reads the row back (one SELECT); the finish is recoverable. The
 	// same at 121 tables as at 4: each pin set goes in one statement.
-	MergeLedgerFlushes      = 2
+	MergeLedgerFlushes      = 1
 	MergeLedgerTransactions = 8
 	MergeLedgerStatements   = 31
 )

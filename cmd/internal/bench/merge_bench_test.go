@@ -350,3 +350,35 @@ func TestMerge_RequestsPerMerge_SameAcrossDepthAndChangedTables(t *testing.T) {
 		}
 	}
 }
+
+// TestMergePlan_ClaimDurableOnlyWhereTheMergeMayWait: planning a merge into an
+// unprotected main flushes the ledger once — the write it records, which flushes
+// the claim before it — while planning one into a protected main, which ends
+// waiting for approval with nothing recorded after the claim, flushes the claim
+// itself.
+func TestMergePlan_ClaimDurableOnlyWhereTheMergeMayWait(t *testing.T) {
+	st := newMergeStack(t)
+	ctx := context.Background()
+	plan := func(source string) (activities.PlanMergeResult, catalog.Stats) {
+		t.Helper()
+		op := ulid.Make().String()
+		before := st.cat.Stats()
+		p, err := st.acts.PlanMerge(ctx, activities.PlanMergeInput{OpID: op, Graph: st.graph, Source: source, Target: graph.DefaultBranch,
+			WorkflowID: "raw-" + op, RunID: "raw-" + op})
+		if err != nil || p.Outcome != "" {
+			t.Fatalf("plan: %v %s %s", err, p.Outcome, p.Message)
+		}
+		return p, st.cat.Stats().Sub(before)
+	}
+	p, stats := plan(st.prepareUnmoved(t, 8))
+	if !p.PendingRecorded || p.Gate != nil || stats.Flushes != 1 {
+		t.Fatalf("into an unprotected main: recorded %v, gate %v, %d flushes; want the write recorded in the one flush", p.PendingRecorded, p.Gate, stats.Flushes)
+	}
+	if _, err := st.cat.BranchRuleSet(ctx, catalog.BranchRule{Graph: st.graph, Branch: graph.DefaultBranch, Approvals: 1, SetBy: "bench"}); err != nil {
+		t.Fatal(err)
+	}
+	p, stats = plan(st.prepareUnmoved(t, 8))
+	if p.PendingRecorded || p.Gate == nil || stats.Flushes != 1 {
+		t.Fatalf("into a protected main: recorded %v, gate %v, %d flushes; want to wait, the claim flushed", p.PendingRecorded, p.Gate, stats.Flushes)
+	}
+}
