@@ -91,6 +91,7 @@ type Graph struct {
 	tables map[string]*mapReader[format.ManifestEntry]
 	// commits, when not nil, are the commits read or given (KeepCommits).
 	commits map[format.CommitID]Commit
+	shared  *ChunkCache // ShareChunks; nil: none
 }
 
 // Open returns the API of graph on s. It reads nothing.
@@ -101,6 +102,14 @@ func Open(s storage.Store, graph string) (*Graph, error) {
 	return &Graph{S: s, Name: graph,
 		pins:    newMapReader(s, format.PinsMap, graph, ""),
 		lineage: newMapReader(s, format.LineageMap, graph, "")}, nil
+}
+
+// ShareChunks makes g read and keep pins and lineage chunks in cache, shared with
+// the graphs of other operations (a worker's). It returns g.
+func (g *Graph) ShareChunks(cache *ChunkCache) *Graph {
+	g.shared = cache
+	g.pins.shared, g.lineage.shared = cache, cache
+	return g
 }
 
 func (g *Graph) pinsOf(c Commit) mapTree[format.PinEntry] {

@@ -43,6 +43,7 @@ type mapReader[E any] struct {
 	mu      sync.Mutex
 	cache   map[format.Hash]decodedChunk[E]
 	pending map[format.Hash][]byte // chunks built but not yet written, readable during their build
+	shared  *ChunkCache            // the worker's, across operations (Graph.ShareChunks); nil: none
 }
 
 type decodedChunk[E any] struct {
@@ -68,7 +69,11 @@ func (r *mapReader[E]) chunk(ctx context.Context, h format.Hash) (decodedChunk[E
 		return c, nil
 	}
 	key := r.key(h)
-	if !isPending {
+	kept := false // in the worker's cache: stored once, and never other bytes
+	if !isPending && r.shared != nil {
+		body, kept = r.shared.get(key)
+	}
+	if !isPending && !kept {
 		obj, err := r.s.Get(ctx, key)
 		if errors.Is(err, storage.ErrNotFound) {
 			return c, fmt.Errorf("read %s chunk %s: %w: %w", r.spec.Kind, h, ErrChunkNotFound, err)
@@ -78,6 +83,9 @@ func (r *mapReader[E]) chunk(ctx context.Context, h format.Hash) (decodedChunk[E
 		}
 		if body = obj.Body; format.HashOf(body) != h {
 			return c, fmt.Errorf("read %s chunk %s: %w: its bytes hash to %s", r.spec.Kind, key, ErrCorrupt, format.HashOf(body))
+		}
+		if r.shared != nil {
+			r.shared.add(key, body)
 		}
 	}
 	leaf, node, err := r.spec.DecodeChunk(body)

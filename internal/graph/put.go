@@ -6,8 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/graftworks/graft/internal/bounded"
+	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/storage"
 )
 
@@ -87,6 +89,8 @@ func (g *Graph) PutChunks(ctx context.Context, chunks []Chunk) error {
 	bounded.Each(len(chunks), parallelism, func(i int) {
 		if err := putNew(ctx, g.S, chunks[i].Key, chunks[i].Body, true); err != nil {
 			errs[i] = fmt.Errorf("put chunk %s: %w", chunks[i].Key, err)
+		} else if g.shared != nil && strings.HasPrefix(chunks[i].Key, format.ChunksPrefix(g.Name)) {
+			g.shared.add(chunks[i].Key, chunks[i].Body) // a pins or lineage chunk, now stored
 		}
 	})
 	return cmp.Or(errs...)
