@@ -22,6 +22,7 @@ import (
 
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/storage"
 )
 
@@ -37,6 +38,19 @@ type Activities struct {
 	Workflows WorkflowStatus
 	// Logger receives the logs of code run outside an activity (tests, tools). Optional.
 	Logger sdklog.Logger
+	// Chunks keeps the pins and lineage chunks operations read or write, for the next
+	// (graph.ChunkCache); optional: nil reads every chunk from the store. Cleanup always
+	// reads the store.
+	Chunks *graph.ChunkCache
+}
+
+// openGraph opens graph name on the store, sharing Chunks.
+func (a *Activities) openGraph(name string) (*graph.Graph, error) {
+	g, err := graph.Open(a.Store, name)
+	if err != nil || a.Chunks == nil {
+		return g, err
+	}
+	return g.ShareChunks(a.Chunks), nil
 }
 
 // WorkflowStatus tells the reconciler whether a workflow has closed (worker.TemporalWorkflows).

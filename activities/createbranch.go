@@ -132,7 +132,7 @@ func (a *Activities) PrepareCreate(ctx context.Context, in PrepareCreateInput) (
 	author, message := cmp.Or(in.Author, "graft"), cmp.Or(in.Message, fmt.Sprintf("create branch %s from %s", in.Branch, source.ID))
 	// The fork names the source's pins map as it stands; the ref names the fork commit as
 	// its head (docs/format.md, "Branch create").
-	g, err := graph.Open(a.Store, in.Graph)
+	g, err := a.openGraph(in.Graph)
 	if err != nil {
 		return end(outcome.Invalid, "%v", err)
 	}

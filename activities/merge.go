@@ -147,7 +147,7 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 		}
 	}
 	src, dst := heads[0], heads[1]
-	g, err := graph.Open(a.Store, in.Graph)
+	g, err := a.openGraph(in.Graph)
 	if err != nil {
 		return stop(PlanMergeResult{}, outcome.Invalid, "%v", err)
 	}
@@ -334,7 +334,7 @@ func (a *Activities) readBranchHead(ctx context.Context, graphName, name string)
 		}
 		return graph.Head{}, out, msg, err
 	}
-	g, err := graph.Open(a.Store, graphName)
+	g, err := a.openGraph(graphName)
 	if err != nil {
 		return graph.Head{}, outcome.Invalid, err.Error(), nil
 	}

@@ -118,7 +118,7 @@ func (a *Activities) openPublish(w WriteSpec) (graph.AppendPlan, *graph.Graph, *
 	if err != nil {
 		return p, nil, &Verdict{State: Invalid, Message: "not a publishable commit: " + err.Error()}
 	}
-	g, err := graph.Open(a.Store, w.Graph)
+	g, err := a.openGraph(w.Graph)
 	if err != nil {
 		return p, nil, &Verdict{State: Invalid, Message: err.Error()}
 	}

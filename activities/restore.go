@@ -200,7 +200,7 @@ func (a *Activities) PlanRestore(ctx context.Context, in PlanRestoreInput) (Plan
 	if err != nil || o != "" {
 		return PlanRestoreResult{Outcome: o, Message: msg}, err
 	}
-	g, err := graph.Open(a.Store, in.Graph)
+	g, err := a.openGraph(in.Graph)
 	if err != nil {
 		return end(outcome.Invalid, "%v", err)
 	}

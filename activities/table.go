@@ -360,7 +360,7 @@ func (a *Activities) WriteManifest(ctx context.Context, in WriteManifestInput) (
 	if in.Edit.onHead() {
 		return WriteManifestResult{}, nil // the plan writes the version, on the head's
 	}
-	g, err := graph.Open(a.Store, in.Graph)
+	g, err := a.openGraph(in.Graph)
 	if err != nil {
 		return WriteManifestResult{Outcome: outcome.Invalid, Message: err.Error()}, nil
 	}
@@ -452,7 +452,7 @@ func (a *Activities) PlanCommit(ctx context.Context, in PlanCommitInput) (PlanCo
 	if id, _ := format.ParseCommitID(in.ExpectedHead); in.ExpectedHead != "" && id.Tree != head.Tree {
 		return end(outcome.Conflict, "expected head %s is not on %s, the live incarnation of %q", in.ExpectedHead, head.Native, in.Branch)
 	}
-	g, err := graph.Open(a.Store, in.Graph)
+	g, err := a.openGraph(in.Graph)
 	if err != nil {
 		return end(outcome.Invalid, "%v", err)
 	}
@@ -830,7 +830,7 @@ func (a *Activities) readStaged(ctx context.Context, graphName, table, opID, id 
 	if err != nil {
 		return fail(outcome.Invalid, "%v", err)
 	}
-	g, err := graph.Open(a.Store, graphName)
+	g, err := a.openGraph(graphName)
 	if err != nil {
 		return fail(outcome.Invalid, "%v", err)
 	}

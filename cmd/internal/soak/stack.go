@@ -24,6 +24,7 @@ import (
 	"github.com/graftworks/graft/activities"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/devstack"
+	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/migrations"
 	"github.com/graftworks/graft/storage"
 	"github.com/graftworks/graft/storage/localfs"
@@ -265,7 +266,8 @@ func (st *Stack) startWorker(taskQueue string, store storage.Store, onFatal func
 				}
 			}()
 		}})
-		worker.Register(w, &activities.Activities{Store: store, Catalog: st.Catalog, Workflows: worker.TemporalWorkflows(st.TC)})
+		worker.Register(w, &activities.Activities{Store: store, Catalog: st.Catalog, Workflows: worker.TemporalWorkflows(st.TC),
+			Chunks: graph.NewChunkCache(graph.DefaultChunkCacheBytes)})
 		if err := w.Start(); err != nil {
 			return err
 		}
@@ -369,7 +371,8 @@ func runChild() int {
 	}
 	defer tc.Close()
 	w := sdkworker.New(tc, c.Queue, sdkworker.Options{})
-	worker.Register(w, &activities.Activities{Store: store, Catalog: cat, Workflows: worker.TemporalWorkflows(tc)})
+	worker.Register(w, &activities.Activities{Store: store, Catalog: cat, Workflows: worker.TemporalWorkflows(tc),
+		Chunks: graph.NewChunkCache(graph.DefaultChunkCacheBytes)})
 	interrupt := make(chan any)
 	go func() { <-ctx.Done(); close(interrupt) }()
 	if err := w.Run(interrupt); err != nil && !errors.Is(err, context.Canceled) {

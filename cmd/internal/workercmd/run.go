@@ -16,6 +16,7 @@ import (
 
 	"github.com/graftworks/graft/activities"
 	"github.com/graftworks/graft/internal/catalog"
+	"github.com/graftworks/graft/internal/graph"
 	"github.com/graftworks/graft/migrations"
 	"github.com/graftworks/graft/worker"
 )
@@ -110,7 +111,8 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, register func(sdkwor
 			}
 		},
 	})
-	worker.Register(w, &activities.Activities{Store: store, Catalog: cat, Observer: metrics, Workflows: worker.TemporalWorkflows(tc)})
+	worker.Register(w, &activities.Activities{Store: store, Catalog: cat, Observer: metrics, Workflows: worker.TemporalWorkflows(tc),
+		Chunks: graph.NewChunkCache(graph.DefaultChunkCacheBytes)})
 	if register != nil {
 		register(w)
 	}
