@@ -12,6 +12,7 @@ import (
 
 	"github.com/graftworks/graft/activities"
 	"github.com/graftworks/graft/client"
+	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
 	"github.com/graftworks/graft/internal/graph"
@@ -380,5 +381,56 @@ func TestMergePlan_ClaimDurableOnlyWhereTheMergeMayWait(t *testing.T) {
 	p, stats = plan(st.prepareUnmoved(t, 8))
 	if p.PendingRecorded || p.Gate == nil || stats.Flushes != 1 {
 		t.Fatalf("into a protected main: recorded %v, gate %v, %d flushes; want to wait, the claim flushed", p.PendingRecorded, p.Gate, stats.Flushes)
+	}
+}
+
+// MergeWarmAdoptRequests and MergeWarmRequests bound what a merge of a branch
+// that edited 8 of 121 tables costs on a long-lived main (merged into 65 times,
+// its lineage chunked) when the worker keeps the pins and lineage chunks it has
+// read or written (activities.Activities.Chunks) and wrote the branch itself:
+// into an unmoved main, the refs and head commits (4 GETs, 1 LIST), the HEAD of
+// the branch's head, the merge commit's new lineage chunks (one or two, by where
+// the branch's tree id falls among main's lineage), the commit and the ref swap
+// (3 or 4 PUTs); three-way, besides those, the merge base's commit, the pins
+// leaf it shares with the branch (a PUT answered 412, a GET to compare) and a
+// new pins root. No chunk is read from the store.
+const (
+	MergeWarmAdoptRequests = 10
+	MergeWarmRequests      = 14
+)
+
+// TestMerge_OnAWarmWorker_ReadsNoChunkItHasSeen: a worker keeping the chunks it has
+// read or written merges a branch it wrote into a long-lived main reading none of
+// them again; without the cache the same merges cost 19 and 23 requests.
+func TestMerge_OnAWarmWorker_ReadsNoChunkItHasSeen(t *testing.T) {
+	st := newMergeStack(t)
+	st.edits = true
+	st.acts.Chunks = graph.NewChunkCache(graph.DefaultChunkCacheBytes)
+	st.built.g.ShareChunks(st.acts.Chunks) // the branches are written as the worker would write them
+	for range mergesBefore {
+		if err := st.mergeRawOp(st.prepareUnmoved(t, 8), workflows.OutcomeAdopted); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, shape := range []struct {
+		prepare func(testing.TB) string
+		want    outcome.Outcome
+		n       int
+	}{
+		{func(tb testing.TB) string { return st.prepareUnmoved(tb, 8) }, workflows.OutcomeAdopted, MergeWarmAdoptRequests},
+		{func(tb testing.TB) string { return st.prepare(tb, 0, 8) }, workflows.OutcomeMerged, MergeWarmRequests},
+	} {
+		for i := range 2 { // the second of each: the first three-way merge reads a base not seen yet
+			source := shape.prepare(t)
+			st.store.ResetCounts()
+			if err := st.mergeEngine(source, shape.want); err != nil {
+				t.Fatal(err)
+			}
+			reads := st.store.CountMatching(faults.Rule{Op: faults.OpGet, KeyPrefix: format.ChunksPrefix(st.graph)}).Attempted
+			if n := totalRequests(st.store); i == 1 && (n > shape.n || reads > 1) {
+				t.Errorf("%s on a warm worker: %d requests (%v), %d of them chunk reads; want at most %d, and only the compare of a chunk put again",
+					shape.want, n, st.store.Counts(), reads, shape.n)
+			}
+		}
 	}
 }

@@ -167,7 +167,8 @@ func (st *mergeStack) mergeRawOp(source string, want outcome.Outcome) error {
 // history 0, 64 and 10,000 commits deep (the targets ask for the time at
 // depth 64 and 10,000 within 1.2 × depth 0's), the branch writing whole
 // versions of its tables; and at depth 0 the branch editing them, each pin
-// recording its change (whole and edited). Each merge's branch — forked
+// recording its change (whole and edited). The worker keeps the chunks it
+// reads and writes, as graft-worker does. Each merge's branch — forked
 // from main's head, one commit — is built untimed just before it. Before
 // measuring, a row merges mergesBefore branches of its kind, untimed.
 func BenchmarkMergeInto(b *testing.B) {
@@ -188,6 +189,9 @@ func BenchmarkMergeInto(b *testing.B) {
 		b.Run(fmt.Sprintf("%s/%s/depth=%d/tables=%d/changed=8", kind, tables, depth, mergeTables), func(b *testing.B) {
 			st := newMergeStackFrom(b, newCreateStack(b, depth, mergeTables))
 			st.edits = r.edits
+			// As graft-worker runs: keeping the pins and lineage chunks it reads and
+			// writes. The branches are written by the harness, as by another worker.
+			st.acts.Chunks = graph.NewChunkCache(graph.DefaultChunkCacheBytes)
 			shape := mergeShape{name: kind, want: workflows.OutcomeAdopted, prepare: func(tb testing.TB) string { return st.prepareUnmoved(tb, 8) }}
 			if kind == "three-way" {
 				shape = mergeShape{name: kind, want: workflows.OutcomeMerged, prepare: func(tb testing.TB) string { return st.prepare(tb, 0, 8) }}
