@@ -318,16 +318,19 @@ func TestMerge_RequestsPerMerge_SameAcrossDepthAndChangedTables(t *testing.T) {
 			t.Errorf("%d changed: %v at depth 64, %v at depth 0", shape.changed, got, at[shape.changed])
 		}
 	}
-	for range 2 {
-		source := st.prepareUnmoved(t, 8)
-		st.store.ResetCounts()
-		if err := st.mergeEngine(source, workflows.OutcomeAdopted); err != nil {
-			t.Fatal(err)
-		}
-		if n := totalRequests(st.store); n != MergeAdoptSuccessPathRequests {
-			t.Errorf("merge into an unmoved main: %d requests (%v), want %d", n, st.store.Counts(), MergeAdoptSuccessPathRequests)
+	unmoved := func(what string, want int) {
+		for range 2 {
+			source := st.prepareUnmoved(t, 8)
+			st.store.ResetCounts()
+			if err := st.mergeEngine(source, workflows.OutcomeAdopted); err != nil {
+				t.Fatal(err)
+			}
+			if n := totalRequests(st.store); n != want {
+				t.Errorf("%s into an unmoved main: %d requests (%v), want %d", what, n, st.store.Counts(), want)
+			}
 		}
 	}
+	unmoved("whole versions", MergeAdoptSuccessPathRequests)
 
 	// Tables changed by edits: each pin records its change, and the merge reads no version.
 	st.edits = true
@@ -340,16 +343,7 @@ func TestMerge_RequestsPerMerge_SameAcrossDepthAndChangedTables(t *testing.T) {
 			t.Errorf("edits, depth %d, %d changed: %d requests (%v), want %d", shape.depth, shape.changed, sum(got), got, MergeEditsRequests)
 		}
 	}
-	for range 2 {
-		source := st.prepareUnmoved(t, 8)
-		st.store.ResetCounts()
-		if err := st.mergeEngine(source, workflows.OutcomeAdopted); err != nil {
-			t.Fatal(err)
-		}
-		if n := totalRequests(st.store); n != MergeAdoptEditsRequests {
-			t.Errorf("edits, into an unmoved main: %d requests (%v), want %d", n, st.store.Counts(), MergeAdoptEditsRequests)
-		}
-	}
+	unmoved("edits", MergeAdoptEditsRequests)
 }
 
 // TestMergePlan_ClaimDurableOnlyWhereTheMergeMayWait: planning a merge into an
