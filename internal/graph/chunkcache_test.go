@@ -130,3 +130,47 @@ func TestSharedChunks_ManifestChunksReadFromTheStoreEachTime(t *testing.T) {
 		t.Fatalf("the cache holds %d chunks; manifest chunks are not kept", cache.Len())
 	}
 }
+
+// HasPinsChunk finds a chunk of a commit's pins map by following the chunk's first
+// key down: a leaf or node the map holds is found, a chunk of another pins map or
+// of a lineage map is not, and an inline map holds no chunk.
+func TestHasPinsChunk_FindsTheMapsOwnChunksOnly(t *testing.T) {
+	s := faults.Wrap(memstore.New())
+	ctx := context.Background()
+	g, _ := mustInitGraph(t, s)
+	if has, err := g.HasPinsChunk(ctx, headOf(t, g, "main").Commit, Chunk{}); has || err != nil {
+		t.Fatalf("an inline map: %v, %v", has, err)
+	}
+	pins := map[string]ulid.ULID{}
+	for i := range 300 {
+		pins[fmt.Sprintf("t%03d", i)] = vid(i + 1)
+	}
+	first := mustAppend(t, g, spec("main", 1, pins))
+	second := mustAppend(t, g, spec("main", 2, map[string]ulid.ULID{"t150": vid(999)}))
+	if len(first.Plan.Chunks) < 3 || len(second.Plan.Chunks) == 0 {
+		t.Fatalf("chunks written: %d, then %d", len(first.Plan.Chunks), len(second.Plan.Chunks))
+	}
+	c1, c2 := first.Plan.Commit, second.Plan.Commit
+	for _, ch := range first.Plan.Chunks {
+		has, err := g.HasPinsChunk(ctx, c1, ch)
+		if err != nil || !has {
+			t.Fatalf("commit 1 does not hold its own chunk %s: %v", ch.Key, err)
+		}
+	}
+	for _, ch := range second.Plan.Chunks {
+		has, err := g.HasPinsChunk(ctx, c1, ch)
+		if err != nil || has {
+			t.Fatalf("commit 1 holds commit 2's new chunk %s: %v, %v", ch.Key, has, err)
+		}
+		if has, _ := g.HasPinsChunk(ctx, c2, ch); !has {
+			t.Fatalf("commit 2 does not hold its own chunk %s", ch.Key)
+		}
+	}
+	lineage, err := format.LineageMap.EncodeLeaf([]format.LineageEntry{format.LineageOf(c1.ID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if has, err := g.HasPinsChunk(ctx, c1, Chunk{Hash: format.HashOf(lineage), Body: lineage}); has || err != nil {
+		t.Fatalf("a lineage chunk: %v, %v", has, err)
+	}
+}

@@ -112,6 +112,22 @@ func (g *Graph) ShareChunks(cache *ChunkCache) *Graph {
 	return g
 }
 
+// HasPinsChunk reports whether c's pins map has ch, a chunk a plan built: false for
+// a chunk of another map. It reads only the chunks on the way to where ch would be.
+func (g *Graph) HasPinsChunk(ctx context.Context, c Commit, ch Chunk) (bool, error) {
+	leaf, node, err := format.PinsMap.DecodeChunk(ch.Body)
+	if err != nil {
+		return false, nil // a lineage chunk
+	}
+	key, level := "", 0
+	if node != nil {
+		key, level = node.Children[0].Last, node.Level
+	} else {
+		key = leaf[0].Table
+	}
+	return g.pinsOf(c).holds(ctx, ch.Hash, key, level)
+}
+
 func (g *Graph) pinsOf(c Commit) mapTree[format.PinEntry] {
 	return mapTree[format.PinEntry]{r: g.pins, ref: c.Pins}
 }

@@ -323,6 +323,31 @@ func (t mapTree[E]) get(ctx context.Context, key string) (E, bool, error) {
 	}
 }
 
+// holds reports whether the tree has the chunk h, of level (0: a leaf), which holds
+// key: it follows key down as a lookup does, reading the chunks a lookup reads.
+func (t mapTree[E]) holds(ctx context.Context, h format.Hash, key string, level int) (bool, error) {
+	if t.ref.IsInline() {
+		return false, nil
+	}
+	for cur := t.ref.Root; ; {
+		if cur == h {
+			return true, nil
+		}
+		c, err := t.r.chunk(ctx, cur)
+		if err != nil {
+			return false, err
+		}
+		if c.node == nil || c.node.Level <= level {
+			return false, nil
+		}
+		i, _ := slices.BinarySearchFunc(c.node.Children, key, func(ch format.ChildRef, k string) int { return strings.Compare(ch.Last, k) })
+		if i == len(c.node.Children) {
+			return false, nil
+		}
+		cur = c.node.Children[i].Chunk
+	}
+}
+
 // mapEdit sets (Entry non-nil, whose key is Key) or removes (nil) the entry of Key.
 type mapEdit[E any] struct {
 	Key   string
