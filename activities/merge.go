@@ -292,6 +292,14 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 	case err != nil:
 		return PlanMergeResult{}, fmt.Errorf("plan merge commit: %w", err)
 	}
+	commitKeys := ap.Keys() // every key the merge commit newly names is pinned, put or not
+	// A pins chunk the source head's pins hold already (the leaf of the tables it changed,
+	// when the merge takes them as they are) is not put again: like the adopted versions,
+	// it is kept by the source head's pin and the probe below.
+	ap.Chunks = slices.DeleteFunc(ap.Chunks, func(ch graph.Chunk) bool {
+		held, err := g.HasPinsChunk(ctx, source, ch)
+		return err == nil && held
+	})
 	spec := publishSpec(in.Graph, ap, res.Kind)
 	for _, v := range plan.Versions {
 		spec.Pre = append(append(spec.Pre, chunkPuts(v.Chunks)...), ChunkPut{Key: v.Key, Body: v.Body})
@@ -305,7 +313,7 @@ func (a *Activities) PlanMerge(ctx context.Context, in PlanMergeInput) (PlanMerg
 			adopted = append(adopted, format.TableVersionKey(in.Graph, line.Table, line.Source))
 		}
 	}
-	pins := append(keyPins(catalog.ObjectTableVersion, append(adopted, plan.Keys()...)...), keyPins(catalog.ObjectCommit, ap.Keys()...)...)
+	pins := append(keyPins(catalog.ObjectTableVersion, append(adopted, plan.Keys()...)...), keyPins(catalog.ObjectCommit, commitKeys...)...)
 	if o, msg, err := a.pinAndRecord(ctx, owner, in.Graph, pins, &spec); err != nil || o != "" {
 		res.Outcome, res.Message = o, msg
 		return res, err
