@@ -51,7 +51,10 @@ func TestCleanup_WorkerStoppedMidSweep_NewWorkerFinishes(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	junk := r.garbage([]string{"t", "u"}, 300)
-	removeDelay := r.store.Add(faults.Rule{Op: faults.OpDeleteBatch, Mode: faults.Delay, Delay: 200 * time.Millisecond})
+	// Each batch of 25 deletes takes half a second, so the sweep needs several seconds:
+	// on a loaded machine the test may see the first 100 deletes seconds late, and at a
+	// fifth of a second per batch the sweep had once finished by then.
+	removeDelay := r.store.Add(faults.Rule{Op: faults.OpDeleteBatch, Mode: faults.Delay, Delay: 500 * time.Millisecond})
 	first := r.newWorker()
 
 	req := r.sweepInBatches()
