@@ -315,12 +315,21 @@ func (t mapTree[E]) get(ctx context.Context, key string) (E, bool, error) {
 		if c.node == nil {
 			return find(c.leaf)
 		}
-		i, _ := slices.BinarySearchFunc(c.node.Children, key, func(ch format.ChildRef, k string) int { return strings.Compare(ch.Last, k) })
-		if i == len(c.node.Children) {
+		var ok bool
+		if h, ok = childFor(c.node, key); !ok {
 			return zero, false, nil
 		}
-		h = c.node.Children[i].Chunk
 	}
+}
+
+// childFor returns the child of n whose subtree would hold key, or false when key is
+// past n's last.
+func childFor(n *format.MapNode, key string) (format.Hash, bool) {
+	i, _ := slices.BinarySearchFunc(n.Children, key, func(ch format.ChildRef, k string) int { return strings.Compare(ch.Last, k) })
+	if i == len(n.Children) {
+		return format.Hash{}, false
+	}
+	return n.Children[i].Chunk, true
 }
 
 // holds reports whether the tree has the chunk h, of level (0: a leaf), which holds
@@ -340,11 +349,10 @@ func (t mapTree[E]) holds(ctx context.Context, h format.Hash, key string, level 
 		if c.node == nil || c.node.Level <= level {
 			return false, nil
 		}
-		i, _ := slices.BinarySearchFunc(c.node.Children, key, func(ch format.ChildRef, k string) int { return strings.Compare(ch.Last, k) })
-		if i == len(c.node.Children) {
+		var ok bool
+		if cur, ok = childFor(c.node, key); !ok {
 			return false, nil
 		}
-		cur = c.node.Children[i].Chunk
 	}
 }
 
