@@ -245,17 +245,10 @@ var PinsMap = MapSpec[PinEntry]{
 		if err := ValidateTableName(e.Table); err != nil {
 			return "table", err.Error()
 		}
-		switch {
-		case e.Version.IsZero():
+		if e.Version.IsZero() {
 			return "version", "zero ULID"
-		case e.Base.IsZero() && e.Added|e.Removed|e.Replaced != 0:
-			return "added", "counts without a base"
-		case e.Base == e.Version:
-			return "base", "the version itself"
-		case e.Added < 0 || e.Removed < 0 || e.Replaced < 0:
-			return "added", "a negative count"
 		}
-		return "", ""
+		return checkChange(e.Version, e.Base, e.Added, e.Removed, e.Replaced)
 	},
 	wire: func(e PinEntry) any {
 		w := pinEntryWire{Table: e.Table, Version: e.Version.String()}
@@ -298,18 +291,43 @@ func pinFromWire(w pinEntryWire) (PinEntry, string, error) {
 		return PinEntry{}, "version", err
 	}
 	e := PinEntry{Table: w.Table, Version: v}
-	switch counts := w.Added != nil && w.Removed != nil && w.Replaced != nil; {
-	case w.Base == "" && (w.Added != nil || w.Removed != nil || w.Replaced != nil):
-		return PinEntry{}, "base", errors.New("missing beside added, removed and replaced")
-	case w.Base != "" && !counts:
-		return PinEntry{}, "added", errors.New("base without all of added, removed and replaced")
-	case w.Base != "":
+	if field, why := changePresent(w.Base, w.Added, w.Removed, w.Replaced); why != "" {
+		return PinEntry{}, field, errors.New(why)
+	}
+	if w.Base != "" {
 		if e.Base, err = ParseULID(w.Base); err != nil {
 			return PinEntry{}, "base", err
 		}
 		e.Added, e.Removed, e.Replaced = *w.Added, *w.Removed, *w.Replaced
 	}
 	return e, "", nil
+}
+
+// checkChange reports the first invalid field of a change recorded beside version (a
+// pin's, a table version's): counts only with a base, a base other than version, no
+// negative count.
+func checkChange(version, base ulid.ULID, added, removed, replaced int64) (field, why string) {
+	switch {
+	case base.IsZero() && added|removed|replaced != 0:
+		return "added", "counts without a base"
+	case base == version:
+		return "base", "the version itself"
+	case added < 0 || removed < 0 || replaced < 0:
+		return "added", "a negative count"
+	}
+	return "", ""
+}
+
+// changePresent reports which wire field breaks the rule that a change's base and
+// its three counts are all present or all absent.
+func changePresent(base string, added, removed, replaced *int64) (field, why string) {
+	switch counts := added != nil && removed != nil && replaced != nil; {
+	case base == "" && (added != nil || removed != nil || replaced != nil):
+		return "base", "missing beside added, removed and replaced"
+	case base != "" && !counts:
+		return "added", "base without all of added, removed and replaced"
+	}
+	return "", ""
 }
 
 type pinEntryWire struct {

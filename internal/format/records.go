@@ -252,12 +252,9 @@ func (v TableVersion) Validate() error {
 		return malformed(k, "bytes", "negative")
 	case v.Entries.IsInline() && sum != v.Bytes:
 		return malformed(k, "bytes", "not the total size of the entries")
-	case v.Base.IsZero() && v.Added|v.Removed|v.Replaced != 0:
-		return malformed(k, "added", "counts without a base")
-	case v.Base == v.ID:
-		return malformed(k, "base", "the version itself")
-	case v.Added < 0 || v.Removed < 0 || v.Replaced < 0:
-		return malformed(k, "added", "a negative count")
+	}
+	if field, why := checkChange(v.ID, v.Base, v.Added, v.Removed, v.Replaced); why != "" {
+		return malformed(k, field, why)
 	}
 	return firstBad(k, fieldCheck{"created_at", checkTime(v.CreatedAt), nil}, fieldCheck{"op", checkOp(v.Op), nil})
 }
@@ -297,12 +294,10 @@ func DecodeTableVersion(b []byte) (TableVersion, error) {
 		return TableVersion{}, err
 	}
 	v.CreatedAt = p.time("created_at", w.CreatedAt)
-	switch counts := w.Added != nil && w.Removed != nil && w.Replaced != nil; {
-	case w.Base == "" && (w.Added != nil || w.Removed != nil || w.Replaced != nil):
-		return TableVersion{}, malformed(k, "base", "missing beside added, removed and replaced")
-	case w.Base != "" && !counts:
-		return TableVersion{}, malformed(k, "added", "base without all of added, removed and replaced")
-	case w.Base != "":
+	if field, why := changePresent(w.Base, w.Added, w.Removed, w.Replaced); why != "" {
+		return TableVersion{}, malformed(k, field, why)
+	}
+	if w.Base != "" {
 		v.Base, v.Added, v.Removed, v.Replaced = p.ulid("base", w.Base, false), *w.Added, *w.Removed, *w.Replaced
 	}
 	return validated(v, p.err)
