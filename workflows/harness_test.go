@@ -311,11 +311,8 @@ func (r *rig) faultThenSettleSlowly(rule faults.Rule) {
 	r.store.Add(rule)
 }
 
-// settleHold is longer than three of the client's longest status polls. A status
-// query is answered between workflow tasks, so one sent while the settle step runs
-// waits for the task's heartbeat; on a loaded machine that wait, and the poll after
-// it, took longer than a hold of 12 s.
-const settleHold = 20 * time.Second
+// settleHold is longer than two of the client's longest status polls.
+const settleHold = 12 * time.Second
 
 // waitFor polls cond until it holds or the deadline passes.
 func (r *rig) waitFor(what string, d time.Duration, cond func() bool) {
