@@ -52,10 +52,26 @@ func newTestEnv() *testsuite.TestWorkflowEnvironment {
 // step is one activity attempt a workflow started.
 type step struct {
 	name string
-	// in is the activity's input: the Go value for a local activity, the
-	// encoded payloads (converter.EncodedValues) for an ordinary one.
+	// in is the activity's input, a Go value whether it ran as a local activity or an
+	// ordinary one.
 	in any
 	at time.Time
+	// local: the step ran as a local activity, holding the workflow task.
+	local bool
+}
+
+// decodedInput decodes the payloads of an ordinary activity's input into the type of
+// the activity method's input, as a local activity's listener sees it.
+func decodedInput(t *testing.T, name string, args converter.EncodedValues) any {
+	m := reflect.ValueOf(a).MethodByName(name)
+	if !m.IsValid() || m.Type().NumIn() < 2 || !args.HasValues() {
+		return args
+	}
+	ptr := reflect.New(m.Type().In(1))
+	if err := args.Get(ptr.Interface()); err != nil {
+		t.Fatalf("decode the input of %s: %v", name, err)
+	}
+	return ptr.Elem().Interface()
 }
 
 type decisionEnv struct {
@@ -79,10 +95,10 @@ func newDecisionEnv(t *testing.T, name string, wf any) *decisionEnv {
 		if len(args) > 0 {
 			in = args[0]
 		}
-		d.steps = append(d.steps, step{name: info.ActivityType.Name, in: in, at: d.env.Now()})
+		d.steps = append(d.steps, step{name: info.ActivityType.Name, in: in, at: d.env.Now(), local: true})
 	})
 	d.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
-		d.steps = append(d.steps, step{name: info.ActivityType.Name, in: args, at: d.env.Now()})
+		d.steps = append(d.steps, step{name: info.ActivityType.Name, in: decodedInput(t, info.ActivityType.Name, args), at: d.env.Now()})
 	})
 	d.env.OnActivity(a.Finish, mock.Anything, mock.Anything).Return(activities.FinishResult{Owned: true}, nil).Maybe()
 	d.env.OnActivity(a.Progress, mock.Anything, mock.Anything).Return(nil).Maybe()
@@ -164,7 +180,7 @@ func (d *decisionEnv) names() []string {
 	return out
 }
 
-// stepsOf returns the attempts of the local activity name.
+// stepsOf returns the attempts of the activity name.
 func (d *decisionEnv) stepsOf(name string) []step {
 	var out []step
 	for _, s := range d.steps {
@@ -653,6 +669,41 @@ func TestCreateTagDecision_PutInDoubt_MarkedAndSettledByReissuingTheSameBytes(t 
 		}
 	}
 	d.finishedOnce("op-tag", catalog.OpTag, outcome.Created)
+}
+
+// A caller waiting on an in-doubt operation must see in_doubt: once the operation is
+// recorded in doubt its re-issues and the record after them run as ordinary activities,
+// which leave the workflow task free to answer the status query while the store hangs.
+func TestDecision_InDoubtWrite_ReissuesLeaveTheStatusAnswerable(t *testing.T) {
+	_, d := runCreateTag(t, tagPrepared, activities.Ambiguous, activities.Ambiguous, activities.Landed)
+	var kinds []string
+	for _, s := range d.steps {
+		kind := "ordinary"
+		if s.local {
+			kind = "local"
+		}
+		kinds = append(kinds, s.name+" "+kind)
+	}
+	mark := slices.IndexFunc(d.steps, func(s step) bool {
+		in, ok := s.in.(activities.ProgressInput)
+		return ok && in.InDoubt
+	})
+	if mark < 0 {
+		t.Fatalf("steps %v: the operation was never recorded in doubt", kinds)
+	}
+	reissues := 0
+	for i, s := range d.steps {
+		inDoubt := i > mark && s.name == "Write"
+		if inDoubt {
+			reissues++
+		}
+		if i <= mark && !s.local || inDoubt && s.local {
+			t.Fatalf("steps %v: before the in-doubt record every step is local, after it every re-issue ordinary", kinds)
+		}
+	}
+	if reissues != 2 {
+		t.Fatalf("steps %v: %d re-issues, want 2", kinds, reissues)
+	}
 }
 
 var (

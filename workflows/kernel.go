@@ -177,7 +177,14 @@ func (r *opRun) prepare(ctx workflow.Context, pending, summary string, fn, in, o
 }
 
 // step runs a step that may follow a storage effect until it is answered (untilAnsweredStep).
+//
+// Once the operation is in doubt every step runs as an ordinary activity: a caller
+// waiting on it must see in_doubt, and a local activity holds the workflow task, so a
+// status query asked while a re-issue or a fence hangs on the store would wait for it.
 func (r *opRun) step(ctx workflow.Context, summary string, fn, in, out any) error {
+	if r.status.InDoubt() {
+		return answerableStep(ctx, summary, fn, in, out)
+	}
 	return untilAnsweredStep(ctx, summary, fn, in, out, "op_id", r.owner.OpID, "kind", string(r.kind))
 }
 
@@ -555,7 +562,13 @@ func untilAnsweredStep(ctx workflow.Context, summary string, fn, in, out any, kv
 		w.StepRetried = true
 		in = w
 	}
-	o := workflow.ActivityOptions{Summary: summary + " (until answered)", StartToCloseTimeout: 2 * StepTimeout,
-		RetryPolicy: untilAnswered}
+	return answerableStep(ctx, summary+" (until answered)", fn, in, out)
+}
+
+// answerableStep runs a step as an ordinary activity retried until answered, with no
+// total deadline. It does not hold the workflow task, so status queries stay answerable
+// while it runs.
+func answerableStep(ctx workflow.Context, summary string, fn, in, out any) error {
+	o := workflow.ActivityOptions{Summary: summary, StartToCloseTimeout: 2 * StepTimeout, RetryPolicy: untilAnswered}
 	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), fn, in).Get(ctx, out)
 }
