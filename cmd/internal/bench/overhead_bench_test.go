@@ -85,30 +85,39 @@ func (st *createStack) floorPlus(in FloorPlusInput, attrs bool) func(context.Con
 // the floor with one more of the engine's costs at a time (a fourth step,
 // the start's search attributes and summary, the finish's search-attribute
 // upsert, current details per step, 2 KiB results), then a real create, all
-// interleaved in two passes of one run at concurrency 1 (4 tables, depth 0).
+// interleaved in two passes of one run at 1 and at 8 clients (4 tables, depth 0). Each
+// path reports its p50, its throughput and its CPU per operation by process: at eight
+// clients the CPU, not the latency, bounds throughput.
 func BenchmarkEngineOverhead(b *testing.B) {
-	st := newCreateStack(b, 0, 4)
-	paths := []*path{
-		{name: "floor", op: st.floor},
-		{name: "4-steps", op: st.floorPlus(FloorPlusInput{Steps: 4}, false)},
-		{name: "4-steps+attrs", op: st.floorPlus(FloorPlusInput{Steps: 4}, true)},
-		{name: "4-steps+attrs+upsert", op: st.floorPlus(FloorPlusInput{Steps: 4, Upsert: true}, true)},
-		{name: "4-steps+attrs+upsert+details", op: st.floorPlus(FloorPlusInput{Steps: 4, Upsert: true, Details: true}, true)},
-		{name: "4-steps+attrs+upsert+details+2KiB", op: st.floorPlus(FloorPlusInput{Steps: 4, Upsert: true, Details: true, Payload: 2048}, true)},
-		{name: "4-steps-sleep-3ms", op: st.floorPlus(FloorPlusInput{Steps: 4, Sleep: 3 * time.Millisecond}, false)},
-		{name: "4-steps-sleep-3ms+all", op: st.floorPlus(FloorPlusInput{Steps: 4, Upsert: true, Details: true, Payload: 2048, Sleep: 3 * time.Millisecond}, true)},
-		{name: "raw", op: st.createRaw},
-		{name: "engine", op: st.createEngine},
+	for _, c := range []int{1, 8} {
+		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
+			st := newCreateStack(b, 0, 4)
+			paths := []*path{
+				{name: "floor", op: st.floor},
+				{name: "4-steps", op: st.floorPlus(FloorPlusInput{Steps: 4}, false)},
+				{name: "4-steps+attrs", op: st.floorPlus(FloorPlusInput{Steps: 4}, true)},
+				{name: "4-steps+attrs+upsert", op: st.floorPlus(FloorPlusInput{Steps: 4, Upsert: true}, true)},
+				{name: "4-steps+attrs+upsert+details", op: st.floorPlus(FloorPlusInput{Steps: 4, Upsert: true, Details: true}, true)},
+				{name: "4-steps+attrs+upsert+details+2KiB", op: st.floorPlus(FloorPlusInput{Steps: 4, Upsert: true, Details: true, Payload: 2048}, true)},
+				{name: "4-steps-sleep-3ms", op: st.floorPlus(FloorPlusInput{Steps: 4, Sleep: 3 * time.Millisecond}, false)},
+				{name: "4-steps-sleep-3ms+all", op: st.floorPlus(FloorPlusInput{Steps: 4, Upsert: true, Details: true, Payload: 2048, Sleep: 3 * time.Millisecond}, true)},
+				{name: "raw", op: st.createRaw},
+				{name: "engine", op: st.createEngine},
+			}
+			for _, p := range paths {
+				measure(b, 3*c, c, p.op)
+			}
+			b.ResetTimer()
+			interleave(b, st.store, st.cat, rowOps(b, c), c, 2, paths...)
+			b.StopTimer()
+			for _, p := range paths {
+				b.ReportMetric(p.p(0.5), p.name+"-p50-ms")
+				b.ReportMetric(p.perSecond(), p.name+"-ops/s")
+				for _, g := range []string{"bench", "temporal", "postgres"} {
+					b.ReportMetric(float64(p.cpu[g].Microseconds())/1000/float64(p.n()), p.name+"-"+g+"-cpu-ms")
+				}
+			}
+			b.ReportMetric(0, "ns/op")
+		})
 	}
-	for _, p := range paths {
-		measure(b, 3, 1, p.op)
-	}
-	n := max(b.N, 100)
-	b.ResetTimer()
-	interleave(b, st.store, st.cat, n, 1, 2, paths...)
-	b.StopTimer()
-	for _, p := range paths {
-		b.ReportMetric(p.p(0.5), p.name+"-p50-ms")
-	}
-	b.ReportMetric(0, "ns/op")
 }
