@@ -148,7 +148,12 @@ func (s *Store) lock(key string) (func(), error) {
 func (s *Store) openLockFile(stripe uint32) (*os.File, error) {
 	dir := filepath.Join(s.root, lockDirName)
 	path := filepath.Join(dir, fmt.Sprintf("%02x", stripe))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	// Opened without O_CREAT first: an open that may create takes its directory's lock,
+	// which every put of every goroutine would contend for.
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if isNotExist(err) {
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	}
 	if isNotExist(err) {
 		// Lock files hold no state: recreating a removed directory is enough.
 		if err := os.MkdirAll(dir, 0o755); err != nil {
