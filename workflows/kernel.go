@@ -144,11 +144,21 @@ func startOp(ctx workflow.Context, s runSpec) *opRun {
 		wfID: info.WorkflowExecution.ID, graph: s.graph, branch: s.branch, subject: s.subject}
 	r.status.OpID = s.opID
 	r.abandonC = workflow.GetSignalChannel(ctx, AbandonSignalName)
-	attrs := []temporal.SearchAttributeUpdate{searchattr.Graph.ValueSet(s.graph), searchattr.Operation.ValueSet(cmp.Or(s.operationAttr, string(s.kind)))}
-	if s.branch != "" {
-		attrs = append(attrs, searchattr.Branch.ValueSet(s.branch))
+	// The client sets these as it starts the run; a run started otherwise has them set here.
+	// An upsert of what the start set would cost the server an event and a visibility write.
+	have := workflow.GetTypedSearchAttributes(ctx)
+	var attrs []temporal.SearchAttributeUpdate
+	for _, kv := range []struct {
+		key   temporal.SearchAttributeKeyKeyword
+		value string
+	}{{searchattr.Graph, s.graph}, {searchattr.Operation, cmp.Or(s.operationAttr, string(s.kind))}, {searchattr.Branch, s.branch}} {
+		if got, ok := have.GetKeyword(kv.key); kv.value != "" && (!ok || got != kv.value) {
+			attrs = append(attrs, kv.key.ValueSet(kv.value))
+		}
 	}
-	_ = workflow.UpsertTypedSearchAttributes(ctx, attrs...)
+	if len(attrs) > 0 {
+		_ = workflow.UpsertTypedSearchAttributes(ctx, attrs...)
+	}
 	// A valid handler under a name without the reserved "__" prefix is never refused.
 	_ = workflow.SetQueryHandler(ctx, StatusQueryName, func() (OperationStatus, error) { return r.status, nil })
 	return r
