@@ -25,6 +25,7 @@ import (
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
 	"github.com/graftworks/graft/internal/format"
+	"github.com/graftworks/graft/internal/searchattr"
 	"github.com/graftworks/graft/workflows"
 )
 
@@ -703,6 +704,40 @@ func TestDecision_InDoubtWrite_ReissuesLeaveTheStatusAnswerable(t *testing.T) {
 	}
 	if reissues != 2 {
 		t.Fatalf("steps %v: %d re-issues, want 2", kinds, reissues)
+	}
+}
+
+// The client sets a run's graph, operation and branch as it starts it: the run upserts
+// only what its start did not set (a run started otherwise), then its outcome.
+func TestDecision_SearchAttributesTheStartSet_AreNotUpsertedAgain(t *testing.T) {
+	for _, tc := range []struct {
+		start []temporal.SearchAttributeUpdate
+		want  []string
+	}{
+		{[]temporal.SearchAttributeUpdate{searchattr.Graph.ValueSet("g"), searchattr.Operation.ValueSet("tag"), searchattr.Branch.ValueSet("main")},
+			[]string{searchattr.OutcomeName}},
+		{[]temporal.SearchAttributeUpdate{searchattr.Graph.ValueSet("g")},
+			[]string{searchattr.BranchName, searchattr.OperationName, searchattr.OutcomeName}},
+		{nil, []string{searchattr.BranchName, searchattr.GraphName, searchattr.OperationName, searchattr.OutcomeName}},
+	} {
+		d := newDecisionEnv(t, workflows.CreateTagName, workflows.CreateTag)
+		if err := d.env.SetTypedSearchAttributesOnStart(temporal.NewSearchAttributes(tc.start...)); err != nil {
+			t.Fatal(err)
+		}
+		var upserted []string
+		d.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+			for k := range args.Get(0).(temporal.SearchAttributes).GetUntypedValues() {
+				upserted = append(upserted, k.GetName())
+			}
+		}).Return(nil)
+		answer(d, a.PrepareTag, tagPrepared)
+		answer(d, a.Write, verdict(activities.Landed, "tag landed"))
+		var res workflows.CreateTagResult
+		d.mustRun(createTagInput, &res)
+		slices.Sort(upserted)
+		if res.Outcome != outcome.Created || !slices.Equal(upserted, tc.want) {
+			t.Fatalf("started with %d attributes: %s, upserted %v; want created, upserting %v", len(tc.start), res.Outcome, upserted, tc.want)
+		}
 	}
 }
 
