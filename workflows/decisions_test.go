@@ -1762,10 +1762,17 @@ type createSuite struct {
 func newCreateSuite(t *testing.T) *createSuite {
 	env := newTestEnv()
 	s := &createSuite{t: t, env: env, calls: map[string]int{}, last: map[string][]any{}, all: map[string][][]any{}}
+	started := func(name string, args []any) {
+		s.calls[name]++
+		s.last[name] = args
+		s.all[name] = append(s.all[name], args)
+	}
 	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, args []any) {
-		s.calls[info.ActivityType.Name]++
-		s.last[info.ActivityType.Name] = args
-		s.all[info.ActivityType.Name] = append(s.all[info.ActivityType.Name], args)
+		started(info.ActivityType.Name, args)
+	})
+	// An in-doubt create's steps run as ordinary activities.
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
+		started(info.ActivityType.Name, []any{decodedInput(t, info.ActivityType.Name, args)})
 	})
 	// Every attempt prepares a fresh native name; clones succeed unless a test says otherwise.
 	attempt := 0
