@@ -570,7 +570,6 @@ type FinishInput struct {
 	// Graph, Branch and Native name a create's incarnation: its witness goes live on
 	// created, and every unsettled witness of the operation goes unpublished otherwise.
 	Graph, Branch, Native string
-	Recorded              bool // a step recorded the end already; only the observer is told
 	// Result is the operation's result (JSON), recorded with the outcome.
 	Result json.RawMessage `json:",omitempty"`
 }
@@ -585,10 +584,6 @@ type FinishResult struct {
 // operation sent may still land.
 func (a *Activities) Finish(ctx context.Context, in FinishInput) (FinishResult, error) {
 	out := cmp.Or(catalog.Outcome(in.Outcome), catalog.OutcomeFailed)
-	if in.Recorded {
-		a.observeFinished(string(in.Kind), string(out))
-		return FinishResult{Owned: true}, nil
-	}
 	var settled []catalog.IncarnationSettleResult
 	var before catalog.Operation
 	err := a.Catalog.InTx(ctx, func(tx pgx.Tx) error {

@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
@@ -329,4 +330,29 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 			t.Fatalf("after abandon: %v", err)
 		}
 	})
+}
+
+// A worker's metrics count each operation once, by outcome: a create whose ref write also
+// recorded its end is not counted again when the kernel finishes it.
+func TestOperationsFinished_EachCountedOnceByItsOutcome(t *testing.T) {
+	r := runningRig(t)
+	before := r.observed.counts()
+	if res, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: "counted"}); err != nil || res.Outcome != outcome.Created {
+		t.Fatalf("create: %+v, %v", res, err)
+	}
+	if res, err := r.gc.CreateBranch(r.ctx, client.CreateBranchRequest{Graph: r.graph, Branch: "counted"}); !errors.Is(err, outcome.ErrConflict) {
+		t.Fatalf("second create: %+v, %v; want conflict", res, err)
+	}
+	if res, err := r.gc.DeleteBranch(r.ctx, client.DeleteBranchRequest{Graph: r.graph, Branch: "counted"}); err != nil || res.Outcome != outcome.Deleted {
+		t.Fatalf("delete: %+v, %v", res, err)
+	}
+	got := r.observed.counts()
+	for k, n := range before {
+		got[k] -= n
+	}
+	maps.DeleteFunc(got, func(_ string, n int) bool { return n == 0 })
+	want := map[string]int{"create_branch created": 1, "create_branch conflict": 1, "delete_branch deleted": 1}
+	if !maps.Equal(got, want) {
+		t.Fatalf("operations finished %v, want %v", got, want)
+	}
 }

@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -74,6 +76,29 @@ type rig struct {
 	repairKeep, repairRetire string
 	// lastReconcile is the workflow id of the last reconcile pass the test ran.
 	lastReconcile string
+	// observed counts what the rig's workers told their Observer.
+	observed *observed
+}
+
+// observed is an activities.Observer that counts the operations each outcome finished.
+type observed struct {
+	mu       sync.Mutex
+	finished map[string]int // "kind outcome"
+}
+
+func (o *observed) OperationFinished(kind, out string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.finished[kind+" "+out]++
+}
+
+func (o *observed) Settled(string, time.Duration) {}
+
+// counts returns a copy of the counts.
+func (o *observed) counts() map[string]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.finished)
 }
 
 func randomName(prefix string) string {
@@ -117,7 +142,7 @@ func newBareRig(t *testing.T) *rig {
 		t.Fatalf("s3 store: %v", err)
 	}
 	r := &rig{t: t, ctx: ctx, inner: inner, store: faults.Wrap(inner), cat: catalogtest.Open(t),
-		taskQueue: randomName("graft-test-"), graph: randomName("g"), s3cfg: cfg}
+		taskQueue: randomName("graft-test-"), graph: randomName("g"), s3cfg: cfg, observed: &observed{finished: map[string]int{}}}
 	ts := testenv.Temporal(t)
 	r.tc, err = sdkclient.DialContext(ctx, sdkclient.Options{HostPort: ts.HostPort, Namespace: ts.Namespace, Logger: quietLogger()})
 	if err != nil {
@@ -130,7 +155,7 @@ func newBareRig(t *testing.T) *rig {
 
 // acts returns the Activities a worker of the rig runs.
 func (r *rig) acts() *activities.Activities {
-	return &activities.Activities{Store: r.store, Catalog: r.cat, Workflows: worker.TemporalWorkflows(r.tc)}
+	return &activities.Activities{Store: r.store, Catalog: r.cat, Workflows: worker.TemporalWorkflows(r.tc), Observer: r.observed}
 }
 
 // oracle checks the graph and the ledger (internal/oracle); with reconcile it first runs

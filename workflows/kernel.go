@@ -465,15 +465,16 @@ func (r *opRun) run(ctx workflow.Context, res result, body func(ctx workflow.Con
 // finish records the operation's end: in the ledger — the outcome, the witnesses the
 // request wrote, the release of its pins, in one transaction guarded by this run's
 // ownership — and in visibility. "" records the ledger's failed. It retries until the
-// ledger answers: an end is never left unrecorded.
+// ledger answers: an end is never left unrecorded. An end a step recorded already (a
+// create's ref write) needs no step here: that step told the worker's metrics too.
 func (r *opRun) finish(ctx workflow.Context, e ending, res result) {
 	r.status.Outcome, r.status.Pending = e.out, e.msg
 	r.setPhase(ctx, "done", string(e.out))
-	if !r.foreign {
+	if !r.foreign && !e.recorded {
 		recorded, _ := json.Marshal(res)
 		if err := r.step(ctx, "finish: record outcome "+string(e.out), acts.Finish, activities.FinishInput{
 			Owner: r.owner, Kind: r.kind, Outcome: e.out, Message: e.msg, Graph: r.graph, Branch: r.branch,
-			Native: e.native, Recorded: e.recorded, Result: recorded,
+			Native: e.native, Result: recorded,
 		}, nil); err != nil {
 			r.log(ctx, "graft finish failed", "error", err.Error())
 		}
