@@ -235,8 +235,11 @@ func (st *createStack) createRawNamed(ctx context.Context, name string) error {
 	if err != nil || put.State != activities.Landed {
 		return fmt.Errorf("put ref: %v %s", err, put.State)
 	}
+	if put.Recorded { // the ref write recorded the end, as the engine's create finds
+		return nil
+	}
 	_, err = st.acts.Finish(ctx, activities.FinishInput{Owner: owner, Kind: catalog.OpCreateBranch, Outcome: outcome.Created,
-		Graph: st.graph, Branch: name, Native: prep.Native, Recorded: put.Recorded})
+		Graph: st.graph, Branch: name, Native: prep.Native})
 	return err
 }
 

@@ -22,8 +22,9 @@ const floorPlusName = "bench.FloorPlus"
 
 // FloorPlusInput says which of the engine's costs a FloorPlus run adds.
 type FloorPlusInput struct {
-	// Steps is the number of no-op local activities (the floor has 3, a
-	// create 4: prepare, clone, write, finish).
+	// Steps is the number of no-op local activities (the floor has 3, as a
+	// create has: prepare, clone, and the ref write that records its end; a
+	// merge plans, writes and finishes; a step of its own prices a fourth).
 	Steps int `json:"steps"`
 	// Payload is the size of what each step returns (a create's prepare
 	// returns its fork commit and ref bytes).
