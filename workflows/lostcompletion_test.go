@@ -22,8 +22,9 @@ import (
 // operation must still report the result it recorded, not an attached request's
 // "already finished".
 
-// loseFinishedTask fails, once per workflow, the workflow task in which the Finish step
-// answered: as a worker dying before the task's completion reaches Temporal would.
+// loseFinishedTask fails, once per workflow, the workflow task in which the step that
+// recorded the operation's end answered (Finish, or a create's ref write): as a worker
+// dying before the task's completion reaches Temporal would.
 type loseFinishedTask struct {
 	interceptor.WorkerInterceptorBase
 	mu   sync.Mutex
@@ -53,10 +54,10 @@ type loseFinishedOutbound struct {
 
 func (o *loseFinishedOutbound) ExecuteLocalActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
 	f := o.Next.ExecuteLocalActivity(ctx, activityType, args...)
-	if activityType != "Finish" || workflow.IsReplaying(ctx) {
+	if activityType != "Finish" && activityType != "Write" || workflow.IsReplaying(ctx) {
 		return f
 	}
-	return lostAfter{Future: f, lose: func() bool {
+	return lostAfter{Future: f, finish: activityType == "Finish", lose: func() bool {
 		id := workflow.GetInfo(ctx).WorkflowExecution.ID
 		o.l.mu.Lock()
 		defer o.l.mu.Unlock()
@@ -71,14 +72,19 @@ func (o *loseFinishedOutbound) ExecuteLocalActivity(ctx workflow.Context, activi
 	}}
 }
 
-// lostAfter is a Finish step's future that, once it answered, fails the workflow task.
+// lostAfter is the future of a step that may record the end (a Finish, or a write whose
+// verdict says it recorded it) that, once the step answered so, fails the workflow task.
 type lostAfter struct {
 	workflow.Future
-	lose func() bool
+	finish bool
+	lose   func() bool
 }
 
 func (f lostAfter) Get(ctx workflow.Context, out any) error {
 	err := f.Future.Get(ctx, out)
+	if v, ok := out.(*activities.Verdict); !f.finish && (!ok || !v.Recorded) {
+		return err
+	}
 	if err == nil && f.lose() {
 		panic("test: the workflow task's completion is lost after the operation finished")
 	}
