@@ -122,7 +122,8 @@ type Verdict struct {
 	// Equivalent: a tag write found another operation's live tag of the same commit (Landed).
 	Equivalent bool
 	Commit     string // the commit the tag now at the key names (tag writes)
-	// Recorded: the step also recorded the operation's end (a landed ref finishes the create).
+	// Recorded: the step also recorded the operation's end (a landed ref finishes the create,
+	// a landed publish the write, merge or restore it ends).
 	Recorded bool
 }
 
@@ -140,7 +141,8 @@ type WriteInput struct {
 	// an activity retry is known from its attempt number.
 	StepRetried bool
 	// Result, when set, is the operation's result should the write land; a step that
-	// records the operation's end with the landing (a create's ref) records it too.
+	// records the operation's end with the landing (a create's ref, a commit's publish)
+	// records it too.
 	Result json.RawMessage `json:",omitempty"`
 }
 
@@ -183,6 +185,13 @@ func (a *Activities) Write(ctx context.Context, in WriteInput) (Verdict, error) 
 		v = Verdict{State: Ambiguous, Message: "refused, but an earlier attempt of this step may still land: " + v.Message}
 	}
 	a.logVerdict(ctx, in, "write", v)
+	if v.State == Landed && in.Spec.Kind == WritePublish && len(in.Result) > 0 {
+		// The commit's landing ends the operation: its end is recorded now, as the kernel's
+		// finish would record it, and the kernel runs no finish step. Not recorded (the row
+		// is not this run's, or the ledger did not answer), the finish step records it.
+		fin, err := a.Finish(ctx, FinishInput{Owner: in.Owner, Outcome: in.Spec.Landed, Graph: in.Spec.Graph, Result: in.Result})
+		v.Recorded = err == nil && fin.Owned
+	}
 	return v, nil
 }
 
@@ -635,11 +644,12 @@ func (a *Activities) Finish(ctx context.Context, in FinishInput) (FinishResult, 
 	for _, s := range settled {
 		a.observeWitnessSettled(s)
 	}
+	kind := cmp.Or(in.Kind, before.Kind)
 	// A create's doubt is its witness's, reported as the witness settles.
-	if before.State == catalog.OperationInDoubt && in.Kind != catalog.OpCreateBranch && a.Observer != nil {
-		a.Observer.Settled(string(in.Kind), a.now().Sub(before.UpdatedAt))
+	if before.State == catalog.OperationInDoubt && kind != catalog.OpCreateBranch && a.Observer != nil {
+		a.Observer.Settled(string(kind), a.now().Sub(before.UpdatedAt))
 	}
-	a.observeFinished(string(in.Kind), string(out))
+	a.observeFinished(string(kind), string(out))
 	return FinishResult{Owned: true}, nil
 }
 

@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -51,6 +50,8 @@ type CreateBranchResult struct {
 	Incarnations   int `json:"incarnations"`
 	SettleAttempts int `json:"settle_attempts,omitempty"`
 }
+
+func (r *CreateBranchResult) setSettleAttempts(n int) { r.SettleAttempts = n }
 
 func (r *CreateBranchResult) setEnd(out outcome.Outcome, msg string) {
 	r.Outcome, r.Message = out, msg
@@ -147,13 +148,7 @@ func (r *createRun) createOnce(ctx workflow.Context, attempt int, started time.T
 	}
 
 	r.setPhase(ctx, "publish", "put-if-absent of the ref")
-	r.landedResult = func() json.RawMessage {
-		landed := *res
-		landed.setEnd(outcome.Created, "")
-		landed.SettleAttempts = r.status.SettleAttempts
-		b, _ := json.Marshal(landed)
-		return b
-	}
+	r.landedResult = landedAs(r.opRun, res, outcome.Created)
 	v, err := r.write(ctx, refSpec)
 	r.landedResult = nil
 	if err != nil {

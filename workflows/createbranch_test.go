@@ -332,8 +332,8 @@ func TestCreateBranchFaultMatrix(t *testing.T) {
 	})
 }
 
-// A worker's metrics count each operation once, by outcome: a create whose ref write also
-// recorded its end is not counted again when the kernel finishes it.
+// A worker's metrics count each operation once, by outcome, whichever step recorded its
+// end: a create's ref write, a table write's publish, or the kernel's finish.
 func TestOperationsFinished_EachCountedOnceByItsOutcome(t *testing.T) {
 	r := runningRig(t)
 	before := r.observed.counts()
@@ -346,12 +346,15 @@ func TestOperationsFinished_EachCountedOnceByItsOutcome(t *testing.T) {
 	if res, err := r.gc.DeleteBranch(r.ctx, client.DeleteBranchRequest{Graph: r.graph, Branch: "counted"}); err != nil || res.Outcome != outcome.Deleted {
 		t.Fatalf("delete: %+v, %v", res, err)
 	}
+	if res, err := r.gc.WriteTable(r.ctx, r.inner, client.WriteTableRequest{Graph: r.graph, Branch: "main", Table: "w", Files: writeFiles(t, "w")}); err != nil || res.Outcome != outcome.Done {
+		t.Fatalf("write: %+v, %v", res, err)
+	}
 	got := r.observed.counts()
 	for k, n := range before {
 		got[k] -= n
 	}
 	maps.DeleteFunc(got, func(_ string, n int) bool { return n == 0 })
-	want := map[string]int{"create_branch created": 1, "create_branch conflict": 1, "delete_branch deleted": 1}
+	want := map[string]int{"create_branch created": 1, "create_branch conflict": 1, "delete_branch deleted": 1, "write_table done": 1}
 	if !maps.Equal(got, want) {
 		t.Fatalf("operations finished %v, want %v", got, want)
 	}

@@ -1442,6 +1442,27 @@ func mergePlan(commit string) activities.PlanMergeResult {
 		Spec: activities.WriteSpec{Kind: activities.WritePublish, Graph: "g", Body: []byte("body of " + commit), Landed: outcome.Adopted}}
 }
 
+// A publish whose landing recorded the operation's end (the ledger's row then holds the
+// result the write carried) leaves the kernel no finish step; the result the write
+// carried is the one the merge returns, re-issues counted.
+func TestMergeDecision_PublishRecordedItsEnd_NoFinishStep_TheRecordedResultIsReturned(t *testing.T) {
+	d := newDecisionEnv(t, workflows.MergeName, workflows.Merge)
+	answer(d, a.PlanMerge, mergePlan("T-2"))
+	answer(d, a.Write, verdict(activities.Ambiguous, "answer lost"), activities.Verdict{State: activities.Landed, Recorded: true})
+	d.env.OnActivity(a.ReadBack, mock.Anything, mock.Anything).Return(verdict(activities.Ambiguous, "not there yet"), nil).Maybe()
+	var res workflows.MergeResult
+	d.mustRun(mergeInput, &res)
+	if res.Outcome != outcome.Adopted || res.Commit != "T-2" || res.SettleAttempts != 1 {
+		t.Fatalf("result %+v, want adopted at T-2 after one re-issue", res)
+	}
+	d.never("Finish")
+	writes := inputsOf[activities.WriteInput](d, "Write")
+	var carried workflows.MergeResult
+	if err := json.Unmarshal(writes[len(writes)-1].Result, &carried); err != nil || !reflect.DeepEqual(carried, res) {
+		t.Fatalf("the landing write carried %+v (%v), want the result the merge returned, %+v", carried, err, res)
+	}
+}
+
 // runMerge runs Merge with PlanMerge answering plans and PutPlannedCommit
 // answering puts, in order.
 func runMerge(t *testing.T, in workflows.MergeInput, plans []activities.PlanMergeResult, puts ...activities.WriteState) (workflows.MergeResult, *decisionEnv) {

@@ -77,6 +77,28 @@ type result interface {
 	setEnd(out outcome.Outcome, message string)
 }
 
+// settledResult is the result of an operation that ends with a write: it counts the
+// write's settle re-issues.
+type settledResult interface {
+	result
+	setSettleAttempts(n int)
+}
+
+// landedAs returns the result res will be should the write now issued land with out, for
+// r.landedResult: the step whose landing ends the operation records it as the end.
+func landedAs[R any, P interface {
+	*R
+	settledResult
+}](r *opRun, res P, out outcome.Outcome) func() json.RawMessage {
+	return func() json.RawMessage {
+		landed := *res
+		P(&landed).setEnd(out, "")
+		P(&landed).setSettleAttempts(r.status.SettleAttempts)
+		b, _ := json.Marshal(P(&landed))
+		return b
+	}
+}
+
 // ending is how an operation's phases ended; native is a create's live incarnation.
 type ending struct {
 	out      outcome.Outcome

@@ -187,6 +187,8 @@ type WriteTableResult struct {
 	SettleAttempts int             `json:"settle_attempts,omitempty"`
 }
 
+func (r *WriteTableResult) setSettleAttempts(n int) { r.SettleAttempts = n }
+
 func (r *WriteTableResult) setEnd(out outcome.Outcome, msg string) {
 	r.Outcome, r.Message = out, msg
 	if out != outcome.Done {
@@ -240,7 +242,7 @@ func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, err
 		if man.Outcome != "" {
 			return end(man.Outcome, man.Message)
 		}
-		return appendCommit(ctx, r, in.ExpectedHead, in.Branch, &res.HeadRetries, &res.SettleAttempts, func(ctx workflow.Context) (plannedCommit, error) {
+		return appendCommit(ctx, r, &res, in.ExpectedHead, in.Branch, &res.HeadRetries, &res.SettleAttempts, func(ctx workflow.Context) (plannedCommit, error) {
 			r.setPhase(ctx, PhasePlan, "reading the head of "+in.Branch)
 			var plan activities.PlanCommitResult
 			err := r.step(ctx, "plan: read the head, compute the commit", acts.PlanCommit, activities.PlanCommitInput{
@@ -345,7 +347,11 @@ type plannedCommit struct {
 // appendCommit is the append loop WriteTable, Merge and Restore share: plan on the real
 // head, write the commit through the kernel, and on a stale head plan again (at most
 // MaxHeadRetries times) unless the caller named an expected head — then it is a conflict.
-func appendCommit(ctx workflow.Context, r *opRun, expectedHead, branch string, headRetries, settleAttempts *int,
+// The commit's landing ends the operation: the write records res as its end.
+func appendCommit[R any, P interface {
+	*R
+	settledResult
+}](ctx workflow.Context, r *opRun, res P, expectedHead, branch string, headRetries, settleAttempts *int,
 	plan func(ctx workflow.Context) (plannedCommit, error)) (ending, error) {
 	for attempt := 0; ; attempt++ {
 		p, err := plan(ctx)
@@ -365,14 +371,16 @@ func appendCommit(ctx workflow.Context, r *opRun, expectedHead, branch string, h
 			continue
 		}
 		r.pendingRecorded = p.recorded
+		r.landedResult = landedAs(r, res, p.success)
 		v, err := r.write(ctx, p.spec)
+		r.landedResult = nil
 		*settleAttempts = r.status.SettleAttempts
 		if err != nil {
 			return ending{}, err
 		}
 		switch v.State {
 		case activities.Landed:
-			return end(p.success, "")
+			return ending{out: p.success, recorded: v.Recorded}, nil
 		case activities.Refused:
 			return end(outcome.Refused, v.Message)
 		case activities.Invalid:
