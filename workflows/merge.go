@@ -111,7 +111,7 @@ func Merge(ctx workflow.Context, in MergeInput) (MergeResult, error) {
 	}
 	var cleared *activities.ClearedHeads
 	err := r.run(ctx, &res, func(ctx workflow.Context) (ending, error) {
-		return appendCommit(ctx, r, &res, in.ExpectedHead, in.Target, &res.HeadRetries, &res.SettleAttempts, func(ctx workflow.Context) (plannedCommit, error) {
+		return appendCommit(ctx, r, &res, in.ExpectedHead, in.Target, &res.HeadRetries, func(ctx workflow.Context) (plannedCommit, error) {
 			for {
 				r.setPhase(ctx, PhasePlan, "reading the heads of "+in.Source+" and "+in.Target)
 				var plan activities.PlanMergeResult

@@ -81,7 +81,7 @@ func Restore(ctx workflow.Context, in RestoreInput) (RestoreResult, error) {
 		if prep.Outcome != "" {
 			return end(prep.Outcome, prep.Message)
 		}
-		return appendCommit(ctx, r, &res, in.ExpectedHead, in.Branch, &res.HeadRetries, &res.SettleAttempts, func(ctx workflow.Context) (plannedCommit, error) {
+		return appendCommit(ctx, r, &res, in.ExpectedHead, in.Branch, &res.HeadRetries, func(ctx workflow.Context) (plannedCommit, error) {
 			r.setPhase(ctx, PhasePlan, "reading the head of "+in.Branch)
 			var plan activities.PlanRestoreResult
 			if err := r.step(ctx, "plan: read the head, compute backup tag and commit", acts.PlanRestore, activities.PlanRestoreInput{

@@ -242,7 +242,7 @@ func WriteTable(ctx workflow.Context, in WriteTableInput) (WriteTableResult, err
 		if man.Outcome != "" {
 			return end(man.Outcome, man.Message)
 		}
-		return appendCommit(ctx, r, &res, in.ExpectedHead, in.Branch, &res.HeadRetries, &res.SettleAttempts, func(ctx workflow.Context) (plannedCommit, error) {
+		return appendCommit(ctx, r, &res, in.ExpectedHead, in.Branch, &res.HeadRetries, func(ctx workflow.Context) (plannedCommit, error) {
 			r.setPhase(ctx, PhasePlan, "reading the head of "+in.Branch)
 			var plan activities.PlanCommitResult
 			err := r.step(ctx, "plan: read the head, compute the commit", acts.PlanCommit, activities.PlanCommitInput{
@@ -351,7 +351,7 @@ type plannedCommit struct {
 func appendCommit[R any, P interface {
 	*R
 	settledResult
-}](ctx workflow.Context, r *opRun, res P, expectedHead, branch string, headRetries, settleAttempts *int,
+}](ctx workflow.Context, r *opRun, res P, expectedHead, branch string, headRetries *int,
 	plan func(ctx workflow.Context) (plannedCommit, error)) (ending, error) {
 	for attempt := 0; ; attempt++ {
 		p, err := plan(ctx)
@@ -374,7 +374,7 @@ func appendCommit[R any, P interface {
 		r.landedResult = landedAs(r, res, p.success)
 		v, err := r.write(ctx, p.spec)
 		r.landedResult = nil
-		*settleAttempts = r.status.SettleAttempts
+		res.setSettleAttempts(r.status.SettleAttempts)
 		if err != nil {
 			return ending{}, err
 		}
