@@ -330,6 +330,14 @@ func (p *path) p(q float64) float64 {
 
 func (p *path) perSecond() float64 { return float64(p.n()) / p.wall.Seconds() }
 
+// cpuGroups are the process groups a path's CPU is accounted to (cpu_test.go).
+var cpuGroups = []string{"bench", "temporal", "postgres"}
+
+// cpuPerOp is the path's CPU in group per operation, in ms.
+func (p *path) cpuPerOp(group string) float64 {
+	return float64(p.cpu[group].Microseconds()) / 1000 / float64(p.n())
+}
+
 func (p *path) perOp(v int64) float64 { return float64(v) / float64(p.n()) }
 
 // interleave runs n operations of every path at concurrency c, in passes:
@@ -424,8 +432,8 @@ func reportPaths(b *testing.B, unit string, eng, raw, floor *path) {
 		if p != eng {
 			prefix = p.name + "-"
 		}
-		for _, g := range []string{"bench", "temporal", "postgres"} {
-			b.ReportMetric(float64(p.cpu[g].Microseconds())/1000/float64(p.n()), prefix+g+"-cpu-ms/"+unit)
+		for _, g := range cpuGroups {
+			b.ReportMetric(p.cpuPerOp(g), prefix+g+"-cpu-ms/"+unit)
 		}
 		if p.total > 0 {
 			b.ReportMetric(100*p.busy/p.total, prefix+"machine-busy-%")

@@ -114,8 +114,8 @@ func BenchmarkEngineOverhead(b *testing.B) {
 			for _, p := range paths {
 				b.ReportMetric(p.p(0.5), p.name+"-p50-ms")
 				b.ReportMetric(p.perSecond(), p.name+"-ops/s")
-				for _, g := range []string{"bench", "temporal", "postgres"} {
-					b.ReportMetric(float64(p.cpu[g].Microseconds())/1000/float64(p.n()), p.name+"-"+g+"-cpu-ms")
+				for _, g := range cpuGroups {
+					b.ReportMetric(p.cpuPerOp(g), p.name+"-"+g+"-cpu-ms")
 				}
 			}
 			b.ReportMetric(0, "ns/op")
