@@ -298,10 +298,17 @@ func commit[T any](ctx context.Context, tx pgx.Tx, fn func(tx pgx.Tx) (T, error)
 // wait for each other (doc.go). The key hashes the schema too, so ledgers in different
 // schemas do not contend.
 func lockGraph(ctx context.Context, tx pgx.Tx, graph string, mode lockMode) error {
-	_, err := tx.Exec(ctx,
-		`SELECT pg_advisory_xact_lock`+string(mode)+`(hashtextextended('graft/graph/' || current_schema() || '/' || $1, 0))`,
-		graph)
+	_, err := tx.Exec(ctx, lockGraphSQL(mode), graph)
 	return err
+}
+
+// queueLockGraph queues lockGraph's statement in b.
+func queueLockGraph(b *pgx.Batch, graph string, mode lockMode) {
+	b.Queue(lockGraphSQL(mode), graph)
+}
+
+func lockGraphSQL(mode lockMode) string {
+	return `SELECT pg_advisory_xact_lock` + string(mode) + `(hashtextextended('graft/graph/' || current_schema() || '/' || $1, 0))`
 }
 
 type lockMode string
@@ -311,16 +318,15 @@ const (
 	shared    lockMode = "_shared"
 )
 
-// lockNameRoot takes, for the rest of tx, the lock of a branch name's first
-// '/'-separated segment, shared by every pair of names one of which is a prefix of the
-// other on '/' boundaries (`a`, `a/b`).
-func lockNameRoot(ctx context.Context, tx pgx.Tx, graph, logical string) error {
+// queueLockNameRoot queues in b the statement that takes, for the rest of its
+// transaction, the lock of a branch name's first '/'-separated segment, shared by every
+// pair of names one of which is a prefix of the other on '/' boundaries (`a`, `a/b`).
+func queueLockNameRoot(b *pgx.Batch, graph, logical string) {
 	root, _, _ := strings.Cut(logical, "/")
-	_, err := tx.Exec(ctx,
-		`SELECT pg_advisory_xact_lock(hashtextextended('graft/name/' || current_schema() || '/' || $1 || '/' || $2, 0))`,
-		graph, root)
-	return err
+	b.Queue(lockNameRootSQL, graph, root)
 }
+
+const lockNameRootSQL = `SELECT pg_advisory_xact_lock(hashtextextended('graft/name/' || current_schema() || '/' || $1 || '/' || $2, 0))`
 
 // wrap prefixes err with a short verb phrase, translated unless it is the catalog's own
 // (pgx never wraps the catalog's sentinels).

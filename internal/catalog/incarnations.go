@@ -53,17 +53,37 @@ func (c *Catalog) IncarnationInsert(ctx context.Context, p IncarnationInsertPara
 // failed insert leaves usable.
 func (c *Catalog) IncarnationInsertTx(ctx context.Context, tx pgx.Tx, p IncarnationInsertParams) (Incarnation, error) {
 	what := fmt.Sprintf("insert incarnation %q", p.Native)
-	if p.Graph == "" || p.Logical == "" || p.Native == "" || p.OpID == "" {
-		return Incarnation{}, c.wrap(what, invalid("graph, logical, native and operation id are required"))
+	if err := p.check(); err != nil {
+		return Incarnation{}, c.wrap(what, err)
 	}
-	tree := cmp.Or(p.Tree, p.Native)
 	inc, err := savepoint(ctx, tx, func(sp pgx.Tx) (Incarnation, error) {
-		return scanIncarnation(sp.QueryRow(ctx, `
-			INSERT INTO incarnations (graph, logical, native, tree, op_id)
-			VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT (graph, native) DO NOTHING
-			RETURNING `+incarnationColumns, p.Graph, p.Logical, p.Native, tree, p.OpID))
+		return scanIncarnation(sp.QueryRow(ctx, insertIncarnationSQL, p.args()...))
 	})
+	return wrapped[Incarnation](c, what)(p.inserted(ctx, tx, inc, err))
+}
+
+func (p IncarnationInsertParams) check() error {
+	if p.Graph == "" || p.Logical == "" || p.Native == "" || p.OpID == "" {
+		return invalid("graph, logical, native and operation id are required")
+	}
+	return nil
+}
+
+const insertIncarnationSQL = `
+	INSERT INTO incarnations (graph, logical, native, tree, op_id)
+	VALUES ($1, $2, $3, $4, $5)
+	ON CONFLICT (graph, native) DO NOTHING
+	RETURNING ` + incarnationColumns
+
+func (p IncarnationInsertParams) args() []any {
+	return []any{p.Graph, p.Logical, p.Native, cmp.Or(p.Tree, p.Native), p.OpID}
+}
+
+// inserted says what the insert of p answered (inc, err) in tx, whose savepoint around
+// the insert has been rolled back if it failed: another open incarnation of the name
+// (*IncarnationExistsError), or the native name taken — by this insert before, or else
+// ErrDuplicate.
+func (p IncarnationInsertParams) inserted(ctx context.Context, tx pgx.Tx, inc Incarnation, err error) (Incarnation, error) {
 	switch {
 	case constraintOf(err, codeUniqueViolation) == incarnationsOneOpen:
 		exists := &IncarnationExistsError{Graph: p.Graph, Logical: p.Logical}
@@ -73,13 +93,14 @@ func (c *Catalog) IncarnationInsertTx(ctx context.Context, tx pgx.Tx, p Incarnat
 		err = exists
 	case errors.Is(err, pgx.ErrNoRows):
 		// The native name exists: a retry of this insert, or a clash.
+		tree := cmp.Or(p.Tree, p.Native)
 		inc, err = getIncarnation(ctx, tx, p.Graph, p.Native)
 		if err == nil && (inc.Logical != p.Logical || inc.Tree != tree || inc.OpID != p.OpID) {
 			err = fmt.Errorf("%w: incarnation %s exists for branch %q, operation %s",
 				ErrDuplicate, p.Native, inc.Logical, inc.OpID)
 		}
 	}
-	return wrapped[Incarnation](c, what)(inc, err)
+	return inc, err
 }
 
 // IncarnationGetByNativeParams names an incarnation.

@@ -233,3 +233,50 @@ func TestOperationFinish_NoCleanupRunning_DeletesItsPinsAndPrunesOthers(t *testi
 		t.Fatalf("%d pin rows after every operation finished and the run ended, want 0", n)
 	}
 }
+
+// TestIncarnationInsertDisjoint_RefusalTakesBackTheInsertAndLeavesTheTransactionUsable
+// proves the disjoint insert's answers, each made in one round trip: a name under an
+// open one's prefix, and a second open incarnation of a name, are refused with the
+// open one named, insert nothing, and leave the caller's transaction usable (a create
+// whose name is held commits its operation and pins); a repeated insert returns the
+// row; a native name taken by another operation is ErrDuplicate.
+func TestIncarnationInsertDisjoint_RefusalTakesBackTheInsertAndLeavesTheTransactionUsable(t *testing.T) {
+	t.Parallel()
+	c := catalogtest.Open(t)
+	ctx := ctxFor(t)
+	op := newOp(t, c, catalog.OpCreateBranch, "g")
+	insert := func(tx pgx.Tx, logical, native, opID string) error {
+		_, err := c.IncarnationInsertDisjointTx(ctx, tx, catalog.IncarnationInsertParams{Graph: "g", Logical: logical, Native: native, OpID: opID})
+		return err
+	}
+	if err := c.InTx(ctx, func(tx pgx.Tx) error { return insert(tx, "a", "a.N1", op.ID) }); err != nil {
+		t.Fatal(err)
+	}
+	for _, refused := range []struct{ logical, native string }{{"a/b", "a/b.N2"}, {"a", "a.N3"}} {
+		other := newOp(t, c, catalog.OpCreateBranch, "g")
+		next := "c" + refused.native[len(refused.native)-1:]
+		err := c.InTx(ctx, func(tx pgx.Tx) error {
+			var exists *catalog.IncarnationExistsError
+			if err := insert(tx, refused.logical, refused.native, other.ID); !errors.As(err, &exists) || exists.Existing.Native != "a.N1" {
+				t.Errorf("insert of %s beside the open a: %v, want IncarnationExistsError naming a.N1", refused.logical, err)
+			}
+			return insert(tx, next, next+".N", other.ID) // the transaction goes on
+		})
+		if err != nil {
+			t.Fatalf("the transaction after the refusal of %s: %v", refused.logical, err)
+		}
+		if _, err := c.IncarnationGetByNative(ctx, catalog.IncarnationGetByNativeParams{Graph: "g", Native: refused.native}); !errors.Is(err, catalog.ErrNotFound) {
+			t.Errorf("refused %s: get = %v, want ErrNotFound", refused.native, err)
+		}
+		if _, err := c.IncarnationGetByNative(ctx, catalog.IncarnationGetByNativeParams{Graph: "g", Native: next + ".N"}); err != nil {
+			t.Errorf("%s, inserted after the refusal: %v", next, err)
+		}
+	}
+	if err := c.InTx(ctx, func(tx pgx.Tx) error { return insert(tx, "a", "a.N1", op.ID) }); err != nil {
+		t.Errorf("the same insert again: %v, want the row", err)
+	}
+	other := newOp(t, c, catalog.OpCreateBranch, "g")
+	if err := c.InTx(ctx, func(tx pgx.Tx) error { return insert(tx, "a", "a.N1", other.ID) }); !errors.Is(err, catalog.ErrDuplicate) {
+		t.Errorf("a.N1 again for another operation: %v, want ErrDuplicate", err)
+	}
+}

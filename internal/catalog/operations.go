@@ -178,16 +178,26 @@ func (c *Catalog) OperationFinishTx(ctx context.Context, tx pgx.Tx, p OperationF
 	if err != nil {
 		return Operation{}, c.wrap(what, err)
 	}
-	graph, err := lockGraphOf(ctx, tx, "operation", p.ID, shared)
-	if err != nil {
-		return Operation{}, c.wrap(what, err)
-	}
-	op, err := scanOperation(tx.QueryRow(ctx, `
+	// One round trip (pipeline): the graph's lock, then the update.
+	var graph string
+	var op Operation
+	b := &pgx.Batch{}
+	queueLockGraphOf(b, "operation", p.ID, shared, &graph)
+	b.Queue(`
 		UPDATE operations
 		SET state = 'done', outcome = $2, error = NULLIF($3, ''), updated_at = now(), finished_at = now(),
 		    pending = NULL, phase = 'done', waiting = NULL, result = $5::jsonb
 		WHERE id = $1 AND state <> 'done' AND ($4 = '' OR owner_run = $4)
-		RETURNING `+operationColumns, p.ID, p.Outcome, p.Error, p.Owner, result))
+		RETURNING `+operationColumns, p.ID, p.Outcome, p.Error, p.Owner, result).QueryRow(func(row pgx.Row) error {
+		op, err = scanOperation(row)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // answered below
+		}
+		return err
+	})
+	if berr := tx.SendBatch(ctx, b).Close(); berr != nil {
+		return Operation{}, c.wrap(what, berr)
+	}
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		op, err = getOperation(ctx, tx, p.ID)
@@ -205,18 +215,36 @@ func (c *Catalog) OperationFinishTx(ctx context.Context, tx pgx.Tx, p OperationF
 }
 
 // lockGraphOf returns the graph of the operation or cleanup run (entity) id, or
-// ErrNotFound, and takes its lock (lockGraph) in mode.
+// ErrNotFound, and takes its lock (lockGraph) in mode, in one statement.
 func lockGraphOf(ctx context.Context, tx pgx.Tx, entity, id string, mode lockMode) (string, error) {
 	var graph string
-	table := map[string]string{"operation": "operations", "cleanup run": "cleanup_runs"}[entity]
-	err := tx.QueryRow(ctx, `SELECT graph FROM `+table+` WHERE id = $1`, id).Scan(&graph)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", fmt.Errorf("%w: %s %q", ErrNotFound, entity, id)
-	}
-	if err == nil {
-		err = lockGraph(ctx, tx, graph, mode)
-	}
+	err := scanLockedGraph(tx.QueryRow(ctx, lockGraphOfSQL(entity, mode), id), entity, id, &graph)
 	return graph, err
+}
+
+// queueLockGraphOf queues lockGraphOf's statement in b; graph is set when b's results
+// are read.
+func queueLockGraphOf(b *pgx.Batch, entity, id string, mode lockMode, graph *string) {
+	b.Queue(lockGraphOfSQL(entity, mode), id).QueryRow(func(row pgx.Row) error {
+		return scanLockedGraph(row, entity, id, graph)
+	})
+}
+
+// lockGraphOfSQL reads the graph of the row and takes the graph's lock (the function's
+// void result, as text, is ignored).
+func lockGraphOfSQL(entity string, mode lockMode) string {
+	table := map[string]string{"operation": "operations", "cleanup run": "cleanup_runs"}[entity]
+	return `SELECT graph, pg_advisory_xact_lock` + string(mode) +
+		`(hashtextextended('graft/graph/' || current_schema() || '/' || graph, 0))::text FROM ` + table + ` WHERE id = $1`
+}
+
+func scanLockedGraph(row pgx.Row, entity, id string, graph *string) error {
+	var void string
+	err := row.Scan(graph, &void)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: %s %q", ErrNotFound, entity, id)
+	}
+	return err
 }
 
 // OperationListParams filters the audit log; empty fields do not filter. Limit caps the

@@ -15,21 +15,33 @@ import (
 func (c *Catalog) OperationLockOwnedTx(ctx context.Context, tx pgx.Tx, id, owner string) (Operation, error) {
 	what := fmt.Sprintf("lock operation %q", id)
 	op, err := lockOperation(ctx, tx, id)
-	if err != nil {
-		return Operation{}, c.wrap(what, err)
+	if err == nil {
+		op, err = checkOwned(op, owner)
 	}
+	return op, c.wrap(what, err)
+}
+
+// checkOwned returns op if owner owns it and it is not done: *NotOwnerError, or else a
+// *StateConflictError.
+func checkOwned(op Operation, owner string) (Operation, error) {
 	if op.OwnerRun != owner {
-		return op, c.wrap(what, &NotOwnerError{ID: id, Owner: op.OwnerRun, Caller: owner})
+		return op, &NotOwnerError{ID: op.ID, Owner: op.OwnerRun, Caller: owner}
 	}
 	if op.State == OperationDone {
-		return op, c.wrap(what, &StateConflictError{Entity: "operation", ID: id, Expected: "running or in_doubt", Current: "done"})
+		return op, &StateConflictError{Entity: "operation", ID: op.ID, Expected: "running or in_doubt", Current: "done"}
 	}
 	return op, nil
 }
 
 // lockOperation reads and locks an operation's row; a missing row is ErrNotFound.
 func lockOperation(ctx context.Context, tx pgx.Tx, id string) (Operation, error) {
-	op, err := scanOperation(tx.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE id = $1 FOR UPDATE`, id))
+	return scanLockedOperation(tx.QueryRow(ctx, lockOperationSQL, id), id)
+}
+
+const lockOperationSQL = `SELECT ` + operationColumns + ` FROM operations WHERE id = $1 FOR UPDATE`
+
+func scanLockedOperation(row pgx.Row, id string) (Operation, error) {
+	op, err := scanOperation(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Operation{}, fmt.Errorf("%w: operation %q", ErrNotFound, id)
 	}

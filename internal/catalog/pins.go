@@ -79,19 +79,42 @@ func (c *Catalog) PinsRegisterTx(ctx context.Context, tx pgx.Tx, p PinsRegisterP
 		keys = append(keys, pin.Key)
 	}
 	exact, prefixes := conflictProbes(keys)
-	graph, err := c.openOperationGraph(ctx, tx, p.OpID, p.Graph)
-	if err == nil && p.Owner != "" {
-		_, err = c.OperationLockOwnedTx(ctx, tx, p.OpID, p.Owner)
+	graph := p.Graph
+	if graph == "" { // the lock and the condemned keys are the operation's graph's
+		var err error
+		if graph, err = c.openOperationGraph(ctx, tx, p.OpID, ""); err != nil {
+			return c.wrap(what, err)
+		}
 	}
-	if err == nil {
-		err = lockGraph(ctx, tx, graph, shared)
+	// One round trip (pipeline): the operation's row, checked (and locked, for an owner),
+	// the graph's lock, the condemned keys among ours, and the pins. A check that fails
+	// fails the transaction, which takes back the statements sent after it.
+	var condemned []string
+	b := &pgx.Batch{}
+	if p.Owner != "" {
+		b.Queue(lockOperationSQL, p.OpID).QueryRow(func(row pgx.Row) error {
+			op, err := scanLockedOperation(row, p.OpID)
+			if err == nil {
+				err = pinnable(p.OpID, graph, op.Graph, op.State)
+			}
+			if err == nil {
+				_, err = checkOwned(op, p.Owner)
+			}
+			return err
+		})
+	} else {
+		b.Queue(operationGraphSQL, p.OpID).QueryRow(func(row pgx.Row) error {
+			opGraph, state, err := scanOperationGraph(row, p.OpID)
+			if err == nil {
+				err = pinnable(p.OpID, graph, opGraph, state)
+			}
+			return err
+		})
 	}
-	if err != nil {
-		return c.wrap(what, err)
-	}
+	queueLockGraph(b, graph, shared)
 	// With no condemning run of the graph running (the common case, true until commit
 	// under the lock) the EXISTS filter skips both probes of the condemned set.
-	rows, _ := tx.Query(ctx, `
+	b.Queue(`
 		SELECT c.key FROM cleanup_condemned c
 		JOIN cleanup_runs r ON r.id = c.run_id AND r.state = 'running' AND r.mode <> 'dry_run'
 		WHERE EXISTS (SELECT 1 FROM cleanup_runs WHERE graph = $1 AND state = 'running' AND mode <> 'dry_run')
@@ -101,12 +124,11 @@ func (c *Catalog) PinsRegisterTx(ctx context.Context, tx pgx.Tx, p PinsRegisterP
 		JOIN cleanup_condemned c ON c.graph = $1 AND c.key >= p.prefix AND c.key < left(p.prefix, -1) || '0'
 		JOIN cleanup_runs r ON r.id = c.run_id AND r.state = 'running' AND r.mode <> 'dry_run'
 		WHERE EXISTS (SELECT 1 FROM cleanup_runs WHERE graph = $1 AND state = 'running' AND mode <> 'dry_run')`,
-		graph, exact, prefixes)
-	condemned, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return c.wrap(what, err)
-	}
-	if len(condemned) > 0 {
+		graph, exact, prefixes).Query(func(rows pgx.Rows) error {
+		var err error
+		if condemned, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil || len(condemned) == 0 {
+			return err
+		}
 		refused := &CondemnedError{Graph: graph}
 		for _, key := range keys {
 			if slices.ContainsFunc(condemned, func(ck string) bool { return keysConflict(key, ck) }) &&
@@ -114,35 +136,48 @@ func (c *Catalog) PinsRegisterTx(ctx context.Context, tx pgx.Tx, p PinsRegisterP
 				refused.Keys = append(refused.Keys, key)
 			}
 		}
-		return c.wrap(what, refused)
-	}
-	_, err = tx.Exec(ctx, `
+		return refused
+	})
+	b.Queue(`
 		INSERT INTO op_pins (op_id, graph, kind, key)
 		SELECT $1, $2, t.kind, t.key FROM unnest($3::text[], $4::text[]) AS t(kind, key)
 		ON CONFLICT (op_id, kind, key) DO UPDATE SET released_at = NULL, released_seq = NULL`,
 		p.OpID, graph, kinds, keys)
-	return c.wrap(what, err)
+	return c.wrap(what, tx.SendBatch(ctx, b).Close())
 }
 
 // openOperationGraph returns the graph of an operation that may take pins: existing
 // (ErrNotFound), not done (*StateConflictError), and graph's when one is given.
 func (c *Catalog) openOperationGraph(ctx context.Context, tx pgx.Tx, opID, graph string) (string, error) {
-	var opGraph string
+	opGraph, state, err := scanOperationGraph(tx.QueryRow(ctx, operationGraphSQL, opID), opID)
+	if err == nil {
+		err = pinnable(opID, graph, opGraph, state)
+	}
+	return opGraph, err
+}
+
+const operationGraphSQL = `SELECT graph, state FROM operations WHERE id = $1`
+
+func scanOperationGraph(row pgx.Row, opID string) (string, OperationState, error) {
+	var graph string
 	var state OperationState
-	err := tx.QueryRow(ctx, `SELECT graph, state FROM operations WHERE id = $1`, opID).Scan(&opGraph, &state)
+	err := row.Scan(&graph, &state)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", fmt.Errorf("%w: operation %q", ErrNotFound, opID)
+		err = fmt.Errorf("%w: operation %q", ErrNotFound, opID)
 	}
-	if err != nil {
-		return "", err
-	}
+	return graph, state, err
+}
+
+// pinnable says whether an operation of opGraph in state may take pins on graph ("" for
+// its own): not when done (*StateConflictError) or of another graph.
+func pinnable(opID, graph, opGraph string, state OperationState) error {
 	if graph != "" && graph != opGraph {
-		return "", invalid("operation %q works on graph %q, not %q", opID, opGraph, graph)
+		return invalid("operation %q works on graph %q, not %q", opID, opGraph, graph)
 	}
 	if state == OperationDone {
-		return "", &StateConflictError{Entity: "operation", ID: opID, Expected: "running or in_doubt", Current: string(state)}
+		return &StateConflictError{Entity: "operation", ID: opID, Expected: "running or in_doubt", Current: string(state)}
 	}
-	return opGraph, nil
+	return nil
 }
 
 // PinsReleaseParams names the operation whose pins to release.
@@ -167,7 +202,8 @@ func (c *Catalog) PinsRelease(ctx context.Context, p PinsReleaseParams) error {
 // With a run running it stamps them released with one fresh ledger epoch; with none
 // (none can start under the lock) it deletes them at once: the same end state.
 func releasePins(ctx context.Context, tx pgx.Tx, opID, graph string) error {
-	_, err := tx.Exec(ctx, `
+	b := &pgx.Batch{} // one round trip (pipeline): the release, then the prune
+	b.Queue(`
 		WITH running AS (
 			SELECT EXISTS (SELECT 1 FROM cleanup_runs WHERE graph = $2 AND state = 'running') AS yes
 		), forgotten AS (
@@ -176,25 +212,28 @@ func releasePins(ctx context.Context, tx pgx.Tx, opID, graph string) error {
 		UPDATE op_pins SET released_at = now(), released_seq = (SELECT nextval('ledger_epoch'))
 		WHERE op_id = $1 AND NOT late_put AND released_seq IS NULL AND (SELECT yes FROM running)`,
 		opID, graph)
-	if err != nil {
-		return err
-	}
-	return prunePins(ctx, tx, graph)
+	queuePrunePins(b, graph)
+	return tx.SendBatch(ctx, b).Close()
 }
 
 // prunePins deletes released pins older than every running cleanup run of the graph,
 // under the graph lock. Rows another prune is deleting are skipped, so two prunes never
 // wait for, or deadlock on, each other.
 func prunePins(ctx context.Context, tx pgx.Tx, graph string) error {
-	_, err := tx.Exec(ctx, `
-		DELETE FROM op_pins WHERE ctid IN (
-			SELECT ctid FROM op_pins
-			WHERE graph = $1 AND released_seq IS NOT NULL AND released_seq < coalesce(
-				(SELECT min(start_seq) FROM cleanup_runs WHERE graph = $1 AND state = 'running'),
-				9223372036854775807)
-			FOR UPDATE SKIP LOCKED)`, graph)
+	_, err := tx.Exec(ctx, prunePinsSQL, graph)
 	return err
 }
+
+// queuePrunePins queues prunePins's statement in b.
+func queuePrunePins(b *pgx.Batch, graph string) { b.Queue(prunePinsSQL, graph) }
+
+const prunePinsSQL = `
+	DELETE FROM op_pins WHERE ctid IN (
+		SELECT ctid FROM op_pins
+		WHERE graph = $1 AND released_seq IS NOT NULL AND released_seq < coalesce(
+			(SELECT min(start_seq) FROM cleanup_runs WHERE graph = $1 AND state = 'running'),
+			9223372036854775807)
+		FOR UPDATE SKIP LOCKED)`
 
 // PinsHoldForLatePutParams names a key an operation (existing, not done) put whose put
 // may still land; Owner, when set, must own the operation.

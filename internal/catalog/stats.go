@@ -12,8 +12,9 @@ import (
 // a benchmark divides by its operations to say what one operation costs the ledger
 // (docs/benchmarks.md). Counting is always on; it costs an atomic add per statement.
 type Stats struct {
-	// Statements is every round trip: queries, execs, and the BEGIN, COMMIT, ROLLBACK,
-	// SAVEPOINT and RELEASE a transaction sends.
+	// Statements is every round trip: queries, execs, the BEGIN, COMMIT, ROLLBACK,
+	// SAVEPOINT and RELEASE a transaction sends, and each batch of statements sent
+	// together in one round trip (pipelined: pipeline).
 	Statements int64
 	// Transactions is explicit transactions (BEGINs) plus statements sent outside one,
 	// each its own implicit transaction.
@@ -83,3 +84,18 @@ func (n *counter) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.
 }
 
 func (n *counter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TraceBatchStart counts a batch as one round trip; batches are sent only inside a
+// transaction, so they begin, commit and flush nothing.
+func (n *counter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	n.statements.Add(1)
+	return ctx
+}
+
+func (n *counter) TraceBatchQuery(_ context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
+	if word, _, _ := strings.Cut(strings.TrimSpace(data.SQL), " "); strings.EqualFold(word, "savepoint") {
+		n.savepoints.Add(1)
+	}
+}
+
+func (n *counter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}

@@ -152,24 +152,29 @@ func TestClientWait_OneStartAndOneLongPollPerOperation(t *testing.T) {
 // the time goes"), on a graph: commits that wait for Postgres to
 // flush its WAL (catalog.Stats.Flushes: what a commit costs in time here),
 // transactions (explicit ones, and statements sent outside one, reads
-// included) and statements (each a round trip, BEGIN and COMMIT included).
+// included) and round trips (catalog.Stats.Statements: each statement, BEGIN
+// and COMMIT included, or each batch of statements pipelined together).
 // Each operation records the write it is about to send in the transaction
 // of the step before it, and the commits after its effect — the finish, a
 // create's live witness, a delete's retired witness — do not wait for the
 // flush (catalog.InTxRecoverable; docs/operations.md, "The ledger's
-// commits").
+// commits"). Pins go in one pipelined round trip with the checks before
+// them (the operation's row, the graph's lock, the condemned keys), and a
+// finish's update in one with the graph's lock, its pins' release in one
+// with their prune.
 const (
-	// Create: one flushed commit, the prepare's (claim, the source commit's
-	// pin, the intent witness with its prefix check and a savepoint, and the
-	// ref put as the pending write: 14 statements), after a lookup of main's
+	// Create: one flushed commit, the prepare's (BEGIN, the claim, the
+	// source commit's pin, the intent witness — the name's lock, its prefix
+	// check, a savepoint and the insert, one round trip — and the ref put as
+	// the pending write, COMMIT: 6 round trips), after a lookup of main's
 	// open incarnation (one SELECT: the ref to read first); the clone
 	// records nothing; the write reads the row back (one SELECT) and, once
 	// the ref landed, records the live witness and the finish in one
-	// recoverable transaction of 9. The same at 121 tables: a
+	// recoverable transaction of 6. The same at 121 tables: a
 	// create pins the source commit alone (docs/format.md, "Branch create").
 	CreateLedgerFlushes      = 1
 	CreateLedgerTransactions = 4
-	CreateLedgerStatements   = 25
+	CreateLedgerStatements   = 14
 	// Delete: one flushed commit, the prepare's claim with the retire as its
 	// pending write (BEGIN, the insert, the pending write, COMMIT), after
 	// three reads (one SELECT each): the operation's row (a pending write of
@@ -177,12 +182,12 @@ const (
 	// read then), the name's open incarnation (the ref to read first) and
 	// its witness; the write reads the row back (one SELECT) and records the
 	// retired witness in a recoverable transaction (5); the finish is
-	// recoverable too (10: BEGIN, the row lock, SET LOCAL
-	// synchronous_commit, the witnesses' lookup, the operation's graph, the
-	// graph lock, the update, the pins' release and prune, COMMIT).
+	// recoverable too (7: BEGIN, the row lock, SET LOCAL
+	// synchronous_commit, the witnesses' lookup, the graph lock with the
+	// update, the pins' release and prune, COMMIT).
 	DeleteLedgerFlushes      = 1
 	DeleteLedgerTransactions = 7
-	DeleteLedgerStatements   = 23
+	DeleteLedgerStatements   = 20
 	// Merge: one flushed commit — once the plan is made, the transaction
 	// pinning what the merge commit newly names (versions, chunks, the
 	// commit) with the publish as the pending write, which also flushes the
@@ -195,7 +200,7 @@ const (
 	// same at 121 tables as at 4: each pin set goes in one statement.
 	MergeLedgerFlushes      = 1
 	MergeLedgerTransactions = 8
-	MergeLedgerStatements   = 31
+	MergeLedgerStatements   = 20
 )
 
 // DeleteSuccessPathRequests is what a branch delete costs in object-store
