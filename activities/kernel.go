@@ -185,10 +185,11 @@ func (a *Activities) Write(ctx context.Context, in WriteInput) (Verdict, error) 
 		v = Verdict{State: Ambiguous, Message: "refused, but an earlier attempt of this step may still land: " + v.Message}
 	}
 	a.logVerdict(ctx, in, "write", v)
-	if v.State == Landed && in.Spec.Kind == WritePublish && len(in.Result) > 0 {
-		// The commit's landing ends the operation: its end is recorded now, as the kernel's
-		// finish would record it, and the kernel runs no finish step. Not recorded (the row
-		// is not this run's, or the ledger did not answer), the finish step records it.
+	if v.State == Landed && in.Spec.Kind != WriteRef && len(in.Result) > 0 {
+		// The write's landing ends the operation (a commit's publish, a retire): its end is
+		// recorded now, as the kernel's finish would record it, and the kernel runs no finish
+		// step. Not recorded (the row is not this run's, or the ledger did not answer), the
+		// finish step records it. A ref put records its end with its witness (refIsOurs).
 		fin, err := a.Finish(ctx, FinishInput{Owner: in.Owner, Outcome: in.Spec.Landed, Graph: in.Spec.Graph, Result: in.Result})
 		v.Recorded = err == nil && fin.Owned
 	}

@@ -486,6 +486,28 @@ func TestDeleteBranchDecision_PrepareEndsEarly_OutcomePassedThroughNothingRetire
 	}
 }
 
+// TestDeleteBranchDecision_RetireRecordedItsEnd_NoFinishStep_TheRecordedResultIsReturned
+// proves a delete whose retire recorded the operation's end (activities.Write, given the
+// result should it land) runs no finish step, and returns the result the retire carried,
+// settle re-issues counted.
+func TestDeleteBranchDecision_RetireRecordedItsEnd_NoFinishStep_TheRecordedResultIsReturned(t *testing.T) {
+	d := newDecisionEnv(t, workflows.DeleteBranchName, workflows.DeleteBranch)
+	answer(d, a.PrepareDeleteBranch, deletePrepared)
+	answer(d, a.Write, verdict(activities.Ambiguous, "answer lost"), activities.Verdict{State: activities.Landed, Recorded: true})
+	d.env.OnActivity(a.ReadBack, mock.Anything, mock.Anything).Return(verdict(activities.Ambiguous, "still live"), nil).Maybe()
+	var res workflows.DeleteBranchResult
+	d.mustRun(deleteBranchInput, &res)
+	if res.Outcome != workflows.OutcomeDeleted || res.Native != deletePrepared.Native || res.Head != "F-3" || res.SettleAttempts != 1 {
+		t.Fatalf("result %+v, want %s deleted at F-3 after one re-issue", res, deletePrepared.Native)
+	}
+	d.never("Finish")
+	writes := inputsOf[activities.WriteInput](d, "Write")
+	var carried workflows.DeleteBranchResult
+	if err := json.Unmarshal(writes[len(writes)-1].Result, &carried); err != nil || !reflect.DeepEqual(carried, res) {
+		t.Fatalf("the landing retire carried %+v (%v), want the result the delete returned, %+v", carried, err, res)
+	}
+}
+
 func TestDeleteBranchDecision_OpIDOfAnotherRequest_LeavesItsOperationUnfinished(t *testing.T) {
 	res, d := runDeleteBranch(t, deleteBranchInput, activities.PrepareDeleteBranchResult{Outcome: outcome.Conflict, Owned: false})
 	if res.Outcome != outcome.Conflict {

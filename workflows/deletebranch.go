@@ -42,6 +42,7 @@ type DeleteBranchResult struct {
 }
 
 func (r *DeleteBranchResult) setEnd(out outcome.Outcome, msg string) { r.Outcome, r.Message = out, msg }
+func (r *DeleteBranchResult) setSettleAttempts(n int)                { r.SettleAttempts = n }
 
 // DeleteBranch deletes a branch: prepare (refuse main, a tag-pinned branch without Force,
 // a create still settling; claim the operation), then retire the live ref by
@@ -66,6 +67,7 @@ func DeleteBranch(ctx workflow.Context, in DeleteBranchInput) (DeleteBranchResul
 			return end(OutcomeDeleted, "")
 		}
 		r.pendingRecorded = prep.PendingRecorded
+		r.landedResult = landedAs(r, &res, OutcomeDeleted)
 		v, err := r.writeIn(ctx, "retire", "compare-and-swap of "+prep.Native+" into a retired ref", prep.Spec, &res.SettleAttempts)
 		if err != nil {
 			return ending{}, err
@@ -76,11 +78,12 @@ func DeleteBranch(ctx workflow.Context, in DeleteBranchInput) (DeleteBranchResul
 }
 
 // retired ends a retire (a compare-and-swap into a retired ref or tag): deleted once it
-// landed; otherwise refused, or a conflict whose message starts with changed.
+// landed, recorded already when the retire recorded its end (r.landedResult); otherwise
+// refused, or a conflict whose message starts with changed.
 func retired(v activities.Verdict, changed string) (ending, error) {
 	switch v.State {
 	case activities.Landed:
-		return end(OutcomeDeleted, "")
+		return ending{out: OutcomeDeleted, recorded: v.Recorded}, nil
 	case activities.Refused:
 		return end(outcome.Refused, v.Message)
 	}

@@ -488,8 +488,8 @@ func (r *opRun) run(ctx workflow.Context, res result, body func(ctx workflow.Con
 // request wrote, the release of its pins, in one transaction guarded by this run's
 // ownership — and in visibility. "" records the ledger's failed. It retries until the
 // ledger answers: an end is never left unrecorded. An end a step recorded already (a
-// create's ref write, a commit's publish) needs no step here: that step told the
-// worker's metrics too.
+// create's ref write, a commit's publish, a delete's retire) needs no step here: that
+// step told the worker's metrics too.
 func (r *opRun) finish(ctx workflow.Context, e ending, res result) {
 	r.status.Outcome, r.status.Pending = e.out, e.msg
 	r.setPhase(ctx, "done", string(e.out))

@@ -101,6 +101,7 @@ type DeleteTagResult struct {
 }
 
 func (r *DeleteTagResult) setEnd(out outcome.Outcome, msg string) { r.Outcome, r.Message = out, msg }
+func (r *DeleteTagResult) setSettleAttempts(n int)                { r.SettleAttempts = n }
 
 // DeleteTag retires a tag by compare-and-swap into a retired tag that keeps the key.
 func DeleteTag(ctx workflow.Context, in DeleteTagInput) (DeleteTagResult, error) {
@@ -120,6 +121,7 @@ func DeleteTag(ctx workflow.Context, in DeleteTagInput) (DeleteTagResult, error)
 		case prep.Retired:
 			return end(OutcomeDeleted, "")
 		}
+		r.landedResult = landedAs(r, &res, OutcomeDeleted)
 		v, err := r.writeIn(ctx, "retire", "compare-and-swap of tag "+in.Name, prep.Spec, &res.SettleAttempts)
 		if err != nil {
 			return ending{}, err
