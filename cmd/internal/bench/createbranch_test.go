@@ -18,6 +18,7 @@ import (
 	"github.com/oklog/ulid/v2"
 	"go.temporal.io/api/workflowservice/v1"
 	sdkclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -55,17 +56,27 @@ type createStack struct {
 	// rpcs counts the Temporal RPCs the shared client connection sends, by
 	// method (the worker's polls and completions too).
 	rpcs rpcCounter
+	// clock times one operation's phases (BenchmarkEnginePhases).
+	clock phaseClock
 }
 
 // rpcCounter counts gRPC calls by method name.
 type rpcCounter struct {
-	mu sync.Mutex
-	n  map[string]int
+	mu    sync.Mutex
+	n     map[string]int
+	clock *phaseClock // marks each RPC but the polls
 }
 
 func (c *rpcCounter) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	name := method[strings.LastIndexByte(method, '/')+1:]
+	poll := strings.HasPrefix(name, "Poll")
+	if !poll {
+		c.clock.mark("rpc> " + name)
+	}
 	err := invoker(ctx, method, req, reply, cc, opts...)
+	if !poll {
+		c.clock.mark("rpc< " + name)
+	}
 	c.mu.Lock()
 	if c.n == nil {
 		c.n = map[string]int{}
@@ -116,6 +127,7 @@ func newCreateStackOn(tb testing.TB, inner storage.Store, depth, tables int) *cr
 	st.built = buildGraph(tb, inner, st.graph, depth, tables)
 	witnessMain(tb, st.cat, st.built)
 
+	st.rpcs.clock = &st.clock
 	ts := testenv.Temporal(tb)
 	tc, err := sdkclient.Dial(sdkclient.Options{HostPort: ts.HostPort, Namespace: ts.Namespace, Logger: quietSDKLogger(),
 		ConnectionOptions: sdkclient.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(st.rpcs.intercept)}}})
@@ -124,7 +136,7 @@ func newCreateStackOn(tb testing.TB, inner storage.Store, depth, tables int) *cr
 	}
 	tb.Cleanup(tc.Close)
 	queue := "bench-" + st.graph
-	w := sdkworker.New(tc, queue, sdkworker.Options{})
+	w := sdkworker.New(tc, queue, sdkworker.Options{Interceptors: []interceptor.WorkerInterceptor{&stepClock{clock: &st.clock}}})
 	worker.Register(w, st.acts)
 	w.RegisterWorkflowWithOptions(floorWorkflow, workflow.RegisterOptions{Name: floorWorkflowName})
 	w.RegisterWorkflowWithOptions(floorPlusWorkflow, workflow.RegisterOptions{Name: floorPlusName})
@@ -340,12 +352,29 @@ func (p *path) cpuPerOp(group string) float64 {
 
 func (p *path) perOp(v int64) float64 { return float64(v) / float64(p.n()) }
 
-// interleave runs n operations of every path at concurrency c, in passes:
-// each pass runs n/passes operations of each path in turn, so a change in
-// the machine's other load falls on every path alike. It counts the store's
-// requests and the ledger's statements per path.
+// interleave runs n operations of every path at concurrency c so that a
+// change in the machine's other load falls on every path alike, and counts
+// the store's requests and the ledger's statements per path. At one client
+// the paths take turns, one operation each: the figures are latencies, and
+// no CPU is sampled (reading /proc around every operation would cost more
+// than the operation). At more, in passes: each pass runs n/passes
+// operations of each path in turn, with the CPU each path's pass took.
 func interleave(tb testing.TB, store *faults.Store, cat *catalog.Catalog, n, c, passes int, paths ...*path) {
 	tb.Helper()
+	if c == 1 {
+		for range n {
+			for _, p := range paths {
+				store.ResetCounts()
+				before := cat.Stats()
+				lat, wall := measure(tb, 1, 1, p.op)
+				p.ledger = addStats(p.ledger, cat.Stats().Sub(before))
+				p.requests += totalRequests(store)
+				p.lat = append(p.lat, lat...)
+				p.wall += wall
+			}
+		}
+		return
+	}
 	for pass := range passes {
 		k := n / passes
 		if pass == passes-1 {
@@ -373,7 +402,7 @@ func addStats(a, b catalog.Stats) catalog.Stats {
 // 100 per client (800 at 8 clients).
 func rowOps(b *testing.B, c int) int { return max(b.N, 100*c) }
 
-// BenchmarkCreateBranch measures, in one run with interleaved passes,
+// BenchmarkCreateBranch measures, in one run, interleaved (interleave),
 // creates through the engine (client.CreateBranch), the same steps called
 // directly (raw), and the Temporal floor (floorWorkflow), at concurrency 1
 // and 8, in graphs: history depth 0, 64 and 10,000 at 4 tables,

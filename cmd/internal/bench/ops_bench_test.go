@@ -162,7 +162,7 @@ func (st *mergeStack) mergeRawOp(source string, want outcome.Outcome) error {
 // BenchmarkMergeInto measures merges of a branch into main — one into an
 // unmoved main (adopted) and one three-way (merged, main moved by one
 // commit) — through the engine, by the same steps called directly, and the
-// Temporal floor, interleaved in two passes of one run, one at a time, in a
+// Temporal floor, taking turns one merge each (timedSerial), one at a time, in a
 // graph of 121 tables with 8 changed on the branch, with main's
 // history 0, 64 and 10,000 commits deep (the targets ask for the time at
 // depth 64 and 10,000 within 1.2 × depth 0's), the branch writing whole
@@ -211,7 +211,7 @@ func BenchmarkMergeInto(b *testing.B) {
 			}
 			n := max(b.N, 100)
 			b.ResetTimer()
-			timedSerial(b, st, n, 2, shape, eng, raw, floor)
+			timedSerial(b, st, n, shape, eng, raw, floor)
 			b.StopTimer()
 			reportPaths(b, "merge", eng, raw, floor)
 		})
@@ -232,45 +232,40 @@ func BenchmarkMergeInto(b *testing.B) {
 // earlier ones did not.
 const mergesBefore = format.MapInlineMaxEntries + 1
 
-// timedSerial runs n merges of each path one at a time in passes, building
-// each merge's branch untimed first, and counts what only the merge sends.
+// timedSerial runs n merges of each path one at a time, the paths taking
+// turns one merge each (as interleave does at one client), building each
+// merge's branch untimed first, and counts what only the merge sends.
 // It reports no CPU: sampling /proc around every merge would cost more CPU
-// than the merge, and sampling around a pass would count the branches built.
-func timedSerial(b *testing.B, st *mergeStack, n, passes int, shape mergeShape, eng, raw, floor *path) {
+// than the merge.
+func timedSerial(b *testing.B, st *mergeStack, n int, shape mergeShape, eng, raw, floor *path) {
 	b.Helper()
 	ops := map[*path]func(string) error{
 		eng: func(s string) error { return st.mergeEngine(s, shape.want) },
 		raw: func(s string) error { return st.mergeRawOp(s, shape.want) },
 	}
-	for pass := range passes {
-		k := n / passes
-		if pass == passes-1 {
-			k = n - k*(passes-1)
-		}
+	for range n {
 		for _, p := range []*path{raw, floor, eng} {
-			for range k {
-				source := ""
-				if p != floor {
-					source = shape.prepare(b)
-				}
-				st.store.ResetCounts()
-				before := st.cat.Stats()
-				start := time.Now()
-				var err error
-				if p == floor {
-					err = st.floor(context.Background())
-				} else {
-					err = ops[p](source)
-				}
-				d := time.Since(start)
-				if err != nil {
-					b.Fatal(err)
-				}
-				p.lat = append(p.lat, d)
-				p.wall += d
-				p.requests += totalRequests(st.store)
-				p.ledger = addStats(p.ledger, st.cat.Stats().Sub(before))
+			source := ""
+			if p != floor {
+				source = shape.prepare(b)
 			}
+			st.store.ResetCounts()
+			before := st.cat.Stats()
+			start := time.Now()
+			var err error
+			if p == floor {
+				err = st.floor(context.Background())
+			} else {
+				err = ops[p](source)
+			}
+			d := time.Since(start)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.lat = append(p.lat, d)
+			p.wall += d
+			p.requests += totalRequests(st.store)
+			p.ledger = addStats(p.ledger, st.cat.Stats().Sub(before))
 		}
 	}
 }

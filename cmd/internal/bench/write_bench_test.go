@@ -65,7 +65,7 @@ func (st *createStack) writeUploadFirst(body []byte, eager bool) func(context.Co
 
 // BenchmarkWriteTable measures table writes through the client — one file of 1 KiB,
 // replacing a table of main in a graph of 4 tables, one at a time — interleaved with the
-// Temporal floor, in two passes. It reports p50/p99 latency (ms, nearest rank), writes
+// Temporal floor, taking turns one write each (interleave). It reports p50/p99 latency (ms, nearest rank), writes
 // per second, object-store requests and ledger transactions per write, and the
 // engine/floor ratio. Beside them run the same write by a client that cannot start
 // eagerly (as the graft CLI, whose worker is another process) and, for each, the order
