@@ -185,7 +185,7 @@ func (a *Activities) Write(ctx context.Context, in WriteInput) (Verdict, error) 
 		v = Verdict{State: Ambiguous, Message: "refused, but an earlier attempt of this step may still land: " + v.Message}
 	}
 	a.logVerdict(ctx, in, "write", v)
-	if v.State == Landed && in.Spec.Kind != WriteRef && len(in.Result) > 0 {
+	if v.State == Landed && in.Spec.Kind != WriteRef && in.Spec.Landed != "" && len(in.Result) > 0 {
 		// The write's landing ends the operation (a commit's publish, a retire): its end is
 		// recorded now, as the kernel's finish would record it, and the kernel runs no finish
 		// step. Not recorded (the row is not this run's, or the ledger did not answer), the

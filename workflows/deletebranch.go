@@ -69,6 +69,7 @@ func DeleteBranch(ctx workflow.Context, in DeleteBranchInput) (DeleteBranchResul
 		r.pendingRecorded = prep.PendingRecorded
 		r.landedResult = landedAs(r, &res, OutcomeDeleted)
 		v, err := r.writeIn(ctx, "retire", "compare-and-swap of "+prep.Native+" into a retired ref", prep.Spec, &res.SettleAttempts)
+		r.landedResult = nil
 		if err != nil {
 			return ending{}, err
 		}

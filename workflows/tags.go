@@ -123,6 +123,7 @@ func DeleteTag(ctx workflow.Context, in DeleteTagInput) (DeleteTagResult, error)
 		}
 		r.landedResult = landedAs(r, &res, OutcomeDeleted)
 		v, err := r.writeIn(ctx, "retire", "compare-and-swap of tag "+in.Name, prep.Spec, &res.SettleAttempts)
+		r.landedResult = nil
 		if err != nil {
 			return ending{}, err
 		}
