@@ -148,9 +148,7 @@ func (r *createRun) createOnce(ctx workflow.Context, attempt int, started time.T
 	}
 
 	r.setPhase(ctx, "publish", "put-if-absent of the ref")
-	r.landedResult = landedAs(r.opRun, res, outcome.Created)
-	v, err := r.write(ctx, refSpec)
-	r.landedResult = nil
+	v, err := r.writeLanding(ctx, refSpec, landedAs(r.opRun, res, outcome.Created))
 	if err != nil {
 		return ending{}, false, err
 	}

@@ -67,9 +67,8 @@ func DeleteBranch(ctx workflow.Context, in DeleteBranchInput) (DeleteBranchResul
 			return end(OutcomeDeleted, "")
 		}
 		r.pendingRecorded = prep.PendingRecorded
-		r.landedResult = landedAs(r, &res, OutcomeDeleted)
-		v, err := r.writeIn(ctx, "retire", "compare-and-swap of "+prep.Native+" into a retired ref", prep.Spec, &res.SettleAttempts)
-		r.landedResult = nil
+		v, err := r.writeIn(ctx, "retire", "compare-and-swap of "+prep.Native+" into a retired ref", prep.Spec,
+			landedAs(r, &res, OutcomeDeleted), &res.SettleAttempts)
 		if err != nil {
 			return ending{}, err
 		}
@@ -79,7 +78,7 @@ func DeleteBranch(ctx workflow.Context, in DeleteBranchInput) (DeleteBranchResul
 }
 
 // retired ends a retire (a compare-and-swap into a retired ref or tag): deleted once it
-// landed, recorded already when the retire recorded its end (r.landedResult); otherwise
+// landed, recorded already when the retire recorded its end (writeLanding); otherwise
 // refused, or a conflict whose message starts with changed.
 func retired(v activities.Verdict, changed string) (ending, error) {
 	switch v.State {

@@ -85,7 +85,7 @@ type settledResult interface {
 }
 
 // landedAs returns the result res will be should the write now issued land with out, for
-// r.landedResult: the step whose landing ends the operation records it as the end.
+// writeLanding: the step whose landing ends the operation records it as the end.
 func landedAs[R any, P interface {
 	*R
 	settledResult
@@ -145,7 +145,8 @@ type opRun struct {
 	// operation (a write waiting for its upload: abandoned).
 	cancelEnding *ending
 	// landedResult, when set, is the operation's result should the write now issued land:
-	// a step that records the end with the write's landing records it too.
+	// a step that records the end with the write's landing records it too. Set only for
+	// the span of that write (writeLanding).
 	landedResult func() json.RawMessage
 }
 
@@ -282,10 +283,20 @@ func (r *opRun) write(ctx workflow.Context, w activities.WriteSpec) (activities.
 	return v, err
 }
 
-// writeIn is write in phase, showing pending, counting the settle attempts into attempts.
-func (r *opRun) writeIn(ctx workflow.Context, phase, pending string, w activities.WriteSpec, attempts *int) (activities.Verdict, error) {
+// writeLanding is write for a write whose landing ends the operation: while it runs, its
+// steps carry landed (r.landedResult), the result it ends with, for the step that sees it
+// land to record as the end. A nil landed is write.
+func (r *opRun) writeLanding(ctx workflow.Context, w activities.WriteSpec, landed func() json.RawMessage) (activities.Verdict, error) {
+	r.landedResult = landed
+	defer func() { r.landedResult = nil }()
+	return r.write(ctx, w)
+}
+
+// writeIn is writeLanding in phase, showing pending, counting the settle attempts into
+// attempts.
+func (r *opRun) writeIn(ctx workflow.Context, phase, pending string, w activities.WriteSpec, landed func() json.RawMessage, attempts *int) (activities.Verdict, error) {
 	r.setPhase(ctx, phase, pending)
-	v, err := r.write(ctx, w)
+	v, err := r.writeLanding(ctx, w, landed)
 	*attempts = r.status.SettleAttempts
 	return v, err
 }

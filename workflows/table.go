@@ -371,9 +371,7 @@ func appendCommit[R any, P interface {
 			continue
 		}
 		r.pendingRecorded = p.recorded
-		r.landedResult = landedAs(r, res, p.success)
-		v, err := r.write(ctx, p.spec)
-		r.landedResult = nil
+		v, err := r.writeLanding(ctx, p.spec, landedAs(r, res, p.success))
 		res.setSettleAttempts(r.status.SettleAttempts)
 		if err != nil {
 			return ending{}, err

@@ -60,7 +60,7 @@ func CreateTag(ctx workflow.Context, in CreateTagInput) (CreateTagResult, error)
 		if prep.Outcome != "" {
 			return end(prep.Outcome, prep.Message)
 		}
-		v, err := r.writeIn(ctx, "tag", "put-if-absent of tag "+in.Name, prep.Spec, &res.SettleAttempts)
+		v, err := r.writeIn(ctx, "tag", "put-if-absent of tag "+in.Name, prep.Spec, nil, &res.SettleAttempts)
 		if err != nil {
 			return ending{}, err
 		}
@@ -121,9 +121,7 @@ func DeleteTag(ctx workflow.Context, in DeleteTagInput) (DeleteTagResult, error)
 		case prep.Retired:
 			return end(OutcomeDeleted, "")
 		}
-		r.landedResult = landedAs(r, &res, OutcomeDeleted)
-		v, err := r.writeIn(ctx, "retire", "compare-and-swap of tag "+in.Name, prep.Spec, &res.SettleAttempts)
-		r.landedResult = nil
+		v, err := r.writeIn(ctx, "retire", "compare-and-swap of tag "+in.Name, prep.Spec, landedAs(r, &res, OutcomeDeleted), &res.SettleAttempts)
 		if err != nil {
 			return ending{}, err
 		}
