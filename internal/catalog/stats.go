@@ -53,8 +53,7 @@ const (
 func (n *counter) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
 	n.statements.Add(1)
 	sql := strings.TrimSpace(data.SQL)
-	word, _, _ := strings.Cut(sql, " ")
-	word = strings.ToLower(strings.TrimSuffix(word, ";")) // "BEGIN; SET LOCAL …" begins a transaction too
+	word := firstWord(sql) // "BEGIN; SET LOCAL …" begins a transaction too
 	custom := conn.PgConn().CustomData()
 	inTx, _ := custom[inTxKey].(bool)
 	noFlush := strings.Contains(strings.ToLower(sql), "synchronous_commit to off")
@@ -93,9 +92,15 @@ func (n *counter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceB
 }
 
 func (n *counter) TraceBatchQuery(_ context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
-	if word, _, _ := strings.Cut(strings.TrimSpace(data.SQL), " "); strings.EqualFold(word, "savepoint") {
+	if firstWord(data.SQL) == "savepoint" {
 		n.savepoints.Add(1)
 	}
 }
 
 func (n *counter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// firstWord is a statement's first word, lower case, without a trailing ';'.
+func firstWord(sql string) string {
+	word, _, _ := strings.Cut(strings.TrimSpace(sql), " ")
+	return strings.ToLower(strings.TrimSuffix(word, ";"))
+}

@@ -364,13 +364,7 @@ func interleave(tb testing.TB, store *faults.Store, cat *catalog.Catalog, n, c, 
 	if c == 1 {
 		for range n {
 			for _, p := range paths {
-				store.ResetCounts()
-				before := cat.Stats()
-				lat, wall := measure(tb, 1, 1, p.op)
-				p.ledger = addStats(p.ledger, cat.Stats().Sub(before))
-				p.requests += totalRequests(store)
-				p.lat = append(p.lat, lat...)
-				p.wall += wall
+				p.run(tb, store, cat, 1, 1, false)
 			}
 		}
 		return
@@ -381,16 +375,29 @@ func interleave(tb testing.TB, store *faults.Store, cat *catalog.Catalog, n, c, 
 			k = n - k*(passes-1)
 		}
 		for _, p := range paths {
-			store.ResetCounts()
-			before, cpu0 := cat.Stats(), sampleCPU()
-			lat, wall := measure(tb, k, c, p.op)
-			p.addCPU(cpu0, sampleCPU())
-			p.ledger = addStats(p.ledger, cat.Stats().Sub(before))
-			p.requests += totalRequests(store)
-			p.lat = append(p.lat, lat...)
-			p.wall += wall
+			p.run(tb, store, cat, k, c, true)
 		}
 	}
+}
+
+// run runs k operations of p at concurrency c and adds what they cost to p: latencies,
+// wall time, store requests, the ledger's statements and, with sampled, CPU.
+func (p *path) run(tb testing.TB, store *faults.Store, cat *catalog.Catalog, k, c int, sampled bool) {
+	tb.Helper()
+	store.ResetCounts()
+	before := cat.Stats()
+	var cpu0 cpuSample
+	if sampled {
+		cpu0 = sampleCPU()
+	}
+	lat, wall := measure(tb, k, c, p.op)
+	if sampled {
+		p.addCPU(cpu0, sampleCPU())
+	}
+	p.ledger = addStats(p.ledger, cat.Stats().Sub(before))
+	p.requests += totalRequests(store)
+	p.lat = append(p.lat, lat...)
+	p.wall += wall
 }
 
 func addStats(a, b catalog.Stats) catalog.Stats {
