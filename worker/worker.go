@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -22,9 +23,20 @@ import (
 // DefaultTaskQueue is the task queue graft's workflows and activities use by default.
 const DefaultTaskQueue = "graft"
 
-// Register registers graft's workflows and activities on w. Activity type names are the
+// New returns a Temporal worker polling taskQueue that runs graft's workflows and the
+// activities acts, with what every graft worker needs added to o: a step's activity
+// heartbeats while the worker runs it (keepAlive), so a step lost with its worker moves
+// to another within the step's heartbeat timeout. o's own interceptors run first.
+func New(tc sdkclient.Client, taskQueue string, acts *activities.Activities, o sdkworker.Options) sdkworker.Worker {
+	o.Interceptors = append(slices.Clip(o.Interceptors), &keepAlive{})
+	w := sdkworker.New(tc, taskQueue, o)
+	register(w, acts)
+	return w
+}
+
+// register registers graft's workflows and activities on w. Activity type names are the
 // method names of activities.Activities, which workflows resolve through a typed nil pointer.
-func Register(w sdkworker.Registry, acts *activities.Activities) {
+func register(w sdkworker.Registry, acts *activities.Activities) {
 	workflows.Register(w)
 	w.RegisterActivity(acts)
 }

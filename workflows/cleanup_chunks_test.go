@@ -128,8 +128,7 @@ func newStackRig(t *testing.T, backend string, withWorker bool) *stackRig {
 // startWorker runs an in-process worker on the rig's task queue.
 func (r *stackRig) startWorker() {
 	r.t.Helper()
-	w := sdkworker.New(r.tc, r.queue, sdkworker.Options{})
-	worker.Register(w, &activities.Activities{Store: r.store, Catalog: r.cat, Workflows: worker.TemporalWorkflows(r.tc)})
+	w := worker.New(r.tc, r.queue, &activities.Activities{Store: r.store, Catalog: r.cat, Workflows: worker.TemporalWorkflows(r.tc)}, sdkworker.Options{})
 	if err := w.Start(); err != nil {
 		r.t.Fatalf("start worker: %v", err)
 	}
@@ -870,8 +869,7 @@ func (s *benchStack) seed() {
 }
 
 func (s *benchStack) startWorker() {
-	w := sdkworker.New(s.tc, s.taskQueue, sdkworker.Options{})
-	worker.Register(w, &activities.Activities{Store: s.store, Catalog: s.cat})
+	w := worker.New(s.tc, s.taskQueue, &activities.Activities{Store: s.store, Catalog: s.cat}, sdkworker.Options{})
 	if err := w.Start(); err != nil {
 		s.b.Fatalf("start worker: %v", err)
 	}

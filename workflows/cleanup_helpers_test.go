@@ -67,8 +67,7 @@ func (s *stoppableWorker) stop() { s.once.Do(s.w.Stop) }
 // newWorker starts a worker on the rig's task queue that the test may stop early.
 func (r *rig) newWorker() *stoppableWorker {
 	r.t.Helper()
-	w := sdkworker.New(r.tc, r.taskQueue, sdkworker.Options{})
-	worker.Register(w, r.acts())
+	w := worker.New(r.tc, r.taskQueue, r.acts(), sdkworker.Options{})
 	if err := w.Start(); err != nil {
 		r.t.Fatalf("start worker: %v", err)
 	}

@@ -468,8 +468,7 @@ func TestCleanup_HeadPublishedAfterTheListing_KeptWithWhatItPins(t *testing.T) {
 	fs := faults.Wrap(r.store)
 	refsList := faults.Rule{Op: faults.OpList, KeyPrefix: format.BranchRefsPrefix(r.graph), Mode: faults.Delay, Delay: 3 * time.Second, Times: 1}
 	fs.Add(refsList)
-	w := sdkworker.New(r.tc, r.queue, sdkworker.Options{})
-	worker.Register(w, &activities.Activities{Store: fs, Catalog: r.cat, Workflows: worker.TemporalWorkflows(r.tc)})
+	w := worker.New(r.tc, r.queue, &activities.Activities{Store: fs, Catalog: r.cat, Workflows: worker.TemporalWorkflows(r.tc)}, sdkworker.Options{})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -180,8 +180,7 @@ func (r *rig) oracle(reconcile bool) error {
 // startWorker runs an in-process worker on the rig's task queue.
 func (r *rig) startWorker() {
 	r.t.Helper()
-	w := sdkworker.New(r.tc, r.taskQueue, sdkworker.Options{})
-	worker.Register(w, r.acts())
+	w := worker.New(r.tc, r.taskQueue, r.acts(), sdkworker.Options{})
 	if err := w.Start(); err != nil {
 		r.t.Fatalf("start worker: %v", err)
 	}
@@ -390,8 +389,7 @@ func runChildWorker() int {
 		return 1
 	}
 	defer tc.Close()
-	w := sdkworker.New(tc, env("TASK_QUEUE"), sdkworker.Options{})
-	worker.Register(w, &activities.Activities{Store: store, Catalog: cat, Workflows: worker.TemporalWorkflows(tc)})
+	w := worker.New(tc, env("TASK_QUEUE"), &activities.Activities{Store: store, Catalog: cat, Workflows: worker.TemporalWorkflows(tc)}, sdkworker.Options{})
 	if err := w.Run(sdkworker.InterruptCh()); err != nil && !errors.Is(err, context.Canceled) {
 		os.Stderr.WriteString("child: worker: " + err.Error() + "\n")
 		return 1

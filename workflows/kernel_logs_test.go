@@ -127,10 +127,9 @@ func (r *rig) startLoggingWorker() *logSink {
 		r.t.Fatalf("dial temporal: %v", err)
 	}
 	r.t.Cleanup(tc.Close)
-	w := sdkworker.New(tc, r.taskQueue, sdkworker.Options{})
 	acts := r.acts()
 	acts.Logger = logger
-	worker.Register(w, acts)
+	w := worker.New(tc, r.taskQueue, acts, sdkworker.Options{})
 	if err := w.Start(); err != nil {
 		r.t.Fatalf("start worker: %v", err)
 	}

@@ -94,8 +94,7 @@ func (f lostAfter) Get(ctx workflow.Context, out any) error {
 // startLosingWorker starts the rig's worker with lose failing each workflow's finishing task.
 func startLosingWorker(r *rig, lose *loseFinishedTask) {
 	r.t.Helper()
-	w := sdkworker.New(r.tc, r.taskQueue, sdkworker.Options{Interceptors: []interceptor.WorkerInterceptor{lose}})
-	worker.Register(w, &activities.Activities{Store: r.store, Catalog: r.cat, Workflows: worker.TemporalWorkflows(r.tc)})
+	w := worker.New(r.tc, r.taskQueue, &activities.Activities{Store: r.store, Catalog: r.cat, Workflows: worker.TemporalWorkflows(r.tc)}, sdkworker.Options{Interceptors: []interceptor.WorkerInterceptor{lose}})
 	if err := w.Start(); err != nil {
 		r.t.Fatal(err)
 	}

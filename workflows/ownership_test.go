@@ -42,8 +42,7 @@ func TestInitGraph_RecordPutUnansweredAfterRootAndRef_RetriedStepCompletesTheGra
 			t.Parallel()
 			r := newStackRig(t, backend, false)
 			fs := faults.Wrap(r.store)
-			w := sdkworker.New(r.tc, r.queue, sdkworker.Options{})
-			worker.Register(w, &activities.Activities{Store: fs, Catalog: r.cat, Workflows: worker.TemporalWorkflows(r.tc)})
+			w := worker.New(r.tc, r.queue, &activities.Activities{Store: fs, Catalog: r.cat, Workflows: worker.TemporalWorkflows(r.tc)}, sdkworker.Options{})
 			if err := w.Start(); err != nil {
 				t.Fatal(err)
 			}

@@ -85,8 +85,7 @@ func newInProcessOn(t *testing.T, inner storage.Store, storeEnv map[string]strin
 		t.Fatal(err)
 	}
 	t.Cleanup(tc.Close)
-	w := sdkworker.New(tc, queue, sdkworker.Options{})
-	worker.Register(w, &activities.Activities{Store: store, Catalog: cat})
+	w := worker.New(tc, queue, &activities.Activities{Store: store, Catalog: cat}, sdkworker.Options{})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -49,8 +49,7 @@ func storeDown(t *testing.T) (*inProcess, sdkclient.Client, string) {
 	}
 	t.Cleanup(tc.Close)
 	queue := fmt.Sprintf("graft-storedown-%d", time.Now().UnixNano())
-	w := sdkworker.New(tc, queue, sdkworker.Options{})
-	worker.Register(w, &activities.Activities{Store: store, Catalog: cat})
+	w := worker.New(tc, queue, &activities.Activities{Store: store, Catalog: cat}, sdkworker.Options{})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -136,8 +136,7 @@ func newCreateStackOn(tb testing.TB, inner storage.Store, depth, tables int) *cr
 	}
 	tb.Cleanup(tc.Close)
 	queue := "bench-" + st.graph
-	w := sdkworker.New(tc, queue, sdkworker.Options{Interceptors: []interceptor.WorkerInterceptor{&stepClock{clock: &st.clock}}})
-	worker.Register(w, st.acts)
+	w := worker.New(tc, queue, st.acts, sdkworker.Options{Interceptors: []interceptor.WorkerInterceptor{&stepClock{clock: &st.clock}}})
 	w.RegisterWorkflowWithOptions(floorWorkflow, workflow.RegisterOptions{Name: floorWorkflowName})
 	w.RegisterWorkflowWithOptions(floorPlusWorkflow, workflow.RegisterOptions{Name: floorPlusName})
 	if err := w.Start(); err != nil {

@@ -251,7 +251,9 @@ func (st *Stack) startWorker(taskQueue string, store storage.Store, onFatal func
 	var start func() error
 	start = func() error {
 		// Stopping waits for the steps in flight (a stall ends within StallFor).
-		w := sdkworker.New(st.TC, taskQueue, sdkworker.Options{WorkerStopTimeout: time.Minute, OnFatalError: func(err error) {
+		acts := &activities.Activities{Store: store, Catalog: st.Catalog, Workflows: worker.TemporalWorkflows(st.TC),
+			Chunks: graph.NewChunkCache(graph.DefaultChunkCacheBytes)}
+		w := worker.New(st.TC, taskQueue, acts, sdkworker.Options{WorkerStopTimeout: time.Minute, OnFatalError: func(err error) {
 			onFatal(err)
 			go func() {
 				mu.Lock()
@@ -266,8 +268,6 @@ func (st *Stack) startWorker(taskQueue string, store storage.Store, onFatal func
 				}
 			}()
 		}})
-		worker.Register(w, &activities.Activities{Store: store, Catalog: st.Catalog, Workflows: worker.TemporalWorkflows(st.TC),
-			Chunks: graph.NewChunkCache(graph.DefaultChunkCacheBytes)})
 		if err := w.Start(); err != nil {
 			return err
 		}
@@ -370,9 +370,9 @@ func runChild() int {
 		return fail("temporal", err)
 	}
 	defer tc.Close()
-	w := sdkworker.New(tc, c.Queue, sdkworker.Options{})
-	worker.Register(w, &activities.Activities{Store: store, Catalog: cat, Workflows: worker.TemporalWorkflows(tc),
-		Chunks: graph.NewChunkCache(graph.DefaultChunkCacheBytes)})
+	acts := &activities.Activities{Store: store, Catalog: cat, Workflows: worker.TemporalWorkflows(tc),
+		Chunks: graph.NewChunkCache(graph.DefaultChunkCacheBytes)}
+	w := worker.New(tc, c.Queue, acts, sdkworker.Options{})
 	interrupt := make(chan any)
 	go func() { <-ctx.Done(); close(interrupt) }()
 	if err := w.Run(interrupt); err != nil && !errors.Is(err, context.Canceled) {

@@ -99,7 +99,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, register func(sdkwor
 	defer tc.Close()
 
 	fatal := make(chan error, 1)
-	w := sdkworker.New(tc, cfg.TaskQueue, sdkworker.Options{
+	acts := &activities.Activities{Store: store, Catalog: cat, Observer: metrics, Workflows: worker.TemporalWorkflows(tc),
+		Chunks: graph.NewChunkCache(graph.DefaultChunkCacheBytes)}
+	w := worker.New(tc, cfg.TaskQueue, acts, sdkworker.Options{
 		MaxConcurrentActivityExecutionSize:      cfg.MaxConcurrentActivities,
 		MaxConcurrentLocalActivityExecutionSize: cfg.MaxConcurrentLocalActivities,
 		MaxConcurrentWorkflowTaskExecutionSize:  cfg.MaxConcurrentWorkflowTasks,
@@ -111,8 +113,6 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, register func(sdkwor
 			}
 		},
 	})
-	worker.Register(w, &activities.Activities{Store: store, Catalog: cat, Observer: metrics, Workflows: worker.TemporalWorkflows(tc),
-		Chunks: graph.NewChunkCache(graph.DefaultChunkCacheBytes)})
 	if register != nil {
 		register(w)
 	}
