@@ -6,9 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
-
-	"go.temporal.io/sdk/activity"
 
 	"github.com/graftworks/graft/client/outcome"
 	"github.com/graftworks/graft/internal/catalog"
@@ -40,26 +37,6 @@ type ReconcileInput struct {
 func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (contract.ReconcileResult, error) {
 	if a.Workflows == nil {
 		return contract.ReconcileResult{}, errors.New("reconcile: the worker has no Temporal client to ask whether workflows closed")
-	}
-	// A pass may wait long on one fence (a stalled store): it heartbeats while this worker
-	// runs it, so another worker takes over a pass whose worker died.
-	if activity.IsActivity(ctx) {
-		if every := activity.GetInfo(ctx).HeartbeatTimeout / 3; every > 0 {
-			hctx, stop := context.WithCancel(ctx)
-			defer stop()
-			go func() {
-				t := time.NewTicker(every)
-				defer t.Stop()
-				for {
-					select {
-					case <-hctx.Done():
-						return
-					case <-t.C:
-						activity.RecordHeartbeat(ctx)
-					}
-				}
-			}()
-		}
 	}
 	res := contract.ReconcileResult{Settled: []contract.ReconciledOp{}}
 	limit := cmp.Or(max(in.Limit, 0), 100)

@@ -556,6 +556,10 @@ func setDetails(ctx workflow.Context, phase, subject, pending string) {
 var (
 	// StepTimeout bounds one attempt of a step (its StartToCloseTimeout).
 	StepTimeout = 30 * time.Second
+	// StepHeartbeatTimeout is how long a step running as an ordinary activity may go
+	// without a heartbeat: the worker beats while it runs the step, so this is how soon a
+	// step lost with its worker moves to another.
+	StepHeartbeatTimeout = 10 * time.Second
 	// BeforeEffectBudget bounds a step that precedes every storage effect, retries included.
 	BeforeEffectBudget = 2 * time.Minute
 	// FastPathBudget bounds the local-activity fast path of an after-effect step, after
@@ -612,8 +616,10 @@ func untilAnsweredStep(ctx workflow.Context, summary string, fn, in, out any, kv
 
 // answerableStep runs a step as an ordinary activity retried until answered, with no
 // total deadline. It does not hold the workflow task, so status queries stay answerable
-// while it runs.
+// while it runs; its worker heartbeats it, so one lost with its worker is retried by
+// another after StepHeartbeatTimeout.
 func answerableStep(ctx workflow.Context, summary string, fn, in, out any) error {
-	o := workflow.ActivityOptions{Summary: summary, StartToCloseTimeout: 2 * StepTimeout, RetryPolicy: untilAnswered}
+	o := workflow.ActivityOptions{Summary: summary, StartToCloseTimeout: 2 * StepTimeout,
+		HeartbeatTimeout: StepHeartbeatTimeout, RetryPolicy: untilAnswered}
 	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), fn, in).Get(ctx, out)
 }

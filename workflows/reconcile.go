@@ -49,10 +49,10 @@ func Reconcile(ctx workflow.Context, in ReconcileInput) (ReconcileResult, error)
 	info := workflow.GetInfo(ctx)
 	setDetails(ctx, "reconcile", in.Graph, "looking for operations whose workflow closed")
 	// The pass is an ordinary activity with no total deadline (it may fence writes, which
-	// follows storage effects), retried until it answers. It heartbeats while it runs: a
-	// worker that dies mid-pass is noticed after one step timeout, not the pass's.
+	// follows storage effects), retried until it answers. Its worker heartbeats it: a
+	// worker that dies mid-pass is noticed after StepHeartbeatTimeout, not the pass's.
 	o := workflow.ActivityOptions{Summary: "reconcile: settle operations whose workflow closed",
-		StartToCloseTimeout: 10 * time.Minute, HeartbeatTimeout: StepTimeout, RetryPolicy: untilAnswered}
+		StartToCloseTimeout: 10 * time.Minute, HeartbeatTimeout: StepHeartbeatTimeout, RetryPolicy: untilAnswered}
 	var res ReconcileResult
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), acts.Reconcile, activities.ReconcileInput{
 		Run: info.WorkflowExecution.RunID, Graph: in.Graph, OpID: in.OpID, Limit: in.Limit}).Get(ctx, &res)
