@@ -1,6 +1,8 @@
 package prodtier
 
 import (
+	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -18,7 +20,7 @@ import (
 // without forwarding — the write did not happen, and the worker cannot know
 // that, so the put is ambiguous (storage.CodeAmbiguous), as a gateway or
 // network failure makes it. PUTs under a delayed prefix are held that long,
-// then forwarded.
+// or until Heal, then forwarded (and faulted if their prefix still is).
 type s3Front struct {
 	URL    string
 	bucket string
@@ -26,9 +28,9 @@ type s3Front struct {
 	mu       sync.Mutex
 	prefixes []string
 	faulted  int
-	last     time.Time
 	delays   map[string]time.Duration
-	holding  int // delayed PUTs not yet forwarded
+	holding  int           // delayed PUTs not yet forwarded
+	healed   chan struct{} // closed by Heal, releasing the held PUTs
 }
 
 func newS3Front(t testing.TB, target, bucket string) *s3Front {
@@ -41,8 +43,17 @@ func newS3Front(t testing.TB, target, bucket string) *s3Front {
 	proxy := httputil.NewSingleHostReverseProxy(u)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := strings.TrimPrefix(r.URL.Path, "/"+f.bucket+"/")
-		if r.Method == http.MethodPut && f.delay(key) {
+		if r.Method == http.MethodPut && f.delayed(key) {
+			// A held PUT is delivered even when its sender is gone by then, as a
+			// network may deliver a request whose sender died.
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				return
+			}
+			f.hold(key)
 			defer f.release()
+			r = r.WithContext(context.WithoutCancel(r.Context()))
+			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		if r.Method == http.MethodPut && f.fault(key) {
 			_, _ = io.Copy(io.Discard, r.Body)
@@ -66,31 +77,44 @@ func (f *s3Front) fault(key string) bool {
 	for _, p := range f.prefixes {
 		if strings.HasPrefix(key, p) {
 			f.faulted++
-			f.last = time.Now()
 			return true
 		}
 	}
 	return false
 }
 
-// delay holds a PUT of key if a delayed prefix matches it, reporting whether
-// it did; the caller releases it once forwarded.
-func (f *s3Front) delay(key string) bool {
+// delayed reports whether a PUT of key is to be held.
+func (f *s3Front) delayed(key string) bool {
 	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.delayOf(key) > 0
+}
+
+func (f *s3Front) delayOf(key string) time.Duration {
 	var d time.Duration
 	for p, pd := range f.delays {
 		if strings.HasPrefix(key, p) {
 			d = pd
 		}
 	}
-	if d == 0 {
-		f.mu.Unlock()
-		return false
-	}
+	return d
+}
+
+// hold holds a PUT of key for its delay, or until Heal; the caller releases it
+// once forwarded.
+func (f *s3Front) hold(key string) {
+	f.mu.Lock()
+	d := f.delayOf(key)
 	f.holding++
+	if f.healed == nil {
+		f.healed = make(chan struct{})
+	}
+	healed := f.healed
 	f.mu.Unlock()
-	time.Sleep(d)
-	return true
+	select {
+	case <-time.After(d):
+	case <-healed:
+	}
 }
 
 func (f *s3Front) release() {
@@ -99,8 +123,8 @@ func (f *s3Front) release() {
 	f.holding--
 }
 
-// DelayPuts holds PUTs of keys starting with prefix for d before forwarding
-// them, until Heal.
+// DelayPuts holds PUTs of keys starting with prefix for d, or until Heal,
+// before forwarding them.
 func (f *s3Front) DelayPuts(prefix string, d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -124,16 +148,20 @@ func (f *s3Front) FailPuts(prefix string) {
 	f.prefixes = append(f.prefixes, prefix)
 }
 
-// Heal forwards every request again.
+// Heal forwards every request again, the held PUTs too.
 func (f *s3Front) Heal() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.prefixes, f.delays = nil, nil
+	if f.healed != nil {
+		close(f.healed)
+		f.healed = nil
+	}
 }
 
-// Faulted returns how many PUTs the front has faulted, and when the last was.
-func (f *s3Front) Faulted() (int, time.Time) {
+// Faulted returns how many PUTs the front has faulted.
+func (f *s3Front) Faulted() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.faulted, f.last
+	return f.faulted
 }

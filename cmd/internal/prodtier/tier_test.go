@@ -311,24 +311,31 @@ func TestProd_RollingRestart_LosesNothing(t *testing.T) {
 }
 
 // TestProd_KillMidSettle_AnotherWorkerFinishes: a create's ref put answers
-// ambiguously, so the create settles (re-issuing the put on a backoff) in
-// the worker running it; that worker is killed with SIGKILL. Another worker
-// takes the workflow over and finishes the create: created, the one branch
-// live in the store and the ledger.
+// ambiguously, so the create settles, re-issuing the put on a backoff. A
+// re-issue's put is held in the front of the worker that sent it, and that
+// worker is killed with SIGKILL inside the step; the held put is delivered
+// after its sender died. The step, no longer heartbeating, moves to another
+// worker, which finishes the create: created, the one branch live in the
+// store and the ledger.
 func TestProd_KillMidSettle_AnotherWorkerFinishes(t *testing.T) {
 	st := newStack(t, stackOptions{Workers: 3, Limit: 10 * time.Minute})
 	g := st.initGraph("kill")
 	const branch = "doubt"
 	h := st.startSettling(g, branch)
 
-	victim, last := -1, time.Time{}
-	for i, f := range st.fronts {
-		if n, at := f.Faulted(); n > 0 && at.After(last) {
-			victim, last = i, at
-		}
+	for _, f := range st.fronts {
+		f.DelayPuts(format.BranchRefPrefix(g, branch), 10*time.Minute)
 	}
-	if victim < 0 {
-		t.Fatal("no worker's front saw the ref put")
+	victim := -1
+	for deadline := time.Now().Add(2 * time.Minute); victim < 0; time.Sleep(20 * time.Millisecond) {
+		for i, f := range st.fronts {
+			if f.Holding() > 0 {
+				victim = i
+			}
+		}
+		if victim < 0 && time.Now().After(deadline) {
+			t.Fatal("no re-issue of the ref put reached a front in 2 minutes")
+		}
 	}
 	for i, f := range st.fronts {
 		if i != victim {
@@ -342,6 +349,7 @@ func TestProd_KillMidSettle_AnotherWorkerFinishes(t *testing.T) {
 		t.Fatalf("victim worker %d: %v, want killed", victim, err)
 	}
 	killedAt := time.Now()
+	st.fronts[victim].Heal() // the held put goes on to the store
 
 	ctx, cancel := context.WithTimeout(st.ctx, 3*time.Minute)
 	defer cancel()
@@ -349,10 +357,10 @@ func TestProd_KillMidSettle_AnotherWorkerFinishes(t *testing.T) {
 	if err != nil || res.Outcome != outcome.Created {
 		t.Fatalf("create after the kill: %+v, %v; want created", res, err)
 	}
-	t.Logf("worker %d (pid %d) killed mid-settle; another finished the create %s later after %d settle attempts",
+	t.Logf("worker %d (pid %d) killed inside a re-issue; another finished the create %s later after %d settle attempts",
 		victim, pid, time.Since(killedAt).Round(time.Millisecond), res.SettleAttempts)
-	if res.SettleAttempts < 2 {
-		t.Errorf("settle attempts %d, want at least 2 (one failed on the victim, one landed elsewhere)", res.SettleAttempts)
+	if moved := st.stepsMovedOnHeartbeat(h.WorkflowID, h.RunID); moved == 0 {
+		t.Errorf("no step of the create was retried after a heartbeat timeout; want the victim's re-issue moved to another worker")
 	}
 	// Worker identities are the SDK's default, pid@host.
 	by, survivor := st.completedBy(h.WorkflowID, h.RunID), false
@@ -379,9 +387,10 @@ func TestProd_KillMidSettle_AnotherWorkerFinishes(t *testing.T) {
 }
 
 // startSettling starts a create of branch whose ref puts every front fails
-// ambiguously, and waits until it settles.
+// ambiguously, and waits until it settles with one re-issue failed.
 func (st *stack) startSettling(g, branch string) *client.Handle {
 	st.t.Helper()
+	faulted := st.faulted()
 	for _, f := range st.fronts {
 		f.FailPuts(format.BranchRefPrefix(g, branch))
 	}
@@ -389,25 +398,58 @@ func (st *stack) startSettling(g, branch string) *client.Handle {
 	if err != nil {
 		st.t.Fatal(err)
 	}
-	st.waitSettling(h.WorkflowID, 1)
+	st.waitSettling(h.WorkflowID, 1, faulted)
 	return h
 }
 
-// waitSettling waits until a create reports phase settle with at least n
-// failed re-issues.
-func (st *stack) waitSettling(workflowID string, n int) workflows.OperationStatus {
+// waitSettling waits until a create reports phase settle with n re-issues and
+// the fronts have failed its put and those n re-issues' puts (the fronts had
+// failed faulted puts before). A write sends one PUT, with no retry.
+func (st *stack) waitSettling(workflowID string, n, faulted int) workflows.OperationStatus {
 	st.t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		s, err := st.gc.Status(st.ctx, workflowID, "")
-		if err == nil && s.Phase == "settle" && s.Outcome == outcome.InDoubt && s.SettleAttempts >= n {
+		if err == nil && s.Phase == "settle" && s.Outcome == outcome.InDoubt && s.SettleAttempts >= n && st.faulted() >= faulted+1+n {
 			return s
 		}
 		if time.Now().After(deadline) {
-			st.t.Fatalf("create %s not settling after 2 minutes: %+v, %v", workflowID, s, err)
+			st.t.Fatalf("create %s not settling with %d failed re-issues after 2 minutes: %+v, %v; %d puts failed",
+				workflowID, n, s, err, st.faulted()-faulted)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// faulted returns how many PUTs the fronts have failed.
+func (st *stack) faulted() int {
+	n := 0
+	for _, f := range st.fronts {
+		n += f.Faulted()
+	}
+	return n
+}
+
+// stepsMovedOnHeartbeat counts the activity attempts of a workflow that
+// started after the attempt before them timed out on its heartbeat: steps lost
+// with their worker and taken up by another.
+func (st *stack) stepsMovedOnHeartbeat(id, runID string) int {
+	it := st.tc.GetWorkflowHistory(st.ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	n := 0
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			st.t.Fatalf("history of %s: %v", id, err)
+		}
+		a := e.GetActivityTaskStartedEventAttributes()
+		if a == nil || a.GetAttempt() < 2 {
+			continue
+		}
+		if tf := a.GetLastFailure().GetTimeoutFailureInfo(); tf != nil && tf.GetTimeoutType() == enumspb.TIMEOUT_TYPE_HEARTBEAT {
+			n++
+		}
+	}
+	return n
 }
 
 // completedBy returns the identity of the worker that completed the
