@@ -31,6 +31,7 @@ type s3Front struct {
 	delays   map[string]time.Duration
 	holding  int           // delayed PUTs not yet forwarded
 	healed   chan struct{} // closed by Heal, releasing the held PUTs
+	stored   int           // held PUTs the store then answered 200
 }
 
 func newS3Front(t testing.TB, target, bucket string) *s3Front {
@@ -54,6 +55,12 @@ func newS3Front(t testing.TB, target, bucket string) *s3Front {
 			defer f.release()
 			r = r.WithContext(context.WithoutCancel(r.Context()))
 			r.Body = io.NopCloser(bytes.NewReader(body))
+			if !f.faulting(key) {
+				rec := &statusRecorder{ResponseWriter: w}
+				proxy.ServeHTTP(rec, r)
+				f.heldAnswered(rec.status)
+				return
+			}
 		}
 		if r.Method == http.MethodPut && f.fault(key) {
 			_, _ = io.Copy(io.Discard, r.Body)
@@ -68,6 +75,46 @@ func newS3Front(t testing.TB, target, bucket string) *s3Front {
 	t.Cleanup(srv.Close)
 	f.URL = srv.URL
 	return f
+}
+
+// faulting reports whether a PUT of key would be faulted now.
+func (f *s3Front) faulting(key string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range f.prefixes {
+		if strings.HasPrefix(key, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// heldAnswered counts a held PUT the store stored.
+func (f *s3Front) heldAnswered(status int) {
+	if status != http.StatusOK {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stored++
+}
+
+// Stored returns how many held PUTs the store answered 200 once forwarded.
+func (f *s3Front) Stored() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stored
+}
+
+// statusRecorder notes the status a handler answers with.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(status int) {
+	r.status = status
+	r.ResponseWriter.WriteHeader(status)
 }
 
 // fault reports whether a PUT of key is faulted, counting it.

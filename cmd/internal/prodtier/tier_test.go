@@ -359,6 +359,9 @@ func TestProd_KillMidSettle_AnotherWorkerFinishes(t *testing.T) {
 	}
 	t.Logf("worker %d (pid %d) killed inside a re-issue; another finished the create %s later after %d settle attempts",
 		victim, pid, time.Since(killedAt).Round(time.Millisecond), res.SettleAttempts)
+	if st.fronts[victim].Stored() == 0 {
+		t.Errorf("the victim's held ref put was not stored after the kill; want it delivered late")
+	}
 	if moved := st.stepsMovedOnHeartbeat(h.WorkflowID, h.RunID); moved == 0 {
 		t.Errorf("no step of the create was retried after a heartbeat timeout; want the victim's re-issue moved to another worker")
 	}
