@@ -308,7 +308,14 @@ func queueLockGraph(b *pgx.Batch, graph string, mode lockMode) {
 }
 
 func lockGraphSQL(mode lockMode) string {
-	return `SELECT pg_advisory_xact_lock` + string(mode) + `(hashtextextended('graft/graph/' || current_schema() || '/' || $1, 0))`
+	return `SELECT ` + graphLockCall(mode, "$1")
+}
+
+// graphLockCall is the call that takes the lock, in mode, of the graph named by the SQL
+// expression graph: every statement that takes a graph's lock builds it here, so they all
+// take the same lock.
+func graphLockCall(mode lockMode, graph string) string {
+	return `pg_advisory_xact_lock` + string(mode) + `(hashtextextended('graft/graph/' || current_schema() || '/' || ` + graph + `, 0))`
 }
 
 type lockMode string

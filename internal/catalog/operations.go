@@ -234,8 +234,7 @@ func queueLockGraphOf(b *pgx.Batch, entity, id string, mode lockMode, graph *str
 // void result, as text, is ignored).
 func lockGraphOfSQL(entity string, mode lockMode) string {
 	table := map[string]string{"operation": "operations", "cleanup run": "cleanup_runs"}[entity]
-	return `SELECT graph, pg_advisory_xact_lock` + string(mode) +
-		`(hashtextextended('graft/graph/' || current_schema() || '/' || graph, 0))::text FROM ` + table + ` WHERE id = $1`
+	return `SELECT graph, ` + graphLockCall(mode, "graph") + `::text FROM ` + table + ` WHERE id = $1`
 }
 
 func scanLockedGraph(row pgx.Row, entity, id string, graph *string) error {
