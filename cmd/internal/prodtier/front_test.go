@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -81,12 +82,12 @@ func newS3Front(t testing.TB, target, bucket string) *s3Front {
 func (f *s3Front) faulting(key string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, p := range f.prefixes {
-		if strings.HasPrefix(key, p) {
-			return true
-		}
-	}
-	return false
+	return f.faults(key)
+}
+
+// faults reports whether a faulted prefix matches key; f.mu is held.
+func (f *s3Front) faults(key string) bool {
+	return slices.ContainsFunc(f.prefixes, func(p string) bool { return strings.HasPrefix(key, p) })
 }
 
 // heldAnswered counts a held PUT the store stored.
@@ -121,13 +122,11 @@ func (r *statusRecorder) WriteHeader(status int) {
 func (f *s3Front) fault(key string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, p := range f.prefixes {
-		if strings.HasPrefix(key, p) {
-			f.faulted++
-			return true
-		}
+	if !f.faults(key) {
+		return false
 	}
-	return false
+	f.faulted++
+	return true
 }
 
 // delayed reports whether a PUT of key is to be held.

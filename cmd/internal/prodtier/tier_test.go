@@ -15,6 +15,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/temporal"
@@ -437,13 +438,8 @@ func (st *stack) faulted() int {
 // started after the attempt before them timed out on its heartbeat: steps lost
 // with their worker and taken up by another.
 func (st *stack) stepsMovedOnHeartbeat(id, runID string) int {
-	it := st.tc.GetWorkflowHistory(st.ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	n := 0
-	for it.HasNext() {
-		e, err := it.Next()
-		if err != nil {
-			st.t.Fatalf("history of %s: %v", id, err)
-		}
+	for _, e := range st.history(id, runID) {
 		a := e.GetActivityTaskStartedEventAttributes()
 		if a == nil || a.GetAttempt() < 2 {
 			continue
@@ -458,18 +454,28 @@ func (st *stack) stepsMovedOnHeartbeat(id, runID string) int {
 // completedBy returns the identity of the worker that completed the
 // workflow's last workflow task.
 func (st *stack) completedBy(id, runID string) string {
-	it := st.tc.GetWorkflowHistory(st.ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	last := ""
-	for it.HasNext() {
-		e, err := it.Next()
-		if err != nil {
-			st.t.Fatalf("history of %s: %v", id, err)
-		}
+	for _, e := range st.history(id, runID) {
 		if a := e.GetWorkflowTaskCompletedEventAttributes(); a != nil {
 			last = a.GetIdentity()
 		}
 	}
 	return last
+}
+
+// history returns a workflow run's events.
+func (st *stack) history(id, runID string) []*historypb.HistoryEvent {
+	st.t.Helper()
+	it := st.tc.GetWorkflowHistory(st.ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var events []*historypb.HistoryEvent
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			st.t.Fatalf("history of %s: %v", id, err)
+		}
+		events = append(events, e)
+	}
+	return events
 }
 
 // TestProd_ServerRestart_RunningOperationsResume: with creates in flight and
